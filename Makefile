@@ -1,0 +1,44 @@
+# posenc: the two commands a newcomer needs are `make lab` and `make test`.
+# Both create .venv on first use and reinstall when pyproject.toml changes.
+PYTHON ?= python3
+VENV ?= .venv
+# torch 2.13.0 (CPU) is on local disk here; on a CUDA machine use e.g.
+#   make test TORCH_SPEC="torch --index-url https://download.pytorch.org/whl/cu124"
+TORCH_SPEC ?= torch==2.13.0
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.posenc-installed
+# Extra arguments for JupyterLab, e.g. LAB_ARGS="--port 8899 --no-browser".
+LAB_ARGS ?=
+# Extra arguments for pytest, e.g. PYTEST_ARGS="-k rope -x".
+PYTEST_ARGS ?=
+
+.PHONY: venv lab test test-lib notebooks clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet $(TORCH_SPEC)
+	$(BIN)/python -m pip install --quiet -e ".[test,lab]"
+	touch $@
+
+# Create or update the virtual environment.
+venv: $(STAMP)
+
+# Open the notebooks in JupyterLab on localhost (a fresh random token is printed).
+lab: $(STAMP)
+	$(BIN)/jupyter lab --notebook-dir=notebooks --ServerApp.ip=127.0.0.1 $(LAB_ARGS)
+
+# Every test: library (unit, property, cross-check, bad input) and notebooks (nbval, strict).
+test: $(STAMP)
+	$(BIN)/python -m pytest tests notebooks --nbval --nbval-current-env \
+		--nbval-sanitize-with notebooks/sanitize.cfg $(PYTEST_ARGS)
+
+# Library tests only (fast loop while editing posenc_lib).
+test-lib: $(STAMP)
+	$(BIN)/python -m pytest tests $(PYTEST_ARGS)
+
+# Re-execute every notebook from its source in notebooks/src (NB=05 for one chapter).
+notebooks: $(STAMP)
+	$(BIN)/python scripts/build_notebooks.py $(NB)
+
+clean:
+	rm -rf $(VENV) build *.egg-info

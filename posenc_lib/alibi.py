@@ -1,0 +1,112 @@
+"""ALiBi (Press et al. 2022): no position vectors, just a linear penalty on distance.
+
+Head h adds -m_h * (i - j) to the score of query i and key j. The slopes m_h form a
+geometric sequence, so some heads look far and some look near.
+Names: num_heads = H, q_len, k_len.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from . import _validate as v
+from .relative import relative_positions
+
+MODES = ("causal", "symmetric", "nonsymmetric")
+
+
+def _geometric_slopes(n: int) -> list[float]:
+    # For n a power of two: 2**(-8/n), 2**(-16/n), ..., 2**(-8) (ratio = first term).
+    return [2.0 ** (-8.0 * (h + 1) / n) for h in range(n)]
+
+
+def alibi_slopes(
+    num_heads: int, *, device: torch.device | str | None = None, dtype: torch.dtype = torch.float32
+) -> Tensor:
+    """Press et al.'s head slopes.
+
+    For H = 2**a heads: m_h = 2**(-8h/H), h = 1..H. For other H, the paper's recipe:
+    take the 2**floor(log2 H) slopes of the nearest smaller power of two, then fill up
+    with every other slope of the next power of two (the ones in between).
+    returns: (H,)
+    Taught in: notebooks/06_alibi.ipynb
+    """
+    num_heads = v.int_at_least("num_heads", num_heads, 1)
+    closest = 2 ** math.floor(math.log2(num_heads))
+    slopes = _geometric_slopes(closest)
+    slopes += _geometric_slopes(2 * closest)[0::2][: num_heads - closest]
+    return torch.tensor(slopes, device=device, dtype=dtype)
+
+
+def alibi_bias(
+    num_heads: int,
+    q_len: int,
+    k_len: int | None = None,
+    *,
+    mode: str = "causal",
+    slopes: Tensor | None = None,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype = torch.float32,
+) -> Tensor:
+    """The additive attention bias of ALiBi.
+
+    mode "causal":       -m_h * (i - j) for j <= i, -inf for j > i (decoders)
+         "symmetric":    -m_h * |i - j| (the encoder form, ALiBi repo issue #5)
+         "nonsymmetric": the first H/2 heads look only left (causal), the other H/2
+                         only right; both halves share the slopes of H/2 heads
+                         (H must be even)
+    When q_len < k_len the queries are the *last* q_len positions (generation with
+    a key/value cache), so query i sits at position k_len - q_len + i.
+    slopes: optional (H,) slopes to use instead of ``alibi_slopes`` (e.g. learned)
+    returns: (H, q_len, k_len)
+    Taught in: notebooks/06_alibi.ipynb
+    """
+    num_heads = v.int_at_least("num_heads", num_heads, 1)
+    q_len = v.int_at_least("q_len", q_len, 0)
+    k_len = q_len if k_len is None else v.int_at_least("k_len", k_len, 0)
+    mode = v.one_of("mode", mode, MODES)
+    if k_len < q_len:
+        raise ValueError(f"k_len must be >= q_len={q_len} (queries are the last positions), got {k_len}")
+    if slopes is None:
+        if mode == "nonsymmetric":
+            if num_heads % 2:
+                raise ValueError(f"num_heads must be even for mode='nonsymmetric', got {num_heads}")
+            slopes = alibi_slopes(num_heads // 2, device=device, dtype=dtype).repeat(2)
+        else:
+            slopes = alibi_slopes(num_heads, device=device, dtype=dtype)
+    elif slopes.shape != (num_heads,):
+        raise ValueError(f"slopes must have shape ({num_heads},), got {tuple(slopes.shape)}")
+    rel = relative_positions(q_len, k_len, q_offset=k_len - q_len, device=slopes.device)  # j - i
+    # -|j - i| as an integer first: -0.0 never appears on the diagonal.
+    bias = slopes.view(-1, 1, 1) * (-rel.abs()).to(slopes.dtype)
+    if mode == "causal":
+        return bias.masked_fill(rel > 0, float("-inf"))
+    if mode == "nonsymmetric":
+        half = num_heads // 2
+        look_right = torch.arange(num_heads, device=slopes.device).view(-1, 1, 1) >= half
+        hidden = torch.where(look_right, rel < 0, rel > 0)
+        return bias.masked_fill(hidden, float("-inf"))
+    return bias
+
+
+class ALiBi(nn.Module):
+    """ALiBi as a module: forward(q_len, k_len=None) -> (H, q_len, k_len) bias.
+
+    The slopes are a non-persistent buffer (they follow ``.to(device)``).
+    Taught in: notebooks/06_alibi.ipynb
+    """
+
+    def __init__(self, num_heads: int, *, mode: str = "causal"):
+        super().__init__()
+        self.num_heads = v.int_at_least("num_heads", num_heads, 1)
+        self.mode = v.one_of("mode", mode, MODES)
+        slopes = alibi_slopes(num_heads)
+        if mode == "nonsymmetric":
+            alibi_bias(num_heads, 0, mode=mode)  # validates evenness early
+            slopes = alibi_slopes(num_heads // 2).repeat(2)
+        self.register_buffer("slopes", slopes, persistent=False)
+
+    def forward(self, q_len: int, k_len: int | None = None) -> Tensor:
+        return alibi_bias(self.num_heads, q_len, k_len, mode=self.mode, slopes=self.slopes)

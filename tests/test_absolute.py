@@ -1,0 +1,103 @@
+"""Integer, binary and sinusoidal codes (posenc_lib.absolute)."""
+import math
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import posenc_lib as pl
+
+# The 4 x 10 table printed in the sinusoid source (002_*.txt), max_len=4, d_model=10.
+SOURCE_SINUSOID_TABLE = [
+    [0.0000e00, 1.0000e00, 0.0000e00, 1.0000e00, 0.0000e00, 1.0000e00, 0.0000e00, 1.0000e00, 0.0000e00, 1.0000e00],
+    [8.4147e-01, 5.4030e-01, 1.5783e-01, 9.8747e-01, 2.5116e-02, 9.9968e-01, 3.9811e-03, 9.9999e-01, 6.3096e-04, 1.0000e00],
+    [9.0930e-01, -4.1615e-01, 3.1170e-01, 9.5018e-01, 5.0217e-02, 9.9874e-01, 7.9621e-03, 9.9997e-01, 1.2619e-03, 1.0000e00],
+    [1.4112e-01, -9.8999e-01, 4.5775e-01, 8.8908e-01, 7.5285e-02, 9.9716e-01, 1.1943e-02, 9.9993e-01, 1.8929e-03, 1.0000e00],
+]
+
+
+def test_integer_positions_rows_are_position_times_ones():
+    """Row i of the integer code is i in every feature; normalised it is i/n."""
+    p = pl.integer_positions(5, 3)
+    assert p.shape == (5, 3)
+    assert p[:, 0].tolist() == [0, 1, 2, 3, 4]
+    assert torch.equal(p, p[:, :1].expand(5, 3))
+    pn = pl.integer_positions(5, 3, normalize=True)
+    assert pn[:, 1].tolist() == pytest.approx([0, 0.2, 0.4, 0.6, 0.8])
+
+
+def test_normalized_step_depends_on_length():
+    """i/n breaks the fixed step between neighbours: the step is 1/n."""
+    step = lambda n: (pl.integer_positions(n, 1, normalize=True)[1] - pl.integer_positions(n, 1, normalize=True)[0]).item()
+    assert step(4) == pytest.approx(0.25) and step(10) == pytest.approx(0.1)
+
+
+def test_binary_positions_d3_matches_source():
+    """d=3: p0=[0,0,0], p1=[0,0,1], p2=[0,1,0] (most significant bit first)."""
+    b = pl.binary_positions(8, 3)
+    assert b[:3].tolist() == [[0, 0, 0], [0, 0, 1], [0, 1, 0]]
+    assert b[7].tolist() == [1, 1, 1]
+    assert (b[2] - b[1]).tolist() == [0, 1, -1]
+
+
+def test_binary_rows_decode_to_positions():
+    """Reading the bits back gives 0..n-1: every position has its own code."""
+    b = pl.binary_positions(64, 6)
+    weights = torch.tensor([2.0**k for k in range(5, -1, -1)])
+    assert (b @ weights).tolist() == list(range(64))
+
+
+def test_sinusoid_reproduces_source_table():
+    """The 4 x 10 table printed in the source, to its 5 significant digits."""
+    torch.testing.assert_close(pl.sinusoidal_positions(4, 10), torch.tensor(SOURCE_SINUSOID_TABLE), atol=6e-5, rtol=0)
+
+
+def test_sinusoid_matches_formula_loop():
+    """Every entry equals sin/cos(i / 10000**(2j/d)) computed with math, one by one."""
+    n, d = 7, 8
+    p = pl.sinusoidal_positions(n, d, dtype=torch.float64)
+    for i in range(n):
+        for j in range(d // 2):
+            w = i / 10000 ** (2 * j / d)
+            assert p[i, 2 * j].item() == pytest.approx(math.sin(w), abs=1e-12)
+            assert p[i, 2 * j + 1].item() == pytest.approx(math.cos(w), abs=1e-12)
+
+
+def test_concat_layout_is_a_column_permutation_of_interleaved():
+    """tensor2tensor's [sin..., cos...] holds the same columns as Vaswani's interleaving."""
+    inter = pl.sinusoidal_positions(9, 12)
+    concat = pl.sinusoidal_positions(9, 12, layout="concat")
+    perm = torch.cat((torch.arange(0, 12, 2), torch.arange(1, 12, 2)))
+    torch.testing.assert_close(concat, inter[:, perm], rtol=0, atol=0)
+
+
+@given(p=st.integers(0, 500), k=st.integers(-50, 50), half_d=st.integers(1, 16))
+def test_sinusoid_shift_is_a_rotation_independent_of_position(p, k, half_d):
+    """PE(p+k) = M_k PE(p) with M_k block-diagonal [[cos kf, sin kf], [-sin kf, cos kf]]."""
+    d = 2 * half_d
+    if p + k < 0:
+        k = -p
+    pe = pl.sinusoidal_positions(p + max(k, 0) + 1, d, dtype=torch.float64)
+    M = torch.zeros(d, d, dtype=torch.float64)
+    for j in range(half_d):
+        w = k / 10000 ** (2 * j / d)
+        # (sin(a+w), cos(a+w)) = [[cos w, sin w], [-sin w, cos w]] (sin a, cos a)
+        M[2 * j : 2 * j + 2, 2 * j : 2 * j + 2] = torch.tensor([[math.cos(w), math.sin(w)], [-math.sin(w), math.cos(w)]], dtype=torch.float64)
+    torch.testing.assert_close(M @ pe[p], pe[p + k], atol=1e-9, rtol=0)
+
+
+def test_sinusoidal_module_adds_table_and_extends():
+    """The module adds P[:seq]; beyond max_len it computes the rows it lacks."""
+    m = pl.SinusoidalPositionalEncoding(8, max_len=4)
+    x = torch.zeros(2, 6, 8)
+    torch.testing.assert_close(m(x)[0], pl.sinusoidal_positions(6, 8))
+    assert "pe" not in m.state_dict()
+
+
+def test_learned_module_refuses_unseen_positions():
+    """A learned table has no row for position max_len and beyond."""
+    m = pl.LearnedPositionalEncoding(4, 8)
+    assert m(torch.zeros(1, 4, 8)).shape == (1, 4, 8)
+    with pytest.raises(ValueError, match="max_len=4"):
+        m(torch.zeros(1, 5, 8))

@@ -1,0 +1,155 @@
+"""Rotary position embedding (posenc_lib.rope, posenc_lib.angles)."""
+import math
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import posenc_lib as pl
+
+# The worked example of the RoPE source (004_*.txt): 5 positions, d = 4, base 10000.
+SOURCE_INPUT = [[1, 0, 1, 0], [0, 1, 0, 1], [1, 1, 1, 1], [1, -1, 1, -1], [0.5, 0.5, 0.5, 0.5]]
+SOURCE_OUTPUT = [  # "rotated group 1 | rotated group 2", to 4 decimals as printed
+    [1, 0, 1, 0],
+    [-0.8415, 0.5403, -0.0100, 0.9999],
+    [-1.3254, 0.4932, 0.9798, 1.0198],
+    [-0.8489, 1.1311, 1.0296, -0.9696],
+    [0.0516, -0.7052, 0.4796, 0.5196],
+]
+
+
+def naive_rope(x: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
+    """Reference written with math, one pair at a time (interleaved pairs)."""
+    out = torch.empty_like(x, dtype=torch.float64)
+    n, d = x.shape
+    for m in range(n):
+        for j in range(d // 2):
+            a = m * base ** (-2 * j / d)
+            x0, x1 = x[m, 2 * j].item(), x[m, 2 * j + 1].item()
+            out[m, 2 * j] = x0 * math.cos(a) - x1 * math.sin(a)
+            out[m, 2 * j + 1] = x0 * math.sin(a) + x1 * math.cos(a)
+    return out
+
+
+def test_rope_reproduces_source_table():
+    """The 5 x 4 table of the RoPE source to its 4 printed decimals."""
+    out = pl.apply_rope(torch.tensor(SOURCE_INPUT))
+    torch.testing.assert_close(out, torch.tensor(SOURCE_OUTPUT), atol=1e-4, rtol=0)
+
+
+def test_rope_frequencies_count_pairs():
+    """theta_j = base**(-2j/d): d=4 gives [1, 1/100]; j counts pairs, not features."""
+    torch.testing.assert_close(pl.rope_frequencies(4), torch.tensor([1.0, 0.01]))
+    f = pl.rope_frequencies(128, base=500000.0)
+    assert f.shape == (64,) and f.dtype == torch.float32
+    assert f[-1].item() == pytest.approx(500000.0 ** (-126 / 128), rel=1e-6)
+
+
+@pytest.mark.parametrize("d", [2, 4, 10, 64])
+@pytest.mark.parametrize("base", [100.0, 10000.0])
+def test_apply_rope_matches_naive_loop(d, base):
+    """apply_rope equals a per-pair math loop (float64)."""
+    x = torch.randn(9, d, dtype=torch.float64, generator=torch.Generator().manual_seed(d))
+    torch.testing.assert_close(pl.apply_rope(x, base=base), naive_rope(x, base), atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_apply_rope_equals_dense_matrix(layout):
+    """apply_rope(x)[m] == rope_matrix(m) @ x[m] for both layouts."""
+    x = torch.randn(12, 8)
+    out = pl.apply_rope(x, layout=layout)
+    for m in range(12):
+        torch.testing.assert_close(out[m], pl.rope_matrix(m, 8, layout=layout) @ x[m], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_rope_matrix_is_orthogonal_and_composes(layout):
+    """R_m^T R_n = R_{n-m}: the algebra behind relative positions."""
+    Rm, Rn = pl.rope_matrix(3, 6, layout=layout), pl.rope_matrix(11, 6, layout=layout)
+    torch.testing.assert_close(Rm.T @ Rm, torch.eye(6), atol=1e-6, rtol=0)
+    torch.testing.assert_close(Rm.T @ Rn, pl.rope_matrix(8, 6, layout=layout), atol=1e-5, rtol=0)
+
+
+@given(half_d=st.integers(1, 32), seed=st.integers(0, 2**16), layout=st.sampled_from(["interleaved", "half"]))
+def test_rope_preserves_norms(half_d, seed, layout):
+    """Rotations do not change lengths."""
+    x = torch.randn(7, 2 * half_d, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+    torch.testing.assert_close(pl.apply_rope(x, layout=layout).norm(dim=-1), x.norm(dim=-1))
+
+
+@given(
+    m=st.integers(0, 4096),
+    n=st.integers(0, 4096),
+    shift=st.integers(-4096, 4096),
+    half_d=st.integers(1, 32),
+    seed=st.integers(0, 2**16),
+    layout=st.sampled_from(["interleaved", "half"]),
+)
+def test_rope_score_depends_only_on_offset(m, n, shift, half_d, seed, layout):
+    """<R_m q, R_n k> == <R_{m+s} q, R_{n+s} k> for any shift s."""
+    shift = max(shift, -min(m, n))
+    g = torch.Generator().manual_seed(seed)
+    q, k = torch.randn(2 * half_d, dtype=torch.float64, generator=g), torch.randn(2 * half_d, dtype=torch.float64, generator=g)
+
+    def score(a, b):
+        qa = pl.apply_rope(q[None], torch.tensor([a]), layout=layout)[0]
+        kb = pl.apply_rope(k[None], torch.tensor([b]), layout=layout)[0]
+        return (qa @ kb).item()
+
+    assert score(m, n) == pytest.approx(score(m + shift, n + shift), abs=1e-9)
+
+
+@given(half_d=st.integers(1, 32), seed=st.integers(0, 2**16))
+def test_layouts_agree_after_permutation(half_d, seed):
+    """interleaved(x)[..., P] == half(x[..., P]) with P = layout_permutation(d)."""
+    d = 2 * half_d
+    x = torch.randn(2, 3, 5, d, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+    P = pl.layout_permutation(d)
+    torch.testing.assert_close(pl.apply_rope(x)[..., P], pl.apply_rope(x[..., P], layout="half"))
+
+
+def test_layouts_differ_without_permutation():
+    """The two layouts are different functions on the same features (d >= 4)."""
+    x = torch.randn(5, 8)
+    assert not torch.allclose(pl.apply_rope(x), pl.apply_rope(x, layout="half"), atol=1e-3)
+
+
+def test_batched_positions_and_heads_broadcast():
+    """(batch, seq) positions rotate every head of that batch row."""
+    x = torch.randn(2, 3, 4, 8)
+    pos = torch.tensor([[0, 1, 2, 3], [10, 11, 12, 13]])
+    out = pl.apply_rope(x, pos)
+    for b in range(2):
+        torch.testing.assert_close(out[b], pl.apply_rope(x[b], pos[b]))
+    torch.testing.assert_close(out[0], pl.apply_rope(x[0]))
+
+
+def test_rope_angles_shapes():
+    """int, 1-D and 2-D positions give (n, d/2), (seq, d/2) and (batch, seq, d/2)."""
+    assert pl.rope_angles(5, 8).shape == (5, 4)
+    assert pl.rope_angles(torch.arange(3), 8).shape == (3, 4)
+    assert pl.rope_angles(torch.zeros(2, 3, dtype=torch.long), 8).shape == (2, 3, 4)
+    torch.testing.assert_close(pl.rope_angles(3, 4), torch.tensor([[0, 0], [1, 0.01], [2, 0.02]]))
+
+
+def test_rotary_module_matches_function_and_keeps_buffers_out_of_state_dict():
+    """RotaryEmbedding(q, k) == apply_rope on each; inv_freq is not saved."""
+    rot = pl.RotaryEmbedding(16, layout="half")
+    q, k = torch.randn(2, 4, 6, 16), torch.randn(2, 4, 6, 16)
+    rq, rk = rot(q, k)
+    torch.testing.assert_close(rq, pl.apply_rope(q, layout="half"))
+    torch.testing.assert_close(rk, pl.apply_rope(k, layout="half"))
+    assert "inv_freq" not in rot.state_dict()
+
+
+def test_attention_factor_scales_output():
+    """attention_factor multiplies the rotated vector (YaRN's magnitude correction)."""
+    x = torch.randn(4, 8)
+    torch.testing.assert_close(pl.apply_rope(x, attention_factor=1.5), 1.5 * pl.apply_rope(x))
+
+
+def test_inv_freq_overrides_base():
+    """Passing inv_freq = rope_frequencies(d, base=b) equals passing base=b."""
+    x = torch.randn(6, 8)
+    torch.testing.assert_close(pl.apply_rope(x, inv_freq=pl.rope_frequencies(8, base=500.0)), pl.apply_rope(x, base=500.0))
