@@ -12,7 +12,7 @@ LAB_ARGS ?=
 # Extra arguments for pytest, e.g. PYTEST_ARGS="-k rope -x".
 PYTEST_ARGS ?=
 
-.PHONY: venv lab test test-lib notebooks clean
+.PHONY: venv lab test test-lib notebooks slides images clean bench
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,9 +36,30 @@ test: $(STAMP)
 test-lib: $(STAMP)
 	$(BIN)/python -m pytest tests $(PYTEST_ARGS)
 
+# Benchmarks: ratios measured side by side (RoPE vs the one-pass bound and HF, biased
+# attention vs SDPA, widget update times). BENCH_ARGS="--full --compile" for the issue's
+# attention sizes and the torch.compile path (slower: compiles, L = 32768).
+BENCH_ARGS ?=
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.run_all $(BENCH_ARGS)
+
 # Re-execute every notebook from its source in notebooks/src (NB=05 for one chapter).
 notebooks: $(STAMP)
 	$(BIN)/python scripts/build_notebooks.py $(NB)
+
+# The offline reveal.js/require.js/jQuery/MathJax copies (package.json, pinned by package-lock.json).
+node_modules/.package-lock.json: package.json package-lock.json
+	npm ci --no-audit --no-fund
+	touch $@
+
+# Slide decks (reveal.js) of every notebook into build/slides/, opening with no network
+# (NB=05 for one chapter). Open build/slides/index.html.
+slides: $(STAMP) node_modules/.package-lock.json
+	$(BIN)/python scripts/build_slides.py $(NB)
+
+# Regenerate every figure in images/ from posenc_lib.
+images: $(STAMP)
+	$(BIN)/python scripts/make_images.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -19,10 +19,12 @@ from .absolute import (
     integer_positions,
     sinusoidal_positions,
 )
-from .alibi import ALiBi, alibi_bias, alibi_slopes
+from .alibi import ALiBi, LearnedALiBi, alibi_bias, alibi_bias_two_sided, alibi_slopes
 from .angles import rope_angles, rope_frequencies
 from .attention import attention, causal_mask
+from .deberta import deberta_relative_index, deberta_scores, deberta_terms
 from .device import default_device
+from .permutation import equivariance_error, inverse_permutation, permutation_matrix, self_attention
 from .relative import (
     ShawRelativePositions,
     T5RelativeBias,
@@ -31,33 +33,91 @@ from .relative import (
     shaw_attention,
     t5_relative_bucket,
 )
-from .rope import RotaryEmbedding, apply_rope, layout_permutation, pair_indices, rope_matrix, rotate_pairs
+from .rope import (
+    RotaryEmbedding,
+    apply_rope,
+    apply_rope_compiled,
+    layout_permutation,
+    pair_indices,
+    rope_matrix,
+    rotate_pairs,
+)
+from .fast_attention import alibi_attention, relative_bias_attention, t5_attention, toeplitz_attention
+from .rope_analysis import (
+    rope_abel_bound,
+    rope_angle_error,
+    rope_complex_scores,
+    rope_decay_bound,
+    rope_pair_products,
+    rope_partial_sums,
+    rope_scores_by_distance,
+    rope_wavelengths,
+)
+from .model import POSITIONAL_METHODS, DecoderConfig, TinyDecoder
+from .rope2d import apply_rope_2d, axial_positions
+from .scaling import SCALINGS, scaled_rope_frequencies, scaling_options
+from .xl import rel_shift, xl_relative_sinusoids, xl_score_terms, xl_scores, xl_scores_direct
 
 __all__ = [
+    "DecoderConfig",
+    "POSITIONAL_METHODS",
+    "SCALINGS",
+    "TinyDecoder",
+    "apply_rope_2d",
+    "axial_positions",
+    "scaled_rope_frequencies",
+    "scaling_options",
+    "toeplitz_attention",
+    "t5_attention",
+    "relative_bias_attention",
+    "apply_rope_compiled",
+    "alibi_attention",
     "ALiBi",
+    "LearnedALiBi",
     "LearnedPositionalEncoding",
     "RotaryEmbedding",
     "ShawRelativePositions",
     "SinusoidalPositionalEncoding",
     "T5RelativeBias",
     "alibi_bias",
+    "alibi_bias_two_sided",
     "alibi_slopes",
     "apply_rope",
     "attention",
     "binary_positions",
     "causal_mask",
     "clipped_relative_positions",
+    "deberta_relative_index",
+    "deberta_scores",
+    "deberta_terms",
     "default_device",
+    "equivariance_error",
+    "inverse_permutation",
     "integer_positions",
     "layout_permutation",
     "pair_indices",
+    "permutation_matrix",
+    "rel_shift",
     "relative_positions",
     "rope_angles",
     "rope_frequencies",
     "rope_matrix",
+    "rope_abel_bound",
+    "rope_angle_error",
+    "rope_complex_scores",
+    "rope_decay_bound",
+    "rope_pair_products",
+    "rope_partial_sums",
+    "rope_scores_by_distance",
+    "rope_wavelengths",
     "rotate_pairs",
+    "self_attention",
     "shaw_attention",
     "sinusoidal_positions",
     "t5_relative_bucket",
+    "xl_relative_sinusoids",
+    "xl_score_terms",
+    "xl_scores",
+    "xl_scores_direct",
 ]
 __version__ = "0.1.0"

@@ -2,6 +2,9 @@
 
 Head h adds -m_h * (i - j) to the score of query i and key j. The slopes m_h form a
 geometric sequence, so some heads look far and some look near.
+Variants: the encoder (symmetric) form -m_h |i - j|, a "nonsymmetric" form where half
+the heads look left and half look right, and a learned two-sided form with separate
+left and right slopes per head (``LearnedALiBi``).
 Names: num_heads = H, q_len, k_len.
 """
 from __future__ import annotations
@@ -110,3 +113,68 @@ class ALiBi(nn.Module):
 
     def forward(self, q_len: int, k_len: int | None = None) -> Tensor:
         return alibi_bias(self.num_heads, q_len, k_len, mode=self.mode, slopes=self.slopes)
+
+
+def alibi_bias_two_sided(slopes_left: Tensor, slopes_right: Tensor, q_len: int, k_len: int | None = None) -> Tensor:
+    """ALiBi with its own slope on each side of the diagonal (nothing is masked).
+
+    out[h, i, j] = -slopes_left[h] * (i - j)   for keys at or before the query (j <= i)
+                   -slopes_right[h] * (j - i)  for keys after the query (j > i)
+    The diagonal is 0 whatever the slopes, so each slope only gets gradient from its
+    own side. Equal slopes give ``alibi_bias(..., mode="symmetric")``.
+    slopes_left, slopes_right: (H,) positive slopes (same device and dtype)
+    returns: (H, q_len, k_len), on the slopes' device and dtype
+    Taught in: notebooks/06_alibi.ipynb
+    """
+    for name, s in (("slopes_left", slopes_left), ("slopes_right", slopes_right)):
+        if not isinstance(s, Tensor) or s.dim() != 1 or not s.is_floating_point():
+            raise ValueError(f"{name} must be a 1-D floating tensor of shape (num_heads,), got {getattr(s, 'shape', s)!r}")
+    if slopes_right.shape != slopes_left.shape:
+        raise ValueError(f"slopes_right must have shape {tuple(slopes_left.shape)} like slopes_left, got {tuple(slopes_right.shape)}")
+    num_heads = v.int_at_least("num_heads (len(slopes_left))", slopes_left.shape[0], 1)
+    left = alibi_bias(num_heads, q_len, k_len, mode="symmetric", slopes=slopes_left)
+    right = alibi_bias(num_heads, q_len, k_len, mode="symmetric", slopes=slopes_right)
+    q_len, k_len = left.shape[-2:]
+    rel = relative_positions(q_len, k_len, q_offset=k_len - q_len, device=slopes_left.device)  # j - i
+    # torch.where, not triu + tril: it also works when q_len < k_len (queries are the last rows).
+    return torch.where(rel > 0, right, left)
+
+
+class LearnedALiBi(nn.Module):
+    """Two-sided ALiBi with learned slopes, the "nonsymmetric with no mask" encoder variant.
+
+    Parameters ``slopes_left`` and ``slopes_right`` (H,) are unconstrained; the slopes
+    used are m = sigmoid(parameter), in (0, 1), and the bias is
+    ``alibi_bias_two_sided(m_left, m_right, ...)`` = -m |i - j| on each side.
+    (The source stores -sigmoid(parameter) and multiplies by |i - j|: the same bias.)
+    Init as in the source: parameters ~ normal(mean=-2, std=1), so the slopes start
+    near sigmoid(-2) = 0.12 (one std: 0.05 .. 0.27).
+    The bias is rebuilt from the parameters on every forward, so it follows training.
+    forward(q_len, k_len=None) -> (H, q_len, k_len)
+    Taught in: notebooks/06_alibi.ipynb
+    """
+
+    def __init__(self, num_heads: int, *, init_mean: float = -2.0, init_std: float = 1.0,
+                 device: torch.device | str | None = None, dtype: torch.dtype = torch.float32):
+        super().__init__()
+        self.num_heads = v.int_at_least("num_heads", num_heads, 1)
+        if isinstance(init_std, bool) or not isinstance(init_std, (int, float)) or not init_std >= 0:
+            raise ValueError(f"init_std must be a number >= 0, got {init_std!r}")
+        if isinstance(init_mean, bool) or not isinstance(init_mean, (int, float)) or not math.isfinite(init_mean):
+            raise ValueError(f"init_mean must be a finite number, got {init_mean!r}")
+        self.init_mean, self.init_std = float(init_mean), float(init_std)
+        # torch.empty + an explicit init (not torch.Tensor(n), whose contents are garbage until set).
+        self.slopes_left = nn.Parameter(torch.empty(num_heads, device=device, dtype=dtype))
+        self.slopes_right = nn.Parameter(torch.empty(num_heads, device=device, dtype=dtype))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.normal_(self.slopes_left, self.init_mean, self.init_std)
+        nn.init.normal_(self.slopes_right, self.init_mean, self.init_std)
+
+    def slopes(self) -> tuple[Tensor, Tensor]:
+        """The positive slopes in use, (m_left, m_right), each (H,)."""
+        return torch.sigmoid(self.slopes_left), torch.sigmoid(self.slopes_right)
+
+    def forward(self, q_len: int, k_len: int | None = None) -> Tensor:
+        return alibi_bias_two_sided(*self.slopes(), q_len, k_len)

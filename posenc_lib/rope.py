@@ -12,6 +12,8 @@ Names: d = feature (head) dimension, m, n = positions.
 """
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import torch
 from torch import Tensor, nn
 
@@ -101,6 +103,20 @@ def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor, layout: str = "interleaved
     return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
 
 
+def _rotate_fused(x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> Tensor:
+    """The plain form: rotate in float32 (float64 for float64 x) and cast back to x's dtype."""
+    work = x if x.dtype in (torch.float32, torch.float64) else x.float()
+    return rotate_pairs(work, cos.to(work.dtype), sin.to(work.dtype), layout).to(x.dtype)
+
+
+def _check_rope_args(x: Tensor, base: float, layout: str) -> str:
+    if not isinstance(x, Tensor) or x.dim() < 2:
+        raise ValueError(f"x must be a tensor of shape (..., seq, d), got {getattr(x, 'shape', type(x))}")
+    v.even_dim("x.shape[-1]", x.shape[-1])
+    v.base_above_one(base)
+    return v.one_of("layout", layout, LAYOUTS)
+
+
 def apply_rope(
     x: Tensor,
     positions: Tensor | None = None,
@@ -122,14 +138,161 @@ def apply_rope(
                and cast back.
     Taught in: notebooks/05_rope.ipynb
     """
-    if not isinstance(x, Tensor) or x.dim() < 2:
-        raise ValueError(f"x must be a tensor of shape (..., seq, d), got {getattr(x, 'shape', type(x))}")
-    v.even_dim("x.shape[-1]", x.shape[-1])
-    v.base_above_one(base)
-    layout = v.one_of("layout", layout, LAYOUTS)
+    layout = _check_rope_args(x, base, layout)
+    if _fast_path_ok(x, inv_freq):
+        return _apply_rope_fast(x, positions, base, layout, inv_freq, attention_factor)
+    return _rotate_fused(x, *_cos_sin(x, positions, base, inv_freq, attention_factor), layout)
+
+
+# ---------------------------------------------------------------------------------------
+# Fast path (rotate_pairs's numbers up to the last bit of rounding, fewer passes over memory).
+# * cos/sin tables for positions=None are cached per (seq, d, base/inv_freq, factor,
+#   device, angle dtype): recomputing sin and cos costs more than the rotation itself.
+# * interleaved layout, float32/float64: one complex multiply x * e^{i angle} written
+#   straight into the output (one pass, no temporaries).
+# * half layout, float32/float64: out = x_first * [cos, sin] + x_second * [-sin, cos], with
+#   the two halves broadcast (zero-copy views) against (seq, 2, d/2) tables: two passes,
+#   no temporaries, no cat.
+# * half-precision inputs: rotated in float32 chunk by chunk through one reused buffer of
+#   at most _CHUNK_BYTES (kept in the last-level cache; few chunks, because each op costs a
+#   thread-pool round trip that is expensive on a loaded CPU).
+# Autograd (x or inv_freq requiring grad) and devices other than CPU/CUDA use the plain
+# rotate_pairs form above.
+# ---------------------------------------------------------------------------------------
+_TABLE_CACHE: "OrderedDict[tuple, tuple[Tensor, ...]]" = OrderedDict()
+_TABLE_CACHE_SIZE = 16
+_FAST_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+# Bytes of float32 work per chunk for half-precision inputs (fits a server's L3 cache).
+_CHUNK_BYTES = 8 * 2**20
+
+
+def _fast_path_ok(x: Tensor, inv_freq: Tensor | None) -> bool:
+    if x.dtype not in _FAST_DTYPES or x.device.type not in ("cpu", "cuda"):
+        return False
+    if torch.is_grad_enabled() and (x.requires_grad or (inv_freq is not None and inv_freq.requires_grad)):
+        return False
+    return inv_freq is None or inv_freq.device.type in ("cpu", "cuda")
+
+
+def _tables(
+    x: Tensor, positions: Tensor | None, base: float, layout: str, inv_freq: Tensor | None, attention_factor: float
+) -> tuple[Tensor, ...]:
+    """Rotation tables broadcastable against x's (..., seq, pairs) grid.
+
+    interleaved: (cis,) complex e^{i angle} * factor, (..., seq, d/2)
+    cos_sin:     (cos, sin), each (..., seq, d/2) (the compiled path)
+    half:        (cs1, cs2) with cs1 = [cos, sin], cs2 = [-sin, cos] stacked on dim -2:
+                 (..., seq, 2, d/2), so out = x[first half] * cs1 + x[second half] * cs2
+    Angles in float32 (float64 for float64 x), as in _cos_sin.
+    """
+    key = None
+    if positions is None:
+        freq_key = None if inv_freq is None else (inv_freq.dtype, tuple(inv_freq.detach().cpu().tolist()))
+        angle_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+        key = (layout, x.shape[-2], x.shape[-1], base, freq_key, attention_factor, x.device, angle_dtype)
+        hit = _TABLE_CACHE.get(key)
+        if hit is not None:
+            _TABLE_CACHE.move_to_end(key)
+            return hit
     cos, sin = _cos_sin(x, positions, base, inv_freq, attention_factor)
-    work = x if x.dtype in (torch.float32, torch.float64) else x.float()
-    return rotate_pairs(work, cos.to(work.dtype), sin.to(work.dtype), layout).to(x.dtype)
+    if x.dtype == torch.float64:
+        cos, sin = cos.double(), sin.double()
+    if layout == "cos_sin":  # for the compiled path
+        tables: tuple[Tensor, ...] = (cos, sin)
+    elif layout == "interleaved":
+        tables = (torch.complex(cos, sin),)
+    else:
+        tables = (torch.stack((cos, sin), dim=-2), torch.stack((-sin, cos), dim=-2))
+    if key is not None:
+        _TABLE_CACHE[key] = tables
+        if len(_TABLE_CACHE) > _TABLE_CACHE_SIZE:
+            _TABLE_CACHE.popitem(last=False)
+    return tables
+
+
+def _as_complex(t: Tensor) -> Tensor | None:
+    try:
+        return torch.view_as_complex(t.unflatten(-1, (t.shape[-1] // 2, 2)))
+    except RuntimeError:  # strides that a complex view cannot express
+        return None
+
+
+def _rotate_chunk(out: Tensor, x: Tensor, tables: tuple[Tensor, ...], layout: str) -> None:
+    """out = R x for one chunk; out is float32/float64 and may alias nothing in x."""
+    if layout == "interleaved":
+        torch.mul(_as_complex(x), tables[0], out=_as_complex(out))
+        return
+    h = x.shape[-1] // 2
+    xs, os_ = x.unflatten(-1, (2, h)), out.unflatten(-1, (2, h))
+    torch.mul(xs[..., 0:1, :], tables[0], out=os_)  # [a cos, a sin]
+    os_.addcmul_(xs[..., 1:2, :], tables[1])  # + [-b sin, b cos]
+
+
+def _slice_tables(tables: tuple[Tensor, ...], sl: slice, layout: str) -> tuple[Tensor, ...]:
+    if layout == "interleaved":  # (..., seq, d/2)
+        return tuple(t[..., sl, :] for t in tables)
+    return tuple(t[..., sl, :, :] for t in tables)  # (..., seq, 2, d/2)
+
+
+def _apply_rope_fast(
+    x: Tensor, positions: Tensor | None, base: float, layout: str, inv_freq: Tensor | None, attention_factor: float
+) -> Tensor:
+    tables = _tables(x, positions, base, layout, inv_freq, attention_factor)
+    work_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    if x.dtype == work_dtype and _as_complex(x) is None:
+        x = x.contiguous()
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    if x.dtype == work_dtype:  # one complex multiply, or two broadcast passes (half layout)
+        _rotate_chunk(out, x, tables, layout)
+        return out
+    seq, d = x.shape[-2], x.shape[-1]
+    rows_per_position = max(1, x.numel() // max(1, seq * d))
+    step = seq
+    if x.device.type == "cpu":
+        step = max(1, min(seq, _CHUNK_BYTES // (rows_per_position * d * 4)))
+    # Half precision: convert each chunk to float32, rotate there, cast back into out.
+    buf_in = torch.empty((*x.shape[:-2], min(step, seq), d), dtype=work_dtype, device=x.device)
+    buf_out = torch.empty_like(buf_in)
+    for s in range(0, seq, step):
+        sl = slice(s, s + step)
+        n = min(step, seq - s)
+        xi, xo = buf_in[..., :n, :], buf_out[..., :n, :]
+        xi.copy_(x[..., sl, :])
+        _rotate_chunk(xo, xi, _slice_tables(tables, sl, layout), layout)
+        out[..., sl, :].copy_(xo)
+    return out
+
+
+_COMPILED: dict[str, object] = {}
+
+
+def apply_rope_compiled(
+    x: Tensor,
+    positions: Tensor | None = None,
+    *,
+    base: float = 10000.0,
+    layout: str = "interleaved",
+    inv_freq: Tensor | None = None,
+    attention_factor: float = 1.0,
+) -> Tensor:
+    """``apply_rope`` with the rotation fused into one ``torch.compile`` kernel (opt-in).
+
+    Same arguments, result and precision rules as ``apply_rope``: angles, cos and sin in
+    float32 (float64 for float64 x), half-precision x rotated in float32 and cast back.
+    The first call per (layout, dtype) compiles a kernel (seconds to tens of seconds on a
+    CPU, and it needs a C++ compiler there); later calls make one pass over x.
+    x: (..., seq, d); positions: None, (seq,) or (batch, seq)
+    returns: same shape, dtype and device as x
+    Taught in: notebooks/05_rope.ipynb
+    """
+    layout = _check_rope_args(x, base, layout)
+    if not _fast_path_ok(x, inv_freq):
+        return apply_rope(x, positions, base=base, layout=layout, inv_freq=inv_freq, attention_factor=attention_factor)
+    cos, sin = _tables(x, positions, base, "cos_sin", inv_freq, attention_factor)
+    fn = _COMPILED.get(layout)
+    if fn is None:
+        fn = _COMPILED[layout] = torch.compile(_rotate_fused, dynamic=True)
+    return fn(x, cos, sin, layout)  # type: ignore[operator]
 
 
 def rope_matrix(

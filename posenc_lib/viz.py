@@ -50,6 +50,24 @@ def use_style() -> None:
 
 use_style()
 
+
+def _register_inline_png() -> None:
+    """Let a bare ``Figure`` as a cell's last line display as PNG in Jupyter.
+
+    Figures here are made without pyplot (no global state), so without this a notebook
+    would need ``%matplotlib inline`` before its first figure.
+    """
+    try:
+        from IPython import get_ipython
+        from matplotlib_inline.backend_inline import set_matplotlib_formats
+    except ImportError:
+        return
+    if get_ipython() is not None:
+        set_matplotlib_formats("png")
+
+
+_register_inline_png()
+
 DIVERGING = "RdBu_r"
 SEQUENTIAL = "viridis"
 
@@ -102,8 +120,7 @@ def heatmap(
         ax = Figure(figsize=(5, 4)).subplots()
     norm = _norm_for(a, diverging, vmin, vmax)
     is_div = isinstance(norm, CenteredNorm)
-    cm = matplotlib.colormaps[cmap or (DIVERGING if is_div else SEQUENTIAL)].copy()
-    cm.set_bad("#bbbbbb")
+    cm = matplotlib.colormaps[cmap or (DIVERGING if is_div else SEQUENTIAL)].with_extremes(bad="#bbbbbb")
     im = ax.imshow(np.ma.masked_invalid(a), cmap=cm, norm=norm, aspect="auto", interpolation="nearest")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
@@ -191,7 +208,10 @@ class InteractiveFigure:
         self.image = widgets.Image(format="png", value=first)
         for c in controls.values():
             c.observe(self._on_change, names="value")
-        self.widget = widgets.VBox([widgets.HBox(list(controls.values())), self.image])
+        # Show the PNG at its own size: a stretched image is blurry and its text too large.
+        self.image.layout = widgets.Layout(width=f"{self.fig.get_figwidth() * dpi:.0f}px")
+        self.widget = widgets.VBox([widgets.HBox(list(controls.values())), self.image],
+                                   layout=widgets.Layout(align_items="flex-start"))
 
     def values(self) -> dict[str, Any]:
         return {name: c.value for name, c in self.controls.items()}

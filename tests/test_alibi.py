@@ -78,3 +78,151 @@ def test_alibi_module_matches_function():
     m = pl.ALiBi(6)
     torch.testing.assert_close(m(5), pl.alibi_bias(6, 5))
     assert "slopes" not in m.state_dict()
+
+
+# --- two-sided and learned ALiBi -------------------------------------------------------------
+
+def test_two_sided_bias_uses_left_slope_below_and_right_slope_above_the_diagonal():
+    """bias[h, i, j] = -left[h] (i - j) for j <= i and -right[h] (j - i) for j > i."""
+    left, right = torch.tensor([0.5, 0.25]), torch.tensor([0.125, 1.0])
+    b = pl.alibi_bias_two_sided(left, right, 5)
+    d = torch.arange(5)[None] - torch.arange(5)[:, None]  # j - i
+    expected = torch.where(d > 0, -right.view(-1, 1, 1) * d, left.view(-1, 1, 1) * d)
+    torch.testing.assert_close(b, expected)
+    assert b.shape == (2, 5, 5)
+    assert (b.diagonal(dim1=-2, dim2=-1) == 0).all()
+
+
+def test_two_sided_bias_equals_source_triu_plus_tril_form():
+    """The source's triu(right part) + tril(left part) gives the same matrix when q_len == k_len."""
+    left, right = torch.rand(3), torch.rand(3)
+    dist = (torch.arange(6)[None] - torch.arange(6)[:, None]).abs()
+    source = torch.triu(-right.view(-1, 1, 1) * dist) + torch.tril(-left.view(-1, 1, 1) * dist)
+    torch.testing.assert_close(pl.alibi_bias_two_sided(left, right, 6), source)
+
+
+def test_two_sided_with_equal_slopes_is_symmetric_alibi():
+    m = pl.alibi_slopes(4)
+    torch.testing.assert_close(pl.alibi_bias_two_sided(m, m, 7), pl.alibi_bias(4, 7, mode="symmetric"))
+
+
+def test_two_sided_aligns_queries_to_the_end_of_the_keys():
+    left, right = torch.rand(2), torch.rand(2)
+    full = pl.alibi_bias_two_sided(left, right, 7)
+    torch.testing.assert_close(pl.alibi_bias_two_sided(left, right, 3, 7), full[:, -3:])
+
+
+@pytest.mark.parametrize(
+    "left, right, q_len, k_len, message",
+    [
+        (torch.ones(2, 2), torch.ones(2), 4, None, "slopes_left must be a 1-D floating tensor"),
+        (torch.ones(2), torch.ones(2, dtype=torch.long), 4, None, "slopes_right must be a 1-D floating tensor"),
+        ([1.0, 2.0], torch.ones(2), 4, None, "slopes_left must be"),
+        (torch.ones(2), torch.ones(3), 4, None, "slopes_right must have shape (2,)"),
+        (torch.ones(0), torch.ones(0), 4, None, "num_heads"),
+        (torch.ones(2), torch.ones(2), -1, None, "q_len must be"),
+        (torch.ones(2), torch.ones(2), 5, 3, "k_len must be >= q_len=5"),
+    ],
+)
+def test_two_sided_bad_input_raises(left, right, q_len, k_len, message):
+    with pytest.raises(ValueError) as e:
+        pl.alibi_bias_two_sided(left, right, q_len, k_len)
+    assert message in str(e.value)
+
+
+def test_learned_alibi_shapes_and_zero_diagonal():
+    torch.manual_seed(0)
+    mod = pl.LearnedALiBi(6)
+    assert mod.slopes_left.shape == mod.slopes_right.shape == (6,)
+    b = mod(5)
+    assert b.shape == (6, 5, 5)
+    assert mod(3, 8).shape == (6, 3, 8)
+    assert (b.diagonal(dim1=-2, dim2=-1) == 0).all()
+    assert torch.isfinite(b).all()  # no mask: both directions visible
+    assert (b <= 0).all()
+
+
+def test_learned_alibi_is_two_sided_bias_of_sigmoid_slopes():
+    """The source's form: slopes = -sigmoid(param), bias = triu(slope_r |i-j|) + tril(slope_l |i-j|)."""
+    torch.manual_seed(1)
+    mod = pl.LearnedALiBi(4)
+    dist = (torch.arange(5)[None] - torch.arange(5)[:, None]).abs()
+    sl, sr = -torch.sigmoid(mod.slopes_left), -torch.sigmoid(mod.slopes_right)
+    source = torch.triu(sr.view(-1, 1, 1) * dist) + torch.tril(sl.view(-1, 1, 1) * dist)
+    torch.testing.assert_close(mod(5), source)
+
+
+def test_learned_alibi_init_is_normal_minus_two_one():
+    """Parameters start ~ normal(-2, 1): over many heads, mean ~ -2 and std ~ 1."""
+    torch.manual_seed(0)
+    mod = pl.LearnedALiBi(20000)
+    for p in (mod.slopes_left, mod.slopes_right):
+        assert abs(p.mean().item() + 2) < 0.05 and abs(p.std().item() - 1) < 0.05
+    m_left, m_right = mod.slopes()
+    assert ((m_left > 0) & (m_left < 1)).all() and ((m_right > 0) & (m_right < 1)).all()
+
+
+def test_learned_alibi_gradients_reach_both_slopes_from_their_own_side():
+    torch.manual_seed(0)
+    mod = pl.LearnedALiBi(3)
+    mod(6).tril().sum().backward()  # only the left part (and the zero diagonal)
+    assert (mod.slopes_left.grad != 0).all()
+    assert (mod.slopes_right.grad == 0).all()
+    mod.zero_grad()
+    mod(6).sum().backward()
+    assert (mod.slopes_left.grad != 0).all() and (mod.slopes_right.grad != 0).all()
+
+
+def test_learned_alibi_bias_follows_an_optimizer_step():
+    """The bias is rebuilt in forward, so a training step changes it."""
+    torch.manual_seed(0)
+    mod = pl.LearnedALiBi(2)
+    before = mod(4).detach()
+    opt = torch.optim.SGD(mod.parameters(), lr=1.0)
+    mod(4).sum().backward()
+    opt.step()
+    assert not torch.allclose(mod(4), before)
+
+
+def test_learned_alibi_parameters_are_in_state_dict_and_follow_dtype():
+    mod = pl.LearnedALiBi(2, dtype=torch.float64)
+    assert set(mod.state_dict()) == {"slopes_left", "slopes_right"}
+    assert mod(3).dtype == torch.float64
+    assert pl.LearnedALiBi(2, device="meta")(3).device.type == "meta"
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(num_heads=0), "num_heads must be"),
+        (dict(num_heads=2.5), "num_heads must be"),
+        (dict(num_heads=2, init_std=-1.0), "init_std must be"),
+        (dict(num_heads=2, init_std=float("nan")), "init_std must be"),
+        (dict(num_heads=2, init_mean=float("inf")), "init_mean must be"),
+        (dict(num_heads=2, init_mean="a"), "init_mean must be"),
+    ],
+)
+def test_learned_alibi_bad_input_raises(kwargs, message):
+    with pytest.raises(ValueError) as e:
+        pl.LearnedALiBi(**kwargs)
+    assert message in str(e.value)
+
+
+def test_learned_alibi_forward_bad_length_raises():
+    with pytest.raises(ValueError, match="q_len must be"):
+        pl.LearnedALiBi(2)(-1)
+
+
+@pytest.mark.parametrize("heads", [2, 4, 8, 12])
+def test_nonsymmetric_mode_equals_the_source_construction(heads):
+    """Source: -get_slopes(H/2)|i-j| repeated twice, plus triu(-inf, 1) masks for the first half
+    (they look left) and tril(-inf, -1) masks for the second half (they look right)."""
+    L = 6
+    neg_inf = torch.full((L, L), float("-inf"))
+    mask_right = torch.triu(neg_inf, 1).expand(heads // 2, L, L)  # hides keys to the right (future)
+    mask_left = torch.tril(neg_inf, -1).expand(heads // 2, L, L)  # hides keys to the left (past)
+    dist = (torch.arange(L)[None] - torch.arange(L)[:, None]).abs()
+    slopes = -torch.tensor(press_get_slopes(heads // 2))
+    alibi = (slopes.view(-1, 1, 1) * dist).repeat(2, 1, 1)
+    source = alibi + torch.cat([mask_right, mask_left])
+    torch.testing.assert_close(pl.alibi_bias(heads, L, mode="nonsymmetric"), source)

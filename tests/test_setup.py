@@ -26,7 +26,8 @@ def pyproject_requirements() -> set[str]:
 
 def environment_requirements() -> set[str]:
     names = set()
-    for line in (ROOT / "environment.yml").read_text().splitlines():
+    deps = (ROOT / "environment.yml").read_text().split("dependencies:", 1)[1]
+    for line in deps.splitlines():
         m = re.match(r"\s*-\s+([A-Za-z0-9_.\-]+)", line)
         if m and m.group(1) not in {"python", "pip", "-e"}:
             names.add(_name(m.group(1)))

@@ -1,4 +1,123 @@
-"""Checkers for notebooks/06_*.ipynb."""
+"""Checkers for notebooks/06_alibi.ipynb."""
 from __future__ import annotations
 
-__all__: list[str] = []
+import math
+from typing import Any, Callable, Iterable
+
+import torch
+
+from ..alibi import alibi_bias, alibi_bias_two_sided, alibi_slopes
+from ._core import Verdict, close, report
+
+__all__ = ["alibi_slopes_recipe", "alibi_bias_entries", "is_causal_alibi", "row_shift_modes"]
+
+
+def alibi_slopes_recipe(fn: Callable[[int], Any] | None) -> bool | None:
+    """Exercise: write slopes(num_heads) -> list/tensor of H slopes, for any H >= 1."""
+
+    def run(fn: Callable[[int], Any]) -> Iterable[Verdict]:
+        for n in (1, 2, 4, 8, 16, 3, 5, 6, 7, 12, 24):
+            got = fn(n)
+            want = alibi_slopes(n, dtype=torch.float64)
+            ok = close(got, want, atol=1e-9)
+            yield ok, f"{n} heads: " + ("right" if ok else f"expected {[round(x, 5) for x in want.tolist()]}")
+
+    return report("ALiBi slopes for any number of heads", fn, run,
+                  "powers of two: 2**(-8h/H) for h = 1..H. Otherwise take the slopes of the closest smaller "
+                  "power of two c, then every other slope of 2c (indices 0, 2, 4, ...) until you have H.")
+
+
+def alibi_bias_entries(answer: Any) -> bool | None:
+    """Exercise: causal ALiBi with 8 heads and 10 positions; give (bias[2, 7, 2], bias[2, 7, 9]).
+
+    Heads are counted from 0, so head 2 is the third head.
+    """
+
+    def run(answer: Any) -> Iterable[Verdict]:
+        if not isinstance(answer, (tuple, list)) or len(answer) != 2:
+            yield False, f"expected a pair (value at j=2, value at j=9), got {answer!r}"
+            return
+        b = alibi_bias(8, 10)
+        below, above = float(answer[0]), float(answer[1])
+        want_below, want_above = b[2, 7, 2].item(), b[2, 7, 9].item()
+        yield math.isclose(below, want_below, abs_tol=1e-6), (
+            "bias[2, 7, 2] is right" if math.isclose(below, want_below, abs_tol=1e-6)
+            else f"bias[2, 7, 2]: got {below}; the slope of head 2 is {alibi_slopes(8)[2].item()}")
+        yield above == want_above, (
+            "bias[2, 7, 9] is right" if above == want_above
+            else f"bias[2, 7, 9]: got {above}; key 9 comes after query 7")
+
+    return report("reading a causal ALiBi bias", answer, run,
+                  "bias[h, i, j] = -m_h (i - j) for j <= i; keys after the query are hidden with -inf. "
+                  "With 8 heads m_h = 2**-(h + 1) when h counts from 0.")
+
+
+def _bias_cases() -> list[tuple[str, torch.Tensor, bool]]:
+    g = torch.Generator().manual_seed(6)
+    causal6 = alibi_bias(6, 7)
+    naive = torch.tensor([2 ** (-8 * h / 6) for h in range(1, 7)])
+    mj = alibi_slopes(4).view(-1, 1, 1) * torch.arange(5.0)
+    mj = mj.masked_fill(torch.ones(5, 5, dtype=torch.bool).triu(1), float("-inf"))
+    left = torch.rand(4, generator=g)
+    return [
+        ("causal ALiBi, 8 heads, length 5", alibi_bias(8, 5), True),
+        ("causal ALiBi, 6 heads, length 7", causal6, True),
+        ("causal ALiBi, 1 head, length 3", alibi_bias(1, 3), True),
+        ("symmetric ALiBi", alibi_bias(8, 5, mode="symmetric"), False),
+        ("non-symmetric ALiBi", alibi_bias(8, 5, mode="nonsymmetric"), False),
+        ("causal with the naive 2**(-8h/6) slopes", alibi_bias(6, 7, slopes=naive), False),
+        ("+m*j with a causal mask (same softmax, different bias)", mj, False),
+        ("a causal ALiBi with its heads in reverse order", causal6.flip(0), False),
+        ("a transposed causal ALiBi", alibi_bias(8, 5).transpose(-1, -2), False),
+        ("learned two-sided slopes", alibi_bias_two_sided(left, left, 5), False),
+    ]
+
+
+def is_causal_alibi(fn: Callable[[torch.Tensor], Any] | None) -> bool | None:
+    """Exercise: fn(bias (H, L, L)) -> True exactly when bias equals causal ALiBi (Press's slopes)."""
+
+    def run(fn: Callable[[torch.Tensor], Any]) -> Iterable[Verdict]:
+        for name, bias, want in _bias_cases():
+            got = fn(bias.clone())
+            ok = isinstance(got, (bool, torch.Tensor)) and bool(got) == want
+            yield ok, f"{name}: " + ("right" if ok else f"expected {want}, got {got!r}")
+
+    return report("is this matrix causal ALiBi?", fn, run,
+                  "read H and L from the shape, build the reference with alibi_bias(H, L) and compare all "
+                  "entries (torch.equal treats -inf == -inf as equal; allclose needs equal_nan only for nan).")
+
+
+ROW_SHIFT_MODES = ("causal", "symmetric", "nonsymmetric", "learned")
+
+
+def row_shift_modes(answer: Any) -> bool | None:
+    """Exercise: for which forms does +m_h*j (same -inf mask) give the same attention weights?
+
+    answer: a set/list of names from ("causal", "symmetric", "nonsymmetric", "learned")
+    """
+
+    def run(answer: Any) -> Iterable[Verdict]:
+        if isinstance(answer, str) or not isinstance(answer, (set, frozenset, list, tuple)):
+            yield False, f"expected a set of names such as {{'causal'}}, got {answer!r}"
+            return
+        chosen = set(answer)
+        unknown = chosen - set(ROW_SHIFT_MODES)
+        if unknown:
+            yield False, f"unknown names {sorted(unknown)}; choose from {ROW_SHIFT_MODES}"
+            return
+        why = {
+            "causal": "every visible key has j <= i, so -m(i - j) = m*j - m*i and -m*i is constant in the row",
+            "symmetric": "-m|i - j| is m*j - m*i left of the diagonal but m*i - m*j right of it: no single row constant",
+            "nonsymmetric": "the right-looking heads need -m*j (they see j >= i), so +m*j is wrong for half the heads",
+            "learned": "nothing is masked and the two sides have different slopes: no row constant fixes both",
+        }
+        for mode in ROW_SHIFT_MODES:
+            want = mode == "causal"
+            ok = (mode in chosen) == want
+            verdict = "same weights" if want else "different weights"
+            yield ok, f"{mode}: {verdict}" + ("" if ok else f" ({why[mode]})")
+
+    return report("where does the +m*j shortcut work?", answer, run,
+                  "softmax ignores a constant added to a whole row. Write the bias as (something of j) + "
+                  "(something of i) over the keys a row can see: that works only where the sign of i - j is fixed "
+                  "and +m*j has the right sign.")

@@ -1,0 +1,49 @@
+"""Run every benchmark and print one markdown report of ratios (``make bench``).
+
+python -m benchmarks.run_all            # default: fits in ~5 minutes on an idle 2-core CPU
+python -m benchmarks.run_all --full     # the issue's sizes for attention (L=16384 time, L=32768 memory)
+python -m benchmarks.run_all --compile  # also the torch.compile RoPE path (first call compiles)
+python -m benchmarks.run_all --only rope attention widgets
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+from . import bench_attention, bench_rope, bench_widgets
+from ._timing import machine
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--full", action="store_true", help="attention at the issue's sizes (slow: minutes)")
+    p.add_argument("--compile", action="store_true", help="include apply_rope_compiled (compiles on first call)")
+    p.add_argument("--quick", action="store_true", help="tiny sizes: checks that everything runs")
+    p.add_argument("--only", nargs="*", default=["rope", "attention", "widgets"])
+    a = p.parse_args(argv)
+    t0 = time.perf_counter()
+    print(f"## posenc benchmarks\n\nMachine: {machine()}\n")
+    if "rope" in a.only:
+        lengths = (256,) if a.quick else (1024, 4096, 16384)
+        print("### RoPE: time / one-pass bound (q*c, k*c), B=1, H=16, D=128, median of 5 interleaved runs\n")
+        print(bench_rope.table(bench_rope.run(lengths, repeats=2 if a.quick else 5, compiled=a.compile)), "\n",
+              flush=True)
+    if "attention" in a.only:
+        bench_attention.check()
+        if a.quick:
+            t, mem = bench_attention.time_ratios(256), bench_attention.peak_memory(512)
+        elif a.full:
+            t, mem = bench_attention.time_ratios(16384), bench_attention.peak_memory(32768)
+        else:
+            t, mem = bench_attention.time_ratios(4096, repeats=3), bench_attention.peak_memory(8192)
+        print("### Attention with a position bias, never building (H, L, L)\n")
+        print(bench_attention.table(t, mem), "\n", flush=True)
+    if "widgets" in a.only:
+        print("### Notebook widgets: update time (compute + render)\n")
+        print(bench_widgets.table(bench_widgets.run(repeats=1 if a.quick else 2, max_settings=4 if a.quick else None)),
+              "\n", flush=True)
+    print(f"(total {time.perf_counter() - t0:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

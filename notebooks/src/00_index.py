@@ -1,0 +1,138 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# # Positional encodings, from "why" to YaRN
+#
+# Attention compares every token with every other token, and nothing in that comparison
+# says where a token stands. These notebooks show why that is a problem, then build the
+# ways transformers fix it, one chapter per idea. Every formula lives once in the library
+# `posenc_lib`; every claim in the text is checked by an assert in a cell; every chapter
+# ends with self-checking exercises.
+#
+# ## The chapters
+#
+# | # | notebook | in one line |
+# |---|---|---|
+# | 1 | `01_why_positions` | without positions, attention is blind to word order: permute the tokens and the outputs just move with them |
+# | 2 | `02_integer_binary` | the first attempts, integer, normalised and binary codes, and what goes wrong with each |
+# | 3 | `03_sinusoids` | sinusoids as smooth binary digits; a shift by k positions is one fixed rotation $M_k$ |
+# | 4 | `04_relative` | relative encodings: Shaw, Transformer-XL, T5 buckets, DeBERTa |
+# | 5 | `05_rope` | rotary embeddings: scores that depend only on $m-n$, and every implementation form in use |
+# | 6 | `06_alibi` | ALiBi: a per-head linear penalty on distance instead of an encoding |
+# | 7 | `07_beyond` | NoPE, stretching RoPE to longer contexts (PI, NTK, YaRN, Llama 3), 2-D RoPE, and a train-short/test-long experiment |
+
+# %% slideshow={"slide_type": "skip"}
+# %matplotlib inline
+import torch
+
+import posenc_lib as pl
+
+print("posenc_lib", pl.__version__)
+device = pl.default_device()  # cuda or mps where present, else cpu: the chapters put their tensors here
+assert device.type in {"cpu", "cuda", "mps"}
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## Five properties a positional encoding should have
+#
+# Source `001` (after the Hugging Face blog post "You could have designed state of the art
+# positional encoding") lists what we want from a code $p_i$ for position $i$. In our words:
+#
+# 1. **Unique.** Each position gets its own code. If two positions shared one, two equal
+#    tokens there would get identical outputs again (chapter 1).
+# 2. **A fixed relation between $p$ and $p+k$.** Knowing the code at position $p$, the code
+#    at $p+k$ follows by the same simple rule for every $p$, ideally a fixed linear map
+#    $M_k$. Then "k tokens apart" means the same thing everywhere in the sequence.
+# 3. **Generalises to longer sequences.** A model trained on 8K tokens should still make
+#    sense of position 30 000.
+# 4. **A deterministic pattern.** The codes come from a fixed rule, not from a table that
+#    must be learned position by position; a regular pattern is easier to learn from.
+# 5. **Extends to more dimensions.** The same idea should work for images (2-D) and video
+#    (3-D), not only for a line of text.
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ## Which method has which property
+#
+# ✔ yes, ✘ no, ~ partly (see the note). The chapter in brackets is where the claim is
+# tested. This is the map; the chapters make each entry precise.
+#
+# | method | 1 unique | 2 fixed $p \to p+k$ | 3 longer sequences | 4 deterministic | 5 n-D |
+# |---|---|---|---|---|---|
+# | none (NoPE) [1, 7] | ✘ (a causal mask lets a model count) | – | ✔ nothing to run out of | ✔ | ✔ |
+# | integer $i\cdot\mathbf 1$ [2] | ✔ (but a LayerNorm erases it) | ✔ a shift by $k\cdot\mathbf 1$ | ~ values grow without bound | ✔ | ~ one integer per axis |
+# | normalised $i/m$ [2] | ✔ within one length | ✘ the step is $1/m$ | ✘ codes change with the length | ✔ | ~ |
+# | binary [2] | ✔ up to $2^d$ positions | ✘ no linear or affine map | ✘ runs out at $2^d$ | ✔ | ~ |
+# | sinusoidal [3] | ✔ | ✔ a rotation $M_k$ | ~ defined everywhere, but models trained short degrade [7] | ✔ | ~ split the features per axis |
+# | learned absolute [7] | ✔ after training | ✘ no structure | ✘ no rows past `max_len` | ✘ learned | ~ a table per patch |
+# | relative: Shaw, T5 [4] | ~ encodes distances, clipped or bucketed far away | ✔ by construction | ~ far distances share one value | ~ learned per distance | ~ |
+# | RoPE [5] | ✔ | ✔ scores depend only on $m-n$ | ~ needs PI / NTK / YaRN to go far [7] | ✔ | ✔ axial 2-D RoPE [7] |
+# | ALiBi [6] | ~ through the distance penalty | ✔ bias $-m_h(i-j)$ | ✔ its design goal; measured in [7] | ✔ fixed slopes | ~ |
+#
+# Three of the entries for property 3, checked right here: binary codes run out at $2^d$
+# positions, a learned table has no row past its length, sinusoids exist for any position.
+
+# %% slideshow={"slide_type": "fragment"}
+try:
+    pl.binary_positions(2**4 + 1, 4)
+    raise AssertionError("17 positions should not fit in 4 bits")
+except ValueError as e:
+    print("binary, 4 bits, 17 positions:", e)
+
+learned = pl.LearnedPositionalEncoding(max_len=16, d=8)
+try:
+    learned(torch.zeros(17, 8))
+    raise AssertionError("a 16-row table should refuse position 16")
+except ValueError as e:
+    print("learned table, 16 rows, 17 tokens:", e)
+
+far = pl.sinusoidal_positions(100_000, 8)
+assert torch.isfinite(far).all() and far.abs().max() <= 1
+print("sinusoids for 100 000 positions:", tuple(far.shape))
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## How to use these notebooks in class
+#
+# **Before the lecture.** `make lab` opens the notebooks in JupyterLab; run the chapter top to
+# bottom once (Run → Run All Cells), so that every widget is live. `make slides` builds a
+# reveal.js deck of each chapter from the same cells (`slide`, `subslide`, `fragment` and
+# `skip` are set on every cell); the deck shows the static figures and works offline, so
+# keep it as a fallback and switch to JupyterLab for the widgets.
+#
+# **During the lecture.** Every chapter follows the same rhythm: a paragraph says what the
+# next cell will show, the cell shows it and asserts it. Before running an assert, ask the
+# room to predict the outcome ("will the two dogs get the same output?"), then run it. Every
+# widget comes after a static figure of the same thing: explain the static figure, then move
+# the sliders.
+#
+# **Exercises.** Each chapter ends with 3–5 exercises. A learner's cell prints
+# "not attempted yet" until it holds an answer; the checker then says what is right or wrong
+# and gives a hint. The worked solution sits in the next, collapsed cell: delete those cells
+# from the students' copy if you grade the work.
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### A 50-minute path per chapter
+#
+# About 30 minutes of lecture, 10 minutes of widgets shown live, 10 minutes to start the
+# exercises; the rest of the exercises are homework.
+#
+# | chapter | path (minutes) | show live | exercises: in class / at home |
+# |---|---|---|---|
+# | 1 why positions | attention without positions, derive $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$ on the board (15) → the dog demo (10) → add positions (10) → permute the sentence (5) | the order dropdown with "add positions" off, then on | `reorder_matrix`, `predict_equal` / `order_aware_attention`, `distinct_outputs` |
+# | 2 integer, binary | integer codes and their size against a normalised token (10) → normalised codes (5) → binary codes, fast and slow bits, jumpy steps (15) → "is there a linear $M_k$?": let the room guess, then run (5) → bits as sinusoids (5) | `cosine_widget` (move $d$: nothing changes), `binary_widget` (push $n$ past $2^d$) | `binary_code`, `integer_cosine` / `normalised_step`, `smallest_bits` |
+# | 3 sinusoids | the formula and the reproduced table (10) → heatmap (5) → a shift by $k$ is a rotation $M_k$ (15) → similarity against distance (10) | `pe_widget` (d, length, base, layout), `dot_widget` | `pe_entry`, `shift_matrix` / `wavelengths`, `pe_dot` |
+# | 4 relative | the four terms of an absolute score (10) → Shaw (10) → Transformer-XL and its relative shift (15) → T5 buckets (10) | the clip window, the XL terms, the T5 buckets | `shaw_index`, `t5_buckets` / `xl_rel_shift`, `deberta_p2c` |
+# | 5 RoPE | rotations and $R_m$ (10) → the worked example (10) → one or two implementation forms (10) → long-term decay (5) → score pattern (5) | `decay_widget`, the score map | `rope_thetas`, `rope_rotate_pair` / `rope_rotate_half`, `rope_layout_perm`, `rope_table_row` |
+# | 6 ALiBi | slopes (10) → bias matrices (10) → the $+m_h j$ shortcut (10) → ALiBi inside attention (10) | `bias_widget` | `alibi_slopes_recipe`, `alibi_bias_entries` / `is_causal_alibi`, `row_shift_modes` |
+# | 7 beyond | NoPE (10) → context extension: PI, NTK, YaRN, Llama 3 (20) → 2-D RoPE (10) → the extrapolation results (10) | `scaling_widget`, the (Δrow, Δcol) score map | `nope_counter`, `pi_frequencies` / `ntk_base`, `rope_2d` |
+#
+# A short course takes chapters 1, 3, 5 and 6; this index fits in the first ten minutes of
+# the session on chapter 1.

@@ -1,0 +1,484 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# # 1 · Why attention needs positions
+#
+# Self-attention compares every token with every other token, but nothing in its formula says
+# *where* a token sits. This chapter shows, with asserted outputs, what that means:
+#
+# 1. permute the input tokens and the output rows permute the same way (**equivariance** in
+#    the queries);
+# 2. for a fixed query, shuffle the (key, value) pairs and the output does not change at all
+#    (**invariance** in keys and values);
+# 3. the "The dog chased another dog" demo: both "dog" tokens get identical outputs;
+# 4. add a positional encoding and they stop being identical.
+#
+# Source followed: `001` (its introduction and test code). It loads a gated 1B-parameter
+# checkpoint for its embeddings; we need no download: a toy vocabulary with seeded random
+# embeddings shows the same thing, because the effect comes from the attention formula, not
+# from the embeddings. Errors in the source are corrected in the open and listed at the end.
+
+# %% slideshow={"slide_type": "skip"}
+# %matplotlib inline
+import ipywidgets as widgets
+import torch
+from matplotlib.figure import Figure
+from torch import nn
+
+import posenc_lib as pl
+from posenc_lib import check, viz
+
+device = pl.default_device()  # CUDA or MPS if present, else the CPU; every tensor below follows it
+assert device.type in {"cpu", "cuda", "mps"}
+g = torch.manual_seed(0)
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 1 · Self-attention without positions
+#
+# Write the $n$ input tokens as the rows of $X \in \mathbb{R}^{n\times d}$. One attention head
+# projects them, $Q = XW_Q$, $K = XW_K$, $V = XW_V$, and returns
+#
+# $$\mathrm{Attn}(X) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d}}\right)V ,$$
+#
+# the softmax running along each row (over the keys). `pl.attention(q, k, v)` is this formula,
+# and `pl.self_attention(x, w_q, w_k, w_v)` projects first and then calls it. Five random
+# tokens, $d = 8$:
+
+# %% slideshow={"slide_type": "fragment"}
+n, d = 5, 8
+x = torch.randn(n, d).to(device)
+w_q, w_k, w_v = (torch.randn(d, d).to(device) / d**0.5 for _ in range(3))
+
+out, weights = pl.attention(x @ w_q, x @ w_k, x @ w_v)
+torch.testing.assert_close(pl.self_attention(x, w_q, w_k, w_v)[0], out)  # the same thing, wrapped
+torch.testing.assert_close(weights.sum(-1), torch.ones(n, device=device))  # each row is a distribution
+print("output:", tuple(out.shape), " weights:", tuple(weights.shape))
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### Permute the tokens: the outputs permute with them
+#
+# A permutation of the rows is a matrix $P$ with one 1 in every row and column:
+# `pl.permutation_matrix(order)` puts row `order[i]` of $X$ into row $i$ of $PX$. Feed $PX$
+# instead of $X$: $Q$, $K$, $V$ become $PQ$, $PK$, $PV$, the weights become $PAP^\top$
+# (rows *and* columns move), and since $P^\top P = I$
+#
+# $$\mathrm{Attn}(PX) = P\,A\,P^\top P\,V = P\,\mathrm{Attn}(X).$$
+#
+# The output rows are the old output rows, reordered exactly like the input. The next cell
+# checks all three statements.
+
+# %% slideshow={"slide_type": "fragment"}
+order = [3, 0, 4, 1, 2]
+P = pl.permutation_matrix(order, device=device)
+torch.testing.assert_close(P @ x, x[order])
+
+out_p, weights_p = pl.self_attention(P @ x, w_q, w_k, w_v)
+torch.testing.assert_close(out_p, P @ out)  # equivariant: rows move with the input
+torch.testing.assert_close(weights_p, P @ weights @ P.T)  # weights: rows and columns move
+assert pl.equivariance_error(lambda t: pl.self_attention(t, w_q, w_k, w_v)[0], x, order) < 1e-5
+print("Attn(PX) == P Attn(X): True")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### Fix the query, shuffle the keys and values: nothing changes
+#
+# Now keep one query $q$ and shuffle the (key, value) **pairs** together. Each weight stays
+# attached to its value; only the order of the terms in the sum
+# $\sum_j \mathrm{softmax}_j(q\cdot k_j/\sqrt d)\, v_j$ changes, so the output is identical:
+# attention is **invariant** to a joint permutation of keys and values. Shuffling the keys
+# alone is a different matter: the weights then land on the wrong values.
+
+# %% slideshow={"slide_type": "fragment"}
+q = torch.randn(1, d).to(device)
+k, v = x @ w_k, x @ w_v
+one, w_one = pl.attention(q, k, v)
+shuffled, w_shuffled = pl.attention(q, k[order], v[order])
+
+torch.testing.assert_close(shuffled, one)  # identical output
+torch.testing.assert_close(w_shuffled, w_one[:, order])  # the weights moved with their keys
+keys_only, _ = pl.attention(q, k[order], v)
+assert not torch.allclose(keys_only, one, atol=1e-4)  # keys alone: a different output
+print("joint shuffle of keys and values: identical output")
+print("keys shuffled, values not:       different output")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### "I love you" and "you love I"
+#
+# Source `001` makes the point with the Chinese sentences 我爱你 ("I love you") and 你爱我
+# ("you love me"). In Chinese the two use the very same three characters, only swapped, so a
+# literal English gloss is `I love you` vs `you love I`. As keys and values they give the same
+# output for any query, and as a whole sentence each word gets the same output in both: the
+# model cannot tell who loves whom.
+
+# %% slideshow={"slide_type": "fragment"}
+word_vec = {w: torch.randn(d).to(device) for w in ("I", "love", "you")}
+s1 = torch.stack([word_vec[w] for w in ("I", "love", "you")])
+s2 = torch.stack([word_vec[w] for w in ("you", "love", "I")])
+
+torch.testing.assert_close(pl.attention(q, s1 @ w_k, s1 @ w_v)[0], pl.attention(q, s2 @ w_k, s2 @ w_v)[0])
+out1 = pl.self_attention(s1, w_q, w_k, w_v)[0]
+out2 = pl.self_attention(s2, w_q, w_k, w_v)[0]
+torch.testing.assert_close(out2, out1[[2, 1, 0]])  # "I" gets the same output in both sentences
+print("same output for every word in 'I love you' and 'you love I'")
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 2 · The dog demo, without a download
+#
+# Source `001` embeds "The dog chased another dog" with a pretrained tokenizer and embedding
+# table, runs it through `nn.MultiheadAttention` (4 heads, weights drawn from
+# $\mathcal{N}(0, 0.1^2)$ so they are not negligible) and compares the outputs of the two
+# "dog" tokens. It compares positions **2 and 5**, not 1 and 4, because its tokenizer puts a
+# beginning-of-sequence token in front. We mimic that with a toy vocabulary that has a `<s>`
+# token, and seeded random embeddings. Our model is 16 features wide instead of 2048, so we
+# draw the weights from $\mathcal{N}(0, 0.3^2)$: with 0.1 every head would attend almost
+# uniformly and all output rows would look alike in the figures (the claim holds either way).
+
+# %% slideshow={"slide_type": "fragment"}
+vocab = ["<s>", "the", "dog", "chased", "another"]
+words = ["<s>", "the", "dog", "chased", "another", "dog"]
+ids = torch.tensor([[vocab.index(w) for w in words]], device=device)  # (batch=1, 6)
+
+hdim = 16
+embed = nn.Embedding(len(vocab), hdim).to(device)
+mha = nn.MultiheadAttention(hdim, num_heads=4, batch_first=True).to(device)
+mha.requires_grad_(False)
+embed.requires_grad_(False)
+with torch.no_grad():
+    for weight in mha.parameters():
+        weight.normal_(0.0, 0.3)
+
+x_dog = embed(ids)  # (1, 6, 16)
+print("token ids:", ids.tolist())
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# Run it and compare the two "dog" rows.
+
+# %% slideshow={"slide_type": "fragment"}
+out_dog, _ = mha(x_dog, x_dog, x_dog)
+dog1, dog2 = out_dog[0, 2], out_dog[0, 5]
+same = torch.allclose(dog1, dog2, atol=1e-6)
+assert same
+print("dog outputs identical?", same)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### The source projects twice
+#
+# Before calling `nn.MultiheadAttention`, the source passes the embeddings through three
+# extra `nn.Linear` layers, `mha(W_q(e), W_k(e), W_v(e))`. But `nn.MultiheadAttention` applies
+# its own input projections (`in_proj_weight`), so the queries are projected twice. That is
+# harmless (still no positions, still identical dogs) but redundant: two linear maps in a row
+# are one linear map. The cell folds the extra layers into the module's own projection and
+# gets the same output.
+
+# %% slideshow={"slide_type": "fragment"}
+W_q, W_k, W_v = (nn.Linear(hdim, hdim, bias=False).to(device).requires_grad_(False) for _ in range(3))
+out_twice, _ = mha(W_q(x_dog), W_k(x_dog), W_v(x_dog))  # the source's call
+
+folded = nn.MultiheadAttention(hdim, num_heads=4, batch_first=True).to(device).requires_grad_(False)
+folded.load_state_dict(mha.state_dict())
+in_q, in_k, in_v = mha.in_proj_weight.chunk(3)
+folded.in_proj_weight.copy_(torch.cat([in_q @ W_q.weight, in_k @ W_k.weight, in_v @ W_v.weight]))
+torch.testing.assert_close(folded(x_dog, x_dog, x_dog)[0], out_twice)  # one projection does it
+assert torch.allclose(out_twice[0, 2], out_twice[0, 5], atol=1e-6)  # and the dogs are still identical
+print("extra projections fold into in_proj_weight: same output")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### What `nn.MultiheadAttention` computes, by hand
+#
+# With one head and no biases, `nn.MultiheadAttention` is exactly `pl.attention` between
+# an input projection and an output projection. Its `in_proj_weight` stacks
+# $W_Q^\top, W_K^\top, W_V^\top$ (PyTorch stores `Linear` weights as (out, in)), so
+# $Q = X\,W_Q$ reads `x @ in_q.T`.
+
+# %% slideshow={"slide_type": "fragment"}
+one_head = nn.MultiheadAttention(hdim, num_heads=1, bias=False, batch_first=True).to(device).requires_grad_(False)
+ref_out, ref_w = one_head(x_dog, x_dog, x_dog)
+
+in_q, in_k, in_v = one_head.in_proj_weight.chunk(3)
+core, core_w = pl.attention(x_dog @ in_q.T, x_dog @ in_k.T, x_dog @ in_v.T)
+torch.testing.assert_close(core @ one_head.out_proj.weight.T, ref_out)
+torch.testing.assert_close(core_w, ref_w)
+print("nn.MultiheadAttention (1 head) == out_proj(pl.attention(...)): True")
+
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# With 4 heads (and biases, as in the demo) the projections are split into 4 slices of 4
+# features; `pl.attention` takes the heads as a leading dimension, and the module returns
+# the weights averaged over heads.
+
+# %% slideshow={"slide_type": "fragment"}
+def mha_by_hand(x, module):
+    """nn.MultiheadAttention's forward for self-attention, with pl.attention as its core."""
+    b, seq, dim = x.shape
+    heads = module.num_heads
+    qkv = nn.functional.linear(x, module.in_proj_weight, module.in_proj_bias)
+    split = lambda t: t.reshape(b, seq, heads, dim // heads).transpose(1, 2)  # (b, heads, seq, dim/heads)
+    o, w = pl.attention(*(split(t) for t in qkv.chunk(3, dim=-1)))
+    return module.out_proj(o.transpose(1, 2).reshape(b, seq, dim)), w.mean(1)
+
+
+by_hand, by_hand_w = mha_by_hand(x_dog, mha)
+torch.testing.assert_close(by_hand, out_dog)
+torch.testing.assert_close(by_hand_w, mha(x_dog, x_dog, x_dog)[1])
+print("4-head demo reproduced with pl.attention: True")
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 3 · Add positions: the dogs differ
+#
+# Give each position $i$ its own vector $p_i$ and add it to the token's embedding,
+# $x_i' = x_i + p_i$. Here $p_i$ is the sinusoidal code of chapter 3,
+# `pl.sinusoidal_positions(n, d)`; any code that differs between positions 2 and 5 would do.
+# The two "dog" inputs are now different vectors, and so are their outputs.
+
+# %% slideshow={"slide_type": "fragment"}
+pos = pl.sinusoidal_positions(len(words), hdim, device=device)  # (6, 16)
+x_pos = x_dog + pos
+out_pos, _ = mha(x_pos, x_pos, x_pos)
+same = torch.allclose(out_pos[0, 2], out_pos[0, 5], atol=1e-6)
+assert not same
+assert pl.equivariance_error(lambda t: mha(t + pos, t + pos, t + pos)[0], x_dog, [5, 4, 3, 2, 1, 0]) > 1e-3
+print("dog outputs identical?", same)
+print("reordering the words now changes more than the order of the outputs")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### Where do the positions go? The source's formula
+#
+# Source `001` writes attention with absolute positions in the column convention
+# ($X \in \mathbb{R}^{d\times m}$, one column per token) as
+#
+# $$\mathrm{Attn}(X) = (V+P)\,\mathrm{softmax}\!\left(\frac{(K+P)^\top(Q+P)}{\sqrt d}\right),
+#   \qquad Q = W_QX,\ K = W_KX,\ V = W_VX,$$
+#
+# which adds $P$ **after** the projections. The usual form (Vaswani et al., and what we just
+# ran, since `nn.MultiheadAttention` projects its input $X + P$) adds it **before**:
+# $Q = W_Q(X+P) = W_QX + W_QP$. The two agree only if $W_QP = P$ (and the same for $K$, $V$),
+# which is not the case for learned weights. In this column convention the softmax also has
+# to run down each column (over the keys, `dim=0`). The cell computes the score matrix all
+# three ways.
+
+# %% slideshow={"slide_type": "fragment"}
+X = x_dog[0].T  # (16, 6): the source's column convention
+Pc = pos.T
+Wq_, Wk_ = in_q, in_k  # (out, in) matrices, so Q = W_Q X in this convention
+usual = (Wk_ @ (X + Pc)).T @ (Wq_ @ (X + Pc))  # (keys, queries)
+source_form = (Wk_ @ X + Pc).T @ (Wq_ @ X + Pc)
+
+row_scores = (x_pos[0] @ Wq_.T) @ (x_pos[0] @ Wk_.T).T  # the row convention used in code: (queries, keys)
+torch.testing.assert_close(usual, row_scores.T)  # same numbers, transposed
+torch.testing.assert_close((usual / hdim**0.5).softmax(dim=0).T, (row_scores / hdim**0.5).softmax(dim=-1))
+assert not torch.allclose(source_form, usual, atol=1e-3)  # P after W is a different model
+print("P added before the projections (usual) != P added after them (source): True")
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 4 · See it: permute the sentence
+#
+# Left: the output of the demo's attention layer for the original sentence, one row per
+# token. Middle: the output for the sentence read backwards; its rows are the same rows in
+# reverse order. Right: the backwards output moved back into the original order, minus the
+# original output: all zero (white), because without positions the layer cannot see the
+# order. (The right panel has its own colour scale, given in its title and fixed for every
+# setting of the widget below, so white always means zero.)
+
+# %% slideshow={"slide_type": "skip"}
+ORDERS = {
+    "reversed": [5, 4, 3, 2, 1, 0],
+    "rotate by one": [1, 2, 3, 4, 5, 0],
+    "swap the two dogs": [0, 1, 5, 3, 4, 2],
+    "shuffle": [3, 5, 0, 2, 1, 4],
+    "unchanged": [0, 1, 2, 3, 4, 5],
+}
+
+
+def outputs_for(order_name, positions):
+    """Outputs (6, 16) of the demo layer for the original and the permuted sentence, and the
+    permuted output moved back into the original order minus the original output."""
+    order = ORDERS[order_name]
+    add = pos if positions else torch.zeros_like(pos)
+    with torch.no_grad():
+        h = x_dog + add
+        original = mha(h, h, h)[0][0]
+        hp = x_dog[:, order] + add
+        permuted = mha(hp, hp, hp)[0][0]
+    moved_back = permuted[pl.inverse_permutation(order).to(device)]
+    return original, permuted, moved_back - original
+
+
+# Fixed colour scales for every setting, so "white" always means zero and colour bars never redraw.
+OUT_SCALE = max(outputs_for(o, p)[0].abs().max().item() for o in ORDERS for p in (False, True))
+DIFF_SCALE = max(outputs_for(o, True)[2].abs().max().item() for o in ORDERS)
+
+
+def draw_outputs(fig, order_name="reversed", positions=False, show_original=True):
+    """Heatmaps of the outputs; the widget leaves out the (unchanging) original panel to draw faster."""
+    axes = list(fig.subplots(1, 3 if show_original else 2))
+    original, permuted, diff = outputs_for(order_name, positions)
+    if show_original:
+        viz.heatmap(original, ax=axes[0], xlabel="features", diverging=True, vmax=OUT_SCALE, colorbar=None,
+                    title="original sentence")
+        axes[0].set_yticks(range(len(words)), words)
+        axes[0].set_xticks([])
+        axes = axes[1:]
+    ims = [viz.heatmap(m, ax=ax, xlabel="features", diverging=True, vmax=vmax, colorbar=cb)
+           for m, ax, vmax, cb in zip((permuted, diff), axes, (OUT_SCALE, DIFF_SCALE), ("output", None))]
+    for ax in axes:
+        ax.set_xticks([])  # 16 anonymous features: tick labels would only cost render time
+    axes[1].set_yticks(range(len(words)), words)
+
+    def update(order_name, positions, **_):
+        for im, m in zip(ims, outputs_for(order_name, positions)[1:]):
+            im.set_data(m.cpu().numpy())
+        axes[0].set_yticks(range(len(words)), [words[j] for j in ORDERS[order_name]])
+        axes[0].set_title(f"permuted: {order_name}")
+        axes[1].set_title(f"moved back − original (±{DIFF_SCALE:.3f})" + (", positions on" if positions else ""))
+
+    update(order_name, positions)
+    return update
+
+
+# %% slideshow={"slide_type": "fragment"}
+fig = Figure(figsize=(9, 2.8))
+draw_outputs(fig)
+diff = outputs_for("reversed", False)[2]
+assert diff.abs().max() < 1e-5  # the right panel really is zero
+fig
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# Now choose the order yourself, and switch the positional encoding on. Without positions
+# the right panel stays white for every order: the rows only move. With positions it lights
+# up for every order except "unchanged". Even "swap the two dogs" lights it up: that swap
+# gives back the very same sentence, hence the very same output, but the two "dog" rows
+# now differ, so moving rows with their tokens no longer reproduces it. With positions an
+# output belongs to a place in the sentence, not to a token.
+
+# %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
+permute_widget = viz.InteractiveFigure(
+    lambda fig, **values: draw_outputs(fig, show_original=False, **values),
+    figsize=(6.4, 2.8),
+    order_name=widgets.Dropdown(options=list(ORDERS), value="reversed", description="order"),
+    positions=widgets.Checkbox(value=False, description="add positions"),
+)
+permute_widget
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# Both claims, checked: without positions no order lights the right panel up; with
+# positions every order but "unchanged" does, while the dog swap leaves the output itself
+# exactly as it was.
+
+# %% slideshow={"slide_type": "fragment"}
+lit = {name: [outputs_for(name, p)[2].abs().max().item() > 1e-4 for p in (False, True)] for name in ORDERS}
+assert all(not off for off, _ in lit.values())
+assert [name for name, (_, on) in lit.items() if not on] == ["unchanged"]
+original, swapped, _ = outputs_for("swap the two dogs", True)
+torch.testing.assert_close(swapped, original)  # same sentence, same output
+print("right panel lit up (positions off, on):", lit)
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## Exercises
+#
+# Each exercise has a cell for your answer and a checker that says what is right or wrong.
+# The worked solution follows, collapsed: expand it only after trying.
+#
+# **Exercise 1.** Four tokens are the rows $a, b, c, d$ of $X$. Write the $4\times 4$ matrix
+# $P$ such that $PX$ has the rows in the order $c, a, d, b$.
+
+# %% slideshow={"slide_type": "fragment"}
+answer = None  # your 4x4 tensor or nested list
+check.reorder_matrix(answer)
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
+answer = torch.tensor([[0, 0, 1, 0],  # slot 0 fetches c, which is row 2
+                       [1, 0, 0, 0],  # slot 1 fetches a
+                       [0, 0, 0, 1],  # slot 2 fetches d
+                       [0, 1, 0, 0]])  # slot 3 fetches b
+check.reorder_matrix(answer)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **Exercise 2. Predict, then run.** For each case, are the two outputs identical (`True`)
+# or not (`False`)? Weights are random, as in this chapter.
+#
+# - (a) No positions. The outputs of the two "dog" tokens in "the dog chased another dog".
+# - (b) Sinusoidal positions added to the embeddings. The same two outputs.
+# - (c) No positions, one fixed query. Its output before and after shuffling the keys and
+#   values together.
+# - (d) No positions, one fixed query. Its output before and after shuffling the keys but
+#   not the values.
+# - (e) Positions added. The whole output before and after swapping the two "dog" tokens.
+
+# %% slideshow={"slide_type": "fragment"}
+answer = None  # e.g. {"a": True, "b": ..., "c": ..., "d": ..., "e": ...}
+check.predict_equal(answer)
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
+answer = {"a": True, "b": False, "c": True, "d": False, "e": True}
+check.predict_equal(answer)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **Exercise 3. Order-aware attention.** Write `order_aware(x, w_q, w_k, w_v)` that adds the
+# sinusoidal code `pl.sinusoidal_positions(n, d)` to the tokens `x` (shape `(n, d)`), then
+# projects ($Q = (X+P)W_Q$, and so on) and returns the `(n, d)` output of `pl.attention`.
+# The checker feeds it a sentence with repeated tokens.
+
+# %% slideshow={"slide_type": "fragment"}
+def order_aware(x, w_q, w_k, w_v):
+    raise NotImplementedError  # your code
+
+
+check.order_aware_attention(order_aware)
+
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
+def order_aware(x, w_q, w_k, w_v):
+    h = x + pl.sinusoidal_positions(x.shape[-2], x.shape[-1], device=x.device)
+    return pl.attention(h @ w_q, h @ w_k, h @ w_v)[0]
+
+
+check.order_aware_attention(order_aware)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **Exercise 4. Count the outputs.** Run one attention layer over the 8 tokens of
+# "the cat saw the cat and the dog" (random embeddings and weights). How many *distinct*
+# output rows are there without positions, and how many with positions added? Answer as a
+# pair `(without, with)`.
+
+# %% slideshow={"slide_type": "fragment"}
+answer = None  # (without, with)
+check.distinct_outputs(answer)
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
+sentence = "the cat saw the cat and the dog".split()
+answer = (len(set(sentence)), len(sentence))  # one row per distinct word; then one per token
+check.distinct_outputs(answer)
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## Summary
+#
+# - Without positions, self-attention is **permutation-equivariant**: $\mathrm{Attn}(PX) =
+#   P\,\mathrm{Attn}(X)$. Identical tokens get identical outputs wherever they stand.
+# - For a fixed query it is **permutation-invariant** in the (key, value) pairs: the
+#   sentence is a bag of words.
+# - Adding a position code $p_i$ to each token before the projections breaks both; chapter 2
+#   asks what a good $p_i$ looks like.
+#
+# ## Errata in the sources
+#
+# 1. **Positions after the projections.** `001` writes
+#    $\mathrm{Attn}(X) = (V+P)\,\mathrm{softmax}((K+P)^\top(Q+P)/\sqrt d)$ with $Q = W_QX$,
+#    i.e. $P$ is added after projecting. The usual form (and what `nn.MultiheadAttention`
+#    computes when it is fed $X + P$) projects $X + P$: $Q = W_Q(X+P)$. The cell in section 3
+#    asserts the two score matrices differ. The formula also leaves the softmax axis
+#    unstated; in its column convention it must run over the keys (`dim=0`).
+# 2. **Projected twice.** `001`'s demo applies three `nn.Linear` layers and then
+#    `nn.MultiheadAttention`, which projects again. Harmless but redundant: section 2 folds
+#    the extra layers into `in_proj_weight` and gets the same output.
+# 3. **Not an error, but easy to misread:** the demo compares positions 2 and 5 because
+#    its tokenizer prepends a beginning-of-sequence token; the words "dog" are the 2nd and
+#    5th *words*.

@@ -1,0 +1,701 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# # 3 · Sinusoids: smooth binary digits
+#
+# Chapter 2 ended with binary codes: fast low bits, slow high bits, but jumpy and made of
+# 0s and 1s. Replace every bit by a sine/cosine pair that turns at its own speed and you get
+# the encoding of *Attention Is All You Need* (Vaswani et al., 2017). This chapter
+#
+# 1. builds the table and reproduces a source's printed numbers digit for digit;
+# 2. draws it, in both column layouts found in the wild;
+# 3. proves that moving k positions is one fixed rotation $M_k$, whatever the start;
+# 4. measures how the dot product of two encodings depends on their distance;
+# 5. explains why token embeddings are scaled before the encoding is added;
+# 6. compares a loop-per-entry builder with the vectorised library function;
+# 7. packages the table as a module, fixing the errors the source modules make.
+#
+# Sources followed: `000` (the formula and $X\cdot M + P$), `002` (a PyTorch walk-through with a
+# printed table and a heatmap), `003` (a list-comprehension builder and a module); `004` for one
+# typo. Every correction is proved in a cell and listed at the end.
+
+# %% slideshow={"slide_type": "skip"}
+# %matplotlib inline
+import math
+import time
+
+import ipywidgets as widgets
+import torch
+from torch import nn
+
+import posenc_lib as pl
+from posenc_lib import check, viz
+
+g = torch.manual_seed(0)
+torch.set_printoptions(precision=4, sci_mode=None)
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 1 · The formula
+#
+# Row $i$ of the table $P \in \mathbb{R}^{n\times d}$ encodes position $i$. Its $d$ columns form
+# $d/2$ pairs; pair $j$ turns at frequency $\theta_j$ radians per position:
+#
+# $$p_{i,2j} = \sin(i\,\theta_j), \qquad p_{i,2j+1} = \cos(i\,\theta_j), \qquad
+#   \theta_j = 10000^{-2j/d}, \quad j = 0, \dots, d/2-1 .$$
+#
+# Here $j$ counts **pairs**, so the exponent $2j/d$ runs over $0, 2/d, 4/d, \dots, (d-2)/d$:
+# pair 0 turns one radian per position, the last pair $10000^{-(d-2)/d}$ radian, a little more than
+# $1/10000$.
+# These are exactly the frequencies RoPE uses in chapter 5, so they live in one function,
+# `pl.rope_frequencies`. Written out for $d = 10$:
+
+# %% slideshow={"slide_type": "fragment"}
+d = 10
+theta = pl.rope_frequencies(d)
+by_hand = torch.tensor([10000 ** (-2 * j / d) for j in range(d // 2)])
+torch.testing.assert_close(theta, by_hand)
+assert theta[0] == 1 and 1e-4 < theta[-1] == 10000 ** (-(d - 2) / d)
+print("theta_j for d = 10:", theta)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### The source's printed table, reproduced
+#
+# Source `002` builds the table for `max_len = 4` positions and `d_model = 10` features and prints
+# it. Below are its printed numbers as data; the next cell asserts that
+# `pl.sinusoidal_positions(4, 10)` rounds to exactly the same digits (4 decimals in scientific
+# notation, as PyTorch prints them).
+
+# %% slideshow={"slide_type": "fragment"}
+printed_in_002 = [
+    [0.0000e+00, 1.0000e+00, 0.0000e+00, 1.0000e+00, 0.0000e+00, 1.0000e+00, 0.0000e+00, 1.0000e+00, 0.0000e+00, 1.0000e+00],
+    [8.4147e-01, 5.4030e-01, 1.5783e-01, 9.8747e-01, 2.5116e-02, 9.9968e-01, 3.9811e-03, 9.9999e-01, 6.3096e-04, 1.0000e+00],
+    [9.0930e-01, -4.1615e-01, 3.1170e-01, 9.5018e-01, 5.0217e-02, 9.9874e-01, 7.9621e-03, 9.9997e-01, 1.2619e-03, 1.0000e+00],
+    [1.4112e-01, -9.8999e-01, 4.5775e-01, 8.8908e-01, 7.5285e-02, 9.9716e-01, 1.1943e-02, 9.9993e-01, 1.8929e-03, 1.0000e+00],
+]
+table = pl.sinusoidal_positions(4, 10)
+
+
+def as_printed(rows):
+    return [[f"{x:.4e}" for x in row] for row in rows]
+
+
+assert as_printed(table.tolist()) == as_printed(printed_in_002), "the table no longer matches the source"
+print(table)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# Reading the table: column 0 is $\sin(i)$, one radian per step, so it rises and already falls
+# back (0, 0.84, 0.91, 0.14); column 8 is $\sin(i \cdot 10000^{-8/10})$ and barely moves. Row 0 is
+# $[0, 1, 0, 1, \dots]$ for every $d$: sine 0 and cosine 1. Every pair lies on the unit circle,
+# so every row has the same length $\sqrt{d/2}$:
+
+# %% slideshow={"slide_type": "fragment"}
+pairs = table.unflatten(-1, (d // 2, 2))
+torch.testing.assert_close(pairs.norm(dim=-1), torch.ones(4, d // 2))
+torch.testing.assert_close(table.norm(dim=-1), torch.full((4,), math.sqrt(d / 2)))
+for dd in (2, 10, 512):
+    assert torch.equal(pl.sinusoidal_positions(1, dd)[0], torch.tensor([0.0, 1.0]).repeat(dd // 2))
+print("row norms:", table.norm(dim=-1), " sqrt(d/2) =", round(math.sqrt(d / 2), 4))
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### Two slips in the sources' ranges and indices
+#
+# Source `002` says the position runs "from 0 to max_len" and the even index `_2i` "from 0 to
+# d_model". Its own code uses `torch.arange`, which stops *before* the end: positions are
+# $0, \dots, \text{max\_len}-1$ and the even index is $0, 2, \dots, d_\text{model}-2$. Had `_2i`
+# really reached $d_\text{model}$, there would be $d/2 + 1$ sine columns for $d/2$ slots.
+
+# %% slideshow={"slide_type": "fragment"}
+max_len, d_model = 4, 10
+pos = torch.arange(0, max_len)
+two_j = torch.arange(0, d_model, 2)
+assert pos[-1] == max_len - 1 and pos[-1] != max_len
+assert two_j[-1] == d_model - 2 and two_j.numel() == d_model // 2
+too_many = torch.arange(0, d_model + 1, 2)  # "from 0 to d_model" taken literally
+assert too_many.numel() == d_model // 2 + 1 != table[:, 0::2].shape[1]
+print("positions:", pos.tolist(), " even indices 2j:", two_j.tolist())
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# Source `004` writes $p_{i,2t} = \sin(k / 10000^{2t/d})$ and $p_{i,2t+1} = \cos(k/10000^{2t/d})$:
+# the left side is indexed by position $i$ but the right side uses $k$, which is not defined
+# there. Read literally (one fixed $k$), every row would be the same vector and positions could
+# not be told apart. The correct right side uses $i$: $\sin(i/10000^{2t/d})$.
+
+# %% slideshow={"slide_type": "fragment"}
+k_fixed = 3
+literal_004 = torch.sin(k_fixed * pl.rope_frequencies(8)).expand(5, -1)  # the sine columns, k in place of i
+assert (literal_004 == literal_004[0]).all(), "with a fixed k every row is identical"
+sines = pl.sinusoidal_positions(5, 8)[:, 0::2]
+assert len({tuple(r) for r in sines.tolist()}) == 5, "with i every row differs"
+print("distinct rows with k:", len({tuple(r) for r in literal_004.tolist()}), "· with i:", 5)
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 2 · The heatmap
+#
+# Source `002` draws the table of `PositionalEmbedding(40, 20)` — $d_\text{model} = 40$ features,
+# `max_len` $= 20$ positions — with positions down the y-axis and features along the x-axis.
+# (It uses the `coolwarm` map; our figures use one diverging map centred on 0 throughout.)
+# Left columns (fast pairs) flicker from row to row; right columns (slow pairs) hardly change:
+# the smooth version of chapter 2's low and high bits.
+
+# %% slideshow={"slide_type": "fragment"}
+P = pl.sinusoidal_positions(20, 40)
+step = P.diff(dim=0).abs().mean(dim=0)  # mean change from one row to the next, per column
+assert (step[:2] > 0.5).all() and (step[-2:] < 1e-3).all()  # fast pair 0 vs slow pair 19
+fig, ax = viz.figure(width=6.0, height=3.6)
+viz.heatmap(P, ax=ax, colorbar="value",
+            xlabel="embedding dimension (d_model = 40)", ylabel="position (max_len = 20)",
+            title="sinusoidal encoding, interleaved sin/cos")
+fig
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# Explore: change the number of features, the number of positions, the base and the column
+# layout (next section). A larger base stretches the slow wavelengths; a small one (try 10)
+# shortens them all, and the right-hand columns start to change from row to row too.
+
+# %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
+pe_widget = viz.interactive_heatmap(
+    lambda d, n, base, layout: pl.sinusoidal_positions(n, d, base=base, layout=layout),
+    title=lambda d, n, base, layout: f"d = {d}, n = {n}, base = {base:g}",
+    xlabel="embedding dimension", ylabel="position", colorbar="value", diverging=True, figsize=(4.6, 3.4),
+    d=widgets.IntSlider(64, min=4, max=256, step=2, description="d_model"),
+    n=widgets.IntSlider(64, min=4, max=256, step=4, description="length"),
+    base=widgets.FloatLogSlider(10000, base=10, min=1, max=6, step=0.5, description="base"),
+    layout=widgets.Dropdown(options=["interleaved", "concat"], description="layout"),
+)
+pe_widget
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 3 · Interleaved or concatenated?
+#
+# The paper's formula **interleaves**: columns $[\sin\theta_0, \cos\theta_0, \sin\theta_1,
+# \cos\theta_1, \dots]$ (`layout="interleaved"`, our default). Google's tensor2tensor and
+# Facebook's fairseq **concatenate**: all sines, then all cosines (`layout="concat"`); the
+# heatmap in Jay Alammar's *Illustrated Transformer* is drawn from tensor2tensor, so it shows
+# the concatenated form, split into a left and a right half (a July 2020 update of that post
+# adds the interleaved picture). (Both libraries also space their
+# frequencies as $10000^{-j/(d/2-1)}$ rather than $10000^{-2j/d}$, so their slowest pair is
+# exactly $1/10000$; tensor2tensor's own comment says it "slightly differs" from the paper.)
+#
+# With the same frequencies the two layouts hold **the same columns in a different order**: the
+# permutation $[0, 2, 4, \dots, d-2, 1, 3, \dots, d-1]$ — the one chapter 5 needs to convert
+# between RoPE's interleaved and half-split pairings (`pl.layout_permutation`).
+
+# %% slideshow={"slide_type": "fragment"}
+d, n = 16, 50
+inter = pl.sinusoidal_positions(n, d, layout="interleaved")
+concat = pl.sinusoidal_positions(n, d, layout="concat")
+perm = pl.layout_permutation(d)
+assert torch.equal(inter[:, perm], concat), "same columns, permuted"
+assert not torch.equal(inter, concat), "but not the same table"
+print("interleaved column for each concat column:", perm.tolist())
+
+# %% slideshow={"slide_type": "subslide"}
+fig, axes = viz.figure(2, width=3.8, height=3.2)
+for ax, (name, t) in zip(axes, [("interleaved (paper)", inter), ("concat (tensor2tensor, fairseq)", concat)]):
+    viz.heatmap(t, ax=ax, title=name, xlabel="column", ylabel="position", colorbar="value", diverging=True)
+fig
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 4 · A shift by k is one fixed rotation
+#
+# The paper picked sinusoids hoping the model could learn to attend by *relative* position,
+# because for every fixed offset $k$ the code of $pos+k$ is a linear function of the code of
+# $pos$. Here is the proof. Fix pair $j$ and write $a = p\,\theta_j$
+# (where position $p$ is) and $b = k\,\theta_j$ (how far we move). The angle-addition formulas
+#
+# $$\sin(a+b) = \cos b \,\sin a + \sin b\,\cos a, \qquad \cos(a+b) = -\sin b\,\sin a + \cos b\,\cos a$$
+#
+# say, in matrix form,
+#
+# $$\begin{pmatrix}\sin((p+k)\theta_j)\\ \cos((p+k)\theta_j)\end{pmatrix}
+#  = \underbrace{\begin{pmatrix}\cos k\theta_j & \sin k\theta_j\\ -\sin k\theta_j & \cos k\theta_j\end{pmatrix}}_{B_j(k)}
+#    \begin{pmatrix}\sin p\theta_j\\ \cos p\theta_j\end{pmatrix}.$$
+#
+# $B_j(k)$ contains $k$ and $\theta_j$ but **not $p$**. Stacking the $d/2$ blocks on the diagonal
+# gives $M_k = \operatorname{diag}(B_0(k), \dots, B_{d/2-1}(k))$ with
+# $PE(p+k) = M_k\,PE(p)$ for every $p$. Each block is a rotation (orthogonal, determinant 1), so
+# $M_k$ is a rotation too, and $M_{k}M_{l} = M_{k+l}$.
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **Link to chapter 5.** RoPE rotates pair $j$ of a query at position $m$ by
+# $R_m$'s block $\begin{pmatrix}\cos m\theta_j & -\sin m\theta_j\\ \sin m\theta_j & \cos m\theta_j\end{pmatrix}$.
+# $B_j(k)$ is its **transpose**: the pair is stored as $(\sin, \cos)$, i.e. the point
+# $(\cos a, \sin a)$ on the unit circle with its coordinates swapped, and swapping coordinates
+# mirrors the plane, turning counter-clockwise into clockwise. So $M_k = R_k^\top = R_{-k}$, and
+# the library already has it: `pl.rope_matrix(-k, d)`. The next cell builds $M_k$ block by block
+# from the formula above and checks it is that matrix.
+
+# %% slideshow={"slide_type": "fragment"}
+def shift_matrix_by_blocks(k, d):
+    """M_k from the proof: block j = [[cos kθ_j, sin kθ_j], [-sin kθ_j, cos kθ_j]] (teaching form)."""
+    blocks = []
+    for t in (k * pl.rope_frequencies(d, dtype=torch.float64)).tolist():
+        blocks.append(torch.tensor([[math.cos(t), math.sin(t)], [-math.sin(t), math.cos(t)]], dtype=torch.float64))
+    return torch.block_diag(*blocks)
+
+
+f64 = pl.rope_frequencies(8, dtype=torch.float64)  # float64 frequencies: exact checks below
+M3 = pl.rope_matrix(-3, 8, inv_freq=f64)
+torch.testing.assert_close(shift_matrix_by_blocks(3, 8), M3)
+torch.testing.assert_close(M3, pl.rope_matrix(3, 8, inv_freq=f64).T)
+print("M_3 for d = 8 (rounded):\n", M3.to(torch.float32))
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# Now the claim itself, numerically, in float64: for $d = 64$, 300 starting positions $p$ and
+# every offset $k$ from −100 to 100, $PE(p+k) = M_k\,PE(p)$ with **one** $M_k$ per offset. For the
+# concatenated layout the pairs are columns $(j, j + d/2)$, RoPE's "half" pairing, so the same
+# matrix spread over those rows works: `pl.rope_matrix(-k, d, layout="half")`.
+
+# %% slideshow={"slide_type": "fragment"}
+d = 64
+f64 = pl.rope_frequencies(d, dtype=torch.float64)
+p = torch.arange(100, 400)  # 300 starting positions
+ks = torch.arange(-100, 101)  # 201 offsets
+worst = 0.0
+for lay, pair_layout in (("interleaved", "interleaved"), ("concat", "half")):
+    P = pl.sinusoidal_positions(600, d, layout=lay, dtype=torch.float64)
+    M = torch.stack([pl.rope_matrix(-k, d, layout=pair_layout, inv_freq=f64) for k in ks.tolist()])  # (201, d, d)
+    shifted = P[p] @ M.transpose(1, 2)  # slice k, row p: M_k PE(p); shape (201, 300, d)
+    target = P[ks[:, None] + p]  # PE(p + k), same shape
+    worst = max(worst, (shifted - target).abs().max().item())
+assert worst < 1e-9
+M5, M7 = pl.rope_matrix(-5, d, inv_freq=f64), pl.rope_matrix(-7, d, inv_freq=f64)
+torch.testing.assert_close(M5 @ M7, pl.rope_matrix(-12, d, inv_freq=f64))  # M_k M_l = M_{k+l}
+torch.testing.assert_close(M5 @ M5.T, torch.eye(d, dtype=torch.float64))  # orthogonal ...
+assert abs(torch.linalg.det(M5).item() - 1) < 1e-9  # ... with determinant 1: a rotation
+print(f"201 offsets x 300 positions x 2 layouts: largest error {worst:.0e}")
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 5 · How similar are two positions?
+#
+# Take the dot product of two rows. Pair $j$ contributes
+# $\sin a \sin b + \cos a\cos b = \cos(b - a)$, so with $b - a = k\theta_j$
+#
+# $$s(k) = PE(p)\cdot PE(p+k) = \sum_{j=0}^{d/2-1} \cos(k\,\theta_j).$$
+#
+# Three facts follow, each asserted below for $d = 128$, positions up to 2048:
+# * $s$ depends on the offset $k$ only, **not on $p$**: the Gram matrix $PP^\top$ is constant
+#   along each diagonal;
+# * $s(-k) = s(k)$: the dot product alone cannot tell "k before" from "k after";
+# * $s(0) = d/2$ is the largest value, reached only at $k = 0$.
+
+# %% slideshow={"slide_type": "fragment"}
+d, n = 128, 2048
+P = pl.sinusoidal_positions(n, d, dtype=torch.float64)
+offsets = torch.arange(-(n - 1), n)
+s = pl.rope_angles(offsets, d, inv_freq=pl.rope_frequencies(d, dtype=torch.float64)).cos().sum(-1)
+s_of = lambda k: s[k + n - 1]  # s(k) for k in -(n-1) .. n-1
+G = P[:512] @ P[:512].T
+for k in (0, 1, 7, 100, 511):
+    torch.testing.assert_close(G.diagonal(k), s_of(k).expand(512 - k))  # the same for every p
+torch.testing.assert_close(s, s.flip(0))  # s(-k) = s(k)
+assert s_of(0) == d / 2 and (s[offsets != 0] < d / 2 - 1e-6).all()
+print(f"s(0) = {s_of(0):.1f},  s(1) = {s_of(1):.2f},  s(10) = {s_of(10):.2f},  s(100) = {s_of(100):.2f}")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **Decaying, but not monotonically.** $s(k)$ wiggles: for $d = 128$ it first *rises* again after
+# $k = 11$, and it even dips below 0 (first at $k = 1707$). What does hold (for these settings) is
+# decay on a logarithmic scale: over each octave of distances $2^a \le k < 2^{a+1}$ the largest and
+# the average value of $s$ both fall strictly from one octave to the next. The dots in the figure
+# are those octave maxima. (Far beyond the slowest wavelength, $2\pi\cdot 10000^{126/128} \approx 54\,400$ positions
+# here, the sum does not keep shrinking: it is a sum of periodic terms. Already the octave
+# $2^{14} \le k < 2^{15}$ has a higher maximum than the octave before it.)
+
+# %% slideshow={"slide_type": "fragment"}
+ks = torch.arange(n)
+rises = ((s_of(ks[1:]) - s_of(ks[:-1])) > 0).nonzero().flatten() + 1
+octaves = [ks[2**a : 2 ** (a + 1)] for a in range(11)]
+oct_max = torch.stack([s_of(o).max() for o in octaves])
+oct_at = torch.stack([o[s_of(o).argmax()] for o in octaves])  # where each octave peaks
+oct_mean = torch.stack([s_of(o).mean() for o in octaves])
+assert rises.numel() > 0 and rises[0] == 12, "not monotone: s(12) > s(11)"
+assert (s_of(ks) < 0).nonzero()[0].item() == 1707, "first negative value"
+far = [pl.rope_angles(torch.arange(2**a, 2 ** (a + 1)), d).cos().sum(-1).max() for a in (13, 14)]
+assert far[1] > far[0], "the decay stops: octave maxima rise again"
+assert 54_000 < 2 * math.pi / pl.rope_frequencies(d, dtype=torch.float64)[-1] < 55_000  # slowest wavelength
+assert (oct_max.diff() < 0).all() and (oct_mean.diff() < 0).all(), "octave maxima and means fall"
+print("first rise at k =", rises[0].item(), "· first negative at k =", (s_of(ks) < 0).nonzero()[0].item(),
+      "· minimum", round(s_of(ks).min().item(), 2), "at k =", s_of(ks).argmin().item())
+print("octave maxima:", [round(v, 1) for v in oct_max.tolist()])
+
+# %% slideshow={"slide_type": "subslide"}
+fig, ax = viz.figure(width=6.4, height=3.2)
+ax.plot(offsets[n - 1 - 300 : n + 300], s[n - 1 - 300 : n + 300], lw=1, color="tab:blue", label="s(k)")
+ax.plot(oct_at[:9], oct_max[:9], "o", color="tab:red", ms=4, label="octave maxima")
+ax.axhline(0, color="grey", lw=0.6)
+ax.set(xlabel="offset k", ylabel="PE(p) · PE(p+k)", title=f"dot product vs offset, d = {d}")
+ax.legend(loc="upper right")
+fig
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# Explore: a larger $d$ adds more slow pairs, so the curve stays high for longer; a smaller base
+# squeezes all wavelengths and the decay stops early.
+
+# %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
+def draw_dot(fig, d, base, span):
+    ax = fig.subplots()
+    (line,) = ax.plot([], [], lw=1, color="tab:blue")
+    ax.axhline(0, color="grey", lw=0.6)
+    ax.set(xlabel="offset k", ylabel="PE(p) · PE(p+k)")
+
+    def update(d, base, span):
+        k = torch.arange(-span, span + 1)
+        y = pl.rope_angles(k, d, base=base).cos().sum(-1)
+        line.set_data(k, y)
+        ax.set_xlim(-span, span)
+        ax.set_ylim(-0.25 * d / 2, 1.05 * d / 2)
+        ax.set_title(f"d = {d}, base = {base:g}")
+
+    update(d, base, span)
+    return update
+
+
+dot_widget = viz.InteractiveFigure(
+    draw_dot, figsize=(6.4, 3.2),
+    d=widgets.IntSlider(128, min=4, max=512, step=4, description="d_model"),
+    base=widgets.FloatLogSlider(10000, base=10, min=1, max=6, step=0.5, description="base"),
+    span=widgets.IntSlider(300, min=20, max=2000, step=20, description="max |k|"),
+)
+dot_widget
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 6 · Why scale the token embeddings first?
+#
+# The encoding is *added* to the token embeddings: the input is $X + P$. Source `000` points out
+# that when the rows of $X$ are about as long as the rows of $P$, or shorter, position drowns out
+# meaning, and suggests enlarging $X$: $X \cdot M + P$. The paper does exactly this: its
+# embedding layers multiply their weights by $M = \sqrt{d_\text{model}}$ (fairseq's `embed_scale`
+# does the same).
+#
+# Measure it for $d = 512$. Every row of $P$ has length exactly $\sqrt{d/2} = 16$ (§1). A token
+# row's length depends on how the embedding was initialised:
+# * PyTorch's `nn.Embedding` default, $\mathcal{N}(0, 1)$: length ≈ $\sqrt d \approx 22.6$;
+# * a small init with std $d^{-1/2}$ (tensor2tensor's, for embeddings shared with the output
+#   layer) or Xavier-uniform: length ≈ 1 or less — **16 times shorter than P**.
+
+# %% slideshow={"slide_type": "fragment"}
+d, vocab = 512, 1000
+g = torch.manual_seed(0)
+inits = {
+    "nn.Embedding default N(0, 1)": nn.Embedding(vocab, d).weight.detach(),
+    "normal, std d^-1/2": nn.init.normal_(torch.empty(vocab, d), std=d**-0.5),
+    "xavier_uniform": nn.init.xavier_uniform_(torch.empty(vocab, d)),
+}
+p_norm = pl.sinusoidal_positions(2048, d).norm(dim=-1)
+torch.testing.assert_close(p_norm, torch.full((2048,), math.sqrt(d / 2)))
+ratio = {}
+print(f"{'init':32s} {'|x|':>6s} {'|x|·√d':>8s}   |p| = {math.sqrt(d / 2):.1f}")
+for name, W in inits.items():
+    x = W.norm(dim=-1).mean().item()
+    ratio[name] = (x / math.sqrt(d / 2), x * math.sqrt(d) / math.sqrt(d / 2))
+    print(f"{name:32s} {x:6.2f} {x * math.sqrt(d):8.1f}")
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# With the small inits the token vector is under a tenth of the position vector's length; scaled
+# by $\sqrt d$ it becomes comparable (ratio near $\sqrt 2$ for std $d^{-1/2}$, since
+# $\sqrt d / \sqrt{d/2} = \sqrt 2$). With the $\mathcal N(0,1)$ default the token vectors are
+# already $\sqrt 2$ times longer than $P$'s rows, and scaling again would make the position a ~3%
+# ripple: $M$ only makes sense
+# together with the initialisation.
+
+# %% slideshow={"slide_type": "fragment"}
+assert ratio["normal, std d^-1/2"][0] < 0.1 and ratio["xavier_uniform"][0] < 0.1  # P dominates
+assert abs(ratio["normal, std d^-1/2"][1] - math.sqrt(2)) < 0.05  # after × √d: ≈ √2
+assert 1 < ratio["xavier_uniform"][1] < 1.5
+assert abs(ratio["nn.Embedding default N(0, 1)"][0] - math.sqrt(2)) < 0.05  # already ≈ √2 unscaled
+assert 1 / ratio["nn.Embedding default N(0, 1)"][1] < 0.04  # scaled again: |p| is < 4% of |x|
+print({name: tuple(round(r, 3) for r in rs) for name, rs in ratio.items()})
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 7 · A loop per entry vs one vectorised call
+#
+# Source `003` fills the table with a nested list comprehension: for each position $p$ and column
+# $c$ it computes $p / 10000^{2\lfloor c/2\rfloor / d}$ (both columns of a pair share
+# $\lfloor c/2 \rfloor = j$), then takes the sine of the even columns and the cosine of the odd
+# ones. Our version of that idea as a plain loop (it takes the trig functions as arguments so we
+# can count the calls):
+
+# %% slideshow={"slide_type": "fragment"}
+def naive_table(n, d, base=10000.0, sin=math.sin, cos=math.cos):
+    """One Python float operation chain per entry: the teaching form of pl.sinusoidal_positions."""
+    rows = []
+    for p in range(n):
+        row = []
+        for c in range(d):
+            angle = p / base ** (2 * (c // 2) / d)  # columns 2j and 2j+1 share frequency j
+            row.append(sin(angle) if c % 2 == 0 else cos(angle))
+        rows.append(row)
+    return torch.tensor(rows, dtype=torch.float64)
+
+
+n, d = 200, 64
+calls = {"trig": 0}
+
+
+def counted(fn):
+    def wrapper(x):
+        calls["trig"] += 1
+        return fn(x)
+    return wrapper
+
+
+slow = naive_table(n, d, sin=counted(math.sin), cos=counted(math.cos))
+torch.testing.assert_close(slow, pl.sinusoidal_positions(n, d, dtype=torch.float64), atol=1e-12, rtol=0)
+assert calls["trig"] == n * d
+err32 = (slow - pl.sinusoidal_positions(n, d).double()).abs().max().item()
+assert 1e-6 < err32 < 2e-5  # float32 rounding of the angle, see below
+print(f"equal to 1e-12 (float64); the loop made {calls['trig']} = n·d trig calls")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# (In float32, the library's default, the two differ by up to ~1e-5 at position 199: the angle
+# $p\,\theta_0 \approx 199$ itself is rounded to float32's spacing there, $2^{-16}$.)
+#
+# The library makes a fixed number of tensor operations — one `sin` and one `cos` over the whole
+# $(n, d/2)$ angle grid — whatever $n$ and $d$ are. A `TorchFunctionMode` records every torch call
+# it makes:
+
+# %% slideshow={"slide_type": "fragment"}
+from torch.overrides import TorchFunctionMode
+
+
+class CountOps(TorchFunctionMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.ops.append(getattr(func, "__name__", str(func)))
+        return func(*args, **(kwargs or {}))
+
+
+counts = {}
+for size in [(10, 8), (200, 64), (2048, 512)]:
+    with CountOps() as rec:
+        pl.sinusoidal_positions(*size)
+    counts[size] = (len(rec.ops), rec.ops.count("sin"), rec.ops.count("cos"))
+assert len(set(counts.values())) == 1 and counts[(10, 8)][1:] == (1, 1)
+print("torch calls (total, sin, cos) per size:", counts)
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# Timing (it varies from machine to machine and run to run, so this cell's output is not
+# compared; only the counts above are asserted):
+
+# %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
+# nbval-ignore-output: wall-clock timings differ on every run and machine
+def best_ms(fn, repeats=5):
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return 1e3 * best
+
+
+t_loop, t_vec = best_ms(lambda: naive_table(n, d)), best_ms(lambda: pl.sinusoidal_positions(n, d))
+print(f"n = {n}, d = {d}: loop {t_loop:.2f} ms, vectorised {t_vec:.3f} ms ({t_loop / t_vec:.0f}x)")
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 8 · As a module, and what the sources' modules get wrong
+#
+# `pl.SinusoidalPositionalEncoding(d, max_len)` computes the table once and adds its first `seq`
+# rows to an input of shape `(..., seq, d)`. The table is a **non-persistent buffer**: it moves
+# with `.to(device)` and stays out of `state_dict` (it is a formula, not a weight).
+
+# %% slideshow={"slide_type": "fragment"}
+pe = pl.SinusoidalPositionalEncoding(8, max_len=16)
+x = torch.randn(2, 5, 8)
+torch.testing.assert_close(pe(x), x + pl.sinusoidal_positions(5, 8))
+assert "pe" in dict(pe.named_buffers()) and len(pe.state_dict()) == 0
+print("output shape:", tuple(pe(x).shape), "· state_dict keys:", list(pe.state_dict()))
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **Source `002`'s module** creates its table with `torch.zeros(max_len, d_model, device=device)`
+# and stores it as a plain attribute. `Module.to()` only moves parameters and buffers, so a
+# plain tensor stays where it was created: build on the CPU, call `.to("cuda")`, and the first
+# forward pass adds a CPU table to GPU activations. Below, a small reconstruction of that pattern
+# (our code) and the library module, both sent to PyTorch's `meta` device, which stands in for a
+# GPU here: only the buffer follows.
+
+# %% slideshow={"slide_type": "fragment"}
+class PlainAttributeTable(nn.Module):
+    """The pattern of source 002: the table is an ordinary attribute, made on a fixed device."""
+
+    def __init__(self, d, max_len, device):
+        super().__init__()
+        self.encoding = pl.sinusoidal_positions(max_len, d).to(device)  # fixed at construction
+
+
+plain = PlainAttributeTable(8, 16, device="cpu").to("meta")
+buffered = pl.SinusoidalPositionalEncoding(8, max_len=16).to("meta")
+assert plain.encoding.device.type == "cpu", "the plain attribute stayed behind"
+assert buffered.pe.device.type == "meta", "the buffer moved"
+print("plain attribute:", plain.encoding.device, "· buffer:", buffered.pe.device)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# `002`'s `__init__` also **draws the heatmap** (and calls `plt.show()`): every model built pops
+# up a figure, and since matplotlib needs a CPU array, building the module on a GPU fails inside
+# the constructor. Plotting belongs outside the model (as in §2). Reconstruction, with the meta
+# device again standing in for a GPU:
+
+# %% slideshow={"slide_type": "fragment"}
+from matplotlib.figure import Figure
+
+
+class PlotsInInit(nn.Module):
+    """The other pattern of source 002: construction draws a figure as a side effect."""
+
+    def __init__(self, d, max_len, device):
+        super().__init__()
+        self.encoding = pl.sinusoidal_positions(max_len, d).to(device)  # fixed at construction
+        Figure().subplots().imshow(self.encoding)
+
+
+PlotsInInit(8, 16, device="cpu")  # works on the CPU (and would show a figure each time)
+try:
+    PlotsInInit(8, 16, device="meta")
+    raise AssertionError("expected construction on a non-CPU device to fail")
+except TypeError as e:
+    print("construction failed:", str(e).split(".")[0])
+pl.SinusoidalPositionalEncoding(8, 16).to("meta")  # the library module has no such problem
+print("library module on meta: fine")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **Source `003`'s module** stores the table with shape `(1, max_len, d)` (a leading batch axis
+# of size 1) but its forward pass slices it as `[:x.shape[1]]`, which slices that **batch axis**:
+# the slice is the whole `(1, max_len, d)` table. For an input `(batch, seq, d)` with
+# `seq < max_len` the addition then fails, or — worse, with `seq = 1` — silently broadcasts to
+# `max_len` rows. The fix slices the position axis: `[:, :seq]`.
+
+# %% slideshow={"slide_type": "fragment"}
+table_1 = pl.sinusoidal_positions(8, 4).unsqueeze(0)  # (1, max_len=8, d=4), as in 003
+x = torch.randn(2, 5, 4)  # batch 2, seq 5
+assert table_1[: x.shape[1]].shape == (1, 8, 4), "slices the batch axis: nothing is cut"
+try:
+    x + table_1[: x.shape[1]]
+    raise AssertionError("expected a shape error")
+except RuntimeError as e:
+    print("003's slice:", str(e))
+one = torch.randn(2, 1, 4)
+assert (one + table_1[: one.shape[1]]).shape == (2, 8, 4), "seq = 1: silently 8 positions out"
+fixed = x + table_1[:, : x.shape[1]]
+torch.testing.assert_close(fixed, pl.SinusoidalPositionalEncoding(4, 8)(x))
+print("fixed slice [:, :seq]:", tuple(fixed.shape))
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# A smaller point in `003`: a comment there says no `detach()` is needed *because* the buffer was
+# registered with `persistent=False`. The conclusion is right, the reason is not: `persistent`
+# only decides whether the buffer goes into `state_dict`. A buffer never requires a gradient
+# (it was made from a plain tensor), persistent or not.
+
+# %% slideshow={"slide_type": "fragment"}
+m = nn.Module()
+m.register_buffer("kept", pl.sinusoidal_positions(4, 4), persistent=True)
+m.register_buffer("not_kept", pl.sinusoidal_positions(4, 4), persistent=False)
+assert not m.kept.requires_grad and not m.not_kept.requires_grad
+assert list(m.state_dict()) == ["kept"]
+print("requires_grad:", m.kept.requires_grad, m.not_kept.requires_grad, "· state_dict:", list(m.state_dict()))
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## Exercises
+#
+# Write your answer in the cell, run it, then run the checker below it. Solutions are in the
+# collapsed cells (click to expand) — try first.
+#
+# **1.** Without calling the library: what is $PE[7, 3]$ for $d = 10$ (position 7, column 3)?
+# Which pair, sine or cosine?
+
+# %% slideshow={"slide_type": "subslide"}
+answer = None  # your number
+check.pe_entry(answer)
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
+# column 3 is odd -> cosine of pair j = 3 // 2 = 1, frequency 10000^(-2/10)
+answer = math.cos(7 * 10000 ** (-2 * 1 / 10))
+check.pe_entry(answer)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **2.** Write `shift_matrix(k, d)` returning the $d\times d$ matrix $M_k$ with
+# $PE(p+k) = M_k\,PE(p)$ (interleaved layout). Build it block by block from §4, or in one line
+# from chapter 5's rotation.
+
+# %% slideshow={"slide_type": "fragment"}
+def shift_matrix(k, d):
+    raise NotImplementedError  # your code
+
+
+check.shift_matrix(shift_matrix)
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
+def shift_matrix(k, d):
+    # M_k = R_k^T = R_{-k}; float64 frequencies keep the check exact for large k
+    return pl.rope_matrix(-k, d, inv_freq=pl.rope_frequencies(d, dtype=torch.float64))
+
+
+check.shift_matrix(shift_matrix)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **3.** Column $2j$ is $\sin(p\,\theta_j)$. After how many positions does it repeat? Write
+# `wavelengths(d, base)` returning all $d/2$ wavelengths. (For $d = 512$, how long is the
+# longest one?)
+
+# %% slideshow={"slide_type": "fragment"}
+def wavelengths(d, base):
+    raise NotImplementedError  # your code
+
+
+check.wavelengths(wavelengths)
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
+def wavelengths(d, base):
+    # p·θ_j grows by 2π every 2π/θ_j = 2π·base^(2j/d) positions
+    return 2 * math.pi / pl.rope_frequencies(d, base=base, dtype=torch.float64)
+
+
+check.wavelengths(wavelengths)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **4.** Write `pe_dot(k, d)`: the dot product $PE(p)\cdot PE(p+k)$ for base 10000, without
+# building the table (it does not depend on $p$ — why?).
+
+# %% slideshow={"slide_type": "fragment"}
+def pe_dot(k, d):
+    raise NotImplementedError  # your code
+
+
+check.pe_dot(pe_dot)
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
+def pe_dot(k, d):
+    # each pair gives sin a sin b + cos a cos b = cos(b - a) = cos(k θ_j)
+    return torch.cos(k * pl.rope_frequencies(d, dtype=torch.float64)).sum()
+
+
+check.pe_dot(pe_dot)
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## Errata in the sources
+#
+# Each item is proved by an assertion in the section named.
+#
+# | Source | What it says | What is right | Where |
+# |---|---|---|---|
+# | `002` | position runs "from 0 to max_len", `_2i` "from 0 to d_model" | $0..\text{max\_len}-1$ and $0, 2, .., d_\text{model}-2$ (`arange` excludes the end) | §1 |
+# | `004` | $p_{i,2t} = \sin(k/10000^{2t/d})$, $p_{i,2t+1} = \cos(k/10000^{2t/d})$ | $i$ in place of $k$; with a fixed $k$ all rows are equal | §1 |
+# | `002` | keeps the table as a plain tensor attribute created with `device=` | a non-persistent buffer, which `.to(device)` moves | §8 |
+# | `002` | draws the heatmap inside `__init__` | plot outside the model; as written, building on a GPU fails | §8 |
+# | `003` | forward slices `positional_encodings[:seq]` of a `(1, max_len, d)` table | `[:, :seq]`; the original fails for `seq < max_len` or broadcasts for `seq = 1` | §8 |
+# | `003` | no `detach()` needed "because" `persistent=False` | buffers never require grad; `persistent` only controls `state_dict` | §8 |
+#
+# Also worth knowing: `003` names the number of positions `n_channels`; tensor2tensor and fairseq
+# concatenate sin and cos and space frequencies by $d/2-1$, so their tables differ from the
+# paper's (§3).

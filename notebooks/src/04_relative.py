@@ -1,0 +1,709 @@
+# %% [markdown] slideshow={"slide_type": "slide"}
+# # Chapter 4 — Relative position encodings
+#
+# An absolute encoding gives token $m$ a vector $p_m$ and adds it to the embedding before the
+# projections. The attention score then sees *where* each token is, and only indirectly *how far
+# apart* two tokens are. Relative encodings go the other way: they put into the score something that
+# depends on the offset between query and key, and nothing else about the positions.
+#
+# This chapter follows one line of papers:
+# 1. the four terms hidden inside an absolute score $q_m^\top k_n$;
+# 2. Shaw et al. (2018): a learned vector per clipped offset, for keys and values;
+# 3. Transformer-XL (Dai et al. 2019): sinusoidal offsets, two global biases $u, v$ and the
+#    *relative shift* that makes it fast;
+# 4. T5 (Raffel et al. 2020): one learned scalar per offset bucket and head;
+# 5. DeBERTa (He et al. 2021): content and position kept apart, with their own projections;
+# 6. one picture of the bias each method adds, as a function of $(i, j)$;
+# 7. exercises, and the errors in the source notes this chapter follows.
+#
+# **Sign convention.** The library measures offsets as *key minus query*, $j - i$ (negative for
+# keys in the past), as Shaw et al. and T5 do. Where a paper uses query minus key we say so.
+
+# %% slideshow={"slide_type": "skip"}
+# %matplotlib inline
+import math
+
+import ipywidgets as widgets
+import torch
+import torch.nn.functional as F
+from matplotlib.figure import Figure
+
+import posenc_lib as pl
+from posenc_lib import check, viz
+
+g = torch.manual_seed(0)
+device = pl.default_device()  # chosen once; every library call below follows it
+
+
+def depends_only_on_offset(M: torch.Tensor, atol: float = 1e-5) -> bool:
+    """True when M[i, j] is constant along every diagonal, i.e. a function of j - i alone."""
+    return torch.allclose(M[1:, 1:], M[:-1, :-1], atol=atol)
+
+
+def assert_close(a: torch.Tensor, b: torch.Tensor, atol: float = 1e-5) -> None:
+    """Same shape, same values (to atol; equal infinities count as equal)."""
+    assert a.shape == b.shape and torch.allclose(a, b, atol=atol, rtol=1e-5), (a, b)
+
+
+def heatmap_row(mats, titles, *, label="score", width=2.2, height=2.5):
+    """One row of heatmaps on a shared, 0-centred colour scale with one colour bar.
+
+    Fixed margins instead of the layout solver: five panels draw in half the time.
+    """
+    n, W = len(mats), width * len(mats) + 0.8
+    fig = Figure(figsize=(W, height), layout="none")
+    axes = fig.subplots(1, n)
+    fig.subplots_adjust(left=0.5 / W, right=1 - 0.9 / W, bottom=0.2, top=0.86, wspace=0.3)
+    vmax = max(float(m[torch.isfinite(m)].abs().max()) for m in mats)
+    for ax, m, title in zip(axes, mats, titles):
+        im = viz.heatmap(m, ax=ax, title=title, xlabel="key j", ylabel="query i" if ax is axes[0] else "",
+                         colorbar=None, diverging=True, vmax=vmax)
+    fig.colorbar(im, cax=fig.add_axes([1 - 0.75 / W, 0.2, 0.12 / W, 0.66]), label=label)
+    return fig
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 1. Four terms inside an absolute score
+#
+# With an absolute encoding, token $m$ enters attention as $x_m + p_m$, so
+# $q_m = W_q (x_m + p_m)$ and $k_n = W_k (x_n + p_n)$. Multiplying out:
+#
+# $$q_m^\top k_n
+#   = \underbrace{x_m^\top W_q^\top W_k x_n}_{\text{content–content}}
+#   + \underbrace{x_m^\top W_q^\top W_k p_n}_{\text{content–position}}
+#   + \underbrace{p_m^\top W_q^\top W_k x_n}_{\text{position–content}}
+#   + \underbrace{p_m^\top W_q^\top W_k p_n}_{\text{position–position}}.$$
+#
+# Every relative method below keeps the first term and rewrites some of the other three. The next cell
+# computes each term for 6 tokens ($d_\text{model} = 8$, head dimension 4, sinusoidal $p$) and checks
+# that they add back up to the full score.
+
+# %%
+L, d_model, d_head = 6, 8, 4
+x = torch.randn(L, d_model, device=device)
+p = pl.sinusoidal_positions(L, d_model, device=device)
+W_q, W_k = torch.randn(d_head, d_model, device=device), torch.randn(d_head, d_model, device=device)
+
+full = ((x + p) @ W_q.T) @ ((x + p) @ W_k.T).T  # row m, column n: q_m . k_n
+terms = {
+    "content–content": (x @ W_q.T) @ (x @ W_k.T).T,
+    "content–position": (x @ W_q.T) @ (p @ W_k.T).T,
+    "position–content": (p @ W_q.T) @ (x @ W_k.T).T,
+    "position–position": (p @ W_q.T) @ (p @ W_k.T).T,
+}
+assert_close(sum(terms.values()), full, atol=1e-4)
+for name, t in terms.items():
+    print(f"{name:18s} score of query 2, key 4: {t[2, 4].item():+8.3f}")
+print(f"{'sum':18s} score of query 2, key 4: {full[2, 4].item():+8.3f}")
+
+# %%
+fig = heatmap_row([*terms.values(), full], [*terms, "full score q_m·k_n"])
+fig
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# Only the position–position term is free of content, and even it does **not** depend on $m - n$ alone
+# once the projections are in the way: $p_m^\top p_n = \sum_j \cos((m-n)\theta_j)$ is a function of the
+# offset, but $p_m^\top W_q^\top W_k p_n$ with trained (here random) matrices is not. Relative methods
+# build the offset dependence in by construction.
+
+# %%
+pp_plain = p @ p.T
+assert depends_only_on_offset(pp_plain)  # sinusoids alone: a function of m - n
+assert not depends_only_on_offset(terms["position–position"], atol=1e-2)  # after W_q, W_k: not any more
+print("p_m . p_n along the main diagonal:   ", [round(v, 3) for v in pp_plain.diagonal().tolist()])
+print("p_m W_q^T W_k p_n along the diagonal:", [round(v, 3) for v in terms["position–position"].diagonal().tolist()])
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 2. Shaw et al. (2018): a learned vector per clipped offset
+#
+# Shaw, Uszkoreit and Vaswani drop $p$ from the input and add learned vectors inside attention instead.
+# For query $i$ and key $j$ they look up row $\operatorname{clip}(j - i, -k, k)$ of two tables, $a^K$ and
+# $a^V$ (each $2k + 1$ rows of size $d$):
+#
+# $$e_{ij} = \frac{q_i^\top (k_j + a^K_{ij})}{\sqrt d}, \qquad
+#   z_i = \sum_j \operatorname{softmax}_j(e_{ij})\,(v_j + a^V_{ij}).$$
+#
+# Offsets beyond $k$ share the edge row: past the window the model cannot tell 10 from 100.
+# `pl.clipped_relative_positions` returns the table row $\operatorname{clip}(j - i, -k, k) + k$.
+
+# %%
+L = 12
+offsets = pl.relative_positions(L, device=device)  # j - i
+rows = pl.clipped_relative_positions(L, L, 3, device=device)
+assert rows.min().item() == 0 and rows.max().item() == 2 * 3
+assert (rows == torch.clamp(offsets, -3, 3) + 3).all()
+fig, ax = viz.figure(1, 1, width=4.0, height=3.2)
+viz.heatmap(rows, ax=ax, title="table row clip(j − i, −3, 3) + 3", xlabel="key j", ylabel="query i",
+            colorbar="row of a^K, a^V")
+fig
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# Explore: the window width $k$. With $k = 0$ every pair shares one row (no position information);
+# with $k \ge L - 1$ every offset has its own row.
+
+# %% tags=["nbval-ignore-output"] slideshow={"slide_type": "subslide"}
+viz.interactive_heatmap(
+    lambda k: pl.clipped_relative_positions(16, 16, k, device=device),
+    title=lambda k: f"table row clip(j − i, −{k}, {k}) + {k}",
+    xlabel="key j", ylabel="query i", colorbar="row",
+    k=widgets.IntSlider(3, min=0, max=16, description="k"),
+)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# Shaw attention in the library: `ShawRelativePositions` holds the two tables and returns
+# $a^K_{ij}, a^V_{ij}$ for every pair; `shaw_attention` uses them. Keys more than $k$ away get the
+# same vectors, so query 0 cannot distinguish key 5 from key 11 by position.
+
+# %%
+g = torch.manual_seed(0)
+shaw = pl.ShawRelativePositions(d=4, max_distance=3).to(device)
+a_k, a_v = (t.detach() for t in shaw(L))  # (L, L, 4) each
+q_, k_, v_ = (torch.randn(L, 4, device=device) for _ in range(3))
+z, w = pl.shaw_attention(q_, k_, v_, a_k, a_v)
+assert_close(a_k[0, 5], a_k[0, 11])  # offsets 5 and 11: both clipped to +3
+assert not torch.allclose(a_k[0, 1], a_k[0, 2])  # inside the window every offset differs
+e_05 = q_[0] @ (k_[5] + a_k[0, 5]) / 2  # sqrt(d) = 2
+assert_close(w[0].log() - w[0].log()[5], (q_[0] @ (k_.T + a_k[0].T) / 2) - e_05)
+print("weights of query 0:", [round(v, 3) for v in w[0].tolist()])
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### Two ways to write the same thing
+#
+# The source notes (`004`) write Shaw's method as $k_n = W_k(x_n + \tilde p^k_r)$ with
+# $r = \operatorname{clip}(m - n, r_\min, r_\max)$. Two differences from the library, neither an error:
+#
+# * **the sign**: $m - n$ is query minus key, the mirror of $j - i$. Indexing a table $T'$ by
+#   $\operatorname{clip}(m-n, -k, k) + k$ gives the same vectors as indexing $T$ by
+#   $\operatorname{clip}(j-i, -k, k) + k$ exactly when $T'$ is $T$ upside down;
+# * **before or after the projection**: $W_k(x_n + \tilde p) = W_k x_n + W_k \tilde p$, so adding
+#   $\tilde p$ before $W_k$ is Shaw's $a^K$ added after it, with $a^K = W_k \tilde p$.
+
+# %%
+k_win = 3
+rows_query_minus_key = torch.clamp(-offsets, -k_win, k_win) + k_win  # the source's clip(m - n) + k
+assert (rows_query_minus_key == 2 * k_win - rows).all()  # the mirror image of the library's rows
+table = shaw.keys.weight.detach()  # (2k + 1, d), indexed by the library's rows
+assert_close(table.flip(0)[rows_query_minus_key], table[rows])  # same vectors, table flipped
+
+W = torch.randn(4, 4, device=device)
+p_tilde = torch.randn(4, device=device)
+assert_close(W @ (k_[1] + p_tilde), W @ k_[1] + W @ p_tilde)  # before W == after W, a = W p
+print("query-minus-key rows are the key-minus-query rows of the flipped table")
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 3. Transformer-XL: sinusoidal offsets and two global biases
+#
+# Transformer-XL (Dai et al. 2019) processes text in segments and lets each segment attend to a cached
+# copy of the previous one (the *memory*, $M$ keys). Absolute positions would clash between segments,
+# so XL rewrites the four terms of §1. Query $i$ sits at position $M + i$, key $j$ at $j$; their
+# distance is $M + i - j$, and $R_{o}$ is the sinusoid of offset $o$ (fixed, not learned):
+#
+# $$A^{\text{rel}}_{ij} =
+#   \underbrace{x_i^\top W_q^\top W_{k,E}\, x_j}_{(a)\ \text{content}}
+# + \underbrace{x_i^\top W_q^\top W_{k,R}\, R_{M+i-j}}_{(b)\ \text{content-dependent position}}
+# + \underbrace{u^\top W_{k,E}\, x_j}_{(c)\ \text{global content bias}}
+# + \underbrace{v^\top W_{k,R}\, R_{M+i-j}}_{(d)\ \text{global position bias}}.$$
+#
+# Three changes: the key's $p_n$ becomes $R_{M+i-j}$ with its own projection $W_{k,R}$; the query's
+# projected position $W_q p_m$ becomes a learned vector, $u$ where it meets content and $v$ where it
+# meets position (a query's own position should not change how much it likes a key). $u, v \in
+# \mathbb R^{d_\text{head}}$ live *after* the projection.
+#
+# In the library: `q` $= W_q x_i$, `k` $= W_{k,E} x_j$, `r[o]` $= W_{k,R} R_o$ for $o = 0, \dots,$
+# `k_len`$- 1$, and `pl.xl_score_terms(q, k, r, u, v)` returns the four terms.
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### The source's third term
+#
+# The source notes write the third term as $u^\top W_q^\top W_k x_n$, i.e. they replace $p_m$ by $u$ and
+# keep $W_q$. In XL, $u$ replaces the whole projected term $W_q p_m$, so the term is
+# $u^\top W_{k,E}\, x_n$. With XL's $u \in \mathbb R^{d_\text{head}}$ the source's expression does not
+# even type-check when $d_\text{head} \ne d_\text{model}$; with a $u_\text{src} \in
+# \mathbb R^{d_\text{model}}$ it equals XL's term for $u = W_q u_\text{src}$: a different parameter,
+# tied to $W_q$. The same holds for $v$ in the fourth term.
+
+# %%
+W_q = torch.randn(d_head, d_model, device=device)
+W_kE = torch.randn(d_head, d_model, device=device)
+x_n = torch.randn(d_model, device=device)
+u_xl = torch.randn(d_head, device=device)  # XL's u: one vector per head, after the projection
+
+xl_term = u_xl @ (W_kE @ x_n)  # u^T W_{k,E} x_n: (4,) . (4,)
+try:
+    u_xl @ W_q.T @ (W_kE @ x_n)  # u^T W_q^T ...: needs u of size d_model = 8
+    typechecks = True
+except RuntimeError:
+    typechecks = False
+assert not typechecks
+
+u_src = torch.randn(d_model, device=device)  # the source's u, before the projection
+assert_close(u_src @ W_q.T @ W_kE @ x_n, (W_q @ u_src) @ (W_kE @ x_n))
+print(f"XL's term u^T W_kE x_n = {xl_term.item():+.4f}; u^T W_q^T W_k x_n needs u of size {d_model}, not {d_head}")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### The four terms on a small example
+#
+# A segment of 4 queries with a memory of 2 keys: 6 keys in all. Terms (b) and (d) exist only for keys
+# the query may see ($j \le M + i$): there is no row of $R$ for a negative offset, and XL is causal.
+# Term (c) is the same for every query (a row vector repeated): it says which keys are worth attending
+# to whatever the query is.
+
+# %%
+g = torch.manual_seed(0)
+M, Q = 2, 4
+K = M + Q
+h = torch.randn(K, d_model, device=device)  # memory rows first, then the segment
+W_kR = torch.randn(d_head, d_model, device=device)
+q = h[M:] @ W_q.T  # (Q, d_head): only the segment asks
+k = h @ W_kE.T  # (K, d_head): memory and segment answer
+r = pl.xl_relative_sinusoids(K, d_model, device=device) @ W_kR.T  # (K, d_head): row o = W_kR R_o
+u, v = torch.randn(d_head, device=device), torch.randn(d_head, device=device)
+
+xl_terms = pl.xl_score_terms(q, k, r, u, v)
+assert_close(xl_terms["c"], xl_terms["c"][:1].expand(Q, K))  # (c): the same row for every query
+hidden = pl.causal_mask(Q, K, device=device)
+assert torch.isneginf(xl_terms["b"][hidden]).all() and torch.isfinite(xl_terms["b"][~hidden]).all()
+ninf = torch.tensor(float("-inf"), device=device)
+b_loop = torch.stack([torch.stack([q[i] @ r[M + i - j] if j <= M + i else ninf for j in range(K)]) for i in range(Q)])
+d_loop = torch.stack([torch.stack([v @ r[M + i - j] if j <= M + i else ninf for j in range(K)]) for i in range(Q)])
+assert_close(xl_terms["b"], b_loop)  # (b) and (d), pair by pair
+assert_close(xl_terms["d"], d_loop)
+
+names = {"a": "(a) content", "b": "(b) content–position", "c": "(c) global content u",
+         "d": "(d) global position v"}
+fig = heatmap_row([*xl_terms.values(), pl.xl_scores_direct(q, k, r, u, v)], [*names.values(), "sum"])
+fig
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# Explore: switch terms on and off, e.g. only (c) + (d) is the score a query with no content would give.
+
+# %% tags=["nbval-ignore-output"] slideshow={"slide_type": "subslide"}
+def draw_xl(fig, **on):
+    ax = fig.subplots()
+
+    def total(**on):
+        picked = [xl_terms[t] for t in "abcd" if on[t]]
+        return sum(picked) if picked else torch.zeros(Q, K).masked_fill(hidden.cpu(), float("-inf"))
+
+    im = viz.heatmap(total(**on), ax=ax, xlabel="key j", ylabel="query i", diverging=True)
+
+    def update(**on):
+        viz.update_heatmap(im, total(**on), diverging=True)
+        ax.set_title(" + ".join(f"({t})" for t in "abcd" if on[t]) or "no term")
+
+    update(**on)
+    return update
+
+
+viz.InteractiveFigure(draw_xl, figsize=(4.6, 3.4),
+                      **{t: widgets.Checkbox(value=True, description=names[t]) for t in "abcd"})
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ### The relative shift, step by step
+#
+# Terms (b) and (d) need $r_{M+i-j}$ for every pair: gathering a $(Q, K, d)$ tensor of position vectors
+# costs memory $O(QKd)$. XL instead scores every query against every *offset* with one matmul,
+# $(q_i + v) \cdot r_o$ in a $(Q, K)$ matrix whose column $c$ holds offset $K - 1 - c$, and then moves
+# row $i$ so that column $j$ lands on offset $M + i - j$. The move is a trick with memory layout:
+#
+# 1. pad a zero column on the left: $(Q, K+1)$;
+# 2. read the same numbers as a $(K+1, Q)$ matrix;
+# 3. drop its first row: $(K, Q)$;
+# 4. read the rest as $(Q, K)$.
+#
+# To see where each number goes, fill the matrix with labels: entry $(i, c)$ holds
+# $100\,(i+1) + \text{offset}$, so the hundreds say which row it came from.
+
+# %%
+labels = 100 * (torch.arange(Q, device=device)[:, None] + 1) + (K - 1 - torch.arange(K, device=device))
+step1 = F.pad(labels, (1, 0))  # (Q, K + 1)
+step2 = step1.reshape(K + 1, Q)  # same memory, other shape
+step3 = step2[1:]  # drop the first row: (K, Q)
+step4 = step3.reshape(Q, K)
+for name, s in [("labels (column c = offset K-1-c)", labels), ("1. pad a zero column", step1),
+                ("2. read as (K+1, Q)", step2), ("3. drop the first row", step3), ("4. read as (Q, K)", step4)]:
+    print(f"{name}, shape {tuple(s.shape)}:\n{s.cpu().numpy()}")
+assert torch.equal(step4, pl.rel_shift(labels))
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# Row $i$ of the result holds row $i$'s own labels with offsets $M + i, M + i - 1, \dots, 0$ for keys
+# $j = 0, \dots, M + i$: exactly the keys query $i$ may see. **That is where the trick is exact.** To
+# the right of it sit the zero pad and labels from row $i + 1$: wrapped garbage, which the causal mask
+# hides.
+
+# %%
+shifted = pl.rel_shift(labels)
+visible = ~pl.causal_mask(Q, K, device=device)  # j <= M + i
+for i in range(Q):
+    for j in range(K):
+        if visible[i, j]:
+            assert shifted[i, j] == 100 * (i + 1) + (M + i - j)  # own row, offset M + i - j
+        else:
+            assert shifted[i, j] // 100 in (0, i + 2)  # the pad or the next row: not a score
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# Now with real scores: `pl.xl_scores` computes $(q+u)k^\top$ plus the shifted $(q+v)r^\top$. Without
+# the mask it disagrees with the direct computation exactly on the future keys; with it, it agrees
+# everywhere.
+
+# %%
+by_offset = (q + v) @ r.flip(0).T  # (Q, K): column c = offset K - 1 - c
+raw = pl.xl_scores(q, k, r, u, v, mask_future=False)
+direct = pl.xl_scores_direct(q, k, r, u, v)
+assert_close(raw[visible], direct[visible])  # exact where the query may look
+assert torch.isfinite(raw[~visible]).all() and torch.isneginf(direct[~visible]).all()  # garbage vs no score
+assert_close(pl.xl_scores(q, k, r, u, v), direct)  # masked: identical, -inf included
+
+fig = heatmap_row([by_offset, raw, direct], ["(q+v)·r, column c: offset K−1−c", "shifted, unmasked",
+                                             "direct (a)+(b)+(c)+(d)"], width=2.9)
+fig.axes[0].set_xlabel("column c")
+fig
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **A naming trap.** The labml annotated implementation of XL (`labml_nn/transformers/xl/relative_mha.py`)
+# writes term (c) as $v^\top K_j$: the vector the paper calls $u$ (content bias) is called $v$ there,
+# and it replaces $W_{k,R}R_{i-j}$ and term (d) by learned per-offset vectors and scalars. The paper's
+# own code calls them `r_w_bias` ($u$, paired with content) and `r_r_bias` ($v$, paired with position).
+# Read which term a bias multiplies, not its letter.
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 4. T5: one learned scalar per offset bucket and head
+#
+# T5 drops position vectors altogether: each head adds a learned **scalar** $b_h(\text{bucket}(j - i))$
+# to the score. The buckets are exact for small offsets and logarithmically wider for large ones, up to
+# `max_distance`, beyond which all offsets share the last bucket. A bidirectional (encoder) bias uses
+# half the buckets for keys before the query and half for keys after; a decoder buckets only the past.
+#
+# With $B$ buckets per direction, offsets $0, \dots, B/2 - 1$ get their own bucket; the other $B/2$
+# buckets split $[B/2, \text{max\_distance})$ evenly in $\log$.
+
+# %%
+nb, maxd = 16, 32  # 8 per direction: offsets 0..3 exact, 4 log buckets up to distance 32
+past = torch.arange(0, -60, -1, device=device)  # offsets j - i = 0, -1, ..., -59
+b_past = pl.t5_relative_bucket(past, num_buckets=nb, max_distance=maxd)
+print("offsets 0..-11  ->", b_past[:12].tolist())
+print("offsets -28..-35 ->", b_past[28:36].tolist())
+assert b_past[:4].tolist() == [0, 1, 2, 3]  # exact near
+assert (b_past[32:] == 7).all() and len(b_past.unique()) == 8  # distance >= 32: all in the last bucket
+widths = [(b_past == b).sum().item() for b in (4, 5, 6)]
+assert widths[0] < widths[1] < widths[2]  # log-spaced: each far bucket is wider than the one before
+print("distances per far bucket 4, 5, 6:", widths)
+assert pl.t5_relative_bucket(-past, num_buckets=nb, max_distance=maxd)[1:].min() >= 8  # the future: upper half
+t5_causal = pl.t5_relative_bucket(torch.arange(-3, 4, device=device), bidirectional=False, num_buckets=nb,
+                                  max_distance=maxd)
+assert t5_causal.tolist() == [3, 2, 1, 0, 0, 0, 0]  # decoder: keys after the query all land in bucket 0
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# The source notes call $b_{i,j}$ a "trainable vector matrix". It is one **scalar** per (bucket, head):
+# `T5RelativeBias` holds a `(num_buckets, num_heads)` table, here 16 × 4 = 64 numbers for every pair
+# $(i, j)$ of any length.
+
+# %%
+g = torch.manual_seed(0)
+t5 = pl.T5RelativeBias(num_heads=4, num_buckets=nb, max_distance=maxd).to(device)
+bias = t5(48)  # (heads, q_len, k_len)
+assert t5.embedding.weight.shape == (nb, 4) and sum(p_.numel() for p_ in t5.parameters()) == 64
+assert_close(bias[2], t5.embedding.weight[t5.buckets(48), 2])  # a scalar looked up per bucket
+assert bias.shape == (4, 48, 48) and depends_only_on_offset(bias[2].detach())
+
+fig = Figure(figsize=(7.6, 3.1), layout="none")  # fixed margins: faster than the layout solver
+axes = fig.subplots(1, 2)
+fig.subplots_adjust(left=0.07, right=0.97, bottom=0.16, top=0.9, wspace=0.35)
+viz.heatmap(t5.buckets(48), ax=axes[0], title="bucket of j − i (16 buckets, max 32)", xlabel="key j",
+            ylabel="query i", colorbar="bucket")
+span = torch.arange(-60, 61, device=device)
+for bidir, style in ((True, "-"), (False, "--")):
+    axes[1].step(span.cpu(), pl.t5_relative_bucket(span, bidirectional=bidir, num_buckets=nb, max_distance=maxd).cpu(),
+                 style, where="mid", label="bidirectional" if bidir else "decoder")
+axes[1].set(xlabel="offset j − i", ylabel="bucket", title="exact near, log-spaced far")
+axes[1].legend()
+fig
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# Explore: more buckets make the exact range wider; a larger `max_distance` stretches the log buckets.
+# (The slider keeps `max_distance` above the exact range, which the library requires.)
+
+# %% tags=["nbval-ignore-output"] slideshow={"slide_type": "subslide"}
+def draw_t5(fig, num_buckets, max_distance, bidirectional):
+    ax_map, ax_line = fig.subplots(1, 2)
+    span = torch.arange(-160, 161, device=device)
+    kw = dict(num_buckets=num_buckets, max_distance=max_distance, bidirectional=bidirectional)
+    im = viz.heatmap(pl.t5_relative_bucket(pl.relative_positions(64, device=device), **kw), ax=ax_map,
+                     xlabel="key j", ylabel="query i", colorbar="bucket")
+    (line,) = ax_line.step(span.cpu(), pl.t5_relative_bucket(span, **kw).cpu(), where="mid")
+    ax_line.set(xlabel="offset j − i", ylabel="bucket", ylim=(-1, 64))
+
+    def update(num_buckets, max_distance, bidirectional):
+        kw = dict(num_buckets=num_buckets, max_distance=max_distance, bidirectional=bidirectional)
+        viz.update_heatmap(im, pl.t5_relative_bucket(pl.relative_positions(64, device=device), **kw))
+        line.set_ydata(pl.t5_relative_bucket(span, **kw).cpu())
+        ax_map.set_title(f"{num_buckets} buckets, max distance {max_distance}")
+
+    update(num_buckets, max_distance, bidirectional)
+    return update
+
+
+viz.InteractiveFigure(
+    draw_t5, figsize=(8.0, 3.3),
+    num_buckets=widgets.IntSlider(16, min=8, max=64, step=4, description="buckets"),
+    max_distance=widgets.IntSlider(32, min=33, max=256, description="max dist"),
+    bidirectional=widgets.Checkbox(value=True, description="bidirectional"),
+)
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 5. DeBERTa: content and position, disentangled
+#
+# DeBERTa (He et al., ICLR 2021) keeps content and position in separate vectors all the way into the
+# score. The positions are a table $P$ of $2k$ relative embeddings, projected with **their own**
+# matrices: $q^r = P W_{q,r}$, $k^r = P W_{k,r}$. The distance of query $i$ and key $j$ (query minus key)
+# is bucketed into the $2k$ rows:
+#
+# $$\delta(i, j) = \operatorname{clip}(i - j + k,\ 0,\ 2k - 1).$$
+#
+# The score keeps three of the four terms of §1, with relative positions in place of absolute ones
+# (DeBERTa drops position–position, arguing that with relative positions it adds little):
+#
+# $$A_{ij} = \underbrace{q^c_i \cdot k^c_j}_{\text{c2c}}
+#          + \underbrace{q^c_i \cdot k^r_{\delta(i,j)}}_{\text{c2p}}
+#          + \underbrace{k^c_j \cdot q^r_{\delta(j,i)}}_{\text{p2c}}, \qquad
+#   \operatorname{softmax}_j\!\left(\frac{A_{ij}}{\sqrt{3d}}\right).$$
+#
+# Note $\delta(j, i)$ in p2c: the key's content looks at where the *query* is, seen from the key.
+# `pl.deberta_terms` computes each term with one matmul against all $2k$ rows and a gather.
+
+# %%
+g = torch.manual_seed(0)
+L, span_k = 7, 3
+h = torch.randn(L, d_model, device=device)
+P = torch.randn(2 * span_k, d_model, device=device)  # the relative table, 2k rows
+W_qc, W_kc, W_qr, W_kr = (torch.randn(d_head, d_model, device=device) for _ in range(4))
+q_c, k_c = h @ W_qc.T, h @ W_kc.T  # content
+q_r, k_r = P @ W_qr.T, P @ W_kr.T  # position, with its own projections
+
+delta = pl.deberta_relative_index(L, L, span_k, device=device)
+c2c, c2p, p2c = pl.deberta_terms(q_c, k_c, q_r, k_r)
+
+def dlt(i, j):  # the paper's delta, with Python ints
+    return min(max(i - j + span_k, 0), 2 * span_k - 1)
+
+
+assert delta.tolist() == [[dlt(i, j) for j in range(L)] for i in range(L)]
+assert_close(c2p, torch.stack([torch.stack([q_c[i] @ k_r[dlt(i, j)] for j in range(L)]) for i in range(L)]))
+assert_close(p2c, torch.stack([torch.stack([k_c[j] @ q_r[dlt(j, i)] for j in range(L)]) for i in range(L)]))
+assert_close(pl.deberta_scores(q_c, k_c, q_r, k_r), (c2c + c2p + p2c) / math.sqrt(3 * d_head))
+print("delta(i, j) for k = 3 (rows: query i, columns: key j):")
+print(delta.cpu().numpy())
+
+# %%
+fig = heatmap_row([c2c, c2p, p2c], ["c2c", "c2p: k^r at δ(i, j)", "p2c: q^r at δ(j, i)"], width=2.6)
+fig
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### Why $\sqrt{3d}$
+#
+# For random unit-variance vectors each dot product of length $d$ has variance $d$; three independent
+# terms add up to variance $3d$. Dividing by $\sqrt{3d}$ keeps the scores at unit scale, as
+# $1/\sqrt d$ does for one term.
+
+# %%
+g = torch.manual_seed(0)
+n_samples, d_big = 4000, 64
+a1, a2, a3, a4, a5, a6 = (torch.randn(n_samples, d_big, device=device) for _ in range(6))
+three_terms = (a1 * a2).sum(-1) + (a3 * a4).sum(-1) + (a5 * a6).sum(-1)
+ratio = three_terms.var().item() / (3 * d_big)
+print(f"variance of the three-term sum / 3d = {ratio:.3f}")
+assert abs(ratio - 1) < 0.1
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### Paper, released code, and the source notes
+#
+# The released code (microsoft/DeBERTa, and its port in transformers) computes p2c by gathering with
+# $\operatorname{clip}(-(i - j) + k)$ along the *key* rows and then transposing. Followed through, that
+# lands on $\delta(i, j)$, the same index as c2p, not the paper's $\delta(j, i)$ (discussed in
+# microsoft/DeBERTa issues #47 and #162). The next cell replays that recipe; `p2c_index="reference"`
+# reproduces it, and `tests/test_deberta.py` checks it against transformers' `DisentangledSelfAttention`.
+# Inside the window ($|i - j| < k$) the paper's row is $2k - \delta(i, j)$: the same table read
+# mirrored, so the two are nearly the same model family; but a trained checkpoint needs the index its
+# code used.
+#
+# The source notes (`004`) write DeBERTa's relative terms as
+# $x_m^\top W_q^\top W_k \tilde p_{m-n} + \tilde p_{m-n}^\top W_q^\top W_k x_n$: the *content*
+# projections, and the query-minus-key offset in both terms. DeBERTa projects positions with their own
+# $W_{q,r}, W_{k,r}$; the source's form is the special case $W_{q,r} = W_q$, $W_{k,r} = W_k$ (with the
+# released code's index, and without the $1/\sqrt{3d}$).
+
+# %%
+rel = -pl.relative_positions(L, L, device=device)  # query minus key, i - j, as the code builds it
+p2c_pos = torch.clamp(-rel + span_k, 0, 2 * span_k - 1)  # clip(-(i - j) + k), laid over rows of keys
+code_p2c = torch.gather(k_c @ q_r.T, -1, p2c_pos).T  # gather along the key rows, then transpose
+_, _, p2c_ref = pl.deberta_terms(q_c, k_c, q_r, k_r, p2c_index="reference")
+assert_close(code_p2c, p2c_ref)
+assert_close(code_p2c, torch.stack([torch.stack([k_c[j] @ q_r[delta[i, j]] for j in range(L)])
+                                                  for i in range(L)]))  # delta(i, j) ...
+assert not torch.allclose(code_p2c, p2c, atol=1e-3)  # ... not the paper's delta(j, i)
+inside = (rel.abs() < span_k)
+assert (delta.T[inside] == 2 * span_k - delta[inside]).all()  # delta(j, i) = 2k - delta(i, j) in the window
+
+# the source's form: content projections W_qc, W_kc reused for positions, offset m - n in both terms
+src_c2p = torch.stack([torch.stack([q_c[m] @ (W_kc @ P[delta[m, n]]) for n in range(L)]) for m in range(L)])
+src_p2c = torch.stack([torch.stack([(W_qc @ P[delta[m, n]]) @ k_c[n] for n in range(L)]) for m in range(L)])
+_, c2p_tied, p2c_tied = pl.deberta_terms(q_c, k_c, P @ W_qc.T, P @ W_kc.T, p2c_index="reference")
+assert_close(src_c2p + src_p2c, c2p_tied + p2c_tied)  # a special case: W_{q,r} = W_q, W_{k,r} = W_k
+assert not torch.allclose(src_c2p, c2p, atol=1e-3)  # DeBERTa's own W_{k,r} gives other scores
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 6. One view for all: the bias as a function of $(i, j)$
+#
+# Each method adds (or induces) a term that depends on positions only through $j - i$. Side by side,
+# for 16 positions:
+#
+# * **Shaw**: $q \cdot a^K_{ij}$ for one fixed query vector $q$, a learned vector per clipped offset ($k = 3$);
+# * **Transformer-XL** term (d): $v \cdot W_{k,R} R_{i-j}$ (causal);
+# * **T5**: one head's learned scalar per bucket;
+# * **ALiBi** (chapter 6): one head's $-m_h (i - j)$ (causal);
+# * **RoPE** (chapter 5): no bias at all, but for fixed $q, k$ the score $\langle R_i q, R_j k\rangle$ is
+#   itself a function of $j - i$, a kernel over offsets.
+#
+# Every panel is constant along its diagonals; the next cell asserts it.
+
+# %%
+g = torch.manual_seed(0)
+L = 16
+shaw16 = pl.ShawRelativePositions(d=4, max_distance=3).to(device)
+q_fixed = torch.randn(4, device=device)
+shaw_bias = shaw16(L)[0].detach() @ q_fixed  # (L, L): q . a^K_ij
+xl_bias = pl.xl_score_terms(torch.zeros(L, d_head, device=device), torch.zeros(L, d_head, device=device),
+                            pl.xl_relative_sinusoids(L, d_model, device=device) @ W_kR.T, u, v)["d"]
+t5_bias = t5(L)[0].detach()
+alibi = pl.alibi_bias(4, L, device=device)[1]
+q_rope, k_rope = torch.randn(16, device=device), torch.randn(16, device=device)
+rope_kernel = pl.apply_rope(q_rope.expand(L, 16)) @ pl.apply_rope(k_rope.expand(L, 16)).T  # <R_i q, R_j k>
+
+panels = [("Shaw: q·a^K (k = 3)", shaw_bias), ("XL (d): v·W R(i−j)", xl_bias), ("T5, head 1", t5_bias),
+          ("ALiBi, head 2", alibi), ("RoPE kernel ⟨R_i q, R_j k⟩", rope_kernel)]
+for name, m in panels:
+    assert depends_only_on_offset(m, atol=1e-4), name
+assert not depends_only_on_offset(terms["position–position"], atol=1e-2)  # the absolute term of §1 is not
+
+assert (shaw_bias[0, 3:] == shaw_bias[0, 3]).all()  # flat beyond k = 3
+assert (t5_bias[-1, :4] == t5_bias[-1, 0]).all()  # last query: distances 12..15 share one bucket
+steps = alibi[-1, 1:] - alibi[-1, :-1]
+assert torch.allclose(steps, steps[0].expand_as(steps))  # a straight line
+
+fig = heatmap_row([m / m[torch.isfinite(m)].abs().max() for _, m in panels], [name for name, _ in panels],
+                  label="bias / max |bias|", width=2.5)
+fig
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# They differ in what they can express. Shaw's table is learned and flat beyond its window; T5's is
+# learned and flat inside each log bucket; XL's (d) and the RoPE kernel are sums of sinusoids of the
+# offset; ALiBi is a fixed straight line.
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 7. Exercises
+#
+# **1.** Write `shaw_index(i, j, k)`: the row of Shaw's table used by query $i$ and key $j$ with window
+# $k$ (key minus query, clipped, shifted to start at 0).
+
+# %%
+def shaw_index(i, j, k):
+    raise NotImplementedError  # your code
+
+
+check.shaw_index(shaw_index)
+
+# %% jupyter={"source_hidden": true}
+def shaw_index(i, j, k):
+    return max(-k, min(k, j - i)) + k
+
+
+check.shaw_index(shaw_index)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **2.** By hand (then check with the library if you like): the T5 buckets of the offsets $j - i =
+# -3, -20, +20, -500$ for a bidirectional bias with 32 buckets and `max_distance` 128. Answer with a list
+# of four integers.
+
+# %%
+answer = None  # e.g. [3, ...]
+check.t5_buckets(answer)
+
+# %% jupyter={"source_hidden": true}
+# 16 buckets per direction, 8 of them exact. -3: exact -> 3.
+# -20: 8 + int(log(20/8) / log(128/8) * 8) = 8 + int(2.64) = 10.  +20: the same, in the upper half: 26.
+# -500: beyond max_distance -> the last bucket of the past, 15.
+answer = [3, 10, 26, 15]
+check.t5_buckets(answer)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **3.** Implement the relative shift `rel_shift(x)` for a `(q_len, k_len)` matrix whose column $c$
+# holds offset $k_\text{len} - 1 - c$. Only the entries the causal mask keeps are checked.
+
+# %%
+def rel_shift(x):
+    raise NotImplementedError  # your code
+
+
+check.xl_rel_shift(rel_shift)
+
+# %% jupyter={"source_hidden": true}
+def rel_shift(x):
+    q_len, k_len = x.shape
+    padded = F.pad(x, (1, 0))  # (q, k + 1)
+    return padded.reshape(k_len + 1, q_len)[1:].reshape(q_len, k_len)
+
+
+check.xl_rel_shift(rel_shift)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **4.** Implement the paper's position-to-content term for $q_\text{len} = k_\text{len} = n$:
+# `deberta_p2c(k_c, q_r)` with `k_c` of shape $(n, d)$ and `q_r` of shape $(2k, d)$ returns the
+# $(n, n)$ matrix $k^c_j \cdot q^r_{\delta(j, i)}$ (row $i$ = query, column $j$ = key).
+
+# %%
+def deberta_p2c(k_c, q_r):
+    raise NotImplementedError  # your code
+
+
+check.deberta_p2c(deberta_p2c)
+
+# %% jupyter={"source_hidden": true}
+def deberta_p2c(k_c, q_r):
+    n, k = k_c.shape[0], q_r.shape[0] // 2
+    i = torch.arange(n)[:, None]
+    j = torch.arange(n)[None, :]
+    delta_ji = (j - i + k).clamp(0, 2 * k - 1)  # (n, n), indexed [i, j]
+    all_rows = k_c @ q_r.T  # (n, 2k): every key against every row
+    return all_rows[j.expand(n, n), delta_ji]
+
+
+check.deberta_p2c(deberta_p2c)
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## Errata in the sources
+#
+# The source notes this chapter follows (`004`, §2 on relative encodings; `000` names Shaw et al.):
+#
+# 1. **XL's third and fourth terms.** The source writes $u^\top W_q^\top W_k x_n$ and
+#    $v^\top W_q^\top \tilde W_k \tilde p_{m-n}$. In XL $u$ and $v$ replace the whole projected query
+#    position $W_q p_m$: the terms are $u^\top W_{k,E} x_n$ and $v^\top W_{k,R} R_{i-j}$, with
+#    $u, v \in \mathbb R^{d_\text{head}}$ (§3; the source's form does not type-check for XL's $u$).
+# 2. **T5's $b_{i,j}$ is not a "trainable vector matrix"**: it is one learned scalar per (bucket, head),
+#    looked up by the bucket of $j - i$ (§4). (The source also switches from $m, n$ to $i, j$ there.)
+# 3. **DeBERTa's citation**: the source writes "He et al. [2022]"; DeBERTa is He, Liu, Gao and Chen,
+#    ICLR 2021 (arXiv 2006.03654, 2020).
+# 4. **DeBERTa's projections**: the source reuses the content projections $W_q, W_k$ in the relative
+#    terms; DeBERTa projects positions with separate $W_{q,r}, W_{k,r}$, and scales the three-term sum
+#    by $1/\sqrt{3d}$ (§5). Its p2c index $m - n$ matches the released code, not the paper's
+#    $\delta(j, i)$ (§5).
+# 5. **Shaw's sign and placement** (not an error, a convention to translate): the source indexes by
+#    $\operatorname{clip}(m - n)$ (query minus key) and adds $\tilde p$ before $W_k$; Shaw and this
+#    library use $j - i$ and add $a^K$ after the projection. The two agree with the table flipped and
+#    $a^K = W_k \tilde p$ (§2).
+# 6. **"Absolute encodings are fixed and not trainable"** (`004`, §1): sinusoids are fixed, but learned
+#    absolute tables (BERT, GPT-2; `pl.LearnedPositionalEncoding`) are trained; the next cell checks.
+
+# %%
+learned = pl.LearnedPositionalEncoding(max_len=8, d=4)
+assert sum(p_.numel() for p_ in learned.parameters() if p_.requires_grad) == 8 * 4  # trainable
+assert not list(pl.SinusoidalPositionalEncoding(4, max_len=8).parameters())  # the sinusoidal one has none
+print("learned absolute table: 32 trainable numbers; sinusoidal: none")

@@ -1,0 +1,865 @@
+# %% [markdown] slideshow={"slide_type": "slide"}
+# # Chapter 5 — Rotary position embedding (RoPE)
+#
+# Absolute encodings add a position vector to the token; relative encodings add a learned
+# bias to the score. RoPE (Su et al., *RoFormer*, 2021) does neither: it **rotates** the
+# query and the key by an angle proportional to their position, so that their dot
+# product only sees how far apart they are.
+#
+# This chapter:
+# 1. rotations in 2-D, then the block-diagonal d × d matrix R_m, and why ⟨R_m q, R_n k⟩
+#    depends only on n − m;
+# 2. the 5 × 4 worked example of one of our sources, recomputed digit by digit;
+# 3. every implementation in the sources (Meta's complex numbers, the even/odd form,
+#    Hugging Face's `rotate_half`, an alternating form), each checked against
+#    `posenc_lib.apply_rope`, and how the two pair layouts relate;
+# 4. frequencies, wavelengths and the long-term-decay bound next to measured scores;
+# 5. why angles must be computed in float32; score heatmaps; what the dense form costs;
+# 6. exercises and the errata of the sources.
+
+# %% slideshow={"slide_type": "skip"}
+# %matplotlib inline
+import math
+import statistics
+import time
+
+import torch
+from ipywidgets import IntSlider, SelectionSlider
+from matplotlib.figure import Figure
+
+import posenc_lib as pl
+from posenc_lib import check, viz
+
+torch.set_printoptions(precision=4, sci_mode=False)
+device = pl.default_device()
+g = torch.manual_seed(0)
+F64 = torch.float64
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 1. A rotation in the plane
+#
+# Read a pair of features (x, y) as a point in the plane. Turning it counter-clockwise
+# by an angle α multiplies it by
+#
+# $$R(\alpha) = \begin{pmatrix}\cos\alpha & -\sin\alpha\\ \sin\alpha & \cos\alpha\end{pmatrix},
+# \qquad (x, y) \mapsto (x\cos\alpha - y\sin\alpha,\; x\sin\alpha + y\cos\alpha).$$
+#
+# Counter-clockwise means the x-axis turns towards the y-axis: R(90°) sends (1, 0) to (0, 1).
+
+# %% slideshow={"slide_type": "fragment"}
+def rot2(angle: float) -> torch.Tensor:
+    """The 2 x 2 counter-clockwise rotation by `angle` radians (float64)."""
+    c, s = math.cos(angle), math.sin(angle)
+    return torch.tensor([[c, -s], [s, c]], dtype=F64)
+
+
+e1 = torch.tensor([1.0, 0.0], dtype=F64)
+print("R(90°) (1, 0) =", (rot2(math.pi / 2) @ e1).round(decimals=4).tolist())
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# Two facts carry the whole chapter: **angles add**, R(α) R(β) = R(α + β), and the
+# **transpose turns back**, R(α)ᵀ = R(−α). Together: ⟨R(α)u, R(β)w⟩ = uᵀR(α)ᵀR(β)w =
+# ⟨u, R(β − α)w⟩ — the dot product of two rotated vectors sees only the *difference*
+# of the angles. The next cell checks all three.
+
+# %% slideshow={"slide_type": "fragment"}
+a, b = 0.7, 2.1
+u, w = torch.randn(2, dtype=F64), torch.randn(2, dtype=F64)
+torch.testing.assert_close(rot2(a) @ rot2(b), rot2(a + b))  # angles add
+torch.testing.assert_close(rot2(a).T, rot2(-a))  # the transpose turns back
+torch.testing.assert_close((rot2(a) @ u) @ (rot2(b) @ w), u @ (rot2(b - a) @ w))
+torch.testing.assert_close((rot2(a) @ u).norm(), u.norm())  # and lengths are kept
+print("angles add; the dot product sees only b − a; lengths are unchanged")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# RoPE turns the pair at position m by m·θ: the same vector at positions 0, 1, 2, …
+# walks round a circle by a fixed step θ (here θ = 0.6 rad).
+
+# %% slideshow={"slide_type": "fragment"}
+theta_demo, pair = 0.6, torch.tensor([1.0, 0.3], dtype=F64)
+fig, ax = viz.figure(width=3.6, height=3.4)
+for m in range(8):
+    px, py = (rot2(m * theta_demo) @ pair).tolist()
+    ax.annotate("", xy=(px, py), xytext=(0, 0), arrowprops=dict(arrowstyle="->", color=f"C{m}"))
+    ax.text(1.12 * px, 1.12 * py, f"m={m}", ha="center", va="center", fontsize=8)
+ax.set(xlim=(-1.35, 1.35), ylim=(-1.35, 1.35), xlabel="first feature of the pair",
+       ylabel="second feature", title="one pair at positions m = 0..7")
+ax.set_aspect("equal")
+fig
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 2. d features: the block-diagonal matrix R_m
+#
+# A d-dimensional query is cut into d/2 pairs. Pair j turns at its own frequency
+# θ_j = base^(−2j/d) (j = 0 … d/2 − 1 counts pairs; base = 10000), so at position m it
+# turns by m·θ_j. All pairs at once form the block-diagonal rotation
+#
+# $$R_m = \operatorname{diag}\big(R(m\theta_0), R(m\theta_1), \dots, R(m\theta_{d/2-1})\big).$$
+#
+# `pl.rope_matrix(m, d)` builds it; here is R_2 for d = 6 (θ = 1, 0.0464, 0.0022).
+
+# %% slideshow={"slide_type": "fragment"}
+print(pl.rope_frequencies(6))
+print(pl.rope_matrix(2, 6))
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# Our own construction from 2 × 2 blocks gives the same matrix:
+
+# %% slideshow={"slide_type": "fragment"}
+d = 6
+thetas = pl.rope_frequencies(d, dtype=F64)
+for m in (0, 2, 37):
+    own = torch.block_diag(*[rot2(m * t) for t in thetas.tolist()])
+    torch.testing.assert_close(own, pl.rope_matrix(m, d, inv_freq=thetas))
+print("block_diag of 2 x 2 rotations == pl.rope_matrix")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **Why the score depends only on n − m.** Each block obeys the 2-D facts, so blockwise
+#
+# $$R_m^\top R_n = \operatorname{diag}\big(R(m\theta_j)^\top R(n\theta_j)\big)
+# = \operatorname{diag}\big(R((n-m)\theta_j)\big) = R_{n-m},$$
+#
+# $$\langle R_m q, R_n k\rangle = q^\top R_m^\top R_n k = q^\top R_{n-m}\, k .$$
+#
+# The positions enter only through n − m: shifting both by s changes nothing. The next
+# cell checks this for 50 random q, k, m, n and shifts s (float64, d = 16).
+
+# %% slideshow={"slide_type": "fragment"}
+d = 16
+f64 = pl.rope_frequencies(d, dtype=F64)
+
+
+def R(m: int) -> torch.Tensor:
+    return pl.rope_matrix(m, d, inv_freq=f64)
+
+
+for _ in range(50):
+    m, n, s = torch.randint(0, 5000, (3,)).tolist()
+    q, k = torch.randn(d, dtype=F64), torch.randn(d, dtype=F64)
+    score = (R(m) @ q) @ (R(n) @ k)
+    torch.testing.assert_close(R(m).T @ R(n), R(n - m))
+    torch.testing.assert_close(score, q @ R(n - m) @ k)
+    torch.testing.assert_close(score, (R(m + s) @ q) @ (R(n + s) @ k))
+print("50 random (q, k, m, n, s): ⟨R_m q, R_n k⟩ = ⟨q, R_(n−m) k⟩ = ⟨R_(m+s) q, R_(n+s) k⟩")
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 3. The worked example, digit by digit
+#
+# One of the sources (a RoFormer summary) rotates 5 positions of d = 4 features by hand.
+# Its input rows are below. Step 1: split each row into pairs (x₀, x₁) and (x₂, x₃).
+
+# %% slideshow={"slide_type": "fragment"}
+x = torch.tensor([[1, 0, 1, 0], [0, 1, 0, 1], [1, 1, 1, 1], [1, -1, 1, -1], [0.5, 0.5, 0.5, 0.5]], dtype=F64)
+pairs = x.view(5, 2, 2)  # (position, pair j, member)
+print(pairs[3])
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# Step 2: the angles. With d = 4 there are two pairs: θ₀ = 10000⁰ = 1 and
+# θ₁ = 10000^(−2/4) = 1/100, so position m turns pair 0 by m and pair 1 by m/100.
+
+# %% slideshow={"slide_type": "fragment"}
+angles = pl.rope_angles(5, 4, inv_freq=pl.rope_frequencies(4, dtype=F64))  # (position, pair)
+print(angles)
+m_col = torch.arange(5, dtype=F64)
+torch.testing.assert_close(angles, torch.stack((m_col, m_col / 100), -1))
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# Step 3: rotate each pair counter-clockwise, (a, b) ↦ (a cos − b sin, a sin + b cos),
+# in float64, and print the table to 4 decimals.
+
+# %% slideshow={"slide_type": "fragment"}
+c, s = angles.cos(), angles.sin()
+a_, b_ = pairs[..., 0], pairs[..., 1]
+rotated = torch.stack((a_ * c - b_ * s, a_ * s + b_ * c), -1).reshape(5, 4)
+
+
+def fmt(v: torch.Tensor) -> str:
+    return "[" + ", ".join(f"{t:7.4f}" for t in v.tolist()) + "]"
+
+
+print(" m | input                 | θ_m,0  θ_m,1 | rotated pair 0     | rotated pair 1")
+for m in range(5):
+    print(f" {m} | {str(x[m].tolist()):22}| {angles[m, 0]:.0f}      {angles[m, 1]:.2f}  "
+          f"| {fmt(rotated[m, :2])} | {fmt(rotated[m, 2:])}")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# The source prints this table (its numbers, kept here as data), and `pl.apply_rope`
+# must agree with our float64 table:
+
+# %% slideshow={"slide_type": "fragment"}
+SOURCE_TABLE = [  # "rotated group 1 | rotated group 2" as printed in the source
+    [1.0, 0.0, 1.0, 0.0],
+    [-0.8415, 0.5403, -0.0100, 0.9999],
+    [-1.3254, 0.4932, 0.9798, 1.0198],
+    [-0.8489, 1.1311, 1.0296, -0.9696],
+    [0.0516, -0.7052, 0.4796, 0.5196],
+]
+torch.testing.assert_close(pl.apply_rope(x.float()), rotated.float(), atol=1e-6, rtol=0)
+ours = [[f"{v:.4f}" for v in row] for row in rotated.tolist()]
+theirs = [[f"{v:.4f}" for v in row] for row in SOURCE_TABLE]
+mismatch = [(m, j, theirs[m][j], ours[m][j]) for m in range(5) for j in range(4) if ours[m][j] != theirs[m][j]]
+for m, j, t, o in mismatch:
+    print(f"row {m}, feature {j}: source prints {t}, correctly rounded value is {o} (exact {rotated[m, j]:.8f})")
+assert [(m, j) for m, j, _, _ in mismatch] == [(1, 3), (3, 2)]
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# 18 of 20 entries match. The two that do not are rounding slips: cos(0.01) = 0.99995000…
+# rounds to **1.0000** in float64 (float32 happens to store 0.99994999, which gives the
+# source's 0.9999), and cos(0.03) + sin(0.03) = 1.029546 rounds to **1.0295**, not 1.0296.
+
+# %% slideshow={"slide_type": "fragment"}
+c64 = math.cos(0.01)
+c32 = torch.tensor(0.01).cos().item()  # float32
+v = math.cos(0.03) + math.sin(0.03)
+print(f"cos(0.01): float64 {c64:.8f} -> {c64:.4f}; float32 {c32:.8f} -> {c32:.4f}")
+print(f"cos(0.03) + sin(0.03) = {v:.6f} -> {v:.4f}")
+assert (f"{c64:.4f}", f"{c32:.4f}", f"{v:.4f}") == ("1.0000", "0.9999", "1.0295")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **Two errors in the source's formulas** (its table is right, its formulas are not):
+#
+# * It writes the angle of pair i at position n as n·(1/10000)^(−2i/d). That is
+#   n·10000^(+2i/d): it *grows* with i (100·n for i = 1, d = 4). The correct angle is
+#   n·10000^(−2i/d) = n/100 — which is what its own table uses.
+# * It prints the rotation matrix as [[cos, sin], [−sin, cos]], a **clockwise** turn,
+#   while its code computes (x cos − y sin, x sin + y cos), counter-clockwise. Row 1
+#   decides: (0, 1) turned by 1 rad is (−0.8415, 0.5403) counter-clockwise and
+#   (+0.8415, 0.5403) clockwise; the table prints −0.8415.
+#
+# The next cell rebuilds the table both wrong ways and asserts that neither matches.
+
+# %% slideshow={"slide_type": "fragment"}
+def rotate_table(angles: torch.Tensor, clockwise: bool = False) -> torch.Tensor:
+    c, s = angles.cos(), angles.sin()
+    s = -s if clockwise else s  # clockwise = rotation by −angle
+    return torch.stack((a_ * c - b_ * s, a_ * s + b_ * c), -1).reshape(5, 4)
+
+
+source = torch.tensor(SOURCE_TABLE, dtype=F64)
+wrong_angles = m_col[:, None] * (1 / 10000) ** (-2 * torch.arange(2, dtype=F64) / 4)  # n (1/10000)^(−2i/d)
+print("angles of pair 1 with the source's formula:", wrong_angles[:, 1].tolist())
+err_right = (rotate_table(angles) - source).abs().max().item()
+err_sign = (rotate_table(wrong_angles) - source).abs().max().item()
+err_clockwise = (rotate_table(angles, clockwise=True) - source).abs().max().item()
+print(f"largest gap to the printed table: correct {err_right:.1e}, "
+      f"source's angle formula {err_sign:.2f}, source's matrix (clockwise) {err_clockwise:.2f}")
+assert err_right < 6e-5 and err_sign > 0.5 and err_clockwise > 0.5
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 4. Every implementation in the sources
+#
+# The sources show four ways to code the same rotation. We write each one ourselves and
+# compare it with `pl.apply_rope` on a (batch, heads, seq, d) tensor. Meta's, the even/odd
+# and the alternating forms use the **interleaved** layout, pairs (0, 1), (2, 3), …;
+# Hugging Face's uses the **half** layout, pairs (j, j + d/2).
+
+# %% slideshow={"slide_type": "fragment"}
+B, H, L, D = 2, 3, 10, 16
+xq = torch.randn(B, H, L, D, device=device)
+want = pl.apply_rope(xq)  # interleaved
+want_half = pl.apply_rope(xq, layout="half")
+ang = pl.rope_angles(L, D, device=device)  # (seq, d/2): m θ_j, float32
+print(tuple(xq.shape), tuple(ang.shape))
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 4a. Meta LLaMA: complex numbers
+#
+# Read pair j as the complex number x_{2j} + i·x_{2j+1}; turning it by mθ_j is multiplying
+# by e^{imθ_j}. Meta precomputes these unit complex numbers with `torch.polar`
+# (`precompute_freqs_cis`) and multiplies `view_as_complex` pairs (`apply_rotary_emb`).
+
+# %% slideshow={"slide_type": "fragment"}
+def unit_phases(angles: torch.Tensor) -> torch.Tensor:
+    """e^{i m θ_j} for each (position, pair): torch.polar(radius 1, angle)."""
+    return torch.polar(torch.ones_like(angles), angles)
+
+
+def complex_rope(x: torch.Tensor, phases: torch.Tensor) -> torch.Tensor:
+    z = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))  # (..., seq, d/2) complex
+    return torch.view_as_real(z * phases).flatten(-2).type_as(x)
+
+
+torch.testing.assert_close(complex_rope(xq, unit_phases(ang)), want)
+print("complex form == apply_rope (interleaved)")
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# One source's attention sketch precomputes the phases for `2 * max_seq_len` positions and
+# passes the whole table to the multiply. Meta's code slices the rows of the current
+# positions first; without the slice the shapes do not broadcast:
+
+# %% slideshow={"slide_type": "fragment"}
+table = unit_phases(pl.rope_angles(2 * 32, D, device=device))  # 64 positions precomputed
+try:
+    complex_rope(xq, table)
+    raise AssertionError("expected a shape error")
+except RuntimeError as e:
+    print("unsliced table:", str(e).split("at non-singleton")[0].strip())
+torch.testing.assert_close(complex_rope(xq, table[:L]), want)  # slice [start : start + seq]
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 4b. The even/odd ("naive") form
+#
+# Take the even features x[..., ::2] and the odd ones x[..., 1::2] (0-indexed), rotate
+# them as whole vectors, then weave the results back together.
+
+# %% slideshow={"slide_type": "fragment"}
+def even_odd_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    x_even, x_odd = x[..., ::2], x[..., 1::2]  # features 0, 2, 4, … and 1, 3, 5, …
+    first = cos * x_even - sin * x_odd  # goes to features 0, 2, 4, … (the source calls it `odds`)
+    second = sin * x_even + cos * x_odd  # goes to features 1, 3, 5, … (the source's `evens`)
+    stacked = torch.stack((first, second), -2)  # (..., seq, 2, d/2)
+    return stacked.transpose(-1, -2).flatten(-2), stacked
+
+
+out, stacked = even_odd_rope(xq, ang.cos(), ang.sin())
+torch.testing.assert_close(out, want)
+torch.testing.assert_close(stacked[..., 0, :], out[..., ::2])  # row 0: o_1, o_3, o_5, … (1-indexed)
+print("even/odd form == apply_rope; the stacked row 0 holds the outputs at 0-indexed features 0, 2, 4, …")
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# Two slips in that source, both checked above: its code names the inputs with 0-indexed
+# parity (`x_even = x[..., ::2]`) but the outputs with 1-indexed parity, so the tensor
+# called `odds` lands on the *even* 0-indexed features; and its picture of the stacked
+# tensor writes the first row as o₁, o₁, …, o_{d−1} where o₁, o₃, …, o_{d−1} is meant.
+# Its matrix also ends with blocks at θ_{d/2}: counting from θ₀ the last pair is
+# θ_{d/2−1} (θ_{d/2} = 1/base would need d + 2 features).
+
+# %% slideshow={"slide_type": "fragment"}
+freqs = pl.rope_frequencies(D, dtype=F64)
+assert freqs.shape == (D // 2,) and freqs[0] == 1
+assert not torch.isclose(freqs, torch.tensor(1 / 10000.0, dtype=F64)).any()  # θ_{d/2} = 1/base is not used
+torch.testing.assert_close(freqs[-1], torch.tensor(10000.0 ** (-(D - 2) / D), dtype=F64))
+print(f"d = {D}: pairs θ_0 … θ_{D // 2 - 1}; the last is 10000^(−{D - 2}/{D}) = {freqs[-1]:.6f}")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 4c. Hugging Face: `rotate_half`
+#
+# Hugging Face pairs feature j with feature j + d/2. With cos and sin repeated over the two
+# halves, x·cos + rotate_half(x)·sin rotates every such pair, where
+# rotate_half(x₁, x₂) = (−x₂, x₁) on the two halves.
+
+# %% slideshow={"slide_type": "fragment"}
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2 :]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def half_rope(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
+    both = torch.cat((angles, angles), dim=-1)  # (seq, d): the angle of pair j at j and at j + d/2
+    return x * both.cos() + rotate_half(x) * both.sin()
+
+
+torch.testing.assert_close(half_rope(xq, ang), want_half)
+assert not torch.allclose(half_rope(xq, ang), want, atol=1e-2)
+print("rotate_half form == apply_rope(layout='half'), and != the interleaved layout")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# The source that shows this code says its matrix is the same interleaved block-diagonal
+# matrix. It is not: the half layout puts cos/sin at rows and columns (j, j + d/2). Its
+# matrix is the interleaved one **conjugated by a permutation** P = `pl.layout_permutation(d)`
+# = [0, 2, 4, …, 1, 3, 5, …]: R_half = P R_int Pᵀ, i.e. `R_int[P][:, P]`.
+
+# %% slideshow={"slide_type": "fragment"}
+m, d = 3, 8
+R_int, R_half = pl.rope_matrix(m, d), pl.rope_matrix(m, d, layout="half")
+P = pl.layout_permutation(d)
+print("P =", P.tolist())
+torch.testing.assert_close(R_half, R_int[P][:, P])
+assert not torch.allclose(R_half, R_int)
+x8 = torch.randn(d)
+assert not torch.allclose(R_int @ x8, pl.apply_rope(x8.expand(m + 1, d), layout="half")[m], atol=1e-3)
+print("R_half = R_int[P][:, P]; the interleaved matrix does not describe rotate_half")
+
+# %% slideshow={"slide_type": "fragment"}
+fig, axes = viz.figure(2, width=3.6, height=3.2)
+viz.heatmap(R_int, ax=axes[0], title="interleaved R_3 (d = 8)", xlabel="input feature", ylabel="output feature",
+            diverging=True)
+viz.heatmap(R_half, ax=axes[1], title="half layout R_3 (d = 8)", xlabel="input feature", ylabel="output feature",
+            diverging=True)
+fig
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 4d. The alternating form
+#
+# Another source builds a sinusoidal table with sin and cos interleaved, [sin₀, cos₀, sin₁,
+# cos₁, …], pulls out cos and sin with `repeat_interleave(2)`, and pairs them with the
+# "alternate" vector [−q₁, q₀, −q₃, q₂, …]. Its frequencies come as exp(−2j·ln(base)/d),
+# which is base^(−2j/d) written through a logarithm.
+
+# %% slideshow={"slide_type": "fragment"}
+def alternating_rope(q: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
+    seq, d = q.shape[-2], q.shape[-1]
+    div = torch.exp(torch.arange(0, d, 2, dtype=torch.float32, device=q.device) * -(math.log(base) / d))
+    angles = torch.arange(seq, dtype=torch.float32, device=q.device)[:, None] * div
+    table = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)  # [sin0, cos0, sin1, cos1, …]
+    cos_rep = table[..., 1::2].repeat_interleave(2, dim=-1)  # [cos0, cos0, cos1, cos1, …]
+    sin_rep = table[..., ::2].repeat_interleave(2, dim=-1)
+    q_alt = torch.stack((-q[..., 1::2], q[..., ::2]), dim=-1).reshape(q.shape)  # [−q1, q0, −q3, q2, …]
+    return q * cos_rep + q_alt * sin_rep
+
+
+print(torch.stack((-torch.arange(8.0)[1::2], torch.arange(8.0)[::2]), -1).reshape(8))
+torch.testing.assert_close(alternating_rope(xq), want)
+div = torch.exp(torch.arange(0, D, 2, dtype=torch.float32) * -(math.log(10000.0) / D))
+torch.testing.assert_close(div, pl.rope_frequencies(D))
+print("alternating form == apply_rope (interleaved); exp(−2j ln(base)/d) == base^(−2j/d)")
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# Two slips in that source. A comment claims `sin(angles).T.flatten()` is "the same as" the
+# repeated sin table: it is a 1-D vector of seq·d/2 numbers ordered pair by pair, not a
+# (seq, d) table with each value twice. And its score formula writes the key as
+# R W_k **x_m**; the key must come from x_n, or the score would not depend on the key
+# token at all (checked below with a toy W_q, W_k).
+
+# %% slideshow={"slide_type": "fragment"}
+flat = ang.sin().T.flatten()  # what the comment proposes
+assert flat.shape == (L * D // 2,) and flat.numel() != L * D  # the repeated table has (L, D) entries
+Wq, Wk = torch.randn(D, D, dtype=F64), torch.randn(D, D, dtype=F64)
+x_m, x_n, x_n2 = torch.randn(3, D, dtype=F64)
+Rq, Rk = pl.rope_matrix(4, D, inv_freq=freqs), pl.rope_matrix(1, D, inv_freq=freqs)
+
+
+def score_as_written(xm, xn):  # (R W_q x_m)^T (R W_k x_m): x_n never enters
+    return (Rq @ Wq @ xm) @ (Rk @ Wk @ xm)
+
+
+assert score_as_written(x_m, x_n) == score_as_written(x_m, x_n2)
+assert (Rq @ Wq @ x_m) @ (Rk @ Wk @ x_n) != (Rq @ Wq @ x_m) @ (Rk @ Wk @ x_n2)
+print("with x_m in the key, the score ignores the key token; with x_n it does not")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 4e. Same rotation, different layout: converting weights
+#
+# Since apply_rope(x)[..., P] = apply_rope(x[..., P], layout="half"), a model trained with
+# interleaved pairs runs unchanged under a half-layout kernel if each head's query and key
+# features are permuted by P — that is, the **rows of W_q and W_k**, head by head. Scores
+# are dot products, and a dot product does not care about the order of features. This is
+# what Hugging Face's LLaMA conversion script does to Meta's checkpoints (its `permute`
+# reshapes each head's rows to (d/2, 2), swaps the two axes and flattens).
+
+# %% slideshow={"slide_type": "fragment"}
+d_model, heads, d = 32, 2, 8
+P = pl.layout_permutation(d)
+W_q, W_k = torch.randn(heads * d, d_model, dtype=F64), torch.randn(heads * d, d_model, dtype=F64)
+tokens = torch.randn(6, d_model, dtype=F64)
+
+
+def rope_scores(Wq: torch.Tensor, Wk: torch.Tensor, layout: str) -> torch.Tensor:
+    q = (tokens @ Wq.T).view(6, heads, d).transpose(0, 1)  # (heads, seq, d)
+    k = (tokens @ Wk.T).view(6, heads, d).transpose(0, 1)
+    return pl.apply_rope(q, layout=layout) @ pl.apply_rope(k, layout=layout).transpose(-1, -2)
+
+
+def permute_rows(W: torch.Tensor) -> torch.Tensor:
+    """Each head's rows reordered by P."""
+    return W.view(heads, d, -1)[:, P, :].reshape(heads * d, -1)
+
+
+def permute_rows_hf_style(W: torch.Tensor) -> torch.Tensor:
+    """The same by reshaping: (heads, d/2, 2, d_model) -> swap the middle axes -> flatten."""
+    return W.view(heads, d // 2, 2, -1).transpose(1, 2).reshape(heads * d, -1)
+
+
+torch.testing.assert_close(permute_rows(W_q), permute_rows_hf_style(W_q))
+s_meta = rope_scores(W_q, W_k, "interleaved")
+torch.testing.assert_close(rope_scores(permute_rows(W_q), permute_rows(W_k), "half"), s_meta)
+assert not torch.allclose(rope_scores(W_q, W_k, "half"), s_meta, atol=1e-3)
+print("interleaved weights + interleaved RoPE == permuted weights + half RoPE (scores identical)")
+print("unpermuted weights with the half layout give different scores")
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 5. Frequencies and wavelengths
+#
+# Pair j completes a turn every 2π/θ_j positions: its **wavelength**. The first pair
+# (θ₀ = 1) repeats every 2π ≈ 6.3 positions; the last, θ_{d/2−1} = base^(−(d−2)/d), every
+# 2π·base^(1−2/d) positions — just under 2π·base. Fast pairs resolve neighbours; slow
+# pairs change little over a whole context.
+
+# %% slideshow={"slide_type": "fragment"}
+d = 8
+print(" j   θ_j          wavelength 2π/θ_j")
+for j, (t, wl) in enumerate(zip(pl.rope_frequencies(d, dtype=F64).tolist(), pl.rope_wavelengths(d).tolist())):
+    print(f" {j}   {t:.6f}    {wl:10.2f}")
+wl = pl.rope_wavelengths(128)
+torch.testing.assert_close(wl[0], torch.tensor(2 * math.pi, dtype=F64))
+torch.testing.assert_close(wl[-1], torch.tensor(2 * math.pi * 10000 ** (1 - 2 / 128), dtype=F64))
+assert wl[-1] < 2 * math.pi * 10000 and bool((wl.diff() > 0).all())
+
+# %% slideshow={"slide_type": "fragment"}
+fig, ax = viz.figure(width=4.8, height=3.2)
+for base_ in (500.0, 10000.0, 500000.0):
+    ax.plot(pl.rope_wavelengths(128, base=base_).numpy(), label=f"base = {base_:g}")
+ax.axhline(4096, color="grey", ls=":", lw=1, label="a 4096-token context")
+ax.set(yscale="log", xlabel="pair j (d = 128)", ylabel="wavelength (positions)", title="wavelength per pair")
+ax.legend(fontsize=8)
+fig
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 6. Long-term decay: a bound, and what random vectors actually do
+#
+# In complex form (pair j of q is q_j = q_{2j} + i q_{2j+1}) the score is
+#
+# $$\langle R_m q, R_n k\rangle = \operatorname{Re}\sum_{j=0}^{d/2-1} h_j e^{i r\theta_j},
+# \qquad h_j = q_j \overline{k_j},\; r = m - n .$$
+#
+# RoFormer bounds it by **Abel summation**. With the partial sums
+# S_j = Σ_{k<j} e^{irθ_k} (S₀ = 0) and h_{d/2} = 0,
+#
+# $$\sum_j h_j e^{ir\theta_j} = \sum_j h_j (S_{j+1} - S_j) = -\sum_j S_{j+1}(h_{j+1} - h_j),
+# \quad\text{so}\quad \Big|\sum_j h_j e^{ir\theta_j}\Big| \le \max_j |h_{j+1} - h_j|\; \sum_{j=1}^{d/2} |S_j| .$$
+#
+# RoFormer plots the **relative upper bound** (1/(d/2)) Σ_j |S_j| (`pl.rope_decay_bound`),
+# which shrinks as r grows. First we check the identity and the bound on random q, k.
+
+# %% slideshow={"slide_type": "fragment"}
+d, N = 128, 256
+dist = torch.arange(0, 1024, 8)  # distances r = m − n
+qs, ks = torch.randn(N, 256, dtype=F64), torch.randn(N, 256, dtype=F64)  # samples (first d features used)
+h = pl.rope_pair_products(qs[:, :d], ks[:, :d])
+total = pl.rope_complex_scores(h, dist)  # (N, len)
+S = pl.rope_partial_sums(dist, d)  # (len, d/2): S_1 … S_{d/2}
+h_pad = torch.cat((h, torch.zeros_like(h[:, :1])), -1)
+torch.testing.assert_close(total, -(S[None] * h_pad.diff(dim=-1)[:, None, :]).sum(-1))  # Abel's identity
+scores = pl.rope_scores_by_distance(qs[:, :d], ks[:, :d], dist)
+torch.testing.assert_close(scores, total.real)
+ratio = scores.abs() / pl.rope_abel_bound(h, dist)
+assert bool((ratio <= 1).all()) and ratio.median() < 0.01
+print(f"|score| <= bound for all {ratio.numel()} (sample, distance) cases; median |score| / bound = {ratio.median():.4f}")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# The bound holds but is very loose: the typical score is a fraction of a percent of it.
+# It bounds a **scale**, not the score. So what do scores do? Two honest measurements
+# over N = 256 random Gaussian vectors:
+#
+# * **independent q and k**: the mean |⟨R_m q, R_n k⟩|. R_r k is again a Gaussian vector
+#   with the same distribution, so this mean is **flat** in r — no decay at all;
+# * **q = k** (a token attending to a copy of itself): the mean ⟨R_m q, R_n q⟩ equals
+#   2 Σ_j cos(rθ_j) in expectation — it **does** decay with distance, like the bound.
+#
+# The q = k curve is divided by its value at r = 0, the independent one by its average.
+
+# %% slideshow={"slide_type": "fragment"}
+def decay_curves(d: int, base: float):
+    bound = pl.rope_decay_bound(dist, d, base=base)
+    q, k = qs[:, :d], ks[:, :d]
+    indep = pl.rope_scores_by_distance(q, k, dist, base=base).abs().mean(0)
+    same = pl.rope_scores_by_distance(q, q, dist, base=base).mean(0)
+    expected = pl.rope_partial_sums(dist, d, base=base)[:, -1].real / (d / 2)  # E⟨R_m q, R_n q⟩ / d
+    return bound, indep / indep.mean(), same / same[0], expected
+
+
+bound, indep, same, expected = decay_curves(128, 10000.0)
+far_r = dist >= 256
+assert bound[0] == (64 + 1) / 2 and bound[far_r].max() < 0.4 * bound[0]  # the bound falls by > 2.5x
+near, far = indep[dist < 256].mean(), indep[dist >= 768].mean()
+assert abs(near / far - 1) < 0.1  # independent vectors: flat (no trend beyond sampling noise)
+assert same[far_r].abs().mean() < 0.3 and (same - expected).abs().max() < 0.05  # q = k: decays, as expected
+b_big, i_big, s_big, _ = decay_curves(128, 500000.0)  # a larger base: slower decay, still flat
+assert b_big[far_r].mean() > bound[far_r].mean() and s_big[far_r].mean() > same[far_r].mean()
+assert abs(i_big[dist < 256].mean() / i_big[dist >= 768].mean() - 1) < 0.1
+print(f"bound: {bound[0]:.1f} at r = 0, at most {bound[far_r].max():.1f} from r = 256 on")
+print(f"independent q, k: mean |score| for r < 256 over r >= 768: {near / far:.2f} (no decay)")
+print(f"q = k: mean score from r = 256 on is {same[far_r].mean():.2f} of its r = 0 value")
+
+# %% slideshow={"slide_type": "fragment"}
+def draw_decay(fig, d: int, base: float):
+    ax1, ax2 = fig.subplots(1, 2)
+    curves = decay_curves(d, base)
+    (lb,) = ax1.plot(dist.numpy(), curves[0].numpy(), color="C3")
+    ax1.set(xlabel="relative distance r = m − n", ylabel="(1/(d/2)) Σ_j |S_j|", title="RoFormer's relative bound")
+    (li,) = ax2.plot(dist.numpy(), curves[1].numpy(), label="mean |q·k|, independent q, k (/ average)")
+    (ls,) = ax2.plot(dist.numpy(), curves[2].numpy(), label="mean q·k, q = k (/ value at r = 0)")
+    (le,) = ax2.plot(dist.numpy(), curves[3].numpy(), "k:", lw=1, label="q = k, expectation")
+    ax2.axhline(0, color="grey", lw=0.5)
+    ax2.set(xlabel="relative distance r = m − n", ylabel="relative score", ylim=(-0.4, 1.6),
+            title="measured over 256 random vectors")
+    ax2.legend(fontsize=7, loc="upper right")
+
+    def update(d: int, base: float):
+        b_, i_, s_, e_ = decay_curves(d, base)
+        lb.set_ydata(b_.numpy())
+        ax1.set_ylim(0, 1.05 * b_.max().item())
+        li.set_ydata(i_.numpy())
+        ls.set_ydata(s_.numpy())
+        le.set_ydata(e_.numpy())
+        ax1.set_title(f"RoFormer's relative bound (d = {d}, base = {base:g})")
+
+    update(d, base)
+    return update
+
+
+fig = Figure(figsize=(9.5, 3.4), layout="constrained")
+draw_decay(fig, 128, 10000.0)
+fig
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# Move the base and d: a larger base slows the decay of both the bound and the q = k curve
+# (more pairs with long wavelengths); the independent-vector curve stays flat whatever
+# you choose.
+
+# %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
+bases = [100.0, 1000.0, 10000.0, 100000.0, 500000.0]
+decay_widget = viz.InteractiveFigure(
+    draw_decay, figsize=(9.5, 3.4),
+    d=SelectionSlider(options=[16, 32, 64, 128, 256], value=128, description="d"),
+    base=SelectionSlider(options=bases, value=10000.0, description="base"),
+)
+decay_widget
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 7. Precision: compute the angles in float32
+#
+# The angle m·θ_j is a product of a position and a frequency. In bfloat16 (8 significant
+# bits) integers above 256 are no longer all representable: near 10⁵ the spacing is 512, so
+# the *position itself* is rounded before any rotation happens. float16 (11 bits) is finer
+# but overflows at 65504.
+
+# %% slideshow={"slide_type": "fragment"}
+print("bf16 stores 100000, 100001, 100255 as", torch.tensor([100000, 100001, 100255]).bfloat16().tolist())
+print("fp16 stores 70000 as", torch.tensor(70000).half().item())
+assert torch.tensor(100001).bfloat16() == torch.tensor(100000).bfloat16()
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# `pl.rope_angle_error` forms the angles the naive way in a given dtype and measures them
+# against float64, wrapped to [0, π] (an error of π means the rotation points the opposite
+# way). Largest error over the d/2 pairs, d = 128:
+
+# %% slideshow={"slide_type": "fragment"}
+positions = torch.unique(torch.logspace(0, 5, 80, dtype=F64).round().long())
+dtypes = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+worst = {name: pl.rope_angle_error(positions, 128, dtype=dt).amax(-1) for name, dt in dtypes.items()}
+print("position   " + "  ".join(f"{n:>9}" for n in dtypes))
+for p in (100, 1000, 10000, 100000):
+    i = int((positions - p).abs().argmin())
+    print(f"{positions[i].item():>8}   " + "  ".join(f"{worst[n][i].item():9.2e}" for n in dtypes))
+big = positions >= 10000
+assert worst["bfloat16"][big].min() > 1.0  # whole radians off: angles are effectively random
+assert torch.isnan(worst["float16"][positions > 65504]).all()  # fp16 cannot even hold the position
+assert worst["float32"].max() < 1e-2  # float32: below 0.01 rad up to 100000
+
+# %% slideshow={"slide_type": "fragment"}
+fig, ax = viz.figure(width=4.8, height=3.3)
+for name in dtypes:
+    ax.plot(positions.numpy(), worst[name].numpy(), label=name)
+ax.axvline(65504, color="grey", ls=":", lw=1)
+ax.text(65504, 2e-6, "fp16 max ", ha="right", fontsize=8)
+ax.set_xscale("log")
+ax.set_yscale("log", nonpositive="mask")
+ax.set(xlabel="position m", ylabel="max angle error (rad)", title="angle m·θ_j computed in low precision (d = 128)")
+ax.legend(fontsize=8)
+fig
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# This is why libraries build the angle grid in float32 even when the model runs in bf16
+# (Hugging Face turns autocast off for it), and `posenc_lib` does the same: `apply_rope`
+# on a bf16 tensor computes angles, cos and sin in float32 and rounds only the result.
+# At positions around 90 000 its output is off from the float64 answer by about the bf16
+# rounding of the output itself (below 0.05 here); rotating with bf16-computed angles is
+# wrong by whole units.
+
+# %% slideshow={"slide_type": "fragment"}
+pos = torch.arange(90_000, 90_064)
+xb = torch.randn(64, 128).bfloat16()
+exact = pl.apply_rope(xb.double(), pos)  # float64 angles and arithmetic
+lib_err = (pl.apply_rope(xb, pos).double() - exact).abs().max().item()
+bf_angles = pos.bfloat16()[:, None] * pl.rope_frequencies(128).bfloat16()  # the naive bf16 grid
+naive_err = (pl.rotate_pairs(xb, bf_angles.cos(), bf_angles.sin()).double() - exact).abs().max().item()
+print(f"largest error vs float64: apply_rope on bf16 {lib_err:.3f}; bf16 angles {naive_err:.2f}")
+assert lib_err < 0.05 and naive_err > 1.0 and naive_err > 50 * lib_err
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 8. The score pattern RoPE induces
+#
+# Fix one vector q and use it as both query and key (k = q). The score
+# ⟨R_m q, R_n q⟩ over positions (m, n) is a **Toeplitz** matrix: it is constant along every
+# diagonal, because it depends only on m − n; it peaks on the main diagonal and oscillates
+# away from it. Shifting all positions by an offset leaves it unchanged.
+
+# %% slideshow={"slide_type": "fragment"}
+q_fixed = torch.randn(128, dtype=F64)
+
+
+def score_grid(d: int, base: float, offset: int, n_pos: int = 48) -> torch.Tensor:
+    pos = torch.arange(offset, offset + n_pos)
+    rq = pl.apply_rope(q_fixed[:d].expand(n_pos, d), pos, base=base)
+    return rq @ rq.T  # [m, n] = ⟨R_m q, R_n q⟩
+
+
+grid = score_grid(64, 10000.0, 0)
+torch.testing.assert_close(grid[1:, 1:], grid[:-1, :-1])  # constant along diagonals
+assert torch.allclose(grid.diagonal(), grid.max(dim=1).values)  # each row peaks at m = n (Cauchy–Schwarz)
+torch.testing.assert_close(score_grid(64, 10000.0, 100_000), grid)  # position offset changes nothing
+print("constant along diagonals; peaks on the diagonal; identical at offset 100000")
+fig, ax = viz.figure(width=4.6, height=3.8)
+viz.heatmap(grid, ax=ax, title="⟨R_m q, R_n q⟩, d = 64, base = 10000", xlabel="key position n",
+            ylabel="query position m", colorbar="score", diverging=True)
+fig
+
+# %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
+viz.interactive_heatmap(
+    lambda d, base, offset: score_grid(d, base, offset),
+    title=lambda d, base, offset: f"⟨R_m q, R_n q⟩, d = {d}, base = {base:g}, offset = {offset}",
+    xlabel="key position n", ylabel="query position m", colorbar="score", diverging=True,
+    d=SelectionSlider(options=[8, 16, 32, 64, 128], value=64, description="d"),
+    base=SelectionSlider(options=bases, value=10000.0, description="base"),
+    offset=IntSlider(0, 0, 100_000, step=1000, description="offset"),
+)
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 9. What the dense form costs
+#
+# Teaching RoPE with R_m suggests computing it that way: build the d × d matrix for every
+# position and multiply. That stores L·d·d numbers. `apply_rope` instead stores the cos
+# and sin tables, L·d/2 numbers each (L·d together, the size of the input), and does
+# 4 multiplications and 2 additions per pair. Both give the same result (L = 1024, d = 64):
+
+# %% slideshow={"slide_type": "fragment"}
+L, d = 1024, 64
+xs = torch.randn(L, d, device=device)
+
+
+def dense_matrices(L: int, d: int) -> torch.Tensor:
+    """R_m for every position at once: (L, d, d), block [[cos, −sin], [sin, cos]] per pair."""
+    a = pl.rope_angles(L, d, device=device)
+    cos, sin = a.cos(), a.sin()
+    R = torch.zeros(L, d, d, device=device)
+    i = torch.arange(0, d, 2, device=device)
+    R[:, i, i], R[:, i, i + 1], R[:, i + 1, i], R[:, i + 1, i + 1] = cos, -sin, sin, cos
+    return R
+
+
+R_all = dense_matrices(L, d)
+for m in (0, 1, 517, L - 1):
+    torch.testing.assert_close(R_all[m], pl.rope_matrix(m, d, device=device))
+dense_out = (R_all @ xs.unsqueeze(-1)).squeeze(-1)
+torch.testing.assert_close(dense_out, pl.apply_rope(xs), atol=1e-5, rtol=1e-5)
+dense_bytes = R_all.nelement() * R_all.element_size()
+a = pl.rope_angles(L, d, device=device)
+table_bytes = 2 * a.nelement() * a.element_size()  # cos and sin
+print(f"dense R_m for all positions: {dense_bytes:,} bytes; cos + sin tables: {table_bytes:,} bytes")
+assert dense_bytes == L * d * d * 4 == 16_777_216 and table_bytes == L * d * 4 == 262_144
+assert dense_bytes == d * table_bytes
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# Timings on this machine (they change from run to run, so this cell's output is not
+# compared by the tests):
+
+# %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
+# nbval-ignore-output: timings vary from run to run
+def median_ms(fn, repeats: int = 3) -> float:
+    fn()  # warm up
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+t_dense = median_ms(lambda: (dense_matrices(L, d) @ xs.unsqueeze(-1)).squeeze(-1))
+t_matmul = median_ms(lambda: (R_all @ xs.unsqueeze(-1)).squeeze(-1))
+t_lib = median_ms(lambda: pl.apply_rope(xs))
+print(f"dense (build R_m + matmul): {t_dense:7.2f} ms")
+print(f"dense (matmul only):        {t_matmul:7.2f} ms")
+print(f"pl.apply_rope:              {t_lib:7.2f} ms  ({t_dense / t_lib:.0f}x faster than dense)")
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 10. Exercises
+#
+# Each checker compares your answer with `posenc_lib` and says what is right or wrong.
+# Solutions are in the collapsed cells.
+#
+# **Exercise 1.** Write `thetas(d, base)` returning the d/2 frequencies θ_j.
+
+# %% slideshow={"slide_type": "fragment"}
+def thetas(d, base):
+    raise NotImplementedError  # your code
+
+
+check.rope_thetas(thetas)
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
+def thetas(d, base):
+    return base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+
+
+_ = check.rope_thetas(thetas)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **Exercise 2.** By hand (or with `math`): rotate the pair (x, y) = (2, 1) that is pair
+# j = 1 of a d = 8 vector at position m = 30 (base 10000). Give [x', y'].
+
+# %% slideshow={"slide_type": "fragment"}
+answer = None  # your code: [x', y']
+check.rope_rotate_pair(answer)
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
+angle = 30 * 10000 ** (-2 * 1 / 8)  # θ_1 = 0.1, so 3 rad
+answer = [2 * math.cos(angle) - 1 * math.sin(angle), 2 * math.sin(angle) + 1 * math.cos(angle)]
+_ = check.rope_rotate_pair(answer)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **Exercise 3.** Write `rotate_half(x)` so that x·cos + rotate_half(x)·sin (cos and sin
+# repeated over both halves) is RoPE in the half layout.
+
+# %% slideshow={"slide_type": "fragment"}
+def my_rotate_half(x):
+    raise NotImplementedError  # your code
+
+
+check.rope_rotate_half(my_rotate_half)
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
+def my_rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+_ = check.rope_rotate_half(my_rotate_half)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **Exercise 4.** For d = 8, give the permutation P (8 integers) with
+# `pl.apply_rope(x)[..., P] == pl.apply_rope(x[..., P], layout="half")` — without calling
+# `pl.layout_permutation`.
+
+# %% slideshow={"slide_type": "fragment"}
+answer = None  # your code: 8 integers
+check.rope_layout_perm(answer)
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
+answer = list(range(0, 8, 2)) + list(range(1, 8, 2))  # pair j = (2j, 2j+1) goes to slots (j, j + 4)
+_ = check.rope_layout_perm(answer)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **Exercise 5.** Row m = 3 of the worked example: rotate [1, −1, 1, −1] at position 3 and
+# give the 4 numbers, correctly rounded to 4 decimals (the source's row has a slip).
+
+# %% slideshow={"slide_type": "fragment"}
+answer = None  # your code: 4 numbers
+check.rope_table_row(answer)
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
+c0, s0, c1, s1 = math.cos(3), math.sin(3), math.cos(0.03), math.sin(0.03)
+answer = [round(v, 4) for v in (c0 + s0, s0 - c0, c1 + s1, s1 - c1)]  # (1, −1) turned by 3 and by 0.03
+_ = check.rope_table_row(answer)
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## Errata in the sources
+#
+# Each was checked by a cell above (the cell asserts the source's version fails).
+#
+# | Where | The source writes | Correct | Checked in |
+# |---|---|---|---|
+# | RoFormer summary (worked example) | angle n·(1/10000)^(−2i/d), growing with i | n·10000^(−2i/d) (= n/100 for i = 1, d = 4) | §3 |
+# | RoFormer summary | rotation matrix [[cos, sin], [−sin, cos]] (clockwise) | [[cos, −sin], [sin, cos]] (counter-clockwise), as its code and table | §3 |
+# | RoFormer summary, table | 0.9999 (row 1) and 1.0296 (row 3) | 1.0000 and 1.0295 | §3 |
+# | Position-encoding summary (even/odd code) | output named `odds` for features 0, 2, 4, … (0-indexed); `evens` for 1, 3, … | names swapped in the code's own 0-indexed convention | §4b |
+# | same | stacked picture with first row o₁, o₁, …, o_{d−1} | o₁, o₃, …, o_{d−1} | §4b |
+# | same | last block uses θ_{d/2} | θ_{d/2−1} (pairs θ₀ … θ_{d/2−1}) | §4b |
+# | same | `rotate_half` has the interleaved block-diagonal matrix | pairs (j, j + d/2): R_half = P R_int Pᵀ | §4c |
+# | Position-encoding notes (LLaMA sketch) | passes the whole `2·max_seq_len` phase table to the multiply | slice the current positions first | §4a |
+# | Positional-embedding notes (RoPE formula) | key R W_k x_m | R W_k x_n | §4d |
+# | same (code comment) | `sin(angles).T.flatten()` "same as" the repeated sin table | a different, 1-D ordering | §4d |
+#
+# None of this changes the method: each source's *code* (apart from the unsliced table)
+# computes correct RoPE, as §4 shows by running it.

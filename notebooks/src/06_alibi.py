@@ -1,0 +1,691 @@
+# %% [markdown] slideshow={"slide_type": "slide"}
+# # Chapter 6 — ALiBi: attention with linear biases
+#
+# ALiBi (Press, Smith and Lewis, *Train short, test long*, 2022) gives a transformer no position
+# vectors at all. Instead, every head adds a penalty to each attention score that grows linearly with
+# how far the key is from the query:
+#
+# $$\text{score}_h(i, j) = \frac{q_i^\top k_j}{\sqrt{d}} - m_h\,(i - j), \qquad j \le i,$$
+#
+# where $m_h > 0$ is a fixed *slope*, different for each head $h$. A steep slope makes a head look at the
+# last few tokens; a gentle slope lets it look far back. Nothing is learned and nothing is stored per
+# position, which is why the bias still makes sense at lengths the model never saw in training.
+#
+# This chapter covers:
+# 1. the slopes, for any number of heads;
+# 2. the bias matrices of the causal form and of three encoder variants;
+# 3. why many implementations add $+m_h\,j$ instead, and where that shortcut breaks;
+# 4. ALiBi inside attention, and a first look at longer inputs;
+# 5. how much memory the precomputed bias costs, and how to avoid it;
+# 6. the errors in the source notes this chapter follows.
+
+# %% slideshow={"slide_type": "skip"}
+# %matplotlib inline
+import math
+import time
+
+import ipywidgets as widgets
+import torch
+
+import posenc_lib as pl
+from posenc_lib import check, viz
+
+g = torch.manual_seed(0)
+device = pl.default_device()  # chosen once; every library call below follows it
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 1. The slopes
+#
+# For $H = 2^a$ heads the slopes form a geometric sequence that starts at $2^{-8/H}$ and has that same
+# number as its ratio:
+#
+# $$m_h = 2^{-8h/H}, \qquad h = 1, \dots, H.$$
+#
+# With 8 heads that is $\tfrac12, \tfrac14, \dots, \tfrac1{256}$. For every power of two the last
+# head's slope is $2^{-8}$.
+
+# %%
+m8 = pl.alibi_slopes(8, device=device)
+print("8 heads:", [f"1/{round(1 / m)}" for m in m8.tolist()])
+assert m8.tolist() == [2.0**-h for h in range(1, 9)]
+assert all(pl.alibi_slopes(H)[-1].item() == 2.0**-8 for H in (1, 2, 4, 8, 16, 32))
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### Head counts that are not a power of two
+#
+# The paper only trained models with $2^a$ heads. For other $H$, the reference code does not simply
+# plug $H$ into $2^{-8h/H}$. It takes the $c = 2^{\lfloor \log_2 H \rfloor}$ slopes of the closest
+# smaller power of two, then fills the remaining $H - c$ heads with every other slope of $2c$ heads
+# (positions 0, 2, 4, … of that longer sequence). In the exponent these lie halfway between neighbouring
+# slopes of the first $c$ (the first one above the steepest).
+#
+# For 6 heads: the 4-head slopes $2^{-2}, 2^{-4}, 2^{-6}, 2^{-8}$, then from the 8-head sequence
+# $2^{-1}, 2^{-2}, \dots, 2^{-8}$ the entries $2^{-1}, 2^{-3}$.
+
+# %%
+def naive_slopes(H: int) -> torch.Tensor:
+    """2**(-8h/H) for every H: right for powers of two only."""
+    return torch.tensor([2.0 ** (-8 * h / H) for h in range(1, H + 1)])
+
+
+m6 = pl.alibi_slopes(6)
+print("recipe, 6 heads:  ", [f"2^{math.log2(m):g}" for m in m6.tolist()])
+print("naive 2^(-8h/6):  ", [f"2^{math.log2(m):.3g}" for m in naive_slopes(6).tolist()])
+torch.testing.assert_close(m6, torch.tensor([2.0**-2, 2.0**-4, 2.0**-6, 2.0**-8, 2.0**-1, 2.0**-3]))
+assert not torch.allclose(m6, naive_slopes(6))
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# Where exactly do the two differ? For every power of two they agree on every head. For every other
+# head count from 1 to 16 they disagree on *every* head: the naive sequence is sorted, with ratio
+# $2^{-8/H}$, while the recipe's slopes are powers of $2^{-8/2c}$ and are not sorted (the extra heads,
+# appended after the gentlest slope of the first block, are steeper than it).
+
+# %%
+for H in range(1, 17):
+    differ = (~torch.isclose(pl.alibi_slopes(H), naive_slopes(H))).nonzero().flatten().tolist()
+    power_of_two = H & (H - 1) == 0
+    assert (differ == []) == power_of_two
+    if not power_of_two:
+        assert differ == list(range(H)), H  # every head differs
+        assert not torch.all(pl.alibi_slopes(H)[:-1] >= pl.alibi_slopes(H)[1:])  # and they are not sorted
+print("powers of two agree on every head; every other H in 1..16 differs on every head")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# The table lists, for $H = 1 \dots 16$, the exponents $e_h$ with $m_h = 2^{-e_h}$ (head 1 first).
+# Powers of two give one evenly spaced, sorted row; the other rows are two evenly spaced runs, one after
+# the other, whose values interleave.
+
+# %%
+for H in range(1, 17):
+    e = (-torch.log2(pl.alibi_slopes(H, dtype=torch.float64))).tolist()
+    assert all(2.0 ** -x == m for x, m in zip(e, pl.alibi_slopes(H, dtype=torch.float64).tolist()))
+    print(f"H={H:2d}: " + " ".join(f"{x:4g}" for x in e))
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 2. The bias matrices
+#
+# ### The causal form (decoders)
+#
+# `pl.alibi_bias(H, L)` returns the $(H, L, L)$ matrix added to the scores: $-m_h(i - j)$ on and
+# below the diagonal (query $i$, key $j \le i$) and $-\infty$ above it, so the causal mask comes for free.
+# Each head is the same ramp scaled by its own slope.
+
+# %% slideshow={"slide_type": "skip"}
+def side_by_side(mats, labels, *, colorbar="bias", diverging=True, width=9.0, height=2.6):
+    """Several (rows, cols) matrices as one heatmap on one colour scale, separated by white gaps."""
+    rows, w = mats[0].shape
+    gap = max(1, w // 8)
+    sep = torch.full((rows, gap), float("nan"))
+    blocks = [x for mat in mats for x in (mat.detach().cpu().float(), sep)][:-1]
+    fig, ax = viz.figure(width=width, height=height)
+    viz.heatmap(torch.cat(blocks, 1), ax=ax, xlabel="key j (one block per panel)", ylabel="query i",
+                colorbar=colorbar, diverging=diverging)
+    starts = [b * (w + gap) for b in range(len(mats))]
+    for s in starts[1:]:
+        ax.axvspan(s - gap - 0.5, s - 0.5, color="white")
+    ax.set_xticks([s + (w - 1) / 2 for s in starts], labels)
+    return fig
+
+
+# %%
+causal = pl.alibi_bias(8, 12, device=device)
+side_by_side(list(causal), [f"head {h + 1}\nm = 1/{round(1 / m)}" for h, m in enumerate(m8.tolist())])
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# All heads share one colour scale, so the gentle heads look almost white: over 12 tokens, head 8
+# ($m = 1/256$) changes the scores by less than 0.05. Grey entries are $-\infty$ (hidden keys).
+#
+# Checks: zero on the diagonal (a token never pays for attending to itself), $-\infty$ strictly above,
+# and below it exactly the slope times the distance.
+
+# %%
+i, j = torch.meshgrid(torch.arange(12, device=device), torch.arange(12, device=device), indexing="ij")
+below = j <= i
+assert (causal.diagonal(dim1=-2, dim2=-1) == 0).all()
+assert torch.isneginf(causal[:, ~below]).all()
+torch.testing.assert_close(causal[:, below], (-m8.view(-1, 1, 1) * (i - j))[:, below])
+assert causal[7, below].min() > -0.05  # the gentlest head, over 12 tokens
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### Three encoder variants
+#
+# An encoder lets every token see every other one, so the causal form, which hides the future, does
+# not fit. The source gives three ways to extend it, all collected from the discussion in the ALiBi
+# repository's issue #5:
+#
+# * **symmetric**: $-m_h\,|i - j|$ — the same penalty for a key $k$ steps before or after the query;
+# * **non-symmetric** (`mode="nonsymmetric"`): the first $H/2$ heads see only keys to their left
+#   (the past), the other $H/2$ only keys to their right; both halves use the slopes of $H/2$ heads;
+# * **learned** (`pl.LearnedALiBi`): nothing masked, and each head learns one slope for the left side
+#   and one for the right side. The source stores two unconstrained parameters per head,
+#   initialised from a normal distribution with mean $-2$ and standard deviation 1, and uses
+#   $-\mathrm{sigmoid}(\cdot)$ of them, so the slopes stay in $(0, 1)$ and start near
+#   $\mathrm{sigmoid}(-2) \approx 0.12$.
+#
+# The figure shows head 1 of each (and head 5 of the non-symmetric form, the first right-looking head).
+
+# %%
+sym = pl.alibi_bias(8, 12, mode="symmetric", device=device)
+nonsym = pl.alibi_bias(8, 12, mode="nonsymmetric", device=device)
+g = torch.manual_seed(0)
+learned = pl.LearnedALiBi(8).to(device)  # initialised on the CPU: same numbers on every machine
+lbias = learned(12).detach()
+side_by_side([causal[0], sym[0], nonsym[0], nonsym[4], lbias[0]],
+             ["causal\nhead 1", "symmetric\nhead 1", "non-symmetric\nhead 1", "non-symmetric\nhead 5",
+              "learned (init)\nhead 1"], width=8.0)
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# Explore: pick the form, the number of heads, one head and the length.
+
+# %% tags=["nbval-ignore-output"] slideshow={"slide_type": "subslide"}
+g = torch.manual_seed(0)
+learned16 = pl.LearnedALiBi(16)  # the learned form at init; the widget uses its first H heads
+
+
+def widget_bias(mode, num_heads, head, length):
+    if mode == "nonsymmetric" and num_heads % 2:
+        num_heads += 1  # this form needs an even number of heads
+    head = min(head, num_heads) - 1
+    if mode == "learned":
+        left, right = (s[:num_heads].detach() for s in learned16.slopes())
+        return pl.alibi_bias_two_sided(left, right, length)[head]
+    return pl.alibi_bias(num_heads, length, mode=mode)[head]
+
+
+def widget_title(mode, num_heads, head, length):
+    if mode == "nonsymmetric" and num_heads % 2:
+        num_heads += 1
+    return f"{mode}, H = {num_heads}, head {min(head, num_heads)}"
+
+
+bias_widget = viz.interactive_heatmap(
+    widget_bias, title=widget_title, xlabel="key j", ylabel="query i", colorbar="bias", diverging=True,
+    figsize=(4.4, 3.3),  # small on purpose: a slider move redraws in about 0.1 s
+    mode=widgets.Dropdown(options=["causal", "symmetric", "nonsymmetric", "learned"], description="form"),
+    num_heads=widgets.IntSlider(8, 1, 16, description="heads H"),
+    head=widgets.IntSlider(1, 1, 16, description="head"),
+    length=widgets.IntSlider(16, 4, 64, description="length"),
+)
+bias_widget
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# What the pictures show, checked:
+#
+# * the symmetric form equals its own transpose: it penalises a key before the query exactly as much as
+#   a key the same distance after it;
+# * in the non-symmetric form the first half of the heads hide every key to the right of the query and
+#   the second half every key to the left; head $h + H/2$ is head $h$ mirrored (same slope);
+# * the learned form hides nothing, is zero on the diagonal, uses the left slope below the diagonal and
+#   the right slope above it, and matches the source's construction
+#   $\mathrm{triu}(\text{right part}) + \mathrm{tril}(\text{left part})$.
+
+# %%
+torch.testing.assert_close(sym, sym.transpose(-1, -2))
+torch.testing.assert_close(sym.tril(), causal.nan_to_num(neginf=0.0))  # the same as causal on and below the diagonal
+
+upper, lower = j > i, j < i
+assert torch.isneginf(nonsym[:4][:, upper]).all() and torch.isfinite(nonsym[:4][:, ~upper]).all()  # look left
+assert torch.isneginf(nonsym[4:][:, lower]).all() and torch.isfinite(nonsym[4:][:, ~lower]).all()  # look right
+torch.testing.assert_close(nonsym[4:], nonsym[:4].transpose(-1, -2))
+torch.testing.assert_close(nonsym[:4].tril(), pl.alibi_bias(4, 12, device=device).nan_to_num(neginf=0.0))
+
+m_left, m_right = (s.detach() for s in learned.slopes())
+dist = (i - j).abs()
+source_form = torch.triu(-m_right.view(-1, 1, 1) * dist) + torch.tril(-m_left.view(-1, 1, 1) * dist)
+torch.testing.assert_close(lbias, source_form)
+assert torch.isfinite(lbias).all() and (lbias.diagonal(dim1=-2, dim2=-1) == 0).all()
+print("learned slopes at init, left: ", [round(x, 3) for x in m_left.tolist()])
+print("learned slopes at init, right:", [round(x, 3) for x in m_right.tolist()])
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# Because the diagonal is zero, each learned slope only receives gradient from its own side of the
+# matrix: a loss that looks only at the lower triangle moves `slopes_left` and leaves `slopes_right`
+# alone, and a loss on the whole matrix moves both.
+
+# %%
+learned.zero_grad()
+learned(12).tril().sum().backward()
+assert (learned.slopes_left.grad != 0).all() and (learned.slopes_right.grad == 0).all()
+learned.zero_grad()
+learned(12).sum().backward()
+assert (learned.slopes_left.grad != 0).all() and (learned.slopes_right.grad != 0).all()
+learned.zero_grad()
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 3. The $+m_h\,j$ shortcut
+#
+# Press's own causal code (see the ALiBi repository's issue #9), and BLOOM after it, add $+m_h\,j$ (the slope times the *key* position) instead
+# of $-m_h(i - j)$. The two differ, but only by $-m_h\,i$, and that is the same number for every key in
+# row $i$. Softmax does not notice a constant added to a whole row:
+# $\mathrm{softmax}(x + c) = \mathrm{softmax}(x)$. Since the causal mask already hides every $j > i$, the
+# attention weights come out identical.
+
+# %%
+H, L, d = 8, 10, 16
+q, k = torch.randn(2, H, L, d).to(device).unbind(0)
+scores = q @ k.transpose(-1, -2) / math.sqrt(d)
+m = pl.alibi_slopes(H, device=device).view(-1, 1, 1)
+pos = torch.arange(L, device=device)
+mask = pos.view(1, -1) > pos.view(-1, 1)  # key after query
+
+plus_mj = (m * pos).expand(H, L, L).masked_fill(mask, float("-inf"))
+causal_b = pl.alibi_bias(H, L, device=device)
+difference = causal_b - plus_mj
+torch.testing.assert_close(difference[:, ~mask], (-m * pos.view(-1, 1)).expand(H, L, L)[:, ~mask])  # -m_h * i: one number per row
+torch.testing.assert_close((scores + plus_mj).softmax(-1), (scores + causal_b).softmax(-1))
+print("+m*j and -m*(i-j): same causal attention weights")
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# The shortcut needs the sign of $i - j$ to be fixed within a row. In the symmetric form,
+# $-m_h|i - j|$ equals $m_h j - m_h i$ to the left of the diagonal but $m_h i - m_h j$ to its right:
+# no single row constant turns it into $+m_h j$, and the weights differ.
+
+# %%
+sym_b = pl.alibi_bias(H, L, mode="symmetric", device=device)
+plus_mj_full = (m * pos).expand(H, L, L)
+row_gap = sym_b - plus_mj_full
+assert not torch.allclose(row_gap, row_gap[..., :1].expand_as(row_gap))  # not constant along rows
+w_true, w_short = (scores + sym_b).softmax(-1), (scores + plus_mj_full).softmax(-1)
+assert not torch.allclose(w_true, w_short, atol=1e-3)
+print(f"symmetric form: largest weight difference {(w_true - w_short).abs().max().item():.2f}")
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 4. ALiBi inside attention
+#
+# With the library it is one argument: `pl.attention(q, k, v, bias=pl.alibi_bias(H, L))`. The bias has
+# shape $(H, L, L)$ and broadcasts over the batch. No separate causal flag is needed: the $-\infty$
+# entries give every future key weight 0.
+
+# %%
+B, H, L, d = 2, 4, 8, 16
+q, k, v = torch.randn(3, B, H, L, d).to(device).unbind(0)
+out, weights = pl.attention(q, k, v, bias=pl.alibi_bias(H, L, device=device))
+print("output", tuple(out.shape), " weights", tuple(weights.shape))
+torch.testing.assert_close(weights.sum(-1), torch.ones(B, H, L, device=device))
+assert (weights.triu(1) == 0).all()
+out_masked, _ = pl.attention(q, k, v, bias=pl.alibi_bias(H, L, mode="symmetric", device=device), causal=True)
+torch.testing.assert_close(out, out_masked)  # causal ALiBi = symmetric ALiBi + causal mask
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# To see the bias alone, set every $q \cdot k$ to zero. Then row $i$ puts weight
+# $\propto e^{-m_h (i - j)}$ on key $j$: each step back multiplies the weight by $e^{-m_h}$, a straight
+# line on a log scale. With 4 heads, head 1 ($m = 1/4$) puts most of its weight on the last 4 tokens;
+# head 4 ($m = 1/256$) spreads it almost evenly. The figure shows the weights of the last query.
+
+# %%
+L = 16
+zeros = torch.zeros(1, 4, L, d, device=device)
+_, w0 = pl.attention(zeros, zeros, zeros, bias=pl.alibi_bias(4, L, device=device))
+m4 = pl.alibi_slopes(4, device=device)
+ratio = w0[0, :, -1, 1:] / w0[0, :, -1, :-1]  # last row: weight of key j over key j - 1
+torch.testing.assert_close(ratio, torch.exp(m4).view(-1, 1).expand_as(ratio))
+assert w0[0, 0, -1, -4:].sum() > 0.5  # head 1: most weight on the last 4 keys
+assert w0[0, 3, -1].max() / w0[0, 3, -1].min() < 1.1  # head 4: almost even
+fig, ax = viz.figure(width=5.0, height=3.0)
+for h in range(4):
+    ax.plot(range(L), w0[0, h, -1].cpu(), "o-", ms=3, label=f"head {h + 1}, m = 1/{round(1 / m4[h].item())}")
+ax.set_yscale("log")
+ax.set_xlabel(f"key j (the query is i = {L - 1})")
+ax.set_ylabel("attention weight")
+ax.set_title("ALiBi alone (q·k = 0): weights of the last query")
+ax.legend(fontsize=8)
+fig
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### A first look at longer inputs
+#
+# A learned position table has one row per training position and simply has nothing to offer for
+# position 17 of a model trained on 16. The ALiBi bias is a formula in $i - j$: at four times the
+# training length every entry on and below the diagonal is still a finite number, and the entry for a
+# given pair of positions does not depend on how long the sequence is.
+
+# %%
+train_len, test_len = 16, 64
+table = pl.LearnedPositionalEncoding(train_len, d)
+try:
+    table(torch.zeros(1, test_len, d))
+    raise AssertionError("the learned table should have refused a longer input")
+except ValueError as e:
+    print("learned table:", e)
+long = pl.alibi_bias(8, test_len, device=device)
+i, j = torch.meshgrid(torch.arange(test_len, device=device), torch.arange(test_len, device=device), indexing="ij")
+assert torch.isfinite(long[:, j <= i]).all()
+torch.testing.assert_close(long[:, :train_len, :train_len], pl.alibi_bias(8, train_len, device=device))
+torch.testing.assert_close(long[:, 40:, 40:], long[:, :24, :24])  # only i - j matters, not where the pair sits
+print(f"ALiBi at length {test_len}: finite on and below the diagonal, same entries as at length {train_len}")
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# The steepest head barely notices the extra length: with $q \cdot k = 0$, the last query of the 64-token
+# input puts almost the same weights on its nearest keys as the last query of the 16-token input, because
+# keys more than a few times $1/m_h$ steps back get almost no weight. The gentle heads spread their weight
+# over all the extra keys, so their nearest weights shrink more. (Whether a *trained* model
+# extrapolates is an experiment, not a property of the formula; a later chapter runs it.)
+
+# %%
+zs, zl = torch.zeros(1, 8, train_len, d, device=device), torch.zeros(1, 8, test_len, d, device=device)
+_, w_short = pl.attention(zs, zs, zs, bias=pl.alibi_bias(8, train_len, device=device))
+_, w_long = pl.attention(zl, zl, zl, bias=pl.alibi_bias(8, test_len, device=device))
+gap = (w_long[0, :, -1, -4:] - w_short[0, :, -1, -4:]).abs().max(-1).values
+print("largest change in the 4 nearest weights, per head:", [f"{x:.0e}" for x in gap.tolist()])
+assert gap[0] < 1e-3 and (gap[1:] > gap[0]).all()
+assert (w_long[0, :, -1, -4:] <= w_short[0, :, -1, -4:]).all()  # longer input: the nearest keys lose weight
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 5. Memory: the bias you do not need to store
+#
+# The source builds the whole bias once, for the largest length `maxpos`, as an $(H, \text{maxpos},
+# \text{maxpos})$ tensor, and slices it at every call. Its size grows with the *square* of the length.
+# The `meta` device lets us build it without allocating a byte and read off its size: for $H = 8$ heads
+# and $L = 32768$ in float32 it is 34 GB.
+
+# %%
+dense = pl.alibi_bias(8, 32768, device="meta")
+print(f"dense bias {tuple(dense.shape)}: {dense.nbytes:,} bytes = {dense.nbytes / 1e9:.1f} GB")
+assert dense.device.type == "meta" and dense.nbytes == 8 * 32768**2 * 4 == 34_359_738_368
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# The softmax of each query row involves only that row, so the bias can be built per block of rows. A block of $c$
+# queries needs only $H \cdot c \cdot L$ numbers. For causal attention it is even simpler: queries
+# $s \dots e-1$ only see keys $0 \dots e-1$, and their rows of the bias are exactly
+# `pl.alibi_bias(H, e - s, e)` (queries aligned to the end of the keys, as with a key/value cache).
+
+# %%
+chunk = 256
+block = pl.alibi_bias(8, chunk, 32768, device="meta")
+print(f"one block of {chunk} rows: {block.nbytes:,} bytes = {block.nbytes / 2**20:.0f} MiB "
+      f"({dense.nbytes // block.nbytes}x less)")
+assert block.nbytes == 8 * chunk * 32768 * 4 == 2**28
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# The loop, written out: for each block of query rows, build that block's bias, attend to the keys it can
+# see, and keep the output. On a small example it gives the dense result.
+
+# %%
+def chunked_alibi_attention(q, k, v, chunk):
+    """Causal ALiBi attention, building the bias one block of query rows at a time."""
+    H, L = q.shape[-3], q.shape[-2]
+    outs = []
+    for s in range(0, L, chunk):
+        e = min(s + chunk, L)
+        bias = pl.alibi_bias(H, e - s, e, device=q.device)  # (H, e - s, e): this block's rows only
+        outs.append(pl.attention(q[..., s:e, :], k[..., :e, :], v[..., :e, :], bias=bias)[0])
+    return torch.cat(outs, dim=-2)
+
+
+B, H, L, d = 1, 8, 100, 16
+q, k, v = torch.randn(3, B, H, L, d).to(device).unbind(0)
+dense_out, _ = pl.attention(q, k, v, bias=pl.alibi_bias(H, L, device=device))
+torch.testing.assert_close(chunked_alibi_attention(q, k, v, chunk=16), dense_out)
+print("chunked (blocks of 16 rows) = dense")
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# The library's `pl.alibi_attention(q, k, v, mode=...)` does this for you (causal or symmetric) and goes
+# further: since the bias depends only on $j - i$, it keeps one row of $2L - 1$ values per head and lets
+# every block of the bias be a view of that row (its docstring explains how). It gives the dense result.
+
+# %%
+torch.testing.assert_close(pl.alibi_attention(q, k, v), dense_out, atol=1e-5, rtol=1e-5)
+sym_dense, _ = pl.attention(q, k, v, bias=pl.alibi_bias(H, L, mode="symmetric", device=device))
+torch.testing.assert_close(pl.alibi_attention(q, k, v, mode="symmetric"), sym_dense, atol=1e-5, rtol=1e-5)
+print("pl.alibi_attention = dense, causal and symmetric")
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# Timing the three at $L = 256$ (the times change from run to run and machine to machine; the memory
+# numbers do not). The block loop holds a quarter of the bias at a time and skips the hidden keys above
+# the diagonal, at the price of a Python loop; which wins depends on the machine and the sizes.
+
+# %% tags=["nbval-ignore-output"]
+# nbval-ignore-output: timings vary from run to run
+def median_ms(fn, repeats=3):
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return sorted(times)[len(times) // 2]
+
+
+q, k, v = torch.randn(3, 1, 4, 256, 32).to(device).unbind(0)
+t_dense = median_ms(lambda: pl.attention(q, k, v, bias=pl.alibi_bias(4, 256, device=device)))
+t_chunk = median_ms(lambda: chunked_alibi_attention(q, k, v, chunk=64))
+t_lib = median_ms(lambda: pl.alibi_attention(q, k, v))
+print(f"dense: {t_dense:.1f} ms (bias {pl.alibi_bias(4, 256, device='meta').nbytes / 2**10:.0f} KiB), "
+      f"blocks of 64: {t_chunk:.1f} ms (bias at most {pl.alibi_bias(4, 64, 256, device='meta').nbytes / 2**10:.0f} KiB per block), "
+      f"pl.alibi_attention: {t_lib:.1f} ms")
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 6. The source's code, checked
+#
+# The source notes (a blog post, restating Press's answer in the ALiBi repository, issue #5) contain a
+# few errors and traps. Each is stated here, corrected, and proved.
+#
+# ### 6.1 A hard-coded GPU
+#
+# Every tensor in the source is moved to a GPU with a `.cuda` call, so the code fails on a machine without
+# one. The library takes `device=` (and otherwise follows its inputs). The `meta` device shows the point:
+# the same call builds the bias on whatever device is asked for, here one with no memory at all.
+
+# %%
+for dev in ("cpu", "meta"):
+    assert pl.alibi_bias(8, 5, device=dev).device.type == dev
+    assert pl.LearnedALiBi(8, device=dev)(5).device.type == dev
+print("alibi_bias / LearnedALiBi follow the device they are given")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 6.2 What the symmetric form penalises
+#
+# The source's comment on the symmetric form says it penalises keys by their distance only in one
+# direction ("forward", queries before keys). The code takes $|j - i|$, so it penalises **both**
+# directions equally: a key 3 steps back and a key 3 steps ahead get the same bias.
+
+# %%
+b = pl.alibi_bias(8, 12, mode="symmetric")
+assert (b[:, 6, 3] == b[:, 6, 9]).all() and (b[:, 6, 9] < 0).all()
+one_sided = pl.alibi_bias(8, 12)  # what "only one direction" would be
+assert not torch.equal(b, one_sided)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 6.3 The source's comments on its index grids
+#
+# * It says `memory_position - context_position` is a matrix of $i - j$. With rows $i$ (queries,
+#   `context_position`) and columns $j$ (keys, `memory_position`) it is $j - i$. The next line takes the
+#   absolute value, so the code is unaffected; the comment has the sign backwards.
+# * In the slope recipe its comment says: for the power $2^a$ below $H$, compute $2^{-8/a}$, then fill up
+#   from $2^{-8/2a}$. With $a$ the exponent, the ratios are $2^{-8/2^a}$ and $2^{-8/2^{a+1}}$ (the comment
+#   is right only if $a$ is read as the head count $2^a$ itself). For 6 heads, $a = 2$.
+
+# %%
+rel = pl.relative_positions(5)  # rows: query i, columns: key j
+i5, j5 = torch.meshgrid(torch.arange(5), torch.arange(5), indexing="ij")
+assert torch.equal(rel, j5 - i5) and not torch.equal(rel, i5 - j5)
+
+a = 2  # 6 heads: closest smaller power of two is 2**a = 4
+first, extra = pl.alibi_slopes(6)[0].item(), pl.alibi_slopes(6)[4].item()
+assert first == 2 ** (-8 / 2**a) and first != 2 ** (-8 / a)
+assert extra == 2 ** (-8 / 2 ** (a + 1)) and extra != 2 ** (-8 / (2 * a))
+print(f"6 heads: first slope {first} = 2^(-8/4), first extra slope {extra} = 2^(-8/8)")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 6.4 Which way the non-symmetric heads look
+#
+# The source names its two masks `_future_mask_right` and `_future_mask_left` and stacks them in that
+# order. The names say which side is **hidden**, not which side the head sees:
+# `_future_mask_right` is $\mathrm{triu}(-\infty, 1)$, which hides the keys to the *right* of the
+# query, so the first $H/2$ heads look **left** (at the past), exactly like a causal decoder head;
+# `_future_mask_left` is $\mathrm{tril}(-\infty, -1)$, so the second half look **right**. The cell
+# rebuilds the source's construction and compares it with `mode="nonsymmetric"`.
+
+# %%
+H, L = 8, 6
+neg_inf = torch.full((L, L), float("-inf"))
+mask_right = torch.triu(neg_inf, 1).expand(H // 2, L, L)  # hides j > i
+mask_left = torch.tril(neg_inf, -1).expand(H // 2, L, L)  # hides j < i
+dist = (torch.arange(L).view(1, -1) - torch.arange(L).view(-1, 1)).abs()
+alibi_half = -pl.alibi_slopes(H // 2).view(-1, 1, 1) * dist
+source_nonsym = alibi_half.repeat(2, 1, 1) + torch.cat([mask_right, mask_left])
+torch.testing.assert_close(pl.alibi_bias(H, L, mode="nonsymmetric"), source_nonsym)
+assert torch.isneginf(source_nonsym[0, 0, 1]) and torch.isfinite(source_nonsym[0, 1, 0])  # head 1 sees left only
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# ### 6.5 The last line adds only the mask
+#
+# The source's final line adds `nonsym_mask` to the scores and nothing else; the `alibi` tensor it built
+# for this form is never added. Press's causal code sums the two into one tensor before use. With the
+# mask alone there is no distance penalty: with $q \cdot k = 0$ every visible key gets the same weight.
+
+# %%
+zeros = torch.zeros(1, H, L, 4)
+_, w_mask_only = pl.attention(zeros, zeros, zeros, bias=torch.cat([mask_right, mask_left]))
+_, w_alibi = pl.attention(zeros, zeros, zeros, bias=source_nonsym)
+torch.testing.assert_close(w_mask_only[0, 0, -1], torch.full((L,), 1 / L))  # uniform over the past
+assert not torch.allclose(w_mask_only, w_alibi)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 6.6 Slicing the top-left corner
+#
+# The source cuts the precomputed bias as `[:, :, :tgt_len, :src_len]`, its top-left corner. That is
+# right in training, where queries and keys are the same $L$ tokens. With a key/value cache the
+# queries are the **last** `tgt_len` positions, so the right rows are the bottom ones; the top-left
+# corner would let a new token see only the first keys. `pl.alibi_bias(H, q_len, k_len)` aligns the
+# queries to the end.
+
+# %%
+full = pl.alibi_bias(8, 10)
+torch.testing.assert_close(pl.alibi_bias(8, 3, 10), full[:, -3:, :])
+assert not torch.equal(full[:, :3, :10], full[:, -3:, :])
+print("new token (last row) sees", int(torch.isfinite(full[0, -1]).sum()), "keys; top-left row sees",
+      int(torch.isfinite(full[0, 0]).sum()))
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 6.7 The learned variant
+#
+# * The source allocates its two parameters with `torch.Tensor(attn_heads)`. That constructor returns
+#   *uninitialised* memory when given a number, but a tensor holding that number when given a list, so
+#   it reads ambiguously. It is harmless here because `normal_` overwrites the values right away;
+#   `torch.empty(n)` followed by an explicit init (what `LearnedALiBi` does) says the same thing clearly.
+# * Its comment says `tril` keeps `alibi_left` in the lower-**right** region. `tril` keeps the lower-**left**
+#   triangle (keys left of the query), as the code intends.
+# * It builds `self.alibi` from the parameters once. If that runs once at construction, as the
+#   assignment to `self.alibi` suggests, the bias is a snapshot: after an optimizer step it still holds the
+#   old slopes. `LearnedALiBi` rebuilds the bias from its parameters on every call.
+
+# %%
+assert torch.Tensor(3).shape == (3,) and torch.Tensor([3]).shape == (1,)
+
+lower_left = torch.ones(4, 4).tril()
+assert lower_left[3, 0] == 1 and lower_left[0, 3] == 0  # tril keeps the bottom-left corner
+
+g = torch.manual_seed(0)
+mod = pl.LearnedALiBi(4)
+snapshot = mod(6)  # the source's way: computed once, kept as an attribute
+opt = torch.optim.SGD(mod.parameters(), lr=1.0)
+snapshot.sum().backward()
+opt.step()
+assert not torch.allclose(mod(6), snapshot)  # the slopes moved; the stored bias still has the old ones
+try:
+    snapshot.sum().backward()  # and its graph is gone, so it cannot give a second step's gradient
+    raise AssertionError("a second backward through the snapshot should fail")
+except RuntimeError:
+    print("second backward through the snapshot: RuntimeError")
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## Exercises
+#
+# Each exercise has a cell for your answer and a checker. The worked solution is in the collapsed cell
+# after it.
+#
+# **1.** Write `slopes(H)` returning the $H$ ALiBi slopes for any $H \ge 1$ (a list or a tensor), using
+# only `math`: the geometric sequence for powers of two and the recipe for the rest.
+
+# %%
+def slopes(H):
+    raise NotImplementedError  # your code
+
+
+check.alibi_slopes_recipe(slopes)
+
+# %% jupyter={"source_hidden": true}
+def slopes(H):
+    def power_of_two(n):
+        return [2 ** (-8 * h / n) for h in range(1, n + 1)]
+
+    c = 2 ** math.floor(math.log2(H))
+    return power_of_two(c) + power_of_two(2 * c)[0::2][: H - c]
+
+
+check.alibi_slopes_recipe(slopes)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **2.** Causal ALiBi with 8 heads over 10 positions. Without calling the library, give the pair
+# `(bias[2, 7, 2], bias[2, 7, 9])` (heads counted from 0).
+
+# %%
+answer = None  # (value, value)
+check.alibi_bias_entries(answer)
+
+# %% jupyter={"source_hidden": true}
+m_head2 = 2.0**-3  # 8 heads: m_h = 2**-(h + 1) counting from 0
+answer = (-m_head2 * (7 - 2), float("-inf"))  # key 9 is after query 7: hidden
+check.alibi_bias_entries(answer)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **3.** Write `is_causal_alibi(bias)` that takes an $(H, L, L)$ tensor and returns `True` exactly when
+# it is the causal ALiBi bias with Press's slopes — not the symmetric form, not the $+m_h j$ form, not
+# wrong slopes.
+
+# %%
+def is_causal_alibi(bias):
+    raise NotImplementedError  # your code
+
+
+check.is_causal_alibi(is_causal_alibi)
+
+# %% jupyter={"source_hidden": true}
+def is_causal_alibi(bias):
+    H, L, _ = bias.shape
+    return torch.equal(bias, pl.alibi_bias(H, L, device=bias.device))
+
+
+check.is_causal_alibi(is_causal_alibi)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **4.** Replace each form's bias by $+m_h\,j$ (keeping the form's own $-\infty$ mask, if it has one).
+# For which forms are the attention weights unchanged? Answer with a set of names from
+# `{"causal", "symmetric", "nonsymmetric", "learned"}`.
+
+# %%
+answer = None  # e.g. {"causal", ...}
+check.row_shift_modes(answer)
+
+# %% jupyter={"source_hidden": true}
+# causal: every visible key has j <= i, so -m(i - j) = m*j + (row constant -m*i).
+# nonsymmetric: the right-looking heads see j >= i, where -m(j - i) = -m*j + m*i: they would need -m*j.
+# symmetric and learned: the sign of i - j changes inside a row, so no row constant works.
+answer = {"causal"}
+check.row_shift_modes(answer)
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## Errata in the sources
+#
+# The ALiBi code in the source notes (`003`, restating Press's answer in the ALiBi repository, issue #5):
+#
+# 1. **`.cuda` calls everywhere**: the code only runs on a GPU. Create tensors with `device=` or follow the
+#    inputs' device (§6.1).
+# 2. **Symmetric form "penalises only forward"**: it uses $|i - j|$ and penalises both directions
+#    equally (§6.2).
+# 3. **`memory_position - context_position` described as $i - j$**: it is $j - i$ (key minus query);
+#    harmless because of the absolute value (§6.3).
+# 4. **Slope-recipe comment $2^{-8/a}$, $2^{-8/2a}$**: with $2^a$ the closest power of two the ratios are
+#    $2^{-8/2^a}$ and $2^{-8/2^{a+1}}$ (§6.3).
+# 5. **Mask names**: `_future_mask_right` hides the right, so those heads look *left*; `_future_mask_left`
+#    heads look *right* (§6.4). The code is right; the names invite the opposite reading.
+# 6. **Only the mask is added** in the last line; the non-symmetric `alibi` must be added as well (§6.5).
+# 7. **Top-left slice** `[:tgt_len, :src_len]`: right in training, wrong with a key/value cache, where
+#    the queries are the last rows (§6.6).
+# 8. **`torch.Tensor(n)`** for parameters: uninitialised memory; clear form `torch.empty(n)` + init (§6.7).
+# 9. **"`alibi_left` keeps the lower-right region"**: `tril` keeps the lower-*left* triangle (§6.7).
+# 10. **Learned bias built once**: a bias computed from the parameters at construction does not follow
+#     training; rebuild it in `forward` (§6.7).
+#
+# And a correction the field needed more than once: the slopes for a head count that is not a power of
+# two are *not* $2^{-8h/H}$ (§1; see also ml-explore/mlx PR #3071).

@@ -1,0 +1,63 @@
+"""2-D (axial) RoPE for image patches: half the pairs turn with the row, half with the column.
+
+An image cut into a height x width grid of patches gives each patch two coordinates.
+Axial RoPE splits the d features of a query or key in two halves: the first d/2 are
+rotated by 1-D RoPE at the patch's row, the last d/2 by 1-D RoPE at its column (each
+half with the frequencies of a d/2-dimensional RoPE). Because each half is plain RoPE,
+<R q, R k> splits into a row part that sees only row_k - row_q and a column part that
+sees only col_k - col_q: the score depends on the offset (drow, dcol) alone.
+Names: d = head dimension (a multiple of 4), rows/cols = integer patch coordinates.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from . import _validate as v
+from .rope import apply_rope
+
+
+def axial_positions(height: int, width: int, *, device: torch.device | str | None = None) -> tuple[Tensor, Tensor]:
+    """Row and column of each patch of a height x width grid, in raster (row-major) order.
+
+    returns: (rows, cols), each (height * width,) long; patch p sits at (rows[p], cols[p])
+    Taught in: notebooks/07_beyond.ipynb
+    """
+    height = v.int_at_least("height", height, 1)
+    width = v.int_at_least("width", width, 1)
+    rows = torch.arange(height, device=device).repeat_interleave(width)
+    cols = torch.arange(width, device=device).repeat(height)
+    return rows, cols
+
+
+def apply_rope_2d(
+    x: Tensor,
+    rows: Tensor,
+    cols: Tensor,
+    *,
+    base: float = 10000.0,
+    layout: str = "interleaved",
+) -> Tensor:
+    """Axial RoPE: features [: d/2] rotate by the row, features [d/2 :] by the column.
+
+    x:          (..., seq, d), d a multiple of 4 (two halves of whole pairs)
+    rows, cols: (seq,) or (batch, seq) integer coordinates, e.g. from ``axial_positions``
+    layout:     pairing inside each half, as in ``apply_rope``
+    returns:    same shape, dtype and device as x
+    Taught in: notebooks/07_beyond.ipynb
+    """
+    if not isinstance(x, Tensor) or x.dim() < 2:
+        raise ValueError(f"x must be a tensor of shape (..., seq, d), got {getattr(x, 'shape', type(x))}")
+    d = x.shape[-1]
+    if d % 4:
+        raise ValueError(f"x.shape[-1] must be a multiple of 4 (two halves of feature pairs), got {d}")
+    for name, p in (("rows", rows), ("cols", cols)):
+        if not isinstance(p, Tensor):
+            raise ValueError(f"{name} must be an integer tensor of shape (seq,) or (batch, seq), got {type(p).__name__}")
+    if rows.shape != cols.shape:
+        raise ValueError(f"rows and cols must have the same shape, got {tuple(rows.shape)} and {tuple(cols.shape)}")
+    half = d // 2
+    # Each half is a full 1-D RoPE of dimension d/2: one formula, reused.
+    by_row = apply_rope(x[..., :half], rows, base=base, layout=layout)
+    by_col = apply_rope(x[..., half:], cols, base=base, layout=layout)
+    return torch.cat((by_row, by_col), dim=-1)

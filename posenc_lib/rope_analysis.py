@@ -1,0 +1,168 @@
+"""Measuring RoPE: wavelengths, the long-term-decay bound, scores by distance, angle error.
+
+These are the analysis formulas of the RoPE chapter; the rotation itself lives in
+``rope.py`` and the angle grid in ``angles.py`` (both reused here, never re-typed).
+
+Complex view used throughout (interleaved layout; ``layout="half"`` pairs (j, j + d/2)):
+pair j of q is the complex number q_j = q[2j] + i q[2j+1]. Then
+    <R_m q, R_n k> = Re sum_j h_j e^{i (m - n) theta_j},   h_j = q_j * conj(k_j),
+so the score is a function of the distance r = m - n only.
+Names: d = feature (head) dimension, r = m - n = query position minus key position.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from . import _validate as v
+from .angles import _positions_tensor, rope_angles, rope_frequencies
+from .rope import LAYOUTS, pair_indices
+
+# Angle dtypes rope_angle_error can measure (float64 is the reference it measures against).
+_LOW_PRECISION = (torch.bfloat16, torch.float16, torch.float32)
+
+
+def _exact_angles(distances: int | Tensor, d: int, base: float, device=None) -> Tensor:
+    """Angle grid r * theta_j in float64: (len, d // 2)."""
+    pos = _positions_tensor(distances, device)
+    if pos.dim() != 1:
+        raise ValueError(f"distances must be an int or a 1-D integer tensor, got shape {tuple(pos.shape)}")
+    inv_freq = rope_frequencies(d, base=base, device=pos.device, dtype=torch.float64)
+    return rope_angles(pos, d, inv_freq=inv_freq)
+
+
+def rope_wavelengths(
+    d: int,
+    *,
+    base: float = 10000.0,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype = torch.float64,
+) -> Tensor:
+    """Wavelength of each pair in positions: 2 pi / theta_j, from 2 pi (j = 0) to 2 pi base^(1 - 2/d).
+
+    returns: (d // 2,) in ``dtype`` (float32 or float64), on ``device``
+    Taught in: notebooks/05_rope.ipynb
+    """
+    return 2 * math.pi / rope_frequencies(d, base=base, device=device, dtype=dtype)
+
+
+def rope_partial_sums(distances: int | Tensor, d: int, *, base: float = 10000.0) -> Tensor:
+    """RoFormer's partial sums S_j = sum_{k < j} e^{i r theta_k} for j = 1 .. d/2.
+
+    distances: int n (meaning r = 0..n-1) or (len,) integer tensor of r = m - n
+    returns:   (len, d // 2) complex128; column j - 1 holds S_j (so the last column is
+               the full sum S_{d/2}); on the distances' device
+    Taught in: notebooks/05_rope.ipynb
+    """
+    d = v.even_dim("d", d)
+    base = v.base_above_one(base)
+    angles = _exact_angles(distances, d, base)
+    return torch.polar(torch.ones_like(angles), angles).cumsum(-1)
+
+
+def rope_decay_bound(distances: int | Tensor, d: int, *, base: float = 10000.0) -> Tensor:
+    """RoFormer's relative upper bound (1 / (d/2)) * sum_{j=1}^{d/2} |S_j| at each distance r.
+
+    Multiplied by max_j |h_{j+1} - h_j| (and d/2) it bounds |sum_j h_j e^{i r theta_j}|,
+    of which the score is the real part; it is a bound on a scale, not a score.
+    distances: int n (r = 0..n-1) or (len,) integer tensor
+    returns:   (len,) float64; equals (d/2 + 1) / 2 at r = 0
+    Taught in: notebooks/05_rope.ipynb
+    """
+    return rope_partial_sums(distances, d, base=base).abs().mean(-1)
+
+
+def rope_pair_products(q: Tensor, k: Tensor, *, layout: str = "interleaved") -> Tensor:
+    """h_j = q_j * conj(k_j), the complex coefficients of the score's expansion.
+
+    q, k:    (..., d), same d, broadcastable
+    returns: (..., d // 2) complex (complex128 for float64 input, else complex64)
+    Taught in: notebooks/05_rope.ipynb
+    """
+    if not isinstance(q, Tensor) or not isinstance(k, Tensor) or q.dim() < 1 or k.dim() < 1:
+        raise ValueError("q and k must be tensors of shape (..., d)")
+    d = v.even_dim("q.shape[-1]", q.shape[-1])
+    v.last_dim("k", k, d)
+    layout = v.one_of("layout", layout, LAYOUTS)
+    first, second = (i.to(q.device) for i in pair_indices(d, layout))
+    dtype = torch.float64 if torch.float64 in (q.dtype, k.dtype) else torch.float32
+    q, k = q.to(dtype), k.to(dtype)
+    qc = torch.complex(q[..., first], q[..., second])
+    kc = torch.complex(k[..., first], k[..., second])
+    return qc * kc.conj()
+
+
+def rope_complex_scores(h: Tensor, distances: int | Tensor, *, base: float = 10000.0) -> Tensor:
+    """sum_j h_j e^{i r theta_j} for each distance r; its real part is the RoPE score.
+
+    h:         (..., d // 2) complex (from ``rope_pair_products``)
+    distances: int n (r = 0..n-1) or (len,) integer tensor
+    returns:   (..., len) complex128
+    Taught in: notebooks/05_rope.ipynb
+    """
+    if not isinstance(h, Tensor) or h.dim() < 1 or not h.is_complex():
+        raise ValueError(f"h must be a complex tensor of shape (..., d/2), got {getattr(h, 'dtype', type(h))}")
+    d = 2 * h.shape[-1]
+    base = v.base_above_one(base)
+    angles = _exact_angles(distances, d, base, device=h.device)  # (len, d/2)
+    phases = torch.polar(torch.ones_like(angles), angles)
+    return h.to(torch.complex128) @ phases.T
+
+
+def rope_scores_by_distance(
+    q: Tensor, k: Tensor, distances: int | Tensor, *, base: float = 10000.0, layout: str = "interleaved"
+) -> Tensor:
+    """<R_m q, R_n k> as a function of r = m - n, without building a rotated copy per position.
+
+    q, k:      (..., d), broadcastable (e.g. (N, d) samples)
+    distances: int n (r = 0..n-1) or (len,) integer tensor of r = m - n (negative allowed)
+    returns:   (..., len) float64; out[..., i] == apply_rope(q, [m]) . apply_rope(k, [m - r_i])
+    Taught in: notebooks/05_rope.ipynb
+    """
+    return rope_complex_scores(rope_pair_products(q, k, layout=layout), distances, base=base).real
+
+
+def rope_abel_bound(h: Tensor, distances: int | Tensor, *, base: float = 10000.0) -> Tensor:
+    """RoFormer's bound |sum_j h_j e^{i r theta_j}| <= max_j |h_{j+1} - h_j| * sum_{j=1}^{d/2} |S_j|.
+
+    Abel summation with S_0 = 0 and h_{d/2} = 0 (so the last difference is |h_{d/2-1}|).
+    h:         (..., d // 2) complex
+    distances: int n or (len,) integer tensor
+    returns:   (..., len) float64, >= rope_complex_scores(h, distances).abs()
+    Taught in: notebooks/05_rope.ipynb
+    """
+    if not isinstance(h, Tensor) or h.dim() < 1 or not h.is_complex():
+        raise ValueError(f"h must be a complex tensor of shape (..., d/2), got {getattr(h, 'dtype', type(h))}")
+    d = 2 * h.shape[-1]
+    padded = torch.cat((h, torch.zeros_like(h[..., :1])), dim=-1).to(torch.complex128)
+    step = padded.diff(dim=-1).abs().amax(-1, keepdim=True)  # (..., 1)
+    sums = rope_partial_sums(distances, d, base=base).to(h.device).abs().sum(-1)  # (len,)
+    return step * sums
+
+
+def rope_angle_error(
+    positions: int | Tensor, d: int, *, base: float = 10000.0, dtype: torch.dtype = torch.bfloat16
+) -> Tensor:
+    """|angle computed in ``dtype`` - exact angle|, wrapped to [0, pi], for each (position, pair).
+
+    The low-precision angle is formed the naive way: positions and theta_j are cast to
+    ``dtype`` and multiplied there (what happens when a model's angle code runs under
+    bf16/fp16). float16 cannot hold positions above 65504: those entries are nan.
+    positions: int n (0..n-1) or (seq,) integer tensor
+    dtype:     torch.bfloat16, torch.float16 or torch.float32
+    returns:   (seq, d // 2) float64
+    Taught in: notebooks/05_rope.ipynb
+    """
+    d = v.even_dim("d", d)
+    base = v.base_above_one(base)
+    if dtype not in _LOW_PRECISION:
+        raise ValueError(f"dtype must be one of {_LOW_PRECISION}, got {dtype}")
+    pos = _positions_tensor(positions, None)
+    exact = _exact_angles(pos, d, base)
+    inv_freq = rope_frequencies(d, base=base, device=exact.device, dtype=torch.float64).to(dtype)
+    low = pos.to(dtype).unsqueeze(-1) * inv_freq  # the product rounded in dtype
+    err = low.double() - exact
+    wrapped = (torch.remainder(err + math.pi, 2 * math.pi) - math.pi).abs()
+    return torch.where(torch.isfinite(low), wrapped, torch.full_like(wrapped, float("nan")))

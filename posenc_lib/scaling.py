@@ -1,0 +1,231 @@
+"""Context extension for RoPE: change the frequencies so a model reaches past its training length.
+
+A RoPE model trained on contexts of ``original_max_position`` tokens has only seen
+angles m * theta_j with m below that length. To run it on ``factor`` times longer
+inputs without retraining, each method changes the inverse frequencies theta_j:
+
+  "none"    theta_j unchanged (plain RoPE)
+  "linear"  position interpolation (Chen et al. 2023, kaiokendev): theta_j / factor, so
+            position m gets the angle that m / factor had during training
+  "ntk"     NTK-aware scaling (bloc97, 2023): a larger base,
+            base' = base * factor**(d / (d - 2)); the fastest pair is untouched, the
+            slowest is divided by exactly ``factor``
+  "dynamic" dynamic NTK (emozilla, 2023): "ntk" with a factor that grows with the
+            current length seq_len, so short inputs keep the original frequencies
+  "yarn"    YaRN (Peng et al. 2023): pairs that turn many times over the original
+            context keep theta_j, pairs that turn less than once are interpolated
+            (theta_j / factor), a linear ramp in between; plus an attention factor
+            0.1 ln(factor) + 1 on q and k
+  "llama3"  Llama 3.1's wavelength bands: wavelengths shorter than
+            original_max_position / high_freq_factor are kept, longer than
+            original_max_position / low_freq_factor are divided by factor, smooth in between
+
+Every variant is a small function in the ``SCALINGS`` registry with one signature,
+and each starts from ``rope_frequencies`` and modifies its output, as Hugging Face's
+``ROPE_INIT_FUNCTIONS`` do. The results plug into ``apply_rope(x, inv_freq=...,
+attention_factor=...)``. Add a variant: write a function with the shared signature,
+register it, and the tests that loop over ``SCALINGS`` cover it.
+Names: d = head dimension, theta_j = inv_freq[j] (j counts pairs), s = factor,
+L0 = original_max_position.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+from typing import Callable
+
+import torch
+from torch import Tensor
+
+from . import _validate as v
+from .angles import rope_frequencies
+
+ScalingFn = Callable[..., tuple[Tensor, float]]
+
+# Every scaling function takes these keywords; anything else is a method option.
+_COMMON = ("d", "factor", "base", "original_max_position", "seq_len", "device")
+
+
+def _default(d: int, base: float, device) -> Tensor:
+    # float64 throughout: the float32 result is then rounded once, at the end.
+    return rope_frequencies(d, base=base, device=device, dtype=torch.float64)
+
+
+def _none(d, *, factor, base, original_max_position, seq_len, device) -> tuple[Tensor, float]:
+    """Plain RoPE: theta_j = base**(-2j/d), attention factor 1."""
+    return _default(d, base, device), 1.0
+
+
+def _linear(d, *, factor, base, original_max_position, seq_len, device) -> tuple[Tensor, float]:
+    """Position interpolation: theta_j / s. Dividing every frequency by s is the same as
+    dividing every position by s (angles are products m * theta_j)."""
+    return _default(d, base, device) / factor, 1.0
+
+
+def _ntk_base(d: int, base: float, scale: float) -> float:
+    # The exponent d/(d-2) makes the slowest pair (j = d/2 - 1) slow down by exactly
+    # `scale`: base'**(-(d-2)/d) = base**(-(d-2)/d) / scale.
+    return base * scale ** (d / (d - 2))
+
+
+def _ntk(d, *, factor, base, original_max_position, seq_len, device) -> tuple[Tensor, float]:
+    """NTK-aware scaling: rope frequencies with base' = base * s**(d/(d-2))."""
+    return _default(d, _ntk_base(d, base, factor), device), 1.0
+
+
+def _dynamic(d, *, factor, base, original_max_position, seq_len, device) -> tuple[Tensor, float]:
+    """Dynamic NTK: "ntk" with scale s * L / L0 - (s - 1), L = max(seq_len, L0).
+
+    At L = L0 the scale is 1 (plain RoPE); it grows linearly with the length. This is
+    Hugging Face's formula ("dynamic"), which takes L0 from max_position_embeddings.
+    """
+    length = original_max_position if seq_len is None else max(seq_len, original_max_position)
+    scale = factor * length / original_max_position - (factor - 1)
+    return _default(d, _ntk_base(d, base, scale), device), 1.0
+
+
+def _yarn_correction_dim(turns: float, d: int, base: float, original_max_position: int) -> float:
+    """The (fractional) pair index j whose frequency makes `turns` full turns over L0 positions.
+
+    Pair j turns L0 * theta_j / (2 pi) times; solving that = turns for j with
+    theta_j = base**(-2j/d) gives j = d ln(L0 / (2 pi turns)) / (2 ln base).
+    """
+    return d * math.log(original_max_position / (turns * 2 * math.pi)) / (2 * math.log(base))
+
+
+def _yarn(
+    d,
+    *,
+    factor,
+    base,
+    original_max_position,
+    seq_len,
+    device,
+    beta_fast: float = 32.0,
+    beta_slow: float = 1.0,
+    truncate: bool = True,
+    attention_factor: float | None = None,
+) -> tuple[Tensor, float]:
+    """YaRN: blend theta_j (kept) and theta_j / s (interpolated) by a ramp over pairs.
+
+    Pairs that make more than beta_fast turns over L0 positions keep theta_j (they have
+    seen every angle many times); pairs making fewer than beta_slow turns are
+    interpolated; in between, a linear ramp over the pair index. truncate=True rounds
+    the ramp's ends outwards to whole pairs, as the reference code does. The attention
+    factor 0.1 ln(s) + 1 multiplies q and k (so scores by its square).
+    """
+    extrapolated, _ = _none(d, factor=factor, base=base, original_max_position=original_max_position,
+                            seq_len=seq_len, device=device)
+    interpolated, _ = _linear(d, factor=factor, base=base, original_max_position=original_max_position,
+                              seq_len=seq_len, device=device)
+    low = _yarn_correction_dim(beta_fast, d, base, original_max_position)
+    high = _yarn_correction_dim(beta_slow, d, base, original_max_position)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, d - 1)
+    if low == high:
+        high += 0.001  # a step instead of a ramp; avoids dividing by zero
+    j = torch.arange(d // 2, device=extrapolated.device, dtype=torch.float64)
+    ramp = ((j - low) / (high - low)).clamp(0, 1)  # 0: keep theta_j, 1: theta_j / s
+    inv_freq = interpolated * ramp + extrapolated * (1 - ramp)
+    if attention_factor is None:
+        attention_factor = 0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0
+    return inv_freq, float(attention_factor)
+
+
+def _llama3(
+    d,
+    *,
+    factor,
+    base,
+    original_max_position,
+    seq_len,
+    device,
+    low_freq_factor: float = 1.0,
+    high_freq_factor: float = 4.0,
+) -> tuple[Tensor, float]:
+    """Llama 3.1: keep short wavelengths, interpolate long ones, smooth in between.
+
+    wavelength_j = 2 pi / theta_j. Below L0 / high_freq_factor: theta_j; above
+    L0 / low_freq_factor: theta_j / s; in between a blend with weight
+    w = (L0 / wavelength_j - low_freq_factor) / (high_freq_factor - low_freq_factor).
+    """
+    if not high_freq_factor > low_freq_factor > 0:
+        raise ValueError(
+            f"need high_freq_factor > low_freq_factor > 0, got high_freq_factor={high_freq_factor}, "
+            f"low_freq_factor={low_freq_factor}"
+        )
+    inv_freq, _ = _none(d, factor=factor, base=base, original_max_position=original_max_position,
+                        seq_len=seq_len, device=device)
+    wavelength = 2 * math.pi / inv_freq
+    w = ((original_max_position / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor)).clamp(0, 1)
+    # w = 1 for short wavelengths (kept), 0 for long ones (divided by s).
+    return inv_freq / factor * (1 - w) + inv_freq * w, 1.0
+
+
+# One registry: name -> function with the shared keywords above (plus its own options).
+SCALINGS: dict[str, ScalingFn] = {
+    "none": _none,
+    "linear": _linear,
+    "ntk": _ntk,
+    "dynamic": _dynamic,
+    "yarn": _yarn,
+    "llama3": _llama3,
+}
+
+
+def scaling_options(method: str) -> dict[str, object]:
+    """The method-specific options of a scaling and their defaults, e.g. yarn's beta_fast=32."""
+    method = v.one_of("method", method, SCALINGS)
+    params = inspect.signature(SCALINGS[method]).parameters
+    return {name: p.default for name, p in params.items() if name not in _COMMON}
+
+
+def scaled_rope_frequencies(
+    d: int,
+    *,
+    method: str,
+    factor: float,
+    base: float = 10000.0,
+    original_max_position: int = 2048,
+    seq_len: int | None = None,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype = torch.float32,
+    **method_options: object,
+) -> tuple[Tensor, float]:
+    """RoPE inverse frequencies for a context ``factor`` times the original, and YaRN's attention factor.
+
+    d:       even head dimension (>= 4 for "ntk" and "dynamic", whose exponent is d/(d-2))
+    method:  a key of ``SCALINGS``: "none", "linear", "ntk", "dynamic", "yarn", "llama3"
+    factor:  s >= 1, the context extension (target length / original_max_position)
+    original_max_position: L0, the context the model was trained on
+    seq_len: current length; only "dynamic" uses it (None means L0)
+    method_options: "yarn": beta_fast=32, beta_slow=1, truncate=True, attention_factor=None;
+                    "llama3": low_freq_factor=1, high_freq_factor=4 (see ``scaling_options``)
+    returns: (inv_freq (d // 2,) in ``dtype`` on ``device``, attention_factor float);
+             use as ``apply_rope(x, inv_freq=inv_freq, attention_factor=attention_factor)``
+    Taught in: notebooks/07_beyond.ipynb
+    """
+    if method not in SCALINGS:
+        raise ValueError(f"method must be one of {tuple(SCALINGS)}, got {method!r}")
+    d = v.even_dim("d", d)
+    if method in ("ntk", "dynamic") and d < 4:
+        raise ValueError(f"d must be >= 4 for method={method!r} (the exponent is d/(d-2)), got {d}")
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not math.isfinite(factor) or factor < 1:
+        raise ValueError(f"factor must be a finite number >= 1 (the context extension), got {factor!r}")
+    base = v.base_above_one(base)
+    original_max_position = v.int_at_least("original_max_position", original_max_position, 1)
+    if seq_len is not None:
+        seq_len = v.int_at_least("seq_len", seq_len, 1)
+    if dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"dtype must be torch.float32 or torch.float64 for frequencies, got {dtype}")
+    allowed = scaling_options(method)
+    unknown = sorted(set(method_options) - set(allowed))
+    if unknown:
+        raise ValueError(f"unknown option(s) {unknown} for method={method!r}; it accepts {sorted(allowed) or 'none'}")
+    inv_freq, attention_factor = SCALINGS[method](
+        d, factor=float(factor), base=base, original_max_position=original_max_position, seq_len=seq_len,
+        device=device, **method_options,
+    )
+    return inv_freq.to(dtype), float(attention_factor)
+

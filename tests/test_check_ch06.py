@@ -1,0 +1,83 @@
+"""The chapter 6 (ALiBi) exercise checkers: right answers pass, wrong ones fail, None is unattempted."""
+import math
+
+import pytest
+import torch
+
+import posenc_lib as pl
+from posenc_lib import check
+
+
+def recipe(n):
+    c = 2 ** math.floor(math.log2(n))
+    power = lambda k: [2 ** (-8 * h / k) for h in range(1, k + 1)]
+    return power(c) + power(2 * c)[0::2][: n - c]
+
+
+def test_checkers_are_exported():
+    for name in ("alibi_slopes_recipe", "alibi_bias_entries", "is_causal_alibi", "row_shift_modes"):
+        assert callable(getattr(check, name))
+
+
+@pytest.mark.parametrize("checker", [check.alibi_slopes_recipe, check.alibi_bias_entries,
+                                     check.is_causal_alibi, check.row_shift_modes])
+def test_unattempted_says_so(checker, capsys):
+    assert checker(None) is None
+    assert "not attempted yet" in capsys.readouterr().out
+
+
+def test_slopes_recipe_right_and_wrong(capsys):
+    assert check.alibi_slopes_recipe(recipe) is True
+    assert "all correct!" in capsys.readouterr().out
+    assert check.alibi_slopes_recipe(lambda n: [2 ** (-8 * h / n) for h in range(1, n + 1)]) is False
+    out = capsys.readouterr().out
+    assert "✓ 8 heads" in out and "✗ 6 heads" in out and "hint" in out
+    assert check.alibi_slopes_recipe(lambda n: sorted(recipe(n), reverse=True)) is False  # monotone: wrong for 6
+
+
+def test_slopes_recipe_stub_is_unattempted_and_bugs_are_reported(capsys):
+    def stub(n):
+        raise NotImplementedError
+
+    assert check.alibi_slopes_recipe(stub) is None
+    assert check.alibi_slopes_recipe(lambda n: 1 / 0) is False
+    assert "ZeroDivisionError" in capsys.readouterr().out
+
+
+def test_bias_entries(capsys):
+    assert check.alibi_bias_entries((-0.625, float("-inf"))) is True
+    assert check.alibi_bias_entries([-5 / 8, -math.inf]) is True
+    assert check.alibi_bias_entries((0.625, float("-inf"))) is False  # sign
+    assert check.alibi_bias_entries((-1.25, float("-inf"))) is False  # head counted from 1
+    assert check.alibi_bias_entries((-0.625, -0.25)) is False  # future key not hidden
+    assert check.alibi_bias_entries(-0.625) is False
+    assert "expected a pair" in capsys.readouterr().out
+
+
+def test_is_causal_alibi(capsys):
+    def right(b):
+        h, L, _ = b.shape
+        return torch.equal(b, pl.alibi_bias(h, L))
+
+    assert check.is_causal_alibi(right) is True
+    assert "all correct!" in capsys.readouterr().out
+    assert check.is_causal_alibi(lambda b: True) is False
+    # Comparing only the lower triangle is not enough: the symmetric form agrees there.
+    lower_only = lambda b: bool(torch.equal(b.tril(), pl.alibi_bias(b.shape[0], b.shape[1]).tril()))
+    assert check.is_causal_alibi(lower_only) is False  # symmetric passes the lower triangle
+    naive = lambda b: torch.equal(b, pl.alibi_bias(b.shape[0], b.shape[1], slopes=torch.tensor(
+        [2 ** (-8 * h / b.shape[0]) for h in range(1, b.shape[0] + 1)])))
+    assert check.is_causal_alibi(naive) is False
+    assert "6 heads" in capsys.readouterr().out
+
+
+def test_row_shift_modes(capsys):
+    assert check.row_shift_modes({"causal"}) is True
+    assert check.row_shift_modes(["causal"]) is True
+    assert check.row_shift_modes({"causal", "nonsymmetric"}) is False
+    assert "right-looking heads" in capsys.readouterr().out
+    assert check.row_shift_modes({"causal", "symmetric"}) is False
+    assert check.row_shift_modes(set()) is False
+    assert check.row_shift_modes("causal") is False
+    assert check.row_shift_modes({"bidirectional"}) is False
+    assert "unknown names" in capsys.readouterr().out

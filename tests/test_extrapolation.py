@@ -1,0 +1,113 @@
+"""The extrapolation experiment (posenc_lib.experiments.extrapolation): task, evaluation, quick run."""
+import json
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from posenc_lib.experiments import extrapolation as ex
+from posenc_lib.model import POSITIONAL_METHODS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_grammar_sequences_follow_the_table_where_marked():
+    table = ex.grammar_table(5, torch.Generator().manual_seed(0))
+    x, ruled = ex.grammar_sequences(4, 40, table, 0.3, torch.Generator().manual_seed(1))
+    assert x.shape == ruled.shape == (4, 40) and not ruled[:, :2].any()
+    b, t = ruled.nonzero(as_tuple=True)
+    assert torch.equal(x[b, t], table[x[b, t - 2], x[b, t - 1]])
+    assert 0.6 < ruled[:, 2:].float().mean() < 0.8  # about 1 - noise
+
+
+def test_grammar_sequences_are_deterministic():
+    table = ex.grammar_table(8, torch.Generator().manual_seed(0))
+    a = ex.grammar_sequences(2, 16, table, 0.25, torch.Generator().manual_seed(3))
+    b = ex.grammar_sequences(2, 16, table, 0.25, torch.Generator().manual_seed(3))
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+
+
+def test_token_scores_align_predictions_with_targets():
+    """Logits at position t-1 predict x_t; targets start at t = 2."""
+    tokens = torch.tensor([[0, 1, 2, 3]])
+    logits = torch.nn.functional.one_hot(torch.tensor([[1, 2, 3, 0]]), 4).float() * 10  # predicts tokens[t+1]
+    correct, loss = ex.token_scores(logits, tokens)
+    assert correct.tolist() == [[True, True]] and loss.shape == (1, 2)
+
+
+def test_sliding_window_scores_every_token_once():
+    """With an oracle-free check: the number of scored tokens equals length - 2 per chunk."""
+    cfg = ex.ExperimentConfig(**ex.QUICK)
+    model = ex.build_model("alibi", cfg).eval()
+    table = ex.grammar_table(cfg.vocab_size, torch.Generator().manual_seed(0))
+    seqs, ruled = ex.grammar_sequences(2, 256, table, cfg.noise, torch.Generator().manual_seed(0))
+    calls = []
+    real = ex._summary
+    try:
+        ex._summary = lambda c, l, r: calls.append(c.numel()) or real(c, l, r)
+        ex.evaluate_sliding(model, seqs, ruled, 256, 64, 16)
+        ex.evaluate_nonoverlapping(model, seqs, ruled, 256)
+    finally:
+        ex._summary = real
+    assert calls == [2 * 254, 2 * 254]
+
+
+def test_sliding_window_at_training_length_equals_nonoverlapping():
+    cfg = ex.ExperimentConfig(**ex.QUICK)
+    model = ex.build_model("rope", cfg).eval()
+    table = ex.grammar_table(cfg.vocab_size, torch.Generator().manual_seed(0))
+    seqs, ruled = ex.grammar_sequences(2, 128, table, cfg.noise, torch.Generator().manual_seed(0))
+    assert ex.evaluate_sliding(model, seqs, ruled, 64, 64, 16) == ex.evaluate_nonoverlapping(model, seqs, ruled, 64)
+
+
+def _child_cpu_seconds() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def test_quick_mode_runs_writes_json_and_png_fast(tmp_path):
+    """The whole pipeline (train, evaluate, JSON, figure) in quick mode, in under 30 s of CPU.
+
+    CPU time, not wall time: on a shared machine the wall clock measures the neighbours.
+    (Most of it is importing torch, matplotlib and the optimiser's dependencies.)
+    """
+    cpu0 = _child_cpu_seconds()
+    proc = subprocess.run([sys.executable, "-m", "posenc_lib.experiments.extrapolation", "--quick", "--out",
+                           str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    cpu = _child_cpu_seconds() - cpu0
+    assert proc.returncode == 0, proc.stderr
+    res = json.loads((tmp_path / "extrapolation.json").read_text())
+    assert cpu < 30, f"quick mode used {cpu:.1f} s of CPU"
+    assert set(res["methods"]) == set(POSITIONAL_METHODS) | {"rope+linear", "rope+ntk", "rope+yarn"}
+    assert res["methods"]["learned"]["nonoverlapping"]["128"] is None  # the table has 64 rows
+    assert set(res["methods"]["rope"]["sliding_window"]) == {"64", "128", "256", "512"}
+    assert res["config"]["steps"] == ex.QUICK["steps"] and res["wall_time_s"] > 0
+    png = (tmp_path / "extrapolation.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_quick_mode_refuses_to_overwrite_committed_results():
+    with pytest.raises(SystemExit):
+        ex.main(["--quick"])
+
+
+def test_plot_redraws_from_a_results_file(tmp_path):
+    """`make images` path: the committed JSON redraws without training."""
+    src = ROOT / "results" / "extrapolation.json"
+    if not src.exists():
+        pytest.skip("results/extrapolation.json not generated yet")
+    out = ex.plot(src, tmp_path / "fig.png")
+    assert out.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_committed_results_are_complete():
+    src = ROOT / "results" / "extrapolation.json"
+    if not src.exists():
+        pytest.skip("results/extrapolation.json not generated yet")
+    res = json.loads(src.read_text())
+    assert res["config"] == {**ex.asdict(ex.ExperimentConfig()), "eval_multiples": [1, 2, 4, 8],
+                             "methods": list(POSITIONAL_METHODS), "scalings": ["linear", "ntk", "yarn"]}
+    assert res["cpu_time_s"] <= 600 and res["wall_time_s"] > 0  # CPU: the neighbours do not count
