@@ -183,6 +183,19 @@ def png_bytes(fig: Figure, dpi: int | None = None) -> bytes:
     return buf.getvalue()
 
 
+def _thin_default_ticks(fig: Figure, nbins: int = 5) -> None:
+    """Fewer ticks on axes that use matplotlib's default locator (fixed tick labels stay).
+
+    Tick labels are most of the cost of drawing a frame; five per axis read fine.
+    """
+    from matplotlib.ticker import AutoLocator
+
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            if type(axis.get_major_locator()) is AutoLocator:
+                axis.set_major_locator(MaxNLocator(nbins))
+
+
 class InteractiveFigure:
     """Controls (sliders, dropdowns) driving a figure that is drawn once and updated in place.
 
@@ -201,6 +214,7 @@ class InteractiveFigure:
         self.dpi = dpi
         self.fig = Figure(figsize=figsize, dpi=dpi, layout="constrained")
         self._update = draw(self.fig, **self.values())
+        _thin_default_ticks(self.fig)
         first = png_bytes(self.fig)
         # Freeze the layout found on the first render: re-solving constrained layout on
         # every slider move costs ~250 ms, more than everything else together.

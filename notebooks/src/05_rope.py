@@ -19,6 +19,7 @@
 
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline
+import functools
 import math
 import statistics
 import time
@@ -26,6 +27,7 @@ import time
 import torch
 from ipywidgets import IntSlider, SelectionSlider
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 import posenc_lib as pl
 from posenc_lib import check, viz
@@ -539,6 +541,7 @@ print(f"|score| <= bound for all {ratio.numel()} (sample, distance) cases; media
 # The q = k curve is divided by its value at r = 0, the independent one by its average.
 
 # %% slideshow={"slide_type": "fragment"}
+@functools.lru_cache(maxsize=None)  # the widget below revisits the same (d, base) settings
 def decay_curves(d: int, base: float):
     bound = pl.rope_decay_bound(dist, d, base=base)
     q, k = qs[:, :d], ks[:, :d]
@@ -562,8 +565,11 @@ print(f"independent q, k: mean |score| for r < 256 over r >= 768: {near / far:.2
 print(f"q = k: mean score from r = 256 on is {same[far_r].mean():.2f} of its r = 0 value")
 
 # %% slideshow={"slide_type": "fragment"}
-def draw_decay(fig, d: int, base: float):
+def draw_decay(fig, d: int, base: float, legend: bool = True):
     ax1, ax2 = fig.subplots(1, 2)
+    for ax in (ax1, ax2):  # few ticks: tick labels dominate the time to draw a frame
+        ax.xaxis.set_major_locator(MaxNLocator(5))
+        ax.yaxis.set_major_locator(MaxNLocator(5))
     curves = decay_curves(d, base)
     (lb,) = ax1.plot(dist.numpy(), curves[0].numpy(), color="C3")
     ax1.set(xlabel="relative distance r = m − n", ylabel="(1/(d/2)) Σ_j |S_j|", title="RoFormer's relative bound")
@@ -573,7 +579,8 @@ def draw_decay(fig, d: int, base: float):
     ax2.axhline(0, color="grey", lw=0.5)
     ax2.set(xlabel="relative distance r = m − n", ylabel="relative score", ylim=(-0.4, 1.6),
             title="measured over 256 random vectors")
-    ax2.legend(fontsize=7, loc="upper right")
+    if legend:
+        ax2.legend(fontsize=7, loc="upper right")
 
     def update(d: int, base: float):
         b_, i_, s_, e_ = decay_curves(d, base)
@@ -595,12 +602,13 @@ fig
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Move the base and d: a larger base slows the decay of both the bound and the q = k curve
 # (more pairs with long wavelengths); the independent-vector curve stays flat whatever
-# you choose.
+# you choose. (The colours are those of the figure above; the legend is left out so the
+# widget redraws quickly.)
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
 bases = [100.0, 1000.0, 10000.0, 100000.0, 500000.0]
 decay_widget = viz.InteractiveFigure(
-    draw_decay, figsize=(9.5, 3.4),
+    lambda fig, d, base: draw_decay(fig, d, base, legend=False), figsize=(9.5, 3.4),
     d=SelectionSlider(options=[16, 32, 64, 128, 256], value=128, description="d"),
     base=SelectionSlider(options=bases, value=10000.0, description="base"),
 )
