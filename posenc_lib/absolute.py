@@ -124,6 +124,7 @@ class LearnedPositionalEncoding(nn.Module):
     A learned table has no row for positions it never saw, so inputs longer
     than ``max_len`` raise: this is the extrapolation limit the notebooks show.
     x: (..., seq, d) -> (..., seq, d)
+    Taught in: notebooks/00_index.ipynb, notebooks/07_beyond.ipynb
     """
 
     def __init__(self, max_len: int, d: int):

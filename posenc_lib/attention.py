@@ -13,6 +13,7 @@ def causal_mask(q_len: int, k_len: int, *, device: torch.device | str | None = N
     """True where key j is in the future of query i (queries are the last q_len positions).
 
     returns: (q_len, k_len) bool
+    Taught in: notebooks/07_beyond.ipynb (the causal mask as a counter)
     """
     return relative_positions(q_len, k_len, q_offset=k_len - q_len, device=device) > 0
 

@@ -10,6 +10,7 @@ def default_device() -> torch.device:
     Library functions never call this themselves: they follow the device of
     their inputs (or the ``device=`` you pass). Notebooks call it once to pick
     where to put their tensors.
+    Taught in: notebooks/00_index.ipynb
     """
     if torch.cuda.is_available():
         return torch.device("cuda")

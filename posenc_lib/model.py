@@ -34,7 +34,10 @@ POSITIONAL_METHODS = ("none", "learned", "sinusoidal", "rope", "alibi", "t5")
 
 @dataclass
 class DecoderConfig:
-    """Size and positional method of a ``TinyDecoder``."""
+    """Size and positional method of a ``TinyDecoder``.
+
+    Taught in: notebooks/07_beyond.ipynb
+    """
 
     vocab_size: int
     positional: str = "rope"  # one of POSITIONAL_METHODS

@@ -142,6 +142,7 @@ def shaw_attention(q: Tensor, k: Tensor, v_: Tensor, a_k: Tensor, a_v: Tensor) -
     e_ij = q_i . (k_j + a^K_ij) / sqrt(d);  z_i = sum_j softmax_j(e_ij) (v_j + a^V_ij)
     q: (..., q_len, d); k, v_: (..., k_len, d); a_k, a_v: (q_len, k_len, d)
     returns: (z, weights) with shapes (..., q_len, d) and (..., q_len, k_len)
+    Taught in: notebooks/04_relative.ipynb
     """
     q_len, d = q.shape[-2:]
     k_len = k.shape[-2]

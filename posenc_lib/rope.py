@@ -27,6 +27,7 @@ def pair_indices(d: int, layout: str = "interleaved") -> tuple[Tensor, Tensor]:
     """Feature indices of the two members of each rotated pair.
 
     returns: (first, second), each (d // 2,) long; pair j is (first[j], second[j])
+    Taught in: notebooks/05_rope.ipynb
     """
     d = v.even_dim("d", d)
     layout = v.one_of("layout", layout, LAYOUTS)
@@ -93,6 +94,7 @@ def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor, layout: str = "interleaved
     x:        (..., seq, d)
     cos, sin: broadcastable to (..., seq, d // 2)
     returns:  (..., seq, d), in the promoted dtype of x and cos
+    Taught in: notebooks/05_rope.ipynb
     """
     d = x.shape[-1]
     if layout == "interleaved":

@@ -175,7 +175,10 @@ SCALINGS: dict[str, ScalingFn] = {
 
 
 def scaling_options(method: str) -> dict[str, object]:
-    """The method-specific options of a scaling and their defaults, e.g. yarn's beta_fast=32."""
+    """The method-specific options of a scaling and their defaults, e.g. yarn's beta_fast=32.
+
+    Taught in: notebooks/07_beyond.ipynb
+    """
     method = v.one_of("method", method, SCALINGS)
     params = inspect.signature(SCALINGS[method]).parameters
     return {name: p.default for name, p in params.items() if name not in _COMMON}

@@ -70,6 +70,8 @@ OFFLINE_TEMPLATE = """{%- extends 'index.html.j2' -%}
 <style type="text/css">
 /* Keep headings as written: the white theme upper-cases them, which turns R_m into R_M. */
 .reveal .slides h1, .reveal .slides h2, .reveal .slides h3, .reveal .slides h4 { text-transform: none; }
+/* Wrap long code lines instead of cutting them off at the slide's right edge. */
+.reveal .jp-InputArea pre, .reveal .jp-OutputArea pre { white-space: pre-wrap; word-break: break-word; }
 </style>
 {%- endblock html_head_css -%}
 """
