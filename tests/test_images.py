@@ -1,21 +1,14 @@
 """`make images` draws every figure in images/ from posenc_lib (scripts/make_images.py)."""
-import importlib.util
 from pathlib import Path
 
 import pytest
+from _scripts import load_script
 from PIL import Image
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("make_images", ROOT / "scripts" / "make_images.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-make_images = load_script()
+make_images = load_script("make_images")
 
 
 @pytest.mark.parametrize("name", ["alibi_biases"])

@@ -1,7 +1,6 @@
 """`make slides` builds reveal.js decks that open with no network (scripts/build_slides.py)."""
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
@@ -14,20 +13,14 @@ from urllib.parse import unquote, urlsplit
 
 import nbformat
 import pytest
+from _scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = Path(os.environ.get("POSENC_ARTIFACTS_DIR", ROOT / "build" / "artifacts"))
 CHROMIUM = "/usr/bin/chromium"
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("build_slides", ROOT / "scripts" / "build_slides.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-build_slides = load_script()
+build_slides = load_script("build_slides")
 
 
 class Refs(HTMLParser):
