@@ -8,12 +8,13 @@ Run: python -m benchmarks.bench_rope [--quick]
 from __future__ import annotations
 
 import argparse
+import statistics
 
 import torch
 
 import posenc_lib as pl
 
-from ._timing import first_call_seconds, interleaved_medians, machine
+from ._timing import first_call_seconds, interleaved_samples, machine, paired_ratios
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
@@ -31,7 +32,7 @@ def hf_cos_sin(x: torch.Tensor, base: float = 10000.0) -> tuple[torch.Tensor, to
 
 
 def run(lengths=(1024, 4096, 16384), dtypes=("float32", "bfloat16"), *, heads: int = 16, d: int = 128,
-        batch: int = 1, repeats: int = 5, compiled: bool = True, check: bool = True) -> list[dict]:
+        batch: int = 1, repeats: int = 9, compiled: bool = True, check: bool = True) -> list[dict]:
     """One row per (dtype, L): median ratios to the bound, and the compiled path's first-call cost."""
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
@@ -72,12 +73,11 @@ def run(lengths=(1024, 4096, 16384), dtypes=("float32", "bfloat16"), *, heads: i
                 fns["compiled_interleaved"] = lambda: (pl.apply_rope_compiled(q), pl.apply_rope_compiled(k))
                 fns["compiled_half"] = lambda: (pl.apply_rope_compiled(q, layout="half"),
                                                 pl.apply_rope_compiled(k, layout="half"))
-            med = interleaved_medians(fns, repeats=repeats)
-            row = {"dtype": name, "L": L, "bound_ms": med["bound"] * 1e3}
-            for key, t in med.items():
-                if key != "bound":
-                    row[key] = t / med["bound"]
-            row["hf_over_half"] = med["hf"] / med["half"]
+            samples = interleaved_samples(fns, repeats=repeats)
+            ratio = paired_ratios(samples, "bound")
+            row = {"dtype": name, "L": L, "bound_ms": statistics.median(samples["bound"]) * 1e3}
+            row.update({key: r for key, r in ratio.items() if key != "bound"})
+            row["hf_over_half"] = paired_ratios(samples, "half")["hf"]
             if compiled:
                 row["compile_s_interleaved"] = first_call[(name, "interleaved")]
                 row["compile_s_half"] = first_call[(name, "half")]
@@ -116,7 +116,7 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     p.add_argument("--no-compile", action="store_true")
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--repeats", type=int, default=9)
     a = p.parse_args(argv)
     lengths = (256,) if a.quick else (1024, 4096, 16384)
     print(machine())

@@ -18,6 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from . import _validate as v
+from . import rope_cpu_kernel
 from .angles import rope_angles, rope_frequencies
 
 LAYOUTS = ("interleaved", "half")
@@ -137,7 +138,8 @@ def apply_rope(
     attention_factor: multiplies the output (YaRN's magnitude correction)
     returns:   same shape, dtype and device as x. Angles, cos and sin are computed in
                float32 (float64 for float64 x); half-precision x is rotated in float32
-               and cast back.
+               and cast back. On the CPU, contiguous float32/bfloat16 x is rotated by a C
+               loop in one pass (``rope_cpu_kernel``), bit-identical to ``rotate_pairs``.
     Taught in: notebooks/05_rope.ipynb
     """
     layout = _check_rope_args(x, base, layout)
@@ -148,6 +150,8 @@ def apply_rope(
 
 # ---------------------------------------------------------------------------------------
 # Fast path (rotate_pairs's numbers up to the last bit of rounding, fewer passes over memory).
+# * CPU, float32/bfloat16, contiguous: the C kernel of rope_cpu_kernel.py, one pass,
+#   bit-identical to rotate_pairs in float32. Everything below is the torch fallback.
 # * cos/sin tables for positions=None are cached per (seq, d, base/inv_freq, factor,
 #   device, angle dtype): recomputing sin and cos costs more than the rotation itself.
 # * interleaved layout, float32/float64: one complex multiply x * e^{i angle} written
@@ -239,6 +243,11 @@ def _slice_tables(tables: tuple[Tensor, ...], sl: slice, layout: str) -> tuple[T
 def _apply_rope_fast(
     x: Tensor, positions: Tensor | None, base: float, layout: str, inv_freq: Tensor | None, attention_factor: float
 ) -> Tensor:
+    if x.device.type == "cpu" and rope_cpu_kernel.enabled():  # one pass in C (rope_cpu_kernel.py)
+        cos, sin = _tables(x, positions, base, "cos_sin", inv_freq, attention_factor)
+        out = rope_cpu_kernel.rotate(x, cos, sin, layout)
+        if out is not None:
+            return out
     tables = _tables(x, positions, base, layout, inv_freq, attention_factor)
     work_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
     if x.dtype == work_dtype and _as_complex(x) is None:

@@ -771,6 +771,56 @@ print(f"dense (build R_m + matmul): {t_dense:7.2f} ms")
 print(f"dense (matmul only):        {t_matmul:7.2f} ms")
 print(f"pl.apply_rope:              {t_lib:7.2f} ms  ({t_dense / t_lib:.0f}x faster than dense)")
 
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 9b. Counting passes over memory
+#
+# The tables fix the memory; what is left is time, and for an elementwise job like this
+# the time is set by how often the data travels between memory and the CPU. The cheapest
+# thing any function that returns a new tensor can do is read x once and write the result
+# once: that is what `x * 1.5` does, so we use it as the **one-pass bound**. Written with
+# torch operations, `x·cos − y·sin` makes a trip per operation: the products, the
+# difference, the `stack`/`cat` that puts the pairs back, and for bf16 inputs a float32
+# copy on the way in and out. On the CPU, `apply_rope` hands the whole rotation to a small
+# C loop (`posenc_lib/csrc/rope_kernel.c`, built on first use) that reads each pair once,
+# rotates it in float32 in registers and writes it once. It must not change a single bit:
+
+# %% slideshow={"slide_type": "fragment"}
+from posenc_lib import rope_cpu_kernel
+
+xb = torch.randn(8, L, 128).to(torch.bfloat16)  # 8 heads of a bf16 model
+ab = pl.rope_angles(L, 128)
+for x_in in (xb, xb.float()):
+    for layout in ("interleaved", "half"):
+        plain_form = pl.rotate_pairs(x_in.float(), ab.cos(), ab.sin(), layout).to(x_in.dtype)
+        if rope_cpu_kernel.available():
+            assert torch.equal(pl.apply_rope(x_in, layout=layout), plain_form)
+        else:  # no C compiler: torch operations, equal up to one rounding step
+            torch.testing.assert_close(pl.apply_rope(x_in, layout=layout), plain_form)
+print("apply_rope equals rotate_pairs in float32, for bf16 and float32 inputs and both layouts")
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# Where no C compiler is found, `apply_rope` keeps to torch operations, and the cell checks
+# closeness instead of bit equality. Time in units of the bound, on this machine (noisy, so
+# not compared by the tests; `make bench` measures it properly, over many rounds):
+
+# %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
+# nbval-ignore-output: timings vary from run to run
+def rotate_half_form(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """The usual half-layout code: cos/sin repeated to width d, a rotated copy of x, in x's dtype."""
+    h = x.shape[-1] // 2
+    c, s = torch.cat((cos, cos), -1).to(x.dtype), torch.cat((sin, sin), -1).to(x.dtype)
+    return x * c + torch.cat((-x[..., h:], x[..., :h]), -1) * s
+
+
+t_bound = median_ms(lambda: xb * 1.5, repeats=9)
+forms = {
+    "plain rotate_pairs (float32 and back)": lambda: pl.rotate_pairs(xb.float(), ab.cos(), ab.sin(), "half").to(xb.dtype),
+    "rotate_half, in bf16": lambda: rotate_half_form(xb, ab.cos(), ab.sin()),
+    "pl.apply_rope (half layout)": lambda: pl.apply_rope(xb, layout="half"),
+}
+for name, fn in forms.items():
+    print(f"{name:40s} {median_ms(fn, repeats=9) / t_bound:5.1f} x the one-pass bound")
+
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 10. Exercises
 #
