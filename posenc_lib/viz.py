@@ -196,6 +196,21 @@ def _thin_default_ticks(fig: Figure, nbins: int = 5) -> None:
                 axis.set_major_locator(MaxNLocator(nbins))
 
 
+def _freeze_x_labels(fig: Figure) -> None:
+    """Pin every x-axis label where the last draw put it (``Axis.set_label_coords``).
+
+    By default each draw measures all tick labels of the axis (and its siblings) to push the
+    label clear of them. An x label only needs the tick labels' height, which is one line of
+    text whatever the numbers say, so the first render's place stays right. (y labels are
+    left alone: their distance depends on the tick labels' width, which changes.)
+    """
+    for ax in fig.axes:
+        label = ax.xaxis.label
+        if label.get_text():
+            x, y = ax.transAxes.inverted().transform(label.get_transform().transform(label.get_position()))
+            ax.xaxis.set_label_coords(x, y)
+
+
 class InteractiveFigure:
     """Controls (sliders, dropdowns) driving a figure that is drawn once and updated in place.
 
@@ -213,12 +228,16 @@ class InteractiveFigure:
         self.controls: Mapping[str, Any] = controls
         self.dpi = dpi
         self.fig = Figure(figsize=figsize, dpi=dpi, layout="constrained")
-        self._update = draw(self.fig, **self.values())
+        # Titles sit at the top of their axes (axes.titley = 1): matplotlib otherwise
+        # re-measures every tick label on each draw to dodge ticks that are not on top.
+        with matplotlib.rc_context({"axes.titley": 1.0}):
+            self._update = draw(self.fig, **self.values())
         _thin_default_ticks(self.fig)
         first = png_bytes(self.fig)
         # Freeze the layout found on the first render: re-solving constrained layout on
         # every slider move costs ~250 ms, more than everything else together.
         self.fig.set_layout_engine("none")
+        _freeze_x_labels(self.fig)
         self.image = widgets.Image(format="png", value=first)
         for c in controls.values():
             c.observe(self._on_change, names="value")
