@@ -62,3 +62,14 @@ def test_png_bytes_draws_once_at_the_requested_dpi():
     ax.plot([0, 1], [0, 1])
     img = Image.open(io.BytesIO(viz.png_bytes(fig, dpi=50)))
     assert img.size == (100, 50)
+
+
+def test_signed_heatmap_is_symmetric_about_zero_and_stays_so_after_updates():
+    fig, ax = viz.figure()
+    im = viz.heatmap(np.array([[-1.0, 3.0], [0.5, 2.0]]), ax=ax, colorbar="bias")
+    assert (im.norm.vmin, im.norm.vmax) == (-3.0, 3.0) and im.get_cmap().name.startswith(viz.DIVERGING)
+    assert im.colorbar_.ax.yaxis.get_scale() == "linear"  # plain Normalize: no per-tick Python calls
+    viz.update_heatmap(im, np.array([[0.0, 0.25], [-5.0, 1.0]]))
+    assert (im.norm.vmin, im.norm.vmax) == (-5.0, 5.0)
+    seq = viz.heatmap(np.array([[1.0, 2.0], [3.0, 4.0]]), ax=viz.figure()[1])
+    assert (seq.norm.vmin, seq.norm.vmax) == (1.0, 4.0) and seq.get_cmap().name.startswith(viz.SEQUENTIAL)
