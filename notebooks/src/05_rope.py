@@ -782,9 +782,12 @@ print(f"pl.apply_rope:              {t_lib:7.2f} ms  ({t_dense / t_lib:.0f}x fas
 # difference, the `stack`/`cat` that puts the pairs back, and for bf16 inputs a float32
 # copy on the way in and out. On the CPU, `apply_rope` hands the whole rotation to a small
 # C loop (`posenc_lib/csrc/rope_kernel.c`, built on first use) that reads each pair once,
-# rotates it in float32 in registers and writes it once. It must not change a single bit:
+# rotates it in float32 in registers and writes it once. The cell checks that it changes
+# no bit of the result, and counts the whole-tensor torch operations of each form:
 
 # %% slideshow={"slide_type": "fragment"}
+from torch.overrides import TorchFunctionMode
+
 from posenc_lib import rope_cpu_kernel
 
 xb = torch.randn(8, L, 128).to(torch.bfloat16)  # 8 heads of a bf16 model
@@ -798,6 +801,37 @@ for x_in in (xb, xb.float()):
             torch.testing.assert_close(pl.apply_rope(x_in, layout=layout), plain_form)
 print("apply_rope equals rotate_pairs in float32, for bf16 and float32 inputs and both layouts")
 
+# Count the torch operations each form runs that read or write a whole tensor.
+ELEMENTWISE = {"float", "to", "mul", "sub", "add", "cat", "stack", "cos", "sin"}
+
+
+class CountOps(TorchFunctionMode):
+    """Counts calls to the ELEMENTWISE torch functions inside a `with` block."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.count += getattr(func, "__name__", "") in ELEMENTWISE
+        return func(*args, **(kwargs or {}))
+
+
+def elementwise_ops(fn) -> int:
+    fn()  # warm: apply_rope caches its cos/sin tables on the first call
+    with CountOps() as counter:
+        fn()
+    return counter.count
+
+
+n_plain = elementwise_ops(lambda: pl.rotate_pairs(xb.float(), ab.cos(), ab.sin(), "half").to(xb.dtype))
+n_lib = elementwise_ops(lambda: pl.apply_rope(xb, layout="half"))
+print(f"whole-tensor torch operations: plain form {n_plain}, apply_rope {n_lib}")
+# float32 copy, cos, sin, 4 products, a difference, a sum, the cat, the bf16 copy back
+assert n_plain == 11
+if rope_cpu_kernel.available():
+    assert n_lib == 0  # one C loop: no torch operation touches the data
+
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # Where no C compiler is found, `apply_rope` keeps to torch operations, and the cell checks
 # closeness instead of bit equality. Time in units of the bound, on this machine (noisy, so
@@ -805,17 +839,10 @@ print("apply_rope equals rotate_pairs in float32, for bf16 and float32 inputs an
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
 # nbval-ignore-output: timings vary from run to run
-def rotate_half_form(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """The usual half-layout code: cos/sin repeated to width d, a rotated copy of x, in x's dtype."""
-    h = x.shape[-1] // 2
-    c, s = torch.cat((cos, cos), -1).to(x.dtype), torch.cat((sin, sin), -1).to(x.dtype)
-    return x * c + torch.cat((-x[..., h:], x[..., :h]), -1) * s
-
-
 t_bound = median_ms(lambda: xb * 1.5, repeats=9)
 forms = {
     "plain rotate_pairs (float32 and back)": lambda: pl.rotate_pairs(xb.float(), ab.cos(), ab.sin(), "half").to(xb.dtype),
-    "rotate_half, in bf16": lambda: rotate_half_form(xb, ab.cos(), ab.sin()),
+    "§4c half_rope (rotate_half)": lambda: half_rope(xb, ab),
     "pl.apply_rope (half layout)": lambda: pl.apply_rope(xb, layout="half"),
 }
 for name, fn in forms.items():
