@@ -36,12 +36,12 @@ from .relative import (
 from .rope import (
     RotaryEmbedding,
     apply_rope,
-    apply_rope_compiled,
     layout_permutation,
     pair_indices,
     rope_matrix,
     rotate_pairs,
 )
+from .kernels.compiled import apply_rope_compiled
 from .fast_attention import alibi_attention, relative_bias_attention, t5_attention, toeplitz_attention
 from .rope_analysis import (
     rope_abel_bound,

@@ -33,13 +33,34 @@ def even_dim(name: str, value: object) -> int:
     return value
 
 
+def finite_number(name: str, value: object, *, above: float | None = None, at_least: float | None = None) -> float:
+    """A real Python number (not a bool), finite, optionally > ``above`` or >= ``at_least``."""
+    want = "a finite number" + (f" > {above:g}" if above is not None else "") + (
+        f" >= {at_least:g}" if at_least is not None else "")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be {want}, got {value!r}")
+    if (above is not None and not value > above) or (at_least is not None and not value >= at_least):
+        raise ValueError(f"{name} must be {want}, got {value!r}")
+    return float(value)
+
+
 def base_above_one(base: object) -> float:
     """The frequency base: a finite number > 1 (base <= 1 gives no spread of wavelengths)."""
-    if isinstance(base, bool) or not isinstance(base, (int, float)) or not math.isfinite(base):
-        raise ValueError(f"base must be a finite number > 1, got {base!r}")
-    if base <= 1:
-        raise ValueError(f"base must be > 1, got {base}")
-    return float(base)
+    return finite_number("base", base, above=1)
+
+
+def dtype_in(name: str, dtype: object, allowed: tuple[torch.dtype, ...]) -> torch.dtype:
+    """A torch dtype from ``allowed`` (e.g. the float dtypes angles may be computed in)."""
+    if dtype not in allowed:
+        raise ValueError(f"{name} must be one of {allowed}, got {dtype}")
+    return dtype  # type: ignore[return-value]
+
+
+def floating_vector(name: str, t: object) -> Tensor:
+    """A 1-D floating-point tensor, e.g. per-head slopes of shape (num_heads,)."""
+    if not isinstance(t, Tensor) or t.dim() != 1 or not t.is_floating_point():
+        raise ValueError(f"{name} must be a 1-D floating tensor of shape (num_heads,), got {getattr(t, 'shape', t)!r}")
+    return t
 
 
 def one_of(name: str, value: object, choices: Iterable[str]) -> str:

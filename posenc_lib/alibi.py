@@ -126,9 +126,8 @@ def alibi_bias_two_sided(slopes_left: Tensor, slopes_right: Tensor, q_len: int, 
     returns: (H, q_len, k_len), on the slopes' device and dtype
     Taught in: notebooks/06_alibi.ipynb
     """
-    for name, s in (("slopes_left", slopes_left), ("slopes_right", slopes_right)):
-        if not isinstance(s, Tensor) or s.dim() != 1 or not s.is_floating_point():
-            raise ValueError(f"{name} must be a 1-D floating tensor of shape (num_heads,), got {getattr(s, 'shape', s)!r}")
+    v.floating_vector("slopes_left", slopes_left)
+    v.floating_vector("slopes_right", slopes_right)
     if slopes_right.shape != slopes_left.shape:
         raise ValueError(f"slopes_right must have shape {tuple(slopes_left.shape)} like slopes_left, got {tuple(slopes_right.shape)}")
     num_heads = v.int_at_least("num_heads (len(slopes_left))", slopes_left.shape[0], 1)
@@ -158,11 +157,8 @@ class LearnedALiBi(nn.Module):
                  device: torch.device | str | None = None, dtype: torch.dtype = torch.float32):
         super().__init__()
         self.num_heads = v.int_at_least("num_heads", num_heads, 1)
-        if isinstance(init_std, bool) or not isinstance(init_std, (int, float)) or not init_std >= 0:
-            raise ValueError(f"init_std must be a number >= 0, got {init_std!r}")
-        if isinstance(init_mean, bool) or not isinstance(init_mean, (int, float)) or not math.isfinite(init_mean):
-            raise ValueError(f"init_mean must be a finite number, got {init_mean!r}")
-        self.init_mean, self.init_std = float(init_mean), float(init_std)
+        self.init_std = v.finite_number("init_std", init_std, at_least=0)
+        self.init_mean = v.finite_number("init_mean", init_mean)
         # torch.empty + an explicit init (not torch.Tensor(n), whose contents are garbage until set).
         self.slopes_left = nn.Parameter(torch.empty(num_heads, device=device, dtype=dtype))
         self.slopes_right = nn.Parameter(torch.empty(num_heads, device=device, dtype=dtype))

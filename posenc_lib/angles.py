@@ -34,8 +34,7 @@ def rope_frequencies(
     """
     d = v.even_dim("d", d)
     base = v.base_above_one(base)
-    if dtype not in _ANGLE_DTYPES:
-        raise ValueError(f"dtype must be torch.float32 or torch.float64 for frequencies, got {dtype}")
+    v.dtype_in("dtype", dtype, _ANGLE_DTYPES)
     # Computed in float64 then rounded once, so each theta_j is the float32
     # nearest the exact value (the usual float32 formula can be 1 ulp off).
     exponent = torch.arange(0, d, 2, device=device, dtype=torch.float64) / d

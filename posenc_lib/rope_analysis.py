@@ -157,8 +157,7 @@ def rope_angle_error(
     """
     d = v.even_dim("d", d)
     base = v.base_above_one(base)
-    if dtype not in _LOW_PRECISION:
-        raise ValueError(f"dtype must be one of {_LOW_PRECISION}, got {dtype}")
+    v.dtype_in("dtype", dtype, _LOW_PRECISION)
     pos = _positions_tensor(positions, None)
     exact = _exact_angles(pos, d, base)
     inv_freq = rope_frequencies(d, base=base, device=exact.device, dtype=torch.float64).to(dtype)

@@ -214,14 +214,12 @@ def scaled_rope_frequencies(
     d = v.even_dim("d", d)
     if method in ("ntk", "dynamic") and d < 4:
         raise ValueError(f"d must be >= 4 for method={method!r} (the exponent is d/(d-2)), got {d}")
-    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not math.isfinite(factor) or factor < 1:
-        raise ValueError(f"factor must be a finite number >= 1 (the context extension), got {factor!r}")
+    factor = v.finite_number("factor", factor, at_least=1)
     base = v.base_above_one(base)
     original_max_position = v.int_at_least("original_max_position", original_max_position, 1)
     if seq_len is not None:
         seq_len = v.int_at_least("seq_len", seq_len, 1)
-    if dtype not in (torch.float32, torch.float64):
-        raise ValueError(f"dtype must be torch.float32 or torch.float64 for frequencies, got {dtype}")
+    v.dtype_in("dtype", dtype, (torch.float32, torch.float64))
     allowed = scaling_options(method)
     unknown = sorted(set(method_options) - set(allowed))
     if unknown:

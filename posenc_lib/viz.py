@@ -44,11 +44,12 @@ STYLE = {
 
 
 def use_style() -> None:
-    """Apply the notebook figure style (white background, dark text) globally."""
+    """Apply the notebook figure style (white background, dark text) to matplotlib's global settings.
+
+    Called once at the top of each notebook (and by the figure scripts); importing this module
+    changes nothing, so a program that imports posenc_lib keeps its own matplotlib style.
+    """
     matplotlib.rcParams.update(STYLE)
-
-
-use_style()
 
 
 def _register_inline_png() -> None:

@@ -133,6 +133,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("names", nargs="*", help=f"figures to draw (default all): {', '.join(FIGURES)}, extrapolation")
     ap.add_argument("--out", type=Path, default=ROOT / "images")
     args = ap.parse_args(argv)
+    viz.use_style()
     unknown = set(args.names) - set(FIGURES) - {"extrapolation"}
     if unknown:
         ap.error(f"unknown figure(s) {sorted(unknown)}; choose from {sorted(FIGURES)} or extrapolation")

@@ -140,7 +140,80 @@ def test_rotary_module_matches_function_and_keeps_buffers_out_of_state_dict():
     rq, rk = rot(q, k)
     torch.testing.assert_close(rq, pl.apply_rope(q, layout="half"))
     torch.testing.assert_close(rk, pl.apply_rope(k, layout="half"))
-    assert "inv_freq" not in rot.state_dict()
+    assert rot.state_dict() == {}  # inv_freq and the cos/sin tables are not saved
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rotary_module_cache_gives_apply_ropes_bits_and_grows_on_demand(layout, dtype):
+    inv = pl.rope_frequencies(16, base=500.0)
+    rot = pl.RotaryEmbedding(16, layout=layout, inv_freq=inv, attention_factor=1.1)
+    assert rot.cos_cached.shape == (0, 8)  # nothing computed until a sequence arrives
+    for seq in (5, 3, 40, 17):
+        q, k = torch.randn(2, 3, seq, 16).to(dtype), torch.randn(2, 3, seq, 16).to(dtype)
+        rq, rk = rot(q, k)
+        kw = dict(layout=layout, inv_freq=inv, attention_factor=1.1)
+        assert torch.equal(rq, pl.apply_rope(q, **kw)) and torch.equal(rk, pl.apply_rope(k, **kw))
+    assert rot.cos_cached.shape == (64, 8) and rot.cos_cached.dtype == torch.float32  # grown to a power of two
+    table = rot.cos_cached
+    rot(torch.randn(1, 64, 16), torch.randn(1, 64, 16))
+    assert rot.cos_cached is table  # long enough already: not rebuilt
+
+
+def test_rotary_module_offset_and_explicit_positions_agree():
+    """Decoding one token at offset t (a KV cache of t tokens) rotates it like position t of the full sequence."""
+    rot = pl.RotaryEmbedding(8)
+    x = torch.randn(2, 4, 10, 8)
+    full, _ = rot(x, x)
+    for t in (0, 3, 9):
+        step, _ = rot(x[..., t:t + 1, :], x[..., t:t + 1, :], offset=t)
+        torch.testing.assert_close(step, full[..., t:t + 1, :])
+    pos = torch.tensor([[7, 1, 4], [0, 9, 2]])
+    got, _ = rot(x[..., :3, :], x[..., :3, :], pos)
+    torch.testing.assert_close(got, pl.apply_rope(x[..., :3, :], pos))
+    with pytest.raises(ValueError, match="offset must be an integer >= 0"):
+        rot(x, x, offset=-1)
+    with pytest.raises(ValueError, match="q.shape\\[-1\\] must be 8"):
+        rot(torch.randn(3, 6), x)
+
+
+def test_rotary_module_keeps_float32_tables_through_dtype_casts():
+    rot = pl.RotaryEmbedding(8)
+    rot(torch.randn(4, 8), torch.randn(4, 8))
+    rot = rot.to(torch.bfloat16)
+    assert rot.inv_freq.dtype == rot.cos_cached.dtype == rot.sin_cached.dtype == torch.float32
+    torch.testing.assert_close(rot.inv_freq, pl.rope_frequencies(8), rtol=0, atol=0)
+    rot.half()
+    assert rot.inv_freq.dtype == torch.float32
+
+
+def test_rotary_module_forward_never_synchronises():
+    """No .item(), .tolist(), .cpu() or .numpy() in forward: on a GPU each would stall the stream."""
+    from torch.overrides import TorchFunctionMode
+
+    class Spy(TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.names = []
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            self.names.append(getattr(func, "__name__", str(func)))
+            return func(*args, **(kwargs or {}))
+
+    rot = pl.RotaryEmbedding(16, layout="half")
+    q = torch.randn(1, 2, 33, 16)
+    with Spy() as spy:
+        rot(q, q)  # grows the cache
+        rot(q, q)  # reads it
+        rot(q[..., :1, :], q[..., :1, :], offset=40)  # grows again
+        rot(q, q, torch.arange(33))  # explicit positions
+    assert spy.names, "the spy saw nothing: it would not catch a sync either"
+    assert "mul" in spy.names or "__mul__" in spy.names
+    synced = {"item", "tolist", "cpu", "numpy"} & set(spy.names)
+    assert not synced, f"forward called {synced}"
+    with Spy() as spy:
+        q.sum().item()  # the spy does see a sync when there is one
+    assert "item" in spy.names
 
 
 def test_attention_factor_scales_output():

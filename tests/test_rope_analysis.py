@@ -109,7 +109,7 @@ def test_angle_error_bf16_is_large_and_fp16_overflows():
     "call, match",
     [
         (lambda: ra.rope_wavelengths(7), "d must be even"),
-        (lambda: ra.rope_partial_sums(4, 8, base=1.0), "base must be > 1"),
+        (lambda: ra.rope_partial_sums(4, 8, base=1.0), "base must be a finite number > 1"),
         (lambda: ra.rope_decay_bound(torch.zeros(2, 3, dtype=torch.long), 8), "distances must be"),
         (lambda: ra.rope_decay_bound(torch.tensor([0.5]), 8), "positions must have an integer dtype"),
         (lambda: ra.rope_pair_products(torch.randn(4), torch.randn(6)), r"k.shape\[-1\] must be 4"),

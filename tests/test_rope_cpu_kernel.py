@@ -1,4 +1,4 @@
-"""RoPE's CPU kernel (posenc_lib/rope_cpu_kernel.py, csrc/rope_kernel.c).
+"""RoPE's CPU kernel (posenc_lib/kernels/cpu.py, kernels/csrc/rope_kernel.c).
 
 The kernel promises results bit-identical to the plain form (rotate_pairs in float32,
 cast back with torch's rounding), so these tests compare bits, not tolerances.
@@ -8,7 +8,7 @@ import torch
 
 import posenc_lib as pl
 from posenc_lib import rope as R
-from posenc_lib import rope_cpu_kernel as K
+from posenc_lib.kernels import cpu as K
 
 HAS_CC = K._compiler() is not None
 needs_kernel = pytest.mark.skipif(not HAS_CC, reason="no C compiler on this machine: apply_rope keeps its torch path")
@@ -34,17 +34,21 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 @pytest.fixture
 def spy(monkeypatch):
-    """Counts the calls the kernel actually served."""
+    """One entry per apply_rope rotation: True where the kernel served it."""
     served = []
-    real = K.rotate
+    real = K.applies
 
     def counting(*args, **kwargs):
-        out = real(*args, **kwargs)
-        served.append(out is not None)
-        return out
+        ok = real(*args, **kwargs)
+        served.append(ok)
+        return ok
 
-    monkeypatch.setattr(K, "rotate", counting)
+    monkeypatch.setattr(K, "applies", counting)
     return served
+
+
+def tables(x):
+    return R._cos_sin(x, None, 10000.0, None, 1.0)
 
 
 def test_kernel_is_built_where_there_is_a_compiler():
@@ -98,17 +102,19 @@ def test_result_does_not_depend_on_the_thread_count(threads):
 
 @needs_kernel
 def test_kernel_steps_aside_where_it_does_not_apply(spy):
-    """Non-contiguous, float64, float16, autograd and a disabled kernel use the torch path."""
+    """Non-contiguous, float64, float16, gradients through cos/sin and a disabled kernel use the torch path."""
     x = torch.randn(2, 30, 4, 8).transpose(1, 2)
-    assert K.rotate(x, *R._tables(x, None, 10000.0, "cos_sin", None, 1.0), "half") is None
+    assert not K.applies(x, *tables(x))
     torch.testing.assert_close(pl.apply_rope(x, layout="half"), plain(x, layout="half"))
     for dtype in (torch.float64, torch.float16):
         y = torch.randn(3, 8, 16).to(dtype)
         torch.testing.assert_close(pl.apply_rope(y), R.rotate_pairs(y.double(), *[t.double() for t in R._cos_sin(
             y, None, 10000.0, None, 1.0)]).to(dtype), atol=1e-3, rtol=1e-3)
-    z = torch.randn(3, 8, 16, requires_grad=True)
-    pl.apply_rope(z).sum().backward()
-    assert z.grad is not None
+    inv = pl.rope_frequencies(16).requires_grad_()
+    z = torch.randn(3, 8, 16)
+    assert not K.applies(z, *R._cos_sin(z, None, 10000.0, inv, 1.0))
+    pl.apply_rope(z, inv_freq=inv).sum().backward()
+    assert inv.grad is not None
     spy.clear()
     with K.use_cpu_kernel(False):
         w = torch.randn(3, 8, 16)
@@ -121,7 +127,7 @@ def test_environment_variable_turns_it_off(monkeypatch):
     monkeypatch.setenv("POSENC_CPU_KERNEL", "0")
     assert not K.enabled() and not K.available()
     x = torch.randn(4, 8)
-    assert K.rotate(x, *R._tables(x, None, 10000.0, "cos_sin", None, 1.0), "interleaved") is None
+    assert not K.applies(x, *tables(x))
     torch.testing.assert_close(pl.apply_rope(x), plain(x))
 
 
@@ -165,5 +171,97 @@ def test_the_c_source_ships_with_the_package():
 
     assert K.SOURCE.exists()
     meta = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
-    assert "csrc/*.c" in meta["tool"]["setuptools"]["package-data"]["posenc_lib"]
+    assert "kernels/csrc/*.c" in meta["tool"]["setuptools"]["package-data"]["posenc_lib"]
     assert "-ffp-contract=off" in K.FLAGS  # fused multiply-add would break bit-identity
+
+
+# ------------------------------------------------------------------ the registered operator
+
+def reference_grad(x, g, layout, positions=None):
+    """d/dx <apply_rope(x), g> in float64 through the plain form (autograd of rotate_pairs)."""
+    xd = x.detach().double().requires_grad_()
+    pos = R._as_positions(positions, xd)
+    angles = pl.rope_angles(pos, x.shape[-1]).double()
+    if angles.dim() == 3:
+        angles = angles.view(angles.shape[0], *([1] * (x.dim() - 3)), *angles.shape[1:])
+    out = R.rotate_pairs(xd, angles.cos(), angles.sin(), layout)
+    (grad,) = torch.autograd.grad(out, xd, g.double())
+    return grad
+
+
+@needs_kernel
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+@pytest.mark.parametrize("positions", ["none", "2d"])
+def test_backward_is_the_kernel_rotating_back_and_matches_float64(dtype, layout, positions, spy):
+    g0 = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 3, 37, 16, generator=g0).to(dtype).requires_grad_()
+    g = torch.randn(2, 3, 37, 16, generator=g0).to(dtype)
+    pos = torch.randint(0, 5000, (2, 37), generator=g0) if positions == "2d" else None
+    out = pl.apply_rope(x, pos, layout=layout)
+    assert out.grad_fn is not None and "rope_rotate" in type(out.grad_fn).__name__
+    (grad,) = torch.autograd.grad(out, x, g)
+    assert all(spy)
+    tol = dict(atol=1e-5, rtol=1e-5) if dtype == torch.float32 else dict(atol=2e-2, rtol=1e-2)
+    torch.testing.assert_close(grad.double(), reference_grad(x, g, layout, pos), **tol)
+    # In float32 the backward is bit-identical to the plain form rotating by -angle.
+    cos, sin = R._cos_sin(x, pos, 10000.0, None, 1.0)
+    back = R.rotate_in_float32(g, cos, -sin, layout)
+    assert same_bits(grad, back)
+
+
+@needs_kernel
+@pytest.mark.filterwarnings("ignore:Input #0 requires gradient")
+def test_gradcheck_and_double_backward():
+    """torch.autograd.gradcheck in float32 against finite differences, and a second derivative."""
+    x = torch.randn(2, 5, 8, dtype=torch.float32, requires_grad=True)
+    cos, sin = R._cos_sin(x, None, 10000.0, None, 1.0)
+    fn = lambda t: K.rope_rotate(t, cos, sin, True, False)  # noqa: E731
+    assert torch.autograd.gradcheck(fn, (x,), eps=1e-2, atol=1e-2, rtol=1e-2, fast_mode=True)
+    (gx,) = torch.autograd.grad(fn(x).pow(2).sum(), x, create_graph=True)
+    (ggx,) = torch.autograd.grad(gx.sum(), x)
+    torch.testing.assert_close(ggx, torch.full_like(x, 2.0))  # d^2/dx^2 |Rx|^2 = 2 I
+
+
+def test_operator_has_a_fake_implementation_for_meta_tensors():
+    x = torch.empty(2, 3, 11, 8, device="meta", dtype=torch.bfloat16)
+    cos = torch.empty(11, 4, device="meta")
+    out = K.rope_rotate(x, cos, cos, False, False)
+    assert out.device.type == "meta" and out.shape == x.shape and out.dtype == x.dtype
+    y = torch.empty(2, 3, 11, 8, device="meta", requires_grad=True)
+    r = pl.apply_rope(y, layout="half")
+    r.sum().backward()
+    assert r.device.type == "meta" and y.grad.shape == y.shape
+
+
+@needs_kernel
+def test_torch_compile_fullgraph_keeps_the_kernel_in_the_graph():
+    import torch._dynamo
+
+    graphs = []
+
+    def recording_backend(gm, example_inputs):
+        graphs.append(str(gm.graph))
+        return gm.forward
+
+    torch._dynamo.reset()
+    x = torch.randn(2, 3, 17, 16)
+    for layout in ("interleaved", "half"):
+        out = torch.compile(pl.apply_rope, fullgraph=True, backend=recording_backend)(x, layout=layout)
+        assert torch.equal(out, pl.apply_rope(x, layout=layout))
+    assert graphs and all("posenc.rope_rotate" in g for g in graphs)
+
+
+@needs_kernel
+def test_torch_compile_with_inductor_equals_eager_forward_and_backward():
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    x = torch.randn(2, 3, 17, 16, requires_grad=True)
+    fn = torch.compile(pl.apply_rope, fullgraph=True)
+    out = fn(x)
+    # Inductor generates its own sin/cos, so the tables may differ from eager in the last bit.
+    torch.testing.assert_close(out, pl.apply_rope(x), atol=1e-6, rtol=1e-6)
+    (g1,) = torch.autograd.grad(out.sum(), x)
+    (g2,) = torch.autograd.grad(pl.apply_rope(x).sum(), x)
+    torch.testing.assert_close(g1, g2, atol=1e-6, rtol=1e-6)

@@ -174,7 +174,7 @@ def test_unknown_scaling_raises_listing_the_keys():
     (dict(d=16, method="linear", factor=0.5), "factor must be a finite number >= 1"),
     (dict(d=16, method="linear", factor=float("inf")), "factor must be"),
     (dict(d=16, method="linear", factor=True), "factor must be"),
-    (dict(d=16, method="linear", factor=2.0, base=1.0), "base must be > 1"),
+    (dict(d=16, method="linear", factor=2.0, base=1.0), "base must be a finite number > 1"),
     (dict(d=16, method="yarn", factor=2.0, original_max_position=0), "original_max_position must be"),
     (dict(d=16, method="dynamic", factor=2.0, seq_len=0), "seq_len must be"),
     (dict(d=16, method="linear", factor=2.0, dtype=torch.float16), "dtype must be"),

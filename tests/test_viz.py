@@ -9,6 +9,19 @@ ipywidgets = pytest.importorskip("ipywidgets")
 
 from posenc_lib import viz  # noqa: E402
 
+viz.use_style()
+
+
+def test_importing_viz_leaves_matplotlibs_style_alone():
+    """The style is an explicit call (the notebooks make it), not a side effect of importing."""
+    import subprocess
+    import sys
+
+    code = ("import matplotlib; before = dict(matplotlib.rcParams); import posenc_lib, posenc_lib.viz as viz; "
+            "assert dict(matplotlib.rcParams) == before; viz.use_style(); "
+            "assert matplotlib.rcParams['figure.facecolor'] == 'white' and matplotlib.rcParams['figure.dpi'] == 72")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
 
 def line_widget():
     def draw(fig, scale):

@@ -2,7 +2,7 @@
  *
  * Eager PyTorch pays one trip through memory per operation, so x*cos - y*sin costs
  * several; this loop reads each element once, rotates it in float32 in registers and
- * writes it once. Built by posenc_lib/rope_cpu_kernel.py; the plain form it must match
+ * writes it once. Built by posenc_lib/kernels/cpu.py; the plain form it must match
  * bit for bit is rotate_pairs() in posenc_lib/rope.py (so: no fused multiply-add, see the
  * build flags, and bfloat16 is rounded to nearest-even like torch's .to(torch.bfloat16);
  * only NaN payloads may differ, as they do between torch's own scalar and vector loops).
@@ -10,6 +10,7 @@
  * x, out:   (n, seq, d) contiguous, float32 or bfloat16 (dtype 0 or 1), d even
  * cos, sin: (p, seq, d/2) contiguous float32; vector (i, m) uses table row (i / (n/p), m)
  * layout:   0 interleaved, pairs (2j, 2j+1); 1 half, pairs (j, j + d/2)
+ * inverse:  1 rotates by -angle (sin negated): R_m^T, the backward pass of R_m
  */
 #ifdef _OPENMP
 #include <omp.h>
@@ -22,7 +23,7 @@ typedef struct {
     void *out;
     const float *cos, *sin;
     int64_t n, seq, d, p, begin, end; /* vectors [begin, end) of the n*seq */
-    int dtype, layout;
+    int dtype, layout, inverse;
 } job_t;
 
 static inline float bf16_to_f32(uint16_t v) {
@@ -48,7 +49,8 @@ static inline uint16_t f32_to_bf16(float f) { /* round to nearest even; NaN -> 0
         T *o = o0 + k * 2 * h;                                                \
         const float *c = c0 + k * h, *s = s0 + k * h;                         \
         for (int64_t j = 0; j < h; ++j) {                                     \
-            float a = LOAD(x[IA]), b = LOAD(x[IB]), cj = c[j], sj = s[j];     \
+            float a = LOAD(x[IA]), b = LOAD(x[IB]), cj = c[j];                \
+            float sj = neg ? -s[j] : s[j]; /* exact: only the sign bit flips */ \
             float first = a * cj - b * sj;                                    \
             float second = a * sj + b * cj;                                   \
             o[IA] = STORE(first);                                             \
@@ -57,7 +59,7 @@ static inline uint16_t f32_to_bf16(float f) { /* round to nearest even; NaN -> 0
     }
 #define ID(v) (v)
 #define ARGS(T) const T *restrict x0, T *restrict o0, const float *restrict c0, const float *restrict s0, \
-                int64_t h, int64_t count
+                int64_t h, int64_t count, int neg
 
 /* Each loop is compiled once per instruction set; the loader picks the best the CPU has. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -82,13 +84,13 @@ static void run_job(const job_t *jb) {
         if (jb->dtype == 0) {
             const float *x = (const float *)jb->x + v * jb->d;
             float *o = (float *)jb->out + v * jb->d;
-            if (jb->layout == 0) rot_f32_interleaved(x, o, c, s, h, count);
-            else rot_f32_half(x, o, c, s, h, count);
+            if (jb->layout == 0) rot_f32_interleaved(x, o, c, s, h, count, jb->inverse);
+            else rot_f32_half(x, o, c, s, h, count, jb->inverse);
         } else {
             const uint16_t *x = (const uint16_t *)jb->x + v * jb->d;
             uint16_t *o = (uint16_t *)jb->out + v * jb->d;
-            if (jb->layout == 0) rot_bf16_interleaved(x, o, c, s, h, count);
-            else rot_bf16_half(x, o, c, s, h, count);
+            if (jb->layout == 0) rot_bf16_interleaved(x, o, c, s, h, count, jb->inverse);
+            else rot_bf16_half(x, o, c, s, h, count, jb->inverse);
         }
         v += count;
     }
@@ -98,9 +100,9 @@ static void run_job(const job_t *jb) {
  * `threads` threads of the process's OpenMP pool (the one torch uses, so no second pool
  * competes for the cores); without it, one thread does all. */
 int posenc_rope(const void *x, void *out, const float *cos, const float *sin, int64_t n, int64_t seq, int64_t d,
-                int64_t p, int dtype, int layout, int threads) {
+                int64_t p, int dtype, int layout, int inverse, int threads) {
     if (n <= 0 || seq <= 0 || d <= 0 || d % 2 || p <= 0 || n % p || dtype < 0 || dtype > 1 || layout < 0 ||
-        layout > 1)
+        layout > 1 || inverse < 0 || inverse > 1)
         return 1;
     if (threads < 1) threads = 1;
     const int64_t total = n * seq;
@@ -111,7 +113,8 @@ int posenc_rope(const void *x, void *out, const float *cos, const float *sin, in
         t = omp_get_thread_num();
         nt = omp_get_num_threads();
 #endif
-        job_t jb = {x, out, cos, sin, n, seq, d, p, total * t / nt, total * (t + 1) / nt, dtype, layout};
+        job_t jb = {x, out, cos, sin, n, seq, d, p, total * t / nt, total * (t + 1) / nt, dtype, layout,
+                    inverse};
         run_job(&jb);
     }
     return 0;

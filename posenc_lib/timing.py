@@ -1,0 +1,20 @@
+"""Timing for the notebooks' "how fast is it" cells, on torch's own benchmark timer.
+
+``torch.utils.benchmark.Timer`` warms up, fixes the thread count and synchronises CUDA
+before reading the clock (a plain ``perf_counter`` around a GPU call measures only the
+launch). Timings change from run to run, so cells that print them are not compared by
+the tests; ``make bench`` (``benchmarks/``) measures ratios properly, round-robin.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from torch.utils.benchmark import Timer
+
+
+def median_ms(fn: Callable[[], object], *, min_run_time: float = 0.2) -> float:
+    """Median milliseconds per call of ``fn()`` over blocks of calls lasting about ``min_run_time`` s in all.
+
+    Taught in: notebooks/03_sinusoids.ipynb, notebooks/05_rope.ipynb, notebooks/06_alibi.ipynb
+    """
+    return Timer("fn()", globals={"fn": fn}).blocked_autorange(min_run_time=min_run_time).median * 1e3
