@@ -10,6 +10,7 @@ import torch
 
 from posenc_lib.experiments import extrapolation as ex
 from posenc_lib.model import POSITIONAL_METHODS
+from posenc_lib.scaling import SCALINGS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -89,9 +90,49 @@ def test_quick_mode_runs_writes_json_and_png_fast(tmp_path):
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_quick_mode_refuses_to_overwrite_committed_results():
+@pytest.mark.parametrize("argv", [["--quick"], ["--quick", "--results", "r.json"], ["--quick", "--figure", "f.png"]])
+def test_quick_mode_refuses_to_overwrite_committed_results(argv, monkeypatch):
+    monkeypatch.setattr(ex, "run", lambda cfg: pytest.fail("ran the experiment"))
     with pytest.raises(SystemExit):
-        ex.main(["--quick"])
+        ex.main(argv)
+
+
+def _committed() -> dict:
+    src = ROOT / "results" / "extrapolation.json"
+    if not src.exists():
+        pytest.skip("results/extrapolation.json not generated yet")
+    return json.loads(src.read_text())
+
+
+@pytest.mark.parametrize("argv,json_at,png_at", [
+    ([], "results/extrapolation.json", "images/extrapolation.png"),  # relative to the working directory
+    (["--out", "o"], "o/extrapolation.json", "o/extrapolation.png"),
+    (["--out", "o", "--figure", "f/x.png"], "o/extrapolation.json", "f/x.png"),
+    (["--results", "r/x.json", "--figure", "f/x.png"], "r/x.json", "f/x.png"),
+])
+def test_main_writes_where_it_is_told(argv, json_at, png_at, tmp_path, monkeypatch):
+    """Output paths come from the options or the working directory, never from the package's location."""
+    results = _committed()
+    monkeypatch.setattr(ex, "run", lambda cfg: results)  # the file handling, not the training
+    monkeypatch.chdir(tmp_path)
+    assert ex.main(argv) == 0
+    written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
+    assert written == sorted([json_at, png_at])
+    assert json.loads((tmp_path / json_at).read_text()) == results
+    assert (tmp_path / png_at).read_bytes()[:4] == b"\x89PNG"
+    assert not ex.RESULTS.is_absolute() and not ex.FIGURE.is_absolute()
+
+
+def test_labels_and_colours_come_from_the_model_registry():
+    for m, spec in POSITIONAL_METHODS.items():
+        assert ex.LABELS[m] == spec.label and ex.COLORS[m] == spec.color
+    assert set(ex.SCALING_STYLES) <= set(SCALINGS)  # "rope+<scaling>" curves are named after a real scaling
+    assert ex.LABELS["rope+yarn"] == "RoPE + YaRN" and ex.LABELS["rope+linear"] == "RoPE + PI"
+    assert set(ex.LABELS) == set(ex.COLORS) >= {f"rope+{s}" for s in ex.ExperimentConfig().scalings}
+    assert len(set(ex.LABELS.values())) == len(set(ex.COLORS.values())) == len(ex.COLORS)  # one curve, one style
+    fig = ex.draw(_committed())
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert legend == [spec.label for spec in POSITIONAL_METHODS.values()]
 
 
 def test_plot_redraws_from_a_results_file(tmp_path):

@@ -1,7 +1,8 @@
 """Train short, test long: does each positional method work beyond its training length?
 
-    python -m posenc_lib.experiments.extrapolation            # full run -> results/, images/
+    python -m posenc_lib.experiments.extrapolation            # full run -> ./results/, ./images/
     python -m posenc_lib.experiments.extrapolation --quick --out /tmp/x   # smoke test
+    python -m posenc_lib.experiments.extrapolation --results r.json --figure f.png
 
 The task: a small random "grammar". One fixed table maps every pair of tokens
 (a, b) to a next token T[a, b] (16 tokens, 256 entries, the same for all sequences);
@@ -24,6 +25,8 @@ and YaRN frequencies for the factor L / 64, without retraining.
 
 Deterministic: fixed seeds and thread count; the same config gives the same numbers.
 ``plot(results_path, out_png)`` redraws the figure from a results file (``make images``).
+Output paths are relative to the working directory (run it from the repository root to
+update the committed results); the package never writes next to its own files.
 Taught in: notebooks/07_beyond.ipynb
 """
 from __future__ import annotations
@@ -44,9 +47,10 @@ from torch import Tensor
 from ..model import POSITIONAL_METHODS, DecoderConfig, TinyDecoder
 from ..scaling import scaled_rope_frequencies
 
-ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "results" / "extrapolation.json"
-FIGURE = ROOT / "images" / "extrapolation.png"
+# Defaults relative to the working directory, not to this file: an installed package
+# has no repository around it.
+RESULTS = Path("results") / "extrapolation.json"
+FIGURE = Path("images") / "extrapolation.png"
 
 
 @dataclass
@@ -65,7 +69,7 @@ class ExperimentConfig:
     warmup: int = 50  # linear warm-up steps, then cosine decay to lr / 10
     eval_sequences: int = 64  # sequences of train_len * max(eval_multiples) tokens
     window_stride: int = 16  # sliding window: each window scores its last 16 tokens
-    methods: tuple[str, ...] = POSITIONAL_METHODS
+    methods: tuple[str, ...] = tuple(POSITIONAL_METHODS)
     scalings: tuple[str, ...] = ("linear", "ntk", "yarn")  # applied to the RoPE model at evaluation
     d_model: int = 64
     num_heads: int = 4
@@ -200,7 +204,7 @@ def evaluate(model: TinyDecoder, method: str, seqs: Tensor, ruled: Tensor, cfg: 
     out: dict[str, dict] = {"nonoverlapping": {}, "sliding_window": {}}
     for mult in cfg.eval_multiples:
         L = cfg.train_len * mult
-        fits = method != "learned" or L <= cfg.train_len
+        fits = L <= cfg.train_len or not POSITIONAL_METHODS[method].length_limited
         out["nonoverlapping"][str(L)] = evaluate_nonoverlapping(model, seqs, ruled, L) if fits else None
         out["sliding_window"][str(L)] = evaluate_sliding(model, seqs, ruled, L, cfg.train_len, cfg.window_stride)
     return out
@@ -264,13 +268,15 @@ def run(cfg: ExperimentConfig, *, log=print) -> dict:
 
 # ---------------------------------------------------------------- the figure
 
-# One colour per method, the same in every panel.
-COLORS = {"none": "#7f7f7f", "learned": "#8c564b", "sinusoidal": "#1f77b4", "rope": "#d62728", "alibi": "#2ca02c",
-          "t5": "#9467bd", "rope+linear": "#ff7f0e", "rope+ntk": "#e377c2", "rope+yarn": "#17becf",
-          "rope+llama3": "#bcbd22", "rope+dynamic": "#aec7e8"}
-LABELS = {"none": "NoPE", "learned": "learned", "sinusoidal": "sinusoidal", "rope": "RoPE", "alibi": "ALiBi",
-          "t5": "T5 bias", "rope+linear": "RoPE + PI", "rope+ntk": "RoPE + NTK", "rope+yarn": "RoPE + YaRN",
-          "rope+llama3": "RoPE + Llama 3", "rope+dynamic": "RoPE + dynamic NTK"}
+# One colour and label per curve, the same in every panel. Trained methods take theirs from
+# the model's registry; "rope+<scaling>" (RoPE evaluated with a scaling of posenc_lib.scaling)
+# from the scaling's name.
+SCALING_STYLES = {"linear": ("PI", "#ff7f0e"), "ntk": ("NTK", "#e377c2"), "yarn": ("YaRN", "#17becf"),
+                  "llama3": ("Llama 3", "#bcbd22"), "dynamic": ("dynamic NTK", "#aec7e8")}
+COLORS = {**{m: spec.color for m, spec in POSITIONAL_METHODS.items()},
+          **{f"rope+{s}": color for s, (_, color) in SCALING_STYLES.items()}}
+LABELS = {**{m: spec.label for m, spec in POSITIONAL_METHODS.items()},
+          **{f"rope+{s}": f"{POSITIONAL_METHODS['rope'].label} + {label}" for s, (label, _) in SCALING_STYLES.items()}}
 
 
 def _series(results: dict, method: str, mode: str, metric: str) -> tuple[list[int], list[float]]:
@@ -332,19 +338,22 @@ def plot(results_path: str | Path = RESULTS, out_png: str | Path = FIGURE) -> Pa
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="a few training steps (smoke test); needs --out")
-    p.add_argument("--out", type=Path, help="write extrapolation.json and extrapolation.png here "
-                                             "(default: results/ and images/ of the repository)")
+    p.add_argument("--quick", action="store_true",
+                   help="a few training steps (smoke test); needs --out, or --results and --figure")
+    p.add_argument("--out", type=Path, help="write extrapolation.json and extrapolation.png into this folder")
+    p.add_argument("--results", type=Path, help=f"the results file (default: OUT/{RESULTS.name} or {RESULTS})")
+    p.add_argument("--figure", type=Path, help=f"the figure (default: OUT/{FIGURE.name} or {FIGURE})")
     p.add_argument("--steps", type=int, help="override the number of training steps")
     args = p.parse_args(argv)
-    if args.quick and args.out is None:
-        p.error("--quick writes throwaway numbers: give --out DIR so results/ stays untouched")
+    if args.quick and args.out is None and (args.results is None or args.figure is None):
+        p.error("--quick writes throwaway numbers: give --out DIR (or --results and --figure) "
+                "so results/ stays untouched")
+    json_path = args.results or (RESULTS if args.out is None else args.out / RESULTS.name)
+    png_path = args.figure or (FIGURE if args.out is None else args.out / FIGURE.name)
     cfg = ExperimentConfig(**(QUICK if args.quick else {}))
     if args.steps is not None:
         cfg.steps = args.steps
     results = run(cfg)
-    json_path = RESULTS if args.out is None else args.out / "extrapolation.json"
-    png_path = FIGURE if args.out is None else args.out / "extrapolation.png"
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(results, indent=1) + "\n")
     plot(json_path, png_path)
