@@ -53,17 +53,21 @@ from .rope_analysis import (
     rope_scores_by_distance,
     rope_wavelengths,
 )
-from .model import POSITIONAL_METHODS, DecoderConfig, TinyDecoder
+from .model import POSITIONAL_METHODS, DecoderConfig, KVCache, TinyDecoder
 from .rope2d import apply_rope_2d, axial_positions
 from .scaling import SCALINGS, scaled_rope_frequencies, scaling_options
+from .rope_config import rope_from_config
+from .temperature import attention_temperature
 from .xl import rel_shift, xl_relative_sinusoids, xl_score_terms, xl_scores, xl_scores_direct
 
 __all__ = [
     "DecoderConfig",
+    "KVCache",
     "POSITIONAL_METHODS",
     "SCALINGS",
     "TinyDecoder",
     "apply_rope_2d",
+    "attention_temperature",
     "axial_positions",
     "scaled_rope_frequencies",
     "scaling_options",
@@ -99,6 +103,7 @@ __all__ = [
     "permutation_matrix",
     "rel_shift",
     "relative_positions",
+    "rope_from_config",
     "rope_angles",
     "rope_frequencies",
     "rope_matrix",

@@ -91,12 +91,13 @@ def sinusoidal_positions(
 
 
 class SinusoidalPositionalEncoding(nn.Module):
-    """Adds fixed sinusoids to its input: x + P[:seq].
+    """Adds fixed sinusoids to its input: x + P[offset : offset + seq].
 
     The table is a non-persistent buffer, so ``.to(device)`` moves it and it
     stays out of ``state_dict``. Longer inputs than ``max_len`` are computed on
     the fly: sinusoids are defined for every position.
     x: (..., seq, d) -> (..., seq, d)
+    offset: position of x's first row (the KV-cache length when decoding token by token)
     Taught in: notebooks/03_sinusoids.ipynb
     """
 
@@ -113,17 +114,19 @@ class SinusoidalPositionalEncoding(nn.Module):
             return self.pe[:n]
         return sinusoidal_positions(n, self.d, base=self.base, layout=self.layout, device=self.pe.device)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, *, offset: int = 0) -> Tensor:
         v.last_dim("x", x, self.d)
-        return x + self.table(x.shape[-2]).to(x.dtype)
+        offset = v.int_at_least("offset", offset, 0)
+        return x + self.table(offset + x.shape[-2])[offset:].to(x.dtype)
 
 
 class LearnedPositionalEncoding(nn.Module):
-    """Adds a trained vector per position (BERT, GPT-2): x + E[:seq].
+    """Adds a trained vector per position (BERT, GPT-2): x + E[offset : offset + seq].
 
-    A learned table has no row for positions it never saw, so inputs longer
-    than ``max_len`` raise: this is the extrapolation limit the notebooks show.
+    A learned table has no row for positions it never saw, so inputs reaching
+    beyond ``max_len`` raise: this is the extrapolation limit the notebooks show.
     x: (..., seq, d) -> (..., seq, d)
+    offset: position of x's first row (the KV-cache length when decoding token by token)
     Taught in: notebooks/00_index.ipynb, notebooks/07_beyond.ipynb
     """
 
@@ -134,10 +137,13 @@ class LearnedPositionalEncoding(nn.Module):
         self.embedding = nn.Embedding(max_len, d)
         nn.init.normal_(self.embedding.weight, std=0.02)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, *, offset: int = 0) -> Tensor:
         v.last_dim("x", x, self.d)
+        offset = v.int_at_least("offset", offset, 0)
         seq = x.shape[-2]
-        if seq > self.max_len:
-            raise ValueError(f"sequence length must be <= max_len={self.max_len}, got {seq}")
-        pos = torch.arange(seq, device=x.device)
+        if offset + seq > self.max_len:
+            what = "sequence length" if offset == 0 else "offset + sequence length"
+            got = f"{seq}" if offset == 0 else f"{offset} + {seq}"
+            raise ValueError(f"{what} must be <= max_len={self.max_len}, got {got}")
+        pos = torch.arange(offset, offset + seq, device=x.device)
         return x + self.embedding(pos).to(x.dtype)

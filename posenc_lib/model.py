@@ -9,9 +9,12 @@ in one registry, ``POSITIONAL_METHODS`` (name -> ``PositionalSpec``), in this or
   "rope"        queries and keys rotated by their positions (``RotaryEmbedding``)
   "alibi"       a linear distance penalty on the scores (``ALiBi``)
   "t5"          a learned scalar per (distance bucket, head) on the scores (``T5RelativeBias``)
+  "irope"       Llama 4's iRoPE: RoPE in most layers, none in every k-th (``IRoPE``)
 A method is a module with three hooks (``PositionalHooks``): ``embed`` (add to the token
-embeddings), ``rotate`` (turn q and k), ``bias`` (add to the scores). Adding a method is
-one registry entry plus its tests; ``TinyDecoder`` and the experiment need no edit.
+embeddings), ``rotate`` (turn q and k, per layer), ``bias`` (add to the scores). Adding a
+method is one registry entry plus its tests; ``TinyDecoder`` and the experiment need no edit.
+Decoding token by token: ``model(tokens, cache=KVCache())`` keeps each layer's keys and
+values, and every hook sees the new tokens at positions offset.. (offset = the cache length).
 Pre-LayerNorm blocks as in GPT-2; attention runs through torch's
 ``scaled_dot_product_attention`` with the positional bias as its mask, which equals
 ``posenc_lib.attention`` (the teaching form) but is faster.
@@ -19,7 +22,7 @@ Names: B = batch, T = sequence length, H = num_heads, C = d_model, d = C / H.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Callable, ClassVar
 
@@ -33,6 +36,7 @@ from .alibi import ALiBi
 from .attention import causal_mask
 from .relative import T5RelativeBias
 from .rope import RotaryEmbedding, apply_rope
+from .temperature import attention_temperature
 
 
 # ---------------------------------------------------------------- the hooks
@@ -40,9 +44,14 @@ from .rope import RotaryEmbedding, apply_rope
 class PositionalHooks(nn.Module):
     """What a positional method may do to the decoder; each default does nothing ("none").
 
-    embed(x):     x (B, T, C) token embeddings -> (B, T, C) with positions added
-    rotate(q, k): q, k (B, H, T, d) -> (q, k) turned by their positions
-    bias(T):      (H, T, T) additive scores, -inf above the diagonal, or None (plain causal)
+    The T tokens in hand sit at positions offset .. offset + T - 1, where offset is the
+    number of tokens already in the KV cache (0 without one).
+    embed(x, offset):            x (B, T, C) token embeddings -> (B, T, C) with positions added
+    rotate(q, k, layer, offset): q, k (B, H, T, d) of the new tokens in block ``layer`` (0-based)
+                                 -> (q, k) turned by their positions. Cached keys were turned
+                                 when they were new and are never turned again.
+    bias(q_len, k_len):          (H, q_len, k_len) additive scores of the last q_len queries
+                                 against all k_len keys, -inf for future keys; or None (plain causal)
     Subclasses override the hooks they need. The model calls embed once, bias once per
     forward (shared by every layer) and rotate in every layer.
     """
@@ -50,14 +59,14 @@ class PositionalHooks(nn.Module):
     # rotate() accepts inv_freq / attention_factor overrides (context extension at evaluation).
     rotary: ClassVar[bool] = False
 
-    def embed(self, x: Tensor) -> Tensor:
+    def embed(self, x: Tensor, *, offset: int = 0) -> Tensor:
         return x
 
-    def rotate(self, q: Tensor, k: Tensor, *, inv_freq: Tensor | None = None,
+    def rotate(self, q: Tensor, k: Tensor, *, layer: int = 0, offset: int = 0, inv_freq: Tensor | None = None,
                attention_factor: float = 1.0) -> tuple[Tensor, Tensor]:
         return q, k
 
-    def bias(self, T: int) -> Tensor | None:
+    def bias(self, q_len: int, k_len: int | None = None) -> Tensor | None:
         return None
 
 
@@ -68,8 +77,13 @@ class AddedEncoding(PositionalHooks):
         super().__init__()
         self.encoding = encoding
 
-    def embed(self, x: Tensor) -> Tensor:
-        return self.encoding(x)
+    def embed(self, x: Tensor, *, offset: int = 0) -> Tensor:
+        return self.encoding(x, offset=offset)
+
+
+def _new_positions(x: Tensor, offset: int) -> Tensor:
+    """Positions offset .. offset + T - 1 of x's T tokens (x: (..., T, d))."""
+    return torch.arange(offset, offset + x.shape[-2], device=x.device)
 
 
 class Rotary(PositionalHooks):
@@ -81,24 +95,58 @@ class Rotary(PositionalHooks):
         super().__init__()
         self.rope = RotaryEmbedding(d, base=base)
 
-    def rotate(self, q: Tensor, k: Tensor, *, inv_freq: Tensor | None = None,
+    def rotate(self, q: Tensor, k: Tensor, *, layer: int = 0, offset: int = 0, inv_freq: Tensor | None = None,
                attention_factor: float = 1.0) -> tuple[Tensor, Tensor]:
         if inv_freq is None and attention_factor == 1.0:
-            return self.rope(q, k)
+            return self.rope(q, k, offset=offset)
         kw = dict(inv_freq=self.rope.inv_freq if inv_freq is None else inv_freq, attention_factor=attention_factor)
-        return apply_rope(q, **kw), apply_rope(k, **kw)
+        positions = _new_positions(q, offset)
+        return apply_rope(q, positions, **kw), apply_rope(k, positions, **kw)
+
+
+class IRoPE(Rotary):
+    """Llama 4's interleaved RoPE: RoPE in every layer except every ``every``-th, which has no positions.
+
+    Layers every - 1, 2 * every - 1, ... (0-based; Llama 4: every = 4, layers 3, 7, ...) are NoPE:
+    only the causal mask tells them order, so nothing in them depends on distances they never
+    saw in training. With ``temperature`` their queries are multiplied by
+    ``attention_temperature(position)`` = 1 + attn_scale * ln(1 + floor((pos + 1) / floor_scale)):
+    1 up to position floor_scale - 2, then slowly sharper, against the softmax flattening over
+    more keys. inv_freq / attention_factor overrides act on the RoPE layers only.
+    """
+
+    def __init__(self, d: int, *, base: float, every: int, temperature: bool, floor_scale: int, attn_scale: float):
+        super().__init__(d, base=base)
+        self.every, self.temperature = every, temperature
+        self.floor_scale, self.attn_scale = floor_scale, attn_scale
+
+    def is_nope(self, layer: int) -> bool:
+        return (layer + 1) % self.every == 0
+
+    def rotate(self, q: Tensor, k: Tensor, *, layer: int = 0, offset: int = 0, inv_freq: Tensor | None = None,
+               attention_factor: float = 1.0) -> tuple[Tensor, Tensor]:
+        if not self.is_nope(layer):
+            return super().rotate(q, k, offset=offset, inv_freq=inv_freq, attention_factor=attention_factor)
+        if not self.temperature:
+            return q, k
+        positions = _new_positions(q, offset)
+        scale = attention_temperature(positions, floor_scale=self.floor_scale, attn_scale=self.attn_scale)
+        return q * scale.to(q.dtype).unsqueeze(-1), k
 
 
 class ScoreBias(PositionalHooks):
-    """Relative methods on the scores: ``scores`` maps T -> (H, T, T); the future is masked here."""
+    """Relative methods on the scores: ``scores`` maps n -> (H, n, n); the future is masked here."""
 
     def __init__(self, scores: nn.Module):
         super().__init__()
         self.scores = scores
 
-    def bias(self, T: int) -> Tensor:
-        b = self.scores(T)
-        return b.masked_fill(causal_mask(T, T, device=b.device), float("-inf"))  # no-op where already -inf
+    def bias(self, q_len: int, k_len: int | None = None) -> Tensor:
+        k_len = q_len if k_len is None else k_len
+        # The last q_len rows of the full square: the queries are the newest tokens. (T5RelativeBias(q, k)
+        # would put them first.) O(k_len^2) per decoding step, nothing for a tiny model.
+        b = self.scores(k_len)[:, k_len - q_len:]
+        return b.masked_fill(causal_mask(q_len, k_len, device=b.device), float("-inf"))  # no-op where already -inf
 
 
 # ---------------------------------------------------------------- the registry
@@ -120,6 +168,25 @@ def _check_sinusoidal(c: "DecoderConfig") -> None:
 
 def _check_rope(c: "DecoderConfig") -> None:
     v.even_dim("head dimension d_model / num_heads", c.d_model // c.num_heads)
+
+
+def _check_irope(c: "DecoderConfig") -> None:
+    _check_rope(c)
+    v.int_at_least("irope_every", c.irope_every, 2)
+    if c.irope_every > c.num_layers:
+        raise ValueError(f"irope_every must be <= num_layers={c.num_layers} (else no layer is without positions), "
+                         f"got {c.irope_every}")
+    if not isinstance(c.irope_temperature, bool):
+        raise ValueError(f"irope_temperature must be True or False, got {c.irope_temperature!r}")
+    if c.irope_floor_scale is not None:
+        v.int_at_least("irope_floor_scale", c.irope_floor_scale, 1)
+    v.finite_number("irope_attn_scale", c.irope_attn_scale, at_least=0)
+
+
+def _build_irope(c: "DecoderConfig") -> IRoPE:
+    return IRoPE(c.d_model // c.num_heads, base=c.base, every=c.irope_every, temperature=c.irope_temperature,
+                 floor_scale=c.max_len if c.irope_floor_scale is None else c.irope_floor_scale,
+                 attn_scale=c.irope_attn_scale)
 
 
 def _check_t5(c: "DecoderConfig") -> None:
@@ -149,6 +216,7 @@ POSITIONAL_METHODS: dict[str, PositionalSpec] = {
         build=lambda c: ScoreBias(T5RelativeBias(c.num_heads, bidirectional=False, num_buckets=c.t5_num_buckets,
                                                  max_distance=c.max_len)),
         check=_check_t5),
+    "irope": PositionalSpec("iRoPE", "#ff9896", build=_build_irope, check=_check_irope),
 }
 
 
@@ -170,6 +238,12 @@ class DecoderConfig:
     max_len: int = 64  # rows of the learned table; also T5's max_distance, so every bucket is seen in training
     base: float = 10000.0  # RoPE and sinusoid frequency base
     t5_num_buckets: int = 32  # all for the past: the decoder never sees the future
+    # iRoPE: every irope_every-th layer has no positions. Llama 4 uses 4; 2 here, so that the
+    # default 2 layers are one RoPE layer and one NoPE layer. Must be in 2 .. num_layers.
+    irope_every: int = 2
+    irope_temperature: bool = True  # scale the NoPE layers' queries by attention_temperature
+    irope_floor_scale: int | None = None  # None: max_len, so the temperature stays 1 within it (Llama 4: 8192)
+    irope_attn_scale: float = 0.1  # Llama 4's
 
     def __post_init__(self) -> None:
         v.int_at_least("vocab_size", self.vocab_size, 1)
@@ -187,6 +261,34 @@ class DecoderConfig:
 
 
 Rotate = Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]
+
+
+@dataclass
+class KVCache:
+    """Each layer's keys and values of the tokens seen so far, for decoding token by token.
+
+    ``logits = model(tokens, cache=cache)`` places tokens at positions cache.length.. and
+    appends their keys and values in place; start with ``KVCache()``.
+    Keys are stored rotated: each is turned once, at its own position, when it is new.
+    Turning the cached keys again at each step is the "double rotation" bug.
+    layers[i] = (k, v), each (B, H, length, d).
+    """
+
+    layers: list[tuple[Tensor, Tensor]] = field(default_factory=list)
+
+    @property
+    def length(self) -> int:
+        """Tokens cached (a property, not __len__: an empty cache must not be falsy)."""
+        return self.layers[0][0].shape[-2] if self.layers else 0
+
+    def update(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Append the new tokens' k, v (B, H, T, d) to layer ``layer``; returns all its keys and values."""
+        if layer == len(self.layers):
+            self.layers.append((k, v))
+        else:
+            past_k, past_v = self.layers[layer]
+            self.layers[layer] = (torch.cat((past_k, k), -2), torch.cat((past_v, v), -2))
+        return self.layers[layer]
 
 
 class CausalSelfAttention(nn.Module):
@@ -207,17 +309,25 @@ class CausalSelfAttention(nn.Module):
         q, k, val = self.qkv(x).view(B, T, 3, self.num_heads, C // self.num_heads).permute(2, 0, 3, 1, 4)
         return q, k, val
 
-    def forward(self, x: Tensor, *, bias: Tensor | None = None, rotate: Rotate | None = None) -> Tensor:
-        """bias: (H, T, T) additive scores including -inf above the diagonal, or None (plain causal).
-        rotate: (q, k) -> (q, k), each (B, H, T, d), or None for no rotation."""
+    def forward(self, x: Tensor, *, bias: Tensor | None = None, rotate: Rotate | None = None,
+                cache: KVCache | None = None, layer: int = 0) -> Tensor:
+        """bias: (H, T, S) additive scores of the T new queries against all S keys (cached and new),
+        including -inf for future keys, or None (plain causal).
+        rotate: (q, k) -> (q, k) for the new tokens, each (B, H, T, d), or None for no rotation.
+        cache: keys and values of earlier tokens, extended here in slot ``layer``; None: S = T."""
         B, T, C = x.shape
         q, k, val = self.heads(x)
         if rotate is not None:
-            q, k = rotate(q, k)
-        if bias is None:
-            y = F.scaled_dot_product_attention(q, k, val, is_causal=True)
-        else:
+            q, k = rotate(q, k)  # the new tokens only: the cached keys are already turned
+        if cache is not None:
+            k, val = cache.update(layer, k, val)
+        S = k.shape[-2]
+        if bias is not None:
             y = F.scaled_dot_product_attention(q, k, val, attn_mask=bias.to(q.dtype))
+        elif S == T:
+            y = F.scaled_dot_product_attention(q, k, val, is_causal=True)
+        else:  # is_causal puts the queries at the first keys; ours are the last (True = may attend)
+            y = F.scaled_dot_product_attention(q, k, val, attn_mask=~causal_mask(T, S, device=q.device))
         return self.out(y.transpose(1, 2).reshape(B, T, C))
 
 
@@ -244,6 +354,8 @@ class TinyDecoder(nn.Module):
     keywords, ``TinyDecoder(vocab_size=32, positional="alibi")``. The method's module
     (``PositionalHooks``) is ``model.positional``.
     Only "learned" has a length limit (config.max_len); the others run at any T.
+    Decoding: ``cache = KVCache()``, then ``model(next_tokens, cache=cache)`` step by step gives
+    the logits of the full forward (tests/test_model.py checks it for every method).
     Taught in: notebooks/07_beyond.ipynb
     """
 
@@ -261,24 +373,40 @@ class TinyDecoder(nn.Module):
         self.ln_f = nn.LayerNorm(c.d_model)
         self.head = nn.Linear(c.d_model, c.vocab_size)
 
-    def attention_bias(self, T: int) -> Tensor | None:
-        """The (H, T, T) additive bias shared by every layer (with -inf above the diagonal), or None."""
-        return self.positional.bias(T)
+    def attention_bias(self, q_len: int, k_len: int | None = None) -> Tensor | None:
+        """The (H, q_len, k_len) additive bias shared by every layer (-inf for future keys), or None."""
+        return self.positional.bias(q_len, k_len)
 
-    def forward(self, tokens: Tensor, *, inv_freq: Tensor | None = None, attention_factor: float = 1.0) -> Tensor:
-        """tokens: (B, T) long. inv_freq / attention_factor: RoPE frequencies to use instead of
-        the trained ones (context extension at evaluation time; only for a rotary method, "rope")."""
+    def forward(self, tokens: Tensor, *, cache: KVCache | None = None, inv_freq: Tensor | None = None,
+                attention_factor: float = 1.0) -> Tensor:
+        """tokens: (B, T) long. cache: a ``KVCache`` of the tokens before these (extended in place),
+        so the logits equal the last T rows of the full forward; None: the tokens start at position 0.
+        inv_freq / attention_factor: RoPE frequencies to use instead of the trained ones (context
+        extension at evaluation time; only for a rotary method, "rope" or "irope")."""
         if not isinstance(tokens, Tensor) or tokens.dim() != 2:
             raise ValueError(f"tokens must be a (batch, seq) integer tensor, got {getattr(tokens, 'shape', tokens)!r}")
         v.integer_tensor("tokens", tokens)
         if (inv_freq is not None or attention_factor != 1.0) and not self.positional.rotary:
-            raise ValueError("inv_freq and attention_factor need a rotary positional method (positional='rope'), "
+            raise ValueError("inv_freq and attention_factor need a rotary positional method ('rope' or 'irope'), "
                              f"got positional={self.config.positional!r}")
         if inv_freq is not None:
             inv_freq = inv_freq.to(tokens.device)
-        x = self.positional.embed(self.embed(tokens))
-        bias = self.positional.bias(tokens.shape[1])
-        rotate = partial(self.positional.rotate, inv_freq=inv_freq, attention_factor=attention_factor)
-        for block in self.blocks:
-            x = block(x, bias=bias, rotate=rotate)
+        offset = self._cache_length(cache, tokens.shape[0])
+        x = self.positional.embed(self.embed(tokens), offset=offset)
+        bias = self.positional.bias(tokens.shape[1], offset + tokens.shape[1])
+        for i, block in enumerate(self.blocks):
+            rotate = partial(self.positional.rotate, layer=i, offset=offset, inv_freq=inv_freq,
+                             attention_factor=attention_factor)
+            x = block(x, bias=bias, rotate=rotate, cache=cache, layer=i)
         return self.head(self.ln_f(x))
+
+    def _cache_length(self, cache: KVCache | None, batch: int) -> int:
+        """The position of the first new token; checks that the cache belongs to this model and batch."""
+        if cache is None:
+            return 0
+        if not isinstance(cache, KVCache):
+            raise ValueError(f"cache must be a KVCache or None, got {type(cache).__name__}")
+        if cache.layers and (len(cache.layers) != len(self.blocks) or cache.layers[0][0].shape[0] != batch):
+            raise ValueError(f"cache must hold {len(self.blocks)} layers of batch {batch} (this model, these tokens), "
+                             f"got {len(cache.layers)} layers of batch {cache.layers[0][0].shape[0]}")
+        return cache.length

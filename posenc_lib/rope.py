@@ -145,13 +145,33 @@ def _rotate(x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> Tensor:
     return rotate_in_float32(x, cos, sin, layout)
 
 
-def check_rope_args(x: Tensor, base: float, layout: str) -> str:
-    """Validate apply_rope's x, base and layout; returns the layout."""
+def check_rope_args(x: Tensor, base: float, layout: str, rotary_dim: int | None = None) -> str:
+    """Validate apply_rope's x, base, layout and rotary_dim; returns the layout."""
     if not isinstance(x, Tensor) or x.dim() < 2:
         raise ValueError(f"x must be a tensor of shape (..., seq, d), got {getattr(x, 'shape', type(x))}")
-    v.even_dim("x.shape[-1]", x.shape[-1])
+    if rotary_dim is None:
+        v.even_dim("x.shape[-1]", x.shape[-1])
+    else:
+        check_rotary_dim(rotary_dim, x.shape[-1])
     v.base_above_one(base)
     return v.one_of("layout", layout, LAYOUTS)
+
+
+def check_rotary_dim(rotary_dim: object, d: int, d_name: str = "x.shape[-1]") -> int:
+    """rotary_dim: an even number of features, at most the head dimension d (called d_name in messages)."""
+    rotary_dim = v.even_dim("rotary_dim", rotary_dim)
+    if rotary_dim > d:
+        raise ValueError(f"rotary_dim must be at most the head dimension {d_name} = {d}, got {rotary_dim}")
+    return rotary_dim
+
+
+def _rotate_part(x: Tensor, cos: Tensor, sin: Tensor, layout: str, rotary_dim: int) -> Tensor:
+    """Rotate the first rotary_dim features of x (pairs laid out within them), pass the rest through."""
+    if rotary_dim == x.shape[-1]:
+        return _rotate(x, cos, sin, layout)
+    # A contiguous copy of the rotated slice, so the C kernel can still serve it.
+    rotated = _rotate(x[..., :rotary_dim].contiguous(), cos, sin, layout)
+    return torch.cat((rotated, x[..., rotary_dim:]), dim=-1)
 
 
 def apply_rope(
@@ -162,22 +182,29 @@ def apply_rope(
     layout: str = "interleaved",
     inv_freq: Tensor | None = None,
     attention_factor: float = 1.0,
+    rotary_dim: int | None = None,
 ) -> Tensor:
     """Rotate queries or keys by their positions: out[..., m, :] = R_m x[..., m, :].
 
     x:         (..., seq, d), d even, e.g. (batch, heads, seq, head_dim)
     positions: None (0..seq-1), (seq,) or (batch, seq) integer tensor
     layout:    "interleaved" or "half" (see module docstring)
-    inv_freq:  (d // 2,) frequencies to use instead of base**(-2j/d) (context extension)
-    attention_factor: multiplies the output (YaRN's magnitude correction)
+    inv_freq:  (r // 2,) frequencies to use instead of base**(-2j/r) (context extension),
+               r = rotary_dim or d
+    attention_factor: multiplies the rotated features (YaRN's magnitude correction)
+    rotary_dim: r, even, <= d: rotate only the first r features of each head (pairs laid
+               out within them) and pass the other d - r through unchanged (partial
+               rotary: GPT-NeoX, Phi, DeepSeek). None means r = d. As in transformers,
+               attention_factor scales the rotated features only.
     returns:   same shape, dtype and device as x. Angles, cos and sin are computed in
                float32 (float64 for float64 x); half-precision x is rotated in float32
                and cast back. Stateless: cos and sin are computed on every call (a model
                keeps them in ``RotaryEmbedding``'s cache).
     Taught in: notebooks/05_rope.ipynb
     """
-    layout = check_rope_args(x, base, layout)
-    return _rotate(x, *_cos_sin(x, positions, base, inv_freq, attention_factor), layout)
+    layout = check_rope_args(x, base, layout, rotary_dim)
+    r = x.shape[-1] if rotary_dim is None else rotary_dim
+    return _rotate_part(x, *_cos_sin(x[..., :r], positions, base, inv_freq, attention_factor), layout, r)
 
 
 def rope_matrix(
@@ -222,6 +249,8 @@ class RotaryEmbedding(nn.Module):
     positions: None (offset, offset + 1, ...), or a (seq,) / (batch, seq) integer tensor
                (computed on the spot, without the cache)
     offset:    first position when positions is None (e.g. the KV-cache length when decoding)
+    rotary_dim: rotate only the first rotary_dim of the d features (see ``apply_rope``);
+               inv_freq and the tables then have rotary_dim/2 columns
     Taught in: notebooks/05_rope.ipynb
     """
 
@@ -233,17 +262,23 @@ class RotaryEmbedding(nn.Module):
         layout: str = "interleaved",
         inv_freq: Tensor | None = None,
         attention_factor: float = 1.0,
+        rotary_dim: int | None = None,
     ):
         super().__init__()
-        self.d = v.even_dim("d", d)
+        if rotary_dim is None:
+            self.d = self.rotary_dim = v.even_dim("d", d)
+        else:
+            self.d = v.int_at_least("d", d, 1)
+            self.rotary_dim = check_rotary_dim(rotary_dim, self.d, "d")
+        r = self.rotary_dim
         self.layout = v.one_of("layout", layout, LAYOUTS)
         self.attention_factor = v.finite_number("attention_factor", attention_factor, above=0)
         if inv_freq is None:
-            inv_freq = rope_frequencies(d, base=base)
-        elif inv_freq.shape != (d // 2,):
-            raise ValueError(f"inv_freq must have shape ({d // 2},), got {tuple(inv_freq.shape)}")
+            inv_freq = rope_frequencies(r, base=base)
+        elif inv_freq.shape != (r // 2,):
+            raise ValueError(f"inv_freq must have shape ({r // 2},), got {tuple(inv_freq.shape)}")
         self.register_buffer("inv_freq", inv_freq.float(), persistent=False)
-        empty = torch.empty(0, d // 2, device=inv_freq.device)
+        empty = torch.empty(0, r // 2, device=inv_freq.device)
         self.register_buffer("cos_cached", empty, persistent=False)
         self.register_buffer("sin_cached", empty.clone(), persistent=False)
 
@@ -258,12 +293,12 @@ class RotaryEmbedding(nn.Module):
         return self
 
     def cos_sin(self, seq: int, offset: int = 0) -> tuple[Tensor, Tensor]:
-        """cos and sin for positions offset .. offset + seq - 1, each (seq, d/2) float32 (views of the cache)."""
+        """cos and sin for positions offset .. offset + seq - 1, each (seq, rotary_dim/2) float32 (cache views)."""
         end = offset + seq
         if end > self.cos_cached.shape[0]:
             # Grow to the next power of two, so decoding token by token rebuilds rarely.
             n = 1 << max(0, end - 1).bit_length()
-            angles = rope_angles(n, self.d, inv_freq=self.inv_freq, device=self.inv_freq.device)
+            angles = rope_angles(n, self.rotary_dim, inv_freq=self.inv_freq, device=self.inv_freq.device)
             self.cos_cached, self.sin_cached = _cos_sin_of(angles, self.attention_factor)
         return self.cos_cached[offset:end], self.sin_cached[offset:end]
 
@@ -273,8 +308,9 @@ class RotaryEmbedding(nn.Module):
         if positions is None:
             cos, sin = self.cos_sin(x.shape[-2], v.int_at_least("offset", offset, 0))
         else:
-            cos, sin = _cos_sin_of(_angle_grid(x, positions, 10000.0, self.inv_freq), self.attention_factor)
-        return _rotate(x, cos, sin, self.layout)
+            rotated = x[..., : self.rotary_dim]
+            cos, sin = _cos_sin_of(_angle_grid(rotated, positions, 10000.0, self.inv_freq), self.attention_factor)
+        return _rotate_part(x, cos, sin, self.layout, self.rotary_dim)
 
     def forward(
         self, q: Tensor, k: Tensor, positions: Tensor | None = None, *, offset: int = 0

@@ -19,6 +19,11 @@ inputs without retraining, each method changes the inverse frequencies theta_j:
   "llama3"  Llama 3.1's wavelength bands: wavelengths shorter than
             original_max_position / high_freq_factor are kept, longer than
             original_max_position / low_freq_factor are divided by factor, smooth in between
+  "longrope" LongRoPE (Ding et al. 2024; Phi-3): every pair divided by its own searched
+            factor, one list for inputs up to original_max_position and another above it;
+            attention factor sqrt(1 + ln s / ln L0)
+  "proportional" Gemma 4: the first partial_rotary_factor * d / 2 pairs keep the frequencies
+            of the full head dimension, the others get frequency 0 (they carry no position)
 
 Every variant is a small function in the ``SCALINGS`` registry with one signature,
 and each starts from ``rope_frequencies`` and modifies its output, as Hugging Face's
@@ -105,6 +110,8 @@ def _yarn(
     beta_slow: float = 1.0,
     truncate: bool = True,
     attention_factor: float | None = None,
+    mscale: float | None = None,
+    mscale_all_dim: float | None = None,
 ) -> tuple[Tensor, float]:
     """YaRN: blend theta_j (kept) and theta_j / s (interpolated) by a ramp over pairs.
 
@@ -112,7 +119,10 @@ def _yarn(
     seen every angle many times); pairs making fewer than beta_slow turns are
     interpolated; in between, a linear ramp over the pair index. truncate=True rounds
     the ramp's ends outwards to whole pairs, as the reference code does. The attention
-    factor 0.1 ln(s) + 1 multiplies q and k (so scores by its square).
+    factor 0.1 ln(s) + 1 multiplies q and k (so scores by its square). DeepSeek's form:
+    with mscale and mscale_all_dim both given (and nonzero), it is
+    (0.1 mscale ln s + 1) / (0.1 mscale_all_dim ln s + 1), so 1.0 when they are equal:
+    DeepSeek-V3 puts the whole correction in the softmax scale instead.
     """
     extrapolated, _ = _none(d, factor=factor, base=base, original_max_position=original_max_position,
                             seq_len=seq_len, device=device)
@@ -129,8 +139,16 @@ def _yarn(
     ramp = ((j - low) / (high - low)).clamp(0, 1)  # 0: keep theta_j, 1: theta_j / s
     inv_freq = interpolated * ramp + extrapolated * (1 - ramp)
     if attention_factor is None:
-        attention_factor = 0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0
+        if mscale and mscale_all_dim:  # as transformers: one of them missing or 0 means the plain form
+            attention_factor = _yarn_mscale(factor, mscale) / _yarn_mscale(factor, mscale_all_dim)
+        else:
+            attention_factor = _yarn_mscale(factor)
     return inv_freq, float(attention_factor)
+
+
+def _yarn_mscale(factor: float, mscale: float = 1.0) -> float:
+    """YaRN's magnitude correction 0.1 mscale ln(s) + 1 (1 when s <= 1)."""
+    return 0.1 * mscale * math.log(factor) + 1.0 if factor > 1 else 1.0
 
 
 def _llama3(
@@ -149,18 +167,85 @@ def _llama3(
     wavelength_j = 2 pi / theta_j. Below L0 / high_freq_factor: theta_j; above
     L0 / low_freq_factor: theta_j / s; in between a blend with weight
     w = (L0 / wavelength_j - low_freq_factor) / (high_freq_factor - low_freq_factor).
+    Equal factors leave no band in between: a step at wavelength L0 / low_freq_factor.
     """
-    if not high_freq_factor > low_freq_factor > 0:
+    if not high_freq_factor >= low_freq_factor > 0:
         raise ValueError(
-            f"need high_freq_factor > low_freq_factor > 0, got high_freq_factor={high_freq_factor}, "
+            f"need high_freq_factor >= low_freq_factor > 0, got high_freq_factor={high_freq_factor}, "
             f"low_freq_factor={low_freq_factor}"
         )
     inv_freq, _ = _none(d, factor=factor, base=base, original_max_position=original_max_position,
                         seq_len=seq_len, device=device)
     wavelength = 2 * math.pi / inv_freq
-    w = ((original_max_position / wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor)).clamp(0, 1)
+    turns = original_max_position / wavelength  # turns over L0
+    if high_freq_factor == low_freq_factor:  # no smooth band: a step (transformers' where() does the same)
+        w = (turns >= low_freq_factor).to(inv_freq.dtype)
+    else:
+        w = ((turns - low_freq_factor) / (high_freq_factor - low_freq_factor)).clamp(0, 1)
     # w = 1 for short wavelengths (kept), 0 for long ones (divided by s).
     return inv_freq / factor * (1 - w) + inv_freq * w, 1.0
+
+
+def _factor_list(name: str, values: object, d: int) -> Tensor:
+    """One of LongRoPE's per-pair factor lists: d/2 finite numbers > 0."""
+    if isinstance(values, Tensor):
+        values = values.tolist()
+    if not isinstance(values, (list, tuple)) or len(values) != d // 2:
+        got = f"length {len(values)}" if isinstance(values, (list, tuple)) else repr(values)
+        raise ValueError(f"{name} must be a list of d/2 = {d // 2} numbers (one per pair), got {got}")
+    for x in values:
+        v.finite_number(f"every entry of {name}", x, above=0)
+    return torch.tensor(values, dtype=torch.float64)
+
+
+def _longrope(
+    d,
+    *,
+    factor,
+    base,
+    original_max_position,
+    seq_len,
+    device,
+    short_factor: list[float] | None = None,
+    long_factor: list[float] | None = None,
+    attention_factor: float | None = None,
+) -> tuple[Tensor, float]:
+    """LongRoPE: theta_j / lambda_j, each pair with its own factor lambda_j found by search.
+
+    Inputs up to L0 tokens (seq_len None or <= L0) use short_factor, longer ones
+    long_factor: the model switches lists when the input outgrows its training length.
+    None means uniform factors, 1 (short) and s (long): plain RoPE, then position
+    interpolation. The attention factor sqrt(1 + ln s / ln L0) multiplies q and k.
+    """
+    short = torch.ones(d // 2, dtype=torch.float64) if short_factor is None else _factor_list(
+        "short_factor", short_factor, d)
+    long_ = torch.full((d // 2,), factor, dtype=torch.float64) if long_factor is None else _factor_list(
+        "long_factor", long_factor, d)
+    inv_freq = _default(d, base, device)
+    lam = long_ if seq_len is not None and seq_len > original_max_position else short
+    if attention_factor is None:
+        if factor > 1 and original_max_position < 2:
+            raise ValueError("original_max_position must be >= 2 for longrope's attention factor (it divides by ln L0)")
+        attention_factor = math.sqrt(1 + math.log(factor) / math.log(original_max_position)) if factor > 1 else 1.0
+    return inv_freq / lam.to(inv_freq.device), float(attention_factor)
+
+
+def _proportional(
+    d, *, factor, base, original_max_position, seq_len, device, partial_rotary_factor: float = 1.0
+) -> tuple[Tensor, float]:
+    """Gemma 4's proportional RoPE: d/2 frequencies, of which only the first p d/2 turn.
+
+    Those keep theta_j = base**(-2j/d) with the full head dimension d in the exponent
+    (unlike a RoPE of dimension p d, whose frequencies would spread over the same range);
+    the remaining pairs get frequency 0, so they never rotate and carry no position.
+    All are divided by s (as "linear").
+    """
+    p = v.finite_number("partial_rotary_factor", partial_rotary_factor, at_least=0)
+    if p > 1:
+        raise ValueError(f"partial_rotary_factor must be a finite number in [0, 1], got {partial_rotary_factor!r}")
+    inv_freq = _default(d, base, device)
+    inv_freq[int(p * d // 2):] = 0.0
+    return inv_freq / factor, 1.0
 
 
 # One registry: name -> function with the shared keywords above (plus its own options).
@@ -171,6 +256,8 @@ SCALINGS: dict[str, ScalingFn] = {
     "dynamic": _dynamic,
     "yarn": _yarn,
     "llama3": _llama3,
+    "longrope": _longrope,
+    "proportional": _proportional,
 }
 
 
@@ -188,23 +275,32 @@ def scaled_rope_frequencies(
     d: int,
     *,
     method: str,
-    factor: float,
+    factor: float | None,
     base: float = 10000.0,
     original_max_position: int = 2048,
     seq_len: int | None = None,
     device: torch.device | str | None = None,
     dtype: torch.dtype = torch.float32,
+    max_position: int | None = None,
     **method_options: object,
 ) -> tuple[Tensor, float]:
     """RoPE inverse frequencies for a context ``factor`` times the original, and YaRN's attention factor.
 
     d:       even head dimension (>= 4 for "ntk" and "dynamic", whose exponent is d/(d-2))
-    method:  a key of ``SCALINGS``: "none", "linear", "ntk", "dynamic", "yarn", "llama3"
-    factor:  s >= 1, the context extension (target length / original_max_position)
+    method:  a key of ``SCALINGS``: "none", "linear", "ntk", "dynamic", "yarn", "llama3",
+             "longrope", "proportional"
+    factor:  s >= 1, the context extension (target length / original_max_position);
+             None means max_position / original_max_position (as transformers reads
+             DeepSeek's and Phi-3's configs)
     original_max_position: L0, the context the model was trained on
-    seq_len: current length; only "dynamic" uses it (None means L0)
-    method_options: "yarn": beta_fast=32, beta_slow=1, truncate=True, attention_factor=None;
-                    "llama3": low_freq_factor=1, high_freq_factor=4 (see ``scaling_options``)
+    seq_len: current length; "dynamic" and "longrope" use it (None means L0)
+    max_position: the extended context (config.json's max_position_embeddings); only read
+             when factor is None
+    method_options: "yarn": beta_fast=32, beta_slow=1, truncate=True, attention_factor=None,
+                    mscale=None, mscale_all_dim=None; "llama3": low_freq_factor=1,
+                    high_freq_factor=4; "longrope": short_factor, long_factor (d/2 numbers
+                    each), attention_factor=None; "proportional": partial_rotary_factor=1
+                    (see ``scaling_options``)
     returns: (inv_freq (d // 2,) in ``dtype`` on ``device``, attention_factor float);
              use as ``apply_rope(x, inv_freq=inv_freq, attention_factor=attention_factor)``
     Taught in: notebooks/07_beyond.ipynb
@@ -214,9 +310,14 @@ def scaled_rope_frequencies(
     d = v.even_dim("d", d)
     if method in ("ntk", "dynamic") and d < 4:
         raise ValueError(f"d must be >= 4 for method={method!r} (the exponent is d/(d-2)), got {d}")
+    original_max_position = v.int_at_least("original_max_position", original_max_position, 1)
+    if factor is None:
+        if max_position is None:
+            raise ValueError("factor=None means max_position / original_max_position: give max_position too")
+        max_position = v.int_at_least("max_position", max_position, original_max_position)
+        factor = max_position / original_max_position
     factor = v.finite_number("factor", factor, at_least=1)
     base = v.base_above_one(base)
-    original_max_position = v.int_at_least("original_max_position", original_max_position, 1)
     if seq_len is not None:
         seq_len = v.int_at_least("seq_len", seq_len, 1)
     v.dtype_in("dtype", dtype, (torch.float32, torch.float64))

@@ -101,3 +101,23 @@ def test_learned_module_refuses_unseen_positions():
     assert m(torch.zeros(1, 4, 8)).shape == (1, 4, 8)
     with pytest.raises(ValueError, match="max_len=4"):
         m(torch.zeros(1, 5, 8))
+
+
+def test_modules_add_the_rows_from_offset():
+    """With a KV cache the new tokens sit at offset, offset + 1, ...: rows offset.. of the table."""
+    sin = pl.SinusoidalPositionalEncoding(8, max_len=4)
+    x = torch.zeros(2, 3, 8)
+    torch.testing.assert_close(sin(x, offset=5)[0], pl.sinusoidal_positions(8, 8)[5:])  # beyond max_len too
+    learned = pl.LearnedPositionalEncoding(6, 8)
+    torch.testing.assert_close(learned(x, offset=2)[1], learned.embedding.weight[2:5])
+    assert torch.equal(learned(x, offset=0), learned(x))
+
+
+def test_offset_is_validated_and_counts_towards_max_len():
+    learned = pl.LearnedPositionalEncoding(6, 8)
+    assert learned(torch.zeros(1, 2, 8), offset=4).shape == (1, 2, 8)
+    with pytest.raises(ValueError, match=r"offset \+ sequence length must be <= max_len=6, got 5 \+ 2"):
+        learned(torch.zeros(1, 2, 8), offset=5)
+    for m in (learned, pl.SinusoidalPositionalEncoding(8)):
+        with pytest.raises(ValueError, match="offset must be an integer >= 0, got -1"):
+            m(torch.zeros(1, 2, 8), offset=-1)

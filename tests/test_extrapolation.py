@@ -82,7 +82,7 @@ def test_quick_mode_runs_writes_json_and_png_fast(tmp_path):
     assert proc.returncode == 0, proc.stderr
     res = json.loads((tmp_path / "extrapolation.json").read_text())
     assert cpu < 30, f"quick mode used {cpu:.1f} s of CPU"
-    assert set(res["methods"]) == set(POSITIONAL_METHODS) | {"rope+linear", "rope+ntk", "rope+yarn"}
+    assert set(res["methods"]) == set(ex.ExperimentConfig().methods) | {"rope+linear", "rope+ntk", "rope+yarn"}
     assert res["methods"]["learned"]["nonoverlapping"]["128"] is None  # the table has 64 rows
     assert set(res["methods"]["rope"]["sliding_window"]) == {"64", "128", "256", "512"}
     assert res["config"]["steps"] == ex.QUICK["steps"] and res["wall_time_s"] > 0
@@ -132,7 +132,8 @@ def test_labels_and_colours_come_from_the_model_registry():
     assert len(set(ex.LABELS.values())) == len(set(ex.COLORS.values())) == len(ex.COLORS)  # one curve, one style
     fig = ex.draw(_committed())
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-    assert legend == [spec.label for spec in POSITIONAL_METHODS.values()]
+    assert legend == [POSITIONAL_METHODS[m].label for m in ex.ExperimentConfig().methods]
+    assert set(ex.ExperimentConfig().methods) <= set(POSITIONAL_METHODS)
 
 
 def test_plot_redraws_from_a_results_file(tmp_path):
@@ -150,5 +151,5 @@ def test_committed_results_are_complete():
         pytest.skip("results/extrapolation.json not generated yet")
     res = json.loads(src.read_text())
     assert res["config"] == {**ex.asdict(ex.ExperimentConfig()), "eval_multiples": [1, 2, 4, 8],
-                             "methods": list(POSITIONAL_METHODS), "scalings": ["linear", "ntk", "yarn"]}
+                             "methods": list(ex.ExperimentConfig().methods), "scalings": ["linear", "ntk", "yarn"]}
     assert res["cpu_time_s"] <= 600 and res["wall_time_s"] > 0  # CPU: the neighbours do not count

@@ -1,12 +1,14 @@
 """The tiny decoder-only transformer (posenc_lib.model) and its registry of positional methods."""
 import dataclasses
+import math
 
 import pytest
 import torch
 from matplotlib.colors import is_color_like, to_hex
 
 import posenc_lib as pl
-from posenc_lib.model import POSITIONAL_METHODS, DecoderConfig, PositionalHooks, PositionalSpec, TinyDecoder
+from posenc_lib.model import (POSITIONAL_METHODS, DecoderConfig, IRoPE, KVCache, PositionalHooks, PositionalSpec,
+                              TinyDecoder)
 
 
 def small(positional, **kw):
@@ -141,7 +143,7 @@ def test_config_or_keywords_not_both():
 
 @pytest.mark.parametrize("kw,match", [
     (dict(vocab_size=5, positional="xpos"),
-     r"positional must be one of \('none', 'learned', 'sinusoidal', 'rope', 'alibi', 't5'\), got 'xpos'"),
+     r"positional must be one of \('none', 'learned', 'sinusoidal', 'rope', 'alibi', 't5', 'irope'\), got 'xpos'"),
     (dict(vocab_size=0), "vocab_size must be an integer >= 1"),
     (dict(vocab_size=5, d_model=30, num_heads=4), "d_model must be a multiple of num_heads=4"),
     (dict(vocab_size=5, d_model=12, num_heads=4, positional="rope"), "head dimension d_model / num_heads must be even"),
@@ -169,7 +171,7 @@ def test_bad_forward_input_raises_value_error():
 # ---------------------------------------------------------------- the registry
 
 def test_registry_names_keep_their_order():
-    assert tuple(POSITIONAL_METHODS) == ("none", "learned", "sinusoidal", "rope", "alibi", "t5")
+    assert tuple(POSITIONAL_METHODS) == ("none", "learned", "sinusoidal", "rope", "alibi", "t5", "irope")
     assert "rope" in POSITIONAL_METHODS and "xpos" not in POSITIONAL_METHODS
     assert pl.POSITIONAL_METHODS is POSITIONAL_METHODS
 
@@ -196,7 +198,7 @@ def test_every_method_builds_hooks_with_the_documented_shapes(positional):
         future = torch.ones(12, 12, dtype=torch.bool).triu(1)
         assert bias.shape == (2, 12, 12)
         assert torch.isneginf(bias[:, future]).all() and torch.isfinite(bias[:, ~future]).all()
-    assert hooks.rotary == (positional == "rope")
+    assert hooks.rotary == (positional in ("rope", "irope"))
 
 
 class _Recorder(PositionalHooks):
@@ -208,18 +210,19 @@ class _Recorder(PositionalHooks):
         super().__init__()
         self.calls = []
 
-    def embed(self, x):
-        self.calls.append(("embed", tuple(x.shape)))
+    def embed(self, x, *, offset=0):
+        self.calls.append(("embed", tuple(x.shape), offset))
         return x
 
-    def rotate(self, q, k, *, inv_freq=None, attention_factor=1.0):
-        self.calls.append(("rotate", tuple(q.shape), tuple(k.shape), attention_factor))
+    def rotate(self, q, k, *, layer=0, offset=0, inv_freq=None, attention_factor=1.0):
+        self.calls.append(("rotate", tuple(q.shape), tuple(k.shape), layer, offset, attention_factor))
         return q, k
 
-    def bias(self, T):
-        self.calls.append(("bias", T))
-        eye = torch.eye(T, dtype=torch.bool)
-        return torch.zeros(2, T, T).masked_fill(~eye, float("-inf"))
+    def bias(self, q_len, k_len=None):
+        k_len = q_len if k_len is None else k_len
+        self.calls.append(("bias", q_len, k_len))
+        eye = torch.eye(k_len, dtype=torch.bool)[k_len - q_len:]
+        return torch.zeros(2, q_len, k_len).masked_fill(~eye, float("-inf"))
 
 
 def _check_toy(c):
@@ -236,8 +239,19 @@ def test_a_registered_method_runs_end_to_end_without_touching_the_model(monkeypa
     x = torch.randint(0, 11, (3, 9))
     with torch.no_grad():
         out = m(x, attention_factor=0.5)
-    assert m.positional.calls == [("embed", (3, 9, 16)), ("bias", 9),
-                                  ("rotate", (3, 2, 9, 8), (3, 2, 9, 8), 0.5), ("rotate", (3, 2, 9, 8), (3, 2, 9, 8), 0.5)]
+    assert m.positional.calls == [("embed", (3, 9, 16), 0), ("bias", 9, 9),
+                                  ("rotate", (3, 2, 9, 8), (3, 2, 9, 8), 0, 0, 0.5),
+                                  ("rotate", (3, 2, 9, 8), (3, 2, 9, 8), 1, 0, 0.5)]
+    # With a cache, the hooks see the new token at its offset (9) and the bias spans all 10 keys.
+    m.positional.calls.clear()
+    cache = KVCache()
+    with torch.no_grad():
+        m(x, cache=cache)
+        m.positional.calls.clear()
+        m(x[:, :1], cache=cache)
+    assert m.positional.calls == [("embed", (3, 1, 16), 9), ("bias", 1, 10),
+                                  ("rotate", (3, 2, 1, 8), (3, 2, 1, 8), 0, 9, 1.0),
+                                  ("rotate", (3, 2, 1, 8), (3, 2, 1, 8), 1, 9, 1.0)]
     # The bias really reaches attention: with only the diagonal visible, changing token 4 changes nothing else.
     y = x.clone()
     y[:, 4] = (y[:, 4] + 1) % 11
@@ -247,3 +261,179 @@ def test_a_registered_method_runs_end_to_end_without_touching_the_model(monkeypa
     torch.testing.assert_close(torch.cat([out[:, :4], out[:, 5:]], 1), torch.cat([out_y[:, :4], out_y[:, 5:]], 1))
     with pytest.raises(ValueError, match="positional must be one of .*'toy'"):
         DecoderConfig(vocab_size=11, positional="toy2")
+
+
+# ---------------------------------------------------------------- decoding with a KV cache
+
+def decode(m, x, splits, **kw):
+    """The logits of x fed in chunks of the given sizes through one KVCache."""
+    assert sum(splits) == x.shape[1]
+    cache, out, start = KVCache(), [], 0
+    for n in splits:
+        out.append(m(x[:, start:start + n], cache=cache, **kw))
+        start += n
+    assert cache.length == x.shape[1] and len(cache.layers) == m.config.num_layers
+    return torch.cat(out, 1)
+
+
+# Every registered method, plus iRoPE with a floor small enough that the temperature varies within 10 tokens.
+CACHE_CASES = [pytest.param(p, {}, id=p) for p in POSITIONAL_METHODS] + [
+    pytest.param("irope", dict(irope_floor_scale=2), id="irope-floor2")]
+
+
+@pytest.mark.parametrize("splits", [(1,) * 10, (4, 1, 3, 2)], ids=["token-by-token", "prefill-then-chunks"])
+@pytest.mark.parametrize("positional,kw", CACHE_CASES)
+def test_decoding_with_the_cache_equals_the_full_forward(positional, kw, splits):
+    """Positions continue from the cache length: same logits as one pass over the whole sequence."""
+    m = small(positional, **kw)
+    x = torch.randint(0, 11, (2, 10))
+    with torch.no_grad():
+        full, stepped = m(x), decode(m, x, splits)
+    torch.testing.assert_close(stepped, full, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("positional", ["rope", "irope"])
+def test_decoding_with_the_cache_keeps_rope_scaling(positional):
+    m = small(positional)
+    x = torch.randint(0, 11, (1, 10))
+    inv, att = pl.scaled_rope_frequencies(8, method="yarn", factor=4.0, original_max_position=4)
+    with torch.no_grad():
+        full = m(x, inv_freq=inv, attention_factor=att)
+        torch.testing.assert_close(decode(m, x, (3, 1, 1, 5), inv_freq=inv, attention_factor=att), full,
+                                   rtol=1e-5, atol=1e-5)
+        assert not torch.allclose(full, m(x), atol=1e-3)  # the scaling is really in use
+
+
+class _RotatesCachedKeysAgain(KVCache):
+    """The double-rotation bug: the cached keys, already turned, are turned again at every step."""
+
+    def __init__(self, rope):
+        super().__init__()
+        self.rope = rope
+
+    def update(self, layer, k, v):
+        n = self.layers[layer][0].shape[-2] if layer < len(self.layers) else 0
+        k_all, v_all = super().update(layer, k, v)
+        return torch.cat((self.rope.rotate(k_all[..., :n, :]), k_all[..., n:, :]), -2), v_all
+
+
+@pytest.mark.parametrize("positional", ["rope", "irope"])
+def test_the_equivalence_catches_double_rotation(positional):
+    """A decoder that turns cached keys twice gives other logits from the second token on."""
+    m = small(positional)
+    x = torch.randint(0, 11, (2, 10))
+    bad = _RotatesCachedKeysAgain(m.positional.rope)
+    with torch.no_grad():
+        full = m(x)
+        wrong = torch.cat([m(x[:, t:t + 1], cache=bad) for t in range(10)], 1)
+    torch.testing.assert_close(wrong[:, :2], full[:, :2])  # nothing cached, then one key at position 0 (R_0 = I)
+    assert not torch.allclose(wrong[:, 2:], full[:, 2:], atol=1e-3)
+
+
+def test_learned_table_limit_counts_the_cached_tokens():
+    m = small("learned")
+    cache = KVCache()
+    with torch.no_grad():
+        m(torch.randint(0, 11, (1, 12)), cache=cache)
+        with pytest.raises(ValueError, match=r"offset \+ sequence length must be <= max_len=12, got 12 \+ 1"):
+            m(torch.randint(0, 11, (1, 1)), cache=cache)
+
+
+def test_bad_cache_raises_value_error():
+    m = small("rope")
+    cache = KVCache()
+    with torch.no_grad():
+        m(torch.randint(0, 11, (2, 3)), cache=cache)
+        with pytest.raises(ValueError, match="cache must hold 2 layers of batch 1 .* got 2 layers of batch 2"):
+            m(torch.randint(0, 11, (1, 1)), cache=cache)
+        with pytest.raises(ValueError, match="cache must hold 2 layers .* got 3 layers"):
+            m(torch.randint(0, 11, (2, 1)), cache=KVCache(cache.layers + cache.layers[:1]))
+    with pytest.raises(ValueError, match="cache must be a KVCache or None, got list"):
+        m(torch.randint(0, 11, (2, 1)), cache=[])
+
+
+def test_empty_cache_is_not_falsy_and_grows_in_place():
+    cache = KVCache()
+    assert cache.length == 0 and cache is not None and not hasattr(cache, "__len__")
+    m = small("alibi")
+    with torch.no_grad():
+        m(torch.randint(0, 11, (1, 4)), cache=cache)
+    assert cache.length == 4 and [k.shape for k, _ in cache.layers] == [(1, 2, 4, 8)] * 2
+
+
+# ---------------------------------------------------------------- iRoPE
+
+def irope_hooks(**kw) -> IRoPE:
+    return small("irope", num_layers=4, **kw).positional
+
+
+def test_irope_nope_layers_are_every_kth_as_in_llama4():
+    """Llama 4 (transformers' no_rope_layers): layer i uses RoPE unless (i + 1) % 4 == 0."""
+    hooks = small("irope", num_layers=8, irope_every=4).positional
+    assert [i for i in range(8) if hooks.is_nope(i)] == [3, 7]
+    assert DecoderConfig(vocab_size=5, positional="irope").irope_every == 2  # 2 layers: RoPE, then NoPE
+
+
+def test_irope_rotates_only_its_rope_layers():
+    hooks = irope_hooks(irope_every=2, irope_temperature=False)
+    q, k = torch.randn(2, 2, 6, 8), torch.randn(2, 2, 6, 8)
+    pos = torch.arange(5, 11)
+    for layer in range(4):
+        rq, rk = hooks.rotate(q, k, layer=layer, offset=5)
+        if layer in (1, 3):
+            assert torch.equal(rq, q) and torch.equal(rk, k)
+        else:
+            torch.testing.assert_close(rq, pl.apply_rope(q, pos))
+            torch.testing.assert_close(rk, pl.apply_rope(k, pos))
+
+
+def test_irope_model_is_rope_then_nope():
+    """End to end: block 0 rotates q and k like apply_rope, block 1 attends without positions."""
+    m = small("irope", irope_temperature=False)
+    x = torch.randint(0, 11, (2, 9))
+    with torch.no_grad():
+        h = m.blocks[0](m.embed(x), rotate=lambda q, k: (pl.apply_rope(q), pl.apply_rope(k)))
+        ref = m.head(m.ln_f(m.blocks[1](h)))
+        torch.testing.assert_close(m(x), ref)
+
+
+def test_irope_temperature_scales_queries_of_nope_layers_only():
+    """1 + 0.1 ln(1 + floor((pos + 1) / 4)): 1 for positions 0..2, 1 + 0.1 ln 2 for 3..6, 1 + 0.1 ln 3 for 7..10."""
+    hooks = irope_hooks(irope_floor_scale=4, irope_attn_scale=0.1)
+    q, k = torch.randn(1, 2, 11, 8), torch.randn(1, 2, 11, 8)
+    want = torch.tensor([1.0] * 3 + [1 + 0.1 * math.log(2)] * 4 + [1 + 0.1 * math.log(3)] * 4)
+    rq, rk = hooks.rotate(q, k, layer=1)
+    torch.testing.assert_close(rq, q * want[:, None])
+    assert torch.equal(rk, k)
+    rq, _ = hooks.rotate(q[:, :, :2], k[:, :, :2], layer=3, offset=9)  # positions 9, 10 from the offset
+    torch.testing.assert_close(rq, q[:, :, :2] * (1 + 0.1 * math.log(3)))
+    rq, rk = hooks.rotate(q, k, layer=0)  # a RoPE layer: rotated, lengths unchanged, no temperature
+    torch.testing.assert_close(rq, pl.apply_rope(q))
+    torch.testing.assert_close(rq.norm(dim=-1), q.norm(dim=-1))
+
+
+def test_irope_default_temperature_is_one_within_max_len():
+    """The default floor is max_len (12): nothing changes before position 11, so training is plain iRoPE."""
+    on, off = small("irope"), small("irope", irope_temperature=False)
+    assert on.positional.floor_scale == 12
+    x = torch.randint(0, 11, (1, 30))
+    with torch.no_grad():
+        a, b = on(x), off(x)
+    torch.testing.assert_close(a[:, :11], b[:, :11], rtol=0, atol=0)
+    assert not torch.allclose(a[:, 11:], b[:, 11:], atol=1e-4)
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(irope_every=1), "irope_every must be an integer >= 2, got 1"),
+    (dict(irope_every=3), r"irope_every must be <= num_layers=2 \(else no layer is without positions\), got 3"),
+    (dict(irope_every=2.0), "irope_every must be an integer >= 2, got 2.0"),
+    (dict(irope_temperature="yes"), "irope_temperature must be True or False, got 'yes'"),
+    (dict(irope_floor_scale=0), "irope_floor_scale must be an integer >= 1, got 0"),
+    (dict(irope_attn_scale=-0.1), "irope_attn_scale must be a finite number >= 0, got -0.1"),
+    (dict(irope_attn_scale=float("nan")), "irope_attn_scale must be a finite number >= 0, got nan"),
+    (dict(d_model=12, num_heads=4), "head dimension d_model / num_heads must be even"),
+])
+def test_bad_irope_config_raises_value_error(kw, match):
+    with pytest.raises(ValueError, match=match):
+        DecoderConfig(vocab_size=5, positional="irope", **kw)
+    DecoderConfig(vocab_size=5, positional="rope", **{k: x for k, x in kw.items() if k.startswith("irope")})  # unused

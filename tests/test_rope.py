@@ -226,3 +226,141 @@ def test_inv_freq_overrides_base():
     """Passing inv_freq = rope_frequencies(d, base=b) equals passing base=b."""
     x = torch.randn(6, 8)
     torch.testing.assert_close(pl.apply_rope(x, inv_freq=pl.rope_frequencies(8, base=500.0)), pl.apply_rope(x, base=500.0))
+
+
+# ---------------------------------------------------------------- partial rotary: rotary_dim
+
+def split_and_rotate(x: torch.Tensor, r: int, layout: str, base: float = 10000.0) -> torch.Tensor:
+    """Reference for rotary_dim = r: the dense R_m of dimension r on the first r features, the rest copied."""
+    out = x.clone().double()
+    for m in range(x.shape[-2]):
+        out[..., m, :r] = x[..., m, :r].double() @ pl.rope_matrix(m, r, base=base, layout=layout).double().T
+    return out
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+@pytest.mark.parametrize("d,r", [(8, 2), (16, 8), (12, 4), (64, 16), (7, 4), (10, 10)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_rotary_dim_rotates_the_first_r_features_and_passes_the_rest(layout, d, r, dtype):
+    x = torch.randn(2, 3, 9, d, generator=torch.Generator().manual_seed(d * r)).to(dtype)
+    out = pl.apply_rope(x, rotary_dim=r, layout=layout, base=500.0)
+    assert out.shape == x.shape and out.dtype == dtype
+    torch.testing.assert_close(out.double(), split_and_rotate(x, r, layout, base=500.0), atol=1e-5, rtol=1e-5)
+    assert torch.equal(out[..., r:], x[..., r:])  # passed through bit for bit
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_rotary_dim_equal_to_d_is_plain_rope_and_uses_rotary_dim_frequencies(layout):
+    x = torch.randn(4, 10, 16)
+    assert torch.equal(pl.apply_rope(x, rotary_dim=16, layout=layout), pl.apply_rope(x, layout=layout))
+    # inv_freq for rotary_dim r has r/2 entries: the frequencies of an r-dimensional RoPE
+    inv = pl.rope_frequencies(8, base=50.0)
+    got = pl.apply_rope(x, rotary_dim=8, inv_freq=inv, layout=layout)
+    assert torch.equal(got[..., :8], pl.apply_rope(x[..., :8].contiguous(), base=50.0, layout=layout))
+    with pytest.raises(ValueError, match=r"inv_freq must have shape \(4,\)"):
+        pl.apply_rope(x, rotary_dim=8, inv_freq=pl.rope_frequencies(16))
+
+
+def test_rotary_dim_goes_through_the_dispatch_and_keeps_the_precision_contract():
+    """The rotated slice is made contiguous, so the C kernel can serve it (where built); bits equal the
+    dispatch on that slice, and stay within float32 rounding of the reference rotation."""
+    from posenc_lib import rope as R
+    from posenc_lib.kernels import cpu
+
+    for dtype in (torch.float32, torch.bfloat16):
+        x = torch.randn(2, 5, 13, 24).to(dtype)
+        part = x[..., :8].contiguous()
+        cos, sin = R._cos_sin(part, None, 10000.0, None, 1.0)
+        got = pl.apply_rope(x, rotary_dim=8, layout="half")[..., :8]
+        assert torch.equal(got, R._rotate(part, cos, sin, "half"))
+        assert cpu.applies(part, cos, sin) == (cpu.enabled() and cpu.available())
+        torch.testing.assert_close(got, R.rotate_in_float32(part, cos, sin, "half"))
+
+
+def test_rotary_dim_attention_factor_scales_only_the_rotated_features():
+    """As transformers' partial-rotary models do: cos and sin carry the factor, the pass-through does not."""
+    x = torch.randn(6, 16)
+    out = pl.apply_rope(x, rotary_dim=4, attention_factor=1.5)
+    torch.testing.assert_close(out[:, :4], 1.5 * pl.apply_rope(x[:, :4].contiguous()))
+    assert torch.equal(out[:, 4:], x[:, 4:])
+
+
+@given(m=st.integers(0, 500), n=st.integers(0, 500), shift=st.integers(0, 500), seed=st.integers(0, 2**16))
+def test_partial_rotary_score_depends_only_on_offset(m, n, shift, seed):
+    g = torch.Generator().manual_seed(seed)
+    q, k = torch.randn(1, 12, dtype=torch.float64, generator=g), torch.randn(1, 12, dtype=torch.float64, generator=g)
+
+    def score(a, b):
+        qa = pl.apply_rope(q, torch.tensor([a]), rotary_dim=4, layout="half")
+        kb = pl.apply_rope(k, torch.tensor([b]), rotary_dim=4, layout="half")
+        return (qa @ kb.T).item()
+
+    assert score(m, n) == pytest.approx(score(m + shift, n + shift), abs=1e-9)
+
+
+def test_rotary_dim_gradients_match_float64():
+    x = torch.randn(2, 7, 16, requires_grad=True)
+    x64 = x.detach().double().requires_grad_()
+    w = torch.randn(2, 7, 16)
+    (pl.apply_rope(x, rotary_dim=6) * w).sum().backward()
+    (pl.apply_rope(x64, rotary_dim=6) * w.double()).sum().backward()
+    torch.testing.assert_close(x.grad.double(), x64.grad, atol=1e-5, rtol=1e-5)
+    assert torch.equal(x.grad[..., 6:], w[..., 6:])  # pass-through: gradient 1 per feature
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_rotary_module_with_rotary_dim_matches_apply_rope(layout):
+    inv = pl.rope_frequencies(8, base=100.0)
+    rot = pl.RotaryEmbedding(20, rotary_dim=8, inv_freq=inv, layout=layout, attention_factor=1.1)
+    assert rot.cos_cached.shape == (0, 4) and rot.inv_freq.shape == (4,)
+    x = torch.randn(2, 3, 11, 20)
+    kw = dict(rotary_dim=8, inv_freq=inv, layout=layout, attention_factor=1.1)
+    rq, rk = rot(x, x)
+    assert torch.equal(rq, pl.apply_rope(x, **kw)) and torch.equal(rk, rq)
+    step, _ = rot(x[..., 5:6, :], x[..., 5:6, :], offset=5)
+    torch.testing.assert_close(step, rq[..., 5:6, :])
+    pos = torch.tensor([[3, 1, 4], [1, 5, 9]])
+    got, _ = rot(x[..., :3, :], x[..., :3, :], pos)
+    torch.testing.assert_close(got, pl.apply_rope(x[..., :3, :], pos, **kw))
+    plain = pl.RotaryEmbedding(20, rotary_dim=8, base=100.0)
+    torch.testing.assert_close(plain.inv_freq, inv, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(rotary_dim=5), "rotary_dim must be even"),
+    (dict(rotary_dim=0), "rotary_dim must be an integer >= 2"),
+    (dict(rotary_dim=18), r"rotary_dim must be at most the head dimension (x.shape\[-1\]|d) = 16, got 18"),
+    (dict(rotary_dim=True), "rotary_dim must be an integer"),
+    (dict(rotary_dim=4.0), "rotary_dim must be an integer"),
+])
+def test_rotary_dim_bad_input(kw, match):
+    with pytest.raises(ValueError, match=match):
+        pl.apply_rope(torch.randn(3, 16), **kw)
+    with pytest.raises(ValueError, match=match):
+        pl.RotaryEmbedding(16, **kw)
+
+
+def test_odd_head_dim_needs_rotary_dim():
+    with pytest.raises(ValueError, match=r"x.shape\[-1\] must be even"):
+        pl.apply_rope(torch.randn(3, 7))
+    assert pl.apply_rope(torch.randn(3, 7), rotary_dim=6).shape == (3, 7)
+
+
+@pytest.mark.crosscheck
+@pytest.mark.parametrize("head_dim,p", [(32, 0.5), (64, 0.25), (40, 0.4)])
+def test_rotary_dim_matches_hf_partial_rotary(head_dim, p):
+    """transformers' Phi-3 (q_rot, q_pass split, half layout) with partial_rotary_factor p."""
+    pytest.importorskip("transformers")
+    from transformers import Phi3Config
+    from transformers.models.phi3.modeling_phi3 import Phi3RotaryEmbedding, apply_rotary_pos_emb
+
+    heads = 2
+    cfg = Phi3Config(hidden_size=heads * head_dim, num_attention_heads=heads, num_key_value_heads=heads,
+                     partial_rotary_factor=p, rope_theta=10000.0, max_position_embeddings=512)
+    r = int(head_dim * p)
+    q, k = torch.randn(1, heads, 19, head_dim), torch.randn(1, heads, 19, head_dim)
+    pos = torch.arange(40, 59)[None]
+    cos, sin = Phi3RotaryEmbedding(cfg)(q, pos)
+    hq, hk = apply_rotary_pos_emb(q, k, cos, sin)
+    torch.testing.assert_close(pl.apply_rope(q, pos[0], rotary_dim=r, layout="half"), hq, atol=1e-4, rtol=1e-5)
+    torch.testing.assert_close(pl.apply_rope(k, pos[0], rotary_dim=r, layout="half"), hk, atol=1e-4, rtol=1e-5)

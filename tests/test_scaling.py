@@ -145,9 +145,69 @@ def test_llama3_bands():
     assert mid.any() and ((f[mid] < ref[mid]) & (f[mid] > ref[mid] / s)).all()
 
 
+def test_llama3_equal_band_factors_make_a_step():
+    """low_freq_factor == high_freq_factor: no smooth band, kept below L0 / low, divided by s above."""
+    d, s, L0 = 64, 8.0, 1024
+    f, _ = scaled(d, "llama3", s, original_max_position=L0, low_freq_factor=1.0, high_freq_factor=1.0)
+    ref = default(d)
+    short = 2 * math.pi / ref < L0
+    torch.testing.assert_close(f[short], ref[short])
+    torch.testing.assert_close(f[~short], ref[~short] / s)
+    assert short.any() and (~short).any()
+
+
+def test_longrope_divides_each_pair_by_its_own_factor_and_switches_above_L0():
+    d, L0 = 16, 1024
+    short, long_ = [1.0 + 0.5 * j for j in range(8)], [3.0 + j for j in range(8)]
+    kw = dict(original_max_position=L0, short_factor=short, long_factor=long_)
+    for seq_len, lam in ((None, short), (L0, short), (L0 + 1, long_)):
+        f, att = scaled(d, "longrope", 16.0, seq_len=seq_len, **kw)
+        torch.testing.assert_close(f, default(d) / torch.tensor(lam, dtype=torch.float64))
+        assert att == pytest.approx(math.sqrt(1 + math.log(16) / math.log(L0)))
+    assert scaled(d, "longrope", 16.0, attention_factor=1.25, **kw)[1] == 1.25
+
+
+def test_longrope_without_lists_is_plain_rope_then_interpolation():
+    """short_factor None: ones (plain RoPE up to L0); long_factor None: s everywhere (linear above L0)."""
+    torch.testing.assert_close(scaled(32, "longrope", 4.0, seq_len=100)[0], default(32))
+    torch.testing.assert_close(scaled(32, "longrope", 4.0, seq_len=4096)[0], scaled(32, "linear", 4.0)[0])
+
+
+def test_proportional_turns_only_the_first_pairs_with_full_dimension_frequencies():
+    """Gemma 4: pairs j < p d / 2 keep base**(-2j/d) (d, not p d, in the exponent); the rest have frequency 0."""
+    d = 64
+    f, att = scaled(d, "proportional", 2.0, partial_rotary_factor=0.25, base=1e6)
+    torch.testing.assert_close(f[:8], default(d, 1e6)[:8] / 2)
+    assert (f[8:] == 0).all() and att == 1.0
+    torch.testing.assert_close(scaled(d, "proportional", 1.0, partial_rotary_factor=1.0)[0], default(d))
+    assert (scaled(d, "proportional", 1.0, partial_rotary_factor=0.0)[0] == 0).all()
+
+
+def test_yarn_mscale_pair_gives_deepseeks_attention_factor():
+    """(0.1 mscale ln s + 1) / (0.1 mscale_all_dim ln s + 1); equal values give exactly 1."""
+    s = 40.0
+    assert scaled(64, "yarn", s, mscale=1.0, mscale_all_dim=1.0)[1] == 1.0
+    want = (0.1 * 0.707 * math.log(s) + 1) / (0.1 * 1.0 * math.log(s) + 1)
+    assert scaled(64, "yarn", s, mscale=0.707, mscale_all_dim=1.0)[1] == pytest.approx(want)
+    assert scaled(64, "yarn", s, mscale=0.707)[1] == pytest.approx(0.1 * math.log(s) + 1)  # one alone: plain
+    assert scaled(64, "yarn", s, mscale=1.0, mscale_all_dim=1.0, attention_factor=1.5)[1] == 1.5
+    # the frequencies do not depend on mscale
+    torch.testing.assert_close(scaled(64, "yarn", s, mscale=0.707, mscale_all_dim=1.0)[0], scaled(64, "yarn", s)[0])
+
+
+def test_factor_none_means_max_position_over_original():
+    f, att = scaled(64, "yarn", None, original_max_position=4096, max_position=163840)
+    g, att40 = scaled(64, "yarn", 40.0, original_max_position=4096)
+    torch.testing.assert_close(f, g, rtol=0, atol=0)
+    assert att == att40
+
+
 def test_scaling_options_list_each_methods_knobs():
-    assert scaling_options("yarn") == {"beta_fast": 32.0, "beta_slow": 1.0, "truncate": True, "attention_factor": None}
+    assert scaling_options("yarn") == {"beta_fast": 32.0, "beta_slow": 1.0, "truncate": True, "attention_factor": None,
+                                       "mscale": None, "mscale_all_dim": None}
     assert scaling_options("llama3") == {"low_freq_factor": 1.0, "high_freq_factor": 4.0}
+    assert scaling_options("longrope") == {"short_factor": None, "long_factor": None, "attention_factor": None}
+    assert scaling_options("proportional") == {"partial_rotary_factor": 1.0}
     assert scaling_options("linear") == {}
 
 
@@ -180,7 +240,19 @@ def test_unknown_scaling_raises_listing_the_keys():
     (dict(d=16, method="linear", factor=2.0, dtype=torch.float16), "dtype must be"),
     (dict(d=16, method="linear", factor=2.0, beta_fast=3), r"unknown option\(s\) \['beta_fast'\] for method='linear'"),
     (dict(d=16, method="yarn", factor=2.0, beta_fats=3), r"it accepts \['attention_factor', 'beta_fast'"),
-    (dict(d=16, method="llama3", factor=2.0, low_freq_factor=4.0, high_freq_factor=1.0), "high_freq_factor > low"),
+    (dict(d=16, method="llama3", factor=2.0, low_freq_factor=4.0, high_freq_factor=1.0), "high_freq_factor >= low"),
+    (dict(d=16, method="yarn", factor=None), "factor=None means max_position / original_max_position"),
+    (dict(d=16, method="yarn", factor=None, original_max_position=4096, max_position=1024),
+     "max_position must be an integer >= 4096"),
+    (dict(d=16, method="longrope", factor=2.0, short_factor=[1.0] * 7),
+     r"short_factor must be a list of d/2 = 8 numbers \(one per pair\), got length 7"),
+    (dict(d=16, method="longrope", factor=2.0, long_factor=3.0), "long_factor must be a list of d/2 = 8 numbers"),
+    (dict(d=16, method="longrope", factor=2.0, long_factor=[1.0] * 7 + [float("nan")]),
+     "every entry of long_factor must be a finite number > 0"),
+    (dict(d=16, method="longrope", factor=2.0, original_max_position=1), "original_max_position must be >= 2"),
+    (dict(d=16, method="proportional", factor=1.0, partial_rotary_factor=1.5),
+     r"partial_rotary_factor must be a finite number in \[0, 1\]"),
+    (dict(d=16, method="proportional", factor=1.0, partial_rotary_factor=-0.5), "partial_rotary_factor must be"),
 ])
 def test_bad_input_raises_value_error(kw, match):
     with pytest.raises(ValueError, match=match):
@@ -261,3 +333,51 @@ def test_ntk_matches_hf_dynamic_at_the_extended_length(d, factor):
     ours, att = scaled_rope_frequencies(d, method="ntk", factor=factor, original_max_position=L0)
     torch.testing.assert_close(ours, hf_inv, rtol=1e-6, atol=0)
     assert att == 1.0
+
+
+@pytest.mark.crosscheck
+@pytest.mark.parametrize("d", [16, 64, 96])
+@pytest.mark.parametrize("seq_len", [None, 512, 1024, 1025, 8192])
+def test_longrope_matches_hf_below_and_above_L0(d, seq_len):
+    """short factors up to L0, long factors above, and sqrt(1 + ln s / ln L0) with s = max / L0 (no factor given)."""
+    n = d // 2
+    params = {"rope_theta": 10000.0, "original_max_position_embeddings": 1024,
+              "short_factor": [1.0 + 0.05 * j for j in range(n)], "long_factor": [1.0 + 0.7 * j for j in range(n)]}
+    fn, cfg = _hf("longrope", d, params, max_position_embeddings=32768)
+    hf_inv, hf_att = fn(cfg, "cpu", seq_len=seq_len)
+    ours, att = scaled_rope_frequencies(d, method="longrope", factor=None, max_position=32768,
+                                        original_max_position=1024, seq_len=seq_len,
+                                        short_factor=params["short_factor"], long_factor=params["long_factor"])
+    torch.testing.assert_close(ours, hf_inv, rtol=1e-6, atol=0)
+    assert att == pytest.approx(hf_att, rel=1e-12)
+
+
+@pytest.mark.crosscheck
+@pytest.mark.parametrize("d", [16, 64, 256])
+@pytest.mark.parametrize("p", [0.0, 0.25, 0.5, 1.0])
+@pytest.mark.parametrize("factor", [1.0, 4.0])
+def test_proportional_matches_hf(d, p, factor):
+    fn, cfg = _hf("proportional", d, {"rope_theta": 1e6, "partial_rotary_factor": p, "factor": factor},
+                  max_position_embeddings=4096)
+    hf_inv, hf_att = fn(cfg, "cpu")
+    ours, att = scaled_rope_frequencies(d, method="proportional", factor=factor, base=1e6, partial_rotary_factor=p)
+    torch.testing.assert_close(ours, hf_inv, rtol=1e-6, atol=0)
+    assert att == hf_att == 1.0
+
+
+@pytest.mark.crosscheck
+@pytest.mark.parametrize("d", [32, 64])
+@pytest.mark.parametrize("mscale,mscale_all_dim", [(1.0, 1.0), (0.707, 1.0), (1.0, 0.707), (0.707, None)])
+@pytest.mark.parametrize("factor", [4.0, 40.0, None])
+def test_yarn_mscale_and_missing_factor_match_hf(d, mscale, mscale_all_dim, factor):
+    """DeepSeek's attention factor, and factor None meaning max_position_embeddings / L0."""
+    params = {"rope_theta": 10000.0, "factor": factor, "original_max_position_embeddings": 4096, "mscale": mscale}
+    if mscale_all_dim is not None:
+        params["mscale_all_dim"] = mscale_all_dim
+    fn, cfg = _hf("yarn", d, params, max_position_embeddings=163840)
+    hf_inv, hf_att = fn(cfg, "cpu")
+    options = {k: params[k] for k in ("mscale", "mscale_all_dim") if k in params}
+    ours, att = scaled_rope_frequencies(d, method="yarn", factor=factor, max_position=163840,
+                                        original_max_position=4096, **options)
+    torch.testing.assert_close(ours, hf_inv, rtol=1e-6, atol=0)
+    assert att == pytest.approx(hf_att, rel=1e-12)
