@@ -3,16 +3,20 @@
 PYTHON ?= python3
 VENV ?= .venv
 # torch 2.13.0 (CPU) is on local disk here; on a CUDA machine use e.g.
-#   make test TORCH_SPEC="torch --index-url https://download.pytorch.org/whl/cu124"
+#   make test TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/<cuda tag>"
 TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.posenc-installed
-# Extra arguments for JupyterLab, e.g. LAB_ARGS="--port 8899 --no-browser".
+# Extra arguments for JupyterLab, e.g. LAB_ARGS="--port 8899 --no-browser"
+# (JupyterLab also reads JUPYTER_PORT: `JUPYTER_PORT=8899 make lab`).
 LAB_ARGS ?=
+# JupyterLab refuses to start as root (a container, a cloud VM, a lab PC) unless told
+# to; the server stays on 127.0.0.1 behind a random token either way.
+LAB_ROOT_ARG = $(if $(filter 0,$(shell id -u)),--allow-root)
 # Extra arguments for pytest, e.g. PYTEST_ARGS="-k rope -x".
 PYTEST_ARGS ?=
 
-.PHONY: venv lab test test-lib notebooks slides images clean bench
+.PHONY: venv lab test test-lib notebooks slides student images clean bench
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,11 +29,12 @@ venv: $(STAMP)
 
 # Open the notebooks in JupyterLab on localhost (a fresh random token is printed).
 lab: $(STAMP)
-	$(BIN)/jupyter lab --notebook-dir=notebooks --ServerApp.ip=127.0.0.1 $(LAB_ARGS)
+	$(BIN)/jupyter lab --notebook-dir=notebooks --ServerApp.ip=127.0.0.1 $(LAB_ROOT_ARG) $(LAB_ARGS)
 
 # Every test: library (unit, property, cross-check, bad input) and notebooks (nbval, strict).
+# POSENC_GRADING is a grader's switch (checkers raise): the stored notebooks expect it off.
 test: $(STAMP)
-	$(BIN)/python -m pytest tests notebooks --nbval --nbval-current-env \
+	env -u POSENC_GRADING $(BIN)/python -m pytest tests notebooks --nbval --nbval-current-env \
 		--nbval-sanitize-with notebooks/sanitize.cfg $(PYTEST_ARGS)
 
 # Library tests only (fast loop while editing posenc_lib).
@@ -56,6 +61,14 @@ node_modules/.package-lock.json: package.json package-lock.json
 # (NB=05 for one chapter). Open build/slides/index.html.
 slides: $(STAMP) node_modules/.package-lock.json
 	$(BIN)/python scripts/build_slides.py $(NB)
+
+# Students' copies for a graded class: build/student/NN_name.ipynb with the solutions removed
+# (nbgrader generate_assignment; NB=05 for one chapter). The nbgrader course it leaves in
+# COURSE is where `nbgrader autograde` grades submissions (README: Grading with nbgrader);
+# `make clean` deletes build/, so give a real class's course a home outside it.
+COURSE ?= build/nbgrader
+student: $(STAMP)
+	$(BIN)/python scripts/make_student.py --course "$(COURSE)" $(NB)
 
 # Regenerate every figure in images/ from posenc_lib.
 images: $(STAMP)

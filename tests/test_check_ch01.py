@@ -28,7 +28,8 @@ def test_reorder_matrix_rejects_non_permutations_and_wrong_shapes(capsys):
     assert check.reorder_matrix(torch.eye(3)) is False
     assert "must be 4x4" in _out(capsys)
     assert check.reorder_matrix(torch.eye(4)) is False
-    assert "[a, b, c, d]" in _out(capsys)
+    out = _out(capsys)
+    assert "[a, b, c, d]" in out and "P[0, 2]" not in out  # the hint gives the method, not an entry
     assert check.reorder_matrix("nonsense") is False  # an exception is reported, not raised
     assert "raised" in _out(capsys)
 
@@ -46,7 +47,12 @@ def test_predict_equal_right_and_wrong(capsys):
     assert check.predict_equal(RIGHT) is True
     assert "all correct!" in _out(capsys)
     assert check.predict_equal({**RIGHT, "e": False}) is False
-    assert "identical tokens" in _out(capsys)
+    out = _out(capsys)
+    assert "1 of your predictions is wrong" in out
+    assert "(e)" not in out  # naming the wrong one would give its answer away
+    assert check.predict_equal({k: not v for k, v in RIGHT.items()}) is False
+    out = _out(capsys)
+    assert "5 of your predictions are wrong" in out and "✓" not in out
     assert check.predict_equal({"a": True}) is False
     assert "(b): answer True or False" in _out(capsys)
     assert check.predict_equal([True, False]) is False

@@ -56,7 +56,7 @@ def test_smallest_bits(capsys):
     assert check.smallest_bits(lambda n: math.ceil(math.log2(n))) is True  # exact for these n
     assert check.smallest_bits(lambda n: n.bit_length()) is False  # off by one at powers of two
     out = _out(capsys)
-    assert "fn(2) = 2, expected 1" in out
+    assert "fn(2) = 2 is not the smallest" in out and "expected" not in out  # the right count stays hidden
     assert check.smallest_bits(lambda n: int(math.log2(n))) is False
     assert check.smallest_bits(lambda n: str(n)) is False
     assert check.smallest_bits(10) is False

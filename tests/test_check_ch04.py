@@ -63,6 +63,8 @@ def test_shaw_index_right_and_wrong(capsys):
     assert check.shaw_index(lambda i, j, k: max(-k, min(k, i - j)) + k) is False
     assert "key minus query" in capsys.readouterr().out
     assert check.shaw_index(lambda i, j, k: j - i + k) is False  # forgot the clip
+    out = capsys.readouterr().out
+    assert "e.g. fn(0, 1, 0) = 1" in out and "expected" not in out  # the right index (0) stays hidden
     assert check.shaw_index(7) is False
 
 

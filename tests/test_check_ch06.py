@@ -31,8 +31,10 @@ def test_slopes_recipe_right_and_wrong(capsys):
     assert "all correct!" in capsys.readouterr().out
     assert check.alibi_slopes_recipe(lambda n: [2 ** (-8 * h / n) for h in range(1, n + 1)]) is False
     out = capsys.readouterr().out
-    assert "✓ 8 heads" in out and "✗ 6 heads" in out and "hint" in out
+    assert "✓ 8 heads" in out and "✗ 6 heads: the plain 2**(-8h/H)" in out and "hint" in out
+    assert "0.3968" not in out  # the right first slope for 6 heads, 2**-(8/6) ~ 0.39685, stays hidden
     assert check.alibi_slopes_recipe(lambda n: sorted(recipe(n), reverse=True)) is False  # monotone: wrong for 6
+    assert "✗ 6 heads: wrong" in capsys.readouterr().out
 
 
 def test_slopes_recipe_stub_is_unattempted_and_bugs_are_reported(capsys):
@@ -47,7 +49,10 @@ def test_slopes_recipe_stub_is_unattempted_and_bugs_are_reported(capsys):
 def test_bias_entries(capsys):
     assert check.alibi_bias_entries((-0.625, float("-inf"))) is True
     assert check.alibi_bias_entries([-5 / 8, -math.inf]) is True
+    capsys.readouterr()
     assert check.alibi_bias_entries((0.625, float("-inf"))) is False  # sign
+    out = capsys.readouterr().out
+    assert "bias[2, 7, 2]: not 0.625" in out and "0.125" not in out  # head 2's slope stays hidden
     assert check.alibi_bias_entries((-1.25, float("-inf"))) is False  # head counted from 1
     assert check.alibi_bias_entries((-0.625, -0.25)) is False  # future key not hidden
     assert check.alibi_bias_entries(-0.625) is False
@@ -74,8 +79,11 @@ def test_is_causal_alibi(capsys):
 def test_row_shift_modes(capsys):
     assert check.row_shift_modes({"causal"}) is True
     assert check.row_shift_modes(["causal"]) is True
+    capsys.readouterr()
     assert check.row_shift_modes({"causal", "nonsymmetric"}) is False
-    assert "right-looking heads" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "1 of the four forms is on the wrong side" in out
+    assert "nonsymmetric" not in out and "✓ symmetric: different weights" in out  # the wrong one is not named
     assert check.row_shift_modes({"causal", "symmetric"}) is False
     assert check.row_shift_modes(set()) is False
     assert check.row_shift_modes("causal") is False

@@ -17,6 +17,7 @@ def test_nope_counter(capsys):
     assert ok is True and "all correct!" in out
     ok, out = run(check.nope_counter, lambda n: 1 / torch.full((n,), float(n)), capsys)  # no mask: 1/n
     assert ok is False and "hint" in out
+    assert "n=5: differs from the causal average" in out and "0.5" not in out  # 1, 1/2, 1/3 ... stay hidden
 
 
 def test_pi_frequencies(capsys):

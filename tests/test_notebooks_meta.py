@@ -29,7 +29,7 @@ def test_stored_notebook_matches_its_source(src):
     have = stored(src).cells
     assert [(c.cell_type, c.source) for c in have] == [(c.cell_type, c.source) for c in want]
     for h, w in zip(have, want):
-        for key in ("tags", "jupyter", "slideshow"):
+        for key in ("tags", "jupyter", "slideshow", "nbgrader"):
             assert h.metadata.get(key) == w.metadata.get(key), f"metadata {key!r} differs in cell:\n{h.source[:200]}"
 
 
@@ -67,18 +67,43 @@ def test_every_widget_follows_a_static_figure(src):
         last_png = any("image/png" in o.get("data", {}) for o in c.outputs)
 
 
+def _stream(cell: nbformat.NotebookNode) -> str:
+    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+
+
 @pytest.mark.parametrize("src", CHAPTERS, ids=[p.stem for p in CHAPTERS])
-def test_chapter_has_three_to_five_checked_exercises_with_passing_hidden_solutions(src):
+def test_chapter_has_three_to_five_exercises_in_nbgrader_form(src):
+    """Per exercise: the self-learner's cell, the collapsed nbgrader solution, the locked graded check.
+
+    The self-learner's cell shows "not attempted yet"; the graded check, run after the instructor's
+    solution, shows "all correct!" and nothing else (no stray return value).
+    """
     cells = [c for c in stored(src).cells if c.cell_type == "code"]
-    exercises = {m for c in cells for m in re.findall(r"check\.(\w+)\(", c.source)}
-    assert 3 <= len(exercises) <= 5, f"{sorted(exercises)}"
-    for name in exercises:
-        calls = [c for c in cells if f"check.{name}(" in c.source]
-        text = lambda c: "".join(o.get("text", "") for o in c.outputs if o.output_type == "stream")
-        assert any("not attempted yet" in text(c) for c in calls), f"{name}: no learner cell left unattempted"
-        solutions = [c for c in calls if c.metadata.get("jupyter", {}).get("source_hidden")]
-        assert solutions, f"{name}: no collapsed solution cell"
-        assert all("all correct!" in text(c) and "✗" not in text(c) for c in solutions), f"{name}: solution fails"
+    graded = [i for i, c in enumerate(cells) if c.metadata.get("nbgrader", {}).get("grade")]
+    assert 3 <= len(graded) <= 5, [cells[i].source for i in graded]
+    names = []
+    for i in graded:
+        check_cell, solution, learner = cells[i], cells[i - 1], cells[i - 2]
+        m = re.fullmatch(r"_ = check\.(\w+)\(\w+\)", check_cell.source)
+        assert m, f"a graded cell only calls its checker: {check_cell.source!r}"
+        name = m.group(1)
+        names.append(name)
+        assert check_cell.metadata["nbgrader"] == {"grade": True, "solution": False, "locked": True, "points": 1,
+                                                   "grade_id": name, "schema_version": 3}
+        assert "all correct!" in _stream(check_cell) and "✗" not in _stream(check_cell), name
+        assert [o.output_type for o in check_cell.outputs] == ["stream"], f"{name}: stray output"
+        assert solution.metadata.get("nbgrader") == {"grade": False, "solution": True, "locked": False,
+                                                     "grade_id": f"{name}_answer", "schema_version": 3}, name
+        assert solution.metadata.get("jupyter", {}).get("source_hidden"), f"{name}: solution not collapsed"
+        lines = [line.strip() for line in solution.source.splitlines()]
+        assert lines.count("### BEGIN SOLUTION") == 1 and lines.index("### BEGIN SOLUTION") < lines.index(
+            "### END SOLUTION"), f"{name}: no solution between the markers"
+        assert not solution.outputs, f"{name}: the solution cell prints"
+        assert "nbgrader" not in learner.metadata and f"check.{name}(" in learner.source, name
+        assert "not attempted yet" in _stream(learner), f"{name}: the learner's cell is not left unattempted"
+    assert len(set(names)) == len(names), names
+    calls = {m for c in cells for m in re.findall(r"check\.(\w+)\(", c.source)}
+    assert calls == set(names), f"checkers called outside an exercise: {calls - set(names)}"
 
 
 @pytest.mark.parametrize("src", SOURCES, ids=ids)

@@ -1,46 +1,130 @@
 """The project's own promises: install metadata, make targets, the README's commands."""
+import os
 import re
 import subprocess
-import sys
+import tomllib
 from pathlib import Path
 
-import pytest
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from _readme import section, two_commands
 
 ROOT = Path(__file__).resolve().parents[1]
-CONDA_NAMES = {"torch": "pytorch"}  # conda-forge packages PyTorch as "pytorch"
+CONDA_NAMES = {"pytorch": "torch"}  # conda-forge packages PyTorch as "pytorch"
+META = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 
-def _name(req: str) -> str:
-    return re.split(r"[<>=!~\[ ;]", req.strip(), maxsplit=1)[0].lower()
+def specs(lines: list[str]) -> dict[str, SpecifierSet]:
+    """name -> version specifier, conda names mapped to PyPI names."""
+    out = {}
+    for line in lines:
+        req = Requirement(line)
+        name = CONDA_NAMES.get(req.name.lower(), req.name.lower())
+        assert name not in out, f"{name} is listed twice"
+        out[name] = req.specifier
+    return out
 
 
-def pyproject_requirements() -> set[str]:
-    import tomllib
-
-    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    reqs = list(meta["dependencies"])
-    for extra in meta["optional-dependencies"].values():
-        reqs += extra
-    return {CONDA_NAMES.get(_name(r), _name(r)) for r in reqs}
+def pyproject(*extras: str) -> dict[str, SpecifierSet]:
+    """The runtime dependencies plus the named extras."""
+    return specs(META["dependencies"] + [r for e in extras for r in META["optional-dependencies"][e]])
 
 
-def environment_requirements() -> set[str]:
-    names = set()
+def yaml_list_items(text: str) -> list[str]:
+    """The `- item` lines of a flat conda list (comments dropped; nested `pip:` lists would show up too)."""
+    items = (re.match(r"\s*-\s+(\S.*)", line.split("#", 1)[0]) for line in text.splitlines())
+    return [m.group(1).strip() for m in items if m]
+
+
+def tools_for_tests_only() -> set[str]:
+    return set(pyproject("test")) - set(pyproject("lab"))
+
+
+def environment_yml() -> dict[str, SpecifierSet]:
     deps = (ROOT / "environment.yml").read_text().split("dependencies:", 1)[1]
-    for line in deps.splitlines():
-        m = re.match(r"\s*-\s+([A-Za-z0-9_.\-]+)", line)
-        if m and m.group(1) not in {"python", "pip", "-e"}:
-            names.add(_name(m.group(1)))
-    return names
+    items = [i for i in yaml_list_items(deps) if not re.match(r"(python|pip)\b", i)]
+    return specs(items)
 
 
-def test_environment_yml_lists_the_same_packages_as_pyproject():
-    assert environment_requirements() == pyproject_requirements()
+def binder_requirements() -> dict[str, SpecifierSet]:
+    lines = (ln.split("#", 1)[0].strip() for ln in (ROOT / "binder" / "requirements.txt").read_text().splitlines())
+    return specs([ln for ln in lines if ln and not ln.startswith("-")])  # "-" lines are pip options
+
+
+def test_environment_yml_is_the_runtime_and_lab_lists_of_pyproject_with_the_same_floors():
+    assert environment_yml() == pyproject("lab")
+
+
+def test_environment_yml_installs_neither_test_tools_nor_the_checkout():
+    text = (ROOT / "environment.yml").read_text()
+    deps = text.split("dependencies:", 1)[1]
+    assert not re.search(r"^\s*-\s+(pip:|-e\b|\.)", deps, re.M), "no `pip: [-e .]`: conda cannot see the source"
+    assert re.search(r"^#.*pip install [^\n]*-e \.", text, re.M)  # says the step that follows
+    assert not set(environment_yml()) & tools_for_tests_only()
+
+
+def test_environment_yml_python_satisfies_requires_python():
+    py = re.search(r"^\s*-\s+python=(\d+\.\d+)\s*$", (ROOT / "environment.yml").read_text(), re.M)
+    assert py and Version(py.group(1)) in SpecifierSet(META["requires-python"])
+
+
+def test_binder_lists_what_pyproject_lists_with_the_same_floors_or_a_pin_inside_them():
+    binder, ours = binder_requirements(), pyproject("lab")
+    assert set(binder) == set(ours)
+    for name, spec in binder.items():
+        pins = [s.version for s in spec if s.operator == "=="]
+        if pins:
+            assert Version(pins[0]) in ours[name], f"binder pins {name}=={pins[0]} outside pyproject's {ours[name]}"
+        else:
+            assert spec == ours[name], f"binder says {name}{spec}, pyproject {name}{ours[name]}"
+
+
+def test_binder_has_no_test_tools():
+    assert not set(binder_requirements()) & tools_for_tests_only()
+    assert not {"pytest", "hypothesis", "playwright", "transformers", "nbval"} & set(binder_requirements())
+
+
+def test_binder_torch_is_the_makefiles_cpu_wheel():
+    text = (ROOT / "binder" / "requirements.txt").read_text()
+    assert re.search(r"^--extra-index-url https://download\.pytorch\.org/whl/cpu$", text, re.M)
+    spec = re.search(r"^TORCH_SPEC \?= torch==(\S+)$", (ROOT / "Makefile").read_text(), re.M).group(1)
+    assert re.search(rf"^torch=={re.escape(spec)}\+cpu$", text, re.M)
+
+
+def test_binder_python_and_postbuild():
+    runtime = (ROOT / "binder" / "runtime.txt").read_text().strip()
+    assert re.fullmatch(r"python-\d+\.\d+", runtime)
+    assert Version(runtime.removeprefix("python-")) in SpecifierSet(META["requires-python"])
+    post = ROOT / "binder" / "postBuild"
+    assert os.access(post, os.X_OK), "repo2docker runs postBuild only if it is executable"
+    text = post.read_text()
+    assert text.startswith("#!") and "set -e" in text
+    # repo2docker copies the checkout before postBuild: install it here, not in requirements.txt.
+    assert re.search(r"^[^#\n]*pip install [^\n]*--no-deps[^\n]* \.$", text, re.M)
+    assert not re.search(r"^\s*(-e\s+)?\.\s*$", (ROOT / "binder" / "requirements.txt").read_text(), re.M)
+
+
+def test_requires_python_is_what_the_readme_says_and_the_tests_need():
+    assert META["requires-python"] == ">=3.11"  # tomllib (3.11) in these tests
+    assert "Needs Python ≥ 3.11" in section("Two commands")
+
+
+def test_transformers_floor_has_the_rope_parameters_api_the_crosschecks_use():
+    # The cross-checks build LlamaConfig(rope_parameters=...), the transformers 5 API; 4.x rejects it.
+    assert "rope_parameters=" in (ROOT / "tests" / "test_crosscheck.py").read_text()
+    assert not pyproject("test")["transformers"].contains("4.99")
 
 
 def make_targets() -> set[str]:
     out = subprocess.run(["make", "-pRrq", "-C", str(ROOT)], capture_output=True, text=True).stdout
     return {m.group(1) for m in re.finditer(r"^([a-zA-Z][\w-]*):", out, re.M)}
+
+
+def test_the_readmes_two_commands_are_make_lab_and_make_test_and_both_are_targets():
+    assert two_commands() == ["make lab", "make test"]
+    assert {"lab", "test"} <= make_targets()
 
 
 def test_every_make_command_in_readme_is_a_target():

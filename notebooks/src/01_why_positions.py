@@ -38,6 +38,8 @@ from torch import nn
 import posenc_lib as pl
 from posenc_lib import check, viz
 
+viz.use_style()  # white figures, dark text: readable in light and dark themes
+
 device = pl.default_device()  # CUDA or MPS if present, else the CPU; every tensor below follows it
 assert device.type in {"cpu", "cuda", "mps"}
 g = torch.manual_seed(0)
@@ -384,8 +386,9 @@ print("right panel lit up (positions off, on):", lit)
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
-# Each exercise has a cell for your answer and a checker that says what is right or wrong.
-# The worked solution follows, collapsed: expand it only after trying.
+# Each exercise has a cell for your answer and a checker that says what is right or wrong, with
+# a hint. The worked solution follows, collapsed (expand it only after trying), then a cell that
+# checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
 #
 # **Exercise 1.** Four tokens are the rows $a, b, c, d$ of $X$. Write the $4\times 4$ matrix
 # $P$ such that $PX$ has the rows in the order $c, a, d, b$.
@@ -394,12 +397,17 @@ print("right panel lit up (positions off, on):", lit)
 answer = None  # your 4x4 tensor or nested list
 check.reorder_matrix(answer)
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "reorder_matrix_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+answer = None  # your 4x4 tensor or nested list
+### BEGIN SOLUTION
 answer = torch.tensor([[0, 0, 1, 0],  # slot 0 fetches c, which is row 2
                        [1, 0, 0, 0],  # slot 1 fetches a
                        [0, 0, 0, 1],  # slot 2 fetches d
                        [0, 1, 0, 0]])  # slot 3 fetches b
-check.reorder_matrix(answer)
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "reorder_matrix", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.reorder_matrix(answer)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise 2. Predict, then run.** For each case, are the two outputs identical (`True`)
@@ -417,9 +425,14 @@ check.reorder_matrix(answer)
 answer = None  # e.g. {"a": True, "b": ..., "c": ..., "d": ..., "e": ...}
 check.predict_equal(answer)
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "predict_equal_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+answer = None  # e.g. {"a": True, "b": ..., "c": ..., "d": ..., "e": ...}
+### BEGIN SOLUTION
 answer = {"a": True, "b": False, "c": True, "d": False, "e": True}
-check.predict_equal(answer)
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "predict_equal", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.predict_equal(answer)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise 3. Order-aware attention.** Write `order_aware(x, w_q, w_k, w_v)` that adds the
@@ -435,13 +448,16 @@ def order_aware(x, w_q, w_k, w_v):
 check.order_aware_attention(order_aware)
 
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "order_aware_attention_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def order_aware(x, w_q, w_k, w_v):
+    ### BEGIN SOLUTION
     h = x + pl.sinusoidal_positions(x.shape[-2], x.shape[-1], device=x.device)
     return pl.attention(h @ w_q, h @ w_k, h @ w_v)[0]
+    ### END SOLUTION
 
 
-check.order_aware_attention(order_aware)
+# %% nbgrader={"grade": true, "grade_id": "order_aware_attention", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.order_aware_attention(order_aware)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise 4. Count the outputs.** Run one attention layer over the 8 tokens of
@@ -453,10 +469,15 @@ check.order_aware_attention(order_aware)
 answer = None  # (without, with)
 check.distinct_outputs(answer)
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "distinct_outputs_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+answer = None  # (without, with)
+### BEGIN SOLUTION
 sentence = "the cat saw the cat and the dog".split()
 answer = (len(set(sentence)), len(sentence))  # one row per distinct word; then one per token
-check.distinct_outputs(answer)
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "distinct_outputs", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.distinct_outputs(answer)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Summary

@@ -38,6 +38,8 @@ from matplotlib.figure import Figure
 import posenc_lib as pl
 from posenc_lib import check, viz
 
+viz.use_style()  # white figures, dark text: readable in light and dark themes
+
 device = pl.default_device()  # CUDA or MPS if present, else the CPU; every tensor below follows it
 g = torch.manual_seed(0)
 
@@ -429,8 +431,9 @@ print("base 10000, d = 512: ratio between neighbouring frequencies =", round(rat
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
-# Each exercise has a cell for your answer and a checker that says what is right or wrong.
-# The worked solution follows, collapsed: expand it only after trying.
+# Each exercise has a cell for your answer and a checker that says what is right or wrong, with
+# a hint. The worked solution follows, collapsed (expand it only after trying), then a cell that
+# checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
 #
 # **Exercise 1.** Write the 5-bit binary code of position 13, most significant bit first,
 # as a list of 0s and 1s.
@@ -439,9 +442,14 @@ print("base 10000, d = 512: ratio between neighbouring frequencies =", round(rat
 answer = None  # e.g. [0, 0, 0, 0, 0]
 check.binary_code(answer)
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "binary_code_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+answer = None  # e.g. [0, 0, 0, 0, 0]
+### BEGIN SOLUTION
 answer = [0, 1, 1, 0, 1]  # 13 = 8 + 4 + 1
-check.binary_code(answer)
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "binary_code", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.binary_code(answer)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise 2.** With normalised codes $p_i = i/m$ (one feature), what is $p_5 - p_3$ in a
@@ -451,9 +459,14 @@ check.binary_code(answer)
 answer = None  # (for m = 8, for m = 16)
 check.normalised_step(answer)
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "normalised_step_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+answer = None  # (for m = 8, for m = 16)
+### BEGIN SOLUTION
 answer = (2 / 8, 2 / 16)  # two steps of 1/m each
-check.normalised_step(answer)
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "normalised_step", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.normalised_step(answer)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise 3.** Write `smallest_bits(n)`: the smallest number of bits $d \ge 1$ such that
@@ -468,12 +481,15 @@ def smallest_bits(n):
 check.smallest_bits(smallest_bits)
 
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "smallest_bits_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def smallest_bits(n):
+    ### BEGIN SOLUTION
     return (n - 1).bit_length()  # the largest position, n - 1, needs this many bits
+    ### END SOLUTION
 
 
-check.smallest_bits(smallest_bits)
+# %% nbgrader={"grade": true, "grade_id": "smallest_bits", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.smallest_bits(smallest_bits)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise 4.** A token $x$ with $d = 64$ features has been layer-normalised (mean 0,
@@ -484,10 +500,15 @@ check.smallest_bits(smallest_bits)
 answer = None  # a number
 check.integer_cosine(answer)
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "integer_cosine_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+answer = None  # a number
+### BEGIN SOLUTION
 # x . 1 = 0 (mean 0), so ||x + p_3||^2 = d + 9 d and cos = d / (sqrt(d) sqrt(10 d)) = 1 / sqrt(10)
 answer = 1 / 10**0.5
-check.integer_cosine(answer)
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "integer_cosine", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.integer_cosine(answer)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Summary

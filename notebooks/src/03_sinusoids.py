@@ -32,7 +32,6 @@
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline
 import math
-import time
 
 import ipywidgets as widgets
 import torch
@@ -40,6 +39,8 @@ from torch import nn
 
 import posenc_lib as pl
 from posenc_lib import check, viz
+
+viz.use_style()  # white figures, dark text: readable in light and dark themes
 
 g = torch.manual_seed(0)
 torch.set_printoptions(precision=4, sci_mode=None)
@@ -492,16 +493,9 @@ print("torch calls (total, sin, cos) per size:", counts)
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
 # nbval-ignore-output: wall-clock timings differ on every run and machine
-def best_ms(fn, repeats=5):
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return 1e3 * best
+from posenc_lib.timing import median_ms  # torch.utils.benchmark.Timer underneath
 
-
-t_loop, t_vec = best_ms(lambda: naive_table(n, d)), best_ms(lambda: pl.sinusoidal_positions(n, d))
+t_loop, t_vec = median_ms(lambda: naive_table(n, d)), median_ms(lambda: pl.sinusoidal_positions(n, d))
 print(f"n = {n}, d = {d}: loop {t_loop:.2f} ms, vectorised {t_vec:.3f} ms ({t_loop / t_vec:.0f}x)")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -608,8 +602,9 @@ print("requires_grad:", m.kept.requires_grad, m.not_kept.requires_grad, "· stat
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
-# Write your answer in the cell, run it, then run the checker below it. Solutions are in the
-# collapsed cells (click to expand) — try first.
+# Each exercise has a cell for your answer and a checker that says what is right or wrong, with
+# a hint. The worked solution follows, collapsed (expand it only after trying), then a cell that
+# checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
 #
 # **1.** Without calling the library: what is $PE[7, 3]$ for $d = 10$ (position 7, column 3)?
 # Which pair, sine or cosine?
@@ -618,10 +613,15 @@ print("requires_grad:", m.kept.requires_grad, m.not_kept.requires_grad, "· stat
 answer = None  # your number
 check.pe_entry(answer)
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "pe_entry_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+answer = None  # your number
+### BEGIN SOLUTION
 # column 3 is odd -> cosine of pair j = 3 // 2 = 1, frequency 10000^(-2/10)
 answer = math.cos(7 * 10000 ** (-2 * 1 / 10))
-check.pe_entry(answer)
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "pe_entry", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.pe_entry(answer)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **2.** Write `shift_matrix(k, d)` returning the $d\times d$ matrix $M_k$ with
@@ -635,13 +635,16 @@ def shift_matrix(k, d):
 
 check.shift_matrix(shift_matrix)
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "shift_matrix_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def shift_matrix(k, d):
+    ### BEGIN SOLUTION
     # M_k = R_k^T = R_{-k}; float64 frequencies keep the check exact for large k
     return pl.rope_matrix(-k, d, inv_freq=pl.rope_frequencies(d, dtype=torch.float64))
+    ### END SOLUTION
 
 
-check.shift_matrix(shift_matrix)
+# %% nbgrader={"grade": true, "grade_id": "shift_matrix", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.shift_matrix(shift_matrix)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **3.** Column $2j$ is $\sin(p\,\theta_j)$. After how many positions does it repeat? Write
@@ -655,13 +658,16 @@ def wavelengths(d, base):
 
 check.wavelengths(wavelengths)
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "wavelengths_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def wavelengths(d, base):
+    ### BEGIN SOLUTION
     # p·θ_j grows by 2π every 2π/θ_j = 2π·base^(2j/d) positions
     return 2 * math.pi / pl.rope_frequencies(d, base=base, dtype=torch.float64)
+    ### END SOLUTION
 
 
-check.wavelengths(wavelengths)
+# %% nbgrader={"grade": true, "grade_id": "wavelengths", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.wavelengths(wavelengths)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **4.** Write `pe_dot(k, d)`: the dot product $PE(p)\cdot PE(p+k)$ for base 10000, without
@@ -674,13 +680,16 @@ def pe_dot(k, d):
 
 check.pe_dot(pe_dot)
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "pe_dot_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def pe_dot(k, d):
+    ### BEGIN SOLUTION
     # each pair gives sin a sin b + cos a cos b = cos(b - a) = cos(k θ_j)
     return torch.cos(k * pl.rope_frequencies(d, dtype=torch.float64)).sum()
+    ### END SOLUTION
 
 
-check.pe_dot(pe_dot)
+# %% nbgrader={"grade": true, "grade_id": "pe_dot", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.pe_dot(pe_dot)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Errata in the sources

@@ -31,6 +31,8 @@ from matplotlib.figure import Figure
 import posenc_lib as pl
 from posenc_lib import check, viz
 
+viz.use_style()  # white figures, dark text: readable in light and dark themes
+
 g = torch.manual_seed(0)
 device = pl.default_device()  # chosen once; every library call below follows it
 
@@ -601,6 +603,10 @@ fig
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 7. Exercises
 #
+# Each exercise has a cell for your answer and a checker that says what is right or wrong, with
+# a hint. The worked solution follows, collapsed (expand it only after trying), then a cell that
+# checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
+#
 # **1.** Write `shaw_index(i, j, k)`: the row of Shaw's table used by query $i$ and key $j$ with window
 # $k$ (key minus query, clipped, shifted to start at 0).
 
@@ -611,12 +617,15 @@ def shaw_index(i, j, k):
 
 check.shaw_index(shaw_index)
 
-# %% jupyter={"source_hidden": true}
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "shaw_index_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def shaw_index(i, j, k):
+    ### BEGIN SOLUTION
     return max(-k, min(k, j - i)) + k
+    ### END SOLUTION
 
 
-check.shaw_index(shaw_index)
+# %% nbgrader={"grade": true, "grade_id": "shaw_index", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.shaw_index(shaw_index)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **2.** By hand (then check with the library if you like): the T5 buckets of the offsets $j - i =
@@ -627,12 +636,17 @@ check.shaw_index(shaw_index)
 answer = None  # e.g. [3, ...]
 check.t5_buckets(answer)
 
-# %% jupyter={"source_hidden": true}
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "t5_buckets_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+answer = None  # e.g. [3, ...]
+### BEGIN SOLUTION
 # 16 buckets per direction, 8 of them exact. -3: exact -> 3.
 # -20: 8 + int(log(20/8) / log(128/8) * 8) = 8 + int(2.64) = 10.  +20: the same, in the upper half: 26.
 # -500: beyond max_distance -> the last bucket of the past, 15.
 answer = [3, 10, 26, 15]
-check.t5_buckets(answer)
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "t5_buckets", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.t5_buckets(answer)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **3.** Implement the relative shift `rel_shift(x)` for a `(q_len, k_len)` matrix whose column $c$
@@ -645,14 +659,17 @@ def rel_shift(x):
 
 check.xl_rel_shift(rel_shift)
 
-# %% jupyter={"source_hidden": true}
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "xl_rel_shift_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def rel_shift(x):
+    ### BEGIN SOLUTION
     q_len, k_len = x.shape
     padded = F.pad(x, (1, 0))  # (q, k + 1)
     return padded.reshape(k_len + 1, q_len)[1:].reshape(q_len, k_len)
+    ### END SOLUTION
 
 
-check.xl_rel_shift(rel_shift)
+# %% nbgrader={"grade": true, "grade_id": "xl_rel_shift", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.xl_rel_shift(rel_shift)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **4.** Implement the paper's position-to-content term for $q_\text{len} = k_\text{len} = n$:
@@ -666,17 +683,20 @@ def deberta_p2c(k_c, q_r):
 
 check.deberta_p2c(deberta_p2c)
 
-# %% jupyter={"source_hidden": true}
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "deberta_p2c_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def deberta_p2c(k_c, q_r):
+    ### BEGIN SOLUTION
     n, k = k_c.shape[0], q_r.shape[0] // 2
     i = torch.arange(n)[:, None]
     j = torch.arange(n)[None, :]
     delta_ji = (j - i + k).clamp(0, 2 * k - 1)  # (n, n), indexed [i, j]
     all_rows = k_c @ q_r.T  # (n, 2k): every key against every row
     return all_rows[j.expand(n, n), delta_ji]
+    ### END SOLUTION
 
 
-check.deberta_p2c(deberta_p2c)
+# %% nbgrader={"grade": true, "grade_id": "deberta_p2c", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.deberta_p2c(deberta_p2c)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Errata in the sources

@@ -21,8 +21,6 @@
 # %matplotlib inline
 import functools
 import math
-import statistics
-import time
 
 import torch
 from ipywidgets import IntSlider, SelectionSlider
@@ -31,6 +29,8 @@ from matplotlib.ticker import MaxNLocator
 
 import posenc_lib as pl
 from posenc_lib import check, viz
+
+viz.use_style()  # white figures, dark text: readable in light and dark themes
 
 torch.set_printoptions(precision=4, sci_mode=False)
 device = pl.default_device()
@@ -754,14 +754,7 @@ assert dense_bytes == d * table_bytes
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
 # nbval-ignore-output: timings vary from run to run
-def median_ms(fn, repeats: int = 3) -> float:
-    fn()  # warm up
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+from posenc_lib.timing import median_ms  # torch.utils.benchmark.Timer underneath
 
 
 t_dense = median_ms(lambda: (dense_matrices(L, d) @ xs.unsqueeze(-1)).squeeze(-1))
@@ -780,79 +773,87 @@ print(f"pl.apply_rope:              {t_lib:7.2f} ms  ({t_dense / t_lib:.0f}x fas
 # once: that is what `x * 1.5` does, so we use it as the **one-pass bound**. Written with
 # torch operations, `x·cos − y·sin` makes a trip per operation: the products, the
 # difference, the `stack`/`cat` that puts the pairs back, and for bf16 inputs a float32
-# copy on the way in and out. On the CPU, `apply_rope` hands the whole rotation to a small
-# C loop (`posenc_lib/csrc/rope_kernel.c`, built on first use) that reads each pair once,
-# rotates it in float32 in registers and writes it once. The cell checks that it changes
-# no bit of the result, and counts the whole-tensor torch operations of each form:
+# copy on the way in and out.
+#
+# `pl.apply_rope` keeps this file's formula as its reference and hands the rotation to the
+# fastest path that applies (`posenc_lib/kernels/`, chosen in one function, `rope._rotate`).
+# On a CPU with a C compiler that is a small C loop registered as a torch operator,
+# `torch.ops.posenc.rope_rotate`, which reads each pair once, rotates it in float32 in
+# registers and writes it once; its backward pass is the same loop rotating by −angle.
+# Without a compiler, a torch path with two or fewer passes takes over. The next cell checks
+# that the result is the plain form's, and counts the torch calls that touch a whole tensor:
 
 # %% slideshow={"slide_type": "fragment"}
 from torch.overrides import TorchFunctionMode
 
-from posenc_lib import rope_cpu_kernel
+from posenc_lib.kernels import cpu as cpu_kernel
 
 xb = torch.randn(8, L, 128).to(torch.bfloat16)  # 8 heads of a bf16 model
 ab = pl.rope_angles(L, 128)
 for x_in in (xb, xb.float()):
     for layout in ("interleaved", "half"):
         plain_form = pl.rotate_pairs(x_in.float(), ab.cos(), ab.sin(), layout).to(x_in.dtype)
-        if rope_cpu_kernel.available():
+        if cpu_kernel.available():  # one C loop, bit for bit the plain form
             assert torch.equal(pl.apply_rope(x_in, layout=layout), plain_form)
         else:  # no C compiler: torch operations, equal up to one rounding step
             torch.testing.assert_close(pl.apply_rope(x_in, layout=layout), plain_form)
 print("apply_rope equals rotate_pairs in float32, for bf16 and float32 inputs and both layouts")
 
-# Count the torch operations each form runs that read or write a whole tensor.
-ELEMENTWISE = {"float", "to", "mul", "sub", "add", "cat", "stack", "cos", "sin"}
+
+# The torch calls that move data (views, shape queries and allocations move none).
+DATA_OPS = {"float", "to", "mul", "sub", "add", "cat", "stack", "copy_", "addcmul_", "rope_rotate.default"}
 
 
-class CountOps(TorchFunctionMode):
-    """Counts calls to the ELEMENTWISE torch functions inside a `with` block."""
+class CountPasses(TorchFunctionMode):
+    """Counts DATA_OPS calls inside a `with` block that touch at least `size` elements of one tensor."""
 
-    def __init__(self):
+    def __init__(self, size: int):
         super().__init__()
-        self.count = 0
+        self.size, self.count = size, 0
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.count += getattr(func, "__name__", "") in ELEMENTWISE
-        return func(*args, **(kwargs or {}))
+        out = func(*args, **(kwargs or {}))
+        tensors = [t for t in (*args, *(kwargs or {}).values(), out) if isinstance(t, torch.Tensor)]
+        big = any(t.numel() >= self.size for t in tensors)
+        self.count += big and getattr(func, "__name__", "") in DATA_OPS
+        return out
 
 
-def elementwise_ops(fn) -> int:
-    fn()  # warm: apply_rope caches its cos/sin tables on the first call
-    with CountOps() as counter:
+def passes(fn) -> int:
+    with CountPasses(xb.numel() // 2) as counter:  # half of x: one member of every pair
         fn()
     return counter.count
 
 
-n_plain = elementwise_ops(lambda: pl.rotate_pairs(xb.float(), ab.cos(), ab.sin(), "half").to(xb.dtype))
-n_lib = elementwise_ops(lambda: pl.apply_rope(xb, layout="half"))
-print(f"whole-tensor torch operations: plain form {n_plain}, apply_rope {n_lib}")
-# float32 copy, cos, sin, 4 products, a difference, a sum, the cat, the bf16 copy back
-assert n_plain == 11
-if rope_cpu_kernel.available():
-    assert n_lib == 0  # one C loop: no torch operation touches the data
+n_plain = passes(lambda: pl.rotate_pairs(xb.float(), ab.cos(), ab.sin(), "half").to(xb.dtype))
+n_lib = passes(lambda: pl.apply_rope(xb, layout="half"))
+# float32 copy, 4 products, a difference, a sum, the cat, the bf16 copy back
+assert n_plain == 9
+# the C operator: 1 call; the torch fallback: copy in, multiply, multiply-add, copy out
+assert n_lib == (1 if cpu_kernel.available() else 4)
+print(f"whole-tensor torch calls: the plain form makes {n_plain}; apply_rope makes 1 on the C kernel, 4 without it")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# Where no C compiler is found, `apply_rope` keeps to torch operations, and the cell checks
-# closeness instead of bit equality. Time in units of the bound, on this machine (noisy, so
-# not compared by the tests; `make bench` measures it properly, over many rounds):
+# Time in units of the bound, on this machine (noisy, so not compared by the tests;
+# `make bench` measures it properly, round-robin over many rounds):
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
 # nbval-ignore-output: timings vary from run to run
-t_bound = median_ms(lambda: xb * 1.5, repeats=9)
+t_bound = median_ms(lambda: xb * 1.5)
 forms = {
     "plain rotate_pairs (float32 and back)": lambda: pl.rotate_pairs(xb.float(), ab.cos(), ab.sin(), "half").to(xb.dtype),
     "§4c half_rope (rotate_half)": lambda: half_rope(xb, ab),
     "pl.apply_rope (half layout)": lambda: pl.apply_rope(xb, layout="half"),
 }
 for name, fn in forms.items():
-    print(f"{name:40s} {median_ms(fn, repeats=9) / t_bound:5.1f} x the one-pass bound")
+    print(f"{name:40s} {median_ms(fn) / t_bound:5.1f} x the one-pass bound")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 10. Exercises
 #
-# Each checker compares your answer with `posenc_lib` and says what is right or wrong.
-# Solutions are in the collapsed cells.
+# Each exercise has a cell for your answer and a checker that says what is right or wrong, with
+# a hint. The worked solution follows, collapsed (expand it only after trying), then a cell that
+# checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
 #
 # **Exercise 1.** Write `thetas(d, base)` returning the d/2 frequencies θ_j.
 
@@ -863,11 +864,14 @@ def thetas(d, base):
 
 check.rope_thetas(thetas)
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "rope_thetas_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def thetas(d, base):
+    ### BEGIN SOLUTION
     return base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    ### END SOLUTION
 
 
+# %% nbgrader={"grade": true, "grade_id": "rope_thetas", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
 _ = check.rope_thetas(thetas)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -878,9 +882,14 @@ _ = check.rope_thetas(thetas)
 answer = None  # your code: [x', y']
 check.rope_rotate_pair(answer)
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "rope_rotate_pair_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+answer = None  # your code: [x', y']
+### BEGIN SOLUTION
 angle = 30 * 10000 ** (-2 * 1 / 8)  # θ_1 = 0.1, so 3 rad
 answer = [2 * math.cos(angle) - 1 * math.sin(angle), 2 * math.sin(angle) + 1 * math.cos(angle)]
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "rope_rotate_pair", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
 _ = check.rope_rotate_pair(answer)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -894,12 +903,15 @@ def my_rotate_half(x):
 
 check.rope_rotate_half(my_rotate_half)
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "rope_rotate_half_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def my_rotate_half(x):
+    ### BEGIN SOLUTION
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    ### END SOLUTION
 
 
+# %% nbgrader={"grade": true, "grade_id": "rope_rotate_half", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
 _ = check.rope_rotate_half(my_rotate_half)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -911,8 +923,13 @@ _ = check.rope_rotate_half(my_rotate_half)
 answer = None  # your code: 8 integers
 check.rope_layout_perm(answer)
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "rope_layout_perm_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+answer = None  # your code: 8 integers
+### BEGIN SOLUTION
 answer = list(range(0, 8, 2)) + list(range(1, 8, 2))  # pair j = (2j, 2j+1) goes to slots (j, j + 4)
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "rope_layout_perm", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
 _ = check.rope_layout_perm(answer)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -923,9 +940,14 @@ _ = check.rope_layout_perm(answer)
 answer = None  # your code: 4 numbers
 check.rope_table_row(answer)
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "rope_table_row_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+answer = None  # your code: 4 numbers
+### BEGIN SOLUTION
 c0, s0, c1, s1 = math.cos(3), math.sin(3), math.cos(0.03), math.sin(0.03)
 answer = [round(v, 4) for v in (c0 + s0, s0 - c0, c1 + s1, s1 - c1)]  # (1, −1) turned by 3 and by 0.03
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "rope_table_row", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
 _ = check.rope_table_row(answer)
 
 # %% [markdown] slideshow={"slide_type": "slide"}

@@ -22,13 +22,14 @@
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline
 import math
-import time
 
 import ipywidgets as widgets
 import torch
 
 import posenc_lib as pl
 from posenc_lib import check, viz
+
+viz.use_style()  # white figures, dark text: readable in light and dark themes
 
 g = torch.manual_seed(0)
 device = pl.default_device()  # chosen once; every library call below follows it
@@ -436,14 +437,7 @@ print("pl.alibi_attention = dense, causal and symmetric")
 
 # %% tags=["nbval-ignore-output"]
 # nbval-ignore-output: timings vary from run to run
-def median_ms(fn, repeats=3):
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return sorted(times)[len(times) // 2]
-
+from posenc_lib.timing import median_ms  # torch.utils.benchmark.Timer underneath
 
 q, k, v = torch.randn(3, 1, 4, 256, 32).to(device).unbind(0)
 t_dense = median_ms(lambda: pl.attention(q, k, v, bias=pl.alibi_bias(4, 256, device=device)))
@@ -591,8 +585,9 @@ except RuntimeError:
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
-# Each exercise has a cell for your answer and a checker. The worked solution is in the collapsed cell
-# after it.
+# Each exercise has a cell for your answer and a checker that says what is right or wrong, with
+# a hint. The worked solution follows, collapsed (expand it only after trying), then a cell that
+# checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
 #
 # **1.** Write `slopes(H)` returning the $H$ ALiBi slopes for any $H \ge 1$ (a list or a tensor), using
 # only `math`: the geometric sequence for powers of two and the recipe for the rest.
@@ -604,16 +599,19 @@ def slopes(H):
 
 check.alibi_slopes_recipe(slopes)
 
-# %% jupyter={"source_hidden": true}
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "alibi_slopes_recipe_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def slopes(H):
+    ### BEGIN SOLUTION
     def power_of_two(n):
         return [2 ** (-8 * h / n) for h in range(1, n + 1)]
 
     c = 2 ** math.floor(math.log2(H))
     return power_of_two(c) + power_of_two(2 * c)[0::2][: H - c]
+    ### END SOLUTION
 
 
-check.alibi_slopes_recipe(slopes)
+# %% nbgrader={"grade": true, "grade_id": "alibi_slopes_recipe", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.alibi_slopes_recipe(slopes)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **2.** Causal ALiBi with 8 heads over 10 positions. Without calling the library, give the pair
@@ -623,10 +621,15 @@ check.alibi_slopes_recipe(slopes)
 answer = None  # (value, value)
 check.alibi_bias_entries(answer)
 
-# %% jupyter={"source_hidden": true}
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "alibi_bias_entries_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+answer = None  # (value, value)
+### BEGIN SOLUTION
 m_head2 = 2.0**-3  # 8 heads: m_h = 2**-(h + 1) counting from 0
 answer = (-m_head2 * (7 - 2), float("-inf"))  # key 9 is after query 7: hidden
-check.alibi_bias_entries(answer)
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "alibi_bias_entries", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.alibi_bias_entries(answer)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **3.** Write `is_causal_alibi(bias)` that takes an $(H, L, L)$ tensor and returns `True` exactly when
@@ -640,13 +643,16 @@ def is_causal_alibi(bias):
 
 check.is_causal_alibi(is_causal_alibi)
 
-# %% jupyter={"source_hidden": true}
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "is_causal_alibi_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def is_causal_alibi(bias):
+    ### BEGIN SOLUTION
     H, L, _ = bias.shape
     return torch.equal(bias, pl.alibi_bias(H, L, device=bias.device))
+    ### END SOLUTION
 
 
-check.is_causal_alibi(is_causal_alibi)
+# %% nbgrader={"grade": true, "grade_id": "is_causal_alibi", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.is_causal_alibi(is_causal_alibi)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **4.** Replace each form's bias by $+m_h\,j$ (keeping the form's own $-\infty$ mask, if it has one).
@@ -657,12 +663,17 @@ check.is_causal_alibi(is_causal_alibi)
 answer = None  # e.g. {"causal", ...}
 check.row_shift_modes(answer)
 
-# %% jupyter={"source_hidden": true}
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "row_shift_modes_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+answer = None  # e.g. {"causal", ...}
+### BEGIN SOLUTION
 # causal: every visible key has j <= i, so -m(i - j) = m*j + (row constant -m*i).
 # nonsymmetric: the right-looking heads see j >= i, where -m(j - i) = -m*j + m*i: they would need -m*j.
 # symmetric and learned: the sign of i - j changes inside a row, so no row constant works.
 answer = {"causal"}
-check.row_shift_modes(answer)
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "row_shift_modes", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.row_shift_modes(answer)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Errata in the sources

@@ -41,6 +41,8 @@ from matplotlib.ticker import FuncFormatter, NullLocator
 
 import posenc_lib as pl
 from posenc_lib import check, viz
+
+viz.use_style()  # white figures, dark text: readable in light and dark themes
 from posenc_lib.experiments import extrapolation as ex
 
 device = pl.default_device()  # CUDA or MPS if present, else the CPU; every tensor below follows it
@@ -441,8 +443,9 @@ print("every claim above holds for results/extrapolation.json")
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
-# Each checker compares your answer with `posenc_lib` and says what is right or wrong.
-# Solutions are in the collapsed cells.
+# Each exercise has a cell for your answer and a checker that says what is right or wrong, with
+# a hint. The worked solution follows, collapsed (expand it only after trying), then a cell that
+# checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
 #
 # **Exercise 1.** NoPE's counter: write `counter(n)` returning the $n$ outputs of a causal
 # head with equal scores whose first value is 1 and all other values 0.
@@ -454,11 +457,14 @@ def counter(n):
 
 check.nope_counter(counter)
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "nope_counter_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def counter(n):
+    ### BEGIN SOLUTION
     return 1 / torch.arange(1, n + 1, dtype=torch.float64)
+    ### END SOLUTION
 
 
+# %% nbgrader={"grade": true, "grade_id": "nope_counter", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
 _ = check.nope_counter(counter)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -472,11 +478,14 @@ def pi(d, factor):
 
 check.pi_frequencies(pi)
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "pi_frequencies_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def pi(d, factor):
+    ### BEGIN SOLUTION
     return pl.rope_frequencies(d) / factor
+    ### END SOLUTION
 
 
+# %% nbgrader={"grade": true, "grade_id": "pi_frequencies", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
 _ = check.pi_frequencies(pi)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -491,12 +500,15 @@ def new_base(base, factor, d):
 
 check.ntk_base(new_base)
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "ntk_base_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def new_base(base, factor, d):
+    ### BEGIN SOLUTION
     # b'^(-(d-2)/d) = b^(-(d-2)/d) / s  <=>  b' = b * s^(d/(d-2))
     return base * factor ** (d / (d - 2))
+    ### END SOLUTION
 
 
+# %% nbgrader={"grade": true, "grade_id": "ntk_base", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
 _ = check.ntk_base(new_base)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -511,12 +523,15 @@ def my_rope_2d(x, rows, cols):
 
 check.rope_2d(my_rope_2d)
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "rope_2d_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def my_rope_2d(x, rows, cols):
+    ### BEGIN SOLUTION
     half = x.shape[-1] // 2
     return torch.cat((pl.apply_rope(x[..., :half], rows), pl.apply_rope(x[..., half:], cols)), dim=-1)
+    ### END SOLUTION
 
 
+# %% nbgrader={"grade": true, "grade_id": "rope_2d", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
 _ = check.rope_2d(my_rope_2d)
 
 # %% [markdown] slideshow={"slide_type": "slide"}

@@ -42,7 +42,7 @@ def reorder_matrix(answer: Any) -> bool | None:
 
     return report("the permutation matrix that reorders [a, b, c, d] to [c, a, d, b]", answer, run,
                   "row i of P has its single 1 in the column of the input row you want in slot i "
-                  "(slot 0 wants c, which is row 2, so P[0, 2] = 1)")
+                  "(slot 0 wants c: which row of X is c?)")
 
 
 def _row_names(rows: torch.Tensor, x: torch.Tensor) -> str:
@@ -72,14 +72,18 @@ def predict_equal(answer: Any) -> bool | None:
         if not isinstance(ans, dict):
             yield False, f"answer must be a dict like {{'a': True, 'b': False, ...}}, got {type(ans).__name__}"
             return
+        wrong = 0  # counted, not named: naming a wrong True/False would give the answer away
         for key, (want, why) in PREDICTIONS.items():
             got = ans.get(key)
             if not isinstance(got, bool):
                 yield False, f"({key}): answer True or False, got {got!r}"
             elif got == want:
-                yield True, f"({key}): {want}"
+                yield True, f"({key}): {want}: {why}"
             else:
-                yield False, f"({key}): not {got}: {why}"
+                wrong += 1
+        if wrong:
+            yield False, (f"{wrong} of your predictions {'is' if wrong == 1 else 'are'} wrong: run the cases, "
+                          "as sections 1 to 3 do, to find which")
 
     return report("predict whether the outputs are identical", answer, run,
                   "without positions, attention sees a set of (key, value) pairs; positions make equal tokens unequal")

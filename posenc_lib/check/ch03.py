@@ -2,7 +2,7 @@
 
 Each checker takes the learner's answer (a number or a function), compares it with
 ``posenc_lib`` and prints what is right, what is wrong and a hint. None (or a function
-still raising NotImplementedError) counts as not attempted; nothing here raises.
+still raising NotImplementedError) counts as not attempted (see _core for grading mode).
 """
 from __future__ import annotations
 
@@ -105,7 +105,7 @@ def wavelengths(fn: Callable[..., Any] | None) -> bool | None:
                 if torch.allclose(got, 1 / _f64_freqs(d, base), rtol=1e-5):
                     yield False, f"wavelengths({d}, {base:g}) is the period in radians-per-step, missing the 2π"
                 else:
-                    yield False, f"wavelengths({d}, {base:g}) = {got[:3].tolist()}..., expected {want[:3].tolist()}..."
+                    yield False, f"wavelengths({d}, {base:g}) = {got[:3].tolist()}... is wrong"
                 return
             yield True, f"wavelengths({d}, {base:g}) runs from {want[0]:.3f} to {want[-1]:.1f} positions"
 
@@ -125,7 +125,7 @@ def pe_dot(fn: Callable[[int, int], Any] | None) -> bool | None:
             got = float(_call(f, k, d))
             want = rope_angles(torch.tensor([k]), d, inv_freq=_f64_freqs(d)).cos().sum().item()
             if abs(got - want) > 1e-5 * max(1.0, abs(want)):
-                yield False, f"pe_dot({k}, {d}) = {got:.5f}, expected {want:.5f}"
+                yield False, f"pe_dot({k}, {d}) = {got:.5f} is wrong"
                 return
             yield True, f"pe_dot({k}, {d}) = {want:.5f}"
 

@@ -2,7 +2,7 @@
 
 Each checker takes the learner's answer (numbers, a tensor or a function), compares it
 with ``posenc_lib`` and prints what is right, what is wrong and a hint. None (or a
-function still raising NotImplementedError) counts as not attempted; nothing here raises.
+function still raising NotImplementedError) counts as not attempted (see _core for grading mode).
 """
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def rope_thetas(fn: Callable[[int, float], Any] | None) -> bool | None:
             elif torch.allclose(got, base ** (-torch.arange(d // 2, dtype=torch.float64) / d), rtol=1e-5, atol=0):
                 yield False, f"d={d}: you used base**(-j/d): j counts pairs, the exponent is -2j/d"
             else:
-                yield False, f"d={d}, base={base}: expected {want[:3].tolist()} ..., got {got[:3].tolist()} ..."
+                yield False, f"d={d}, base={base}: {got[:3].tolist()} ... is wrong"
             return
         yield True, "theta_j = base^(−2j/d) for four (d, base) settings"
 
@@ -156,7 +156,7 @@ def rope_table_row(answer: Any, *, m: int = 3) -> bool | None:
             return
         for i in torch.nonzero(err > 5.01e-5).flatten().tolist():
             if err[i] < 2e-4:
-                yield False, f"entry {i}: {got[i]:.4f} is off in the 4th decimal; the exact value is {want[i]:.6f}"
+                yield False, f"entry {i}: {got[i]:.4f} is off in the 4th decimal: round to nearest, do not cut off"
             else:
                 yield False, f"entry {i}: {got[i]:.4f} is not the rotated value"
 

@@ -1,0 +1,68 @@
+"""POSENC_GRADING=1: every checker raises AssertionError on a wrong or unattempted answer.
+
+The message is the text self-study prints, and under grading nothing is printed besides it;
+right answers pass quietly in both modes (the right answers of every chapter are also run
+under grading from the notebooks, in tests/test_grading.py).
+"""
+import pytest
+
+from posenc_lib import check
+from posenc_lib.check import ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08
+
+CHECKERS = [getattr(m, name) for m in (ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08) for name in m.__all__]
+
+
+def _stub(*args):
+    raise NotImplementedError
+
+
+NONSENSE = object()  # not a number, a tensor, a dict or a function: wrong for every exercise
+
+
+@pytest.fixture
+def self_study(monkeypatch):
+    monkeypatch.delenv("POSENC_GRADING", raising=False)
+
+
+@pytest.mark.parametrize("value, on", [("1", True), ("true", True), ("0", False), ("", False), ("off", False)])
+def test_the_switch_reads_the_environment_on_every_call(value, on, monkeypatch):
+    monkeypatch.setenv("POSENC_GRADING", value)
+    assert check.grading() is on
+    monkeypatch.delenv("POSENC_GRADING")
+    assert check.grading() is False
+
+
+def test_a_misspelt_switch_is_an_error_naming_it(monkeypatch):
+    monkeypatch.setenv("POSENC_GRADING", "grade")
+    with pytest.raises(ValueError, match=r"POSENC_GRADING must be 1 .* or 0 .*got 'grade'"):
+        check.pe_entry(0.5)
+
+
+@pytest.mark.parametrize("answer", [None, _stub, NONSENSE], ids=["None", "stub", "nonsense"])
+@pytest.mark.parametrize("checker", CHECKERS, ids=[c.__name__ for c in CHECKERS])
+def test_grading_raises_what_self_study_prints(checker, answer, self_study, monkeypatch, capsys):
+    result = checker(answer)
+    printed = capsys.readouterr().out
+    assert result in (None, False)
+    assert ("not attempted yet" in printed) == (result is None)
+    monkeypatch.setenv("POSENC_GRADING", "1")
+    with pytest.raises(AssertionError) as raised:
+        checker(answer)
+    assert str(raised.value) == printed.rstrip("\n")  # same message, word for word
+    assert capsys.readouterr().out == ""  # and only once: in the error, not printed as well
+
+
+def test_a_bug_in_the_answer_is_reported_in_the_assertion(monkeypatch):
+    monkeypatch.setenv("POSENC_GRADING", "1")
+    with pytest.raises(AssertionError, match=r"your answer raised ZeroDivisionError: division by zero"):
+        check.shaw_index(lambda i, j, k: 1 / 0)
+
+
+@pytest.mark.parametrize("grading", ["0", "1"])
+def test_right_answers_print_all_correct_in_both_modes(grading, monkeypatch, capsys):
+    monkeypatch.setenv("POSENC_GRADING", grading)
+    assert check.binary_code([0, 1, 1, 0, 1]) is True  # 13 = 8 + 4 + 1
+    assert check.shaw_index(lambda i, j, k: max(-k, min(k, j - i)) + k) is True
+    assert check.row_shift_modes({"causal"}) is True
+    out = capsys.readouterr().out
+    assert out.count("all correct!") == 3 and "✗" not in out
