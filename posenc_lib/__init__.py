@@ -55,6 +55,8 @@ from .rope_analysis import (
 )
 from .model import POSITIONAL_METHODS, DecoderConfig, KVCache, TinyDecoder
 from .rope2d import apply_rope_2d, axial_positions
+from .rope_nd import apply_rope_nd, mrope_positions, rope_nd_axes, rope_nd_frequencies
+from .cope import CoPE, cope_positions
 from .scaling import SCALINGS, scaled_rope_frequencies, scaling_options
 from .rope_config import rope_from_config
 from .temperature import attention_temperature
@@ -67,6 +69,12 @@ __all__ = [
     "SCALINGS",
     "TinyDecoder",
     "apply_rope_2d",
+    "apply_rope_nd",
+    "mrope_positions",
+    "rope_nd_axes",
+    "rope_nd_frequencies",
+    "CoPE",
+    "cope_positions",
     "attention_temperature",
     "axial_positions",
     "scaled_rope_frequencies",

@@ -10,18 +10,22 @@ in one registry, ``POSITIONAL_METHODS`` (name -> ``PositionalSpec``), in this or
   "alibi"       a linear distance penalty on the scores (``ALiBi``)
   "t5"          a learned scalar per (distance bucket, head) on the scores (``T5RelativeBias``)
   "irope"       Llama 4's iRoPE: RoPE in most layers, none in every k-th (``IRoPE``)
-A method is a module with three hooks (``PositionalHooks``): ``embed`` (add to the token
-embeddings), ``rotate`` (turn q and k, per layer), ``bias`` (add to the scores). Adding a
+  "cope"        CoPE: positions counted by gates on the attention logits (``CoPE``, one per layer)
+A method is a module with up to four hooks (``PositionalHooks``): ``embed`` (add to the token
+embeddings), ``rotate`` (turn q and k, per layer), ``bias`` (add to the scores), ``logits``
+(add to the scores a term computed from the scores themselves, per layer). Adding a
 method is one registry entry plus its tests; ``TinyDecoder`` and the experiment need no edit.
 Decoding token by token: ``model(tokens, cache=KVCache())`` keeps each layer's keys and
 values, and every hook sees the new tokens at positions offset.. (offset = the cache length).
 Pre-LayerNorm blocks as in GPT-2; attention runs through torch's
 ``scaled_dot_product_attention`` with the positional bias as its mask, which equals
-``posenc_lib.attention`` (the teaching form) but is faster.
+``posenc_lib.attention`` (the teaching form) but is faster; a method with a ``logits`` hook
+(``contextual = True``) needs the logits in hand, so its attention is computed explicitly.
 Names: B = batch, T = sequence length, H = num_heads, C = d_model, d = C / H.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Callable, ClassVar
@@ -34,6 +38,7 @@ from . import _validate as v
 from .absolute import LearnedPositionalEncoding, SinusoidalPositionalEncoding
 from .alibi import ALiBi
 from .attention import causal_mask
+from .cope import CoPE
 from .relative import T5RelativeBias
 from .rope import RotaryEmbedding, apply_rope
 from .temperature import attention_temperature
@@ -52,12 +57,17 @@ class PositionalHooks(nn.Module):
                                  when they were new and are never turned again.
     bias(q_len, k_len):          (H, q_len, k_len) additive scores of the last q_len queries
                                  against all k_len keys, -inf for future keys; or None (plain causal)
+    logits(q, logits, layer):    q (B, H, T, d) of the new tokens, logits (B, H, T, S) their scaled,
+                                 masked scores against all S keys (-inf for future keys) -> a
+                                 (B, H, T, S) term added to them; called only when ``contextual``
     Subclasses override the hooks they need. The model calls embed once, bias once per
-    forward (shared by every layer) and rotate in every layer.
+    forward (shared by every layer), rotate in every layer, and logits in every layer.
     """
 
     # rotate() accepts inv_freq / attention_factor overrides (context extension at evaluation).
     rotary: ClassVar[bool] = False
+    # logits() reads the attention logits: the model then computes attention explicitly, not through SDPA.
+    contextual: ClassVar[bool] = False
 
     def embed(self, x: Tensor, *, offset: int = 0) -> Tensor:
         return x
@@ -68,6 +78,9 @@ class PositionalHooks(nn.Module):
 
     def bias(self, q_len: int, k_len: int | None = None) -> Tensor | None:
         return None
+
+    def logits(self, q: Tensor, logits: Tensor, *, layer: int = 0) -> Tensor:
+        return torch.zeros_like(logits)
 
 
 class AddedEncoding(PositionalHooks):
@@ -149,6 +162,19 @@ class ScoreBias(PositionalHooks):
         return b.masked_fill(causal_mask(q_len, k_len, device=b.device), float("-inf"))  # no-op where already -inf
 
 
+class Contextual(PositionalHooks):
+    """Methods that add to the logits a term read from the logits: ``per_layer[i]`` maps (q, logits) -> term."""
+
+    contextual = True
+
+    def __init__(self, per_layer: list[nn.Module]):
+        super().__init__()
+        self.per_layer = nn.ModuleList(per_layer)
+
+    def logits(self, q: Tensor, logits: Tensor, *, layer: int = 0) -> Tensor:
+        return self.per_layer[layer](q, logits)
+
+
 # ---------------------------------------------------------------- the registry
 
 @dataclass(frozen=True)
@@ -217,6 +243,11 @@ POSITIONAL_METHODS: dict[str, PositionalSpec] = {
                                                  max_distance=c.max_len)),
         check=_check_t5),
     "irope": PositionalSpec("iRoPE", "#ff9896", build=_build_irope, check=_check_irope),
+    # One table per layer, shared by its heads, as in the reference code; max_len + 1 rows because the
+    # count p_ij runs from 0 to i + 1. Longer counts are clamped to the last row.
+    "cope": PositionalSpec(
+        "CoPE", "#393b79",
+        build=lambda c: Contextual([CoPE(c.max_len + 1, c.d_model // c.num_heads) for _ in range(c.num_layers)])),
 }
 
 
@@ -261,6 +292,7 @@ class DecoderConfig:
 
 
 Rotate = Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]
+AddToLogits = Callable[[Tensor, Tensor], Tensor]
 
 
 @dataclass
@@ -272,6 +304,7 @@ class KVCache:
     Keys are stored rotated: each is turned once, at its own position, when it is new.
     Turning the cached keys again at each step is the "double rotation" bug.
     layers[i] = (k, v), each (B, H, length, d).
+    Taught in: notebooks/08_rope_in_models.ipynb
     """
 
     layers: list[tuple[Tensor, Tensor]] = field(default_factory=list)
@@ -310,11 +343,12 @@ class CausalSelfAttention(nn.Module):
         return q, k, val
 
     def forward(self, x: Tensor, *, bias: Tensor | None = None, rotate: Rotate | None = None,
-                cache: KVCache | None = None, layer: int = 0) -> Tensor:
+                cache: KVCache | None = None, layer: int = 0, contextual: AddToLogits | None = None) -> Tensor:
         """bias: (H, T, S) additive scores of the T new queries against all S keys (cached and new),
         including -inf for future keys, or None (plain causal).
         rotate: (q, k) -> (q, k) for the new tokens, each (B, H, T, d), or None for no rotation.
-        cache: keys and values of earlier tokens, extended here in slot ``layer``; None: S = T."""
+        cache: keys and values of earlier tokens, extended here in slot ``layer``; None: S = T.
+        contextual: (q, logits) -> a term added to the masked logits (B, H, T, S), or None."""
         B, T, C = x.shape
         q, k, val = self.heads(x)
         if rotate is not None:
@@ -322,13 +356,24 @@ class CausalSelfAttention(nn.Module):
         if cache is not None:
             k, val = cache.update(layer, k, val)
         S = k.shape[-2]
-        if bias is not None:
+        if contextual is not None:
+            y = self._explicit(q, k, val, bias, contextual)
+        elif bias is not None:
             y = F.scaled_dot_product_attention(q, k, val, attn_mask=bias.to(q.dtype))
         elif S == T:
             y = F.scaled_dot_product_attention(q, k, val, is_causal=True)
         else:  # is_causal puts the queries at the first keys; ours are the last (True = may attend)
             y = F.scaled_dot_product_attention(q, k, val, attn_mask=~causal_mask(T, S, device=q.device))
         return self.out(y.transpose(1, 2).reshape(B, T, C))
+
+    @staticmethod
+    def _explicit(q: Tensor, k: Tensor, val: Tensor, bias: Tensor | None, contextual: AddToLogits) -> Tensor:
+        """softmax(logits + contextual(q, logits)) @ v, with logits = q k^T / sqrt(d) + bias (or the causal mask)."""
+        T, S = q.shape[-2], k.shape[-2]
+        if bias is None:
+            bias = torch.zeros(T, S, device=q.device).masked_fill(causal_mask(T, S, device=q.device), float("-inf"))
+        logits = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) + bias.to(q.dtype)
+        return (logits + contextual(q, logits)).softmax(-1) @ val
 
 
 class Block(nn.Module):
@@ -397,7 +442,8 @@ class TinyDecoder(nn.Module):
         for i, block in enumerate(self.blocks):
             rotate = partial(self.positional.rotate, layer=i, offset=offset, inv_freq=inv_freq,
                              attention_factor=attention_factor)
-            x = block(x, bias=bias, rotate=rotate, cache=cache, layer=i)
+            contextual = partial(self.positional.logits, layer=i) if self.positional.contextual else None
+            x = block(x, bias=bias, rotate=rotate, cache=cache, layer=i, contextual=contextual)
         return self.head(self.ln_f(x))
 
     def _cache_length(self, cache: KVCache | None, batch: int) -> int:

@@ -6,6 +6,7 @@ rotated by 1-D RoPE at the patch's row, the last d/2 by 1-D RoPE at its column (
 half with the frequencies of a d/2-dimensional RoPE). Because each half is plain RoPE,
 <R q, R k> splits into a row part that sees only row_k - row_q and a column part that
 sees only col_k - col_q: the score depends on the offset (drow, dcol) alone.
+It is ``apply_rope_nd``'s "axial" style with two equal axes (posenc_lib/rope_nd.py).
 Names: d = head dimension (a multiple of 4), rows/cols = integer patch coordinates.
 """
 from __future__ import annotations
@@ -14,7 +15,7 @@ import torch
 from torch import Tensor
 
 from . import _validate as v
-from .rope import apply_rope
+from .rope_nd import apply_rope_nd
 
 
 def axial_positions(height: int, width: int, *, device: torch.device | str | None = None) -> tuple[Tensor, Tensor]:
@@ -56,8 +57,8 @@ def apply_rope_2d(
             raise ValueError(f"{name} must be an integer tensor of shape (seq,) or (batch, seq), got {type(p).__name__}")
     if rows.shape != cols.shape:
         raise ValueError(f"rows and cols must have the same shape, got {tuple(rows.shape)} and {tuple(cols.shape)}")
-    half = d // 2
-    # Each half is a full 1-D RoPE of dimension d/2: one formula, reused.
-    by_row = apply_rope(x[..., :half], rows, base=base, layout=layout)
-    by_col = apply_rope(x[..., half:], cols, base=base, layout=layout)
-    return torch.cat((by_row, by_col), dim=-1)
+    for name, p in (("rows", rows), ("cols", cols)):
+        v.integer_tensor(name, p)
+    # Two axes of d/4 pairs each, each a full 1-D RoPE of dimension d/2: the "axial" style.
+    coords = torch.stack((rows, cols), dim=-1)
+    return apply_rope_nd(x, coords, sections=(d // 4, d // 4), base=base, layout=layout, section_style="axial")

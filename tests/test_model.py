@@ -143,7 +143,8 @@ def test_config_or_keywords_not_both():
 
 @pytest.mark.parametrize("kw,match", [
     (dict(vocab_size=5, positional="xpos"),
-     r"positional must be one of \('none', 'learned', 'sinusoidal', 'rope', 'alibi', 't5', 'irope'\), got 'xpos'"),
+     r"positional must be one of \('none', 'learned', 'sinusoidal', 'rope', 'alibi', 't5', 'irope', 'cope'\), "
+     r"got 'xpos'"),
     (dict(vocab_size=0), "vocab_size must be an integer >= 1"),
     (dict(vocab_size=5, d_model=30, num_heads=4), "d_model must be a multiple of num_heads=4"),
     (dict(vocab_size=5, d_model=12, num_heads=4, positional="rope"), "head dimension d_model / num_heads must be even"),
@@ -171,7 +172,7 @@ def test_bad_forward_input_raises_value_error():
 # ---------------------------------------------------------------- the registry
 
 def test_registry_names_keep_their_order():
-    assert tuple(POSITIONAL_METHODS) == ("none", "learned", "sinusoidal", "rope", "alibi", "t5", "irope")
+    assert tuple(POSITIONAL_METHODS) == ("none", "learned", "sinusoidal", "rope", "alibi", "t5", "irope", "cope")
     assert "rope" in POSITIONAL_METHODS and "xpos" not in POSITIONAL_METHODS
     assert pl.POSITIONAL_METHODS is POSITIONAL_METHODS
 
@@ -194,11 +195,15 @@ def test_every_method_builds_hooks_with_the_documented_shapes(positional):
     rq, rk = hooks.rotate(q, k)
     assert rq.shape == q.shape and rk.shape == k.shape
     bias = hooks.bias(12)
+    future = torch.ones(12, 12, dtype=torch.bool).triu(1)
     if bias is not None:
-        future = torch.ones(12, 12, dtype=torch.bool).triu(1)
         assert bias.shape == (2, 12, 12)
         assert torch.isneginf(bias[:, future]).all() and torch.isfinite(bias[:, ~future]).all()
     assert hooks.rotary == (positional in ("rope", "irope"))
+    assert hooks.contextual == (positional == "cope")
+    if hooks.contextual:  # the logits hook: a term of the logits' shape, per layer
+        logits = torch.randn(3, 2, 12, 12).masked_fill(future, float("-inf"))
+        assert all(hooks.logits(q, logits, layer=i).shape == logits.shape for i in range(2))
 
 
 class _Recorder(PositionalHooks):

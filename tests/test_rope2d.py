@@ -77,7 +77,7 @@ def test_batched_positions_and_dtype_follow_input():
     ((torch.randn(4), torch.arange(4), torch.arange(4)), "x must be a tensor of shape"),
     ((torch.randn(4, 8), torch.arange(4), torch.arange(3)), "rows and cols must have the same shape"),
     ((torch.randn(4, 8), [0, 1, 2, 3], torch.arange(4)), "rows must be an integer tensor"),
-    ((torch.randn(4, 8), torch.arange(4.0), torch.arange(4.0)), "positions must have an integer dtype"),
+    ((torch.randn(4, 8), torch.arange(4.0), torch.arange(4.0)), "rows must have an integer dtype"),
 ])
 def test_bad_input_raises_value_error(args, match):
     with pytest.raises(ValueError, match=match):
