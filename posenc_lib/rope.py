@@ -200,7 +200,7 @@ def apply_rope(
                float32 (float64 for float64 x); half-precision x is rotated in float32
                and cast back. Stateless: cos and sin are computed on every call (a model
                keeps them in ``RotaryEmbedding``'s cache).
-    Taught in: notebooks/05_rope.ipynb
+    Taught in: notebooks/05_rope.ipynb (rotary_dim: notebooks/08_rope_in_models.ipynb)
     """
     layout = check_rope_args(x, base, layout, rotary_dim)
     r = x.shape[-1] if rotary_dim is None else rotary_dim
@@ -251,7 +251,7 @@ class RotaryEmbedding(nn.Module):
     offset:    first position when positions is None (e.g. the KV-cache length when decoding)
     rotary_dim: rotate only the first rotary_dim of the d features (see ``apply_rope``);
                inv_freq and the tables then have rotary_dim/2 columns
-    Taught in: notebooks/05_rope.ipynb
+    Taught in: notebooks/05_rope.ipynb (offset and rotary_dim: notebooks/08_rope_in_models.ipynb)
     """
 
     def __init__(

@@ -165,6 +165,7 @@ def rope_from_config(
                 ``ROPE_INIT_FUNCTIONS`` (and its default computation) for every rope type.
     Raises ValueError naming the key for a missing head dimension, an unknown rope type,
     a missing required key, factor lists of the wrong length, and values out of range.
+    Taught in: notebooks/08_rope_in_models.ipynb
     """
     cfg = _text_config(config)
     params, nested = _layer_params(cfg, layer_type)

@@ -27,6 +27,7 @@ def attention_temperature(
     attn_scale:  strength (Llama 4: 0.1)
     returns:     float32 tensor of the positions' shape, on their device; multiply the
                  queries with it, broadcast over heads and features
+    Taught in: notebooks/08_rope_in_models.ipynb
     """
     pos = _positions_tensor(positions, None)
     if pos.numel() and int(pos.min()) < 0:

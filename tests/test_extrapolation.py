@@ -153,3 +153,24 @@ def test_committed_results_are_complete():
     assert res["config"] == {**ex.asdict(ex.ExperimentConfig()), "eval_multiples": [1, 2, 4, 8],
                              "methods": list(ex.ExperimentConfig().methods), "scalings": ["linear", "ntk", "yarn"]}
     assert res["cpu_time_s"] <= 600 and res["wall_time_s"] > 0  # CPU: the neighbours do not count
+
+
+def test_methods_option_picks_registry_entries(monkeypatch, tmp_path):
+    """--methods trains the named methods only (chapter 8's results/irope.json: none, rope, irope)."""
+    seen = []
+    results = _committed()
+    monkeypatch.setattr(ex, "run", lambda cfg: seen.append(cfg.methods) or results)
+    assert ex.main(["--methods", "none,rope,irope", "--out", str(tmp_path)]) == 0
+    assert seen == [("none", "rope", "irope")]
+    with pytest.raises(ValueError, match=r"--methods must be one of .*got 'ropee'"):
+        ex.main(["--methods", "rope,ropee", "--out", str(tmp_path)])
+
+
+def test_committed_irope_results_come_from_the_default_config():
+    src = ROOT / "results" / "irope.json"
+    if not src.exists():
+        pytest.skip("results/irope.json not generated yet")
+    res = json.loads(src.read_text())
+    assert res["config"] == {**ex.asdict(ex.ExperimentConfig()), "eval_multiples": [1, 2, 4, 8],
+                             "methods": ["none", "rope", "irope"], "scalings": ["linear", "ntk", "yarn"]}
+    assert set(res["methods"]) == {"none", "rope", "irope", "rope+linear", "rope+ntk", "rope+yarn"}

@@ -30,6 +30,7 @@
 # | 5 | `05_rope` | rotary embeddings: scores that depend only on $m-n$, and every implementation form in use |
 # | 6 | `06_alibi` | ALiBi: a per-head linear penalty on distance instead of an encoding |
 # | 7 | `07_beyond` | NoPE, stretching RoPE to longer contexts (PI, NTK, YaRN, Llama 3), 2-D RoPE, and a train-short/test-long experiment |
+# | 8 | `08_rope_in_models` | RoPE in today's models: reading their configs, partial and proportional RoPE, attention factors, q and k but never v, KV caches, and Llama 4's iRoPE |
 
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline
@@ -115,8 +116,10 @@ print("sinusoids for 100 000 positions:", tuple(far.shape))
 #
 # **Exercises.** Each chapter ends with 3–5 exercises. A learner's cell prints
 # "not attempted yet" until it holds an answer; the checker then says what is right or wrong
-# and gives a hint. The worked solution sits in the next, collapsed cell: delete those cells
-# from the students' copy if you grade the work.
+# and gives a hint. The worked solution sits in the next, collapsed cell, and a locked cell
+# checks it. To grade, `make student` writes the students' copies without the solutions
+# (nbgrader's `generate_assignment`) and `POSENC_GRADING=1 nbgrader autograde` scores the
+# returned ones (README, "Student copies and grading with nbgrader").
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### A 50-minute path per chapter
@@ -133,6 +136,7 @@ print("sinusoids for 100 000 positions:", tuple(far.shape))
 # | 5 RoPE | rotations and $R_m$ (10) → the worked example (10) → one or two implementation forms (10) → long-term decay (5) → score pattern (5) | `decay_widget`, the score map | `rope_thetas`, `rope_rotate_pair` / `rope_rotate_half`, `rope_layout_perm`, `rope_table_row` |
 # | 6 ALiBi | slopes (10) → bias matrices (10) → the $+m_h j$ shortcut (10) → ALiBi inside attention (10) | `bias_widget` | `alibi_slopes_recipe`, `alibi_bias_entries` / `is_causal_alibi`, `row_shift_modes` |
 # | 7 beyond | NoPE (10) → context extension: PI, NTK, YaRN, Llama 3 (20) → 2-D RoPE (10) → the extrapolation results (10) | `scaling_widget`, the (Δrow, Δcol) score map | `nope_counter`, `pi_frequencies` / `ntk_base`, `rope_2d` |
+# | 8 RoPE in models | read a config: the table and the wavelength figure (10) → partial and proportional RoPE, fast and slow pairs, Gemma 3's bases (15) → attention factors of Phi-3 and DeepSeek-V3 (5) → q and k, never v; the KV cache and double rotation (10) → iRoPE: the temperature and the extrapolation run (10) | `fraction_widget` (the fraction $p$ and the base) | `pairs_that_turn`, `longrope_factor` / `temperature_position`, `rotate_new` |
 #
 # A short course takes chapters 1, 3, 5 and 6; this index fits in the first ten minutes of
 # the session on chapter 1.

@@ -13,3 +13,4 @@ from .ch04 import *  # noqa: F401,F403
 from .ch05 import *  # noqa: F401,F403
 from .ch06 import *  # noqa: F401,F403
 from .ch07 import *  # noqa: F401,F403
+from .ch08 import *  # noqa: F401,F403

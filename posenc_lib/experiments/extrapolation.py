@@ -3,6 +3,8 @@
     python -m posenc_lib.experiments.extrapolation            # full run -> ./results/, ./images/
     python -m posenc_lib.experiments.extrapolation --quick --out /tmp/x   # smoke test
     python -m posenc_lib.experiments.extrapolation --results r.json --figure f.png
+    python -m posenc_lib.experiments.extrapolation --methods none,rope,irope
+        --results results/irope.json --figure images/irope.png   # chapter 8's run (one line)
 
 The task: a small random "grammar". One fixed table maps every pair of tokens
 (a, b) to a next token T[a, b] (16 tokens, 256 entries, the same for all sequences);
@@ -27,7 +29,7 @@ Deterministic: fixed seeds and thread count; the same config gives the same numb
 ``plot(results_path, out_png)`` redraws the figure from a results file (``make images``).
 Output paths are relative to the working directory (run it from the repository root to
 update the committed results); the package never writes next to its own files.
-Taught in: notebooks/07_beyond.ipynb
+Taught in: notebooks/07_beyond.ipynb (the iRoPE run: notebooks/08_rope_in_models.ipynb)
 """
 from __future__ import annotations
 
@@ -44,6 +46,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .. import _validate as v
 from ..model import POSITIONAL_METHODS, DecoderConfig, TinyDecoder
 from ..scaling import scaled_rope_frequencies
 
@@ -345,6 +348,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--results", type=Path, help=f"the results file (default: OUT/{RESULTS.name} or {RESULTS})")
     p.add_argument("--figure", type=Path, help=f"the figure (default: OUT/{FIGURE.name} or {FIGURE})")
     p.add_argument("--steps", type=int, help="override the number of training steps")
+    p.add_argument("--methods", help="comma-separated keys of POSITIONAL_METHODS to train instead of the "
+                   "default six, e.g. none,rope,irope (chapter 8's results/irope.json)")
     args = p.parse_args(argv)
     if args.quick and args.out is None and (args.results is None or args.figure is None):
         p.error("--quick writes throwaway numbers: give --out DIR (or --results and --figure) "
@@ -354,6 +359,8 @@ def main(argv: list[str] | None = None) -> int:
     cfg = ExperimentConfig(**(QUICK if args.quick else {}))
     if args.steps is not None:
         cfg.steps = args.steps
+    if args.methods is not None:
+        cfg.methods = tuple(v.one_of("--methods", m, POSITIONAL_METHODS) for m in args.methods.split(","))
     results = run(cfg)
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(results, indent=1) + "\n")

@@ -1,0 +1,855 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# # 8 · RoPE in today's models
+#
+# Chapters 5 and 7 built RoPE and stretched it. The models you will meet use more than
+# that: Llama 3.1's frequency bands, YaRN with a separate softmax correction (DeepSeek-V3),
+# per-pair factors found by search (Phi-3's LongRoPE), a different base per layer type
+# (Gemma 3), RoPE on only part of each head, and layers with no positions at all
+# (Llama 4's iRoPE). This chapter reads those models' own settings and answers the
+# questions engineers ask most often about RoPE:
+#
+# 1. **Read a config**: what the RoPE of seven public models looks like, pair by pair;
+# 2. **what the frequencies do**: partial and proportional RoPE, fast pairs for position,
+#    slow pairs for meaning, and per-layer bases;
+# 3. **attention factors**: LongRoPE's and YaRN's, and why DeepSeek-V3 moves its own into
+#    the softmax scale;
+# 4. **q and k, never v; KV caches**: what rotating v would break, the double-rotation
+#    bug, and which config key is which length;
+# 5. **iRoPE**: layers without positions, their attention temperature, and a measurement.
+#
+# Every number comes from `posenc_lib` (`pl.rope_from_config` reads a Hugging Face
+# `config.json` dict); the tests check it against transformers' own code. Nothing is
+# downloaded: the configs are stored in the package, with the source of each.
+
+# %% slideshow={"slide_type": "skip"}
+# %matplotlib inline
+import json
+import math
+from importlib.resources import files
+from pathlib import Path
+
+import ipywidgets as widgets
+import torch
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullLocator
+
+import posenc_lib as pl
+from posenc_lib import check, viz
+from posenc_lib.experiments import extrapolation as ex
+
+viz.use_style()  # white figures, dark text: readable in light and dark themes
+
+device = pl.default_device()  # CUDA or MPS if present, else the CPU; every tensor below follows it
+g = torch.manual_seed(0)
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 1 · Read a model's config
+#
+# A model's `config.json` says how it uses RoPE: a base (`rope_theta`), the head
+# dimension, and optionally a `rope_scaling` (or, in transformers 5, `rope_parameters`)
+# block naming a **rope type** and its settings. `pl.rope_from_config(config)` returns
+# the frequencies $\theta_j$ and the attention factor, exactly as transformers computes
+# them. The package stores the RoPE fields of seven public models with the file each
+# comes from:
+
+# %% slideshow={"slide_type": "fragment"}
+MODELS = json.loads((files("posenc_lib") / "data" / "model_rope_configs.json").read_text())["models"]
+for name, entry in MODELS.items():
+    print(f"{name:<42} {entry['source']}")
+    if "source_rope_scaling" in entry:
+        print(f"{'':<42} rope_scaling: {entry['source_rope_scaling']}")
+assert len(MODELS) == 8  # seven models; Qwen2.5 twice (as shipped, and with its model card's YaRN)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# Two lengths matter for each model. $L_0$ is the context it was **pretrained** on
+# (`original_max_position_embeddings` where the file has it); $L$ is the context it is
+# **deployed** at: the longer of `max_position_embeddings` and `factor` $\times L_0$ (Qwen's
+# file keeps `max_position_embeddings` at $L_0$ and reaches $4L_0$ through the factor).
+# Pair $j$ turns once every $\lambda_j = 2\pi/\theta_j$ positions. A pair with
+# $\lambda_j \le L$ **completes a turn** inside the context; a pair with $\lambda_j > L$
+# never does, and only ever shows the model part of its circle. The table gives, per
+# model (and per layer type for Gemma 3): the base, the rotated features $r$, $L_0$, $L$,
+# the attention factor (`att.`, §3), and how many of the $r/2$ pairs complete a turn
+# within $L_0$ (plain RoPE, as pretrained) and within $L$ (as configured).
+
+# %% slideshow={"slide_type": "fragment"}
+def text_config(entry):
+    return entry["config"].get("text_config", entry["config"])
+
+
+def lengths(entry):
+    """(L0 or None, L): the pretraining context and the deployed one."""
+    cfg = text_config(entry)
+    rope = cfg.get("rope_scaling") or {}
+    L0 = cfg.get("original_max_position_embeddings") or rope.get("original_max_position_embeddings")
+    L = cfg["max_position_embeddings"]
+    if L0 and rope.get("factor"):
+        L = max(L, int(rope["factor"] * L0))
+    return L0, L
+
+
+ROWS = {}  # "model (layer type)" -> frequencies of the deployed RoPE, plain frequencies, L0, L
+for name, entry in MODELS.items():
+    for layer_type in entry["rope_layer_types"] or [None]:
+        label = name if layer_type is None else f"{name} ({layer_type.split('_')[0]})"
+        L0, L = lengths(entry)  # seq_len = L: LongRoPE switches to its long factors beyond L0
+        inv_freq, factor = pl.rope_from_config(entry["config"], layer_type=layer_type, seq_len=L, device=device)
+        cfg = text_config(entry)
+        base = cfg["rope_local_base_freq"] if layer_type == "sliding_attention" else cfg["rope_theta"]
+        plain = pl.rope_frequencies(entry["rotary_dim"], base=base, device=device, dtype=torch.float64)
+        ROWS[label] = dict(inv_freq=inv_freq.double(), plain=plain, factor=factor, L0_L=(L0, L),
+                           r=entry["rotary_dim"], base=base)
+
+
+def turns_within(inv_freq, length):
+    """How many pairs complete at least one turn within `length` positions."""
+    return int((2 * math.pi / inv_freq <= length).sum())
+
+
+print(f"{'model':<46}{'base':>9}{'r':>5}{'L0':>8}{'L':>9}{'att.':>7}  turning within L0 | within L")
+for label, row in ROWS.items():
+    L0, L = row["L0_L"]
+    n = row["r"] // 2
+    at_L0 = "–" if L0 is None else f"{turns_within(row['plain'], L0)}/{n}"
+    print(f"{label:<46}{row['base']:>9g}{row['r']:>5}{L0 or '–':>8}{L:>9}{row['factor']:>7.3f}"
+          f"  {at_L0:>9} | {turns_within(row['inv_freq'], L)}/{n}")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# Read the table row by row (each sentence is asserted below):
+#
+# * apart from Gemma 3's sliding-window layers (which only ever look 1024 tokens back,
+#   §2) and Llama 4 Scout (below), in **every** model between a quarter and a half of the
+#   pairs never complete a turn, even at the deployed length. Those slow pairs move by less
+#   than a full circle over the whole context;
+# * **YaRN** (Qwen with its model card's settings, DeepSeek-V3, GPT-OSS) turns exactly as
+#   many pairs at the deployed $L$ as plain RoPE at $L_0$. Here $L = sL_0$, and YaRN divides
+#   every pair that does not turn within $L_0$ by exactly $s$, so none of them starts to turn
+#   within $L$; the pairs it slows only partly all turned within $L_0$ already;
+# * **Llama 3.1** turns more (35 → 39) and **Llama 4 Scout** far more (35 → 57): their files
+#   stretch by `factor` 8 and 16, but `max_position_embeddings` is 16 and 1280 times $L_0$,
+#   so the pairs with $L_0 < \lambda_j \le 2L_0$ (resp. $80 L_0$, that is $L / 16$), slowed
+#   by 8 (resp. 16), now turn inside $L$. Only 7 of Scout's 64 pairs never turn in its
+#   10M-token context;
+# * Phi-3's **LongRoPE** turns fewer (34 → 31): its searched long factors slow some pairs
+#   by more than $s = 32$ (up to 64.76), enough to stop them turning within $L$.
+
+# %% slideshow={"slide_type": "fragment"}
+count = {label: (None if row["L0_L"][0] is None else turns_within(row["plain"], row["L0_L"][0]),
+                 turns_within(row["inv_freq"], row["L0_L"][1])) for label, row in ROWS.items()}
+share_never = {label: 1 - at_L / (ROWS[label]["r"] // 2) for label, (_, at_L) in count.items()}
+assert share_never.pop("Gemma 3 4B (sliding)") == 0
+assert share_never.pop("Llama 4 Scout 17B-16E") == 7 / 64
+assert all(1 / 4 <= s <= 1 / 2 for s in share_never.values()), share_never
+for label in ("Qwen2.5 7B Instruct + YaRN (model card)", "DeepSeek-V3", "GPT-OSS 20B"):
+    assert count[label][0] == count[label][1], label
+assert count["Llama 3.1 8B"] == (35, 39) and count["Llama 4 Scout 17B-16E"] == (35, 57)
+assert turns_within(ROWS["Llama 3.1 8B"]["plain"], 2 * 8192) == 39  # the pairs with λ_j <= 2 L0
+assert turns_within(ROWS["Llama 4 Scout 17B-16E"]["plain"], 80 * 8192) == 57  # ... <= 80 L0 = L / 16
+assert count["Phi-3 mini 128k instruct"] == (34, 31)
+phi3_long = text_config(MODELS["Phi-3 mini 128k instruct"])["rope_scaling"]["long_factor"]
+assert max(phi3_long) > 32
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# The same in one picture: each model's wavelengths divided by its deployed context $L$,
+# pair by pair (the pair index as a fraction of the rotated pairs, so models with
+# different head sizes share the axis). Everything above the line at 1 never turns
+# inside the context. The left panel shows the plain RoPE against $L_0$.
+
+# %% slideshow={"slide_type": "fragment"}
+fig, axes = viz.figure(2, width=5.2, height=3.6)
+for i, (label, row) in enumerate(ROWS.items()):
+    L0, L = row["L0_L"]
+    x = (torch.arange(row["r"] // 2) / (row["r"] // 2)).numpy()
+    style = dict(color=f"C{i}", lw=1.2, label=label)
+    if L0 is not None:
+        axes[0].plot(x, (2 * math.pi / row["plain"] / L0).cpu().numpy(), **style)
+    axes[1].plot(x, (2 * math.pi / row["inv_freq"] / L).cpu().numpy(), **style)
+for ax, title in zip(axes, ["pretrained: plain RoPE, λ_j / L0", "deployed: as configured, λ'_j / L"]):
+    ax.axhline(1, color="black", ls="--", lw=0.8)
+    ax.set(yscale="log", xlabel="pair j / (r/2)", ylabel="wavelength / context", title=title)
+axes[0].legend(handles=axes[1].get_lines(), fontsize=6, loc="upper left")  # one legend, every model
+fig
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 2 · What the frequencies do
+#
+# ### Partial RoPE: `rotary_dim`
+#
+# GPT-NeoX, Phi-2 and DeepSeek rotate only part of each head. In DeepSeek-V3's attention
+# each query and key head has 192 features: 128 carry no position (`qk_nope_head_dim`)
+# and 64 are rotated (`qk_rope_head_dim`). `pl.apply_rope(x, rotary_dim=r)` rotates the
+# first $r$ features and passes the rest through; it equals rotating a slice by hand:
+
+# %% slideshow={"slide_type": "fragment"}
+d, r = 24, 8
+x = torch.randn(5, d, device=device, dtype=torch.float64)
+by_hand = torch.cat((pl.apply_rope(x[:, :r]), x[:, r:]), dim=-1)
+torch.testing.assert_close(pl.apply_rope(x, rotary_dim=r), by_hand)
+deepseek = text_config(MODELS["DeepSeek-V3"])
+print("DeepSeek-V3 rotates", deepseek["qk_rope_head_dim"], "of",
+      deepseek["qk_rope_head_dim"] + deepseek["qk_nope_head_dim"], "features per head")
+assert (deepseek["qk_rope_head_dim"], deepseek["qk_nope_head_dim"]) == (64, 128)
+assert pl.rope_from_config(MODELS["DeepSeek-V3"]["config"])[0].shape == (64 // 2,)  # frequencies for 64 only
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# The score splits in two: $q\cdot k = q_{\text{rot}}^\top R_{n-m}\, k_{\text{rot}} +
+# q_{\text{pass}}\cdot k_{\text{pass}}$. The second part has no position at all: the
+# same for a query and key 3 apart as for 3000 apart. Those features can match content
+# without any distance effect.
+
+# %% slideshow={"slide_type": "fragment"}
+q, k = torch.randn(2, d, device=device, dtype=torch.float64)
+
+
+def score(q, k, m, n, **kw):
+    pos = lambda p: torch.tensor([p], device=device)  # noqa: E731
+    return (pl.apply_rope(q[None], pos(m), **kw) * pl.apply_rope(k[None], pos(n), **kw)).sum()
+
+
+pass_only = lambda v: torch.cat((torch.zeros(r, device=device, dtype=v.dtype), v[r:]))  # noqa: E731
+near, far = score(q, k, 10, 7, rotary_dim=r), score(q, k, 4000, 1000, rotary_dim=r)
+assert not torch.isclose(near, far)  # the rotated part sees the distance
+torch.testing.assert_close(score(pass_only(q), pass_only(k), 10, 7, rotary_dim=r),
+                           score(pass_only(q), pass_only(k), 4000, 1000, rotary_dim=r))  # the rest does not
+print(f"full score: {near.item():+.4f} (3 apart), {far.item():+.4f} (3000 apart); "
+      f"pass-through part: {(q[r:] @ k[r:]).item():+.4f} for both")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### Proportional RoPE: zero frequencies
+#
+# Gemma 4 does it differently ("proportional" rope type, $p$ = `partial_rotary_factor` =
+# 0.25). Instead of a RoPE of dimension $pd$, whose $pd/2$ frequencies spread over the
+# whole range $1 \dots b^{-(pd-2)/(pd)}$, it keeps the first $pd/2$ frequencies of the
+# full head, $\theta_j = b^{-2j/d}$ (the fast ones only), and sets the others to **zero**.
+# A pair with $\theta_j = 0$ is never rotated ($R_m = I$ for every $m$), so it behaves
+# like the pass-through features above.
+
+# %% slideshow={"slide_type": "fragment"}
+d, p = 16, 0.25
+proportional, _ = pl.rope_from_config(
+    {"head_dim": d, "rope_parameters": {"rope_type": "proportional", "partial_rotary_factor": p, "rope_theta": 1e4}})
+partial, _ = pl.rope_from_config({"head_dim": d, "partial_rotary_factor": p, "rope_theta": 1e4})
+print("proportional:", [round(t, 4) for t in proportional.tolist()])
+print("partial:     ", [round(t, 4) for t in partial.tolist()], "(a RoPE of dimension", int(p * d), "for",
+      int(p * d), "of the", d, "features)")
+keep = int(p * d) // 2
+torch.testing.assert_close(proportional[:keep], pl.rope_frequencies(d)[:keep])  # the fast end of the full head
+assert (proportional[keep:] == 0).all() and proportional.shape == (d // 2,)
+torch.testing.assert_close(partial, pl.rope_frequencies(int(p * d)))  # the whole range, squeezed
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# A query and key that live only in the zero-frequency pairs give the same score at every
+# offset:
+
+# %% slideshow={"slide_type": "fragment"}
+q, k = torch.randn(2, d, device=device)
+zero_pairs = torch.zeros(d, device=device)
+zero_pairs[2 * keep:] = 1  # interleaved layout: pair j holds features 2j, 2j+1
+qz, kz = q * zero_pairs, k * zero_pairs
+inv = proportional.to(device)
+scores = torch.stack([score(qz, kz, m, n, inv_freq=inv) for m, n in [(0, 0), (5, 2), (900, 10), (10, 900)]])
+torch.testing.assert_close(scores, scores[:1].expand(4))
+print("score at (m, n) = (0, 0), (5, 2), (900, 10), (10, 900):", [round(s, 4) for s in scores.tolist()])
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# The wavelengths of both forms for a 128-feature head, against a context of 8192 tokens.
+# Partial RoPE squeezes the whole range of wavelengths into fewer pairs; proportional RoPE
+# keeps the fastest pairs as they were and leaves the others still (a zero frequency has an
+# infinite wavelength: those pairs are not drawn). Then move $p$ and the base yourself.
+
+# %% slideshow={"slide_type": "fragment"}
+D, CONTEXT = 128, 8192
+
+
+def draw_fraction(fig, p=0.25, base=1e4, **_):
+    ax = fig.subplots()
+    j = torch.arange(D // 2).numpy()
+    ax.axhline(CONTEXT, color="black", ls="--", lw=0.8, label=f"context {CONTEXT}")
+    (full,) = ax.plot(j, j * 0.0 + 1, color="black", lw=1, label="full RoPE")
+    (prop,) = ax.plot(j, j * 0.0 + 1, color="C3", marker=".", ls="none", label="proportional")
+    (part,) = ax.plot(j, j * 0.0 + 1, color="C0", marker="x", ms=4, ls="none", label="partial")
+    ax.set(xlabel="pair j (of the full head)", ylabel="wavelength 2π/θ_j", yscale="log", ylim=(3, 1e9))
+    ax.legend(fontsize=8, loc="upper left")
+    title = ax.set_title("")
+
+    def update(p=0.25, base=1e4, **_):
+        wave = lambda t: (2 * math.pi / t).numpy()  # noqa: E731 (zero frequency: infinite, not drawn)
+        rot = int(p * D) // 2 * 2
+        full.set_ydata(wave(pl.rope_frequencies(D, base=base, dtype=torch.float64)))
+        prop_f = pl.scaled_rope_frequencies(D, method="proportional", factor=1.0, base=base,
+                                            partial_rotary_factor=p, dtype=torch.float64)[0]
+        prop.set_ydata(wave(prop_f))
+        part_f = torch.full((D // 2,), 0.0, dtype=torch.float64)
+        part_f[: rot // 2] = pl.rope_frequencies(rot, base=base, dtype=torch.float64)
+        part.set_ydata(wave(part_f))
+        title.set_text(f"d = {D}, p = {p:g}, base = {base:g}: {rot} of {D} features rotated")
+
+    update(p, base)
+    return update
+
+
+fig = Figure(figsize=(6.4, 3.4))
+_ = draw_fraction(fig, p=0.25, base=1e4)
+fig
+
+# %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
+fraction_widget = viz.InteractiveFigure(
+    draw_fraction,
+    figsize=(6.4, 3.4),
+    p=widgets.FloatSlider(value=0.25, min=0.125, max=1.0, step=0.125, description="fraction p"),
+    base=widgets.FloatLogSlider(value=1e4, base=10, min=3, max=7, step=0.5, description="base"),
+)
+fraction_widget
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### Fast pairs carry position, slow pairs carry meaning
+#
+# Barbero et al. ("Round and Round We Go! What makes Rotary Positional Encodings useful?",
+# 2025) looked inside Gemma 7B and found that its queries and keys put most of their norm
+# in the *lowest* frequencies, used as channels for content (a slow pair hardly turns over the
+# context, so a match there survives any distance), and the *highest* frequencies to build
+# heads that attend by position (e.g. to the previous token). Here is the mechanism on two
+# constructed heads, $d = 64$, base 10 000, comparing the same vectors placed in the 4
+# fastest or the 4 slowest pairs. The score of query $m$ and key $n$ is
+# $q^\top R_{n-m}\, k$, a function of the offset $\Delta = n - m$ alone.
+#
+# * **A content match**: $q = k = u$. How well does the score survive distance?
+# * **A previous-token head**: $q = R_{-1}u$ and $k = u$ for every token (no content at
+#   all), so the score $u^\top R_{\Delta+1} u$ is largest at $\Delta = -1$. How sharply does it
+#   single out that one key among the last 64?
+
+# %% slideshow={"slide_type": "fragment"}
+d = 64
+offsets = torch.arange(-2048, 1, device=device)  # keys up to 2048 tokens back (causal: Δ <= 0)
+
+
+def pair_vector(pairs, gen):
+    """A unit vector with random entries in the given pairs (interleaved: pair j is features 2j, 2j+1)."""
+    u = torch.zeros(d, dtype=torch.float64)
+    idx = torch.tensor([2 * j + e for j in pairs for e in (0, 1)])
+    u[idx] = torch.randn(len(idx), generator=gen, dtype=torch.float64)
+    return (u / u.norm()).to(device)
+
+
+M = 4096  # the query's position; keys at M + Δ
+
+
+def offset_scores(q, k, shift=0):
+    """(R_{M - shift} q) · (R_{M + Δ} k) = q^T R_{Δ + shift} k for every Δ in `offsets`."""
+    rq = pl.apply_rope(q[None], torch.tensor([M - shift], device=device))[0]
+    return pl.apply_rope(k.expand(len(offsets), d), M + offsets) @ rq
+
+
+gen = torch.Generator().manual_seed(1)
+FAST, SLOW = range(0, 4), range(d // 2 - 4, d // 2)
+u = {"fast": pair_vector(FAST, gen), "slow": pair_vector(SLOW, gen)}
+content = {name: offset_scores(v, v) for name, v in u.items()}  # q = k = u
+previous = {name: offset_scores(v, v, shift=1) for name, v in u.items()}  # q = R_{-1} u, k = u
+last64 = offsets >= -64
+for name in u:
+    c, pv = content[name], previous[name][last64]
+    runner_up = pv[torch.arange(len(pv), device=device) != len(pv) - 2].max()
+    print(f"{name} pairs: content score min over 2048 tokens {c.min().item():+.3f} (1 at Δ = 0); "
+          f"previous-token head: argmax Δ = {offsets[last64][pv.argmax()].item()}, "
+          f"margin over the next best key {(pv.max() - runner_up).item():.1e}")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# Asserted: in the **slow** pairs a content match keeps more than 85% of its score
+# across 2048 tokens, while the same match in the **fast** pairs swings to negative
+# scores within a few tokens. In the **fast** pairs the previous-token head singles out
+# $\Delta = -1$ with a clear margin over every other key in the last 64; in the slow pairs
+# it can barely tell the previous key from its neighbours (a margin below $10^{-4}$). Fast pairs
+# can point at a position; slow pairs can hold a meaning over a long distance.
+# (A constructed illustration of the mechanism, not Barbero et al.'s measurement on a
+# trained model.)
+
+# %% slideshow={"slide_type": "fragment"}
+assert content["slow"].min() > 0.85 and content["fast"][offsets >= -8].min() < 0
+margins = {}
+for name in u:
+    pv = previous[name][last64]
+    assert offsets[last64][pv.argmax()] == -1
+    margins[name] = (pv.max() - pv[torch.arange(len(pv), device=device) != len(pv) - 2].max()).item()
+assert margins["fast"] > 0.1 and margins["slow"] < 1e-4
+fig, axes = viz.figure(2, width=4.6, height=3.2)
+for name, color in (("fast", "C3"), ("slow", "C0")):
+    axes[0].plot(offsets.cpu().numpy(), content[name].cpu().numpy(), color=color, lw=0.8, label=f"{name} pairs")
+    axes[1].plot(offsets[last64].cpu().numpy(), previous[name][last64].cpu().numpy(), color=color, marker=".",
+                 label=f"{name} pairs")
+axes[0].set(xlabel="offset Δ = n − m", ylabel="score q·R_Δ k", title="content match q = k")
+axes[1].set(xlabel="offset Δ = n − m", ylabel="score", title="previous-token head q = R₋₁ k")
+for ax in axes:
+    ax.legend(fontsize=8)
+fig
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### Per-layer bases: Gemma 3
+#
+# Gemma 3 interleaves **local** layers (a sliding window of 1024 tokens, base 10 000)
+# with **global** layers (the whole context, base $10^6$, linear ×8), five local per
+# global according to the model's documentation. A local
+# layer never sees two tokens more than 1023 apart, so only distances below 1024 matter
+# to it. Count, for each layer type, the pairs that complete a turn within the span it
+# actually sees, and what the other base would give:
+
+# %% slideshow={"slide_type": "fragment"}
+gemma = MODELS["Gemma 3 4B"]
+window, context = text_config(gemma)["sliding_window"], text_config(gemma)["max_position_embeddings"]
+local, _ = pl.rope_from_config(gemma["config"], layer_type="sliding_attention")
+global_, _ = pl.rope_from_config(gemma["config"], layer_type="full_attention")
+local_with_global_base = pl.rope_frequencies(256, base=1e6)
+spans = {"local (base 1e4) within its 1024-token window": turns_within(local.double(), window),
+         "local with base 1e6 instead": turns_within(local_with_global_base.double(), window),
+         "global (base 1e6, linear x8) within 131072 tokens": turns_within(global_.double(), context)}
+for what, n in spans.items():
+    print(f"{what:<52} {n:>3} of 128 pairs turn")
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# Each layer type's base fits the span it sees: a little over half of the pairs turn
+# (71 and 73 of 128) in both. With the global base, a local layer would have only 48
+# turning pairs inside its window; 23 more pairs would hardly move there, wasted for
+# position.
+
+# %% slideshow={"slide_type": "fragment"}
+assert all(0.5 < n / 128 < 0.6 for what, n in spans.items() if "instead" not in what)
+assert spans["local with base 1e6 instead"] == spans["local (base 1e4) within its 1024-token window"] - 23
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 3 · Attention factors: LongRoPE and YaRN's `mscale`
+#
+# Stretching the context makes attention flatter (more keys share the softmax, and
+# interpolated pairs give closer angles), so the extension methods also multiply q and k
+# by an **attention factor** $a$: the scores grow by $a^2$.
+#
+# **LongRoPE (Phi-3).** $a = \sqrt{1 + \ln s / \ln L_0}$, with $s = L/L_0$. Phi-3's
+# file has no `factor`: $s$ = `max_position_embeddings` / `original_max_position_embeddings`
+# = 131072 / 4096 = 32, so $a = \sqrt{1 + \ln 32/\ln 4096} = \sqrt{1 + 5/12}$. The
+# frequencies switch lists when the input outgrows $L_0$: `short_factor` up to 4096
+# tokens, `long_factor` beyond; the attention factor is the same for both.
+
+# %% slideshow={"slide_type": "fragment"}
+phi3 = MODELS["Phi-3 mini 128k instruct"]["config"]
+short, a_short = pl.rope_from_config(phi3, seq_len=4096)
+long_, a_long = pl.rope_from_config(phi3, seq_len=4097)
+print(f"Phi-3 attention factor: {a_long:.4f} (scores x{a_long**2:.4f})")
+assert a_short == a_long and math.isclose(a_long, math.sqrt(1 + 5 / 12)) and round(a_long, 3) == 1.190
+assert not torch.allclose(short, long_)  # one token more, the other list
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **YaRN.** $a = 0.1 \ln s + 1$ on q and k: GPT-OSS ($s = 32$) gets 1.347 and Qwen with
+# YaRN ×4 gets 1.139 (the table of §1). **DeepSeek-V3** writes `mscale` and
+# `mscale_all_dim` into its config (both 1.0). Its RoPE's factor is the ratio
+# $(0.1\,\text{mscale} \ln s + 1)/(0.1\,\text{mscale\_all\_dim} \ln s + 1) = 1$, and the
+# correction moves into the softmax scale instead: the scores are multiplied by
+# $m^2/\sqrt{192}$ with $m = 0.1 \cdot \text{mscale\_all\_dim} \cdot \ln 40 + 1$, instead of the usual
+# $1/\sqrt{192}$ (192 = 128 unrotated + 64 rotated features per head).
+
+# %% slideshow={"slide_type": "fragment"}
+ds = text_config(MODELS["DeepSeek-V3"])
+_, a_ds = pl.rope_from_config(ds)
+m_all = 0.1 * ds["rope_scaling"]["mscale_all_dim"] * math.log(ds["rope_scaling"]["factor"]) + 1
+head = ds["qk_nope_head_dim"] + ds["qk_rope_head_dim"]
+softmax_scale = m_all**2 / math.sqrt(head)
+print(f"DeepSeek-V3: RoPE attention factor {a_ds}; m = 0.1 ln 40 + 1 = {m_all:.4f}; "
+      f"softmax scale m^2 / sqrt({head}) = {softmax_scale:.5f} instead of {1 / math.sqrt(head):.5f}")
+assert a_ds == 1.0 and round(m_all, 4) == 1.3689
+assert math.isclose(pl.rope_from_config(MODELS["GPT-OSS 20B"]["config"])[1], 0.1 * math.log(32) + 1)
+assert math.isclose(pl.rope_from_config(MODELS["Qwen2.5 7B Instruct + YaRN (model card)"]["config"])[1],
+                    0.1 * math.log(4) + 1)
+assert (round(0.1 * math.log(32) + 1, 3), round(0.1 * math.log(4) + 1, 3)) == (1.347, 1.139)
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# Why there? The RoPE's attention factor multiplies only the **rotated** features (64 of
+# 192), so it would scale only part of each score. Scaling the softmax by $m^2$ equals
+# multiplying *all* 192 features of q and k by $m$; scaling the rotated features alone
+# does not:
+
+# %% slideshow={"slide_type": "fragment"}
+qd, kd = torch.randn(2, 6, head, device=device, dtype=torch.float64)
+rot = ds["qk_rope_head_dim"]
+all_scaled = pl.apply_rope(qd * m_all, rotary_dim=rot) @ pl.apply_rope(kd * m_all, rotary_dim=rot).T
+in_softmax = m_all**2 * (pl.apply_rope(qd, rotary_dim=rot) @ pl.apply_rope(kd, rotary_dim=rot).T)
+rope_only = (pl.apply_rope(qd, rotary_dim=rot, attention_factor=m_all)
+             @ pl.apply_rope(kd, rotary_dim=rot, attention_factor=m_all).T)
+torch.testing.assert_close(all_scaled, in_softmax)
+assert not torch.allclose(rope_only, in_softmax, atol=1e-3)
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 4 · q and k, never v; positions with a KV cache
+#
+# ### Why not rotate v?
+#
+# RoPE works because $\langle R_m q, R_n k\rangle = q^\top R_{n-m} k$: the absolute
+# positions cancel in the score. A value is not compared with anything, it is averaged:
+# rotating it would give $\sum_n a_{mn} R_n v_n$, and shifting the whole sequence by
+# $\Delta$ positions would rotate the output by $R_\Delta$. The output would depend on
+# where the text sits in the context, which is what relative encodings set out to avoid.
+# Below, the same 6 tokens at positions 0–5 and at 100–105:
+
+# %% slideshow={"slide_type": "fragment"}
+qs, ks, vs = torch.randn(3, 6, 16, device=device, dtype=torch.float64)
+
+
+def rope_attention(start, rotate_v=False):
+    pos = torch.arange(start, start + 6, device=device)
+    v_in = pl.apply_rope(vs, pos) if rotate_v else vs
+    out, _ = pl.attention(pl.apply_rope(qs, pos), pl.apply_rope(ks, pos), v_in, causal=True)
+    return out
+
+
+torch.testing.assert_close(rope_attention(0), rope_attention(100))  # q, k rotated: only offsets matter
+assert not torch.allclose(rope_attention(0, rotate_v=True), rope_attention(100, rotate_v=True), atol=1e-3)
+shifted = pl.apply_rope(rope_attention(0, rotate_v=True), torch.full((6,), 100, device=device))
+torch.testing.assert_close(shifted, rope_attention(100, rotate_v=True))  # ... rotated by R_100 exactly
+print("q, k rotated: same output at 0-5 and 100-105; v rotated too: the output turns by R_100")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### Decoding with a KV cache
+#
+# When a model generates text, it keeps the keys and values of the tokens it has seen
+# (the **KV cache**) and runs only the new token. Two things must hold: the new token's
+# position is the **cache length** (the offset), not 0; and cached keys were rotated once,
+# at their own positions, when they were new, so they are **never rotated again**.
+# `pl.TinyDecoder(..., positional="rope")` with `cache=pl.KVCache()` does both; decoding
+# token by token gives exactly the logits of one full forward pass:
+
+# %% slideshow={"slide_type": "fragment"}
+torch.manual_seed(0)
+model = pl.TinyDecoder(vocab_size=11, positional="rope", d_model=32, num_heads=2, num_layers=2, max_len=16)
+model = model.to(device).eval()
+tokens = torch.randint(0, 11, (1, 12), device=device)
+with torch.no_grad():
+    full = model(tokens)
+    cache = pl.KVCache()
+    steps = torch.cat([model(tokens[:, t:t + 1], cache=cache) for t in range(12)], dim=1)
+torch.testing.assert_close(steps, full, rtol=1e-5, atol=1e-5)
+assert cache.length == 12
+print("token by token with a KV cache = the full forward:", tuple(steps.shape))
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# The **double-rotation bug**: a cache that rotates all the keys it holds at every step
+# (as if they were new) turns each old key once more per step. The first two steps still
+# agree (nothing is cached yet, then one key at position 0, where $R_0 = I$); every later
+# step gives other logits:
+
+# %% slideshow={"slide_type": "fragment"}
+class RotatesAgain(pl.KVCache):
+    """A buggy cache: the keys already held are rotated once more at every step."""
+
+    def __init__(self, rope):
+        super().__init__()
+        self.rope = rope
+
+    def update(self, layer, k, v):
+        held = self.layers[layer][0].shape[-2] if layer < len(self.layers) else 0
+        keys, values = super().update(layer, k, v)
+        return torch.cat((self.rope.rotate(keys[..., :held, :]), keys[..., held:, :]), dim=-2), values
+
+
+with torch.no_grad():
+    bad = RotatesAgain(model.positional.rope)
+    wrong = torch.cat([model(tokens[:, t:t + 1], cache=bad) for t in range(12)], dim=1)
+torch.testing.assert_close(wrong[:, :2], full[:, :2], rtol=1e-5, atol=1e-5)
+assert not torch.allclose(wrong[:, 2:], full[:, 2:], atol=1e-3)
+print(f"largest logit error with double rotation: {(wrong - full).abs().max().item():.3f}")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### `original_max_position_embeddings` or `max_position_embeddings`?
+#
+# Both appear in config files, and which one a rope type reads decides its numbers. In
+# `pl.scaled_rope_frequencies` the pretraining length is `original_max_position` ($L_0$)
+# and the stretch is `factor` ($s$):
+#
+# | rope type | our $L_0$ (`original_max_position`) | our `factor` |
+# |---|---|---|
+# | `llama3`, `yarn`, `longrope` | `original_max_position_embeddings` (top level first, as Phi-3 has it, then in the rope dict; else `max_position_embeddings`) | `factor`; if absent (yarn, longrope), `max_position_embeddings` / $L_0$ |
+# | `dynamic` | `max_position_embeddings` (transformers' reading) | `factor` |
+# | `linear`, `default`, `proportional` | not used | `factor` (1 if none) |
+#
+# The same numbers through both doors, for three configs:
+
+# %% slideshow={"slide_type": "fragment"}
+llama_rs = text_config(MODELS["Llama 3.1 8B"])["rope_scaling"]
+via_config, _ = pl.rope_from_config(MODELS["Llama 3.1 8B"]["config"])
+direct, _ = pl.scaled_rope_frequencies(128, method="llama3", factor=8.0, original_max_position=8192, base=5e5,
+                                       low_freq_factor=1.0, high_freq_factor=4.0)
+torch.testing.assert_close(via_config, direct)
+phi_rs = phi3["rope_scaling"]
+direct_phi = pl.scaled_rope_frequencies(96, method="longrope", factor=131072 / 4096, original_max_position=4096,
+                                        seq_len=8192, short_factor=phi_rs["short_factor"],
+                                        long_factor=phi_rs["long_factor"])
+torch.testing.assert_close(pl.rope_from_config(phi3, seq_len=8192)[0], direct_phi[0])
+dynamic_cfg = {"head_dim": 64, "max_position_embeddings": 4096, "rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}
+torch.testing.assert_close(pl.rope_from_config(dynamic_cfg, seq_len=8192)[0],
+                           pl.scaled_rope_frequencies(64, method="dynamic", factor=2.0, original_max_position=4096,
+                                                      seq_len=8192)[0])
+print("Llama 3.1, Phi-3 (long) and a dynamic config: rope_from_config = scaled_rope_frequencies")
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 5 · iRoPE: layers without positions
+#
+# Llama 4 Scout's config lists `no_rope_layers`: a 0 marks a layer **without RoPE**. Every
+# fourth of its 48 layers is such a NoPE layer (chapter 7, §1: the causal mask still lets
+# it count). In the RoPE layers Llama 4 attends within chunks of 8192 tokens
+# (`attention_chunk_size`), so they never meet a distance beyond their training; the
+# NoPE layers attend over the whole context, and nothing in them depends on distances
+# they never saw. Meta calls the mix "iRoPE" (interleaved).
+
+# %% slideshow={"slide_type": "fragment"}
+scout = text_config(MODELS["Llama 4 Scout 17B-16E"])
+nope_layers = [i for i, uses_rope in enumerate(scout["no_rope_layers"]) if not uses_rope]
+print("NoPE layers:", nope_layers, f"({len(nope_layers)} of {len(scout['no_rope_layers'])})")
+assert nope_layers == list(range(3, 48, 4)) and scout["attention_chunk_size"] == 8192
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### The temperature
+#
+# A NoPE layer's softmax spreads over every key before the query, and with a million
+# keys even a clearly better key gets a tiny weight. Llama 4 multiplies the queries of
+# its NoPE layers by `pl.attention_temperature(position)` =
+# $1 + 0.1 \ln(1 + \lfloor (\text{pos}+1)/8192 \rfloor)$, which grows slowly with the
+# position. A constructed example: a query at position $n-1$ sees $n$ keys whose scores
+# are independent normal numbers (standard deviation 1), plus one **needle** key scoring
+# 3 standard deviations above the rest. We measure the attention entropy
+# $H = -\sum_i a_i \ln a_i$ (in nats; $\ln n$ would be uniform attention) and the
+# needle's weight, with and without the temperature.
+
+# %% slideshow={"slide_type": "fragment"}
+gen = torch.Generator().manual_seed(0)
+SIZES = [10**3, 10**4, 10**5, 10**6]
+entropy, needle = {"plain": [], "temperature": []}, {"plain": [], "temperature": []}
+for n in SIZES:
+    scores = torch.randn(n, generator=gen, dtype=torch.float64)
+    scores[0] = 3.0  # the needle
+    tau = pl.attention_temperature(torch.tensor([n - 1])).double().item()
+    for kind, t in (("plain", 1.0), ("temperature", tau)):
+        a = torch.softmax(scores * t, dim=0)
+        entropy[kind].append(-(a * a.log()).sum().item())
+        needle[kind].append(a[0].item())
+    print(f"n = {n:>7}: temperature {tau:.3f}; entropy {entropy['plain'][-1]:.3f} -> {entropy['temperature'][-1]:.3f}"
+          f" nats (ln n = {math.log(n):.3f}); needle weight {needle['plain'][-1]:.2e} -> {needle['temperature'][-1]:.2e}")
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# Up to position 8190 the temperature is exactly 1 (nothing changes at $n = 1000$).
+# Beyond, it lowers the entropy, and the gap grows with $n$; the needle's weight is
+# larger with the temperature at every size past 8192 (2.3× at a million keys). It does not
+# stop the spreading: the entropy still grows roughly like $\ln n$, only more slowly.
+
+# %% slideshow={"slide_type": "fragment"}
+assert entropy["plain"][0] == entropy["temperature"][0]
+assert pl.attention_temperature(torch.tensor([8190])).item() == 1 < pl.attention_temperature(torch.tensor([8191])).item()
+gaps = [p_ - t_ for p_, t_ in zip(entropy["plain"], entropy["temperature"])]
+assert all(b > a for a, b in zip(gaps, gaps[1:])) and gaps[1] > 0
+assert all(t_ > p_ for p_, t_ in zip(needle["plain"][1:], needle["temperature"][1:]))
+assert 2.2 < needle["temperature"][-1] / needle["plain"][-1] < 2.4
+assert all(b > a for a, b in zip(entropy["temperature"], entropy["temperature"][1:]))
+fig, axes = viz.figure(2, width=4.4, height=3.2)
+for kind, color in (("plain", "C0"), ("temperature", "C3")):
+    axes[0].plot(SIZES, entropy[kind], marker="o", color=color, label=kind)
+    axes[1].plot(SIZES, needle[kind], marker="o", color=color, label=kind)
+axes[0].plot(SIZES, [math.log(n) for n in SIZES], color="black", ls=":", label="ln n (uniform)")
+axes[0].set(xscale="log", xlabel="keys n (query position n − 1)", ylabel="entropy (nats)", title="attention entropy")
+axes[1].set(xscale="log", yscale="log", xlabel="keys n", ylabel="weight", title="the needle's weight")
+for ax in axes:
+    ax.legend(fontsize=8)
+fig
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### iRoPE in the extrapolation experiment
+#
+# Does a NoPE layer help a small model read past its training length? We ran chapter 7's
+# experiment (`python -m posenc_lib.experiments.extrapolation --methods none,rope,irope
+# --results results/irope.json --figure images/irope.png`, about a minute; the times are
+# printed below) with
+# `pl.TinyDecoder(positional="irope")`: 2 layers, the first with RoPE, the second without
+# positions, with the temperature (`floor_scale` = 64, the training length, so it is 1
+# up to position 62 and grows from the last training position, 63, on). **Caveat:** the task is chapter 7's order-2 grammar, which needs the
+# previous two tokens only, not a long-range task (a long-range task for this comparison is
+# planned but not in the repository yet). So this measures whether iRoPE keeps the local
+# skill at unseen lengths, not whether it retrieves far-away tokens. The numbers are
+# loaded from the committed results file:
+
+# %% slideshow={"slide_type": "fragment"}
+# The repository's results folder, whether the notebook runs from notebooks/ or from the root.
+ROOT = next(p for p in (Path.cwd(), *Path.cwd().parents) if (p / "results" / "irope.json").is_file())
+irope = json.loads((ROOT / "results" / "irope.json").read_text())
+cfg = irope["config"]
+LENGTHS = [str(cfg["train_len"] * m) for m in cfg["eval_multiples"]]
+assert list(cfg["methods"]) == ["none", "rope", "irope"] and irope["cpu_time_s"] <= 180
+hooks = ex.build_model("irope", ex.ExperimentConfig(**{k: tuple(v) if isinstance(v, list) else v
+                                                       for k, v in cfg.items()})).positional
+assert not hooks.is_nope(0) and hooks.is_nope(1) and hooks.temperature and hooks.floor_scale == 64
+assert pl.attention_temperature(torch.tensor([62, 63]), floor_scale=64).tolist()[0] == 1.0 < \
+    pl.attention_temperature(torch.tensor([63]), floor_scale=64).item()
+acc = {m: {L: r["acc"] for L, r in irope["methods"][m]["nonoverlapping"].items()} for m in cfg["methods"]}
+slide = {m: {L: r["acc"] for L, r in irope["methods"][m]["sliding_window"].items()} for m in cfg["methods"]}
+print(f"next-token accuracy (best possible {irope['bayes_acc']:.3f}); wall time of the run "
+      f"{irope['wall_time_s']} s, CPU time {irope['cpu_time_s']} s\n")
+print(f"{'non-overlapping':<18}" + "".join(f"{L:>8}" for L in LENGTHS) + "    sliding window at 512")
+for m in cfg["methods"]:
+    print(f"  {ex.LABELS[m]:<16}" + "".join(f"{acc[m][L]:8.3f}" for L in LENGTHS) + f"{slide[m]['512']:10.3f}")
+
+# %% slideshow={"slide_type": "fragment"}
+fig, ax = viz.figure(width=5.6, height=3.4)
+for m in cfg["methods"]:
+    ax.plot([int(L) for L in LENGTHS], [acc[m][L] for L in LENGTHS], marker="o", color=ex.COLORS[m],
+            label=ex.LABELS[m])
+ax.axvline(cfg["train_len"], color="black", ls=":", lw=0.8)
+ax.axhline(irope["bayes_acc"], color="black", ls="--", lw=0.8)
+ax.set_xscale("log", base=2)
+ax.set(xlabel="evaluation length L (tokens)", ylabel="next-token accuracy", ylim=(0, 1),
+       title=f"trained at {cfg['train_len']} tokens, read in chunks of L")
+ax.set_xticks([int(L) for L in LENGTHS], LENGTHS)
+ax.xaxis.set_minor_locator(NullLocator())
+ax.legend(fontsize=8)
+fig
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# **What we measured: a null result.** iRoPE learns the task as well as RoPE at 64 tokens
+# and keeps it inside a sliding window, but beyond the training length it degrades just
+# like RoPE: within 0.02 of RoPE at every length (0.31 against 0.30 at 512, both far from
+# 0.77). The NoPE layer does not rescue the RoPE layer below it, which still meets angles
+# it never saw. Llama 4 avoids that with chunked attention in its RoPE layers, which our
+# tiny decoder does not have; with two layers, there is no room for it to route around
+# the broken one either. A long-range task, more layers and chunking would be the next
+# experiment.
+
+# %% slideshow={"slide_type": "fragment"}
+best = irope["bayes_acc"]
+assert abs(acc["irope"]["64"] - best) < 0.02 and abs(acc["rope"]["64"] - best) < 0.02
+assert all(abs(acc["irope"][L] - acc["rope"][L]) < 0.02 for L in LENGTHS)
+assert acc["irope"]["512"] < 0.35 and acc["rope"]["512"] < 0.35
+assert all(abs(slide["irope"][L] - best) < 0.02 for L in LENGTHS)
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## Exercises
+#
+# Each exercise has a cell for your answer and a checker that says what is right or wrong, with
+# a hint. The worked solution follows, collapsed (expand it only after trying), then a cell that
+# checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
+#
+# **Exercise 1.** Derive, from $\theta_j = b^{-2j/r}$, how many pairs of a RoPE with base
+# $b$ and $r$ rotated features complete at least one turn within `length` positions.
+# Write `pairs_that_turn(base, r, length)` with a formula (no loop over $j$): for Llama 3.1
+# as pretrained ($b$ = 500 000, $r$ = 128, 8192 tokens) it must match §1's table.
+
+# %% slideshow={"slide_type": "fragment"}
+def pairs_that_turn(base, r, length):
+    raise NotImplementedError  # your code
+
+
+check.pairs_that_turn(pairs_that_turn)
+
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "pairs_that_turn_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+def pairs_that_turn(base, r, length):
+    ### BEGIN SOLUTION
+    # 2 pi / theta_j <= L  <=>  base**(2j/r) <= L / (2 pi)  <=>  j <= r ln(L / 2 pi) / (2 ln base)
+    if length < 2 * math.pi:
+        return 0
+    j_max = math.floor(r * math.log(length / (2 * math.pi)) / (2 * math.log(base)))
+    return min(j_max + 1, r // 2)  # pairs 0 .. j_max
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "pairs_that_turn", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.pairs_that_turn(pairs_that_turn)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **Exercise 2.** LongRoPE's attention factor for any model: write
+# `longrope_factor(config)` taking a Phi-3-style config dict (with `max_position_embeddings`
+# and `original_max_position_embeddings` at the top level) and returning the factor, by
+# hand (not with `pl.rope_from_config`).
+
+# %% slideshow={"slide_type": "fragment"}
+def longrope_factor(config):
+    raise NotImplementedError  # your code
+
+
+check.longrope_factor(longrope_factor)
+
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "longrope_factor_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+def longrope_factor(config):
+    ### BEGIN SOLUTION
+    L0 = config["original_max_position_embeddings"]
+    s = config["max_position_embeddings"] / L0
+    return math.sqrt(1 + math.log(s) / math.log(L0)) if s > 1 else 1.0
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "longrope_factor", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.longrope_factor(longrope_factor)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **Exercise 3.** From the formula of `pl.attention_temperature` (Llama 4's defaults,
+# `floor_scale` 8192 and `attn_scale` 0.1), derive the first position at which the
+# query scale exceeds 1.2. Give it as a number.
+
+# %% slideshow={"slide_type": "fragment"}
+answer = None  # your answer: a position
+check.temperature_position(answer)
+
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "temperature_position_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+answer = None  # your answer: a position
+### BEGIN SOLUTION
+# 0.1 ln(1 + k) > 0.2  <=>  1 + k > e^2 = 7.39  <=>  k >= 7, with k = floor((pos + 1) / 8192)
+# k >= 7  <=>  pos + 1 >= 7 * 8192
+answer = 7 * 8192 - 1
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "temperature_position", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.temperature_position(answer)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **Exercise 4.** Decoding: the cache holds `cache_length` tokens and `x` (…, T, d) holds
+# the queries (or keys) of the T new ones. Write `rotate_new(x, cache_length)` returning
+# them rotated as RoPE (base 10 000, interleaved pairs) must rotate them.
+
+# %% slideshow={"slide_type": "fragment"}
+def rotate_new(x, cache_length):
+    raise NotImplementedError  # your code
+
+
+check.rotate_new(rotate_new)
+
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "rotate_new_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+def rotate_new(x, cache_length):
+    ### BEGIN SOLUTION
+    positions = torch.arange(cache_length, cache_length + x.shape[-2], device=x.device)
+    return pl.apply_rope(x, positions)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "rotate_new", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.rotate_new(rotate_new)
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## Errata in the sources
+#
+# | Where | The source writes | Correct |
+# |---|---|---|
+# | `001`, introduction | LLaMA 4 "uses NoPE" | Llama 4 Scout has positions in 36 of its 48 layers: RoPE (with Llama 3's bands) everywhere except every fourth layer, which is NoPE with an attention temperature (§5). |
+# | `001`, introduction | the Qwen series "uses YaRN" | Qwen2.5 ships with plain RoPE (`rope_scaling` is null, base $10^6$); YaRN ×4 is a setting its model card tells users to add for inputs over 32 768 tokens (§1). |
+#
+# Chapter 7 could only state these; the stored configs now let a cell check them. A model
+# that "uses NoPE" throughout would have no RoPE layer at all, and a model that "uses
+# YaRN" would ship a `rope_scaling` block.
+
+# %% slideshow={"slide_type": "fragment"}
+uses_rope = scout["no_rope_layers"]
+assert sum(uses_rope) == 36 and len(uses_rope) - sum(uses_rope) == 12
+assert not all(x == 0 for x in uses_rope)  # the source's reading: NoPE everywhere
+assert scout["rope_scaling"]["rope_type"] == "llama3"
+assert text_config(MODELS["Qwen2.5 7B Instruct"])["rope_scaling"] is None
+print(f"Llama 4 Scout: {sum(uses_rope)} RoPE layers, {len(uses_rope) - sum(uses_rope)} NoPE layers")

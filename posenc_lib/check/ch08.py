@@ -1,0 +1,95 @@
+"""Checkers for notebooks/08_rope_in_models.ipynb: turning pairs, LongRoPE's factor, Llama 4's
+temperature, RoPE positions when decoding with a KV cache."""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import torch
+
+from ..angles import rope_frequencies
+from ..rope import apply_rope
+from ..rope_config import rope_from_config
+from ..temperature import attention_temperature
+from ._core import close, report
+
+__all__ = ["pairs_that_turn", "longrope_factor", "temperature_position", "rotate_new"]
+
+# (base, rotated features, length): Llama 3.1 as pretrained, DeepSeek-V3, Gemma 3's local layers,
+# a length shorter than the fastest wavelength, one longer than the slowest.
+_TURN_CASES = ((500000.0, 128, 8192), (10000.0, 64, 4096), (10000.0, 256, 1024), (10000.0, 16, 5),
+               (10.0, 8, 10**6), (1e6, 128, 32768))
+
+
+def pairs_that_turn(answer: Callable[[float, int, int], Any]) -> bool | None:
+    """answer(base, r, length) -> int: the pairs j whose wavelength 2 pi / theta_j is at most length."""
+
+    def run(fn):
+        for base, r, length in _TURN_CASES:
+            theta = rope_frequencies(r, base=base, dtype=torch.float64)
+            want = int((2 * math.pi / theta <= length).sum())
+            got = fn(base, r, length)
+            ok = isinstance(got, (int, float)) and not isinstance(got, bool) and got == want
+            yield ok, f"base={base:g}, r={r}, length={length}: {'right' if ok else f'{got!r} is wrong'}"
+
+    return report("Pairs that complete a turn", answer, run,
+                  "pair j turns once every 2π/θ_j positions; write the condition 'wavelength <= length' with "
+                  "θ_j = base**(-2j/r), take logarithms, solve for j, and count the integers j from 0 that "
+                  "satisfy it (there are only r/2 pairs).")
+
+
+def _phi3_like(original: int, maximum: int, d: int = 8) -> dict:
+    return {"head_dim": d, "rope_theta": 10000.0, "max_position_embeddings": maximum,
+            "original_max_position_embeddings": original,
+            "rope_scaling": {"type": "longrope", "short_factor": [1.0] * (d // 2), "long_factor": [2.0] * (d // 2)}}
+
+
+def longrope_factor(answer: Callable[[dict], Any]) -> bool | None:
+    """answer(config) -> float: LongRoPE's attention factor for a Phi-3-style config."""
+
+    def run(fn):
+        for original, maximum in ((4096, 131072), (8192, 65536), (2048, 2048 * 3)):
+            config = _phi3_like(original, maximum)
+            want = rope_from_config(config)[1]
+            got = fn(config)
+            ok = isinstance(got, (int, float)) and math.isclose(float(got), want, rel_tol=1e-9)
+            yield ok, f"original {original}, max {maximum}: {'right' if ok else 'wrong'}"
+
+    return report("LongRoPE's attention factor", answer, run,
+                  "the config has no 'factor': the stretch s is the ratio of the two lengths it does have; the "
+                  "factor grows with ln s and shrinks as the pretraining length grows (§3).")
+
+
+def temperature_position(answer: Any) -> bool | None:
+    """answer: the first position at which attention_temperature (Llama 4's defaults) exceeds 1.2."""
+
+    def run(value):
+        pos = int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        if pos is None or pos != value or pos < 1:
+            yield False, f"{value!r} is not a position (an integer >= 1)"
+            return
+        scales = attention_temperature(torch.tensor([pos - 1, pos])).double()
+        yield bool(scales[1] > 1.2), f"position {pos}: the scale {'exceeds' if scales[1] > 1.2 else 'is not above'} 1.2"
+        yield bool(scales[0] <= 1.2), ("the position before it is not above 1.2 yet" if scales[0] <= 1.2
+                                       else "the scale already exceeds 1.2 before this position: not the first")
+
+    return report("When Llama 4's temperature passes 1.2", answer, run,
+                  "set 1 + 0.1 ln(1 + k) > 1.2 and solve for the integer k = floor((pos + 1) / 8192); then find "
+                  "the smallest position that gives that k.")
+
+
+def rotate_new(answer: Callable[[torch.Tensor, int], Any]) -> bool | None:
+    """answer(x, cache_length) -> x (..., T, d) rotated to positions cache_length .. cache_length + T - 1."""
+
+    def run(fn):
+        g = torch.Generator().manual_seed(8)
+        for shape, cached in (((1, 8), 5), ((3, 16), 0), ((2, 4, 2, 8), 100)):
+            x = torch.randn(*shape, generator=g, dtype=torch.float64)
+            want = apply_rope(x, torch.arange(cached, cached + shape[-2]))
+            got = fn(x, cached)
+            ok = close(got, want, atol=1e-6)
+            yield ok, f"x of shape {shape} after {cached} cached tokens: {'right' if ok else 'wrong'}"
+
+    return report("Rotating the new tokens of a KV cache", answer, run,
+                  "the new tokens are not the first ones of the sequence: which positions do they sit at, "
+                  "given how many tokens came before them?")
