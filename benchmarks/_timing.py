@@ -1,8 +1,10 @@
-"""Timing helpers: warm up, interleave the candidates, take medians.
+"""Timing helpers on ``torch.utils.benchmark.Timer``: round-robin samples, paired ratios.
 
 The machines these run on are shared and noisy, so absolute times mean little: every
 benchmark times a reference and its candidates round-robin in the same process and
-reports ratios of medians.
+reports ratios. Timer does the per-sample work (a warm-up before every sample, the thread
+count, accelerator synchronisation); what it lacks is added here: one sample per candidate
+per round, the same call count for every candidate, and ratios paired within a round.
 """
 from __future__ import annotations
 
@@ -14,36 +16,43 @@ import platform
 import statistics
 import subprocess
 import sys
-import time
 from typing import Callable, Mapping
 
 import torch
-
+from torch.utils.benchmark import Timer
+from torch.utils.benchmark.utils.timer import timer as _clock  # Timer's clock: syncs an accelerator
 
 _HEAP: dict[str, bool] = {}
 
 
 def steady_heap() -> bool:
-    """Keep freed buffers up to 32 MB in the process heap instead of returning them to the OS.
+    """Serve every allocation from the process heap and never give freed memory back to the OS.
 
-    glibc serves large blocks (every q, k and output here) from fresh pages and gives them
-    back on free, so whether a call pays thousands of page faults depends on what ran just
-    before it: on these VMs that lottery moved the one-pass bound at L = 1024 between 2 and
-    22 ms from run to run. With a 32 MB mmap threshold (glibc's maximum) and no trimming,
-    a timed call reuses warm memory, and the ratios measure the work. Tensors above 32 MB
-    still get fresh pages, for every candidate alike. Returns False without glibc.
+    glibc serves large blocks (by default from 128 KB, at most from 32 MB: every q, k and
+    output here) with fresh pages from mmap and unmaps them on free, so a timed call pays a
+    page fault per 4 KB it writes, or not, depending on what ran before it. On these VMs that
+    lottery moved the one-pass bound at L = 1024 between 2 and 22 ms from run to run, and at
+    L = 16384 (float32, 128 MB) between 12 and 65 ms within one process, depending on whether
+    earlier rows had left a large enough free stretch of heap. With mmap off (M_MMAP_MAX = 0)
+    and no trimming, every call of every candidate reuses warm memory and the ratios measure
+    the work. The heap then keeps its peak size until the process exits, which a benchmark
+    process can afford. Returns False without glibc.
     """
     if "ok" not in _HEAP:
         try:
             import ctypes
 
             libc = ctypes.CDLL(None)
-            m_trim_threshold, m_mmap_threshold = -1, -3  # glibc's malloc.h; values are C ints
-            _HEAP["ok"] = (libc.mallopt(m_mmap_threshold, 32 << 20) == 1
-                           and libc.mallopt(m_trim_threshold, 2**31 - 1) == 1)
+            m_trim_threshold, m_mmap_max = -1, -4  # glibc's malloc.h; values are C ints
+            _HEAP["ok"] = libc.mallopt(m_mmap_max, 0) == 1 and libc.mallopt(m_trim_threshold, 2**31 - 1) == 1
         except (OSError, AttributeError):
             _HEAP["ok"] = False
     return _HEAP["ok"]
+
+
+def timer_for(f: Callable[[], object]) -> Timer:
+    """A Timer calling ``f()`` with this process's thread count (Timer's default is one thread)."""
+    return Timer("f()", globals={"f": f}, num_threads=torch.get_num_threads())
 
 
 def interleaved_samples(
@@ -51,28 +60,28 @@ def interleaved_samples(
 ) -> dict[str, list[float]]:
     """Seconds per call of each function, one sample per round, timed round-robin.
 
-    A sample runs a function ``number`` times in a row, with ``number`` chosen so the first
-    function's sample lasts at least ``min_sample_s``: a millisecond-long call on its own
-    is at the mercy of the page faults its fresh output happens to draw (1-10 ms on these
-    VMs), which is noise, not work. Every function gets the same ``number``, and the heap
-    is made steady first (``steady_heap``).
+    A sample is ``Timer.timeit(number)`` (which first warms up with max(number // 100, 2)
+    calls) and its value the mean per call, with ``number`` chosen once, from the first
+    function, so that its sample lasts at least ``min_sample_s``: a millisecond-long call
+    on its own is at the mercy of the page faults its fresh output happens to draw (1-10 ms
+    on these VMs), which is noise, not work. Every function gets the same ``number``, and
+    the heap is made steady first (``steady_heap``). ``warmup`` extra calls of each function
+    run once before the first round (lazy initialisation, a kernel build). The garbage
+    collector runs once before the rounds; timeit keeps it off inside a sample (a full
+    collection here takes ~0.2 s, so one per sample would dominate small benchmarks).
     """
     steady_heap()
+    timers = {name: timer_for(f) for name, f in fns.items()}
     for f in fns.values():
         for _ in range(warmup):
             f()
-    first = next(iter(fns.values()))
-    t0 = time.perf_counter()
-    first()
-    number = max(1, math.ceil(min_sample_s / max(time.perf_counter() - t0, 1e-9)))
+    first = next(iter(timers.values()))
+    number = max(1, math.ceil(min_sample_s / first.timeit(1).mean))
     times: dict[str, list[float]] = {name: [] for name in fns}
+    gc.collect()
     for _ in range(repeats):
-        for name, f in fns.items():
-            gc.collect()
-            t0 = time.perf_counter()
-            for _ in range(number):
-                f()
-            times[name].append((time.perf_counter() - t0) / number)
+        for name, t in timers.items():
+            times[name].append(t.timeit(number).mean)
     return times
 
 
@@ -91,9 +100,10 @@ def paired_ratios(samples: Mapping[str, list[float]], ref: str) -> dict[str, flo
 
 
 def first_call_seconds(f: Callable[[], object]) -> float:
-    t0 = time.perf_counter()
+    """Wall time of one call, cold (no warm-up), e.g. a compile on first use."""
+    t0 = _clock()
     f()
-    return time.perf_counter() - t0
+    return _clock() - t0
 
 
 def machine() -> str:

@@ -1,9 +1,15 @@
 """apply_rope against the one-pass bound and Hugging Face's apply_rotary_pos_emb.
 
-The bound for an out-of-place elementwise op on q and k is one allocating pass each:
-``q * c, k * c``. Every candidate rotates both q and k (B=1, H=16, D=128 by default), and
-all are timed round-robin in the same process; ratios are medians over the bound's median.
-Run: python -m benchmarks.bench_rope [--quick]
+Forward (``run``): the bound for an out-of-place elementwise op on q and k is one
+allocating pass each, ``q * c, k * c``. Every candidate rotates both q and k (B=1, H=16,
+D=128 by default): the stateless ``apply_rope``, a ``RotaryEmbedding`` module (which may
+keep its cos/sin tables between calls, as a model uses it), Hugging Face's function.
+Forward + backward (``run_grad``): q requires grad, ``out = apply_rope(q)`` then
+``torch.autograd.grad(out, q, g)``, over one allocating pass ``x * c`` on a tensor of q's
+shape and dtype (RoPE's backward is itself a rotation, so the ideal is about 2 passes).
+All candidates of a row are timed round-robin in the same process; a ratio is the median
+over rounds of the candidate's time over the bound's time in the same round.
+Run: python -m benchmarks.bench_rope [--quick] [--no-compile] [--repeats N] [--grad-repeats N]
 """
 from __future__ import annotations
 
@@ -17,6 +23,32 @@ import posenc_lib as pl
 from ._timing import first_call_seconds, interleaved_samples, machine, paired_ratios
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+LAYOUTS = ("interleaved", "half")
+QUICK_SAMPLE_S = 1e-3  # --quick checks that everything runs; its ratios are not measurements
+# Agreement with a reference computed in higher precision: a few float32 ulps; for bfloat16
+# one rounding of the output (2**-9 relative) and of any bf16 intermediate.
+TOLERANCES = {torch.float32: dict(atol=2e-5, rtol=1e-5), torch.bfloat16: dict(atol=2e-2, rtol=2e-2)}
+
+
+def rope_grad(q: torch.Tensor, g: torch.Tensor, layout: str, rope=pl.apply_rope) -> torch.Tensor:
+    """d<rope(q), g>/dq by autograd, for a q that requires grad (``rope(x, layout=...)``)."""
+    return torch.autograd.grad(rope(q, layout=layout), q, g)[0]
+
+
+def check_grad(q: torch.Tensor, g: torch.Tensor, layout: str, rope=pl.apply_rope) -> None:
+    """Raise AssertionError unless ``rope_grad`` equals autograd through the float64 plain form.
+
+    The reference rotates q.double() by the library's angles (``rope_angles``, float32)
+    taken to float64 before cos and sin, so it differs from the candidate only by the
+    candidate's own rounding.
+    """
+    L, d = q.shape[-2:]
+    angles = pl.rope_angles(L, d).double()
+    q64 = q.detach().double().requires_grad_()
+    expected = torch.autograd.grad(pl.rotate_pairs(q64, angles.cos(), angles.sin(), layout), q64, g.double())[0]
+    got = rope_grad(q, g, layout, rope)
+    assert got.dtype == q.dtype and got.shape == q.shape, (got.dtype, got.shape)
+    torch.testing.assert_close(got.double(), expected, **TOLERANCES[q.dtype])
 
 
 def hf_cos_sin(x: torch.Tensor, base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -32,7 +64,8 @@ def hf_cos_sin(x: torch.Tensor, base: float = 10000.0) -> tuple[torch.Tensor, to
 
 
 def run(lengths=(1024, 4096, 16384), dtypes=("float32", "bfloat16"), *, heads: int = 16, d: int = 128,
-        batch: int = 1, repeats: int = 9, compiled: bool = True, check: bool = True) -> list[dict]:
+        batch: int = 1, repeats: int = 9, compiled: bool = True, check: bool = True,
+        min_sample_s: float = 0.03) -> list[dict]:
     """One row per (dtype, L): median ratios to the bound, and the compiled path's first-call cost."""
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
@@ -45,25 +78,30 @@ def run(lengths=(1024, 4096, 16384), dtypes=("float32", "bfloat16"), *, heads: i
             q = torch.randn(batch, heads, L, d, generator=g).to(dtype)
             k = torch.randn(batch, heads, L, d, generator=g).to(dtype)
             cos, sin = hf_cos_sin(q)
+            modules = {layout: pl.RotaryEmbedding(d, layout=layout) for layout in LAYOUTS}
             if check:  # same numbers as the references before any timing
                 hq, hk = apply_rotary_pos_emb(q, k, cos, sin)
-                tol = dict(atol=2e-5, rtol=1e-5) if dtype == torch.float32 else dict(atol=2e-2, rtol=2e-2)
                 # HF builds its frequencies with a different float32 formula (1 ulp apart), so
                 # angles at position ~16k differ by ~2e-3 rad: a loose check against HF, a tight
-                # one against the plain form.
+                # one against the plain form, and the module rotates as the function does.
                 torch.testing.assert_close(pl.apply_rope(q, layout="half"), hq, atol=2e-2, rtol=2e-2)
                 angles = pl.rope_angles(L, d)  # the plain teaching form, in float32
                 ref = pl.rotate_pairs(q.float(), angles.cos(), angles.sin()).to(dtype)
-                torch.testing.assert_close(pl.apply_rope(q), ref, **tol)
+                torch.testing.assert_close(pl.apply_rope(q), ref, **TOLERANCES[dtype])
+                for layout, rot in modules.items():
+                    for got, x in zip(rot(q, k), (q, k)):
+                        torch.testing.assert_close(got, pl.apply_rope(x, layout=layout), **TOLERANCES[dtype])
                 del hq, hk, ref
             fns = {
                 "bound": lambda: (q * 1.5, k * 1.5),
                 "interleaved": lambda: (pl.apply_rope(q), pl.apply_rope(k)),
                 "half": lambda: (pl.apply_rope(q, layout="half"), pl.apply_rope(k, layout="half")),
+                "module_interleaved": lambda: modules["interleaved"](q, k),
+                "module_half": lambda: modules["half"](q, k),
                 "hf": lambda: apply_rotary_pos_emb(q, k, cos, sin),
             }
             if compiled:
-                for layout in ("interleaved", "half"):
+                for layout in LAYOUTS:
                     key = (name, layout)
                     if key not in first_call:
                         first_call[key] = first_call_seconds(lambda: pl.apply_rope_compiled(q, layout=layout))
@@ -73,7 +111,7 @@ def run(lengths=(1024, 4096, 16384), dtypes=("float32", "bfloat16"), *, heads: i
                 fns["compiled_interleaved"] = lambda: (pl.apply_rope_compiled(q), pl.apply_rope_compiled(k))
                 fns["compiled_half"] = lambda: (pl.apply_rope_compiled(q, layout="half"),
                                                 pl.apply_rope_compiled(k, layout="half"))
-            samples = interleaved_samples(fns, repeats=repeats)
+            samples = interleaved_samples(fns, repeats=repeats, min_sample_s=min_sample_s)
             ratio = paired_ratios(samples, "bound")
             row = {"dtype": name, "L": L, "bound_ms": statistics.median(samples["bound"]) * 1e3}
             row.update({key: r for key, r in ratio.items() if key != "bound"})
@@ -82,22 +120,54 @@ def run(lengths=(1024, 4096, 16384), dtypes=("float32", "bfloat16"), *, heads: i
                 row["compile_s_interleaved"] = first_call[(name, "interleaved")]
                 row["compile_s_half"] = first_call[(name, "half")]
             rows.append(row)
-            del q, k, cos, sin
+            del q, k, cos, sin, modules
+    return rows
+
+
+def run_grad(lengths=(1024, 4096, 16384), dtypes=("float32", "bfloat16"), *, heads: int = 16, d: int = 128,
+             batch: int = 1, repeats: int = 5, check: bool = True, min_sample_s: float = 0.03) -> list[dict]:
+    """One row per (dtype, L): forward + backward of apply_rope (each layout) over one pass ``x * c``.
+
+    Every sample repeats its call as often as the bound needs to last ``min_sample_s``: at
+    tiny sizes, where autograd's fixed cost makes a call 100x the bound, pass a smaller one.
+    """
+    g = torch.Generator().manual_seed(1)
+    rows = []
+    for name in dtypes:
+        dtype = DTYPES[name]
+        for L in lengths:
+            x = torch.randn(batch, heads, L, d, generator=g).to(dtype)
+            q = x.clone().requires_grad_()
+            grad_out = torch.randn(batch, heads, L, d, generator=g).to(dtype)
+            if check:
+                for layout in LAYOUTS:
+                    check_grad(q, grad_out, layout)
+            samples = interleaved_samples({
+                "bound": lambda: x * 1.5,
+                "interleaved": lambda: rope_grad(q, grad_out, "interleaved"),
+                "half": lambda: rope_grad(q, grad_out, "half"),
+            }, repeats=repeats, min_sample_s=min_sample_s)
+            ratio = paired_ratios(samples, "bound")
+            rows.append({"dtype": name, "L": L, "bound_ms": statistics.median(samples["bound"]) * 1e3,
+                         "interleaved": ratio["interleaved"], "half": ratio["half"]})
+            del x, q, grad_out
     return rows
 
 
 def table(rows: list[dict]) -> str:
     """Markdown table of the rows from ``run``."""
     comp = "compiled_interleaved" in rows[0]
-    head = "| dtype | L | bound (ms) | interleaved / bound | half / bound | HF / bound | HF / half |"
-    sep = "|---|---|---|---|---|---|---|"
+    head = ("| dtype | L | bound (ms) | interleaved / bound | half / bound | module interleaved / bound "
+            "| module half / bound | HF / bound | HF / half |")
+    sep = "|---|---|---|---|---|---|---|---|---|"
     if comp:
         head += " compiled interleaved / bound | compiled half / bound |"
         sep += "---|---|"
     lines = [head, sep]
     for r in rows:
         line = (f"| {r['dtype']} | {r['L']} | {r['bound_ms']:.1f} | {r['interleaved']:.2f}x | {r['half']:.2f}x | "
-                f"{r['hf']:.2f}x | {r['hf_over_half']:.2f}x |")
+                f"{r['module_interleaved']:.2f}x | {r['module_half']:.2f}x | {r['hf']:.2f}x | "
+                f"{r['hf_over_half']:.2f}x |")
         if comp:
             line += f" {r['compiled_interleaved']:.2f}x | {r['compiled_half']:.2f}x |"
         lines.append(line)
@@ -112,15 +182,43 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def table_grad(rows: list[dict]) -> str:
+    """Markdown table of the rows from ``run_grad``."""
+    lines = ["| dtype | L | bound (ms) | interleaved fwd+bwd / bound | half fwd+bwd / bound |", "|---|---|---|---|---|"]
+    lines += [f"| {r['dtype']} | {r['L']} | {r['bound_ms']:.1f} | {r['interleaved']:.2f}x | {r['half']:.2f}x |"
+              for r in rows]
+    return "\n".join(lines)
+
+
+FORWARD_CAPTION = (
+    "RoPE forward: time / one-pass bound (`q * 1.5, k * 1.5`, each allocating), B=1, H=16, D=128; "
+    "every candidate rotates q and k: `apply_rope` (stateless), a `RotaryEmbedding` module called "
+    "as `rope(q, k)`, Hugging Face's `apply_rotary_pos_emb`. Median over {n} rounds of the time over "
+    "the bound's time in the same round")
+GRAD_CAPTION = (
+    "RoPE forward + backward: time of `out = apply_rope(q, layout=...)` then `torch.autograd.grad(out, q, g)` "
+    "(q requires grad, g fixed) / one-pass bound (one allocating `x * 1.5`, x of q's shape and dtype, "
+    "no autograd), B=1, H=16, D=128; goal <= 2.5x. Median over {n} rounds of the time over the bound's "
+    "time in the same round; gradients checked against autograd through the float64 plain form first")
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     p.add_argument("--no-compile", action="store_true")
-    p.add_argument("--repeats", type=int, default=9)
+    p.add_argument("--repeats", type=int, default=9, help="rounds of the forward rows")
+    p.add_argument("--grad-repeats", type=int, default=5, help="rounds of the forward + backward rows")
+    p.add_argument("--only", nargs="*", default=["forward", "grad"], choices=["forward", "grad"])
     a = p.parse_args(argv)
-    lengths = (256,) if a.quick else (1024, 4096, 16384)
+    lengths, min_sample_s = ((256,), QUICK_SAMPLE_S) if a.quick else ((1024, 4096, 16384), 0.03)
     print(machine())
-    print(table(run(lengths, repeats=a.repeats, compiled=not a.no_compile)))
+    if "forward" in a.only:
+        print(f"\n{FORWARD_CAPTION.format(n=a.repeats)}\n")
+        print(table(run(lengths, repeats=a.repeats, compiled=not a.no_compile, min_sample_s=min_sample_s)), flush=True)
+    if "grad" in a.only:
+        print(f"\n{GRAD_CAPTION.format(n=a.grad_repeats)}\n")
+        print(table_grad(run_grad(lengths, repeats=a.grad_repeats, min_sample_s=min_sample_s)), flush=True)
+    print(machine())
 
 
 if __name__ == "__main__":

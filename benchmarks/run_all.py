@@ -25,9 +25,13 @@ def main(argv=None) -> None:
     print(f"## posenc benchmarks\n\nMachine: {machine()}\n")
     if "rope" in a.only:
         lengths = (256,) if a.quick else (1024, 4096, 16384)
-        print("### RoPE: time / one-pass bound (q*c, k*c), B=1, H=16, D=128, median over 9 rounds of the time over the bound measured in the same round\n")
-        print(bench_rope.table(bench_rope.run(lengths, repeats=2 if a.quick else 9, compiled=a.compile)), "\n",
-              flush=True)
+        repeats, grad_repeats, sample_s = (2, 2, bench_rope.QUICK_SAMPLE_S) if a.quick else (9, 5, 0.03)
+        print(f"### {bench_rope.FORWARD_CAPTION.format(n=repeats)}\n")
+        rows = bench_rope.run(lengths, repeats=repeats, compiled=a.compile, min_sample_s=sample_s)
+        print(bench_rope.table(rows), "\n", flush=True)
+        print(f"### {bench_rope.GRAD_CAPTION.format(n=grad_repeats)}\n")
+        rows = bench_rope.run_grad(lengths, repeats=grad_repeats, min_sample_s=sample_s)
+        print(bench_rope.table_grad(rows), "\n", flush=True)
     if "attention" in a.only:
         bench_attention.check()
         if a.quick:

@@ -1,21 +1,72 @@
-"""Tiny versions of the benchmarks in benchmarks/: they run and check correctness (no timing asserts)."""
+"""Tiny versions of the benchmarks in benchmarks/: they run and check correctness, and the timing
+helpers pair and count as they say (only coarse timing asserts)."""
+import math
+import statistics
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
+import torch
+
+import posenc_lib as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/ is not installed
-from benchmarks import bench_attention, bench_rope, bench_widgets, run_all  # noqa: E402
+from benchmarks import _timing, bench_attention, bench_rope, bench_widgets, run_all  # noqa: E402
+
+
+def _positive_finite(x: float) -> bool:
+    return isinstance(x, float) and math.isfinite(x) and x > 0
 
 
 def test_rope_benchmark_runs_and_checks_results():
     pytest.importorskip("transformers")
-    rows = bench_rope.run(lengths=(32,), dtypes=("float32", "bfloat16"), heads=2, d=16, repeats=1, compiled=False)
+    rows = bench_rope.run(lengths=(32,), dtypes=("float32", "bfloat16"), heads=2, d=16, repeats=1, compiled=False,
+                          min_sample_s=0.0)
     assert [(r["dtype"], r["L"]) for r in rows] == [("float32", 32), ("bfloat16", 32)]
     for r in rows:
-        assert all(r[k] > 0 for k in ("interleaved", "half", "hf", "hf_over_half"))
-    assert bench_rope.table(rows).count("\n") == 3
+        keys = ("bound_ms", "interleaved", "half", "module_interleaved", "module_half", "hf", "hf_over_half")
+        assert all(_positive_finite(r[k]) for k in keys), r
+    text = bench_rope.table(rows)
+    assert text.count("\n") == 3 and "module half / bound" in text
+
+
+def test_rope_grad_benchmark_runs_and_checks_gradients():
+    rows = bench_rope.run_grad(lengths=(32, 48), dtypes=("float32", "bfloat16"), heads=2, d=16, repeats=2,
+                               min_sample_s=0.0)
+    assert [(r["dtype"], r["L"]) for r in rows] == [(t, L) for t in ("float32", "bfloat16") for L in (32, 48)]
+    for r in rows:
+        assert all(_positive_finite(r[k]) for k in ("bound_ms", "interleaved", "half")), r
+    text = bench_rope.table_grad(rows)
+    assert text.count("\n") == 5 and "| bfloat16 | 48 |" in text
+
+
+class _WrongBackward(torch.autograd.Function):
+    """apply_rope's forward with a backward that rotates by +angle instead of -angle."""
+
+    @staticmethod
+    def forward(ctx, x, layout):
+        ctx.layout = layout
+        return pl.apply_rope(x.detach(), layout=layout)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return pl.apply_rope(grad, layout=ctx.layout), None
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+def test_gradient_check_accepts_rope_and_rejects_a_wrong_gradient(dtype, layout):
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 2, 40, 16, generator=gen).to(dtype).requires_grad_()
+    g = torch.randn(1, 2, 40, 16, generator=gen).to(dtype)
+    bench_rope.check_grad(q, g, layout)
+    with pytest.raises(AssertionError):
+        bench_rope.check_grad(q, g, layout, rope=lambda x, layout: _WrongBackward.apply(x, layout))
+    with pytest.raises(AssertionError):  # the right rotation at the wrong positions
+        bench_rope.check_grad(q, g, layout, rope=lambda x, layout: pl.apply_rope(x, positions=torch.arange(1, 41),
+                                                                    layout=layout))
 
 
 def test_attention_benchmark_runs_and_checks_results():
@@ -64,3 +115,48 @@ def test_control_values_cover_each_kind_of_control():
 def test_runner_parses_its_options(capsys):
     run_all.main(["--only"])
     assert "posenc benchmarks" in capsys.readouterr().out
+
+
+def test_paired_ratios_pair_each_round_with_its_reference():
+    samples = {"ref": [1.0, 3.0, 2.0], "c": [3.0, 3.0, 4.0]}
+    # rounds give 3, 1 and 2: the median is 2, where the ratio of medians would be 3 / 2
+    assert _timing.paired_ratios(samples, "ref") == {"ref": 1.0, "c": 2.0}
+
+
+def test_interleaved_samples_run_round_robin_with_one_call_count():
+    log = []
+    fns = {name: (lambda name=name: (log.append(name), _busy(1e-4))) for name in ("a", "b")}
+    samples = _timing.interleaved_samples(fns, repeats=3, warmup=0, min_sample_s=0.05)
+    assert [len(ts) for ts in samples.values()] == [3, 3]
+    runs, count = [], 0  # (name, length) of each stretch of consecutive calls
+    for i, name in enumerate(log):
+        count += 1
+        if i + 1 == len(log) or log[i + 1] != name:
+            runs.append((name, count))
+            count = 0
+    assert [name for name, _ in runs] == ["a", "b"] * 3  # one sample per function per round
+    lengths = {n for _, n in runs[1:]}  # the first stretch also holds the call that picks the count
+    assert len(lengths) == 1 and lengths.pop() > 3  # every sample makes the same number of calls
+
+
+def _busy(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_interleaved_samples_report_seconds_per_call():
+    samples = _timing.interleaved_samples({"short": lambda: _busy(1e-3), "long": lambda: _busy(3e-3)},
+                                          repeats=5, min_sample_s=0.02)
+    # a busy wait never ends early; a neighbour's load can only lengthen a sample
+    assert all(t >= 1e-3 for t in samples["short"]) and all(t >= 3e-3 for t in samples["long"])
+    # per call, not per sample: a sample of "short" repeats it for at least 20 ms
+    assert statistics.median(samples["short"]) < 1e-2
+
+
+def test_runner_prints_the_rope_tables(capsys):
+    pytest.importorskip("transformers")
+    run_all.main(["--quick", "--only", "rope"])
+    out = capsys.readouterr().out
+    assert "interleaved fwd+bwd / bound" in out and "module interleaved / bound" in out
+    assert out.count("| float32 | 256 |") == 2 and out.count("| bfloat16 | 256 |") == 2
