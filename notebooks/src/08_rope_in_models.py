@@ -179,7 +179,8 @@ for i, (label, row) in enumerate(ROWS.items()):
 for ax, title in zip(axes, ["pretrained: plain RoPE, λ_j / L0", "deployed: as configured, λ'_j / L"]):
     ax.axhline(1, color="black", ls="--", lw=0.8)
     ax.set(yscale="log", xlabel="pair j / (r/2)", ylabel="wavelength / context", title=title)
-axes[0].legend(handles=axes[1].get_lines(), fontsize=6, loc="upper left")  # one legend, every model
+models = [line for line in axes[1].get_lines() if not line.get_label().startswith("_")]  # not the dashed line
+axes[0].legend(handles=models, fontsize=6, loc="lower right")  # one legend, every model, in the empty corner
 fig
 
 # %% [markdown] slideshow={"slide_type": "slide"}
