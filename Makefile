@@ -35,7 +35,7 @@ lab: $(STAMP)
 # POSENC_GRADING is a grader's switch (checkers raise): the stored notebooks expect it off.
 test: $(STAMP)
 	env -u POSENC_GRADING $(BIN)/python -m pytest tests notebooks --nbval --nbval-current-env \
-		--nbval-sanitize-with notebooks/sanitize.cfg $(PYTEST_ARGS)
+		--nbval-sanitize-with notebooks/sanitize.cfg --durations=12 $(PYTEST_ARGS)
 
 # Library tests only (fast loop while editing posenc_lib).
 test-lib: $(STAMP)

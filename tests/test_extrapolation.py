@@ -145,13 +145,16 @@ def test_plot_redraws_from_a_results_file(tmp_path):
     assert out.read_bytes()[:4] == b"\x89PNG"
 
 
-def test_committed_results_are_complete():
-    src = ROOT / "results" / "extrapolation.json"
-    if not src.exists():
-        pytest.skip("results/extrapolation.json not generated yet")
-    res = json.loads(src.read_text())
+@pytest.mark.parametrize("name, methods", [
+    ("extrapolation.json", list(ex.ExperimentConfig().methods)),  # chapter 7
+    ("irope.json", ["none", "rope", "irope"]),  # chapter 8: python -m ... --methods none,rope,irope
+])
+def test_committed_results_come_from_the_default_config(name, methods):
+    res = json.loads((ROOT / "results" / name).read_text())
+    scalings = ["linear", "ntk", "yarn"]
     assert res["config"] == {**ex.asdict(ex.ExperimentConfig()), "eval_multiples": [1, 2, 4, 8],
-                             "methods": list(ex.ExperimentConfig().methods), "scalings": ["linear", "ntk", "yarn"]}
+                             "methods": methods, "scalings": scalings}
+    assert set(res["methods"]) == set(methods) | {f"rope+{s}" for s in scalings}
     assert res["cpu_time_s"] <= 600 and res["wall_time_s"] > 0  # CPU: the neighbours do not count
 
 
@@ -164,13 +167,3 @@ def test_methods_option_picks_registry_entries(monkeypatch, tmp_path):
     assert seen == [("none", "rope", "irope")]
     with pytest.raises(ValueError, match=r"--methods must be one of .*got 'ropee'"):
         ex.main(["--methods", "rope,ropee", "--out", str(tmp_path)])
-
-
-def test_committed_irope_results_come_from_the_default_config():
-    src = ROOT / "results" / "irope.json"
-    if not src.exists():
-        pytest.skip("results/irope.json not generated yet")
-    res = json.loads(src.read_text())
-    assert res["config"] == {**ex.asdict(ex.ExperimentConfig()), "eval_multiples": [1, 2, 4, 8],
-                             "methods": ["none", "rope", "irope"], "scalings": ["linear", "ntk", "yarn"]}
-    assert set(res["methods"]) == {"none", "rope", "irope", "rope+linear", "rope+ntk", "rope+yarn"}
