@@ -26,7 +26,7 @@ def cope_positions(attn_logits: Tensor) -> Tensor:
 
     attn_logits: (..., q_len, k_len) floating, -inf where a key is masked (its gate is 0)
     returns:     (..., q_len, k_len), same dtype; under a causal mask 0 for future keys
-    Taught in: chapter 9 (notebooks/09_*.ipynb)
+    Taught in: notebooks/09_beyond_1d.ipynb
     """
     if not isinstance(attn_logits, Tensor) or attn_logits.dim() < 2 or not attn_logits.is_floating_point():
         raise ValueError(f"attn_logits must be a floating tensor of shape (..., q_len, k_len), "
@@ -43,7 +43,7 @@ class CoPE(nn.Module):
     query:    (..., q_len, head_dim)
     attn_logits: (..., q_len, k_len) the masked attention logits that give the gates
     returns:  (..., q_len, k_len) logits to add to attn_logits
-    Taught in: chapter 9 (notebooks/09_*.ipynb)
+    Taught in: notebooks/09_beyond_1d.ipynb
     """
 
     def __init__(self, max_positions: int, head_dim: int):

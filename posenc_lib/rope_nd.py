@@ -49,7 +49,7 @@ def rope_nd_axes(sections: Sequence[int], section_style: str = "contiguous") -> 
     """The axis each rotated pair reads its position from.
 
     returns: (sum(sections),) long; entry j is the axis of pair j
-    Taught in: chapter 9 (notebooks/09_*.ipynb)
+    Taught in: notebooks/09_beyond_1d.ipynb
     """
     sections = _check_sections(sections)
     style = v.one_of("section_style", section_style, STYLES)
@@ -77,7 +77,7 @@ def rope_nd_frequencies(
     """theta_j of each pair: one spectrum over d = 2 * sum(sections), or one per axis ("axial").
 
     returns: (sum(sections),) float32 (or float64)
-    Taught in: chapter 9 (notebooks/09_*.ipynb)
+    Taught in: notebooks/09_beyond_1d.ipynb
     """
     sections = _check_sections(sections)
     style = v.one_of("section_style", section_style, STYLES)
@@ -121,7 +121,7 @@ def apply_rope_nd(
               it applies inside each axis's block of 2 * sections[i] features
     section_style: "axial", "contiguous" or "interleaved" (module docstring)
     returns:  same shape, dtype and device as x (angles in float32, float64 for float64 x)
-    Taught in: chapter 9 (notebooks/09_*.ipynb)
+    Taught in: notebooks/09_beyond_1d.ipynb
     """
     layout = check_rope_args(x, base, layout)
     style = v.one_of("section_style", section_style, STYLES)
@@ -191,7 +191,7 @@ def mrope_positions(
     (merged), ignoring t. That equals the rule above (the models' release code, and the worked
     example in its own Qwen2.5-VL docstring) only while t_last < max(h, w); after a longer video, or
     a video with t counting seconds, its text positions fall back among the video's.
-    Taught in: chapter 9 (notebooks/09_*.ipynb)
+    Taught in: notebooks/09_beyond_1d.ipynb
     """
     merge = v.int_at_least("spatial_merge", spatial_merge, 1)
     if tokens_per_second is not None:

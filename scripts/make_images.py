@@ -6,8 +6,8 @@
 
 Every figure is drawn with posenc_lib.viz (white background, labelled axes, colour bars,
 diverging colours centred on 0) from the same functions the notebooks teach. The
-extrapolation plot belongs to the experiment (posenc_lib.experiments.extrapolation); it
-is redrawn from the committed results/extrapolation.json when both exist.
+experiments' plots (extrapolation, cope_counting) belong to their modules in
+posenc_lib.experiments; each is redrawn from its committed results/NAME.json.
 """
 from __future__ import annotations
 
@@ -116,35 +116,32 @@ def save(fig: Figure, path: Path) -> Path:
     return path
 
 
-def extrapolation(out: Path) -> Path | None:
-    """Redraw extrapolation.png with the experiment's own plot(results_path, out_png), if both exist."""
-    results = ROOT / "results" / "extrapolation.json"
-    try:
-        module = importlib.import_module("posenc_lib.experiments.extrapolation")
-    except ImportError:
-        return None
-    if not hasattr(module, "plot") or not results.exists():
-        return None
-    return Path(module.plot(results, out / "extrapolation.png"))
+# Figures drawn by an experiment module from its committed results/NAME.json.
+EXPERIMENTS = ("extrapolation", "cope_counting")
+
+
+def experiment_figure(name: str, out: Path) -> Path:
+    """Redraw NAME.png with the experiment's own plot(results_path, out_png)."""
+    module = importlib.import_module(f"posenc_lib.experiments.{name}")
+    return Path(module.plot(ROOT / "results" / f"{name}.json", out / f"{name}.png"))
 
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("names", nargs="*", help=f"figures to draw (default all): {', '.join(FIGURES)}, extrapolation")
+    ap.add_argument("names", nargs="*", help=f"figures to draw (default all): {', '.join((*FIGURES, *EXPERIMENTS))}")
     ap.add_argument("--out", type=Path, default=ROOT / "images")
     args = ap.parse_args(argv)
     viz.use_style()
-    unknown = set(args.names) - set(FIGURES) - {"extrapolation"}
+    unknown = set(args.names) - set(FIGURES) - set(EXPERIMENTS)
     if unknown:
-        ap.error(f"unknown figure(s) {sorted(unknown)}; choose from {sorted(FIGURES)} or extrapolation")
+        ap.error(f"unknown figure(s) {sorted(unknown)}; choose from {sorted((*FIGURES, *EXPERIMENTS))}")
     torch.manual_seed(0)
     for name, draw in FIGURES.items():
         if not args.names or name in args.names:
             print(save(draw(), args.out / f"{name}.png").relative_to(args.out.parent))
-    if not args.names or "extrapolation" in args.names:
-        done = extrapolation(args.out)
-        print(done.relative_to(args.out.parent) if done else
-              "extrapolation.png: skipped (needs posenc_lib.experiments.extrapolation.plot and results/extrapolation.json)")
+    for name in EXPERIMENTS:
+        if not args.names or name in args.names:
+            print(experiment_figure(name, args.out).relative_to(args.out.parent))
     return 0
 
 

@@ -4,12 +4,23 @@ The message is the text self-study prints, and under grading nothing is printed 
 right answers pass quietly in both modes (the right answers of every chapter are also run
 under grading from the notebooks, in tests/test_grading.py).
 """
+import importlib
+import pkgutil
+
 import pytest
 
 from posenc_lib import check
-from posenc_lib.check import ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08
 
-CHECKERS = [getattr(m, name) for m in (ch01, ch02, ch03, ch04, ch05, ch06, ch07, ch08) for name in m.__all__]
+# Every chapter's checker module (check/chNN.py), found on disk so a new chapter is covered.
+CHAPTERS = sorted(m.name for m in pkgutil.iter_modules(check.__path__) if m.name.startswith("ch"))
+CHECKERS = [getattr(mod, name) for mod in map(lambda n: importlib.import_module(f"posenc_lib.check.{n}"), CHAPTERS)
+            for name in mod.__all__]
+
+
+def test_every_chapter_module_is_found_and_exported():
+    assert CHAPTERS[0] == "ch01" and len(CHAPTERS) >= 9
+    for fn in CHECKERS:
+        assert getattr(check, fn.__name__) is fn  # `from posenc_lib import check; check.<name>` works
 
 
 def _stub(*args):

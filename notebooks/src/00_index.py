@@ -31,6 +31,7 @@
 # | 6 | `06_alibi` | ALiBi: a per-head linear penalty on distance instead of an encoding |
 # | 7 | `07_beyond` | NoPE, stretching RoPE to longer contexts (PI, NTK, YaRN, Llama 3), 2-D RoPE, and a train-short/test-long experiment |
 # | 8 | `08_rope_in_models` | RoPE in today's models: reading their configs, partial and proportional RoPE, attention factors, q and k but never v, KV caches, and Llama 4's iRoPE |
+# | 9 | `09_beyond_1d` | beyond 1-D and beyond counting tokens: axial and (t, h, w) RoPE for images and video, MRoPE for mixed sequences, CoPE's gated positions, and a CoPE/RoPE/NoPE experiment |
 
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline
@@ -137,6 +138,7 @@ print("sinusoids for 100 000 positions:", tuple(far.shape))
 # | 6 ALiBi | slopes (10) → bias matrices (10) → the $+m_h j$ shortcut (10) → ALiBi inside attention (10) | `bias_widget` | `alibi_slopes_recipe`, `alibi_bias_entries` / `is_causal_alibi`, `row_shift_modes` |
 # | 7 beyond | NoPE (10) → context extension: PI, NTK, YaRN, Llama 3 (20) → 2-D RoPE (10) → the extrapolation results (10) | `scaling_widget`, the (Δrow, Δcol) score map | `nope_counter`, `pi_frequencies` / `ntk_base`, `rope_2d` |
 # | 8 RoPE in models | read a config: the table and the wavelength figure (10) → partial and proportional RoPE, fast and slow pairs, Gemma 3's bases (15) → attention factors of Phi-3 and DeepSeek-V3 (5) → q and k, never v; the KV cache and double rotation (10) → iRoPE: the temperature and the extrapolation run (10) | `fraction_widget` (the fraction $p$ and the base) | `pairs_that_turn`, `longrope_factor` / `temperature_position`, `rotate_new` |
+# | 9 beyond 1-D | raster vs axial RoPE, then (t, h, w) (10) → MRoPE: text at (p, p, p), mixed-sequence ids, which pairs turn with which axis (15) → CoPE: open gates, gates that count sentences (10) → the flip-flop results (10) | `allocation_widget`, `gate_widget` | `mrope_by_hand`, `cope_by_hand` / `pair_axes` |
 #
 # A short course takes chapters 1, 3, 5 and 6; this index fits in the first ten minutes of
 # the session on chapter 1.

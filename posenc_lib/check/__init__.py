@@ -14,3 +14,4 @@ from .ch05 import *  # noqa: F401,F403
 from .ch06 import *  # noqa: F401,F403
 from .ch07 import *  # noqa: F401,F403
 from .ch08 import *  # noqa: F401,F403
+from .ch09 import *  # noqa: F401,F403

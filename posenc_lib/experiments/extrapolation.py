@@ -34,7 +34,6 @@ Taught in: notebooks/07_beyond.ipynb (the iRoPE run: notebooks/08_rope_in_models
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import platform
 import sys
@@ -49,6 +48,7 @@ from torch import Tensor
 from .. import _validate as v
 from ..model import POSITIONAL_METHODS, DecoderConfig, TinyDecoder
 from ..scaling import scaled_rope_frequencies
+from . import _cli
 
 # Defaults relative to the working directory, not to this file: an installed package
 # has no repository around it.
@@ -333,40 +333,23 @@ def draw(results: dict, fig=None):
 
 def plot(results_path: str | Path = RESULTS, out_png: str | Path = FIGURE) -> Path:
     """Redraw the figure from a results file without retraining (``make images``)."""
-    results = json.loads(Path(results_path).read_text())
-    out_png = Path(out_png)
-    out_png.parent.mkdir(parents=True, exist_ok=True)
-    draw(results).savefig(out_png, facecolor="white")
-    return out_png
+    return _cli.plot_file(draw, results_path, out_png)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true",
-                   help="a few training steps (smoke test); needs --out, or --results and --figure")
-    p.add_argument("--out", type=Path, help="write extrapolation.json and extrapolation.png into this folder")
-    p.add_argument("--results", type=Path, help=f"the results file (default: OUT/{RESULTS.name} or {RESULTS})")
-    p.add_argument("--figure", type=Path, help=f"the figure (default: OUT/{FIGURE.name} or {FIGURE})")
+    _cli.add_output_options(p, RESULTS, FIGURE)
     p.add_argument("--steps", type=int, help="override the number of training steps")
     p.add_argument("--methods", help="comma-separated keys of POSITIONAL_METHODS to train instead of the "
                    "default six, e.g. none,rope,irope (chapter 8's results/irope.json)")
     args = p.parse_args(argv)
-    if args.quick and args.out is None and (args.results is None or args.figure is None):
-        p.error("--quick writes throwaway numbers: give --out DIR (or --results and --figure) "
-                "so results/ stays untouched")
-    json_path = args.results or (RESULTS if args.out is None else args.out / RESULTS.name)
-    png_path = args.figure or (FIGURE if args.out is None else args.out / FIGURE.name)
+    json_path, png_path = _cli.output_paths(p, args, RESULTS, FIGURE)
     cfg = ExperimentConfig(**(QUICK if args.quick else {}))
     if args.steps is not None:
         cfg.steps = args.steps
     if args.methods is not None:
         cfg.methods = tuple(v.one_of("--methods", m, POSITIONAL_METHODS) for m in args.methods.split(","))
-    results = run(cfg)
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(results, indent=1) + "\n")
-    plot(json_path, png_path)
-    print(f"wrote {json_path} and {png_path} (wall time {results['wall_time_s']} s, "
-          f"CPU time {results['cpu_time_s']} s)")
+    _cli.write(run(cfg), json_path, png_path, plot)
     return 0
 
 
