@@ -97,19 +97,3 @@ def test_committed_results_are_complete():
     assert 0 < res["cpu_time_s"] <= 600  # CPU seconds: the neighbours on a shared machine do not count
     fig = cc.draw(res)
     assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["NoPE", "RoPE", "CoPE"]
-
-
-@pytest.mark.parametrize("argv,json_at,png_at", [
-    ([], "results/cope_counting.json", "images/cope_counting.png"),  # relative to the working directory
-    (["--out", "o"], "o/cope_counting.json", "o/cope_counting.png"),
-    (["--results", "r/x.json", "--figure", "f/x.png"], "r/x.json", "f/x.png"),
-])
-def test_main_writes_where_it_is_told(argv, json_at, png_at, tmp_path, monkeypatch):
-    """Output paths come from the options or the working directory, never from the package's location."""
-    results = json.loads((ROOT / "results" / "cope_counting.json").read_text())
-    monkeypatch.setattr(cc, "run", lambda cfg: results)  # the file handling, not the training
-    monkeypatch.chdir(tmp_path)
-    assert cc.main(argv) == 0
-    written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
-    assert written == sorted([json_at, png_at])
-    assert json.loads((tmp_path / json_at).read_text()) == results

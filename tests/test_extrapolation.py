@@ -1,4 +1,5 @@
 """The extrapolation experiment (posenc_lib.experiments.extrapolation): task, evaluation, quick run."""
+import importlib
 import json
 import resource
 import subprocess
@@ -104,23 +105,27 @@ def _committed() -> dict:
     return json.loads(src.read_text())
 
 
+@pytest.mark.parametrize("name", ["extrapolation", "cope_counting"])
 @pytest.mark.parametrize("argv,json_at,png_at", [
-    ([], "results/extrapolation.json", "images/extrapolation.png"),  # relative to the working directory
-    (["--out", "o"], "o/extrapolation.json", "o/extrapolation.png"),
-    (["--out", "o", "--figure", "f/x.png"], "o/extrapolation.json", "f/x.png"),
+    ([], "results/{}.json", "images/{}.png"),  # relative to the working directory
+    (["--out", "o"], "o/{}.json", "o/{}.png"),
+    (["--out", "o", "--figure", "f/x.png"], "o/{}.json", "f/x.png"),
     (["--results", "r/x.json", "--figure", "f/x.png"], "r/x.json", "f/x.png"),
 ])
-def test_main_writes_where_it_is_told(argv, json_at, png_at, tmp_path, monkeypatch):
-    """Output paths come from the options or the working directory, never from the package's location."""
-    results = _committed()
-    monkeypatch.setattr(ex, "run", lambda cfg: results)  # the file handling, not the training
+def test_main_writes_where_it_is_told(name, argv, json_at, png_at, tmp_path, monkeypatch):
+    """Every experiment (its CLI is experiments/_cli.py): output paths come from the options or the
+    working directory, never from the package's location."""
+    module = importlib.import_module(f"posenc_lib.experiments.{name}")
+    results = json.loads((ROOT / "results" / f"{name}.json").read_text())
+    monkeypatch.setattr(module, "run", lambda cfg: results)  # the file handling, not the training
     monkeypatch.chdir(tmp_path)
-    assert ex.main(argv) == 0
+    assert module.main(argv) == 0
+    json_at, png_at = json_at.format(name), png_at.format(name)
     written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
     assert written == sorted([json_at, png_at])
     assert json.loads((tmp_path / json_at).read_text()) == results
     assert (tmp_path / png_at).read_bytes()[:4] == b"\x89PNG"
-    assert not ex.RESULTS.is_absolute() and not ex.FIGURE.is_absolute()
+    assert not module.RESULTS.is_absolute() and not module.FIGURE.is_absolute()
 
 
 def test_labels_and_colours_come_from_the_model_registry():
