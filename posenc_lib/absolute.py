@@ -90,6 +90,28 @@ def sinusoidal_positions(
     return out.to(dtype)
 
 
+def affine_shift_residual(table: Tensor, k: int) -> float:
+    """How far the best affine map p_i -> p_{i+k} is from exact, over a whole table.
+
+    Least squares over every pair (p_i, p_{i+k}) of the rows: the smallest
+    ||[p_i, 1] A - p_{i+k}|| over all (d + 1, d) matrices A (a matrix M_k and a shift b_k),
+    in float64. 0 means one fixed affine map moves every position k steps (sinusoids:
+    a rotation); a large value means no such map exists (binary codes, sines alone).
+    table: (n, d), one row per position; k: offset, 1 <= k < n
+    Taught in: notebooks/02_integer_binary.ipynb, notebooks/03_sinusoids.ipynb
+    """
+    if not isinstance(table, Tensor) or table.dim() != 2:
+        raise ValueError(f"table must be a 2-D tensor (positions, features), got {getattr(table, 'shape', table)!r}")
+    n = table.shape[0]
+    k = v.int_at_least("k", k, 1)
+    if k >= n:
+        raise ValueError(f"k must be < the number of rows ({n}), got {k}")
+    t = table.detach().to("cpu", torch.float64)
+    inputs = torch.cat([t[:-k], torch.ones(n - k, 1, dtype=torch.float64)], dim=1)
+    fit = torch.linalg.lstsq(inputs, t[k:], driver="gelsd").solution  # gelsd: rank-deficient tables too
+    return (inputs @ fit - t[k:]).norm().item()
+
+
 class SinusoidalPositionalEncoding(nn.Module):
     """Adds fixed sinusoids to its input: x + P[offset : offset + seq].
 

@@ -60,9 +60,10 @@ def t5_relative_bucket(
 
     bidirectional: half the buckets for keys before the query, half for keys after.
                    Otherwise (decoders) only the past is bucketed; future keys get bucket 0.
-    Within a direction, offsets 0 .. B/2 - 1 get their own bucket (B = buckets per
-    direction); larger offsets share log-spaced buckets up to max_distance, and all
-    offsets >= max_distance share the last one.
+    Within a direction, distances n = 0 .. e - 1 get their own bucket (B = buckets per
+    direction, e = B // 2); larger ones get min(B - 1, e + floor(log(n/e) / log(max_distance/e)
+    * (B - e))): log-spaced buckets. The last bucket starts *before* max_distance (where a
+    bucket B, one past the last, would begin): with 16 buckets and max_distance 32, at 20.
     relative_position: integer tensor of any shape, e.g. ``relative_positions(q, k)``
     returns: same shape, long, in [0, num_buckets)
     Taught in: notebooks/04_relative.ipynb

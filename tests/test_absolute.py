@@ -1,5 +1,6 @@
 """Integer, binary and sinusoidal codes (posenc_lib.absolute)."""
 import math
+import re
 
 import pytest
 import torch
@@ -121,3 +122,43 @@ def test_offset_is_validated_and_counts_towards_max_len():
     for m in (learned, pl.SinusoidalPositionalEncoding(8)):
         with pytest.raises(ValueError, match="offset must be an integer >= 0, got -1"):
             m(torch.zeros(1, 2, 8), offset=-1)
+
+
+# --- affine_shift_residual: is there one affine map p_i -> p_{i+k}? ------------------------
+
+def test_affine_residual_is_zero_for_sinusoids_and_for_a_hand_made_affine_code():
+    """Sin+cos pairs rotate (exact for every k); a code built as p_i = A^i p_0 + shift is affine too."""
+    S = pl.sinusoidal_positions(64, 6, dtype=torch.float64)
+    assert max(pl.affine_shift_residual(S, k) for k in range(1, 64)) < 1e-9
+    counting = torch.arange(10.0).unsqueeze(1) * torch.tensor([[1.0, -2.0]]) + torch.tensor([3.0, 5.0])
+    assert pl.affine_shift_residual(counting, 4) < 1e-9  # p_{i+k} = p_i + k·(1, -2)
+
+
+def test_affine_residual_of_one_sine_is_its_cosine_part():
+    """One column sin(i): the best affine fit of sin(i + k) misses sin(k)·cos(i), so the residual
+    is at least |sin k| times the part of cos(i) no affine function of sin(i) explains (> 0)."""
+    i = torch.arange(200, dtype=torch.float64)
+    for k in (1, 2, 5):
+        # the exact least-squares residual, computed independently with numpy-free normal equations
+        X = torch.stack([torch.sin(i[:-k]), torch.ones(200 - k, dtype=torch.float64)], dim=1)
+        y = torch.sin(i[k:])
+        coef = torch.linalg.solve(X.T @ X, X.T @ y)
+        want = (X @ coef - y).norm().item()
+        got = pl.affine_shift_residual(torch.sin(i).unsqueeze(1), k)
+        assert want > 1 and abs(got - want) < 1e-9
+
+
+def test_affine_residual_of_binary_codes_is_large_for_small_offsets():
+    B = pl.binary_positions(64, 6)
+    assert all(pl.affine_shift_residual(B, k) > 1 for k in range(1, 16))
+
+
+@pytest.mark.parametrize("table, k, says", [
+    (torch.zeros(5), 1, "table must be a 2-D tensor"),
+    (torch.zeros(5, 2), 0, "k must be an integer >= 1"),
+    (torch.zeros(5, 2), 5, "k must be < the number of rows (5)"),
+    (torch.zeros(5, 2), 1.5, "k must be an integer"),
+])
+def test_affine_residual_rejects_bad_input(table, k, says):
+    with pytest.raises(ValueError, match=re.escape(says)):
+        pl.affine_shift_residual(table, k)

@@ -133,41 +133,50 @@ def test_wavelengths_unattempted_is_none(answer):
     assert check.wavelengths(answer) is None
 
 
-# --- pe_dot -------------------------------------------------------------------------------
+# --- sine_only_offsets ----------------------------------------------------------------------
 
-def test_pe_dot_accepts_the_closed_form(capsys):
-    """Σ_j cos(k θ_j)."""
-    assert check.pe_dot(lambda k, d: torch.cos(k * pl.rope_frequencies(d, dtype=torch.float64)).sum()) is True
+def _exact_affine_fit(k, theta=math.pi / 6, n=60):
+    """Independent of the checker: the normal equations for sin((i + k)θ) ≈ a sin(iθ) + b."""
+    i = torch.arange(n - k, dtype=torch.float64)
+    X = torch.stack([torch.sin(i * theta), torch.ones_like(i)], dim=1)
+    y = torch.sin((i + k) * theta)
+    coef = torch.linalg.lstsq(X, y.unsqueeze(1)).solution
+    return (X @ coef - y.unsqueeze(1)).norm().item() < 1e-9
+
+
+def test_sine_only_offsets_accepts_the_multiples_of_six(capsys):
+    """sin((i+k)π/6) = ±sin(iπ/6) exactly when kπ/6 is a multiple of π."""
+    right = [k for k in range(1, 25) if _exact_affine_fit(k)]
+    assert right == [6, 12, 18, 24]
+    assert check.sine_only_offsets(right) is True
+    assert check.sine_only_offsets({24, 6, 18, 12}) is True  # a set, any order
     assert "all correct!" in capsys.readouterr().out
 
 
-def test_pe_dot_accepts_a_direct_computation():
-    """Computing the dot product of two table rows also passes."""
-
-    def direct(k, d):
-        P = pl.sinusoidal_positions(300, d, dtype=torch.float64)
-        return P[40] @ P[40 + k]
-
-    assert check.pe_dot(direct) is True
+def test_sine_only_offsets_nudges_a_full_turn_only_answer(capsys):
+    """Only the full turns (the identity map) misses the sign flips; the message says so."""
+    assert check.sine_only_offsets([12, 24]) is False
+    out = capsys.readouterr().out
+    assert "missing" in out and "negative" in out and "6" not in out.split("hint:")[0].replace("24", "")
 
 
 @pytest.mark.parametrize(
-    "wrong",
+    "wrong, says",
     [
-        lambda k, d: d / 2,  # forgets the decay
-        lambda k, d: torch.sin(k * pl.rope_frequencies(d, dtype=torch.float64)).sum(),
-        lambda k, d: torch.cos(k * pl.rope_frequencies(d, dtype=torch.float64)).sum() * 2,
+        ([3, 6, 12, 18, 24], "k = 3: no affine map"),  # sin(iπ/6 + π/2) = cos(iπ/6): not affine in the sine
+        ([6, 12, 18], "missing"),
+        ([0, 6, 12, 18, 24], "outside"),
+        ("6, 12", "list of integer offsets"),
+        ([6.0, 12.0], "list of integer offsets"),
     ],
 )
-def test_pe_dot_rejects_wrong_functions(wrong, capsys):
-    """Constant, sine and doubled answers fail; the expected value is not shown."""
-    assert check.pe_dot(wrong) is False
+def test_sine_only_offsets_rejects_wrong_answers(wrong, says, capsys):
+    """Wrong offsets are named; the expected list is never printed."""
+    assert check.sine_only_offsets(wrong) is False
     out = capsys.readouterr().out
-    assert "is wrong" in out and "expected" not in out
-    assert "0.5403" not in out  # pe_dot(1, 2) = cos(1), the first case: its value stays hidden
+    assert says in out and "hint:" in out and "[6, 12, 18, 24]" not in out
 
 
-@pytest.mark.parametrize("answer", [None, _not_done])
-def test_pe_dot_unattempted_is_none(answer):
-    """None or a stub raising NotImplementedError means not attempted."""
-    assert check.pe_dot(answer) is None
+def test_sine_only_offsets_unattempted_is_none(capsys):
+    assert check.sine_only_offsets(None) is None
+    assert "not attempted yet" in capsys.readouterr().out

@@ -1,4 +1,6 @@
 """The chapter 4 (relative encodings) exercise checkers: right answers pass, wrong ones fail, None is unattempted."""
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -7,8 +9,21 @@ import posenc_lib as pl
 from posenc_lib import check
 
 
-def shaw_right(i, j, k):
-    return max(-k, min(k, j - i)) + k
+def last_bucket_closed_form(num_buckets, max_distance, bidirectional):
+    """Solve e + floor(log(n/e) / log(max_distance/e) * (B - e)) >= B - 1 for the smallest integer n."""
+    B = num_buckets // 2 if bidirectional else num_buckets
+    e = B // 2
+    return math.ceil(e * (max_distance / e) ** ((B - 1 - e) / (B - e)))
+
+
+def last_bucket_by_search(num_buckets, max_distance, bidirectional):
+    """Another right answer: walk the distances up until the bucket is the last one."""
+    last = (num_buckets // 2 if bidirectional else num_buckets) - 1
+    n = 0
+    while pl.t5_relative_bucket(torch.tensor([-n]), num_buckets=num_buckets, max_distance=max_distance,
+                                bidirectional=bidirectional).item() != last:
+        n += 1
+    return n
 
 
 def rel_shift_right(x):
@@ -36,17 +51,17 @@ def p2c_swapped(k_c, q_r):
 
 
 def test_checkers_are_exported():
-    for name in ("shaw_index", "t5_buckets", "xl_rel_shift", "deberta_p2c"):
+    for name in ("xl_rel_shift", "t5_buckets", "t5_last_bucket", "deberta_p2c"):
         assert callable(getattr(check, name))
 
 
-@pytest.mark.parametrize("checker", [check.shaw_index, check.t5_buckets, check.xl_rel_shift, check.deberta_p2c])
+@pytest.mark.parametrize("checker", [check.xl_rel_shift, check.t5_buckets, check.t5_last_bucket, check.deberta_p2c])
 def test_unattempted_says_so(checker, capsys):
     assert checker(None) is None
     assert "not attempted yet" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("checker", [check.shaw_index, check.xl_rel_shift, check.deberta_p2c])
+@pytest.mark.parametrize("checker", [check.t5_last_bucket, check.xl_rel_shift, check.deberta_p2c])
 def test_stub_raising_not_implemented_is_unattempted_and_bugs_are_reported(checker, capsys):
     def stub(*args):
         raise NotImplementedError
@@ -57,15 +72,31 @@ def test_stub_raising_not_implemented_is_unattempted_and_bugs_are_reported(check
     assert "ZeroDivisionError" in capsys.readouterr().out
 
 
-def test_shaw_index_right_and_wrong(capsys):
-    assert check.shaw_index(shaw_right) is True
+def test_t5_last_bucket_known_values():
+    """Independent of the checker: the 16/32 case of §4 starts at 20; T5's defaults at 91 (encoder), 113 (decoder)."""
+    assert last_bucket_closed_form(16, 32, True) == last_bucket_by_search(16, 32, True) == 20
+    assert last_bucket_closed_form(32, 128, True) == 91 and last_bucket_closed_form(32, 128, False) == 113
+    b = pl.t5_relative_bucket(torch.tensor([-90, -91, -112, -113]), num_buckets=32, max_distance=128)
+    b_causal = pl.t5_relative_bucket(torch.tensor([-112, -113]), num_buckets=32, max_distance=128, bidirectional=False)
+    assert b[:2].tolist() == [14, 15] and b_causal.tolist() == [30, 31]
+
+
+@pytest.mark.parametrize("right", [last_bucket_closed_form, last_bucket_by_search])
+def test_t5_last_bucket_accepts_right_answers(right, capsys):
+    assert check.t5_last_bucket(right) is True
     assert "all correct!" in capsys.readouterr().out
-    assert check.shaw_index(lambda i, j, k: max(-k, min(k, i - j)) + k) is False
-    assert "key minus query" in capsys.readouterr().out
-    assert check.shaw_index(lambda i, j, k: j - i + k) is False  # forgot the clip
+
+
+@pytest.mark.parametrize("wrong, says", [
+    (lambda nb, md, bidir: md, "the last bucket begins before it"),  # the imprecise "beyond max_distance"
+    (lambda nb, md, bidir: last_bucket_closed_form(nb, md, bidir) - 1, "off by one"),  # floor, not ceil
+    (lambda nb, md, bidir: last_bucket_closed_form(nb, md, True), "is not where"),  # ignores the decoder's B
+    (lambda nb, md, bidir: float(last_bucket_closed_form(nb, md, bidir)), "integer distance"),
+])
+def test_t5_last_bucket_rejects_wrong_answers(wrong, says, capsys):
+    assert check.t5_last_bucket(wrong) is False
     out = capsys.readouterr().out
-    assert "e.g. fn(0, 1, 0) = 1" in out and "expected" not in out  # the right index (0) stays hidden
-    assert check.shaw_index(7) is False
+    assert says in out and "hint:" in out and "113" not in out  # the decoder's answer (113) stays hidden
 
 
 def test_t5_buckets_right_and_wrong(capsys):

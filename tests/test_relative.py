@@ -55,6 +55,14 @@ def test_t5_buckets_exact_near_shared_far():
     assert b[-1].item() == 17
 
 
+
+def test_t5_last_bucket_starts_before_max_distance():
+    """16 buckets (B = 8 a direction, e = 4), max_distance 32: the floored log term reaches B - 1 = 7 once
+    log(n/4)/log(8)·4 >= 3, i.e. n >= 4·8^(3/4) ≈ 19.03: the last bucket holds 20, 21, ..., not only n >= 32."""
+    assert 19 < 4 * 8 ** 0.75 < 20
+    b = pl.t5_relative_bucket(-torch.arange(0, 200), num_buckets=16, max_distance=32)
+    assert b[19].item() == 6 and (b[20:] == 7).all()
+
 def test_t5_module_one_scalar_per_bucket_and_head():
     m = pl.T5RelativeBias(3, num_buckets=8, max_distance=16)
     bias = m(5, 6)

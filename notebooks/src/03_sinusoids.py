@@ -20,13 +20,14 @@
 # 1. builds the table and reproduces a source's printed numbers digit for digit;
 # 2. draws it, in both column layouts found in the wild;
 # 3. proves that moving k positions is one fixed rotation $M_k$, whatever the start;
-# 4. measures how the dot product of two encodings depends on their distance;
-# 5. explains why token embeddings are scaled before the encoding is added;
-# 6. compares a loop-per-entry builder with the vectorised library function;
+# 4. shows why each pair needs a sine **and** a cosine: sines alone admit no such map;
+# 5. measures how the dot product of two encodings depends on their distance;
+# 6. explains why token embeddings are scaled before the encoding is added;
 # 7. packages the table as a module, fixing the errors the source modules make.
 #
 # Sources followed: `000` (the formula and $X\cdot M + P$), `002` (a PyTorch walk-through with a
-# printed table and a heatmap), `003` (a list-comprehension builder and a module); `004` for one
+# printed table and a heatmap), `003` (a module; its list-comprehension builder, timed against the
+# vectorised one, is in the appendix notebook `10_making_it_fast`); `004` for one
 # typo. Every correction is proved in a cell and listed at the end.
 
 # %% slideshow={"slide_type": "skip"}
@@ -228,12 +229,16 @@ fig
 # $M_k$ is a rotation too, and $M_{k}M_{l} = M_{k+l}$.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Link to chapter 5.** RoPE rotates pair $j$ of a query at position $m$ by
-# $R_m$'s block $\begin{pmatrix}\cos m\theta_j & -\sin m\theta_j\\ \sin m\theta_j & \cos m\theta_j\end{pmatrix}$.
-# $B_j(k)$ is its **transpose**: the pair is stored as $(\sin, \cos)$, i.e. the point
-# $(\cos a, \sin a)$ on the unit circle with its coordinates swapped, and swapping coordinates
-# mirrors the plane, turning counter-clockwise into clockwise. So $M_k = R_k^\top = R_{-k}$, and
-# the library already has it: `pl.rope_matrix(-k, d)`. The next cell builds $M_k$ block by block
+# **A name for this rotation (we meet it again in chapter 5).** Write $R_m$ for the $d\times d$
+# block-diagonal matrix whose block $j$ turns a point of the plane *counter-clockwise* by the angle
+# $m\theta_j$:
+# $\begin{pmatrix}\cos m\theta_j & -\sin m\theta_j\\ \sin m\theta_j & \cos m\theta_j\end{pmatrix}$.
+# Chapter 5's RoPE multiplies queries and keys by exactly this matrix; here it is just a known
+# rotation, and the library builds it as `pl.rope_matrix(m, d)`.
+# $B_j(k)$ is the **transpose** of $R_k$'s block $j$: our pair is stored as $(\sin, \cos)$, i.e. the
+# point $(\cos a, \sin a)$ on the unit circle with its coordinates swapped, and swapping
+# coordinates mirrors the plane, turning counter-clockwise into clockwise. So
+# $M_k = R_k^\top = R_{-k}$: `pl.rope_matrix(-k, d)`. The next cell builds $M_k$ block by block
 # from the formula above and checks it is that matrix.
 
 # %% slideshow={"slide_type": "fragment"}
@@ -277,7 +282,61 @@ assert abs(torch.linalg.det(M5).item() - 1) < 1e-9  # ... with determinant 1: a 
 print(f"201 offsets x 300 positions x 2 layouts: largest error {worst:.0e}")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## 5 · How similar are two positions?
+# ## 5 · Why a sine *and* a cosine?
+#
+# Look again at the proof in §4: the new sine $\sin((p+k)\theta_j) = \cos k\theta_j\,\sin p\theta_j +
+# \sin k\theta_j\,\cos p\theta_j$ is built from the old sine **and the old cosine**. Keep only the
+# sines and a map from $p_i$ to $p_{i+k}$ would have to produce the missing
+# $\sin k\theta_j \cos p\theta_j$ from sines. It cannot, not even as an arbitrary function for a
+# single pair: a sine does not say which angle it came from ($\sin a = \sin(\pi - a)$, and the two
+# angles have cosines of opposite sign).
+#
+# Chapter 2 (§4) tested this property with a least-squares fit: the best affine map
+# $p_{i+k} \approx M_k p_i + b_k$ over all pairs of a 64-position table; a residual of 0 means one
+# map works for every $i$. The library now holds that test as `pl.affine_shift_residual`. Run it on
+# three tables of $d = 6$ columns:
+# * **sin + cos**, 3 pairs (the chapter's table);
+# * **sines only**, the 3 sine columns of that table;
+# * **sines only, 6 frequencies**: the sine columns of the $d = 12$ table, as many columns as
+#   sin + cos has, so the comparison is not just about fewer numbers.
+
+# %% slideshow={"slide_type": "fragment"}
+S = pl.sinusoidal_positions(64, 6, dtype=torch.float64)
+tables = {
+    "sin + cos (3 pairs)": S,
+    "sines only (3 columns)": S[:, 0::2],
+    "sines only (6 frequencies)": pl.sinusoidal_positions(64, 12, dtype=torch.float64)[:, 0::2],
+}
+shift_ks = list(range(1, 41))  # offsets with at least 24 pairs (p_i, p_i+k) left in the table
+residual = {name: torch.tensor([pl.affine_shift_residual(t, k) for k in shift_ks]) for name, t in tables.items()}
+assert residual["sin + cos (3 pairs)"].max() < 1e-9  # exact for every k
+for name in ("sines only (3 columns)", "sines only (6 frequencies)"):
+    r = residual[name]
+    near_pi = torch.tensor([abs(math.sin(k)) < 0.2 for k in shift_ks])  # k·θ_0 = k rad close to a multiple of π
+    assert ((r < 1) <= near_pi).all(), name  # a near-fit only where sin(k θ_0) is small
+    assert (r > 1).sum() >= 36, name  # no affine map for at least 36 of the 40 offsets
+near_fits = {name: [k for k, x in zip(shift_ks, r) if x < 1] for name, r in residual.items() if "only" in name}
+assert near_fits == {"sines only (3 columns)": [3, 19, 22, 25], "sines only (6 frequencies)": [22, 25]}
+print("sines only, offsets 1..40 with residual < 1:", near_fits)
+print("sin(k θ_0) = sin(k) there:", {k: round(math.sin(k), 3) for k in (3, 19, 22, 25)})
+
+# %% slideshow={"slide_type": "fragment"}
+fig, ax = viz.figure(width=6.0, height=3.0)
+for (name, r), style in zip(residual.items(), ("k.", "s", "^")):
+    ax.plot(shift_ks, r, style, ms=4, label=name)
+ax.set(xlabel="offset k", ylabel="least-squares residual", title="best affine map p_i → p_(i+k), 64 positions")
+ax.legend(loc="upper right")
+fig
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# The sines-only fits come close only at a few offsets ($k = 3, 19, 22, 25$ with three columns,
+# $22, 25$ with six): there $k\theta_0 = k$ radians lies near a multiple of $\pi$ ($22 \approx 7\pi$),
+# so the missing term $\sin k\theta_0 \cos p\theta_0$ of the
+# fastest pair is small. (Exercise 4 asks when it vanishes exactly.) With the cosine in the table the
+# fit is exact for every $k$: that is why every frequency gets a **pair** of columns.
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 6 · How similar are two positions?
 #
 # Take the dot product of two rows. Pair $j$ contributes
 # $\sin a \sin b + \cos a\cos b = \cos(b - a)$, so with $b - a = k\theta_j$
@@ -339,8 +398,44 @@ ax.legend(loc="upper right")
 fig
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# Explore: a larger $d$ adds more slow pairs, so the curve stays high for longer; a smaller base
-# squeezes all wavelengths and the decay stops early.
+# **What $d$ changes, and what it does not.** With the base fixed, a larger $d$ does *not* add slower
+# pairs: $\theta_j = \text{base}^{-2j/d}$ always runs from 1 down to about $1/\text{base}$, evenly
+# spaced on a log scale, and a larger $d$ only samples that same range more finely. So the
+# similarity as a fraction of its maximum, $s(k)/(d/2)$ (the mean of $\cos k\theta_j$ over the
+# pairs), barely moves with $d$: at $k = 100$ it is 0.477 for $d = 128$ and 0.437 for $d = 512$,
+# already within 0.001 of its limit for $d \to \infty$, the average of $\cos(k\,\text{base}^{-u})$
+# over $u \in [0, 1)$. The **base** is what moves the curve: base $10^6$ keeps $s(100)/(d/2)$ at 0.59,
+# base 100 drops it below 0.
+
+# %% slideshow={"slide_type": "fragment"}
+def normalised_s(k, d, base=10000.0):
+    """s(k) / (d/2): the mean over pairs of cos(k θ_j)."""
+    return torch.cos(k * pl.rope_frequencies(d, base=base, dtype=torch.float64)).mean().item()
+
+
+u = (torch.arange(1_000_000, dtype=torch.float64) + 0.5) / 1_000_000  # midpoints of [0, 1)
+limit = torch.cos(100 * 10000 ** (-u)).mean().item()  # d -> infinity
+at_128, at_512 = normalised_s(100, 128), normalised_s(100, 512)
+assert abs(at_128 - 0.477) < 1e-3 and abs(at_512 - 0.437) < 1e-3 and abs(at_512 - limit) < 1e-3
+by_base = {b: normalised_s(100, 128, base=b) for b in (100.0, 10000.0, 1e6)}
+assert by_base[1e6] > 0.58 and by_base[100.0] < 0  # the base moves it far more than d does
+assert min(abs(by_base[1e6] - at_128), abs(by_base[100.0] - at_128)) > 2 * abs(at_128 - at_512)
+print(f"s(100)/(d/2): d = 128: {at_128:.3f}, d = 512: {at_512:.3f}, d -> inf: {limit:.3f}")
+print("d = 128, by base:", {f"{b:g}": round(x, 3) for b, x in by_base.items()})
+
+k_axis = torch.arange(0, 501)
+fig, ax = viz.figure(width=6.4, height=3.0)
+for dd, b, style in ((128, 10000.0, "-"), (512, 10000.0, "--"), (128, 100.0, ":"), (128, 1e6, "-.")):
+    curve = torch.cos(k_axis[:, None] * pl.rope_frequencies(dd, base=b, dtype=torch.float64)).mean(-1)
+    ax.plot(k_axis, curve, style, lw=1.2, label=f"d = {dd}, base = {b:g}")
+ax.axhline(0, color="grey", lw=0.6)
+ax.set(xlabel="offset k", ylabel="s(k) / (d/2)", title="normalised similarity: d barely matters, the base does")
+ax.legend(loc="upper right")
+fig
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# Explore: the widget's y-axis runs to $d/2$, so sliding $d$ alone hardly changes the picture; a
+# smaller base squeezes all wavelengths and the decay stops early, a larger one stretches it.
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
 def draw_dot(fig, d, base, span):
@@ -370,7 +465,7 @@ dot_widget = viz.InteractiveFigure(
 dot_widget
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## 6 · Why scale the token embeddings first?
+# ## 7 · Why scale the token embeddings first?
 #
 # The encoding is *added* to the token embeddings: the input is $X + P$. Source `000` points out
 # that when the rows of $X$ are about as long as the rows of $P$, or shorter, position drowns out
@@ -416,87 +511,6 @@ assert 1 < ratio["xavier_uniform"][1] < 1.5
 assert abs(ratio["nn.Embedding default N(0, 1)"][0] - math.sqrt(2)) < 0.05  # already ≈ √2 unscaled
 assert 1 / ratio["nn.Embedding default N(0, 1)"][1] < 0.04  # scaled again: |p| is < 4% of |x|
 print({name: tuple(round(r, 3) for r in rs) for name, rs in ratio.items()})
-
-# %% [markdown] slideshow={"slide_type": "slide"}
-# ## 7 · A loop per entry vs one vectorised call
-#
-# Source `003` fills the table with a nested list comprehension: for each position $p$ and column
-# $c$ it computes $p / 10000^{2\lfloor c/2\rfloor / d}$ (both columns of a pair share
-# $\lfloor c/2 \rfloor = j$), then takes the sine of the even columns and the cosine of the odd
-# ones. Our version of that idea as a plain loop (it takes the trig functions as arguments so we
-# can count the calls):
-
-# %% slideshow={"slide_type": "fragment"}
-def naive_table(n, d, base=10000.0, sin=math.sin, cos=math.cos):
-    """One Python float operation chain per entry: the teaching form of pl.sinusoidal_positions."""
-    rows = []
-    for p in range(n):
-        row = []
-        for c in range(d):
-            angle = p / base ** (2 * (c // 2) / d)  # columns 2j and 2j+1 share frequency j
-            row.append(sin(angle) if c % 2 == 0 else cos(angle))
-        rows.append(row)
-    return torch.tensor(rows, dtype=torch.float64)
-
-
-n, d = 200, 64
-calls = {"trig": 0}
-
-
-def counted(fn):
-    def wrapper(x):
-        calls["trig"] += 1
-        return fn(x)
-    return wrapper
-
-
-slow = naive_table(n, d, sin=counted(math.sin), cos=counted(math.cos))
-torch.testing.assert_close(slow, pl.sinusoidal_positions(n, d, dtype=torch.float64), atol=1e-12, rtol=0)
-assert calls["trig"] == n * d
-err32 = (slow - pl.sinusoidal_positions(n, d).double()).abs().max().item()
-assert 1e-6 < err32 < 2e-5  # float32 rounding of the angle, see below
-print(f"equal to 1e-12 (float64); the loop made {calls['trig']} = n·d trig calls")
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# (In float32, the library's default, the two differ by up to ~1e-5 at position 199: the angle
-# $p\,\theta_0 \approx 199$ itself is rounded to float32's spacing there, $2^{-16}$.)
-#
-# The library makes a fixed number of tensor operations — one `sin` and one `cos` over the whole
-# $(n, d/2)$ angle grid — whatever $n$ and $d$ are. A `TorchFunctionMode` records every torch call
-# it makes:
-
-# %% slideshow={"slide_type": "fragment"}
-from torch.overrides import TorchFunctionMode
-
-
-class CountOps(TorchFunctionMode):
-    def __init__(self):
-        super().__init__()
-        self.ops = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.ops.append(getattr(func, "__name__", str(func)))
-        return func(*args, **(kwargs or {}))
-
-
-counts = {}
-for size in [(10, 8), (200, 64), (2048, 512)]:
-    with CountOps() as rec:
-        pl.sinusoidal_positions(*size)
-    counts[size] = (len(rec.ops), rec.ops.count("sin"), rec.ops.count("cos"))
-assert len(set(counts.values())) == 1 and counts[(10, 8)][1:] == (1, 1)
-print("torch calls (total, sin, cos) per size:", counts)
-
-# %% [markdown] slideshow={"slide_type": "fragment"}
-# Timing (it varies from machine to machine and run to run, so this cell's output is not
-# compared; only the counts above are asserted):
-
-# %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
-# nbval-ignore-output: wall-clock timings differ on every run and machine
-from posenc_lib.timing import median_ms  # torch.utils.benchmark.Timer underneath
-
-t_loop, t_vec = median_ms(lambda: naive_table(n, d)), median_ms(lambda: pl.sinusoidal_positions(n, d))
-print(f"n = {n}, d = {d}: loop {t_loop:.2f} ms, vectorised {t_vec:.3f} ms ({t_loop / t_vec:.0f}x)")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 8 · As a module, and what the sources' modules get wrong
@@ -626,7 +640,7 @@ _ = check.pe_entry(answer)
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **2.** Write `shift_matrix(k, d)` returning the $d\times d$ matrix $M_k$ with
 # $PE(p+k) = M_k\,PE(p)$ (interleaved layout). Build it block by block from §4, or in one line
-# from chapter 5's rotation.
+# from the rotation $R_k$ named in §4.
 
 # %% slideshow={"slide_type": "fragment"}
 def shift_matrix(k, d):
@@ -670,26 +684,27 @@ def wavelengths(d, base):
 _ = check.wavelengths(wavelengths)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **4.** Write `pe_dot(k, d)`: the dot product $PE(p)\cdot PE(p+k)$ for base 10000, without
-# building the table (it does not depend on $p$ — why?).
+# **4.** A code with a single column, $p_i = \sin(i\theta)$ with $\theta = \pi/6$: a sine without its
+# cosine (§5). For which offsets $k = 1, \dots, 24$ is there an exact affine map, one pair of numbers
+# $a, b$ with $p_{i+k} = a\,p_i + b$ for **every** position $i$? Answer with the list of those $k$.
+# Work it out on paper first; `pl.affine_shift_residual` can confirm your reasoning afterwards.
 
 # %% slideshow={"slide_type": "fragment"}
-def pe_dot(k, d):
-    raise NotImplementedError  # your code
+answer = None  # your list of offsets
+check.sine_only_offsets(answer)
 
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "sine_only_offsets_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+answer = None  # your list of offsets
+### BEGIN SOLUTION
+# sin((i+k)θ) = cos(kθ)·sin(iθ) + sin(kθ)·cos(iθ). The first term is a·p_i with a = cos(kθ).
+# The second is no function of p_i at all: i = 0 and i = 6 both have sin(iθ) = 0 but cos(iθ) = +1
+# and -1. So an affine map exists exactly when sin(kθ) = 0: kπ/6 a multiple of π, k a multiple of 6.
+# Then p_(i+k) = ±p_i (a = +1 after a full turn, k = 12, 24; a = -1 after half a turn, k = 6, 18).
+answer = [6, 12, 18, 24]
+### END SOLUTION
 
-check.pe_dot(pe_dot)
-
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "pe_dot_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-def pe_dot(k, d):
-    ### BEGIN SOLUTION
-    # each pair gives sin a sin b + cos a cos b = cos(b - a) = cos(k θ_j)
-    return torch.cos(k * pl.rope_frequencies(d, dtype=torch.float64)).sum()
-    ### END SOLUTION
-
-
-# %% nbgrader={"grade": true, "grade_id": "pe_dot", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.pe_dot(pe_dot)
+# %% nbgrader={"grade": true, "grade_id": "sine_only_offsets", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.sine_only_offsets(answer)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Errata in the sources

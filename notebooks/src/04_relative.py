@@ -14,10 +14,13 @@
 # 4. T5 (Raffel et al. 2020): one learned scalar per offset bucket and head;
 # 5. DeBERTa (He et al. 2021): content and position kept apart, with their own projections;
 # 6. one picture of the bias each method adds, as a function of $(i, j)$;
-# 7. exercises, and the errors in the source notes this chapter follows.
+# 7. one table: parameters, memory, what each method can express, which models use it;
+# 8. exercises, and the errors in the source notes this chapter follows.
 #
-# **Sign convention.** The library measures offsets as *key minus query*, $j - i$ (negative for
-# keys in the past), as Shaw et al. and T5 do. Where a paper uses query minus key we say so.
+# **Sign convention** (the course's conventions page is in `00_index`). Positions are 0-based, query
+# $i$, key $j$. The library measures the **offset** as *key minus query*, $j - i$ (negative for keys
+# in the past), as Shaw et al. and T5 do; the **distance** is $|j - i|$. Where a paper uses query
+# minus key (Transformer-XL's $R_{i-j}$ in §3, DeBERTa's $\delta$ in §5) we say so.
 
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline
@@ -192,12 +195,15 @@ assert_close(W @ (k_[1] + p_tilde), W @ k_[1] + W @ p_tilde)  # before W == afte
 print("query-minus-key rows are the key-minus-query rows of the flipped table")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## 3. Transformer-XL: sinusoidal offsets and two global biases
+# ## 3. Transformer-XL: sinusoidal distances and two global biases
 #
 # Transformer-XL (Dai et al. 2019) processes text in segments and lets each segment attend to a cached
 # copy of the previous one (the *memory*, $M$ keys). Absolute positions would clash between segments,
-# so XL rewrites the four terms of §1. Query $i$ sits at position $M + i$, key $j$ at $j$; their
-# distance is $M + i - j$, and $R_{o}$ is the sinusoid of offset $o$ (fixed, not learned):
+# so XL rewrites the four terms of §1. Query $i$ sits at position $M + i$, key $j$ at $j$. XL indexes
+# its sinusoids by the **distance query minus key**, $M + i - j$, which is $\ge 0$ for every key the
+# (causal) query may see: the negative of this course's offset $j - (M + i)$. We keep XL's sign in
+# this section, as its paper and code do (the paper writes $R_{i-j}$, a segment without memory).
+# $R_{o}$ is the sinusoid of distance $o$ (fixed, not learned):
 #
 # $$A^{\text{rel}}_{ij} =
 #   \underbrace{x_i^\top W_q^\top W_{k,E}\, x_j}_{(a)\ \text{content}}
@@ -210,8 +216,8 @@ print("query-minus-key rows are the key-minus-query rows of the flipped table")
 # meets position (a query's own position should not change how much it likes a key). $u, v \in
 # \mathbb R^{d_\text{head}}$ live *after* the projection.
 #
-# In the library: `q` $= W_q x_i$, `k` $= W_{k,E} x_j$, `r[o]` $= W_{k,R} R_o$ for $o = 0, \dots,$
-# `k_len`$- 1$, and `pl.xl_score_terms(q, k, r, u, v)` returns the four terms.
+# In the library: `q` $= W_q x_i$, `k` $= W_{k,E} x_j$, `r[o]` $= W_{k,R} R_o$ for distances
+# $o = 0, \dots,$ `k_len`$- 1$, and `pl.xl_score_terms(q, k, r, u, v)` returns the four terms.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### The source's third term
@@ -245,7 +251,7 @@ print(f"XL's term u^T W_kE x_n = {xl_term.item():+.4f}; u^T W_q^T W_k x_n needs 
 # ### The four terms on a small example
 #
 # A segment of 4 queries with a memory of 2 keys: 6 keys in all. Terms (b) and (d) exist only for keys
-# the query may see ($j \le M + i$): there is no row of $R$ for a negative offset, and XL is causal.
+# the query may see ($j \le M + i$): there is no row of $R$ for a negative distance, and XL is causal.
 # Term (c) is the same for every query (a row vector repeated): it says which keys are worth attending
 # to whatever the query is.
 
@@ -303,9 +309,9 @@ viz.InteractiveFigure(draw_xl, figsize=(4.6, 3.4),
 # ### The relative shift, step by step
 #
 # Terms (b) and (d) need $r_{M+i-j}$ for every pair: gathering a $(Q, K, d)$ tensor of position vectors
-# costs memory $O(QKd)$. XL instead scores every query against every *offset* with one matmul,
-# $(q_i + v) \cdot r_o$ in a $(Q, K)$ matrix whose column $c$ holds offset $K - 1 - c$, and then moves
-# row $i$ so that column $j$ lands on offset $M + i - j$. The move is a trick with memory layout:
+# costs memory $O(QKd)$. XL instead scores every query against every *distance* with one matmul,
+# $(q_i + v) \cdot r_o$ in a $(Q, K)$ matrix whose column $c$ holds distance $K - 1 - c$, and then moves
+# row $i$ so that column $j$ lands on distance $M + i - j$. The move is a trick with memory layout:
 #
 # 1. pad a zero column on the left: $(Q, K+1)$;
 # 2. read the same numbers as a $(K+1, Q)$ matrix;
@@ -313,7 +319,7 @@ viz.InteractiveFigure(draw_xl, figsize=(4.6, 3.4),
 # 4. read the rest as $(Q, K)$.
 #
 # To see where each number goes, fill the matrix with labels: entry $(i, c)$ holds
-# $100\,(i+1) + \text{offset}$, so the hundreds say which row it came from.
+# $100\,(i+1) + \text{distance}$, so the hundreds say which row it came from.
 
 # %%
 labels = 100 * (torch.arange(Q, device=device)[:, None] + 1) + (K - 1 - torch.arange(K, device=device))
@@ -321,13 +327,13 @@ step1 = F.pad(labels, (1, 0))  # (Q, K + 1)
 step2 = step1.reshape(K + 1, Q)  # same memory, other shape
 step3 = step2[1:]  # drop the first row: (K, Q)
 step4 = step3.reshape(Q, K)
-for name, s in [("labels (column c = offset K-1-c)", labels), ("1. pad a zero column", step1),
+for name, s in [("labels (column c = distance K-1-c)", labels), ("1. pad a zero column", step1),
                 ("2. read as (K+1, Q)", step2), ("3. drop the first row", step3), ("4. read as (Q, K)", step4)]:
     print(f"{name}, shape {tuple(s.shape)}:\n{s.cpu().numpy()}")
 assert torch.equal(step4, pl.rel_shift(labels))
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# Row $i$ of the result holds row $i$'s own labels with offsets $M + i, M + i - 1, \dots, 0$ for keys
+# Row $i$ of the result holds row $i$'s own labels with distances $M + i, M + i - 1, \dots, 0$ for keys
 # $j = 0, \dots, M + i$: exactly the keys query $i$ may see. **That is where the trick is exact.** To
 # the right of it sit the zero pad and labels from row $i + 1$: wrapped garbage, which the causal mask
 # hides.
@@ -338,7 +344,7 @@ visible = ~pl.causal_mask(Q, K, device=device)  # j <= M + i
 for i in range(Q):
     for j in range(K):
         if visible[i, j]:
-            assert shifted[i, j] == 100 * (i + 1) + (M + i - j)  # own row, offset M + i - j
+            assert shifted[i, j] == 100 * (i + 1) + (M + i - j)  # own row, distance M + i - j
         else:
             assert shifted[i, j] // 100 in (0, i + 2)  # the pad or the next row: not a score
 
@@ -348,14 +354,14 @@ for i in range(Q):
 # everywhere.
 
 # %%
-by_offset = (q + v) @ r.flip(0).T  # (Q, K): column c = offset K - 1 - c
+by_offset = (q + v) @ r.flip(0).T  # (Q, K): column c = distance K - 1 - c
 raw = pl.xl_scores(q, k, r, u, v, mask_future=False)
 direct = pl.xl_scores_direct(q, k, r, u, v)
 assert_close(raw[visible], direct[visible])  # exact where the query may look
 assert torch.isfinite(raw[~visible]).all() and torch.isneginf(direct[~visible]).all()  # garbage vs no score
 assert_close(pl.xl_scores(q, k, r, u, v), direct)  # masked: identical, -inf included
 
-fig = heatmap_row([by_offset, raw, direct], ["(q+v)·r, column c: offset K−1−c", "shifted, unmasked",
+fig = heatmap_row([by_offset, raw, direct], ["(q+v)·r, column c: distance K−1−c", "shifted, unmasked",
                                              "direct (a)+(b)+(c)+(d)"], width=2.9)
 fig.axes[0].set_xlabel("column c")
 fig
@@ -363,29 +369,60 @@ fig
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **A naming trap.** The labml annotated implementation of XL (`labml_nn/transformers/xl/relative_mha.py`)
 # writes term (c) as $v^\top K_j$: the vector the paper calls $u$ (content bias) is called $v$ there,
-# and it replaces $W_{k,R}R_{i-j}$ and term (d) by learned per-offset vectors and scalars. The paper's
+# and it replaces $W_{k,R}R_{i-j}$ and term (d) by learned per-distance vectors and scalars. The paper's
 # own code calls them `r_w_bias` ($u$, paired with content) and `r_r_bias` ($v$, paired with position).
 # Read which term a bias multiplies, not its letter.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. T5: one learned scalar per offset bucket and head
 #
-# T5 drops position vectors altogether: each head adds a learned **scalar** $b_h(\text{bucket}(j - i))$
-# to the score. The buckets are exact for small offsets and logarithmically wider for large ones, up to
-# `max_distance`, beyond which all offsets share the last bucket. A bidirectional (encoder) bias uses
-# half the buckets for keys before the query and half for keys after; a decoder buckets only the past.
+# T5 drops position vectors altogether: each head $h$ adds a learned **scalar** $b_h(\text{bucket}(j - i))$
+# to the score. The bucket of an offset comes from two numbers, `num_buckets` and `max_distance`
+# (T5's defaults: 32 and 128), in three steps (T5's `_relative_position_bucket`, which
+# `pl.t5_relative_bucket` follows):
 #
-# With $B$ buckets per direction, offsets $0, \dots, B/2 - 1$ get their own bucket; the other $B/2$
-# buckets split $[B/2, \text{max\_distance})$ evenly in $\log$.
+# 1. **Direction.** A *bidirectional* (encoder) bias splits the buckets into two halves of
+#    $B = \text{num\_buckets}/2$: a key at or before the query ($j \le i$) uses buckets $0, \dots, B-1$, a
+#    key after it adds $B$; the distance is $n = |j - i|$. A *causal* (decoder) bias gives all
+#    $B = \text{num\_buckets}$ buckets to the past, with $n = \max(i - j, 0)$: every key after the query
+#    counts as distance 0.
+# 2. **Exact near.** With $e = \lfloor B/2 \rfloor$ (T5's `max_exact`), a distance $n < e$ gets bucket $n$.
+# 3. **Log-spaced far.** A distance $n \ge e$ gets
+#
+# $$\text{bucket}(n) = \min\Big(B - 1,\; e + \Big\lfloor \frac{\log(n/e)}{\log(\text{max\_distance}/e)}\,(B - e)
+#   \Big\rfloor\Big).$$
+#
+# The $B - e$ far buckets cut the distances from $e$ on into equal steps of $\log n$, so each is wider
+# than the one before. The next cell writes the formula out in plain Python, one offset at a time, and
+# checks the library against it for every offset up to ±300, in both modes.
 
 # %%
-nb, maxd = 16, 32  # 8 per direction: offsets 0..3 exact, 4 log buckets up to distance 32
+def t5_bucket_by_formula(offset: int, num_buckets: int, max_distance: int, bidirectional: bool) -> int:
+    """The three steps above for one offset j - i (teaching form of pl.t5_relative_bucket)."""
+    if bidirectional:
+        B, n, upper = num_buckets // 2, abs(offset), (num_buckets // 2 if offset > 0 else 0)
+    else:
+        B, n, upper = num_buckets, max(-offset, 0), 0
+    e = B // 2
+    if n < e:
+        return upper + n
+    return upper + min(B - 1, e + math.floor(math.log(n / e) / math.log(max_distance / e) * (B - e)))
+
+
+span300 = torch.arange(-300, 301, device=device)
+for nb_, maxd_, bidir in ((16, 32, True), (16, 32, False), (32, 128, True), (32, 128, False)):
+    lib = pl.t5_relative_bucket(span300, num_buckets=nb_, max_distance=maxd_, bidirectional=bidir).tolist()
+    assert lib == [t5_bucket_by_formula(o, nb_, maxd_, bidir) for o in span300.tolist()], (nb_, maxd_, bidir)
+print("library == formula for offsets -300..300: 16/32 and 32/128 buckets/max_distance, both modes")
+
+# %%
+nb, maxd = 16, 32  # 8 per direction: distances 0..3 exact, 4 log buckets
 past = torch.arange(0, -60, -1, device=device)  # offsets j - i = 0, -1, ..., -59
 b_past = pl.t5_relative_bucket(past, num_buckets=nb, max_distance=maxd)
 print("offsets 0..-11  ->", b_past[:12].tolist())
-print("offsets -28..-35 ->", b_past[28:36].tolist())
+print("offsets -16..-23 ->", b_past[16:24].tolist())
 assert b_past[:4].tolist() == [0, 1, 2, 3]  # exact near
-assert (b_past[32:] == 7).all() and len(b_past.unique()) == 8  # distance >= 32: all in the last bucket
+assert len(b_past.unique()) == 8  # the 8 buckets of the past, all used
 widths = [(b_past == b).sum().item() for b in (4, 5, 6)]
 assert widths[0] < widths[1] < widths[2]  # log-spaced: each far bucket is wider than the one before
 print("distances per far bucket 4, 5, 6:", widths)
@@ -393,6 +430,33 @@ assert pl.t5_relative_bucket(-past, num_buckets=nb, max_distance=maxd)[1:].min()
 t5_causal = pl.t5_relative_bucket(torch.arange(-3, 4, device=device), bidirectional=False, num_buckets=nb,
                                   max_distance=maxd)
 assert t5_causal.tolist() == [3, 2, 1, 0, 0, 0, 0]  # decoder: keys after the query all land in bucket 0
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### Which distances share the last bucket?
+#
+# Not "every distance beyond `max_distance`". The log term reaches $B - e$, i.e. bucket $B$ *one past
+# the last*, exactly at $n = \text{max\_distance}$; the last bucket $B - 1$ starts where the floored
+# term first reaches $B - 1$, which is earlier. The exact rule: a distance $n$ is in the last bucket
+# exactly when $e + \lfloor \log(n/e) / \log(\text{max\_distance}/e)\cdot(B - e)\rfloor \ge B - 1$; the
+# $\min$ then catches every larger $n$. With 16 buckets and `max_distance` 32 ($B = 8$, $e = 4$) that
+# holds from **distance 20** on: bucket 7 holds 20, 21, …, 31 *and* every distance from 32 to infinity,
+# while 19 is still in bucket 6. (Exercise 3 asks where it starts for other settings.) The cell checks
+# the rule with the formula, and the library against it.
+
+# %%
+def log_term(n: int, B: int, e: int, max_distance: int) -> int:
+    """e + floor(log(n/e) / log(max_distance/e) * (B - e)): the far bucket before the min."""
+    return e + math.floor(math.log(n / e) / math.log(max_distance / e) * (B - e))
+
+
+B, e = nb // 2, nb // 4
+in_last = [n for n in range(e, 500) if log_term(n, B, e, maxd) >= B - 1]  # the rule
+assert in_last == list(range(20, 500))  # from distance 20 on, not from max_distance = 32
+assert log_term(maxd, B, e, maxd) == B and log_term(maxd - 1, B, e, maxd) == B - 1  # 32 would open bucket B
+lib_last = pl.t5_relative_bucket(-torch.arange(500, device=device), num_buckets=nb, max_distance=maxd)
+assert ((lib_last == B - 1).nonzero().flatten() == torch.arange(20, 500, device=device)).all()  # library agrees
+print(f"last bucket ({B - 1}) of the past: distances {in_last[0]} and up; max_distance = {maxd};",
+      f"distance 19 -> bucket {lib_last[19].item()}")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The source notes call $b_{i,j}$ a "trainable vector matrix". It is one **scalar** per (bucket, head):
@@ -555,14 +619,25 @@ assert not torch.allclose(src_c2p, c2p, atol=1e-3)  # DeBERTa's own W_{k,r} give
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 6. One view for all: the bias as a function of $(i, j)$
 #
-# Each method adds (or induces) a term that depends on positions only through $j - i$. Side by side,
-# for 16 positions:
+# Each method adds (or induces) a term that depends on positions only through $j - i$. Two of them
+# are met properly later, **RoPE in chapter 5 and ALiBi in chapter 6**; this picture needs only one
+# fact about each:
+#
+# * ALiBi adds to head $h$'s scores a fixed penalty proportional to the distance, $-m_h\,(i - j)$ for a
+#   key in the past, where $m_h > 0$ is the head's slope (a constant, not learned; `pl.alibi_bias`);
+# * RoPE adds nothing to the scores. It rotates the query at position $i$ by $R_i$ and the key at
+#   position $j$ by $R_j$, the block rotations of chapter 3 (§4 there: block $j$ turns its pair by
+#   $i\theta_j$); since $R_i^\top R_j = R_{j-i}$, the score $\langle R_i q, R_j k\rangle = q^\top R_{j-i} k$
+#   depends on the positions only through $j - i$ (`pl.apply_rope`).
+#
+# Side by side, for 16 positions:
 #
 # * **Shaw**: $q \cdot a^K_{ij}$ for one fixed query vector $q$, a learned vector per clipped offset ($k = 3$);
-# * **Transformer-XL** term (d): $v \cdot W_{k,R} R_{i-j}$ (causal);
+# * **Transformer-XL** term (d): $v \cdot W_{k,R} R_{i-j}$ (causal; $R_{i-j}$ is XL's sinusoid of the
+#   distance $i - j$, not chapter 3's rotation);
 # * **T5**: one head's learned scalar per bucket;
-# * **ALiBi** (chapter 6): one head's $-m_h (i - j)$ (causal);
-# * **RoPE** (chapter 5): no bias at all, but for fixed $q, k$ the score $\langle R_i q, R_j k\rangle$ is
+# * **ALiBi**: one head's $-m_h (i - j)$ (causal);
+# * **RoPE**: no bias at all, but for fixed $q, k$ the score $\langle R_i q, R_j k\rangle$ is
 #   itself a function of $j - i$, a kernel over offsets.
 #
 # Every panel is constant along its diagonals; the next cell asserts it.
@@ -590,6 +665,9 @@ assert (shaw_bias[0, 3:] == shaw_bias[0, 3]).all()  # flat beyond k = 3
 assert (t5_bias[-1, :4] == t5_bias[-1, 0]).all()  # last query: distances 12..15 share one bucket
 steps = alibi[-1, 1:] - alibi[-1, :-1]
 assert torch.allclose(steps, steps[0].expand_as(steps))  # a straight line
+assert (alibi[torch.isfinite(alibi)] <= 0).all() and not list(pl.ALiBi(4).parameters())  # a penalty, not learned
+R5, R9 = pl.rope_matrix(5, 16), pl.rope_matrix(9, 16)
+assert_close(R5.T @ R9, pl.rope_matrix(4, 16))  # R_i^T R_j = R_(j-i)
 
 fig = heatmap_row([m / m[torch.isfinite(m)].abs().max() for _, m in panels], [name for name, _ in panels],
                   label="bias / max |bias|", width=2.5)
@@ -601,56 +679,81 @@ fig
 # offset; ALiBi is a fixed straight line.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## 7. Exercises
+# ## 7. The methods side by side
+#
+# One attention layer with $H$ heads, $d_\text{model} = H\,d_\text{head}$, a sequence of $L$ tokens
+# (as many queries as keys). "Materialised" is what the method builds besides the $(H, L, L)$
+# attention scores every method has; $k$ is the clipping window of Shaw and DeBERTa.
+#
+# | method | learned parameters | materialised | content × position term | position-only term | per head | distances past the window | used by |
+# |---|---|---|---|---|---|---|---|
+# | **Shaw** (§2) | $2(2k+1)\,d_\text{head}$ per layer ($a^K$, $a^V$), shared by the heads | $a^K_{ij}, a^V_{ij}$: $(L, L, d_\text{head})$ each as written; $(L, 2k+1)$ if $q$ is scored against the $2k+1$ rows first, then gathered | yes, $q_i \cdot a^K_{ij}$; and $a^V$ moves the output | no | no: one table, each head's $q$ reads it | all alike beyond $k$ | Shaw et al. 2018 (translation); Music Transformer (Huang et al. 2018) builds on it |
+# | **Transformer-XL** (§3) | $d_\text{model}^2$ ($W_{k,R}$) $+\ 2\,d_\text{model}$ ($u, v$) per layer; $R$ is fixed | $r$: $(L, d_\text{model})$; scores by distance, $(H, L, L)$, then the shift | yes, (b) | yes, (d); and (c), a global content bias | yes ($W_{k,R}$, $u$, $v$ per head) | a sinusoid for every distance, nothing clipped | Transformer-XL (Dai et al. 2019), XLNet (Yang et al. 2019) |
+# | **T5** (§4) | $\text{num\_buckets}\cdot H$ per stack, encoder or decoder (its first layer computes the bias, the others reuse it) | bucket ids $(L, L)$, bias $(H, L, L)$ | no | yes, a scalar per bucket | yes | one shared last bucket, from well before `max_distance` (§4) | T5 (Raffel et al. 2020) and its descendants (mT5, Flan-T5) |
+# | **DeBERTa** (§5) | $2k\,d_\text{model}$ (the table, shared by all layers) $+\ 2\,d_\text{model}^2$ ($W_{q,r}, W_{k,r}$) per layer | $q^r, k^r$: $(2k, d_\text{model})$; c2p, p2c against all rows, $(H, L, 2k)$, then gathered | yes, both ways (c2p, p2c) | no (p2p dropped) | yes (projections) | all alike beyond $k$ | DeBERTa (He et al. 2021), DeBERTa-v2/v3 |
+# | RoPE (chapter 5) | 0 | $\cos, \sin$: $(L, d_\text{head}/2)$ | yes: it *is* the rotated $q \cdot k$ | no | the same rotation in every head | every distance, but angles never seen in training (chapter 7) | GPT-NeoX, Llama and most current LLMs (chapter 8) |
+# | ALiBi (chapter 6) | 0 (fixed slopes $m_h$) | bias $(H, L, L)$, or only $H$ slopes in a fused kernel | no | yes, $-m_h (i - j)$ | yes (its slope) | a straight line, any distance | BLOOM, MPT |
+#
+# Sources for the sharing and the projections: Shaw et al. §3.3 share the tables across heads; in
+# Hugging Face `transformers`, XLNet keeps $u, v$ (`r_w_bias`, `r_r_bias`) in every layer's attention,
+# T5 builds its bias only in block 0 (`has_relative_attention_bias`), and
+# DeBERTa keeps one `rel_embeddings` table in the encoder with `pos_proj`, `pos_q_proj` per layer
+# (DeBERTa-v2/v3 can reuse the content projections instead, `share_att_key`, and bucket the
+# distances by log as T5 does, `position_buckets`). The counts and shapes in the table are checked below
+# for a layer of BERT-base's size ($H = 12$, $d_\text{model} = 768$) with $k = 128$ and T5's
+# 32 buckets: from the library's modules where it has them (Shaw, T5, RoPE, ALiBi), from the shapes
+# the library's functions take otherwise (XL, DeBERTa).
+
+# %%
+H_, dm, dh, k_win, L_ = 12, 768, 64, 128, 10
+
+
+def n_params(*modules_or_tensors) -> int:
+    return sum(sum(p_.numel() for p_ in m.parameters()) if isinstance(m, torch.nn.Module) else m.numel()
+               for m in modules_or_tensors)
+
+
+shaw_layer = pl.ShawRelativePositions(d=dh, max_distance=k_win)
+t5_stack = pl.T5RelativeBias(num_heads=H_, num_buckets=32, max_distance=128)
+W_kR_all, u_all, v_all = torch.zeros(dm, dm), torch.zeros(H_, dh), torch.zeros(H_, dh)  # XL: W_kR, u, v
+P_rel, W_qr_all, W_kr_all = torch.zeros(2 * k_win, dm), torch.zeros(dm, dm), torch.zeros(dm, dm)  # DeBERTa
+counts = {
+    "Shaw (per layer)": (n_params(shaw_layer), 2 * (2 * k_win + 1) * dh),
+    "Transformer-XL (per layer)": (n_params(W_kR_all, u_all, v_all), dm * dm + 2 * dm),
+    "T5 (whole stack)": (n_params(t5_stack), 32 * H_),
+    "DeBERTa (table, once)": (n_params(P_rel), 2 * k_win * dm),
+    "DeBERTa (per layer)": (n_params(W_qr_all, W_kr_all), 2 * dm * dm),
+    "RoPE": (n_params(pl.RotaryEmbedding(dh)), 0),
+    "ALiBi": (n_params(pl.ALiBi(H_)), 0),
+}
+for name, (counted, formula) in counts.items():
+    assert counted == formula, name
+    print(f"{name:28s} {counted:>9,d} parameters")
+
+# what each one materialises, for L_ = 10 tokens
+a_K, a_V = shaw_layer(L_)
+assert a_K.shape == a_V.shape == (L_, L_, dh) and t5_stack(L_).shape == (H_, L_, L_)
+q_h = torch.randn(L_, dh)
+by_row = q_h @ shaw_layer.keys.weight.detach().T  # (L, 2k+1): each query against each table row
+cheap = torch.gather(by_row, 1, pl.clipped_relative_positions(L_, L_, k_win))  # then pick row clip(j-i)+k
+assert_close(cheap, torch.einsum("id,ijd->ij", q_h, a_K.detach()), atol=1e-4)  # = q_i . a^K_ij, no (L, L, d)
+W_kR_h, r_dist = W_kR_all[:dh], pl.xl_relative_sinusoids(L_, dm)  # one head's slice; R for distances 0..L-1
+assert pl.xl_score_terms(q_h, q_h, r_dist @ W_kR_h.T, u_all[0], v_all[0])["d"].shape == (L_, L_)  # per-head u, v fit
+c2c_, c2p_, p2c_ = pl.deberta_terms(q_h, q_h, P_rel @ W_qr_all[:dh].T, P_rel @ W_kr_all[:dh].T)
+assert c2p_.shape == p2c_.shape == (L_, L_) and (q_h @ (P_rel @ W_kr_all[:dh].T).T).shape == (L_, 2 * k_win)
+print(f"L = {L_}: Shaw a^K {tuple(a_K.shape)}, or {tuple(by_row.shape)} scored first;",
+      f"T5 bias {tuple(t5_stack(L_).shape)}; DeBERTa c2p before the gather {(L_, 2 * k_win)}")
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 8. Exercises
 #
 # Each exercise has a cell for your answer and a checker that says what is right or wrong, with
 # a hint. The worked solution follows, collapsed (expand it only after trying), then a cell that
 # checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
 #
-# **1.** Write `shaw_index(i, j, k)`: the row of Shaw's table used by query $i$ and key $j$ with window
-# $k$ (key minus query, clipped, shifted to start at 0).
-
-# %%
-def shaw_index(i, j, k):
-    raise NotImplementedError  # your code
-
-
-check.shaw_index(shaw_index)
-
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "shaw_index_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-def shaw_index(i, j, k):
-    ### BEGIN SOLUTION
-    return max(-k, min(k, j - i)) + k
-    ### END SOLUTION
-
-
-# %% nbgrader={"grade": true, "grade_id": "shaw_index", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.shaw_index(shaw_index)
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# **2.** By hand (then check with the library if you like): the T5 buckets of the offsets $j - i =
-# -3, -20, +20, -500$ for a bidirectional bias with 32 buckets and `max_distance` 128. Answer with a list
-# of four integers.
-
-# %%
-answer = None  # e.g. [3, ...]
-check.t5_buckets(answer)
-
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "t5_buckets_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-answer = None  # e.g. [3, ...]
-### BEGIN SOLUTION
-# 16 buckets per direction, 8 of them exact. -3: exact -> 3.
-# -20: 8 + int(log(20/8) / log(128/8) * 8) = 8 + int(2.64) = 10.  +20: the same, in the upper half: 26.
-# -500: beyond max_distance -> the last bucket of the past, 15.
-answer = [3, 10, 26, 15]
-### END SOLUTION
-
-# %% nbgrader={"grade": true, "grade_id": "t5_buckets", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.t5_buckets(answer)
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# **3.** Implement the relative shift `rel_shift(x)` for a `(q_len, k_len)` matrix whose column $c$
-# holds offset $k_\text{len} - 1 - c$. Only the entries the causal mask keeps are checked.
+# **1.** Implement the relative shift `rel_shift(x)` for a `(q_len, k_len)` matrix whose column $c$
+# holds the distance $k_\text{len} - 1 - c$ (query minus key, as in §3). Only the entries the causal
+# mask keeps are checked.
 
 # %%
 def rel_shift(x):
@@ -670,6 +773,58 @@ def rel_shift(x):
 
 # %% nbgrader={"grade": true, "grade_id": "xl_rel_shift", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
 _ = check.xl_rel_shift(rel_shift)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **2.** By hand, with §4's formula (then check with the library if you like): the T5 buckets of the
+# offsets $j - i = -3, -20, +20, -500$ for a bidirectional bias with 32 buckets and `max_distance` 128.
+# Answer with a list of four integers.
+
+# %%
+answer = None  # e.g. [3, ...]
+check.t5_buckets(answer)
+
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "t5_buckets_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+answer = None  # e.g. [3, ...]
+### BEGIN SOLUTION
+# 16 buckets per direction, 8 of them exact. -3: exact -> 3.
+# -20: 8 + int(log(20/8) / log(128/8) * 8) = 8 + int(2.64) = 10.  +20: the same, in the upper half: 26.
+# -500: beyond max_distance -> the last bucket of the past, 15.
+answer = [3, 10, 26, 15]
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "t5_buckets", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.t5_buckets(answer)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **3.** §4 found that with 16 buckets and `max_distance` 32 the last bucket of the past starts at
+# distance 20, not 32. Derive where it starts in general: write `t5_last_bucket_start(num_buckets,
+# max_distance, bidirectional)`, the smallest distance $n = i - j \ge 0$ (a key in the past) that lands
+# in the last bucket of the past, from the formula alone (no call to `pl.t5_relative_bucket`; a loop
+# over every $n$ is allowed, but try for a closed form). What fraction of `max_distance` is that for
+# T5's defaults, 32 buckets and `max_distance` 128, in an encoder and in a decoder?
+
+# %%
+def t5_last_bucket_start(num_buckets, max_distance, bidirectional):
+    raise NotImplementedError  # your code
+
+
+check.t5_last_bucket(t5_last_bucket_start)
+
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "t5_last_bucket_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+def t5_last_bucket_start(num_buckets, max_distance, bidirectional):
+    ### BEGIN SOLUTION
+    # Last bucket of the past: B - 1. n >= e is in it when e + floor(x (B - e)) >= B - 1 with
+    # x = log(n/e) / log(max_distance/e), i.e. x >= (B - 1 - e) / (B - e), i.e.
+    # n >= e * (max_distance/e) ** ((B - 1 - e) / (B - e)); distances are integers: round up.
+    # (T5's defaults: 91 of 128 in an encoder, 113 in a decoder; 16/32: 20, as §4 found.)
+    B = num_buckets // 2 if bidirectional else num_buckets
+    e = B // 2
+    return math.ceil(e * (max_distance / e) ** ((B - 1 - e) / (B - e)))
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "t5_last_bucket", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.t5_last_bucket(t5_last_bucket_start)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **4.** Implement the paper's position-to-content term for $q_\text{len} = k_\text{len} = n$:

@@ -11,12 +11,12 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from ..absolute import sinusoidal_positions
-from ..angles import rope_angles, rope_frequencies
+from ..absolute import affine_shift_residual, sinusoidal_positions
+from ..angles import rope_frequencies
 from ..rope import rope_matrix
 from ._core import Verdict, close, report
 
-__all__ = ["pe_entry", "shift_matrix", "wavelengths", "pe_dot"]
+__all__ = ["pe_entry", "shift_matrix", "wavelengths", "sine_only_offsets"]
 
 
 def _f64_freqs(d: int, base: float = 10000.0) -> torch.Tensor:
@@ -52,7 +52,7 @@ def pe_entry(answer: Any, *, position: int = 7, column: int = 3, d: int = 10) ->
         f"PE[{position}, {column}] for d = {d}",
         answer,
         run,
-        "column c belongs to pair j = c // 2; even columns hold sin, odd ones cos, of position · 10000^(−2j/d)",
+        "which pair j does column c belong to, is it a sine or a cosine column, and what is that pair's θ_j? (§1)",
     )
 
 
@@ -86,8 +86,8 @@ def shift_matrix(fn: Callable[[int, int], Any] | None) -> bool | None:
         "the shift matrix M_k",
         fn,
         run,
-        "block j is [[cos kθ_j, sin kθ_j], [−sin kθ_j, cos kθ_j]] acting on (sin, cos); "
-        "use pl.rope_frequencies(d) for θ_j (or recall M_k = R_{−k} from chapter 5)",
+        "§4 derives each 2×2 block from the angle-addition formulas, for a pair stored as (sin, cos); "
+        "θ_j comes from pl.rope_frequencies(d)",
     )
 
 
@@ -113,25 +113,55 @@ def wavelengths(fn: Callable[..., Any] | None) -> bool | None:
         "the wavelength of each pair",
         fn,
         run,
-        "sin(p·θ_j) repeats when p·θ_j grows by 2π, i.e. every 2π/θ_j = 2π·base^(2j/d) positions",
+        "after how many positions has the angle p·θ_j grown by one full turn?",
     )
 
 
-def pe_dot(fn: Callable[[int, int], Any] | None) -> bool | None:
-    """Exercise: write pe_dot(k, d) -> PE[p] · PE[p + k] (a number; it does not depend on p)."""
+SINE_THETA = math.pi / 6  # one column p_i = sin(i θ): a sine without its cosine
+SINE_OFFSETS = range(1, 25)
 
-    def run(f: Callable) -> Iterator[Verdict]:
-        for d, k in ((2, 1), (4, 0), (16, 3), (64, -17), (128, 250)):
-            got = float(_call(f, k, d))
-            want = rope_angles(torch.tensor([k]), d, inv_freq=_f64_freqs(d)).cos().sum().item()
-            if abs(got - want) > 1e-5 * max(1.0, abs(want)):
-                yield False, f"pe_dot({k}, {d}) = {got:.5f} is wrong"
-                return
-            yield True, f"pe_dot({k}, {d}) = {want:.5f}"
+
+def _affine_offsets(theta: float, offsets: range, n: int = 60) -> list[int]:
+    """The offsets k for which an exact affine map takes sin(i θ) to sin((i + k) θ), by least squares."""
+    column = torch.sin(torch.arange(n, dtype=torch.float64) * theta).unsqueeze(1)
+    return [k for k in offsets if affine_shift_residual(column, k) < 1e-6]
+
+
+def _repeats(n: int = 60) -> set[int]:
+    """The offsets after which the column sin(i θ) repeats itself: there the map is the identity."""
+    column = torch.sin(torch.arange(n, dtype=torch.float64) * SINE_THETA)
+    return {k for k in SINE_OFFSETS if torch.allclose(column[k:], column[:-k], atol=1e-9)}
+
+
+def sine_only_offsets(answer: Any) -> bool | None:
+    """Exercise: the offsets k = 1..24 with an exact affine map p_{i+k} = a p_i + b for p_i = sin(i π/6).
+
+    answer: a list (or set) of integers
+    """
+    want = set(_affine_offsets(SINE_THETA, SINE_OFFSETS))
+
+    def run(ans: Any) -> Iterator[Verdict]:
+        if not isinstance(ans, (list, tuple, set)) or not all(
+                isinstance(k, int) and not isinstance(k, bool) for k in ans):
+            yield False, f"answer must be a list of integer offsets from 1 to 24, got {ans!r}"
+            return
+        got = set(ans)
+        if not got <= set(SINE_OFFSETS):
+            yield False, f"offsets run from 1 to 24; {sorted(got - set(SINE_OFFSETS))} are outside"
+            return
+        wrong, missed = sorted(got - want), want - got
+        for k in wrong:
+            yield False, f"k = {k}: no affine map takes sin(iθ) to sin((i + {k})θ) for every i"
+        if missed:
+            extra = " (the map need not be the identity: its slope a may be negative)" if got == _repeats() else ""
+            yield False, f"{len(missed)} offset(s) with an exact affine map are missing{extra}"
+        if not wrong and not missed:
+            yield True, f"exactly {len(want)} offsets from 1 to 24 have one"
 
     return report(
-        "PE[p] · PE[p + k]",
-        fn,
+        "offsets with an affine map for a sine alone",
+        answer,
         run,
-        "each pair contributes sin(a)sin(b) + cos(a)cos(b) = cos(b − a) = cos(k·θ_j): sum that over j",
+        "expand sin((i + k)θ) with the angle-addition formula of §4: which term can no affine function "
+        "of sin(iθ) supply, and for which k does it vanish?",
     )

@@ -1,4 +1,4 @@
-"""Checkers for notebooks/04_relative.ipynb: Shaw indices, T5 buckets, XL's shift, DeBERTa's p2c."""
+"""Checkers for notebooks/04_relative.ipynb: XL's shift, T5 buckets and the last bucket, DeBERTa's p2c."""
 from __future__ import annotations
 
 from typing import Any, Callable, Iterator
@@ -8,37 +8,9 @@ import torch
 from .. import deberta, relative, xl
 from ._core import Verdict, close, report
 
-__all__ = ["shaw_index", "t5_buckets", "xl_rel_shift", "deberta_p2c"]
+__all__ = ["xl_rel_shift", "t5_buckets", "t5_last_bucket", "deberta_p2c"]
 
 T5_OFFSETS = (-3, -20, 20, -500)  # key minus query; bidirectional, 32 buckets, max_distance 128
-
-
-def shaw_index(fn: Any) -> bool | None:
-    """Exercise 1: fn(i, j, k) -> Shaw's table row clip(j - i, -k, k) + k for query i, key j."""
-
-    def run(f: Callable[[int, int, int], Any]) -> Iterator[Verdict]:
-        if not callable(f):
-            yield False, f"answer must be a function fn(i, j, k), got {type(f).__name__}"
-            return
-        wrong = []
-        for k in (0, 1, 2, 5):
-            table = relative.clipped_relative_positions(12, 12, k)
-            for i in range(12):
-                for j in range(12):
-                    got = f(i, j, k)
-                    if not isinstance(got, (int, torch.Tensor)) or int(got) != int(table[i, j]):
-                        wrong.append((i, j, k, got))
-        if not wrong:
-            yield True, "right for every i, j < 12 and k in (0, 1, 2, 5)"
-            return
-        i, j, k, got = wrong[0]
-        mirrored = all(int(f(i2, j2, 2)) == int(relative.clipped_relative_positions(12, 12, 2)[j2, i2])
-                       for i2 in range(12) for j2 in range(12)) if callable(f) else False
-        yield False, (f"wrong for {len(wrong)} of {4 * 144} cases, e.g. fn({i}, {j}, {k}) = {got!r}"
-                      + (" (you used i - j: Shaw and this library use key minus query, j - i)" if mirrored else ""))
-
-    return report("Shaw's clipped table index", fn, run,
-                  "offset = j - i (key minus query); clip it to [-k, k]; add k so rows start at 0")
 
 
 def t5_buckets(answer: Any) -> bool | None:
@@ -55,12 +27,57 @@ def t5_buckets(answer: Any) -> bool | None:
                        + (" (a key after the query lives in the upper half)" if off > 0 and got == w - 16 else ""))
 
     return report(f"T5 buckets of the offsets {T5_OFFSETS}", answer, run,
-                  "16 buckets per direction, 8 exact; far: 8 + int(log(n/8) / log(128/8) * 8), capped at 15; "
-                  "keys after the query add 16")
+                  "§4's three steps: which half (direction), then exact or log-spaced; "
+                  "work out B and e for 32 buckets first")
+
+
+# (num_buckets, max_distance, bidirectional): T5's defaults in both modes, and settings whose
+# last bucket does not start near an integer solution of the formula (no rounding ambiguity).
+T5_LAST_BUCKET_CASES = ((32, 128, True), (32, 128, False), (8, 20, True), (24, 100, True), (12, 50, False),
+                        (40, 1000, False))
+
+
+def _last_bucket_start(num_buckets: int, max_distance: int, bidirectional: bool) -> int:
+    """The first distance in the last bucket of the past, found by the library's buckets (no formula)."""
+    last = (num_buckets // 2 if bidirectional else num_buckets) - 1
+    dist = torch.arange(0, 4 * max_distance)
+    buckets = relative.t5_relative_bucket(-dist, num_buckets=num_buckets, max_distance=max_distance,
+                                          bidirectional=bidirectional)
+    return int(dist[buckets == last][0])
+
+
+def t5_last_bucket(fn: Any) -> bool | None:
+    """Exercise 3: fn(num_buckets, max_distance, bidirectional) -> first distance in the last bucket of the past."""
+
+    def run(f: Callable[[int, int, bool], Any]) -> Iterator[Verdict]:
+        if not callable(f):
+            yield False, f"answer must be a function fn(num_buckets, max_distance, bidirectional), got {type(f).__name__}"
+            return
+        for nb, md, bidir in T5_LAST_BUCKET_CASES:
+            want, got = _last_bucket_start(nb, md, bidir), f(nb, md, bidir)
+            mode = "bidirectional" if bidir else "causal"
+            case = f"fn({nb}, {md}, {bidir})"
+            if not isinstance(got, (int, torch.Tensor)) or isinstance(got, bool) or (
+                    isinstance(got, torch.Tensor) and (got.numel() != 1 or got.is_floating_point())):
+                yield False, f"{case} must return an integer distance, got {got!r}"
+                return
+            got = int(got)
+            if got == want:
+                yield True, f"{case}: right ({mode})"
+            elif got == md:
+                yield False, f"{case} = max_distance: the last bucket begins before it (§4)"
+            elif abs(got - want) == 1:
+                yield False, f"{case} is off by one: distances are integers; which side of the exact solution is in?"
+            else:
+                yield False, f"{case} = {got} is not where the last bucket of the past starts ({mode})"
+
+    return report("where T5's last bucket starts", fn, run,
+                  "the last bucket of the past is B - 1; write when the floored log term reaches it as an inequality, "
+                  "solve it for n, and mind what B and e are in each mode")
 
 
 def xl_rel_shift(fn: Any) -> bool | None:
-    """Exercise 3: fn(x) -> XL's relative shift of x (q_len, k_len), on the part the causal mask keeps."""
+    """Exercise 1: fn(x) -> XL's relative shift of x (q_len, k_len), on the part the causal mask keeps."""
 
     def run(f: Callable[[torch.Tensor], Any]) -> Iterator[Verdict]:
         if not callable(f):
@@ -80,7 +97,7 @@ def xl_rel_shift(fn: Any) -> bool | None:
                        f"({q_len}, {k_len}): row i should start at column q_len - 1 - i of x")
 
     return report("the relative shift", fn, run,
-                  "pad one zero column on the left, reshape (q, k+1) -> (k+1, q), drop the first row, reshape to (q, k)")
+                  "§3 does it in four steps on a labelled matrix; only reshapes and one pad, no loop")
 
 
 def deberta_p2c(fn: Any) -> bool | None:
@@ -109,5 +126,5 @@ def deberta_p2c(fn: Any) -> bool | None:
                 yield False, f"n={n}, k={span}: wrong values"
 
     return report("DeBERTa's position-to-content term", fn, run,
-                  "delta(j, i) = clip(j - i + k, 0, 2k - 1); score all keys against all 2k rows (k_c @ q_r.T), "
-                  "then pick row delta(j, i) for each (i, j)")
+                  "§5's delta with the roles of i and j swapped; one matmul scores every key against every row, "
+                  "then pick the right row for each (i, j)")
