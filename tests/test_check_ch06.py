@@ -15,12 +15,12 @@ def recipe(n):
 
 
 def test_checkers_are_exported():
-    for name in ("alibi_slopes_recipe", "alibi_bias_entries", "is_causal_alibi", "row_shift_modes"):
+    for name in ("alibi_slopes_recipe", "alibi_bias_entries", "is_causal_alibi", "row_shift_modes", "head_reach"):
         assert callable(getattr(check, name))
 
 
 @pytest.mark.parametrize("checker", [check.alibi_slopes_recipe, check.alibi_bias_entries,
-                                     check.is_causal_alibi, check.row_shift_modes])
+                                     check.is_causal_alibi, check.row_shift_modes, check.head_reach])
 def test_unattempted_says_so(checker, capsys):
     assert checker(None) is None
     assert "not attempted yet" in capsys.readouterr().out
@@ -89,3 +89,32 @@ def test_row_shift_modes(capsys):
     assert check.row_shift_modes("causal") is False
     assert check.row_shift_modes({"bidirectional"}) is False
     assert "unknown names" in capsys.readouterr().out
+
+
+def measured_reach(H):
+    """The reach read off real attention weights: q·k = 0, causal ALiBi, the last query of a long sequence."""
+    L = 1300  # longer than the gentlest head's reach (2**8 * ln 100 ~ 1179)
+    zeros = torch.zeros(1, H, L, 1, dtype=torch.float64)
+    _, w = pl.attention(zeros, zeros, zeros, bias=pl.alibi_bias(H, L, dtype=torch.float64))
+    ratio = w[0, :, -1].flip(-1) / w[0, :, -1, -1:]  # ratio[h, D]: D steps back over the query's own weight
+    below = ratio < 0.01
+    assert below.any(-1).all()
+    return below.int().argmax(-1).tolist()  # the first D where it is below
+
+
+def test_head_reach_right_and_wrong(capsys):
+    assert measured_reach(8)[:2] == [10, 19]  # m = 1/2: e**-4.5 > 0.01 > e**-5; m = 1/4: e**-4.5 > 0.01 > e**-4.75
+    assert check.head_reach(measured_reach) is True
+    assert "all correct!" in capsys.readouterr().out
+    by_formula = lambda H: [math.floor(math.log(100) / m) + 1 for m in recipe(H)]
+    assert check.head_reach(by_formula) is True
+    capsys.readouterr()
+    assert check.head_reach(lambda H: [x - 1 for x in by_formula(H)]) is False
+    out = capsys.readouterr().out
+    assert "one step short" in out and "1179" not in out and "hint" in out  # the answer stays hidden
+    assert check.head_reach(lambda H: [math.log(100) / m for m in recipe(H)]) is False  # not rounded
+    assert "whole numbers" in capsys.readouterr().out
+    assert check.head_reach(lambda H: [math.floor(math.log10(100) / m) + 1 for m in recipe(H)]) is False
+    assert check.head_reach(lambda H: by_formula(H)[:-1]) is False
+    assert "expected 8 distances" in capsys.readouterr().out
+    assert check.head_reach(lambda H: None) is False

@@ -7,17 +7,25 @@
 #
 # $$\text{score}_h(i, j) = \frac{q_i^\top k_j}{\sqrt{d}} - m_h\,(i - j), \qquad j \le i,$$
 #
-# where $m_h > 0$ is a fixed *slope*, different for each head $h$. A steep slope makes a head look at the
-# last few tokens; a gentle slope lets it look far back. Nothing is learned and nothing is stored per
-# position, which is why the bias still makes sense at lengths the model never saw in training.
+# where $m_h > 0$ is a fixed *slope*, different for each head $h$ (a slope, not a position). A steep slope
+# makes a head look at the last few tokens; a gentle slope lets it look far back. Nothing is learned and
+# nothing is stored per position, which is why the bias still makes sense at lengths the model never saw
+# in training.
+#
+# **Signs.** Positions are 0-based, query $i$, key $j$. ALiBi, like its paper, is written with the
+# *distance back* $i - j \ge 0$, so the bias is a penalty, $-m_h(i - j)$. In the course's offset convention
+# (offset = key minus query, $j - i$, negative for past keys; see the conventions in `00_index`) the same
+# bias reads $m_h\,(j - i)$; §2 checks that the two are one matrix.
 #
 # This chapter covers:
 # 1. the slopes, for any number of heads;
 # 2. the bias matrices of the causal form and of three encoder variants;
 # 3. why many implementations add $+m_h\,j$ instead, and where that shortcut breaks;
-# 4. ALiBi inside attention, and a first look at longer inputs;
+# 4. ALiBi inside attention, a first look at longer inputs, and what a trained model does past its
+#    training length;
 # 5. how much memory the precomputed bias costs, and how to avoid it;
-# 6. the errors in the source notes this chapter follows.
+# 6. which encodings fit linear (kernelised) attention: RoPE does, ALiBi only as a decay, T5's buckets not;
+# 7. the source notes' code, checked, and the errors that change a result.
 
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline
@@ -25,6 +33,7 @@ import math
 
 import ipywidgets as widgets
 import torch
+import torch.nn.functional as F
 
 import posenc_lib as pl
 from posenc_lib import check, viz
@@ -137,7 +146,8 @@ side_by_side(list(causal), [f"head {h + 1}\nm = 1/{round(1 / m)}" for h, m in en
 # ($m = 1/256$) changes the scores by less than 0.05. Grey entries are $-\infty$ (hidden keys).
 #
 # Checks: zero on the diagonal (a token never pays for attending to itself), $-\infty$ strictly above,
-# and below it exactly the slope times the distance.
+# and below it exactly the slope times the distance, $-m_h(i - j)$, which is $m_h$ times the offset
+# $j - i$ that `pl.relative_positions` returns.
 
 # %%
 i, j = torch.meshgrid(torch.arange(12, device=device), torch.arange(12, device=device), indexing="ij")
@@ -145,6 +155,8 @@ below = j <= i
 assert (causal.diagonal(dim1=-2, dim2=-1) == 0).all()
 assert torch.isneginf(causal[:, ~below]).all()
 torch.testing.assert_close(causal[:, below], (-m8.view(-1, 1, 1) * (i - j))[:, below])
+offset = pl.relative_positions(12, device=device)  # offset[i, j] = j - i, the course's convention
+torch.testing.assert_close(causal[:, below], (m8.view(-1, 1, 1) * offset)[:, below])
 assert causal[7, below].min() > -0.05  # the gentlest head, over 12 tokens
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -360,7 +372,7 @@ print(f"ALiBi at length {test_len}: finite on and below the diagonal, same entri
 # input puts almost the same weights on its nearest keys as the last query of the 16-token input, because
 # keys more than a few times $1/m_h$ steps back get almost no weight. The gentle heads spread their weight
 # over all the extra keys, so their nearest weights shrink more. (Whether a *trained* model
-# extrapolates is an experiment, not a property of the formula; a later chapter runs it.)
+# extrapolates is an experiment, not a property of the formula: the next section runs it.)
 
 # %%
 zs, zl = torch.zeros(1, 8, train_len, d, device=device), torch.zeros(1, 8, test_len, d, device=device)
@@ -370,6 +382,11 @@ gap = (w_long[0, :, -1, -4:] - w_short[0, :, -1, -4:]).abs().max(-1).values
 print("largest change in the 4 nearest weights, per head:", [f"{x:.0e}" for x in gap.tolist()])
 assert gap[0] < 1e-3 and (gap[1:] > gap[0]).all()
 assert (w_long[0, :, -1, -4:] <= w_short[0, :, -1, -4:]).all()  # longer input: the nearest keys lose weight
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## ALiBi past its training length
+#
+# (results: filled in by the integrator)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5. Memory: the bias you do not need to store
@@ -448,66 +465,127 @@ print(f"dense: {t_dense:.1f} ms (bias {pl.alibi_bias(4, 256, device='meta').nbyt
       f"pl.alibi_attention: {t_lib:.1f} ms")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## 6. The source's code, checked
+# ## 6. Which encodings fit linear attention
 #
-# The source notes (a blog post, restating Press's answer in the ALiBi repository, issue #5) contain a
-# few errors and traps. Each is stated here, corrected, and proved.
+# Softmax attention weighs key $j$ for query $i$ by $\exp(q_i \cdot k_j / \sqrt d)$, so it needs all
+# $L^2$ pairs. *Linear* (kernelised) attention (Katharopoulos et al., *Transformers are RNNs*, 2020)
+# replaces that exponential by a product of features, $\phi(q_i) \cdot \phi(k_j)$, with a positive map
+# such as $\phi(x) = \mathrm{elu}(x) + 1$. For a causal model the sums over the visible keys then factor:
 #
-# ### 6.1 A hard-coded GPU
+# $$\text{out}_i = \frac{\sum_{j \le i} \phi(q_i)^\top \phi(k_j)\, v_j^\top}{\sum_{j \le i} \phi(q_i)^\top \phi(k_j)}
+#   = \frac{\phi(q_i)^\top S_i}{\phi(q_i)^\top z_i}, \qquad
+#   S_i = \sum_{j \le i} \phi(k_j)\, v_j^\top, \quad z_i = \sum_{j \le i} \phi(k_j).$$
 #
-# Every tensor in the source is moved to a GPU with a `.cuda` call, so the code fails on a machine without
-# one. The library takes `device=` (and otherwise follows its inputs). The `meta` device shows the point:
-# the same call builds the bias on whatever device is asked for, here one with no memory at all.
+# $S_i$ and $z_i$ are prefix sums: each is the previous one plus the new token's term. The model carries
+# one $d \times d_v$ state from token to token, like an RNN, and does $O(L)$ work in all.
+# `pl.causal_linear_attention` runs that recurrence; the cell compares it with the quadratic form, which
+# builds the $L \times L$ matrix of products and masks it. An encoding added to the tokens (chapter 3)
+# only changes the $q$ and $k$ that go in, so it fits as it is. A relative encoding fits when what it does
+# to the pair $(i, j)$ can still be carried by the running state.
 
 # %%
-for dev in ("cpu", "meta"):
-    assert pl.alibi_bias(8, 5, device=dev).device.type == dev
-    assert pl.LearnedALiBi(8, device=dev)(5).device.type == dev
-print("alibi_bias / LearnedALiBi follow the device they are given")
+def phi(x):
+    return F.elu(x) + 1  # positive features
+
+
+def quadratic_linear_attention(a, b, phi_q, phi_k, v, D):
+    """The L x L form: numerator (a_i . b_j) D[i, j], denominator (phi_q_i . phi_k_j) D[i, j]; D = 0 hides a key."""
+    num = (a @ b.transpose(-1, -2)) * D
+    den = ((phi_q @ phi_k.transpose(-1, -2)) * D).sum(-1, keepdim=True)
+    return num @ v / den
+
+
+g = torch.manual_seed(0)
+H, L, d = 4, 12, 8
+q, k, v = torch.randn(3, 1, H, L, d).to(device).unbind(0)
+fq, fk = phi(q), phi(k)
+lower = torch.ones(L, L, device=device).tril()  # plain causal linear attention: every visible key counts once
+torch.testing.assert_close(pl.causal_linear_attention(fq, fk, v), quadratic_linear_attention(fq, fk, fq, fk, v, lower))
+print(f"prefix sums (one {d}x{d} state per head, {L} steps) = the {L}x{L} form")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# ### 6.2 What the symmetric form penalises
+# ### RoPE fits
 #
-# The source's comment on the symmetric form says it penalises keys by their distance only in one
-# direction ("forward", queries before keys). The code takes $|j - i|$, so it penalises **both**
-# directions equally: a key 3 steps back and a key 3 steps ahead get the same bias.
+# RoPE (chapter 5, whose positions are $m$ and $n$; here $m$ is taken by the slopes) rotates $\phi(q_i)$
+# by $R_i$ and $\phi(k_j)$ by $R_j$. Because $R_i^\top R_j = R_{j-i}$,
+# the product $(R_i \phi(q_i))^\top (R_j \phi(k_j)) = \phi(q_i)^\top R_{j-i}\, \phi(k_j)$ depends on the
+# offset only, and it is still a term of $i$ times a term of $j$: the state just collects rotated keys,
+# $S_i = \sum_{j \le i} R_j \phi(k_j)\, v_j^\top$. RoFormer (§3.3) rotates the numerator only and keeps the
+# denominator $\phi(q_i)^\top z_i$ unrotated, a sum of positive terms; rotated products can be negative.
+# Checked: the recurrence equals the $L \times L$ form, moving every position by 100 changes nothing
+# (only offsets count), and the rotated products take both signs while the unrotated ones are all positive.
 
 # %%
-b = pl.alibi_bias(8, 12, mode="symmetric")
-assert (b[:, 6, 3] == b[:, 6, 9]).all() and (b[:, 6, 9] < 0).all()
-one_sided = pl.alibi_bias(8, 12)  # what "only one direction" would be
-assert not torch.equal(b, one_sided)
+rq, rk = pl.apply_rope(fq), pl.apply_rope(fk)  # R_i phi(q_i) and R_j phi(k_j), positions 0..L-1
+rope_linear = pl.causal_linear_attention(fq, fk, v, q_num=rq, k_num=rk)
+torch.testing.assert_close(rope_linear, quadratic_linear_attention(rq, rk, fq, fk, v, lower))
+later = torch.arange(L, device=device) + 100
+moved = pl.causal_linear_attention(fq, fk, v, q_num=pl.apply_rope(fq, later), k_num=pl.apply_rope(fk, later))
+torch.testing.assert_close(moved, rope_linear, atol=1e-4, rtol=1e-4)
+assert (fq @ fk.transpose(-1, -2) > 0).all() and (rq @ rk.transpose(-1, -2) < 0).any()
+print("RoPE in linear attention: recurrence = L x L form; positions 100..111 give the same output as 0..11")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# ### 6.3 The source's comments on its index grids
+# ### Additive biases: ALiBi only as a decay
 #
-# * It says `memory_position - context_position` is a matrix of $i - j$. With rows $i$ (queries,
-#   `context_position`) and columns $j$ (keys, `memory_position`) it is $j - i$. The next line takes the
-#   absolute value, so the code is unaffected; the comment has the sign backwards.
-# * In the slope recipe its comment says: for the power $2^a$ below $H$, compute $2^{-8/a}$, then fill up
-#   from $2^{-8/2a}$. With $a$ the exponent, the ratios are $2^{-8/2^a}$ and $2^{-8/2^{a+1}}$ (the comment
-#   is right only if $a$ is read as the head count $2^a$ itself). For 6 heads, $a = 2$.
+# A bias $b(i - j)$ added inside the softmax multiplies the pair's weight by $e^{b(i-j)}$. Softmax with
+# ALiBi stays quadratic whatever the bias: $\exp(q_i \cdot k_j / \sqrt d)$ is a product of features only
+# with infinitely many of them. Its $L \times L$ matrix generally has full rank $L$ (below: 12, from 8
+# features per token), while $r$ features give rank at most $r$, so a long enough sequence tells any
+# finite $\phi$ apart from it.
+#
+# What can carry over is the factor $e^{b(i-j)}$, applied to $\phi(q_i)^\top \phi(k_j)$, if the state can
+# apply it. One state can apply a *decay*: multiply it by $\gamma$ before adding the new key,
+# $S_i = \gamma S_{i-1} + \phi(k_i)\, v_i^\top$ (and $z_i$ likewise), and key $j$ reaches row $i$ scaled by
+# $\gamma^{i-j}$. ALiBi's factor is exactly that: $e^{-m_h(i-j)} = \gamma_h^{\,i-j}$ with
+# $\gamma_h = e^{-m_h}$. This decayed recurrence is the core of RetNet's retention (Sun et al., *Retentive
+# Network*, 2023), which also rotates $q$ and $k$ in the manner of RoPE and replaces the denominator by a
+# normalisation layer.
 
 # %%
-rel = pl.relative_positions(5)  # rows: query i, columns: key j
-i5, j5 = torch.meshgrid(torch.arange(5), torch.arange(5), indexing="ij")
-assert torch.equal(rel, j5 - i5) and not torch.equal(rel, i5 - j5)
+scores_exp = (q @ k.transpose(-1, -2) / math.sqrt(d)).double().exp()
+assert (torch.linalg.matrix_rank(scores_exp) == L).all() and L > d  # exp(q.k): rank 12 with 8 features per token
 
-a = 2  # 6 heads: closest smaller power of two is 2**a = 4
-first, extra = pl.alibi_slopes(6)[0].item(), pl.alibi_slopes(6)[4].item()
-assert first == 2 ** (-8 / 2**a) and first != 2 ** (-8 / a)
-assert extra == 2 ** (-8 / 2 ** (a + 1)) and extra != 2 ** (-8 / (2 * a))
-print(f"6 heads: first slope {first} = 2^(-8/4), first extra slope {extra} = 2^(-8/8)")
+gamma = torch.exp(-pl.alibi_slopes(H, device=device))  # one decay per head
+alibi_factor = pl.alibi_bias(H, L, device=device).exp()  # e^(-m_h (i - j)); e^(-inf) = 0 hides the future
+torch.testing.assert_close(pl.causal_linear_attention(fq, fk, v, decay=gamma),
+                           quadratic_linear_attention(fq, fk, fq, fk, v, alibi_factor))
+print("ALiBi's factor e^(-m_h (i - j)) = a decay gamma_h = e^(-m_h) on the state:",
+      [f"{x:.3f}" for x in gamma.tolist()])
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# ### 6.4 Which way the non-symmetric heads look
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# The decay multiplies every older key by the same $\gamma$ at every step, so the factor it gives a key
+# $\delta$ steps back is $\gamma^\delta$: one step further back always divides the weight by the same number,
+# which makes $b$ linear in the distance. That is ALiBi's form, one slope per head, and no other. T5's
+# learned buckets (chapter 4) change by a different ratio from one distance to the next, so no decay by
+# a number reproduces them. They can still be combined with kernelised attention at a higher cost: the
+# factors $e^{b(i-j)}$ form a Toeplitz matrix, which Luo et al. (*Stable, Fast and Accurate*, NeurIPS 2021)
+# apply with a fast Fourier transform in $O(L \log L)$. What is lost is the one-state recurrence.
+
+# %%
+g = torch.manual_seed(0)
+t5 = pl.T5RelativeBias(H, bidirectional=False, num_buckets=8, max_distance=16).to(device)  # random init
+t5_row = t5(L)[:, -1].detach().flip(-1).exp()  # e^(b(delta)) for the last query, delta = 0 .. L-1
+alibi_row = alibi_factor[:, -1].flip(-1)
+alibi_steps, t5_steps = alibi_row[:, 1:] / alibi_row[:, :-1], t5_row[:, 1:] / t5_row[:, :-1]
+torch.testing.assert_close(alibi_steps, gamma.view(-1, 1).expand_as(alibi_steps))  # one ratio, gamma_h
+assert not torch.allclose(t5_steps, t5_steps[:, :1].expand_as(t5_steps))  # T5: the ratio changes
+print("step-back ratios, head 1: ALiBi", [f"{x:.2f}" for x in alibi_steps[0, :5].tolist()],
+      " T5", [f"{x:.2f}" for x in t5_steps[0, :5].tolist()])
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 7. The source's code, checked
 #
-# The source names its two masks `_future_mask_right` and `_future_mask_left` and stacks them in that
-# order. The names say which side is **hidden**, not which side the head sees:
-# `_future_mask_right` is $\mathrm{triu}(-\infty, 1)$, which hides the keys to the *right* of the
-# query, so the first $H/2$ heads look **left** (at the past), exactly like a causal decoder head;
-# `_future_mask_left` is $\mathrm{tril}(-\infty, -1)$, so the second half look **right**. The cell
-# rebuilds the source's construction and compares it with `mode="nonsymmetric"`.
+# The source notes (a blog post restating Press's answer in the ALiBi repository, issue #5) build the
+# three encoder forms of §2. Three points in their code change a result; the rest are comments that
+# describe correct code wrongly, collected in §7.5.
+#
+# ### 7.1 The non-symmetric form, rebuilt
+#
+# The source stacks two masks, `_future_mask_right` ($\mathrm{triu}(-\infty, 1)$, which hides the keys to
+# the *right* of the query, so the first $H/2$ heads look **left**, like a causal head) and
+# `_future_mask_left` ($\mathrm{tril}(-\infty, -1)$: the second half look **right**). The names say which
+# side is hidden, not which side the head sees. Rebuilt, it equals `mode="nonsymmetric"`.
 
 # %%
 H, L = 8, 6
@@ -520,8 +598,8 @@ source_nonsym = alibi_half.repeat(2, 1, 1) + torch.cat([mask_right, mask_left])
 torch.testing.assert_close(pl.alibi_bias(H, L, mode="nonsymmetric"), source_nonsym)
 assert torch.isneginf(source_nonsym[0, 0, 1]) and torch.isfinite(source_nonsym[0, 1, 0])  # head 1 sees left only
 
-# %% [markdown] slideshow={"slide_type": "fragment"}
-# ### 6.5 The last line adds only the mask
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 7.2 The last line adds only the mask
 #
 # The source's final line adds `nonsym_mask` to the scores and nothing else; the `alibi` tensor it built
 # for this form is never added. Press's causal code sums the two into one tensor before use. With the
@@ -535,40 +613,14 @@ torch.testing.assert_close(w_mask_only[0, 0, -1], torch.full((L,), 1 / L))  # un
 assert not torch.allclose(w_mask_only, w_alibi)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# ### 6.6 Slicing the top-left corner
+# ### 7.3 The learned bias, built once
 #
-# The source cuts the precomputed bias as `[:, :, :tgt_len, :src_len]`, its top-left corner. That is
-# right in training, where queries and keys are the same $L$ tokens. With a key/value cache the
-# queries are the **last** `tgt_len` positions, so the right rows are the bottom ones; the top-left
-# corner would let a new token see only the first keys. `pl.alibi_bias(H, q_len, k_len)` aligns the
-# queries to the end.
+# The source builds `self.alibi` from the two slope parameters once. If that runs once at construction,
+# as the assignment to `self.alibi` suggests, the bias is a snapshot: after an optimizer step it still
+# holds the old slopes, and its graph is gone after the first backward pass. `LearnedALiBi` rebuilds the
+# bias from its parameters on every call.
 
 # %%
-full = pl.alibi_bias(8, 10)
-torch.testing.assert_close(pl.alibi_bias(8, 3, 10), full[:, -3:, :])
-assert not torch.equal(full[:, :3, :10], full[:, -3:, :])
-print("new token (last row) sees", int(torch.isfinite(full[0, -1]).sum()), "keys; top-left row sees",
-      int(torch.isfinite(full[0, 0]).sum()))
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# ### 6.7 The learned variant
-#
-# * The source allocates its two parameters with `torch.Tensor(attn_heads)`. That constructor returns
-#   *uninitialised* memory when given a number, but a tensor holding that number when given a list, so
-#   it reads ambiguously. It is harmless here because `normal_` overwrites the values right away;
-#   `torch.empty(n)` followed by an explicit init (what `LearnedALiBi` does) says the same thing clearly.
-# * Its comment says `tril` keeps `alibi_left` in the lower-**right** region. `tril` keeps the lower-**left**
-#   triangle (keys left of the query), as the code intends.
-# * It builds `self.alibi` from the parameters once. If that runs once at construction, as the
-#   assignment to `self.alibi` suggests, the bias is a snapshot: after an optimizer step it still holds the
-#   old slopes. `LearnedALiBi` rebuilds the bias from its parameters on every call.
-
-# %%
-assert torch.Tensor(3).shape == (3,) and torch.Tensor([3]).shape == (1,)
-
-lower_left = torch.ones(4, 4).tril()
-assert lower_left[3, 0] == 1 and lower_left[0, 3] == 0  # tril keeps the bottom-left corner
-
 g = torch.manual_seed(0)
 mod = pl.LearnedALiBi(4)
 snapshot = mod(6)  # the source's way: computed once, kept as an attribute
@@ -581,6 +633,73 @@ try:
     raise AssertionError("a second backward through the snapshot should fail")
 except RuntimeError:
     print("second backward through the snapshot: RuntimeError")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 7.4 Slicing the top-left corner: right here, a trap in a decoder
+#
+# The source cuts its precomputed bias as `[:, :, :tgt_len, :src_len]`, the top-left corner. For the
+# encoder form it builds, that is right: queries and keys are the same tokens, so `tgt_len == src_len`,
+# and since an entry depends only on $i$ and $j$, the corner is exactly the bias for that length.
+#
+# The same slice is wrong for the **causal** form in a decoder that generates with a key/value cache.
+# There the new queries are the *last* `tgt_len` of `src_len` positions, so their rows of the bias are the
+# bottom ones. The top-left corner gives one new token at position $L - 1$ the row of position 0: it
+# attends to key 0 alone and its output changes. `pl.alibi_bias(H, q_len, k_len)` aligns the queries to
+# the end, and the cached step then reproduces full attention's last row.
+
+# %%
+H, L, maxpos = 8, 10, 32
+nonsym_max = pl.alibi_bias(H, maxpos, mode="nonsymmetric")  # built once for maxpos, as the source does
+torch.testing.assert_close(nonsym_max[:, :L, :L], pl.alibi_bias(H, L, mode="nonsymmetric"))  # encoder: right
+
+causal_max = pl.alibi_bias(H, maxpos)
+g = torch.manual_seed(0)
+q, k, v = torch.randn(3, 1, H, L, 16).unbind(0)
+full_out, _ = pl.attention(q, k, v, bias=causal_max[:, :L, :L])  # all L queries at once
+new = q[..., -1:, :]  # decoding: the token at position L - 1, keys 0..L-1 from the cache
+out_end, _ = pl.attention(new, k, v, bias=pl.alibi_bias(H, 1, L))
+out_corner, w_corner = pl.attention(new, k, v, bias=causal_max[:, :1, :L])  # the top-left slice
+torch.testing.assert_close(out_end, full_out[..., -1:, :])
+assert (w_corner[..., 0] == 1).all() and not torch.allclose(out_corner, full_out[..., -1:, :])
+print("cached step, queries aligned to the end = full attention; top-left slice: all weight on key 0")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### 7.5 Slips that change no result
+#
+# * `.cuda` calls everywhere: the code runs only on a GPU. The library takes `device=` and otherwise
+#   follows its inputs.
+# * The symmetric form's comment says it penalises only one direction ("forward"); the code takes
+#   $|j - i|$ and penalises both alike.
+# * The comment calls `memory_position - context_position` a matrix of $i - j$. With rows $i$ (queries)
+#   and columns $j$ (keys) it is $j - i$, the offset; the next line takes its absolute value.
+# * The slope recipe's comment: for the power $2^a$ below $H$, "compute $2^{-8/a}$, then fill up from
+#   $2^{-8/2a}$". With $a$ the exponent the ratios are $2^{-8/2^a}$ and $2^{-8/2^{a+1}}$.
+# * `torch.Tensor(n)` for the learned slopes: uninitialised memory for a number, a one-element tensor for a
+#   list; harmless because `normal_` overwrites it, clearer as `torch.empty(n)` plus an init.
+# * The comment says `tril` keeps `alibi_left` in the lower-*right* region; `tril` keeps the lower-*left*
+#   triangle, as the code intends.
+
+# %%
+for dev in ("cpu", "meta"):
+    assert pl.alibi_bias(8, 5, device=dev).device.type == dev
+    assert pl.LearnedALiBi(8, device=dev)(5).device.type == dev
+
+b = pl.alibi_bias(8, 12, mode="symmetric")
+assert (b[:, 6, 3] == b[:, 6, 9]).all() and (b[:, 6, 9] < 0).all()  # 3 back and 3 ahead: the same penalty
+
+rel = pl.relative_positions(5)  # rows: query i, columns: key j
+i5, j5 = torch.meshgrid(torch.arange(5), torch.arange(5), indexing="ij")
+assert torch.equal(rel, j5 - i5) and not torch.equal(rel, i5 - j5)
+
+a = 2  # 6 heads: the closest smaller power of two is 2**a = 4
+first, extra = pl.alibi_slopes(6)[0].item(), pl.alibi_slopes(6)[4].item()
+assert first == 2 ** (-8 / 2**a) and first != 2 ** (-8 / a)
+assert extra == 2 ** (-8 / 2 ** (a + 1)) and extra != 2 ** (-8 / (2 * a))
+
+assert torch.Tensor(3).shape == (3,) and torch.Tensor([3]).shape == (1,)
+lower_left = torch.ones(4, 4).tril()
+assert lower_left[3, 0] == 1 and lower_left[0, 3] == 0  # tril keeps the bottom-left corner
+print("each slip checked: the code does what the comment does not say")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
@@ -675,28 +794,52 @@ answer = {"causal"}
 # %% nbgrader={"grade": true, "grade_id": "row_shift_modes", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
 _ = check.row_shift_modes(answer)
 
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **5.** How far back does each head look? Take causal ALiBi with every $q \cdot k = 0$ and a sequence long
+# enough for every head. For each head, find the smallest whole distance $D \ge 1$ at which the weight the
+# last query gives the key $D$ steps back is below 1% of the weight it gives its own token ($D = 0$).
+# Write `head_reach(H)` returning these $H$ distances (head 1 first). Derive the rule from the bias, or
+# measure it with `pl.attention`; then compare the heads of $H = 8$ with each other, and with a training
+# length of 1024 tokens.
+
+# %%
+def head_reach(H):
+    raise NotImplementedError  # your code
+
+
+check.head_reach(head_reach)
+
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "head_reach_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+def head_reach(H):
+    ### BEGIN SOLUTION
+    # With q.k = 0 the weights are softmax(-m (i - j)): the weight D steps back over the weight at D = 0 is
+    # exp(-m D). It drops below 1/100 once D > ln(100) / m, about 4.6 / m tokens; ln(100) / m is never a whole
+    # number here, so the first whole D past it is floor(...) + 1. With 8 heads the slopes halve from head
+    # to head, so each reach is about twice the one before: 10, 19, 37, ..., 1179 tokens. Only the gentlest
+    # head reaches past a 1024-token training length; for the other seven, at q.k = 0, every key farther
+    # back than their reach gets under 1% of the nearest weight, however long the input grows.
+    return [math.floor(math.log(100) / m) + 1 for m in pl.alibi_slopes(H, dtype=torch.float64).tolist()]
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "head_reach", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.head_reach(head_reach)
+
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Errata in the sources
 #
-# The ALiBi code in the source notes (`003`, restating Press's answer in the ALiBi repository, issue #5):
+# The ALiBi code in the source notes (`003`, restating Press's answer in the ALiBi repository, issue #5),
+# the errors that change a result:
 #
-# 1. **`.cuda` calls everywhere**: the code only runs on a GPU. Create tensors with `device=` or follow the
-#    inputs' device (§6.1).
-# 2. **Symmetric form "penalises only forward"**: it uses $|i - j|$ and penalises both directions
-#    equally (§6.2).
-# 3. **`memory_position - context_position` described as $i - j$**: it is $j - i$ (key minus query);
-#    harmless because of the absolute value (§6.3).
-# 4. **Slope-recipe comment $2^{-8/a}$, $2^{-8/2a}$**: with $2^a$ the closest power of two the ratios are
-#    $2^{-8/2^a}$ and $2^{-8/2^{a+1}}$ (§6.3).
-# 5. **Mask names**: `_future_mask_right` hides the right, so those heads look *left*; `_future_mask_left`
-#    heads look *right* (§6.4). The code is right; the names invite the opposite reading.
-# 6. **Only the mask is added** in the last line; the non-symmetric `alibi` must be added as well (§6.5).
-# 7. **Top-left slice** `[:tgt_len, :src_len]`: right in training, wrong with a key/value cache, where
-#    the queries are the last rows (§6.6).
-# 8. **`torch.Tensor(n)`** for parameters: uninitialised memory; clear form `torch.empty(n)` + init (§6.7).
-# 9. **"`alibi_left` keeps the lower-right region"**: `tril` keeps the lower-*left* triangle (§6.7).
-# 10. **Learned bias built once**: a bias computed from the parameters at construction does not follow
-#     training; rebuild it in `forward` (§6.7).
+# 1. **Only the mask is added** in the last line of the non-symmetric form; its `alibi` tensor must be
+#    added as well, or the heads get no distance penalty at all (§7.2).
+# 2. **The learned bias is built once**: computed from the parameters at construction, it does not
+#    follow training; rebuild it in `forward` (§7.3).
 #
-# And a correction the field needed more than once: the slopes for a head count that is not a power of
-# two are *not* $2^{-8h/H}$ (§1; see also ml-explore/mlx PR #3071).
+# And a correction the field needed more than once (the source's code is right here): the slopes for a
+# head count that is not a power of two are *not* $2^{-8h/H}$ (§1; see also ml-explore/mlx PR #3071).
+#
+# Slips that change no result (§7.5): `.cuda` calls; the comments "symmetric penalises only forward",
+# "`memory_position - context_position` is $i - j$", the slope ratios $2^{-8/a}$, $2^{-8/2a}$, and
+# "`tril` keeps the lower-right region"; `torch.Tensor(n)` for parameters. The top-left slice is right
+# for the source's encoder form; §7.4 shows where it is not.

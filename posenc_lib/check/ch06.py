@@ -9,7 +9,7 @@ import torch
 from ..alibi import alibi_bias, alibi_bias_two_sided, alibi_slopes
 from ._core import Verdict, close, report
 
-__all__ = ["alibi_slopes_recipe", "alibi_bias_entries", "is_causal_alibi", "row_shift_modes"]
+__all__ = ["alibi_slopes_recipe", "alibi_bias_entries", "is_causal_alibi", "row_shift_modes", "head_reach"]
 
 
 def alibi_slopes_recipe(fn: Callable[[int], Any] | None) -> bool | None:
@@ -25,8 +25,8 @@ def alibi_slopes_recipe(fn: Callable[[int], Any] | None) -> bool | None:
                                         "this H" if naive else "wrong")
 
     return report("ALiBi slopes for any number of heads", fn, run,
-                  "powers of two: 2**(-8h/H) for h = 1..H. Otherwise take the slopes of the closest smaller "
-                  "power of two c, then every other slope of 2c (indices 0, 2, 4, ...) until you have H.")
+                  "§1 of the chapter states the recipe in words: which power of two lies just below H, and from "
+                  "which longer sequence do the remaining heads come? Compare your 6-head list with the one §1 prints.")
 
 
 def alibi_bias_entries(answer: Any) -> bool | None:
@@ -50,8 +50,8 @@ def alibi_bias_entries(answer: Any) -> bool | None:
             else f"bias[2, 7, 9]: got {above}; key 9 comes after query 7")
 
     return report("reading a causal ALiBi bias", answer, run,
-                  "bias[h, i, j] = -m_h (i - j) for j <= i; keys after the query are hidden with -inf. "
-                  "With 8 heads m_h = 2**-(h + 1) when h counts from 0.")
+                  "first ask whether query 7 can see the key at all. For a visible key you need head 2's slope "
+                  "(§1 lists the 8 slopes, counting heads from 1; here they count from 0) and the distance back.")
 
 
 def _bias_cases() -> list[tuple[str, torch.Tensor, bool]]:
@@ -85,8 +85,9 @@ def is_causal_alibi(fn: Callable[[torch.Tensor], Any] | None) -> bool | None:
             yield ok, f"{name}: " + ("right" if ok else f"wrong ({got!r})")
 
     return report("is this matrix causal ALiBi?", fn, run,
-                  "read H and L from the shape, build the reference with alibi_bias(H, L) and compare all "
-                  "entries (torch.equal treats -inf == -inf as equal; allclose needs equal_nan only for nan).")
+                  "look at which impostors got through: each agrees with causal ALiBi on part of the matrix "
+                  "(a triangle, the softmax, the shape). Which entries must you compare, against what, and does your "
+                  "comparison treat two -inf entries as equal?")
 
 
 ROW_SHIFT_MODES = ("causal", "symmetric", "nonsymmetric", "learned")
@@ -128,3 +129,45 @@ def row_shift_modes(answer: Any) -> bool | None:
                   "softmax ignores a constant added to a whole row. Write the bias as (something of j) + "
                   "(something of i) over the keys a row can see: that works only where the sign of i - j is fixed "
                   "and +m*j has the right sign.")
+
+
+REACH_FRACTION = 0.01  # "below 1% of the weight on the query's own token"
+
+
+def _reach(slope: float) -> int:
+    """Smallest whole distance D >= 1 with exp(-slope * D) < REACH_FRACTION (never an exact tie: ln 100 is irrational)."""
+    return math.floor(math.log(1 / REACH_FRACTION) / slope) + 1
+
+
+def head_reach(fn: Callable[[int], Any] | None) -> bool | None:
+    """Exercise: fn(H) -> for each head, the smallest distance back at which its weight falls below 1%.
+
+    With q.k = 0 and causal ALiBi over a long enough sequence, the weight on the key D steps back,
+    divided by the weight on the query's own token (D = 0), drops below 0.01 first at D = fn(H)[h].
+    """
+
+    def run(fn: Callable[[int], Any]) -> Iterable[Verdict]:
+        for n in (1, 8, 6, 12):
+            got = fn(n)
+            want = [_reach(m) for m in alibi_slopes(n, dtype=torch.float64).tolist()]
+            try:
+                values = [float(x) for x in (got.tolist() if isinstance(got, torch.Tensor) else got)]
+            except (TypeError, ValueError):
+                yield False, f"{n} heads: expected a list of {n} whole numbers, got {got!r}"
+                continue
+            if len(values) != n:
+                yield False, f"{n} heads: expected {n} distances, one per head, got {len(values)}"
+            elif any(x != round(x) for x in values):
+                yield False, f"{n} heads: distances are whole numbers of tokens; round in the right direction"
+            elif values == want:
+                yield True, f"{n} heads: right"
+            elif values == [w - 1 for w in want]:
+                yield False, f"{n} heads: one step short: at those distances the weight is still above 1%"
+            else:
+                yield False, f"{n} heads: wrong for {sum(x != w for x, w in zip(values, want))} of the {n} heads"
+
+    return report("how far back does each head look?", fn, run,
+                  "with q·k = 0 every visible key's weight is proportional to exp(bias), so the weight D steps back "
+                  "divided by the weight on the query itself depends only on D and the slope. Ask when that falls "
+                  "below 1/100 and solve for the smallest whole D; or measure it with pl.attention on zeros over "
+                  "a sequence long enough for the gentlest head.")
