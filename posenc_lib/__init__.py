@@ -15,13 +15,14 @@ input's device and dtype. Nothing here hard-codes a device: see ``default_device
 from .absolute import (
     LearnedPositionalEncoding,
     SinusoidalPositionalEncoding,
+    affine_shift_residual,
     binary_positions,
     integer_positions,
     sinusoidal_positions,
 )
 from .alibi import ALiBi, LearnedALiBi, alibi_bias, alibi_bias_two_sided, alibi_slopes
 from .angles import rope_angles, rope_frequencies
-from .attention import attention, causal_mask
+from .attention import attention, causal_linear_attention, causal_mask
 from .deberta import deberta_relative_index, deberta_scores, deberta_terms
 from .device import default_device
 from .permutation import equivariance_error, inverse_permutation, permutation_matrix, self_attention
@@ -46,6 +47,7 @@ from .fast_attention import alibi_attention, relative_bias_attention, t5_attenti
 from .rope_analysis import (
     rope_abel_bound,
     rope_angle_error,
+    rope_angle_novelty,
     rope_complex_scores,
     rope_decay_bound,
     rope_pair_products,
@@ -91,12 +93,14 @@ __all__ = [
     "ShawRelativePositions",
     "SinusoidalPositionalEncoding",
     "T5RelativeBias",
+    "affine_shift_residual",
     "alibi_bias",
     "alibi_bias_two_sided",
     "alibi_slopes",
     "apply_rope",
     "attention",
     "binary_positions",
+    "causal_linear_attention",
     "causal_mask",
     "clipped_relative_positions",
     "deberta_relative_index",
@@ -117,6 +121,7 @@ __all__ = [
     "rope_matrix",
     "rope_abel_bound",
     "rope_angle_error",
+    "rope_angle_novelty",
     "rope_complex_scores",
     "rope_decay_bound",
     "rope_pair_products",

@@ -1,4 +1,5 @@
-"""Measuring RoPE: wavelengths, the long-term-decay bound, scores by distance, angle error.
+"""Measuring RoPE: wavelengths, the long-term-decay bound, scores by distance, angle error,
+and which angles a longer input reaches that training never showed (chapter 7).
 
 These are the analysis formulas of the RoPE chapter; the rotation itself lives in
 ``rope.py`` and the angle grid in ``angles.py`` (both reused here, never re-typed).
@@ -165,3 +166,49 @@ def rope_angle_error(
     err = low.double() - exact
     wrapped = (torch.remainder(err + math.pi, 2 * math.pi) - math.pi).abs()
     return torch.where(torch.isfinite(low), wrapped, torch.full_like(wrapped, float("nan")))
+
+
+def _frequency_vector(name: str, t: object) -> Tensor:
+    """A 1-D tensor of finite frequencies >= 0, returned as float64 on the CPU."""
+    if not isinstance(t, Tensor) or t.dim() != 1 or not t.is_floating_point() or len(t) == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D floating tensor of shape (d // 2,), "
+                         f"got {getattr(t, 'shape', t)!r}")
+    t = t.detach().to("cpu", torch.float64)
+    if not bool(torch.isfinite(t).all()) or bool((t < 0).any()):
+        raise ValueError(f"{name} must hold finite frequencies >= 0")
+    return t
+
+
+def rope_angle_novelty(
+    trained_inv_freq: Tensor, trained_length: int, length: int, *, inv_freq: Tensor | None = None
+) -> Tensor:
+    """Per pair: how far the angles of a longer input get from every angle seen in training.
+
+    Training shows pair j the angles r * theta_j for distances r = 0 .. trained_length - 1
+    (theta = trained_inv_freq). At inference, distances r = 0 .. length - 1 give r * theta'_j
+    (theta' = inv_freq, e.g. a context-extension method's frequencies; default theta).
+    Measured directly, on the circle: the largest distance, in radians, from an inference
+    angle to the nearest training angle. Compare it with theta_j, the step between a slow
+    pair's neighbouring training angles: a pair that never completed a turn in training
+    (trained_length * theta_j < 2 pi) has an unseen arc, and at most one step means
+    "nothing new".
+    trained_inv_freq, inv_freq: (d // 2,) frequencies >= 0
+    returns: (d // 2,) float64 on the CPU, in [0, pi]
+    Taught in: notebooks/07_beyond.ipynb
+    """
+    trained = _frequency_vector("trained_inv_freq", trained_inv_freq)
+    new = trained if inv_freq is None else _frequency_vector("inv_freq", inv_freq)
+    if new.shape != trained.shape:
+        raise ValueError(f"inv_freq must have the shape of trained_inv_freq {tuple(trained.shape)}, "
+                         f"got {tuple(new.shape)}")
+    trained_length = v.int_at_least("trained_length", trained_length, 1)
+    length = v.int_at_least("length", length, 1)
+    turn = 2 * math.pi
+    seen = (torch.arange(trained_length, dtype=torch.float64)[:, None] * trained).remainder(turn)
+    seen = seen.T.sort(-1).values.contiguous()  # (pairs, trained_length), ascending on [0, 2 pi)
+    asked = (torch.arange(length, dtype=torch.float64)[:, None] * new).remainder(turn).T.contiguous()
+    idx = torch.searchsorted(seen, asked)  # the first seen angle >= each asked one
+    # Neighbours below and above on the circle: past either end, wrap to the other end.
+    below = torch.where(idx > 0, seen.gather(1, (idx - 1).clamp(min=0)), seen[:, -1:] - turn)
+    above = torch.where(idx < trained_length, seen.gather(1, idx.clamp(max=trained_length - 1)), seen[:, :1] + turn)
+    return torch.minimum(asked - below, above - asked).amax(-1)

@@ -105,6 +105,33 @@ def test_angle_error_bf16_is_large_and_fp16_overflows():
     assert ra.rope_angle_error(pos, 64, dtype=torch.float32).max() < 1e-2
 
 
+
+@pytest.mark.parametrize(
+    "theta, trained, length, inv_freq, want",
+    [
+        (math.pi / 2, 2, 4, None, math.pi / 2),  # seen {0, pi/2}; pi and 3 pi/2 are a quarter turn away
+        (math.pi / 2, 4, 100, None, 0.0),  # a full turn seen: every later angle repeats one
+        (0.1, 10, 15, None, 0.5),  # seen up to 0.9, asked up to 1.4
+        (0.1, 10, 20, 0.05, 0.05),  # PI with s = 2: up to 19 * 0.05 = 0.95, one half-step past 0.9
+        (1.0, 3, 5, None, 2.0),  # seen {0, 1, 2}; 4 is 2 from 2 and 2 pi - 4 > 2 from 0 (the wrap)
+    ],
+)
+def test_angle_novelty_by_hand(theta, trained, length, inv_freq, want):
+    """The largest distance from an asked angle to the nearest trained one, on the circle."""
+    new = None if inv_freq is None else torch.tensor([inv_freq], dtype=torch.float64)
+    got = ra.rope_angle_novelty(torch.tensor([theta], dtype=torch.float64), trained, length, inv_freq=new)
+    assert got.shape == (1,) and got.dtype == torch.float64
+    assert got.item() == pytest.approx(want, abs=1e-12)
+
+
+def test_angle_novelty_inside_the_training_length_is_zero_and_pairs_are_independent():
+    theta = pl.rope_frequencies(16, dtype=torch.float64)
+    assert ra.rope_angle_novelty(theta, 50, 50).abs().max() == 0
+    both = ra.rope_angle_novelty(theta, 50, 400)
+    assert [ra.rope_angle_novelty(theta[j:j + 1], 50, 400).item() for j in range(8)] == both.tolist()
+    assert both[0] < theta[0] == 1 and both[-1] > 100 * theta[-1]  # pair 0 wrapped in training, pair 7 did not
+
+
 @pytest.mark.parametrize(
     "call, match",
     [
@@ -119,6 +146,11 @@ def test_angle_error_bf16_is_large_and_fp16_overflows():
         (lambda: ra.rope_abel_bound(torch.randn(4), 3), "h must be a complex tensor"),
         (lambda: ra.rope_angle_error(4, 8, dtype=torch.float64), "dtype must be one of"),
         (lambda: ra.rope_angle_error(-1, 8), "positions must be an integer >= 0"),
+        (lambda: ra.rope_angle_novelty(torch.ones(2, 2), 4, 8), "trained_inv_freq must be a non-empty 1-D"),
+        (lambda: ra.rope_angle_novelty(torch.tensor([-1.0]), 4, 8), "trained_inv_freq must hold finite"),
+        (lambda: ra.rope_angle_novelty(torch.ones(2), 4, 8, inv_freq=torch.ones(3)), "inv_freq must have the shape"),
+        (lambda: ra.rope_angle_novelty(torch.ones(2), 0, 8), "trained_length must be"),
+        (lambda: ra.rope_angle_novelty(torch.ones(2), 4, 2.5), "length must be"),
     ],
 )
 def test_bad_input_raises_value_error_naming_the_parameter(call, match):
