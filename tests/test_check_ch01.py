@@ -137,3 +137,53 @@ def test_distinct_outputs(capsys):
     assert "must be a pair" in _out(capsys)
     assert check.distinct_outputs(None) is None
     assert "not attempted yet" in _out(capsys)
+
+
+# --- exercise 5: causal_swap_rows ----------------------------------------------------------
+def test_causal_swap_rows_right_answer(capsys):
+    assert check.causal_swap_rows([2, 3, 4, 5]) is True
+    assert "all correct!" in _out(capsys)
+    assert check.causal_swap_rows((5, 4, 3, 2)) is True  # any order, any sequence type
+    assert check.causal_swap_rows(torch.tensor([2, 3, 4, 5])) is True
+
+
+def test_causal_swap_rows_wrong_answers_point_the_way_without_the_answer(capsys):
+    assert check.causal_swap_rows(list(range(8))) is False  # "everything changes": the equivariance reflex
+    out = _out(capsys)
+    assert "before position 2" in out and "after position 5" in out and "missing" not in out
+    assert check.causal_swap_rows([2, 5]) is False  # only the swapped rows
+    out = _out(capsys)
+    assert "2 rows that change are missing" in out and "[2, 3, 4, 5]" not in out
+    assert check.causal_swap_rows([2, 3, 4]) is False
+    assert "1 row that changes is missing" in _out(capsys)
+    assert check.causal_swap_rows([2, 3, 4, 5, 8]) is False
+    assert "numbered 0 to 7" in _out(capsys)
+    assert check.causal_swap_rows("2-5") is False
+    assert "list of row indices" in _out(capsys)
+    assert check.causal_swap_rows([True, 3]) is False  # booleans are not row indices
+
+
+def test_causal_swap_rows_unattempted(capsys):
+    assert check.causal_swap_rows(None) is None
+    assert "not attempted yet" in _out(capsys)
+
+
+def test_causal_swap_fact_by_explicit_prefixes():
+    """Row i of a causal head, computed as plain attention of query i over keys 0..i, changes
+    exactly for i = 2..5 when tokens 2 and 5 swap (independent of the checker's code)."""
+    g = torch.Generator().manual_seed(7)
+    n, d = 8, 6
+    x = torch.randn(n, d, generator=g, dtype=torch.float64)
+    wq, wk, wv = (torch.randn(d, d, generator=g, dtype=torch.float64) / d**0.5 for _ in range(3))  # unsaturated
+
+    def rows(t):
+        out = []
+        for i in range(n):
+            s = (t[i] @ wq) @ (t[: i + 1] @ wk).T / d**0.5
+            a = torch.exp(s - s.max())
+            out.append((a / a.sum()) @ (t[: i + 1] @ wv))
+        return torch.stack(out)
+
+    swapped = x[[0, 1, 5, 3, 4, 2, 6, 7]]
+    changed = [i for i in range(n) if not torch.allclose(rows(swapped)[i], rows(x)[i], atol=1e-9)]
+    assert changed == [2, 3, 4, 5] == check.ch01.causal_swap_changed_rows()

@@ -11,43 +11,83 @@ def _out(capsys):
     return capsys.readouterr().out
 
 
-def test_binary_code_right_and_wrong(capsys):
-    assert check.binary_code([0, 1, 1, 0, 1]) is True
-    assert "13 = 01101" in _out(capsys)
-    assert check.binary_code(torch.tensor([0.0, 1.0, 1.0, 0.0, 1.0])) is True
-    assert check.binary_code([1, 0, 1, 1, 0]) is False
-    assert "reverse order" in _out(capsys)
-    assert check.binary_code([0, 1, 1, 1, 0]) is False
-    assert "spell 14, not 13" in _out(capsys)
-    assert check.binary_code([1, 1, 0, 1]) is False
-    assert "has 5 entries" in _out(capsys)
-    assert check.binary_code([0, 2, 1, 0, 1]) is False
-    assert "0 or 1" in _out(capsys)
+RIGHT_AFFINE = {"wrap": [1, 3], "no_wrap": []}
 
 
-def test_binary_code_other_positions_and_widths(capsys):
-    assert check.binary_code([1, 0, 1], position=5, d=3) is True
-    assert check.binary_code(pl.binary_positions(200, 8)[199], position=199, d=8) is True
-    assert check.binary_code([1, 0, 1], position=9, d=3) is False  # 9 does not fit in 3 bits
-    assert "0 <= position < 2**d" in _out(capsys)
+def test_affine_counter_right_answer(capsys):
+    assert check.affine_counter(RIGHT_AFFINE) is True
+    assert "all correct!" in _out(capsys)
+    assert check.affine_counter({"wrap": (3, 1), "no_wrap": set()}) is True  # any order and container
 
 
-def test_binary_code_unattempted(capsys):
-    assert check.binary_code(None) is None
+def test_affine_counter_wrong_answers_count_without_naming(capsys):
+    assert check.affine_counter({"wrap": [1, 2, 3], "no_wrap": []}) is False  # k = 2 flips bit 1 alone
+    out = _out(capsys)
+    assert "wrap: 1 of your offsets has an exact affine map" in out and "no_wrap: right" in out
+    assert "k = 2" not in out and "[1, 3]" not in out
+    assert check.affine_counter({"wrap": [1, 3], "no_wrap": [1]}) is False  # the finite-table trap
+    assert "no_wrap: 1 of your offsets has an exact affine map" in _out(capsys)
+    assert check.affine_counter({"wrap": [1], "no_wrap": []}) is False
+    assert "1 offset with no affine map missing" in _out(capsys)
+
+
+def test_affine_counter_rejects_bad_formats(capsys):
+    assert check.affine_counter([1, 3]) is False
+    assert "keys 'wrap' and 'no_wrap'" in _out(capsys)
+    assert check.affine_counter({"wrap": [1, 4], "no_wrap": []}) is False
+    assert "offsets from [1, 2, 3]" in _out(capsys)
+    assert check.affine_counter({"wrap": "13", "no_wrap": []}) is False
+    assert check.affine_counter({"wrap": [True], "no_wrap": []}) is False
+    assert check.affine_counter(None) is None
     assert "not attempted yet" in _out(capsys)
 
 
-def test_normalised_step(capsys):
-    assert check.normalised_step((0.25, 0.125)) is True
-    assert "depends on the length m" in _out(capsys)
-    assert check.normalised_step((2 / 8, 2 / 16)) is True
-    assert check.normalised_step((0.125, 0.0625)) is False  # one step, not two
-    assert "two steps" in _out(capsys)
-    assert check.normalised_step((2, 2)) is False  # the raw integer difference
-    assert check.normalised_step(0.25) is False
-    assert "must be a pair" in _out(capsys)
-    assert check.normalised_step(None) is None
+def test_no_affine_offsets_by_the_square_and_by_construction():
+    """The keyed answer, from the argument the exercise wants (not from least squares)."""
+    p = {i: torch.tensor([i >> 1 & 1, i & 1], dtype=torch.float64) for i in range(4)}
+    torch.testing.assert_close(p[0] + p[3], p[1] + p[2])  # the square: any affine f keeps this balance
+    balanced = [k for k in (1, 2, 3) if torch.equal(p[k % 4] + p[(3 + k) % 4], p[(1 + k) % 4] + p[(2 + k) % 4])]
+    assert balanced == [2]  # k = 1 and 3 break it: no affine map
+    flip_bit_1 = lambda q: torch.tensor([1 - q[0], q[1]], dtype=torch.float64)  # affine: M = diag(-1, 1), b = [1, 0]
+    assert all(torch.equal(flip_bit_1(p[i]), p[(i + 2) % 4]) for i in range(4))
+    # Without wrap-around k = 1 needs p_0, p_1, p_2 -> p_1, p_2, p_3: solve for [M^T; b] exactly.
+    src = torch.stack([torch.cat([p[i], torch.ones(1, dtype=torch.float64)]) for i in range(3)])
+    dst = torch.stack([p[i + 1] for i in range(3)])
+    a = torch.linalg.solve(src, dst)  # 3 points not on a line: a unique exact map
+    torch.testing.assert_close(src @ a, dst)
+    assert check.ch02.no_affine_offsets(wrap=True) == RIGHT_AFFINE["wrap"]
+    assert check.ch02.no_affine_offsets(wrap=False) == RIGHT_AFFINE["no_wrap"]
+    assert check.ch02.no_affine_offsets(wrap=True, d=6) == [k for k in range(1, 64) if k != 32]
+
+
+RIGHT_STEPS = {1: 32, 2: 16, 3: 8, 4: 4, 5: 2, 6: 1}
+
+
+def test_carry_steps(capsys):
+    assert check.carry_steps(RIGHT_STEPS) is True
+    assert "all correct!" in _out(capsys)
+    assert check.carry_steps({**RIGHT_STEPS, 6: 0, 5: 3}) is False
+    out = _out(capsys)
+    assert "add up to the 63 steps" in out and "2 of the 6 counts are wrong" in out
+    assert check.carry_steps({1: 32, 2: 16, 3: 8, 4: 4, 5: 2, 6: 2}) is False
+    assert "add up to 64" in _out(capsys)
+    assert check.carry_steps({1: 32}) is False
+    assert "keys 1 .. 6" in _out(capsys)
+    assert check.carry_steps({t: 10.5 for t in range(1, 7)}) is False
+    assert "whole number" in _out(capsys)
+    assert check.carry_steps(None) is None
     assert "not attempted yet" in _out(capsys)
+
+
+def test_carry_steps_counts_are_trailing_ones():
+    """Steps i -> i+1 flip (trailing ones of i) + 1 bits; counted here with integers, not tensors."""
+    def trailing_ones(i):
+        return (i ^ (i + 1)).bit_length() - 1
+
+    counts = {t: sum(trailing_ones(i) + 1 == t for i in range(63)) for t in range(1, 7)}
+    assert counts == RIGHT_STEPS
+    steps = (pl.binary_positions(64, 6)[1:] - pl.binary_positions(64, 6)[:-1]).norm(dim=-1) ** 2
+    assert sorted(round(s) for s in steps.tolist()) == sorted(t for t, c in counts.items() for _ in range(c))
 
 
 def test_smallest_bits(capsys):

@@ -66,14 +66,14 @@ def test_grading_raises_what_self_study_prints(checker, answer, self_study, monk
 def test_a_bug_in_the_answer_is_reported_in_the_assertion(monkeypatch):
     monkeypatch.setenv("POSENC_GRADING", "1")
     with pytest.raises(AssertionError, match=r"your answer raised ZeroDivisionError: division by zero"):
-        check.shaw_index(lambda i, j, k: 1 / 0)
+        check.t5_last_bucket(lambda num_buckets, max_distance, bidirectional: 1 / 0)
 
 
 @pytest.mark.parametrize("grading", ["0", "1"])
 def test_right_answers_print_all_correct_in_both_modes(grading, monkeypatch, capsys):
     monkeypatch.setenv("POSENC_GRADING", grading)
-    assert check.binary_code([0, 1, 1, 0, 1]) is True  # 13 = 8 + 4 + 1
-    assert check.shaw_index(lambda i, j, k: max(-k, min(k, j - i)) + k) is True
+    assert check.carry_steps({1: 32, 2: 16, 3: 8, 4: 4, 5: 2, 6: 1}) is True  # chapter 2, Ex. 2
+    assert check.t5_buckets([3, 10, 26, 15]) is True  # chapter 4, Ex. 2
     assert check.row_shift_modes({"causal"}) is True
     out = capsys.readouterr().out
     assert out.count("all correct!") == 3 and "✗" not in out

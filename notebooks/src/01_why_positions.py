@@ -17,7 +17,8 @@
 # *where* a token sits. This chapter shows, with asserted outputs, what that means:
 #
 # 1. permute the input tokens and the output rows permute the same way (**equivariance** in
-#    the queries);
+#    the queries), as long as every token sees every other (no causal mask: a causal mask
+#    breaks it, and that is where chapter 7 begins);
 # 2. for a fixed query, shuffle the (key, value) pairs and the output does not change at all
 #    (**invariance** in keys and values);
 # 3. the "The dog chased another dog" demo: both "dog" tokens get identical outputs;
@@ -27,9 +28,13 @@
 # checkpoint for its embeddings; we need no download: a toy vocabulary with seeded random
 # embeddings shows the same thing, because the effect comes from the attention formula, not
 # from the embeddings. Errors in the source are corrected in the open and listed at the end.
+# Positions count from 0 (the first token is at position 0); the conventions every chapter
+# follows are collected on one page in `00_index`.
 
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline
+import itertools
+
 import ipywidgets as widgets
 import torch
 from matplotlib.figure import Figure
@@ -77,7 +82,9 @@ print("output:", tuple(out.shape), " weights:", tuple(weights.shape))
 # $$\mathrm{Attn}(PX) = P\,A\,P^\top P\,V = P\,\mathrm{Attn}(X).$$
 #
 # The output rows are the old output rows, reordered exactly like the input. The next cell
-# checks all three statements.
+# checks all three statements. (This is attention without a mask, where every query sees
+# every key, as in an encoder such as BERT. A decoder's causal mask changes the answer: see
+# below.)
 
 # %% slideshow={"slide_type": "fragment"}
 order = [3, 0, 4, 1, 2]
@@ -89,6 +96,60 @@ torch.testing.assert_close(out_p, P @ out)  # equivariant: rows move with the in
 torch.testing.assert_close(weights_p, P @ weights @ P.T)  # weights: rows and columns move
 assert pl.equivariance_error(lambda t: pl.self_attention(t, w_q, w_k, w_v)[0], x, order) < 1e-5
 print("Attn(PX) == P Attn(X): True")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### Why the softmax moves with the permutation
+#
+# One step above hides a fact: the scores become $PSP^\top$ (with $S = QK^\top/\sqrt d$), and
+# we used $\mathrm{softmax}(PSP^\top) = P\,\mathrm{softmax}(S)\,P^\top$. Why is that true?
+# Entry $(i, j)$ of $PSP^\top$ is $S_{\text{order}[i],\,\text{order}[j]}$, so row $i$ of
+# $PSP^\top$ holds exactly the entries of row $\text{order}[i]$ of $S$, listed in another
+# order. The softmax treats each row on its own and each entry by the same rule,
+# $e^{s}/\sum_{s' \in \text{row}} e^{s'}$, and the sum over a row does not depend on the order
+# of its terms. So every entry keeps its weight and simply travels with it: permuting rows and
+# columns only relabels which entries share a row.
+#
+# A row-wise function that *does* look at where an entry sits in its row breaks this. A
+# running sum along the row (`cumsum`) is one; the causal mask, next, is another.
+
+# %% slideshow={"slide_type": "fragment"}
+S = (x @ w_q) @ (x @ w_k).T / d**0.5  # the head's scores
+torch.testing.assert_close(P @ S @ P.T, S[order][:, order])  # entry (i, j) is S[order[i], order[j]]
+torch.testing.assert_close((P @ S @ P.T).softmax(-1), P @ S.softmax(-1) @ P.T)  # the softmax commutes
+assert not torch.allclose((P @ S @ P.T).cumsum(-1), P @ S.cumsum(-1) @ P.T)  # a running sum does not
+print("softmax(P S P^T) == P softmax(S) P^T: True;  the same for cumsum: False")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### A causal mask breaks equivariance
+#
+# A decoder (GPT, Llama) hides the future: query $i$ may look at keys $j \le i$ only. The mask
+# sets every score above the diagonal to $-\infty$ before the softmax
+# (`pl.attention(..., causal=True)`). The mask is tied to the *places* in the sequence, not to
+# the tokens: after a permutation the tokens move, but the triangle stays where it is. In the
+# algebra above, $P$ would have to move the mask too, and $PMP^\top$ is not the triangle
+# $M$ for any order but the identity (the cell tries all 120 orders of 5 tokens). So permuting
+# the input no longer just permutes the output.
+#
+# The first row shows what the mask gives away: the token at position 0 sees only itself, so
+# its output is its own value vector whatever the rest of the sentence says. The first token
+# knows it is first. This is the seed of chapter 7's NoPE story ("no positional encoding"):
+# a causal mask alone lets a decoder count where it is (chapter 7 shows how).
+
+# %% slideshow={"slide_type": "fragment"}
+def causal_head(t):
+    return pl.attention(t @ w_q, t @ w_k, t @ w_v, causal=True)[0]
+
+
+mask = pl.causal_mask(n, n, device=device).float()  # 1 where key j is in the future of query i
+assert not torch.equal(P @ mask @ P.T, mask)  # the triangle does not move with the tokens
+perms = [pl.permutation_matrix(o, device=device) for o in itertools.permutations(range(n))]
+kept = [Po for Po in perms if torch.equal(Po @ mask @ Po.T, mask)]  # orders that map the triangle to itself
+assert len(perms) == 120 and len(kept) == 1 and torch.equal(kept[0], torch.eye(n, device=device))  # identity only
+assert pl.equivariance_error(causal_head, x, order) > 1e-2  # no longer equivariant
+assert pl.equivariance_error(causal_head, x, list(range(n))) == 0  # (the identity order, trivially, is)
+torch.testing.assert_close(causal_head(x)[0], x[0] @ w_v)  # position 0 attends to itself alone
+torch.testing.assert_close(causal_head(P @ x)[0], x[order[0]] @ w_v)  # whichever token stands there
+print("causal mask: Attn(PX) == P Attn(X)?", pl.equivariance_error(causal_head, x, order) < 1e-5)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Fix the query, shuffle the keys and values: nothing changes
@@ -142,7 +203,8 @@ print("same output for every word in 'I love you' and 'you love I'")
 # beginning-of-sequence token in front. We mimic that with a toy vocabulary that has a `<s>`
 # token, and seeded random embeddings. Our model is 16 features wide instead of 2048, so we
 # draw the weights from $\mathcal{N}(0, 0.3^2)$: with 0.1 every head would attend almost
-# uniformly and all output rows would look alike in the figures (the claim holds either way).
+# uniformly and all output rows would look alike in the figures (the next cells measure this;
+# the identical dogs hold either way).
 
 # %% slideshow={"slide_type": "fragment"}
 vocab = ["<s>", "the", "dog", "chased", "another"]
@@ -160,6 +222,29 @@ with torch.no_grad():
 
 x_dog = embed(ids)  # (1, 6, 16)
 print("token ids:", ids.tolist())
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# How uniform is "almost uniform"? The same weights divided by 3 are exactly a draw from
+# $\mathcal{N}(0, 0.1^2)$. For each of the 4 heads and 6 queries we measure the largest weight
+# in the row (uniform attention over 6 tokens gives $1/6 \approx 0.17$) and the row's entropy
+# $-\sum_j a_j \log a_j$ as a fraction of its maximum, $\log 6$ (1 means uniform).
+
+# %% slideshow={"slide_type": "fragment"}
+def row_stats(module):
+    """Largest attention weight and smallest normalised row entropy over all heads and queries."""
+    w = module(x_dog, x_dog, x_dog, average_attn_weights=False)[1]  # (1, heads, 6, 6)
+    entropy = -(w * w.log()).sum(-1) / torch.log(torch.tensor(float(len(words))))
+    return w.max().item(), entropy.min().item()
+
+
+small = nn.MultiheadAttention(hdim, num_heads=4, batch_first=True).to(device).requires_grad_(False)
+small.load_state_dict({name: t / 3 for name, t in mha.state_dict().items()})  # N(0, 0.1^2)
+top_small, entropy_small = row_stats(small)
+top, entropy = row_stats(mha)
+assert top_small < 0.3 and entropy_small > 0.95  # std 0.1: every row close to uniform
+assert top > 0.5 and entropy < 0.5  # std 0.3: some heads pick one token
+print(f"std 0.1: largest weight {top_small:.2f}, smallest entropy {entropy_small:.2f} × log 6")
+print(f"std 0.3: largest weight {top:.2f}, smallest entropy {entropy:.2f} × log 6")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Run it and compare the two "dog" rows.
@@ -238,8 +323,10 @@ print("4-head demo reproduced with pl.attention: True")
 #
 # Give each position $i$ its own vector $p_i$ and add it to the token's embedding,
 # $x_i' = x_i + p_i$. Here $p_i$ is the sinusoidal code of chapter 3,
-# `pl.sinusoidal_positions(n, d)`; any code that differs between positions 2 and 5 would do.
-# The two "dog" inputs are now different vectors, and so are their outputs.
+# `pl.sinusoidal_positions(n, d)`; any code with $p_2 \ne p_5$ would do here. The two "dog"
+# inputs are now different vectors, and so are their outputs. The invariance of section 1
+# goes too: a fixed query's output changes when the tokens are shuffled, because each token
+# now carries its place with it.
 
 # %% slideshow={"slide_type": "fragment"}
 pos = pl.sinusoidal_positions(len(words), hdim, device=device)  # (6, 16)
@@ -248,8 +335,13 @@ out_pos, _ = mha(x_pos, x_pos, x_pos)
 same = torch.allclose(out_pos[0, 2], out_pos[0, 5], atol=1e-6)
 assert not same
 assert pl.equivariance_error(lambda t: mha(t + pos, t + pos, t + pos)[0], x_dog, [5, 4, 3, 2, 1, 0]) > 1e-3
+pos5 = pl.sinusoidal_positions(n, d, device=device)  # the same for section 1's five tokens and fixed query
+kv, kv_shuffled = x + pos5, x[order] + pos5  # the tokens shuffled, the places not
+fixed_query = pl.attention(q, kv @ w_k, kv @ w_v)[0]
+assert not torch.allclose(pl.attention(q, kv_shuffled @ w_k, kv_shuffled @ w_v)[0], fixed_query, atol=1e-4)
 print("dog outputs identical?", same)
 print("reordering the words now changes more than the order of the outputs")
+print("a fixed query's output now changes when the tokens are shuffled")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Where do the positions go? The source's formula
@@ -435,10 +527,11 @@ answer = {"a": True, "b": False, "c": True, "d": False, "e": True}
 _ = check.predict_equal(answer)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 3. Order-aware attention.** Write `order_aware(x, w_q, w_k, w_v)` that adds the
-# sinusoidal code `pl.sinusoidal_positions(n, d)` to the tokens `x` (shape `(n, d)`), then
-# projects ($Q = (X+P)W_Q$, and so on) and returns the `(n, d)` output of `pl.attention`.
-# The checker feeds it a sentence with repeated tokens.
+# **Exercise 3. Order-aware attention.** Write `order_aware(x, w_q, w_k, w_v)`: single-head
+# self-attention of the tokens `x` (shape `(n, d)`, weights right-multiplied as in section 1)
+# that returns the `(n, d)` output and gives two copies of the same token different outputs,
+# using the sinusoidal code of chapter 3 (`pl.sinusoidal_positions`) in the usual place.
+# The checker feeds it a sentence with repeated tokens and can tell where you put the code.
 
 # %% slideshow={"slide_type": "fragment"}
 def order_aware(x, w_q, w_k, w_v):
@@ -479,11 +572,42 @@ answer = (len(set(sentence)), len(sentence))  # one row per distinct word; then 
 # %% nbgrader={"grade": true, "grade_id": "distinct_outputs", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
 _ = check.distinct_outputs(answer)
 
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **Exercise 5. What a causal head still cannot see.** A causal head without positions
+# (`pl.attention(..., causal=True)`) runs over 8 different tokens at positions 0 to 7. Swap
+# the tokens at positions 2 and 5 and run it again. Which output rows differ from the rows at
+# the same positions before the swap? Answer with the list of row indices. Work it out on
+# paper first: what does row $i$ of a causal head depend on? Then check it in code.
+
+# %% slideshow={"slide_type": "fragment"}
+answer = None  # a list of row indices, e.g. [0, 7]
+check.causal_swap_rows(answer)
+
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "causal_swap_rows_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+answer = None  # a list of row indices, e.g. [0, 7]
+### BEGIN SOLUTION
+# Row i attends to keys 0..i with query x_i, and (section 1) the order of the (key, value)
+# pairs does not matter: row i depends only on x_i and on the set {x_0, ..., x_i}.
+# Rows 0, 1: neither swapped token is in reach, nothing changes.
+# Rows 2, 3, 4: the set now holds x_5 instead of x_2 (and row 2's query is x_5).
+# Row 5: same set as before, but its query is now x_2.
+# Rows 6, 7: same query, same set in another order: unchanged. Within the prefix a causal
+# head still sees a bag of tokens; what the mask adds is where the prefix ends.
+answer = [2, 3, 4, 5]
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "causal_swap_rows", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.causal_swap_rows(answer)
+
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Summary
 #
 # - Without positions, self-attention is **permutation-equivariant**: $\mathrm{Attn}(PX) =
-#   P\,\mathrm{Attn}(X)$. Identical tokens get identical outputs wherever they stand.
+#   P\,\mathrm{Attn}(X)$, because the softmax acts on each row's entries alike. Identical
+#   tokens get identical outputs wherever they stand.
+# - This needs every query to see every key. A causal mask is tied to places, not tokens, and
+#   breaks it: the first token knows it is first (chapter 7 turns this into a counter), while
+#   the tokens before a query still form a bag (Exercise 5).
 # - For a fixed query it is **permutation-invariant** in the (key, value) pairs: the
 #   sentence is a bag of words.
 # - Adding a position code $p_i$ to each token before the projections breaks both; chapter 2

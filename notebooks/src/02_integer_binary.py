@@ -22,11 +22,14 @@
 #    neighbours depends on the sequence length $m$;
 # 3. **binary codes**: the bits of $i$; bounded, but jumpy, and (despite what a source says)
 #    with no fixed linear map from $p_i$ to $p_{i+k}$;
-# 4. **sinusoids as smooth bits**: the way out, which chapter 3 develops.
+# 4. **sinusoids as smooth bits**: the way out, which chapter 3 develops;
+# 5. **learned tables** (BERT, GPT-2): let training choose $p_i$; what a table learns, and why
+#    it cannot go past the positions it was trained on.
 #
 # Sources followed: `001` (integer, normalised and binary codes, the five properties) and
 # `002` (why not binary, why not divide by the length). Errors are corrected in the open and
-# listed at the end.
+# listed at the end. Positions count from 0, and bit $k$ is the bit worth $2^k$ (the
+# conventions of the whole course, collected in `00_index`).
 
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline
@@ -212,14 +215,17 @@ fig
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3 · Binary codes
 #
-# `001` next writes $i$ in binary, one bit per feature, most significant bit first. With
-# $d = 3$ features its first positions are
-# $p_0 = [0,0,0]$, $p_1 = [0,0,1]$, $p_2 = [0,1,0]$. `pl.binary_positions(n, d)` builds the
-# table; $d$ bits name $2^d$ positions:
+# `001` next writes $i$ in binary, one bit per feature. We name each bit by its weight:
+# **bit $k$** is worth $2^k$, so bit 0 is the least significant. The code is written the way
+# numbers are, most significant bit first: with $d$ bits, column $c$ holds bit $d-1-c$. With
+# $d = 3$ features the first positions are
+# $p_0 = [0,0,0]$, $p_1 = [0,0,1]$, $p_2 = [0,1,0]$ (`001`'s rows too).
+# `pl.binary_positions(n, d)` builds the table; $d$ bits name $2^d$ positions:
 
 # %% slideshow={"slide_type": "fragment"}
 B3 = pl.binary_positions(8, 3, device=device)
 assert B3[:3].tolist() == [[0, 0, 0], [0, 0, 1], [0, 1, 0]]  # the source's three rows
+assert all(B3[i, 3 - 1 - k] == (i >> k) & 1 for i in range(8) for k in range(3))  # column d-1-k holds bit k
 for row, bits in enumerate(B3.int().tolist()):
     print(f"p_{row} = {bits}")
 
@@ -241,16 +247,17 @@ print("largest ||p_i|| / ||x_i||:", round(ratio6.max().item(), 3))
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Fast low bits, slow high bits
 #
-# Down the table, the last column (the lowest bit) flips at every step, the one before it
-# every 2 steps, then every 4, and so on: each column runs at half the speed of the one to its
-# right. The heatmap shows the 6-bit code of 64 positions.
+# Down the table, bit 0 (the last column) flips at every step, bit 1 every 2 steps, bit 2
+# every 4: bit $k$ flips every $2^k$ steps, so each column runs at half the speed of the one to
+# its right. The heatmap shows the 6-bit code of 64 positions, bit 5 on the left.
 
 # %% slideshow={"slide_type": "fragment"}
 fig, ax = viz.figure(width=4.6, height=3.6)
-viz.heatmap(B6, ax=ax, xlabel="bit (0 = most significant)", ylabel="position i", colorbar="bit value",
-            title="binary code, d = 6")
-flips = (B6[1:] != B6[:-1]).sum(0)
-assert flips.tolist() == [1, 3, 7, 15, 31, 63]  # column j flips 2**(j+1) - 1 times: twice as often as j-1
+viz.heatmap(B6, ax=ax, xlabel="bit k (worth 2^k), most significant first", ylabel="position i",
+            colorbar="bit value", title="binary code, d = 6")
+ax.set_xticks(range(6), [str(5 - c) for c in range(6)])  # column c holds bit 5 - c
+flips_by_bit = (B6[1:] != B6[:-1]).sum(0).flip(0)  # entry k: how often bit k flips in 63 steps
+assert flips_by_bit.tolist() == [64 // 2**k - 1 for k in range(6)]  # bit k flips every 2**k steps
 fig
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
@@ -261,7 +268,7 @@ fig
 binary_widget = viz.interactive_heatmap(
     lambda n, d: pl.binary_positions(min(n, 2**d), d, device=device),
     title=lambda n, d: f"d = {d} bits: {min(n, 2**d)} of {n} positions fit",
-    xlabel="bit (0 = most significant)",
+    xlabel="columns: bit d−1 (left) … bit 0 (right)",
     ylabel="position i",
     colorbar="bit value",
     diverging=False,
@@ -272,14 +279,15 @@ binary_widget = viz.interactive_heatmap(
 binary_widget
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# `001` says the high bit, $p_{i,0}$, changes slowly and the low bit, which it calls
-# $p_{i,d}$, fast. With $d$ bits numbered from 0 the last one is $p_{i,d-1}$; there is no
-# $p_{i,d}$. The next plot draws each bit of the 4-bit code against the position, the
-# picture `001` refers to.
+# `001` numbers the *columns* from the left, so its $p_{i,0}$ is the high bit (our bit
+# $d-1$), which changes slowly, and it calls the fast low bit $p_{i,d}$. With $d$ columns
+# numbered from 0 the last one is $p_{i,d-1}$; there is no $p_{i,d}$. In our naming the fast
+# one is simply bit 0. The next plot draws each bit of the 4-bit code against the position,
+# the picture `001` refers to.
 
 # %% slideshow={"slide_type": "fragment"}
 B4 = pl.binary_positions(16, 4)
-assert (B4[1:, 3] != B4[:-1, 3]).all()  # p_{i,d-1} flips at every step
+assert (B4[1:, 3] != B4[:-1, 3]).all()  # column d-1 = p_{i,d-1} = bit 0 flips at every step
 try:
     B4[:, 4]
     raise AssertionError("there should be no column d")
@@ -287,10 +295,11 @@ except IndexError:
     pass
 
 fig, ax = viz.figure(width=5.5, height=3.2)
-for j in range(4):
-    ax.step(range(16), B4[:, j] + 1.5 * (3 - j), where="mid")
-ax.set(xlabel="position i", yticks=[1.5 * (3 - j) + 0.5 for j in range(4)],
-       yticklabels=[f"p_(i,{j})" for j in range(4)], title="columns of the 4-bit code: p_(i,d-1) = p_(i,3) is fastest")
+for c in range(4):  # column c holds bit 3 - c; bit k is drawn at height 1.5 k
+    ax.step(range(16), B4[:, c] + 1.5 * (3 - c), where="mid")
+ax.set(xlabel="position i", yticks=[1.5 * k + 0.5 for k in range(4)],
+       yticklabels=[f"bit {k} = p_(i,{3 - k})" for k in range(4)],
+       title="the 4-bit code: bit 0, the source's p_(i,3), is fastest")
 fig
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -298,7 +307,7 @@ fig
 #
 # `001`'s last objection: the same token at positions 1 and 2 differs by
 # $p_2 - p_1 = [0,1,0] - [0,0,1] = [0,1,-1]$, and more generally the distance between
-# neighbours jumps around: 1 when only the last bit flips, $\sqrt 2$ when two flip, up to
+# neighbours jumps around: 1 when only bit 0 flips, $\sqrt 2$ when two flip, up to
 # $\sqrt d$ when a carry runs through every bit. A small shift of the sentence (one token
 # more or less in front) moves different positions by very different amounts. The
 # sinusoidal code of chapter 3, in contrast, keeps every neighbour at the same distance.
@@ -336,31 +345,42 @@ print("M p_0 = 0 for every M, but p_k != 0 for k = 1..63: no linear M_k")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Affine?** Allow a shift as well, $p_{i+k} = M_k p_i + b_k$, and find the best $M_k, b_k$
-# by least squares over all pairs $(p_i, p_{i+k})$ in the 64-position table. A residual of
-# zero would mean an exact fit. For the sinusoidal code (same $d = 6$) the fit is exact for
-# every $k$; for the binary code it fails for every small offset.
+# by least squares over all pairs $(p_i, p_{i+k})$ in the 64-position table:
+# `pl.affine_shift_residual(table, k)` returns the smallest $\lVert [p_i, 1]\,A - p_{i+k}\rVert$
+# over all $(d+1)\times d$ matrices $A$ (the rows of $M_k^\top$ and $b_k$), computed in
+# float64. A residual of zero would mean an exact fit. For the sinusoidal code (same $d = 6$)
+# the fit is exact for every $k$; for the binary code it fails for every small offset.
 
 # %% slideshow={"slide_type": "fragment"}
-def affine_residual(table, k):
-    """Smallest || [p_i, 1] A - p_(i+k) || over all (d+1) x d matrices A, in float64."""
-    t = table.double().cpu()
-    inputs = torch.cat([t[:-k], torch.ones(len(t) - k, 1, dtype=torch.float64)], dim=1)
-    fit = torch.linalg.lstsq(inputs, t[k:], driver="gelsd").solution
-    return (inputs @ fit - t[k:]).norm().item()
-
-
 offsets = range(1, 64)
-res_binary = torch.tensor([affine_residual(B6, k) for k in offsets])
-res_sin = torch.tensor([affine_residual(S6, k) for k in offsets])
+res_binary = torch.tensor([pl.affine_shift_residual(B6, k) for k in offsets])
+res_sin = torch.tensor([pl.affine_shift_residual(S6, k) for k in offsets])
 assert (res_binary[:15] > 1).all()  # k = 1 .. 15: no affine map
 assert (res_sin < 1e-4).all()  # sinusoids: an exact linear map for every k
 exact = [k for k, r in zip(offsets, res_binary) if r < 1e-9]
 print("binary code, offsets k with an exact affine fit:", exact)
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# The few exact fits are artefacts of a finite table: for $k = 16, 32, 48, \ldots$ only the
-# high bits change, and for $k$ near 64 so few pairs remain that a map through them is easy.
-# For every $k$ from 1 to 15 the residual is large.
+# For every $k$ from 1 to 15 the residual is large. The few exact fits, $k = 16, 32, 40, 48,
+# \ldots$, are artefacts of a finite table: only the pairs with $i + k \le 63$ count, and for
+# these $k$ the bits that change between $p_i$ and $p_{i+k}$ take at most three different
+# patterns over all those pairs (for $k = 16$: bits 5 and 4 go $00, 01, 10 \to 01, 10, 11$).
+# Exercise 1 asks, on a 2-bit code, why three patterns are always easy and four need not be.
+
+# %% slideshow={"slide_type": "fragment"}
+assert exact == [16, 32, 40, 48, 52, 56, 58, 60, 61, 62, 63]
+
+
+def changing_patterns(table, k):
+    """Distinct patterns, over the pairs (p_i, p_(i+k)), of the bits that differ in some pair."""
+    src, dst = table[:-k], table[k:]
+    changing = (src != dst).any(0)
+    return torch.unique(src[:, changing], dim=0).shape[0]
+
+
+assert all(changing_patterns(B6, k) <= 3 for k in exact)
+assert all(changing_patterns(B6, k) > 3 for k in range(1, 16))
+print("exact fits only where the changing bits take at most 3 patterns: True")
 
 # %% slideshow={"slide_type": "fragment"}
 fig, ax = viz.figure(width=5.5, height=3.0)
@@ -416,7 +436,9 @@ fig
 # $\text{base} = 2^{d/2}$ that factor is exactly $1/2$, like the bits; with the usual
 # base 10000 and $d = 512$ it is about 0.965: many more, slowly spaced "digits". Each digit
 # is a sine *and* a cosine, which is what makes the fixed rotation $M_k$ of chapter 3
-# possible.
+# possible. `pl.rope_frequencies(d, base)` returns these $\theta_j$, $j = 0, \ldots, d/2-1$.
+# Its name comes from RoPE, which uses the very same frequencies (we meet it in chapter 5);
+# chapter 3 builds the sinusoidal code from them.
 
 # %% slideshow={"slide_type": "fragment"}
 d8 = 8
@@ -429,44 +451,225 @@ print("base 2**(d/2): theta_j =", theta.tolist())
 print("base 10000, d = 512: ratio between neighbouring frequencies =", round(ratio512[0].item(), 4))
 
 # %% [markdown] slideshow={"slide_type": "slide"}
+# ## 6 · Learned tables: BERT and GPT-2
+#
+# Why design $p_i$ at all? BERT (Devlin et al., 2019) and GPT-2 (Radford et al., 2019) let
+# training choose it. The model keeps a table $E$ with one row per position, `max_len` rows in
+# all (512 in BERT, 1024 in GPT-2), and adds row $i$ to the token at position $i$:
+# $x_i' = x_i + E_i$. The rows start as small random numbers and are trained by gradient
+# descent with every other weight. `pl.LearnedPositionalEncoding(max_len, d)` is such a table,
+# an `nn.Embedding` with `max_len` rows. A sequence longer than the table has no rows to add.
+
+# %% slideshow={"slide_type": "fragment"}
+table = pl.LearnedPositionalEncoding(max_len=8, d=4).to(device)
+E8 = table.embedding.weight  # (max_len, d): one trainable row per position
+tokens = torch.randn(5, 4).to(device)
+torch.testing.assert_close(table(tokens), tokens + E8[:5])  # row i is added to the token at position i
+assert tuple(E8.shape) == (8, 4) and E8.requires_grad
+try:
+    table(torch.randn(9, 4).to(device))
+    raise AssertionError("a 9th position should have no row")
+except ValueError as e:
+    print("9 tokens:", e)
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### What does a table learn?
+#
+# Whatever the training data make positions useful for. A small experiment: every sequence
+# repeats a random block of 4 tokens, `a b c d a b c d ...`, 32 tokens long, and a one-layer
+# `pl.TinyDecoder` (the small decoder of chapter 7; here with `positional="learned"`, a table
+# of `max_len = 64` rows) learns to predict the next token. Once it has seen one block, the
+# next token is the one 4 places before it, and equally the one 8 places before it, and so on:
+# the model only has to find earlier tokens in the same *phase*, position $i \bmod 4$. Every
+# other position's token is no help. We train for 200 steps of Adam. (Adam without weight
+# decay: a row that gets no gradient is not touched at all, which we use below.)
+
+# %% slideshow={"slide_type": "fragment"}
+def repeating_blocks(batch, length, vocab, generator, period=4):
+    """(batch, length) token ids that repeat a random block of `period` tokens: a b c d a b c d ..."""
+    block = torch.randint(vocab, (batch, period), generator=generator)
+    return block.repeat(1, length // period + 1)[:, :length]
+
+
+VOCAB, TRAIN_LEN, MAX_LEN = 16, 32, 64
+g = torch.manual_seed(0)
+model = pl.TinyDecoder(vocab_size=VOCAB, positional="learned", d_model=32, num_heads=2, num_layers=1,
+                       d_ff=64, max_len=MAX_LEN).to(device)
+E = model.positional.encoding.embedding.weight  # (64, 32), the learned table
+E_init = E.detach().clone()
+opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+data = torch.Generator().manual_seed(0)
+threads = torch.get_num_threads()
+torch.set_num_threads(1)  # matrices this small: one CPU thread is fastest (no waiting on the others)
+try:
+    for step in range(200):
+        seq = repeating_blocks(32, TRAIN_LEN + 1, VOCAB, data).to(device)  # inputs: positions 0 .. 31
+        loss = F.cross_entropy(model(seq[:, :-1]).flatten(0, 1), seq[:, 1:].flatten())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+finally:
+    torch.set_num_threads(threads)
+
+assert abs(E_init.std().item() - 0.02) < 0.002  # the library starts the rows at N(0, 0.02^2)
+# The first 3 next tokens cannot be guessed (log 16 each), the other 29 can: the best loss is 3 log(16) / 32.
+assert loss.item() < 0.5 < torch.log(torch.tensor(16.0)).item()
+print("training loss below 0.5 (best possible 0.26, guessing 2.77): True")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# The figure compares every row of the trained table with every other: entry $(i, j)$ is the
+# cosine between $E_i$ and $E_j$. The 32 rows the model was trained on (top left, inside the
+# lines) show a checkerboard of period 4; the 32 rows it never used look like noise.
+
+# %% slideshow={"slide_type": "fragment"}
+unit = F.normalize(E.detach(), dim=-1)
+cos_rows = unit @ unit.T  # (64, 64)
+fig, ax = viz.figure(width=4.8, height=4.0)
+viz.heatmap(cos_rows, ax=ax, xlabel="position j", ylabel="position i", colorbar="cos(E_i, E_j)",
+            diverging=True, vmax=1, title=f"learned rows after training on length {TRAIN_LEN}")
+ax.axhline(TRAIN_LEN - 0.5, color="k", lw=1)
+ax.axvline(TRAIN_LEN - 0.5, color="k", lw=1)
+fig
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# Measured on the trained rows: rows a multiple of 4 apart point the same way, rows 2 apart
+# point opposite ways, rows 1 or 3 apart are orthogonal. That is the pattern
+# $\cos(2\pi r/4) = 1, 0, -1, 0$ of a wave of period 4, the sinusoid of chapter 3 with
+# $\theta = 2\pi/4$: training found a "digit" that tells the phase apart, and nothing else.
+# In particular, neighbouring rows are *not* alike. Nothing in a table makes $E_{i+1}$ close
+# to $E_i$; neighbours end up similar only where the data reward it. (What the tables of
+# BERT and GPT-2 hold after training on text is studied by Wang & Chen, 2020,
+# arXiv:2010.04903.)
+
+# %% slideshow={"slide_type": "fragment"}
+seen = cos_rows[:TRAIN_LEN, :TRAIN_LEN]
+idx = torch.arange(TRAIN_LEN, device=device)
+phase = (idx[:, None] - idx[None, :]) % 4  # (i - j) mod 4
+off_diagonal = idx[:, None] != idx[None, :]
+by_phase = [seen[(phase == r) & off_diagonal].mean().item() for r in range(4)]
+assert by_phase[0] > 0.5 and by_phase[2] < -0.5  # same phase alike, opposite phase opposite
+assert abs(by_phase[1]) < 0.2 and abs(by_phase[3]) < 0.2  # a quarter period apart: orthogonal
+assert abs(seen.diagonal(1).mean().item()) < 0.2  # neighbours i, i+1 are not alike
+print("mean cosine of rows r = 0, 1, 2, 3 apart (mod 4):", [round(c, 1) + 0.0 for c in by_phase])  # + 0.0: no "-0.0"
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### Why a table cannot extrapolate
+#
+# Two reasons, both exact. There is no row past `max_len`, so a longer input is an error.
+# And rows inside the table but past the training length are never *used* in training, so
+# their gradient is exactly zero: they keep the random values they started with. A model
+# that meets position 40 for the first time adds a random vector to the token. The cell checks
+# both, then measures the damage on sequences of 64 tokens: the model that gets almost every
+# predictable next token right at positions 3 to 31 gets most of them wrong from position 32 on.
+
+# %% slideshow={"slide_type": "fragment"}
+try:
+    model(repeating_blocks(1, MAX_LEN + 1, VOCAB, data).to(device))
+    raise AssertionError("position 64 should have no row")
+except ValueError as e:
+    print(f"{MAX_LEN + 1} tokens:", e)
+
+seq = repeating_blocks(32, TRAIN_LEN + 1, VOCAB, data).to(device)
+model.zero_grad()
+F.cross_entropy(model(seq[:, :-1]).flatten(0, 1), seq[:, 1:].flatten()).backward()
+assert (E.grad[:TRAIN_LEN].abs().sum(-1) > 0).all()  # every position used in training gets a gradient
+assert torch.equal(E.grad[TRAIN_LEN:], torch.zeros_like(E.grad[TRAIN_LEN:]))  # the others: exactly zero
+assert (E.detach()[:TRAIN_LEN] != E_init[:TRAIN_LEN]).any(-1).all()  # trained rows moved
+assert torch.equal(E.detach()[TRAIN_LEN:], E_init[TRAIN_LEN:])  # untrained rows: still their initial values
+print(f"rows {TRAIN_LEN} .. {MAX_LEN - 1}: zero gradient, initial values kept: True")
+
+test = repeating_blocks(256, MAX_LEN + 1, VOCAB, data).to(device)
+with torch.no_grad():
+    right = (model(test[:, :-1]).argmax(-1) == test[:, 1:]).double().mean(0).cpu()  # accuracy per position
+assert right[3:TRAIN_LEN].mean() > 0.95 and right[TRAIN_LEN:].mean() < 0.6
+print(f"accuracy at positions 3 .. {TRAIN_LEN - 1}: {right[3:TRAIN_LEN].mean():.1f};  "
+      f"at {TRAIN_LEN} .. {MAX_LEN - 1}: {right[TRAIN_LEN:].mean():.1f}  (guessing: {1 / VOCAB:.2f})")
+
+fig, ax = viz.figure(width=5.5, height=3.0)
+ax.plot(right, marker=".")
+ax.axvline(TRAIN_LEN - 0.5, color="k", lw=1, ls="--", label="training length")
+ax.set(xlabel="position i", ylabel="accuracy of the next token", ylim=(0, 1.05),
+       title="learned table: right inside the training length, mostly wrong past it")
+ax.legend(loc="upper right")
+fig
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# A code that is a formula of the position (sinusoids, chapter 3) has a row for every
+# position, and relative methods (chapters 4 to 6) never look up an absolute row at all.
+# Chapter 7 trains the same small decoder with each method and measures them past the
+# training length.
+
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
 # Each exercise has a cell for your answer and a checker that says what is right or wrong, with
 # a hint. The worked solution follows, collapsed (expand it only after trying), then a cell that
 # checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
 #
-# **Exercise 1.** Write the 5-bit binary code of position 13, most significant bit first,
-# as a list of 0s and 1s.
+# **Exercise 1. When is there an affine map? By hand.** Take $d = 2$ bits:
+# $p_0 = [0,0]$, $p_1 = [0,1]$, $p_2 = [1,0]$, $p_3 = [1,1]$ (bit 1 first, as always).
+#
+# - (a) A 2-bit counter wraps around: after $p_3$ comes $p_0$ again, so "$k$ steps on" means
+#   $p_{(i+k) \bmod 4}$. For which $k \in \{1, 2, 3\}$ is there **no** affine map
+#   $f(p) = Mp + b$ ($M$ a $2\times 2$ matrix, $b$ a vector) with $f(p_i) = p_{(i+k) \bmod 4}$
+#   for all four $i$?
+# - (b) Without wrap-around, $f$ only has to send $p_i$ to $p_{i+k}$ for the $i$ with
+#   $i + k \le 3$. For which $k \in \{1, 2, 3\}$ is there then no affine map?
+#
+# Answer as `{"wrap": [...], "no_wrap": [...]}` (an empty list is a possible answer). Reason
+# it out on paper; then you may test it with `pl.affine_shift_residual` (section 4; for the
+# wrap-around, think about which rows to append to the table). What does (b) say about the
+# exact fits of section 4?
 
 # %% slideshow={"slide_type": "fragment"}
-answer = None  # e.g. [0, 0, 0, 0, 0]
-check.binary_code(answer)
+answer = None  # e.g. {"wrap": [1], "no_wrap": [2, 3]}
+check.affine_counter(answer)
 
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "binary_code_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-answer = None  # e.g. [0, 0, 0, 0, 0]
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "affine_counter_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+answer = None  # e.g. {"wrap": [1], "no_wrap": [2, 3]}
 ### BEGIN SOLUTION
-answer = [0, 1, 1, 0, 1]  # 13 = 8 + 4 + 1
+# (a) An affine map keeps balanced sums: f(u) + f(w) = M (u + w) + 2 b, so u + w = y + z
+#     implies f(u) + f(w) = f(y) + f(z). The four codes satisfy p_0 + p_3 = p_1 + p_2 = [1, 1]
+#     (the corners of a square). So an affine f needs p_k + p_(3+k) = p_(1+k) + p_(2+k):
+#     k = 1: p_1 + p_0 = [0, 1] but p_2 + p_3 = [2, 1]  -> no affine map;
+#     k = 2: p_2 + p_1 = [1, 1] = p_3 + p_0              -> and f(p) = [1 - p[0], p[1]] works
+#            (adding 2 mod 4 just flips bit 1: no carry ever reaches a bit we keep);
+#     k = 3: p_3 + p_2 = [2, 1] but p_0 + p_1 = [0, 1]  -> no affine map.
+# (b) Without wrap-around there are only 4 - k pairs, at most 3: p_0, p_1, p_2 are not on one
+#     line, and an affine map of the plane can send three such points anywhere (6 equations,
+#     6 unknowns in M and b). So every k has one. That is section 4's artefact: for k = 16 the
+#     bits that change take only the three patterns 00, 01, 10; with wrap-around (mod 64)
+#     only k = 32, which flips bit 5 alone, has an affine map.
+answer = {"wrap": [1, 3], "no_wrap": []}
 ### END SOLUTION
 
-# %% nbgrader={"grade": true, "grade_id": "binary_code", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.binary_code(answer)
+# %% nbgrader={"grade": true, "grade_id": "affine_counter", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.affine_counter(answer)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 2.** With normalised codes $p_i = i/m$ (one feature), what is $p_5 - p_3$ in a
-# sentence of length $m = 8$, and in one of length $m = 16$? Answer as a pair.
+# **Exercise 2. How jumpy?** In the 6-bit code, the step from $p_i$ to $p_{i+1}$
+# ($i = 0, \ldots, 62$) flips some number $t$ of bits, and $\lVert p_{i+1} - p_i\rVert^2 = t$.
+# For each $t = 1, \ldots, 6$, how many of the 63 steps flip exactly $t$ bits? Answer as a
+# dict `{t: count}`. Find the rule on paper first (what happens to the bits of $i$ when you
+# add 1?), then count.
 
 # %% slideshow={"slide_type": "fragment"}
-answer = None  # (for m = 8, for m = 16)
-check.normalised_step(answer)
+answer = None  # e.g. {1: 10, 2: 10, 3: 10, 4: 10, 5: 10, 6: 13}
+check.carry_steps(answer)
 
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "normalised_step_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-answer = None  # (for m = 8, for m = 16)
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "carry_steps_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+answer = None  # e.g. {1: 10, 2: 10, 3: 10, 4: 10, 5: 10, 6: 13}
 ### BEGIN SOLUTION
-answer = (2 / 8, 2 / 16)  # two steps of 1/m each
+# Adding 1 flips the trailing ones of i and the 0 above them (the carry): if i ends in
+# exactly t - 1 ones after a 0 (binary ...0 1...1), the step flips t bits. For i = 0 .. 62
+# that fixes the lowest t bits and leaves the 6 - t bits above them free: 2**(6 - t) values.
+# Half the steps have length 1; one step (31 -> 32) flips all six bits.
+answer = {t: 64 // 2**t for t in range(1, 7)}  # {1: 32, 2: 16, 3: 8, 4: 4, 5: 2, 6: 1}
 ### END SOLUTION
 
-# %% nbgrader={"grade": true, "grade_id": "normalised_step", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.normalised_step(answer)
+# %% nbgrader={"grade": true, "grade_id": "carry_steps", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.carry_steps(answer)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise 3.** Write `smallest_bits(n)`: the smallest number of bits $d \ge 1$ such that
@@ -518,6 +721,7 @@ _ = check.integer_cosine(answer)
 # | integer $i\cdot\mathbf 1$ | $i$ times larger; erased by LayerNorm | shift by $k\cdot\mathbf 1$ | any length, ever larger |
 # | normalised $i/m$ | at most as large | depends on $m$ | same position, new code |
 # | binary | at most as large, jumpy | no linear or affine map | at most $2^d$ positions |
+# | learned table $E_i$ | small (trained) | whatever the data reward (here: the phase mod 4) | no row past `max_len`; rows never trained stay random |
 #
 # Sinusoids keep what is good in binary codes (bounded, one fast and many slow digits) and
 # replace the bits by smooth waves: chapter 3.
@@ -527,8 +731,9 @@ _ = check.integer_cosine(answer)
 # 1. **Binary codes and property 2.** `001` says binary codes satisfy property 2 (from $p_i$
 #    one gets $p_{i+k}$ simply). No fixed linear map exists ($p_0 = 0$), and least squares
 #    finds no affine one for any $k$ from 1 to 15 (section 4 asserts both).
-# 2. **Bit index.** `001` calls the fastest bit $p_{i,d}$; with $d$ bits numbered from 0 it
-#    is $p_{i,d-1}$ (section 3 asserts it flips at every step and that column $d$ does not
+# 2. **Bit index.** `001` numbers the columns from the most significant bit and calls the
+#    fastest bit $p_{i,d}$; with $d$ columns numbered from 0 it is $p_{i,d-1}$, bit 0 in this
+#    course's naming (section 3 asserts it flips at every step and that column $d$ does not
 #    exist).
 # 3. **"Small mean and variance".** `001` says layer-normalised inputs have small mean and
 #    variance. Per token, LayerNorm makes them exactly 0 and 1 (before its learned scale

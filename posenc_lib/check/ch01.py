@@ -9,7 +9,7 @@ from .. import absolute, permutation
 from ..attention import attention
 from ._core import Verdict, close, report
 
-__all__ = ["reorder_matrix", "predict_equal", "order_aware_attention", "distinct_outputs"]
+__all__ = ["reorder_matrix", "predict_equal", "order_aware_attention", "distinct_outputs", "causal_swap_rows"]
 
 # Exercise 1: rows [a, b, c, d] -> [c, a, d, b].
 REORDER = [2, 0, 3, 1]
@@ -124,7 +124,8 @@ def order_aware_attention(fn: Any) -> bool | None:
             yield False, "the values differ from softmax(QK^T/sqrt(d)) V with Q = (x + P) w_q, K = (x + P) w_k, V = (x + P) w_v"
 
     return report("self-attention that knows the order", fn, run,
-                  "P = sinusoidal_positions(n, d); h = x + P; return attention(h @ w_q, h @ w_k, h @ w_v)[0]")
+                  "section 3 compares the two places a position code can go and runs the usual one; "
+                  "build the code for this x's length and width, and keep attention itself as in section 1")
 
 
 def _after_projection(x: torch.Tensor, wq: torch.Tensor, wk: torch.Tensor, wv: torch.Tensor,
@@ -172,3 +173,59 @@ def distinct_outputs(answer: Any) -> bool | None:
 
     return report(f"distinct output rows for '{' '.join(SENTENCE)}'", answer, run,
                   "equal inputs give equal outputs: which input rows are equal without, and with, p_i?")
+
+
+# Exercise 5: a causal head without positions over 8 distinct tokens; swap the tokens at these positions.
+SWAP = (2, 5)
+SWAP_LEN = 8
+
+
+def causal_swap_changed_rows() -> list[int]:
+    """Rows of a causal, position-free head whose output changes when the tokens at SWAP are swapped."""
+    g = torch.Generator().manual_seed(0)
+    d = 8
+    x = torch.randn(SWAP_LEN, d, generator=g, dtype=torch.float64)  # distinct tokens
+    wq, wk, wv = (torch.randn(d, d, generator=g, dtype=torch.float64) / d**0.5 for _ in range(3))
+    order = list(range(SWAP_LEN))
+    order[SWAP[0]], order[SWAP[1]] = SWAP[1], SWAP[0]
+    before = attention(x @ wq, x @ wk, x @ wv, causal=True)[0]
+    xs = x[order]
+    after = attention(xs @ wq, xs @ wk, xs @ wv, causal=True)[0]
+    return [i for i in range(SWAP_LEN) if not torch.allclose(after[i], before[i], atol=1e-9)]
+
+
+def causal_swap_rows(answer: Any) -> bool | None:
+    """Exercise 5: the output rows of a causal head (no positions, 8 distinct tokens) that change
+    when the tokens at positions 2 and 5 are swapped."""
+
+    def run(ans: Any) -> Iterator[Verdict]:
+        if isinstance(ans, torch.Tensor):
+            ans = ans.tolist()
+        if not isinstance(ans, (list, tuple, set)) or not all(isinstance(i, int) and not isinstance(i, bool)
+                                                               for i in ans):
+            yield False, f"answer must be a list of row indices (integers), got {ans!r}"
+            return
+        rows = set(ans)
+        bad = sorted(i for i in rows if not 0 <= i < SWAP_LEN)
+        if bad:
+            yield False, f"rows are numbered 0 to {SWAP_LEN - 1} (positions count from 0), got {bad}"
+            return
+        changed = set(causal_swap_changed_rows())
+        extra, missing = rows - changed, changed - rows
+        if not extra and not missing:
+            yield True, ("rows 2 to 5 change: row i depends only on its own token and the set of tokens 0..i; "
+                         "rows 6 and 7 see the same query and the same (key, value) pairs, in another order")
+            return
+        if any(i < SWAP[0] for i in extra):
+            yield False, "a row before position 2 cannot reach either swapped token"
+        if any(i > SWAP[1] for i in extra):
+            yield False, ("a row after position 5 that you list sees its old query and its old keys and values, "
+                          "only reordered: think about section 1's invariance")
+        if missing:
+            many = len(missing) > 1
+            yield False, (f"{len(missing)} {'rows that change are' if many else 'row that changes is'} "
+                          "missing from your list")
+
+    return report("which rows of a causal head change when tokens 2 and 5 swap", answer, run,
+                  "row i sees its own token as the query and the tokens 0..i as keys and values; "
+                  "for which i does the swap change the query, and for which the set of keys and values?")

@@ -1,4 +1,4 @@
-"""Checkers for notebooks/02_integer_binary.ipynb: integer, normalised and binary codes."""
+"""Checkers for notebooks/02_integer_binary.ipynb: integer and binary codes, affine maps between positions."""
 from __future__ import annotations
 
 import math
@@ -7,55 +7,88 @@ from typing import Any, Callable, Iterator
 import torch
 
 from .. import absolute
-from ._core import Verdict, close, report
+from ._core import Verdict, report
 
-__all__ = ["binary_code", "normalised_step", "smallest_bits", "integer_cosine"]
-
-
-def binary_code(answer: Any, position: int = 13, d: int = 5) -> bool | None:
-    """Exercise 1: the d-bit binary code of ``position``, most significant bit first."""
-
-    def run(ans: Any) -> Iterator[Verdict]:
-        if not (isinstance(position, int) and isinstance(d, int) and d >= 1 and 0 <= position < 2**d):
-            yield False, f"this exercise needs 0 <= position < 2**d, got position={position!r}, d={d!r}"
-            return
-        got = torch.as_tensor(ans, dtype=torch.float64).flatten()
-        want = absolute.binary_positions(position + 1, d, dtype=torch.float64)[position]
-        if got.numel() != d:
-            yield False, f"a {d}-bit code has {d} entries, got {got.numel()}"
-            return
-        bits = bool(((got == 0) | (got == 1)).all())
-        yield bits, "every entry is a bit (0 or 1)" if bits else "entries must be 0 or 1"
-        if close(got, want):
-            yield True, f"{position} = {''.join(str(int(b)) for b in want.tolist())} in binary"
-        elif close(got, want.flip(0)):
-            yield False, "these bits are in reverse order: write the most significant bit first (as binary_positions does)"
-        else:
-            value = int(sum(int(b) << (d - 1 - i) for i, b in enumerate(got.tolist()))) if bits else None
-            yield False, f"these bits spell {value}, not {position}" if bits else f"this is not the code of {position}"
-
-    return report(f"the {d}-bit binary code of position {position}", answer, run,
-                  f"write {position} as a sum of powers of two; bit j (counting from 0 at the left) stands for 2**({d - 1} - j)")
+__all__ = ["affine_counter", "carry_steps", "smallest_bits", "integer_cosine"]
 
 
-def normalised_step(answer: Any) -> bool | None:
-    """Exercise 2: (p_5 - p_3 for length m=8, the same for m=16), with p_i = i/m."""
+# Exercise 1: the 2-bit code p_0..p_3, offsets k = 1, 2, 3, with and without wrap-around.
+COUNTER_BITS = 2
+COUNTER_OFFSETS = (1, 2, 3)
+
+
+def no_affine_offsets(wrap: bool, d: int = COUNTER_BITS) -> list[int]:
+    """The offsets k (1 .. 2**d - 1) for which no affine map sends p_i to p_{i+k} on the d-bit code.
+
+    wrap: positions count mod 2**d (p_{(i+k) mod 2**d}); otherwise only the pairs with i + k < 2**d.
+    """
+    table = absolute.binary_positions(2**d, d, dtype=torch.float64)
+    out = []
+    for k in range(1, 2**d):
+        rows = torch.cat([table, table[:k]]) if wrap else table  # appended rows: the pairs that wrap
+        if absolute.affine_shift_residual(rows, k) > 1e-9:
+            out.append(k)
+    return out
+
+
+def affine_counter(answer: Any) -> bool | None:
+    """Exercise 1: {"wrap": [k, ...], "no_wrap": [k, ...]}, the offsets k in 1..3 with no affine map
+    p_i -> p_{i+k} on the 2-bit code, with and without wrap-around."""
 
     def run(ans: Any) -> Iterator[Verdict]:
-        if not isinstance(ans, (tuple, list)) or len(ans) != 2:
-            yield False, f"answer must be a pair (step for m=8, step for m=16), got {ans!r}"
+        if not isinstance(ans, dict) or set(ans) != {"wrap", "no_wrap"}:
+            yield False, f"answer must be a dict with the keys 'wrap' and 'no_wrap', got {ans!r}"
             return
-        for m, got in zip((8, 16), ans):
-            p = absolute.integer_positions(m, 1, normalize=True, dtype=torch.float64)[:, 0]
-            want = float(p[5] - p[3])
-            ok = isinstance(got, (int, float)) and math.isclose(got, want, abs_tol=1e-6)
-            yield ok, (f"m={m}: p_5 - p_3 = 2/{m} = {want}" if ok
-                       else f"m={m}: not {got!r}; each step is 1/m and there are two steps")
-        if all(isinstance(a, (int, float)) for a in ans) and not math.isclose(ans[0], ans[1]):
-            yield True, "same offset k=2, different differences: the step depends on the length m"
+        for part, wrap in (("wrap", True), ("no_wrap", False)):
+            got = ans[part]
+            if not isinstance(got, (list, tuple, set)) or not all(
+                    isinstance(k, int) and not isinstance(k, bool) and k in COUNTER_OFFSETS for k in got):
+                yield False, f"{part}: give a list of offsets from {list(COUNTER_OFFSETS)} (maybe empty), got {got!r}"
+                continue
+            want = set(no_affine_offsets(wrap))
+            extra, missing = set(got) - want, want - set(got)
+            if not extra and not missing:
+                yield True, (f"{part}: right: " + ("the four codes form a square, p_0 + p_3 = p_1 + p_2, and an "
+                                                   "affine f must keep that balance" if wrap else
+                                                   "at most 3 pairs, and 3 points not on a line can go anywhere"))
+                continue
+            if extra:
+                yield False, (f"{part}: {len(extra)} of your offsets {'has' if len(extra) == 1 else 'have'} an "
+                              "exact affine map (try to build it)")
+            if missing:
+                plural = "s" if len(missing) > 1 else ""
+                yield False, f"{part}: {len(missing)} offset{plural} with no affine map missing"
 
-    return report("the normalised step between positions 3 and 5", answer, run,
-                  "p_i = i/m, so p_{i+k} - p_i = k/m")
+    return report("offsets with no affine map on the 2-bit code", answer, run,
+                  "an affine map keeps balanced sums (u + w = y + z gives f(u) + f(w) = f(y) + f(z)): is there "
+                  "such a relation among the four codes? And how many pairs must f fit without wrap-around, "
+                  "against how many unknowns in M and b?")
+
+
+def carry_steps(answer: Any, d: int = 6) -> bool | None:
+    """Exercise 2: {t: how many steps p_i -> p_{i+1}, i = 0 .. 2**d - 2, flip exactly t bits}, t = 1 .. d."""
+
+    def run(ans: Any) -> Iterator[Verdict]:
+        if not isinstance(ans, dict) or set(ans) != set(range(1, d + 1)):
+            yield False, f"answer must be a dict with the keys 1 .. {d} (bits flipped), got {ans!r}"
+            return
+        if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in ans.values()):
+            yield False, "every count must be a whole number >= 0"
+            return
+        table = absolute.binary_positions(2**d, d)
+        flipped = (table[1:] != table[:-1]).sum(-1)
+        want = {t: int((flipped == t).sum()) for t in range(1, d + 1)}
+        total = sum(ans.values())
+        yield total == 2**d - 1, (f"the counts add up to the {2**d - 1} steps" if total == 2**d - 1
+                                  else f"the counts add up to {total}, but there are {2**d - 1} steps")
+        wrong = [t for t in want if ans[t] != want[t]]
+        yield not wrong, ("every count is right: half the steps have length 1, and one step (a carry through "
+                          f"every bit) has length sqrt({d})" if not wrong
+                          else f"{len(wrong)} of the {d} counts {'is' if len(wrong) == 1 else 'are'} wrong")
+
+    return report(f"how many steps of the {d}-bit code flip t bits", answer, run,
+                  "adding 1 flips bit 0; when bit 0 was 1 the carry flips bit 1 too, and so on: how many bits "
+                  "flip depends on how i ends in binary. How many i < 63 end in a given pattern?")
 
 
 def smallest_bits(fn: Any) -> bool | None:
