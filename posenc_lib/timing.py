@@ -15,6 +15,6 @@ from torch.utils.benchmark import Timer
 def median_ms(fn: Callable[[], object], *, min_run_time: float = 0.2) -> float:
     """Median milliseconds per call of ``fn()`` over blocks of calls lasting about ``min_run_time`` s in all.
 
-    Taught in: notebooks/03_sinusoids.ipynb, notebooks/05_rope.ipynb, notebooks/06_alibi.ipynb
+    Taught in: notebooks/06_alibi.ipynb, notebooks/10_making_it_fast.ipynb
     """
     return Timer("fn()", globals={"fn": fn}).blocked_autorange(min_run_time=min_run_time).median * 1e3

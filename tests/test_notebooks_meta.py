@@ -9,7 +9,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 NB_DIR = ROOT / "notebooks"
 SOURCES = sorted((NB_DIR / "src").glob("[0-9][0-9]_*.py"))
-CHAPTERS = [p for p in SOURCES if not p.stem.startswith("00")]
+# Appendices (title "# Appendix ...") are off the teaching path and carry no exercises.
+APPENDICES = [p for p in SOURCES if re.search(r"^# # Appendix\b", p.read_text(), re.M)]
+CHAPTERS = [p for p in SOURCES if not p.stem.startswith("00") and p not in APPENDICES]
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 ids = [p.stem for p in SOURCES]
 
@@ -110,3 +112,12 @@ def test_chapter_has_three_to_five_exercises_in_nbgrader_form(src):
 def test_notebook_reads_nothing_outside_the_project(src):
     text = src.read_text()
     assert "shared/" not in text and ".cuda()" not in text
+
+
+@pytest.mark.parametrize("src", APPENDICES, ids=[p.stem for p in APPENDICES])
+def test_appendix_is_reading_only_and_links_to_its_chapters(src):
+    """No graded cells (so `make student` skips it, and the exercise test rightly leaves it out)."""
+    cells = stored(src).cells
+    assert not any(c.metadata.get("nbgrader") for c in cells)
+    assert not any(re.search(r"check\.\w+\(", c.source) for c in cells if c.cell_type == "code")
+    assert re.search(r"\]\(0[1-9]_\w+\.ipynb\)", cells[0].source), "the first cell links to the chapters it extends"

@@ -7,19 +7,32 @@
 # product only sees how far apart they are.
 #
 # This chapter:
-# 1. rotations in 2-D, then the block-diagonal d × d matrix R_m, and why ⟨R_m q, R_n k⟩
-#    depends only on n − m;
-# 2. the 5 × 4 worked example of one of our sources, recomputed digit by digit;
-# 3. every implementation in the sources (Meta's complex numbers, the even/odd form,
+# 1. rotations in 2-D;
+# 2. **derives** RoPE: ask for scores that depend only on the offset n − m, and the complex
+#    plane forces a rotation by an angle proportional to the position;
+# 3. the block-diagonal d × d matrix R_m, and why ⟨R_m q, R_n k⟩ depends only on n − m;
+# 4. where RoPE acts: on q and k (never v), in every layer, and what rotating v would break;
+# 5. the 5 × 4 worked example of one of our sources, recomputed digit by digit;
+# 6. every implementation in the sources (Meta's complex numbers, the even/odd form,
 #    Hugging Face's `rotate_half`, an alternating form), each checked against
 #    `posenc_lib.apply_rope`, and how the two pair layouts relate;
-# 4. frequencies, wavelengths and the long-term-decay bound next to measured scores;
-# 5. why angles must be computed in float32; score heatmaps; what the dense form costs;
-# 6. exercises and the errata of the sources.
+# 7. frequencies and wavelengths;
+# 8. the long-term-decay bound next to measured scores;
+# 9. why angles must be computed in float32 (and how Hugging Face's code does it);
+# 10. score heatmaps;
+# 11. what the dense form costs;
+# 12. exercises, then the errata of the sources.
+#
+# Positions are 0-based; the query sits at m, the key at n, and the **offset** of the key is
+# n − m (negative for keys in the past), as on the [conventions page](00_index.ipynb#Conventions).
+# How to make RoPE fast (a one-pass C kernel, counting passes over memory, timings) is in the
+# [appendix](10_making_it_fast.ipynb), off the teaching path.
 
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline
+import cmath
 import functools
+import importlib.util
 import math
 
 import torch
@@ -90,7 +103,96 @@ ax.set_aspect("equal")
 fig
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## 2. d features: the block-diagonal matrix R_m
+# ## 2. Deriving RoPE: what must the encoding be?
+#
+# Rather than check an answer, let us find it. We want functions f_q(x, m) and f_k(x, n)
+# that put position into the query of token x_m at position m and the key of token x_n at
+# position n, such that the score depends on the tokens and the **offset** n − m only:
+#
+# $$\langle f_q(x_m, m),\, f_k(x_n, n)\rangle = g(x_m, x_n, n - m).$$
+#
+# (RoFormer, §3.2, writes g(x_m, x_n, m − n); a function of m − n is a function of n − m, so
+# only the name of the argument changes.) At position 0 nothing is added: f_q(x, 0) = q = W_q x
+# and f_k(x, 0) = k = W_k x. Work in d = 2 and read a point (a, b) of the plane as the complex
+# number a + ib. The dot product of two points is then the real part of one times the
+# conjugate of the other, and turning a point by α is multiplying it by e^{iα}:
+#
+# $$\langle u, w\rangle = \operatorname{Re}\big[u\,\overline{w}\big], \qquad R(\alpha)\,u = e^{i\alpha} u .$$
+
+# %% slideshow={"slide_type": "fragment"}
+def as_complex(p: torch.Tensor) -> complex:
+    """The point (a, b) as the complex number a + ib."""
+    return complex(p[0].item(), p[1].item())
+
+
+u, w, alpha = torch.randn(2, dtype=F64), torch.randn(2, dtype=F64), 0.9
+assert math.isclose((as_complex(u) * as_complex(w).conjugate()).real, (u @ w).item(), abs_tol=1e-12)
+turned = as_complex(rot2(alpha) @ u)
+assert abs(turned - math.e ** (1j * alpha) * as_complex(u)) < 1e-12
+print("⟨u, w⟩ = Re[u·conj(w)], and R(α)u = e^{iα}·u")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# Like RoFormer we ask a little more: the whole complex number
+# f_q(x_m, m)·conj(f_k(x_n, n)), whose real part is the score, shall depend only on x_m, x_n
+# and n − m. Write every quantity in **polar form**, a length times a phase:
+# f_q(x_m, m) = ρ_q e^{iΦ_q}, f_k(x_n, n) = ρ_k e^{iΦ_k}, g = ρ_g e^{iΦ_g}. The product is
+# ρ_q ρ_k e^{i(Φ_q − Φ_k)}, so lengths and phases must match separately:
+#
+# $$\rho_q(x_m, m)\,\rho_k(x_n, n) = \rho_g(x_m, x_n, n - m), \qquad
+# \Phi_q(x_m, m) - \Phi_k(x_n, n) = \Phi_g(x_m, x_n, n - m).$$
+#
+# **Lengths.** Suppose position scales lengths, ρ_q = c_q(m)|q| and ρ_k = c_k(n)|k|, with
+# c(0) = 1. At n = m the offset is 0, the same as at m = n = 0, so c_q(m)c_k(m) = 1. If
+# queries and keys follow the same rule (c_q = c_k = c) then c(m)² = 1: **the length cannot
+# depend on the position**. (With different rules, c_q(m) = e^{λm} and c_k(n) = e^{−λn}
+# also work, since their product e^{λ(m−n)} depends on the offset only; that is the idea
+# behind xPos, Sun et al. 2022. RoFormer takes λ = 0.)
+#
+# **Phases.** At n = m: Φ_q(x_m, m) − Φ_k(x_n, m) = Φ_g(x_m, x_n, 0) = arg q − arg k, so
+# Φ_q(x_m, m) − arg q = Φ_k(x_n, m) − arg k. The left side does not involve the key and the
+# right side does not involve the query, so both are one function of the position alone,
+# φ(m), with φ(0) = 0. The condition for general m, n then reads φ(m) − φ(n) = a function of
+# n − m. With n = m + 1 the step φ(m + 1) − φ(m) is the same for every m: call it θ. Hence
+#
+# $$\varphi(m) = m\theta, \qquad f_q(x_m, m) = q\,e^{im\theta}, \qquad f_k(x_n, n) = k\,e^{in\theta}:$$
+#
+# multiply by e^{imθ}, which is **turning the point by mθ**, the R(mθ) of §1. The score is
+# Re[q·conj(k)·e^{i(m−n)θ}]. The next cell builds the product f_q·conj(f_k) along the
+# diagonal n = m + 3 for this answer and for the alternatives the argument rules out.
+
+# %% slideshow={"slide_type": "fragment"}
+theta, offset = 0.3, 3
+qc, kc = as_complex(torch.randn(2, dtype=F64)), as_complex(torch.randn(2, dtype=F64))
+candidates = {  # name: (f_q(q, m), f_k(k, n))
+    "rotate by mθ (RoPE)": (lambda z, m: z * cmath.exp(1j * m * theta), lambda z, n: z * cmath.exp(1j * n * theta)),
+    "length (1 + m/10), same rule for q and k": (lambda z, m: (1 + m / 10) * z * cmath.exp(1j * m * theta),
+                                                 lambda z, n: (1 + n / 10) * z * cmath.exp(1j * n * theta)),
+    "length e^{λm} on q, e^{−λn} on k": (lambda z, m: math.exp(0.1 * m) * z * cmath.exp(1j * m * theta),
+                                       lambda z, n: math.exp(-0.1 * n) * z * cmath.exp(1j * n * theta)),
+    "phase m²θ (not linear)": (lambda z, m: z * cmath.exp(1j * m * m * theta),
+                               lambda z, n: z * cmath.exp(1j * n * n * theta)),
+}
+depends_on_offset_only = {}
+for name, (f_q, f_k) in candidates.items():
+    along_diagonal = [f_q(qc, m) * f_k(kc, m + offset).conjugate() for m in range(20)]
+    depends_on_offset_only[name] = max(abs(z - along_diagonal[0]) for z in along_diagonal) < 1e-9
+    print(f"{name:42s} product depends on n − m only: {depends_on_offset_only[name]}")
+assert depends_on_offset_only == {"rotate by mθ (RoPE)": True, "length (1 + m/10), same rule for q and k": False,
+                                  "length e^{λm} on q, e^{−λn} on k": True, "phase m²θ (not linear)": False}
+rope_q = candidates["rotate by mθ (RoPE)"][0]
+steps = [cmath.phase(rope_q(qc, m + 1) / rope_q(qc, m)) for m in range(20)]  # φ(m + 1) − φ(m)
+assert max(abs(s_ - theta) for s_ in steps) < 1e-12  # one constant step θ: φ(m) = mθ
+score = (rope_q(qc, 7) * rope_q(kc, 4).conjugate()).real  # m = 7, n = 4
+assert math.isclose(score, (qc * kc.conjugate() * cmath.exp(1j * (7 - 4) * theta)).real)
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# For d features the same argument applies to each of the d/2 pairs, and nothing in it fixes
+# θ: each pair j may turn at its own rate θ_j. RoFormer takes the frequencies of the
+# sinusoidal encoding of chapter 3, θ_j = base^(−2j/d). The next section puts the pairs
+# together.
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 3. d features: the block-diagonal matrix R_m
 #
 # A d-dimensional query is cut into d/2 pairs. Pair j turns at its own frequency
 # θ_j = base^(−2j/d) (j = 0 … d/2 − 1 counts pairs; base = 10000), so at position m it
@@ -123,8 +225,9 @@ print("block_diag of 2 x 2 rotations == pl.rope_matrix")
 #
 # $$\langle R_m q, R_n k\rangle = q^\top R_m^\top R_n k = q^\top R_{n-m}\, k .$$
 #
-# The positions enter only through n − m: shifting both by s changes nothing. The next
-# cell checks this for 50 random q, k, m, n and shifts s (float64, d = 16).
+# The positions enter only through the offset n − m (key minus query): shifting both by s
+# changes nothing. This is §2's e^{imθ}·conj(e^{inθ}) = e^{−i(n−m)θ}, pair by pair. The next
+# cell checks it for 50 random q, k, m, n and shifts s (float64, d = 16).
 
 # %% slideshow={"slide_type": "fragment"}
 d = 16
@@ -145,7 +248,66 @@ for _ in range(50):
 print("50 random (q, k, m, n, s): ⟨R_m q, R_n k⟩ = ⟨q, R_(n−m) k⟩ = ⟨R_(m+s) q, R_(n+s) k⟩")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## 3. The worked example, digit by digit
+# ## 4. Where RoPE acts: q and k, never v, in every layer
+#
+# In an attention layer token x_n gives a query q_n = W_q x_n, a key k_n = W_k x_n and a value
+# v_n = W_v x_n, and the output at position m is o_m = Σ_n a_mn v_n with weights
+# a_mn = softmax_n(⟨q_m, k_n⟩/√d). RoPE turns q_m by R_m and k_n by R_n **after** the
+# projections and leaves v_n alone. It adds nothing to the token embeddings (unlike the
+# sinusoids of chapter 3, added once at the input), so nothing about positions flows up the
+# residual stream by itself: **every attention layer turns its own q and k**. The small
+# decoder of chapter 7, `pl.TinyDecoder`, shows it when we record the calls of its rotation
+# in a 3-layer model:
+
+# %% slideshow={"slide_type": "fragment"}
+tiny = pl.TinyDecoder(vocab_size=11, positional="rope", d_model=32, num_heads=2, num_layers=3).eval()
+x_emb = torch.randn(1, 6, 32)
+assert torch.equal(tiny.positional.embed(x_emb), x_emb)  # RoPE adds nothing to the embeddings
+calls, turn_qk = [], tiny.positional.rotate
+
+
+def recording_rotate(q: torch.Tensor, k: torch.Tensor, **kw):
+    calls.append((kw["layer"], tuple(q.shape), tuple(k.shape)))
+    return turn_qk(q, k, **kw)
+
+
+tiny.positional.rotate = recording_rotate  # the model looks the hook up on every forward
+with torch.no_grad():
+    tiny(torch.randint(0, 11, (1, 6)))
+del tiny.positional.rotate
+assert calls == [(layer, (1, 2, 6, 16), (1, 2, 6, 16)) for layer in range(3)]
+print("rotation calls (layer, q shape, k shape):", calls)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **Why not v?** The score is what must be relative, and §3 showed it is:
+# ⟨R_m q, R_n k⟩ = qᵀR_{n−m}k. A value is not compared with anything; it is averaged. Turning
+# the values too gives o_m = Σ_n a_mn R_n v_n, which carries the absolute positions n of the
+# values. The test: the same 6 tokens at positions 0–5 and shifted to s … s + 5. With q and k
+# turned, the weights and outputs are the same for every shift; with v turned as well the
+# weights are still the same, but the outputs are not. (Exercise 4 asks you to work out
+# exactly how they change.)
+
+# %% slideshow={"slide_type": "fragment"}
+qs, ks, vs = torch.randn(3, 6, 16, dtype=F64)
+
+
+def layer_output(start: int, turn_values: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(output, weights) of one attention layer for the 6 tokens at positions start .. start + 5."""
+    pos = torch.arange(start, start + 6)
+    values = pl.apply_rope(vs, pos) if turn_values else vs
+    return pl.attention(pl.apply_rope(qs, pos), pl.apply_rope(ks, pos), values)
+
+
+for shift in (1, 100, 4321):
+    for turn_values in (False, True):
+        torch.testing.assert_close(layer_output(shift, turn_values)[1], layer_output(0, turn_values)[1])
+    torch.testing.assert_close(layer_output(shift, False)[0], layer_output(0, False)[0])
+    gap = (layer_output(shift, True)[0] - layer_output(0, True)[0]).abs().max().item()
+    assert gap > 0.1
+    print(f"shift {shift:4d}: q, k turned: output unchanged; v turned too: output moves by up to {gap:.2f}")
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 5. The worked example, digit by digit
 #
 # One of the sources (a RoFormer summary) rotates 5 positions of d = 4 features by hand.
 # Its input rows are below. Step 1: split each row into pairs (x₀, x₁) and (x₂, x₃).
@@ -248,7 +410,7 @@ print(f"largest gap to the printed table: correct {err_right:.1e}, "
 assert err_right < 6e-5 and err_sign > 0.5 and err_clockwise > 0.5
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## 4. Every implementation in the sources
+# ## 6. Every implementation in the sources
 #
 # The sources show four ways to code the same rotation. We write each one ourselves and
 # compare it with `pl.apply_rope` on a (batch, heads, seq, d) tensor. Meta's, the even/odd
@@ -264,7 +426,7 @@ ang = pl.rope_angles(L, D, device=device)  # (seq, d/2): m θ_j, float32
 print(tuple(xq.shape), tuple(ang.shape))
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# ### 4a. Meta LLaMA: complex numbers
+# ### 6a. Meta LLaMA: complex numbers
 #
 # Read pair j as the complex number x_{2j} + i·x_{2j+1}; turning it by mθ_j is multiplying
 # by e^{imθ_j}. Meta precomputes these unit complex numbers with `torch.polar`
@@ -299,7 +461,7 @@ except RuntimeError as e:
 torch.testing.assert_close(complex_rope(xq, table[:L]), want)  # slice [start : start + seq]
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# ### 4b. The even/odd ("naive") form
+# ### 6b. The even/odd ("naive") form
 #
 # Take the even features x[..., ::2] and the odd ones x[..., 1::2] (0-indexed), rotate
 # them as whole vectors, then weave the results back together.
@@ -334,7 +496,7 @@ torch.testing.assert_close(freqs[-1], torch.tensor(10000.0 ** (-(D - 2) / D), dt
 print(f"d = {D}: pairs θ_0 … θ_{D // 2 - 1}; the last is 10000^(−{D - 2}/{D}) = {freqs[-1]:.6f}")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# ### 4c. Hugging Face: `rotate_half`
+# ### 6c. Hugging Face: `rotate_half`
 #
 # Hugging Face pairs feature j with feature j + d/2. With cos and sin repeated over the two
 # halves, x·cos + rotate_half(x)·sin rotates every such pair, where
@@ -381,7 +543,7 @@ viz.heatmap(R_half, ax=axes[1], title="half layout R_3 (d = 8)", xlabel="input f
 fig
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# ### 4d. The alternating form
+# ### 6d. The alternating form
 #
 # Another source builds a sinusoidal table with sin and cos interleaved, [sin₀, cos₀, sin₁,
 # cos₁, …], pulls out cos and sin with `repeat_interleave(2)`, and pairs them with the
@@ -430,14 +592,20 @@ assert (Rq @ Wq @ x_m) @ (Rk @ Wk @ x_n) != (Rq @ Wq @ x_m) @ (Rk @ Wk @ x_n2)
 print("with x_m in the key, the score ignores the key token; with x_n it does not")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# ### 4e. Same rotation, different layout: converting weights
+# ### 6e. Same rotation, different layout: converting weights
 #
 # Since apply_rope(x)[..., P] = apply_rope(x[..., P], layout="half"), a model trained with
 # interleaved pairs runs unchanged under a half-layout kernel if each head's query and key
 # features are permuted by P — that is, the **rows of W_q and W_k**, head by head. Scores
-# are dot products, and a dot product does not care about the order of features. This is
-# what Hugging Face's LLaMA conversion script does to Meta's checkpoints (its `permute`
-# reshapes each head's rows to (d/2, 2), swaps the two axes and flattens).
+# are dot products, and a dot product does not care about the order of features.
+#
+# Hugging Face's script for converting Meta's LLaMA checkpoints does exactly this:
+# `src/transformers/models/llama/convert_llama_weights_to_hf.py` in the huggingface/transformers
+# repository (read at commit 6ae9169c) defines `permute(w)`, which reshapes the rows to
+# (heads, d/2, 2, d_model), swaps the two middle axes and flattens, and applies it to `wq` and
+# `wk` only; `wv` is copied unchanged, since values are never rotated (§4). That script is not
+# part of the installed package, so the next cell checks the reshape itself against P, and the
+# cell after it runs the installed package's own RoPE.
 
 # %% slideshow={"slide_type": "fragment"}
 d_model, heads, d = 32, 2, 8
@@ -469,8 +637,27 @@ assert not torch.allclose(rope_scores(W_q, W_k, "half"), s_meta, atol=1e-3)
 print("interleaved weights + interleaved RoPE == permuted weights + half RoPE (scores identical)")
 print("unpermuted weights with the half layout give different scores")
 
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# The installed transformers package (a test dependency, installed by `make lab` and
+# `make test`) rotates q and k in `apply_rotary_pos_emb` of `models/llama/modeling_llama.py`:
+# it is the half layout, §6c's `rotate_half` form, equal to `apply_rope(..., layout="half")`.
+
+# %% slideshow={"slide_type": "fragment"}
+HAVE_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
+if HAVE_TRANSFORMERS:
+    from transformers.models.llama import modeling_llama as hf_llama  # the installed Llama code
+
+    cos_both, sin_both = (torch.cat((t, t), dim=-1) for t in (ang.cos(), ang.sin()))  # (seq, d)
+    q_hf, k_hf = hf_llama.apply_rotary_pos_emb(xq, 2 * xq, cos_both, sin_both, unsqueeze_dim=0)
+    torch.testing.assert_close(q_hf, want_half)
+    torch.testing.assert_close(k_hf, 2 * want_half)
+    assert not torch.allclose(q_hf, want, atol=1e-2)
+    print("transformers' apply_rotary_pos_emb == apply_rope(layout='half'), != the interleaved layout")
+else:
+    print("transformers is not installed here (`make lab` installs it): check skipped")
+
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## 5. Frequencies and wavelengths
+# ## 7. Frequencies and wavelengths
 #
 # Pair j completes a turn every 2π/θ_j positions: its **wavelength**. The first pair
 # (θ₀ = 1) repeats every 2π ≈ 6.3 positions; the last, θ_{d/2−1} = base^(−(d−2)/d), every
@@ -497,12 +684,18 @@ ax.legend(fontsize=8)
 fig
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## 6. Long-term decay: a bound, and what random vectors actually do
+# ## 8. Long-term decay: a bound, and what random vectors actually do
 #
 # In complex form (pair j of q is q_j = q_{2j} + i q_{2j+1}) the score is
 #
 # $$\langle R_m q, R_n k\rangle = \operatorname{Re}\sum_{j=0}^{d/2-1} h_j e^{i r\theta_j},
 # \qquad h_j = q_j \overline{k_j},\; r = m - n .$$
+#
+# (This is §2's q·conj(k)·e^{i(m−n)θ}, summed over the pairs.) Here r = m − n is the
+# **distance** of the key behind the query: for a key in the past (n ≤ m, all a causal model
+# sees) r ≥ 0, and the offset is n − m = −r. The sources and `posenc_lib`'s decay functions use
+# r; nothing below depends on its sign, since S_j(−r) (defined next) is the complex conjugate
+# of S_j(r), so the bound is the same at r and −r (asserted in the next cell).
 #
 # RoFormer bounds it by **Abel summation**. With the partial sums
 # S_j = Σ_{k<j} e^{irθ_k} (S₀ = 0) and h_{d/2} = 0,
@@ -522,6 +715,7 @@ total = pl.rope_complex_scores(h, dist)  # (N, len)
 S = pl.rope_partial_sums(dist, d)  # (len, d/2): S_1 … S_{d/2}
 h_pad = torch.cat((h, torch.zeros_like(h[:, :1])), -1)
 torch.testing.assert_close(total, -(S[None] * h_pad.diff(dim=-1)[:, None, :]).sum(-1))  # Abel's identity
+torch.testing.assert_close(pl.rope_partial_sums(-dist, d), S.conj())  # r -> −r conjugates S_j
 scores = pl.rope_scores_by_distance(qs[:, :d], ks[:, :d], dist)
 torch.testing.assert_close(scores, total.real)
 ratio = scores.abs() / pl.rope_abel_bound(h, dist)
@@ -572,12 +766,12 @@ def draw_decay(fig, d: int, base: float, legend: bool = True):
         ax.yaxis.set_major_locator(MaxNLocator(5))
     curves = decay_curves(d, base)
     (lb,) = ax1.plot(dist.numpy(), curves[0].numpy(), color="C3")
-    ax1.set(xlabel="relative distance r = m − n", ylabel="(1/(d/2)) Σ_j |S_j|", title="RoFormer's relative bound")
+    ax1.set(xlabel="distance r = m − n (key behind query)", ylabel="(1/(d/2)) Σ_j |S_j|", title="RoFormer's relative bound")
     (li,) = ax2.plot(dist.numpy(), curves[1].numpy(), label="mean |q·k|, independent q, k (/ average)")
     (ls,) = ax2.plot(dist.numpy(), curves[2].numpy(), label="mean q·k, q = k (/ value at r = 0)")
     (le,) = ax2.plot(dist.numpy(), curves[3].numpy(), "k:", lw=1, label="q = k, expectation")
     ax2.axhline(0, color="grey", lw=0.5)
-    ax2.set(xlabel="relative distance r = m − n", ylabel="relative score", ylim=(-0.4, 1.6),
+    ax2.set(xlabel="distance r = m − n (key behind query)", ylabel="relative score", ylim=(-0.4, 1.6),
             title="measured over 256 random vectors")
     if legend:
         ax2.legend(fontsize=7, loc="upper right")
@@ -615,7 +809,7 @@ decay_widget = viz.InteractiveFigure(
 decay_widget
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## 7. Precision: compute the angles in float32
+# ## 9. Precision: compute the angles in float32
 #
 # The angle m·θ_j is a product of a position and a frequency. In bfloat16 (8 significant
 # bits) integers above 256 are no longer all representable: near 10⁵ the spacing is 512, so
@@ -658,8 +852,8 @@ ax.legend(fontsize=8)
 fig
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# This is why libraries build the angle grid in float32 even when the model runs in bf16
-# (Hugging Face turns autocast off for it), and `posenc_lib` does the same: `apply_rope`
+# This is why libraries build the angle grid in float32 even when the model runs in bf16,
+# and `posenc_lib` does the same: `apply_rope`
 # on a bf16 tensor computes angles, cos and sin in float32 and rounds only the result.
 # At positions around 90 000 its output is off from the float64 answer by about the bf16
 # rounding of the output itself (below 0.05 here); rotating with bf16-computed angles is
@@ -675,12 +869,48 @@ naive_err = (pl.rotate_pairs(xb, bf_angles.cos(), bf_angles.sin()).double() - ex
 print(f"largest error vs float64: apply_rope on bf16 {lib_err:.3f}; bf16 angles {naive_err:.2f}")
 assert lib_err < 0.05 and naive_err > 1.0 and naive_err > 50 * lib_err
 
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **What Hugging Face does.** The installed `LlamaRotaryEmbedding.forward` (transformers,
+# `models/llama/modeling_llama.py`) casts the positions and the frequencies to float32
+# (`.float()`, `dtype=torch.float`), multiplies them elementwise, takes cos and sin, and casts
+# only those to the model's dtype. It does not switch autocast off, and it need not:
+# mixed-precision autocast lowers matrix products (`@`, `linear`) to bf16, not elementwise
+# products. Earlier versions (e.g. transformers 4.38, after pull request #29285) formed the
+# grid as a matrix product and so wrapped it in `torch.autocast(..., enabled=False)`. The
+# next cell reads the installed source, runs it at positions near 90 000 with and without
+# autocast, and shows what autocast does to the matrix-product form.
+
+# %% slideshow={"slide_type": "fragment"}
+if HAVE_TRANSFORMERS:
+    import inspect
+
+    from transformers import LlamaConfig
+
+    hf_source = inspect.getsource(hf_llama.LlamaRotaryEmbedding.forward)
+    assert "position_ids[..., None].float() * self.inv_freq.to(device=x.device, dtype=torch.float)" in hf_source
+    assert "cos.to(dtype=x.dtype)" in hf_source and "autocast" not in hf_source
+    hf_rope = hf_llama.LlamaRotaryEmbedding(LlamaConfig(hidden_size=256, num_attention_heads=2, head_dim=128))
+    x_bf16 = torch.zeros(1, len(pos), 128, dtype=torch.bfloat16)  # only its dtype and device are read
+    cos_hf, _ = hf_rope(x_bf16, pos[None])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        cos_hf_autocast, _ = hf_rope(x_bf16, pos[None])
+        grid_as_matmul = pos[:, None].float() @ pl.rope_frequencies(128)[None]  # (seq, 1) @ (1, d/2)
+    assert cos_hf.dtype == torch.bfloat16 and torch.equal(cos_hf_autocast, cos_hf)
+    ours = pl.rope_angles(pos, 128).cos().bfloat16()  # float32 angles, rounded once at the end
+    assert (cos_hf[0, :, :64].float() - ours.float()).abs().max() <= 2**-7  # at most one bf16 step apart
+    grid_err = (grid_as_matmul.double() - pl.rope_angles(pos, 128, inv_freq=pl.rope_frequencies(128, dtype=F64)))
+    assert grid_as_matmul.dtype == torch.bfloat16 and grid_err.abs().max() > 100
+    print("installed LlamaRotaryEmbedding: float32 grid, same cos/sin under autocast, within one bf16 step of ours")
+    print(f"the grid as a matrix product under autocast: bf16, angles off by up to {grid_err.abs().max():.0f} rad")
+else:
+    print("transformers is not installed here (`make lab` installs it): check skipped")
+
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## 8. The score pattern RoPE induces
+# ## 10. The score pattern RoPE induces
 #
 # Fix one vector q and use it as both query and key (k = q). The score
 # ⟨R_m q, R_n q⟩ over positions (m, n) is a **Toeplitz** matrix: it is constant along every
-# diagonal, because it depends only on m − n; it peaks on the main diagonal and oscillates
+# diagonal, because it depends only on the offset n − m; it peaks on the main diagonal and oscillates
 # away from it. Shifting all positions by an offset leaves it unchanged.
 
 # %% slideshow={"slide_type": "fragment"}
@@ -714,7 +944,7 @@ viz.interactive_heatmap(
 )
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## 9. What the dense form costs
+# ## 11. What the dense form costs
 #
 # Teaching RoPE with R_m suggests computing it that way: build the d × d matrix for every
 # position and multiply. That stores L·d·d numbers. `apply_rope` instead stores the cos
@@ -749,133 +979,18 @@ assert dense_bytes == L * d * d * 4 == 16_777_216 and table_bytes == L * d * 4 =
 assert dense_bytes == d * table_bytes
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# Timings on this machine (they change from run to run, so this cell's output is not
-# compared by the tests):
-
-# %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
-# nbval-ignore-output: timings vary from run to run
-from posenc_lib.timing import median_ms  # torch.utils.benchmark.Timer underneath
-
-
-t_dense = median_ms(lambda: (dense_matrices(L, d) @ xs.unsqueeze(-1)).squeeze(-1))
-t_matmul = median_ms(lambda: (R_all @ xs.unsqueeze(-1)).squeeze(-1))
-t_lib = median_ms(lambda: pl.apply_rope(xs))
-print(f"dense (build R_m + matmul): {t_dense:7.2f} ms")
-print(f"dense (matmul only):        {t_matmul:7.2f} ms")
-print(f"pl.apply_rope:              {t_lib:7.2f} ms  ({t_dense / t_lib:.0f}x faster than dense)")
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# ### 9b. Counting passes over memory
-#
-# The tables fix the memory; what is left is time, and for an elementwise job like this
-# the time is set by how often the data travels between memory and the CPU. The cheapest
-# thing any function that returns a new tensor can do is read x once and write the result
-# once: that is what `x * 1.5` does, so we use it as the **one-pass bound**. Written with
-# torch operations, `x·cos − y·sin` makes a trip per operation: the products, the
-# difference, the `stack`/`cat` that puts the pairs back, and for bf16 inputs a float32
-# copy on the way in and out.
-#
-# `pl.apply_rope` keeps this file's formula as its reference and hands the rotation to the
-# fastest path that applies (`posenc_lib/kernels/`, chosen in one function, `rope._rotate`).
-# On a CPU with a C compiler that is a small C loop registered as a torch operator,
-# `torch.ops.posenc.rope_rotate`, which reads each pair once, rotates it in float32 in
-# registers and writes it once; its backward pass is the same loop rotating by −angle.
-# Without a compiler, a torch path with two or fewer passes takes over. The next cell checks
-# that the result is the plain form's, and counts the torch calls that touch a whole tensor:
-
-# %% slideshow={"slide_type": "fragment"}
-from torch.overrides import TorchFunctionMode
-
-from posenc_lib.kernels import cpu as cpu_kernel
-
-xb = torch.randn(8, L, 128).to(torch.bfloat16)  # 8 heads of a bf16 model
-ab = pl.rope_angles(L, 128)
-for x_in in (xb, xb.float()):
-    for layout in ("interleaved", "half"):
-        plain_form = pl.rotate_pairs(x_in.float(), ab.cos(), ab.sin(), layout).to(x_in.dtype)
-        if cpu_kernel.available():  # one C loop, bit for bit the plain form
-            assert torch.equal(pl.apply_rope(x_in, layout=layout), plain_form)
-        else:  # no C compiler: torch operations, equal up to one rounding step
-            torch.testing.assert_close(pl.apply_rope(x_in, layout=layout), plain_form)
-print("apply_rope equals rotate_pairs in float32, for bf16 and float32 inputs and both layouts")
-
-
-# The torch calls that move data (views, shape queries and allocations move none).
-DATA_OPS = {"float", "to", "mul", "sub", "add", "cat", "stack", "copy_", "addcmul_", "rope_rotate.default"}
-
-
-class CountPasses(TorchFunctionMode):
-    """Counts DATA_OPS calls inside a `with` block that touch at least `size` elements of one tensor."""
-
-    def __init__(self, size: int):
-        super().__init__()
-        self.size, self.count = size, 0
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        tensors = [t for t in (*args, *(kwargs or {}).values(), out) if isinstance(t, torch.Tensor)]
-        big = any(t.numel() >= self.size for t in tensors)
-        self.count += big and getattr(func, "__name__", "") in DATA_OPS
-        return out
-
-
-def passes(fn) -> int:
-    with CountPasses(xb.numel() // 2) as counter:  # half of x: one member of every pair
-        fn()
-    return counter.count
-
-
-n_plain = passes(lambda: pl.rotate_pairs(xb.float(), ab.cos(), ab.sin(), "half").to(xb.dtype))
-n_lib = passes(lambda: pl.apply_rope(xb, layout="half"))
-# float32 copy, 4 products, a difference, a sum, the cat, the bf16 copy back
-assert n_plain == 9
-# the C operator: 1 call; the torch fallback: copy in, multiply, multiply-add, copy out
-assert n_lib == (1 if cpu_kernel.available() else 4)
-print(f"whole-tensor torch calls: the plain form makes {n_plain}; apply_rope makes 1 on the C kernel, 4 without it")
-
-# %% [markdown] slideshow={"slide_type": "fragment"}
-# Time in units of the bound, on this machine (noisy, so not compared by the tests;
-# `make bench` measures it properly, round-robin over many rounds):
-
-# %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
-# nbval-ignore-output: timings vary from run to run
-t_bound = median_ms(lambda: xb * 1.5)
-forms = {
-    "plain rotate_pairs (float32 and back)": lambda: pl.rotate_pairs(xb.float(), ab.cos(), ab.sin(), "half").to(xb.dtype),
-    "§4c half_rope (rotate_half)": lambda: half_rope(xb, ab),
-    "pl.apply_rope (half layout)": lambda: pl.apply_rope(xb, layout="half"),
-}
-for name, fn in forms.items():
-    print(f"{name:40s} {median_ms(fn) / t_bound:5.1f} x the one-pass bound")
+# So a library never builds R_m: it keeps the two tables and rotates pairs. How fast that can
+# be made (timings of the dense form, a one-pass C kernel, counting passes over memory) is
+# the subject of the [appendix](10_making_it_fast.ipynb).
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## 10. Exercises
+# ## 12. Exercises
 #
 # Each exercise has a cell for your answer and a checker that says what is right or wrong, with
 # a hint. The worked solution follows, collapsed (expand it only after trying), then a cell that
 # checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
 #
-# **Exercise 1.** Write `thetas(d, base)` returning the d/2 frequencies θ_j.
-
-# %% slideshow={"slide_type": "fragment"}
-def thetas(d, base):
-    raise NotImplementedError  # your code
-
-
-check.rope_thetas(thetas)
-
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "rope_thetas_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-def thetas(d, base):
-    ### BEGIN SOLUTION
-    return base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
-    ### END SOLUTION
-
-
-# %% nbgrader={"grade": true, "grade_id": "rope_thetas", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.rope_thetas(thetas)
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 2.** By hand (or with `math`): rotate the pair (x, y) = (2, 1) that is pair
+# **Exercise 1.** By hand (or with `math`): rotate the pair (x, y) = (2, 1) that is pair
 # j = 1 of a d = 8 vector at position m = 30 (base 10000). Give [x', y'].
 
 # %% slideshow={"slide_type": "fragment"}
@@ -893,31 +1008,41 @@ answer = [2 * math.cos(angle) - 1 * math.sin(angle), 2 * math.sin(angle) + 1 * m
 _ = check.rope_rotate_pair(answer)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 3.** Write `rotate_half(x)` so that x·cos + rotate_half(x)·sin (cos and sin
-# repeated over both halves) is RoPE in the half layout.
+# **Exercise 2 (derive).** In a context of L tokens (positions 0 … L − 1) the fast pairs turn
+# round many times, but the slowest ones never complete a single turn: a model trained on
+# L tokens has never seen their angles beyond some value (chapter 7 starts from this).
+# Derive a formula, then write `first_slow_pair(d, base, L)`: the smallest pair index j whose
+# angle m·θ_j stays below 2π at every position of the context (d/2 if every pair completes a
+# turn). Do not loop over pairs: the point is the formula.
 
 # %% slideshow={"slide_type": "fragment"}
-def my_rotate_half(x):
+def first_slow_pair(d, base, L):
     raise NotImplementedError  # your code
 
 
-check.rope_rotate_half(my_rotate_half)
+check.rope_first_slow_pair(first_slow_pair)
 
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "rope_rotate_half_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-def my_rotate_half(x):
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "rope_first_slow_pair_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+def first_slow_pair(d, base, L):
     ### BEGIN SOLUTION
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    # Pair j turns most at the last position: (L − 1)·base^(−2j/d) < 2π
+    # <=> j > (d/2)·ln((L − 1)/2π) / ln(base); the smallest such whole j, clipped to 0 … d/2.
+    if L - 1 < 2 * math.pi:
+        return 0  # even pair 0 (θ_0 = 1) stays below one turn
+    bound = (d / 2) * math.log((L - 1) / (2 * math.pi)) / math.log(base)
+    return min(d // 2, math.floor(bound) + 1)
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "rope_rotate_half", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.rope_rotate_half(my_rotate_half)
+# %% nbgrader={"grade": true, "grade_id": "rope_first_slow_pair", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.rope_first_slow_pair(first_slow_pair)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 4.** For d = 8, give the permutation P (8 integers) with
-# `pl.apply_rope(x)[..., P] == pl.apply_rope(x[..., P], layout="half")` — without calling
-# `pl.layout_permutation`.
+# **Exercise 3.** §6e converts an interleaved model for a half-layout kernel with
+# P = `pl.layout_permutation(8)`. Go the other way: for d = 8, give the permutation Q
+# (8 integers) with `pl.apply_rope(x, layout="half")[..., Q] == pl.apply_rope(x[..., Q])`,
+# which runs a half-layout model (a Hugging Face checkpoint) on an interleaved kernel.
+# Work it out without calling `pl.layout_permutation` or `argsort`.
 
 # %% slideshow={"slide_type": "fragment"}
 answer = None  # your code: 8 integers
@@ -926,11 +1051,38 @@ check.rope_layout_perm(answer)
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "rope_layout_perm_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 answer = None  # your code: 8 integers
 ### BEGIN SOLUTION
-answer = list(range(0, 8, 2)) + list(range(1, 8, 2))  # pair j = (2j, 2j+1) goes to slots (j, j + 4)
+# Half-layout pair j sits at features (j, j + 4); interleaved slots (2j, 2j + 1) take them.
+answer = [f for j in range(4) for f in (j, j + 4)]  # [0, 4, 1, 5, 2, 6, 3, 7]
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "rope_layout_perm", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
 _ = check.rope_layout_perm(answer)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **Exercise 4 (discover).** §4 showed that when v is rotated like q and k, shifting every
+# position by s changes the output. Find out how: there is one d × d matrix M, depending on
+# s (and d) but not on q, k, v or the positions, with o_m(shifted) = M·o_m for every output.
+# Derive it, then write `shift_matrix(s, d)` returning it (interleaved layout, base 10000;
+# `pl` functions are allowed). What does your M say about a model that rotated its values?
+
+# %% slideshow={"slide_type": "fragment"}
+def shift_matrix(s, d):
+    raise NotImplementedError  # your code
+
+
+check.rope_value_shift(shift_matrix)
+
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "rope_value_shift_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+def shift_matrix(s, d):
+    ### BEGIN SOLUTION
+    # o_m(shifted) = Σ_n a_mn R_{n+s} v_n = R_s Σ_n a_mn R_n v_n = R_s o_m: every output turns by
+    # R_s, so it depends on where the text sits, not only on offsets.
+    return pl.rope_matrix(s, d, inv_freq=pl.rope_frequencies(d, dtype=torch.float64))
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "rope_value_shift", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.rope_value_shift(shift_matrix)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise 5.** Row m = 3 of the worked example: rotate [1, −1, 1, −1] at position 3 and
@@ -957,16 +1109,16 @@ _ = check.rope_table_row(answer)
 #
 # | Where | The source writes | Correct | Checked in |
 # |---|---|---|---|
-# | RoFormer summary (worked example) | angle n·(1/10000)^(−2i/d), growing with i | n·10000^(−2i/d) (= n/100 for i = 1, d = 4) | §3 |
-# | RoFormer summary | rotation matrix [[cos, sin], [−sin, cos]] (clockwise) | [[cos, −sin], [sin, cos]] (counter-clockwise), as its code and table | §3 |
-# | RoFormer summary, table | 0.9999 (row 1) and 1.0296 (row 3) | 1.0000 and 1.0295 | §3 |
-# | Position-encoding summary (even/odd code) | output named `odds` for features 0, 2, 4, … (0-indexed); `evens` for 1, 3, … | names swapped in the code's own 0-indexed convention | §4b |
-# | same | stacked picture with first row o₁, o₁, …, o_{d−1} | o₁, o₃, …, o_{d−1} | §4b |
-# | same | last block uses θ_{d/2} | θ_{d/2−1} (pairs θ₀ … θ_{d/2−1}) | §4b |
-# | same | `rotate_half` has the interleaved block-diagonal matrix | pairs (j, j + d/2): R_half = P R_int Pᵀ | §4c |
-# | Position-encoding notes (LLaMA sketch) | passes the whole `2·max_seq_len` phase table to the multiply | slice the current positions first | §4a |
-# | Positional-embedding notes (RoPE formula) | key R W_k x_m | R W_k x_n | §4d |
-# | same (code comment) | `sin(angles).T.flatten()` "same as" the repeated sin table | a different, 1-D ordering | §4d |
+# | RoFormer summary (worked example) | angle n·(1/10000)^(−2i/d), growing with i | n·10000^(−2i/d) (= n/100 for i = 1, d = 4) | §5 |
+# | RoFormer summary | rotation matrix [[cos, sin], [−sin, cos]] (clockwise) | [[cos, −sin], [sin, cos]] (counter-clockwise), as its code and table | §5 |
+# | RoFormer summary, table | 0.9999 (row 1) and 1.0296 (row 3) | 1.0000 and 1.0295 | §5 |
+# | Position-encoding summary (even/odd code) | output named `odds` for features 0, 2, 4, … (0-indexed); `evens` for 1, 3, … | names swapped in the code's own 0-indexed convention | §6b |
+# | same | stacked picture with first row o₁, o₁, …, o_{d−1} | o₁, o₃, …, o_{d−1} | §6b |
+# | same | last block uses θ_{d/2} | θ_{d/2−1} (pairs θ₀ … θ_{d/2−1}) | §6b |
+# | same | `rotate_half` has the interleaved block-diagonal matrix | pairs (j, j + d/2): R_half = P R_int Pᵀ | §6c |
+# | Position-encoding notes (LLaMA sketch) | passes the whole `2·max_seq_len` phase table to the multiply | slice the current positions first | §6a |
+# | Positional-embedding notes (RoPE formula) | key R W_k x_m | R W_k x_n | §6d |
+# | same (code comment) | `sin(angles).T.flatten()` "same as" the repeated sin table | a different, 1-D ordering | §6d |
 #
 # None of this changes the method: each source's *code* (apart from the unsliced table)
-# computes correct RoPE, as §4 shows by running it.
+# computes correct RoPE, as §6 shows by running it.

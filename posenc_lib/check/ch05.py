@@ -11,11 +11,12 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from ..angles import rope_angles, rope_frequencies
+from ..angles import rope_frequencies
+from ..attention import attention
 from ..rope import apply_rope, layout_permutation
 from ._core import Verdict, close, report
 
-__all__ = ["rope_thetas", "rope_rotate_pair", "rope_rotate_half", "rope_layout_perm", "rope_table_row"]
+__all__ = ["rope_rotate_pair", "rope_first_slow_pair", "rope_layout_perm", "rope_value_shift", "rope_table_row"]
 
 # The 5 x 4 worked example of the chapter (the source's table): rows are positions 0..4.
 TABLE_INPUT = [[1, 0, 1, 0], [0, 1, 0, 1], [1, 1, 1, 1], [1, -1, 1, -1], [0.5, 0.5, 0.5, 0.5]]
@@ -28,29 +29,15 @@ def _as_f64(x: Any) -> torch.Tensor | None:
         return None
 
 
-def rope_thetas(fn: Callable[[int, float], Any] | None) -> bool | None:
-    """Exercise: thetas(d, base) -> the d/2 frequencies theta_j = base**(-2j/d), j = 0 .. d/2-1."""
-
-    def run(fn: Callable[[int, float], Any]) -> Iterator[Verdict]:
-        for d, base in ((4, 10000.0), (8, 10000.0), (16, 500.0), (128, 500000.0)):
-            got = _as_f64(fn(d, base))
-            want = rope_frequencies(d, base=base, dtype=torch.float64)
-            if got is None or got.shape != want.shape:
-                shape = None if got is None else tuple(got.shape)
-                yield False, f"d={d}: expected shape {tuple(want.shape)} (one theta per pair), got {shape}"
-                return
-            if torch.allclose(got, want, rtol=1e-5, atol=0):
-                continue
-            if torch.allclose(got, 1 / want, rtol=1e-5, atol=0):
-                yield False, f"d={d}: you returned base**(+2j/d): the exponent needs its minus sign"
-            elif torch.allclose(got, base ** (-torch.arange(d // 2, dtype=torch.float64) / d), rtol=1e-5, atol=0):
-                yield False, f"d={d}: you used base**(-j/d): j counts pairs, the exponent is -2j/d"
-            else:
-                yield False, f"d={d}, base={base}: {got[:3].tolist()} ... is wrong"
-            return
-        yield True, "theta_j = base^(−2j/d) for four (d, base) settings"
-
-    return report("θ_j for any d and base", fn, run, "j counts pairs: torch.arange(0, d, 2) / d is 2j/d")
+def _whole_number(x: Any) -> int | None:
+    """x as an int when it is a whole number (int, integral float, 0-d tensor or numpy scalar), else None."""
+    if isinstance(x, (bool, str)):
+        return None
+    try:
+        whole = int(x)
+        return whole if float(x) == whole else None
+    except (TypeError, ValueError, RuntimeError, OverflowError):
+        return None
 
 
 def rope_rotate_pair(answer: Any, *, pair: tuple[float, float] = (2.0, 1.0), m: int = 30, j: int = 1,
@@ -77,43 +64,16 @@ def rope_rotate_pair(answer: Any, *, pair: tuple[float, float] = (2.0, 1.0), m: 
             yield False, f"({got[0]:.4f}, {got[1]:.4f}) is not the rotated pair"
 
     return report(f"rotate ({x:g}, {y:g}) at position m = {m}, pair j = {j}, d = {d}", answer, run,
-                  "x' = x cos(mθ_j) − y sin(mθ_j), y' = x sin(mθ_j) + y cos(mθ_j), θ_j = 10000^(−2j/d)")
-
-
-def rope_rotate_half(fn: Callable[[torch.Tensor], Any] | None) -> bool | None:
-    """Exercise: rotate_half(x) such that x*cos + rotate_half(x)*sin is RoPE in the half layout.
-
-    fn: (..., d) -> (..., d); cos/sin are the angle grid repeated twice along the features.
-    """
-
-    def run(fn: Callable[[torch.Tensor], Any]) -> Iterator[Verdict]:
-        g = torch.Generator().manual_seed(5)
-        for shape in ((6, 8), (2, 3, 5, 16)):
-            x = torch.randn(*shape, dtype=torch.float64, generator=g)
-            got = fn(x)
-            if not isinstance(got, torch.Tensor) or got.shape != x.shape:
-                yield False, f"for x of shape {shape} expected a tensor of the same shape, got {getattr(got, 'shape', type(got))}"
-                return
-            angles = rope_angles(shape[-2], shape[-1], inv_freq=rope_frequencies(shape[-1], dtype=torch.float64))
-            cos, sin = angles.cos().repeat(1, 2), angles.sin().repeat(1, 2)
-            if not torch.allclose(x * cos + got * sin, apply_rope(x, layout="half"), atol=1e-9):
-                half = shape[-1] // 2
-                if torch.allclose(got, torch.cat((x[..., half:], -x[..., :half]), -1)):
-                    yield False, "the sign is on the wrong half: the first half of the result is −(second half of x)"
-                else:
-                    yield False, f"x·cos + rotate_half(x)·sin differs from RoPE (half layout) for shape {shape}"
-                return
-        yield True, "x·cos + rotate_half(x)·sin equals apply_rope(x, layout='half')"
-
-    return report("write rotate_half", fn, run, "split x into halves x1, x2 and return cat(−x2, x1) on the last dim")
+                  "the angle is m·θ_j with θ_j = 10000^(−2j/d); turn counter-clockwise, as R(α) in §1")
 
 
 def rope_layout_perm(answer: Any, *, d: int = 8) -> bool | None:
-    """Exercise: the permutation P with apply_rope(x)[..., P] == apply_rope(x[..., P], layout='half').
+    """Exercise: the way back, Q with apply_rope(x, layout='half')[..., Q] == apply_rope(x[..., Q]).
 
-    answer: d integers
+    answer: d integers (a half-layout model's q/k features reordered for an interleaved kernel)
     """
-    want = layout_permutation(d)
+    forward = layout_permutation(d)  # P: interleaved -> half, shown in the chapter
+    want = torch.argsort(forward)
 
     def run(ans: Any) -> Iterator[Verdict]:
         try:
@@ -123,18 +83,89 @@ def rope_layout_perm(answer: Any, *, d: int = 8) -> bool | None:
         if got is None or got.shape != (d,):
             yield False, f"expected {d} integers"
         elif torch.equal(got, want):
-            yield True, f"P = {want.tolist()}: the even features first, then the odd ones"
+            yield True, "Q undoes P: apply_rope(x, layout='half')[..., Q] == apply_rope(x[..., Q])"
         elif sorted(got.tolist()) != list(range(d)):
             yield False, f"{got.tolist()} is not a permutation of 0..{d - 1}"
-        elif torch.equal(torch.argsort(got), want):
-            yield False, "that is the inverse permutation (half → interleaved)"
+        elif torch.equal(got, forward):
+            yield False, "that is P, the interleaved → half direction; this exercise goes back"
         else:
-            x = torch.randn(3, d, generator=torch.Generator().manual_seed(0))
-            yield False, (f"with P = {got.tolist()}, interleaved(x)[..., P] and half(x[..., P]) differ by "
-                          f"{(apply_rope(x)[..., got] - apply_rope(x[..., got], layout='half')).abs().max():.3f}")
+            x = torch.randn(3, d, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+            gap = (apply_rope(x, layout="half")[..., got] - apply_rope(x[..., got])).abs().max()
+            yield False, f"with Q = {got.tolist()} the two sides differ by {gap:.3f}"
 
-    return report(f"the layout permutation for d = {d}", answer, run,
-                  "pair j is (2j, 2j+1) interleaved and (j, j + d/2) half: put feature 2j at slot j, 2j+1 at j + d/2")
+    return report(f"the layout permutation back, for d = {d}", answer, run,
+                  "Q undoes P: P[Q] must be 0, 1, …, d − 1; or follow one pair through both layouts")
+
+
+def rope_first_slow_pair(fn: Callable[[int, float, int], Any] | None) -> bool | None:
+    """Exercise: first_slow_pair(d, base, L) -> the smallest pair j whose angle m*theta_j stays
+    below one full turn (2 pi) at every position m = 0 .. L-1; d/2 when every pair turns fully.
+    """
+    settings = ((128, 10000.0, 4096), (64, 10000.0, 2048), (128, 500000.0, 8192), (96, 10000.0, 512),
+                (16, 100.0, 1000), (32, 10000.0, 7))
+
+    def run(fn: Callable[[int, float, int], Any]) -> Iterator[Verdict]:
+        for d, base, L in settings:
+            last = (L - 1) * rope_frequencies(d, base=base, dtype=torch.float64)  # largest angle of each pair
+            slow = torch.nonzero(last < 2 * math.pi).flatten()
+            want = int(slow[0]) if len(slow) else d // 2
+            got = _whole_number(fn(d, base, L))
+            where = f"d={d}, base={base:g}, L={L}"
+            if got is None:
+                yield False, f"{where}: expected a whole pair index"
+                return
+            if got == want:
+                continue
+            if not 0 <= got <= d // 2:
+                yield False, f"{where}: {got} is not a pair index (pairs are 0 .. d/2 − 1, or d/2 for none)"
+            elif got < want:
+                yield False, f"{where}: pair {got} still completes a full turn before position L − 1"
+            else:
+                yield False, f"{where}: pair {got - 1} already stays below one turn: find the smallest such j"
+            return
+        yield True, f"the first slow pair, right for all {len(settings)} (d, base, L) settings"
+
+    return report("the first pair that never completes a turn", fn, run,
+                  "pair j turns fastest at the last position, L − 1: solve (L − 1)·θ_j < 2π for j "
+                  "(take logarithms), then take the smallest whole j that satisfies it")
+
+
+def rope_value_shift(fn: Callable[[int, int], Any] | None) -> bool | None:
+    """Exercise: with v rotated like q and k, shifting every position by s maps each output o_m to M o_m.
+
+    fn(s, d) -> the (d, d) matrix M (interleaved layout, base 10000).
+    """
+
+    def run(fn: Callable[[int, int], Any]) -> Iterator[Verdict]:
+        g = torch.Generator().manual_seed(7)
+        for s, d in ((1, 4), (100, 8), (37, 16)):
+            got = _as_f64(fn(s, d))
+            if got is None or got.shape != (d, d):
+                shape = None if got is None else tuple(got.shape)
+                yield False, f"s={s}, d={d}: expected a ({d}, {d}) matrix, got shape {shape}"
+                return
+            q, k, v = torch.randn(3, 6, d, dtype=torch.float64, generator=g)
+            start = int(torch.randint(0, 50, (1,), generator=g))
+
+            def output(first: int) -> torch.Tensor:
+                pos = torch.arange(first, first + 6)
+                return attention(apply_rope(q, pos), apply_rope(k, pos), apply_rope(v, pos))[0]
+
+            before, after = output(start), output(start + s)
+            if torch.allclose(before @ got.T, after, atol=1e-5):
+                continue
+            if torch.allclose(got, torch.eye(d, dtype=torch.float64)):
+                yield False, "with M = I the output would not move, but §4 shows that it does"
+            elif torch.allclose(before @ got, after, atol=1e-5):
+                yield False, f"s={s}, d={d}: your M turns the outputs the wrong way (its transpose is right)"
+            else:
+                yield False, f"s={s}, d={d}: M·o_m differs from the shifted output by {(before @ got.T - after).abs().max():.3f}"
+            return
+        yield True, "the shifted outputs are M·o_m for three (s, d) settings: the output depends on where the text sits"
+
+    return report("what a shift does when v is rotated too", fn, run,
+                  "o_m = Σ_n a_mn R_n v_n; the weights a_mn do not change with the shift (§4). Write R_{n+s} "
+                  "as a product of two rotations (§1: angles add) and see what can come out of the sum")
 
 
 def rope_table_row(answer: Any, *, m: int = 3) -> bool | None:

@@ -22,7 +22,7 @@ form ``rotate_pairs`` in float32 (cast back to bfloat16 with round-to-nearest-ev
 payloads aside: the build disables fused multiply-add so every product and difference is
 rounded as torch rounds it. Which inputs it serves is decided in one place,
 ``posenc_lib.rope._rotate`` (via ``applies`` below).
-Taught in: notebooks/05_rope.ipynb (section "Counting passes over memory")
+Taught in: notebooks/10_making_it_fast.ipynb (section "Counting passes over memory")
 """
 from __future__ import annotations
 

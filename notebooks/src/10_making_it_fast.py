@@ -1,0 +1,215 @@
+# %% [markdown] slideshow={"slide_type": "slide"}
+# # Appendix — Making it fast
+#
+# The chapters write every formula in its plainest form, because that is the form to learn
+# from. This appendix is about speed, and it is off the teaching path: nothing in the chapters
+# needs it. It collects the engineering that grew out of
+# [chapter 3](03_sinusoids.ipynb) (the sinusoidal table) and [chapter 5](05_rope.ipynb) (RoPE):
+#
+# 1. a loop per entry against one vectorised call (chapter 3's table);
+# 2. the dense rotation matrices R_m against the cos/sin tables (chapter 5, §11);
+# 3. counting passes over memory, and a one-pass C kernel for RoPE.
+#
+# Timings differ between machines and between runs, so the cells that print them are not
+# compared by the tests (each says so in its first line). What is asserted does not depend
+# on the machine: equal results, numbers of operations, numbers of passes over memory.
+
+# %% slideshow={"slide_type": "skip"}
+# %matplotlib inline
+import importlib.util
+import math
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+import posenc_lib as pl
+from posenc_lib import viz
+from posenc_lib.kernels import cpu as cpu_kernel
+from posenc_lib.timing import median_ms  # torch.utils.benchmark.Timer underneath
+
+viz.use_style()  # white figures, dark text: readable in light and dark themes
+
+torch.set_printoptions(precision=4, sci_mode=False)
+device = pl.default_device()
+g = torch.manual_seed(0)
+
+
+class RecordCalls(TorchFunctionMode):
+    """Inside a `with` block, records each torch call: its name and the size of the largest tensor it touches."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls: list[tuple[str, int]] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        tensors = [t for t in (*args, *(kwargs or {}).values(), out) if isinstance(t, torch.Tensor)]
+        self.calls.append((getattr(func, "__name__", str(func)), max((t.numel() for t in tensors), default=0)))
+        return out
+
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 1. A loop per entry vs one vectorised call
+#
+# One of chapter 3's sources (`003`) fills the sinusoidal table with a nested list
+# comprehension: for each position p and column c it computes p / 10000^(2⌊c/2⌋/d) (both
+# columns of a pair share ⌊c/2⌋ = j), then takes the sine of the even columns and the cosine
+# of the odd ones. Our version of that idea as a plain loop (it takes the trig functions as
+# arguments so we can count the calls):
+
+# %% slideshow={"slide_type": "fragment"}
+def naive_table(n, d, base=10000.0, sin=math.sin, cos=math.cos):
+    """One Python float operation chain per entry: the teaching form of pl.sinusoidal_positions."""
+    rows = []
+    for p in range(n):
+        row = []
+        for c in range(d):
+            angle = p / base ** (2 * (c // 2) / d)  # columns 2j and 2j+1 share frequency j
+            row.append(sin(angle) if c % 2 == 0 else cos(angle))
+        rows.append(row)
+    return torch.tensor(rows, dtype=torch.float64)
+
+
+n, d = 200, 64
+calls = {"trig": 0}
+
+
+def counted(fn):
+    def wrapper(x):
+        calls["trig"] += 1
+        return fn(x)
+    return wrapper
+
+
+slow = naive_table(n, d, sin=counted(math.sin), cos=counted(math.cos))
+torch.testing.assert_close(slow, pl.sinusoidal_positions(n, d, dtype=torch.float64), atol=1e-12, rtol=0)
+assert calls["trig"] == n * d
+err32 = (slow - pl.sinusoidal_positions(n, d).double()).abs().max().item()
+assert 1e-6 < err32 < 2e-5  # float32 rounding of the angle, see below
+print(f"equal to 1e-12 (float64); the loop made {calls['trig']} = n·d trig calls")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# (In float32, the library's default, the two differ by up to ~1e-5 at position 199: the angle
+# p·θ₀ ≈ 199 itself is rounded to float32's spacing there, 2⁻¹⁶.)
+#
+# The library makes a fixed number of tensor operations, one `sin` and one `cos` over the whole
+# (n, d/2) angle grid, whatever n and d are. `RecordCalls` (a `TorchFunctionMode`, defined in
+# the first cell) records every torch call it makes:
+
+# %% slideshow={"slide_type": "fragment"}
+counts = {}
+for size in [(10, 8), (200, 64), (2048, 512)]:
+    with RecordCalls() as rec:
+        pl.sinusoidal_positions(*size)
+    names = [name for name, _ in rec.calls]
+    counts[size] = (len(names), names.count("sin"), names.count("cos"))
+assert len(set(counts.values())) == 1 and counts[(10, 8)][1:] == (1, 1)
+print("torch calls (total, sin, cos) per size:", counts)
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# Timing. Only the loose claim is asserted: the loop, with n·d Python-level trig calls, is
+# more than ten times slower than the fixed handful of vectorised calls.
+
+# %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
+# nbval-ignore-output: wall-clock timings differ on every run and machine
+t_loop, t_vec = median_ms(lambda: naive_table(n, d)), median_ms(lambda: pl.sinusoidal_positions(n, d))
+assert t_loop > 10 * t_vec
+print(f"n = {n}, d = {d}: loop {t_loop:.2f} ms, vectorised {t_vec:.3f} ms ({t_loop / t_vec:.0f}x)")
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 2. Dense R_m against cos/sin tables
+#
+# Chapter 5 (§11) showed that building the d × d matrix R_m for every position stores d times
+# more numbers than the cos and sin tables `apply_rope` uses, and gives the same result. Here we
+# time both for L = 1024 positions, d = 64: the matrix product alone (the matrices already
+# built) against `pl.apply_rope` (tables built on every call).
+
+# %% slideshow={"slide_type": "fragment"}
+L, d = 1024, 64
+xs = torch.randn(L, d, device=device)
+R_all = torch.stack([pl.rope_matrix(m, d, device=device) for m in range(L)])  # (L, d, d)
+dense_out = (R_all @ xs.unsqueeze(-1)).squeeze(-1)
+torch.testing.assert_close(dense_out, pl.apply_rope(xs), atol=1e-5, rtol=1e-5)
+print(f"same result; the dense form holds {R_all.numel():,} numbers, the input {xs.numel():,}")
+
+# %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
+# nbval-ignore-output: wall-clock timings differ on every run and machine
+t_matmul = median_ms(lambda: (R_all @ xs.unsqueeze(-1)).squeeze(-1))
+t_lib = median_ms(lambda: pl.apply_rope(xs))
+print(f"dense (matmul only): {t_matmul:7.3f} ms")
+print(f"pl.apply_rope:       {t_lib:7.3f} ms  ({t_matmul / t_lib:.1f}x faster than the matmul alone)")
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 3. Counting passes over memory
+#
+# The tables fix the memory; what is left is time, and for an elementwise job like this
+# the time is set by how often the data travels between memory and the CPU. The cheapest
+# thing any function that returns a new tensor can do is read x once and write the result
+# once: that is what `x * 1.5` does, so we use it as the **one-pass bound**. Written with
+# torch operations, `x·cos − y·sin` makes a trip per operation: the products, the
+# difference, the `stack`/`cat` that puts the pairs back, and for bf16 inputs a float32
+# copy on the way in and out.
+#
+# `pl.apply_rope` keeps chapter 5's formula (`pl.rotate_pairs`) as its reference and hands the
+# rotation to the fastest path that applies (`posenc_lib/kernels/`, chosen in one function,
+# `rope._rotate`). On a CPU with a C compiler that is a small C loop registered as a torch
+# operator, `torch.ops.posenc.rope_rotate`, which reads each pair once, rotates it in float32
+# in registers and writes it once; its backward pass is the same loop rotating by −angle.
+# Without a compiler (or with `POSENC_CPU_KERNEL=0`), a torch path with two or fewer passes
+# takes over. The next cell checks that the result is the plain form's: bit for bit on the
+# C kernel, up to one rounding step on the torch path.
+
+# %% slideshow={"slide_type": "fragment"}
+xb = torch.randn(8, L, 128).to(torch.bfloat16)  # 8 heads of a bf16 model
+ab = pl.rope_angles(L, 128)
+for x_in in (xb, xb.float()):
+    for layout in ("interleaved", "half"):
+        plain_form = pl.rotate_pairs(x_in.float(), ab.cos(), ab.sin(), layout).to(x_in.dtype)
+        if cpu_kernel.available():  # one C loop, bit for bit the plain form
+            assert torch.equal(pl.apply_rope(x_in, layout=layout), plain_form)
+        else:  # no C compiler: torch operations, equal up to one rounding step
+            torch.testing.assert_close(pl.apply_rope(x_in, layout=layout), plain_form)
+print("apply_rope equals rotate_pairs in float32, for bf16 and float32 inputs and both layouts")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# Now count the torch calls that move a whole tensor's worth of data (at least half of x: one
+# member of every pair). Views, shape queries and allocations move none, so only the calls
+# named in `DATA_OPS` count:
+
+# %% slideshow={"slide_type": "fragment"}
+DATA_OPS = {"float", "to", "mul", "sub", "add", "cat", "stack", "copy_", "addcmul_", "rope_rotate.default"}
+
+
+def passes(fn) -> int:
+    with RecordCalls() as rec:
+        fn()
+    return sum(name in DATA_OPS and size >= xb.numel() // 2 for name, size in rec.calls)
+
+
+n_plain = passes(lambda: pl.rotate_pairs(xb.float(), ab.cos(), ab.sin(), "half").to(xb.dtype))
+n_lib = passes(lambda: pl.apply_rope(xb, layout="half"))
+# float32 copy, 4 products, a difference, a sum, the cat, the bf16 copy back
+assert n_plain == 9
+# the C operator: 1 call; the torch fallback: copy in, multiply, multiply-add, copy out
+assert n_lib == (1 if cpu_kernel.available() else 4)
+print(f"whole-tensor torch calls: the plain form makes {n_plain}; apply_rope makes 1 on the C kernel, 4 without it")
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# Time in units of the one-pass bound, on this machine, next to Hugging Face's
+# `apply_rotary_pos_emb` (transformers, when installed) on the same bf16 tensor. This is noisy;
+# `make bench` measures the same ratios properly, round-robin over many rounds.
+
+# %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
+# nbval-ignore-output: wall-clock timings differ on every run and machine
+t_bound = median_ms(lambda: xb * 1.5)
+forms = {
+    "plain rotate_pairs (float32 and back)": lambda: pl.rotate_pairs(xb.float(), ab.cos(), ab.sin(), "half").to(xb.dtype),
+    "pl.apply_rope (half layout)": lambda: pl.apply_rope(xb, layout="half"),
+}
+if importlib.util.find_spec("transformers") is not None:
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    cos_b, sin_b = (torch.cat((t, t), dim=-1).to(xb.dtype) for t in (ab.cos(), ab.sin()))
+    forms["transformers apply_rotary_pos_emb (q only)"] = lambda: apply_rotary_pos_emb(xb, xb, cos_b, sin_b, 0)[0]
+for name, fn in forms.items():
+    print(f"{name:44s} {median_ms(fn) / t_bound:5.1f} x the one-pass bound")
