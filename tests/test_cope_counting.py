@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from posenc_lib.experiments import cope_counting as cc
+from posenc_lib.experiments import _training
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,14 +38,14 @@ def test_flip_flop_follows_its_mix_and_generator():
         assert abs((ops == op).float().mean().item() - p) < 0.03
 
 
-def test_read_scores_align_predictions_with_read_bits():
-    """The bit after an "r" is predicted from the "r" position."""
+def test_read_bits_are_scored_from_the_r_position():
+    """The bit after an "r" is predicted from the "r" position (the shared masked_scores)."""
     tokens = torch.tensor([[cc.W, cc.ONE, cc.R, cc.ONE, cc.I, cc.ZERO, cc.R, cc.ONE]])
     read = torch.tensor([[False, False, False, True, False, False, False, True]])
     logits = torch.full((1, 8, 5), -10.0)
     logits[0, 2, cc.ONE] = 10.0  # right at the first read
     logits[0, 6, cc.ZERO] = 10.0  # wrong at the second
-    correct, loss = cc.read_scores(logits, tokens, read)
+    correct, loss = _training.masked_scores(logits, tokens, read)
     assert correct.tolist() == [True, False] and loss[0] < 1e-3 < loss[1]
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from posenc_lib.experiments import _training
 from posenc_lib.experiments import extrapolation as ex
 from posenc_lib.model import POSITIONAL_METHODS
 from posenc_lib.scaling import SCALINGS
@@ -32,37 +33,127 @@ def test_grammar_sequences_are_deterministic():
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
 
 
-def test_token_scores_align_predictions_with_targets():
-    """Logits at position t-1 predict x_t; targets start at t = 2."""
+def test_masked_scores_align_predictions_with_targets():
+    """Logits at position t-1 predict x_t; the grammar scores targets from t = 2 on."""
     tokens = torch.tensor([[0, 1, 2, 3]])
     logits = torch.nn.functional.one_hot(torch.tensor([[1, 2, 3, 0]]), 4).float() * 10  # predicts tokens[t+1]
-    correct, loss = ex.token_scores(logits, tokens)
-    assert correct.tolist() == [[True, True]] and loss.shape == (1, 2)
+    cfg = ex.ExperimentConfig()
+    _, scored, _ = ex.sample("grammar", 1, 4, cfg, ex.grammar_table(4, torch.Generator().manual_seed(0)),
+                             torch.Generator().manual_seed(0))
+    assert scored.tolist() == [[False, False, True, True]]
+    correct, loss = _training.masked_scores(logits, tokens, scored)
+    assert correct.tolist() == [True, True] and loss.shape == (2,)
 
 
-def test_sliding_window_scores_every_token_once():
-    """With an oracle-free check: the number of scored tokens equals length - 2 per chunk."""
+def test_recall_sequences_hold_a_dictionary_a_gap_and_each_key_asked_once():
+    cfg = ex.ExperimentConfig()
+    tok = ex.recall_vocab(cfg)
+    n = cfg.entries
+    x, asked = ex.recall_sequences(5, 40, cfg, torch.Generator().manual_seed(0))
+    assert x.shape == asked.shape == (5, 40) and asked.sum(1).tolist() == [n] * 5
+    assert tok["size"] == cfg.keys * cfg.values + cfg.keys + cfg.values + cfg.fillers
+    for row, ask in zip(x.tolist(), asked.tolist()):
+        entries = row[:n]
+        assert all(tok["entry"] <= e < tok["key"] for e in entries)
+        book = {e // cfg.values: e % cfg.values for e in entries}  # key -> value, written by hand
+        assert len(book) == n  # the keys of a sequence differ
+        assert all(t >= tok["filler"] for t in row[n:40 - 2 * n])
+        questions = row[40 - 2 * n:]
+        keys = [k - tok["key"] for k in questions[0::2]]
+        assert sorted(keys) == sorted(book)  # every key asked once
+        assert [a - tok["value"] for a in questions[1::2]] == [book[k] for k in keys]
+        assert [t for t, a in zip(row, ask) if a] == questions[1::2]
+
+
+def test_recall_distances_grow_with_the_length():
+    """The entry a question needs is L - 11 .. L - 2 tokens back (4 entries)."""
+    cfg = ex.ExperimentConfig()
+    for L in (64, 512):
+        x, asked = ex.recall_sequences(50, L, cfg, torch.Generator().manual_seed(1))
+        tok = ex.recall_vocab(cfg)
+        dist = []
+        for row in x.tolist():
+            for q in range(L - 2 * cfg.entries, L, 2):  # the key tokens; the value is predicted here
+                want = row[q] - tok["key"]
+                dist += [q - e for e in range(cfg.entries) if row[e] // cfg.values == want]
+        assert min(dist) == L - 11 and max(dist) == L - 2
+
+
+def test_recall_rejects_a_length_without_room():
+    with pytest.raises(ValueError, match="length must be an integer >= 12, got 11"):
+        ex.recall_sequences(1, 11, ex.ExperimentConfig(), torch.Generator())
+
+
+def test_best_and_chance_accuracy():
+    cfg = ex.ExperimentConfig()
+    assert ex.best_accuracy("grammar", cfg) == pytest.approx(0.75 + 0.25 / 16)
+    assert ex.best_accuracy("recall", cfg) == 1.0
+    assert ex.chance_accuracy("grammar", cfg) == 1 / 16 and ex.chance_accuracy("recall", cfg) == 1 / 8
+
+
+@pytest.mark.parametrize("task", ex.TASKS)
+def test_sliding_window_scores_every_marked_token_once(task):
     cfg = ex.ExperimentConfig(**ex.QUICK)
-    model = ex.build_model("alibi", cfg).eval()
-    table = ex.grammar_table(cfg.vocab_size, torch.Generator().manual_seed(0))
-    seqs, ruled = ex.grammar_sequences(2, 256, table, cfg.noise, torch.Generator().manual_seed(0))
+    model = ex.build_model("alibi", cfg, task).eval()
+    data = ex.sample(task, 2, 256, cfg, ex.grammar_table(cfg.vocab_size, torch.Generator().manual_seed(0)),
+                     torch.Generator().manual_seed(0))
     calls = []
     real = ex._summary
     try:
-        ex._summary = lambda c, l, r: calls.append(c.numel()) or real(c, l, r)
-        ex.evaluate_sliding(model, seqs, ruled, 256, 64, 16)
-        ex.evaluate_nonoverlapping(model, seqs, ruled, 256)
+        ex._summary = lambda c, l, r, t=None: calls.append(c.numel()) or real(c, l, r, t)
+        ex.evaluate_sliding(model, *data, 64, 16)
+        ex.evaluate_full(model, *data)
     finally:
         ex._summary = real
-    assert calls == [2 * 254, 2 * 254]
+    want = 2 * 254 if task == "grammar" else 2 * cfg.entries
+    assert calls == [want, want]
 
 
-def test_sliding_window_at_training_length_equals_nonoverlapping():
+@pytest.mark.parametrize("task", ex.TASKS)
+def test_sliding_window_at_training_length_equals_reading_it_whole(task):
     cfg = ex.ExperimentConfig(**ex.QUICK)
-    model = ex.build_model("rope", cfg).eval()
-    table = ex.grammar_table(cfg.vocab_size, torch.Generator().manual_seed(0))
-    seqs, ruled = ex.grammar_sequences(2, 128, table, cfg.noise, torch.Generator().manual_seed(0))
-    assert ex.evaluate_sliding(model, seqs, ruled, 64, 64, 16) == ex.evaluate_nonoverlapping(model, seqs, ruled, 64)
+    model = ex.build_model("rope", cfg, task).eval()
+    data = ex.sample(task, 2, 64, cfg, ex.grammar_table(cfg.vocab_size, torch.Generator().manual_seed(0)),
+                     torch.Generator().manual_seed(0))
+    full = ex.evaluate_full(model, *data)
+    assert ex.evaluate_sliding(model, *data, 64, 16) == {k: r for k, r in full.items() if k != "tail_acc"}
+
+
+def test_tail_accuracy_counts_only_the_last_positions():
+    """tail_acc is the accuracy on the last `tail` positions (where a sliding window scores)."""
+    tokens = torch.tensor([[0, 1, 2, 3, 0, 1]])
+    scored = torch.tensor([[False, False, True, True, True, True]])
+    logits = torch.nn.functional.one_hot(torch.tensor([[1, 2, 3, 3, 1, 0]]), 4).float() * 10  # wrong at t = 4
+    model = lambda x, **kw: logits  # noqa: E731
+    r = ex.evaluate_full(model, tokens, scored, scored, tail=2)
+    assert r["acc"] == 0.75 and r["tail_acc"] == 0.5  # x_4 and x_5: one right
+    assert ex.evaluate_full(model, tokens, scored, scored, tail=1)["tail_acc"] == 1.0
+
+
+def test_runs_are_the_same_with_one_or_two_processes():
+    cfg = ex.ExperimentConfig(**{**ex.QUICK, "methods": ("none", "rope")})
+    one, two = ex.run(cfg, jobs=1, log=lambda s: None), ex.run(cfg, jobs=2, log=lambda s: None)
+    strip = lambda r: {t: {k: e for k, e in d.items() if k != "seeds"} for t, d in r["tasks"].items()}  # noqa: E731
+    assert strip(one) == strip(two)
+    assert [s["methods"] for s in one["tasks"]["recall"]["seeds"]] == [s["methods"] for s in two["tasks"]["recall"]["seeds"]]
+
+
+def test_compare_needs_the_seed_ranges_to_separate():
+    res = {"tasks": {"t": {"methods": {
+        "a": {"nonoverlapping": {"64": {"mean": 0.8, "min": 0.7, "max": 0.9}}},
+        "b": {"nonoverlapping": {"64": {"mean": 0.5, "min": 0.4, "max": 0.6}}},
+        "c": {"nonoverlapping": {"64": {"mean": 0.6, "min": 0.5, "max": 0.75}}}}}}}
+    assert ex.compare(res, "t", "a", "b", 64) == 1 and ex.compare(res, "t", "b", "a", 64) == -1
+    assert ex.compare(res, "t", "a", "c", 64) == 0  # means differ by 0.2, but 0.75 > 0.7
+
+
+def test_load_results_finds_the_committed_files_from_anywhere(tmp_path, monkeypatch):
+    want = json.loads((ROOT / "results" / "extrapolation.json").read_text())
+    for where in (ROOT, ROOT / "notebooks", tmp_path):
+        monkeypatch.chdir(where)
+        assert ex.load_results() == want
+    with pytest.raises(FileNotFoundError, match="results/nothing.json"):
+        ex.load_results("nothing")
 
 
 def _child_cpu_seconds() -> float:
@@ -83,9 +174,15 @@ def test_quick_mode_runs_writes_json_and_png_fast(tmp_path):
     assert proc.returncode == 0, proc.stderr
     res = json.loads((tmp_path / "extrapolation.json").read_text())
     assert cpu < 30, f"quick mode used {cpu:.1f} s of CPU"
-    assert set(res["methods"]) == set(ex.ExperimentConfig().methods) | {"rope+linear", "rope+ntk", "rope+yarn"}
-    assert res["methods"]["learned"]["nonoverlapping"]["128"] is None  # the table has 64 rows
-    assert set(res["methods"]["rope"]["sliding_window"]) == {"64", "128", "256", "512"}
+    assert list(res["tasks"]) == list(ex.TASKS)
+    for task, entry in res["tasks"].items():
+        assert set(entry["methods"]) == set(ex.ExperimentConfig().methods) | {"rope+linear", "rope+ntk", "rope+yarn"}
+        assert [s["seed"] for s in entry["seeds"]] == list(ex.QUICK["seeds"])
+        assert entry["methods"]["learned"]["nonoverlapping"]["128"] is None  # the table has 64 rows
+        assert set(entry["methods"]["rope"]["sliding_window"]) == {"64", "128", "256", "512"}
+        r = entry["methods"]["alibi"]["nonoverlapping"]["256"]
+        assert r["acc"] == [s["methods"]["alibi"]["nonoverlapping"]["256"]["acc"] for s in entry["seeds"]]
+        assert r["min"] <= r["mean"] <= r["max"]
     assert res["config"]["steps"] == ex.QUICK["steps"] and res["wall_time_s"] > 0
     png = (tmp_path / "extrapolation.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
@@ -93,7 +190,7 @@ def test_quick_mode_runs_writes_json_and_png_fast(tmp_path):
 
 @pytest.mark.parametrize("argv", [["--quick"], ["--quick", "--results", "r.json"], ["--quick", "--figure", "f.png"]])
 def test_quick_mode_refuses_to_overwrite_committed_results(argv, monkeypatch):
-    monkeypatch.setattr(ex, "run", lambda cfg: pytest.fail("ran the experiment"))
+    monkeypatch.setattr(ex, "run", lambda cfg, **kw: pytest.fail("ran the experiment"))
     with pytest.raises(SystemExit):
         ex.main(argv)
 
@@ -117,7 +214,7 @@ def test_main_writes_where_it_is_told(name, argv, json_at, png_at, tmp_path, mon
     working directory, never from the package's location."""
     module = importlib.import_module(f"posenc_lib.experiments.{name}")
     results = json.loads((ROOT / "results" / f"{name}.json").read_text())
-    monkeypatch.setattr(module, "run", lambda cfg: results)  # the file handling, not the training
+    monkeypatch.setattr(module, "run", lambda cfg, **kw: results)  # the file handling, not the training
     monkeypatch.chdir(tmp_path)
     assert module.main(argv) == 0
     json_at, png_at = json_at.format(name), png_at.format(name)
@@ -157,18 +254,23 @@ def test_plot_redraws_from_a_results_file(tmp_path):
 def test_committed_results_come_from_the_default_config(name, methods):
     res = json.loads((ROOT / "results" / name).read_text())
     scalings = ["linear", "ntk", "yarn"]
-    assert res["config"] == {**ex.asdict(ex.ExperimentConfig()), "eval_multiples": [1, 2, 4, 8],
-                             "methods": methods, "scalings": scalings}
-    assert set(res["methods"]) == set(methods) | {f"rope+{s}" for s in scalings}
-    assert res["cpu_time_s"] <= 600 and res["wall_time_s"] > 0  # CPU: the neighbours do not count
+    assert res["config"] == {**ex.asdict(ex.ExperimentConfig()), "eval_multiples": [1, 2, 4, 8], "seeds": [0, 1, 2],
+                             "tasks": list(ex.TASKS), "methods": methods, "scalings": scalings}
+    for entry in res["tasks"].values():
+        assert set(entry["methods"]) == set(methods) | {f"rope+{s}" for s in scalings}
+        assert len(entry["seeds"]) == 3  # the issue asks for >= 3 seeds per method and scaling
+    assert res["cpu_time_s"] <= 900 and res["wall_time_s"] > 0  # 15 CPU-minutes; the neighbours do not count
 
 
 def test_methods_option_picks_registry_entries(monkeypatch, tmp_path):
     """--methods trains the named methods only (chapter 8's results/irope.json: none, rope, irope)."""
     seen = []
     results = _committed()
-    monkeypatch.setattr(ex, "run", lambda cfg: seen.append(cfg.methods) or results)
+    monkeypatch.setattr(ex, "run", lambda cfg, jobs: seen.append((cfg.methods, jobs)) or results)
     assert ex.main(["--methods", "none,rope,irope", "--out", str(tmp_path)]) == 0
-    assert seen == [("none", "rope", "irope")]
+    assert ex.main(["--jobs", "2", "--out", str(tmp_path)]) == 0
+    assert seen == [(("none", "rope", "irope"), 1), (ex.ExperimentConfig().methods, 2)]
+    with pytest.raises(ValueError, match="--jobs must be an integer >= 1, got 0"):
+        ex.main(["--jobs", "0", "--out", str(tmp_path)])
     with pytest.raises(ValueError, match=r"--methods must be one of .*got 'ropee'"):
         ex.main(["--methods", "rope,ropee", "--out", str(tmp_path)])

@@ -47,3 +47,16 @@ def write(results: dict, json_path: Path, png_path: Path, plot: Callable[[Path, 
     plot(json_path, png_path)
     print(f"wrote {json_path} and {png_path} (wall time {results['wall_time_s']} s, "
           f"CPU time {results['cpu_time_s']} s)")
+
+
+def load_results(name: str) -> dict:
+    """results/<name>.json of the repository, found from the working directory or its parents
+    (a notebook runs in notebooks/, a script at the root), else next to the package's checkout."""
+    here = Path.cwd().resolve()
+    checkout = Path(__file__).resolve().parents[2]  # an editable install: the repository itself
+    for base in (here, *here.parents, checkout):
+        path = base / "results" / f"{name}.json"
+        if path.is_file():
+            return json.loads(path.read_text())
+    raise FileNotFoundError(f"results/{name}.json: not found in {here}, its parents or {checkout}; "
+                            f"run `python -m posenc_lib.experiments.{name}` from the repository root")

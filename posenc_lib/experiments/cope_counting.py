@@ -27,7 +27,6 @@ Taught in: notebooks/09_beyond_1d.ipynb
 from __future__ import annotations
 
 import argparse
-import math
 import platform
 import sys
 import time
@@ -35,11 +34,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from ..model import POSITIONAL_METHODS, DecoderConfig, TinyDecoder
-from . import _cli
+from . import _cli, _training
 
 RESULTS = Path("results") / "cope_counting.json"
 FIGURE = Path("images") / "cope_counting.png"
@@ -100,12 +98,6 @@ def flip_flop(batch: int, length: int, mix: tuple[float, float, float],
     return tokens, read
 
 
-def read_scores(logits: Tensor, tokens: Tensor, read: Tensor) -> tuple[Tensor, Tensor]:
-    """(correct, loss) of every read bit, predicted at the position of its "r". Flat (n_reads,)."""
-    pred, target = logits[:, :-1][read[:, 1:]], tokens[read]
-    return pred.argmax(-1) == target, F.cross_entropy(pred, target, reduction="none")
-
-
 # ---------------------------------------------------------------- training and evaluation
 
 def build_model(method: str, cfg: ExperimentConfig) -> TinyDecoder:
@@ -114,33 +106,13 @@ def build_model(method: str, cfg: ExperimentConfig) -> TinyDecoder:
                                      max_len=cfg.train_len))
 
 
-def _lr_factor(step: int, cfg: ExperimentConfig) -> float:
-    if step < cfg.warmup:
-        return (step + 1) / cfg.warmup
-    t = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
-    return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t))
-
-
 def train(method: str, cfg: ExperimentConfig, seed: int) -> tuple[TinyDecoder, list[float]]:
     """Train one method for one seed; every method sees the same batches. returns (model, loss every 100 steps)."""
     torch.manual_seed(seed)
     model = build_model(method, cfg)
     data = torch.Generator().manual_seed(seed + 1000)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: _lr_factor(s, cfg))
-    curve = []
-    model.train()
-    for step in range(cfg.steps):
-        tokens, read = flip_flop(cfg.batch_size, cfg.train_len, cfg.mix, data)
-        loss = read_scores(model(tokens), tokens, read)[1].mean()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        if step % 100 == 0 or step == cfg.steps - 1:
-            curve.append(round(loss.item(), 4))
-    model.eval()
+    curve = _training.train(model, lambda: flip_flop(cfg.batch_size, cfg.train_len, cfg.mix, data),
+                            steps=cfg.steps, lr=cfg.lr, warmup=cfg.warmup, log_every=100)
     return model, curve
 
 
@@ -154,21 +126,16 @@ def evaluate(model: TinyDecoder, cfg: ExperimentConfig, seed: int) -> dict[str, 
         for mult in cfg.eval_multiples:
             L = cfg.train_len * mult
             tokens, read = flip_flop(cfg.eval_sequences, L, mix, gen)
-            correct, _ = read_scores(torch.cat([model(tokens[i:i + 16]) for i in range(0, len(tokens), 16)]),
-                                     tokens, read)
+            correct, _ = _training.masked_scores(
+                torch.cat([model(tokens[i:i + 16]) for i in range(0, len(tokens), 16)]), tokens, read)
             out[name][str(L)] = round(correct.float().mean().item(), 4) if correct.numel() else float("nan")
     return out
 
 
 def summarize(per_seed: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, dict[str, float]]]:
     """mean, min and max over seeds of every (mix, length) accuracy."""
-    out: dict = {}
-    for mix, by_len in per_seed[0].items():
-        out[mix] = {}
-        for L in by_len:
-            xs = [r[mix][L] for r in per_seed]
-            out[mix][L] = {"mean": round(sum(xs) / len(xs), 4), "min": min(xs), "max": max(xs)}
-    return out
+    return {mix: {L: _training.spread([r[mix][L] for r in per_seed]) for L in by_len}
+            for mix, by_len in per_seed[0].items()}
 
 
 def run(cfg: ExperimentConfig, *, log=print) -> dict:

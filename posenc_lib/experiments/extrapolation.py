@@ -1,77 +1,89 @@
 """Train short, test long: does each positional method work beyond its training length?
 
     python -m posenc_lib.experiments.extrapolation            # full run -> ./results/, ./images/
+    python -m posenc_lib.experiments.extrapolation --jobs 2   # the same numbers, two processes
     python -m posenc_lib.experiments.extrapolation --quick --out /tmp/x   # smoke test
-    python -m posenc_lib.experiments.extrapolation --results r.json --figure f.png
     python -m posenc_lib.experiments.extrapolation --methods none,rope,irope
-        --results results/irope.json --figure images/irope.png   # chapter 8's run (one line)
+        --results results/irope.json --figure images/irope.png   # chapter 8's run
 
-The task: a small random "grammar". One fixed table maps every pair of tokens
-(a, b) to a next token T[a, b] (16 tokens, 256 entries, the same for all sequences);
-each sequence starts with two random tokens and continues with T[x_{t-2}, x_{t-1}],
-except that with probability 0.25 a token is replaced by a uniformly random one (so
-sequences never settle into a loop and nothing far away helps). To predict x_t the
-model must know the token *immediately before* the current one: a question about
-order, as in language. NoPE is not trivially perfect here: without positions an
-attention head sees its prefix as a set, so it has to derive "previous" from the
-causal mask (the counter shown in the notebook), which is coarse and gets coarser
-with length. The relative methods only need offset 1, which they saw in training;
-what differs is how far-away tokens disturb them at lengths never seen.
+Two tasks, so that no single task decides which method "extrapolates":
 
-Each method of ``TinyDecoder`` trains at length 64 with the same budget, seed and
-batches. Evaluation uses 512-token sequences, split into non-overlapping chunks of
-64, 128, 256 and 512 tokens (extrapolation: positions beyond 64 are new), and again
-scored with a sliding window of 64 tokens (no position beyond 64 is ever used; every
-token still gets at least 48 tokens of context, plenty for this local task). RoPE is also evaluated with PI, NTK
-and YaRN frequencies for the factor L / 64, without retraining.
+* **grammar** (local). One fixed table maps every pair of tokens (a, b) to a next token
+  T[a, b] (16 tokens, the same table for all sequences); each sequence starts with two
+  random tokens and continues with T[x_{t-2}, x_{t-1}], except that with probability 0.25
+  a token is replaced by a uniformly random one. Predicting x_t needs the token *just
+  before* the current one and nothing far away: a task that suits distance-decaying biases.
+* **recall** (long range). A key-value lookup across a gap. A sequence opens with a
+  dictionary of 4 entries, each one token "key k holds value v" (8 keys, 8 values; the keys
+  of one sequence differ), then filler tokens, then the 4 keys asked in a random order,
+  each followed by its value. The model is scored on those 4 values. The gap grows with L:
+  the entry a question needs is L - 11 to L - 2 tokens back, so every length beyond the
+  training length asks for distances never seen in training. Guessing scores 1/8.
 
-Deterministic: fixed seeds and thread count; the same config gives the same numbers.
-``plot(results_path, out_png)`` redraws the figure from a results file (``make images``).
-Output paths are relative to the working directory (run it from the repository root to
-update the committed results); the package never writes next to its own files.
-Taught in: notebooks/07_beyond.ipynb (the iRoPE run: notebooks/08_rope_in_models.ipynb)
+Each method of ``TinyDecoder`` trains at length 64 with the same budget and batches, for
+several seeds (model initialisation, data and the grammar's table all follow the seed).
+Evaluation at 64, 128, 256 and 512 tokens: the model reads L tokens at once
+("nonoverlapping"), and again through a sliding window of 64 tokens (no position beyond 64
+is ever used; on recall the window cannot reach the dictionary). RoPE is also evaluated
+with PI, NTK and YaRN frequencies for the factor L / 64, without retraining. The results
+file holds every seed and, per (task, method, length), the mean, min and max over seeds.
+
+Deterministic: fixed seeds and one thread per process; the same config gives the same
+numbers with any --jobs. ``plot(results_path, out_png)`` redraws the figure from a results
+file (``make images``). Output paths are relative to the working directory (run it from the
+repository root to update the committed results); ``load_results`` finds committed ones
+from anywhere in the repository.
+Taught in: notebooks/07_beyond.ipynb, notebooks/06_alibi.ipynb (the iRoPE run: notebooks/08_rope_in_models.ipynb)
 """
 from __future__ import annotations
 
 import argparse
-import math
 import platform
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
+from multiprocessing import get_context
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from .. import _validate as v
 from ..model import POSITIONAL_METHODS, DecoderConfig, TinyDecoder
 from ..scaling import scaled_rope_frequencies
-from . import _cli
+from . import _cli, _training
 
 # Defaults relative to the working directory, not to this file: an installed package
 # has no repository around it.
 RESULTS = Path("results") / "extrapolation.json"
 FIGURE = Path("images") / "extrapolation.png"
+TASKS = ("grammar", "recall")
 
 
 @dataclass
 class ExperimentConfig:
     """Everything that determines the numbers (stored in the results file)."""
 
-    seed: int = 0
-    threads: int = 1  # one thread: deterministic, and fastest on a busy 2-core machine
-    vocab_size: int = 16  # the grammar's table has vocab_size**2 = 256 entries
-    noise: float = 0.25  # probability that a token is random instead of T[x_{t-2}, x_{t-1}]
+    seeds: tuple[int, ...] = (0, 1, 2)
+    tasks: tuple[str, ...] = TASKS
+    threads: int = 1  # one thread per process: deterministic, and fastest on a busy 2-core machine
     train_len: int = 64
     eval_multiples: tuple[int, ...] = (1, 2, 4, 8)  # evaluate at 64, 128, 256, 512 tokens
     steps: int = 400
     batch_size: int = 32
     lr: float = 3e-3
     warmup: int = 50  # linear warm-up steps, then cosine decay to lr / 10
-    eval_sequences: int = 64  # sequences of train_len * max(eval_multiples) tokens
+    eval_sequences: int = 32  # sequences per length and task
     window_stride: int = 16  # sliding window: each window scores its last 16 tokens
+    # grammar
+    vocab_size: int = 16  # the grammar's table has vocab_size**2 = 256 entries
+    noise: float = 0.25  # probability that a token is random instead of T[x_{t-2}, x_{t-1}]
+    # recall
+    keys: int = 8
+    values: int = 8
+    entries: int = 4  # dictionary entries per sequence (distinct keys), each asked once
+    fillers: int = 16  # kinds of filler token
     # Chapter 7's six (the committed results); any other key of POSITIONAL_METHODS (e.g. "irope") runs if named.
     methods: tuple[str, ...] = ("none", "learned", "sinusoidal", "rope", "alibi", "t5")
     scalings: tuple[str, ...] = ("linear", "ntk", "yarn")  # applied to the RoPE model at evaluation
@@ -81,10 +93,10 @@ class ExperimentConfig:
     d_ff: int = 128
 
 
-QUICK = dict(steps=4, batch_size=8, warmup=2, eval_sequences=2)
+QUICK = dict(seeds=(0, 1), steps=4, batch_size=8, warmup=2, eval_sequences=2)
 
 
-# ---------------------------------------------------------------- the task
+# ---------------------------------------------------------------- the tasks
 
 def grammar_table(vocab_size: int, generator: torch.Generator) -> Tensor:
     """The grammar: next[a, b] for every pair of tokens. returns (vocab_size, vocab_size) long."""
@@ -106,168 +118,266 @@ def grammar_sequences(batch: int, length: int, table: Tensor, noise: float,
     return x, keep
 
 
-def token_scores(logits: Tensor, tokens: Tensor) -> tuple[Tensor, Tensor]:
-    """Per target x_t, t = 2 .. L-1 (predicted at position t-1): (correct, loss), each (B, L-2)."""
-    pred, target = logits[:, 1:-1], tokens[:, 2:]
-    loss = F.cross_entropy(pred.flatten(0, 1), target.flatten(), reduction="none").view_as(target)
-    return pred.argmax(-1) == target, loss
+def recall_vocab(cfg: ExperimentConfig) -> dict[str, int]:
+    """Where each kind of token starts: entry tokens (key, value) first, then keys, values, fillers."""
+    entry = 0
+    key = entry + cfg.keys * cfg.values
+    value = key + cfg.keys
+    filler = value + cfg.values
+    return {"entry": entry, "key": key, "value": value, "filler": filler, "size": filler + cfg.fillers}
 
 
-def bayes_accuracy(cfg: "ExperimentConfig") -> float:
-    """The best possible accuracy: predict the table's token, right unless noise picked another."""
-    return (1 - cfg.noise) + cfg.noise / cfg.vocab_size
+def recall_sequences(batch: int, length: int, cfg: ExperimentConfig,
+                     generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """Dictionary, filler, questions: [e_1 .. e_n] [filler ...] [k_a v_a  k_b v_b ...].
+
+    e_i is one token for (key k_i, value v_i); the n = cfg.entries keys of a sequence differ;
+    the questions ask every key once, in a random order.
+    returns: (tokens (batch, length) long, asked (batch, length) bool: the answers v_a, v_b, ...)
+    """
+    n = cfg.entries
+    gap = v.int_at_least("length", length, 3 * n) - 3 * n
+    tok = recall_vocab(cfg)
+    keys = torch.rand(batch, cfg.keys, generator=generator).argsort(-1)[:, :n]
+    values = torch.randint(0, cfg.values, (batch, n), generator=generator)
+    order = torch.rand(batch, n, generator=generator).argsort(-1)
+    entries = tok["entry"] + keys * cfg.values + values
+    filler = tok["filler"] + torch.randint(0, cfg.fillers, (batch, gap), generator=generator)
+    questions = torch.stack([tok["key"] + keys.gather(1, order), tok["value"] + values.gather(1, order)], -1)
+    tokens = torch.cat([entries, filler, questions.view(batch, 2 * n)], 1)
+    asked = torch.zeros(batch, length, dtype=torch.bool)
+    asked[:, length - 2 * n + 1::2] = True
+    return tokens, asked
+
+
+def sample(task: str, batch: int, length: int, cfg: ExperimentConfig, table: Tensor,
+           generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
+    """(tokens, scored, ruled), each (batch, length): which tokens are predicted and scored, and the
+    subset that a perfect model gets right (grammar: those that followed the table; recall: all)."""
+    if task == "grammar":
+        tokens, ruled = grammar_sequences(batch, length, table, cfg.noise, generator)
+        scored = torch.ones_like(ruled)
+        scored[:, :2] = False
+        return tokens, scored, ruled
+    tokens, asked = recall_sequences(batch, length, cfg, generator)
+    return tokens, asked, asked
+
+
+def best_accuracy(task: str, cfg: ExperimentConfig) -> float:
+    """The best possible accuracy: the grammar's noise cannot be predicted; recall can be perfect."""
+    return (1 - cfg.noise) + cfg.noise / cfg.vocab_size if task == "grammar" else 1.0
+
+
+def chance_accuracy(task: str, cfg: ExperimentConfig) -> float:
+    """Guessing: a uniform token of the grammar, a uniform value of recall."""
+    return 1 / (cfg.vocab_size if task == "grammar" else cfg.values)
 
 
 # ---------------------------------------------------------------- training
 
-def build_model(method: str, cfg: ExperimentConfig) -> TinyDecoder:
-    return TinyDecoder(DecoderConfig(vocab_size=cfg.vocab_size, positional=method, d_model=cfg.d_model,
+def build_model(method: str, cfg: ExperimentConfig, task: str = "grammar") -> TinyDecoder:
+    vocab = cfg.vocab_size if task == "grammar" else recall_vocab(cfg)["size"]
+    return TinyDecoder(DecoderConfig(vocab_size=vocab, positional=method, d_model=cfg.d_model,
                                      num_heads=cfg.num_heads, num_layers=cfg.num_layers, d_ff=cfg.d_ff,
                                      max_len=cfg.train_len))
 
 
-def train(method: str, cfg: ExperimentConfig, table: Tensor) -> tuple[TinyDecoder, list[float]]:
-    """Train one method; every method sees the same batches. returns (model, loss every 50 steps)."""
-    torch.manual_seed(cfg.seed)
-    model = build_model(method, cfg)
-    data = torch.Generator().manual_seed(cfg.seed + 1)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), weight_decay=0.0)
+def _table(cfg: ExperimentConfig, seed: int) -> Tensor:
+    return grammar_table(cfg.vocab_size, torch.Generator().manual_seed(seed))
 
-    def lr_at(step: int) -> float:
-        if step < cfg.warmup:
-            return (step + 1) / cfg.warmup
-        t = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
-        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t))
 
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_at)
-    curve = []
-    model.train()
-    for step in range(cfg.steps):
-        tokens, _ = grammar_sequences(cfg.batch_size, cfg.train_len, table, cfg.noise, data)
-        _, loss = token_scores(model(tokens), tokens)
-        loss = loss.mean()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        if step % 50 == 0 or step == cfg.steps - 1:
-            curve.append(round(loss.item(), 4))
-    model.eval()
+def train(method: str, cfg: ExperimentConfig, task: str = "grammar", seed: int = 0) -> tuple[TinyDecoder, list[float]]:
+    """Train one method on one task for one seed; every method sees the same batches.
+    returns (model, loss every 50 steps)."""
+    torch.manual_seed(seed)
+    model = build_model(method, cfg, task)
+    table, data = _table(cfg, seed), torch.Generator().manual_seed(seed + 1)
+    curve = _training.train(model, lambda: sample(task, cfg.batch_size, cfg.train_len, cfg, table, data)[:2],
+                            steps=cfg.steps, lr=cfg.lr, warmup=cfg.warmup, log_every=50)
     return model, curve
 
 
 # ---------------------------------------------------------------- evaluation
 
-def _summary(correct: Tensor, loss: Tensor, ruled: Tensor) -> dict[str, float]:
-    """acc and loss over every scored token; rule_acc over those that followed the table."""
-    return {
+def _summary(correct: Tensor, loss: Tensor, ruled: Tensor, tail: Tensor | None = None) -> dict[str, float]:
+    """acc and loss over every scored token; rule_acc over those a perfect model gets right;
+    tail_acc over those in `tail` (the last window_stride positions: where a sliding window scores)."""
+    out = {
         "acc": round(correct.float().mean().item(), 4),
         "loss": round(loss.mean().item(), 4),
         "rule_acc": round(correct[ruled].float().mean().item(), 4),
     }
+    if tail is not None:
+        out["tail_acc"] = round(correct[tail].float().mean().item(), 4)
+    return out
 
 
 @torch.no_grad()
-def _forward(model: TinyDecoder, tokens: Tensor, rope: tuple[Tensor, float] | None, chunk: int = 64) -> Tensor:
+def _forward(model: TinyDecoder, tokens: Tensor, rope: tuple[Tensor, float] | None, chunk: int = 32) -> Tensor:
     kw = {} if rope is None else dict(inv_freq=rope[0], attention_factor=rope[1])
     return torch.cat([model(tokens[i:i + chunk], **kw) for i in range(0, tokens.shape[0], chunk)])
 
 
-def evaluate_nonoverlapping(model: TinyDecoder, seqs: Tensor, ruled: Tensor, length: int,
-                            rope: tuple[Tensor, float] | None = None) -> dict[str, float]:
-    """Split every sequence into independent chunks of `length` tokens; score tokens 2.. of each."""
-    chunks = seqs.reshape(-1, length)
-    correct, loss = token_scores(_forward(model, chunks, rope), chunks)
-    return _summary(correct, loss, ruled.reshape(-1, length)[:, 2:])
+def evaluate_full(model: TinyDecoder, tokens: Tensor, scored: Tensor, ruled: Tensor,
+                  rope: tuple[Tensor, float] | None = None, tail: int = 16) -> dict[str, float]:
+    """The model reads each whole sequence at once (non-overlapping); tail_acc: its last `tail` positions."""
+    correct, loss = _training.masked_scores(_forward(model, tokens, rope), tokens, scored)
+    late = torch.zeros_like(scored)
+    late[:, -tail:] = True
+    return _summary(correct, loss, ruled[scored], late[scored])
 
 
-def evaluate_sliding(model: TinyDecoder, seqs: Tensor, ruled: Tensor, length: int, window: int,
+def evaluate_sliding(model: TinyDecoder, tokens: Tensor, scored: Tensor, ruled: Tensor, window: int,
                      stride: int) -> dict[str, float]:
-    """Chunks of `length` tokens, each read through windows of `window` tokens moved by `stride`.
+    """Each sequence read through windows of `window` tokens moved by `stride`.
 
-    The first window scores all its tokens (from the third on), later ones only their last
-    `stride` tokens, so every token is scored once, with at least window - stride tokens of
-    context and never a position beyond the training length.
+    The first window scores its marked tokens, later ones only the marked tokens among their
+    last `stride`, so every marked token is scored once, with at least window - stride tokens
+    of context and never a position beyond the training length.
     """
-    chunks = seqs.reshape(-1, length)
-    windows = chunks.unfold(1, window, stride)  # (n, num_windows, window)
-    rwin = ruled.reshape(-1, length).unfold(1, window, stride)
-    n, w = windows.shape[:2]
-    flat = windows.reshape(n * w, window)
-    correct, loss = token_scores(_forward(model, flat, None), flat)  # (n * w, window - 2)
-    scored = torch.zeros(w, window - 2, dtype=torch.bool)
-    scored[0] = True
-    scored[1:, -stride:] = True
-    scored = scored.repeat(n, 1)
-    return _summary(correct[scored], loss[scored], rwin.reshape(n * w, window)[:, 2:][scored])
+    n, L = tokens.shape
+    w = (L - window) // stride + 1
+    flat = tokens.unfold(1, window, stride).reshape(n * w, window)
+    own = torch.zeros(w, window, dtype=torch.bool)  # the tokens each window is responsible for
+    own[0] = True
+    own[1:, -stride:] = True
+    own = own.repeat(n, 1)
+    keep = scored.unfold(1, window, stride).reshape(n * w, window) & own
+    correct, loss = _training.masked_scores(_forward(model, flat, None), flat, keep)
+    return _summary(correct, loss, ruled.unfold(1, window, stride).reshape(n * w, window)[keep])
 
 
-def evaluate(model: TinyDecoder, method: str, seqs: Tensor, ruled: Tensor, cfg: ExperimentConfig) -> dict[str, dict]:
+def evaluation_sets(task: str, cfg: ExperimentConfig, seed: int) -> dict[int, tuple[Tensor, Tensor, Tensor]]:
+    """The test sequences per length: fresh ones for every length, the same for every method."""
+    table, gen = _table(cfg, seed), torch.Generator().manual_seed(seed + 2)
+    return {cfg.train_len * m: sample(task, cfg.eval_sequences, cfg.train_len * m, cfg, table, gen)
+            for m in cfg.eval_multiples}
+
+
+def evaluate(model: TinyDecoder, method: str, sets: dict, cfg: ExperimentConfig) -> dict[str, dict]:
     """Both evaluations at every length; None where a method cannot run (learned beyond its table)."""
     out: dict[str, dict] = {"nonoverlapping": {}, "sliding_window": {}}
-    for mult in cfg.eval_multiples:
-        L = cfg.train_len * mult
+    for L, data in sets.items():
         fits = L <= cfg.train_len or not POSITIONAL_METHODS[method].length_limited
-        out["nonoverlapping"][str(L)] = evaluate_nonoverlapping(model, seqs, ruled, L) if fits else None
-        out["sliding_window"][str(L)] = evaluate_sliding(model, seqs, ruled, L, cfg.train_len, cfg.window_stride)
+        out["nonoverlapping"][str(L)] = evaluate_full(model, *data, tail=cfg.window_stride) if fits else None
+        out["sliding_window"][str(L)] = evaluate_sliding(model, *data, cfg.train_len, cfg.window_stride)
     return out
 
 
-def evaluate_rope_scalings(model: TinyDecoder, seqs: Tensor, ruled: Tensor, cfg: ExperimentConfig) -> dict[str, dict]:
-    """The trained RoPE model with each scaling at factor L / train_len (non-overlapping)."""
+def evaluate_rope_scalings(model: TinyDecoder, sets: dict, cfg: ExperimentConfig) -> dict[str, dict]:
+    """The trained RoPE model with each scaling at factor L / train_len (the whole sequence at once)."""
     head_dim = cfg.d_model // cfg.num_heads
     out = {}
     for name in cfg.scalings:
         res = {}
-        for mult in cfg.eval_multiples:
-            L = cfg.train_len * mult
-            rope = scaled_rope_frequencies(head_dim, method=name, factor=float(mult),
+        for L, data in sets.items():
+            rope = scaled_rope_frequencies(head_dim, method=name, factor=L / cfg.train_len,
                                            original_max_position=cfg.train_len, seq_len=L,
                                            base=model.config.base)
-            res[str(L)] = evaluate_nonoverlapping(model, seqs, ruled, L, rope)
+            res[str(L)] = evaluate_full(model, *data, rope=rope, tail=cfg.window_stride)
         out[f"rope+{name}"] = {"nonoverlapping": res}
     return out
 
 
 # ---------------------------------------------------------------- the run
 
-def run(cfg: ExperimentConfig, *, log=print) -> dict:
-    """Train and evaluate every method; returns the results dict (see ``main`` for the file)."""
+def run_seed(cfg: ExperimentConfig, task: str, seed: int) -> dict:
+    """Train and evaluate every method on one task for one seed (one process's unit of work)."""
     torch.set_num_threads(cfg.threads)
-    t_start, cpu_start = time.perf_counter(), time.process_time()
-    table = grammar_table(cfg.vocab_size, torch.Generator().manual_seed(cfg.seed))
-    eval_len = cfg.train_len * max(cfg.eval_multiples)
-    seqs, ruled = grammar_sequences(cfg.eval_sequences, eval_len, table, cfg.noise,
-                                    torch.Generator().manual_seed(cfg.seed + 2))
-    results: dict = {
-        "config": asdict(cfg),
-        "task": "order-2 random grammar: x_t = T[x_{t-2}, x_{t-1}], random with probability noise",
-        "bayes_acc": round(bayes_accuracy(cfg), 4),
-        "environment": {"torch": torch.__version__, "python": platform.python_version(),
-                        "machine": platform.machine()},
-        "methods": {},
-        "train_seconds": {},
-    }
-    fmt = lambda r: "  n/a" if r is None else f"{r['acc']:.3f}"  # noqa: E731
+    cpu_start = time.process_time()
+    sets = evaluation_sets(task, cfg, seed)
+    out: dict = {"seed": seed, "methods": {}, "train_seconds": {}}
     for method in cfg.methods:
         t0 = time.perf_counter()
-        model, curve = train(method, cfg, table)
-        results["train_seconds"][method] = round(time.perf_counter() - t0, 1)
-        entry = {"train_loss_curve": curve, **evaluate(model, method, seqs, ruled, cfg)}
-        results["methods"][method] = entry
-        log(f"{method:>12}: trained in {results['train_seconds'][method]:5.1f} s; accuracy "
-            + "  ".join(f"{L}: {fmt(r)}" for L, r in entry["nonoverlapping"].items())
-            + "  | sliding " + "  ".join(f"{fmt(r)}" for r in entry["sliding_window"].values()))
+        model, curve = train(method, cfg, task, seed)
+        out["train_seconds"][method] = round(time.perf_counter() - t0, 1)
+        out["methods"][method] = {"train_loss_curve": curve, **evaluate(model, method, sets, cfg)}
         if method == "rope":
-            for name, res in evaluate_rope_scalings(model, seqs, ruled, cfg).items():
-                results["methods"][name] = res
-                log(f"{name:>12}: " + "  ".join(f"{L}: {fmt(r)}" for L, r in res["nonoverlapping"].items()))
+            out["methods"].update(evaluate_rope_scalings(model, sets, cfg))
+    out["cpu_time_s"] = round(time.process_time() - cpu_start, 1)
+    return out
+
+
+def summarize(per_seed: list[dict]) -> dict[str, dict]:
+    """Per method, mode and length: the accuracies of every seed and their mean, min and max."""
+    out: dict = {}
+    for method, modes in per_seed[0]["methods"].items():
+        out[method] = {}
+        for mode, by_len in modes.items():
+            if mode == "train_loss_curve":
+                continue
+            out[method][mode] = {}
+            for L, r in by_len.items():
+                if r is None:
+                    out[method][mode][L] = None
+                    continue
+                accs = [s["methods"][method][mode][L]["acc"] for s in per_seed]
+                out[method][mode][L] = {"acc": accs, **_training.spread(accs)}
+    return out
+
+
+def run(cfg: ExperimentConfig, *, jobs: int = 1, log=print) -> dict:
+    """Every task, seed and method; `jobs` processes share the (task, seed) units. Returns the results dict."""
+    t_start = time.perf_counter()
+    units = [(task, seed) for task in cfg.tasks for seed in cfg.seeds]
+    if jobs > 1:
+        with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+            done = list(pool.map(run_seed, [cfg] * len(units), *zip(*units)))
+    else:
+        done = [run_seed(cfg, task, seed) for task, seed in units]
+    results: dict = {
+        "config": asdict(cfg),
+        "environment": {"torch": torch.__version__, "python": platform.python_version(),
+                        "machine": platform.machine()},
+        "tasks": {},
+    }
+    for task in cfg.tasks:
+        per_seed = [r for (t, _), r in zip(units, done) if t == task]
+        results["tasks"][task] = {
+            "description": TASK_DESCRIPTIONS[task],
+            "best_acc": round(best_accuracy(task, cfg), 4),
+            "chance_acc": round(chance_accuracy(task, cfg), 4),
+            "methods": summarize(per_seed),
+            "seeds": per_seed,
+        }
+        for method, entry in results["tasks"][task]["methods"].items():
+            row = entry["nonoverlapping"]
+            log(f"{task:>8} {method:>12}: mean accuracy "
+                + "  ".join(f"{L}: " + ("  n/a" if r is None else f"{r['mean']:.3f}") for L, r in row.items()))
     results["wall_time_s"] = round(time.perf_counter() - t_start, 1)
-    # CPU seconds of this process: equal to the wall time on an idle machine (one thread),
-    # and unaffected by other programs sharing the cores.
-    results["cpu_time_s"] = round(time.process_time() - cpu_start, 1)
+    # CPU seconds of the work, summed over processes: the wall time of a one-process run on an
+    # idle machine, and unaffected by other programs sharing the cores.
+    results["cpu_time_s"] = round(sum(r["cpu_time_s"] for r in done), 1)
     return results
+
+
+TASK_DESCRIPTIONS = {
+    "grammar": "order-2 random grammar: x_t = T[x_{t-2}, x_{t-1}], random with probability noise; "
+               "every token from the third on is scored",
+    "recall": "key-value recall across a gap: a dictionary of (key, value) tokens, filler, then each key "
+              "asked once; the values after the asked keys are scored",
+}
+
+
+def accuracy(results: dict, task: str, method: str, mode: str = "nonoverlapping") -> dict[int, dict | None]:
+    """{L: {"acc": [per seed], "mean", "min", "max"} or None} for one curve of a results dict."""
+    return {int(L): r for L, r in results["tasks"][task]["methods"][method][mode].items()}
+
+
+def compare(results: dict, task: str, a: str, b: str, L: int, mode: str = "nonoverlapping") -> int:
+    """+1 if every seed of `a` beats every seed of `b` at length L (the ranges do not overlap),
+    -1 if the reverse, 0 if the ranges overlap: the seeds cannot tell the two apart."""
+    ra, rb = accuracy(results, task, a, mode)[L], accuracy(results, task, b, mode)[L]
+    if ra["min"] > rb["max"]:
+        return 1
+    if rb["min"] > ra["max"]:
+        return -1
+    return 0
+
+
+def load_results(name: str = "extrapolation") -> dict:
+    """A committed results file, results/<name>.json, wherever the caller runs (notebooks/, the root)."""
+    return _cli.load_results(name)
 
 
 # ---------------------------------------------------------------- the figure
@@ -283,51 +393,53 @@ LABELS = {**{m: spec.label for m, spec in POSITIONAL_METHODS.items()},
           **{f"rope+{s}": f"{POSITIONAL_METHODS['rope'].label} + {label}" for s, (label, _) in SCALING_STYLES.items()}}
 
 
-def _series(results: dict, method: str, mode: str, metric: str) -> tuple[list[int], list[float]]:
-    xs, ys = [], []
-    for L, r in results["methods"][method].get(mode, {}).items():
-        if r is not None:
-            xs.append(int(L))
-            ys.append(r[metric])
-    return xs, ys
-
-
 def draw(results: dict, fig=None):
-    """The three-panel figure from a results dict; returns the matplotlib Figure."""
+    """One row per task, three panels each; points are the mean over seeds, bars the min to max."""
     from matplotlib.figure import Figure
 
     cfg = results["config"]
+    tasks = list(results["tasks"])
     if fig is None:
-        fig = Figure(figsize=(13, 4.2), dpi=100, facecolor="white", layout="constrained")
-    axes = fig.subplots(1, 3, sharey=True)
-    base = [m for m in results["methods"] if "+" not in m]
-    scaled = ["rope"] + [m for m in results["methods"] if m.startswith("rope+")]
-    panels = [
-        (axes[0], base, "nonoverlapping", "Non-overlapping: the model reads L tokens"),
-        (axes[1], scaled, "nonoverlapping", "RoPE stretched at evaluation (no retraining)"),
-        (axes[2], base, "sliding_window", f"Sliding window of {cfg['train_len']} (stride {cfg['window_stride']})"),
-    ]
+        fig = Figure(figsize=(13, 3.9 * len(tasks)), dpi=100, facecolor="white", layout="constrained")
+    grid = fig.subplots(len(tasks), 3, sharey="row", squeeze=False)
     lengths = [cfg["train_len"] * m for m in cfg["eval_multiples"]]
-    for ax, methods, mode, title in panels:
-        for m in methods:
-            xs, ys = _series(results, m, mode, "acc")
-            if xs:
-                ax.plot(xs, ys, marker="o", color=COLORS.get(m), label=LABELS.get(m, m))
-        ax.axvline(cfg["train_len"], color="black", lw=0.8, ls=":")
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(lengths, [str(L) for L in lengths])
-        ax.set_xlabel("evaluation length L (tokens)")
-        ax.set_title(title, fontsize=10)
-        ax.set_ylim(-0.02, 1.02)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="lower left")
-        ax.set_facecolor("white")
-    axes[0].set_ylabel("next-token accuracy")
-    for ax in axes:
-        ax.axhline(results["bayes_acc"], color="black", lw=0.8, ls="--")
-    axes[0].annotate("best possible", (lengths[-1], results["bayes_acc"]), fontsize=8, ha="right", va="bottom")
-    fig.suptitle(f"Trained at {cfg['train_len']} tokens, tested longer: next-token accuracy on a random "
-                 "order-2 grammar", fontsize=11)
+    for row, task in zip(grid, tasks):
+        entry = results["tasks"][task]
+        base = [m for m in entry["methods"] if "+" not in m]
+        scaled = ["rope"] + [m for m in entry["methods"] if m.startswith("rope+")] if "rope" in base else []
+        panels = [
+            (row[0], base, "nonoverlapping", "the model reads L tokens"),
+            (row[1], scaled, "nonoverlapping", "RoPE stretched at evaluation (no retraining)"),
+            (row[2], base, "sliding_window", f"sliding window of {cfg['train_len']} (stride {cfg['window_stride']})"),
+        ]
+        for ax, methods, mode, title in panels:
+            for k, m in enumerate(methods):
+                pts = [(L, r) for L, r in accuracy(results, task, m, mode).items() if r is not None]
+                if not pts:
+                    continue
+                xs = [L * 1.03 ** (k - len(methods) / 2) for L, _ in pts]  # nudge apart so bars stay visible
+                mean = [r["mean"] for _, r in pts]
+                err = [[r["mean"] - r["min"] for _, r in pts], [r["max"] - r["mean"] for _, r in pts]]
+                ax.errorbar(xs, mean, yerr=err, marker="o", ms=4, capsize=3, color=COLORS.get(m),
+                            label=LABELS.get(m, m))
+            ax.axvline(cfg["train_len"], color="black", lw=0.8, ls=":")
+            ax.axhline(entry["best_acc"], color="black", lw=0.8, ls="--")
+            ax.axhline(entry["chance_acc"], color="grey", lw=0.8, ls="-.")
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(lengths, [str(L) for L in lengths])
+            ax.minorticks_off()
+            ax.set_xlabel("evaluation length L (tokens)")
+            ax.set_title(f"{task}: {title}", fontsize=10)
+            ax.set_ylim(-0.02, 1.02)
+            ax.grid(alpha=0.3)
+            ax.set_facecolor("white")
+            if methods:
+                ax.legend(fontsize=7, loc="lower left")
+        row[0].set_ylabel(f"{task}: accuracy")
+        row[0].annotate("best possible", (lengths[-1], entry["best_acc"]), fontsize=8, ha="right", va="bottom")
+        row[0].annotate("guessing", (lengths[-1], entry["chance_acc"]), fontsize=8, ha="right", va="bottom")
+    fig.suptitle(f"Trained at {cfg['train_len']} tokens, tested longer: mean over {len(cfg['seeds'])} seeds "
+                 "(bars: min to max). Top: a local grammar; bottom: recall across a gap", fontsize=11)
     return fig
 
 
@@ -342,6 +454,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, help="override the number of training steps")
     p.add_argument("--methods", help="comma-separated keys of POSITIONAL_METHODS to train instead of the "
                    "default six, e.g. none,rope,irope (chapter 8's results/irope.json)")
+    p.add_argument("--jobs", type=int, default=1, help="processes (the numbers do not depend on it)")
     args = p.parse_args(argv)
     json_path, png_path = _cli.output_paths(p, args, RESULTS, FIGURE)
     cfg = ExperimentConfig(**(QUICK if args.quick else {}))
@@ -349,7 +462,8 @@ def main(argv: list[str] | None = None) -> int:
         cfg.steps = args.steps
     if args.methods is not None:
         cfg.methods = tuple(v.one_of("--methods", m, POSITIONAL_METHODS) for m in args.methods.split(","))
-    _cli.write(run(cfg), json_path, png_path, plot)
+    jobs = v.int_at_least("--jobs", args.jobs, 1)
+    _cli.write(run(cfg, jobs=jobs), json_path, png_path, plot)
     return 0
 
 

@@ -1,0 +1,58 @@
+"""What the experiments share: the training loop, masked next-token scores and seed summaries.
+
+Every experiment trains a ``TinyDecoder`` the same way (AdamW, linear warm-up then cosine
+decay to a tenth of the rate, gradients clipped at 1), on next-token targets picked by a
+boolean mask, and reports the mean and the range over seeds.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def lr_factor(step: int, steps: int, warmup: int) -> float:
+    """Learning-rate multiplier: linear warm-up over `warmup` steps, then cosine decay to 0.1."""
+    if step < warmup:
+        return (step + 1) / warmup
+    t = (step - warmup) / max(1, steps - warmup)
+    return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t))
+
+
+def masked_scores(logits: Tensor, tokens: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
+    """(correct, loss), each flat (n_targets,), for the tokens marked in `target`.
+
+    logits (B, L, V) from position t predict tokens[:, t + 1]; target (B, L) bool marks the
+    tokens to predict (never position 0: nothing comes before it).
+    """
+    pred, goal = logits[:, :-1][target[:, 1:]], tokens[:, 1:][target[:, 1:]]
+    return pred.argmax(-1) == goal, F.cross_entropy(pred, goal, reduction="none")
+
+
+def train(model: nn.Module, batch: Callable[[], tuple[Tensor, Tensor]], *, steps: int, lr: float,
+          warmup: int, log_every: int) -> list[float]:
+    """Train `model` on `steps` batches of (tokens, target); returns the loss every `log_every` steps."""
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, steps, warmup))
+    curve = []
+    model.train()
+    for step in range(steps):
+        tokens, target = batch()
+        loss = masked_scores(model(tokens), tokens, target)[1].mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        if step % log_every == 0 or step == steps - 1:
+            curve.append(round(loss.item(), 4))
+    model.eval()
+    return curve
+
+
+def spread(xs: list[float]) -> dict[str, float]:
+    """Mean, min and max over seeds (three seeds: the range is the honest error bar)."""
+    return {"mean": round(sum(xs) / len(xs), 4), "min": min(xs), "max": max(xs)}
