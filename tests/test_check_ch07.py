@@ -1,5 +1,12 @@
-"""Checkers of chapter 7 (posenc_lib.check.ch07): right, wrong and unattempted answers."""
+"""Checkers of chapter 7 (posenc_lib.check.ch07): right, wrong and unattempted answers.
 
+Right answers are written here from their derivations (closed forms, or an independent rounding
+routine), never by calling the checker's own reference.
+"""
+import math
+
+import numpy as np
+import pytest
 import torch
 
 import posenc_lib as pl
@@ -11,45 +18,119 @@ def run(checker, answer, capsys):
     return result, capsys.readouterr().out
 
 
-def test_nope_counter(capsys):
-    assert run(check.nope_counter, None, capsys)[0] is None
-    ok, out = run(check.nope_counter, lambda n: 1 / torch.arange(1, n + 1, dtype=torch.float64), capsys)
+def stub(*args):
+    raise NotImplementedError
+
+
+def _bf16(x: float) -> float:
+    """Round to bfloat16's 8 significant bits, ties to even (frexp gives x = m 2^e, 0.5 <= m < 1)."""
+    m, e = math.frexp(x)
+    return round(m * 256) / 256 * 2.0**e
+
+
+def _first_merge(rounded) -> int:
+    i = 0
+    while rounded(1 / (i + 1)) != rounded(1 / (i + 2)):
+        i += 1
+    return i
+
+
+def test_counter_merge(capsys):
+    assert run(check.counter_merge, None, capsys)[0] is None
+    assert run(check.counter_merge, stub, capsys)[0] is None
+    merge = {torch.bfloat16: _first_merge(_bf16), torch.float16: _first_merge(lambda x: float(np.float16(x)))}
+    assert merge == {torch.bfloat16: 189, torch.float16: 1463}
+    # The solution's prediction: merges start once 1/(i+2) is below 2^-(p-1), p significant bits.
+    assert 2**7 <= merge[torch.bfloat16] + 2 < 2**8 and 2**10 <= merge[torch.float16] + 2 < 2**11
+    ok, out = run(check.counter_merge, merge.__getitem__, capsys)
     assert ok is True and "all correct!" in out
-    ok, out = run(check.nope_counter, lambda n: 1 / torch.full((n,), float(n)), capsys)  # no mask: 1/n
-    assert ok is False and "hint" in out
-    assert "n=5: differs from the causal average" in out and "0.5" not in out  # 1, 1/2, 1/3 ... stay hidden
+    ok, out = run(check.counter_merge, lambda dt: merge[dt] + 1, capsys)
+    assert ok is False and "too late" in out and "hint" in out
+    ok, out = run(check.counter_merge, lambda dt: merge[dt] - 1, capsys)
+    assert ok is False and "too early" in out and "188 and 189 still differ" in out
+    ok, out = run(check.counter_merge, lambda dt: float(merge[dt]), capsys)
+    assert ok is False and "not a position" in out
+    assert "189" not in run(check.counter_merge, lambda dt: 5, capsys)[1]  # the answer stays hidden
 
 
-def test_pi_frequencies(capsys):
-    assert run(check.pi_frequencies, None, capsys)[0] is None
-    assert run(check.pi_frequencies, lambda d, s: pl.rope_frequencies(d) / s, capsys)[0] is True
-    assert run(check.pi_frequencies, lambda d, s: pl.rope_frequencies(d) * s, capsys)[0] is False
-
-    def stub(d, s):
-        raise NotImplementedError
-
-    assert run(check.pi_frequencies, stub, capsys)[0] is None
-
-
-def test_ntk_base(capsys):
-    assert run(check.ntk_base, None, capsys)[0] is None
-    assert run(check.ntk_base, lambda b, s, d: b * s ** (d / (d - 2)), capsys)[0] is True
-    ok, out = run(check.ntk_base, lambda b, s, d: b * s, capsys)  # forgets the exponent
-    assert ok is False and "base' = base * s**(d/(d-2))" in out
-    assert run(check.ntk_base, lambda b, s, d: "x", capsys)[0] is False  # raises inside: reported
+def test_base_for_pair(capsys):
+    assert run(check.base_for_pair, None, capsys)[0] is None
+    assert run(check.base_for_pair, stub, capsys)[0] is None
+    ok, out = run(check.base_for_pair, lambda b, s, d, j: b * s ** (d / (2 * j)), capsys)
+    assert ok is True and "all correct!" in out and "NTK's choice" in out
+    ok, out = run(check.base_for_pair, lambda b, s, d, j: b * s ** (d / (d - 2)), capsys)  # NTK's, for every pair
+    assert ok is False and out.count("✓") == 1 and "solve for ln b'" in out
+    assert run(check.base_for_pair, lambda b, s, d, j: b * s, capsys)[0] is False
+    ok, out = run(check.base_for_pair, lambda b, s, d, j: 0.5, capsys)
+    assert ok is False and "not a base > 1" in out
 
 
-def test_rope_2d(capsys):
-    assert run(check.rope_2d, None, capsys)[0] is None
+def test_ntk_overshoot(capsys):
+    assert run(check.ntk_overshoot, None, capsys)[0] is None
+    assert run(check.ntk_overshoot, stub, capsys)[0] is None
 
-    def right(x, rows, cols):
-        h = x.shape[-1] // 2
-        return torch.cat((pl.apply_rope(x[..., :h], rows), pl.apply_rope(x[..., h:], cols)), -1)
+    def right(d, s):  # theta'_j / theta_j = s^(-2j/(d-2)), times s for the longer distance
+        return torch.tensor([s ** (1 - 2 * j / (d - 2)) for j in range(d // 2)])
 
-    def swapped(x, rows, cols):
-        return right(x, cols, rows)
+    ok, out = run(check.ntk_overshoot, right, capsys)
+    assert ok is True and "all correct!" in out
+    ratio = right(128, 8.0)
+    assert ratio[-1] == 1 and (ratio[:-1] > 1).all() and round(ratio[41].item(), 2) == 2.07  # the solution's numbers
+    ok, out = run(check.ntk_overshoot, lambda d, s: right(d, s) / s, capsys)  # forgets the longer distance
+    assert ok is False and "some pairs are wrong" in out
+    ok, out = run(check.ntk_overshoot, lambda d, s: right(d, s)[:-1], capsys)
+    assert ok is False and "expected d/2 = 64 values" in out
 
-    assert run(check.rope_2d, right, capsys)[0] is True
-    ok, out = run(check.rope_2d, swapped, capsys)
-    assert ok is False and "differs" in out
-    assert run(check.rope_2d, lambda x, r, c: pl.apply_rope(x), capsys)[0] is False
+
+def test_smallest_divisors(capsys):
+    assert run(check.smallest_divisors, None, capsys)[0] is None
+    assert run(check.smallest_divisors, stub, capsys)[0] is None
+
+    def right(d, base, L0, L):
+        theta = [base ** (-2 * j / d) for j in range(d // 2)]
+        return [1.0 if L0 * t >= 2 * math.pi else max(1.0, (L - 1) / (L0 - 1)) for t in theta]
+
+    ok, out = run(check.smallest_divisors, right, capsys)
+    assert ok is True and "all correct!" in out
+    ok, out = run(check.smallest_divisors, lambda d, b, L0, L: [L / L0] * (d // 2), capsys)  # PI for every pair
+    assert ok is False and "pairs that turned in training are slowed" in out and "speeds a pair up" in out
+
+    def positions_from_one(d, base, L0, L):  # L / L0: the last distance is L - 1, the last trained one L0 - 1
+        return [k if k == 1 else max(1.0, L / L0) for k in right(d, base, L0, L)]
+
+    ok, out = run(check.smallest_divisors, positions_from_one, capsys)
+    assert ok is False and "still reaches past its trained arc" in out
+
+    def too_much(d, base, L0, L):
+        return [k if k == 1 else k * 1.01 for k in right(d, base, L0, L)]
+
+    ok, out = run(check.smallest_divisors, too_much, capsys)
+    assert ok is False and "slowed more than needed" in out and out.count("✓") == 1  # L <= L0: all ones
+    ok, out = run(check.smallest_divisors, lambda *a: "x", capsys)
+    assert ok is False and "expected d/2" in out
+
+
+@pytest.mark.parametrize("name", ["counter_merge", "base_for_pair", "ntk_overshoot", "smallest_divisors"])
+def test_wrong_answers_raise_under_grading(name, monkeypatch):
+    monkeypatch.setenv("POSENC_GRADING", "1")
+    with pytest.raises(AssertionError, match="not attempted"):
+        getattr(check, name)(None)
+
+
+def test_ntk_frequencies_match_the_base_the_checker_teaches():
+    """The library's NTK is Exercise 2's base for the slowest pair (so Exercise 3's reference is NTK)."""
+    d, s = 128, 8.0
+    ntk, _ = pl.scaled_rope_frequencies(d, method="ntk", factor=s, dtype=torch.float64)
+    torch.testing.assert_close(ntk, pl.rope_frequencies(d, base=10000.0 * s ** (d / (2 * (d // 2 - 1))),
+                                                         dtype=torch.float64))
+
+
+def test_slow_pairs_only_is_llama3_with_both_band_edges_at_L0():
+    """Exercise 4's discussion: Llama 3 with low_freq_factor = high_freq_factor = 1 divides exactly
+    the pairs with wavelength > L0 (those that never turned) by s and keeps the others."""
+    d, L0, s = 128, 2048, 8.0
+    theta = pl.rope_frequencies(d, dtype=torch.float64)
+    step, _ = pl.scaled_rope_frequencies(d, method="llama3", factor=s, original_max_position=L0,
+                                         low_freq_factor=1.0, high_freq_factor=1.0, dtype=torch.float64)
+    turned = L0 * theta >= 2 * math.pi
+    torch.testing.assert_close(theta / step, torch.where(turned, 1.0, s).double())

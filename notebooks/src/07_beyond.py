@@ -19,20 +19,21 @@
 # chapter covers those and then tests the ALiBi paper's headline ourselves:
 #
 # 1. **NoPE**: what a causal mask alone tells a model about position (it can count);
-# 2. **context extension**: how position interpolation, NTK, dynamic NTK, YaRN and
-#    Llama 3's bands change RoPE's frequencies, per pair, checked against Hugging Face;
-# 3. **2-D RoPE** for image patches: the score depends only on (Δrow, Δcol);
-# 4. **train short, test long**: six positional methods trained at 64 tokens and evaluated
-#    at up to 512, with results loaded from `results/extrapolation.json` (this notebook does
-#    not train; `python -m posenc_lib.experiments.extrapolation` does).
+# 2. **context extension**: why a RoPE model meets angles it never saw once the input
+#    outgrows its training length, and how position interpolation, NTK, dynamic NTK, YaRN
+#    and Llama 3's bands change RoPE's frequencies, per pair, checked against Hugging Face;
+# 3. **2-D RoPE** for image patches: the score depends only on (Δrow, Δcol) (chapter 9
+#    goes further: video, MRoPE, CoPE);
+# 4. **train short, test long**: six positional methods trained at 64 tokens, three seeds
+#    each, on a local task and a long-range one, and evaluated at up to 512 tokens, with
+#    results loaded from `results/extrapolation.json` (this notebook does not train;
+#    `python -m posenc_lib.experiments.extrapolation` does).
 #
 # Corrections to the sources are listed at the end.
 
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline
-import json
 import math
-from pathlib import Path
 
 import ipywidgets as widgets
 import torch
@@ -51,13 +52,15 @@ g = torch.manual_seed(0)
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 1 · NoPE: the causal mask is a counter
 #
-# Chapter 1 showed that attention without positions treats its keys as a set. A decoder
-# is different: its causal mask lets query $i$ see keys $0 \dots i$ only, so *how many*
-# keys it sees depends on $i$. Take the bluntest head possible, equal scores everywhere
-# ($q = 0$): query $i$ then returns the plain average of its $i + 1$ values. If the first
-# token carries a marker (value 1, say a beginning-of-sequence token) and every other value
-# is 0, the output at position $i$ is exactly $1/(i+1)$: the position, readable by the
-# next layer.
+# Chapter 1 shows that attention without positions treats its keys as a set, and that a
+# causal mask breaks this permutation equivariance. Here is what the mask gives instead:
+# query $i$ sees keys $0 \dots i$ only, so *how many* keys it sees depends on $i$. Take the
+# bluntest head possible, equal scores everywhere ($q = 0$): query $i$ then returns the
+# plain average of its $i + 1$ values. If the first token carries a marker (value 1, say a
+# beginning-of-sequence token) and every other value is 0, the output at position $i$ is
+# exactly $1/(i+1)$: the position, readable by the next layer. This is the construction
+# behind Kazemnejad et al. (2023, Theorem 1): a decoder's first layer can recover absolute
+# positions from the causal mask and a beginning-of-sequence token.
 
 # %% slideshow={"slide_type": "fragment"}
 n = 8
@@ -74,10 +77,14 @@ torch.testing.assert_close(full_out[:, 0], torch.full((n,), 1 / n, device=device
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # So a decoder with no positional encoding is not position-blind, and Kazemnejad et al.
-# (2023) found such "NoPE" decoders length-generalise well on some tasks. But the counter
-# is *coarse*: neighbours $i$ and $i+1$ differ by $\frac{1}{i+1} - \frac{1}{i+2} \approx
-# 1/i^2$, which is below $10^{-3}$ by position 32 and below $10^{-5}$ by 512. Telling
-# "the token right before me" from the one before that gets harder the longer the input.
+# (2023) found such "NoPE" decoders length-generalise as well as or better than explicit
+# encodings on their reasoning tasks. But the counter is *coarse*: neighbours $i$ and
+# $i+1$ differ by $\frac{1}{i+1} - \frac{1}{i+2} = \frac{1}{(i+1)(i+2)}$, between
+# $1/(i+2)^2$ and $1/(i+1)^2$, so about $1/i^2$: below $10^{-3}$ from positions 31/32 on
+# and below $10^{-5}$ from 511/512 on. The counter separates neighbours worst at the *end*
+# of the input: among positions 48–63, the last quarter of a 64-token window,
+# neighbours differ by less than $4.1\cdot 10^{-4}$, a tenth of the gap at position 14.
+# In a 16-bit format neighbours eventually round to the same number (Exercise 1 finds where).
 
 # %% slideshow={"slide_type": "fragment"}
 positions = torch.arange(1, 1024, dtype=torch.float64)
@@ -90,23 +97,84 @@ axes[0].set(xscale="log", yscale="log", xlabel="position i", ylabel="causal aver
 axes[1].plot(positions[:-1].numpy(), gap.numpy(), color="C3")
 axes[1].set(xscale="log", yscale="log", xlabel="position i", ylabel="1/(i+1) − 1/(i+2)",
             title="difference between neighbours")
+left = positions[:-1]  # gap[k] compares positions i = k + 1 and i + 1
+assert ((1 / (left + 2) ** 2 <= gap) & (gap <= 1 / (left + 1) ** 2)).all()
 assert gap[31 - 1] < 1e-3 and gap[511 - 1] < 1e-5  # positions 31 -> 32 and 511 -> 512
+late = gap[48 - 1:63 - 1]  # neighbours among positions 48..63
+assert late.max() < 4.1e-4 and late.max() < gap[14 - 1] / 10
 fig
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2 · Context extension: stretch RoPE's frequencies
 #
-# A RoPE model trained on $L_0$ tokens has only seen angles $m\,\theta_j$ with $m < L_0$.
-# Pair $j$ turns once every $\lambda_j = 2\pi/\theta_j$ positions (its *wavelength*). Pairs
-# with $\lambda_j \ll L_0$ have gone round many times in training: every angle is familiar.
-# Pairs with $\lambda_j > L_0$ never completed a turn, so beyond $L_0$ they reach angles the
-# model never saw. Context extension changes $\theta_j$ so that a model can read
-# $s\cdot L_0$ tokens ($s$ = `factor`) without retraining (or with a short fine-tune):
+# RoPE's score depends only on the offset between query and key (chapter 5). A causal
+# model trained on $L_0$ tokens has therefore seen the distances $r = m - n = 0 \dots L_0 - 1$
+# and, in pair $j$, the angles $r\,\theta_j$ for those $r$ only. Pair $j$ turns once every
+# $\lambda_j = 2\pi/\theta_j$ positions (its *wavelength*, chapter 5). Pairs with
+# $\lambda_j \ll L_0$ have gone round many times in training: every angle is familiar.
+# Pairs with $\lambda_j > L_0$ never completed a turn: they saw only the arc
+# $[0, (L_0-1)\theta_j]$, and beyond $L_0$ they reach angles the model never saw. Which
+# pairs are those? $L_0\theta_j < 2\pi$ with $\theta_j = b^{-2j/d}$; taking logarithms,
+#
+# $$L_0\, b^{-2j/d} < 2\pi \iff j > j^* = \frac{d}{2}\,\frac{\ln(L_0/2\pi)}{\ln b}.$$
+#
+# The cell checks this count against a direct measurement, `pl.rope_angle_novelty`: for
+# every pair, the largest distance on the circle from an angle at the distances
+# $0 \dots sL_0 - 1$ to the nearest angle seen in training. More than one step $\theta_j$
+# (the spacing of a slow pair's trained angles) means "new". Numbers: LLaMA's head, as in
+# Chen et al. (2023): $d = 128$, $b = 10^4$, trained on $L_0 = 2048$ tokens; run on $s = 8$
+# times that.
+
+# %% slideshow={"slide_type": "fragment"}
+d, L0, s, base = 128, 2048, 8.0, 10000.0
+theta = pl.rope_frequencies(d, base=base, dtype=torch.float64)
+pair = torch.arange(d // 2)
+never_turned = L0 * theta < 2 * math.pi  # λ_j > L0: the trained angles are the arc [0, (L0 - 1) θ_j]
+j_star = d / 2 * math.log(L0 / (2 * math.pi)) / math.log(base)
+novelty = pl.rope_angle_novelty(theta, L0, int(s * L0))  # measured, radians
+new = novelty > theta  # farther than one trained step from every angle seen
+assert torch.equal(never_turned, pair > j_star) and torch.equal(new, never_turned)
+assert (novelty[~never_turned] <= theta[~never_turned] / 2 + 1e-12).all()  # a full turn leaves no gap > θ_j
+assert math.isclose(novelty[-1].item(), (s - 1) * L0 * theta[-1].item(), rel_tol=1e-9)  # the arc grows s-fold
+turns = L0 * theta / (2 * math.pi)
+print(f"j* = {j_star:.2f}: pairs {int(j_star) + 1}..{d // 2 - 1} ({int(new.sum())} of {d // 2}) never "
+      f"complete a turn in {L0} positions")
+print(f"pair 0 turns {turns[0]:.0f} times over L0; its farthest new angle is {novelty[0]:.4f} rad from a trained one")
+print(f"pair {d // 2 - 1}: trained arc [0, {(L0 - 1) * theta[-1]:.3f}] rad; at {int(s * L0)} positions it reaches "
+      f"{(s * L0 - 1) * theta[-1]:.3f} rad")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# On the circle: the angles seen in training (blue, $r < L_0$) and those of the new
+# distances ($L_0 \le r < sL_0$, red, drawn inside) for a fast pair, the first pair that
+# never turns, and the slowest pair. Pair 0 saw every angle; pair 63 saw a sliver.
+
+# %% slideshow={"slide_type": "fragment"}
+fig, axes = viz.figure(3, width=3.0, height=3.1)
+r_train, r_new = torch.arange(L0, dtype=torch.float64), torch.arange(L0, int(s * L0), dtype=torch.float64)
+circle = torch.linspace(0, 2 * math.pi, 200)
+for ax, j in zip(axes, (0, int(j_star) + 1, d // 2 - 1)):
+    for r, radius, color, label in ((r_train, 1.0, "C0", f"r < {L0}"), (r_new, 0.8, "C3", f"{L0} ≤ r < {int(s * L0)}")):
+        ax.plot(radius * circle.cos(), radius * circle.sin(), color="0.85", lw=0.6)  # the whole turn, faint
+        a = r * theta[j]
+        ax.plot(radius * a.cos().numpy(), radius * a.sin().numpy(), ".", ms=2, color=color, label=label)
+    ax.plot([0, 1.1], [0, 0], color="0.5", lw=0.6)  # angle 0; angles grow counter-clockwise
+    ax.set(aspect="equal", xlim=(-1.15, 1.15), ylim=(-1.15, 1.15), xticks=[], yticks=[],
+           title=f"pair {j}: {turns[j]:.3g} turns over L0")
+handles = axes[2].get_lines()[1:4:2]  # one dot series per colour
+axes[2].legend(handles=handles, fontsize=7, loc="lower left", markerscale=4)
+fig
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# This is why context-extension methods exist. Each changes $\theta_j$ so that a model
+# can read $s\cdot L_0$ tokens ($s$ = `factor`) without retraining (or with a short
+# fine-tune): position interpolation slows *every* pair by $s$, squeezing all angles back
+# into the trained range; NTK, YaRN and Llama 3 slow mostly the slow pairs, which are the
+# ones that need it.
 #
 # | method | new frequencies | who |
 # |---|---|---|
 # | `"linear"` (position interpolation) | $\theta_j / s$ for every pair | Chen et al. 2023; kaiokendev |
-# | `"ntk"` (NTK-aware) | base $b' = b\, s^{d/(d-2)}$: pair 0 unchanged, the slowest pair $\theta/s$ | bloc97 (2023) |
+# | `"ntk"` (NTK-aware) | a larger base $b'$ (Exercise 2 derives it): pair 0 unchanged, the slowest pair $\theta/s$ | bloc97 (2023) |
 # | `"dynamic"` (dynamic NTK) | `"ntk"` with scale $s L/L_0 - (s-1)$ at current length $L$ | emozilla (2023) |
 # | `"yarn"` | keep pairs turning > 32 times over $L_0$, interpolate those turning < once, ramp between; scale q, k by $0.1\ln s + 1$ | Peng et al. 2023 |
 # | `"llama3"` | keep $\lambda_j < L_0/4$, interpolate $\lambda_j > L_0$, smooth between | Meta, Llama 3.1 |
@@ -118,9 +186,7 @@ fig
 # `ROPE_INIT_FUNCTIONS` for several dimensions and factors.
 
 # %% slideshow={"slide_type": "fragment"}
-d, L0, s = 128, 2048, 8.0
 METHODS = ["linear", "ntk", "yarn", "llama3"]
-theta = pl.rope_frequencies(d, dtype=torch.float64)
 scaled = {m: pl.scaled_rope_frequencies(d, method=m, factor=s, original_max_position=L0, dtype=torch.float64)
           for m in METHODS}
 ratio = {m: scaled[m][0] / theta for m in METHODS}  # how much each pair slows down
@@ -145,12 +211,78 @@ torch.testing.assert_close(dyn(4 * L0), pl.scaled_rope_frequencies(d, method="nt
 torch.testing.assert_close(dyn(L0 // 2), pl.rope_frequencies(d))
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
+# Do they keep the angles in range? The same measurement as above, with each method's
+# frequencies at the distances $0 \dots sL_0 - 1$ against plain RoPE's in training.
+# Position interpolation maps distance $r$ to the angle of $r/s$: the first distance past
+# the new context, $sL_0$, lands exactly where $L_0$ did, and the largest one, $sL_0 - 1$,
+# on $(L_0 - 1/s)\,\theta_j$, less than one step past the trained arc (positions start at
+# 0, so the last trained distance is $L_0 - 1$). YaRN and Llama 3 interpolate every pair
+# with $\lambda_j > L_0$ fully, so those wavelengths move beyond $sL_0$ and no pair sees a
+# new angle. NTK leaves all slow pairs but the slowest reaching new angles: Exercise 3
+# derives why.
+
+# %% slideshow={"slide_type": "fragment"}
+fresh = {m: pl.rope_angle_novelty(theta, L0, int(s * L0), inv_freq=scaled[m][0]) > theta for m in METHODS}
+print(f"pairs reaching unseen angles at {int(s * L0)} positions: plain RoPE {int(new.sum())}, "
+      + ", ".join(f"{m} {int(fresh[m].sum())}" for m in METHODS))
+pi_freq = scaled["linear"][0]
+torch.testing.assert_close(s * L0 * pi_freq, L0 * theta, rtol=1e-12, atol=0)
+assert ((s * L0 - 1) * pi_freq - (L0 - 1) * theta < theta).all()  # at most one step past the arc
+for m in ("linear", "yarn", "llama3"):
+    assert not fresh[m].any() and (2 * math.pi / scaled[m][0][never_turned] > s * L0).all()
+    torch.testing.assert_close(ratio[m][never_turned], torch.full_like(theta[never_turned], 1 / s))  # fully
+assert torch.equal(fresh["ntk"], never_turned & (pair < d // 2 - 1))
+ntk_short = never_turned & (2 * math.pi / scaled["ntk"][0] < s * L0)  # slow pairs whose new wavelength < s L0
+assert ntk_short.nonzero().flatten().tolist() == [41, 42, 43, 44]
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# Why does an unseen angle hurt, and an interpolated one not? Training fixes a head's
+# scores only at the distances it saw. Two slow pairs barely turn over $[0, L_0)$, so a
+# head can weigh them against each other (below: $q$ and $k$ with only pairs 62 and 63,
+# giving the score $\cos(r\theta_{62}) - \cos(r\theta_{63})$) and its scores stay tiny on
+# every trained distance, while beyond $L_0$ the two waves separate and the score grows
+# about 28-fold: a score this head never produced in training. With position
+# interpolation the same head is asked only for distances $r/s$ inside the trained span,
+# where the score stays within 0.1 % of its trained maximum. Chen et al. (2023, §2.2,
+# Figure 2) show the same with a fitted score that reaches about 8000 beyond $L_0$, and
+# bound the interpolated score (their Theorem 2.1: for LLaMA's sizes the bound is at least
+# about 600 times smaller than the extrapolated one). Interpolation has a price: it slows the fast pairs
+# too, so neighbouring tokens are $1/s$ of a trained distance apart (pair 0 turns
+# $1/8$ rad per token instead of 1), which no training distance showed. Chen et al.
+# fine-tune for about 1000 steps after interpolating; NTK, YaRN and Llama 3 leave the fast
+# pairs alone.
+
+# %% slideshow={"slide_type": "fragment"}
+q_slow, k_slow = torch.zeros(2, d, dtype=torch.float64)
+q_slow[[124, 126]] = 1.0  # pairs 62 and 63 (interleaved: features 2j, 2j + 1)
+k_slow[124], k_slow[126] = 1.0, -1.0
+r_all = torch.arange(int(s * L0))
+
+
+def score_by_distance(inv_freq):
+    """q at position r, k at position 0, for r = 0 .. s L0 - 1: the score at distance r."""
+    rq = pl.apply_rope(q_slow.expand(len(r_all), d), r_all, inv_freq=inv_freq)
+    rk = pl.apply_rope(k_slow[None], torch.zeros(1, dtype=torch.long), inv_freq=inv_freq)
+    return rq @ rk[0]
+
+
+plain_scores, pi_scores = score_by_distance(theta), score_by_distance(pi_freq)
+torch.testing.assert_close(plain_scores, (r_all * theta[62]).cos() - (r_all * theta[63]).cos())
+trained_max = plain_scores[:L0].abs().max()
+grow = plain_scores[L0:].abs().max() / trained_max
+assert 20 < grow < 30 and pi_scores.abs().max() < 1.001 * trained_max
+assert pi_freq[0].item() == 1 / s  # pair 0: 1/8 rad between neighbours instead of 1
+print(f"largest |score| over distances < L0: {trained_max:.4f}; beyond L0 (plain RoPE): {grow:.1f}x that; "
+      f"with position interpolation: {pi_scores.abs().max() / trained_max:.4f}x")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # The same per pair, in pictures. Left: the slow-down factor $\theta'_j/\theta_j$. Right:
 # the wavelength $\lambda_j = 2\pi/\theta_j$ against the original context $L_0$ (dashed)
 # and the extended one $s L_0$ (dotted); the shaded bands are where YaRN (pairs turning
-# between 1 and 32 times over $L_0$) and Llama 3 ($L_0/4 < \lambda < L_0$) blend.
-# Interpolation moves every wavelength that was beyond $L_0$ to beyond $sL_0$, so no new
-# angles appear at the new length.
+# between 1 and 32 times over $L_0$) and Llama 3 ($L_0/4 < \lambda < L_0$) blend. Every
+# wavelength that was beyond $L_0$ ends beyond $s L_0$ for linear, YaRN and Llama 3; NTK
+# leaves pairs 41–44 short of it, and its slower pairs, whose wavelengths do end beyond
+# $sL_0$, still leave their trained arcs (Exercise 3). All asserted above.
 
 # %% slideshow={"slide_type": "fragment"}
 COLORS = {"none": "black", "linear": "C1", "ntk": "C6", "yarn": "C9", "llama3": "C8"}
@@ -339,106 +471,201 @@ viz.InteractiveFigure(
 #
 # The ALiBi paper (Press et al. 2022, Figure 1) trains language models on short inputs and
 # evaluates them on longer ones: the perplexity of sinusoidal and rotary models blows up
-# beyond the training length, while ALiBi's stays flat. We measure the same thing on a CPU
-# in minutes, with `pl.TinyDecoder` (2 layers, $d_{model}=64$, 4 heads), whose positional
-# method is one argument: `"none"`, `"learned"`, `"sinusoidal"`, `"rope"`, `"alibi"`,
-# `"t5"`.
+# beyond the training length, while ALiBi's stays flat. We measure the same kind of thing on
+# a CPU with `pl.TinyDecoder` (2 layers, $d_{model}=64$, 4 heads), whose positional method is
+# one argument: `"none"`, `"learned"`, `"sinusoidal"`, `"rope"`, `"alibi"`, `"t5"`. One task
+# would decide the winner by its choice of task, so there are two:
 #
-# **The task.** A random "grammar": a fixed table $T$ gives the next token for every pair
-# of tokens, $x_t = T[x_{t-2}, x_{t-1}]$ over 16 tokens, except that with probability 0.25
-# a token is random (so no sequence settles into a loop). The best possible accuracy is
-# $0.75 + 0.25/16 \approx 0.766$. To predict $x_t$ the model must know which token came
-# *immediately before* the current one: an order question, as in language. NoPE is not
-# trivially perfect here: a head without positions sees its prefix as a set and must build
-# "previous" from the counter of §1, whose resolution fades with length.
+# * **grammar (local).** A fixed table $T$ gives the next token for every pair of tokens,
+#   $x_t = T[x_{t-2}, x_{t-1}]$ over 16 tokens, except that with probability 0.25 a token is
+#   random. The best possible accuracy is $0.75 + 0.25/16 \approx 0.766$. Only the previous
+#   two tokens matter: a task made for a recency bias.
+# * **recall (long range).** A sequence opens with a small dictionary, 4 tokens each meaning
+#   "key $k$ holds value $v$" (8 keys, 8 values), then filler tokens, then the 4 keys asked
+#   in a random order, each followed by its value. The model is scored on the 4 values:
+#   perfect recall is 1, guessing is 1/8. The entry a question needs is $L-11$ to $L-2$
+#   tokens back, so at every length past 64 the model must look farther back than it ever
+#   did in training: a task made to punish a recency bias.
 #
-# **The protocol.** Every method trains at length 64 with the same seed, batches and
-# budget. Evaluation uses 512-token sequences, read two ways (the distinction Press's
-# README draws):
-# * **non-overlapping**: cut into independent chunks of $L$ = 64, 128, 256, 512 tokens;
-#   positions beyond 64 are new to the model (this is extrapolation);
-# * **sliding window**: a 64-token window moved 16 tokens at a time, each token scored
-#   once with at least 48 tokens of context; no position beyond 64 is ever used.
+# **The protocol.** Every method trains at length 64 with the same batches and budget, for
+# **three seeds** each (the seed fixes the initialisation, the data and the grammar's table).
+# Each model is evaluated at $L$ = 64, 128, 256, 512 tokens in two ways:
+# * **the model reads $L$ tokens at once**: positions beyond 64 are new to it (this is
+#   extrapolation);
+# * **sliding window**: a 64-token window moved 16 tokens at a time, each token scored once;
+#   no position beyond 64 is ever used, and no token sees more than 63 tokens back.
 #
-# The RoPE model is also evaluated with PI, NTK and YaRN frequencies for $s = L/64$, with
-# no retraining. The numbers below are loaded from the committed results file.
+# The RoPE model is also evaluated with PI, NTK and YaRN frequencies for $s = L/64$, with no
+# retraining. `python -m posenc_lib.experiments.extrapolation --jobs 2` reruns everything
+# (the CPU time it took is printed below); this chapter loads the committed results.
+#
+# **How to read the numbers.** Each entry is the mean over the three seeds, with the range
+# from the worst to the best seed in brackets (the bars in the figure). With three seeds a
+# standard deviation means little, so we use a blunt rule: method A beats method B only when
+# *every* seed of A beats *every* seed of B (`ex.compare` returns 0 when the ranges overlap).
+# Where the ranges overlap, the text says the seeds cannot tell the two apart.
 
 # %% slideshow={"slide_type": "subslide"}
-results = json.loads(Path("../results/extrapolation.json").read_text())
+results = ex.load_results()  # results/extrapolation.json, found from any working directory
 cfg = results["config"]
-lengths = [str(cfg["train_len"] * m) for m in cfg["eval_multiples"]]
-assert cfg["train_len"] == 64 and lengths == ["64", "128", "256", "512"] and results["cpu_time_s"] <= 600
+LENGTHS = [cfg["train_len"] * m for m in cfg["eval_multiples"]]
+assert LENGTHS == [64, 128, 256, 512] and len(cfg["seeds"]) == 3 and list(results["tasks"]) == ["grammar", "recall"]
+assert results["cpu_time_s"] <= 15 * 60  # the issue's budget: 15 CPU-minutes for the whole run
+print(f"the run took {results['cpu_time_s'] / 60:.1f} CPU-minutes; mean accuracy [worst seed, best seed]\n")
 
 
-def table(mode: str, methods: list[str]) -> None:
-    print(f"{mode:<22}" + "".join(f"{L:>8}" for L in lengths))
+def show(task: str, mode: str, methods: list[str]) -> None:
+    print(f"{task}, {mode.replace('_', ' ')}" + "".join(f"{L:>19}" for L in LENGTHS))
     for m in methods:
-        row = results["methods"][m].get(mode)
-        if row is not None:
-            cells = ["     n/a" if row[L] is None else f"{row[L]['acc']:8.3f}" for L in lengths]
-            print(f"  {ex.LABELS[m]:<20}" + "".join(cells))
+        row = ex.accuracy(results, task, m, mode)
+        cells = ["n/a" if r is None else f"{r['mean']:.2f} [{r['min']:.2f}, {r['max']:.2f}]" for r in row.values()]
+        print(f"  {ex.LABELS[m]:<19}" + "".join(f"{c:>19}" for c in cells))
 
 
-base_methods = [m for m in results["methods"] if "+" not in m]
-print(f"next-token accuracy (best possible {results['bayes_acc']:.3f}); rows: method, columns: length L\n")
-table("nonoverlapping", base_methods + [m for m in results["methods"] if m.startswith("rope+")])
-print()
-table("sliding_window", base_methods)
+BASE = list(cfg["methods"])
+SCALED = ["rope"] + [f"rope+{s}" for s in cfg["scalings"]]
+for task in results["tasks"]:
+    show(task, "nonoverlapping", BASE + SCALED[1:])
+    print()
 
 # %% slideshow={"slide_type": "subslide"}
 fig = ex.draw(results)
 fig
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **What our numbers show** (each sentence is asserted in the next cell):
+# ### What the grammar shows
 #
-# * **At the training length** RoPE, T5, sinusoidal and ALiBi reach the best possible
-#   accuracy, give or take 0.02 (the 0.766 is an expectation, so a finite test set can
-#   land a hair above it). With the same budget NoPE (0.44) and learned positions (0.58)
-#   are still far behind: they learn the order question slower.
-# * **Non-overlapping, beyond 64 tokens:** sinusoidal and RoPE fall steadily, to about
-#   0.2–0.3 at 8× (not far from NoPE, which also falls); ALiBi stays flat (within 0.01 of
-#   its 64-token accuracy up to 512); the T5 bias holds to 4× and then slips (0.70 at 8×).
-#   Learned positions cannot run at all: their table has 64 rows.
-# * **RoPE stretched at evaluation**, with no retraining: YaRN helps most and NTK next
-#   (both keep 2× intact), but neither recovers ALiBi's flat line; position interpolation
-#   alone is *worse* than doing nothing, because it also slows the fast pairs that locate
-#   the previous token (Chen et al. fine-tune after interpolating; we do not).
-# * **Sliding window:** with every position inside the training range, each method keeps
-#   its 64-token accuracy at every length (within 0.02), learned positions included. The
-#   exception is NoPE, whose sliding-window accuracy is *lower* than at 64: the window
-#   scores only its last 16 tokens, where NoPE's counter is coarsest.
+# Each sentence is asserted in the next cell.
 #
-# **Compared with the ALiBi paper's Figure 1** (language models on WikiText-103, trained
-# at 512 and 1024 tokens): there, too, sinusoidal and rotary models degrade beyond the
-# training length, the T5 bias degrades more slowly, and ALiBi stays flat. Our toy run
-# reproduces that ordering on a task where only the previous two tokens matter, so a
-# recency bias like ALiBi's is exactly right; a task that needs far-away tokens could
-# rank the methods differently. The sliding-window rows show the price-free alternative
-# Press's README points out: evaluation that never leaves the training range works for
-# every method, at the cost of more forward passes and no context beyond the window.
+# * **At 64 tokens** RoPE, sinusoids and ALiBi are within 0.06 of the best possible 0.766 for
+#   every seed; NoPE (0.43) and learned positions (0.60) are far behind with the same budget.
+#   The T5 bias is the one method whose seeds disagree wildly, from 0.58 to 0.77, so up to
+#   256 tokens the seeds cannot place it against ALiBi; every T5 seed loses accuracy with
+#   length, and at 512 every seed of ALiBi beats every seed of T5.
+# * **Past 64 tokens**, ALiBi stays flat (every seed within 0.04 of its 64-token accuracy up
+#   to 512), while sinusoids and RoPE fall with length. At 512, every seed of ALiBi beats every
+#   seed of RoPE and of sinusoids. Learned positions cannot run at all: their table has 64 rows.
+# * **RoPE stretched at evaluation**: YaRN and NTK keep 128 tokens intact and slow the fall,
+#   but at 512 neither gets near ALiBi. Position interpolation alone is *worse* than doing
+#   nothing, at every length past 64 and for every seed: it also slows the fast pairs that
+#   locate the previous token. (Chen et al. fine-tune after interpolating; we do not.)
+#
+# ### What recall shows: the ranking turns over
+#
+# * **NoPE** recalls almost perfectly at every length (at least 0.89 for every seed at 512):
+#   it finds the key by content alone, and content does not care how far back it is.
+# * **ALiBi's recency bias now hurts**: past 128 tokens it falls, and at 512 every seed of
+#   NoPE beats every seed of ALiBi. The penalty $-m_h(i-j)$ that was an asset on the grammar
+#   is a tax on every far lookup.
+# * **RoPE falls fastest** of the methods that run, and **PI rescues it** (every seed of RoPE + PI beats every seed
+#   of plain RoPE at 128, 256 and 512): keeping all angles inside the trained range is what a
+#   far lookup needs, while losing the fast pairs' resolution costs nothing here. PI is the
+#   worst scaling on the grammar and the best on recall.
+# * **The T5 bias recalls almost perfectly at every length** (at least 0.97 for every seed). This is not magic but bucketing:
+#   every distance from 59 on shares T5's last bucket, and the training questions (53 to 62
+#   tokens back) already used it. At 512 the far entry sits in a bucket the model knows.
+# * **The sliding window** keeps every method's grammar accuracy, and it makes recall
+#   impossible: a window of 64 tokens never reaches a dictionary 100 or more tokens back, so
+#   every method drops to guessing (1/8). Staying inside the training range is free only
+#   for local tasks.
+#
+# **Where the seeds cannot decide.** T5 against ALiBi on the grammar (up to 256 tokens),
+# and NTK against YaRN on the grammar at 512, overlap; so does ALiBi against sinusoids on recall at 256.
+# YaRN on recall is not even monotone in $L$ (worse at 128 than at 256, for every seed); we
+# have no explanation we could test, so we report it and leave it as an open question.
 
 # %% slideshow={"slide_type": "fragment"}
-acc = {m: {L: (r or {}).get("acc") for L, r in results["methods"][m]["nonoverlapping"].items()}
-       for m in results["methods"]}
-slide = {m: {L: r["acc"] for L, r in results["methods"][m]["sliding_window"].items()} for m in base_methods}
-best = results["bayes_acc"]
-assert all(abs(acc[m]["64"] - best) < 0.02 for m in ("rope", "t5", "sinusoidal", "alibi"))
-assert acc["none"]["64"] < 0.5 and acc["learned"]["64"] < 0.6
-for m in ("sinusoidal", "rope", "none"):  # fall steadily with length
-    assert acc[m]["64"] > acc[m]["128"] > acc[m]["256"] > acc[m]["512"]
-assert 0.2 <= acc["sinusoidal"]["512"] < 0.3 and 0.2 <= acc["rope"]["512"] < 0.3
-assert max(abs(acc["alibi"][L] - acc["alibi"]["64"]) for L in lengths) < 0.01  # flat
-assert acc["t5"]["256"] > best - 0.02 and 0.65 < acc["t5"]["512"] < 0.72
-assert all(acc["learned"][L] is None for L in lengths[1:])
-assert acc["rope+yarn"]["512"] > acc["rope+ntk"]["512"] > acc["rope"]["512"] > acc["rope+linear"]["512"]
-assert min(acc["rope+yarn"]["128"], acc["rope+ntk"]["128"]) > best - 0.02
-assert acc["rope+yarn"]["512"] < acc["alibi"]["512"] - 0.1
-for m in base_methods:
-    if m != "none":
-        assert max(abs(slide[m][L] - slide[m]["64"]) for L in lengths) < 0.02
-assert all(slide["none"][L] < slide["none"]["64"] - 0.03 for L in lengths[1:])
+acc = {t: {m: ex.accuracy(results, t, m) for m in BASE + SCALED[1:]} for t in results["tasks"]}
+slide = {t: {m: ex.accuracy(results, t, m, "sliding_window") for m in BASE} for t in results["tasks"]}
+G, R = acc["grammar"], acc["recall"]
+best = results["tasks"]["grammar"]["best_acc"]
+beats = lambda t, a, b, L: ex.compare(results, t, a, b, L) == 1  # noqa: E731  every seed of a beats every seed of b
+ties = lambda t, a, b, L: ex.compare(results, t, a, b, L) == 0  # noqa: E731  the seed ranges overlap
+# grammar, at 64 tokens
+assert all(G[m][64]["min"] > best - 0.06 for m in ("rope", "sinusoidal", "alibi"))
+assert G["none"][64]["max"] < 0.45 and G["learned"][64]["max"] < 0.65
+assert G["t5"][64]["max"] - G["t5"][64]["min"] > 0.15 and all(ties("grammar", "t5", "alibi", L) for L in LENGTHS[:3])
+assert all(a > b for L, L2 in zip(LENGTHS, LENGTHS[1:]) for a, b in zip(G["t5"][L]["acc"], G["t5"][L2]["acc"]))
+assert beats("grammar", "alibi", "t5", 512)
+# grammar, past 64 tokens
+assert all(abs(s - a) < 0.04 for L in LENGTHS for s, a in zip(G["alibi"][L]["acc"], G["alibi"][64]["acc"]))
+for m in ("rope", "sinusoidal", "none"):
+    assert G[m][64]["mean"] > G[m][128]["mean"] > G[m][256]["mean"] > G[m][512]["mean"]
+    assert beats("grammar", "alibi", m, 512)
+assert all(G["learned"][L] is None for L in LENGTHS[1:])
+# grammar, RoPE stretched
+assert all(G[m][128]["min"] > best - 0.02 for m in ("rope+ntk", "rope+yarn"))
+assert all(beats("grammar", m, "rope", L) for m in ("rope+ntk", "rope+yarn") for L in (256, 512))
+assert all(beats("grammar", "alibi", m, 512) for m in ("rope+ntk", "rope+yarn"))
+assert all(beats("grammar", "rope", "rope+linear", L) for L in LENGTHS[1:])
+assert ties("grammar", "rope+ntk", "rope+yarn", 512)
+# recall
+assert R["none"][512]["min"] >= 0.89 and all(R["none"][L]["min"] > 0.98 for L in LENGTHS[:3])
+assert R["alibi"][256]["mean"] < R["alibi"][128]["mean"] - 0.2 and beats("recall", "none", "alibi", 512)
+assert all(beats("recall", "rope+linear", "rope", L) for L in LENGTHS[1:])
+assert all(R["rope"][L]["mean"] == min(R[m][L]["mean"] for m in BASE if R[m][L]) for L in LENGTHS[1:])
+assert all(R["t5"][L]["min"] >= 0.97 for L in LENGTHS)
+scalings = SCALED[1:]
+assert all(G["rope+linear"][L]["mean"] == min(G[m][L]["mean"] for m in scalings) for L in LENGTHS[1:])  # PI: worst here
+assert all(R["rope+linear"][L]["mean"] == max(R[m][L]["mean"] for m in scalings) for L in LENGTHS[1:])  # and best here
+assert ties("recall", "alibi", "sinusoidal", 256)
+assert R["rope+yarn"][128]["max"] < R["rope+yarn"][256]["min"]  # not monotone in L
+# the sliding window: grammar kept, recall lost
+assert all(abs(slide["grammar"][m][L]["mean"] - G[m][64]["mean"]) < 0.08 for m in BASE for L in LENGTHS)
+assert all(slide["recall"][m][L]["max"] < 0.25 for m in BASE for L in LENGTHS[1:])
 print("every claim above holds for results/extrapolation.json")
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# Two mechanisms in that list are claims about *why*, so they get their own checks.
+#
+# **T5's last bucket.** The library's bucket function, the same one the model uses (32 buckets
+# for the past, `max_distance` 64), puts every distance from 59 on in one bucket, and some of
+# the training questions already sat there.
+
+# %% slideshow={"slide_type": "fragment"}
+dist = torch.arange(0, 600)
+bucket = pl.t5_relative_bucket(-dist, bidirectional=False, num_buckets=32, max_distance=64)  # offset j - i = -distance
+first_last = int((bucket == 31).nonzero()[0])
+trained = range(64 - 11, 64 - 1)  # the distances of the training questions: L - 11 .. L - 2
+assert first_last == 59 and (bucket[59:] == 31).all()
+assert any(bucket[d] == 31 for d in trained) and all(bucket[d] == 31 for d in range(512 - 11, 512 - 1))
+print(f"last bucket from distance {first_last}; training questions' buckets:", sorted({int(bucket[d]) for d in trained}))
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# **NoPE in a sliding window.** On the grammar NoPE's sliding-window accuracy (0.36 at 512) is
+# *lower* than its accuracy at 64 tokens (0.43). The proposed reason: a window scores only its
+# last 16 tokens (after the first window), and those are where NoPE's counter of §1 is
+# coarsest. If that is the reason, NoPE's accuracy on the last 16 positions of a 64-token read
+# (`tail_acc`, stored by the experiment) must be lower than its overall accuracy, and a mix of
+# one first window plus last-16 windows must predict the sliding number. Both hold (next
+# cell), and for RoPE, whose counter does not fade, the last 16 positions are as good as the rest.
+
+# %% slideshow={"slide_type": "fragment"}
+def seeds(task, m, L, key):
+    return [s["methods"][m]["nonoverlapping"][str(L)][key] for s in results["tasks"][task]["seeds"]]
+
+
+tail, whole = seeds("grammar", "none", 64, "tail_acc"), seeds("grammar", "none", 64, "acc")
+windows = (512 - 64) // 16 + 1  # 29 windows over 512 tokens: the first scores 62 tokens, the others 16 each
+predicted = [(62 * w + 16 * (windows - 1) * t) / (62 + 16 * (windows - 1)) for w, t in zip(whole, tail)]
+measured = [s["methods"]["none"]["sliding_window"]["512"]["acc"] for s in results["tasks"]["grammar"]["seeds"]]
+assert slide["grammar"]["none"][512]["mean"] < G["none"][64]["mean"] - 0.05  # the drop to explain
+assert all(t < w - 0.05 for t, w in zip(tail, whole))  # NoPE: the last 16 positions are worse
+assert all(abs(p - m) < 0.03 for p, m in zip(predicted, measured))  # and they predict the sliding window
+rope_tail, rope_whole = seeds("grammar", "rope", 64, "tail_acc"), seeds("grammar", "rope", 64, "acc")
+assert all(t > w - 0.02 for t, w in zip(rope_tail, rope_whole))  # RoPE: no such loss
+print("NoPE, last 16 positions vs all:", [f"{t:.2f} vs {w:.2f}" for t, w in zip(tail, whole)])
+print("sliding window at 512, predicted vs measured:", [f"{p:.2f} vs {m:.2f}" for p, m in zip(predicted, measured)])
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **Compared with the ALiBi paper's Figure 1** (language models on WikiText-103, trained at
+# 512 and 1024 tokens): there too sinusoidal and rotary models degrade past the training
+# length and ALiBi stays flat, which is what our grammar shows. Our recall task shows the
+# other side, which perplexity on text hides: a bias that favours near tokens cannot help
+# a lookup of a far one, and a method that was "worse at extrapolating" on one task (NoPE)
+# is the best on the other. Which method extrapolates is a property of the method **and**
+# the task; a model that must retrieve far-away facts needs something other than a recency
+# bias (chapter 8's iRoPE is one answer: layers without positions).
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
@@ -447,92 +674,128 @@ print("every claim above holds for results/extrapolation.json")
 # a hint. The worked solution follows, collapsed (expand it only after trying), then a cell that
 # checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
 #
-# **Exercise 1.** NoPE's counter: write `counter(n)` returning the $n$ outputs of a causal
-# head with equal scores whose first value is 1 and all other values 0.
+# **Exercise 1 (discover).** §1's counter $1/(i+1)$ is exact in float64. Suppose a model
+# holds it in a 16-bit format (chapter 5 measured what bfloat16 does to RoPE's angles).
+# Write `first_merge(dtype)` returning the first position $i$ whose counter, rounded to
+# `dtype`, equals the counter of position $i + 1$, for `torch.bfloat16` and
+# `torch.float16`. Before you compute it, predict the order of magnitude: bfloat16 keeps
+# 8 significant bits, float16 keeps 11.
 
 # %% slideshow={"slide_type": "fragment"}
-def counter(n):
+def first_merge(dtype):
     raise NotImplementedError  # your code
 
 
-check.nope_counter(counter)
+check.counter_merge(first_merge)
 
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "nope_counter_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-def counter(n):
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "counter_merge_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+def first_merge(dtype):
     ### BEGIN SOLUTION
-    return 1 / torch.arange(1, n + 1, dtype=torch.float64)
+    counter = (1 / torch.arange(1, 10_000, dtype=torch.float64)).to(dtype)  # positions 0 .. 9998
+    return int((counter[:-1] == counter[1:]).nonzero()[0])
+    # bfloat16: 189, float16: 1463. The prediction: neighbours differ by a relative
+    # 1/(i+2), while a format with p significant bits spaces its numbers a relative
+    # 2^-p to 2^-(p-1) apart; merges start once 1/(i+2) falls into that band, i + 2 in
+    # [2^7, 2^8) for bfloat16 (p = 8) and [2^10, 2^11) for float16 (p = 11). A NoPE model
+    # in bfloat16 cannot read positions beyond a few hundred from this counter alone.
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "nope_counter", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.nope_counter(counter)
+# %% nbgrader={"grade": true, "grade_id": "counter_merge", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.counter_merge(first_merge)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 2.** Position interpolation: write `pi(d, factor)` returning the $d/2$
-# frequencies (base 10000) that make position $m$ look like position $m/s$.
+# **Exercise 2 (derive).** NTK-aware scaling changes only the base. Derive the base $b'$
+# under which a chosen pair $j \ge 1$ turns exactly $s$ times slower than under $b$ (pair 0
+# never changes: $\theta_0 = b^0 = 1$ for every base), and write `new_base(base, factor, d,
+# pair)`. NTK's choice is the slowest pair, $j = d/2 - 1$: compare your formula there with
+# `pl.scaled_rope_frequencies(d, method="ntk", ...)`. What happens to the pairs slower than
+# the chosen one if you choose a faster pair?
 
 # %% slideshow={"slide_type": "fragment"}
-def pi(d, factor):
+def new_base(base, factor, d, pair):
     raise NotImplementedError  # your code
 
 
-check.pi_frequencies(pi)
+check.base_for_pair(new_base)
 
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "pi_frequencies_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-def pi(d, factor):
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "base_for_pair_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+def new_base(base, factor, d, pair):
     ### BEGIN SOLUTION
-    return pl.rope_frequencies(d) / factor
+    # b'^(-2j/d) = b^(-2j/d) / s  =>  -(2j/d) ln b' = -(2j/d) ln b - ln s  =>  b' = b * s^(d/(2j)).
+    # For j = d/2 - 1 this is NTK's b * s^(d/(d-2)). Pair i then changes by s^(-i/j): a faster
+    # choice of j slows every pair slower than j by more than s (over-interpolation).
+    return base * factor ** (d / (2 * pair))
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "pi_frequencies", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.pi_frequencies(pi)
+# %% nbgrader={"grade": true, "grade_id": "base_for_pair", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.base_for_pair(new_base)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 3.** NTK-aware scaling keeps pair 0 and slows the slowest pair
-# ($\theta = b^{-(d-2)/d}$) by exactly $s$, by changing only the base. Write
-# `new_base(base, factor, d)`.
+# **Exercise 3 (derive).** §2 found that NTK leaves every slow pair except the slowest
+# reaching angles it never saw. Find out why: with NTK's base (Exercise 2), write
+# `overshoot(d, factor)` returning, for every pair $j$, the angle at distance $sL_0$
+# divided by the plain angle at distance $L_0$, $\;s L_0\theta'_j / (L_0\theta_j)$, as a
+# formula in $j$, $d$ and $s$ (it depends on neither $L_0$ nor the base). Which pairs are
+# above 1, and by how much does the fastest slow pair of §2 ($j = 41$) overshoot?
 
 # %% slideshow={"slide_type": "fragment"}
-def new_base(base, factor, d):
+def overshoot(d, factor):
     raise NotImplementedError  # your code
 
 
-check.ntk_base(new_base)
+check.ntk_overshoot(overshoot)
 
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "ntk_base_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-def new_base(base, factor, d):
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "ntk_overshoot_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+def overshoot(d, factor):
     ### BEGIN SOLUTION
-    # b'^(-(d-2)/d) = b^(-(d-2)/d) / s  <=>  b' = b * s^(d/(d-2))
-    return base * factor ** (d / (d - 2))
+    # theta'_j / theta_j = (b' / b)^(-2j/d) = s^(-2j/(d-2)); the distance grew by s, so the ratio
+    # is s^(1 - 2j/(d-2)). It is 1 only for j = d/2 - 1 and above 1 for every faster pair: NTK
+    # interpolates the slowest pair and partly extrapolates the others. For d = 128, s = 8,
+    # pair 41 overshoots by 8^(1 - 82/126) = 2.07: its trained arc is doubled. YaRN and
+    # Llama 3 divide every slow pair by exactly s (overshoot 1), which is why §2 counts 0 for them.
+    j = torch.arange(d // 2, dtype=torch.float64)
+    return factor ** (1 - 2 * j / (d - 2))
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "ntk_base", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.ntk_base(new_base)
+# %% nbgrader={"grade": true, "grade_id": "ntk_overshoot", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.ntk_overshoot(overshoot)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 4.** Write axial 2-D RoPE yourself from `pl.apply_rope`: `my_rope_2d(x, rows,
-# cols)` rotates the first half of the features by the rows, the second half by the
-# columns.
+# **Exercise 4 (derive).** Design the gentlest extension yourself: for a model trained on
+# $L_0$ tokens and run on $L$, give every pair $j$ the smallest divisor $\kappa_j \ge 1$
+# (new frequency $\theta_j/\kappa_j$) such that no distance $0 \dots L-1$ takes the pair
+# outside what training showed it: a pair that completed a turn saw every angle; a pair
+# that did not saw only its arc $[0, (L_0 - 1)\theta_j]$. Write `divisors(d, base, L0, L)`
+# returning the $d/2$ divisors. Compare with position interpolation's $s = L/L_0$ and with
+# Llama 3's bands.
 
 # %% slideshow={"slide_type": "fragment"}
-def my_rope_2d(x, rows, cols):
+def divisors(d, base, L0, L):
     raise NotImplementedError  # your code
 
 
-check.rope_2d(my_rope_2d)
+check.smallest_divisors(divisors)
 
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "rope_2d_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-def my_rope_2d(x, rows, cols):
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "smallest_divisors_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+def divisors(d, base, L0, L):
     ### BEGIN SOLUTION
-    half = x.shape[-1] // 2
-    return torch.cat((pl.apply_rope(x[..., :half], rows), pl.apply_rope(x[..., half:], cols)), dim=-1)
+    # A pair that turned (L0 theta_j >= 2 pi) needs kappa = 1: slowing it only blurs neighbours.
+    # A slow pair's largest angle is (L - 1) theta_j / kappa; it stays in the arc iff
+    # kappa >= (L - 1) / (L0 - 1), and never below 1 (L <= L0 needs nothing). This is slightly
+    # more than PI's L / L0, which leaves the last distance (1 - 1/s) theta_j past the arc, under
+    # one step (§2). Slowing only the pairs with wavelength > L0 is Llama 3's rule with both band
+    # edges at L0 (low_freq_factor = high_freq_factor = 1): a step instead of its smooth blend.
+    theta = pl.rope_frequencies(d, base=base, dtype=torch.float64)
+    kappa = torch.full_like(theta, max(1.0, (L - 1) / (L0 - 1)))
+    return torch.where(L0 * theta >= 2 * math.pi, torch.ones_like(theta), kappa)
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "rope_2d", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.rope_2d(my_rope_2d)
+# %% nbgrader={"grade": true, "grade_id": "smallest_divisors", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.smallest_divisors(divisors)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Errata in the sources

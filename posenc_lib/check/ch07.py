@@ -1,81 +1,133 @@
-"""Checkers for notebooks/07_beyond.ipynb: NoPE's counter, context extension, 2-D RoPE."""
+"""Checkers for notebooks/07_beyond.ipynb: NoPE's counter in low precision, designing a base change,
+NTK's overshoot, the smallest per-pair divisors for a longer context."""
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import torch
 
-from ..attention import attention
-from ..rope2d import apply_rope_2d
+from ..angles import rope_frequencies
 from ..scaling import scaled_rope_frequencies
 from ._core import close, report
 
-__all__ = ["nope_counter", "pi_frequencies", "ntk_base", "rope_2d"]
+__all__ = ["counter_merge", "base_for_pair", "ntk_overshoot", "smallest_divisors"]
 
 
-def nope_counter(answer: Callable[[int], Any]) -> bool | None:
-    """answer(n) -> (n,): what causal attention with equal scores outputs at positions 0..n-1
-    when the first token's value is 1 and every other value is 0."""
-
-    def run(fn):
-        for n in (1, 5, 17):
-            q = torch.zeros(n, 4, dtype=torch.float64)
-            v = torch.zeros(n, 1, dtype=torch.float64)
-            v[0] = 1.0
-            want = attention(q, q, v, causal=True)[0][:, 0]
-            got = fn(n)
-            ok = close(got, want, atol=1e-6)
-            yield ok, f"n={n}: {'matches' if ok else 'differs from'} the causal average"
-
-    return report("NoPE counts: the causal average of a first-token marker", answer, run,
-                  "position i averages i + 1 values (itself and everything before), and only one of them is 1.")
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
 
 
-def pi_frequencies(answer: Callable[[int, float], Any]) -> bool | None:
-    """answer(d, factor) -> (d // 2,): position-interpolation frequencies for base 10000."""
+def _first_merge(dtype: torch.dtype, limit: int = 1 << 16) -> int:
+    """The first position i whose causal-average counter 1/(i+1) rounds (in dtype) to that of i + 1."""
+    counter = (1 / torch.arange(1, limit + 2, dtype=torch.float64)).to(dtype)
+    return int((counter[:-1] == counter[1:]).nonzero()[0])
+
+
+def counter_merge(answer: Callable[[torch.dtype], Any]) -> bool | None:
+    """answer(dtype) -> int: the first position i at which NoPE's counter 1/(i+1), rounded to dtype,
+    equals the counter of position i + 1."""
 
     def run(fn):
-        for d, s in ((8, 2.0), (16, 4.0), (64, 8.0)):
-            want, _ = scaled_rope_frequencies(d, method="linear", factor=s)
+        for dtype in (torch.bfloat16, torch.float16):
+            want, got = _first_merge(dtype), fn(dtype)
+            name = str(dtype).removeprefix("torch.")
+            if not _is_int(got):
+                yield False, f"{name}: {got!r} is not a position (an int)"
+            elif got == want:
+                yield True, f"{name}: right"
+            elif got > want:
+                yield False, f"{name}: {got} is too late, an earlier pair of neighbours already rounds to one number"
+            else:
+                yield False, f"{name}: {got} is too early, positions {got} and {got + 1} still differ in {name}"
+
+    return report("Where NoPE's counter merges neighbours", answer, run,
+                  "build the counter for a few thousand positions in float64, round it with .to(dtype) and "
+                  "compare each value with the next. To predict where: neighbours differ by a relative "
+                  "1/(i+2); how many significant bits does each format keep?")
+
+
+def base_for_pair(answer: Callable[[float, float, int, int], Any]) -> bool | None:
+    """answer(base, factor, d, pair) -> float: the base b' whose frequencies turn pair `pair` exactly
+    `factor` times slower than base b does."""
+
+    def run(fn):
+        for base, s, d, pair in ((10000.0, 8.0, 128, 63), (10000.0, 4.0, 64, 10), (500000.0, 2.0, 128, 40),
+                                 (10000.0, 16.0, 16, 1)):
+            got = fn(base, s, d, pair)
+            if not isinstance(got, (int, float)) or isinstance(got, bool) or not math.isfinite(got) or got <= 1:
+                yield False, f"base={base:g}, s={s:g}, d={d}, pair {pair}: {got!r} is not a base > 1"
+                continue
+            old = rope_frequencies(d, base=base, dtype=torch.float64)
+            new = rope_frequencies(d, base=float(got), dtype=torch.float64)
+            ok = math.isclose(new[pair].item(), old[pair].item() / s, rel_tol=1e-9)
+            note = " (this is NTK's choice: the slowest pair)" if ok and pair == d // 2 - 1 else ""
+            yield ok, (f"base={base:g}, s={s:g}, d={d}, pair {pair}: "
+                       f"{'turns s times slower' + note if ok else 'pair does not turn exactly s times slower'}")
+
+    return report("A base change that slows one chosen pair by s", answer, run,
+                  "write θ'_pair with the unknown base b' and set it equal to θ_pair / s; take the logarithm "
+                  "of both sides and solve for ln b'. Pair 0 needs nothing: b'^0 = 1 for any base.")
+
+
+def ntk_overshoot(answer: Callable[[int, float], Any]) -> bool | None:
+    """answer(d, factor) -> (d // 2,): per pair, NTK's angle at distance factor * L0 divided by the
+    plain angle at distance L0 (the same for every L0 and, for this ratio, every base)."""
+
+    def run(fn):
+        for d, s in ((128, 8.0), (64, 4.0), (16, 2.0)):
+            ntk, _ = scaled_rope_frequencies(d, method="ntk", factor=s, dtype=torch.float64)
+            want = s * ntk / rope_frequencies(d, dtype=torch.float64)
             got = fn(d, s)
-            ok = close(got, want, atol=1e-7)
-            yield ok, f"d={d}, factor={s}: {'right' if ok else 'wrong'}"
+            ok = close(got, want, atol=1e-6)  # float32 answers are fine
+            shape = tuple(torch.as_tensor(got).shape) if isinstance(got, (torch.Tensor, list, tuple)) else None
+            why = "" if ok else (f": expected d/2 = {d // 2} values, got shape {shape}" if shape != (d // 2,)
+                                 else ": some pairs are wrong")
+            yield ok, f"d={d}, s={s:g}: {'right' if ok else 'wrong'}{why}"
 
-    return report("Position interpolation frequencies", answer, run,
-                  "start from pl.rope_frequencies(d); interpolating positions m -> m / s is the same as dividing "
-                  "every frequency by s.")
-
-
-def ntk_base(answer: Callable[[float, float, int], Any]) -> bool | None:
-    """answer(base, factor, d) -> float: the NTK-aware base that slows the slowest pair by exactly factor."""
-
-    def run(fn):
-        for base, s, d in ((10000.0, 4.0, 64), (10000.0, 8.0, 128), (500000.0, 2.0, 16)):
-            want, _ = scaled_rope_frequencies(d, method="ntk", factor=s, base=base, dtype=torch.float64)
-            got = float(fn(base, s, d))
-            new = torch.arange(0, d, 2, dtype=torch.float64) / d
-            ok = got > 1 and close(got ** -new, want, atol=1e-9)
-            yield ok, f"base={base:g}, factor={s:g}, d={d}: {'right' if ok else f'{got:.6g} is wrong'}"
-
-    return report("NTK-aware base", answer, run,
-                  "the slowest pair has theta = base**(-(d-2)/d); choose base' so that this becomes theta / s: "
-                  "base' = base * s**(d/(d-2)).")
+    return report("NTK's overshoot per pair", answer, run,
+                  "with Exercise 2's base (pair d/2 − 1), write θ'_j / θ_j as a power of s; the ratio asked "
+                  "for is s · θ'_j / θ_j because the distance grew by s.")
 
 
-def rope_2d(answer: Callable[..., Any]) -> bool | None:
-    """answer(x, rows, cols) -> x rotated by axial 2-D RoPE (first half by row, second by column)."""
+# (d, base, L0, L): the chapter's numbers, a shorter head, Llama-3-like numbers, and L <= L0 (nothing to do).
+_DIVISOR_CASES = ((128, 10000.0, 2048, 16384), (64, 10000.0, 4096, 32768), (128, 500000.0, 8192, 131072),
+                  (64, 10000.0, 4096, 2048))
+
+
+def smallest_divisors(answer: Callable[[int, float, int, int], Any]) -> bool | None:
+    """answer(d, base, L0, L) -> (d // 2,): per pair the smallest kappa_j >= 1 such that, with frequency
+    theta_j / kappa_j, every distance 0 .. L-1 gives an angle that training (distances 0 .. L0-1, frequency
+    theta_j) already showed or, for a pair that never completed a turn, inside its trained arc."""
 
     def run(fn):
-        g = torch.Generator().manual_seed(7)
-        for shape in ((6, 8), (2, 9, 16)):
-            x = torch.randn(*shape, generator=g, dtype=torch.float64)
-            rows = torch.randint(0, 10, (shape[-2],), generator=g)
-            cols = torch.randint(0, 10, (shape[-2],), generator=g)
-            want = apply_rope_2d(x, rows, cols)
-            got = fn(x, rows, cols)
-            ok = close(got, want, atol=1e-6)
-            yield ok, f"x of shape {shape}: {'matches' if ok else 'differs from'} pl.apply_rope_2d"
+        for d, base, L0, L in _DIVISOR_CASES:
+            theta = rope_frequencies(d, base=base, dtype=torch.float64)
+            got = fn(d, base, L0, L)
+            try:
+                kappa = torch.as_tensor(got, dtype=torch.float64)
+            except (TypeError, ValueError, RuntimeError):
+                kappa = None
+            case = f"d={d}, base={base:g}, L0={L0}, L={L}"
+            if kappa is None or kappa.shape != (d // 2,):
+                yield False, f"{case}: expected d/2 = {d // 2} divisors, got {got!r:.60}"
+                continue
+            turned = L0 * theta >= 2 * math.pi
+            arc_end = (L0 - 1) * theta  # the largest trained angle of a pair that never turned
+            reach = (L - 1) * theta / kappa
+            problems = []
+            if bool((kappa < 1 - 1e-12).any()):
+                problems.append("a divisor below 1 speeds a pair up")
+            if bool((kappa[turned] != 1).any()):
+                problems.append("pairs that turned in training are slowed although they saw every angle")
+            slow = ~turned
+            if bool((reach[slow] > arc_end[slow] * (1 + 1e-9)).any()):
+                problems.append("a slow pair still reaches past its trained arc at distance L - 1")
+            elif bool(((kappa[slow] > 1 + 1e-12) & (reach[slow] < arc_end[slow] * (1 - 1e-9))).any()):
+                problems.append("a slow pair is slowed more than needed")
+            yield not problems, f"{case}: " + ("right" if not problems else "; ".join(problems))
 
-    return report("Axial 2-D RoPE", answer, run,
-                  "rotate x[..., :d//2] with pl.apply_rope at the rows and x[..., d//2:] at the columns, "
-                  "then concatenate.")
+    return report("The smallest divisor per pair", answer, run,
+                  "split the pairs as §2 does; a pair that turned in training needs no change. For a slow "
+                  "pair, write its largest angle at the longest distance (positions start at 0) and its "
+                  "largest trained angle, and ask when the first is not above the second.")
