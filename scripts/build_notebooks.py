@@ -10,6 +10,7 @@ notebook JSON by hand: edit the source and rebuild (`make notebooks`).
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 import time
@@ -39,7 +40,25 @@ def to_notebook(src: Path) -> nbformat.NotebookNode:
         "language_info": {"name": "python"},
         "jupytext": {"text_representation": {"format_name": "percent", "extension": ".py"}},
     }
+    # Cell ids from the cell's place and text, not random: rebuilding an unchanged source
+    # gives an unchanged notebook, so diffs show only what changed.
+    for i, cell in enumerate(nb.cells):
+        cell.id = f"c{i:03d}-{hashlib.sha1(cell.source.encode()).hexdigest()[:8]}"
     return nb
+
+
+def coalesce_streams(outputs: list) -> list:
+    """Merge consecutive stdout (or stderr) outputs into one: how the kernel happened to flush
+    a cell's prints must not change the stored notebook."""
+    merged: list = []
+    for out in outputs:
+        prev = merged[-1] if merged else None
+        if out.output_type == "stream" and prev is not None and prev.output_type == "stream" \
+                and prev.name == out.name:
+            prev.text += out.text
+        else:
+            merged.append(out)
+    return merged
 
 
 def build(src: Path, timeout: int = 600) -> float:
@@ -52,6 +71,9 @@ def build(src: Path, timeout: int = 600) -> float:
     t0 = time.perf_counter()
     client.execute()
     elapsed = time.perf_counter() - t0
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = coalesce_streams(cell.outputs)
     out = NB_DIR / f"{src.stem}.ipynb"
     nbformat.write(nb, out)
     return elapsed

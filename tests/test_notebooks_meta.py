@@ -121,3 +121,59 @@ def test_appendix_is_reading_only_and_links_to_its_chapters(src):
     assert not any(c.metadata.get("nbgrader") for c in cells)
     assert not any(re.search(r"check\.\w+\(", c.source) for c in cells if c.cell_type == "code")
     assert re.search(r"\]\(0[1-9]_\w+\.ipynb\)", cells[0].source), "the first cell links to the chapters it extends"
+
+
+def _exercise_names(src: Path) -> list[str]:
+    return [m.group(1) for c in jupytext.read(src, fmt="py:percent").cells
+            if c.metadata.get("nbgrader", {}).get("grade")
+            for m in [re.fullmatch(r"_ = check\.(\w+)\(\w+\)", c.source)] if m]
+
+
+def _lecture_rows(text: str, row_start: str) -> dict[str, set[str]]:
+    """{chapter number: the backticked names in the row's last column} of a lecture-path table."""
+    rows = {}
+    for line in text.splitlines():
+        m = re.match(row_start, line)
+        if m:
+            rows[m.group(1)] = set(re.findall(r"`(\w+)`", line.rstrip(" |").rsplit("|", 1)[-1]))
+    return rows
+
+
+@pytest.mark.parametrize("where, row_start", [
+    ("README.md", r"^\| (\d) `\d\d_\w+` \|"),  # README, "A 50-minute path per chapter"
+    ("notebooks/src/00_index.py", r"^# \| (\d) [^|`]+\|"),  # the same guide in 00_index
+])
+def test_lecture_paths_assign_exactly_each_chapters_exercises(where, row_start):
+    """A lecturer assigns from these tables: they must name the exercises the chapters have now."""
+    rows = _lecture_rows((ROOT / where).read_text(), row_start)
+    for src in CHAPTERS:
+        if src in APPENDICES:
+            continue
+        n = str(int(src.stem[:2]))
+        assert rows.get(n) == set(_exercise_names(src)), f"{where}, chapter {n}"
+
+
+@pytest.mark.parametrize("src", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_chapter_opens_with_a_link_to_the_conventions_page(src):
+    """One set of conventions for the course (00_index, "## Conventions"); every chapter points to it."""
+    index = jupytext.read(NB_DIR / "src" / "00_index.py", fmt="py:percent").cells
+    assert any(c.cell_type == "markdown" and re.search(r"^## Conventions$", c.source, re.M) for c in index)
+    first = next(c for c in jupytext.read(src, fmt="py:percent").cells if c.cell_type == "markdown")
+    assert "](00_index.ipynb#Conventions)" in first.source
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=ids)
+def test_cell_ids_come_from_the_source(src):
+    """`make notebooks` names cells by place and text, so rebuilding an unchanged chapter changes no id."""
+    import hashlib
+
+    for i, c in enumerate(stored(src).cells):
+        assert c.id == f"c{i:03d}-{hashlib.sha1(c.source.encode()).hexdigest()[:8]}"
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=ids)
+def test_prints_of_a_cell_are_stored_as_one_output(src):
+    """Consecutive prints are merged at build time, so the kernel's flush timing never shows in a diff."""
+    for c in stored(src).cells:
+        kinds = [(o.output_type, o.get("name")) for o in c.get("outputs", [])]
+        assert all(not (a == b and a[0] == "stream") for a, b in zip(kinds, kinds[1:])), c.source[:200]

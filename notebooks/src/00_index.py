@@ -16,22 +16,31 @@
 # Attention compares every token with every other token, and nothing in that comparison
 # says where a token stands. These notebooks show why that is a problem, then build the
 # ways transformers fix it, one chapter per idea. Every formula lives once in the library
-# `posenc_lib`; every claim in the text is checked by an assert in a cell; every chapter
-# ends with self-checking exercises.
+# `posenc_lib`; every chapter ends with self-checking exercises.
+#
+# **What "checked" means here.** Each statement about a number, a shape, an equality or an
+# ordering that a chapter makes in its text (a derivation's result, "the two outputs are
+# identical", "ALiBi beats RoPE at 512 tokens") is followed by a cell that asserts it,
+# so a notebook that runs top to bottom has proved its own text. Statements about history
+# and about papers ("Press et al. report …") are cited, not asserted; statements about
+# what other libraries do are asserted against the installed code where it is a
+# dependency (transformers), and cited otherwise. Results of training runs are asserted
+# only where the seeds separate them (chapter 7 says where they do not).
 #
 # ## The chapters
 #
 # | # | notebook | in one line |
 # |---|---|---|
 # | 1 | `01_why_positions` | without positions, attention is blind to word order: permute the tokens and the outputs just move with them |
-# | 2 | `02_integer_binary` | the first attempts, integer, normalised and binary codes, and what goes wrong with each |
+# | 2 | `02_integer_binary` | the first attempts, integer, normalised and binary codes, and learned tables (BERT, GPT-2): what goes wrong with each |
 # | 3 | `03_sinusoids` | sinusoids as smooth binary digits; a shift by k positions is one fixed rotation $M_k$ |
 # | 4 | `04_relative` | relative encodings: Shaw, Transformer-XL, T5 buckets, DeBERTa |
-# | 5 | `05_rope` | rotary embeddings: scores that depend only on $m-n$, and every implementation form in use |
-# | 6 | `06_alibi` | ALiBi: a per-head linear penalty on distance instead of an encoding |
-# | 7 | `07_beyond` | NoPE, stretching RoPE to longer contexts (PI, NTK, YaRN, Llama 3), 2-D RoPE, and a train-short/test-long experiment |
+# | 5 | `05_rope` | rotary embeddings derived from scores that depend only on the offset $n-m$; q and k, never v; every implementation form in use |
+# | 6 | `06_alibi` | ALiBi: a per-head linear penalty on distance instead of an encoding; how far it extrapolates; which encodings fit linear attention |
+# | 7 | `07_beyond` | NoPE, why RoPE needs stretching past its training length and how (PI, NTK, YaRN, Llama 3), 2-D RoPE, and a train-short/test-long experiment on a local and a long-range task, three seeds each |
 # | 8 | `08_rope_in_models` | RoPE in today's models: reading their configs, partial and proportional RoPE, attention factors, q and k but never v, KV caches, and Llama 4's iRoPE |
 # | 9 | `09_beyond_1d` | beyond 1-D and beyond counting tokens: axial and (t, h, w) RoPE for images and video, MRoPE for mixed sequences, CoPE's gated positions, and a CoPE/RoPE/NoPE experiment |
+# | A | `10_making_it_fast` | appendix, off the teaching path: loops against vectorised calls, passes over memory, RoPE's one-pass C kernel |
 
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline
@@ -42,6 +51,45 @@ import posenc_lib as pl
 print("posenc_lib", pl.__version__)
 device = pl.default_device()  # cuda or mps where present, else cpu: the chapters put their tensors here
 assert device.type in {"cpu", "cuda", "mps"}
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## Conventions
+#
+# One set of conventions for the whole course; every chapter follows it and says so where a
+# source forces another choice. The sources themselves do not agree (one writes offsets as
+# $j-i$, another as $i-j$, a third counts bits from the left), which is a common source of
+# sign errors when reading them side by side.
+#
+# | what | our convention | where a source differs |
+# |---|---|---|
+# | positions | 0-based: the first token is at position 0. Query position $i$, key position $j$; the RoPE chapters use RoFormer's $m$ (query) and $n$ (key) | the worked tables of source `004` also start at 0 |
+# | **offset** | key minus query, $j - i$ ($n - m$): negative for keys in the past. `pl.relative_positions(L)[i, j] == j - i` | Shaw's paper and T5's `relative_position` agree; source `004` writes Shaw's offset as $m-n$ (the same table upside down, ch. 4); Transformer-XL indexes its sinusoids by the distance $i-j$ (ch. 4) |
+# | **distance** | $\lvert j - i\rvert$; for a causal model's past keys, $i - j \ge 0$ | ALiBi's penalty $-m_h\,(i-j)$ is written with the distance ($m_h$ is a head's slope there, not a position; ch. 6) |
+# | RoPE | $R_m^\top R_n = R_{n-m}$: the score of query $m$ and key $n$ is a function of the offset $n-m$ | some posts write the same score with $m-n$ and $R^\top$ on the other side (ch. 5) |
+# | frequencies | $\theta_j = \text{base}^{-2j/d}$ for pair $j = 0 \dots d/2-1$ (base 10 000 unless said); pair $j$ at position $m$ turns by $m\theta_j$ | papers that count pairs from 1 write $\theta_i = \text{base}^{-2(i-1)/d}$ |
+# | sinusoids | $p_i[2j] = \sin(i\theta_j)$, $p_i[2j+1] = \cos(i\theta_j)$ (Vaswani's interleaved order) | many codebases concatenate all sines, then all cosines (ch. 3 shows both) |
+# | pair layouts | `"interleaved"` pairs features $(2j, 2j+1)$ (RoFormer, Meta's complex-number code); `"half"` pairs $(j, j+d/2)$ (GPT-NeoX, Hugging Face's `rotate_half`) | the two are a fixed permutation apart (ch. 5) |
+# | binary codes | "bit $k$" is the bit worth $2^k$: bit 0 is the least significant, the fastest to flip, like pair 0 of the sinusoids. Codes are drawn as numbers are written, most significant bit first | — |
+# | tensor shapes | (batch, heads, seq, head_dim); $d$ = head_dim in the RoPE chapters, $d$ = the model width for absolute codes | docstrings state every shape |
+#
+# The cell below checks the conventions the library encodes, so that a reader can trust the
+# table against the code.
+
+# %% slideshow={"slide_type": "fragment"}
+rel = pl.relative_positions(4)
+assert rel[3, 1] == 1 - 3  # query 3, key 1: offset j - i = -2, a key in the past
+R = lambda m: pl.rope_matrix(m, 2)  # noqa: E731  the 2x2 rotation of one pair
+assert torch.allclose(R(5).T @ R(7), R(7 - 5), atol=1e-6)  # R_m^T R_n = R_{n-m}
+theta = pl.rope_frequencies(8)
+assert torch.allclose(theta, 10000.0 ** (-torch.arange(4) * 2 / 8))  # theta_j = base^(-2j/d), j from 0
+pe = pl.sinusoidal_positions(3, 8)
+assert torch.allclose(pe[2, 0::2], torch.sin(2 * theta)) and torch.allclose(pe[2, 1::2], torch.cos(2 * theta))
+bits = pl.binary_positions(8, 3)
+assert bits[6].tolist() == [1, 1, 0]  # 6 = 110 in binary, drawn most significant bit first
+assert [int(b) for b in bits[:, -1]] == [0, 1] * 4  # the last column is bit 0, the fastest to flip
+first, second = pl.pair_indices(8, "interleaved"), pl.pair_indices(8, "half")
+assert first[0].tolist() == [0, 2, 4, 6] and second[0].tolist() == [0, 1, 2, 3] and second[1].tolist() == [4, 5, 6, 7]
+print("the conventions table matches the library")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Five properties a positional encoding should have
@@ -74,9 +122,9 @@ assert device.type in {"cpu", "cuda", "mps"}
 # | normalised $i/m$ [2] | ✔ within one length | ✘ the step is $1/m$ | ✘ codes change with the length | ✔ | ~ |
 # | binary [2] | ✔ up to $2^d$ positions | ✘ no linear or affine map | ✘ runs out at $2^d$ | ✔ | ~ |
 # | sinusoidal [3] | ✔ | ✔ a rotation $M_k$ | ~ defined everywhere, but models trained short degrade [7] | ✔ | ~ split the features per axis |
-# | learned absolute [7] | ✔ after training | ✘ no structure | ✘ no rows past `max_len` | ✘ learned | ~ a table per patch |
+# | learned absolute [2, 7] | ✔ after training | ✘ no structure | ✘ no rows past `max_len` | ✘ learned | ~ a table per patch |
 # | relative: Shaw, T5 [4] | ~ encodes distances, clipped or bucketed far away | ✔ by construction | ~ far distances share one value | ~ learned per distance | ~ |
-# | RoPE [5] | ✔ | ✔ scores depend only on $m-n$ | ~ needs PI / NTK / YaRN to go far [7] | ✔ | ✔ axial 2-D RoPE [7] |
+# | RoPE [5] | ✔ | ✔ scores depend only on the offset $n-m$ | ~ needs PI / NTK / YaRN to go far [7] | ✔ | ✔ axial 2-D RoPE [7] |
 # | ALiBi [6] | ~ through the distance penalty | ✔ bias $-m_h(i-j)$ | ✔ its design goal; measured in [7] | ✔ fixed slopes | ~ |
 #
 # Three of the entries for property 3, checked right here: binary codes run out at $2^d$
@@ -130,13 +178,13 @@ print("sinusoids for 100 000 positions:", tuple(far.shape))
 #
 # | chapter | path (minutes) | show live | exercises: in class / at home |
 # |---|---|---|---|
-# | 1 why positions | attention without positions, derive $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$ on the board (15) → the dog demo (10) → add positions (10) → permute the sentence (5) | the order dropdown with "add positions" off, then on | `reorder_matrix`, `predict_equal` / `order_aware_attention`, `distinct_outputs` |
-# | 2 integer, binary | integer codes and their size against a normalised token (10) → normalised codes (5) → binary codes, fast and slow bits, jumpy steps (15) → "is there a linear $M_k$?": let the room guess, then run (5) → bits as sinusoids (5) | `cosine_widget` (move $d$: nothing changes), `binary_widget` (push $n$ past $2^d$) | `binary_code`, `integer_cosine` / `normalised_step`, `smallest_bits` |
-# | 3 sinusoids | the formula and the reproduced table (10) → heatmap (5) → a shift by $k$ is a rotation $M_k$ (15) → similarity against distance (10) | `pe_widget` (d, length, base, layout), `dot_widget` | `pe_entry`, `shift_matrix` / `wavelengths`, `pe_dot` |
-# | 4 relative | the four terms of an absolute score (10) → Shaw (10) → Transformer-XL and its relative shift (15) → T5 buckets (10) | the clip window, the XL terms, the T5 buckets | `shaw_index`, `t5_buckets` / `xl_rel_shift`, `deberta_p2c` |
-# | 5 RoPE | rotations and $R_m$ (10) → the worked example (10) → one or two implementation forms (10) → long-term decay (5) → score pattern (5) | `decay_widget`, the score map | `rope_thetas`, `rope_rotate_pair` / `rope_rotate_half`, `rope_layout_perm`, `rope_table_row` |
-# | 6 ALiBi | slopes (10) → bias matrices (10) → the $+m_h j$ shortcut (10) → ALiBi inside attention (10) | `bias_widget` | `alibi_slopes_recipe`, `alibi_bias_entries` / `is_causal_alibi`, `row_shift_modes` |
-# | 7 beyond | NoPE (10) → context extension: PI, NTK, YaRN, Llama 3 (20) → 2-D RoPE (10) → the extrapolation results (10) | `scaling_widget`, the (Δrow, Δcol) score map | `nope_counter`, `pi_frequencies` / `ntk_base`, `rope_2d` |
+# | 1 why positions | attention without positions, derive $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$ on the board and why the softmax commutes (15) → a causal mask breaks it (5) → the dog demo (10) → add positions (10) → permute the sentence (5) | the order dropdown with "add positions" off, then on | `reorder_matrix`, `predict_equal` / `order_aware_attention`, `distinct_outputs`, `causal_swap_rows` |
+# | 2 integer, binary | integer codes and their size against a normalised token (10) → normalised codes (5) → binary codes, fast and slow bits, jumpy steps (10) → "is there a linear $M_k$?": let the room guess, then run (5) → bits as sinusoids (5) → learned tables: what they learn, why they stop at the training length (5) | `cosine_widget` (move $d$: nothing changes), `binary_widget` (push $n$ past $2^d$) | `affine_counter`, `integer_cosine` / `carry_steps`, `smallest_bits` |
+# | 3 sinusoids | the formula and the reproduced table (10) → heatmap (5) → a shift by $k$ is a rotation $M_k$ (15) → why a sine and a cosine (5) → similarity against distance (10) | `pe_widget` (d, length, base, layout), `dot_widget` | `pe_entry`, `shift_matrix` / `wavelengths`, `sine_only_offsets` |
+# | 4 relative | the four terms of an absolute score (10) → Shaw (10) → Transformer-XL and its relative shift (15) → T5 buckets, the formula and the last bucket (10); DeBERTa, one view and the summary table as reading | the clip window, the XL terms, the T5 buckets | `xl_rel_shift`, `t5_buckets` / `t5_last_bucket`, `deberta_p2c` |
+# | 5 RoPE | rotations (5) → deriving RoPE in the complex plane (15) → $R_m$ and the offset $n-m$ (10) → q and k, never v (5) → the worked example (10) → one or two implementation forms (10) → long-term decay (5) → score pattern (5) | `decay_widget`, the score map | `rope_rotate_pair`, `rope_first_slow_pair` / `rope_layout_perm`, `rope_value_shift`, `rope_table_row` |
+# | 6 ALiBi | slopes (10) → bias matrices (10) → the $+m_h j$ shortcut (5) → ALiBi inside attention and past its training length (15) → linear attention (5); memory and the source's code as reading | `bias_widget` | `alibi_slopes_recipe`, `alibi_bias_entries` / `is_causal_alibi`, `row_shift_modes`, `head_reach` |
+# | 7 beyond | NoPE (10) → why RoPE meets unseen angles past $L_0$; PI, NTK, YaRN, Llama 3 (20) → 2-D RoPE (5) → the extrapolation results on two tasks, reading error bars (15) | `scaling_widget`, the (Δrow, Δcol) score map | `counter_merge`, `base_for_pair` / `ntk_overshoot`, `smallest_divisors` |
 # | 8 RoPE in models | read a config: the table and the wavelength figure (10) → partial and proportional RoPE, fast and slow pairs, Gemma 3's bases (15) → attention factors of Phi-3 and DeepSeek-V3 (5) → q and k, never v; the KV cache and double rotation (10) → iRoPE: the temperature and the extrapolation run (10) | `fraction_widget` (the fraction $p$ and the base) | `pairs_that_turn`, `longrope_factor` / `temperature_position`, `rotate_new` |
 # | 9 beyond 1-D | raster vs axial RoPE, then (t, h, w) (10) → MRoPE: text at (p, p, p), mixed-sequence ids, which pairs turn with which axis (15) → CoPE: open gates, gates that count sentences (10) → the flip-flop results (10) | `allocation_widget`, `gate_widget` | `mrope_by_hand`, `cope_by_hand` / `pair_axes` |
 #

@@ -30,6 +30,9 @@
 # from the embeddings. Errors in the source are corrected in the open and listed at the end.
 # Positions count from 0 (the first token is at position 0); the conventions every chapter
 # follows are collected on one page in `00_index`.
+#
+# Notation and signs (0-based positions, offsets $j - i$ as key minus query, bit and pair
+# orders) follow the course's [conventions page](00_index.ipynb#Conventions).
 
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline

@@ -30,6 +30,9 @@
 # `002` (why not binary, why not divide by the length). Errors are corrected in the open and
 # listed at the end. Positions count from 0, and bit $k$ is the bit worth $2^k$ (the
 # conventions of the whole course, collected in `00_index`).
+#
+# Notation and signs (0-based positions, offsets $j - i$ as key minus query, bit and pair
+# orders) follow the course's [conventions page](00_index.ipynb#Conventions).
 
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline

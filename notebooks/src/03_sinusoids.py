@@ -29,6 +29,9 @@
 # printed table and a heatmap), `003` (a module; its list-comprehension builder, timed against the
 # vectorised one, is in the appendix notebook `10_making_it_fast`); `004` for one
 # typo. Every correction is proved in a cell and listed at the end.
+#
+# Notation and signs (0-based positions, offsets $j - i$ as key minus query, bit and pair
+# orders) follow the course's [conventions page](00_index.ipynb#Conventions).
 
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline

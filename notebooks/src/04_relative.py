@@ -21,6 +21,9 @@
 # $i$, key $j$. The library measures the **offset** as *key minus query*, $j - i$ (negative for keys
 # in the past), as Shaw et al. and T5 do; the **distance** is $|j - i|$. Where a paper uses query
 # minus key (Transformer-XL's $R_{i-j}$ in §3, DeBERTa's $\delta$ in §5) we say so.
+#
+# Notation and signs (0-based positions, offsets $j - i$ as key minus query, bit and pair
+# orders) follow the course's [conventions page](00_index.ipynb#Conventions).
 
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline

@@ -26,6 +26,9 @@
 # 5. how much memory the precomputed bias costs, and how to avoid it;
 # 6. which encodings fit linear (kernelised) attention: RoPE does, ALiBi only as a decay, T5's buckets not;
 # 7. the source notes' code, checked, and the errors that change a result.
+#
+# Notation and signs (0-based positions, offsets $j - i$ as key minus query, bit and pair
+# orders) follow the course's [conventions page](00_index.ipynb#Conventions).
 
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline

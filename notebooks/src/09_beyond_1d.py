@@ -26,6 +26,9 @@
 #    `results/cope_counting.json` (`python -m posenc_lib.experiments.cope_counting` trains).
 #
 # Corrections to the sources are listed at the end.
+#
+# Notation and signs (0-based positions, offsets $j - i$ as key minus query, bit and pair
+# orders) follow the course's [conventions page](00_index.ipynb#Conventions).
 
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline
