@@ -273,7 +273,7 @@ class DecoderConfig:
     # default 2 layers are one RoPE layer and one NoPE layer. Must be in 2 .. num_layers.
     irope_every: int = 2
     irope_temperature: bool = True  # scale the NoPE layers' queries by attention_temperature
-    irope_floor_scale: int | None = None  # None: max_len, so the temperature stays 1 within it (Llama 4: 8192)
+    irope_floor_scale: int | None = None  # None: max_len: the temperature is 1 up to max_len - 2 (Llama 4: 8192)
     irope_attn_scale: float = 0.1  # Llama 4's
 
     def __post_init__(self) -> None:

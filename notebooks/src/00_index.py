@@ -20,7 +20,7 @@
 #
 # **What "checked" means here.** Each statement about a number, a shape, an equality or an
 # ordering that a chapter makes in its text (a derivation's result, "the two outputs are
-# identical", "ALiBi beats RoPE at 512 tokens") is followed by a cell that asserts it,
+# identical", "ALiBi beats RoPE at 512 tokens on the grammar task") is followed by a cell that asserts it,
 # so a notebook that runs top to bottom has proved its own text. Statements about history
 # and about papers ("Press et al. report …") are cited, not asserted; statements about
 # what other libraries do are asserted against the installed code where it is a
@@ -63,10 +63,10 @@ assert device.type in {"cpu", "cuda", "mps"}
 # | what | our convention | where a source differs |
 # |---|---|---|
 # | positions | 0-based: the first token is at position 0. Query position $i$, key position $j$; the RoPE chapters use RoFormer's $m$ (query) and $n$ (key) | the worked tables of source `004` also start at 0 |
-# | **offset** | key minus query, $j - i$ ($n - m$): negative for keys in the past. `pl.relative_positions(L)[i, j] == j - i` | Shaw's paper and T5's `relative_position` agree; source `004` writes Shaw's offset as $m-n$ (the same table upside down, ch. 4); Transformer-XL indexes its sinusoids by the distance $i-j$ (ch. 4) |
+# | **offset** | key minus query, $j - i$ ($n - m$): negative for keys in the past. `pl.relative_positions(L)[i, j] == j - i` | Shaw's paper and T5's `relative_position` agree; source `004` writes Shaw's offset as $m-n$ (the same table upside down, ch. 4); Transformer-XL indexes its sinusoids by the distance $i-j$, and DeBERTa's $\delta$ is query minus key (ch. 4) |
 # | **distance** | $\lvert j - i\rvert$; for a causal model's past keys, $i - j \ge 0$ | ALiBi's penalty $-m_h\,(i-j)$ is written with the distance ($m_h$ is a head's slope there, not a position; ch. 6) |
 # | RoPE | $R_m^\top R_n = R_{n-m}$: the score of query $m$ and key $n$ is a function of the offset $n-m$ | some posts write the same score with $m-n$ and $R^\top$ on the other side (ch. 5) |
-# | frequencies | $\theta_j = \text{base}^{-2j/d}$ for pair $j = 0 \dots d/2-1$ (base 10 000 unless said); pair $j$ at position $m$ turns by $m\theta_j$ | papers that count pairs from 1 write $\theta_i = \text{base}^{-2(i-1)/d}$ |
+# | frequencies | $\theta_j = \text{base}^{-2j/d}$ for pair $j = 0 \dots d/2-1$ (base 10 000 unless said); pair $j$ at position $m$ turns by $m\theta_j$. Over $L$ tokens a pair **completes a turn** when its wavelength $2\pi/\theta_j$ is at most $L$ (chapters 5, 7 and 8 count pairs this way; they differ only in whether the last position is $L$ or $L-1$, which matters only at the boundary) | papers that count pairs from 1 write $\theta_i = \text{base}^{-2(i-1)/d}$ |
 # | sinusoids | $p_i[2j] = \sin(i\theta_j)$, $p_i[2j+1] = \cos(i\theta_j)$ (Vaswani's interleaved order) | many codebases concatenate all sines, then all cosines (ch. 3 shows both) |
 # | pair layouts | `"interleaved"` pairs features $(2j, 2j+1)$ (RoFormer, Meta's complex-number code); `"half"` pairs $(j, j+d/2)$ (GPT-NeoX, Hugging Face's `rotate_half`) | the two are a fixed permutation apart (ch. 5) |
 # | binary codes | "bit $k$" is the bit worth $2^k$: bit 0 is the least significant, the fastest to flip, like pair 0 of the sinusoids. Codes are drawn as numbers are written, most significant bit first | — |
@@ -117,15 +117,15 @@ print("the conventions table matches the library")
 #
 # | method | 1 unique | 2 fixed $p \to p+k$ | 3 longer sequences | 4 deterministic | 5 n-D |
 # |---|---|---|---|---|---|
-# | none (NoPE) [1, 7] | ✘ (a causal mask lets a model count) | – | ✔ nothing to run out of | ✔ | ✔ |
+# | none (NoPE) [1, 7] | ~ no code at all, but a causal mask lets a model count | – | ✔ nothing to run out of | ✔ | ✔ |
 # | integer $i\cdot\mathbf 1$ [2] | ✔ (but a LayerNorm erases it) | ✔ a shift by $k\cdot\mathbf 1$ | ~ values grow without bound | ✔ | ~ one integer per axis |
 # | normalised $i/m$ [2] | ✔ within one length | ✘ the step is $1/m$ | ✘ codes change with the length | ✔ | ~ |
 # | binary [2] | ✔ up to $2^d$ positions | ✘ no linear or affine map | ✘ runs out at $2^d$ | ✔ | ~ |
 # | sinusoidal [3] | ✔ | ✔ a rotation $M_k$ | ~ defined everywhere, but models trained short degrade [7] | ✔ | ~ split the features per axis |
 # | learned absolute [2, 7] | ✔ after training | ✘ no structure | ✘ no rows past `max_len` | ✘ learned | ~ a table per patch |
-# | relative: Shaw, T5 [4] | ~ encodes distances, clipped or bucketed far away | ✔ by construction | ~ far distances share one value | ~ learned per distance | ~ |
+# | relative: Shaw, T5 [4] | ~ encodes distances, clipped or bucketed far away | ✔ by construction | ~ far distances share one value (so T5 recalls far tokens in [7]) | ~ learned per distance | ~ |
 # | RoPE [5] | ✔ | ✔ scores depend only on the offset $n-m$ | ~ needs PI / NTK / YaRN to go far [7] | ✔ | ✔ axial 2-D RoPE [7] |
-# | ALiBi [6] | ~ through the distance penalty | ✔ bias $-m_h(i-j)$ | ✔ its design goal; measured in [7] | ✔ fixed slopes | ~ |
+# | ALiBi [6] | ~ through the distance penalty | ✔ bias $-m_h(i-j)$ | ~ flat on a local task, falls on long-range recall (measured in [6, 7]) | ✔ fixed slopes | ~ |
 #
 # Three of the entries for property 3, checked right here: binary codes run out at $2^d$
 # positions, a learned table has no row past its length, sinusoids exist for any position.

@@ -59,8 +59,8 @@ torch.set_printoptions(precision=4, sci_mode=None)
 #   \theta_j = 10000^{-2j/d}, \quad j = 0, \dots, d/2-1 .$$
 #
 # Here $j$ counts **pairs**, so the exponent $2j/d$ runs over $0, 2/d, 4/d, \dots, (d-2)/d$:
-# pair 0 turns one radian per position, the last pair $10000^{-(d-2)/d}$ radian, a little more than
-# $1/10000$.
+# pair 0 turns one radian per position, the last pair $10000^{-(d-2)/d} = 10000^{2/d}/10000$ radian:
+# close to $1/10000$ for a large $d$ (1.15e-4 at $d = 128$), but 6.3e-4 at the $d = 10$ below.
 # These are exactly the frequencies RoPE uses in chapter 5, so they live in one function,
 # `pl.rope_frequencies`. Written out for $d = 10$:
 
@@ -70,6 +70,8 @@ theta = pl.rope_frequencies(d)
 by_hand = torch.tensor([10000 ** (-2 * j / d) for j in range(d // 2)])
 torch.testing.assert_close(theta, by_hand)
 assert theta[0] == 1 and 1e-4 < theta[-1] == 10000 ** (-(d - 2) / d)
+assert round(theta[-1].item(), 5) == 6.3e-4 and round(pl.rope_frequencies(128)[-1].item(), 6) == 1.15e-4
+assert pl.rope_frequencies(8, base=10.0)[0] == 1  # pair 0 turns one radian per position for any base
 print("theta_j for d = 10:", theta)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -165,7 +167,8 @@ fig
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Explore: change the number of features, the number of positions, the base and the column
 # layout (next section). A larger base stretches the slow wavelengths; a small one (try 10)
-# shortens them all, and the right-hand columns start to change from row to row too.
+# shortens every wavelength but pair 0's ($\theta_0 = 1$ for any base), and the right-hand
+# columns start to change from row to row too.
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
 pe_widget = viz.interactive_heatmap(
@@ -189,7 +192,8 @@ pe_widget
 # the concatenated form, split into a left and a right half (a July 2020 update of that post
 # adds the interleaved picture). (Both libraries also space their
 # frequencies as $10000^{-j/(d/2-1)}$ rather than $10000^{-2j/d}$, so their slowest pair is
-# exactly $1/10000$; tensor2tensor's own comment says it "slightly differs" from the paper.)
+# exactly $1/10000$; fairseq's `get_embedding` docstring says its version matches tensor2tensor
+# but "differs slightly" from the paper.)
 #
 # With the same frequencies the two layouts hold **the same columns in a different order**: the
 # permutation $[0, 2, 4, \dots, d-2, 1, 3, \dots, d-1]$ — the one chapter 5 needs to convert
@@ -290,9 +294,11 @@ print(f"201 offsets x 300 positions x 2 layouts: largest error {worst:.0e}")
 # Look again at the proof in §4: the new sine $\sin((p+k)\theta_j) = \cos k\theta_j\,\sin p\theta_j +
 # \sin k\theta_j\,\cos p\theta_j$ is built from the old sine **and the old cosine**. Keep only the
 # sines and a map from $p_i$ to $p_{i+k}$ would have to produce the missing
-# $\sin k\theta_j \cos p\theta_j$ from sines. It cannot, not even as an arbitrary function for a
-# single pair: a sine does not say which angle it came from ($\sin a = \sin(\pi - a)$, and the two
-# angles have cosines of opposite sign).
+# $\sin k\theta_j \cos p\theta_j$ from sines. No *affine* map can (the cell below measures it),
+# and over all real positions no function at all can: a sine does not say which angle it came
+# from ($\sin a = \sin(\pi - a)$, and the two angles have cosines of opposite sign). On a
+# finite set of integer positions some non-affine function may exist; that is no help to a
+# linear layer.
 #
 # Chapter 2 (§4) tested this property with a least-squares fit: the best affine map
 # $p_{i+k} \approx M_k p_i + b_k$ over all pairs of a 64-position table; a residual of 0 means one

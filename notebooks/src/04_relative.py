@@ -590,9 +590,9 @@ assert abs(ratio - 1) < 0.1
 # lands on $\delta(i, j)$, the same index as c2p, not the paper's $\delta(j, i)$ (discussed in
 # microsoft/DeBERTa issues #47 and #162). The next cell replays that recipe; `p2c_index="reference"`
 # reproduces it, and `tests/test_deberta.py` checks it against transformers' `DisentangledSelfAttention`.
-# Inside the window ($|i - j| < k$) the paper's row is $2k - \delta(i, j)$: the same table read
-# mirrored, so the two are nearly the same model family; but a trained checkpoint needs the index its
-# code used.
+# Inside the window ($|i - j| < k$) the paper's row is $2k - \delta(i, j)$. A mirror of rows
+# $0 \dots 2k-1$ would be $2k - 1 - \delta(i, j)$, so this is the table read mirrored *and shifted by
+# one row*: nearly the same model family, but a trained checkpoint needs the index its code used.
 #
 # The source notes (`004`) write DeBERTa's relative terms as
 # $x_m^\top W_q^\top W_k \tilde p_{m-n} + \tilde p_{m-n}^\top W_q^\top W_k x_n$: the *content*
@@ -629,8 +629,8 @@ assert not torch.allclose(src_c2p, c2p, atol=1e-3)  # DeBERTa's own W_{k,r} give
 # * ALiBi adds to head $h$'s scores a fixed penalty proportional to the distance, $-m_h\,(i - j)$ for a
 #   key in the past, where $m_h > 0$ is the head's slope (a constant, not learned; `pl.alibi_bias`);
 # * RoPE adds nothing to the scores. It rotates the query at position $i$ by $R_i$ and the key at
-#   position $j$ by $R_j$, the block rotations of chapter 3 (§4 there: block $j$ turns its pair by
-#   $i\theta_j$); since $R_i^\top R_j = R_{j-i}$, the score $\langle R_i q, R_j k\rangle = q^\top R_{j-i} k$
+#   position $j$ by $R_j$, the block rotations of chapter 3 (§4 there: at position $i$, block $t$ turns
+#   its pair by $i\theta_t$); since $R_i^\top R_j = R_{j-i}$, the score $\langle R_i q, R_j k\rangle = q^\top R_{j-i} k$
 #   depends on the positions only through $j - i$ (`pl.apply_rope`).
 #
 # Side by side, for 16 positions:

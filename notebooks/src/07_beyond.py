@@ -84,7 +84,7 @@ torch.testing.assert_close(full_out[:, 0], torch.full((n,), 1 / n, device=device
 # encodings on their reasoning tasks. But the counter is *coarse*: neighbours $i$ and
 # $i+1$ differ by $\frac{1}{i+1} - \frac{1}{i+2} = \frac{1}{(i+1)(i+2)}$, between
 # $1/(i+2)^2$ and $1/(i+1)^2$, so about $1/i^2$: below $10^{-3}$ from positions 31/32 on
-# and below $10^{-5}$ from 511/512 on. The counter separates neighbours worst at the *end*
+# and below $10^{-5}$ from 315/316 on. The counter separates neighbours worst at the *end*
 # of the input: among positions 48–63, the last quarter of a 64-token window,
 # neighbours differ by less than $4.1\cdot 10^{-4}$, a tenth of the gap at position 14.
 # In a 16-bit format neighbours eventually round to the same number (Exercise 1 finds where).
@@ -102,7 +102,7 @@ axes[1].set(xscale="log", yscale="log", xlabel="position i", ylabel="1/(i+1) −
             title="difference between neighbours")
 left = positions[:-1]  # gap[k] compares positions i = k + 1 and i + 1
 assert ((1 / (left + 2) ** 2 <= gap) & (gap <= 1 / (left + 1) ** 2)).all()
-assert gap[31 - 1] < 1e-3 and gap[511 - 1] < 1e-5  # positions 31 -> 32 and 511 -> 512
+assert gap[30 - 1] >= 1e-3 > gap[31 - 1] and gap[314 - 1] >= 1e-5 > gap[315 - 1]  # first below: 31 -> 32, 315 -> 316
 late = gap[48 - 1:63 - 1]  # neighbours among positions 48..63
 assert late.max() < 4.1e-4 and late.max() < gap[14 - 1] / 10
 fig
@@ -488,7 +488,13 @@ viz.InteractiveFigure(
 #   in a random order, each followed by its value. The model is scored on the 4 values:
 #   perfect recall is 1, guessing is 1/8. The entry a question needs is $L-11$ to $L-2$
 #   tokens back, so at every length past 64 the model must look farther back than it ever
-#   did in training: a task made to punish a recency bias.
+#   did in training: a task made to punish a recency bias. Note what it does *not* need:
+#   because an entry is one token holding both key and value, one content match finds the
+#   answer, with no positional step at all. That favours NoPE by construction, as the
+#   grammar favours recency. (The classic form, key and value as two adjacent tokens, needs a
+#   "previous token" step first; in our trial runs, with 8 or 128 keys, no method learned it
+#   within this budget of 400 steps: the loss stayed near $\ln 8$ at 32 keys, so it could not
+#   rank anything.)
 #
 # **The protocol.** Every method trains at length 64 with the same batches and budget, for
 # **three seeds** each (the seed fixes the initialisation, the data and the grammar's table).
@@ -556,19 +562,26 @@ fig
 # ### What recall shows: the ranking turns over
 #
 # * **NoPE** recalls almost perfectly at every length (at least 0.89 for every seed at 512):
-#   it finds the key by content alone, and content does not care how far back it is.
+#   it finds the key by content alone, and content does not care how far back it is. Only
+#   T5 does better (below); the two tie up to 256 tokens.
 # * **ALiBi's recency bias now hurts**: past 128 tokens it falls, and at 512 every seed of
 #   NoPE beats every seed of ALiBi. The penalty $-m_h(i-j)$ that was an asset on the grammar
 #   is a tax on every far lookup.
-# * **RoPE falls fastest** of the methods that run, and **PI rescues it** (every seed of RoPE + PI beats every seed
-#   of plain RoPE at 128, 256 and 512): keeping all angles inside the trained range is what a
-#   far lookup needs, while losing the fast pairs' resolution costs nothing here. PI is the
-#   worst scaling on the grammar and the best on recall.
+# * **RoPE falls fastest** of the methods that run, and **PI rescues it**: every seed of
+#   RoPE + PI beats every seed of plain RoPE at 128, 256 and 512. PI is the worst scaling on
+#   the grammar and the best on recall (every seed beats every seed of NTK and YaRN at 128
+#   and 512; at 256 it ties YaRN). Why? With this model's head ($d = 16$, $L_0 = 64$) plain
+#   RoPE sends 5 of its 8 pairs to angles never seen in training, NTK 4, PI and YaRN none
+#   (next cell). So "stay in range" separates PI from RoPE and NTK, but not from YaRN, which
+#   is also in range yet recalls only 0.62 at 128. YaRN differs in two ways: it leaves the
+#   fastest pairs less compressed and multiplies the logits by an attention factor (1.07 at
+#   $s = 2$). Which of the two costs the recall we did not test; evaluating YaRN with the
+#   factor set to 1 would tell (an open question for you).
 # * **The T5 bias recalls almost perfectly at every length** (at least 0.97 for every seed). This is not magic but bucketing:
 #   every distance from 59 on shares T5's last bucket, and the training questions (53 to 62
 #   tokens back) already used it. At 512 the far entry sits in a bucket the model knows.
-# * **The sliding window** keeps every method's grammar accuracy, and it makes recall
-#   impossible: a window of 64 tokens never reaches a dictionary 100 or more tokens back, so
+# * **The sliding window** keeps every method's grammar accuracy within 0.04 (NoPE aside, see
+#   below), and it makes recall impossible: a window of 64 tokens never reaches a dictionary 100 or more tokens back, so
 #   every method drops to guessing (1/8). Staying inside the training range is free only
 #   for local tasks.
 #
@@ -614,9 +627,27 @@ assert all(R["rope+linear"][L]["mean"] == max(R[m][L]["mean"] for m in scalings)
 assert ties("recall", "alibi", "sinusoidal", 256)
 assert R["rope+yarn"][128]["max"] < R["rope+yarn"][256]["min"]  # not monotone in L
 # the sliding window: grammar kept, recall lost
-assert all(abs(slide["grammar"][m][L]["mean"] - G[m][64]["mean"]) < 0.08 for m in BASE for L in LENGTHS)
+assert all(abs(slide["grammar"][m][L]["mean"] - G[m][64]["mean"]) < 0.04 for m in BASE if m != "none" for L in LENGTHS)
+assert beats("recall", "t5", "none", 512) and all(ties("recall", "t5", "none", L) for L in (128, 256))
+assert all(beats("recall", "rope+linear", m, L) for m in ("rope+ntk", "rope+yarn") for L in (128, 512))
+assert ties("recall", "rope+linear", "rope+yarn", 256) and R["rope+yarn"][128]["max"] < 0.7
 assert all(slide["recall"][m][L]["max"] < 0.25 for m in BASE for L in LENGTHS[1:])
 print("every claim above holds for results/extrapolation.json")
+
+# %% slideshow={"slide_type": "fragment"}
+# The experiment's head: d = 16, trained on L0 = 64; which pairs meet unseen angles at L = s * 64?
+theta16 = pl.rope_frequencies(cfg["d_model"] // cfg["num_heads"], dtype=torch.float64)
+unseen = {}
+for s_ in (2, 4, 8):
+    freq = {"rope": (theta16, 1.0)}
+    freq.update({m: pl.scaled_rope_frequencies(16, method=m, factor=float(s_), original_max_position=64,
+                                               seq_len=64 * s_, dtype=torch.float64) for m in ("linear", "ntk", "yarn")})
+    unseen[s_] = {m: int((pl.rope_angle_novelty(theta16, 64, 64 * s_, inv_freq=f) > theta16).sum())
+                  for m, (f, _) in freq.items()}
+    unseen[s_]["yarn factor"] = round(freq["yarn"][1], 2)
+print("pairs (of 8) at unseen angles:", unseen)
+assert all(u == {"rope": 5, "linear": 0, "ntk": 4, "yarn": 0, "yarn factor": u["yarn factor"]} for u in unseen.values())
+assert unseen[2]["yarn factor"] == 1.07
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # Two mechanisms in that list are claims about *why*, so they get their own checks.
@@ -641,7 +672,10 @@ print(f"last bucket from distance {first_last}; training questions' buckets:", s
 # coarsest. If that is the reason, NoPE's accuracy on the last 16 positions of a 64-token read
 # (`tail_acc`, stored by the experiment) must be lower than its overall accuracy, and a mix of
 # one first window plus last-16 windows must predict the sliding number. Both hold (next
-# cell), and for RoPE, whose counter does not fade, the last 16 positions are as good as the rest.
+# cell), and for RoPE, which knows every offset exactly, the last 16 positions are as good as
+# the rest. These are necessary conditions, not a proof: a late position also has more keys
+# to spread its attention over, and this check cannot tell that apart from the counter's
+# coarseness.
 
 # %% slideshow={"slide_type": "fragment"}
 def seeds(task, m, L, key):
@@ -666,7 +700,7 @@ print("sliding window at 512, predicted vs measured:", [f"{p:.2f} vs {m:.2f}" fo
 # length and ALiBi stays flat, which is what our grammar shows. Our recall task shows the
 # other side, which perplexity on text hides: a bias that favours near tokens cannot help
 # a lookup of a far one, and a method that was "worse at extrapolating" on one task (NoPE)
-# is the best on the other. Which method extrapolates is a property of the method **and**
+# is among the best on the other (second only to T5 at 512). Which method extrapolates is a property of the method **and**
 # the task; a model that must retrieve far-away facts needs something other than a recency
 # bias (chapter 8's iRoPE is one answer: layers without positions).
 

@@ -700,17 +700,21 @@ for ax, task in zip(axes, irope["tasks"]):
 fig
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# **What we measured.**
+# **What we measured** (the causes after "probably" are hypotheses we did not test).
 # * **Grammar: a null result.** iRoPE learns the task as well as RoPE at 64 tokens and
 #   degrades like RoPE beyond it: at every length the two ranges overlap, so the seeds cannot
-#   tell them apart. The RoPE layer still meets angles it never saw, and the local task needs it.
+#   tell them apart. Probably the RoPE layer still meets angles it never saw, and the local
+#   task runs through it.
 # * **Recall: the NoPE layer helps.** At 512 tokens every seed of iRoPE beats every seed of
-#   RoPE (0.56 against 0.18 on average), because a layer without positions can look up a far
-#   entry by content. It does not reach NoPE (0.93): from 128 tokens on every seed of NoPE
-#   beats every seed of iRoPE, since the RoPE layer below still scrambles what the NoPE layer
-#   reads. Llama 4 also uses chunked attention in its RoPE layers, so those layers never see
-#   an unseen distance; our tiny decoder does not, and two layers leave no room to route
+#   RoPE (0.56 against 0.18 on average); a layer without positions can look up a far entry by
+#   content. It does not reach NoPE (0.93): from 128 tokens on every seed of NoPE beats every
+#   seed of iRoPE, probably because the RoPE layer below changes what the NoPE layer reads.
+#   Llama 4 also uses chunked attention in its RoPE layers, so those layers never see an
+#   unseen distance; our tiny decoder does not, and two layers leave little room to route
 #   around the broken one.
+# * The temperature first differs from 1 at position 63, whose prediction is not trained
+#   (there is no token 64 to predict), so in training it never shaped a scored prediction;
+#   at evaluation it acts at every position from 63 on.
 
 # %% slideshow={"slide_type": "fragment"}
 ties = lambda t, a, b, L: ex.compare(irope, t, a, b, L) == 0  # noqa: E731  the seed ranges overlap
