@@ -131,8 +131,12 @@ def test_distinct_outputs(capsys):
     assert check.distinct_outputs((5, 8)) is True
     assert "all correct!" in _out(capsys)
     assert check.distinct_outputs((8, 8)) is False
-    assert "count distinct words" in _out(capsys)
+    out = _out(capsys)
+    assert "the very same vector" in out
+    assert "distinct words" not in out and "its own input" not in out  # the feedback keeps the answer back
     assert check.distinct_outputs((5, 5)) is False
+    out = _out(capsys)
+    assert "still equal" in out and "one per token" not in out
     assert check.distinct_outputs(5) is False
     assert "must be a pair" in _out(capsys)
     assert check.distinct_outputs(None) is None

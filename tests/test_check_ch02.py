@@ -113,19 +113,31 @@ def test_smallest_bits_unattempted(capsys):
 
 
 def test_integer_cosine(capsys):
-    assert check.integer_cosine(1 / math.sqrt(10)) is True
-    assert check.integer_cosine(torch.tensor(0.3162)) is True
-    assert check.integer_cosine(0.25) is False
-    assert "mean 0" in _out(capsys)
-    assert check.integer_cosine("0.316") is False
+    assert check.integer_cosine((10, 10)) is True
+    assert "all correct!" in _out(capsys)
+    assert check.integer_cosine([10, 10]) is True
+    assert check.integer_cosine((9, 10)) is False  # cos(x, x + p_9) = 1/sqrt(82) > 0.1
+    out = _out(capsys)
+    assert "still 0.1 or more" in out and "differ" in out
+    assert check.integer_cosine((10, 11)) is False
+    assert "an earlier position" in _out(capsys)
+    assert check.integer_cosine((10, 80)) is False  # the width does not matter
+    assert check.integer_cosine(1 / math.sqrt(10)) is False  # the old single-number answer
+    assert "must be a pair" in _out(capsys)
+    assert check.integer_cosine(("10", 10)) is False
     assert check.integer_cosine(None) is None
     assert "not attempted yet" in _out(capsys)
 
 
 def test_integer_cosine_answer_is_what_layernorm_gives():
-    """The expected value is the measured one, for several seeds."""
+    """cos(x, x + i*1) = 1/sqrt(1 + i^2) for a LayerNorm-ed x, any width: measured for several seeds,
+    so the first i below 0.1 is 10 (1/sqrt(101) < 0.1 <= 1/sqrt(82))."""
     g = torch.Generator().manual_seed(0)
-    x = torch.nn.functional.layer_norm(torch.randn(20, 64, generator=g), (64,))
-    p = pl.integer_positions(4, 64)[3]
-    cos = torch.nn.functional.cosine_similarity(x, x + p, dim=-1)
-    torch.testing.assert_close(cos, torch.full((20,), 1 / math.sqrt(10)), atol=1e-4, rtol=0)
+    for d in (64, 4096):
+        x = torch.nn.functional.layer_norm(torch.randn(20, d, generator=g, dtype=torch.float64), (d,))
+        for i in (3, 9, 10):
+            p = pl.integer_positions(i + 1, d, dtype=torch.float64)[i]
+            cos = torch.nn.functional.cosine_similarity(x, x + p, dim=-1)
+            torch.testing.assert_close(cos, torch.full((20,), 1 / math.sqrt(1 + i * i), dtype=torch.float64),
+                                       atol=1e-4, rtol=0)  # LayerNorm eps
+    assert 1 / math.sqrt(1 + 9**2) >= 0.1 > 1 / math.sqrt(1 + 10**2)

@@ -37,7 +37,9 @@ def _half_rotation(s, d):
 
 ANGLE = 30 * 10000 ** (-2 / 8)  # position 30, pair 1, d = 8: 3 radians
 RIGHT_PAIR = [2 * math.cos(ANGLE) - math.sin(ANGLE), 2 * math.sin(ANGLE) + math.cos(ANGLE)]
-EXACT_ROW3 = [-0.848872, 1.131112, 1.029546, -0.969555]
+# [1, 2, -1, 0.5] at position 7 (d = 4): pairs turned by 7 and 0.07 rad, written out from cos/sin values.
+C7, S7, C07, S07 = math.cos(7), math.sin(7), math.cos(0.07), math.sin(0.07)
+EXACT_ROW7 = [C7 - 2 * S7, S7 + 2 * C7, -C07 - 0.5 * S07, -S07 + 0.5 * C07]
 
 CASES = {
     "rope_rotate_pair": (
@@ -80,10 +82,12 @@ CASES = {
         ],
     ),
     "rope_table_row": (
-        [-0.8489, 1.1311, 1.0295, -0.9696],
+        [-0.5601, 2.1648, -1.0325, 0.4288],
         [
-            [-0.8489, 1.1311, 1.0296, -0.9696],  # the source's rounding slip
-            [1.1311, -0.8489, 1.0295, -0.9696],
+            [-0.5601, 2.1648, -1.0326, 0.4288],  # cut off, not rounded
+            [-0.8489, 1.1311, 1.0295, -0.9696],  # row 3 of §5's table
+            [C7 + 2 * S7, -S7 + 2 * C7, -C07 + 0.5 * S07, S07 + 0.5 * C07],  # clockwise
+            [C7 - 2 * S7, S7 + 2 * C7, -math.cos(700) - 0.5 * math.sin(700), -math.sin(700) + 0.5 * math.cos(700)],
             [0, 0, 0],
         ],
     ),
@@ -136,9 +140,13 @@ def test_specific_feedback_for_common_slips(capsys):
     assert "pair 45 still completes a full turn" in out and "46" not in out  # the answer stays hidden
     check.rope_first_slow_pair(CASES["rope_first_slow_pair"][1][1])
     assert "pair 46 already stays below one turn" in capsys.readouterr().out
-    check.rope_table_row([-0.8489, 1.1311, 1.0296, -0.9696])
+    check.rope_table_row([-0.5601, 2.1648, -1.0326, 0.4288])
     out = capsys.readouterr().out
-    assert "entry 2: 1.0296 is off in the 4th decimal" in out and "1.0295" not in out  # the right value stays hidden
+    assert "entry 2: -1.0326 is off in the 4th decimal" in out and "1.0325" not in out  # the right value stays hidden
+    check.rope_table_row(CASES["rope_table_row"][1][2])
+    assert "clockwise" in capsys.readouterr().out
+    check.rope_table_row(CASES["rope_table_row"][1][3])
+    assert "grows with j" in capsys.readouterr().out
 
 
 def test_first_slow_pair_edges_and_number_types(capsys):
@@ -158,4 +166,5 @@ def test_value_shift_accepts_float32_matrices():
 
 def test_exact_row_values_pass_unrounded():
     """Unrounded values (more decimals) are right too."""
-    assert check.rope_table_row(EXACT_ROW3) is True
+    assert check.rope_table_row(EXACT_ROW7) is True
+    assert [round(v, 4) for v in EXACT_ROW7] == CASES["rope_table_row"][0]

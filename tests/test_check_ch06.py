@@ -59,21 +59,40 @@ def test_bias_entries(capsys):
     assert "expected a pair" in capsys.readouterr().out
 
 
+def causal_by_hand(H, L, slopes):
+    """-m_h (i - j) for keys j <= i, -inf after the query: written from the formula, not from pl.alibi_bias."""
+    i = torch.arange(L)
+    distance = (i[:, None] - i[None, :]).float()
+    return (-torch.as_tensor(slopes).view(H, 1, 1) * distance).masked_fill(distance < 0, float("-inf"))
+
+
 def test_is_causal_alibi(capsys):
     def right(b):
         h, L, _ = b.shape
-        return torch.equal(b, pl.alibi_bias(h, L))
+        return torch.equal(b, causal_by_hand(h, L, recipe(h)))
 
     assert check.is_causal_alibi(right) is True
     assert "all correct!" in capsys.readouterr().out
     assert check.is_causal_alibi(lambda b: True) is False
     # Comparing only the lower triangle is not enough: the symmetric form agrees there.
-    lower_only = lambda b: bool(torch.equal(b.tril(), pl.alibi_bias(b.shape[0], b.shape[1]).tril()))
+    lower_only = lambda b: bool(torch.equal(b.tril(), causal_by_hand(b.shape[0], b.shape[1], recipe(b.shape[0])).tril()))
     assert check.is_causal_alibi(lower_only) is False  # symmetric passes the lower triangle
-    naive = lambda b: torch.equal(b, pl.alibi_bias(b.shape[0], b.shape[1], slopes=torch.tensor(
-        [2 ** (-8 * h / b.shape[0]) for h in range(1, b.shape[0] + 1)])))
+    naive = lambda b: torch.equal(b, causal_by_hand(b.shape[0], b.shape[1],
+                                                    [2 ** (-8 * h / b.shape[0]) for h in range(1, b.shape[0] + 1)]))
     assert check.is_causal_alibi(naive) is False
     assert "6 heads" in capsys.readouterr().out
+
+
+def test_is_causal_alibi_refuses_the_library_shortcut(capsys):
+    """Asking pl.alibi_bias (or ALiBi, which calls it) for the answer is named; afterwards the library works again."""
+    shortcut = lambda b: torch.equal(b, pl.alibi_bias(b.shape[0], b.shape[1]))
+    module = lambda b: torch.equal(b, pl.ALiBi(b.shape[0])(b.shape[1]))
+    for fn in (shortcut, module):
+        assert check.is_causal_alibi(fn) is False
+        assert "calls pl.alibi_bias" in capsys.readouterr().out
+    assert pl.alibi_bias(2, 2)[0, 0, 1] == float("-inf")  # the patch is gone
+    assert check.is_causal_alibi(lambda b: torch.equal(b, causal_by_hand(b.shape[0], b.shape[1],
+                                                                          pl.alibi_slopes(b.shape[0])))) is True
 
 
 def test_row_shift_modes(capsys):

@@ -213,6 +213,8 @@ print("same output for every word in 'I love you' and 'you love I'")
 vocab = ["<s>", "the", "dog", "chased", "another"]
 words = ["<s>", "the", "dog", "chased", "another", "dog"]
 ids = torch.tensor([[vocab.index(w) for w in words]], device=device)  # (batch=1, 6)
+assert [i for i, w in enumerate(words) if w == "dog"] == [2, 5]  # with <s> in front
+assert [i for i, w in enumerate(words[1:]) if w == "dog"] == [1, 4]  # without it
 
 hdim = 16
 embed = nn.Embedding(len(vocab), hdim).to(device)
@@ -257,6 +259,8 @@ out_dog, _ = mha(x_dog, x_dog, x_dog)
 dog1, dog2 = out_dog[0, 2], out_dog[0, 5]
 same = torch.allclose(dog1, dog2, atol=1e-6)
 assert same
+out_small = small(x_dog, x_dog, x_dog)[0]  # the std 0.1 weights: the dogs are identical there too
+assert torch.allclose(out_small[0, 2], out_small[0, 5], atol=1e-6)
 print("dog outputs identical?", same)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -490,7 +494,7 @@ print("right panel lit up (positions off, on):", lit)
 
 # %% slideshow={"slide_type": "fragment"}
 answer = None  # your 4x4 tensor or nested list
-check.reorder_matrix(answer)
+_ = check.reorder_matrix(answer)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "reorder_matrix_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 answer = None  # your 4x4 tensor or nested list
@@ -518,7 +522,7 @@ _ = check.reorder_matrix(answer)
 
 # %% slideshow={"slide_type": "fragment"}
 answer = None  # e.g. {"a": True, "b": ..., "c": ..., "d": ..., "e": ...}
-check.predict_equal(answer)
+_ = check.predict_equal(answer)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "predict_equal_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 answer = None  # e.g. {"a": True, "b": ..., "c": ..., "d": ..., "e": ...}
@@ -541,7 +545,7 @@ def order_aware(x, w_q, w_k, w_v):
     raise NotImplementedError  # your code
 
 
-check.order_aware_attention(order_aware)
+_ = check.order_aware_attention(order_aware)
 
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "order_aware_attention_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
@@ -563,7 +567,7 @@ _ = check.order_aware_attention(order_aware)
 
 # %% slideshow={"slide_type": "fragment"}
 answer = None  # (without, with)
-check.distinct_outputs(answer)
+_ = check.distinct_outputs(answer)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "distinct_outputs_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 answer = None  # (without, with)
@@ -584,7 +588,7 @@ _ = check.distinct_outputs(answer)
 
 # %% slideshow={"slide_type": "fragment"}
 answer = None  # a list of row indices, e.g. [0, 7]
-check.causal_swap_rows(answer)
+_ = check.causal_swap_rows(answer)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "causal_swap_rows_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 answer = None  # a list of row indices, e.g. [0, 7]
@@ -628,5 +632,5 @@ _ = check.causal_swap_rows(answer)
 #    `nn.MultiheadAttention`, which projects again. Harmless but redundant: section 2 folds
 #    the extra layers into `in_proj_weight` and gets the same output.
 # 3. **Not an error, but easy to misread:** the demo compares positions 2 and 5 because
-#    its tokenizer prepends a beginning-of-sequence token; the words "dog" are the 2nd and
-#    5th *words*.
+#    its tokenizer prepends a beginning-of-sequence token; without it the two "dog" tokens
+#    would be at positions 1 and 4.

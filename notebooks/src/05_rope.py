@@ -995,7 +995,7 @@ assert dense_bytes == d * table_bytes
 
 # %% slideshow={"slide_type": "fragment"}
 answer = None  # your code: [x', y']
-check.rope_rotate_pair(answer)
+_ = check.rope_rotate_pair(answer)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "rope_rotate_pair_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 answer = None  # your code: [x', y']
@@ -1020,7 +1020,7 @@ def first_slow_pair(d, base, L):
     raise NotImplementedError  # your code
 
 
-check.rope_first_slow_pair(first_slow_pair)
+_ = check.rope_first_slow_pair(first_slow_pair)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "rope_first_slow_pair_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def first_slow_pair(d, base, L):
@@ -1046,7 +1046,7 @@ _ = check.rope_first_slow_pair(first_slow_pair)
 
 # %% slideshow={"slide_type": "fragment"}
 answer = None  # your code: 8 integers
-check.rope_layout_perm(answer)
+_ = check.rope_layout_perm(answer)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "rope_layout_perm_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 answer = None  # your code: 8 integers
@@ -1070,7 +1070,7 @@ def shift_matrix(s, d):
     raise NotImplementedError  # your code
 
 
-check.rope_value_shift(shift_matrix)
+_ = check.rope_value_shift(shift_matrix)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "rope_value_shift_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def shift_matrix(s, d):
@@ -1085,18 +1085,23 @@ def shift_matrix(s, d):
 _ = check.rope_value_shift(shift_matrix)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 5.** Row m = 3 of the worked example: rotate [1, −1, 1, −1] at position 3 and
-# give the 4 numbers, correctly rounded to 4 decimals (the source's row has a slip).
+# **Exercise 5. One more row.** Extend §5's worked example (d = 4, base 10000) by a row it
+# does not have: the input [1, 2, −1, 0.5] at position m = 7. Work out the 4 rotated numbers
+# from §5's steps with `math.cos` and `math.sin` (not `pl.apply_rope`: the checker uses it),
+# correctly rounded to 4 decimals.
 
 # %% slideshow={"slide_type": "fragment"}
 answer = None  # your code: 4 numbers
-check.rope_table_row(answer)
+_ = check.rope_table_row(answer)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "rope_table_row_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 answer = None  # your code: 4 numbers
 ### BEGIN SOLUTION
-c0, s0, c1, s1 = math.cos(3), math.sin(3), math.cos(0.03), math.sin(0.03)
-answer = [round(v, 4) for v in (c0 + s0, s0 - c0, c1 + s1, s1 - c1)]  # (1, −1) turned by 3 and by 0.03
+# Pairs (1, 2) and (−1, 0.5); θ_0 = 1 and θ_1 = 10000^(−2/4) = 1/100, so the angles are 7 and 0.07.
+answer = []
+for (a, b), angle in (((1, 2), 7), ((-1, 0.5), 0.07)):
+    c, s = math.cos(angle), math.sin(angle)
+    answer += [round(a * c - b * s, 4), round(a * s + b * c, 4)]  # counter-clockwise, as R(α) in §1
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "rope_table_row", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}

@@ -167,9 +167,9 @@ def distinct_outputs(answer: Any) -> bool | None:
             return
         blind, aware = distinct_output_counts()
         yield ans[0] == blind, (f"without positions: {blind} distinct rows, one per distinct word" if ans[0] == blind
-                                else f"without positions: not {ans[0]}; count distinct words, not tokens")
+                                else f"without positions: not {ans[0]}; which of the 8 input rows are the very same vector?")
         yield ans[1] == aware, (f"with positions: {aware} distinct rows, one per token" if ans[1] == aware
-                                else f"with positions: not {ans[1]}; every position now has its own input")
+                                else f"with positions: not {ans[1]}; once p_i is added, are any two input rows still equal?")
 
     return report(f"distinct output rows for '{' '.join(SENTENCE)}'", answer, run,
                   "equal inputs give equal outputs: which input rows are equal without, and with, p_i?")

@@ -1,7 +1,6 @@
 """Checkers for notebooks/02_integer_binary.ipynb: integer and binary codes, affine maps between positions."""
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, Iterator
 
 import torch
@@ -60,9 +59,9 @@ def affine_counter(answer: Any) -> bool | None:
                 yield False, f"{part}: {len(missing)} offset{plural} with no affine map missing"
 
     return report("offsets with no affine map on the 2-bit code", answer, run,
-                  "an affine map keeps balanced sums (u + w = y + z gives f(u) + f(w) = f(y) + f(z)): is there "
-                  "such a relation among the four codes? And how many pairs must f fit without wrap-around, "
-                  "against how many unknowns in M and b?")
+                  "draw the four codes as points in the plane: what linear relation holds among the four "
+                  "corners, and what does f(p) = Mp + b do to such a relation? Without wrap-around, count "
+                  "what f has to fit")
 
 
 def carry_steps(answer: Any, d: int = 6) -> bool | None:
@@ -119,23 +118,44 @@ def smallest_bits(fn: Any) -> bool | None:
             yield not fits_fewer, f"binary_positions(1000, {d}) works and binary_positions(1000, {d - 1}) refuses"
 
     return report("the smallest number of bits for n positions", fn, run,
-                  "d bits name 2**d positions, 0 .. 2**d - 1; watch the powers of two: n = 1024 needs 10 bits, "
-                  "n = 1025 needs 11")
+                  "d bits name the positions 0 .. 2**d - 1: which position is the largest one you must name?")
+
+
+# Exercise 4: from which position i on is cos(x, x + p_i) below this, for a LayerNorm-ed x of these widths?
+DROWN_COS = 0.1
+DROWN_WIDTHS = (64, 4096)
+
+
+def drowned_position(d: int, threshold: float = DROWN_COS) -> int:
+    """The smallest i with cos(x, x + p_i) < threshold, measured on a LayerNorm-ed random x of d features."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.nn.functional.layer_norm(torch.randn(d, generator=g, dtype=torch.float64), (d,))
+    i = 0
+    while torch.nn.functional.cosine_similarity(x, x + i * torch.ones_like(x), dim=0) >= threshold:
+        i += 1
+    return i
 
 
 def integer_cosine(answer: Any) -> bool | None:
-    """Exercise 4: cos(x, x + p_3) for a LayerNorm-ed x (d = 64) and the integer code p_3 = 3 * 1."""
+    """Exercise 4: (i for d = 64, i for d = 4096), the smallest position i with cos(x, x + p_i) < 0.1
+    for a LayerNorm-ed token x and the integer code p_i = i * 1."""
 
     def run(ans: Any) -> Iterator[Verdict]:
-        if isinstance(ans, torch.Tensor) and ans.numel() == 1:
-            ans = float(ans)
-        if not isinstance(ans, (int, float)):
-            yield False, f"answer must be a number, got {type(ans).__name__}"
+        if not isinstance(ans, (tuple, list)) or len(ans) != len(DROWN_WIDTHS) or not all(
+                isinstance(i, int) and not isinstance(i, bool) for i in ans):
+            yield False, f"answer must be a pair of whole numbers (i for d = 64, i for d = 4096), got {ans!r}"
             return
-        want = 1 / math.sqrt(1 + 3**2)
-        ok = math.isclose(ans, want, abs_tol=1e-3)
-        yield ok, (f"cos = 1/sqrt(1 + 3^2) = {want:.4f}: only {want:.0%} of the direction is still the token"
-                   if ok else f"not {ans:.4g}")
+        for d, got in zip(DROWN_WIDTHS, ans):
+            want = drowned_position(d)
+            if got == want:
+                yield True, f"d = {d}: from position {want} on, cos(x, x + p_i) < {DROWN_COS}"
+            elif got < want:
+                yield False, f"d = {d}: not {got}: at position {got} the cosine is still {DROWN_COS} or more"
+            else:
+                yield False, f"d = {d}: not {got}: an earlier position already has cos < {DROWN_COS}"
+        if ans[0] != ans[1]:
+            yield False, "your two answers differ: write the cosine out and see what becomes of d"
 
-    return report("cosine between a token and the token plus integer position 3", answer, run,
-                  "LayerNorm makes x have mean 0 (so x . 1 = 0) and length sqrt(d); p_3 = 3 * 1 has length 3 sqrt(d)")
+    return report(f"the first position whose integer code drowns the token (cos < {DROWN_COS})", answer, run,
+                  "LayerNorm fixes the mean and the length of x: what are x . 1 and ||x||? "
+                  "Write x . (x + p_i) and ||x + p_i|| with them")

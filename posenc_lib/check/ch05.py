@@ -18,8 +18,9 @@ from ._core import Verdict, close, report
 
 __all__ = ["rope_rotate_pair", "rope_first_slow_pair", "rope_layout_perm", "rope_value_shift", "rope_table_row"]
 
-# The 5 x 4 worked example of the chapter (the source's table): rows are positions 0..4.
-TABLE_INPUT = [[1, 0, 1, 0], [0, 1, 0, 1], [1, 1, 1, 1], [1, -1, 1, -1], [0.5, 0.5, 0.5, 0.5]]
+# Exercise 5: one more row for the chapter's 5 x 4 worked example (positions 0..4): a new input at position 7.
+NEW_ROW = (1.0, 2.0, -1.0, 0.5)
+NEW_POSITION = 7
 
 
 def _as_f64(x: Any) -> torch.Tensor | None:
@@ -126,8 +127,8 @@ def rope_first_slow_pair(fn: Callable[[int, float, int], Any] | None) -> bool | 
         yield True, f"the first slow pair, right for all {len(settings)} (d, base, L) settings"
 
     return report("the first pair that never completes a turn", fn, run,
-                  "pair j turns fastest at the last position, L − 1: solve (L − 1)·θ_j < 2π for j "
-                  "(take logarithms), then take the smallest whole j that satisfies it")
+                  "at which position does pair j reach its largest angle, and how does θ_j change as j grows? "
+                  "Logarithms turn base^(−2j/d) into something linear in j")
 
 
 def rope_value_shift(fn: Callable[[int, int], Any] | None) -> bool | None:
@@ -164,17 +165,30 @@ def rope_value_shift(fn: Callable[[int, int], Any] | None) -> bool | None:
         yield True, "the shifted outputs are M·o_m for three (s, d) settings: the output depends on where the text sits"
 
     return report("what a shift does when v is rotated too", fn, run,
-                  "o_m = Σ_n a_mn R_n v_n; the weights a_mn do not change with the shift (§4). Write R_{n+s} "
-                  "as a product of two rotations (§1: angles add) and see what can come out of the sum")
+                  "write o_m as a weighted sum of rotated values; which of its factors does the shift change, "
+                  "and which not (§4)? §1's rule for composing rotations may help")
 
 
-def rope_table_row(answer: Any, *, m: int = 3) -> bool | None:
-    """Exercise: row m of the 5 x 4 worked example after RoPE, rounded to 4 decimals.
+def _rotated_row(angles: tuple[float, float]) -> torch.Tensor:
+    """NEW_ROW with pair 0 turned by angles[0] and pair 1 by angles[1], counter-clockwise."""
+    out = []
+    for j, a in enumerate(angles):
+        x, y = NEW_ROW[2 * j], NEW_ROW[2 * j + 1]
+        out += [x * math.cos(a) - y * math.sin(a), x * math.sin(a) + y * math.cos(a)]
+    return torch.tensor(out, dtype=torch.float64)
+
+
+def rope_table_row(answer: Any) -> bool | None:
+    """Exercise 5: NEW_ROW at position NEW_POSITION after RoPE (d = 4, base 10000), rounded to 4 decimals.
 
     answer: 4 numbers; each must be within 0.00005 of the exact value (correct rounding).
     """
-    x = torch.tensor(TABLE_INPUT, dtype=torch.float64)
-    want = apply_rope(x)[m]
+    m = NEW_POSITION
+    want = apply_rope(torch.tensor([NEW_ROW], dtype=torch.float64), torch.tensor([m]))[0]
+    slips = {  # the two formula errors of the source (§5), applied to this row
+        "the rotation is clockwise: RoPE turns counter-clockwise, as the source's code and table do": _rotated_row((-m, -m / 100)),
+        "pair 1's angle grows with j (the source's formula slip in §5): θ_1 = 10000^(−2/4)": _rotated_row((m, 100 * m)),
+    }
 
     def run(ans: Any) -> Iterator[Verdict]:
         got = _as_f64(ans)
@@ -183,13 +197,19 @@ def rope_table_row(answer: Any, *, m: int = 3) -> bool | None:
             return
         err = (got - want).abs()
         if bool((err <= 5.01e-5).all()):
-            yield True, f"row {m} = [{', '.join(f'{w:.4f}' for w in want.tolist())}]"
+            yield True, f"row at position {m} = [{', '.join(f'{w:.4f}' for w in want.tolist())}]"
             return
+        for why, slip in slips.items():
+            if close(got, slip, atol=2e-4):
+                yield False, why
+                return
         for i in torch.nonzero(err > 5.01e-5).flatten().tolist():
             if err[i] < 2e-4:
                 yield False, f"entry {i}: {got[i]:.4f} is off in the 4th decimal: round to nearest, do not cut off"
             else:
                 yield False, f"entry {i}: {got[i]:.4f} is not the rotated value"
 
-    return report(f"row {m} of the worked example", answer, run,
-                  f"pairs (x0, x1) and (x2, x3) turn by {m} and {m}/100 radians, counter-clockwise")
+    row = ", ".join(f"{v:g}" for v in NEW_ROW)
+    return report(f"[{row}] at position {m}", answer, run,
+                  "§5's steps 1 to 3: split the row into pairs, find each pair's angle at this position, "
+                  "then turn each pair as R(α) in §1 does")

@@ -2,10 +2,14 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Iterable
+from contextlib import ExitStack, contextmanager
+from typing import Any, Callable, Iterable, Iterator
+from unittest import mock
 
 import torch
 
+from .. import alibi as alibi_module
+from .. import fast_attention
 from ..alibi import alibi_bias, alibi_bias_two_sided, alibi_slopes
 from ._core import Verdict, close, report
 
@@ -75,14 +79,43 @@ def _bias_cases() -> list[tuple[str, torch.Tensor, bool]]:
     ]
 
 
+class _LibraryShortcut(Exception):
+    """Raised when the learner's is_causal_alibi asks the library for the very bias it must recognise."""
+
+
+@contextmanager
+def _without_alibi_bias() -> Iterator[None]:
+    """While the learner's function runs, pl.alibi_bias (and what builds on it) refuses to work."""
+
+    def refuse(*_: Any, **__: Any) -> None:
+        raise _LibraryShortcut
+
+    import posenc_lib
+
+    with ExitStack() as stack:
+        for module in (posenc_lib, alibi_module, fast_attention):
+            stack.enter_context(mock.patch.object(module, "alibi_bias", refuse))
+        yield
+
+
 def is_causal_alibi(fn: Callable[[torch.Tensor], Any] | None) -> bool | None:
-    """Exercise: fn(bias (H, L, L)) -> True exactly when bias equals causal ALiBi (Press's slopes)."""
+    """Exercise: fn(bias (H, L, L)) -> True exactly when bias equals causal ALiBi (Press's slopes),
+    built without pl.alibi_bias (the point is to know what to compare)."""
 
     def run(fn: Callable[[torch.Tensor], Any]) -> Iterable[Verdict]:
-        for name, bias, want in _bias_cases():
-            got = fn(bias.clone())
-            ok = isinstance(got, (bool, torch.Tensor)) and bool(got) == want
-            yield ok, f"{name}: " + ("right" if ok else f"wrong ({got!r})")
+        cases = _bias_cases()
+        verdicts = []
+        with _without_alibi_bias():  # collected first, so the patch is gone before anything is reported
+            for name, bias, want in cases:
+                try:
+                    got = fn(bias.clone())
+                except _LibraryShortcut:
+                    verdicts = [(False, "your function calls pl.alibi_bias: build the causal bias yourself "
+                                        "(pl.alibi_slopes is allowed)")]
+                    break
+                ok = isinstance(got, (bool, torch.Tensor)) and bool(got) == want
+                verdicts.append((ok, f"{name}: " + ("right" if ok else f"wrong ({got!r})")))
+        yield from verdicts
 
     return report("is this matrix causal ALiBi?", fn, run,
                   "look at which impostors got through: each agrees with causal ALiBi on part of the matrix "
@@ -126,9 +159,8 @@ def row_shift_modes(answer: Any) -> bool | None:
                           "bias over the keys a row can see, as the hint says")
 
     return report("where does the +m*j shortcut work?", answer, run,
-                  "softmax ignores a constant added to a whole row. Write the bias as (something of j) + "
-                  "(something of i) over the keys a row can see: that works only where the sign of i - j is fixed "
-                  "and +m*j has the right sign.")
+                  "softmax ignores a constant added to a whole row. For each form and head, take one row i and "
+                  "only the keys it can see: is the bias there +m*j plus something that depends on i alone?")
 
 
 REACH_FRACTION = 0.01  # "below 1% of the weight on the query's own token"
