@@ -180,6 +180,10 @@ def test_quick_mode_runs_writes_json_and_png_fast(tmp_path):
         assert [s["seed"] for s in entry["seeds"]] == list(ex.QUICK["seeds"])
         assert entry["methods"]["learned"]["nonoverlapping"]["128"] is None  # the table has 64 rows
         assert set(entry["methods"]["rope"]["sliding_window"]) == {"64", "128", "256", "512"}
+        seed0 = entry["seeds"][0]["methods"]
+        assert "acc_factor_1" in seed0["rope+yarn"]["nonoverlapping"]["256"]  # YaRN's attention factor is not 1
+        assert "acc_factor_1" not in seed0["rope+yarn"]["nonoverlapping"]["64"]  # at s = 1 it is
+        assert "acc_factor_1" not in seed0["rope+linear"]["nonoverlapping"]["256"]  # PI has none
         r = entry["methods"]["alibi"]["nonoverlapping"]["256"]
         assert r["acc"] == [s["methods"]["alibi"]["nonoverlapping"]["256"]["acc"] for s in entry["seeds"]]
         assert r["min"] <= r["mean"] <= r["max"]

@@ -265,16 +265,22 @@ def evaluate(model: TinyDecoder, method: str, sets: dict, cfg: ExperimentConfig)
 
 
 def evaluate_rope_scalings(model: TinyDecoder, sets: dict, cfg: ExperimentConfig) -> dict[str, dict]:
-    """The trained RoPE model with each scaling at factor L / train_len (the whole sequence at once)."""
+    """The trained RoPE model with each scaling at factor L / train_len (the whole sequence at once).
+
+    A scaling that also multiplies the logits (YaRN's attention factor) is scored a second
+    time with the factor set to 1 ("acc_factor_1"): the frequencies alone.
+    """
     head_dim = cfg.d_model // cfg.num_heads
     out = {}
     for name in cfg.scalings:
         res = {}
         for L, data in sets.items():
-            rope = scaled_rope_frequencies(head_dim, method=name, factor=L / cfg.train_len,
-                                           original_max_position=cfg.train_len, seq_len=L,
-                                           base=model.config.base)
-            res[str(L)] = evaluate_full(model, *data, rope=rope, tail=cfg.window_stride)
+            inv_freq, factor = scaled_rope_frequencies(head_dim, method=name, factor=L / cfg.train_len,
+                                                       original_max_position=cfg.train_len, seq_len=L,
+                                                       base=model.config.base)
+            res[str(L)] = evaluate_full(model, *data, rope=(inv_freq, factor), tail=cfg.window_stride)
+            if factor != 1.0:
+                res[str(L)]["acc_factor_1"] = evaluate_full(model, *data, rope=(inv_freq, 1.0))["acc"]
         out[f"rope+{name}"] = {"nonoverlapping": res}
     return out
 
