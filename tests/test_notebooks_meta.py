@@ -101,7 +101,8 @@ def test_chapter_has_three_to_five_exercises_in_nbgrader_form(src):
         assert lines.count("### BEGIN SOLUTION") == 1 and lines.index("### BEGIN SOLUTION") < lines.index(
             "### END SOLUTION"), f"{name}: no solution between the markers"
         assert not solution.outputs, f"{name}: the solution cell prints"
-        assert "nbgrader" not in learner.metadata and f"check.{name}(" in learner.source, name
+        assert "nbgrader" not in learner.metadata and f"_ = check.{name}(" in learner.source, name
+        assert not re.search(r"^check\.", learner.source, re.M), f"{name}: once solved, a bare call would show Out: True"
         assert "not attempted yet" in _stream(learner), f"{name}: the learner's cell is not left unattempted"
     assert len(set(names)) == len(names), names
     calls = {m for c in cells for m in re.findall(r"check\.(\w+)\(", c.source)}

@@ -634,7 +634,7 @@ print("requires_grad:", m.kept.requires_grad, m.not_kept.requires_grad, "· stat
 
 # %% slideshow={"slide_type": "subslide"}
 answer = None  # your number
-check.pe_entry(answer)
+_ = check.pe_entry(answer)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "pe_entry_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 answer = None  # your number
@@ -656,7 +656,7 @@ def shift_matrix(k, d):
     raise NotImplementedError  # your code
 
 
-check.shift_matrix(shift_matrix)
+_ = check.shift_matrix(shift_matrix)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "shift_matrix_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def shift_matrix(k, d):
@@ -679,7 +679,7 @@ def wavelengths(d, base):
     raise NotImplementedError  # your code
 
 
-check.wavelengths(wavelengths)
+_ = check.wavelengths(wavelengths)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "wavelengths_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def wavelengths(d, base):
@@ -700,7 +700,7 @@ _ = check.wavelengths(wavelengths)
 
 # %% slideshow={"slide_type": "fragment"}
 answer = None  # your list of offsets
-check.sine_only_offsets(answer)
+_ = check.sine_only_offsets(answer)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "sine_only_offsets_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 answer = None  # your list of offsets

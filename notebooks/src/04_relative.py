@@ -763,7 +763,7 @@ def rel_shift(x):
     raise NotImplementedError  # your code
 
 
-check.xl_rel_shift(rel_shift)
+_ = check.xl_rel_shift(rel_shift)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "xl_rel_shift_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def rel_shift(x):
@@ -784,7 +784,7 @@ _ = check.xl_rel_shift(rel_shift)
 
 # %%
 answer = None  # e.g. [3, ...]
-check.t5_buckets(answer)
+_ = check.t5_buckets(answer)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "t5_buckets_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 answer = None  # e.g. [3, ...]
@@ -811,7 +811,7 @@ def t5_last_bucket_start(num_buckets, max_distance, bidirectional):
     raise NotImplementedError  # your code
 
 
-check.t5_last_bucket(t5_last_bucket_start)
+_ = check.t5_last_bucket(t5_last_bucket_start)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "t5_last_bucket_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def t5_last_bucket_start(num_buckets, max_distance, bidirectional):
@@ -839,7 +839,7 @@ def deberta_p2c(k_c, q_r):
     raise NotImplementedError  # your code
 
 
-check.deberta_p2c(deberta_p2c)
+_ = check.deberta_p2c(deberta_p2c)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "deberta_p2c_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def deberta_p2c(k_c, q_r):

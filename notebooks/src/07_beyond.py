@@ -726,7 +726,7 @@ def first_merge(dtype):
     raise NotImplementedError  # your code
 
 
-check.counter_merge(first_merge)
+_ = check.counter_merge(first_merge)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "counter_merge_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def first_merge(dtype):
@@ -757,7 +757,7 @@ def new_base(base, factor, d, pair):
     raise NotImplementedError  # your code
 
 
-check.base_for_pair(new_base)
+_ = check.base_for_pair(new_base)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "base_for_pair_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def new_base(base, factor, d, pair):
@@ -785,7 +785,7 @@ def overshoot(d, factor):
     raise NotImplementedError  # your code
 
 
-check.ntk_overshoot(overshoot)
+_ = check.ntk_overshoot(overshoot)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "ntk_overshoot_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def overshoot(d, factor):
@@ -817,7 +817,7 @@ def divisors(d, base, L0, L):
     raise NotImplementedError  # your code
 
 
-check.smallest_divisors(divisors)
+_ = check.smallest_divisors(divisors)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "smallest_divisors_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def divisors(d, base, L0, L):

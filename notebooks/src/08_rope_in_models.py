@@ -743,7 +743,7 @@ def pairs_that_turn(base, r, length):
     raise NotImplementedError  # your code
 
 
-check.pairs_that_turn(pairs_that_turn)
+_ = check.pairs_that_turn(pairs_that_turn)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "pairs_that_turn_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def pairs_that_turn(base, r, length):
@@ -770,7 +770,7 @@ def longrope_factor(config):
     raise NotImplementedError  # your code
 
 
-check.longrope_factor(longrope_factor)
+_ = check.longrope_factor(longrope_factor)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "longrope_factor_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def longrope_factor(config):
@@ -791,7 +791,7 @@ _ = check.longrope_factor(longrope_factor)
 
 # %% slideshow={"slide_type": "fragment"}
 answer = None  # your answer: a position
-check.temperature_position(answer)
+_ = check.temperature_position(answer)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "temperature_position_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 answer = None  # your answer: a position
@@ -814,7 +814,7 @@ def rotate_new(x, cache_length):
     raise NotImplementedError  # your code
 
 
-check.rotate_new(rotate_new)
+_ = check.rotate_new(rotate_new)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "rotate_new_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def rotate_new(x, cache_length):

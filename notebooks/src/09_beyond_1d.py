@@ -499,7 +499,7 @@ print("every claim above holds for results/cope_counting.json")
 # %% slideshow={"slide_type": "fragment"}
 answer = None  # your code: [[t, h, w], ...], one row per token
 
-check.mrope_by_hand(answer)
+_ = check.mrope_by_hand(answer)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "mrope_by_hand_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 answer = None  # your code: [[t, h, w], ...], one row per token
@@ -522,7 +522,7 @@ def axes_of(sections, style):
     raise NotImplementedError  # your code
 
 
-check.pair_axes(axes_of)
+_ = check.pair_axes(axes_of)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "pair_axes_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def axes_of(sections, style):
@@ -548,7 +548,7 @@ _ = check.pair_axes(axes_of)
 # %% slideshow={"slide_type": "fragment"}
 answer = None  # your code: [p_50, p_51, ..., p_55]
 
-check.cope_by_hand(answer)
+_ = check.cope_by_hand(answer)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "cope_by_hand_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 answer = None  # your code: [p_50, p_51, ..., p_55]
