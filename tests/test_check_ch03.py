@@ -54,29 +54,43 @@ def test_pe_entry_other_questions():
 
 # --- shift_matrix ------------------------------------------------------------------------
 
-def _right_shift(k, d):
+def _interleaved_shift(k, d):
     return pl.rope_matrix(-k, d, inv_freq=pl.rope_frequencies(d, dtype=torch.float64))
 
 
 def _explicit_shift(k, d):
+    """By hand: pair j's sine in row j, its cosine in row j + d/2 (the concatenated layout)."""
     M = torch.zeros(d, d, dtype=torch.float64)
+    h = d // 2
     for j, theta in enumerate(pl.rope_frequencies(d, dtype=torch.float64).tolist()):
         c, s = math.cos(k * theta), math.sin(k * theta)
-        M[2 * j : 2 * j + 2, 2 * j : 2 * j + 2] = torch.tensor([[c, s], [-s, c]])
+        M[j, j], M[j, j + h], M[j + h, j], M[j + h, j + h] = c, s, -s, c
     return M
 
 
-@pytest.mark.parametrize("fn", [_right_shift, _explicit_shift])
+def _permuted_shift(k, d):
+    """The interleaved M_k conjugated by the layout permutation: another right answer."""
+    perm = torch.cat([torch.arange(0, d, 2), torch.arange(1, d, 2)])  # concat column c = interleaved perm[c]
+    return _interleaved_shift(k, d)[perm][:, perm]
+
+
+@pytest.mark.parametrize("fn", [_explicit_shift, _permuted_shift])
 def test_shift_matrix_accepts_right_answers(fn, capsys):
-    """Both the library form R_{-k} and a hand-built block matrix pass."""
+    """A hand-built matrix and the permuted interleaved one both pass."""
     assert check.shift_matrix(fn) is True
     assert "all correct!" in capsys.readouterr().out
 
 
-def test_shift_matrix_rejects_the_transpose(capsys):
-    """Using RoPE's block unchanged (R_k) shifts the wrong way, and the checker says so."""
-    assert check.shift_matrix(lambda k, d: _right_shift(k, d).T) is False
-    assert "transpose" in capsys.readouterr().out
+def test_shift_matrix_rejects_the_reverse_shift(capsys):
+    """Sine entries with the wrong sign shift by -k, and the checker says so."""
+    assert check.shift_matrix(lambda k, d: _explicit_shift(k, d).T) is False
+    assert "shifts by −k" in capsys.readouterr().out
+
+
+def test_shift_matrix_rejects_the_interleaved_answer(capsys):
+    """§4's matrix is right for the other layout only."""
+    assert check.shift_matrix(_interleaved_shift) is False
+    assert "interleaved layout" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

@@ -647,9 +647,11 @@ answer = math.cos(7 * 10000 ** (-2 * 1 / 10))
 _ = check.pe_entry(answer)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **2.** Write `shift_matrix(k, d)` returning the $d\times d$ matrix $M_k$ with
-# $PE(p+k) = M_k\,PE(p)$ (interleaved layout). Build it block by block from §4, or in one line
-# from the rotation $R_k$ named in §4.
+# **2 (derive).** §4 built $M_k$ for the interleaved layout. Many codebases store the
+# *concatenated* layout instead (§3: all sines, then all cosines;
+# `pl.sinusoidal_positions(n, d, layout="concat")`). Write `shift_matrix(k, d)` returning the
+# $d\times d$ matrix $M_k$ with $PE(p+k) = M_k\,PE(p)$ for **that** layout, without converting
+# layouts: work out where the four entries of pair $j$'s $2\times 2$ block land.
 
 # %% slideshow={"slide_type": "fragment"}
 def shift_matrix(k, d):
@@ -661,8 +663,13 @@ _ = check.shift_matrix(shift_matrix)
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "shift_matrix_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def shift_matrix(k, d):
     ### BEGIN SOLUTION
-    # M_k = R_k^T = R_{-k}; float64 frequencies keep the check exact for large k
-    return pl.rope_matrix(-k, d, inv_freq=pl.rope_frequencies(d, dtype=torch.float64))
+    # pair j's sine sits at row j, its cosine at row j + d/2; the block [[c, s], [-s, c]] of §4
+    # (c = cos k theta_j, s = sin k theta_j) spreads over rows and columns j and j + d/2
+    theta = pl.rope_frequencies(d, dtype=torch.float64)
+    c, s, h = torch.diag(torch.cos(k * theta)), torch.diag(torch.sin(k * theta)), d // 2
+    M = torch.zeros(d, d, dtype=torch.float64)
+    M[:h, :h], M[:h, h:], M[h:, :h], M[h:, h:] = c, s, -s, c
+    return M
     ### END SOLUTION
 
 

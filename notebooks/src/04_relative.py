@@ -754,9 +754,11 @@ print(f"L = {L_}: Shaw a^K {tuple(a_K.shape)}, or {tuple(by_row.shape)} scored f
 # a hint. The worked solution follows, collapsed (expand it only after trying), then a cell that
 # checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
 #
-# **1.** Implement the relative shift `rel_shift(x)` for a `(q_len, k_len)` matrix whose column $c$
-# holds the distance $k_\text{len} - 1 - c$ (query minus key, as in §3). Only the entries the causal
-# mask keeps are checked.
+# **1 (derive).** §3's relative shift pads and reshapes, which hides where each number goes. Do it
+# the transparent way: for a `(q_len, k_len)` matrix `x` whose column $c$ holds the distance
+# $k_\text{len} - 1 - c$ (query minus key, as in §3), derive which column of row $i$ holds the
+# distance that entry $(i, j)$ of the result needs, then build `rel_shift(x)` with one
+# `torch.gather` (no pad, no reshape). Only the entries the causal mask keeps are checked.
 
 # %%
 def rel_shift(x):
@@ -768,9 +770,11 @@ _ = check.xl_rel_shift(rel_shift)
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "xl_rel_shift_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def rel_shift(x):
     ### BEGIN SOLUTION
+    # entry (i, j) needs distance M + i - j (M = k_len - q_len); column c holds k_len - 1 - c,
+    # so c = k_len - 1 - (M + i - j) = q_len - 1 - i + j (out of range only where the mask hides it)
     q_len, k_len = x.shape
-    padded = F.pad(x, (1, 0))  # (q, k + 1)
-    return padded.reshape(k_len + 1, q_len)[1:].reshape(q_len, k_len)
+    i, j = torch.arange(q_len, device=x.device)[:, None], torch.arange(k_len, device=x.device)[None, :]
+    return x.gather(1, (q_len - 1 - i + j).clamp(0, k_len - 1))
     ### END SOLUTION
 
 

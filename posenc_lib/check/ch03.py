@@ -13,7 +13,6 @@ import torch
 
 from ..absolute import affine_shift_residual, sinusoidal_positions
 from ..angles import rope_frequencies
-from ..rope import rope_matrix
 from ._core import Verdict, close, report
 
 __all__ = ["pe_entry", "shift_matrix", "wavelengths", "sine_only_offsets"]
@@ -62,7 +61,7 @@ def _call(fn: Callable, *args: Any) -> torch.Tensor:
 
 
 def shift_matrix(fn: Callable[[int, int], Any] | None) -> bool | None:
-    """Exercise: write shift_matrix(k, d) -> (d, d) with PE[p + k] = M_k @ PE[p] (interleaved layout)."""
+    """Exercise: write shift_matrix(k, d) -> (d, d) with PE[p + k] = M_k @ PE[p] (concatenated layout)."""
 
     def run(f: Callable) -> Iterator[Verdict]:
         for d, k in ((2, 1), (4, 3), (8, -5), (16, 40)):
@@ -70,15 +69,18 @@ def shift_matrix(fn: Callable[[int, int], Any] | None) -> bool | None:
             if M.shape != (d, d):
                 yield False, f"shift_matrix({k}, {d}) has shape {tuple(M.shape)}, expected ({d}, {d})"
                 return
-            P = sinusoidal_positions(200, d, dtype=torch.float64)
+            P = sinusoidal_positions(200, d, dtype=torch.float64, layout="concat")
             p = torch.arange(60, 70)
             ok = close(P[p + k], P[p] @ M.T, atol=1e-6)
             if not ok:
-                want = rope_matrix(-k, d, inv_freq=_f64_freqs(d))
-                if close(M, want.T, atol=1e-6):
-                    yield False, f"shift_matrix({k}, {d}) is the transpose of M_k (it shifts by −k)"
+                back = close(P[p - k], P[p] @ M.T, atol=1e-6)
+                interleaved = sinusoidal_positions(200, d, dtype=torch.float64)
+                if back:
+                    yield False, f"shift_matrix({k}, {d}) shifts by −k: check the signs of the sine entries"
+                elif close(interleaved[p + k], interleaved[p] @ M.T, atol=1e-6) and d > 2:
+                    yield False, f"shift_matrix({k}, {d}) is M_k for the interleaved layout, not the concatenated one"
                 else:
-                    yield False, f"shift_matrix({k}, {d}) @ PE[p] differs from PE[p + {k}]"
+                    yield False, f"shift_matrix({k}, {d}) @ PE[p] differs from PE[p + {k}] (concatenated layout)"
                 return
             yield True, f"shift_matrix({k}, {d}) @ PE[p] == PE[p + {k}] for p = 60..69"
 
@@ -86,8 +88,8 @@ def shift_matrix(fn: Callable[[int, int], Any] | None) -> bool | None:
         "the shift matrix M_k",
         fn,
         run,
-        "§4 derives each 2×2 block from the angle-addition formulas, for a pair stored as (sin, cos); "
-        "θ_j comes from pl.rope_frequencies(d)",
+        "the angle-addition formulas of §4 still hold per pair; only the rows of sin and cos moved "
+        "(θ_j from pl.rope_frequencies(d))",
     )
 
 

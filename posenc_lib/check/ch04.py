@@ -94,10 +94,11 @@ def xl_rel_shift(fn: Any) -> bool | None:
             keep = relative.relative_positions(q_len, k_len, q_offset=k_len - q_len) <= 0  # j <= M + i
             ok = close(got[keep], want[keep], atol=1e-6)
             yield ok, (f"({q_len}, {k_len}): every visible entry holds offset M + i - j" if ok else
-                       f"({q_len}, {k_len}): row i should start at column q_len - 1 - i of x")
+                       f"({q_len}, {k_len}): some visible entries hold the wrong distance; compare row i "
+                       "of your result with row i of x: by how many columns must it move?")
 
     return report("the relative shift", fn, run,
-                  "§3 does it in four steps on a labelled matrix; only reshapes and one pad, no loop")
+                  "write the distance entry (i, j) needs (§3: M + i - j), then the column of x that holds it")
 
 
 def deberta_p2c(fn: Any) -> bool | None:
