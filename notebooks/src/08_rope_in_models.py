@@ -49,7 +49,7 @@ from matplotlib.ticker import NullLocator
 
 import posenc_lib as pl
 from posenc_lib import check, viz
-from posenc_lib.experiments import extrapolation as ex
+from posenc_lib.experiments import _training, extrapolation as ex  # _training: the loss the experiment trains on
 
 viz.use_style()  # white figures, dark text: readable in light and dark themes
 
@@ -724,6 +724,12 @@ assert all(ties("grammar", "irope", "rope", L) for L in LENGTHS)
 assert acc["grammar"]["irope"][512]["max"] < 0.4
 assert beats("recall", "irope", "rope", 512)
 assert all(beats("recall", "none", "irope", L) for L in LENGTHS[1:])
+# training scores the logits of positions 0 .. L-2 only: the last position (63) predicts nothing
+toks, target = torch.randint(0, 5, (1, 64)), torch.ones(1, 64, dtype=torch.bool)
+logits = torch.randn(1, 64, 5)
+moved = logits.clone()
+moved[:, 63] += 100.0  # change position 63's prediction only
+assert torch.equal(_training.masked_scores(logits, toks, target)[1], _training.masked_scores(moved, toks, target)[1])
 print("every claim above holds for results/irope.json")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
