@@ -124,6 +124,12 @@ def run(lengths=(1024, 4096, 16384), dtypes=("float32", "bfloat16"), *, heads: i
     return rows
 
 
+def stateless_tables(L: int, d: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The cos and sin tables a stateless ``apply_rope`` computes for positions 0..L-1 (float32)."""
+    angles = pl.rope_angles(L, d)
+    return angles.cos(), angles.sin()
+
+
 def run_grad(lengths=(1024, 4096, 16384), dtypes=("float32", "bfloat16"), *, heads: int = 16, d: int = 128,
              batch: int = 1, repeats: int = 5, check: bool = True, min_sample_s: float = 0.03) -> list[dict]:
     """One row per (dtype, L): forward + backward of apply_rope (each layout) over one pass ``x * c``.
@@ -147,14 +153,18 @@ def run_grad(lengths=(1024, 4096, 16384), dtypes=("float32", "bfloat16"), *, hea
                 "bound": lambda: x * 1.5,
                 # The same memory traffic as an ideal forward + backward: one pass over q, one over g.
                 "two_passes": lambda: (x * 1.5, grad_out * 1.5),
+                # What no stateless forward + backward can avoid: those two passes, and the float32
+                # cos/sin tables it must compute on every call (apply_rope's, for positions 0..L-1).
+                "floor": lambda: (x * 1.5, grad_out * 1.5, stateless_tables(L, d)),
                 "interleaved": lambda: rope_grad(q, grad_out, "interleaved"),
                 "half": lambda: rope_grad(q, grad_out, "half"),
                 "module": lambda: torch.autograd.grad(module.rotate(q), q, grad_out),
             }, repeats=repeats, min_sample_s=min_sample_s)
             ratio = paired_ratios(samples, "bound")
             rows.append({"dtype": name, "L": L, "bound_ms": statistics.median(samples["bound"]) * 1e3,
-                         **{k: ratio[k] for k in ("two_passes", "interleaved", "half", "module")},
-                         "interleaved_over_two_passes": paired_ratios(samples, "two_passes")["interleaved"]})
+                         **{k: ratio[k] for k in ("two_passes", "floor", "interleaved", "half", "module")},
+                         "interleaved_over_floor": paired_ratios(samples, "floor")["interleaved"],
+                         "module_over_two_passes": paired_ratios(samples, "two_passes")["module"]})
             del x, q, grad_out, module
     return rows
 
@@ -189,10 +199,12 @@ def table(rows: list[dict]) -> str:
 
 def table_grad(rows: list[dict]) -> str:
     """Markdown table of the rows from ``run_grad``."""
-    lines = ["| dtype | L | bound (ms) | two passes / bound | interleaved fwd+bwd / bound | half fwd+bwd / bound "
-             "| module fwd+bwd / bound | interleaved fwd+bwd / two passes |", "|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['dtype']} | {r['L']} | {r['bound_ms']:.1f} | {r['two_passes']:.2f}x | {r['interleaved']:.2f}x | "
-              f"{r['half']:.2f}x | {r['module']:.2f}x | {r['interleaved_over_two_passes']:.2f}x |" for r in rows]
+    lines = ["| dtype | L | bound (ms) | two passes / bound | floor / bound | interleaved fwd+bwd / bound "
+             "| half fwd+bwd / bound | module fwd+bwd / bound | interleaved / floor | module / two passes |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['dtype']} | {r['L']} | {r['bound_ms']:.2f} | {r['two_passes']:.2f}x | {r['floor']:.2f}x | "
+              f"{r['interleaved']:.2f}x | {r['half']:.2f}x | {r['module']:.2f}x | {r['interleaved_over_floor']:.2f}x | "
+              f"{r['module_over_two_passes']:.2f}x |" for r in rows]
     return "\n".join(lines)
 
 
@@ -205,7 +217,9 @@ GRAD_CAPTION = (
     "RoPE forward + backward: time of `out = apply_rope(q, layout=...)` then `torch.autograd.grad(out, q, g)` "
     "(q requires grad, g fixed) / one-pass bound (one allocating `x * 1.5`, x of q's shape and dtype, "
     "no autograd), B=1, H=16, D=128; goal <= 2.5x. Also: two passes (`x * 1.5` then `g * 1.5`, the memory "
-    "traffic of an ideal forward + backward) and a `RotaryEmbedding` (cached cos/sin) in place of `apply_rope`. "
+    "traffic of an ideal forward + backward), the floor of a stateless call (those two passes plus the float32 "
+    "cos/sin tables for L positions, which `apply_rope` must compute on every call), and a `RotaryEmbedding` "
+    "(cached cos/sin, so its floor is the two passes) in place of `apply_rope`. "
     "Median over {n} rounds of the time over the bound's time in the same round; gradients checked against "
     "autograd through the float64 plain form first")
 

@@ -37,9 +37,22 @@ def test_rope_grad_benchmark_runs_and_checks_gradients():
                                min_sample_s=0.0)
     assert [(r["dtype"], r["L"]) for r in rows] == [(t, L) for t in ("float32", "bfloat16") for L in (32, 48)]
     for r in rows:
-        assert all(_positive_finite(r[k]) for k in ("bound_ms", "interleaved", "half")), r
+        keys = ("bound_ms", "two_passes", "floor", "interleaved", "half", "module", "interleaved_over_floor",
+                "module_over_two_passes")
+        assert all(_positive_finite(r[k]) for k in keys), r
     text = bench_rope.table_grad(rows)
-    assert text.count("\n") == 5 and "| bfloat16 | 48 |" in text
+    assert text.count("\n") == 5 and "| bfloat16 | 48 |" in text and "interleaved / floor" in text
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_floor_tables_are_the_ones_apply_rope_computes(dtype):
+    """The grad benchmark's floor times exactly the cos/sin a stateless apply_rope computes."""
+    from posenc_lib.rope import _cos_sin
+
+    x = torch.randn(2, 3, 40, 16, generator=torch.Generator().manual_seed(2)).to(dtype)
+    cos, sin = bench_rope.stateless_tables(40, 16)
+    want_cos, want_sin = _cos_sin(x, None, 10000.0, None, 1.0)  # what apply_rope(x) hands to the rotation
+    assert cos.dtype == torch.float32 and torch.equal(cos, want_cos) and torch.equal(sin, want_sin)
 
 
 class _WrongBackward(torch.autograd.Function):

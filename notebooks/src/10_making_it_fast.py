@@ -8,7 +8,8 @@
 #
 # 1. a loop per entry against one vectorised call (chapter 3's table);
 # 2. the dense rotation matrices R_m against the cos/sin tables (chapter 5, §11);
-# 3. counting passes over memory, and a one-pass C kernel for RoPE.
+# 3. counting passes over memory, and a one-pass C kernel for RoPE;
+# 4. the same count for a training step (forward + backward), and the floor it sets.
 #
 # Timings differ between machines and between runs, so the cells that print them are not
 # compared by the tests (each says so in its first line). What is asserted does not depend
@@ -21,6 +22,7 @@ import math
 
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import posenc_lib as pl
 from posenc_lib import viz
@@ -213,3 +215,108 @@ if importlib.util.find_spec("transformers") is not None:
     forms["transformers apply_rotary_pos_emb (q only)"] = lambda: apply_rotary_pos_emb(xb, xb, cos_b, sin_b, 0)[0]
 for name, fn in forms.items():
     print(f"{name:44s} {median_ms(fn) / t_bound:5.1f} x the one-pass bound")
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 4. Forward + backward, and the floor it cannot go below
+#
+# Training also needs the gradient with respect to x. R_m is orthogonal, so for an incoming
+# gradient g the chain rule gives R_mᵀ g = R_{−m} g: the backward pass is one more rotation,
+# by −angle, and `torch.ops.posenc.rope_rotate` registers exactly that as its backward. Two
+# jobs are left that no implementation can skip: read x and write R x, then read g and write
+# R_{−m} g. That is two one-pass bounds.
+#
+# To see what autograd runs in the backward pass we need a recorder one level lower than
+# `RecordCalls`: a `TorchDispatchMode` sees every ATen operator, including those the
+# backward pass calls. Views (`slice`, `unsqueeze`, ...) move no data, so they are skipped.
+
+# %% slideshow={"slide_type": "fragment"}
+class RecordOps(TorchDispatchMode):
+    """Inside a `with` block, records each ATen operator that is not a view: its name and the size of
+    the largest tensor it touches (forward and backward passes alike)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops: list[tuple[str, int]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if not func.is_view:
+            leaves = torch.utils._pytree.tree_leaves((args, kwargs, out))
+            self.ops.append((func.name(), max((t.numel() for t in leaves if isinstance(t, torch.Tensor)), default=0)))
+        return out
+
+
+def train_step_ops(rope) -> list[tuple[str, int]]:
+    """The operators of out = rope(q), then the gradient of <out, g> with respect to q."""
+    q, grad_out = xb.clone().requires_grad_(), torch.randn(xb.shape).to(xb.dtype)
+    with RecordOps() as rec:
+        torch.autograd.grad(rope(q), q, grad_out)
+    return rec.ops
+
+
+def whole_tensor(ops) -> int:
+    return sum(size >= xb.numel() // 2 for _, size in ops)
+
+
+plain_ops = train_step_ops(lambda q: pl.rotate_pairs(q.float(), ab.cos(), ab.sin(), "half").to(q.dtype))
+lib_ops = train_step_ops(lambda q: pl.apply_rope(q, layout="half"))
+n_plain_step, n_lib_step = whole_tensor(plain_ops), whole_tensor(lib_ops)
+# plain: forward 9 as in section 3, backward 12 (float32 copy, the products and sums of the
+# chain rule, two slice_backward fills for the halves, their sum, the bf16 copy back)
+assert n_plain_step == 21
+if cpu_kernel.available():  # the C operator once forward, once backward
+    assert [name for name, size in lib_ops if size >= xb.numel() // 2] == ["posenc::rope_rotate"] * 2
+else:  # no C compiler: the torch path has no backward, so autograd runs through the plain form
+    assert n_lib_step == n_plain_step
+print(f"whole-tensor operators in forward + backward: the plain form {n_plain_step}; apply_rope 2 on the "
+      f"C kernel (its operator, forward and backward), {n_plain_step} without it (the plain form)")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# The other cost is the tables. `pl.apply_rope` is stateless: every call computes cos and sin
+# of all L × d/2 angles again. Each table has 1/16 as many entries as x here (8 heads share a
+# table row, and a pair needs one angle), but every entry is a sine or a cosine rather than one
+# multiply; the timing cell at the end shows what that costs next to a pass over x on your
+# machine. For bf16 x the share is larger: the passes move 2 bytes per entry, while the
+# tables stay float32. A `pl.RotaryEmbedding` keeps its tables: from its second call on it
+# computes no sines at all.
+
+# %% slideshow={"slide_type": "fragment"}
+def trig_entries(ops) -> int:
+    return sum(size for name, size in ops if name in ("aten::cos", "aten::sin"))
+
+
+rotary = pl.RotaryEmbedding(128, layout="half")
+first_call, second_call = train_step_ops(rotary.rotate), train_step_ops(rotary.rotate)
+assert trig_entries(lib_ops) == 2 * L * 128 // 2 == 2 * xb.numel() // 16  # every call: cos and sin of L x d/2 angles
+assert trig_entries(second_call) == 0 < trig_entries(first_call)  # the module builds its tables once
+assert whole_tensor(second_call) == whole_tensor(lib_ops)  # and rotates as apply_rope does
+assert xb.dtype == torch.bfloat16 and rotary.cos_cached.dtype == torch.float32  # bf16 passes, float32 tables
+print(f"cos + sin entries per training step: apply_rope {trig_entries(lib_ops)}, "
+      f"RotaryEmbedding {trig_entries(first_call)} on its first call, {trig_entries(second_call)} after")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# So a training step has a floor: two one-pass bounds for a module with cached tables, two
+# bounds plus the tables for the stateless function. `make bench` times both floors next to
+# `apply_rope` and `RotaryEmbedding` (B=1, 16 heads, d = 128, L = 1024 to 16384) and reports
+# each as a multiple of the one-pass bound; the README quotes the numbers. Two effects make
+# the floor larger than "2" on a real machine: the tables, and the cache. At small L one pass
+# over x fits in the last-level cache while two passes (x, g and two outputs) do not, so the
+# "two passes" themselves cost more than two bounds there.
+#
+# The cell below times one training step on this machine in units of the one-pass bound
+# (with this section's 8 heads and L = 1024, smaller than `make bench`'s).
+
+# %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
+# nbval-ignore-output: wall-clock timings differ on every run and machine
+q_step, g_step = xb.clone().requires_grad_(), torch.randn(xb.shape).to(xb.dtype)
+t_bound = median_ms(lambda: xb * 1.5)
+steps = {
+    "cos and sin tables alone": lambda: (ab.cos(), ab.sin()),
+    "two passes (x * 1.5, g * 1.5)": lambda: (xb * 1.5, g_step * 1.5),
+    "apply_rope, forward + backward": lambda: torch.autograd.grad(pl.apply_rope(q_step, layout="half"), q_step, g_step),
+    "RotaryEmbedding, forward + backward": lambda: torch.autograd.grad(rotary.rotate(q_step), q_step, g_step),
+    "plain rotate_pairs, forward + backward": lambda: torch.autograd.grad(
+        pl.rotate_pairs(q_step.float(), ab.cos(), ab.sin(), "half").to(xb.dtype), q_step, g_step),
+}
+for name, fn in steps.items():
+    print(f"{name:40s} {median_ms(fn) / t_bound:5.1f} x the one-pass bound")
