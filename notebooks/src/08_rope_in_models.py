@@ -38,6 +38,7 @@
 
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline
+import importlib.util
 import json
 import math
 from importlib.resources import files
@@ -75,10 +76,15 @@ for name, entry in MODELS.items():
 assert len(MODELS) == 8  # seven models; Qwen2.5 twice (as shipped, and with its model card's YaRN)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# Two lengths matter for each model. $L_0$ is the context it was **pretrained** on
-# (`original_max_position_embeddings` where the file has it); $L$ is the context it is
-# **deployed** at: the longer of `max_position_embeddings` and `factor` $\times L_0$ (Qwen's
-# file keeps `max_position_embeddings` at $L_0$ and reaches $4L_0$ through the factor).
+# Two lengths matter for each model. $L_0$ is `original_max_position_embeddings` where the
+# file has it: the length the scaling is anchored to, usually the context the unscaled RoPE
+# was pretrained on. $L$ is the longest span a RoPE layer sees as **deployed**: the longer of
+# `max_position_embeddings` and `factor` $\times L_0$ (Qwen's file keeps
+# `max_position_embeddings` at $L_0$ and reaches $4L_0$ through the factor), except where the
+# RoPE layers attend only within a shorter span: Llama 4 Scout's RoPE layers never look
+# past their chunk of `attention_chunk_size` = 8192 tokens (only its NoPE layers see the
+# whole 10M-token context, §5), and Gemma 3's sliding-window layers, which have a RoPE of
+# their own, never look more than 1024 tokens back (§2).
 # Pair $j$ turns once every $\lambda_j = 2\pi/\theta_j$ positions. A pair with
 # $\lambda_j \le L$ **completes a turn** inside the context; a pair with $\lambda_j > L$
 # never does, and only ever shows the model part of its circle. The table gives, per
@@ -92,14 +98,14 @@ def text_config(entry):
 
 
 def lengths(entry):
-    """(L0 or None, L): the pretraining context and the deployed one."""
+    """(L0 or None, L): the length the scaling is anchored to, and the longest span a RoPE layer sees."""
     cfg = text_config(entry)
     rope = cfg.get("rope_scaling") or {}
     L0 = cfg.get("original_max_position_embeddings") or rope.get("original_max_position_embeddings")
     L = cfg["max_position_embeddings"]
     if L0 and rope.get("factor"):
         L = max(L, int(rope["factor"] * L0))
-    return L0, L
+    return L0, min(L, cfg.get("attention_chunk_size") or L)  # chunked RoPE layers see one chunk
 
 
 ROWS = {}  # "model (layer type)" -> frequencies of the deployed RoPE, plain frequencies, L0, L
@@ -107,6 +113,8 @@ for name, entry in MODELS.items():
     for layer_type in entry["rope_layer_types"] or [None]:
         label = name if layer_type is None else f"{name} ({layer_type.split('_')[0]})"
         L0, L = lengths(entry)  # seq_len = L: LongRoPE switches to its long factors beyond L0
+        if layer_type == "sliding_attention":  # this RoPE serves only layers that see their window
+            L = min(L, text_config(entry)["sliding_window"])
         inv_freq, factor = pl.rope_from_config(entry["config"], layer_type=layer_type, seq_len=L, device=device)
         cfg = text_config(entry)
         base = cfg["rope_local_base_freq"] if layer_type == "sliding_attention" else cfg["rope_theta"]
@@ -131,19 +139,25 @@ for label, row in ROWS.items():
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Read the table row by row (each sentence is asserted below):
 #
-# * apart from Gemma 3's sliding-window layers (which only ever look 1024 tokens back,
-#   §2) and Llama 4 Scout (below), in **every** model between a quarter and a half of the
-#   pairs never complete a turn, even at the deployed length. Those slow pairs move by less
-#   than a full circle over the whole context;
+# * in **every** row, between a quarter and a half of the pairs never complete a turn
+#   within the span the layers see, even at the deployed length. Those slow pairs move by
+#   less than a full circle over that whole span. (GPT-OSS uses one RoPE for all its
+#   layers, but half of them attend within a window of 128 tokens, where only 9 of its 32
+#   pairs turn);
 # * **YaRN** (Qwen with its model card's settings, DeepSeek-V3, GPT-OSS) turns exactly as
 #   many pairs at the deployed $L$ as plain RoPE at $L_0$. Here $L = sL_0$, and YaRN divides
 #   every pair that does not turn within $L_0$ by exactly $s$, so none of them starts to turn
 #   within $L$; the pairs it slows only partly all turned within $L_0$ already;
-# * **Llama 3.1** turns more (35 → 39) and **Llama 4 Scout** far more (35 → 57): their files
-#   stretch by `factor` 8 and 16, but `max_position_embeddings` is 16 and 1280 times $L_0$,
-#   so the pairs with $L_0 < \lambda_j \le 2L_0$ (resp. $80 L_0$, that is $L / 16$), slowed
-#   by 8 (resp. 16), now turn inside $L$. Only 7 of Scout's 64 pairs never turn in its
-#   10M-token context;
+# * **Llama 3.1** turns more (35 → 39): its file stretches by `factor` 8, but
+#   `max_position_embeddings` is 16 times $L_0$, so the pairs with
+#   $L_0 < \lambda_j \le 2L_0$, slowed by 8, now turn inside $L$;
+# * **Llama 4 Scout** turns the same 35. Its `llama3` block has `low_freq_factor` =
+#   `high_freq_factor` = 1, so Llama 3.1's smooth band shrinks to a hard step: pairs with
+#   $\lambda_j \le L_0$ are kept, all slower ones are divided by 16. The slowed pairs are
+#   those that never turn within $L_0$ = 8192, and the chunk keeps every RoPE layer within
+#   8192 tokens, so no pair starts to turn. (Measured against the 10M-token
+#   `max_position_embeddings` instead, 57 of the 64 pairs would turn; no RoPE layer ever
+#   sees that span.)
 # * Phi-3's **LongRoPE** turns fewer (34 → 31): its searched long factors slow some pairs
 #   by more than $s = 32$ (up to 64.76), enough to stop them turning within $L$.
 
@@ -151,17 +165,35 @@ for label, row in ROWS.items():
 count = {label: (None if row["L0_L"][0] is None else turns_within(row["plain"], row["L0_L"][0]),
                  turns_within(row["inv_freq"], row["L0_L"][1])) for label, row in ROWS.items()}
 share_never = {label: 1 - at_L / (ROWS[label]["r"] // 2) for label, (_, at_L) in count.items()}
-assert share_never.pop("Gemma 3 4B (sliding)") == 0
-assert share_never.pop("Llama 4 Scout 17B-16E") == 7 / 64
+gpt_oss = text_config(MODELS["GPT-OSS 20B"])
+assert gpt_oss["sliding_window"] == 128 and gpt_oss["layer_types"].count("sliding_attention") == 12 == 24 // 2
+assert turns_within(ROWS["GPT-OSS 20B"]["inv_freq"], 128) == 9
 assert all(1 / 4 <= s <= 1 / 2 for s in share_never.values()), share_never
 for label in ("Qwen2.5 7B Instruct + YaRN (model card)", "DeepSeek-V3", "GPT-OSS 20B"):
     assert count[label][0] == count[label][1], label
-assert count["Llama 3.1 8B"] == (35, 39) and count["Llama 4 Scout 17B-16E"] == (35, 57)
+    row = ROWS[label]
+    s_yarn = text_config(MODELS[label])["rope_scaling"]["factor"]
+    slow = 2 * math.pi / row["plain"] > row["L0_L"][0]  # the pairs that do not turn within L0
+    torch.testing.assert_close(row["plain"][slow] / row["inv_freq"][slow],
+                               torch.full((int(slow.sum()),), float(s_yarn), dtype=torch.float64, device=device))
+assert count["Llama 3.1 8B"] == (35, 39) and count["Llama 4 Scout 17B-16E"] == (35, 35)
 assert turns_within(ROWS["Llama 3.1 8B"]["plain"], 2 * 8192) == 39  # the pairs with λ_j <= 2 L0
-assert turns_within(ROWS["Llama 4 Scout 17B-16E"]["plain"], 80 * 8192) == 57  # ... <= 80 L0 = L / 16
+scout_row, scout_cfg = ROWS["Llama 4 Scout 17B-16E"], text_config(MODELS["Llama 4 Scout 17B-16E"])
+assert scout_row["L0_L"] == (8192, scout_cfg["attention_chunk_size"]) == (8192, 8192)
+scout_rs = scout_cfg["rope_scaling"]
+assert scout_rs["low_freq_factor"] == scout_rs["high_freq_factor"] == 1  # no band: a step at λ = L0
+slowed_by = (scout_row["plain"] / scout_row["inv_freq"]).cpu()
+kept = 2 * math.pi / scout_row["plain"].cpu() <= 8192
+assert torch.allclose(slowed_by[kept], torch.tensor(1.0, dtype=torch.float64))  # kept as they are
+assert torch.allclose(slowed_by[~kept], torch.tensor(16.0, dtype=torch.float64))  # divided by factor 16
+assert turns_within(scout_row["inv_freq"], scout_cfg["max_position_embeddings"]) == 57  # over 10M tokens
 assert count["Phi-3 mini 128k instruct"] == (34, 31)
 phi3_long = text_config(MODELS["Phi-3 mini 128k instruct"])["rope_scaling"]["long_factor"]
-assert max(phi3_long) > 32
+phi3_row = ROWS["Phi-3 mini 128k instruct"]
+stop_turning = [j for j in range(48) if 2 * math.pi / phi3_row["plain"][j] <= phi3_row["L0_L"][0]
+                and 2 * math.pi / phi3_row["inv_freq"][j] > phi3_row["L0_L"][1]]
+assert round(max(phi3_long), 2) == 64.76 and stop_turning == [31, 32, 33]
+assert all(phi3_long[j] > 32 for j in stop_turning)  # slowed by more than s = 32: 61.7, 62.9, 63.0
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The same in one picture: each model's wavelengths divided by its deployed context $L$,
@@ -192,8 +224,10 @@ fig
 #
 # GPT-NeoX, Phi-2 and DeepSeek rotate only part of each head. In DeepSeek-V3's attention
 # each query and key head has 192 features: 128 carry no position (`qk_nope_head_dim`)
-# and 64 are rotated (`qk_rope_head_dim`). `pl.apply_rope(x, rotary_dim=r)` rotates the
-# first $r$ features and passes the rest through; it equals rotating a slice by hand:
+# and 64 are rotated (`qk_rope_head_dim`; DeepSeek puts them last and shares the key's
+# between heads, see below). `pl.apply_rope(x, rotary_dim=r)` rotates the first $r$
+# features and passes the rest through, as GPT-NeoX and Phi do; it equals rotating a slice
+# by hand:
 
 # %% slideshow={"slide_type": "fragment"}
 d, r = 24, 8
@@ -230,10 +264,80 @@ print(f"full score: {near.item():+.4f} (3 apart), {far.item():+.4f} (3000 apart)
       f"pass-through part: {(q[r:] @ k[r:]).item():+.4f} for both")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
+# ### DeepSeek's decoupled RoPE
+#
+# DeepSeek-V2 and V3 are not plain partial RoPE, and reading them as `rotary_dim=64` gets
+# three things wrong. Their attention (multi-head latent attention, MLA) caches one small
+# latent vector $c$ per token (`kv_lora_rank` = 512 features) instead of every head's key
+# and value, and makes each head's key from it with an up-projection: $k = W_{UK}\,c$. At
+# inference that projection can move to the query side, $q \cdot (W_{UK} c) =
+# (W_{UK}^\top q) \cdot c$, so attention reads the cached latents directly. A rotation
+# in between blocks the move: $(R_m q) \cdot (R_n W_{UK} c) = q^\top R_{n-m} W_{UK}\, c$,
+# and $R_{n-m}$ changes with the offset, so no fixed matrix can absorb it. DeepSeek-V2's
+# paper (§2.1.3, "decoupled rotary position embedding") keeps RoPE out of the latent path
+# and adds separate rotated features instead:
+#
+# * each query head gets 64 extra features that are rotated; the key gets 64 rotated
+#   features made straight from the hidden state, **one set shared by all heads** (as in
+#   multi-query attention) and cached next to the latent: 512 + 64 numbers per token and
+#   layer;
+# * in transformers' DeepSeek-V3 attention the rotated features come **last** in each
+#   192-feature head (it splits `q_pass`, then `q_rot`), while `pl.apply_rope(x, rotary_dim=r)`
+#   rotates the **first** $r$;
+# * the pairs are **interleaved** (`rope_interleave` is true by default), not
+#   `rotate_half`'s halves. transformers writes each rotated block back de-interleaved (all
+#   first members, then all second members), the same permutation for q and k, so the
+#   scores are unchanged.
+#
+# So for a DeepSeek head, rotate `x[..., -64:]` with the interleaved layout. The cell builds
+# a tiny head of this shape and checks what the list says.
+
+# %% slideshow={"slide_type": "fragment"}
+heads, nope, rope_dim, T = 4, 6, 4, 5  # tiny MLA head: 6 content features, then 4 rotated ones
+q_mla = torch.randn(heads, T, nope + rope_dim, device=device, dtype=torch.float64)
+k_shared = torch.randn(1, T, rope_dim, device=device, dtype=torch.float64).expand(heads, T, rope_dim)
+k_mla = torch.cat((torch.randn(heads, T, nope, device=device, dtype=torch.float64), k_shared), dim=-1)
+
+
+def rotate_last(x, positions, r=rope_dim):
+    """DeepSeek's order: the last r features are rotated (interleaved pairs), the others pass through."""
+    return torch.cat((x[..., :-r], pl.apply_rope(x[..., -r:], positions, layout="interleaved")), dim=-1)
+
+
+def mla_scores(start, rotate=rotate_last):
+    positions = torch.arange(start, start + T, device=device)
+    return rotate(q_mla, positions) @ rotate(k_mla, positions).transpose(-1, -2)  # (heads, T, T)
+
+
+content = q_mla[..., :nope] @ k_mla[..., :nope].transpose(-1, -2)
+rotated = (pl.apply_rope(q_mla[..., -rope_dim:], layout="interleaved")
+           @ pl.apply_rope(k_mla[..., -rope_dim:], layout="interleaved").transpose(-1, -2))
+torch.testing.assert_close(mla_scores(0), content + rotated)  # content part + rotated part
+torch.testing.assert_close(mla_scores(1000), mla_scores(0))  # the rotated part sees only offsets
+first_r = lambda x, positions: pl.apply_rope(x, positions, rotary_dim=rope_dim)  # noqa: E731  the wrong reading
+assert not torch.allclose(mla_scores(0, first_r), mla_scores(0), atol=1e-3)
+if importlib.util.find_spec("transformers") is not None:  # transformers' own DeepSeek-V3 rotation
+    from transformers import DeepseekV3Config
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import apply_rotary_pos_emb_interleave
+
+    assert DeepseekV3Config().rope_interleave is True
+    angles = pl.rope_angles(T, rope_dim, device=device).double()
+    cos_hf, sin_hf = (torch.cat((t, t), dim=-1)[None] for t in (angles.cos(), angles.sin()))  # (1, T, r)
+    hf_q, hf_k = apply_rotary_pos_emb_interleave(q_mla[None, ..., -rope_dim:], k_mla[None, ..., -rope_dim:],
+                                                 cos_hf, sin_hf)
+    P = pl.layout_permutation(rope_dim).to(device)  # interleaved order -> first members, then second members
+    torch.testing.assert_close(hf_q[0], pl.apply_rope(q_mla[..., -rope_dim:], layout="interleaved")[..., P])
+    torch.testing.assert_close(hf_q[0] @ hf_k[0].transpose(-1, -2), rotated)  # the same scores
+print(f"MLA head: {nope} content + {rope_dim} rotated features, the rotated key shared by {heads} heads; "
+      "scores = content + rotated part, unchanged by a shift of 1000")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Proportional RoPE: zero frequencies
 #
-# Gemma 4 does it differently ("proportional" rope type, $p$ = `partial_rotary_factor` =
-# 0.25). Instead of a RoPE of dimension $pd$, whose $pd/2$ frequencies spread over the
+# Gemma 4 does it differently in its full-attention layers ("proportional" rope type,
+# $p$ = `partial_rotary_factor` = 0.25, heads of 512 features, base $10^6$; its
+# sliding-window layers keep plain RoPE at base $10^4$, per transformers' `Gemma4TextConfig`
+# defaults). Instead of a RoPE of dimension $pd$, whose $pd/2$ frequencies spread over the
 # whole range $1 \dots b^{-(pd-2)/(pd)}$, it keeps the first $pd/2$ frequencies of the
 # full head, $\theta_j = b^{-2j/d}$ (the fast ones only), and sets the others to **zero**.
 # A pair with $\theta_j = 0$ is never rotated ($R_m = I$ for every $m$), so it behaves
@@ -402,7 +506,8 @@ fig
 #
 # Gemma 3 interleaves **local** layers (a sliding window of 1024 tokens, base 10 000)
 # with **global** layers (the whole context, base $10^6$, linear ×8), five local per
-# global according to the model's documentation. A local
+# global (transformers' `Gemma3TextConfig` lays them out so when the file does not list
+# them; asserted below when transformers is installed). A local
 # layer never sees two tokens more than 1023 apart, so only distances below 1024 matter
 # to it. Count, for each layer type, the pairs that complete a turn within the span it
 # actually sees, and what the other base would give:
@@ -422,12 +527,19 @@ for what, n in spans.items():
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # Each layer type's base fits the span it sees: a little over half of the pairs turn
 # (71 and 73 of 128) in both. With the global base, a local layer would have only 48
-# turning pairs inside its window; 23 more pairs would hardly move there, wasted for
-# position.
+# turning pairs inside its window: 23 pairs that complete a turn at base $10^4$ would move
+# through only 0.09 to 0.92 of a turn across the whole window at base $10^6$.
 
 # %% slideshow={"slide_type": "fragment"}
 assert all(0.5 < n / 128 < 0.6 for what, n in spans.items() if "instead" not in what)
 assert spans["local with base 1e6 instead"] == spans["local (base 1e4) within its 1024-token window"] - 23
+lost = local_with_global_base[48:71].double() * window / (2 * math.pi)  # turns over the window at base 1e6
+assert round(lost.min().item(), 2) == 0.09 and round(lost.max().item(), 2) == 0.92
+if importlib.util.find_spec("transformers") is not None:  # the layer pattern, from transformers' own config
+    from transformers import Gemma3TextConfig
+
+    pattern = Gemma3TextConfig(num_hidden_layers=12).layer_types
+    assert pattern == (["sliding_attention"] * 5 + ["full_attention"]) * 2
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3 · Attention factors: LongRoPE and YaRN's `mscale`
@@ -474,7 +586,8 @@ assert math.isclose(pl.rope_from_config(MODELS["Qwen2.5 7B Instruct + YaRN (mode
 assert (round(0.1 * math.log(32) + 1, 3), round(0.1 * math.log(4) + 1, 3)) == (1.347, 1.139)
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# Why there? The RoPE's attention factor multiplies only the **rotated** features (64 of
+# Why there? DeepSeek's reports state the formula, not the reason; here is one the numbers
+# support. The RoPE's attention factor multiplies only the **rotated** features (64 of
 # 192), so it would scale only part of each score. Scaling the softmax by $m^2$ equals
 # multiplying *all* 192 features of q and k by $m$; scaling the rotated features alone
 # does not:
@@ -496,7 +609,8 @@ assert not torch.allclose(rope_only, in_softmax, atol=1e-3)
 #
 # Chapter 5 (§4) shows it: rotating the values too would make the output depend on where the
 # text sits in the context (and its Exercise 4 asks you to find exactly how). Every model in
-# §1's table rotates q and k only, in every layer. What changes in a real model is *which*
+# §1's table rotates q and k and never v, in every layer that has positions; Llama 4 Scout's
+# every fourth layer has none (§5). What changes in a real model is *which*
 # q and k features turn (§2) and what happens to positions while decoding, next.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -524,7 +638,9 @@ print("token by token with a KV cache = the full forward:", tuple(steps.shape))
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # The **double-rotation bug**: a cache that rotates all the keys it holds at every step
-# (as if they were new) turns each old key once more per step. The first two steps still
+# (as if they were new) applies $R_i$ a second time to each cached key $i$, so the query
+# meets $R_{2i}k$ instead of $R_i k$ (the stored keys stay right; every step rotates its
+# copy again). The first two steps still
 # agree (nothing is cached yet, then one key at position 0, where $R_0 = I$); every later
 # step gives other logits:
 
@@ -548,6 +664,36 @@ with torch.no_grad():
 torch.testing.assert_close(wrong[:, :2], full[:, :2], rtol=1e-5, atol=1e-5)
 assert not torch.allclose(wrong[:, 2:], full[:, 2:], atol=1e-3)
 print(f"largest logit error with double rotation: {(wrong - full).abs().max().item():.3f}")
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# "Never rotated again" assumes the frequencies never change. They do change with the
+# input length in LongRoPE (Phi-3 switches from `short_factor` to `long_factor` once the
+# input passes $L_0$ = 4096 tokens, §3) and in `dynamic` scaling. A key cached while the
+# input was short carries the short list's angles; a query rotated after the switch uses
+# the long list, and their score is no longer the one a fresh forward pass computes.
+# transformers' Phi-3 (`Phi3ForCausalLM.prepare_inputs_for_generation`) therefore drops the
+# cache once, at the switch, and recomputes every key with the long list.
+
+# %% slideshow={"slide_type": "fragment"}
+q_phi, k_phi = torch.randn(2, 96, device=device, dtype=torch.float64)
+
+
+def phi3_score(query_freq, key_freq, m=5000, n=4000):
+    at = lambda p: torch.tensor([p], device=device)  # noqa: E731
+    return (pl.apply_rope(q_phi[None], at(m), inv_freq=query_freq.double())
+            * pl.apply_rope(k_phi[None], at(n), inv_freq=key_freq.double())).sum()
+
+
+fresh, stale = phi3_score(long_, long_), phi3_score(long_, short)  # key 4000 cached under the short list
+assert not torch.isclose(fresh, stale, atol=1e-3)
+print(f"Phi-3, query 5000 and key 4000: {fresh.item():+.3f} recomputed, {stale.item():+.3f} with the stale key")
+if importlib.util.find_spec("transformers") is not None:  # transformers' Phi-3 drops its cache at the switch
+    import inspect
+
+    from transformers.models.phi3.modeling_phi3 import Phi3ForCausalLM
+
+    phi3_generate = inspect.getsource(Phi3ForCausalLM.prepare_inputs_for_generation)
+    assert "original_max_position_embeddings" in phi3_generate and "past_key_values = None" in phi3_generate
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### `original_max_position_embeddings` or `max_position_embeddings`?
@@ -838,8 +984,8 @@ _ = check.rotate_new(rotate_new)
 #
 # | Where | The source writes | Correct |
 # |---|---|---|
-# | `001`, introduction | LLaMA 4 "uses NoPE" | Llama 4 Scout has positions in 36 of its 48 layers: RoPE (with Llama 3's bands) everywhere except every fourth layer, which is NoPE with an attention temperature (§5). |
-# | `001`, introduction | the Qwen series "uses YaRN" | Qwen2.5 ships with plain RoPE (`rope_scaling` is null, base $10^6$); YaRN ×4 is a setting its model card tells users to add for inputs over 32 768 tokens (§1). |
+# | `001`, introduction | LLaMA 4 "uses NoPE" | Llama 4 Scout has positions in 36 of its 48 layers: RoPE (a `llama3` stretch ×16 with a hard step at wavelength 8192, its two band factors both being 1; attention within chunks of 8192 tokens) everywhere except every fourth layer, which is NoPE with an attention temperature (§5). |
+# | `001`, introduction | the Qwen series "uses YaRN" | Qwen2.5 ships with plain RoPE (`rope_scaling` is null, base $10^6$); YaRN ×4 is a setting its model card tells users to add for inputs over 32 768 tokens (§1). transformers applies YaRN statically, to short inputs too, which is why the card advises adding it only when long inputs are expected. |
 #
 # Chapter 7 could only state these; the stored configs now let a cell check them. A model
 # that "uses NoPE" throughout would have no RoPE layer at all, and a model that "uses
@@ -850,5 +996,6 @@ uses_rope = scout["no_rope_layers"]
 assert sum(uses_rope) == 36 and len(uses_rope) - sum(uses_rope) == 12
 assert not all(x == 0 for x in uses_rope)  # the source's reading: NoPE everywhere
 assert scout["rope_scaling"]["rope_type"] == "llama3"
+assert scout["rope_scaling"]["low_freq_factor"] == scout["rope_scaling"]["high_freq_factor"] == 1
 assert text_config(MODELS["Qwen2.5 7B Instruct"])["rope_scaling"] is None
 print(f"Llama 4 Scout: {sum(uses_rope)} RoPE layers, {len(uses_rope) - sum(uses_rope)} NoPE layers")
