@@ -34,25 +34,32 @@ def test_pairs_that_turn(capsys):
     assert run(check.pairs_that_turn, lambda b, r, L: True, capsys)[0] is False  # a bool is not a count
 
 
-def test_longrope_factor(capsys):
-    assert run(check.longrope_factor, None, capsys)[0] is None
-
-    def right(c):
-        L0 = c["original_max_position_embeddings"]
-        return math.sqrt(1 + math.log(c["max_position_embeddings"] / L0) / math.log(L0))
-
-    assert run(check.longrope_factor, right, capsys)[0] is True
-    yarn = lambda c: 0.1 * math.log(c["max_position_embeddings"] / c["original_max_position_embeddings"]) + 1  # noqa: E731
-    ok, out = run(check.longrope_factor, yarn, capsys)
-    assert ok is False and "hint" in out and "1.19" not in out
-    assert run(check.longrope_factor, lambda c: 1.0, capsys)[0] is False
-    assert run(check.longrope_factor, lambda c: c["factor"], capsys)[0] is False  # KeyError: reported
+def test_longrope_context(capsys):
+    assert run(check.longrope_context, None, capsys)[0] is None
+    ok, out = run(check.longrope_context, lambda a, L0: math.exp(a * a * math.log(L0)), capsys)
+    assert ok is True and "all correct!" in out and "17/12" in out
+    ok, out = run(check.longrope_context, lambda a, L0: L0 * math.exp((a * a - 1) * math.log(L0)), capsys)
+    assert ok is True  # the same length, written as s * L0
+    ok, out = run(check.longrope_context, lambda a, L0: L0 * a * a, capsys)  # a^2 as the stretch itself
+    assert ok is False and "hint" in out and "17/12" not in out
+    assert "131072" not in out  # Phi-3's length is never given away
+    assert run(check.longrope_context, lambda a, L0: L0 ** a, capsys)[0] is False
+    assert run(check.longrope_context, lambda a, L0: True, capsys)[0] is False  # a bool is not a length
 
 
-def test_longrope_factor_matches_phi3():
-    """The checker's reference is the library; Phi-3's numbers give sqrt(1 + 5/12) = 1.190."""
+@pytest.mark.parametrize("a, L0", check.ch08._CONTEXT_CASES)
+def test_longrope_context_cases_match_the_library(a, L0):
+    """The checker's closed form, fed back through pl.rope_from_config, gives the factor a again."""
+    length = L0 ** (a * a)
+    config = check.ch08._phi3_like(L0, round(length))
+    assert math.isclose(pl.rope_from_config(config)[1], a, rel_tol=1e-5)
+
+
+def test_phi3_factor_is_sqrt_17_over_12():
+    """Phi-3's numbers give sqrt(1 + 5/12) = 1.190, and its deployed length is 4096 ** (17/12) = 131072."""
     config = check.ch08._phi3_like(4096, 131072)
     assert math.isclose(pl.rope_from_config(config)[1], math.sqrt(1 + 5 / 12))
+    assert math.isclose(4096 ** (17 / 12), 131072)
 
 
 def test_temperature_position(capsys):
@@ -77,7 +84,7 @@ def test_rotate_new(capsys):
                capsys)[0] is False
 
 
-@pytest.mark.parametrize("checker", [check.pairs_that_turn, check.longrope_factor, check.rotate_new])
+@pytest.mark.parametrize("checker", [check.pairs_that_turn, check.longrope_context, check.rotate_new])
 def test_grading_raises_on_a_wrong_function(checker, monkeypatch):
     monkeypatch.setenv("POSENC_GRADING", "1")
     with pytest.raises(AssertionError, match="hint"):

@@ -912,29 +912,29 @@ def pairs_that_turn(base, r, length):
 _ = check.pairs_that_turn(pairs_that_turn)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 2.** LongRoPE's attention factor for any model: write
-# `longrope_factor(config)` taking a Phi-3-style config dict (with `max_position_embeddings`
-# and `original_max_position_embeddings` at the top level) and returning the factor, by
-# hand (not with `pl.rope_from_config`).
+# **Exercise 2 (derive).** §3 gives LongRoPE's attention factor as
+# $a = \sqrt{1 + \ln s / \ln L_0}$ with $s = L/L_0$. Turn it around: for a model pretrained
+# on $L_0$ tokens, at which deployed length $L$ does the factor reach a given $a$? Derive a
+# closed form (it is shorter than the formula you start from), write
+# `longrope_context(a, L0)` returning $L$, and read off what $a^2$ measures.
 
 # %% slideshow={"slide_type": "fragment"}
-def longrope_factor(config):
+def longrope_context(a, L0):
     raise NotImplementedError  # your code
 
 
-_ = check.longrope_factor(longrope_factor)
+_ = check.longrope_context(longrope_context)
 
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "longrope_factor_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-def longrope_factor(config):
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "longrope_context_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+def longrope_context(a, L0):
     ### BEGIN SOLUTION
-    L0 = config["original_max_position_embeddings"]
-    s = config["max_position_embeddings"] / L0
-    return math.sqrt(1 + math.log(s) / math.log(L0)) if s > 1 else 1.0
+    # a^2 = 1 + (ln L - ln L0) / ln L0 = ln L / ln L0, so ln L = a^2 ln L0
+    return L0 ** (a * a)
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "longrope_factor", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.longrope_factor(longrope_factor)
+# %% nbgrader={"grade": true, "grade_id": "longrope_context", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.longrope_context(longrope_context)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise 3.** From the formula of `pl.attention_temperature` (Llama 4's defaults,

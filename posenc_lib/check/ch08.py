@@ -1,4 +1,4 @@
-"""Checkers for notebooks/08_rope_in_models.ipynb: turning pairs, LongRoPE's factor, Llama 4's
+"""Checkers for notebooks/08_rope_in_models.ipynb: turning pairs, the context behind LongRoPE's factor, Llama 4's
 temperature, RoPE positions when decoding with a KV cache."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from ..rope_config import rope_from_config
 from ..temperature import attention_temperature
 from ._core import close, report
 
-__all__ = ["pairs_that_turn", "longrope_factor", "temperature_position", "rotate_new"]
+__all__ = ["pairs_that_turn", "longrope_context", "temperature_position", "rotate_new"]
 
 # (base, rotated features, length): Llama 3.1 as pretrained, DeepSeek-V3, Gemma 3's local layers,
 # a length shorter than the fastest wavelength, one longer than the slowest.
@@ -39,25 +39,35 @@ def pairs_that_turn(answer: Callable[[float, int, int], Any]) -> bool | None:
 
 
 def _phi3_like(original: int, maximum: int, d: int = 8) -> dict:
+    """A Phi-3-style LongRoPE config: no 'factor', the stretch is maximum / original."""
     return {"head_dim": d, "rope_theta": 10000.0, "max_position_embeddings": maximum,
             "original_max_position_embeddings": original,
             "rope_scaling": {"type": "longrope", "short_factor": [1.0] * (d // 2), "long_factor": [2.0] * (d // 2)}}
 
 
-def longrope_factor(answer: Callable[[dict], Any]) -> bool | None:
-    """answer(config) -> float: LongRoPE's attention factor for a Phi-3-style config."""
+# (a, L0): Phi-3's own factor sqrt(1 + 5/12) at 4096, no scaling at all, and two made-up models.
+_CONTEXT_CASES = ((math.sqrt(1 + 5 / 12), 4096), (1.0, 2048), (1.1, 8192), (1.25, 4096))
+
+
+def longrope_context(answer: Callable[[float, int], Any]) -> bool | None:
+    """answer(a, L0) -> float: the deployed length L at which LongRoPE's attention factor equals a."""
 
     def run(fn):
-        for original, maximum in ((4096, 131072), (8192, 65536), (2048, 2048 * 3)):
-            config = _phi3_like(original, maximum)
-            want = rope_from_config(config)[1]
-            got = fn(config)
-            ok = isinstance(got, (int, float)) and math.isclose(float(got), want, rel_tol=1e-9)
-            yield ok, f"original {original}, max {maximum}: {'right' if ok else 'wrong'}"
+        right = 0
+        for a, L0 in _CONTEXT_CASES:
+            # a^2 = 1 + ln(L / L0) / ln L0 = ln L / ln L0, so L = L0 ** (a^2)
+            want = L0 ** (a * a)
+            got = fn(a, L0)
+            ok = isinstance(got, (int, float)) and not isinstance(got, bool) and math.isclose(got, want, rel_tol=1e-9)
+            right += ok
+            yield ok, f"a = {a:.4f}, L0 = {L0}: {'right' if ok else f'{got!r} is wrong'}"
+        if right == len(_CONTEXT_CASES):
+            yield True, ("so a² = ln L / ln L0: LongRoPE scales the scores by the ratio of the logarithms of the "
+                         "two lengths (Phi-3: ln 131072 / ln 4096 = 17/12)")
 
-    return report("LongRoPE's attention factor", answer, run,
-                  "the config has no 'factor': the stretch s is the ratio of the two lengths it does have; the "
-                  "factor grows with ln s and shrinks as the pretraining length grows (§3).")
+    return report("The context behind LongRoPE's attention factor", answer, run,
+                  "square the factor of §3, write ln s as ln L − ln L0, put everything over ln L0 and solve for "
+                  "L; the result is shorter than the formula you started from.")
 
 
 def temperature_position(answer: Any) -> bool | None:
