@@ -21,7 +21,7 @@
 # questions engineers ask most often about RoPE:
 #
 # 1. **Read a config**: what the RoPE of seven public models looks like, pair by pair;
-# 2. **what the frequencies do**: partial and proportional RoPE, fast pairs for position,
+# 2. **what the frequencies do**: partial, decoupled (DeepSeek) and proportional RoPE, fast pairs for position,
 #    slow pairs for meaning, and per-layer bases;
 # 3. **attention factors**: LongRoPE's and YaRN's, and why DeepSeek-V3 moves its own into
 #    the softmax scale;
