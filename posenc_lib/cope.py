@@ -3,7 +3,8 @@
 Query i gives every key t a gate g_it = sigmoid(logit_it) in (0, 1), from its own attention
 logit. The position of key j seen from query i is the number of gates that fire between them:
     p_ij = sum_{t = j .. i} g_it            (a reverse cumulative sum over the keys)
-With every gate open (g = 1) this is i - j + 1, relative positions; with gates that fire only
+With every gate open (g = 1) this is i - j + 1, the distance i - j plus one (not the offset j - i,
+the course's relative position, which is negative for past keys); with gates that fire only
 on separator tokens it counts sentences. p_ij is fractional, so the positional logit
 q_i . e[p_ij] interpolates linearly between the learned vectors e[floor(p)] and e[ceil(p)];
 positions past max_positions - 1 are clamped there. The logit is added to the attention logit.

@@ -168,7 +168,7 @@ def mrope_positions(
     tokens_per_second: float | None = None,
     device: torch.device | str | None = None,
 ) -> Tensor:
-    """(t, h, w) position ids of a mixed text, image and video sequence, as Qwen2-VL's get_rope_index.
+    """(t, h, w) position ids of a mixed text, image and video sequence, by Qwen2-VL's max + 1 rule.
 
     segments: in sequence order, each one of
               ("text", n)                          n text tokens
@@ -187,10 +187,14 @@ def mrope_positions(
               grid; the text after it starts at s + max(t_last, h - 1, w - 1) + 1.
     Qwen3-VL splits a video into frames, each with a timestamp in text before it: write it as
     ("text", k), ("video", (1, h, w)), ("text", k), ....
-    Note: transformers 5.x's get_rope_index starts the text after a vision segment at s + max(h, w)
-    (merged), ignoring t. That equals the rule above (the models' release code, and the worked
-    example in its own Qwen2.5-VL docstring) only while t_last < max(h, w); after a longer video, or
-    a video with t counting seconds, its text positions fall back among the video's.
+    Note: transformers 5.x's get_rope_index of Qwen2-VL and Qwen2.5-VL (Qwen2VLModel,
+    Qwen2_5_VLModel) starts the text after a vision segment at s + max(h, w) (merged), ignoring t.
+    That equals the rule above (the models' release code; in transformers, the worked example in
+    the docstring of Qwen2.5-Omni's get_rope_index, qwen2_5_omni/modeling_qwen2_5_omni.py) only
+    while t_last < max(h, w); after a longer video, or a video with t counting seconds, its text
+    positions fall back among the video's. transformers is not consistent with itself there: the
+    mrope_position_deltas the same get_rope_index returns (max + 1 - length) continue generated
+    tokens at max + 1 (tests/test_rope_nd.py::test_transformers_text_after_a_long_video_falls_among_its_ids).
     Taught in: notebooks/09_beyond_1d.ipynb
     """
     merge = v.int_at_least("spatial_merge", spatial_merge, 1)

@@ -280,8 +280,10 @@ def _types_and_grids(segments, merge):
     return torch.tensor([types]), images, videos
 
 
-def _hf_rope_index(model, types, images, videos, merge, tokens_per_second=None, seconds=None):
-    """transformers' get_rope_index (the model class's method, on a config alone: no weights)."""
+def _hf_rope_index(model, types, images, videos, merge, tokens_per_second=None, seconds=None, with_deltas=False):
+    """transformers' get_rope_index (the model class's method, on a config alone: no weights).
+
+    returns (seq, 3) position ids; with_deltas: also the returned mrope_position_deltas (one int per batch row)."""
     pytest.importorskip("transformers")
     if model == "qwen2_vl":
         from transformers import Qwen2VLConfig as Config
@@ -305,8 +307,8 @@ def _hf_rope_index(model, types, images, videos, merge, tokens_per_second=None, 
               video_grid_thw=torch.tensor(videos) if videos else None)
     if seconds is not None:
         kw["second_per_grid_ts"] = torch.tensor(seconds)
-    pos, _ = Bare().get_rope_index(torch.zeros_like(types), mm_token_type_ids=types, **kw)
-    return pos[:, 0].T  # (seq, 3)
+    pos, deltas = Bare().get_rope_index(torch.zeros_like(types), mm_token_type_ids=types, **kw)
+    return (pos[:, 0].T, deltas.flatten().tolist()) if with_deltas else pos[:, 0].T  # (seq, 3)
 
 
 # Vision segments separated by text (as the processors' vision start/end tokens do); videos with
@@ -343,3 +345,22 @@ def test_mrope_positions_match_transformers_qwen3_vl_frames_with_timestamps():
     types, images, _ = _types_and_grids(segments, 2)
     hf = _hf_rope_index("qwen3_vl", types, images, [[2, 4, 6]], 2)  # transformers splits the video itself
     assert torch.equal(pl.mrope_positions(segments, spatial_merge=2), hf)
+
+
+@pytest.mark.crosscheck
+@pytest.mark.parametrize("model", ["qwen2_vl", "qwen2_5_vl"])
+def test_transformers_text_after_a_long_video_falls_among_its_ids(model):
+    """Chapter 9's errata: one text token, a video of 6 temporal patches of 2 x 2 tokens, 2 text tokens.
+
+    The video sits at t = 1..6. transformers 5.x starts the text after it at s + max(h, w) = 1 + 2 = 3,
+    inside the video's time ids; the max + 1 rule (pl.mrope_positions) at 7. Yet the deltas the same
+    get_rope_index returns place the next generated token at max + 1 = 7, not after its own text (5)."""
+    segments = [("text", 1), ("video", (6, 2, 2)), ("text", 2)]
+    qwen25 = dict(tokens_per_second=1, seconds=[1.0]) if model == "qwen2_5_vl" else {}  # t advances 1 per patch
+    hf, deltas = _hf_rope_index(model, *_types_and_grids(segments, 1), 1, with_deltas=True, **qwen25)
+    ours = pl.mrope_positions(segments)
+    assert torch.equal(hf[:25], ours[:25])  # the text token and the video agree
+    assert hf[1:25, 0].unique().tolist() == [1, 2, 3, 4, 5, 6]
+    assert hf[25:].tolist() == [[3, 3, 3], [4, 4, 4]]  # transformers: s + max(h, w)
+    assert ours[25:].tolist() == [[7, 7, 7], [8, 8, 8]]  # ours: one past the video's largest id
+    assert hf.shape[0] == 27 and hf.shape[0] + deltas[0] == 7  # next token (index 27) at max + 1 = 7
