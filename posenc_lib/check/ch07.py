@@ -86,8 +86,8 @@ def ntk_overshoot(answer: Callable[[int, float], Any]) -> bool | None:
             yield ok, f"d={d}, s={s:g}: {'right' if ok else 'wrong'}{why}"
 
     return report("NTK's overshoot per pair", answer, run,
-                  "with Exercise 2's base (pair d/2 − 1), write θ'_j / θ_j as a power of s; the ratio asked "
-                  "for is s · θ'_j / θ_j because the distance grew by s.")
+                  "a base change rescales each pair's frequency by its own amount: how does θ'_j / θ_j depend "
+                  "on j? And the angle asked for is taken at a distance s times longer.")
 
 
 # (d, base, L0, L): the chapter's numbers, a shorter head, Llama-3-like numbers, and L <= L0 (nothing to do).
