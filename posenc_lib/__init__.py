@@ -23,7 +23,7 @@ from .absolute import (
 from .alibi import ALiBi, LearnedALiBi, alibi_bias, alibi_bias_two_sided, alibi_slopes
 from .angles import rope_angles, rope_frequencies
 from .attention import attention, causal_linear_attention, causal_mask
-from .deberta import deberta_relative_index, deberta_scores, deberta_terms
+from .deberta import deberta_log_bucket, deberta_relative_index, deberta_scores, deberta_terms
 from .device import default_device
 from .permutation import equivariance_error, inverse_permutation, permutation_matrix, self_attention
 from .relative import (
@@ -103,6 +103,7 @@ __all__ = [
     "causal_linear_attention",
     "causal_mask",
     "clipped_relative_positions",
+    "deberta_log_bucket",
     "deberta_relative_index",
     "deberta_scores",
     "deberta_terms",

@@ -1,7 +1,9 @@
 """DeBERTa's disentangled attention (He et al., ICLR 2021; arXiv 2006.03654, 2020).
 
 Each token carries a content vector; positions live in a separate table P of 2k
-relative embeddings with their *own* projections: q^r = P W_{q,r}, k^r = P W_{k,r}.
+relative embeddings with their *own* projections: q^r = P W_{q,r}, k^r = P W_{k,r}
+(the paper and v1; DeBERTa-v2/v3 with ``share_att_key`` reuse the content projections,
+i.e. pass q_r = P W_q, k_r = P W_k, and bucket the distance by log first).
 The relative distance of query i and key j, bucketed into 2k rows, is
 
     delta(i, j) = clip(i - j + k, 0, 2k - 1)      (query minus key, then shifted by k)
@@ -13,10 +15,12 @@ and the score keeps three of the four terms of the absolute expansion:
          + k^c_j . q^r_{delta(j, i)}      position-to-content (p2c): note delta(j, i)
     softmax over j of A_ij / sqrt(3d)     (three terms, so 3d instead of d)
 
-The paper's p2c index is delta(j, i). The released code (microsoft/DeBERTa, and the
-transformers port) gathers with clip(-(i - j) + k) along the *key* rows and then
-transposes, which lands on delta(i, j), the same index as c2p: ``p2c_index="reference"``
-reproduces it (tests/test_deberta.py checks it against transformers).
+The paper's p2c index is delta(j, i). The released code uses delta(i, j), the same index
+as c2p, reached two ways: transformers' port gathers k_c q_r^T along the *key* rows with
+clip(-(i - j) + k) and transposes; microsoft/DeBERTa's disentangled_attention.py gathers
+q_r k_c^T along dim -2 with c2p's clip(i - j + k). ``p2c_index="reference"`` reproduces
+it (tests/test_deberta.py checks both recipes and transformers' v1 attention;
+tests/test_crosscheck.py checks transformers' deberta_v2 attention with share_att_key).
 Names: q_len, k_len; span = k (the table has 2k rows); d = head dimension.
 """
 from __future__ import annotations
@@ -44,6 +48,32 @@ def deberta_relative_index(
     span = v.int_at_least("span", span, 1)
     key_minus_query = relative_positions(q_len, k_len, device=device)
     return (span - key_minus_query).clamp(0, 2 * span - 1)
+
+
+def deberta_log_bucket(relative_position: Tensor, *, position_buckets: int = 256, max_position: int = 512) -> Tensor:
+    """DeBERTa-v2/v3's bucket of each query-minus-key distance delta: exact when near, log-spaced when far.
+
+    With h = position_buckets // 2:
+        bucket(delta) = delta                                                     if |delta| <= h
+                      = sign(delta) * (h + ceil(log(|delta| / h) / log((max_position - 1) / h) * (h - 1)))
+    One signed, symmetric rule (T5 splits the buckets by direction and floors); the ceiling keeps
+    distances exact a little past h (to 131 with v3's 256 and 512), |delta| = max_position - 1 lands
+    on h + h - 1, and there is no cap: farther distances keep growing, and the caller clips them
+    into the 2 * position_buckets rows of the table (as c2p's index does). Computed in float64.
+    relative_position: integer tensor of query-minus-key distances, any shape
+    returns: same shape, long
+    Taught in: notebooks/04_relative.ipynb
+    """
+    if not isinstance(relative_position, Tensor):
+        raise ValueError("relative_position must be an integer tensor of query-minus-key distances")
+    v.integer_tensor("relative_position", relative_position)
+    buckets = v.int_at_least("position_buckets", position_buckets, 4)
+    h = buckets // 2
+    top = v.int_at_least("max_position", max_position, h + 2)  # log((max_position - 1) / h) > 0
+    delta = relative_position.long()
+    far = delta.abs().clamp(min=h).double()  # the near ones are replaced below; clamp keeps log finite
+    log_bucket = h + torch.ceil(torch.log(far / h) / math.log((top - 1) / h) * (h - 1))
+    return torch.where(delta.abs() <= h, delta, delta.sign() * log_bucket.long())
 
 
 def _check(q_c: Tensor, k_c: Tensor, q_r: Tensor, k_r: Tensor) -> int:

@@ -62,7 +62,10 @@ def t5_relative_bucket(
                    Otherwise (decoders) only the past is bucketed; future keys get bucket 0.
     Within a direction, distances n = 0 .. e - 1 get their own bucket (B = buckets per
     direction, e = B // 2); larger ones get min(B - 1, e + floor(log(n/e) / log(max_distance/e)
-    * (B - e))): log-spaced buckets. The last bucket starts *before* max_distance (where a
+    * (B - e))): log-spaced buckets, their edges growing roughly geometrically but floored to
+    whole distances, so a far bucket can be as wide as, or narrower than, the one before (32
+    buckets, max_distance 128: encoder buckets 8 and 9 hold 4 distances each; decoder bucket 17
+    holds 2, bucket 16 holds 3). The last bucket starts *before* max_distance (where a
     bucket B, one past the last, would begin): with 16 buckets and max_distance 32, at 20.
     relative_position: integer tensor of any shape, e.g. ``relative_positions(q, k)``
     returns: same shape, long, in [0, num_buckets)

@@ -11,7 +11,9 @@ r_o = W_{k,R} R_o (R_o the sinusoid of offset o, no learned parameters), XL scor
          + u . k_j          (c) global content bias   (u replaces the projected W_q p_i)
          + v . r_o          (d) global position bias  (v replaces it in the position term)
 
-Offsets run 0 .. k_len - 1, so r holds one row per offset: r[o] = W_{k,R} R_o.
+Offsets run 0 .. k_len - 1, so r holds one row per offset: r[o] = W_{k,R} R_o. (The paper
+writes R_{i-j} with i, j counted over the whole extended context, memory first: its i is
+our M + i.)
 Names: q_len, k_len; d = head dimension; M = k_len - q_len.
 """
 from __future__ import annotations

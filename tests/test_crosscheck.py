@@ -1,4 +1,6 @@
 """Cross-checks against widely used implementations, built offline from small configs."""
+import math
+
 import pytest
 import torch
 
@@ -78,11 +80,118 @@ def test_causal_alibi_gives_bloom_attention(heads):
 
 
 @pytest.mark.parametrize("bidirectional", [True, False])
-@pytest.mark.parametrize("num_buckets,max_distance", [(32, 128), (8, 16), (64, 300)])
+@pytest.mark.parametrize("num_buckets,max_distance", [(32, 128), (8, 16), (16, 32), (64, 300)])
 def test_t5_bucket_matches_hf_t5(bidirectional, num_buckets, max_distance):
+    """Offsets -699..699: past max_distance both ways, so the log tail and the last buckets are compared."""
     from transformers.models.t5.modeling_t5 import T5Attention
 
-    rel = pl.relative_positions(40, 700)
+    rel = pl.relative_positions(700, 700)
+    assert rel.min().item() < -max_distance and rel.max().item() > max_distance
     ref = T5Attention._relative_position_bucket(rel, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance)
     ours = pl.t5_relative_bucket(rel, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance)
+    per_direction = num_buckets // 2 if bidirectional else num_buckets
+    assert (ref == per_direction - 1).any()  # the last bucket of the past is reached
     assert torch.equal(ours, ref)
+
+
+def test_t5_stack_builds_its_bias_table_in_block_0_only():
+    """Chapter 4 §7: one (num_buckets, heads) table per stack, reused by the other blocks."""
+    from transformers import T5Config
+    from transformers.models.t5.modeling_t5 import T5Stack
+
+    stack = T5Stack(T5Config(d_model=16, d_kv=4, num_heads=12, num_layers=3, d_ff=8, vocab_size=8,
+                             relative_attention_num_buckets=32))
+    tables = {n: p.shape for n, p in stack.named_parameters() if "relative_attention_bias" in n}
+    assert tables == {"block.0.layer.0.SelfAttention.relative_attention_bias.weight": (32, 12)}
+    assert sum(p.numel() for p in pl.T5RelativeBias(12, num_buckets=32).parameters()) == 32 * 12
+
+
+def n_params(*modules_or_tensors) -> int:
+    return sum(sum(p.numel() for p in m.parameters()) if isinstance(m, torch.nn.Module) else m.numel()
+               for m in modules_or_tensors)
+
+
+def test_xlnet_relative_attention_position_parameters():
+    """Chapter 4 §7: W_kR (r), u (r_w_bias), v (r_r_bias) per layer: d^2 + 2d at d_model 768, 12 heads."""
+    from transformers import XLNetConfig
+    from transformers.models.xlnet.modeling_xlnet import XLNetRelativeAttention
+
+    att = XLNetRelativeAttention(XLNetConfig(d_model=768, n_head=12))
+    assert att.r.shape == (768, 12, 64) and att.r.numel() == 589_824
+    assert att.r_w_bias.numel() == att.r_r_bias.numel() == 768
+    assert n_params(att.r, att.r_w_bias, att.r_r_bias) == 768 * 768 + 2 * 768
+
+
+def _deberta_kwargs(d_model=768, heads=12):
+    return dict(hidden_size=d_model, num_attention_heads=heads, intermediate_size=4, num_hidden_layers=1,
+                relative_attention=True)
+
+
+def test_deberta_v1_has_separate_position_projections():
+    """v1: pos_proj (no bias) + pos_q_proj (with bias) per layer = 2d^2 + d; one 2k-row table per encoder."""
+    from transformers import DebertaConfig
+    from transformers.models.deberta import modeling_deberta as hf
+
+    cfg = DebertaConfig(**_deberta_kwargs(), pos_att_type="c2p|p2c", max_relative_positions=128)
+    att = hf.DisentangledSelfAttention(cfg)
+    assert att.pos_proj.bias is None and att.pos_q_proj.bias is not None
+    assert n_params(att.pos_proj, att.pos_q_proj) == 2 * 768**2 + 768
+    assert n_params(hf.DebertaEncoder(cfg).rel_embeddings) == 2 * 128 * 768
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_deberta_v2_position_parameters_with_and_without_share_att_key(share):
+    """v2/v3 with share_att_key: no position parameters in a layer; without: 2d^2 + 2d. v3's table: 2 x 256 rows."""
+    from transformers import DebertaV2Config
+    from transformers.models.deberta_v2 import modeling_deberta_v2 as hf
+
+    cfg = DebertaV2Config(**_deberta_kwargs(), pos_att_type="p2c|c2p", share_att_key=share, position_buckets=256,
+                          max_relative_positions=-1, max_position_embeddings=512, norm_rel_ebd="layer_norm")
+    att = hf.DisentangledSelfAttention(cfg)
+    extra = n_params(att) - n_params(att.query_proj, att.key_proj, att.value_proj)
+    assert extra == (0 if share else 2 * 768**2 + 2 * 768)
+    enc = hf.DebertaV2Encoder(cfg)
+    assert enc.rel_embeddings.weight.shape == (2 * 256, 768) and n_params(enc.LayerNorm) == 2 * 768
+
+
+def test_deberta_v2_shared_projections_are_the_library_terms_with_tied_projections():
+    """share_att_key: q^r = query_proj(P), k^r = key_proj(P); softmax((c2c + c2p + p2c_ref) / sqrt(3d))."""
+    from transformers import DebertaV2Config
+    from transformers.models.deberta_v2 import modeling_deberta_v2 as hf
+
+    torch.manual_seed(0)
+    heads, d, L, span = 2, 4, 7, 3  # L > span: clipped distances included
+    cfg = DebertaV2Config(**_deberta_kwargs(heads * d, heads), pos_att_type="p2c|c2p", share_att_key=True,
+                          max_relative_positions=span, position_buckets=-1)
+    att = hf.DisentangledSelfAttention(cfg).eval()
+    x, P = torch.randn(1, L, heads * d), torch.randn(2 * span, heads * d)
+    with torch.no_grad():
+        rel = hf.build_relative_position(x, x)  # query minus key, no buckets
+        _, probs = att(x, torch.ones(1, 1, L, L), output_attentions=True, relative_pos=rel, rel_embeddings=P)
+
+        def split(t):  # (n, heads * d) -> (heads, n, d)
+            return t.view(t.shape[0], heads, d).transpose(0, 1)
+
+        q_c, k_c = split(att.query_proj(x[0])), split(att.key_proj(x[0]))
+        q_r, k_r = split(att.query_proj(P)), split(att.key_proj(P))  # the content projections, biases included
+    ours = pl.deberta_scores(q_c, k_c, q_r, k_r, p2c_index="reference").softmax(-1)
+    torch.testing.assert_close(probs[0], ours)
+    paper = pl.deberta_scores(q_c, k_c, q_r, k_r).softmax(-1)
+    assert not torch.allclose(probs[0], paper, atol=1e-4)  # the paper's delta(j, i) is not what runs
+
+
+@pytest.mark.parametrize("position_buckets,max_position", [(256, 512), (64, 128), (32, 512)])
+def test_deberta_v2_log_buckets_are_signed_exact_then_ceil_log(position_buckets, max_position):
+    from transformers.models.deberta_v2.modeling_deberta_v2 import make_log_bucket_position
+
+    deltas = list(range(-3 * max_position, 3 * max_position + 1))
+    hf = make_log_bucket_position(torch.tensor(deltas), position_buckets, max_position).long().tolist()
+    ours = pl.deberta_log_bucket(torch.tensor(deltas), position_buckets=position_buckets, max_position=max_position)
+    assert ours.dtype == torch.long and hf == ours.tolist()
+    h = position_buckets // 2
+    by = dict(zip(deltas, hf))
+    assert all(by[-d] == -by[d] for d in deltas)  # symmetric
+    assert by[max_position - 1] == 2 * h - 1  # the far buckets reach +-(b - 1) at m - 1 ...
+    assert by[3 * max_position] > 2 * h - 1  # ... and keep growing (no min); the gather's clip caps them
+    if (position_buckets, max_position) == (256, 512):  # v3
+        assert all(by[d] == d for d in range(-131, 132)) and by[132] == 131

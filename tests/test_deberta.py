@@ -68,6 +68,20 @@ def test_matches_hugging_face_deberta_relative_terms_with_the_reference_p2c_inde
     assert not torch.allclose(hf, c2p + p2c_paper, atol=1e-3)
 
 
+def test_reference_p2c_index_matches_both_released_recipes():
+    """transformers: gather k_c q_r^T (key rows) with clip(-(i - j) + k), transpose; microsoft/DeBERTa
+    (DeBERTa/deberta/disentangled_attention.py): gather q_r k_c^T along dim -2 with c2p's clip(i - j + k)."""
+    g = torch.Generator().manual_seed(3)
+    L, span, d = 7, 3, 4
+    qc, kc, qr, kr = (torch.randn(n, d, generator=g, dtype=torch.float64) for n in (L, L, 2 * span, 2 * span))
+    i_minus_j = -pl.relative_positions(L, L)
+    hf_style = torch.gather(kc @ qr.T, -1, (-i_minus_j + span).clamp(0, 2 * span - 1)).T
+    ms_style = torch.gather(qr @ kc.T, -2, (i_minus_j + span).clamp(0, 2 * span - 1))
+    _, _, p2c_ref = pl.deberta_terms(qc, kc, qr, kr, p2c_index="reference")
+    torch.testing.assert_close(hf_style, p2c_ref)
+    torch.testing.assert_close(ms_style, p2c_ref)
+
+
 def test_reference_p2c_index_is_delta_i_j():
     qc, kc, qr, kr = torch.randn(4, 3), torch.randn(4, 3), torch.randn(4, 3), torch.randn(4, 3)
     _, _, p2c = pl.deberta_terms(qc, kc, qr, kr, p2c_index="reference")
@@ -96,3 +110,24 @@ def test_bad_input_raises_value_error_naming_the_parameter(call, msg):
     with pytest.raises(ValueError) as e:
         call()
     assert msg in str(e.value)
+
+
+def test_deberta_log_bucket_is_exact_near_signed_and_uncapped():
+    d = torch.arange(-2000, 2001)
+    b = pl.deberta_log_bucket(d)  # v3: 256 buckets, max_position 512
+    assert torch.equal(b, -pl.deberta_log_bucket(-d))  # symmetric
+    assert torch.equal(b[(d.abs() <= 128)], d[d.abs() <= 128])  # exact to h = 128 ...
+    assert b[d == 131].item() == 131 and b[d == 132].item() == 131  # ... and by the ceiling a little past it
+    assert b[d == 511].item() == 255 and b[d == 512].item() == 256  # h + h - 1 at max_position - 1, then no cap
+    assert bool((b[1:] >= b[:-1]).all())  # monotone in the distance
+    # hand-computed far bucket: 128 + ceil(ln(300/128) / ln(511/128) * 127)
+    assert pl.deberta_log_bucket(torch.tensor([300])).item() == 128 + math.ceil(math.log(300 / 128) / math.log(511 / 128) * 127)
+
+
+@pytest.mark.parametrize("kwargs, name", [(dict(position_buckets=2), "position_buckets"),
+                                         (dict(position_buckets=256, max_position=129), "max_position")])
+def test_deberta_log_bucket_rejects_bad_settings(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        pl.deberta_log_bucket(torch.arange(5), **kwargs)
+    with pytest.raises(ValueError, match="relative_position"):
+        pl.deberta_log_bucket(torch.arange(5.0))

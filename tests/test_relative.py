@@ -92,3 +92,13 @@ def test_shaw_attention_adds_relative_key_and_value_terms():
         e = torch.stack([q[i] @ (k[j] + a_k[i, j]) / 2 for j in range(3)])
         torch.testing.assert_close(w[i], e.softmax(0))
         torch.testing.assert_close(z[i], sum(w[i, j] * (v[j] + a_v[i, j]) for j in range(3)))
+
+
+@pytest.mark.parametrize("bidirectional,first_far", [(True, 8), (False, 16)])
+def test_t5_far_buckets_grow_roughly_not_strictly(bidirectional, first_far):
+    """T5's defaults (32, 128): floored log edges; encoder buckets 8 and 9 hold 4 distances each,
+    decoder bucket 17 holds 2 where bucket 16 holds 3; the last full far bucket is much wider than the first."""
+    b = pl.t5_relative_bucket(-torch.arange(0, 1000), bidirectional=bidirectional, num_buckets=32, max_distance=128)
+    widths = [(b == k).sum().item() for k in range(first_far, 2 * first_far - 1)]
+    assert widths[:2] == ([4, 4] if bidirectional else [3, 2])
+    assert widths[-1] > 4 * widths[0]

@@ -12,7 +12,8 @@
 # 3. Transformer-XL (Dai et al. 2019): sinusoidal offsets, two global biases $u, v$ and the
 #    *relative shift* that makes it fast;
 # 4. T5 (Raffel et al. 2020): one learned scalar per offset bucket and head;
-# 5. DeBERTa (He et al. 2021): content and position kept apart, with their own projections;
+# 5. DeBERTa (He et al. 2021): content and position kept apart, with their own projections (in v1;
+#    v2/v3 reuse the content ones);
 # 6. one picture of the bias each method adds, as a function of $(i, j)$;
 # 7. one table: parameters, memory, what each method can express, which models use it;
 # 8. exercises, and the errors in the source notes this chapter follows.
@@ -27,6 +28,7 @@
 
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline
+import importlib.util
 import math
 
 import ipywidgets as widgets
@@ -109,7 +111,7 @@ fig
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Only the position–position term is free of content, and even it does **not** depend on $m - n$ alone
-# once the projections are in the way: $p_m^\top p_n = \sum_j \cos((m-n)\theta_j)$ is a function of the
+# once the projections are in the way: $p_m^\top p_n = \sum_t \cos((m-n)\theta_t)$ is a function of the
 # offset, but $p_m^\top W_q^\top W_k p_n$ with trained (here random) matrices is not. Relative methods
 # build the offset dependence in by construction.
 
@@ -159,7 +161,8 @@ viz.interactive_heatmap(
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Shaw attention in the library: `ShawRelativePositions` holds the two tables and returns
 # $a^K_{ij}, a^V_{ij}$ for every pair; `shaw_attention` uses them. Keys more than $k$ away get the
-# same vectors, so query 0 cannot distinguish key 5 from key 11 by position.
+# same vectors, so query 0 cannot distinguish key 5 from key 11 by position. The cell checks query 0's
+# weights against $e_{0j}$ and its output $z_0 = \sum_j w_{0j}(v_j + a^V_{0j})$ by hand.
 
 # %%
 g = torch.manual_seed(0)
@@ -171,6 +174,7 @@ assert_close(a_k[0, 5], a_k[0, 11])  # offsets 5 and 11: both clipped to +3
 assert not torch.allclose(a_k[0, 1], a_k[0, 2])  # inside the window every offset differs
 e_05 = q_[0] @ (k_[5] + a_k[0, 5]) / 2  # sqrt(d) = 2
 assert_close(w[0].log() - w[0].log()[5], (q_[0] @ (k_.T + a_k[0].T) / 2) - e_05)
+assert_close(z[0], (w[0, :, None] * (v_ + a_v[0])).sum(0))  # z_0 = sum_j w_0j (v_j + a^V_0j)
 print("weights of query 0:", [round(v, 3) for v in w[0].tolist()])
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -205,7 +209,9 @@ print("query-minus-key rows are the key-minus-query rows of the flipped table")
 # so XL rewrites the four terms of §1. Query $i$ sits at position $M + i$, key $j$ at $j$. XL indexes
 # its sinusoids by the **distance query minus key**, $M + i - j$, which is $\ge 0$ for every key the
 # (causal) query may see: the negative of this course's offset $j - (M + i)$. We keep XL's sign in
-# this section, as its paper and code do (the paper writes $R_{i-j}$, a segment without memory).
+# this section, as its paper and code do. (The paper writes $R_{i-j}$ with $i, j$ counted over the
+# whole extended context, memory first, so its query index is our $M + i$ and its $R_{i-j}$ is our
+# $R_{M+i-j}$; we count queries within the segment.)
 # $R_{o}$ is the sinusoid of distance $o$ (fixed, not learned):
 #
 # $$A^{\text{rel}}_{ij} =
@@ -395,9 +401,13 @@ fig
 # $$\text{bucket}(n) = \min\Big(B - 1,\; e + \Big\lfloor \frac{\log(n/e)}{\log(\text{max\_distance}/e)}\,(B - e)
 #   \Big\rfloor\Big).$$
 #
-# The $B - e$ far buckets cut the distances from $e$ on into equal steps of $\log n$, so each is wider
-# than the one before. The next cell writes the formula out in plain Python, one offset at a time, and
-# checks the library against it for every offset up to ±300, in both modes.
+# The $B - e$ far buckets cut $\log n$ between $\log e$ and $\log(\text{max\_distance})$ into equal
+# steps, so their edges grow roughly geometrically, by a factor $(\text{max\_distance}/e)^{1/(B-e)}$ a
+# bucket. Only roughly: the edges are floored to whole distances, so a far bucket can be as wide as the one
+# before it, or even narrower. With T5's defaults, the encoder's buckets 8 and 9 both hold 4 distances,
+# and the decoder's bucket 17 holds 2 where bucket 16 holds 3 (checked two cells down). The next cell
+# writes the formula out in plain Python, one offset at a time, and checks the library against it for
+# every offset up to ±300, in both modes.
 
 # %%
 def t5_bucket_by_formula(offset: int, num_buckets: int, max_distance: int, bidirectional: bool) -> int:
@@ -427,8 +437,19 @@ print("offsets -16..-23 ->", b_past[16:24].tolist())
 assert b_past[:4].tolist() == [0, 1, 2, 3]  # exact near
 assert len(b_past.unique()) == 8  # the 8 buckets of the past, all used
 widths = [(b_past == b).sum().item() for b in (4, 5, 6)]
-assert widths[0] < widths[1] < widths[2]  # log-spaced: each far bucket is wider than the one before
-print("distances per far bucket 4, 5, 6:", widths)
+assert widths[0] < widths[1] < widths[2]  # here each far bucket happens to be wider than the one before
+print("16 buckets, max 32: distances per far bucket 4, 5, 6:", widths)
+far = torch.arange(0, -1000, -1, device=device)  # T5's defaults, 32 buckets and max_distance 128
+for bidir, first_far in ((True, 8), (False, 16)):
+    b_def = pl.t5_relative_bucket(far, num_buckets=32, max_distance=128, bidirectional=bidir)
+    w_def = [(b_def == b).sum().item() for b in range(first_far, 2 * first_far - 1)]  # all but the last
+    assert w_def[-1] > 4 * w_def[0]  # roughly geometric growth overall ...
+    print(f"32 buckets, max 128, {'encoder' if bidir else 'decoder'}: distances per far bucket "
+          f"{first_far}..{2 * first_far - 2}:", w_def)
+    if bidir:
+        assert w_def[0] == w_def[1] == 4  # ... but buckets 8 and 9 are equally wide
+    else:
+        assert w_def[1] < w_def[0]  # ... and bucket 17 (2 distances) is narrower than bucket 16 (3)
 assert pl.t5_relative_bucket(-past, num_buckets=nb, max_distance=maxd)[1:].min() >= 8  # the future: upper half
 t5_causal = pl.t5_relative_bucket(torch.arange(-3, 4, device=device), bidirectional=False, num_buckets=nb,
                                   max_distance=maxd)
@@ -489,7 +510,9 @@ fig
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # Explore: more buckets make the exact range wider; a larger `max_distance` stretches the log buckets.
-# (The slider keeps `max_distance` above the exact range, which the library requires.)
+# The figure opens at 16 buckets and `max_distance` **33**, one more than the 32 above: the library
+# requires `max_distance` above the exact range, and with 64 decoder buckets that range is 0..31, so 33
+# is the smallest value valid for every setting of the other two controls.
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "subslide"}
 def draw_t5(fig, num_buckets, max_distance, bidirectional):
@@ -511,10 +534,21 @@ def draw_t5(fig, num_buckets, max_distance, bidirectional):
     return update
 
 
+def t5_settings_valid(num_buckets, max_distance, bidirectional):
+    try:
+        pl.t5_relative_bucket(torch.zeros(1, dtype=torch.long), num_buckets=num_buckets,
+                              max_distance=max_distance, bidirectional=bidirectional)
+        return True
+    except ValueError:
+        return False
+
+
+assert all(t5_settings_valid(nb_, 33, bd_) for nb_ in range(8, 65, 4) for bd_ in (True, False))
+assert not t5_settings_valid(64, 32, False)  # 32 would fail for 64 decoder buckets
 viz.InteractiveFigure(
     draw_t5, figsize=(8.0, 3.3),
     num_buckets=widgets.IntSlider(16, min=8, max=64, step=4, description="buckets"),
-    max_distance=widgets.IntSlider(32, min=33, max=256, description="max dist"),
+    max_distance=widgets.IntSlider(33, min=33, max=256, description="max dist"),
     bidirectional=widgets.Checkbox(value=True, description="bidirectional"),
 )
 
@@ -522,9 +556,10 @@ viz.InteractiveFigure(
 # ## 5. DeBERTa: content and position, disentangled
 #
 # DeBERTa (He et al., ICLR 2021) keeps content and position in separate vectors all the way into the
-# score. The positions are a table $P$ of $2k$ relative embeddings, projected with **their own**
-# matrices: $q^r = P W_{q,r}$, $k^r = P W_{k,r}$. The distance of query $i$ and key $j$ (query minus key)
-# is bucketed into the $2k$ rows:
+# score. The positions are a table $P$ of $2k$ relative embeddings, projected in the paper (and in the
+# v1 models) with **their own** matrices: $q^r = P W_{q,r}$, $k^r = P W_{k,r}$. (DeBERTa-v2/v3 reuse the
+# content projections instead; see the end of this section.) The distance of query $i$ and key $j$
+# (query minus key) is bucketed into the $2k$ rows:
 #
 # $$\delta(i, j) = \operatorname{clip}(i - j + k,\ 0,\ 2k - 1).$$
 #
@@ -585,27 +620,48 @@ assert abs(ratio - 1) < 0.1
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Paper, released code, and the source notes
 #
-# The released code (microsoft/DeBERTa, and its port in transformers) computes p2c by gathering with
-# $\operatorname{clip}(-(i - j) + k)$ along the *key* rows and then transposing. Followed through, that
-# lands on $\delta(i, j)$, the same index as c2p, not the paper's $\delta(j, i)$ (discussed in
-# microsoft/DeBERTa issues #47 and #162). The next cell replays that recipe; `p2c_index="reference"`
-# reproduces it, and `tests/test_deberta.py` checks it against transformers' `DisentangledSelfAttention`.
+# The released code computes p2c with another index than the paper, in two ways that agree:
+#
+# * transformers' port (`disentangled_att_bias` in `models/deberta/modeling_deberta.py`,
+#   `disentangled_attention_bias` in `models/deberta_v2/modeling_deberta_v2.py`) scores every key
+#   against all $2k$ rows of $q^r$, gathers along those *key* rows with
+#   $\operatorname{clip}(-(i - j) + k)$, and transposes;
+# * microsoft/DeBERTa's current code (`disentangled_attention_bias` in
+#   `DeBERTa/deberta/disentangled_attention.py`, the v2/v3 version) scores all $2k$ rows against every
+#   key, a $(2k, k_\text{len})$ matrix, and gathers it along dim $-2$ with c2p's own index
+#   $\operatorname{clip}(i - j + k)$.
+#
+# Followed through, both land on $\delta(i, j)$, the same index as c2p, not the paper's $\delta(j, i)$
+# (discussed in microsoft/DeBERTa issues #47 and #162). The next cell replays both recipes;
+# `p2c_index="reference"` reproduces them, `tests/test_deberta.py` checks it against transformers' v1
+# `DisentangledSelfAttention` and `tests/test_crosscheck.py` against the deberta_v2 one.
 # Inside the window ($|i - j| < k$) the paper's row is $2k - \delta(i, j)$. A mirror of rows
 # $0 \dots 2k-1$ would be $2k - 1 - \delta(i, j)$, so this is the table read mirrored *and shifted by
 # one row*: nearly the same model family, but a trained checkpoint needs the index its code used.
 #
 # The source notes (`004`) write DeBERTa's relative terms as
 # $x_m^\top W_q^\top W_k \tilde p_{m-n} + \tilde p_{m-n}^\top W_q^\top W_k x_n$: the *content*
-# projections, and the query-minus-key offset in both terms. DeBERTa projects positions with their own
-# $W_{q,r}, W_{k,r}$; the source's form is the special case $W_{q,r} = W_q$, $W_{k,r} = W_k$ (with the
-# released code's index, and without the $1/\sqrt{3d}$).
+# projections, and the query-minus-key offset in both terms. That is not the v1 paper, whose positions
+# have their own $W_{q,r}, W_{k,r}$ (`pos_q_proj`, `pos_proj` in transformers' v1), but it is what
+# DeBERTa-v2/v3 do: with `share_att_key` set, deberta_v2's attention projects the relative table with
+# the content `query_proj` and `key_proj` (biases included), and the released v3 configs set it
+# (`share_att_key: true`, `position_buckets: 256` in microsoft/DeBERTa's
+# `experiments/language_model/deberta_base.json` and `rtd_base.json`). The offset $m - n$ in both
+# terms is the released code's $\delta(i, j)$. What the source leaves out is the scale: its softmax
+# divides by $\sqrt d$, DeBERTa's code (v1 and v2/v3) by $\sqrt{3d}$ when c2p and p2c are both on
+# (`scale_factor` = 3); and v2/v3's log buckets of the offset (§7). The cell checks that the source's
+# form is the library's terms with $W_{q,r} = W_q$, $W_{k,r} = W_k$; `tests/test_crosscheck.py` checks
+# transformers' deberta_v2 attention with `share_att_key` against
+# `softmax(pl.deberta_scores(..., p2c_index="reference"))`, which divides by $\sqrt{3d}$.
 
 # %%
 rel = -pl.relative_positions(L, L, device=device)  # query minus key, i - j, as the code builds it
 p2c_pos = torch.clamp(-rel + span_k, 0, 2 * span_k - 1)  # clip(-(i - j) + k), laid over rows of keys
-code_p2c = torch.gather(k_c @ q_r.T, -1, p2c_pos).T  # gather along the key rows, then transpose
+code_p2c = torch.gather(k_c @ q_r.T, -1, p2c_pos).T  # transformers: gather along the key rows, transpose
+ms_p2c = torch.gather(q_r @ k_c.T, -2, delta)  # microsoft/DeBERTa: rows of q^r against keys, c2p's index
 _, _, p2c_ref = pl.deberta_terms(q_c, k_c, q_r, k_r, p2c_index="reference")
 assert_close(code_p2c, p2c_ref)
+assert_close(ms_p2c, p2c_ref)  # both recipes: the same p2c
 assert_close(code_p2c, torch.stack([torch.stack([k_c[j] @ q_r[delta[i, j]] for j in range(L)])
                                                   for i in range(L)]))  # delta(i, j) ...
 assert not torch.allclose(code_p2c, p2c, atol=1e-3)  # ... not the paper's delta(j, i)
@@ -617,7 +673,7 @@ src_c2p = torch.stack([torch.stack([q_c[m] @ (W_kc @ P[delta[m, n]]) for n in ra
 src_p2c = torch.stack([torch.stack([(W_qc @ P[delta[m, n]]) @ k_c[n] for n in range(L)]) for m in range(L)])
 _, c2p_tied, p2c_tied = pl.deberta_terms(q_c, k_c, P @ W_qc.T, P @ W_kc.T, p2c_index="reference")
 assert_close(src_c2p + src_p2c, c2p_tied + p2c_tied)  # a special case: W_{q,r} = W_q, W_{k,r} = W_k
-assert not torch.allclose(src_c2p, c2p, atol=1e-3)  # DeBERTa's own W_{k,r} gives other scores
+assert not torch.allclose(src_c2p, c2p, atol=1e-3)  # v1's own W_{k,r} gives other scores
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 6. One view for all: the bias as a function of $(i, j)$
@@ -693,19 +749,22 @@ fig
 # | **Shaw** (§2) | $2(2k+1)\,d_\text{head}$ per layer ($a^K$, $a^V$), shared by the heads | $a^K_{ij}, a^V_{ij}$: $(L, L, d_\text{head})$ each as written; $(L, 2k+1)$ if $q$ is scored against the $2k+1$ rows first, then gathered | yes, $q_i \cdot a^K_{ij}$; and $a^V$ moves the output | no | no: one table, each head's $q$ reads it | all alike beyond $k$ | Shaw et al. 2018 (translation); Music Transformer (Huang et al. 2018) builds on it |
 # | **Transformer-XL** (§3) | $d_\text{model}^2$ ($W_{k,R}$) $+\ 2\,d_\text{model}$ ($u, v$) per layer; $R$ is fixed | $r$: $(L, d_\text{model})$; scores by distance, $(H, L, L)$, then the shift | yes, (b) | yes, (d); and (c), a global content bias | yes ($W_{k,R}$, $u$, $v$ per head) | a sinusoid for every distance, nothing clipped | Transformer-XL (Dai et al. 2019), XLNet (Yang et al. 2019) |
 # | **T5** (§4) | $\text{num\_buckets}\cdot H$ per stack, encoder or decoder (its first layer computes the bias, the others reuse it) | bucket ids $(L, L)$, bias $(H, L, L)$ | no | yes, a scalar per bucket | yes | one shared last bucket, from well before `max_distance` (§4) | T5 (Raffel et al. 2020) and its descendants (mT5, Flan-T5) |
-# | **DeBERTa** (§5) | $2k\,d_\text{model}$ (the table, shared by all layers) $+\ 2\,d_\text{model}^2$ ($W_{q,r}, W_{k,r}$) per layer | $q^r, k^r$: $(2k, d_\text{model})$; c2p, p2c against all rows, $(H, L, 2k)$, then gathered | yes, both ways (c2p, p2c) | no (p2p dropped) | yes (projections) | all alike beyond $k$ | DeBERTa (He et al. 2021), DeBERTa-v2/v3 |
+# | **DeBERTa** (§5) | v1: $2k\,d_\text{model}$ (the table, shared by all layers) $+\ 2\,d_\text{model}^2 + d_\text{model}$ per layer ($W_{k,r}$ without bias, $W_{q,r}$ with one); v2/v3 with `share_att_key`: the table only (v3: $2 \cdot 256$ rows, and its LayerNorm, $2\,d_\text{model}$), nothing per layer | $q^r, k^r$: $(2k, d_\text{model})$; c2p, p2c against all rows, $(H, L, 2k)$, then gathered | yes, both ways (c2p, p2c) | no (p2p dropped) | yes (projections) | v1: all alike beyond $k$; v2/v3: exact near, log buckets (not T5's, see below) up to `max_position`, then the edge rows | DeBERTa (He et al. 2021), DeBERTa-v2/v3 |
 # | RoPE (chapter 5) | 0 | $\cos, \sin$: $(L, d_\text{head}/2)$ | yes: it *is* the rotated $q \cdot k$ | no | the same rotation in every head | every distance, but angles never seen in training (chapter 7) | GPT-NeoX, Llama and most current LLMs (chapter 8) |
 # | ALiBi (chapter 6) | 0 (fixed slopes $m_h$) | bias $(H, L, L)$, or only $H$ slopes in a fused kernel | no | yes, $-m_h (i - j)$ | yes (its slope) | a straight line, any distance | BLOOM, MPT |
 #
-# Sources for the sharing and the projections: Shaw et al. §3.3 share the tables across heads; in
-# Hugging Face `transformers`, XLNet keeps $u, v$ (`r_w_bias`, `r_r_bias`) in every layer's attention,
-# T5 builds its bias only in block 0 (`has_relative_attention_bias`), and
-# DeBERTa keeps one `rel_embeddings` table in the encoder with `pos_proj`, `pos_q_proj` per layer
-# (DeBERTa-v2/v3 can reuse the content projections instead, `share_att_key`, and bucket the
-# distances by log as T5 does, `position_buckets`). The counts and shapes in the table are checked below
-# for a layer of BERT-base's size ($H = 12$, $d_\text{model} = 768$) with $k = 128$ and T5's
-# 32 buckets: from the library's modules where it has them (Shaw, T5, RoPE, ALiBi), from the shapes
-# the library's functions take otherwise (XL, DeBERTa).
+# Sources for the sharing and the projections: Shaw et al. §3.3 share the tables across heads. The
+# other counts are read off Hugging Face `transformers`' own modules: XLNet's `XLNetRelativeAttention`
+# keeps $W_{k,R}$ (`r`, $d_\text{model} \times H \times d_\text{head}$), $u$ (`r_w_bias`) and $v$
+# (`r_r_bias`) in every layer (its `r_s_bias` and `seg_embed` serve segments, not positions); T5's
+# `T5Stack` gives the bias table only to block 0 (`has_relative_attention_bias`); DeBERTa's encoder
+# keeps one `rel_embeddings` table, and each v1 layer adds `pos_proj` (no bias) and `pos_q_proj`
+# (with a bias), while a v2/v3 layer with `share_att_key` adds nothing (without it, `pos_key_proj` and
+# `pos_query_proj`, both with biases: $2\,d_\text{model}^2 + 2\,d_\text{model}$). The cell below counts a
+# layer of BERT-base's size ($H = 12$, $d_\text{model} = 768$) with $k = 128$, T5's 32 buckets and
+# v3's 256 position buckets: from the library's modules for Shaw, T5, RoPE and ALiBi, and from
+# transformers' modules for XL, T5's stack and DeBERTa when transformers is installed
+# (`tests/test_crosscheck.py` checks the same counts); it prints the same lines either way.
 
 # %%
 H_, dm, dh, k_win, L_ = 12, 768, 64, 128, 10
@@ -718,20 +777,52 @@ def n_params(*modules_or_tensors) -> int:
 
 shaw_layer = pl.ShawRelativePositions(d=dh, max_distance=k_win)
 t5_stack = pl.T5RelativeBias(num_heads=H_, num_buckets=32, max_distance=128)
-W_kR_all, u_all, v_all = torch.zeros(dm, dm), torch.zeros(H_, dh), torch.zeros(H_, dh)  # XL: W_kR, u, v
-P_rel, W_qr_all, W_kr_all = torch.zeros(2 * k_win, dm), torch.zeros(dm, dm), torch.zeros(dm, dm)  # DeBERTa
-counts = {
+counts = {  # the library's modules against the table's formulas
     "Shaw (per layer)": (n_params(shaw_layer), 2 * (2 * k_win + 1) * dh),
-    "Transformer-XL (per layer)": (n_params(W_kR_all, u_all, v_all), dm * dm + 2 * dm),
     "T5 (whole stack)": (n_params(t5_stack), 32 * H_),
-    "DeBERTa (table, once)": (n_params(P_rel), 2 * k_win * dm),
-    "DeBERTa (per layer)": (n_params(W_qr_all, W_kr_all), 2 * dm * dm),
     "RoPE": (n_params(pl.RotaryEmbedding(dh)), 0),
     "ALiBi": (n_params(pl.ALiBi(H_)), 0),
 }
 for name, (counted, formula) in counts.items():
     assert counted == formula, name
-    print(f"{name:28s} {counted:>9,d} parameters")
+formulas = {  # the table's formulas for what the library has no module of; transformers' modules below
+    "Transformer-XL (per layer)": dm * dm + 2 * dm,  # W_kR, u, v
+    "DeBERTa v1 (table, once)": 2 * k_win * dm,
+    "DeBERTa v1 (per layer)": 2 * dm * dm + dm,  # pos_proj, pos_q_proj (+ its bias)
+    "DeBERTa-v3 (table, once)": 2 * 256 * dm + 2 * dm,  # 2 x 256 position buckets, and its LayerNorm
+    "DeBERTa-v3 (per layer)": 0,  # share_att_key: the content projections
+}
+if importlib.util.find_spec("transformers") is not None:  # transformers' own modules, same sizes
+    from transformers import DebertaConfig, DebertaV2Config, T5Config, XLNetConfig
+    from transformers.models.deberta import modeling_deberta as hf_v1
+    from transformers.models.deberta_v2 import modeling_deberta_v2 as hf_v2
+    from transformers.models.t5.modeling_t5 import T5Stack
+    from transformers.models.xlnet.modeling_xlnet import XLNetRelativeAttention
+
+    with torch.random.fork_rng():  # building modules draws random numbers: leave the notebook's stream alone
+        xl_att = XLNetRelativeAttention(XLNetConfig(d_model=dm, n_head=H_))
+        small = dict(hidden_size=dm, num_attention_heads=H_, intermediate_size=4, num_hidden_layers=1,
+                     relative_attention=True)
+        cfg_v1 = DebertaConfig(**small, pos_att_type="c2p|p2c", max_relative_positions=k_win)
+        att_v1, enc_v1 = hf_v1.DisentangledSelfAttention(cfg_v1), hf_v1.DebertaEncoder(cfg_v1)
+        cfg_v3 = DebertaV2Config(**small, pos_att_type="p2c|c2p", share_att_key=True, position_buckets=256,
+                                 max_relative_positions=-1, max_position_embeddings=512, norm_rel_ebd="layer_norm")
+        att_v3, enc_v3 = hf_v2.DisentangledSelfAttention(cfg_v3), hf_v2.DebertaV2Encoder(cfg_v3)
+        t5_hf = T5Stack(T5Config(d_model=16, d_kv=4, num_heads=H_, num_layers=3, d_ff=8, vocab_size=8,
+                                 relative_attention_num_buckets=32))
+    counted_hf = {
+        "Transformer-XL (per layer)": n_params(xl_att.r, xl_att.r_w_bias, xl_att.r_r_bias),
+        "DeBERTa v1 (table, once)": n_params(enc_v1.rel_embeddings),
+        "DeBERTa v1 (per layer)": n_params(att_v1.pos_proj, att_v1.pos_q_proj),
+        "DeBERTa-v3 (table, once)": n_params(enc_v3.rel_embeddings, enc_v3.LayerNorm),
+        "DeBERTa-v3 (per layer)": n_params(att_v3) - n_params(att_v3.query_proj, att_v3.key_proj, att_v3.value_proj),
+    }
+    assert counted_hf == formulas, counted_hf
+    t5_tables = [n for n, p_ in t5_hf.named_parameters() if "relative_attention_bias" in n]
+    assert t5_tables == ["block.0.layer.0.SelfAttention.relative_attention_bias.weight"]  # block 0 only
+    assert n_params(t5_hf.block[0].layer[0].SelfAttention.relative_attention_bias) == counts["T5 (whole stack)"][0]
+for name, n in {**{k_: c for k_, (c, _) in counts.items()}, **formulas}.items():
+    print(f"{name:28s} {n:>9,d} parameters")
 
 # what each one materialises, for L_ = 10 tokens
 a_K, a_V = shaw_layer(L_)
@@ -740,12 +831,64 @@ q_h = torch.randn(L_, dh)
 by_row = q_h @ shaw_layer.keys.weight.detach().T  # (L, 2k+1): each query against each table row
 cheap = torch.gather(by_row, 1, pl.clipped_relative_positions(L_, L_, k_win))  # then pick row clip(j-i)+k
 assert_close(cheap, torch.einsum("id,ijd->ij", q_h, a_K.detach()), atol=1e-4)  # = q_i . a^K_ij, no (L, L, d)
-W_kR_h, r_dist = W_kR_all[:dh], pl.xl_relative_sinusoids(L_, dm)  # one head's slice; R for distances 0..L-1
-assert pl.xl_score_terms(q_h, q_h, r_dist @ W_kR_h.T, u_all[0], v_all[0])["d"].shape == (L_, L_)  # per-head u, v fit
+W_kR_h, r_dist = torch.zeros(dh, dm), pl.xl_relative_sinusoids(L_, dm)  # one head's W_kR; R for distances 0..L-1
+u_h, v_h = torch.zeros(dh), torch.zeros(dh)  # one head's u, v
+assert pl.xl_score_terms(q_h, q_h, r_dist @ W_kR_h.T, u_h, v_h)["d"].shape == (L_, L_)  # per-head u, v fit
+P_rel, W_qr_all, W_kr_all = torch.zeros(2 * k_win, dm), torch.zeros(dm, dm), torch.zeros(dm, dm)  # shapes only
 c2c_, c2p_, p2c_ = pl.deberta_terms(q_h, q_h, P_rel @ W_qr_all[:dh].T, P_rel @ W_kr_all[:dh].T)
 assert c2p_.shape == p2c_.shape == (L_, L_) and (q_h @ (P_rel @ W_kr_all[:dh].T).T).shape == (L_, 2 * k_win)
 print(f"L = {L_}: Shaw a^K {tuple(a_K.shape)}, or {tuple(by_row.shape)} scored first;",
       f"T5 bias {tuple(t5_stack(L_).shape)}; DeBERTa c2p before the gather {(L_, 2 * k_win)}")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### DeBERTa-v2/v3's log buckets are not T5's
+#
+# DeBERTa-v2/v3 also bucket far distances by log (`position_buckets`), but with another rule
+# (transformers' `make_log_bucket_position(relative_pos, bucket_size, max_position)` in
+# `models/deberta_v2/modeling_deberta_v2.py`; microsoft/DeBERTa's `DeBERTa/deberta/da_utils.py`). For
+# the query-minus-key distance $\delta = i - j$, $b$ = `position_buckets` and $m$ = `max_position`
+# (v3: $b = 256$, and $m = 512$, its `max_position_embeddings`, since `max_relative_positions` is $-1$),
+# with $h = b/2$:
+#
+# $$\text{bucket}(\delta) = \begin{cases} \delta & |\delta| \le h, \\
+#   \operatorname{sign}(\delta)\left(h + \left\lceil \dfrac{\log(|\delta|/h)}{\log((m-1)/h)}\,(h - 1)
+#   \right\rceil\right) & \text{otherwise.} \end{cases}$$
+#
+# Unlike T5's: one signed, symmetric rule instead of two halves of buckets; the ceiling (T5 floors)
+# keeps distances exact a little past $h$, to 131 in v3; the far buckets reach $\pm(h + h - 1) = \pm 255$
+# at $|\delta| = m - 1 = 511$; and there is no $\min$: farther distances keep growing ($\pm 256$ at 512),
+# and the clip into the table's $2b = 512$ rows, $\operatorname{clip}(\text{bucket} + 256, 0, 511)$ as in
+# c2p, makes them share the edge rows. The cell writes the rule in plain Python, checks it against
+# `pl.deberta_log_bucket` and, when transformers is installed, against its `make_log_bucket_position`.
+
+# %%
+def deberta_v2_bucket(delta: int, position_buckets: int = 256, max_position: int = 512) -> int:
+    """DeBERTa-v2/v3's log bucket of a query-minus-key distance (teaching form, Python ints)."""
+    h = position_buckets // 2
+    if abs(delta) <= h:
+        return delta
+    far = h + math.ceil(math.log(abs(delta) / h) / math.log((max_position - 1) / h) * (h - 1))
+    return far if delta > 0 else -far
+
+
+deltas = list(range(-1500, 1501))
+v3_bucket = {dl: deberta_v2_bucket(dl) for dl in deltas}
+assert all(v3_bucket[-dl] == -v3_bucket[dl] for dl in deltas)  # signed and symmetric
+assert all(v3_bucket[dl] == dl for dl in range(-131, 132)) and v3_bucket[132] == 131  # exact to 131
+assert v3_bucket[511] == 255 and v3_bucket[-511] == -255 and v3_bucket[512] == 256  # 255 at m - 1, no min
+assert [v3_bucket[dl] for dl in deltas] == pl.deberta_log_bucket(torch.tensor(deltas)).tolist()  # the library's
+v3_row = {dl: min(max(v3_bucket[dl] + 256, 0), 511) for dl in deltas}  # the table row, c2p's clip
+assert {v3_row[dl] for dl in deltas if dl >= 511} == {511} and {v3_row[dl] for dl in deltas if dl <= -512} == {0}
+if importlib.util.find_spec("transformers") is not None:  # transformers' own rule, v3's settings and others
+    from transformers.models.deberta_v2.modeling_deberta_v2 import make_log_bucket_position
+
+    for b_, m_ in ((256, 512), (64, 128), (32, 512)):
+        hf_b = make_log_bucket_position(torch.tensor(deltas), b_, m_).long().tolist()
+        assert hf_b == [deberta_v2_bucket(dl, b_, m_) for dl in deltas], (b_, m_)
+print("v3 buckets (256, max 512) of distances 128..133:", [v3_bucket[dl] for dl in range(128, 134)],
+      "| 300, 511, 512, 1000:", [v3_bucket[dl] for dl in (300, 511, 512, 1000)])
+print("T5 encoder buckets (32, max 128) of distances 7..9 in the past:",
+      pl.t5_relative_bucket(torch.tensor([-7, -8, -9]), num_buckets=32, max_distance=128).tolist())
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 8. Exercises
@@ -873,16 +1016,29 @@ _ = check.deberta_p2c(deberta_p2c)
 #    looked up by the bucket of $j - i$ (§4). (The source also switches from $m, n$ to $i, j$ there.)
 # 3. **DeBERTa's citation**: the source writes "He et al. [2022]"; DeBERTa is He, Liu, Gao and Chen,
 #    ICLR 2021 (arXiv 2006.03654, 2020).
-# 4. **DeBERTa's projections**: the source reuses the content projections $W_q, W_k$ in the relative
-#    terms; DeBERTa projects positions with separate $W_{q,r}, W_{k,r}$, and scales the three-term sum
-#    by $1/\sqrt{3d}$ (§5). Its p2c index $m - n$ matches the released code, not the paper's
-#    $\delta(j, i)$ (§5).
+# 4. **DeBERTa's projections and scale**: the source reuses the content projections $W_q, W_k$ in the
+#    relative terms. That is not the v1 paper (separate $W_{q,r}, W_{k,r}$), but it is exactly
+#    DeBERTa-v2/v3 with `share_att_key`, as the released v3 configs set it (§5), so the formula fits
+#    v2/v3 rather than the paper it cites. Its p2c index $m - n$ also matches the released code, not the
+#    paper's $\delta(j, i)$ (§5). What it misses in either version is the scale: DeBERTa divides the
+#    three-term sum by $\sqrt{3d}$, the source's softmax by $\sqrt d$ (§5); and v2/v3 bucket the offset
+#    by log (§7), which the source's $\tilde p_{m-n}$ does not show.
 # 5. **Shaw's sign and placement** (not an error, a convention to translate): the source indexes by
 #    $\operatorname{clip}(m - n)$ (query minus key) and adds $\tilde p$ before $W_k$; Shaw and this
 #    library use $j - i$ and add $a^K$ after the projection. The two agree with the table flipped and
 #    $a^K = W_k \tilde p$ (§2).
 # 6. **"Absolute encodings are fixed and not trainable"** (`004`, §1): sinusoids are fixed, but learned
-#    absolute tables (BERT, GPT-2; `pl.LearnedPositionalEncoding`) are trained; the next cell checks.
+#    absolute tables (BERT, GPT-2; `pl.LearnedPositionalEncoding`) are trained; the cell after this list checks.
+# 7. **The second of the source's two "$b_{i,j}$" equations is not T5.**
+#    $q_m^\top k_n = x_m^\top W_q^\top W_k x_n + p_m^\top U_q^\top U_k p_n + b_{i,j}$, absolute positions
+#    with projections $U_q, U_k$ of their own (untied from $W_q, W_k$) plus a relative bias, is TUPE
+#    (Ke, He and Liu, "Rethinking Positional Encoding in Language Pre-training", ICLR 2021). T5 has only
+#    the first equation's $b_{i,j}$ (§4).
+# 8. **"Positions belong in $q$ and $k$, not in $v$"** (`004`, §2): the source cites no study. The
+#    nearest evidence is Shaw et al.'s own ablation of $a^V$ and $a^K$ (their experiments section): on
+#    their English–German task the key vectors $a^K$ alone did about as well as both, and they left the
+#    question to further work. Later methods (XL, T5, DeBERTa, RoPE, ALiBi) touch only the scores;
+#    Shaw's $a^V$ does move the output (§2 checks $z_0$).
 
 # %%
 learned = pl.LearnedPositionalEncoding(max_len=8, d=4)
