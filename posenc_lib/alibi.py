@@ -30,9 +30,11 @@ def alibi_slopes(
 ) -> Tensor:
     """Press et al.'s head slopes.
 
-    For H = 2**a heads: m_h = 2**(-8h/H), h = 1..H. For other H, the paper's recipe:
-    take the 2**floor(log2 H) slopes of the nearest smaller power of two, then fill up
-    with every other slope of the next power of two (the ones in between).
+    For H = 2**a heads: m_h = 2**(-8h/H), h = 1..H (the paper, section 3). For other H,
+    the recipe of the paper's reference code (``get_slopes``; the paper's text states only
+    the power-of-two rule), which BLOOM, MPT and Falcon follow: take the 2**floor(log2 H)
+    slopes of the nearest smaller power of two, then fill up with every other slope of the
+    next power of two (the first one steeper than all, the rest in between).
     returns: (H,)
     Taught in: notebooks/06_alibi.ipynb
     """

@@ -226,3 +226,21 @@ def test_nonsymmetric_mode_equals_the_source_construction(heads):
     alibi = (slopes.view(-1, 1, 1) * dist).repeat(2, 1, 1)
     source = alibi + torch.cat([mask_right, mask_left])
     torch.testing.assert_close(pl.alibi_bias(heads, L, mode="nonsymmetric"), source)
+
+
+@pytest.mark.parametrize("n", [3, 5, 6, 7, 9, 12, 15, 24, 112])
+def test_extra_run_starts_above_the_first_run_and_then_falls_between_it(n):
+    """Exponents e (m = 2**-e): the second run's first value is the steepest of all; the rest lie
+    strictly between neighbours of the first run. For H = 3, 5, 9 the second run is that one value."""
+    c = 2 ** math.floor(math.log2(n))
+    e = (-torch.log2(pl.alibi_slopes(n, dtype=torch.float64))).tolist()
+    first, extra = e[:c], e[c:]
+    assert first == pytest.approx([8 * h / c for h in range(1, c + 1)], abs=1e-12)
+    assert extra == pytest.approx([8 * (2 * k + 1) / (2 * c) for k in range(n - c)], abs=1e-12)  # 4/c, 12/c, ...
+    assert extra[0] < min(first)
+    assert all(any(a < x < b for a, b in zip(first, first[1:])) for x in extra[1:])
+
+
+def test_three_heads_extra_slope_is_the_steepest():
+    assert pl.alibi_slopes(3).tolist() == [2.0**-4, 2.0**-8, 2.0**-2]
+    assert pl.alibi_slopes(5).tolist() == [2.0**-2, 2.0**-4, 2.0**-6, 2.0**-8, 2.0**-1]

@@ -20,7 +20,8 @@
 # This chapter covers:
 # 1. the slopes, for any number of heads;
 # 2. the bias matrices of the causal form and of three encoder variants;
-# 3. why many implementations add $+m_h\,j$ instead, and where that shortcut breaks;
+# 3. why many implementations add $+m_h\,j$ instead, and where that shortcut breaks (non-causal forms,
+#    and low precision);
 # 4. ALiBi inside attention, a first look at longer inputs, and what a trained model does past its
 #    training length;
 # 5. how much memory the precomputed bias costs, and how to avoid it;
@@ -52,7 +53,7 @@ device = pl.default_device()  # chosen once; every library call below follows it
 # ## 1. The slopes
 #
 # For $H = 2^a$ heads the slopes form a geometric sequence that starts at $2^{-8/H}$ and has that same
-# number as its ratio:
+# number as its ratio (the paper, §3):
 #
 # $$m_h = 2^{-8h/H}, \qquad h = 1, \dots, H.$$
 #
@@ -68,14 +69,20 @@ assert all(pl.alibi_slopes(H)[-1].item() == 2.0**-8 for H in (1, 2, 4, 8, 16, 32
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Head counts that are not a power of two
 #
-# The paper only trained models with $2^a$ heads. For other $H$, the reference code does not simply
-# plug $H$ into $2^{-8h/H}$. It takes the $c = 2^{\lfloor \log_2 H \rfloor}$ slopes of the closest
+# The paper only trained models with $2^a$ heads, and its text (§3) states one rule for $n$ heads: start
+# at $2^{-8/n}$ and use that same value as the ratio. Read literally for an $n$ that is not a power of two,
+# that sentence gives the naive sequence below. The reference code (`get_slopes` in the ALiBi repository)
+# does something else: it does not simply plug $H$ into $2^{-8h/H}$. It takes the $c = 2^{\lfloor \log_2 H \rfloor}$ slopes of the closest
 # smaller power of two, then fills the remaining $H - c$ heads with every other slope of $2c$ heads
 # (positions 0, 2, 4, … of that longer sequence). In the exponent these lie halfway between neighbouring
 # slopes of the first $c$ (the first one above the steepest).
 #
 # For 6 heads: the 4-head slopes $2^{-2}, 2^{-4}, 2^{-6}, 2^{-8}$, then from the 8-head sequence
 # $2^{-1}, 2^{-2}, \dots, 2^{-8}$ the entries $2^{-1}, 2^{-3}$.
+#
+# Released models follow the code, not the sentence in the paper: BLOOM-176B has 112 heads
+# (`n_head` in `bigscience/bloom`'s `config.json`), not a power of two, and transformers' BLOOM, MPT
+# and Falcon code all build the recipe's slopes (checked against the installed transformers in §3 and §5).
 
 # %%
 def naive_slopes(H: int) -> torch.Tensor:
@@ -108,13 +115,21 @@ print("powers of two agree on every head; every other H in 1..16 differs on ever
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The table lists, for $H = 1 \dots 16$, the exponents $e_h$ with $m_h = 2^{-e_h}$ (head 1 first).
 # Powers of two give one evenly spaced, sorted row; the other rows are two evenly spaced runs, one after
-# the other, whose values interleave.
+# the other. The second run's first value lies above the whole first run (it is the steepest slope) and
+# its other values fall between neighbours of the first run; for $H = 3, 5, 9$ the second run is that
+# one steepest value alone.
 
 # %%
 for H in range(1, 17):
     e = (-torch.log2(pl.alibi_slopes(H, dtype=torch.float64))).tolist()
     assert all(2.0 ** -x == m for x, m in zip(e, pl.alibi_slopes(H, dtype=torch.float64).tolist()))
     print(f"H={H:2d}: " + " ".join(f"{x:4g}" for x in e))
+    c = 2 ** math.floor(math.log2(H))
+    first, extra = e[:c], e[c:]  # exponents: a smaller exponent is a steeper slope
+    if extra:
+        assert extra[0] < min(first)  # the second run starts above the whole first run
+        assert all(any(a < x < b for a, b in zip(first, first[1:])) for x in extra[1:])  # the rest: in between
+assert pl.alibi_slopes(3).tolist() == [2.0**-4, 2.0**-8, 2.0**-2]  # H = 3: the extra slope is the steepest
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2. The bias matrices
@@ -276,7 +291,8 @@ learned.zero_grad()
 # of $-m_h(i - j)$. The two differ, but only by $-m_h\,i$, and that is the same number for every key in
 # row $i$. Softmax does not notice a constant added to a whole row:
 # $\mathrm{softmax}(x + c) = \mathrm{softmax}(x)$. Since the causal mask already hides every $j > i$, the
-# attention weights come out identical.
+# attention weights come out identical, in exact arithmetic (the end of this section shows what low
+# precision does to it).
 
 # %%
 H, L, d = 8, 10, 16
@@ -294,6 +310,27 @@ torch.testing.assert_close((scores + plus_mj).softmax(-1), (scores + causal_b).s
 print("+m*j and -m*(i-j): same causal attention weights")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
+# BLOOM's code in transformers (`build_alibi_tensor` in `models/bloom/modeling_bloom.py`) builds exactly
+# this $+m_h\,j$ row, with the recipe's slopes of §1, for 112 heads too. Its $j$ is not the raw index but
+# `attention_mask.cumsum(-1) - 1`: with left padding only the real tokens are counted, so the first real
+# token gets $j = 0$ (padded slots get 0 as well, and the mask hides them). The cell checks this against
+# the installed transformers when there is one, and prints the same line either way.
+
+# %%
+import importlib.util
+
+if importlib.util.find_spec("transformers") is not None:  # a test dependency, installed by `make lab`
+    from transformers.models.bloom.modeling_bloom import _get_alibi_slopes, build_alibi_tensor
+
+    for H_ in (3, 6, 8, 12, 16):
+        hf_row = build_alibi_tensor(torch.ones(1, 20, dtype=torch.long), H_, torch.float32).view(H_, 20)
+        torch.testing.assert_close(hf_row, pl.alibi_slopes(H_)[:, None] * torch.arange(20))  # +m_h * j
+    torch.testing.assert_close(_get_alibi_slopes(112, torch.device("cpu")), pl.alibi_slopes(112))
+    left_padded = build_alibi_tensor(torch.tensor([[0, 0, 1, 1, 1]]), 4, torch.float32).view(4, 5)
+    torch.testing.assert_close(left_padded, pl.alibi_slopes(4)[:, None] * torch.tensor([0.0, 0, 0, 1, 2]))
+print("BLOOM's bias is m_h * j with the recipe's slopes (H = 3, 6, 8, 12, 16 and 112); j counts real tokens only")
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
 # The shortcut needs the sign of $i - j$ to be fixed within a row. In the symmetric form,
 # $-m_h|i - j|$ equals $m_h j - m_h i$ to the left of the diagonal but $m_h i - m_h j$ to its right:
 # no single row constant turns it into $+m_h j$, and the weights differ.
@@ -306,6 +343,48 @@ assert not torch.allclose(row_gap, row_gap[..., :1].expand_as(row_gap))  # not c
 w_true, w_short = (scores + sym_b).softmax(-1), (scores + plus_mj_full).softmax(-1)
 assert not torch.allclose(w_true, w_short, atol=1e-3)
 print(f"symmetric form: largest weight difference {(w_true - w_short).abs().max().item():.2f}")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### ... and in low precision
+#
+# The identity $\mathrm{softmax}(x + c) = \mathrm{softmax}(x)$ is exact only in exact arithmetic. The
+# values of $+m_h\,j$ grow with the position, up to $m_h(L - 1)$, while what the softmax needs is the
+# difference between neighbouring keys, $m_h$, a number below 1. bfloat16 keeps 8 significant bits:
+# between 1024 and 2048 its numbers are 8 apart. transformers' BLOOM builds the row in float32 and then
+# casts it to the model's dtype (the `dtype` argument of `build_alibi_tensor`); its Falcon code (used
+# when `FalconConfig(alibi=True)`; the default is rotary) even multiplies the slopes in bfloat16.
+#
+# With 16 heads and 2048 tokens, head 1 has $m = 2^{-1/2} \approx 0.71$, and its five nearest keys all
+# round to the same value, 1448: they collapse and share their weight equally. The causal form
+# $-m_h(i - j)$ keeps the near keys, the ones that get the weight, at small numbers, where bfloat16 is
+# fine; its far keys round badly, but they get almost no weight. The cell builds both in bfloat16 the way
+# BLOOM does (float32 product, then cast), sets every $q \cdot k$ to 0, and compares the last query's
+# weights with the exact ones (float64). Whether a model trained with this rounding suffers from it is
+# another question, not tested here; the point is that the two forms stop being interchangeable once the
+# bias is stored in low precision.
+
+# %%
+H, L = 16, 2048
+m16, keys = pl.alibi_slopes(H), torch.arange(L)  # on the CPU: the same rounding on every machine
+exact_w = torch.softmax(-m16.double()[:, None] * (L - 1 - keys), -1)  # last query, q.k = 0, float64
+plus_bf16 = (m16[:, None] * keys).to(torch.bfloat16)  # +m_h j, as BLOOM builds it
+minus_bf16 = (-m16[:, None] * (L - 1 - keys)).to(torch.bfloat16)  # -m_h (i - j), i = L - 1
+err_plus = (torch.softmax(plus_bf16.float(), -1).double() - exact_w).abs().max().item()
+err_minus = (torch.softmax(minus_bf16.float(), -1).double() - exact_w).abs().max().item()
+last6 = plus_bf16[0, -6:].float().tolist()
+assert last6 == [1440.0] + [1448.0] * 5  # head 1: the five nearest keys collapse onto one value
+assert err_plus > 0.3 and err_minus < 1e-3
+if importlib.util.find_spec("transformers") is not None:  # the installed BLOOM and Falcon code, same result
+    from transformers.models.falcon.modeling_falcon import build_alibi_tensor as falcon_alibi_tensor
+
+    ones = torch.ones(1, L, dtype=torch.long)
+    for build, worst in ((build_alibi_tensor, 0.3), (falcon_alibi_tensor, 0.25)):
+        hf_bf16 = build(ones, H, torch.bfloat16).view(H, L)
+        assert hf_bf16[0, -1] == 1448 and (hf_bf16[0, -4:] == hf_bf16[0, -1]).all()  # near keys collapse
+        assert (torch.softmax(hf_bf16.float(), -1).double() - exact_w).abs().max() > worst
+    assert build_alibi_tensor(ones, H, torch.bfloat16)[0, 0, -6:].float().tolist() == last6
+print(f"bfloat16, 16 heads, 2048 tokens: +m*j gives head 1's last 6 keys {[int(x) for x in last6]}; "
+      f"largest weight error +m*j {err_plus:.2f}, -m*(i-j) {err_minus:.0e}")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. ALiBi inside attention
@@ -353,9 +432,10 @@ fig
 # ### A first look at longer inputs
 #
 # A learned position table has one row per training position and simply has nothing to offer for
-# position 17 of a model trained on 16. The ALiBi bias is a formula in $i - j$: at four times the
-# training length every entry on and below the diagonal is still a finite number, and the entry for a
-# given pair of positions does not depend on how long the sequence is.
+# position 16 (the 17th token; positions start at 0) of a model trained on 16 tokens. The ALiBi bias is
+# a formula in $i - j$: at four times the training length every entry on and below the diagonal is
+# still a finite number, and the entry for a given pair of positions does not depend on how long the
+# sequence is.
 
 # %%
 train_len, test_len = 16, 64
@@ -418,12 +498,19 @@ assert R["alibi"][128]["min"] > 0.9 and R["alibi"][512]["max"] < 0.5
 assert ex.compare(results, "recall", "none", "alibi", 512) == 1
 assert [f"{R['alibi'][L]['mean']:.2f}" for L in (128, 256, 512)] == ["0.97", "0.74", "0.35"]  # quoted below
 # How far back the recall lookups reach: the query is the token before each scored answer, the entries
-# are the first cfg.entries tokens. Training (64 tokens) never asks more than 63 steps back.
+# are the first cfg.entries tokens, L - 11 to L - 2 steps back. In training (64 tokens) that is 53 to 62
+# steps, and attention never spans more than 63.
 cfg = ex.ExperimentConfig()
-_, asked = ex.recall_sequences(1, 128, cfg, torch.Generator().manual_seed(0))
-query = asked[0].nonzero().flatten() - 1
-back = query[:, None] - torch.arange(cfg.entries)[None, :]  # distance from each query to each entry
-assert (back.min().item(), back.max().item()) == (117, 126) and cfg.train_len - 1 == 63
+
+
+def lookup_reach(length):
+    _, asked = ex.recall_sequences(1, length, cfg, torch.Generator().manual_seed(0))
+    query = asked[0].nonzero().flatten() - 1
+    back = query[:, None] - torch.arange(cfg.entries)[None, :]  # distance from each query to each entry
+    return back.min().item(), back.max().item()
+
+
+assert lookup_reach(128) == (117, 126) and lookup_reach(cfg.train_len) == (53, 62) and cfg.train_len - 1 == 63
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # **The headline is true for the grammar and false for recall.** On the grammar ALiBi is flat
@@ -433,7 +520,7 @@ assert (back.min().item(), back.max().item()) == (117, 126) and cfg.train_len - 
 # every seed. The bias itself works against the lookup: $-m_h(i-j)$ scores every far key lower
 # than a near one with the same $q\cdot k$, and the penalty grows with the distance. Our
 # explanation of the breakdown past 128 tokens is a hypothesis, not tested here: a penalty far
-# larger than any the model met in training (at most 63 steps back there) may be more than
+# larger than any the model met in training (lookups 53 to 62 steps back, attention at most 63) may be more than
 # $q\cdot k$ can overcome. Merely leaving the trained range does not break it: at 128 tokens the
 # lookups are 117 to 126 steps back and ALiBi still scores 0.97. ALiBi "extrapolates" in the sense of the
 # paper, a perplexity dominated by local prediction; it does not keep far-away tokens as
@@ -515,6 +602,58 @@ t_lib = median_ms(lambda: pl.alibi_attention(q, k, v))
 print(f"dense: {t_dense:.1f} ms (bias {pl.alibi_bias(4, 256, device='meta').nbytes / 2**10:.0f} KiB), "
       f"blocks of 64: {t_chunk:.1f} ms (bias at most {pl.alibi_bias(4, 64, 256, device='meta').nbytes / 2**10:.0f} KiB per block), "
       f"pl.alibi_attention: {t_lib:.1f} ms")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### Why released models add $+m_h\,j$: one row per head
+#
+# The shortcut of §3 is what makes the memory problem disappear in practice. The bias $+m_h\,j$ does not
+# depend on the query, so one row per head is enough: transformers' BLOOM builds a tensor of shape
+# $(B \cdot H, 1, \text{kv\_len})$ and lets the query dimension broadcast, with the causal mask added
+# separately. That is $O(H \cdot L)$ numbers: for 8 heads at 32768 tokens in float32, 1 MiB instead of
+# the 34 GB above. A decoding step uses the row for the keys that exist, all of it, with nothing to
+# slice by query position, so the top-left-corner trap of §7.4 cannot happen. MPT
+# (`build_mpt_alibi_tensor` in `models/mpt/modeling_mpt.py`) builds the row shifted to end at zero,
+# $m_h\,(j - (L - 1))$ for its `max_seq_len` $L$, and its attention keeps the last `key_length` columns;
+# that is again a row constant away from $+m_h\,j$.
+#
+# Two more differences between released models, for reading their code:
+# * Falcon's code (`models/falcon/modeling_falcon.py`, with `alibi=True`) divides the row by
+#   $\sqrt{d_\text{head}}$ when it folds it into the mask, and its eager path adds it to $q \cdot k$
+#   *before* multiplying by $1/\sqrt{d_\text{head}}$: its effective slopes are $m_h / \sqrt{d_\text{head}}$,
+#   not $m_h$. (In the installed transformers 5.23 the eager path does both, so there the row counts
+#   twice and the slopes double; the SDPA path adds it once. The cross-check test pins both.)
+# * MPT's slopes are $2^{-\text{alibi\_bias\_max} \cdot h / H}$ (for $H$ a power of two) with
+#   `alibi_bias_max` = 8 by default, which gives Press's slopes; another value changes every slope
+#   (16 squares them).
+#
+# Checked: the one row plus the causal mask gives the same weights as the full causal bias, a decoding
+# step with the whole row gives full attention's last row, and (when transformers is installed) the shapes
+# and values of BLOOM's and MPT's rows and MPT's default. The Falcon scaling is checked in
+# `tests/test_crosscheck.py` on a tiny Falcon model.
+
+# %%
+g = torch.manual_seed(0)
+H, L = 8, 12
+one_row = pl.alibi_slopes(H)[:, None, None] * torch.arange(L)  # (H, 1, L): +m_h j, one row per head
+hidden = torch.ones(L, L).triu(1).bool()  # the causal mask, added separately
+scores = torch.randn(1, H, L, L)
+w_full = (scores + pl.alibi_bias(H, L)).softmax(-1)
+torch.testing.assert_close((scores + one_row).masked_fill(hidden, float("-inf")).softmax(-1), w_full)
+torch.testing.assert_close((scores[..., -1:, :] + one_row).softmax(-1), w_full[..., -1:, :])  # decode step
+row_bytes = torch.empty(8, 1, 32768, device="meta").nbytes
+assert row_bytes == 2**20 and dense.nbytes // row_bytes == 32768
+if importlib.util.find_spec("transformers") is not None:  # the installed BLOOM and MPT code
+    from transformers import MptConfig
+    from transformers.models.mpt.modeling_mpt import build_mpt_alibi_tensor
+
+    assert build_alibi_tensor(torch.ones(2, L, dtype=torch.long), H, torch.float32).shape == (2 * H, 1, L)
+    for H_ in (4, 6, 8, 12):
+        mpt = build_mpt_alibi_tensor(H_, L)  # (H, 1, L)
+        torch.testing.assert_close(mpt, pl.alibi_slopes(H_)[:, None, None] * (torch.arange(L) - (L - 1)))
+    assert MptConfig().attn_config.alibi_bias_max == 8
+    torch.testing.assert_close(-build_mpt_alibi_tensor(8, L, alibi_bias_max=16)[:, 0, -2], pl.alibi_slopes(8) ** 2)
+print(f"one row per head (H, 1, L): same weights as the full causal bias; 8 heads x 32768 tokens: "
+      f"{row_bytes / 2**20:.0f} MiB")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 6. Which encodings fit linear attention
@@ -651,11 +790,13 @@ torch.testing.assert_close(pl.alibi_bias(H, L, mode="nonsymmetric"), source_nons
 assert torch.isneginf(source_nonsym[0, 0, 1]) and torch.isfinite(source_nonsym[0, 1, 0])  # head 1 sees left only
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# ### 7.2 The last line adds only the mask
+# ### 7.2 The fragment adds only the mask
 #
-# The source's final line adds `nonsym_mask` to the scores and nothing else; the `alibi` tensor it built
-# for this form is never added. Press's causal code sums the two into one tensor before use. With the
-# mask alone there is no distance penalty: with $q \cdot k = 0$ every visible key gets the same weight.
+# The fragment shows only the mask being added: its one line that touches the scores adds `nonsym_mask`,
+# and no line adds any of the `alibi` tensors it builds, for any of the three forms. The bias must be
+# added too, for every form (Press's causal code sums bias and mask into one tensor before use). A reader
+# who copies the last line as it stands gets no distance penalty: with $q \cdot k = 0$ every visible key
+# gets the same weight.
 
 # %%
 zeros = torch.zeros(1, H, L, 4)
@@ -670,7 +811,9 @@ assert not torch.allclose(w_mask_only, w_alibi)
 # The source builds `self.alibi` from the two slope parameters once. If that runs once at construction,
 # as the assignment to `self.alibi` suggests, the bias is a snapshot: after an optimizer step it still
 # holds the old slopes, and its graph is gone after the first backward pass. `LearnedALiBi` rebuilds the
-# bias from its parameters on every call.
+# bias from its parameters on every call. (In the fragment the two slope `Parameter`s are also plain
+# local variables, not attributes of `self`, so a module written that way would probably not even
+# register them as parameters, and no optimizer would see them.)
 
 # %%
 g = torch.manual_seed(0)
@@ -689,15 +832,17 @@ except RuntimeError:
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### 7.4 Slicing the top-left corner: right here, a trap in a decoder
 #
-# The source cuts its precomputed bias as `[:, :, :tgt_len, :src_len]`, the top-left corner. For the
-# encoder form it builds, that is right: queries and keys are the same tokens, so `tgt_len == src_len`,
-# and since an entry depends only on $i$ and $j$, the corner is exactly the bias for that length.
+# The source cuts its precomputed mask `nonsym_mask` as `[:, :, :tgt_len, :src_len]`, the top-left
+# corner (the cell applies the same slice to the mask plus its bias). For the encoder form it builds,
+# that is right: queries and keys are the same tokens, so `tgt_len == src_len`, and since an entry depends
+# only on $i$ and $j$, the corner is exactly the mask (and the bias) for that length.
 #
-# The same slice is wrong for the **causal** form in a decoder that generates with a key/value cache.
+# The same slice applied to a precomputed bias is wrong for the **causal** form in a decoder that generates with a key/value cache.
 # There the new queries are the *last* `tgt_len` of `src_len` positions, so their rows of the bias are the
 # bottom ones. The top-left corner gives one new token at position $L - 1$ the row of position 0: it
 # attends to key 0 alone and its output changes. `pl.alibi_bias(H, q_len, k_len)` aligns the queries to
-# the end, and the cached step then reproduces full attention's last row.
+# the end, and the cached step then reproduces full attention's last row. (Released decoders avoid the
+# trap by construction: their one-row $+m_h\,j$ bias of §5 has no query dimension to slice.)
 
 # %%
 H, L, maxpos = 8, 10, 32
@@ -888,13 +1033,18 @@ _ = check.head_reach(head_reach)
 # The ALiBi code in the source notes (`003`, restating Press's answer in the ALiBi repository, issue #5),
 # the errors that change a result:
 #
-# 1. **Only the mask is added** in the last line of the non-symmetric form; its `alibi` tensor must be
-#    added as well, or the heads get no distance penalty at all (§7.2).
+# 1. **The fragment shows only the mask being added**: its one line that touches the scores adds
+#    `nonsym_mask`, and no line adds the `alibi` tensors it builds. The bias must be added too, for
+#    every form, or the heads get no distance penalty at all (§7.2).
 # 2. **The learned bias is built once**: computed from the parameters at construction, it does not
-#    follow training; rebuild it in `forward` (§7.3).
+#    follow training; rebuild it in `forward` (§7.3). (Its slope `Parameter`s are also local variables
+#    there, not attributes of `self`.)
 #
 # And a correction the field needed more than once (the source's code is right here): the slopes for a
 # head count that is not a power of two are *not* $2^{-8h/H}$ (§1; see also ml-explore/mlx PR #3071).
+# The paper's text (§3) states only that geometric rule (start at $2^{-8/n}$, the same value as the
+# ratio); the recipe for other head counts is in its reference code, and released checkpoints follow the
+# code (BLOOM-176B has 112 heads; transformers' BLOOM, MPT and Falcon build the recipe's slopes).
 #
 # Slips that change no result (§7.5): `.cuda` calls; the comments "symmetric penalises only forward",
 # "`memory_position - context_position` is $i - j$", the slope ratios $2^{-8/a}$, $2^{-8/2a}$, and
