@@ -130,7 +130,9 @@ def test_specific_feedback_for_common_slips(capsys):
     check.rope_rotate_pair(CASES["rope_rotate_pair"][1][0])
     assert "clockwise" in capsys.readouterr().out
     check.rope_layout_perm([0, 2, 4, 6, 1, 3, 5, 7])
-    assert "that is P" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "that is P" in out and "follow one pair" in out
+    assert "undoes" not in out and "P[Q]" not in out and "0, 4, 1, 5" not in out  # the hint hides the inverse
     check.rope_value_shift(lambda s, d: _rotation(-s, d))
     assert "wrong way" in capsys.readouterr().out
     check.rope_value_shift(lambda s, d: torch.eye(d))

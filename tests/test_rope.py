@@ -46,6 +46,17 @@ def test_rope_frequencies_count_pairs():
     assert f[-1].item() == pytest.approx(500000.0 ** (-126 / 128), rel=1e-6)
 
 
+@pytest.mark.parametrize("d, base", [(128, 10000.0), (64, 500000.0), (96, 1000000.0)])
+def test_rope_frequencies_are_correctly_rounded(d, base):
+    """Each float32 theta_j is the float32 nearest base**(-2j/d) (Python float64), which chapter 5 §9
+    contrasts with the float32 formula 1 / base**(arange / d) (one float32 step off for some pairs)."""
+    want = torch.tensor([base ** (-2 * j / d) for j in range(d // 2)], dtype=torch.float64).float()
+    assert torch.equal(pl.rope_frequencies(d, base=base), want)
+    float32_formula = 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+    assert not torch.equal(float32_formula, want)  # the two ways of computing differ somewhere
+    assert (float32_formula.double() - want.double()).abs().max() <= 2 * torch.finfo(torch.float32).eps
+
+
 @pytest.mark.parametrize("d", [2, 4, 10, 64])
 @pytest.mark.parametrize("base", [100.0, 10000.0])
 def test_apply_rope_matches_naive_loop(d, base):

@@ -60,7 +60,8 @@ def rope_rotate_pair(answer: Any, *, pair: tuple[float, float] = (2.0, 1.0), m: 
         elif close(got, want, atol=1e-4):
             yield True, f"angle {m}·θ_{j} = {angle:g} rad; ({x:g}, {y:g}) → ({want[0]:.4f}, {want[1]:.4f})"
         elif close(got, clockwise, atol=1e-4):
-            yield False, "that is the clockwise rotation [[cos, sin], [−sin, cos]]; RoPE turns counter-clockwise"
+            yield False, ("that is the clockwise turn, [[cos, sin], [−sin, cos]] times the column vector (x, y); "
+                          "RoPE turns counter-clockwise")
         else:
             yield False, f"({got[0]:.4f}, {got[1]:.4f}) is not the rotated pair"
 
@@ -95,7 +96,7 @@ def rope_layout_perm(answer: Any, *, d: int = 8) -> bool | None:
             yield False, f"with Q = {got.tolist()} the two sides differ by {gap:.3f}"
 
     return report(f"the layout permutation back, for d = {d}", answer, run,
-                  "Q undoes P: P[Q] must be 0, 1, …, d − 1; or follow one pair through both layouts")
+                  "follow one pair through both layouts: which two features does it occupy in each?")
 
 
 def rope_first_slow_pair(fn: Callable[[int, float, int], Any] | None) -> bool | None:
@@ -185,8 +186,9 @@ def rope_table_row(answer: Any) -> bool | None:
     """
     m = NEW_POSITION
     want = apply_rope(torch.tensor([NEW_ROW], dtype=torch.float64), torch.tensor([m]))[0]
-    slips = {  # the two formula errors of the source (§5), applied to this row
-        "the rotation is clockwise: RoPE turns counter-clockwise, as the source's code and table do": _rotated_row((-m, -m / 100)),
+    slips = {  # the source's two formula slips (§5), applied to this row
+        "that is the clockwise turn (the source's matrix times a column vector): RoPE turns counter-clockwise, "
+        "as the source's code and table do": _rotated_row((-m, -m / 100)),
         "pair 1's angle grows with j (the source's formula slip in §5): θ_1 = 10000^(−2/4)": _rotated_row((m, 100 * m)),
     }
 
