@@ -100,8 +100,8 @@ print("the conventions table matches the library")
 # 1. **Unique.** Each position gets its own code. If two positions shared one, two equal
 #    tokens there would get identical outputs again (chapter 1).
 # 2. **A fixed relation between $p$ and $p+k$.** Knowing the code at position $p$, the code
-#    at $p+k$ follows by the same simple rule for every $p$, ideally a fixed linear map
-#    $M_k$. Then "k tokens apart" means the same thing everywhere in the sequence.
+#    at $p+k$ follows by the same simple rule for every $p$, ideally a fixed affine map
+#    $p \mapsto M_k p + b_k$ (for sinusoids a linear one, $b_k = 0$). Then "k tokens apart" means the same thing everywhere in the sequence.
 # 3. **Generalises to longer sequences.** A model trained on 8K tokens should still make
 #    sense of position 30 000.
 # 4. **A deterministic pattern.** The codes come from a fixed rule, not from a table that

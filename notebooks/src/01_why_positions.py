@@ -359,23 +359,28 @@ print("a fixed query's output now changes when the tokens are shuffled")
 # $$\mathrm{Attn}(X) = (V+P)\,\mathrm{softmax}\!\left(\frac{(K+P)^\top(Q+P)}{\sqrt d}\right),
 #   \qquad Q = W_QX,\ K = W_KX,\ V = W_VX,$$
 #
-# which adds $P$ **after** the projections. The usual form (Vaswani et al., and what we just
-# ran, since `nn.MultiheadAttention` projects its input $X + P$) adds it **before**:
-# $Q = W_Q(X+P) = W_QX + W_QP$. The two agree only if $W_QP = P$ (and the same for $K$, $V$),
-# which is not the case for learned weights. In this column convention the softmax also has
-# to run down each column (over the keys, `dim=0`). The cell computes the score matrix all
-# three ways.
+# which adds $P$ **after** the projections. The usual form (Vaswani et al., and what
+# `nn.MultiheadAttention` does when it is fed $X + P$, as just above: it projects its input)
+# adds it **before**: $Q = W_Q(X+P) = W_QX + W_QP$. The two agree only if $W_QP = P$ (and the
+# same for $K$, $V$), which is not the case for learned weights. In this column convention the
+# softmax also has to run down each column (over the keys, `dim=0`). The formula has one head
+# and no biases, so the cell takes $W_Q, W_K$ from section 2's one-head, bias-free module
+# `one_head` (not from the 4-head demo `mha`), computes the score matrix all three ways, and
+# checks the usual form against what `one_head` itself returns for $X + P$.
 
 # %% slideshow={"slide_type": "fragment"}
 X = x_dog[0].T  # (16, 6): the source's column convention
 Pc = pos.T
-Wq_, Wk_ = in_q, in_k  # (out, in) matrices, so Q = W_Q X in this convention
+# W_Q, W_K of the one-head, bias-free module of section 2, taken from it explicitly:
+# (out, in) matrices, so Q = W_Q X in this convention
+Wq_, Wk_ = one_head.in_proj_weight.chunk(3)[:2]
 usual = (Wk_ @ (X + Pc)).T @ (Wq_ @ (X + Pc))  # (keys, queries)
 source_form = (Wk_ @ X + Pc).T @ (Wq_ @ X + Pc)
 
 row_scores = (x_pos[0] @ Wq_.T) @ (x_pos[0] @ Wk_.T).T  # the row convention used in code: (queries, keys)
 torch.testing.assert_close(usual, row_scores.T)  # same numbers, transposed
 torch.testing.assert_close((usual / hdim**0.5).softmax(dim=0).T, (row_scores / hdim**0.5).softmax(dim=-1))
+torch.testing.assert_close((usual / hdim**0.5).softmax(dim=0).T, one_head(x_pos, x_pos, x_pos)[1][0])  # the module's own
 assert not torch.allclose(source_form, usual, atol=1e-3)  # P after W is a different model
 print("P added before the projections (usual) != P added after them (source): True")
 
@@ -510,7 +515,8 @@ _ = check.reorder_matrix(answer)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise 2. Predict, then run.** For each case, are the two outputs identical (`True`)
-# or not (`False`)? Weights are random, as in this chapter.
+# or not (`False`)? Weights are random, as in this chapter, and there is no mask, as in the
+# runs of sections 1-4 (a causal mask changes the answers: section 1's aside, Exercise 5).
 #
 # - (a) No positions. The outputs of the two "dog" tokens in "the dog chased another dog".
 # - (b) Sinusoidal positions added to the embeddings. The same two outputs.
@@ -561,9 +567,9 @@ _ = check.order_aware_attention(order_aware)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise 4. Count the outputs.** Run one attention layer over the 8 tokens of
-# "the cat saw the cat and the dog" (random embeddings and weights). How many *distinct*
-# output rows are there without positions, and how many with positions added? Answer as a
-# pair `(without, with)`.
+# "the cat saw the cat and the dog" (random embeddings and weights, no mask, as in the runs
+# of sections 1-4). How many *distinct* output rows are there without positions, and how
+# many with positions added? Answer as a pair `(without, with)`.
 
 # %% slideshow={"slide_type": "fragment"}
 answer = None  # (without, with)

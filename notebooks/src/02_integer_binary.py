@@ -21,7 +21,7 @@
 # 2. **normalised codes** $p_i = \tfrac{i}{m}\mathbf 1$: small, but the step between
 #    neighbours depends on the sequence length $m$;
 # 3. **binary codes**: the bits of $i$; bounded, but jumpy, and (despite what a source says)
-#    with no fixed linear map from $p_i$ to $p_{i+k}$;
+#    with no fixed affine map from $p_i$ to $p_{i+k}$;
 # 4. **sinusoids as smooth bits**: the way out, which chapter 3 develops;
 # 5. **learned tables** (BERT, GPT-2): let training choose $p_i$; what a table learns, and why
 #    it cannot go past the positions it was trained on.
@@ -66,7 +66,8 @@ print(P_int.cpu())
 # `001` says this code has four of the five properties: every position gets its own vector
 # (1), moving $k$ steps is the same simple operation everywhere, $p_{i+k} = p_i + k\cdot\mathbf 1$
 # (2), it is defined for any length (3), and it is a fixed pattern (4). The cell checks 1 and 2
-# on 100 positions.
+# on 100 positions. The step in 2 is a shift, an *affine* map $p \mapsto p + k\cdot\mathbf 1$,
+# not a linear one: section 4 makes property 2 precise and comes back to this.
 
 # %% slideshow={"slide_type": "fragment"}
 P100 = pl.integer_positions(100, 8, device=device)
@@ -334,18 +335,37 @@ ax.legend(loc="upper left")
 fig
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## 4 · Is there a fixed linear map from $p_i$ to $p_{i+k}$?
+# ## 4 · Is there a fixed affine map from $p_i$ to $p_{i+k}$?
 #
 # `001` states that binary codes satisfy property 2: knowing $p_i$ we can get $p_{i+k}$
-# simply. The precise form of that property, the one sinusoids have (chapter 3), is a fixed
-# matrix $M_k$ with $p_{i+k} = M_k\,p_i$ for **every** $i$. Test it.
+# simply. In the precise form we use, property 2 asks for a fixed **affine** map, one matrix
+# $M_k$ and one vector $b_k$ with $p_{i+k} = M_k\,p_i + b_k$ for **every** $i$. The integer code
+# of section 1 meets it with $M_k = I$, $b_k = k\cdot\mathbf 1$; the sinusoids of chapter 3 meet
+# it with $b_k = 0$, a linear map (a rotation). Test the binary code.
 #
-# **Linear?** No: $p_0 = [0,\dots,0]$, and any matrix maps $0$ to $0$, but $p_k \ne 0$.
+# **Linear?** No, but that alone settles nothing: $p_0 = [0,\dots,0]$, any matrix maps $0$ to
+# $0$, and $p_k \ne 0$. The integer code has $p_0 = 0$ too, so the same argument rules out a
+# linear map for it as well, although its shift works. The cell checks both: `linear_residual`
+# is the least-squares test below without the shift $b_k$.
 
 # %% slideshow={"slide_type": "fragment"}
+def linear_residual(table, k):
+    """Smallest ||p_i M - p_(i+k)|| over all d x d matrices M (no shift), in float64."""
+    t = table.detach().to("cpu", torch.float64)
+    fit = torch.linalg.lstsq(t[:-k], t[k:], driver="gelsd").solution
+    return (t[:-k] @ fit - t[k:]).norm().item()
+
+
 M = torch.randn(6, 6).to(device)  # any matrix at all
 assert torch.equal(M @ B6[0], torch.zeros(6, device=device)) and B6[1:].abs().sum(-1).min() > 0
+I6 = pl.integer_positions(64, 6, device=device)
+assert I6[0].abs().sum() == 0  # the integer code's p_0 is 0 as well
+lin_int = [linear_residual(I6, k) for k in range(1, 6)]
+assert all(r > 9 for r in lin_int)  # no linear map for the integer code either ...
+assert all(pl.affine_shift_residual(I6, k) < 1e-9 for k in range(1, 64))  # ... but an exact affine one, every k
+assert all(linear_residual(B6, k) > 1 for k in range(1, 16))  # binary: no linear map
 print("M p_0 = 0 for every M, but p_k != 0 for k = 1..63: no linear M_k")
+print("integer code, best linear fit, k = 1..5:", [round(r, 1) for r in lin_int], "· best affine fit: 0")
 
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -353,8 +373,9 @@ print("M p_0 = 0 for every M, but p_k != 0 for k = 1..63: no linear M_k")
 # by least squares over all pairs $(p_i, p_{i+k})$ in the 64-position table:
 # `pl.affine_shift_residual(table, k)` returns the smallest $\lVert [p_i, 1]\,A - p_{i+k}\rVert$
 # over all $(d+1)\times d$ matrices $A$ (the rows of $M_k^\top$ and $b_k$), computed in
-# float64. A residual of zero would mean an exact fit. For the sinusoidal code (same $d = 6$)
-# the fit is exact for every $k$; for the binary code it fails for every small offset.
+# float64. A residual of zero would mean an exact fit. For the integer code (previous cell)
+# and the sinusoidal code (same $d = 6$) the fit is exact for every $k$; for the binary code it
+# fails for every small offset.
 
 # %% slideshow={"slide_type": "fragment"}
 offsets = range(1, 64)
@@ -398,8 +419,9 @@ fig
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # **What the code shows.** $p_{i+k}$ is a *function* of $p_i$ (add $k$ in binary), but not a
 # linear or affine one: which bits flip depends on the carries, that is, on $i$. So binary
-# codes do not satisfy property 2 in the sense sinusoids do, contrary to `001`. The integer
-# code does satisfy it, as a shift; the sinusoidal code satisfies it as a rotation.
+# codes fail property 2 even in its affine form, contrary to `001`. The integer code meets it
+# only as an affine shift ($M_k = I$, $b_k = k\cdot\mathbf 1$; no linear map, as $p_0 = 0$); the
+# sinusoidal code meets it with a linear map, a rotation.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5 · Sinusoids as smooth binary digits
@@ -461,7 +483,9 @@ print("base 10000, d = 512: ratio between neighbouring frequencies =", round(rat
 # Why design $p_i$ at all? BERT (Devlin et al., 2019) and GPT-2 (Radford et al., 2019) let
 # training choose it. The model keeps a table $E$ with one row per position, `max_len` rows in
 # all (512 in BERT, 1024 in GPT-2), and adds row $i$ to the token at position $i$:
-# $x_i' = x_i + E_i$. The rows start as small random numbers and are trained by gradient
+# $x_i' = x_i + E_i$. The rows start as small random numbers (transformers' `BertConfig` and
+# `GPT2Config` both set `initializer_range`, documented as the standard deviation of the
+# initial weights, to 0.02; the library's table starts the same way) and are trained by gradient
 # descent with every other weight. `pl.LearnedPositionalEncoding(max_len, d)` is such a table,
 # an `nn.Embedding` with `max_len` rows. A sequence longer than the table has no rows to add.
 
@@ -476,12 +500,14 @@ try:
     raise AssertionError("a 9th position should have no row")
 except ValueError as e:
     print("9 tokens:", e)
+assert abs(pl.LearnedPositionalEncoding(max_len=512, d=64).embedding.weight.std().item() - 0.02) < 1e-3  # initial std
 
 if importlib.util.find_spec("transformers") is not None:  # a test dependency, installed by `make lab`
     from transformers import BertConfig, GPT2Config  # the installed default configurations
 
     assert BertConfig().max_position_embeddings == 512 and GPT2Config().n_positions == 1024
-    print("table rows: BERT 512, GPT-2 1024 (transformers' BertConfig and GPT2Config)")
+    assert BertConfig().initializer_range == GPT2Config().initializer_range == 0.02  # rows start as N(0, 0.02^2)
+    print("table rows: BERT 512, GPT-2 1024; initial std 0.02 (transformers' BertConfig and GPT2Config)")
 else:
     print("transformers is not installed here (`make lab` installs it): check skipped")
 
@@ -738,7 +764,7 @@ _ = check.integer_cosine(answer)
 #
 # | code | size against a normalised token | $p_i \to p_{i+k}$ | longer sequences |
 # |---|---|---|---|
-# | integer $i\cdot\mathbf 1$ | $i$ times larger; erased by LayerNorm | shift by $k\cdot\mathbf 1$ | any length, ever larger |
+# | integer $i\cdot\mathbf 1$ | $i$ times larger; erased by LayerNorm | affine shift by $k\cdot\mathbf 1$ (no linear map) | any length, ever larger |
 # | normalised $i/m$ | at most as large | depends on $m$ | same position, new code |
 # | binary | at most as large, jumpy | no linear or affine map | at most $2^d$ positions |
 # | learned table $E_i$ | small (trained) | whatever the data reward (here: the phase mod 4) | no row past `max_len`; rows never trained stay random |
@@ -749,8 +775,10 @@ _ = check.integer_cosine(answer)
 # ## Errata in the sources
 #
 # 1. **Binary codes and property 2.** `001` says binary codes satisfy property 2 (from $p_i$
-#    one gets $p_{i+k}$ simply). No fixed linear map exists ($p_0 = 0$), and least squares
-#    finds no affine one for any $k$ from 1 to 15 (section 4 asserts both).
+#    one gets $p_{i+k}$ simply). Taken as a fixed affine map $p_{i+k} = M_k p_i + b_k$ (the
+#    form the integer code's shift meets), least squares finds none for any $k$ from 1 to 15
+#    (section 4 asserts it). That $p_0 = 0$ rules out a *linear* map is true but not the
+#    reason: it rules out the integer code's linear map just the same.
 # 2. **Bit index.** `001` numbers the columns from the most significant bit and calls the
 #    fastest bit $p_{i,d}$; with $d$ columns numbered from 0 it is $p_{i,d-1}$, bit 0 in this
 #    course's naming (section 3 asserts it flips at every step and that column $d$ does not

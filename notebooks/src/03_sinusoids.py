@@ -28,13 +28,15 @@
 # Sources followed: `000` (the formula and $X\cdot M + P$), `002` (a PyTorch walk-through with a
 # printed table and a heatmap), `003` (a module; its list-comprehension builder, timed against the
 # vectorised one, is in the appendix notebook `10_making_it_fast`); `004` for one
-# typo. Every correction is proved in a cell and listed at the end.
+# typo, which it copies from RoFormer (Su et al., 2021). Every correction is proved in a cell
+# and listed at the end.
 #
 # Notation and signs (0-based positions, offsets $j - i$ as key minus query, bit and pair
 # orders) follow the course's [conventions page](00_index.ipynb#Conventions).
 
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline
+import importlib.util
 import math
 
 import ipywidgets as widgets
@@ -132,8 +134,10 @@ assert too_many.numel() == d_model // 2 + 1 != table[:, 0::2].shape[1]
 print("positions:", pos.tolist(), " even indices 2j:", two_j.tolist())
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# Source `004` writes $p_{i,2t} = \sin(k / 10000^{2t/d})$ and $p_{i,2t+1} = \cos(k/10000^{2t/d})$:
-# the left side is indexed by position $i$ but the right side uses $k$, which is not defined
+# Source `004` writes $p_{i,2t} = \sin(k / 10000^{2t/d})$ and $p_{i,2t+1} = \cos(k/10000^{2t/d})$.
+# The slip is not `004`'s own: it copies equation (4) of RoFormer (Su et al., 2021,
+# arXiv:2104.09864, §2.2, where the paper restates Vaswani et al.'s code), which has this typo.
+# The left side is indexed by position $i$ but the right side uses $k$, which is not defined
 # there. Read literally (one fixed $k$), every row would be the same vector and positions could
 # not be told apart. The correct right side uses $i$: $\sin(i/10000^{2t/d})$.
 
@@ -193,7 +197,9 @@ pe_widget
 # adds the interleaved picture). (Both libraries also space their
 # frequencies as $10000^{-j/(d/2-1)}$ rather than $10000^{-2j/d}$, so their slowest pair is
 # exactly $1/10000$; fairseq's `get_embedding` docstring says its version matches tensor2tensor
-# but "differs slightly" from the paper.)
+# but "differs slightly" from the paper. transformers carries fairseq's function for the
+# fairseq-derived models, e.g. `M2M100SinusoidalPositionalEmbedding.get_embedding` in
+# `models/m2m_100`, with the same docstring; the second cell below checks that copy.)
 #
 # With the same frequencies the two layouts hold **the same columns in a different order**: the
 # permutation $[0, 2, 4, \dots, d-2, 1, 3, \dots, d-1]$ — the one chapter 5 needs to convert
@@ -207,6 +213,23 @@ perm = pl.layout_permutation(d)
 assert torch.equal(inter[:, perm], concat), "same columns, permuted"
 assert not torch.equal(inter, concat), "but not the same table"
 print("interleaved column for each concat column:", perm.tolist())
+
+# %% slideshow={"slide_type": "fragment"}
+pos50 = torch.arange(n, dtype=torch.float64)[:, None]
+theta_fairseq = 10000.0 ** (-torch.arange(d // 2, dtype=torch.float64) / (d // 2 - 1))  # 10000^(-j/7) for d = 16
+assert theta_fairseq[-1] == 1e-4  # the slowest pair turns exactly 1/10000 radian per position
+fairseq_form = torch.cat([torch.sin(pos50 * theta_fairseq), torch.cos(pos50 * theta_fairseq)], dim=1).float()
+if importlib.util.find_spec("transformers") is not None:  # a test dependency, installed by `make lab`
+    from transformers.models.m2m_100.modeling_m2m_100 import M2M100SinusoidalPositionalEmbedding
+
+    hf_table = M2M100SinusoidalPositionalEmbedding.get_embedding(n, d)  # fairseq's builder, as transformers ships it
+    torch.testing.assert_close(hf_table, fairseq_form)  # concatenated, theta_j = 10000^(-j/(d/2-1))
+    assert "differs slightly" in M2M100SinusoidalPositionalEmbedding.get_embedding.__doc__
+    assert not torch.allclose(hf_table, concat, atol=0.1)  # not the paper's frequencies, even in the concat layout
+assert (fairseq_form - concat).abs().max() > 1  # same layout, other frequencies: a different table
+assert (fairseq_form - inter).abs().max() > 1  # and not the interleaved one either
+print("fairseq's table (transformers' M2M100 copy): concatenated, theta_j = 10000^(-j/7) for d = 16;",
+      "not the paper's table in either layout")
 
 # %% slideshow={"slide_type": "subslide"}
 fig, axes = viz.figure(2, width=3.8, height=3.2)
@@ -294,11 +317,12 @@ print(f"201 offsets x 300 positions x 2 layouts: largest error {worst:.0e}")
 # Look again at the proof in §4: the new sine $\sin((p+k)\theta_j) = \cos k\theta_j\,\sin p\theta_j +
 # \sin k\theta_j\,\cos p\theta_j$ is built from the old sine **and the old cosine**. Keep only the
 # sines and a map from $p_i$ to $p_{i+k}$ would have to produce the missing
-# $\sin k\theta_j \cos p\theta_j$ from sines. No *affine* map can (the cell below measures it),
-# and over all real positions no function at all can: a sine does not say which angle it came
-# from ($\sin a = \sin(\pi - a)$, and the two angles have cosines of opposite sign). On a
-# finite set of integer positions some non-affine function may exist; that is no help to a
-# linear layer.
+# $\sin k\theta_j \cos p\theta_j$ from sines. No *affine* map can (the cell below measures it).
+# For a **single** sine column, over all real positions, no function at all can: a sine does
+# not say which angle it came from ($\sin a = \sin(\pi - a)$, and the two angles have cosines
+# of opposite sign). With several sine columns of incommensurate frequencies that argument
+# fails (together they can pin down $p$), so some non-affine function may exist, as it may on
+# a finite set of integer positions; that is no help to a linear layer.
 #
 # Chapter 2 (§4) tested this property with a least-squares fit: the best affine map
 # $p_{i+k} \approx M_k p_i + b_k$ over all pairs of a 64-position table; a residual of 0 means one
@@ -611,8 +635,10 @@ print("fixed slice [:, :seq]:", tuple(fixed.shape))
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # A smaller point in `003`: a comment there says no `detach()` is needed *because* the buffer was
 # registered with `persistent=False`. The conclusion is right, the reason is not: `persistent`
-# only decides whether the buffer goes into `state_dict`. A buffer never requires a gradient
-# (it was made from a plain tensor), persistent or not.
+# only decides whether the buffer goes into `state_dict`. `register_buffer` does not change
+# `requires_grad` at all: a buffer made from a tensor that does not require a gradient (like
+# `003`'s table, a plain computed tensor) never does, persistent or not, and one made from a
+# tensor that does require a gradient still does, persistent or not (the last assert).
 
 # %% slideshow={"slide_type": "fragment"}
 m = nn.Module()
@@ -620,7 +646,10 @@ m.register_buffer("kept", pl.sinusoidal_positions(4, 4), persistent=True)
 m.register_buffer("not_kept", pl.sinusoidal_positions(4, 4), persistent=False)
 assert not m.kept.requires_grad and not m.not_kept.requires_grad
 assert list(m.state_dict()) == ["kept"]
+m.register_buffer("leaf", torch.ones(3, requires_grad=True), persistent=False)
+assert m.leaf.requires_grad and "leaf" not in m.state_dict()  # register_buffer keeps requires_grad as it is
 print("requires_grad:", m.kept.requires_grad, m.not_kept.requires_grad, "· state_dict:", list(m.state_dict()))
+print("a buffer made from a tensor that requires grad, persistent=False: requires_grad", m.leaf.requires_grad)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
@@ -730,12 +759,12 @@ _ = check.sine_only_offsets(answer)
 # | Source | What it says | What is right | Where |
 # |---|---|---|---|
 # | `002` | position runs "from 0 to max_len", `_2i` "from 0 to d_model" | $0..\text{max\_len}-1$ and $0, 2, .., d_\text{model}-2$ (`arange` excludes the end) | §1 |
-# | `004` | $p_{i,2t} = \sin(k/10000^{2t/d})$, $p_{i,2t+1} = \cos(k/10000^{2t/d})$ | $i$ in place of $k$; with a fixed $k$ all rows are equal | §1 |
+# | `004`, copying RoFormer (Su et al., 2021) eq. (4), which has this typo | $p_{i,2t} = \sin(k/10000^{2t/d})$, $p_{i,2t+1} = \cos(k/10000^{2t/d})$ | $i$ in place of $k$; with a fixed $k$ all rows are equal | §1 |
 # | `002` | keeps the table as a plain tensor attribute created with `device=` | a non-persistent buffer, which `.to(device)` moves | §8 |
 # | `002` | draws the heatmap inside `__init__` | plot outside the model; as written, building on a GPU fails | §8 |
 # | `003` | forward slices `positional_encodings[:seq]` of a `(1, max_len, d)` table | `[:, :seq]`; the original fails for `seq < max_len` or broadcasts for `seq = 1` | §8 |
-# | `003` | no `detach()` needed "because" `persistent=False` | buffers never require grad; `persistent` only controls `state_dict` | §8 |
+# | `003` | no `detach()` needed "because" `persistent=False` | its table does not require grad, and `register_buffer` does not change that (a buffer made from a tensor that requires grad still does); `persistent` only controls `state_dict` | §8 |
 #
 # Also worth knowing: `003` names the number of positions `n_channels`; tensor2tensor and fairseq
 # concatenate sin and cos and space frequencies by $d/2-1$, so their tables differ from the
-# paper's (§3).
+# paper's (§3, checked against fairseq's builder as transformers ships it).
