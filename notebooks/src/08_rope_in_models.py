@@ -320,7 +320,16 @@ if importlib.util.find_spec("transformers") is not None:  # transformers' own De
     from transformers import DeepseekV3Config
     from transformers.models.deepseek_v3.modeling_deepseek_v3 import apply_rotary_pos_emb_interleave
 
-    assert DeepseekV3Config().rope_interleave is True
+    import inspect
+
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3Attention
+
+    ds_cfg = DeepseekV3Config()  # its defaults are DeepSeek-V3's sizes
+    assert ds_cfg.rope_interleave is True and (ds_cfg.kv_lora_rank, ds_cfg.qk_rope_head_dim) == (512, 64)
+    mla_source = inspect.getsource(DeepseekV3Attention.forward)
+    assert "q_pass, q_rot = torch.split" in mla_source  # the rotated features come last
+    assert "torch.cat((q_pass, q_rot), dim=-1)" in mla_source
+    assert "k_rot.expand(" in inspect.getsource(DeepseekV3Attention.expand_kv)  # one rotated key for all heads
     angles = pl.rope_angles(T, rope_dim, device=device).double()
     cos_hf, sin_hf = (torch.cat((t, t), dim=-1)[None] for t in (angles.cos(), angles.sin()))  # (1, T, r)
     hf_q, hf_k = apply_rotary_pos_emb_interleave(q_mla[None, ..., -rope_dim:], k_mla[None, ..., -rope_dim:],
