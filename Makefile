@@ -111,7 +111,7 @@ test-latest:
 	rm -rf $(LATEST)
 	$(PYTHON) -m venv $(LATEST)
 	$(LATEST)/bin/python -m pip install --quiet $(TORCH_SPEC)
-	$(LATEST)/bin/python -m pip install --quiet -e ".[lab,test]"
+	$(LATEST)/bin/python -m pip install --quiet -e ".[lab,test,site]"
 	$(LATEST)/bin/python scripts/drift_report.py --lock $(TEST_LOCK) --out build/latest
 
 clean:

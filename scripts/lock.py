@@ -5,7 +5,8 @@
 uv resolves pyproject.toml's dependencies and extras to the newest releases, once for every
 platform and Python >= 3.11 (`--universal`), preferring one version per package across them
 (`--fork-strategy fewest`), so Linux, macOS and Windows install the same versions:
-  requirements/test.txt  runtime + `lab` + `test` extras (what `make test` and CI install)
+  requirements/test.txt  runtime + `lab` + `test` + `site` extras (what `make test`, `make site`
+                         and CI install)
   requirements/lab.txt   runtime + `lab` extra, at the same versions as test.txt (`make lab`,
                          binder/, environment.yml)
 torch itself is resolved at the Makefile's version (so its dependencies are locked too) but
@@ -25,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = "3.11"  # the oldest Python pyproject allows; binder/runtime.txt and environment.yml use it
-LOCKS = {"test": ("lab", "test"), "lab": ("lab",)}  # file -> extras; test first: lab is pinned to it
+LOCKS = {"test": ("lab", "test", "site"), "lab": ("lab",)}  # file -> extras; test first: lab is pinned to it
 # Installed by TORCH_SPEC, not from the lock: torch and what only a CUDA build of it needs.
 NOT_LOCKED = re.compile(r"^(torch|triton|nvidia-[\w.-]+|cuda-[\w.-]+)$")
 HEADER = """\

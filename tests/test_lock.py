@@ -55,7 +55,7 @@ def wanted(*extras: str) -> list[Requirement]:
     return [Requirement(r) for r in reqs]
 
 
-SETS = {"lab": ("lab",), "test": ("lab", "test")}
+SETS = {"lab": ("lab",), "test": ("lab", "test", "site")}
 
 
 @pytest.mark.parametrize("name", LOCKS)
