@@ -14,6 +14,7 @@ import hashlib
 import os
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import jupytext
@@ -33,8 +34,38 @@ def sources(prefixes: list[str]) -> list[Path]:
     return found
 
 
+def repository_url() -> str:
+    """The course repository (pyproject.toml, [project.urls] Repository)."""
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]["Repository"]
+
+
+# Added here, in one place, to the top of every notebook's first code cell (the sources stay
+# free of it). On Colab, a notebook opened from GitHub has no posenc_lib: this clones the course
+# and installs it (editable, so results/ is found and a restarted runtime still imports it;
+# --no-deps: Colab has torch, numpy, matplotlib and ipywidgets). Anywhere else it does nothing.
+COLAB_INSTALL = """\
+# On Colab only (nothing happens elsewhere): fetch the course and install posenc_lib from it.
+import importlib.util
+import os
+import subprocess
+import sys
+
+if "google.colab" in sys.modules and importlib.util.find_spec("posenc_lib") is None:
+    subprocess.run(["git", "clone", "-q", "--depth", "1", "{repo}", "posenc"], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "-e", "./posenc"], check=True)
+    sys.path.insert(0, os.path.abspath("posenc"))  # importable now, without restarting the runtime
+"""
+
+
+def colab_install(repo: str | None = None) -> str:
+    return COLAB_INSTALL.format(repo=repo or repository_url())
+
+
 def to_notebook(src: Path) -> nbformat.NotebookNode:
     nb = jupytext.read(src, fmt="py:percent")
+    first = next((c for c in nb.cells if c.cell_type == "code"), None)
+    if first is not None:
+        first.source = colab_install() + "\n" + first.source
     nb.metadata = {
         "kernelspec": KERNELSPEC,
         "language_info": {"name": "python"},
@@ -61,11 +92,15 @@ def coalesce_streams(outputs: list) -> list:
     return merged
 
 
+def kernel_environment() -> None:
+    """Same environment for every kernel this process starts: seeds are set inside the notebooks;
+    hash seed and thread count here so dict order and float reductions repeat exactly."""
+    os.environ.update(PYTHONHASHSEED="0", OMP_NUM_THREADS="2", MPLBACKEND="module://matplotlib_inline.backend_inline")
+
+
 def build(src: Path, timeout: int = 600) -> float:
     nb = to_notebook(src)
-    # Same environment every time: seeds are set inside the notebooks; hash seed and
-    # thread count here so dict order and float reductions repeat exactly.
-    os.environ.update(PYTHONHASHSEED="0", OMP_NUM_THREADS="2", MPLBACKEND="module://matplotlib_inline.backend_inline")
+    kernel_environment()
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(NB_DIR)}},
                             record_timing=False, store_widget_state=False)
     t0 = time.perf_counter()
