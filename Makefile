@@ -26,7 +26,7 @@ UV_SPEC ?= uv==0.13.9
 TOOLS := .venv-tools
 LATEST := .venv-latest
 
-.PHONY: venv lab test test-lib test-latest lock notebooks slides student images clean bench
+.PHONY: venv lab test test-lib test-latest lock notebooks slides site student images clean bench
 
 # --no-deps: the lock names every package, so pip installs it and nothing else; then torch
 # (whose own dependencies the lock already pins), then posenc_lib itself, built with the
@@ -82,6 +82,17 @@ node_modules/.package-lock.json: package.json package-lock.json
 # (NB=05 for one chapter). Open build/slides/index.html.
 slides: $(TEST_STAMP) node_modules/.package-lock.json
 	$(BIN)/python scripts/build_slides.py $(NB)
+
+# The course website into build/site/ (open build/site/index.html, or serve the folder): one page
+# per notebook from its stored outputs, search, MathJax and widgets that move without a kernel
+# (frames precomputed with posenc_lib: scripts/build_site.py); no network beyond `npm ci`.
+# Its "Launch on Binder" / "Open in Colab" links open REPO_URL (a GitHub repository; default:
+# pyproject.toml's [project.urls] Repository) at REPO_BRANCH. SITE_ARGS="--max-frames 80" etc.
+REPO_URL ?=
+REPO_BRANCH ?= main
+SITE_ARGS ?=
+site: $(TEST_STAMP) node_modules/.package-lock.json
+	$(BIN)/python scripts/build_site.py $(if $(REPO_URL),--repo-url "$(REPO_URL)") --branch "$(REPO_BRANCH)" $(SITE_ARGS)
 
 # Students' copies for a graded class: build/student/NN_name.ipynb with the solutions removed
 # (nbgrader generate_assignment; NB=05 for one chapter). The nbgrader course it leaves in

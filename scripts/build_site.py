@@ -1,0 +1,352 @@
+"""Build the course website into build/site/ from the committed notebooks (`make site`).
+
+    python scripts/build_site.py
+    python scripts/build_site.py --repo-url https://github.com/you/posenc --branch main
+    python scripts/build_site.py --out DIR --max-frames 160 --max-steps 9 --budget-mb 60
+
+Stack: Sphinx with MyST-NB and sphinx-book-theme (the Jupyter Book 1 stack, all from PyPI, in
+the test lock's `site` extra). It builds offline, gives navigation, full-text search (Sphinx's own
+index, no server), light and dark themes and a phone layout; MathJax 2 comes from node_modules
+(`npm ci`, as for the slides), so no page loads anything from another host.
+
+1. Widgets. A page cannot run Python, so every `viz.InteractiveFigure` is rendered ahead: each
+   notebook's code runs in a kernel up to its last widget cell, and right after each widget cell
+   scripts/site_widgets.py renders its frames with the widget's own `update` (sliders subsampled
+   to --max-steps values, at most --max-frames frames per widget). The notebooks' stored outputs
+   are what the pages show; this run only makes the frames.
+2. Staging (build/site-src/): site/ (Sphinx's conf.py, CSS, the frame-swapping JS) and a copy of
+   each notebook with: "Launch on Binder" / "Open in Colab" / conventions links under its title,
+   widget outputs replaced by their static copies, alt text on figures (the last paragraph before
+   them), exercise solutions folded, the Colab install lines dropped (a reader runs nothing).
+3. `sphinx-build -W` into build/site/; index.html sends the reader to 00_index.html.
+4. A size report: the site, and what each widget costs (build/site-report.json); over
+   --budget-mb the build fails.
+"""
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import NamedTuple
+from urllib.parse import quote
+
+import nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = ROOT / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+import build_notebooks  # noqa: E402  (scripts/ is not a package)
+import build_slides  # noqa: E402
+import site_widgets  # noqa: E402
+
+NB_DIR = ROOT / "notebooks"
+SITE_DIR = ROOT / "site"
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+FRAMES = "_static/frames"  # where the widget frames go, relative to the site's root (pages sit there too)
+MATHJAX = [(src, dst) for src, dst in build_slides.ASSETS if src.startswith("mathjax/")]
+
+
+class Repo(NamedTuple):
+    """A GitHub repository and branch: Binder and Colab both open notebooks from GitHub."""
+
+    owner: str
+    name: str
+    branch: str
+
+    @classmethod
+    def parse(cls, url: str, branch: str) -> "Repo":
+        m = re.fullmatch(r"https://github\.com/([\w.-]+)/([\w.-]+?)(?:\.git)?/?", url)
+        if not m:
+            raise ValueError(f"repo_url must be a GitHub repository, https://github.com/<owner>/<repo> "
+                             f"(Binder and Colab open GitHub repositories), got {url!r}")
+        if not branch or any(ch.isspace() for ch in branch):
+            raise ValueError(f"branch must be a branch name such as 'main', got {branch!r}")
+        return cls(m.group(1), m.group(2), branch)
+
+    @property
+    def url(self) -> str:
+        return f"https://github.com/{self.owner}/{self.name}"
+
+    def binder(self, notebook: str) -> str:
+        """mybinder.org builds binder/ and opens JupyterLab on the notebook."""
+        return (f"https://mybinder.org/v2/gh/{self.owner}/{self.name}/{quote(self.branch, safe='')}"
+                f"?urlpath={quote(f'lab/tree/notebooks/{notebook}', safe='')}")
+
+    def colab(self, notebook: str) -> str:
+        return (f"https://colab.research.google.com/github/{self.owner}/{self.name}/blob/"
+                f"{quote(self.branch, safe='/')}/notebooks/{notebook}")
+
+
+# -- 1. widget frames ------------------------------------------------------------------------------
+
+def widget_cells(nb: nbformat.NotebookNode) -> list[int]:
+    """Indices of the code cells whose stored output shows a widget."""
+    return [i for i, c in enumerate(nb.cells) if c.cell_type == "code"
+            and any(WIDGET_MIME in o.get("data", {}) for o in c.get("outputs", []))]
+
+
+def frame_run(nb: nbformat.NotebookNode, frames_dir: Path, max_steps: int, max_frames: int) -> nbformat.NotebookNode:
+    """The notebook's code cells up to its last widget cell, each widget cell followed by an export."""
+    targets = widget_cells(nb)
+    run = nbformat.v4.new_notebook(metadata={"kernelspec": build_notebooks.KERNELSPEC})
+    code = nbformat.v4.new_code_cell
+    run.cells.append(code(f"import sys\nsys.path.insert(0, {str(SCRIPTS)!r})\nimport site_widgets as _posenc_site\n"
+                          "_posenc_site.start_recording()"))
+    for i, cell in enumerate(nb.cells[: targets[-1] + 1] if targets else []):
+        if cell.cell_type != "code":
+            continue
+        if i in targets:
+            run.cells.append(code("_posenc_site_first = _posenc_site.made_count()"))
+        run.cells.append(code(cell.source))
+        if i in targets:
+            run.cells.append(code(f"_posenc_site.export(_posenc_site_first, {str(frames_dir)!r}, {i}, "
+                                  f"max_steps={max_steps}, max_frames={max_frames})"))
+    return run
+
+
+def render_widgets(nb_path: Path, frames_dir: Path, max_steps: int, max_frames: int,
+                   timeout: int = 900) -> dict[int, list[dict]]:
+    """{widget cell index: its widgets' frame descriptions}, from a kernel running the notebook's code."""
+    nb = nbformat.read(nb_path, as_version=4)
+    if not widget_cells(nb):
+        return {}
+    run = frame_run(nb, frames_dir, max_steps, max_frames)
+    build_notebooks.kernel_environment()
+    client = NotebookClient(run, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(nb_path.parent)}})
+    try:
+        client.execute()
+    except CellExecutionError as e:
+        raise SystemExit(f"{nb_path.name}: a cell failed while rendering its widgets' frames:\n{e}") from None
+    found: dict[int, list[dict]] = {}
+    for cell in run.cells:
+        if not cell.source.startswith("_posenc_site.export("):
+            continue
+        text = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream" and o.name == "stdout")
+        spec = json.loads(text.strip().splitlines()[-1])
+        found[spec["cell"]] = spec["widgets"]
+    return found
+
+
+# -- 2. staging ------------------------------------------------------------------------------------
+
+def plain_text(markdown: str) -> str:
+    """Markdown as one line of plain text (for alt text): no math delimiters, links, code marks or tags."""
+    text = re.sub(r"<[^>]+>", "", markdown)
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", text)
+    text = re.sub(r"\$+|`|\*\*|(?<!\w)\*|\\(?=[a-zA-Z])", "", text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def figure_alt(nb: nbformat.NotebookNode, index: int, limit: int = 240) -> str:
+    """Alt text for the figures of cell `index`: the last paragraph of the markdown before it
+    ("narrate, then compute": that paragraph says what the figure shows), cut at a sentence."""
+    for cell in reversed(nb.cells[:index]):
+        if cell.cell_type == "markdown":
+            paragraphs = [p for p in re.split(r"\n\s*\n", cell.source) if p.strip() and not p.lstrip().startswith("#")]
+            text = plain_text(paragraphs[-1] if paragraphs else cell.source.lstrip("# "))
+            if len(text) > limit:
+                cut = text[:limit]
+                text = cut[: cut.rfind(". ") + 1] if ". " in cut else cut.rsplit(" ", 1)[0] + " …"
+            return f"Figure. {text}"
+    return "Figure."
+
+
+def widget_note(spec: dict) -> str:
+    thinned = [f"{c['description']} {len(c['labels'])} of {c['total']} values" for c in spec["controls"]
+               if len(c["labels"]) < c["total"]]
+    kept = f"static copy ({'; '.join(thinned)})" if thinned else "static copy (every setting)"
+    return (f"A {kept}, precomputed with the notebook's code: the notebook (Binder or Colab, top of the "
+            "page) has the full range.")
+
+
+def control_html(c: dict) -> str:
+    a = html.escape
+    data = (f'data-count="{len(c["labels"])}" data-name="{a(c["description"])}" '
+            f'data-labels="{a(json.dumps(c["labels"]))}"')
+    if c["kind"] == "range":
+        return (f'<label><span>{a(c["description"])}</span><input type="range" min="0" '
+                f'max="{len(c["labels"]) - 1}" step="1" value="{c["start"]}" {data}>'
+                f'<output>{a(c["labels"][c["start"]])}</output></label>')
+    if c["kind"] == "checkbox":
+        checked = " checked" if c["start"] else ""
+        return f'<label><input type="checkbox"{checked} {data}><span>{a(c["description"])}</span></label>'
+    options = "".join(f'<option value="{i}"{" selected" if i == c["start"] else ""}>{a(lab)}</option>'
+                      for i, lab in enumerate(c["labels"]))
+    return f'<label><span>{a(c["description"])}</span><select {data}>{options}</select></label>'
+
+
+def widget_html(spec: dict, alt: str) -> str:
+    """The static widget: its controls, the frame for their start values, and the one-line note."""
+    a = html.escape
+    start = 0
+    for c in spec["controls"]:
+        start = start * len(c["labels"]) + c["start"]
+    settings = ", ".join(f"{c['description']} = {c['labels'][c['start']]}" for c in spec["controls"])
+    controls = "".join(control_html(c) for c in spec["controls"])
+    return (f'<div class="posenc-widget" data-base="{FRAMES}/" data-frames="{a(json.dumps(spec["frames"]))}" '
+            f'data-alt="{a(alt)}">\n<div class="posenc-widget-controls">{controls}</div>\n'
+            f'<img class="posenc-widget-frame" src="{FRAMES}/{spec["frames"][start]}" width="{spec["width"]}" '
+            f'alt="{a(alt)} Settings: {a(settings)}.">\n'
+            f'<p class="posenc-widget-note">{a(widget_note(spec))}</p>\n</div>')
+
+
+LIVE_ONLY = ('<p class="posenc-widget-note">A live widget: it needs a running kernel. Open the notebook '
+             '(Binder or Colab, top of the page) to use it.</p>')
+
+
+def launch_links(repo: Repo, notebook: str, is_index: bool) -> str:
+    links = [f"[Launch on Binder]({repo.binder(notebook)})", f"[Open in Colab]({repo.colab(notebook)})"]
+    if not is_index:
+        links.append("[Conventions](00_index.ipynb#conventions)")
+    return '<p class="posenc-launch">\n\n' + " · ".join(links) + "\n\n</p>"
+
+
+def stage_notebook(nb_path: Path, widgets: dict[int, list[dict]], repo: Repo, colab_lines: str) -> nbformat.NotebookNode:
+    nb = nbformat.read(nb_path, as_version=4)
+    is_index = nb_path.stem.startswith("00")
+    first_code = True
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown":
+            # Jupyter's heading anchors keep case (#Conventions); MyST's are lower case.
+            cell.source = re.sub(r"\]\((\d\d_\w+\.ipynb)#([^)\s]+)\)",
+                                 lambda m: f"]({m.group(1)}#{m.group(2).lower()})", cell.source)
+            cell.source = cell.source.replace("](../images/", "](images/")
+            continue
+        if cell.cell_type != "code":
+            continue
+        if first_code:
+            first_code = False
+            cell.source = cell.source.removeprefix(colab_lines).lstrip("\n")
+        if cell.metadata.get("jupyter", {}).get("source_hidden"):  # exercise solutions: folded, as in the lab
+            cell.metadata.setdefault("tags", []).append("hide-input")
+        alt = figure_alt(nb, i)
+        if any("image/png" in o.get("data", {}) for o in cell.outputs):
+            cell.metadata["mystnb"] = {"image": {"alt": alt}}
+        specs = list(widgets.get(i, []))
+        for out in cell.outputs:
+            if WIDGET_MIME in out.get("data", {}):
+                body = widget_html(specs.pop(0), alt) if specs else LIVE_ONLY
+                out["data"] = {"text/html": body}
+    # Under the title: where to run it.
+    title = next(c for c in nb.cells if c.cell_type == "markdown")
+    lines = title.source.split("\n")
+    at = next((k + 1 for k, line in enumerate(lines) if line.startswith("# ")), 0)
+    lines[at:at] = ["", launch_links(repo, nb_path.name, is_index), ""]
+    title.source = "\n".join(lines)
+    return nb
+
+
+def toctree(pages: list[str]) -> nbformat.NotebookNode:
+    return nbformat.v4.new_markdown_cell("```{toctree}\n:hidden:\n:maxdepth: 2\n\n" + "\n".join(pages) + "\n```")
+
+
+# -- 3. build --------------------------------------------------------------------------------------
+
+def dir_size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def missing_assets() -> list[str]:
+    return [src for src, _ in MATHJAX if not (build_slides.NODE_MODULES / src).exists()]
+
+
+def build(out: Path, repo: Repo, *, stage: Path | None = None, notebooks: list[Path] | None = None,
+          max_steps: int = site_widgets.MAX_STEPS, max_frames: int = site_widgets.MAX_FRAMES,
+          budget_mb: float = 60.0, log=print) -> dict:
+    """Build the site into `out`; returns the report (sizes, widget costs, time)."""
+    t0 = time.perf_counter()
+    missing = missing_assets()
+    if missing:
+        raise SystemExit(f"missing {', '.join(missing)} in {build_slides.NODE_MODULES}: run `npm ci` "
+                         "(`make site` runs it) first")
+    notebooks = notebooks if notebooks is not None else sorted(NB_DIR.glob("[0-9][0-9]_*.ipynb"))
+    if not notebooks or not notebooks[0].stem.startswith("00"):
+        raise SystemExit(f"no 00_*.ipynb (the entry page) among {[p.name for p in notebooks]}: run `make notebooks`")
+    stage = stage or out.parent / f"{out.name}-src"
+    for d in (stage, out):
+        if d.exists():
+            shutil.rmtree(d)
+    shutil.copytree(SITE_DIR, stage)
+    (stage / "posenc_site.json").write_text(json.dumps({"repository_url": repo.url, "branch": repo.branch}))
+    for src, dst in MATHJAX:
+        s, d = build_slides.NODE_MODULES / src, stage / "_static" / dst
+        d.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if s.is_dir() else shutil.copy2)(s, d)
+    if (ROOT / "images").is_dir():
+        shutil.copytree(ROOT / "images", stage / "images")
+    frames_dir = stage / FRAMES
+    colab_lines = build_notebooks.colab_install()
+    report: dict = {"widgets": [], "pages": []}
+    for nb_path in notebooks:
+        t = time.perf_counter()
+        widgets = render_widgets(nb_path, frames_dir, max_steps, max_frames)
+        nb = stage_notebook(nb_path, widgets, repo, colab_lines)
+        if nb_path == notebooks[0]:
+            nb.cells.append(toctree([p.stem for p in notebooks[1:]]))
+        nbformat.write(nb, stage / nb_path.name)
+        for cell, specs in sorted(widgets.items()):
+            for spec in specs:
+                report["widgets"].append({"page": nb_path.stem, "cell": cell,
+                                          "controls": {c["description"]: f"{len(c['labels'])}/{c['total']}"
+                                                       for c in spec["controls"]},
+                                          "frames": len(spec["frames"]), "distinct": spec["distinct"],
+                                          "bytes": spec["bytes"]})
+        report["pages"].append(nb_path.stem)
+        log(f"{nb_path.name}: {sum(len(s) for s in widgets.values())} widgets, {time.perf_counter() - t:.1f} s")
+    t = time.perf_counter()
+    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going", "-E",
+           "-d", str(stage / "_doctrees"), str(stage), str(out)]
+    if subprocess.run(cmd, cwd=stage).returncode:
+        raise SystemExit("sphinx-build failed (its warnings count as errors): see the messages above")
+    log(f"sphinx-build: {time.perf_counter() - t:.1f} s")
+    root = notebooks[0].stem
+    (out / "index.html").write_text(
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>posenc</title>\n'
+        f'<meta http-equiv="refresh" content="0; url={root}.html"></head>\n'
+        f'<body><p><a href="{root}.html">posenc: positional encodings, interactively</a></p></body></html>\n')
+    report.update(total_bytes=dir_size(out), frames_bytes=dir_size(out / FRAMES) if (out / FRAMES).exists() else 0,
+                  mathjax_bytes=dir_size(out / "_static" / "mathjax"), seconds=round(time.perf_counter() - t0, 1),
+                  max_steps=max_steps, max_frames=max_frames, budget_mb=budget_mb)
+    (out.parent / f"{out.name}-report.json").write_text(json.dumps(report, indent=1) + "\n")
+    log(summary(report))
+    if report["total_bytes"] > budget_mb * 1e6:
+        raise SystemExit(f"the site is {report['total_bytes'] / 1e6:.1f} MB, over its {budget_mb} MB budget: "
+                         "lower --max-frames or --max-steps")
+    return report
+
+
+def summary(report: dict) -> str:
+    rows = [f"| {w['page']} cell {w['cell']} | {', '.join(f'{k} {v}' for k, v in w['controls'].items())} | "
+            f"{w['frames']} ({w['distinct']} distinct) | {w['bytes'] / 1e6:.2f} MB |" for w in report["widgets"]]
+    return "\n".join(["| widget | values kept per control | frames | size |", "|---|---|---|---|", *rows,
+                      f"site: {report['total_bytes'] / 1e6:.1f} MB (widget frames {report['frames_bytes'] / 1e6:.1f} MB, "
+                      f"MathJax {report['mathjax_bytes'] / 1e6:.1f} MB; budget {report['budget_mb']} MB), "
+                      f"built in {report['seconds']:.0f} s"])
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=ROOT / "build" / "site")
+    ap.add_argument("--repo-url", default="", help="GitHub repository of the Binder and Colab links "
+                    "(default: pyproject.toml's [project.urls] Repository)")
+    ap.add_argument("--branch", default="main", help="the branch Binder and Colab open (default: main)")
+    ap.add_argument("--max-steps", type=int, default=site_widgets.MAX_STEPS)
+    ap.add_argument("--max-frames", type=int, default=site_widgets.MAX_FRAMES)
+    ap.add_argument("--budget-mb", type=float, default=60.0)
+    args = ap.parse_args(argv)
+    repo = Repo.parse(args.repo_url or build_notebooks.repository_url(), args.branch)
+    build(args.out.resolve(), repo, max_steps=args.max_steps, max_frames=args.max_frames, budget_mb=args.budget_mb)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
