@@ -75,6 +75,13 @@ class Repo(NamedTuple):
     def url(self) -> str:
         return f"https://github.com/{self.owner}/{self.name}"
 
+    @property
+    def pages(self) -> str:
+        """Where GitHub Pages publishes the site (.github/workflows/site.yml)."""
+        if self.name.lower() == f"{self.owner}.github.io".lower():  # a user's own site
+            return f"https://{self.name.lower()}/"
+        return f"https://{self.owner.lower()}.github.io/{self.name}/"
+
     def binder(self, notebook: str) -> str:
         """mybinder.org builds binder/ and opens JupyterLab on the notebook."""
         return (f"https://mybinder.org/v2/gh/{self.owner}/{self.name}/{quote(self.branch, safe='')}"

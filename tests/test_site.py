@@ -56,6 +56,25 @@ def test_launch_links_open_the_chapter_on_binder_and_in_colab():
     assert "/v2/gh/you/posenc/fix%2Fsite?" in build_site.Repo.parse(repo.url, "fix/site").binder("x.ipynb")
 
 
+def test_readme_links_the_published_site_on_its_first_screen():
+    repo = build_site.Repo.parse(load_script("build_notebooks").repository_url(), "main")
+    assert build_site.Repo.parse("https://github.com/You/posenc", "main").pages == "https://you.github.io/posenc/"
+    first_screen = "\n".join((ROOT / "README.md").read_text().splitlines()[:12])
+    assert f"]({repo.pages})" in first_screen
+
+
+def test_pages_workflow_builds_with_make_site_and_publishes_build_site():
+    text = (ROOT / ".github" / "workflows" / "site.yml").read_text()
+    torch = re.search(r"^TORCH_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.M).group(1)
+    assert re.search(r"^\s+make site$", text, re.M)
+    assert 'REPO_URL="${{ github.server_url }}/${{ github.repository }}"' in text
+    assert 'REPO_BRANCH="${{ github.ref_name }}"' in text
+    assert f'TORCH_SPEC="torch=={torch} --index-url https://download.pytorch.org/whl/cpu"' in text
+    assert re.search(r"upload-pages-artifact@v\d+\n\s+with:\n\s+path: build/site$", text, re.M)
+    assert "actions/deploy-pages@" in text and "pages: write" in text and "id-token: write" in text
+    assert re.search(r"python-version: \"3\.11\"", text)  # the lock's Python
+
+
 @pytest.mark.parametrize("url, branch, name", [
     ("https://gitlab.com/you/posenc", "main", "repo_url"),  # Colab opens GitHub only
     ("git@github.com:you/posenc.git", "main", "repo_url"),
@@ -307,8 +326,11 @@ JS_IMAGE_READY = "img => img.complete && img.naturalWidth > 0"
 
 @pytest.fixture(scope="module")
 def real_site(node_assets) -> Path:
-    """The site as `make site` builds it, into build/site/ (rebuilt: the test reads what the code makes now)."""
+    """The site as `make site` builds it, into build/site/ (rebuilt: the test reads what the code makes
+    now; POSENC_SITE_REUSE=1 reads the site already there, to debug the test itself)."""
     out = ROOT / "build" / "site"
+    if os.environ.get("POSENC_SITE_REUSE") == "1" and (out / "index.html").is_file():
+        return out
     repo = build_site.Repo.parse(load_script("build_notebooks").repository_url(), "main")
     build_site.build(out, repo)
     return out
@@ -348,7 +370,9 @@ class Reader:
         self.requests: list[str] = []
         self.failed: list[str] = []
         self.ctx.route("**/*", self._route)
-        self.ctx.on("requestfailed", lambda r: self.failed.append(r.url))
+        # A page left while a font still loads aborts it (net::ERR_ABORTED): not a missing file.
+        self.ctx.on("requestfailed", lambda r: "ERR_ABORTED" not in (r.failure or "")
+                    and self.failed.append(f"{r.failure} {r.url}"))
         self.ctx.on("response", lambda r: r.status >= 400 and self.failed.append(f"{r.status} {r.url}"))
         self.page = self.ctx.new_page()
 
@@ -469,6 +493,7 @@ def test_a_reader_can_use_every_page(nb_path, server, chromium):
                 assert "full range" in w.locator(".posenc-widget-note").inner_text()
                 for control in w.locator("[data-count]").all():
                     move_until_the_figure_changes(page, w, control, i)
+            page.wait_for_load_state("networkidle")
             # Search (Sphinx's own index, in the page) finds a word of this page.
             term = search_term(nb_path)
             desktop.open(f"search.html?q={term}")
