@@ -15,7 +15,6 @@ copyright = "the posenc authors (MIT licence)"
 root_doc = "00_index"
 extensions = ["myst_nb", "sphinx.ext.githubpages"]  # githubpages: .nojekyll, so Pages serves _static/
 exclude_patterns = ["_build", "posenc_site.json"]
-suppress_warnings = ["mystnb.unknown_mime_type"]  # text/plain fallbacks beside our HTML are expected
 
 # MyST-NB: show the stored outputs, never execute; no ipywidgets manager from a CDN.
 nb_execution_mode = "off"

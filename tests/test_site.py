@@ -18,8 +18,6 @@ import io
 import json
 import os
 import re
-import shutil
-import subprocess
 import sys
 import urllib.request
 from pathlib import Path
@@ -32,6 +30,8 @@ import pytest
 import torch
 from _scripts import load_script
 from PIL import Image
+
+from test_slides import node_assets  # noqa: F401  (npm's MathJax, `npm ci` when missing: as make site)
 
 from posenc_lib import viz
 
@@ -177,16 +177,6 @@ def test_identical_frames_are_stored_once(tmp_path):
 
 
 # -- a small site, built for real ----------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def node_assets():
-    """MathJax from npm (package-lock.json); `npm ci` here when missing, as `make site` does."""
-    if build_site.missing_assets():
-        if shutil.which("npm") is None:
-            pytest.skip("npm is not installed: it fetches MathJax for the site")
-        subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=ROOT, check=True, capture_output=True)
-    assert not build_site.missing_assets()
-
 
 WIDGET_CODE = """\
 import ipywidgets as widgets
@@ -409,15 +399,19 @@ def move_until_the_figure_changes(page, widget, control, index: int) -> None:
     name = control.get_attribute("data-name")
     if kind == "checkbox":
         control.click()
-        moves, undo = 1, lambda: control.click()
+
+        def undo():
+            control.click()
     elif kind == "select":
         first = control.input_value()
-        options = [o for o in control.locator("option").evaluate_all("os => os.map(o => o.value)") if o != first]
-        for moves, value in enumerate(options, 1):
-            control.select_option(value)
-            if img.get_attribute("src") != start:
-                break
-        undo = lambda: control.select_option(first)  # noqa: E731
+        for value in control.locator("option").evaluate_all("os => os.map(o => o.value)"):
+            if value != first:
+                control.select_option(value)
+                if img.get_attribute("src") != start:
+                    break
+
+        def undo():
+            control.select_option(first)
     else:
         first = int(control.input_value())
         key, back = ("ArrowRight", "ArrowLeft") if first < count - 1 else ("ArrowLeft", "ArrowRight")
