@@ -170,9 +170,11 @@ def figure_alt(nb: nbformat.NotebookNode, index: int, limit: int = 240) -> str:
 def widget_note(spec: dict) -> str:
     thinned = [f"{c['description']} {len(c['labels'])} of {c['total']} values" for c in spec["controls"]
                if len(c["labels"]) < c["total"]]
-    kept = f"static copy ({'; '.join(thinned)})" if thinned else "static copy (every setting)"
-    return (f"A {kept}, precomputed with the notebook's code: the notebook (Binder or Colab, top of the "
-            "page) has the full range.")
+    if not thinned:
+        return ("A static copy with every setting of the notebook's widget, precomputed with its code; the "
+                "notebook (Binder or Colab, top of the page) runs it live.")
+    return (f"A static copy ({'; '.join(thinned)}), precomputed with the notebook's code: the notebook "
+            "(Binder or Colab, top of the page) has the full range.")
 
 
 def control_html(c: dict) -> str:

@@ -265,7 +265,9 @@ def test_small_site_static_widget_shows_its_frames_and_says_the_notebook_has_the
     assert len(frames) == 10 and all((out / "_static" / "frames" / f).is_file() for f in frames)
     assert f'src="_static/frames/{frames[2]}"' in widget  # size 3 (second of five), flip off
     assert 'type="range" min="0" max="4" step="1" value="1"' in widget and 'type="checkbox"' in widget
-    assert "has the full range" in widget and "Settings: size = 3, flip = off" in widget
+    assert "every setting" in widget and "Settings: size = 3, flip = off" in widget
+    assert "has the full range" in build_site.widget_note(
+        {"controls": [{"description": "size", "labels": ["2", "6"], "total": 5}]})  # a thinned slider says so
     assert "Move the size" in widget  # alt text: the paragraph before the widget
     assert "Loading widget" not in html and WIDGET_MIME not in html
     assert report["widgets"] == [{"page": "01_quokkas", "cell": 5, "controls": {"size": "5/5", "flip": "2/2"},
@@ -484,7 +486,8 @@ def test_a_reader_can_use_every_page(nb_path, server, chromium):
             for i in range(static.count()):
                 w = static.nth(i)
                 w.scroll_into_view_if_needed()
-                assert "full range" in w.locator(".posenc-widget-note").inner_text()
+                note = w.locator(".posenc-widget-note").inner_text()
+                assert "(Binder or Colab, top of the page)" in note and ("full range" in note or "every setting" in note)
                 for control in w.locator("[data-count]").all():
                     move_until_the_figure_changes(page, w, control, i)
             page.wait_for_load_state("networkidle")
