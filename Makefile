@@ -96,7 +96,7 @@ site: $(TEST_STAMP) node_modules/.package-lock.json
 
 # Students' copies for a graded class: build/student/NN_name.ipynb with the solutions removed
 # (nbgrader generate_assignment; NB=05 for one chapter). The nbgrader course it leaves in
-# COURSE is where `nbgrader autograde` grades submissions (README: Student copies and grading with nbgrader);
+# COURSE is where `nbgrader autograde` grades submissions (TEACHING.md: Student copies and grading with nbgrader);
 # `make clean` deletes build/, so give a real class's course a home outside it.
 COURSE ?= build/nbgrader
 student: $(TEST_STAMP)

@@ -7,14 +7,17 @@ keep its cos/sin tables between calls, as a model uses it), Hugging Face's funct
 Forward + backward (``run_grad``): q requires grad, ``out = apply_rope(q)`` then
 ``torch.autograd.grad(out, q, g)``, over one allocating pass ``x * c`` on a tensor of q's
 shape and dtype (RoPE's backward is itself a rotation, so the ideal is about 2 passes).
+Small sizes (``run_small``): the C kernel's rotation over the reference's, on 256 to 65536
+elements, the measurement behind ``rotary.SMALL`` (below it ``apply_rope`` keeps the reference).
 All candidates of a row are timed round-robin in the same process; a ratio is the median
-over rounds of the candidate's time over the bound's time in the same round.
+over rounds of the candidate's time over the bound's (or the reference's) time in the same round.
 Run: python -m benchmarks.bench_rope [--quick] [--no-compile] [--repeats N] [--grad-repeats N]
 """
 from __future__ import annotations
 
 import argparse
 import statistics
+from functools import partial
 
 import torch
 
@@ -169,6 +172,72 @@ def run_grad(lengths=(1024, 4096, 16384), dtypes=("float32", "bfloat16"), *, hea
     return rows
 
 
+SMALL_SIZES = tuple(2**k for k in range(8, 17))  # 256 .. 65536 elements
+
+
+def run_small(sizes=SMALL_SIZES, dtypes=("float32", "bfloat16"), *, heads: int = 4, d: int = 64,
+              repeats: int = 5, min_sample_s: float = 0.02) -> list[dict]:
+    """Where the C kernel pays off: its rotation's time over the reference's on small tensors.
+
+    x: (heads, size / (heads d), d) with its (seq, d/2) cos/sin tables given, so only the rotation
+    is timed: ``kernels.cpu.rope_rotate`` against ``rope.rotate_in_float32`` (what ``rotary.rotate``
+    runs below ``rotary.SMALL`` elements), forward and forward + backward, each layout, in the same
+    rounds. One row per (dtype, size); [] where the kernel is not built (or POSENC_CPU_KERNEL=0).
+    """
+    from posenc_lib.kernels import cpu
+    from posenc_lib.rope import rotate_in_float32
+
+    if not cpu.available():
+        return []
+    g = torch.Generator().manual_seed(3)
+    rows = []
+    for name in dtypes:
+        for size in sizes:
+            seq = max(1, size // (heads * d))
+            x = torch.randn(heads, seq, d, generator=g).to(DTYPES[name])
+            q, grad_out = x.clone().requires_grad_(), torch.randn(x.shape, generator=g).to(x.dtype)
+            angles = pl.rope_angles(seq, d)
+            cos, sin = angles.cos(), angles.sin()
+            fns = {}
+            for layout in LAYOUTS:
+                inter = layout == "interleaved"
+                fns[f"ref_{layout}"] = partial(rotate_in_float32, x, cos, sin, layout)
+                fns[f"kernel_{layout}"] = partial(cpu.rope_rotate, x, cos, sin, inter, False)
+                fns[f"ref_grad_{layout}"] = partial(_grad, lambda t, lay=layout: rotate_in_float32(t, cos, sin, lay),
+                                                    q, grad_out)
+                fns[f"kernel_grad_{layout}"] = partial(_grad, lambda t, i=inter: cpu.rope_rotate(t, cos, sin, i, False),
+                                                       q, grad_out)
+                if not torch.equal(fns[f"kernel_{layout}"](), fns[f"ref_{layout}"]()):
+                    raise AssertionError(f"the kernel's bits differ from the reference ({name}, {size}, {layout})")
+            samples = interleaved_samples(fns, repeats=repeats, min_sample_s=min_sample_s)
+            row = {"dtype": name, "size": heads * seq * d, "ref_us": statistics.median(samples["ref_interleaved"]) * 1e6}
+            for layout in LAYOUTS:
+                row[f"fwd_{layout}"] = paired_ratios(samples, f"ref_{layout}")[f"kernel_{layout}"]
+                row[f"grad_{layout}"] = paired_ratios(samples, f"ref_grad_{layout}")[f"kernel_grad_{layout}"]
+            rows.append(row)
+    return rows
+
+
+def _grad(rope, q: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    return torch.autograd.grad(rope(q), q, g)[0]
+
+
+def table_small(rows: list[dict]) -> str:
+    """Markdown table of the rows from ``run_small``."""
+    lines = ["| dtype | elements | reference, interleaved (us) | kernel / reference, interleaved | half "
+             "| fwd+bwd interleaved | fwd+bwd half |", "|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['dtype']} | {r['size']} | {r['ref_us']:.1f} | {r['fwd_interleaved']:.2f}x | {r['fwd_half']:.2f}x "
+              f"| {r['grad_interleaved']:.2f}x | {r['grad_half']:.2f}x |" for r in rows]
+    return "\n".join(lines)
+
+
+SMALL_CAPTION = (
+    "Where the C kernel pays off: time of its rotation (`kernels.cpu.rope_rotate`) over the reference's "
+    "(`rope.rotate_in_float32`, what `apply_rope` runs below `rotary.SMALL` = {small} elements) on x of "
+    "(4, seq, 64), tables given, forward and forward + backward. Median over {n} rounds of the paired ratio; "
+    "below 1 the kernel is faster")
+
+
 def table(rows: list[dict]) -> str:
     """Markdown table of the rows from ``run``."""
     comp = "compiled_interleaved" in rows[0]
@@ -230,7 +299,7 @@ def main(argv=None) -> None:
     p.add_argument("--no-compile", action="store_true")
     p.add_argument("--repeats", type=int, default=9, help="rounds of the forward rows")
     p.add_argument("--grad-repeats", type=int, default=5, help="rounds of the forward + backward rows")
-    p.add_argument("--only", nargs="*", default=["forward", "grad"], choices=["forward", "grad"])
+    p.add_argument("--only", nargs="*", default=["forward", "grad", "small"], choices=["forward", "grad", "small"])
     a = p.parse_args(argv)
     lengths, min_sample_s = ((256,), QUICK_SAMPLE_S) if a.quick else ((1024, 4096, 16384), 0.03)
     print(machine())
@@ -240,6 +309,12 @@ def main(argv=None) -> None:
     if "grad" in a.only:
         print(f"\n{GRAD_CAPTION.format(n=a.grad_repeats)}\n")
         print(table_grad(run_grad(lengths, repeats=a.grad_repeats, min_sample_s=min_sample_s)), flush=True)
+    if "small" in a.only:
+        from posenc_lib.rotary import SMALL
+
+        print(f"\n{SMALL_CAPTION.format(small=SMALL, n=a.grad_repeats)}\n")
+        sizes = SMALL_SIZES[::4] if a.quick else SMALL_SIZES
+        print(table_small(run_small(sizes, repeats=a.grad_repeats, min_sample_s=min_sample_s)), flush=True)
     print(machine())
 
 

@@ -32,6 +32,13 @@ def main(argv=None) -> None:
         print(f"### {bench_rope.GRAD_CAPTION.format(n=grad_repeats)}\n")
         rows = bench_rope.run_grad(lengths, repeats=grad_repeats, min_sample_s=sample_s)
         print(bench_rope.table_grad(rows), "\n", flush=True)
+        rows = bench_rope.run_small(bench_rope.SMALL_SIZES[::4] if a.quick else bench_rope.SMALL_SIZES,
+                                    repeats=grad_repeats, min_sample_s=sample_s)
+        if rows:
+            from posenc_lib.rotary import SMALL
+
+            print(f"### {bench_rope.SMALL_CAPTION.format(small=SMALL, n=grad_repeats)}\n")
+            print(bench_rope.table_small(rows), "\n", flush=True)
     if "attention" in a.only:
         bench_attention.check()
         if a.quick:

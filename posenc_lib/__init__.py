@@ -12,6 +12,8 @@ Sequence tensors are (..., seq, d), so (batch, heads, seq, head_dim) works.
 Functions that create tensors take ``device=`` (and ``dtype=``); all others follow their
 input's device and dtype. Nothing here hard-codes a device: see ``default_device``.
 """
+from importlib import import_module
+
 from .absolute import (
     LearnedPositionalEncoding,
     SinusoidalPositionalEncoding,
@@ -34,15 +36,7 @@ from .relative import (
     shaw_attention,
     t5_relative_bucket,
 )
-from .rope import (
-    RotaryEmbedding,
-    apply_rope,
-    layout_permutation,
-    pair_indices,
-    rope_matrix,
-    rotate_pairs,
-)
-from .kernels.compiled import apply_rope_compiled
+from .rope import layout_permutation, pair_indices, rope_matrix, rotate_pairs
 from .fast_attention import alibi_attention, relative_bias_attention, t5_attention, toeplitz_attention
 from .rope_analysis import (
     rope_abel_bound,
@@ -55,12 +49,10 @@ from .rope_analysis import (
     rope_scores_by_distance,
     rope_wavelengths,
 )
-from .model import POSITIONAL_METHODS, DecoderConfig, KVCache, TinyDecoder
-from .rope2d import apply_rope_2d, axial_positions
-from .rope_nd import apply_rope_nd, mrope_positions, rope_nd_axes, rope_nd_frequencies
 from .cope import CoPE, cope_positions
 from .scaling import SCALINGS, scaled_rope_frequencies, scaling_options
-from .rope_config import rope_from_config
+from .rope_config import rope_from_config, rope_settings
+from .rope_inspect import inspect_config, wavelength_figure
 from .temperature import attention_temperature
 from .xl import rel_shift, xl_relative_sinusoids, xl_score_terms, xl_scores, xl_scores_direct
 
@@ -117,6 +109,10 @@ __all__ = [
     "rel_shift",
     "relative_positions",
     "rope_from_config",
+    "rope_settings",
+    "inspect_config",
+    "wavelength_figure",
+    "diagnose_rope",
     "rope_angles",
     "rope_frequencies",
     "rope_matrix",
@@ -132,6 +128,7 @@ __all__ = [
     "rotate_pairs",
     "self_attention",
     "shaw_attention",
+    "swapped_rotary",
     "sinusoidal_positions",
     "t5_relative_bucket",
     "xl_relative_sinusoids",
@@ -140,3 +137,27 @@ __all__ = [
     "xl_scores_direct",
 ]
 __version__ = "0.1.0"
+
+# The modules above the fast paths: posenc_lib/rotary.py picks among posenc_lib/kernels/, and the
+# others build on it. Their names load on first use (PEP 562), so that importing the reference,
+# ``import posenc_lib.rope``, loads no kernel code (tests/test_rope_fast.py checks it).
+_ABOVE_KERNELS = {
+    "rotary": ("RotaryEmbedding", "apply_rope", "apply_rope_compiled"),
+    "model": ("POSITIONAL_METHODS", "DecoderConfig", "KVCache", "TinyDecoder", "swapped_rotary"),
+    "rope2d": ("apply_rope_2d", "axial_positions"),
+    "rope_nd": ("apply_rope_nd", "mrope_positions", "rope_nd_axes", "rope_nd_frequencies"),
+    "rope_diagnose": ("diagnose_rope",),
+}
+_HOME = {name: module for module, names in _ABOVE_KERNELS.items() for name in names}
+
+
+def __getattr__(name: str):
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{_HOME[name]}"), name)
+    globals()[name] = value  # found directly from now on
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

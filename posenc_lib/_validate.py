@@ -78,3 +78,44 @@ def last_dim(name: str, x: Tensor, expected: int) -> None:
 def integer_tensor(name: str, t: Tensor) -> None:
     if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
         raise ValueError(f"{name} must have an integer dtype (e.g. torch.long), got {t.dtype}")
+
+
+def sequence_tensor(name: str, t: object, dims: int | None = None, shape: str = "(..., seq, d)") -> Tensor:
+    """A tensor of shape ``shape``: at least 2 dimensions, or exactly ``dims`` when given."""
+    if not isinstance(t, Tensor) or t.dim() < 2 or (dims is not None and t.dim() != dims):
+        raise ValueError(f"{name} must be a tensor of shape {shape}, got {getattr(t, 'shape', type(t))}")
+    return t
+
+
+def multiple_of(name: str, value: int, k: int, why: str) -> int:
+    if value % k:
+        raise ValueError(f"{name} must be a multiple of {k} ({why}), got {value}")
+    return value
+
+
+def same_shape_integer_tensors(**named: Tensor) -> tuple[Tensor, ...]:
+    """Integer tensors of one shape, e.g. the row and column coordinates of the same patches."""
+    for name, t in named.items():
+        if not isinstance(t, Tensor):
+            raise ValueError(f"{name} must be an integer tensor of shape (seq,) or (batch, seq), got {type(t).__name__}")
+    shapes = [tuple(t.shape) for t in named.values()]
+    if len(set(shapes)) > 1:
+        raise ValueError(f"{' and '.join(named)} must have the same shape, got {' and '.join(map(str, shapes))}")
+    for name, t in named.items():
+        integer_tensor(name, t)
+    return tuple(named.values())
+
+
+def qkv(q: Tensor, k: Tensor, v: Tensor, *, dims: int | None = None) -> None:
+    """Queries (..., q_len, d), keys (..., k_len, d) and values (..., k_len, d_v) with the same leading
+    dims; exactly ``dims`` dimensions when given (4: (batch, heads, seq, d))."""
+    shape = "(..., seq, d)" if dims is None else "(batch, heads, seq, d)"
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        sequence_tensor(name, t, dims, shape)
+    if k.shape[-1] != q.shape[-1]:
+        raise ValueError(f"k.shape[-1] must equal q.shape[-1]={q.shape[-1]}, got {k.shape[-1]}")
+    if v.shape[-2] != k.shape[-2]:
+        raise ValueError(f"v.shape[-2] must equal k.shape[-2]={k.shape[-2]} (one value per key), got {v.shape[-2]}")
+    if not q.shape[:-2] == k.shape[:-2] == v.shape[:-2]:
+        raise ValueError(f"q, k and v must share leading dims, got {tuple(q.shape[:-2])}, {tuple(k.shape[:-2])}, "
+                         f"{tuple(v.shape[:-2])}")

@@ -41,7 +41,9 @@ def rope_frequencies(
     return (base ** -exponent).to(dtype)
 
 
-def _positions_tensor(positions: int | Tensor, device: torch.device | str | None) -> Tensor:
+def position_ids(positions: int | Tensor, device: torch.device | str | None = None) -> Tensor:
+    """Positions as a tensor: an int n means 0 .. n-1 (on ``device``); a (seq,) or (batch, seq)
+    integer tensor is checked and returned as it is. Raises ValueError naming ``positions``."""
     if isinstance(positions, Tensor):
         v.integer_tensor("positions", positions)
         if positions.dim() not in (1, 2):
@@ -51,6 +53,16 @@ def _positions_tensor(positions: int | Tensor, device: torch.device | str | None
         return positions
     n = v.int_at_least("positions", positions, 0)
     return torch.arange(n, device=device)
+
+
+def checked_frequencies(inv_freq: Tensor, d: int, device: torch.device | str | None) -> Tensor:
+    """Caller-given frequencies for d features: shape (d // 2,), float32 or float64 (others become
+    float32), on ``device``. Raises ValueError naming ``inv_freq``."""
+    if inv_freq.shape != (d // 2,):
+        raise ValueError(f"inv_freq must have shape ({d // 2},) for d={d}, got {tuple(inv_freq.shape)}")
+    if inv_freq.dtype not in _ANGLE_DTYPES:
+        inv_freq = inv_freq.float()
+    return inv_freq.to(device)
 
 
 def rope_angles(
@@ -73,14 +85,10 @@ def rope_angles(
     Taught in: notebooks/05_rope.ipynb
     """
     d = v.even_dim("d", d)
-    pos = _positions_tensor(positions, device)
+    pos = position_ids(positions, device)
     if inv_freq is None:
         inv_freq = rope_frequencies(d, base=base, device=pos.device)
     else:
-        if inv_freq.shape != (d // 2,):
-            raise ValueError(f"inv_freq must have shape ({d // 2},) for d={d}, got {tuple(inv_freq.shape)}")
-        if inv_freq.dtype not in _ANGLE_DTYPES:
-            inv_freq = inv_freq.float()
-        inv_freq = inv_freq.to(pos.device)
+        inv_freq = checked_frequencies(inv_freq, d, pos.device)
     # An outer product, as a broadcasted multiply so batched positions work too.
     return pos.to(inv_freq.dtype).unsqueeze(-1) * inv_freq

@@ -7,6 +7,7 @@ import math
 import torch
 from torch import Tensor
 
+from . import _validate
 from .relative import relative_positions
 
 
@@ -30,17 +31,7 @@ def attention(
     returns: (output (..., q_len, d_v), weights (..., q_len, k_len))
     Taught in: notebooks/01_why_positions.ipynb
     """
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, Tensor) or t.dim() < 2:
-            raise ValueError(f"{name} must be a tensor of shape (..., seq, d), got {getattr(t, 'shape', type(t))}")
-    if k.shape[-1] != q.shape[-1]:
-        raise ValueError(f"k.shape[-1] must equal q.shape[-1]={q.shape[-1]}, got {k.shape[-1]}")
-    if v.shape[-2] != k.shape[-2]:
-        raise ValueError(f"v.shape[-2] must equal k.shape[-2]={k.shape[-2]} (one value per key), got {v.shape[-2]}")
-    if not (q.shape[:-2] == k.shape[:-2] == v.shape[:-2]):
-        raise ValueError(
-            f"q, k and v must share leading dims, got {tuple(q.shape[:-2])}, {tuple(k.shape[:-2])}, {tuple(v.shape[:-2])}"
-        )
+    _validate.qkv(q, k, v)
     q_len, k_len = q.shape[-2], k.shape[-2]
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if bias is not None:

@@ -32,16 +32,8 @@ FAST_MODES = ("causal", "symmetric")
 
 
 def _check_qkv(q: Tensor, k: Tensor, v_: Tensor) -> None:
-    for name, t in (("q", q), ("k", k), ("v", v_)):
-        if not isinstance(t, Tensor) or t.dim() != 4:
-            raise ValueError(f"{name} must be a tensor of shape (batch, heads, seq, d), got {getattr(t, 'shape', type(t))}")
-    if k.shape[-1] != q.shape[-1]:
-        raise ValueError(f"k.shape[-1] must equal q.shape[-1]={q.shape[-1]}, got {k.shape[-1]}")
-    if v_.shape[-2] != k.shape[-2]:
-        raise ValueError(f"v.shape[-2] must equal k.shape[-2]={k.shape[-2]} (one value per key), got {v_.shape[-2]}")
-    if not (q.shape[:2] == k.shape[:2] == v_.shape[:2]):
-        raise ValueError(f"q, k and v must share (batch, heads), got {tuple(q.shape[:2])}, {tuple(k.shape[:2])}, "
-                         f"{tuple(v_.shape[:2])}")
+    """(batch, heads, seq, d) q, k, v (``_validate.qkv``), the queries being the last positions of the keys."""
+    v.qkv(q, k, v_, dims=4)
     if k.shape[-2] < q.shape[-2]:
         raise ValueError(f"k_len must be >= q_len={q.shape[-2]} (queries are the last positions), got {k.shape[-2]}")
 

@@ -15,6 +15,9 @@ A method is a module with up to four hooks (``PositionalHooks``): ``embed`` (add
 embeddings), ``rotate`` (turn q and k, per layer), ``bias`` (add to the scores), ``logits``
 (add to the scores a term computed from the scores themselves, per layer). Adding a
 method is one registry entry plus its tests; ``TinyDecoder`` and the experiment need no edit.
+The hooks carry no method's own parameters: RoPE's state (frequencies, attention factor, cos/sin
+cache) lives in its rotary module (``Rotary.rope``), and evaluation under a context-extension
+method swaps that module (``swapped_rotary``), as transformers swaps a model's ``rotary_emb``.
 Decoding token by token: ``model(tokens, cache=KVCache())`` keeps each layer's keys and
 values, and every hook sees the new tokens at positions offset.. (offset = the cache length).
 Pre-LayerNorm blocks as in GPT-2; attention runs through torch's
@@ -26,9 +29,10 @@ Names: B = batch, T = sequence length, H = num_heads, C = d_model, d = C / H.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Callable, ClassVar
+from typing import Callable, ClassVar, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -40,7 +44,7 @@ from .alibi import ALiBi
 from .attention import causal_mask
 from .cope import CoPE
 from .relative import T5RelativeBias
-from .rope import RotaryEmbedding, apply_rope
+from .rotary import RotaryEmbedding
 from .temperature import attention_temperature
 
 
@@ -64,16 +68,13 @@ class PositionalHooks(nn.Module):
     forward (shared by every layer), rotate in every layer, and logits in every layer.
     """
 
-    # rotate() accepts inv_freq / attention_factor overrides (context extension at evaluation).
-    rotary: ClassVar[bool] = False
     # logits() reads the attention logits: the model then computes attention explicitly, not through SDPA.
     contextual: ClassVar[bool] = False
 
     def embed(self, x: Tensor, *, offset: int = 0) -> Tensor:
         return x
 
-    def rotate(self, q: Tensor, k: Tensor, *, layer: int = 0, offset: int = 0, inv_freq: Tensor | None = None,
-               attention_factor: float = 1.0) -> tuple[Tensor, Tensor]:
+    def rotate(self, q: Tensor, k: Tensor, *, layer: int = 0, offset: int = 0) -> tuple[Tensor, Tensor]:
         return q, k
 
     def bias(self, q_len: int, k_len: int | None = None) -> Tensor | None:
@@ -94,27 +95,17 @@ class AddedEncoding(PositionalHooks):
         return self.encoding(x, offset=offset)
 
 
-def _new_positions(x: Tensor, offset: int) -> Tensor:
-    """Positions offset .. offset + T - 1 of x's T tokens (x: (..., T, d))."""
-    return torch.arange(offset, offset + x.shape[-2], device=x.device)
-
-
 class Rotary(PositionalHooks):
-    """RoPE on q and k, with the trained frequencies or, at evaluation, others (``scaled_rope_frequencies``)."""
-
-    rotary = True
+    """RoPE on q and k by its rotary module ``rope``, which holds all of RoPE's state (frequencies,
+    attention factor, cos/sin cache). To evaluate with other frequencies, swap the module
+    (``swapped_rotary``), as transformers swaps a model's ``rotary_emb``."""
 
     def __init__(self, d: int, *, base: float):
         super().__init__()
         self.rope = RotaryEmbedding(d, base=base)
 
-    def rotate(self, q: Tensor, k: Tensor, *, layer: int = 0, offset: int = 0, inv_freq: Tensor | None = None,
-               attention_factor: float = 1.0) -> tuple[Tensor, Tensor]:
-        if inv_freq is None and attention_factor == 1.0:
-            return self.rope(q, k, offset=offset)
-        kw = dict(inv_freq=self.rope.inv_freq if inv_freq is None else inv_freq, attention_factor=attention_factor)
-        positions = _new_positions(q, offset)
-        return apply_rope(q, positions, **kw), apply_rope(k, positions, **kw)
+    def rotate(self, q: Tensor, k: Tensor, *, layer: int = 0, offset: int = 0) -> tuple[Tensor, Tensor]:
+        return self.rope(q, k, offset=offset)
 
 
 class IRoPE(Rotary):
@@ -125,24 +116,42 @@ class IRoPE(Rotary):
     saw in training. With ``temperature`` their queries are multiplied by
     ``attention_temperature(position)`` = 1 + attn_scale * ln(1 + floor((pos + 1) / floor_scale)):
     1 up to position floor_scale - 2, then slowly sharper, against the softmax flattening over
-    more keys. inv_freq / attention_factor overrides act on the RoPE layers only.
+    more keys. A swapped rotary module (``swapped_rotary``) acts on the RoPE layers only.
+    With ``chunk`` (Llama 4's ``attention_chunk_size``) a RoPE layer attends only within its block
+    of ``chunk`` positions (0 .. chunk - 1, chunk .. 2 chunk - 1, ...), so it never meets a distance
+    of ``chunk`` or more; the NoPE layers still see every key. ``chunk`` may be changed on a trained
+    model (the experiment evaluates with and without it); None: no chunks.
     """
 
-    def __init__(self, d: int, *, base: float, every: int, temperature: bool, floor_scale: int, attn_scale: float):
+    def __init__(self, d: int, *, base: float, every: int, temperature: bool, floor_scale: int, attn_scale: float,
+                 chunk: int | None = None):
         super().__init__(d, base=base)
         self.every, self.temperature = every, temperature
         self.floor_scale, self.attn_scale = floor_scale, attn_scale
+        self.chunk = chunk
+
+    @property
+    def contextual(self) -> bool:  # the chunk mask differs per layer: it goes through the logits hook
+        return self.chunk is not None
 
     def is_nope(self, layer: int) -> bool:
         return (layer + 1) % self.every == 0
 
-    def rotate(self, q: Tensor, k: Tensor, *, layer: int = 0, offset: int = 0, inv_freq: Tensor | None = None,
-               attention_factor: float = 1.0) -> tuple[Tensor, Tensor]:
+    def logits(self, q: Tensor, logits: Tensor, *, layer: int = 0) -> Tensor:
+        """-inf for keys outside the query's chunk in a RoPE layer (the T queries are the last of the S keys)."""
+        if self.chunk is None or self.is_nope(layer):
+            return torch.zeros_like(logits)
+        T, S = logits.shape[-2:]
+        block = torch.arange(S, device=logits.device) // self.chunk
+        outside = block[S - T:, None] != block[None, :]
+        return torch.zeros_like(logits).masked_fill(outside, float("-inf"))
+
+    def rotate(self, q: Tensor, k: Tensor, *, layer: int = 0, offset: int = 0) -> tuple[Tensor, Tensor]:
         if not self.is_nope(layer):
-            return super().rotate(q, k, offset=offset, inv_freq=inv_freq, attention_factor=attention_factor)
+            return super().rotate(q, k, offset=offset)
         if not self.temperature:
             return q, k
-        positions = _new_positions(q, offset)
+        positions = torch.arange(offset, offset + q.shape[-2], device=q.device)
         scale = attention_temperature(positions, floor_scale=self.floor_scale, attn_scale=self.attn_scale)
         return q * scale.to(q.dtype).unsqueeze(-1), k
 
@@ -207,12 +216,14 @@ def _check_irope(c: "DecoderConfig") -> None:
     if c.irope_floor_scale is not None:
         v.int_at_least("irope_floor_scale", c.irope_floor_scale, 1)
     v.finite_number("irope_attn_scale", c.irope_attn_scale, at_least=0)
+    if c.irope_chunk is not None:
+        v.int_at_least("irope_chunk", c.irope_chunk, 1)
 
 
 def _build_irope(c: "DecoderConfig") -> IRoPE:
     return IRoPE(c.d_model // c.num_heads, base=c.base, every=c.irope_every, temperature=c.irope_temperature,
                  floor_scale=c.max_len if c.irope_floor_scale is None else c.irope_floor_scale,
-                 attn_scale=c.irope_attn_scale)
+                 attn_scale=c.irope_attn_scale, chunk=c.irope_chunk)
 
 
 def _check_t5(c: "DecoderConfig") -> None:
@@ -275,6 +286,7 @@ class DecoderConfig:
     irope_temperature: bool = True  # scale the NoPE layers' queries by attention_temperature
     irope_floor_scale: int | None = None  # None: max_len: the temperature is 1 up to max_len - 2 (Llama 4: 8192)
     irope_attn_scale: float = 0.1  # Llama 4's
+    irope_chunk: int | None = None  # RoPE layers attend within chunks of this many positions (Llama 4: 8192)
 
     def __post_init__(self) -> None:
         v.int_at_least("vocab_size", self.vocab_size, 1)
@@ -366,14 +378,20 @@ class CausalSelfAttention(nn.Module):
             y = F.scaled_dot_product_attention(q, k, val, attn_mask=~causal_mask(T, S, device=q.device))
         return self.out(y.transpose(1, 2).reshape(B, T, C))
 
+    def _explicit(self, q: Tensor, k: Tensor, val: Tensor, bias: Tensor | None, contextual: AddToLogits) -> Tensor:
+        """softmax(logits) @ v with the logits of ``logits``."""
+        return self.logits(q, k, bias=bias, contextual=contextual).softmax(-1) @ val
+
     @staticmethod
-    def _explicit(q: Tensor, k: Tensor, val: Tensor, bias: Tensor | None, contextual: AddToLogits) -> Tensor:
-        """softmax(logits + contextual(q, logits)) @ v, with logits = q k^T / sqrt(d) + bias (or the causal mask)."""
+    def logits(q: Tensor, k: Tensor, *, bias: Tensor | None = None, contextual: AddToLogits | None = None) -> Tensor:
+        """(B, H, T, S) attention logits: q k^T / sqrt(d) + bias (or the causal mask), plus contextual(q, that).
+
+        q (B, H, T, d) are the last T of the S keys k (B, H, S, d), both already rotated."""
         T, S = q.shape[-2], k.shape[-2]
         if bias is None:
             bias = torch.zeros(T, S, device=q.device).masked_fill(causal_mask(T, S, device=q.device), float("-inf"))
         logits = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) + bias.to(q.dtype)
-        return (logits + contextual(q, logits)).softmax(-1) @ val
+        return logits if contextual is None else logits + contextual(q, logits)
 
 
 class Block(nn.Module):
@@ -422,29 +440,41 @@ class TinyDecoder(nn.Module):
         """The (H, q_len, k_len) additive bias shared by every layer (-inf for future keys), or None."""
         return self.positional.bias(q_len, k_len)
 
-    def forward(self, tokens: Tensor, *, cache: KVCache | None = None, inv_freq: Tensor | None = None,
-                attention_factor: float = 1.0) -> Tensor:
+    def forward(self, tokens: Tensor, *, cache: KVCache | None = None) -> Tensor:
         """tokens: (B, T) long. cache: a ``KVCache`` of the tokens before these (extended in place),
-        so the logits equal the last T rows of the full forward; None: the tokens start at position 0.
-        inv_freq / attention_factor: RoPE frequencies to use instead of the trained ones (context
-        extension at evaluation time; only for a rotary method, "rope" or "irope")."""
+        so the logits equal the last T rows of the full forward; None: the tokens start at position 0."""
         if not isinstance(tokens, Tensor) or tokens.dim() != 2:
             raise ValueError(f"tokens must be a (batch, seq) integer tensor, got {getattr(tokens, 'shape', tokens)!r}")
         v.integer_tensor("tokens", tokens)
-        if (inv_freq is not None or attention_factor != 1.0) and not self.positional.rotary:
-            raise ValueError("inv_freq and attention_factor need a rotary positional method ('rope' or 'irope'), "
-                             f"got positional={self.config.positional!r}")
-        if inv_freq is not None:
-            inv_freq = inv_freq.to(tokens.device)
         offset = self._cache_length(cache, tokens.shape[0])
         x = self.positional.embed(self.embed(tokens), offset=offset)
         bias = self.positional.bias(tokens.shape[1], offset + tokens.shape[1])
         for i, block in enumerate(self.blocks):
-            rotate = partial(self.positional.rotate, layer=i, offset=offset, inv_freq=inv_freq,
-                             attention_factor=attention_factor)
+            rotate = partial(self.positional.rotate, layer=i, offset=offset)
             contextual = partial(self.positional.logits, layer=i) if self.positional.contextual else None
             x = block(x, bias=bias, rotate=rotate, cache=cache, layer=i, contextual=contextual)
         return self.head(self.ln_f(x))
+
+    @torch.no_grad()
+    def attention_logits(self, tokens: Tensor) -> list[Tensor]:
+        """Each layer's attention logits (B, H, T, T) for one forward pass over tokens (B, T), no cache:
+        the scaled scores plus the positional bias, -inf above the diagonal; ``.softmax(-1)`` gives the
+        attention weights the layer used (SDPA computes the same softmax without handing it out)."""
+        out: list[Tensor] = []
+
+        def grab(attn: CausalSelfAttention, args: tuple, kwargs: dict) -> None:
+            q, k, _ = attn.heads(args[0])
+            if kwargs.get("rotate") is not None:
+                q, k = kwargs["rotate"](q, k)
+            out.append(attn.logits(q, k, bias=kwargs.get("bias"), contextual=kwargs.get("contextual")))
+
+        handles = [block.attn.register_forward_pre_hook(grab, with_kwargs=True) for block in self.blocks]
+        try:
+            self(tokens)
+        finally:
+            for h in handles:
+                h.remove()
+        return out
 
     def _cache_length(self, cache: KVCache | None, batch: int) -> int:
         """The position of the first new token; checks that the cache belongs to this model and batch."""
@@ -456,3 +486,25 @@ class TinyDecoder(nn.Module):
             raise ValueError(f"cache must hold {len(self.blocks)} layers of batch {batch} (this model, these tokens), "
                              f"got {len(cache.layers)} layers of batch {cache.layers[0][0].shape[0]}")
         return cache.length
+
+
+@contextmanager
+def swapped_rotary(model: TinyDecoder, rope: RotaryEmbedding) -> Iterator[TinyDecoder]:
+    """Inside the ``with`` block, ``model`` turns q and k with ``rope`` instead of its own rotary module.
+
+    For evaluation under a context-extension method, as transformers swaps a model's
+    ``rotary_emb``: ``with swapped_rotary(model, model.positional.rope.reconfigured(inv_freq=...,
+    attention_factor=...)): model(tokens)``. Only a rotary method ("rope", "irope") has one; in
+    iRoPE it acts on the RoPE layers only. ``rope`` is moved to the model's device.
+    """
+    own = getattr(model.positional, "rope", None)
+    if not isinstance(own, RotaryEmbedding):
+        raise ValueError("model must use a rotary positional method ('rope' or 'irope') to swap its rotary module, "
+                         f"got positional={model.config.positional!r}")
+    if not isinstance(rope, RotaryEmbedding) or rope.d != own.d:
+        raise ValueError(f"rope must be a RotaryEmbedding of the head dimension d = {own.d}, got {rope!r}")
+    model.positional.rope = rope.to(own.inv_freq.device)
+    try:
+        yield model
+    finally:
+        model.positional.rope = own

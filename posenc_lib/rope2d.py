@@ -47,18 +47,7 @@ def apply_rope_2d(
     returns:    same shape, dtype and device as x
     Taught in: notebooks/07_beyond.ipynb
     """
-    if not isinstance(x, Tensor) or x.dim() < 2:
-        raise ValueError(f"x must be a tensor of shape (..., seq, d), got {getattr(x, 'shape', type(x))}")
-    d = x.shape[-1]
-    if d % 4:
-        raise ValueError(f"x.shape[-1] must be a multiple of 4 (two halves of feature pairs), got {d}")
-    for name, p in (("rows", rows), ("cols", cols)):
-        if not isinstance(p, Tensor):
-            raise ValueError(f"{name} must be an integer tensor of shape (seq,) or (batch, seq), got {type(p).__name__}")
-    if rows.shape != cols.shape:
-        raise ValueError(f"rows and cols must have the same shape, got {tuple(rows.shape)} and {tuple(cols.shape)}")
-    for name, p in (("rows", rows), ("cols", cols)):
-        v.integer_tensor(name, p)
+    d = v.multiple_of("x.shape[-1]", v.sequence_tensor("x", x).shape[-1], 4, "two halves of feature pairs")
+    coords = torch.stack(v.same_shape_integer_tensors(rows=rows, cols=cols), dim=-1)
     # Two axes of d/4 pairs each, each a full 1-D RoPE of dimension d/2: the "axial" style.
-    coords = torch.stack((rows, cols), dim=-1)
     return apply_rope_nd(x, coords, sections=(d // 4, d // 4), base=base, layout=layout, section_style="axial")

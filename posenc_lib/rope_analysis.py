@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from . import _validate as v
-from .angles import _positions_tensor, rope_angles, rope_frequencies
+from .angles import position_ids, rope_angles, rope_frequencies
 from .rope import LAYOUTS, pair_indices
 
 # Angle dtypes rope_angle_error can measure (float64 is the reference it measures against).
@@ -27,7 +27,7 @@ _LOW_PRECISION = (torch.bfloat16, torch.float16, torch.float32)
 
 def _exact_angles(distances: int | Tensor, d: int, base: float, device=None) -> Tensor:
     """Angle grid r * theta_j in float64: (len, d // 2)."""
-    pos = _positions_tensor(distances, device)
+    pos = position_ids(distances, device)
     if pos.dim() != 1:
         raise ValueError(f"distances must be an int or a 1-D integer tensor, got shape {tuple(pos.shape)}")
     inv_freq = rope_frequencies(d, base=base, device=pos.device, dtype=torch.float64)
@@ -159,7 +159,7 @@ def rope_angle_error(
     d = v.even_dim("d", d)
     base = v.base_above_one(base)
     v.dtype_in("dtype", dtype, _LOW_PRECISION)
-    pos = _positions_tensor(positions, None)
+    pos = position_ids(positions, None)
     exact = _exact_angles(pos, d, base)
     inv_freq = rope_frequencies(d, base=base, device=exact.device, dtype=torch.float64).to(dtype)
     low = pos.to(dtype).unsqueeze(-1) * inv_freq  # the product rounded in dtype

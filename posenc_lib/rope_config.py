@@ -27,6 +27,7 @@ the outer dict (so always True); we read it from the layer's own dict.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
@@ -44,6 +45,7 @@ ROPE_TYPES = {
     "su": "longrope",
     "llama3": "llama3",
     "proportional": "proportional",
+    "mrope": "none",  # Qwen2-VL's older files: plain frequencies, split over (t, h, w) by mrope_section
 }
 DEFAULT_ROPE_THETA = 10000.0  # transformers' default_theta when a config gives none
 _ROPE_KEYS = ("rope_parameters", "rope_scaling", "rope_theta")
@@ -51,14 +53,43 @@ _SIZE_KEYS = ("qk_rope_head_dim", "head_dim", "hidden_size")
 _USES_L0 = ("yarn", "longrope", "llama3")
 
 
-def _text_config(config: object) -> Mapping:
+# The pair layout of each model family's RoPE in transformers, by config.json's model_type
+# (tests/test_rope_inspect.py runs each family's own rotation to check its entry):
+#   "half"         rotate_half: pair j is features (j, j + r/2)  (GPT-NeoX's form)
+#   "interleaved"  pair j is features (2j, 2j + 1)                (RoFormer, Meta's LLaMA code, GPT-J)
+# A checkpoint is trained with one of them; loading it under the other is a bug (chapter 5, §6).
+PAIR_LAYOUTS = {
+    **dict.fromkeys(("llama", "mistral", "mixtral", "ministral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
+                     "qwen2_vl", "gemma", "gemma2", "gemma3", "gemma3_text", "gemma4", "gemma4_text", "phi", "phi3", "gpt_neox", "gpt_oss",
+                     "olmo", "olmo2", "starcoder2", "granite", "smollm3", "dbrx", "nemotron"), "half"),
+    # DeepSeek-V3 follows its config's rope_interleave (true unless the file says otherwise)
+    **dict.fromkeys(("deepseek_v2", "deepseek_v3", "llama4", "llama4_text", "gptj", "cohere", "glm", "glm4",
+                     "helium", "ernie4_5"), "interleaved"),
+}
+
+
+def pair_layout(config: Mapping) -> tuple[str | None, str | None]:
+    """(layout, model_type) of a config's model family from ``PAIR_LAYOUTS``; (None, model_type) if unknown.
+
+    The text config's model_type is read first (a multimodal config names its language model there).
+    """
+    cfg = text_config(config)
+    for model_type in (cfg.get("model_type"), config.get("model_type")):
+        if model_type in PAIR_LAYOUTS:
+            if model_type == "deepseek_v3" and cfg.get("rope_interleave") is False:
+                return "half", model_type
+            return PAIR_LAYOUTS[model_type], model_type
+    return None, cfg.get("model_type") or config.get("model_type")
+
+
+def text_config(config: object) -> Mapping:
     """The dict holding the language model's settings: the config itself, or a
-    multimodal config's "text_config" (Gemma 3 4B+, Llama 4)."""
+    multimodal config's "text_config" (Gemma 3 4B+, Llama 4), when the top level has no RoPE or size keys."""
     if not isinstance(config, Mapping):
         raise ValueError(f"config must be a dict (a parsed config.json), got {type(config).__name__}")
     inner = config.get("text_config")
     if isinstance(inner, Mapping) and not any(k in config for k in _ROPE_KEYS + _SIZE_KEYS):
-        return _text_config(inner)
+        return text_config(inner)
     return config
 
 
@@ -71,8 +102,18 @@ def _rope_dicts(cfg: Mapping) -> tuple[dict | None, bool]:
         return {k: val for k, val in raw.items() if isinstance(val, Mapping) or val is None}, True
     if "rope_local_base_freq" in cfg:  # Gemma 3's older files: the scaling applies to global layers only
         local = {"rope_type": "default", "rope_theta": cfg["rope_local_base_freq"]}
-        return {"full_attention": dict(raw), "sliding_attention": local}, True
+        return {"sliding_attention": local, "full_attention": dict(raw)}, True
     return dict(raw), False
+
+
+def rope_layer_types(config: Mapping) -> list[str | None]:
+    """The layer types that have a RoPE of their own, for ``layer_type=``; [None]: one RoPE for every layer.
+
+    Per-layer rope dicts (transformers 5), or Gemma 3's older rope_local_base_freq (sliding layers);
+    a layer type whose dict is null has no RoPE and is left out.
+    """
+    params, nested = _rope_dicts(text_config(config))
+    return [k for k, x in params.items() if x is not None] if nested else [None]
 
 
 def _layer_params(cfg: Mapping, layer_type: str | None) -> tuple[dict, bool]:
@@ -119,11 +160,18 @@ def _max_position(cfg: Mapping) -> int:
     return v.int_at_least("max_position_embeddings", cfg["max_position_embeddings"], 1)
 
 
-def _original_max_position(cfg: Mapping, params: Mapping, nested: bool) -> int:
-    """L0: transformers moves a top-level value (Phi-3) into the rope dict, overriding it."""
+def _stated_original_max_position(cfg: Mapping, params: Mapping, nested: bool) -> int | None:
+    """The file's original_max_position_embeddings: transformers moves a top-level value (Phi-3) into
+    the rope dict, overriding it. None if the file has none."""
     key = "original_max_position_embeddings"
     value = cfg.get(key) if not nested and cfg.get(key) is not None else params.get(key)
-    return _max_position(cfg) if value is None else v.int_at_least(key, value, 1)
+    return None if value is None else v.int_at_least(key, value, 1)
+
+
+def _original_max_position(cfg: Mapping, params: Mapping, nested: bool) -> int:
+    """L0 as yarn, longrope and llama3 read it: the file's value, else max_position_embeddings."""
+    stated = _stated_original_max_position(cfg, params, nested)
+    return _max_position(cfg) if stated is None else stated
 
 
 def _options(rope_type: str, params: Mapping) -> dict[str, object]:
@@ -142,6 +190,132 @@ def _options(rope_type: str, params: Mapping) -> dict[str, object]:
 
 def _present(params: Mapping, keys: tuple[str, ...]) -> dict[str, object]:
     return {k: params[k] for k in keys if params.get(k) is not None}
+
+
+@dataclass(frozen=True)
+class RopeSettings:
+    """One layer type's RoPE as a config.json states it, read and checked (``rope_settings``).
+
+    rope_type:  config.json's name ("default", "llama3", "yarn", ...; "su" and "mrope" as written)
+    method:     the ``SCALINGS`` key that computes it
+    base:       rope_theta (Gemma 3's older files: rope_local_base_freq for sliding layers)
+    head_dim:   features per head RoPE sees (qk_rope_head_dim for DeepSeek's MLA, global_head_dim for
+                Gemma 4's full layers)
+    partial_rotary_factor: p; rotary_dim = int(head_dim * p) features turn
+    rotary_dim: r, the rotated features: pairs laid out within the first r ("proportional": within the
+                whole head, whose pairs past r/2 have frequency 0)
+    factor:     s, or None for "max_position_embeddings / L0" (yarn, longrope without a factor)
+    original_max_position: L0 as the method reads it (None where the method does not read it)
+    max_position: max_position_embeddings (None if absent)
+    mrope_section: pairs per axis (t, h, w) of a multimodal RoPE (Qwen2-VL), or None
+    mrope_interleaved: Qwen3-VL's round-robin allocation of those pairs
+    options:    the method's own keys (llama3's band factors, LongRoPE's lists, YaRN's betas, ...)
+    original_max_position_embeddings: the file's own value (top level first, then the rope dict), or None
+    Taught in: notebooks/08_rope_in_models.ipynb
+    """
+
+    rope_type: str
+    method: str
+    base: float
+    head_dim: int
+    partial_rotary_factor: float
+    rotary_dim: int
+    factor: float | None
+    original_max_position: int | None
+    max_position: int | None
+    mrope_section: tuple[int, ...] | None
+    mrope_interleaved: bool
+    options: Mapping[str, object]
+    original_max_position_embeddings: int | None = None  # as the file states it (None if absent)
+
+    @property
+    def pairs(self) -> int:
+        """Entries of inv_freq: r/2, or head_dim/2 for "proportional" (the zero-frequency pairs included)."""
+        return (self.head_dim if self.method == "proportional" else self.rotary_dim) // 2
+
+    def frequencies(
+        self,
+        seq_len: int | None = None,
+        *,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype = torch.float32,
+    ) -> tuple[Tensor, float]:
+        """(inv_freq (pairs,), attention_factor) at the current length seq_len ("dynamic", "longrope")."""
+        d = self.head_dim if self.method == "proportional" else self.rotary_dim
+        options = dict(self.options)
+        if self.method == "proportional":
+            options["partial_rotary_factor"] = self.partial_rotary_factor
+        return scaled_rope_frequencies(
+            d, method=self.method, factor=self.factor, base=self.base,
+            original_max_position=self.original_max_position or 2048,  # read only by the methods that set it
+            seq_len=seq_len, device=device, dtype=dtype, max_position=self.max_position, **options,
+        )
+
+    def unscaled(self) -> RopeSettings:
+        """The same RoPE without context extension: plain frequencies (proportional keeps its zeros)."""
+        method = "proportional" if self.method == "proportional" else "none"
+        return replace(self, rope_type="default", method=method, factor=1.0, original_max_position=None, options={})
+
+
+def _mrope(params: Mapping) -> tuple[tuple[int, ...] | None, bool]:
+    section = params.get("mrope_section")
+    if section is None:
+        return None, False
+    if isinstance(section, (str, bytes)) or not isinstance(section, (list, tuple)) or not section:
+        raise ValueError(f"mrope_section must be a list of pair counts (t, h, w), got {section!r}")
+    counts = tuple(v.int_at_least("every entry of mrope_section", s, 1) for s in section)
+    return counts, bool(params.get("mrope_interleaved", False))
+
+
+def rope_settings(config: Mapping, *, layer_type: str | None = None) -> RopeSettings:
+    """The RoPE settings of one layer type of a model, read from its Hugging Face config.json.
+
+    config, layer_type: as in ``rope_from_config`` (which is ``rope_settings(...).frequencies(seq_len)``)
+    Raises ValueError naming the key for a missing head dimension, an unknown rope type, a missing
+    required key, and values out of range.
+    Taught in: notebooks/08_rope_in_models.ipynb
+    """
+    cfg = text_config(config)
+    params, nested = _layer_params(cfg, layer_type)
+    rope_type = v.one_of("rope_type", params["rope_type"], ROPE_TYPES)
+    method = ROPE_TYPES[rope_type]
+    head_dim = _head_dim(cfg, layer_type)
+    base = v.finite_number("rope_theta", params["rope_theta"], above=1)
+    p = v.finite_number("partial_rotary_factor", params.get("partial_rotary_factor", 1.0), above=0)
+    if p > 1:
+        raise ValueError(f"partial_rotary_factor must be in (0, 1], got {p}")
+    options = _options(rope_type, params)
+    r = int(head_dim * p)
+    if method != "proportional" and (r < 2 or r % 2):
+        raise ValueError(f"partial_rotary_factor={p} with head dim {head_dim} gives {r} rotated features; "
+                         "it must be even and >= 2")
+    if method in ("none", "proportional"):
+        factor = params.get("factor") or 1.0 if method == "proportional" else 1.0
+    elif method in ("yarn", "longrope"):
+        factor = params.get("factor")  # None: max_position_embeddings / L0
+    else:
+        factor = _required(params, "factor", rope_type)
+    L0 = None
+    if method in _USES_L0:
+        L0 = _original_max_position(cfg, params, nested)
+    elif method == "dynamic":
+        L0 = _max_position(cfg)
+    max_position = None
+    if cfg.get("max_position_embeddings") is not None:
+        max_position = _max_position(cfg)
+    if factor is None:
+        max_position = _max_position(cfg)
+        if max_position < L0:
+            raise ValueError(f"without a 'factor', max_position_embeddings ({max_position}) must be at least "
+                             f"original_max_position_embeddings ({L0}): the factor is their ratio")
+    section, interleaved = _mrope(params)
+    if section is not None and sum(section) != r // 2:
+        raise ValueError(f"mrope_section must sum to the rotated pairs r/2 = {r // 2}, got {list(section)}")
+    stated = _stated_original_max_position(cfg, params, nested)
+    settings = RopeSettings(rope_type, method, base, head_dim, p, r, factor, L0, max_position, section,
+                            interleaved, options, stated)
+    settings.frequencies()  # the method checks its own options (list lengths, band factors) now, not later
+    return settings
 
 
 def rope_from_config(
@@ -167,41 +341,4 @@ def rope_from_config(
     a missing required key, factor lists of the wrong length, and values out of range.
     Taught in: notebooks/08_rope_in_models.ipynb
     """
-    cfg = _text_config(config)
-    params, nested = _layer_params(cfg, layer_type)
-    rope_type = v.one_of("rope_type", params["rope_type"], ROPE_TYPES)
-    method = ROPE_TYPES[rope_type]
-    head_dim = _head_dim(cfg, layer_type)
-    base = v.finite_number("rope_theta", params["rope_theta"], above=1)
-    p = v.finite_number("partial_rotary_factor", params.get("partial_rotary_factor", 1.0), above=0)
-    if p > 1:
-        raise ValueError(f"partial_rotary_factor must be in (0, 1], got {p}")
-    options = _options(rope_type, params)
-    if method == "proportional":
-        d, options = head_dim, {"partial_rotary_factor": p}
-    else:
-        d = int(head_dim * p)
-        if d < 2 or d % 2:
-            raise ValueError(f"partial_rotary_factor={p} with head dim {head_dim} gives {d} rotated features; "
-                             "it must be even and >= 2")
-    if method in ("none", "proportional"):
-        factor = params.get("factor") or 1.0 if method == "proportional" else 1.0
-    elif method in ("yarn", "longrope"):
-        factor = params.get("factor")  # None: max_position_embeddings / L0
-    else:
-        factor = _required(params, "factor", rope_type)
-    L0 = 2048  # read by no method outside the two branches below
-    if method in _USES_L0:
-        L0 = _original_max_position(cfg, params, nested)
-    elif method == "dynamic":
-        L0 = _max_position(cfg)
-    max_position = None
-    if factor is None:
-        max_position = _max_position(cfg)
-        if max_position < L0:
-            raise ValueError(f"without a 'factor', max_position_embeddings ({max_position}) must be at least "
-                             f"original_max_position_embeddings ({L0}): the factor is their ratio")
-    return scaled_rope_frequencies(
-        d, method=method, factor=factor, base=base, original_max_position=L0, seq_len=seq_len,
-        device=device, max_position=max_position, **options,
-    )
+    return rope_settings(config, layer_type=layer_type).frequencies(seq_len, device=device)

@@ -22,25 +22,27 @@ Names: d = head dimension, n = number of axes, coords = integer coordinates (seq
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Sequence
 
 import torch
 from torch import Tensor
 
 from . import _validate as v
-from .angles import rope_frequencies
-from .rope import _cos_sin_of, _rotate, check_rope_args
+from .angles import checked_frequencies, rope_frequencies
+from .rope import RopeOptions, broadcast_over_heads, rope_tables, rotate_partial
+from .rotary import rotate
 
 STYLES = ("axial", "contiguous", "interleaved")
 
 
-def _check_sections(sections: object, half: int | None = None) -> tuple[int, ...]:
-    """A non-empty sequence of positive pair counts; summing to ``half`` (= d/2) when given."""
+def _check_sections(sections: object, half: int | None = None, half_name: str = "x.shape[-1] / 2") -> tuple[int, ...]:
+    """A non-empty sequence of positive pair counts; summing to ``half`` (= r/2, called half_name) when given."""
     if isinstance(sections, (str, bytes)) or not isinstance(sections, Sequence) or not sections:
         raise ValueError(f"sections must be a non-empty sequence of pair counts, one per axis, got {sections!r}")
     counts = tuple(v.int_at_least(f"sections[{i}]", s, 1) for i, s in enumerate(sections))
     if half is not None and sum(counts) != half:
-        raise ValueError(f"sections must sum to x.shape[-1] / 2 = {half} (pairs per axis), "
+        raise ValueError(f"sections must sum to {half_name} = {half} (pairs per axis), "
                          f"got {counts} (sum {sum(counts)})")
     return counts
 
@@ -110,38 +112,49 @@ def apply_rope_nd(
     sections: Sequence[int],
     base: float = 10000.0,
     layout: str = "interleaved",
+    inv_freq: Tensor | None = None,
+    attention_factor: float = 1.0,
+    rotary_dim: int | None = None,
     section_style: str = "contiguous",
 ) -> Tensor:
     """Rotate queries or keys by n-D coordinates: pair j turns by coords[..., axis_j] * theta_j.
 
-    x:        (..., seq, d), d even, e.g. (batch, heads, seq, head_dim)
+    x:        (..., seq, d), e.g. (batch, heads, seq, head_dim)
     coords:   (seq, n) or (batch, seq, n) integer coordinates, e.g. (t, h, w) from ``mrope_positions``
-    sections: n pair counts, one per axis, summing to d/2 (Qwen2-VL: (16, 24, 24) at d = 128)
+    sections: n pair counts, one per axis, summing to r/2 (Qwen2-VL: (16, 24, 24) at d = 128)
     layout:   the pair layout, as in ``apply_rope`` ("half" for the Qwen models); under "axial"
               it applies inside each axis's block of 2 * sections[i] features
+    inv_freq, attention_factor, rotary_dim: as in ``apply_rope``; inv_freq replaces
+              ``rope_nd_frequencies``, one theta per pair (r/2,)
     section_style: "axial", "contiguous" or "interleaved" (module docstring)
     returns:  same shape, dtype and device as x (angles in float32, float64 for float64 x)
     Taught in: notebooks/09_beyond_1d.ipynb
     """
-    layout = check_rope_args(x, base, layout)
+    options = RopeOptions(base, layout, inv_freq, attention_factor, rotary_dim)
     style = v.one_of("section_style", section_style, STYLES)
-    sections = _check_sections(sections, x.shape[-1] // 2)
+    r = options.rotated_features(v.sequence_tensor("x", x).shape[-1])
+    sections = _check_sections(sections, r // 2, "x.shape[-1] / 2" if rotary_dim is None else "rotary_dim / 2")
     coords = _check_coords(coords, x, len(sections))
-    dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
     axes = rope_nd_axes(sections, style).to(coords.device)
-    inv_freq = rope_nd_frequencies(sections, style, base=base, device=coords.device, dtype=dtype)
-    angles = coords.index_select(-1, axes).to(dtype) * inv_freq  # (..., seq, d/2), like rope_angles
-    if angles.dim() == 3:  # batched coords: broadcast over heads
-        angles = angles.view(angles.shape[0], *([1] * (x.dim() - 3)), *angles.shape[1:])
-    cos, sin = _cos_sin_of(angles, 1.0)
-    if style != "axial" or layout == "interleaved":
-        return _rotate(x, cos, sin, layout)
-    # Half layout under "axial": each axis pairs (j, j + s) inside its own block of 2s features.
+    if options.inv_freq is None:
+        dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+        inv_freq = rope_nd_frequencies(sections, style, base=options.base, device=coords.device, dtype=dtype)
+    else:
+        inv_freq = checked_frequencies(options.inv_freq, r, coords.device)
+    angles = coords.index_select(-1, axes).to(inv_freq.dtype) * inv_freq  # (..., seq, r/2), like rope_angles
+    cos, sin = rope_tables(broadcast_over_heads(angles, x), options.attention_factor)
+    if style == "axial" and options.layout == "half":
+        return rotate_partial(x, cos, sin, options, partial(_rotate_axial_halves, sections=sections))
+    return rotate_partial(x, cos, sin, options, rotate)
+
+
+def _rotate_axial_halves(x: Tensor, cos: Tensor, sin: Tensor, layout: str, *, sections: tuple[int, ...]) -> Tensor:
+    """The half layout under "axial": each axis pairs (j, j + s) inside its own block of 2s features."""
     out, start = [], 0
     for s in sections:
         block = slice(start, start + s)
-        out.append(_rotate(x[..., 2 * start:2 * (start + s)].contiguous(), cos[..., block].contiguous(),
-                           sin[..., block].contiguous(), layout))
+        out.append(rotate(x[..., 2 * start:2 * (start + s)].contiguous(), cos[..., block].contiguous(),
+                          sin[..., block].contiguous(), layout))
         start += s
     return torch.cat(out, dim=-1)
 

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from . import _validate as v
-from .angles import _positions_tensor
+from .angles import position_ids
 
 
 def attention_temperature(
@@ -29,7 +29,7 @@ def attention_temperature(
                  queries with it, broadcast over heads and features
     Taught in: notebooks/08_rope_in_models.ipynb
     """
-    pos = _positions_tensor(positions, None)
+    pos = position_ids(positions, None)
     if pos.numel() and int(pos.min()) < 0:
         raise ValueError(f"positions must be >= 0, got a minimum of {int(pos.min())}")
     floor_scale = v.int_at_least("floor_scale", floor_scale, 1)

@@ -42,9 +42,12 @@ def repository_url() -> str:
 # Added here, in one place, to the top of every notebook's first code cell (the sources stay
 # free of it). On Colab, a notebook opened from GitHub has no posenc_lib: this clones the course
 # and installs it (editable, so results/ is found and a restarted runtime still imports it;
-# --no-deps: Colab has torch, numpy, matplotlib and ipywidgets). Anywhere else it does nothing.
+# --no-deps: Colab has torch, numpy, matplotlib and ipywidgets), then brings transformers, whose
+# behaviour the chapters check, to the version of the lock (requirements/lab.txt) when Colab's
+# differs. Anywhere else it does nothing.
 COLAB_INSTALL = """\
 # On Colab only (nothing happens elsewhere): fetch the course and install posenc_lib from it.
+import importlib.metadata
 import importlib.util
 import os
 import subprocess
@@ -54,6 +57,14 @@ if "google.colab" in sys.modules and importlib.util.find_spec("posenc_lib") is N
     subprocess.run(["git", "clone", "-q", "--depth", "1", "{repo}", "posenc"], check=True)
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "-e", "./posenc"], check=True)
     sys.path.insert(0, os.path.abspath("posenc"))  # importable now, without restarting the runtime
+    with open("posenc/requirements/lab.txt") as lock:  # the transformers the stored outputs were made with
+        locked = next(line.split()[0] for line in lock if line.startswith("transformers=="))
+    try:
+        installed = "transformers==" + importlib.metadata.version("transformers")
+    except importlib.metadata.PackageNotFoundError:
+        installed = None
+    if installed != locked:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", locked], check=True)
 """
 
 

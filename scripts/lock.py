@@ -71,6 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--uv", default="uv", help="the uv executable")
     ap.add_argument("--torch", required=True, help="torch's version (the Makefile's TORCH_VERSION)")
+    ap.add_argument("--keep", nargs="*", default=[], type=Path, metavar="LOCK",
+                    help="earlier lock files whose versions stay (e.g. both sides of a merge): "
+                         "only packages they do not name are resolved to the newest release")
     args = ap.parse_args(argv)
     uv_version = subprocess.run([args.uv, "--version"], capture_output=True, text=True, check=True).stdout.split()[1]
     build_requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
@@ -85,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, extras in LOCKS.items():
             raw = tmp / f"{name}.txt"
             # lab is resolved inside test's pins, so every lab version is one CI tested.
-            constraints = [torch_pin] + ([out_dir / "test.txt"] if name == "lab" else [])
+            constraints = [torch_pin] + ([out_dir / "test.txt"] if name == "lab" else args.keep)
             compile_lock(args.uv, extras, raw, constraints, build_in)
             text = raw.read_text().replace(f"-r {build_in}", "pyproject.toml [build-system]")
             text = text.replace(f"-c {torch_pin}", f"torch=={args.torch} (TORCH_SPEC)")

@@ -12,7 +12,7 @@ needs only the last two, so this script copies each notebook into an nbgrader co
 shown, runs `nbgrader generate_assignment` (which replaces each solution by
 `# YOUR CODE HERE` / `raise NotImplementedError()`, clears outputs and records checksums in
 the course's gradebook), and copies `release/NN_name/NN_name.ipynb` to the output folder.
-Keep the course folder: `nbgrader autograde` needs its gradebook (see the README).
+Keep the course folder: `nbgrader autograde` needs its gradebook (see TEACHING.md).
 """
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 import os
 
+import pytest
 import torch
 from hypothesis import settings
 
@@ -7,3 +8,11 @@ from hypothesis import settings
 settings.register_profile("posenc", max_examples=60, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "posenc"))
 torch.set_num_threads(min(2, torch.get_num_threads()))
+
+
+@pytest.fixture
+def every_size(monkeypatch):
+    """Let the fast paths serve tensors of any size (rotary.SMALL sends small CPU tensors to the reference)."""
+    from posenc_lib import rotary
+
+    monkeypatch.setattr(rotary, "SMALL", 0)

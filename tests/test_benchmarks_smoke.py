@@ -44,14 +44,27 @@ def test_rope_grad_benchmark_runs_and_checks_gradients():
     assert text.count("\n") == 5 and "| bfloat16 | 48 |" in text and "interleaved / floor" in text
 
 
+def test_small_size_benchmark_runs_where_the_kernel_is_built():
+    from posenc_lib.kernels import cpu
+
+    rows = bench_rope.run_small((256, 4096), dtypes=("float32",), repeats=1, min_sample_s=0.0)
+    if not cpu.available():
+        assert rows == []
+        return
+    assert [r["size"] for r in rows] == [256, 4096]
+    assert all(_positive_finite(r[k]) for r in rows for k in ("ref_us", "fwd_interleaved", "fwd_half",
+                                                                 "grad_interleaved", "grad_half"))
+    assert bench_rope.table_small(rows).count("\n") == 3
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_floor_tables_are_the_ones_apply_rope_computes(dtype):
     """The grad benchmark's floor times exactly the cos/sin a stateless apply_rope computes."""
-    from posenc_lib.rope import _cos_sin
+    from posenc_lib.rope import RopeOptions, position_angles, rope_tables
 
     x = torch.randn(2, 3, 40, 16, generator=torch.Generator().manual_seed(2)).to(dtype)
     cos, sin = bench_rope.stateless_tables(40, 16)
-    want_cos, want_sin = _cos_sin(x, None, 10000.0, None, 1.0)  # what apply_rope(x) hands to the rotation
+    want_cos, want_sin = rope_tables(position_angles(x, None, RopeOptions()))  # what apply_rope(x) rotates by
     assert cos.dtype == torch.float32 and torch.equal(cos, want_cos) and torch.equal(sin, want_sin)
 
 
@@ -172,4 +185,8 @@ def test_runner_prints_the_rope_tables(capsys):
     run_all.main(["--quick", "--only", "rope"])
     out = capsys.readouterr().out
     assert "interleaved fwd+bwd / bound" in out and "module interleaved / bound" in out
-    assert out.count("| float32 | 256 |") == 2 and out.count("| bfloat16 | 256 |") == 2
+    from posenc_lib.kernels import cpu
+
+    small = cpu.available()  # the small-size table (256 elements is its first row) needs the built kernel
+    assert ("Where the C kernel pays off" in out) == small
+    assert out.count("| float32 | 256 |") == 2 + small and out.count("| bfloat16 | 256 |") == 2 + small

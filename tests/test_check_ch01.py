@@ -1,4 +1,6 @@
 """Chapter 1 checkers: right answers pass, wrong ones fail with a reason, unattempted ones say so."""
+import numpy as np
+import pytest
 import torch
 
 import posenc_lib as pl
@@ -39,108 +41,155 @@ def test_reorder_matrix_unattempted(capsys):
     assert "not attempted yet" in _out(capsys)
 
 
-# --- exercise 2: predict_equal -------------------------------------------------------------
-RIGHT = {"a": True, "b": False, "c": True, "d": False, "e": True}
+# --- exercise 2: equivariant_layers -------------------------------------------------------
+KEEP = {"a", "c", "e", "f"}
 
 
-def test_predict_equal_right_and_wrong(capsys):
-    assert check.predict_equal(RIGHT) is True
+def test_equivariant_layers_right_answer_in_several_forms(capsys):
+    assert check.equivariant_layers(KEEP) is True
     assert "all correct!" in _out(capsys)
-    assert check.predict_equal({**RIGHT, "e": False}) is False
-    out = _out(capsys)
-    assert "1 of your predictions is wrong" in out
-    assert "(e)" not in out  # naming the wrong one would give its answer away
-    assert check.predict_equal({k: not v for k, v in RIGHT.items()}) is False
-    out = _out(capsys)
-    assert "5 of your predictions are wrong" in out and "✓" not in out
-    assert check.predict_equal({"a": True}) is False
-    assert "(b): answer True or False" in _out(capsys)
-    assert check.predict_equal([True, False]) is False
-    assert "must be a dict" in _out(capsys)
+    assert check.equivariant_layers(["f", "e", "c", "a"]) is True
+    assert check.equivariant_layers("acef") is True
+    assert check.equivariant_layers("A, C, E, F") is True
 
 
-def test_predict_equal_unattempted(capsys):
-    assert check.predict_equal(None) is None
+def test_equivariant_layers_names_both_misconceptions_without_the_answer(capsys):
+    assert check.equivariant_layers(set("abcdef")) is False  # "everything that mixes tokens is fine"
+    out = _out(capsys)
+    assert "2 of the layers you chose treat a token by where it stands" in out and "left out" not in out
+    assert check.equivariant_layers(set()) is False  # "mixing tokens breaks it"
+    out = _out(capsys)
+    assert "4 of the layers you left out keep equivariance" in out and "mixing tokens does not break it" in out
+    assert check.equivariant_layers({"a", "b"}) is False  # both at once
+    out = _out(capsys)
+    assert "1 of the layers you chose treats" in out and "3 of the layers you left out" in out
+    for text in (out,):
+        assert not any(f"({k})" in text or f"'{k}'" in text for k in "abcdef")  # no layer is named
+    assert check.equivariant_layers({"a", "z"}) is False
+    assert "not one of them" in _out(capsys)
+    assert check.equivariant_layers([1, 2]) is False
+    assert "set of letters" in _out(capsys)
+    assert check.equivariant_layers(None) is None
     assert "not attempted yet" in _out(capsys)
 
 
-def test_predictions_are_what_the_code_does():
-    """The keyed answers are facts about attention, checked here by running it."""
-    g = torch.Generator().manual_seed(3)
-    d = 8
-    wq, wk, wv = (torch.randn(d, d, generator=g) / d**0.5 for _ in range(3))  # softmax not saturated
-    emb = torch.randn(5, d, generator=g)
-    x = emb[torch.tensor([0, 1, 2, 3, 4, 2])]
-    pos = pl.sinusoidal_positions(6, d)
-    blind = pl.self_attention(x, wq, wk, wv)[0]
-    aware = pl.self_attention(x, wq, wk, wv, positions=pos)[0]
-    assert torch.allclose(blind[2], blind[5], atol=1e-6) == RIGHT["a"]
-    assert torch.allclose(aware[2], aware[5], atol=1e-6) == RIGHT["b"]
-    q, k, v = torch.randn(1, d, generator=g), x @ wk, x @ wv
-    order = torch.tensor([3, 5, 0, 1, 4, 2])
-    base = pl.attention(q, k, v)[0]
-    assert torch.allclose(pl.attention(q, k[order], v[order])[0], base, atol=1e-6) == RIGHT["c"]
-    assert torch.allclose(pl.attention(q, k[order], v)[0], base, atol=1e-6) == RIGHT["d"]
-    swap = torch.tensor([0, 1, 5, 3, 4, 2])
-    assert torch.allclose(pl.self_attention(x[swap], wq, wk, wv, positions=pos)[0], aware) == RIGHT["e"]
+def test_equivariant_layers_fact_over_every_order_of_five_tokens():
+    """The keyed set, by running each layer on every one of the 120 orders of 5 tokens."""
+    import itertools
+
+    x = torch.randn(5, 3, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    keeps = set()
+    for name, f in check.ch01.LAYERS.items():
+        if all(torch.allclose(f(x[list(o)]), f(x)[list(o)], atol=1e-12) for o in itertools.permutations(range(5))):
+            keeps.add(name)
+    assert keeps == KEEP == check.ch01.equivariant_layer_names()
+    # and the two that break it, broken by swapping the first two tokens
+    for name in set("abcdef") - KEEP:
+        f = check.ch01.LAYERS[name]
+        assert not torch.allclose(f(x[[1, 0, 2, 3, 4]]), f(x)[[1, 0, 2, 3, 4]])
 
 
-# --- exercise 3: order_aware_attention -----------------------------------------------------
-def right_attention(x, w_q, w_k, w_v):
-    h = x + pl.sinusoidal_positions(x.shape[-2], x.shape[-1])
-    return pl.attention(h @ w_q, h @ w_k, h @ w_v)[0]
+# --- exercise 3: blind_query ---------------------------------------------------------------
+def _projector():
+    _, p, _, _ = check.ch01.dog_setup()
+    u = p[1] - p[4]
+    u = u / u.norm()
+    return torch.eye(8, dtype=torch.float64) - torch.outer(u, u)
 
 
-def test_order_aware_attention_accepts_the_solution_and_tuples(capsys):
-    assert check.order_aware_attention(right_attention) is True
+def test_blind_query_accepts_any_rank_7_map_that_kills_the_difference(capsys):
+    w = _projector()
+    assert check.blind_query(w) is True
     assert "all correct!" in _out(capsys)
-    assert check.order_aware_attention(lambda *a: (right_attention(*a), None)) is True
+    assert check.blind_query(w.tolist()) is True
+    a = torch.randn(8, 8, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    assert check.blind_query(w @ a) is True  # any W_Q whose rows space misses p_1 - p_4
+    assert check.blind_query(w.float().numpy()) is True
 
 
-def test_order_aware_attention_names_common_mistakes(capsys):
-    blind = lambda x, wq, wk, wv: pl.attention(x @ wq, x @ wk, x @ wv)[0]
-    assert check.order_aware_attention(blind) is False
+def test_blind_query_names_the_typical_mistakes_without_the_answer(capsys):
+    x, p, w_k, w_v = check.ch01.dog_setup()
+    u = (p[1] - p[4]) / (p[1] - p[4]).norm()
+    assert check.blind_query(torch.eye(8)) is False  # positions left alone: the dogs differ
     out = _out(capsys)
-    assert "without positions" in out and "still get identical outputs" in out
-
-    def after(x, wq, wk, wv):
-        p = pl.sinusoidal_positions(x.shape[-2], x.shape[-1])
-        return pl.attention(x @ wq + p, x @ wk + p, x @ wv + p)[0]
-
-    assert check.order_aware_attention(after) is False
-    assert "after the projections" in _out(capsys)
-    assert check.order_aware_attention(lambda x, *w: 2 * right_attention(x, *w)) is False
-    assert "values differ" in _out(capsys)
-    assert check.order_aware_attention(lambda *a: torch.zeros(3)) is False
-    assert "must return a (6, 8) tensor" in _out(capsys)
-    assert check.order_aware_attention(42) is False
-
-
-def test_order_aware_attention_unattempted(capsys):
-    def stub(x, w_q, w_k, w_v):
-        raise NotImplementedError
-
-    assert check.order_aware_attention(stub) is None
-    assert "not attempted yet" in _out(capsys)
-    assert check.order_aware_attention(None) is None
+    assert "still differ" in out and "p_1 - p_4" not in out and "projector" not in out
+    a = torch.randn(8, 8, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    column = a @ (torch.eye(8, dtype=torch.float64) - torch.outer(u, u))  # W u = 0: the column convention
+    assert torch.allclose(column @ u, torch.zeros(8, dtype=torch.float64), atol=1e-12)
+    assert check.blind_query(column) is False
+    assert "column convention" in _out(capsys)
+    v = p[1] / p[1].norm()
+    assert check.blind_query(torch.eye(8, dtype=torch.float64) - torch.outer(v, v)) is False  # one code erased
+    assert "one dog's position code" in _out(capsys)
+    assert check.blind_query(torch.zeros(8, 8)) is False  # works, but throws everything away
+    assert "rank 0" in _out(capsys)
+    assert check.blind_query(torch.eye(3)) is False
+    assert "must be 8x8" in _out(capsys)
+    assert check.blind_query(None) is None
 
 
-# --- exercise 4: distinct_outputs ----------------------------------------------------------
-def test_distinct_outputs(capsys):
-    assert check.ch01.distinct_output_counts() == (5, 8)
-    assert check.distinct_outputs((5, 8)) is True
-    assert "all correct!" in _out(capsys)
-    assert check.distinct_outputs((8, 8)) is False
-    out = _out(capsys)
-    assert "the very same vector" in out
-    assert "distinct words" not in out and "its own input" not in out  # the feedback keeps the answer back
-    assert check.distinct_outputs((5, 5)) is False
-    out = _out(capsys)
-    assert "still equal" in out and "one per token" not in out
-    assert check.distinct_outputs(5) is False
-    assert "must be a pair" in _out(capsys)
-    assert check.distinct_outputs(None) is None
-    assert "not attempted yet" in _out(capsys)
+def test_blind_query_fact_queries_equal_means_rows_equal():
+    """Independent of the checker: with equal queries, the two rows' softmax weights and outputs agree."""
+    x, p, w_k, w_v = check.ch01.dog_setup()
+    h = x + p
+    w = _projector()
+    q = h @ w
+    torch.testing.assert_close(q[1], q[4])
+    scores = q @ (h @ w_k).T / 8**0.5
+    out = scores.softmax(-1) @ (h @ w_v)
+    torch.testing.assert_close(out[1], out[4])
+    assert not torch.allclose(h[1], h[4])  # the inputs themselves differ
+
+
+# --- exercise 4: causal_twins --------------------------------------------------------------
+def test_causal_twins_fact_by_the_weights_written_out():
+    """Independent of the checker: row i of a causal head is a weighted average over the prefix whose
+    weights depend on each token's share; two copies of the prefix "0 1" give the same row as one."""
+    g = torch.Generator().manual_seed(9)
+    emb = torch.randn(5, 8, generator=g, dtype=torch.float64)
+    wq, wk, wv = torch.randn(3, 8, 8, generator=g, dtype=torch.float64)
+
+    def row(prefix):  # the last token's output, written out: softmax over the prefix, then the average
+        x = emb[torch.tensor(prefix)]
+        s = (x[-1] @ wq) @ (x @ wk).T / 8**0.5  # pl.attention's 1/sqrt(d)
+        return (s.exp() / s.exp().sum()) @ (x @ wv)
+
+    torch.testing.assert_close(row([0, 1]), row([0, 1, 0, 1]))  # same shares, same row
+    torch.testing.assert_close(row([0, 1, 0, 1]), pl.attention(emb[[0, 1, 0, 1]] @ wq, emb[[0, 1, 0, 1]] @ wk,
+                                                               emb[[0, 1, 0, 1]] @ wv, causal=True)[0][3])
+    assert not torch.allclose(row([0, 1]), row([0, 1, 0, 1, 1]))  # same set, other shares: another row
+
+
+@pytest.mark.parametrize("right", [
+    ([0, 1, 0, 1], (1, 3)),  # a list and a tuple
+    ((2, 3, 3, 2, 3, 3), [5, 2]),  # the pair in either order
+    (torch.tensor([0, 1, 2, 0, 1, 2]), (torch.tensor(2), 5)),  # tensors
+    (np.array([4, 0, 0, 4, 4, 0, 0, 4]), (np.int64(3), 7)),  # numpy
+])
+def test_causal_twins_accepts_any_pair_with_the_same_shares(right, capsys):
+    assert check.causal_twins(right) is True
+    assert "all correct!" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("wrong, says", [
+    (([0, 1, 1, 0], (1, 3)), "hold different tokens"),  # same set before them, different queries
+    (([0, 1, 0, 1], (0, 2)), "lacks"),  # the prefix of j has a token the prefix of i has not
+    (([0, 1, 0, 1, 1], (1, 4)), "how often each token occurs"),  # same set, other shares
+    (([3, 3, 3], (0, 2)), "at least two different tokens"),  # one token repeated: trivially equal
+    (([0, 1], (1, 1)), "two different positions"),
+    (([0, 1, 7], (0, 1)), "each an id from 0 to 4"),
+    (([0, 1, 0, 1],), "answer must be (tokens, (i, j))"),
+])
+def test_causal_twins_names_the_misconception_without_a_sequence(wrong, says, capsys):
+    assert check.causal_twins(wrong) is False
+    out = capsys.readouterr().out
+    assert says in out and "hint:" in out
+    assert "[0, 1, 0, 1]" not in out.replace(repr(wrong), "") and "repeat" not in out  # no sequence handed over
+
+
+def test_causal_twins_unattempted(capsys):
+    assert check.causal_twins(None) is None
+    assert "not attempted yet" in capsys.readouterr().out
 
 
 # --- exercise 5: causal_swap_rows ----------------------------------------------------------
@@ -149,6 +198,8 @@ def test_causal_swap_rows_right_answer(capsys):
     assert "all correct!" in _out(capsys)
     assert check.causal_swap_rows((5, 4, 3, 2)) is True  # any order, any sequence type
     assert check.causal_swap_rows(torch.tensor([2, 3, 4, 5])) is True
+    assert check.causal_swap_rows(np.array([2, 3, 4, 5])) is True
+    assert check.causal_swap_rows([np.int64(2), 3.0, torch.tensor(4), 5]) is True
 
 
 def test_causal_swap_rows_wrong_answers_point_the_way_without_the_answer(capsys):
@@ -157,7 +208,7 @@ def test_causal_swap_rows_wrong_answers_point_the_way_without_the_answer(capsys)
     assert "before position 2" in out and "after position 5" in out and "missing" not in out
     assert check.causal_swap_rows([2, 5]) is False  # only the swapped rows
     out = _out(capsys)
-    assert "2 rows that change are missing" in out and "[2, 3, 4, 5]" not in out
+    assert "2 rows that change are missing" in out and "[2, 3, 4, 5]" not in out and "3, 4" not in out
     assert check.causal_swap_rows([2, 3, 4]) is False
     assert "1 row that changes is missing" in _out(capsys)
     assert check.causal_swap_rows([2, 3, 4, 5, 8]) is False

@@ -1,6 +1,6 @@
-"""Chapter 2 checkers: right answers pass, wrong ones fail with a reason, unattempted ones say so."""
-import math
-
+"""Chapter 2 checkers: right answers pass in several forms, typical wrong ones are told their
+misconception without the answer, unattempted ones say so."""
+import numpy as np
 import torch
 
 import posenc_lib as pl
@@ -11,33 +11,40 @@ def _out(capsys):
     return capsys.readouterr().out
 
 
-RIGHT_AFFINE = {"wrap": [1, 3], "no_wrap": []}
+# --- exercise 1: affine_counter --------------------------------------------------------------
+RIGHT_WRAP = [1, 3]
 
 
-def test_affine_counter_right_answer(capsys):
-    assert check.affine_counter(RIGHT_AFFINE) is True
+def test_affine_counter_right_answer_in_several_forms(capsys):
+    assert check.affine_counter(RIGHT_WRAP) is True
     assert "all correct!" in _out(capsys)
-    assert check.affine_counter({"wrap": (3, 1), "no_wrap": set()}) is True  # any order and container
+    assert check.affine_counter((3, 1)) is True
+    assert check.affine_counter({1, 3}) is True
+    assert check.affine_counter(torch.tensor([1, 3])) is True
+    assert check.affine_counter(np.array([3, 1])) is True
+    assert check.affine_counter([np.int64(1), 3.0]) is True
 
 
 def test_affine_counter_wrong_answers_count_without_naming(capsys):
-    assert check.affine_counter({"wrap": [1, 2, 3], "no_wrap": []}) is False  # k = 2 flips bit 1 alone
+    assert check.affine_counter([1, 2, 3]) is False  # "no offset of a carrying counter is affine"
     out = _out(capsys)
-    assert "wrap: 1 of your offsets has an exact affine map" in out and "no_wrap: right" in out
+    assert "1 of your offsets has an exact affine map" in out
     assert "k = 2" not in out and "[1, 3]" not in out
-    assert check.affine_counter({"wrap": [1, 3], "no_wrap": [1]}) is False  # the finite-table trap
-    assert "no_wrap: 1 of your offsets has an exact affine map" in _out(capsys)
-    assert check.affine_counter({"wrap": [1], "no_wrap": []}) is False
-    assert "1 offset with no affine map missing" in _out(capsys)
+    assert check.affine_counter([]) is False  # the finite-table intuition: three points always fit
+    out = _out(capsys)
+    assert "2 offsets with no affine map are missing" in out and "four points are not three" in out
+    assert not any(f"k = {k}" in out or f"[{k}" in out for k in (1, 2, 3))  # no offset is named
+    assert check.affine_counter([1]) is False
+    assert "1 offset with no affine map is missing" in _out(capsys)
 
 
 def test_affine_counter_rejects_bad_formats(capsys):
-    assert check.affine_counter([1, 3]) is False
-    assert "keys 'wrap' and 'no_wrap'" in _out(capsys)
-    assert check.affine_counter({"wrap": [1, 4], "no_wrap": []}) is False
-    assert "offsets from [1, 2, 3]" in _out(capsys)
-    assert check.affine_counter({"wrap": "13", "no_wrap": []}) is False
-    assert check.affine_counter({"wrap": [True], "no_wrap": []}) is False
+    assert check.affine_counter({"wrap": [1, 3]}) is False
+    assert "list of offsets from [1, 2, 3]" in _out(capsys)
+    assert check.affine_counter([1, 4]) is False
+    assert check.affine_counter("13") is False
+    assert check.affine_counter([True]) is False
+    assert check.affine_counter([1.5]) is False
     assert check.affine_counter(None) is None
     assert "not attempted yet" in _out(capsys)
 
@@ -50,94 +57,154 @@ def test_no_affine_offsets_by_the_square_and_by_construction():
     assert balanced == [2]  # k = 1 and 3 break it: no affine map
     flip_bit_1 = lambda q: torch.tensor([1 - q[0], q[1]], dtype=torch.float64)  # affine: M = diag(-1, 1), b = [1, 0]
     assert all(torch.equal(flip_bit_1(p[i]), p[(i + 2) % 4]) for i in range(4))
-    # Without wrap-around k = 1 needs p_0, p_1, p_2 -> p_1, p_2, p_3: solve for [M^T; b] exactly.
-    src = torch.stack([torch.cat([p[i], torch.ones(1, dtype=torch.float64)]) for i in range(3)])
-    dst = torch.stack([p[i + 1] for i in range(3)])
-    a = torch.linalg.solve(src, dst)  # 3 points not on a line: a unique exact map
-    torch.testing.assert_close(src @ a, dst)
-    assert check.ch02.no_affine_offsets(wrap=True) == RIGHT_AFFINE["wrap"]
-    assert check.ch02.no_affine_offsets(wrap=False) == RIGHT_AFFINE["no_wrap"]
+    assert check.ch02.no_affine_offsets(wrap=True) == RIGHT_WRAP
+    assert check.ch02.no_affine_offsets(wrap=False) == []
     assert check.ch02.no_affine_offsets(wrap=True, d=6) == [k for k in range(1, 64) if k != 32]
 
 
-RIGHT_STEPS = {1: 32, 2: 16, 3: 8, 4: 4, 5: 2, 6: 1}
+# --- exercise 2: exact_offsets ---------------------------------------------------------------
+def offsets_by_rule(d):
+    """The offsets that leave 2^a or 3 * 2^a pairs (written here from the argument, not from the checker)."""
+    left = [2**a for a in range(d)] + [3 * 2**a for a in range(d - 1)]
+    return sorted(2**d - n for n in left)
 
 
-def test_carry_steps(capsys):
-    assert check.carry_steps(RIGHT_STEPS) is True
+def offsets_by_bits(d):
+    """The same rule read off the bits: k's complement 2^d - k has at most two one-bits, and two only side by side."""
+    out = []
+    for k in range(1, 2**d):
+        n = 2**d - k
+        low = n & -n  # the lowest set bit
+        if n in (low, 3 * low):
+            out.append(k)
+    return np.array(out)  # a numpy array of whole numbers
+
+
+def test_exact_offsets_rule_against_least_squares():
+    """Independent of the checker: least squares on the table finds exactly the rule's offsets, d = 3 .. 10."""
+    for d in range(3, 11):
+        table = pl.binary_positions(2**d, d, dtype=torch.float64)
+        fits = [k for k in range(1, 2**d) if pl.affine_shift_residual(table, k) < 1e-9]
+        assert fits == offsets_by_rule(d) == offsets_by_bits(d).tolist(), d
+    assert offsets_by_rule(6) == [16, 32, 40, 48, 52, 56, 58, 60, 61, 62, 63]  # §4's list
+    assert all(len(offsets_by_rule(d)) == 2 * d - 1 for d in range(2, 61))
+
+
+def test_exact_offsets_accepts_the_rule_in_several_forms(capsys):
+    assert check.exact_offsets(offsets_by_rule) is True
     assert "all correct!" in _out(capsys)
-    assert check.carry_steps({**RIGHT_STEPS, 6: 0, 5: 3}) is False
+    assert check.exact_offsets(lambda d: tuple(reversed(offsets_by_rule(d)))) is True  # any order, a tuple
+    assert check.exact_offsets(lambda d: torch.tensor(offsets_by_rule(d))) is True  # a tensor of int64
+
+
+def test_exact_offsets_names_typical_mistakes_without_the_list(capsys):
+    def powers_only(d):  # sources that fill a block of low bits, and nothing else
+        return sorted(2**d - 2**a for a in range(d))
+
+    def counter(d):  # the wrap-around answer
+        return [2 ** (d - 1)]
+
+    def from_first_on(d):  # "every offset from 2^(d-2) on": the table's edge taken too far
+        return list(range(2 ** (d - 2), min(2**d, 2 ** (d - 2) + 64)))
+
+    def measured(d):  # least squares on the table: fine for small d, impossible at d = 60
+        table = pl.binary_positions(2**d, d, dtype=torch.float64)
+        return [k for k in range(1, 2**d) if pl.affine_shift_residual(table, k) < 1e-9]
+
+    def enumerate_offsets(d):  # the rule tested offset by offset: 2^60 of them
+        return [k for k in range(1, 2**d) if (2**d - k) in {(2**d - k) & -(2**d - k), 3 * ((2**d - k) & -(2**d - k))}]
+
+    for wrong, says in ((powers_only, "misses 2 offsets"), (counter, "wraps around"),
+                        (from_first_on, "offsets with no exact map"),
+                        (lambda d: offsets_by_rule(d) + [1], "below 2^(d-2)"),
+                        (measured, "calls pl.binary_positions"), (enumerate_offsets, "tries the offsets one by one"),
+                        (lambda d: "16", "list of whole offsets")):
+        assert check.exact_offsets(wrong) is False
+        out = _out(capsys)
+        assert says in out and "hint:" in out, out
+        assert "3 * 2" not in out and "2^a" not in out and "[16, 32" not in out  # neither the rule nor the list
+    assert torch.linalg.lstsq is not None and pl.binary_positions(2, 1).shape == (2, 1)  # the patches are gone
+    assert check.exact_offsets(None) is None
+
+
+# --- exercise 3: one_bit_steps ---------------------------------------------------------------
+def gray(n, d):
+    i = torch.arange(n)
+    g = i ^ (i >> 1)
+    return ((g[:, None] >> torch.arange(d - 1, -1, -1)) & 1).float()
+
+
+def test_one_bit_steps_accepts_a_gray_code_in_several_forms(capsys):
+    assert check.one_bit_steps(gray) is True
     out = _out(capsys)
-    assert "add up to the 63 steps" in out and "2 of the 6 counts are wrong" in out
-    assert check.carry_steps({1: 32, 2: 16, 3: 8, 4: 4, 5: 2, 6: 2}) is False
-    assert "add up to 64" in _out(capsys)
-    assert check.carry_steps({1: 32}) is False
-    assert "keys 1 .. 6" in _out(capsys)
-    assert check.carry_steps({t: 10.5 for t in range(1, 7)}) is False
-    assert "whole number" in _out(capsys)
-    assert check.carry_steps(None) is None
-    assert "not attempted yet" in _out(capsys)
+    assert "all correct!" in out and "still no fixed affine map" in out
+    assert check.one_bit_steps(lambda n, d: gray(n, d).int().tolist()) is True
+    assert check.one_bit_steps(lambda n, d: gray(n, d).numpy()) is True
 
 
-def test_carry_steps_counts_are_trailing_ones():
-    """Steps i -> i+1 flip (trailing ones of i) + 1 bits; counted here with integers, not tensors."""
-    def trailing_ones(i):
-        return (i ^ (i + 1)).bit_length() - 1
-
-    counts = {t: sum(trailing_ones(i) + 1 == t for i in range(63)) for t in range(1, 7)}
-    assert counts == RIGHT_STEPS
-    steps = (pl.binary_positions(64, 6)[1:] - pl.binary_positions(64, 6)[:-1]).norm(dim=-1) ** 2
-    assert sorted(round(s) for s in steps.tolist()) == sorted(t for t, c in counts.items() for _ in range(c))
-
-
-def test_smallest_bits(capsys):
-    assert check.smallest_bits(lambda n: (n - 1).bit_length()) is True
-    assert "binary_positions(1000, 10) works" in _out(capsys)
-    assert check.smallest_bits(lambda n: math.ceil(math.log2(n))) is True  # exact for these n
-    assert check.smallest_bits(lambda n: n.bit_length()) is False  # off by one at powers of two
+def test_one_bit_steps_names_typical_mistakes(capsys):
+    assert check.one_bit_steps(pl.binary_positions) is False  # counting in binary
     out = _out(capsys)
-    assert "fn(2) = 2 is not the smallest" in out and "expected" not in out  # the right count stays hidden
-    assert check.smallest_bits(lambda n: int(math.log2(n))) is False
-    assert check.smallest_bits(lambda n: str(n)) is False
-    assert check.smallest_bits(10) is False
-    assert "must be a function" in _out(capsys)
+    assert "carries" in out and "i ^ (i >> 1)" not in out and "gray" not in out.lower()
+    assert check.one_bit_steps(lambda n, d: gray(n, d) * 2) is False
+    assert "other than 0 and 1" in _out(capsys)
+    assert check.one_bit_steps(lambda n, d: torch.cat([gray(n - 1, d), gray(1, d)])) is False  # back to the start
+    assert "the same code" in _out(capsys)
+    assert check.one_bit_steps(lambda n, d: gray(n, d)[:, 1:]) is False
+    assert "shape" in _out(capsys)
+    assert check.one_bit_steps(None) is None
 
 
-def test_smallest_bits_unattempted(capsys):
-    def stub(n):
-        raise NotImplementedError
-
-    assert check.smallest_bits(stub) is None
-    assert check.smallest_bits(None) is None
-    assert "not attempted yet" in _out(capsys)
+# --- exercise 4: sin_step --------------------------------------------------------------------
+def right_step(d, base):
+    theta = pl.rope_frequencies(d, base=base, dtype=torch.float64)
+    return 2 * torch.sin(theta / 2).pow(2).sum().sqrt()
 
 
-def test_integer_cosine(capsys):
-    assert check.integer_cosine((10, 10)) is True
+def test_sin_step_accepts_the_closed_form_in_several_forms(capsys):
+    assert check.sin_step(right_step) is True
     assert "all correct!" in _out(capsys)
-    assert check.integer_cosine([10, 10]) is True
-    assert check.integer_cosine((9, 10)) is False  # cos(x, x + p_9) = 1/sqrt(82) > 0.1
+    assert check.sin_step(lambda d, b: float(right_step(d, b))) is True
+    assert check.sin_step(lambda d, b: right_step(d, b).numpy()) is True  # a 0-d array
+    thetas = lambda d, b: pl.rope_frequencies(d, base=b, dtype=torch.float64)  # noqa: E731
+    assert check.sin_step(lambda d, b: (2 - 2 * torch.cos(thetas(d, b))).sum().sqrt()) is True  # same, unsimplified
+
+
+def test_sin_step_fact_against_the_table():
+    """Independent of the checker: the closed form equals every step of a long table."""
+    for d, base in ((6, 10000.0), (64, 10000.0), (16, 100.0)):
+        table = pl.sinusoidal_positions(300, d, base=base, dtype=torch.float64)
+        steps = (table[1:] - table[:-1]).norm(dim=-1)
+        torch.testing.assert_close(steps, torch.full_like(steps, float(right_step(d, base))))
+
+
+def test_sin_step_refuses_a_measurement(capsys):
+    """The step measured on a table, or on codes made by rotating a vector, is not the derivation."""
+    measured = lambda d, b: pl.sinusoidal_positions(2, d, base=b, dtype=torch.float64).diff(dim=0).norm()  # noqa: E731
+    rotated = lambda d, b: (pl.apply_rope(torch.ones(1, d, dtype=torch.float64), torch.tensor([1]), base=b)  # noqa: E731
+                            - torch.ones(1, d, dtype=torch.float64)).norm() / 2**0.5
+    for wrong, says in ((measured, "calls pl.sinusoidal_positions"), (rotated, "calls pl.apply_rope")):
+        assert check.sin_step(wrong) is False
+        out = _out(capsys)
+        assert says in out and "derive it" in out
+    assert pl.sinusoidal_positions(2, 4).shape == (2, 4)  # the library works again
+    assert check.sin_step(lambda d, b: float(right_step(d, b))) is True  # pl.rope_frequencies stays allowed
+
+
+def test_sin_step_names_typical_mistakes(capsys):
+    thetas = lambda d, b: pl.rope_frequencies(d, base=b, dtype=torch.float64)  # noqa: E731
+    assert check.sin_step(lambda d, b: (1 - torch.cos(thetas(d, b))).sum().sqrt()) is False  # one coordinate
     out = _out(capsys)
-    assert "still 0.1 or more" in out and "differ" in out
-    assert check.integer_cosine((10, 11)) is False
-    assert "an earlier position" in _out(capsys)
-    assert check.integer_cosine((10, 80)) is False  # the width does not matter
-    assert check.integer_cosine(1 / math.sqrt(10)) is False  # the old single-number answer
-    assert "must be a pair" in _out(capsys)
-    assert check.integer_cosine(("10", 10)) is False
-    assert check.integer_cosine(None) is None
-    assert "not attempted yet" in _out(capsys)
-
-
-def test_integer_cosine_answer_is_what_layernorm_gives():
-    """cos(x, x + i*1) = 1/sqrt(1 + i^2) for a LayerNorm-ed x, any width: measured for several seeds,
-    so the first i below 0.1 is 10 (1/sqrt(101) < 0.1 <= 1/sqrt(82))."""
-    g = torch.Generator().manual_seed(0)
-    for d in (64, 4096):
-        x = torch.nn.functional.layer_norm(torch.randn(20, d, generator=g, dtype=torch.float64), (d,))
-        for i in (3, 9, 10):
-            p = pl.integer_positions(i + 1, d, dtype=torch.float64)[i]
-            cos = torch.nn.functional.cosine_similarity(x, x + p, dim=-1)
-            torch.testing.assert_close(cos, torch.full((20,), 1 / math.sqrt(1 + i * i), dtype=torch.float64),
-                                       atol=1e-4, rtol=0)  # LayerNorm eps
-    assert 1 / math.sqrt(1 + 9**2) >= 0.1 > 1 / math.sqrt(1 + 10**2)
+    assert "1/√2 of the distance" in out and "sin(" not in out and "chord" not in out and "circle" not in out
+    assert check.sin_step(lambda d, b: right_step(d, b) ** 2) is False
+    assert "squared distance" in _out(capsys)
+    assert check.sin_step(lambda d, b: (d / 2) ** 0.5 * 2 * torch.sin(thetas(d, b)[0] / 2)) is False  # all pairs fast
+    assert "every pair as the fastest" in _out(capsys)
+    assert check.sin_step(lambda d, b: 1.0) is False
+    out = _out(capsys)
+    assert "not the distance" in out
+    for d, b in check.ch02.STEP_CASES:
+        assert f"{float(right_step(d, b)):.3f}" not in out  # the value is never printed
+    assert check.sin_step(lambda d, b: [1.0, 2.0]) is False
+    assert "one number" in _out(capsys)
+    assert check.sin_step(None) is None

@@ -19,35 +19,62 @@ def _first_slow_pair(d, base, L):
     return min(d // 2, math.floor((d / 2) * math.log((L - 1) / (2 * math.pi)) / math.log(base)) + 1)
 
 
-def _rotation(s, d):
-    """R_s written out: a 2 x 2 block [[cos, -sin], [sin, cos]] of angle s * 10000**(-2j/d) per pair."""
-    blocks = []
-    for j in range(d // 2):
-        a = s * 10000.0 ** (-2 * j / d)
-        blocks.append(torch.tensor([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]], dtype=torch.float64))
-    return torch.block_diag(*blocks)
+# Exercise 1, written out from §1's rule: qᵀR(φ)k = cos φ (q·k) + sin φ (q·Jk), φ = (n − m) θ_1, θ_1 = 0.1.
+PHI = (50 - 30) * 10000 ** (-2 / 8)
+PAIR_SCORE = math.cos(PHI) * 1.0 + math.sin(PHI) * 3.0  # q·k = 2 - 1, q·Jk = (2, 1)·(1, 1)
 
 
-def _half_rotation(s, d):
-    """R_s in the half layout: pair j at rows/columns (j, j + d/2)."""
-    order = [f for j in range(d // 2) for f in (j, j + d // 2)]  # interleaved slot -> half feature
-    back = torch.argsort(torch.tensor(order))
-    return _rotation(s, d)[back][:, back]
+def _generator(Q, thetas=(1.0, 0.01)):
+    """Q B Qᵀ with B RoPE's d = 4 generator (frequencies 1 and 1/100 unless said): written out, not from the library."""
+    B = torch.zeros(4, 4, dtype=torch.float64)
+    B[0, 1], B[1, 0], B[2, 3], B[3, 2] = -thetas[0], thetas[0], -thetas[1], thetas[1]
+    return Q @ B @ Q.T
 
 
-ANGLE = 30 * 10000 ** (-2 / 8)  # position 30, pair 1, d = 8: 3 radians
-RIGHT_PAIR = [2 * math.cos(ANGLE) - math.sin(ANGLE), 2 * math.sin(ANGLE) + math.cos(ANGLE)]
-# [1, 2, -1, 0.5] at position 7 (d = 4): pairs turned by 7 and 0.07 rad, written out from cos/sin values.
-C7, S7, C07, S07 = math.cos(7), math.sin(7), math.cos(0.07), math.sin(0.07)
-EXACT_ROW7 = [C7 - 2 * S7, S7 + 2 * C7, -C07 - 0.5 * S07, -S07 + 0.5 * C07]
+def _random_orthogonal(seed):
+    q, _ = torch.linalg.qr(torch.randn(4, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(seed)))
+    return q
+
+
+def frequencies_by_invariants(A):
+    """Exercise 4's closed form: tr(AᵀA) = 2(θ1² + θ2²) and det A = θ1² θ2², both blind to the basis."""
+    A = torch.as_tensor(A, dtype=torch.float64)
+    s = (A**2).sum() / 2  # θ1² + θ2²
+    p = torch.linalg.det(A).clamp(min=0).sqrt()  # θ1 θ2
+    fast = ((s + 2 * p).sqrt() + (s - 2 * p).clamp(min=0).sqrt()) / 2  # (θ1 + θ2 + |θ1 − θ2|) / 2
+    return torch.stack((fast, p / fast))
+
+
+def frequencies_by_pfaffian(A):
+    """Another right form: the Pfaffian a01 a23 − a02 a13 + a03 a12 = ±θ1 θ2, the quadratic's roots, Python floats,
+    in the input's own dtype (float32 stays float32)."""
+    a = torch.as_tensor(A)
+    s = float((a**2).sum()) / 2
+    pf = abs(float(a[0, 1] * a[2, 3] - a[0, 2] * a[1, 3] + a[0, 3] * a[1, 2]))
+    root = math.sqrt(max(s * s - 4 * pf * pf, 0.0))
+    return [math.sqrt((s + root) / 2), pf / math.sqrt((s + root) / 2)]
+
+
+def frequencies_in_float32(A):
+    """The quadratic's roots in float32 arithmetic, as numpy floats."""
+    a = np.asarray(A, dtype=np.float32)
+    s, p2 = (a**2).sum() / 2, np.linalg.det(a)
+    root = np.sqrt(max(s * s - 4 * p2, 0))
+    return np.array([np.sqrt((s + root) / 2), np.sqrt(max((s - root) / 2, 0))], dtype=np.float32)
+
+
+TILTED = _generator(_random_orthogonal(0))
+
 
 CASES = {
-    "rope_rotate_pair": (
-        RIGHT_PAIR,
+    "rope_pair_score": (
+        PAIR_SCORE,
         [
-            [2 * math.cos(ANGLE) + math.sin(ANGLE), -2 * math.sin(ANGLE) + math.cos(ANGLE)],  # clockwise
-            [2.0, 1.0],
-            [1.0],
+            math.cos(PHI) - 3 * math.sin(PHI),  # the key turned the other way
+            math.cos(50 * 0.1) + 3 * math.sin(50 * 0.1),  # one vector turned by its absolute angle
+            1.0,  # no rotation
+            [1.0, 2.0],
+            "2.31",
         ],
     ),
     "rope_first_slow_pair": (
@@ -71,24 +98,15 @@ CASES = {
             "abc",
         ],
     ),
-    "rope_value_shift": (
-        _rotation,
+    "rope_tilted_frequencies": (
+        frequencies_by_invariants,
         [
-            lambda s, d: _rotation(-s, d),  # turned the wrong way
-            lambda s, d: torch.eye(d),  # "nothing changes"
-            _half_rotation,  # the other layout
-            lambda s, d: _rotation(s, d)[:2],
-            lambda s, d: 1 / 0,
-        ],
-    ),
-    "rope_table_row": (
-        [-0.5601, 2.1648, -1.0325, 0.4288],
-        [
-            [-0.5601, 2.1648, -1.0326, 0.4288],  # cut off, not rounded
-            [-0.8489, 1.1311, 1.0295, -0.9696],  # row 3 of §5's table
-            [C7 + 2 * S7, -S7 + 2 * C7, -C07 + 0.5 * S07, S07 + 0.5 * C07],  # clockwise
-            [C7 - 2 * S7, S7 + 2 * C7, -math.cos(700) - 0.5 * math.sin(700), -math.sin(700) + 0.5 * math.cos(700)],
-            [0, 0, 0],
+            lambda A: frequencies_by_invariants(A).flip(0),  # the slower first
+            lambda A: frequencies_by_invariants(A) ** 2,  # θ², not θ
+            lambda A: 2 * math.pi / frequencies_by_invariants(A),  # wavelengths
+            lambda A: math.sqrt(2) * frequencies_by_invariants(A),  # the whole sum of squares for θ1² + θ2²
+            lambda A: frequencies_by_invariants(A)[:1],
+            lambda A: "θ",
         ],
     ),
 }
@@ -118,37 +136,79 @@ def test_unattempted_says_so(name, blank, capsys):
     assert "not attempted yet" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("name", ["rope_first_slow_pair", "rope_value_shift"])
+@pytest.mark.parametrize("name", ["rope_first_slow_pair"])
 def test_stub_raising_not_implemented_counts_as_unattempted(name, capsys):
     """A learner stub that still raises NotImplementedError is not an error."""
     assert getattr(check, name)(_unfinished) is None
     assert "not attempted yet" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("right", [PAIR_SCORE, torch.tensor(PAIR_SCORE), np.float64(PAIR_SCORE), [PAIR_SCORE],
+                                   round(PAIR_SCORE, 4)])
+def test_pair_score_accepts_every_form(right, capsys):
+    assert check.rope_pair_score(right) is True
+    assert "all correct!" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("wrong, says", [
+    (math.cos(PHI) - 3 * math.sin(PHI), "turned the other way"),  # offset m - n instead of n - m
+    (math.cos(5.0) + 3 * math.sin(5.0), "only through the offset"),  # the key's absolute angle alone
+    (math.cos(8.0) + 3 * math.sin(8.0), "do not add up"),  # the sum of the two angles
+    (math.cos(20.0) + 3 * math.sin(20.0), "pair 0's rate"),  # theta_0 = 1 instead of theta_1
+    (1.0, "without any rotation"),
+])
+def test_pair_score_names_the_misconception(wrong, says, capsys):
+    assert check.rope_pair_score(wrong) is False
+    out = capsys.readouterr().out
+    assert says in out and "hint:" in out and "2.31" not in out  # the value stays hidden
+
+
+@pytest.mark.parametrize("right", [frequencies_by_invariants, frequencies_by_pfaffian, frequencies_in_float32,
+                                   lambda A: tuple(frequencies_by_invariants(A).tolist())])
+def test_tilted_frequencies_accept_every_closed_form(right, capsys):
+    assert check.rope_tilted_frequencies(right) is True
+    assert "all correct!" in capsys.readouterr().out
+
+
+def test_the_closed_form_is_what_the_chapter_measures():
+    """Independent of the checker: the invariants give §3's eigenvalue frequencies for generators built by hand."""
+    for seed, thetas in ((0, (1.0, 0.01)), (3, (2.0, 0.5)), (8, (0.7, 0.3))):
+        A = _generator(_random_orthogonal(seed), thetas)
+        torch.testing.assert_close(frequencies_by_invariants(A), torch.tensor(thetas, dtype=torch.float64))
+        evals = torch.linalg.eigvalsh(A @ A)  # §3's route: -θ², each twice
+        torch.testing.assert_close((-evals[[0, 2]]).sqrt(), torch.tensor(thetas, dtype=torch.float64))
+        assert (A.abs() > 1e-9).sum() > 8  # tilted: every feature coupled
+
+
+@pytest.mark.parametrize("wrong, says", [
+    (lambda A: frequencies_by_invariants(A).flip(0), "the slower first"),
+    (lambda A: frequencies_by_invariants(A) ** 2, "squares of the frequencies"),
+    (lambda A: 2 * math.pi / frequencies_by_invariants(A), "wavelengths"),
+    (lambda A: math.sqrt(2) * frequencies_by_invariants(A), "twice the right sum"),
+    (lambda A: torch.linalg.eigvalsh(A.T @ A).sqrt()[[3, 0]], "calls torch.linalg.eigvalsh"),
+    (lambda A: np.sort(np.abs(np.linalg.eigvals(np.asarray(A)).imag))[[3, 0]], "calls numpy.linalg.eigvals"),
+    (lambda A: torch.linalg.svdvals(A)[[0, 2]], "calls torch.linalg.svdvals"),
+    (lambda A: [1.0, 0.01], "not the frequencies"),  # RoPE's own, for every A
+])
+def test_tilted_frequencies_name_the_misconception(wrong, says, capsys):
+    assert check.rope_tilted_frequencies(wrong) is False
+    out = capsys.readouterr().out
+    assert says in out and "hint:" in out
+    assert "det" not in out and "trace" not in out and "Pfaffian" not in out  # the route stays hidden
+    assert torch.linalg.eigvalsh(torch.eye(2)).tolist() == [1.0, 1.0]  # the routines work again
+
+
 def test_specific_feedback_for_common_slips(capsys):
-    """Clockwise rotation, P for Q, the wrong turning direction, off-by-one pairs and the 1.0296 slip are named."""
-    check.rope_rotate_pair(CASES["rope_rotate_pair"][1][0])
-    assert "clockwise" in capsys.readouterr().out
+    """P for Q and off-by-one pairs are named."""
     check.rope_layout_perm([0, 2, 4, 6, 1, 3, 5, 7])
     out = capsys.readouterr().out
     assert "that is P" in out and "follow one pair" in out
     assert "undoes" not in out and "P[Q]" not in out and "0, 4, 1, 5" not in out  # the hint hides the inverse
-    check.rope_value_shift(lambda s, d: _rotation(-s, d))
-    assert "wrong way" in capsys.readouterr().out
-    check.rope_value_shift(lambda s, d: torch.eye(d))
-    assert "M = I" in capsys.readouterr().out
     check.rope_first_slow_pair(CASES["rope_first_slow_pair"][1][0])
     out = capsys.readouterr().out
     assert "pair 45 still completes a full turn" in out and "46" not in out  # the answer stays hidden
     check.rope_first_slow_pair(CASES["rope_first_slow_pair"][1][1])
     assert "pair 46 already stays below one turn" in capsys.readouterr().out
-    check.rope_table_row([-0.5601, 2.1648, -1.0326, 0.4288])
-    out = capsys.readouterr().out
-    assert "entry 2: -1.0326 is off in the 4th decimal" in out and "1.0325" not in out  # the right value stays hidden
-    check.rope_table_row(CASES["rope_table_row"][1][2])
-    assert "clockwise" in capsys.readouterr().out
-    check.rope_table_row(CASES["rope_table_row"][1][3])
-    assert "grows with j" in capsys.readouterr().out
 
 
 def test_first_slow_pair_edges_and_number_types(capsys):
@@ -157,16 +217,3 @@ def test_first_slow_pair_edges_and_number_types(capsys):
     assert check.rope_first_slow_pair(lambda d, base, L: np.int64(_first_slow_pair(d, base, L))) is True
     assert check.rope_first_slow_pair(lambda d, base, L: torch.tensor(_first_slow_pair(d, base, L))) is True
     assert check.rope_first_slow_pair(lambda d, base, L: float(_first_slow_pair(d, base, L))) is True
-
-
-def test_value_shift_accepts_float32_matrices():
-    """The library's float32 R_s is right too (the check allows float32 rounding)."""
-    import posenc_lib as pl
-
-    assert check.rope_value_shift(lambda s, d: pl.rope_matrix(s, d)) is True
-
-
-def test_exact_row_values_pass_unrounded():
-    """Unrounded values (more decimals) are right too."""
-    assert check.rope_table_row(EXACT_ROW7) is True
-    assert [round(v, 4) for v in EXACT_ROW7] == CASES["rope_table_row"][0]

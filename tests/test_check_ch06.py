@@ -1,6 +1,7 @@
 """The chapter 6 (ALiBi) exercise checkers: right answers pass, wrong ones fail, None is unattempted."""
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -9,54 +10,32 @@ from posenc_lib import check
 
 
 def recipe(n):
+    """ALiBi's slopes for any n, written from §1's recipe (not from the library)."""
     c = 2 ** math.floor(math.log2(n))
     power = lambda k: [2 ** (-8 * h / k) for h in range(1, k + 1)]
     return power(c) + power(2 * c)[0::2][: n - c]
 
 
 def test_checkers_are_exported():
-    for name in ("alibi_slopes_recipe", "alibi_bias_entries", "is_causal_alibi", "row_shift_modes", "head_reach"):
+    for name in ("is_causal_alibi", "alibi_bf16_collapse", "nonsym_one_row", "alibi_far_share"):
         assert callable(getattr(check, name))
 
 
-@pytest.mark.parametrize("checker", [check.alibi_slopes_recipe, check.alibi_bias_entries,
-                                     check.is_causal_alibi, check.row_shift_modes, check.head_reach])
+@pytest.mark.parametrize("checker", [check.is_causal_alibi, check.alibi_bf16_collapse, check.nonsym_one_row,
+                                     check.alibi_far_share])
 def test_unattempted_says_so(checker, capsys):
     assert checker(None) is None
     assert "not attempted yet" in capsys.readouterr().out
 
 
-def test_slopes_recipe_right_and_wrong(capsys):
-    assert check.alibi_slopes_recipe(recipe) is True
-    assert "all correct!" in capsys.readouterr().out
-    assert check.alibi_slopes_recipe(lambda n: [2 ** (-8 * h / n) for h in range(1, n + 1)]) is False
-    out = capsys.readouterr().out
-    assert "✓ 8 heads" in out and "✗ 6 heads: the plain 2**(-8h/H)" in out and "hint" in out
-    assert "0.3968" not in out  # the right first slope for 6 heads, 2**-(8/6) ~ 0.39685, stays hidden
-    assert check.alibi_slopes_recipe(lambda n: sorted(recipe(n), reverse=True)) is False  # monotone: wrong for 6
-    assert "✗ 6 heads: wrong" in capsys.readouterr().out
-
-
-def test_slopes_recipe_stub_is_unattempted_and_bugs_are_reported(capsys):
-    def stub(n):
+@pytest.mark.parametrize("checker", [check.nonsym_one_row, check.alibi_far_share])
+def test_stub_is_unattempted_and_bugs_are_reported(checker, capsys):
+    def stub(*args):
         raise NotImplementedError
 
-    assert check.alibi_slopes_recipe(stub) is None
-    assert check.alibi_slopes_recipe(lambda n: 1 / 0) is False
+    assert checker(stub) is None
+    assert checker(lambda *args: 1 / 0) is False
     assert "ZeroDivisionError" in capsys.readouterr().out
-
-
-def test_bias_entries(capsys):
-    assert check.alibi_bias_entries((-0.625, float("-inf"))) is True
-    assert check.alibi_bias_entries([-5 / 8, -math.inf]) is True
-    capsys.readouterr()
-    assert check.alibi_bias_entries((0.625, float("-inf"))) is False  # sign
-    out = capsys.readouterr().out
-    assert "bias[2, 7, 2]: not 0.625" in out and "0.125" not in out  # head 2's slope stays hidden
-    assert check.alibi_bias_entries((-1.25, float("-inf"))) is False  # head counted from 1
-    assert check.alibi_bias_entries((-0.625, -0.25)) is False  # future key not hidden
-    assert check.alibi_bias_entries(-0.625) is False
-    assert "expected a pair" in capsys.readouterr().out
 
 
 def causal_by_hand(H, L, slopes):
@@ -95,45 +74,179 @@ def test_is_causal_alibi_refuses_the_library_shortcut(capsys):
                                                                           pl.alibi_slopes(b.shape[0])))) is True
 
 
-def test_row_shift_modes(capsys):
-    assert check.row_shift_modes({"causal"}) is True
-    assert check.row_shift_modes(["causal"]) is True
-    capsys.readouterr()
-    assert check.row_shift_modes({"causal", "nonsymmetric"}) is False
+# ---------------------------------------------------------------- Exercise 2: the bfloat16 collapse
+
+def test_bf16_collapse_known_value():
+    """Independent of the checker: at L = 258 head 1's last two +m j values (128.5, 128) round to one bf16 number;
+    at 257 they (128, 127.5) are both exact. BLOOM's own builder agrees."""
+    from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+
+    for L, same in ((257, False), (258, True)):
+        row = build_alibi_tensor(torch.ones(1, L, dtype=torch.long), 8, torch.bfloat16).view(8, L)[0]
+        assert (row[-1] == row[-2]).item() is same
+    values = torch.arange(0, 257) / 2  # keys 0..256 (every L up to 257): neighbours never merge
+    assert (values.bfloat16()[1:] != values.bfloat16()[:-1]).all()
+
+
+@pytest.mark.parametrize("right", [258, 258.0, torch.tensor(258), np.int64(258)])
+def test_bf16_collapse_accepts_every_form(right, capsys):
+    assert check.alibi_bf16_collapse(right) is True
+    assert "all correct!" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("wrong, says", [
+    (257, "still stored exactly"),  # thinks the spacing of 1 above 128 is enough at once
+    (259, "rounds to the even neighbour"),  # ties rounded up
+    (514, "spacing of 2"),  # waits for the values to be 2 apart
+    (100, "still get different"),
+    (5000, "much earlier"),
+    ("258", "expected a whole length"),
+])
+def test_bf16_collapse_names_the_misconception(wrong, says, capsys):
+    assert check.alibi_bf16_collapse(wrong) is False
     out = capsys.readouterr().out
-    assert "1 of the four forms is on the wrong side" in out
-    assert "nonsymmetric" not in out and "✓ symmetric: different weights" in out  # the wrong one is not named
-    assert check.row_shift_modes({"causal", "symmetric"}) is False
-    assert check.row_shift_modes(set()) is False
-    assert check.row_shift_modes("causal") is False
-    assert check.row_shift_modes({"bidirectional"}) is False
-    assert "unknown names" in capsys.readouterr().out
+    assert says in out and "hint:" in out and ("258" not in out or wrong == "258")
 
 
-def measured_reach(H):
-    """The reach read off real attention weights: q·k = 0, causal ALiBi, the last query of a long sequence."""
-    L = 1300  # longer than the gentlest head's reach (2**8 * ln 100 ~ 1179)
+# ---------------------------------------------------------------- Exercise 3: one row for the non-symmetric form
+
+def one_row_right(H, L):
+    m = torch.tensor(recipe(H // 2))
+    j = torch.arange(L, dtype=torch.float32)
+    return torch.cat((m[:, None] * j, -m[:, None] * j))[:, None, :]
+
+
+@pytest.mark.parametrize("right", [
+    one_row_right,
+    lambda H, L: one_row_right(H, L).double() + 5.0,  # a constant per row changes nothing
+    lambda H, L: one_row_right(H, L) - one_row_right(H, L)[..., -1:],  # MPT's way: shifted to end at zero
+])
+def test_nonsym_one_row_accepts_right_designs(right, capsys):
+    assert check.nonsym_one_row(right) is True
+    assert "all correct!" in capsys.readouterr().out
+
+
+def test_the_right_row_reproduces_the_form():
+    """Independent of the checker: the design's weights equal the non-symmetric form's, for every head."""
+    H, L = 8, 9
+    exact = pl.alibi_bias(H, L, mode="nonsymmetric")
+    scores = torch.randn(H, L, L, generator=torch.Generator().manual_seed(0))
+    ours = (scores + one_row_right(H, L)).masked_fill(torch.isinf(exact), float("-inf"))
+    torch.testing.assert_close(ours.softmax(-1), (scores + exact).softmax(-1))
+
+
+@pytest.mark.parametrize("wrong, says", [
+    (lambda H, L: torch.tensor(recipe(H // 2) * 2)[:, None, None] * torch.arange(L), "right-looking half sees"),
+    (lambda H, L: -torch.tensor(recipe(H // 2) * 2)[:, None, None] * torch.arange(L), "left-looking half sees"),
+    (lambda H, L: torch.tensor(recipe(H))[:, None, None] * torch.arange(L), "not the form's slopes"),  # H slopes
+    (lambda H, L: one_row_right(H, L)[:, 0], "return an"),
+])
+def test_nonsym_one_row_names_the_misconception(wrong, says, capsys):
+    assert check.nonsym_one_row(wrong) is False
+    out = capsys.readouterr().out
+    assert says in out and "hint:" in out
+
+
+# ---------------------------------------------------------------- Exercise 4: weight beyond the training length
+
+def far_share_closed_form(H, T, L):
+    shares = []
+    for m in recipe(H):
+        g = math.exp(-m)
+        shares.append((g**T - g**L) / (1 - g**L))
+    return shares
+
+
+def far_share_closed_float32(H, T, L):
+    """The same closed form in float32, from the library's float32 slopes, as a tensor."""
+    g = torch.exp(-pl.alibi_slopes(H))
+    return (g**T - g**L) / (1 - g**L)
+
+
+def far_share_measured(H, T, L):
+    """The forbidden shortcut: measured from real attention weights (q.k = 0)."""
     zeros = torch.zeros(1, H, L, 1, dtype=torch.float64)
     _, w = pl.attention(zeros, zeros, zeros, bias=pl.alibi_bias(H, L, dtype=torch.float64))
-    ratio = w[0, :, -1].flip(-1) / w[0, :, -1, -1:]  # ratio[h, D]: D steps back over the query's own weight
-    below = ratio < 0.01
-    assert below.any(-1).all()
-    return below.int().argmax(-1).tolist()  # the first D where it is below
+    return w[0, :, -1, : L - T].sum(-1)
 
 
-def test_head_reach_right_and_wrong(capsys):
-    assert measured_reach(8)[:2] == [10, 19]  # m = 1/2: e**-4.5 > 0.01 > e**-5; m = 1/4: e**-4.5 > 0.01 > e**-4.75
-    assert check.head_reach(measured_reach) is True
+def far_share_softmax_by_hand(H, T, L):
+    """Another measurement: the bias built from the slopes, then a softmax over every key."""
+    m = torch.tensor(recipe(H), dtype=torch.float64)[:, None]
+    return torch.softmax(-m * torch.arange(L), -1)[:, T:].sum(-1)
+
+
+def far_share_summed(H, T, L):
+    """A measurement with neither: one weight per key, added up (a tensor as long as the input)."""
+    w = torch.exp(-torch.tensor(recipe(H), dtype=torch.float64)[:, None] * torch.arange(L))
+    return w[:, T:].sum(-1) / w.sum(-1)
+
+
+def far_share_loop(H, T, L):
+    """A loop over the keys, in plain Python."""
+    shares = []
+    for m in recipe(H):
+        total = far = 0.0
+        for back in range(L):
+            total += math.exp(-m * back)
+            far += math.exp(-m * back) if back >= T else 0.0
+        shares.append(far / total)
+    return shares
+
+
+def test_far_share_known_values():
+    """8 heads trained at 1024, read at 2048: the gentlest head about 1.8 %, the next 0.03 %."""
+    shares = far_share_closed_form(8, 1024, 2048)
+    assert abs(shares[7] - 0.01799) < 1e-5 and abs(shares[6] - 3.35e-4) < 1e-6 and shares[5] < 1e-6
+
+
+@pytest.mark.parametrize("right", [
+    far_share_closed_form,  # a list of Python floats
+    far_share_closed_float32,  # a float32 tensor
+    lambda H, T, L: np.array(far_share_closed_form(H, T, L)),  # a numpy array
+])
+def test_far_share_accepts_right_answers(right, capsys):
+    assert check.alibi_far_share(right) is True
     assert "all correct!" in capsys.readouterr().out
-    by_formula = lambda H: [math.floor(math.log(100) / m) + 1 for m in recipe(H)]
-    assert check.head_reach(by_formula) is True
-    capsys.readouterr()
-    assert check.head_reach(lambda H: [x - 1 for x in by_formula(H)]) is False
+
+
+def test_far_share_closed_form_equals_the_measured_weights():
+    """Independent of the checker: the closed form is what attention with q.k = 0 does, in float64 and float32."""
+    for H, T, L in ((8, 1024, 2048), (6, 64, 512), (1, 10, 400)):
+        measured = far_share_measured(H, T, L)
+        torch.testing.assert_close(torch.tensor(far_share_closed_form(H, T, L), dtype=torch.float64), measured)
+        assert torch.allclose(far_share_closed_float32(H, T, L).double(), measured, atol=1e-9, rtol=1e-4)
+
+
+@pytest.mark.parametrize("measurement, says", [
+    (far_share_measured, "calls pl.alibi_bias"),
+    (far_share_softmax_by_hand, "calls torch.softmax"),
+    (far_share_summed, "torch.arange with"),
+    (far_share_loop, "runs a loop over the keys"),
+])
+def test_far_share_refuses_a_measurement(measurement, says, capsys):
+    import sys
+
+    before = (torch.softmax, torch.Tensor.softmax, torch.arange, pl.alibi_bias, sys.gettrace())
+    assert check.alibi_far_share(measurement) is False
     out = capsys.readouterr().out
-    assert "one step short" in out and "1179" not in out and "hint" in out  # the answer stays hidden
-    assert check.head_reach(lambda H: [math.log(100) / m for m in recipe(H)]) is False  # not rounded
-    assert "whole numbers" in capsys.readouterr().out
-    assert check.head_reach(lambda H: [math.floor(math.log10(100) / m) + 1 for m in recipe(H)]) is False
-    assert check.head_reach(lambda H: by_formula(H)[:-1]) is False
-    assert "expected 8 distances" in capsys.readouterr().out
-    assert check.head_reach(lambda H: None) is False
+    assert says in out and "derive" in out and "0.0179" not in out
+    assert (torch.softmax, torch.Tensor.softmax, torch.arange, pl.alibi_bias, sys.gettrace()) == before  # all undone
+    assert check.alibi_far_share(far_share_closed_form) is True  # and the next answer runs normally
+
+
+@pytest.mark.parametrize("wrong, says", [
+    (lambda H, T, L: [math.exp(-m * T) for m in recipe(H)], "to infinity"),
+    (lambda H, T, L: far_share_closed_form(H, T + 1, L), "off by one"),
+    (lambda H, T, L: far_share_closed_form(H, T - 1, L), "off by one"),
+    (lambda H, T, L: [(g**T - g**L) / (1 - g**L) for g in (math.exp(-(2 ** (-8 * h / H))) for h in range(1, H + 1))],
+     "plain 2**(-8h/H)"),  # the naive slopes: right for 8 heads, wrong for 6
+    (lambda H, T, L: far_share_closed_form(H, T, L)[:-1], "one per head"),
+    (lambda H, T, L: [1 - x for x in far_share_closed_form(H, T, L)], "distances training did show"),
+    (lambda H, T, L: far_share_closed_float32(H, T, L) * 1.001, "not the shares"),
+])
+def test_far_share_names_the_misconception(wrong, says, capsys):
+    assert check.alibi_far_share(wrong) is False
+    out = capsys.readouterr().out
+    assert says in out and "hint:" in out and "0.0179" not in out and "0.018" not in out
+    assert "geometric" not in out  # the hint points to the figure, not to the series

@@ -48,21 +48,38 @@ def test_counter_merge(capsys):
     assert ok is False and "too late" in out and "hint" in out
     ok, out = run(check.counter_merge, lambda dt: merge[dt] - 1, capsys)
     assert ok is False and "too early" in out and "188 and 189 still differ" in out
-    ok, out = run(check.counter_merge, lambda dt: float(merge[dt]), capsys)
+    ok, out = run(check.counter_merge, lambda dt: merge[dt] + 0.5, capsys)
     assert ok is False and "not a position" in out
     assert "189" not in run(check.counter_merge, lambda dt: 5, capsys)[1]  # the answer stays hidden
 
 
-def test_base_for_pair(capsys):
-    assert run(check.base_for_pair, None, capsys)[0] is None
-    assert run(check.base_for_pair, stub, capsys)[0] is None
-    ok, out = run(check.base_for_pair, lambda b, s, d, j: b * s ** (d / (2 * j)), capsys)
-    assert ok is True and "all correct!" in out and "NTK's choice" in out
-    ok, out = run(check.base_for_pair, lambda b, s, d, j: b * s ** (d / (d - 2)), capsys)  # NTK's, for every pair
-    assert ok is False and out.count("✓") == 1 and "solve for ln b'" in out
-    assert run(check.base_for_pair, lambda b, s, d, j: b * s, capsys)[0] is False
-    ok, out = run(check.base_for_pair, lambda b, s, d, j: 0.5, capsys)
-    assert ok is False and "not a base > 1" in out
+def test_dynamic_ntk_length(capsys):
+    """Right: L0 (2 - 1/s), from s L / L0 - (s - 1) = s, written as a float or rounded to the integer it is."""
+    assert run(check.dynamic_ntk_length, None, capsys)[0] is None
+    assert run(check.dynamic_ntk_length, stub, capsys)[0] is None
+    ok, out = run(check.dynamic_ntk_length, lambda L0, s: L0 * (2 - 1 / s), capsys)
+    assert ok is True and "all correct!" in out
+    ok, out = run(check.dynamic_ntk_length, lambda L0, s: torch.tensor(round(L0 * (2 * s - 1) / s)), capsys)
+    assert ok is True  # a tensor holding the whole number
+    ok, out = run(check.dynamic_ntk_length, lambda L0, s: s * L0, capsys)  # the usual slip: "dynamic = static at s L0"
+    assert ok is False and "is s·L0" in out and "larger than s" in out
+    ok, out = run(check.dynamic_ntk_length, lambda L0, s: float(L0), capsys)  # where it only starts
+    assert ok is False and "starts to stretch" in out
+    ok, out = run(check.dynamic_ntk_length, lambda L0, s: [L0, s], capsys)
+    assert ok is False and "not a length" in out
+    for L0, s in ((2048, 8.0), (8192, 4.0)):  # no expected length printed for a wrong answer
+        assert f"{L0 * (2 - 1 / s):g}" not in run(check.dynamic_ntk_length, lambda a, b: 1.0, capsys)[1]
+
+
+def test_dynamic_ntk_length_is_where_the_library_agrees():
+    """At L = L0 (2 - 1/s) the library's dynamic NTK gives static NTK's frequencies, and not at s L0."""
+    for L0, s in ((4096, 4.0), (2048, 8.0), (4096, 2.0)):
+        L = round(L0 * (2 - 1 / s))
+        static, _ = pl.scaled_rope_frequencies(64, method="ntk", factor=s, original_max_position=L0, dtype=torch.float64)
+        at = lambda n: pl.scaled_rope_frequencies(64, method="dynamic", factor=s, original_max_position=L0,  # noqa: E731
+                                                  seq_len=n, dtype=torch.float64)[0]
+        torch.testing.assert_close(at(L), static, rtol=1e-12, atol=0)
+        assert not torch.allclose(at(int(s * L0)), static)
 
 
 def test_ntk_overshoot(capsys):
@@ -110,7 +127,7 @@ def test_smallest_divisors(capsys):
     assert ok is False and "expected d/2" in out
 
 
-@pytest.mark.parametrize("name", ["counter_merge", "base_for_pair", "ntk_overshoot", "smallest_divisors"])
+@pytest.mark.parametrize("name", ["counter_merge", "dynamic_ntk_length", "ntk_overshoot", "smallest_divisors"])
 def test_wrong_answers_raise_under_grading(name, monkeypatch):
     monkeypatch.setenv("POSENC_GRADING", "1")
     with pytest.raises(AssertionError, match="not attempted"):
@@ -118,11 +135,10 @@ def test_wrong_answers_raise_under_grading(name, monkeypatch):
 
 
 def test_ntk_frequencies_match_the_base_the_checker_teaches():
-    """The library's NTK is Exercise 2's base for the slowest pair (so Exercise 3's reference is NTK)."""
+    """The library's NTK is the base b s^(d/(d-2)) that §2 states (Exercise 3 builds on it)."""
     d, s = 128, 8.0
     ntk, _ = pl.scaled_rope_frequencies(d, method="ntk", factor=s, dtype=torch.float64)
-    torch.testing.assert_close(ntk, pl.rope_frequencies(d, base=10000.0 * s ** (d / (2 * (d // 2 - 1))),
-                                                         dtype=torch.float64))
+    torch.testing.assert_close(ntk, pl.rope_frequencies(d, base=10000.0 * s ** (d / (d - 2)), dtype=torch.float64))
 
 
 def test_slow_pairs_only_is_llama3_with_both_band_edges_at_L0():

@@ -7,6 +7,7 @@ them, a local git repository standing in for the GitHub address, and a stub `goo
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -64,28 +65,27 @@ def test_on_colab_with_posenc_lib_installed_the_lines_do_nothing(tmp_path):
     assert not (tmp_path / "posenc").exists()
 
 
-def course_repository(dest: Path) -> Path:
+def course_repository(dest: Path, lock_transformers: str | None = None) -> Path:
     """A git repository with what the lines need from the course: the package, its metadata, results/."""
     dest.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, dest / name)
-    for name in ("posenc_lib", "results"):
+    for name in ("posenc_lib", "results", "requirements"):
         shutil.copytree(ROOT / name, dest / name, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    if lock_transformers is not None:  # a lock that names another transformers than the one installed
+        lab = dest / "requirements" / "lab.txt"
+        lab.write_text(re.sub(r"^transformers==\S+", f"transformers=={lock_transformers}", lab.read_text(), flags=re.M))
     git = ["git", "-C", str(dest), "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"]
     for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "course"]):
         subprocess.run(git + cmd, check=True, capture_output=True)
     return dest
 
 
-@pytest.mark.timeout(600)
-def test_on_colab_without_posenc_lib_the_lines_install_it(tmp_path):
-    """A fresh venv that has Colab's preinstalled packages (torch, numpy, matplotlib, ipywidgets:
-    this venv's, on a path) but not posenc_lib. After the lines, posenc_lib imports from the clone
-    in the same process (no restart), the committed results are found, and a new process (a
-    restarted runtime) imports it too while the lines then do nothing."""
+def colab_like_venv(tmp_path: Path) -> tuple[Path, Path]:
+    """A fresh venv that has Colab's preinstalled packages (torch, numpy, matplotlib, ipywidgets,
+    transformers: this venv's, on a path) but not posenc_lib; and Colab's working directory."""
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
-    repo = course_repository(tmp_path / "course")
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     py = venv / "bin" / "python"
@@ -93,10 +93,20 @@ def test_on_colab_without_posenc_lib_the_lines_install_it(tmp_path):
     # This venv's packages on the path, without running its .pth files: posenc_lib's editable
     # install is one of those, so posenc_lib itself stays missing.
     Path(site, "colab_preinstalled.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    content = tmp_path / "content"  # Colab's working directory
+    content = tmp_path / "content"
     content.mkdir()
     missing = run(py, "import importlib.util; print(importlib.util.find_spec('posenc_lib'))", content)
     assert missing.stdout.strip() == "None", missing.stderr
+    return py, content
+
+
+@pytest.mark.timeout(600)
+def test_on_colab_without_posenc_lib_the_lines_install_it(tmp_path):
+    """After the lines, posenc_lib imports from the clone in the same process (no restart), the
+    committed results are found, and a new process (a restarted runtime) imports it too while the
+    lines then do nothing. Colab's transformers here is the locked one, so pip is not asked for it."""
+    repo = course_repository(tmp_path / "course")
+    py, content = colab_like_venv(tmp_path)
 
     check = textwrap.dedent("""
         import json, os
@@ -116,3 +126,17 @@ def test_on_colab_without_posenc_lib_the_lines_install_it(tmp_path):
     again = run(py, ON_COLAB + guard(str(tmp_path / "no-such-repo")) + check, tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
     assert Path(again.stdout.splitlines()[0]).resolve() == (content / "posenc" / "posenc_lib" / "__init__.py").resolve()
+
+
+@pytest.mark.timeout(600)
+def test_on_colab_a_transformers_other_than_the_locked_one_is_replaced(tmp_path):
+    """The lock names a transformers that is not installed: the lines ask pip for exactly the
+    locked one. With no index to install from, pip's failure shows what was asked."""
+    repo = course_repository(tmp_path / "course", lock_transformers="0.0.1")
+    py, content = colab_like_venv(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
+    r = subprocess.run([str(py), "-c", ON_COLAB + guard(str(repo))], cwd=content, capture_output=True, text=True,
+                       timeout=300, env=env | {"PIP_NO_INDEX": "1"})
+    assert r.returncode != 0
+    assert "transformers==0.0.1" in r.stderr, r.stderr[-2000:]
+    assert (content / "posenc" / "posenc_lib").is_dir()  # the course was cloned and installed first

@@ -49,9 +49,19 @@ def test_read_bits_are_scored_from_the_r_position():
     assert correct.tolist() == [True, False] and loss[0] < 1e-3 < loss[1]
 
 
-def test_summarize_gives_mean_min_max_over_seeds():
-    per_seed = [{"dense": {"64": 0.5}}, {"dense": {"64": 0.7}}, {"dense": {"64": 0.9}}]
-    assert cc.summarize(per_seed) == {"dense": {"64": {"mean": 0.7, "min": 0.5, "max": 0.9}}}
+def test_summarize_gives_mean_min_max_over_seeds_and_the_fewest_reads():
+    per_seed = [{"dense": {"64": a}, "sparse": {"64": 1.0}, "reads": {"dense": {"64": n}, "sparse": {"64": 9}}}
+                for a, n in ((0.5, 30), (0.7, 28), (0.9, 31))]
+    assert cc.summarize(per_seed) == {"dense": {"64": {"mean": 0.7, "min": 0.5, "max": 0.9, "n": 28}},
+                                      "sparse": {"64": {"mean": 1.0, "min": 1.0, "max": 1.0, "n": 9}}}
+
+
+def test_separation_counts_the_gap_in_evaluation_noise():
+    res = {"methods": {"a": {"dense": {"64": {"min": 0.9, "max": 0.95, "n": 400}}},
+                       "b": {"dense": {"64": {"min": 0.7, "max": 0.8, "n": 100}}}}}
+    # worst a 0.9, best b 0.8, n = 100 (the fewer): 0.1 / sqrt(2 * 0.85 * 0.15 / 100) = 1.98: thin
+    assert cc.separation(res, "a", "b", "dense", 64) == pytest.approx(0.1 / (2 * 0.85 * 0.15 / 100) ** 0.5)
+    assert cc.separation(res, "b", "a", "dense", 64) < 0
 
 
 def _quick(seeds) -> dict:
@@ -95,6 +105,7 @@ def test_committed_results_are_complete():
             for L, r in entry[mix].items():
                 xs = [s[mix][L] for s in entry["seeds"]]
                 assert r["min"] == min(xs) and r["max"] == max(xs) and abs(r["mean"] - sum(xs) / len(xs)) < 1e-4
-    assert 0 < res["cpu_time_s"] <= 600  # CPU seconds: the neighbours on a shared machine do not count
+                assert r["n"] == min(s["reads"][mix][L] for s in entry["seeds"]) > 0
+    assert 0 < res["cpu_time_s"] <= 600 and res["environment"]["cpu"]  # CPU seconds: the neighbours on a shared machine do not count
     fig = cc.draw(res)
     assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["NoPE", "RoPE", "CoPE"]

@@ -8,7 +8,7 @@ from matplotlib.colors import is_color_like, to_hex
 
 import posenc_lib as pl
 from posenc_lib.model import (POSITIONAL_METHODS, DecoderConfig, IRoPE, KVCache, PositionalHooks, PositionalSpec,
-                              TinyDecoder)
+                              TinyDecoder, swapped_rotary)
 
 
 def small(positional, **kw):
@@ -118,14 +118,40 @@ def test_positional_parameters_are_created_right_after_the_embedding(positional,
     assert torch.equal(next(m.positional.parameters()), next(table.parameters()))
 
 
+def scaled(m, inv, att):
+    """The model's rotary module reconfigured with these frequencies and attention factor."""
+    return m.positional.rope.reconfigured(inv_freq=inv, attention_factor=att)
+
+
 def test_rope_scaling_at_evaluation_changes_output_and_factor_one_does_not():
     m = small("rope")
     x = torch.randint(0, 11, (1, 30))
     inv, att = pl.scaled_rope_frequencies(8, method="linear", factor=1.0, original_max_position=12)
     with torch.no_grad():
-        torch.testing.assert_close(m(x, inv_freq=inv, attention_factor=att), m(x))
+        trained = m(x)
+        with swapped_rotary(m, scaled(m, inv, att)):
+            torch.testing.assert_close(m(x), trained)
         inv, att = pl.scaled_rope_frequencies(8, method="yarn", factor=4.0, original_max_position=12)
-        assert not torch.allclose(m(x, inv_freq=inv, attention_factor=att), m(x))
+        with swapped_rotary(m, scaled(m, inv, att)) as swapped:
+            assert swapped is m and m.positional.rope.attention_factor == att
+            assert not torch.allclose(m(x), trained)
+        torch.testing.assert_close(m(x), trained)  # the trained module is back after the block
+
+
+def test_rope_state_lives_in_the_rotary_module():
+    """No RoPE-only parameter in the hooks or the forward: context extension swaps the module."""
+    import inspect
+
+    hooks = inspect.signature(PositionalHooks.rotate).parameters
+    assert [n for n, p in hooks.items() if p.kind == p.KEYWORD_ONLY] == ["layer", "offset"]
+    assert list(inspect.signature(TinyDecoder.forward).parameters) == ["self", "tokens", "cache"]
+    assert not hasattr(PositionalHooks, "rotary")
+    m = small("irope")
+    inv, att = pl.scaled_rope_frequencies(8, method="yarn", factor=4.0, original_max_position=12)
+    rope = scaled(m, inv, att)
+    assert rope.d == rope.rotary_dim == 8 and rope.layout == m.positional.rope.layout
+    torch.testing.assert_close(rope.inv_freq, inv, rtol=0, atol=0)
+    assert torch.equal(m.positional.rope.reconfigured(attention_factor=2.0).inv_freq, m.positional.rope.inv_freq)
 
 
 def test_same_seed_same_model():
@@ -163,10 +189,12 @@ def test_bad_forward_input_raises_value_error():
         m(torch.zeros(5, dtype=torch.long))
     with pytest.raises(ValueError, match="tokens must have an integer dtype"):
         m(torch.zeros(1, 5))
-    with pytest.raises(ValueError, match="need a rotary positional method .* got positional='alibi'"):
-        m(torch.zeros(1, 5, dtype=torch.long), inv_freq=torch.ones(4))
-    with pytest.raises(ValueError, match="need a rotary positional method"):
-        m(torch.zeros(1, 5, dtype=torch.long), attention_factor=1.5)
+    with pytest.raises(ValueError, match="rotary positional method .* got positional='alibi'"):
+        with swapped_rotary(m, pl.RotaryEmbedding(8)):
+            pass
+    with pytest.raises(ValueError, match="rope must be a RotaryEmbedding of the head dimension d = 8"):
+        with swapped_rotary(small("rope"), pl.RotaryEmbedding(16)):
+            pass
 
 
 # ---------------------------------------------------------------- the registry
@@ -199,7 +227,6 @@ def test_every_method_builds_hooks_with_the_documented_shapes(positional):
     if bias is not None:
         assert bias.shape == (2, 12, 12)
         assert torch.isneginf(bias[:, future]).all() and torch.isfinite(bias[:, ~future]).all()
-    assert hooks.rotary == (positional in ("rope", "irope"))
     assert hooks.contextual == (positional == "cope")
     if hooks.contextual:  # the logits hook: a term of the logits' shape, per layer
         logits = torch.randn(3, 2, 12, 12).masked_fill(future, float("-inf"))
@@ -209,8 +236,6 @@ def test_every_method_builds_hooks_with_the_documented_shapes(positional):
 class _Recorder(PositionalHooks):
     """A toy method: records what the model hands each hook; attention sees only the diagonal."""
 
-    rotary = True
-
     def __init__(self):
         super().__init__()
         self.calls = []
@@ -219,8 +244,8 @@ class _Recorder(PositionalHooks):
         self.calls.append(("embed", tuple(x.shape), offset))
         return x
 
-    def rotate(self, q, k, *, layer=0, offset=0, inv_freq=None, attention_factor=1.0):
-        self.calls.append(("rotate", tuple(q.shape), tuple(k.shape), layer, offset, attention_factor))
+    def rotate(self, q, k, *, layer=0, offset=0):
+        self.calls.append(("rotate", tuple(q.shape), tuple(k.shape), layer, offset))
         return q, k
 
     def bias(self, q_len, k_len=None):
@@ -243,10 +268,10 @@ def test_a_registered_method_runs_end_to_end_without_touching_the_model(monkeypa
     m = small("toy")
     x = torch.randint(0, 11, (3, 9))
     with torch.no_grad():
-        out = m(x, attention_factor=0.5)
+        out = m(x)
     assert m.positional.calls == [("embed", (3, 9, 16), 0), ("bias", 9, 9),
-                                  ("rotate", (3, 2, 9, 8), (3, 2, 9, 8), 0, 0, 0.5),
-                                  ("rotate", (3, 2, 9, 8), (3, 2, 9, 8), 1, 0, 0.5)]
+                                  ("rotate", (3, 2, 9, 8), (3, 2, 9, 8), 0, 0),
+                                  ("rotate", (3, 2, 9, 8), (3, 2, 9, 8), 1, 0)]
     # With a cache, the hooks see the new token at its offset (9) and the bias spans all 10 keys.
     m.positional.calls.clear()
     cache = KVCache()
@@ -255,13 +280,13 @@ def test_a_registered_method_runs_end_to_end_without_touching_the_model(monkeypa
         m.positional.calls.clear()
         m(x[:, :1], cache=cache)
     assert m.positional.calls == [("embed", (3, 1, 16), 9), ("bias", 1, 10),
-                                  ("rotate", (3, 2, 1, 8), (3, 2, 1, 8), 0, 9, 1.0),
-                                  ("rotate", (3, 2, 1, 8), (3, 2, 1, 8), 1, 9, 1.0)]
+                                  ("rotate", (3, 2, 1, 8), (3, 2, 1, 8), 0, 9),
+                                  ("rotate", (3, 2, 1, 8), (3, 2, 1, 8), 1, 9)]
     # The bias really reaches attention: with only the diagonal visible, changing token 4 changes nothing else.
     y = x.clone()
     y[:, 4] = (y[:, 4] + 1) % 11
     with torch.no_grad():
-        out_y = m(y, attention_factor=0.5)
+        out_y = m(y)
     assert not torch.allclose(out[:, 4], out_y[:, 4])
     torch.testing.assert_close(torch.cat([out[:, :4], out[:, 5:]], 1), torch.cat([out_y[:, :4], out_y[:, 5:]], 1))
     with pytest.raises(ValueError, match="positional must be one of .*'toy'"):
@@ -283,7 +308,8 @@ def decode(m, x, splits, **kw):
 
 # Every registered method, plus iRoPE with a floor small enough that the temperature varies within 10 tokens.
 CACHE_CASES = [pytest.param(p, {}, id=p) for p in POSITIONAL_METHODS] + [
-    pytest.param("irope", dict(irope_floor_scale=2), id="irope-floor2")]
+    pytest.param("irope", dict(irope_floor_scale=2), id="irope-floor2"),
+    pytest.param("irope", dict(irope_chunk=3), id="irope-chunk3")]
 
 
 @pytest.mark.parametrize("splits", [(1,) * 10, (4, 1, 3, 2)], ids=["token-by-token", "prefill-then-chunks"])
@@ -302,11 +328,11 @@ def test_decoding_with_the_cache_keeps_rope_scaling(positional):
     m = small(positional)
     x = torch.randint(0, 11, (1, 10))
     inv, att = pl.scaled_rope_frequencies(8, method="yarn", factor=4.0, original_max_position=4)
+    with torch.no_grad(), swapped_rotary(m, scaled(m, inv, att)):
+        full = m(x)
+        torch.testing.assert_close(decode(m, x, (3, 1, 1, 5)), full, rtol=1e-5, atol=1e-5)
     with torch.no_grad():
-        full = m(x, inv_freq=inv, attention_factor=att)
-        torch.testing.assert_close(decode(m, x, (3, 1, 1, 5), inv_freq=inv, attention_factor=att), full,
-                                   rtol=1e-5, atol=1e-5)
-        assert not torch.allclose(full, m(x), atol=1e-3)  # the scaling is really in use
+        assert not torch.allclose(full, m(x), atol=1e-3)  # the scaling was really in use
 
 
 class _RotatesCachedKeysAgain(KVCache):
@@ -436,9 +462,58 @@ def test_irope_default_temperature_is_one_within_max_len():
     (dict(irope_floor_scale=0), "irope_floor_scale must be an integer >= 1, got 0"),
     (dict(irope_attn_scale=-0.1), "irope_attn_scale must be a finite number >= 0, got -0.1"),
     (dict(irope_attn_scale=float("nan")), "irope_attn_scale must be a finite number >= 0, got nan"),
+    (dict(irope_chunk=0), "irope_chunk must be an integer >= 1, got 0"),
     (dict(d_model=12, num_heads=4), "head dimension d_model / num_heads must be even"),
 ])
 def test_bad_irope_config_raises_value_error(kw, match):
     with pytest.raises(ValueError, match=match):
         DecoderConfig(vocab_size=5, positional="irope", **kw)
     DecoderConfig(vocab_size=5, positional="rope", **{k: x for k, x in kw.items() if k.startswith("irope")})  # unused
+
+
+def test_irope_chunk_keeps_rope_layers_inside_their_block():
+    """Llama 4's chunked attention: a RoPE layer sees only keys of its own chunk, a NoPE layer sees all;
+    within one chunk nothing changes, so a model trained at length <= chunk is the same model."""
+    plain, chunked = small("irope"), small("irope", irope_chunk=4)
+    assert chunked.positional.contextual and not plain.positional.contextual
+    x = torch.randint(0, 11, (2, 10))
+    with torch.no_grad():
+        torch.testing.assert_close(chunked(x[:, :4]), plain(x[:, :4]))
+        rope_layer, nope_layer = chunked.attention_logits(x)
+    block = torch.arange(10) // 4
+    outside = block[:, None] != block[None, :]
+    future = torch.ones(10, 10, dtype=torch.bool).triu(1)
+    assert torch.isneginf(rope_layer[..., outside | future]).all() and torch.isfinite(rope_layer[..., ~outside & ~future]).all()
+    assert torch.isfinite(nope_layer[..., ~future]).all()
+    # changing token 1 changes position 5 only through the NoPE layer
+    y = x.clone()
+    y[:, 1] = (y[:, 1] + 1) % 11
+    with torch.no_grad():
+        assert not torch.allclose(chunked(x)[:, 5], chunked(y)[:, 5])
+        rope_block = lambda t: chunked.blocks[0](  # noqa: E731
+            chunked.embed(t), rotate=lambda q, k: chunked.positional.rotate(q, k, layer=0),
+            contextual=lambda q, lg: chunked.positional.logits(q, lg, layer=0))
+        h_x, h_y = rope_block(x), rope_block(y)
+    torch.testing.assert_close(h_x[:, 4:], h_y[:, 4:])  # the RoPE layer: chunk 1 never saw token 1
+
+
+@pytest.mark.parametrize("positional,kw", [pytest.param(p, {}, id=p) for p in POSITIONAL_METHODS]
+                         + [pytest.param("irope", dict(irope_chunk=3), id="irope-chunk3")])
+def test_attention_logits_are_the_ones_each_layer_uses(positional, kw):
+    """softmax(attention_logits) @ v, projected out, is exactly each attention layer's output."""
+    m = small(positional, **kw)
+    x = torch.randint(0, 11, (2, 10))
+    outputs = []
+    hooks = [b.attn.register_forward_hook(lambda mod, a, out: outputs.append((a[0], out))) for b in m.blocks]
+    try:
+        logits = m.attention_logits(x)
+    finally:
+        for h in hooks:
+            h.remove()
+    assert len(logits) == len(outputs) == m.config.num_layers
+    future = torch.ones(10, 10, dtype=torch.bool).triu(1)
+    for lg, (inp, out), block in zip(logits, outputs, m.blocks):
+        assert lg.shape == (2, 2, 10, 10) and torch.isneginf(lg[..., future]).all()
+        _, _, val = block.attn.heads(inp)
+        y = (lg.softmax(-1) @ val).transpose(1, 2).reshape(2, 10, 16)
+        torch.testing.assert_close(block.attn.out(y), out, rtol=1e-5, atol=1e-5)

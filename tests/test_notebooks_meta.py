@@ -160,28 +160,44 @@ def _exercise_names(src: Path) -> list[str]:
             for m in [re.fullmatch(r"_ = check\.(\w+)\(\w+\)", c.source)] if m]
 
 
-def _lecture_rows(text: str, row_start: str) -> dict[str, set[str]]:
-    """{chapter number: the backticked names in the row's last column} of a lecture-path table."""
+def _lecture_table() -> dict[str, dict[str, str]]:
+    """{chapter number or "A": {"notebook", "path", "live", "assign"}} from the one lecture table (00_index)."""
     rows = {}
-    for line in text.splitlines():
-        m = re.match(row_start, line)
+    for line in (NB_DIR / "src" / "00_index.py").read_text().splitlines():
+        m = re.match(r"^# \| ([0-9A]) `(\d\d_\w+)` \|(.*)\|$", line)
         if m:
-            rows[m.group(1)] = set(re.findall(r"`(\w+)`", line.rstrip(" |").rsplit("|", 1)[-1]))
+            path, live, assign = (cell.strip() for cell in m.group(3).split("|"))
+            rows[m.group(1)] = {"notebook": m.group(2), "path": path, "live": live, "assign": assign}
     return rows
 
 
-@pytest.mark.parametrize("where, row_start", [
-    ("README.md", r"^\| (\d) `\d\d_\w+` \|"),  # README, "A 50-minute path per chapter"
-    ("notebooks/src/00_index.py", r"^# \| (\d) [^|`]+\|"),  # the same guide in 00_index
-])
-def test_lecture_paths_assign_exactly_each_chapters_exercises(where, row_start):
-    """A lecturer assigns from these tables: they must name the exercises the chapters have now."""
-    rows = _lecture_rows((ROOT / where).read_text(), row_start)
-    for src in CHAPTERS:
-        if src in APPENDICES:
-            continue
-        n = str(int(src.stem[:2]))
-        assert rows.get(n) == set(_exercise_names(src)), f"{where}, chapter {n}"
+def _number(src: Path) -> str:
+    return "A" if src in APPENDICES else str(int(src.stem[:2]))
+
+
+def test_lecture_table_has_a_row_per_notebook_and_only_in_00_index():
+    """One copy of the lecture plan: 00_index holds it, the README links to it."""
+    rows = _lecture_table()
+    assert {n: r["notebook"] for n, r in rows.items()} == {_number(src): src.stem for src in SOURCES}
+    readme = (ROOT / "README.md").read_text()
+    assert "notebooks/00_index.ipynb" in readme and not re.search(r"^\| [0-9A] `\d\d_\w+` \|.*§", readme, re.M)
+
+
+@pytest.mark.parametrize("src", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_lecture_table_row_names_what_the_chapter_has(src):
+    """A lecturer plans from this row: its sections, widgets and exercises must exist in the chapter now."""
+    row, text = _lecture_table()[_number(src)], src.read_text()
+    sections = set(re.findall(r"^# ## (\d+)[ .·]", text, re.M))
+    cited = set(re.findall(r"§(\d+)", row["path"] + " " + row["live"]))
+    cited |= {str(k) for a, b in re.findall(r"§(\d+)–(\d+)", row["path"]) for k in range(int(a), int(b) + 1)}
+    assert cited and cited <= sections, f"sections cited but missing: {sorted(cited - sections, key=int)}"
+    widgets = set(re.findall(r"`(\w+_widget)`", row["live"]))
+    assert widgets <= set(re.findall(r"^(\w+_widget) = ", text, re.M)), widgets
+    in_class, _, at_home = row["assign"].partition(" in class; ")
+    names_in_class, names_at_home = set(re.findall(r"`(\w+)`", in_class)), set(re.findall(r"`(\w+)`", at_home))
+    assert at_home.endswith(" at home") and names_in_class and names_at_home
+    assert not names_in_class & names_at_home
+    assert names_in_class | names_at_home == set(_exercise_names(src))
 
 
 @pytest.mark.parametrize("src", CHAPTERS, ids=[p.stem for p in CHAPTERS])

@@ -272,18 +272,19 @@ def test_rotary_dim_equal_to_d_is_plain_rope_and_uses_rotary_dim_frequencies(lay
         pl.apply_rope(x, rotary_dim=8, inv_freq=pl.rope_frequencies(16))
 
 
-def test_rotary_dim_goes_through_the_dispatch_and_keeps_the_precision_contract():
+def test_rotary_dim_goes_through_the_dispatch_and_keeps_the_precision_contract(every_size):
     """The rotated slice is made contiguous, so the C kernel can serve it (where built); bits equal the
     dispatch on that slice, and stay within float32 rounding of the reference rotation."""
     from posenc_lib import rope as R
+    from posenc_lib import rotary
     from posenc_lib.kernels import cpu
 
     for dtype in (torch.float32, torch.bfloat16):
         x = torch.randn(2, 5, 13, 24).to(dtype)
         part = x[..., :8].contiguous()
-        cos, sin = R._cos_sin(part, None, 10000.0, None, 1.0)
+        cos, sin = R.rope_tables(R.position_angles(part, None, R.RopeOptions()))
         got = pl.apply_rope(x, rotary_dim=8, layout="half")[..., :8]
-        assert torch.equal(got, R._rotate(part, cos, sin, "half"))
+        assert torch.equal(got, rotary.rotate(part, cos, sin, "half"))
         assert cpu.applies(part, cos, sin) == (cpu.enabled() and cpu.available())
         torch.testing.assert_close(got, R.rotate_in_float32(part, cos, sin, "half"))
 

@@ -474,8 +474,12 @@ def test_model_table_attention_factors_and_layer_bases():
     global_, _ = pl.rope_from_config(gemma, layer_type="full_attention")
     torch.testing.assert_close(local, pl.rope_frequencies(256, base=1e4))
     torch.testing.assert_close(global_, pl.rope_frequencies(256, base=1e6) / 8)
-    llama4 = models["Llama 4 Scout 17B-16E"]["config"]["text_config"]
+    llama4 = models["Llama 4 Scout 17B-16E Instruct"]["config"]["text_config"]
     assert llama4["no_rope_layers"].count(0) == 12 and llama4["no_rope_layers"][3::4] == [0] * 12
+    base = models["Llama 4 Scout 17B-16E (base)"]["config"]["text_config"]
+    assert base["no_rope_layers"] == [] and (base["max_position_embeddings"], llama4["max_position_embeddings"]) == (
+        262144, 40 * 262144)  # the base file leaves the pattern to the config class; the Instruct file spells it out
+    assert base["rope_scaling"] == llama4["rope_scaling"]  # the same RoPE block in both files
 
 
 TABLE_MODELS = {  # model_type of the (text) config -> transformers' config class and rotary module
@@ -498,3 +502,39 @@ def test_model_table_matches_transformers(name):
         inv, att = pl.rope_from_config(entry["config"], layer_type=layer_type)
         torch.testing.assert_close(inv, hf_inv.float(), rtol=1e-6, atol=0)
         assert att == pytest.approx(hf_att, rel=1e-12)
+
+
+# ---------------------------------------------------------------- rope_settings: the parsed config, read once
+
+def test_rope_settings_is_what_rope_from_config_computes():
+    for name, entry in _model_table()["models"].items():
+        for layer_type in entry["rope_layer_types"] or [None]:
+            s = pl.rope_settings(entry["config"], layer_type=layer_type)
+            assert s.rotary_dim == entry["rotary_dim"], name
+            for seq_len in (None, 8192, 200000):
+                inv, att = pl.rope_from_config(entry["config"], layer_type=layer_type, seq_len=seq_len)
+                inv2, att2 = s.frequencies(seq_len)
+                torch.testing.assert_close(inv, inv2, rtol=0, atol=0)
+                assert att == att2
+
+
+def test_rope_settings_reads_mrope_sections_in_both_forms():
+    old = {"hidden_size": 128, "num_attention_heads": 1, "rope_theta": 1e6,
+           "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}}
+    new = {"head_dim": 128, "rope_parameters": {"rope_type": "default", "rope_theta": 1e6,
+                                                "mrope_section": [24, 20, 20], "mrope_interleaved": True}}
+    assert (pl.rope_settings(old).mrope_section, pl.rope_settings(old).mrope_interleaved) == ((16, 24, 24), False)
+    assert (pl.rope_settings(new).mrope_section, pl.rope_settings(new).mrope_interleaved) == ((24, 20, 20), True)
+    torch.testing.assert_close(pl.rope_from_config(old)[0], pl.rope_frequencies(128, base=1e6))  # plain frequencies
+    with pytest.raises(ValueError, match=r"mrope_section must sum to the rotated pairs r/2 = 64"):
+        pl.rope_settings({**old, "rope_scaling": {"type": "mrope", "mrope_section": [16, 24]}})
+
+
+def test_unscaled_settings_keep_proportionals_zeros_and_drop_the_scaling():
+    llama = pl.rope_settings(LLAMA31_LIKE)
+    torch.testing.assert_close(llama.unscaled().frequencies()[0], pl.rope_frequencies(64, base=500000.0))
+    prop = pl.rope_settings({"head_dim": 64, "rope_parameters": {"rope_type": "proportional", "rope_theta": 1e6,
+                                                                 "factor": 2.0, "partial_rotary_factor": 0.25}})
+    plain = prop.unscaled().frequencies()[0]
+    assert prop.pairs == 32 and (plain[8:] == 0).all()
+    torch.testing.assert_close(plain[:8], pl.rope_frequencies(64, base=1e6)[:8])

@@ -9,14 +9,20 @@ import torch
 import posenc_lib as pl
 from posenc_lib import rope as R
 from posenc_lib.kernels import cpu as K
+from posenc_lib.rope import RopeOptions
 
 HAS_CC = K._compiler() is not None and K.enabled()
 needs_kernel = pytest.mark.skipif(not HAS_CC, reason="no C compiler on this machine, or POSENC_CPU_KERNEL=0: "
                                                     "apply_rope keeps its torch path")
 
 
+def tables(x, positions=None, inv_freq=None, attention_factor=1.0):
+    """cos and sin as apply_rope hands them to the rotation."""
+    return R.rope_tables(R.position_angles(x, positions, RopeOptions(inv_freq=inv_freq)), attention_factor)
+
+
 def plain(x, positions=None, layout="interleaved", attention_factor=1.0, inv_freq=None):
-    cos, sin = R._cos_sin(x, positions, 10000.0, inv_freq, attention_factor)
+    cos, sin = tables(x, positions, inv_freq, attention_factor)
     return R.rotate_pairs(x.float(), cos, sin, layout).to(x.dtype)
 
 
@@ -34,8 +40,8 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 @pytest.fixture
-def spy(monkeypatch):
-    """One entry per apply_rope rotation: True where the kernel served it."""
+def spy(monkeypatch, every_size):
+    """One entry per apply_rope rotation of any size: True where the kernel served it."""
     served = []
     real = K.applies
 
@@ -46,10 +52,6 @@ def spy(monkeypatch):
 
     monkeypatch.setattr(K, "applies", counting)
     return served
-
-
-def tables(x):
-    return R._cos_sin(x, None, 10000.0, None, 1.0)
 
 
 def test_kernel_is_built_where_there_is_a_compiler():
@@ -109,11 +111,11 @@ def test_kernel_steps_aside_where_it_does_not_apply(spy):
     torch.testing.assert_close(pl.apply_rope(x, layout="half"), plain(x, layout="half"))
     for dtype in (torch.float64, torch.float16):
         y = torch.randn(3, 8, 16).to(dtype)
-        torch.testing.assert_close(pl.apply_rope(y), R.rotate_pairs(y.double(), *[t.double() for t in R._cos_sin(
-            y, None, 10000.0, None, 1.0)]).to(dtype), atol=1e-3, rtol=1e-3)
+        torch.testing.assert_close(pl.apply_rope(y), R.rotate_pairs(y.double(), *[t.double() for t in tables(y)]).to(
+            dtype), atol=1e-3, rtol=1e-3)
     inv = pl.rope_frequencies(16).requires_grad_()
     z = torch.randn(3, 8, 16)
-    assert not K.applies(z, *R._cos_sin(z, None, 10000.0, inv, 1.0))
+    assert not K.applies(z, *tables(z, inv_freq=inv))
     pl.apply_rope(z, inv_freq=inv).sum().backward()
     assert inv.grad is not None
     spy.clear()
@@ -124,7 +126,7 @@ def test_kernel_steps_aside_where_it_does_not_apply(spy):
     assert K.enabled()
 
 
-def test_environment_variable_turns_it_off(monkeypatch):
+def test_environment_variable_turns_it_off(monkeypatch, every_size):
     monkeypatch.setenv("POSENC_CPU_KERNEL", "0")
     assert not K.enabled() and not K.available()
     x = torch.randn(4, 8)
@@ -142,7 +144,7 @@ def test_build_caches_by_source_hash(tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary files left behind
 
 
-def test_missing_compiler_falls_back_to_torch(tmp_path, monkeypatch):
+def test_missing_compiler_falls_back_to_torch(tmp_path, monkeypatch, every_size):
     monkeypatch.setenv("POSENC_KERNEL_DIR", str(tmp_path))
     monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
     monkeypatch.setattr(K, "_state", {"lib": None, "tried": False, "error": None, "enabled": None})
@@ -181,10 +183,8 @@ def test_the_c_source_ships_with_the_package():
 def reference_grad(x, g, layout, positions=None):
     """d/dx <apply_rope(x), g> in float64 through the plain form (autograd of rotate_pairs)."""
     xd = x.detach().double().requires_grad_()
-    pos = R._as_positions(positions, xd)
-    angles = pl.rope_angles(pos, x.shape[-1]).double()
-    if angles.dim() == 3:
-        angles = angles.view(angles.shape[0], *([1] * (x.dim() - 3)), *angles.shape[1:])
+    pos = R.sequence_positions(positions, xd)
+    angles = R.broadcast_over_heads(pl.rope_angles(pos, x.shape[-1]).double(), x)
     out = R.rotate_pairs(xd, angles.cos(), angles.sin(), layout)
     (grad,) = torch.autograd.grad(out, xd, g.double())
     return grad
@@ -206,7 +206,7 @@ def test_backward_is_the_kernel_rotating_back_and_matches_float64(dtype, layout,
     tol = dict(atol=1e-5, rtol=1e-5) if dtype == torch.float32 else dict(atol=2e-2, rtol=1e-2)
     torch.testing.assert_close(grad.double(), reference_grad(x, g, layout, pos), **tol)
     # In float32 the backward is bit-identical to the plain form rotating by -angle.
-    cos, sin = R._cos_sin(x, pos, 10000.0, None, 1.0)
+    cos, sin = tables(x, pos)
     back = R.rotate_in_float32(g, cos, -sin, layout)
     assert same_bits(grad, back)
 
@@ -216,7 +216,7 @@ def test_backward_is_the_kernel_rotating_back_and_matches_float64(dtype, layout,
 def test_gradcheck_and_double_backward():
     """torch.autograd.gradcheck in float32 against finite differences, and a second derivative."""
     x = torch.randn(2, 5, 8, dtype=torch.float32, requires_grad=True)
-    cos, sin = R._cos_sin(x, None, 10000.0, None, 1.0)
+    cos, sin = tables(x)
     fn = lambda t: K.rope_rotate(t, cos, sin, True, False)  # noqa: E731
     assert torch.autograd.gradcheck(fn, (x,), eps=1e-2, atol=1e-2, rtol=1e-2, fast_mode=True)
     (gx,) = torch.autograd.grad(fn(x).pow(2).sum(), x, create_graph=True)
@@ -236,7 +236,7 @@ def test_operator_has_a_fake_implementation_for_meta_tensors():
 
 
 @needs_kernel
-def test_torch_compile_fullgraph_keeps_the_kernel_in_the_graph():
+def test_torch_compile_fullgraph_keeps_the_kernel_in_the_graph(every_size):
     import torch._dynamo
 
     graphs = []
@@ -254,7 +254,7 @@ def test_torch_compile_fullgraph_keeps_the_kernel_in_the_graph():
 
 
 @needs_kernel
-def test_torch_compile_with_inductor_equals_eager_forward_and_backward():
+def test_torch_compile_with_inductor_equals_eager_forward_and_backward(every_size):
     import torch._dynamo
 
     torch._dynamo.reset()

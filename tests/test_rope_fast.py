@@ -1,15 +1,28 @@
-"""apply_rope's dispatch (rope._rotate) and the torch fast path (kernels/torch_fast.py) equal the plain form."""
+"""apply_rope's dispatch (rotary.rotate) and the torch fast path (kernels/torch_fast.py) equal the plain form;
+the reference (rope.py) stays free of the fast paths."""
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
 import posenc_lib as pl
 from posenc_lib import rope as R
+from posenc_lib import rotary
 from posenc_lib.kernels import cpu, torch_fast
+from posenc_lib.rope import RopeOptions
+
+
+def tables(x, positions=None, **options):
+    """cos and sin as apply_rope(x, positions, **options) hands them to the rotation."""
+    opts = RopeOptions(**options)
+    return R.rope_tables(R.position_angles(x, positions, opts), opts.attention_factor)
 
 
 def plain(x, positions=None, layout="interleaved", base=10000.0, inv_freq=None, attention_factor=1.0):
     """The teaching form: cos/sin from rope_angles, rotate_pairs in float32 (float64), cast back."""
-    cos, sin = R._cos_sin(x, positions, base, inv_freq, attention_factor)
+    cos, sin = tables(x, positions, base=base, inv_freq=inv_freq, attention_factor=attention_factor)
     work = x if x.dtype in (torch.float32, torch.float64) else x.float()
     return R.rotate_pairs(work, cos.to(work.dtype), sin.to(work.dtype), layout).to(x.dtype)
 
@@ -19,8 +32,8 @@ TOL = {torch.float32: dict(atol=1e-5, rtol=1e-5), torch.float64: dict(atol=1e-12
 
 
 @pytest.fixture(params=["kernel", "torch"])
-def path(request):
-    """Run a test once with the CPU kernel allowed and once on the torch path."""
+def path(request, every_size):
+    """Run a test once with the CPU kernel allowed and once on the torch path, at any tensor size."""
     with cpu.use_cpu_kernel(request.param == "kernel"):
         yield request.param
 
@@ -63,7 +76,7 @@ def test_no_module_level_tensor_cache():
     """The reference and the kernels keep no tensors at module level (caches belong to modules)."""
     import posenc_lib.kernels.compiled as compiled
 
-    for mod in (R, cpu, torch_fast, compiled):
+    for mod in (R, rotary, cpu, torch_fast, compiled):
         for name, value in vars(mod).items():
             assert not isinstance(value, torch.Tensor), f"{mod.__name__}.{name} is a module-level tensor"
             if isinstance(value, (dict, list, tuple)) and not name.isupper():
@@ -90,7 +103,7 @@ def test_autograd_through_x_and_inv_freq(layout, path):
 
 def test_torch_fast_path_needs_no_gradient():
     x = torch.randn(3, 8, requires_grad=True)
-    cos, sin = R._cos_sin(x, None, 10000.0, None, 1.0)
+    cos, sin = tables(x)
     assert not torch_fast.applies(x, cos, sin)
     with torch.no_grad():
         assert torch_fast.applies(x, cos, sin)
@@ -103,3 +116,59 @@ def test_compiled_path_validates_and_falls_back_without_compiling():
         pl.apply_rope_compiled(torch.randn(3, 5))
     x = torch.randn(3, 4, requires_grad=True)  # autograd: served by apply_rope, nothing compiled
     torch.testing.assert_close(pl.apply_rope_compiled(x), pl.apply_rope(x))
+
+
+def test_compiled_path_takes_every_rope_option():
+    """apply_rope_compiled runs apply_rope's body: rotary_dim too (its docstring says "same arguments")."""
+    x = torch.randn(3, 6, 12, requires_grad=True)  # autograd: apply_rope's paths, nothing compiled
+    kw = dict(rotary_dim=8, layout="half", base=500.0, attention_factor=1.5)
+    assert torch.equal(pl.apply_rope_compiled(x, **kw), pl.apply_rope(x, **kw))
+    with pytest.raises(ValueError, match="rotary_dim must be at most the head dimension"):
+        pl.apply_rope_compiled(x, rotary_dim=14)
+
+
+# ---------------------------------------------------------------- the size rule
+
+def _run(code: str, **env) -> str:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={**os.environ, **env}).stdout
+
+
+def test_a_chapter_sized_example_builds_no_kernel(tmp_path):
+    """A student's first calls never build or load the C kernel: small tensors take the reference."""
+    out = _run("""
+import torch, posenc_lib as pl
+from posenc_lib.kernels import cpu
+x = torch.randn(5, 4)
+pl.apply_rope(x); pl.apply_rope(x.bfloat16(), layout="half"); pl.RotaryEmbedding(4)(x, x)
+pl.apply_rope_nd(x, torch.zeros(5, 2, dtype=torch.long), sections=(1, 1))
+pl.apply_rope(torch.randn(5, 4, requires_grad=True)).sum().backward()
+with torch.no_grad():
+    pl.TinyDecoder(vocab_size=11, positional="rope", d_model=32, num_heads=2, num_layers=3)(torch.zeros(1, 6, dtype=torch.long))
+print(cpu._state["tried"], cpu.enabled())
+""", POSENC_KERNEL_DIR=str(tmp_path))
+    assert out.split() == ["False", str(cpu.enabled())]  # never tried to build it, whether enabled or not
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_size_threshold_changes_the_path_not_the_numbers(layout, dtype, monkeypatch):
+    """Just below rotary.SMALL the reference rotates, at it the fast path: both give the reference's bits
+    (the C kernel's bit-identity; the torch path is compared under POSENC_CPU_KERNEL=0 within rounding)."""
+    asked = []
+    real = cpu.applies
+    monkeypatch.setattr(cpu, "applies", lambda *a: asked.append(real(*a)) or asked[-1])
+    d = 16
+    below = torch.randn(2, rotary.SMALL // (2 * d) - 1, d).to(dtype)
+    at = torch.randn(2, rotary.SMALL // (2 * d), d).to(dtype)
+    assert below.numel() < rotary.SMALL == at.numel()
+    with torch.no_grad():
+        assert torch.equal(pl.apply_rope(below, layout=layout), plain(below, layout=layout))
+        assert asked == []  # the fast paths were not even asked
+        got = pl.apply_rope(at, layout=layout)
+    assert asked == [cpu.available()]  # asked, and served where the kernel is built
+    if asked[0]:
+        assert torch.equal(got, plain(at, layout=layout))
+    else:
+        torch.testing.assert_close(got, plain(at, layout=layout))

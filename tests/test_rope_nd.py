@@ -106,6 +106,30 @@ def test_preserves_norm_batched_coords_and_dtype(style):
     torch.testing.assert_close(out[1:], rope_nd(x[1:], coords[1], (5, 3), style))
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("style", STYLES)
+def test_the_options_every_rope_entry_point_takes(style, layout):
+    """inv_freq, attention_factor and rotary_dim mean what they mean in apply_rope."""
+    g = torch.Generator().manual_seed(4)
+    x, coords = torch.randn(2, 7, 20, generator=g), torch.randint(0, 30, (7, 2), generator=g)
+    sections = (2, 2)  # r = 8 of the d = 20 features
+    kw = dict(sections=sections, section_style=style, layout=layout)
+    part = pl.apply_rope_nd(x, coords, rotary_dim=8, attention_factor=1.5, **kw)
+    assert torch.equal(part[..., 8:], x[..., 8:])  # the rest passes through
+    torch.testing.assert_close(part[..., :8], 1.5 * pl.apply_rope_nd(x[..., :8].contiguous(), coords, **kw))
+    inv = pl.rope_nd_frequencies(sections, style, base=50.0)
+    torch.testing.assert_close(pl.apply_rope_nd(x[..., :8], coords, inv_freq=inv, **kw),
+                               pl.apply_rope_nd(x[..., :8], coords, base=50.0, **kw))
+    if style != "axial":  # text at (p, p): one spectrum, so apply_rope's with the same frequencies
+        p = torch.arange(7)
+        torch.testing.assert_close(pl.apply_rope_nd(x, p[:, None].expand(7, 2), rotary_dim=8, inv_freq=inv, **kw),
+                                   pl.apply_rope(x, p, rotary_dim=8, inv_freq=inv, layout=layout))
+    with pytest.raises(ValueError, match=r"sections must sum to rotary_dim / 2 = 4"):
+        pl.apply_rope_nd(x, coords, rotary_dim=8, sections=(2, 3))
+    with pytest.raises(ValueError, match=r"inv_freq must have shape \(4,\)"):
+        pl.apply_rope_nd(x, coords, rotary_dim=8, inv_freq=torch.ones(3), sections=sections)
+
+
 def test_gradient_reaches_x():
     x = torch.randn(3, 8, requires_grad=True)
     rope_nd(x, torch.randint(0, 5, (3, 2)), (2, 2), "interleaved").sum().backward()

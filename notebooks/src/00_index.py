@@ -20,12 +20,13 @@
 #
 # **What "checked" means here.** Each statement about a number, a shape, an equality or an
 # ordering that a chapter makes in its text (a derivation's result, "the two outputs are
-# identical", "ALiBi beats RoPE at 512 tokens on the grammar task") is followed by a cell that asserts it,
+# identical", "a shift by $k$ positions is one rotation $M_k$") is followed by a cell that asserts it,
 # so a notebook that runs top to bottom has proved its own text. Statements about history
 # and about papers ("Press et al. report …") are cited, not asserted; statements about
 # what other libraries do are asserted by running them on tiny offline inputs through their
-# public API where they are installed (transformers), and cited otherwise; the few that only a
-# library's code shows are checked in `tests/test_upstream_claims.py`. Results of training
+# public API where the lock installs them (PyTorch, transformers), and cited otherwise (fairseq,
+# microsoft/DeBERTa); the few that only a library's code shows are checked in
+# `tests/test_upstream_claims.py`. Results of training
 # runs are asserted only where the seeds separate them (chapter 7 says where they do not).
 #
 # **Versions.** Every install (`make lab`, `make test`, Binder, conda) takes the versions
@@ -41,10 +42,10 @@
 # | 2 | `02_integer_binary` | the first attempts, integer, normalised and binary codes, and learned tables (BERT, GPT-2): what goes wrong with each |
 # | 3 | `03_sinusoids` | sinusoids as smooth binary digits; a shift by k positions is one fixed rotation $M_k$ |
 # | 4 | `04_relative` | relative encodings: Shaw, Transformer-XL, T5 buckets, DeBERTa |
-# | 5 | `05_rope` | rotary embeddings derived from scores that depend only on the offset $n-m$; q and k, never v; every implementation form in use |
+# | 5 | `05_rope` | rotary embeddings derived from scores that depend only on the offset $n-m$; why 2 × 2 pairs; q and k (v only turned back); every implementation form in use |
 # | 6 | `06_alibi` | ALiBi: a per-head linear penalty on distance instead of an encoding; how far it extrapolates; which encodings fit linear attention |
-# | 7 | `07_beyond` | NoPE, why RoPE needs stretching past its training length and how (PI, NTK, YaRN, Llama 3), 2-D RoPE, and a train-short/test-long experiment on a local and a long-range task, three seeds each |
-# | 8 | `08_rope_in_models` | RoPE in today's models: reading their configs, partial and proportional RoPE, attention factors, q and k but never v, KV caches, and Llama 4's iRoPE |
+# | 7 | `07_beyond` | NoPE, why RoPE needs stretching past its training length and how (PI, NTK, YaRN, Llama 3), and a train-short/test-long experiment on a local and two long-range tasks, three seeds each, with controls that test each explanation and the trained models' attention |
+# | 8 | `08_rope_in_models` | RoPE in today's models: reading their configs, partial and proportional RoPE, attention factors, q and k (v not naively), KV caches and when they go stale, and Llama 4's iRoPE with its chunked RoPE layers |
 # | 9 | `09_beyond_1d` | beyond 1-D and beyond counting tokens: axial and (t, h, w) RoPE for images and video, MRoPE for mixed sequences, CoPE's gated positions, and a CoPE/RoPE/NoPE experiment |
 # | A | `10_making_it_fast` | appendix, off the teaching path: loops against vectorised calls, passes over memory, RoPE's one-pass C kernel |
 
@@ -71,6 +72,7 @@ assert device.type in {"cpu", "cuda", "mps"}
 # | what | our convention | where a source differs |
 # |---|---|---|
 # | positions | 0-based: the first token is at position 0. Query position $i$, key position $j$; the RoPE chapters use RoFormer's $m$ (query) and $n$ (key) | the worked tables of source `004` also start at 0 |
+# | **the letter $j$** | names two things: a **key position** (offsets $j - i$, biases, chapters 1, 4, 6) and a **frequency pair** ($\theta_j$, chapters 2, 3, 5, 7–9). They never share a formula: wherever positions and pairs meet, the positions are $i$, $p$ (chapter 3's $p_{i,2j}$) or $m$, $n$ (RoPE, chapter 3's scores on the way to it, chapter 2's learned rows), and $j$ is the pair | the sources use $i$ for the pair too ($p_{pos,2i}$ in source `002`, $\theta_i$ in RoFormer) |
 # | **offset** | key minus query, $j - i$ ($n - m$): negative for keys in the past. `pl.relative_positions(L)[i, j] == j - i` | Shaw's paper and T5's `relative_position` agree; source `004` writes Shaw's offset as $m-n$ (the same table upside down, ch. 4); Transformer-XL indexes its sinusoids by the distance $i-j$, and DeBERTa's $\delta$ is query minus key (ch. 4) |
 # | **distance** | $\lvert j - i\rvert$; for a causal model's past keys, $i - j \ge 0$ | ALiBi's penalty $-m_h\,(i-j)$ is written with the distance ($m_h$ is a head's slope there, not a position; ch. 6) |
 # | RoPE | $R_m^\top R_n = R_{n-m}$: the score of query $m$ and key $n$ is a function of the offset $n-m$ | some posts write the same score with $m-n$ and $R^\top$ on the other side (ch. 5) |
@@ -79,6 +81,7 @@ assert device.type in {"cpu", "cuda", "mps"}
 # | pair layouts | `"interleaved"` pairs features $(2j, 2j+1)$ (RoFormer, Meta's complex-number code); `"half"` pairs $(j, j+d/2)$ (GPT-NeoX, Hugging Face's `rotate_half`) | the two are a fixed permutation apart (ch. 5) |
 # | binary codes | "bit $k$" is the bit worth $2^k$: bit 0 is the least significant, the fastest to flip, like pair 0 of the sinusoids. Codes are drawn as numbers are written, most significant bit first | — |
 # | tensor shapes | (batch, heads, seq, head_dim); $d$ = head_dim in the RoPE chapters, $d$ = the model width for absolute codes | docstrings state every shape |
+# | head numbers | prose counts heads from 1 (head $h$ has ALiBi slope $m_h$, $h = 1 \dots H$); code counts from 0: head 1 is `pl.alibi_slopes(H)[0]` and `bias[0]` (ch. 6) | ALiBi's paper counts from 1 as the prose does |
 #
 # The cell below checks the conventions the library encodes, so that a reader can trust the
 # table against the code.
@@ -125,18 +128,20 @@ print("the conventions table matches the library")
 #
 # | method | 1 unique | 2 fixed $p \to p+k$ | 3 longer sequences | 4 deterministic | 5 n-D |
 # |---|---|---|---|---|---|
-# | none (NoPE) [1, 7] | ~ no code at all, but a causal mask lets a model count | – | ✔ nothing to run out of | ✔ | ✔ |
+# | none (NoPE) [1, 7] | ~ no code at all, but a causal mask lets a model count | – | ~ no table to run out of, yet trained on 64 tokens its grammar accuracy falls from 0.43 to 0.28 at 512 (every seed) [7] | – nothing to fix | – nothing to extend: a causal mask orders a line, not a grid |
 # | integer $i\cdot\mathbf 1$ [2] | ✔ (but a LayerNorm erases it) | ✔ a shift by $k\cdot\mathbf 1$ | ~ values grow without bound | ✔ | ~ one integer per axis |
 # | normalised $i/m$ [2] | ✔ within one length | ✘ the step is $1/m$ | ✘ codes change with the length | ✔ | ~ |
-# | binary [2] | ✔ up to $2^d$ positions | ✘ no linear or affine map | ✘ runs out at $2^d$ | ✔ | ~ |
-# | sinusoidal [3] | ✔ | ✔ a rotation $M_k$ | ~ defined everywhere, but models trained short degrade [7] | ✔ | ~ split the features per axis |
+# | binary [2] | ✔ up to $2^d$ positions | ✘ no affine map for any $k < 2^{d-2}$ (the exact fits above that are the table's edge, all but one) | ✘ runs out at $2^d$ | ✔ | ~ |
+# | sinusoidal [3] | ✔ | ✔ a rotation $M_k$ | ~ defined everywhere, but models trained short degrade [7] | ✔ | ✔ axial: split the features per axis, as for RoPE |
 # | learned absolute [2, 7] | ✔ after training | ✘ no structure | ✘ no rows past `max_len` | ✘ learned | ~ a table per patch |
-# | relative: Shaw, T5 [4] | ~ encodes distances, clipped or bucketed far away | ✔ by construction | ~ far distances share one value (so T5 recalls far tokens in [7]) | ~ learned per distance | ~ |
-# | RoPE [5] | ✔ | ✔ scores depend only on the offset $n-m$ | ~ needs PI / NTK / YaRN to go far [7] | ✔ | ✔ axial 2-D RoPE [7] |
+# | relative: Shaw, T5 [4] | ~ encodes distances, clipped or bucketed far away | ✔ by construction | ~ far distances share one value, so a far key is not penalised more as it gets farther (T5 keeps recalling far tokens in [7]) | ~ learned per distance | ~ |
+# | RoPE [5] | ✔ | ✔ scores depend only on the offset $n-m$ | ~ needs PI / NTK / YaRN to go far [7] | ✔ | ✔ axial: split the features per axis [9] |
 # | ALiBi [6] | ~ through the distance penalty | ✔ bias $-m_h(i-j)$ | ~ flat on a local task, falls on long-range recall (measured in [6, 7]) | ✔ fixed slopes | ~ |
 #
-# Three of the entries for property 3, checked right here: binary codes run out at $2^d$
-# positions, a learned table has no row past its length, sinusoids exist for any position.
+# Four of the entries for property 3, checked right here: binary codes run out at $2^d$
+# positions, a learned table has no row past its length, sinusoids exist for any position,
+# and NoPE, with nothing to run out of, still loses accuracy past its training length
+# (chapter 7's committed results, three seeds).
 
 # %% slideshow={"slide_type": "fragment"}
 try:
@@ -155,6 +160,14 @@ except ValueError as e:
 far = pl.sinusoidal_positions(100_000, 8)
 assert torch.isfinite(far).all() and far.abs().max() <= 1
 print("sinusoids for 100 000 positions:", tuple(far.shape))
+
+from posenc_lib.experiments import extrapolation as ex
+
+nope = ex.accuracy(ex.load_results(), "grammar", "none")
+assert round(nope[64]["mean"], 2) == 0.43 and round(nope[512]["mean"], 2) == 0.28
+assert nope[512]["max"] < nope[64]["min"]  # every seed worse at 512 than every seed at 64
+print("NoPE, grammar, trained on 64 tokens: accuracy", round(nope[64]["mean"], 2), "at 64,",
+      round(nope[512]["mean"], 2), "at 512")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## How to use these notebooks in class
@@ -176,25 +189,30 @@ print("sinusoids for 100 000 positions:", tuple(far.shape))
 # and gives a hint. The worked solution sits in the next, collapsed cell, and a locked cell
 # checks it. To grade, `make student` writes the students' copies without the solutions
 # (nbgrader's `generate_assignment`) and `POSENC_GRADING=1 nbgrader autograde` scores the
-# returned ones (README, "Student copies and grading with nbgrader").
+# returned ones (TEACHING.md, "Student copies and grading with nbgrader").
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### A 50-minute path per chapter
 #
-# About 30 minutes of lecture, 10 minutes of widgets shown live, 10 minutes to start the
-# exercises; the rest of the exercises are homework.
+# Each chapter is one 50-minute session: about 30 minutes of lecture from the slides or the
+# live notebook, 10 minutes of widgets shown live, 10 minutes to start the exercises; the rest
+# of the exercises are homework. § numbers are the chapter's sections, minutes in brackets.
+# This is the one copy of the lecture plan (the README links here; `tests/test_notebooks_meta.py`
+# checks its sections, widgets and exercises against the chapters).
 #
-# | chapter | path (minutes) | show live | exercises: in class / at home |
+# | chapter | 50-minute path | show live | assign |
 # |---|---|---|---|
-# | 1 why positions | attention without positions, derive $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$ on the board and why the softmax commutes (15) → a causal mask breaks it (5) → the dog demo (10) → add positions (10) → permute the sentence (5) | the order dropdown with "add positions" off, then on | `reorder_matrix`, `predict_equal` / `order_aware_attention`, `distinct_outputs`, `causal_swap_rows` |
-# | 2 integer, binary | integer codes and their size against a normalised token (10) → normalised codes (5) → binary codes, fast and slow bits, jumpy steps (10) → "is there a linear $M_k$?": let the room guess, then run (5) → bits as sinusoids (5) → learned tables: what they learn, why they stop at the training length (5) | `cosine_widget` (move $d$: nothing changes), `binary_widget` (push $n$ past $2^d$) | `affine_counter`, `integer_cosine` / `carry_steps`, `smallest_bits` |
-# | 3 sinusoids | the formula and the reproduced table (10) → heatmap (5) → a shift by $k$ is a rotation $M_k$ (15) → why a sine and a cosine (5) → similarity against distance (10) | `pe_widget` (d, length, base, layout), `dot_widget` | `pe_entry`, `shift_matrix` / `wavelengths`, `sine_only_offsets` |
-# | 4 relative | the four terms of an absolute score (10) → Shaw (10) → Transformer-XL and its relative shift (15) → T5 buckets, the formula and the last bucket (10); DeBERTa, one view and the summary table as reading | the clip window, the XL terms, the T5 buckets | `xl_rel_shift`, `t5_buckets` / `t5_last_bucket`, `deberta_p2c` |
-# | 5 RoPE | rotations (5) → deriving RoPE in the complex plane (15) → $R_m$ and the offset $n-m$ (10) → q and k, never v (5) → the worked example (10) → one or two implementation forms (10) → long-term decay (5) → score pattern (5) | `decay_widget`, the score map | `rope_rotate_pair`, `rope_first_slow_pair` / `rope_layout_perm`, `rope_value_shift`, `rope_table_row` |
-# | 6 ALiBi | slopes (10) → bias matrices (10) → the $+m_h j$ shortcut (5) → ALiBi inside attention and past its training length (15) → linear attention (5); memory and the source's code as reading | `bias_widget` | `alibi_slopes_recipe`, `alibi_bias_entries` / `is_causal_alibi`, `row_shift_modes`, `head_reach` |
-# | 7 beyond | NoPE (10) → why RoPE meets unseen angles past $L_0$; PI, NTK, YaRN, Llama 3 (20) → 2-D RoPE (5) → the extrapolation results on two tasks, reading error bars (15) | `scaling_widget`, the (Δrow, Δcol) score map | `counter_merge`, `base_for_pair` / `ntk_overshoot`, `smallest_divisors` |
-# | 8 RoPE in models | read a config: the table and the wavelength figure (10) → partial, decoupled (DeepSeek) and proportional RoPE, fast and slow pairs, Gemma 3's bases (15) → attention factors of Phi-3 and DeepSeek-V3 (5) → q and k, never v; the KV cache and double rotation (10) → iRoPE: the temperature and the extrapolation run (10) | `fraction_widget` (the fraction $p$ and the base) | `pairs_that_turn`, `longrope_context` / `temperature_position`, `rotate_new` |
-# | 9 beyond 1-D | raster vs axial RoPE, then (t, h, w) (10) → MRoPE: text at (p, p, p), mixed-sequence ids, which pairs turn with which axis (15) → CoPE: open gates, gates that count sentences (10) → the flip-flop results (10) | `allocation_widget`, `gate_widget` | `mrope_by_hand`, `cope_by_hand` / `pair_axes` |
+# | 0 `00_index` | the first 10 minutes of the session on chapter 1: the map and the five properties a positional encoding should have | — | — |
+# | 1 `01_why_positions` | §1 attention without positions, derive $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$ and why the softmax commutes (15), why a whole block keeps it and a causal mask breaks it (5) → §2 the dog demo (10) → §3 add positions (10) → §4 permute the sentence (5) | §2 `scale_widget`: scale the weights, attention sharpens, the two dogs stay identical | `reorder_matrix`, `equivariant_layers` in class; `blind_query`, `causal_twins`, `causal_swap_rows` at home |
+# | 2 `02_integer_binary` | §1 integer codes, their size against a normalised token, and the LayerNorm that erases them (10) → §2 normalised codes (5) → §3 binary codes: fast and slow bits, jumpy steps, source `002`'s reasons against them (10) → §4 "is there a fixed affine map to $p_{i+k}$?": let the room guess, then run (5) → §5 bits as sinusoids (5) → §6 learned tables: what they learn, the copied-rows control, why they stop at the training length (5) | §3 `binary_widget` (push $n$ past $2^d$) | `affine_counter`, `exact_offsets` in class; `one_bit_steps`, `sin_step` at home |
+# | 3 `03_sinusoids` | §1 the formula (10) → §2 heatmap (5) → §4 a shift by $k$ is one rotation $M_k$ (15) → §5 why a sine and a cosine (5) → §6 similarity vs distance, and when an attention score depends only on the offset (10); §3, §7–8 as reading | §2 `pe_widget`: d, length, base, layout; §6 `dot_widget`: base, range | `offset_from_codes`, `offset_only_score` in class; `slow_pairs` at home |
+# | 4 `04_relative` | §1 the four terms of an absolute score (10) → §2 Shaw (10) → §3 Transformer-XL and its relative shift (15) → §4 T5 buckets: the formula and the last bucket (10); §5 DeBERTa, §6 one view, §7 the methods side by side as reading | §4 buckets, max distance, bidirectional | `xl_rel_shift`, `t5_rows_read` in class; `t5_last_bucket`, `deberta_blind_table` at home |
+# | 5 `05_rope` | §1 rotations (5) → §2 deriving RoPE in the complex plane (15) → §3 $R_m$ and the offset $n-m$ (10) → §4 q and k in every layer, v only turned back (5) → §5 the worked example (10) → §6 implementations, one or two forms (10) → §8 long-term decay (5) → §10 score pattern (5); §7, §9, §11 as reading | §8 `decay_widget`: d, base; §10 score map: d, base, offset (the pattern does not move with the offset) | `rope_pair_score`, `rope_first_slow_pair` in class; `rope_layout_perm`, `rope_tilted_frequencies` at home |
+# | 6 `06_alibi` | §1 slopes (10) → §2 bias matrices (10) → §3 the $+m_h j$ shortcut (5) → §4 ALiBi inside attention and past its training length, against a sliding window (15) → §6 which encodings fit linear attention (5); §5, §7 as reading | §4 the last query's weights: input length, heads H | `is_causal_alibi`, `alibi_bf16_collapse` in class; `nonsym_one_row`, `alibi_far_share` at home |
+# | 7 `07_beyond` | §1 NoPE: the causal mask is a counter (10) → §2 why RoPE meets unseen angles past $L_0$, and PI, NTK, YaRN, Llama 3 (20) → §3 train short, test long: three tasks, three seeds, reading error bars and how many orderings could be luck; the attention of the trained models; the dictionary-moved control (20) | §2 `scaling_widget` (the scale factor s, every method at once) | `counter_merge`, `dynamic_ntk_length` in class; `ntk_overshoot`, `smallest_divisors` at home |
+# | 8 `08_rope_in_models` | §1 read a config: the table and the wavelength figure (10) → §2 partial, decoupled (DeepSeek) and proportional RoPE, fast and slow pairs, Gemma 3's bases (15) → §3 attention factors of Phi-3 and DeepSeek-V3 (5) → §4 q and k, not v naively; the KV cache, double rotation and stale caches (10) → §5 iRoPE: the temperature, chunked RoPE layers and the extrapolation run (10); §6 (check your own RoPE: `posenc-inspect`, `diagnose_rope`) as reading | §2 `fraction_widget`: the fraction $p$ and the base, partial against proportional | `stale_from`, `longrope_context` in class; `temperature_position`, `keys_seen`, `rope_for_config` at home |
+# | 9 `09_beyond_1d` | §1 raster vs axial RoPE: the right and the lower neighbour, the (Δrow, Δcol) score map, then (t, h, w) (10) → §2 MRoPE: text at (p, p, p) is 1-D RoPE, the mixed-sequence ids and why they continue at max + 1, which pairs turn with which axis (15) → §3 CoPE: open gates give relative positions, gates on "." count sentences, what counting costs (10) → the flip-flop results (10); errata as reading (5) | §1 `grid_widget`: move the query patch, axial against raster; §2 `allocation_widget`: contiguous / interleaved / time slow, largest Δ; §3 `gate_widget`: the gate logits on full stops and on words | `design_axes`, `sentence_gates` in class; `leak_logit` at home |
+# | A `10_making_it_fast` | reading only: the appendix on speed (loops vs vectorised calls, passes over memory, the C kernel) | — | — |
 #
-# A short course takes chapters 1, 3, 5 and 6; this index fits in the first ten minutes of
-# the session on chapter 1.
+# A short course takes chapters 1, 3, 5 and 6 (and 7 if time allows); a single guest
+# lecture on RoPE can take the slides of chapter 5 alone.

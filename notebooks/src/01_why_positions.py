@@ -18,7 +18,8 @@
 #
 # 1. permute the input tokens and the output rows permute the same way (**equivariance** in
 #    the queries), as long as every token sees every other (no causal mask: a causal mask
-#    breaks it, and that is where chapter 7 begins);
+#    breaks it, and that is where chapter 7 begins); the same holds for a whole transformer
+#    block, residual connections, feed-forward network and normalisation included;
 # 2. for a fixed query, shuffle the (key, value) pairs and the output does not change at all
 #    (**invariance** in keys and values);
 # 3. the "The dog chased another dog" demo: both "dog" tokens get identical outputs;
@@ -123,6 +124,40 @@ assert not torch.allclose((P @ S @ P.T).cumsum(-1), P @ S.cumsum(-1) @ P.T)  # a
 print("softmax(P S P^T) == P softmax(S) P^T: True;  the same for cumsum: False")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
+# ### From one layer to a whole model
+#
+# So far one attention layer. A transformer block adds a residual connection, a feed-forward
+# network (FFN) and normalisation, in one of two arrangements: BERT's original **post-LN**,
+# $h = \mathrm{LN}(x + \mathrm{Attn}(x))$, $\mathrm{out} = \mathrm{LN}(h + \mathrm{FFN}(h))$, or
+# the **pre-LN** of GPT-2 and Llama, $h = x + \mathrm{Attn}(\mathrm{LN}(x))$,
+# $\mathrm{out} = h + \mathrm{FFN}(\mathrm{LN}(h))$. Each new part keeps equivariance, for its
+# own reason:
+#
+# * LayerNorm and the FFN act on each token's row **alone, with the same weights for every
+#   row**. Any such row-wise map $f$ satisfies $f(PX) = P f(X)$: it never looks at the
+#   other rows, so it cannot notice that they moved.
+# * The residual adds the input itself, and $PX + P\,\mathrm{Attn}(X) = P\,(X + \mathrm{Attn}(X))$.
+# * Maps that are each equivariant compose to one that is: $f(g(PX)) = f(P\,g(X)) = P\,f(g(X))$.
+#   So a stack of blocks is equivariant, and so is the whole model up to its output layer
+#   (row-wise again).
+#
+# The cell checks it on PyTorch's own `nn.TransformerEncoderLayer`, in both arrangements and as
+# a stack of two, for the five tokens above (two heads, no dropout).
+
+# %% slideshow={"slide_type": "fragment"}
+ffn = nn.Sequential(nn.Linear(d, 16), nn.GELU(), nn.Linear(16, d)).to(device).requires_grad_(False)
+torch.testing.assert_close(ffn(P @ x), P @ ffn(x))  # row-wise: the FFN ...
+torch.testing.assert_close(nn.functional.layer_norm(P @ x, (d,)), P @ nn.functional.layer_norm(x, (d,)))  # ... and LN
+blocks = {name: nn.TransformerEncoderLayer(d, nhead=2, dim_feedforward=16, dropout=0.0, batch_first=True,
+                                           norm_first=pre).to(device).eval().requires_grad_(False)
+          for name, pre in (("post-LN (BERT)", False), ("pre-LN (GPT-2)", True))}
+blocks["two pre-LN blocks"] = nn.TransformerEncoder(blocks["pre-LN (GPT-2)"], num_layers=2,  # copies the block
+                                                    enable_nested_tensor=False).to(device).eval()
+for name, block in blocks.items():
+    assert pl.equivariance_error(lambda t: block(t[None])[0], x, order) < 1e-5, name
+    print(f"{name}: Block(PX) == P Block(X): True")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # ### A causal mask breaks equivariance
 #
 # A decoder (GPT, Llama) hides the future: query $i$ may look at keys $j \le i$ only. The mask
@@ -136,7 +171,7 @@ print("softmax(P S P^T) == P softmax(S) P^T: True;  the same for cumsum: False")
 # The first row shows what the mask gives away: the token at position 0 sees only itself, so
 # its output is its own value vector whatever the rest of the sentence says. The first token
 # knows it is first. This is the seed of chapter 7's NoPE story ("no positional encoding"):
-# a causal mask alone lets a decoder count where it is (chapter 7 shows how).
+# a causal mask alone lets a decoder learn where it is (chapter 7 shows how, and where that stops).
 
 # %% slideshow={"slide_type": "fragment"}
 def causal_head(t):
@@ -149,10 +184,14 @@ perms = [pl.permutation_matrix(o, device=device) for o in itertools.permutations
 kept = [Po for Po in perms if torch.equal(Po @ mask @ Po.T, mask)]  # orders that map the triangle to itself
 assert len(perms) == 120 and len(kept) == 1 and torch.equal(kept[0], torch.eye(n, device=device))  # identity only
 assert pl.equivariance_error(causal_head, x, order) > 1e-2  # no longer equivariant
+causal = nn.Transformer.generate_square_subsequent_mask(n, device=device)  # -inf above the diagonal
+causal_block = lambda t: blocks["pre-LN (GPT-2)"](t[None], src_mask=causal, is_causal=True)[0]  # noqa: E731
+assert pl.equivariance_error(causal_block, x, order) > 1e-2  # nor is a whole causal block
 assert pl.equivariance_error(causal_head, x, list(range(n))) == 0  # (the identity order, trivially, is)
 torch.testing.assert_close(causal_head(x)[0], x[0] @ w_v)  # position 0 attends to itself alone
 torch.testing.assert_close(causal_head(P @ x)[0], x[order[0]] @ w_v)  # whichever token stands there
 print("causal mask: Attn(PX) == P Attn(X)?", pl.equivariance_error(causal_head, x, order) < 1e-5)
+print("causal mask: Block(PX) == P Block(X)?", pl.equivariance_error(causal_block, x, order) < 1e-5)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Fix the query, shuffle the keys and values: nothing changes
@@ -217,6 +256,7 @@ assert [i for i, w in enumerate(words) if w == "dog"] == [2, 5]  # with <s> in f
 assert [i for i, w in enumerate(words[1:]) if w == "dog"] == [1, 4]  # without it
 
 hdim = 16
+g = torch.manual_seed(1)  # the demo's own seed, whatever ran above
 embed = nn.Embedding(len(vocab), hdim).to(device)
 mha = nn.MultiheadAttention(hdim, num_heads=4, batch_first=True).to(device)
 mha.requires_grad_(False)
@@ -229,27 +269,86 @@ x_dog = embed(ids)  # (1, 6, 16)
 print("token ids:", ids.tolist())
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# How uniform is "almost uniform"? The same weights divided by 3 are exactly a draw from
-# $\mathcal{N}(0, 0.1^2)$. For each of the 4 heads and 6 queries we measure the largest weight
-# in the row (uniform attention over 6 tokens gives $1/6 \approx 0.17$) and the row's entropy
-# $-\sum_j a_j \log a_j$ as a fraction of its maximum, $\log 6$ (1 means uniform).
+# How uniform is "almost uniform", and how alike are the outputs? The same weights divided by 3
+# are exactly a draw from $\mathcal{N}(0, 0.1^2)$. For each of the 4 heads and 6 queries we
+# measure the largest weight in the row (uniform attention over 6 tokens gives
+# $1/6 \approx 0.17$) and the row's entropy $-\sum_j a_j \log a_j$ as a fraction of its maximum,
+# $\log 6$ (1 means uniform). Then the outputs themselves: the smallest cosine between any two
+# of the 6 output rows (1 means they all point the same way).
 
 # %% slideshow={"slide_type": "fragment"}
 def row_stats(module):
-    """Largest attention weight and smallest normalised row entropy over all heads and queries."""
-    w = module(x_dog, x_dog, x_dog, average_attn_weights=False)[1]  # (1, heads, 6, 6)
+    """Largest attention weight and smallest normalised row entropy over all heads and queries,
+    and the smallest cosine between two output rows."""
+    out, w = module(x_dog, x_dog, x_dog, average_attn_weights=False)  # (1, 6, 16), (1, heads, 6, 6)
     entropy = -(w * w.log()).sum(-1) / torch.log(torch.tensor(float(len(words))))
-    return w.max().item(), entropy.min().item()
+    cos = nn.functional.cosine_similarity(out[0, :, None], out[0, None], dim=-1)  # (6, 6)
+    return w.max().item(), entropy.min().item(), cos.min().item()
 
 
 small = nn.MultiheadAttention(hdim, num_heads=4, batch_first=True).to(device).requires_grad_(False)
 small.load_state_dict({name: t / 3 for name, t in mha.state_dict().items()})  # N(0, 0.1^2)
-top_small, entropy_small = row_stats(small)
-top, entropy = row_stats(mha)
+top_small, entropy_small, alike_small = row_stats(small)
+top, entropy, alike = row_stats(mha)
 assert top_small < 0.3 and entropy_small > 0.95  # std 0.1: every row close to uniform
 assert top > 0.5 and entropy < 0.5  # std 0.3: some heads pick one token
-print(f"std 0.1: largest weight {top_small:.2f}, smallest entropy {entropy_small:.2f} × log 6")
-print(f"std 0.3: largest weight {top:.2f}, smallest entropy {entropy:.2f} × log 6")
+assert alike_small > 0.95 and alike < 0.5  # std 0.1: all six outputs point almost the same way; 0.3: not
+print(f"std 0.1: largest weight {top_small:.2f}, smallest entropy {entropy_small:.2f} × log 6, "
+      f"smallest cosine between outputs {alike_small:.2f}")
+print(f"std 0.3: largest weight {top:.2f}, smallest entropy {entropy:.2f} × log 6, "
+      f"smallest cosine between outputs {alike:.2f}")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# The weights of the 4 heads as pictures, one row per query and one column per key: at std 0.1
+# (top) every row is nearly flat at 1/6, at std 0.3 (bottom) some rows put most of their weight
+# on one token. In every panel the rows of the two "dog" queries (2 and 5) are identical.
+
+# %% slideshow={"slide_type": "skip"}
+def head_weights(std):
+    """(4, 6, 6) attention weights of the demo's heads with its weights rescaled to N(0, std^2)."""
+    scaled = nn.MultiheadAttention(hdim, num_heads=4, batch_first=True).to(device).requires_grad_(False)
+    scaled.load_state_dict({name: t * (std / 0.3) for name, t in mha.state_dict().items()})
+    return scaled(x_dog, x_dog, x_dog, average_attn_weights=False)[1][0]
+
+
+def draw_weights(fig, std=0.1):
+    axes = fig.subplots(1, 4, sharey=True)
+    ims = [viz.heatmap(torch.zeros(6, 6), ax=ax, xlabel="key", colorbar=None, diverging=False, vmin=0, vmax=1)
+           for ax in axes]
+    axes[0].set_yticks(range(len(words)), words)
+    fig.colorbar(ims[-1], ax=axes, shrink=0.9, label="attention weight")
+
+    def update(std):
+        for h, (im, w) in enumerate(zip(ims, head_weights(std))):
+            im.set_data(w.cpu().numpy())
+            axes[h].set_title(f"head {h + 1}, std {std:.2f}", fontsize=9)  # prose counts heads from 1
+
+    update(std)
+    return update
+
+
+# %% slideshow={"slide_type": "fragment"}
+fig = Figure(figsize=(9, 4.4), layout="constrained")
+top_row, bottom_row = fig.subfigures(2, 1)
+draw_weights(top_row, 0.1)
+draw_weights(bottom_row, 0.3)
+for std in (0.1, 0.3):
+    w = head_weights(std)
+    torch.testing.assert_close(w[:, 2], w[:, 5])  # the two dogs' rows, every head
+torch.testing.assert_close(head_weights(0.3), mha(x_dog, x_dog, x_dog, average_attn_weights=False)[1][0])
+fig
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# Now scale the weights yourself, from 0.02 to 1: where does attention stop being a plain average
+# and start to choose? Whatever the scale, and however sharp a head gets, the two "dog" rows
+# stay identical: sharper attention does not give a token its place.
+
+# %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
+scale_widget = viz.InteractiveFigure(
+    draw_weights, figsize=(9, 2.4),
+    std=widgets.FloatLogSlider(0.1, base=10, min=-1.7, max=0, step=0.05, description="weight std"),
+)
+scale_widget
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Run it and compare the two "dog" rows.
@@ -391,8 +490,8 @@ print("P added before the projections (usual) != P added after them (source): Tr
 # token. Middle: the output for the sentence read backwards; its rows are the same rows in
 # reverse order. Right: the backwards output moved back into the original order, minus the
 # original output: all zero (white), because without positions the layer cannot see the
-# order. (The right panel has its own colour scale, given in its title and fixed for every
-# setting of the widget below, so white always means zero.)
+# order. (The right panel has its own colour scale, given in its title, so white always
+# means zero.)
 
 # %% slideshow={"slide_type": "skip"}
 ORDERS = {
@@ -418,36 +517,24 @@ def outputs_for(order_name, positions):
     return original, permuted, moved_back - original
 
 
-# Fixed colour scales for every setting, so "white" always means zero and colour bars never redraw.
+# One colour scale for the outputs; the difference panel's scale is the largest difference any
+# order makes once positions are on, so "white" means zero on the scale of a real change.
 OUT_SCALE = max(outputs_for(o, p)[0].abs().max().item() for o in ORDERS for p in (False, True))
 DIFF_SCALE = max(outputs_for(o, True)[2].abs().max().item() for o in ORDERS)
 
 
-def draw_outputs(fig, order_name="reversed", positions=False, show_original=True):
-    """Heatmaps of the outputs; the widget leaves out the (unchanging) original panel to draw faster."""
-    axes = list(fig.subplots(1, 3 if show_original else 2))
+def draw_outputs(fig, order_name="reversed", positions=False):
+    """Heatmaps of the original output, the permuted output and the moved-back difference."""
+    axes = fig.subplots(1, 3)
     original, permuted, diff = outputs_for(order_name, positions)
-    if show_original:
-        viz.heatmap(original, ax=axes[0], xlabel="features", diverging=True, vmax=OUT_SCALE, colorbar=None,
-                    title="original sentence")
-        axes[0].set_yticks(range(len(words)), words)
-        axes[0].set_xticks([])
-        axes = axes[1:]
-    ims = [viz.heatmap(m, ax=ax, xlabel="features", diverging=True, vmax=vmax, colorbar=cb)
-           for m, ax, vmax, cb in zip((permuted, diff), axes, (OUT_SCALE, DIFF_SCALE), ("output", None))]
-    for ax in axes:
-        ax.set_xticks([])  # 16 anonymous features: tick labels would only cost render time
-    axes[1].set_yticks(range(len(words)), words)
-
-    def update(order_name, positions, **_):
-        for im, m in zip(ims, outputs_for(order_name, positions)[1:]):
-            im.set_data(m.cpu().numpy())
-        axes[0].set_yticks(range(len(words)), [words[j] for j in ORDERS[order_name]])
-        axes[0].set_title(f"permuted: {order_name}")
-        axes[1].set_title(f"moved back − original (±{DIFF_SCALE:.3f})" + (", positions on" if positions else ""))
-
-    update(order_name, positions)
-    return update
+    for ax, m, vmax, title in zip(axes, (original, permuted, diff), (OUT_SCALE, OUT_SCALE, DIFF_SCALE),
+                                  ("original sentence", f"permuted: {order_name}",
+                                   f"moved back − original (±{DIFF_SCALE:.3f})")):
+        viz.heatmap(m, ax=ax, xlabel="features", diverging=True, vmax=vmax, colorbar=None, title=title)
+        ax.set_xticks([])  # 16 anonymous features
+    axes[0].set_yticks(range(len(words)), words)
+    axes[1].set_yticks(range(len(words)), [words[j] for j in ORDERS[order_name]])
+    axes[2].set_yticks(range(len(words)), words)
 
 
 # %% slideshow={"slide_type": "fragment"}
@@ -458,26 +545,19 @@ assert diff.abs().max() < 1e-5  # the right panel really is zero
 fig
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# Now choose the order yourself, and switch the positional encoding on. Without positions
-# the right panel stays white for every order: the rows only move. With positions it lights
-# up for every order except "unchanged". Even "swap the two dogs" lights it up: that swap
-# gives back the very same sentence, hence the very same output, but the two "dog" rows
-# now differ, so moving rows with their tokens no longer reproduces it. With positions an
-# output belongs to a place in the sentence, not to a token.
-
-# %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
-permute_widget = viz.InteractiveFigure(
-    lambda fig, **values: draw_outputs(fig, show_original=False, **values),
-    figsize=(6.4, 2.8),
-    order_name=widgets.Dropdown(options=list(ORDERS), value="reversed", description="order"),
-    positions=widgets.Checkbox(value=False, description="add positions"),
-)
-permute_widget
-
-# %% [markdown] slideshow={"slide_type": "fragment"}
-# Both claims, checked: without positions no order lights the right panel up; with
-# positions every order but "unchanged" does, while the dog swap leaves the output itself
+# Switch the positional encoding on and the right panel lights up, for every order except
+# "unchanged". Even "swap the two dogs" lights it up: that swap gives back the very same
+# sentence, hence the very same output, but the two "dog" rows now differ, so moving rows with
+# their tokens no longer reproduces it. With positions an output belongs to a place in the
+# sentence, not to a token. The figure shows the dog swap with positions on; the cell after it
+# checks both claims for five orders: without positions no order lights the right panel up;
+# with positions every order but "unchanged" does, while the dog swap leaves the output itself
 # exactly as it was.
+
+# %% slideshow={"slide_type": "fragment"}
+fig = Figure(figsize=(9, 2.8))
+draw_outputs(fig, "swap the two dogs", positions=True)
+fig
 
 # %% slideshow={"slide_type": "fragment"}
 lit = {name: [outputs_for(name, p)[2].abs().max().item() > 1e-4 for p in (False, True)] for name in ORDERS}
@@ -514,76 +594,95 @@ answer = torch.tensor([[0, 0, 1, 0],  # slot 0 fetches c, which is row 2
 _ = check.reorder_matrix(answer)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 2. Predict, then run.** For each case, are the two outputs identical (`True`)
-# or not (`False`)? Weights are random, as in this chapter, and there is no mask, as in the
-# runs of sections 1-4 (a causal mask changes the answers: section 1's aside, Exercise 5).
+# **Exercise 2. Which layers keep equivariance? Predict first.** Each layer below maps $n$
+# tokens, the rows $x_0, \dots, x_{n-1}$ of $X$, to $n$ rows. Which ones satisfy
+# $f(PX) = P\,f(X)$ for every permutation $P$? Answer with the set of letters, e.g. `{"a", "b"}`.
 #
-# - (a) No positions. The outputs of the two "dog" tokens in "the dog chased another dog".
-# - (b) Sinusoidal positions added to the embeddings. The same two outputs.
-# - (c) No positions, one fixed query. Its output before and after shuffling the keys and
-#   values together.
-# - (d) No positions, one fixed query. Its output before and after shuffling the keys but
-#   not the values.
-# - (e) Positions added. The whole output before and after swapping the two "dog" tokens.
+# - (a) $x_i + \bar x$, where $\bar x$ is the mean of all the tokens;
+# - (b) $x_i + x_{i-1}$ (the first token gets $x_0 + 0$);
+# - (c) each feature normalised over the tokens: $(x_{i,c} - \mathrm{mean}_t\, x_{t,c}) / \mathrm{std}_t\, x_{t,c}$;
+# - (d) the running mean $\frac{1}{i+1}\sum_{t \le i} x_t$;
+# - (e) $x_i$ plus the feature-wise maximum over all the tokens;
+# - (f) $x_i \cdot (1 + r_i)$, where $r_i$ is the rank of token $i$ when the tokens are sorted
+#   by their first feature.
+#
+# Decide on paper first, then test your prediction in code (`pl.equivariance_error` measures
+# how far a function is from equivariant).
 
 # %% slideshow={"slide_type": "fragment"}
-answer = None  # e.g. {"a": True, "b": ..., "c": ..., "d": ..., "e": ...}
-_ = check.predict_equal(answer)
+answer = None  # a set of letters, e.g. {"a", "b"}
+_ = check.equivariant_layers(answer)
 
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "predict_equal_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-answer = None  # e.g. {"a": True, "b": ..., "c": ..., "d": ..., "e": ...}
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "equivariant_layers_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+answer = None  # a set of letters, e.g. {"a", "b"}
 ### BEGIN SOLUTION
-answer = {"a": True, "b": False, "c": True, "d": False, "e": True}
+# Reorder the tokens. (a), (e): the mean and the maximum of a set do not depend on its order, and
+# every token gets the same treatment. (c): the mean and std over the tokens are again order-free.
+# (f): the ranks move with their tokens. (b) and (d) look at which tokens come *before* x_i: after
+# a reorder a token has other predecessors, so its output changes, not just its place.
+answer = {"a", "c", "e", "f"}
+x5 = torch.randn(5, 3, dtype=torch.float64)
+assert {k for k, f in check.ch01.LAYERS.items() if pl.equivariance_error(f, x5, [4, 2, 0, 1, 3]) < 1e-9} == answer
 ### END SOLUTION
 
-# %% nbgrader={"grade": true, "grade_id": "predict_equal", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.predict_equal(answer)
+# %% nbgrader={"grade": true, "grade_id": "equivariant_layers", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.equivariant_layers(answer)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 3. Order-aware attention.** Write `order_aware(x, w_q, w_k, w_v)`: single-head
-# self-attention of the tokens `x` (shape `(n, d)`, weights right-multiplied as in section 1)
-# that returns the `(n, d)` output and gives two copies of the same token different outputs,
-# using the sinusoidal code of chapter 3 (`pl.sinusoidal_positions`) in the usual place.
-# The checker feeds it a sentence with repeated tokens and can tell where you put the code.
+# **Exercise 3. Design: positions that do not reach the output.** Section 3 showed that adding
+# positions makes the two "dog" outputs differ. Break that claim. Take the five tokens
+# "the dog chased another dog" with sinusoidal positions, $h_i = x_i + p_i$ ($d = 8$; the dogs
+# at positions 1 and 4), and one attention head in this chapter's row convention,
+# $q_i = h_i W_Q$, $k_i = h_i W_K$, $v_i = h_i W_V$. The checker fixes random $W_K, W_V$ and the
+# embeddings (`x, p, w_k, w_v = check.ch01.dog_setup()`). Design a $W_Q$ of rank 7 with which the
+# two dogs get identical outputs anyway. (Rank 7: $W_Q = 0$ would make every row the same by
+# making attention uniform, which proves nothing.)
 
 # %% slideshow={"slide_type": "fragment"}
-def order_aware(x, w_q, w_k, w_v):
-    raise NotImplementedError  # your code
+answer = None  # your 8x8 W_Q
+_ = check.blind_query(answer)
 
-
-_ = check.order_aware_attention(order_aware)
-
-
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "order_aware_attention_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-def order_aware(x, w_q, w_k, w_v):
-    ### BEGIN SOLUTION
-    h = x + pl.sinusoidal_positions(x.shape[-2], x.shape[-1], device=x.device)
-    return pl.attention(h @ w_q, h @ w_k, h @ w_v)[0]
-    ### END SOLUTION
-
-
-# %% nbgrader={"grade": true, "grade_id": "order_aware_attention", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.order_aware_attention(order_aware)
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 4. Count the outputs.** Run one attention layer over the 8 tokens of
-# "the cat saw the cat and the dog" (random embeddings and weights, no mask, as in the runs
-# of sections 1-4). How many *distinct* output rows are there without positions, and how
-# many with positions added? Answer as a pair `(without, with)`.
-
-# %% slideshow={"slide_type": "fragment"}
-answer = None  # (without, with)
-_ = check.distinct_outputs(answer)
-
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "distinct_outputs_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-answer = None  # (without, with)
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "blind_query_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+answer = None  # your 8x8 W_Q
 ### BEGIN SOLUTION
-sentence = "the cat saw the cat and the dog".split()
-answer = (len(set(sentence)), len(sentence))  # one row per distinct word; then one per token
+# Row i's output is softmax(q_i K^T / sqrt(d)) V, and K and V are shared by every row: only the
+# query differs between the two dogs. Their inputs differ by u = p_1 - p_4 (same token), so any
+# W_Q with u W_Q = 0 gives them equal queries, hence equal outputs. The projector that removes
+# the direction of u has rank 7. A trained model can do this too: positions help only if W_Q
+# (and W_K) keep them.
+x_, p_, w_k_, w_v_ = check.ch01.dog_setup()
+u = (p_[1] - p_[4]) / (p_[1] - p_[4]).norm()
+answer = torch.eye(8, dtype=torch.float64) - torch.outer(u, u)
 ### END SOLUTION
 
-# %% nbgrader={"grade": true, "grade_id": "distinct_outputs", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.distinct_outputs(answer)
+# %% nbgrader={"grade": true, "grade_id": "blind_query", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.blind_query(answer)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **Exercise 4. Design: two places a causal head cannot tell apart.** Section 1 showed that a causal
+# mask breaks equivariance: the first token knows it is first. Does that let a causal head without
+# positions tell every position apart? Break that hope. Take one causal head without positions
+# (`pl.attention(..., causal=True)`) over a sequence of token ids from 0 to 4 (each id stands for one
+# embedding; at most 12 tokens). Design a sequence that uses at least two different tokens, and two
+# positions $i < j$ whose outputs are identical whatever the embeddings and the weights are. Answer
+# as `(tokens, (i, j))`; the checker tries several random embeddings and weights.
+
+# %% slideshow={"slide_type": "fragment"}
+answer = None  # (tokens, (i, j)), e.g. ([0, 1, 2], (0, 2))
+_ = check.causal_twins(answer)
+
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "causal_twins_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+answer = None  # (tokens, (i, j)), e.g. ([0, 1, 2], (0, 2))
+### BEGIN SOLUTION
+# Row i is sum_(t <= i) w_t v_t with w_t = exp(s_t) / sum_(t' <= i) exp(s_t'), s_t = q_i . k_t: it depends
+# on the query's token and on what share of the prefix each token makes up, not on how long the prefix
+# is. Two copies of every key double the numerator and the denominator alike. So repeat a pattern:
+# after "0 1" and after "0 1 0 1" the last token is 1 and each token is half of the prefix.
+answer = ([0, 1, 0, 1], (1, 3))
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "causal_twins", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.causal_twins(answer)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise 5. What a causal head still cannot see.** A causal head without positions
@@ -617,10 +716,12 @@ _ = check.causal_swap_rows(answer)
 #
 # - Without positions, self-attention is **permutation-equivariant**: $\mathrm{Attn}(PX) =
 #   P\,\mathrm{Attn}(X)$, because the softmax acts on each row's entries alike. Identical
-#   tokens get identical outputs wherever they stand.
+#   tokens get identical outputs wherever they stand. Residual connections, feed-forward
+#   networks and LayerNorm keep this (row-wise maps and sums of equivariant maps are
+#   equivariant), so a whole block, and a whole model, is blind to order too.
 # - This needs every query to see every key. A causal mask is tied to places, not tokens, and
 #   breaks it: the first token knows it is first (chapter 7 turns this into a counter), while
-#   the tokens before a query still form a bag (Exercise 5).
+#   the tokens before a query still form a bag, weighed by their shares (Exercises 4 and 5).
 # - For a fixed query it is **permutation-invariant** in the (key, value) pairs: the
 #   sentence is a bag of words.
 # - Adding a position code $p_i$ to each token before the projections breaks both; chapter 2

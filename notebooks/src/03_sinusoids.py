@@ -21,8 +21,10 @@
 # 2. draws it, in both column layouts found in the wild;
 # 3. proves that moving k positions is one fixed rotation $M_k$, whatever the start;
 # 4. shows why each pair needs a sine **and** a cosine: sines alone admit no such map;
-# 5. measures how the dot product of two encodings depends on their distance;
-# 6. explains why token embeddings are scaled before the encoding is added;
+# 5. measures how the dot product of two encodings depends on their distance, and when an
+#    attention score built from them depends on the offset alone (the road to RoPE);
+# 6. weighs two explanations of why token embeddings are scaled before the encoding is added,
+#    and why the code is added rather than concatenated;
 # 7. packages the table as a module, fixing the errors the source modules make.
 #
 # Sources followed: `000` (the formula and $X\cdot M + P$), `002` (a PyTorch walk-through with a
@@ -155,12 +157,18 @@ print("distinct rows with k:", len({tuple(r) for r in literal_004.tolist()}), "�
 # `max_len` $= 20$ positions — with positions down the y-axis and features along the x-axis.
 # (It uses the `coolwarm` map; our figures use one diverging map centred on 0 throughout.)
 # Left columns (fast pairs) flicker from row to row; right columns (slow pairs) hardly change:
-# the smooth version of chapter 2's low and high bits.
+# the smooth version of chapter 2's low and high bits, **mirrored**: chapter 2 writes a binary
+# code as numbers are written, the slow high bit on the left and the fast bit 0 on the right,
+# while the sinusoidal table puts its fastest pair ($j = 0$) on the left. Read one against the
+# other from opposite ends. (The cell checks both directions.)
 
 # %% slideshow={"slide_type": "fragment"}
 P = pl.sinusoidal_positions(20, 40)
 step = P.diff(dim=0).abs().mean(dim=0)  # mean change from one row to the next, per column
 assert (step[:2] > 0.5).all() and (step[-2:] < 1e-3).all()  # fast pair 0 vs slow pair 19
+bits = pl.binary_positions(64, 6)
+flips = (bits[1:] != bits[:-1]).sum(0)  # per column: how often it changes
+assert flips.argmax() == 5 and flips.argmin() == 0  # binary: fastest column on the right, slowest on the left
 fig, ax = viz.figure(width=6.0, height=3.6)
 viz.heatmap(P, ax=ax, colorbar="value",
             xlabel="embedding dimension (d_model = 40)", ylabel="position (max_len = 20)",
@@ -240,7 +248,13 @@ fig
 #
 # The paper picked sinusoids hoping the model could learn to attend by *relative* position,
 # because for every fixed offset $k$ the code of $pos+k$ is a linear function of the code of
-# $pos$. Here is the proof. Fix pair $j$ and write $a = p\,\theta_j$
+# $pos$. It had a second hope (Vaswani et al., §3.5): that sinusoids "may allow the model to
+# extrapolate to sequence lengths longer than the ones encountered during training", where a
+# learned table has no rows (chapter 2). Chapter 7 tests this hope on a small decoder and it
+# does not hold: trained on 64 tokens, the sinusoidal model's next-token accuracy on a local
+# grammar falls from 0.74 to 0.44 at 128 tokens and 0.20 at 512, every seed (the cell after
+# the proof reads chapter 7's committed results). Defined everywhere is not the same as
+# understood everywhere. The linear relation itself is exact; here is the proof. Fix pair $j$ and write $a = p\,\theta_j$
 # (where position $p$ is) and $b = k\,\theta_j$ (how far we move). The angle-addition formulas
 #
 # $$\sin(a+b) = \cos b \,\sin a + \sin b\,\cos a, \qquad \cos(a+b) = -\sin b\,\sin a + \cos b\,\cos a$$
@@ -307,7 +321,16 @@ M5, M7 = pl.rope_matrix(-5, d, inv_freq=f64), pl.rope_matrix(-7, d, inv_freq=f64
 torch.testing.assert_close(M5 @ M7, pl.rope_matrix(-12, d, inv_freq=f64))  # M_k M_l = M_{k+l}
 torch.testing.assert_close(M5 @ M5.T, torch.eye(d, dtype=torch.float64))  # orthogonal ...
 assert abs(torch.linalg.det(M5).item() - 1) < 1e-9  # ... with determinant 1: a rotation
-print(f"201 offsets x 300 positions x 2 layouts: largest error {worst:.0e}")
+print(f"201 offsets x 300 positions x 2 layouts: largest error below 1e-9: {worst < 1e-9}")
+
+# Vaswani's extrapolation hope, against chapter 7's committed results (three seeds)
+from posenc_lib.experiments import extrapolation as ex
+
+grammar = ex.accuracy(ex.load_results(), "grammar", "sinusoidal")
+assert round(grammar[64]["mean"], 2) == 0.74 and round(grammar[128]["mean"], 2) == 0.44
+assert round(grammar[512]["mean"], 2) == 0.20 and grammar[512]["max"] < grammar[128]["min"] < grammar[64]["min"]
+print("sinusoids, trained on 64 tokens, grammar accuracy (mean of 3 seeds):",
+      {L: round(grammar[L]["mean"], 2) for L in (64, 128, 256, 512)})
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5 · Why a sine *and* a cosine?
@@ -363,7 +386,7 @@ fig
 # The sines-only fits come close only at a few offsets ($k = 3, 19, 22, 25$ with three columns,
 # $22, 25$ with six): there $k\theta_0 = k$ radians lies near a multiple of $\pi$ ($22 \approx 7\pi$),
 # so the missing term $\sin k\theta_0 \cos p\theta_0$ of the
-# fastest pair is small. (Exercise 4 asks when it vanishes exactly.) With the cosine in the table the
+# fastest pair is small. With the cosine in the table the
 # fit is exact for every $k$: that is why every frequency gets a **pair** of columns.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -465,35 +488,94 @@ ax.legend(loc="upper right")
 fig
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# Explore: the widget's y-axis runs to $d/2$, so sliding $d$ alone hardly changes the picture; a
-# smaller base squeezes all wavelengths and the decay stops early, a larger one stretches it.
+# Explore what the four curves only sample: slide the base through every value between 10 and
+# $10^6$ ($d = 128$; the cell above showed that $d$ barely matters), and widen the range of
+# offsets to see where the decay stops. A smaller base squeezes all wavelengths and the
+# similarity turns negative early; a larger one stretches the decay over longer distances.
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
-def draw_dot(fig, d, base, span):
+def draw_dot(fig, base, span, d=128):
     ax = fig.subplots()
     (line,) = ax.plot([], [], lw=1, color="tab:blue")
     ax.axhline(0, color="grey", lw=0.6)
-    ax.set(xlabel="offset k", ylabel="PE(p) · PE(p+k)")
+    ax.set(xlabel="offset k", ylabel="s(k) / (d/2)", ylim=(-0.3, 1.05))
 
-    def update(d, base, span):
+    def update(base, span):
         k = torch.arange(-span, span + 1)
-        y = pl.rope_angles(k, d, base=base).cos().sum(-1)
-        line.set_data(k, y)
+        line.set_data(k, pl.rope_angles(k, d, base=base).cos().mean(-1))
         ax.set_xlim(-span, span)
-        ax.set_ylim(-0.25 * d / 2, 1.05 * d / 2)
         ax.set_title(f"d = {d}, base = {base:g}")
 
-    update(d, base, span)
+    update(base, span)
     return update
 
 
 dot_widget = viz.InteractiveFigure(
     draw_dot, figsize=(6.4, 3.2),
-    d=widgets.IntSlider(128, min=4, max=512, step=4, description="d_model"),
-    base=widgets.FloatLogSlider(10000, base=10, min=1, max=6, step=0.5, description="base"),
+    base=widgets.FloatLogSlider(10000, base=10, min=1, max=6, step=0.25, description="base"),
     span=widgets.IntSlider(300, min=20, max=2000, step=20, description="max |k|"),
 )
 dot_widget
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### From $PE \cdot PE$ to an attention score
+#
+# Attention does not take the dot product of two codes; it takes $q_m \cdot k_n$ with
+# $q_m = (x_m + p_m)W_Q$ and $k_n = (x_n + p_n)W_K$ (row vectors; query at position $m$, key at $n$,
+# the letters chapter 5 uses, so that $j$ keeps counting pairs). The position-position part of
+# that score is $p_m\,A\,p_n^\top$ with $A = W_Q W_K^\top$. Does it still depend only on the
+# offset? Write the codes through the shift of §4: in row form $p_{m+k} = p_m M_k^\top$, so
+# $p_m = p_0 M_m^\top$ and
+#
+# $$p_m\,A\,p_n^\top = p_0\,M_m^\top A\,M_n\,p_0^\top .$$
+#
+# If $A$ **commutes with every $M_k$**, then $M_m^\top A M_n = A\,M_m^\top M_n = A\,M_{n-m}$ and
+# the score is $p_0 A M_{n-m} p_0^\top$: a function of $n - m$ alone. The matrices that commute
+# with every $M_k$ (its frequencies all differ) are those that act on each pair as a scaled
+# rotation, $\begin{pmatrix} a & b\\ -b & a\end{pmatrix}$, and nothing else: a random $W_Q W_K^\top$
+# is far from that. The cell measures, for $d = 128$ and 128 positions, how much the score
+# changes along a diagonal $n - m = k$ (0 means: offset only), for a random
+# $W_Q W_K^\top$ (entries of $W_Q, W_K$ drawn with std $d^{-1/2}$), for a random *symmetric* $A$, and
+# for a random $A$ of the commuting kind.
+#
+# So absolute sinusoids give relative position–position scores only if training finds such an
+# $A$ in every head, and even then the score as a whole is not relative: its content–position
+# terms, $x_m A\,p_n^\top$ and $p_m A\,x_n^\top$ (chapter 4 starts from all four terms), still see
+# where the key and the query are. A commuting $A$ is necessary, not sufficient; the cell's last
+# measurement shows the content–position term of a commuting $A$ changing along the diagonals.
+# RoPE builds the structure in instead: it rotates $q$ and $k$ themselves, so that
+# $q_m^\top k_n$ involves $R_m^\top R_n = R_{n-m}$ whatever $W_Q$ and $W_K$ are (chapter 5).
+
+# %% slideshow={"slide_type": "fragment"}
+def diagonal_spread(scores):
+    """Largest max - min along any diagonal n - m = k of a square score matrix (0: offset only)."""
+    n = scores.shape[0]
+    return max((scores.diagonal(k).max() - scores.diagonal(k).min()).item() for k in range(-(n - 1), n))
+
+
+d, n = 128, 128
+P = pl.sinusoidal_positions(n, d, dtype=torch.float64)
+gen = torch.Generator().manual_seed(0)
+W_Q, W_K = (torch.randn(d, d, generator=gen, dtype=torch.float64) / d**0.5 for _ in range(2))
+sym = torch.randn(d, d, generator=gen, dtype=torch.float64)
+a, b = torch.randn(2, d // 2, generator=gen, dtype=torch.float64)
+commuting = torch.block_diag(*[torch.tensor([[ai, bi], [-bi, ai]], dtype=torch.float64) for ai, bi in zip(a.tolist(), b.tolist())])
+f128 = pl.rope_frequencies(d, dtype=torch.float64)
+for k in (1, 5, 40):
+    M_k = pl.rope_matrix(-k, d, inv_freq=f128)
+    torch.testing.assert_close(commuting @ M_k, M_k @ commuting)  # commutes with every shift
+    assert not torch.allclose((W_Q @ W_K.T) @ M_k, M_k @ (W_Q @ W_K.T))  # a random product does not
+spreads = {"random W_Q W_K^T": diagonal_spread(P @ W_Q @ W_K.T @ P.T),
+           "random symmetric A": diagonal_spread(P @ (sym + sym.T) @ P.T),
+           "commuting A": diagonal_spread(P @ commuting @ P.T)}
+assert spreads["random W_Q W_K^T"] > 20 and spreads["random symmetric A"] > 20
+assert spreads["commuting A"] < 1e-10
+token = torch.randn(d, generator=gen, dtype=torch.float64)  # one token, the same at every position
+content_position = (token @ commuting @ P.T).expand(n, n)  # x A p_n^T: row m (query), column n (key)
+spreads["content-position term, commuting A"] = diagonal_spread(content_position)
+assert spreads["content-position term, commuting A"] > 1  # still sees the key's absolute position
+print("largest change along a diagonal n - m = k:",
+      {name: ("below 1e-10" if v < 1e-10 else round(v)) for name, v in spreads.items()})
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 7 · Why scale the token embeddings first?
@@ -542,6 +624,86 @@ assert 1 < ratio["xavier_uniform"][1] < 1.5
 assert abs(ratio["nn.Embedding default N(0, 1)"][0] - math.sqrt(2)) < 0.05  # already ≈ √2 unscaled
 assert 1 / ratio["nn.Embedding default N(0, 1)"][1] < 0.04  # scaled again: |p| is < 4% of |x|
 print({name: tuple(round(r, 3) for r in rs) for name, rs in ratio.items()})
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### Two explanations of the $\sqrt d$, and what each predicts
+#
+# The paper states the scaling but not its reason, and two explanations are in circulation.
+#
+# 1. **Source `000`'s: keep the meaning on top.** Scale $X$ so that the position does not
+#    drown the token. The numbers above only half support it: after the scaling the token is
+#    about $\sqrt 2$ times as long as the code, comparable, not dominant. And it is a reason to
+#    scale only embeddings that start small: with the $\mathcal N(0,1)$ default the token is
+#    already the longer one, and scaling it again overshoots.
+# 2. **Tied embeddings.** The paper shares one weight matrix between the two embedding
+#    layers and the pre-softmax linear layer (Vaswani et al., §3.4; Press & Wolf, 2017). As the
+#    output layer, its rows are multiplied with a hidden state $h$ whose entries have variance
+#    about 1; to start with logits of order 1 the weights need std about $d^{-1/2}$
+#    (tensor2tensor initialises them so). As an input layer the same rows are then $\sqrt d$ too
+#    short, entries of std $d^{-1/2}$ beside a code whose entries have root mean square
+#    $\sqrt{1/2} \approx 0.71$. Multiplying by $\sqrt d$ gives them entries of std 1: one matrix,
+#    two jobs, each at its natural scale.
+#
+# Where do they differ? Both say "scale" for tied, small-initialised embeddings, and neither
+# for untied $\mathcal N(0, 1)$ ones (the first because the token is long already, the second
+# because nothing is tied). They part for **untied, small-initialised** embeddings: the first
+# says "scale", since the code would drown the token; the second has nothing to say, since there
+# is no output layer to share the matrix with. The numbers above cannot decide between them: the
+# logit scale of a tied matrix is an identity both accept. The cell only checks the second
+# explanation's arithmetic: with std $d^{-1/2}$ weights the logits $h W^\top$ have std about 1,
+# with std-1 weights about $\sqrt d \approx 22.6$; and after $\times\sqrt d$ the token entries
+# have std 1, next to the code's 0.71.
+
+# %% slideshow={"slide_type": "fragment"}
+h = torch.randn(256, d, generator=torch.Generator().manual_seed(1))  # hidden states, entries of variance 1
+small_w, unit_w = inits["normal, std d^-1/2"], inits["nn.Embedding default N(0, 1)"]
+logit_std = {"std d^-1/2": (h @ small_w.T).std().item(), "std 1": (h @ unit_w.T).std().item()}
+assert abs(logit_std["std d^-1/2"] - 1) < 0.05 and abs(logit_std["std 1"] - math.sqrt(d)) < 1  # 1 and √d ≈ 22.6
+scaled_std = (small_w * math.sqrt(d)).std().item()
+code_rms = pl.sinusoidal_positions(2048, d).pow(2).mean().sqrt().item()
+assert abs(scaled_std - 1) < 0.01 and abs(code_rms - math.sqrt(0.5)) < 1e-3
+print("logit std with std d^-1/2 weights ≈ 1, with std 1 weights ≈ √d: True")
+print("token entries after × √d: std ≈ 1;  code entries: root mean square √(1/2) ≈ 0.71: True")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### Why add, and not concatenate?
+#
+# Source `002` lists this among the questions it leaves open. Concatenating, $[x_i, p_i]$
+# (width $2d$), and then projecting with $W_Q = \begin{pmatrix} W_x \\ W_p\end{pmatrix}$ gives
+# $x_i W_x + p_i W_p$: exactly **adding** a projected token and a projected code. So after the
+# first projection a concatenation is an addition with separate weights for the two parts;
+# addition is the special case $W_x = W_p$, and costs no extra width in any layer. What
+# addition gives up is a guarantee that the two parts stay apart: $x_i + p_i$ mixes them in
+# the same $d$ features. How much do they collide? Pair by pair, hardly: in many dimensions two
+# unrelated vectors are nearly orthogonal, and at $d = 512$ every token of 200 is within 0.25 of
+# orthogonal to every code of 200. That is not the same as separate directions. The 200 codes
+# lie, but for a ten-thousandth of their energy, in 65 of the 512 directions (their slow pairs
+# change little over 200 positions), and a random token keeps about 13% of its energy in those
+# directions, what any random vector keeps in 65 of 512 ($65/512 \approx 0.127$): that much of
+# the token a reader of the code's directions also picks up. The cell checks the identity, the
+# pairwise near-orthogonality, and the shared directions.
+#
+# The same sum reappears inside every score: $(x_m + p_m)W_QW_K^\top(x_n + p_n)^\top$ splits into
+# token–token, token–position, position–token and position–position terms, the four terms
+# chapter 4 starts from.
+
+# %% slideshow={"slide_type": "fragment"}
+x4, p4 = torch.randn(6, d, generator=torch.Generator().manual_seed(2)), pl.sinusoidal_positions(6, d)
+W_cat = torch.randn(2 * d, 64, generator=torch.Generator().manual_seed(3)) / math.sqrt(2 * d)
+W_x, W_p = W_cat[:d], W_cat[d:]
+torch.testing.assert_close(torch.cat([x4, p4], dim=-1) @ W_cat, x4 @ W_x + p4 @ W_p)  # concat = add, projected
+tokens_512 = nn.functional.normalize(small_w[:200], dim=-1)
+codes_512 = nn.functional.normalize(pl.sinusoidal_positions(200, d), dim=-1)
+assert (tokens_512 @ codes_512.T).abs().max() < 0.25  # 200 x 200 pairs: all within 0.25 of orthogonal
+_, code_sv, code_dirs = torch.linalg.svd(nn.functional.normalize(pl.sinusoidal_positions(200, d, dtype=torch.float64),
+                                                                  dim=-1), full_matrices=False)
+energy_left = 1 - (code_sv**2).cumsum(0) / (code_sv**2).sum()  # after the first r + 1 directions
+span = int((energy_left > 1e-4).sum()) + 1  # directions holding all but 1e-4 of the codes' energy
+share = ((tokens_512.double() @ code_dirs[:span].T) ** 2).sum(-1)  # each unit token's energy in them
+assert span == 65 and round(share.mean().item(), 2) == 0.13 and abs(share.mean().item() - span / 512) < 0.01
+print("[x, p] W == x W_x + p W_p: True;  |cos(token, code)| < 0.25 for 40 000 pairs at d = 512: True")
+print(f"the 200 codes lie in {span} of 512 directions (all but 1e-4 of their energy); "
+      f"a random token keeps {share.mean():.2f} of its energy there")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 8 · As a module, and what the sources' modules get wrong
@@ -656,98 +818,103 @@ print("a buffer made from a tensor that requires grad, persistent=False: require
 # a hint. The worked solution follows, collapsed (expand it only after trying), then a cell that
 # checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
 #
-# **1.** Without calling the library: what is $PE[7, 3]$ for $d = 10$ (position 7, column 3)?
-# Which pair, sine or cosine?
+# **1 (design: read the offset back).** Two sinusoidal codes of $d = 8$ features (base 10000, §1's
+# interleaved layout) are given: `code_a`, the code of a position $p$, and `code_b`, the code of a
+# position $q$. You know neither position; they can be any real numbers up to $10^9$, not only
+# whole ones, but $|q - p| < 3000$. Write `offset(code_a, code_b)` returning $q - p$ (two tensors of
+# 8 numbers in, one number out).
 
 # %% slideshow={"slide_type": "subslide"}
-answer = None  # your number
-_ = check.pe_entry(answer)
-
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "pe_entry_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-answer = None  # your number
-### BEGIN SOLUTION
-# column 3 is odd -> cosine of pair j = 3 // 2 = 1, frequency 10000^(-2/10)
-answer = math.cos(7 * 10000 ** (-2 * 1 / 10))
-### END SOLUTION
-
-# %% nbgrader={"grade": true, "grade_id": "pe_entry", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.pe_entry(answer)
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# **2 (derive).** §4 built $M_k$ for the interleaved layout. Many codebases store the
-# *concatenated* layout instead (§3: all sines, then all cosines;
-# `pl.sinusoidal_positions(n, d, layout="concat")`). Write `shift_matrix(k, d)` returning the
-# $d\times d$ matrix $M_k$ with $PE(p+k) = M_k\,PE(p)$ for **that** layout, without converting
-# layouts: work out where the four entries of pair $j$'s $2\times 2$ block land.
-
-# %% slideshow={"slide_type": "fragment"}
-def shift_matrix(k, d):
+def offset(code_a, code_b):
     raise NotImplementedError  # your code
 
 
-_ = check.shift_matrix(shift_matrix)
+_ = check.offset_from_codes(offset)
 
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "shift_matrix_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-def shift_matrix(k, d):
+
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "offset_from_codes_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+def offset(code_a, code_b):
     ### BEGIN SOLUTION
-    # pair j's sine sits at row j, its cosine at row j + d/2; the block [[c, s], [-s, c]] of §4
-    # (c = cos k theta_j, s = sin k theta_j) spreads over rows and columns j and j + d/2
-    theta = pl.rope_frequencies(d, dtype=torch.float64)
-    c, s, h = torch.diag(torch.cos(k * theta)), torch.diag(torch.sin(k * theta)), d // 2
-    M = torch.zeros(d, d, dtype=torch.float64)
-    M[:h, :h], M[:h, h:], M[h:, :h], M[h:, h:] = c, s, -s, c
-    return M
+    # §4: going k positions on turns pair j by kθ_j. A pair's angle is only known up to whole turns, so
+    # a fast pair (pair 0 repeats every 2π ≈ 6.3 positions) cannot tell k from k + 2π/θ_j. The slowest
+    # pair, θ_3 = 10000^(-6/8) = 1/1000, turns by less than half a circle over |k| < 3000 (3 < π): read
+    # its angle in both codes, take the difference into (-π, π], divide by θ_3. (The dot product of the
+    # codes, §6, would not do: it is the same for k and -k.)
+    theta_slow = 10000 ** (-6 / 8)
+    turn = math.atan2(code_b[6], code_b[7]) - math.atan2(code_a[6], code_a[7])  # (sin, cos) of pair 3
+    turn = (turn + math.pi) % (2 * math.pi) - math.pi
+    return turn / theta_slow
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "shift_matrix", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.shift_matrix(shift_matrix)
+# %% nbgrader={"grade": true, "grade_id": "offset_from_codes", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.offset_from_codes(offset)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **3.** Column $2j$ is $\sin(p\,\theta_j)$. After how many positions does it repeat? Write
-# `wavelengths(d, base)` returning all $d/2$ wavelengths. (For $d = 512$, how long is the
-# longest one?)
+# **2 (design: the road to RoPE).** §6 showed that the position-position score $p_m A p_n^\top$
+# depends on the offset alone when $A$ commutes with every shift $M_k$, and that the plain dot
+# product ($A = I$) cannot tell a key $k$ tokens *before* the query from one $k$ tokens
+# *after* it. Design a $16 \times 16$ matrix $A$ for the sinusoidal code with $d = 16$ such that
+# the score $p_m A p_n^\top$ (row vectors, query $m$, key $n$) depends only on $n - m$ **and**,
+# over $n - m = -20, \dots, 20$, is largest when the key is four tokens before the query,
+# $n - m = -4$. Work out on paper which $A$ does it before you build it.
 
 # %% slideshow={"slide_type": "fragment"}
-def wavelengths(d, base):
-    raise NotImplementedError  # your code
+answer = None  # your 16x16 matrix A
+_ = check.offset_only_score(answer)
 
-
-_ = check.wavelengths(wavelengths)
-
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "wavelengths_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-def wavelengths(d, base):
-    ### BEGIN SOLUTION
-    # p·θ_j grows by 2π every 2π/θ_j = 2π·base^(2j/d) positions
-    return 2 * math.pi / pl.rope_frequencies(d, base=base, dtype=torch.float64)
-    ### END SOLUTION
-
-
-# %% nbgrader={"grade": true, "grade_id": "wavelengths", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.wavelengths(wavelengths)
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# **4.** A code with a single column, $p_i = \sin(i\theta)$ with $\theta = \pi/6$: a sine without its
-# cosine (§5). For which offsets $k = 1, \dots, 24$ is there an exact affine map, one pair of numbers
-# $a, b$ with $p_{i+k} = a\,p_i + b$ for **every** position $i$? Answer with the list of those $k$.
-# Work it out on paper first; `pl.affine_shift_residual` can confirm your reasoning afterwards.
-
-# %% slideshow={"slide_type": "fragment"}
-answer = None  # your list of offsets
-_ = check.sine_only_offsets(answer)
-
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "sine_only_offsets_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-answer = None  # your list of offsets
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "offset_only_score_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+answer = None  # your 16x16 matrix A
 ### BEGIN SOLUTION
-# sin((i+k)θ) = cos(kθ)·sin(iθ) + sin(kθ)·cos(iθ). The first term is a·p_i with a = cos(kθ).
-# The second is no function of p_i at all: i = 0 and i = 6 both have sin(iθ) = 0 but cos(iθ) = +1
-# and -1. So an affine map exists exactly when sin(kθ) = 0: kπ/6 a multiple of π, k a multiple of 6.
-# Then p_(i+k) = ±p_i (a = +1 after a full turn, k = 12, 24; a = -1 after half a turn, k = 6, 18).
-answer = [6, 12, 18, 24]
+# A = M_4 (the shift by 4 of §4) commutes with every M_k, and with p_n = p_0 M_n^T (row form)
+# p_m M_4 p_n^T = p_0 M_m^T M_4 M_n p_0^T = p_0 M_(n - m + 4) p_0^T = sum over pairs j of cos((n - m + 4) θ_j):
+# the plain dot product s(k) of §6 moved from k = 0 to k = -4, largest there and only there.
+# (Sign check: M_4 moves a code four positions on, so the key's code p_(m-4) lands on p_m.)
+# In RoPE the rotation sits inside q and k themselves; here it sits in A = W_Q W_K^T.
+answer = pl.rope_matrix(-4, 16, inv_freq=pl.rope_frequencies(16, dtype=torch.float64))  # M_4 = R_-4
 ### END SOLUTION
 
-# %% nbgrader={"grade": true, "grade_id": "sine_only_offsets", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.sine_only_offsets(answer)
+# %% nbgrader={"grade": true, "grade_id": "offset_only_score", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.offset_only_score(answer)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **3 (find the bug).** This builder looks like the formula of §1 and draws a plausible
+# heatmap, but it has one bug. For $d = 64$, how many of its 32 pairs turn more slowly than
+# the slowest pair of the correct table, $10000^{-62/64}$ radian per position? Find the bug by
+# reading, and count on paper; then check it in code (the same function is
+# `check.ch03.buggy_sinusoids`).
+#
+# ```python
+# def buggy_sinusoids(n: int, d: int) -> torch.Tensor:
+#     """A sinusoidal table with one bug (Exercise 3 of chapter 3)."""
+#     pos = torch.arange(n, dtype=torch.float64)[:, None]
+#     two_j = torch.arange(0, d, 2, dtype=torch.float64)
+#     angle = pos / 10000 ** (2 * two_j / d)
+#     table = torch.zeros(n, d, dtype=torch.float64)
+#     table[:, 0::2] = torch.sin(angle)
+#     table[:, 1::2] = torch.cos(angle)
+#     return table
+# ```
+
+# %% slideshow={"slide_type": "fragment"}
+answer = None  # a whole number of pairs
+_ = check.slow_pairs(answer)
+
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "slow_pairs_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+answer = None  # a whole number of pairs
+### BEGIN SOLUTION
+# two_j already holds the even column index 2j, and the exponent doubles it again: the builder
+# computes theta_j = 10000^(-4j/d) instead of 10000^(-2j/d). Pair j is slower than the paper's
+# slowest pair 10000^(-62/64) when 4j/64 > 62/64, i.e. 4j > 62, j >= 16: pairs 16 .. 31.
+# Half the table's columns turn by less than 1.33e-4 radian per position: nearly constant,
+# wasted features.
+answer = 16
+row = check.ch03.buggy_sinusoids(2, 64)[1]
+assert int((torch.atan2(row[0::2], row[1::2]) < 10000 ** (-62 / 64)).sum()) == answer
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "slow_pairs", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.slow_pairs(answer)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Errata in the sources

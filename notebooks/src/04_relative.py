@@ -145,18 +145,6 @@ viz.heatmap(rows, ax=ax, title="table row clip(j − i, −3, 3) + 3", xlabel="k
             colorbar="row of a^K, a^V")
 fig
 
-# %% [markdown] slideshow={"slide_type": "fragment"}
-# Explore: the window width $k$. With $k = 0$ every pair shares one row (no position information);
-# with $k \ge L - 1$ every offset has its own row.
-
-# %% tags=["nbval-ignore-output"] slideshow={"slide_type": "subslide"}
-viz.interactive_heatmap(
-    lambda k: pl.clipped_relative_positions(16, 16, k, device=device),
-    title=lambda k: f"table row clip(j − i, −{k}, {k}) + {k}",
-    xlabel="key j", ylabel="query i", colorbar="row",
-    k=widgets.IntSlider(3, min=0, max=16, description="k"),
-)
-
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Shaw attention in the library: `ShawRelativePositions` holds the two tables and returns
 # $a^K_{ij}, a^V_{ij}$ for every pair; `shaw_attention` uses them. Keys more than $k$ away get the
@@ -222,7 +210,11 @@ print("query-minus-key rows are the key-minus-query rows of the flipped table")
 # Three changes: the key's $p_n$ becomes $R_{M+i-j}$ with its own projection $W_{k,R}$; the query's
 # projected position $W_q p_m$ becomes a learned vector, $u$ where it meets content and $v$ where it
 # meets position (a query's own position should not change how much it likes a key). $u, v \in
-# \mathbb R^{d_\text{head}}$ live *after* the projection.
+# \mathbb R^{d_\text{head}}$ live *after* the projection, one pair per head. How many pairs: the paper
+# writes a single $u$ and $v$; the authors' code shares one pair across all layers unless its `untie_r`
+# flag is set (`tf/train_gpu.py` in kimiyoung/transformer-xl, default off), which their released
+# WikiText-103 model sets (`tf/sota/wt103.sh`); XLNet keeps a pair in every layer (checked below on
+# transformers' XLNet). §7 counts the per-layer form.
 #
 # In the library: `q` $= W_q x_i$, `k` $= W_{k,E} x_j$, `r[o]` $= W_{k,R} R_o$ for distances
 # $o = 0, \dots,$ `k_len`$- 1$, and `pl.xl_score_terms(q, k, r, u, v)` returns the four terms.
@@ -258,8 +250,9 @@ print(f"XL's term u^T W_kE x_n = {xl_term.item():+.4f}; u^T W_q^T W_k x_n needs 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### The four terms on a small example
 #
-# A segment of 4 queries with a memory of 2 keys: 6 keys in all. Terms (b) and (d) exist only for keys
-# the query may see ($j \le M + i$): there is no row of $R$ for a negative distance, and XL is causal.
+# A segment of 4 queries with a memory of 2 keys: 6 keys in all. Terms (b) and (d) are computed only
+# for keys the query may see ($j \le M + i$): XL is a causal language model, so it needs $R$ for the
+# distances $0, \dots, K - 1$ only (a model that also looks ahead needs more, as XLNet shows below).
 # Term (c) is the same for every query (a row vector repeated): it says which keys are worth attending
 # to whatever the query is.
 
@@ -289,29 +282,38 @@ names = {"a": "(a) content", "b": "(b) content–position", "c": "(c) global con
 fig = heatmap_row([*xl_terms.values(), pl.xl_scores_direct(q, k, r, u, v)], [*names.values(), "sum"])
 fig
 
-# %% [markdown] slideshow={"slide_type": "fragment"}
-# Explore: switch terms on and off, e.g. only (c) + (d) is the score a query with no content would give.
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### Keys after the query: XLNet
+#
+# Nothing in the sinusoid forbids a negative distance: $R_{-o}$ has the same cosines as $R_o$ and the
+# sines negated, so it is a different vector and the score can tell a key $o$ steps after the query from
+# one $o$ steps before it. XLNet (Yang et al. 2019) uses XL's attention bidirectionally (transformers'
+# `XLNetConfig(attn_type="bi")`, the default): a query may attend to keys on both sides (its permutation
+# objective, not the left-to-right order, decides which), so it builds $R$ for the distances
+# $K, K - 1, \dots, -(Q - 1)$, $K + Q$ rows where XL's causal case needs $K$. The cell asks
+# transformers' XLNet for its table (`relative_positional_encoding`), checks the rows of distances
+# $0 \dots K - 1$ against `pl.xl_relative_sinusoids`, the negative ones against the sign rule, and
+# that each of XLNet's layers has its own $u$ and $v$ (`r_w_bias`, `r_r_bias`).
 
-# %% tags=["nbval-ignore-output"] slideshow={"slide_type": "subslide"}
-def draw_xl(fig, **on):
-    ax = fig.subplots()
+# %%
+from transformers import XLNetConfig, XLNetModel
 
-    def total(**on):
-        picked = [xl_terms[t] for t in "abcd" if on[t]]
-        return sum(picked) if picked else torch.zeros(Q, K).masked_fill(hidden.cpu(), float("-inf"))
-
-    im = viz.heatmap(total(**on), ax=ax, xlabel="key j", ylabel="query i", diverging=True)
-
-    def update(**on):
-        viz.update_heatmap(im, total(**on), diverging=True)
-        ax.set_title(" + ".join(f"({t})" for t in "abcd" if on[t]) or "no term")
-
-    update(**on)
-    return update
-
-
-viz.InteractiveFigure(draw_xl, figsize=(4.6, 3.4),
-                      **{t: widgets.Checkbox(value=True, description=names[t]) for t in "abcd"})
+with torch.random.fork_rng():  # building a model draws random numbers: leave the notebook's stream alone
+    xlnet = XLNetModel(XLNetConfig(vocab_size=10, d_model=d_model, n_layer=2, n_head=2, d_inner=16))
+assert xlnet.config.attn_type == "bi"
+with torch.no_grad():
+    R_xlnet = xlnet.relative_positional_encoding(Q, K)[:, 0]  # (K + Q, d_model): distances K, K-1, ..., -(Q-1)
+dist_xlnet = torch.arange(K, -Q, -1)
+assert R_xlnet.shape == (K + Q, d_model) and dist_xlnet.tolist() == [6, 5, 4, 3, 2, 1, 0, -1, -2, -3]
+R_ours = pl.xl_relative_sinusoids(K, d_model)  # row o = R_o, o = 0 .. K - 1
+assert_close(R_xlnet[(dist_xlnet >= 0) & (dist_xlnet < K)], R_ours.flip(0))  # same sinusoids, [sin | cos]
+half = d_model // 2
+for o in range(1, Q):
+    neg, pos = R_xlnet[dist_xlnet == -o][0], R_ours[o]
+    assert_close(neg, torch.cat((-pos[:half], pos[half:])))  # R_(-o): sines negated, cosines kept
+    assert not torch.allclose(neg, pos)  # a key after the query is not one before it
+assert len({id(layer.rel_attn.r_w_bias) for layer in xlnet.layer}) == 2  # u per layer (and v: r_r_bias)
+print(f"XLNet, Q = {Q}, K = {K}: R for distances {dist_xlnet.tolist()}; R_-o = R_o with its sines negated")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ### The relative shift, step by step
@@ -373,6 +375,48 @@ fig = heatmap_row([by_offset, raw, direct], ["(q+v)·r, column c: distance K−1
                                              "direct (a)+(b)+(c)+(d)"], width=2.9)
 fig.axes[0].set_xlabel("column c")
 fig
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### Why shift rather than gather?
+#
+# The paper's reason for the trick (its Appendix B) is the cost of the naive form: computing
+# $W_{k,R}R_{i-j}$ for every pair is quadratic in vectors, while the distances form only $K$ of them.
+# Once the $(Q, K)$ scores against every distance exist, putting the right one at each $(i, j)$ is a
+# reordering, and a gather does it as well as the shift (Exercise 1 derives its index). In memory
+# the two are close. The shift's pad writes a new $(Q, K+1)$ tensor, a full copy of the scores (the
+# reshapes and the slice after it are views of that copy, not copies). A gather writes a new $(Q, K)$
+# output and reads a $(Q, K)$ index of int64, twice the bytes of float32 scores; but the index
+# depends only on $Q$ and $K$, so it is built once and `expand` shares it over every batch and head
+# without copying it (stride 0). What the shift saves is building that index, not memory. The cell
+# measures both for a segment of 512 queries with a memory of 512 (and checks, on a small batch, that
+# a gather through one shared index equals the shift on every key the query may see; its index comes
+# from shifting the column numbers themselves, so it is not derived here).
+
+# %%
+Q_big, K_big = 512, 1024
+scores_big = torch.randn(Q_big, K_big)  # float32 scores against every distance
+padded_big = F.pad(scores_big, (1, 0))  # the shift's first step
+shifted_big = padded_big.view(K_big + 1, Q_big)[1:].view(Q_big, K_big)  # the rest: views of the pad
+assert torch.equal(shifted_big, pl.rel_shift(scores_big))
+assert padded_big.data_ptr() != scores_big.data_ptr()  # a new tensor ...
+assert padded_big.nbytes == scores_big.nbytes + 4 * Q_big  # ... a full copy, one column wider
+assert shifted_big.untyped_storage().data_ptr() == padded_big.untyped_storage().data_ptr()  # no second copy
+index_big = torch.empty(Q_big, K_big, dtype=torch.long)  # what a gather reads
+assert index_big.nbytes == 2 * scores_big.nbytes
+shared = index_big.expand(32, 8, Q_big, K_big)  # 32 sequences x 8 heads, one index
+assert shared.stride()[:2] == (0, 0) and shared.untyped_storage().nbytes() == index_big.nbytes
+MiB = 2**20
+print(f"scores {scores_big.nbytes / MiB:.2f} MiB; the shift's pad {padded_big.nbytes / MiB:.2f} MiB (new), "
+      f"its reshapes 0; a gather's output {scores_big.nbytes / MiB:.2f} MiB (new) and its index "
+      f"{index_big.nbytes / MiB:.2f} MiB, shared by 32 x 8 (sequence, head) pairs")
+
+g = torch.manual_seed(2)
+batch = torch.randn(2, 3, Q, K, device=device)  # 2 sequences, 3 heads, the Q x K example of this section
+column = pl.rel_shift(torch.arange(K, device=device).expand(Q, K))  # which column each entry comes from
+gathered = batch.gather(-1, column.expand(2, 3, Q, K))  # one (Q, K) index for every sequence and head
+assert column.expand(2, 3, Q, K).stride()[:2] == (0, 0)
+assert torch.equal(gathered[..., visible], pl.rel_shift(batch)[..., visible])  # = the shift where the query looks
+print("a gather through one shared index = the shift on every visible key: True")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **A naming trap.** The labml annotated implementation of XL (`labml_nn/transformers/xl/relative_mha.py`)
@@ -463,8 +507,11 @@ assert t5_causal.tolist() == [3, 2, 1, 0, 0, 0, 0]  # decoder: keys after the qu
 # exactly when $e + \lfloor \log(n/e) / \log(\text{max\_distance}/e)\cdot(B - e)\rfloor \ge B - 1$; the
 # $\min$ then catches every larger $n$. With 16 buckets and `max_distance` 32 ($B = 8$, $e = 4$) that
 # holds from **distance 20** on: bucket 7 holds 20, 21, …, 31 *and* every distance from 32 to infinity,
-# while 19 is still in bucket 6. (Exercise 3 asks where it starts for other settings.) The cell checks
-# the rule with the formula, and the library against it.
+# while 19 is still in bucket 6. With T5's own defaults (32 buckets, `max_distance` 128) the last bucket
+# starts at distance 91 in an encoder ($B = 16$), well before 128, but at 113 in a decoder ($B = 32$):
+# more buckets per direction leave less room before `max_distance`. The cell checks the rule with the
+# formula, the library against it, and finds both defaults by walking the distances up. (Exercise 3 asks
+# for the closed form.)
 
 # %%
 def log_term(n: int, B: int, e: int, max_distance: int) -> int:
@@ -480,6 +527,15 @@ lib_last = pl.t5_relative_bucket(-torch.arange(500, device=device), num_buckets=
 assert ((lib_last == B - 1).nonzero().flatten() == torch.arange(20, 500, device=device)).all()  # library agrees
 print(f"last bucket ({B - 1}) of the past: distances {in_last[0]} and up; max_distance = {maxd};",
       f"distance 19 -> bucket {lib_last[19].item()}")
+first_in_last = {}  # T5's defaults, 32 buckets and max_distance 128, found by walking the distances up
+for bidir in (True, False):
+    last_b = (16 if bidir else 32) - 1
+    b_def = pl.t5_relative_bucket(-torch.arange(1000, device=device), num_buckets=32, max_distance=128,
+                                  bidirectional=bidir)
+    first_in_last[bidir] = int((b_def == last_b).nonzero()[0])
+assert first_in_last == {True: 91, False: 113}  # "well before" 128 in an encoder; much less so in a decoder
+print(f"T5's defaults (32 buckets, max_distance 128): the last bucket of the past starts at distance "
+      f"{first_in_last[True]} in an encoder, {first_in_last[False]} in a decoder")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The source notes call $b_{i,j}$ a "trainable vector matrix". It is one **scalar** per (bucket, head):
@@ -510,8 +566,9 @@ fig
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # Explore: more buckets make the exact range wider; a larger `max_distance` stretches the log buckets.
 # The figure opens at 16 buckets and `max_distance` **33**, one more than the 32 above: the library
-# requires `max_distance` above the exact range, and with 64 decoder buckets that range is 0..31, so 33
-# is the smallest value valid for every setting of the other two controls.
+# requires `max_distance` > `max_exact` (T5's $e$: the log term divides by
+# $\log(\text{max\_distance}/e)$, which must be positive), and the largest $e$ the controls allow is 32, with 64 decoder buckets. So 33 is the smallest
+# `max_distance` valid for every setting of the other two controls.
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "subslide"}
 def draw_t5(fig, num_buckets, max_distance, bidirectional):
@@ -543,7 +600,8 @@ def t5_settings_valid(num_buckets, max_distance, bidirectional):
 
 
 assert all(t5_settings_valid(nb_, 33, bd_) for nb_ in range(8, 65, 4) for bd_ in (True, False))
-assert not t5_settings_valid(64, 32, False)  # 32 would fail for 64 decoder buckets
+assert max((nb_ if not bd_ else nb_ // 2) // 2 for nb_ in range(8, 65, 4) for bd_ in (True, False)) == 32  # e
+assert not t5_settings_valid(64, 32, False)  # max_distance = e = 32 fails for 64 decoder buckets
 viz.InteractiveFigure(
     draw_t5, figsize=(8.0, 3.3),
     num_buckets=widgets.IntSlider(16, min=8, max=64, step=4, description="buckets"),
@@ -603,18 +661,34 @@ fig
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Why $\sqrt{3d}$
 #
-# For random unit-variance vectors each dot product of length $d$ has variance $d$; three independent
-# terms add up to variance $3d$. Dividing by $\sqrt{3d}$ keeps the scores at unit scale, as
-# $1/\sqrt d$ does for one term.
+# For random unit-variance vectors each dot product of length $d$ has variance $d$. The three terms are
+# **not independent**: c2c and c2p share the query $q^c_i$, c2c and p2c share the key $k^c_j$. They are
+# *uncorrelated*, though: $\mathbb E[(q \cdot k)(q \cdot r)] = \sum_{a,b} \mathbb E[q_a q_b]\,
+# \mathbb E[k_a]\,\mathbb E[r_b] = 0$ when $k$ and $r$ are independent with mean zero, and uncorrelated
+# terms are all a variance needs: the sum has variance $3d$, and dividing by $\sqrt{3d}$ keeps the
+# scores at unit scale, as $1/\sqrt d$ does for one term. The cell simulates DeBERTa's case, with the
+# vectors shared as in the score ($d = 16$): the variance is $3d$ and the terms are uncorrelated, but
+# their squares are not (a long $q^c_i$ makes c2c and c2p large together; for Gaussian vectors the
+# correlation of the squares is $1/(d + 3)$), while six separate vectors, the control, leave even the
+# squares uncorrelated.
 
 # %%
 g = torch.manual_seed(0)
-n_samples, d_big = 4000, 64
-a1, a2, a3, a4, a5, a6 = (torch.randn(n_samples, d_big, device=device) for _ in range(6))
-three_terms = (a1 * a2).sum(-1) + (a3 * a4).sum(-1) + (a5 * a6).sum(-1)
-ratio = three_terms.var().item() / (3 * d_big)
-print(f"variance of the three-term sum / 3d = {ratio:.3f}")
-assert abs(ratio - 1) < 0.1
+n_samples, d_small = 20000, 16
+qc_, kc_, qr_, kr_ = (torch.randn(n_samples, d_small, device=device) for _ in range(4))
+shared = torch.stack(((qc_ * kc_).sum(-1), (qc_ * kr_).sum(-1), (kc_ * qr_).sum(-1)))  # c2c, c2p, p2c
+ratio = shared.sum(0).var().item() / (3 * d_small)
+corr = torch.corrcoef(shared)
+corr_sq = torch.corrcoef(shared**2)[0, 1].item()  # c2c^2 against c2p^2: both grow with |q^c|
+separate = torch.stack([(torch.randn(n_samples, d_small, device=device) * torch.randn(n_samples, d_small, device=device)).sum(-1)
+                        for _ in range(2)])  # the control: no vector shared
+corr_sq_separate = torch.corrcoef(separate**2)[0, 1].item()
+print(f"variance of c2c + c2p + p2c over 3d: {ratio:.2f}; largest correlation between two terms: "
+      f"{(corr - torch.eye(3, device=device)).abs().max().item():.2f}")
+print(f"correlation of c2c^2 and c2p^2: {corr_sq:.2f} (1/(d+3) = {1 / (d_small + 3):.2f}); "
+      f"with no shared vector: {corr_sq_separate:.2f}")
+assert abs(ratio - 1) < 0.05 and (corr - torch.eye(3, device=device)).abs().max() < 0.03  # uncorrelated
+assert abs(corr_sq - 1 / (d_small + 3)) < 0.02 and corr_sq > 0.03 > abs(corr_sq_separate)  # not independent
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Paper, released code, and the source notes
@@ -673,6 +747,34 @@ src_p2c = torch.stack([torch.stack([(W_qc @ P[delta[m, n]]) @ k_c[n] for n in ra
 _, c2p_tied, p2c_tied = pl.deberta_terms(q_c, k_c, P @ W_qc.T, P @ W_kc.T, p2c_index="reference")
 assert_close(src_c2p + src_p2c, c2p_tied + p2c_tied)  # a special case: W_{q,r} = W_q, W_{k,r} = W_k
 assert not torch.allclose(src_c2p, c2p, atol=1e-3)  # v1's own W_{k,r} gives other scores
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### A worked index table for the p2c gathers
+#
+# Which row of $q^r$ does each recipe read for the pair (query $i$, key $j$)? Four queries and keys,
+# $k = 2$, so $\delta(i, j) = \operatorname{clip}(i - j + 2, 0, 3)$. Columns: the paper's row
+# $\delta(j, i)$; transformers' recipe, which scores $S = k^c (q^r)^\top$ (row $a$: key $a$ against every
+# row of $q^r$), gathers $G[a, b] = S[a, \text{pos}[a, b]]$ with $\text{pos}[a, b] =
+# \operatorname{clip}(-(a - b) + k)$ and transposes, so entry $(i, j)$ is $S[j, \text{pos}[j, i]]$;
+# microsoft/DeBERTa's recipe, which scores $T = q^r (k^c)^\top$ and gathers along rows with c2p's index,
+# so entry $(i, j)$ is $T[\delta(i, j), j]$. The cell builds the three indices and asserts that both
+# recipes read row $\delta(i, j)$ of $q^r$ against key $j$, and the paper row $\delta(j, i)$.
+
+# %%
+L4, k2 = 4, 2
+i4, j4 = torch.meshgrid(torch.arange(L4), torch.arange(L4), indexing="ij")
+delta4 = pl.deberta_relative_index(L4, L4, k2)  # delta(i, j) = clip(i - j + k, 0, 2k - 1), as in c2p
+paper_row = delta4.T  # delta(j, i)
+pos4 = torch.clamp(-(i4 - j4) + k2, 0, 2 * k2 - 1)  # transformers' p2c_pos[a, b], rows a of S are keys
+hf_key, hf_row = j4, pos4.T  # entry (i, j) = S[j, pos[j, i]]: key j against row pos[j, i] of q^r
+ms_row, ms_key = delta4, j4  # entry (i, j) = T[delta(i, j), j]: row delta(i, j) of q^r against key j
+assert torch.equal(hf_row, delta4) and torch.equal(ms_row, delta4) and torch.equal(hf_key, ms_key)
+assert (paper_row != delta4).sum() == L4 * L4 - L4  # the paper reads another row everywhere off the diagonal
+print(" i  j  i-j | paper δ(j,i) | transformers S[j, pos[j,i]] | microsoft T[δ(i,j), j]")
+for i_ in range(L4):
+    for j_ in range(L4):
+        print(f" {i_}  {j_}  {i_ - j_:+d}  |      {paper_row[i_, j_].item()}       |"
+              f"         S[{j_}, {pos4[j_, i_].item()}]             |        T[{delta4[i_, j_].item()}, {j_}]")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 6. One view for all: the bias as a function of $(i, j)$
@@ -736,6 +838,44 @@ fig
 # learned and flat inside each log bucket; XL's (d) and the RoPE kernel are sums of sinusoids of the
 # offset; ALiBi is a fixed straight line.
 
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### What this buys: a moved sentence keeps its scores
+#
+# Put a 5-token sentence at the start of the input, then behind 7 other tokens (positions 7 to 11).
+# With an absolute encoding (chapter 3's sinusoids added to the tokens) the scores among the sentence's
+# own tokens change, because every token now carries another $p_m$. With any of the relative methods
+# they stay exactly the same: the sentence's pairs have the same offsets wherever it sits. (Its
+# *outputs* can still change: its queries now also see the 7 tokens before it.) The cell compares, for
+# each method with this chapter's matrices, the sentence's $5 \times 5$ block of scores in both places.
+
+# %%
+g = torch.manual_seed(1)
+sentence = torch.randn(5, d_model, device=device)
+moved = torch.cat((torch.randn(7, d_model, device=device), sentence))  # the sentence at positions 7..11
+
+
+def xl_pair_scores(x):  # XL's four terms (causal: the future is -inf in both places)
+    r_ = pl.xl_relative_sinusoids(len(x), d_model, device=device) @ W_kR.T
+    return pl.xl_scores_direct(x @ W_q.T, x @ W_kE.T, r_, u, v)
+
+
+scorers = {
+    "absolute sinusoids": lambda x: ((x + pl.sinusoidal_positions(len(x), d_model, device=device)) @ W_q.T)
+    @ ((x + pl.sinusoidal_positions(len(x), d_model, device=device)) @ W_kE.T).T,
+    "Shaw": lambda x: (x @ W_q.T) @ (x @ W_kE.T).T
+    + torch.einsum("id,ijd->ij", x @ W_q.T, shaw16(len(x))[0].detach()),
+    "Transformer-XL": xl_pair_scores,
+    "T5": lambda x: (x @ W_q.T) @ (x @ W_kE.T).T + t5(len(x))[0].detach(),
+    "DeBERTa": lambda x: pl.deberta_scores(x @ W_qc.T, x @ W_kc.T, P @ W_qr.T, P @ W_kr.T),
+    "RoPE": lambda x: pl.apply_rope(x @ W_q.T) @ pl.apply_rope(x @ W_kE.T).T,
+}
+for name, score in scorers.items():
+    alone, inside = score(sentence), score(moved)[7:, 7:]
+    gap = (alone - inside)[torch.isfinite(alone)].abs().max().item()
+    assert torch.equal(torch.isinf(alone), torch.isinf(inside))
+    assert (gap > 1.0) if name == "absolute sinusoids" else (gap < 1e-4), name
+    print(f"{name:19s} largest change of a score when the sentence moves by 7: {gap:.2f}")
+
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 7. The methods side by side
 #
@@ -746,8 +886,8 @@ fig
 # | method | learned parameters | materialised | content × position term | position-only term | per head | distances past the window | used by |
 # |---|---|---|---|---|---|---|---|
 # | **Shaw** (§2) | $2(2k+1)\,d_\text{head}$ per layer ($a^K$, $a^V$), shared by the heads | $a^K_{ij}, a^V_{ij}$: $(L, L, d_\text{head})$ each as written; $(L, 2k+1)$ if $q$ is scored against the $2k+1$ rows first, then gathered | yes, $q_i \cdot a^K_{ij}$; and $a^V$ moves the output | no | no: one table, each head's $q$ reads it | all alike beyond $k$ | Shaw et al. 2018 (translation); Music Transformer (Huang et al. 2018) builds on it |
-# | **Transformer-XL** (§3) | $d_\text{model}^2$ ($W_{k,R}$) $+\ 2\,d_\text{model}$ ($u, v$) per layer; $R$ is fixed | $r$: $(L, d_\text{model})$; scores by distance, $(H, L, L)$, then the shift | yes, (b) | yes, (d); and (c), a global content bias | yes ($W_{k,R}$, $u$, $v$ per head) | a sinusoid for every distance, nothing clipped | Transformer-XL (Dai et al. 2019), XLNet (Yang et al. 2019) |
-# | **T5** (§4) | $\text{num\_buckets}\cdot H$ per stack, encoder or decoder (its first layer computes the bias, the others reuse it) | bucket ids $(L, L)$, bias $(H, L, L)$ | no | yes, a scalar per bucket | yes | one shared last bucket, from well before `max_distance` (§4) | T5 (Raffel et al. 2020) and its descendants (mT5, Flan-T5) |
+# | **Transformer-XL** (§3) | $d_\text{model}^2$ ($W_{k,R}$) per layer, $+\ 2\,d_\text{model}$ ($u, v$) per layer as in XLNet and XL's code with `untie_r` (the paper: one $u$, $v$ for the model); $R$ is fixed | $r$: $(L, d_\text{model})$; scores by distance, $(H, L, L)$, then the shift | yes, (b) | yes, (d); and (c), a global content bias | yes ($W_{k,R}$, $u$, $v$ per head) | a sinusoid for every distance, nothing clipped | Transformer-XL (Dai et al. 2019), XLNet (Yang et al. 2019) |
+# | **T5** (§4) | $\text{num\_buckets}\cdot H$ per stack, encoder or decoder (its first layer computes the bias, the others reuse it) | bucket ids $(L, L)$, bias $(H, L, L)$ | no | yes, a scalar per bucket | yes | one shared last bucket, before `max_distance`: from distance 91 of 128 in an encoder, 113 in a decoder (§4) | T5 (Raffel et al. 2020) and its descendants (mT5, Flan-T5) |
 # | **DeBERTa** (§5) | v1: $2k\,d_\text{model}$ (the table, shared by all layers) $+\ 2\,d_\text{model}^2 + d_\text{model}$ per layer ($W_{k,r}$ without bias, $W_{q,r}$ with one); v2/v3 with `share_att_key`: the table only (v3: $2 \cdot 256$ rows, and its LayerNorm, $2\,d_\text{model}$), nothing per layer | $q^r, k^r$: $(2k, d_\text{model})$; c2p, p2c against all rows, $(H, L, 2k)$, then gathered | yes, both ways (c2p, p2c) | no (p2p dropped) | yes (projections) | v1: all alike beyond $k$; v2/v3: exact near, log buckets (not T5's, see below) up to `max_position`, then the edge rows | DeBERTa (He et al. 2021), DeBERTa-v2/v3 |
 # | RoPE (chapter 5) | 0 | $\cos, \sin$: $(L, d_\text{head}/2)$ | yes: it *is* the rotated $q \cdot k$ | no | the same rotation in every head | every distance, but angles never seen in training (chapter 7) | GPT-NeoX, Llama and most current LLMs (chapter 8) |
 # | ALiBi (chapter 6) | 0 (fixed slopes $m_h$) | bias $(H, L, L)$, or only $H$ slopes in a fused kernel | no | yes, $-m_h (i - j)$ | yes (its slope) | a straight line, any distance | BLOOM, MPT |
@@ -762,8 +902,8 @@ fig
 # `pos_query_proj`, both with biases: $2\,d_\text{model}^2 + 2\,d_\text{model}$). The cell below counts a
 # layer of BERT-base's size ($H = 12$, $d_\text{model} = 768$) with $k = 128$, T5's 32 buckets and
 # v3's 256 position buckets: from the library's modules for Shaw, T5, RoPE and ALiBi, and from
-# transformers' modules for XL, T5's stack and DeBERTa when transformers is installed
-# (`tests/test_crosscheck.py` checks the same counts); it prints the same lines either way.
+# transformers' modules for XL, T5's stack and DeBERTa, built offline by the installed transformers
+# (`tests/test_crosscheck.py` checks the same counts).
 
 # %%
 H_, dm, dh, k_win, L_ = 12, 768, 64, 128, 10
@@ -785,7 +925,7 @@ counts = {  # the library's modules against the table's formulas
 for name, (counted, formula) in counts.items():
     assert counted == formula, name
 formulas = {  # the table's formulas for what the library has no module of; transformers' modules below
-    "Transformer-XL (per layer)": dm * dm + 2 * dm,  # W_kR, u, v
+    "XLNet, XL untie_r (per layer)": dm * dm + 2 * dm,  # W_kR, u, v
     "DeBERTa v1 (table, once)": 2 * k_win * dm,
     "DeBERTa v1 (per layer)": 2 * dm * dm + dm,  # pos_proj, pos_q_proj (+ its bias)
     "DeBERTa-v3 (table, once)": 2 * 256 * dm + 2 * dm,  # 2 x 256 position buckets, and its LayerNorm
@@ -810,7 +950,7 @@ with torch.random.fork_rng():  # building modules draws random numbers: leave th
     t5_hf = T5Stack(T5Config(d_model=16, d_kv=4, num_heads=H_, num_layers=3, d_ff=8, vocab_size=8,
                              relative_attention_num_buckets=32))
 counted_hf = {
-    "Transformer-XL (per layer)": n_params(xl_att.r, xl_att.r_w_bias, xl_att.r_r_bias),
+    "XLNet, XL untie_r (per layer)": n_params(xl_att.r, xl_att.r_w_bias, xl_att.r_r_bias),
     "DeBERTa v1 (table, once)": n_params(enc_v1.rel_embeddings),
     "DeBERTa v1 (per layer)": n_params(att_v1.pos_proj, att_v1.pos_q_proj),
     "DeBERTa-v3 (table, once)": n_params(enc_v3.rel_embeddings, enc_v3.LayerNorm),
@@ -858,7 +998,7 @@ print(f"L = {L_}: Shaw a^K {tuple(a_K.shape)}, or {tuple(by_row.shape)} scored f
 # at $|\delta| = m - 1 = 511$; and there is no $\min$: farther distances keep growing ($\pm 256$ at 512),
 # and the clip into the table's $2b = 512$ rows, $\operatorname{clip}(\text{bucket} + 256, 0, 511)$ as in
 # c2p, makes them share the edge rows. The cell writes the rule in plain Python, checks it against
-# `pl.deberta_log_bucket` and, when transformers is installed, against its `make_log_bucket_position`.
+# `pl.deberta_log_bucket` and against the installed transformers' `make_log_bucket_position`.
 
 # %%
 def deberta_v2_bucket(delta: int, position_buckets: int = 256, max_position: int = 512) -> int:
@@ -923,33 +1063,33 @@ def rel_shift(x):
 _ = check.xl_rel_shift(rel_shift)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **2.** By hand, with §4's formula (then check with the library if you like): the T5 buckets of the
-# offsets $j - i = -3, -20, +20, -500$ for a bidirectional bias with 32 buckets and `max_distance` 128.
-# Answer with a list of four integers.
+# **2 (predict).** A T5 encoder (bidirectional, T5's defaults: 32 buckets, `max_distance` 128) stores 32
+# learned scalars per head, one per bucket. Before you compute anything: how many of those 32 rows can
+# any input, of any length, ever read? Answer with one number.
 
 # %%
-answer = None  # e.g. [3, ...]
-_ = check.t5_buckets(answer)
+answer = None  # a number of rows
+_ = check.t5_rows_read(answer)
 
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "t5_buckets_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-answer = None  # e.g. [3, ...]
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "t5_rows_read_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+answer = None  # a number of rows
 ### BEGIN SOLUTION
-# 16 buckets per direction, 8 of them exact. -3: exact -> 3.
-# -20: 8 + int(log(20/8) / log(128/8) * 8) = 8 + int(2.64) = 10.  +20: the same, in the upper half: 26.
-# -500: beyond max_distance -> the last bucket of the past, 15.
-answer = [3, 10, 26, 15]
+# The past (j <= i) uses buckets 0..15: distance 0 (the query itself) is bucket 0, and far enough back
+# every bucket up to 15 is reached. A key after the query adds 16 to the bucket of its distance n = j - i,
+# but n >= 1 there: bucket 16 would be "a future key at distance 0", which does not exist. 31 rows.
+answer = 31
 ### END SOLUTION
 
-# %% nbgrader={"grade": true, "grade_id": "t5_buckets", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.t5_buckets(answer)
+# %% nbgrader={"grade": true, "grade_id": "t5_rows_read", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.t5_rows_read(answer)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **3.** §4 found that with 16 buckets and `max_distance` 32 the last bucket of the past starts at
-# distance 20, not 32. Derive where it starts in general: write `t5_last_bucket_start(num_buckets,
-# max_distance, bidirectional)`, the smallest distance $n = i - j \ge 0$ (a key in the past) that lands
-# in the last bucket of the past, from the formula alone (no call to `pl.t5_relative_bucket`; a loop
-# over every $n$ is allowed, but try for a closed form). What fraction of `max_distance` is that for
-# T5's defaults, 32 buckets and `max_distance` 128, in an encoder and in a decoder?
+# **3 (derive).** §4 found where the last bucket of the past starts by walking the distances up. Derive it
+# instead: write `t5_last_bucket_start(num_buckets, max_distance, bidirectional)`, the smallest distance
+# $n = i - j \ge 0$ (a key in the past) that lands in the last bucket of the past, as a closed form in the
+# three arguments. The checker makes `pl.t5_relative_bucket` refuse to run while your function runs,
+# and tries settings the chapter does not show, one with the last bucket tens of millions of distances
+# out, too far to walk to.
 
 # %%
 def t5_last_bucket_start(num_buckets, max_distance, bidirectional):
@@ -962,9 +1102,9 @@ _ = check.t5_last_bucket(t5_last_bucket_start)
 def t5_last_bucket_start(num_buckets, max_distance, bidirectional):
     ### BEGIN SOLUTION
     # Last bucket of the past: B - 1. n >= e is in it when e + floor(x (B - e)) >= B - 1 with
-    # x = log(n/e) / log(max_distance/e), i.e. x >= (B - 1 - e) / (B - e), i.e.
-    # n >= e * (max_distance/e) ** ((B - 1 - e) / (B - e)); distances are integers: round up.
-    # (T5's defaults: 91 of 128 in an encoder, 113 in a decoder; 16/32: 20, as §4 found.)
+    # x = log(n/e) / log(max_distance/e); a floor reaches an integer exactly when its argument does, so
+    # x >= (B - 1 - e) / (B - e), i.e. n >= e * (max_distance/e) ** ((B - 1 - e) / (B - e));
+    # distances are integers: round up. (16 buckets, max 32: 20; T5's defaults: 91 and 113, as in §4.)
     B = num_buckets // 2 if bidirectional else num_buckets
     e = B // 2
     return math.ceil(e * (max_distance / e) ** ((B - 1 - e) / (B - e)))
@@ -975,31 +1115,29 @@ def t5_last_bucket_start(num_buckets, max_distance, bidirectional):
 _ = check.t5_last_bucket(t5_last_bucket_start)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **4.** Implement the paper's position-to-content term for $q_\text{len} = k_\text{len} = n$:
-# `deberta_p2c(k_c, q_r)` with `k_c` of shape $(n, d)$ and `q_r` of shape $(2k, d)$ returns the
-# $(n, n)$ matrix $k^c_j \cdot q^r_{\delta(j, i)}$ (row $i$ = query, column $j$ = key).
+# **4 (design).** §5 showed that the paper's p2c reads row $\delta(j, i)$ of $q^r$ and the released code
+# row $\delta(i, j)$, so a checkpoint trained with one index gives other scores with the other. Design a
+# table for which the choice does not matter: a $q^r$ of $2k = 6$ rows of 4 numbers with which
+# `pl.deberta_terms(..., p2c_index="paper")` and `p2c_index="reference"` give the same p2c for every
+# content and at every length. The constant table works and is useless: give one with as many
+# *different* rows as such a table can have.
 
 # %%
-def deberta_p2c(k_c, q_r):
-    raise NotImplementedError  # your code
+answer = None  # a (6, 4) table
+_ = check.deberta_blind_table(answer)
 
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "deberta_blind_table_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+answer = None  # a (6, 4) table
+### BEGIN SOLUTION
+# For i - j = o the two indices are clip(o + k) and clip(k - o) (k = 3, rows 0..5). |o| < k: rows
+# r and 2k - r must match (1 = 5, 2 = 4), row 3 pairs with itself; o = +-k and beyond read the clipped
+# edges, 5 and 0, so row 0 must match row 5 too. Classes {0, 1, 5}, {2, 4}, {3}: at most 3 rows differ.
+a_, b_, c_ = torch.eye(4)[:3]
+answer = torch.stack([a_, a_, b_, c_, b_, a_])
+### END SOLUTION
 
-_ = check.deberta_p2c(deberta_p2c)
-
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "deberta_p2c_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-def deberta_p2c(k_c, q_r):
-    ### BEGIN SOLUTION
-    n, k = k_c.shape[0], q_r.shape[0] // 2
-    i = torch.arange(n)[:, None]
-    j = torch.arange(n)[None, :]
-    delta_ji = (j - i + k).clamp(0, 2 * k - 1)  # (n, n), indexed [i, j]
-    all_rows = k_c @ q_r.T  # (n, 2k): every key against every row
-    return all_rows[j.expand(n, n), delta_ji]
-    ### END SOLUTION
-
-
-# %% nbgrader={"grade": true, "grade_id": "deberta_p2c", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.deberta_p2c(deberta_p2c)
+# %% nbgrader={"grade": true, "grade_id": "deberta_blind_table", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.deberta_blind_table(answer)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Errata in the sources
@@ -1010,10 +1148,15 @@ _ = check.deberta_p2c(deberta_p2c)
 #    $v^\top W_q^\top \tilde W_k \tilde p_{m-n}$. In XL $u$ and $v$ replace the whole projected query
 #    position $W_q p_m$: the terms are $u^\top W_{k,E} x_n$ and $v^\top W_{k,R} R_{i-j}$, with
 #    $u, v \in \mathbb R^{d_\text{head}}$ (§3; the source's form does not type-check for XL's $u$).
-# 2. **T5's $b_{i,j}$ is not a "trainable vector matrix"**: it is one learned scalar per (bucket, head),
-#    looked up by the bucket of $j - i$ (§4). (The source also switches from $m, n$ to $i, j$ there.)
-# 3. **DeBERTa's citation**: the source writes "He et al. [2022]"; DeBERTa is He, Liu, Gao and Chen,
-#    ICLR 2021 (arXiv 2006.03654, 2020).
+#    The slip is not the source's own: RoFormer (Su et al.), whose §2.2 the source follows equation by
+#    equation, writes the same two terms (its Eq. (7)).
+# 2. **The first $b_{i,j}$ equation, $q_m^\top k_n = x_m^\top W_q^\top W_k x_n + b_{i,j}$.** The source
+#    gives it without saying whose it is and calls $b_{i,j}$ a "trainable vector matrix". RoFormer §2.2,
+#    where it comes from, credits it to Raffel et al. (T5) and calls $b_{i,j}$ "a trainable bias"; in T5 it
+#    is one learned scalar per (bucket, head), looked up by the bucket of $j - i$ (§4), not a vector.
+#    (The source also switches from $m, n$ to $i, j$ there.)
+# 3. **DeBERTa's citation**: the source writes "He et al. [2022]" (RoFormer, which it follows, has
+#    [2020]); DeBERTa is He, Liu, Gao and Chen, ICLR 2021 (arXiv 2006.03654, 2020).
 # 4. **DeBERTa's projections and scale**: the source reuses the content projections $W_q, W_k$ in the
 #    relative terms. That is not the v1 paper (separate $W_{q,r}, W_{k,r}$), but it is exactly
 #    DeBERTa-v2/v3 with `share_att_key`, as the released v3 configs set it (§5), so the formula fits
@@ -1027,11 +1170,13 @@ _ = check.deberta_p2c(deberta_p2c)
 #    $a^K = W_k \tilde p$ (§2).
 # 6. **"Absolute encodings are fixed and not trainable"** (`004`, §1): sinusoids are fixed, but learned
 #    absolute tables (BERT, GPT-2; `pl.LearnedPositionalEncoding`) are trained; the cell after this list checks.
-# 7. **The second of the source's two "$b_{i,j}$" equations is not T5.**
-#    $q_m^\top k_n = x_m^\top W_q^\top W_k x_n + p_m^\top U_q^\top U_k p_n + b_{i,j}$, absolute positions
-#    with projections $U_q, U_k$ of their own (untied from $W_q, W_k$) plus a relative bias, is TUPE
-#    (Ke, He and Liu, "Rethinking Positional Encoding in Language Pre-training", ICLR 2021). T5 has only
-#    the first equation's $b_{i,j}$ (§4).
+# 7. **The second $b_{i,j}$ equation**,
+#    $q_m^\top k_n = x_m^\top W_q^\top W_k x_n + p_m^\top U_q^\top U_k p_n + b_{i,j}$: absolute positions
+#    with projections $U_q, U_k$ of their own (untied from $W_q, W_k$) plus a relative bias. The source
+#    gives it without attribution. RoFormer §2.2 introduces it (its Eq. (9)) with "the authors of Raffel
+#    et al. [2020] proposed", right after a sentence on Ke et al.; the form is TUPE's (Ke, He and Liu,
+#    "Rethinking Positional Encoding in Language Pre-training", ICLR 2021), not T5's: T5 has only the
+#    first equation's bias (§4).
 # 8. **"Positions belong in $q$ and $k$, not in $v$"** (`004`, §2): the source cites no study. The
 #    nearest evidence is Shaw et al.'s own ablation of $a^V$ and $a^K$ (their experiments section): on
 #    their English–German task the key vectors $a^K$ alone did about as well as both, and they left the

@@ -7,8 +7,12 @@ autograder gives a test cell its points unless the cell raises.
 """
 from __future__ import annotations
 
+import math
 import os
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+if TYPE_CHECKING:
+    import torch
 
 Verdict = tuple[bool, str]
 
@@ -66,28 +70,67 @@ def report(title: str, answer: Any, run: Callable[[Any], Iterable[Verdict]], hin
     return ok
 
 
-def close(a: Any, b: Any, atol: float = 1e-4) -> bool:
-    """True when two tensors/arrays/numbers have the same shape and values (to atol)."""
+def float64_tensor(x: Any) -> "torch.Tensor | None":
+    """x (a number, a nested list, a numpy array or a tensor) as a float64 tensor, or None if it is none of these."""
     import torch
 
     try:
-        ta = torch.as_tensor(a, dtype=torch.float64)
-        tb = torch.as_tensor(b, dtype=torch.float64)
+        return torch.as_tensor(x, dtype=torch.float64)
     except (TypeError, ValueError, RuntimeError):
+        return None
+
+
+def close(a: Any, b: Any, atol: float = 1e-4, rtol: float = 0.0) -> bool:
+    """The one closeness rule of every checker: same shape, and |a - b| <= atol + rtol |b| everywhere.
+
+    a, b: numbers, nested lists, numpy arrays or tensors (compared in float64); NaN equals NaN.
+    """
+    import torch
+
+    ta, tb = float64_tensor(a), float64_tensor(b)
+    if ta is None or tb is None:
         return False
-    return ta.shape == tb.shape and bool(torch.allclose(ta, tb, atol=atol, rtol=0, equal_nan=True))
+    return ta.shape == tb.shape and bool(torch.allclose(ta, tb, atol=atol, rtol=rtol, equal_nan=True))
+
+
+def number(x: Any) -> int | float | None:
+    """The one rule for a numeric answer: x as a Python int or float, or None when x is not one real number.
+
+    Accepted: an int, a float, a numpy scalar, or a tensor, array, list or tuple holding exactly
+    one of these (0-d or one element). Not: a bool, a string, a complex number, or more than one value.
+    """
+    if isinstance(x, (bool, str, bytes)):
+        return None
+    if isinstance(x, (list, tuple)):
+        return number(x[0]) if len(x) == 1 else None
+    if hasattr(x, "item"):  # tensors, numpy arrays and scalars: .item() raises unless there is exactly one value
+        try:
+            x = x.item()
+        except (ValueError, RuntimeError):
+            return None
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    return x
 
 
 def whole_number(x: Any) -> int | None:
-    """x as an int when it is a whole number (int, integral float, 0-d tensor or numpy scalar), else None.
+    """The one rule for a whole-number answer: x as an int, or None when x is not one whole number.
 
-    The one rule every checker uses for "a count", "a position", "an index": a learner who
-    answers 189, 189.0, torch.tensor(189) or np.int64(189) gets the same verdict.
+    Accepted: what ``number`` accepts, when its value is integral: 3, 3.0, numpy.int64(3),
+    torch.tensor(3), [3]. Not: 3.5, inf, NaN, a bool, a string or several values.
     """
-    if isinstance(x, (bool, str)):
+    value = number(x)
+    if value is None or (isinstance(value, float) and not (math.isfinite(value) and value.is_integer())):
         return None
-    try:
-        whole = int(x)
-        return whole if float(x) == whole else None
-    except (TypeError, ValueError, RuntimeError, OverflowError):
+    return int(value)
+
+
+def whole_numbers(xs: Any) -> list[int] | None:
+    """A list, tuple or set of whole numbers (``whole_number``), or a 1-D tensor or array of them, as
+    a list of ints (in the container's order); None when xs is not such a collection."""
+    if getattr(xs, "ndim", None) == 1 and hasattr(xs, "tolist"):
+        xs = xs.tolist()
+    if not isinstance(xs, (list, tuple, set, frozenset)):
         return None
+    out = [whole_number(x) for x in xs]
+    return None if any(n is None for n in out) else out  # type: ignore[return-value]

@@ -7,9 +7,9 @@ import torch
 
 from .. import absolute, permutation
 from ..attention import attention
-from ._core import Verdict, close, report
+from ._core import Verdict, close, float64_tensor, report, whole_numbers
 
-__all__ = ["reorder_matrix", "predict_equal", "order_aware_attention", "distinct_outputs", "causal_swap_rows"]
+__all__ = ["reorder_matrix", "equivariant_layers", "blind_query", "causal_twins", "causal_swap_rows"]
 
 # Exercise 1: rows [a, b, c, d] -> [c, a, d, b].
 REORDER = [2, 0, 3, 1]
@@ -48,131 +48,187 @@ def reorder_matrix(answer: Any) -> bool | None:
 def _row_names(rows: torch.Tensor, x: torch.Tensor) -> str:
     names = []
     for r in rows:
-        hit = [n for n, xr in zip("abcd", x) if torch.allclose(r, xr)]
+        hit = [n for n, xr in zip("abcd", x) if close(r, xr, atol=1e-8, rtol=1e-5)]
         names.append(hit[0] if hit else "?")
     return "[" + ", ".join(names) + "]"
 
 
-# Exercise 2: predict, then run. Each item: (correct answer, why).
-PREDICTIONS = {
-    "a": (True, "without positions the two 'dog' rows have identical inputs, so identical queries, and attend "
-                "over the same set of keys and values"),
-    "b": (False, "adding p_2 and p_5 makes the two 'dog' inputs different vectors"),
-    "c": (True, "a fixed query sees the same (key, value) pairs, only listed in another order: the weighted sum "
-                "does not depend on the order of its terms"),
-    "d": (False, "shuffling the keys alone pairs each weight with a different value"),
-    "e": (True, "swapping two identical tokens gives back the very same input sequence"),
+# Exercise 2: which of these layers, each a map from n tokens (n, d) to (n, d), keep permutation
+# equivariance f(PX) = P f(X)? Each is written out so that a test (and a learner) can run it.
+def _previous(x: torch.Tensor) -> torch.Tensor:
+    return x + torch.cat([torch.zeros_like(x[:1]), x[:-1]])
+
+
+def _rank_scale(x: torch.Tensor) -> torch.Tensor:
+    rank = x[:, 0].argsort().argsort().to(x.dtype)  # 0 for the token with the smallest first feature
+    return x * (1 + rank)[:, None]
+
+
+LAYERS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "a": lambda x: x + x.mean(0),  # add the mean token to every token
+    "b": _previous,  # add the previous token (the first token gets 0)
+    "c": lambda x: (x - x.mean(0)) / x.std(0),  # normalise each feature over the tokens
+    "d": lambda x: x.cumsum(0) / torch.arange(1, x.shape[0] + 1, dtype=x.dtype)[:, None],  # running mean of 0..i
+    "e": lambda x: x + x.amax(0),  # add the feature-wise maximum over the tokens
+    "f": _rank_scale,  # scale token i by 1 + its rank in the order of the first feature
 }
 
 
-def predict_equal(answer: Any) -> bool | None:
-    """Exercise 2: a dict {"a": bool, ..., "e": bool} of predictions "the two outputs are identical"."""
-
-    def run(ans: Any) -> Iterator[Verdict]:
-        if not isinstance(ans, dict):
-            yield False, f"answer must be a dict like {{'a': True, 'b': False, ...}}, got {type(ans).__name__}"
-            return
-        wrong = 0  # counted, not named: naming a wrong True/False would give the answer away
-        for key, (want, why) in PREDICTIONS.items():
-            got = ans.get(key)
-            if not isinstance(got, bool):
-                yield False, f"({key}): answer True or False, got {got!r}"
-            elif got == want:
-                yield True, f"({key}): {want}: {why}"
-            else:
-                wrong += 1
-        if wrong:
-            yield False, (f"{wrong} of your predictions {'is' if wrong == 1 else 'are'} wrong: run the cases, "
-                          "as sections 1 to 3 do, to find which")
-
-    return report("predict whether the outputs are identical", answer, run,
-                  "without positions, attention sees a set of (key, value) pairs; positions make equal tokens unequal")
-
-
-def order_aware_attention(fn: Any) -> bool | None:
-    """Exercise 3: fn(x, w_q, w_k, w_v) -> (n, d) self-attention with sinusoidal positions added to x first."""
-
-    def run(f: Callable[..., Any]) -> Iterator[Verdict]:
-        if not callable(f):
-            yield False, f"answer must be a function fn(x, w_q, w_k, w_v), got {type(f).__name__}"
-            return
-        g = torch.Generator().manual_seed(1)
-        n, d = 6, 8
-        emb = torch.randn(4, d, generator=g)
-        x = emb[torch.tensor([0, 1, 2, 3, 1, 0])]  # tokens 0 and 1 occur twice
-        wq, wk, wv = (torch.randn(d, d, generator=g) / d**0.5 for _ in range(3))
-        pos = absolute.sinusoidal_positions(n, d)
-        got = f(x, wq, wk, wv)
-        if isinstance(got, tuple):  # (output, weights) is fine too
-            got = got[0]
-        if not isinstance(got, torch.Tensor) or got.shape != (n, d):
-            yield False, f"fn must return a ({n}, {d}) tensor, got {getattr(got, 'shape', type(got))}"
-            return
-        want = permutation.self_attention(x, wq, wk, wv, positions=pos)[0]
-        blind = permutation.self_attention(x, wq, wk, wv)[0]
-        after = _after_projection(x, wq, wk, wv, pos)
-        aware = not torch.allclose(got[1], got[4], atol=1e-5)
-        yield aware, ("the two copies of the same token get different outputs" if aware
-                      else "the two copies of the same token still get identical outputs: no position reached them")
-        if close(got, want, atol=1e-4):
-            yield True, "matches softmax(QK^T/sqrt(d)) V with Q, K, V projected from x + P"
-        elif close(got, blind, atol=1e-4):
-            yield False, "this is attention without positions: add sinusoidal_positions(n, d) to x"
-        elif close(got, after, atol=1e-4):
-            yield False, "you added P after the projections (x W + P): add it to x before projecting, W(x + P)"
-        else:
-            yield False, "the values differ from softmax(QK^T/sqrt(d)) V with Q = (x + P) w_q, K = (x + P) w_k, V = (x + P) w_v"
-
-    return report("self-attention that knows the order", fn, run,
-                  "section 3 compares the two places a position code can go and runs the usual one; "
-                  "build the code for this x's length and width, and keep attention itself as in section 1")
-
-
-def _after_projection(x: torch.Tensor, wq: torch.Tensor, wk: torch.Tensor, wv: torch.Tensor,
-                      pos: torch.Tensor) -> torch.Tensor:
-    """The source's form (positions added after projecting), used to recognise that mistake."""
-    return attention(x @ wq + pos, x @ wk + pos, x @ wv + pos)[0]
-
-
-SENTENCE = "the cat saw the cat and the dog".split()
-
-
-def _count_distinct_rows(out: torch.Tensor) -> int:
-    reps: list[torch.Tensor] = []
-    for r in out:
-        if not any(torch.allclose(r, s, atol=1e-5) for s in reps):
-            reps.append(r)
-    return len(reps)
-
-
-def distinct_output_counts() -> tuple[int, int]:
-    """Count distinct self-attention output rows for SENTENCE without and with sinusoidal positions."""
-    vocab = sorted(set(SENTENCE))
+def equivariant_layer_names() -> set[str]:
+    """The layers of LAYERS that keep equivariance, measured on random tokens and orders."""
     g = torch.Generator().manual_seed(0)
-    d = 8
-    emb = torch.randn(len(vocab), d, generator=g)
-    x = emb[torch.tensor([vocab.index(w) for w in SENTENCE])]
-    wq, wk, wv = (torch.randn(d, d, generator=g) / d**0.5 for _ in range(3))
-    blind = permutation.self_attention(x, wq, wk, wv)[0]
-    aware = permutation.self_attention(x, wq, wk, wv, positions=absolute.sinusoidal_positions(len(SENTENCE), d))[0]
-    return _count_distinct_rows(blind), _count_distinct_rows(aware)
+    x = torch.randn(7, 5, generator=g, dtype=torch.float64)
+    orders = [torch.randperm(7, generator=g) for _ in range(5)]
+    return {name for name, f in LAYERS.items()
+            if all(permutation.equivariance_error(f, x, o) < 1e-9 for o in orders)}
 
 
-def distinct_outputs(answer: Any) -> bool | None:
-    """Exercise 4: (without positions, with positions) = numbers of distinct output rows."""
+def equivariant_layers(answer: Any) -> bool | None:
+    """Exercise 2: the set of letters (of LAYERS) whose layer keeps f(PX) = P f(X)."""
 
     def run(ans: Any) -> Iterator[Verdict]:
-        if not isinstance(ans, (tuple, list)) or len(ans) != 2:
-            yield False, f"answer must be a pair (without, with), got {ans!r}"
+        if isinstance(ans, str):
+            ans = list(ans.replace(",", " ").split()) if " " in ans or "," in ans else list(ans)
+        if not isinstance(ans, (list, tuple, set)) or not all(isinstance(k, str) for k in ans):
+            yield False, f"answer must be a set of letters such as {{'a', 'b'}}, got {ans!r}"
             return
-        blind, aware = distinct_output_counts()
-        yield ans[0] == blind, (f"without positions: {blind} distinct rows, one per distinct word" if ans[0] == blind
-                                else f"without positions: not {ans[0]}; which of the 8 input rows are the very same vector?")
-        yield ans[1] == aware, (f"with positions: {aware} distinct rows, one per token" if ans[1] == aware
-                                else f"with positions: not {ans[1]}; once p_i is added, are any two input rows still equal?")
+        got = {k.strip().lower() for k in ans}
+        unknown = sorted(got - set(LAYERS))
+        if unknown:
+            yield False, f"the layers are named {', '.join(LAYERS)}; {unknown} is not one of them"
+            return
+        keep = equivariant_layer_names()
+        wrongly_in, wrongly_out = got - keep, keep - got
+        if not wrongly_in and not wrongly_out:
+            yield True, ("right: a layer keeps equivariance when it treats every token by the same rule, "
+                         "whatever its place; mixing tokens (a mean, a maximum, a rank) is allowed")
+            return
+        if wrongly_in:
+            n = len(wrongly_in)
+            yield False, (f"{n} of the layers you chose {'treats' if n == 1 else 'treat'} a token by where it "
+                          "stands (which tokens come before it): reorder the tokens and it sees other neighbours")
+        if wrongly_out:
+            n = len(wrongly_out)
+            yield False, (f"{n} of the layers you left out {'keeps' if n == 1 else 'keep'} equivariance: mixing "
+                          "tokens does not break it by itself (attention mixes them too); only a rule that "
+                          "depends on a token's place does")
 
-    return report(f"distinct output rows for '{' '.join(SENTENCE)}'", answer, run,
-                  "equal inputs give equal outputs: which input rows are equal without, and with, p_i?")
+    return report("which layers keep f(PX) = P f(X)", answer, run,
+                  "permute the tokens and ask, for each layer: does a token's output depend on anything "
+                  "other than itself and the *set* of tokens?")
+
+
+# Exercise 3: the five tokens "the dog chased another dog" with sinusoidal positions; design W_Q.
+DOG_WORDS = ["the", "dog", "chased", "another", "dog"]
+DOG_D = 8
+DOGS = (1, 4)
+
+
+def dog_setup() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(x, p, w_k, w_v): seeded embeddings of DOG_WORDS (5, 8), their sinusoidal codes, and two
+    random projections (8, 8). The checker's fixed keys and values."""
+    g = torch.Generator().manual_seed(0)
+    vocab = sorted(set(DOG_WORDS))
+    emb = torch.randn(len(vocab), DOG_D, generator=g, dtype=torch.float64)
+    x = emb[torch.tensor([vocab.index(w) for w in DOG_WORDS])]
+    p = absolute.sinusoidal_positions(len(DOG_WORDS), DOG_D, dtype=torch.float64)
+    w_k, w_v = (torch.randn(DOG_D, DOG_D, generator=g, dtype=torch.float64) / DOG_D**0.5 for _ in range(2))
+    return x, p, w_k, w_v
+
+
+def blind_query(answer: Any) -> bool | None:
+    """Exercise 3: a (8, 8) W_Q of rank 7 with which the two "dog" rows of single-head attention over
+    x + p (row convention, q = (x + p) W_Q) are identical, for the checker's random W_K, W_V."""
+
+    def run(w: Any) -> Iterator[Verdict]:
+        w = float64_tensor(w)
+        if w is None or w.shape != (DOG_D, DOG_D):
+            yield False, f"W_Q must be {DOG_D}x{DOG_D}, got shape {None if w is None else tuple(w.shape)}"
+            return
+        x, p, w_k, w_v = dog_setup()
+        h = x + p
+        out = attention(h @ w, h @ w_k, h @ w_v)[0]
+        same = close(out[DOGS[0]], out[DOGS[1]], atol=1e-8, rtol=1e-5)
+        rank = int(torch.linalg.matrix_rank(w))
+        if rank < DOG_D - 1:
+            yield False, (f"W_Q has rank {rank}: it throws away more than it must (W_Q = 0 also makes every row "
+                          f"alike, by making attention uniform); keep rank {DOG_D - 1}")
+            return
+        if same:
+            yield True, ("the two dogs get identical outputs with positions added: W_Q erases the one direction "
+                         "in which their inputs differ, so their queries are equal, and every row shares the "
+                         "same keys and values")
+            return
+        u = p[DOGS[0]] - p[DOGS[1]]
+        if (w @ u).norm() < 1e-8 * u.norm() * w.norm():
+            yield False, ("W_Q u = 0 is the column convention; here a query is the row (x + p) W_Q: "
+                          "which side of W_Q must the difference meet?")
+        elif any((p[i] @ w).norm() < 1e-8 * w.norm() for i in DOGS):
+            yield False, "you erased one dog's position code, but the two inputs still differ"
+        else:
+            yield False, ("the two dog rows still differ: which of q, k, v of the two dogs does the difference "
+                          "between their outputs come from?")
+
+    return report("a W_Q with which the two dogs stay identical despite positions", answer, run,
+                  "row i's output is softmax(q_i K^T / √d) V: which parts of that are the same for every row, "
+                  "and what differs between the two dogs' inputs?")
+
+
+# Exercise 4: a token sequence in which a causal head without positions gives two positions one output.
+TWIN_VOCAB, TWIN_MAX_LEN = 5, 12
+
+
+def _causal_outputs(tokens: list[int], seed: int) -> torch.Tensor:
+    """A causal head without positions over the tokens (random embeddings and weights, float64)."""
+    g = torch.Generator().manual_seed(seed)
+    d = 8
+    emb = torch.randn(TWIN_VOCAB, d, generator=g, dtype=torch.float64)
+    wq, wk, wv = (torch.randn(d, d, generator=g, dtype=torch.float64) / d**0.5 for _ in range(3))
+    x = emb[torch.tensor(tokens)]
+    return attention(x @ wq, x @ wk, x @ wv, causal=True)[0]
+
+
+def causal_twins(answer: Any) -> bool | None:
+    """Exercise 4: (tokens, (i, j)): at most 12 tokens from 0..4, at least two different ones up to j, and
+    i < j whose outputs a causal head without positions makes identical, whatever its weights."""
+
+    def run(ans: Any) -> Iterator[Verdict]:
+        shape = isinstance(ans, (tuple, list)) and len(ans) == 2
+        tokens = whole_numbers(ans[0]) if shape else None
+        pair = whole_numbers(ans[1]) if shape and isinstance(ans[1], (tuple, list)) else None
+        if tokens is None or pair is None or len(pair) != 2:
+            yield False, f"answer must be (tokens, (i, j)): a list of token ids and two positions, got {ans!r}"
+            return
+        if not 2 <= len(tokens) <= TWIN_MAX_LEN or not all(0 <= t < TWIN_VOCAB for t in tokens):
+            yield False, f"use 2 to {TWIN_MAX_LEN} tokens, each an id from 0 to {TWIN_VOCAB - 1}"
+            return
+        i, j = sorted(pair)
+        if i == j or not 0 <= i < j < len(tokens):
+            yield False, f"i and j must be two different positions of your sequence (0 to {len(tokens) - 1})"
+            return
+        if len(set(tokens[: j + 1])) < 2:
+            yield False, ("every token up to position j is the same one: then every row is that token's value "
+                          "vector, which proves nothing about order; use at least two different tokens")
+            return
+        same = all(close(out[i], out[j], atol=1e-9, rtol=1e-9) for out in map(lambda s: _causal_outputs(tokens, s), range(3)))
+        if same:
+            yield True, ("rows i and j are identical for every weight tried: a causal head sees the mix of the "
+                         "tokens before it, not how many there are; a start token that occurs only once is what "
+                         "lets a model without positions count (chapter 7)")
+            return
+        if tokens[i] != tokens[j]:
+            yield False, ("positions i and j hold different tokens: their queries differ, so their weights and "
+                          "outputs differ whatever the keys are")
+        elif set(tokens[: i + 1]) != set(tokens[: j + 1]):
+            yield False, ("the prefix up to j holds a token that the prefix up to i lacks: it takes some weight "
+                          "in row j and none in row i")
+        else:
+            yield False, ("same token, same set of tokens before it, and still different rows: a softmax weighs "
+                          "every copy of a key on its own, so how often each token occurs matters too")
+
+    return report("two positions a causal head without positions cannot tell apart", answer, run,
+                  "row i of a causal head is a softmax-weighted average over tokens 0..i: what about the "
+                  "prefix can change, from row i to row j, without changing that average?")
 
 
 # Exercise 5: a causal head without positions over 8 distinct tokens; swap the tokens at these positions.
@@ -191,7 +247,7 @@ def causal_swap_changed_rows() -> list[int]:
     before = attention(x @ wq, x @ wk, x @ wv, causal=True)[0]
     xs = x[order]
     after = attention(xs @ wq, xs @ wk, xs @ wv, causal=True)[0]
-    return [i for i in range(SWAP_LEN) if not torch.allclose(after[i], before[i], atol=1e-9)]
+    return [i for i in range(SWAP_LEN) if not close(after[i], before[i], atol=1e-9, rtol=1e-5)]
 
 
 def causal_swap_rows(answer: Any) -> bool | None:
@@ -199,13 +255,11 @@ def causal_swap_rows(answer: Any) -> bool | None:
     when the tokens at positions 2 and 5 are swapped."""
 
     def run(ans: Any) -> Iterator[Verdict]:
-        if isinstance(ans, torch.Tensor):
-            ans = ans.tolist()
-        if not isinstance(ans, (list, tuple, set)) or not all(isinstance(i, int) and not isinstance(i, bool)
-                                                               for i in ans):
+        rows_given = whole_numbers(ans)  # a list, tuple, set, 1-D tensor or array
+        if rows_given is None:
             yield False, f"answer must be a list of row indices (integers), got {ans!r}"
             return
-        rows = set(ans)
+        rows = set(rows_given)
         bad = sorted(i for i in rows if not 0 <= i < SWAP_LEN)
         if bad:
             yield False, f"rows are numbered 0 to {SWAP_LEN - 1} (positions count from 0), got {bad}"
@@ -213,8 +267,8 @@ def causal_swap_rows(answer: Any) -> bool | None:
         changed = set(causal_swap_changed_rows())
         extra, missing = rows - changed, changed - rows
         if not extra and not missing:
-            yield True, ("rows 2 to 5 change: row i depends only on its own token and the set of tokens 0..i; "
-                         "rows 6 and 7 see the same query and the same (key, value) pairs, in another order")
+            yield True, ("right: row i depends only on its own token and the set of tokens 0..i; the rows after "
+                         "the swap see the same query and the same (key, value) pairs, in another order")
             return
         if any(i < SWAP[0] for i in extra):
             yield False, "a row before position 2 cannot reach either swapped token"

@@ -1,17 +1,20 @@
 """Checkers for notebooks/02_integer_binary.ipynb: integer and binary codes, affine maps between positions."""
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Iterator
 
 import torch
 
-from .. import absolute
-from ._core import Verdict, report
+from .. import absolute, angles, rope, rotary
+from ..angles import rope_frequencies
+from ._core import Verdict, close, float64_tensor, number, report, whole_number, whole_numbers
+from ._guard import answers_under_guard, stopped_verdict
 
-__all__ = ["affine_counter", "carry_steps", "smallest_bits", "integer_cosine"]
+__all__ = ["affine_counter", "exact_offsets", "one_bit_steps", "sin_step"]
 
 
-# Exercise 1: the 2-bit code p_0..p_3, offsets k = 1, 2, 3, with and without wrap-around.
+# Exercise 1: the 2-bit code p_0..p_3 as a counter that wraps around (p_{(i+k) mod 4}), k = 1, 2, 3.
 COUNTER_BITS = 2
 COUNTER_OFFSETS = (1, 2, 3)
 
@@ -30,132 +33,226 @@ def no_affine_offsets(wrap: bool, d: int = COUNTER_BITS) -> list[int]:
     return out
 
 
+def _offsets(ans: Any) -> list[int] | None:
+    """A learner's list of offsets as ints (a list, tuple, set, tensor or array of whole numbers, or one), else None."""
+    single = whole_number(ans)
+    return [single] if single is not None else whole_numbers(ans)
+
+
 def affine_counter(answer: Any) -> bool | None:
-    """Exercise 1: {"wrap": [k, ...], "no_wrap": [k, ...]}, the offsets k in 1..3 with no affine map
-    p_i -> p_{i+k} on the 2-bit code, with and without wrap-around."""
+    """Exercise 1: the offsets k in 1..3 with no affine map p_i -> p_{(i+k) mod 4} on the 2-bit counter."""
 
     def run(ans: Any) -> Iterator[Verdict]:
-        if not isinstance(ans, dict) or set(ans) != {"wrap", "no_wrap"}:
-            yield False, f"answer must be a dict with the keys 'wrap' and 'no_wrap', got {ans!r}"
+        got = _offsets(ans)
+        if got is None or not set(got) <= set(COUNTER_OFFSETS):
+            yield False, f"answer must be a list of offsets from {list(COUNTER_OFFSETS)} (maybe empty), got {ans!r}"
             return
-        for part, wrap in (("wrap", True), ("no_wrap", False)):
-            got = ans[part]
-            if not isinstance(got, (list, tuple, set)) or not all(
-                    isinstance(k, int) and not isinstance(k, bool) and k in COUNTER_OFFSETS for k in got):
-                yield False, f"{part}: give a list of offsets from {list(COUNTER_OFFSETS)} (maybe empty), got {got!r}"
-                continue
-            want = set(no_affine_offsets(wrap))
-            extra, missing = set(got) - want, want - set(got)
-            if not extra and not missing:
-                yield True, (f"{part}: right: " + ("the four codes form a square, p_0 + p_3 = p_1 + p_2, and an "
-                                                   "affine f must keep that balance" if wrap else
-                                                   "at most 3 pairs, and 3 points not on a line can go anywhere"))
-                continue
-            if extra:
-                yield False, (f"{part}: {len(extra)} of your offsets {'has' if len(extra) == 1 else 'have'} an "
-                              "exact affine map (try to build it)")
-            if missing:
-                plural = "s" if len(missing) > 1 else ""
-                yield False, f"{part}: {len(missing)} offset{plural} with no affine map missing"
+        want = set(no_affine_offsets(wrap=True))
+        extra, missing = set(got) - want, want - set(got)
+        if not extra and not missing:
+            yield True, ("right: the four codes are the corners of a square, p_0 + p_3 = p_1 + p_2, and an "
+                         "affine f keeps every such balance; only some offsets respect it")
+            return
+        if extra:
+            n = len(extra)
+            yield False, (f"{n} of your offsets {'has' if n == 1 else 'have'} an exact affine map: try to build "
+                          "it (a carry that never reaches a kept bit is no obstacle)")
+        if missing:
+            n = len(missing)
+            yield False, (f"{n} offset{'s' if n > 1 else ''} with no affine map {'are' if n > 1 else 'is'} missing: "
+                          "with wrap-around all four pairs count, and four points are not three")
 
-    return report("offsets with no affine map on the 2-bit code", answer, run,
+    return report("offsets with no affine map on the wrapping 2-bit counter", answer, run,
                   "draw the four codes as points in the plane: what linear relation holds among the four "
-                  "corners, and what does f(p) = Mp + b do to such a relation? Without wrap-around, count "
-                  "what f has to fit")
+                  "corners, and what does f(p) = Mp + b do to such a relation?")
 
 
-def carry_steps(answer: Any, d: int = 6) -> bool | None:
-    """Exercise 2: {t: how many steps p_i -> p_{i+1}, i = 0 .. 2**d - 2, flip exactly t bits}, t = 1 .. d."""
-
-    def run(ans: Any) -> Iterator[Verdict]:
-        if not isinstance(ans, dict) or set(ans) != set(range(1, d + 1)):
-            yield False, f"answer must be a dict with the keys 1 .. {d} (bits flipped), got {ans!r}"
-            return
-        if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in ans.values()):
-            yield False, "every count must be a whole number >= 0"
-            return
-        table = absolute.binary_positions(2**d, d)
-        flipped = (table[1:] != table[:-1]).sum(-1)
-        want = {t: int((flipped == t).sum()) for t in range(1, d + 1)}
-        total = sum(ans.values())
-        yield total == 2**d - 1, (f"the counts add up to the {2**d - 1} steps" if total == 2**d - 1
-                                  else f"the counts add up to {total}, but there are {2**d - 1} steps")
-        wrong = [t for t in want if ans[t] != want[t]]
-        yield not wrong, ("every count is right: half the steps have length 1, and one step (a carry through "
-                          f"every bit) has length sqrt({d})" if not wrong
-                          else f"{len(wrong)} of the {d} counts {'is' if len(wrong) == 1 else 'are'} wrong")
-
-    return report(f"how many steps of the {d}-bit code flip t bits", answer, run,
-                  "adding 1 flips bit 0; when bit 0 was 1 the carry flips bit 1 too, and so on: how many bits "
-                  "flip depends on how i ends in binary. How many i < 63 end in a given pattern?")
+# Exercise 2: every offset with an exact affine map on the d-bit table (no wrap-around), for any d.
+OFFSET_BITS_MEASURED = (3, 4, 5, 6, 7, 8)  # checked against least squares
+OFFSET_BITS_FAR = (20, 40, 60)  # 2^d positions: far too many rows for any table
 
 
-def smallest_bits(fn: Any) -> bool | None:
-    """Exercise 3: fn(n) -> the smallest number of bits d >= 1 with room for n positions (0..n-1)."""
+def exact_offsets_by_rule(d: int) -> list[int]:
+    """The offsets k (1 .. 2**d - 1) with an exact affine map p_i -> p_{i+k} on the d-bit table: those that
+    leave 2**a or 3 * 2**a pairs (tests/test_check_ch02.py checks the rule against least squares)."""
+    pairs = {2**a for a in range(d)} | {3 * 2**a for a in range(d - 1)}
+    return sorted(2**d - n for n in pairs)
+
+
+@functools.lru_cache(maxsize=None)
+def exact_offsets_measured(d: int) -> tuple[int, ...]:
+    """The offsets with an exact affine map on the d-bit table, measured by least squares (small d only)."""
+    missing = set(no_affine_offsets(wrap=False, d=d))
+    return tuple(k for k in range(1, 2**d) if k not in missing)
+
+
+def _offsets_wanted(d: int) -> list[int]:
+    return list(exact_offsets_measured(d)) if d <= max(OFFSET_BITS_MEASURED) else exact_offsets_by_rule(d)
+
+
+def _measurements() -> tuple[tuple[Any, str, str], ...]:
+    """What would measure the fits instead of knowing the rule: the table and least squares."""
+    import numpy
+
+    import posenc_lib
+
+    return ((posenc_lib, "affine_shift_residual", "pl.affine_shift_residual"),
+            (absolute, "affine_shift_residual", "pl.affine_shift_residual"),
+            (posenc_lib, "binary_positions", "pl.binary_positions"), (absolute, "binary_positions", "pl.binary_positions"),
+            (torch.linalg, "lstsq", "torch.linalg.lstsq"), (torch.linalg, "pinv", "torch.linalg.pinv"),
+            (torch.linalg, "solve", "torch.linalg.solve"), (numpy.linalg, "lstsq", "numpy.linalg.lstsq"),
+            (numpy.linalg, "pinv", "numpy.linalg.pinv"), (numpy.linalg, "solve", "numpy.linalg.solve"))
+
+
+def exact_offsets(fn: Any) -> bool | None:
+    """Exercise 2: fn(d) -> the sorted offsets k (1 <= k < 2**d) with an exact affine map on the d-bit table,
+    no wrap-around; for d up to 60, so the table and least squares refuse to run while fn does."""
 
     def run(f: Callable[[int], Any]) -> Iterator[Verdict]:
         if not callable(f):
-            yield False, f"answer must be a function fn(n), got {type(f).__name__}"
+            yield False, f"answer must be a function fn(d) returning a list of offsets, got {type(f).__name__}"
             return
-        wrong = []
-        cases = list(range(2, 1100)) + [2**20, 2**20 + 1, 10**6]
-        for n in cases:
-            want = (n - 1).bit_length()
-            got = f(n)
-            if not (isinstance(got, int) or (isinstance(got, float) and got.is_integer())) or int(got) != want:
-                wrong.append((n, got))
-        yield not wrong, ("correct for n = 2 .. 1099, 2**20, 2**20 + 1 and 10**6" if not wrong
-                          else f"wrong for {len(wrong)} of {len(cases)} lengths, e.g. fn({wrong[0][0]}) = "
-                               f"{wrong[0][1]!r} is not the smallest number of bits")
-        if not wrong:
-            d = int(f(1000))
-            absolute.binary_positions(1000, d)  # fits
-            try:
-                absolute.binary_positions(1000, d - 1)
-                fits_fewer = True
-            except ValueError:
-                fits_fewer = False
-            yield not fits_fewer, f"binary_positions(1000, {d}) works and binary_positions(1000, {d - 1}) refuses"
-
-    return report("the smallest number of bits for n positions", fn, run,
-                  "d bits name the positions 0 .. 2**d - 1: which position is the largest one you must name?")
-
-
-# Exercise 4: from which position i on is cos(x, x + p_i) below this, for a LayerNorm-ed x of these widths?
-DROWN_COS = 0.1
-DROWN_WIDTHS = (64, 4096)
-
-
-def drowned_position(d: int, threshold: float = DROWN_COS) -> int:
-    """The smallest i with cos(x, x + p_i) < threshold, measured on a LayerNorm-ed random x of d features."""
-    g = torch.Generator().manual_seed(0)
-    x = torch.nn.functional.layer_norm(torch.randn(d, generator=g, dtype=torch.float64), (d,))
-    i = 0
-    while torch.nn.functional.cosine_similarity(x, x + i * torch.ones_like(x), dim=0) >= threshold:
-        i += 1
-    return i
-
-
-def integer_cosine(answer: Any) -> bool | None:
-    """Exercise 4: (i for d = 64, i for d = 4096), the smallest position i with cos(x, x + p_i) < 0.1
-    for a LayerNorm-ed token x and the integer code p_i = i * 1."""
-
-    def run(ans: Any) -> Iterator[Verdict]:
-        if not isinstance(ans, (tuple, list)) or len(ans) != len(DROWN_WIDTHS) or not all(
-                isinstance(i, int) and not isinstance(i, bool) for i in ans):
-            yield False, f"answer must be a pair of whole numbers (i for d = 64, i for d = 4096), got {ans!r}"
+        widths = OFFSET_BITS_MEASURED + OFFSET_BITS_FAR
+        wants = {d: _offsets_wanted(d) for d in widths}  # measured before the learner's function runs
+        by_case, stopped = answers_under_guard(f, [(d,) for d in widths], _measurements())
+        if stopped is not None:
+            (d,), why = stopped
+            yield stopped_verdict(why, f"fn({d})", shortcut=f"that measures the fits, and the checker goes up to "
+                                  f"d = {OFFSET_BITS_FAR[-1]}, where no table can be built; your function has to know "
+                                  "which offsets fit", loop=f"tries the offsets one by one (2^{d} - 1 of them): find "
+                                  "which ones fit without trying them")
             return
-        for d, got in zip(DROWN_WIDTHS, ans):
-            want = drowned_position(d)
-            if got == want:
-                yield True, f"d = {d}: from position {want} on, cos(x, x + p_i) < {DROWN_COS}"
-            elif got < want:
-                yield False, f"d = {d}: not {got}: at position {got} the cosine is still {DROWN_COS} or more"
+        answers = {d: by_case[d,] for d in widths}
+        for d in widths:
+            got = whole_numbers(answers[d])
+            if got is None:
+                yield False, f"fn({d}) must return a list of whole offsets, got {type(answers[d]).__name__}"
+                return
+            want, given = set(wants[d]), set(got)
+            if given == want:
+                continue
+            extra, missing = given - want, want - given
+            low = [k for k in extra if k < 2 ** (d - 2)]
+            if given == {2 ** (d - 1)}:
+                yield False, (f"fn({d}) is the counter that wraps around; without it only the pairs inside the "
+                              "table count, and fewer pairs are easier to fit")
+            elif low:
+                yield False, f"fn({d}) lists offsets below 2^(d-2); §4 found no exact map for any of them"
+            elif any(not 1 <= k < 2**d for k in extra):
+                yield False, f"fn({d}) lists offsets outside 1 .. 2^d - 1"
+            elif missing and not extra:
+                yield False, (f"fn({d}) misses {len(missing)} offsets that have an exact map: their pairs' "
+                              "sources are not a whole block of low bits, and an affine map fits them anyway")
+            elif extra and not missing:
+                yield False, (f"fn({d}) lists {len(extra)} offsets with no exact map: for them some carry "
+                              "depends on the low bits, and no affine map follows it")
             else:
-                yield False, f"d = {d}: not {got}: an earlier position already has cos < {DROWN_COS}"
-        if ans[0] != ans[1]:
-            yield False, "your two answers differ: write the cosine out and see what becomes of d"
+                yield False, (f"fn({d}): {len(extra)} of your offsets have no exact map, and {len(missing)} that "
+                              "have one are missing")
+            return
+        yield True, (f"right for d = {widths[0]} to {OFFSET_BITS_MEASURED[-1]} (least squares agrees) and for "
+                     f"d = {', '.join(map(str, OFFSET_BITS_FAR))}: 2d - 1 offsets, every one the table's edge")
 
-    return report(f"the first position whose integer code drowns the token (cos < {DROWN_COS})", answer, run,
-                  "LayerNorm fixes the mean and the length of x: what are x . 1 and ||x||? "
-                  "Write x . (x + p_i) and ||x + p_i|| with them")
+    return report("the offsets with an exact affine map, for any width", fn, run,
+                  "an exact map only has to fit the pairs that exist: count them for offset k, and look at which "
+                  "numbers their sources are")
+
+
+# Exercise 3: a code of n positions in d bits whose every step flips one bit.
+def one_bit_steps(fn: Any) -> bool | None:
+    """Exercise 3: fn(n, d) -> an (n, d) table of 0s and 1s, rows distinct, with p_{i+1} and p_i
+    differing in exactly one bit for every i (n <= 2**d)."""
+
+    def run(f: Callable[[int, int], Any]) -> Iterator[Verdict]:
+        if not callable(f):
+            yield False, f"answer must be a function fn(n, d), got {type(f).__name__}"
+            return
+        for n, d in ((8, 3), (16, 4), (64, 6), (40, 6), (1024, 10)):
+            t = float64_tensor(f(n, d))
+            if t is None or t.shape != (n, d):
+                yield False, f"fn({n}, {d}) must have shape ({n}, {d}), got {None if t is None else tuple(t.shape)}"
+                return
+            if not ((t == 0) | (t == 1)).all():
+                yield False, f"fn({n}, {d}) holds entries other than 0 and 1: a bit code has only 0s and 1s"
+                return
+            if torch.unique(t, dim=0).shape[0] != n:
+                yield False, f"fn({n}, {d}) gives two positions the same code: property 1 (unique) fails"
+                return
+            flips = (t[1:] != t[:-1]).sum(-1)
+            if not (flips == 1).all():
+                many = int((flips > 1).sum())
+                yield False, (f"fn({n}, {d}): {many} of the {n - 1} steps flip more than one bit: counting in "
+                              "binary carries through the low bits, which is what makes its steps jumpy")
+                return
+        table = float64_tensor(f(64, 6))
+        residual = absolute.affine_shift_residual(table, 1)
+        yield True, "every step flips exactly one bit, all rows distinct: neighbours are always at distance 1"
+        if residual > 1e-6:  # what the design does not buy: said, not graded
+            yield True, (f"and still no fixed affine map p_i -> p_(i+1) on your 6-bit table (least-squares "
+                         f"residual {residual:.1f}): even steps alone do not give property 2")
+
+    return report("a bit code whose every step flips one bit", fn, run,
+                  "a 1-bit code is easy; how could you reuse a (d-1)-bit code that already steps one bit at a "
+                  "time to build a d-bit one, without a big jump where the two halves meet?")
+
+
+# Exercise 4: the constant step length of the sinusoidal code, in closed form.
+STEP_CASES = ((6, 10000.0), (64, 10000.0), (512, 10000.0), (16, 100.0))
+
+
+def _measured_step(d: int, base: float) -> float:
+    table = absolute.sinusoidal_positions(40, d, base=base, dtype=torch.float64)
+    return float((table[1:] - table[:-1]).norm(dim=-1).mean())
+
+
+def _code_builders() -> tuple[tuple[Any, str, str], ...]:
+    """What builds codes (or rotates vectors) to measure the step instead of deriving it."""
+    import posenc_lib
+
+    found = []
+    for name in ("sinusoidal_positions", "SinusoidalPositionalEncoding", "rope_angles", "rope_matrix", "apply_rope"):
+        for module in (posenc_lib, absolute, angles, rope, rotary):
+            if name in vars(module) or module is posenc_lib:
+                found.append((module, name, f"pl.{name}"))
+    return tuple(found)
+
+
+def sin_step(fn: Any) -> bool | None:
+    """Exercise 4: fn(d, base) -> the distance ||p_{i+1} - p_i|| between neighbouring sinusoidal codes, derived:
+    the library's code builders refuse to run while fn does (pl.rope_frequencies is allowed)."""
+
+    def run(f: Callable[[int, float], Any]) -> Iterator[Verdict]:
+        if not callable(f):
+            yield False, f"answer must be a function fn(d, base), got {type(f).__name__}"
+            return
+        answers, stopped = answers_under_guard(f, STEP_CASES, _code_builders(), loops=False)
+        if stopped is not None:
+            (d, base), why = stopped
+            yield stopped_verdict(why, f"fn({d}, {base:g})",
+                                  shortcut="that builds the codes and measures the step; derive it from the frequencies")
+            return
+        for d, base in STEP_CASES:
+            raw = answers[d, base]
+            got = number(raw)
+            if got is None:
+                yield False, f"fn({d}, {base:g}) must return one number, got {type(raw).__name__}"
+                return
+            want = _measured_step(d, base)
+            if close(got, want, atol=1e-6):
+                continue
+            theta = rope_frequencies(d, base=base, dtype=torch.float64)
+            if close(got, want**2, atol=1e-6):
+                yield False, f"fn({d}, {base:g}) is the squared distance: take the root"
+            elif close(got * 2**0.5, want, atol=1e-6):
+                yield False, (f"fn({d}, {base:g}) is 1/√2 of the distance: each pair moves in two coordinates, "
+                              "sine and cosine")
+            elif close(got, float(torch.sqrt(2 - 2 * torch.cos(theta[0]))) * (d / 2) ** 0.5, atol=1e-6):
+                yield False, f"fn({d}, {base:g}) treats every pair as the fastest: the pairs turn at different speeds"
+            else:
+                yield False, f"fn({d}, {base:g}) is not the distance between neighbouring rows of the table"
+            return
+        yield True, (f"right for {len(STEP_CASES)} widths and bases: the same for every i, unlike the jumps of "
+                     "a binary carry")
+
+    return report("the step length of the sinusoidal code", fn, run,
+                  "look at one pair of columns at a time: what shape do its points trace as i grows?")

@@ -13,49 +13,63 @@ import torch
 
 from ..angles import rope_frequencies
 from ..attention import attention
-from ..rope import apply_rope, layout_permutation
-from ._core import Verdict, close, report, whole_number
+from ..rope import layout_permutation
+from ..rotary import apply_rope
+from ._core import Verdict, close, float64_tensor, number, report, whole_number, whole_numbers
+from ._guard import answers_under_guard, stopped_verdict
 
-__all__ = ["rope_rotate_pair", "rope_first_slow_pair", "rope_layout_perm", "rope_value_shift", "rope_table_row"]
-
-# Exercise 5: one more row for the chapter's 5 x 4 worked example (positions 0..4): a new input at position 7.
-NEW_ROW = (1.0, 2.0, -1.0, 0.5)
-NEW_POSITION = 7
+__all__ = ["rope_pair_score", "rope_first_slow_pair", "rope_layout_perm", "rope_tilted_frequencies"]
 
 
-def _as_f64(x: Any) -> torch.Tensor | None:
-    try:
-        return torch.as_tensor(x, dtype=torch.float64)
-    except (TypeError, ValueError, RuntimeError):
-        return None
+# Exercise 1: the query's pair and the key's pair of pair j = 1 (d = 8, base 10000), at positions m and n.
+PAIR_Q, PAIR_K, PAIR_M, PAIR_N, PAIR_J, PAIR_D = (2.0, 1.0), (1.0, -1.0), 30, 50, 1, 8
 
 
-def rope_rotate_pair(answer: Any, *, pair: tuple[float, float] = (2.0, 1.0), m: int = 30, j: int = 1,
-                     d: int = 8) -> bool | None:
-    """Exercise: rotate the pair (x, y) of pair index j at position m by hand (d features, base 10000).
+def _pair_score(angle_q: float, angle_k: float) -> float:
+    """⟨R(angle_q) q, R(angle_k) k⟩ for the pairs of Exercise 1."""
+    def turn(p: tuple[float, float], a: float) -> tuple[float, float]:
+        return p[0] * math.cos(a) - p[1] * math.sin(a), p[0] * math.sin(a) + p[1] * math.cos(a)
 
-    answer: two numbers [x', y']
-    """
-    angle = m * 10000.0 ** (-2 * j / d)
-    x, y = pair
-    c, s = math.cos(angle), math.sin(angle)
-    want = torch.tensor([x * c - y * s, x * s + y * c], dtype=torch.float64)
-    clockwise = torch.tensor([x * c + y * s, -x * s + y * c], dtype=torch.float64)
+    (a0, a1), (b0, b1) = turn(PAIR_Q, angle_q), turn(PAIR_K, angle_k)
+    return a0 * b0 + a1 * b1
+
+
+def rope_pair_score(answer: Any) -> bool | None:
+    """Exercise 1: one pair's contribution ⟨R_m q, R_n k⟩ to the score (a number)."""
+    theta = 10000.0 ** (-2 * PAIR_J / PAIR_D)
+    m, n = PAIR_M, PAIR_N
+    want = _pair_score(m * theta, n * theta)
+    slips = {  # each a misconception, told without the number
+        "the key turned the other way: the score sees the key's angle minus the query's (§1), not the reverse":
+            _pair_score(n * theta, m * theta),
+        "positions enter only through the offset n − m; you turned one vector by its absolute angle":
+            _pair_score(0.0, n * theta),
+        "that is the other vector's absolute angle; the score needs the difference of the two angles":
+            _pair_score(0.0, m * theta),
+        "the angles do not add up: the score sees the difference of the two turns (§1)":
+            _pair_score(0.0, (m + n) * theta),
+        "that angle is pair 0's rate; pair j turns at θ_j = 10000^(−2j/d)": _pair_score(m, n),
+        "θ_j = 10000^(−2j/d): the exponent has the factor 2 (j counts pairs, not features)":
+            _pair_score(m * 10000.0 ** (-PAIR_J / PAIR_D), n * 10000.0 ** (-PAIR_J / PAIR_D)),
+        "without any rotation: RoPE turns both vectors before the dot product": _pair_score(0.0, 0.0),
+    }
 
     def run(ans: Any) -> Iterator[Verdict]:
-        got = _as_f64(ans)
-        if got is None or got.shape != (2,):
-            yield False, "expected two numbers [x', y']"
-        elif close(got, want, atol=1e-4):
-            yield True, f"angle {m}·θ_{j} = {angle:g} rad; ({x:g}, {y:g}) → ({want[0]:.4f}, {want[1]:.4f})"
-        elif close(got, clockwise, atol=1e-4):
-            yield False, ("that is the clockwise turn, [[cos, sin], [−sin, cos]] times the column vector (x, y); "
-                          "RoPE turns counter-clockwise")
-        else:
-            yield False, f"({got[0]:.4f}, {got[1]:.4f}) is not the rotated pair"
+        value = number(ans)
+        if value is None:
+            yield False, "expected one number"
+            return
+        if close(value, want, atol=1e-3):
+            yield True, "right: the pair's score depends on the offset and the pair's frequency only"
+            return
+        for why, slip in slips.items():
+            if close(value, slip, atol=1e-3):
+                yield False, why
+                return
+        yield False, f"{value:.4f} is not this pair's contribution"
 
-    return report(f"rotate ({x:g}, {y:g}) at position m = {m}, pair j = {j}, d = {d}", answer, run,
-                  "the angle is m·θ_j with θ_j = 10000^(−2j/d); turn counter-clockwise, as R(α) in §1")
+    return report(f"pair j = {PAIR_J} of q at m = {m} and k at n = {n}", answer, run,
+                  "§1: the dot product of two turned vectors sees only the difference of their angles")
 
 
 def rope_layout_perm(answer: Any, *, d: int = 8) -> bool | None:
@@ -67,10 +81,8 @@ def rope_layout_perm(answer: Any, *, d: int = 8) -> bool | None:
     want = torch.argsort(forward)
 
     def run(ans: Any) -> Iterator[Verdict]:
-        try:
-            got = torch.as_tensor(ans).long()
-        except (TypeError, ValueError, RuntimeError):
-            got = None
+        indices = whole_numbers(ans)
+        got = None if indices is None else torch.tensor(indices, dtype=torch.long)
         if got is None or got.shape != (d,):
             yield False, f"expected {d} integers"
         elif torch.equal(got, want):
@@ -121,86 +133,86 @@ def rope_first_slow_pair(fn: Callable[[int, float, int], Any] | None) -> bool | 
                   "Logarithms turn base^(−2j/d) into something linear in j")
 
 
-def rope_value_shift(fn: Callable[[int, int], Any] | None) -> bool | None:
-    """Exercise: with v rotated like q and k, shifting every position by s maps each output o_m to M o_m.
+# Exercise 4: the two frequencies of a 4 x 4 skew-symmetric generator, from its entries (no eigenvalues).
+def _tilted(thetas: tuple[float, float], seed: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """Q B Qᵀ: RoPE's generator with these frequencies, in a random orthonormal basis Q (seeded)."""
+    B = torch.zeros(4, 4, dtype=torch.float64)
+    B[0, 1], B[1, 0], B[2, 3], B[3, 2] = -thetas[0], thetas[0], -thetas[1], thetas[1]
+    q, _ = torch.linalg.qr(torch.randn(4, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(seed)))
+    return (q @ B @ q.T).to(dtype)
 
-    fn(s, d) -> the (d, d) matrix M (interleaved layout, base 10000).
-    """
 
-    def run(fn: Callable[[int, int], Any]) -> Iterator[Verdict]:
-        g = torch.Generator().manual_seed(7)
-        for s, d in ((1, 4), (100, 8), (37, 16)):
-            got = _as_f64(fn(s, d))
-            if got is None or got.shape != (d, d):
-                shape = None if got is None else tuple(got.shape)
-                yield False, f"s={s}, d={d}: expected a ({d}, {d}) matrix, got shape {shape}"
+def _skew(seed: int) -> torch.Tensor:
+    m = torch.randn(4, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+    return m - m.T
+
+
+def tilted_cases() -> list[tuple[str, torch.Tensor]]:
+    """The generators the checker asks about: RoPE's own (§5's d = 4), tilted ones, a random one, one in float32."""
+    rope4 = torch.tensor([[0, -1, 0, 0], [1, 0, 0, 0], [0, 0, 0, -0.01], [0, 0, 0.01, 0]], dtype=torch.float64)
+    return [("RoPE's own generator, d = 4", rope4), ("the same frequencies, tilted", _tilted((1.0, 0.01), seed=5)),
+            ("a random skew-symmetric A", _skew(11)), ("a tilted A in float32", _tilted((2.0, 0.5), seed=9, dtype=torch.float32)),
+            ("another random one", 3 * _skew(23))]
+
+
+def _frequencies(A: torch.Tensor) -> torch.Tensor:
+    """(fast, slow) frequencies of a 4 x 4 skew-symmetric A, by eigenvalues (the checker's measurement)."""
+    return torch.linalg.eigvalsh(A.double().T @ A.double()).clamp(min=0).sqrt()[[3, 0]]
+
+
+def _decompositions() -> tuple[tuple[Any, str, str], ...]:
+    """Eigenvalue and singular-value routines: §3's numerical route."""
+    import sys
+
+    import numpy
+
+    names = ("eig", "eigvals", "eigh", "eigvalsh", "svd", "svdvals")
+    found = [(torch.linalg, n, f"torch.linalg.{n}") for n in names] + [(numpy.linalg, n, f"numpy.linalg.{n}") for n in names]
+    found += [(torch, "svd", "torch.svd"), (torch.Tensor, "svd", "Tensor.svd"), (torch, "lobpcg", "torch.lobpcg"),
+              (numpy, "roots", "numpy.roots")]
+    scipy_linalg = sys.modules.get("scipy.linalg")  # only if the learner has it loaded
+    if scipy_linalg is not None:
+        found += [(scipy_linalg, n, f"scipy.linalg.{n}") for n in names]
+    return tuple(found)
+
+
+def rope_tilted_frequencies(fn: Callable[[torch.Tensor], Any] | None) -> bool | None:
+    """Exercise 4: fn(A) -> the two frequencies (faster first) of a 4 x 4 skew-symmetric A, from its entries:
+    eigenvalue and singular-value routines refuse to run while fn does."""
+
+    def run(fn: Callable[[torch.Tensor], Any]) -> Iterator[Verdict]:
+        cases = tilted_cases()
+        by_case, stopped = answers_under_guard(lambda n: fn(cases[n][1].clone()), [(n,) for n in range(len(cases))],
+                                               _decompositions(), loops=False)
+        if stopped is not None:
+            yield stopped_verdict(stopped[1], "your function", shortcut="that is §3's numerical route; the exercise "
+                                  "asks for the frequencies as a formula in A's entries")
+            return
+        for (name, A), raw in zip(cases, by_case.values()):
+            got = float64_tensor(raw)
+            if got is None or got.numel() != 2:
+                yield False, f"{name}: expected two numbers, the faster frequency first"
                 return
-            q, k, v = torch.randn(3, 6, d, dtype=torch.float64, generator=g)
-            start = int(torch.randint(0, 50, (1,), generator=g))
-
-            def output(first: int) -> torch.Tensor:
-                pos = torch.arange(first, first + 6)
-                return attention(apply_rope(q, pos), apply_rope(k, pos), apply_rope(v, pos))[0]
-
-            before, after = output(start), output(start + s)
-            if torch.allclose(before @ got.T, after, atol=1e-5):
+            got, want = got.flatten(), _frequencies(A)
+            tol = dict(atol=2e-5, rtol=1e-5)  # float32 arithmetic is fine (its slow root loses digits)
+            if close(got, want, **tol):
                 continue
-            if torch.allclose(got, torch.eye(d, dtype=torch.float64)):
-                yield False, "with M = I the output would not move, but §4 shows that it does"
-            elif torch.allclose(before @ got, after, atol=1e-5):
-                yield False, f"s={s}, d={d}: your M turns the outputs the wrong way (its transpose is right)"
+            if close(got, want.flip(0), **tol):
+                yield False, f"{name}: the right two frequencies, the slower first; give the faster one first"
+            elif close(got, want**2, **tol) or close(got, want.flip(0) ** 2, **tol):
+                yield False, f"{name}: those are the squares of the frequencies"
+            elif close(got, 2 * math.pi / want, **tol) or close(got, 2 * math.pi / want.flip(0), **tol):
+                yield False, f"{name}: those are the planes' wavelengths 2π/θ, not angles per position"
+            elif close(got.sort().values, (2 ** 0.5 * want).sort().values, **tol) or close(
+                    got.pow(2).sum(), 2 * want.pow(2).sum(), **tol):
+                yield False, (f"{name}: your frequencies' squares add up to twice the right sum: each frequency "
+                              "sits in A twice, above and below the diagonal")
             else:
-                yield False, f"s={s}, d={d}: M·o_m differs from the shifted output by {(before @ got.T - after).abs().max():.3f}"
+                yield False, f"{name}: not the frequencies of this A"
             return
-        yield True, "the shifted outputs are M·o_m for three (s, d) settings: the output depends on where the text sits"
+        yield True, (f"right for {len(cases)} generators: the frequencies are properties of A that no change of "
+                     "basis can alter, which is why the basis Q costs nothing")
 
-    return report("what a shift does when v is rotated too", fn, run,
-                  "write o_m as a weighted sum of rotated values; which of its factors does the shift change, "
-                  "and which not (§4)? §1's rule for composing rotations may help")
-
-
-def _rotated_row(angles: tuple[float, float]) -> torch.Tensor:
-    """NEW_ROW with pair 0 turned by angles[0] and pair 1 by angles[1], counter-clockwise."""
-    out = []
-    for j, a in enumerate(angles):
-        x, y = NEW_ROW[2 * j], NEW_ROW[2 * j + 1]
-        out += [x * math.cos(a) - y * math.sin(a), x * math.sin(a) + y * math.cos(a)]
-    return torch.tensor(out, dtype=torch.float64)
-
-
-def rope_table_row(answer: Any) -> bool | None:
-    """Exercise 5: NEW_ROW at position NEW_POSITION after RoPE (d = 4, base 10000), rounded to 4 decimals.
-
-    answer: 4 numbers; each must be within 0.00005 of the exact value (correct rounding).
-    """
-    m = NEW_POSITION
-    want = apply_rope(torch.tensor([NEW_ROW], dtype=torch.float64), torch.tensor([m]))[0]
-    slips = {  # the source's two formula slips (§5), applied to this row
-        "that is the clockwise turn (the source's matrix times a column vector): RoPE turns counter-clockwise, "
-        "as the source's code and table do": _rotated_row((-m, -m / 100)),
-        "pair 1's angle grows with j (the source's formula slip in §5): θ_1 = 10000^(−2/4)": _rotated_row((m, 100 * m)),
-    }
-
-    def run(ans: Any) -> Iterator[Verdict]:
-        got = _as_f64(ans)
-        if got is None or got.shape != (4,):
-            yield False, "expected four numbers"
-            return
-        err = (got - want).abs()
-        if bool((err <= 5.01e-5).all()):
-            yield True, f"row at position {m} = [{', '.join(f'{w:.4f}' for w in want.tolist())}]"
-            return
-        for why, slip in slips.items():
-            if close(got, slip, atol=2e-4):
-                yield False, why
-                return
-        for i in torch.nonzero(err > 5.01e-5).flatten().tolist():
-            if err[i] < 2e-4:
-                yield False, f"entry {i}: {got[i]:.4f} is off in the 4th decimal: round to nearest, do not cut off"
-            else:
-                yield False, f"entry {i}: {got[i]:.4f} is not the rotated value"
-
-    row = ", ".join(f"{v:g}" for v in NEW_ROW)
-    return report(f"[{row}] at position {m}", answer, run,
-                  "§5's steps 1 to 3: split the row into pairs, find each pair's angle at this position, "
-                  "then turn each pair as R(α) in §1 does")
+    return report("the frequencies of a tilted generator, in closed form", fn, run,
+                  "§3: A = Q B Qᵀ with an orthonormal Q and RoPE's generator B; which numbers that you can compute "
+                  "from A's entries stay the same when Q changes?")

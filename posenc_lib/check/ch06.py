@@ -1,61 +1,19 @@
 """Checkers for notebooks/06_alibi.ipynb."""
 from __future__ import annotations
 
-import math
-from contextlib import ExitStack, contextmanager
-from typing import Any, Callable, Iterable, Iterator
-from unittest import mock
+from typing import Any, Callable, Iterable
 
 import torch
+import torch.nn.functional as F
 
 from .. import alibi as alibi_module
+from .. import attention as attention_module
 from .. import fast_attention
 from ..alibi import alibi_bias, alibi_bias_two_sided, alibi_slopes
-from ._core import Verdict, close, report
+from ._core import Verdict, close, float64_tensor, report, whole_number
+from ._guard import answers_under_guard, stopped_verdict
 
-__all__ = ["alibi_slopes_recipe", "alibi_bias_entries", "is_causal_alibi", "row_shift_modes", "head_reach"]
-
-
-def alibi_slopes_recipe(fn: Callable[[int], Any] | None) -> bool | None:
-    """Exercise: write slopes(num_heads) -> list/tensor of H slopes, for any H >= 1."""
-
-    def run(fn: Callable[[int], Any]) -> Iterable[Verdict]:
-        for n in (1, 2, 4, 8, 16, 3, 5, 6, 7, 12, 24):
-            got = fn(n)
-            want = alibi_slopes(n, dtype=torch.float64)
-            ok = close(got, want, atol=1e-9)
-            naive = ok or close(got, [2 ** (-8 * h / n) for h in range(1, n + 1)], atol=1e-9)
-            yield ok, f"{n} heads: " + ("right" if ok else "the plain 2**(-8h/H), which is not the recipe for "
-                                        "this H" if naive else "wrong")
-
-    return report("ALiBi slopes for any number of heads", fn, run,
-                  "§1 of the chapter states the recipe in words: which power of two lies just below H, and from "
-                  "which longer sequence do the remaining heads come? Compare your 6-head list with the one §1 prints.")
-
-
-def alibi_bias_entries(answer: Any) -> bool | None:
-    """Exercise: causal ALiBi with 8 heads and 10 positions; give (bias[2, 7, 2], bias[2, 7, 9]).
-
-    Heads are counted from 0, so head 2 is the third head.
-    """
-
-    def run(answer: Any) -> Iterable[Verdict]:
-        if not isinstance(answer, (tuple, list)) or len(answer) != 2:
-            yield False, f"expected a pair (value at j=2, value at j=9), got {answer!r}"
-            return
-        b = alibi_bias(8, 10)
-        below, above = float(answer[0]), float(answer[1])
-        want_below, want_above = b[2, 7, 2].item(), b[2, 7, 9].item()
-        yield math.isclose(below, want_below, abs_tol=1e-6), (
-            "bias[2, 7, 2] is right" if math.isclose(below, want_below, abs_tol=1e-6)
-            else f"bias[2, 7, 2]: not {below}")
-        yield above == want_above, (
-            "bias[2, 7, 9] is right" if above == want_above
-            else f"bias[2, 7, 9]: got {above}; key 9 comes after query 7")
-
-    return report("reading a causal ALiBi bias", answer, run,
-                  "first ask whether query 7 can see the key at all. For a visible key you need head 2's slope "
-                  "(§1 lists the 8 slopes, counting heads from 1; here they count from 0) and the distance back.")
+__all__ = ["is_causal_alibi", "alibi_bf16_collapse", "nonsym_one_row", "alibi_far_share"]
 
 
 def _bias_cases() -> list[tuple[str, torch.Tensor, bool]]:
@@ -79,23 +37,11 @@ def _bias_cases() -> list[tuple[str, torch.Tensor, bool]]:
     ]
 
 
-class _LibraryShortcut(Exception):
-    """Raised when the learner's is_causal_alibi asks the library for the very bias it must recognise."""
-
-
-@contextmanager
-def _without_alibi_bias() -> Iterator[None]:
-    """While the learner's function runs, pl.alibi_bias (and what builds on it) refuses to work."""
-
-    def refuse(*_: Any, **__: Any) -> None:
-        raise _LibraryShortcut
-
+def _alibi_bias_everywhere() -> tuple[tuple[Any, str, str], ...]:
+    """pl.alibi_bias under every name a learner's function can reach it by."""
     import posenc_lib
 
-    with ExitStack() as stack:
-        for module in (posenc_lib, alibi_module, fast_attention):
-            stack.enter_context(mock.patch.object(module, "alibi_bias", refuse))
-        yield
+    return tuple((module, "alibi_bias", "pl.alibi_bias") for module in (posenc_lib, alibi_module, fast_attention))
 
 
 def is_causal_alibi(fn: Callable[[torch.Tensor], Any] | None) -> bool | None:
@@ -104,18 +50,15 @@ def is_causal_alibi(fn: Callable[[torch.Tensor], Any] | None) -> bool | None:
 
     def run(fn: Callable[[torch.Tensor], Any]) -> Iterable[Verdict]:
         cases = _bias_cases()
-        verdicts = []
-        with _without_alibi_bias():  # collected first, so the patch is gone before anything is reported
-            for name, bias, want in cases:
-                try:
-                    got = fn(bias.clone())
-                except _LibraryShortcut:
-                    verdicts = [(False, "your function calls pl.alibi_bias: build the causal bias yourself "
-                                        "(pl.alibi_slopes is allowed)")]
-                    break
-                ok = isinstance(got, (bool, torch.Tensor)) and bool(got) == want
-                verdicts.append((ok, f"{name}: " + ("right" if ok else f"wrong ({got!r})")))
-        yield from verdicts
+        answers, stopped = answers_under_guard(fn, [(bias.clone(),) for _, bias, _ in cases],
+                                               _alibi_bias_everywhere(), loops=False)
+        if stopped is not None:
+            yield stopped_verdict(stopped[1], "your function",
+                                  shortcut="build the causal bias yourself (pl.alibi_slopes is allowed)")
+            return
+        for (name, _, want), got in zip(cases, answers.values()):
+            ok = isinstance(got, (bool, torch.Tensor)) and bool(got) == want
+            yield ok, f"{name}: " + ("right" if ok else f"wrong ({got!r})")
 
     return report("is this matrix causal ALiBi?", fn, run,
                   "look at which impostors got through: each agrees with causal ALiBi on part of the matrix "
@@ -123,83 +66,164 @@ def is_causal_alibi(fn: Callable[[torch.Tensor], Any] | None) -> bool | None:
                   "comparison treat two -inf entries as equal?")
 
 
-ROW_SHIFT_MODES = ("causal", "symmetric", "nonsymmetric", "learned")
+BF16_HEADS = 8  # Exercise 2: head 1 of 8 heads, BLOOM's +m_h j row stored in bfloat16
 
 
-def row_shift_modes(answer: Any) -> bool | None:
-    """Exercise: for which forms does +m_h*j (same -inf mask) give the same attention weights?
+def _first_collapse(num_heads: int = BF16_HEADS, longest: int = 5000) -> int:
+    """The smallest L at which the last two keys' +m_1 j biases round to one bfloat16 value (float32 product first)."""
+    slope = alibi_slopes(num_heads)[0]
+    j = torch.arange(longest)
+    row = (slope * j).to(torch.bfloat16)  # entry j is the bias of key j, whatever L is
+    same = (row[1:] == row[:-1]).nonzero().flatten()  # keys j and j + 1 share a value
+    return int(same[0]) + 2  # keys L - 2 = j and L - 1 = j + 1
 
-    answer: a set/list of names from ("causal", "symmetric", "nonsymmetric", "learned")
-    """
 
-    def run(answer: Any) -> Iterable[Verdict]:
-        if isinstance(answer, str) or not isinstance(answer, (set, frozenset, list, tuple)):
-            yield False, f"expected a set of names such as {{'causal'}}, got {answer!r}"
+def alibi_bf16_collapse(answer: Any) -> bool | None:
+    """Exercise 2: the smallest length at which head 1's two nearest keys share one bfloat16 +m_h j bias."""
+
+    def run(ans: Any) -> Iterable[Verdict]:
+        got = whole_number(ans)
+        if got is None:
+            yield False, f"expected a whole length L, got {ans!r}"
             return
-        chosen = set(answer)
-        unknown = chosen - set(ROW_SHIFT_MODES)
-        if unknown:
-            yield False, f"unknown names {sorted(unknown)}; choose from {ROW_SHIFT_MODES}"
-            return
-        why = {
-            "causal": "every visible key has j <= i, so -m(i - j) = m*j - m*i and -m*i is constant in the row",
-            "symmetric": "-m|i - j| is m*j - m*i left of the diagonal but m*i - m*j right of it: no single row constant",
-            "nonsymmetric": "the right-looking heads need -m*j (they see j >= i), so +m*j is wrong for half the heads",
-            "learned": "nothing is masked and the two sides have different slopes: no row constant fixes both",
-        }
-        wrong = 0  # counted, not named: naming a misplaced form would give the answer away
-        for mode in ROW_SHIFT_MODES:
-            want = mode == "causal"
-            if (mode in chosen) == want:
-                yield True, f"{mode}: {'same' if want else 'different'} weights ({why[mode]})"
-            else:
-                wrong += 1
-        if wrong:
-            yield False, (f"{wrong} of the four forms {'is' if wrong == 1 else 'are'} on the wrong side: write each "
-                          "bias over the keys a row can see, as the hint says")
+        want = _first_collapse()
+        if got == want:
+            yield True, "right: the first length at which head 1 cannot tell its two nearest keys apart"
+        elif got == want - 1:
+            yield False, ("at that length both biases are still stored exactly: look at the spacing of "
+                          "bfloat16 numbers just below and just above the larger one")
+        elif got == want + 1:
+            yield False, "a tie in bfloat16 rounds to the even neighbour, not up"
+        elif got > want and got <= 2 * want:
+            yield False, ("you waited for a spacing of 2 between bfloat16 numbers; a spacing of 1 already "
+                          "merges a value that ends in .5 with a neighbour")
+        elif got > want:
+            yield False, f"at L = {got} the two keys have long shared their bias: it happens much earlier"
+        else:
+            yield False, f"at L = {got} the two nearest keys still get different bfloat16 biases"
 
-    return report("where does the +m*j shortcut work?", answer, run,
-                  "softmax ignores a constant added to a whole row. For each form and head, take one row i and "
-                  "only the keys it can see: is the bias there +m*j plus something that depends on i alone?")
+    return report("when head 1's two nearest keys share one bfloat16 bias", answer, run,
+                  "bfloat16 keeps 8 significant bits: how far apart are its numbers near the two biases, and "
+                  "which way does a value exactly half-way between two of them go?")
 
 
-REACH_FRACTION = 0.01  # "below 1% of the weight on the query's own token"
+NONSYM_CASES = ((8, 10), (4, 7), (2, 5), (6, 9))
 
 
-def _reach(slope: float) -> int:
-    """Smallest whole distance D >= 1 with exp(-slope * D) < REACH_FRACTION (never an exact tie: ln 100 is irrational)."""
-    return math.floor(math.log(1 / REACH_FRACTION) / slope) + 1
+def nonsym_one_row(fn: Callable[[int, int], Any] | None) -> bool | None:
+    """Exercise 3: fn(H, L) -> an (H, 1, L) bias that, with the non-symmetric form's -inf mask, gives its weights."""
 
-
-def head_reach(fn: Callable[[int], Any] | None) -> bool | None:
-    """Exercise: fn(H) -> for each head, the smallest distance back at which its weight falls below 1%.
-
-    With q.k = 0 and causal ALiBi over a long enough sequence, the weight on the key D steps back,
-    divided by the weight on the query's own token (D = 0), drops below 0.01 first at D = fn(H)[h].
-    """
-
-    def run(fn: Callable[[int], Any]) -> Iterable[Verdict]:
-        for n in (1, 8, 6, 12):
-            got = fn(n)
-            want = [_reach(m) for m in alibi_slopes(n, dtype=torch.float64).tolist()]
-            try:
-                values = [float(x) for x in (got.tolist() if isinstance(got, torch.Tensor) else got)]
-            except (TypeError, ValueError):
-                yield False, f"{n} heads: expected a list of {n} whole numbers, got {got!r}"
+    def run(fn: Callable[[int, int], Any]) -> Iterable[Verdict]:
+        g = torch.Generator().manual_seed(3)
+        for H, L in NONSYM_CASES:
+            got = fn(H, L)
+            if not isinstance(got, torch.Tensor) or tuple(got.shape) != (H, 1, L):
+                yield False, f"H={H}, L={L}: return an ({H}, 1, {L}) tensor, got {getattr(got, 'shape', got)!r}"
+                return
+            row = got.detach().double()
+            exact = alibi_bias(H, L, mode="nonsymmetric", dtype=torch.float64)
+            scores = torch.randn(H, L, L, dtype=torch.float64, generator=g)
+            want = (scores + exact).softmax(-1)
+            have = (scores + row.expand(H, L, L)).masked_fill(torch.isinf(exact), float("-inf")).softmax(-1)
+            ok = [close(have[h], want[h], atol=1e-6, rtol=1e-5) for h in range(H)]
+            if all(ok):
                 continue
-            if len(values) != n:
-                yield False, f"{n} heads: expected {n} distances, one per head, got {len(values)}"
-            elif any(x != round(x) for x in values):
-                yield False, f"{n} heads: distances are whole numbers of tokens; round in the right direction"
-            elif values == want:
-                yield True, f"{n} heads: right"
-            elif values == [w - 1 for w in want]:
-                yield False, f"{n} heads: one step short: at those distances the weight is still above 1%"
+            half = H // 2
+            steps = row[:, 0, 1:] - row[:, 0, :-1]  # per head: the change from key j to key j + 1
+            slopes = alibi_slopes(half, dtype=torch.float64).repeat(2)
+            if not close(steps.abs(), slopes[:, None].expand_as(steps), atol=1e-6, rtol=1e-5):
+                yield False, (f"H={H}: the steps of your rows are not the form's slopes; which slopes does the "
+                              "non-symmetric form use in each half (§2)?")
+            elif all(ok[:half]) and not any(ok[half:]):
+                yield False, (f"H={H}: the left-looking half is right; the right-looking half sees keys j >= i, "
+                              "where the distance is j - i: which sign of j does its bias carry?")
+            elif all(ok[half:]) and not any(ok[:half]):
+                yield False, f"H={H}: the right-looking half is right; the left-looking half sees keys j <= i"
             else:
-                yield False, f"{n} heads: wrong for {sum(x != w for x, w in zip(values, want))} of the {n} heads"
+                yield False, f"H={H}: the weights differ for {ok.count(False)} of the {H} heads"
+            return
+        yield True, f"the same weights as the non-symmetric form for (H, L) = {', '.join(map(str, NONSYM_CASES))}"
 
-    return report("how far back does each head look?", fn, run,
-                  "with q·k = 0 every visible key's weight is proportional to exp(bias), so the weight D steps back "
-                  "divided by the weight on the query itself depends only on D and the slope. Ask when that falls "
-                  "below 1/100 and solve for the smallest whole D; or measure it with pl.attention on zeros over "
-                  "a sequence long enough for the gentlest head.")
+    return report("a one-row bias for the non-symmetric form", fn, run,
+                  "which keys does the mask leave a row of each half, and what can differ between two biases "
+                  "without changing a single weight?")
+
+
+# (H, train_len, test_len): the last one has 10^12 keys, too many to weigh one by one (loop or tensor).
+FAR_CASES = ((8, 1024, 2048), (6, 64, 512), (16, 100, 1000), (1, 10, 400), (4, 300, 10**12))
+FAR_RTOL, FAR_ATOL = 1e-4, 1e-9  # float32 closed forms are within 3e-5 (relative) of the float64 shares
+
+
+def _far_share(H: int, train_len: int, test_len: int) -> torch.Tensor:
+    """The last query's weight on distances >= train_len, q.k = 0, measured with a softmax (no formula);
+    for test_len beyond 10^5, the keys past 10^5 are left out (their weight is below 1e-150)."""
+    keys = min(test_len, 10**5)
+    w = alibi_bias(H, 1, keys, dtype=torch.float64).softmax(-1)[:, 0]  # (H, keys), key j
+    return w[:, : keys - train_len].sum(-1)  # distances train_len .. keys - 1
+
+
+def _shortcuts() -> tuple[tuple[Any, str, str], ...]:
+    """What measures the weights instead of deriving them: the bias itself, and every softmax."""
+    softmaxes = ((torch, "softmax", "torch.softmax"), (F, "softmax", "a softmax"), (torch.Tensor, "softmax", "a softmax"),
+                 (torch.special, "softmax", "a softmax"), (torch, "log_softmax", "a softmax"),
+                 (F, "log_softmax", "a softmax"), (torch.Tensor, "log_softmax", "a softmax"),
+                 (torch, "logsumexp", "a logsumexp"), (torch.Tensor, "logsumexp", "a logsumexp"),
+                 (attention_module, "attention", "pl.attention"))
+    import posenc_lib
+
+    return _alibi_bias_everywhere() + softmaxes + ((posenc_lib, "attention", "pl.attention"),)
+
+
+def alibi_far_share(fn: Callable[[int, int, int], Any] | None) -> bool | None:
+    """Exercise 4: fn(H, train_len, test_len) -> per head, the share of the last query's weight on distances
+    >= train_len (causal ALiBi, q.k = 0, an input of test_len tokens), as a closed form: pl.alibi_bias, every
+    softmax and arrays of 10^8 entries refuse to run while fn does, and a loop over the keys runs out of steps."""
+
+    def as_shares(got: Any, n: int) -> torch.Tensor | None:
+        t = float64_tensor(got)
+        return t.flatten() if t is not None and t.numel() == n else None
+
+    def near(a: torch.Tensor, b: torch.Tensor) -> bool:
+        return close(a, b, atol=FAR_ATOL, rtol=FAR_RTOL)
+
+    def run(fn: Callable[[int, int, int], Any]) -> Iterable[Verdict]:
+        answers, stopped = answers_under_guard(fn, FAR_CASES, _shortcuts())
+        if stopped is not None:
+            case, why = stopped
+            yield stopped_verdict(why, f"far_share{case}", shortcut="that measures the weights; derive how they add up "
+                                  "instead", loop=f"runs a loop over the keys ({case[2]:.0e} of them): derive how the "
+                                  "weights add up instead of adding them")
+            return
+        for (H, T, L), raw in answers.items():
+            case = f"far_share({H}, {T}, {L})"
+            got = as_shares(raw, H)
+            if got is None:
+                yield False, f"{case}: expected {H} numbers, one per head"
+                return
+            want = _far_share(H, T, L)
+            if near(got, want):
+                continue
+            m = alibi_slopes(H, dtype=torch.float64)
+            g = torch.exp(-m)
+            beyond = {"infinite": g**T, "one past": (g ** (T + 1) - g**L) / (1 - g**L),
+                      "one short": (g ** (T - 1) - g**L) / (1 - g**L)}
+            naive = torch.exp(-torch.tensor([2 ** (-8 * h / H) for h in range(1, H + 1)], dtype=torch.float64))
+            if near(got, beyond["infinite"]):
+                yield False, f"{case}: you summed the series to infinity; the input has only test_len keys"
+            elif any(near(got, beyond[k]) for k in ("one past", "one short")):
+                yield False, (f"{case}: off by one; training showed distances 0 to train_len - 1, which is the "
+                              "first one it never showed?")
+            elif near(got, (naive**T - naive**L) / (1 - naive**L)):
+                yield False, f"{case}: those are the plain 2**(-8h/H) slopes; for this H ALiBi uses §1's recipe"
+            elif near(got, 1 - want):
+                yield False, f"{case}: that is the share of the distances training did show, not of the others"
+            else:
+                wrong = sum(not near(got[h], want[h]) for h in range(H))
+                yield False, f"{case}: not the shares for {wrong} of the {H} heads"
+            return
+        yield True, (f"right for {len(FAR_CASES)} settings, from 1 head to 16 and up to 10^12 tokens: only the "
+                     "gentlest heads can put weight beyond the training length, and only a little")
+
+    return report("how much weight lies beyond the training length", fn, run,
+                  "§4 drew these weights on a log scale: what does a straight line there say about how the "
+                  "weights of the keys, read from the query backwards, relate to each other?")

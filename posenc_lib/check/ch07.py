@@ -1,5 +1,5 @@
-"""Checkers for notebooks/07_beyond.ipynb: NoPE's counter in low precision, designing a base change,
-NTK's overshoot, the smallest per-pair divisors for a longer context."""
+"""Checkers for notebooks/07_beyond.ipynb: NoPE's counter in low precision, where dynamic NTK meets static
+NTK, NTK's overshoot, the smallest per-pair divisors for a longer context."""
 from __future__ import annotations
 
 import math
@@ -9,13 +9,9 @@ import torch
 
 from ..angles import rope_frequencies
 from ..scaling import scaled_rope_frequencies
-from ._core import close, report
+from ._core import close, float64_tensor, number, report, whole_number
 
-__all__ = ["counter_merge", "base_for_pair", "ntk_overshoot", "smallest_divisors"]
-
-
-def _is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
+__all__ = ["counter_merge", "dynamic_ntk_length", "ntk_overshoot", "smallest_divisors"]
 
 
 def _first_merge(dtype: torch.dtype, limit: int = 1 << 16) -> int:
@@ -30,10 +26,11 @@ def counter_merge(answer: Callable[[torch.dtype], Any]) -> bool | None:
 
     def run(fn):
         for dtype in (torch.bfloat16, torch.float16):
-            want, got = _first_merge(dtype), fn(dtype)
+            want, raw = _first_merge(dtype), fn(dtype)
+            got = whole_number(raw)
             name = str(dtype).removeprefix("torch.")
-            if not _is_int(got):
-                yield False, f"{name}: {got!r} is not a position (an int)"
+            if got is None:
+                yield False, f"{name}: {raw!r} is not a position (a whole number)"
             elif got == want:
                 yield True, f"{name}: right"
             elif got > want:
@@ -47,27 +44,35 @@ def counter_merge(answer: Callable[[torch.dtype], Any]) -> bool | None:
                   "1/(i+2); how many significant bits does each format keep?")
 
 
-def base_for_pair(answer: Callable[[float, float, int, int], Any]) -> bool | None:
-    """answer(base, factor, d, pair) -> float: the base b' whose frequencies turn pair `pair` exactly
-    `factor` times slower than base b does."""
+def dynamic_ntk_length(answer: Callable[[int, float], Any]) -> bool | None:
+    """answer(L0, factor) -> float: the input length L at which dynamic NTK (transformers' rule, scale
+    factor * L / L0 - (factor - 1)) uses the same frequencies as static NTK with that factor."""
 
     def run(fn):
-        for base, s, d, pair in ((10000.0, 8.0, 128, 63), (10000.0, 4.0, 64, 10), (500000.0, 2.0, 128, 40),
-                                 (10000.0, 16.0, 16, 1)):
-            got = fn(base, s, d, pair)
-            if not isinstance(got, (int, float)) or isinstance(got, bool) or not math.isfinite(got) or got <= 1:
-                yield False, f"base={base:g}, s={s:g}, d={d}, pair {pair}: {got!r} is not a base > 1"
-                continue
-            old = rope_frequencies(d, base=base, dtype=torch.float64)
-            new = rope_frequencies(d, base=float(got), dtype=torch.float64)
-            ok = math.isclose(new[pair].item(), old[pair].item() / s, rel_tol=1e-9)
-            note = " (this is NTK's choice: the slowest pair)" if ok and pair == d // 2 - 1 else ""
-            yield ok, (f"base={base:g}, s={s:g}, d={d}, pair {pair}: "
-                       f"{'turns s times slower' + note if ok else 'pair does not turn exactly s times slower'}")
+        for L0, s in _DYNAMIC_CASES:
+            want = L0 * (2 - 1 / s)  # factor * L / L0 - (factor - 1) = factor
+            raw = fn(L0, s)
+            got = number(raw)
+            case = f"L0 = {L0}, s = {s:g}"
+            if got is None:
+                yield False, f"{case}: {raw!r} is not a length (one number)"
+            elif close(got, want, atol=1e-6, rtol=1e-9):
+                yield True, f"{case}: right"
+            elif close(got, s * L0, atol=1e-6):
+                yield False, (f"{case}: {got:g} is s·L0, where static NTK is meant to be used; dynamic NTK's "
+                              f"scale there is already larger than s (it keeps growing with L)")
+            elif close(got, L0, atol=1e-6):
+                yield False, f"{case}: {got:g} is where dynamic NTK starts to stretch (scale 1), not where it reaches s"
+            else:
+                yield False, f"{case}: {got:g} is wrong"
 
-    return report("A base change that slows one chosen pair by s", answer, run,
-                  "write θ'_pair with the unknown base b' and set it equal to θ_pair / s; take the logarithm "
-                  "of both sides and solve for ln b'. Pair 0 needs nothing: b'^0 = 1 for any base.")
+    return report("Where dynamic NTK equals static NTK", answer, run,
+                  "write dynamic NTK's scale at length L (the table of §2) and set it equal to the static factor s; "
+                  "solve for L. Is the result shorter or longer than s·L0?")
+
+
+# (L0, factor): the chapter's LLaMA numbers, Llama-3-like, a factor of 2, a factor of 1 (no stretch at all).
+_DYNAMIC_CASES = ((2048, 8.0), (8192, 4.0), (4096, 2.0), (4096, 1.0))
 
 
 def ntk_overshoot(answer: Callable[[int, float], Any]) -> bool | None:
@@ -80,14 +85,15 @@ def ntk_overshoot(answer: Callable[[int, float], Any]) -> bool | None:
             want = s * ntk / rope_frequencies(d, dtype=torch.float64)
             got = fn(d, s)
             ok = close(got, want, atol=1e-6)  # float32 answers are fine
-            shape = tuple(torch.as_tensor(got).shape) if isinstance(got, (torch.Tensor, list, tuple)) else None
+            numbers = float64_tensor(got)
+            shape = None if numbers is None else tuple(numbers.shape)
             why = "" if ok else (f": expected d/2 = {d // 2} values, got shape {shape}" if shape != (d // 2,)
                                  else ": some pairs are wrong")
             yield ok, f"d={d}, s={s:g}: {'right' if ok else 'wrong'}{why}"
 
     return report("NTK's overshoot per pair", answer, run,
                   "a base change rescales each pair's frequency by its own amount: how does θ'_j / θ_j depend "
-                  "on j? And the angle asked for is taken at a distance s times longer.")
+                  "on j? Use NTK's base from §2. And the angle asked for is taken at a distance s times longer.")
 
 
 # (d, base, L0, L): the chapter's numbers, a shorter head, Llama-3-like numbers, and L <= L0 (nothing to do).
@@ -104,10 +110,7 @@ def smallest_divisors(answer: Callable[[int, float, int, int], Any]) -> bool | N
         for d, base, L0, L in _DIVISOR_CASES:
             theta = rope_frequencies(d, base=base, dtype=torch.float64)
             got = fn(d, base, L0, L)
-            try:
-                kappa = torch.as_tensor(got, dtype=torch.float64)
-            except (TypeError, ValueError, RuntimeError):
-                kappa = None
+            kappa = float64_tensor(got)
             case = f"d={d}, base={base:g}, L0={L0}, L={L}"
             if kappa is None or kappa.shape != (d // 2,):
                 yield False, f"{case}: expected d/2 = {d // 2} divisors, got {got!r:.60}"

@@ -1,5 +1,5 @@
-"""Checkers for notebooks/08_rope_in_models.ipynb: turning pairs, the context behind LongRoPE's factor, Llama 4's
-temperature, RoPE positions when decoding with a KV cache."""
+"""Checkers for notebooks/08_rope_in_models.ipynb: when a KV cache goes stale, the context behind LongRoPE's
+factor, Llama 4's temperature, the keys a chunked RoPE layer sees, RoPE for a config (checked by diagnose_rope)."""
 from __future__ import annotations
 
 import math
@@ -7,35 +7,81 @@ from typing import Any, Callable
 
 import torch
 
-from ..angles import rope_frequencies
-from ..rope import apply_rope
 from ..rope_config import rope_from_config
+from ..rope_diagnose import HYPOTHESES, diagnose_rope
 from ..temperature import attention_temperature
-from ._core import close, report
+from ._core import close, number, report, whole_number
 
-__all__ = ["pairs_that_turn", "longrope_context", "temperature_position", "rotate_new"]
+__all__ = ["stale_from", "longrope_context", "temperature_position", "keys_seen", "rope_for_config"]
 
-# (base, rotated features, length): Llama 3.1 as pretrained, DeepSeek-V3, Gemma 3's local layers,
-# a length shorter than the fastest wavelength, one longer than the slowest.
-_TURN_CASES = ((500000.0, 128, 8192), (10000.0, 64, 4096), (10000.0, 256, 1024), (10000.0, 16, 5),
-               (10.0, 8, 10**6), (1e6, 128, 32768))
+def _frequencies(config: dict, L: int) -> torch.Tensor:
+    return rope_from_config(config, seq_len=L)[0]
 
 
-def pairs_that_turn(answer: Callable[[float, int, int], Any]) -> bool | None:
-    """answer(base, r, length) -> int: the pairs j whose wavelength 2 pi / theta_j is at most length."""
+def _stale_from(config: dict, longest: int = 1 << 22) -> int | None:
+    """The first input length whose frequencies differ from those one token shorter (the library's reading
+    of the config); None if none does up to `longest`. Every rope type here changes at most once: before
+    a threshold the frequencies are those of length 1, after it they differ, so bisection finds it."""
+    first = _frequencies(config, 1)
+    if torch.equal(_frequencies(config, longest), first):
+        return None
+    lo, hi = 1, longest  # same at lo, different at hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if torch.equal(_frequencies(config, mid), first) else (lo, mid)
+    return hi
+
+
+def _stale_cases() -> dict[str, dict]:
+    """Configs whose cache may or may not go stale: two LongRoPE, a dynamic NTK, three static ones."""
+    return {
+        "Phi-3-like LongRoPE (L0 4096, max 131072)": _phi3_like(4096, 131072),
+        "LongRoPE (L0 2048, max 16384)": _phi3_like(2048, 16384),
+        "dynamic NTK (max_position_embeddings 4096)": {"head_dim": 64, "max_position_embeddings": 4096,
+                                                       "rope_scaling": {"rope_type": "dynamic", "factor": 2.0}},
+        "YaRN x4 from 32768 (Qwen2.5's card)": {"head_dim": 128, "rope_theta": 1e6, "max_position_embeddings": 32768,
+                                                "rope_scaling": {"type": "yarn", "factor": 4.0,
+                                                                 "original_max_position_embeddings": 32768}},
+        "Llama 3.1 (llama3 x8 from 8192)": {"head_dim": 128, "rope_theta": 5e5, "max_position_embeddings": 131072,
+                                            "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+                                                             "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                                             "original_max_position_embeddings": 8192}},
+        "plain RoPE": {"head_dim": 64, "rope_theta": 10000.0, "max_position_embeddings": 4096},
+    }
+
+
+def stale_from(answer: Callable[[dict], Any]) -> bool | None:
+    """answer(config) -> int or None: the first input length at which a config's RoPE frequencies differ
+    from those of an input one token shorter (a KV cache kept across it is stale); None: never."""
 
     def run(fn):
-        for base, r, length in _TURN_CASES:
-            theta = rope_frequencies(r, base=base, dtype=torch.float64)
-            want = int((2 * math.pi / theta <= length).sum())
-            got = fn(base, r, length)
-            ok = isinstance(got, (int, float)) and not isinstance(got, bool) and got == want
-            yield ok, f"base={base:g}, r={r}, length={length}: {'right' if ok else f'{got!r} is wrong'}"
+        for name, config in _stale_cases().items():
+            want = _stale_from(config)
+            raw = fn(config)
+            never = raw is None or (number(raw) is not None and math.isinf(number(raw)))
+            got = None if never else whole_number(raw)
+            if not never and got is None:
+                yield False, f"{name}: {raw!r} is neither a length (a whole number) nor None"
+            elif got == want:
+                yield True, f"{name}: right"
+            elif want is None:
+                yield False, (f"{name}: a length, but these frequencies depend on the config only: the input's "
+                              f"length never changes them, so a cache never goes stale")
+            elif never:
+                yield False, f"{name}: None, but this rope type picks its frequencies from the input's length"
+            elif got == want - 1:
+                yield False, f"{name}: {got} is one token early: at exactly that many tokens nothing has changed yet"
+            elif got in (config["max_position_embeddings"], config["max_position_embeddings"] + 1) and "longrope" in str(
+                    config.get("rope_scaling")):
+                yield False, (f"{name}: {got} is past the deployed context; LongRoPE switches lists at the "
+                              f"pretraining length")
+            else:
+                yield False, f"{name}: {got} is wrong"
 
-    return report("Pairs that complete a turn", answer, run,
-                  "pair j turns once every 2π/θ_j positions; write the condition 'wavelength <= length' with "
-                  "θ_j = base**(-2j/r), take logarithms, solve for j, and count the integers j from 0 that "
-                  "satisfy it (there are only r/2 pairs).")
+    return report("When does a KV cache go stale?", answer, run,
+                  "ask of each rope type whether its frequencies are a function of the config alone or also of "
+                  "the input's length, and, if of the length, which length in the config is the threshold "
+                  "(§4's table says which key each rope type reads).")
 
 
 def _phi3_like(original: int, maximum: int, d: int = 8) -> dict:
@@ -58,7 +104,7 @@ def longrope_context(answer: Callable[[float, int], Any]) -> bool | None:
             # a^2 = 1 + ln(L / L0) / ln L0 = ln L / ln L0, so L = L0 ** (a^2)
             want = L0 ** (a * a)
             got = fn(a, L0)
-            ok = isinstance(got, (int, float)) and not isinstance(got, bool) and math.isclose(got, want, rel_tol=1e-9)
+            ok = number(got) is not None and close(number(got), want, atol=0, rtol=1e-9)
             right += ok
             yield ok, f"a = {a:.4f}, L0 = {L0}: {'right' if ok else f'{got!r} is wrong'}"
         if right == len(_CONTEXT_CASES):
@@ -74,9 +120,9 @@ def temperature_position(answer: Any) -> bool | None:
     """answer: the first position at which attention_temperature (Llama 4's defaults) exceeds 1.2."""
 
     def run(value):
-        pos = int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-        if pos is None or pos != value or pos < 1:
-            yield False, f"{value!r} is not a position (an integer >= 1)"
+        pos = whole_number(value)
+        if pos is None or pos < 1:
+            yield False, f"{value!r} is not a position (a whole number >= 1)"
             return
         scales = attention_temperature(torch.tensor([pos - 1, pos])).double()
         yield bool(scales[1] > 1.2), f"position {pos}: the scale {'exceeds' if scales[1] > 1.2 else 'is not above'} 1.2"
@@ -84,22 +130,77 @@ def temperature_position(answer: Any) -> bool | None:
                                        else "the scale already exceeds 1.2 before this position: not the first")
 
     return report("When Llama 4's temperature passes 1.2", answer, run,
-                  "set 1 + 0.1 ln(1 + k) > 1.2 and solve for the integer k = floor((pos + 1) / 8192); then find "
-                  "the smallest position that gives that k.")
+                  "the scale is a staircase in the position, flat between multiples of 8192: which step is the "
+                  "first above 1.2, and at which position does that step begin?")
 
 
-def rotate_new(answer: Callable[[torch.Tensor, int], Any]) -> bool | None:
-    """answer(x, cache_length) -> x (..., T, d) rotated to positions cache_length .. cache_length + T - 1."""
+def keys_seen(answer: Callable[[int, int], Any]) -> bool | None:
+    """answer(position, chunk) -> int: how many keys a query at `position` (0-based) attends to in a layer
+    with chunked attention of `chunk` positions (Llama 4's RoPE layers; causal)."""
 
     def run(fn):
-        g = torch.Generator().manual_seed(8)
-        for shape, cached in (((1, 8), 5), ((3, 16), 0), ((2, 4, 2, 8), 100)):
-            x = torch.randn(*shape, generator=g, dtype=torch.float64)
-            want = apply_rope(x, torch.arange(cached, cached + shape[-2]))
-            got = fn(x, cached)
-            ok = close(got, want, atol=1e-6)
-            yield ok, f"x of shape {shape} after {cached} cached tokens: {'right' if ok else 'wrong'}"
+        for position, chunk in ((0, 8192), (100, 8192), (8191, 8192), (8192, 8192), (20000, 8192), (130, 64),
+                                (63, 64), (64, 64)):
+            want = position % chunk + 1
+            raw = fn(position, chunk)
+            got = whole_number(raw)
+            case = f"position {position}, chunk {chunk}"
+            if got is None:
+                yield False, f"{case}: {raw!r} is not a number of keys (a whole number)"
+            elif got == want:
+                yield True, f"{case}: right"
+            elif got == min(position + 1, chunk):
+                yield False, (f"{case}: {got} is what a sliding window of {chunk} keys sees; a chunk does not "
+                              f"slide, it starts afresh at every multiple of {chunk}")
+            elif got == position + 1:
+                yield False, f"{case}: {got} is every key before the query: that is a NoPE layer, not a chunked one"
+            elif got == want - 1:
+                yield False, f"{case}: {got} is one short: the query attends to itself too"
+            else:
+                yield False, f"{case}: {got} is wrong"
 
-    return report("Rotating the new tokens of a KV cache", answer, run,
-                  "the new tokens are not the first ones of the sequence: which positions do they sit at, "
-                  "given how many tokens came before them?")
+    return report("Keys a chunked RoPE layer sees", answer, run,
+                  "a query's chunk is fixed by its own position; which keys share it and come no later than "
+                  "the query?")
+
+
+# A Phi-2-shaped model (head_dim 2560 / 32 = 80, 40% of it rotated) whose context was doubled by
+# position interpolation: the exercise's config, as the notebook prints it.
+ROPE_EXERCISE_CONFIG = {"model_type": "phi", "hidden_size": 320, "num_attention_heads": 4,
+                        "partial_rotary_factor": 0.4, "rope_theta": 10000.0, "max_position_embeddings": 4096,
+                        "rope_scaling": {"rope_type": "linear", "factor": 2.0}}
+
+
+def rope_for_config(answer: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], Any]) -> bool | None:
+    """answer(q, k, positions) -> (q, k): the RoPE of ROPE_EXERCISE_CONFIG, judged by diagnose_rope.
+
+    A wrong answer hears its symptoms and its bug class (``HYPOTHESES[name].title``), never the
+    claimed RoPE's settings.
+    """
+
+    def run(fn):
+        found = diagnose_rope(fn, ROPE_EXERCISE_CONFIG)
+        n = len(found.probes)
+        if found.ok:
+            yield True, (f"matches the config on all {n} probes: several shapes, a KV-cache offset, batched "
+                         "positions, one decoded token, bfloat16 inputs, positions near the end of the context")
+        else:
+            failed = [p.name for p in found.probes if not p.passed]
+            yield False, f"wrong on {len(failed)} of {n} probes ({', '.join(failed)})"
+            for symptom in found.symptoms:
+                yield False, f"symptom: {symptom}"
+            if found.hypotheses:
+                yield False, ("diagnosis: " + "; and ".join(HYPOTHESES[h].title for h in found.hypotheses)
+                              + "".join(f" (or, with the same numbers: {HYPOTHESES[h].title})"
+                                        for h, _ in found.alternatives))
+            elif found.verdict == "equivalent":
+                yield False, "diagnosis: your scores are right, but the features come out in another order"
+            else:
+                yield False, "diagnosis: no single known bug (or pair of them) reproduces your output"
+        yield found.relative, ("your scores depend only on m − n" if found.relative else
+                               "your scores depend on more than m − n: q and k do not turn alike")
+
+    return report("RoPE for a config", answer, run,
+                  "read every RoPE field of the config: how many features turn (and which), how this family "
+                  "lays out its pairs (pl.inspect_config says), the frequencies (base, dimension, rope_scaling), "
+                  "and which position each token sits at; compute the angles in float32 or better.")

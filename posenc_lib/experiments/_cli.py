@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import platform
 from pathlib import Path
 from typing import Callable
+
+import torch
 
 
 def add_output_options(p: argparse.ArgumentParser, results: Path, figure: Path) -> None:
@@ -29,6 +32,19 @@ def output_paths(p: argparse.ArgumentParser, args: argparse.Namespace, results: 
                 "so results/ stays untouched")
     return (args.results or (results if args.out is None else args.out / results.name),
             args.figure or (figure if args.out is None else args.out / figure.name))
+
+
+def environment() -> dict[str, str]:
+    """Where the numbers were made. The CPU matters: torch's vectorised kernels (its "CPU
+    capability") and MKL's matrix kernels are picked per CPU and change the last bits of training."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {"torch": torch.__version__, "python": platform.python_version(), "machine": platform.machine(),
+            "cpu": cpu, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
 
 
 def plot_file(draw: Callable[[dict], object], results_path: str | Path, out_png: str | Path) -> Path:

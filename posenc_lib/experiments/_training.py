@@ -3,10 +3,15 @@
 Every experiment trains a ``TinyDecoder`` the same way (AdamW, linear warm-up then cosine
 decay to a tenth of the rate, gradients clipped at 1), on next-token targets picked by a
 boolean mask, and reports the mean and the range over seeds.
+
+Two numbers say how much an ordering "every seed of A beats every seed of B" is worth: how
+often it happens by chance when A and B do not differ (``ordering_by_chance``), and how far
+apart the two seed ranges are in units of the evaluation noise (``separation``).
 """
 from __future__ import annotations
 
 import math
+from math import comb
 from typing import Callable
 
 import torch
@@ -56,3 +61,20 @@ def train(model: nn.Module, batch: Callable[[], tuple[Tensor, Tensor]], *, steps
 def spread(xs: list[float]) -> dict[str, float]:
     """Mean, min and max over seeds (three seeds: the range is the honest error bar)."""
     return {"mean": round(sum(xs) / len(xs), 4), "min": min(xs), "max": max(xs)}
+
+
+def ordering_by_chance(seeds_a: int, seeds_b: int) -> float:
+    """P(every seed of A beats every seed of B) when the seeds' scores are exchangeable (A and B do
+    not differ): 1 / C(a + b, a), 1/20 for three seeds each."""
+    return 1 / comb(seeds_a + seeds_b, seeds_a)
+
+
+def separation(worst_a: float, best_b: float, n: int) -> float:
+    """(worst_a - best_b) in standard errors of the difference of two accuracies each measured on n
+    answers, sqrt(2 p (1 - p) / n) at their midpoint p: below 0 the ranges overlap, 0 to 2 the
+    gap is within evaluation noise (a thin win), above 2 it is not."""
+    gap = worst_a - best_b
+    p = (worst_a + best_b) / 2
+    if gap == 0 or p * (1 - p) == 0:
+        return 0.0
+    return gap / math.sqrt(2 * p * (1 - p) / n)

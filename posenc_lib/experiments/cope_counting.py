@@ -18,7 +18,10 @@ with probabilities ``mix``) and is evaluated at 64 to 512 tokens on the same mix
 or never seen in training. Several seeds per method (model initialisation and data); the
 results file holds every seed and the mean and spread (min, max).
 
-Deterministic: fixed seeds and one thread; the same config gives the same numbers.
+Deterministic: fixed seeds and one thread; the same config gives the same numbers on the same
+CPU (other CPUs pick other vectorised kernels and change the last bits of training; see
+posenc_lib.experiments.extrapolation). The results file holds, per mix and length, the number
+of reads scored ("n"), and ``separation`` says how far apart two methods' seed ranges are.
 ``plot(results_path, out_png)`` redraws the figure from a results file. Output paths are
 relative to the working directory (run it from the repository root to update the
 committed results).
@@ -27,7 +30,6 @@ Taught in: notebooks/09_beyond_1d.ipynb
 from __future__ import annotations
 
 import argparse
-import platform
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -61,7 +63,7 @@ class ExperimentConfig:
     batch_size: int = 32
     lr: float = 3e-3
     warmup: int = 50  # linear warm-up steps, then cosine decay to lr / 10
-    eval_sequences: int = 64  # per length and mix
+    eval_sequences: int = 128  # per length and mix
     methods: tuple[str, ...] = ("none", "rope", "cope")
     d_model: int = 64
     num_heads: int = 4
@@ -116,26 +118,39 @@ def train(method: str, cfg: ExperimentConfig, seed: int) -> tuple[TinyDecoder, l
     return model, curve
 
 
+MIXES = ("dense", "sparse")
+
+
 @torch.no_grad()
 def evaluate(model: TinyDecoder, cfg: ExperimentConfig, seed: int) -> dict[str, dict[str, float]]:
-    """Read accuracy per mix ("dense", "sparse") and length; the same sequences for every method."""
-    out: dict[str, dict[str, float]] = {}
-    for name, mix in (("dense", cfg.mix), ("sparse", cfg.sparse_mix)):
+    """Read accuracy per mix ("dense", "sparse") and length, and under "reads" the number of reads
+    scored; the same sequences for every method."""
+    out: dict[str, dict[str, float]] = {"reads": {}}
+    for name, mix in zip(MIXES, (cfg.mix, cfg.sparse_mix)):
         gen = torch.Generator().manual_seed(seed + 2000)
-        out[name] = {}
+        out[name], out["reads"][name] = {}, {}
         for mult in cfg.eval_multiples:
             L = cfg.train_len * mult
             tokens, read = flip_flop(cfg.eval_sequences, L, mix, gen)
             correct, _ = _training.masked_scores(
                 torch.cat([model(tokens[i:i + 16]) for i in range(0, len(tokens), 16)]), tokens, read)
             out[name][str(L)] = round(correct.float().mean().item(), 4) if correct.numel() else float("nan")
+            out["reads"][name][str(L)] = correct.numel()
     return out
 
 
-def summarize(per_seed: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, dict[str, float]]]:
-    """mean, min and max over seeds of every (mix, length) accuracy."""
-    return {mix: {L: _training.spread([r[mix][L] for r in per_seed]) for L in by_len}
-            for mix, by_len in per_seed[0].items()}
+def summarize(per_seed: list[dict[str, dict]]) -> dict[str, dict[str, dict[str, float]]]:
+    """mean, min and max over seeds of every (mix, length) accuracy, and n: the fewest reads any seed scored."""
+    return {mix: {L: {**_training.spread([r[mix][L] for r in per_seed]),
+                      "n": min(r["reads"][mix][L] for r in per_seed)} for L in per_seed[0][mix]}
+            for mix in MIXES}
+
+
+def separation(results: dict, a: str, b: str, mix: str, L: int) -> float:
+    """The gap between the worst seed of `a` and the best seed of `b` in units of evaluation noise
+    (``_training.separation``): below 0 the ranges overlap, 0 to 2 a thin win, above 2 a clear one."""
+    ra, rb = results["methods"][a][mix][str(L)], results["methods"][b][mix][str(L)]
+    return _training.separation(ra["min"], rb["max"], min(ra["n"], rb["n"]))
 
 
 def run(cfg: ExperimentConfig, *, log=print) -> dict:
@@ -145,8 +160,7 @@ def run(cfg: ExperimentConfig, *, log=print) -> dict:
     results: dict = {
         "config": asdict(cfg),
         "task": "flip-flop: instructions (op, bit); the bit after each 'r' equals the last written bit",
-        "environment": {"torch": torch.__version__, "python": platform.python_version(),
-                        "machine": platform.machine()},
+        "environment": _cli.environment(),
         "methods": {},
     }
     for method in cfg.methods:
@@ -155,7 +169,7 @@ def run(cfg: ExperimentConfig, *, log=print) -> dict:
         for seed in cfg.seeds:
             model, curve = train(method, cfg, seed)
             seeds.append({"seed": seed, "train_loss_curve": curve, **evaluate(model, cfg, seed)})
-        summary = summarize([{k: s[k] for k in ("dense", "sparse")} for s in seeds])
+        summary = summarize(seeds)
         results["methods"][method] = {"seeds": seeds, **summary,
                                       "train_seconds": round(time.perf_counter() - t0, 1)}
         log(f"{method:>6}: {results['methods'][method]['train_seconds']:6.1f} s; mean read accuracy  dense "
@@ -164,6 +178,11 @@ def run(cfg: ExperimentConfig, *, log=print) -> dict:
     results["wall_time_s"] = round(time.perf_counter() - t_start, 1)
     results["cpu_time_s"] = round(time.process_time() - cpu_start, 1)  # one thread: unaffected by neighbours
     return results
+
+
+def load_results(name: str = "cope_counting") -> dict:
+    """The committed results file, results/<name>.json, wherever the caller runs (notebooks/, the root)."""
+    return _cli.load_results(name)
 
 
 # ---------------------------------------------------------------- the figure

@@ -3,10 +3,10 @@
     python -m posenc_lib.experiments.extrapolation            # full run -> ./results/, ./images/
     python -m posenc_lib.experiments.extrapolation --jobs 2   # the same numbers, two processes
     python -m posenc_lib.experiments.extrapolation --quick --out /tmp/x   # smoke test
-    python -m posenc_lib.experiments.extrapolation --methods none,rope,irope
-        --results results/irope.json --figure images/irope.png   # chapter 8's run
+    python -m posenc_lib.experiments.extrapolation --methods irope --jobs 2
+        --results results/irope.json --figure /tmp/irope.png   # chapter 8's run (NoPE and RoPE: from this one)
 
-Two tasks, so that no single task decides which method "extrapolates":
+Three tasks, so that no single task decides which method "extrapolates":
 
 * **grammar** (local). One fixed table maps every pair of tokens (a, b) to a next token
   T[a, b] (16 tokens, the same table for all sequences); each sequence starts with two
@@ -19,17 +19,45 @@ Two tasks, so that no single task decides which method "extrapolates":
   each followed by its value. The model is scored on those 4 values. The gap grows with L:
   the entry a question needs is L - 11 to L - 2 tokens back, so every length beyond the
   training length asks for distances never seen in training. Guessing scores 1/8.
+  By construction the distance grows in proportion to L: a method that divides distances
+  by L / 64 (position interpolation) lands every lookup on the trained distances.
+* **recall_anywhere** (long range, no fixed layout). The same lookup, but the dictionary
+  sits at a uniformly random place between the start and the questions, in training and in
+  evaluation: the model must find an entry 8 to 62 tokens back in training and up to
+  L - 2 back beyond it, wherever the dictionary is.
 
 Each method of ``TinyDecoder`` trains at length 64 with the same budget and batches, for
 several seeds (model initialisation, data and the grammar's table all follow the seed).
 Evaluation at 64, 128, 256 and 512 tokens: the model reads L tokens at once
 ("nonoverlapping"), and again through a sliding window of 64 tokens (no position beyond 64
 is ever used; on recall the window cannot reach the dictionary). RoPE is also evaluated
-with PI, NTK and YaRN frequencies for the factor L / 64, without retraining. The results
-file holds every seed and, per (task, method, length), the mean, min and max over seeds.
+with PI, NTK and YaRN frequencies for the factor L / 64, without retraining, and iRoPE (if
+trained) also with its RoPE layers attending within chunks of 64 tokens ("irope+chunk", as
+Llama 4 does; at the training length this is the same model). The results file holds every
+seed and, per (task, method, length), the accuracies, their mean, min and max over seeds, and
+the number of scored answers per seed ("n").
+
+Two controls and a measurement, so that an explanation can be tested, not only told:
+* **trained_distances** (both recall tasks): the dictionary placed at L - 64, so that every
+  lookup spans 53 to 62 tokens, distances every model met in training, at positions and
+  lengths it did not. A method that fails at L but not here fails because of the distance.
+* **the sliding window** (above): no position or distance beyond training at all.
+* **attention** (per seed, method and length, on the first ``attention_sequences`` test
+  sequences, and on as many of the trained_distances control): per layer and head, where the scored predictions' attention goes: ``mass`` on
+  the keys the answer needs (recall: the dictionary entry asked for; grammar: the current and
+  the previous token), ``far`` on keys 64 or more tokens back (distances never seen in
+  training), ``far_gap`` the mean logit of those far keys minus the mean logit of the other
+  keys within the trained distances (0 means no preference: a far key takes mass only by its
+  number), and for recall ``logit``, the asked entry's logit, and ``rest``, the log-sum-exp of
+  every other key's logit: the entry's log-odds is logit - rest.
 
 Deterministic: fixed seeds and one thread per process; the same config gives the same
-numbers with any --jobs. ``plot(results_path, out_png)`` redraws the figure from a results
+numbers with any --jobs, on the same CPU. Not across CPUs: torch picks its vectorised
+kernels (AVX2, AVX-512) and MKL its matrix kernels by CPU, which changes the last bits of
+training. The grammar's accuracies survive that; the recall accuracies move by a few answers
+(`environment` in the results file names the CPU the committed numbers came from).
+Forcing one code path everywhere (ATEN_CPU_CAPABILITY=default, MKL_CBWR=COMPATIBLE) made a
+run three times slower, so the experiment does not. ``plot(results_path, out_png)`` redraws the figure from a results
 file (``make images``). Output paths are relative to the working directory (run it from the
 repository root to update the committed results); ``load_results`` finds committed ones
 from anywhere in the repository.
@@ -38,7 +66,6 @@ Taught in: notebooks/07_beyond.ipynb, notebooks/06_alibi.ipynb (the iRoPE run: n
 from __future__ import annotations
 
 import argparse
-import platform
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -50,7 +77,7 @@ import torch
 from torch import Tensor
 
 from .. import _validate as v
-from ..model import POSITIONAL_METHODS, DecoderConfig, TinyDecoder
+from ..model import POSITIONAL_METHODS, DecoderConfig, TinyDecoder, swapped_rotary
 from ..scaling import scaled_rope_frequencies
 from . import _cli, _training
 
@@ -58,7 +85,8 @@ from . import _cli, _training
 # has no repository around it.
 RESULTS = Path("results") / "extrapolation.json"
 FIGURE = Path("images") / "extrapolation.png"
-TASKS = ("grammar", "recall")
+TASKS = ("grammar", "recall", "recall_anywhere")
+RECALL_TASKS = ("recall", "recall_anywhere")
 
 
 @dataclass
@@ -74,7 +102,8 @@ class ExperimentConfig:
     batch_size: int = 32
     lr: float = 3e-3
     warmup: int = 50  # linear warm-up steps, then cosine decay to lr / 10
-    eval_sequences: int = 32  # sequences per length and task
+    eval_sequences: int = 128  # sequences per length and task (recall: 4 answers each, 512 per seed)
+    attention_sequences: int = 16  # of those, the ones whose attention is measured
     window_stride: int = 16  # sliding window: each window scores its last 16 tokens
     # grammar
     vocab_size: int = 16  # the grammar's table has vocab_size**2 = 256 entries
@@ -93,7 +122,7 @@ class ExperimentConfig:
     d_ff: int = 128
 
 
-QUICK = dict(seeds=(0, 1), steps=4, batch_size=8, warmup=2, eval_sequences=2)
+QUICK = dict(seeds=(0, 1), steps=4, batch_size=8, warmup=2, eval_sequences=2, attention_sequences=2)
 
 
 # ---------------------------------------------------------------- the tasks
@@ -127,12 +156,14 @@ def recall_vocab(cfg: ExperimentConfig) -> dict[str, int]:
     return {"entry": entry, "key": key, "value": value, "filler": filler, "size": filler + cfg.fillers}
 
 
-def recall_sequences(batch: int, length: int, cfg: ExperimentConfig,
-                     generator: torch.Generator) -> tuple[Tensor, Tensor]:
-    """Dictionary, filler, questions: [e_1 .. e_n] [filler ...] [k_a v_a  k_b v_b ...].
+def recall_sequences(batch: int, length: int, cfg: ExperimentConfig, generator: torch.Generator,
+                     start: int | str = 0) -> tuple[Tensor, Tensor]:
+    """Dictionary, filler, questions: [filler ...] [e_1 .. e_n] [filler ...] [k_a v_a  k_b v_b ...].
 
     e_i is one token for (key k_i, value v_i); the n = cfg.entries keys of a sequence differ;
-    the questions ask every key once, in a random order.
+    the questions ask every key once, in a random order. start: where the dictionary begins,
+    0 (the classic layout) to length - 3n (right before the questions), or "random": uniform
+    over that range, drawn per sequence. The other tokens do not depend on start.
     returns: (tokens (batch, length) long, asked (batch, length) bool: the answers v_a, v_b, ...)
     """
     n = cfg.entries
@@ -144,22 +175,35 @@ def recall_sequences(batch: int, length: int, cfg: ExperimentConfig,
     entries = tok["entry"] + keys * cfg.values + values
     filler = tok["filler"] + torch.randint(0, cfg.fillers, (batch, gap), generator=generator)
     questions = torch.stack([tok["key"] + keys.gather(1, order), tok["value"] + values.gather(1, order)], -1)
-    tokens = torch.cat([entries, filler, questions.view(batch, 2 * n)], 1)
+    if start == "random":
+        at = torch.randint(0, gap + 1, (batch, 1), generator=generator)
+    else:
+        at = torch.full((batch, 1), v.int_at_least("start", start, 0))
+        if start > gap:
+            raise ValueError(f"start must be <= length - 3 * entries = {gap} (room for the dictionary), got {start}")
+    j = torch.arange(gap + n)  # the body: filler with the dictionary inserted at `at`
+    in_dict = (j >= at) & (j < at + n)
+    body = torch.where(in_dict, entries.gather(1, (j - at).clamp(0, n - 1)),
+                       filler.gather(1, torch.where(j < at, j, j - n).clamp(0, max(gap - 1, 0))) if gap else entries)
+    tokens = torch.cat([body, questions.view(batch, 2 * n)], 1)
     asked = torch.zeros(batch, length, dtype=torch.bool)
     asked[:, length - 2 * n + 1::2] = True
     return tokens, asked
 
 
 def sample(task: str, batch: int, length: int, cfg: ExperimentConfig, table: Tensor,
-           generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
+           generator: torch.Generator, start: int | None = None) -> tuple[Tensor, Tensor, Tensor]:
     """(tokens, scored, ruled), each (batch, length): which tokens are predicted and scored, and the
-    subset that a perfect model gets right (grammar: those that followed the table; recall: all)."""
+    subset that a perfect model gets right (grammar: those that followed the table; recall: all).
+    start (recall tasks): where the dictionary begins; None: the task's own (0, or random)."""
     if task == "grammar":
         tokens, ruled = grammar_sequences(batch, length, table, cfg.noise, generator)
         scored = torch.ones_like(ruled)
         scored[:, :2] = False
         return tokens, scored, ruled
-    tokens, asked = recall_sequences(batch, length, cfg, generator)
+    if start is None:
+        start = "random" if task == "recall_anywhere" else 0
+    tokens, asked = recall_sequences(batch, length, cfg, generator, start=start)
     return tokens, asked, asked
 
 
@@ -204,6 +248,7 @@ def _summary(correct: Tensor, loss: Tensor, ruled: Tensor, tail: Tensor | None =
     tail_acc over those in `tail` (the last window_stride positions: where a sliding window scores)."""
     out = {
         "acc": round(correct.float().mean().item(), 4),
+        "n": correct.numel(),
         "loss": round(loss.mean().item(), 4),
         "rule_acc": round(correct[ruled].float().mean().item(), 4),
     }
@@ -214,8 +259,13 @@ def _summary(correct: Tensor, loss: Tensor, ruled: Tensor, tail: Tensor | None =
 
 @torch.no_grad()
 def _forward(model: TinyDecoder, tokens: Tensor, rope: tuple[Tensor, float] | None, chunk: int = 32) -> Tensor:
-    kw = {} if rope is None else dict(inv_freq=rope[0], attention_factor=rope[1])
-    return torch.cat([model(tokens[i:i + chunk], **kw) for i in range(0, tokens.shape[0], chunk)])
+    """The model's logits, in chunks of sequences; rope = (inv_freq, attention_factor): RoPE swapped for
+    one with these frequencies (context extension at evaluation), else the model as trained."""
+    if rope is not None:
+        scaled = model.positional.rope.reconfigured(inv_freq=rope[0], attention_factor=rope[1])
+        with swapped_rotary(model, scaled):
+            return _forward(model, tokens, None, chunk)
+    return torch.cat([model(tokens[i:i + chunk]) for i in range(0, tokens.shape[0], chunk)])
 
 
 def evaluate_full(model: TinyDecoder, tokens: Tensor, scored: Tensor, ruled: Tensor,
@@ -247,42 +297,126 @@ def evaluate_sliding(model: TinyDecoder, tokens: Tensor, scored: Tensor, ruled: 
     return _summary(correct, loss, ruled.unfold(1, window, stride).reshape(n * w, window)[keep])
 
 
-def evaluation_sets(task: str, cfg: ExperimentConfig, seed: int) -> dict[int, tuple[Tensor, Tensor, Tensor]]:
-    """The test sequences per length: fresh ones for every length, the same for every method."""
+def evaluation_sets(task: str, cfg: ExperimentConfig, seed: int) -> dict[str, dict[int, tuple[Tensor, Tensor, Tensor]]]:
+    """The test sequences per length, the same for every method: {"main": {L: data}} and, for the
+    recall tasks, {"trained_distances": {L: data}} with the dictionary at L - train_len."""
     table, gen = _table(cfg, seed), torch.Generator().manual_seed(seed + 2)
-    return {cfg.train_len * m: sample(task, cfg.eval_sequences, cfg.train_len * m, cfg, table, gen)
-            for m in cfg.eval_multiples}
+    lengths = [cfg.train_len * m for m in cfg.eval_multiples]
+    sets = {"main": {L: sample(task, cfg.eval_sequences, L, cfg, table, gen) for L in lengths}}
+    if task in RECALL_TASKS:
+        control = torch.Generator().manual_seed(seed + 3)
+        sets["trained_distances"] = {L: sample(task, cfg.eval_sequences, L, cfg, table, control,
+                                               start=L - cfg.train_len) for L in lengths}
+    return sets
 
 
-def evaluate(model: TinyDecoder, method: str, sets: dict, cfg: ExperimentConfig) -> dict[str, dict]:
-    """Both evaluations at every length; None where a method cannot run (learned beyond its table)."""
-    out: dict[str, dict] = {"nonoverlapping": {}, "sliding_window": {}}
-    for L, data in sets.items():
-        fits = L <= cfg.train_len or not POSITIONAL_METHODS[method].length_limited
-        out["nonoverlapping"][str(L)] = evaluate_full(model, *data, tail=cfg.window_stride) if fits else None
-        out["sliding_window"][str(L)] = evaluate_sliding(model, *data, cfg.train_len, cfg.window_stride)
+def attention_profile(model: TinyDecoder, task: str, tokens: Tensor, scored: Tensor, cfg: ExperimentConfig,
+                      rope: tuple[Tensor, float] | None = None) -> list[list[dict[str, float | None]]]:
+    """Where each layer's and head's attention goes when the model makes its scored predictions.
+
+    The queries: the position before each scored answer (recall: the asked key), or for the
+    grammar the last window_stride positions. Per layer, per head, means over the queries:
+    mass     weight on the keys the answer needs (recall: the entry holding the asked key;
+             grammar: the query token and the one before it, all the rule reads)
+    far      total weight on keys train_len or more tokens back (distances never seen in training)
+    far_gap  mean logit of those far keys minus mean logit of the other keys within the trained
+             distances (None when no key is that far): a preference for far keys, beyond their number
+    logit, rest (recall): the entry's logit and the log-sum-exp of all other visible keys' logits
+    returns [layer][head] -> dict.
+    """
+    if rope is not None:
+        scaled = model.positional.rope.reconfigured(inv_freq=rope[0], attention_factor=rope[1])
+        with swapped_rotary(model, scaled):
+            return attention_profile(model, task, tokens, scored, cfg)
+    B, L = tokens.shape
+    recall = task in RECALL_TASKS
+    if recall:  # the asked key, one position before each scored value
+        qb, qpos = scored.nonzero(as_tuple=True)
+        qpos = qpos - 1
+    else:
+        qpos = torch.arange(L - cfg.window_stride, L).repeat(B)
+        qb = torch.arange(B).repeat_interleave(cfg.window_stride)
+    keys = torch.arange(L)
+    dist = qpos[:, None] - keys[None, :]  # (Q, L); negative: future keys
+    visible, far = dist >= 0, dist >= cfg.train_len
+    if recall:
+        tok = recall_vocab(cfg)
+        asked_key = tokens[qb, qpos] - tok["key"]
+        row = tokens[qb]  # (Q, L)
+        is_entry = (row >= tok["entry"]) & (row < tok["key"])
+        need = is_entry & ((row - tok["entry"]) // cfg.values == asked_key[:, None]) & visible
+    else:
+        need = visible & (dist <= 1)
+    near = visible & ~far & ~need  # the other keys within the trained distances
+    out = []
+    for logits in model.attention_logits(tokens):
+        lg = logits[qb, :, qpos].transpose(0, 1)  # (H, Q, L)
+        w = lg.softmax(-1)
+        heads = []
+        for h in range(lg.shape[0]):
+            entry: dict[str, float | None] = {
+                "mass": round((w[h] * need).sum(-1).mean().item(), 4),
+                "far": round((w[h] * far).sum(-1).mean().item(), 4),
+                "far_gap": None,
+            }
+            if far.any():
+                mean_far = lg[h].masked_fill(~far, 0).sum(-1) / far.sum(-1).clamp(min=1)
+                mean_near = (lg[h].masked_fill(~near, 0)).sum(-1) / near.sum(-1).clamp(min=1)
+                has = far.any(-1)
+                entry["far_gap"] = round((mean_far - mean_near)[has].mean().item(), 4)
+            if recall:
+                entry["logit"] = round(lg[h][need].mean().item(), 4)
+                entry["rest"] = round(lg[h].masked_fill(need | ~visible, float("-inf")).logsumexp(-1).mean().item(), 4)
+            heads.append(entry)
+        out.append(heads)
     return out
 
 
-def evaluate_rope_scalings(model: TinyDecoder, sets: dict, cfg: ExperimentConfig) -> dict[str, dict]:
+def evaluate(model: TinyDecoder, method: str, sets: dict, cfg: ExperimentConfig, task: str = "grammar",
+             rope: tuple | None = None) -> dict[str, dict]:
+    """Every evaluation at every length; None where a method cannot run (learned beyond its table).
+
+    rope: a function L -> (inv_freq, attention_factor), RoPE's frequencies swapped at length L
+    (context extension); then the sliding window is left out (it never leaves the training length)."""
+    out: dict[str, dict] = {"nonoverlapping": {}} if rope else {"nonoverlapping": {}, "sliding_window": {}}
+    if "trained_distances" in sets:
+        out["trained_distances"] = {}
+    out["attention"] = {mode: {} for mode in ("nonoverlapping", "trained_distances") if mode in out}
+    spec = POSITIONAL_METHODS[method]
+    n = cfg.attention_sequences
+    for L, data in sets["main"].items():
+        fits = L <= cfg.train_len or not spec.length_limited
+        freq = rope(L) if rope else None
+        res = evaluate_full(model, *data, rope=freq, tail=cfg.window_stride) if fits else None
+        if res is not None and freq is not None and freq[1] != 1.0:  # the frequencies alone, without the factor
+            res["acc_factor_1"] = evaluate_full(model, *data, rope=(freq[0], 1.0))["acc"]
+        out["nonoverlapping"][str(L)] = res
+        if not rope:
+            out["sliding_window"][str(L)] = evaluate_sliding(model, *data, cfg.train_len, cfg.window_stride)
+        out["attention"]["nonoverlapping"][str(L)] = (attention_profile(model, task, data[0][:n], data[1][:n], cfg, freq)
+                                                      if fits else None)
+        if "trained_distances" in sets:
+            control = sets["trained_distances"][L]
+            out["trained_distances"][str(L)] = evaluate_full(model, *control, rope=freq) if fits else None
+            out["attention"]["trained_distances"][str(L)] = (
+                attention_profile(model, task, control[0][:n], control[1][:n], cfg, freq) if fits else None)
+    return out
+
+
+def evaluate_rope_scalings(model: TinyDecoder, sets: dict, cfg: ExperimentConfig, task: str = "grammar") -> dict[str, dict]:
     """The trained RoPE model with each scaling at factor L / train_len (the whole sequence at once).
 
     A scaling that also multiplies the logits (YaRN's attention factor) is scored a second
     time with the factor set to 1 ("acc_factor_1"): the frequencies alone.
     """
     head_dim = cfg.d_model // cfg.num_heads
-    out = {}
-    for name in cfg.scalings:
-        res = {}
-        for L, data in sets.items():
-            inv_freq, factor = scaled_rope_frequencies(head_dim, method=name, factor=L / cfg.train_len,
-                                                       original_max_position=cfg.train_len, seq_len=L,
-                                                       base=model.config.base)
-            res[str(L)] = evaluate_full(model, *data, rope=(inv_freq, factor), tail=cfg.window_stride)
-            if factor != 1.0:
-                res[str(L)]["acc_factor_1"] = evaluate_full(model, *data, rope=(inv_freq, 1.0))["acc"]
-        out[f"rope+{name}"] = {"nonoverlapping": res}
-    return out
+
+    def frequencies(name: str):
+        return lambda L: scaled_rope_frequencies(head_dim, method=name, factor=L / cfg.train_len,
+                                                 original_max_position=cfg.train_len, seq_len=L,
+                                                 base=model.config.base)
+
+    return {f"rope+{name}": evaluate(model, "rope", sets, cfg, task, rope=frequencies(name)) for name in cfg.scalings}
 
 
 # ---------------------------------------------------------------- the run
@@ -297,9 +431,13 @@ def run_seed(cfg: ExperimentConfig, task: str, seed: int) -> dict:
         t0 = time.perf_counter()
         model, curve = train(method, cfg, task, seed)
         out["train_seconds"][method] = round(time.perf_counter() - t0, 1)
-        out["methods"][method] = {"train_loss_curve": curve, **evaluate(model, method, sets, cfg)}
+        out["methods"][method] = {"train_loss_curve": curve, **evaluate(model, method, sets, cfg, task)}
         if method == "rope":
-            out["methods"].update(evaluate_rope_scalings(model, sets, cfg))
+            out["methods"].update(evaluate_rope_scalings(model, sets, cfg, task))
+        if method == "irope":  # Llama 4's chunked RoPE layers: the same trained model (train_len = one chunk)
+            model.positional.chunk = cfg.train_len
+            out["methods"]["irope+chunk"] = evaluate(model, method, sets, cfg, task)
+            model.positional.chunk = None
     out["cpu_time_s"] = round(time.process_time() - cpu_start, 1)
     return out
 
@@ -310,7 +448,7 @@ def summarize(per_seed: list[dict]) -> dict[str, dict]:
     for method, modes in per_seed[0]["methods"].items():
         out[method] = {}
         for mode, by_len in modes.items():
-            if mode == "train_loss_curve":
+            if mode in ("train_loss_curve", "attention"):  # attention: per seed only (attention_heads)
                 continue
             out[method][mode] = {}
             for L, r in by_len.items():
@@ -318,7 +456,8 @@ def summarize(per_seed: list[dict]) -> dict[str, dict]:
                     out[method][mode][L] = None
                     continue
                 accs = [s["methods"][method][mode][L]["acc"] for s in per_seed]
-                out[method][mode][L] = {"acc": accs, **_training.spread(accs)}
+                n = min(s["methods"][method][mode][L]["n"] for s in per_seed)
+                out[method][mode][L] = {"acc": accs, **_training.spread(accs), "n": n}
     return out
 
 
@@ -331,12 +470,7 @@ def run(cfg: ExperimentConfig, *, jobs: int = 1, log=print) -> dict:
             done = list(pool.map(run_seed, [cfg] * len(units), *zip(*units)))
     else:
         done = [run_seed(cfg, task, seed) for task, seed in units]
-    results: dict = {
-        "config": asdict(cfg),
-        "environment": {"torch": torch.__version__, "python": platform.python_version(),
-                        "machine": platform.machine()},
-        "tasks": {},
-    }
+    results: dict = {"config": asdict(cfg), "environment": _cli.environment(), "tasks": {}}
     for task in cfg.tasks:
         per_seed = [r for (t, _), r in zip(units, done) if t == task]
         results["tasks"][task] = {
@@ -362,6 +496,8 @@ TASK_DESCRIPTIONS = {
                "every token from the third on is scored",
     "recall": "key-value recall across a gap: a dictionary of (key, value) tokens, filler, then each key "
               "asked once; the values after the asked keys are scored",
+    "recall_anywhere": "recall with the dictionary at a uniformly random place before the questions, in "
+                       "training and evaluation",
 }
 
 
@@ -381,6 +517,22 @@ def compare(results: dict, task: str, a: str, b: str, L: int, mode: str = "nonov
     return 0
 
 
+def separation(results: dict, task: str, a: str, b: str, L: int, mode: str = "nonoverlapping") -> float:
+    """The gap between the worst seed of `a` and the best seed of `b` at length L, in units of
+    the evaluation noise of that gap (``_training.separation``): below 0 the seed ranges overlap,
+    0 to 2 a thin win (fewer answers than two standard errors), above 2 a clear one."""
+    ra, rb = accuracy(results, task, a, mode)[L], accuracy(results, task, b, mode)[L]
+    return _training.separation(ra["min"], rb["max"], min(ra["n"], rb["n"]))
+
+
+def attention_heads(results: dict, task: str, method: str, L: int, key: str = "mass",
+                    mode: str = "nonoverlapping") -> list[list[list[float | None]]]:
+    """[seed][layer][head] of one attention measurement (``key``, see ``attention_profile``) at length L,
+    on the main test sequences ("nonoverlapping") or the recall control ("trained_distances")."""
+    return [[[h[key] for h in layer] for layer in s["methods"][method]["attention"][mode][str(L)]]
+            for s in results["tasks"][task]["seeds"]]
+
+
 def load_results(name: str = "extrapolation") -> dict:
     """A committed results file, results/<name>.json, wherever the caller runs (notebooks/, the root)."""
     return _cli.load_results(name)
@@ -394,9 +546,10 @@ def load_results(name: str = "extrapolation") -> dict:
 SCALING_STYLES = {"linear": ("PI", "#ff7f0e"), "ntk": ("NTK", "#e377c2"), "yarn": ("YaRN", "#17becf"),
                   "llama3": ("Llama 3", "#bcbd22"), "dynamic": ("dynamic NTK", "#aec7e8")}
 COLORS = {**{m: spec.color for m, spec in POSITIONAL_METHODS.items()},
-          **{f"rope+{s}": color for s, (_, color) in SCALING_STYLES.items()}}
+          **{f"rope+{s}": color for s, (_, color) in SCALING_STYLES.items()}, "irope+chunk": "#c5b0d5"}
 LABELS = {**{m: spec.label for m, spec in POSITIONAL_METHODS.items()},
-          **{f"rope+{s}": f"{POSITIONAL_METHODS['rope'].label} + {label}" for s, (label, _) in SCALING_STYLES.items()}}
+          **{f"rope+{s}": f"{POSITIONAL_METHODS['rope'].label} + {label}" for s, (label, _) in SCALING_STYLES.items()},
+          "irope+chunk": f"{POSITIONAL_METHODS['irope'].label}, chunked"}
 
 
 def draw(results: dict, fig=None):
@@ -445,7 +598,8 @@ def draw(results: dict, fig=None):
         row[0].annotate("best possible", (lengths[-1], entry["best_acc"]), fontsize=8, ha="right", va="bottom")
         row[0].annotate("guessing", (lengths[-1], entry["chance_acc"]), fontsize=8, ha="right", va="bottom")
     fig.suptitle(f"Trained at {cfg['train_len']} tokens, tested longer: mean over {len(cfg['seeds'])} seeds "
-                 "(bars: min to max). Top: a local grammar; bottom: recall across a gap", fontsize=11)
+                 "(bars: min to max)\nRows: a local grammar; recall across a gap, the dictionary first; "
+                 "the same, the dictionary anywhere", fontsize=11)
     return fig
 
 
@@ -459,7 +613,7 @@ def main(argv: list[str] | None = None) -> int:
     _cli.add_output_options(p, RESULTS, FIGURE)
     p.add_argument("--steps", type=int, help="override the number of training steps")
     p.add_argument("--methods", help="comma-separated keys of POSITIONAL_METHODS to train instead of the "
-                   "default six, e.g. none,rope,irope (chapter 8's results/irope.json)")
+                   "default six, e.g. irope (chapter 8's results/irope.json)")
     p.add_argument("--jobs", type=int, default=1, help="processes (the numbers do not depend on it)")
     args = p.parse_args(argv)
     json_path, png_path = _cli.output_paths(p, args, RESULTS, FIGURE)

@@ -1,12 +1,14 @@
 """Fast paths for the formulas in the reference modules (today: RoPE's rotation).
 
-The reference (``posenc_lib/rope.py``) says *what* is computed; these modules compute
-the same numbers faster, and ``rope._rotate`` is the single place that picks one:
+The reference (``posenc_lib/rope.py``) says *what* is computed and imports nothing from
+here; these modules import it and compute the same numbers faster. Which one runs is
+decided in one place above both, ``posenc_lib.rotary.rotate``:
   cpu         ``torch.ops.posenc.rope_rotate``: a one-pass C loop registered with
               ``torch.library`` (fake tensor, autograd, ``torch.compile``), built on first use
   torch_fast  fewer passes with torch operations: CUDA, and CPUs without a C compiler
-  compiled    ``apply_rope_compiled``: the reference fused by ``torch.compile`` (opt-in)
+  compiled    the reference fused by ``torch.compile`` (``apply_rope_compiled``, opt-in)
+Each module offers ``applies(x, cos, sin)`` (can it serve this call?) and a rotation.
 """
-from . import cpu, torch_fast
+from . import compiled, cpu, torch_fast
 
-__all__ = ["cpu", "torch_fast"]
+__all__ = ["compiled", "cpu", "torch_fast"]

@@ -1,7 +1,8 @@
-"""``apply_rope_compiled``: the reference rotation fused into one kernel by ``torch.compile`` (opt-in).
+"""The reference rotation fused into one kernel by ``torch.compile``: ``apply_rope_compiled``'s path (opt-in).
 
 On a GPU this is the one-pass path; on the CPU the C kernel (``kernels.cpu``) is faster
-and needs no compile step.
+and needs no compile step. The first call per layout compiles (seconds to tens of seconds
+on a CPU, where it needs a C++ compiler); later calls make one pass over x.
 """
 from __future__ import annotations
 
@@ -10,34 +11,23 @@ from typing import Callable
 import torch
 from torch import Tensor
 
-from ..rope import _cos_sin, apply_rope, check_rope_args, rotate_in_float32, torch_fast
+from ..rope import rotate_in_float32
+from . import torch_fast
 
+# One compiled function per layout, built on first use (functions, never tensors).
 _COMPILED: dict[str, Callable[..., Tensor]] = {}
 
 
-def apply_rope_compiled(
-    x: Tensor,
-    positions: Tensor | None = None,
-    *,
-    base: float = 10000.0,
-    layout: str = "interleaved",
-    inv_freq: Tensor | None = None,
-    attention_factor: float = 1.0,
-) -> Tensor:
-    """``apply_rope`` with the rotation fused into one ``torch.compile`` kernel.
+def applies(x: Tensor, cos: Tensor, sin: Tensor) -> bool:
+    """CPU or CUDA without gradients, as ``torch_fast`` (the caller falls back otherwise)."""
+    return torch_fast.applies(x, cos, sin)
 
-    Same arguments, result and precision rules as ``apply_rope``. The first call per
-    layout compiles (seconds to tens of seconds on a CPU, and it needs a C++ compiler
-    there); later calls make one pass over x. Calls that need gradients or run on other
-    devices than CPU/CUDA go to ``apply_rope``.
-    x: (..., seq, d); positions: None, (seq,) or (batch, seq)
-    returns: same shape, dtype and device as x
-    Taught in: notebooks/05_rope.ipynb
+
+def rotate(x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> Tensor:
+    """``rope.rotate_in_float32`` compiled by ``torch.compile`` (dynamic shapes): the same formula, one pass.
+
+    returns: a new tensor with x's shape, dtype and device
     """
-    layout = check_rope_args(x, base, layout)
-    cos, sin = _cos_sin(x, positions, base, inv_freq, attention_factor)
-    if not torch_fast.applies(x, cos, sin):
-        return apply_rope(x, positions, base=base, layout=layout, inv_freq=inv_freq, attention_factor=attention_factor)
     fn = _COMPILED.get(layout)
     if fn is None:
         fn = _COMPILED[layout] = torch.compile(rotate_in_float32, dynamic=True)

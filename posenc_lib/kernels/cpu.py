@@ -11,7 +11,8 @@ the output's shape without running C, so a compiled model keeps the kernel in it
 ``register_autograd`` gives it a backward pass, which is the same kernel rotating by
 -angle (R_m is orthogonal, so the gradient of R_m x is R_m^T g = R_{-m} g).
 
-It is built with the system C compiler (``cc``, or ``$CC``) on first use, in well under
+It is built with the system C compiler (``cc``, or ``$CC``) on first use (the first CPU
+tensor of ``rotary.SMALL`` elements or more: smaller ones never reach it), in well under
 a second, into a cache folder (``$POSENC_KERNEL_DIR``, else ``$XDG_CACHE_HOME/posenc_lib``,
 else ``~/.cache/posenc_lib``), keyed by a hash of the source and flags. Where there is no
 compiler, ``apply_rope`` keeps its torch path: ``available()`` says which.
@@ -21,7 +22,7 @@ Contract: for float32 and bfloat16 CPU tensors the result is bit-identical to th
 form ``rotate_pairs`` in float32 (cast back to bfloat16 with round-to-nearest-even), NaN
 payloads aside: the build disables fused multiply-add so every product and difference is
 rounded as torch rounds it. Which inputs it serves is decided in one place,
-``posenc_lib.rope._rotate`` (via ``applies`` below).
+``posenc_lib.rotary.rotate`` (via ``applies`` below).
 Taught in: notebooks/10_making_it_fast.ipynb (section "Counting passes over memory")
 """
 from __future__ import annotations

@@ -8,7 +8,7 @@ bit of rounding, with fewer trips through memory:
 * half-precision x: rotated in float32 chunk by chunk through one reused buffer of at most
   ``_CHUNK_BYTES`` (kept in the last-level cache; few chunks, because each op costs a
   thread-pool round trip that is expensive on a loaded CPU).
-It writes with ``out=``, so it has no backward: ``rope._rotate`` sends calls that need
+It writes with ``out=``, so it has no backward: ``rotary.rotate`` sends calls that need
 gradients elsewhere.
 """
 from __future__ import annotations

@@ -1,0 +1,216 @@
+"""RoPE as callers use it (``apply_rope``, ``apply_rope_compiled``, ``RotaryEmbedding``), and
+``rotate``, the one place that picks how a rotation is computed.
+
+``posenc_lib/rope.py`` is the reference: it says what is computed and imports no fast path.
+``posenc_lib/kernels/`` computes the same numbers faster and imports the reference. This
+module sits above both: every entry point here runs the reference's steps
+(``rope.rotate_at_positions``) with the rotation step handed to ``rotate``, which takes
+the first path that applies:
+
+0. the reference ``rope.rotate_in_float32`` for a CPU tensor of fewer than ``SMALL``
+   elements: below that size the kernel's fixed cost per call eats most of what it saves
+   (at most about 18 us a call; benchmarks/README.md, "Where the C kernel pays off"), and a
+   chapter-sized example (``apply_rope(torch.randn(5, 4))``) never builds or loads the C kernel;
+1. ``kernels.cpu``: CPU float32/bfloat16, contiguous, a C compiler found: one pass,
+   bit-identical to ``rotate_in_float32``, with a backward (``torch.ops.posenc.rope_rotate``);
+2. ``kernels.torch_fast``: CPU or CUDA without gradients: two or fewer torch passes;
+3. ``rope.rotate_in_float32`` (the reference): everything else, e.g. autograd on CUDA,
+   gradients through cos/sin, the meta and MPS devices.
+Every path gives the reference's numbers: bit for bit on the C kernel, up to the last
+rounding step on the torch path.
+Names: d = head dimension, r = rotated features (``rotary_dim``, d unless partial).
+"""
+from __future__ import annotations
+
+from dataclasses import fields, replace
+
+import torch
+from torch import Tensor, nn
+
+from . import _validate as v
+from .angles import rope_angles, rope_frequencies
+from .kernels import compiled, cpu, torch_fast
+from .rope import (RopeOptions, position_angles, rope_tables, rotate_at_positions, rotate_in_float32,
+                   rotate_partial)
+
+# Below this many elements a CPU tensor is rotated by the reference. Measured on a 2-core
+# Xeon VM (benchmarks/bench_rope.py, ``run_small``): the C kernel's fixed cost per call (about
+# 14 us, as much as the reference's eight small torch calls) is paid back from about 2^12
+# elements (interleaved, forward) to 2^14 (half layout, and forward + backward), where the
+# kernel is faster in every case.
+SMALL = 1 << 14
+
+
+def rotate(x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> Tensor:
+    """R x by the first path that applies (module docstring); the numbers of ``rope.rotate_in_float32``.
+
+    x: (..., seq, d); cos, sin: broadcastable to (..., seq, d/2), float32 (float64 for float64 x)
+    returns: a new tensor with x's shape, dtype and device
+    """
+    if x.device.type == "cpu" and x.numel() < SMALL:
+        return rotate_in_float32(x, cos, sin, layout)
+    if cpu.applies(x, cos, sin):
+        return cpu.rope_rotate(x, cos, sin, layout == "interleaved", False)
+    if torch_fast.applies(x, cos, sin):
+        return torch_fast.rotate(x, cos, sin, layout)
+    return rotate_in_float32(x, cos, sin, layout)
+
+
+def apply_rope(
+    x: Tensor,
+    positions: Tensor | None = None,
+    *,
+    base: float = 10000.0,
+    layout: str = "interleaved",
+    inv_freq: Tensor | None = None,
+    attention_factor: float = 1.0,
+    rotary_dim: int | None = None,
+) -> Tensor:
+    """Rotate queries or keys by their positions: out[..., m, :] = R_m x[..., m, :].
+
+    x:         (..., seq, d), d even, e.g. (batch, heads, seq, head_dim)
+    positions: None (0..seq-1), (seq,) or (batch, seq) integer tensor
+    layout:    "interleaved" or "half" (see posenc_lib/rope.py)
+    inv_freq:  (r // 2,) frequencies to use instead of base**(-2j/r) (context extension),
+               r = rotary_dim or d
+    attention_factor: multiplies the rotated features (YaRN's magnitude correction)
+    rotary_dim: r, even, <= d: rotate only the first r features of each head (pairs laid
+               out within them) and pass the other d - r through unchanged (partial
+               rotary: GPT-NeoX, Phi, DeepSeek). None means r = d. As in transformers,
+               attention_factor scales the rotated features only.
+    returns:   same shape, dtype and device as x. Angles, cos and sin are computed in
+               float32 (float64 for float64 x); half-precision x is rotated in float32
+               and cast back. Stateless: cos and sin are computed on every call (a model
+               keeps them in ``RotaryEmbedding``'s cache). The numbers are
+               ``rope.rotate_at_positions``'s (the reference); only the speed depends on the path (``rotate``).
+    Taught in: notebooks/05_rope.ipynb (rotary_dim: notebooks/08_rope_in_models.ipynb)
+    """
+    options = RopeOptions(base, layout, inv_freq, attention_factor, rotary_dim)
+    return rotate_at_positions(x, positions, options, rotate)
+
+
+def rotate_compiled(x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> Tensor:
+    """``kernels.compiled``'s fused rotation where it applies (CPU or CUDA, no gradients), else ``rotate``."""
+    if compiled.applies(x, cos, sin):
+        return compiled.rotate(x, cos, sin, layout)
+    return rotate(x, cos, sin, layout)
+
+
+def apply_rope_compiled(x: Tensor, positions: Tensor | None = None, **options) -> Tensor:
+    """``apply_rope`` with the rotation fused into one ``torch.compile`` kernel (opt-in).
+
+    options: ``apply_rope``'s keywords (``rope.RopeOptions``: base, layout, inv_freq,
+    attention_factor, rotary_dim), passed on as they are, so the two never drift apart; the same
+    body runs both, with the same result and precision rules. The first call per layout compiles
+    (seconds to tens of seconds on a CPU, and it needs a C++ compiler there); later calls make
+    one pass over x. Calls that need gradients or run on other devices than CPU/CUDA take
+    ``apply_rope``'s paths. On the CPU the C kernel is faster and needs no compile step; on a
+    GPU this is the one-pass path.
+    x: (..., seq, d); positions: None, (seq,) or (batch, seq)
+    returns: same shape, dtype and device as x
+    Taught in: notebooks/05_rope.ipynb
+    """
+    return rotate_at_positions(x, positions, RopeOptions(**options), rotate_compiled)
+
+
+class RotaryEmbedding(nn.Module):
+    """RoPE as a module: (q, k) -> (R q, R k), with its cos/sin tables cached.
+
+    The module owns its tables (as torchtune's and rotary-embedding-torch's do): non-persistent
+    buffers ``cos_cached``/``sin_cached`` of shape (n, r/2) for positions 0..n-1, grown when a
+    longer sequence arrives and moved by ``.to(device)``; checkpoints do not carry them. They
+    stay float32 even if the module is cast with ``.to(torch.bfloat16)``: angles need the bits.
+    The forward pass reads sizes from shapes only, so it never synchronises with a GPU.
+    Arguments as ``apply_rope``'s (``rope.RopeOptions``, kept in ``options``); to evaluate a model
+    with other frequencies, swap in ``reconfigured(inv_freq=..., attention_factor=...)``.
+
+    q, k:      (..., seq, d) (q and k may have different lengths)
+    positions: None (offset, offset + 1, ...), or a (seq,) / (batch, seq) integer tensor
+               (computed on the spot, without the cache)
+    offset:    first position when positions is None (e.g. the KV-cache length when decoding)
+    rotary_dim: rotate only the first rotary_dim of the d features (see ``apply_rope``);
+               inv_freq and the tables then have rotary_dim/2 columns
+    Taught in: notebooks/05_rope.ipynb (offset and rotary_dim: notebooks/08_rope_in_models.ipynb)
+    """
+
+    def __init__(
+        self,
+        d: int,
+        *,
+        base: float = 10000.0,
+        layout: str = "interleaved",
+        inv_freq: Tensor | None = None,
+        attention_factor: float = 1.0,
+        rotary_dim: int | None = None,
+    ):
+        super().__init__()
+        options = RopeOptions(base, layout, inv_freq, attention_factor, rotary_dim)
+        self.d = v.int_at_least("d", d, 1)
+        self.rotary_dim = r = options.rotated_features(self.d, "d")
+        if inv_freq is None:
+            inv_freq = rope_frequencies(r, base=options.base)
+        elif inv_freq.shape != (r // 2,):
+            raise ValueError(f"inv_freq must have shape ({r // 2},), got {tuple(inv_freq.shape)}")
+        # The frequencies live in a buffer (moved by .to(device)); the options keep the rest.
+        self.options = replace(options, inv_freq=None)
+        self.register_buffer("inv_freq", inv_freq.float(), persistent=False)
+        empty = torch.empty(0, r // 2, device=inv_freq.device)
+        self.register_buffer("cos_cached", empty, persistent=False)
+        self.register_buffer("sin_cached", empty.clone(), persistent=False)
+
+    @property
+    def layout(self) -> str:
+        return self.options.layout
+
+    @property
+    def attention_factor(self) -> float:
+        return self.options.attention_factor
+
+    def reconfigured(self, **changes) -> RotaryEmbedding:
+        """A new module like this one with some of ``apply_rope``'s options changed, on this one's device.
+
+        E.g. ``rope.reconfigured(inv_freq=scaled, attention_factor=a)``: the module a model swaps in to
+        run under a context-extension method (as transformers re-creates a model's ``rotary_emb``).
+        The frequencies stay this module's unless ``inv_freq``, ``base`` or ``rotary_dim`` changes.
+        """
+        keep = not {"inv_freq", "base", "rotary_dim"} & set(changes)
+        options = replace(self.options, **({"inv_freq": self.inv_freq} if keep else {}), **changes)
+        kw = {f.name: getattr(options, f.name) for f in fields(options)}
+        return RotaryEmbedding(self.d, **kw).to(self.inv_freq.device)
+
+    def _apply(self, fn, recurse: bool = True):
+        # Follow device moves, but keep the float32 tables through dtype casts.
+        before = {name: b for name, b in self._buffers.items() if b is not None}
+        super()._apply(fn, recurse)
+        for name, old in before.items():
+            new = self._buffers[name]
+            if new is not None and new.dtype != old.dtype:
+                self._buffers[name] = old.to(device=new.device)
+        return self
+
+    def tables(self, seq: int, offset: int = 0) -> tuple[Tensor, Tensor]:
+        """cos and sin for positions offset .. offset + seq - 1, each (seq, rotary_dim/2) float32 (cache views)."""
+        end = offset + seq
+        if end > self.cos_cached.shape[0]:
+            # Grow to the next power of two, so decoding token by token rebuilds rarely.
+            n = 1 << max(0, end - 1).bit_length()
+            angles = rope_angles(n, self.rotary_dim, inv_freq=self.inv_freq, device=self.inv_freq.device)
+            self.cos_cached, self.sin_cached = rope_tables(angles, self.attention_factor)
+        return self.cos_cached[offset:end], self.sin_cached[offset:end]
+
+    def rotate(self, x: Tensor, positions: Tensor | None = None, offset: int = 0) -> Tensor:
+        """R x for one tensor (..., seq, d); see the class docstring for positions and offset."""
+        v.last_dim("x", x, self.d)
+        if positions is None:
+            cos, sin = self.tables(x.shape[-2], v.int_at_least("offset", offset, 0))
+        else:
+            options = replace(self.options, inv_freq=self.inv_freq)
+            cos, sin = rope_tables(position_angles(x, positions, options), self.attention_factor)
+        return rotate_partial(x, cos, sin, self.options, rotate)
+
+    def forward(
+        self, q: Tensor, k: Tensor, positions: Tensor | None = None, *, offset: int = 0
+    ) -> tuple[Tensor, Tensor]:
+        v.last_dim("q", q, self.d)
+        v.last_dim("k", k, self.d)
+        return self.rotate(q, positions, offset), self.rotate(k, positions, offset)

@@ -1,0 +1,108 @@
+"""One rule for what a whole number is (check/_core.py: ``whole_number``), in every checker that wants one.
+
+Each integer-answer checker gets its right answer with every whole number written as a Python
+int, a 0-d tensor, a numpy integer and an integral float: all are accepted. A wrong answer gets
+the same feedback, naming the same misconception, whatever type carries it.
+The right answers are the ones the chapter tests derive (imported from them), not the checkers'.
+"""
+
+import numpy as np
+import pytest
+import torch
+from test_check_ch02 import RIGHT_WRAP
+from test_check_ch04 import last_bucket_closed_form
+from test_check_ch05 import _first_slow_pair
+from test_check_ch08 import stale_by_reading
+from test_check_ch09 import AXES_RIGHT
+
+from posenc_lib import check
+from posenc_lib.check._core import number, whole_number, whole_numbers
+
+# How a learner's code may hand over a whole number n.
+AS = {
+    "int": int,
+    "0-d tensor": torch.tensor,
+    "numpy integer": np.int64,
+    "integral float": float,
+}
+
+
+def typed(value, to):
+    """value with every whole number in it (in dicts, lists, tuples, sets) converted by ``to``."""
+    if isinstance(value, dict):
+        return {k: typed(v, to) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return type(value)(typed(v, to) for v in value)
+    return to(value)
+
+
+def returning(fn, to):
+    """fn with its result converted by ``typed``."""
+    return lambda *args: typed(fn(*args), to)
+
+
+# checker -> (the right answer, a function of the converter; a wrong one; the words that name its mistake)
+CASES = {
+    "causal_twins": (lambda to: typed(([0, 1, 0, 1], (1, 3)), to), lambda to: typed(([0, 1, 1, 0], (1, 3)), to),
+                     "hold different tokens"),
+    "causal_swap_rows": (lambda to: typed([2, 3, 4, 5], to), lambda to: typed([2, 5], to), "missing"),
+    "affine_counter": (lambda to: typed(RIGHT_WRAP, to), lambda to: typed([1, 2, 3], to), "has an exact affine map"),
+    "slow_pairs": (lambda to: to(16), lambda to: to(15), "close"),
+    "t5_rows_read": (lambda to: to(31), lambda to: to(16), "one direction's half"),
+    "t5_last_bucket": (lambda to: returning(last_bucket_closed_form, to),
+                       lambda to: returning(lambda nb, md, bidir: last_bucket_closed_form(nb, md, bidir) - 1, to),
+                       "off by one"),
+    "rope_first_slow_pair": (lambda to: returning(_first_slow_pair, to),
+                             lambda to: returning(lambda d, b, L: _first_slow_pair(d, b, L) - 1, to),
+                             "still completes a full turn"),
+    "rope_layout_perm": (lambda to: typed([0, 4, 1, 5, 2, 6, 3, 7], to), lambda to: typed([0, 2, 4, 6, 1, 3, 5, 7], to),
+                         "that is P"),
+    "alibi_bf16_collapse": (lambda to: to(258), lambda to: to(257), "still stored exactly"),
+    "counter_merge": (lambda to: lambda dtype: to({torch.bfloat16: 189, torch.float16: 1463}[dtype]),
+                      lambda to: lambda dtype: to({torch.bfloat16: 188, torch.float16: 1462}[dtype]), "too early"),
+    "stale_from": (lambda to: lambda c: None if stale_by_reading(c) is None else to(stale_by_reading(c)),
+                   lambda to: lambda c: None if stale_by_reading(c) is None else to(stale_by_reading(c) - 1),
+                   "one token early"),
+    "keys_seen": (lambda to: returning(lambda p, c: p % c + 1, to), lambda to: returning(lambda p, c: p % c, to),
+                  "attends to itself"),
+    "temperature_position": (lambda to: to(7 * 8192 - 1), lambda to: to(6 * 8192 - 1), "is not above 1.2"),
+    "design_axes": (lambda to: typed(AXES_RIGHT, to), lambda to: typed([0] * 16 + [1, 2] * 24, to),
+                    "turn visibly within 16 frames"),
+}
+
+
+@pytest.mark.parametrize("kind", AS)
+@pytest.mark.parametrize("name", CASES)
+def test_every_integer_checker_accepts_any_whole_number_type(name, kind, capsys):
+    right, wrong, mistake = CASES[name]
+    checker = getattr(check, name)
+    assert checker(right(AS[kind])) is True, capsys.readouterr().out
+    assert "all correct!" in capsys.readouterr().out
+    assert checker(wrong(AS[kind])) is False
+    out = capsys.readouterr().out
+    assert mistake in out, out  # the same misconception named, whatever type carried the answer
+    assert checker(wrong(int)) is False
+    assert capsys.readouterr().out == out
+
+
+@pytest.mark.parametrize("name", ["counter_merge", "temperature_position", "t5_last_bucket", "rope_first_slow_pair",
+                                  "keys_seen", "slow_pairs", "t5_rows_read", "alibi_bf16_collapse",
+                                  "design_axes"])
+def test_a_fraction_is_not_a_whole_number_anywhere(name, capsys):
+    right = CASES[name][0]
+    half = right(lambda n: n + 0.5)
+    assert getattr(check, name)(half) is False
+    assert "all correct!" not in capsys.readouterr().out
+
+
+def test_whole_number_rule():
+    for n in (3, 3.0, np.int32(3), np.int64(3), np.float64(3.0), torch.tensor(3), torch.tensor(3.0), np.array(3),
+              torch.tensor(3, dtype=torch.uint8), [3], (3.0,), torch.tensor([3]), np.array([[3]])):
+        assert whole_number(n) == 3 and type(whole_number(n)) is int, n
+    for bad in (True, np.True_, torch.tensor(True), 3.5, float("inf"), float("nan"), "3", [3, 4], torch.tensor([3, 4]),
+                np.array([3, 4]), [], None, 3 + 0j, torch.tensor(3 + 0j), {3}):
+        assert whole_number(bad) is None, bad
+    assert number(np.float32(0.5)) == 0.5 and number([torch.tensor(2.5)]) == 2.5 and number(torch.ones(2)) is None
+    assert whole_numbers([1, torch.tensor(2), np.int64(3)]) == [1, 2, 3]
+    assert whole_numbers(torch.tensor([4, 5])) == [4, 5] and whole_numbers(np.array([6])) == [6]
+    assert whole_numbers([1, 2.5]) is None and whole_numbers("12") is None and whole_numbers(torch.ones(2, 2)) is None
