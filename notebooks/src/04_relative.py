@@ -1,5 +1,5 @@
 # %% [markdown] slideshow={"slide_type": "slide"}
-# # Chapter 4 — Relative position encodings
+# # 4 · Relative position encodings
 #
 # An absolute encoding gives token $m$ a vector $p_m$ and adds it to the embedding before the
 # projections. The attention score then sees *where* each token is, and only indirectly *how far

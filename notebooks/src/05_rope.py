@@ -1,5 +1,5 @@
 # %% [markdown] slideshow={"slide_type": "slide"}
-# # Chapter 5 — Rotary position embedding (RoPE)
+# # 5 · Rotary position embedding (RoPE)
 #
 # Absolute encodings add a position vector to the token; the relative encodings of chapter 4
 # put something that depends on the offset into the score: learned vectors (Shaw), projected

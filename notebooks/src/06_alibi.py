@@ -1,5 +1,5 @@
 # %% [markdown] slideshow={"slide_type": "slide"}
-# # Chapter 6 — ALiBi: attention with linear biases
+# # 6 · ALiBi: attention with linear biases
 #
 # ALiBi (Press, Smith and Lewis, *Train short, test long*, 2022) gives a transformer no position
 # vectors at all. Instead, every head adds a penalty to each attention score that grows linearly with
