@@ -1,0 +1,89 @@
+"""check/_guard.py: the shortcuts it refuses, the loops it stops, and that it always undoes itself."""
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from posenc_lib.check import _guard as g
+
+
+def test_refusing_raises_shortcut_by_name_and_restores_the_function():
+    original = torch.softmax
+    with pytest.raises(g.Shortcut) as caught:
+        with g.refusing([(torch, "softmax", "torch.softmax"), (torch, "no_such_function", "ignored")]):
+            torch.softmax(torch.zeros(3), dim=0)
+    assert caught.value.name == "torch.softmax"
+    assert torch.softmax is original
+    assert torch.allclose(torch.softmax(torch.zeros(2), dim=0), torch.full((2,), 0.5))
+
+
+def test_step_budget_stops_a_python_loop_but_not_a_short_closed_form():
+    def loop(n):
+        total = 0
+        for i in range(n):
+            total += i
+        return total
+
+    previous = sys.gettrace()
+    with g.step_budget(1000):
+        assert loop(100) == 4950  # ~200 lines: inside the budget
+    with pytest.raises(g.TooManySteps):
+        with g.step_budget(1000):
+            loop(10_000)
+    assert sys.gettrace() is previous  # the tracer is gone whatever happened inside
+
+
+@pytest.mark.parametrize("build", [
+    lambda: torch.arange(10**9),
+    lambda: torch.zeros((10, 10**8)),
+    lambda: np.ones(10**8),
+    lambda: torch.linspace(0, 1, steps=10**8),
+])
+def test_no_huge_arrays_refuses_before_allocating(build):
+    with pytest.raises(g.Shortcut, match="1e\\+08 or more entries"):
+        with g.no_huge_arrays():
+            build()
+    assert torch.arange(5).tolist() == [0, 1, 2, 3, 4]  # the builders are whole again
+
+
+def test_no_huge_arrays_lets_small_arrays_through():
+    with g.no_huge_arrays():
+        assert torch.arange(4).sum().item() == 6 and np.zeros(3).shape == (3,)
+
+
+def test_answers_under_guard_returns_the_answers_or_the_case_that_stopped():
+    closed_form = lambda n: n * (n - 1) // 2  # noqa: E731
+    answers, stopped = g.answers_under_guard(closed_form, [(10,), (10**12,)])
+    assert stopped is None and answers == {(10,): 45, (10**12,): 10**12 * (10**12 - 1) // 2}
+
+    def measured(n):
+        return torch.arange(n).sum().item()
+
+    answers, stopped = g.answers_under_guard(measured, [(10,), (10**12,)])
+    assert answers == {(10,): 45}
+    case, why = stopped
+    assert case == (10**12,) and isinstance(why, g.Shortcut)
+
+    def by_softmax(n):
+        return torch.softmax(torch.zeros(n), dim=0)[0].item()
+
+    answers, stopped = g.answers_under_guard(by_softmax, [(4,)], refuse=[(torch, "softmax", "torch.softmax")])
+    assert answers == {} and stopped[1].name == "torch.softmax"
+    assert math.isclose(by_softmax(4), 0.25)  # undone before returning
+
+
+def test_answers_under_guard_lets_other_errors_through():
+    with pytest.raises(ZeroDivisionError):
+        g.answers_under_guard(lambda n: 1 / n, [(0,)])
+    assert torch.arange(3).tolist() == [0, 1, 2]
+
+
+def test_stopped_verdict_names_the_shortcut_or_the_loop():
+    ok, message = g.stopped_verdict(g.Shortcut("torch.softmax"), "f(10)", shortcut="a measurement, not a formula")
+    assert not ok and message == "f(10) calls torch.softmax: a measurement, not a formula"
+    ok, message = g.stopped_verdict(g.TooManySteps(), "f(10)", shortcut="x", loop="walks every key")
+    assert not ok and message == "f(10) walks every key"
