@@ -82,21 +82,35 @@ def test_dynamic_ntk_length_is_where_the_library_agrees():
         assert not torch.allclose(at(int(s * L0)), static)
 
 
-def test_ntk_overshoot(capsys):
-    assert run(check.ntk_overshoot, None, capsys)[0] is None
-    assert run(check.ntk_overshoot, stub, capsys)[0] is None
+def test_ntk_base_for_pair(capsys):
+    assert run(check.ntk_base_for_pair, None, capsys)[0] is None
+    assert run(check.ntk_base_for_pair, stub, capsys)[0] is None
 
-    def right(d, s):  # theta'_j / theta_j = s^(-2j/(d-2)), times s for the longer distance
-        return torch.tensor([s ** (1 - 2 * j / (d - 2)) for j in range(d // 2)])
+    def right(d, base, s, j):  # (b'/b)^(-2j/d) = 1/s, solved for b'
+        return base * s ** (d / (2 * j))
 
-    ok, out = run(check.ntk_overshoot, right, capsys)
-    assert ok is True and "all correct!" in out
-    ratio = right(128, 8.0)
-    assert ratio[-1] == 1 and (ratio[:-1] > 1).all() and round(ratio[41].item(), 2) == 2.07  # the solution's numbers
-    ok, out = run(check.ntk_overshoot, lambda d, s: right(d, s) / s, capsys)  # forgets the longer distance
-    assert ok is False and "some pairs are wrong" in out
-    ok, out = run(check.ntk_overshoot, lambda d, s: right(d, s)[:-1], capsys)
-    assert ok is False and "expected d/2 = 64 values" in out
+    for form in (right, lambda *a: torch.tensor(right(*a), dtype=torch.float64), lambda *a: np.float64(right(*a)),
+                 lambda d, b, s, j: math.exp(math.log(b) + d / (2 * j) * math.log(s))):
+        ok, out = run(check.ntk_base_for_pair, form, capsys)
+        assert ok is True and "all correct!" in out
+    # the property the design is for: pair j slows by exactly s, every slower pair by more (s^(i/j))
+    d, base, s, j = 128, 10000.0, 8.0, 41
+    ratio = pl.rope_frequencies(d, base=right(d, base, s, j), dtype=torch.float64) / pl.rope_frequencies(
+        d, base=base, dtype=torch.float64)
+    assert math.isclose(ratio[j].item(), 1 / s, rel_tol=1e-12) and (ratio[j + 1:] < 1 / s).all()
+    assert (ratio[:j] > 1 / s).all()
+    wrong = {
+        "NTK's own base": lambda d, b, s, j: b * s ** (d / (d - 2)),
+        "neighbouring pair": lambda d, b, s, j: b * s ** (d / (2 * (j + 1))),
+        "upside down": lambda d, b, s, j: b * s ** (2 * j / d),
+        "acts through an exponent": lambda d, b, s, j: b * s,
+        "never slower": lambda d, b, s, j: b / s,
+        "not a base": lambda d, b, s, j: [1.0, 2.0],
+    }
+    for message, fn in wrong.items():
+        ok, out = run(check.ntk_base_for_pair, fn, capsys)
+        assert ok is False and message in out, (message, out)
+        assert f"{right(128, 10000.0, 8.0, 41):.4g}" not in out  # never the answer
 
 
 def test_smallest_divisors(capsys):
@@ -127,7 +141,7 @@ def test_smallest_divisors(capsys):
     assert ok is False and "expected d/2" in out
 
 
-@pytest.mark.parametrize("name", ["counter_merge", "dynamic_ntk_length", "ntk_overshoot", "smallest_divisors"])
+@pytest.mark.parametrize("name", ["counter_merge", "dynamic_ntk_length", "ntk_base_for_pair", "smallest_divisors"])
 def test_wrong_answers_raise_under_grading(name, monkeypatch):
     monkeypatch.setenv("POSENC_GRADING", "1")
     with pytest.raises(AssertionError, match="not attempted"):

@@ -238,8 +238,8 @@ torch.testing.assert_close(dyn(L0 // 2), pl.rope_frequencies(d))
 # on $(L_0 - 1/s)\,\theta_j$, less than one step past the trained arc (positions start at
 # 0, so the last trained distance is $L_0 - 1$). YaRN and Llama 3 interpolate every pair
 # with $\lambda_j > L_0$ fully, so those wavelengths move beyond $sL_0$ and no pair sees a
-# new angle. NTK leaves all slow pairs but the slowest reaching new angles: Exercise 3
-# derives why.
+# new angle. NTK leaves all slow pairs but the slowest reaching new angles (Exercise 3
+# designs a base that does not).
 
 # %% slideshow={"slide_type": "fragment"}
 fresh = {m: pl.rope_angle_novelty(theta, L0, int(s * L0), inv_freq=scaled[m][0]) > theta for m in METHODS}
@@ -302,7 +302,7 @@ print(f"largest |score| over distances < L0: {trained_max:.4f}; beyond L0 (plain
 # between 1 and 32 times over $L_0$) and Llama 3 ($L_0/4 < \lambda < L_0$) blend. Every
 # wavelength that was beyond $L_0$ ends beyond $s L_0$ for linear, YaRN and Llama 3; NTK
 # leaves pairs 41–44 short of it, and its slower pairs, whose wavelengths do end beyond
-# $sL_0$, still leave their trained arcs (Exercise 3). All asserted above.
+# $sL_0$, still leave their trained arcs. All asserted above.
 
 # %% slideshow={"slide_type": "fragment"}
 COLORS = {"none": "black", "linear": "C1", "ntk": "C6", "yarn": "C9", "llama3": "C8"}
@@ -857,35 +857,35 @@ def dynamic_matches_static(L0, factor):
 _ = check.dynamic_ntk_length(dynamic_matches_static)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 3 (derive).** §2 found that NTK leaves every slow pair except the slowest
-# reaching angles it never saw. Find out why: with NTK's base $b' = b\,s^{d/(d-2)}$ (§2), write
-# `overshoot(d, factor)` returning, for every pair $j$, the angle at distance $sL_0$
-# divided by the plain angle at distance $L_0$, $\;s L_0\theta'_j / (L_0\theta_j)$, as a
-# formula in $j$, $d$ and $s$ (it depends on neither $L_0$ nor the base). Which pairs are
-# above 1, and by how much does the fastest slow pair of §2 ($j = 41$) overshoot?
+# **Exercise 3 (design).** §2 found that NTK leaves every slow pair but the slowest ($j = 41
+# \dots 62$) reaching angles it never saw: its base $b' = b\,s^{d/(d-2)}$ slows the slowest
+# pair by exactly $s$, and the faster ones by less. Design the base that slows a pair of *your* choosing by exactly $s$: write
+# `ntk_base_for_pair(d, base, factor, j)` returning $b'$ such that $\theta'_j = \theta_j / s$
+# for that pair $j \ge 1$. Before you run it, predict: with $b'$ chosen for $j = 41$, are the
+# slower pairs $42 \dots 63$ slowed by more or by less than $s$, and does any of them still
+# reach past its trained arc at $sL_0$?
 
 # %% slideshow={"slide_type": "fragment"}
-def overshoot(d, factor):
+def ntk_base_for_pair(d, base, factor, j):
     raise NotImplementedError  # your code
 
 
-_ = check.ntk_overshoot(overshoot)
+_ = check.ntk_base_for_pair(ntk_base_for_pair)
 
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "ntk_overshoot_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-def overshoot(d, factor):
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "ntk_base_for_pair_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+def ntk_base_for_pair(d, base, factor, j):
     ### BEGIN SOLUTION
-    # theta'_j / theta_j = (b' / b)^(-2j/d) = s^(-2j/(d-2)) (§2); the distance grew by s, so the ratio
-    # is s^(1 - 2j/(d-2)). It is 1 only for j = d/2 - 1 and above 1 for every faster pair: NTK
-    # interpolates the slowest pair and partly extrapolates the others. For d = 128, s = 8,
-    # pair 41 overshoots by 8^(1 - 82/126) = 2.07: its trained arc is doubled. YaRN and
-    # Llama 3 divide every slow pair by exactly s (overshoot 1), which is why §2 counts 0 for them.
-    j = torch.arange(d // 2, dtype=torch.float64)
-    return factor ** (1 - 2 * j / (d - 2))
+    # A base change rescales pair i by (b'/b)^(-2i/d). Setting (b'/b)^(-2j/d) = 1/s gives
+    # b' = b s^(d/(2j)). Then pair i slows by s^(i/j): exactly s at i = j, more than s for every
+    # slower pair (so none of them leaves its trained arc), less for the faster ones. For j = 41,
+    # d = 128, s = 8 the base grows by 8^(64/41) = 25.7 (NTK's: 8^(128/126) = 8.27), and the
+    # slowest pair is slowed by 8^(63/41) = 24.4, three times more than it needs.
+    return base * factor ** (d / (2 * j))
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "ntk_overshoot", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.ntk_overshoot(overshoot)
+# %% nbgrader={"grade": true, "grade_id": "ntk_base_for_pair", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.ntk_base_for_pair(ntk_base_for_pair)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise 4 (derive).** Design the gentlest extension yourself: for a model trained on

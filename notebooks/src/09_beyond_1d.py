@@ -293,7 +293,9 @@ fig
 # temporal patches last `seconds` each sits at $t = \lfloor k \cdot \text{seconds} \cdot
 # \text{tokens\_per\_second} \rfloor$, so videos sampled at different rates share one clock.
 # The released Qwen2.5-VL checkpoints set `tokens_per_second` = 2 in their `vision_config` (we
-# read it from public copies of their `config.json`; transformers' `Qwen2_5_VLVisionConfig`
+# read it from public copies of their `config.json`, for example Qwen2.5-VL-7B-Instruct's as
+# embedded in kohya-ss/sd-scripts, `library/hunyuan_image_text_encoder.py`, next to
+# `mrope_section` [16, 24, 24] and `rope_theta` 10⁶; transformers' `Qwen2_5_VLVisionConfig`
 # defaults to 4, asserted below), so $t$ advances by 2 per second of video. The example uses
 # 25 per second to make the steps visible.
 # **Qwen3-VL** splits a video into grids of one temporal patch each, every one after its

@@ -1,5 +1,5 @@
 """Checkers for notebooks/07_beyond.ipynb: NoPE's counter in low precision, where dynamic NTK meets static
-NTK, NTK's overshoot, the smallest per-pair divisors for a longer context."""
+NTK, a base that interpolates a chosen pair, the smallest per-pair divisors for a longer context."""
 from __future__ import annotations
 
 import math
@@ -11,7 +11,7 @@ from ..angles import rope_frequencies
 from ..scaling import scaled_rope_frequencies
 from ._core import close, float64_tensor, number, report, whole_number
 
-__all__ = ["counter_merge", "dynamic_ntk_length", "ntk_overshoot", "smallest_divisors"]
+__all__ = ["counter_merge", "dynamic_ntk_length", "ntk_base_for_pair", "smallest_divisors"]
 
 
 def _first_merge(dtype: torch.dtype, limit: int = 1 << 16) -> int:
@@ -75,25 +75,43 @@ def dynamic_ntk_length(answer: Callable[[int, float], Any]) -> bool | None:
 _DYNAMIC_CASES = ((2048, 8.0), (8192, 4.0), (4096, 2.0), (4096, 1.0))
 
 
-def ntk_overshoot(answer: Callable[[int, float], Any]) -> bool | None:
-    """answer(d, factor) -> (d // 2,): per pair, NTK's angle at distance factor * L0 divided by the
-    plain angle at distance L0 (the same for every L0 and, for this ratio, every base)."""
+# (d, base, factor, j): the chapter's head and pair 41, another pair, a short head, a Llama-3-like base.
+_PAIR_BASE_CASES = ((128, 10000.0, 8.0, 41), (128, 10000.0, 8.0, 20), (16, 10000.0, 2.0, 3), (128, 500000.0, 4.0, 50))
+
+
+def ntk_base_for_pair(answer: Callable[[int, float, float, int], Any]) -> bool | None:
+    """answer(d, base, factor, j) -> float: the base b' under which pair j's frequency is exactly theta_j / factor
+    (NTK's own base does this for the slowest pair, j = d/2 - 1, only)."""
 
     def run(fn):
-        for d, s in ((128, 8.0), (64, 4.0), (16, 2.0)):
-            ntk, _ = scaled_rope_frequencies(d, method="ntk", factor=s, dtype=torch.float64)
-            want = s * ntk / rope_frequencies(d, dtype=torch.float64)
-            got = fn(d, s)
-            ok = close(got, want, atol=1e-6)  # float32 answers are fine
-            numbers = float64_tensor(got)
-            shape = None if numbers is None else tuple(numbers.shape)
-            why = "" if ok else (f": expected d/2 = {d // 2} values, got shape {shape}" if shape != (d // 2,)
-                                 else ": some pairs are wrong")
-            yield ok, f"d={d}, s={s:g}: {'right' if ok else 'wrong'}{why}"
+        for d, base, s, j in _PAIR_BASE_CASES:
+            want = base * s ** (d / (2 * j))  # (b'/b)^(-2j/d) = 1/s
+            raw = fn(d, base, s, j)
+            got = number(raw)
+            case = f"d = {d}, base = {base:g}, s = {s:g}, pair j = {j}"
+            if got is None:
+                yield False, f"{case}: {raw!r:.60} is not a base (one number)"
+            elif close(got, want, atol=0, rtol=1e-6):
+                yield True, f"{case}: right"
+            elif close(got, base * s ** (d / (d - 2)), atol=0, rtol=1e-6):
+                yield False, (f"{case}: that is NTK's own base, which divides the slowest pair by s; "
+                              "the pair asked for sits at another exponent")
+            elif got <= base:
+                yield False, f"{case}: a base no larger than b leaves every pair as fast or faster, never slower"
+            elif any(close(got, base * s ** (d / (2 * k)), atol=0, rtol=1e-6) for k in (j - 1, j + 1) if k > 0):
+                yield False, f"{case}: the base of a neighbouring pair: θ_j = b^(-2j/d) counts pairs from j = 0"
+            elif close(got, base * s ** (2 * j / d), atol=0, rtol=1e-6):
+                yield False, (f"{case}: the exponent is upside down: that base slows pair j by s^(4j²/d²), "
+                              "not by s")
+            elif close(got, base * s, atol=0, rtol=1e-6):
+                yield False, (f"{case}: multiplying the base by s slows pair j by s^(2j/d) only: a base change "
+                              "acts through an exponent")
+            else:
+                yield False, f"{case}: {got:.6g} slows pair j by another factor than s"
 
-    return report("NTK's overshoot per pair", answer, run,
-                  "a base change rescales each pair's frequency by its own amount: how does θ'_j / θ_j depend "
-                  "on j? Use NTK's base from §2. And the angle asked for is taken at a distance s times longer.")
+    return report("A base that interpolates a chosen pair", answer, run,
+                  "a new base rescales pair j's frequency by (b'/b)^(-2j/d) (§2); ask which b' makes that "
+                  "exactly 1/s for the pair you chose, rather than for the slowest one.")
 
 
 # (d, base, L0, L): the chapter's numbers, a shorter head, Llama-3-like numbers, and L <= L0 (nothing to do).
