@@ -38,7 +38,7 @@ def test_stale_from(capsys):
     infinite = lambda c: float("inf") if stale_by_reading(c) is None else float(stale_by_reading(c))  # noqa: E731
     assert run(check.stale_from, infinite, capsys)[0] is True  # "never" as infinity, lengths as floats
     ok, out = run(check.stale_from, lambda c: None if stale_by_reading(c) is None else stale_by_reading(c) - 1, capsys)
-    assert ok is False and "one token early" in out and "4096" in out and "4097" not in out
+    assert ok is False and "off by one at the threshold" in out and "4097" not in out
     ok, out = run(check.stale_from, lambda c: c["max_position_embeddings"] + 1, capsys)  # every model stretches
     assert ok is False and "never changes them" in out and "deployed context" in out
     ok, out = run(check.stale_from, lambda c: None, capsys)  # every model is static
@@ -64,10 +64,14 @@ def test_longrope_context(capsys):
     ok, out = run(check.longrope_context, lambda a, L0: L0 * math.exp((a * a - 1) * math.log(L0)), capsys)
     assert ok is True  # the same length, written as s * L0
     ok, out = run(check.longrope_context, lambda a, L0: L0 * a * a, capsys)  # a^2 as the stretch itself
-    assert ok is False and "hint" in out and "17/12" not in out
+    assert ok is False and "reads a² as the stretch" in out and "hint" in out and "17/12" not in out
     assert "131072" not in out  # Phi-3's length is never given away
-    assert run(check.longrope_context, lambda a, L0: L0 ** a, capsys)[0] is False
-    assert run(check.longrope_context, lambda a, L0: True, capsys)[0] is False  # a bool is not a length
+    ok, out = run(check.longrope_context, lambda a, L0: L0 ** a, capsys)
+    assert ok is False and "a square root" in out and "131072" not in out
+    ok, out = run(check.longrope_context, lambda a, L0: L0 ** (2 * a), capsys)
+    assert ok is False and "another factor than a" in out
+    ok, out = run(check.longrope_context, lambda a, L0: True, capsys)
+    assert ok is False and "not a length" in out  # a bool is not a length
 
 
 @pytest.mark.parametrize("a, L0", check.ch08._CONTEXT_CASES)
@@ -90,9 +94,12 @@ def test_temperature_position(capsys):
     # 1 + 0.1 ln(1 + k) > 1.2 needs k >= 7 (e^2 = 7.39), k = floor((pos + 1) / 8192)
     ok, out = run(check.temperature_position, 7 * 8192 - 1, capsys)
     assert ok is True and "all correct!" in out
-    ok, out = run(check.temperature_position, 7 * 8192, capsys)  # one too late
-    assert ok is False and "already exceeds 1.2 before" in out and str(7 * 8192 - 1) not in out
-    assert run(check.temperature_position, 6 * 8192 - 1, capsys)[0] is False  # too early
+    ok, out = run(check.temperature_position, 7 * 8192, capsys)  # one too late: positions taken from 1
+    assert ok is False and "positions count from 0" in out and str(7 * 8192 - 1) not in out
+    ok, out = run(check.temperature_position, 7 * 8192 + 5000, capsys)  # inside the step, not its start
+    assert ok is False and "not the first" in out and "positions count from 0" not in out
+    ok, out = run(check.temperature_position, 6 * 8192 - 1, capsys)  # a step too early
+    assert ok is False and "is not above 1.2" in out
     assert run(check.temperature_position, 57343.5, capsys)[0] is False  # not an integer
     assert run(check.temperature_position, "57343", capsys)[0] is False
 
@@ -106,7 +113,7 @@ def test_keys_seen(capsys):
     ok, out = run(check.keys_seen, lambda p, c: min(p + 1, c), capsys)  # the usual confusion with a window
     assert ok is False and "sliding window" in out and "position 100, chunk 8192: right" in out
     ok, out = run(check.keys_seen, lambda p, c: p % c, capsys)
-    assert ok is False and "attends to itself" in out
+    assert ok is False and "off by one: is the query among the keys" in out
     ok, out = run(check.keys_seen, lambda p, c: p + 1, capsys)
     assert ok is False and "NoPE layer" in out
     assert "3617" not in run(check.keys_seen, lambda p, c: 1, capsys)[1]  # 20000 % 8192 + 1 stays hidden

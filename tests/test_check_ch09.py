@@ -97,7 +97,7 @@ def test_leak_logit(capsys):
 
 def test_leak_logit_bound_holds_in_cope():
     """At the bound, n ignored tokens shift CoPE's position by exactly the tolerance."""
-    n, tol = 448, 0.5
+    n, tol = 480, 0.5
     x = math.log(tol / (n - tol))
     logits = torch.full((1, n), x, dtype=torch.float64)
     assert math.isclose(pl.cope_positions(logits)[0, 0].item(), tol, rel_tol=1e-9)

@@ -381,3 +381,15 @@ def test_yarn_mscale_and_missing_factor_match_hf(d, mscale, mscale_all_dim, fact
                                         original_max_position=4096, **options)
     torch.testing.assert_close(ours, hf_inv, rtol=1e-6, atol=0)
     assert att == pytest.approx(hf_att, rel=1e-12)
+
+
+@pytest.mark.crosscheck
+def test_hf_yarn_is_static():
+    """Chapter 8's erratum on Qwen's card: transformers' `yarn` gives the same frequencies whatever the
+    input's length (unlike `dynamic`), like the library's."""
+    fn, cfg = _hf("yarn", 128, {"rope_theta": 1e6, "factor": 4.0, "original_max_position_embeddings": 32768},
+                  max_position_embeddings=131072)
+    short, long = fn(cfg, "cpu", seq_len=100)[0], fn(cfg, "cpu", seq_len=131072)[0]
+    torch.testing.assert_close(short, long, rtol=0, atol=0)
+    dyn_fn, dyn_cfg = _hf("dynamic", 128, {"rope_theta": 1e6, "factor": 4.0}, max_position_embeddings=32768)
+    assert not torch.equal(dyn_fn(dyn_cfg, "cpu", seq_len=100)[0], dyn_fn(dyn_cfg, "cpu", seq_len=131072)[0])

@@ -410,7 +410,8 @@ print(f"YaRN attention factor at s = {s:g}: 0.1 ln s + 1 = {att:.4f}; scores x{a
 # **The protocol.** Every method trains at length 64 with the same batches and budget, for
 # **three seeds** each (the seed fixes the initialisation, the data and the grammar's table).
 # Each model is evaluated at $L$ = 64, 128, 256, 512 tokens on 128 fresh sequences per length
-# (512 recall answers per seed, about 8 000 grammar tokens), in three ways:
+# (512 recall answers per seed; $L - 2$ scored grammar tokens per sequence, from 7 936 per seed
+# at 64 tokens to 65 280 at 512), in three ways:
 # * **the model reads $L$ tokens at once**: positions beyond 64 are new to it (extrapolation);
 # * **sliding window**: a 64-token window moved 16 tokens at a time, each token scored once;
 #   no position beyond 64 is ever used, and no token sees more than 63 tokens back;
@@ -445,6 +446,9 @@ cfg = results["config"]
 LENGTHS = [cfg["train_len"] * m for m in cfg["eval_multiples"]]
 TASKS = list(results["tasks"])
 assert LENGTHS == [64, 128, 256, 512] and len(cfg["seeds"]) == 3 and TASKS == ["grammar", "recall", "recall_anywhere"]
+assert [ex.accuracy(results, "grammar", "rope", "nonoverlapping")[L]["n"] for L in LENGTHS] == [
+    cfg["eval_sequences"] * (L - 2) for L in LENGTHS] == [7936, 16128, 32512, 65280]
+assert {ex.accuracy(results, "recall", "rope", "nonoverlapping")[L]["n"] for L in LENGTHS} == {512}
 assert results["cpu_time_s"] <= 20 * 60  # the course's budget for this run: 20 CPU-minutes
 env = results["environment"]
 print(f"the run took {results['cpu_time_s'] / 60:.1f} CPU-minutes on an {env['cpu']} (torch {env['torch']}, "
@@ -566,6 +570,9 @@ assert ((heads("none", 512, "far") - far_share).abs() < 0.04).all() and nope_gap
 assert (heads("rope+linear", 512, "far") <= 0.25).all() and (heads("rope+linear", 512, "far_gap") < -3).all()
 assert (heads("rope+linear", 512, "mass") <= 0.3).all()  # in range, yet the neighbours blur
 assert (heads("alibi", 512, "far") <= 0.8).all() and (heads("alibi", 512, "far_gap") < 0).all()
+assert (heads("rope+yarn", 512, "far_gap") < -2.5).all()  # YaRN, in range: far keys below near ones, as with PI
+assert [round(heads("rope+yarn", L, "mass").median().item(), 2) for L in (64, 512)] == [0.84, 0.37]
+assert [round(G["rope+yarn"][L]["mean"], 2) for L in (64, 512)] == [0.77, 0.57]
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # All of it holds (the asserts above). Trained at 64 tokens, every RoPE head puts 0.6 or more
@@ -580,7 +587,10 @@ assert (heads("alibi", 512, "far") <= 0.8).all() and (heads("alibi", 512, "far_g
 # training distance showed (§2). ALiBi's penalty keeps its far − near logit negative in every
 # head. So RoPE loses a local task past $L_0$ because its far keys score *spuriously high*, and
 # PI loses it because its near keys become indistinguishable: two different failures behind
-# one accuracy curve.
+# one accuracy curve. YaRN, in range too, shows PI's kind, milder: its far keys stay below
+# the near ones in every head (far − near logit below −2.5), yet the median mass on the needed
+# keys falls from 0.84 at 64 tokens to 0.37 at 512, and its grammar accuracy from 0.77 to 0.57.
+# Keeping every angle in range is not enough for a local task.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Recall, dictionary first: what the layout decides
@@ -593,9 +603,9 @@ assert (heads("alibi", 512, "far") <= 0.8).all() and (heads("alibi", 512, "far_g
 # 512. The tempting explanation is "PI keeps every angle in range". The next cell shows it is
 # wrong on two counts, and the control tells what the task rewards instead:
 #
-# * **YaRN is in range too** (every pair of this $d = 16$ head is either kept, having turned in
-#   training, or divided by exactly $s$: no unseen angles, like PI), yet it recalls only 0.69
-#   at 128 tokens.
+# * **YaRN is in range too** (each pair of this $d = 16$ head either turned in training, so it
+#   has seen every angle, or is slowed enough to meet none it has not seen: 0 of 8 pairs at
+#   unseen angles, like PI), yet it recalls only 0.69 at 128 tokens.
 # * **Move the dictionary to the trained distances** (at $L - 64$: every lookup spans 53 to 62
 #   tokens, as in training), and the ranking turns over. Plain RoPE recalls 0.74 at 512 tokens
 #   (0.17 with the dictionary first): most of its failure is the *distance*. RoPE + PI drops
@@ -691,22 +701,30 @@ print("the recall_anywhere claims hold")
 #
 # * **T5's last bucket.** On both recall tasks T5 keeps its 64-token accuracy at 512 (at least
 #   0.97 for every seed with the dictionary first). This is not magic but bucketing: the
-#   library's bucket function, the same one the model uses (32 buckets for the past,
-#   `max_distance` 64), puts every distance from 59 on in one bucket, and some training
-#   lookups already sat there. At 512 the far entry sits in a bucket the model knows.
+#   model's own bias module (32 buckets for the past, `max_distance` 64, read from the model
+#   the experiment builds) puts every distance from 59 on in one bucket, and some training
+#   lookups already sat there. At 512 the far entry sits in a bucket the model knows. The
+#   control shows this is necessary, not sufficient: with the dictionary at the trained
+#   distances, every lookup in buckets T5 saw, it still falls to 0.74 at 512, as NoPE falls
+#   to 0.69. The dictionary-first layout also helps both by putting the entries at the start.
 # * **YaRN's attention factor.** YaRN also multiplies q and k by 1.07 at $s = 2$ (the logits by
 #   about 1.14). The experiment scores YaRN a second time with the factor set to 1: on the
 #   dictionary-first task recall gets *worse* for every seed at every length past 64, so the
 #   factor is not what costs YaRN there.
 
 # %% slideshow={"slide_type": "fragment"}
+t5_bias = next(mod for mod in ex.build_model("t5", ex.ExperimentConfig(), task="recall").modules()
+               if isinstance(mod, pl.T5RelativeBias))  # the module the trained T5 models use
+assert (t5_bias.num_buckets, t5_bias.max_distance, t5_bias.bidirectional) == (32, 64, False)
 dist = torch.arange(0, 600)
-bucket = pl.t5_relative_bucket(-dist, bidirectional=False, num_buckets=32, max_distance=64)  # offset j - i = -distance
+bucket = pl.t5_relative_bucket(-dist, bidirectional=False, num_buckets=t5_bias.num_buckets,
+                               max_distance=t5_bias.max_distance)  # offset j - i = -distance
 first_last = int((bucket == 31).nonzero()[0])
 trained = range(64 - 11, 64 - 1)  # the dictionary-first training lookups: L - 11 .. L - 2
 assert first_last == 59 and (bucket[59:] == 31).all()
 assert any(bucket[d] == 31 for d in trained) and all(bucket[d] == 31 for d in range(512 - 11, 512 - 1))
 assert all(R["t5"][L]["min"] >= 0.97 for L in LENGTHS) and all(A["t5"][L]["mean"] >= 0.94 for L in LENGTHS)
+assert [round(M[m][512]["mean"], 2) for m in ("t5", "none")] == [0.74, 0.69]  # trained distances: not sufficient
 print(f"last bucket from distance {first_last}; training lookups' buckets:", sorted({int(bucket[d]) for d in trained}))
 att_2 = pl.scaled_rope_frequencies(16, method="yarn", factor=2.0, original_max_position=64)[1]
 assert round(att_2, 2) == 1.07 and round(att_2**2, 2) == 1.14  # YaRN's factor at s = 2, and on the logits

@@ -676,7 +676,8 @@ assert abs(acc("rope", "sparse", 512) - acc("none", "sparse", 512)) < 0.05  # Ro
 for m in ("none", "rope", "cope"):  # everyone degrades on the training mix by 512 tokens
     assert acc(m, "dense", 512) < acc(m, "dense", 64) - 0.15
 for L in (256, 512):  # the null result: CoPE's worst seed is not above RoPE's best
-    assert acc("cope", "dense", L) > acc("rope", "dense", L) and not clearly("cope", "rope", "dense", L)
+    assert acc("cope", "dense", L) > max(acc("rope", "dense", L), acc("none", "dense", L))  # the highest mean
+    assert not clearly("cope", "rope", "dense", L)
     ORDERINGS.pop()  # a null result is not an ordering
 separation = {o: cc.separation(res, *o) for o in ORDERINGS}
 thin = sorted(o for o, x in separation.items() if x < 2)
@@ -760,7 +761,8 @@ _ = check.sentence_gates(sentence_gates)
 # Make it quantitative. Write `leak_logit(n, tolerance)` returning the largest logit a gate
 # on a non-counted token may have, so that $n$ such tokens together shift CoPE's position by
 # less than `tolerance`. Then evaluate it for the ignored tokens of a 512-token sparse
-# flip-flop sequence: how closed must those gates be?
+# flip-flop sequence (256 instructions of two tokens, each an ignore with probability 0.94, as
+# the figure's title says): how closed must those gates be?
 
 # %% slideshow={"slide_type": "fragment"}
 def leak_logit(n, tolerance):

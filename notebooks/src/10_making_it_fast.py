@@ -91,7 +91,7 @@ print(f"equal to 1e-12 (float64); the loop made {calls['trig']} = n·d trig call
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # In float32, the library's default, the two differ by up to about 8·10⁻⁶. Where? Not in pair 0:
 # there θ₀ = 1, so the angle is the position itself, an integer that float32 holds exactly, and
-# only the sine and cosine round (by about 10⁻⁸). The largest error sits at position 188 in
+# only the sine and cosine round (by a few times 10⁻⁸). The largest error sits at position 188 in
 # pair 1, whose frequency θ₁ = 10000^(−2/64) ≈ 0.75 is not a float32 number: the angle
 # 188·θ₁ ≈ 141 carries the rounding of θ₁ times 188, plus its own rounding to float32's
 # spacing there, 2⁻¹⁶ ≈ 1.5·10⁻⁵. The error of an angle grows with the position.
@@ -147,6 +147,7 @@ xs = torch.randn(L, d, device=device)
 R_all = torch.stack([pl.rope_matrix(m, d, device=device) for m in range(L)])  # (L, d, d)
 dense_out = (R_all @ xs.unsqueeze(-1)).squeeze(-1)
 torch.testing.assert_close(dense_out, pl.apply_rope(xs), atol=1e-5, rtol=1e-5)
+assert R_all.numel() == d * (2 * L * (d // 2))  # d times the cos and sin tables (L x d/2 each)
 print(f"same result; the dense form holds {R_all.numel():,} numbers, the input {xs.numel():,}")
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}

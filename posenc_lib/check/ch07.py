@@ -39,9 +39,8 @@ def counter_merge(answer: Callable[[torch.dtype], Any]) -> bool | None:
                 yield False, f"{name}: {got} is too early, positions {got} and {got + 1} still differ in {name}"
 
     return report("Where NoPE's counter merges neighbours", answer, run,
-                  "build the counter for a few thousand positions in float64, round it with .to(dtype) and "
-                  "compare each value with the next. To predict where: neighbours differ by a relative "
-                  "1/(i+2); how many significant bits does each format keep?")
+                  "neighbours differ by a relative 1/(i+2); how many significant bits does each format keep, "
+                  "and how small a relative gap can it still see?")
 
 
 def dynamic_ntk_length(answer: Callable[[int, float], Any]) -> bool | None:
@@ -67,8 +66,8 @@ def dynamic_ntk_length(answer: Callable[[int, float], Any]) -> bool | None:
                 yield False, f"{case}: {got:g} is wrong"
 
     return report("Where dynamic NTK equals static NTK", answer, run,
-                  "write dynamic NTK's scale at length L (the table of §2) and set it equal to the static factor s; "
-                  "solve for L. Is the result shorter or longer than s·L0?")
+                  "dynamic NTK picks its own stretch from the input's length (§2's table); when has that stretch "
+                  "grown to the static one, and is that before or after s·L0?")
 
 
 # (L0, factor): the chapter's LLaMA numbers, Llama-3-like, a factor of 2, a factor of 1 (no stretch at all).
@@ -110,8 +109,8 @@ def ntk_base_for_pair(answer: Callable[[int, float, float, int], Any]) -> bool |
                 yield False, f"{case}: {got:.6g} slows pair j by another factor than s"
 
     return report("A base that interpolates a chosen pair", answer, run,
-                  "a new base rescales pair j's frequency by (b'/b)^(-2j/d) (§2); ask which b' makes that "
-                  "exactly 1/s for the pair you chose, rather than for the slowest one.")
+                  "NTK's base is the one that lands a particular pair exactly on the interpolated speed; what in "
+                  "§2's ratio singles that pair out, and what would single out yours?")
 
 
 # (d, base, L0, L): the chapter's numbers, a shorter head, Llama-3-like numbers, and L <= L0 (nothing to do).
@@ -149,6 +148,5 @@ def smallest_divisors(answer: Callable[[int, float, int, int], Any]) -> bool | N
             yield not problems, f"{case}: " + ("right" if not problems else "; ".join(problems))
 
     return report("The smallest divisor per pair", answer, run,
-                  "split the pairs as §2 does; a pair that turned in training needs no change. For a slow "
-                  "pair, write its largest angle at the longest distance (positions start at 0) and its "
-                  "largest trained angle, and ask when the first is not above the second.")
+                  "which pairs have already seen every angle in training? For the others, what is the largest "
+                  "angle they will meet, and the largest they met?")

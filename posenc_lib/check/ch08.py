@@ -70,7 +70,8 @@ def stale_from(answer: Callable[[dict], Any]) -> bool | None:
             elif never:
                 yield False, f"{name}: None, but this rope type picks its frequencies from the input's length"
             elif got == want - 1:
-                yield False, f"{name}: {got} is one token early: at exactly that many tokens nothing has changed yet"
+                yield False, (f"{name}: off by one at the threshold: does the switch happen at the threshold length "
+                              f"itself, or only once an input is longer than it?")
             elif got in (config["max_position_embeddings"], config["max_position_embeddings"] + 1) and "longrope" in str(
                     config.get("rope_scaling")):
                 yield False, (f"{name}: {got} is past the deployed context; LongRoPE switches lists at the "
@@ -104,16 +105,28 @@ def longrope_context(answer: Callable[[float, int], Any]) -> bool | None:
             # a^2 = 1 + ln(L / L0) / ln L0 = ln L / ln L0, so L = L0 ** (a^2)
             want = L0 ** (a * a)
             got = fn(a, L0)
-            ok = number(got) is not None and close(number(got), want, atol=0, rtol=1e-9)
+            value = number(got)
+            ok = value is not None and close(value, want, atol=0, rtol=1e-9)
             right += ok
-            yield ok, f"a = {a:.4f}, L0 = {L0}: {'right' if ok else f'{got!r} is wrong'}"
+            case = f"a = {a:.4f}, L0 = {L0}"
+            if ok:
+                yield True, f"{case}: right"
+            elif value is None:
+                yield False, f"{case}: {got!r} is not a length (one number)"
+            elif a != 1 and close(value, L0 * a * a, atol=0, rtol=1e-9):
+                yield False, (f"{case}: L0·a² reads a² as the stretch L/L0 itself; in §3's factor the stretch "
+                              "sits inside a logarithm")
+            elif a != 1 and close(value, L0 ** a, atol=0, rtol=1e-9):
+                yield False, f"{case}: that undoes a, not a²: §3's factor is a square root"
+            else:
+                yield False, f"{case}: {value:.6g} gives another factor than a"
         if right == len(_CONTEXT_CASES):
             yield True, ("so a² = ln L / ln L0: LongRoPE scales the scores by the ratio of the logarithms of the "
                          "two lengths (Phi-3: ln 131072 / ln 4096 = 17/12)")
 
     return report("The context behind LongRoPE's attention factor", answer, run,
-                  "square the factor of §3, write ln s as ln L − ln L0, put everything over ln L0 and solve for "
-                  "L; the result is shorter than the formula you started from.")
+                  "§3's factor is a square root of an expression in ln s; what does it become written with the "
+                  "logarithms of the two lengths?")
 
 
 def temperature_position(answer: Any) -> bool | None:
@@ -126,11 +139,16 @@ def temperature_position(answer: Any) -> bool | None:
             return
         scales = attention_temperature(torch.tensor([pos - 1, pos])).double()
         yield bool(scales[1] > 1.2), f"position {pos}: the scale {'exceeds' if scales[1] > 1.2 else 'is not above'} 1.2"
-        yield bool(scales[0] <= 1.2), ("the position before it is not above 1.2 yet" if scales[0] <= 1.2
-                                       else "the scale already exceeds 1.2 before this position: not the first")
+        if scales[0] <= 1.2:
+            yield True, "the position before it is not above 1.2 yet"
+        elif attention_temperature(torch.tensor([pos - 2])).double()[0] <= 1.2:
+            yield False, ("the scale already exceeds 1.2 one position earlier: positions count from 0, and the "
+                          "floor counts the tokens up to and including the query")
+        else:
+            yield False, "the scale already exceeds 1.2 before this position: not the first"
 
     return report("When Llama 4's temperature passes 1.2", answer, run,
-                  "the scale is a staircase in the position, flat between multiples of 8192: which step is the "
+                  "the scale is a staircase in the position, one step every 8192 tokens: which step is the "
                   "first above 1.2, and at which position does that step begin?")
 
 
@@ -155,7 +173,7 @@ def keys_seen(answer: Callable[[int, int], Any]) -> bool | None:
             elif got == position + 1:
                 yield False, f"{case}: {got} is every key before the query: that is a NoPE layer, not a chunked one"
             elif got == want - 1:
-                yield False, f"{case}: {got} is one short: the query attends to itself too"
+                yield False, f"{case}: off by one: is the query among the keys it attends to?"
             else:
                 yield False, f"{case}: {got} is wrong"
 
@@ -201,6 +219,5 @@ def rope_for_config(answer: Callable[[torch.Tensor, torch.Tensor, torch.Tensor],
                                "your scores depend on more than m − n: q and k do not turn alike")
 
     return report("RoPE for a config", answer, run,
-                  "read every RoPE field of the config: how many features turn (and which), how this family "
-                  "lays out its pairs (pl.inspect_config says), the frequencies (base, dimension, rope_scaling), "
-                  "and which position each token sits at; compute the angles in float32 or better.")
+                  "every RoPE field of the config has a say, and so does the model family (pl.inspect_config "
+                  "reads them for you); the symptoms above say where your rotation departs.")

@@ -106,7 +106,7 @@ def sentence_gates(answer: Callable[[int], Any]) -> bool | None:
 
 
 # Exercise 3: (ignored tokens n, tolerance): the flip-flop run's sparse mix at 512 tokens, a short one, a strict one.
-_LEAK_CASES = ((448, 0.5), (2, 0.5), (1000, 0.25))
+_LEAK_CASES = ((480, 0.5), (2, 0.5), (1000, 0.25))
 
 
 def leak_logit(answer: Callable[[int, float], Any]) -> bool | None:
@@ -136,5 +136,5 @@ def leak_logit(answer: Callable[[int, float], Any]) -> bool | None:
                 yield False, f"{case}: {got:.4g} is wrong"
 
     return report("How much may an ignored token leak into CoPE's count?", answer, run,
-                  "the shift is the sum of the ignored tokens' gates; bound it, then turn a bound on a gate into "
-                  "a bound on its logit (invert the sigmoid).")
+                  "a gate is a sigmoid of its logit, and CoPE's position adds gates up: what does a budget on the "
+                  "sum say about each term, and about the logit behind it?")
