@@ -50,7 +50,7 @@ ROPE_TYPES = {
 DEFAULT_ROPE_THETA = 10000.0  # transformers' default_theta when a config gives none
 _ROPE_KEYS = ("rope_parameters", "rope_scaling", "rope_theta")
 _SIZE_KEYS = ("qk_rope_head_dim", "head_dim", "hidden_size")
-_USES_L0 = ("yarn", "longrope", "llama3")
+USES_L0 = ("yarn", "longrope", "llama3")  # rope types whose bands or lists are anchored at L0
 
 
 # The pair layout of each model family's RoPE in transformers, by config.json's model_type
@@ -296,7 +296,7 @@ def rope_settings(config: Mapping, *, layer_type: str | None = None) -> RopeSett
     else:
         factor = _required(params, "factor", rope_type)
     L0 = None
-    if method in _USES_L0:
+    if method in USES_L0:
         L0 = _original_max_position(cfg, params, nested)
     elif method == "dynamic":
         L0 = _max_position(cfg)

@@ -61,7 +61,7 @@ from torch import Tensor
 from . import _validate as v
 from .angles import rope_frequencies
 from .rope import LAYOUTS, pair_indices, rope_tables, rotate_pairs
-from .rope_config import RopeSettings, pair_layout, rope_settings
+from .rope_config import USES_L0, RopeSettings, pair_layout, rope_settings
 from .rope_inspect import rope_lengths
 from .rope_nd import STYLES, mrope_positions, rope_nd_axes, rope_nd_frequencies
 
@@ -808,7 +808,7 @@ def _claim(config, layer_type, head_dim, layout, base, inv_freq, attention_facto
         family, model_type = pair_layout(config)
         layout = layout or family or "half"
         L0, L = rope_lengths(config, layer_type)
-        L0 = s.original_max_position if s.method in ("longrope", "llama3", "yarn", "dynamic") else L0
+        L0 = s.original_max_position if s.method in USES_L0 + ("dynamic",) else L0
         style = "interleaved" if s.mrope_interleaved else "contiguous"
         _, a = s.frequencies(dtype=torch.float64)
         words = (f"{s.rope_type}, base {s.base:g}, {layout} layout, rotating the {rotated} {r} of {d} features"

@@ -28,7 +28,7 @@ from typing import Iterable, Mapping, Sequence
 import torch
 from torch import Tensor
 
-from .rope_config import pair_layout, rope_layer_types, rope_settings, text_config
+from .rope_config import USES_L0, pair_layout, rope_layer_types, rope_settings, text_config
 from .temperature import attention_temperature
 
 _LAYOUT_WORDS = {
@@ -54,7 +54,7 @@ def rope_lengths(config: Mapping, layer_type: str | None = None) -> tuple[int | 
     settings = rope_settings(config, layer_type=layer_type)
     cfg = text_config(config)
     L0 = settings.original_max_position_embeddings
-    if L0 is None and settings.method in ("llama3", "yarn", "longrope"):
+    if L0 is None and settings.method in USES_L0:
         L0 = settings.original_max_position  # the fallback transformers reads: max_position_embeddings
     L = settings.max_position
     if L0 is not None and settings.factor:
@@ -234,7 +234,7 @@ def _warnings(config: Mapping, rows: list[RopeRow], layout: str | None, model_ty
             out.append(f"dynamic NTK{where} raises the base as the input grows past {s.original_max_position} "
                        "tokens: keys already cached keep the base they were rotated with, so a kept cache mixes "
                        "bases")
-        if s.method in ("llama3", "yarn", "longrope"):
+        if s.method in USES_L0:
             if s.original_max_position_embeddings is None:
                 out.append(f"no original_max_position_embeddings{where}: L0 falls back to "
                            f"max_position_embeddings = {s.original_max_position}, as transformers reads it; if "
@@ -325,7 +325,7 @@ def wavelength_figure(rows: Iterable[RopeRow], *, width: float = 5.2, height: fl
 # ---------------------------------------------------------------- the command line
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """posenc-inspect CONFIG.json [--json] [--plot FILE.png] [--layer-type T]: exit status 0, or 2 with
+    """posenc-inspect CONFIG.json [--json] [--plot FILE.png] [--name LABEL]: exit status 0, or 2 with
     one line on standard error for a file that cannot be read or a malformed config."""
     ap = argparse.ArgumentParser(prog="posenc-inspect", description="A model's RoPE from its config.json, as "
                                  "chapter 8 of posenc reads it. Nothing is downloaded: pass a file.")

@@ -119,15 +119,17 @@ def frame_run(nb: nbformat.NotebookNode, frames_dir: Path, max_steps: int, max_f
     return run
 
 
-def render_widgets(nb_path: Path, frames_dir: Path, max_steps: int, max_frames: int,
-                   timeout: int = 900) -> dict[int, list[dict]]:
+WIDGET_TIMEOUT = 900  # seconds a notebook's kernel may spend on one cell while its frames are rendered
+
+
+def render_widgets(nb_path: Path, frames_dir: Path, max_steps: int, max_frames: int) -> dict[int, list[dict]]:
     """{widget cell index: its widgets' frame descriptions}, from a kernel running the notebook's code."""
     nb = nbformat.read(nb_path, as_version=4)
     if not widget_cells(nb):
         return {}
     run = frame_run(nb, frames_dir, max_steps, max_frames)
     build_notebooks.kernel_environment()
-    client = NotebookClient(run, timeout=timeout, kernel_name="python3",
+    client = NotebookClient(run, timeout=WIDGET_TIMEOUT, kernel_name="python3",
                             resources={"metadata": {"path": str(nb_path.parent)}})
     try:
         client.execute()
@@ -268,7 +270,7 @@ def missing_assets() -> list[str]:
     return [src for src, _ in MATHJAX if not (build_slides.NODE_MODULES / src).exists()]
 
 
-def build(out: Path, repo: Repo, *, stage: Path | None = None, notebooks: list[Path] | None = None,
+def build(out: Path, repo: Repo, *, notebooks: list[Path] | None = None,
           max_steps: int = site_widgets.MAX_STEPS, max_frames: int = site_widgets.MAX_FRAMES,
           budget_mb: float = 60.0, log=print) -> dict:
     """Build the site into `out`; returns the report (sizes, widget costs, time)."""
@@ -280,7 +282,7 @@ def build(out: Path, repo: Repo, *, stage: Path | None = None, notebooks: list[P
     notebooks = notebooks if notebooks is not None else sorted(NB_DIR.glob("[0-9][0-9]_*.ipynb"))
     if not notebooks or not notebooks[0].stem.startswith("00"):
         raise SystemExit(f"no 00_*.ipynb (the entry page) among {[p.name for p in notebooks]}: run `make notebooks`")
-    stage = stage or out.parent / f"{out.name}-src"
+    stage = out.parent / f"{out.name}-src"  # the Sphinx sources: site/, assets and the staged notebooks
     for d in (stage, out):
         if d.exists():
             shutil.rmtree(d)

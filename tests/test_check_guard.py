@@ -44,10 +44,11 @@ def test_step_budget_stops_a_python_loop_but_not_a_short_closed_form():
     lambda: torch.linspace(0, 1, steps=10**8),
 ])
 def test_no_huge_arrays_refuses_before_allocating(build):
+    originals = (torch.arange, torch.zeros, np.ones, torch.linspace)
     with pytest.raises(g.Shortcut, match="1e\\+08 or more entries"):
         with g.no_huge_arrays():
             build()
-    assert torch.arange(5).tolist() == [0, 1, 2, 3, 4]  # the builders are whole again
+    assert (torch.arange, torch.zeros, np.ones, torch.linspace) == originals  # the builders are whole again
 
 
 def test_no_huge_arrays_lets_small_arrays_through():
@@ -77,9 +78,10 @@ def test_answers_under_guard_returns_the_answers_or_the_case_that_stopped():
 
 
 def test_answers_under_guard_lets_other_errors_through():
+    original, tracer = torch.arange, sys.gettrace()
     with pytest.raises(ZeroDivisionError):
         g.answers_under_guard(lambda n: 1 / n, [(0,)])
-    assert torch.arange(3).tolist() == [0, 1, 2]
+    assert torch.arange is original and sys.gettrace() is tracer
 
 
 def test_stopped_verdict_names_the_shortcut_or_the_loop():

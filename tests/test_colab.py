@@ -33,9 +33,9 @@ def first_code(nb_path: Path) -> str:
 
 def guard(repo: str) -> str:
     """The install lines of the stored notebooks, with `repo` in place of the course's address."""
-    lines = build_notebooks.colab_install()
-    assert lines.count(f'"{REPO}"') == 1
-    return lines.replace(f'"{REPO}"', repr(repo))
+    lines = build_notebooks.colab_install(repo)
+    assert lines == build_notebooks.colab_install().replace(REPO, repo)  # only the address differs
+    return lines
 
 
 def run(python: str | Path, code: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:

@@ -379,7 +379,7 @@ def test_engine_adapter_checks_a_flattened_forward():
 
 # ---------------------------------------------------------------- real implementations (offline, tiny configs)
 
-transformers = pytest.importorskip("transformers")
+import transformers  # noqa: E402  (locked in requirements/test.txt: a missing one is an error, not a skip)
 
 
 def _llama_config(rope_parameters, max_position):
@@ -456,7 +456,7 @@ def test_transformers_qwen2_vl_mrope_is_correct_against_apply_rope_nd():
 @pytest.mark.parametrize("rotary_dim", [32, 16])
 def test_rotary_embedding_torch_is_correct(rotary_dim):
     """lucidrains' rotary-embedding-torch (PyPI): interleaved pairs, partial when dim < head_dim."""
-    ret = pytest.importorskip("rotary_embedding_torch")
+    import rotary_embedding_torch as ret  # locked in requirements/test.txt
     rotary = ret.RotaryEmbedding(dim=rotary_dim)
 
     def fn(q, k, positions):

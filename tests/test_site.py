@@ -65,11 +65,11 @@ def test_readme_links_the_published_site_on_its_first_screen():
 
 def test_pages_workflow_builds_with_make_site_and_publishes_build_site():
     text = (ROOT / ".github" / "workflows" / "site.yml").read_text()
-    torch = re.search(r"^TORCH_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.M).group(1)
+    torch_version = re.search(r"^TORCH_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.M).group(1)
     assert re.search(r"^\s+make site$", text, re.M)
     assert 'REPO_URL="${{ github.server_url }}/${{ github.repository }}"' in text
     assert 'REPO_BRANCH="${{ github.ref_name }}"' in text
-    assert f'TORCH_SPEC="torch=={torch} --index-url https://download.pytorch.org/whl/cpu"' in text
+    assert f'TORCH_SPEC="torch=={torch_version} --index-url https://download.pytorch.org/whl/cpu"' in text
     assert re.search(r"upload-pages-artifact@v\d+\n\s+with:\n\s+path: build/site$", text, re.M)
     assert "actions/deploy-pages@" in text and "pages: write" in text and "id-token: write" in text
     assert re.search(r"python-version: \"3\.11\"", text)  # the lock's Python

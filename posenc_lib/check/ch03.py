@@ -44,7 +44,7 @@ def _wrapped(angle: float) -> float:
 
 def offset_from_codes(fn: Any) -> bool | None:
     """Exercise 1: fn(code_a, code_b) -> q - p, from the codes (8,) of two real positions p, q (|q - p| < 3000)."""
-    thetas = [10000.0 ** (-2 * j / CODE_D) for j in range(CODE_D // 2)]
+    thetas = _f64_freqs(CODE_D).tolist()
 
     def run(f: Any) -> Iterator[Verdict]:
         if not callable(f):

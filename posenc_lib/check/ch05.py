@@ -36,7 +36,7 @@ def _pair_score(angle_q: float, angle_k: float) -> float:
 
 def rope_pair_score(answer: Any) -> bool | None:
     """Exercise 1: one pair's contribution ⟨R_m q, R_n k⟩ to the score (a number)."""
-    theta = 10000.0 ** (-2 * PAIR_J / PAIR_D)
+    theta = rope_frequencies(PAIR_D, dtype=torch.float64)[PAIR_J].item()
     m, n = PAIR_M, PAIR_N
     want = _pair_score(m * theta, n * theta)
     slips = {  # each a misconception, told without the number
