@@ -372,6 +372,7 @@ plain = pl.apply_rope(qk[0], inv_freq=inv_yarn) @ pl.apply_rope(qk[1], inv_freq=
 boosted = pl.apply_rope(qk[0], inv_freq=inv_yarn, attention_factor=att) @ pl.apply_rope(
     qk[1], inv_freq=inv_yarn, attention_factor=att).T
 torch.testing.assert_close(boosted, plain * att**2)
+assert math.isclose(att, 0.1 * math.log(s) + 1, rel_tol=1e-12)
 print(f"YaRN attention factor at s = {s:g}: 0.1 ln s + 1 = {att:.4f}; scores x{att**2:.4f}")
 
 # %% [markdown] slideshow={"slide_type": "slide"}

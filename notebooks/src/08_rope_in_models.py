@@ -363,6 +363,13 @@ keep = int(p * d) // 2
 torch.testing.assert_close(proportional[:keep], pl.rope_frequencies(d)[:keep])  # the fast end of the full head
 assert (proportional[keep:] == 0).all() and proportional.shape == (d // 2,)
 torch.testing.assert_close(partial, pl.rope_frequencies(int(p * d)))  # the whole range, squeezed
+from transformers import Gemma4TextConfig  # the locked transformers' defaults, read through its public config
+
+g4 = Gemma4TextConfig()
+assert g4.rope_parameters["full_attention"] == {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                                "rope_theta": 1e6}
+assert g4.rope_parameters["sliding_attention"] == {"rope_type": "default", "rope_theta": 1e4}
+assert {lc.head_dim for lc, t in zip(g4.per_layer_config, g4.layer_types) if t == "full_attention"} == {512}
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # A query and key that live only in the zero-frequency pairs give the same score at every
@@ -820,7 +827,7 @@ for n in SIZES:
 # Up to position 8190 the temperature is exactly 1 (nothing changes at $n = 1000$).
 # Beyond, it lowers the entropy, and the gap grows with $n$; the needle's weight is
 # larger with the temperature at every size past 8192 (2.3× at a million keys). It does not
-# stop the spreading: the entropy still grows roughly like $\ln n$, only more slowly.
+# stop the spreading: the entropy still grows with $n$, only more slowly.
 
 # %% slideshow={"slide_type": "fragment"}
 assert entropy["plain"][0] == entropy["temperature"][0]
@@ -1073,6 +1080,8 @@ factor_bug, twice_bug = diagnoses["mscale_twice"], diagnoses["keys_twice"]
 assert [p.name for p in layout_bug.probes][0] == "start" and layout_bug.probes[0].error_by_position[0] <= 1
 assert layout_bug.hypotheses == ("layout",) and not layout_bug.probes[0].passed
 assert layout_bug.symptoms[0].startswith("zero at position 0") and layout_bug.relative
+err = layout_bug.probes[0].error_by_position  # the start probe, positions 0 .. 11
+assert err[-1] > 2 * err[1]  # worse with distance
 assert cache_bug.hypotheses == ("restart_at_zero",)
 assert cache_bug.symptoms[0].startswith("right while positions start at 0")
 assert [p.name for p in cache_bug.probes if p.passed] == ["start"]  # the only probe that starts every sequence at 0

@@ -646,7 +646,11 @@ fig
 # data, lengths and model sizes (their flip-flop task comes from Liu et al. 2023). In our
 # run, sparsity alone separates nothing at the training length (the second bullet); RoPE
 # and CoPE part only when the sparse sequences are also longer than any seen in training,
-# and clearly only at 128 tokens.
+# and clearly only at 128 tokens. Nor does the run show *why* CoPE holds up: the results
+# store no gate values, so "it counts writes" is the method's design, not a measurement here.
+# A second explanation stays open: the model clamps contextual positions at 64 (its
+# `max_positions` is the training length + 1, asserted below), so no input, however long,
+# reaches a position the model did not train.
 #
 # Why CoPE degrades on the training mix at 512 tokens we have not tested; one guess is that
 # its gates on non-write tokens are small but not zero, and their sum over hundreds of
@@ -656,6 +660,8 @@ fig
 
 # %% slideshow={"slide_type": "fragment"}
 acc = lambda m, mix, L, stat="mean": res["methods"][m][mix][str(L)][stat]  # noqa: E731
+cope_modules = [mod for mod in cc.build_model("cope", cc.ExperimentConfig()).modules() if isinstance(mod, pl.CoPE)]
+assert {mod.max_positions for mod in cope_modules} == {res["config"]["train_len"] + 1} == {65}
 ORDERINGS = []
 
 
