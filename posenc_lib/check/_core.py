@@ -134,3 +134,40 @@ def whole_numbers(xs: Any) -> list[int] | None:
         return None
     out = [whole_number(x) for x in xs]
     return None if any(n is None for n in out) else out  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------- sealed answers
+# A checker that needs the answer itself (a count, a short list, a set of names) keeps a salted digest
+# of it, never the answer or the code that computes it: importing the checker hands nothing over, and
+# the salt (the exercise's name) makes one exercise's digest useless for another. Misconceptions are
+# sealed the same way, so the checker can name a wrong answer it expects without printing the right one.
+
+def canonical(value: Any) -> str | None:
+    """One text per answer, whatever type carries it, or None for a value that is no such answer.
+
+    whole numbers (``whole_number``: 3, 3.0, tensor(3), [3] is a list) -> "3"; strings -> stripped,
+    lower case; lists and tuples -> "[a,b]" in order; sets and frozensets -> "{a,b}" sorted;
+    a 1-D tensor or array -> as a list.
+    """
+    if isinstance(value, str):
+        return repr(value.strip().lower())
+    if isinstance(value, (set, frozenset)):
+        items = [canonical(x) for x in value]
+        return None if None in items else "{" + ",".join(sorted(items)) + "}"  # type: ignore[arg-type]
+    if getattr(value, "ndim", None) == 1 and hasattr(value, "tolist"):
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        items = [canonical(x) for x in value]
+        return None if None in items else "[" + ",".join(items) + "]"  # type: ignore[arg-type]
+    n = whole_number(value)
+    return None if n is None else str(n)
+
+
+def sealed(value: Any, exercise: str) -> str | None:
+    """The salted digest a checker stores for ``value`` (``canonical``) in ``exercise``; None if not an answer."""
+    import hashlib
+
+    text = canonical(value)
+    if text is None:
+        return None
+    return hashlib.sha256(f"posenc/{exercise}/{text}".encode()).hexdigest()[:24]

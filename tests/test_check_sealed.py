@@ -1,0 +1,34 @@
+"""Sealed answers (check/_core.py): a checker stores a salted digest, and any carrier of one answer seals alike."""
+import hashlib
+
+import numpy as np
+import pytest
+import torch
+
+from posenc_lib.check._core import canonical, sealed
+
+
+@pytest.mark.parametrize("carrier", [3, 3.0, torch.tensor(3), np.int64(3)])
+def test_every_carrier_of_a_whole_number_seals_alike(carrier):
+    assert canonical(carrier) == "3"
+    assert sealed(carrier, "ex") == sealed(3, "ex")
+
+
+def test_lists_keep_their_order_and_sets_do_not():
+    assert sealed([1, 2], "ex") != sealed([2, 1], "ex")
+    assert sealed({1, 2}, "ex") == sealed({2, 1}, "ex") == sealed(frozenset({1, 2}), "ex")
+    assert sealed(torch.tensor([1, 2]), "ex") == sealed([1, 2], "ex") == sealed((1, 2), "ex")
+    assert sealed({"a", "B "}, "ex") == sealed({"b", "a"}, "ex")
+
+
+def test_the_salt_separates_exercises_and_the_digest_is_fixed():
+    """The digest is sha256 of "posenc/<exercise>/<canonical>", cut to 24 hex digits: stable across runs and
+    machines, so a checker can store it."""
+    assert sealed(7, "one") != sealed(7, "two")
+    assert sealed(7, "one") == hashlib.sha256(b"posenc/one/7").hexdigest()[:24]
+    assert sealed([1, 2], "x") == hashlib.sha256(b"posenc/x/[1,2]").hexdigest()[:24]
+
+
+@pytest.mark.parametrize("not_an_answer", [None, 3.5, float("nan"), [1, 2.5], object(), True])
+def test_a_value_that_is_no_answer_seals_to_none(not_an_answer):
+    assert sealed(not_an_answer, "ex") is None
