@@ -26,7 +26,7 @@ from .alibi import ALiBi, LearnedALiBi, alibi_bias, alibi_bias_two_sided, alibi_
 from .angles import rope_angles, rope_frequencies
 from .attention import attention, causal_linear_attention, causal_mask
 from .deberta import deberta_log_bucket, deberta_relative_index, deberta_scores, deberta_terms
-from .device import default_device
+from .device import best_device, default_device
 from .permutation import equivariance_error, inverse_permutation, permutation_matrix, self_attention
 from .relative import (
     ShawRelativePositions,
@@ -99,6 +99,7 @@ __all__ = [
     "deberta_relative_index",
     "deberta_scores",
     "deberta_terms",
+    "best_device",
     "default_device",
     "equivariance_error",
     "inverse_permutation",

@@ -11,6 +11,7 @@ from torch import Tensor, nn
 
 from . import _validate as v
 from .angles import rope_angles, rope_frequencies
+from .device import float64_device, moved
 
 LAYOUTS_SINUSOID = ("interleaved", "concat")
 
@@ -30,10 +31,10 @@ def integer_positions(
     """
     n = v.int_at_least("n", n, 0)
     d = v.int_at_least("d", d, 1)
-    i = torch.arange(n, device=device, dtype=torch.float64)
+    i = torch.arange(n, device=float64_device(device), dtype=torch.float64)  # the CPU's for MPS
     if normalize and n > 0:
         i = i / n  # depends on n: the step between neighbours is 1/n, not fixed
-    return i.to(dtype).unsqueeze(-1).expand(n, d).clone()
+    return moved(i, device, dtype).unsqueeze(-1).expand(n, d).clone()
 
 
 def binary_positions(

@@ -15,6 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from . import _validate as v
+from .device import moved
 from .relative import relative_positions
 
 MODES = ("causal", "symmetric", "nonsymmetric")
@@ -42,7 +43,8 @@ def alibi_slopes(
     closest = 2 ** math.floor(math.log2(num_heads))
     slopes = _geometric_slopes(closest)
     slopes += _geometric_slopes(2 * closest)[0::2][: num_heads - closest]
-    return torch.tensor(slopes, device=device, dtype=dtype)
+    # Made on the CPU (Python's float64 powers, rounded once) and moved without waiting on the device.
+    return moved(torch.tensor(slopes, dtype=dtype), device)
 
 
 def alibi_bias(

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor
 
 from . import _validate as v
+from .device import float64_device, moved
 
 # Angles are products position * frequency. In bf16 (8 bits of mantissa) the
 # product at position 1000 is already off by ~4 radians, so the grid is always
@@ -37,8 +38,9 @@ def rope_frequencies(
     v.dtype_in("dtype", dtype, _ANGLE_DTYPES)
     # Computed in float64 then rounded once, so each theta_j is the float32
     # nearest the exact value (the usual float32 formula can be 1 ulp off).
-    exponent = torch.arange(0, d, 2, device=device, dtype=torch.float64) / d
-    return (base ** -exponent).to(dtype)
+    # On a device without float64 (MPS) that happens on the CPU and the result is moved.
+    exponent = torch.arange(0, d, 2, device=float64_device(device), dtype=torch.float64) / d
+    return moved(base ** -exponent, device, dtype)
 
 
 def position_ids(positions: int | Tensor, device: torch.device | str | None = None) -> Tensor:

@@ -8,6 +8,7 @@ import torch
 from torch import Tensor
 
 from . import _validate
+from .device import moved
 from .relative import relative_positions
 
 
@@ -87,9 +88,16 @@ def causal_linear_attention(
             raise ValueError(f"{name} must have the shape of phi_q, {tuple(phi_q.shape)}, got {tuple(t.shape)}")
     if v.shape[:-1] != phi_q.shape[:-1]:
         raise ValueError(f"v must have shape {tuple(phi_q.shape[:-1])} + (d_v,), one value per key, got {tuple(v.shape)}")
-    gamma = torch.as_tensor(decay, dtype=phi_q.dtype, device=phi_q.device)
-    if isinstance(decay, bool) or not bool(((gamma > 0) & (gamma <= 1)).all()):
-        raise ValueError(f"decay must be in (0, 1] (a number or a tensor of them), got {decay!r}")
+    bad = ValueError(f"decay must be in (0, 1] (a number or a tensor of them), got {decay!r}")
+    if isinstance(decay, Tensor):
+        # Checked where it costs nothing: reading a GPU tensor's values would wait on the device.
+        if decay.device.type == "cpu" and not bool(((decay > 0) & (decay <= 1)).all()):
+            raise bad
+        gamma = moved(decay, phi_q.device, phi_q.dtype)
+    elif isinstance(decay, bool) or not isinstance(decay, (int, float)) or not 0 < decay <= 1:
+        raise bad
+    else:
+        gamma = torch.full((), float(decay), dtype=phi_q.dtype, device=phi_q.device)
     gamma = gamma[..., None]  # broadcasts against z (..., d); one more axis below for S (..., d, d_v)
     S = phi_q.new_zeros(*phi_q.shape[:-2], phi_q.shape[-1], v.shape[-1])
     z = torch.zeros_like(phi_k[..., 0, :])

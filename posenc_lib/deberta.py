@@ -31,6 +31,7 @@ import torch
 from torch import Tensor
 
 from . import _validate as v
+from .device import float64_device, moved
 from .relative import relative_positions
 
 
@@ -71,9 +72,10 @@ def deberta_log_bucket(relative_position: Tensor, *, position_buckets: int = 256
     h = buckets // 2
     top = v.int_at_least("max_position", max_position, h + 2)  # log((max_position - 1) / h) > 0
     delta = relative_position.long()
-    far = delta.abs().clamp(min=h).double()  # the near ones are replaced below; clamp keeps log finite
-    log_bucket = h + torch.ceil(torch.log(far / h) / math.log((top - 1) / h) * (h - 1))
-    return torch.where(delta.abs() <= h, delta, delta.sign() * log_bucket.long())
+    # The near ones are replaced below; clamp keeps log finite. float64 where the device has it (not MPS).
+    far = moved(delta.abs().clamp(min=h), float64_device(delta.device), torch.float64)
+    log_bucket = moved(h + torch.ceil(torch.log(far / h) / math.log((top - 1) / h) * (h - 1)), delta.device, torch.long)
+    return torch.where(delta.abs() <= h, delta, delta.sign() * log_bucket)
 
 
 def _check(q_c: Tensor, k_c: Tensor, q_r: Tensor, k_r: Tensor) -> int:

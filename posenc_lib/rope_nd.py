@@ -29,6 +29,7 @@ import torch
 from torch import Tensor
 
 from . import _validate as v
+from .device import moved
 from .angles import checked_frequencies, rope_frequencies
 from .rope import RopeOptions, broadcast_over_heads, rope_tables, rotate_partial
 from .rotary import rotate
@@ -135,7 +136,7 @@ def apply_rope_nd(
     r = options.rotated_features(v.sequence_tensor("x", x).shape[-1])
     sections = _check_sections(sections, r // 2, "x.shape[-1] / 2" if rotary_dim is None else "rotary_dim / 2")
     coords = _check_coords(coords, x, len(sections))
-    axes = rope_nd_axes(sections, style).to(coords.device)
+    axes = moved(rope_nd_axes(sections, style), coords.device)  # a constant of the sections, made on the CPU
     if options.inv_freq is None:
         dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
         inv_freq = rope_nd_frequencies(sections, style, base=options.base, device=coords.device, dtype=dtype)
@@ -235,4 +236,4 @@ def mrope_positions(
             part = start + torch.stack(grid, dim=-1).reshape(-1, 3)
         parts.append(part)
         start = int(part.max()) + 1
-    return torch.cat(parts).to(device)
+    return moved(torch.cat(parts), device)

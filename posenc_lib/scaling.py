@@ -44,6 +44,7 @@ from torch import Tensor
 
 from . import _validate as v
 from .angles import rope_frequencies
+from .device import float64_device, moved
 
 ScalingFn = Callable[..., tuple[Tensor, float]]
 
@@ -325,9 +326,10 @@ def scaled_rope_frequencies(
     unknown = sorted(set(method_options) - set(allowed))
     if unknown:
         raise ValueError(f"unknown option(s) {unknown} for method={method!r}; it accepts {sorted(allowed) or 'none'}")
+    # The float64 work runs where float64 exists (the CPU for MPS); only the result is moved.
     inv_freq, attention_factor = SCALINGS[method](
         d, factor=float(factor), base=base, original_max_position=original_max_position, seq_len=seq_len,
-        device=device, **method_options,
+        device=float64_device(device), **method_options,
     )
-    return inv_freq.to(dtype), float(attention_factor)
+    return moved(inv_freq, device, dtype), float(attention_factor)
 

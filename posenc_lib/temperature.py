@@ -14,6 +14,7 @@ from torch import Tensor
 
 from . import _validate as v
 from .angles import position_ids
+from .device import float64_device, moved
 
 
 def attention_temperature(
@@ -30,10 +31,11 @@ def attention_temperature(
     Taught in: notebooks/08_rope_in_models.ipynb
     """
     pos = position_ids(positions, None)
-    if pos.numel() and int(pos.min()) < 0:
+    if pos.device.type == "cpu" and pos.numel() and int(pos.min()) < 0:  # elsewhere, reading it would wait on the host
         raise ValueError(f"positions must be >= 0, got a minimum of {int(pos.min())}")
     floor_scale = v.int_at_least("floor_scale", floor_scale, 1)
     attn_scale = v.finite_number("attn_scale", attn_scale)
     # Integer floor division: exact for any floor_scale (a float division may round across a step).
-    steps = torch.div(pos + 1, floor_scale, rounding_mode="floor").to(torch.float64)
-    return (1.0 + attn_scale * torch.log1p(steps)).to(torch.float32)
+    steps = torch.div(pos + 1, floor_scale, rounding_mode="floor")
+    steps = moved(steps, float64_device(pos.device), torch.float64)  # float64 where the device has it (not MPS)
+    return moved(1.0 + attn_scale * torch.log1p(steps), pos.device, torch.float32)

@@ -55,10 +55,29 @@ def test_attention_follows_device():
     assert out.device.type == "meta" and w.shape == (1, 2, 4, 4)
 
 
-def test_default_device_is_cpu_here_or_an_accelerator():
-    dev = pl.default_device()
+def test_chapters_compute_on_the_cpu_unless_the_learner_opts_in(monkeypatch):
+    """default_device() is the CPU on any machine (the stored outputs' device); POSENC_DEVICE opts in."""
+    monkeypatch.delenv("POSENC_DEVICE", raising=False)
+    assert pl.default_device() == torch.device("cpu")
+    for value in ("", "cpu", " CPU "):
+        monkeypatch.setenv("POSENC_DEVICE", value)
+        assert pl.default_device() == torch.device("cpu")
+    monkeypatch.setenv("POSENC_DEVICE", "auto")
     expected = "cuda" if torch.cuda.is_available() else ("mps" if torch.backends.mps.is_available() else "cpu")
-    assert dev.type == expected
+    assert pl.default_device().type == expected == pl.best_device().type
+    monkeypatch.setenv("POSENC_DEVICE", "meta")  # any device torch knows and this machine has
+    assert pl.default_device() == META
+
+
+@pytest.mark.parametrize("value, words", [("gpu", "cpu, auto, cuda[:N] or mps"), ("cuda", "does not have"),
+                                           ("mps", "does not have")])
+def test_an_unusable_posenc_device_is_refused_by_name(monkeypatch, value, words):
+    if value == "cuda" and torch.cuda.is_available() or value == "mps" and torch.backends.mps.is_available():
+        pytest.skip(f"this machine has {value}")
+    monkeypatch.setenv("POSENC_DEVICE", value)
+    with pytest.raises(ValueError, match="POSENC_DEVICE") as e:
+        pl.default_device()
+    assert words in str(e.value)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
