@@ -38,7 +38,13 @@ def default_device() -> torch.device:
                   machine lacks
     Taught in: notebooks/00_index.ipynb
     """
-    value = os.environ.get(ENV, "").strip().lower()
+    return device_named(os.environ.get(ENV, ""), ENV)
+
+
+def device_named(value: str, name: str = "device") -> torch.device:
+    """The device a setting names: "" or "cpu" the CPU, "auto" ``best_device()``, else "cuda", "cuda:1",
+    "mps", ... Raises ValueError naming the setting (``name``) for no device or one this machine lacks."""
+    value = str(value).strip().lower()
     if value in ("", "cpu"):
         return torch.device("cpu")
     if value == "auto":
@@ -46,11 +52,11 @@ def default_device() -> torch.device:
     try:
         device = torch.device(value)
     except RuntimeError:
-        raise ValueError(f"{ENV} must be cpu, auto, cuda[:N] or mps, got {value!r}") from None
+        raise ValueError(f"{name} must be cpu, auto, cuda[:N] or mps, got {value!r}") from None
     present = {"cuda": torch.cuda.is_available(),
                "mps": bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())}
     if not present.get(device.type, True):
-        raise ValueError(f"{ENV}={value!r} asks for {device.type}, which this machine does not have "
+        raise ValueError(f"{name}={value!r} asks for {device.type}, which this machine does not have "
                          f"(use cpu, or auto for the best device present)")
     return device
 

@@ -380,11 +380,101 @@ def test_methods_option_picks_registry_entries(monkeypatch, tmp_path):
     """--methods trains the named methods only (chapter 8's results/irope.json: irope)."""
     seen = []
     results = _committed()
-    monkeypatch.setattr(ex, "run", lambda cfg, jobs: seen.append((cfg.methods, jobs)) or results)
+    monkeypatch.setattr(ex, "run", lambda cfg, jobs, device: seen.append((cfg.methods, jobs, device)) or results)
     assert ex.main(["--methods", "none,rope,irope", "--out", str(tmp_path)]) == 0
     assert ex.main(["--jobs", "2", "--out", str(tmp_path)]) == 0
-    assert seen == [(("none", "rope", "irope"), 1), (ex.ExperimentConfig().methods, 2)]
+    cpu = torch.device("cpu")
+    assert seen == [(("none", "rope", "irope"), 1, cpu), (ex.ExperimentConfig().methods, 2, cpu)]
     with pytest.raises(ValueError, match="--jobs must be an integer >= 1, got 0"):
         ex.main(["--jobs", "0", "--out", str(tmp_path)])
     with pytest.raises(ValueError, match=r"--methods must be one of .*got 'ropee'"):
         ex.main(["--methods", "rope,ropee", "--out", str(tmp_path)])
+
+
+STANDIN_RUN = """
+import json, sys
+sys.path.insert(0, {tests!r})
+import _standin
+_standin.install()
+from posenc_lib.experiments import cope_counting as cc, extrapolation as ex
+cfg = ex.ExperimentConfig(**ex.QUICK)
+cfg.methods, cfg.tasks, cfg.seeds, cfg.scalings = ("rope", "alibi", "irope"), ("recall",), (0,), ("yarn",)
+flips = cc.ExperimentConfig(**cc.QUICK)
+flips.methods, flips.seeds = ("cope",), (0,)
+out = dict(extrapolation=ex.run(cfg, device=sys.argv[1], log=lambda *_: None),
+           cope=cc.run(flips, device=sys.argv[1], log=lambda *_: None))
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.standin
+def test_device_option_moves_training_and_changes_no_number(tmp_path):
+    """--device trains on another device (here the stand-in accelerator of tests/_standin.py, which has the CPU's
+    arithmetic, refuses random draws off the CPU and does not mix with CPU tensors): every accuracy, loss and
+    attention measurement equals the CPU run's, and the results file records the device."""
+    import _standin
+
+    if _standin.available():
+        pytest.skip(_standin.available())
+    runs = {}
+    for device in ("cpu", _standin.DEVICE):
+        proc = subprocess.run([sys.executable, "-c", STANDIN_RUN.format(tests=str(ROOT / "tests")), device],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs[device] = json.loads(proc.stdout.splitlines()[-1])
+    for name in ("extrapolation", "cope"):
+        cpu, other = runs["cpu"][name], runs[_standin.DEVICE][name]
+        assert cpu["environment"]["device"] == "cpu" and other["environment"]["device"] == _standin.DEVICE
+        for key in ("wall_time_s", "cpu_time_s", "environment"):
+            cpu.pop(key, None), other.pop(key, None)
+        drop_times(cpu), drop_times(other)
+        # Every accuracy and loss is the same; the attention measurements may move in their last printed digit
+        # (the lazy backend's matrix kernels round in their own order, as a GPU's do).
+        assert same_numbers(cpu, other, path=name)
+
+
+def same_numbers(a, b, path: str, atol: float = 2e-4) -> bool:
+    """a and b have the same structure and numbers: accuracies and losses equal, every other number within
+    atol, NaN equal to NaN."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), path
+        return all(same_numbers(a[k], b[k], f"{path}/{k}", 0.0 if k in ("acc", "loss", "mean", "min", "max") else atol)
+                   for k in a)
+    if isinstance(a, list):
+        assert isinstance(b, list) and len(a) == len(b), path
+        return all(same_numbers(x, y, f"{path}[{i}]", atol) for i, (x, y) in enumerate(zip(a, b)))
+    if isinstance(a, float) and isinstance(b, float):
+        assert a == b or abs(a - b) <= atol or (a != a and b != b), f"{path}: {a} vs {b}"
+        return True
+    assert a == b, f"{path}: {a} vs {b}"
+    return True
+
+
+def drop_times(results: dict) -> None:
+    """Remove every timing (they differ run to run) from a results dict, in place."""
+    for key in list(results):
+        if key in ("train_seconds", "cpu_time_s", "wall_time_s", "train_time_s"):
+            del results[key]
+        elif isinstance(results[key], dict):
+            drop_times(results[key])
+        elif isinstance(results[key], list):
+            for item in results[key]:
+                if isinstance(item, dict):
+                    drop_times(item)
+
+
+def test_device_option_refuses_a_device_this_machine_lacks(tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(ValueError, match="--device='cuda' asks for cuda"):
+        ex.main(["--quick", "--device", "cuda", "--out", str(tmp_path)])
+    with pytest.raises(ValueError, match="--device must be cpu, auto"):
+        ex.main(["--quick", "--device", "gpu", "--out", str(tmp_path)])
+
+
+@pytest.mark.gpu
+def test_quick_run_on_cuda_records_the_gpu(tmp_path):
+    """On a GPU: the quick experiment trains there and names the GPU in its results."""
+    assert ex.main(["--quick", "--device", "cuda", "--out", str(tmp_path)]) == 0
+    env = json.loads((tmp_path / "extrapolation.json").read_text())["environment"]
+    assert env["device"] == "cuda" and env["gpu"] == torch.cuda.get_device_name()

@@ -34,6 +34,11 @@
 # claims about other libraries were checked against. The next cell prints the ones you run;
 # this is the one place the chapters' version is named.
 #
+# **Devices.** The chapters compute on the CPU on every machine, GPU or not: their examples are
+# small, and the CPU prints the digits stored here and has float64. To use your GPU, start
+# JupyterLab with `POSENC_DEVICE=cuda` (or `mps`, or `auto` for the best one present): random inputs
+# are still drawn on the CPU, so only last digits may move; the experiments take `--device cuda`.
+#
 # ## The chapters
 #
 # | # | notebook | in one line |
@@ -51,6 +56,8 @@
 
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline
+import os
+
 import torch
 import transformers
 
@@ -58,8 +65,8 @@ import posenc_lib as pl
 
 print("posenc_lib", pl.__version__, "| torch", torch.__version__.split("+")[0],  # "+cpu", "+cu128": the build
       "| transformers", transformers.__version__)
-device = pl.default_device()  # cuda or mps where present, else cpu: the chapters put their tensors here
-assert device.type in {"cpu", "cuda", "mps"}
+device = pl.default_device()  # where every chapter puts its tensors ("Devices" above)
+assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless POSENC_DEVICE opts in"
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Conventions

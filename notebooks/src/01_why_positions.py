@@ -49,8 +49,7 @@ from posenc_lib import check, viz
 
 viz.use_style()  # white figures, dark text: readable in light and dark themes
 
-device = pl.default_device()  # CUDA or MPS if present, else the CPU; every tensor below follows it
-assert device.type in {"cpu", "cuda", "mps"}
+device = pl.default_device()  # the CPU unless you opt in with POSENC_DEVICE (00_index); tensors below follow it
 g = torch.manual_seed(0)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -257,13 +256,14 @@ assert [i for i, w in enumerate(words[1:]) if w == "dog"] == [1, 4]  # without i
 
 hdim = 16
 g = torch.manual_seed(1)  # the demo's own seed, whatever ran above
-embed = nn.Embedding(len(vocab), hdim).to(device)
-mha = nn.MultiheadAttention(hdim, num_heads=4, batch_first=True).to(device)
+embed = nn.Embedding(len(vocab), hdim)
+mha = nn.MultiheadAttention(hdim, num_heads=4, batch_first=True)
 mha.requires_grad_(False)
 embed.requires_grad_(False)
 with torch.no_grad():
     for weight in mha.parameters():
         weight.normal_(0.0, 0.3)
+embed, mha = embed.to(device), mha.to(device)  # drawn on the CPU, then moved: the same weights anywhere
 
 x_dog = embed(ids)  # (1, 6, 16)
 print("token ids:", ids.tolist())

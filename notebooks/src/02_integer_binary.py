@@ -45,7 +45,7 @@ from posenc_lib import check, viz
 
 viz.use_style()  # white figures, dark text: readable in light and dark themes
 
-device = pl.default_device()  # CUDA or MPS if present, else the CPU; every tensor below follows it
+device = pl.default_device()  # the CPU unless you opt in with POSENC_DEVICE (00_index); tensors below follow it
 g = torch.manual_seed(0)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -459,7 +459,7 @@ for bits in range(4, 9):
     table = pl.binary_positions(2**bits, bits, dtype=torch.float64)
     first_exact[bits] = next(k for k in range(1, 2**bits) if pl.affine_shift_residual(table, k) < 1e-9)
 assert first_exact == {bits: 2 ** (bits - 2) for bits in range(4, 9)}
-wrapped = torch.cat([B6, B6]).double()  # positions mod 64: p_(i+k) for every i = 0 .. 63
+wrapped = torch.cat([B6, B6]).to("cpu", torch.float64)  # positions mod 64: p_(i+k) for every i = 0 .. 63
 assert [k for k in range(1, 64) if pl.affine_shift_residual(wrapped[: 64 + k], k) < 1e-9] == [32]
 print("first exact offset for d = 4 .. 8:", first_exact, "· with wrap-around (d = 6) only k = 32")
 
@@ -588,17 +588,22 @@ def repeating_blocks(batch, length, vocab, generator, period=4):
 VOCAB, TRAIN_LEN, MAX_LEN = 16, 32, 64
 
 
+# A model this small trains faster on one CPU thread than on any GPU (each step is a few tiny
+# kernels), and the CPU gives the digits printed below on every machine: it stays on the CPU.
+train_on = torch.device("cpu")
+
+
 def train_table_model(seed, steps=200):
     """A one-layer TinyDecoder with a learned table of MAX_LEN rows, trained on length TRAIN_LEN.
     Returns the model, its table's initial rows, the last loss and the data generator."""
     torch.manual_seed(seed)
     net = pl.TinyDecoder(vocab_size=VOCAB, positional="learned", d_model=32, num_heads=2, num_layers=1,
-                         d_ff=64, max_len=MAX_LEN).to(device)
+                         d_ff=64, max_len=MAX_LEN).to(train_on)
     start = net.positional.encoding.embedding.weight.detach().clone()
     adam = torch.optim.Adam(net.parameters(), lr=1e-2)
     gen = torch.Generator().manual_seed(seed)
     for _ in range(steps):
-        batch = repeating_blocks(32, TRAIN_LEN + 1, VOCAB, gen).to(device)  # inputs: positions 0 .. 31
+        batch = repeating_blocks(32, TRAIN_LEN + 1, VOCAB, gen).to(train_on)  # inputs: positions 0 .. 31
         last = F.cross_entropy(net(batch[:, :-1]).flatten(0, 1), batch[:, 1:].flatten())
         adam.zero_grad()
         last.backward()
@@ -650,7 +655,7 @@ fig
 
 # %% slideshow={"slide_type": "fragment"}
 seen = cos_rows[:TRAIN_LEN, :TRAIN_LEN]
-idx = torch.arange(TRAIN_LEN, device=device)
+idx = torch.arange(TRAIN_LEN, device=train_on)
 phase = (idx[:, None] - idx[None, :]) % 4  # (i - n) mod 4
 off_diagonal = idx[:, None] != idx[None, :]
 by_phase = [seen[(phase == r) & off_diagonal].mean().item() for r in range(4)]
@@ -678,7 +683,7 @@ print("mean cosine of rows r = 0, 1, 2, 3 apart (mod 4):", [round(c, 1) + 0.0 fo
 
 # %% slideshow={"slide_type": "fragment"}
 with torch.no_grad():
-    blocks_in = model.positional.embed(model.embed(repeating_blocks(64, TRAIN_LEN, VOCAB, data).to(device)))
+    blocks_in = model.positional.embed(model.embed(repeating_blocks(64, TRAIN_LEN, VOCAB, data).to(train_on)))
     layer = model.blocks[0]
     q, k, _ = layer.attn.heads(layer.ln1(blocks_in))  # (batch, heads, 32, 16)
     weights = pl.attention(q, k, k, causal=True)[1].mean(0)  # (heads, 32, 32), averaged over the batch
@@ -688,7 +693,7 @@ with torch.no_grad():
 
 def plane_share(points):
     """Share of the spread of 4 points (rows) in their two main directions (of at most three), float64."""
-    spread = torch.linalg.svdvals((points - points.mean(0)).double().cpu()) ** 2
+    spread = torch.linalg.svdvals((points - points.mean(0)).cpu().double()) ** 2
     return (spread[:2].sum() / spread.sum()).item()
 
 
@@ -716,12 +721,12 @@ print(f"four random points in 32 dimensions: {chance.mean():.2f} on average, at 
 
 # %% slideshow={"slide_type": "fragment"}
 try:
-    model(repeating_blocks(1, MAX_LEN + 1, VOCAB, data).to(device))
+    model(repeating_blocks(1, MAX_LEN + 1, VOCAB, data).to(train_on))
     raise AssertionError("position 64 should have no row")
 except ValueError as e:
     print(f"{MAX_LEN + 1} tokens:", e)
 
-seq = repeating_blocks(32, TRAIN_LEN + 1, VOCAB, data).to(device)
+seq = repeating_blocks(32, TRAIN_LEN + 1, VOCAB, data).to(train_on)
 model.zero_grad()
 F.cross_entropy(model(seq[:, :-1]).flatten(0, 1), seq[:, 1:].flatten()).backward()
 assert (E.grad[:TRAIN_LEN].abs().sum(-1) > 0).all()  # every position used in training gets a gradient
@@ -730,9 +735,9 @@ assert (E.detach()[:TRAIN_LEN] != E_init[:TRAIN_LEN]).any(-1).all()  # trained r
 assert torch.equal(E.detach()[TRAIN_LEN:], E_init[TRAIN_LEN:])  # untrained rows: still their initial values
 print(f"rows {TRAIN_LEN} .. {MAX_LEN - 1}: zero gradient, initial values kept: True")
 
-test = repeating_blocks(256, MAX_LEN + 1, VOCAB, data).to(device)
+test = repeating_blocks(256, MAX_LEN + 1, VOCAB, data).to(train_on)
 with torch.no_grad():
-    right = (model(test[:, :-1]).argmax(-1) == test[:, 1:]).double().mean(0).cpu()  # accuracy per position
+    right = (model(test[:, :-1]).argmax(-1) == test[:, 1:]).cpu().double().mean(0)  # accuracy per position
 assert right[3:TRAIN_LEN].mean() > 0.95 and right[TRAIN_LEN:].mean() < 0.5  # most of them wrong
 print(f"accuracy at positions 3 .. {TRAIN_LEN - 1}: {right[3:TRAIN_LEN].mean():.1f};  "
       f"at {TRAIN_LEN} .. {MAX_LEN - 1}: {right[TRAIN_LEN:].mean():.1f}  (guessing: {1 / VOCAB:.2f})")
@@ -767,10 +772,10 @@ def accuracy_past_training(net, rows, gen):
     """Accuracy at each position 32 .. 63 on 64-token sequences, with table rows 32 .. 63 set to `rows`."""
     table = net.positional.encoding.embedding.weight
     kept = table.detach().clone()
-    test_seq = repeating_blocks(256, MAX_LEN + 1, VOCAB, gen).to(device)
+    test_seq = repeating_blocks(256, MAX_LEN + 1, VOCAB, gen).to(train_on)
     with torch.no_grad():
         table[TRAIN_LEN:] = rows
-        hits = (net(test_seq[:, :-1]).argmax(-1) == test_seq[:, 1:]).double().mean(0)
+        hits = (net(test_seq[:, :-1]).argmax(-1) == test_seq[:, 1:]).cpu().double().mean(0)
         table.copy_(kept)
     return hits[TRAIN_LEN:].cpu()
 

@@ -41,7 +41,7 @@ from posenc_lib import check, viz
 viz.use_style()  # white figures, dark text: readable in light and dark themes
 
 g = torch.manual_seed(0)
-device = pl.default_device()  # chosen once; every library call below follows it
+device = pl.default_device()  # the CPU unless you opt in with POSENC_DEVICE (00_index); tensors below follow it
 
 
 def depends_only_on_offset(M: torch.Tensor, atol: float = 1e-5) -> bool:
@@ -88,9 +88,9 @@ def heatmap_row(mats, titles, *, label="score", width=2.2, height=2.5):
 
 # %%
 L, d_model, d_head = 6, 8, 4
-x = torch.randn(L, d_model, device=device)
+x = torch.randn(L, d_model).to(device)
 p = pl.sinusoidal_positions(L, d_model, device=device)
-W_q, W_k = torch.randn(d_head, d_model, device=device), torch.randn(d_head, d_model, device=device)
+W_q, W_k = torch.randn(d_head, d_model).to(device), torch.randn(d_head, d_model).to(device)
 
 full = ((x + p) @ W_q.T) @ ((x + p) @ W_k.T).T  # row m, column n: q_m . k_n
 terms = {
@@ -155,7 +155,7 @@ fig
 g = torch.manual_seed(0)
 shaw = pl.ShawRelativePositions(d=4, max_distance=3).to(device)
 a_k, a_v = (t.detach() for t in shaw(L))  # (L, L, 4) each
-q_, k_, v_ = (torch.randn(L, 4, device=device) for _ in range(3))
+q_, k_, v_ = (torch.randn(L, 4).to(device) for _ in range(3))
 z, w = pl.shaw_attention(q_, k_, v_, a_k, a_v)
 assert_close(a_k[0, 5], a_k[0, 11])  # offsets 5 and 11: both clipped to +3
 assert not torch.allclose(a_k[0, 1], a_k[0, 2])  # inside the window every offset differs
@@ -183,8 +183,8 @@ assert (rows_query_minus_key == 2 * k_win - rows).all()  # the mirror image of t
 table = shaw.keys.weight.detach()  # (2k + 1, d), indexed by the library's rows
 assert_close(table.flip(0)[rows_query_minus_key], table[rows])  # same vectors, table flipped
 
-W = torch.randn(4, 4, device=device)
-p_tilde = torch.randn(4, device=device)
+W = torch.randn(4, 4).to(device)
+p_tilde = torch.randn(4).to(device)
 assert_close(W @ (k_[1] + p_tilde), W @ k_[1] + W @ p_tilde)  # before W == after W, a = W p
 print("query-minus-key rows are the key-minus-query rows of the flipped table")
 
@@ -230,10 +230,10 @@ print("query-minus-key rows are the key-minus-query rows of the flipped table")
 # tied to $W_q$. The same holds for $v$ in the fourth term.
 
 # %%
-W_q = torch.randn(d_head, d_model, device=device)
-W_kE = torch.randn(d_head, d_model, device=device)
-x_n = torch.randn(d_model, device=device)
-u_xl = torch.randn(d_head, device=device)  # XL's u: one vector per head, after the projection
+W_q = torch.randn(d_head, d_model).to(device)
+W_kE = torch.randn(d_head, d_model).to(device)
+x_n = torch.randn(d_model).to(device)
+u_xl = torch.randn(d_head).to(device)  # XL's u: one vector per head, after the projection
 
 xl_term = u_xl @ (W_kE @ x_n)  # u^T W_{k,E} x_n: (4,) . (4,)
 try:
@@ -243,7 +243,7 @@ except RuntimeError:
     typechecks = False
 assert not typechecks
 
-u_src = torch.randn(d_model, device=device)  # the source's u, before the projection
+u_src = torch.randn(d_model).to(device)  # the source's u, before the projection
 assert_close(u_src @ W_q.T @ W_kE @ x_n, (W_q @ u_src) @ (W_kE @ x_n))
 print(f"XL's term u^T W_kE x_n = {xl_term.item():+.4f}; u^T W_q^T W_k x_n needs u of size {d_model}, not {d_head}")
 
@@ -260,12 +260,12 @@ print(f"XL's term u^T W_kE x_n = {xl_term.item():+.4f}; u^T W_q^T W_k x_n needs 
 g = torch.manual_seed(0)
 M, Q = 2, 4
 K = M + Q
-h = torch.randn(K, d_model, device=device)  # memory rows first, then the segment
-W_kR = torch.randn(d_head, d_model, device=device)
+h = torch.randn(K, d_model).to(device)  # memory rows first, then the segment
+W_kR = torch.randn(d_head, d_model).to(device)
 q = h[M:] @ W_q.T  # (Q, d_head): only the segment asks
 k = h @ W_kE.T  # (K, d_head): memory and segment answer
 r = pl.xl_relative_sinusoids(K, d_model, device=device) @ W_kR.T  # (K, d_head): row o = W_kR R_o
-u, v = torch.randn(d_head, device=device), torch.randn(d_head, device=device)
+u, v = torch.randn(d_head).to(device), torch.randn(d_head).to(device)
 
 xl_terms = pl.xl_score_terms(q, k, r, u, v)
 assert_close(xl_terms["c"], xl_terms["c"][:1].expand(Q, K))  # (c): the same row for every query
@@ -411,7 +411,7 @@ print(f"scores {scores_big.nbytes / MiB:.2f} MiB; the shift's pad {padded_big.nb
       f"{index_big.nbytes / MiB:.2f} MiB, shared by 32 x 8 (sequence, head) pairs")
 
 g = torch.manual_seed(2)
-batch = torch.randn(2, 3, Q, K, device=device)  # 2 sequences, 3 heads, the Q x K example of this section
+batch = torch.randn(2, 3, Q, K).to(device)  # 2 sequences, 3 heads, the Q x K example of this section
 column = pl.rel_shift(torch.arange(K, device=device).expand(Q, K))  # which column each entry comes from
 gathered = batch.gather(-1, column.expand(2, 3, Q, K))  # one (Q, K) index for every sequence and head
 assert column.expand(2, 3, Q, K).stride()[:2] == (0, 0)
@@ -634,9 +634,9 @@ viz.InteractiveFigure(
 # %%
 g = torch.manual_seed(0)
 L, span_k = 7, 3
-h = torch.randn(L, d_model, device=device)
-P = torch.randn(2 * span_k, d_model, device=device)  # the relative table, 2k rows
-W_qc, W_kc, W_qr, W_kr = (torch.randn(d_head, d_model, device=device) for _ in range(4))
+h = torch.randn(L, d_model).to(device)
+P = torch.randn(2 * span_k, d_model).to(device)  # the relative table, 2k rows
+W_qc, W_kc, W_qr, W_kr = (torch.randn(d_head, d_model).to(device) for _ in range(4))
 q_c, k_c = h @ W_qc.T, h @ W_kc.T  # content
 q_r, k_r = P @ W_qr.T, P @ W_kr.T  # position, with its own projections
 
@@ -675,12 +675,12 @@ fig
 # %%
 g = torch.manual_seed(0)
 n_samples, d_small = 20000, 16
-qc_, kc_, qr_, kr_ = (torch.randn(n_samples, d_small, device=device) for _ in range(4))
+qc_, kc_, qr_, kr_ = (torch.randn(n_samples, d_small).to(device) for _ in range(4))
 shared = torch.stack(((qc_ * kc_).sum(-1), (qc_ * kr_).sum(-1), (kc_ * qr_).sum(-1)))  # c2c, c2p, p2c
 ratio = shared.sum(0).var().item() / (3 * d_small)
 corr = torch.corrcoef(shared)
 corr_sq = torch.corrcoef(shared**2)[0, 1].item()  # c2c^2 against c2p^2: both grow with |q^c|
-separate = torch.stack([(torch.randn(n_samples, d_small, device=device) * torch.randn(n_samples, d_small, device=device)).sum(-1)
+separate = torch.stack([(torch.randn(n_samples, d_small).to(device) * torch.randn(n_samples, d_small).to(device)).sum(-1)
                         for _ in range(2)])  # the control: no vector shared
 corr_sq_separate = torch.corrcoef(separate**2)[0, 1].item()
 print(f"variance of c2c + c2p + p2c over 3d: {ratio:.2f}; largest correlation between two terms: "
@@ -806,13 +806,13 @@ for i_ in range(L4):
 g = torch.manual_seed(0)
 L = 16
 shaw16 = pl.ShawRelativePositions(d=4, max_distance=3).to(device)
-q_fixed = torch.randn(4, device=device)
+q_fixed = torch.randn(4).to(device)
 shaw_bias = shaw16(L)[0].detach() @ q_fixed  # (L, L): q . a^K_ij
 xl_bias = pl.xl_score_terms(torch.zeros(L, d_head, device=device), torch.zeros(L, d_head, device=device),
                             pl.xl_relative_sinusoids(L, d_model, device=device) @ W_kR.T, u, v)["d"]
 t5_bias = t5(L)[0].detach()
 alibi = pl.alibi_bias(4, L, device=device)[1]
-q_rope, k_rope = torch.randn(16, device=device), torch.randn(16, device=device)
+q_rope, k_rope = torch.randn(16).to(device), torch.randn(16).to(device)
 rope_kernel = pl.apply_rope(q_rope.expand(L, 16)) @ pl.apply_rope(k_rope.expand(L, 16)).T  # <R_i q, R_j k>
 
 panels = [("Shaw: q·a^K (k = 3)", shaw_bias), ("XL (d): v·W R(i−j)", xl_bias), ("T5, head 1", t5_bias),
@@ -850,8 +850,8 @@ fig
 
 # %%
 g = torch.manual_seed(1)
-sentence = torch.randn(5, d_model, device=device)
-moved = torch.cat((torch.randn(7, d_model, device=device), sentence))  # the sentence at positions 7..11
+sentence = torch.randn(5, d_model).to(device)
+moved = torch.cat((torch.randn(7, d_model).to(device), sentence))  # the sentence at positions 7..11
 
 
 def xl_pair_scores(x):  # XL's four terms (causal: the future is -inf in both places)

@@ -48,7 +48,7 @@ from posenc_lib import check, viz
 viz.use_style()  # white figures, dark text: readable in light and dark themes
 
 torch.set_printoptions(precision=4, sci_mode=False)
-device = pl.default_device()
+device = pl.default_device()  # the CPU unless you opt in with POSENC_DEVICE (00_index); tensors below follow it
 g = torch.manual_seed(0)
 F64 = torch.float64
 
@@ -604,7 +604,7 @@ print(f"the source's M on column vectors: gap {(as_column - source).abs().max():
 
 # %% slideshow={"slide_type": "fragment"}
 B, H, L, D = 2, 3, 10, 16
-xq = torch.randn(B, H, L, D, device=device)
+xq = torch.randn(B, H, L, D).to(device)
 want = pl.apply_rope(xq)  # interleaved
 want_half = pl.apply_rope(xq, layout="half")
 ang = pl.rope_angles(L, D, device=device)  # (seq, d/2): m θ_j, float32
@@ -1179,7 +1179,7 @@ viz.interactive_heatmap(
 
 # %% slideshow={"slide_type": "fragment"}
 L, d = 1024, 64
-xs = torch.randn(L, d, device=device)
+xs = torch.randn(L, d).to(device)
 
 
 def dense_matrices(L: int, d: int) -> torch.Tensor:

@@ -47,7 +47,7 @@ from posenc_lib.experiments import extrapolation as ex
 viz.use_style()  # white figures, dark text: readable in light and dark themes
 
 g = torch.manual_seed(0)
-device = pl.default_device()  # chosen once; every library call below follows it
+device = pl.default_device()  # the CPU unless you opt in with POSENC_DEVICE (00_index); tensors below follow it
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 1. The slopes
@@ -850,7 +850,7 @@ print("RoPE in linear attention: recurrence = L x L form; positions 100..111 giv
 # normalisation layer.
 
 # %%
-scores_exp = (q @ k.transpose(-1, -2) / math.sqrt(d)).double().exp()
+scores_exp = (q @ k.transpose(-1, -2) / math.sqrt(d)).cpu().double().exp()  # ranks in float64, on the CPU
 assert (torch.linalg.matrix_rank(scores_exp) == L).all() and L > d  # exp(q.k): rank 12 with 8 features per token
 
 gamma = torch.exp(-pl.alibi_slopes(H, device=device))  # one decay per head
@@ -892,7 +892,7 @@ print("step-back ratios, head 1: ALiBi", [f"{x:.2f}" for x in alibi_steps[0, :5]
 
 # %%
 g1, g2 = math.exp(-1 / 2), math.exp(-1 / 16)  # two states with their own decays, one head
-fq1, fk1, v1 = (t[0, 0].double() for t in (fq, fk, v))  # head 1 of the inputs above, (L, d)
+fq1, fk1, v1 = (t[0, 0].cpu().double() for t in (fq, fk, v))  # head 1 of the inputs above, (L, d), float64 on the CPU
 back = (torch.arange(L)[:, None] - torch.arange(L)[None, :]).double()  # delta = i - j
 factor = {g_: torch.where(back >= 0, g_**back.clamp(min=0), 0.0) for g_ in (g1, g2)}  # gamma^delta, 0 above
 

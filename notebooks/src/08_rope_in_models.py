@@ -54,7 +54,7 @@ from posenc_lib.experiments import _training, extrapolation as ex  # _training: 
 
 viz.use_style()  # white figures, dark text: readable in light and dark themes
 
-device = pl.default_device()  # CUDA or MPS if present, else the CPU; every tensor below follows it
+device = pl.default_device()  # the CPU unless you opt in with POSENC_DEVICE (00_index); tensors below follow it
 g = torch.manual_seed(0)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -117,10 +117,10 @@ for name, entry in MODELS.items():
         L0, L = lengths(entry)  # seq_len = L: LongRoPE switches to its long factors beyond L0
         if layer_type == "sliding_attention":  # this RoPE serves only layers that see their window
             L = min(L, text_config(entry)["sliding_window"])
-        inv_freq, factor = pl.rope_from_config(entry["config"], layer_type=layer_type, seq_len=L, device=device)
+        inv_freq, factor = pl.rope_from_config(entry["config"], layer_type=layer_type, seq_len=L)  # on the CPU: float64 below
         cfg = text_config(entry)
         base = cfg["rope_local_base_freq"] if layer_type == "sliding_attention" else cfg["rope_theta"]
-        plain = pl.rope_frequencies(entry["rotary_dim"], base=base, device=device, dtype=torch.float64)
+        plain = pl.rope_frequencies(entry["rotary_dim"], base=base, dtype=torch.float64)
         ROWS[label] = dict(inv_freq=inv_freq.double(), plain=plain, factor=factor, L0_L=(L0, L),
                            r=entry["rotary_dim"], base=base)
 
@@ -181,7 +181,7 @@ for label in ("Qwen2.5 7B Instruct + YaRN (model card)", "DeepSeek-V3", "GPT-OSS
     s_yarn = text_config(MODELS[label])["rope_scaling"]["factor"]
     slow = 2 * math.pi / row["plain"] > row["L0_L"][0]  # the pairs that do not turn within L0
     torch.testing.assert_close(row["plain"][slow] / row["inv_freq"][slow],
-                               torch.full((int(slow.sum()),), float(s_yarn), dtype=torch.float64, device=device))
+                               torch.full((int(slow.sum()),), float(s_yarn), dtype=torch.float64))
 SCOUTS = ("Llama 4 Scout 17B-16E (base)", "Llama 4 Scout 17B-16E Instruct")
 assert count["Llama 3.1 8B"] == (35, 39) and all(count[name] == (35, 35) for name in SCOUTS)
 assert turns_within(ROWS["Llama 3.1 8B"]["plain"], 2 * 8192) == 39  # the pairs with λ_j <= 2 L0
@@ -235,7 +235,7 @@ fig
 
 # %% slideshow={"slide_type": "fragment"}
 d, r = 24, 8
-x = torch.randn(5, d, device=device, dtype=torch.float64)
+x = torch.randn(5, d, dtype=torch.float64)
 by_hand = torch.cat((pl.apply_rope(x[:, :r]), x[:, r:]), dim=-1)
 torch.testing.assert_close(pl.apply_rope(x, rotary_dim=r), by_hand)
 deepseek = text_config(MODELS["DeepSeek-V3"])
@@ -251,15 +251,15 @@ assert pl.rope_from_config(MODELS["DeepSeek-V3"]["config"])[0].shape == (64 // 2
 # without any distance effect.
 
 # %% slideshow={"slide_type": "fragment"}
-q, k = torch.randn(2, d, device=device, dtype=torch.float64)
+q, k = torch.randn(2, d, dtype=torch.float64)
 
 
 def score(q, k, m, n, **kw):
-    pos = lambda p: torch.tensor([p], device=device)  # noqa: E731
+    pos = lambda p: torch.tensor([p], device=q.device)  # noqa: E731  positions where q is
     return (pl.apply_rope(q[None], pos(m), **kw) * pl.apply_rope(k[None], pos(n), **kw)).sum()
 
 
-pass_only = lambda v: torch.cat((torch.zeros(r, device=device, dtype=v.dtype), v[r:]))  # noqa: E731
+pass_only = lambda v: torch.cat((torch.zeros(r, dtype=v.dtype), v[r:]))  # noqa: E731
 near, far = score(q, k, 10, 7, rotary_dim=r), score(q, k, 4000, 1000, rotary_dim=r)
 assert not torch.isclose(near, far)  # the rotated part sees the distance
 torch.testing.assert_close(score(pass_only(q), pass_only(k), 10, 7, rotary_dim=r),
@@ -302,9 +302,9 @@ print(f"full score: {near.item():+.4f} (3 apart), {far.item():+.4f} (3000 apart)
 
 # %% slideshow={"slide_type": "fragment"}
 heads, nope, rope_dim, T = 4, 6, 4, 5  # tiny MLA head: 6 content features, then 4 rotated ones
-q_mla = torch.randn(heads, T, nope + rope_dim, device=device, dtype=torch.float64)
-k_shared = torch.randn(1, T, rope_dim, device=device, dtype=torch.float64).expand(heads, T, rope_dim)
-k_mla = torch.cat((torch.randn(heads, T, nope, device=device, dtype=torch.float64), k_shared), dim=-1)
+q_mla = torch.randn(heads, T, nope + rope_dim, dtype=torch.float64)
+k_shared = torch.randn(1, T, rope_dim, dtype=torch.float64).expand(heads, T, rope_dim)
+k_mla = torch.cat((torch.randn(heads, T, nope, dtype=torch.float64), k_shared), dim=-1)
 
 
 def rotate_last(x, positions, r=rope_dim):
@@ -313,7 +313,7 @@ def rotate_last(x, positions, r=rope_dim):
 
 
 def mla_scores(start, rotate=rotate_last):
-    positions = torch.arange(start, start + T, device=device)
+    positions = torch.arange(start, start + T)  # float64 work: on the CPU
     return rotate(q_mla, positions) @ rotate(k_mla, positions).transpose(-1, -2)  # (heads, T, T)
 
 
@@ -329,11 +329,11 @@ from transformers.models.deepseek_v3.modeling_deepseek_v3 import apply_rotary_po
 
 ds_cfg = DeepseekV3Config()  # its defaults are DeepSeek-V3's sizes
 assert ds_cfg.rope_interleave is True and (ds_cfg.kv_lora_rank, ds_cfg.qk_rope_head_dim) == (512, 64)
-angles = pl.rope_angles(T, rope_dim, device=device).double()
+angles = pl.rope_angles(T, rope_dim).double()  # float64 on the CPU, like q_mla
 cos_hf, sin_hf = (torch.cat((t, t), dim=-1)[None] for t in (angles.cos(), angles.sin()))  # (1, T, r)
 hf_q, hf_k = apply_rotary_pos_emb_interleave(q_mla[None, ..., -rope_dim:], k_mla[None, ..., -rope_dim:],
                                              cos_hf, sin_hf)
-P = pl.layout_permutation(rope_dim).to(device)  # interleaved order -> first members, then second members
+P = pl.layout_permutation(rope_dim)  # interleaved order -> first members, then second members
 torch.testing.assert_close(hf_q[0], pl.apply_rope(q_mla[..., -rope_dim:], layout="interleaved")[..., P])
 torch.testing.assert_close(hf_q[0] @ hf_k[0].transpose(-1, -2), rotated)  # the same scores
 print(f"MLA head: {nope} content + {rope_dim} rotated features, the rotated key shared by {heads} heads; "
@@ -376,7 +376,7 @@ assert {lc.head_dim for lc, t in zip(g4.per_layer_config, g4.layer_types) if t =
 # offset:
 
 # %% slideshow={"slide_type": "fragment"}
-q, k = torch.randn(2, d, device=device)
+q, k = torch.randn(2, d).to(device)
 zero_pairs = torch.zeros(d, device=device)
 zero_pairs[2 * keep:] = 1  # interleaved layout: pair j holds features 2j, 2j+1
 qz, kz = q * zero_pairs, k * zero_pairs
@@ -454,7 +454,7 @@ fraction_widget
 
 # %% slideshow={"slide_type": "fragment"}
 d = 64
-offsets = torch.arange(-2048, 1, device=device)  # keys up to 2048 tokens back (causal: Δ <= 0)
+offsets = torch.arange(-2048, 1)  # keys up to 2048 tokens back (causal: Δ <= 0); float64 work: on the CPU
 
 
 def pair_vector(pairs, gen):
@@ -462,7 +462,7 @@ def pair_vector(pairs, gen):
     u = torch.zeros(d, dtype=torch.float64)
     idx = torch.tensor([2 * j + e for j in pairs for e in (0, 1)])
     u[idx] = torch.randn(len(idx), generator=gen, dtype=torch.float64)
-    return (u / u.norm()).to(device)
+    return u / u.norm()
 
 
 M = 4096  # the query's position; keys at M + Δ
@@ -470,7 +470,7 @@ M = 4096  # the query's position; keys at M + Δ
 
 def offset_scores(q, k, shift=0):
     """(R_{M - shift} q) · (R_{M + Δ} k) = q^T R_{Δ + shift} k for every Δ in `offsets`."""
-    rq = pl.apply_rope(q[None], torch.tensor([M - shift], device=device))[0]
+    rq = pl.apply_rope(q[None], torch.tensor([M - shift]))[0]
     return pl.apply_rope(k.expand(len(offsets), d), M + offsets) @ rq
 
 
@@ -482,7 +482,7 @@ previous = {name: offset_scores(v, v, shift=1) for name, v in u.items()}  # q = 
 last64 = offsets >= -64
 for name in u:
     c, pv = content[name], previous[name][last64]
-    runner_up = pv[torch.arange(len(pv), device=device) != len(pv) - 2].max()
+    runner_up = pv[torch.arange(len(pv)) != len(pv) - 2].max()
     print(f"{name} pairs: content score min over 2048 tokens {c.min().item():+.3f} (1 at Δ = 0); "
           f"previous-token head: argmax Δ = {offsets[last64][pv.argmax()].item()}, "
           f"margin over the next best key {(pv.max() - runner_up).item():.1e}")
@@ -503,7 +503,7 @@ margins = {}
 for name in u:
     pv = previous[name][last64]
     assert offsets[last64][pv.argmax()] == -1
-    margins[name] = (pv.max() - pv[torch.arange(len(pv), device=device) != len(pv) - 2].max()).item()
+    margins[name] = (pv.max() - pv[torch.arange(len(pv)) != len(pv) - 2].max()).item()
 assert margins["fast"] > 0.1 and margins["slow"] < 1e-4
 fig, axes = viz.figure(2, width=4.6, height=3.2)
 for name, color in (("fast", "C3"), ("slow", "C0")):
@@ -612,7 +612,7 @@ assert (round(0.1 * math.log(32) + 1, 3), round(0.1 * math.log(4) + 1, 3)) == (1
 # scaling the rotated features alone does not:
 
 # %% slideshow={"slide_type": "fragment"}
-qd, kd = torch.randn(2, 6, head, device=device, dtype=torch.float64)
+qd, kd = torch.randn(2, 6, head, dtype=torch.float64)
 rot = ds["qk_rope_head_dim"]
 all_scaled = pl.apply_rope(qd * m_all, rotary_dim=rot) @ pl.apply_rope(kd * m_all, rotary_dim=rot).T
 in_softmax = m_all**2 * (pl.apply_rope(qd, rotary_dim=rot) @ pl.apply_rope(kd, rotary_dim=rot).T)
@@ -648,7 +648,7 @@ assert round(0.1 * 0.707, 4) == 0.0707  # DeepSeek-V2's coefficient: 0.1 mscale_
 torch.manual_seed(0)
 model = pl.TinyDecoder(vocab_size=11, positional="rope", d_model=32, num_heads=2, num_layers=2, max_len=16)
 model = model.to(device).eval()
-tokens = torch.randint(0, 11, (1, 12), device=device)
+tokens = torch.randint(0, 11, (1, 12)).to(device)
 with torch.no_grad():
     full = model(tokens)
     cache = pl.KVCache()
@@ -699,11 +699,11 @@ print(f"largest logit error with double rotation: {(wrong - full).abs().max().it
 # every step.
 
 # %% slideshow={"slide_type": "fragment"}
-q_phi, k_phi = torch.randn(2, 96, device=device, dtype=torch.float64)
+q_phi, k_phi = torch.randn(2, 96, dtype=torch.float64)
 
 
 def phi3_score(query_freq, key_freq, m=5000, n=4000):
-    at = lambda p: torch.tensor([p], device=device)  # noqa: E731
+    at = lambda p: torch.tensor([p])  # noqa: E731  float64: on the CPU
     return (pl.apply_rope(q_phi[None], at(m), inv_freq=query_freq.double())
             * pl.apply_rope(k_phi[None], at(n), inv_freq=key_freq.double())).sum()
 

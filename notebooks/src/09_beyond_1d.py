@@ -46,7 +46,7 @@ from posenc_lib import check, viz
 viz.use_style()  # white figures, dark text: readable in light and dark themes
 from posenc_lib.experiments import cope_counting as cc
 
-device = pl.default_device()  # CUDA or MPS if present, else the CPU; every tensor below follows it
+device = pl.default_device()  # the CPU unless you opt in with POSENC_DEVICE (00_index); tensors below follow it
 g = torch.manual_seed(0)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -61,19 +61,19 @@ g = torch.manual_seed(0)
 
 # %% slideshow={"slide_type": "fragment"}
 d = 32
-q, k = torch.randn(2, d, device=device, dtype=torch.float64)
+q, k = torch.randn(2, d, dtype=torch.float64)
 
 
 def score_1d(m: int, n: int) -> float:
     """q at raster index m, k at raster index n, plain 1-D RoPE."""
-    pos = torch.tensor([m, n], device=device)
+    pos = torch.tensor([m, n], device=q.device)
     r = pl.apply_rope(torch.stack([q, k]), pos)
     return (r[0] @ r[1]).item()
 
 
 def score_2d(hw_q: tuple, hw_k: tuple) -> float:
     """q at patch (h, w), k at patch (h', w'), axial 2-D RoPE (half the pairs per axis)."""
-    coords = torch.tensor([hw_q, hw_k], device=device)
+    coords = torch.tensor([hw_q, hw_k], device=q.device)
     r = pl.apply_rope_nd(torch.stack([q, k]), coords, sections=(d // 4, d // 4), section_style="axial")
     return (r[0] @ r[1]).item()
 
@@ -98,7 +98,7 @@ assert math.isclose(score_1d(h0 * 8 + w0, (h0 + 1) * 8 + w0), score_1d(0, 8), re
 
 # %% slideshow={"slide_type": "fragment"}
 span = 7
-off = torch.arange(-span, span + 1, device=device)
+off = torch.arange(-span, span + 1, device=q.device)
 d_row, d_col = off.repeat_interleave(len(off)), off.repeat(len(off))
 
 
@@ -131,8 +131,8 @@ fig
 # left and right. Raster RoPE: a band along the row that wraps into the next one.
 
 # %% slideshow={"slide_type": "fragment"}
-ones = torch.ones(64, d, device=device, dtype=torch.float64)
-rows, cols = pl.axial_positions(8, 8, device=device)
+ones = torch.ones(64, d, dtype=torch.float64)
+rows, cols = pl.axial_positions(8, 8, device=ones.device)
 GRID_BASE = 100.0  # a small base, so that the decay shows within 8 patches
 torch.testing.assert_close(pl.apply_rope_2d(ones, rows, cols),
                            pl.apply_rope_nd(ones, torch.stack([rows, cols], -1), sections=(d // 4, d // 4),
@@ -155,7 +155,7 @@ for ax, kind in zip(axes, ["axial 2-D", "raster 1-D"]):
 ax_map, raster_map = grid_map(3, 7, "axial 2-D"), grid_map(3, 7, "raster 1-D")
 assert math.isclose(ax_map[3, 6], ax_map[4, 7], rel_tol=1e-9)  # axial: left and below score the same
 assert raster_map[4, 0] > raster_map[4, 7]  # raster: (4, 0), 1 step in raster order, beats the patch right below
-theta_100 = pl.rope_frequencies(d, base=GRID_BASE, device=device, dtype=torch.float64)
+theta_100 = pl.rope_frequencies(d, base=GRID_BASE, dtype=torch.float64)
 assert math.isclose(raster_map[3, 7], d)  # offset 0: every pair gives 2 cos 0 = 2
 assert math.isclose(raster_map[4, 7], 2 * torch.cos(8 * theta_100).sum().item(), rel_tol=1e-9)  # 2 Σ_j cos(8 θ_j)
 fig
@@ -195,11 +195,11 @@ grid_widget
 
 # %% slideshow={"slide_type": "fragment"}
 STYLE_SECTIONS = {"axial": (4, 6, 6), "contiguous": (4, 6, 6), "interleaved": (6, 5, 5)}
-offsets = torch.randint(-6, 7, (50, 3), generator=g).to(device)
+offsets = torch.randint(-6, 7, (50, 3), generator=g).to(q.device)
 for style, sections in STYLE_SECTIONS.items():
     scores = []
     for origin in ([0, 0, 0], [7, 30, 2]):
-        o = torch.tensor([origin], device=device)
+        o = torch.tensor([origin], device=q.device)
         rq = pl.apply_rope_nd(q.expand(50, d), o.expand(50, 3), sections=sections, section_style=style)
         rk = pl.apply_rope_nd(k.expand(50, d), o + offsets, sections=sections, section_style=style)
         scores.append((rq * rk).sum(-1))
@@ -225,7 +225,7 @@ for style, sections in STYLE_SECTIONS.items():
 
 # %% slideshow={"slide_type": "fragment"}
 d_q = 128
-x = torch.randn(2, 4, 10, d_q, device=device)  # (batch, heads, seq, head_dim)
+x = torch.randn(2, 4, 10, d_q).to(device)  # (batch, heads, seq, head_dim)
 p = torch.arange(10, device=device)
 text = p.unsqueeze(-1).expand(10, 3)  # (p, p, p)
 one_d = pl.apply_rope(x, p, layout="half")
@@ -472,12 +472,12 @@ assert (round(spread(c2), 1), round(spread(i3), 1)) == (44.4, 14.4)
 
 # %% slideshow={"slide_type": "fragment"}
 n = 8
-causal = torch.full((n, n), float("-inf"), device=device, dtype=torch.float64).triu(1)
+causal = torch.full((n, n), float("-inf"), dtype=torch.float64).triu(1)
 open_gates = causal + 50.0  # sigmoid(50) = 1 in float64
 p_open = pl.cope_positions(open_gates)
-i, j = torch.arange(n, device=device).unsqueeze(1), torch.arange(n, device=device)
+i, j = torch.arange(n).unsqueeze(1), torch.arange(n)
 torch.testing.assert_close(p_open, torch.where(j <= i, i - j + 1, 0).to(p_open.dtype))
-distance = -pl.relative_positions(n, device=device)  # the offset j - i, negated: the distance i - j
+distance = -pl.relative_positions(n, device=causal.device)  # the offset j - i, negated: the distance i - j
 torch.testing.assert_close(p_open, torch.where(j <= i, distance + 1, 0).to(p_open.dtype))
 print(p_open[-1].tolist(), "← the last query's positions of keys 0..7")
 
@@ -491,8 +491,8 @@ print(p_open[-1].tolist(), "← the last query's positions of keys 0..7")
 # %% slideshow={"slide_type": "fragment"}
 words = "the cat sat . a big dog ran off . it rained .".split()
 n = len(words)
-is_stop = torch.tensor([w == "." for w in words], device=device)
-causal = torch.full((n, n), float("-inf"), device=device, dtype=torch.float64).triu(1)
+is_stop = torch.tensor([w == "." for w in words], device=causal.device)
+causal = torch.full((n, n), float("-inf"), dtype=torch.float64).triu(1)
 
 
 def gate_logits(on_stop: float, on_word: float) -> torch.Tensor:
@@ -550,10 +550,10 @@ gate_widget
 # integers it is the mean of the two logits:
 
 # %% slideshow={"slide_type": "fragment"}
-cope = pl.CoPE(max_positions=4, head_dim=d).to(device=device, dtype=torch.float64)
+cope = pl.CoPE(max_positions=4, head_dim=d).to(dtype=torch.float64)
 with torch.no_grad():
     cope.pos_emb.copy_(torch.randn(d, 4, generator=g, dtype=torch.float64))
-logit_half = torch.tensor([[0.0]], device=device, dtype=torch.float64)  # sigmoid(0) = 0.5: p = 0.5
+logit_half = torch.tensor([[0.0]], dtype=torch.float64)  # sigmoid(0) = 0.5: p = 0.5
 out = cope(q.unsqueeze(0), logit_half)
 e = cope.pos_emb
 torch.testing.assert_close(out[0, 0], (q @ e[:, 0] + q @ e[:, 1]) / 2)

@@ -32,7 +32,7 @@ from posenc_lib.timing import median_ms  # torch.utils.benchmark.Timer underneat
 viz.use_style()  # white figures, dark text: readable in light and dark themes
 
 torch.set_printoptions(precision=4, sci_mode=False)
-device = pl.default_device()
+device = pl.default_device()  # the CPU unless you opt in with POSENC_DEVICE (00_index); tensors below follow it
 g = torch.manual_seed(0)
 
 
@@ -143,7 +143,7 @@ print(f"n = {n}, d = {d}: loop {t_loop:.2f} ms, vectorised {t_vec:.3f} ms ({t_lo
 
 # %% slideshow={"slide_type": "fragment"}
 L, d = 1024, 64
-xs = torch.randn(L, d, device=device)
+xs = torch.randn(L, d).to(device)
 R_all = torch.stack([pl.rope_matrix(m, d, device=device) for m in range(L)])  # (L, d, d)
 dense_out = (R_all @ xs.unsqueeze(-1)).squeeze(-1)
 torch.testing.assert_close(dense_out, pl.apply_rope(xs), atol=1e-5, rtol=1e-5)

@@ -34,17 +34,29 @@ def output_paths(p: argparse.ArgumentParser, args: argparse.Namespace, results: 
             args.figure or (figure if args.out is None else args.out / figure.name))
 
 
-def environment() -> dict[str, str]:
-    """Where the numbers were made. The CPU matters: torch's vectorised kernels (its "CPU
-    capability") and MKL's matrix kernels are picked per CPU and change the last bits of training."""
+def add_device_option(p: argparse.ArgumentParser) -> None:
+    """--device: where the models train (the CPU by default, where the committed results were made)."""
+    p.add_argument("--device", default="cpu",
+                   help="cpu (default: the committed results), cuda, mps or auto; a GPU's kernels round "
+                        "differently, so its accuracies differ in the last digits")
+
+
+def environment(device: torch.device | str = "cpu") -> dict[str, str]:
+    """Where the numbers were made: the device that trained, and the CPU. The CPU matters even then:
+    torch's vectorised kernels (its "CPU capability") and MKL's matrix kernels are picked per CPU and
+    change the last bits of training; on a GPU its own kernels do."""
+    device = torch.device(device)
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
             cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    return {"torch": torch.__version__, "python": platform.python_version(), "machine": platform.machine(),
-            "cpu": cpu, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+    out = {"torch": torch.__version__, "python": platform.python_version(), "machine": platform.machine(),
+           "cpu": cpu, "cpu_capability": torch.backends.cpu.get_cpu_capability(), "device": device.type}
+    if device.type == "cuda":
+        out["gpu"] = torch.cuda.get_device_name(device)
+    return out
 
 
 def plot_file(draw: Callable[[dict], object], results_path: str | Path, out_png: str | Path) -> Path:

@@ -37,15 +37,31 @@ def masked_scores(logits: Tensor, tokens: Tensor, target: Tensor) -> tuple[Tenso
     return pred.argmax(-1) == goal, F.cross_entropy(pred, goal, reduction="none")
 
 
+def device_of(model: nn.Module) -> torch.device:
+    """Where a model's parameters live (the experiments move data there, and results back); the CPU for a
+    stand-in without parameters."""
+    first = next(model.parameters(), None) if hasattr(model, "parameters") else None
+    return torch.device("cpu") if first is None else first.device
+
+
+@torch.no_grad()
+def logits_on_cpu(model: nn.Module, tokens: Tensor, chunk: int) -> Tensor:
+    """model(tokens) in chunks of sequences, wherever the model lives; the logits come back to the CPU,
+    where the scoring (masks built from the CPU's data) happens."""
+    device = device_of(model)
+    return torch.cat([model(tokens[i:i + chunk].to(device)).cpu() for i in range(0, tokens.shape[0], chunk)])
+
+
 def train(model: nn.Module, batch: Callable[[], tuple[Tensor, Tensor]], *, steps: int, lr: float,
           warmup: int, log_every: int) -> list[float]:
-    """Train `model` on `steps` batches of (tokens, target); returns the loss every `log_every` steps."""
+    """Train `model` on `steps` batches of (tokens, target); returns the loss every `log_every` steps.
+    The batches are drawn on the CPU (the same data on any device) and moved to the model's device."""
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, steps, warmup))
     curve = []
     model.train()
     for step in range(steps):
-        tokens, target = batch()
+        tokens, target = (t.to(device_of(model)) for t in batch())
         loss = masked_scores(model(tokens), tokens, target)[1].mean()
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -38,6 +38,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from ..device import device_named
 from ..model import POSITIONAL_METHODS, DecoderConfig, TinyDecoder
 from . import _cli, _training
 
@@ -108,10 +109,12 @@ def build_model(method: str, cfg: ExperimentConfig) -> TinyDecoder:
                                      max_len=cfg.train_len))
 
 
-def train(method: str, cfg: ExperimentConfig, seed: int) -> tuple[TinyDecoder, list[float]]:
-    """Train one method for one seed; every method sees the same batches. returns (model, loss every 100 steps)."""
+def train(method: str, cfg: ExperimentConfig, seed: int,
+          device: torch.device | str = "cpu") -> tuple[TinyDecoder, list[float]]:
+    """Train one method for one seed; every method sees the same batches (drawn on the CPU); the model is
+    initialised on the CPU and moved to ``device``. returns (model, loss every 100 steps)."""
     torch.manual_seed(seed)
-    model = build_model(method, cfg)
+    model = build_model(method, cfg).to(device)
     data = torch.Generator().manual_seed(seed + 1000)
     curve = _training.train(model, lambda: flip_flop(cfg.batch_size, cfg.train_len, cfg.mix, data),
                             steps=cfg.steps, lr=cfg.lr, warmup=cfg.warmup, log_every=100)
@@ -132,8 +135,7 @@ def evaluate(model: TinyDecoder, cfg: ExperimentConfig, seed: int) -> dict[str, 
         for mult in cfg.eval_multiples:
             L = cfg.train_len * mult
             tokens, read = flip_flop(cfg.eval_sequences, L, mix, gen)
-            correct, _ = _training.masked_scores(
-                torch.cat([model(tokens[i:i + 16]) for i in range(0, len(tokens), 16)]), tokens, read)
+            correct, _ = _training.masked_scores(_training.logits_on_cpu(model, tokens, 16), tokens, read)
             out[name][str(L)] = round(correct.float().mean().item(), 4) if correct.numel() else float("nan")
             out["reads"][name][str(L)] = correct.numel()
     return out
@@ -153,21 +155,21 @@ def separation(results: dict, a: str, b: str, mix: str, L: int) -> float:
     return _training.separation(ra["min"], rb["max"], min(ra["n"], rb["n"]))
 
 
-def run(cfg: ExperimentConfig, *, log=print) -> dict:
-    """Train and evaluate every method for every seed; returns the results dict."""
+def run(cfg: ExperimentConfig, *, log=print, device: torch.device | str = "cpu") -> dict:
+    """Train (on ``device``) and evaluate every method for every seed; returns the results dict."""
     torch.set_num_threads(cfg.threads)
     t_start, cpu_start = time.perf_counter(), time.process_time()
     results: dict = {
         "config": asdict(cfg),
         "task": "flip-flop: instructions (op, bit); the bit after each 'r' equals the last written bit",
-        "environment": _cli.environment(),
+        "environment": _cli.environment(device),
         "methods": {},
     }
     for method in cfg.methods:
         t0 = time.perf_counter()
         seeds = []
         for seed in cfg.seeds:
-            model, curve = train(method, cfg, seed)
+            model, curve = train(method, cfg, seed, device)
             seeds.append({"seed": seed, "train_loss_curve": curve, **evaluate(model, cfg, seed)})
         summary = summarize(seeds)
         results["methods"][method] = {"seeds": seeds, **summary,
@@ -229,9 +231,11 @@ def plot(results_path: str | Path = RESULTS, out_png: str | Path = FIGURE) -> Pa
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     _cli.add_output_options(p, RESULTS, FIGURE)
+    _cli.add_device_option(p)
     args = p.parse_args(argv)
+    device = device_named(args.device, "--device")
     json_path, png_path = _cli.output_paths(p, args, RESULTS, FIGURE)
-    _cli.write(run(ExperimentConfig(**(QUICK if args.quick else {}))), json_path, png_path, plot)
+    _cli.write(run(ExperimentConfig(**(QUICK if args.quick else {})), device=device), json_path, png_path, plot)
     return 0
 
 

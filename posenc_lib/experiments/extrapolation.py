@@ -77,6 +77,7 @@ import torch
 from torch import Tensor
 
 from .. import _validate as v
+from ..device import device_named
 from ..model import POSITIONAL_METHODS, DecoderConfig, TinyDecoder, swapped_rotary
 from ..scaling import scaled_rope_frequencies
 from . import _cli, _training
@@ -230,11 +231,13 @@ def _table(cfg: ExperimentConfig, seed: int) -> Tensor:
     return grammar_table(cfg.vocab_size, torch.Generator().manual_seed(seed))
 
 
-def train(method: str, cfg: ExperimentConfig, task: str = "grammar", seed: int = 0) -> tuple[TinyDecoder, list[float]]:
+def train(method: str, cfg: ExperimentConfig, task: str = "grammar", seed: int = 0,
+          device: torch.device | str = "cpu") -> tuple[TinyDecoder, list[float]]:
     """Train one method on one task for one seed; every method sees the same batches.
+    The model is initialised on the CPU and moved to ``device`` (the same weights anywhere).
     returns (model, loss every 50 steps)."""
     torch.manual_seed(seed)
-    model = build_model(method, cfg, task)
+    model = build_model(method, cfg, task).to(device)
     table, data = _table(cfg, seed), torch.Generator().manual_seed(seed + 1)
     curve = _training.train(model, lambda: sample(task, cfg.batch_size, cfg.train_len, cfg, table, data)[:2],
                             steps=cfg.steps, lr=cfg.lr, warmup=cfg.warmup, log_every=50)
@@ -265,7 +268,7 @@ def _forward(model: TinyDecoder, tokens: Tensor, rope: tuple[Tensor, float] | No
         scaled = model.positional.rope.reconfigured(inv_freq=rope[0], attention_factor=rope[1])
         with swapped_rotary(model, scaled):
             return _forward(model, tokens, None, chunk)
-    return torch.cat([model(tokens[i:i + chunk]) for i in range(0, tokens.shape[0], chunk)])
+    return _training.logits_on_cpu(model, tokens, chunk)
 
 
 def evaluate_full(model: TinyDecoder, tokens: Tensor, scored: Tensor, ruled: Tensor,
@@ -349,8 +352,8 @@ def attention_profile(model: TinyDecoder, task: str, tokens: Tensor, scored: Ten
         need = visible & (dist <= 1)
     near = visible & ~far & ~need  # the other keys within the trained distances
     out = []
-    for logits in model.attention_logits(tokens):
-        lg = logits[qb, :, qpos].transpose(0, 1)  # (H, Q, L)
+    for logits in model.attention_logits(tokens.to(_training.device_of(model))):
+        lg = logits.cpu()[qb, :, qpos].transpose(0, 1)  # (H, Q, L), measured on the CPU
         w = lg.softmax(-1)
         heads = []
         for h in range(lg.shape[0]):
@@ -421,7 +424,7 @@ def evaluate_rope_scalings(model: TinyDecoder, sets: dict, cfg: ExperimentConfig
 
 # ---------------------------------------------------------------- the run
 
-def run_seed(cfg: ExperimentConfig, task: str, seed: int) -> dict:
+def run_seed(cfg: ExperimentConfig, task: str, seed: int, device: str = "cpu") -> dict:
     """Train and evaluate every method on one task for one seed (one process's unit of work)."""
     torch.set_num_threads(cfg.threads)
     cpu_start = time.process_time()
@@ -429,7 +432,7 @@ def run_seed(cfg: ExperimentConfig, task: str, seed: int) -> dict:
     out: dict = {"seed": seed, "methods": {}, "train_seconds": {}}
     for method in cfg.methods:
         t0 = time.perf_counter()
-        model, curve = train(method, cfg, task, seed)
+        model, curve = train(method, cfg, task, seed, device)
         out["train_seconds"][method] = round(time.perf_counter() - t0, 1)
         out["methods"][method] = {"train_loss_curve": curve, **evaluate(model, method, sets, cfg, task)}
         if method == "rope":
@@ -461,16 +464,18 @@ def summarize(per_seed: list[dict]) -> dict[str, dict]:
     return out
 
 
-def run(cfg: ExperimentConfig, *, jobs: int = 1, log=print) -> dict:
-    """Every task, seed and method; `jobs` processes share the (task, seed) units. Returns the results dict."""
+def run(cfg: ExperimentConfig, *, jobs: int = 1, log=print, device: torch.device | str = "cpu") -> dict:
+    """Every task, seed and method; `jobs` processes share the (task, seed) units; the models train on
+    ``device`` (the data are drawn on the CPU either way). Returns the results dict."""
+    device = str(device)
     t_start = time.perf_counter()
     units = [(task, seed) for task in cfg.tasks for seed in cfg.seeds]
     if jobs > 1:
         with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
-            done = list(pool.map(run_seed, [cfg] * len(units), *zip(*units)))
+            done = list(pool.map(run_seed, [cfg] * len(units), *zip(*units), [device] * len(units)))
     else:
-        done = [run_seed(cfg, task, seed) for task, seed in units]
-    results: dict = {"config": asdict(cfg), "environment": _cli.environment(), "tasks": {}}
+        done = [run_seed(cfg, task, seed, device) for task, seed in units]
+    results: dict = {"config": asdict(cfg), "environment": _cli.environment(device), "tasks": {}}
     for task in cfg.tasks:
         per_seed = [r for (t, _), r in zip(units, done) if t == task]
         results["tasks"][task] = {
@@ -615,7 +620,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--methods", help="comma-separated keys of POSITIONAL_METHODS to train instead of the "
                    "default six, e.g. irope (chapter 8's results/irope.json)")
     p.add_argument("--jobs", type=int, default=1, help="processes (the numbers do not depend on it)")
+    _cli.add_device_option(p)
     args = p.parse_args(argv)
+    device = device_named(args.device, "--device")
     json_path, png_path = _cli.output_paths(p, args, RESULTS, FIGURE)
     cfg = ExperimentConfig(**(QUICK if args.quick else {}))
     if args.steps is not None:
@@ -623,7 +630,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.methods is not None:
         cfg.methods = tuple(v.one_of("--methods", m, POSITIONAL_METHODS) for m in args.methods.split(","))
     jobs = v.int_at_least("--jobs", args.jobs, 1)
-    _cli.write(run(cfg, jobs=jobs), json_path, png_path, plot)
+    _cli.write(run(cfg, jobs=jobs, device=device), json_path, png_path, plot)
     return 0
 
 
