@@ -63,7 +63,8 @@ PAIR_LAYOUTS = {
                      "qwen3_moe", "qwen2_vl", "qwen2_5_vl", "qwen2_5_vl_text", "qwen3_vl", "qwen3_vl_text",
                      "qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "gemma", "gemma2",
                      "gemma3", "gemma3_text", "gemma4", "gemma4_text", "phi", "phi3", "gpt_neox", "gpt_oss", "olmo",
-                     "olmo2", "starcoder2", "granite", "smollm3", "dbrx", "nemotron", "glm4_moe"), "half"),
+                     "olmo2", "starcoder2", "granite", "smollm3", "dbrx", "nemotron", "glm4_moe", "hunyuan_v1_dense",
+                     "hunyuan_v1_moe"), "half"),
     # DeepSeek-V3 follows its config's rope_interleave (true unless the file says otherwise)
     **dict.fromkeys(("deepseek_v2", "deepseek_v3", "deepseek_v32", "llama4", "llama4_text", "gptj", "cohere",
                      "cohere2", "glm", "glm4", "helium", "ernie4_5"), "interleaved"),

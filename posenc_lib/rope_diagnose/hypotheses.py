@@ -260,8 +260,15 @@ def _target(s, method: str):
     return replace(s, method=method, factor=factor, original_max_position=L0, options={})
 
 
+_PI_FACTORS = (2.0, 4.0, 8.0, 16.0, 32.0)
+
+
 def _scaling_method(v, ctx):
     s = ctx.claim.settings
+    if s is not None and s.method == "none" and not s.mrope_section:  # a scaling where the claim has none
+        return [_scaled(ctx.claim, f"linear position interpolation by {f:g} where the config scales nothing "
+                        "(another layer type's scaling, or the model's, applied here)", "scaling_method", v,
+                        replace(s, method="linear", factor=f)) for f in _PI_FACTORS]
     if s is None or s.method not in _METHOD_WORDS and s.method != "longrope":
         return []
     out = []
@@ -381,8 +388,11 @@ def _section_style(v, ctx):
         return []
     other = "contiguous" if claim.section_style == "interleaved" else "interleaved"
     axes = _axes_or_none(claim, style=other)
-    if axes is None:
-        return []
+    if axes is None:  # sections interleaving cannot hold: kernels slice round-robin and stop at the last pair
+        n, half = len(claim.sections), sum(claim.sections)
+        axes = torch.zeros(half, dtype=torch.long)
+        for a in range(1, n):
+            axes[a: n * claim.sections[a]: n] = a
     words = {"contiguous": "contiguous MRoPE sections (Qwen2-VL's blocks of pairs per axis)",
              "interleaved": "interleaved MRoPE sections (Qwen3-VL's pairs to t, h, w in turn)"}
     return [named(v, "section_style", f"{words[other]} instead of {claim.section_style} ones", axes=axes)]
