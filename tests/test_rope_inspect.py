@@ -199,7 +199,11 @@ def test_inspect_raises_value_error_naming_the_field():
 
 import transformers  # noqa: E402  (locked in requirements/test.txt: a missing one is an error, not a skip)
 # multimodal model types whose language model is another type's code
-TEXT_MODEL = {"gemma3": "gemma3_text", "gemma4": "gemma4_text", "llama4": "llama4_text"}
+TEXT_MODEL = {"gemma3": "gemma3_text", "gemma4": "gemma4_text", "llama4": "llama4_text", "qwen2_5_vl": "qwen2_5_vl_text",
+              "qwen3_vl": "qwen3_vl_text", "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
+MROPE_FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "qwen3_5_moe")  # packages whose text RoPE is MRoPE
+PACKAGE = {"qwen2_5_vl_text": "qwen2_5_vl", "qwen3_vl_text": "qwen3_vl", "qwen3_5_text": "qwen3_5",
+           "qwen3_5_moe_text": "qwen3_5_moe"}
 
 
 def _layout_of(model_type: str) -> str:
@@ -210,7 +214,7 @@ def _layout_of(model_type: str) -> str:
 
     g = torch.Generator().manual_seed(0)
     d, T = 32, 6
-    package = model_type.removesuffix("_text")
+    package = PACKAGE.get(model_type, model_type.removesuffix("_text"))
     module = importlib.import_module(f"transformers.models.{package}.modeling_{package}")
     pos = torch.arange(T)[None]
     factor = 1.0
@@ -223,16 +227,16 @@ def _layout_of(model_type: str) -> str:
         inv = pl.rope_frequencies(d)
     else:
         kw = dict(hidden_size=2 * d, num_attention_heads=2, num_key_value_heads=2, head_dim=d, qk_rope_head_dim=d)
-        if model_type == "qwen2_vl":
-            from transformers.models.qwen2_vl.configuration_qwen2_vl import Qwen2VLTextConfig
-            config = Qwen2VLTextConfig(**kw, rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
-                                                               "mrope_section": [4, 6, 6]})
+        if package in MROPE_FAMILIES:  # the text model's own config, MRoPE sections over all d/2 pairs
+            text_type = "qwen2_vl_text" if model_type == "qwen2_vl" else model_type
+            config = AutoConfig.for_model(text_type, **kw, partial_rotary_factor=1.0, rope_parameters={
+                "rope_type": "default", "rope_theta": 10000.0, "mrope_section": [4, 6, 6], "partial_rotary_factor": 1.0})
         else:
             config = AutoConfig.for_model(model_type, **kw)
         rotary_cls = next(c for n, c in vars(module).items() if n.endswith("RotaryEmbedding") and "Vision" not in n)
         rotary = rotary_cls(config)
         x = torch.randn(1, 2, T, d, generator=g)
-        ids = pos.expand(3, 1, T) if model_type == "qwen2_vl" else pos
+        ids = pos.expand(3, 1, T) if package in MROPE_FAMILIES else pos
         args = ("sliding_attention",) if package in ("gemma3", "gemma4") else ()
         out = rotary(x, ids, *args)
         inv = rotary.inv_freq if not args else getattr(rotary, "sliding_attention_inv_freq")
@@ -245,7 +249,7 @@ def _layout_of(model_type: str) -> str:
             cos, sin = out
             if model_type != "gpt_oss":  # GPT-OSS's cos has d/2 columns (one per pair)
                 x = x[..., : cos.shape[-1]]  # partial rotary (Phi): the module rotates the first r features only
-            if model_type == "deepseek_v3":  # rope_interleave: true by default; pairs written back de-interleaved
+            if model_type in ("deepseek_v3", "deepseek_v32"):  # interleaved pairs, written back de-interleaved
                 q = module.apply_rotary_pos_emb_interleave(x, x, cos, sin)[0]
                 got = q[..., torch.argsort(pl.layout_permutation(x.shape[-1]))]
             elif package == "gemma4":  # one tensor at a time
