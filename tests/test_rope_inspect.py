@@ -13,7 +13,7 @@ import torch
 
 import posenc_lib as pl
 from posenc_lib.rope_config import PAIR_LAYOUTS, pair_layout, rope_layer_types
-from posenc_lib.rope_inspect import inspect_config, main, rope_lengths, turning_pairs, wavelength_figure
+from posenc_lib.rope_inspect import inspect_config, lengths_of, main, rope_lengths, turning_pairs, wavelength_figure
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = json.loads(resources.files("posenc_lib").joinpath("data/model_rope_configs.json").read_text())["models"]
@@ -42,11 +42,15 @@ def test_inspect_gives_chapter_8s_numbers_for_every_bundled_config():
         for row in inspect_config(entry["config"], name=name).rows:
             seen.add(row.label)
             want = table[row.label]
-            assert (row.base, row.rotary_dim, row.L0, row.L) == (want["base"], want["r"], want["L0"], want["L"])
+            # §1's L is the longer of max_position_embeddings and factor x L0; inspect's L is the context and it
+            # names factor x L0 beside it: they differ only where factor x L0 is past the context (Qwen's card)
+            past = row.scaled_length is not None and row.context is not None and row.scaled_length > row.context
+            L = row.scaled_length if past and row.L == row.context else row.L
+            assert (row.base, row.rotary_dim, row.L0, L) == (want["base"], want["r"], want["L0"], want["L"])
             assert f"{row.attention_factor:.3f}" == want["att"]
             n = row.pairs
             assert want["t0"] == (None if row.L0 is None else f"{row.turning_within_L0}/{n}")
-            assert want["t1"] == f"{row.turning_within_L}/{n}"
+            assert want["t1"] == f"{turning_pairs(row.inv_freq, L)}/{n}"
     assert seen == set(table)  # one inspect row per table row, and the other way round
 
 
@@ -62,9 +66,14 @@ def test_lengths_follow_windows_chunks_and_factor():
     scout = MODELS["Llama 4 Scout 17B-16E Instruct"]["config"]
     assert rope_lengths(scout) == (8192, 8192)  # chunked RoPE layers
     qwen_yarn = MODELS["Qwen2.5 7B Instruct + YaRN (model card)"]["config"]
-    assert rope_lengths(qwen_yarn) == (32768, 4 * 32768)  # factor x L0 beyond max_position_embeddings
+    assert rope_lengths(qwen_yarn) == (32768, 32768)  # the context is max_position_embeddings ...
+    assert lengths_of(qwen_yarn).scaled == 4 * 32768  # ... and factor x L0 is named as that
     no_original = {"head_dim": 64, "max_position_embeddings": 4096, "rope_scaling": {"type": "yarn", "factor": 4.0}}
-    assert rope_lengths(no_original) == (4096, 16384)  # L0 falls back to max_position_embeddings
+    assert rope_lengths(no_original) == (4096, 4096) and lengths_of(no_original).scaled == 16384  # L0 falls back
+    no_context = {"head_dim": 64, "rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048}}
+    assert rope_lengths(no_context) == (2048, 8192)  # no max_position_embeddings: factor x L0
+    dynamic = {"head_dim": 64, "max_position_embeddings": 4096, "rope_scaling": {"type": "dynamic", "factor": 2.0}}
+    assert rope_lengths(dynamic) == (4096, 8192)  # dynamic NTK's base grows past the context, to factor x L0
 
 
 def test_both_config_forms_give_the_same_report():
