@@ -65,7 +65,7 @@ def spectrum(cfg: dict, seq_len: int, layer: str | None = None, **change) -> Spe
     method = change.get("method", rope.get("rope_type", rope.get("type", "default")))
     if method == "dynamic" and rope.get("alpha") and "method" not in change:
         method = "ntk"
-    factor = change.get("factor", rope.get("alpha") if method == "ntk" else rope.get("factor"))
+    factor = change.get("factor", rope.get("alpha") if method == "ntk" and rope.get("alpha") else rope.get("factor"))
     ctx = t.get("max_position_embeddings")
     L0 = change.get("L0", t.get("original_max_position_embeddings") or rope.get("original_max_position_embeddings") or ctx)
     dim = change.get("dim", rotary)
@@ -84,7 +84,8 @@ def spectrum(cfg: dict, seq_len: int, layer: str | None = None, **change) -> Spe
         inv = _geometric(dim, base * grown ** (dim / (dim - 2)))[: rotary // 2]
     elif method == "yarn":
         factor = factor or ctx / L0
-        fast, slow = rope.get("beta_fast") or 32, rope.get("beta_slow") or 1
+        fast = change.get("beta_fast", rope.get("beta_fast") or 32)
+        slow = change.get("beta_slow", rope.get("beta_slow") or 1)
 
         def pair_at(turns):  # the fractional pair index making `turns` turns over L0
             return dim * math.log(L0 / (turns * 2 * math.pi)) / (2 * math.log(base))
@@ -184,6 +185,7 @@ class Impl:
     k_positions: Callable | None = None  # ... for k alone
     angle_dtype: object = None  # (kind, dtype): "product" / "positions" / "frequencies" / "angles"; dtype "input"
     table_dtype: torch.dtype | None = None
+    compute_dtype: torch.dtype | None = None  # q, k, cos and sin cast to this dtype for the rotation
     scale: tuple[float | None, float | None] = (None, None)  # absolute factors on q, k (None: the config's)
     sections: tuple | None = None  # MRoPE sections (default the config's)
     style: str | None = None  # MRoPE style (default the config's)
@@ -244,8 +246,10 @@ class Impl:
         r = spec.rotary
         d = x.shape[-1]
         part = slice(0, r) if self.rotated == "first" else slice(d - r, d)
+        work = self.compute_dtype or torch.float64
         y = x.double().clone()
-        y[..., part] = FORMS[self.form](x.double()[..., part], cos * a, sin * a, self.layout)
+        y[..., part] = FORMS[self.form](x.to(work)[..., part], (cos * a).to(work), (sin * a).to(work),
+                                        self.layout).double()
         return y.to(x.dtype)
 
 
@@ -263,6 +267,8 @@ class Engine:
         self.table = torch.cat((ang[0, 0].cos(), ang[0, 0].sin()), -1).float() * spec.attention
 
     def forward(self, positions, query, key):
+        if self.impl.positions is not None:  # the engine's own position bookkeeping (a bug hook)
+            positions = self.impl.positions(positions[None])[0]
         cos, sin = self.table[positions].chunk(2, -1)  # IndexError past the cache, as an engine would raise
         out = []
         for x in (query, key):
@@ -362,6 +368,8 @@ GALLERY = [
           E({"low_precision_angles"}), "EleutherAI/gpt-neox #1003 (tables computed in the model's fp16)"),
     Entry("fp16 angles past 65504", "phi3.5-mini", _impl("phi3.5-mini", angle_dtype=("product", F16)), "broken",
           "NVIDIA/Megatron-LM #535 (max_seq_len 32768 exceeds what fp16 positions hold; here the angles overflow)"),
+    Entry("rotation in fp16 for every input", "mistral-7b-v0.3", _impl("mistral-7b-v0.3", compute_dtype=F16),
+          E({"rotation_dtype"}), "ml-explore/mlx-lm PR #1076 (the rotation runs at the model's FP16)"),
     Entry("cos/sin cache cast by model.to()", "llama3.1-8b", _impl("llama3.1-8b", table_dtype=BF16),
           E({"table_dtype"}), "huggingface/transformers #25681 (wrong cache values after casting the model)"),
     # ---- attention factors
@@ -383,9 +391,12 @@ GALLERY = [
     Entry("dynamic NTK frozen at max_len x factor", "internlm2.5-7b", _impl("internlm2.5-7b", fixed_length=65536),
           E({"frozen_dynamic"}), "vllm-project/vllm #5093 (the dynamic NTK cache is static NTK)"),
     Entry("GPT-OSS ramp rounded", "gpt-oss-20b", _impl("gpt-oss-20b", spectrum={"truncate": True}),
-          E({"yarn_truncate"}), "vllm-project/vllm #27722 (yarn_find_correction_range rounds for GPT-OSS)"),
+          E({"yarn_ramp"}), "vllm-project/vllm #27722 (yarn_find_correction_range rounds for GPT-OSS)"),
+    Entry("Kimi K2's betas read as YaRN's defaults", "kimi-k2",
+          _impl("kimi-k2", layout="interleaved", rotated="last", spectrum={"beta_fast": 32.0, "beta_slow": 1.0}),
+          E({"yarn_ramp"}), "ikawrakow/ik_llama.cpp #1298 (Kimi's YaRN settings read differently at long context)", MLA),
     Entry("YaRN ramp left fractional", "qwen2.5-7b-yarn", _impl("qwen2.5-7b-yarn", spectrum={"truncate": False}),
-          E({"yarn_truncate"}),
+          E({"yarn_ramp"}),
           "keras-team/keras-hub PR #2981 (truncate defaulted to False)"),
     Entry("llama3 scaling ignored", "llama3.1-8b", _impl("llama3.1-8b", spectrum={"method": "default"}),
           E({"scaling_dropped"}), "Blaizzy/mlx-vlm PR #1710 (declared rope_scaling never applied)"),

@@ -15,6 +15,7 @@ are tried when no single one does). Every hypothesis and the probe that exposes 
                         sequence starts past 0 (the cache length counted twice)
   position_minus_one    positions - 1, likewise                                  start / offset
   restart_at_zero       positions restart at 0: the cache offset is ignored      offset
+                        (or one offset, the first sequence's, for the batch)
   offset_twice          the cache offset added twice                             offset
   first_row_positions   every sequence of a batch gets the first one's positions batched
   scaling_dropped       the context extension ignored: plain frequencies         far
@@ -22,8 +23,10 @@ are tried when no single one does). Every hypothesis and the probe that exposes 
                         dynamic NTK as PI, YaRN as PI, ...
   scaling_factor        the config's method with another factor (8 for 32, ...)  start / far
   frozen_dynamic        dynamic NTK's base computed once for a fixed length      start
-  yarn_truncate         YaRN's ramp ends rounded (truncate ignored) or not       start
-  llama3_bands          llama3's bands anchored at another L0                    far
+  yarn_ramp             YaRN's ramp from other settings: truncate flipped,       start / far
+                        default or swapped betas, L0 from max_position_embeddings
+  llama3_bands          llama3's bands from other settings: another L0, or       far
+                        other low/high_freq_factor
   longrope_switch       LongRoPE's lists switched at the wrong length (one token at L0 / past L0
                         early, never, always, or token by token)
   double_rotation       k (or q, or both) turned twice: angle 2 m theta_j        start
@@ -31,6 +34,8 @@ are tried when no single one does). Every hypothesis and the probe that exposes 
                         bfloat16 or float16 (always, or for half-precision inputs)
   table_dtype           cos/sin tables stored in bfloat16 or float16 for every   start
                         input (a cache cast by model.to())
+  rotation_dtype        the rotation itself in bfloat16 or float16 for every     start
+                        input (q and k cast down first)
   rotated_slice         the last r features rotated instead of the first, or     start
                         the reverse (partial rotary; DeepSeek's MLA)
   rotary_dim            head_dim features rotated instead of rotary_dim, or      start

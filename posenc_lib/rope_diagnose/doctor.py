@@ -6,6 +6,7 @@ The doctor reports and never raises on fn: an exception, a wrong shape or NaN fr
 """
 from __future__ import annotations
 
+import itertools
 import sys
 from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
@@ -20,7 +21,7 @@ from .hypotheses import Context
 from .probes import FnFailed, Probe, call, make_probes, probe_positions
 from .report import ProbeResult, RopeDiagnosis, symptoms
 from .search import closest, fits, search, squared_difference
-from .variant import F32_ANGLE, Variant, fit_scales, residual, scores_match, seq_len
+from .variant import F32_ANGLE, HALF, Variant, apply, fit_scales, residual, scores_match, seq_len
 
 SHIFT = 37  # the relative property: move q and k together by this many positions
 
@@ -62,6 +63,24 @@ def _results(reference: Variant, probes: list[Probe], outputs) -> list[ProbeResu
         err, by_pos, size, _ = residual(reference, probe.q, probe.k, probe.positions, got)
         out.append(ProbeResult(probe.name, probe.what, err, err <= 1, size, tuple(float(x) for x in by_pos)))
     return out
+
+
+def _scores_match_across_calls(reference: Variant, probes: list[Probe], outputs) -> bool:
+    """A query from one probe against a key from another: fn's scores are the reference's. One fixed map of the
+    features (true equivalence) passes; positions that depend on the call (an offset lost in a cache) do not."""
+    rows = []
+    for probe, (gq, gk) in zip(probes, outputs):
+        if probe.dtype in HALF or probe.positions.dim() != 2:
+            continue
+        wq, _ = apply(reference, probe.q[:1, :1], probe.positions[:1], 0)
+        wk, _ = apply(reference, probe.k[:1, :1], probe.positions[:1], 1)
+        rows.append((wq[0, 0], wk[0, 0], gq[0, 0], gk[0, 0], int(probe.positions.max())))
+    for (wq, _, gq, _, top_q), (_, wk, _, gk, top_k) in itertools.product(rows, rows):
+        slack = 2.0 ** -17 * (max(top_q, top_k) + 1)
+        size = wq.norm(dim=-1)[:, None] * wk.norm(dim=-1)[None, :]
+        if not bool(((gq @ gk.T - wq @ wk.T).abs() <= slack * size + 1e-6).all()):
+            return False
+    return True
 
 
 def _checked(claim: Claim, probes: list[Probe]) -> str:
@@ -162,9 +181,12 @@ def diagnose_rope(
         notes.append("within each call fn's scores q·k are the reference's (moving every position of a call by the "
                      "same amount cancels in m − n); it matters where these keys meet keys rotated elsewhere, e.g. "
                      "in a KV cache")
-    if found is None and same_scores:
+    if found is None and same_scores and _scores_match_across_calls(reference, probes, outputs):
         return RopeDiagnosis(False, "equivalent", *head, None, (), None, relative, relative_error, found_symptoms,
                              results, notes, layout=lay, **common)
+    if found is None and same_scores:
+        notes.append("within each call fn's scores q·k are the reference's, but a query from one call against a "
+                     "key from another (a KV cache) scores differently: fn's positions depend on the call")
     if found is None:
         near = min((closest(ref, ctx) for _, _, ref, _ in tries), key=lambda t: t[1])
         return RopeDiagnosis(False, "unexplained", *head, None, (), None, relative, relative_error, found_symptoms,

@@ -68,7 +68,9 @@ def _shift(step):
 
 
 def _restart(v, ctx):
-    return [named(v, "restart_at_zero", "positions restarting at 0 (the cache offset ignored)", restart=True)]
+    return [named(v, "restart_at_zero", "positions restarting at 0 (the cache offset ignored)", restart=True),
+            named(v, "restart_at_zero", "positions moved back by the first sequence's start (one cache offset for the "
+                  "whole batch)", restart_batch=True)]
 
 
 def _offset_twice(v, ctx):
@@ -103,6 +105,11 @@ def _table_dtype(v, ctx):
     return [named(v, "table_dtype", f"cos and sin tables stored in {_DTYPE[dtype]} for every input, float32 "
                   "included (a cached buffer cast by model.to())", table_dtype=dtype)
             for dtype in (torch.bfloat16, torch.float16)]
+
+
+def _rotation_dtype(v, ctx):
+    return [named(v, "rotation_dtype", f"the rotation done in {_DTYPE[dtype]} for every input, float32 included "
+                  "(q and k cast down first)", output_dtype=dtype) for dtype in (torch.bfloat16, torch.float16)]
 
 
 def estimate_base(v: Variant, ctx: Context) -> list[float]:
@@ -311,25 +318,46 @@ def _frozen_dynamic(v, ctx):
                   "growing with the input", frequencies=fixed(n)) for n, words in lengths.items() if n > L0]
 
 
-def _yarn_truncate(v, ctx):
+def _yarn_ramp(v, ctx):
+    """YaRN's ramp over the pairs built from other settings: truncate flipped (GPT-OSS's false rounded), the
+    default betas (32, 1) or swapped ones where the config has others, L0 taken from max_position_embeddings."""
     s = ctx.claim.settings
     if s is None or s.method != "yarn":
         return []
     truncate = s.options.get("truncate", True)
-    t = replace(s, options={**s.options, "truncate": not truncate})
-    words = ("YaRN's ramp ends rounded to whole pairs (truncate ignored: the config says false)" if not truncate else
-             "YaRN's ramp ends left fractional (truncate: false) where the config rounds them")
-    return [_scaled(ctx.claim, words, "yarn_truncate", v, t, scale=False)]
+    out = [(replace(s, options={**s.options, "truncate": not truncate}),
+            "YaRN's ramp ends rounded to whole pairs (truncate ignored: the config says false)" if not truncate else
+            "YaRN's ramp ends left fractional (truncate: false) where the config rounds them")]
+    fast, slow = s.options.get("beta_fast", 32.0), s.options.get("beta_slow", 1.0)
+    if (fast, slow) != (32.0, 1.0):
+        out.append((replace(s, options={**s.options, "beta_fast": 32.0, "beta_slow": 1.0}),
+                    f"YaRN's default betas (32, 1) instead of the config's ({fast:g}, {slow:g})"))
+    if fast != slow:
+        out.append((replace(s, options={**s.options, "beta_fast": slow, "beta_slow": fast}),
+                    "YaRN's beta_fast and beta_slow swapped"))
+    if s.max_position and s.max_position != s.original_max_position:
+        out.append((replace(s, original_max_position=s.max_position, factor=s.factor or
+                            s.max_position / s.original_max_position),
+                    f"YaRN's ramp anchored at max_position_embeddings = {s.max_position} instead of L0 = "
+                    f"{s.original_max_position}"))
+    return [_scaled(ctx.claim, words, "yarn_ramp", v, t, scale=False) for t, words in out]
 
 
 def _llama3(v, ctx):
+    """llama3's bands from other settings: anchored at another L0, or other low/high_freq_factor."""
     s = ctx.claim.settings
     if s is None or s.method != "llama3":
         return []
     L0 = s.original_max_position
-    others = {x for x in (s.max_position, int(s.factor * L0), L0 // 2, 2 * L0) if x and x != L0}
-    return [_scaled(ctx.claim, f"llama3's bands anchored at L0 = {x} instead of {L0}", "llama3_bands", v,
-                    replace(s, original_max_position=x), scale=False) for x in sorted(others)]
+    out = [(replace(s, original_max_position=x), f"llama3's bands anchored at L0 = {x} instead of {L0}")
+           for x in sorted({x for x in (s.max_position, int(s.factor * L0), L0 // 2, 2 * L0) if x and x != L0})]
+    low, high = s.options["low_freq_factor"], s.options["high_freq_factor"]
+    for lo, hi in {(1.0, 4.0), (high, low)} - {(low, high)}:
+        if hi >= lo:
+            out.append((replace(s, options={**s.options, "low_freq_factor": lo, "high_freq_factor": hi}),
+                        f"llama3's bands with low_freq_factor {lo:g} and high_freq_factor {hi:g} instead of "
+                        f"{low:g} and {high:g}"))
+    return [_scaled(ctx.claim, words, "llama3_bands", v, t, scale=False) for t, words in out]
 
 
 def _longrope(v, ctx):
@@ -414,12 +442,15 @@ HYPOTHESES: dict[str, Hypothesis] = {h.name: h for h in (
     Hypothesis("position_minus_one", "the positions are one too small",
                "start / offset", frozenset({"shift"}), _shift(-1)),
     Hypothesis("restart_at_zero", "the positions restart at 0: the offset of a KV cache is ignored",
-               "offset", frozenset({"restart"}), _restart),
+               "offset", frozenset({"restart", "restart_batch"}), _restart),
     Hypothesis("offset_twice", "the offset of a KV cache is added twice",
                "offset", frozenset({"offset_twice"}), _offset_twice),
     Hypothesis("first_row_positions", "every sequence of a batch gets the first sequence's positions",
                "batched", frozenset({"first_row"}), _first_row),
-    # the claim's own context extension before the generic causes that can give the same numbers
+    # the claim's own context extension before the generic causes that can give the same numbers; LongRoPE's
+    # "never switched" first: with short factors of 1 (Phi-4-mini) it is the dropped scaling, factor kept
+    Hypothesis("longrope_switch", "LongRoPE's factor lists switch at the wrong length",
+               "at L0 / past L0", FREQUENCIES, _longrope),
     Hypothesis("scaling_dropped", "the config's context extension (rope_scaling) is ignored",
                "far", FREQUENCIES, _scaling_dropped),
     Hypothesis("scaling_method", "another context-extension method than the config's (e.g. PI for NTK)",
@@ -428,18 +459,18 @@ HYPOTHESES: dict[str, Hypothesis] = {h.name: h for h in (
                "start / far", FREQUENCIES | {"scale"}, _scaling_factor),
     Hypothesis("frozen_dynamic", "dynamic NTK's base is computed once instead of growing with the input",
                "start", FREQUENCIES, _frozen_dynamic),
-    Hypothesis("yarn_truncate", "YaRN's ramp rounds (or not) its ends against the config's truncate",
-               "start", FREQUENCIES, _yarn_truncate),
-    Hypothesis("llama3_bands", "llama3's bands are anchored at the wrong length",
+    Hypothesis("yarn_ramp", "YaRN's ramp is built from other settings than the config's (truncate, betas, L0)",
+               "start / far", FREQUENCIES, _yarn_ramp),
+    Hypothesis("llama3_bands", "llama3's bands are built from other settings (L0, low/high_freq_factor)",
                "far", FREQUENCIES, _llama3),
-    Hypothesis("longrope_switch", "LongRoPE's factor lists switch at the wrong length",
-               "at L0 / past L0", FREQUENCIES, _longrope),
     Hypothesis("double_rotation", "q or k is rotated twice",
                "start", frozenset({"turns"}), _double),
     Hypothesis("low_precision_angles", "the angles are computed in bfloat16 or float16",
                "bf16 / fp16", frozenset({"rounding"}), _low_precision),
     Hypothesis("table_dtype", "the cos and sin tables are stored in half precision, also for float32 inputs",
                "start", frozenset({"table_dtype"}), _table_dtype),
+    Hypothesis("rotation_dtype", "the rotation is computed in half precision, also for float32 inputs",
+               "start", frozenset({"output_dtype"}), _rotation_dtype),
     Hypothesis("rotated_slice", "the wrong end of the head is rotated",
                "start", frozenset({"rotated"}), _slice),
     Hypothesis("rotary_dim", "the wrong number of features is rotated",

@@ -39,12 +39,14 @@ class Variant:
     shift: int = 0
     shift_past_zero: bool = False  # the shift only where a sequence starts past 0 (the decoding path)
     restart: bool = False
+    restart_batch: bool = False  # every sequence moved back by the first sequence's start (one offset per batch)
     offset_twice: bool = False  # every sequence's first position added once more (the cache length counted twice)
     first_row: bool = False
     turns: tuple[int, int] = (1, 1)  # (q, k)
     rounding: str | None = None  # "frequencies", "product", "angles" or "positions" rounded to rounding_dtype
     rounding_dtype: torch.dtype | None = None  # None: the inputs' dtype when it is half precision
     table_dtype: torch.dtype | None = None  # cos and sin stored in this dtype for every input
+    output_dtype: torch.dtype | None = None  # the rotation done in this dtype (q, k, cos, sin cast down)
     sides: tuple[float, float] = (1.0, 1.0)  # extra factors on q and on k (one-sided attention factors)
     names: tuple[str, ...] = ()
     words: tuple[str, ...] = ()
@@ -66,6 +68,8 @@ def _positions(v: Variant, positions: Tensor) -> Tensor:
         pos = pos[:1].expand_as(pos)
     if v.restart:
         pos = pos - pos[:, :1]
+    if v.restart_batch:
+        pos = pos - pos[:1, :1]
     if v.offset_twice:
         pos = pos + pos[:, :1]
     if v.shift_past_zero:
@@ -105,7 +109,12 @@ def apply(v: Variant, x: Tensor, positions: Tensor, which: int) -> tuple[Tensor,
     d = x.shape[-1]
     part = slice(0, v.r) if v.rotated == "first" else slice(d - v.r, d)
     out = x.clone()
-    out[..., part] = rotate_pairs(x[..., part], cos * scale, sin * scale, v.layout)
+    if v.output_dtype is not None:
+        low = v.output_dtype
+        out[..., part] = rotate_pairs(x[..., part].to(low), (cos * scale).to(low), (sin * scale).to(low),
+                                      v.layout).double()
+    else:
+        out[..., part] = rotate_pairs(x[..., part], cos * scale, sin * scale, v.layout)
     return out, phase
 
 
