@@ -22,6 +22,7 @@ Names: L0 = original_max_position_embeddings.
 """
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -219,8 +220,6 @@ class QueryScaling:
     source: str  # the config keys
 
     def at(self, position: int) -> float:
-        import math
-
         return 1 + self.beta * math.log1p((position + self.shift) // self.step)
 
     def words(self, context: int | None) -> str:

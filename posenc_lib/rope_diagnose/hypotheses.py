@@ -318,35 +318,50 @@ def _frozen_dynamic(v, ctx):
                   "growing with the input", frequencies=fixed(n)) for n, words in lengths.items() if n > L0]
 
 
+def _claimed(ctx: Context, method: str):
+    """The claim's settings when its scaling is this method, else None."""
+    s = ctx.claim.settings
+    return s if s is not None and s.method == method else None
+
+
+def _rebuilt(v: Variant, ctx: Context, name: str, candidates: list[tuple]) -> list[Variant]:
+    """v with each (settings, words) candidate's frequencies (the claim's attention factor kept)."""
+    return [_scaled(ctx.claim, words, name, v, t, scale=False) for t, words in candidates]
+
+
+def _with_options(s, words: str, **options) -> tuple:
+    """(the settings with these method options changed, the words naming the change)."""
+    return replace(s, options={**s.options, **options}), words
+
+
 def _yarn_ramp(v, ctx):
     """YaRN's ramp over the pairs built from other settings: truncate flipped (GPT-OSS's false rounded), the
     default betas (32, 1) or swapped ones where the config has others, L0 taken from max_position_embeddings."""
-    s = ctx.claim.settings
-    if s is None or s.method != "yarn":
+    s = _claimed(ctx, "yarn")
+    if s is None:
         return []
     truncate = s.options.get("truncate", True)
-    out = [(replace(s, options={**s.options, "truncate": not truncate}),
-            "YaRN's ramp ends rounded to whole pairs (truncate ignored: the config says false)" if not truncate else
-            "YaRN's ramp ends left fractional (truncate: false) where the config rounds them")]
+    out = [_with_options(s, "YaRN's ramp ends rounded to whole pairs (truncate ignored: the config says false)"
+                         if not truncate else "YaRN's ramp ends left fractional (truncate: false) where the config "
+                         "rounds them", truncate=not truncate)]
     fast, slow = s.options.get("beta_fast", 32.0), s.options.get("beta_slow", 1.0)
     if (fast, slow) != (32.0, 1.0):
-        out.append((replace(s, options={**s.options, "beta_fast": 32.0, "beta_slow": 1.0}),
-                    f"YaRN's default betas (32, 1) instead of the config's ({fast:g}, {slow:g})"))
+        out.append(_with_options(s, f"YaRN's default betas (32, 1) instead of the config's ({fast:g}, {slow:g})",
+                                 beta_fast=32.0, beta_slow=1.0))
     if fast != slow:
-        out.append((replace(s, options={**s.options, "beta_fast": slow, "beta_slow": fast}),
-                    "YaRN's beta_fast and beta_slow swapped"))
+        out.append(_with_options(s, "YaRN's beta_fast and beta_slow swapped", beta_fast=slow, beta_slow=fast))
     if s.max_position and s.max_position != s.original_max_position:
         out.append((replace(s, original_max_position=s.max_position, factor=s.factor or
                             s.max_position / s.original_max_position),
                     f"YaRN's ramp anchored at max_position_embeddings = {s.max_position} instead of L0 = "
                     f"{s.original_max_position}"))
-    return [_scaled(ctx.claim, words, "yarn_ramp", v, t, scale=False) for t, words in out]
+    return _rebuilt(v, ctx, "yarn_ramp", out)
 
 
 def _llama3(v, ctx):
     """llama3's bands from other settings: anchored at another L0, or other low/high_freq_factor."""
-    s = ctx.claim.settings
-    if s is None or s.method != "llama3":
+    s = _claimed(ctx, "llama3")
+    if s is None:
         return []
     L0 = s.original_max_position
     out = [(replace(s, original_max_position=x), f"llama3's bands anchored at L0 = {x} instead of {L0}")
@@ -354,28 +369,30 @@ def _llama3(v, ctx):
     low, high = s.options["low_freq_factor"], s.options["high_freq_factor"]
     for lo, hi in {(1.0, 4.0), (high, low)} - {(low, high)}:
         if hi >= lo:
-            out.append((replace(s, options={**s.options, "low_freq_factor": lo, "high_freq_factor": hi}),
-                        f"llama3's bands with low_freq_factor {lo:g} and high_freq_factor {hi:g} instead of "
-                        f"{low:g} and {high:g}"))
-    return [_scaled(ctx.claim, words, "llama3_bands", v, t, scale=False) for t, words in out]
+            out.append(_with_options(s, f"llama3's bands with low_freq_factor {lo:g} and high_freq_factor {hi:g} "
+                                     f"instead of {low:g} and {high:g}", low_freq_factor=lo, high_freq_factor=hi))
+    return _rebuilt(v, ctx, "llama3_bands", out)
 
 
-def _longrope(v, ctx):
-    s = ctx.claim.settings
-    if s is None or s.method != "longrope":
-        return []
+def _longrope_rules(s) -> dict:
+    """Wrong rules for LongRoPE's switch from short_factor to long_factor (the right one: past L0)."""
     L0 = s.original_max_position
     short = s.frequencies(L0, dtype=torch.float64)[0]
     long_ = s.frequencies(L0 + 1, dtype=torch.float64)[0]
-    rules = {
+    return {
         "at a length of L0 (one token early: seq_len >= L0)": lambda pos: long_ if seq_len(pos) >= L0 else short,
         "never (short_factor at every length)": lambda pos: short,
         "always (long_factor at every length)": lambda pos: long_,
         "per token (positions >= L0 take long_factor)": lambda pos: torch.where(
             pos.unsqueeze(-1) >= L0, long_, short) if pos.dim() == 2 else short,
     }
-    return [named(v, "longrope_switch", f"LongRoPE's lists switched {when} instead of past L0 = {L0}",
-                  frequencies=rule) for when, rule in rules.items()]
+
+
+def _longrope(v, ctx):
+    s = _claimed(ctx, "longrope")
+    return [] if s is None else [
+        named(v, "longrope_switch", f"LongRoPE's lists switched {when} instead of past L0 = {s.original_max_position}",
+              frequencies=rule) for when, rule in _longrope_rules(s).items()]
 
 
 def _axes_or_none(claim: Claim, **kw) -> Tensor | None:
