@@ -114,6 +114,7 @@ __all__ = [
     "inspect_config",
     "wavelength_figure",
     "diagnose_rope",
+    "diagnose_model",
     "rope_angles",
     "rope_frequencies",
     "rope_matrix",
@@ -147,7 +148,7 @@ _ABOVE_KERNELS = {
     "model": ("POSITIONAL_METHODS", "DecoderConfig", "KVCache", "TinyDecoder", "swapped_rotary"),
     "rope2d": ("apply_rope_2d", "axial_positions"),
     "rope_nd": ("apply_rope_nd", "mrope_positions", "rope_nd_axes", "rope_nd_frequencies"),
-    "rope_diagnose": ("diagnose_rope",),
+    "rope_diagnose": ("diagnose_rope", "diagnose_model"),
 }
 _HOME = {name: module for module, names in _ABOVE_KERNELS.items() for name in names}
 

@@ -59,27 +59,45 @@ USES_L0 = ("yarn", "longrope", "llama3")  # rope types whose bands or lists are 
 #   "interleaved"  pair j is features (2j, 2j + 1)                (RoFormer, Meta's LLaMA code, GPT-J)
 # A checkpoint is trained with one of them; loading it under the other is a bug (chapter 5, §6).
 PAIR_LAYOUTS = {
-    **dict.fromkeys(("llama", "mistral", "mixtral", "ministral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
-                     "qwen2_vl", "gemma", "gemma2", "gemma3", "gemma3_text", "gemma4", "gemma4_text", "phi", "phi3", "gpt_neox", "gpt_oss",
-                     "olmo", "olmo2", "starcoder2", "granite", "smollm3", "dbrx", "nemotron"), "half"),
+    **dict.fromkeys(("llama", "mistral", "mixtral", "ministral", "ministral3", "qwen2", "qwen2_moe", "qwen3",
+                     "qwen3_moe", "qwen2_vl", "qwen2_5_vl", "qwen2_5_vl_text", "qwen3_vl", "qwen3_vl_text",
+                     "qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "gemma", "gemma2",
+                     "gemma3", "gemma3_text", "gemma4", "gemma4_text", "phi", "phi3", "gpt_neox", "gpt_oss", "olmo",
+                     "olmo2", "starcoder2", "granite", "smollm3", "dbrx", "nemotron", "glm4_moe", "hunyuan_v1_dense",
+                     "hunyuan_v1_moe"), "half"),
     # DeepSeek-V3 follows its config's rope_interleave (true unless the file says otherwise)
-    **dict.fromkeys(("deepseek_v2", "deepseek_v3", "llama4", "llama4_text", "gptj", "cohere", "glm", "glm4",
-                     "helium", "ernie4_5"), "interleaved"),
+    **dict.fromkeys(("deepseek_v2", "deepseek_v3", "deepseek_v32", "llama4", "llama4_text", "gptj", "cohere",
+                     "cohere2", "glm", "glm4", "helium", "ernie4_5"), "interleaved"),
 }
+_ARCHITECTURE_SUFFIXES = ("ForCausalLM", "ForConditionalGeneration", "Model")
+
+
+def _family_of_architecture(name: object) -> str | None:
+    """The PAIR_LAYOUTS model_type whose transformers class an `architectures` entry names
+    (DeepseekV3ForCausalLM -> deepseek_v3: the class prefix is the model_type without underscores)."""
+    if not isinstance(name, str):
+        return None
+    stem = next((name[: -len(s)] for s in _ARCHITECTURE_SUFFIXES if name.endswith(s)), name).lower()
+    return next((t for t in PAIR_LAYOUTS if t.replace("_", "") == stem), None)
 
 
 def pair_layout(config: Mapping) -> tuple[str | None, str | None]:
     """(layout, model_type) of a config's model family from ``PAIR_LAYOUTS``; (None, model_type) if unknown.
 
-    The text config's model_type is read first (a multimodal config names its language model there).
+    The text config's model_type is read first (a multimodal config names its language model there),
+    then the classes `architectures` names (a custom model_type such as Kimi K2's "kimi_k2" runs
+    transformers' DeepseekV3ForCausalLM); model_type is returned as the file states it.
     """
     cfg = text_config(config)
-    for model_type in (cfg.get("model_type"), config.get("model_type")):
-        if model_type in PAIR_LAYOUTS:
-            if model_type == "deepseek_v3" and cfg.get("rope_interleave") is False:
-                return "half", model_type
-            return PAIR_LAYOUTS[model_type], model_type
-    return None, cfg.get("model_type") or config.get("model_type")
+    stated = cfg.get("model_type") or config.get("model_type")
+    families = [cfg.get("model_type"), config.get("model_type")]
+    families += [_family_of_architecture(a) for c in (cfg, config) for a in (c.get("architectures") or [])]
+    for family in families:
+        if family in PAIR_LAYOUTS:
+            if family == "deepseek_v3" and cfg.get("rope_interleave") is False:
+                return "half", stated
+            return PAIR_LAYOUTS[family], stated
+    return None, stated
 
 
 def text_config(config: object) -> Mapping:
@@ -172,6 +190,35 @@ def _original_max_position(cfg: Mapping, params: Mapping, nested: bool) -> int:
     """L0 as yarn, longrope and llama3 read it: the file's value, else max_position_embeddings."""
     stated = _stated_original_max_position(cfg, params, nested)
     return _max_position(cfg) if stated is None else stated
+
+
+# Keys of a rope dict that this module reads for each rope type (below), and keys any rope dict
+# may carry that leave the frequencies alone: the layout of MRoPE, Ministral 3's query scaling
+# (rope_layers.query_scalings reads it), names, and L0 where the type does not read it.
+_READS = {
+    "default": {"factor"},  # transformers ignores a factor here too
+    "mrope": {"factor"},
+    "linear": {"factor"},
+    "dynamic": {"factor", "alpha"},
+    "yarn": {"factor", "original_max_position_embeddings", "beta_fast", "beta_slow", "truncate", "attention_factor",
+             "mscale", "mscale_all_dim"},
+    "longrope": {"factor", "original_max_position_embeddings", "short_factor", "long_factor", "attention_factor"},
+    "llama3": {"factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor"},
+    "proportional": {"factor"},
+}
+_READS["su"] = _READS["longrope"]
+_HARMLESS = {"rope_type", "type", "rope_theta", "partial_rotary_factor", "mrope_section", "mrope_interleaved",
+             "llama_4_scaling_beta", "original_max_position_embeddings"}
+
+
+def _refuse_unknown_keys(rope_type: str, params: Mapping) -> None:
+    """A key that could change the frequencies and that this reader does not understand is refused:
+    ignoring it would report frequencies the model does not use."""
+    unknown = sorted(set(params) - _READS[rope_type] - _HARMLESS)
+    if unknown:
+        raise ValueError(f"rope_parameters / rope_scaling key {unknown[0]!r} is not understood for rope_type "
+                         f"{rope_type!r} (it reads {sorted(_READS[rope_type] - {'rope_type'})}): it may change "
+                         "the frequencies, so nothing is reported rather than frequencies the model may not use")
 
 
 def _options(rope_type: str, params: Mapping) -> dict[str, object]:
@@ -278,7 +325,12 @@ def rope_settings(config: Mapping, *, layer_type: str | None = None) -> RopeSett
     cfg = text_config(config)
     params, nested = _layer_params(cfg, layer_type)
     rope_type = v.one_of("rope_type", params["rope_type"], ROPE_TYPES)
+    _refuse_unknown_keys(rope_type, params)
     method = ROPE_TYPES[rope_type]
+    if rope_type == "dynamic" and params.get("alpha") is not None:
+        # HunYuan's files say "dynamic" with a fixed alpha: an NTK-aware base, base * alpha^(d/(d-2)),
+        # the same at every length (transformers' HunYuan code reads it so; "ntk" in SCALINGS)
+        method, params = "ntk", {**params, "factor": v.finite_number("alpha", params["alpha"], at_least=1)}
     head_dim = _head_dim(cfg, layer_type)
     base = v.finite_number("rope_theta", params["rope_theta"], above=1)
     p = v.finite_number("partial_rotary_factor", params.get("partial_rotary_factor", 1.0), above=0)

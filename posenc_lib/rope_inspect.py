@@ -2,16 +2,22 @@
 figure (``wavelength_figure``), and the command line ``posenc-inspect`` (``python -m posenc_lib inspect``).
 
 For each RoPE of a model (one per layer type that has its own) it reports the rope type, base,
-rotated and head dimensions, the pair layout of the model's family (``rope_config.PAIR_LAYOUTS``),
-two lengths and what the pairs do within them:
-  L0  the length the scaling is anchored to: original_max_position_embeddings where the file has it
-      (for llama3, yarn and longrope without it: max_position_embeddings, as transformers reads it)
-  L   the longest span a RoPE layer sees as deployed: the longer of max_position_embeddings and
-      factor x L0, but at most attention_chunk_size (Llama 4's chunked RoPE layers) and, for
-      sliding-window layers with a RoPE of their own, at most sliding_window (Gemma 3)
+rotated and head dimensions, the pair layout of the model's family (``rope_config.PAIR_LAYOUTS``,
+from model_type or the classes ``architectures`` names), MRoPE's sections and their style, three
+lengths and what the pairs do within them:
+  L0       the length the scaling is anchored to: original_max_position_embeddings where the file
+           has it (for llama3, yarn and longrope without it: max_position_embeddings, as
+           transformers reads it; for dynamic: max_position_embeddings)
+  context  the model's context, max_position_embeddings; factor x L0 is named beside it where
+           it differs (the scaling's own reach, which an engine may or may not serve)
+  L        the longest span a RoPE layer sees: the context (dynamic NTK: factor x L0, where its
+           base stops growing; no max_position_embeddings: factor x L0), but at most
+           attention_chunk_size (Llama 4's chunked RoPE layers) and, for sliding-window layers
+           with a RoPE of their own, at most the window (Gemma 3)
 Pair j turns once every lambda_j = 2 pi / theta_j positions; it "completes a turn" within a length
 when lambda_j <= length (``turning_pairs``). Within L0 counts the plain (unscaled) RoPE, within L
-the RoPE as configured, at seq_len = L (LongRoPE past L0 uses its long factors).
+the RoPE as configured, at seq_len = L (LongRoPE past L0 uses its long factors). Which layers use
+which RoPE, and what else scales their queries, comes from ``rope_layers``.
 Names: r = rotated features, L0, L as above, theta_j = inv_freq[j].
 """
 from __future__ import annotations
@@ -28,8 +34,8 @@ from typing import Iterable, Mapping, Sequence
 import torch
 from torch import Tensor
 
-from .rope_config import USES_L0, pair_layout, rope_layer_types, rope_settings, text_config
-from .temperature import attention_temperature
+from .rope_config import USES_L0, RopeSettings, pair_layout, rope_layer_types, rope_settings, text_config
+from .rope_layers import LayerPlan, layer_plan, query_scalings
 
 _LAYOUT_WORDS = {
     "half": "half (rotate_half: pair j is features j and j + r/2)",
@@ -46,24 +52,44 @@ def turning_pairs(inv_freq: Tensor, length: int) -> int:
     return int((2 * math.pi / inv_freq.double() <= length).sum())
 
 
-def rope_lengths(config: Mapping, layer_type: str | None = None) -> tuple[int | None, int | None]:
-    """(L0 or None, L or None) for one layer type: the module docstring's two lengths.
+@dataclass(frozen=True)
+class RopeLengths:
+    """A layer type's lengths (module docstring): L0, the context, factor x L0 and L."""
 
-    L is None when the file gives neither max_position_embeddings nor factor x L0.
-    """
+    L0: int | None
+    context: int | None  # max_position_embeddings
+    scaled: int | None  # factor x L0, where the method has both
+    L: int | None
+
+
+def scaled_length(settings: RopeSettings) -> int | None:
+    """factor x L0 for the methods anchored at L0 (and dynamic NTK, whose L0 is max_position_embeddings)."""
+    if settings.method not in USES_L0 + ("dynamic",) or settings.original_max_position is None:
+        return None
+    factor = settings.factor or settings.max_position / settings.original_max_position
+    return int(factor * settings.original_max_position)
+
+
+def lengths_of(config: Mapping, layer_type: str | None = None) -> RopeLengths:
+    """The module docstring's lengths of one layer type's RoPE."""
     settings = rope_settings(config, layer_type=layer_type)
     cfg = text_config(config)
     L0 = settings.original_max_position_embeddings
-    if L0 is None and settings.method in USES_L0:
+    if L0 is None and settings.method in USES_L0 + ("dynamic",):
         L0 = settings.original_max_position  # the fallback transformers reads: max_position_embeddings
-    L = settings.max_position
-    if L0 is not None and settings.factor:
-        L = max(L or 0, int(settings.factor * L0))
+    context, scaled = settings.max_position, scaled_length(settings)
+    L = scaled if settings.method == "dynamic" or context is None else context
     if L is not None and cfg.get("attention_chunk_size"):
         L = min(L, int(cfg["attention_chunk_size"]))  # chunked RoPE layers see one chunk
     if L is not None and layer_type == "sliding_attention" and cfg.get("sliding_window"):
         L = min(L, int(cfg["sliding_window"]))  # this RoPE serves only layers that see their window
-    return L0, L
+    return RopeLengths(L0, context, scaled if scaled != context else None, L)
+
+
+def rope_lengths(config: Mapping, layer_type: str | None = None) -> tuple[int | None, int | None]:
+    """(L0 or None, L or None) for one layer type (``lengths_of``)."""
+    lengths = lengths_of(config, layer_type)
+    return lengths.L0, lengths.L
 
 
 @dataclass
@@ -87,12 +113,20 @@ class RopeRow:
     mrope_section: tuple[int, ...] | None
     plain: Tensor = field(repr=False)  # (pairs,) float64: the unscaled frequencies
     inv_freq: Tensor = field(repr=False)  # (pairs,) float64: as configured, at seq_len = L
+    context: int | None = None  # max_position_embeddings
+    scaled_length: int | None = None  # factor x L0 where it differs from the context
+    mrope_interleaved: bool = False
+    method: str = "none"  # the SCALINGS entry that computes it ("ntk" for dynamic with alpha)
 
     def to_dict(self) -> dict:
-        out = {k: getattr(self, k) for k in ("label", "layer_type", "rope_type", "base", "head_dim", "rotary_dim",
-                                             "pairs", "L0", "L", "attention_factor", "turning_within_L0",
-                                             "turning_within_L", "zero_frequency_pairs", "wavelengths")}
+        out = {k: getattr(self, k) for k in ("label", "layer_type", "rope_type", "method", "base", "head_dim",
+                                             "rotary_dim", "pairs", "L0", "context", "scaled_length", "L",
+                                             "attention_factor", "turning_within_L0", "turning_within_L",
+                                             "zero_frequency_pairs", "wavelengths")}
         out["mrope_section"] = None if self.mrope_section is None else list(self.mrope_section)
+        out["mrope_style"] = None if self.mrope_section is None else (
+            "interleaved" if self.mrope_interleaved else "contiguous")
+        out["inv_freq"] = [float(x) for x in self.inv_freq]  # as configured, at seq_len = L
         return out
 
 
@@ -104,7 +138,8 @@ def _wavelengths(inv_freq: Tensor) -> tuple[float, float]:
 def rope_row(config: Mapping, layer_type: str | None = None, label: str = "model") -> RopeRow:
     """The chapter 8 table row of one layer type's RoPE (``RopeRow``)."""
     settings = rope_settings(config, layer_type=layer_type)
-    L0, L = rope_lengths(config, layer_type)
+    lengths = lengths_of(config, layer_type)
+    L0, L = lengths.L0, lengths.L
     inv_freq, factor = settings.frequencies(seq_len=L)  # float32, as rope_from_config and the models compute it
     inv_freq = inv_freq.double()
     plain, _ = settings.unscaled().frequencies(dtype=torch.float64)
@@ -118,8 +153,20 @@ def rope_row(config: Mapping, layer_type: str | None = None, label: str = "model
         turning_within_L=None if L is None else turning_pairs(inv_freq, L),
         zero_frequency_pairs=int((inv_freq == 0).sum()),
         wavelengths={"shortest": short, "longest": long_, "shortest_pretrained": short0, "longest_pretrained": long0},
-        mrope_section=settings.mrope_section, plain=plain, inv_freq=inv_freq,
+        mrope_section=settings.mrope_section, plain=plain, inv_freq=inv_freq, context=lengths.context,
+        scaled_length=lengths.scaled, mrope_interleaved=settings.mrope_interleaved, method=settings.method,
     )
+
+
+def _lengths_line(row: RopeRow) -> str:
+    dash = lambda x: "–" if x is None else x  # noqa: E731
+    line = f"    L0 = {dash(row.L0)}, context = {dash(row.context)} (max_position_embeddings)"
+    if row.scaled_length is not None:
+        reach = ("dynamic NTK's scale reaches factor there" if row.method == "dynamic" else
+                 "the scaling's own reach" + (", past the context" if row.context and row.scaled_length > row.context
+                                              else ", short of the context" if row.context else ""))
+        line += f", factor x L0 = {row.scaled_length} ({reach})"
+    return line + f", L = {dash(row.L)}"
 
 
 @dataclass
@@ -145,11 +192,15 @@ class ModelRope:
         for row in self.rows:
             head = f"  RoPE{'' if row.layer_type is None else ' of ' + row.layer_type + ' layers'}: "
             partial = "" if row.rotary_dim == row.head_dim else f" of head_dim {row.head_dim}"
-            lines.append(f"{head}{row.rope_type}, base {row.base:g}, rotary_dim {row.rotary_dim}{partial}, "
-                         f"{row.pairs} pairs" + (f", MRoPE sections {list(row.mrope_section)} (t, h, w)"
-                                                 if row.mrope_section else ""))
-            lines.append(f"    L0 = {row.L0 if row.L0 is not None else '–'}, L = {row.L if row.L is not None else '–'};"
-                         f" attention factor {row.attention_factor:.3f} (scores x{row.attention_factor ** 2:.3f})")
+            method = " (alpha: a fixed NTK-aware base)" if row.rope_type == "dynamic" and row.method == "ntk" else ""
+            mrope = "" if not row.mrope_section else (
+                f", MRoPE sections {list(row.mrope_section)} (t, h, w), "
+                + ("interleaved (mrope_interleaved: pairs go to t, h, w in turn)" if row.mrope_interleaved else
+                   "contiguous (consecutive blocks of pairs per axis)"))
+            lines.append(f"{head}{row.rope_type}{method}, base {row.base:g}, rotary_dim {row.rotary_dim}{partial}, "
+                         f"{row.pairs} pairs{mrope}")
+            lines.append(_lengths_line(row) + f"; attention factor {row.attention_factor:.3f} "
+                         f"(scores x{row.attention_factor ** 2:.3f})")
             n = row.pairs
             within = [f"{row.turning_within_L0}/{n} within L0 (plain RoPE)"] if row.L0 is not None else []
             within += [f"{row.turning_within_L}/{n} within L (as configured)"] if row.L is not None else []
@@ -160,63 +211,50 @@ class ModelRope:
             lines.append(f"    wavelengths: {w['shortest']:.3g} to {w['longest']:.4g} tokens as configured "
                          f"({w['shortest_pretrained']:.3g} to {w['longest_pretrained']:.4g} plain){still}")
         lines.append("  layers: " + self.layers["summary"])
+        for scaling in self.layers["query_scalings_text"]:
+            lines.append(f"  query scaling: {scaling}")
         if self.warnings:
             lines.append("  pitfalls:")
             lines += [f"    - {w}" for w in self.warnings]
         return "\n".join(lines)
 
 
-def _layers(cfg: Mapping, rows: list[RopeRow]) -> dict:
-    """Which layers use RoPE, sliding windows, chunks or no positions (NoPE), and the temperature."""
-    out: dict = {"num_hidden_layers": cfg.get("num_hidden_layers"), "layer_types": None, "sliding_window": None,
-                 "attention_chunk_size": cfg.get("attention_chunk_size"), "nope_layers": [], "temperature": None}
-    parts = []
-    types = cfg.get("layer_types")
-    if types:
-        counts = Counter(types)
-        out["layer_types"] = dict(counts)
-        parts.append(", ".join(f"{n} {t}" for t, n in counts.items()))
-    if cfg.get("sliding_window") and (types is None or "sliding_attention" in types or len(rows) > 1):
-        out["sliding_window"] = int(cfg["sliding_window"])
-        parts.append(f"sliding window {out['sliding_window']} tokens")
+def _layers(config: Mapping, rows: list[RopeRow]) -> dict:
+    """Which layers use which RoPE, sliding windows, chunks, linear attention or no positions (NoPE),
+    and what scales their queries (``rope_layers``)."""
+    cfg = text_config(config)
+    plan: LayerPlan = layer_plan(config)
+    nope = [i for i in plan.layers_with(None) if plan.attention[i] != "linear_attention"]
+    linear = [i for i, a in enumerate(plan.attention) if a == "linear_attention"]
+    out: dict = {"num_hidden_layers": plan.num_layers or cfg.get("num_hidden_layers"),
+                 "layer_types": dict(Counter(plan.attention)) if len(set(plan.attention)) > 1 else None,
+                 "attention": list(plan.attention), "rope": list(plan.rope), "derived_from": plan.derived_from,
+                 "sliding_window": plan.sliding_window, "window_note": plan.window_note,
+                 "attention_chunk_size": plan.attention_chunk_size, "nope_layers": nope,
+                 "linear_attention_layers": linear, "temperature": None}
+    parts = [plan.summary()] if plan.attention or plan.derived_from != "one kind of layer" else []
+    if plan.sliding_window:
+        parts.append(f"sliding window {plan.sliding_window} tokens")
         plain_all = [row for row in rows if row.layer_type is None]
-        if plain_all and types and "sliding_attention" in types:  # one RoPE serves the sliding layers too
-            parts.append(f"within that window {turning_pairs(plain_all[0].inv_freq, out['sliding_window'])}"
+        if plain_all and "sliding_attention" in plan.attention:  # one RoPE serves the sliding layers too
+            parts.append(f"within that window {turning_pairs(plain_all[0].inv_freq, plan.sliding_window)}"
                          f"/{plain_all[0].pairs} pairs turn")
-    if out["attention_chunk_size"]:
-        parts.append(f"RoPE layers attend within chunks of {out['attention_chunk_size']} tokens")
-    flags = cfg.get("no_rope_layers")
-    if not flags and cfg.get("model_type") in ("llama4", "llama4_text") and cfg.get("num_hidden_layers"):
-        # An empty or missing list means Llama4TextConfig's default: every fourth layer without RoPE
-        # (no_rope_layer_interval, 4) — Scout's base file relies on it.
-        every = int(cfg.get("no_rope_layer_interval", 4))
-        flags = [int((i + 1) % every != 0) for i in range(int(cfg["num_hidden_layers"]))]
-    if flags:
-        out["nope_layers"] = [i for i, uses in enumerate(flags) if not uses]
-        parts.append(f"{len(flags) - len(out['nope_layers'])} RoPE layers, {len(out['nope_layers'])} NoPE layers "
-                     f"({_index_ranges(out['nope_layers'])})")
-    if out["nope_layers"] and cfg.get("attn_temperature_tuning"):
-        floor_scale, attn_scale = int(cfg.get("floor_scale", 8192)), float(cfg.get("attn_scale", 0.1))
-        last = int(cfg.get("max_position_embeddings") or floor_scale) - 1
-        tau = attention_temperature(torch.tensor([last]), floor_scale=floor_scale, attn_scale=attn_scale).item()
-        out["temperature"] = {"floor_scale": floor_scale, "attn_scale": attn_scale, "at_position": last, "value": tau}
-        parts.append(f"NoPE layers scale queries by 1 + {attn_scale:g} ln(1 + floor((pos + 1) / {floor_scale})): "
-                     f"1 up to position {floor_scale - 2}, {tau:.3f} at position {last}")
+    elif plan.window_note:
+        parts.append(plan.window_note)
+    if plan.attention_chunk_size and "chunked_attention" in plan.attention:
+        parts.append(f"RoPE layers attend within chunks of {plan.attention_chunk_size} tokens")
     if not parts:
         parts.append("every layer uses the same RoPE")
+    scalings = query_scalings(config)
+    context = cfg.get("max_position_embeddings")
+    out["query_scalings"] = [q.to_dict() for q in scalings]
+    out["query_scalings_text"] = [q.words(int(context) if context else None) for q in scalings]
+    for q in scalings:
+        if q.name == "attention temperature":
+            last = int(context or q.step) - 1
+            out["temperature"] = {"floor_scale": q.step, "attn_scale": q.beta, "at_position": last, "value": q.at(last)}
     out["summary"] = "; ".join(parts)
     return out
-
-
-def _index_ranges(indices: Sequence[int]) -> str:
-    if len(indices) > 2 and len({b - a for a, b in zip(indices, indices[1:])}) == 1:
-        step = indices[1] - indices[0]
-        return f"layers {indices[0]}, {indices[1]}, ..., {indices[-1]}: every {step}{_ordinal(step)}"
-    return "layers " + ", ".join(map(str, indices))
-
-
-def _ordinal(n: int) -> str:
-    return {1: "st", 2: "nd", 3: "rd"}.get(n if n < 20 else n % 10, "th")
 
 
 def _warnings(config: Mapping, rows: list[RopeRow], layout: str | None, model_type: str | None) -> list[str]:
@@ -254,12 +292,23 @@ def _warnings(config: Mapping, rows: list[RopeRow], layout: str | None, model_ty
                        f"wavelength L0 / low_freq_factor = {s.original_max_position / s.options['low_freq_factor']:g}")
         if row.attention_factor != 1.0:
             out.append(f"attention factor {row.attention_factor:.4g}{where} multiplies the rotated q and k (scores x"
-                       f"{row.attention_factor ** 2:.4g}): apply it once; an engine that also multiplies its own "
-                       "mscale squares it")
+                       f"{row.attention_factor ** 2:.4g}): apply it once, to q and k alike; an engine that also "
+                       "multiplies its own mscale squares it")
         if s.method == "yarn" and s.options.get("mscale") and s.options.get("mscale_all_dim"):
-            out.append("mscale and mscale_all_dim are both set: the RoPE's factor is their ratio "
-                       f"({row.attention_factor:g}), and DeepSeek's attention multiplies the softmax scale by "
-                       "(0.1 mscale_all_dim ln(factor) + 1)^2 instead")
+            if cfg.get("qk_rope_head_dim"):
+                out.append("mscale and mscale_all_dim are both set: the RoPE's factor is their ratio "
+                           f"({row.attention_factor:g}), and DeepSeek's MLA attention multiplies the softmax scale "
+                           "by (0.1 mscale_all_dim ln(factor) + 1)^2 instead")
+            else:
+                out.append(f"mscale and mscale_all_dim are both set{where}: the RoPE's attention factor is their "
+                           f"ratio ({row.attention_factor:g}); the softmax correction of DeepSeek's MLA does not "
+                           "apply here (no qk_rope_head_dim)")
+        if s.method == "yarn" and s.options.get("truncate") is False:
+            out.append(f"YaRN with truncate: false{where}: the ramp's ends stay fractional; an engine that rounds "
+                       "them to whole pairs (transformers' default) turns the pairs at the ends of the ramp wrong")
+        if s.mrope_section and s.mrope_interleaved:
+            out.append(f"interleaved MRoPE{where}: pairs go to the axes t, h, w in turn; a kernel with contiguous "
+                       "sections (Qwen2-VL's) gives the same numbers on text tokens and wrong ones on images")
         if s.method == "proportional":
             out.append(f"proportional RoPE{where}: pairs span the whole head of {s.head_dim} features "
                        f"(head_dim/2 frequencies, the last {row.zero_frequency_pairs} zero), not a RoPE of "
@@ -292,8 +341,7 @@ def inspect_config(config: Mapping, *, name: str | None = None) -> ModelRope:
     layout, model_type = pair_layout(config)
     name = name or model_type or "model"
     rows = [rope_row(config, t, name) for t in rope_layer_types(config)]
-    cfg = text_config(config)
-    return ModelRope(name, model_type, layout, rows, _layers(cfg, rows), _warnings(config, rows, layout, model_type))
+    return ModelRope(name, model_type, layout, rows, _layers(config, rows), _warnings(config, rows, layout, model_type))
 
 
 def wavelength_figure(rows: Iterable[RopeRow], *, width: float = 5.2, height: float = 3.6):

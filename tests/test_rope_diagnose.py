@@ -2,6 +2,8 @@
 (transformers, rotary-embedding-torch, the three adapters' shapes) passed as correct; bad functions and
 bad claims give clear errors, never a false "correct"."""
 
+import re
+
 import pytest
 import torch
 
@@ -61,7 +63,9 @@ def _fn(*, layout, settings, r, rotated="first", positions=lambda p: p, inv_freq
             inv = inv.bfloat16().float()
         if settings is not None and settings.mrope_section is not None:
             coords = pos if axes_order is None else pos[..., list(axes_order)]
+            style = "interleaved" if settings.mrope_interleaved else "contiguous"
             return pl.apply_rope_nd(x, coords, sections=sections or settings.mrope_section, layout=layout,
+                                    section_style=style,
                                     inv_freq=inv, attention_factor=a)
         if rotated == "last":
             d = x.shape[-1]
@@ -130,8 +134,8 @@ GALLERY = {
     "first sequence's positions for all": (PLAIN, reference(PLAIN, positions=lambda p: p[:1].expand_as(p)),
                                            ("first_row_positions",)),
     "keys rotated twice": (PLAIN, reference(PLAIN, k_positions=lambda p: 2 * p), ("double_rotation",)),
-    "angles in bf16": (PLAIN, _bf16_product, ("bf16_angles",)),
-    "bf16 inv_freq buffer": (PLAIN, reference(PLAIN, rounding="bf16 buffer"), ("bf16_angles",)),
+    "angles in bf16": (PLAIN, _bf16_product, ("low_precision_angles",)),
+    "bf16 inv_freq buffer": (PLAIN, reference(PLAIN, rounding="bf16 buffer"), ("low_precision_angles",)),
     "base 10000 for 500000 (llama3)": (LLAMA3, reference(LLAMA3, inv_freq=lambda n, inv: rope_settings(
         {**LLAMA3, "rope_theta": 10000.0}).frequencies(n)[0]), ("wrong_base",)),
     "yarn factor missing": (YARN, reference(YARN, factor=lambda a: 1.0), ("attention_factor",)),
@@ -180,27 +184,45 @@ def test_gallery_entry_is_diagnosed_by_name(name):
 
 
 def test_every_hypothesis_has_a_gallery_entry():
+    """Here or in the independent gallery (tests/_rope_gallery.py)."""
+    from _rope_gallery import GALLERY as INDEPENDENT
+
     named = {h for _, _, hs in GALLERY.values() for h in hs}
+    named |= {h for e in INDEPENDENT if isinstance(e.expect, frozenset) for h in e.expect}
     assert named == set(HYPOTHESES)
 
 
-@pytest.mark.parametrize("name", [n for n, (_, _, hs) in GALLERY.items() if len(hs) == 1])
-def test_each_hypothesis_is_exposed_by_the_probe_the_module_names(name):
-    """The table in rope_diagnose's docstring ("exposed by") is what the gallery's reports show."""
-    claim, fn, (hypothesis,) = GALLERY[name]
-    report = diagnose_rope(fn, **claim_kwargs(claim))
+def _single_entries():
+    from _rope_gallery import GALLERY as INDEPENDENT, config
+
+    here = [(n, lambda c=c, f=f: diagnose_rope(f, **claim_kwargs(c)), h) for n, (c, f, (h, *more)) in GALLERY.items()
+            if not more]
+    there = [(e.name, lambda e=e: diagnose_rope(e.fn, config(e.config) if isinstance(e.config, str) else e.config,
+                                                **e.claim), next(iter(e.expect)))
+             for e in INDEPENDENT if isinstance(e.expect, frozenset) and len(e.expect) == 1]
+    return here + there
+
+
+@pytest.mark.parametrize("name,run,hypothesis", _single_entries(), ids=[n for n, _, _ in _single_entries()])
+def test_each_hypothesis_is_exposed_by_the_probe_the_module_names(name, run, hypothesis):
+    """The table in rope_diagnose's docstring ("exposed by") is what both galleries' reports show."""
+    report = run()
     failed = {p.name for p in report.probes if not p.passed}
     assert failed & set(HYPOTHESES[hypothesis].probe.split(" / ")), (hypothesis, failed)
     row = next(line for line in pl.rope_diagnose.__doc__.splitlines() if line.startswith(f"  {hypothesis} "))
     assert row.rstrip().endswith(HYPOTHESES[hypothesis].probe)
 
 
-def test_probes_cover_shapes_offsets_batches_bf16_and_lengths():
+def test_probes_cover_shapes_offsets_batches_half_precision_gqa_and_lengths():
     report = diagnose_rope(reference(LLAMA3), config=LLAMA3)
-    assert [p.name for p in report.probes] == ["start", "offset", "batched", "bf16", "decode", "at L0", "past L0",
-                                               "far"]
-    assert "(131066..131071)" in report.probes[-1].what and "bfloat16" in report.probes[3].what
-    shapes = {p.what.split("q and k ")[1] for p in report.probes}
+    assert [p.name for p in report.probes] == ["start", "offset", "gqa", "batched", "bf16", "decode", "fp16",
+                                               "at L0", "past L0", "far"]
+    by = {p.name: p.what for p in report.probes}
+    assert "(131066..131071)" in by["far"] and "bfloat16" in by["bf16"] and "float16" in by["fp16"]
+    assert "(2044..2051)" in by["fp16"]  # across 2048, where float16 stops holding every integer
+    assert "q (1, 4, 8, 64) k (1, 2, 8, 64)" in by["gqa"]  # k with fewer heads than q
+    assert "positions 0..131071 checked, the context ends at 131071 (max_position_embeddings)" in report.text
+    shapes = {p.what.split(", q ")[-1] for p in report.probes}
     assert len(shapes) >= 5  # several (batch, heads, seq) shapes
 
 
@@ -263,6 +285,133 @@ def test_the_relative_property_is_measured_on_every_implementation(name, relativ
     assert diagnose_rope(fn, **claim_kwargs(claim)).relative is relative
 
 
+def test_the_convention_is_worded_as_the_course_writes_it():
+    """The score of query m and key n is q^T R_m^T R_n k = q^T R_{n-m} k (00_index's conventions table); the
+    clockwise rotation gives R_{m-n}."""
+    text = diagnose_rope(GALLERY["clockwise"][1], **PLAIN).text
+    assert "turns with R_{m−n} where the reference's turns with R_m^T R_n = R_{n−m}" in text
+    assert "n − m where the reference sees m − n" not in text
+
+
+# ---------------------------------------------------------------- a pair layout the config does not fix
+
+UNKNOWN = {"model_type": "my_lab_model", "hidden_size": 128, "num_attention_heads": 2, "max_position_embeddings": 8192,
+           "rope_theta": 10000.0}
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_an_unknown_layout_is_read_off_fn_not_assumed(layout):
+    report = diagnose_rope(reference(UNKNOWN, layout=layout), UNKNOWN)
+    assert report.ok and report.layout == layout and report.layout_inferred, report.text
+    assert f"fn implements the {layout} layout" in report.text and "model_type 'my_lab_model'" in report.text
+    assert "check that the checkpoint was trained with it" in report.text
+
+
+def test_a_bug_under_an_unknown_layout_is_named_without_blaming_the_layout():
+    report = diagnose_rope(reference(UNKNOWN, layout="interleaved", positions=lambda p: p + 1), UNKNOWN)
+    assert report.hypotheses == ("position_plus_one",) and report.layout == "interleaved", report.text
+    assert "laid out" not in (report.explanation or "")
+
+
+def test_kimi_k2_is_interleaved_through_its_architectures():
+    """The issue's false bug: a correct interleaved Kimi K2 kernel told 'half instead of interleaved'. Its
+    model_type is custom; architectures names transformers' DeepseekV3ForCausalLM, whose pairs are interleaved."""
+    kimi = {"model_type": "kimi_k2", "architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 7168,
+            "num_attention_heads": 64, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "max_position_embeddings": 262144,
+            "rope_theta": 50000.0, "rope_scaling": {"type": "yarn", "factor": 64.0, "beta_fast": 1.0, "beta_slow": 1.0,
+                                                   "mscale": 1.0, "mscale_all_dim": 1.0,
+                                                   "original_max_position_embeddings": 4096}}
+    assert pl.rope_config.pair_layout(kimi) == ("interleaved", "kimi_k2")
+    report = diagnose_rope(reference(kimi), kimi)
+    assert report.ok and not report.layout_inferred, report.text
+
+
+# ---------------------------------------------------------------- MRoPE in both section styles
+
+QWEN3_VL = {"model_type": "qwen3_vl_text", "head_dim": 128, "num_attention_heads": 2, "max_position_embeddings": 32768,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 5e6, "mrope_section": [24, 20, 20],
+                                "mrope_interleaved": True}}
+
+
+def test_mrope_kernels_are_diagnosed_in_both_section_styles():
+    from dataclasses import replace
+
+    vl3 = rope_settings(QWEN3_VL)
+    contiguous = _fn(layout="half", settings=replace(vl3, mrope_interleaved=False), r=128)
+    found = diagnose_rope(contiguous, QWEN3_VL)  # Qwen2-VL's blocks on a Qwen3-VL model
+    assert found.hypotheses == ("section_style",) and "contiguous MRoPE sections" in found.text, found.text
+    assert diagnose_rope(_fn(layout="half", settings=vl3, r=128), QWEN3_VL).ok
+    interleaved_pairs = diagnose_rope(_fn(layout="interleaved", settings=vl3, r=128), QWEN3_VL)
+    assert interleaved_pairs.hypotheses == ("layout",)  # the wrong pair layout inside MRoPE: named, no raise
+
+
+def test_sections_interleaving_cannot_hold_are_the_kernels_bug_not_an_error():
+    """Qwen2-VL's (16, 24, 24) cannot be interleaved (axis 1 would need pairs past 64): a kernel that tries stops
+    at the last pair, as slicing does; the doctor names the style instead of raising."""
+    def kernel(q, k, coords):
+        s = rope_settings(MROPE)
+        axes = torch.zeros(32, dtype=torch.long)
+        axes[1:3 * 12:3], axes[2:3 * 12:3] = 1, 2
+        theta = s.frequencies()[0].double()
+        angles = (coords.index_select(-1, axes).double() * theta)[:, None]
+        return tuple(pl.rotate_pairs(x.double(), angles.cos(), angles.sin(), "half").to(x.dtype) for x in (q, k))
+
+    report = diagnose_rope(kernel, MROPE)
+    assert report.hypotheses == ("section_style",), report.text
+
+
+# ---------------------------------------------------------------- the five bugs the issue found unexplained
+
+@pytest.mark.parametrize("name,words", [
+    ("YaRN mscale on the queries only", "on q only"),
+    ("dynamic NTK run as PI", "linear position interpolation"),
+    ("dynamic NTK frozen at max_len x factor", "computed once, for a length of"),
+    ("GPT-OSS ramp rounded", "ramp ends rounded to whole pairs (truncate ignored"),
+    ("cos/sin cache cast by model.to()", "cos and sin tables stored in bfloat16"),
+])
+def test_the_issues_unexplained_bugs_are_named_in_words(name, words):
+    from _rope_gallery import GALLERY as INDEPENDENT, config
+
+    entry = next(e for e in INDEPENDENT if e.name == name)
+    report = diagnose_rope(entry.fn, config(entry.config), **entry.claim)
+    assert report.verdict == "bug" and words in report.explanation, report.text
+
+
+def test_the_nearest_cause_never_claims_more_than_it_explains():
+    """When nothing reproduces fn, the report names the single candidate that leaves the smallest share of fn's
+    squared difference from the reference, and that share is what it really leaves (recomputed here with
+    apply_rope on the same probes, not with the doctor's code)."""
+    from posenc_lib.rope_diagnose import make_probes
+    from posenc_lib.rope_diagnose.claim import build_claim
+
+    def fn(q, k, pos):  # the half layout, plus a distortion outside every class
+        rq, rk = reference(PLAIN, layout="half")(q, k, pos)
+        return rq + 0.05 * torch.sin(3 * q), rk
+
+    report = diagnose_rope(fn, **PLAIN)
+    words, share = report.closest
+    assert report.verdict == "unexplained" and words == "pairs laid out half instead of interleaved"
+    claim = build_claim(None, layer_type=None, head_dim=32, layout=None, base=None, inv_freq=None,
+                        attention_factor=None, rotary_dim=None, rotated="first", sections=None,
+                        section_style="contiguous", max_positions=None)
+    sums = {"half": 0.0, "interleaved": 0.0}
+    for probe in make_probes(claim):
+        got = fn(probe.q, probe.k, probe.positions)
+        for layout in sums:
+            for x, y in zip((probe.q, probe.k), got):
+                want = pl.apply_rope(x.double(), probe.positions, layout=layout)
+                sums[layout] += float(((y.double() - want) ** 2).sum())
+    assert share == pytest.approx(sums["half"] / sums["interleaved"], rel=1e-3)
+    assert f"still leaves {share:.0%}" in report.text and "not the diagnosis" in report.text
+
+
+def test_max_positions_caps_the_probes_and_is_checked():
+    report = diagnose_rope(reference(LLAMA3), LLAMA3, max_positions=16384)
+    assert report.ok and max(p.what.count("16383") for p in report.probes) == 1
+    with pytest.raises(ValueError, match="max_positions must be an integer >= 64"):
+        diagnose_rope(reference(LLAMA3), LLAMA3, max_positions=10)
+
+
 def test_scores_equal_but_features_reordered_is_equivalent_not_correct():
     """Writing the rotated pairs back in another order (same for q and k) keeps every score."""
     perm = torch.randperm(32, generator=torch.Generator().manual_seed(0))
@@ -291,9 +440,10 @@ def _raises(q, k, pos):
     (lambda q, k, pos: (q.long(), k), r"fn returned q of dtype torch.int64.*floating point"),
     (lambda q, k, pos: (q, k * float("inf")), r"fn returned k with NaN or infinite values"),
 ])
-def test_bad_functions_raise_clear_errors(fn, match):
-    with pytest.raises(ValueError, match=match):
-        diagnose_rope(fn, **PLAIN)
+def test_bad_functions_are_one_line_findings_not_exceptions(fn, match):
+    report = diagnose_rope(fn, **PLAIN)
+    assert report.verdict == "broken" and not report.ok and report.hypotheses == ()
+    assert re.search(match, report.text) and report.text.count("\n") == 0 and "Nothing else was checked" in report.text
 
 
 def test_a_function_broken_only_for_bf16_is_not_called_correct():
@@ -302,8 +452,19 @@ def test_a_function_broken_only_for_bf16_is_not_called_correct():
             raise TypeError("bf16 not supported")
         return reference(PLAIN)(q, k, pos)
 
-    with pytest.raises(ValueError, match=r"probe 'bf16'.*bfloat16.*bf16 not supported"):
-        diagnose_rope(fn, **PLAIN)
+    report = diagnose_rope(fn, **PLAIN)
+    assert report.verdict == "broken" and report.failed_probe == "bf16"
+    assert re.search(r"probe 'bf16'.*bfloat16.*bf16 not supported", report.text)
+    assert "matched the reference on 4 of 4 probes" in report.text  # the probes before it: start, offset, gqa, batched
+
+
+def test_a_stub_is_not_attempted_yet():
+    """NotImplementedError passes through: the exercise checkers say "not attempted yet" for a stub."""
+    def stub(q, k, pos):
+        raise NotImplementedError
+
+    with pytest.raises(NotImplementedError):
+        diagnose_rope(stub, **PLAIN)
 
 
 @pytest.mark.parametrize("kw,match", [
@@ -346,9 +507,11 @@ def test_one_tensor_adapter_checks_a_cs336_style_run_rope():
         return out.to(in_query_or_key.dtype)
 
     fn = from_one_tensor(lambda x, pos: run_rope(32, 10000.0, 2048, x, pos))
-    assert diagnose_rope(fn, **PLAIN).ok
-    buggy = from_one_tensor(lambda x, pos: run_rope(32, 10000.0, 2048, x, pos + 1))
-    assert diagnose_rope(buggy, **PLAIN).hypotheses == ("position_plus_one",)
+    assert diagnose_rope(fn, **PLAIN, max_positions=2048).ok  # its tables hold 2048 positions
+    beyond = diagnose_rope(fn, **PLAIN)  # no context claimed: the fp16 probe crosses 2048 and fn raises, a finding
+    assert beyond.verdict == "broken" and "IndexError on the probe 'fp16'" in beyond.text
+    buggy = from_one_tensor(lambda x, pos: run_rope(32, 10000.0, 4096, x, pos + 1))
+    assert diagnose_rope(buggy, **PLAIN, max_positions=2048).hypotheses == ("position_plus_one",)
 
 
 def test_engine_adapter_checks_a_flattened_forward():
@@ -372,8 +535,9 @@ def test_engine_adapter_checks_a_flattened_forward():
 
         return rot(query), rot(key)
 
-    assert diagnose_rope(from_engine(forward), head_dim=head, layout="half").ok
-    wrong = diagnose_rope(from_engine(lambda p, q, k: forward(p, q, k, neox=False)), head_dim=head, layout="half")
+    assert diagnose_rope(from_engine(forward), head_dim=head, layout="half", max_positions=max_len).ok
+    wrong = diagnose_rope(from_engine(lambda p, q, k: forward(p, q, k, neox=False)), head_dim=head, layout="half",
+                          max_positions=max_len)
     assert wrong.hypotheses == ("layout",)
 
 
@@ -413,7 +577,8 @@ def test_transformers_llama_rope_is_correct(rope_type):
     assert report.ok and report.relative, report.text
     probes = {p.name for p in report.probes}
     assert {"start", "offset", "batched", "decode", "bf16"} <= probes
-    assert rope_type == "default" or {"at L0", "past L0", "far"} <= probes
+    assert rope_type == "default" or "far" in probes
+    assert rope_type in ("default", "yarn") or {"at L0", "past L0"} <= probes  # yarn's L0 is its whole context
     # the same transformers code under the other layout is diagnosed, not passed
     assert diagnose_rope(from_hf(apply_rotary_pos_emb, rotary), config, layout="interleaved").hypotheses == ("layout",)
 

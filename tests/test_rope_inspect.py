@@ -13,7 +13,7 @@ import torch
 
 import posenc_lib as pl
 from posenc_lib.rope_config import PAIR_LAYOUTS, pair_layout, rope_layer_types
-from posenc_lib.rope_inspect import inspect_config, main, rope_lengths, turning_pairs, wavelength_figure
+from posenc_lib.rope_inspect import inspect_config, lengths_of, main, rope_lengths, turning_pairs, wavelength_figure
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = json.loads(resources.files("posenc_lib").joinpath("data/model_rope_configs.json").read_text())["models"]
@@ -42,11 +42,15 @@ def test_inspect_gives_chapter_8s_numbers_for_every_bundled_config():
         for row in inspect_config(entry["config"], name=name).rows:
             seen.add(row.label)
             want = table[row.label]
-            assert (row.base, row.rotary_dim, row.L0, row.L) == (want["base"], want["r"], want["L0"], want["L"])
+            # §1's L is the longer of max_position_embeddings and factor x L0; inspect's L is the context and it
+            # names factor x L0 beside it: they differ only where factor x L0 is past the context (Qwen's card)
+            past = row.scaled_length is not None and row.context is not None and row.scaled_length > row.context
+            L = row.scaled_length if past and row.L == row.context else row.L
+            assert (row.base, row.rotary_dim, row.L0, L) == (want["base"], want["r"], want["L0"], want["L"])
             assert f"{row.attention_factor:.3f}" == want["att"]
             n = row.pairs
             assert want["t0"] == (None if row.L0 is None else f"{row.turning_within_L0}/{n}")
-            assert want["t1"] == f"{row.turning_within_L}/{n}"
+            assert want["t1"] == f"{turning_pairs(row.inv_freq, L)}/{n}"
     assert seen == set(table)  # one inspect row per table row, and the other way round
 
 
@@ -62,9 +66,14 @@ def test_lengths_follow_windows_chunks_and_factor():
     scout = MODELS["Llama 4 Scout 17B-16E Instruct"]["config"]
     assert rope_lengths(scout) == (8192, 8192)  # chunked RoPE layers
     qwen_yarn = MODELS["Qwen2.5 7B Instruct + YaRN (model card)"]["config"]
-    assert rope_lengths(qwen_yarn) == (32768, 4 * 32768)  # factor x L0 beyond max_position_embeddings
+    assert rope_lengths(qwen_yarn) == (32768, 32768)  # the context is max_position_embeddings ...
+    assert lengths_of(qwen_yarn).scaled == 4 * 32768  # ... and factor x L0 is named as that
     no_original = {"head_dim": 64, "max_position_embeddings": 4096, "rope_scaling": {"type": "yarn", "factor": 4.0}}
-    assert rope_lengths(no_original) == (4096, 16384)  # L0 falls back to max_position_embeddings
+    assert rope_lengths(no_original) == (4096, 4096) and lengths_of(no_original).scaled == 16384  # L0 falls back
+    no_context = {"head_dim": 64, "rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048}}
+    assert rope_lengths(no_context) == (2048, 8192)  # no max_position_embeddings: factor x L0
+    dynamic = {"head_dim": 64, "max_position_embeddings": 4096, "rope_scaling": {"type": "dynamic", "factor": 2.0}}
+    assert rope_lengths(dynamic) == (4096, 8192)  # dynamic NTK's base grows past the context, to factor x L0
 
 
 def test_both_config_forms_give_the_same_report():
@@ -199,7 +208,11 @@ def test_inspect_raises_value_error_naming_the_field():
 
 import transformers  # noqa: E402  (locked in requirements/test.txt: a missing one is an error, not a skip)
 # multimodal model types whose language model is another type's code
-TEXT_MODEL = {"gemma3": "gemma3_text", "gemma4": "gemma4_text", "llama4": "llama4_text"}
+TEXT_MODEL = {"gemma3": "gemma3_text", "gemma4": "gemma4_text", "llama4": "llama4_text", "qwen2_5_vl": "qwen2_5_vl_text",
+              "qwen3_vl": "qwen3_vl_text", "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
+MROPE_FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "qwen3_5_moe")  # packages whose text RoPE is MRoPE
+PACKAGE = {"qwen2_5_vl_text": "qwen2_5_vl", "qwen3_vl_text": "qwen3_vl", "qwen3_5_text": "qwen3_5",
+           "qwen3_5_moe_text": "qwen3_5_moe"}
 
 
 def _layout_of(model_type: str) -> str:
@@ -210,7 +223,7 @@ def _layout_of(model_type: str) -> str:
 
     g = torch.Generator().manual_seed(0)
     d, T = 32, 6
-    package = model_type.removesuffix("_text")
+    package = PACKAGE.get(model_type, model_type.removesuffix("_text"))
     module = importlib.import_module(f"transformers.models.{package}.modeling_{package}")
     pos = torch.arange(T)[None]
     factor = 1.0
@@ -223,16 +236,16 @@ def _layout_of(model_type: str) -> str:
         inv = pl.rope_frequencies(d)
     else:
         kw = dict(hidden_size=2 * d, num_attention_heads=2, num_key_value_heads=2, head_dim=d, qk_rope_head_dim=d)
-        if model_type == "qwen2_vl":
-            from transformers.models.qwen2_vl.configuration_qwen2_vl import Qwen2VLTextConfig
-            config = Qwen2VLTextConfig(**kw, rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
-                                                               "mrope_section": [4, 6, 6]})
+        if package in MROPE_FAMILIES:  # the text model's own config, MRoPE sections over all d/2 pairs
+            text_type = "qwen2_vl_text" if model_type == "qwen2_vl" else model_type
+            config = AutoConfig.for_model(text_type, **kw, partial_rotary_factor=1.0, rope_parameters={
+                "rope_type": "default", "rope_theta": 10000.0, "mrope_section": [4, 6, 6], "partial_rotary_factor": 1.0})
         else:
             config = AutoConfig.for_model(model_type, **kw)
         rotary_cls = next(c for n, c in vars(module).items() if n.endswith("RotaryEmbedding") and "Vision" not in n)
         rotary = rotary_cls(config)
         x = torch.randn(1, 2, T, d, generator=g)
-        ids = pos.expand(3, 1, T) if model_type == "qwen2_vl" else pos
+        ids = pos.expand(3, 1, T) if package in MROPE_FAMILIES else pos
         args = ("sliding_attention",) if package in ("gemma3", "gemma4") else ()
         out = rotary(x, ids, *args)
         inv = rotary.inv_freq if not args else getattr(rotary, "sliding_attention_inv_freq")
@@ -245,7 +258,7 @@ def _layout_of(model_type: str) -> str:
             cos, sin = out
             if model_type != "gpt_oss":  # GPT-OSS's cos has d/2 columns (one per pair)
                 x = x[..., : cos.shape[-1]]  # partial rotary (Phi): the module rotates the first r features only
-            if model_type == "deepseek_v3":  # rope_interleave: true by default; pairs written back de-interleaved
+            if model_type in ("deepseek_v3", "deepseek_v32"):  # interleaved pairs, written back de-interleaved
                 q = module.apply_rotary_pos_emb_interleave(x, x, cos, sin)[0]
                 got = q[..., torch.argsort(pl.layout_permutation(x.shape[-1]))]
             elif package == "gemma4":  # one tensor at a time

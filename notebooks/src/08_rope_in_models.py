@@ -996,30 +996,43 @@ print(pl.inspect_config(MODELS["Phi-3 mini 128k instruct"]["config"], name="Phi-
 # Its numbers are §1's: for every stored config, every row of the table above (lengths, rotated
 # features, attention factor, and the pairs that turn within $L_0$ and within $L$) comes out the
 # same from `inspect_config`, which reads the file itself (both config forms, `text_config`,
-# per-layer types) instead of §1's few lines.
+# per-layer types) instead of §1's few lines. One difference is on purpose: inspect keeps the
+# file's context (`max_position_embeddings`) and the scaling's own reach, factor $\times L_0$,
+# apart and names both, where §1's $L$ takes the longer. They differ in one file only, Qwen's
+# YaRN card (context 32 768, factor $\times L_0$ = 131 072).
 
 # %% slideshow={"slide_type": "fragment"}
 inspected = {row.label: row for name, entry in MODELS.items()
              for row in pl.inspect_config(entry["config"], name=name).rows}
 assert set(inspected) == set(ROWS)
+differ = {}
 for label, row in inspected.items():
-    assert (row.L0, row.L) == ROWS[label]["L0_L"] and row.rotary_dim == ROWS[label]["r"], label
-    assert row.attention_factor == ROWS[label]["factor"] and row.base == ROWS[label]["base"], label
-    assert (row.turning_within_L0, row.turning_within_L) == count[label], label
-print(f"inspect_config reproduces all {len(inspected)} rows of §1's table")
+    L0, L = ROWS[label]["L0_L"]
+    if row.L != L:  # §1's L is the longer of the context and factor x L0; inspect names the two apart
+        differ[label] = (row.context, row.scaled_length)
+    assert row.L0 == L0 and L == (row.L if row.L == L else row.scaled_length), label
+    assert row.rotary_dim == ROWS[label]["r"] and row.base == ROWS[label]["base"], label
+    assert row.attention_factor == ROWS[label]["factor"], label
+    assert (row.turning_within_L0, pl.rope_inspect.turning_pairs(row.inv_freq, L)) == count[label], label
+assert differ == {"Qwen2.5 7B Instruct + YaRN (model card)": (32768, 131072)}
+print(f"inspect_config reproduces all {len(inspected)} rows of §1's table; it names context and factor x L0 "
+      f"apart where they differ: {differ}")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # * **`pl.diagnose_rope(fn, config)`** checks an implementation `fn(q, k, positions) -> (q, k)`
 #   against the RoPE the config describes (or against `apply_rope`'s arguments). It runs `fn` on
-#   probes: several shapes, a KV-cache offset, batched positions, one decoded token, bfloat16
-#   inputs, and for scaled configs positions at and past $L_0$ and near $L$. It compares the output
-#   with the reference (`posenc_lib/rope.py`'s steps, in float64). On a mismatch it tries named
-#   hypotheses, each a transformation of the reference: the other layout, the clockwise rotation,
-#   positions off by one or restarting at 0, keys turned twice, bfloat16 angles, another base, a
-#   missing or doubled attention factor, the wrong slice of the head, llama3's bands or LongRoPE's
-#   lists switched at the wrong length, MRoPE's sections in the wrong order. The one that
-#   reproduces `fn`'s output is the diagnosis. The report states the symptoms first (what a person
-#   would see) and measures the relative property: do the scores still depend only on $m - n$?
+#   probes: several shapes, keys with fewer heads than queries (GQA), a KV-cache offset, batched
+#   positions, one decoded token, bfloat16 and float16 inputs, and for scaled configs positions at
+#   and past $L_0$ and at the end of the context (never past it: the report names the range it
+#   checked). It compares the output with the reference (`posenc_lib/rope.py`'s steps, in float64).
+#   On a mismatch it tries named hypotheses, each a transformation of the reference: the other
+#   layout, the clockwise rotation, positions off by one or restarting at 0, keys turned twice,
+#   half-precision angles or tables, another base, another scaling method or factor, a frozen
+#   dynamic NTK, a missing, doubled or one-sided attention factor, the wrong slice of the head,
+#   llama3's bands or LongRoPE's lists switched at the wrong length, MRoPE's sections in the wrong
+#   order or style. The one that reproduces `fn`'s output is the diagnosis. The report states the
+#   symptoms first (what a person would see) and measures the relative property: do the scores
+#   still depend only on $m - n$? If `fn` itself raises, that is the report, in one line.
 #
 # Four buggy implementations of two models from §1. Each is a bug class public engines have
 # shipped: a kernel written for Meta's interleaved pairs serving a Hugging Face checkpoint, a decode
@@ -1122,7 +1135,48 @@ transformers_llama = pl.diagnose_rope(from_hf(apply_rotary_pos_emb, hf_rotary), 
 for name, report in (("clockwise", convention), ("transformers' Llama", transformers_llama)):
     print(f"{name}:\n{textwrap.fill(report.text, 110)}\n")
 assert convention.verdict == "convention" and convention.relative and not convention.ok
-assert transformers_llama.ok and transformers_llama.relative and len(transformers_llama.probes) == 8
+assert "turns with R_{m−n} where the reference's turns with R_m^T R_n = R_{n−m}" in convention.text
+assert transformers_llama.ok and transformers_llama.relative and len(transformers_llama.probes) == 10
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **What the config does not say is not assumed.** Qwen3-VL's config says its MRoPE sections are
+# *interleaved* (`mrope_interleaved`: pairs go to the axes $t, h, w$ in turn); Qwen2-VL's were
+# contiguous blocks. A kernel written for Qwen2-VL gives the right numbers on every text token,
+# whose three coordinates are equal, and wrong ones on an image. The doctor's probes hold an image's
+# $(t, h, w)$ grid, so it names the style. And where a config does not fix the pair layout at all (a
+# family posenc_lib's table does not know), the doctor reads the layout off `fn` and says what to
+# check, instead of guessing one and blaming `fn` for the guess.
+
+# %% slideshow={"slide_type": "fragment"}
+qwen3_vl = {"model_type": "qwen3_vl_text", "head_dim": 128, "num_attention_heads": 16,
+            "max_position_embeddings": 262144,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 5e6, "mrope_section": [24, 20, 20],
+                                "mrope_interleaved": True}}  # the released Qwen3-VL text config's RoPE fields
+vl_freq, _ = pl.rope_from_config(qwen3_vl)
+
+
+def mrope(style):
+    """MRoPE with (24, 20, 20) pairs per axis in this section style, on q and k alike."""
+    kw = dict(sections=(24, 20, 20), section_style=style, layout="half")
+    return lambda q, k, coords: tuple(pl.apply_rope_nd(x, coords, inv_freq=vl_freq.to(x.device), **kw) for x in (q, k))
+
+
+style_bug = pl.diagnose_rope(mrope("contiguous"), qwen3_vl)  # Qwen2-VL's blocks on a Qwen3-VL model
+lab_model = {"model_type": "my_lab_model", "hidden_size": 1024, "num_attention_heads": 8,
+             "max_position_embeddings": 8192, "rope_theta": 10000.0}
+lab = pl.diagnose_rope(lambda q, k, p: (pl.apply_rope(q, p, layout="half"), pl.apply_rope(k, p, layout="half")),
+                       lab_model)
+for name, report in (("Qwen2-VL's kernel on Qwen3-VL", style_bug), ("a lab model's RoPE", lab)):
+    print(f"{name}:\n{textwrap.fill(report.text, 110)}\n")
+
+g = torch.manual_seed(0)
+x = torch.randn(1, 2, 6, 128).to(device)  # drawn on the CPU, then moved
+text_tokens = pl.mrope_positions([("text", 6)]).to(device)  # t = h = w for every text token
+same = [mrope(style)(x, x, text_tokens)[0] for style in ("contiguous", "interleaved")]
+torch.testing.assert_close(same[0], same[1])  # on text tokens the two styles agree: only images tell them apart
+assert style_bug.hypotheses == ("section_style",) and not style_bug.ok
+assert pl.diagnose_rope(mrope("interleaved"), qwen3_vl).ok  # control: the config's own style passes
+assert lab.ok and lab.layout_inferred and lab.layout == "half" and "fn implements the half layout" in lab.text
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises

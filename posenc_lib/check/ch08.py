@@ -198,10 +198,13 @@ def rope_for_config(answer: Callable[[torch.Tensor, torch.Tensor, torch.Tensor],
 
     def run(fn):
         found = diagnose_rope(fn, ROPE_EXERCISE_CONFIG)
+        if found.verdict == "broken":  # fn raised or returned no rotated (q, k): say so as an error of the answer
+            raise ValueError(found.finding)
         n = len(found.probes)
         if found.ok:
-            yield True, (f"matches the config on all {n} probes: several shapes, a KV-cache offset, batched "
-                         "positions, one decoded token, bfloat16 inputs, positions near the end of the context")
+            yield True, (f"matches the config on all {n} probes: several shapes, k with fewer heads, a KV-cache "
+                         "offset, batched positions, one decoded token, bfloat16 and float16 inputs, positions "
+                         "near the end of the context")
         else:
             failed = [p.name for p in found.probes if not p.passed]
             yield False, f"wrong on {len(failed)} of {n} probes ({', '.join(failed)})"
