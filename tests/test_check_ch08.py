@@ -236,6 +236,7 @@ def test_needle_scale_refuses_a_simulation_and_a_search_over_the_checker(capsys)
 
     ok, out = run(check.needle_scale, simulated, capsys)
     assert ok is False and "calls torch.randn" in out and "closed form" in out
+    assert run(check.needle_scale, needle_derived, capsys)[0] is True  # the closed form fits the step budget
 
     def searched(n, n0, g):  # bisection over the checker's own weight
         lo, hi = 0.0, g
@@ -247,6 +248,26 @@ def test_needle_scale_refuses_a_simulation_and_a_search_over_the_checker(capsys)
 
     ok, out = run(check.needle_scale, searched, capsys)
     assert ok is False and "calls the checker's own weight" in out
+
+    def integrated_and_bisected(n, n0, g):  # the expectation integrated numerically, the scale found by bisection
+        z = torch.linspace(-40.0, 60.0, 10_001, dtype=torch.float64)
+        density = torch.exp(-z * z / 2) / math.sqrt(2 * math.pi)
+
+        def weight(t, count):
+            return 1 / (1 + count * float((torch.exp(t * z - g * t) * density).sum() * (z[1] - z[0])))
+
+        lo, hi = 0.0, g
+        if weight(g, n) < weight(1.0, n0):
+            return None
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if weight(mid, n) < weight(1.0, n0) else (lo, mid)
+        return hi
+
+    ok, out = run(check.needle_scale, integrated_and_bisected, capsys)
+    assert ok is False and "searches for the scale step by step" in out
+    ok, out = run(check.needle_scale, lambda n, n0, g: float(torch.trapezoid(torch.ones(3))), capsys)
+    assert ok is False and "calls torch.trapezoid" in out
 
 
 def test_needle_weight_is_the_closed_form():

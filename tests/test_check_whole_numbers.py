@@ -60,8 +60,8 @@ CASES = {
     "counter_merge": (lambda to: lambda dtype: to({torch.bfloat16: 189, torch.float16: 1463}[dtype]),
                       lambda to: lambda dtype: to({torch.bfloat16: 188, torch.float16: 1462}[dtype]), "too early"),
     "cache_rotations": (lambda to: returning(rotations_by_rule, to),
-                        lambda to: returning(lambda c, p, n: _misread(c, p, n).get("prefill", rotations_by_rule(c, p, n)),
-                                             to),
+                        lambda to: returning(lambda c, p, n: _misread(c, p, n).get("prefill",
+                                                                                     rotations_by_rule(c, p, n)), to),
                         "the prompt's keys are rotated too"),
 }
 

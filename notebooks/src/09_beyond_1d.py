@@ -784,7 +784,7 @@ answer = None  # your code: (q, k)
 # 8.0 and 10.2 positions: none completes a turn within 7 rows or columns). Spreading u over more pairs blunts
 # the peak (0.038 with the six fastest). Qwen2-VL gives h and w only its slow pairs (h's fastest turns by
 # 0.03 radians per row): no head can tell neighbouring patches apart by 0.05 there.
-u = torch.zeros(d_q, dtype=torch.float64)
+u = torch.zeros(128, dtype=torch.float64)
 u[[0, 1, 2]] = 1.0  # the first feature of pairs 0 (t), 1 (h), 2 (w)
 q_prev = pl.apply_rope_nd(u[None], torch.tensor([[-1, 0, 0]]), sections=(24, 20, 20), section_style="interleaved",
                           base=5e6, layout="half")[0]

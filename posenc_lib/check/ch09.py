@@ -77,8 +77,8 @@ def previous_frame_head(answer: Any) -> bool | None:
                 yield False, f"{where}: it attends most to the token at {tuple(coords[best].tolist())}"
 
     return report("A head that looks one frame back", answer, run,
-                  "a RoPE score depends only on the offset: make it largest at the offset you want, and steep "
-                  "around it along every axis, with the pairs each axis actually turns.")
+                  "a RoPE score is a function of the offset alone, and how sharply it peaks along an axis "
+                  "depends on which pairs turn with that axis.")
 
 
 # ---------------------------------------------------------------- Exercise 2: two counters from one set of keys
@@ -139,8 +139,8 @@ def two_counters(answer: Callable[[int], Any] | None) -> bool | None:
                                   f"over the text the count drifts by {(p - want).abs().max():.2f}")
 
     return report("Two counters from one set of keys", answer, run,
-                  "each gate is a yes or no that one query asks of one kind of key: write down the six answers "
-                  "you need, and ask what a dot product can say yes and no to.")
+                  "each gate is a yes or no that one query asks of one kind of key; a dot product answers by its "
+                  "sign, and firmly only far from zero.")
 
 
 # ---------------------------------------------------------------- Exercise 3: a head that prefers one diagonal

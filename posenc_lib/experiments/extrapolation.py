@@ -33,9 +33,10 @@ Evaluation at 64, 128, 256 and 512 tokens: the model reads L tokens at once
 is ever used; on recall the window cannot reach the dictionary). RoPE is also evaluated
 with PI, NTK and YaRN frequencies for the factor L / 64, without retraining, and iRoPE (if
 trained) also with its RoPE layers attending within chunks of 64 tokens ("irope+chunk", as
-Llama 4 does; at the training length this is the same model), and with its attention temperature
-switched off ("irope+notemp": the temperature first differs from 1 at the last training position,
-whose prediction is never scored, so training never shaped it; this control says what it does). The results file holds every
+Llama 4 does; at the training length this is the same model), and with its attention
+temperature switched off ("irope+notemp": the temperature first differs from 1 at the last
+training position, whose prediction is never scored, so training never shaped it; this
+control says what it does). The results file holds every
 seed and, per (task, method, length), the accuracies, their mean, min and max over seeds, and
 the number of scored answers per seed ("n").
 
