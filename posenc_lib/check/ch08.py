@@ -8,13 +8,13 @@ config puts on each part of a score, the needle's weight, the library's own rota
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 import torch
 
 from .. import rope as rope_module
 from .. import rope_config, rope_nd, rope2d, rotary, scaling
-from ._core import Verdict, close, float64_tensor, number, report, sealed, whole_number
+from ._core import close, float64_tensor, number, report, sealed, whole_number
 from ._guard import answers_under_guard, stopped_verdict
 
 __all__ = ["cache_rotations", "deepseek_mscales", "needle_scale", "context_shift"]
