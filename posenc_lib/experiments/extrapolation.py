@@ -556,7 +556,7 @@ SCALING_STYLES = {"linear": ("PI", "#ff7f0e"), "ntk": ("NTK", "#e377c2"), "yarn"
                   "llama3": ("Llama 3", "#bcbd22"), "dynamic": ("dynamic NTK", "#aec7e8")}
 COLORS = {**{m: spec.color for m, spec in POSITIONAL_METHODS.items()},
           **{f"rope+{s}": color for s, (_, color) in SCALING_STYLES.items()}, "irope+chunk": "#c5b0d5",
-          "irope+notemp": "#8c564b"}
+          "irope+notemp": "#c49c94"}
 LABELS = {**{m: spec.label for m, spec in POSITIONAL_METHODS.items()},
           **{f"rope+{s}": f"{POSITIONAL_METHODS['rope'].label} + {label}" for s, (label, _) in SCALING_STYLES.items()},
           "irope+chunk": f"{POSITIONAL_METHODS['irope'].label}, chunked",
