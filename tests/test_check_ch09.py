@@ -1,6 +1,5 @@
-"""Checkers of chapter 9 (posenc_lib.check.ch09): right answers in more than one form, typical wrong answers
-each told its misconception, unattempted answers and grading mode. Right answers are built here from the
-reasoning the exercises ask for, not from the checkers' references."""
+"""Checkers of chapter 9 (posenc_lib.check.ch09): designs built here from the reasoning the exercises ask for
+pass, each named misconception is named, and the checker module holds no design."""
 import math
 
 import pytest
@@ -8,11 +7,7 @@ import torch
 
 import posenc_lib as pl
 from posenc_lib import check
-
-# Exercise 1: h and w share the fast end (alternating), t takes the 16 slowest pairs.
-AXES_RIGHT = [1, 2] * 24 + [0] * 16
-# Another: of the four fastest pairs w takes 0 and 3, h 1 and 2; then h, w in blocks; t in the middle-slow range.
-AXES_RIGHT_2 = [2, 1, 1, 2] + [1] * 10 + [2] * 10 + [0] * 20 + [1] * 10 + [2] * 10
+from posenc_lib.check import ch09
 
 
 def run(checker, answer, capsys):
@@ -20,90 +15,153 @@ def run(checker, answer, capsys):
     return result, capsys.readouterr().out
 
 
-def test_design_axes(capsys):
-    assert run(check.design_axes, None, capsys)[0] is None
-    for right in (AXES_RIGHT, torch.tensor(AXES_RIGHT), tuple(float(a) for a in AXES_RIGHT), AXES_RIGHT_2):
-        ok, out = run(check.design_axes, right, capsys)
-        assert ok is True and "all correct!" in out, out
-    qwen2 = pl.rope_nd_axes((16, 24, 24), "contiguous")  # t on the fastest pairs
-    ok, out = run(check.design_axes, qwen2, capsys)
-    assert ok is False and "turn visibly within 16 frames" in out and "too little to tell neighbours apart" in out
-    time_slow = torch.tensor([1, 2, 0])[pl.rope_nd_axes((24, 24, 16), "contiguous")]  # h fast, w in the middle
-    ok, out = run(check.design_axes, time_slow, capsys)
-    assert ok is False and "✓ t:" in out and "✓ h:" in out and "✗ w:" in out
-    ok, out = run(check.design_axes, [0] * 4 + [1, 2] * 30, capsys)  # t gets too few pairs
-    assert ok is False and "fewer than 16 pairs" in out
-    ok, out = run(check.design_axes, AXES_RIGHT[:63], capsys)
-    assert ok is False and "expected 64 axis numbers" in out
+# ---------------------------------------------------------------- Exercise 1: the same patch, one frame back
+
+def _rotated(u, at):
+    return pl.apply_rope_nd(u[None], torch.tensor([at]), sections=(24, 20, 20), section_style="interleaved",
+                            base=5e6, layout="half")[0]
 
 
-def test_design_axes_scores_are_apply_rope_nds():
-    """The checker's closed-form score equals pl.apply_rope_nd's with the same allocation (q = k = ones)."""
-    axes = torch.tensor(AXES_RIGHT)
-    for axis, delta in ((0, 16), (1, 1), (2, 1), (1, 7)):
-        coords = torch.zeros(2, 3, dtype=torch.long)
-        coords[1, axis] = delta
-        # the allocation as a contiguous split of a permuted head: reorder the pairs so that each axis is one block
-        order = torch.cat([(axes == a).nonzero().flatten() for a in range(3)])
-        sections = tuple(int((axes == a).sum()) for a in range(3))
-        theta = pl.rope_frequencies(128, base=1e6, dtype=torch.float64)[order]
-        r = pl.apply_rope_nd(torch.ones(2, 128, dtype=torch.float64), coords, sections=sections,
-                             section_style="contiguous", inv_freq=theta)
-        assert math.isclose((r[0] @ r[1]).item(), check.ch09.axis_score(axes, axis, delta), rel_tol=1e-12)
+def previous_frame_design(pairs=(0, 1, 2), weights=(1.0, 1.0, 1.0)):
+    """u in chosen pairs (pair j: features j and j + 64), q = R_(-1, 0, 0) u, k = u: the score
+    u^T R_(offset + (1, 0, 0)) u peaks at offset (-1, 0, 0). Qwen3-VL deals pairs 0, 1, 2 to t, h and w: the
+    fastest pair of each axis, the sharpest peak along each."""
+    u = torch.zeros(128, dtype=torch.float64)
+    for j, w in zip(pairs, weights):
+        u[j] = w
+    return _rotated(u, (-1, 0, 0)), u
 
 
-def test_sentence_gates(capsys):
-    assert run(check.sentence_gates, None, capsys)[0] is None
-
-    def one_axis(d):  # q along e_0; full stops along it, words against it, far from 0 after the 1/sqrt(d)
-        e = torch.eye(d, dtype=torch.float64)[0] * 8 * math.sqrt(d)
-        return e, -e, e
-
-    def two_axes(d):  # lists; the query reads a "full stop" feature and a "word" feature
-        q = [0.0] * d
-        q[0], q[1] = 10 * math.sqrt(d), -10 * math.sqrt(d)
-        stop, word = [0.0] * d, [0.0] * d
-        stop[0], word[1] = 1.0, 1.0
-        return q, word, stop
-
-    for right in (one_axis, two_axes):
-        ok, out = run(check.sentence_gates, right, capsys)
-        assert ok is True and "all correct!" in out, out
-    ok, out = run(check.sentence_gates, lambda d: (one_axis(d)[0], one_axis(d)[0], one_axis(d)[0]), capsys)
-    assert ok is False and "count tokens" in out
-    ok, out = run(check.sentence_gates, lambda d: (one_axis(d)[0], one_axis(d)[0], -one_axis(d)[0]), capsys)
-    assert ok is False and "count words" in out
-    ok, out = run(check.sentence_gates, lambda d: tuple(v / (4 * math.sqrt(d)) for v in one_axis(d)), capsys)
-    assert ok is False and "part-open gates" in out
-    ok, out = run(check.sentence_gates, lambda d: torch.ones(d), capsys)
-    assert ok is False and "three vectors" in out
+def test_previous_frame_head(capsys):
+    assert run(check.previous_frame_head, None, capsys)[0] is None
+    ok, out = run(check.previous_frame_head, previous_frame_design(), capsys)
+    assert ok is True and "all correct!" in out
+    q, k = previous_frame_design(weights=(1.0, 1.1, 1.2))  # another weighting of the same pairs, as lists
+    assert run(check.previous_frame_head, (q.tolist(), k.tolist()), capsys)[0] is True
 
 
-def test_leak_logit(capsys):
-    assert run(check.leak_logit, None, capsys)[0] is None
-    right = lambda n, tol: math.log(tol / (n - tol))  # noqa: E731  n sigmoid(x) = tol
-    assert run(check.leak_logit, right, capsys)[0] is True
-    assert run(check.leak_logit, lambda n, tol: -torch.log(torch.tensor(n / tol - 1.0)), capsys)[0] is True
-    ok, out = run(check.leak_logit, lambda n, tol: tol / n, capsys)
-    assert ok is False and "the gate itself" in out
-    ok, out = run(check.leak_logit, lambda n, tol: math.log(tol / (1 - tol)), capsys)  # one token's bound
-    assert ok is False and "tokens add their gates" in out
-    ok, out = run(check.leak_logit, lambda n, tol: math.log(tol / n), capsys)
-    assert ok is False and "logarithm of the gate" in out
-    ok, out = run(check.leak_logit, lambda n, tol: -right(n, tol), capsys)
-    assert ok is False and "positive" in out
-    assert "-6.797" not in run(check.leak_logit, lambda n, tol: -1.0, capsys)[1]  # the expected value stays hidden
+def test_previous_frame_head_names_each_misconception(capsys):
+    q, k = previous_frame_design()
+    ok, out = run(check.previous_frame_head, (k, k), capsys)  # q = k: the peak at offset 0
+    assert ok is False and "attends most to itself" in out
+    ok, out = run(check.previous_frame_head, (_rotated(k, (1, 0, 0)), k), capsys)  # the sign of the offset
+    assert ok is False and "peaks one frame ahead" in out
+    spread = previous_frame_design(pairs=tuple(range(6)), weights=(1.0,) * 6)  # the six fastest pairs: a blunt peak
+    ok, out = run(check.previous_frame_head, spread, capsys)
+    assert ok is False and "turn too little" in out
+    qwen2_thinking = previous_frame_design(pairs=(0, 16, 40))  # Qwen2-VL's blocks: h and w get slow pairs
+    ok, out = run(check.previous_frame_head, qwen2_thinking, capsys)
+    assert ok is False and "does not change along w" in out  # pairs 16 and 40 are both h's in Qwen3-VL
+    ok, out = run(check.previous_frame_head, (q[:64], k), capsys)
+    assert ok is False and "two vectors of 128" in out
 
 
-def test_leak_logit_bound_holds_in_cope():
-    """At the bound, n ignored tokens shift CoPE's position by exactly the tolerance."""
-    n, tol = 480, 0.5
-    x = math.log(tol / (n - tol))
-    logits = torch.full((1, n), x, dtype=torch.float64)
-    assert math.isclose(pl.cope_positions(logits)[0, 0].item(), tol, rel_tol=1e-9)
+# ---------------------------------------------------------------- Exercise 2: two counters
+
+def two_counters_design(d):
+    """Two features: one says "ends a sentence", one "ends a clause"; every key has -1 or +1 in both, so no
+    gate sits at sigmoid(0) = 1/2. Each query reads one feature, scaled so that |q . k| / sqrt(d) = 12."""
+    k_word, k_comma, k_stop = (torch.zeros(d, dtype=torch.float64) for _ in range(3))
+    k_word[:2] = torch.tensor([-1.0, -1.0])
+    k_comma[:2] = torch.tensor([-1.0, 1.0])
+    k_stop[:2] = torch.tensor([1.0, 1.0])
+    q_sent, q_clause = torch.zeros(d, dtype=torch.float64), torch.zeros(d, dtype=torch.float64)
+    q_sent[0] = q_clause[1] = 12 * math.sqrt(d)
+    return q_sent, q_clause, k_word, k_comma, k_stop
 
 
-@pytest.mark.parametrize("name", ["design_axes", "sentence_gates", "leak_logit"])
+def test_two_counters(capsys):
+    assert run(check.two_counters, None, capsys)[0] is None
+    ok, out = run(check.two_counters, two_counters_design, capsys)
+    assert ok is True and "all correct!" in out
+    as_lists = lambda d: [v.tolist() for v in two_counters_design(d)]  # noqa: E731
+    assert run(check.two_counters, as_lists, capsys)[0] is True
+
+
+def test_two_counters_names_each_misconception(capsys):
+    def zero_word_key(d):  # the word key shares nothing with either query: its gates sit at 1/2
+        q_sent, q_clause, _, k_comma, k_stop = two_counters_design(d)
+        return q_sent, q_clause, torch.zeros(d), k_comma, k_stop
+
+    ok, out = run(check.two_counters, zero_word_key, capsys)
+    assert ok is False and "a dot product of 0 is a half-open gate" in out
+
+    def swapped(d):
+        q_sent, q_clause, *keys = two_counters_design(d)
+        return (q_clause, q_sent, *keys)
+
+    ok, out = run(check.two_counters, swapped, capsys)
+    assert ok is False and "sentences query's gate is open on commas" in out
+    assert "clauses query's gate is closed on commas" in out
+
+    def soft(d):
+        q_sent, q_clause, *keys = two_counters_design(d)
+        return (q_sent / 6, q_clause / 6, *keys)  # |q . k| / sqrt(d) = 2: gates of 0.12 and 0.88
+
+    ok, out = run(check.two_counters, soft, capsys)
+    assert ok is False and "soft" in out and "drifts" in out
+    ok, out = run(check.two_counters, lambda d: two_counters_design(d)[:3], capsys)
+    assert ok is False and "expected five vectors" in out
+
+
+# ---------------------------------------------------------------- Exercise 3: one diagonal
+
+def diagonal_design():
+    """An axial pair reads one offset, and S(1, 1) + S(-1, -1) = S(1, -1) + S(-1, 1) for any sum f(dr) + g(dc).
+    One mixed pair turning by a (dr - dc) is still on the main diagonal (angle 0) and turned by 2a on the
+    anti-diagonal: with a = pi / 2 and q = k, the scores are 1 against -1."""
+    freqs = torch.tensor([[math.pi / 2, -math.pi / 2]])
+    u = torch.tensor([1.0, 0.0])
+    return freqs, u, u
+
+
+def test_diagonal_head(capsys):
+    assert run(check.diagonal_head, None, capsys)[0] is None
+    ok, out = run(check.diagonal_head, diagonal_design(), capsys)
+    assert ok is True and "all correct!" in out
+    freqs = torch.tensor([[0.3, -0.3], [1.0, 0.0], [0.5, -0.5]])  # mixed pairs with an axial one among them
+    ok, out = run(check.diagonal_head, (freqs, torch.tensor([1.0, 0, 0, 0, 1, 0]), torch.tensor([1.0, 0, 0, 0, 1, 0])),
+                  capsys)
+    assert ok is True
+
+
+def test_diagonal_head_names_each_misconception(capsys):
+    axial = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    u = torch.tensor([1.0, 0.0, 1.0, 0.0])
+    q = pl.rotate_pairs(u, torch.cos(-axial.sum(-1)), torch.sin(-axial.sum(-1)))  # aimed at the offset (1, 1)
+    ok, out = run(check.diagonal_head, (axial, q, u), capsys)
+    assert ok is False and "every pair turns with one axis only" in out
+    same_sign = torch.tensor([[math.pi / 2, math.pi / 2]])  # reads dr + dc: 0 on the anti-diagonal
+    ok, out = run(check.diagonal_head, (same_sign, torch.tensor([1.0, 0.0]), torch.tensor([1.0, 0.0])), capsys)
+    assert ok is False and "prefers the anti-diagonal" in out
+    gentle = torch.tensor([[0.1, -0.1]])
+    ok, out = run(check.diagonal_head, (gentle, torch.tensor([1.0, 0.0]), torch.tensor([1.0, 0.0])), capsys)
+    assert ok is False and "leads by only" in out
+    ok, out = run(check.diagonal_head, (torch.ones(2, 3), torch.ones(4), torch.ones(4)), capsys)
+    assert ok is False and "expected (freqs of shape (P, 2)" in out
+
+
+def test_axial_heads_cannot_prefer_a_diagonal():
+    """The identity the checker names: for random axial heads S(1,1) + S(-1,-1) = S(1,-1) + S(-1,1)."""
+    g = torch.Generator().manual_seed(0)
+    for _ in range(5):
+        freqs = torch.rand(4, 2, generator=g, dtype=torch.float64) * torch.tensor([[1.0, 0.0]] * 2 + [[0.0, 1.0]] * 2)
+        q, k = torch.randn(2, 8, generator=g, dtype=torch.float64)
+        s = {o: ch09._grid_score(freqs, q, k, (0, 0), o) for o in ((1, 1), (-1, -1), (1, -1), (-1, 1))}
+        assert s[1, 1] + s[-1, -1] == pytest.approx(s[1, -1] + s[-1, 1], abs=1e-12)
+
+
+def test_the_checker_module_holds_no_design():
+    """The module's values are the exercises' settings and inputs (a video's size, a text, margins); no vector
+    and no frequency table: a checker cannot hand over a design it does not hold."""
+    for name, value in vars(ch09).items():
+        if name.startswith("__") or name == "annotations" or callable(value) or isinstance(value, type(ch09)):
+            continue
+        assert not isinstance(value, torch.Tensor), name
+        assert isinstance(value, (int, float, str, tuple, list, dict)), name
+
+
+@pytest.mark.parametrize("name", ch09.__all__)
 def test_grading_raises(name, monkeypatch):
     monkeypatch.setenv("POSENC_GRADING", "1")
     with pytest.raises(AssertionError, match="not attempted"):

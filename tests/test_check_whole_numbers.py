@@ -12,8 +12,7 @@ import torch
 from test_check_ch02 import RIGHT_WRAP
 from test_check_ch04 import last_bucket_closed_form
 from test_check_ch05 import _first_slow_pair
-from test_check_ch08 import stale_by_reading
-from test_check_ch09 import AXES_RIGHT
+from test_check_ch08 import _misread, rotations_by_rule
 
 from posenc_lib import check
 from posenc_lib.check._core import number, whole_number, whole_numbers
@@ -60,14 +59,10 @@ CASES = {
     "alibi_bf16_collapse": (lambda to: to(258), lambda to: to(257), "still stored exactly"),
     "counter_merge": (lambda to: lambda dtype: to({torch.bfloat16: 189, torch.float16: 1463}[dtype]),
                       lambda to: lambda dtype: to({torch.bfloat16: 188, torch.float16: 1462}[dtype]), "too early"),
-    "stale_from": (lambda to: lambda c: None if stale_by_reading(c) is None else to(stale_by_reading(c)),
-                   lambda to: lambda c: None if stale_by_reading(c) is None else to(stale_by_reading(c) - 1),
-                   "off by one at the threshold"),
-    "keys_seen": (lambda to: returning(lambda p, c: p % c + 1, to), lambda to: returning(lambda p, c: p % c, to),
-                  "is the query among the keys"),
-    "temperature_position": (lambda to: to(7 * 8192 - 1), lambda to: to(6 * 8192 - 1), "is not above 1.2"),
-    "design_axes": (lambda to: typed(AXES_RIGHT, to), lambda to: typed([0] * 16 + [1, 2] * 24, to),
-                    "turn visibly within 16 frames"),
+    "cache_rotations": (lambda to: returning(rotations_by_rule, to),
+                        lambda to: returning(lambda c, p, n: _misread(c, p, n).get("prefill",
+                                                                                     rotations_by_rule(c, p, n)), to),
+                        "the prompt's keys are rotated too"),
 }
 
 
@@ -85,9 +80,8 @@ def test_every_integer_checker_accepts_any_whole_number_type(name, kind, capsys)
     assert capsys.readouterr().out == out
 
 
-@pytest.mark.parametrize("name", ["counter_merge", "temperature_position", "t5_last_bucket", "rope_first_slow_pair",
-                                  "keys_seen", "slow_pairs", "t5_rows_read", "alibi_bf16_collapse",
-                                  "design_axes"])
+@pytest.mark.parametrize("name", ["counter_merge", "t5_last_bucket", "rope_first_slow_pair", "cache_rotations",
+                                  "slow_pairs", "t5_rows_read", "alibi_bf16_collapse"])
 def test_a_fraction_is_not_a_whole_number_anywhere(name, capsys):
     right = CASES[name][0]
     half = right(lambda n: n + 0.5)

@@ -168,7 +168,8 @@ def test_every_evaluation_is_stored_for_every_length():
     cfg = ex.ExperimentConfig(**{**ex.QUICK, "methods": ("rope", "irope")})
     for task in ex.TASKS:
         res = ex.run_seed(cfg, task, 0)["methods"]
-        assert set(res) == {"rope", "rope+linear", "rope+ntk", "rope+yarn", "irope", "irope+chunk"}
+        assert set(res) == {"rope", "rope+linear", "rope+ntk", "rope+yarn", "irope", "irope+chunk", "irope+notemp"}
+        assert "sliding_window" not in res["irope+notemp"]  # the temperature is 1 wherever a window scores
         modes = {"nonoverlapping", "attention"} | ({"trained_distances"} if task in ex.RECALL_TASKS else set())
         assert set(res["rope+linear"]) == modes and set(res["rope"]) == modes | {"sliding_window", "train_loss_curve"}
         assert set(res["rope"]["attention"]) == modes & {"nonoverlapping", "trained_distances"}
@@ -179,6 +180,8 @@ def test_every_evaluation_is_stored_for_every_length():
                                                                                     else 62))
         # the chunk spans the training length: at 64 tokens iRoPE with and without it is the same model
         assert res["irope+chunk"]["nonoverlapping"]["64"] == res["irope"]["nonoverlapping"]["64"]
+        # the temperature acts from position 63 on, whose prediction is not scored: at 64 tokens it changes nothing
+        assert res["irope+notemp"]["nonoverlapping"]["64"] == res["irope"]["nonoverlapping"]["64"]
 
 
 def test_best_and_chance_accuracy():
@@ -363,7 +366,7 @@ def test_plot_redraws_from_a_results_file(tmp_path):
 
 @pytest.mark.parametrize("name, methods, extra", [
     ("extrapolation.json", list(ex.ExperimentConfig().methods), ["rope+linear", "rope+ntk", "rope+yarn"]),  # ch. 7
-    ("irope.json", ["irope"], ["irope+chunk"]),  # chapter 8: python -m ... --methods irope
+    ("irope.json", ["irope"], ["irope+chunk", "irope+notemp"]),  # chapter 8: python -m ... --methods irope
 ])
 def test_committed_results_come_from_the_default_config(name, methods, extra):
     res = json.loads((ROOT / "results" / name).read_text())

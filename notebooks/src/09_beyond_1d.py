@@ -349,15 +349,20 @@ ALLOCATIONS = {  # name -> (sections in the order of `order`, style, order of (t
 }
 
 
-def thw_axes(name: str) -> torch.Tensor:
+def allocation(spec) -> tuple:
+    """An allocation: a name of ALLOCATIONS, or (sections, style, order, base) itself."""
+    return ALLOCATIONS[spec] if isinstance(spec, str) else spec
+
+
+def thw_axes(spec) -> torch.Tensor:
     """The axis (0 = t, 1 = h, 2 = w) of each of the 64 pairs under an allocation."""
-    sections, style, order, _ = ALLOCATIONS[name]
+    sections, style, order, _ = allocation(spec)
     return torch.tensor(order)[pl.rope_nd_axes(sections, style)]
 
 
-def axis_profile(name: str, axis: int, deltas: torch.Tensor) -> torch.Tensor:
+def axis_profile(spec, axis: int, deltas: torch.Tensor) -> torch.Tensor:
     """q = k = ones, key moved by deltas along one axis: the score, via apply_rope_nd at the model's base."""
-    sections, style, order, base = ALLOCATIONS[name]
+    sections, style, order, base = allocation(spec)
     n = len(deltas)
     coords = torch.zeros(n + 1, 3, dtype=torch.long)
     coords[1:, order.index(axis)] = deltas
@@ -366,20 +371,20 @@ def axis_profile(name: str, axis: int, deltas: torch.Tensor) -> torch.Tensor:
     return r[1:] @ r[0]
 
 
-def wavelengths(name: str) -> torch.Tensor:
+def wavelengths(spec) -> torch.Tensor:
     """2 pi / theta_j of the 64 pairs at the allocation's base."""
-    return pl.rope_wavelengths(d_q, base=ALLOCATIONS[name][3])
+    return pl.rope_wavelengths(d_q, base=allocation(spec)[3])
 
 
 deltas = torch.arange(0, 257)
-longest = max(wavelengths(name).max().item() for name in ALLOCATIONS)
+LONGEST = pl.rope_wavelengths(d_q, base=1e7).max().item()  # the widget's largest base
 
 
-def draw_allocation(fig, allocation="contiguous (Qwen2-VL)", max_offset=256):
+def draw_allocation(fig, spec="contiguous (Qwen2-VL)", max_offset=256):
     ax_p, ax_s = fig.subplots(2, 1, height_ratios=(1, 1.6))
-    bars = ax_p.bar(range(d_q // 2), wavelengths(allocation).tolist(), width=1.0, color="grey")
+    bars = ax_p.bar(range(d_q // 2), wavelengths(spec).tolist(), width=1.0, color="grey")
     ax_p.set(yscale="log", xlabel="pair j (fast → slow)", ylabel="wavelength", xlim=(-0.5, d_q // 2 - 0.5),
-             ylim=(1, 3 * longest))
+             ylim=(1, 3 * LONGEST))
     ax_p.legend(handles=[Patch(color=c, label=a) for c, a in zip(AXIS_COLORS, "thw")], fontsize=8,
                 loc="upper left", ncols=3)
     lines = [ax_s.plot([], [], color=c, label=f"move along {a}")[0] for c, a in zip(AXIS_COLORS, "thw")]
@@ -387,17 +392,19 @@ def draw_allocation(fig, allocation="contiguous (Qwen2-VL)", max_offset=256):
     ax_s.legend(fontsize=8, loc="lower left")
     title = ax_p.set_title("")
 
-    def update(allocation="contiguous (Qwen2-VL)", max_offset=256):
-        for bar, a, length in zip(bars, thw_axes(allocation).tolist(), wavelengths(allocation).tolist()):
+    def update(spec="contiguous (Qwen2-VL)", max_offset=256):
+        for bar, a, length in zip(bars, thw_axes(spec).tolist(), wavelengths(spec).tolist()):
             bar.set_color(AXIS_COLORS[a])
             bar.set_height(length)
         dl = deltas[:max_offset + 1]
         for a, line in enumerate(lines):
-            line.set_data(dl.tolist(), axis_profile(allocation, a, dl).tolist())
+            line.set_data(dl.tolist(), axis_profile(spec, a, dl).tolist())
         ax_s.set_xlim(0, max_offset)
-        title.set_text(f"{allocation}, base {ALLOCATIONS[allocation][3]:.0e}")
+        sections, style, order, base = allocation(spec)
+        name = spec if isinstance(spec, str) else f"{style}, sections {sections} for {''.join('thw'[a] for a in order)}"
+        title.set_text(f"{name}, base {base:.0e}")
 
-    update(allocation, max_offset)
+    update(spec, max_offset)
     return update
 
 
@@ -417,14 +424,37 @@ for name in ALLOCATIONS:  # whatever the allocation, offset 0 scores the maximum
 fig
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# Explore: pick an allocation and the largest offset shown (small offsets show the fast
-# pairs' wobble, large ones the slow pairs' drift).
+# Explore: build your own allocation. Choose how many pairs $t$ gets ($h$ and $w$ share the rest
+# equally), where they sit (one block at the fast or the slow end, or dealt round robin, where
+# $h$ and $w$ get at most 21 slots each and $t$ the others), and the base. Watch which axis's
+# score falls within a few steps and which stays flat over 256.
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
+ARRANGEMENTS = ("t's block at the fast end", "t's block at the slow end", "round robin")
+
+
+def custom_allocation(t_pairs=16, arrangement=ARRANGEMENTS[0], base=1e6):
+    """(sections, style, order, base) for t_pairs of t's pairs, the rest shared by h and w."""
+    rest = (d_q // 2 - t_pairs) // 2
+    if arrangement == ARRANGEMENTS[0]:
+        return (t_pairs, rest, rest), "contiguous", (0, 1, 2), base
+    if arrangement == ARRANGEMENTS[1]:
+        return (rest, rest, t_pairs), "contiguous", (1, 2, 0), base
+    rest = min(rest, 21)  # round robin: h and w take slots 1, 4, 7, ... and 2, 5, 8, ... below pair 64
+    return (d_q // 2 - 2 * rest, rest, rest), "interleaved", (0, 1, 2), base
+
+
+def draw_custom(fig, t_pairs=16, arrangement=ARRANGEMENTS[0], base=1e6):
+    update = draw_allocation(fig, custom_allocation(t_pairs, arrangement, base))
+    return lambda t_pairs=16, arrangement=ARRANGEMENTS[0], base=1e6: update(
+        custom_allocation(t_pairs, arrangement, base))
+
+
 allocation_widget = viz.InteractiveFigure(
-    draw_allocation, figsize=(6.0, 4.6),
-    allocation=widgets.Dropdown(options=list(ALLOCATIONS), value="contiguous (Qwen2-VL)", description="pairs"),
-    max_offset=widgets.IntSlider(256, min=16, max=256, step=16, description="max Δ"),
+    draw_custom, figsize=(6.0, 4.6),
+    t_pairs=widgets.IntSlider(16, min=4, max=40, step=4, description="pairs of t"),
+    arrangement=widgets.Dropdown(options=ARRANGEMENTS, value=ARRANGEMENTS[0], description="t's pairs"),
+    base=widgets.FloatLogSlider(value=1e6, base=10, min=4, max=7, step=0.5, description="base"),
 )
 allocation_widget
 
@@ -633,10 +663,12 @@ fig
 #   from 0.97 to 1.00); the seeds cannot tell the two apart, so sparsity alone separates
 #   nothing here. The sparse mix at 64 tokens holds only about 120 reads per seed, so these
 #   numbers are coarse.
-# - **Sparse mix, beyond the training length**: CoPE is clearly ahead of RoPE at 128 tokens
-#   (0.99 against 0.90) and of NoPE at 128, 256 and 512. Against RoPE at 256 and 512 its worst
-#   seed is still above RoPE's best, but by less than the evaluation noise: thin wins, and we
-#   build nothing on them. RoPE falls to NoPE's level by 512 (means 0.654 and 0.652, within 0.05).
+# - **Sparse mix, beyond the training length**: CoPE is ahead of RoPE at 128 tokens (0.99
+#   against 0.90), but barely: its worst seed clears RoPE's best by 2.4 standard errors of the
+#   evaluation noise, just past the line we call clear. It is ahead of NoPE at 128, 256 and 512
+#   (at 512 by 2.2 standard errors, barely as well). Against RoPE at 256 and 512 its worst seed
+#   is still above RoPE's best, but by less than the evaluation noise: thin wins, and we build
+#   nothing on them. RoPE falls to NoPE's level by 512 (means 0.654 and 0.652, within 0.05).
 # - **Training mix, beyond the training length**: every method degrades. CoPE's mean is the
 #   highest at 256 and 512 tokens, but its seeds spread widely (one seed is no better than
 #   RoPE), so here we measured **no clear difference**: a null result at this budget.
@@ -646,17 +678,21 @@ fig
 # data, lengths and model sizes (their flip-flop task comes from Liu et al. 2023). In our
 # run, sparsity alone separates nothing at the training length (the second bullet); RoPE
 # and CoPE part only when the sparse sequences are also longer than any seen in training,
-# and clearly only at 128 tokens. Nor does the run show *why* CoPE holds up: the results
+# and then barely, at 128 tokens only. Nor does the run show *why* CoPE holds up: the results
 # store no gate values, so "it counts writes" is the method's design, not a measurement here.
 # A second explanation stays open: the model clamps contextual positions at 64 (its
 # `max_positions` is the training length + 1, asserted below), so no input, however long,
 # reaches a position the model did not train.
 #
-# Why CoPE degrades on the training mix at 512 tokens we have not tested; one guess is that
-# its gates on non-write tokens are small but not zero, and their sum over hundreds of
-# tokens shifts the count (Exercise 3 asks how closed those gates must be). The cell also
-# counts the orderings it asserts: each passes by chance 1 time in 20 when two methods do not
-# differ.
+# Why CoPE degrades on the training mix at 512 tokens we have not tested. Two guesses, both
+# assuming the gates count written bits, as the design intends, and both sized by the cell
+# after next. Gates that leak: a 512-token sequence of the training mix holds about 473 tokens
+# whose gates should stay shut, so for their leaks to add up to less than half a position each
+# gate must stay below 0.0011 (a logit below −6.85); a gate of 0.05, which looks shut, moves the
+# first keys by 24 positions. Or counts that outgrow training: a 64-token training sequence
+# holds 5.5 written bits on average, so contextual positions much above that were rarely
+# trained, while at 512 tokens the first keys sit about 39 writes back. The cell also counts the
+# orderings it asserts: each passes by chance 1 time in 20 when two methods do not differ.
 
 # %% slideshow={"slide_type": "fragment"}
 acc = lambda m, mix, L, stat="mean": res["methods"][m][mix][str(L)][stat]  # noqa: E731
@@ -678,6 +714,7 @@ assert all(acc(m, "sparse", 64, "n") < 130 for m in res["methods"])  # about 120
 for L in (128, 256, 512):
     assert clearly("cope", "rope", "sparse", L) and clearly("cope", "none", "sparse", L)
 assert [round(acc(m, "sparse", 128), 2) for m in ("cope", "rope")] == [0.99, 0.90]
+assert [round(cc.separation(res, "cope", b, "sparse", L), 1) for b, L in (("rope", 128), ("none", 512))] == [2.4, 2.2]
 assert abs(acc("rope", "sparse", 512) - acc("none", "sparse", 512)) < 0.05  # RoPE at NoPE's level by 512
 for m in ("none", "rope", "cope"):  # everyone degrades on the training mix by 512 tokens
     assert acc(m, "dense", 512) < acc(m, "dense", 64) - 0.15
@@ -691,6 +728,30 @@ assert len(separation) == 8 and thin == [("cope", "rope", "sparse", 256), ("cope
 print(f"{len(separation)} orderings ({len(separation) / 20:.1f} expected by chance); thin: {thin}")
 print("every claim above holds for results/cope_counting.json")
 
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# The two guesses, sized on sequences of the training mix (written bits counted, not gates:
+# the results store none):
+
+# %% slideshow={"slide_type": "fragment"}
+mix = tuple(res["config"]["mix"])  # P(w), P(r), P(i)
+
+
+def written_bits(length, seed=0, n=512):
+    """Per sequence of the mix: how many bits are written (the tokens whose gates should open)."""
+    tokens, _ = cc.flip_flop(n, length, mix, torch.Generator().manual_seed(seed))
+    return (tokens[:, ::2] == cc.W).sum(-1).double()
+
+
+written = written_bits(512).mean().item()  # the first instruction is always a write, then 15 % of the others
+shut = 512 - written  # tokens whose gates should stay shut
+leak_logit = math.log(0.5 / (shut - 0.5))  # shut * sigmoid(x) = 0.5
+print(f"512 tokens: {written:.1f} written bits on average, {shut:.0f} gates to keep shut: each below "
+      f"{torch.sigmoid(torch.tensor(leak_logit)).item():.4f} (logit {leak_logit:.2f}); a gate of 0.05 moves the first "
+      f"keys by {0.05 * shut:.0f}; 64 tokens: {written_bits(64).mean().item():.1f} written bits")
+assert round(shut) == 473 and round(written) == 39 and round(leak_logit, 2) == -6.85
+assert round(torch.sigmoid(torch.tensor(leak_logit)).item(), 4) == 0.0011
+assert round(0.05 * shut) == 24 and round(written_bits(64).mean().item(), 1) == 5.5
+
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
@@ -698,109 +759,119 @@ print("every claim above holds for results/cope_counting.json")
 # a hint. The worked solution follows, collapsed (expand it only after trying), then a cell that
 # checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
 #
-# **Exercise 1 (design).** Give each of the 64 pairs of Qwen2-VL's head ($d = 128$, base
-# $10^6$) to one axis, $t$, $h$ or $w$, such that, with $q = k = (1, \dots, 1)$ as in §2's
-# figure:
-# * every axis has at least 16 pairs;
-# * two frames 16 apart keep at least 99 % of the maximum score (128) along $t$;
-# * the next row, and the next column, each lower the score by at least 1, so that
-#   neighbouring patches can be told apart.
-#
-# Return the axis of every pair, pair 0 (the fastest) first: 64 numbers, 0 for $t$, 1 for $h$,
-# 2 for $w$. Before you search: which of §2's three allocations meets which condition?
+# **Exercise 1 (design).** Build one attention head of Qwen3-VL that, in a video, looks at the
+# same patch one temporal patch back. Its RoPE is §2's interleaved allocation: $d = 128$,
+# `sections=(24, 20, 20)`, `section_style="interleaved"`, base $5 \cdot 10^6$, `layout="half"`
+# (pair $j$ is features $j$ and $j + 64$). Give `answer = (q, k)`, two vectors of 128 numbers,
+# the same for every token, such that in a video of 4 temporal patches of 8 × 8 tokens
+# (`pl.mrope_positions([("video", (4, 8, 8))])`) a query at $(t, h, w)$ scores the key at
+# $(t - 1, h, w)$ above every other key it can see (itself and the tokens before it) by at least
+# $0.05\,|q|\,|k|$. Before you design: would Qwen2-VL's allocation (§2's first) let any head do
+# this?
 
 # %% slideshow={"slide_type": "fragment"}
-answer = None  # your code: 64 axis numbers, pair 0 first
+answer = None  # your code: (q, k)
 
-_ = check.design_axes(answer)
+_ = check.previous_frame_head(answer)
 
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "design_axes_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-answer = None  # your code: 64 axis numbers, pair 0 first
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "previous_frame_head_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+answer = None  # your code: (q, k)
 ### BEGIN SOLUTION
-# One step along an axis turns its pairs by theta_j, and only the fastest few feel it: pair j lowers
-# the score by 2 (1 - cos theta_j) = 0.92, 0.61, 0.41, 0.27, 0.18, ... for j = 0, 1, 2, ... So h and
-# w must share the fast end, alternately; t takes the slowest pairs, which 16 frames barely turn
-# (16 theta_48 = 0.0059 rad). Qwen2-VL gives t the 16 fastest pairs (95.7 at 16 frames) and h, w
-# the slow ones (a neighbour changes nothing); Qwen3-VL's round robin gives t pair 0; "time slow"
-# gives w only middle pairs. VideoRoPE's design goes this way: time slow, h and w interleaved.
-answer = [1, 2] * 24 + [0] * 16
+# The score (R_m q) . (R_n k) = q^T R_(n - m) k depends on the offset n - m only. With k = u and
+# q = R_(-1, 0, 0) u it is u^T R_(offset + (1, 0, 0)) u, largest where offset = (-1, 0, 0) (chapter 8's
+# previous-token head, in three axes). It must also fall steeply one step away along t, h and w, so u
+# lives on the fastest pair of each axis: the round robin gives pairs 0, 1, 2 to t, h, w (wavelengths 6.3,
+# 8.0 and 10.2 positions: none completes a turn within 7 rows or columns). Spreading u over more pairs blunts
+# the peak (0.038 with the six fastest). Qwen2-VL gives h and w only its slow pairs (h's fastest turns by
+# 0.03 radians per row): no head can tell neighbouring patches apart by 0.05 there.
+u = torch.zeros(128, dtype=torch.float64)
+u[[0, 1, 2]] = 1.0  # the first feature of pairs 0 (t), 1 (h), 2 (w)
+q_prev = pl.apply_rope_nd(u[None], torch.tensor([[-1, 0, 0]]), sections=(24, 20, 20), section_style="interleaved",
+                          base=5e6, layout="half")[0]
+answer = (q_prev, u)
 ### END SOLUTION
 
-# %% nbgrader={"grade": true, "grade_id": "design_axes", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.design_axes(answer)
+# %% nbgrader={"grade": true, "grade_id": "previous_frame_head", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.previous_frame_head(answer)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 2 (design).** §3 set the gates directly, through their logits. In a model they
-# come from vectors: query $i$'s gate on key $t$ is $\sigma(q_i \cdot k_t / \sqrt{d})$. Design
-# one query vector (the same for every position) and one key vector per kind of token, a word
-# and a full stop, so that CoPE's positions count the full stops between a key and the query
-# to within 0.05. Write `sentence_gates(d)` returning `(q, k_word, k_stop)`, each of `d`
-# numbers; the checker tries $d$ = 8 and 32 on a text of its own.
+# **Exercise 2 (design).** §3 set the gates directly, through their logits. In a model they come
+# from vectors: query $i$'s gate on key $t$ is $\sigma(q_i \cdot k_t / \sqrt{d})$, and each kind of
+# token has one key. Give one head two counters that share those keys: a query `q_sentence` whose
+# CoPE positions count the full stops between a key and the query, and a query `q_clause` whose
+# positions count the commas and full stops, each to within 0.05 over a text of about 40 words,
+# commas and full stops. Write `two_counters(d)` returning `(q_sentence, q_clause, k_word,
+# k_comma, k_stop)`, each of `d` numbers; the checker tries $d$ = 8 and 32 on a text of its own.
 
 # %% slideshow={"slide_type": "fragment"}
-def sentence_gates(d):
+def two_counters(d):
     raise NotImplementedError  # your code
 
 
-_ = check.sentence_gates(sentence_gates)
+_ = check.two_counters(two_counters)
 
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "sentence_gates_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-def sentence_gates(d):
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "two_counters_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+def two_counters(d):
     ### BEGIN SOLUTION
-    # A full stop needs q·k / sqrt(d) far above 0 (gate 1), a word far below (gate 0): one feature
-    # suffices, with opposite signs for the two kinds of key. The size matters: sigmoid(x) is within
-    # 0.05 / (number of tokens) of 0 or 1 only for |x| above about 6, so the dot product must grow
-    # with sqrt(d), and a gate left half open on words adds a fraction per word, a drift that grows
-    # with the text.
-    e = torch.zeros(d)
-    e[0] = 10 * math.sqrt(d)
-    return e, -e / e.norm(), e / e.norm()
+    # Six gates: the sentence query opens on full stops only, the clause query on commas and full stops, both
+    # stay shut on words. One feature per question a query asks ("ends a sentence?", "ends a clause?"), and
+    # every key answers both with +1 or -1: a key with 0 in a query's feature would get sigmoid(0) = 1/2, a
+    # half-open gate. Each gate must be within about 0.05 / 40 of 0 or 1 over the text, so |q . k| / sqrt(d)
+    # must exceed ln(800) = 6.7: the query grows with sqrt(d).
+    k_word, k_comma, k_stop = (torch.zeros(d) for _ in range(3))
+    k_word[:2], k_comma[:2], k_stop[:2] = torch.tensor([-1.0, -1.0]), torch.tensor([-1.0, 1.0]), torch.tensor([1.0, 1.0])
+    q_sentence, q_clause = torch.zeros(d), torch.zeros(d)
+    q_sentence[0] = q_clause[1] = 10 * math.sqrt(d)
+    return q_sentence, q_clause, k_word, k_comma, k_stop
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "sentence_gates", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.sentence_gates(sentence_gates)
+# %% nbgrader={"grade": true, "grade_id": "two_counters", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.two_counters(two_counters)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 3 (derive).** The flip-flop results end with a guess: CoPE's gates on tokens that
-# should not count are small but not zero, and over hundreds of them they shift the count.
-# Make it quantitative. Write `leak_logit(n, tolerance)` returning the largest logit a gate
-# on a non-counted token may have, so that $n$ such tokens together shift CoPE's position by
-# less than `tolerance`. Then evaluate it for the ignored tokens of a 512-token sparse
-# flip-flop sequence (256 instructions of two tokens, each an ignore with probability 0.94, as
-# the figure's title says): how closed must those gates be?
+# **Exercise 3 (predict, then design).** §1's axial 2-D RoPE turns each pair with one axis. Can
+# an axial head prefer one *diagonal*: score both main-diagonal neighbours, at (row, column)
+# offsets $(1, 1)$ and $(-1, -1)$, above both anti-diagonal ones, $(1, -1)$ and $(-1, 1)$?
+# Predict first, for any $q$ and $k$. Then design a 2-D RoPE that can: pair $j$ (features $2j$
+# and $2j + 1$) turns by $\phi_j \cdot (\text{row}, \text{col})$ for a frequency vector
+# $\phi_j$ of your choosing. Give `answer = (freqs, q, k)`: `freqs` of shape $(P, 2)$, and $q$
+# and $k$ of $2P$ numbers, such that each main-diagonal neighbour scores above each
+# anti-diagonal one by at least $0.1\,|q|\,|k|$.
 
 # %% slideshow={"slide_type": "fragment"}
-def leak_logit(n, tolerance):
-    raise NotImplementedError  # your code
+answer = None  # your code: (freqs, q, k)
 
+_ = check.diagonal_head(answer)
 
-_ = check.leak_logit(leak_logit)
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "diagonal_head_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+answer = None  # your code: (freqs, q, k)
+### BEGIN SOLUTION
+# Axial: the score is f(row offset) + g(column offset), so S(1, 1) + S(-1, -1) = f(1) + f(-1) + g(1) + g(-1)
+# = S(1, -1) + S(-1, 1): the two main-diagonal scores cannot both beat both anti-diagonal ones, for any q and
+# k. A pair that reads both offsets at once escapes this: with phi = (a, -a) it turns by a (row - col), 0 along
+# the main diagonal and 2a on the anti-diagonal. With a = pi / 2 and q = k in that pair, the scores are 1
+# and cos(pi) = -1. (Heo et al. 2024, "Rotary Position Embedding for Vision Transformer", learn such mixed
+# frequencies: RoPE-Mixed.)
+answer = (torch.tensor([[math.pi / 2, -math.pi / 2]]), torch.tensor([1.0, 0.0]), torch.tensor([1.0, 0.0]))
+### END SOLUTION
 
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "leak_logit_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-def leak_logit(n, tolerance):
-    ### BEGIN SOLUTION
-    # n tokens with gate g shift the position by n g: n g < tol  =>  g < tol / n, and the logit of a
-    # gate g is ln(g / (1 - g)): x < ln(tol / (n - tol)). A 512-token sparse sequence has about 240
-    # ignore instructions (94 % of 256), 480 tokens; with tol = 0.5 that gives x < -6.9, a gate below
-    # 0.0010. A gate that looks small, 0.05 (logit -2.9), shifts the count by 24 over that text.
-    return math.log(tolerance / (n - tolerance))
-    ### END SOLUTION
-
-
-# %% nbgrader={"grade": true, "grade_id": "leak_logit", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.leak_logit(leak_logit)
+# %% nbgrader={"grade": true, "grade_id": "diagonal_head", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.diagonal_head(answer)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Errata in the sources
 #
-# | Where | The source writes | Correct |
+# The sources say nothing wrong in this chapter's scope; they leave it open, which is why the
+# chapter exists: `001`'s property 5 promises encodings "from text to images to video,
+# from 1-D to n-D" and never gets there (§1 and §2 do), and `003` has a heading "CoPE" with
+# nothing under it (§3). One error is in a reference implementation the chapter checks against:
+#
+# | Where | The code does | Correct |
 # |---|---|---|
-# | `001`, property 5 | promises encodings "from text to images to video, from 1-D to n-D" | the course stopped at 2-D; §1 and §2 above give (t, h, w) and mixed sequences. |
-# | `003`, "CoPE" | a heading with nothing under it | §3 above. |
 # | transformers 5.x, `get_rope_index` of Qwen2-VL and Qwen2.5-VL (`Qwen2VLModel`, `Qwen2_5_VLModel`) | text after a vision segment starting at $s$ starts at $s + \max(h, w)$ ($h, w$ in merged tokens), ignoring $t$ | the models' release code continues at one past the largest id used, $s + \max(t_{last}, h - 1, w - 1) + 1$, and so does transformers elsewhere: the worked example in the docstring of Qwen2.5-Omni's `get_rope_index` (`qwen2_5_omni/modeling_qwen2_5_omni.py`, whose code also starts each segment at the largest id + 1), and the `mrope_position_deltas` that the same Qwen2-VL `get_rope_index` returns ($\max + 1 -$ length), which place the *generated* tokens at $\max + 1$. So transformers 5.x is inconsistent with itself: prefill text after a video sits at $s + \max(h, w)$, generated text at $\max + 1$. The rules agree while $t_{last} < \max(h, w)$; after a longer video the short rule puts the text among the video's ids. For Qwen2.5-VL, whose $t$ counts time, they split much sooner: in §2's own example (2 s per temporal patch, 25 per second) the second temporal patch already sits at $t = 50$, while the short rule starts the text after the video at $s + \max(h, w) = 2$; with the released 2 per second, as soon as a video's last $t$ reaches $\max(h, w)$. |
 #
-# The last row, shown: a video of 6 temporal patches of 2 × 2 tokens after one text token.
+# The row, shown: a video of 6 temporal patches of 2 × 2 tokens after one text token.
 # `tests/test_rope_nd.py::test_transformers_text_after_a_long_video_falls_among_its_ids` runs
 # transformers' own `get_rope_index` (Qwen2-VL and Qwen2.5-VL) on this sequence: the text after
 # the video gets $t$ = 3, 4 there, 7, 8 here, and the returned deltas put the next generated

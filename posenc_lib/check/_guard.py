@@ -110,10 +110,11 @@ def no_huge_arrays(limit: int = HUGE) -> Iterator[None]:
 
 
 def answers_under_guard(fn: Any, cases: Iterable[tuple[Any, ...]], refuse: Iterable[tuple[Any, str, str]] = (),
-                        *, loops: bool = True) -> tuple[dict[tuple[Any, ...], Any], tuple[Any, Exception] | None]:
+                        *, loops: bool = True, steps: int = STEPS
+                        ) -> tuple[dict[tuple[Any, ...], Any], tuple[Any, Exception] | None]:
     """fn(*case) for every case, while the ``refuse`` targets refuse to run (and, with ``loops``, while
-    huge arrays are refused and Python steps are counted). Every guard is undone before this returns,
-    so the checker reports with the library whole again.
+    huge arrays are refused and at most ``steps`` Python lines run in all). Every guard is undone before
+    this returns, so the checker reports with the library whole again.
 
     returns: (the answers by case, None), or (the answers so far, (the case that stopped, its
              Shortcut or TooManySteps)); any other exception of fn propagates (report() shows it).
@@ -125,7 +126,7 @@ def answers_under_guard(fn: Any, cases: Iterable[tuple[Any, ...]], refuse: Itera
             stack.enter_context(refusing(refuse))
             if loops:
                 stack.enter_context(no_huge_arrays())
-                stack.enter_context(step_budget())
+                stack.enter_context(step_budget(steps))
             for case in cases:
                 answers[case] = fn(*case)
     except (Shortcut, TooManySteps) as stopped:

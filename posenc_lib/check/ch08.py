@@ -1,5 +1,10 @@
-"""Checkers for notebooks/08_rope_in_models.ipynb: when a KV cache goes stale, the context behind LongRoPE's
-factor, Llama 4's temperature, the keys a chunked RoPE layer sees, RoPE for a config (checked by diagnose_rope)."""
+"""Checkers for notebooks/08_rope_in_models.ipynb: the cost of a KV cache that stays exact, DeepSeek's two
+mscales, a query scale against many distractors, and moving a cache's keys to earlier positions.
+
+No checker holds an answer: Exercise 1 keeps salted digests (``_core.sealed``) of its answers and of the
+answers each misconception gives; the others check properties a right answer must have (the multipliers a
+config puts on each part of a score, the needle's weight, the library's own rotation of hidden keys).
+"""
 from __future__ import annotations
 
 import math
@@ -7,220 +12,391 @@ from typing import Any, Callable
 
 import torch
 
-from ..rope_config import rope_from_config
-from ..rope_diagnose import HYPOTHESES, diagnose_rope
-from ..temperature import attention_temperature
-from ._core import close, number, report, whole_number
+from .. import rope as rope_module
+from .. import rope_config, rope_nd, rope2d, rotary, scaling
+from ._core import close, float64_tensor, number, report, sealed, whole_number
+from ._guard import answers_under_guard, stopped_verdict
 
-__all__ = ["stale_from", "longrope_context", "temperature_position", "keys_seen", "rope_for_config"]
-
-def _frequencies(config: dict, L: int) -> torch.Tensor:
-    return rope_from_config(config, seq_len=L)[0]
+__all__ = ["cache_rotations", "deepseek_mscales", "needle_scale", "context_shift"]
 
 
-def _stale_from(config: dict, longest: int = 1 << 22) -> int | None:
-    """The first input length whose frequencies differ from those one token shorter (the library's reading
-    of the config); None if none does up to `longest`. Every rope type here changes at most once: before
-    a threshold the frequencies are those of length 1, after it they differ, so bisection finds it."""
-    first = _frequencies(config, 1)
-    if torch.equal(_frequencies(config, longest), first):
-        return None
-    lo, hi = 1, longest  # same at lo, different at hi
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if torch.equal(_frequencies(config, mid), first) else (lo, mid)
-    return hi
+def _frequency_readers() -> tuple[tuple[Any, str, str], ...]:
+    """Every door to RoPE's frequencies at a given length: probing them answers Exercise 1 by measurement."""
+    import posenc_lib
+
+    return ((posenc_lib, "rope_from_config", "pl.rope_from_config"),
+            (rope_config, "rope_from_config", "pl.rope_from_config"),
+            (rope_config.RopeSettings, "frequencies", "RopeSettings.frequencies"),
+            (posenc_lib, "scaled_rope_frequencies", "pl.scaled_rope_frequencies"),
+            (scaling, "scaled_rope_frequencies", "pl.scaled_rope_frequencies"),
+            (rope_config, "scaled_rope_frequencies", "pl.scaled_rope_frequencies"))
 
 
-def _stale_cases() -> dict[str, dict]:
-    """Configs whose cache may or may not go stale: two LongRoPE, a dynamic NTK, three static ones."""
-    return {
-        "Phi-3-like LongRoPE (L0 4096, max 131072)": _phi3_like(4096, 131072),
-        "LongRoPE (L0 2048, max 16384)": _phi3_like(2048, 16384),
-        "dynamic NTK (max_position_embeddings 4096)": {"head_dim": 64, "max_position_embeddings": 4096,
-                                                       "rope_scaling": {"rope_type": "dynamic", "factor": 2.0}},
-        "YaRN x4 from 32768 (Qwen2.5's card)": {"head_dim": 128, "rope_theta": 1e6, "max_position_embeddings": 32768,
-                                                "rope_scaling": {"type": "yarn", "factor": 4.0,
-                                                                 "original_max_position_embeddings": 32768}},
-        "Llama 3.1 (llama3 x8 from 8192)": {"head_dim": 128, "rope_theta": 5e5, "max_position_embeddings": 131072,
-                                            "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
-                                                             "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                                                             "original_max_position_embeddings": 8192}},
-        "plain RoPE": {"head_dim": 64, "rope_theta": 10000.0, "max_position_embeddings": 4096},
-    }
+def _rotations() -> tuple[tuple[Any, str, str], ...]:
+    """Every library function that rotates a tensor by RoPE (Exercise 4 asks for the rotation by hand), and this
+    module's own (they rotate through the library)."""
+    import sys
+
+    import posenc_lib
+
+    names = ("apply_rope", "apply_rope_compiled", "rotate_pairs", "rope_matrix", "apply_rope_nd", "apply_rope_2d")
+    owners = (posenc_lib, rotary, rope_module, rope_nd, rope2d)
+    return (*((owner, name, f"pl.{name}") for owner in owners for name in names),
+            (rotary, "rotate", "posenc_lib.rotary.rotate"), (rotary, "rotate_compiled", "posenc_lib.rotary.rotate"),
+            (rope_module, "rotate_at_positions", "posenc_lib.rope.rotate_at_positions"),
+            (rope_module, "rotate_in_float32", "posenc_lib.rope.rotate_in_float32"),
+            (rope_module, "rotate_partial", "posenc_lib.rope.rotate_partial"),
+            (rotary.RotaryEmbedding, "forward", "pl.RotaryEmbedding"),
+            *((sys.modules[__name__], name, "the checker's own rotation")
+              for name in ("_keys_at", "_shift_misreadings")))
 
 
-def stale_from(answer: Callable[[dict], Any]) -> bool | None:
-    """answer(config) -> int or None: the first input length at which a config's RoPE frequencies differ
-    from those of an input one token shorter (a KV cache kept across it is stale); None: never."""
+# ---------------------------------------------------------------- Exercise 1: an exact cache's rotations
 
-    def run(fn):
-        for name, config in _stale_cases().items():
-            want = _stale_from(config)
-            raw = fn(config)
-            never = raw is None or (number(raw) is not None and math.isinf(number(raw)))
-            got = None if never else whole_number(raw)
-            if not never and got is None:
-                yield False, f"{name}: {raw!r} is neither a length (a whole number) nor None"
-            elif got == want:
-                yield True, f"{name}: right"
-            elif want is None:
-                yield False, (f"{name}: a length, but these frequencies depend on the config only: the input's "
-                              f"length never changes them, so a cache never goes stale")
-            elif never:
-                yield False, f"{name}: None, but this rope type picks its frequencies from the input's length"
-            elif got == want - 1:
-                yield False, (f"{name}: off by one at the threshold: does the switch happen at the threshold length "
-                              f"itself, or only once an input is longer than it?")
-            elif got in (config["max_position_embeddings"], config["max_position_embeddings"] + 1) and "longrope" in str(
-                    config.get("rope_scaling")):
-                yield False, (f"{name}: {got} is past the deployed context; LongRoPE switches lists at the "
-                              f"pretraining length")
-            else:
-                yield False, f"{name}: {got} is wrong"
-
-    return report("When does a KV cache go stale?", answer, run,
-                  "ask of each rope type whether its frequencies are a function of the config alone or also of "
-                  "the input's length, and, if of the length, which length in the config is the threshold "
-                  "(§4's table says which key each rope type reads).")
-
-
-def _phi3_like(original: int, maximum: int, d: int = 8) -> dict:
-    """A Phi-3-style LongRoPE config: no 'factor', the stretch is maximum / original."""
-    return {"head_dim": d, "rope_theta": 10000.0, "max_position_embeddings": maximum,
+def _longrope(original: int, maximum: int) -> dict:
+    """A Phi-3-style LongRoPE config: no 'factor' (the stretch is maximum / original), L0 at the top level."""
+    return {"head_dim": 8, "rope_theta": 10000.0, "max_position_embeddings": maximum,
             "original_max_position_embeddings": original,
-            "rope_scaling": {"type": "longrope", "short_factor": [1.0] * (d // 2), "long_factor": [2.0] * (d // 2)}}
+            "rope_scaling": {"type": "longrope", "short_factor": [1.0] * 4, "long_factor": [2.0] * 4}}
 
 
-# (a, L0): Phi-3's own factor sqrt(1 + 5/12) at 4096, no scaling at all, and two made-up models.
-_CONTEXT_CASES = ((math.sqrt(1 + 5 / 12), 4096), (1.0, 2048), (1.1, 8192), (1.25, 4096))
+def _dynamic(maximum: int) -> dict:
+    return {"head_dim": 64, "rope_theta": 10000.0, "max_position_embeddings": maximum,
+            "rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}
 
 
-def longrope_context(answer: Callable[[float, int], Any]) -> bool | None:
-    """answer(a, L0) -> float: the deployed length L at which LongRoPE's attention factor equals a."""
+_YARN = {"head_dim": 128, "rope_theta": 1e6, "max_position_embeddings": 32768,
+         "rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}
+_LLAMA3 = {"head_dim": 128, "rope_theta": 5e5, "max_position_embeddings": 131072,
+           "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                            "original_max_position_embeddings": 8192}}
+_LINEAR = {"head_dim": 64, "rope_theta": 10000.0, "max_position_embeddings": 8192,
+           "rope_scaling": {"rope_type": "linear", "factor": 2.0}}
+_PLAIN = {"head_dim": 64, "rope_theta": 10000.0, "max_position_embeddings": 4096}
+
+# (case, config, prompt, new tokens) -> the sealed answer and the sealed answers of named misconceptions.
+# The digests were made from the count the exercise asks for (tests/test_check_ch08.py derives it again,
+# on its own, and checks every digest).
+_ROTATION_CASES: tuple[tuple[str, dict, int, int, str, dict[str, str]], ...] = (
+    ('LongRoPE (L0 4096), a 1000-token prompt, 10 000 new tokens', _longrope(4096, 131072), 1000, 10_000,
+     '0c8283116852a56b23f2ac34', {'never': '57b8bafc8c89c4eb9882c29d',
+      'threshold': '4c969883040039c2c0e27510',
+      'prefill': '139ffe1b66d3548e5201dd36',
+      'new_key': '4c969883040039c2c0e27510'}),
+    ('LongRoPE (L0 4096), a 4096-token prompt, 10 new tokens', _longrope(4096, 131072), 4096, 10,
+     '8aefa33ec29dbb2f96829460', {'never': '6325d5da4417f3ef61538d34',
+      'threshold': '6325d5da4417f3ef61538d34',
+      'prefill': '6325d5da4417f3ef61538d34',
+      'new_key': 'b6bb3629de63764af45d85f4'}),
+    ('LongRoPE (L0 4096), a 6000-token prompt, 10 000 new tokens', _longrope(4096, 131072), 6000, 10_000,
+     '5e0c64babb7725851106ef59', {'prefill': 'f30718fe3cdfd29ed8c79133'}),
+    ('LongRoPE (L0 2048), a 100-token prompt, 1000 new tokens', _longrope(2048, 16384), 100, 1000,
+     'f44487075f46df717f37c550', {'prefill': 'cb62905a1eb0c303a51e2e8f'}),
+    ('dynamic NTK (max_position_embeddings 4096), a 1000-token prompt, 1 000 000 new tokens',
+     _dynamic(4096), 1000, 1_000_000,
+     '09f553eb8683e6fb9ffb519a', {'never': '8193773a76e49c0c76bf5fa2',
+      'threshold': 'ce748a08b28fd522c950c7cb',
+      'prefill': '6e07940eec0f466c7b4af4a4',
+      'new_key': 'ecdf109765b7f955aca50a4e',
+      'once': 'b64354231d8a6684c01a36f1'}),
+    ('dynamic NTK (max_position_embeddings 4096), a 100 000-token prompt, 50 000 new tokens',
+     _dynamic(4096), 100_000, 50_000,
+     '02360d05797d05b1f5fb5059', {'never': '9f1ea62f46276bf8ddcada6f',
+      'prefill': 'f76cf78489147a5cf5913400',
+      'new_key': '270d9cd0fe25b4ad9d28f1d2',
+      'once': '9f1ea62f46276bf8ddcada6f'}),
+    ('dynamic NTK (max_position_embeddings 8192), a 10-token prompt, 100 new tokens', _dynamic(8192), 10, 100,
+     'fc80b3b8556b42e6c0c8790c', {'prefill': 'd86d05a515c2bb20bdb8a7a9'}),
+    ('YaRN x4 from 32768, a 1000-token prompt, 200 000 new tokens', _YARN, 1000, 200_000,
+     '78e48a9ac157faa30fedd728', {}),
+    ('Llama 3.1 (llama3 x8), a 10-token prompt, 500 000 new tokens', _LLAMA3, 10, 500_000,
+     '945d6d781b5579a1c756cfc9', {}),
+    ('linear x2, a 5000-token prompt, 5000 new tokens', _LINEAR, 5000, 5000,
+     'f30718fe3cdfd29ed8c79133', {}),
+    ('plain RoPE, a 7-token prompt, 3 new tokens', _PLAIN, 7, 3,
+     '95f963c8aafe86e06a5c1f79', {}),
+)
+
+# What each sealed misconception means, in words that do not give the count away.
+_ROTATION_MISCONCEPTIONS = {
+    "once": "as if the frequencies changed once, at the threshold: do they stay put at the lengths after it?",
+    "never": "as if nothing ever changed: these frequencies depend on the input's length, and a change costs "
+             "a rotation of every cached key",
+    "threshold": "off by one at the threshold: are the frequencies at the threshold length itself the old "
+                 "ones or the new ones?",
+    "prefill": "the prompt's keys are rotated too, once each, when the prompt is read",
+    "new_key": "a step that re-rotates the cache also rotates its new token's key: count every key the "
+               "cache holds after the step",
+}
+_STATIC = "these frequencies depend on the config alone: no step ever needs to re-rotate a cached key"
+_ROTATION_SALT = "ch08.cache_rotations"
+
+
+def cache_rotations(answer: Callable[[dict, int, int], Any] | None) -> bool | None:
+    """answer(config, prompt, new) -> int: how many times a server that stays exact (the logits of a fresh
+    forward pass at every step) applies RoPE to a key of one head, prefilling `prompt` tokens and then
+    generating `new` tokens one at a time."""
 
     def run(fn):
-        right = 0
-        for a, L0 in _CONTEXT_CASES:
-            # a^2 = 1 + ln(L / L0) / ln L0 = ln L / ln L0, so L = L0 ** (a^2)
-            want = L0 ** (a * a)
-            got = fn(a, L0)
-            value = number(got)
-            ok = value is not None and close(value, want, atol=0, rtol=1e-9)
-            right += ok
-            case = f"a = {a:.4f}, L0 = {L0}"
-            if ok:
-                yield True, f"{case}: right"
-            elif value is None:
-                yield False, f"{case}: {got!r} is not a length (one number)"
-            elif a != 1 and close(value, L0 * a * a, atol=0, rtol=1e-9):
-                yield False, (f"{case}: L0·a² reads a² as the stretch L/L0 itself; in §3's factor the stretch "
-                              "sits inside a logarithm")
-            elif a != 1 and close(value, L0 ** a, atol=0, rtol=1e-9):
-                yield False, f"{case}: that undoes a, not a²: §3's factor is a square root"
-            else:
-                yield False, f"{case}: {value:.6g} gives another factor than a"
-        if right == len(_CONTEXT_CASES):
-            yield True, ("so a² = ln L / ln L0: LongRoPE scales the scores by the ratio of the logarithms of the "
-                         "two lengths (Phi-3: ln 131072 / ln 4096 = 17/12)")
+        def one(i: int) -> Any:
+            _, config, prompt, new, _, _ = _ROTATION_CASES[i]
+            return fn(dict(config), prompt, new)
 
-    return report("The context behind LongRoPE's attention factor", answer, run,
-                  "§3's factor is a square root of an expression in ln s; what does it become written with the "
-                  "logarithms of the two lengths?")
-
-
-def temperature_position(answer: Any) -> bool | None:
-    """answer: the first position at which attention_temperature (Llama 4's defaults) exceeds 1.2."""
-
-    def run(value):
-        pos = whole_number(value)
-        if pos is None or pos < 1:
-            yield False, f"{value!r} is not a position (a whole number >= 1)"
+        answers, stopped = answers_under_guard(one, [(i,) for i in range(len(_ROTATION_CASES))],
+                                               _frequency_readers())
+        if stopped is not None:
+            yield stopped_verdict(stopped[1], "your function", shortcut="that measures the frequencies at each "
+                                  "length instead of knowing when they change", loop="loops over the generated "
+                                  "tokens (a million in one case): count them in closed form")
             return
-        scales = attention_temperature(torch.tensor([pos - 1, pos])).double()
-        yield bool(scales[1] > 1.2), f"position {pos}: the scale {'exceeds' if scales[1] > 1.2 else 'is not above'} 1.2"
-        if scales[0] <= 1.2:
-            yield True, "the position before it is not above 1.2 yet"
-        elif attention_temperature(torch.tensor([pos - 2])).double()[0] <= 1.2:
-            yield False, ("the scale already exceeds 1.2 one position earlier: positions count from 0, and the "
-                          "floor counts the tokens up to and including the query")
-        else:
-            yield False, "the scale already exceeds 1.2 before this position: not the first"
-
-    return report("When Llama 4's temperature passes 1.2", answer, run,
-                  "the scale is a staircase in the position, one step every 8192 tokens: which step is the "
-                  "first above 1.2, and at which position does that step begin?")
-
-
-def keys_seen(answer: Callable[[int, int], Any]) -> bool | None:
-    """answer(position, chunk) -> int: how many keys a query at `position` (0-based) attends to in a layer
-    with chunked attention of `chunk` positions (Llama 4's RoPE layers; causal)."""
-
-    def run(fn):
-        for position, chunk in ((0, 8192), (100, 8192), (8191, 8192), (8192, 8192), (20000, 8192), (130, 64),
-                                (63, 64), (64, 64)):
-            want = position % chunk + 1
-            raw = fn(position, chunk)
+        for (name, _, _, _, right, wrong), raw in zip(_ROTATION_CASES, answers.values()):
             got = whole_number(raw)
-            case = f"position {position}, chunk {chunk}"
             if got is None:
-                yield False, f"{case}: {raw!r} is not a number of keys (a whole number)"
-            elif got == want:
-                yield True, f"{case}: right"
-            elif got == min(position + 1, chunk):
-                yield False, (f"{case}: {got} is what a sliding window of {chunk} keys sees; a chunk does not "
-                              f"slide, it starts afresh at every multiple of {chunk}")
-            elif got == position + 1:
-                yield False, f"{case}: {got} is every key before the query: that is a NoPE layer, not a chunked one"
-            elif got == want - 1:
-                yield False, f"{case}: off by one: is the query among the keys it attends to?"
+                yield False, f"{name}: {raw!r} is not a count (a whole number)"
+                continue
+            digest = sealed(got, _ROTATION_SALT)
+            named = [_ROTATION_MISCONCEPTIONS[k] for k, d in wrong.items() if d == digest]
+            if digest == right:
+                yield True, f"{name}: right"
+            elif not wrong:
+                yield False, f"{name}: {_STATIC}"
             else:
-                yield False, f"{case}: {got} is wrong"
+                yield False, f"{name}: " + ("; or ".join(named) if named else f"{got} is wrong")
 
-    return report("Keys a chunked RoPE layer sees", answer, run,
-                  "a query's chunk is fixed by its own position; which keys share it and come no later than "
-                  "the query?")
-
-
-# A Phi-2-shaped model (head_dim 2560 / 32 = 80, 40% of it rotated) whose context was doubled by
-# position interpolation: the exercise's config, as the notebook prints it.
-ROPE_EXERCISE_CONFIG = {"model_type": "phi", "hidden_size": 320, "num_attention_heads": 4,
-                        "partial_rotary_factor": 0.4, "rope_theta": 10000.0, "max_position_embeddings": 4096,
-                        "rope_scaling": {"rope_type": "linear", "factor": 2.0}}
+    return report("What an exact KV cache costs", answer, run,
+                  "ask of each rope type at which lengths its frequencies differ from those one token shorter; "
+                  "the cost of a step follows from that.")
 
 
-def rope_for_config(answer: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], Any]) -> bool | None:
-    """answer(q, k, positions) -> (q, k): the RoPE of ROPE_EXERCISE_CONFIG, judged by diagnose_rope.
+# ---------------------------------------------------------------- Exercise 2: DeepSeek's two mscales
 
-    A wrong answer hears its symptoms and its bug class (``HYPOTHESES[name].title``), never the
-    claimed RoPE's settings.
-    """
+# (content multiplier, rotated multiplier, factor s): DeepSeek-V3's own case, and three made up.
+_MSCALE_CASES = ((1.5, 1.8, 40.0), (1.2, 2.0, 16.0), ((0.1 * math.log(40) + 1) ** 2,) * 2 + (40.0,),
+                 (1.1, 1.3, 4.0))
+
+
+def _deepseek_config(mscale: float, mscale_all_dim: float, factor: float) -> dict:
+    return {"model_type": "deepseek_v3", "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "rope_theta": 10000.0,
+            "max_position_embeddings": int(4096 * factor),
+            "rope_scaling": {"type": "yarn", "factor": factor, "original_max_position_embeddings": 4096,
+                             "beta_fast": 32, "beta_slow": 1, "mscale": mscale, "mscale_all_dim": mscale_all_dim}}
+
+
+def _multipliers(mscale: float, mscale_all_dim: float, factor: float) -> tuple[float, float]:
+    """(unrotated, rotated) multipliers of a score under DeepSeek's reading of the two mscales: the RoPE's
+    attention factor from the library (it multiplies the rotated q and k features), and the softmax scale
+    (0.1 mscale_all_dim ln s + 1)^2 that transformers' DeepSeek attention applies to every score (§3)."""
+    _, rope_factor = rope_config.rope_from_config(_deepseek_config(mscale, mscale_all_dim, factor))
+    softmax = (0.1 * mscale_all_dim * math.log(factor) + 1) ** 2 if mscale_all_dim else 1.0
+    return softmax, rope_factor**2 * softmax
+
+
+def deepseek_mscales(answer: Callable[[float, float, float], Any] | None) -> bool | None:
+    """answer(content, rotated, factor) -> (mscale, mscale_all_dim), both nonzero: DeepSeek-style YaRN settings
+    under which the unrotated part of every score is multiplied by `content` and the rotated part by
+    `rotated` (against no scaling)."""
 
     def run(fn):
-        found = diagnose_rope(fn, ROPE_EXERCISE_CONFIG)
-        if found.verdict == "broken":  # fn raised or returned no rotated (q, k): say so as an error of the answer
-            raise ValueError(found.finding)
-        n = len(found.probes)
-        if found.ok:
-            yield True, (f"matches the config on all {n} probes: several shapes, k with fewer heads, a KV-cache "
-                         "offset, batched positions, one decoded token, bfloat16 and float16 inputs, positions "
-                         "near the end of the context")
-        else:
-            failed = [p.name for p in found.probes if not p.passed]
-            yield False, f"wrong on {len(failed)} of {n} probes ({', '.join(failed)})"
-            for symptom in found.symptoms:
-                yield False, f"symptom: {symptom}"
-            if found.hypotheses:
-                yield False, ("diagnosis: " + "; and ".join(HYPOTHESES[h].title for h in found.hypotheses)
-                              + "".join(f" (or, with the same numbers: {HYPOTHESES[h].title})"
-                                        for h, _ in found.alternatives))
-            elif found.verdict == "equivalent":
-                yield False, "diagnosis: your scores are right, but the features come out in another order"
+        answers, stopped = answers_under_guard(fn, _MSCALE_CASES, _frequency_readers(), loops=False)
+        if stopped is not None:
+            yield stopped_verdict(stopped[1], "your function", shortcut="read the multipliers off the library "
+                                  "instead of deriving them")
+            return
+        for (content, rotated, factor), raw in zip(_MSCALE_CASES, answers.values()):
+            case = f"content x{content:.4g}, rotated x{rotated:.4g}, s = {factor:g}"
+            pair = raw if isinstance(raw, (tuple, list)) and len(raw) == 2 else None
+            values = None if pair is None else [number(x) for x in pair]
+            if values is None or None in values or not all(math.isfinite(x) and x != 0 for x in values):
+                yield False, f"{case}: expected two nonzero numbers (mscale, mscale_all_dim), got {raw!r:.60}"
+                continue
+            got_content, got_rotated = _multipliers(values[0], values[1], factor)
+            if close(got_content, content, rtol=1e-6, atol=0) and close(got_rotated, rotated, rtol=1e-6, atol=0):
+                yield True, f"{case}: right"
+            elif close(got_content, rotated, rtol=1e-6, atol=0) and close(got_rotated, content, rtol=1e-6, atol=0):
+                yield False, f"{case}: the two settings are swapped: which one reaches the unrotated features?"
+            elif close(got_content, content**2, rtol=1e-6, atol=0):
+                yield False, (f"{case}: the unrotated part is multiplied by {got_content:.4g}: a setting's factor "
+                              "multiplies q and k, so the score meets it twice")
+            elif close(got_content, content, rtol=1e-6, atol=0) and close(got_rotated, rotated * content,
+                                                                         rtol=1e-6, atol=0):
+                yield False, (f"{case}: the rotated part is multiplied by {got_rotated:.4g}: the softmax scale "
+                              "reaches the rotated features as well as the others")
             else:
-                yield False, "diagnosis: no single known bug (or pair of them) reproduces your output"
-        yield found.relative, ("your scores depend only on m − n" if found.relative else
-                               "your scores depend on more than m − n: q and k do not turn alike")
+                yield False, (f"{case}: these settings multiply the unrotated part by {got_content:.4g} and the "
+                              f"rotated part by {got_rotated:.4g}")
 
-    return report("RoPE for a config", answer, run,
-                  "every RoPE field of the config has a say, and so does the model family (pl.inspect_config "
-                  "reads them for you); the symptoms above say where your rotation departs.")
+    return report("DeepSeek's two mscales", answer, run,
+                  "a factor on q and k reaches the score twice, and the softmax scale reaches every feature.")
+
+
+# ---------------------------------------------------------------- Exercise 3: a query scale against n keys
+
+# (n, n0, gap): the needle scores `gap` standard deviations above n distractors.
+_NEEDLE_CASES = ((50_000, 8192, 3.0), (8192, 8192, 3.0), (4096, 8192, 3.0), (10**6, 8192, 3.0),
+                 (10**5, 8192, 4.0), (10**6, 1000, 5.0), (10**7, 1000, 5.0))
+_SCALE_GRID = torch.linspace(0.0, 12.0, 241, dtype=torch.float64)  # scales searched for one that suffices
+_Z = torch.linspace(-40.0, 60.0, 10_001, dtype=torch.float64)  # a standard normal's range, and then some
+
+
+def _needle_weight(t: torch.Tensor | float, n: float, gap: float) -> torch.Tensor:
+    """The needle's weight e^(gap t) / (e^(gap t) + n E[e^(t z)]), the distractors' sum replaced by its mean
+    over a standard normal z (integrated numerically: the exercise is to find its closed form)."""
+    t = torch.as_tensor(t, dtype=torch.float64).reshape(-1, 1)
+    density = torch.exp(-_Z * _Z / 2) / math.sqrt(2 * math.pi)
+    log_mean = torch.log(torch.trapezoid(torch.exp(t * _Z - gap * t) * density, _Z, dim=-1))  # ln E[e^(tz)] - gap t
+    return (1 / (1 + n * torch.exp(log_mean))).reshape(torch.as_tensor(t).shape[:-1]).squeeze()
+
+
+_NEEDLE_STEPS = 400  # Python lines for all cases: a closed form needs a few per case, a root-finding loop hundreds
+
+
+def _simulations() -> tuple[tuple[Any, str, str], ...]:
+    """Random draws (a simulation of the softmax), numerical integrals, and this module's own weight (a search
+    over it): each stands in for the closed form."""
+    import sys
+
+    import numpy
+
+    return ((sys.modules[__name__], "_needle_weight", "the checker's own weight"),
+            *((torch, name, f"torch.{name}") for name in ("trapezoid", "trapz", "cumulative_trapezoid")),
+            *((numpy, name, f"numpy.{name}") for name in ("trapezoid", "trapz")),
+            *((torch, name, f"torch.{name}") for name in ("randn", "randn_like", "normal", "rand", "rand_like")),
+            (numpy.random, "normal", "numpy.random.normal"), (numpy.random, "randn", "numpy.random.randn"),
+            (numpy.random, "standard_normal", "numpy.random.standard_normal"))
+
+
+def needle_scale(answer: Callable[[float, float, float], Any] | None) -> bool | None:
+    """answer(n, n0, gap) -> the smallest query scale t that gives the needle (gap standard deviations above n
+    normal distractors) the weight it has at scale 1 among n0 distractors, in expectation; None if no t does."""
+
+    def run(fn):
+        answers, stopped = answers_under_guard(fn, _NEEDLE_CASES, _simulations(), steps=_NEEDLE_STEPS)
+        if stopped is not None:
+            yield stopped_verdict(stopped[1], "your function", shortcut="a simulation or a numerical integral "
+                                  "stands in for the expectation's closed form", loop="searches for the scale step "
+                                  "by step: the question asks for it in closed form")
+            return
+        for (n, n0, gap), raw in zip(_NEEDLE_CASES, answers.values()):
+            case = f"n = {n}, n0 = {n0}, gap {gap:g}"
+            target = _needle_weight(1.0, n0, gap).item()
+            reachable = bool((_needle_weight(_SCALE_GRID, n, gap) >= target).any())
+            t = None if raw is None else number(raw)
+            if raw is not None and (t is None or not math.isfinite(t)):
+                yield False, f"{case}: {raw!r:.40} is not a scale (one real number) nor None"
+            elif t is None:
+                yield (not reachable), (f"{case}: right, no scale restores the needle's weight" if not reachable else
+                                        f"{case}: None, but a scale does restore the weight here")
+            elif not reachable:
+                yield False, (f"{case}: at scale {t:.4g} the needle's weight is "
+                              f"{_needle_weight(t, n, gap).item():.3g}, not {target:.3g}; check whether any "
+                              "scale reaches it")
+            elif close(_needle_weight(t, n, gap).item(), target, rtol=1e-7, atol=0):
+                below = _SCALE_GRID[_SCALE_GRID < t - 1e-4]
+                if bool((_needle_weight(below, n, gap) >= target).any()):
+                    yield False, (f"{case}: this scale restores the weight, but a smaller one does too: the "
+                                  "smallest is asked")
+                else:
+                    yield True, f"{case}: right"
+            elif close(t, 1 + math.log(n / n0) / gap, rtol=1e-7, atol=1e-12):
+                yield False, (f"{case}: that keeps the distractors' scores where they were; scaling the query "
+                              "scales them too, and e^(t z) averages more than e^0 over a spread of z")
+            else:
+                yield False, (f"{case}: at scale {t:.4g} the needle's expected weight is "
+                              f"{_needle_weight(t, n, gap).item():.4g}, not {target:.4g}")
+
+    return report("How far can a query scale hold a needle?", answer, run,
+                  "the mean of e^(t z) over a standard normal z has a closed form (its moment generating "
+                  "function).")
+
+
+# ---------------------------------------------------------------- Exercise 4: a context shift
+
+# Three models' RoPE, small enough to check quickly: YaRN's attention factor, partial RoPE with position
+# interpolation, interleaved pairs with llama3's bands.
+_SHIFT_CONFIGS = {
+    "a Qwen2.5-like head with its card's YaRN x4": {
+        "model_type": "qwen2", "hidden_size": 64, "num_attention_heads": 2, "rope_theta": 1e6,
+        "max_position_embeddings": 32768,
+        "rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}},
+    "a Phi-2-like head (40% rotated) stretched x2 by position interpolation": {
+        "model_type": "phi", "hidden_size": 80, "num_attention_heads": 2, "partial_rotary_factor": 0.4,
+        "rope_theta": 10000.0, "max_position_embeddings": 4096, "rope_scaling": {"rope_type": "linear", "factor": 2.0}},
+    "a Llama-4-like head (interleaved pairs, llama3 x16)": {
+        "model_type": "llama4_text", "hidden_size": 64, "num_attention_heads": 2, "rope_theta": 5e5,
+        "max_position_embeddings": 262144,
+        "rope_scaling": {"rope_type": "llama3", "factor": 16.0, "low_freq_factor": 1.0, "high_freq_factor": 1.0,
+                         "original_max_position_embeddings": 8192}},
+}
+_SHIFT_STARTS, _SHIFT = (1200, 37), 1000  # two sequences of the batch, at different positions; moved 1000 back
+_SHIFT_TOLERANCE = 2e-3  # the library turns by float32 angles: about 1e-4 at positions near 2200
+
+
+def _keys_at(raw: torch.Tensor, config: dict, positions: torch.Tensor, **change: Any) -> torch.Tensor:
+    """The library's rotation of raw keys at positions, as the config's model runs it (``change`` overrides one
+    setting: the wrong readings a misconception makes)."""
+    settings = rope_config.rope_settings(config)
+    inv_freq, factor = settings.frequencies()
+    options = dict(inv_freq=inv_freq, attention_factor=factor, rotary_dim=settings.rotary_dim,
+                   layout=rope_config.pair_layout(config)[0])
+    options.update(change)
+    return rotary.apply_rope(raw, positions, **options)
+
+
+def context_shift(answer: Callable[[torch.Tensor, int, dict], Any] | None) -> bool | None:
+    """answer(keys, shift, config) -> keys: cached keys (batch, heads, seq, head_dim), rotated (and scaled) as the
+    config's model rotates them at their positions, made into the keys it would have cached at positions - shift,
+    without the library's rotations and without knowing the positions."""
+
+    def run(fn):
+        g = torch.Generator().manual_seed(8)
+        cases = []
+        for name, config in _SHIFT_CONFIGS.items():
+            head_dim = config["hidden_size"] // config["num_attention_heads"]
+            raw = torch.randn(2, 2, 6, head_dim, generator=g, dtype=torch.float64)
+            positions = torch.stack([torch.arange(s, s + 6) for s in _SHIFT_STARTS]) + _SHIFT
+            cases.append((name, config, raw, positions))
+        stored = {name: _keys_at(raw, config, positions) for name, config, raw, positions in cases}
+        answers, stopped = answers_under_guard(
+            lambda name: fn(stored[name].clone(), _SHIFT, dict(_SHIFT_CONFIGS[name])), [(c[0],) for c in cases],
+            _rotations(), loops=False)
+        if stopped is not None:
+            yield stopped_verdict(stopped[1], "your function", shortcut="write the rotation yourself (reading the "
+                                  "config with pl.rope_settings or pl.rope_from_config is allowed)")
+            return
+        for (name, config, raw, positions), got in zip(cases, answers.values()):
+            out = float64_tensor(got)
+            want = _keys_at(raw, config, positions - _SHIFT)
+            if out is None or out.shape != want.shape:
+                yield False, f"{name}: expected keys of shape {tuple(want.shape)}, got {getattr(got, 'shape', got)!r}"
+                continue
+            if close(out, want, atol=_SHIFT_TOLERANCE, rtol=0):
+                yield True, f"{name}: right"
+                continue
+            r = rope_config.rope_settings(config).rotary_dim
+            if not close(out[..., r:], want[..., r:], atol=_SHIFT_TOLERANCE, rtol=0):
+                yield False, f"{name}: the features RoPE leaves alone changed: a shift cannot move them"
+            if not close(out[..., :r], want[..., :r], atol=_SHIFT_TOLERANCE, rtol=0):
+                hit = [why for why, alt in _shift_misreadings(raw, config, positions).items()
+                       if alt is not None and close(out[..., :r], alt[..., :r], atol=_SHIFT_TOLERANCE, rtol=0)]
+                yield False, f"{name}: " + (hit[0] if hit else "the rotated features are not those of positions - "
+                                            "shift")
+
+    return report("A context shift", answer, run,
+                  "a stored key is already R_p times the key; what does R_a R_b equal, and what does a rotation "
+                  "leave unchanged?")
+
+
+def _shift_misreadings(raw: torch.Tensor, config: dict, positions: torch.Tensor) -> dict[str, torch.Tensor | None]:
+    """What each misconception makes of the stored keys (None where it changes nothing for this config)."""
+    settings = rope_config.rope_settings(config)
+    inv_freq, factor = settings.frequencies()
+    layout = rope_config.pair_layout(config)[0]
+    return {
+        "the attention factor is applied a second time: the cached keys carry it already, and a rotation does "
+        "not change a vector's length": None if factor == 1 else _keys_at(raw, config, positions - _SHIFT) * factor,
+        "the keys moved later, not earlier: which way must they turn to sit `shift` positions back?":
+            _keys_at(raw, config, positions + _SHIFT),
+        "the pairs are laid out the other way": rotary.apply_rope(
+            _keys_at(raw, config, positions), torch.full_like(positions, -_SHIFT), inv_freq=inv_freq,
+            rotary_dim=settings.rotary_dim, layout="interleaved" if layout == "half" else "half"),
+    }

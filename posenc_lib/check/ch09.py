@@ -1,5 +1,10 @@
-"""Checkers for notebooks/09_beyond_1d.ipynb: designing a (t, h, w) allocation of RoPE's pairs, designing
-CoPE gates that count sentences, and the largest leak a CoPE gate may have."""
+"""Checkers for notebooks/09_beyond_1d.ipynb: a video head that looks at the same patch one frame back
+(Qwen3-VL's allocation), CoPE keys and queries that count sentences and clauses at once, and a 2-D RoPE
+head that prefers one diagonal.
+
+Every checker tests properties a right design must have, on its own inputs (a video, a text, a
+neighbourhood): none holds a design, and any design with the properties passes.
+"""
 from __future__ import annotations
 
 import math
@@ -7,134 +12,184 @@ from typing import Any, Callable
 
 import torch
 
-from ..angles import rope_frequencies
 from ..cope import cope_positions
-from ._core import close, float64_tensor, number, report, whole_numbers
+from ..rope import rotate_pairs
+from ..rope_nd import apply_rope_nd, mrope_positions
+from ._core import float64_tensor, report
 
-__all__ = ["design_axes", "sentence_gates", "leak_logit"]
+__all__ = ["previous_frame_head", "two_counters", "diagonal_head"]
 
-# Exercise 1: Qwen2-VL's head (d = 128, 64 pairs, base 10^6), q = k = ones, so the score is 128 at offset 0 and
-# each pair of an axis moved by Δ lowers it by 2 (1 - cos(Δ θ_j)).
-AXES_D, AXES_BASE = 128, 1e6
-MIN_PAIRS = 16  # every axis gets at least this many pairs
-T_OFFSET, T_KEEP = 16, 0.99  # frames 16 apart keep at least 99 % of the maximum along t
-NEIGHBOUR_DROP = 1.0  # the next row, and the next column, lower the score by at least 1 (of 128)
+# ---------------------------------------------------------------- Exercise 1: the same patch, one frame back
 
-
-def axis_score(axes: torch.Tensor, axis: int, delta: int) -> float:
-    """q = k = ones under the allocation `axes` (the axis of each pair): the score when the key moves by
-    `delta` along `axis` only, 2 sum_j cos(delta theta_j) over the axis's pairs plus 2 per other pair."""
-    theta = rope_frequencies(AXES_D, base=AXES_BASE, dtype=torch.float64)
-    mine = axes == axis
-    return AXES_D - 2 * float((1 - torch.cos(delta * theta[mine])).sum())
+# Qwen3-VL's head: d = 128, pairs dealt to (t, h, w) round-robin, sections (24, 20, 20), base 5e6, "half" layout.
+QWEN3_VL = dict(sections=(24, 20, 20), section_style="interleaved", base=5e6, layout="half")
+HEAD_DIM = 128
+VIDEO = (4, 8, 8)  # temporal patches, rows and columns of merged tokens
+MARGIN = 0.05  # the target key must beat every other visible key by this fraction of |q| |k|
+_QUERIES = ((3, 4, 4), (2, 0, 7), (1, 7, 0), (3, 7, 7), (3, 0, 0), (2, 3, 5))
 
 
-def design_axes(answer: Any) -> bool | None:
-    """answer: 64 axis numbers (0 = t, 1 = h, 2 = w), one per pair of a d = 128 head at base 10^6, such that
-    every axis has >= 16 pairs, frames 16 apart keep >= 99 % of the score along t, and the next row and the
-    next column each lower the score by >= 1."""
+def _video_scores(q: torch.Tensor, k: torch.Tensor, query: int, coords: torch.Tensor) -> torch.Tensor:
+    """The score of the token at index `query` against every token of the video (the future included)."""
+    rq = apply_rope_nd(q[None], coords[query:query + 1], **QWEN3_VL)[0]
+    return apply_rope_nd(k.expand(len(coords), HEAD_DIM), coords, **QWEN3_VL) @ rq
+
+
+def previous_frame_head(answer: Any) -> bool | None:
+    """answer: (q, k), two vectors of 128 numbers for a Qwen3-VL head, such that a query token in a video attends
+    most to the token at the same row and column one temporal patch earlier, ahead of every other key it can see
+    (those before it) by at least 0.05 |q| |k|."""
 
     def run(value):
-        ids = whole_numbers(value)
-        if ids is None or len(ids) != AXES_D // 2 or not set(ids) <= {0, 1, 2}:
-            yield False, f"expected {AXES_D // 2} axis numbers, each 0 (t), 1 (h) or 2 (w); got {value!r:.60}"
+        vecs = [float64_tensor(v) for v in value] if isinstance(value, (tuple, list)) and len(value) == 2 else None
+        if vecs is None or any(v is None or v.shape != (HEAD_DIM,) for v in vecs):
+            yield False, f"expected (q, k), two vectors of {HEAD_DIM} numbers each; got {value!r:.60}"
             return
-        axes = torch.tensor(ids)
-        counts = [int((axes == a).sum()) for a in range(3)]
-        small = [name for name, n in zip("thw", counts) if n < MIN_PAIRS]
-        yield not small, ("every axis has at least 16 pairs" if not small else
-                          f"axis {', '.join(small)} has fewer than 16 pairs: it would have too few angles to hold "
-                          f"its coordinate")
-        t16 = axis_score(axes, 0, T_OFFSET)
-        ok = t16 >= T_KEEP * AXES_D
-        yield ok, (f"t: frames 16 apart score {t16:.2f} of 128" + (", near enough" if ok else
-                   ": t holds pairs that turn visibly within 16 frames (a pair turns by 16 θ_j)"))
-        for axis, name in ((1, "row"), (2, "column")):
-            drop = AXES_D - axis_score(axes, axis, 1)
-            ok = drop >= NEIGHBOUR_DROP
-            yield ok, (f"{'hw'[axis - 1]}: the next {name} lowers the score by {drop:.2f}" + ("" if ok else
-                       f": too little to tell neighbours apart; one step turns a pair by only θ_j, which only "
-                       f"the fastest pairs feel"))
+        q, k = vecs
+        if q.norm() == 0 or k.norm() == 0:
+            yield False, "q and k must not be zero"
+            return
+        coords = mrope_positions([("video", VIDEO)])
+        for t, h, w in _QUERIES:
+            query = (t * VIDEO[1] + h) * VIDEO[2] + w
+            target = query - VIDEO[1] * VIDEO[2]
+            every = _video_scores(q, k, query, coords) / (q.norm() * k.norm())
+            seen = every[:query + 1]  # causal: the query and the keys before it
+            best = int(seen.argmax())
+            others = seen.masked_fill(torch.arange(query + 1) == target, -math.inf)
+            lead = (seen[target] - others.max()).item()
+            where = f"query at (t, h, w) = ({t}, {h}, {w})"
+            if lead >= MARGIN:
+                yield True, f"{where}: the same patch one frame back wins by {lead:.3f} |q||k|"
+            elif lead >= -1e-9:  # the right key, tied or nearly tied with another
+                rival = tuple(coords[int(others.argmax())].tolist())
+                axis = "thw"[max(range(3), key=lambda a: abs(rival[a] - (t - 1, h, w)[a]))]
+                yield False, (f"{where}: the key at {rival} ties with the right one: your score does not change "
+                              f"along {axis}, no pair you weight turns with it" if lead < 1e-6 else
+                              f"{where}: right key, but the one at {rival} is within {lead:.3f} |q||k|: the pairs "
+                              f"you weight on the {axis} axis turn too little between them")
+            elif int(every.argmax()) == query + VIDEO[1] * VIDEO[2]:
+                yield False, (f"{where}: your score peaks one frame ahead, at a key the query cannot see: an offset "
+                              "is the key's position minus the query's")
+            elif best == query:
+                yield False, f"{where}: the query attends most to itself (offset 0)"
+            else:
+                yield False, f"{where}: it attends most to the token at {tuple(coords[best].tolist())}"
 
-    return report("An allocation of RoPE's pairs for video", answer, run,
-                  "a pair's angle changes by Δ·θ_j: which pairs stay nearly still over 16 steps, and which ones "
-                  "move noticeably in one step? Then decide which axis needs which, and whether two axes can "
-                  "share the fast end.")
+    return report("A head that looks one frame back", answer, run,
+                  "a RoPE score is a function of the offset alone, and how sharply it peaks along an axis "
+                  "depends on which pairs turn with that axis.")
 
 
-# Exercise 2's text: words and full stops; the last token is a word, so the current sentence is open.
-SENTENCES = "we met . it was late and dark . the end came . no".split()
+# ---------------------------------------------------------------- Exercise 2: two counters from one set of keys
+
+# A text of words, commas and full stops; the last token is a word (the current clause is open).
+TEXT = ("we came , we saw , and we left . it rained all day . then , at last , the sun came out , warm and bright "
+        ". no one stayed inside").split()
+_COUNT_TOLERANCE = 0.05
 
 
-def _sentence_counts() -> torch.Tensor:
-    stop = torch.tensor([w == "." for w in SENTENCES], dtype=torch.float64)
-    return stop.flip(0).cumsum(0).flip(0)  # full stops from key j to the last token
+def _counts(kinds: tuple[str, ...]) -> torch.Tensor:
+    """For each key j: how many tokens of the given kinds lie from j to the last token (inclusive)."""
+    marks = torch.tensor([w in kinds for w in TEXT], dtype=torch.float64)
+    return marks.flip(0).cumsum(0).flip(0)
 
 
-def sentence_gates(answer: Callable[[int], Any]) -> bool | None:
-    """answer(d) -> (q, k_word, k_stop), each (d,): one query for every position and one key per kind of token
-    such that CoPE's positions p_ij (gates sigmoid(q . k / sqrt(d))) count the full stops from key j to query i."""
+def _last_positions(q: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """CoPE's positions p_ij of every key j seen from the last token, gates sigmoid(q . k_j / sqrt(d))."""
+    n, d = keys.shape
+    causal = torch.full((n, n), float("-inf"), dtype=torch.float64).triu(1)
+    return cope_positions(causal + (q @ keys.T / math.sqrt(d)).expand(n, n))[-1]
+
+
+def two_counters(answer: Callable[[int], Any] | None) -> bool | None:
+    """answer(d) -> (q_sentence, q_clause, k_word, k_comma, k_stop), each of d numbers: one key per kind of token
+    shared by two queries, such that CoPE's positions from q_sentence count the full stops and from q_clause the
+    commas and full stops, each to within 0.05 on the checker's text."""
 
     def run(fn):
-        want = _sentence_counts()
-        n = len(SENTENCES)
+        kind = {",": "comma", ".": "stop"}
         for d in (8, 32):
             out = fn(d)
-            vecs = [float64_tensor(v) for v in out] if isinstance(out, (tuple, list)) and len(out) == 3 else None
+            vecs = [float64_tensor(v) for v in out] if isinstance(out, (tuple, list)) and len(out) == 5 else None
             if vecs is None or any(v is None or v.shape != (d,) for v in vecs):
-                yield False, f"d = {d}: expected three vectors (q, k_word, k_stop) of {d} numbers each"
+                yield False, f"d = {d}: expected five vectors (q_sentence, q_clause, k_word, k_comma, k_stop) of {d}"
                 continue
-            q, k_word, k_stop = vecs
-            keys = torch.stack([k_stop if w == "." else k_word for w in SENTENCES])
-            causal = torch.full((n, n), float("-inf"), dtype=torch.float64).triu(1)
-            logits = causal + (q @ keys.T / math.sqrt(d)).expand(n, n)
-            p = cope_positions(logits)[-1]  # the last query's positions
-            if close(p, want, atol=0.05):
-                yield True, f"d = {d}: the positions count sentences"
-            elif close(p, torch.arange(n, 0, -1, dtype=torch.float64), atol=0.5):
-                yield False, f"d = {d}: the positions count tokens: the gates are open on words as well"
-            elif close(p, torch.arange(n, 0, -1, dtype=torch.float64) - want, atol=0.5):
-                yield False, f"d = {d}: the positions count words: the gates open on words and stay shut on full stops"
+            q_sent, q_clause, k_word, k_comma, k_stop = vecs
+            by_kind = {"word": k_word, "comma": k_comma, "stop": k_stop}
+            keys = torch.stack([by_kind[kind.get(w, "word")] for w in TEXT])
+            for name, q, counted in (("sentences", q_sent, (".",)), ("clauses", q_clause, (",", "."))):
+                p, want = _last_positions(q, keys), _counts(counted)
+                if (p - want).abs().max() <= _COUNT_TOLERANCE:
+                    yield True, f"d = {d}: the {name} query counts {name}"
+                    continue
+                gate = {k: torch.sigmoid(q @ v / math.sqrt(d)).item() for k, v in by_kind.items()}
+                should = {"word": False, "comma": name == "clauses", "stop": True}
+                half = [k for k in gate if abs(gate[k] - 0.5) < 1e-9]
+                wrong = [k for k in gate if (gate[k] > 0.5) != should[k] and k not in half]
+                if half:
+                    yield False, (f"d = {d}: the {name} query's gate on {half[0]}s is exactly 1/2: a dot product of 0 "
+                                  "is a half-open gate, not a closed one")
+                elif wrong:
+                    yield False, (f"d = {d}: the {name} query's gate is {'open' if not should[wrong[0]] else 'closed'}"
+                                  f" on {wrong[0]}s ({gate[wrong[0]]:.2f})")
+                else:
+                    yield False, (f"d = {d}: the {name} query's gates point the right way but are soft (words "
+                                  f"{gate['word']:.3f}, commas {gate['comma']:.3f}, full stops {gate['stop']:.3f}): "
+                                  f"over the text the count drifts by {(p - want).abs().max():.2f}")
+
+    return report("Two counters from one set of keys", answer, run,
+                  "each gate is a yes or no that one query asks of one kind of key; a dot product answers by its "
+                  "sign, and firmly only far from zero.")
+
+
+# ---------------------------------------------------------------- Exercise 3: a head that prefers one diagonal
+
+DIAGONAL_MARGIN = 0.1  # each main-diagonal neighbour beats each anti-diagonal one by this fraction of |q| |k|
+_MAIN, _ANTI = ((1, 1), (-1, -1)), ((1, -1), (-1, 1))
+
+
+def _grid_score(freqs: torch.Tensor, q: torch.Tensor, k: torch.Tensor, query: tuple[int, int],
+                key: tuple[int, int]) -> float:
+    """(R(query) q) . (R(key) k), pair j (features 2j, 2j + 1) turning by freqs[j] . (row, col)."""
+    def turned(x, at):
+        angles = freqs @ torch.tensor(at, dtype=torch.float64)
+        return rotate_pairs(x, angles.cos(), angles.sin(), layout="interleaved")
+
+    return float(turned(q, query) @ turned(k, key))
+
+
+def diagonal_head(answer: Any) -> bool | None:
+    """answer: (freqs (P, 2), q (2P,), k (2P,)): a 2-D RoPE whose pair j turns by freqs[j] . (row, col) (pair j is
+    features 2j and 2j + 1), and a query and key, such that both main-diagonal neighbours (row and column offsets
+    (1, 1) and (-1, -1)) score above both anti-diagonal ones ((1, -1), (-1, 1)) by 0.1 |q| |k|."""
+
+    def run(value):
+        parts = [float64_tensor(v) for v in value] if isinstance(value, (tuple, list)) and len(value) == 3 else None
+        if parts is None or any(p is None for p in parts) or parts[0].ndim != 2 or parts[0].shape[1] != 2 or \
+                parts[1].shape != (2 * parts[0].shape[0],) or parts[2].shape != parts[1].shape:
+            yield False, f"expected (freqs of shape (P, 2), q and k of 2P numbers); got {value!r:.60}"
+            return
+        freqs, q, k = parts
+        if q.norm() == 0 or k.norm() == 0:
+            yield False, "q and k must not be zero"
+            return
+        scale = (q.norm() * k.norm()).item()
+        for query in ((0, 0), (5, -3)):
+            score = {off: _grid_score(freqs, q, k, query, (query[0] + off[0], query[1] + off[1])) / scale
+                     for off in _MAIN + _ANTI}
+            lead = min(score[m] for m in _MAIN) - max(score[a] for a in _ANTI)
+            where = f"query at {query}"
+            if lead >= DIAGONAL_MARGIN:
+                yield True, f"{where}: the main diagonal leads by {lead:.3f} |q||k|"
+            elif bool(((freqs[:, 0] == 0) | (freqs[:, 1] == 0)).all()):
+                yield False, (f"{where}: every pair turns with one axis only, so the score is a function of the row "
+                              "offset plus a function of the column offset; then S(1, 1) + S(-1, -1) = S(1, -1) + "
+                              "S(-1, 1), and no such head can put both main-diagonal neighbours ahead")
+            elif max(score[a] for a in _ANTI) > max(score[m] for m in _MAIN):
+                yield False, f"{where}: your head prefers the anti-diagonal"
             else:
-                gate = torch.sigmoid(torch.stack([q @ k_word, q @ k_stop]) / math.sqrt(d))
-                yield False, (f"d = {d}: the gates are {gate[0]:.2f} on words and {gate[1]:.2f} on full stops: "
-                              f"part-open gates give fractional positions that drift over a long text")
+                yield False, f"{where}: the main diagonal leads by only {lead:.3f} |q||k|"
 
-    return report("CoPE gates that count sentences", answer, run,
-                  "the gate is the sigmoid of a scaled dot product: which sign must q·k have for each kind of "
-                  "token, and how large must it be for the sigmoid to be 0 or 1 within a few hundredths?")
-
-
-# Exercise 3: (ignored tokens n, tolerance): the flip-flop run's sparse mix at 512 tokens, a short one, a strict one.
-_LEAK_CASES = ((480, 0.5), (2, 0.5), (1000, 0.25))
-
-
-def leak_logit(answer: Callable[[int, float], Any]) -> bool | None:
-    """answer(n, tolerance) -> float: the largest logit a gate on tokens that should not count may have, so
-    that n such tokens shift CoPE's count by less than `tolerance` (together)."""
-
-    def run(fn):
-        for n, tol in _LEAK_CASES:
-            want = math.log(tol / (n - tol))  # n sigmoid(x) = tol  =>  sigmoid(x) = tol / n
-            raw = fn(n, tol)
-            got = number(raw)
-            case = f"n = {n}, tolerance {tol:g}"
-            if got is None:
-                yield False, f"{case}: {raw!r} is not a logit (one number)"
-            elif close(got, want, atol=1e-6, rtol=1e-6):
-                yield True, f"{case}: right"
-            elif close(got, tol / n, atol=1e-9, rtol=1e-6):
-                yield False, f"{case}: {got:.4g} is the gate itself, sigmoid(logit); the logit is asked"
-            elif close(got, math.log(tol / (1 - tol)) if tol < 1 else math.inf, atol=1e-6):
-                yield False, f"{case}: {got:.4g} keeps one token's gate below the tolerance; {n} tokens add their gates"
-            elif close(got, math.log(tol / n), atol=1e-6, rtol=1e-6):
-                yield False, (f"{case}: {got:.4g} is the logarithm of the gate, not its logit (the two agree "
-                              f"only as the gate vanishes)")
-            elif got > 0:
-                yield False, f"{case}: {got:.4g} is positive: a logit above 0 opens the gate more than half way"
-            else:
-                yield False, f"{case}: {got:.4g} is wrong"
-
-    return report("How much may an ignored token leak into CoPE's count?", answer, run,
-                  "a gate is a sigmoid of its logit, and CoPE's position adds gates up: what does a budget on the "
-                  "sum say about each term, and about the logit behind it?")
+    return report("A head that prefers one diagonal", answer, run,
+                  "what can a score of the form f(row offset) + g(column offset) say about the two diagonals?")

@@ -33,7 +33,10 @@ Evaluation at 64, 128, 256 and 512 tokens: the model reads L tokens at once
 is ever used; on recall the window cannot reach the dictionary). RoPE is also evaluated
 with PI, NTK and YaRN frequencies for the factor L / 64, without retraining, and iRoPE (if
 trained) also with its RoPE layers attending within chunks of 64 tokens ("irope+chunk", as
-Llama 4 does; at the training length this is the same model). The results file holds every
+Llama 4 does; at the training length this is the same model), and with its attention
+temperature switched off ("irope+notemp": the temperature first differs from 1 at the last
+training position, whose prediction is never scored, so training never shaped it; this
+control says what it does). The results file holds every
 seed and, per (task, method, length), the accuracies, their mean, min and max over seeds, and
 the number of scored answers per seed ("n").
 
@@ -376,12 +379,14 @@ def attention_profile(model: TinyDecoder, task: str, tokens: Tensor, scored: Ten
 
 
 def evaluate(model: TinyDecoder, method: str, sets: dict, cfg: ExperimentConfig, task: str = "grammar",
-             rope: tuple | None = None) -> dict[str, dict]:
+             rope: tuple | None = None, windows: bool = True) -> dict[str, dict]:
     """Every evaluation at every length; None where a method cannot run (learned beyond its table).
 
     rope: a function L -> (inv_freq, attention_factor), RoPE's frequencies swapped at length L
-    (context extension); then the sliding window is left out (it never leaves the training length)."""
-    out: dict[str, dict] = {"nonoverlapping": {}} if rope else {"nonoverlapping": {}, "sliding_window": {}}
+    (context extension); then the sliding window is left out (it never leaves the training length),
+    as it is with ``windows=False`` (a change that cannot act inside the training length)."""
+    windows = windows and not rope
+    out: dict[str, dict] = {"nonoverlapping": {}, "sliding_window": {}} if windows else {"nonoverlapping": {}}
     if "trained_distances" in sets:
         out["trained_distances"] = {}
     out["attention"] = {mode: {} for mode in ("nonoverlapping", "trained_distances") if mode in out}
@@ -394,7 +399,7 @@ def evaluate(model: TinyDecoder, method: str, sets: dict, cfg: ExperimentConfig,
         if res is not None and freq is not None and freq[1] != 1.0:  # the frequencies alone, without the factor
             res["acc_factor_1"] = evaluate_full(model, *data, rope=(freq[0], 1.0))["acc"]
         out["nonoverlapping"][str(L)] = res
-        if not rope:
+        if windows:
             out["sliding_window"][str(L)] = evaluate_sliding(model, *data, cfg.train_len, cfg.window_stride)
         out["attention"]["nonoverlapping"][str(L)] = (attention_profile(model, task, data[0][:n], data[1][:n], cfg, freq)
                                                       if fits else None)
@@ -441,6 +446,10 @@ def run_seed(cfg: ExperimentConfig, task: str, seed: int, device: str = "cpu") -
             model.positional.chunk = cfg.train_len
             out["methods"]["irope+chunk"] = evaluate(model, method, sets, cfg, task)
             model.positional.chunk = None
+            # the temperature off: it is 1 inside every sliding window's scored positions, so no windows
+            model.positional.temperature = False
+            out["methods"]["irope+notemp"] = evaluate(model, method, sets, cfg, task, windows=False)
+            model.positional.temperature = True
     out["cpu_time_s"] = round(time.process_time() - cpu_start, 1)
     return out
 
@@ -551,10 +560,12 @@ def load_results(name: str = "extrapolation") -> dict:
 SCALING_STYLES = {"linear": ("PI", "#ff7f0e"), "ntk": ("NTK", "#e377c2"), "yarn": ("YaRN", "#17becf"),
                   "llama3": ("Llama 3", "#bcbd22"), "dynamic": ("dynamic NTK", "#aec7e8")}
 COLORS = {**{m: spec.color for m, spec in POSITIONAL_METHODS.items()},
-          **{f"rope+{s}": color for s, (_, color) in SCALING_STYLES.items()}, "irope+chunk": "#c5b0d5"}
+          **{f"rope+{s}": color for s, (_, color) in SCALING_STYLES.items()}, "irope+chunk": "#c5b0d5",
+          "irope+notemp": "#c49c94"}
 LABELS = {**{m: spec.label for m, spec in POSITIONAL_METHODS.items()},
           **{f"rope+{s}": f"{POSITIONAL_METHODS['rope'].label} + {label}" for s, (label, _) in SCALING_STYLES.items()},
-          "irope+chunk": f"{POSITIONAL_METHODS['irope'].label}, chunked"}
+          "irope+chunk": f"{POSITIONAL_METHODS['irope'].label}, chunked",
+          "irope+notemp": f"{POSITIONAL_METHODS['irope'].label}, no temperature"}
 
 
 def draw(results: dict, fig=None):
