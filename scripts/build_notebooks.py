@@ -107,6 +107,8 @@ def kernel_environment() -> None:
     """Same environment for every kernel this process starts: seeds are set inside the notebooks;
     hash seed and thread count here so dict order and float reductions repeat exactly."""
     os.environ.update(PYTHONHASHSEED="0", OMP_NUM_THREADS="2", MPLBACKEND="module://matplotlib_inline.backend_inline")
+    for switch in ("POSENC_DEVICE", "POSENC_GRADING"):  # the stored outputs are the CPU's, in self-study mode
+        os.environ.pop(switch, None)
 
 
 def build(src: Path, timeout: int = 600) -> float:
