@@ -11,33 +11,58 @@ def _out(capsys):
     return capsys.readouterr().out
 
 
-# --- exercise 1: reorder_matrix ------------------------------------------------------------
-def test_reorder_matrix_accepts_the_right_matrix(capsys):
-    p = pl.permutation_matrix([2, 0, 3, 1])
-    assert check.reorder_matrix(p) is True
-    assert "all correct!" in _out(capsys)
-    assert check.reorder_matrix(p.tolist()) is True  # nested lists are fine
+# --- exercise 1: passes_through ------------------------------------------------------------
+def attn(x, wq, wk, wv):
+    """One bias-free head written out here (not pl.attention): softmax(QK^T / sqrt(d)) V, row by row."""
+    s = (x @ wq) @ (x @ wk).T / x.shape[-1] ** 0.5
+    w = torch.exp(s - s.max(-1, keepdim=True).values)
+    return (w / w.sum(-1, keepdim=True)) @ (x @ wv)
 
 
-def test_reorder_matrix_names_the_transpose_mistake(capsys):
-    assert check.reorder_matrix(pl.permutation_matrix([2, 0, 3, 1]).T) is False
-    assert "transpose" in _out(capsys)
+def test_passes_through_fact_a_shared_sign_passes_and_a_scale_does_not():
+    """Independent of the checker: -P passes through a head written out by hand, 2P and a single sign flip do not."""
+    g = torch.Generator().manual_seed(3)
+    x, wq, wk, wv = (torch.randn(*s, generator=g, dtype=torch.float64) for s in ((4, 6), (6, 6), (6, 6), (6, 6)))
+    p = torch.eye(4, dtype=torch.float64)[[2, 0, 3, 1]]
+    for t in (-p, -torch.eye(4, dtype=torch.float64), p):
+        torch.testing.assert_close(attn(t @ x, wq, wk, wv), t @ attn(x, wq, wk, wv))
+    for t in (2 * p, torch.diag(torch.tensor([-1.0, 1, 1, 1], dtype=torch.float64))):
+        assert not torch.allclose(attn(t @ x, wq, wk, wv), t @ attn(x, wq, wk, wv), atol=1e-6)
 
 
-def test_reorder_matrix_rejects_non_permutations_and_wrong_shapes(capsys):
-    assert check.reorder_matrix(torch.ones(4, 4)) is False
-    assert "exactly one 1" in _out(capsys)
-    assert check.reorder_matrix(torch.eye(3)) is False
-    assert "must be 4x4" in _out(capsys)
-    assert check.reorder_matrix(torch.eye(4)) is False
+def test_passes_through_accepts_a_shared_sign_in_several_forms(capsys):
+    minus_p = -pl.permutation_matrix([2, 0, 3, 1])
+    for right in (-torch.eye(4), minus_p, minus_p.tolist(), (-np.eye(4)).astype(np.float32)):
+        assert check.passes_through(right) is True
+        assert "all correct!" in _out(capsys)
+
+
+@pytest.mark.parametrize("shortcut", [pl.permutation_matrix([2, 0, 3, 1]), torch.eye(4), pl.permutation_matrix([1, 0, 2, 3]).T])
+def test_passes_through_refuses_a_permutation(shortcut, capsys):
+    """The section's own answer (the library's permutation matrix, the identity, a transpose) is no design."""
+    assert check.passes_through(shortcut) is False
     out = _out(capsys)
-    assert "[a, b, c, d]" in out and "P[0, 2]" not in out  # the hint gives the method, not an entry
-    assert check.reorder_matrix("nonsense") is False  # an exception is reported, not raised
-    assert "raised" in _out(capsys)
+    assert "is a permutation matrix" in out and "hint:" in out
 
 
-def test_reorder_matrix_unattempted(capsys):
-    assert check.reorder_matrix(None) is None
+@pytest.mark.parametrize("wrong, says", [
+    (2 * torch.eye(4), "scales every token by 2"),  # attention taken for linear
+    (-3 * pl.permutation_matrix([2, 0, 3, 1]), "scales every token by -3"),  # the sign is right, the size is not
+    (torch.diag(torch.tensor([-1.0, 1, 1, 1])), "flips the sign of some tokens"),  # one token's sign
+    (torch.tensor([[1.0, 0, 0, 0], [1, 0, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]]), "singular"),  # a token copied
+    (torch.zeros(4, 4), "singular"),  # passes trivially, keeps nothing
+    (torch.eye(4) + 0.1, "differs from T Attn(X)"),  # a mixing matrix
+    (torch.eye(3), "must be 4x4"),
+])
+def test_passes_through_names_the_misconception_without_the_answer(wrong, says, capsys):
+    assert check.passes_through(wrong) is False
+    out = _out(capsys)
+    assert says in out and "hint:" in out, out
+    assert "-I" not in out and "-P" not in out and "negat" not in out and "minus" not in out
+
+
+def test_passes_through_unattempted(capsys):
+    assert check.passes_through(None) is None
     assert "not attempted yet" in _out(capsys)
 
 
@@ -82,7 +107,7 @@ def test_equivariant_layers_fact_over_every_order_of_five_tokens():
     for name, f in check.ch01.LAYERS.items():
         if all(torch.allclose(f(x[list(o)]), f(x)[list(o)], atol=1e-12) for o in itertools.permutations(range(5))):
             keeps.add(name)
-    assert keeps == KEEP == check.ch01.equivariant_layer_names()
+    assert keeps == KEEP
     # and the two that break it, broken by swapping the first two tokens
     for name in set("abcdef") - KEEP:
         f = check.ch01.LAYERS[name]
@@ -126,6 +151,28 @@ def test_blind_query_names_the_typical_mistakes_without_the_answer(capsys):
     assert check.blind_query(torch.eye(3)) is False
     assert "must be 8x8" in _out(capsys)
     assert check.blind_query(None) is None
+
+
+def test_blind_query_refuses_a_design_for_one_head_or_one_scale(capsys):
+    """Two designs that make the dogs agree without erasing their difference: saturated attention (one key
+    takes all the weight, at this scale only) and a W_Q tuned to the first head's keys."""
+    x, p, w_k, w_v = check.ch01.dog_setup()
+    u = (p[1] - p[4]) / (p[1] - p[4]).norm()
+    saturated = 1e4 * _projector() + torch.outer(u, u)  # the dogs' queries differ, but both pick one key
+    assert check.blind_query(saturated) is False
+    out = _out(capsys)
+    assert "one key takes all the weight" in out and "hint:" in out
+    # The first head's keys: a query difference z with K z = 1 shifts every score of a row by the same
+    # amount, so the two dogs get the same weights there although their queries differ.
+    keys = (x + p) @ w_k
+    z = torch.linalg.pinv(keys) @ torch.ones(5, dtype=torch.float64)
+    delta = p[1] - p[4]
+    first_head_only = _projector() + torch.outer(delta / delta.dot(delta), z)  # delta W_Q = z
+    q = (x + p) @ first_head_only
+    torch.testing.assert_close((q[1] - q[4]) @ keys.T, torch.ones(5, dtype=torch.float64))
+    assert check.blind_query(first_head_only) is False
+    out = _out(capsys)
+    assert "first head only" in out and "whatever W_K and W_V" in out
 
 
 def test_blind_query_fact_queries_equal_means_rows_equal():
@@ -193,6 +240,9 @@ def test_causal_twins_unattempted(capsys):
 
 
 # --- exercise 5: causal_swap_rows ----------------------------------------------------------
+RIGHT_ROWS = [2, 3, 4, 5]  # derived in test_causal_swap_fact_by_explicit_prefixes
+
+
 def test_causal_swap_rows_right_answer(capsys):
     assert check.causal_swap_rows([2, 3, 4, 5]) is True
     assert "all correct!" in _out(capsys)
@@ -211,6 +261,9 @@ def test_causal_swap_rows_wrong_answers_point_the_way_without_the_answer(capsys)
     assert "2 rows that change are missing" in out and "[2, 3, 4, 5]" not in out and "3, 4" not in out
     assert check.causal_swap_rows([2, 3, 4]) is False
     assert "1 row that changes is missing" in _out(capsys)
+    assert check.causal_swap_rows([2, 3, 4, 5, 6, 7]) is False  # "everything after the first swap changes"
+    out = _out(capsys)
+    assert "after position 5" in out and "section 1" in out and "missing" not in out
     assert check.causal_swap_rows([2, 3, 4, 5, 8]) is False
     assert "numbered 0 to 7" in _out(capsys)
     assert check.causal_swap_rows("2-5") is False
@@ -241,4 +294,16 @@ def test_causal_swap_fact_by_explicit_prefixes():
 
     swapped = x[[0, 1, 5, 3, 4, 2, 6, 7]]
     changed = [i for i in range(n) if not torch.allclose(rows(swapped)[i], rows(x)[i], atol=1e-9)]
-    assert changed == [2, 3, 4, 5] == check.ch01.causal_swap_changed_rows()
+    assert changed == [2, 3, 4, 5] == RIGHT_ROWS
+
+
+# --- the answer key -------------------------------------------------------------------------
+def test_the_checker_module_hands_over_no_answer():
+    """No constant of check.ch01 equals an answer, and none of its functions returns one (called with
+    nothing, a flag, a row count or a seed): the set and the rows are sealed, the designs are checked by
+    their properties."""
+    from _hands_over import held_answers
+
+    answers = [KEEP, sorted(KEEP), RIGHT_ROWS, set(RIGHT_ROWS), [0, 1, 6, 7], {"b", "d"}]
+    calls = [(), (True,), (False,)] + [(n,) for n in range(9)]
+    assert held_answers(check.ch01, answers, calls) == []

@@ -85,10 +85,13 @@ print("output:", tuple(out.shape), " weights:", tuple(weights.shape))
 #
 # $$\mathrm{Attn}(PX) = P\,A\,P^\top P\,V = P\,\mathrm{Attn}(X).$$
 #
-# The output rows are the old output rows, reordered exactly like the input. The next cell
-# checks all three statements. (This is attention without a mask, where every query sees
-# every key, as in an encoder such as BERT. A decoder's causal mask changes the answer: see
-# below.)
+# The output rows are the old output rows, reordered exactly like the input: attention is
+# **permutation-equivariant**. For any function $f$ from rows to rows,
+# `pl.equivariance_error(f, x, order)` measures how far it is from this: the largest entry of
+# $\lvert f(PX) - P f(X)\rvert$, 0 (up to rounding) for an equivariant $f$. The next cell
+# checks all three statements, and the same one with `pl.equivariance_error`. (This is
+# attention without a mask, where every query sees every key, as in an encoder such as BERT.
+# A decoder's causal mask changes the answer: see below.)
 
 # %% slideshow={"slide_type": "fragment"}
 order = [3, 0, 4, 1, 2]
@@ -243,10 +246,11 @@ print("same output for every word in 'I love you' and 'you love I'")
 # $\mathcal{N}(0, 0.1^2)$ so they are not negligible) and compares the outputs of the two
 # "dog" tokens. It compares positions **2 and 5**, not 1 and 4, because its tokenizer puts a
 # beginning-of-sequence token in front. We mimic that with a toy vocabulary that has a `<s>`
-# token, and seeded random embeddings. Our model is 16 features wide instead of 2048, so we
-# draw the weights from $\mathcal{N}(0, 0.3^2)$: with 0.1 every head would attend almost
-# uniformly and all output rows would look alike in the figures (the next cells measure this;
-# the identical dogs hold either way).
+# token, and seeded random embeddings. Our model is 16 features wide instead of 2048, and we
+# draw its weights from $\mathcal{N}(0, 0.3^2)$ rather than the source's 0.1: at 0.1 our heads
+# attend almost uniformly and all output rows look alike in the figures. The next cells measure
+# this and find its cause (we do not measure the source's 2048-wide setting). The identical
+# dogs hold either way.
 
 # %% slideshow={"slide_type": "fragment"}
 vocab = ["<s>", "the", "dog", "chased", "another"]
@@ -286,8 +290,18 @@ def row_stats(module):
     return w.max().item(), entropy.min().item(), cos.min().item()
 
 
-small = nn.MultiheadAttention(hdim, num_heads=4, batch_first=True).to(device).requires_grad_(False)
-small.load_state_dict({name: t / 3 for name, t in mha.state_dict().items()})  # N(0, 0.1^2)
+def demo_heads(std, *, biases=True, uniform=False):
+    """The demo's 4 heads with every weight rescaled to N(0, std^2); biases zeroed unless `biases`;
+    W_Q zeroed with `uniform` (every score 0, so every weight exactly 1/6)."""
+    module = nn.MultiheadAttention(hdim, num_heads=4, batch_first=True).to(device).requires_grad_(False)
+    module.load_state_dict({name: t * (std / 0.3) if biases or "bias" not in name else torch.zeros_like(t)
+                            for name, t in mha.state_dict().items()})
+    if uniform:
+        module.in_proj_weight[:hdim] = 0
+    return module
+
+
+small = demo_heads(0.1)  # the source's N(0, 0.1^2)
 top_small, entropy_small, alike_small = row_stats(small)
 top, entropy, alike = row_stats(mha)
 assert top_small < 0.3 and entropy_small > 0.95  # std 0.1: every row close to uniform
@@ -299,6 +313,25 @@ print(f"std 0.3: largest weight {top:.2f}, smallest entropy {entropy:.2f} × log
       f"smallest cosine between outputs {alike:.2f}")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
+# **Uniform attention, or the biases?** Two things could make the rows alike at std 0.1.
+# Near-uniform attention gives every query nearly the same average of the values. But
+# `nn.MultiheadAttention` also adds the same two biases (`in_proj_bias` to every query, key and
+# value, `out_proj.bias` to every output), which pull all rows towards one vector. The control
+# zeroes both biases: at std 0.1 the rows stay alike (smallest cosine above 0.95), at std 0.3
+# they stay different (below 0.5). And attention made exactly uniform ($W_Q = 0$, biases
+# zeroed) turns every row into the same vector, cosine 1. So the alike rows come from the
+# attention, not from the biases.
+
+# %% slideshow={"slide_type": "fragment"}
+alike_no_bias = {std: row_stats(demo_heads(std, biases=False))[2] for std in (0.1, 0.3)}
+alike_uniform = row_stats(demo_heads(0.1, biases=False, uniform=True))[2]
+assert alike_no_bias[0.1] > 0.95 and alike_no_bias[0.3] < 0.5  # the same verdicts as with the biases
+assert alike_uniform > 1 - 1e-5  # exactly uniform attention: one output for every row
+print("biases zeroed, smallest cosine between outputs:",
+      ", ".join(f"std {std}: {c:.2f}" for std, c in alike_no_bias.items()),
+      f"| uniform attention: {alike_uniform:.2f}")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # The weights of the 4 heads as pictures, one row per query and one column per key: at std 0.1
 # (top) every row is nearly flat at 1/6, at std 0.3 (bottom) some rows put most of their weight
 # on one token. In every panel the rows of the two "dog" queries (2 and 5) are identical.
@@ -306,25 +339,18 @@ print(f"std 0.3: largest weight {top:.2f}, smallest entropy {entropy:.2f} × log
 # %% slideshow={"slide_type": "skip"}
 def head_weights(std):
     """(4, 6, 6) attention weights of the demo's heads with its weights rescaled to N(0, std^2)."""
-    scaled = nn.MultiheadAttention(hdim, num_heads=4, batch_first=True).to(device).requires_grad_(False)
-    scaled.load_state_dict({name: t * (std / 0.3) for name, t in mha.state_dict().items()})
-    return scaled(x_dog, x_dog, x_dog, average_attn_weights=False)[1][0]
+    return demo_heads(std)(x_dog, x_dog, x_dog, average_attn_weights=False)[1][0]
 
 
-def draw_weights(fig, std=0.1):
+def draw_weights(fig, std):
+    """One heatmap per head of the weights at weight std `std`, on one colour scale from 0 to 1."""
     axes = fig.subplots(1, 4, sharey=True)
-    ims = [viz.heatmap(torch.zeros(6, 6), ax=ax, xlabel="key", colorbar=None, diverging=False, vmin=0, vmax=1)
-           for ax in axes]
+    for h, (ax, w) in enumerate(zip(axes, head_weights(std))):
+        im = viz.heatmap(w, ax=ax, xlabel="key", colorbar=None, diverging=False, vmin=0, vmax=1,
+                         title=f"head {h + 1}, std {std:.1f}")  # prose counts heads from 1
+        ax.title.set_fontsize(9)
     axes[0].set_yticks(range(len(words)), words)
-    fig.colorbar(ims[-1], ax=axes, shrink=0.9, label="attention weight")
-
-    def update(std):
-        for h, (im, w) in enumerate(zip(ims, head_weights(std))):
-            im.set_data(w.cpu().numpy())
-            axes[h].set_title(f"head {h + 1}, std {std:.2f}", fontsize=9)  # prose counts heads from 1
-
-    update(std)
-    return update
+    fig.colorbar(im, ax=axes, shrink=0.9, label="attention weight")
 
 
 # %% slideshow={"slide_type": "fragment"}
@@ -339,16 +365,8 @@ torch.testing.assert_close(head_weights(0.3), mha(x_dog, x_dog, x_dog, average_a
 fig
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# Now scale the weights yourself, from 0.02 to 1: where does attention stop being a plain average
-# and start to choose? Whatever the scale, and however sharp a head gets, the two "dog" rows
-# stay identical: sharper attention does not give a token its place.
-
-# %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
-scale_widget = viz.InteractiveFigure(
-    draw_weights, figsize=(9, 2.4),
-    std=widgets.FloatLogSlider(0.1, base=10, min=-1.7, max=0, step=0.05, description="weight std"),
-)
-scale_widget
+# However sharp a head gets, the two "dog" rows stay identical: sharper attention does not give
+# a token its place.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Run it and compare the two "dog" rows.
@@ -430,7 +448,8 @@ print("4-head demo reproduced with pl.attention: True")
 # Give each position $i$ its own vector $p_i$ and add it to the token's embedding,
 # $x_i' = x_i + p_i$. Here $p_i$ is the sinusoidal code of chapter 3,
 # `pl.sinusoidal_positions(n, d)`; any code with $p_2 \ne p_5$ would do here. The two "dog"
-# inputs are now different vectors, and so are their outputs. The invariance of section 1
+# inputs are now different vectors, and so are their outputs: they differ by about a third of
+# the first dog's length, not by a rounding error. The invariance of section 1
 # goes too: a fixed query's output changes when the tokens are shuffled, because each token
 # now carries its place with it.
 
@@ -439,13 +458,14 @@ pos = pl.sinusoidal_positions(len(words), hdim, device=device)  # (6, 16)
 x_pos = x_dog + pos
 out_pos, _ = mha(x_pos, x_pos, x_pos)
 same = torch.allclose(out_pos[0, 2], out_pos[0, 5], atol=1e-6)
-assert not same
+apart = ((out_pos[0, 2] - out_pos[0, 5]).norm() / out_pos[0, 2].norm()).item()  # relative difference
+assert not same and 0.25 < apart < 0.4  # about a third
 assert pl.equivariance_error(lambda t: mha(t + pos, t + pos, t + pos)[0], x_dog, [5, 4, 3, 2, 1, 0]) > 1e-3
 pos5 = pl.sinusoidal_positions(n, d, device=device)  # the same for section 1's five tokens and fixed query
 kv, kv_shuffled = x + pos5, x[order] + pos5  # the tokens shuffled, the places not
 fixed_query = pl.attention(q, kv @ w_k, kv @ w_v)[0]
 assert not torch.allclose(pl.attention(q, kv_shuffled @ w_k, kv_shuffled @ w_v)[0], fixed_query, atol=1e-4)
-print("dog outputs identical?", same)
+print(f"dog outputs identical? {same}: ||dog_1 - dog_2|| / ||dog_1|| = {apart:.2f}")
 print("reordering the words now changes more than the order of the outputs")
 print("a fixed query's output now changes when the tokens are shuffled")
 
@@ -453,28 +473,31 @@ print("a fixed query's output now changes when the tokens are shuffled")
 # ### Where do the positions go? The source's formula
 #
 # Source `001` writes attention with absolute positions in the column convention
-# ($X \in \mathbb{R}^{d\times m}$, one column per token) as
+# ($X \in \mathbb{R}^{d\times m}$, one column per token, and the codes as the columns of a
+# matrix it calls $P$; we write $P_{\mathrm{pos}} = [p_1, \dots, p_m]$, since $P$ is a
+# permutation in this chapter) as
 #
-# $$\mathrm{Attn}(X) = (V+P)\,\mathrm{softmax}\!\left(\frac{(K+P)^\top(Q+P)}{\sqrt d}\right),
+# $$\mathrm{Attn}(X) = (V+P_{\mathrm{pos}})\,\mathrm{softmax}\!\left(\frac{(K+P_{\mathrm{pos}})^\top(Q+P_{\mathrm{pos}})}{\sqrt d}\right),
 #   \qquad Q = W_QX,\ K = W_KX,\ V = W_VX,$$
 #
-# which adds $P$ **after** the projections. The usual form (Vaswani et al., and what
-# `nn.MultiheadAttention` does when it is fed $X + P$, as just above: it projects its input)
-# adds it **before**: $Q = W_Q(X+P) = W_QX + W_QP$. The two agree only if $W_QP = P$ (and the
-# same for $K$, $V$), which is not the case for learned weights. In this column convention the
+# which adds the codes **after** the projections. The usual form (Vaswani et al., and what
+# `nn.MultiheadAttention` does when it is fed $X + P_{\mathrm{pos}}$, as just above: it projects
+# its input) adds them **before**: $Q = W_Q(X+P_{\mathrm{pos}}) = W_QX + W_QP_{\mathrm{pos}}$. The
+# two agree only if $W_QP_{\mathrm{pos}} = P_{\mathrm{pos}}$ (and the same for $K$, $V$), which
+# is not the case for learned weights. In this column convention the
 # softmax also has to run down each column (over the keys, `dim=0`). The formula has one head
 # and no biases, so the cell takes $W_Q, W_K$ from section 2's one-head, bias-free module
 # `one_head` (not from the 4-head demo `mha`), computes the score matrix all three ways, and
-# checks the usual form against what `one_head` itself returns for $X + P$.
+# checks the usual form against what `one_head` itself returns for $X + P_{\mathrm{pos}}$.
 
 # %% slideshow={"slide_type": "fragment"}
 X = x_dog[0].T  # (16, 6): the source's column convention
-Pc = pos.T
+P_pos = pos.T  # the source's P: one column per position
 # W_Q, W_K of the one-head, bias-free module of section 2, taken from it explicitly:
 # (out, in) matrices, so Q = W_Q X in this convention
 Wq_, Wk_ = one_head.in_proj_weight.chunk(3)[:2]
-usual = (Wk_ @ (X + Pc)).T @ (Wq_ @ (X + Pc))  # (keys, queries)
-source_form = (Wk_ @ X + Pc).T @ (Wq_ @ X + Pc)
+usual = (Wk_ @ (X + P_pos)).T @ (Wq_ @ (X + P_pos))  # (keys, queries)
+source_form = (Wk_ @ X + P_pos).T @ (Wq_ @ X + P_pos)
 
 row_scores = (x_pos[0] @ Wq_.T) @ (x_pos[0] @ Wk_.T).T  # the row convention used in code: (queries, keys)
 torch.testing.assert_close(usual, row_scores.T)  # same numbers, transposed
@@ -524,17 +547,26 @@ DIFF_SCALE = max(outputs_for(o, True)[2].abs().max().item() for o in ORDERS)
 
 
 def draw_outputs(fig, order_name="reversed", positions=False):
-    """Heatmaps of the original output, the permuted output and the moved-back difference."""
+    """Heatmaps of the original output, the permuted output and the moved-back difference;
+    returns the update(order_name, positions) that redraws them."""
     axes = fig.subplots(1, 3)
-    original, permuted, diff = outputs_for(order_name, positions)
-    for ax, m, vmax, title in zip(axes, (original, permuted, diff), (OUT_SCALE, OUT_SCALE, DIFF_SCALE),
-                                  ("original sentence", f"permuted: {order_name}",
-                                   f"moved back − original (±{DIFF_SCALE:.3f})")):
-        viz.heatmap(m, ax=ax, xlabel="features", diverging=True, vmax=vmax, colorbar=None, title=title)
+    ims = [viz.heatmap(torch.zeros(len(words), hdim), ax=ax, xlabel="features", diverging=True, vmax=vmax,
+                       colorbar=None) for ax, vmax in zip(axes, (OUT_SCALE, OUT_SCALE, DIFF_SCALE))]
+    for ax in axes:
         ax.set_xticks([])  # 16 anonymous features
     axes[0].set_yticks(range(len(words)), words)
-    axes[1].set_yticks(range(len(words)), [words[j] for j in ORDERS[order_name]])
     axes[2].set_yticks(range(len(words)), words)
+    axes[2].set_title(f"moved back − original (±{DIFF_SCALE:.3f})")
+
+    def update(order_name, positions):
+        for im, m in zip(ims, outputs_for(order_name, positions)):
+            im.set_data(m.cpu().numpy())
+        axes[0].set_title("original sentence" + (", positions on" if positions else ""))
+        axes[1].set_title(f"permuted: {order_name}")
+        axes[1].set_yticks(range(len(words)), [words[j] for j in ORDERS[order_name]])
+
+    update(order_name, positions)
+    return update
 
 
 # %% slideshow={"slide_type": "fragment"}
@@ -549,15 +581,10 @@ fig
 # "unchanged". Even "swap the two dogs" lights it up: that swap gives back the very same
 # sentence, hence the very same output, but the two "dog" rows now differ, so moving rows with
 # their tokens no longer reproduces it. With positions an output belongs to a place in the
-# sentence, not to a token. The figure shows the dog swap with positions on; the cell after it
-# checks both claims for five orders: without positions no order lights the right panel up;
-# with positions every order but "unchanged" does, while the dog swap leaves the output itself
-# exactly as it was.
-
-# %% slideshow={"slide_type": "fragment"}
-fig = Figure(figsize=(9, 2.8))
-draw_outputs(fig, "swap the two dogs", positions=True)
-fig
+# sentence, not to a token. The cell checks both claims for five orders: without positions no
+# order lights the right panel up; with positions every order but "unchanged" does, while the
+# dog swap leaves the output itself exactly as it was. The figure after it shows the dog swap
+# with positions on.
 
 # %% slideshow={"slide_type": "fragment"}
 lit = {name: [outputs_for(name, p)[2].abs().max().item() > 1e-4 for p in (False, True)] for name in ORDERS}
@@ -567,6 +594,25 @@ original, swapped, _ = outputs_for("swap the two dogs", True)
 torch.testing.assert_close(swapped, original)  # same sentence, same output
 print("right panel lit up (positions off, on):", lit)
 
+# %% slideshow={"slide_type": "fragment"}
+fig = Figure(figsize=(9, 2.8))
+draw_outputs(fig, "swap the two dogs", positions=True)
+fig
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# Now choose the order and switch the positions on and off yourself. Before each change, predict
+# the right panel: which rows light up, if any? Without positions it stays white for every
+# order; with them, look at which rows light up for "rotate by one" and for "swap the two dogs",
+# and ask which tokens of the sentence changed their place.
+
+# %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
+permute_widget = viz.InteractiveFigure(
+    draw_outputs, figsize=(9, 2.8),
+    order_name=widgets.Dropdown(options=list(ORDERS), value="reversed", description="order"),
+    positions=widgets.Checkbox(value=False, description="add positions"),
+)
+permute_widget
+
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
@@ -574,24 +620,32 @@ print("right panel lit up (positions off, on):", lit)
 # a hint. The worked solution follows, collapsed (expand it only after trying), then a cell that
 # checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
 #
-# **Exercise 1.** Four tokens are the rows $a, b, c, d$ of $X$. Write the $4\times 4$ matrix
-# $P$ such that $PX$ has the rows in the order $c, a, d, b$.
+# **Exercise 1. Design: a matrix that passes through attention.** Section 1 showed that a
+# permutation matrix passes through attention: $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$. Are
+# permutations the only such matrices? Design a $4\times 4$ matrix $T$ that is **not** a
+# permutation matrix and keeps all four tokens (it is invertible), yet satisfies
+# $\mathrm{Attn}(TX) = T\,\mathrm{Attn}(X)$ for every four tokens $X$ and every head
+# $W_Q, W_K, W_V$ (one head without biases, as `pl.self_attention`). The checker tries random
+# tokens and heads.
 
 # %% slideshow={"slide_type": "fragment"}
 answer = None  # your 4x4 tensor or nested list
-_ = check.reorder_matrix(answer)
+_ = check.passes_through(answer)
 
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "reorder_matrix_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "passes_through_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 answer = None  # your 4x4 tensor or nested list
 ### BEGIN SOLUTION
-answer = torch.tensor([[0, 0, 1, 0],  # slot 0 fetches c, which is row 2
-                       [1, 0, 0, 0],  # slot 1 fetches a
-                       [0, 0, 0, 1],  # slot 2 fetches d
-                       [0, 1, 0, 0]])  # slot 3 fetches b
+# The derivation used three facts about P: the scores become P S P^T, the softmax moves with the
+# permutation, and P^T P = I lines the values up again. A sign shared by every token keeps all
+# three: with T = -I the queries and keys are -Q and -K, so the scores (-Q)(-K)^T = QK^T do not
+# change, while the values -V carry the sign to the output: Attn(-X) = -Attn(X). So does -P for
+# any permutation P. A scale c other than 1 or -1 multiplies every score by c^2, which the softmax
+# sees; flipping the sign of one token alone flips its scores with every other token.
+answer = -torch.eye(4)
 ### END SOLUTION
 
-# %% nbgrader={"grade": true, "grade_id": "reorder_matrix", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.reorder_matrix(answer)
+# %% nbgrader={"grade": true, "grade_id": "passes_through", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.passes_through(answer)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise 2. Which layers keep equivariance? Predict first.** Each layer below maps $n$
@@ -633,10 +687,11 @@ _ = check.equivariant_layers(answer)
 # positions makes the two "dog" outputs differ. Break that claim. Take the five tokens
 # "the dog chased another dog" with sinusoidal positions, $h_i = x_i + p_i$ ($d = 8$; the dogs
 # at positions 1 and 4), and one attention head in this chapter's row convention,
-# $q_i = h_i W_Q$, $k_i = h_i W_K$, $v_i = h_i W_V$. The checker fixes random $W_K, W_V$ and the
-# embeddings (`x, p, w_k, w_v = check.ch01.dog_setup()`). Design a $W_Q$ of rank 7 with which the
-# two dogs get identical outputs anyway. (Rank 7: $W_Q = 0$ would make every row the same by
-# making attention uniform, which proves nothing.)
+# $q_i = h_i W_Q$, $k_i = h_i W_K$, $v_i = h_i W_V$. The embeddings, their codes and a first
+# head come from the checker (`x, p, w_k, w_v = check.ch01.dog_setup()`). Design a $W_Q$ of
+# rank 7 with which the two dogs get identical outputs anyway, whatever $W_K$ and $W_V$ are (the
+# checker tries several). (Rank 7: $W_Q = 0$ would make every row the same by making attention
+# uniform, which proves nothing.)
 
 # %% slideshow={"slide_type": "fragment"}
 answer = None  # your 8x8 W_Q
@@ -730,9 +785,10 @@ _ = check.causal_swap_rows(answer)
 # ## Errata in the sources
 #
 # 1. **Positions after the projections.** `001` writes
-#    $\mathrm{Attn}(X) = (V+P)\,\mathrm{softmax}((K+P)^\top(Q+P)/\sqrt d)$ with $Q = W_QX$,
-#    i.e. $P$ is added after projecting. The usual form (and what `nn.MultiheadAttention`
-#    computes when it is fed $X + P$) projects $X + P$: $Q = W_Q(X+P)$. The cell in section 3
+#    $\mathrm{Attn}(X) = (V+P)\,\mathrm{softmax}((K+P)^\top(Q+P)/\sqrt d)$ with $Q = W_QX$
+#    and $P$ its matrix of position codes ($P_{\mathrm{pos}}$ in section 3), i.e. the codes are
+#    added after projecting. The usual form (and what `nn.MultiheadAttention` computes when it
+#    is fed $X + P_{\mathrm{pos}}$) projects the sum: $Q = W_Q(X+P_{\mathrm{pos}})$. The cell in section 3
 #    asserts the two score matrices differ. The formula also leaves the softmax axis
 #    unstated; in its column convention it must run over the keys (`dim=0`).
 # 2. **Projected twice.** `001`'s demo applies three `nn.Linear` layers and then
