@@ -121,8 +121,7 @@ def equivariant_layers(answer: Any) -> bool | None:
                           "only a rule that depends on a token's place does")
 
     return report("which layers keep f(PX) = P f(X)", answer, run,
-                  "permute the tokens and ask, for each layer: does a token's output depend on anything "
-                  "other than itself and the *set* of tokens?")
+                  "what, in each layer, could tell a token where it stands?")
 
 
 # Exercise 3: the five tokens "the dog chased another dog" with sinusoidal positions; design W_Q.
@@ -192,8 +191,7 @@ def blind_query(answer: Any) -> bool | None:
                           "between their outputs come from?")
 
     return report("a W_Q with which the two dogs stay identical despite positions", answer, run,
-                  "row i's output is softmax(q_i K^T / √d) V: which parts of that are the same for every row, "
-                  "and what differs between the two dogs' inputs?")
+                  "which of the things a row's output is made of can differ between the two dog rows?")
 
 
 # Exercise 4: a token sequence in which a causal head without positions gives two positions one output.

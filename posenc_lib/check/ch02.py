@@ -174,8 +174,7 @@ def exact_offsets(fn: Any) -> bool | None:
                      "except k = 2^(d-1), the one offset a counter that wraps around keeps too")
 
     return report("the offsets with an exact affine map, for any width", fn, run,
-                  "an exact map only has to fit the pairs that exist: count them for offset k, and look at which "
-                  "numbers their sources are")
+                  "an exact map only has to fit the pairs that exist: which numbers are their sources?")
 
 
 # Exercise 3: a code of n positions in d bits whose every step flips one bit.
