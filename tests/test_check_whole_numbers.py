@@ -101,8 +101,8 @@ def test_whole_number_rule():
               torch.tensor(3, dtype=torch.uint8), [3], (3.0,), torch.tensor([3]), np.array([[3]])):
         assert whole_number(n) == 3 and type(whole_number(n)) is int, n
     for bad in (True, np.True_, torch.tensor(True), 3.5, float("inf"), float("nan"), "3", [3, 4], torch.tensor([3, 4]),
-                np.array([3, 4]), [], None, 3 + 0j, torch.tensor(3 + 0j), {3}):
-        assert whole_number(bad) is None, bad
+                np.array([3, 4]), [], None, 3 + 0j, torch.tensor(3 + 0j), {3}, torch.Tensor, np.ndarray):
+        assert whole_number(bad) is None, bad  # a class (torch.Tensor) has an unbound .item: not a number
     assert number(np.float32(0.5)) == 0.5 and number([torch.tensor(2.5)]) == 2.5 and number(torch.ones(2)) is None
     assert whole_numbers([1, torch.tensor(2), np.int64(3)]) == [1, 2, 3]
     assert whole_numbers(torch.tensor([4, 5])) == [4, 5] and whole_numbers(np.array([6])) == [6]
