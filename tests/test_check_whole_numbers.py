@@ -9,6 +9,7 @@ The right answers are the ones the chapter tests derive (imported from them), no
 import numpy as np
 import pytest
 import torch
+from test_check_ch01 import _misconception, rule
 from test_check_ch02 import witness
 from test_check_ch04 import last_bucket_closed_form
 from test_check_ch05 import _first_slow_pair
@@ -45,7 +46,9 @@ def returning(fn, to):
 CASES = {
     "causal_twins": (lambda to: typed(([0, 1, 0, 1], (1, 3)), to), lambda to: typed(([0, 1, 1, 0], (1, 3)), to),
                      "hold different tokens"),
-    "causal_swap_rows": (lambda to: typed([2, 3, 4, 5], to), lambda to: typed([2, 5], to), "missing"),
+    "changed_rows": (lambda to: returning(lambda n, swaps: [(r.start, r.stop) for r in rule(n, swaps)], to),
+                     lambda to: returning(lambda n, swaps: [(r.start, r.stop) for r in _misconception("apart")(n, swaps)],
+                                          to), "each swap on its own"),
     "carry_witness": (lambda to: returning(witness, to), lambda to: returning(lambda d, k: (0, 3, 1, 2), to),
                       "balanced too"),
     "slow_pairs": (lambda to: to(16), lambda to: to(15), "close"),

@@ -1,20 +1,24 @@
 """Checkers for notebooks/01_why_positions.ipynb: attention without positions.
 
-No checker here holds an answer. A design is checked by the property it must have, on tokens and weights
-the learner does not choose; a set or a list is checked against salted digests (``_core.sealed``), one
-per item the answer must hold, so importing this module hands nothing over.
+No checker here holds an answer. A design (a matrix, a layer, a sequence) is checked by the property it
+must have, on tokens and weights the learner does not choose. The rows of Exercise 5 are checked against
+salted digests (``_core.sealed``) of what a causal head gives on sequences of up to 10^12 tokens, where
+the answer space is far too large to search and no simulation runs; its small cases are there to name a
+misconception on a sequence one can draw, and what they give away a simulation gives as well.
 """
 from __future__ import annotations
 
+import random
 from typing import Any, Callable, Iterator
 
 import torch
 
 from .. import absolute
 from ..attention import attention
-from ._core import Verdict, close, float64_tensor, report, sealed, whole_numbers
+from ._core import Verdict, close, float64_tensor, report, sealed, whole_number, whole_numbers
+from ._guard import answers_under_guard, stopped_verdict
 
-__all__ = ["passes_through", "equivariant_layers", "blind_query", "causal_twins", "causal_swap_rows"]
+__all__ = ["passes_through", "neighbour_layer", "blind_query", "causal_twins", "changed_rows"]
 
 
 # Exercise 1: a 4x4 matrix T, not a permutation, with Attn(TX) = T Attn(X) for every X and every head.
@@ -57,8 +61,8 @@ def passes_through(answer: Any) -> bool | None:
             yield False, ("T flips the sign of some tokens and not of others: the score between a flipped and an "
                           "unflipped token changes sign, and the softmax sees that")
         elif _is_permutation(t / entries[0]):
-            yield False, (f"T scales every token by {float(entries[0]):g}: every score then scales by its square, "
-                          "and the softmax is not blind to the scale of the scores (section 2's weights show it)")
+            yield False, (f"T scales every token by {float(entries[0]):g}: attention is not linear in its tokens, and "
+                          "the softmax is not blind to the scale of its scores (section 2's weights show it)")
         else:
             yield False, "Attn(TX) differs from T Attn(X) on random tokens and weights"
 
@@ -67,61 +71,54 @@ def passes_through(answer: Any) -> bool | None:
                   "each step use?")
 
 
-# Exercise 2: which of these layers, each a map from n tokens (n, d) to (n, d), keep permutation
-# equivariance f(PX) = P f(X)? Each is written out so that a test (and a learner) can run it.
-def _previous(x: torch.Tensor) -> torch.Tensor:
-    return x + torch.cat([torch.zeros_like(x[:1]), x[:-1]])
+# Exercise 2: a layer that moves with every rotation of the sequence, but not with every permutation.
+RING_SIZES = ((5, 4), (8, 3), (6, 2))  # (n tokens, d features) of the tokens the checker draws
+_MOVES, _SEES = 1e-6, 1e-3  # relative error: below _MOVES a reorder only moved the rows; above _SEES it did more
 
 
-def _rank_scale(x: torch.Tensor) -> torch.Tensor:
-    rank = x[:, 0].argsort().argsort().to(x.dtype)  # 0 for the token with the smallest first feature
-    return x * (1 + rank)[:, None]
+def _ring_tokens() -> list[torch.Tensor]:
+    """The tokens a design must pass: float64, drawn here, one tensor (n, d) per size."""
+    g = torch.Generator().manual_seed(21)
+    return [torch.randn(n, d, generator=g, dtype=torch.float64) for n, d in RING_SIZES]
 
 
-LAYERS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
-    "a": lambda x: x + x.mean(0),  # add the mean token to every token
-    "b": _previous,  # add the previous token (the first token gets 0)
-    "c": lambda x: (x - x.mean(0)) / x.std(0),  # normalise each feature over the tokens
-    "d": lambda x: x.cumsum(0) / torch.arange(1, x.shape[0] + 1, dtype=x.dtype)[:, None],  # running mean of 0..i
-    "e": lambda x: x + x.amax(0),  # add the feature-wise maximum over the tokens
-    "f": _rank_scale,  # scale token i by 1 + its rank in the order of the first feature
-}
-# sealed(letter, "ch01.equivariant_layers") of every layer that keeps equivariance
-_KEEPS = frozenset({"16ddc175a94ee55da38011c3", "b3cf6785e59eb58ada8a2836", "218234544086ef5c6af1d249",
-                    "ed731d6112cede73febb28fe"})
+def _reorder_error(f: Callable[[torch.Tensor], Any], x: torch.Tensor, order: list[int]) -> float | None:
+    """max |f(x[order]) - f(x)[order]| over max |f(x)|, or None when f does not return (n, d) numbers."""
+    out, moved = float64_tensor(f(x.clone())), float64_tensor(f(x[order].clone()))
+    if out is None or moved is None or out.shape != x.shape or moved.shape != x.shape:
+        return None
+    return float((moved - out[order]).abs().max() / (1e-12 + out.abs().max()))
 
 
-def equivariant_layers(answer: Any) -> bool | None:
-    """Exercise 2: the set of letters (of LAYERS) whose layer keeps f(PX) = P f(X)."""
+def neighbour_layer(answer: Any) -> bool | None:
+    """Exercise 2: a function f from n tokens (n, d) to (n, d) with f(PX) = P f(X) for every rotation P of
+    the sequence (token i moves to place i + s mod n) and not for every permutation, at each size tried."""
 
-    def run(ans: Any) -> Iterator[Verdict]:
-        if isinstance(ans, str):
-            ans = list(ans.replace(",", " ").split()) if " " in ans or "," in ans else list(ans)
-        if not isinstance(ans, (list, tuple, set, frozenset)) or not all(isinstance(k, str) for k in ans):
-            yield False, f"answer must be a set of letters such as {{'a', 'b'}}, got {ans!r}"
+    def run(f: Any) -> Iterator[Verdict]:
+        if not callable(f):
+            yield False, f"answer must be a function f(x) from (n, d) tokens to (n, d), got {type(f).__name__}"
             return
-        got = {k.strip().lower() for k in ans}
-        unknown = sorted(got - set(LAYERS))
-        if unknown:
-            yield False, f"the layers are named {', '.join(LAYERS)}; {unknown} is not one of them"
-            return
-        wrongly_in = sum(sealed(k, "ch01.equivariant_layers") not in _KEEPS for k in got)
-        wrongly_out = len(_KEEPS) - (len(got) - wrongly_in)
-        if not wrongly_in and not wrongly_out:
-            yield True, ("right: a layer keeps equivariance when it treats every token by the same rule, "
-                         "whatever its place; mixing tokens (a mean, a maximum, a rank) is allowed")
-            return
-        if wrongly_in:
-            yield False, (f"{wrongly_in} of the layers you chose {'treats' if wrongly_in == 1 else 'treat'} a token "
-                          "by where it stands (which tokens come before it): reorder the tokens and it sees other "
-                          "neighbours")
-        if wrongly_out:
-            yield False, (f"{wrongly_out} of the layers you left out {'keeps' if wrongly_out == 1 else 'keep'} "
-                          "equivariance: mixing tokens does not break it by itself (attention mixes them too); "
-                          "only a rule that depends on a token's place does")
+        for x in _ring_tokens():
+            n, d = x.shape
+            rotations = [[(i + s) % n for i in range(n)] for s in range(1, n)]
+            errors = [_reorder_error(f, x, order) for order in rotations]
+            if None in errors:
+                yield False, f"for {n} tokens of {d} features f must return a tensor of shape ({n}, {d})"
+                return
+            if max(errors) > _MOVES:
+                yield False, (f"with {n} tokens, rotating the sequence changes your layer's output beyond moving its "
+                              "rows: some place in the sequence is special to your layer")
+                return
+            swaps = [[*range(a), b, *range(a + 1, b), a, *range(b + 1, n)] for a in range(n) for b in range(a + 1, n)]
+            if max(_reorder_error(f, x, order) for order in swaps) < _SEES:
+                yield False, (f"with {n} tokens every permutation tried only moves your layer's rows: it treats the "
+                              "tokens as a bag, so it cannot see their order at all")
+                return
+        yield True, ("right: your layer reads each token's neighbours by their offset, not by their place; a rotation "
+                     "keeps every offset and a shuffle does not. Relative positions (chapter 4) rest on the same idea")
 
-    return report("which layers keep f(PX) = P f(X)", answer, run,
-                  "what, in each layer, could tell a token where it stands?")
+    return report("a layer that moves with every rotation of the sequence, not with every permutation", answer, run,
+                  "what does a rotation of the sequence keep that a shuffle destroys?")
 
 
 # Exercise 3: the five tokens "the dog chased another dog" with sinusoidal positions; design W_Q.
@@ -151,20 +148,21 @@ def _dog_rows_equal(w: torch.Tensor, w_k: torch.Tensor, w_v: torch.Tensor) -> bo
 
 
 def blind_query(answer: Any) -> bool | None:
-    """Exercise 3: a (8, 8) W_Q of rank 7 with which the two "dog" rows of single-head attention over
-    x + p (row convention, q = (x + p) W_Q) are identical, whatever W_K and W_V are."""
+    """Exercise 3: a (8, 8) W_Q with which the two "dog" rows of single-head attention over x + p (row
+    convention, q = (x + p) W_Q) are identical, whatever W_K and W_V are, while the other three tokens keep
+    queries apart from each other and from the dogs'."""
 
     def run(w: Any) -> Iterator[Verdict]:
         w = float64_tensor(w)
         if w is None or w.shape != (DOG_D, DOG_D):
             yield False, f"W_Q must be {DOG_D}x{DOG_D}, got shape {None if w is None else tuple(w.shape)}"
             return
-        rank = int(torch.linalg.matrix_rank(w))
-        if rank < DOG_D - 1:
-            yield False, (f"W_Q has rank {rank}: it throws away more than it must (W_Q = 0 also makes every row "
-                          f"alike, by making attention uniform); keep rank {DOG_D - 1}")
+        x, p, w_k, w_v = dog_setup()
+        q = ((x + p) @ w)[[0, DOGS[0], 2, 3]]  # the, dog, chased, another
+        if float(torch.cdist(q, q).add(torch.eye(4, dtype=q.dtype)).min()) <= 1e-6 * (1 + float(q.norm(dim=-1).max())):
+            yield False, ("W_Q gives two different tokens the same query (W_Q = 0 does so to every token and makes "
+                          "attention uniform, which proves nothing): only the two dogs may share one")
             return
-        _, p, w_k, w_v = dog_setup()
         g = torch.Generator().manual_seed(1)
         heads = [(w_k, w_v)] + [tuple(torch.randn(DOG_D, DOG_D, generator=g, dtype=torch.float64) / DOG_D**0.5
                                       for _ in range(2)) for _ in range(3)]
@@ -180,8 +178,8 @@ def blind_query(answer: Any) -> bool | None:
             return
         u = p[DOGS[0]] - p[DOGS[1]]
         if (w @ u).norm() < 1e-8 * u.norm() * w.norm():
-            yield False, ("W_Q u = 0 is the column convention; here a query is the row (x + p) W_Q: "
-                          "which side of W_Q must the difference meet?")
+            yield False, ("your W_Q would do it in the source's column convention, q = W_Q h; this exercise uses "
+                          "the chapter's row convention, q = h W_Q")
         elif any((p[i] @ w).norm() < 1e-8 * w.norm() for i in DOGS):
             yield False, "you erased one dog's position code, but the two inputs still differ"
         elif _dog_rows_equal(w, w_k, w_v):
@@ -231,9 +229,10 @@ def causal_twins(answer: Any) -> bool | None:
                           "vector, which proves nothing about order; use at least two different tokens")
             return
         if all(close(out[i], out[j], atol=1e-9, rtol=1e-9) for out in (_causal_outputs(tokens, s) for s in range(3))):
-            yield True, ("rows i and j are identical for every weight tried: a causal head sees the mix of the "
-                         "tokens before it, not how many there are; a start token that occurs only once is what "
-                         "lets a model without positions count (chapter 7)")
+            yield True, ("rows i and j are identical for every weight tried: one causal head sees the mix of the "
+                         "tokens before it, not how many there are. That is a fact about one layer: a second layer "
+                         "reads the first layer's outputs, which differ from place to place (the first token sees "
+                         "only itself), so a stack of layers can tell more places apart (chapter 7)")
             return
         if tokens[i] != tokens[j]:
             yield False, ("positions i and j hold different tokens: their queries differ, so their weights and "
@@ -242,52 +241,167 @@ def causal_twins(answer: Any) -> bool | None:
             yield False, ("the prefix up to j holds a token that the prefix up to i lacks: it takes some weight "
                           "in row j and none in row i")
         else:
-            yield False, ("same token, same set of tokens before it, and still different rows: a softmax weighs "
-                          "every copy of a key on its own, so how often each token occurs matters too")
+            yield False, ("same token and the same set of tokens before it, and still different rows: the set is "
+                          "not all that a softmax over the prefix sees")
 
     return report("two positions a causal head without positions cannot tell apart", answer, run,
                   "row i of a causal head is a softmax-weighted average over tokens 0..i: what about the "
                   "prefix can change, from row i to row j, without changing that average?")
 
 
-# Exercise 5: a causal head without positions over 8 distinct tokens; swap the tokens at these positions.
-SWAP = (2, 5)
-SWAP_LEN = 8
-# sealed(row, "ch01.causal_swap_rows") of every row whose output changes
-_CHANGED = frozenset({"cdd559dc403096fe72d0c585", "e41bf052805df07f0768b3f2", "8f778d8681e276c01f77f50c",
-                      "5f284e53ec0112f4d3b4ef1d"})
+# Exercise 5: the rows of a causal head without positions that change when tokens are swapped.
+def _far_swaps(seed: int, clusters: int) -> tuple[int, tuple[tuple[int, int], ...]]:
+    """(n, swaps) for n = 10^12 tokens: `clusters` groups of three places within 10^6 of each other, spread
+    over the whole sequence, each with a few swaps among its places (in their order, the groups interleaved),
+    and one swap between two neighbouring groups. Only what they do is sealed below."""
+    rng = random.Random(seed)
+    n = 10**12
+    places = [sorted(rng.sample(range(start, start + 10**6), 3)) for start in sorted(rng.sample(range(n - 10**6), clusters))]
+    groups = [[[(a, b)], [(c, a), (a, c)], [(a, b), (b, c)], [(b, a), (c, b), (a, c)], [(b, c), (a, b)]][rng.randrange(5)]
+              for a, b, c in places]
+    swaps: list[tuple[int, int]] = []
+    while any(groups):
+        group = rng.choice([g for g in groups if g])
+        swaps.append(group.pop(0))
+    k = rng.randrange(clusters - 1)
+    swaps.insert(rng.randrange(len(swaps)), (places[k][2], places[k + 1][0]))
+    return n, tuple(swaps)
 
 
-def causal_swap_rows(answer: Any) -> bool | None:
-    """Exercise 5: the output rows of a causal head (no positions, 8 distinct tokens) that change
-    when the tokens at positions 2 and 5 are swapped."""
+# Small cases first (they name a misconception on a sequence one can draw), then three far ones: 10^12 tokens,
+# where no simulation of attention can run and only the rule gives the rows.
+SWAP_CASES: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] = (
+    (8, ((2, 5),)),
+    (10, ((1, 4), (6, 8))),
+    (12, ((3, 7), (3, 7))),
+    (12, ((2, 5), (5, 8), (2, 8))),
+    (16, ((9, 3), (4, 12))),
+    _far_swaps(1, 10), _far_swaps(2, 20), _far_swaps(3, 30),
+)
+# Per case: sealed(rows, "ch01.changed_rows") of the rows that change, then of the wrong rows each misconception
+# gives (rows as merged [start, stop) pairs). A misconception that happens to give the right rows is left out.
+_SWAP_SEALS: tuple[tuple[str, dict[str, str]], ...] = (
+    ("d1704b45c2f857344a4901fe", {
+        "every": "64d552c0af5ef20cb430f991", "moved": "62cdf055dd5c2735bbb692a3",
+        "after": "67c7df7362bb2a04762db9c4", "keys": "de58e1234e64dc34d82e932c"}),
+    ("5d32c8a18460f068aa8cd14e", {
+        "every": "94102960676feaa69c6b0da8", "moved": "27cccf5667e3f7c61dcdddab",
+        "after": "26a97297a57f44bc8a972109", "keys": "40df08507db62578c73c50db"}),
+    ("ec6d1e2a6be7dfaee97766d5", {
+        "every": "16143ffc1022cec91bd03895", "apart": "307c206826f0c2c5fcdd8b2d"}),
+    ("eaa3a38b3da92b163aa5715b", {
+        "every": "16143ffc1022cec91bd03895", "moved": "90176214b3f014d80e2a6395",
+        "after": "38c73f3fedf1ad1fcf69dedf", "keys": "d0078292da6df15520d9e0e9", "apart": "3e603d1e31c743a5313df735"}),
+    ("091a3fa28ab5a877726fb5c7", {
+        "every": "e46cdeeb8a87e97ee2f0ffb8", "moved": "960f736e67aa92400e7018c4",
+        "after": "e78727a2943b76ab24350947", "keys": "063c127546e8ceeeda6c7b8a"}),
+    ("f89d8ae93117904a5c8cb038", {
+        "every": "6b9c0f7e0d78ce483999a508", "moved": "3ec386ab232309247b428c27",
+        "after": "433cf8f4d9d9800f1eda26ff", "keys": "b7bbb7efdc660f1fef992582", "apart": "532b53ae419a20ce11f831d6"}),
+    ("f2842cd2df8f8054a7eaea7d", {
+        "every": "6b9c0f7e0d78ce483999a508", "moved": "3ee5d9728ea875b99e996f60",
+        "after": "9c40f0dde5fb2a4399173526", "keys": "f0f7fe835aef965a5d7dc118", "apart": "a298d1696cb97295b5a30fd4"}),
+    ("01677965f37976aa278e4b1a", {
+        "every": "6b9c0f7e0d78ce483999a508", "moved": "f2ddf02c9961e262e34dc16c",
+        "after": "9e9d20c064e10e8a6dadc40c", "keys": "980ad5d9b205eb30148600be", "apart": "a44226bd7e3cba9369ebb532"}),
+)
+_SWAP_SAYS = {
+    "every": ("every row changes in your answer: that is section 1's equivariance, which a causal mask breaks"),
+    "moved": "you list only the rows whose own token moved: a row's output also depends on the tokens before it",
+    "after": ("you list every row from the first swap on: but a row's keys and values can be reordered without "
+              "changing it (section 1's invariance)"),
+    "keys": "your rule looks only at the tokens before a row, its keys and values, and forgets the row's own query",
+    "apart": ("you treat each swap on its own: the swaps act one after the other, so a later swap moves tokens that "
+              "an earlier one placed"),
+}
 
-    def run(ans: Any) -> Iterator[Verdict]:
-        rows_given = whole_numbers(ans)  # a list, tuple, set, 1-D tensor or array
-        if rows_given is None:
-            yield False, f"answer must be a list of row indices (integers), got {ans!r}"
+
+def _swap_refusals() -> tuple[tuple[Any, str, str], ...]:
+    """What would simulate a causal head instead of reasoning about it: the library's attention and softmax."""
+    import sys
+
+    import posenc_lib
+
+    from .. import permutation
+
+    functional = torch.nn.functional
+    return ((posenc_lib, "attention", "pl.attention"), (sys.modules["posenc_lib.attention"], "attention", "pl.attention"),
+            (permutation, "attention", "pl.attention"), (posenc_lib, "self_attention", "pl.self_attention"),
+            (permutation, "self_attention", "pl.self_attention"), (torch, "softmax", "torch.softmax"),
+            (torch.Tensor, "softmax", "Tensor.softmax"), (functional, "softmax", "torch.nn.functional.softmax"),
+            (functional, "scaled_dot_product_attention", "torch.nn.functional.scaled_dot_product_attention"),
+            (torch.nn.MultiheadAttention, "forward", "nn.MultiheadAttention"))
+
+
+def _row_ranges(rows: Any, n: int) -> list[list[int]] | str:
+    """The rows as merged [start, stop) pairs, or what is wrong with them. rows: ranges (step 1), (start, stop)
+    pairs and row indices, in any order, overlapping or not."""
+    if isinstance(rows, range) or getattr(rows, "ndim", None) == 0:
+        rows = [rows]
+    if getattr(rows, "ndim", None) == 1 and hasattr(rows, "tolist"):
+        rows = rows.tolist()
+    if not isinstance(rows, (list, tuple, set, frozenset)):
+        return f"must return a list of ranges such as [range(2, 4), range(9, 10)], got {type(rows).__name__}"
+    pairs = []
+    for item in rows:
+        pair = whole_numbers(item) if isinstance(item, (tuple, list)) else None
+        if isinstance(item, range) and item.step == 1:
+            pairs.append([item.start, item.stop])
+        elif pair is not None and len(pair) == 2:
+            pairs.append(pair)  # (start, stop), as a range would hold them
+        elif whole_number(item) is not None:
+            pairs.append([whole_number(item), whole_number(item) + 1])
+        else:
+            return (f"must return a list of ranges (step 1), (start, stop) pairs or row indices, got an item "
+                    f"{item!r}")
+    pairs = [pair for pair in pairs if pair[1] > pair[0]]  # empty ranges name no row
+    if any(start < 0 or stop > n for start, stop in pairs):
+        return f"lists a row outside 0 to {n - 1} (positions count from 0)"
+    merged: list[list[int]] = []
+    for start, stop in sorted(pairs):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], stop)
+        else:
+            merged.append([start, stop])
+    return merged
+
+
+def _call(n: int, swaps: tuple[tuple[int, int], ...]) -> str:
+    """How feedback names a case: written out when it is small, summarised when it is far."""
+    return f"fn({n}, {list(swaps)})" if n < 100 else f"fn(10**12, <{len(swaps)} swaps>)"
+
+
+def changed_rows(answer: Any) -> bool | None:
+    """Exercise 5: fn(n, swaps) -> the rows of a causal head without positions, over n different tokens, whose
+    output changes when the swaps (a, b) are applied one after the other; ranges, so that n can be 10^12."""
+
+    def run(f: Any) -> Iterator[Verdict]:
+        if not callable(f):
+            yield False, f"answer must be a function fn(n, swaps), got {type(f).__name__}"
             return
-        rows = set(rows_given)
-        bad = sorted(i for i in rows if not 0 <= i < SWAP_LEN)
-        if bad:
-            yield False, f"rows are numbered 0 to {SWAP_LEN - 1} (positions count from 0), got {bad}"
+        answers, stopped = answers_under_guard(f, SWAP_CASES, _swap_refusals())
+        if stopped is not None:
+            (n, swaps), why = stopped
+            yield stopped_verdict(why, _call(n, swaps),
+                                  shortcut="a simulation of attention, not the rule (the checker goes up to "
+                                           "10**12 tokens, where no simulation runs)",
+                                  loop="walks the rows one by one: the checker goes up to 10**12 tokens")
             return
-        extra = {i for i in rows if sealed(i, "ch01.causal_swap_rows") not in _CHANGED}
-        missing = len(_CHANGED) - (len(rows) - len(extra))
-        if not extra and not missing:
-            yield True, ("right: row i depends only on its own token and the set of tokens 0..i; the rows after "
-                         "the swap see the same query and the same (key, value) pairs, in another order")
-            return
-        if any(i < SWAP[0] for i in extra):
-            yield False, "a row before position 2 cannot reach either swapped token"
-        if any(i > SWAP[1] for i in extra):
-            yield False, ("you list a row after position 5: its query is its own token as before, and its keys "
-                          "and values are the same pairs as before; what does section 1 say the order of the "
-                          "pairs changes?")
-        if missing:
-            yield False, (f"{missing} {'rows that change are' if missing > 1 else 'row that changes is'} "
-                          "missing from your list")
+        for (n, swaps), (right, wrong) in zip(SWAP_CASES, _SWAP_SEALS):
+            rows = _row_ranges(answers[(n, swaps)], n)
+            shown = _call(n, swaps)
+            if isinstance(rows, str):
+                yield False, f"{shown} {rows}"
+                return
+            digest = sealed(rows, "ch01.changed_rows")
+            if digest != right:
+                named = [_SWAP_SAYS[name] for name, seal in wrong.items() if seal == digest]
+                yield False, f"{shown}: " + (named[0] if named else "these are not the rows that change")
+                return
+        yield True, ("right: row i depends only on its own token and on the set of tokens at places 0..i, so it "
+                     "changes exactly when its token moved or a token crossed it; within the prefix a causal head "
+                     "still sees a bag")
 
-    return report("which rows of a causal head change when tokens 2 and 5 swap", answer, run,
+    return report("the rows of a causal head that change when tokens are swapped", answer, run,
                   "a causal row is plain attention of one query over a prefix: which of section 1's facts "
                   "still hold inside that prefix?")
