@@ -53,6 +53,7 @@ def test_passes_through_refuses_a_permutation(shortcut, capsys):
     (torch.zeros(4, 4), "singular"),  # passes trivially, keeps nothing
     (torch.eye(4) + 0.1, "differs from T Attn(X)"),  # a mixing matrix
     (torch.eye(3), "must be 4x4"),
+    (torch.full((4, 4), float("nan")), "finite numbers"),
 ])
 def test_passes_through_names_the_misconception_without_the_answer(wrong, says, capsys):
     assert check.passes_through(wrong) is False
@@ -130,7 +131,9 @@ def test_neighbour_layer_names_a_special_place(placed, capsys):
 
 def test_neighbour_layer_refuses_other_shapes_and_non_functions(capsys):
     assert check.neighbour_layer(lambda x: x.sum(0)) is False
-    assert "must return a tensor of shape (5, 4)" in _out(capsys)
+    assert "a tensor of shape (5, 4)" in _out(capsys)
+    assert check.neighbour_layer(lambda x: torch.full_like(x, float("nan"))) is False  # NaN equals nothing
+    assert "finite numbers" in _out(capsys)
     assert check.neighbour_layer({"a", "c", "e", "f"}) is False  # the old exercise's kind of answer
     assert "answer must be a function" in _out(capsys)
     assert check.neighbour_layer(None) is None
@@ -190,6 +193,8 @@ def test_blind_query_names_the_typical_mistakes_without_the_answer(capsys):
     assert "the same query" in _out(capsys)
     assert check.blind_query(torch.eye(3)) is False
     assert "must be 8x8" in _out(capsys)
+    assert check.blind_query(torch.full((8, 8), float("nan"))) is False  # NaN rows would compare equal
+    assert "finite numbers" in _out(capsys)
     assert check.blind_query(None) is None
 
 

@@ -40,9 +40,9 @@ def passes_through(answer: Any) -> bool | None:
 
     def run(t: Any) -> Iterator[Verdict]:
         t = float64_tensor(t)
-        if t is None or t.shape != (4, 4):
-            yield False, ("T must be 4x4 (one row per output slot, one column per token), got shape "
-                          f"{None if t is None else tuple(t.shape)}")
+        if t is None or t.shape != (4, 4) or not bool(torch.isfinite(t).all()):
+            yield False, ("T must be 4x4 finite numbers (one row per output slot, one column per token), got "
+                          f"{'shape ' + str(tuple(t.shape)) if t is not None and t.shape != (4, 4) else repr(answer)}")
             return
         if _is_permutation(t):
             yield False, "T is a permutation matrix: section 1's own answer; the design asks for one that is not"
@@ -87,6 +87,8 @@ def _reorder_error(f: Callable[[torch.Tensor], Any], x: torch.Tensor, order: lis
     out, moved = float64_tensor(f(x.clone())), float64_tensor(f(x[order].clone()))
     if out is None or moved is None or out.shape != x.shape or moved.shape != x.shape:
         return None
+    if not bool(torch.isfinite(out).all() and torch.isfinite(moved).all()):
+        return None
     return float((moved - out[order]).abs().max() / (1e-12 + out.abs().max()))
 
 
@@ -103,7 +105,7 @@ def neighbour_layer(answer: Any) -> bool | None:
             rotations = [[(i + s) % n for i in range(n)] for s in range(1, n)]
             errors = [_reorder_error(f, x, order) for order in rotations]
             if None in errors:
-                yield False, f"for {n} tokens of {d} features f must return a tensor of shape ({n}, {d})"
+                yield False, f"for {n} tokens of {d} features f must return finite numbers, a tensor of shape ({n}, {d})"
                 return
             if max(errors) > _MOVES:
                 yield False, (f"with {n} tokens, rotating the sequence changes your layer's output beyond moving its "
@@ -156,6 +158,9 @@ def blind_query(answer: Any) -> bool | None:
         w = float64_tensor(w)
         if w is None or w.shape != (DOG_D, DOG_D):
             yield False, f"W_Q must be {DOG_D}x{DOG_D}, got shape {None if w is None else tuple(w.shape)}"
+            return
+        if not bool(torch.isfinite(w).all()):
+            yield False, "W_Q must hold finite numbers: with inf or NaN every output is NaN, which proves nothing"
             return
         x, p, w_k, w_v = dog_setup()
         q = ((x + p) @ w)[[0, DOGS[0], 2, 3]]  # the, dog, chased, another
