@@ -284,13 +284,14 @@ print("dog outputs identical?", same)
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Why std 0.3, not the source's 0.1
 #
-# At the source's 0.1 our heads attend almost uniformly, and all output rows look alike in the
-# figures. How uniform is "almost uniform", and how alike are the outputs? The same weights
-# divided by 3 are exactly a draw from $\mathcal{N}(0, 0.1^2)$. For each of the 4 heads and 6 queries we
-# measure the largest weight in the row (uniform attention over 6 tokens gives
-# $1/6 \approx 0.17$) and the row's entropy $-\sum_j a_j \log a_j$ as a fraction of its maximum,
-# $\log 6$ (1 means uniform). Then the outputs themselves: the smallest cosine between any two
-# of the 6 output rows (1 means they all point the same way).
+# At the source's 0.1 the two dogs are just as identical (the next cell checks it), but our
+# heads attend almost uniformly, and all output rows look alike in the figures. How uniform is
+# "almost uniform", and how alike are the outputs? The same weights divided by 3 are exactly a
+# draw from $\mathcal{N}(0, 0.1^2)$. For each of the 4 heads and 6 queries we measure the
+# largest weight in the row (uniform attention over 6 tokens gives $1/6 \approx 0.17$) and the
+# row's entropy $-\sum_j a_j \log a_j$ as a fraction of its maximum, $\log 6$ (1 means
+# uniform). Then the outputs themselves: the smallest cosine between any two of the 6 output
+# rows (1 means they all point the same way).
 
 # %% slideshow={"slide_type": "fragment"}
 def row_stats(module):
@@ -803,9 +804,10 @@ def changed_rows(n, swaps):
     # Row i attends with the query of the token at place i over the keys and values at places 0..i, and
     # (section 1) the order of those (key, value) pairs does not matter: row i depends only on its own token
     # and on the set of tokens at 0..i. So row i changes exactly when its token moved, or when the set
-    # changed, that is, when some token now at a place <= i came from a place > i (a token crossed i).
-    # Both say: i lies between a token's old and new place. Follow the few tokens the swaps touch, then
-    # take, for each token that moved, the rows from its old place to its new one.
+    # changed, that is, when some token now at a place <= i came from a place > i (a token crossed i; one
+    # that leaves the prefix makes room for one that enters it). Both say: i lies between the old and the
+    # new place of some token that moved. Follow the few tokens the swaps touch (a later swap moves what an
+    # earlier one placed), then take, for each token that moved, the rows from its old place to its new one.
     came_from = {}  # place -> the place its token stood at before the swaps
     for a, b in swaps:
         came_from[a], came_from[b] = came_from.get(b, b), came_from.get(a, a)
