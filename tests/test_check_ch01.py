@@ -11,82 +11,142 @@ def _out(capsys):
     return capsys.readouterr().out
 
 
-# --- exercise 1: reorder_matrix ------------------------------------------------------------
-def test_reorder_matrix_accepts_the_right_matrix(capsys):
-    p = pl.permutation_matrix([2, 0, 3, 1])
-    assert check.reorder_matrix(p) is True
-    assert "all correct!" in _out(capsys)
-    assert check.reorder_matrix(p.tolist()) is True  # nested lists are fine
+# --- exercise 1: passes_through ------------------------------------------------------------
+def attn(x, wq, wk, wv):
+    """One bias-free head written out here (not pl.attention): softmax(QK^T / sqrt(d)) V, row by row."""
+    s = (x @ wq) @ (x @ wk).T / x.shape[-1] ** 0.5
+    w = torch.exp(s - s.max(-1, keepdim=True).values)
+    return (w / w.sum(-1, keepdim=True)) @ (x @ wv)
 
 
-def test_reorder_matrix_names_the_transpose_mistake(capsys):
-    assert check.reorder_matrix(pl.permutation_matrix([2, 0, 3, 1]).T) is False
-    assert "transpose" in _out(capsys)
+def test_passes_through_fact_a_shared_sign_passes_and_a_scale_does_not():
+    """Independent of the checker: -P passes through a head written out by hand, 2P and a single sign flip do not."""
+    g = torch.Generator().manual_seed(3)
+    x, wq, wk, wv = (torch.randn(*s, generator=g, dtype=torch.float64) for s in ((4, 6), (6, 6), (6, 6), (6, 6)))
+    p = torch.eye(4, dtype=torch.float64)[[2, 0, 3, 1]]
+    for t in (-p, -torch.eye(4, dtype=torch.float64), p):
+        torch.testing.assert_close(attn(t @ x, wq, wk, wv), t @ attn(x, wq, wk, wv))
+    for t in (2 * p, torch.diag(torch.tensor([-1.0, 1, 1, 1], dtype=torch.float64))):
+        assert not torch.allclose(attn(t @ x, wq, wk, wv), t @ attn(x, wq, wk, wv), atol=1e-6)
 
 
-def test_reorder_matrix_rejects_non_permutations_and_wrong_shapes(capsys):
-    assert check.reorder_matrix(torch.ones(4, 4)) is False
-    assert "exactly one 1" in _out(capsys)
-    assert check.reorder_matrix(torch.eye(3)) is False
-    assert "must be 4x4" in _out(capsys)
-    assert check.reorder_matrix(torch.eye(4)) is False
+def test_passes_through_accepts_a_shared_sign_in_several_forms(capsys):
+    minus_p = -pl.permutation_matrix([2, 0, 3, 1])
+    for right in (-torch.eye(4), minus_p, minus_p.tolist(), (-np.eye(4)).astype(np.float32)):
+        assert check.passes_through(right) is True
+        assert "all correct!" in _out(capsys)
+
+
+@pytest.mark.parametrize("shortcut", [pl.permutation_matrix([2, 0, 3, 1]), torch.eye(4), pl.permutation_matrix([1, 0, 2, 3]).T])
+def test_passes_through_refuses_a_permutation(shortcut, capsys):
+    """The section's own answer (the library's permutation matrix, the identity, a transpose) is no design."""
+    assert check.passes_through(shortcut) is False
     out = _out(capsys)
-    assert "[a, b, c, d]" in out and "P[0, 2]" not in out  # the hint gives the method, not an entry
-    assert check.reorder_matrix("nonsense") is False  # an exception is reported, not raised
-    assert "raised" in _out(capsys)
+    assert "is a permutation matrix" in out and "hint:" in out
 
 
-def test_reorder_matrix_unattempted(capsys):
-    assert check.reorder_matrix(None) is None
+@pytest.mark.parametrize("wrong, says", [
+    (2 * torch.eye(4), "scales every token by 2"),  # attention taken for linear
+    (-3 * pl.permutation_matrix([2, 0, 3, 1]), "scales every token by -3"),  # the sign is right, the size is not
+    (torch.diag(torch.tensor([-1.0, 1, 1, 1])), "flips the sign of some tokens"),  # one token's sign
+    (torch.tensor([[1.0, 0, 0, 0], [1, 0, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]]), "singular"),  # a token copied
+    (torch.zeros(4, 4), "singular"),  # passes trivially, keeps nothing
+    (torch.eye(4) + 0.1, "differs from T Attn(X)"),  # a mixing matrix
+    (torch.eye(3), "must be 4x4"),
+    (torch.full((4, 4), float("nan")), "finite numbers"),
+])
+def test_passes_through_names_the_misconception_without_the_answer(wrong, says, capsys):
+    assert check.passes_through(wrong) is False
+    out = _out(capsys)
+    assert says in out and "hint:" in out, out
+    assert "-I" not in out and "-P" not in out and "negat" not in out and "minus" not in out
+    assert "square" not in out and "c^2" not in out and "twice" not in out  # no size that hands over c = -1
+
+
+def test_passes_through_unattempted(capsys):
+    assert check.passes_through(None) is None
     assert "not attempted yet" in _out(capsys)
 
 
-# --- exercise 2: equivariant_layers -------------------------------------------------------
-KEEP = {"a", "c", "e", "f"}
+# --- exercise 2: neighbour_layer ----------------------------------------------------------
+def _rotations_pass_and_a_swap_does_not(f, n=7, d=3):
+    """Independent of the checker: every rotation of n tokens only moves f's rows; some swap does more."""
+    x = torch.randn(n, d, generator=torch.Generator().manual_seed(11), dtype=torch.float64)
+    rotations = [[(i + s) % n for i in range(n)] for s in range(n)]
+    swap = list(range(n))
+    swap[0], swap[2] = 2, 0
+    return (all(torch.allclose(f(x[o]), f(x)[o]) for o in rotations)
+            and not torch.allclose(f(x[swap]), f(x)[swap], atol=1e-3))
 
 
-def test_equivariant_layers_right_answer_in_several_forms(capsys):
-    assert check.equivariant_layers(KEEP) is True
+RING_RIGHT = [
+    lambda x: x + torch.cat([x[-1:], x[:-1]]),  # the token before, wrapping around (written without roll)
+    lambda x: x * x.roll(-1, 0),  # times the token after
+    lambda x: x + x.roll(1, 0) + x.roll(-1, 0),  # both neighbours
+    lambda x: torch.tanh(x - 2 * x.roll(3, 0)) + x.mean(0),  # an offset of 3 and a bag term on top
+]
+
+
+@pytest.mark.parametrize("right", RING_RIGHT, ids=["before", "after", "both", "offset3"])
+def test_neighbour_layer_accepts_any_fixed_mix_of_offsets(right, capsys):
+    assert _rotations_pass_and_a_swap_does_not(right)
+    assert check.neighbour_layer(right) is True
     assert "all correct!" in _out(capsys)
-    assert check.equivariant_layers(["f", "e", "c", "a"]) is True
-    assert check.equivariant_layers("acef") is True
-    assert check.equivariant_layers("A, C, E, F") is True
 
 
-def test_equivariant_layers_names_both_misconceptions_without_the_answer(capsys):
-    assert check.equivariant_layers(set("abcdef")) is False  # "everything that mixes tokens is fine"
+def _previous_zero_first(x):
+    return x + torch.cat([torch.zeros_like(x[:1]), x[:-1]])
+
+
+def _causal_head(x):
+    w = torch.randn(3, x.shape[1], x.shape[1], generator=torch.Generator().manual_seed(0), dtype=x.dtype)
+    return pl.attention(x @ w[0], x @ w[1], x @ w[2], causal=True)[0]
+
+
+BAGS = [lambda x: x + x.mean(0), lambda x: x + x.amax(0), lambda x: (x - x.mean(0)) / x.std(0), torch.relu,
+        lambda x: pl.self_attention(x, *torch.eye(x.shape[1], dtype=x.dtype).expand(3, -1, -1))[0],
+        lambda x: torch.zeros_like(x), lambda x: x + 1e-9 * x.roll(1, 0)]
+PLACES = [_previous_zero_first, lambda x: x.cumsum(0), lambda x: x * torch.arange(1, x.shape[0] + 1)[:, None],
+          _causal_head, lambda x: x + x[0], lambda x: x + torch.randn(x.shape, dtype=x.dtype)]
+
+
+@pytest.mark.parametrize("bag", BAGS, ids=["mean", "max", "normalise", "relu", "attention", "zero", "tiny"])
+def test_neighbour_layer_names_a_bag(bag, capsys):
+    """Layers that every permutation passes through (section 1's own examples among them) see no order."""
+    assert check.neighbour_layer(bag) is False
     out = _out(capsys)
-    assert "2 of the layers you chose treat a token by where it stands" in out and "left out" not in out
-    assert check.equivariant_layers(set()) is False  # "mixing tokens breaks it"
+    assert "treats the tokens as a bag" in out and "hint:" in out
+    assert "roll" not in out and "wrap" not in out and "i - 1" not in out and "neighbour" not in out
+
+
+@pytest.mark.parametrize("placed", PLACES, ids=["previous", "running sum", "place number", "causal head",
+                                                "first token", "noise"])
+def test_neighbour_layer_names_a_special_place(placed, capsys):
+    """Layers tied to places: the previous token with nothing before the first, a running sum, a causal head."""
+    assert check.neighbour_layer(placed) is False
     out = _out(capsys)
-    assert "4 of the layers you left out keep equivariance" in out and "mixing tokens does not break it" in out
-    assert check.equivariant_layers({"a", "b"}) is False  # both at once
-    out = _out(capsys)
-    assert "1 of the layers you chose treats" in out and "3 of the layers you left out" in out
-    for text in (out,):
-        assert not any(f"({k})" in text or f"'{k}'" in text for k in "abcdef")  # no layer is named
-    assert check.equivariant_layers({"a", "z"}) is False
-    assert "not one of them" in _out(capsys)
-    assert check.equivariant_layers([1, 2]) is False
-    assert "set of letters" in _out(capsys)
-    assert check.equivariant_layers(None) is None
+    assert "some place in the sequence is special to your layer" in out
+    assert "roll" not in out and "wrap" not in out and "neighbour" not in out
+
+
+def test_neighbour_layer_refuses_other_shapes_and_non_functions(capsys):
+    assert check.neighbour_layer(lambda x: x.sum(0)) is False
+    assert "a tensor of shape (5, 4)" in _out(capsys)
+    assert check.neighbour_layer(lambda x: torch.full_like(x, float("nan"))) is False  # NaN equals nothing
+    assert "finite numbers" in _out(capsys)
+    assert check.neighbour_layer({"a", "c", "e", "f"}) is False  # the old exercise's kind of answer
+    assert "answer must be a function" in _out(capsys)
+    assert check.neighbour_layer(None) is None
     assert "not attempted yet" in _out(capsys)
 
 
-def test_equivariant_layers_fact_over_every_order_of_five_tokens():
-    """The keyed set, by running each layer on every one of the 120 orders of 5 tokens."""
-    import itertools
+def test_neighbour_layer_does_not_let_a_layer_change_the_tokens_it_is_given():
+    """An in-place layer (x += ...) works on a copy: the checker's tokens stay as drawn."""
+    def in_place(x):
+        x += x.roll(1, 0)
+        return x
 
-    x = torch.randn(5, 3, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
-    keeps = set()
-    for name, f in check.ch01.LAYERS.items():
-        if all(torch.allclose(f(x[list(o)]), f(x)[list(o)], atol=1e-12) for o in itertools.permutations(range(5))):
-            keeps.add(name)
-    assert keeps == KEEP == check.ch01.equivariant_layer_names()
-    # and the two that break it, broken by swapping the first two tokens
-    for name in set("abcdef") - KEEP:
-        f = check.ch01.LAYERS[name]
-        assert not torch.allclose(f(x[[1, 0, 2, 3, 4]]), f(x)[[1, 0, 2, 3, 4]])
+    assert check.neighbour_layer(in_place) is True
 
 
 # --- exercise 3: blind_query ---------------------------------------------------------------
@@ -105,6 +165,9 @@ def test_blind_query_accepts_any_rank_7_map_that_kills_the_difference(capsys):
     a = torch.randn(8, 8, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     assert check.blind_query(w @ a) is True  # any W_Q whose rows space misses p_1 - p_4
     assert check.blind_query(w.float().numpy()) is True
+    g = torch.Generator().manual_seed(3)
+    a = w @ torch.randn(8, generator=g, dtype=torch.float64)  # a direction orthogonal to p_1 - p_4
+    assert check.blind_query(torch.outer(a, torch.randn(8, generator=g, dtype=torch.float64))) is True  # rank 1
 
 
 def test_blind_query_names_the_typical_mistakes_without_the_answer(capsys):
@@ -117,15 +180,44 @@ def test_blind_query_names_the_typical_mistakes_without_the_answer(capsys):
     column = a @ (torch.eye(8, dtype=torch.float64) - torch.outer(u, u))  # W u = 0: the column convention
     assert torch.allclose(column @ u, torch.zeros(8, dtype=torch.float64), atol=1e-12)
     assert check.blind_query(column) is False
-    assert "column convention" in _out(capsys)
+    out = _out(capsys)
+    assert "column convention" in out and "which side" not in out
     v = p[1] / p[1].norm()
     assert check.blind_query(torch.eye(8, dtype=torch.float64) - torch.outer(v, v)) is False  # one code erased
     assert "one dog's position code" in _out(capsys)
     assert check.blind_query(torch.zeros(8, 8)) is False  # works, but throws everything away
-    assert "rank 0" in _out(capsys)
+    assert "the same query" in _out(capsys)
+    basis = torch.linalg.qr(torch.stack([u, (x + p)[0] - (x + p)[2]], dim=1)).Q  # (8, 2)
+    two_alike = torch.eye(8, dtype=torch.float64) - basis @ basis.T  # the dogs agree, and so do "the" and "chased"
+    assert check.blind_query(two_alike) is False
+    assert "the same query" in _out(capsys)
     assert check.blind_query(torch.eye(3)) is False
     assert "must be 8x8" in _out(capsys)
+    assert check.blind_query(torch.full((8, 8), float("nan"))) is False  # NaN rows would compare equal
+    assert "finite numbers" in _out(capsys)
     assert check.blind_query(None) is None
+
+
+def test_blind_query_refuses_a_design_for_one_head_or_one_scale(capsys):
+    """Two designs that make the dogs agree without erasing their difference: saturated attention (one key
+    takes all the weight, at this scale only) and a W_Q tuned to the first head's keys."""
+    x, p, w_k, w_v = check.ch01.dog_setup()
+    u = (p[1] - p[4]) / (p[1] - p[4]).norm()
+    saturated = 1e4 * _projector() + torch.outer(u, u)  # the dogs' queries differ, but both pick one key
+    assert check.blind_query(saturated) is False
+    out = _out(capsys)
+    assert "one key takes all the weight" in out and "hint:" in out
+    # The first head's keys: a query difference z with K z = 1 shifts every score of a row by the same
+    # amount, so the two dogs get the same weights there although their queries differ.
+    keys = (x + p) @ w_k
+    z = torch.linalg.pinv(keys) @ torch.ones(5, dtype=torch.float64)
+    delta = p[1] - p[4]
+    first_head_only = _projector() + torch.outer(delta / delta.dot(delta), z)  # delta W_Q = z
+    q = (x + p) @ first_head_only
+    torch.testing.assert_close((q[1] - q[4]) @ keys.T, torch.ones(5, dtype=torch.float64))
+    assert check.blind_query(first_head_only) is False
+    out = _out(capsys)
+    assert "first head only" in out and "whatever W_K and W_V" in out
 
 
 def test_blind_query_fact_queries_equal_means_rows_equal():
@@ -160,6 +252,28 @@ def test_causal_twins_fact_by_the_weights_written_out():
     assert not torch.allclose(row([0, 1]), row([0, 1, 0, 1, 1]))  # same set, other shares: another row
 
 
+def test_causal_twins_fact_a_second_layer_tells_the_twins_apart():
+    """Independent of the checker: the twins are a one-layer fact. Stack a second causal layer (with or without
+    a residual) and rows 1 and 3 of [0, 1, 0, 1] differ, since rows 0 and 2 of the first layer differ."""
+    g = torch.Generator().manual_seed(9)
+    emb = torch.randn(5, 8, generator=g, dtype=torch.float64)
+    wq, wk, wv = torch.randn(3, 8, 8, generator=g, dtype=torch.float64) / 8**0.5
+    for residual in (0.0, 1.0):
+        def layer(t):
+            s = (t @ wq) @ (t @ wk).T / 8**0.5 + torch.triu(torch.full((len(t),) * 2, -torch.inf), 1)
+            return residual * t + s.softmax(-1) @ (t @ wv)
+
+        first = layer(emb[[0, 1, 0, 1]])
+        second = layer(first)
+        assert torch.allclose(first[1], first[3]) and not torch.allclose(first[0], first[2], atol=1e-3)
+        assert not torch.allclose(second[1], second[3], atol=1e-3)
+
+
+def test_causal_twins_success_says_it_is_one_layer(capsys):
+    assert check.causal_twins(([0, 1, 0, 1], (1, 3))) is True
+    assert "one layer" in _out(capsys)
+
+
 @pytest.mark.parametrize("right", [
     ([0, 1, 0, 1], (1, 3)),  # a list and a tuple
     ((2, 3, 3, 2, 3, 3), [5, 2]),  # the pair in either order
@@ -174,7 +288,7 @@ def test_causal_twins_accepts_any_pair_with_the_same_shares(right, capsys):
 @pytest.mark.parametrize("wrong, says", [
     (([0, 1, 1, 0], (1, 3)), "hold different tokens"),  # same set before them, different queries
     (([0, 1, 0, 1], (0, 2)), "lacks"),  # the prefix of j has a token the prefix of i has not
-    (([0, 1, 0, 1, 1], (1, 4)), "how often each token occurs"),  # same set, other shares
+    (([0, 1, 0, 1, 1], (1, 4)), "the set is not all that a softmax"),  # same set, other shares
     (([3, 3, 3], (0, 2)), "at least two different tokens"),  # one token repeated: trivially equal
     (([0, 1], (1, 1)), "two different positions"),
     (([0, 1, 7], (0, 1)), "each an id from 0 to 4"),
@@ -185,6 +299,7 @@ def test_causal_twins_names_the_misconception_without_a_sequence(wrong, says, ca
     out = capsys.readouterr().out
     assert says in out and "hint:" in out
     assert "[0, 1, 0, 1]" not in out.replace(repr(wrong), "") and "repeat" not in out  # no sequence handed over
+    assert "how often" not in out and "share" not in out and "count" not in out  # nor the idea that gives one
 
 
 def test_causal_twins_unattempted(capsys):
@@ -192,53 +307,176 @@ def test_causal_twins_unattempted(capsys):
     assert "not attempted yet" in capsys.readouterr().out
 
 
-# --- exercise 5: causal_swap_rows ----------------------------------------------------------
-def test_causal_swap_rows_right_answer(capsys):
-    assert check.causal_swap_rows([2, 3, 4, 5]) is True
+# --- exercise 5: changed_rows ----------------------------------------------------------------
+# The rule, written here without the checker: row i changes iff i lies between some token's old and new place.
+def _came_from(swaps):
+    place = {}
+    for a, b in swaps:
+        place[a], place[b] = place.get(b, b), place.get(a, a)
+    return {p: q for p, q in place.items() if p != q}
+
+
+def rule(n, swaps):
+    return [range(min(p, q), max(p, q) + 1) for p, q in _came_from(swaps).items()]
+
+
+def _as_set(ranges):
+    return {i for r in ranges for i in r}
+
+
+def _causal_rows(x, wq, wk, wv):
+    """A causal head written out row by row: query i over keys and values 0..i."""
+    out = []
+    for i in range(len(x)):
+        s = (x[i] @ wq) @ (x[: i + 1] @ wk).T / x.shape[1] ** 0.5
+        a = torch.exp(s - s.max())
+        out.append((a / a.sum()) @ (x[: i + 1] @ wv))
+    return torch.stack(out)
+
+
+def test_changed_rows_fact_the_rule_is_what_a_causal_head_does():
+    """Independent of the checker: on 300 random swap lists over 3 to 12 tokens, the rows that a causal head
+    (written out here) changes are exactly the rows the rule gives."""
+    import random
+
+    rng = random.Random(5)
+    g = torch.Generator().manual_seed(7)
+    for _ in range(300):
+        n = rng.randrange(3, 13)
+        swaps = [tuple(rng.sample(range(n), 2)) for _ in range(rng.randrange(1, 5))]
+        x = torch.randn(n, 6, generator=g, dtype=torch.float64)
+        wq, wk, wv = torch.randn(3, 6, 6, generator=g, dtype=torch.float64) / 6**0.5
+        y = x.clone()
+        for a, b in swaps:
+            y[[a, b]] = y[[b, a]]
+        before, after = _causal_rows(x, wq, wk, wv), _causal_rows(y, wq, wk, wv)
+        changed = {i for i in range(n) if not torch.allclose(before[i], after[i], atol=1e-9)}
+        assert changed == _as_set(rule(n, swaps)), (n, swaps)
+
+
+def test_changed_rows_accepts_the_rule_in_several_forms(capsys):
+    assert check.changed_rows(rule) is True
     assert "all correct!" in _out(capsys)
-    assert check.causal_swap_rows((5, 4, 3, 2)) is True  # any order, any sequence type
-    assert check.causal_swap_rows(torch.tensor([2, 3, 4, 5])) is True
-    assert check.causal_swap_rows(np.array([2, 3, 4, 5])) is True
-    assert check.causal_swap_rows([np.int64(2), 3.0, torch.tensor(4), 5]) is True
+
+    def pieces(n, swaps):  # unmerged, overlapping, with single rows as ints and an empty range
+        rows = []
+        for r in rule(n, swaps):
+            rows += [r.start, range(r.start, r.stop), range(r.stop - 1, r.stop), range(0, 0)]
+        return tuple(rows)
+
+    assert check.changed_rows(pieces) is True
+    assert check.changed_rows(lambda n, swaps: set(rule(n, swaps))) is True
 
 
-def test_causal_swap_rows_wrong_answers_point_the_way_without_the_answer(capsys):
-    assert check.causal_swap_rows(list(range(8))) is False  # "everything changes": the equivariance reflex
+def _misconception(name):
+    def every(n, swaps):
+        return [range(n)]
+
+    def moved(n, swaps):
+        return [range(p, p + 1) for p in _came_from(swaps)]
+
+    def after(n, swaps):
+        moved_ = _came_from(swaps)
+        return [range(min(moved_), n)] if moved_ else []
+
+    def keys(n, swaps):  # the rows whose prefix changed as a set, the query forgotten
+        return [range(min(p, q), max(p, q)) for p, q in _came_from(swaps).items()]
+
+    def apart(n, swaps):  # each swap on its own, not one after the other
+        return [range(min(a, b), max(a, b) + 1) for a, b in swaps if a != b]
+
+    return locals()[name]
+
+
+@pytest.mark.parametrize("name, says", [
+    ("every", "every row changes in your answer"),
+    ("moved", "only the rows whose own token moved"),
+    ("after", "every row from the first swap on"),
+    ("keys", "forgets the row's own query"),
+    ("apart", "you treat each swap on its own"),
+])
+def test_changed_rows_names_each_misconception_without_the_rows(name, says, capsys):
+    assert check.changed_rows(_misconception(name)) is False
     out = _out(capsys)
-    assert "before position 2" in out and "after position 5" in out and "missing" not in out
-    assert check.causal_swap_rows([2, 5]) is False  # only the swapped rows
+    assert says in out and "hint:" in out
+    assert "range(" not in out and "between" not in out and "crossed" not in out  # neither rows nor the rule
+
+
+def test_changed_rows_over_inclusive_feedback_does_not_say_which_rows_are_wrong(capsys):
+    """Every row listed: the feedback names the reflex, not where the extra rows are or how many."""
+    assert check.changed_rows(lambda n, swaps: [range(n)]) is False
     out = _out(capsys)
-    assert "2 rows that change are missing" in out and "[2, 3, 4, 5]" not in out and "3, 4" not in out
-    assert check.causal_swap_rows([2, 3, 4]) is False
-    assert "1 row that changes is missing" in _out(capsys)
-    assert check.causal_swap_rows([2, 3, 4, 5, 8]) is False
-    assert "numbered 0 to 7" in _out(capsys)
-    assert check.causal_swap_rows("2-5") is False
-    assert "list of row indices" in _out(capsys)
-    assert check.causal_swap_rows([True, 3]) is False  # booleans are not row indices
+    assert "before" not in out and "after position" not in out and not any(str(k) in out for k in (3, 4, 6, 7))
 
 
-def test_causal_swap_rows_unattempted(capsys):
-    assert check.causal_swap_rows(None) is None
+def test_changed_rows_refuses_a_simulation(capsys):
+    """The library's attention is refused; a head written out by hand needs a tensor per token, and the far
+    cases (10^12 tokens) refuse to build one; a walk over the rows runs out of steps."""
+    def library(n, swaps):
+        x = torch.randn(n, 4)
+        return [i for i, r in enumerate(pl.attention(x, x, x, causal=True)[0]) if r.sum() > 99]
+
+    def by_hand(n, swaps):
+        x = torch.randn(n, 4, dtype=torch.float64)
+        y = x.clone()
+        for a, b in swaps:
+            y[[a, b]] = y[[b, a]]
+        wq, wk, wv = torch.eye(4, dtype=torch.float64).expand(3, 4, 4)
+        before, after = _causal_rows(x, wq, wk, wv), _causal_rows(y, wq, wk, wv)
+        return [i for i in range(n) if not torch.allclose(before[i], after[i], atol=1e-9)]
+
+    def softmax_by_method(n, swaps):
+        x = torch.randn(min(n, 50), 4)
+        return [] if (x @ x.T).softmax(-1).sum() < 0 else rule(n, swaps)
+
+    def walk(n, swaps):
+        ranges = rule(n, swaps)
+        return [i for i in range(n) if any(i in r for r in ranges)]
+
+    for fn, says in ((library, "calls pl.attention"), (by_hand, "calls torch.randn with"),
+                     (softmax_by_method, "calls Tensor.softmax"), (walk, "walks the rows one by one")):
+        assert check.changed_rows(fn) is False
+        out = _out(capsys)
+        assert says in out, out
+    x = torch.randn(3, 2)
+    assert x.softmax(-1).shape == (3, 2) and pl.attention(x, x, x)[0].shape == (3, 2)  # whole again afterwards
+
+
+def test_changed_rows_refuses_badly_formed_rows(capsys):
+    assert check.changed_rows(lambda n, swaps: [range(0, n, 2)]) is False
+    assert "step 1" in _out(capsys)
+    assert check.changed_rows(lambda n, swaps: [range(0, n + 1)]) is False
+    assert "outside 0 to 7" in _out(capsys)
+    assert check.changed_rows(lambda n, swaps: "2-5") is False
+    assert "list of ranges" in _out(capsys)
+    assert check.changed_rows([2, 3, 4, 5]) is False  # the old exercise's kind of answer
+    assert "answer must be a function" in _out(capsys)
+    assert check.changed_rows(None) is None
     assert "not attempted yet" in _out(capsys)
 
 
-def test_causal_swap_fact_by_explicit_prefixes():
-    """Row i of a causal head, computed as plain attention of query i over keys 0..i, changes
-    exactly for i = 2..5 when tokens 2 and 5 swap (independent of the checker's code)."""
-    g = torch.Generator().manual_seed(7)
-    n, d = 8, 6
-    x = torch.randn(n, d, generator=g, dtype=torch.float64)
-    wq, wk, wv = (torch.randn(d, d, generator=g, dtype=torch.float64) / d**0.5 for _ in range(3))  # unsaturated
+def test_changed_rows_far_cases_are_far_and_varied():
+    """The far cases are 10^12 tokens long, touch places spread over the whole sequence, and their rows are
+    many separate stretches (an answer space no search reaches), some swaps undone or chained."""
+    far = [case for case in check.ch01.SWAP_CASES if case[0] == 10**12]
+    assert len(far) == 3
+    for n, swaps in far:
+        places = sorted({p for pair in swaps for p in pair})
+        assert places[0] < 10**11 and places[-1] > 9 * 10**11
+        assert len(rule(n, swaps)) >= 6 and len(_came_from(swaps)) < len(places)  # some swaps undone
 
-    def rows(t):
-        out = []
-        for i in range(n):
-            s = (t[i] @ wq) @ (t[: i + 1] @ wk).T / d**0.5
-            a = torch.exp(s - s.max())
-            out.append((a / a.sum()) @ (t[: i + 1] @ wv))
-        return torch.stack(out)
 
-    swapped = x[[0, 1, 5, 3, 4, 2, 6, 7]]
-    changed = [i for i in range(n) if not torch.allclose(rows(swapped)[i], rows(x)[i], atol=1e-9)]
-    assert changed == [2, 3, 4, 5] == check.ch01.causal_swap_changed_rows()
+# --- the answer key -------------------------------------------------------------------------
+def test_the_checker_module_hands_over_no_answer():
+    """No constant of check.ch01 equals an answer, and none of its functions returns one (called with nothing,
+    a flag, a row count, a seed or one of Exercise 5's cases): the designs are checked by their properties, and
+    Exercise 5's rows are sealed."""
+    from _hands_over import held_answers
+
+    cases = check.ch01.SWAP_CASES
+    rows = [sorted(_as_set(rule(n, swaps))) for n, swaps in cases if n < 100]
+    pairs = [[[r.start, r.stop] for r in sorted(rule(n, swaps), key=lambda r: r.start)] for n, swaps in cases]
+    answers = [-torch.eye(4), [0, 1, 0, 1], ([0, 1, 0, 1], (1, 3)), *rows, *map(set, rows), *pairs]
+    calls = [(), (True,), (False,)] + [(n,) for n in range(9)] + list(cases)
+    assert held_answers(check.ch01, answers, calls) == []
+    assert not hasattr(check.ch01, "LAYERS")  # the old Exercise 2 kept its layers public

@@ -1,6 +1,7 @@
 """Chapter 2 checkers: right answers pass in several forms, typical wrong ones are told their
 misconception without the answer, unattempted ones say so."""
 import numpy as np
+import pytest
 import torch
 
 import posenc_lib as pl
@@ -11,55 +12,86 @@ def _out(capsys):
     return capsys.readouterr().out
 
 
-# --- exercise 1: affine_counter --------------------------------------------------------------
-RIGHT_WRAP = [1, 3]
+# --- exercise 1: carry_witness ---------------------------------------------------------------
+def witness(d, k):
+    """Written here from the argument: sources 0, L, 2L, 3L with L the lowest set bit of k balance, and the
+    carry of K + 1 or K + 2 (K = k / L, odd) falls on one side only."""
+    low = k & -k
+    return (0, 3 * low, low, 2 * low)
 
 
-def test_affine_counter_right_answer_in_several_forms(capsys):
-    assert check.affine_counter(RIGHT_WRAP) is True
-    assert "all correct!" in _out(capsys)
-    assert check.affine_counter((3, 1)) is True
-    assert check.affine_counter({1, 3}) is True
-    assert check.affine_counter(torch.tensor([1, 3])) is True
-    assert check.affine_counter(np.array([3, 1])) is True
-    assert check.affine_counter([np.int64(1), 3.0]) is True
+def test_carry_witness_fact_on_the_tables():
+    """Independent of the checker: on the library's tables for d = 4 .. 9 and every k < 2^(d-2), the witness
+    balances and its images do not, and least squares agrees that no affine map exists."""
+    for d in range(4, 10):
+        table = pl.binary_positions(2**d, d, dtype=torch.float64)
+        for k in range(1, 2 ** (d - 2)):
+            a, b, c, e = witness(d, k)
+            assert max(a, b, c, e) + k < 2**d
+            torch.testing.assert_close(table[a] + table[b], table[c] + table[e])
+            assert not torch.equal(table[a + k] + table[b + k], table[c + k] + table[e + k]), (d, k)
+            assert pl.affine_shift_residual(table, k) > 1e-6
 
 
-def test_affine_counter_wrong_answers_count_without_naming(capsys):
-    assert check.affine_counter([1, 2, 3]) is False  # "no offset of a carrying counter is affine"
+def test_carry_witness_accepts_a_witness_in_several_forms(capsys):
+    for right in (witness, lambda d, k: list(witness(d, k)), lambda d, k: np.array(witness(d, k), dtype=np.int64),
+                  lambda d, k: witness(d, k)[2:] + witness(d, k)[:2]):  # the two sides swapped
+        assert check.carry_witness(right) is True
+        assert "all correct!" in _out(capsys)
+
+
+def test_carry_witness_refuses_a_measurement_and_a_search(capsys):
+    """The table and least squares (what section 4 used), and a blind search over small positions."""
+    def measured(d, k):
+        table = pl.binary_positions(2**d, d)
+        return (0, 3, 1, 2) if table is not None else None
+
+    def fitted(d, k):
+        torch.linalg.lstsq(torch.eye(2), torch.eye(2))
+        return witness(d, k)
+
+    def search(d, k):  # every quadruple below 16: fine for small k, hopeless once k has many trailing zeros
+        bits = lambda x, y: [(x >> t & 1) + (y >> t & 1) for t in range(d)]  # noqa: E731
+        for a in range(16):
+            for b in range(16):
+                for c in range(16):
+                    for e in range(16):
+                        if (sorted((a, b)) != sorted((c, e)) and bits(a, b) == bits(c, e)
+                                and bits(a + k, b + k) != bits(c + k, e + k)):
+                            return a, b, c, e
+        return 0, 0, 0, 0
+
+    for shortcut, says in ((measured, "calls pl.binary_positions"), (fitted, "calls torch.linalg.lstsq"),
+                           (search, "searches too long")):
+        assert check.carry_witness(shortcut) is False
+        out = _out(capsys)
+        assert says in out and "hint:" in out, out
+    assert pl.binary_positions(2, 1).shape == (2, 1) and torch.linalg.lstsq is not None  # the patches are gone
+
+
+def _right_then(wrong):
+    """The witness for the first offsets, then `wrong` from the first k divisible by 4 on (the case (6, 4))."""
+    return lambda d, k: witness(d, k) if k % 4 else wrong(d, k)
+
+
+@pytest.mark.parametrize("wrong, says", [
+    (_right_then(lambda d, k: (0, 3, 1, 2)), "carries nowhere"),  # the odd-k witness reused: k's low bits are 0
+    (lambda d, k: (0, 3, 1, 2), "balanced too"),  # at k = 2 the carries fall on both sides alike
+    (lambda d, k: (0, 1, 1, 0), "same two positions on both sides"),  # a balance every map keeps
+    (lambda d, k: (0, 1, 2, 3), "not balanced"),  # p_0 + p_1 != p_2 + p_3
+    (lambda d, k: (2**d - 1, 0, 0, 0), "partner in the table"),  # 2^d - 1 + k is past the end
+    (lambda d, k: (0, 3, 1), "four positions"),
+])
+def test_carry_witness_names_the_misconception_without_a_witness(wrong, says, capsys):
+    assert check.carry_witness(wrong) is False
     out = _out(capsys)
-    assert "1 of your offsets has an exact affine map" in out
-    assert "k = 2" not in out and "[1, 3]" not in out
-    assert check.affine_counter([]) is False  # the finite-table intuition: three points always fit
-    out = _out(capsys)
-    assert "2 offsets with no affine map are missing" in out and "four points are not three" in out
-    assert not any(f"k = {k}" in out or f"[{k}" in out for k in (1, 2, 3))  # no offset is named
-    assert check.affine_counter([1]) is False
-    assert "1 offset with no affine map is missing" in _out(capsys)
+    assert says in out and "hint:" in out, out
+    assert "lowest" not in out and "k & -k" not in out and "3 * " not in out
 
 
-def test_affine_counter_rejects_bad_formats(capsys):
-    assert check.affine_counter({"wrap": [1, 3]}) is False
-    assert "list of offsets from [1, 2, 3]" in _out(capsys)
-    assert check.affine_counter([1, 4]) is False
-    assert check.affine_counter("13") is False
-    assert check.affine_counter([True]) is False
-    assert check.affine_counter([1.5]) is False
-    assert check.affine_counter(None) is None
+def test_carry_witness_unattempted(capsys):
+    assert check.carry_witness(None) is None
     assert "not attempted yet" in _out(capsys)
-
-
-def test_no_affine_offsets_by_the_square_and_by_construction():
-    """The keyed answer, from the argument the exercise wants (not from least squares)."""
-    p = {i: torch.tensor([i >> 1 & 1, i & 1], dtype=torch.float64) for i in range(4)}
-    torch.testing.assert_close(p[0] + p[3], p[1] + p[2])  # the square: any affine f keeps this balance
-    balanced = [k for k in (1, 2, 3) if torch.equal(p[k % 4] + p[(3 + k) % 4], p[(1 + k) % 4] + p[(2 + k) % 4])]
-    assert balanced == [2]  # k = 1 and 3 break it: no affine map
-    flip_bit_1 = lambda q: torch.tensor([1 - q[0], q[1]], dtype=torch.float64)  # affine: M = diag(-1, 1), b = [1, 0]
-    assert all(torch.equal(flip_bit_1(p[i]), p[(i + 2) % 4]) for i in range(4))
-    assert check.ch02.no_affine_offsets(wrap=True) == RIGHT_WRAP
-    assert check.ch02.no_affine_offsets(wrap=False) == []
-    assert check.ch02.no_affine_offsets(wrap=True, d=6) == [k for k in range(1, 64) if k != 32]
 
 
 # --- exercise 2: exact_offsets ---------------------------------------------------------------
@@ -208,3 +240,16 @@ def test_sin_step_names_typical_mistakes(capsys):
     assert check.sin_step(lambda d, b: [1.0, 2.0]) is False
     assert "one number" in _out(capsys)
     assert check.sin_step(None) is None
+
+
+# --- the answer key -------------------------------------------------------------------------
+def test_the_checker_module_hands_over_no_answer():
+    """No constant of check.ch02 equals an answer, and none of its functions returns one (called with
+    nothing, a flag or a width): the far widths' lists are sealed, the near ones measured inside the checker,
+    the witness and the code checked by their properties."""
+    from _hands_over import held_answers
+
+    answers = [offsets_by_rule(d) for d in (*range(3, 9), 20)] + [[1, 3]]
+    answers += [float(right_step(d, b)) for d, b in check.ch02.STEP_CASES]
+    calls = [(), (True,), (False,)] + [(d,) for d in range(3, 9)] + list(check.ch02.STEP_CASES)
+    assert held_answers(check.ch02, answers, calls) == []

@@ -9,7 +9,8 @@ The right answers are the ones the chapter tests derive (imported from them), no
 import numpy as np
 import pytest
 import torch
-from test_check_ch02 import RIGHT_WRAP
+from test_check_ch01 import _misconception, rule
+from test_check_ch02 import witness
 from test_check_ch04 import last_bucket_closed_form
 from test_check_ch05 import _first_slow_pair
 from test_check_ch08 import _misread, rotations_by_rule
@@ -44,8 +45,11 @@ def returning(fn, to):
 CASES = {
     "causal_twins": (lambda to: typed(([0, 1, 0, 1], (1, 3)), to), lambda to: typed(([0, 1, 1, 0], (1, 3)), to),
                      "hold different tokens"),
-    "causal_swap_rows": (lambda to: typed([2, 3, 4, 5], to), lambda to: typed([2, 5], to), "missing"),
-    "affine_counter": (lambda to: typed(RIGHT_WRAP, to), lambda to: typed([1, 2, 3], to), "has an exact affine map"),
+    "changed_rows": (lambda to: returning(lambda n, swaps: [(r.start, r.stop) for r in rule(n, swaps)], to),
+                     lambda to: returning(lambda n, swaps: [(r.start, r.stop) for r in _misconception("apart")(n, swaps)],
+                                          to), "each swap on its own"),
+    "carry_witness": (lambda to: returning(witness, to), lambda to: returning(lambda d, k: (0, 3, 1, 2), to),
+                      "balanced too"),
     "slow_pairs": (lambda to: to(16), lambda to: to(15), "close"),
     "t5_rows_read": (lambda to: to(31), lambda to: to(16), "one direction's half"),
     "t5_last_bucket": (lambda to: returning(last_bucket_closed_form, to),
@@ -94,8 +98,8 @@ def test_whole_number_rule():
               torch.tensor(3, dtype=torch.uint8), [3], (3.0,), torch.tensor([3]), np.array([[3]])):
         assert whole_number(n) == 3 and type(whole_number(n)) is int, n
     for bad in (True, np.True_, torch.tensor(True), 3.5, float("inf"), float("nan"), "3", [3, 4], torch.tensor([3, 4]),
-                np.array([3, 4]), [], None, 3 + 0j, torch.tensor(3 + 0j), {3}):
-        assert whole_number(bad) is None, bad
+                np.array([3, 4]), [], None, 3 + 0j, torch.tensor(3 + 0j), {3}, torch.Tensor, np.ndarray):
+        assert whole_number(bad) is None, bad  # a class (torch.Tensor) has an unbound .item: not a number
     assert number(np.float32(0.5)) == 0.5 and number([torch.tensor(2.5)]) == 2.5 and number(torch.ones(2)) is None
     assert whole_numbers([1, torch.tensor(2), np.int64(3)]) == [1, 2, 3]
     assert whole_numbers(torch.tensor([4, 5])) == [4, 5] and whole_numbers(np.array([6])) == [6]

@@ -183,6 +183,38 @@ def test_lecture_table_has_a_row_per_notebook_and_only_in_00_index():
     assert "notebooks/00_index.ipynb" in readme and not re.search(r"^\| [0-9A] `\d\d_\w+` \|.*§", readme, re.M)
 
 
+def test_lecture_minutes_fill_each_session():
+    """Every path's minutes add up to 40, the 50-minute session less 10 for the exercises; chapter 0's
+    minutes open chapter 1's session, and the appendix is reading only."""
+    minutes = {n: sum(map(int, re.findall(r"\((\d+)\)", row["path"]))) for n, row in _lecture_table().items()}
+    assert minutes.pop("A") == 0
+    assert minutes.pop("0") + minutes.pop("1") == 40
+    assert set(minutes.values()) == {40}, minutes
+
+
+def _index_map(heading: str) -> list[list[str]]:
+    """The method-by-property table under `heading` in 00_index: per row, the method and the leading mark
+    (✔, ✘, ~ or –) of each property."""
+    text = (NB_DIR / "src" / "00_index.py").read_text()
+    section = text[text.index(heading):]
+    rows = []
+    for line in section.splitlines()[1:]:
+        if line.startswith("# ##"):
+            break
+        if line.startswith("# | ") and not line.startswith("# | method"):
+            cells = [c.strip() for c in line[3:].strip().strip("|").split("|")]
+            rows.append([cells[0]] + [c.split(" ")[0] for c in cells[1:]])
+    return rows
+
+
+def test_index_shows_the_same_map_twice():
+    """00_index shows the map at a glance before the conventions, and again with the evidence at the end:
+    the same methods with the same marks."""
+    glance, again = _index_map("## The map at a glance"), _index_map("## The map again, with the evidence")
+    assert len(glance) == 9 and glance == again
+    assert {mark for row in glance for mark in row[1:]} == {"✔", "✘", "~", "–"}
+
+
 @pytest.mark.parametrize("src", CHAPTERS, ids=[p.stem for p in CHAPTERS])
 def test_lecture_table_row_names_what_the_chapter_has(src):
     """A lecturer plans from this row: its sections, widgets and exercises must exist in the chapter now."""

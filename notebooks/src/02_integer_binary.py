@@ -17,9 +17,11 @@
 # $x_i' = x_i + p_i$. What should $p_i$ be? This chapter tries the obvious answers in the
 # order the sources do, and measures what goes wrong with each:
 #
-# 1. **integer codes** $p_i = i\cdot\mathbf 1$: they swamp the token (we measure by how much);
+# 1. **integer codes** $p_i = i\cdot\mathbf 1$: they swamp the token (we measure by how much),
+#    and a LayerNorm after the sum erases them;
 # 2. **normalised codes** $p_i = \tfrac{i}{m}\mathbf 1$: small, but the step between
-#    neighbours depends on the sequence length $m$;
+#    neighbours depends on the sequence length $m$, and a LayerNorm erases them as it erases
+#    the integer codes;
 # 3. **binary codes**: the bits of $i$; bounded, but jumpy, and (despite what a source says)
 #    with no fixed affine map from $p_i$ to $p_{i+k}$ for any $k < 2^{d-2}$;
 # 4. **sinusoids as smooth bits**: the way out, which chapter 3 develops;
@@ -205,7 +207,9 @@ fig
 # $1/m$: the same two words three positions apart are $3/m$ apart, which depends on how long
 # the sentence is. Property 2 asks for a relation between $p_i$ and $p_{i+k}$ that depends
 # on $k$ only, and this one also depends on $m$. Position 2 itself gets a different code in
-# a 4-token and in an 8-token sentence.
+# a 4-token and in an 8-token sentence. And dividing by $m$ does not help against the LayerNorm
+# of section 1: $\tfrac{i}{m}\cdot\mathbf 1$ is still the same number in every feature, a mean
+# that LayerNorm subtracts, so a model that normalises after the sum never sees this code either.
 
 # %% slideshow={"slide_type": "fragment"}
 short = pl.integer_positions(4, 1, normalize=True, device=device)[:, 0]
@@ -216,6 +220,9 @@ assert short[2] == 0.5 and long[2] == 0.25  # same position, different code
 torch.testing.assert_close(short[1:] - short[:-1], torch.full((3,), 1 / 4, device=device))
 torch.testing.assert_close(long[1:] - long[:-1], torch.full((7,), 1 / 8, device=device))
 print("step p_(i+1) - p_i: 1/4 for m = 4, 1/8 for m = 8")
+p_norm = pl.integer_positions(n, d, normalize=True, device=device)  # section 1's 64 tokens, code i / 64
+torch.testing.assert_close(F.layer_norm(h + p_norm, (d,)), F.layer_norm(h, (d,)), atol=1e-5, rtol=0)
+print("LayerNorm(h + (i/m)·1) == LayerNorm(h): True")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # The same thing as a picture: the code of each position for three sentence lengths. The
@@ -327,13 +334,27 @@ fig
 # $p_2 - p_1 = [0,1,0] - [0,0,1] = [0,1,-1]$, and more generally the distance between
 # neighbours jumps around: 1 when only bit 0 flips, $\sqrt 2$ when two flip, up to
 # $\sqrt d$ when a carry runs through every bit. A small shift of the sentence (one token
-# more or less in front) moves different positions by very different amounts. The
-# sinusoidal code of chapter 3, in contrast, keeps every neighbour at the same distance.
+# more or less in front) moves different positions by very different amounts.
+#
+# The **sinusoidal code** of Vaswani et al., which chapter 3 develops, keeps every neighbour at
+# the same distance. It splits the $d$ features into $d/2$ pairs; pair $j$ holds a sine and a
+# cosine of the position at its own frequency $\theta_j = \text{base}^{-2j/d}$ (base 10 000):
+#
+# $$p_i[2j] = \sin(i\,\theta_j), \qquad p_i[2j+1] = \cos(i\,\theta_j), \qquad j = 0, \ldots, d/2 - 1,$$
+#
+# and `pl.sinusoidal_positions(n, d)` builds the $n\times d$ table. `pl.rope_frequencies(d)`
+# returns the $\theta_j$; its name comes from RoPE (chapter 5), which turns its pairs at the very
+# same frequencies. The cell checks the table against the formula, then compares its steps with
+# the binary code's, at the same $d = 6$.
 
 # %% slideshow={"slide_type": "fragment"}
 assert (B3[2] - B3[1]).tolist() == [0, 1, -1]
 step_binary = (B6[1:] - B6[:-1]).norm(dim=-1)
 S6 = pl.sinusoidal_positions(64, 6, device=device)
+theta6 = pl.rope_frequencies(6, device=device)  # theta_j = 10000^(-2j/6), j = 0, 1, 2
+i64 = torch.arange(64, device=device, dtype=torch.float32)[:, None]
+torch.testing.assert_close(S6[:, 0::2], torch.sin(i64 * theta6))  # the formula above, column by column
+torch.testing.assert_close(S6[:, 1::2], torch.cos(i64 * theta6))
 step_sin = (S6[1:] - S6[:-1]).norm(dim=-1)
 assert step_binary.min() == 1 and abs(step_binary.max().item() - 6**0.5) < 1e-5  # from 1 to sqrt(d)
 torch.testing.assert_close(step_sin, step_sin[:1].expand(63))  # constant for sinusoids
@@ -355,11 +376,15 @@ fig
 # sentences of any length with a fixed step, so one cannot encode integers and divide by the
 # maximum length. Checked one by one:
 #
-# 1. **Capacity is not what binary lacks.** $d$ bits already name $2^d$ positions: 16 features
-#    name 65 536, more than most contexts. And the sinusoids do not use their floats to hold
-#    more positions either: every code lies on one curve in $\mathbb R^d$ (one angle per pair,
-#    all turning together). What the floats buy is **geometry**: neighbours at a constant
-#    distance (the figure above) and one fixed map from $p_i$ to $p_{i+k}$ (§4 and chapter 3).
+# 1. **Capacity is real, but it is not what binary lacks.** Floats do hold more: one sinusoid
+#    pair, two floats at $\theta = 1$, gives each of 100 000 positions its own code, where two
+#    bits name 4. But distinct is not far apart: positions 0 and 710 get codes only
+#    $6\cdot 10^{-5}$ apart (710 is within $10^{-4}$ of 113 full turns, $113\cdot 2\pi$), a
+#    difference no model reads. And bits run out only slowly: $d$ bits name $2^d$ positions;
+#    16 name 65 536, fewer than the 131 072 tokens of Llama 3.1's context, but 17 are enough, and
+#    that model is 4096 features wide. What the floats buy is **geometry**: neighbours at a
+#    constant distance (the figure above) and one fixed map from $p_i$ to $p_{i+k}$ (§4 and
+#    chapter 3).
 # 2. **Adding works.** The binary code is bounded, never longer than a normalised token (the
 #    cell above this section), so the sum keeps both; what goes wrong is not the sum but the
 #    jumps.
@@ -370,7 +395,18 @@ fig
 # map for every $k < 2^{d-2}$ (§4), and the hard stop at $2^d$ positions.
 
 # %% slideshow={"slide_type": "fragment"}
+import json
+from importlib.resources import files
+
+one_pair = pl.sinusoidal_positions(100_000, 2, dtype=torch.float64)  # (sin i, cos i): theta_0 = 1
+assert torch.unique(one_pair, dim=0).shape[0] == 100_000  # every position its own code
+near = (one_pair[710] - one_pair[0]).norm().item()
+assert 5e-5 < near < 7e-5 and abs(710 - 113 * 2 * torch.pi) < 1e-4  # 710 positions on: back where it started
 assert torch.unique(pl.binary_positions(2**16, 16), dim=0).shape[0] == 65_536  # 16 bits, 65 536 distinct codes
+llama = json.loads((files("posenc_lib") / "data" / "model_rope_configs.json").read_text())["models"]["Llama 3.1 8B"]
+context = llama["config"]["max_position_embeddings"]  # the released config.json
+assert context == 131_072 == 2**17 and llama["config"]["hidden_size"] == 4096  # 17 bits are enough
+print(f"one pair: 100 000 distinct codes, but ||p_710 - p_0|| = {near:.1e}; Llama 3.1: {context} positions = 2^17")
 assert torch.equal(pl.binary_positions(8, 6, device=device), B6[:8])  # binary: position i has one code, any length
 short_norm, long_norm = (pl.integer_positions(m, 1, normalize=True, device=device) for m in (8, 64))
 assert not torch.equal(short_norm, long_norm[:8])  # the normalised code's does depend on the length (§2)
@@ -513,24 +549,26 @@ ax.set(xlabel="position i", yticks=[1.5 * k + 0.5 for k in range(4)],
 fig
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# The bits' frequencies halve from one digit to the next: $\pi, \pi/2, \pi/4, \ldots$.
-# The sinusoidal code of Vaswani et al. uses frequencies $\theta_j = \text{base}^{-2j/d}$,
-# which also shrink by a constant factor per pair, $\text{base}^{-2/d}$. With
-# $\text{base} = 2^{d/2}$ that factor is exactly $1/2$, like the bits; with the usual
-# base 10000 and $d = 512$ it is about 0.965: many more, slowly spaced "digits". Each digit
-# is a sine *and* a cosine, which is what makes the fixed rotation $M_k$ of chapter 3
-# possible. `pl.rope_frequencies(d, base)` returns these $\theta_j$, $j = 0, \ldots, d/2-1$.
-# Its name comes from RoPE, which uses the very same frequencies (we meet it in chapter 5);
-# chapter 3 builds the sinusoidal code from them.
+# The bits' frequencies halve from one digit to the next: $\pi, \pi/2, \pi/4, \ldots$ (bit $k$
+# is the wave $\sin(\pi(i+\tfrac12)/2^k)$). The sinusoidal code's frequencies
+# $\theta_j = \text{base}^{-2j/d}$ (section 3) also shrink by a constant factor per pair,
+# $\text{base}^{-2/d}$. With $\text{base} = 2^{d/2}$ that factor is exactly $1/2$, as for the
+# bits, but the frequencies themselves are $1, 1/2, 1/4, \ldots$, a factor $\pi$ below the bits':
+# the formula starts at $\theta_0 = \text{base}^0 = 1$ whatever the base, so its fastest pair
+# turns once in $2\pi \approx 6.3$ positions where bit 0 repeats every 2. With the usual base
+# 10 000 and $d = 512$ the factor is about 0.965: many more, slowly spaced "digits". Each digit
+# is a sine *and* a cosine, which is what makes the fixed rotation $M_k$ of chapter 3 possible.
 
 # %% slideshow={"slide_type": "fragment"}
 d8 = 8
 theta = pl.rope_frequencies(d8, base=2 ** (d8 / 2))
-torch.testing.assert_close(theta[1:] / theta[:-1], torch.full((3,), 0.5))
+torch.testing.assert_close(theta[1:] / theta[:-1], torch.full((3,), 0.5))  # halving, like the bits
+torch.testing.assert_close(torch.pi * theta, torch.pi / 2 ** torch.arange(4.0))  # pi * theta_j = bit j's frequency
+assert all(pl.rope_frequencies(8, base=b)[0] == 1 for b in (16.0, 100.0, 10000.0))  # theta_0 = 1, any base
 theta512 = pl.rope_frequencies(512, dtype=torch.float64)
 ratio512 = theta512[1:] / theta512[:-1]
 torch.testing.assert_close(ratio512, torch.full_like(ratio512, 10000 ** (-2 / 512)))
-print("base 2**(d/2): theta_j =", theta.tolist())
+print("base 2**(d/2): theta_j =", theta.tolist(), "· the bits: pi times these")
 print("base 10000, d = 512: ratio between neighbouring frequencies =", round(ratio512[0].item(), 4))
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -680,6 +718,15 @@ print("mean cosine of rows r = 0, 1, 2, 3 apart (mod 4):", [round(c, 1) + 0.0 fo
 # Four points always lie *somewhat* flat, so the control is chance: four random points in 32
 # dimensions put 0.78 of their spread in two directions on average, and none of 200 draws
 # reaches 0.9.
+#
+# A plane is not yet a quarter turn. Four points in a plane with opposite points opposite can
+# still form a rhombus, and a rhombus gives the same cosines $1, 0, -1, 0$ (its diagonals are
+# perpendicular) while no rotation by 90° maps it onto itself: that needs a **square**, whose two
+# diagonals are also equally long. The third measurement draws the four phase means in their
+# plane and compares the diagonals: equally long within 10% and at a right angle within 6°
+# ($\lvert\cos\rvert < 0.1$), for every seed. The random draws' diagonals differ in length by
+# a third on average; a few of them pass this test by chance (the count is printed), none passes
+# it and the plane test together.
 
 # %% slideshow={"slide_type": "fragment"}
 with torch.no_grad():
@@ -697,17 +744,38 @@ def plane_share(points):
     return (spread[:2].sum() / spread.sum()).item()
 
 
-learned_shares = [plane_share(torch.stack([net.positional.encoding.embedding.weight.detach()[r:TRAIN_LEN:4].mean(0)
-                                           for r in range(4)])) for net, *_ in runs]
+def diagonals(points):
+    """The diagonals 0-2 and 1-3 of 4 points drawn in their best plane: length ratio (shorter / longer)
+    and |cos| of the angle between them (a square: 1 and 0), float64."""
+    centred = (points - points.mean(0)).double().cpu()
+    flat = centred @ torch.linalg.svd(centred, full_matrices=False).Vh[:2].T  # (4, 2): coordinates in the plane
+    first, second = flat[0] - flat[2], flat[1] - flat[3]
+    lengths = torch.stack([first.norm(), second.norm()])
+    return (lengths.min() / lengths.max()).item(), (first @ second / lengths.prod()).abs().item()
+
+
+phase_means = [torch.stack([net.positional.encoding.embedding.weight.detach()[r:TRAIN_LEN:4].mean(0)
+                            for r in range(4)]) for net, *_ in runs]
 chance_gen = torch.Generator().manual_seed(4)
-chance = torch.tensor([plane_share(torch.randn(4, 32, generator=chance_gen, dtype=torch.float64))
-                       for _ in range(200)])  # the control: four random points in the table's 32 dimensions
+chance_points = [torch.randn(4, 32, generator=chance_gen, dtype=torch.float64) for _ in range(200)]  # the control
+learned_shares = [plane_share(m) for m in phase_means]
+chance = torch.tensor([plane_share(m) for m in chance_points])
 assert (mass.mean(-1) > 0.95).all()  # both heads look for the next phase
 assert min(learned_shares) > 0.9 > chance.max()  # every seed's phases lie (almost) on a plane; chance never does
 assert round(chance.mean().item(), 2) == 0.78  # quoted above
+learned_diagonals = [diagonals(m) for m in phase_means]
+chance_diagonals = torch.tensor([diagonals(m) for m in chance_points])
+square = lambda ratio, cos: ratio > 0.9 and cos < 0.1  # noqa: E731  equal within 10%, right angle within 6°
+assert all(square(*dia) for dia in learned_diagonals)  # every seed: a square, not a rhombus
+assert round(1 - chance_diagonals[:, 0].mean().item(), 2) == 0.34  # "differ by a third on average"
+passed = [square(*dia) for dia in chance_diagonals.tolist()]
+assert 0 < sum(passed) and not any(p and share > 0.9 for p, share in zip(passed, chance.tolist()))  # none passes both
 print("attention weight on keys of the next phase, each head, above 0.95: True")
 print("the four phase means lie (almost) in a plane, > 90% of their spread, every seed: True")
 print(f"four random points in 32 dimensions: {chance.mean():.2f} on average, at most {chance.max():.2f} in 200 draws")
+print("diagonals in the plane, length ratio and |cos| per seed:",
+      "; ".join(f"{r:.2f}, {c:.2f}" for r, c in learned_diagonals),
+      f"| random draws passing the square test: {sum(passed)} of 200, and the plane test too: 0")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Why a table cannot extrapolate
@@ -792,10 +860,15 @@ for net, _, _, gen in runs:
 assert all(a < 0.45 for a in control["untrained rows"])  # about 0.4, every seed
 assert all(a > 0.95 for a in control["rows 0-31 copied"])  # the drop was the untrained rows
 assert all(0.5 < a < 0.8 for a in control["copied one phase off"])  # trained, wrong phase: in between
+spans = {name: f"{min(accs):.2f}–{max(accs):.2f}" for name, accs in control.items()}
+assert spans == {"untrained rows": "0.38–0.40", "rows 0-31 copied": "0.96–0.98",
+                 "copied one phase off": "0.63–0.72"}  # the ranges quoted above
 assert all(acc[:8].mean() < 0.5 and acc[-8:].mean() > 0.75 for acc in phase_off_by_position)  # climbs with position
-print("accuracy past position 32, three seeds: untrained rows < 0.45, rows 0-31 copied > 0.95, "
-      "copied one phase off between 0.5 and 0.8: True")
-print("copied one phase off: below 0.5 at positions 32-39, above 0.75 at 56-63, every seed: True")
+print("accuracy at positions 32-63, seeds 0, 1, 2:")
+for name, accs in control.items():
+    print(f"  {name:21s}", ", ".join(f"{a:.2f}" for a in accs), f"  (range {spans[name]})")
+print("copied one phase off, positions 32-39 / 56-63:",
+      ", ".join(f"{acc[:8].mean():.2f} / {acc[-8:].mean():.2f}" for acc in phase_off_by_position))
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # Inside the training length a learned table is as good as a formula: Vaswani et al. (2017,
@@ -815,34 +888,42 @@ print("copied one phase off: below 0.5 at positions 32-39, above 0.75 at 56-63, 
 # a hint. The worked solution follows, collapsed (expand it only after trying), then a cell that
 # checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
 #
-# **Exercise 1. When is there an affine map? By hand.** Take $d = 2$ bits:
-# $p_0 = [0,0]$, $p_1 = [0,1]$, $p_2 = [1,0]$, $p_3 = [1,1]$ (bit 1 first, as always), and let
-# the counter wrap around: after $p_3$ comes $p_0$ again, so "$k$ steps on" means
-# $p_{(i+k) \bmod 4}$. For which $k \in \{1, 2, 3\}$ is there **no** affine map
-# $f(p) = Mp + b$ ($M$ a $2\times 2$ matrix, $b$ a vector) with $f(p_i) = p_{(i+k) \bmod 4}$ for
-# all four $i$? Answer with the list of those $k$ (an empty list is a possible answer). Reason
-# it out on paper; then you may test it with `pl.affine_shift_residual` (section 4; think
-# about which rows to append to the table).
+# **Exercise 1. A proof in four positions.** Least squares found no affine map
+# $p_{i+k} = M p_i + b$ for any $k < 2^{d-2}$ (section 4), but only on the tables it could
+# build. A proof needs no table. An affine map keeps balanced sums: if $p_a + p_b = p_c + p_e$,
+# then $f(p_a) + f(p_b) = M(p_a + p_b) + 2b = f(p_c) + f(p_e)$. So four positions whose codes
+# balance while the codes $k$ steps on do not, $p_{a+k} + p_{b+k} \ne p_{c+k} + p_{e+k}$, prove
+# that no affine map moves every code $k$ steps on. Write `witness(d, k)` returning four such
+# positions $(a, b, c, e)$ of the $d$-bit table (each with its partner $x + k$ still in the
+# table, below $2^d$), for any $k < 2^{d-2}$. The checker asks for widths up to 60, where no
+# table can be built; the table and least squares refuse to work while your function runs.
 
 # %% slideshow={"slide_type": "fragment"}
-answer = None  # a list of offsets, e.g. [2]
-_ = check.affine_counter(answer)
+def witness(d, k):
+    raise NotImplementedError  # your code
 
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "affine_counter_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-answer = None  # a list of offsets, e.g. [2]
-### BEGIN SOLUTION
-# An affine map keeps balanced sums: f(u) + f(w) = M (u + w) + 2 b, so u + w = y + z implies
-# f(u) + f(w) = f(y) + f(z). The four codes satisfy p_0 + p_3 = p_1 + p_2 = [1, 1] (the corners
-# of a square). So an affine f needs p_k + p_(3+k) = p_(1+k) + p_(2+k) (indices mod 4):
-#   k = 1: p_1 + p_0 = [0, 1] but p_2 + p_3 = [2, 1]  -> no affine map;
-#   k = 2: p_2 + p_1 = [1, 1] = p_3 + p_0              -> and f(p) = [1 - p[0], p[1]] works
-#          (adding 2 mod 4 just flips bit 1: no carry ever reaches a bit we keep);
-#   k = 3: p_3 + p_2 = [2, 1] but p_0 + p_1 = [0, 1]  -> no affine map.
-answer = [1, 3]
-### END SOLUTION
 
-# %% nbgrader={"grade": true, "grade_id": "affine_counter", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.affine_counter(answer)
+_ = check.carry_witness(witness)
+
+
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "carry_witness_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+def witness(d, k):
+    ### BEGIN SOLUTION
+    # Let 2^a be k's lowest set bit, so k = 2^a K with K odd. The sources 0, 2^a, 2 * 2^a, 3 * 2^a use
+    # bits a and a + 1 only, in all four patterns (the corners of a square): p_0 + p_(3 * 2^a) =
+    # p_(2^a) + p_(2 * 2^a). Adding k leaves the bits below a alone and puts K + r, r = 0 .. 3, in the
+    # bits from a on. Write K = 2t + 1: bit a of K .. K + 3 reads 1, 0, 1, 0 (it balances), and the bits
+    # above read t, t + 1, t + 1, t + 2, which would need bits(t) + bits(t + 2) = 2 bits(t + 1). But of
+    # the two steps t -> t + 1 -> t + 2 exactly one carries (the one from the odd number) and the other
+    # only sets bit 0, so the two steps differ and the balance breaks: a carry on one side only.
+    # Every partner is in the table: 3 * 2^a + k < 2^d, as 2^a <= k < 2^(d - 2).
+    low = k & -k
+    return (0, 3 * low, low, 2 * low)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "carry_witness", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.carry_witness(witness)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise 2. Which offsets have an exact map? Derive.** Section 4 listed the offsets $k$ with an
@@ -864,16 +945,17 @@ _ = check.exact_offsets(exact_offsets)
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "exact_offsets_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def exact_offsets(d):
     ### BEGIN SOLUTION
-    # Only the n = 2^d - k pairs (p_i, p_(i+k)), i < n, must fit, and k is a multiple of n's lowest set bit.
-    # n = 2^a: the sources are the numbers below 2^a, whose low a bits take every pattern and whose other
-    #   bits are 0; k is a multiple of 2^a, so adding it copies the low bits and sets the others to k's:
+    # Only the n = 2^d - k pairs (p_i, p_(i+k)), i < n, must fit. Write n = 2^a m with m odd; then k = 2^d - n
+    # is 2^a times an odd number as well (a < d).
+    # m = 1 (n = 2^a): the sources are the numbers below 2^a: their low a bits take every pattern and their
+    #   other bits are 0; k is a multiple of 2^a, so adding it copies the low bits and sets the others to k's:
     #   M = I, b = k's bits. An exact map.
-    # n = 3 * 2^a: the low a bits again take every pattern and are copied; bits a and a + 1 take three
-    #   patterns (00, 01, 10), the bits above are 0, and the result's high bits depend on those three
+    # m = 3 (n = 3 * 2^a): the low a bits again take every pattern and are copied; bits a and a + 1 take three
+    #   patterns (00, 01, 10), the bits above are 0, and the images' bits from a on depend on those three
     #   patterns alone: three points not on one line, which an affine map sends anywhere (section 4).
-    # Any other n has a source set on which some carry into a high bit depends on the low bits in a way
-    # no affine map follows (least squares confirms it for d <= 10 in tests/test_check_ch02.py).
-    # So the pairs left are 2^a (a < d) or 3 * 2^a (a < d - 1): 2d - 1 offsets.
+    # m >= 5: then 3 * 2^a < n, so Exercise 1's four sources 0, 2^a, 2 * 2^a, 3 * 2^a all have partners in the
+    #   table, and their balance breaks (that argument needs only k = 2^a times an odd number): no affine map.
+    # So the offsets are those with 2^d - k = 2^a (a < d) or 3 * 2^a (a < d - 1): 2d - 1 of them.
     left = {2**a for a in range(d)} | {3 * 2**a for a in range(d - 1)}
     return sorted(2**d - n for n in left)
     ### END SOLUTION
@@ -952,7 +1034,7 @@ _ = check.sin_step(sin_step)
 # | code | size against a normalised token | $p_i \to p_{i+k}$ | longer sequences |
 # |---|---|---|---|
 # | integer $i\cdot\mathbf 1$ | $i$ times larger; erased by LayerNorm | affine shift by $k\cdot\mathbf 1$ (no linear map) | any length, ever larger |
-# | normalised $i/m$ | at most as large | depends on $m$ | same position, new code |
+# | normalised $i/m$ | at most as large; erased by LayerNorm too | depends on $m$ | same position, new code |
 # | binary | at most as large, jumpy | no affine map for any $k < 2^{d-2}$ | at most $2^d$ positions |
 # | learned table $E_i$ | small (trained) | whatever the data reward (here: the phase mod 4, on a circle) | no row past `max_len`; rows never trained stay random (copying trained rows there restores the accuracy) |
 #
@@ -981,7 +1063,8 @@ _ = check.sin_step(sin_step)
 #    and shift); the trouble is not that the token is small but that $i\cdot\mathbf 1$ grows
 #    without bound (section 1 asserts $\lVert x_i\rVert = \sqrt d$).
 # 5. **Not in the sources:** a LayerNorm after the sum removes the integer code entirely,
-#    since $i\cdot\mathbf 1$ is a per-token mean, and both BERT (post-LN) and GPT-2 (pre-LN)
-#    are set up so (section 1). And the binary code's "fixed
+#    since $i\cdot\mathbf 1$ is a per-token mean, and the normalised code
+#    $\tfrac{i}{m}\cdot\mathbf 1$ just the same; both BERT (post-LN) and GPT-2 (pre-LN) are set
+#    up so (sections 1 and 2). And the binary code's "fixed
 #    signal-to-noise problem" is only bounded: at position $2^d - 1$ the code is as long as
 #    the token (section 3).

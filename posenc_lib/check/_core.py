@@ -99,7 +99,7 @@ def number(x: Any) -> int | float | None:
     Accepted: an int, a float, a numpy scalar, or a tensor, array, list or tuple holding exactly
     one of these (0-d or one element). Not: a bool, a string, a complex number, or more than one value.
     """
-    if isinstance(x, (bool, str, bytes)):
+    if isinstance(x, (bool, str, bytes, type)):  # a class (torch.Tensor) has .item too, unbound
         return None
     if isinstance(x, (list, tuple)):
         return number(x[0]) if len(x) == 1 else None

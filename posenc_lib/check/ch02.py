@@ -1,97 +1,38 @@
-"""Checkers for notebooks/02_integer_binary.ipynb: integer and binary codes, affine maps between positions."""
+"""Checkers for notebooks/02_integer_binary.ipynb: integer and binary codes, affine maps between positions.
+
+No checker here holds an answer. A witness and a code are checked by the properties they must have; the
+exact offsets are compared with least squares on the tables (for small widths, measured while the learner's
+function cannot) and, for widths no table reaches, with salted digests (``_core.sealed``); the step length
+is compared with a measurement the learner's function is refused.
+"""
 from __future__ import annotations
 
-import functools
+from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 import torch
 
 from .. import absolute, angles, rope, rotary
 from ..angles import rope_frequencies
-from ._core import Verdict, close, float64_tensor, number, report, whole_number, whole_numbers
+from ._core import Verdict, close, float64_tensor, number, report, sealed, whole_numbers
 from ._guard import answers_under_guard, stopped_verdict
 
-__all__ = ["affine_counter", "exact_offsets", "one_bit_steps", "sin_step"]
+__all__ = ["carry_witness", "exact_offsets", "one_bit_steps", "sin_step"]
 
 
-# Exercise 1: the 2-bit code p_0..p_3 as a counter that wraps around (p_{(i+k) mod 4}), k = 1, 2, 3.
-COUNTER_BITS = 2
-COUNTER_OFFSETS = (1, 2, 3)
-
-
-def no_affine_offsets(wrap: bool, d: int = COUNTER_BITS) -> list[int]:
-    """The offsets k (1 .. 2**d - 1) for which no affine map sends p_i to p_{i+k} on the d-bit code.
-
-    wrap: positions count mod 2**d (p_{(i+k) mod 2**d}); otherwise only the pairs with i + k < 2**d.
-    """
-    table = absolute.binary_positions(2**d, d, dtype=torch.float64)
-    out = []
-    for k in range(1, 2**d):
-        rows = torch.cat([table, table[:k]]) if wrap else table  # appended rows: the pairs that wrap
-        if absolute.affine_shift_residual(rows, k) > 1e-9:
-            out.append(k)
-    return out
-
-
-def _offsets(ans: Any) -> list[int] | None:
-    """A learner's list of offsets as ints (a list, tuple, set, tensor or array of whole numbers, or one), else None."""
-    single = whole_number(ans)
-    return [single] if single is not None else whole_numbers(ans)
-
-
-def affine_counter(answer: Any) -> bool | None:
-    """Exercise 1: the offsets k in 1..3 with no affine map p_i -> p_{(i+k) mod 4} on the 2-bit counter."""
-
-    def run(ans: Any) -> Iterator[Verdict]:
-        got = _offsets(ans)
-        if got is None or not set(got) <= set(COUNTER_OFFSETS):
-            yield False, f"answer must be a list of offsets from {list(COUNTER_OFFSETS)} (maybe empty), got {ans!r}"
-            return
-        want = set(no_affine_offsets(wrap=True))
-        extra, missing = set(got) - want, want - set(got)
-        if not extra and not missing:
-            yield True, ("right: the four codes are the corners of a square, p_0 + p_3 = p_1 + p_2, and an "
-                         "affine f keeps every such balance; only some offsets respect it")
-            return
-        if extra:
-            n = len(extra)
-            yield False, (f"{n} of your offsets {'has' if n == 1 else 'have'} an exact affine map: try to build "
-                          "it (a carry that never reaches a kept bit is no obstacle)")
-        if missing:
-            n = len(missing)
-            yield False, (f"{n} offset{'s' if n > 1 else ''} with no affine map {'are' if n > 1 else 'is'} missing: "
-                          "with wrap-around all four pairs count, and four points are not three")
-
-    return report("offsets with no affine map on the wrapping 2-bit counter", answer, run,
-                  "draw the four codes as points in the plane: what linear relation holds among the four "
-                  "corners, and what does f(p) = Mp + b do to such a relation?")
-
-
-# Exercise 2: every offset with an exact affine map on the d-bit table (no wrap-around), for any d.
-OFFSET_BITS_MEASURED = (3, 4, 5, 6, 7, 8)  # checked against least squares
-OFFSET_BITS_FAR = (20, 40, 60)  # 2^d positions: far too many rows for any table
-
-
-def exact_offsets_by_rule(d: int) -> list[int]:
-    """The offsets k (1 .. 2**d - 1) with an exact affine map p_i -> p_{i+k} on the d-bit table: those that
-    leave 2**a or 3 * 2**a pairs (tests/test_check_ch02.py checks the rule against least squares)."""
-    pairs = {2**a for a in range(d)} | {3 * 2**a for a in range(d - 1)}
-    return sorted(2**d - n for n in pairs)
-
-
-@functools.lru_cache(maxsize=None)
-def exact_offsets_measured(d: int) -> tuple[int, ...]:
-    """The offsets with an exact affine map on the d-bit table, measured by least squares (small d only)."""
-    missing = set(no_affine_offsets(wrap=False, d=d))
-    return tuple(k for k in range(1, 2**d) if k not in missing)
-
-
-def _offsets_wanted(d: int) -> list[int]:
-    return list(exact_offsets_measured(d)) if d <= max(OFFSET_BITS_MEASURED) else exact_offsets_by_rule(d)
+@contextmanager
+def _one_thread() -> Iterator[None]:
+    """Least squares on tables this small runs fastest, and steadiest on a busy machine, on one CPU thread."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _measurements() -> tuple[tuple[Any, str, str], ...]:
-    """What would measure the fits instead of knowing the rule: the table and least squares."""
+    """What would measure the fits instead of reasoning about the bits: the table and least squares."""
     import numpy
 
     import posenc_lib
@@ -104,6 +45,74 @@ def _measurements() -> tuple[tuple[Any, str, str], ...]:
             (numpy.linalg, "pinv", "numpy.linalg.pinv"), (numpy.linalg, "solve", "numpy.linalg.solve"))
 
 
+# Exercise 1: four positions whose codes balance (p_a + p_b = p_c + p_e) while their images k steps on do not.
+# Every k here is below 2^(d-2), where section 4 found no exact map; the widths go far past any table.
+WITNESS_CASES = ((4, 1), (4, 2), (6, 4), (6, 12), (8, 3), (8, 40), (20, 5 * 2**9), (40, 2**30 + 2**20),
+                 (60, 7 * 2**40), (60, 2**57 + 2**3))
+
+
+def _bit_sums(x: int, y: int, d: int) -> list[int]:
+    """bits(x) + bits(y), one entry per bit 0 .. d-1: the sum p_x + p_y of two d-bit codes."""
+    return [(x >> t & 1) + (y >> t & 1) for t in range(d)]
+
+
+def carry_witness(fn: Any) -> bool | None:
+    """Exercise 1: fn(d, k) -> four positions (a, b, c, e) of the d-bit table, with a + k, ... still in it,
+    whose codes balance, p_a + p_b = p_c + p_e, while p_(a+k) + p_(b+k) != p_(c+k) + p_(e+k): a proof that
+    no affine map sends p_i to p_(i+k). Widths up to 60, so the table and least squares refuse to run."""
+
+    def run(f: Callable[[int, int], Any]) -> Iterator[Verdict]:
+        if not callable(f):
+            yield False, f"answer must be a function fn(d, k) returning four positions, got {type(f).__name__}"
+            return
+        answers, stopped = answers_under_guard(f, WITNESS_CASES, _measurements())
+        if stopped is not None:
+            (d, k), why = stopped
+            yield stopped_verdict(why, f"fn({d}, {k})", shortcut="that measures instead of choosing the four "
+                                  "positions, and no table of 2^60 rows can be built", loop="searches too long: "
+                                  "choose the four positions from what adding k does to the bits")
+            return
+        for d, k in WITNESS_CASES:
+            quad = whole_numbers(answers[d, k])
+            call = f"fn({d}, {k})"
+            if quad is None or len(quad) != 4:
+                yield False, f"{call} must return four positions (a, b, c, e), got {answers[d, k]!r}"
+                return
+            a, b, c, e = quad
+            if not all(0 <= x and x + k < 2**d for x in quad):
+                yield False, (f"{call}: every position x must have its partner in the table, 0 <= x and "
+                              f"x + k < 2^{d}")
+                return
+            if sorted((a, b)) == sorted((c, e)):
+                yield False, (f"{call} puts the same two positions on both sides: that balance holds for every "
+                              "map, so no map can break it")
+                return
+            if _bit_sums(a, b, d) != _bit_sums(c, e, d):
+                yield False, (f"{call}: p_a + p_b and p_c + p_e differ, so the four sources are not balanced and an "
+                              "affine map owes their images nothing")
+                return
+            if _bit_sums(a + k, b + k, d) == _bit_sums(c + k, e + k, d):
+                if all(x & k == 0 for x in quad):
+                    yield False, (f"{call}: adding k carries nowhere in your four sources, it only sets k's bits "
+                                  "in each of them, and the balance survives")
+                else:
+                    yield False, f"{call}: the images are balanced too; the carries changed both sides alike"
+                return
+        yield True, (f"a witness for all {len(WITNESS_CASES)} offsets, up to d = 60: an affine map keeps every "
+                     "balance, and a carry that falls on one side only breaks it, so no affine map exists")
+
+    return report("four positions that prove there is no affine map", fn, run,
+                  "an affine map sees only bits; adding k does something to the bits that depends on the bits "
+                  "below: where can that act on one side of a balance and not the other?")
+
+
+# Exercise 2: every offset with an exact affine map on the d-bit table (no wrap-around), for any d.
+OFFSET_BITS_MEASURED = (3, 4, 5, 6, 7, 8)  # least squares on the tables, measured by the checker
+OFFSET_BITS_FAR = (20, 40, 60)  # 2^d positions: far too many rows for any table
+# sealed(sorted offsets, "ch02.exact_offsets") for each far width
+_FAR_SEALED = {20: "cfd24e2eddd2a7d11616cbcc", 40: "12273967fd33ae1ab60ea74c", 60: "d0bf661899e6b66437b7c6f2"}
+
+
 def exact_offsets(fn: Any) -> bool | None:
     """Exercise 2: fn(d) -> the sorted offsets k (1 <= k < 2**d) with an exact affine map on the d-bit table,
     no wrap-around; for d up to 60, so the table and least squares refuse to run while fn does."""
@@ -112,8 +121,12 @@ def exact_offsets(fn: Any) -> bool | None:
         if not callable(f):
             yield False, f"answer must be a function fn(d) returning a list of offsets, got {type(f).__name__}"
             return
+        measured = {}
+        with _one_thread():  # before the learner's function runs, while the library is whole
+            for d in OFFSET_BITS_MEASURED:
+                table = absolute.binary_positions(2**d, d, dtype=torch.float64)
+                measured[d] = {k for k in range(1, 2**d) if absolute.affine_shift_residual(table, k) < 1e-9}
         widths = OFFSET_BITS_MEASURED + OFFSET_BITS_FAR
-        wants = {d: _offsets_wanted(d) for d in widths}  # measured before the learner's function runs
         by_case, stopped = answers_under_guard(f, [(d,) for d in widths], _measurements())
         if stopped is not None:
             (d,), why = stopped
@@ -122,24 +135,30 @@ def exact_offsets(fn: Any) -> bool | None:
                                   "which offsets fit", loop=f"tries the offsets one by one (2^{d} - 1 of them): find "
                                   "which ones fit without trying them")
             return
-        answers = {d: by_case[d,] for d in widths}
         for d in widths:
-            got = whole_numbers(answers[d])
+            got = whole_numbers(by_case[d,])
             if got is None:
-                yield False, f"fn({d}) must return a list of whole offsets, got {type(answers[d]).__name__}"
+                yield False, f"fn({d}) must return a list of whole offsets, got {type(by_case[d,]).__name__}"
                 return
-            want, given = set(wants[d]), set(got)
-            if given == want:
+            given = set(got)
+            if d in measured:
+                if given == measured[d]:
+                    continue
+                extra, missing = given - measured[d], measured[d] - given
+            elif sealed(sorted(given), "ch02.exact_offsets") == _FAR_SEALED[d]:
                 continue
-            extra, missing = given - want, want - given
-            low = [k for k in extra if k < 2 ** (d - 2)]
+            else:
+                extra, missing = None, None
             if given == {2 ** (d - 1)}:
                 yield False, (f"fn({d}) is the counter that wraps around; without it only the pairs inside the "
                               "table count, and fewer pairs are easier to fit")
-            elif low:
+            elif any(k < 2 ** (d - 2) for k in given):
                 yield False, f"fn({d}) lists offsets below 2^(d-2); §4 found no exact map for any of them"
-            elif any(not 1 <= k < 2**d for k in extra):
+            elif any(not 1 <= k < 2**d for k in given):
                 yield False, f"fn({d}) lists offsets outside 1 .. 2^d - 1"
+            elif extra is None:
+                yield False, (f"fn({d}) is wrong although d = {OFFSET_BITS_MEASURED[0]} to {OFFSET_BITS_MEASURED[-1]} "
+                              "were right: a pattern read off small tables, not a rule that holds for every width")
             elif missing and not extra:
                 yield False, (f"fn({d}) misses {len(missing)} offsets that have an exact map: their pairs' "
                               "sources are not a whole block of low bits, and an affine map fits them anyway")
@@ -151,11 +170,11 @@ def exact_offsets(fn: Any) -> bool | None:
                               "have one are missing")
             return
         yield True, (f"right for d = {widths[0]} to {OFFSET_BITS_MEASURED[-1]} (least squares agrees) and for "
-                     f"d = {', '.join(map(str, OFFSET_BITS_FAR))}: 2d - 1 offsets, every one the table's edge")
+                     f"d = {', '.join(map(str, OFFSET_BITS_FAR))}: 2d - 1 offsets, all of them the table's edge "
+                     "except k = 2^(d-1), the one offset a counter that wraps around keeps too")
 
     return report("the offsets with an exact affine map, for any width", fn, run,
-                  "an exact map only has to fit the pairs that exist: count them for offset k, and look at which "
-                  "numbers their sources are")
+                  "an exact map only has to fit the pairs that exist: which numbers are their sources?")
 
 
 # Exercise 3: a code of n positions in d bits whose every step flips one bit.
@@ -192,17 +211,12 @@ def one_bit_steps(fn: Any) -> bool | None:
                          f"residual {residual:.1f}): even steps alone do not give property 2")
 
     return report("a bit code whose every step flips one bit", fn, run,
-                  "a 1-bit code is easy; how could you reuse a (d-1)-bit code that already steps one bit at a "
-                  "time to build a d-bit one, without a big jump where the two halves meet?")
+                  "the 2^d codes are the corners of a d-dimensional cube, and a one-bit step is one of its "
+                  "edges: what kind of walk along the edges do you need?")
 
 
 # Exercise 4: the constant step length of the sinusoidal code, in closed form.
 STEP_CASES = ((6, 10000.0), (64, 10000.0), (512, 10000.0), (16, 100.0))
-
-
-def _measured_step(d: int, base: float) -> float:
-    table = absolute.sinusoidal_positions(40, d, base=base, dtype=torch.float64)
-    return float((table[1:] - table[:-1]).norm(dim=-1).mean())
 
 
 def _code_builders() -> tuple[tuple[Any, str, str], ...]:
@@ -225,6 +239,10 @@ def sin_step(fn: Any) -> bool | None:
         if not callable(f):
             yield False, f"answer must be a function fn(d, base), got {type(f).__name__}"
             return
+        measured = {}  # the step of each case, measured on a table before the learner's function runs
+        for d, base in STEP_CASES:
+            table = absolute.sinusoidal_positions(40, d, base=base, dtype=torch.float64)
+            measured[d, base] = float((table[1:] - table[:-1]).norm(dim=-1).mean())
         answers, stopped = answers_under_guard(f, STEP_CASES, _code_builders(), loops=False)
         if stopped is not None:
             (d, base), why = stopped
@@ -237,7 +255,7 @@ def sin_step(fn: Any) -> bool | None:
             if got is None:
                 yield False, f"fn({d}, {base:g}) must return one number, got {type(raw).__name__}"
                 return
-            want = _measured_step(d, base)
+            want = measured[d, base]
             if close(got, want, atol=1e-6):
                 continue
             theta = rope_frequencies(d, base=base, dtype=torch.float64)
