@@ -7,7 +7,12 @@ decided in one place above both, ``posenc_lib.rotary.rotate``:
               ``torch.library`` (fake tensor, autograd, ``torch.compile``), built on first use
   torch_fast  fewer passes with torch operations: CUDA, and CPUs without a C compiler
   compiled    the reference fused by ``torch.compile`` (``apply_rope_compiled``, opt-in)
-Each module offers ``applies(x, cos, sin)`` (can it serve this call?) and a rotation.
+  triton_rope ``torch.ops.posenc.rope_triton``: a one-pass Triton kernel for CUDA (q and k in
+              one launch, angles from tables or computed in registers), interpreted on CPU
+              tensors; imported by ``rotary`` only where torch has a GPU backend and Triton is
+              installed (importing Triton takes most of a second), so not listed below
+  flex        ALiBi and T5 through FlexAttention on a GPU (``fast_attention``'s CUDA path)
+Each module offers ``applies(...)`` (can it serve this call?) and the computation.
 """
 from . import compiled, cpu, torch_fast
 
