@@ -76,7 +76,7 @@ def causal_block_mask(q_len: int, k_len: int, device: torch.device) -> BlockMask
 
 
 def _alibi(q: Tensor, k: Tensor, v: Tensor, slopes: Tensor, causal: bool) -> Tensor:
-    off = k.shape[-2] - q.shape[-2]
+    off = k.shape[-2] - q.shape[-2]  # query i sits at position i + off (under compile: a symbolic int)
 
     def score_mod(score, b, h, q_idx, kv_idx):
         distance = (kv_idx - q_idx - off).abs()  # as alibi_bias: -|j - i| as an integer, then times m_h
@@ -106,6 +106,16 @@ def _run(name: str, fn: Callable[..., Tensor], q: Tensor, *args) -> Tensor:
     if name not in _COMPILED:
         _COMPILED[name] = torch.compile(fn)
     return _COMPILED[name](q, *args)
+
+
+def _causal(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+    return flex_attention(q, k, v, block_mask=causal_block_mask(q.shape[-2], k.shape[-2], q.device))
+
+
+def causal_attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+    """Plain causal attention through FlexAttention (no bias): the control ``benchmarks/bench_attention.py``
+    times the biased forms against, so what the bias itself costs shows."""
+    return _run("causal", _causal, q, k, v)
 
 
 def alibi_attention(q: Tensor, k: Tensor, v: Tensor, slopes: Tensor, *, causal: bool) -> Tensor:
