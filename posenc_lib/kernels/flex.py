@@ -80,7 +80,7 @@ def _alibi(q: Tensor, k: Tensor, v: Tensor, slopes: Tensor, causal: bool) -> Ten
 
     def score_mod(score, b, h, q_idx, kv_idx):
         distance = (kv_idx - q_idx - off).abs()  # as alibi_bias: -|j - i| as an integer, then times m_h
-        return score + slopes[h] * (-distance).to(slopes.dtype)
+        return score + (slopes[h] * (-distance).to(slopes.dtype)).to(score.dtype)
 
     mask = causal_block_mask(q.shape[-2], k.shape[-2], q.device) if causal else None
     return flex_attention(q, k, v, score_mod=score_mod, block_mask=mask)
@@ -90,7 +90,7 @@ def _ramp(q: Tensor, k: Tensor, v: Tensor, ramp: Tensor, causal: bool, scale: fl
     last = q.shape[-2] - 1  # ramp index of offset j - i: (j - i) + K - 1 = kv_idx - q_idx + q_len - 1
 
     def score_mod(score, b, h, q_idx, kv_idx):
-        return score + ramp[h, kv_idx - q_idx + last]
+        return score + ramp[h, kv_idx - q_idx + last].to(score.dtype)
 
     mask = causal_block_mask(q.shape[-2], k.shape[-2], q.device) if causal else None
     return flex_attention(q, k, v, score_mod=score_mod, block_mask=mask, scale=scale)
