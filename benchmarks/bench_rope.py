@@ -428,7 +428,7 @@ def run_device_grad(device: str, lengths=(4096, 16384), dtypes=("bfloat16", "flo
 
 
 def run_triton_shapes(device: str, L: int = 16384, dtype: str = "bfloat16", *, heads_q: int = 32, heads_k: int = 8,
-                      d: int = 128, block_s=(8, 16, 32), groups=(1, 2, 8), num_warps=(4, 8), repeats: int = 25,
+                      d: int = 128, block_s=(4, 8, 16), groups=(1, 4), num_warps=(2, 4), repeats: int = 25,
                       min_sample_s: float = 0.03) -> list[dict]:
     """The Triton kernel's launch shapes (``triton_rope.launch_shape``'s choices), each angle source, over
     a clone of q and k: what to tune on a new GPU. [] without Triton."""

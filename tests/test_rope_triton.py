@@ -8,6 +8,7 @@ arithmetic, equal bit for bit; the register path computes cos/sin with numpy's f
 torch's, within ``REGISTER_ULPS`` float32 ulps of max(1, |x|) (measured: 1.03) and, in bfloat16/float16,
 one rounding step of the output. tests/test_gpu.py runs the compiled kernel on CUDA.
 """
+import math
 import shutil
 from pathlib import Path
 
@@ -216,6 +217,23 @@ def test_torch_compile_keeps_the_operator_in_one_graph(on_cpu):
     assert "posenc.rope_triton.default" in seen
     want = rot(q, k)
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+
+
+@pytest.mark.parametrize("seq,hq,hk", [(4096, 32, 8), (16384, 32, 8), (65536, 32, 8), (1, 32, 8), (9, 3, 1),
+                                        (300, 8, None)])
+def test_launch_shape_covers_every_head_and_fills_the_gpu(seq, hq, hk):
+    """On a GPU (132 multiprocessors assumed off CUDA): groups divide both head counts, and are 1 (one
+    program covers every head, cos/sin made once per position) unless even 2 positions per program leave
+    fewer than 4 programs per multiprocessor; the grid then has that many, or all the heads are split."""
+    q = torch.empty(1, hq, seq, 128, device="meta")
+    k = None if hk is None else torch.empty(1, hk, seq, 128, device="meta")
+    block_s, groups, warps = tr.launch_shape(q, k, interpret=False)
+    programs = -(-seq // block_s) * groups
+    assert block_s in (2, 4, 8, 16) and 1 <= warps <= 4
+    assert hq % groups == 0 and (hk or 0) % groups == 0
+    assert programs >= 4 * 132 or block_s == 2 and groups == (hq if hk is None else math.gcd(hq, hk))
+    assert groups == 1 or block_s == 2
+    assert tr.launch_shape(q, k, interpret=True)[1] == 1
 
 
 # ---------------------------------------------------------------- the compiled form, without a GPU

@@ -1,13 +1,16 @@
 """RoPE on a GPU in one pass: a Triton kernel registered as the torch operator ``posenc::rope_triton``.
 
-Why it is bandwidth-bound: a rotation does 6 flops per pair (4 multiplies, 2 adds) on 2 values
-that it reads and writes once: 2-4 bytes moved per flop in bfloat16, where an H100 does about
-20 fp32 flops per byte of HBM bandwidth. So the time is the time to move q and k through memory,
-and the goal is one read and one write per element: the cost of a copy. Eager torch spends a
-trip through memory per operation (``x * cos``, ``y * sin``, the difference, the concatenation,
-the casts), about 10 of them; this kernel does all of them in registers.
+Why it is bandwidth-bound: rotating a pair takes 6 flops (4 multiplies, 2 adds) and moves 8
+bytes in bfloat16 (2 values read, 2 written; 16 in float32): under one flop per byte, where an
+H100 can do about 20 float32 flops per byte of HBM bandwidth. So the time is the time to move q
+and k through memory, and the goal is one read and one write per element: the cost of a copy.
+Even cos and sin computed in the kernel (some 40 instructions a pair) are shared by every head of
+a program, about one instruction per pair per head. Eager torch spends a trip through memory
+per operation (``x * cos``, ``y * sin``, the difference, the concatenation, the casts), about 10
+of them; this kernel does all of them in registers.
 
-What one program instance does (the grid is (position blocks, batch x head groups)):
+What one program instance does (a one-dimensional grid: the position blocks of sequence and head
+group 0, then of 1, ...):
   1. takes BLOCK_S positions s of one sequence and computes their angles once, as a
      (BLOCK_S, r/2) block of cos and sin, in one of two ways:
        * tables: read the float32 cos/sin rows the caller made (``RotaryEmbedding``'s cache);
@@ -15,12 +18,13 @@ What one program instance does (the grid is (position blocks, batch x head group
          (float64 for float64 inputs), from the positions tensor or offset + s and the (r/2,)
          frequencies: no table exists anywhere (the stateless ``apply_rope``'s natural path);
   2. for every head of its group, q's heads and then k's (GQA: their counts may differ, one
-     launch serves both): loads the (BLOCK_S, r/2, 2) block of pairs of that (head, positions)
-     tile, rotates it in float32 with the cos/sin it already holds, and stores it; the d - r
-     features of partial RoPE are copied through in the same pass.
-The two layouts differ only in the column of a pair's second member: 2j + 1 (interleaved) or
-j + r/2 (half), one index map (``col`` in the kernel), the rest is shared.
-
+     launch serves both): loads that (head, positions) tile's BLOCK_S rows of r features,
+     rotates each pair in float32 with the cos/sin it already holds, and stores the rows; the
+     d - r features of partial RoPE are copied through in the same pass.
+The two layouts differ only in where a pair's members sit: the half layout loads each row's two
+halves (features j and j + r/2), the interleaved layout loads the rows whole and splits even from
+odd features (2j and 2j + 1); the rotation is shared. Both keep every load and store contiguous
+(16-byte vector accesses when compiled).
 The backward pass is the same kernel with sin negated: R_m is orthogonal, so the gradient of
 R_m x is R_m^T g = R_{-m} g (as in ``kernels/cpu.py``). ``register_fake`` gives the output shapes
 to ``torch.compile`` and the meta device, so a compiled model keeps the operator in its graph
@@ -48,7 +52,10 @@ Triton's interpreter: a CPU tensor always runs under ``TRITON_INTERPRET``-style 
 (numpy, one program instance at a time), whatever the environment says, so the tests and a
 laptop need no variable and no import order. CUDA tensors run the compiled kernel, unless
 ``TRITON_INTERPRET=1`` was set before the first CUDA call in the process (Triton reads it when a
-kernel is decorated, which here happens on first use: ``kernel(interpret)``).
+kernel is decorated, which here happens on first use: ``kernel(interpret)``). So the kernel uses
+Triton's builtins only: helpers of ``triton.language.standard`` (``tl.cdiv``, reductions) are
+compiled functions unless TRITON_INTERPRET was set when Triton was imported, and an interpreted
+kernel cannot call them.
 Taught in: notebooks/10_making_it_fast.ipynb (the GPU section)
 """
 from __future__ import annotations
@@ -56,7 +63,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Optional
 
 import numpy as np
 import torch
@@ -137,14 +144,15 @@ def _rope_kernel(
 
     # 2. every head of the group, q's then k's: load its (BLOCK_S, r) tile, rotate each pair, store it
     f = tl.arange(0, 2 * HALF)  # the tile's features 0 .. r - 1 (padded)
+    s64 = s.to(tl.int64)  # row offsets: a (batch, seq, heads, d) view's rows are heads * d apart
     for i in range(HQ + HK):
         is_q = i < HQ
         h = tl.where(is_q, g * HQ + i, g * HK + i - HQ).to(tl.int64)
         src = tl.where(is_q, q_ptr + b * q_sb + h * q_sh, k_ptr + b * k_sb + h * k_sh)
         dst = tl.where(is_q, qo_ptr + b * qo_sb + h * qo_sh, ko_ptr + b * ko_sb + h * ko_sh)
         rows = s < tl.where(is_q, seq_q, seq_k)
-        x_row = src + s[:, None] * tl.where(is_q, q_ss, k_ss)  # (BLOCK_S, 1) row starts
-        o_row = dst + s[:, None] * D
+        x_row = src + s64[:, None] * tl.where(is_q, q_ss, k_ss)  # (BLOCK_S, 1) row starts
+        o_row = dst + s64[:, None] * D
         if INTERLEAVED:  # pairs (2j, 2j + 1): load the rows, split even from odd features
             ok = rows[:, None] & (f < R)[None, :]
             a, y = tl.split(tl.reshape(tl.load(x_row + f[None, :], mask=ok, other=0.0), (BLOCK_S, HALF, 2)))
@@ -271,22 +279,26 @@ def launch_shape(q4: Tensor, k4: Tensor | None, interpret: bool) -> tuple[int, i
     """(block_s, groups, num_warps) for q4 (B, Hq, S, D) and k4 (B, Hk, S', D).
 
     Interpreted: whole sequences and all heads per program (the interpreter runs programs one by
-    one in Python). On a GPU: 16 positions per program, and the heads split into the fewest groups
-    (a divisor of both head counts) that give at least 4 programs per multiprocessor: one program
-    covering every head reuses cos/sin the most, but at 4096 positions that is 256 programs, too
-    few to keep an H100's memory busy. ``benchmarks/bench_rope.py`` (``run_triton_shapes``) sweeps
-    these on a GPU.
+    one in Python). On a GPU, the design: one program per block of positions covering every head of
+    q and k, so cos/sin are made once per position; 16 positions per program, fewer (down to 2)
+    until the grid has 4 programs per multiprocessor (at 4096 positions, 16 per program would be
+    256 programs, too few to keep an H100's memory busy); only sequences too short even for that
+    (decoding) split the heads into groups (a divisor of both head counts). Warps: one per 256
+    elements of a head's tile (a 16-byte load per thread), 1 to 4. ``benchmarks/bench_rope.py``
+    (``run_triton_shapes``, ``make bench DEVICE=cuda BENCH_ARGS=--tune``) sweeps these on a GPU.
     """
     hq, hk = q4.shape[1], 0 if k4 is None else k4.shape[1]
     seq = max(q4.shape[2], 0 if k4 is None else k4.shape[2])
     if interpret:
         return min(64, _pow2(seq)), 1, 1
-    block_s = 16
-    programs = -(-seq // block_s) * q4.shape[0]
     sms = torch.cuda.get_device_properties(q4.device).multi_processor_count if q4.is_cuda else 132
+    block_s = 16
+    while block_s > 2 and -(-seq // block_s) * q4.shape[0] < 4 * sms:
+        block_s //= 2
+    programs = -(-seq // block_s) * q4.shape[0]
     common = math.gcd(hq, hk) if hk else hq
     groups = next((n for n in range(1, common + 1) if common % n == 0 and programs * n >= 4 * sms), common)
-    return block_s, groups, 4
+    return block_s, groups, max(1, min(4, block_s * q4.shape[3] // 256))
 
 
 def _compile_options(num_warps: int) -> dict:
@@ -356,10 +368,13 @@ def _launch(q: Tensor, k: Tensor | None, cos: Tensor | None, sin: Tensor | None,
 
 # ------------------------------------------------------------------ the operator
 
+# typing.Optional rather than "Tensor | None": the schema is inferred from these annotations, and Optional
+# is the spelling torch's inference has read the longest (a GPU machine may have an older torch).
 @torch.library.custom_op("posenc::rope_triton", mutates_args=())
-def rope_triton(q: Tensor, k: Tensor | None, cos: Tensor | None, sin: Tensor | None, positions: Tensor | None,
-                inv_freq: Tensor | None, offset: int, rotary_dim: int, attention_factor: float, interleaved: bool,
-                inverse: bool, block_s: int = 0, groups: int = 0, num_warps: int = 0) -> tuple[Tensor, Tensor]:
+def rope_triton(q: Tensor, k: Optional[Tensor], cos: Optional[Tensor], sin: Optional[Tensor],
+                positions: Optional[Tensor], inv_freq: Optional[Tensor], offset: int, rotary_dim: int,
+                attention_factor: float, interleaved: bool, inverse: bool, block_s: int = 0, groups: int = 0,
+                num_warps: int = 0) -> tuple[Tensor, Tensor]:
     """(R q, R k) in one launch (R^T when ``inverse``): the kernel on CUDA, interpreted on CPU tensors.
 
     q: (..., seq_q, d); k: (..., seq_k, d) or None (returns an empty tensor in its place), same dtype
