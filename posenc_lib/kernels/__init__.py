@@ -14,6 +14,14 @@ decided in one place above both, ``posenc_lib.rotary.rotate``:
   flex        ALiBi and T5 through FlexAttention on a GPU (``fast_attention``'s CUDA path)
 Each module offers ``applies(...)`` (can it serve this call?) and the computation.
 """
-from . import compiled, cpu, torch_fast
+from importlib import import_module
 
 __all__ = ["compiled", "cpu", "torch_fast"]
+
+
+def __getattr__(name: str):
+    """Submodules load on first use (PEP 562): ``cpu`` and ``compiled`` bring torch.compile's machinery
+    (about 140 MB and a second), which ``fast_attention``'s CPU path, importing ``flex``, never needs."""
+    if name in (*__all__, "flex", "triton_rope"):
+        return import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
