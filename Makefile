@@ -76,9 +76,13 @@ test-lib: $(TEST_STAMP)
 # Benchmarks: ratios measured side by side (RoPE vs the one-pass bound and HF, biased
 # attention vs SDPA, widget update times). BENCH_ARGS="--full --compile" for the issue's
 # attention sizes and the torch.compile path (slower: compiles, L = 32768).
+# DEVICE=cuda: the GPU tables instead (RoPE against a clone and the bound, the Triton kernel,
+# HF eager and compiled; ALiBi/T5 against SDPA and FlexAttention, with peak memory; CUDA events,
+# median of 25); BENCH_ARGS="--full" adds the longest lengths, "--tune" the Triton launch shapes.
 BENCH_ARGS ?=
+DEVICE ?= cpu
 bench: $(TEST_STAMP)
-	$(BIN)/python -m benchmarks.run_all $(BENCH_ARGS)
+	$(BIN)/python -m benchmarks.run_all --device $(DEVICE) $(BENCH_ARGS)
 
 # Re-execute every notebook from its source in notebooks/src (NB=05 for one chapter).
 notebooks: $(TEST_STAMP)

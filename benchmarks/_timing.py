@@ -99,6 +99,47 @@ def paired_ratios(samples: Mapping[str, list[float]], ref: str) -> dict[str, flo
     return {name: statistics.median(t / r for t, r in zip(ts, samples[ref])) for name, ts in samples.items()}
 
 
+def device_samples(fns: Mapping[str, Callable[[], object]], device: torch.device | str, *, repeats: int = 25,
+                   warmup: int = 2, min_sample_s: float = 0.03) -> dict[str, list[float]]:
+    """Seconds per call of each function on ``device``, ``repeats`` samples each, round-robin.
+
+    CUDA: one call per sample between two CUDA events (the GPU's own clock, no host round trip
+    inside the timed stretch), after ``warmup`` calls of each; one synchronisation at the end.
+    Elsewhere: ``interleaved_samples`` (a sample repeats the call for ``min_sample_s``).
+    """
+    device = torch.device(device)
+    if device.type != "cuda":
+        return interleaved_samples(fns, repeats=repeats, warmup=warmup, min_sample_s=min_sample_s)
+    for f in fns.values():
+        for _ in range(warmup):
+            f()
+    torch.cuda.synchronize(device)
+    events: dict[str, list[tuple]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, f in fns.items():
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            f()
+            end.record()
+            events[name].append((start, end))
+    torch.cuda.synchronize(device)
+    return {name: [start.elapsed_time(end) / 1e3 for start, end in pairs] for name, pairs in events.items()}
+
+
+def peak_bytes(f: Callable[[], object], device: torch.device | str) -> int | None:
+    """Extra device memory at the peak of one call of f (CUDA's allocator statistics); None off CUDA."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return None
+    torch.cuda.synchronize(device)
+    base = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    out = f()
+    torch.cuda.synchronize(device)
+    del out
+    return torch.cuda.max_memory_allocated(device) - base
+
+
 def first_call_seconds(f: Callable[[], object]) -> float:
     """Wall time of one call, cold (no warm-up), e.g. a compile on first use."""
     t0 = _clock()
@@ -106,8 +147,8 @@ def first_call_seconds(f: Callable[[], object]) -> float:
     return _clock() - t0
 
 
-def machine() -> str:
-    """One line describing where the numbers were taken."""
+def machine(device: torch.device | str = "cpu") -> str:
+    """One line describing where the numbers were taken (the GPU too, for a CUDA device)."""
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as fh:
@@ -121,8 +162,17 @@ def machine() -> str:
         load = "load avg %.1f" % os.getloadavg()[0]
     except OSError:
         load = "load n/a"
-    return (f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__} ({torch.get_num_threads()} threads), "
+    line = (f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__} ({torch.get_num_threads()} threads), "
             f"Python {platform.python_version()}, {load}")
+    if torch.device(device).type == "cuda":
+        try:
+            import triton
+
+            tri = f"Triton {triton.__version__}"
+        except ImportError:
+            tri = "no Triton"
+        line = f"{torch.cuda.get_device_name(device)} (CUDA {torch.version.cuda}, {tri}); host: {line}"
+    return line
 
 
 def run_in_subprocess(code: str, timeout: float = 600) -> dict:

@@ -6,18 +6,21 @@
 * memory: peak RSS (VmHWM) of alibi_attention in a fresh subprocess at L = 32768, H = 8,
   D = 64, minus the RSS once q, k, v exist (tracemalloc does not see torch's allocations).
 * correctness: equal to the dense reference ``attention(q, k, v, bias=alibi_bias(...))``.
+On a GPU (``run_device``, ``make bench DEVICE=cuda``): (1, 16, L, 128) bfloat16 against causal
+SDPA (flash) and FlexAttention's plain causal mask, with peak memory from CUDA's allocator.
 Run: python -m benchmarks.bench_attention [--quick | --full]
 """
 from __future__ import annotations
 
 import argparse
+import statistics
 
 import torch
 import torch.nn.functional as F
 
 import posenc_lib as pl
 
-from ._timing import interleaved_medians, machine, run_in_subprocess
+from ._timing import device_samples, interleaved_medians, machine, peak_bytes, run_in_subprocess
 
 MEMORY_CODE = """
 import json, resource, torch  # resource: page size
@@ -92,6 +95,75 @@ def table(t: dict, mem: dict | None) -> str:
         lines.append(f"\nPeak extra memory of alibi_attention ({mem['mode']}) at L={mem['L']}, H={mem['heads']}, D=64: "
                      f"{mem['extra_mb']:.0f} MB (the dense (H, L, L) float32 bias alone: {mem['dense_bias_mb']:.0f} MB).")
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- on a GPU (--device cuda)
+
+def run_device(device: str, lengths=(4096, 16384), *, heads: int = 16, d: int = 128, dtype=torch.bfloat16,
+               repeats: int = 25, dense_up_to: int = 4096, grad: bool = True, min_sample_s: float = 0.03) -> list[dict]:
+    """Causal attention with a position bias on ``device``, (1, heads, L, d): median time and peak extra
+    memory of each form over causal SDPA's (flash on a GPU): FlexAttention with the causal block mask and no
+    bias (the control: what the bias costs on top), ``alibi_attention``, ``t5_attention`` (causal), SDPA
+    with the dense (H, L, L) ALiBi bias (up to ``dense_up_to``); then forward + backward of SDPA, FlexAttention
+    causal and ``alibi_attention``. CUDA events, ``repeats`` calls each, round-robin."""
+    from posenc_lib.kernels import flex
+
+    sdpa = F.scaled_dot_product_attention
+    g = torch.Generator().manual_seed(0)
+    rows = []
+    for L in lengths:
+        q, k, v = (torch.randn(1, heads, L, d, generator=g).to(dtype).to(device) for _ in range(3))
+        t5 = pl.T5RelativeBias(heads, bidirectional=False).to(device)
+        fns = {
+            "sdpa causal": lambda: sdpa(q, k, v, is_causal=True),
+            "flex causal": lambda: flex.causal_attention(q, k, v),
+            "alibi_attention": lambda: pl.alibi_attention(q, k, v),
+            "t5_attention": lambda: pl.t5_attention(q, k, v, t5),
+        }
+        if L <= dense_up_to:
+            bias = pl.alibi_bias(heads, L, device=device, dtype=dtype)
+            fns["sdpa dense bias"] = lambda: sdpa(q, k, v, attn_mask=bias)
+        with torch.no_grad():
+            med = {n: statistics.median(t) for n, t in device_samples(fns, device, repeats=repeats,
+                                                                      min_sample_s=min_sample_s).items()}
+            mem = {n: peak_bytes(f, device) for n, f in fns.items()}
+        row = {"L": L, "sdpa_ms": med["sdpa causal"] * 1e3, **{n: med[n] / med["sdpa causal"] for n in fns},
+               **{f"{n} MiB": (m / 2**20 if m is not None else None) for n, m in mem.items()}}
+        if grad:
+            qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
+            out_grad = torch.randn(q.shape, generator=g).to(dtype).to(device)
+
+            def fwd_bwd(fn):
+                return lambda: torch.autograd.grad(fn(qg, kg, vg), (qg, kg, vg), out_grad)
+
+            gfns = {"sdpa causal": fwd_bwd(lambda a, b, c: sdpa(a, b, c, is_causal=True)),
+                    "flex causal": fwd_bwd(flex.causal_attention),
+                    "alibi_attention": fwd_bwd(pl.alibi_attention)}
+            gmed = {n: statistics.median(t) for n, t in device_samples(gfns, device, repeats=repeats,
+                                                                       min_sample_s=min_sample_s).items()}
+            row.update({f"{n} fwd+bwd": gmed[n] / gmed["sdpa causal"] for n in gfns})
+        rows.append(row)
+        del q, k, v, t5, fns
+    return rows
+
+
+def table_device(rows: list[dict]) -> str:
+    names = ("flex causal", "alibi_attention", "t5_attention", "sdpa dense bias")
+    lines = ["| L | SDPA causal (ms) | " + " | ".join(f"{n} / SDPA" for n in names) + " | peak MiB: SDPA | "
+             + " | ".join(names) + " | fwd+bwd / SDPA's: flex causal | alibi_attention |",
+             "|---|---|" + "---|" * (2 * len(names) + 3)]
+    for r in rows:
+        cells = [f"{r[n]:.2f}x" if n in r else "—" for n in names]
+        mib = [f"{r[n + ' MiB']:.0f}" if r.get(n + " MiB") is not None else "—" for n in ("sdpa causal", *names)]
+        grads = [f"{r[n + ' fwd+bwd']:.2f}x" if n + " fwd+bwd" in r else "—" for n in ("flex causal", "alibi_attention")]
+        lines.append(f"| {r['L']} | {r['sdpa_ms']:.3f} | " + " | ".join(cells + mib + grads) + " |")
+    return "\n".join(lines)
+
+
+DEVICE_CAPTION = (
+    "Causal attention with a position bias on {device}, (1, {heads}, L, {d}) {dtype}: time and peak extra memory "
+    "over causal SDPA's; FlexAttention with the causal block mask and no bias is the control (what the bias "
+    "adds on top). Median of {n} calls each (CUDA events)")
 
 
 def main(argv=None) -> None:

@@ -11,19 +11,26 @@ Small sizes (``run_small``): the C kernel's rotation over the reference's, on 25
 elements, the measurement behind ``rotary.SMALL`` (below it ``apply_rope`` keeps the reference).
 All candidates of a row are timed round-robin in the same process; a ratio is the median
 over rounds of the candidate's time over the bound's (or the reference's) time in the same round.
+On a GPU (``run_device``, ``run_device_grad``; ``make bench DEVICE=cuda``): q (1, 32, L, 128) and
+k (1, 8, L, 128) as in a GQA model, against a clone and the bound, CUDA events, the median of 25
+calls; ``run_triton_shapes`` sweeps the Triton kernel's launch shapes (``--tune``).
 Run: python -m benchmarks.bench_rope [--quick] [--no-compile] [--repeats N] [--grad-repeats N]
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 from functools import partial
+from typing import Callable
 
 import torch
 
 import posenc_lib as pl
+from posenc_lib import rotary
+from posenc_lib.rope import RopeOptions, rotate_at_positions
 
-from ._timing import first_call_seconds, interleaved_samples, machine, paired_ratios
+from ._timing import device_samples, first_call_seconds, interleaved_samples, machine, paired_ratios
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 LAYOUTS = ("interleaved", "half")
@@ -291,6 +298,201 @@ GRAD_CAPTION = (
     "(cached cos/sin, so its floor is the two passes) in place of `apply_rope`. "
     "Median over {n} rounds of the time over the bound's time in the same round; gradients checked against "
     "autograd through the float64 plain form first")
+
+
+# ---------------------------------------------------------------- on a GPU (--device cuda)
+
+@contextlib.contextmanager
+def without_triton():
+    """rotary as it is where Triton is missing (the torch paths): the 'before' rows."""
+    saved = rotary.triton_rope
+    rotary.triton_rope = None
+    try:
+        yield
+    finally:
+        rotary.triton_rope = saved
+
+
+def _untriton(f):
+    def call():
+        with without_triton():
+            return f()
+    return call
+
+
+def _hf_rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    return apply_rotary_pos_emb(q, k, cos, sin)
+
+
+def device_candidates(q: torch.Tensor, k: torch.Tensor, *, compiled: bool = True) -> dict[str, Callable]:
+    """What the GPU tables time, each rotating q and k (half layout, as transformers): name -> call."""
+    rot = pl.RotaryEmbedding(q.shape[-1], layout="half").to(q.device)
+    rot(q, k)  # fills the cache
+    cos, sin = (t.to(q.device) for t in hf_cos_sin(torch.empty(1, 1, *q.shape[-2:], dtype=q.dtype)))
+    fns = {
+        "clone": lambda: (q.clone(), k.clone()),
+        "bound": lambda: (q * 1.5, k * 1.5),
+        "apply_rope": lambda: (pl.apply_rope(q, layout="half"), pl.apply_rope(k, layout="half")),
+        "module": lambda: rot(q, k),
+        "apply_rope torch": _untriton(lambda: (pl.apply_rope(q, layout="half"), pl.apply_rope(k, layout="half"))),
+        "module torch": _untriton(lambda: rot(q, k)),
+        "hf": lambda: _hf_rope(q, k, cos, sin),
+    }
+    if rotary.triton_rope is not None:  # both angle sources, each one launch for q and k
+        cos_t, sin_t = rot.tables(q.shape[-2])
+        fns["triton tables"] = lambda: rotary.triton_rope.rope(q, k, cos=cos_t, sin=sin_t, layout="half")
+        fns["triton registers"] = lambda: rotary.triton_rope.rope(q, k, inv_freq=rot.inv_freq, layout="half")
+    if compiled:
+        hf_compiled = torch.compile(_hf_rope)
+        fns["apply_rope_compiled"] = lambda: (pl.apply_rope_compiled(q, layout="half"),
+                                              pl.apply_rope_compiled(k, layout="half"))
+        fns["hf compiled"] = lambda: hf_compiled(q, k, cos, sin)
+    return fns
+
+
+DEVICE_COLUMNS = ("clone", "apply_rope", "module", "triton tables", "triton registers", "apply_rope torch",
+                  "module torch", "apply_rope_compiled", "hf", "hf compiled")
+
+
+def check_device(q: torch.Tensor, k: torch.Tensor, fns: dict[str, Callable]) -> None:
+    """Every RoPE candidate gives the CPU reference's numbers (HF's frequencies are 1 ulp off: looser)."""
+    want = [rotate_at_positions(x.cpu(), None, RopeOptions(layout="half")) for x in (q, k)]
+    tol = TOLERANCES[q.dtype]
+    for name, f in fns.items():
+        if name in ("clone", "bound"):
+            continue
+        for got, w in zip(f(), want):
+            loose = dict(atol=2e-2, rtol=2e-2) if name.startswith("hf") else tol
+            torch.testing.assert_close(got.cpu(), w, **loose, msg=lambda m, n=name: f"{n}: {m}")
+
+
+def run_device(device: str, lengths=(4096, 16384), dtypes=("bfloat16", "float32"), *, heads_q: int = 32,
+               heads_k: int = 8, d: int = 128, repeats: int = 25, compiled: bool = True, check: bool = True,
+               min_sample_s: float = 0.03) -> list[dict]:
+    """RoPE forward on ``device``: q (1, heads_q, L, d) and k (1, heads_k, L, d); median time of each
+    candidate over the bound's (``q * 1.5, k * 1.5``), CUDA events, ``repeats`` calls each
+    (``min_sample_s``: a CPU sample's length, ``device_samples``)."""
+    g = torch.Generator().manual_seed(0)
+    rows = []
+    for name in dtypes:
+        for L in lengths:
+            q = torch.randn(1, heads_q, L, d, generator=g).to(DTYPES[name]).to(device)
+            k = torch.randn(1, heads_k, L, d, generator=g).to(DTYPES[name]).to(device)
+            fns = device_candidates(q, k, compiled=compiled)
+            if check:
+                check_device(q, k, fns)
+            samples = device_samples(fns, device, repeats=repeats, min_sample_s=min_sample_s)
+            med = {n: statistics.median(t) for n, t in samples.items()}
+            rows.append({"dtype": name, "L": L, "bound_ms": med["bound"] * 1e3,
+                         **{n: med[n] / med["bound"] for n in fns if n != "bound"}})
+            del q, k, fns
+    return rows
+
+
+def run_device_grad(device: str, lengths=(4096, 16384), dtypes=("bfloat16", "float32"), *, heads_q: int = 32,
+                    heads_k: int = 8, d: int = 128, repeats: int = 25, min_sample_s: float = 0.03) -> list[dict]:
+    """RoPE forward + backward on ``device`` (q and k require grad, fixed output gradients) over two clone
+    passes (q, k, then the two gradients: the traffic of an ideal forward + backward)."""
+    g = torch.Generator().manual_seed(1)
+    rows = []
+    for name in dtypes:
+        for L in lengths:
+            dt = DTYPES[name]
+            q, k, gq, gk = (torch.randn(1, h, L, d, generator=g).to(dt).to(device)
+                            for h in (heads_q, heads_k, heads_q, heads_k))
+            q.requires_grad_()
+            k.requires_grad_()
+            rot = pl.RotaryEmbedding(d, layout="half").to(device)
+            cos, sin = (t.to(device) for t in hf_cos_sin(torch.empty(1, 1, L, d, dtype=dt)))
+
+            def fwd_bwd(rope):
+                return lambda: torch.autograd.grad(rope(), (q, k), (gq, gk))
+
+            both = lambda: (pl.apply_rope(q, layout="half"), pl.apply_rope(k, layout="half"))  # noqa: E731
+            fns = {
+                "two clones": lambda: (q.detach().clone(), k.detach().clone(), gq.clone(), gk.clone()),
+                "apply_rope": fwd_bwd(both),
+                "module": fwd_bwd(lambda: rot(q, k)),
+                "apply_rope torch": _untriton(fwd_bwd(both)),
+                "module torch": _untriton(fwd_bwd(lambda: rot(q, k))),
+                "hf": fwd_bwd(lambda: _hf_rope(q, k, cos, sin)),
+            }
+            samples = device_samples(fns, device, repeats=repeats, min_sample_s=min_sample_s)
+            med = {n: statistics.median(t) for n, t in samples.items()}
+            rows.append({"dtype": name, "L": L, "two_clones_ms": med["two clones"] * 1e3,
+                         **{n: med[n] / med["two clones"] for n in fns if n != "two clones"}})
+            del q, k, gq, gk, rot
+    return rows
+
+
+def run_triton_shapes(device: str, L: int = 16384, dtype: str = "bfloat16", *, heads_q: int = 32, heads_k: int = 8,
+                      d: int = 128, block_s=(4, 8, 16), groups=(1, 4), num_warps=(2, 4), repeats: int = 25,
+                      min_sample_s: float = 0.03) -> list[dict]:
+    """The Triton kernel's launch shapes (``triton_rope.launch_shape``'s choices), each angle source, over
+    a clone of q and k: what to tune on a new GPU. [] without Triton."""
+    tr = rotary.triton_rope
+    if tr is None:
+        return []
+    g = torch.Generator().manual_seed(2)
+    q = torch.randn(1, heads_q, L, d, generator=g).to(DTYPES[dtype]).to(device)
+    k = torch.randn(1, heads_k, L, d, generator=g).to(DTYPES[dtype]).to(device)
+    rot = pl.RotaryEmbedding(d, layout="half").to(device)
+    cos, sin = rot.tables(L)
+    fns = {"clone": lambda: (q.clone(), k.clone())}
+    for bs in block_s:
+        for gr in groups:
+            for nw in num_warps:
+                shape = dict(block_s=bs, groups=gr, num_warps=nw, layout="half")
+                fns[("tables", bs, gr, nw)] = lambda s=shape: tr.rope(q, k, cos=cos, sin=sin, **s)
+                fns[("registers", bs, gr, nw)] = lambda s=shape: tr.rope(q, k, inv_freq=rot.inv_freq, **s)
+    med = {n: statistics.median(t) for n, t in device_samples(fns, device, repeats=repeats,
+                                                              min_sample_s=min_sample_s).items()}
+    return [{"source": n[0], "block_s": n[1], "groups": n[2], "num_warps": n[3], "over_clone": med[n] / med["clone"]}
+            for n in fns if n != "clone"]
+
+
+def table_device(rows: list[dict]) -> str:
+    """Markdown table of ``run_device``'s rows: each candidate as a multiple of the bound."""
+    cols = [c for c in DEVICE_COLUMNS if c in rows[0]]
+    lines = ["| dtype | L | bound (ms) | " + " | ".join(f"`{c}`" if " " not in c else c for c in cols) + " |",
+             "|---|---|---|" + "---|" * len(cols)]
+    lines += [f"| {r['dtype']} | {r['L']} | {r['bound_ms']:.3f} | " + " | ".join(f"{r[c]:.2f}" for c in cols) + " |"
+              for r in rows]
+    return "\n".join(lines)
+
+
+def table_device_grad(rows: list[dict]) -> str:
+    cols = [c for c in ("apply_rope", "module", "apply_rope torch", "module torch", "hf") if c in rows[0]]
+    lines = ["| dtype | L | two clones (ms) | " + " | ".join(cols) + " |", "|---|---|---|" + "---|" * len(cols)]
+    lines += [f"| {r['dtype']} | {r['L']} | {r['two_clones_ms']:.3f} | " + " | ".join(f"{r[c]:.2f}" for c in cols)
+              + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def table_triton_shapes(rows: list[dict]) -> str:
+    lines = ["| angles | block_s | groups | num_warps | time / clone |", "|---|---|---|---|---|"]
+    lines += [f"| {r['source']} | {r['block_s']} | {r['groups']} | {r['num_warps']} | {r['over_clone']:.2f} |"
+              for r in sorted(rows, key=lambda r: (r["source"], r["over_clone"]))]
+    return "\n".join(lines)
+
+
+DEVICE_CAPTION = (
+    "RoPE forward on {device}: time / bound (`q * 1.5, k * 1.5`, one allocating pass each), q (1, {hq}, L, {d}) "
+    "and k (1, {hk}, L, {d}), half layout; every candidate rotates both. `apply_rope` (stateless: on CUDA with "
+    "Triton, angles computed in the kernel, one launch per tensor), `module` (`RotaryEmbedding(q, k)`: one launch "
+    "reading its cos/sin cache), the Triton kernel called directly with each angle source (q and k in one launch), "
+    "the same public calls without Triton (`torch`: the paths before the kernel), `apply_rope_compiled`, Hugging "
+    "Face's `apply_rotary_pos_emb` eager and under `torch.compile`. Median of {n} calls each (CUDA events), "
+    "candidates round-robin; every result checked against the CPU reference first")
+DEVICE_GRAD_CAPTION = (
+    "RoPE forward + backward on {device}: `torch.autograd.grad` of q's and k's rotations (fixed output "
+    "gradients) / two clone passes (q and k, then their gradients: the traffic an ideal forward + backward "
+    "moves), shapes as above. Median of {n} calls each (CUDA events)")
+TRITON_SHAPES_CAPTION = (
+    "The Triton kernel's launch shapes at L = {L}, {dtype}: positions per program (block_s), head groups "
+    "(programs per position block), warps; time / clone of q and k. Median of {n} calls each")
 
 
 def main(argv=None) -> None:

@@ -37,7 +37,6 @@ from .relative import (
     t5_relative_bucket,
 )
 from .rope import layout_permutation, pair_indices, rope_matrix, rotate_pairs
-from .fast_attention import alibi_attention, relative_bias_attention, t5_attention, toeplitz_attention
 from .rope_analysis import (
     rope_abel_bound,
     rope_angle_error,
@@ -141,7 +140,7 @@ __all__ = [
 __version__ = "0.1.0"
 
 # The modules above the fast paths: posenc_lib/rotary.py picks among posenc_lib/kernels/, and the
-# others build on it. Their names load on first use (PEP 562), so that importing the reference,
+# others build on it (fast_attention takes kernels/flex.py on a GPU). Their names load on first use (PEP 562), so that importing the reference,
 # ``import posenc_lib.rope``, loads no kernel code (tests/test_rope_fast.py checks it).
 _ABOVE_KERNELS = {
     "rotary": ("RotaryEmbedding", "apply_rope", "apply_rope_compiled"),
@@ -149,6 +148,7 @@ _ABOVE_KERNELS = {
     "rope2d": ("apply_rope_2d", "axial_positions"),
     "rope_nd": ("apply_rope_nd", "mrope_positions", "rope_nd_axes", "rope_nd_frequencies"),
     "rope_diagnose": ("diagnose_rope", "diagnose_model"),
+    "fast_attention": ("alibi_attention", "relative_bias_attention", "t5_attention", "toeplitz_attention"),
 }
 _HOME = {name: module for module, names in _ABOVE_KERNELS.items() for name in names}
 

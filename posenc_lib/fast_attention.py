@@ -11,6 +11,10 @@ precomputed maxpos x maxpos bias would need 34 GB at L = 32768, H = 8.
 The queries are processed in chunks (sized by a memory budget, in case a backend copies
 the mask): in causal mode a chunk only attends to keys up to its last query, which skips
 the masked half of the work as ``is_causal=True`` does.
+On a GPU (CUDA, float16/bfloat16/float32, head dimension >= 16) the same results come from
+FlexAttention instead (``kernels/flex.py``): the bias is added to each score inside one fused
+kernel (ALiBi's from the slopes alone, any other from the ramp), with a causal block mask, so
+there too no (H, L, L) tensor exists; chunk_size and memory_budget then do not apply.
 Names: q_len (index i), k_len = K (index j), H heads, D head dimension.
 Taught in: notebooks/06_alibi.ipynb
 """
@@ -23,7 +27,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from . import _validate as v
-from .alibi import alibi_bias
+from .alibi import alibi_bias, alibi_slopes
+from .kernels import flex
 from .relative import T5RelativeBias, relative_positions, t5_relative_bucket
 
 # Bytes a chunk's (H, chunk, K) bias may take if a backend materialises it.
@@ -79,6 +84,8 @@ def toeplitz_attention(
                          f"got {getattr(ramp, 'shape', type(ramp))}")
     if q_len == 0:
         return q.new_empty((*q.shape[:-1], v.shape[-1]))
+    if flex.applies(q, k, v):
+        return flex.ramp_attention(q, k, v, ramp, causal=causal, scale=scale)
     if chunk_size is None:
         chunk_size = chunk_size_for(num_heads, k_len, memory_budget=memory_budget, element_size=q.element_size())
     chunk_size = _chunk_arg(chunk_size)
@@ -138,6 +145,12 @@ def alibi_attention(
     """
     _check_qkv(q, k, v)
     mode = _mode_arg(mode)
+    if flex.applies(q, k, v):
+        if slopes is None:
+            slopes = alibi_slopes(q.shape[1], device=q.device)
+        elif not isinstance(slopes, Tensor) or slopes.shape != (q.shape[1],):
+            raise ValueError(f"slopes must have shape ({q.shape[1]},), got {tuple(getattr(slopes, 'shape', ()))}")
+        return flex.alibi_attention(q, k, v, slopes, causal=mode == "causal")
     ramp = alibi_ramp(q.shape[1], k.shape[-2], mode=mode, slopes=slopes, device=q.device)
     return toeplitz_attention(q, k, v, ramp, causal=mode == "causal", chunk_size=chunk_size,
                               memory_budget=memory_budget)

@@ -13,25 +13,35 @@ the first path that applies:
    chapter-sized example (``apply_rope(torch.randn(5, 4))``) never builds or loads the C kernel;
 1. ``kernels.cpu``: CPU float32/bfloat16, contiguous, a C compiler found: one pass,
    bit-identical to ``rotate_in_float32``, with a backward (``torch.ops.posenc.rope_rotate``);
-2. ``kernels.torch_fast``: CPU or CUDA without gradients: two or fewer torch passes;
-3. ``rope.rotate_in_float32`` (the reference): everything else, e.g. autograd on CUDA,
-   gradients through cos/sin, the meta and MPS devices.
-Every path gives the reference's numbers: bit for bit on the C kernel, up to the last
-rounding step on the torch path.
+2. ``kernels.triton_rope``: CUDA, where Triton is installed, with or without gradients: one
+   pass, the reference's arithmetic on the given tables (``torch.ops.posenc.rope_triton``);
+3. ``kernels.torch_fast``: CPU or CUDA without gradients: two or fewer torch passes;
+4. ``rope.rotate_in_float32`` (the reference): everything else, e.g. gradients through cos/sin,
+   the meta and MPS devices.
+Every path gives the reference's numbers: bit for bit on the C kernel and the Triton kernel's
+table path, up to the last rounding step on the torch path.
+
+On CUDA with Triton, ``apply_rope`` and ``RotaryEmbedding`` go one step further (``_fused``):
+one launch rotates q and k together with their angles made inside the kernel, from the
+positions and ``inv_freq`` (``apply_rope``, explicit positions) or read from the module's
+cos/sin cache (``RotaryEmbedding``), so no cos/sin table is built for the call. This is the same
+choice as ``rotate``'s, made one level up, where the positions are still known.
 Names: d = head dimension, r = rotated features (``rotary_dim``, d unless partial).
 """
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import fields, replace
+from types import ModuleType
 
 import torch
 from torch import Tensor, nn
 
 from . import _validate as v
-from .angles import rope_angles, rope_frequencies
+from .angles import checked_frequencies, rope_angles, rope_frequencies
 from .kernels import compiled, cpu, torch_fast
 from .rope import (RopeOptions, position_angles, rope_tables, rotate_at_positions, rotate_in_float32,
-                   rotate_partial)
+                   rotate_partial, sequence_positions)
 
 # Below this many elements a CPU tensor is rotated by the reference. Measured on a 2-core
 # Xeon VM (benchmarks/bench_rope.py, ``run_small``): the C kernel's fixed cost per call (about
@@ -39,6 +49,24 @@ from .rope import (RopeOptions, position_angles, rope_tables, rotate_at_position
 # elements (interleaved, forward) to 2^14 (half layout, and forward + backward), where the
 # kernel is faster in every case.
 SMALL = 1 << 14
+
+
+def _load_triton_rope() -> ModuleType | None:
+    """``kernels.triton_rope`` for a torch build with a GPU backend where Triton is installed, else None.
+
+    Imported here, once: it imports Triton (most of a second), which a CPU build of torch never
+    needs, and ``torch.compile`` then sees a plain module attribute rather than an import.
+    """
+    if not (torch.version.cuda or torch.version.hip) or importlib.util.find_spec("triton") is None:
+        return None
+    try:
+        from .kernels import triton_rope
+    except ImportError:  # a Triton too old or broken for the kernel: the torch paths serve CUDA
+        return None
+    return triton_rope
+
+
+triton_rope = _load_triton_rope()
 
 
 def rotate(x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> Tensor:
@@ -51,9 +79,30 @@ def rotate(x: Tensor, cos: Tensor, sin: Tensor, layout: str) -> Tensor:
         return rotate_in_float32(x, cos, sin, layout)
     if cpu.applies(x, cos, sin):
         return cpu.rope_rotate(x, cos, sin, layout == "interleaved", False)
+    if triton_rope is not None and triton_rope.applies_tables(x, cos, sin):
+        return triton_rope.rotate(x, cos, sin, layout)
     if torch_fast.applies(x, cos, sin):
         return torch_fast.rotate(x, cos, sin, layout)
     return rotate_in_float32(x, cos, sin, layout)
+
+
+def _fused(x: Tensor, *angle_inputs: Tensor | None) -> bool:
+    """Whether the Triton kernel takes the whole call, angles included (module docstring): x on its device,
+    the frequencies or tables on x's device and needing no gradient (the kernel differentiates x only)."""
+    return triton_rope is not None and triton_rope.applies(x, *angle_inputs)
+
+
+def _rope_in_kernel(q: Tensor, k: Tensor | None, positions: Tensor | None, options: RopeOptions,
+                    inv_freq: Tensor | None, r: int) -> tuple[Tensor, Tensor | None]:
+    """q (and k) rotated by the Triton kernel with angles from positions (or 0, 1, ...) and inv_freq, as
+    ``rotate_at_positions`` would rotate them: the frequencies are the reference's (float64 for float64 x)."""
+    if inv_freq is None:
+        dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
+        inv_freq = rope_frequencies(r, base=options.base, device=q.device, dtype=dtype)
+    else:
+        inv_freq = checked_frequencies(inv_freq, r, q.device)
+    return triton_rope.rope(q, k, positions=positions, inv_freq=inv_freq, rotary_dim=r,
+                            attention_factor=options.attention_factor, layout=options.layout)
 
 
 def apply_rope(
@@ -86,6 +135,11 @@ def apply_rope(
     Taught in: notebooks/05_rope.ipynb (rotary_dim: notebooks/08_rope_in_models.ipynb)
     """
     options = RopeOptions(base, layout, inv_freq, attention_factor, rotary_dim)
+    if _fused(x, options.inv_freq):
+        r = options.rotated_features(v.sequence_tensor("x", x).shape[-1])
+        if positions is not None:
+            positions = sequence_positions(positions, x)
+        return _rope_in_kernel(x, None, positions, options, options.inv_freq, r)[0]
     return rotate_at_positions(x, positions, options, rotate)
 
 
@@ -201,6 +255,8 @@ class RotaryEmbedding(nn.Module):
     def rotate(self, x: Tensor, positions: Tensor | None = None, offset: int = 0) -> Tensor:
         """R x for one tensor (..., seq, d); see the class docstring for positions and offset."""
         v.last_dim("x", x, self.d)
+        if _fused(x, self.inv_freq, self.cos_cached):
+            return self._rotate_in_kernel(x, None, positions, offset)[0]
         if positions is None:
             cos, sin = self.tables(x.shape[-2], v.int_at_least("offset", offset, 0))
         else:
@@ -208,9 +264,24 @@ class RotaryEmbedding(nn.Module):
             cos, sin = rope_tables(position_angles(x, positions, options), self.attention_factor)
         return rotate_partial(x, cos, sin, self.options, rotate)
 
+    def _rotate_in_kernel(self, q: Tensor, k: Tensor | None, positions: Tensor | None,
+                          offset: int) -> tuple[Tensor, Tensor | None]:
+        """q and k in one Triton launch: the cache's rows (positions None), else angles from positions."""
+        v.sequence_tensor("q", q)
+        if positions is not None:
+            positions = sequence_positions(positions, q)
+            if k is not None:
+                sequence_positions(positions, k)
+            return _rope_in_kernel(q, k, positions, self.options, self.inv_freq, self.rotary_dim)
+        seq = max(q.shape[-2], 0 if k is None else k.shape[-2])
+        cos, sin = self.tables(seq, v.int_at_least("offset", offset, 0))
+        return triton_rope.rope(q, k, cos=cos, sin=sin, rotary_dim=self.rotary_dim, layout=self.layout)
+
     def forward(
         self, q: Tensor, k: Tensor, positions: Tensor | None = None, *, offset: int = 0
     ) -> tuple[Tensor, Tensor]:
         v.last_dim("q", q, self.d)
         v.last_dim("k", k, self.d)
+        if _fused(q, self.inv_freq, self.cos_cached) and _fused(k) and (k.dtype, k.device) == (q.dtype, q.device):
+            return self._rotate_in_kernel(q, k, positions, offset)
         return self.rotate(q, positions, offset), self.rotate(k, positions, offset)

@@ -11,8 +11,11 @@ platform and Python >= 3.11 (`--universal`), preferring one version per package 
                          binder/, environment.yml)
 torch itself is resolved at the Makefile's version (so its dependencies are locked too) but
 left out of the files, with the CUDA libraries only a Linux PyPI torch pulls (nvidia-*,
-triton): the Makefile installs torch from TORCH_SPEC, a CPU wheel by default or a GPU
-build where the user asks for one.
+cuda-*, triton): the Makefile installs torch from TORCH_SPEC, a CPU wheel by default or a GPU
+build where the user asks for one. One of them pyproject asks for itself: triton, in the test
+set on Linux x86-64 (the GPU kernel's tests run under its interpreter). The lock keeps it under
+pyproject's own marker, at the version the resolver chose together with torch, which is the
+one torch's Linux wheel requires, so a GPU install through TORCH_SPEC agrees with the lock.
 """
 from __future__ import annotations
 
@@ -27,7 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = "3.11"  # the oldest Python pyproject allows; binder/runtime.txt and environment.yml use it
 LOCKS = {"test": ("lab", "test", "site"), "lab": ("lab",)}  # file -> extras; test first: lab is pinned to it
-# Installed by TORCH_SPEC, not from the lock: torch and what only a CUDA build of it needs.
+# Installed by TORCH_SPEC, not from the lock: torch and what only a CUDA build of it needs
+# (unless pyproject asks for it itself: ``asked``).
 NOT_LOCKED = re.compile(r"^(torch|triton|nvidia-[\w.-]+|cuda-[\w.-]+)$")
 HEADER = """\
 # THE LOCK ({name}): every package {who} installs, for Python {python} and later on Linux, macOS and Windows.
@@ -35,7 +39,7 @@ HEADER = """\
 # on every platform; do not edit by hand.
 # Install with `pip install --no-deps -r requirements/{name}.txt`, then torch from the Makefile's
 # TORCH_SPEC (torch=={torch}: its pure-Python dependencies are pinned here, torch and the CUDA
-# libraries of a GPU build are not), then `pip install --no-deps -e .`.
+# libraries of a GPU build are not, except what pyproject asks for itself), then `pip install --no-deps -e .`.
 """
 WHO = {"test": "`make test` (and .ci/run)", "lab": "`make lab`, binder/ and environment.yml"}
 
@@ -55,6 +59,23 @@ def entries(text: str) -> list[str]:
 
 def name_of(block: str) -> str:
     return re.match(r"[A-Za-z0-9][\w.-]*", block).group(0).lower()
+
+
+def asked(extras: tuple[str, ...]) -> dict[str, str]:
+    """name -> environment marker ("" for none) of what pyproject.toml lists for these extras."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    out = {}
+    for line in project["dependencies"] + [r for e in extras for r in project["optional-dependencies"][e]]:
+        spec, _, marker = line.partition(";")
+        out[re.match(r"[A-Za-z0-9][\w.-]*", spec.strip()).group(0).lower()] = marker.strip()
+    return out
+
+
+def with_marker(block: str, marker: str) -> str:
+    """A lock entry with its pin line's marker replaced by ``marker``."""
+    pin, _, rest = block.partition("\n")
+    pin = pin.split(";")[0].rstrip() + (f" ; {marker}" if marker else "")
+    return f"{pin}\n{rest}"
 
 
 def compile_lock(uv: str, extras: tuple[str, ...], out: Path, constraints: list[Path], build_in: Path) -> None:
@@ -92,7 +113,11 @@ def main(argv: list[str] | None = None) -> int:
             compile_lock(args.uv, extras, raw, constraints, build_in)
             text = raw.read_text().replace(f"-r {build_in}", "pyproject.toml [build-system]")
             text = text.replace(f"-c {torch_pin}", f"torch=={args.torch} (TORCH_SPEC)")
-            kept = [b for b in entries(text) if not NOT_LOCKED.match(name_of(b))]
+            wanted = {n: m for n, m in asked(extras).items() if n != "torch"}  # torch: always TORCH_SPEC
+            # A CUDA library pyproject asks for itself stays, under pyproject's marker (uv's is the union
+            # with torch's, which would install it wherever torch's Linux wheel would).
+            kept = [with_marker(b, wanted[name_of(b)]) if NOT_LOCKED.match(name_of(b)) else b
+                    for b in entries(text) if not NOT_LOCKED.match(name_of(b)) or name_of(b) in wanted]
             header = HEADER.format(name=name, who=WHO[name], python=PYTHON, uv_version=uv_version, torch=args.torch)
             (out_dir / f"{name}.txt").write_text(header + "".join(kept))
             print(f"requirements/{name}.txt: {len(kept)} packages")

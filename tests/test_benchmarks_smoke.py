@@ -190,3 +190,63 @@ def test_runner_prints_the_rope_tables(capsys):
     small = cpu.available()  # the small-size table (256 elements is its first row) needs the built kernel
     assert ("Where the C kernel pays off" in out) == small
     assert out.count("| float32 | 256 |") == 2 + small and out.count("| bfloat16 | 256 |") == 2 + small
+
+
+# ---------------------------------------------------------------- the GPU tables, run on the CPU at tiny sizes
+
+def test_device_rope_tables_run_and_check_results_on_any_device():
+    pytest.importorskip("transformers")
+    rows = bench_rope.run_device("cpu", (32,), ("float32", "bfloat16"), heads_q=2, heads_k=1, d=16, repeats=1,
+                                 compiled=False, min_sample_s=0.0)
+    assert [(r["dtype"], r["L"]) for r in rows] == [("float32", 32), ("bfloat16", 32)]
+    for r in rows:
+        assert all(_positive_finite(r[k]) for k in ("bound_ms", "clone", "apply_rope", "module", "hf",
+                                                      "apply_rope torch", "module torch")), r
+    assert bench_rope.table_device(rows).count("\n") == 3
+    rows = bench_rope.run_device_grad("cpu", (32,), ("float32",), heads_q=2, heads_k=1, d=16, repeats=1,
+                                      min_sample_s=0.0)
+    assert all(_positive_finite(rows[0][k]) for k in ("two_clones_ms", "apply_rope", "module", "hf"))
+    assert "| float32 | 32 |" in bench_rope.table_device_grad(rows)
+
+
+def test_device_rope_check_catches_a_wrong_candidate():
+    """check_device compares every candidate with the CPU reference: a rotation at the wrong positions fails."""
+    pytest.importorskip("transformers")
+    q, k = torch.randn(1, 2, 16, 8), torch.randn(1, 1, 16, 8)
+    bench_rope.check_device(q, k, {"apply_rope": lambda: (pl.apply_rope(q, layout="half"), pl.apply_rope(k, layout="half"))})
+    with pytest.raises(AssertionError, match="shifted"):
+        bench_rope.check_device(q, k, {"shifted": lambda: (pl.apply_rope(q, torch.arange(1, 17), layout="half"),
+                                                           pl.apply_rope(k, layout="half"))})
+
+
+def test_triton_shape_sweep_runs_under_the_interpreter(monkeypatch):
+    pytest.importorskip("triton", reason="Triton is not installed here (the test lock has it on Linux x86-64 only)")
+    from posenc_lib import rotary
+    from posenc_lib.kernels import triton_rope
+
+    monkeypatch.setattr(rotary, "triton_rope", triton_rope)
+    rows = bench_rope.run_triton_shapes("cpu", 16, heads_q=2, heads_k=2, d=8, block_s=(4,), groups=(1, 2),
+                                        num_warps=(4,), repeats=1, min_sample_s=0.0)
+    assert len(rows) == 4 and all(_positive_finite(r["over_clone"]) for r in rows)
+    assert bench_rope.table_triton_shapes(rows).count("\n") == 5
+
+
+def test_device_attention_table_runs_on_any_device():
+    rows = bench_attention.run_device("cpu", (64,), heads=2, d=16, repeats=1, grad=False, min_sample_s=0.0)
+    r = rows[0]
+    assert all(_positive_finite(r[k]) for k in ("sdpa_ms", "flex causal", "alibi_attention", "t5_attention",
+                                                "sdpa dense bias"))
+    assert r["alibi_attention MiB"] is None  # peak memory comes from CUDA's allocator only
+    assert "| 64 |" in bench_attention.table_device(rows)
+
+
+def test_device_timing_uses_the_generic_sampler_off_cuda():
+    samples = _timing.device_samples({"a": lambda: _busy(1e-4)}, "cpu", repeats=3, warmup=0, min_sample_s=0.0)
+    assert len(samples["a"]) == 3 and all(t >= 1e-4 for t in samples["a"])
+    assert _timing.peak_bytes(lambda: torch.zeros(4), "cpu") is None
+
+
+def test_runner_takes_a_device(capsys):
+    run_all.main(["--device", "meta", "--only"])
+    out = capsys.readouterr().out
+    assert "posenc benchmarks" in out and "RoPE forward" not in out

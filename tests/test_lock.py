@@ -67,13 +67,42 @@ def test_every_entry_is_one_exact_pin_for_every_platform(name):
     assert "--universal" in LOCKS[name].read_text().split("\n", 2)[1]
 
 
+# Triton is the one library of a CUDA torch the test set asks for itself (tests/test_rope_triton.py runs the
+# GPU kernel under its interpreter), on Linux x86-64 only, where Triton and a CUDA torch both ship wheels.
+TRITON_MARKER = "sys_platform == 'linux' and platform_machine == 'x86_64'"
+
+
 @pytest.mark.parametrize("name", LOCKS)
 def test_torch_and_cuda_libraries_are_left_to_torch_spec(name):
     pins = lock(name)
-    assert not {p for p in pins if p == "torch" or p == "triton" or p.startswith(("nvidia-", "cuda-"))}
+    assert not {p for p in pins if p == "torch" or p.startswith(("nvidia-", "cuda-"))}
     # ... but torch's own pure-Python dependencies are locked.
     assert {"sympy", "networkx", "filelock", "jinja2", "fsspec", "typing-extensions"} <= set(pins)
     assert f"torch=={TORCH_VERSION}" in LOCKS[name].read_text()  # resolved at the Makefile's torch
+
+
+def test_triton_is_locked_for_the_tests_on_linux_x86_64_at_the_version_torch_requires():
+    """In the test set only, under exactly pyproject's marker (not macOS, Windows or Linux on ARM), and
+    resolved together with torch (``# via torch``): the version torch's own Linux wheel pins, so
+    installing a CUDA torch through TORCH_SPEC after the lock changes nothing."""
+    assert "triton" not in lock("lab")
+    version, marker = lock("test")["triton"]
+    assert Marker(marker) == Marker(TRITON_MARKER)
+    assert Requirement(next(r for r in PYPROJECT["project"]["optional-dependencies"]["test"]
+                            if r.startswith("triton"))).marker == Marker(TRITON_MARKER)
+    lines = LOCKS["test"].read_text().splitlines()
+    start = next(n for n, line in enumerate(lines) if line.startswith("triton=="))
+    via = []
+    for line in lines[start + 1:]:
+        if not line[:1].isspace():
+            break
+        via.append(line.strip("# ").strip())
+    assert "torch" in via and "posenc-lib (pyproject.toml)" in via, via
+    for platform in ({"sys_platform": "darwin", "platform_machine": "arm64"},
+                     {"sys_platform": "win32", "platform_machine": "AMD64"},
+                     {"sys_platform": "linux", "platform_machine": "aarch64"}):
+        assert not Marker(marker).evaluate(platform)
+    assert Marker(marker).evaluate({"sys_platform": "linux", "platform_machine": "x86_64"})
 
 
 @pytest.mark.parametrize("name", LOCKS)
