@@ -1326,15 +1326,16 @@ def cache_rotations(config, prompt, new):
 _ = check.cache_rotations(cache_rotations)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 2 (derive).** §3 read DeepSeek-V3's two YaRN settings: the RoPE's attention factor
-# $(0.1\,\text{mscale}\ln s + 1)/(0.1\,\text{mscale\_all\_dim}\ln s + 1)$ multiplies the rotated
-# features of q and k, and the softmax scale multiplies every score by $m^2$, with
-# $m = 0.1\,\text{mscale\_all\_dim}\ln s + 1$. Suppose you want the unrotated part of every score
-# (a head's 128 content features) multiplied by `content` and the rotated part (its 64 RoPE
-# features) by `rotated`, against no scaling. Write `deepseek_mscales(content, rotated, factor)`
-# returning `(mscale, mscale_all_dim)`, both nonzero (transformers falls back to plain YaRN when
-# either is 0), in closed form: the library's frequency functions refuse to run inside it. Then
-# read off what DeepSeek-V3's two settings of 1.0 do to each part of its scores.
+# **Exercise 2 (derive).** §3 read DeepSeek-V3's two YaRN settings, `mscale` and
+# `mscale_all_dim`: between them they set the RoPE's attention factor and the softmax scale
+# (the formulas are in §3). Suppose you want the unrotated part of every score (a head's 128
+# content features) multiplied by `content` and the rotated part (its 64 RoPE features) by
+# `rotated`, against no scaling at all. Write `deepseek_mscales(content, rotated, factor)`
+# returning `(mscale, mscale_all_dim)` for the YaRN factor $s$ = `factor`, in closed form (the
+# library's frequency functions refuse to run inside it). Both must be nonzero: transformers
+# falls back to plain YaRN when either is 0. Predict first: can two nonzero settings leave one
+# part of every score exactly as it was while they scale the other? The checker tries seven
+# targets.
 
 # %% slideshow={"slide_type": "fragment"}
 def deepseek_mscales(content, rotated, factor):
@@ -1349,11 +1350,17 @@ def deepseek_mscales(content, rotated, factor):
     # An unrotated feature meets only the softmax scale: content = m^2, m = 0.1 mscale_all_dim ln s + 1.
     # A rotated one meets the RoPE factor twice (on q and on k) and the softmax scale:
     # ((0.1 mscale ln s + 1) / m)^2 * m^2 = (0.1 mscale ln s + 1)^2. The m^2 cancels, so each part of the
-    # score is set by one setting alone. DeepSeek-V3's 1.0 and 1.0 multiply both parts by
-    # (0.1 ln 40 + 1)^2 = 1.874: YaRN's sharpening on the whole score, where YaRN's factor on the RoPE
-    # alone would have sharpened only the 64 rotated features.
+    # score is set by one setting alone: 0.1 x ln s + 1 = +-sqrt(multiplier). Both roots give the same
+    # multiplier; where the + root is x = 0 (a part left as it was), transformers would fall back to plain
+    # YaRN, so the - root, x = -2 / (0.1 ln s), is the one that keeps that part unscaled. (DeepSeek-V3's
+    # 1.0 and 1.0 multiply both parts by (0.1 ln 40 + 1)^2 = 1.874.)
     step = 0.1 * math.log(factor)
-    return (math.sqrt(rotated) - 1) / step, (math.sqrt(content) - 1) / step
+
+    def setting(multiplier):
+        root = math.sqrt(multiplier)
+        return (root - 1) / step if root != 1 else (-root - 1) / step
+
+    return setting(rotated), setting(content)
     ### END SOLUTION
 
 
@@ -1367,10 +1374,15 @@ _ = check.deepseek_mscales(deepseek_mscales)
 # from a standard normal. Scaling the query by $t$ multiplies every score by $t$, so the needle's
 # weight is $e^{t\,\text{gap}} / (e^{t\,\text{gap}} + \sum_i e^{t z_i})$; replace the sum by its
 # expected value. Write `needle_scale(n, n0, gap)` returning the smallest $t$ that gives the
-# needle among $n$ distractors the weight it has at $t = 1$ among $n_0$, or `None` if no $t$
-# does. Predict first: can a large enough scale always restore the weight? Derive it in closed
-# form: random draws, numerical integrals and a step-by-step search for $t$ are stopped inside
-# your function.
+# needle among $n$ distractors the weight it has at $t = 1$ among $n_0$, or NaN if no $t$ does.
+# Predict first: can a large enough scale always restore the weight?
+#
+# Derive it in closed form and write it for many cases at once: `n`, `n0` and `gap` arrive as
+# float64 tensors of one shape, and the answer is a tensor of that shape. The checker passes
+# 1 000 cases of its own, follows how your scales move with `gap` (through autograd, so keep to
+# torch's operations), and lets your function create about 40 numbers per case. A closed form
+# needs about ten; random draws, numerical integrals and searches over $t$ need far more, and
+# are stopped.
 
 # %% slideshow={"slide_type": "fragment"}
 def needle_scale(n, n0, gap):
@@ -1388,8 +1400,8 @@ def needle_scale(n, n0, gap):
     # once ln(n / n0) > (gap - 1)^2 / 2: the best scale, t = gap, buys only a factor e^((gap - 1)^2 / 2) more
     # keys (7.4 for a needle 3 standard deviations up), because a larger t also spreads the distractors'
     # scores. Llama 4's temperature at a million keys is 1.48: it cannot hold a 3-sigma needle there.
-    inside = (gap - 1) ** 2 - 2 * math.log(n / n0)
-    return None if inside < 0 else gap - math.sqrt(inside)
+    inside = (gap - 1) ** 2 - 2 * torch.log(n / n0)
+    return torch.where(inside < 0, torch.nan, gap - inside.clamp(min=0).sqrt())
     ### END SOLUTION
 
 
@@ -1399,15 +1411,14 @@ _ = check.needle_scale(needle_scale)
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise 4 (design).** When a conversation outgrows the context, some engines drop the
 # oldest `shift` tokens and keep the rest of the KV cache, moving every kept token `shift`
-# positions earlier (llama.cpp calls it a context shift). Each cached key was rotated, and
-# multiplied by the config's attention factor, at its old position $p$; after the shift it must
-# be exactly the key the model would have cached at $p - \text{shift}$. The engine has neither
-# the unrotated keys nor the positions. Write `shift_keys(keys, shift, config)` for keys of shape
-# (batch, heads, seq, head_dim) that does it with torch alone: reading the config
-# (`pl.rope_settings`, `pl.rope_from_config`, `pl.inspect_config`, `pl.rope_config.pair_layout`)
-# is allowed, but the library's rotations (`pl.apply_rope` and its kin) refuse to run inside
-# your function. The checker tries a YaRN config, a partial RoPE and an interleaved llama3 one:
-# `pl.inspect_config` prints their settings, not what a shift must do with them.
+# positions earlier (llama.cpp calls it a context shift). A cached key is exactly what the model
+# computed for its token at the old position $p$; after the shift it must be exactly the key the
+# model would have cached at $p - \text{shift}$. The engine has neither the unrotated keys nor
+# the positions. Write `shift_keys(keys, shift, config)` for keys of shape (batch, heads, seq,
+# head_dim). Read the config with any of the library's functions (`pl.rope_settings`,
+# `pl.rope_from_config`, `pl.inspect_config`, `pl.rope_config.pair_layout`) and rotate with
+# `pl.apply_rope` or with your own code: which rotation to apply is the question. The checker
+# tries three models of different families that you do not see.
 
 # %% slideshow={"slide_type": "fragment"}
 def shift_keys(keys, shift, config):
@@ -1419,26 +1430,16 @@ _ = check.context_shift(shift_keys)
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "context_shift_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def shift_keys(keys, shift, config):
     ### BEGIN SOLUTION
-    # A stored key is a R_p k (a: the attention factor). R_(p - shift) = R_(-shift) R_p, so one rotation by
-    # -shift at the config's frequencies moves it, whatever p was. A rotation keeps lengths: the factor a the
-    # key carries is already right, and applying it again (as "RoPE at position -shift" would) squares it.
-    # Only the rotated features turn, in the family's pair layout. (llama.cpp's K-shift re-rotates its cached
-    # keys this way: ggml-org/llama.cpp issue #2060, PR #5691.)
+    # A stored key is a R_p k (a: the attention factor). R_(p - shift) = R_(-shift) R_p, so one rotation by -shift
+    # at the config's frequencies moves it, whatever p was. A rotation keeps lengths: the factor a the key carries
+    # is already right, and applying it again (as "RoPE at position -shift" with the config's factor would)
+    # squares it. Only the rotated features turn, in the family's pair layout. (llama.cpp's K-shift re-rotates its
+    # cached keys this way: ggml-org/llama.cpp issue #2060, PR #5691.)
     settings = pl.rope_settings(config)
-    inv_freq, _ = settings.frequencies(dtype=torch.float64)
-    r, layout = settings.rotary_dim, pl.rope_config.pair_layout(config)[0]  # the family's layout, as inspect reads it
-    if layout == "half":
-        first, second = torch.arange(r // 2), torch.arange(r // 2, r)
-    else:
-        first, second = torch.arange(0, r, 2), torch.arange(1, r, 2)
-    work = torch.promote_types(keys.dtype, torch.float32)  # float32 or better, as RoPE's angles want
-    angle = -shift * inv_freq  # float64 on the CPU, then moved in the working dtype
-    cos, sin = angle.cos().to(keys.device, work), angle.sin().to(keys.device, work)
-    a, b = keys[..., first].to(work), keys[..., second].to(work)
-    out = keys.clone()
-    out[..., first] = (a * cos - b * sin).to(keys.dtype)
-    out[..., second] = (a * sin + b * cos).to(keys.dtype)
-    return out
+    inv_freq, _ = settings.frequencies()  # the factor is left out on purpose: the keys carry it
+    back = torch.full(keys.shape[-2:-1], -shift, device=keys.device)
+    return pl.apply_rope(keys, back, inv_freq=inv_freq.to(keys.device), rotary_dim=settings.rotary_dim,
+                         layout=pl.rope_config.pair_layout(config)[0])  # the family's layout, as inspect reads it
     ### END SOLUTION
 
 
