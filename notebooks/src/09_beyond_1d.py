@@ -762,12 +762,15 @@ assert round(0.05 * shut) == 24 and round(written_bits(64).mean().item(), 1) == 
 # **Exercise 1 (design).** Build one attention head of Qwen3-VL that, in a video, looks at the
 # same patch one temporal patch back. Its RoPE is §2's interleaved allocation: $d = 128$,
 # `sections=(24, 20, 20)`, `section_style="interleaved"`, base $5 \cdot 10^6$, `layout="half"`
-# (pair $j$ is features $j$ and $j + 64$). Give `answer = (q, k)`, two vectors of 128 numbers,
-# the same for every token, such that in a video of 4 temporal patches of 8 × 8 tokens
-# (`pl.mrope_positions([("video", (4, 8, 8))])`) a query at $(t, h, w)$ scores the key at
-# $(t - 1, h, w)$ above every other key it can see (itself and the tokens before it) by at least
-# $0.05\,|q|\,|k|$. Before you design: would Qwen2-VL's allocation (§2's first) let any head do
-# this?
+# (pair $j$ is features $j$ and $j + 64$). As Qwen3-VL does (§2), the video comes as one grid per
+# temporal patch, each after its timestamp written as text: here 4 temporal patches of 6 × 6
+# tokens, each after a 4-token timestamp,
+# `pl.mrope_positions([("text", 4), ("video", (1, 6, 6))] * 4)`. Give `answer = (q, k)`, two
+# vectors of 128 numbers, the same for every token and each with at most 6 nonzero numbers, such
+# that every video token from the second temporal patch on scores the token at the same row and
+# column of the previous temporal patch above every other key it can see (itself, the earlier
+# video tokens and the timestamps) by at least $0.05\,|q|\,|k|$. Predict first: where, in
+# $(t, h, w)$, does that key sit relative to the query?
 
 # %% slideshow={"slide_type": "fragment"}
 answer = None  # your code: (q, k)
@@ -777,17 +780,20 @@ _ = check.previous_frame_head(answer)
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "previous_frame_head_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 answer = None  # your code: (q, k)
 ### BEGIN SOLUTION
-# The score (R_m q) . (R_n k) = q^T R_(n - m) k depends on the offset n - m only. With k = u and
-# q = R_(-1, 0, 0) u it is u^T R_(offset + (1, 0, 0)) u, largest where offset = (-1, 0, 0) (chapter 8's
-# previous-token head, in three axes). It must also fall steeply one step away along t, h and w, so u
-# lives on the fastest pair of each axis: the round robin gives pairs 0, 1, 2 to t, h, w (wavelengths 6.3,
-# 8.0 and 10.2 positions: none completes a turn within 7 rows or columns). Spreading u over more pairs blunts
-# the peak (0.038 with the six fastest). Qwen2-VL gives h and w only its slow pairs (h's fastest turns by
-# 0.03 radians per row): no head can tell neighbouring patches apart by 0.05 there.
+# Where the key sits: each temporal patch's grid starts at s, one past the largest id before it, and puts its
+# token (i, j) at (s, s + i, s + j). After a 6 x 6 grid starting at s the timestamp starts at s + 6 and the
+# next grid at s + 10: the same patch one temporal patch back is at offset (-10, -10, -10), in t, h and w
+# alike (not (-1, 0, 0): the h and w ids of a grid move with its start). The score (R_m q) . (R_n k) =
+# q^T R_(n - m) k depends on the offset n - m only, so with k = u and q = R_(-10, -10, -10) u it is
+# u^T R_(offset + (10, 10, 10)) u, largest where offset = (-10, -10, -10) (chapter 8's previous-token head, in
+# three axes). It must also fall steeply one step away along t, h and w, so u lives on the fastest pair of
+# each axis: the round robin gives pairs 0, 1, 2 to t, h, w (wavelengths 6.3, 8.0 and 10.2 positions, longer
+# than the grid's 6 rows and columns, so no neighbour comes back to the same angle). u has 3 nonzero numbers,
+# q 6 (each pair's feature turns into both of its features).
 u = torch.zeros(128, dtype=torch.float64)
 u[[0, 1, 2]] = 1.0  # the first feature of pairs 0 (t), 1 (h), 2 (w)
-q_prev = pl.apply_rope_nd(u[None], torch.tensor([[-1, 0, 0]]), sections=(24, 20, 20), section_style="interleaved",
-                          base=5e6, layout="half")[0]
+q_prev = pl.apply_rope_nd(u[None], torch.tensor([[-10, -10, -10]]), sections=(24, 20, 20),
+                          section_style="interleaved", base=5e6, layout="half")[0]
 answer = (q_prev, u)
 ### END SOLUTION
 
@@ -833,11 +839,12 @@ _ = check.two_counters(two_counters)
 # **Exercise 3 (predict, then design).** §1's axial 2-D RoPE turns each pair with one axis. Can
 # an axial head prefer one *diagonal*: score both main-diagonal neighbours, at (row, column)
 # offsets $(1, 1)$ and $(-1, -1)$, above both anti-diagonal ones, $(1, -1)$ and $(-1, 1)$?
-# Predict first, for any $q$ and $k$. Then design a 2-D RoPE that can: pair $j$ (features $2j$
-# and $2j + 1$) turns by $\phi_j \cdot (\text{row}, \text{col})$ for a frequency vector
-# $\phi_j$ of your choosing. Give `answer = (freqs, q, k)`: `freqs` of shape $(P, 2)$, and $q$
-# and $k$ of $2P$ numbers, such that each main-diagonal neighbour scores above each
-# anti-diagonal one by at least $0.1\,|q|\,|k|$.
+# Predict first, for any $q$ and $k$, and say why. Then design a 2-D RoPE that can: pair $j$
+# (features $2j$ and $2j + 1$; here $j$ is a pair, as everywhere outside §3) turns by
+# $\phi_j \cdot (\text{row}, \text{col})$ for a frequency vector $\phi_j$ of your choosing. Give
+# `answer = (freqs, q, k)`: `freqs` of shape $(P, 2)$, and $q$ and $k$ of $2P$ numbers, such that
+# each main-diagonal neighbour scores above each anti-diagonal one by at least
+# $0.1\,|q|\,|k|$.
 
 # %% slideshow={"slide_type": "fragment"}
 answer = None  # your code: (freqs, q, k)
