@@ -49,7 +49,7 @@ def test_previous_frame_head(capsys):
     q, k = previous_frame_design(weights=(1.0, 1.05, 1.1))  # another weighting of the same pairs, as lists
     assert run(check.previous_frame_head, (q.tolist(), k.tolist()), capsys)[0] is True
     u = torch.zeros(128, dtype=torch.float64)
-    u[[0, 64, 1, 65, 2, 66]] = torch.tensor([1.0, 0.5, 1.0, -0.5, 1.0, 0.3], dtype=torch.float64)  # both features of each pair in k
+    u[[0, 64, 1, 65, 2, 66]] = torch.tensor([1.0, 0.5, 1.0, -0.5, 1.0, 0.3], dtype=torch.float64)  # both features
     assert run(check.previous_frame_head, (_rotated(u, BACK), u), capsys)[0] is True
 
 
