@@ -283,8 +283,25 @@ def test_needle_scale_refuses_loops_searches_integrals_and_simulations(capsys):
             out.append(float("nan") if inside < 0 else c - math.sqrt(inside))
         return torch.tensor(out, dtype=torch.float64)
 
-    ok, out = run(check.needle_scale, python_loop, capsys)
-    assert ok is False and "loops over the cases" in out
+    ok, out = run(check.needle_scale, python_loop, capsys)  # right numbers, but Python floats carry no gradient
+    assert ok is False and "all 1000 cases: right" in out and "do not follow gap" in out
+
+    def searched_in_python(n, n0, g):  # per case, a bisection on a numerical integral in plain Python
+        def log_odds(t, count, gap):
+            z = [-10 + 0.1 * i for i in range(301)]
+            mean = sum(math.exp(t * x - x * x / 2) for x in z) * 0.1 / math.sqrt(2 * math.pi)
+            return math.log(count) + math.log(mean) - gap * t
+        out = []
+        for a, b, c in zip(n.tolist(), n0.tolist(), g.tolist()):
+            lo, hi, target = 0.0, c, log_odds(1.0, b, c)
+            for _ in range(40):
+                mid = (lo + hi) / 2
+                lo, hi = (mid, hi) if log_odds(mid, a, c) > target else (lo, mid)
+            out.append(hi)
+        return torch.tensor(out)
+
+    ok, out = run(check.needle_scale, searched_in_python, capsys)
+    assert ok is False and "loops over the cases or searches step by step" in out
 
     def simulated(n, n0, g):
         z = torch.randn(10_000, dtype=torch.float64)

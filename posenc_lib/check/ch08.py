@@ -234,7 +234,9 @@ def deepseek_mscales(answer: Callable[[float, float, float], Any] | None) -> boo
 
 _NEEDLE_COUNT = 1000  # cases per check, passed all at once as float64 tensors
 _NEEDLE_ELEMENTS = 40 * _NEEDLE_COUNT  # tensor elements the answer may create: a closed form makes about ten per case
-_NEEDLE_STEPS = 300  # Python lines for the whole call: a closed form runs a few, a loop over the cases thousands
+# Python lines for the whole call: a closed form runs a few (a few thousand where a TorchFunctionMode of the caller's
+# inspects every torch call in Python), a search in Python over the cases hundreds of thousands
+_NEEDLE_STEPS = 50_000
 _NEEDLE_TOLERANCE = 1e-6  # on the needle's log-odds: a weight right to about one part in a million
 _EDGE = 0.05  # no case lies this close (in log-odds) to the edge of what some scale can reach
 _Z = torch.linspace(-15.0, 27.0, 841, dtype=torch.float64)  # where e^(t z) times the normal density lives, t <= 12
