@@ -213,11 +213,12 @@ assert all(phi3_long[j] > 32 for j in stop_turning)  # slowed by more than s = 3
 # The same in one picture: each model's wavelengths divided by its deployed context $L$,
 # pair by pair (the pair index as a fraction of the rotated pairs, so models with
 # different head sizes share the axis). Everything above the line at 1 never turns
-# inside the context. The left panel shows the plain RoPE against $L_0$, so it has no line for
-# the three rows without an $L_0$ (Qwen2.5 as shipped and Gemma 3's two layer types), although
-# the legend in its corner lists every row (the right panel's lines). Two sets of lines lie on top of each
-# other: Llama 3.1 and both Scout files share the base, $r$ and $L_0$ (one line on the left),
-# and the two Scout files share their RoPE and their span $L$ (one line on the right too).
+# inside the context. The left panel shows the plain RoPE against $L_0$, so it has no line
+# for the three rows without an $L_0$ (Qwen2.5 as shipped and Gemma 3's two layer types),
+# although the legend in its corner lists every row (the right panel's lines). Two sets of
+# lines lie on top of each other: Llama 3.1 and both Scout files share the base, $r$ and $L_0$
+# (one line on the left), and the two Scout files share their RoPE and their span $L$ (one line
+# on the right too).
 
 # %% slideshow={"slide_type": "fragment"}
 # the figure `posenc-inspect --plot` draws for one model (posenc_lib/rope_inspect.py), here for every row above
@@ -1010,8 +1011,8 @@ fig
 # * **Grammar: the chunk decides.** As trained, iRoPE degrades like RoPE: at every length the
 #   two ranges overlap. Chunked as in Llama 4, iRoPE keeps its 64-token accuracy at every length
 #   (0.76 at 512): every seed beats every seed of RoPE and of unchunked iRoPE at 256 and 512, by
-#   about 4 standard errors or more with each sequence counted once; at 128 it does too, but thin. The
-#   chunk changes only what the RoPE layer sees, and the attention the run records says the
+#   about 4 standard errors or more with each sequence counted once; at 128 it does too, but
+#   thin. The chunk changes only what the RoPE layer sees, and the attention the run records says the
 #   grammar runs through that layer: at 64 tokens the RoPE layer's best head puts 0.92 to 0.97 of
 #   its weight on the two tokens the grammar needs, the NoPE layer's at most 0.15; at 512 tokens
 #   the RoPE layer's falls to 0.04 to 0.14 unchunked and stays at 0.91 to 0.97 chunked. The NoPE
