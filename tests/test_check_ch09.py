@@ -117,6 +117,44 @@ def test_two_counters(capsys):
     assert run(check.two_counters, as_lists, capsys)[0] is True
 
 
+def test_two_counters_refuses_an_optimiser(capsys):
+    """Gradient descent on the five vectors against a text's counts finds counters too (run outside the checker,
+    these 1000 steps pass it); inside, the element budget stops it after a step."""
+    def optimised(d):
+        g = torch.Generator().manual_seed(0)
+        vecs = [torch.randn(d, generator=g, dtype=torch.float64).requires_grad_(True) for _ in range(5)]
+        opt = torch.optim.Adam(vecs, lr=0.5)
+        text = "a b , c d . e , f . g h".split()  # a text of its own
+        keys_of = [{",": 3, ".": 4}.get(w, 2) for w in text]
+        n = len(text)
+        future = torch.ones(n, n, dtype=torch.bool).triu(1)
+        counts = {kinds: torch.tensor([sum(w in kinds for w in text[j:]) for j in range(n)], dtype=torch.float64)
+                  for kinds in ((".",), (",", "."))}
+        for _ in range(1000):
+            keys = torch.stack([vecs[i] for i in keys_of])
+            loss = 0
+            for q, kinds in ((vecs[0], (".",)), (vecs[1], (",", "."))):
+                logits = (q @ keys.T / math.sqrt(d)).expand(n, n).masked_fill(future, -math.inf)
+                loss = loss + ((pl.cope_positions(logits)[-1] - counts[kinds]) ** 2).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return tuple(v.detach() for v in vecs)
+
+    ok, out = run(check.two_counters, optimised, capsys)
+    assert ok is False and "creates more than 3,200 tensor or array elements" in out and "optimis" not in out
+    found = {d: optimised(d) for d in (8, 32)}  # the same search outside the checker: it does find counters
+    assert run(check.two_counters, lambda d: found[d], capsys)[0] is True
+
+    def with_the_checkers_text(d):
+        ch09._last_positions(torch.ones(d, dtype=torch.float64), torch.ones(3, d, dtype=torch.float64))
+        return two_counters_design(d)
+
+    ok, out = run(check.two_counters, with_the_checkers_text, capsys)
+    assert ok is False and "calls the checker's own counting" in out
+    assert run(check.two_counters, lambda d: [v.tolist() for v in two_counters_design(d)], capsys)[0] is True
+
+
 def test_two_counters_names_each_misconception(capsys):
     def zero_word_key(d):  # the word key shares nothing with either query: its gates sit at 1/2
         q_sent, q_clause, _, k_comma, k_stop = two_counters_design(d)

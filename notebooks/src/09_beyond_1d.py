@@ -979,7 +979,8 @@ _ = check.previous_frame_head(answer)
 # CoPE positions count the full stops between a key and the query, and a query `q_clause` whose
 # positions count the commas and full stops, each to within 0.05 over a text of about 40 words,
 # commas and full stops. Write `two_counters(d)` returning `(q_sentence, q_clause, k_word,
-# k_comma, k_stop)`, each of `d` numbers; the checker tries $d$ = 8 and 32 on a text of its own.
+# k_comma, k_stop)`, each of `d` numbers; the checker tries $d$ = 8 and 32 on a text of its own,
+# and allows the function 3 200 tensor elements per call (test your vectors outside it).
 
 # %% slideshow={"slide_type": "fragment"}
 def two_counters(d):

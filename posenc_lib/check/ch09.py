@@ -16,6 +16,7 @@ from ..cope import cope_positions
 from ..rope import rotate_pairs
 from ..rope_nd import apply_rope_nd, mrope_positions
 from ._core import float64_tensor, report
+from ._guard import answers_under_guard, stopped_verdict
 
 __all__ = ["previous_frame_head", "two_counters", "diagonal_head"]
 
@@ -120,6 +121,8 @@ def previous_frame_head(answer: Any) -> bool | None:
 TEXT = ("we came , we saw , and we left . it rained all day . then , at last , the sun came out , warm and bright "
         ". no one stayed inside").split()
 _COUNT_TOLERANCE = 0.05
+_COUNTER_ELEMENTS = 3_200  # tensor elements per call (the prompt says so): five vectors of d take 5 d, one step
+                           # of an optimiser over a text 40 d or more per operation
 
 
 def _counts(kinds: tuple[str, ...]) -> torch.Tensor:
@@ -145,6 +148,13 @@ def _one_number(q_sent: torch.Tensor, q_clause: torch.Tensor, keys: torch.Tensor
     return ""
 
 
+def _counting_helpers() -> tuple[tuple[Any, str, str], ...]:
+    """This module's counting of its own text (an optimiser's target, were it reachable)."""
+    import sys
+
+    return tuple((sys.modules[__name__], name, "the checker's own counting") for name in ("_counts", "_last_positions"))
+
+
 def two_counters(answer: Callable[[int], Any] | None) -> bool | None:
     """answer(d) -> (q_sentence, q_clause, k_word, k_comma, k_stop), each of d numbers: one key per kind of token
     shared by two queries, such that CoPE's positions from q_sentence count the full stops and from q_clause the
@@ -153,8 +163,15 @@ def two_counters(answer: Callable[[int], Any] | None) -> bool | None:
     def run(fn):
         kind = {",": "comma", ".": "stop"}
         counted_at_8 = set()  # the queries that counted right at d = 8
+        outs, stopped = answers_under_guard(fn, [(8,), (32,)], _counting_helpers(), loops=False,
+                                            elements_per_case=_COUNTER_ELEMENTS)
+        if stopped is not None:
+            yield stopped_verdict(stopped[1], "your function", shortcut="it counts the checker's text for you",
+                                  grid="five vectors of d numbers need 5 d of them; "
+                                  "the function builds a design (any test of it belongs outside)")
+            return
         for d in (8, 32):
-            out = fn(d)
+            out = outs[(d,)]
             vecs = [float64_tensor(v) for v in out] if isinstance(out, (tuple, list)) and len(out) == 5 else None
             if vecs is None or any(v is None or v.shape != (d,) for v in vecs):
                 yield False, f"d = {d}: expected five vectors (q_sentence, q_clause, k_word, k_comma, k_stop) of {d}"
