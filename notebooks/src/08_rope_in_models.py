@@ -1292,13 +1292,13 @@ print(f"inspect_config reproduces all {len(inspected)} rows of §1's table; it n
 #   still depend only on $m - n$? If `fn` itself raises, that is the report, in one line.
 #
 # Four buggy implementations of two models from §1. Each is a bug class public engines have
-# shipped, and the pull requests and issues that fixed them say so: a kernel that pairs the
-# features the other way from the checkpoint (NVIDIA/TensorRT-LLM PR #16378 declared GPT-OSS's
-# pairs interleaved; huggingface/optimum-intel PR #1877 fixed DeepSeek-V3's), a decode path that
-# forgets the cache offset (Blaizzy/mlx-vlm issue #1983: positions restart at 0 after the
-# prompt), an engine that multiplies its own `mscale` on top of the config's attention factor
-# (guoqingbao/xinfer PR #329), and keys turned twice (the same TensorRT-LLM PR: RoPE applied in
-# Python and again in the C++ kernel; §4's cache bug is the same symptom). The repository's
+# shipped, as the reports and pull requests about them say: a kernel that pairs the features the
+# other way from the checkpoint (NVIDIA/TensorRT-LLM PR #16378 for GPT-OSS; huggingface/optimum-intel
+# PR #1877, still open, proposes the fix for DeepSeek-V3's), a decode path that forgets the cache
+# offset (Blaizzy/mlx-vlm issue #1983: every generated token at position 0), an engine that
+# multiplies its own `mscale` on top of the config's attention factor (sgl-project/sglang PR #33558:
+# the scale squared), and keys turned twice (TensorRT-LLM PR #16378 again, and PR #4040 for Qwen3;
+# §4's cache bug is the same symptom). The repository's
 # `tests/_rope_gallery.py` holds several dozen implementations modelled on such reports, each
 # naming the report it follows, and `tests/test_rope_gallery.py` checks the doctor's verdict on
 # every one. Here are the four:
