@@ -146,6 +146,17 @@ def test_two_counters_refuses_an_optimiser(capsys):
     found = {d: optimised(d) for d in (8, 32)}  # the same search outside the checker: it does find counters
     assert run(check.two_counters, lambda d: found[d], capsys)[0] is True
 
+    def checked_inside(d):  # a right design, tested over a text of 60 tokens inside the function: same verdict
+        vecs = two_counters_design(d)
+        keys = torch.stack([vecs[2 + i % 3] for i in range(60)])
+        future = torch.ones(60, 60, dtype=torch.bool).triu(1)
+        logits = (vecs[0] @ keys.T / math.sqrt(d)).expand(60, 60).masked_fill(future, -math.inf)
+        assert pl.cope_positions(logits)[-1, 0] > 0
+        return vecs
+
+    ok, out = run(check.two_counters, checked_inside, capsys)
+    assert ok is False and "creates more than 3,200 tensor or array elements" in out and "optimis" not in out
+
     def with_the_checkers_text(d):
         ch09._last_positions(torch.ones(d, dtype=torch.float64), torch.ones(3, d, dtype=torch.float64))
         return two_counters_design(d)
