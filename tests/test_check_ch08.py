@@ -148,9 +148,15 @@ def test_cache_rotations_names_a_length_for_a_static_rope(capsys):
 def mscales_derived(content, rotated, factor):
     """The softmax scale (0.1 m_all ln s + 1)^2 reaches every feature; the RoPE factor, the ratio of the two
     mscale terms, multiplies the rotated q and k: the rotated part gets ratio^2 m_all^2 = (0.1 m ln s + 1)^2.
-    Each part is set by one mscale alone."""
+    Each part is set by one mscale alone, 0.1 x ln s + 1 = +-sqrt(multiplier): the + root, unless it is 0
+    (transformers' fallback to plain YaRN), then the - root."""
     step = 0.1 * math.log(factor)
-    return (math.sqrt(rotated) - 1) / step, (math.sqrt(content) - 1) / step
+
+    def setting(multiplier):
+        x = (math.sqrt(multiplier) - 1) / step
+        return x if x != 0 else (-math.sqrt(multiplier) - 1) / step
+
+    return setting(rotated), setting(content)
 
 
 def test_deepseek_mscales(capsys):
@@ -159,6 +165,18 @@ def test_deepseek_mscales(capsys):
     assert ok is True and "all correct!" in out
     assert run(check.deepseek_mscales, lambda c, r, s: torch.tensor(mscales_derived(c, r, s)).tolist(), capsys)[0]
     assert mscales_derived(*ch08._MSCALE_CASES[2]) == pytest.approx((1.0, 1.0))  # DeepSeek-V3's own config
+
+    def minus_root(c, r, s):  # the other root everywhere: the same multipliers
+        step = 0.1 * math.log(s)
+        return (-math.sqrt(r) - 1) / step, (-math.sqrt(c) - 1) / step
+
+    assert run(check.deepseek_mscales, minus_root, capsys)[0] is True
+    assert {1.0} <= {c for c, r, s in ch08._MSCALE_CASES} and {1.0} <= {r for c, r, s in ch08._MSCALE_CASES}
+
+
+def _plus_root(c, r, s):
+    step = 0.1 * math.log(s)
+    return (math.sqrt(r) - 1) / step, (math.sqrt(c) - 1) / step
 
 
 def test_deepseek_mscales_names_each_misconception(capsys):
@@ -174,11 +192,22 @@ def test_deepseek_mscales_names_each_misconception(capsys):
 
     ok, out = run(check.deepseek_mscales, softmax_forgotten, capsys)
     assert ok is False and "reaches the rotated features as well" in out
-    ok, out = run(check.deepseek_mscales, lambda c, r, s: (1.0, 0.0), capsys)
-    assert ok is False and "two nonzero numbers" in out
-    # the settings asked for are never printed
-    assert "1.0000" not in out and all(f"{v:.4g}" not in out for case in ch08._MSCALE_CASES[:2]
-                                       for v in mscales_derived(*case))
+
+    def not_a_ratio(c, r, s):  # the RoPE factor read as 0.1 mscale ln s + 1, so the rotated part as its square x m^2
+        m, m_all = mscales_derived(c, r, s)
+        return (math.sqrt(r / c) - 1) / step(s), m_all
+
+    ok, out = run(check.deepseek_mscales, not_a_ratio, capsys)
+    assert ok is False and "a ratio of the two settings' terms" in out
+    ok, out = run(check.deepseek_mscales, _plus_root, capsys)  # a part left as it was: the + root is 0
+    assert ok is False and "is 0, and a 0 makes transformers fall back" in out and out.count("✗") == 2
+    ok, out = run(check.deepseek_mscales, lambda c, r, s: (1.0, float("nan")), capsys)
+    assert ok is False and "expected two numbers" in out
+    # the settings asked for are never printed (DeepSeek-V3's own, 1.0 and 1.0, are §3's)
+    for wrong in (_plus_root, not_a_ratio, softmax_forgotten):
+        out = run(check.deepseek_mscales, wrong, capsys)[1]
+        assert all(f"{v:.4g}" not in out for case in ch08._MSCALE_CASES for v in mscales_derived(*case)
+                   if abs(v - 1) > 1e-9)
 
 
 def test_deepseek_mscales_refuses_the_library_and_a_search_over_the_checker(capsys):
@@ -196,85 +225,150 @@ def test_deepseek_mscales_refuses_the_library_and_a_search_over_the_checker(caps
 
 def needle_derived(n, n0, gap):
     """E[e^(t z)] = e^(t^2/2): the weight is 1 / (1 + n e^(t^2/2 - gap t)). Equal weights at (t, n) and (1, n0):
-    t^2 - 2 gap t + 2 gap - 1 + 2 ln(n/n0) = 0, whose smaller root is gap - sqrt((gap-1)^2 - 2 ln(n/n0))."""
-    inside = (gap - 1) ** 2 - 2 * math.log(n / n0)
-    return None if inside < 0 else gap - math.sqrt(inside)
+    t^2 - 2 gap t + 2 gap - 1 + 2 ln(n/n0) = 0, whose smaller root is gap - sqrt((gap-1)^2 - 2 ln(n/n0)); NaN
+    where the discriminant is negative. Written for tensors."""
+    inside = (gap - 1) ** 2 - 2 * torch.log(n / n0)
+    return torch.where(inside < 0, torch.nan, gap - inside.clamp(min=0).sqrt())
+
+
+def _cases():
+    return ch08._needle_cases()
 
 
 def test_needle_scale(capsys):
     assert run(check.needle_scale, None, capsys)[0] is None  # None as a function: not attempted
+    assert run(check.needle_scale, _stub, capsys)[0] is None
     ok, out = run(check.needle_scale, needle_derived, capsys)
     assert ok is True and "all correct!" in out
-    assert any(needle_derived(*case) is None for case in ch08._NEEDLE_CASES)  # both kinds of case are asked
-    assert needle_derived(8192, 8192, 3.0) == 1.0 and needle_derived(4096, 8192, 3.0) < 1
+    n, n0, gap = _cases()
+    t = needle_derived(n, n0, gap)
+    assert len(n) == 1000 and 0.3 < t.isnan().float().mean() < 0.7  # both kinds of case, in numbers
+    assert needle_derived(*(torch.tensor([x], dtype=torch.float64) for x in (8192.0, 8192.0, 3.0))).item() == 1.0
+
+    def step_by_step(n, n0, gap):  # the same closed form in several lines, with a mask instead of where
+        log_ratio = torch.log(n) - torch.log(n0)
+        disc = (gap - 1) ** 2 - 2 * log_ratio
+        root = torch.sqrt(torch.relu(disc))
+        out = gap - root
+        return out.masked_fill(disc < 0, float("nan"))
+
+    assert run(check.needle_scale, step_by_step, capsys)[0] is True
 
 
 def test_needle_scale_names_each_misconception(capsys):
-    ok, out = run(check.needle_scale, lambda n, n0, g: 1 + math.log(n / n0) / g, capsys)  # z held fixed
+    ok, out = run(check.needle_scale, lambda n, n0, g: 1 + torch.log(n / n0) / g, capsys)  # z held fixed
     assert ok is False and "scaling the query scales them too" in out
 
     def larger_root(n, n0, g):
-        t = needle_derived(n, n0, g)
-        return None if t is None else 2 * g - t
+        return 2 * g - needle_derived(n, n0, g)
 
     ok, out = run(check.needle_scale, larger_root, capsys)
     assert ok is False and "a smaller one does too" in out
-    ok, out = run(check.needle_scale, lambda n, n0, g: needle_derived(n, n0, g) or 3.0, capsys)  # a scale always
-    assert ok is False and "check whether any scale reaches it" in out
-    ok, out = run(check.needle_scale, lambda n, n0, g: None, capsys)
-    assert ok is False and "a scale does restore the weight here" in out
-    ok, out = run(check.needle_scale, lambda n, n0, g: float("nan"), capsys)
-    assert ok is False and "not a scale" in out
-    out = run(check.needle_scale, lambda n, n0, g: 1 + math.log(n / n0) / g, capsys)[1]
-    assert all(f"{t:.4g}" not in out for t in map(lambda c: needle_derived(*c), ch08._NEEDLE_CASES) if t and t != 1)
+    ok, out = run(check.needle_scale, lambda n, n0, g: torch.nan_to_num(needle_derived(n, n0, g), nan=3.0), capsys)
+    assert ok is False and "check whether any scale reaches it" in out  # a scale always
+    ok, out = run(check.needle_scale, lambda n, n0, g: g * torch.nan, capsys)
+    assert ok is False and "a scale does restore the weight there" in out  # never
+    ok, out = run(check.needle_scale, lambda n, n0, g: [1.0] * len(n), capsys)
+    assert ok is False and "expected a float tensor of 1000 scales" in out
+    out = run(check.needle_scale, lambda n, n0, g: 1 + torch.log(n / n0) / g, capsys)[1]
+    right = needle_derived(*_cases())
+    assert all(f"{x:.4g}" not in out for x in right[~right.isnan()][:50].tolist() if x != 1)  # no right scale shown
 
 
-def test_needle_scale_refuses_a_simulation_and_a_search_over_the_checker(capsys):
+def test_needle_scale_refuses_loops_searches_integrals_and_simulations(capsys):
+    def python_loop(n, n0, g):  # the closed form, one case at a time
+        out = []
+        for a, b, c in zip(n.tolist(), n0.tolist(), g.tolist()):
+            inside = (c - 1) ** 2 - 2 * math.log(a / b)
+            out.append(float("nan") if inside < 0 else c - math.sqrt(inside))
+        return torch.tensor(out, dtype=torch.float64)
+
+    ok, out = run(check.needle_scale, python_loop, capsys)  # right numbers, but Python floats carry no gradient
+    assert ok is False and "all 1000 cases: right" in out and "do not follow gap" in out
+
+    def searched_in_python(n, n0, g):  # per case, a bisection on a numerical integral in plain Python
+        def log_odds(t, count, gap):
+            z = [-10 + 0.1 * i for i in range(301)]
+            mean = sum(math.exp(t * x - x * x / 2) for x in z) * 0.1 / math.sqrt(2 * math.pi)
+            return math.log(count) + math.log(mean) - gap * t
+        out = []
+        for a, b, c in zip(n.tolist(), n0.tolist(), g.tolist()):
+            lo, hi, target = 0.0, c, log_odds(1.0, b, c)
+            for _ in range(40):
+                mid = (lo + hi) / 2
+                lo, hi = (mid, hi) if log_odds(mid, a, c) > target else (lo, mid)
+            out.append(hi)
+        return torch.tensor(out)
+
+    ok, out = run(check.needle_scale, searched_in_python, capsys)
+    assert ok is False and "loops over the cases or searches step by step" in out
+
     def simulated(n, n0, g):
-        z = torch.randn(10_000)
-        return float(z.std())
+        z = torch.randn(10_000, dtype=torch.float64)
+        return needle_derived(n, n0, g) + 0 * z.std()
 
     ok, out = run(check.needle_scale, simulated, capsys)
     assert ok is False and "calls torch.randn" in out and "closed form" in out
-    assert run(check.needle_scale, needle_derived, capsys)[0] is True  # the closed form fits the step budget
 
-    def searched(n, n0, g):  # bisection over the checker's own weight
-        lo, hi = 0.0, g
-        target = ch08._needle_weight(1.0, n0, g)
-        for _ in range(60):
+    def riemann_and_grid(n, n0, g):  # the reader's shortcut: E[e^(tz)] as a matrix product, t by a refined grid
+        z = torch.arange(-40, 60, 0.05, dtype=torch.float64)
+        density = torch.exp(-z * z / 2) / math.sqrt(2 * math.pi) * 0.05
+        target = torch.log(n0) + torch.log(torch.exp(z) @ density) - g
+        lo, width = torch.zeros_like(g), 12.0
+        for _ in range(3):  # three unrolled refinement stages over 120 scales each
+            ts = lo[:, None] + torch.linspace(0, width, 120, dtype=torch.float64)
+            odds = torch.log(n)[:, None] + torch.log(torch.exp(ts[..., None] * z) @ density) - g[:, None] * ts
+            first = (odds <= target[:, None]).float().argmax(-1)
+            lo, width = ts.gather(1, (first - 1).clamp(min=0)[:, None]).squeeze(1), width / 120 * 2
+        return lo
+
+    ok, out = run(check.needle_scale, riemann_and_grid, capsys)
+    assert ok is False and "tensor or array elements" in out and "search over t" in out
+
+    def bisection(n, n0, g):  # a vectorised bisection on the closed-form-free weight (Gauss-Hermite, 20 nodes)
+        import numpy
+        nodes, weights = (torch.tensor(a) for a in numpy.polynomial.hermite.hermgauss(20))
+        def log_mean(t):
+            return torch.log((torch.exp(math.sqrt(2) * t[..., None] * nodes) * weights).sum(-1) / math.sqrt(math.pi))
+        target = torch.log(n0) + log_mean(torch.ones_like(g)) - g
+        lo, hi = torch.zeros_like(g), g.detach().clone()
+        for _ in range(50):
             mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if ch08._needle_weight(mid, n, g) < target else (lo, mid)
+            above = torch.log(n) + log_mean(mid) - g * mid > target
+            lo, hi = torch.where(above, mid, lo), torch.where(above, hi, mid)
         return hi
+
+    ok, out = run(check.needle_scale, bisection, capsys)
+    assert ok is False and ("tensor or array elements" in out or "loops over the cases" in out)
+
+    def through_numpy(n, n0, g):  # the right closed form, computed off torch: the chain to gap is lost
+        import numpy
+        a, b, c = (x.detach().numpy() for x in (n, n0, g))
+        inside = (c - 1) ** 2 - 2 * numpy.log(a / b)
+        return torch.from_numpy(numpy.where(inside < 0, numpy.nan, c - numpy.sqrt(numpy.clip(inside, 0, None))))
+
+    ok, out = run(check.needle_scale, through_numpy, capsys)
+    assert ok is False and "all 1000 cases: right" in out and "do not follow gap" in out
+
+    def searched(n, n0, g):  # the checker's own log-odds, searched
+        return ch08._log_odds(torch.ones_like(g), n0, g)
 
     ok, out = run(check.needle_scale, searched, capsys)
     assert ok is False and "calls the checker's own weight" in out
-
-    def integrated_and_bisected(n, n0, g):  # the expectation integrated numerically, the scale found by bisection
-        z = torch.linspace(-40.0, 60.0, 10_001, dtype=torch.float64)
-        density = torch.exp(-z * z / 2) / math.sqrt(2 * math.pi)
-
-        def weight(t, count):
-            return 1 / (1 + count * float((torch.exp(t * z - g * t) * density).sum() * (z[1] - z[0])))
-
-        lo, hi = 0.0, g
-        if weight(g, n) < weight(1.0, n0):
-            return None
-        for _ in range(60):
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if weight(mid, n) < weight(1.0, n0) else (lo, mid)
-        return hi
-
-    ok, out = run(check.needle_scale, integrated_and_bisected, capsys)
-    assert ok is False and "searches for the scale step by step" in out
-    ok, out = run(check.needle_scale, lambda n, n0, g: float(torch.trapezoid(torch.ones(3))), capsys)
+    ok, out = run(check.needle_scale, lambda n, n0, g: needle_derived(n, n0, g) + 0 * torch.trapezoid(g), capsys)
     assert ok is False and "calls torch.trapezoid" in out
+    ok, out = run(check.needle_scale, lambda n, n0, g: math.sqrt(g), capsys)  # math on a tensor of 1000
+    assert ok is False and "write it with torch's element-wise functions" in out
 
 
-def test_needle_weight_is_the_closed_form():
-    """The checker integrates E[e^(tz)] numerically; it equals e^(t^2/2) to float64 precision."""
-    for t in (0.0, 0.5, 1.0, 3.0, 7.5):
-        assert ch08._needle_weight(t, 1e6, 3.0).item() == pytest.approx(1 / (1 + 1e6 * math.exp(t * t / 2 - 3 * t)),
-                                                                          rel=1e-10)
+def test_needle_log_mean_is_the_closed_form():
+    """The checker integrates E[e^(tz)] numerically; it equals e^(t^2/2) to float64 precision, and its cases keep
+    away from the edge of reach."""
+    t = torch.tensor([0.0, 0.5, 1.0, 3.0, 7.5, 12.0], dtype=torch.float64)
+    torch.testing.assert_close(ch08._log_mean_exp(t), t * t / 2, rtol=0, atol=1e-12)
+    n, n0, gap = _cases()
+    edge = (gap - 1) ** 2 / 2 - torch.log(n / n0)  # the log-odds the best scale t = gap gains beyond the target
+    assert edge.abs().min() > ch08._EDGE
 
 
 # ---------------------------------------------------------------- Exercise 4: a context shift
@@ -303,23 +397,47 @@ def test_context_shift(capsys):
     assert run(check.context_shift, lambda k, s, c: shift_by_hand(k, s, c).float(), capsys)[0] is True
 
 
-def test_context_shift_refuses_the_library_and_the_checkers_rotation(capsys):
+def test_context_shift_accepts_any_rotation_used_right(capsys):
+    """Which rotation to apply is the exercise: the library's, or transformers', used right, passes."""
     def with_apply_rope(keys, shift, config):
-        inv_freq, _ = pl.rope_from_config(config)
-        return pl.apply_rope(keys, torch.full(keys.shape[-2:-1], -shift), inv_freq=inv_freq, layout="half")
+        settings = pl.rope_settings(config)
+        inv_freq, _ = settings.frequencies()
+        return pl.apply_rope(keys, torch.full(keys.shape[-2:-1], -shift), inv_freq=inv_freq,
+                             rotary_dim=settings.rotary_dim, layout=pl.rope_config.pair_layout(config)[0])
 
-    ok, out = run(check.context_shift, with_apply_rope, capsys)
-    assert ok is False and "calls pl.apply_rope" in out and "write the rotation yourself" in out
-    ok, out = run(check.context_shift, lambda k, s, c: ch08._keys_at(k, c, torch.full(k.shape[-2:-1], -s)), capsys)
+    assert run(check.context_shift, with_apply_rope, capsys)[0] is True
+    from transformers.models.llama.modeling_llama import rotate_half
+
+    def with_transformers(keys, shift, config):  # rotate_half's pairs; an interleaved model permuted to halves
+        settings = pl.rope_settings(config)
+        inv_freq, _ = settings.frequencies(dtype=torch.float64)
+        r = settings.rotary_dim
+        interleaved = pl.rope_config.pair_layout(config)[0] == "interleaved"
+        order = pl.layout_permutation(r) if interleaved else torch.arange(r)  # the model's order -> halves
+        angle = torch.cat((-shift * inv_freq,) * 2)
+        x = keys[..., order]
+        out = keys.clone()
+        out[..., order] = x * angle.cos() + rotate_half(x) * angle.sin()  # back to the model's order
+        return out
+
+    assert run(check.context_shift, with_transformers, capsys)[0] is True
+
+
+def test_context_shift_refuses_the_checkers_rotation(capsys):
+    ok, out = run(check.context_shift, lambda k, s, c: ch08._keys_at(k, c, torch.full(k.shape[-2:-1], -s),
+                                                                     attention_factor=1.0), capsys)
     assert ok is False and "calls the checker's own rotation" in out
 
 
 def test_context_shift_names_each_misconception(capsys):
-    def factor_again(keys, shift, config):
-        return shift_by_hand(keys, shift, config) * pl.rope_from_config(config)[1]
+    def factor_again(keys, shift, config):  # "RoPE at position -shift", with the config's factor
+        settings = pl.rope_settings(config)
+        inv_freq, factor = settings.frequencies()
+        return pl.apply_rope(keys, torch.full(keys.shape[-2:-1], -shift), inv_freq=inv_freq, attention_factor=factor,
+                             rotary_dim=settings.rotary_dim, layout=pl.rope_config.pair_layout(config)[0])
 
     ok, out = run(check.context_shift, factor_again, capsys)
-    assert ok is False and "applied a second time" in out and "Qwen2.5-like head" in out
+    assert ok is False and "applied a second time" in out and "Qwen2.5-like model" in out
     ok, out = run(check.context_shift, lambda k, s, c: shift_by_hand(k, -s, c), capsys)
     assert ok is False and "moved later, not earlier" in out
 
@@ -348,7 +466,8 @@ def test_the_checker_module_hands_over_no_answer():
     answers = {rotations_by_rule(c, p, n) for _, c, p, n, _, _ in ch08._ROTATION_CASES} - {
         p + n for _, c, p, n, _, _ in ch08._ROTATION_CASES}  # prompt + new: no cache work, read off the case
     answers |= {round(v, 6) for case in ch08._MSCALE_CASES for v in mscales_derived(*case)}
-    answers |= {round(t, 6) for t in (needle_derived(*case) for case in ch08._NEEDLE_CASES) if t is not None}
+    scales = needle_derived(*ch08._needle_cases())
+    answers |= {round(t, 6) for t in scales[~scales.isnan()].tolist()}
 
     def values(x):
         if isinstance(x, dict):
@@ -365,8 +484,11 @@ def test_the_checker_module_hands_over_no_answer():
             assert not any(round(v, 6) in answers for v in values(value) if v not in (1.0,)), name
     private = {n for n, v in vars(ch08).items() if callable(v) and n.startswith("_") and getattr(v, "__module__", "")
                == ch08.__name__}
-    assert private == {"_frequency_readers", "_rotations", "_longrope", "_dynamic", "_deepseek_config", "_multipliers",
-                       "_needle_weight", "_simulations", "_keys_at", "_shift_misreadings"}
+    assert private == {"_frequency_readers", "_checker_rotations", "_longrope", "_dynamic", "_deepseek_config",
+                       "_multipliers", "_log_mean_exp", "_log_odds", "_heaviest", "_needle_cases", "_simulations",
+                       "_some", "_keys_at", "_shift_misreadings"}
+    n, n0, gap = ch08._needle_cases()  # the cases are inputs: no tensor of the module holds a scale
+    assert not any(isinstance(v, torch.Tensor) and v.shape == n.shape for v in vars(ch08).values())
 
 
 @pytest.mark.parametrize("name", ch08.__all__)

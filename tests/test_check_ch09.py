@@ -22,38 +22,77 @@ def _rotated(u, at):
                             base=5e6, layout="half")[0]
 
 
-def previous_frame_design(pairs=(0, 1, 2), weights=(1.0, 1.0, 1.0)):
-    """u in chosen pairs (pair j: features j and j + 64), q = R_(-1, 0, 0) u, k = u: the score
-    u^T R_(offset + (1, 0, 0)) u peaks at offset (-1, 0, 0). Qwen3-VL deals pairs 0, 1, 2 to t, h and w: the
-    fastest pair of each axis, the sharpest peak along each."""
+# The layout, derived here from §2's rule: a grid starting at s puts (i, j) at (s, s + i, s + j); the 4-token
+# timestamp after a 6 x 6 grid starts at s + 6, the next grid at s + 10: one temporal patch back is (-10, -10, -10).
+BACK = (-10, -10, -10)
+
+
+def previous_frame_design(offset=BACK, pairs=(0, 1, 2), weights=(1.0, 1.0, 1.0)):
+    """u in chosen pairs (pair j: features j and j + 64), q = R_offset u, k = u: the score u^T R_(Δ - offset) u
+    peaks at Δ = offset. Qwen3-VL deals pairs 0, 1, 2 to t, h and w: the fastest pair of each axis."""
     u = torch.zeros(128, dtype=torch.float64)
     for j, w in zip(pairs, weights):
         u[j] = w
-    return _rotated(u, (-1, 0, 0)), u
+    return _rotated(u, offset), u
+
+
+def test_the_layout_is_the_one_derived_here():
+    ids = pl.mrope_positions(ch09.LAYOUT)
+    block = ch09.TIMESTAMP + 36
+    assert (ids[block + ch09.TIMESTAMP:] - ids[ch09.TIMESTAMP:-block]).unique(dim=0).tolist() == [[10, 10, 10]]
 
 
 def test_previous_frame_head(capsys):
     assert run(check.previous_frame_head, None, capsys)[0] is None
     ok, out = run(check.previous_frame_head, previous_frame_design(), capsys)
     assert ok is True and "all correct!" in out
-    q, k = previous_frame_design(weights=(1.0, 1.1, 1.2))  # another weighting of the same pairs, as lists
+    q, k = previous_frame_design(weights=(1.0, 1.05, 1.1))  # another weighting of the same pairs, as lists
     assert run(check.previous_frame_head, (q.tolist(), k.tolist()), capsys)[0] is True
+    u = torch.zeros(128, dtype=torch.float64)
+    u[[0, 64, 1, 65, 2, 66]] = torch.tensor([1.0, 0.5, 1.0, -0.5, 1.0, 0.3], dtype=torch.float64)  # both features
+    assert run(check.previous_frame_head, (_rotated(u, BACK), u), capsys)[0] is True
 
 
 def test_previous_frame_head_names_each_misconception(capsys):
-    q, k = previous_frame_design()
-    ok, out = run(check.previous_frame_head, (k, k), capsys)  # q = k: the peak at offset 0
+    ok, out = run(check.previous_frame_head, previous_frame_design((-1, 0, 0)), capsys)  # chapter 8's head, in t
+    assert ok is False and "one t step back at the same h and w ids" in out
+    ok, out = run(check.previous_frame_head, previous_frame_design((-10, 0, 0)), capsys)  # back in t only
+    assert ok is False and "looks back along t alone" in out
+    ok, out = run(check.previous_frame_head, previous_frame_design((10, 10, 10)), capsys)  # the sign of the offset
+    assert ok is False and "one temporal patch ahead" in out
+    ok, out = run(check.previous_frame_head, previous_frame_design((0, 0, 0)), capsys)  # q = k
     assert ok is False and "attends most to itself" in out
-    ok, out = run(check.previous_frame_head, (_rotated(k, (1, 0, 0)), k), capsys)  # the sign of the offset
-    assert ok is False and "peaks one frame ahead" in out
-    spread = previous_frame_design(pairs=tuple(range(6)), weights=(1.0,) * 6)  # the six fastest pairs: a blunt peak
-    ok, out = run(check.previous_frame_head, spread, capsys)
-    assert ok is False and "turn too little" in out
-    qwen2_thinking = previous_frame_design(pairs=(0, 16, 40))  # Qwen2-VL's blocks: h and w get slow pairs
-    ok, out = run(check.previous_frame_head, qwen2_thinking, capsys)
+    ok, out = run(check.previous_frame_head, previous_frame_design(pairs=(0, 16, 40)), capsys)  # Qwen2-VL's blocks
     assert ok is False and "does not change along w" in out  # pairs 16 and 40 are both h's in Qwen3-VL
+    ok, out = run(check.previous_frame_head, previous_frame_design(weights=(1.0, 1.0, 3.0)), capsys)  # w dominates
+    assert ok is False and "turn too little between the two, or come back" in out
+    ok, out = run(check.previous_frame_head, (torch.ones(128), torch.ones(128)), capsys)
+    assert ok is False and "more than 6" in out
+    q, k = previous_frame_design()
     ok, out = run(check.previous_frame_head, (q[:64], k), capsys)
     assert ok is False and "two vectors of 128" in out
+    for design in ((-1, 0, 0), (-10, 0, 0), (0, 0, 0)):  # no message names where the key sits
+        out = run(check.previous_frame_head, previous_frame_design(design), capsys)[1]
+        assert "-10, -10, -10" not in out and "10, 10, 10" not in out
+
+
+def test_previous_frame_head_refuses_a_search_over_every_number(capsys):
+    """An optimiser over all 128 numbers of q and k finds a head (the reader's gradient ascent); it is not a design
+    and uses far more than 6 numbers. Here a few steps from a random start stand for it."""
+    g = torch.Generator().manual_seed(0)
+    q, k = (torch.randn(128, generator=g, dtype=torch.float64).requires_grad_(True) for _ in range(2))
+    ids = pl.mrope_positions(ch09.LAYOUT)
+    opt = torch.optim.Adam([q, k], lr=0.05)
+    for _ in range(20):
+        rq = pl.apply_rope_nd(q.expand(len(ids), 128), ids, **ch09.QWEN3_VL)
+        rk = pl.apply_rope_nd(k.expand(len(ids), 128), ids, **ch09.QWEN3_VL)
+        block = ch09.TIMESTAMP + 36
+        target = (rq[block:] * rk[:-block]).sum(-1) / (q.norm() * k.norm())
+        opt.zero_grad()
+        (-target.mean()).backward()
+        opt.step()
+    ok, out = run(check.previous_frame_head, (q.detach(), k.detach()), capsys)
+    assert ok is False and "nonzero numbers, more than 6" in out
 
 
 # ---------------------------------------------------------------- Exercise 2: two counters
@@ -78,6 +117,55 @@ def test_two_counters(capsys):
     assert run(check.two_counters, as_lists, capsys)[0] is True
 
 
+def test_two_counters_refuses_an_optimiser(capsys):
+    """Gradient descent on the five vectors against a text's counts finds counters too (run outside the checker,
+    these 1000 steps pass it); inside, the element budget stops it after a step."""
+    def optimised(d):
+        g = torch.Generator().manual_seed(0)
+        vecs = [torch.randn(d, generator=g, dtype=torch.float64).requires_grad_(True) for _ in range(5)]
+        opt = torch.optim.Adam(vecs, lr=0.5)
+        text = "a b , c d . e , f . g h".split()  # a text of its own
+        keys_of = [{",": 3, ".": 4}.get(w, 2) for w in text]
+        n = len(text)
+        future = torch.ones(n, n, dtype=torch.bool).triu(1)
+        counts = {kinds: torch.tensor([sum(w in kinds for w in text[j:]) for j in range(n)], dtype=torch.float64)
+                  for kinds in ((".",), (",", "."))}
+        for _ in range(1000):
+            keys = torch.stack([vecs[i] for i in keys_of])
+            loss = 0
+            for q, kinds in ((vecs[0], (".",)), (vecs[1], (",", "."))):
+                logits = (q @ keys.T / math.sqrt(d)).expand(n, n).masked_fill(future, -math.inf)
+                loss = loss + ((pl.cope_positions(logits)[-1] - counts[kinds]) ** 2).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return tuple(v.detach() for v in vecs)
+
+    ok, out = run(check.two_counters, optimised, capsys)
+    assert ok is False and "creates more than 3,200 tensor or array elements" in out and "optimis" not in out
+    found = {d: optimised(d) for d in (8, 32)}  # the same search outside the checker: it does find counters
+    assert run(check.two_counters, lambda d: found[d], capsys)[0] is True
+
+    def checked_inside(d):  # a right design, tested over a text of 60 tokens inside the function: same verdict
+        vecs = two_counters_design(d)
+        keys = torch.stack([vecs[2 + i % 3] for i in range(60)])
+        future = torch.ones(60, 60, dtype=torch.bool).triu(1)
+        logits = (vecs[0] @ keys.T / math.sqrt(d)).expand(60, 60).masked_fill(future, -math.inf)
+        assert pl.cope_positions(logits)[-1, 0] > 0
+        return vecs
+
+    ok, out = run(check.two_counters, checked_inside, capsys)
+    assert ok is False and "creates more than 3,200 tensor or array elements" in out and "optimis" not in out
+
+    def with_the_checkers_text(d):
+        ch09._last_positions(torch.ones(d, dtype=torch.float64), torch.ones(3, d, dtype=torch.float64))
+        return two_counters_design(d)
+
+    ok, out = run(check.two_counters, with_the_checkers_text, capsys)
+    assert ok is False and "calls the checker's own counting" in out
+    assert run(check.two_counters, lambda d: [v.tolist() for v in two_counters_design(d)], capsys)[0] is True
+
+
 def test_two_counters_names_each_misconception(capsys):
     def zero_word_key(d):  # the word key shares nothing with either query: its gates sit at 1/2
         q_sent, q_clause, _, k_comma, k_stop = two_counters_design(d)
@@ -99,7 +187,33 @@ def test_two_counters_names_each_misconception(capsys):
         return (q_sent / 6, q_clause / 6, *keys)  # |q . k| / sqrt(d) = 2: gates of 0.12 and 0.88
 
     ok, out = run(check.two_counters, soft, capsys)
-    assert ok is False and "soft" in out and "drifts" in out
+    assert ok is False and "soft" in out and "drifts" in out and "sqrt(d)" not in out  # soft at every d
+
+    def no_sqrt(d):  # firm at d = 8 with |q . k| = 25, but the logit divides by sqrt(d): soft at d = 32
+        q_sent, q_clause, *keys = two_counters_design(d)
+        return (q_sent / (12 * math.sqrt(d)) * 25, q_clause / (12 * math.sqrt(d)) * 25, *keys)
+
+    ok, out = run(check.two_counters, no_sqrt, capsys)
+    assert ok is False and "✓ d = 8" in out and "the gate's logit is q . k / sqrt(d)" in out
+
+    def one_feature(d):  # one number per key, the same question asked twice
+        keys = [torch.zeros(d, dtype=torch.float64) for _ in range(3)]
+        for key, x in zip(keys, (-1.0, 0.5, 1.0)):
+            key[0] = x
+        q = torch.zeros(d, dtype=torch.float64)
+        q[0] = 20 * math.sqrt(d)
+        return (q, q.clone(), *keys)
+
+    ok, out = run(check.two_counters, one_feature, capsys)
+    assert ok is False and "both queries read the same direction" in out and "one number per key" in out
+
+    def keys_on_a_line(d):
+        q_sent, q_clause, *keys = one_feature(d)
+        q_clause[1] = 5.0  # another direction for the second query: the keys still give it one number each
+        return (q_sent, q_clause, *keys)
+
+    ok, out = run(check.two_counters, keys_on_a_line, capsys)
+    assert ok is False and "the three keys lie on one line" in out
     ok, out = run(check.two_counters, lambda d: two_counters_design(d)[:3], capsys)
     assert ok is False and "expected five vectors" in out
 
@@ -131,6 +245,7 @@ def test_diagonal_head_names_each_misconception(capsys):
     q = pl.rotate_pairs(u, torch.cos(-axial.sum(-1)), torch.sin(-axial.sum(-1)))  # aimed at the offset (1, 1)
     ok, out = run(check.diagonal_head, (axial, q, u), capsys)
     assert ok is False and "every pair turns with one axis only" in out
+    assert "S(" not in out and "+" not in out and "f(" not in out  # the prediction's reason is not handed over
     same_sign = torch.tensor([[math.pi / 2, math.pi / 2]])  # reads dr + dc: 0 on the anti-diagonal
     ok, out = run(check.diagonal_head, (same_sign, torch.tensor([1.0, 0.0]), torch.tensor([1.0, 0.0])), capsys)
     assert ok is False and "prefers the anti-diagonal" in out
@@ -159,6 +274,16 @@ def test_the_checker_module_holds_no_design():
             continue
         assert not isinstance(value, torch.Tensor), name
         assert isinstance(value, (int, float, str, tuple, list, dict)), name
+
+    def numbers(x):
+        if isinstance(x, dict):
+            x = list(x.values())
+        if isinstance(x, (list, tuple)):
+            return [n for item in x for n in numbers(item)]
+        return [x] if isinstance(x, (int, float)) and not isinstance(x, bool) else []
+
+    stored = {n for name, value in vars(ch09).items() if not name.startswith("__") for n in numbers(value)}
+    assert not {10, -10} & stored  # Exercise 1's offset is derived from the layout when checking, never stored
 
 
 @pytest.mark.parametrize("name", ch09.__all__)

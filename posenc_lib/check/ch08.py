@@ -7,13 +7,13 @@ config puts on each part of a score, the needle's weight, the library's own rota
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Callable
 
 import torch
 
-from .. import rope as rope_module
-from .. import rope_config, rope_nd, rope2d, rotary, scaling
+from .. import rope_config, rotary, scaling
 from ._core import close, float64_tensor, number, report, sealed, whole_number
 from ._guard import answers_under_guard, stopped_verdict
 
@@ -32,23 +32,13 @@ def _frequency_readers() -> tuple[tuple[Any, str, str], ...]:
             (rope_config, "scaled_rope_frequencies", "pl.scaled_rope_frequencies"))
 
 
-def _rotations() -> tuple[tuple[Any, str, str], ...]:
-    """Every library function that rotates a tensor by RoPE (Exercise 4 asks for the rotation by hand), and this
-    module's own (they rotate through the library)."""
+def _checker_rotations() -> tuple[tuple[Any, str, str], ...]:
+    """This module's own rotations of Exercise 4's keys (they read the layout and the rotated slice for the
+    learner); the library's rotations are allowed: knowing which rotation to apply is the exercise."""
     import sys
 
-    import posenc_lib
-
-    names = ("apply_rope", "apply_rope_compiled", "rotate_pairs", "rope_matrix", "apply_rope_nd", "apply_rope_2d")
-    owners = (posenc_lib, rotary, rope_module, rope_nd, rope2d)
-    return (*((owner, name, f"pl.{name}") for owner in owners for name in names),
-            (rotary, "rotate", "posenc_lib.rotary.rotate"), (rotary, "rotate_compiled", "posenc_lib.rotary.rotate"),
-            (rope_module, "rotate_at_positions", "posenc_lib.rope.rotate_at_positions"),
-            (rope_module, "rotate_in_float32", "posenc_lib.rope.rotate_in_float32"),
-            (rope_module, "rotate_partial", "posenc_lib.rope.rotate_partial"),
-            (rotary.RotaryEmbedding, "forward", "pl.RotaryEmbedding"),
-            *((sys.modules[__name__], name, "the checker's own rotation")
-              for name in ("_keys_at", "_shift_misreadings")))
+    return tuple((sys.modules[__name__], name, "the checker's own rotation")
+                 for name in ("_keys_at", "_shift_misreadings"))
 
 
 # ---------------------------------------------------------------- Exercise 1: an exact cache's rotations
@@ -170,9 +160,11 @@ def cache_rotations(answer: Callable[[dict, int, int], Any] | None) -> bool | No
 
 # ---------------------------------------------------------------- Exercise 2: DeepSeek's two mscales
 
-# (content multiplier, rotated multiplier, factor s): DeepSeek-V3's own case, and three made up.
+# (content multiplier, rotated multiplier, factor s): DeepSeek-V3's own case, two that leave one part of the
+# score as it was (only a nonzero root does that without transformers' fallback), one that flattens a part,
+# and three more.
 _MSCALE_CASES = ((1.5, 1.8, 40.0), (1.2, 2.0, 16.0), ((0.1 * math.log(40) + 1) ** 2,) * 2 + (40.0,),
-                 (1.1, 1.3, 4.0))
+                 (1.1, 1.3, 4.0), (1.0, 1.6, 32.0), (1.3, 1.0, 8.0), (0.8, 1.5, 16.0))
 
 
 def _deepseek_config(mscale: float, mscale_all_dim: float, factor: float) -> dict:
@@ -206,8 +198,13 @@ def deepseek_mscales(answer: Callable[[float, float, float], Any] | None) -> boo
             case = f"content x{content:.4g}, rotated x{rotated:.4g}, s = {factor:g}"
             pair = raw if isinstance(raw, (tuple, list)) and len(raw) == 2 else None
             values = None if pair is None else [number(x) for x in pair]
-            if values is None or None in values or not all(math.isfinite(x) and x != 0 for x in values):
-                yield False, f"{case}: expected two nonzero numbers (mscale, mscale_all_dim), got {raw!r:.60}"
+            if values is None or None in values or not all(math.isfinite(x) for x in values):
+                yield False, f"{case}: expected two numbers (mscale, mscale_all_dim), got {raw!r:.60}"
+                continue
+            if 0 in values:
+                zero = " and ".join(name for name, x in zip(("mscale", "mscale_all_dim"), values) if x == 0)
+                yield False, (f"{case}: {zero} is 0, and a 0 makes transformers fall back to plain YaRN (the "
+                              "checker reads it so too): find settings that are both nonzero")
                 continue
             got_content, got_rotated = _multipliers(values[0], values[1], factor)
             if close(got_content, content, rtol=1e-6, atol=0) and close(got_rotated, rotated, rtol=1e-6, atol=0):
@@ -221,33 +218,60 @@ def deepseek_mscales(answer: Callable[[float, float, float], Any] | None) -> boo
                                                                          rtol=1e-6, atol=0):
                 yield False, (f"{case}: the rotated part is multiplied by {got_rotated:.4g}: the softmax scale "
                               "reaches the rotated features as well as the others")
+            elif close(got_content, content, rtol=1e-6, atol=0) and close(got_rotated, rotated / content,
+                                                                         rtol=1e-6, atol=0):
+                yield False, (f"{case}: the rotated part is multiplied by {got_rotated:.4g}: the RoPE's attention "
+                              "factor is a ratio of the two settings' terms, not the mscale term alone")
             else:
                 yield False, (f"{case}: these settings multiply the unrotated part by {got_content:.4g} and the "
                               f"rotated part by {got_rotated:.4g}")
 
     return report("DeepSeek's two mscales", answer, run,
-                  "a factor on q and k reaches the score twice, and the softmax scale reaches every feature.")
+                  "follow each setting to every place where it multiplies a score.")
 
 
 # ---------------------------------------------------------------- Exercise 3: a query scale against n keys
 
-# (n, n0, gap): the needle scores `gap` standard deviations above n distractors.
-_NEEDLE_CASES = ((50_000, 8192, 3.0), (8192, 8192, 3.0), (4096, 8192, 3.0), (10**6, 8192, 3.0),
-                 (10**5, 8192, 4.0), (10**6, 1000, 5.0), (10**7, 1000, 5.0))
-_SCALE_GRID = torch.linspace(0.0, 12.0, 241, dtype=torch.float64)  # scales searched for one that suffices
-_Z = torch.linspace(-40.0, 60.0, 10_001, dtype=torch.float64)  # a standard normal's range, and then some
+_NEEDLE_COUNT = 1000  # cases per check, passed all at once as float64 tensors
+_NEEDLE_ELEMENTS = 40 * _NEEDLE_COUNT  # tensor elements the answer may create: a closed form makes about ten per case
+# Python lines for the whole call: a closed form runs a few (a few thousand where a TorchFunctionMode of the caller's
+# inspects every torch call in Python), a search in Python over the cases hundreds of thousands
+_NEEDLE_STEPS = 50_000
+_NEEDLE_TOLERANCE = 1e-6  # on the needle's log-odds: a weight right to about one part in a million
+_EDGE = 0.05  # no case lies this close (in log-odds) to the edge of what some scale can reach
+_Z = torch.linspace(-15.0, 27.0, 841, dtype=torch.float64)  # where e^(t z) times the normal density lives, t <= 12
+_T = torch.linspace(0.0, 12.0, 2401, dtype=torch.float64)  # scales the checker looks through for one that suffices
 
 
-def _needle_weight(t: torch.Tensor | float, n: float, gap: float) -> torch.Tensor:
-    """The needle's weight e^(gap t) / (e^(gap t) + n E[e^(t z)]), the distractors' sum replaced by its mean
-    over a standard normal z (integrated numerically: the exercise is to find its closed form)."""
-    t = torch.as_tensor(t, dtype=torch.float64).reshape(-1, 1)
-    density = torch.exp(-_Z * _Z / 2) / math.sqrt(2 * math.pi)
-    log_mean = torch.log(torch.trapezoid(torch.exp(t * _Z - gap * t) * density, _Z, dim=-1))  # ln E[e^(tz)] - gap t
-    return (1 / (1 + n * torch.exp(log_mean))).reshape(torch.as_tensor(t).shape[:-1]).squeeze()
+def _log_mean_exp(t: torch.Tensor) -> torch.Tensor:
+    """ln E[e^(t z)] over a standard normal z, for every t (any shape, 0 <= t <= 12), integrated numerically on
+    ``_Z`` (the exercise is to find its closed form; at this spacing the sum is exact to float64)."""
+    log_density = -_Z * _Z / 2 - 0.5 * math.log(2 * math.pi)
+    return torch.logsumexp(t.unsqueeze(-1) * _Z + log_density, dim=-1) + math.log(float(_Z[1] - _Z[0]))
 
 
-_NEEDLE_STEPS = 400  # Python lines for all cases: a closed form needs a few per case, a root-finding loop hundreds
+def _log_odds(t: torch.Tensor, n: torch.Tensor, gap: torch.Tensor) -> torch.Tensor:
+    """ln(1/w - 1) of the needle's expected weight w = e^(gap t) / (e^(gap t) + n E[e^(t z)]): lower is heavier."""
+    return torch.log(n) + _log_mean_exp(t) - gap * t
+
+
+def _heaviest(n: torch.Tensor, gap: torch.Tensor) -> torch.Tensor:
+    """The lowest log-odds any scale in _T gives the needle, per case (the weight rises, then falls, with t)."""
+    return (torch.log(n)[:, None] + _log_mean_exp(_T) - gap[:, None] * _T).min(-1).values
+
+
+@functools.lru_cache(maxsize=1)
+def _needle_cases() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(n, n0, gap), float64 tensors of _NEEDLE_COUNT cases from a fixed generator: n0 from 100 to 100 000,
+    n from e^-2 to e^14 times n0, gap from 1.5 to 6; cases within _EDGE of the edge of reach are dropped."""
+    g = torch.Generator().manual_seed(835)
+    size = 3 * _NEEDLE_COUNT
+    n0 = torch.round(10 ** (2 + 3 * torch.rand(size, generator=g, dtype=torch.float64)))
+    n = torch.round(n0 * torch.exp(-2 + 16 * torch.rand(size, generator=g, dtype=torch.float64)))
+    gap = 1.5 + 4.5 * torch.rand(size, generator=g, dtype=torch.float64)
+    target = _log_odds(torch.ones(()), n0, gap)
+    keep = ((_heaviest(n, gap) - target).abs() > _EDGE).nonzero().squeeze(-1)[:_NEEDLE_COUNT]
+    return n[keep], n0[keep], gap[keep]
 
 
 def _simulations() -> tuple[tuple[Any, str, str], ...]:
@@ -257,7 +281,7 @@ def _simulations() -> tuple[tuple[Any, str, str], ...]:
 
     import numpy
 
-    return ((sys.modules[__name__], "_needle_weight", "the checker's own weight"),
+    return (*((sys.modules[__name__], name, "the checker's own weight") for name in ("_log_odds", "_log_mean_exp")),
             *((torch, name, f"torch.{name}") for name in ("trapezoid", "trapz", "cumulative_trapezoid")),
             *((numpy, name, f"numpy.{name}") for name in ("trapezoid", "trapz")),
             *((torch, name, f"torch.{name}") for name in ("randn", "randn_like", "normal", "rand", "rand_like")),
@@ -265,44 +289,91 @@ def _simulations() -> tuple[tuple[Any, str, str], ...]:
             (numpy.random, "standard_normal", "numpy.random.standard_normal"))
 
 
-def needle_scale(answer: Callable[[float, float, float], Any] | None) -> bool | None:
-    """answer(n, n0, gap) -> the smallest query scale t that gives the needle (gap standard deviations above n
-    normal distractors) the weight it has at scale 1 among n0 distractors, in expectation; None if no t does."""
+def _some(mask: torch.Tensor, what: str, n: torch.Tensor, n0: torch.Tensor, gap: torch.Tensor) -> str:
+    """'k of the N cases <what>, e.g. n = .., n0 = .., gap ..' for the cases in mask."""
+    i = int(mask.nonzero()[0])
+    return (f"{int(mask.sum())} of the {len(mask)} cases {what}, e.g. n = {n[i]:.0f}, n0 = {n0[i]:.0f}, "
+            f"gap {gap[i]:.3f}")
+
+
+def needle_scale(answer: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], Any] | None) -> bool | None:
+    """answer(n, n0, gap) -> for every case (float64 tensors of one shape), the smallest query scale t that gives
+    the needle (gap standard deviations above n normal distractors) the weight it has at scale 1 among n0
+    distractors, in expectation; NaN where no t does. Judged on _NEEDLE_COUNT cases at once, with a budget of
+    tensor elements and Python lines, and by how the scales move with gap (autograd)."""
 
     def run(fn):
-        answers, stopped = answers_under_guard(fn, _NEEDLE_CASES, _simulations(), steps=_NEEDLE_STEPS)
+        n, n0, gap = _needle_cases()
+        inputs = (n.clone(), n0.clone(), gap.clone().requires_grad_(True))
+        try:
+            answers, stopped = answers_under_guard(lambda: fn(*inputs), [()], _simulations(),
+                                                   steps_per_case=_NEEDLE_STEPS, elements_per_case=_NEEDLE_ELEMENTS)
+        except NotImplementedError:
+            raise
+        except (TypeError, ValueError, RuntimeError) as e:
+            yield False, (f"your function raised {type(e).__name__}: {e}. The cases come as float64 tensors of "
+                          f"{_NEEDLE_COUNT}: write it with torch's element-wise functions")
+            return
         if stopped is not None:
             yield stopped_verdict(stopped[1], "your function", shortcut="a simulation or a numerical integral "
-                                  "stands in for the expectation's closed form", loop="searches for the scale step "
-                                  "by step: the question asks for it in closed form")
+                                  "stands in for the expectation's closed form", loop="loops over the cases or "
+                                  "searches step by step: write one expression for all the cases at once",
+                                  grid="a numerical integral or a search over t, where the expectation has a "
+                                  "closed form")
             return
-        for (n, n0, gap), raw in zip(_NEEDLE_CASES, answers.values()):
-            case = f"n = {n}, n0 = {n0}, gap {gap:g}"
-            target = _needle_weight(1.0, n0, gap).item()
-            reachable = bool((_needle_weight(_SCALE_GRID, n, gap) >= target).any())
-            t = None if raw is None else number(raw)
-            if raw is not None and (t is None or not math.isfinite(t)):
-                yield False, f"{case}: {raw!r:.40} is not a scale (one real number) nor None"
-            elif t is None:
-                yield (not reachable), (f"{case}: right, no scale restores the needle's weight" if not reachable else
-                                        f"{case}: None, but a scale does restore the weight here")
-            elif not reachable:
-                yield False, (f"{case}: at scale {t:.4g} the needle's weight is "
-                              f"{_needle_weight(t, n, gap).item():.3g}, not {target:.3g}; check whether any "
-                              "scale reaches it")
-            elif close(_needle_weight(t, n, gap).item(), target, rtol=1e-7, atol=0):
-                below = _SCALE_GRID[_SCALE_GRID < t - 1e-4]
-                if bool((_needle_weight(below, n, gap) >= target).any()):
-                    yield False, (f"{case}: this scale restores the weight, but a smaller one does too: the "
-                                  "smallest is asked")
-                else:
-                    yield True, f"{case}: right"
-            elif close(t, 1 + math.log(n / n0) / gap, rtol=1e-7, atol=1e-12):
-                yield False, (f"{case}: that keeps the distractors' scores where they were; scaling the query "
-                              "scales them too, and e^(t z) averages more than e^0 over a spread of z")
+        t = answers[()]
+        if not isinstance(t, torch.Tensor) or t.shape != n.shape or not t.is_floating_point():
+            yield False, (f"expected a float tensor of {_NEEDLE_COUNT} scales (NaN where no scale works), got "
+                          f"{type(t).__name__} {tuple(getattr(t, 'shape', ()))}")
+            return
+        value = t.detach().double()
+        target = _log_odds(torch.ones(()), n0, gap)
+        reach, none = _heaviest(n, gap) < target, torch.isnan(value)
+        scale = torch.where(none | ~torch.isfinite(value), torch.ones(()), value)
+        equal = (_log_odds(scale, n, gap) - target).abs() <= _NEEDLE_TOLERANCE
+        rising = _log_odds(scale + 1e-4, n, gap) < _log_odds(scale - 1e-4, n, gap)  # the weight still grows at t
+        right = (reach & ~none & equal & rising) | (~reach & none)
+        if bool(right.all()):
+            yield True, f"all {_NEEDLE_COUNT} cases: right"
+        if bool((~reach & ~none).any()):
+            yield False, (_some(~reach & ~none, "get a scale", n, n0, gap) + ", but there no scale restores the "
+                          "needle's weight: check whether any scale reaches it")
+        if bool((reach & none).any()):
+            yield False, _some(reach & none, "get NaN", n, n0, gap) + ", but a scale does restore the weight there"
+        larger = reach & ~none & equal & ~rising
+        if bool(larger.any()):
+            yield False, (_some(larger, "get a scale that restores the weight", n, n0, gap) + ", but a smaller one "
+                          "does too: the smallest is asked")
+        off = reach & ~none & ~equal
+        if bool(off.any()):
+            fixed = off & torch.isclose(value, 1 + torch.log(n / n0) / gap, rtol=1e-7, atol=1e-12)
+            if bool(fixed.any()):
+                yield False, (_some(fixed, "get a scale", n, n0, gap) + ": that keeps the distractors' scores "
+                              "where they were; scaling the query scales them too, and e^(t z) averages more than "
+                              "e^0 over a spread of z")
+            if bool((off & ~fixed).any()):
+                i = int((off & ~fixed).nonzero()[0])
+                yield False, (_some(off & ~fixed, "get a scale that misses the weight", n, n0, gap) + f": at scale "
+                              f"{value[i]:.4g} the needle's log-odds are {_log_odds(value[i], n[i], gap[i]):.4g}, "
+                              f"not {target[i]:.4g}")
+        if bool(right.all()):
+            ok = reach & ~none
+            grad = None
+            if t.requires_grad:
+                grad = torch.autograd.grad(t[ok].sum(), inputs[2], allow_unused=True)[0]
+            if grad is None:
+                yield False, ("your scales do not follow gap through torch's operations (no gradient): a search, a "
+                              "simulation, or a detour through numpy or Python numbers loses it; a closed form "
+                              "written with torch keeps it")
+                return
+            at = value[ok]
+            slope = (_log_mean_exp(at + 1e-4) - _log_mean_exp(at - 1e-4)) / 2e-4
+            implicit = (at - 1) / (slope - gap[ok])  # dt/dgap along log-odds(t, n, gap) = target(n0, gap)
+            if close(grad.double()[ok], implicit, rtol=1e-4, atol=1e-8):
+                yield True, "and they move with gap as the equal-weight condition says"
             else:
-                yield False, (f"{case}: at scale {t:.4g} the needle's expected weight is "
-                              f"{_needle_weight(t, n, gap).item():.4g}, not {target:.4g}")
+                yield False, ("your scales are right, but they do not move with gap as the equal-weight condition "
+                              "says (autograd): are they a closed form in n, n0 and gap?")
 
     return report("How far can a query scale hold a needle?", answer, run,
                   "the mean of e^(t z) over a standard normal z has a closed form (its moment generating "
@@ -314,14 +385,14 @@ def needle_scale(answer: Callable[[float, float, float], Any] | None) -> bool | 
 # Three models' RoPE, small enough to check quickly: YaRN's attention factor, partial RoPE with position
 # interpolation, interleaved pairs with llama3's bands.
 _SHIFT_CONFIGS = {
-    "a Qwen2.5-like head with its card's YaRN x4": {
+    "a Qwen2.5-like model": {
         "model_type": "qwen2", "hidden_size": 64, "num_attention_heads": 2, "rope_theta": 1e6,
         "max_position_embeddings": 32768,
         "rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}},
-    "a Phi-2-like head (40% rotated) stretched x2 by position interpolation": {
+    "a Phi-2-like model": {
         "model_type": "phi", "hidden_size": 80, "num_attention_heads": 2, "partial_rotary_factor": 0.4,
         "rope_theta": 10000.0, "max_position_embeddings": 4096, "rope_scaling": {"rope_type": "linear", "factor": 2.0}},
-    "a Llama-4-like head (interleaved pairs, llama3 x16)": {
+    "a Llama-4-like model": {
         "model_type": "llama4_text", "hidden_size": 64, "num_attention_heads": 2, "rope_theta": 5e5,
         "max_position_embeddings": 262144,
         "rope_scaling": {"rope_type": "llama3", "factor": 16.0, "low_freq_factor": 1.0, "high_freq_factor": 1.0,
@@ -358,10 +429,10 @@ def context_shift(answer: Callable[[torch.Tensor, int, dict], Any] | None) -> bo
         stored = {name: _keys_at(raw, config, positions) for name, config, raw, positions in cases}
         answers, stopped = answers_under_guard(
             lambda name: fn(stored[name].clone(), _SHIFT, dict(_SHIFT_CONFIGS[name])), [(c[0],) for c in cases],
-            _rotations(), loops=False)
+            _checker_rotations(), loops=False)
         if stopped is not None:
-            yield stopped_verdict(stopped[1], "your function", shortcut="write the rotation yourself (reading the "
-                                  "config with pl.rope_settings or pl.rope_from_config is allowed)")
+            yield stopped_verdict(stopped[1], "your function", shortcut="it reads the layout and the rotated "
+                                  "features for you; use the library's or your own rotation")
             return
         for (name, config, raw, positions), got in zip(cases, answers.values()):
             out = float64_tensor(got)
@@ -382,8 +453,7 @@ def context_shift(answer: Callable[[torch.Tensor, int, dict], Any] | None) -> bo
                                             "shift")
 
     return report("A context shift", answer, run,
-                  "a stored key is already R_p times the key; what does R_a R_b equal, and what does a rotation "
-                  "leave unchanged?")
+                  "a stored key already carries everything its old position gave it.")
 
 
 def _shift_misreadings(raw: torch.Tensor, config: dict, positions: torch.Tensor) -> dict[str, torch.Tensor | None]:
