@@ -77,6 +77,24 @@ def test_answers_under_guard_returns_the_answers_or_the_case_that_stopped():
     assert math.isclose(by_softmax(4), 0.25)  # undone before returning
 
 
+def test_a_budget_per_case_stops_a_search_that_a_shared_budget_lets_through():
+    """steps_per_case: each case gets its own few lines, so many small cases cannot pay for one search."""
+    def bisection(n):  # the largest k with k * k <= n, found by halving an interval: ~5 lines a step
+        lo, hi = 0, n + 1
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if mid * mid <= n else (lo, mid)
+        return lo
+
+    cases = [(n,) for n in range(1, 40)] + [(10**24,)]
+    answers, stopped = g.answers_under_guard(bisection, cases)
+    assert stopped is None and answers[(10**24,)] == 10**12  # 200 000 lines shared: plenty
+    answers, stopped = g.answers_under_guard(bisection, cases, steps_per_case=30)
+    assert isinstance(stopped[1], g.TooManySteps) and stopped[0] == (10**24,) and len(answers) == 39
+    answers, stopped = g.answers_under_guard(math.isqrt, cases, steps_per_case=30)  # one C call: no lines at all
+    assert stopped is None and answers[(10**24,)] == 10**12
+
+
 def test_answers_under_guard_lets_other_errors_through():
     original, tracer = torch.arange, sys.gettrace()
     with pytest.raises(ZeroDivisionError):
@@ -89,3 +107,11 @@ def test_stopped_verdict_names_the_shortcut_or_the_loop():
     assert not ok and message == "f(10) calls torch.softmax: a measurement, not a formula"
     ok, message = g.stopped_verdict(g.TooManySteps(), "f(10)", shortcut="x", loop="walks every key")
     assert not ok and message == "f(10) walks every key"
+
+
+def test_the_guards_own_wrappers_do_not_count_as_the_learners_steps():
+    """A size-checked builder runs lines of _guard.py; under a tight budget they must not stop a closed form."""
+    with g.no_huge_arrays(), g.step_budget(5):
+        for _ in range(3):
+            torch.arange(4)
+            np.zeros(3)

@@ -67,7 +67,12 @@ def step_budget(lines: int = STEPS) -> Iterator[None]:
                 raise TooManySteps
         return count_lines
 
-    sys.settrace(lambda frame, event, arg: count_lines)  # new frames only: the checker's own is not counted
+    def on_call(frame: Any, event: str, arg: Any) -> Any:
+        # new frames only (the checker's own is not counted), and not the guards' own wrappers: a refused
+        # or size-checked builder runs lines of this module that the learner did not write
+        return None if frame.f_code.co_filename == __file__ else count_lines
+
+    sys.settrace(on_call)
     try:
         yield
     finally:
@@ -110,10 +115,12 @@ def no_huge_arrays(limit: int = HUGE) -> Iterator[None]:
 
 
 def answers_under_guard(fn: Any, cases: Iterable[tuple[Any, ...]], refuse: Iterable[tuple[Any, str, str]] = (),
-                        *, loops: bool = True) -> tuple[dict[tuple[Any, ...], Any], tuple[Any, Exception] | None]:
+                        *, loops: bool = True, steps_per_case: int | None = None
+                        ) -> tuple[dict[tuple[Any, ...], Any], tuple[Any, Exception] | None]:
     """fn(*case) for every case, while the ``refuse`` targets refuse to run (and, with ``loops``, while
-    huge arrays are refused and Python steps are counted). Every guard is undone before this returns,
-    so the checker reports with the library whole again.
+    huge arrays are refused and Python steps are counted: ``STEPS`` for all cases together, or
+    ``steps_per_case`` for each, for a closed form that must not search). Every guard is undone before
+    this returns, so the checker reports with the library whole again.
 
     returns: (the answers by case, None), or (the answers so far, (the case that stopped, its
              Shortcut or TooManySteps)); any other exception of fn propagates (report() shows it).
@@ -125,9 +132,14 @@ def answers_under_guard(fn: Any, cases: Iterable[tuple[Any, ...]], refuse: Itera
             stack.enter_context(refusing(refuse))
             if loops:
                 stack.enter_context(no_huge_arrays())
-                stack.enter_context(step_budget())
+                if steps_per_case is None:
+                    stack.enter_context(step_budget())
             for case in cases:
-                answers[case] = fn(*case)
+                if loops and steps_per_case is not None:
+                    with step_budget(steps_per_case):
+                        answers[case] = fn(*case)
+                else:
+                    answers[case] = fn(*case)
     except (Shortcut, TooManySteps) as stopped:
         return answers, (case, stopped)
     return answers, None
