@@ -145,12 +145,15 @@ print("⟨u, w⟩ = Re[u·conj(w)], and R(α)u = e^{iα}·u")
 # $$\rho_q(x_m, m)\,\rho_k(x_n, n) = \rho_g(x_m, x_n, n - m), \qquad
 # \Phi_q(x_m, m) - \Phi_k(x_n, n) = \Phi_g(x_m, x_n, n - m).$$
 #
-# **Lengths.** Suppose position scales lengths, ρ_q = c_q(m)|q| and ρ_k = c_k(n)|k|, with
-# c(0) = 1. At n = m the offset is 0, the same as at m = n = 0, so c_q(m)c_k(m) = 1. If
-# queries and keys follow the same rule (c_q = c_k = c) then c(m)² = 1: **the length cannot
-# depend on the position**. (With different rules, c_q(m) = e^{λm} and c_k(n) = e^{−λn}
-# also work, since their product e^{λ(m−n)} depends on the offset only; that is the idea
-# behind xPos, Sun et al. 2022. RoFormer takes λ = 0.)
+# **Lengths.** At n = m the offset is 0, as at m = n = 0 where nothing is added, so
+# ρ_q(x_m, m) ρ_k(x_n, m) = ρ_g(x_m, x_n, 0) = |q||k|, i.e. ρ_q(x_m, m)/|q| = |k|/ρ_k(x_n, m). The
+# left side does not involve the key and the right side does not involve the query, so both are
+# one function c(m) of the position alone, with c(0) = 1: ρ_q = c(m)|q| and ρ_k = |k|/c(n).
+# For general m, n the ratio c(m)/c(n) must depend on n − m only; with n = m + 1 the step
+# c(m + 1)/c(m) is the same for every m, so c(m) = e^{λm} for one number λ. If queries and keys
+# follow the same rule (ρ_k = c(n)|k| too) then c(n)² = 1: **the length cannot depend on the
+# position**. With e^{λm} on the query and e^{−λn} on the key the product e^{λ(m−n)} depends on
+# the offset only: that is the idea behind xPos (Sun et al., 2022). RoFormer takes λ = 0.
 #
 # **Phases.** At n = m: Φ_q(x_m, m) − Φ_k(x_n, m) = Φ_g(x_m, x_n, 0) = arg q − arg k, so
 # Φ_q(x_m, m) − arg q = Φ_k(x_n, m) − arg k. The left side does not involve the key and the
@@ -460,7 +463,7 @@ assert not torch.allclose(layer_output(0, True, True)[0], layer_output(0, False)
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5. The worked example, digit by digit
 #
-# One of the sources (a RoFormer summary) rotates 5 positions of d = 4 features by hand.
+# Source `004` (a RoFormer summary) rotates 5 positions of d = 4 features by hand.
 # Its input rows are below. Step 1: split each row into pairs (x₀, x₁) and (x₂, x₃).
 #
 # The source's code splits with `vec[:2]` and `vec[2:]`. At d = 4 that looks like cutting the
@@ -597,7 +600,8 @@ print(f"the source's M on column vectors: gap {(as_column - source).abs().max():
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 6. Every implementation in the sources
 #
-# The sources show four ways to code the same rotation. We write each one ourselves and
+# The sources show four ways to code the same rotation (`000` and `003` Meta's, `001` the
+# even/odd and Hugging Face's, `003` the alternating one). We write each one ourselves and
 # compare it with `pl.apply_rope` on a (batch, heads, seq, d) tensor. Meta's, the even/odd
 # and the alternating forms use the **interleaved** layout, pairs (0, 1), (2, 3), …;
 # Hugging Face's uses the **half** layout, pairs (j, j + d/2).
@@ -632,7 +636,7 @@ torch.testing.assert_close(complex_rope(xq, unit_phases(ang)), want)
 print("complex form == apply_rope (interleaved)")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# One source's attention sketch precomputes the phases for `2 * max_seq_len` positions and
+# Source `000`'s attention sketch precomputes the phases for `2 * max_seq_len` positions and
 # passes the whole table to the multiply. Meta's code slices the rows of the current
 # positions first; without the slice the shapes do not broadcast:
 
@@ -666,7 +670,7 @@ torch.testing.assert_close(stacked[..., 0, :], out[..., ::2])  # row 0: o_1, o_3
 print("even/odd form == apply_rope; the stacked row 0 holds the outputs at 0-indexed features 0, 2, 4, …")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# Two slips in that source, both checked above: its code names the inputs with 0-indexed
+# Two slips in source `001`, both checked above: its code names the inputs with 0-indexed
 # parity (`x_even = x[..., ::2]`) but the outputs with 1-indexed parity, so the tensor
 # called `odds` lands on the *even* 0-indexed features; and its picture of the stacked
 # tensor writes the first row as o₁, o₁, …, o_{d−1} where o₁, o₃, …, o_{d−1} is meant.
@@ -703,7 +707,7 @@ assert not torch.allclose(half_rope(xq, ang), want, atol=1e-2)
 print("rotate_half form == apply_rope(layout='half'), and != the interleaved layout")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# The source that shows this code says its matrix is the same interleaved block-diagonal
+# Source `001`, which shows this code, says its matrix is the same interleaved block-diagonal
 # matrix. It is not: the half layout puts cos/sin at rows and columns (j, j + d/2). Its
 # matrix is the interleaved one **conjugated by a permutation** P = `pl.layout_permutation(d)`
 # = [0, 2, 4, …, 1, 3, 5, …]: R_half = P R_int Pᵀ, i.e. `R_int[P][:, P]`.
@@ -730,7 +734,7 @@ fig
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### 6d. The alternating form
 #
-# Another source builds a sinusoidal table with sin and cos interleaved, [sin₀, cos₀, sin₁,
+# Source `003` builds a sinusoidal table with sin and cos interleaved, [sin₀, cos₀, sin₁,
 # cos₁, …], pulls out cos and sin with `repeat_interleave(2)`, and pairs them with the
 # "alternate" vector [−q₁, q₀, −q₃, q₂, …]. Its frequencies come as exp(−2j·ln(base)/d),
 # which is base^(−2j/d) written through a logarithm.
@@ -754,7 +758,7 @@ torch.testing.assert_close(div, pl.rope_frequencies(D))
 print("alternating form == apply_rope (interleaved); exp(−2j ln(base)/d) == base^(−2j/d)")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# Two slips in that source. A comment claims `sin(angles).T.flatten()` is "the same as" the
+# Two slips in source `003`. A comment claims `sin(angles).T.flatten()` is "the same as" the
 # repeated sin table: it is a 1-D vector of seq·d/2 numbers ordered pair by pair, not a
 # (seq, d) table with each value twice. And its score formula writes the key as
 # R W_k **x_m**; the key must come from x_n, or the score would not depend on the key
@@ -1069,27 +1073,14 @@ assert lib_err < 0.05 and naive_err > 1.0 and naive_err > 50 * lib_err
 # **What Hugging Face does.** transformers' `LlamaRotaryEmbedding` (the locked version: see
 # the index, "Versions") casts the positions and the frequencies to float32, multiplies them
 # elementwise, takes cos and sin, and casts only those to the model's dtype: its bf16 table is
-# bit for bit the float32 elementwise grid's cos, rounded once. It does not switch autocast off,
-# and it need not: mixed-precision autocast lowers matrix products (`@`, `linear`) to bf16, not
-# elementwise products, so its tables are the same with autocast on. Earlier versions formed the
-# grid as a matrix product and so wrapped it in an autocast switched off:
-# `torch.autocast(..., enabled=False)` from transformers 4.38.2 (pull request #29285; 4.38.0 has
-# no such guard), later `maybe_autocast(..., enabled=False)`, still in 5.2.0
+# the float32 grid's cos, rounded once, as ours is. It does not switch autocast off, and it need
+# not: mixed-precision autocast lowers matrix products (`@`, `linear`) to bf16, not elementwise
+# products. Earlier versions formed the grid as a matrix product and so wrapped it in an autocast
+# switched off: `torch.autocast(..., enabled=False)` from transformers 4.38.2 (pull request
+# #29285; 4.38.0 has no such guard), later `maybe_autocast(..., enabled=False)`, still in 5.2.0
 # (`models/llama/modeling_llama.py` of the released packages). The next cell runs the module at
 # positions near 90 000 with and without autocast, and shows what autocast does to the
 # matrix-product form.
-#
-# Its cos need not be bit for bit ours. Hugging Face computes the frequencies in float32,
-# 1/base^(2j/d); `pl.rope_frequencies` rounds the float64 value once, to the nearest float32.
-# Whether the two agree is up to the CPU's float32 `pow`: where it is not correctly rounded,
-# some of the 64 pairs at d = 128 land one float32 step (below 3·10⁻⁸) away from ours (about a
-# third of them on the machine these notebooks were built on; none where `pow` is correctly
-# rounded). The cell asserts what holds on every CPU: each of Hugging Face's frequencies is ours
-# or one step away, and its bf16 cos table is within 2⁻⁶ ≈ 0.016 of ours. What one step does,
-# it shows with a frequency moved by one float32 step on purpose: near position 90 000 the float32
-# angle moves by about one float32 step of the angle, 2⁻⁷ ≈ 0.008 radian, and the bf16 cos tables
-# differ by up to about as much: close in absolute terms, but where |cos| is small that is dozens of
-# bf16 steps of the value itself.
 
 # %% slideshow={"slide_type": "fragment"}
 from transformers import LlamaConfig
@@ -1104,6 +1095,24 @@ assert cos_hf.dtype == torch.bfloat16 and torch.equal(cos_hf_autocast, cos_hf)
 hf_freq = hf_rope.inv_freq
 elementwise = (pos[:, None].float() * hf_freq).cos()  # float32 positions x float32 frequencies
 assert torch.equal(cos_hf[0, :, :64], elementwise.bfloat16())  # that grid, rounded to bf16 once
+grid_err = (grid_as_matmul.double() - pl.rope_angles(pos, 128, inv_freq=pl.rope_frequencies(128, dtype=F64)))
+assert grid_as_matmul.dtype == torch.bfloat16 and grid_err.abs().max() > 100
+print("LlamaRotaryEmbedding: the float32 grid, rounded once; the same cos/sin under autocast")
+print(f"the grid as a matrix product under autocast: bf16, angles off by up to {grid_err.abs().max():.0f} rad")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **Two correct tables need not agree bit for bit.** Hugging Face's cos table is within 2⁻⁶ ≈ 0.016
+# of ours, but not always equal to it, and neither is wrong: the position multiplies any rounding
+# of a frequency. Hugging Face computes θ_j in float32 as 1/base^(2j/d); `pl.rope_frequencies`
+# rounds the float64 value once, to the nearest float32. Where the CPU's float32 `pow` is not
+# correctly rounded, some θ_j land one float32 step apart (below 3·10⁻⁸); where it is, none do.
+# The cell asserts what holds on every CPU (each of Hugging Face's frequencies is ours or one step
+# away; the bf16 tables are within 2⁻⁶), then moves every frequency by one step on purpose: near
+# position 90 000 the float32 angle moves by up to about one float32 step of the angle, 2⁻⁷ ≈ 0.008
+# radian, and the bf16 cos tables differ by up to about as much: close in absolute terms, yet where
+# |cos| is small that is dozens of bf16 steps of the value itself.
+
+# %% slideshow={"slide_type": "fragment"}
 float32_rule = 1.0 / 10000.0 ** (torch.arange(0, 128, 2, dtype=torch.float32) / 128)  # 1/base^(2j/d) in float32
 assert torch.equal(hf_freq, float32_rule)
 ours = pl.rope_angles(pos, 128).cos().bfloat16()  # float32 angles, rounded once at the end
@@ -1124,12 +1133,9 @@ assert 0 < angle_gap.max() <= 2**-7 and angle_gap.max() <= 2 * (torch.nextafter(
 step_gap = (stepped_grid.cos().bfloat16().float() - ours.float()).abs()
 bf16_step = 2.0 ** (torch.floor(torch.log2(ours.float().abs().clamp_min(2**-126))) - 7)  # of ours
 assert step_gap.max() <= 2**-6 and (step_gap / bf16_step).max() > 20  # close absolutely, not relatively
-print("inv_freq: Hugging Face's equal to ours or one float32 step away; one step moves an angle near 90000 "
-      "by about one step of the angle")
-grid_err = (grid_as_matmul.double() - pl.rope_angles(pos, 128, inv_freq=pl.rope_frequencies(128, dtype=F64)))
-assert grid_as_matmul.dtype == torch.bfloat16 and grid_err.abs().max() > 100
-print("LlamaRotaryEmbedding: the float32 grid rounded once, same cos/sin under autocast, within 2^-6 of ours")
-print(f"the grid as a matrix product under autocast: bf16, angles off by up to {grid_err.abs().max():.0f} rad")
+print("inv_freq: Hugging Face's equal to ours or one float32 step away; the bf16 cos tables within 2^-6")
+print("every frequency one step up: angles near 90000 move by at most 2^-7 rad, the bf16 cos by at most 2^-6, "
+      "which is more than 20 bf16 steps where |cos| is small")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 10. The score pattern RoPE induces
@@ -1216,9 +1222,13 @@ assert dense_bytes == d * table_bytes
 # a hint. The worked solution follows, collapsed (expand it only after trying), then a cell that
 # checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
 #
-# **Exercise 1 (predict).** Pair j = 1 of a d = 8 head (base 10000). The query's pair is (2, 1) at
-# position m = 30, the key's pair is (1, −1) at position n = 50. Predict this pair's contribution to the
-# score ⟨R_m q, R_n k⟩, one number, from §1's facts before you rotate anything.
+# **Exercise 1 (predict).** §2 found one way for position to change lengths: ζ^m on the query and
+# ζ^(−n) on the key (ζ = e^λ, xPos's idea). Take pair j = 1 of a d = 8 head (base 10000) in a RoPE
+# that does both, with ζ = 0.98: the query's pair is (2, 1) at position m = 10^18 + 50, the key's
+# pair is (1, −1) at n = 10^18 + 30. Predict this pair's contribution to the score,
+# ⟨ζ^m R(mθ_1) q, ζ^(−n) R(nθ_1) k⟩, to three decimals. No float follows positions this large
+# (ζ^m underflows, ζ^(−n) overflows, and an angle of 10^17 radians keeps no digits after the point),
+# so computing it as written is not a way to the number.
 
 # %% slideshow={"slide_type": "fragment"}
 answer = None  # your code: one number
@@ -1227,9 +1237,12 @@ _ = check.rope_pair_score(answer)
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "rope_pair_score_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 answer = None  # your code: one number
 ### BEGIN SOLUTION
-# ⟨R(30θ)q, R(50θ)k⟩ = qᵀR((50 − 30)θ)k with θ_1 = 10000^(−2/8) = 0.1: an angle of 2 rad.
-# R(φ) = cos φ·I + sin φ·J with J = [[0, −1], [1, 0]]: qᵀk = 1 and qᵀJk = (2, 1)·(1, 1) = 3.
-answer = math.cos(2.0) * 1 + math.sin(2.0) * 3
+# In §2's polar form, f_q·conj(f_k) has length ζ^m|q|·ζ^(−n)|k| = ζ^(m−n)|q||k| and phase
+# arg q − arg k + (m − n)θ: both need only m − n = 20, never the positions. θ_1 = 10000^(−2/8) = 0.1.
+# So the score is ζ^20 qᵀR((n − m)θ_1)k, and qᵀR(φ)k = cos φ (q·k) + sin φ (q·Jk) with
+# J = [[0, −1], [1, 0]]: q·k = 2 − 1 = 1 and q·Jk = (2, 1)·(1, 1) = 3.
+phi = (-20) * 0.1
+answer = 0.98**20 * (math.cos(phi) * 1 + math.sin(phi) * 3)
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "rope_pair_score", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
@@ -1241,7 +1254,10 @@ _ = check.rope_pair_score(answer)
 # L tokens has never seen their angles beyond some value (chapter 7 starts from this).
 # Derive a formula, then write `first_slow_pair(d, base, L)`: the smallest pair index j whose
 # angle m·θ_j stays below 2π at every position of the context (d/2 if every pair completes a
-# turn). Do not loop over pairs: the point is the formula.
+# turn). The point is the formula, so the checker also asks about heads far wider than any
+# model's (d up to 10^12, where no list of the pairs fits in memory), the library's lists of
+# frequencies, angles and wavelengths refuse to run while your function does, and each question
+# allows it a few dozen Python lines: enough for a formula, not for a search over the pairs.
 
 # %% slideshow={"slide_type": "fragment"}
 def first_slow_pair(d, base, L):
@@ -1255,6 +1271,7 @@ def first_slow_pair(d, base, L):
     ### BEGIN SOLUTION
     # Pair j turns most at the last position: (L − 1)·base^(−2j/d) < 2π
     # <=> j > (d/2)·ln((L − 1)/2π) / ln(base); the smallest such whole j, clipped to 0 … d/2.
+    # Python floats (float64): at d = 10^12 the bound has 12 digits before the point.
     if L - 1 < 2 * math.pi:
         return 0  # even pair 0 (θ_0 = 1) stays below one turn
     bound = (d / 2) * math.log((L - 1) / (2 * math.pi)) / math.log(base)
@@ -1266,21 +1283,27 @@ def first_slow_pair(d, base, L):
 _ = check.rope_first_slow_pair(first_slow_pair)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 3.** §6e converts an interleaved model for a half-layout kernel with
-# P = `pl.layout_permutation(8)`. Go the other way: for d = 8, give the permutation Q
-# (8 integers) with `pl.apply_rope(x, layout="half")[..., Q] == pl.apply_rope(x[..., Q])`,
-# which runs a half-layout model (a Hugging Face checkpoint) on an interleaved kernel.
-# Work it out without calling `pl.layout_permutation` or `argsort`.
+# **Exercise 3 (design).** A port of Meta's code turns every pair the other way: it multiplies
+# pair j (interleaved, features 2j and 2j + 1) by e^{−imθ_j}, the clockwise R_{−m}. A model trained
+# with it is self-consistent (its scores still depend on the offset only), but its checkpoint gives
+# wrong scores on every usual kernel. Run it on Hugging Face's counter-clockwise half-layout kernel,
+# `pl.apply_rope(..., layout="half")`, by reordering each head's q and k features (the rows of W_q
+# and W_k, as §6e does with P) and changing nothing else. For d = 64, give the permutation Q,
+# 64 integers with `pl.apply_rope(x, -positions)[..., Q] == pl.apply_rope(x[..., Q], positions,
+# layout="half")` for every x and every positions.
 
 # %% slideshow={"slide_type": "fragment"}
-answer = None  # your code: 8 integers
+answer = None  # your code: 64 integers
 _ = check.rope_layout_perm(answer)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "rope_layout_perm_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-answer = None  # your code: 8 integers
+answer = None  # your code: 64 integers
 ### BEGIN SOLUTION
-# Half-layout pair j sits at features (j, j + 4); interleaved slots (2j, 2j + 1) take them.
-answer = [f for j in range(4) for f in (j, j + 4)]  # [0, 4, 1, 5, 2, 6, 3, 7]
+# Exchanging the two axes of a plane (a mirror S) turns R(α) into S R(α) S = R(−α): the clockwise turn of
+# (a, b) is the counter-clockwise turn of (b, a), read back in mirrored order. So the kernel's pair j
+# (features j and j + 32, turning at θ_j) must hold the checkpoint's pair j (features 2j, 2j + 1, the same θ_j)
+# mirrored: feature 2j + 1 first, feature 2j second.
+answer = [2 * j + 1 for j in range(32)] + [2 * j for j in range(32)]
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "rope_layout_perm", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
@@ -1291,8 +1314,9 @@ _ = check.rope_layout_perm(answer)
 # eigen-decomposition of A². Derive them in closed form instead: write `tilted_frequencies(A)` that
 # takes a 4 × 4 skew-symmetric A and returns its two frequencies θ (radians per position), the faster
 # first, computed from the entries of A. While your function runs, torch's and numpy's eigenvalue and
-# singular-value routines refuse to work; the checker tries RoPE's own d = 4 generator, tilted ones and
-# random ones.
+# singular-value routines (and `numpy.poly`, which calls them) refuse to work, and each A allows a
+# formula's worth of Python lines, not an iteration; the checker tries RoPE's own d = 4 generator,
+# tilted ones, random ones and one with two nearly equal frequencies.
 
 # %% slideshow={"slide_type": "fragment"}
 def tilted_frequencies(A):
@@ -1328,20 +1352,20 @@ _ = check.rope_tilted_frequencies(tilted_frequencies)
 # Each was checked by a cell above (the cell asserts the source's version fails; for the matrix,
 # in which reading it fails).
 #
-# | Where | The source writes | Correct | Checked in |
+# | Source | The source writes | Correct | Checked in |
 # |---|---|---|---|
-# | RoFormer summary (worked example) | angle n·(1/10000)^(−2i/d), growing with i | n·10000^(−2i/d) (= n/100 for i = 1, d = 4) | §5 |
-# | RoFormer summary | rotation matrix [[cos, sin], [−sin, cos]], no convention stated | on a column vector (RoFormer's and our convention) it turns clockwise, against its code and table; it matches them only as row vector × matrix: say so, or write [[cos, −sin], [sin, cos]] | §5 |
-# | RoFormer summary, table | 0.9999 (row 1) and 1.0296 (row 3; cos and sin rounded to 4 decimals before adding) | 1.0000 and 1.0295 | §5 |
-# | Position-encoding summary (even/odd code) | output named `odds` for features 0, 2, 4, … (0-indexed); `evens` for 1, 3, … | names swapped in the code's own 0-indexed convention | §6b |
-# | same | stacked picture with first row o₁, o₁, …, o_{d−1} | o₁, o₃, …, o_{d−1} | §6b |
-# | same | last block uses θ_{d/2} | θ_{d/2−1} (pairs θ₀ … θ_{d/2−1}) | §6b |
-# | same | `rotate_half` has the interleaved block-diagonal matrix | pairs (j, j + d/2): R_half = P R_int Pᵀ | §6c |
-# | same (its history) | RoPE "was first used in the LLaMA architecture" | RoFormer used it in its own model (2021); GPT-J (June 2021), GPT-NeoX-20B (2022) and PaLM (2022) used it before LLaMA (February 2023) | the cell below |
-# | Position-encoding notes (LLaMA sketch) | passes the whole `2·max_seq_len` phase table to the multiply | slice the current positions first | §6a |
-# | same | pairs are used because "a d-dimensional rotation is too complex" | R_m is a d-dimensional rotation; every relative family exp(mA) is 2 × 2 pairs in a basis that W_q and W_k absorb | §3 |
-# | Positional-embedding notes (RoPE formula) | key R W_k x_m | R W_k x_n | §6d |
-# | same (code comment) | `sin(angles).T.flatten()` "same as" the repeated sin table | a different, 1-D ordering | §6d |
+# | `004` (RoFormer summary, worked example) | angle n·(1/10000)^(−2i/d), growing with i | n·10000^(−2i/d) (= n/100 for i = 1, d = 4) | §5 |
+# | `004` | rotation matrix [[cos, sin], [−sin, cos]], no convention stated | on a column vector (RoFormer's and our convention) it turns clockwise, against its code and table; it matches them only as row vector × matrix: say so, or write [[cos, −sin], [sin, cos]] | §5 |
+# | `004`, table | 0.9999 (row 1) and 1.0296 (row 3; cos and sin rounded to 4 decimals before adding) | 1.0000 and 1.0295 | §5 |
+# | `001` (position-encoding summary, even/odd code) | output named `odds` for features 0, 2, 4, … (0-indexed); `evens` for 1, 3, … | names swapped in the code's own 0-indexed convention | §6b |
+# | `001` | stacked picture with first row o₁, o₁, …, o_{d−1} | o₁, o₃, …, o_{d−1} | §6b |
+# | `001` | last block uses θ_{d/2} | θ_{d/2−1} (pairs θ₀ … θ_{d/2−1}) | §6b |
+# | `001` | `rotate_half` has the interleaved block-diagonal matrix | pairs (j, j + d/2): R_half = P R_int Pᵀ | §6c |
+# | `001` (its history) | RoPE "was first used in the LLaMA architecture" | RoFormer used it in its own model (2021); GPT-J (June 2021), GPT-NeoX-20B (2022) and PaLM (2022) used it before LLaMA (February 2023) | the cell below |
+# | `000` (position-encoding notes, LLaMA sketch) | passes the whole `2·max_seq_len` phase table to the multiply | slice the current positions first | §6a |
+# | `000` | pairs are used because "a d-dimensional rotation is too complex" | R_m is a d-dimensional rotation; every relative family exp(mA) is 2 × 2 pairs in a basis that W_q and W_k absorb | §3 |
+# | `003` (positional-embedding notes, RoPE formula) | key R W_k x_m | R W_k x_n | §6d |
+# | `003` (code comment) | `sin(angles).T.flatten()` "same as" the repeated sin table | a different, 1-D ordering | §6d |
 #
 # None of this changes the method: each source's *code* (apart from the unsliced table)
 # computes correct RoPE, as §6 shows by running it.
