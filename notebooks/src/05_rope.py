@@ -994,16 +994,28 @@ draw_decay(fig, 128, 10000.0)
 fig
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# Move the base and d: a larger base slows the decay of both the bound and the q = k curve
-# (more pairs with long wavelengths); the independent-vector curve stays flat whatever
-# you choose. (The colours are those of the figure above; the legend is left out so the
-# widget redraws quickly.)
+# Move the base and d: from base 10 000 up, a larger base slows the decay of both the bound and
+# the q = k curve (more pairs with long wavelengths; below 10 000 a narrow head need not follow
+# this rule: try d = 16), and the independent-vector curve stays flat for every setting.
+# The next cell checks both over all of the widget's settings. (The colours are those of the
+# figure above; the legend is left out so the widget redraws quickly.)
+
+# %% slideshow={"slide_type": "fragment"}
+bases = [100.0, 1000.0, 10000.0, 100000.0, 500000.0]
+widths = [16, 32, 64, 128, 256]
+for d_ in widths:
+    for b_ in bases:
+        _, indep_, _, _ = decay_curves(d_, b_)
+        assert abs(indep_[dist < 256].mean() / indep_[dist >= 768].mean() - 1) < 0.1  # flat
+    for lower, higher in zip(bases[2:], bases[3:]):  # from 10 000 up: a larger base decays more slowly
+        (b_lo, _, s_lo, _), (b_hi, _, s_hi, _) = decay_curves(d_, lower), decay_curves(d_, higher)
+        assert b_hi[far_r].mean() > b_lo[far_r].mean() and s_hi[far_r].mean() > s_lo[far_r].mean()
+print(f"all {len(widths) * len(bases)} settings: independent q, k flat; from base 10000 up, slower decay with a larger base")
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
-bases = [100.0, 1000.0, 10000.0, 100000.0, 500000.0]
 decay_widget = viz.InteractiveFigure(
     lambda fig, d, base: draw_decay(fig, d, base, legend=False), figsize=(9.5, 3.4),
-    d=SelectionSlider(options=[16, 32, 64, 128, 256], value=128, description="d"),
+    d=SelectionSlider(options=widths, value=128, description="d"),
     base=SelectionSlider(options=bases, value=10000.0, description="base"),
 )
 decay_widget
