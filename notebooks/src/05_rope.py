@@ -957,6 +957,16 @@ assert abs(i_big[dist < 256].mean() / i_big[dist >= 768].mean() - 1) < 0.1
 print(f"bound: {bound[0]:.1f} at r = 0, at most {bound[far_r].max():.1f} from r = 256 on")
 print(f"independent q, k: mean |score| for r < 256 over r >= 768: {near / far:.2f} (no decay)")
 print(f"q = k: mean score from r = 256 on is {same[far_r].mean():.2f} of its r = 0 value")
+bases, widths = [100.0, 1000.0, 10000.0, 100000.0, 500000.0], [16, 32, 64, 128, 256]  # the widget's settings
+for d_ in widths:
+    for b_ in bases:
+        _, indep_, _, _ = decay_curves(d_, b_)
+        assert abs(indep_[dist < 256].mean() / indep_[dist >= 768].mean() - 1) < 0.1  # flat
+    for lower, higher in zip(bases[2:], bases[3:]):  # from 10 000 up: a larger base decays more slowly
+        (b_lo, _, s_lo, _), (b_hi, _, s_hi, _) = decay_curves(d_, lower), decay_curves(d_, higher)
+        assert b_hi[far_r].mean() > b_lo[far_r].mean() and s_hi[far_r].mean() > s_lo[far_r].mean()
+print(f"all {len(widths) * len(bases)} (d, base) of the widget below: independent q, k flat; from base 10000 up, "
+      "a larger base decays more slowly")
 
 # %% slideshow={"slide_type": "fragment"}
 def draw_decay(fig, d: int, base: float, legend: bool = True):
@@ -996,21 +1006,9 @@ fig
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Move the base and d: from base 10 000 up, a larger base slows the decay of both the bound and
 # the q = k curve (more pairs with long wavelengths; below 10 000 a narrow head need not follow
-# this rule: try d = 16), and the independent-vector curve stays flat for every setting.
-# The next cell checks both over all of the widget's settings. (The colours are those of the
-# figure above; the legend is left out so the widget redraws quickly.)
-
-# %% slideshow={"slide_type": "fragment"}
-bases = [100.0, 1000.0, 10000.0, 100000.0, 500000.0]
-widths = [16, 32, 64, 128, 256]
-for d_ in widths:
-    for b_ in bases:
-        _, indep_, _, _ = decay_curves(d_, b_)
-        assert abs(indep_[dist < 256].mean() / indep_[dist >= 768].mean() - 1) < 0.1  # flat
-    for lower, higher in zip(bases[2:], bases[3:]):  # from 10 000 up: a larger base decays more slowly
-        (b_lo, _, s_lo, _), (b_hi, _, s_hi, _) = decay_curves(d_, lower), decay_curves(d_, higher)
-        assert b_hi[far_r].mean() > b_lo[far_r].mean() and s_hi[far_r].mean() > s_lo[far_r].mean()
-print(f"all {len(widths) * len(bases)} settings: independent q, k flat; from base 10000 up, slower decay with a larger base")
+# this rule: try d = 16), and the independent-vector curve stays flat for every setting (both
+# checked over all the widget's settings two cells above). The colours are those of the figure
+# above; the legend is left out so the widget redraws quickly.
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
 decay_widget = viz.InteractiveFigure(
