@@ -437,4 +437,4 @@ steps = {
         pl.rotate_pairs(q_step.float(), ab.cos(), ab.sin(), "half").to(xb.dtype), q_step, g_step),
 }
 for name, fn in steps.items():
-    print(f"{name:40s} {median_ms(fn) / t_bound:5.1f} x the one-pass bound")
+    print(f"{name:40s} {median_ms(fn) / t_bound:6.2f} x the one-pass bound")
