@@ -115,3 +115,34 @@ def test_the_guards_own_wrappers_do_not_count_as_the_learners_steps():
         for _ in range(3):
             torch.arange(4)
             np.zeros(3)
+
+
+def test_counted_numbers_do_arithmetic_and_count_it():
+    A = g.counting([[0.0, -1.0], [1.0, 0.0]], limit=100)
+    x = (A[1][0] * 3 + 1) / 2 - A[0][1] ** 2  # 2 - 1
+    assert g.value_of(x) == 1.0 and isinstance(x, g.Counted)
+    assert g.value_of(abs(-A[1][0])) == 1.0 and g.value_of(sum(a for row in A for a in row)) == 0.0
+    assert max(A[0][1], 0) == 0 and A[1][0] > 0.5  # comparisons answer as booleans
+    budget = object.__getattribute__(A[0][0], "_budget")
+    assert budget.used == 5 + 2 + 4 + 2 * g.COMPARISON_COST  # every operation counted, comparisons ten times
+    assert g.value_of(2.5) == 2.5
+
+
+def test_counted_numbers_stop_past_their_budget():
+    A = g.counting(np.eye(4), limit=400)
+    M = np.array(A, dtype=object)
+    with pytest.raises(g.TooManySteps):
+        for _ in range(10):
+            M = M @ M  # about 112 operations each
+
+
+@pytest.mark.parametrize("leave", [
+    lambda x: float(x), lambda x: int(x), lambda x: f"{x:.3f}", lambda x: round(x),
+    lambda x: np.array([x], dtype=float), lambda x: torch.tensor([x], dtype=torch.float64),
+    lambda x: __import__("pickle").dumps(x), lambda x: x._counted_value, lambda x: math.sqrt(x),
+])
+def test_counted_numbers_never_leave_the_count(leave):
+    x = g.counting([[1.5]], limit=100)[0][0]
+    with pytest.raises(g.Shortcut):
+        leave(x)
+    assert "1.5" not in repr(x) and "1.5" not in str(x)
