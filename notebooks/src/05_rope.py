@@ -1232,31 +1232,40 @@ assert dense_bytes == d * table_bytes
 # a hint. The worked solution follows, collapsed (expand it only after trying), then a cell that
 # checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
 #
-# **Exercise 1 (predict).** §2 found one way for position to change lengths: ζ^m on the query and
-# ζ^(−n) on the key (ζ = e^λ, xPos's idea). Take pair j = 1 of a d = 8 head (base 10000) in a RoPE
-# that does both, with ζ = 0.98: the query's pair is (2, 1) at position m = 10^18 + 50, the key's
-# pair is (1, −1) at n = 10^18 + 30. Predict this pair's contribution to the score,
-# ⟨ζ^m R(mθ_1) q, ζ^(−n) R(nθ_1) k⟩, to three decimals. No float follows positions this large
-# (ζ^m underflows, ζ^(−n) overflows, and an angle of 10^17 radians keeps no digits after the point),
-# so computing it as written is not a way to the number.
+# **Exercise 1 (derive).** §2 found one way for position to change lengths: ζ^m on the query and
+# ζ^(−n) on the key (ζ = e^λ, xPos's idea). Take one pair of a RoPE that does both: the query's pair q
+# (two numbers) at position m, the key's pair k at position n, the pair's frequency θ. Write
+# `scaled_pair_score(q, k, m, n, zeta, theta)`, this pair's contribution to the score,
+# ⟨ζ^m R(mθ) q, ζ^(−n) R(nθ) k⟩. The checker calls it with its own pairs, ζ and θ, with the key
+# behind, at and ahead of the query, and at positions up to 10^400. No float follows positions that large
+# (ζ^m underflows, ζ^(−n) overflows, and an angle of 10^17 radians keeps no digits after the point), so
+# computing the score as written is not a way to it: arbitrary-precision libraries (mpmath, sympy,
+# decimal, fractions) refuse to run while your function does, and each call allows a few hundred Python
+# lines. For instance, pair j = 1 of a d = 8 head (θ = 0.1) with ζ = 0.98, q = (2, 1) at m = 10^18 + 50
+# and k = (1, −1) at n = 10^18 + 30.
 
 # %% slideshow={"slide_type": "fragment"}
-answer = None  # your code: one number
-_ = check.rope_pair_score(answer)
+def scaled_pair_score(q, k, m, n, zeta, theta):
+    raise NotImplementedError  # your code
+
+
+_ = check.rope_pair_score(scaled_pair_score)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "rope_pair_score_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-answer = None  # your code: one number
-### BEGIN SOLUTION
-# In §2's polar form, f_q·conj(f_k) has length ζ^m|q|·ζ^(−n)|k| = ζ^(m−n)|q||k| and phase
-# arg q − arg k + (m − n)θ: both need only m − n = 20, never the positions. θ_1 = 10000^(−2/8) = 0.1.
-# So the score is ζ^20 qᵀR((n − m)θ_1)k, and qᵀR(φ)k = cos φ (q·k) + sin φ (q·Jk) with
-# J = [[0, −1], [1, 0]]: q·k = 2 − 1 = 1 and q·Jk = (2, 1)·(1, 1) = 3.
-phi = (-20) * 0.1
-answer = 0.98**20 * (math.cos(phi) * 1 + math.sin(phi) * 3)
-### END SOLUTION
+def scaled_pair_score(q, k, m, n, zeta, theta):
+    ### BEGIN SOLUTION
+    # In §2's polar form, f_q·conj(f_k) has length ζ^m|q|·ζ^(−n)|k| = ζ^(m−n)|q||k| and phase
+    # arg q − arg k + (m − n)θ: both need only m − n (an exact Python int), never the positions.
+    # So the score is ζ^(m−n) qᵀR((n − m)θ)k, and for one pair qᵀR(φ)k = cos φ (q·k) + sin φ (q·Jk)
+    # with J = [[0, −1], [1, 0]], q·Jk = q₁k₀ − q₀k₁.
+    phi = (n - m) * theta
+    dot, cross = q[0] * k[0] + q[1] * k[1], q[1] * k[0] - q[0] * k[1]
+    return zeta ** (m - n) * (math.cos(phi) * dot + math.sin(phi) * cross)
+    ### END SOLUTION
+
 
 # %% nbgrader={"grade": true, "grade_id": "rope_pair_score", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.rope_pair_score(answer)
+_ = check.rope_pair_score(scaled_pair_score)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise 2 (derive).** In a context of L tokens (positions 0 … L − 1) the fast pairs turn
@@ -1320,13 +1329,17 @@ answer = [2 * j + 1 for j in range(32)] + [2 * j for j in range(32)]
 _ = check.rope_layout_perm(answer)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 4 (derive).** §3 found the frequencies of a tilted generator numerically, from an
-# eigen-decomposition of A². Derive them in closed form instead: write `tilted_frequencies(A)` that
-# takes a 4 × 4 skew-symmetric A and returns its two frequencies θ (radians per position), the faster
-# first, computed from the entries of A. While your function runs, torch's and numpy's eigenvalue and
-# singular-value routines (and `numpy.poly`, which calls them) refuse to work, and each A allows a
-# formula's worth of Python lines, not an iteration; the checker tries RoPE's own d = 4 generator,
-# tilted ones, random ones and one with two nearly equal frequencies.
+# **Exercise 4 (derive).** §3 called A the *generator* of a relative family (R_m = exp(mA)) and found
+# that A = Q B Qᵀ, where B is RoPE's own block generator and Q an orthonormal basis: A is RoPE *tilted*
+# by Q. It found A's frequencies numerically, from an eigen-decomposition of A². Derive them in closed
+# form instead: write `tilted_frequencies(A)` that takes a 4 × 4 skew-symmetric A (4 rows of 4 numbers)
+# and returns its two frequencies θ (radians per position), the faster first, as a formula in A's
+# entries. The checker hands your function entries that count the arithmetic done with them: +, −, ×, /,
+# ** (`x ** 0.5` for a square root), `abs`, `sum`, `max` and comparisons work as on floats; turning an
+# entry into a float, a tensor or a float array does not, and each A allows 400 operations (a comparison
+# costs 10): room for a formula, even one with two 4 × 4 products, but not for iterating towards the
+# eigenvalues. It tries RoPE's own d = 4 generator, tilted ones, random ones and one with two nearly equal
+# frequencies. Your function should work on plain floats too: try it on a tilted A of your own first.
 
 # %% slideshow={"slide_type": "fragment"}
 def tilted_frequencies(A):
@@ -1342,14 +1355,14 @@ def tilted_frequencies(A):
     # A = Q B Qᵀ (§3), so anything a change of orthonormal basis cannot alter depends on B's
     # frequencies alone. Two such numbers are easy to read off A's entries:
     #   the sum of the squares of the entries, tr(AᵀA) = tr(BᵀB) = 2 (θ1² + θ2²) (each θ sits twice in B);
-    #   the determinant, det A = det B = θ1² θ2².
+    #   the determinant, det A = det B = θ1² θ2². For a 4 × 4 skew-symmetric A it is the square of
+    #   a01 a23 − a02 a13 + a03 a12 (expand it, or check it on B, where it is θ1 θ2).
     # With s = θ1² + θ2² and p = θ1 θ2: (θ1 ± θ2)² = s ± 2p. The faster frequency is the half-sum of
     # the two roots, and the slower p / faster (which avoids subtracting two nearly equal numbers).
-    A = torch.as_tensor(A, dtype=torch.float64)
-    s = (A**2).sum() / 2
-    p = torch.linalg.det(A).clamp(min=0).sqrt()
-    fast = ((s + 2 * p).sqrt() + (s - 2 * p).clamp(min=0).sqrt()) / 2
-    return torch.stack((fast, p / fast))
+    s = sum(a * a for row in A for a in row) / 2
+    p = abs(A[0][1] * A[2][3] - A[0][2] * A[1][3] + A[0][3] * A[1][2])
+    fast = ((s + 2 * p) ** 0.5 + max(s - 2 * p, 0) ** 0.5) / 2
+    return fast, p / fast
     ### END SOLUTION
 
 

@@ -2,75 +2,141 @@
 
 Each checker takes the learner's answer (a number, integers or a function), checks it and prints what is
 right, what is wrong and a hint. None (or a function still raising NotImplementedError) counts as not
-attempted (see _core for grading mode). The module holds no answer: a number is sealed (``_core.sealed_number``),
-a permutation and a pair index are checked by the properties that define them, and the frequencies of a
-generator are measured on the checker's own matrices after the learner's function has run.
+attempted (see _core for grading mode). The module holds no answer: the score of Ex 1 is compared, far from the
+start, with the score as defined at small positions; a permutation and a pair index are checked by the properties
+that define them; and the frequencies of a generator are measured on the checker's own matrices after the
+learner's function has run.
 """
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any, Callable, Iterator
 
 import torch
 
 from ..rotary import apply_rope
-from ._core import Verdict, close, float64_tensor, near_sealed, number, report, whole_number, whole_numbers
-from ._guard import answers_under_guard, stopped_verdict
+from ._core import Verdict, close, float64_tensor, number, report, whole_number, whole_numbers
+from ._guard import Shortcut, answers_under_guard, counting, loaded, stopped_verdict, value_of
 
 __all__ = ["rope_pair_score", "rope_first_slow_pair", "rope_layout_perm", "rope_tilted_frequencies"]
 
 
-# Exercise 1: pair j = 1 of a d = 8 head (base 10000, theta_1 = 0.1) in a RoPE that also scales lengths, the rule
-# §2 leaves open (c(m) = zeta^m): the query's pair is zeta^m R(m theta) q at m, the key's zeta^(-n) R(n theta) k at n.
-# The positions are far beyond any float's reach: only the offset and the product of the lengths can be used.
-PAIR_Q, PAIR_K, PAIR_M, PAIR_N = (2.0, 1.0), (1.0, -1.0), 10**18 + 50, 10**18 + 30
-PAIR_J, PAIR_D, PAIR_ZETA = 1, 8, 0.98
-_PAIR = "ch05.rope_pair_score"
-_PAIR_RIGHT = "82b66087348acf5967cc93d7"  # sealed_number(answer, _PAIR): the checker does not hold the number
-_PAIR_SLIPS = {  # sealed wrong answers, each a misconception, told without the number
-    "59a67a0e2579aacaf89c9772": "the key turned the other way: the score sees the key's angle minus the query's (§1), "
-                                "not the reverse",
-    "1b3004f1807699c7dfa82f4f": "the key turned the other way (the score sees the key's angle minus the query's), and "
-                                "the lengths are left out",
-    "7bb8ae6fa38c90f16862fb2a": "the lengths: the query carries ζ^m and the key ζ^(−n); which power of ζ is their "
-                                "product?",
-    "407cc7f845fc6c7f2912ce96": "the lengths and the direction of the turn are both reversed",
-    "7c665a6597c4bb248b15df14": "the rotation is right, but the lengths are left out: this RoPE scales the "
-                                "query by ζ^m and the key by ζ^(−n)",
-    "0d96c176ce3300b3f7b4bab4": "that is the score with no turn between the two pairs: either the rotation is "
-                                "left out, or each pair was turned by its absolute angle, where m·θ and n·θ "
-                                "(about 10^17 radians, floats 16 apart) round to the same number",
-    "cd3f784179b88d78dfce58eb": "without any rotation or scaling: both happen before the dot product",
-    "65334e43222d2fd2739d56ce": "that angle is pair 0's rate; pair j turns at θ_j = 10000^(−2j/d)",
-    "a959e7d4cee442589263f527": "θ_j = 10000^(−2j/d): the exponent has the factor 2 (j counts pairs, not features)",
-}
+# Exercise 1: one pair's contribution to the score in a RoPE that also scales lengths, the rule §2 leaves open
+# (c(m) = zeta^m): the query's pair is zeta^m R(m theta) q at m, the key's zeta^(-n) R(n theta) k at n. The learner
+# writes a function; the checker calls it with its own pairs, rates and lengths at positions far beyond any float
+# (10^18 to 10^400), where only the offset and the product of the lengths can be used. It holds no formula for
+# that: it computes the score as defined at small positions, and asks the function for the same pair moved far away.
+PAIR_SHIFTS = (10**18, 10**30 + 7, 10**400)  # how far the checker moves each pair (both positions alike)
+PAIR_STEPS = 400  # Python lines per call: a formula (or the library's rotation at the offset) runs under 200;
+# arbitrary precision at the absolute positions (mpmath, sympy) runs thousands
 
 
-def rope_pair_score(answer: Any) -> bool | None:
-    """Exercise 1: one pair's contribution to the score, for a RoPE that also scales lengths (a number)."""
+def _pair_cases() -> list[tuple[tuple[float, float], tuple[float, float], int, int, float, float]]:
+    """(q, k, m, n, zeta, theta) at small positions: key behind, ahead of and at the query, zeta below, above and at 1."""
+    g = torch.Generator().manual_seed(2025)
+    qk = torch.randn(4, 2, 2, dtype=torch.float64, generator=g).tolist()
+    settings = ((50, 30, 0.98, 0.1), (3, 41, 1.02, 1.0), (12, 12, 0.9, 10000 ** (-6 / 8)), (0, 7, 1.0, 0.5))
+    return [(tuple(q), tuple(k), m, n, zeta, theta) for (q, k), (m, n, zeta, theta) in zip(qk, settings)]
 
-    def run(ans: Any) -> Iterator[Verdict]:
-        value = number(ans)
-        if value is None:
-            yield False, "expected one number"
+
+def _as_defined(q, k, m: int, n: int, zeta: float, theta: float) -> float:
+    """<zeta^m R(m theta) q, zeta^(-n) R(n theta) k>, computed as written: right only while m and n are small."""
+    def turned(p, angle):
+        c, s_ = math.cos(angle), math.sin(angle)
+        return p[0] * c - p[1] * s_, p[0] * s_ + p[1] * c
+
+    a, b = turned(q, m * theta), turned(k, n * theta)
+    return zeta**m * zeta ** (-n) * (a[0] * b[0] + a[1] * b[1])
+
+
+_PAIR_SLIPS = (  # (what changes in the definition, the misconception named)
+    (dict(theta=lambda t: -t), "each pair turned the other way: the score sees the key's angle minus the query's "
+                               "(§1), and your sign is reversed"),
+    (dict(zeta=lambda z: 1 / z), "the lengths: the query carries ζ^m and the key ζ^(−n); which power of ζ is their "
+                                 "product?"),
+    (dict(zeta=lambda z: 1 / z, theta=lambda t: -t), "the lengths and the direction of the turn are both reversed"),
+    (dict(zeta=lambda z: 1.0), "the rotation is right, but the lengths are left out: this RoPE scales the query by "
+                               "ζ^m and the key by ζ^(−n)"),
+    (dict(zeta=lambda z: 1.0, theta=lambda t: -t), "the turn is reversed and the lengths are left out"),
+    (dict(theta=lambda t: 0.0), "no turn between the two pairs: the rotation is left out"),
+    (dict(zeta=lambda z: 1.0, theta=lambda t: 0.0), "neither the rotation nor the lengths: both happen before the dot "
+                                                    "product"),
+)
+
+
+def _arbitrary_precision() -> list[tuple[Any, str, str]]:
+    """Arbitrary-precision arithmetic, where the learner has loaded it: the way to compute the score as written."""
+    found = loaded("mpmath", ("mpf", "mpc", "cos", "sin", "exp", "expj", "cospi", "sinpi", "power", "mpmathify",
+                              "fmod", "cos_sin", "nint"))
+    mp = getattr(sys.modules.get("mpmath"), "mp", None)
+    if mp is not None:
+        found += [(mp, name, f"mpmath.mp.{name}") for name in ("mpf", "mpc", "cos", "sin", "exp", "expj", "power")]
+    found += loaded("sympy", ("cos", "sin", "exp", "Integer", "Rational", "Float", "N", "sympify", "nsimplify"))
+    found += loaded("decimal", ("Decimal",)) + loaded("fractions", ("Fraction",))
+    return found + [(sys.modules[__name__], "_as_defined", "check.ch05._as_defined")]
+
+
+def rope_pair_score(fn: Callable[..., Any] | None) -> bool | None:
+    """Exercise 1: fn(q, k, m, n, zeta, theta) -> <zeta^m R(m theta) q, zeta^(-n) R(n theta) k>, one pair's score in a
+    RoPE that also scales lengths (q, k: two numbers each; m, n: Python ints up to 10^400). Arbitrary-precision
+    libraries refuse to run while fn does, and each call allows ``PAIR_STEPS`` Python lines."""
+
+    def run(fn: Callable[..., Any]) -> Iterator[Verdict]:
+        small = _pair_cases()
+        far = [(q, k, m + s, n + s, zeta, theta) for s in PAIR_SHIFTS for q, k, m, n, zeta, theta in small]
+        def overflow_as_inf(*case: Any) -> Any:
+            try:
+                return fn(*case)
+            except OverflowError:  # ζ^(−n) as a Python float at n = 10^18: the number is not finite
+                return math.inf
+
+        answers, stopped = answers_under_guard(overflow_as_inf, small + far, _arbitrary_precision(),
+                                               steps_per_case=PAIR_STEPS)
+        if stopped is not None:
+            case = stopped[0]
+            where = "your function" if case in small else f"at positions near 10^{len(str(case[2])) - 1} your function"
+            yield stopped_verdict(stopped[1], where,
+                                  shortcut="that computes the score as written, at the absolute positions; the "
+                                           "exercise asks what the score can be computed from instead",
+                                  loop=f"runs more than {PAIR_STEPS} Python lines: that is arbitrary-precision "
+                                       "arithmetic at the absolute positions, not what the score depends on")
             return
-        if not math.isfinite(value):
-            yield False, ("not a finite number: at these positions ζ^m alone underflows and ζ^(−n) overflows, and "
-                          "any angle m·θ has lost its digits; the positions themselves are not what the score uses")
+        got = [number(answers[case]) for case in small + far]
+        if any(v is None for v in got):
+            yield False, "expected one number for each call"
             return
-        if near_sealed(value, _PAIR_RIGHT, _PAIR):
-            yield True, ("right: the lengths multiply and the angles subtract, so the score never sees where the "
-                         "pair sits")
+        want = [_as_defined(*case) for case in small]
+        if not all(math.isfinite(v) for v in got[:len(small)]):
+            yield False, "not a finite number at small positions, where the score as written is an ordinary number"
             return
-        for digest, why in _PAIR_SLIPS.items():
-            if near_sealed(value, digest, _PAIR):
-                yield False, why
-                return
-        yield False, (f"{value:.4f} is not this pair's contribution (rotating at the absolute positions gives "
-                      "rounding noise here: an angle of 10^17 radians keeps no digits after the point)")
+        if not all(math.isclose(v, w, rel_tol=1e-5, abs_tol=1e-5) for v, w in zip(got, want)):
+            for change, why in _PAIR_SLIPS:
+                slip = [_as_defined(q, k, m, n, change.get("zeta", lambda z: z)(zeta),
+                                    change.get("theta", lambda t: t)(theta)) for q, k, m, n, zeta, theta in small]
+                if all(math.isclose(v, w, rel_tol=1e-5, abs_tol=1e-5) for v, w in zip(got, slip)):
+                    yield False, why
+                    return
+            yield False, "wrong already at small positions, where the score can be computed as written"
+            return
+        for s, start in zip(PAIR_SHIFTS, range(len(small), len(got), len(small))):
+            moved = got[start:start + len(small)]
+            if all(math.isclose(v, w, rel_tol=1e-5, abs_tol=1e-5) for v, w in zip(moved, want)):
+                continue
+            if not all(math.isfinite(v) for v in moved):
+                yield False, ("right at small positions; with both positions moved by about 10^"
+                              f"{len(str(s)) - 1} your function returns a number that is not finite: ζ^m alone "
+                              "underflows or overflows there")
+            else:
+                yield False, ("right at small positions, but the score changes when both positions move by about 10^"
+                              f"{len(str(s)) - 1}: your function depends on where the pair sits (an angle of 10^17 "
+                              "radians or more keeps no digits after the point)")
+            return
+        yield True, ("right at every distance from the start: the lengths multiply and the angles subtract, so the "
+                     "score never sees where the pair sits")
 
-    return report(f"pair j = {PAIR_J} of q at m = 10^18 + 50 and k at n = 10^18 + 30, lengths ζ^m and ζ^(−n)",
-                  answer, run, "§2's polar form: a complex number is a length times a phase")
+    return report("one pair's score when RoPE also scales lengths, at positions up to 10^400", fn, run,
+                  "§2's polar form: a complex number is a length times a phase")
 
 
 # Exercise 2: the first pair whose angle never reaches a full turn, as a formula. The checker holds no answer:
@@ -133,6 +199,9 @@ def rope_first_slow_pair(fn: Callable[[int, float, int], Any] | None) -> bool | 
                               "formula needs about 12 significant digits, and float32 keeps 7 (use Python floats)")
             elif got < d // 2 and _largest_turns(got, d, base, L) >= 1:
                 yield False, f"{where}: pair {got} still completes a full turn before position L − 1"
+            elif _largest_turns(got - 1, d, base, L + 1) >= 1:
+                yield False, (f"{where}: pair {got - 1} reaches a full turn only at position L, one past the context: "
+                              "its positions run 0 … L − 1")
             else:
                 yield False, f"{where}: pair {got - 1} already stays below one turn: find the smallest such j"
             return
@@ -159,8 +228,8 @@ def _layout_faults(order: list[int], d: int) -> str | None:
             return (f"the checkpoint's pair {a // 2} sits in the kernel's pair {j}: it would turn at θ_{j} instead "
                     f"of θ_{a // 2}")
         if a % 2 == 0:
-            return (f"the checkpoint's pair {j} keeps its order in the kernel's pair {j}, so it turns "
-                    "counter-clockwise there; the checkpoint was trained turning it clockwise")
+            return (f"every pair sits in the kernel's pair of the same frequency, but pair {j} turns "
+                    "counter-clockwise there, and the checkpoint was trained with it turning clockwise")
     return None
 
 
@@ -189,16 +258,19 @@ def rope_layout_perm(answer: Any, *, d: int = LAYOUT_D) -> bool | None:
             yield False, fault or f"the two sides differ by {gap:.3f}"
 
     return report(f"a clockwise checkpoint on a counter-clockwise half-layout kernel, d = {d}", answer, run,
-                  "a mirror turns a clockwise turn into a counter-clockwise one")
+                  "reordering features is a change of basis: in which basis of the plane does R(α) look like R(−α)?")
 
 
-# Exercise 4: the two frequencies of a 4 x 4 skew-symmetric generator, from its entries (no eigenvalues).
-def _tilted(thetas: tuple[float, float], seed: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+# Exercise 4: the two frequencies of a 4 x 4 skew-symmetric generator, from its entries (no eigenvalues). The
+# learner's function gets entries that count the arithmetic done with them (``_guard.counting``): a closed form
+# costs dozens of operations; eigenvalue routines cannot take them, and an iteration (power iteration, repeated
+# squaring, in numpy or by hand) spends the budget long before it converges on the nearly-equal case.
+def _tilted(thetas: tuple[float, float], seed: int) -> torch.Tensor:
     """Q B Qᵀ: RoPE's generator with these frequencies, in a random orthonormal basis Q (seeded)."""
     B = torch.zeros(4, 4, dtype=torch.float64)
     B[0, 1], B[1, 0], B[2, 3], B[3, 2] = -thetas[0], thetas[0], -thetas[1], thetas[1]
     q, _ = torch.linalg.qr(torch.randn(4, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(seed)))
-    return (q @ B @ q.T).to(dtype)
+    return q @ B @ q.T
 
 
 def _skew(seed: int) -> torch.Tensor:
@@ -206,59 +278,67 @@ def _skew(seed: int) -> torch.Tensor:
     return m - m.T
 
 
-TILTED_STEPS = 150  # Python lines per generator: a closed form takes about 10; power iteration needs hundreds
+TILTED_OPS = 400  # operations on A's entries per generator: a closed form takes under 200 (two 4 x 4 products
+# included); converging on the nearly-equal generator by products takes thousands
+TILTED_STEPS = 5000  # Python lines per generator: room for a formula written with small helper loops
 
 
 def _tilted_cases() -> list[tuple[str, torch.Tensor]]:
     """The generators the checker asks about (not the answers): RoPE's own (§5's d = 4), tilted ones, random ones,
-    one in float32, and one with two nearly equal frequencies (where iterating towards the faster one is slow)."""
+    and one with two nearly equal frequencies (where iterating towards the faster one is slow)."""
     rope4 = torch.tensor([[0, -1, 0, 0], [1, 0, 0, 0], [0, 0, 0, -0.01], [0, 0, 0.01, 0]], dtype=torch.float64)
     return [("RoPE's own generator, d = 4", rope4), ("the same frequencies, tilted", _tilted((1.0, 0.01), seed=5)),
-            ("a random skew-symmetric A", _skew(11)), ("a tilted A in float32", _tilted((2.0, 0.5), seed=9, dtype=torch.float32)),
+            ("a random skew-symmetric A", _skew(11)), ("another tilted A", _tilted((2.0, 0.5), seed=9)),
             ("another random one", 3 * _skew(23)), ("two nearly equal frequencies", _tilted((1.0, 0.995), seed=13))]
 
 
-def _decompositions() -> tuple[tuple[Any, str, str], ...]:
-    """Eigenvalue and singular-value routines: §3's numerical route."""
-    import sys
-
-    import numpy
-
-    names = ("eig", "eigvals", "eigh", "eigvalsh", "svd", "svdvals")
-    found = [(torch.linalg, n, f"torch.linalg.{n}") for n in names] + [(numpy.linalg, n, f"numpy.linalg.{n}") for n in names]
-    found += [(torch, "svd", "torch.svd"), (torch.Tensor, "svd", "Tensor.svd"), (torch, "lobpcg", "torch.lobpcg"),
-              (numpy, "roots", "numpy.roots"), (numpy, "poly", "numpy.poly")]  # numpy.poly(A) computes A's eigenvalues
-    scipy_linalg = sys.modules.get("scipy.linalg")  # only if the learner has it loaded
-    if scipy_linalg is not None:
-        found += [(scipy_linalg, n, f"scipy.linalg.{n}") for n in names]
-    return tuple(found)
+def _plain(raw: Any) -> Any:
+    """The learner's answer with the checker's counting entries read back (lists, tuples, object arrays)."""
+    if getattr(raw, "dtype", None) == object and hasattr(raw, "tolist"):  # a numpy array of the entries
+        raw = raw.tolist()
+    if isinstance(raw, (list, tuple)):
+        return [_plain(x) for x in raw]
+    return value_of(raw)
 
 
-def rope_tilted_frequencies(fn: Callable[[torch.Tensor], Any] | None) -> bool | None:
-    """Exercise 4: fn(A) -> the two frequencies (faster first) of a 4 x 4 skew-symmetric A, from its entries:
-    eigenvalue and singular-value routines refuse to run while fn does, and each A allows ``TILTED_STEPS``
-    Python lines (an iteration towards the eigenvalues takes more). The checker measures the frequencies by
-    eigenvalues itself, after fn has run."""
+def rope_tilted_frequencies(fn: Callable[[Any], Any] | None) -> bool | None:
+    """Exercise 4: fn(A) -> the two frequencies (faster first) of a 4 x 4 skew-symmetric A, as a formula in its
+    entries. A comes as 4 rows of ``_guard.Counted`` entries (+, −, ×, /, **, abs and comparisons work; no float,
+    tensor or array of them), with ``TILTED_OPS`` operations and ``TILTED_STEPS`` Python lines per generator.
+    The checker measures the frequencies by eigenvalues itself, after fn has run."""
 
-    def run(fn: Callable[[torch.Tensor], Any]) -> Iterator[Verdict]:
+    def run(fn: Callable[[Any], Any]) -> Iterator[Verdict]:
         cases = _tilted_cases()
-        by_case, stopped = answers_under_guard(lambda n: fn(cases[n][1].clone()), [(n,) for n in range(len(cases))],
-                                               _decompositions(), steps_per_case=TILTED_STEPS)
+
+        def on_counted_entries(n: int) -> Any:
+            try:
+                return fn(counting(cases[n][1], TILTED_OPS))
+            except (TypeError, RuntimeError, ValueError) as e:  # torch.tensor(A), numpy's float arrays, ...
+                if "Counted" in str(e) or "counts its arithmetic" in str(e):
+                    raise Shortcut("torch.tensor or numpy.array on the checker's entries") from e
+                raise
+
+        unwrap = [(sys.modules[value_of.__module__], "value_of", "check._guard.value_of"),  # the checker's own read
+                  (sys.modules[__name__], "value_of", "check.ch05.value_of")]
+        by_case, stopped = answers_under_guard(on_counted_entries, [(n,) for n in range(len(cases))], unwrap,
+                                               steps_per_case=TILTED_STEPS)
         if stopped is not None:
             yield stopped_verdict(stopped[1], f"{cases[stopped[0][0]][0]}: your function",
-                                  shortcut="that is §3's numerical route; the exercise asks for the frequencies as a "
-                                  "formula in A's entries",
-                                  loop=f"runs more than {TILTED_STEPS} Python lines: an iteration towards the "
-                                       "eigenvalues, not a formula in A's entries")
+                                  shortcut="the entries count the arithmetic done with them, and only +, −, ×, /, **, "
+                                           "abs and comparisons keep them counting: the exercise asks for a formula "
+                                           "in A's entries",
+                                  loop=f"does more than {TILTED_OPS} operations on A's entries (or runs more than "
+                                       f"{TILTED_STEPS} Python lines): an iteration towards the eigenvalues, not a "
+                                       "formula in A's entries")
             return
         for (name, A), raw in zip(cases, by_case.values()):
-            got = float64_tensor(raw)
+            got = float64_tensor(_plain(raw))
             if got is None or got.numel() != 2:
                 yield False, f"{name}: expected two numbers, the faster frequency first"
                 return
             # measured here (fn is done): the square roots of AᵀA's eigenvalues, each frequency twice, fastest last
-            got, want = got.flatten(), torch.linalg.eigvalsh(A.double().T @ A.double()).clamp(min=0).sqrt()[[3, 0]]
-            tol = dict(atol=2e-5, rtol=1e-5)  # float32 arithmetic is fine (its slow root loses digits)
+            got, want = got.flatten(), torch.linalg.eigvalsh(A.T @ A).clamp(min=0).sqrt()[[3, 0]]
+            tol = dict(atol=2e-5, rtol=1e-5)
             if close(got, want, **tol):
                 continue
             if close(got, want.flip(0), **tol):
