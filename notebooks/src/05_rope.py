@@ -5,8 +5,8 @@
 # put something that depends on the offset into the score: learned vectors (Shaw), projected
 # sinusoids (Transformer-XL), a learned scalar per bucket (T5), projected relative embeddings
 # (DeBERTa). RoPE (Su et al., *RoFormer*, 2021) adds nothing: it **rotates** the query and the
-# key by an angle proportional to their position, so that their dot product only sees how far
-# apart they are.
+# key by an angle proportional to their position, so that their dot product sees only the offset
+# n − m between them: how far apart they are, and which of the two comes first.
 #
 # This chapter:
 # 1. rotations in 2-D;
@@ -38,7 +38,7 @@ import functools
 import math
 
 import torch
-from ipywidgets import IntSlider, SelectionSlider
+from ipywidgets import Dropdown, IntSlider, SelectionSlider
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
@@ -236,8 +236,10 @@ print("block_diag of 2 x 2 rotations == pl.rope_matrix")
 # $$\langle R_m q, R_n k\rangle = q^\top R_m^\top R_n k = q^\top R_{n-m}\, k .$$
 #
 # The positions enter only through the offset n − m (key minus query): shifting both by s
-# changes nothing. This is §2's e^{imθ}·conj(e^{inθ}) = e^{−i(n−m)θ}, pair by pair. The next
-# cell checks it for 50 random q, k, m, n and shifts s (float64, d = 16).
+# changes nothing. This is §2's e^{imθ}·conj(e^{inθ}) = e^{−i(n−m)θ}, pair by pair. The sign of
+# the offset counts: R_{n−m} and R_{m−n} turn opposite ways, so a key 3 positions ahead and one
+# 3 behind score differently. The next cell checks all of this for 50 random q, k, m, n and shifts s
+# (float64, d = 16).
 
 # %% slideshow={"slide_type": "fragment"}
 d = 16
@@ -255,7 +257,21 @@ for _ in range(50):
     torch.testing.assert_close(R(m).T @ R(n), R(n - m))
     torch.testing.assert_close(score, q @ R(n - m) @ k)
     torch.testing.assert_close(score, (R(m + s) @ q) @ (R(n + s) @ k))
-print("50 random (q, k, m, n, s): ⟨R_m q, R_n k⟩ = ⟨q, R_(n−m) k⟩ = ⟨R_(m+s) q, R_(n+s) k⟩")
+    assert m == n or not torch.isclose(score, q @ R(m - n) @ k)  # the other sign is another score
+print("50 random (q, k, m, n, s): ⟨R_m q, R_n k⟩ = ⟨q, R_(n−m) k⟩ = ⟨R_(m+s) q, R_(n+s) k⟩ ≠ ⟨q, R_(m−n) k⟩")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# From here on the library rotates for us: `pl.apply_rope(x, positions)` turns row i of x, of shape
+# (…, seq, d), by R_{positions[i]} (positions default to 0, 1, …, seq − 1), with the pairs (0, 1),
+# (2, 3), … of R_m above. §6 shows how it is written without ever building R_m; the cell checks it
+# against R_m.
+
+# %% slideshow={"slide_type": "fragment"}
+x4 = torch.randn(4, d, dtype=F64, generator=torch.Generator().manual_seed(4))
+at = torch.tensor([0, 3, 7, 4000])
+torch.testing.assert_close(pl.apply_rope(x4, at, inv_freq=f64), torch.stack([R(p) @ x4[i] for i, p in enumerate(at.tolist())]))
+torch.testing.assert_close(pl.apply_rope(x4), torch.stack([R(p) @ x4[p] for p in range(4)]))  # positions 0..3
+print("pl.apply_rope(x, positions)[i] == R_(positions[i]) x[i]; default positions 0, 1, 2, …")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### What shift invariance buys, and what it does not
@@ -302,8 +318,9 @@ print(f"cached keys = keys computed at once, for both; moving 5 tokens by 1000 c
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # The cache itself is bookkeeping: a new token is rotated at its true position (the number of tokens
 # already cached) while the cached keys keep the rotations they got when they were new.
-# [Chapter 8, §4](08_rope_in_models.ipynb) decodes this way with a KV cache; `pl.RotaryEmbedding`
-# takes the first position as `offset=`:
+# [Chapter 8, §4](08_rope_in_models.ipynb) decodes this way with a KV cache. `pl.RotaryEmbedding`, the
+# module form of `apply_rope` that keeps its cos and sin tables, takes the first position as `offset=`
+# (the library's name for a start position: not an offset n − m in this course's sense):
 
 # %% slideshow={"slide_type": "fragment"}
 rope16 = pl.RotaryEmbedding(d)
@@ -313,28 +330,44 @@ torch.testing.assert_close(q_rot, pl.apply_rope(q_new, torch.arange(40, 43)))
 print("RotaryEmbedding(q, k, offset=40) rotates the new tokens at positions 40, 41, 42")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# ### Why 2 × 2 pairs?
+# ### Why 2 × 2 pairs? (a detour: nothing later needs it but Exercise 4)
 #
 # One source (`000`) says RoPE turns 2-D pairs because "a d-dimensional rotation is too complex".
 # But $R_m$ *is* a d-dimensional rotation, and pairs are not a simplification: up to a change of basis
-# they are the only shape a relative rotation can have. Ask for any family of d × d matrices with
-# $R_0 = I$ (position 0 changes nothing, as in §2) and $R_m^\top R_n = R_{n-m}$ for all positions. Then
-# $R_m^\top R_m = R_0 = I$: every $R_m$ is orthogonal; and $R_1^\top R_n = R_{n-1}$ gives
-# $R_n = R_1 R_{n-1} = R_1^n$: the family is the powers of one orthogonal matrix. When that matrix is a
-# rotation it is $\exp(A)$ for a **skew-symmetric** $A$ ($A^\top = -A$), so $R_m = \exp(mA)$. And every
-# real skew-symmetric matrix is, in a suitable orthonormal basis $Q$, block-diagonal with 2 × 2 blocks
-# $\begin{pmatrix}0 & -\theta_j\\ \theta_j & 0\end{pmatrix}$ (a zero row and column left over when d is
-# odd): $A = Q B Q^\top$, so $R_m = Q\,\exp(mB)\,Q^\top$, RoPE's block rotations with frequencies
-# $\theta_j$, seen in the basis $Q$. The basis costs nothing, since the projections absorb it:
+# they are the only shape a relative rotation can have. The argument in three steps:
+#
+# 1. **One matrix, in powers.** Ask for any d × d matrices with $R_0 = I$ (position 0 changes nothing,
+#    as in §2) and $R_m^\top R_n = R_{n-m}$ for all positions. Then $R_m^\top R_m = R_0 = I$, so every
+#    $R_m$ is orthogonal, and $R_n = R_1 R_1^\top R_n = R_1 R_{n-1} = \dots = R_1^n$: the family is the
+#    powers of one orthogonal matrix.
+# 2. **Its generator.** For d = 2, $R(m\theta) = \exp(mA)$ with $A = \begin{pmatrix}0 & -\theta\\ \theta & 0\end{pmatrix}$:
+#    the matrix exponential (the series $I + A + A^2/2! + \dots$) of a rotation *speed* is the turn
+#    it makes in time m, as $e^{im\theta}$ is for a complex number. In d dimensions, if positions could be
+#    any real t with $R_t$ smooth, $R_{t+s} = R_t R_s$ gives $\tfrac{d}{dt}R_t = R_t A$ with $A$ the
+#    derivative at 0, so $R_t = \exp(tA)$, and differentiating $R_t^\top R_t = I$ at 0 gives
+#    $A^\top = -A$. We call this **skew-symmetric** A the family's **generator**. (With integer positions
+#    only, the same holds for any $R_1$ without a reflection, a theorem we take on trust.)
+# 3. **Its planes.** Why is a skew-symmetric A made of 2 × 2 blocks? $A^2 = -A^\top A$ is symmetric, so
+#    it has an orthonormal basis of eigenvectors, with eigenvalues $-\theta^2 \le 0$ ($u^\top A^2 u =
+#    -|Au|^2$). Take one, u, with $A^2u = -\theta^2u$, θ > 0, and let $v = Au/\theta$. Then v is a unit
+#    vector ($|Au|^2 = \theta^2$), orthogonal to u ($u^\top Au = 0$ for any skew A), and
+#    $Au = \theta v$, $Av = A^2u/\theta = -\theta u$: A maps the plane (u, v) into itself exactly as
+#    the 2 × 2 block $\begin{pmatrix}0 & -\theta\\ \theta & 0\end{pmatrix}$ does. Repeating this in
+#    what is left gives an orthonormal basis $Q$ of such planes (a zero row and column left over when d is
+#    odd): $A = Q B Q^\top$ with B block-diagonal, so $R_m = Q\,\exp(mB)\,Q^\top$: RoPE's block rotations
+#    with frequencies $\theta_j$, seen in the basis $Q$. We say A is RoPE **tilted** by Q.
+#
+# The basis costs nothing, since the projections absorb it:
 # $\langle R_m W_q x, R_n W_k y\rangle = \langle \exp(mB)\,Q^\top W_q x,\; \exp(nB)\,Q^\top W_k y\rangle$,
 # a RoPE model with $W_q' = Q^\top W_q$ and $W_k' = Q^\top W_k$. What RoPE does choose is the
 # frequencies, $\theta_j = \text{base}^{-2j/d}$.
 #
-# The cell takes a random skew-symmetric $A$ (d = 6), checks that $\exp(mA)$ is relative, finds $Q$ and
-# the $\theta_j$ ($A^2 = -Q\,\operatorname{diag}(\theta_j^2)\,Q^\top$ has each $\theta_j^2$ twice: take one
-# unit vector $u$ of such a plane and $v = Au/\theta_j$), and checks the two claims.
+# The cell checks step 2 for d = 2, then takes a random skew-symmetric $A$ (d = 6), checks that
+# $\exp(mA)$ is relative, builds $Q$ and the $\theta_j$ exactly as step 3 says (eigenvectors of $A^2$,
+# each $\theta_j^2$ twice: one u per plane and $v = Au/\theta_j$), and checks the two claims.
 
 # %% slideshow={"slide_type": "fragment"}
+torch.testing.assert_close(torch.linalg.matrix_exp(3 * torch.tensor([[0, -0.7], [0.7, 0]], dtype=F64)), rot2(3 * 0.7))
 gen6 = torch.Generator().manual_seed(6)
 M6 = torch.randn(6, 6, dtype=F64, generator=gen6)
 A = M6 - M6.T  # skew-symmetric
@@ -375,9 +408,11 @@ print("frequencies of this A:", [round(t, 3) for t in thetas_A.tolist()],
 # layer outputs (the second cell below shows that it does reach it), and it is no reliable
 # relative signal for the next layer: nothing makes it a rotation by the offset. (A causal
 # model can even learn absolute positions that way, as the models without positions of
-# chapter 7 do.) So **every attention layer turns its own q and k**. The small decoder of
-# chapter 7, `pl.TinyDecoder`, shows it when we record the calls of its rotation in a 3-layer
-# model:
+# chapter 7 do.) So **every attention layer turns its own q and k**. The small decoder that
+# chapter 7 trains, `pl.TinyDecoder`, shows it. All we need of it here: its positional method sits in
+# `tiny.positional`, and each attention layer hands its q and k, of shape (batch, heads, seq, d), to
+# `tiny.positional.rotate(q, k, layer=i)` (i its layer's index). We put a recording wrapper in that
+# place in a 3-layer model:
 
 # %% slideshow={"slide_type": "fragment"}
 tiny = pl.TinyDecoder(vocab_size=11, positional="rope", d_model=32, num_heads=2, num_layers=3).eval()
@@ -429,9 +464,11 @@ print(f"stream after layer 1 at token 7: 3,5,7 vs 5,3,7 differ by up to {rope_ga
 # weights are still the same, but the outputs are not.
 #
 # Values *can* be rotated, though, if the output is turned back: o_m = R_mᵀ Σ_n a_mn R_n v_n
-# = Σ_n a_mn R_{n−m} v_n turns each value by its offset, which is relative again. Su calls this
-# VO-RoPE ("the second kind of rotary position embedding", 2025). The last line of the cell checks
-# that it is shift-invariant and that it is not the plain layer (its outputs carry the offsets).
+# = Σ_n a_mn R_{n−m} v_n turns each value by its offset, which is relative again. Su Jianlin's blog
+# names this VO-RoPE ("the second kind of rotary position embedding", 2025; a citation: the cell checks
+# the idea, not its history). Below, `pl.attention(q, k, v)` is chapter 1's softmax attention,
+# returning the outputs and the weights softmax(qkᵀ/√d). The last line of the cell checks that VO-RoPE
+# is shift-invariant and that it is not the plain layer (its outputs carry the offsets).
 
 # %% slideshow={"slide_type": "fragment"}
 qs, ks, vs = torch.randn(3, 6, 16, dtype=F64)
@@ -534,14 +571,15 @@ assert not torch.allclose(pl.apply_rope(x, layout="half"), rotated, atol=1e-2)  
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # 18 of 20 entries match; the other two are rounding slips. 1.0296 is cos(0.03) + sin(0.03) =
 # 1.029546… with cos and sin rounded to 4 decimals *before* adding (0.9996 + 0.0300); 0.9999 is
-# cos(0.01) = 0.99995000004…, a hair above the rounding tie, so any step that loses the last digits
-# (float32 stores 0.99994999) tips it down.
+# cos(0.01) = 0.9999500004167…, only 4.2·10⁻¹⁰ above the rounding tie 0.99995, so any step that loses
+# the last digits tips it down: the nearest float32 number, 0.99994999…, is already below the tie.
 
 # %% slideshow={"slide_type": "fragment"}
 v_exact, v_early = math.cos(0.03) + math.sin(0.03), round(math.cos(0.03), 4) + round(math.sin(0.03), 4)
 c_exact, c_f32 = math.cos(0.01), torch.tensor(0.01).cos().item()
 assert (f"{v_exact:.4f}", f"{v_early:.4f}") == ("1.0295", "1.0296")  # rounded early: the printed value
-assert (f"{c_exact:.4f}", f"{c_f32:.4f}") == ("1.0000", "0.9999") and 0 < c_exact - 0.99995 < 5e-10
+assert (f"{c_exact:.4f}", f"{c_f32:.4f}") == ("1.0000", "0.9999") and f"{c_exact:.13f}" == "0.9999500004167"
+assert 4.1e-10 < c_exact - 0.99995 < 4.2e-10 and f"{torch.tensor(c_exact).item():.8f}" == "0.99994999"
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **The source's two formulas** (its table follows the right method; one formula is wrong,
@@ -637,8 +675,11 @@ print("complex form == apply_rope (interleaved)")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # Source `000`'s attention sketch precomputes the phases for `2 * max_seq_len` positions and
-# passes the whole table to the multiply. Meta's code slices the rows of the current
-# positions first; without the slice the shapes do not broadcast:
+# passes the whole table to the multiply. Meta's code slices the rows of the current positions
+# first. Without the slice a prompt of 10 tokens fails loudly, since 10 rows do not broadcast
+# against 64. One token does, silently: at seq = 1, each step of decoding with a KV cache, the
+# query's (…, 1, d/2) broadcasts against the (64, d/2) table and comes out with 64 rows, the one
+# token turned to every position of the table. The slice for a token at position p is `table[p : p + 1]`.
 
 # %% slideshow={"slide_type": "fragment"}
 table = unit_phases(pl.rope_angles(2 * 32, D, device=device))  # 64 positions precomputed
@@ -646,8 +687,13 @@ try:
     complex_rope(xq, table)
     raise AssertionError("expected a shape error")
 except RuntimeError as e:
-    print("unsliced table:", str(e).split("at non-singleton")[0].strip())
+    print("unsliced table, 10 tokens:", str(e).split("at non-singleton")[0].strip())
 torch.testing.assert_close(complex_rope(xq, table[:L]), want)  # slice [start : start + seq]
+one_token = xq[..., 7:8, :]  # decoding: the token at position 7 alone
+silent = complex_rope(one_token, table)  # no error
+assert silent.shape == (B, H, 64, D) and one_token.shape == (B, H, 1, D)
+torch.testing.assert_close(complex_rope(one_token, table[7:8]), want[..., 7:8, :])
+print(f"unsliced table, 1 token: no error, output shape {tuple(silent.shape)} for an input of {tuple(one_token.shape)}")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### 6b. The even/odd ("naive") form
@@ -793,8 +839,9 @@ print("with x_m in the key, the score ignores the key token; with x_n it does no
 # repository (read at commit 6ae9169c) defines `permute(w)`, which reshapes the rows to
 # (heads, d/2, 2, d_model), swaps the two middle axes and flattens, and applies it to `wq` and
 # `wk` only; `wv` is copied unchanged, since values are never rotated (§4). That script is not
-# part of the installed package, so the next cell checks the reshape itself against P, and the
-# cell after it runs the installed package's own RoPE.
+# part of the installed package, so no cell can run it: what this paragraph says of it is a citation.
+# The next cell checks the reshape it describes against P, and the cell after it runs the installed
+# package's own RoPE.
 
 # %% slideshow={"slide_type": "fragment"}
 d_model, heads, d = 32, 2, 8
@@ -969,7 +1016,7 @@ print(f"all {len(widths) * len(bases)} (d, base) of the widget below: independen
       "a larger base decays more slowly")
 
 # %% slideshow={"slide_type": "fragment"}
-def draw_decay(fig, d: int, base: float, legend: bool = True):
+def draw_decay(fig, d: int, base: float):
     ax1, ax2 = fig.subplots(1, 2)
     for ax in (ax1, ax2):  # few ticks: tick labels dominate the time to draw a frame
         ax.xaxis.set_major_locator(MaxNLocator(5))
@@ -983,8 +1030,7 @@ def draw_decay(fig, d: int, base: float, legend: bool = True):
     ax2.axhline(0, color="grey", lw=0.5)
     ax2.set(xlabel="distance r = m − n (key behind query)", ylabel="relative score", ylim=(-0.4, 1.6),
             title="measured over 256 random vectors")
-    if legend:
-        ax2.legend(fontsize=7, loc="upper right")
+    ax2.legend(fontsize=7, loc="upper right")
 
     def update(d: int, base: float):
         b_, i_, s_, e_ = decay_curves(d, base)
@@ -1007,12 +1053,11 @@ fig
 # Move the base and d: from base 10 000 up, a larger base slows the decay of both the bound and
 # the q = k curve (more pairs with long wavelengths; below 10 000 a narrow head need not follow
 # this rule: try d = 16), and the independent-vector curve stays flat for every setting (both
-# checked over all the widget's settings two cells above). The colours are those of the figure
-# above; the legend is left out so the widget redraws quickly.
+# checked over all the widget's settings two cells above).
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
 decay_widget = viz.InteractiveFigure(
-    lambda fig, d, base: draw_decay(fig, d, base, legend=False), figsize=(9.5, 3.4),
+    draw_decay, figsize=(9.5, 3.4),
     d=SelectionSlider(options=widths, value=128, description="d"),
     base=SelectionSlider(options=bases, value=10000.0, description="base"),
 )
@@ -1085,11 +1130,9 @@ assert lib_err < 0.05 and naive_err > 1.0 and naive_err > 50 * lib_err
 # elementwise, takes cos and sin, and casts only those to the model's dtype: its bf16 table is
 # the float32 grid's cos, rounded once, as ours is. It does not switch autocast off, and it need
 # not: mixed-precision autocast lowers matrix products (`@`, `linear`) to bf16, not elementwise
-# products. Earlier versions formed the grid as a matrix product and so wrapped it in an autocast
-# switched off: `torch.autocast(..., enabled=False)` from transformers 4.38.2 (pull request
-# #29285; 4.38.0 has no such guard), later `maybe_autocast(..., enabled=False)`, still in 5.2.0
-# (`models/llama/modeling_llama.py` of the released packages). The next cell runs the module at
-# positions near 90 000 with and without autocast, and shows what autocast does to the
+# products. A grid written as a matrix product, positions (seq, 1) @ frequencies (1, d/2), would be
+# lowered, so code written that way must switch autocast off around it. The next cell runs the module
+# at positions near 90 000 with and without autocast, and shows what autocast does to the
 # matrix-product form.
 
 # %% slideshow={"slide_type": "fragment"}
@@ -1111,40 +1154,46 @@ print("LlamaRotaryEmbedding: the float32 grid, rounded once; the same cos/sin un
 print(f"the grid as a matrix product under autocast: bf16, angles off by up to {grid_err.abs().max():.0f} rad")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Two correct tables need not agree bit for bit.** Hugging Face's cos table is within 2⁻⁶ ≈ 0.016
-# of ours, but not always equal to it, and neither is wrong: the position multiplies any rounding
-# of a frequency. Hugging Face computes θ_j in float32 as 1/base^(2j/d); `pl.rope_frequencies`
-# rounds the float64 value once, to the nearest float32. Where the CPU's float32 `pow` is not
-# correctly rounded, some θ_j land one float32 step apart (below 3·10⁻⁸); where it is, none do.
-# The cell asserts what holds on every CPU (each of Hugging Face's frequencies is ours or one step
-# away; the bf16 tables are within 2⁻⁶), then moves every frequency by one step on purpose: near
-# position 90 000 the float32 angle moves by up to about one float32 step of the angle, 2⁻⁷ ≈ 0.008
-# radian, and the bf16 cos tables differ by up to about as much: close in absolute terms, yet where
-# |cos| is small that is dozens of bf16 steps of the value itself.
+# **An aside, for anyone who compares tables bit for bit** (skip it on a first read). Hugging Face's
+# cos table is within 2⁻⁶ ≈ 0.016 of ours but not equal to it everywhere, and neither is wrong.
+# Hugging Face computes θ_j in float32 as 1/base^(2j/d): the power is rounded to float32, then its
+# reciprocal is rounded again. `pl.rope_frequencies` rounds the float64 value of base^(−2j/d) once. Two
+# correct roundings in a row can land one float32 step (under 3·10⁻⁸ here) away from one: with the
+# power correctly rounded, that happens at 19 of the 64 frequencies of d = 128, on every CPU, since
+# float32 division is correctly rounded everywhere. (A CPU whose float32 `pow` misses a last bit can
+# move a pair more; the cell compares Hugging Face's table with the two-rounding rule only where the
+# CPU's `pow` is correctly rounded, as it is on the machine that stored this notebook.) The position
+# multiplies the step: near position 90 000 an angle moves by up to about one float32 step of the angle
+# itself (2⁻⁷ ≈ 0.008 rad), and the bf16 cos tables by about as much: close in absolute terms, yet
+# where |cos| is small that is dozens of bf16 steps of the value itself.
 
 # %% slideshow={"slide_type": "fragment"}
-float32_rule = 1.0 / 10000.0 ** (torch.arange(0, 128, 2, dtype=torch.float32) / 128)  # 1/base^(2j/d) in float32
-assert torch.equal(hf_freq, float32_rule)
-ours = pl.rope_angles(pos, 128).cos().bfloat16()  # float32 angles, rounded once at the end
-exact_freq, ours_freq = pl.rope_frequencies(128, dtype=F64), pl.rope_frequencies(128)
-freq_gap = (hf_freq.double() - ours_freq.double()).abs()
-assert hf_freq.dtype == torch.float32 and freq_gap.max() < 3e-8  # how many pairs differ: up to the CPU's pow
-one_step = [torch.nextafter(ours_freq, torch.full_like(ours_freq, t)) for t in (0.0, 2.0)]
-assert bool(((hf_freq == ours_freq) | (hf_freq == one_step[0]) | (hf_freq == one_step[1])).all())
-assert bool(((ours_freq.double() - exact_freq).abs() <= (hf_freq.double() - exact_freq).abs()).all())
+exponents = torch.arange(0, 128, 2, dtype=F64) / 128  # 2j/d, exact in float32 and float64
+power = 10000.0**exponents  # float64: its rounding to float32 is correct (no value lies near a tie, asserted)
+power32 = power.float()
+gap_to_tie = ((power - power32.double()) / (torch.nextafter(power32, power32 * 2) - power32).double()).abs()
+assert (0.5 - gap_to_tie).abs().min() > 1e-3
+two_roundings = 1.0 / power32  # a correctly rounded power, then a correctly rounded float32 reciprocal
+ours_freq = pl.rope_frequencies(128)  # 10000^(-2j/d) in float64, rounded to float32 once
+apart = two_roundings != ours_freq
+one_up, one_down = (torch.nextafter(ours_freq, torch.full_like(ours_freq, t)) for t in (2.0, 0.0))
+assert int(apart.sum()) == 19 and bool(((two_roundings == one_up) | (two_roundings == one_down))[apart].all())
+assert bool(((hf_freq == ours_freq) | (hf_freq == one_up) | (hf_freq == one_down)).all())  # on any CPU: a step
+if torch.equal(10000.0 ** exponents.float(), power32):  # this CPU's float32 pow is correctly rounded
+    assert torch.equal(hf_freq, two_roundings)  # Hugging Face's table is exactly the two roundings
+ours = pl.rope_angles(pos, 128).cos().bfloat16()  # our bf16 cos table: float32 angles, rounded once
 cos_gap = (cos_hf[0, :, :64].float() - ours.float()).abs()
 assert cos_gap.max() <= 2**-6  # Hugging Face's bf16 table, on any CPU (cos itself may differ in its last bit)
-# One float32 step in every frequency, on purpose: what a CPU's pow can do to Hugging Face's table.
-our_grid = pl.rope_angles(pos, 128)
-stepped_grid = pos[:, None].float() * one_step[1]  # float32 angles with every frequency one step up
-angle_gap = (stepped_grid - our_grid).abs()
+our_grid, their_grid = pl.rope_angles(pos, 128), pos[:, None].float() * two_roundings
+angle_gap = (their_grid - our_grid).abs()
 worst = our_grid.flatten()[angle_gap.argmax()]  # the angle where the grids differ most
 assert 0 < angle_gap.max() <= 2**-7 and angle_gap.max() <= 2 * (torch.nextafter(worst, worst + 1) - worst)
-step_gap = (stepped_grid.cos().bfloat16().float() - ours.float()).abs()
+step_gap = (their_grid.cos().bfloat16().float() - ours.float()).abs()
 bf16_step = 2.0 ** (torch.floor(torch.log2(ours.float().abs().clamp_min(2**-126))) - 7)  # of ours
 assert step_gap.max() <= 2**-6 and (step_gap / bf16_step).max() > 20  # close absolutely, not relatively
-print("inv_freq: Hugging Face's equal to ours or one float32 step away; the bf16 cos tables within 2^-6")
-print("every frequency one step up: angles near 90000 move by at most 2^-7 rad, the bf16 cos by at most 2^-6, "
+print("Hugging Face's inv_freq: 1/base^(2j/d), rounded twice; with a correctly rounded power, 19 of 64 frequencies "
+      "one float32 step from ours")
+print("near position 90000 the angles then differ by at most 2^-7 rad and the bf16 cos tables by at most 2^-6, "
       "which is more than 20 bf16 steps where |cos| is small")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -1153,36 +1202,63 @@ print("every frequency one step up: angles near 90000 move by at most 2^-7 rad, 
 # Fix one vector q and use it as both query and key (k = q). The score
 # ⟨R_m q, R_n q⟩ over positions (m, n) is a **Toeplitz** matrix: it is constant along every
 # diagonal, because it depends only on the offset n − m; it peaks on the main diagonal and oscillates
-# away from it. Shifting all positions by an offset leaves it unchanged.
+# away from it. Moving every position by the same amount (the 48 positions start at s instead of 0)
+# leaves it unchanged, in exact arithmetic. In floating point it stays unchanged only as far as the
+# angles keep their digits (§9): the cell compares starts 1000 and 100 000 with start 0, for angles
+# computed in float64, in float32 (as `apply_rope` does for a bf16 or float32 model) and in bf16 (the
+# naive grid of §9).
 
 # %% slideshow={"slide_type": "fragment"}
 q_fixed = torch.randn(128, dtype=F64)
+ANGLE_DTYPES = {"float64": F64, "float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
-def score_grid(d: int, base: float, offset: int, n_pos: int = 48) -> torch.Tensor:
-    pos = torch.arange(offset, offset + n_pos)
-    rq = pl.apply_rope(q_fixed[:d].expand(n_pos, d), pos, base=base)
-    return rq @ rq.T  # [m, n] = ⟨R_m q, R_n q⟩
+def score_grid(d: int, base: float, start: int, angles: str = "float64", n_pos: int = 48) -> torch.Tensor:
+    """[m, n] = ⟨R_m q, R_n q⟩ for the positions start .. start + n_pos − 1, the angles m·θ_j formed in `angles`
+    (position and frequency both in that dtype, as §9's naive grid), the rest in float64."""
+    pos = torch.arange(start, start + n_pos)
+    dt = ANGLE_DTYPES[angles]
+    grid_ = (pos.to(dt)[:, None] * pl.rope_frequencies(d, base=base, dtype=F64).to(dt)).double()
+    rq = pl.rotate_pairs(q_fixed[:d].expand(n_pos, d), grid_.cos(), grid_.sin())
+    return rq @ rq.T
 
 
 grid = score_grid(64, 10000.0, 0)
+torch.testing.assert_close(grid, (lambda r: r @ r.T)(pl.apply_rope(q_fixed[:64].expand(48, 64))))  # RoPE
 torch.testing.assert_close(grid[1:, 1:], grid[:-1, :-1])  # constant along diagonals
 assert torch.allclose(grid.diagonal(), grid.max(dim=1).values)  # each row peaks at m = n (Cauchy–Schwarz)
-torch.testing.assert_close(score_grid(64, 10000.0, 100_000), grid)  # position offset changes nothing
-print("constant along diagonals; peaks on the diagonal; identical at offset 100000")
+moved = {(a, s_): (score_grid(64, 10000.0, s_, a) - grid).abs().max().item()
+         for a in ANGLE_DTYPES for s_ in (1000, 100_000)}
+assert moved["float64", 1000] < 1e-8 and moved["float64", 100_000] < 1e-8  # unchanged
+assert moved["float32", 100_000] < 0.05 < grid.abs().max()  # a few hundredths on scores up to ~80
+assert moved["bfloat16", 1000] > 10 and moved["bfloat16", 100_000] > 10  # the pattern is gone
+collapsed = score_grid(64, 10000.0, 100_000, "bfloat16")
+assert torch.equal(collapsed, collapsed[0].expand(48, 48))  # bf16: 48 positions round to one, all rows equal
+print("constant along diagonals; peaks on the diagonal")
+print("largest change of a score when the positions start at 1000 / 100000 instead of 0:")
+for a in ANGLE_DTYPES:  # float64's changes are rounding noise, printed as the bound asserted above
+    print(f"  angles in {a:8s} " + "   ".join(f"{moved[a, s_]:9.2g}" if moved[a, s_] > 1e-6 else "    <1e-8"
+                                             for s_ in (1000, 100_000)))
 fig, ax = viz.figure(width=4.6, height=3.8)
 viz.heatmap(grid, ax=ax, title="⟨R_m q, R_n q⟩, d = 64, base = 10000", xlabel="key position n",
             ylabel="query position m", colorbar="score", diverging=True)
 fig
 
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# Move d and the base to see how wide the central peak is and how far its ripples reach; move the start
+# with float32 angles, then with bf16 ones, to watch the pattern survive and break. With bf16 angles at a
+# start of 100 000 every row is the same: bf16 rounds all 48 positions to one number, so no token can
+# tell its neighbours apart.
+
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
 viz.interactive_heatmap(
-    lambda d, base, offset: score_grid(d, base, offset),
-    title=lambda d, base, offset: f"⟨R_m q, R_n q⟩, d = {d}, base = {base:g}, offset = {offset}",
-    xlabel="key position n", ylabel="query position m", colorbar="score", diverging=True,
+    score_grid,
+    title=lambda d, base, start, angles: f"⟨R_m q, R_n q⟩, d = {d}, base = {base:g}, positions from {start}",
+    xlabel="key position n − start", ylabel="query position m − start", colorbar="score", diverging=True,
     d=SelectionSlider(options=[8, 16, 32, 64, 128], value=64, description="d"),
     base=SelectionSlider(options=bases, value=10000.0, description="base"),
-    offset=IntSlider(0, 0, 100_000, step=1000, description="offset"),
+    start=IntSlider(0, 0, 100_000, step=1000, description="start"),
+    angles=Dropdown(options=list(ANGLE_DTYPES), value="float64", description="angles in"),
 )
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -1380,18 +1456,19 @@ _ = check.rope_tilted_frequencies(tilted_frequencies)
 # | `004` (RoFormer summary, worked example) | angle n·(1/10000)^(−2i/d), growing with i | n·10000^(−2i/d) (= n/100 for i = 1, d = 4) | §5 |
 # | `004` | rotation matrix [[cos, sin], [−sin, cos]], no convention stated | on a column vector (RoFormer's and our convention) it turns clockwise, against its code and table; it matches them only as row vector × matrix: say so, or write [[cos, −sin], [sin, cos]] | §5 |
 # | `004`, table | 0.9999 (row 1) and 1.0296 (row 3; cos and sin rounded to 4 decimals before adding) | 1.0000 and 1.0295 | §5 |
+# | `004`, code | splits a row into `vec[:2]` and `vec[2:]` | right at d = 4 only (the pairs (x₀, x₁), (x₂, x₃)); at d = 8 `vec[2:]` holds six features: split into d/2 pairs | §5 |
 # | `001` (position-encoding summary, even/odd code) | output named `odds` for features 0, 2, 4, … (0-indexed); `evens` for 1, 3, … | names swapped in the code's own 0-indexed convention | §6b |
 # | `001` | stacked picture with first row o₁, o₁, …, o_{d−1} | o₁, o₃, …, o_{d−1} | §6b |
 # | `001` | last block uses θ_{d/2} | θ_{d/2−1} (pairs θ₀ … θ_{d/2−1}) | §6b |
 # | `001` | `rotate_half` has the interleaved block-diagonal matrix | pairs (j, j + d/2): R_half = P R_int Pᵀ | §6c |
 # | `001` (its history) | RoPE "was first used in the LLaMA architecture" | RoFormer used it in its own model (2021); GPT-J (June 2021), GPT-NeoX-20B (2022) and PaLM (2022) used it before LLaMA (February 2023) | the cell below |
-# | `000` (position-encoding notes, LLaMA sketch) | passes the whole `2·max_seq_len` phase table to the multiply | slice the current positions first | §6a |
+# | `000` (position-encoding notes, LLaMA sketch) | passes the whole `2·max_seq_len` phase table to the multiply | slice the current positions first: unsliced, a prompt fails with a shape error, and one decoding token (seq = 1) silently comes out with `2·max_seq_len` rows | §6a |
 # | `000` | pairs are used because "a d-dimensional rotation is too complex" | R_m is a d-dimensional rotation; every relative family exp(mA) is 2 × 2 pairs in a basis that W_q and W_k absorb | §3 |
 # | `003` (positional-embedding notes, RoPE formula) | key R W_k x_m | R W_k x_n | §6d |
 # | `003` (code comment) | `sin(angles).T.flatten()` "same as" the repeated sin table | a different, 1-D ordering | §6d |
 #
-# None of this changes the method: each source's *code* (apart from the unsliced table)
-# computes correct RoPE, as §6 shows by running it.
+# None of this changes the method: each source's *code* computes correct RoPE, as §5 and §6 show by
+# running it, apart from two pieces: `000`'s unsliced table and `004`'s split, which is right at d = 4 only.
 #
 # The cell checks by behaviour that two of the models the history row names are RoPE models, with tiny
 # random ones built from transformers' configs: shifting every position by 100 leaves GPT-J's and
