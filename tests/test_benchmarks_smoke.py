@@ -190,3 +190,12 @@ def test_runner_prints_the_rope_tables(capsys):
     small = cpu.available()  # the small-size table (256 elements is its first row) needs the built kernel
     assert ("Where the C kernel pays off" in out) == small
     assert out.count("| float32 | 256 |") == 2 + small and out.count("| bfloat16 | 256 |") == 2 + small
+
+
+def test_notebook_timing_reports_a_median_and_its_spread():
+    """posenc_lib.timing (the notebooks' timing cells): milliseconds per call, and a spread that is a spread."""
+    from posenc_lib.timing import median_iqr_ms, median_ms
+
+    median, iqr = median_iqr_ms(lambda: _busy(2e-3), min_run_time=0.05)
+    assert 1.5 < median < 50 and 0 <= iqr < median
+    assert 1.5 < median_ms(lambda: _busy(2e-3), min_run_time=0.05) < 50
