@@ -18,8 +18,8 @@
 # written, nothing here says how fast RoPE runs on a GPU.
 #
 # Timings differ between machines and between runs, so the cells that print them assert
-# nothing and are not compared by the tests (each says so in its first line), and each prints
-# which path `apply_rope` took on your machine. What is asserted does not depend on the machine:
+# nothing and are not compared by the tests (each says so in its first line); those that time RoPE
+# also print which path `apply_rope` took on your machine. What is asserted does not depend on the machine:
 # equal results, numbers of operations, and the torch calls a computation makes with the bytes they
 # read and write.
 
@@ -558,13 +558,15 @@ print(f"cos + sin entries per training step: apply_rope {trig_entries(lib_ops)},
       f"RotaryEmbedding {trig_entries(first_call)} on its first call, {trig_entries(second_call)} after")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# So a training step with a standalone operator has a floor in bytes of 2 + 1/4 one-pass bounds with
-# cached float32 tables and 2 + 3/8 for the stateless function. `make bench` times the two passes and
-# the stateless floor next to `apply_rope` and `RotaryEmbedding` (B = 1, 16 heads, d = 128, L = 1024
-# to 16384), each as a multiple of the one-pass bound; `benchmarks/README.md` has the tables. On its
-# machine the two passes measured about 2 bounds (1.99 to 3.07) and the stateless floor 2.44 to 3.73,
-# above 2.5 in every bf16 row, for which it names two likely causes: the tables, and the last-level
-# cache (at small L one pass over x fits in it while two passes do not). This appendix tests neither.
+# So for this x a training step with a standalone operator has a floor in bytes of 2 + 1/4 one-pass
+# bounds with cached float32 tables and 2 + 3/8 for the stateless function (with more heads sharing
+# each table row, the tables' share shrinks). `make bench` times two plain passes and a stateless call's
+# floor (two passes plus computing the tables) next to `apply_rope` and `RotaryEmbedding` (B = 1,
+# 16 heads, d = 128, L = 1024 to 16384), each as a multiple of the one-pass bound; `benchmarks/README.md`
+# has the tables. On its machine the two passes took 1.99 to 2.31 bounds in every row but float32 at
+# L = 1024 (up to 3.07), and the stateless floor 2.44 to 3.73, above 2.5 in every bf16 row; it names two
+# likely causes for the latter: the float32 tables next to 2-byte passes, and the last-level cache (at
+# L = 1024 one pass over x fits in it while two passes do not). This appendix tests neither.
 #
 # The cell below times one training step on this machine in units of the one-pass bound (with this
 # section's 8 heads and L = 1024, smaller than `make bench`'s). In time the bound is what torch's
@@ -638,9 +640,11 @@ for L_sweep in (256, 1024, 4096):
 # (q, k, v and the output) with d_model = 4096 make 4 · 4096² multiply-adds; rotating q and k makes
 # 2 multiplications and one addition or subtraction per entry of each, about 2.5·10⁴ operations against
 # 1.3·10⁸, one part in five thousand (counted below). What RoPE costs is bytes and calls: written as
-# plain torch operations it makes 9 to 21 passes over q and k where one or two would do (§3, §4), and
-# when the tensors are small (decoding one token at a time, short sequences) its fixed cost per call,
-# not its bytes, is what a step pays (§3's figure, §4's last cell). A fused kernel removes both.
+# plain torch operations it makes 9 whole-tensor calls forward and 21 forward and backward (§3, §4)
+# where one or two would do, and when the tensors are small (decoding one token at a time, short
+# sequences) its fixed cost per call, not its bytes, is what a step pays (§3's figure, §4's last cell).
+# A one-pass kernel removes the extra passes; fusing the rotation into a neighbouring kernel (the
+# projection, or attention) removes its own call and its own pass as well.
 
 # %% slideshow={"slide_type": "fragment"}
 d_model = 4096
