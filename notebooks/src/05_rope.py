@@ -343,7 +343,7 @@ print("RotaryEmbedding(q, k, offset=40) rotates the new tokens at positions 40, 
 # 2. **Its generator.** For d = 2, $R(m\theta) = \exp(mA)$ with $A = \begin{pmatrix}0 & -\theta\\ \theta & 0\end{pmatrix}$:
 #    the matrix exponential (the series $I + A + A^2/2! + \dots$) of a rotation *speed* is the turn
 #    it makes in time m, as $e^{im\theta}$ is for a complex number. In d dimensions, if positions could be
-#    any real t with $R_t$ smooth, $R_{t+s} = R_t R_s$ gives $\tfrac{d}{dt}R_t = R_t A$ with $A$ the
+#    any real t with $R_t$ smooth, step 1's rule $R_{t+s} = R_t R_s$ gives $\tfrac{d}{dt}R_t = R_t A$ with $A$ the
 #    derivative at 0, so $R_t = \exp(tA)$, and differentiating $R_t^\top R_t = I$ at 0 gives
 #    $A^\top = -A$. We call this **skew-symmetric** A the family's **generator**. (With integer positions
 #    only, the same holds for any $R_1$ without a reflection, a theorem we take on trust.)
