@@ -1308,40 +1308,41 @@ assert dense_bytes == d * table_bytes
 # a hint. The worked solution follows, collapsed (expand it only after trying), then a cell that
 # checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
 #
-# **Exercise 1 (derive).** §2 found one way for position to change lengths: ζ^m on the query and
-# ζ^(−n) on the key (ζ = e^λ, xPos's idea). Take one pair of a RoPE that does both: the query's pair q
-# (two numbers) at position m, the key's pair k at position n, the pair's frequency θ. Write
-# `scaled_pair_score(q, k, m, n, zeta, theta)`, this pair's contribution to the score,
-# ⟨ζ^m R(mθ) q, ζ^(−n) R(nθ) k⟩. The checker calls it with its own pairs, ζ and θ, with the key
-# behind, at and ahead of the query, and at positions up to 10^400. No float follows positions that large
-# (ζ^m underflows, ζ^(−n) overflows, and an angle of 10^17 radians keeps no digits after the point), so
-# computing the score as written is not a way to it: arbitrary-precision libraries (mpmath, sympy,
-# decimal, fractions) refuse to run while your function does, and each call allows a few hundred Python
-# lines. For instance, pair j = 1 of a d = 8 head (θ = 0.1) with ζ = 0.98, q = (2, 1) at m = 10^18 + 50
-# and k = (1, −1) at n = 10^18 + 30.
+# **Exercise 1 (design).** RoPE's score sees the sign of the offset (§3): a key 3 positions ahead of
+# the query and one 3 behind score differently. An encoder that attends both ways may want the distance
+# without the direction. Design one encoding E for queries and keys alike, `undirected_rope(x, positions)`:
+# x of shape (seq, d) and integer positions of shape (seq,) in, shape (seq, d') out, with a width d' of
+# your choice, such that for every q, k and positions m, n
+#
+# $$\langle E(q, m),\, E(k, n)\rangle = \tfrac12\big(\langle R_m q, R_n k\rangle + \langle R_n q, R_m k\rangle\big):$$
+#
+# RoPE's score averaged over the key at n and the key moved to the mirror position on the other side of
+# the query (the second term is qᵀR_{m−n}k). Since only dot products of encoded vectors are taken, any
+# attention kernel and any KV cache would run it unchanged. R_m is this chapter's (pairs (2j, 2j + 1),
+# base 10 000), and `pl.apply_rope` is yours to use. The checker encodes its own vectors (d = 8, float64)
+# one at a time, at positions from 0 to about 5 000, and compares the dot products of the encodings
+# with the right side.
 
 # %% slideshow={"slide_type": "fragment"}
-def scaled_pair_score(q, k, m, n, zeta, theta):
+def undirected_rope(x, positions):
     raise NotImplementedError  # your code
 
 
-_ = check.rope_pair_score(scaled_pair_score)
+_ = check.rope_undirected(undirected_rope)
 
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "rope_pair_score_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-def scaled_pair_score(q, k, m, n, zeta, theta):
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "rope_undirected_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+def undirected_rope(x, positions):
     ### BEGIN SOLUTION
-    # In §2's polar form, f_q·conj(f_k) has length ζ^m|q|·ζ^(−n)|k| = ζ^(m−n)|q||k| and phase
-    # arg q − arg k + (m − n)θ: both need only m − n (an exact Python int), never the positions.
-    # So the score is ζ^(m−n) qᵀR((n − m)θ)k, and for one pair qᵀR(φ)k = cos φ (q·k) + sin φ (q·Jk)
-    # with J = [[0, −1], [1, 0]], q·Jk = q₁k₀ − q₀k₁.
-    phi = (n - m) * theta
-    dot, cross = q[0] * k[0] + q[1] * k[1], q[1] * k[0] - q[0] * k[1]
-    return zeta ** (m - n) * (math.cos(phi) * dot + math.sin(phi) * cross)
+    # §3: moving both positions by the same amount changes no score, so moving them by −(m + n) gives
+    # ⟨R_n q, R_m k⟩ = ⟨R_{−m} q, R_{−n} k⟩, RoPE's score at the negated positions. And the dot product of
+    # two stacked vectors is the sum of their parts' dot products. So stack RoPE at the positions and at their
+    # negatives, each scaled by 1/√2: d' = 2d. (Pair by pair the score is cos((n − m)θ_j)·(q_j · k_j).)
+    return torch.cat((pl.apply_rope(x, positions), pl.apply_rope(x, -positions)), dim=-1) / math.sqrt(2)
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "rope_pair_score", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.rope_pair_score(scaled_pair_score)
+# %% nbgrader={"grade": true, "grade_id": "rope_undirected", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.rope_undirected(undirected_rope)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise 2 (derive).** In a context of L tokens (positions 0 … L − 1) the fast pairs turn
@@ -1412,10 +1413,11 @@ _ = check.rope_layout_perm(answer)
 # and returns its two frequencies θ (radians per position), the faster first, as a formula in A's
 # entries. The checker hands your function entries that count the arithmetic done with them: +, −, ×, /,
 # ** (`x ** 0.5` for a square root), `abs`, `sum`, `max` and comparisons work as on floats; turning an
-# entry into a float, a tensor or a float array does not, and each A allows 400 operations (a comparison
-# costs 10): room for a formula, even one with two 4 × 4 products, but not for iterating towards the
-# eigenvalues. It tries RoPE's own d = 4 generator, tilted ones, random ones and one with two nearly equal
-# frequencies. Your function should work on plain floats too: try it on a tilted A of your own first.
+# entry into a float, a tensor or a float array does not, the two numbers you return must come out of
+# that arithmetic, and each A allows 400 operations (a comparison costs 10): room for a formula, even one
+# with two 4 × 4 products, but not for iterating towards the eigenvalues. It tries RoPE's own d = 4
+# generator, tilted ones, random ones and one with two nearly equal frequencies. Your function should
+# work on plain floats too: try it on a tilted A of your own first.
 
 # %% slideshow={"slide_type": "fragment"}
 def tilted_frequencies(A):

@@ -2,141 +2,113 @@
 
 Each checker takes the learner's answer (a number, integers or a function), checks it and prints what is
 right, what is wrong and a hint. None (or a function still raising NotImplementedError) counts as not
-attempted (see _core for grading mode). The module holds no answer: the score of Ex 1 is compared, far from the
-start, with the score as defined at small positions; a permutation and a pair index are checked by the properties
-that define them; and the frequencies of a generator are measured on the checker's own matrices after the
-learner's function has run.
+attempted (see _core for grading mode). The module holds no answer: Ex 1's encoding is checked by the dot products
+of its encodings of the checker's own vectors against the scores it must give, computed as the exercise writes them;
+a permutation and a pair index are checked by the properties that define them; and the frequencies of a generator
+are measured on the checker's own matrices after the learner's function has run.
 """
 from __future__ import annotations
 
 import math
+import os
 import sys
 from typing import Any, Callable, Iterator
 
+import numpy
 import torch
 
 from ..rotary import apply_rope
 from ._core import Verdict, close, float64_tensor, number, report, whole_number, whole_numbers
-from ._guard import Shortcut, answers_under_guard, counting, loaded, stopped_verdict, value_of
+from ._guard import Counted, Shortcut, answers_under_guard, counting, stopped_verdict, value_of
 
-__all__ = ["rope_pair_score", "rope_first_slow_pair", "rope_layout_perm", "rope_tilted_frequencies"]
-
-
-# Exercise 1: one pair's contribution to the score in a RoPE that also scales lengths, the rule §2 leaves open
-# (c(m) = zeta^m): the query's pair is zeta^m R(m theta) q at m, the key's zeta^(-n) R(n theta) k at n. The learner
-# writes a function; the checker calls it with its own pairs, rates and lengths at positions far beyond any float
-# (10^18 to 10^400), where only the offset and the product of the lengths can be used. It holds no formula for
-# that: it computes the score as defined at small positions, and asks the function for the same pair moved far away.
-PAIR_SHIFTS = (10**18, 10**30 + 7, 10**400)  # how far the checker moves each pair (both positions alike)
-PAIR_STEPS = 400  # Python lines per call: a formula (or the library's rotation at the offset) runs under 200;
-# arbitrary precision at the absolute positions (mpmath, sympy) runs thousands
+__all__ = ["rope_undirected", "rope_first_slow_pair", "rope_layout_perm", "rope_tilted_frequencies"]
 
 
-def _pair_cases() -> list[tuple[tuple[float, float], tuple[float, float], int, int, float, float]]:
-    """(q, k, m, n, zeta, theta) at small positions: key behind, ahead of and at the query, zeta below, above and at 1."""
-    g = torch.Generator().manual_seed(2025)
-    qk = torch.randn(4, 2, 2, dtype=torch.float64, generator=g).tolist()
-    settings = ((50, 30, 0.98, 0.1), (3, 41, 1.02, 1.0), (12, 12, 0.9, 10000 ** (-6 / 8)), (0, 7, 1.0, 0.5))
-    return [(tuple(q), tuple(k), m, n, zeta, theta) for (q, k), (m, n, zeta, theta) in zip(qk, settings)]
+# Exercise 1: RoPE's score with the direction forgotten. The learner designs an encoding E(x, positions), applied
+# alike to queries and keys, with <E(q, m), E(k, n)> = (<R_m q, R_n k> + <R_n q, R_m k>) / 2 for every q, k, m, n.
+# The checker holds no encoding: it encodes its own vectors one at a time (so no encoding can depend on the other
+# tokens) and compares the dot products of the encodings with that right side, computed as written.
+UNDIRECTED_D = 8
+UNDIRECTED_POSITIONS = (0, 1, 4, 9, 30, 250, 1001, 4096)
+UNDIRECTED_MOVES = {"as given": lambda p: p, "moved by 1000": lambda p: p + 1000,
+                    "mirrored (every offset changes sign)": lambda p: 5000 - p, "all at 0": lambda p: 0 * p}
 
 
-def _as_defined(q, k, m: int, n: int, zeta: float, theta: float) -> float:
-    """<zeta^m R(m theta) q, zeta^(-n) R(n theta) k>, computed as written: right only while m and n are small."""
-    def turned(p, angle):
-        c, s_ = math.cos(angle), math.sin(angle)
-        return p[0] * c - p[1] * s_, p[0] * s_ + p[1] * c
-
-    a, b = turned(q, m * theta), turned(k, n * theta)
-    return zeta**m * zeta ** (-n) * (a[0] * b[0] + a[1] * b[1])
+def _undirected_inputs() -> tuple[torch.Tensor, torch.Tensor]:
+    """The checker's own vectors (one per position, d = 8, float64) and positions: the learner never sees them."""
+    x = torch.randn(len(UNDIRECTED_POSITIONS), UNDIRECTED_D, dtype=torch.float64,
+                    generator=torch.Generator().manual_seed(2026))
+    return x, torch.tensor(UNDIRECTED_POSITIONS)
 
 
-_PAIR_SLIPS = (  # (what changes in the definition, the misconception named)
-    (dict(theta=lambda t: -t), "each pair turned the other way: the score sees the key's angle minus the query's "
-                               "(§1), and your sign is reversed"),
-    (dict(zeta=lambda z: 1 / z), "the lengths: the query carries ζ^m and the key ζ^(−n); which power of ζ is their "
-                                 "product?"),
-    (dict(zeta=lambda z: 1 / z, theta=lambda t: -t), "the lengths and the direction of the turn are both reversed"),
-    (dict(zeta=lambda z: 1.0), "the rotation is right, but the lengths are left out: this RoPE scales the query by "
-                               "ζ^m and the key by ζ^(−n)"),
-    (dict(zeta=lambda z: 1.0, theta=lambda t: -t), "the turn is reversed and the lengths are left out"),
-    (dict(theta=lambda t: 0.0), "no turn between the two pairs: the rotation is left out"),
-    (dict(zeta=lambda z: 1.0, theta=lambda t: 0.0), "neither the rotation nor the lengths: both happen before the dot "
-                                                    "product"),
-)
+def _averaged_scores(x: torch.Tensor, pos: torch.Tensor, layout: str = "interleaved") -> torch.Tensor:
+    """[i, j] = (<R_(p_i) x_i, R_(p_j) x_j> + <R_(p_j) x_i, R_(p_i) x_j>) / 2, as the exercise writes it."""
+    n = len(pos)
+    turned = apply_rope(x[:, None, :].expand(n, n, x.shape[-1]), pos, layout=layout)  # [i, j] = R_(p_j) x_i
+    own = turned[torch.arange(n), torch.arange(n)]  # R_(p_i) x_i
+    return (own @ own.T + (turned * turned.transpose(0, 1)).sum(-1)) / 2
 
 
-def _arbitrary_precision() -> list[tuple[Any, str, str]]:
-    """Arbitrary-precision arithmetic, where the learner has loaded it: the way to compute the score as written."""
-    found = loaded("mpmath", ("mpf", "mpc", "cos", "sin", "exp", "expj", "cospi", "sinpi", "power", "mpmathify",
-                              "fmod", "cos_sin", "nint"))
-    mp = getattr(sys.modules.get("mpmath"), "mp", None)
-    if mp is not None:
-        found += [(mp, name, f"mpmath.mp.{name}") for name in ("mpf", "mpc", "cos", "sin", "exp", "expj", "power")]
-    found += loaded("sympy", ("cos", "sin", "exp", "Integer", "Rational", "Float", "N", "sympify", "nsimplify"))
-    found += loaded("decimal", ("Decimal",)) + loaded("fractions", ("Fraction",))
-    return found + [(sys.modules[__name__], "_as_defined", "check.ch05._as_defined")]
+def _encoded_one_at_a_time(fn: Callable[[Any, Any], Any], x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor | str:
+    """fn on each (1, d) row and its (1,) position alone, stacked to (seq, d'); a text saying what is wrong otherwise."""
+    rows = []
+    for i in range(len(pos)):
+        got = float64_tensor(fn(x[i:i + 1].clone(), pos[i:i + 1].clone()))
+        if got is None or got.dim() == 0 or got.numel() == 0:
+            return "expected a real tensor of shape (seq, d') for each call"
+        if got.dim() > 1 and got.shape[0] != 1:
+            return f"one token in gave {got.shape[0]} rows out: expected one row per token, of shape (seq, d')"
+        rows.append(got.reshape(-1))
+    if len({len(r) for r in rows}) != 1:
+        return "the width d' of your encoding changes with the token or the position: it must be one width"
+    out = torch.stack(rows)
+    return out if bool(out.isfinite().all()) else "your encoding is not finite at some of the checker's positions"
 
 
-def rope_pair_score(fn: Callable[..., Any] | None) -> bool | None:
-    """Exercise 1: fn(q, k, m, n, zeta, theta) -> <zeta^m R(m theta) q, zeta^(-n) R(n theta) k>, one pair's score in a
-    RoPE that also scales lengths (q, k: two numbers each; m, n: Python ints up to 10^400). Arbitrary-precision
-    libraries refuse to run while fn does, and each call allows ``PAIR_STEPS`` Python lines."""
+def rope_undirected(fn: Callable[[Any, Any], Any] | None) -> bool | None:
+    """Exercise 1: fn(x, positions) -> (seq, d'), one encoding for queries and keys alike, such that
+    <fn(q, m), fn(k, n)> = (<R_m q, R_n k> + <R_n q, R_m k>) / 2: RoPE's score (pairs (2j, 2j + 1), base 10 000)
+    averaged over the key's two sides of the query. x: (seq, d) float64; positions: (seq,) int64."""
 
-    def run(fn: Callable[..., Any]) -> Iterator[Verdict]:
-        small = _pair_cases()
-        far = [(q, k, m + s, n + s, zeta, theta) for s in PAIR_SHIFTS for q, k, m, n, zeta, theta in small]
-        def overflow_as_inf(*case: Any) -> Any:
-            try:
-                return fn(*case)
-            except OverflowError:  # ζ^(−n) as a Python float at n = 10^18: the number is not finite
-                return math.inf
-
-        answers, stopped = answers_under_guard(overflow_as_inf, small + far, _arbitrary_precision(),
-                                               steps_per_case=PAIR_STEPS)
-        if stopped is not None:
-            case = stopped[0]
-            where = "your function" if case in small else f"at positions near 10^{len(str(case[2])) - 1} your function"
-            yield stopped_verdict(stopped[1], where,
-                                  shortcut="that computes the score as written, at the absolute positions; the "
-                                           "exercise asks what the score can be computed from instead",
-                                  loop=f"runs more than {PAIR_STEPS} Python lines: that is arbitrary-precision "
-                                       "arithmetic at the absolute positions, not what the score depends on")
+    def run(fn: Callable[[Any, Any], Any]) -> Iterator[Verdict]:
+        x, pos = _undirected_inputs()
+        grams = {}
+        for name, move in UNDIRECTED_MOVES.items():
+            encoded = _encoded_one_at_a_time(fn, x, move(pos))
+            if isinstance(encoded, str):
+                yield False, encoded
+                return
+            grams[name] = encoded @ encoded.T  # [i, j]: the score of token i's encoding with token j's
+        tol = dict(atol=1e-6, rtol=1e-6)
+        target = {name: _averaged_scores(x, move(pos)) for name, move in UNDIRECTED_MOVES.items()}
+        if all(close(grams[name], target[name], **tol) for name in UNDIRECTED_MOVES):
+            yield True, ("the direction is forgotten and the distance kept, by one encoding of queries and keys: "
+                         "any attention kernel and any KV cache can use it unchanged")
             return
-        got = [number(answers[case]) for case in small + far]
-        if any(v is None for v in got):
-            yield False, "expected one number for each call"
-            return
-        want = [_as_defined(*case) for case in small]
-        if not all(math.isfinite(v) for v in got[:len(small)]):
-            yield False, "not a finite number at small positions, where the score as written is an ordinary number"
-            return
-        if not all(math.isclose(v, w, rel_tol=1e-5, abs_tol=1e-5) for v, w in zip(got, want)):
-            for change, why in _PAIR_SLIPS:
-                slip = [_as_defined(q, k, m, n, change.get("zeta", lambda z: z)(zeta),
-                                    change.get("theta", lambda t: t)(theta)) for q, k, m, n, zeta, theta in small]
-                if all(math.isclose(v, w, rel_tol=1e-5, abs_tol=1e-5) for v, w in zip(got, slip)):
-                    yield False, why
-                    return
-            yield False, "wrong already at small positions, where the score can be computed as written"
-            return
-        for s, start in zip(PAIR_SHIFTS, range(len(small), len(got), len(small))):
-            moved = got[start:start + len(small)]
-            if all(math.isclose(v, w, rel_tol=1e-5, abs_tol=1e-5) for v, w in zip(moved, want)):
-                continue
-            if not all(math.isfinite(v) for v in moved):
-                yield False, ("right at small positions; with both positions moved by about 10^"
-                              f"{len(str(s)) - 1} your function returns a number that is not finite: ζ^m alone "
-                              "underflows or overflows there")
-            else:
-                yield False, ("right at small positions, but the score changes when both positions move by about 10^"
-                              f"{len(str(s)) - 1}: your function depends on where the pair sits (an angle of 10^17 "
-                              "radians or more keeps no digits after the point)")
-            return
-        yield True, ("right at every distance from the start: the lengths multiply and the angles subtract, so the "
-                     "score never sees where the pair sits")
+        G, T = grams["as given"], target["as given"]
+        turned = apply_rope(x, pos)
+        if close(G, turned @ turned.T, **tol):
+            why = "that is RoPE's own score: a key r positions ahead and one r behind still score differently"
+        elif not close(grams["moved by 1000"], G, **tol):
+            why = ("your scores change when every position moves by 1000: they depend on where the tokens sit, "
+                   "not only on how far apart they are")
+        elif not close(grams["mirrored (every offset changes sign)"], G, **tol):
+            why = "your scores change when every offset changes sign: they still tell a key ahead from one behind"
+        elif close(G, grams["all at 0"], **tol):
+            why = "your scores do not change with the distance: the positions are left out"
+        elif close(G, _averaged_scores(x, pos, layout="half"), **tol):
+            why = ("your pairs are features j and j + d/2 (§6c's half layout); R_m of the exercise pairs features "
+                   "2j and 2j + 1")
+        elif (G * T).sum() != 0 and close(G * (T * T).sum() / (G * T).sum(), T, **tol):  # G = c T
+            why = ("your scores forget the direction and follow the distance as they should, but are the right "
+                   "ones times a constant: at m = n the score must be ⟨q, k⟩")
+        else:
+            why = ("your scores forget the direction and do not depend on where the tokens sit, but they are not "
+                   "RoPE's score averaged over the key's two sides")
+        yield False, why
 
-    return report("one pair's score when RoPE also scales lengths, at positions up to 10^400", fn, run,
-                  "§2's polar form: a complex number is a length times a phase")
+    return report("RoPE with the direction forgotten: one encoding, scores that see only the distance", fn, run,
+                  "the dot product of two stacked vectors [a, b] and [c, e] is a·c + b·e")
 
 
 # Exercise 2: the first pair whose angle never reaches a full turn, as a formula. The checker holds no answer:
@@ -301,6 +273,37 @@ def _plain(raw: Any) -> Any:
     return value_of(raw)
 
 
+def _counted_throughout(raw: Any) -> bool:
+    """Is every number of the answer a ``Counted`` result, i.e. computed from the checker's entries by the counted
+    arithmetic (not a plain number read, measured or typed outside it)?"""
+    if getattr(raw, "dtype", None) == object and hasattr(raw, "tolist"):
+        raw = raw.tolist()
+    if isinstance(raw, (list, tuple)):
+        return all(_counted_throughout(x) for x in raw)
+    return isinstance(raw, Counted)
+
+
+_NUMERIC_LIBRARIES = tuple(os.path.dirname(m.__file__) for m in (numpy, torch))
+
+
+def _float_routine(e: BaseException) -> str | None:
+    """The shortcut behind an error of the learner's function, if a float routine refused the checker's entries:
+    a tensor or float array of them, or numpy's and torch's linear algebra and ufuncs on an object array of them."""
+    text = str(e)
+    routine = ("a numpy or torch routine that needs floats (eigenvalues, a decomposition, a determinant, a ufunc) "
+               "on an array of the checker's entries")
+    if "ufunc" in text or "dtype('O')" in text or "object_" in text:  # numpy's object arrays, torch.from_numpy
+        return routine
+    if "Counted" in text or "counts its arithmetic" in text:  # torch.tensor(A), a float array of A
+        return "torch.tensor or numpy.array on the checker's entries"
+    tb = e.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.startswith(_NUMERIC_LIBRARIES):
+            return routine
+        tb = tb.tb_next
+    return None
+
+
 def rope_tilted_frequencies(fn: Callable[[Any], Any] | None) -> bool | None:
     """Exercise 4: fn(A) -> the two frequencies (faster first) of a 4 x 4 skew-symmetric A, as a formula in its
     entries. A comes as 4 rows of ``_guard.Counted`` entries (+, −, ×, /, **, abs and comparisons work; no float,
@@ -313,9 +316,10 @@ def rope_tilted_frequencies(fn: Callable[[Any], Any] | None) -> bool | None:
         def on_counted_entries(n: int) -> Any:
             try:
                 return fn(counting(cases[n][1], TILTED_OPS))
-            except (TypeError, RuntimeError, ValueError) as e:  # torch.tensor(A), numpy's float arrays, ...
-                if "Counted" in str(e) or "counts its arithmetic" in str(e):
-                    raise Shortcut("torch.tensor or numpy.array on the checker's entries") from e
+            except (TypeError, RuntimeError, ValueError) as e:  # torch.tensor(A), numpy's linalg on A's entries, ...
+                routine = _float_routine(e)
+                if routine is not None:
+                    raise Shortcut(routine) from e
                 raise
 
         unwrap = [(sys.modules[value_of.__module__], "value_of", "check._guard.value_of"),  # the checker's own read
@@ -339,8 +343,13 @@ def rope_tilted_frequencies(fn: Callable[[Any], Any] | None) -> bool | None:
             # measured here (fn is done): the square roots of AᵀA's eigenvalues, each frequency twice, fastest last
             got, want = got.flatten(), torch.linalg.eigvalsh(A.T @ A).clamp(min=0).sqrt()[[3, 0]]
             tol = dict(atol=2e-5, rtol=1e-5)
-            if close(got, want, **tol):
+            if close(got, want, **tol) and _counted_throughout(raw):
                 continue
+            if close(got, want, **tol):  # the values of the entries were read outside the count
+                yield False, (f"{name}: the right numbers, but plain ones: they were not computed from A's entries by "
+                              "the arithmetic the entries count, so the entries' values were read and measured "
+                              "outside it")
+                return
             if close(got, want.flip(0), **tol):
                 yield False, f"{name}: the right two frequencies, the slower first; give the faster one first"
             elif close(got, want**2, **tol) or close(got, want.flip(0) ** 2, **tol):
