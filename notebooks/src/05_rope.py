@@ -165,9 +165,10 @@ print("⟨u, w⟩ = Re[u·conj(w)], and R(α)u = e^{iα}·u")
 #
 # multiply by e^{imθ}, which is **turning the point by mθ**, the R(mθ) of §1. The score is
 # Re[q·conj(k)·e^{i(m−n)θ}]. The next cell builds the product f_q·conj(f_k) along the
-# diagonal n = m + 3 for this answer and for the alternatives the argument rules out. (That
-# RoPE's phase advances by the same θ at every step is true by construction; the cell
-# demonstrates it and the score formula rather than testing them.)
+# diagonal n = m + 3 for four candidates: this answer; xPos's lengths e^{λm} and e^{−λn}, which the
+# argument allows; and two it rules out, a length that follows the same rule for q and k and a phase
+# that is not linear in m. (That RoPE's phase advances by the same θ at every step is true by
+# construction; the cell demonstrates it and the score formula rather than testing them.)
 
 # %% slideshow={"slide_type": "fragment"}
 theta, offset = 0.3, 3
@@ -501,7 +502,7 @@ assert not torch.allclose(layer_output(0, True, True)[0], layer_output(0, False)
 # ## 5. The worked example, digit by digit
 #
 # Source `004` (a RoFormer summary) rotates 5 positions of d = 4 features by hand.
-# Its input rows are below. Step 1: split each row into pairs (x₀, x₁) and (x₂, x₃).
+# Step 1: split each input row into pairs (x₀, x₁) and (x₂, x₃); the cell prints them.
 #
 # The source's code splits with `vec[:2]` and `vec[2:]`. At d = 4 that looks like cutting the
 # vector into halves, but it yields the **interleaved** pairs (x₀, x₁), (x₂, x₃), not the half
@@ -511,7 +512,8 @@ assert not torch.allclose(layer_output(0, True, True)[0], layer_output(0, False)
 # %% slideshow={"slide_type": "fragment"}
 x = torch.tensor([[1, 0, 1, 0], [0, 1, 0, 1], [1, 1, 1, 1], [1, -1, 1, -1], [0.5, 0.5, 0.5, 0.5]], dtype=F64)
 pairs = x.view(5, 2, 2)  # (position, pair j, member)
-print(pairs[3])
+for m in range(5):
+    print(f"m = {m}: (x₀, x₁) = {tuple(pairs[m, 0].tolist())}, (x₂, x₃) = {tuple(pairs[m, 1].tolist())}")
 first, second = pl.pair_indices(4, "interleaved")
 assert torch.equal(pairs[:, 0], x[:, :2]) and torch.equal(pairs[:, 1], x[:, 2:])  # the source's vec[:2], vec[2:]
 assert (first.tolist(), second.tolist()) == ([0, 2], [1, 3])  # interleaved: pairs (0, 1) and (2, 3)
@@ -564,15 +566,20 @@ ours = [[f"{v:.4f}" for v in row] for row in rotated.tolist()]
 theirs = [[f"{v:.4f}" for v in row] for row in SOURCE_TABLE]
 mismatch = [(m, j, theirs[m][j], ours[m][j]) for m in range(5) for j in range(4) if ours[m][j] != theirs[m][j]]
 for m, j, t, o in mismatch:
-    print(f"row {m}, feature {j}: source prints {t}, correctly rounded value is {o} (exact {rotated[m, j]:.8f})")
+    print(f"row {m}, feature {j}: source prints {t}, correctly rounded value is {o} (exact {rotated[m, j]:.13f})")
 assert [(m, j) for m, j, _, _ in mismatch] == [(1, 3), (3, 2)]
 assert not torch.allclose(pl.apply_rope(x, layout="half"), rotated, atol=1e-2)  # the table is interleaved
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # 18 of 20 entries match; the other two are rounding slips. 1.0296 is cos(0.03) + sin(0.03) =
-# 1.029546… with cos and sin rounded to 4 decimals *before* adding (0.9996 + 0.0300); 0.9999 is
-# cos(0.01) = 0.9999500004167…, only 4.2·10⁻¹⁰ above the rounding tie 0.99995, so any step that loses
-# the last digits tips it down: the nearest float32 number, 0.99994999…, is already below the tie.
+# 1.029546…, which rounds to 1.0295; cos and sin rounded to 4 decimals *before* adding give
+# 0.9996 + 0.0300 = 1.0296. 0.9999 is cos(0.01) = 0.9999500004167…, only 4.2·10⁻¹⁰ above the
+# rounding tie 0.99995, so any step that loses the last digits tips it down: the nearest float32
+# number, 0.99994999…, is already below the tie. Which step the author took, the post does not say.
+# The next cell recomputes the table four ways and counts the printed entries each reproduces:
+# float64 gives 18 of 20; rounding cos and sin to 4 decimals first gives 19 (all but 0.9999);
+# float32 gives 19 (all but 1.0296); float32 cos and sin, rounded to 4 decimals before the
+# rotation, give all 20. The slips are **consistent with** that last process; they do not prove it.
 
 # %% slideshow={"slide_type": "fragment"}
 v_exact, v_early = math.cos(0.03) + math.sin(0.03), round(math.cos(0.03), 4) + round(math.sin(0.03), 4)
@@ -580,6 +587,29 @@ c_exact, c_f32 = math.cos(0.01), torch.tensor(0.01).cos().item()
 assert (f"{v_exact:.4f}", f"{v_early:.4f}") == ("1.0295", "1.0296")  # rounded early: the printed value
 assert (f"{c_exact:.4f}", f"{c_f32:.4f}") == ("1.0000", "0.9999") and f"{c_exact:.13f}" == "0.9999500004167"
 assert 4.1e-10 < c_exact - 0.99995 < 4.2e-10 and f"{torch.tensor(c_exact).item():.8f}" == "0.99994999"
+
+
+def table_by(cos: torch.Tensor, sin: torch.Tensor) -> list[list[str]]:
+    """The worked example from these cos and sin tables (any dtype), printed to 4 decimals."""
+    a, b = pairs[..., 0].to(cos.dtype), pairs[..., 1].to(cos.dtype)
+    return [[f"{v:.4f}" for v in row] for row in torch.stack((a * cos - b * sin, a * sin + b * cos), -1)
+            .reshape(5, 4).double().tolist()]
+
+
+a32 = angles.float()
+processes = {
+    "float64": table_by(angles.cos(), angles.sin()),
+    "float64, cos and sin rounded to 4 decimals first": table_by(angles.cos().round(decimals=4),
+                                                                 angles.sin().round(decimals=4)),
+    "float32": table_by(a32.cos(), a32.sin()),
+    "float32 cos and sin, rounded to 4 decimals first": table_by(a32.cos().double().round(decimals=4),
+                                                                 a32.sin().double().round(decimals=4)),
+}
+reproduced = {name: sum(t == o for r_t, r_o in zip(theirs, table) for t, o in zip(r_t, r_o))
+              for name, table in processes.items()}
+for name, count in reproduced.items():
+    print(f"{name:50s} reproduces {count} of 20 printed entries")
+assert list(reproduced.values()) == [18, 19, 19, 20]
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **The source's two formulas** (its table follows the right method; one formula is wrong,
@@ -676,10 +706,14 @@ print("complex form == apply_rope (interleaved)")
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # Source `000`'s attention sketch precomputes the phases for `2 * max_seq_len` positions and
 # passes the whole table to the multiply. Meta's code slices the rows of the current positions
-# first. Without the slice a prompt of 10 tokens fails loudly, since 10 rows do not broadcast
-# against 64. One token does, silently: at seq = 1, each step of decoding with a KV cache, the
-# query's (…, 1, d/2) broadcasts against the (64, d/2) table and comes out with 64 rows, the one
-# token turned to every position of the table. The slice for a token at position p is `table[p : p + 1]`.
+# first. Without the slice a prompt of 10 tokens fails at the multiply, since 10 rows do not
+# broadcast against 64. One token does broadcast: at seq = 1, each step of decoding, the multiply
+# raises nothing, and the query's (…, 1, d/2) comes out with 64 rows, the one token turned to every
+# position of the table; so does the key, and the scores become 64 × 64. The error comes one line
+# later: in the sketch, at `matmul(scores, xv)`, where 64 weights per row meet a value of one row
+# (in Meta's code with a KV cache, at writing 64 key rows into the cache's one-row slot). Loud, but
+# it points at the value product, not at the table that caused it. The slice for a token at
+# position p is `table[p : p + 1]`. The cell runs both cases through the sketch's attention.
 
 # %% slideshow={"slide_type": "fragment"}
 table = unit_phases(pl.rope_angles(2 * 32, D, device=device))  # 64 positions precomputed
@@ -689,11 +723,16 @@ try:
 except RuntimeError as e:
     print("unsliced table, 10 tokens:", str(e).split("at non-singleton")[0].strip())
 torch.testing.assert_close(complex_rope(xq, table[:L]), want)  # slice [start : start + seq]
-one_token = xq[..., 7:8, :]  # decoding: the token at position 7 alone
-silent = complex_rope(one_token, table)  # no error
-assert silent.shape == (B, H, 64, D) and one_token.shape == (B, H, 1, D)
-torch.testing.assert_close(complex_rope(one_token, table[7:8]), want[..., 7:8, :])
-print(f"unsliced table, 1 token: no error, output shape {tuple(silent.shape)} for an input of {tuple(one_token.shape)}")
+one_token = xq[..., 7:8, :]  # decoding: the token at position 7 alone, as its query, key and value
+q_one, k_one = complex_rope(one_token, table), complex_rope(one_token, table)  # no error: 64 rows each
+weights = torch.softmax(q_one @ k_one.transpose(-1, -2) / math.sqrt(D), dim=-1)  # (…, 64, 64): no error
+assert q_one.shape == (B, H, 64, D) and weights.shape == (B, H, 64, 64) and one_token.shape == (B, H, 1, D)
+try:
+    weights @ one_token  # the sketch's matmul(scores, xv)
+    raise AssertionError("expected a shape error")
+except RuntimeError as e:
+    print("unsliced table, 1 token: the multiply gives 64 rows; the value product fails:", str(e).split(".")[0])
+torch.testing.assert_close(complex_rope(one_token, table[7:8]), want[..., 7:8, :])  # sliced: the token at 7
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### 6b. The even/odd ("naive") form
@@ -1457,14 +1496,14 @@ _ = check.rope_tilted_frequencies(tilted_frequencies)
 # |---|---|---|---|
 # | `004` (RoFormer summary, worked example) | angle n·(1/10000)^(−2i/d), growing with i | n·10000^(−2i/d) (= n/100 for i = 1, d = 4) | §5 |
 # | `004` | rotation matrix [[cos, sin], [−sin, cos]], no convention stated | on a column vector (RoFormer's and our convention) it turns clockwise, against its code and table; it matches them only as row vector × matrix: say so, or write [[cos, −sin], [sin, cos]] | §5 |
-# | `004`, table | 0.9999 (row 1) and 1.0296 (row 3; cos and sin rounded to 4 decimals before adding) | 1.0000 and 1.0295 | §5 |
+# | `004`, table | 0.9999 (row 1) and 1.0296 (row 3) | 1.0000 and 1.0295 (both slips are consistent with cos and sin taken in float32 and rounded to 4 decimals before the rotation) | §5 |
 # | `004`, code | splits a row into `vec[:2]` and `vec[2:]` | right at d = 4 only (the pairs (x₀, x₁), (x₂, x₃)); at d = 8 `vec[2:]` holds six features: split into d/2 pairs | §5 |
 # | `001` (position-encoding summary, even/odd code) | output named `odds` for features 0, 2, 4, … (0-indexed); `evens` for 1, 3, … | names swapped in the code's own 0-indexed convention | §6b |
 # | `001` | stacked picture with first row o₁, o₁, …, o_{d−1} | o₁, o₃, …, o_{d−1} | §6b |
 # | `001` | last block uses θ_{d/2} | θ_{d/2−1} (pairs θ₀ … θ_{d/2−1}) | §6b |
 # | `001` | `rotate_half` has the interleaved block-diagonal matrix | pairs (j, j + d/2): R_half = P R_int Pᵀ | §6c |
-# | `001` (its history) | RoPE "was first used in the LLaMA architecture" | RoFormer used it in its own model (2021); GPT-J (June 2021), GPT-NeoX-20B (2022) and PaLM (2022) used it before LLaMA (February 2023) | the cell below |
-# | `000` (position-encoding notes, LLaMA sketch) | passes the whole `2·max_seq_len` phase table to the multiply | slice the current positions first: unsliced, a prompt fails with a shape error, and one decoding token (seq = 1) silently comes out with `2·max_seq_len` rows | §6a |
+# | `001` (its history) | RoPE "was first used in the LLaMA architecture" | RoFormer used it in its own model (Su et al., 2021); GPT-J (Wang and Komatsuzaki, released June 2021), GPT-NeoX-20B (Black et al., 2022, arXiv:2204.06745) and PaLM (Chowdhery et al., 2022, arXiv:2204.02311) used it before LLaMA (Touvron et al., February 2023, arXiv:2302.13971). The papers and dates are citations | the cell below checks only that GPT-J and GPT-NeoX, as transformers builds them, are RoPE models |
+# | `000` (position-encoding notes, LLaMA sketch) | passes the whole `2·max_seq_len` phase table to the multiply | slice the current positions first: unsliced, a prompt fails at the multiply; one decoding token (seq = 1) passes it with `2·max_seq_len` rows and fails only at the value product, a line away from the cause | §6a |
 # | `000` | pairs are used because "a d-dimensional rotation is too complex" | R_m is a d-dimensional rotation; every relative family exp(mA) is 2 × 2 pairs in a basis that W_q and W_k absorb | §3 |
 # | `003` (positional-embedding notes, RoPE formula) | key R W_k x_m | R W_k x_n | §6d |
 # | `003` (code comment) | `sin(angles).T.flatten()` "same as" the repeated sin table | a different, 1-D ordering | §6d |
@@ -1472,10 +1511,11 @@ _ = check.rope_tilted_frequencies(tilted_frequencies)
 # None of this changes the method: each source's *code* computes correct RoPE, as §5 and §6 show by
 # running it, apart from two pieces: `000`'s unsliced table and `004`'s split, which is right at d = 4 only.
 #
-# The cell checks by behaviour that two of the models the history row names are RoPE models, with tiny
-# random ones built from transformers' configs: shifting every position by 100 leaves GPT-J's and
-# GPT-NeoX's outputs unchanged (only offsets count), while spreading the positions apart changes them
-# (so the positions are used), and GPT-2, with a learned absolute table, changes under the shift.
+# The history row's papers and dates are citations, not checked here. The cell checks by behaviour
+# only that two of the models it names are RoPE models, with tiny random ones built from
+# transformers' configs: shifting every position by 100 leaves GPT-J's and GPT-NeoX's outputs
+# unchanged (only offsets count), while spreading the positions apart changes them (so the positions
+# are used), and GPT-2, with a learned absolute table, changes under the shift.
 
 # %%
 from transformers import GPT2Config, GPT2Model, GPTJConfig, GPTJModel, GPTNeoXConfig, GPTNeoXModel
