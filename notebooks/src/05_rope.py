@@ -24,7 +24,8 @@
 # 9. why angles must be computed in float32 (and how Hugging Face's code does it);
 # 10. score heatmaps;
 # 11. what the dense form costs;
-# 12. exercises, then the errata of the sources.
+# 12. exercises; then an appendix that compares Hugging Face's cos table with ours bit for bit,
+#     and the errata of the sources.
 #
 # Positions are 0-based; the query sits at m, the key at n, and the **offset** of the key is
 # n − m (negative for keys in the past), as on the [conventions page](00_index.ipynb#Conventions).
@@ -1185,7 +1186,8 @@ assert lib_err < 0.05 and naive_err > 1.0 and naive_err > 50 * lib_err
 # products. A grid written as a matrix product, positions (seq, 1) @ frequencies (1, d/2), would be
 # lowered, so code written that way must switch autocast off around it. The next cell runs the module
 # at positions near 90 000 with and without autocast, and shows what autocast does to the
-# matrix-product form.
+# matrix-product form. (Hugging Face's frequencies differ from ours in the last bit at some pairs,
+# so the two bf16 tables are close but not equal: the appendix after the exercises says why.)
 
 # %% slideshow={"slide_type": "fragment"}
 from transformers import LlamaConfig
@@ -1204,49 +1206,6 @@ grid_err = (grid_as_matmul.double() - pl.rope_angles(pos, 128, inv_freq=pl.rope_
 assert grid_as_matmul.dtype == torch.bfloat16 and grid_err.abs().max() > 100
 print("LlamaRotaryEmbedding: the float32 grid, rounded once; the same cos/sin under autocast")
 print(f"the grid as a matrix product under autocast: bf16, angles off by up to {grid_err.abs().max():.0f} rad")
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# **An aside, for anyone who compares tables bit for bit** (skip it on a first read). Hugging Face's
-# cos table is within 2⁻⁶ ≈ 0.016 of ours but not equal to it everywhere, and neither is wrong.
-# Hugging Face computes θ_j in float32 as 1/base^(2j/d): the power is rounded to float32, then its
-# reciprocal is rounded again. `pl.rope_frequencies` rounds the float64 value of base^(−2j/d) once. Two
-# correct roundings in a row can land one float32 step (under 3·10⁻⁸ here) away from one: with the
-# power correctly rounded, that happens at 19 of the 64 frequencies of d = 128, on every CPU, since
-# float32 division is correctly rounded everywhere. (A CPU whose float32 `pow` misses a last bit can
-# move a pair more; the cell compares Hugging Face's table with the two-rounding rule only where the
-# CPU's `pow` is correctly rounded, as it is on the machine that stored this notebook.) The position
-# multiplies the step: near position 90 000 an angle moves by up to about one float32 step of the angle
-# itself (2⁻⁷ ≈ 0.008 rad), and the bf16 cos tables by about as much: close in absolute terms, yet
-# where |cos| is small that is dozens of bf16 steps of the value itself.
-
-# %% slideshow={"slide_type": "fragment"}
-exponents = torch.arange(0, 128, 2, dtype=F64) / 128  # 2j/d, exact in float32 and float64
-power = 10000.0**exponents  # float64: its rounding to float32 is correct (no value lies near a tie, asserted)
-power32 = power.float()
-gap_to_tie = ((power - power32.double()) / (torch.nextafter(power32, power32 * 2) - power32).double()).abs()
-assert (0.5 - gap_to_tie).abs().min() > 1e-3
-two_roundings = 1.0 / power32  # a correctly rounded power, then a correctly rounded float32 reciprocal
-ours_freq = pl.rope_frequencies(128)  # 10000^(-2j/d) in float64, rounded to float32 once
-apart = two_roundings != ours_freq
-one_up, one_down = (torch.nextafter(ours_freq, torch.full_like(ours_freq, t)) for t in (2.0, 0.0))
-assert int(apart.sum()) == 19 and bool(((two_roundings == one_up) | (two_roundings == one_down))[apart].all())
-assert bool(((hf_freq == ours_freq) | (hf_freq == one_up) | (hf_freq == one_down)).all())  # on any CPU: a step
-if torch.equal(10000.0 ** exponents.float(), power32):  # this CPU's float32 pow is correctly rounded
-    assert torch.equal(hf_freq, two_roundings)  # Hugging Face's table is exactly the two roundings
-ours = pl.rope_angles(pos, 128).cos().bfloat16()  # our bf16 cos table: float32 angles, rounded once
-cos_gap = (cos_hf[0, :, :64].float() - ours.float()).abs()
-assert cos_gap.max() <= 2**-6  # Hugging Face's bf16 table, on any CPU (cos itself may differ in its last bit)
-our_grid, their_grid = pl.rope_angles(pos, 128), pos[:, None].float() * two_roundings
-angle_gap = (their_grid - our_grid).abs()
-worst = our_grid.flatten()[angle_gap.argmax()]  # the angle where the grids differ most
-assert 0 < angle_gap.max() <= 2**-7 and angle_gap.max() <= 2 * (torch.nextafter(worst, worst + 1) - worst)
-step_gap = (their_grid.cos().bfloat16().float() - ours.float()).abs()
-bf16_step = 2.0 ** (torch.floor(torch.log2(ours.float().abs().clamp_min(2**-126))) - 7)  # of ours
-assert step_gap.max() <= 2**-6 and (step_gap / bf16_step).max() > 20  # close absolutely, not relatively
-print("Hugging Face's inv_freq: 1/base^(2j/d), rounded twice; with a correctly rounded power, 19 of 64 frequencies "
-      "one float32 step from ours")
-print("near position 90000 the angles then differ by at most 2^-7 rad and the bf16 cos tables by at most 2^-6, "
-      "which is more than 20 bf16 steps where |cos| is small")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 10. The score pattern RoPE induces
@@ -1500,6 +1459,50 @@ def tilted_frequencies(A):
 
 # %% nbgrader={"grade": true, "grade_id": "rope_tilted_frequencies", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
 _ = check.rope_tilted_frequencies(tilted_frequencies)
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## Appendix: Hugging Face's cos table, bit for bit
+#
+# Only for anyone who compares tables bit for bit; nothing in the chapter needs it. §9's `cos_hf`
+# is within 2⁻⁶ ≈ 0.016 of our bf16 table but not equal to it everywhere, and neither is wrong.
+# Hugging Face computes θ_j in float32 as 1/base^(2j/d), rounding twice (the power, then its
+# reciprocal); `pl.rope_frequencies` rounds base^(−2j/d) once. With a correctly rounded power the two
+# differ by one float32 step at 19 of the 64 frequencies of d = 128, on every CPU, since float32
+# division is correctly rounded everywhere. Near position 90 000 that moves an angle by up to 2⁻⁷ rad
+# and a bf16 cos by up to 2⁻⁶: close in absolute terms, yet more than 20 bf16 steps where |cos| is small.
+
+# %% slideshow={"slide_type": "fragment"}
+pos = torch.arange(90_000, 90_064)  # §9's positions, as in cos_hf
+exponents = torch.arange(0, 128, 2, dtype=F64) / 128  # 2j/d, exact in float32 and float64
+power = 10000.0**exponents  # float64: its rounding to float32 is correct (no value lies near a tie, asserted)
+power32 = power.float()
+gap_to_tie = ((power - power32.double()) / (torch.nextafter(power32, power32 * 2) - power32).double()).abs()
+assert (0.5 - gap_to_tie).abs().min() > 1e-3
+two_roundings = 1.0 / power32  # a correctly rounded power, then a correctly rounded float32 reciprocal
+ours_freq = pl.rope_frequencies(128)  # 10000^(-2j/d) in float64, rounded to float32 once
+apart = two_roundings != ours_freq
+one_up, one_down = (torch.nextafter(ours_freq, torch.full_like(ours_freq, t)) for t in (2.0, 0.0))
+assert int(apart.sum()) == 19 and bool(((two_roundings == one_up) | (two_roundings == one_down))[apart].all())
+assert bool(((hf_freq == ours_freq) | (hf_freq == one_up) | (hf_freq == one_down)).all())  # on any CPU: a step
+# on a CPU whose float32 pow misses a last bit, other frequencies can be the ones a step apart; where pow is
+# correctly rounded (as on the machine that stored this notebook), Hugging Face's table is exactly the two roundings
+if torch.equal(10000.0 ** exponents.float(), power32):
+    assert torch.equal(hf_freq, two_roundings)  # Hugging Face's table is exactly the two roundings
+ours = pl.rope_angles(pos, 128).cos().bfloat16()  # our bf16 cos table: float32 angles, rounded once
+cos_gap = (cos_hf[0, :, :64].float() - ours.float()).abs()
+assert cos_gap.max() <= 2**-6  # Hugging Face's bf16 table, on any CPU (cos itself may differ in its last bit)
+our_grid, their_grid = pl.rope_angles(pos, 128), pos[:, None].float() * two_roundings
+angle_gap = (their_grid - our_grid).abs()
+worst = our_grid.flatten()[angle_gap.argmax()]  # the angle where the grids differ most
+assert 0 < angle_gap.max() <= 2**-7 and angle_gap.max() <= 2 * (torch.nextafter(worst, worst + 1) - worst)
+step_gap = (their_grid.cos().bfloat16().float() - ours.float()).abs()
+bf16_step = 2.0 ** (torch.floor(torch.log2(ours.float().abs().clamp_min(2**-126))) - 7)  # of ours
+assert step_gap.max() <= 2**-6 and (step_gap / bf16_step).max() > 20  # close absolutely, not relatively
+print("Hugging Face's inv_freq: 1/base^(2j/d), rounded twice; with a correctly rounded power, 19 of 64 frequencies "
+      "one float32 step from ours")
+print("near position 90000 the angles then differ by at most 2^-7 rad and the bf16 cos tables by at most 2^-6, "
+      "which is more than 20 bf16 steps where |cos| is small")
+
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Errata in the sources
