@@ -24,7 +24,7 @@
 # 9. why angles must be computed in float32 (and how Hugging Face's code does it);
 # 10. score heatmaps;
 # 11. what the dense form costs;
-# 12. exercises; then an appendix that compares Hugging Face's cos table with ours bit for bit,
+# 12. exercises; then an aside that compares Hugging Face's cos table with ours bit for bit,
 #     and the errata of the sources.
 #
 # Positions are 0-based; the query sits at m, the key at n, and the **offset** of the key is
@@ -711,10 +711,12 @@ print("complex form == apply_rope (interleaved)")
 # broadcast against 64. One token does broadcast: at seq = 1, each step of decoding, the multiply
 # raises nothing, and the query's (…, 1, d/2) comes out with 64 rows, the one token turned to every
 # position of the table; so does the key, and the scores become 64 × 64. The error comes one line
-# later: in the sketch, at `matmul(scores, xv)`, where 64 weights per row meet a value of one row
-# (in Meta's code with a KV cache, at writing 64 key rows into the cache's one-row slot). Loud, but
-# it points at the value product, not at the table that caused it. The slice for a token at
-# position p is `table[p : p + 1]`. The cell runs both cases through the sketch's attention.
+# later: in the sketch, at `matmul(scores, xv)`, where 64 weights per row meet a value of one row;
+# with a KV cache like Meta's (its code writes `cache_k[:bsz, start_pos : start_pos + seqlen] = xk`;
+# a citation), already at writing the 64 key rows into the cache's one-row slot. Loud, but it points
+# at the value product or the cache, not at the table that caused it. The slice for a token at
+# position p is `table[p : p + 1]`. The cell runs both cases through the sketch's attention and
+# writes into a cache of its own.
 
 # %% slideshow={"slide_type": "fragment"}
 table = unit_phases(pl.rope_angles(2 * 32, D, device=device))  # 64 positions precomputed
@@ -733,6 +735,12 @@ try:
     raise AssertionError("expected a shape error")
 except RuntimeError as e:
     print("unsliced table, 1 token: the multiply gives 64 rows; the value product fails:", str(e).split(".")[0])
+cache_k = torch.zeros(B, H, 64, D, device=device)  # a KV cache: one slot per position
+try:
+    cache_k[..., 7:8, :] = k_one  # the slot of position 7
+    raise AssertionError("expected a shape error")
+except RuntimeError as e:
+    print("unsliced table, 1 token, with a KV cache: the cache write fails:", str(e).split(".")[0])
 torch.testing.assert_close(complex_rope(one_token, table[7:8]), want[..., 7:8, :])  # sliced: the token at 7
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -1187,7 +1195,7 @@ assert lib_err < 0.05 and naive_err > 1.0 and naive_err > 50 * lib_err
 # lowered, so code written that way must switch autocast off around it. The next cell runs the module
 # at positions near 90 000 with and without autocast, and shows what autocast does to the
 # matrix-product form. (Hugging Face's frequencies differ from ours in the last bit at some pairs,
-# so the two bf16 tables are close but not equal: the appendix after the exercises says why.)
+# so the two bf16 tables are close but not equal: the aside after the exercises says why.)
 
 # %% slideshow={"slide_type": "fragment"}
 from transformers import LlamaConfig
@@ -1461,7 +1469,7 @@ def tilted_frequencies(A):
 _ = check.rope_tilted_frequencies(tilted_frequencies)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## Appendix: Hugging Face's cos table, bit for bit
+# ## Aside: Hugging Face's cos table, bit for bit
 #
 # Only for anyone who compares tables bit for bit; nothing in the chapter needs it. §9's `cos_hf`
 # is within 2⁻⁶ ≈ 0.016 of our bf16 table but not equal to it everywhere, and neither is wrong.
