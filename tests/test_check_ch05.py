@@ -450,6 +450,7 @@ def by_bisection_on_comparisons(A):
     (lambda A: [pickle.loads(pickle.dumps(A[0][1])), 0], "calls float()"),
     (lambda A: [ch05.value_of(A[0][1]), 0], "calls check.ch05.value_of"),
     (lambda A: [check._guard.value_of(A[0][1]), 0], "calls check._guard.value_of"),
+    (lambda A: [check._guard.shadow_of(A[0][1]), 0], "calls check._guard.shadow_of"),
     (lambda A: [A[0][1]._counted_value, 0], "calls the hidden slot"),
     # numpy's and torch's float routines on an object array of the entries: named, not a bare TypeError
     (lambda A: np.sort(np.abs(np.linalg.eigvals(np.array(A, dtype=object)).imag))[[3, 0]], "needs floats"),
@@ -469,25 +470,39 @@ def test_tilted_frequencies_refuse_the_numerical_route(shortcut, says, capsys):
     assert ch05.value_of(3.0) == 3.0 and torch.linalg.eigvalsh(torch.eye(2)).tolist() == [1.0, 1.0]  # guards undone
 
 
-def _by_eigenvalues_after(read):
-    """The entries' values read past the count (``read``), then numpy's eigenvalues: the reader's slot shortcut."""
+def _by_eigenvalues_after(read, wrap=False):
+    """The entries' values read past the count (``read``), then numpy's eigenvalues: the reader's slot shortcut;
+    with ``wrap``, the plain results are then mixed into the counted arithmetic (0 times every entry, added)."""
     def frequencies(A):
         a = np.array([[read(x) for x in row] for row in A], dtype=np.float64)
-        return np.sqrt(np.linalg.eigvalsh(a.T @ a).clip(0))[[3, 0]]
+        plain = np.sqrt(np.linalg.eigvalsh(a.T @ a).clip(0))[[3, 0]].tolist()
+        if not wrap:
+            return plain
+        zero = sum(x * 0 for row in A for x in row)
+        return [zero + plain[0], zero + plain[1]]
     return frequencies
 
 
+def _by_slot(x):
+    return object.__getattribute__(x, "_counted_value")[0]
+
+
+def _by_descriptor(x):
+    return type(x).__dict__["_counted_value"].__get__(x)[0]
+
+
 @pytest.mark.parametrize("shortcut", [
-    _by_eigenvalues_after(lambda x: object.__getattribute__(x, "_counted_value")),
-    _by_eigenvalues_after(lambda x: type(x).__dict__["_counted_value"].__get__(x)),
+    _by_eigenvalues_after(_by_slot), _by_eigenvalues_after(_by_descriptor),
+    _by_eigenvalues_after(_by_slot, wrap=True), _by_eigenvalues_after(_by_descriptor, wrap=True),
     lambda A: [1.0, 0.01],  # RoPE's own frequencies typed in: right for the first generator only
+    lambda A: [A[0][0] * 0 + 1.0, A[0][0] * 0 + 0.01],  # the same, dressed as counted results
 ])
 def test_tilted_frequencies_refuse_right_numbers_made_outside_the_count(shortcut, capsys):
-    """Introspection can read an entry's value past the guard; an answer made from such values is a plain number,
-    not a result of the counted arithmetic, and is refused even where it is right."""
+    """Introspection can read an entry's value past the guard; an answer made from such values, plain or mixed into
+    the counted arithmetic, lacks the shadow a formula in the entries has, and is refused even where it is right."""
     assert check.rope_tilted_frequencies(shortcut) is False
     out = _out(capsys)
-    assert "RoPE's own generator, d = 4: the right numbers, but plain ones" in out and "hint:" in out
+    assert "RoPE's own generator, d = 4: the right numbers, but not made from A's entries" in out and "hint:" in out
 
 
 def test_a_few_products_are_not_enough_for_the_nearly_equal_generator(capsys):

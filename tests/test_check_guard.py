@@ -128,6 +128,17 @@ def test_counted_numbers_do_arithmetic_and_count_it():
     assert g.value_of(2.5) == 2.5
 
 
+def test_counted_numbers_carry_a_shadow_through_the_same_arithmetic():
+    """Each entry's shadow follows the same operations; comparisons are decided by the value alone."""
+    A = g.counting([[1.0, 4.0]], limit=100, shadow=[[2.0, 16.0]])
+    x = max(A[0][1] ** 0.5 - A[0][0], 0) * 3  # value (2 - 1) * 3, shadow (4 - 2) * 3
+    assert (g.value_of(x), g.shadow_of(x)) == (3.0, 6.0)
+    y = A[0][0] * 0 + 5.0  # a plain number mixed in keeps its own value in the shadow
+    assert (g.value_of(y), g.shadow_of(y)) == (5.0, 5.0) and g.shadow_of(5.0) is None
+    B = g.counting([[1.5]], limit=10)
+    assert g.shadow_of(B[0][0] * 2) == 3.0  # by default the shadow is the entry itself
+
+
 def test_counted_numbers_stop_past_their_budget():
     A = g.counting(np.eye(4), limit=400)
     M = np.array(A, dtype=object)

@@ -15,7 +15,8 @@ from typing import Any, Iterable, Iterator
 from unittest import mock
 
 __all__ = ["Shortcut", "TooManySteps", "refusing", "step_budget", "no_huge_arrays", "answers_under_guard",
-           "stopped_verdict", "loaded", "Counted", "OperationBudget", "counting", "value_of", "STEPS", "HUGE"]
+           "stopped_verdict", "loaded", "Counted", "OperationBudget", "counting", "value_of", "shadow_of", "STEPS",
+           "HUGE"]
 
 STEPS = 200_000  # Python lines: thousands of times what a closed form runs, far fewer than a loop over 10^12 keys
 HUGE = 10**8  # elements: no closed form needs an array this long; a measurement over 10^12 keys does
@@ -180,22 +181,27 @@ class OperationBudget:
 
 
 COMPARISON_COST = 10  # operations per comparison: the one way a bit of a number leaves the count (no bisection)
-_HIDDEN = "_counted_value"  # the slot holding a Counted's number; read by the checker through object.__getattribute__
-# (introspection can read it too: a checker that must rule that out asks that the answer itself be Counted, i.e.
-# computed by the counted arithmetic, as check.ch05 does)
+_HIDDEN = "_counted_value"  # the slot holding a Counted's number and its shadow; read by the checker through
+# object.__getattribute__. Introspection can read it too, so a checker that must rule out a number read past the
+# count asks that the answer be Counted and that its shadow be what the same formula gives on the shadow entries.
 
 
 class Counted:
     """A real number that spends one unit of its ``OperationBudget`` on every +, −, ×, /, ** and abs, and
     ``COMPARISON_COST`` on every comparison (including bool()),
     returning ``Counted`` results on the same budget. Anything that would take the number out of the count
-    (float(), int(), a float array or tensor of it, formatting or pickling it, reading its slot) raises
-    ``Shortcut``; ``value_of`` is how a checker reads it back, after the learner's function has run."""
+    (float(), int(), a float array or tensor of it, formatting or pickling it, reading its slot by name) raises
+    ``Shortcut``; ``value_of`` is how a checker reads it back, after the learner's function has run.
+
+    Each Counted also carries a **shadow**: the same arithmetic done on a second number the checker chose (another
+    matrix's entry), with comparisons decided by the value alone. A result computed from the entries by the counted
+    arithmetic has the shadow the same formula gives on the shadow matrix (``shadow_of``); a number read past the
+    count and mixed in does not."""
 
     __slots__ = (_HIDDEN, "_budget")
 
-    def __init__(self, value: float, budget: OperationBudget) -> None:
-        object.__setattr__(self, _HIDDEN, value)
+    def __init__(self, value: float, budget: OperationBudget, shadow: float | None = None) -> None:
+        object.__setattr__(self, _HIDDEN, (value, value if shadow is None else shadow))
         object.__setattr__(self, "_budget", budget)
 
     def __getattribute__(self, name: str) -> Any:
@@ -206,14 +212,14 @@ class Counted:
     def _apply(self, other: Any, op: Any) -> "Counted":
         budget = object.__getattribute__(self, "_budget")
         budget.spend()
-        a = object.__getattribute__(self, _HIDDEN)
-        b = object.__getattribute__(other, _HIDDEN) if isinstance(other, Counted) else other
-        return Counted(op(a, b), budget)
+        a, a_shadow = object.__getattribute__(self, _HIDDEN)
+        b, b_shadow = object.__getattribute__(other, _HIDDEN) if isinstance(other, Counted) else (other, other)
+        return Counted(op(a, b), budget, op(a_shadow, b_shadow))
 
     def _compare(self, other: Any, op: Any) -> bool:
         object.__getattribute__(self, "_budget").spend(COMPARISON_COST)
-        b = object.__getattribute__(other, _HIDDEN) if isinstance(other, Counted) else other
-        return op(object.__getattribute__(self, _HIDDEN), b)
+        b = object.__getattribute__(other, _HIDDEN)[0] if isinstance(other, Counted) else other
+        return op(object.__getattribute__(self, _HIDDEN)[0], b)
 
     def __add__(self, o): return self._apply(o, lambda a, b: a + b)  # noqa: E704
     def __radd__(self, o): return self._apply(o, lambda a, b: b + a)  # noqa: E704
@@ -253,12 +259,23 @@ class Counted:
     __hash__ = None  # type: ignore[assignment]
 
 
-def counting(rows: Any, limit: int) -> list[list[Counted]]:
-    """A matrix (nested lists, array or tensor) as rows of ``Counted`` entries sharing a budget of ``limit`` operations."""
+def counting(rows: Any, limit: int, shadow: Any = None) -> list[list[Counted]]:
+    """A matrix (nested lists, array or tensor) as rows of ``Counted`` entries sharing a budget of ``limit`` operations;
+    ``shadow``, a matrix of the same shape, gives each entry its shadow (by default the entry itself)."""
+    def rows_of(m: Any) -> list[list[float]]:
+        return m.tolist() if hasattr(m, "tolist") else m
+
+    values = rows_of(rows)
+    shadows = values if shadow is None else rows_of(shadow)
     budget = OperationBudget(limit)
-    return [[Counted(float(x), budget) for x in row] for row in (rows.tolist() if hasattr(rows, "tolist") else rows)]
+    return [[Counted(float(x), budget, float(y)) for x, y in zip(row, s_row)] for row, s_row in zip(values, shadows)]
 
 
 def value_of(x: Any) -> Any:
     """The number inside a ``Counted`` (a checker's read, after the learner's function has run); x itself otherwise."""
-    return object.__getattribute__(x, _HIDDEN) if isinstance(x, Counted) else x
+    return object.__getattribute__(x, _HIDDEN)[0] if isinstance(x, Counted) else x
+
+
+def shadow_of(x: Any) -> Any:
+    """The shadow of a ``Counted`` (the same arithmetic on the checker's shadow entries); None for anything else."""
+    return object.__getattribute__(x, _HIDDEN)[1] if isinstance(x, Counted) else None

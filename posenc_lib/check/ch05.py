@@ -19,7 +19,7 @@ import torch
 
 from ..rotary import apply_rope
 from ._core import Verdict, close, float64_tensor, number, report, whole_number, whole_numbers
-from ._guard import Counted, Shortcut, answers_under_guard, counting, stopped_verdict, value_of
+from ._guard import Counted, Shortcut, answers_under_guard, counting, shadow_of, stopped_verdict, value_of
 
 __all__ = ["rope_undirected", "rope_first_slow_pair", "rope_layout_perm", "rope_tilted_frequencies"]
 
@@ -236,7 +236,9 @@ def rope_layout_perm(answer: Any, *, d: int = LAYOUT_D) -> bool | None:
 # Exercise 4: the two frequencies of a 4 x 4 skew-symmetric generator, from its entries (no eigenvalues). The
 # learner's function gets entries that count the arithmetic done with them (``_guard.counting``): a closed form
 # costs dozens of operations; eigenvalue routines cannot take them, and an iteration (power iteration, repeated
-# squaring, in numpy or by hand) spends the budget long before it converges on the nearly-equal case.
+# squaring, in numpy or by hand) spends the budget long before it converges on the nearly-equal case. Each entry
+# carries a shadow (1.7 times itself) through the same arithmetic, so values read past the count by introspection
+# and mixed into the answer show up: their shadow is not 1.7 times the answer.
 def _tilted(thetas: tuple[float, float], seed: int) -> torch.Tensor:
     """Q B Qᵀ: RoPE's generator with these frequencies, in a random orthonormal basis Q (seeded)."""
     B = torch.zeros(4, 4, dtype=torch.float64)
@@ -273,14 +275,19 @@ def _plain(raw: Any) -> Any:
     return value_of(raw)
 
 
-def _counted_throughout(raw: Any) -> bool:
-    """Is every number of the answer a ``Counted`` result, i.e. computed from the checker's entries by the counted
-    arithmetic (not a plain number read, measured or typed outside it)?"""
+TILTED_SHADOW = 1.7  # each entry's shadow is 1.7 times the entry: the frequencies are homogeneous of degree 1 in A,
+# so a formula gives 1.7 times its answer on the shadows; a number read past the count and mixed in does not follow
+
+
+def _shadows(raw: Any) -> list[Any] | None:
+    """The shadows of the answer's numbers (``_guard.shadow_of``), or None if one of them is not a ``Counted``
+    result at all (a plain number read, measured or typed outside the counted arithmetic)."""
     if getattr(raw, "dtype", None) == object and hasattr(raw, "tolist"):
         raw = raw.tolist()
     if isinstance(raw, (list, tuple)):
-        return all(_counted_throughout(x) for x in raw)
-    return isinstance(raw, Counted)
+        parts = [_shadows(x) for x in raw]
+        return None if any(p is None for p in parts) else parts
+    return [shadow_of(raw)] if isinstance(raw, Counted) else None
 
 
 _NUMERIC_LIBRARIES = tuple(os.path.dirname(m.__file__) for m in (numpy, torch))
@@ -308,14 +315,15 @@ def rope_tilted_frequencies(fn: Callable[[Any], Any] | None) -> bool | None:
     """Exercise 4: fn(A) -> the two frequencies (faster first) of a 4 x 4 skew-symmetric A, as a formula in its
     entries. A comes as 4 rows of ``_guard.Counted`` entries (+, −, ×, /, **, abs and comparisons work; no float,
     tensor or array of them), with ``TILTED_OPS`` operations and ``TILTED_STEPS`` Python lines per generator.
-    The checker measures the frequencies by eigenvalues itself, after fn has run."""
+    The checker measures the frequencies by eigenvalues itself, after fn has run, and asks that the answer's shadow
+    (the same arithmetic on ``TILTED_SHADOW`` times A) be ``TILTED_SHADOW`` times it, as a formula's is."""
 
     def run(fn: Callable[[Any], Any]) -> Iterator[Verdict]:
         cases = _tilted_cases()
 
         def on_counted_entries(n: int) -> Any:
             try:
-                return fn(counting(cases[n][1], TILTED_OPS))
+                return fn(counting(cases[n][1], TILTED_OPS, shadow=TILTED_SHADOW * cases[n][1]))
             except (TypeError, RuntimeError, ValueError) as e:  # torch.tensor(A), numpy's linalg on A's entries, ...
                 routine = _float_routine(e)
                 if routine is not None:
@@ -323,7 +331,9 @@ def rope_tilted_frequencies(fn: Callable[[Any], Any] | None) -> bool | None:
                 raise
 
         unwrap = [(sys.modules[value_of.__module__], "value_of", "check._guard.value_of"),  # the checker's own read
-                  (sys.modules[__name__], "value_of", "check.ch05.value_of")]
+                  (sys.modules[__name__], "value_of", "check.ch05.value_of"),
+                  (sys.modules[shadow_of.__module__], "shadow_of", "check._guard.shadow_of"),
+                  (sys.modules[__name__], "shadow_of", "check.ch05.shadow_of")]
         by_case, stopped = answers_under_guard(on_counted_entries, [(n,) for n in range(len(cases))], unwrap,
                                                steps_per_case=TILTED_STEPS)
         if stopped is not None:
@@ -343,12 +353,13 @@ def rope_tilted_frequencies(fn: Callable[[Any], Any] | None) -> bool | None:
             # measured here (fn is done): the square roots of AᵀA's eigenvalues, each frequency twice, fastest last
             got, want = got.flatten(), torch.linalg.eigvalsh(A.T @ A).clamp(min=0).sqrt()[[3, 0]]
             tol = dict(atol=2e-5, rtol=1e-5)
-            if close(got, want, **tol) and _counted_throughout(raw):
-                continue
-            if close(got, want, **tol):  # the values of the entries were read outside the count
-                yield False, (f"{name}: the right numbers, but plain ones: they were not computed from A's entries by "
-                              "the arithmetic the entries count, so the entries' values were read and measured "
-                              "outside it")
+            if close(got, want, **tol):
+                shadows = _shadows(raw)
+                shadow = None if shadows is None else float64_tensor(shadows)
+                if shadow is not None and close(shadow.flatten(), TILTED_SHADOW * want, atol=4e-5, rtol=1e-5):
+                    continue
+                yield False, (f"{name}: the right numbers, but not made from A's entries by the counted arithmetic "
+                              "alone: a number read or typed outside it went into them")
                 return
             if close(got, want.flip(0), **tol):
                 yield False, f"{name}: the right two frequencies, the slower first; give the faster one first"
