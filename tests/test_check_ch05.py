@@ -115,6 +115,8 @@ def test_undirected_names_each_misconception_without_the_answer(wrong, says, cap
 
 @pytest.mark.parametrize("wrong, says", [
     (lambda x, p: "encoding", "expected a real tensor"),
+    (lambda x, p: torch.view_as_complex(undirected_by_library(x, p).reshape(len(p), -1, 2)), "complex encoding"),
+    (lambda x, p: torch.view_as_complex(undirected_by_library(x, p).reshape(len(p), -1, 2)).numpy(), "complex"),
     (lambda x, p: torch.zeros(0), "expected a real tensor"),
     (lambda x, p: undirected_by_library(x, p).expand(3, 16), "expected one row per token"),
     (lambda x, p: undirected_by_library(x, p)[:, : 8 + int(p[0]) % 2], "one width"),

@@ -50,10 +50,16 @@ def _averaged_scores(x: torch.Tensor, pos: torch.Tensor, layout: str = "interlea
 
 
 def _encoded_one_at_a_time(fn: Callable[[Any, Any], Any], x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor | str:
-    """fn on each (1, d) row and its (1,) position alone, stacked to (seq, d'); a text saying what is wrong otherwise."""
+    """fn on each (1, d) row and its (1,) position alone, stacked to (seq, d'); else a text saying what is wrong."""
     rows = []
     for i in range(len(pos)):
-        got = float64_tensor(fn(x[i:i + 1].clone(), pos[i:i + 1].clone()))
+        raw = fn(x[i:i + 1].clone(), pos[i:i + 1].clone())
+        complex_out = raw.is_complex() if isinstance(raw, torch.Tensor) else getattr(raw, "dtype", None) is not None \
+            and getattr(raw.dtype, "kind", "") == "c"  # a numpy array of complex numbers
+        if complex_out:
+            return ("expected a real tensor of shape (seq, d'): the scores are dot products of real vectors, and a "
+                    "complex encoding's imaginary parts would be dropped")
+        got = float64_tensor(raw)
         if got is None or got.dim() == 0 or got.numel() == 0:
             return "expected a real tensor of shape (seq, d') for each call"
         if got.dim() > 1 and got.shape[0] != 1:
