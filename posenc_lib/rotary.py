@@ -162,7 +162,7 @@ def apply_rope_compiled(x: Tensor, positions: Tensor | None = None, **options) -
     GPU this is the one-pass path.
     x: (..., seq, d); positions: None, (seq,) or (batch, seq)
     returns: same shape, dtype and device as x
-    Taught in: notebooks/05_rope.ipynb
+    Named in: notebooks/10_making_it_fast.ipynb (section "5. On a GPU", still to be written, will teach it)
     """
     return rotate_at_positions(x, positions, RopeOptions(**options), rotate_compiled)
 
