@@ -159,10 +159,9 @@ def apply_rope_compiled(x: Tensor, positions: Tensor | None = None, **options) -
     (seconds to tens of seconds on a CPU, and it needs a C++ compiler there); later calls make
     one pass over x. Calls that need gradients or run on other devices than CPU/CUDA take
     ``apply_rope``'s paths. On the CPU the C kernel is faster and needs no compile step; on a
-    GPU this is the one-pass path.
+    CUDA GPU with Triton, ``apply_rope`` itself takes the one-pass Triton kernel (``kernels/triton_rope.py``).
     x: (..., seq, d); positions: None, (seq,) or (batch, seq)
     returns: same shape, dtype and device as x
-    Taught in: notebooks/05_rope.ipynb
     """
     return rotate_at_positions(x, positions, RopeOptions(**options), rotate_compiled)
 

@@ -17,4 +17,14 @@ def median_ms(fn: Callable[[], object], *, min_run_time: float = 0.2) -> float:
 
     Taught in: notebooks/06_alibi.ipynb, notebooks/10_making_it_fast.ipynb
     """
-    return Timer("fn()", globals={"fn": fn}).blocked_autorange(min_run_time=min_run_time).median * 1e3
+    return median_iqr_ms(fn, min_run_time=min_run_time)[0]
+
+
+def median_iqr_ms(fn: Callable[[], object], *, min_run_time: float = 0.2) -> tuple[float, float]:
+    """(median, interquartile range) of the milliseconds per call of ``fn()``, over the blocks of calls of
+    ``median_ms``: the spread says how far one median can be trusted.
+
+    Taught in: notebooks/10_making_it_fast.ipynb
+    """
+    measured = Timer("fn()", globals={"fn": fn}).blocked_autorange(min_run_time=min_run_time)
+    return measured.median * 1e3, measured.iqr * 1e3

@@ -250,3 +250,12 @@ def test_runner_takes_a_device(capsys):
     run_all.main(["--device", "meta", "--only"])
     out = capsys.readouterr().out
     assert "posenc benchmarks" in out and "RoPE forward" not in out
+
+
+def test_notebook_timing_reports_a_median_and_its_spread():
+    """posenc_lib.timing (the notebooks' timing cells): milliseconds per call, and a spread that is a spread."""
+    from posenc_lib.timing import median_iqr_ms, median_ms
+
+    median, iqr = median_iqr_ms(lambda: _busy(2e-3), min_run_time=0.05)
+    assert 1.5 < median < 50 and 0 <= iqr < median
+    assert 1.5 < median_ms(lambda: _busy(2e-3), min_run_time=0.05) < 50

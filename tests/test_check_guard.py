@@ -77,6 +77,24 @@ def test_answers_under_guard_returns_the_answers_or_the_case_that_stopped():
     assert math.isclose(by_softmax(4), 0.25)  # undone before returning
 
 
+def test_a_budget_per_case_stops_a_search_that_a_shared_budget_lets_through():
+    """steps_per_case: each case gets its own few lines, so many small cases cannot pay for one search."""
+    def bisection(n):  # the largest k with k * k <= n, found by halving an interval: ~5 lines a step
+        lo, hi = 0, n + 1
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if mid * mid <= n else (lo, mid)
+        return lo
+
+    cases = [(n,) for n in range(1, 40)] + [(10**24,)]
+    answers, stopped = g.answers_under_guard(bisection, cases)
+    assert stopped is None and answers[(10**24,)] == 10**12  # 200 000 lines shared: plenty
+    answers, stopped = g.answers_under_guard(bisection, cases, steps_per_case=30)
+    assert isinstance(stopped[1], g.TooManySteps) and stopped[0] == (10**24,) and len(answers) == 39
+    answers, stopped = g.answers_under_guard(math.isqrt, cases, steps_per_case=30)  # one C call: no lines at all
+    assert stopped is None and answers[(10**24,)] == 10**12
+
+
 def test_answers_under_guard_lets_other_errors_through():
     original, tracer = torch.arange, sys.gettrace()
     with pytest.raises(ZeroDivisionError):
@@ -210,3 +228,51 @@ def test_step_budget_does_not_count_the_guards_own_lines():
     answers, stopped = g.answers_under_guard(_offset_by_the_slow_pair, [(code_a, code_b)], steps_per_case=10,
                                              elements_per_case=200)
     assert stopped is None
+def test_the_guards_own_wrappers_do_not_count_as_the_learners_steps():
+    """A size-checked builder runs lines of _guard.py; under a tight budget they must not stop a closed form."""
+    with g.no_huge_arrays(), g.step_budget(5):
+        for _ in range(3):
+            torch.arange(4)
+            np.zeros(3)
+
+
+def test_counted_numbers_do_arithmetic_and_count_it():
+    A = g.counting([[0.0, -1.0], [1.0, 0.0]], limit=100)
+    x = (A[1][0] * 3 + 1) / 2 - A[0][1] ** 2  # 2 - 1
+    assert g.value_of(x) == 1.0 and isinstance(x, g.Counted)
+    assert g.value_of(abs(-A[1][0])) == 1.0 and g.value_of(sum(a for row in A for a in row)) == 0.0
+    assert max(A[0][1], 0) == 0 and A[1][0] > 0.5  # comparisons answer as booleans
+    budget = object.__getattribute__(A[0][0], "_budget")
+    assert budget.used == 5 + 2 + 4 + 2 * g.COMPARISON_COST  # every operation counted, comparisons ten times
+    assert g.value_of(2.5) == 2.5
+
+
+def test_counted_numbers_carry_a_shadow_through_the_same_arithmetic():
+    """Each entry's shadow follows the same operations; comparisons are decided by the value alone."""
+    A = g.counting([[1.0, 4.0]], limit=100, shadow=[[2.0, 16.0]])
+    x = max(A[0][1] ** 0.5 - A[0][0], 0) * 3  # value (2 - 1) * 3, shadow (4 - 2) * 3
+    assert (g.value_of(x), g.shadow_of(x)) == (3.0, 6.0)
+    y = A[0][0] * 0 + 5.0  # a plain number mixed in keeps its own value in the shadow
+    assert (g.value_of(y), g.shadow_of(y)) == (5.0, 5.0) and g.shadow_of(5.0) is None
+    B = g.counting([[1.5]], limit=10)
+    assert g.shadow_of(B[0][0] * 2) == 3.0  # by default the shadow is the entry itself
+
+
+def test_counted_numbers_stop_past_their_budget():
+    A = g.counting(np.eye(4), limit=400)
+    M = np.array(A, dtype=object)
+    with pytest.raises(g.TooManySteps):
+        for _ in range(10):
+            M = M @ M  # about 112 operations each
+
+
+@pytest.mark.parametrize("leave", [
+    lambda x: float(x), lambda x: int(x), lambda x: f"{x:.3f}", lambda x: round(x),
+    lambda x: np.array([x], dtype=float), lambda x: torch.tensor([x], dtype=torch.float64),
+    lambda x: __import__("pickle").dumps(x), lambda x: x._counted_value, lambda x: math.sqrt(x),
+])
+def test_counted_numbers_never_leave_the_count(leave):
+    x = g.counting([[1.5]], limit=100)[0][0]
+    with pytest.raises(g.Shortcut):
+        leave(x)
+    assert "1.5" not in repr(x) and "1.5" not in str(x)

@@ -12,7 +12,7 @@ import torch
 from test_check_ch01 import _misconception, rule
 from test_check_ch02 import witness
 from test_check_ch04 import last_bucket_closed_form
-from test_check_ch05 import _first_slow_pair
+from test_check_ch05 import LAYOUT_RIGHT, _first_slow_pair
 from test_check_ch08 import _misread, rotations_by_rule
 
 from posenc_lib import check
@@ -58,8 +58,9 @@ CASES = {
     "rope_first_slow_pair": (lambda to: returning(_first_slow_pair, to),
                              lambda to: returning(lambda d, b, L: _first_slow_pair(d, b, L) - 1, to),
                              "still completes a full turn"),
-    "rope_layout_perm": (lambda to: typed([0, 4, 1, 5, 2, 6, 3, 7], to), lambda to: typed([0, 2, 4, 6, 1, 3, 5, 7], to),
-                         "that is P"),
+    "rope_layout_perm": (lambda to: typed(LAYOUT_RIGHT, to),
+                         lambda to: typed(list(range(0, 64, 2)) + list(range(1, 64, 2)), to),  # §6e's P
+                         "turns counter-clockwise there"),
     "alibi_bf16_collapse": (lambda to: to(258), lambda to: to(257), "still stored exactly"),
     "counter_merge": (lambda to: lambda dtype: to({torch.bfloat16: 189, torch.float16: 1463}[dtype]),
                       lambda to: lambda dtype: to({torch.bfloat16: 188, torch.float16: 1462}[dtype]), "too early"),

@@ -5,8 +5,8 @@
 # put something that depends on the offset into the score: learned vectors (Shaw), projected
 # sinusoids (Transformer-XL), a learned scalar per bucket (T5), projected relative embeddings
 # (DeBERTa). RoPE (Su et al., *RoFormer*, 2021) adds nothing: it **rotates** the query and the
-# key by an angle proportional to their position, so that their dot product only sees how far
-# apart they are.
+# key by an angle proportional to their position, so that their dot product sees only the offset
+# n − m between them: how far apart they are, and which of the two comes first.
 #
 # This chapter:
 # 1. rotations in 2-D;
@@ -24,7 +24,8 @@
 # 9. why angles must be computed in float32 (and how Hugging Face's code does it);
 # 10. score heatmaps;
 # 11. what the dense form costs;
-# 12. exercises, then the errata of the sources.
+# 12. exercises; then an aside that compares Hugging Face's cos table with ours bit for bit,
+#     and the errata of the sources.
 #
 # Positions are 0-based; the query sits at m, the key at n, and the **offset** of the key is
 # n − m (negative for keys in the past), as on the [conventions page](00_index.ipynb#Conventions).
@@ -38,7 +39,7 @@ import functools
 import math
 
 import torch
-from ipywidgets import IntSlider, SelectionSlider
+from ipywidgets import Dropdown, IntSlider, SelectionSlider
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
@@ -145,12 +146,15 @@ print("⟨u, w⟩ = Re[u·conj(w)], and R(α)u = e^{iα}·u")
 # $$\rho_q(x_m, m)\,\rho_k(x_n, n) = \rho_g(x_m, x_n, n - m), \qquad
 # \Phi_q(x_m, m) - \Phi_k(x_n, n) = \Phi_g(x_m, x_n, n - m).$$
 #
-# **Lengths.** Suppose position scales lengths, ρ_q = c_q(m)|q| and ρ_k = c_k(n)|k|, with
-# c(0) = 1. At n = m the offset is 0, the same as at m = n = 0, so c_q(m)c_k(m) = 1. If
-# queries and keys follow the same rule (c_q = c_k = c) then c(m)² = 1: **the length cannot
-# depend on the position**. (With different rules, c_q(m) = e^{λm} and c_k(n) = e^{−λn}
-# also work, since their product e^{λ(m−n)} depends on the offset only; that is the idea
-# behind xPos, Sun et al. 2022. RoFormer takes λ = 0.)
+# **Lengths.** At n = m the offset is 0, as at m = n = 0 where nothing is added, so
+# ρ_q(x_m, m) ρ_k(x_n, m) = ρ_g(x_m, x_n, 0) = |q||k|, i.e. ρ_q(x_m, m)/|q| = |k|/ρ_k(x_n, m). The
+# left side does not involve the key and the right side does not involve the query, so both are
+# one function c(m) of the position alone, with c(0) = 1: ρ_q = c(m)|q| and ρ_k = |k|/c(n).
+# For general m, n the ratio c(m)/c(n) must depend on n − m only; with n = m + 1 the step
+# c(m + 1)/c(m) is the same for every m, so c(m) = e^{λm} for one number λ. If queries and keys
+# follow the same rule (ρ_k = c(n)|k| too) then c(n)² = 1: **the length cannot depend on the
+# position**. With e^{λm} on the query and e^{−λn} on the key the product e^{λ(m−n)} depends on
+# the offset only: that is the idea behind xPos (Sun et al., 2022). RoFormer takes λ = 0.
 #
 # **Phases.** At n = m: Φ_q(x_m, m) − Φ_k(x_n, m) = Φ_g(x_m, x_n, 0) = arg q − arg k, so
 # Φ_q(x_m, m) − arg q = Φ_k(x_n, m) − arg k. The left side does not involve the key and the
@@ -162,9 +166,10 @@ print("⟨u, w⟩ = Re[u·conj(w)], and R(α)u = e^{iα}·u")
 #
 # multiply by e^{imθ}, which is **turning the point by mθ**, the R(mθ) of §1. The score is
 # Re[q·conj(k)·e^{i(m−n)θ}]. The next cell builds the product f_q·conj(f_k) along the
-# diagonal n = m + 3 for this answer and for the alternatives the argument rules out. (That
-# RoPE's phase advances by the same θ at every step is true by construction; the cell
-# demonstrates it and the score formula rather than testing them.)
+# diagonal n = m + 3 for four candidates: this answer; xPos's lengths e^{λm} and e^{−λn}, which the
+# argument allows; and two it rules out, a length that follows the same rule for q and k and a phase
+# that is not linear in m. (That RoPE's phase advances by the same θ at every step is true by
+# construction; the cell demonstrates it and the score formula rather than testing them.)
 
 # %% slideshow={"slide_type": "fragment"}
 theta, offset = 0.3, 3
@@ -233,8 +238,10 @@ print("block_diag of 2 x 2 rotations == pl.rope_matrix")
 # $$\langle R_m q, R_n k\rangle = q^\top R_m^\top R_n k = q^\top R_{n-m}\, k .$$
 #
 # The positions enter only through the offset n − m (key minus query): shifting both by s
-# changes nothing. This is §2's e^{imθ}·conj(e^{inθ}) = e^{−i(n−m)θ}, pair by pair. The next
-# cell checks it for 50 random q, k, m, n and shifts s (float64, d = 16).
+# changes nothing. This is §2's e^{imθ}·conj(e^{inθ}) = e^{−i(n−m)θ}, pair by pair. The sign of
+# the offset counts: R_{n−m} and R_{m−n} turn opposite ways, so a key 3 positions ahead and one
+# 3 behind score differently. The next cell checks all of this for 50 random q, k, m, n and shifts s
+# (float64, d = 16).
 
 # %% slideshow={"slide_type": "fragment"}
 d = 16
@@ -252,7 +259,21 @@ for _ in range(50):
     torch.testing.assert_close(R(m).T @ R(n), R(n - m))
     torch.testing.assert_close(score, q @ R(n - m) @ k)
     torch.testing.assert_close(score, (R(m + s) @ q) @ (R(n + s) @ k))
-print("50 random (q, k, m, n, s): ⟨R_m q, R_n k⟩ = ⟨q, R_(n−m) k⟩ = ⟨R_(m+s) q, R_(n+s) k⟩")
+    assert m == n or not torch.isclose(score, q @ R(m - n) @ k)  # the other sign is another score
+print("50 random (q, k, m, n, s): ⟨R_m q, R_n k⟩ = ⟨q, R_(n−m) k⟩ = ⟨R_(m+s) q, R_(n+s) k⟩ ≠ ⟨q, R_(m−n) k⟩")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# From here on the library rotates for us: `pl.apply_rope(x, positions)` turns row i of x, of shape
+# (…, seq, d), by R_{positions[i]} (positions default to 0, 1, …, seq − 1), with the pairs (0, 1),
+# (2, 3), … of R_m above. §6 shows how it is written without ever building R_m; the cell checks it
+# against R_m.
+
+# %% slideshow={"slide_type": "fragment"}
+x4 = torch.randn(4, d, dtype=F64, generator=torch.Generator().manual_seed(4))
+at = torch.tensor([0, 3, 7, 4000])
+torch.testing.assert_close(pl.apply_rope(x4, at, inv_freq=f64), torch.stack([R(p) @ x4[i] for i, p in enumerate(at.tolist())]))
+torch.testing.assert_close(pl.apply_rope(x4), torch.stack([R(p) @ x4[p] for p in range(4)]))  # positions 0..3
+print("pl.apply_rope(x, positions)[i] == R_(positions[i]) x[i]; default positions 0, 1, 2, …")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### What shift invariance buys, and what it does not
@@ -299,8 +320,9 @@ print(f"cached keys = keys computed at once, for both; moving 5 tokens by 1000 c
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # The cache itself is bookkeeping: a new token is rotated at its true position (the number of tokens
 # already cached) while the cached keys keep the rotations they got when they were new.
-# [Chapter 8, §4](08_rope_in_models.ipynb) decodes this way with a KV cache; `pl.RotaryEmbedding`
-# takes the first position as `offset=`:
+# [Chapter 8, §4](08_rope_in_models.ipynb) decodes this way with a KV cache. `pl.RotaryEmbedding`, the
+# module form of `apply_rope` that keeps its cos and sin tables, takes the first position as `offset=`
+# (the library's name for a start position: not an offset n − m in this course's sense):
 
 # %% slideshow={"slide_type": "fragment"}
 rope16 = pl.RotaryEmbedding(d)
@@ -310,28 +332,44 @@ torch.testing.assert_close(q_rot, pl.apply_rope(q_new, torch.arange(40, 43)))
 print("RotaryEmbedding(q, k, offset=40) rotates the new tokens at positions 40, 41, 42")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# ### Why 2 × 2 pairs?
+# ### Why 2 × 2 pairs? (a detour: nothing later needs it but Exercise 4)
 #
 # One source (`000`) says RoPE turns 2-D pairs because "a d-dimensional rotation is too complex".
 # But $R_m$ *is* a d-dimensional rotation, and pairs are not a simplification: up to a change of basis
-# they are the only shape a relative rotation can have. Ask for any family of d × d matrices with
-# $R_0 = I$ (position 0 changes nothing, as in §2) and $R_m^\top R_n = R_{n-m}$ for all positions. Then
-# $R_m^\top R_m = R_0 = I$: every $R_m$ is orthogonal; and $R_1^\top R_n = R_{n-1}$ gives
-# $R_n = R_1 R_{n-1} = R_1^n$: the family is the powers of one orthogonal matrix. When that matrix is a
-# rotation it is $\exp(A)$ for a **skew-symmetric** $A$ ($A^\top = -A$), so $R_m = \exp(mA)$. And every
-# real skew-symmetric matrix is, in a suitable orthonormal basis $Q$, block-diagonal with 2 × 2 blocks
-# $\begin{pmatrix}0 & -\theta_j\\ \theta_j & 0\end{pmatrix}$ (a zero row and column left over when d is
-# odd): $A = Q B Q^\top$, so $R_m = Q\,\exp(mB)\,Q^\top$, RoPE's block rotations with frequencies
-# $\theta_j$, seen in the basis $Q$. The basis costs nothing, since the projections absorb it:
+# they are the only shape a relative rotation can have. The argument in three steps:
+#
+# 1. **One matrix, in powers.** Ask for any d × d matrices with $R_0 = I$ (position 0 changes nothing,
+#    as in §2) and $R_m^\top R_n = R_{n-m}$ for all positions. Then $R_m^\top R_m = R_0 = I$, so every
+#    $R_m$ is orthogonal, and $R_n = R_1 R_1^\top R_n = R_1 R_{n-1} = \dots = R_1^n$: the family is the
+#    powers of one orthogonal matrix.
+# 2. **Its generator.** For d = 2, $R(m\theta) = \exp(mA)$ with $A = \begin{pmatrix}0 & -\theta\\ \theta & 0\end{pmatrix}$:
+#    the matrix exponential (the series $I + A + A^2/2! + \dots$) of a rotation *speed* is the turn
+#    it makes in time m, as $e^{im\theta}$ is for a complex number. In d dimensions, if positions could be
+#    any real t with $R_t$ smooth, step 1's rule $R_{t+s} = R_t R_s$ gives $\tfrac{d}{dt}R_t = R_t A$ with $A$ the
+#    derivative at 0, so $R_t = \exp(tA)$, and differentiating $R_t^\top R_t = I$ at 0 gives
+#    $A^\top = -A$. We call this **skew-symmetric** A the family's **generator**. (With integer positions
+#    only, the same holds for any $R_1$ without a reflection, a theorem we take on trust.)
+# 3. **Its planes.** Why is a skew-symmetric A made of 2 × 2 blocks? $A^2 = -A^\top A$ is symmetric, so
+#    it has an orthonormal basis of eigenvectors, with eigenvalues $-\theta^2 \le 0$ ($u^\top A^2 u =
+#    -|Au|^2$). Take one, u, with $A^2u = -\theta^2u$, θ > 0, and let $v = Au/\theta$. Then v is a unit
+#    vector ($|Au|^2 = \theta^2$), orthogonal to u ($u^\top Au = 0$ for any skew A), and
+#    $Au = \theta v$, $Av = A^2u/\theta = -\theta u$: A maps the plane (u, v) into itself exactly as
+#    the 2 × 2 block $\begin{pmatrix}0 & -\theta\\ \theta & 0\end{pmatrix}$ does. Repeating this in
+#    what is left gives an orthonormal basis $Q$ of such planes (a zero row and column left over when d is
+#    odd): $A = Q B Q^\top$ with B block-diagonal, so $R_m = Q\,\exp(mB)\,Q^\top$: RoPE's block rotations
+#    with frequencies $\theta_j$, seen in the basis $Q$. We say A is RoPE **tilted** by Q.
+#
+# The basis costs nothing, since the projections absorb it:
 # $\langle R_m W_q x, R_n W_k y\rangle = \langle \exp(mB)\,Q^\top W_q x,\; \exp(nB)\,Q^\top W_k y\rangle$,
 # a RoPE model with $W_q' = Q^\top W_q$ and $W_k' = Q^\top W_k$. What RoPE does choose is the
 # frequencies, $\theta_j = \text{base}^{-2j/d}$.
 #
-# The cell takes a random skew-symmetric $A$ (d = 6), checks that $\exp(mA)$ is relative, finds $Q$ and
-# the $\theta_j$ ($A^2 = -Q\,\operatorname{diag}(\theta_j^2)\,Q^\top$ has each $\theta_j^2$ twice: take one
-# unit vector $u$ of such a plane and $v = Au/\theta_j$), and checks the two claims.
+# The cell checks step 2 for d = 2, then takes a random skew-symmetric $A$ (d = 6), checks that
+# $\exp(mA)$ is relative, builds $Q$ and the $\theta_j$ exactly as step 3 says (eigenvectors of $A^2$,
+# each $\theta_j^2$ twice: one u per plane and $v = Au/\theta_j$), and checks the two claims.
 
 # %% slideshow={"slide_type": "fragment"}
+torch.testing.assert_close(torch.linalg.matrix_exp(3 * torch.tensor([[0, -0.7], [0.7, 0]], dtype=F64)), rot2(3 * 0.7))
 gen6 = torch.Generator().manual_seed(6)
 M6 = torch.randn(6, 6, dtype=F64, generator=gen6)
 A = M6 - M6.T  # skew-symmetric
@@ -372,9 +410,11 @@ print("frequencies of this A:", [round(t, 3) for t in thetas_A.tolist()],
 # layer outputs (the second cell below shows that it does reach it), and it is no reliable
 # relative signal for the next layer: nothing makes it a rotation by the offset. (A causal
 # model can even learn absolute positions that way, as the models without positions of
-# chapter 7 do.) So **every attention layer turns its own q and k**. The small decoder of
-# chapter 7, `pl.TinyDecoder`, shows it when we record the calls of its rotation in a 3-layer
-# model:
+# chapter 7 do.) So **every attention layer turns its own q and k**. The small decoder that
+# chapter 7 trains, `pl.TinyDecoder`, shows it. All we need of it here: its positional method sits in
+# `tiny.positional`, and each attention layer hands its q and k, of shape (batch, heads, seq, d), to
+# `tiny.positional.rotate(q, k, layer=i)` (i its layer's index). We put a recording wrapper in that
+# place in a 3-layer model:
 
 # %% slideshow={"slide_type": "fragment"}
 tiny = pl.TinyDecoder(vocab_size=11, positional="rope", d_model=32, num_heads=2, num_layers=3).eval()
@@ -426,9 +466,11 @@ print(f"stream after layer 1 at token 7: 3,5,7 vs 5,3,7 differ by up to {rope_ga
 # weights are still the same, but the outputs are not.
 #
 # Values *can* be rotated, though, if the output is turned back: o_m = R_mᵀ Σ_n a_mn R_n v_n
-# = Σ_n a_mn R_{n−m} v_n turns each value by its offset, which is relative again. Su calls this
-# VO-RoPE ("the second kind of rotary position embedding", 2025). The last line of the cell checks
-# that it is shift-invariant and that it is not the plain layer (its outputs carry the offsets).
+# = Σ_n a_mn R_{n−m} v_n turns each value by its offset, which is relative again. Su Jianlin's blog
+# names this VO-RoPE ("the second kind of rotary position embedding", 2025; a citation: the cell checks
+# the idea, not its history). Below, `pl.attention(q, k, v)` is chapter 1's softmax attention,
+# returning the outputs and the weights softmax(qkᵀ/√d). The last line of the cell checks that VO-RoPE
+# is shift-invariant and that it is not the plain layer (its outputs carry the offsets).
 
 # %% slideshow={"slide_type": "fragment"}
 qs, ks, vs = torch.randn(3, 6, 16, dtype=F64)
@@ -460,8 +502,8 @@ assert not torch.allclose(layer_output(0, True, True)[0], layer_output(0, False)
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5. The worked example, digit by digit
 #
-# One of the sources (a RoFormer summary) rotates 5 positions of d = 4 features by hand.
-# Its input rows are below. Step 1: split each row into pairs (x₀, x₁) and (x₂, x₃).
+# Source `004` (a RoFormer summary) rotates 5 positions of d = 4 features by hand.
+# Step 1: split each input row into pairs (x₀, x₁) and (x₂, x₃); the cell prints them.
 #
 # The source's code splits with `vec[:2]` and `vec[2:]`. At d = 4 that looks like cutting the
 # vector into halves, but it yields the **interleaved** pairs (x₀, x₁), (x₂, x₃), not the half
@@ -471,7 +513,8 @@ assert not torch.allclose(layer_output(0, True, True)[0], layer_output(0, False)
 # %% slideshow={"slide_type": "fragment"}
 x = torch.tensor([[1, 0, 1, 0], [0, 1, 0, 1], [1, 1, 1, 1], [1, -1, 1, -1], [0.5, 0.5, 0.5, 0.5]], dtype=F64)
 pairs = x.view(5, 2, 2)  # (position, pair j, member)
-print(pairs[3])
+for m in range(5):
+    print(f"m = {m}: (x₀, x₁) = {tuple(pairs[m, 0].tolist())}, (x₂, x₃) = {tuple(pairs[m, 1].tolist())}")
 first, second = pl.pair_indices(4, "interleaved")
 assert torch.equal(pairs[:, 0], x[:, :2]) and torch.equal(pairs[:, 1], x[:, 2:])  # the source's vec[:2], vec[2:]
 assert (first.tolist(), second.tolist()) == ([0, 2], [1, 3])  # interleaved: pairs (0, 1) and (2, 3)
@@ -524,21 +567,50 @@ ours = [[f"{v:.4f}" for v in row] for row in rotated.tolist()]
 theirs = [[f"{v:.4f}" for v in row] for row in SOURCE_TABLE]
 mismatch = [(m, j, theirs[m][j], ours[m][j]) for m in range(5) for j in range(4) if ours[m][j] != theirs[m][j]]
 for m, j, t, o in mismatch:
-    print(f"row {m}, feature {j}: source prints {t}, correctly rounded value is {o} (exact {rotated[m, j]:.8f})")
+    print(f"row {m}, feature {j}: source prints {t}, correctly rounded value is {o} (exact {rotated[m, j]:.13f})")
 assert [(m, j) for m, j, _, _ in mismatch] == [(1, 3), (3, 2)]
 assert not torch.allclose(pl.apply_rope(x, layout="half"), rotated, atol=1e-2)  # the table is interleaved
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # 18 of 20 entries match; the other two are rounding slips. 1.0296 is cos(0.03) + sin(0.03) =
-# 1.029546… with cos and sin rounded to 4 decimals *before* adding (0.9996 + 0.0300); 0.9999 is
-# cos(0.01) = 0.99995000004…, a hair above the rounding tie, so any step that loses the last digits
-# (float32 stores 0.99994999) tips it down.
+# 1.029546…, which rounds to 1.0295; cos and sin rounded to 4 decimals *before* adding give
+# 0.9996 + 0.0300 = 1.0296. 0.9999 is cos(0.01) = 0.9999500004167…, only 4.2·10⁻¹⁰ above the
+# rounding tie 0.99995, so any step that loses the last digits tips it down: the nearest float32
+# number, 0.99994999…, is already below the tie. Which step the author took, the post does not say.
+# The next cell recomputes the table four ways and counts the printed entries each reproduces:
+# float64 gives 18 of 20; rounding cos and sin to 4 decimals first gives 19 (all but 0.9999);
+# float32 gives 19 (all but 1.0296); float32 cos and sin, rounded to 4 decimals before the
+# rotation, give all 20. The slips are **consistent with** that last process; they do not prove it.
 
 # %% slideshow={"slide_type": "fragment"}
 v_exact, v_early = math.cos(0.03) + math.sin(0.03), round(math.cos(0.03), 4) + round(math.sin(0.03), 4)
 c_exact, c_f32 = math.cos(0.01), torch.tensor(0.01).cos().item()
 assert (f"{v_exact:.4f}", f"{v_early:.4f}") == ("1.0295", "1.0296")  # rounded early: the printed value
-assert (f"{c_exact:.4f}", f"{c_f32:.4f}") == ("1.0000", "0.9999") and 0 < c_exact - 0.99995 < 5e-10
+assert (f"{c_exact:.4f}", f"{c_f32:.4f}") == ("1.0000", "0.9999") and f"{c_exact:.13f}" == "0.9999500004167"
+assert 4.1e-10 < c_exact - 0.99995 < 4.2e-10 and f"{torch.tensor(c_exact).item():.8f}" == "0.99994999"
+
+
+def table_by(cos: torch.Tensor, sin: torch.Tensor) -> list[list[str]]:
+    """The worked example from these cos and sin tables (any dtype), printed to 4 decimals."""
+    a, b = pairs[..., 0].to(cos.dtype), pairs[..., 1].to(cos.dtype)
+    return [[f"{v:.4f}" for v in row] for row in torch.stack((a * cos - b * sin, a * sin + b * cos), -1)
+            .reshape(5, 4).double().tolist()]
+
+
+a32 = angles.float()
+processes = {
+    "float64": table_by(angles.cos(), angles.sin()),
+    "float64, cos and sin rounded to 4 decimals first": table_by(angles.cos().round(decimals=4),
+                                                                 angles.sin().round(decimals=4)),
+    "float32": table_by(a32.cos(), a32.sin()),
+    "float32 cos and sin, rounded to 4 decimals first": table_by(a32.cos().double().round(decimals=4),
+                                                                 a32.sin().double().round(decimals=4)),
+}
+reproduced = {name: sum(t == o for r_t, r_o in zip(theirs, table) for t, o in zip(r_t, r_o))
+              for name, table in processes.items()}
+for name, count in reproduced.items():
+    print(f"{name:50s} reproduces {count} of 20 printed entries")
+assert list(reproduced.values()) == [18, 19, 19, 20]
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **The source's two formulas** (its table follows the right method; one formula is wrong,
@@ -597,7 +669,8 @@ print(f"the source's M on column vectors: gap {(as_column - source).abs().max():
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 6. Every implementation in the sources
 #
-# The sources show four ways to code the same rotation. We write each one ourselves and
+# The sources show four ways to code the same rotation (`000` and `003` Meta's, `001` the
+# even/odd and Hugging Face's, `003` the alternating one). We write each one ourselves and
 # compare it with `pl.apply_rope` on a (batch, heads, seq, d) tensor. Meta's, the even/odd
 # and the alternating forms use the **interleaved** layout, pairs (0, 1), (2, 3), …;
 # Hugging Face's uses the **half** layout, pairs (j, j + d/2).
@@ -632,9 +705,18 @@ torch.testing.assert_close(complex_rope(xq, unit_phases(ang)), want)
 print("complex form == apply_rope (interleaved)")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# One source's attention sketch precomputes the phases for `2 * max_seq_len` positions and
-# passes the whole table to the multiply. Meta's code slices the rows of the current
-# positions first; without the slice the shapes do not broadcast:
+# Source `000`'s attention sketch precomputes the phases for `2 * max_seq_len` positions and
+# passes the whole table to the multiply. Meta's code slices the rows of the current positions
+# first. Without the slice a prompt of 10 tokens fails at the multiply, since 10 rows do not
+# broadcast against 64. One token does broadcast: at seq = 1, each step of decoding, the multiply
+# raises nothing, and the query's (…, 1, d/2) comes out with 64 rows, the one token turned to every
+# position of the table; so does the key, and the scores become 64 × 64. The error comes one line
+# later: in the sketch, at `matmul(scores, xv)`, where 64 weights per row meet a value of one row;
+# with a KV cache like Meta's (its code writes `cache_k[:bsz, start_pos : start_pos + seqlen] = xk`;
+# a citation), already at writing the 64 key rows into the cache's one-row slot. Loud, but it points
+# at the value product or the cache, not at the table that caused it. The slice for a token at
+# position p is `table[p : p + 1]`. The cell runs both cases through the sketch's attention and
+# writes into a cache of its own.
 
 # %% slideshow={"slide_type": "fragment"}
 table = unit_phases(pl.rope_angles(2 * 32, D, device=device))  # 64 positions precomputed
@@ -642,8 +724,24 @@ try:
     complex_rope(xq, table)
     raise AssertionError("expected a shape error")
 except RuntimeError as e:
-    print("unsliced table:", str(e).split("at non-singleton")[0].strip())
+    print("unsliced table, 10 tokens:", str(e).split("at non-singleton")[0].strip())
 torch.testing.assert_close(complex_rope(xq, table[:L]), want)  # slice [start : start + seq]
+one_token = xq[..., 7:8, :]  # decoding: the token at position 7 alone, as its query, key and value
+q_one, k_one = complex_rope(one_token, table), complex_rope(one_token, table)  # no error: 64 rows each
+weights = torch.softmax(q_one @ k_one.transpose(-1, -2) / math.sqrt(D), dim=-1)  # (…, 64, 64): no error
+assert q_one.shape == (B, H, 64, D) and weights.shape == (B, H, 64, 64) and one_token.shape == (B, H, 1, D)
+try:
+    weights @ one_token  # the sketch's matmul(scores, xv)
+    raise AssertionError("expected a shape error")
+except RuntimeError as e:
+    print("unsliced table, 1 token: the multiply gives 64 rows; the value product fails:", str(e).split(".")[0])
+cache_k = torch.zeros(B, H, 64, D, device=device)  # a KV cache: one slot per position
+try:
+    cache_k[..., 7:8, :] = k_one  # the slot of position 7
+    raise AssertionError("expected a shape error")
+except RuntimeError as e:
+    print("unsliced table, 1 token, with a KV cache: the cache write fails:", str(e).split(".")[0])
+torch.testing.assert_close(complex_rope(one_token, table[7:8]), want[..., 7:8, :])  # sliced: the token at 7
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### 6b. The even/odd ("naive") form
@@ -666,7 +764,7 @@ torch.testing.assert_close(stacked[..., 0, :], out[..., ::2])  # row 0: o_1, o_3
 print("even/odd form == apply_rope; the stacked row 0 holds the outputs at 0-indexed features 0, 2, 4, …")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# Two slips in that source, both checked above: its code names the inputs with 0-indexed
+# Two slips in source `001`, both checked above: its code names the inputs with 0-indexed
 # parity (`x_even = x[..., ::2]`) but the outputs with 1-indexed parity, so the tensor
 # called `odds` lands on the *even* 0-indexed features; and its picture of the stacked
 # tensor writes the first row as o₁, o₁, …, o_{d−1} where o₁, o₃, …, o_{d−1} is meant.
@@ -703,7 +801,7 @@ assert not torch.allclose(half_rope(xq, ang), want, atol=1e-2)
 print("rotate_half form == apply_rope(layout='half'), and != the interleaved layout")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# The source that shows this code says its matrix is the same interleaved block-diagonal
+# Source `001`, which shows this code, says its matrix is the same interleaved block-diagonal
 # matrix. It is not: the half layout puts cos/sin at rows and columns (j, j + d/2). Its
 # matrix is the interleaved one **conjugated by a permutation** P = `pl.layout_permutation(d)`
 # = [0, 2, 4, …, 1, 3, 5, …]: R_half = P R_int Pᵀ, i.e. `R_int[P][:, P]`.
@@ -730,7 +828,7 @@ fig
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### 6d. The alternating form
 #
-# Another source builds a sinusoidal table with sin and cos interleaved, [sin₀, cos₀, sin₁,
+# Source `003` builds a sinusoidal table with sin and cos interleaved, [sin₀, cos₀, sin₁,
 # cos₁, …], pulls out cos and sin with `repeat_interleave(2)`, and pairs them with the
 # "alternate" vector [−q₁, q₀, −q₃, q₂, …]. Its frequencies come as exp(−2j·ln(base)/d),
 # which is base^(−2j/d) written through a logarithm.
@@ -754,7 +852,7 @@ torch.testing.assert_close(div, pl.rope_frequencies(D))
 print("alternating form == apply_rope (interleaved); exp(−2j ln(base)/d) == base^(−2j/d)")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# Two slips in that source. A comment claims `sin(angles).T.flatten()` is "the same as" the
+# Two slips in source `003`. A comment claims `sin(angles).T.flatten()` is "the same as" the
 # repeated sin table: it is a 1-D vector of seq·d/2 numbers ordered pair by pair, not a
 # (seq, d) table with each value twice. And its score formula writes the key as
 # R W_k **x_m**; the key must come from x_n, or the score would not depend on the key
@@ -789,8 +887,9 @@ print("with x_m in the key, the score ignores the key token; with x_n it does no
 # repository (read at commit 6ae9169c) defines `permute(w)`, which reshapes the rows to
 # (heads, d/2, 2, d_model), swaps the two middle axes and flattens, and applies it to `wq` and
 # `wk` only; `wv` is copied unchanged, since values are never rotated (§4). That script is not
-# part of the installed package, so the next cell checks the reshape itself against P, and the
-# cell after it runs the installed package's own RoPE.
+# part of the installed package, so no cell can run it: what this paragraph says of it is a citation.
+# The next cell checks the reshape it describes against P, and the cell after it runs the installed
+# package's own RoPE.
 
 # %% slideshow={"slide_type": "fragment"}
 d_model, heads, d = 32, 2, 8
@@ -889,8 +988,12 @@ fig
 # \quad\text{so}\quad \Big|\sum_j h_j e^{ir\theta_j}\Big| \le \max_j |h_{j+1} - h_j|\; \sum_{j=1}^{d/2} |S_j| .$$
 #
 # RoFormer plots the **relative upper bound** (1/(d/2)) Σ_j |S_j| (`pl.rope_decay_bound`),
-# which shrinks as r grows. First we check the complex form against rotated vectors, with
-# r = m − n of either sign, then the identity and the bound on random q, k.
+# which shrinks as r grows. The library names each piece: `pl.rope_pair_products(q, k)` gives the
+# h_j; `pl.rope_complex_scores(h, r)` the sum Σ_j h_j e^{irθ_j}, whose real part
+# `pl.rope_scores_by_distance(q, k, r)` returns as the score; `pl.rope_partial_sums(r, d)` the
+# S_1 … S_{d/2}; and `pl.rope_abel_bound(h, r)` the right side of the inequality,
+# max_j |h_{j+1} − h_j| · Σ_j |S_j|. First we check the complex form against rotated vectors, with
+# r = m − n of either sign, then Abel's identity and |score| / `rope_abel_bound` ≤ 1 on random q, k.
 
 # %% slideshow={"slide_type": "fragment"}
 d, N = 128, 256
@@ -908,13 +1011,13 @@ for m, n in ((5, 0), (700, 3), (3, 700), (40, 40), (0, 1000)):  # r = m − n fr
         assert not torch.isclose(rotated_dot, (h1 * torch.exp(1j * (n - m) * theta_d)).sum().real)
 print("⟨R_m q, R_n k⟩ = Re Σ_j h_j e^{i(m−n)θ_j} at (m, n) = (5, 0), (700, 3), (3, 700), (40, 40), (0, 1000)")
 h = pl.rope_pair_products(qs[:, :d], ks[:, :d])
-total = pl.rope_complex_scores(h, dist)  # (N, len)
+total = pl.rope_complex_scores(h, dist)  # (N, len): Σ_j h_j e^{irθ_j}
 S = pl.rope_partial_sums(dist, d)  # (len, d/2): S_1 … S_{d/2}
 h_pad = torch.cat((h, torch.zeros_like(h[:, :1])), -1)
 torch.testing.assert_close(total, -(S[None] * h_pad.diff(dim=-1)[:, None, :]).sum(-1))  # Abel's identity
 torch.testing.assert_close(pl.rope_partial_sums(-dist, d), S.conj())  # r -> −r conjugates S_j
 scores = pl.rope_scores_by_distance(qs[:, :d], ks[:, :d], dist)  # checked against rotated vectors above
-ratio = scores.abs() / pl.rope_abel_bound(h, dist)
+ratio = scores.abs() / pl.rope_abel_bound(h, dist)  # |score| / (max_j |h_{j+1} − h_j| · Σ_j |S_j|)
 assert bool((ratio <= 1).all()) and ratio.median() < 0.01
 print(f"|score| <= bound for all {ratio.numel()} (sample, distance) cases; median |score| / bound = {ratio.median():.4f}")
 
@@ -953,9 +1056,26 @@ assert abs(i_big[dist < 256].mean() / i_big[dist >= 768].mean() - 1) < 0.1
 print(f"bound: {bound[0]:.1f} at r = 0, at most {bound[far_r].max():.1f} from r = 256 on")
 print(f"independent q, k: mean |score| for r < 256 over r >= 768: {near / far:.2f} (no decay)")
 print(f"q = k: mean score from r = 256 on is {same[far_r].mean():.2f} of its r = 0 value")
+bases, widths = [100.0, 1000.0, 10000.0, 100000.0, 500000.0], [16, 32, 64, 128, 256]  # the widget's settings
+for d_ in widths:
+    for b_ in bases:
+        _, indep_, _, _ = decay_curves(d_, b_)
+        assert abs(indep_[dist < 256].mean() / indep_[dist >= 768].mean() - 1) < 0.1  # flat
+    for lower, higher in zip(bases[2:], bases[3:]):  # from 10 000 up: a larger base decays more slowly
+        (b_lo, _, s_lo, _), (b_hi, _, s_hi, _) = decay_curves(d_, lower), decay_curves(d_, higher)
+        assert b_hi[far_r].mean() > b_lo[far_r].mean() and s_hi[far_r].mean() > s_lo[far_r].mean()
+    for b_ in bases[:2]:  # below 10 000: beyond r = 256 the q = k curve averages about zero at 100 and 1000 alike
+        assert decay_curves(d_, b_)[2][far_r].mean().abs() < 0.03
+bound_falls = [d_ for d_ in widths
+               if decay_curves(d_, 1000.0)[0][far_r].mean() < decay_curves(d_, 100.0)[0][far_r].mean()]
+assert bound_falls == [16, 32]  # from base 100 to 1000 the bound itself falls for the narrow heads
+print(f"all {len(widths) * len(bases)} (d, base) of the widget below: independent q, k flat; from base 10000 up, "
+      "a larger base decays more slowly")
+print(f"bases 100 and 1000: the q = k curve averages below 0.03 in size from r = 256 on, for every d; "
+      f"the bound is lower at 1000 than at 100 for d = {', '.join(map(str, bound_falls))}")
 
 # %% slideshow={"slide_type": "fragment"}
-def draw_decay(fig, d: int, base: float, legend: bool = True):
+def draw_decay(fig, d: int, base: float):
     ax1, ax2 = fig.subplots(1, 2)
     for ax in (ax1, ax2):  # few ticks: tick labels dominate the time to draw a frame
         ax.xaxis.set_major_locator(MaxNLocator(5))
@@ -969,8 +1089,7 @@ def draw_decay(fig, d: int, base: float, legend: bool = True):
     ax2.axhline(0, color="grey", lw=0.5)
     ax2.set(xlabel="distance r = m − n (key behind query)", ylabel="relative score", ylim=(-0.4, 1.6),
             title="measured over 256 random vectors")
-    if legend:
-        ax2.legend(fontsize=7, loc="upper right")
+    ax2.legend(fontsize=7, loc="upper right")
 
     def update(d: int, base: float):
         b_, i_, s_, e_ = decay_curves(d, base)
@@ -990,16 +1109,17 @@ draw_decay(fig, 128, 10000.0)
 fig
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# Move the base and d: a larger base slows the decay of both the bound and the q = k curve
-# (more pairs with long wavelengths); the independent-vector curve stays flat whatever
-# you choose. (The colours are those of the figure above; the legend is left out so the
-# widget redraws quickly.)
+# Move the base and d: from base 10 000 up, a larger base slows the decay of both the bound and
+# the q = k curve (more pairs with long wavelengths), and the independent-vector curve stays flat
+# for every setting. Below 10 000 the rule need not hold: from r = 256 on the q = k curve averages
+# about zero at bases 100 and 1000 alike, so which of the two is lower is noise, and for d = 16 and
+# 32 even the bound is lower at 1000 than at 100 (try d = 16). All of this is checked over the
+# widget's settings two cells above.
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
-bases = [100.0, 1000.0, 10000.0, 100000.0, 500000.0]
 decay_widget = viz.InteractiveFigure(
-    lambda fig, d, base: draw_decay(fig, d, base, legend=False), figsize=(9.5, 3.4),
-    d=SelectionSlider(options=[16, 32, 64, 128, 256], value=128, description="d"),
+    draw_decay, figsize=(9.5, 3.4),
+    d=SelectionSlider(options=widths, value=128, description="d"),
     base=SelectionSlider(options=bases, value=10000.0, description="base"),
 )
 decay_widget
@@ -1069,27 +1189,13 @@ assert lib_err < 0.05 and naive_err > 1.0 and naive_err > 50 * lib_err
 # **What Hugging Face does.** transformers' `LlamaRotaryEmbedding` (the locked version: see
 # the index, "Versions") casts the positions and the frequencies to float32, multiplies them
 # elementwise, takes cos and sin, and casts only those to the model's dtype: its bf16 table is
-# bit for bit the float32 elementwise grid's cos, rounded once. It does not switch autocast off,
-# and it need not: mixed-precision autocast lowers matrix products (`@`, `linear`) to bf16, not
-# elementwise products, so its tables are the same with autocast on. Earlier versions formed the
-# grid as a matrix product and so wrapped it in an autocast switched off:
-# `torch.autocast(..., enabled=False)` from transformers 4.38.2 (pull request #29285; 4.38.0 has
-# no such guard), later `maybe_autocast(..., enabled=False)`, still in 5.2.0
-# (`models/llama/modeling_llama.py` of the released packages). The next cell runs the module at
-# positions near 90 000 with and without autocast, and shows what autocast does to the
-# matrix-product form.
-#
-# Its cos need not be bit for bit ours. Hugging Face computes the frequencies in float32,
-# 1/base^(2j/d); `pl.rope_frequencies` rounds the float64 value once, to the nearest float32.
-# Whether the two agree is up to the CPU's float32 `pow`: where it is not correctly rounded,
-# some of the 64 pairs at d = 128 land one float32 step (below 3·10⁻⁸) away from ours (about a
-# third of them on the machine these notebooks were built on; none where `pow` is correctly
-# rounded). The cell asserts what holds on every CPU: each of Hugging Face's frequencies is ours
-# or one step away, and its bf16 cos table is within 2⁻⁶ ≈ 0.016 of ours. What one step does,
-# it shows with a frequency moved by one float32 step on purpose: near position 90 000 the float32
-# angle moves by about one float32 step of the angle, 2⁻⁷ ≈ 0.008 radian, and the bf16 cos tables
-# differ by up to about as much: close in absolute terms, but where |cos| is small that is dozens of
-# bf16 steps of the value itself.
+# the float32 grid's cos, rounded once, as ours is. It does not switch autocast off, and it need
+# not: mixed-precision autocast lowers matrix products (`@`, `linear`) to bf16, not elementwise
+# products. A grid written as a matrix product, positions (seq, 1) @ frequencies (1, d/2), would be
+# lowered, so code written that way must switch autocast off around it. The next cell runs the module
+# at positions near 90 000 with and without autocast, and shows what autocast does to the
+# matrix-product form. (Hugging Face's frequencies differ from ours in the last bit at some pairs,
+# so the two bf16 tables are close but not equal: the aside after the exercises says why.)
 
 # %% slideshow={"slide_type": "fragment"}
 from transformers import LlamaConfig
@@ -1104,31 +1210,9 @@ assert cos_hf.dtype == torch.bfloat16 and torch.equal(cos_hf_autocast, cos_hf)
 hf_freq = hf_rope.inv_freq
 elementwise = (pos[:, None].float() * hf_freq).cos()  # float32 positions x float32 frequencies
 assert torch.equal(cos_hf[0, :, :64], elementwise.bfloat16())  # that grid, rounded to bf16 once
-float32_rule = 1.0 / 10000.0 ** (torch.arange(0, 128, 2, dtype=torch.float32) / 128)  # 1/base^(2j/d) in float32
-assert torch.equal(hf_freq, float32_rule)
-ours = pl.rope_angles(pos, 128).cos().bfloat16()  # float32 angles, rounded once at the end
-exact_freq, ours_freq = pl.rope_frequencies(128, dtype=F64), pl.rope_frequencies(128)
-freq_gap = (hf_freq.double() - ours_freq.double()).abs()
-assert hf_freq.dtype == torch.float32 and freq_gap.max() < 3e-8  # how many pairs differ: up to the CPU's pow
-one_step = [torch.nextafter(ours_freq, torch.full_like(ours_freq, t)) for t in (0.0, 2.0)]
-assert bool(((hf_freq == ours_freq) | (hf_freq == one_step[0]) | (hf_freq == one_step[1])).all())
-assert bool(((ours_freq.double() - exact_freq).abs() <= (hf_freq.double() - exact_freq).abs()).all())
-cos_gap = (cos_hf[0, :, :64].float() - ours.float()).abs()
-assert cos_gap.max() <= 2**-6  # Hugging Face's bf16 table, on any CPU (cos itself may differ in its last bit)
-# One float32 step in every frequency, on purpose: what a CPU's pow can do to Hugging Face's table.
-our_grid = pl.rope_angles(pos, 128)
-stepped_grid = pos[:, None].float() * one_step[1]  # float32 angles with every frequency one step up
-angle_gap = (stepped_grid - our_grid).abs()
-worst = our_grid.flatten()[angle_gap.argmax()]  # the angle where the grids differ most
-assert 0 < angle_gap.max() <= 2**-7 and angle_gap.max() <= 2 * (torch.nextafter(worst, worst + 1) - worst)
-step_gap = (stepped_grid.cos().bfloat16().float() - ours.float()).abs()
-bf16_step = 2.0 ** (torch.floor(torch.log2(ours.float().abs().clamp_min(2**-126))) - 7)  # of ours
-assert step_gap.max() <= 2**-6 and (step_gap / bf16_step).max() > 20  # close absolutely, not relatively
-print("inv_freq: Hugging Face's equal to ours or one float32 step away; one step moves an angle near 90000 "
-      "by about one step of the angle")
 grid_err = (grid_as_matmul.double() - pl.rope_angles(pos, 128, inv_freq=pl.rope_frequencies(128, dtype=F64)))
 assert grid_as_matmul.dtype == torch.bfloat16 and grid_err.abs().max() > 100
-print("LlamaRotaryEmbedding: the float32 grid rounded once, same cos/sin under autocast, within 2^-6 of ours")
+print("LlamaRotaryEmbedding: the float32 grid, rounded once; the same cos/sin under autocast")
 print(f"the grid as a matrix product under autocast: bf16, angles off by up to {grid_err.abs().max():.0f} rad")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -1137,36 +1221,65 @@ print(f"the grid as a matrix product under autocast: bf16, angles off by up to {
 # Fix one vector q and use it as both query and key (k = q). The score
 # ⟨R_m q, R_n q⟩ over positions (m, n) is a **Toeplitz** matrix: it is constant along every
 # diagonal, because it depends only on the offset n − m; it peaks on the main diagonal and oscillates
-# away from it. Shifting all positions by an offset leaves it unchanged.
+# away from it. Moving every position by the same amount (the 48 positions start at s instead of 0)
+# leaves it unchanged, in exact arithmetic. In floating point it stays unchanged only as far as the
+# angles keep their digits (§9): the cell compares starts 1000 and 100 000 with start 0, for angles
+# computed in float64, in float32 (as `apply_rope` does for a bf16 or float32 model) and in bf16 (the
+# naive grid of §9).
 
 # %% slideshow={"slide_type": "fragment"}
 q_fixed = torch.randn(128, dtype=F64)
+ANGLE_DTYPES = {"float64": F64, "float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
-def score_grid(d: int, base: float, offset: int, n_pos: int = 48) -> torch.Tensor:
-    pos = torch.arange(offset, offset + n_pos)
-    rq = pl.apply_rope(q_fixed[:d].expand(n_pos, d), pos, base=base)
-    return rq @ rq.T  # [m, n] = ⟨R_m q, R_n q⟩
+def score_grid(d: int, base: float, start: int, angles: str = "float64", n_pos: int = 48) -> torch.Tensor:
+    """[m, n] = ⟨R_m q, R_n q⟩ for the positions start .. start + n_pos − 1, the angles m·θ_j formed in `angles`
+    (position and frequency both in that dtype, as §9's naive grid), the rest in float64."""
+    pos = torch.arange(start, start + n_pos)
+    dt = ANGLE_DTYPES[angles]
+    grid_ = (pos.to(dt)[:, None] * pl.rope_frequencies(d, base=base, dtype=F64).to(dt)).double()
+    rq = pl.rotate_pairs(q_fixed[:d].expand(n_pos, d), grid_.cos(), grid_.sin())
+    return rq @ rq.T
 
 
 grid = score_grid(64, 10000.0, 0)
+torch.testing.assert_close(grid, (lambda r: r @ r.T)(pl.apply_rope(q_fixed[:64].expand(48, 64))))  # RoPE
 torch.testing.assert_close(grid[1:, 1:], grid[:-1, :-1])  # constant along diagonals
 assert torch.allclose(grid.diagonal(), grid.max(dim=1).values)  # each row peaks at m = n (Cauchy–Schwarz)
-torch.testing.assert_close(score_grid(64, 10000.0, 100_000), grid)  # position offset changes nothing
-print("constant along diagonals; peaks on the diagonal; identical at offset 100000")
+moved = {(a, s_): (score_grid(64, 10000.0, s_, a) - grid).abs().max().item()
+         for a in ANGLE_DTYPES for s_ in (1000, 100_000)}
+assert moved["float64", 1000] < 1e-8 and moved["float64", 100_000] < 1e-8  # unchanged
+peak = grid.abs().max()  # the diagonal, |q|² (Cauchy–Schwarz), about d = 64 for a Gaussian q
+torch.testing.assert_close(peak, q_fixed[:64].pow(2).sum())
+assert moved["float32", 100_000] < 0.05 and 60 < peak < 70  # a few hundredths on scores up to about 64
+assert moved["bfloat16", 1000] > 10 and moved["bfloat16", 100_000] > 10  # the pattern is gone
+collapsed = score_grid(64, 10000.0, 100_000, "bfloat16")
+assert torch.equal(collapsed, collapsed[0].expand(48, 48))  # bf16: 48 positions round to one, all rows equal
+print(f"constant along diagonals; peaks on the diagonal, at |q|² = {peak:.1f}")
+print("largest change of a score when the positions start at 1000 / 100000 instead of 0:")
+for a in ANGLE_DTYPES:  # float64's changes are rounding noise, printed as the bound asserted above
+    print(f"  angles in {a:8s} " + "   ".join(f"{moved[a, s_]:9.2g}" if moved[a, s_] > 1e-6 else "    <1e-8"
+                                             for s_ in (1000, 100_000)))
 fig, ax = viz.figure(width=4.6, height=3.8)
 viz.heatmap(grid, ax=ax, title="⟨R_m q, R_n q⟩, d = 64, base = 10000", xlabel="key position n",
             ylabel="query position m", colorbar="score", diverging=True)
 fig
 
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# Move d and the base to see how wide the central peak is and how far its ripples reach; move the start
+# with float32 angles, then with bf16 ones, to watch the pattern survive and break. With bf16 angles at a
+# start of 100 000 every row is the same: bf16 rounds all 48 positions to one number, so no token can
+# tell its neighbours apart.
+
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
 viz.interactive_heatmap(
-    lambda d, base, offset: score_grid(d, base, offset),
-    title=lambda d, base, offset: f"⟨R_m q, R_n q⟩, d = {d}, base = {base:g}, offset = {offset}",
-    xlabel="key position n", ylabel="query position m", colorbar="score", diverging=True,
+    score_grid,
+    title=lambda d, base, start, angles: f"⟨R_m q, R_n q⟩, d = {d}, base = {base:g}, positions from {start}",
+    xlabel="key position n − start", ylabel="query position m − start", colorbar="score", diverging=True,
     d=SelectionSlider(options=[8, 16, 32, 64, 128], value=64, description="d"),
     base=SelectionSlider(options=bases, value=10000.0, description="base"),
-    offset=IntSlider(0, 0, 100_000, step=1000, description="offset"),
+    start=IntSlider(0, 0, 100_000, step=1000, description="start"),
+    angles=Dropdown(options=list(ANGLE_DTYPES), value="float64", description="angles in"),
 )
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -1216,24 +1329,41 @@ assert dense_bytes == d * table_bytes
 # a hint. The worked solution follows, collapsed (expand it only after trying), then a cell that
 # checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
 #
-# **Exercise 1 (predict).** Pair j = 1 of a d = 8 head (base 10000). The query's pair is (2, 1) at
-# position m = 30, the key's pair is (1, −1) at position n = 50. Predict this pair's contribution to the
-# score ⟨R_m q, R_n k⟩, one number, from §1's facts before you rotate anything.
+# **Exercise 1 (design).** RoPE's score sees the sign of the offset (§3): a key 3 positions ahead of
+# the query and one 3 behind score differently. An encoder that attends both ways may want the distance
+# without the direction. Design one encoding E for queries and keys alike, `undirected_rope(x, positions)`:
+# x of shape (seq, d) and integer positions of shape (seq,) in, shape (seq, d') out, with a width d' of
+# your choice, such that for every q, k and positions m, n
+#
+# $$\langle E(q, m),\, E(k, n)\rangle = \tfrac12\big(\langle R_m q, R_n k\rangle + \langle R_n q, R_m k\rangle\big):$$
+#
+# RoPE's score averaged over the key at n and the key moved to the mirror position on the other side of
+# the query (the second term is qᵀR_{m−n}k). Since only dot products of encoded vectors are taken, any
+# attention kernel and any KV cache would run it unchanged. R_m is this chapter's (pairs (2j, 2j + 1),
+# base 10 000), and `pl.apply_rope` is yours to use. The checker encodes its own vectors (d = 8, float64)
+# one at a time, at positions from 0 to about 5 000, and compares the dot products of the encodings
+# with the right side.
 
 # %% slideshow={"slide_type": "fragment"}
-answer = None  # your code: one number
-_ = check.rope_pair_score(answer)
+def undirected_rope(x, positions):
+    raise NotImplementedError  # your code
 
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "rope_pair_score_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-answer = None  # your code: one number
-### BEGIN SOLUTION
-# ⟨R(30θ)q, R(50θ)k⟩ = qᵀR((50 − 30)θ)k with θ_1 = 10000^(−2/8) = 0.1: an angle of 2 rad.
-# R(φ) = cos φ·I + sin φ·J with J = [[0, −1], [1, 0]]: qᵀk = 1 and qᵀJk = (2, 1)·(1, 1) = 3.
-answer = math.cos(2.0) * 1 + math.sin(2.0) * 3
-### END SOLUTION
 
-# %% nbgrader={"grade": true, "grade_id": "rope_pair_score", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.rope_pair_score(answer)
+_ = check.rope_undirected(undirected_rope)
+
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "rope_undirected_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+def undirected_rope(x, positions):
+    ### BEGIN SOLUTION
+    # §3: moving both positions by the same amount changes no score, so moving them by −(m + n) gives
+    # ⟨R_n q, R_m k⟩ = ⟨R_{−m} q, R_{−n} k⟩, RoPE's score at the negated positions. And the dot product of
+    # two stacked vectors is the sum of their parts' dot products. So stack RoPE at the positions and at their
+    # negatives, each scaled by 1/√2: d' = 2d. (Pair by pair the score is cos((n − m)θ_j)·(q_j · k_j).)
+    return torch.cat((pl.apply_rope(x, positions), pl.apply_rope(x, -positions)), dim=-1) / math.sqrt(2)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "rope_undirected", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.rope_undirected(undirected_rope)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise 2 (derive).** In a context of L tokens (positions 0 … L − 1) the fast pairs turn
@@ -1241,7 +1371,10 @@ _ = check.rope_pair_score(answer)
 # L tokens has never seen their angles beyond some value (chapter 7 starts from this).
 # Derive a formula, then write `first_slow_pair(d, base, L)`: the smallest pair index j whose
 # angle m·θ_j stays below 2π at every position of the context (d/2 if every pair completes a
-# turn). Do not loop over pairs: the point is the formula.
+# turn). The point is the formula, so the checker also asks about heads far wider than any
+# model's (d up to 10^12, where no list of the pairs fits in memory), the library's lists of
+# frequencies, angles and wavelengths refuse to run while your function does, and each question
+# allows it a few dozen Python lines: enough for a formula, not for a search over the pairs.
 
 # %% slideshow={"slide_type": "fragment"}
 def first_slow_pair(d, base, L):
@@ -1255,6 +1388,7 @@ def first_slow_pair(d, base, L):
     ### BEGIN SOLUTION
     # Pair j turns most at the last position: (L − 1)·base^(−2j/d) < 2π
     # <=> j > (d/2)·ln((L − 1)/2π) / ln(base); the smallest such whole j, clipped to 0 … d/2.
+    # Python floats (float64): at d = 10^12 the bound has 12 digits before the point.
     if L - 1 < 2 * math.pi:
         return 0  # even pair 0 (θ_0 = 1) stays below one turn
     bound = (d / 2) * math.log((L - 1) / (2 * math.pi)) / math.log(base)
@@ -1266,33 +1400,45 @@ def first_slow_pair(d, base, L):
 _ = check.rope_first_slow_pair(first_slow_pair)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 3.** §6e converts an interleaved model for a half-layout kernel with
-# P = `pl.layout_permutation(8)`. Go the other way: for d = 8, give the permutation Q
-# (8 integers) with `pl.apply_rope(x, layout="half")[..., Q] == pl.apply_rope(x[..., Q])`,
-# which runs a half-layout model (a Hugging Face checkpoint) on an interleaved kernel.
-# Work it out without calling `pl.layout_permutation` or `argsort`.
+# **Exercise 3 (design).** A port of Meta's code turns every pair the other way: it multiplies
+# pair j (interleaved, features 2j and 2j + 1) by e^{−imθ_j}, the clockwise R_{−m}. A model trained
+# with it is self-consistent (its scores still depend on the offset only), but its checkpoint gives
+# wrong scores on every usual kernel. Run it on Hugging Face's counter-clockwise half-layout kernel,
+# `pl.apply_rope(..., layout="half")`, by reordering each head's q and k features (the rows of W_q
+# and W_k, as §6e does with P) and changing nothing else. For d = 64, give the permutation Q,
+# 64 integers with `pl.apply_rope(x, -positions)[..., Q] == pl.apply_rope(x[..., Q], positions,
+# layout="half")` for every x and every positions.
 
 # %% slideshow={"slide_type": "fragment"}
-answer = None  # your code: 8 integers
+answer = None  # your code: 64 integers
 _ = check.rope_layout_perm(answer)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "rope_layout_perm_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-answer = None  # your code: 8 integers
+answer = None  # your code: 64 integers
 ### BEGIN SOLUTION
-# Half-layout pair j sits at features (j, j + 4); interleaved slots (2j, 2j + 1) take them.
-answer = [f for j in range(4) for f in (j, j + 4)]  # [0, 4, 1, 5, 2, 6, 3, 7]
+# Exchanging the two axes of a plane (a mirror S) turns R(α) into S R(α) S = R(−α): the clockwise turn of
+# (a, b) is the counter-clockwise turn of (b, a), read back in mirrored order. So the kernel's pair j
+# (features j and j + 32, turning at θ_j) must hold the checkpoint's pair j (features 2j, 2j + 1, the same θ_j)
+# mirrored: feature 2j + 1 first, feature 2j second.
+answer = [2 * j + 1 for j in range(32)] + [2 * j for j in range(32)]
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "rope_layout_perm", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
 _ = check.rope_layout_perm(answer)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 4 (derive).** §3 found the frequencies of a tilted generator numerically, from an
-# eigen-decomposition of A². Derive them in closed form instead: write `tilted_frequencies(A)` that
-# takes a 4 × 4 skew-symmetric A and returns its two frequencies θ (radians per position), the faster
-# first, computed from the entries of A. While your function runs, torch's and numpy's eigenvalue and
-# singular-value routines refuse to work; the checker tries RoPE's own d = 4 generator, tilted ones and
-# random ones.
+# **Exercise 4 (derive).** §3 called A the *generator* of a relative family (R_m = exp(mA)) and found
+# that A = Q B Qᵀ, where B is RoPE's own block generator and Q an orthonormal basis: A is RoPE *tilted*
+# by Q. It found A's frequencies numerically, from an eigen-decomposition of A². Derive them in closed
+# form instead: write `tilted_frequencies(A)` that takes a 4 × 4 skew-symmetric A (4 rows of 4 numbers)
+# and returns its two frequencies θ (radians per position), the faster first, as a formula in A's
+# entries. The checker hands your function entries that count the arithmetic done with them: +, −, ×, /,
+# ** (`x ** 0.5` for a square root), `abs`, `sum`, `max` and comparisons work as on floats; turning an
+# entry into a float, a tensor or a float array does not, the two numbers you return must come out of
+# that arithmetic, and each A allows 400 operations (a comparison costs 10): room for a formula, even one
+# with two 4 × 4 products, but not for iterating towards the eigenvalues. It tries RoPE's own d = 4
+# generator, tilted ones, random ones and one with two nearly equal frequencies. Your function should
+# work on plain floats too: try it on a tilted A of your own first.
 
 # %% slideshow={"slide_type": "fragment"}
 def tilted_frequencies(A):
@@ -1308,14 +1454,14 @@ def tilted_frequencies(A):
     # A = Q B Qᵀ (§3), so anything a change of orthonormal basis cannot alter depends on B's
     # frequencies alone. Two such numbers are easy to read off A's entries:
     #   the sum of the squares of the entries, tr(AᵀA) = tr(BᵀB) = 2 (θ1² + θ2²) (each θ sits twice in B);
-    #   the determinant, det A = det B = θ1² θ2².
+    #   the determinant, det A = det B = θ1² θ2². For a 4 × 4 skew-symmetric A it is the square of
+    #   a01 a23 − a02 a13 + a03 a12 (expand it, or check it on B, where it is θ1 θ2).
     # With s = θ1² + θ2² and p = θ1 θ2: (θ1 ± θ2)² = s ± 2p. The faster frequency is the half-sum of
     # the two roots, and the slower p / faster (which avoids subtracting two nearly equal numbers).
-    A = torch.as_tensor(A, dtype=torch.float64)
-    s = (A**2).sum() / 2
-    p = torch.linalg.det(A).clamp(min=0).sqrt()
-    fast = ((s + 2 * p).sqrt() + (s - 2 * p).clamp(min=0).sqrt()) / 2
-    return torch.stack((fast, p / fast))
+    s = sum(a * a for row in A for a in row) / 2
+    p = abs(A[0][1] * A[2][3] - A[0][2] * A[1][3] + A[0][3] * A[1][2])
+    fast = ((s + 2 * p) ** 0.5 + max(s - 2 * p, 0) ** 0.5) / 2
+    return fast, p / fast
     ### END SOLUTION
 
 
@@ -1323,33 +1469,79 @@ def tilted_frequencies(A):
 _ = check.rope_tilted_frequencies(tilted_frequencies)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
+# ## Aside: Hugging Face's cos table, bit for bit
+#
+# Only for anyone who compares tables bit for bit; nothing in the chapter needs it. §9's `cos_hf`
+# is within 2⁻⁶ ≈ 0.016 of our bf16 table but not equal to it everywhere, and neither is wrong.
+# Hugging Face computes θ_j in float32 as 1/base^(2j/d), rounding twice (the power, then its
+# reciprocal); `pl.rope_frequencies` rounds base^(−2j/d) once. With a correctly rounded power the two
+# differ by one float32 step at 19 of the 64 frequencies of d = 128, on every CPU, since float32
+# division is correctly rounded everywhere. Near position 90 000 that moves an angle by up to 2⁻⁷ rad
+# and a bf16 cos by up to 2⁻⁶: close in absolute terms, yet more than 20 bf16 steps where |cos| is small.
+
+# %% slideshow={"slide_type": "fragment"}
+pos = torch.arange(90_000, 90_064)  # §9's positions, as in cos_hf
+exponents = torch.arange(0, 128, 2, dtype=F64) / 128  # 2j/d, exact in float32 and float64
+power = 10000.0**exponents  # float64: its rounding to float32 is correct (no value lies near a tie, asserted)
+power32 = power.float()
+gap_to_tie = ((power - power32.double()) / (torch.nextafter(power32, power32 * 2) - power32).double()).abs()
+assert (0.5 - gap_to_tie).abs().min() > 1e-3
+two_roundings = 1.0 / power32  # a correctly rounded power, then a correctly rounded float32 reciprocal
+ours_freq = pl.rope_frequencies(128)  # 10000^(-2j/d) in float64, rounded to float32 once
+apart = two_roundings != ours_freq
+one_up, one_down = (torch.nextafter(ours_freq, torch.full_like(ours_freq, t)) for t in (2.0, 0.0))
+assert int(apart.sum()) == 19 and bool(((two_roundings == one_up) | (two_roundings == one_down))[apart].all())
+assert bool(((hf_freq == ours_freq) | (hf_freq == one_up) | (hf_freq == one_down)).all())  # on any CPU: a step
+# on a CPU whose float32 pow misses a last bit, other frequencies can be the ones a step apart; where pow is
+# correctly rounded (as on the machine that stored this notebook), Hugging Face's table is exactly the two roundings
+if torch.equal(10000.0 ** exponents.float(), power32):
+    assert torch.equal(hf_freq, two_roundings)  # Hugging Face's table is exactly the two roundings
+ours = pl.rope_angles(pos, 128).cos().bfloat16()  # our bf16 cos table: float32 angles, rounded once
+cos_gap = (cos_hf[0, :, :64].float() - ours.float()).abs()
+assert cos_gap.max() <= 2**-6  # Hugging Face's bf16 table, on any CPU (cos itself may differ in its last bit)
+our_grid, their_grid = pl.rope_angles(pos, 128), pos[:, None].float() * two_roundings
+angle_gap = (their_grid - our_grid).abs()
+worst = our_grid.flatten()[angle_gap.argmax()]  # the angle where the grids differ most
+assert 0 < angle_gap.max() <= 2**-7 and angle_gap.max() <= 2 * (torch.nextafter(worst, worst + 1) - worst)
+step_gap = (their_grid.cos().bfloat16().float() - ours.float()).abs()
+bf16_step = 2.0 ** (torch.floor(torch.log2(ours.float().abs().clamp_min(2**-126))) - 7)  # of ours
+assert step_gap.max() <= 2**-6 and (step_gap / bf16_step).max() > 20  # close absolutely, not relatively
+print("Hugging Face's inv_freq: 1/base^(2j/d), rounded twice; with a correctly rounded power, 19 of 64 frequencies "
+      "one float32 step from ours")
+print("near position 90000 the angles then differ by at most 2^-7 rad and the bf16 cos tables by at most 2^-6, "
+      "which is more than 20 bf16 steps where |cos| is small")
+
+
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## Errata in the sources
 #
 # Each was checked by a cell above (the cell asserts the source's version fails; for the matrix,
 # in which reading it fails).
 #
-# | Where | The source writes | Correct | Checked in |
+# | Source | The source writes | Correct | Checked in |
 # |---|---|---|---|
-# | RoFormer summary (worked example) | angle n·(1/10000)^(−2i/d), growing with i | n·10000^(−2i/d) (= n/100 for i = 1, d = 4) | §5 |
-# | RoFormer summary | rotation matrix [[cos, sin], [−sin, cos]], no convention stated | on a column vector (RoFormer's and our convention) it turns clockwise, against its code and table; it matches them only as row vector × matrix: say so, or write [[cos, −sin], [sin, cos]] | §5 |
-# | RoFormer summary, table | 0.9999 (row 1) and 1.0296 (row 3; cos and sin rounded to 4 decimals before adding) | 1.0000 and 1.0295 | §5 |
-# | Position-encoding summary (even/odd code) | output named `odds` for features 0, 2, 4, … (0-indexed); `evens` for 1, 3, … | names swapped in the code's own 0-indexed convention | §6b |
-# | same | stacked picture with first row o₁, o₁, …, o_{d−1} | o₁, o₃, …, o_{d−1} | §6b |
-# | same | last block uses θ_{d/2} | θ_{d/2−1} (pairs θ₀ … θ_{d/2−1}) | §6b |
-# | same | `rotate_half` has the interleaved block-diagonal matrix | pairs (j, j + d/2): R_half = P R_int Pᵀ | §6c |
-# | same (its history) | RoPE "was first used in the LLaMA architecture" | RoFormer used it in its own model (2021); GPT-J (June 2021), GPT-NeoX-20B (2022) and PaLM (2022) used it before LLaMA (February 2023) | the cell below |
-# | Position-encoding notes (LLaMA sketch) | passes the whole `2·max_seq_len` phase table to the multiply | slice the current positions first | §6a |
-# | same | pairs are used because "a d-dimensional rotation is too complex" | R_m is a d-dimensional rotation; every relative family exp(mA) is 2 × 2 pairs in a basis that W_q and W_k absorb | §3 |
-# | Positional-embedding notes (RoPE formula) | key R W_k x_m | R W_k x_n | §6d |
-# | same (code comment) | `sin(angles).T.flatten()` "same as" the repeated sin table | a different, 1-D ordering | §6d |
+# | `004` (RoFormer summary, worked example) | angle n·(1/10000)^(−2i/d), growing with i | n·10000^(−2i/d) (= n/100 for i = 1, d = 4) | §5 |
+# | `004` | rotation matrix [[cos, sin], [−sin, cos]], no convention stated | on a column vector (RoFormer's and our convention) it turns clockwise, against its code and table; it matches them only as row vector × matrix: say so, or write [[cos, −sin], [sin, cos]] | §5 |
+# | `004`, table | 0.9999 (row 1) and 1.0296 (row 3) | 1.0000 and 1.0295 (both slips are consistent with cos and sin taken in float32 and rounded to 4 decimals before the rotation) | §5 |
+# | `004`, code | splits a row into `vec[:2]` and `vec[2:]` | right at d = 4 only (the pairs (x₀, x₁), (x₂, x₃)); at d = 8 `vec[2:]` holds six features: split into d/2 pairs | §5 |
+# | `001` (position-encoding summary, even/odd code) | output named `odds` for features 0, 2, 4, … (0-indexed); `evens` for 1, 3, … | names swapped in the code's own 0-indexed convention | §6b |
+# | `001` | stacked picture with first row o₁, o₁, …, o_{d−1} | o₁, o₃, …, o_{d−1} | §6b |
+# | `001` | last block uses θ_{d/2} | θ_{d/2−1} (pairs θ₀ … θ_{d/2−1}) | §6b |
+# | `001` | `rotate_half` has the interleaved block-diagonal matrix | pairs (j, j + d/2): R_half = P R_int Pᵀ | §6c |
+# | `001` (its history) | RoPE "was first used in the LLaMA architecture" | RoFormer used it in its own model (Su et al., 2021); GPT-J (Wang and Komatsuzaki, released June 2021), GPT-NeoX-20B (Black et al., 2022, arXiv:2204.06745) and PaLM (Chowdhery et al., 2022, arXiv:2204.02311) used it before LLaMA (Touvron et al., February 2023, arXiv:2302.13971). The papers and dates are citations | the cell below checks only that GPT-J and GPT-NeoX, as transformers builds them, are RoPE models |
+# | `000` (position-encoding notes, LLaMA sketch) | passes the whole `2·max_seq_len` phase table to the multiply | slice the current positions first: unsliced, a prompt fails at the multiply; one decoding token (seq = 1) passes it with `2·max_seq_len` rows and fails only at the value product, a line away from the cause | §6a |
+# | `000` | pairs are used because "a d-dimensional rotation is too complex" | R_m is a d-dimensional rotation; every relative family exp(mA) is 2 × 2 pairs in a basis that W_q and W_k absorb | §3 |
+# | `003` (positional-embedding notes, RoPE formula) | key R W_k x_m | R W_k x_n | §6d |
+# | `003` (code comment) | `sin(angles).T.flatten()` "same as" the repeated sin table | a different, 1-D ordering | §6d |
 #
-# None of this changes the method: each source's *code* (apart from the unsliced table)
-# computes correct RoPE, as §6 shows by running it.
+# None of this changes the method: each source's *code* computes correct RoPE, as §5 and §6 show by
+# running it, apart from two pieces: `000`'s unsliced table and `004`'s split, which is right at d = 4 only.
 #
-# The cell checks by behaviour that two of the models the history row names are RoPE models, with tiny
-# random ones built from transformers' configs: shifting every position by 100 leaves GPT-J's and
-# GPT-NeoX's outputs unchanged (only offsets count), while spreading the positions apart changes them
-# (so the positions are used), and GPT-2, with a learned absolute table, changes under the shift.
+# The history row's papers and dates are citations, not checked here. The cell checks by behaviour
+# only that two of the models it names are RoPE models, with tiny random ones built from
+# transformers' configs: shifting every position by 100 leaves GPT-J's and GPT-NeoX's outputs
+# unchanged (only offsets count), while spreading the positions apart changes them (so the positions
+# are used), and GPT-2, with a learned absolute table, changes under the shift.
 
 # %%
 from transformers import GPT2Config, GPT2Model, GPTJConfig, GPTJModel, GPTNeoXConfig, GPTNeoXModel

@@ -171,3 +171,25 @@ def sealed(value: Any, exercise: str) -> str | None:
     if text is None:
         return None
     return hashlib.sha256(f"posenc/{exercise}/{text}".encode()).hexdigest()[:24]
+
+
+# A real-number answer is sealed at a fixed number of decimals. Rounding puts a value near a boundary on
+# either side of it, so a checker accepts the sealed rounding and one step either way: a tolerance of
+# 1 to 1.5 units of the last decimal, without the checker holding the number.
+
+def sealed_number(value: Any, exercise: str, places: int = 3) -> str | None:
+    """The salted digest of ``value`` (``number``) rounded to ``places`` decimals; None if it is no finite number."""
+    x = number(value)
+    if x is None or not math.isfinite(x):
+        return None
+    return sealed(round(x * 10**places), f"{exercise}/{places}")
+
+
+def near_sealed(value: Any, digest: str, exercise: str, places: int = 3) -> bool:
+    """True when ``value`` rounded to ``places`` decimals, or one step of that rounding either way, seals to
+    ``digest`` (made by ``sealed_number`` with the same exercise and places)."""
+    x = number(value)
+    if x is None or not math.isfinite(x):
+        return False
+    k = round(x * 10**places)
+    return any(sealed(k + step, f"{exercise}/{places}") == digest for step in (-1, 0, 1))

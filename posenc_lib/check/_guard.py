@@ -9,10 +9,15 @@ the elements of every tensor a torch function returns (a ``TorchFunctionMode``) 
 numpy's builders return, so a grid over millions of candidates runs out where a closed form, which
 touches a few dozen numbers, stays far below. The checker can then say which shortcut was taken
 instead of passing it or hanging. All are undone when the block ends, whatever happened inside.
+For a closed form in a matrix's entries, ``counting`` hands the learner entries that count the arithmetic
+done with them (``Counted``).
 """
 from __future__ import annotations
 
 import contextlib
+import math
+import numbers
+import os
 import sys
 from contextlib import ExitStack, contextmanager
 from types import CodeType, FunctionType
@@ -20,7 +25,8 @@ from typing import Any, Iterable, Iterator
 from unittest import mock
 
 __all__ = ["Shortcut", "TooManySteps", "TooManyElements", "refusing", "step_budget", "element_budget",
-           "no_huge_arrays", "answers_under_guard", "stopped_verdict", "STEPS", "HUGE", "ELEMENTS"]
+           "no_huge_arrays", "answers_under_guard", "stopped_verdict", "loaded", "Counted", "OperationBudget",
+           "counting", "value_of", "shadow_of", "STEPS", "HUGE", "ELEMENTS"]
 
 STEPS = 200_000  # Python lines: thousands of times what a closed form runs, far fewer than a loop over 10^12 keys
 HUGE = 10**8  # elements: no closed form needs an array this long; a measurement over 10^12 keys does
@@ -33,7 +39,8 @@ _NUMPY_BUILDERS = ("arange", "linspace", "logspace", "geomspace", "array", "asar
                    "broadcast_to", "concatenate", "stack", "hstack", "vstack", "column_stack", "cumsum", "cumprod",
                    "diff", "sort", "unique")
 _GUARD_FILE = __file__
-_NOT_COUNTED = (_GUARD_FILE, contextlib.__file__)  # the guards and the context managers that start and end them
+# the guards, the context managers that start and end them, and abc's isinstance hook (the size checks ask it)
+_NOT_COUNTED = (_GUARD_FILE, contextlib.__file__, "<frozen abc>")
 
 
 class Shortcut(Exception):
@@ -113,8 +120,15 @@ def step_budget(lines: int = STEPS) -> Iterator[None]:
                 raise TooManySteps
         return count_lines
 
-    def new_frame(frame: Any, event: str, arg: Any) -> Any:  # the guards' own frames are not the learner's steps
-        return None if frame.f_code.co_filename in _NOT_COUNTED else count_lines
+    import torch
+
+    torch_dir = os.path.dirname(torch.__file__) + os.sep
+
+    def new_frame(frame: Any, event: str, arg: Any) -> Any:
+        """The learner's steps only: not the guards' own frames, nor torch's Python layer (which an element
+        budget's TorchFunctionMode sends every call through), only what the learner wrote or called besides."""
+        name = frame.f_code.co_filename
+        return None if name in _NOT_COUNTED or name.startswith(torch_dir) else count_lines
 
     sys.settrace(new_frame)  # new frames only: the checker's own is not counted
     try:
@@ -175,20 +189,58 @@ def element_budget(limit: int = ELEMENTS) -> Iterator[None]:
         yield
 
 
-def _sizes(value: Any) -> Iterator[float]:
-    """Every number in an argument (ints, floats, and those inside tuples and lists)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        yield abs(value)
-    elif isinstance(value, (tuple, list)):
-        for item in value:
-            yield from _sizes(item)
+def _number(value: Any) -> float | None:
+    """A plain number (int, float, numpy scalar, one-element tensor or array) as a float; None for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, numbers.Real):
+        return float(value)
+    numel = getattr(value, "numel", None)
+    size = numel() if callable(numel) else getattr(value, "size", None)
+    if size == 1 and hasattr(value, "item"):
+        item = value.item()
+        return float(item) if isinstance(item, numbers.Real) and not isinstance(item, bool) else None
+    return None
+
+
+def _shape_entries(shape: Any) -> float:
+    """The entries of an array of this shape: a number, or the product of a tuple or list of them."""
+    if isinstance(shape, (tuple, list)):
+        return math.prod(max(0.0, _number(n) or 0.0) for n in shape)
+    n = _number(shape)
+    return 0.0 if n is None else max(0.0, n)
+
+
+def _entries(builder: str, args: tuple, kwargs: dict) -> float:
+    """How many entries the builder ``builder`` would create from these arguments, before it runs: only its size
+    (a shape, the number of steps) and the ends of a range count, never a fill value or a dtype. A range's entries
+    are its length, (end - start) / step, not its end: ``arange(t - 3, t)`` at t = 10^12 holds 3 entries."""
+    if builder == "arange":  # arange(end) or arange(start, end[, step]); numpy names end 'stop'
+        start, end, step = (0, args[0], 1) if len(args) == 1 else ((*args[:3], 1)[:3] if args else (0, None, 1))
+        start = _number(kwargs.get("start", start))
+        end = _number(kwargs.get("end", kwargs.get("stop", end)))
+        step = _number(kwargs.get("step", step))
+        if None in (start, end, step) or step == 0:
+            return 0.0  # not numbers: the builder itself will say so
+        return max(0.0, math.ceil((end - start) / step))
+    if builder in ("linspace", "logspace"):  # (start, end, steps) in torch, (start, stop, num=50) in numpy
+        count = args[2] if len(args) > 2 else kwargs.get("steps", kwargs.get("num", 50))
+        return _shape_entries(count)
+    if builder == "full":  # full(size, fill_value): the fill value is no size
+        return _shape_entries(args[0] if args else kwargs.get("size", kwargs.get("shape", ())))
+    # ones, zeros, empty, rand, randn: a shape as several numbers or as one tuple (torch), or as shape= / size=
+    shape = args if args else kwargs.get("size", kwargs.get("shape", ()))
+    if len(shape) == 1 and isinstance(shape, tuple) and isinstance(shape[0], (tuple, list)):
+        shape = shape[0]
+    return _shape_entries(shape)
 
 
 @contextmanager
 def no_huge_arrays(limit: int = HUGE) -> Iterator[None]:
-    """While inside, torch's and numpy's array builders (arange, ones, zeros, ...) refuse a size or an
-    end of ``limit`` or more with ``Shortcut``, before allocating: an array with one entry per key of a
-    10^12-token input would exhaust the memory instead of failing."""
+    """While inside, torch's and numpy's array builders (arange, ones, zeros, ...) refuse to build ``limit`` or more
+    entries with ``Shortcut``, before allocating: an array with one entry per key of a 10^12-token input would
+    exhaust the memory instead of failing. Only what sets the number of entries counts (a shape, a number of
+    steps, a range's length): ``torch.full((2, 3), -inf)`` and ``torch.arange(t - 3, t)`` at t = 10^12 are small."""
     import numpy
 
     import torch
@@ -201,8 +253,8 @@ def no_huge_arrays(limit: int = HUGE) -> Iterator[None]:
                     continue
 
                 def guarded(*args: Any, _original: Any = original, _name: str = f"{prefix}.{attribute}",
-                            **kwargs: Any) -> Any:
-                    if any(size >= limit for value in (*args, *kwargs.values()) for size in _sizes(value)):
+                            _builder: str = attribute, **kwargs: Any) -> Any:
+                    if _entries(_builder, args, kwargs) >= limit:
                         raise Shortcut(f"{_name} with {limit:.0e} or more entries")
                     return _original(*args, **kwargs)
 
@@ -211,15 +263,16 @@ def no_huge_arrays(limit: int = HUGE) -> Iterator[None]:
 
 
 def answers_under_guard(fn: Any, cases: Iterable[tuple[Any, ...]], refuse: Iterable[tuple[Any, str, str]] = (),
-                        *, loops: bool = True, steps_per_case: int | None = None,
+                        *, loops: bool = True, steps: int = STEPS, steps_per_case: int | None = None,
                         elements_per_case: int | None = None,
                         ) -> tuple[dict[tuple[Any, ...], Any], tuple[Any, Exception] | None]:
     """fn(*case) for every case, while the ``refuse`` targets refuse to run (and, with ``loops``, while
     huge arrays are refused and Python steps are counted). Every guard is undone before this returns,
     so the checker reports with the library whole again.
 
+    steps: with ``loops``, the budget of Python lines for all cases together.
     steps_per_case: with ``loops``, a budget of Python lines for each case on its own (a closed form needs a
-                    few dozen; a search, even a bisection, needs hundreds) instead of ``STEPS`` for all of them.
+                    few dozen; a search, even a bisection, needs hundreds) instead of ``steps`` for all of them.
     elements_per_case: a budget of tensor and array elements for each case on its own (``element_budget``;
                        a closed form creates dozens, a vectorised search over candidates thousands to millions).
     returns: (the answers by case, None), or (the answers so far, (the case that stopped, its
@@ -233,7 +286,7 @@ def answers_under_guard(fn: Any, cases: Iterable[tuple[Any, ...]], refuse: Itera
             if loops:
                 stack.enter_context(no_huge_arrays())
                 if steps_per_case is None:
-                    stack.enter_context(step_budget())
+                    stack.enter_context(step_budget(steps))
             for case in cases:
                 with ExitStack() as per_case:  # the step budget last, so that it counts none of the others' set-up
                     if elements_per_case is not None:
@@ -255,3 +308,129 @@ def stopped_verdict(why: Exception, call: str, *, shortcut: str, loop: str = "",
     if isinstance(why, TooManyElements):
         return False, f"{call} creates more than {why.limit:,} tensor or array elements: {grid or loop}"
     return False, f"{call} {loop}"
+
+
+def loaded(module: str, names: Iterable[str]) -> list[tuple[Any, str, str]]:
+    """Targets for ``refusing``: ``module.name`` for each name, if the learner has imported ``module`` (a checker
+    never imports a heavy library itself: one the learner did not load cannot be called)."""
+    found = sys.modules.get(module)
+    return [] if found is None else [(found, name, f"{module}.{name}") for name in names]
+
+
+# ---------------------------------------------------------------- numbers that count their arithmetic
+# A closed form in a matrix's entries and an iteration towards its eigenvalues can both be written in a few
+# Python lines once the matrix is a tensor (numpy and torch loop in C). Handed entries that count every
+# operation done with them, a checker tells the two apart by arithmetic: a formula costs dozens of
+# operations, repeated matrix products cost hundreds, and nothing can leave the count (no float, no tensor).
+
+class OperationBudget:
+    """The operations left to a family of ``Counted`` numbers; the one past the limit raises ``TooManySteps``."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.used = limit, 0
+
+    def spend(self, units: int = 1) -> None:
+        self.used += units
+        if self.used > self.limit:
+            raise TooManySteps
+
+
+COMPARISON_COST = 10  # operations per comparison: the one way a bit of a number leaves the count (no bisection)
+_HIDDEN = "_counted_value"  # the slot holding a Counted's number and its shadow; read by the checker through
+# object.__getattribute__. Introspection can read it too, so a checker that must rule out a number read past the
+# count asks that the answer be Counted and that its shadow be what the same formula gives on the shadow entries.
+
+
+class Counted:
+    """A real number that spends one unit of its ``OperationBudget`` on every +, −, ×, /, ** and abs, and
+    ``COMPARISON_COST`` on every comparison (including bool()),
+    returning ``Counted`` results on the same budget. Anything that would take the number out of the count
+    (float(), int(), a float array or tensor of it, formatting or pickling it, reading its slot by name) raises
+    ``Shortcut``; ``value_of`` is how a checker reads it back, after the learner's function has run.
+
+    Each Counted also carries a **shadow**: the same arithmetic done on a second number the checker chose (another
+    matrix's entry), with comparisons decided by the value alone. A result computed from the entries by the counted
+    arithmetic has the shadow the same formula gives on the shadow matrix (``shadow_of``); a number read past the
+    count and mixed in does not."""
+
+    __slots__ = (_HIDDEN, "_budget")
+
+    def __init__(self, value: float, budget: OperationBudget, shadow: float | None = None) -> None:
+        object.__setattr__(self, _HIDDEN, (value, value if shadow is None else shadow))
+        object.__setattr__(self, "_budget", budget)
+
+    def __getattribute__(self, name: str) -> Any:
+        if name == _HIDDEN:
+            raise Shortcut("the hidden slot of one of the checker's entries")
+        return object.__getattribute__(self, name)
+
+    def _apply(self, other: Any, op: Any) -> "Counted":
+        budget = object.__getattribute__(self, "_budget")
+        budget.spend()
+        a, a_shadow = object.__getattribute__(self, _HIDDEN)
+        b, b_shadow = object.__getattribute__(other, _HIDDEN) if isinstance(other, Counted) else (other, other)
+        return Counted(op(a, b), budget, op(a_shadow, b_shadow))
+
+    def _compare(self, other: Any, op: Any) -> bool:
+        object.__getattribute__(self, "_budget").spend(COMPARISON_COST)
+        b = object.__getattribute__(other, _HIDDEN)[0] if isinstance(other, Counted) else other
+        return op(object.__getattribute__(self, _HIDDEN)[0], b)
+
+    def __add__(self, o): return self._apply(o, lambda a, b: a + b)  # noqa: E704
+    def __radd__(self, o): return self._apply(o, lambda a, b: b + a)  # noqa: E704
+    def __sub__(self, o): return self._apply(o, lambda a, b: a - b)  # noqa: E704
+    def __rsub__(self, o): return self._apply(o, lambda a, b: b - a)  # noqa: E704
+    def __mul__(self, o): return self._apply(o, lambda a, b: a * b)  # noqa: E704
+    def __rmul__(self, o): return self._apply(o, lambda a, b: b * a)  # noqa: E704
+    def __truediv__(self, o): return self._apply(o, lambda a, b: a / b)  # noqa: E704
+    def __rtruediv__(self, o): return self._apply(o, lambda a, b: b / a)  # noqa: E704
+    def __pow__(self, o): return self._apply(o, lambda a, b: a ** b)  # noqa: E704
+    def __rpow__(self, o): return self._apply(o, lambda a, b: b ** a)  # noqa: E704
+    def __neg__(self): return self._apply(None, lambda a, _: -a)  # noqa: E704
+    def __pos__(self): return self  # noqa: E704
+    def __abs__(self): return self._apply(None, lambda a, _: abs(a))  # noqa: E704
+    def __bool__(self): return self._compare(0, lambda a, b: a != b)  # noqa: E704
+    def __lt__(self, o): return self._compare(o, lambda a, b: a < b)  # noqa: E704
+    def __le__(self, o): return self._compare(o, lambda a, b: a <= b)  # noqa: E704
+    def __gt__(self, o): return self._compare(o, lambda a, b: a > b)  # noqa: E704
+    def __ge__(self, o): return self._compare(o, lambda a, b: a >= b)  # noqa: E704
+
+    def _leave(self, *_: Any, **__: Any) -> Any:
+        raise Shortcut("float() (or int(), a format, a pickle) on one of the checker's entries")
+
+    __float__ = __int__ = __index__ = __complex__ = __round__ = __trunc__ = __floor__ = __ceil__ = _leave
+    __format__ = __reduce__ = __reduce_ex__ = __getstate__ = _leave  # pickling would hand over the slot
+
+    def __copy__(self) -> "Counted":
+        return self  # immutable
+
+    def __deepcopy__(self, _memo: Any) -> "Counted":
+        return self
+
+    def __repr__(self) -> str:
+        return "<an entry that counts its arithmetic>"
+
+    __str__ = __repr__
+    __hash__ = None  # type: ignore[assignment]
+
+
+def counting(rows: Any, limit: int, shadow: Any = None) -> list[list[Counted]]:
+    """A matrix (nested lists, array or tensor) as rows of ``Counted`` entries sharing a budget of ``limit`` operations;
+    ``shadow``, a matrix of the same shape, gives each entry its shadow (by default the entry itself)."""
+    def rows_of(m: Any) -> list[list[float]]:
+        return m.tolist() if hasattr(m, "tolist") else m
+
+    values = rows_of(rows)
+    shadows = values if shadow is None else rows_of(shadow)
+    budget = OperationBudget(limit)
+    return [[Counted(float(x), budget, float(y)) for x, y in zip(row, s_row)] for row, s_row in zip(values, shadows)]
+
+
+def value_of(x: Any) -> Any:
+    """The number inside a ``Counted`` (a checker's read, after the learner's function has run); x itself otherwise."""
+    return object.__getattribute__(x, _HIDDEN)[0] if isinstance(x, Counted) else x
+
+
+def shadow_of(x: Any) -> Any:
+    """The shadow of a ``Counted`` (the same arithmetic on the checker's shadow entries); None for anything else."""
+    return object.__getattribute__(x, _HIDDEN)[1] if isinstance(x, Counted) else None

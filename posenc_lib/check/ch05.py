@@ -1,145 +1,256 @@
 """Checkers for notebooks/05_rope.ipynb (rotary position embedding).
 
-Each checker takes the learner's answer (numbers, a tensor or a function), compares it
-with ``posenc_lib`` and prints what is right, what is wrong and a hint. None (or a
-function still raising NotImplementedError) counts as not attempted (see _core for grading mode).
+Each checker takes the learner's answer (a number, integers or a function), checks it and prints what is
+right, what is wrong and a hint. None (or a function still raising NotImplementedError) counts as not
+attempted (see _core for grading mode). The module holds no answer: Ex 1's encoding is checked by the dot products
+of its encodings of the checker's own vectors against the scores it must give, computed as the exercise writes them;
+a permutation and a pair index are checked by the properties that define them; and the frequencies of a generator
+are measured on the checker's own matrices after the learner's function has run.
 """
 from __future__ import annotations
 
 import math
+import os
+import sys
 from typing import Any, Callable, Iterator
 
+import numpy
 import torch
 
-from ..angles import rope_frequencies
-from ..attention import attention
-from ..rope import layout_permutation
 from ..rotary import apply_rope
 from ._core import Verdict, close, float64_tensor, number, report, whole_number, whole_numbers
-from ._guard import answers_under_guard, stopped_verdict
+from ._guard import Counted, Shortcut, answers_under_guard, counting, shadow_of, stopped_verdict, value_of
 
-__all__ = ["rope_pair_score", "rope_first_slow_pair", "rope_layout_perm", "rope_tilted_frequencies"]
-
-
-# Exercise 1: the query's pair and the key's pair of pair j = 1 (d = 8, base 10000), at positions m and n.
-PAIR_Q, PAIR_K, PAIR_M, PAIR_N, PAIR_J, PAIR_D = (2.0, 1.0), (1.0, -1.0), 30, 50, 1, 8
+__all__ = ["rope_undirected", "rope_first_slow_pair", "rope_layout_perm", "rope_tilted_frequencies"]
 
 
-def _pair_score(angle_q: float, angle_k: float) -> float:
-    """⟨R(angle_q) q, R(angle_k) k⟩ for the pairs of Exercise 1."""
-    def turn(p: tuple[float, float], a: float) -> tuple[float, float]:
-        return p[0] * math.cos(a) - p[1] * math.sin(a), p[0] * math.sin(a) + p[1] * math.cos(a)
+# Exercise 1: RoPE's score with the direction forgotten. The learner designs an encoding E(x, positions), applied
+# alike to queries and keys, with <E(q, m), E(k, n)> = (<R_m q, R_n k> + <R_n q, R_m k>) / 2 for every q, k, m, n.
+# The checker holds no encoding: it encodes its own vectors one at a time (so no encoding can depend on the other
+# tokens) and compares the dot products of the encodings with that right side, computed as written.
+UNDIRECTED_D = 8
+UNDIRECTED_POSITIONS = (0, 1, 4, 9, 30, 250, 1001, 4096)
+UNDIRECTED_MOVES = {"as given": lambda p: p, "moved by 1000": lambda p: p + 1000,
+                    "mirrored (every offset changes sign)": lambda p: 5000 - p, "all at 0": lambda p: 0 * p}
 
-    (a0, a1), (b0, b1) = turn(PAIR_Q, angle_q), turn(PAIR_K, angle_k)
-    return a0 * b0 + a1 * b1
+
+def _undirected_inputs() -> tuple[torch.Tensor, torch.Tensor]:
+    """The checker's own vectors (one per position, d = 8, float64) and positions: the learner never sees them."""
+    x = torch.randn(len(UNDIRECTED_POSITIONS), UNDIRECTED_D, dtype=torch.float64,
+                    generator=torch.Generator().manual_seed(2026))
+    return x, torch.tensor(UNDIRECTED_POSITIONS)
 
 
-def rope_pair_score(answer: Any) -> bool | None:
-    """Exercise 1: one pair's contribution ⟨R_m q, R_n k⟩ to the score (a number)."""
-    theta = rope_frequencies(PAIR_D, dtype=torch.float64)[PAIR_J].item()
-    m, n = PAIR_M, PAIR_N
-    want = _pair_score(m * theta, n * theta)
-    slips = {  # each a misconception, told without the number
-        "the key turned the other way: the score sees the key's angle minus the query's (§1), not the reverse":
-            _pair_score(n * theta, m * theta),
-        "positions enter only through the offset n − m; you turned one vector by its absolute angle":
-            _pair_score(0.0, n * theta),
-        "that is the other vector's absolute angle; the score needs the difference of the two angles":
-            _pair_score(0.0, m * theta),
-        "the angles do not add up: the score sees the difference of the two turns (§1)":
-            _pair_score(0.0, (m + n) * theta),
-        "that angle is pair 0's rate; pair j turns at θ_j = 10000^(−2j/d)": _pair_score(m, n),
-        "θ_j = 10000^(−2j/d): the exponent has the factor 2 (j counts pairs, not features)":
-            _pair_score(m * 10000.0 ** (-PAIR_J / PAIR_D), n * 10000.0 ** (-PAIR_J / PAIR_D)),
-        "without any rotation: RoPE turns both vectors before the dot product": _pair_score(0.0, 0.0),
-    }
+def _averaged_scores(x: torch.Tensor, pos: torch.Tensor, layout: str = "interleaved") -> torch.Tensor:
+    """[i, j] = (<R_(p_i) x_i, R_(p_j) x_j> + <R_(p_j) x_i, R_(p_i) x_j>) / 2, as the exercise writes it."""
+    n = len(pos)
+    turned = apply_rope(x[:, None, :].expand(n, n, x.shape[-1]), pos, layout=layout)  # [i, j] = R_(p_j) x_i
+    own = turned[torch.arange(n), torch.arange(n)]  # R_(p_i) x_i
+    return (own @ own.T + (turned * turned.transpose(0, 1)).sum(-1)) / 2
 
-    def run(ans: Any) -> Iterator[Verdict]:
-        value = number(ans)
-        if value is None:
-            yield False, "expected one number"
-            return
-        if close(value, want, atol=1e-3):
-            yield True, "right: the pair's score depends on the offset and the pair's frequency only"
-            return
-        for why, slip in slips.items():
-            if close(value, slip, atol=1e-3):
-                yield False, why
+
+def _encoded_one_at_a_time(fn: Callable[[Any, Any], Any], x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor | str:
+    """fn on each (1, d) row and its (1,) position alone, stacked to (seq, d'); else a text saying what is wrong."""
+    rows = []
+    for i in range(len(pos)):
+        raw = fn(x[i:i + 1].clone(), pos[i:i + 1].clone())
+        complex_out = raw.is_complex() if isinstance(raw, torch.Tensor) else getattr(raw, "dtype", None) is not None \
+            and getattr(raw.dtype, "kind", "") == "c"  # a numpy array of complex numbers
+        if complex_out:
+            return ("expected a real tensor of shape (seq, d'): the scores are dot products of real vectors, and a "
+                    "complex encoding's imaginary parts would be dropped")
+        got = float64_tensor(raw)
+        if got is None or got.dim() == 0 or got.numel() == 0:
+            return "expected a real tensor of shape (seq, d') for each call"
+        if got.dim() > 1 and got.shape[0] != 1:
+            return f"one token in gave {got.shape[0]} rows out: expected one row per token, of shape (seq, d')"
+        rows.append(got.reshape(-1))
+    if len({len(r) for r in rows}) != 1:
+        return "the width d' of your encoding changes with the token or the position: it must be one width"
+    out = torch.stack(rows)
+    return out if bool(out.isfinite().all()) else "your encoding is not finite at some of the checker's positions"
+
+
+def rope_undirected(fn: Callable[[Any, Any], Any] | None) -> bool | None:
+    """Exercise 1: fn(x, positions) -> (seq, d'), one encoding for queries and keys alike, such that
+    <fn(q, m), fn(k, n)> = (<R_m q, R_n k> + <R_n q, R_m k>) / 2: RoPE's score (pairs (2j, 2j + 1), base 10 000)
+    averaged over the key's two sides of the query. x: (seq, d) float64; positions: (seq,) int64."""
+
+    def run(fn: Callable[[Any, Any], Any]) -> Iterator[Verdict]:
+        x, pos = _undirected_inputs()
+        grams = {}
+        for name, move in UNDIRECTED_MOVES.items():
+            encoded = _encoded_one_at_a_time(fn, x, move(pos))
+            if isinstance(encoded, str):
+                yield False, encoded
                 return
-        yield False, f"{value:.4f} is not this pair's contribution"
-
-    return report(f"pair j = {PAIR_J} of q at m = {m} and k at n = {n}", answer, run,
-                  "§1: the dot product of two turned vectors sees only the difference of their angles")
-
-
-def rope_layout_perm(answer: Any, *, d: int = 8) -> bool | None:
-    """Exercise: the way back, Q with apply_rope(x, layout='half')[..., Q] == apply_rope(x[..., Q]).
-
-    answer: d integers (a half-layout model's q/k features reordered for an interleaved kernel)
-    """
-    forward = layout_permutation(d)  # P: interleaved -> half, shown in the chapter
-    want = torch.argsort(forward)
-
-    def run(ans: Any) -> Iterator[Verdict]:
-        indices = whole_numbers(ans)
-        got = None if indices is None else torch.tensor(indices, dtype=torch.long)
-        if got is None or got.shape != (d,):
-            yield False, f"expected {d} integers"
-        elif torch.equal(got, want):
-            yield True, "Q undoes P: apply_rope(x, layout='half')[..., Q] == apply_rope(x[..., Q])"
-        elif sorted(got.tolist()) != list(range(d)):
-            yield False, f"{got.tolist()} is not a permutation of 0..{d - 1}"
-        elif torch.equal(got, forward):
-            yield False, "that is P, the interleaved → half direction; this exercise goes back"
+            grams[name] = encoded @ encoded.T  # [i, j]: the score of token i's encoding with token j's
+        tol = dict(atol=1e-6, rtol=1e-6)
+        target = {name: _averaged_scores(x, move(pos)) for name, move in UNDIRECTED_MOVES.items()}
+        if all(close(grams[name], target[name], **tol) for name in UNDIRECTED_MOVES):
+            yield True, ("the direction is forgotten and the distance kept, by one encoding of queries and keys: "
+                         "any attention kernel and any KV cache can use it unchanged")
+            return
+        G, T = grams["as given"], target["as given"]
+        turned = apply_rope(x, pos)
+        if close(G, turned @ turned.T, **tol):
+            why = "that is RoPE's own score: a key r positions ahead and one r behind still score differently"
+        elif not close(grams["moved by 1000"], G, **tol):
+            why = ("your scores change when every position moves by 1000: they depend on where the tokens sit, "
+                   "not only on how far apart they are")
+        elif not close(grams["mirrored (every offset changes sign)"], G, **tol):
+            why = "your scores change when every offset changes sign: they still tell a key ahead from one behind"
+        elif close(G, grams["all at 0"], **tol):
+            why = "your scores do not change with the distance: the positions are left out"
+        elif close(G, _averaged_scores(x, pos, layout="half"), **tol):
+            why = ("your pairs are features j and j + d/2 (§6c's half layout); R_m of the exercise pairs features "
+                   "2j and 2j + 1")
+        elif (G * T).sum() != 0 and close(G * (T * T).sum() / (G * T).sum(), T, **tol):  # G = c T
+            why = ("your scores forget the direction and follow the distance as they should, but are the right "
+                   "ones times a constant: at m = n the score must be ⟨q, k⟩")
         else:
-            x = torch.randn(3, d, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-            gap = (apply_rope(x, layout="half")[..., got] - apply_rope(x[..., got])).abs().max()
-            yield False, f"with Q = {got.tolist()} the two sides differ by {gap:.3f}"
+            why = ("your scores forget the direction and do not depend on where the tokens sit, but they are not "
+                   "RoPE's score averaged over the key's two sides")
+        yield False, why
 
-    return report(f"the layout permutation back, for d = {d}", answer, run,
-                  "follow one pair through both layouts: which two features does it occupy in each?")
+    return report("RoPE with the direction forgotten: one encoding, scores that see only the distance", fn, run,
+                  "the dot product of two stacked vectors [a, b] and [c, e] is a·c + b·e")
+
+
+# Exercise 2: the first pair whose angle never reaches a full turn, as a formula. The checker holds no answer:
+# it checks the property that defines one (pair j stays below 2π at position L - 1, pair j - 1 does not).
+SLOW_SETTINGS = ((128, 10000.0, 4096), (64, 10000.0, 2048), (128, 500000.0, 8192), (96, 10000.0, 512),
+                 (16, 100.0, 1000), (32, 10000.0, 7), (10**12, 10000.0, 4096), (2 * 10**9, 500000.0, 131072))
+SLOW_STEPS = 30  # Python lines per question: a formula takes a few; a search over 10^11 pairs takes over 100
+
+
+def _largest_turns(j: int, d: int, base: float, L: int) -> float:
+    """Pair j's largest angle in a context of L tokens (at position L - 1), in turns."""
+    return (L - 1) * base ** (-2 * j / d) / (2 * math.pi)
+
+
+def _frequency_functions() -> tuple[tuple[Any, str, str], ...]:
+    """The library's lists of every pair's frequency, angle or wavelength (and chapter 8's turning-pair count)."""
+    import posenc_lib
+
+    from .. import angles, rope_analysis, rope_inspect, scaling
+
+    names = (("rope_frequencies", angles), ("rope_angles", angles), ("rope_wavelengths", rope_analysis),
+             ("rope_angle_novelty", rope_analysis), ("scaled_rope_frequencies", scaling),
+             ("inspect_config", rope_inspect), ("turning_pairs", rope_inspect))
+    return tuple(t for name, module in names for t in ((posenc_lib, name, f"pl.{name}"), (module, name, f"pl.{name}")))
 
 
 def rope_first_slow_pair(fn: Callable[[int, float, int], Any] | None) -> bool | None:
-    """Exercise: first_slow_pair(d, base, L) -> the smallest pair j whose angle m*theta_j stays
+    """Exercise 2: first_slow_pair(d, base, L) -> the smallest pair j whose angle m*theta_j stays
     below one full turn (2 pi) at every position m = 0 .. L-1; d/2 when every pair turns fully.
-    """
-    settings = ((128, 10000.0, 4096), (64, 10000.0, 2048), (128, 500000.0, 8192), (96, 10000.0, 512),
-                (16, 100.0, 1000), (32, 10000.0, 7))
+    A formula: the library's frequency lists refuse to run, arrays of 10^8 entries are refused, and each
+    question allows ``SLOW_STEPS`` Python lines."""
 
     def run(fn: Callable[[int, float, int], Any]) -> Iterator[Verdict]:
-        for d, base, L in settings:
-            last = (L - 1) * rope_frequencies(d, base=base, dtype=torch.float64)  # largest angle of each pair
-            slow = torch.nonzero(last < 2 * math.pi).flatten()
-            want = int(slow[0]) if len(slow) else d // 2
-            got = whole_number(fn(d, base, L))
-            where = f"d={d}, base={base:g}, L={L}"
+        answers, stopped = answers_under_guard(fn, SLOW_SETTINGS, _frequency_functions(), steps_per_case=SLOW_STEPS)
+        for setting in SLOW_SETTINGS:
+            d, base, L = setting
+            where = f"d={d:,}, base={base:g}, L={L:,}"
+            if setting not in answers:
+                yield stopped_verdict(stopped[1], f"{where}: your function",
+                                      shortcut="that lists every pair; the exercise asks for a formula in d, base "
+                                               "and L",
+                                      loop=f"runs more than {SLOW_STEPS} Python lines: that is a search over the "
+                                           "pairs, not a formula")
+                return
+            got = whole_number(answers[setting])
             if got is None:
                 yield False, f"{where}: expected a whole pair index"
                 return
-            if got == want:
-                continue
             if not 0 <= got <= d // 2:
                 yield False, f"{where}: {got} is not a pair index (pairs are 0 .. d/2 − 1, or d/2 for none)"
-            elif got < want:
+                return
+            if got < d // 2 and _largest_turns(got, d, base, L) >= 1:
+                near = _largest_turns(got, d, base, L) - 1 < 1e-4
+            elif got > 0 and _largest_turns(got - 1, d, base, L) < 1:
+                near = 1 - _largest_turns(got - 1, d, base, L) < 1e-4
+            else:
+                continue
+            if near and d > 10**6:
+                yield False, (f"{where}: off, though your pair's angle is within 10^−4 of a full turn: at this d the "
+                              "formula needs about 12 significant digits, and float32 keeps 7 (use Python floats)")
+            elif got < d // 2 and _largest_turns(got, d, base, L) >= 1:
                 yield False, f"{where}: pair {got} still completes a full turn before position L − 1"
+            elif _largest_turns(got - 1, d, base, L + 1) >= 1:
+                yield False, (f"{where}: pair {got - 1} reaches a full turn only at position L, one past the context: "
+                              "its positions run 0 … L − 1")
             else:
                 yield False, f"{where}: pair {got - 1} already stays below one turn: find the smallest such j"
             return
-        yield True, f"the first slow pair, right for all {len(settings)} (d, base, L) settings"
+        yield True, f"the first slow pair, right for all {len(SLOW_SETTINGS)} (d, base, L) settings"
 
     return report("the first pair that never completes a turn", fn, run,
-                  "at which position does pair j reach its largest angle, and how does θ_j change as j grows? "
-                  "Logarithms turn base^(−2j/d) into something linear in j")
+                  "the frequencies θ_j form a geometric sequence in j")
 
 
-# Exercise 4: the two frequencies of a 4 x 4 skew-symmetric generator, from its entries (no eigenvalues).
-def _tilted(thetas: tuple[float, float], seed: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+# Exercise 3: a checkpoint trained with a clockwise RoPE (R_(-m), Meta's interleaved pairs), to run on the
+# counter-clockwise half-layout kernel: Q with apply_rope(x, -pos)[..., Q] == apply_rope(x[..., Q], pos, "half").
+LAYOUT_D = 64
+
+
+def _layout_faults(order: list[int], d: int) -> str | None:
+    """What is wrong with `order` as Q, read pair by pair of the half-layout kernel (None: nothing)."""
+    h = d // 2
+    for j in range(h):
+        a, b = order[j], order[j + h]  # the checkpoint's features in the kernel's pair j: (first, second member)
+        if a // 2 != b // 2:
+            return (f"the kernel's pair {j} (features {j} and {j + h}) gets features {a} and {b} of the checkpoint, "
+                    "which belong to two different pairs: the half layout pairs feature j with j + d/2")
+        if a // 2 != j:
+            return (f"the checkpoint's pair {a // 2} sits in the kernel's pair {j}: it would turn at θ_{j} instead "
+                    f"of θ_{a // 2}")
+        if a % 2 == 0:
+            return (f"every pair sits in the kernel's pair of the same frequency, but pair {j} turns "
+                    "counter-clockwise there, and the checkpoint was trained with it turning clockwise")
+    return None
+
+
+def rope_layout_perm(answer: Any, *, d: int = LAYOUT_D) -> bool | None:
+    """Exercise 3: Q (d integers) that runs a clockwise, interleaved checkpoint on the half-layout kernel:
+    apply_rope(x, -positions)[..., Q] == apply_rope(x[..., Q], positions, layout="half") for every x."""
+
+    def run(ans: Any) -> Iterator[Verdict]:
+        indices = whole_numbers(ans)
+        if indices is None or len(indices) != d:
+            yield False, f"expected {d} integers"
+            return
+        if sorted(indices) != list(range(d)):
+            yield False, f"not a permutation of 0 .. {d - 1}: each feature of the checkpoint goes to one place"
+            return
+        fault = _layout_faults(indices, d)
+        g = torch.Generator().manual_seed(7)
+        x = torch.randn(3, 5, d, dtype=torch.float64, generator=g)  # inputs the learner does not see
+        pos = torch.tensor([0, 1, 9, 250, 4099])
+        got = apply_rope(x[..., indices], pos, layout="half")
+        gap = (apply_rope(x, -pos)[..., indices] - got).abs().max().item()
+        if fault is None and gap < 1e-9:
+            yield True, ("the kernel turns every pair counter-clockwise and the checkpoint clockwise: "
+                         "with each pair's two features exchanged, the two agree for every input")
+        else:
+            yield False, fault or f"the two sides differ by {gap:.3f}"
+
+    return report(f"a clockwise checkpoint on a counter-clockwise half-layout kernel, d = {d}", answer, run,
+                  "reordering features is a change of basis: in which basis of the plane does R(α) look like R(−α)?")
+
+
+# Exercise 4: the two frequencies of a 4 x 4 skew-symmetric generator, from its entries (no eigenvalues). The
+# learner's function gets entries that count the arithmetic done with them (``_guard.counting``): a closed form
+# costs dozens of operations; eigenvalue routines cannot take them, and an iteration (power iteration, repeated
+# squaring, in numpy or by hand) spends the budget long before it converges on the nearly-equal case. Each entry
+# carries a shadow (1.7 times itself) through the same arithmetic, so values read past the count by introspection
+# and mixed into the answer show up: their shadow is not 1.7 times the answer.
+def _tilted(thetas: tuple[float, float], seed: int) -> torch.Tensor:
     """Q B Qᵀ: RoPE's generator with these frequencies, in a random orthonormal basis Q (seeded)."""
     B = torch.zeros(4, 4, dtype=torch.float64)
     B[0, 1], B[1, 0], B[2, 3], B[3, 2] = -thetas[0], thetas[0], -thetas[1], thetas[1]
     q, _ = torch.linalg.qr(torch.randn(4, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(seed)))
-    return (q @ B @ q.T).to(dtype)
+    return q @ B @ q.T
 
 
 def _skew(seed: int) -> torch.Tensor:
@@ -147,56 +258,115 @@ def _skew(seed: int) -> torch.Tensor:
     return m - m.T
 
 
-def tilted_cases() -> list[tuple[str, torch.Tensor]]:
-    """The generators the checker asks about: RoPE's own (§5's d = 4), tilted ones, a random one, one in float32."""
+TILTED_OPS = 400  # operations on A's entries per generator: a closed form takes under 200 (two 4 x 4 products
+# included); converging on the nearly-equal generator by products takes thousands
+TILTED_STEPS = 5000  # Python lines per generator: room for a formula written with small helper loops
+
+
+def _tilted_cases() -> list[tuple[str, torch.Tensor]]:
+    """The generators the checker asks about (not the answers): RoPE's own (§5's d = 4), tilted ones, random ones,
+    and one with two nearly equal frequencies (where iterating towards the faster one is slow)."""
     rope4 = torch.tensor([[0, -1, 0, 0], [1, 0, 0, 0], [0, 0, 0, -0.01], [0, 0, 0.01, 0]], dtype=torch.float64)
     return [("RoPE's own generator, d = 4", rope4), ("the same frequencies, tilted", _tilted((1.0, 0.01), seed=5)),
-            ("a random skew-symmetric A", _skew(11)), ("a tilted A in float32", _tilted((2.0, 0.5), seed=9, dtype=torch.float32)),
-            ("another random one", 3 * _skew(23))]
+            ("a random skew-symmetric A", _skew(11)), ("another tilted A", _tilted((2.0, 0.5), seed=9)),
+            ("another random one", 3 * _skew(23)), ("two nearly equal frequencies", _tilted((1.0, 0.995), seed=13))]
 
 
-def _frequencies(A: torch.Tensor) -> torch.Tensor:
-    """(fast, slow) frequencies of a 4 x 4 skew-symmetric A, by eigenvalues (the checker's measurement)."""
-    return torch.linalg.eigvalsh(A.double().T @ A.double()).clamp(min=0).sqrt()[[3, 0]]
+def _plain(raw: Any) -> Any:
+    """The learner's answer with the checker's counting entries read back (lists, tuples, object arrays)."""
+    if getattr(raw, "dtype", None) == object and hasattr(raw, "tolist"):  # a numpy array of the entries
+        raw = raw.tolist()
+    if isinstance(raw, (list, tuple)):
+        return [_plain(x) for x in raw]
+    return value_of(raw)
 
 
-def _decompositions() -> tuple[tuple[Any, str, str], ...]:
-    """Eigenvalue and singular-value routines: §3's numerical route."""
-    import sys
-
-    import numpy
-
-    names = ("eig", "eigvals", "eigh", "eigvalsh", "svd", "svdvals")
-    found = [(torch.linalg, n, f"torch.linalg.{n}") for n in names] + [(numpy.linalg, n, f"numpy.linalg.{n}") for n in names]
-    found += [(torch, "svd", "torch.svd"), (torch.Tensor, "svd", "Tensor.svd"), (torch, "lobpcg", "torch.lobpcg"),
-              (numpy, "roots", "numpy.roots")]
-    scipy_linalg = sys.modules.get("scipy.linalg")  # only if the learner has it loaded
-    if scipy_linalg is not None:
-        found += [(scipy_linalg, n, f"scipy.linalg.{n}") for n in names]
-    return tuple(found)
+TILTED_SHADOW = 1.7  # each entry's shadow is 1.7 times the entry: the frequencies are homogeneous of degree 1 in A,
+# so a formula gives 1.7 times its answer on the shadows; a number read past the count and mixed in does not follow
 
 
-def rope_tilted_frequencies(fn: Callable[[torch.Tensor], Any] | None) -> bool | None:
-    """Exercise 4: fn(A) -> the two frequencies (faster first) of a 4 x 4 skew-symmetric A, from its entries:
-    eigenvalue and singular-value routines refuse to run while fn does."""
+def _shadows(raw: Any) -> list[Any] | None:
+    """The shadows of the answer's numbers (``_guard.shadow_of``), or None if one of them is not a ``Counted``
+    result at all (a plain number read, measured or typed outside the counted arithmetic)."""
+    if getattr(raw, "dtype", None) == object and hasattr(raw, "tolist"):
+        raw = raw.tolist()
+    if isinstance(raw, (list, tuple)):
+        parts = [_shadows(x) for x in raw]
+        return None if any(p is None for p in parts) else parts
+    return [shadow_of(raw)] if isinstance(raw, Counted) else None
 
-    def run(fn: Callable[[torch.Tensor], Any]) -> Iterator[Verdict]:
-        cases = tilted_cases()
-        by_case, stopped = answers_under_guard(lambda n: fn(cases[n][1].clone()), [(n,) for n in range(len(cases))],
-                                               _decompositions(), loops=False)
+
+_NUMERIC_LIBRARIES = tuple(os.path.dirname(m.__file__) for m in (numpy, torch))
+
+
+def _float_routine(e: BaseException) -> str | None:
+    """The shortcut behind an error of the learner's function, if a float routine refused the checker's entries:
+    a tensor or float array of them, or numpy's and torch's linear algebra and ufuncs on an object array of them."""
+    text = str(e)
+    routine = ("a numpy or torch routine that needs floats (eigenvalues, a decomposition, a determinant, a ufunc) "
+               "on an array of the checker's entries")
+    if "ufunc" in text or "dtype('O')" in text or "object_" in text:  # numpy's object arrays, torch.from_numpy
+        return routine
+    if "Counted" in text or "counts its arithmetic" in text:  # torch.tensor(A), a float array of A
+        return "torch.tensor or numpy.array on the checker's entries"
+    tb = e.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.startswith(_NUMERIC_LIBRARIES):
+            return routine
+        tb = tb.tb_next
+    return None
+
+
+def rope_tilted_frequencies(fn: Callable[[Any], Any] | None) -> bool | None:
+    """Exercise 4: fn(A) -> the two frequencies (faster first) of a 4 x 4 skew-symmetric A, as a formula in its
+    entries. A comes as 4 rows of ``_guard.Counted`` entries (+, −, ×, /, **, abs and comparisons work; no float,
+    tensor or array of them), with ``TILTED_OPS`` operations and ``TILTED_STEPS`` Python lines per generator.
+    The checker measures the frequencies by eigenvalues itself, after fn has run, and asks that the answer's shadow
+    (the same arithmetic on ``TILTED_SHADOW`` times A) be ``TILTED_SHADOW`` times it, as a formula's is."""
+
+    def run(fn: Callable[[Any], Any]) -> Iterator[Verdict]:
+        cases = _tilted_cases()
+
+        def on_counted_entries(n: int) -> Any:
+            try:
+                return fn(counting(cases[n][1], TILTED_OPS, shadow=TILTED_SHADOW * cases[n][1]))
+            except (TypeError, RuntimeError, ValueError) as e:  # torch.tensor(A), numpy's linalg on A's entries, ...
+                routine = _float_routine(e)
+                if routine is not None:
+                    raise Shortcut(routine) from e
+                raise
+
+        unwrap = [(sys.modules[value_of.__module__], "value_of", "check._guard.value_of"),  # the checker's own read
+                  (sys.modules[__name__], "value_of", "check.ch05.value_of"),
+                  (sys.modules[shadow_of.__module__], "shadow_of", "check._guard.shadow_of"),
+                  (sys.modules[__name__], "shadow_of", "check.ch05.shadow_of")]
+        by_case, stopped = answers_under_guard(on_counted_entries, [(n,) for n in range(len(cases))], unwrap,
+                                               steps_per_case=TILTED_STEPS)
         if stopped is not None:
-            yield stopped_verdict(stopped[1], "your function", shortcut="that is §3's numerical route; the exercise "
-                                  "asks for the frequencies as a formula in A's entries")
+            yield stopped_verdict(stopped[1], f"{cases[stopped[0][0]][0]}: your function",
+                                  shortcut="the entries count the arithmetic done with them, and only +, −, ×, /, **, "
+                                           "abs and comparisons keep them counting: the exercise asks for a formula "
+                                           "in A's entries",
+                                  loop=f"does more than {TILTED_OPS} operations on A's entries (or runs more than "
+                                       f"{TILTED_STEPS} Python lines): an iteration towards the eigenvalues, not a "
+                                       "formula in A's entries")
             return
         for (name, A), raw in zip(cases, by_case.values()):
-            got = float64_tensor(raw)
+            got = float64_tensor(_plain(raw))
             if got is None or got.numel() != 2:
                 yield False, f"{name}: expected two numbers, the faster frequency first"
                 return
-            got, want = got.flatten(), _frequencies(A)
-            tol = dict(atol=2e-5, rtol=1e-5)  # float32 arithmetic is fine (its slow root loses digits)
+            # measured here (fn is done): the square roots of AᵀA's eigenvalues, each frequency twice, fastest last
+            got, want = got.flatten(), torch.linalg.eigvalsh(A.T @ A).clamp(min=0).sqrt()[[3, 0]]
+            tol = dict(atol=2e-5, rtol=1e-5)
             if close(got, want, **tol):
-                continue
+                shadows = _shadows(raw)
+                shadow = None if shadows is None else float64_tensor(shadows)
+                if shadow is not None and close(shadow.flatten(), TILTED_SHADOW * want, atol=4e-5, rtol=1e-5):
+                    continue
+                yield False, (f"{name}: the right numbers, but not made from A's entries by the counted arithmetic "
+                              "alone: a number read or typed outside it went into them")
+                return
             if close(got, want.flip(0), **tol):
                 yield False, f"{name}: the right two frequencies, the slower first; give the faster one first"
             elif close(got, want**2, **tol) or close(got, want.flip(0) ** 2, **tol):

@@ -23,7 +23,7 @@ form ``rotate_pairs`` in float32 (cast back to bfloat16 with round-to-nearest-ev
 payloads aside: the build disables fused multiply-add so every product and difference is
 rounded as torch rounds it. Which inputs it serves is decided in one place,
 ``posenc_lib.rotary.rotate`` (via ``applies`` below).
-Taught in: notebooks/10_making_it_fast.ipynb (section "Counting passes over memory")
+Taught in: notebooks/10_making_it_fast.ipynb (sections "3. Counting calls and bytes" and "4. Forward + backward")
 """
 from __future__ import annotations
 
