@@ -387,6 +387,24 @@ def test_the_closed_forms_are_what_the_chapter_measures():
         assert (A.abs() > 1e-9).sum() > 8  # tilted: every feature coupled
 
 
+def frequencies_with_math_sqrt(A):
+    """The Pfaffian closed form, right on plain floats, with math.sqrt for its square roots."""
+    s = sum(a * a for row in A for a in row) / 2
+    p = abs(A[0][1] * A[2][3] - A[0][2] * A[1][3] + A[0][3] * A[1][2])
+    fast = (math.sqrt(s + 2 * p) + math.sqrt(max(s - 2 * p, 0))) / 2
+    return fast, p / fast
+
+
+def test_math_sqrt_in_a_right_formula_is_told_to_use_a_power(capsys):
+    """The reader's correct formula with math.sqrt: told how to keep it counting (** 0.5), not that it is no formula."""
+    A = _generator(_random_orthogonal(3), (2.0, 0.5))
+    torch.testing.assert_close(torch.tensor(frequencies_with_math_sqrt(A.tolist()), dtype=torch.float64),
+                               torch.tensor((2.0, 0.5), dtype=torch.float64))  # right on floats
+    assert check.rope_tilted_frequencies(frequencies_with_math_sqrt) is False
+    out = _out(capsys)
+    assert "math.sqrt" in out and "x ** 0.5" in out and "formula" not in out
+
+
 def by_repeated_squaring(A):
     """The reader's route: 30 normalised squarings of AᵀA (numpy, on the entries), Rayleigh quotient, trace."""
     M = np.array(A, dtype=object)

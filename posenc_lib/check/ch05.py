@@ -344,9 +344,9 @@ def rope_tilted_frequencies(fn: Callable[[Any], Any] | None) -> bool | None:
                                                steps_per_case=TILTED_STEPS)
         if stopped is not None:
             yield stopped_verdict(stopped[1], f"{cases[stopped[0][0]][0]}: your function",
-                                  shortcut="the entries count the arithmetic done with them, and only +, −, ×, /, **, "
-                                           "abs and comparisons keep them counting: the exercise asks for a formula "
-                                           "in A's entries",
+                                  shortcut="the entries count the arithmetic done with them, and only +, −, ×, /, ** "
+                                           "(x ** 0.5 for a square root, not math.sqrt), abs and comparisons keep "
+                                           "them counting: the two numbers must come out of that arithmetic",
                                   loop=f"does more than {TILTED_OPS} operations on A's entries (or runs more than "
                                        f"{TILTED_STEPS} Python lines): an iteration towards the eigenvalues, not a "
                                        "formula in A's entries")
