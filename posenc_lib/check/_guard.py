@@ -241,8 +241,7 @@ class Counted:
     def __ge__(self, o): return self._compare(o, lambda a, b: a >= b)  # noqa: E704
 
     def _leave(self, *_: Any, **__: Any) -> Any:
-        raise Shortcut("float() (or int(), math.sqrt or another function of the math module, a format, a pickle) "
-                       "on one of the checker's entries")
+        raise Shortcut("float() (or int(), a format, a pickle) on one of the checker's entries")
 
     __float__ = __int__ = __index__ = __complex__ = __round__ = __trunc__ = __floor__ = __ceil__ = _leave
     __format__ = __reduce__ = __reduce_ex__ = __getstate__ = _leave  # pickling would hand over the slot
