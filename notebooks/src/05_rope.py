@@ -285,12 +285,12 @@ print("pl.apply_rope(x, positions)[i] == R_(positions[i]) x[i]; default position
 # gets the same attention pattern at positions 0–4 and at 1000–1004. A pattern learned at one place
 # applies at every place, and a model that only ever attends within a window sees the same offsets
 # at position 10⁶ as at position 100 (angle precision aside, §9). Chapter 4's relative methods share
-# that invariance; what RoPE changes is where the offset enters. They add a term per (query, key) pair
-# to the score, read from a table that Shaw's and T5's models learn, and clip or bucket the offset
-# to keep that table small. RoPE touches only q and k: nothing is learned, no offset is clipped, and
-# the score stays a plain dot product of two vectors, so an attention kernel that takes only q, k
-# and v computes it as it is (RoFormer, §3.3, uses this for linear attention). The cell shows both halves: keys
-# cached one token at a time equal keys computed at once, for sinusoids added to the tokens and for
+# that invariance; what RoPE changes is where the offset enters. They add a term to the score of
+# every (query, key) pair, and Shaw's, T5's and DeBERTa's read it from a table learned per offset,
+# clipped or bucketed to keep the table small. RoPE touches only q and k: nothing is learned, no
+# offset is clipped, and the score stays a plain dot product of two vectors, so an attention kernel
+# that takes only q, k and v computes it as it is (RoFormer, §3.3, uses this for linear attention).
+# The cell shows that with torch's fused kernel, and then both halves: keys cached one token at a time equal keys computed at once, for sinusoids added to the tokens and for
 # RoPE alike; moving five tokens by 1000 positions changes their scores under the sinusoids and
 # leaves them under RoPE.
 
@@ -311,6 +311,9 @@ def rope_qk(x: torch.Tensor, start: int) -> tuple[torch.Tensor, torch.Tensor]:
     return pl.apply_rope(x @ W_q5.T, pos), pl.apply_rope(x @ W_k5.T, pos)
 
 
+q_rot5, k_rot5 = rope_qk(x5, 0)  # a fused kernel handed RoPE's q and k = softmax of their dot products
+torch.testing.assert_close(torch.nn.functional.scaled_dot_product_attention(q_rot5, k_rot5, x5),
+                           torch.softmax(q_rot5 @ k_rot5.T / math.sqrt(d), -1) @ x5)
 for encode in (absolute_qk, rope_qk):  # a cache works for both: keys made one at a time = keys made at once
     one_by_one = torch.cat([encode(x5[t:t + 1], t)[1] for t in range(5)])
     torch.testing.assert_close(one_by_one, encode(x5, 0)[1])
@@ -862,8 +865,8 @@ print("alternating form == apply_rope (interleaved); exp(−2j ln(base)/d) == ba
 # Two slips in source `003`. A comment claims `torch.sin(pos_emb).T.flatten()` is "the same as" the
 # repeated sin table. With `pos_emb` read as the (seq, d/2) angle grid, it is a 1-D vector of
 # seq·d/2 numbers ordered pair by pair, not a (seq, d) table with each value twice; with `pos_emb`
-# as the code's variable at that line, the interleaved [sin, cos] table, the count is right but
-# the entries are sines of sines and of cosines. Neither is the table. And its score formula writes the key as
+# as the code's variable at that line, the interleaved [sin, cos] table, it holds sines of those
+# sines and cosines, again flattened to 1-D. Neither is the table. And its score formula writes the key as
 # R W_k **x_m**; the key must come from x_n, or the score would not depend on the key
 # token at all (checked below with a toy W_q, W_k).
 
@@ -872,7 +875,7 @@ flat = ang.sin().T.flatten()  # what the comment proposes
 assert flat.shape == (L * D // 2,) and flat.numel() != L * D  # the repeated table has (L, D) entries
 sin_rep = ang.sin().repeat_interleave(2, dim=-1)  # the table the code builds, (L, D)
 flat2 = torch.stack((ang.sin(), ang.cos()), -1).flatten(-2).sin().T.flatten()  # the other reading
-assert flat2.numel() == L * D and not any(torch.allclose(flat2, t) for t in (sin_rep.flatten(), sin_rep.T.flatten()))
+assert flat2.dim() == 1 and not any(torch.allclose(flat2, t) for t in (sin_rep.flatten(), sin_rep.T.flatten()))
 Wq, Wk = torch.randn(D, D, dtype=F64), torch.randn(D, D, dtype=F64)
 x_m, x_n, x_n2 = torch.randn(3, D, dtype=F64)
 Rq, Rk = pl.rope_matrix(4, D, inv_freq=freqs), pl.rope_matrix(1, D, inv_freq=freqs)
@@ -1472,11 +1475,11 @@ _ = check.rope_layout_perm(answer)
 # form instead: write `tilted_frequencies(A)` that takes a 4 × 4 skew-symmetric A (4 rows of 4 numbers)
 # and returns its two frequencies θ (radians per position), the faster first, as a formula in A's
 # entries. The checker hands your function entries that count the arithmetic done with them: +, −, ×, /,
-# ** (`x ** 0.5` for a square root: `math.sqrt` takes floats), `abs`, `sum`, `max` and comparisons
-# work as on floats; turning an entry into a float, a tensor or a float array does not, the two
-# numbers you return must come out of that arithmetic, and each A allows 400 operations (a
-# comparison costs 10): room for a formula, even one with two 4 × 4 products, but not for
-# iterating towards the eigenvalues. It tries RoPE's own d = 4
+# ** (`x ** 0.5` for a square root), `abs`, `sum`, `max` and comparisons work as on floats; turning an
+# entry, or a number made from entries, into a float (as `math.sqrt` does), a tensor or a float array
+# does not. The two numbers you return must come out of that arithmetic, and each A allows 400
+# operations (a comparison costs 10): room for a formula, even one with two 4 × 4 products, but not
+# for iterating towards the eigenvalues. It tries RoPE's own d = 4
 # generator, tilted ones, random ones and one with two nearly equal frequencies. Your function should
 # work on plain floats too: try it on a tilted A of your own first.
 
