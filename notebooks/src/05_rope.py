@@ -1043,10 +1043,11 @@ print(f"|score| <= bound for all {ratio.numel()} (sample, distance) cases; media
 #
 # * **independent q and k**: the mean |⟨R_m q, R_n k⟩|. R_r k is again a Gaussian vector
 #   with the same distribution, so this mean is **flat** in r — no decay at all;
-# * **q = k** (query and key vectors equal, the extreme of correlated ones): the mean
-#   ⟨R_m q, R_n q⟩ equals 2 Σ_j cos(rθ_j) in expectation — it **does** decay with distance, like the bound.
+# * **q = k**, one vector as both query and key (not a token attending to itself: its W_q x and
+#   W_k x differ unless W_q = W_k): the mean ⟨R_m q, R_n q⟩ equals 2 Σ_j cos(rθ_j) in expectation —
+#   it **does** decay with distance, like the bound.
 #
-# In between, the mean score qᵀR_{n−m}k is linear in the cross-covariance C = E[q kᵀ]: 0 for
+# In between, the mean of the score qᵀR_{n−m}k is linear in the cross-covariance C = E[q kᵀ]: 0 for
 # independent vectors, I for q = k, and ρI for q = ρk + √(1 − ρ²)·(independent noise), which gives
 # ρ times the q = k curve (checked below at ρ = 1/2). So how much a model's scores decay is set by
 # how its queries correlate with its keys (W_q, W_k and the data), not by the rotation alone; this
@@ -1211,7 +1212,7 @@ fig
 # This is why libraries build the angle grid in float32 even when the model runs in bf16,
 # and `posenc_lib` does the same: `apply_rope`
 # on a bf16 tensor computes angles, cos and sin in float32 and rounds only the result.
-# At positions around 90 000 its output is within 0.05 of the float64 answer; rotating with
+# At positions around 90 000 its output is within 0.05 of the float64 answer (in this draw); rotating with
 # bf16-computed angles is wrong by whole units. `pl.rotate_pairs(x, cos, sin)`, the step of
 # `apply_rope` after the table, turns each pair of x by the angles whose cos and sin it is given:
 # here the naive bf16 ones.
@@ -1575,7 +1576,7 @@ print("near position 90000 the angles then differ by at most 2^-7 rad and the bf
 # | `000` (position-encoding notes, LLaMA sketch) | passes the whole `2·max_seq_len` phase table to the multiply | slice the current positions first: unsliced, a prompt fails at the multiply; one decoding token (seq = 1) passes it with `2·max_seq_len` rows and fails only at the value product, a line away from the cause | §6a |
 # | `000` | pairs are used because "a d-dimensional rotation is too complex" | R_m is a d-dimensional rotation; every relative family exp(mA) is 2 × 2 pairs in a basis that W_q and W_k absorb | §3 |
 # | `003` (positional-embedding notes, RoPE formula) | key R W_k x_m | R W_k x_n | §6d |
-# | `003` (code comment) | `sin(angles).T.flatten()` "same as" the repeated sin table | a different, 1-D ordering | §6d |
+# | `003` (code comment) | `torch.sin(pos_emb).T.flatten()` "same as" the repeated sin table | a 1-D vector, whether `pos_emb` is read as the angles or as the table built above it | §6d |
 #
 # None of this changes the method: each source's *code* computes correct RoPE, as §5 and §6 show by
 # running it, apart from two pieces: `000`'s unsliced table and `004`'s split, which is right at d = 4 only.
