@@ -86,6 +86,23 @@ def test_undirected_right_designs_pass(right, capsys):
     assert "all correct!" in _out(capsys)
 
 
+def test_undirected_runs_in_a_fused_kernel_given_the_head_scale(capsys):
+    """The prompt's claim: a kernel runs the design given the scale 1/sqrt(d) explicitly; its default 1/sqrt(d') sees
+    the design's width (2d here) and gives other weights. Scores built by hand, independent of the checker."""
+    g = torch.Generator().manual_seed(5)
+    x, v = torch.randn(6, 8, dtype=torch.float64, generator=g), torch.randn(6, 3, dtype=torch.float64, generator=g)
+    pos = torch.tensor([0, 3, 9, 40, 41, 700])
+    averaged = torch.tensor([[(_rope_score(x[i], x[j], m, n) + _rope_score(x[i], x[j], n, m)) / 2
+                              for j, n in enumerate(pos.tolist())] for i, m in enumerate(pos.tolist())])
+    E = undirected_by_library(x, pos)
+    want = torch.softmax(averaged / math.sqrt(8), -1) @ v
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    torch.testing.assert_close(sdpa(E[None], E[None], v[None], scale=1 / math.sqrt(8))[0], want)
+    assert not torch.allclose(sdpa(E[None], E[None], v[None])[0], want, atol=1e-3)  # the default scale: 1/sqrt(16)
+    assert check.rope_undirected(undirected_by_library) is True
+    assert "fused attention, handed your encodings and the scale 1/√d" in _out(capsys)
+
+
 def _rope_and_keys_side(x, p):
     return torch.cat((pl.apply_rope(x, p), x), -1) / math.sqrt(2)
 
@@ -519,6 +536,27 @@ def test_a_few_products_are_not_enough_for_the_nearly_equal_generator(capsys):
 
     assert check.rope_tilted_frequencies(three_squarings) is False
     assert "not the frequencies of this A" in _out(capsys)
+
+
+def _pfaffian_with(sqrt):
+    """The right closed form with `sqrt` for its square roots, on numbers made from A's entries."""
+    def frequencies(A):
+        s = sum(a * a for row in A for a in row) / 2
+        p = abs(A[0][1] * A[2][3] - A[0][2] * A[1][3] + A[0][3] * A[1][2])
+        fast = (sqrt(s + 2 * p) + sqrt(max(s - 2 * p, 0))) / 2
+        return fast, p / fast
+    return frequencies
+
+
+@pytest.mark.parametrize("sqrt, says", [(lambda y: math.sqrt(y), "math.sqrt"), (math.sqrt, "math.sqrt"),
+                                        (lambda y: np.sqrt(y), "numpy.sqrt"), (lambda y: y ** 0.5, None)])
+def test_tilted_frequencies_name_a_float_square_root_accurately(sqrt, says, capsys):
+    """A right formula whose square root leaves the count (math.sqrt, bound either way, or numpy.sqrt) is told what
+    took its numbers out and what keeps them in (x ** 0.5), not that it is no formula; with ** 0.5 it passes."""
+    assert check.rope_tilted_frequencies(_pfaffian_with(sqrt)) is (says is None)
+    out = _out(capsys)
+    if says is not None:
+        assert says in out and "x ** 0.5 for a square root" in out and "formula" not in out and "hint:" in out
 
 
 @pytest.mark.parametrize("wrong, says", [

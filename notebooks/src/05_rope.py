@@ -284,8 +284,13 @@ print("pl.apply_rope(x, positions)[i] == R_(positions[i]) x[i]; default position
 # is that the scores among a group of tokens do not depend on *where* the group sits: a sentence
 # gets the same attention pattern at positions 0–4 and at 1000–1004. A pattern learned at one place
 # applies at every place, and a model that only ever attends within a window sees the same offsets
-# at position 10⁶ as at position 100 (angle precision aside, §9). The cell shows both halves: keys
-# cached one token at a time equal keys computed at once, for sinusoids added to the tokens and for
+# at position 10⁶ as at position 100 (angle precision aside, §9). Chapter 4's relative methods share
+# that invariance; what RoPE changes is where the offset enters. They add a term to the score of
+# every (query, key) pair, and Shaw's, T5's and DeBERTa's read it from a table learned per offset,
+# clipped or bucketed to keep the table small. RoPE touches only q and k: nothing is learned, no
+# offset is clipped, and the score stays a plain dot product of two vectors, so an attention kernel
+# that takes only q, k and v computes it as it is (RoFormer, §3.3, uses this for linear attention).
+# The cell shows that with torch's fused kernel, and then both halves: keys cached one token at a time equal keys computed at once, for sinusoids added to the tokens and for
 # RoPE alike; moving five tokens by 1000 positions changes their scores under the sinusoids and
 # leaves them under RoPE.
 
@@ -306,6 +311,9 @@ def rope_qk(x: torch.Tensor, start: int) -> tuple[torch.Tensor, torch.Tensor]:
     return pl.apply_rope(x @ W_q5.T, pos), pl.apply_rope(x @ W_k5.T, pos)
 
 
+q_rot5, k_rot5 = rope_qk(x5, 0)  # a fused kernel handed RoPE's q and k = softmax of their dot products
+torch.testing.assert_close(torch.nn.functional.scaled_dot_product_attention(q_rot5, k_rot5, x5),
+                           torch.softmax(q_rot5 @ k_rot5.T / math.sqrt(d), -1) @ x5)
 for encode in (absolute_qk, rope_qk):  # a cache works for both: keys made one at a time = keys made at once
     one_by_one = torch.cat([encode(x5[t:t + 1], t)[1] for t in range(5)])
     torch.testing.assert_close(one_by_one, encode(x5, 0)[1])
@@ -831,7 +839,9 @@ fig
 # Source `003` builds a sinusoidal table with sin and cos interleaved, [sin₀, cos₀, sin₁,
 # cos₁, …], pulls out cos and sin with `repeat_interleave(2)`, and pairs them with the
 # "alternate" vector [−q₁, q₀, −q₃, q₂, …]. Its frequencies come as exp(−2j·ln(base)/d),
-# which is base^(−2j/d) written through a logarithm.
+# which is base^(−2j/d) written through a logarithm (equal to float32 rounding, below). The source
+# asks whether the exp form is faster; where RoPE's time goes is the
+# [appendix](10_making_it_fast.ipynb)'s subject.
 
 # %% slideshow={"slide_type": "fragment"}
 def alternating_rope(q: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
@@ -852,15 +862,20 @@ torch.testing.assert_close(div, pl.rope_frequencies(D))
 print("alternating form == apply_rope (interleaved); exp(−2j ln(base)/d) == base^(−2j/d)")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# Two slips in source `003`. A comment claims `sin(angles).T.flatten()` is "the same as" the
-# repeated sin table: it is a 1-D vector of seq·d/2 numbers ordered pair by pair, not a
-# (seq, d) table with each value twice. And its score formula writes the key as
+# Two slips in source `003`. A comment claims `torch.sin(pos_emb).T.flatten()` is "the same as" the
+# repeated sin table. With `pos_emb` read as the (seq, d/2) angle grid, it is a 1-D vector of
+# seq·d/2 numbers ordered pair by pair, not a (seq, d) table with each value twice; with `pos_emb`
+# as the code's variable at that line, the interleaved [sin, cos] table, it holds sines of those
+# sines and cosines, again flattened to 1-D. Neither is the table. And its score formula writes the key as
 # R W_k **x_m**; the key must come from x_n, or the score would not depend on the key
 # token at all (checked below with a toy W_q, W_k).
 
 # %% slideshow={"slide_type": "fragment"}
 flat = ang.sin().T.flatten()  # what the comment proposes
 assert flat.shape == (L * D // 2,) and flat.numel() != L * D  # the repeated table has (L, D) entries
+sin_rep = ang.sin().repeat_interleave(2, dim=-1)  # the table the code builds, (L, D)
+flat2 = torch.stack((ang.sin(), ang.cos()), -1).flatten(-2).sin().T.flatten()  # the other reading
+assert flat2.dim() == 1 and not any(torch.allclose(flat2, t) for t in (sin_rep.flatten(), sin_rep.T.flatten()))
 Wq, Wk = torch.randn(D, D, dtype=F64), torch.randn(D, D, dtype=F64)
 x_m, x_n, x_n2 = torch.randn(3, D, dtype=F64)
 Rq, Rk = pl.rope_matrix(4, D, inv_freq=freqs), pl.rope_matrix(1, D, inv_freq=freqs)
@@ -1028,10 +1043,16 @@ print(f"|score| <= bound for all {ratio.numel()} (sample, distance) cases; media
 #
 # * **independent q and k**: the mean |⟨R_m q, R_n k⟩|. R_r k is again a Gaussian vector
 #   with the same distribution, so this mean is **flat** in r — no decay at all;
-# * **q = k** (a token attending to a copy of itself): the mean ⟨R_m q, R_n q⟩ equals
-#   2 Σ_j cos(rθ_j) in expectation — it **does** decay with distance, like the bound.
+# * **q = k**, one vector as both query and key (not a token attending to itself: its W_q x and
+#   W_k x differ unless W_q = W_k): the mean ⟨R_m q, R_n q⟩ equals 2 Σ_j cos(rθ_j) in expectation —
+#   it **does** decay with distance, like the bound.
 #
-# The q = k curve is divided by its value at r = 0, the independent one by its average.
+# In between, the mean of the score qᵀR_{n−m}k is linear in the cross-covariance C = E[q kᵀ]: 0 for
+# independent vectors, I for q = k, and ρI for q = ρk + √(1 − ρ²)·(independent noise), which gives
+# ρ times the q = k curve (checked below at ρ = 1/2). So how much a model's scores decay is set by
+# how its queries correlate with its keys (W_q, W_k and the data), not by the rotation alone; this
+# chapter measures no trained model. The q = k curve is divided by its value at r = 0, the
+# independent one by its average.
 
 # %% slideshow={"slide_type": "fragment"}
 @functools.lru_cache(maxsize=None)  # the widget below revisits the same (d, base) settings
@@ -1056,6 +1077,10 @@ assert abs(i_big[dist < 256].mean() / i_big[dist >= 768].mean() - 1) < 0.1
 print(f"bound: {bound[0]:.1f} at r = 0, at most {bound[far_r].max():.1f} from r = 256 on")
 print(f"independent q, k: mean |score| for r < 256 over r >= 768: {near / far:.2f} (no decay)")
 print(f"q = k: mean score from r = 256 on is {same[far_r].mean():.2f} of its r = 0 value")
+q_half = 0.5 * ks[:, :128] + math.sqrt(0.75) * qs[:, :128]  # ρ = 1/2: C = I/2
+half = pl.rope_scores_by_distance(q_half, ks[:, :128], dist).mean(0) / 128  # E⟨q, k⟩ = 128ρ at r = 0
+assert (half - 0.5 * expected).abs().max() < 0.05  # half the q = k expectation at every distance
+print(f"ρ = 1/2: mean score / d is within {(half - 0.5 * expected).abs().max():.3f} of half the q = k expectation")
 bases, widths = [100.0, 1000.0, 10000.0, 100000.0, 500000.0], [16, 32, 64, 128, 256]  # the widget's settings
 for d_ in widths:
     for b_ in bases:
@@ -1130,7 +1155,9 @@ decay_widget
 # The angle m·θ_j is a product of a position and a frequency. In bfloat16 (8 significant
 # bits) integers above 256 are no longer all representable: near 10⁵ the spacing is 512, so
 # the *position itself* is rounded before any rotation happens. float16 (11 bits) is finer
-# but overflows at 65504.
+# but overflows at 65504. The position is one of three roundings: the frequency θ_j and the
+# product m·θ_j are rounded to 8 bits as well, and each of those alone turns an angle by a tenth
+# of a radian or more at position 106, which bf16 holds exactly (checked with the table below).
 
 # %% slideshow={"slide_type": "fragment"}
 print("bf16 stores 100000, 100001, 100255 as", torch.tensor([100000, 100001, 100255]).bfloat16().tolist())
@@ -1154,6 +1181,20 @@ big = positions >= 10000
 assert worst["bfloat16"][big].min() > 1.0  # whole radians off: angles are effectively random
 assert torch.isnan(worst["float16"][positions > 65504]).all()  # fp16 cannot even hold the position
 assert worst["float32"].max() < 1e-2  # float32: below 0.01 rad up to 100000
+theta64, m106 = pl.rope_frequencies(128, dtype=F64), torch.tensor(106.0, dtype=F64)
+assert m106.bfloat16().double() == m106  # the position itself is exact in bf16
+
+
+def angle_off(angles: torch.Tensor) -> float:  # largest error against float64 m·θ_j, wrapped to [0, π]
+    return float(torch.remainder(angles - m106 * theta64 + math.pi, 2 * math.pi).sub(math.pi).abs().max())
+
+
+only_freq = angle_off(m106 * theta64.bfloat16().double())  # θ_j rounded, product exact
+only_product = angle_off((m106 * theta64).bfloat16().double())  # product rounded
+all_three = worst["bfloat16"][positions == 106].item()
+assert only_freq > 0.1 and only_product > 0.1 and all_three > max(only_freq, only_product)
+print(f"position 106 (exact in bf16): θ_j rounded {only_freq:.2f} rad, m·θ_j rounded {only_product:.2f} rad, "
+      f"both (rope_angle_error) {all_three:.2f} rad")
 
 # %% slideshow={"slide_type": "fragment"}
 fig, ax = viz.figure(width=4.8, height=3.3)
@@ -1171,9 +1212,10 @@ fig
 # This is why libraries build the angle grid in float32 even when the model runs in bf16,
 # and `posenc_lib` does the same: `apply_rope`
 # on a bf16 tensor computes angles, cos and sin in float32 and rounds only the result.
-# At positions around 90 000 its output is off from the float64 answer by about the bf16
-# rounding of the output itself (below 0.05 here); rotating with bf16-computed angles is
-# wrong by whole units.
+# At positions around 90 000 its output is within 0.05 of the float64 answer (in this draw); rotating with
+# bf16-computed angles is wrong by whole units. `pl.rotate_pairs(x, cos, sin)`, the step of
+# `apply_rope` after the table, turns each pair of x by the angles whose cos and sin it is given:
+# here the naive bf16 ones.
 
 # %% slideshow={"slide_type": "fragment"}
 pos = torch.arange(90_000, 90_064)
@@ -1339,7 +1381,8 @@ assert dense_bytes == d * table_bytes
 #
 # RoPE's score averaged over the key at n and the key moved to the mirror position on the other side of
 # the query (the second term is qᵀR_{m−n}k). Since only dot products of encoded vectors are taken, any
-# attention kernel and any KV cache would run it unchanged. R_m is this chapter's (pairs (2j, 2j + 1),
+# attention kernel and any KV cache would run it, given the scale 1/√d explicitly (a kernel's default,
+# 1/√d', would change it). R_m is this chapter's (pairs (2j, 2j + 1),
 # base 10 000), and `pl.apply_rope` is yours to use. The checker encodes its own vectors (d = 8, float64)
 # one at a time, at positions from 0 to about 5 000, and compares the dot products of the encodings
 # with the right side.
@@ -1434,9 +1477,10 @@ _ = check.rope_layout_perm(answer)
 # and returns its two frequencies θ (radians per position), the faster first, as a formula in A's
 # entries. The checker hands your function entries that count the arithmetic done with them: +, −, ×, /,
 # ** (`x ** 0.5` for a square root), `abs`, `sum`, `max` and comparisons work as on floats; turning an
-# entry into a float, a tensor or a float array does not, the two numbers you return must come out of
-# that arithmetic, and each A allows 400 operations (a comparison costs 10): room for a formula, even one
-# with two 4 × 4 products, but not for iterating towards the eigenvalues. It tries RoPE's own d = 4
+# entry, or a number made from entries, into a float (as `math.sqrt` does), a tensor or a float array
+# does not. The two numbers you return must come out of that arithmetic, and each A allows 400
+# operations (a comparison costs 10): room for a formula, even one with two 4 × 4 products, but not
+# for iterating towards the eigenvalues. It tries RoPE's own d = 4
 # generator, tilted ones, random ones and one with two nearly equal frequencies. Your function should
 # work on plain floats too: try it on a tilted A of your own first.
 
@@ -1528,43 +1572,11 @@ print("near position 90000 the angles then differ by at most 2^-7 rad and the bf
 # | `001` | stacked picture with first row o₁, o₁, …, o_{d−1} | o₁, o₃, …, o_{d−1} | §6b |
 # | `001` | last block uses θ_{d/2} | θ_{d/2−1} (pairs θ₀ … θ_{d/2−1}) | §6b |
 # | `001` | `rotate_half` has the interleaved block-diagonal matrix | pairs (j, j + d/2): R_half = P R_int Pᵀ | §6c |
-# | `001` (its history) | RoPE "was first used in the LLaMA architecture" | RoFormer used it in its own model (Su et al., 2021); GPT-J (Wang and Komatsuzaki, released June 2021), GPT-NeoX-20B (Black et al., 2022, arXiv:2204.06745) and PaLM (Chowdhery et al., 2022, arXiv:2204.02311) used it before LLaMA (Touvron et al., February 2023, arXiv:2302.13971). The papers and dates are citations | the cell below checks only that GPT-J and GPT-NeoX, as transformers builds them, are RoPE models |
+# | `001` (its history) | RoPE "was first used in the LLaMA architecture" | RoFormer used it in its own model (Su et al., 2021); GPT-J (Wang and Komatsuzaki, released June 2021), GPT-NeoX-20B (Black et al., 2022, arXiv:2204.06745) and PaLM (Chowdhery et al., 2022, arXiv:2204.02311) used it before LLaMA (Touvron et al., February 2023, arXiv:2302.13971) | citations, not checked here |
 # | `000` (position-encoding notes, LLaMA sketch) | passes the whole `2·max_seq_len` phase table to the multiply | slice the current positions first: unsliced, a prompt fails at the multiply; one decoding token (seq = 1) passes it with `2·max_seq_len` rows and fails only at the value product, a line away from the cause | §6a |
 # | `000` | pairs are used because "a d-dimensional rotation is too complex" | R_m is a d-dimensional rotation; every relative family exp(mA) is 2 × 2 pairs in a basis that W_q and W_k absorb | §3 |
 # | `003` (positional-embedding notes, RoPE formula) | key R W_k x_m | R W_k x_n | §6d |
-# | `003` (code comment) | `sin(angles).T.flatten()` "same as" the repeated sin table | a different, 1-D ordering | §6d |
+# | `003` (code comment) | `torch.sin(pos_emb).T.flatten()` "same as" the repeated sin table | a 1-D vector, whether `pos_emb` is read as the angles or as the table built above it | §6d |
 #
 # None of this changes the method: each source's *code* computes correct RoPE, as §5 and §6 show by
 # running it, apart from two pieces: `000`'s unsliced table and `004`'s split, which is right at d = 4 only.
-#
-# The history row's papers and dates are citations, not checked here. The cell checks by behaviour
-# only that two of the models it names are RoPE models, with tiny random ones built from
-# transformers' configs: shifting every position by 100 leaves GPT-J's and GPT-NeoX's outputs
-# unchanged (only offsets count), while spreading the positions apart changes them (so the positions
-# are used), and GPT-2, with a learned absolute table, changes under the shift.
-
-# %%
-from transformers import GPT2Config, GPT2Model, GPTJConfig, GPTJModel, GPTNeoXConfig, GPTNeoXModel
-
-with torch.random.fork_rng():  # building models draws random numbers: leave the notebook's stream alone
-    torch.manual_seed(0)
-    big_init = dict(initializer_range=0.5, bos_token_id=0, eos_token_id=0)  # large weights: positions matter
-    history = {
-        "GPT-J": GPTJModel(GPTJConfig(vocab_size=16, n_embd=16, n_layer=1, n_head=2, rotary_dim=8,
-                                      n_positions=256, **big_init)),
-        "GPT-NeoX": GPTNeoXModel(GPTNeoXConfig(vocab_size=16, hidden_size=16, num_hidden_layers=1,
-                                               num_attention_heads=2, intermediate_size=32,
-                                               max_position_embeddings=256, **big_init)),
-        "GPT-2": GPT2Model(GPT2Config(vocab_size=16, n_embd=16, n_layer=1, n_head=2, n_positions=256, **big_init)),
-    }
-tokens = torch.tensor([[3, 1, 4, 1, 5, 9]])
-for name, model in history.items():
-    with torch.no_grad():
-        out = {label: model.eval()(tokens, position_ids=pos[None]).last_hidden_state
-               for label, pos in {"0..5": torch.arange(6), "100..105": torch.arange(100, 106),
-                                  "0, 2, .., 10": torch.arange(0, 12, 2)}.items()}
-    shifted = (out["100..105"] - out["0..5"]).abs().max().item()
-    spread = (out["0, 2, .., 10"] - out["0..5"]).abs().max().item()
-    assert spread > 0.1 and ((shifted < 1e-4) if name != "GPT-2" else (shifted > 0.1)), name
-    print(f"{name:8s} positions +100: output changes by {'nothing' if shifted < 1e-4 else f'{shifted:.1f}'}; "
-          f"positions spread apart: by {spread:.1f}")

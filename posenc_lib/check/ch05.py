@@ -78,18 +78,23 @@ def rope_undirected(fn: Callable[[Any, Any], Any] | None) -> bool | None:
 
     def run(fn: Callable[[Any, Any], Any]) -> Iterator[Verdict]:
         x, pos = _undirected_inputs()
-        grams = {}
+        grams, encodings = {}, {}
         for name, move in UNDIRECTED_MOVES.items():
             encoded = _encoded_one_at_a_time(fn, x, move(pos))
             if isinstance(encoded, str):
                 yield False, encoded
                 return
-            grams[name] = encoded @ encoded.T  # [i, j]: the score of token i's encoding with token j's
+            grams[name], encodings[name] = encoded @ encoded.T, encoded  # grams[i, j]: token i's score with token j
         tol = dict(atol=1e-6, rtol=1e-6)
         target = {name: _averaged_scores(x, move(pos)) for name, move in UNDIRECTED_MOVES.items()}
         if all(close(grams[name], target[name], **tol) for name in UNDIRECTED_MOVES):
-            yield True, ("the direction is forgotten and the distance kept, by one encoding of queries and keys: "
-                         "any attention kernel and any KV cache can use it unchanged")
+            E, scale = encodings["as given"][None], 1 / math.sqrt(UNDIRECTED_D)  # the head's scale, not 1/√d'
+            fused = torch.nn.functional.scaled_dot_product_attention(E, E, x[None], scale=scale)[0]
+            ok = close(fused, torch.softmax(target["as given"] * scale, -1) @ x, **tol)
+            yield ok, ("the direction is forgotten and the distance kept, by one encoding of queries and keys: torch's "
+                       "fused attention, handed your encodings and the scale 1/√d, gives the averaged score's attention"
+                       if ok else "your encodings give the right scores, but torch's fused attention on them does not "
+                                  "give those scores' attention")
             return
         G, T = grams["as given"], target["as given"]
         turned = apply_rope(x, pos)
@@ -296,6 +301,8 @@ def _shadows(raw: Any) -> list[Any] | None:
     return [shadow_of(raw)] if isinstance(raw, Counted) else None
 
 
+FLOAT_ROUTES = ("float() on one of the checker's entries or on a number made from them (math.sqrt and math's other "
+                "functions call it, as do int(), a format and a pickle)")
 _NUMERIC_LIBRARIES = tuple(os.path.dirname(m.__file__) for m in (numpy, torch))
 
 
@@ -303,8 +310,8 @@ def _float_routine(e: BaseException) -> str | None:
     """The shortcut behind an error of the learner's function, if a float routine refused the checker's entries:
     a tensor or float array of them, or numpy's and torch's linear algebra and ufuncs on an object array of them."""
     text = str(e)
-    routine = ("a numpy or torch routine that needs floats (eigenvalues, a decomposition, a determinant, a ufunc) "
-               "on an array of the checker's entries")
+    routine = ("a numpy or torch routine that needs floats (eigenvalues, a decomposition, a determinant, a ufunc "
+               "such as numpy.sqrt) on the checker's entries or on numbers made from them")
     if "ufunc" in text or "dtype('O')" in text or "object_" in text:  # numpy's object arrays, torch.from_numpy
         return routine
     if "Counted" in text or "counts its arithmetic" in text:  # torch.tensor(A), a float array of A
@@ -330,6 +337,10 @@ def rope_tilted_frequencies(fn: Callable[[Any], Any] | None) -> bool | None:
         def on_counted_entries(n: int) -> Any:
             try:
                 return fn(counting(cases[n][1], TILTED_OPS, shadow=TILTED_SHADOW * cases[n][1]))
+            except Shortcut as e:  # an entry's float(): name the everyday routes to it, math.sqrt first
+                if e.name.startswith("float()"):
+                    raise Shortcut(FLOAT_ROUTES) from e
+                raise
             except (TypeError, RuntimeError, ValueError) as e:  # torch.tensor(A), numpy's linalg on A's entries, ...
                 routine = _float_routine(e)
                 if routine is not None:
@@ -344,9 +355,9 @@ def rope_tilted_frequencies(fn: Callable[[Any], Any] | None) -> bool | None:
                                                steps_per_case=TILTED_STEPS)
         if stopped is not None:
             yield stopped_verdict(stopped[1], f"{cases[stopped[0][0]][0]}: your function",
-                                  shortcut="the entries count the arithmetic done with them, and only +, −, ×, /, **, "
-                                           "abs and comparisons keep them counting: the exercise asks for a formula "
-                                           "in A's entries",
+                                  shortcut="the entries, and every number made from them, count the arithmetic "
+                                           "done with them, and only +, −, ×, /, ** (x ** 0.5 for a square root), "
+                                           "abs, sum, max and comparisons keep them counting",
                                   loop=f"does more than {TILTED_OPS} operations on A's entries (or runs more than "
                                        f"{TILTED_STEPS} Python lines): an iteration towards the eigenvalues, not a "
                                        "formula in A's entries")
