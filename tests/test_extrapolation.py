@@ -388,3 +388,84 @@ def test_methods_option_picks_registry_entries(monkeypatch, tmp_path):
         ex.main(["--jobs", "0", "--out", str(tmp_path)])
     with pytest.raises(ValueError, match=r"--methods must be one of .*got 'ropee'"):
         ex.main(["--methods", "rope,ropee", "--out", str(tmp_path)])
+
+
+# ---------------------------------------------------------------- the two recall controls (run_controls)
+
+def test_banded_hides_exactly_the_keys_width_or_more_back_and_is_undone():
+    cfg = ex.ExperimentConfig(**ex.QUICK)
+    model = ex.build_model("alibi", cfg, "recall").eval()
+    plain = model.attention_bias(10)
+    with ex.banded(model, 4):
+        banded = model.attention_bias(10)
+        cached = model.attention_bias(3, 10)  # the last 3 queries of 10 keys, as with a KV cache
+    i, j = torch.meshgrid(torch.arange(10), torch.arange(10), indexing="ij")
+    far = i - j >= 4
+    assert torch.isneginf(banded[:, far]).all() and torch.equal(banded[:, ~far], plain[:, ~far])
+    assert torch.equal(cached, banded[:, -3:])
+    assert torch.equal(model.attention_bias(10), plain)  # undone
+    tokens = torch.randint(0, 10, (2, 12), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        whole = model(tokens)
+        with ex.banded(model, 12):  # a band as wide as the input changes nothing
+            torch.testing.assert_close(model(tokens), whole)
+        with ex.banded(model, 3):  # a narrow one does
+            assert not torch.allclose(model(tokens), whole)
+    with pytest.raises(ValueError, match="model must add a score bias"):
+        with ex.banded(ex.build_model("rope", cfg, "recall"), 4):
+            pass
+    with pytest.raises(ValueError, match="width must be an integer >= 1, got 0"):
+        with ex.banded(model, 0):
+            pass
+
+
+def test_pair_logits_add_up_to_the_entry_logit():
+    """The per-pair terms of each head sum to the asked entry's logit that attention_profile measures."""
+    cfg = ex.ExperimentConfig(**ex.QUICK)
+    torch.manual_seed(0)
+    model = ex.build_model("rope", cfg, "recall").eval()
+    table = ex.grammar_table(cfg.vocab_size, torch.Generator().manual_seed(0))
+    x, scored, _ = ex.sample("recall", 3, 64, cfg, table, torch.Generator().manual_seed(0))
+    pairs = ex.pair_logits(model, x, scored, cfg)
+    profile = ex.attention_profile(model, "recall", x, scored, cfg)
+    assert len(pairs) == cfg.num_layers and len(pairs[0]) == cfg.num_heads and len(pairs[0][0]) == 8
+    for layer_pairs, layer_profile in zip(pairs, profile):
+        for head_pairs, head in zip(layer_pairs, layer_profile):
+            assert sum(head_pairs) == pytest.approx(head["logit"], abs=1e-3)
+
+
+def test_placements_run_from_dictionary_first_to_trained_distances():
+    cfg = ex.ExperimentConfig()
+    assert ex.placement_starts(128, cfg) == [0, 11, 21, 32, 43, 53, 64]
+    assert ex.placement_starts(512, cfg)[0] == 0 and ex.placement_starts(512, cfg)[-1] == 512 - 64
+
+
+def test_controls_quick_run_and_cli(tmp_path):
+    cfg = ex.ExperimentConfig(**ex.QUICK)
+    res = ex.run_controls(cfg)
+    assert [s["seed"] for s in res["seeds"]] == list(cfg.seeds) and res["environment"]["cpu"]
+    seed = res["seeds"][0]
+    assert set(seed["alibi_band"]["plain"]) == set(seed["alibi_band"]["banded"]) == {"64", "128", "256", "512"}
+    assert seed["alibi_band"]["banded"]["64"] == seed["alibi_band"]["plain"]["64"]  # nothing is 64 back at 64
+    assert set(seed["placement"]) == {"none", *cfg.scalings}
+    assert list(seed["placement"]["yarn"]["128"]) == [str(s) for s in ex.placement_starts(128, cfg)]
+    with pytest.raises(SystemExit):
+        ex.main(["--controls", "--quick"])  # throwaway numbers need a place
+    assert ex.main(["--controls", "--quick", "--out", str(tmp_path)]) == 0
+    assert json.loads((tmp_path / "recall_controls.json").read_text())["config"]["steps"] == ex.QUICK["steps"]
+
+
+def test_committed_controls_come_from_the_default_config_and_reproduce_the_experiment():
+    """results/recall_controls.json: the default config, and its ALiBi models read the control sets as the
+    committed experiment's did (same seeds, same data: the same accuracies, on the CPU both name)."""
+    res = json.loads((ROOT / "results" / "recall_controls.json").read_text())
+    assert res["config"] == ex.asdict(ex.ExperimentConfig()) | {"seeds": [0, 1, 2], "tasks": list(ex.TASKS),
+                                                                "eval_multiples": [1, 2, 4, 8],
+                                                                "methods": list(ex.ExperimentConfig().methods),
+                                                                "scalings": ["linear", "ntk", "yarn"]}
+    assert res["cpu_time_s"] <= 300  # five CPU-minutes
+    committed = json.loads((ROOT / "results" / "extrapolation.json").read_text())
+    assert res["environment"]["cpu"] == committed["environment"]["cpu"]
+    for seed in res["seeds"]:
+        run = committed["tasks"]["recall"]["seeds"][seed["seed"]]["methods"]["alibi"]["trained_distances"]
+        assert {L: r["acc"] for L, r in seed["alibi_band"]["plain"].items()} == {L: r["acc"] for L, r in run.items()}

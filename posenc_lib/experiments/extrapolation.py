@@ -5,6 +5,7 @@
     python -m posenc_lib.experiments.extrapolation --quick --out /tmp/x   # smoke test
     python -m posenc_lib.experiments.extrapolation --methods irope --jobs 2
         --results results/irope.json --figure /tmp/irope.png   # chapter 8's run (NoPE and RoPE: from this one)
+    python -m posenc_lib.experiments.extrapolation --controls   # two more recall controls -> results/recall_controls.json
 
 Three tasks, so that no single task decides which method "extrapolates":
 
@@ -51,6 +52,14 @@ Two controls and a measurement, so that an explanation can be tested, not only t
   number), and for recall ``logit``, the asked entry's logit, and ``rest``, the log-sum-exp of
   every other key's logit: the entry's log-odds is logit - rest.
 
+Two more controls on the dictionary-first recall models (``--controls``, ``run_controls``: the ALiBi and RoPE
+models of each seed retrained, the same models as above on the same CPU; about 3 CPU-minutes):
+* **banded** (chapter 6): ALiBi on the trained_distances sets with every key 64 or more back masked, so the
+  entry pays the trained penalty and nothing far competes with it: what is left of the fall is not dilution.
+* **placement** (chapter 7): RoPE, plain and with each scaling, with the dictionary at evenly spaced places
+  from the start to L - 64: whether a scaling's recall follows the lookup distance; and each RoPE pair's share
+  of the asked entry's logit at the training length (``pair_logits``): which pairs a lookup reads.
+
 Deterministic: fixed seeds and one thread per process; the same config gives the same
 numbers with any --jobs, on the same CPU. Not across CPUs: torch picks its vectorised
 kernels (AVX2, AVX-512) and MKL its matrix kernels by CPU, which changes the last bits of
@@ -66,12 +75,15 @@ Taught in: notebooks/07_beyond.ipynb, notebooks/06_alibi.ipynb (the iRoPE run: n
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
+from contextlib import contextmanager, nullcontext
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from multiprocessing import get_context
 from pathlib import Path
+from typing import Iterator
 
 import torch
 from torch import Tensor
@@ -538,6 +550,128 @@ def load_results(name: str = "extrapolation") -> dict:
     return _cli.load_results(name)
 
 
+# ---------------------------------------------------------------- two more controls on the recall models
+
+CONTROLS = Path("results") / "recall_controls.json"
+PLACEMENTS = 7  # dictionary starts per length, from 0 (dictionary first) to L - train_len (trained distances)
+
+
+@contextmanager
+def banded(model: TinyDecoder, width: int) -> Iterator[TinyDecoder]:
+    """Inside the ``with`` block, every key ``width`` or more tokens back is hidden (-inf) in every layer, on
+    top of the model's own bias: a positional mask that leaves a query only the distances 0 .. width - 1.
+    For score-bias methods (ALiBi, T5), whose bias hook is where the mask goes."""
+    own = model.positional.bias
+    if own(1, 1) is None:
+        raise ValueError(f"model must add a score bias (e.g. positional='alibi') to be banded, "
+                         f"got positional={model.config.positional!r}")
+    width = v.int_at_least("width", width, 1)
+
+    def bias(q_len: int, k_len: int | None = None) -> Tensor:
+        b = own(q_len, k_len)
+        k_len = q_len if k_len is None else k_len
+        back = torch.arange(k_len - q_len, k_len)[:, None] - torch.arange(k_len)[None, :]  # i - j
+        return b.masked_fill((back >= width).to(b.device), float("-inf"))
+
+    model.positional.bias = bias  # an instance attribute: shadows the method until deleted
+    try:
+        yield model
+    finally:
+        del model.positional.bias
+
+
+@torch.no_grad()
+def pair_logits(model: TinyDecoder, tokens: Tensor, scored: Tensor, cfg: ExperimentConfig) -> list[list[list[float]]]:
+    """A rotary recall model: how much each RoPE pair adds to the asked entry's logit.
+
+    The queries are the asked keys (as in ``attention_profile``); the entry's logit q.k / sqrt(d) is a sum over
+    the pairs j (features 2j, 2j + 1, interleaved) of q_2j k_2j + q_2j+1 k_2j+1, after the rotation.
+    returns [layer][head][pair]: the mean over the queries of pair j's share of that sum.
+    """
+    qb, qpos = scored.nonzero(as_tuple=True)
+    qpos = qpos - 1
+    tok = recall_vocab(cfg)
+    row = tokens[qb]
+    asked = tokens[qb, qpos] - tok["key"]
+    is_entry = (row >= tok["entry"]) & (row < tok["key"]) & ((row - tok["entry"]) // cfg.values == asked[:, None])
+    entry = is_entry.float().argmax(-1)  # one entry holds the asked key
+    rotated: list[tuple[Tensor, Tensor]] = []
+
+    def grab(attn, args: tuple, kwargs: dict) -> None:
+        q, k, _ = attn.heads(args[0])
+        rotated.append(kwargs["rotate"](q, k))
+
+    handles = [block.attn.register_forward_pre_hook(grab, with_kwargs=True) for block in model.blocks]
+    try:
+        model(tokens)
+    finally:
+        for h in handles:
+            h.remove()
+    out = []
+    for q, k in rotated:
+        d = q.shape[-1]
+        terms = (q[qb, :, qpos] * k[qb, :, entry]).view(len(qb), q.shape[1], d // 2, 2).sum(-1) / d**0.5
+        out.append([[round(x, 4) for x in head] for head in terms.mean(0).tolist()])  # (H, pairs)
+    return out
+
+
+def placement_starts(L: int, cfg: ExperimentConfig, count: int = PLACEMENTS) -> list[int]:
+    """``count`` dictionary starts evenly from 0 to L - train_len: lookups L - 11 - start .. L - 2 - start back."""
+    return [round(k * (L - cfg.train_len) / (count - 1)) for k in range(count)]
+
+
+def run_controls_seed(cfg: ExperimentConfig, seed: int) -> dict:
+    """One seed of both controls on the dictionary-first recall task (the models of ``run_seed``, retrained).
+
+    alibi_band: ALiBi with the dictionary at the trained distances (the experiment's own control sets), read
+        whole and with every key train_len or more back masked (``banded``): accuracy and attention.
+    rope_pairs: each RoPE pair's share of the asked entry's logit at the training length.
+    placement: RoPE, plain and with each scaling at factor L / train_len, with the dictionary at
+        ``placement_starts(L)``: {scaling: {L: {start: accuracy}}}.
+    """
+    torch.set_num_threads(cfg.threads)
+    cpu_start = time.process_time()
+    sets, n = evaluation_sets("recall", cfg, seed), cfg.attention_sequences
+    alibi, _ = train("alibi", cfg, "recall", seed)
+    band: dict = {"plain": {}, "banded": {}, "attention": {"plain": {}, "banded": {}}}
+    for L, data in sets["trained_distances"].items():
+        for mode in ("plain", "banded"):
+            with banded(alibi, cfg.train_len) if mode == "banded" else nullcontext():
+                band[mode][str(L)] = evaluate_full(alibi, *data)
+                heads = attention_profile(alibi, "recall", data[0][:n], data[1][:n], cfg)
+            band["attention"][mode][str(L)] = [[{key: h[key] for key in ("mass", "logit", "rest")} for h in layer]
+                                               for layer in heads]
+    rope, _ = train("rope", cfg, "recall", seed)
+    main64 = sets["main"][cfg.train_len]
+    pairs = pair_logits(rope, main64[0][:n], main64[1][:n], cfg)
+    head_dim = cfg.d_model // cfg.num_heads
+    table, gen = _table(cfg, seed), torch.Generator().manual_seed(seed + 4)
+    placement: dict = {s: {} for s in ("none", *cfg.scalings)}
+    for L in [cfg.train_len * m for m in cfg.eval_multiples[1:]]:
+        data = {start: sample("recall", cfg.eval_sequences, L, cfg, table, gen, start=start)
+                for start in placement_starts(L, cfg)}
+        for s in placement:
+            freq = None if s == "none" else scaled_rope_frequencies(
+                head_dim, method=s, factor=L / cfg.train_len, original_max_position=cfg.train_len, seq_len=L,
+                base=rope.config.base)
+            placement[s][str(L)] = {str(start): evaluate_full(rope, *d, rope=freq)["acc"] for start, d in data.items()}
+    return {"seed": seed, "alibi_band": band, "rope_pairs": pairs, "placement": placement,
+            "cpu_time_s": round(time.process_time() - cpu_start, 1)}
+
+
+def run_controls(cfg: ExperimentConfig, *, jobs: int = 1) -> dict:
+    """Both controls for every seed (``run_controls_seed``); the results dict of results/recall_controls.json."""
+    t_start = time.perf_counter()
+    if jobs > 1:
+        with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+            done = list(pool.map(run_controls_seed, [cfg] * len(cfg.seeds), cfg.seeds))
+    else:
+        done = [run_controls_seed(cfg, seed) for seed in cfg.seeds]
+    return {"config": asdict(cfg), "environment": _cli.environment(), "seeds": done,
+            "wall_time_s": round(time.perf_counter() - t_start, 1),
+            "cpu_time_s": round(sum(r["cpu_time_s"] for r in done), 1)}
+
+
 # ---------------------------------------------------------------- the figure
 
 # One colour and label per curve, the same in every panel. Trained methods take theirs from
@@ -615,9 +749,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--methods", help="comma-separated keys of POSITIONAL_METHODS to train instead of the "
                    "default six, e.g. irope (chapter 8's results/irope.json)")
     p.add_argument("--jobs", type=int, default=1, help="processes (the numbers do not depend on it)")
+    p.add_argument("--controls", action="store_true",
+                   help=f"instead of the experiment, its two recall controls (run_controls) -> {CONTROLS}, no figure")
     args = p.parse_args(argv)
-    json_path, png_path = _cli.output_paths(p, args, RESULTS, FIGURE)
     cfg = ExperimentConfig(**(QUICK if args.quick else {}))
+    if args.controls:
+        if args.quick and args.out is None and args.results is None:
+            p.error("--quick writes throwaway numbers: give --out DIR or --results so results/ stays untouched")
+        path = args.results or (CONTROLS if args.out is None else args.out / CONTROLS.name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        results = run_controls(cfg, jobs=v.int_at_least("--jobs", args.jobs, 1))
+        path.write_text(json.dumps(results, indent=1) + "\n")
+        print(f"wrote {path} (wall time {results['wall_time_s']} s, CPU time {results['cpu_time_s']} s)")
+        return 0
+    json_path, png_path = _cli.output_paths(p, args, RESULTS, FIGURE)
     if args.steps is not None:
         cfg.steps = args.steps
     if args.methods is not None:
