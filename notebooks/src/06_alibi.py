@@ -23,7 +23,8 @@
 # 3. why many implementations add $+m_h\,j$ instead, and where that shortcut breaks (non-causal forms,
 #    and low precision);
 # 4. ALiBi inside attention, a first look at longer inputs, and what a trained model does past its
-#    training length, against the control of a sliding window;
+#    training length, against the control of a sliding window; and why a far lookup fails: the
+#    penalty, or dilution among many keys (two controls tell them apart);
 # 5. how much memory the precomputed bias costs, and how to avoid it;
 # 6. which encodings fit linear (kernelised) attention: RoPE does, ALiBi only as a decay, T5's buckets
 #    not as a one-state recurrence;
@@ -42,7 +43,7 @@ import torch.nn.functional as F
 
 import posenc_lib as pl
 from posenc_lib import check, viz
-from posenc_lib.experiments import extrapolation as ex
+from posenc_lib.experiments import _training, extrapolation as ex  # _training: separation
 
 viz.use_style()  # white figures, dark text: readable in light and dark themes
 
@@ -472,17 +473,27 @@ assert (w_long[0, :, -1, -4:] <= w_short[0, :, -1, -4:]).all()  # longer input: 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### ALiBi past its training length: the measured result
 #
-# The paper's headline (Press et al. 2022, Figure 1): trained on short inputs, ALiBi keeps its
-# quality on longer ones, where sinusoidal and rotary models break down. Chapter 7 (§3) tests
-# that claim with six methods, three seeds each, trained at 64 tokens and read at up to 512,
-# on two tasks: a **grammar** where only the previous two tokens matter, and **recall**, where
-# the answer sits in a dictionary $L-11$ to $L-2$ tokens back. The models are small: **2 layers,
-# $d_\text{model} = 64$, 400 training steps** (read from the results file below), so every
-# conclusion here is about models of that size. Here is ALiBi's part of it, against RoPE,
-# sinusoids and no positions at all (NoPE), loaded from the committed results (mean over seeds,
-# and the worst to the best seed), first with each input read at once, then, as the control,
-# through a **sliding window** of 64 tokens (each window scores its last 16 tokens, so no
-# model ever sees a distance beyond its training length).
+# The paper's headline (Press et al. 2022, Figure 1) is about **perplexity**: language models
+# trained on short inputs keep their perplexity on longer ones with ALiBi, while sinusoidal and
+# rotary models break down. Chapter 7 (§3) runs a small version of that test, and this section
+# reads ALiBi's part of it. What you need to know about it:
+#
+# * **The models.** `pl.TinyDecoder` with **2 layers, $d_\text{model} = 64$, 4 heads**, trained
+#   for **400 steps** at 64 tokens (read from the results file below), one model per method and
+#   seed, **three seeds**, then evaluated at 64, 128, 256 and 512 tokens on 128 fresh sequences
+#   per length. Every conclusion here is about models of that size.
+# * **Two tasks.** The **grammar**: the next token is a fixed function of the previous two (plus
+#   25 % noise, so the best possible accuracy is 0.766): a local task. **Recall**: a sequence
+#   opens with a dictionary of 4 tokens, each one meaning "key $k$ holds value $v$", then filler
+#   tokens, then the 4 keys are asked in turn and the model must predict each value (guessing
+#   scores 1/8). The entry a question needs is $L - 11$ to $L - 2$ tokens back, so at 64 tokens
+#   every lookup spans 53 to 62 tokens, and at 512 tokens 501 to 510.
+# * **Two ways to read.** Each input **read at once** (positions and distances up to $L - 1$), and,
+#   as a control, through a **sliding window** of 64 tokens moved 16 at a time (each window scores
+#   its last 16 tokens, so no model ever sees a distance beyond its training length).
+#
+# The numbers are the mean over seeds and, in brackets, the worst and the best seed; ALiBi
+# against RoPE, sinusoids and no positions at all (NoPE).
 
 # %%
 results = ex.load_results()  # chapter 7's experiment: this notebook only reads its results
@@ -532,6 +543,11 @@ def lookup_reach(length):
 
 
 assert lookup_reach(128) == (117, 126) and lookup_reach(cfg.train_len) == (53, 62) and cfg.train_len - 1 == 63
+# Where ALiBi's grammar heads look at 512 tokens: the share of attention on keys 64 or more back, per head.
+far_grammar = torch.tensor(ex.attention_heads(results, "grammar", "alibi", 512, "far"))  # [seed][layer][head]
+print("grammar at 512, attention on keys 64+ back, heads 1-4 (every seed and layer):",
+      [f"{lo:.2f}-{hi:.2f}" for lo, hi in zip(far_grammar.amin((0, 1)).tolist(), far_grammar.amax((0, 1)).tolist())])
+assert (far_grammar[..., :2] < 0.02).all() and (far_grammar[..., 2:] > 0.25).all()  # steep heads: a window
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # **On the grammar, ALiBi's "win" is what a window gives.** Read at once, ALiBi stays flat to 8×
@@ -539,35 +555,41 @@ assert lookup_reach(128) == (117, 126) and lookup_reach(cfg.train_len) == (53, 6
 # seed beats every seed of RoPE and of sinusoids read the same way. The control takes that win
 # away: read through a 64-token sliding window, RoPE scores 0.77 at 512 (every seed above every
 # ALiBi seed) and sinusoids 0.74 (the seeds cannot tell them from ALiBi's 0.73). A task that needs
-# only the last two tokens rewards a model that ignores far tokens, and ALiBi's penalty makes it
-# do that without a window. So what these 2-layer, $d_\text{model} = 64$ models trained for 400
-# steps show is that ALiBi behaves like a windowed model, not that it uses the longer input.
+# only the last two tokens rewards a model that ignores far tokens, and ALiBi's penalty lets it do
+# that without a window: its two steep heads (slopes 1/4 and 1/16) put less than 0.02 of their
+# attention on keys 64 or more back, in every seed and layer (last line of the cell above). The
+# two gentle heads do look far (0.25 to 0.75 of their attention), and the accuracy does not suffer.
+# So what these 2-layer, $d_\text{model} = 64$ models trained for 400 steps show on a local task is
+# that ALiBi scores what a windowed model scores, not that it uses the longer input.
 #
-# **On recall the headline fails.** ALiBi holds to 128 tokens and then falls (below 0.5 for every
-# seed at 512), and a model with no positions at all beats it with every seed. (No window helps
-# here: a 64-token window cannot reach the dictionary, and every method falls to chance.) The bias
-# itself works against the lookup: $-m_h(i-j)$ scores every far key lower than a near one with the
-# same $q\cdot k$, and the penalty grows with the distance. Merely leaving the trained range does
-# not break it: at 128 tokens the lookups are 117 to 126 steps back and ALiBi still scores 0.97.
-# Why, then, does it break past 128? One hypothesis: a penalty far larger than any the model met
-# in training (lookups 53 to 62 steps back, attention at most 63) is more than $q\cdot k$ can
-# overcome. A second one explains the same fall: **softmax dilution**. At 512 tokens the entry
-# competes with eight times as many keys, and even keys scored well below it take mass in
-# bulk. The next cells test the two against each other.
+# **On recall, ALiBi falls.** The paper does not claim otherwise: its headline is perplexity, and
+# its own Appendix B (end of this section) doubts that ALiBi uses contexts longer than it was
+# trained on. ALiBi holds to 128 tokens and then falls (below 0.5 for every seed at 512), and a model
+# with no positions at all beats it with every seed. (No window helps here: a 64-token window
+# cannot reach the dictionary, and every method falls to chance.) The bias itself works against
+# the lookup: $-m_h(i-j)$ scores every far key lower than a near one with the same $q\cdot k$, and
+# the penalty grows with the distance. Merely leaving the trained range does not break it: at 128
+# tokens the lookups are 117 to 126 steps back and ALiBi still scores 0.97. Why, then, does it break
+# past 128? One hypothesis: a penalty far larger than any the model met in training (lookups 53 to
+# 62 steps back, attention at most 63) is more than $q\cdot k$ can overcome. A second one explains
+# the same fall: **softmax dilution**. At 512 tokens the entry competes with eight times as many
+# keys, and even keys scored well below it take mass in bulk. The next cells measure both.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Penalty or dilution? The attention of the trained models
 #
 # The experiment records, for every layer and head of every trained model, where the attention
-# goes when the model predicts an answer (the query is the asked key): the mass on the
-# dictionary entry that holds the answer, the entry's logit (scaled $q\cdot k$ plus ALiBi's
-# bias), and the log-sum-exp of every other key's logit. The mass is a softmax, so its
-# log-odds is exactly *entry logit − others' log-sum-exp*: a fall in mass splits into a fall
-# of the entry's own logit (the penalty, and whatever $q\cdot k$ does) and a rise of the
-# competition (dilution). The control is chapter 7's dictionary moved to $L - 64$: every lookup
-# then spans the distances of training, so the penalty on the entry is the trained one, and
-# only the number of keys has grown. Per seed, the head that puts the most mass on the entry
-# at 64 tokens (the "lookup head"):
+# goes when the model predicts an answer (the query is the asked key, on the first 16 of the 128
+# test sequences): the mass on the dictionary entry that holds the answer, the entry's logit
+# (scaled $q\cdot k$ plus ALiBi's bias), and the log-sum-exp of every other key's logit. The mass
+# is a softmax, so its log-odds is exactly *entry logit − others' log-sum-exp*: a fall in mass
+# splits into a fall of the entry's own logit and a rise of the competition. The entry's logit
+# splits once more, and one part of it is known without measuring: from 64 to 512 tokens the
+# entry moves 448 steps further back, so ALiBi's bias on it falls by exactly $448\,m_h$. The rest
+# of the change is $q\cdot k$'s.
+#
+# Per seed, the head that puts the most mass on the entry at 64 tokens (the "lookup head"; all
+# three are in layer 2):
 
 # %%
 def lookup(L, key, mode="nonoverlapping"):
@@ -576,60 +598,114 @@ def lookup(L, key, mode="nonoverlapping"):
 
 
 slopes = pl.alibi_slopes(cfg_run["num_heads"]).tolist()
-print(f"{'seed, lookup head (slope)':<28}{'mass 64 -> 512':>16}{'entry logit':>16}{'others (lse)':>16}"
-      f"{'control: mass, logit, others':>38}")
+print(f"{'seed, lookup head (slope)':<28}{'mass 64 -> 512':>16}{'bias':>8}{'q·k':>8}{'others (lse)':>14}")
 rows = []
 for seed in range(len(cfg_run["seeds"])):
     layer, head = divmod(int(lookup(64, "mass")[seed].argmax()), cfg_run["num_heads"])
-    at = lambda L, key, mode="nonoverlapping": lookup(L, key, mode)[seed, layer, head].item()  # noqa: E731
-    rows.append(dict(slope=slopes[head], layer=layer, mass=(at(64, "mass"), at(512, "mass")),
-                     d_logit=at(512, "logit") - at(64, "logit"), d_rest=at(512, "rest") - at(64, "rest"),
-                     c_mass=(at(64, "mass", "trained_distances"), at(512, "mass", "trained_distances")),
-                     c_logit=at(512, "logit", "trained_distances") - at(64, "logit", "trained_distances"),
-                     c_rest=at(512, "rest", "trained_distances") - at(64, "rest", "trained_distances")))
+    at = lambda L, key: lookup(L, key)[seed, layer, head].item()  # noqa: E731
+    d_bias = -(512 - 64) * slopes[head]  # the entry moved 448 steps back: exactly this much less bias
+    d_logit = at(512, "logit") - at(64, "logit")
+    rows.append(dict(seed=seed, layer=layer, head=head, slope=slopes[head], mass=(at(64, "mass"), at(512, "mass")),
+                     d_bias=d_bias, d_qk=d_logit - d_bias, d_rest=at(512, "rest") - at(64, "rest")))
     r = rows[-1]
-    print(f"  {seed}, layer {layer} head {head} (1/{1 / r['slope']:.0f})".ljust(28)
-          + f"{r['mass'][0]:.2f} -> {r['mass'][1]:.2f}".rjust(16) + f"{r['d_logit']:+.2f}".rjust(16)
-          + f"{r['d_rest']:+.2f}".rjust(16)
-          + f"{r['c_mass'][0]:.2f} -> {r['c_mass'][1]:.2f}, {r['c_logit']:+.2f}, {r['c_rest']:+.2f}".rjust(38))
-control_acc = ex.accuracy(results, "recall", "alibi", "trained_distances")[512]
-print(f"recall at 512 with the dictionary at the trained distances: {control_acc['mean']:.2f} "
-      f"[{control_acc['min']:.2f}, {control_acc['max']:.2f}]")
+    print(f"  {seed}, layer {layer + 1} head {head + 1} (1/{1 / r['slope']:.0f})".ljust(28)
+          + f"{r['mass'][0]:.2f} -> {r['mass'][1]:.2f}".rjust(16) + f"{r['d_bias']:+.2f}".rjust(8)
+          + f"{r['d_qk']:+.2f}".rjust(8) + f"{r['d_rest']:+.2f}".rjust(14))
+print("(changes from 64 to 512 tokens: the entry's bias, its q·k part, and the others' log-sum-exp)")
+masses64 = lookup(64, "mass")[2, 1]  # seed 2, layer 2: every head's mass on the entry at 64 tokens
+print("seed 2, layer 2, mass on the entry per head at 64 tokens:", [round(x, 2) for x in masses64.tolist()])
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# (Logits and log-sum-exps are changes from 64 to 512 tokens.) Both hypotheses hold, in
-# proportions set by the slope of the head that does the lookup:
+# Read at once, both costs are there, and how they compare depends on the head:
 #
-# * In the two seeds whose lookup head has ALiBi's smallest slope, $1/256$ (an extra penalty
-#   of $448/256 = 1.75$ at 512 tokens), the entry's own logit falls by 1.0 and 1.5 while the
-#   others' log-sum-exp rises by 1.35 in both: **the penalty and the dilution cost about the
-#   same**.
-# * In the third seed the lookup runs through a head with slope $1/64$: an extra penalty of 7.
-#   Its entry loses 6.0 of logit against 0.8 of dilution, and its mass falls to 0.02: **the
-#   penalty alone** breaks it.
-# * **The control isolates the dilution.** With the dictionary at the trained distances the
-#   entry's logit at 512 stays within 1.2 of its 64-token value in every seed (the penalty is
-#   the trained one), yet the others' log-sum-exp still rises, the lookup head's mass still
-#   falls in every seed, and ALiBi recalls 0.72 at 512 (worst seed 0.56), not the 0.99 it
-#   reaches at 64.
+# * Seeds 0 and 1 look up through head 4 (slope $1/256$): the bias on the entry falls by
+#   $448/256 = 1.75$, its $q\cdot k$ part *rises* a little (+0.8, +0.3), and the competition
+#   rises by 1.35. Seed 2 looks up mostly through head 3 (slope $1/64$): the bias falls by 7.0,
+#   far more than the $+1.0$ of $q\cdot k$, and the mass on the entry falls to 0.02.
+# * This is one head per seed, three seeds, and seed 2 splits its lookup over two heads of
+#   almost equal mass (0.33 and 0.31), so the table shows what these heads do, not a rule about
+#   how a slope divides the loss.
 #
-# So "a penalty larger than $q\cdot k$ can overcome" is the whole story only when the lookup
-# sits in a steep head; in the shallow heads that small models also use, about half of the loss
-# is the softmax spreading over more keys, which a sliding window would avoid and which no
-# positional method can (chapter 7 shows NoPE's attention losing mass the same way, with no
-# penalty at all, and chapter 8 a temperature against it).
+# The penalty's share is known exactly; the competition's is not yet separated from everything
+# else that changes at 512 tokens. Two controls do that, on the same trained models
+# (`results/recall_controls.json`, rerun on the same CPU; the first control reproduces the
+# committed numbers exactly):
+#
+# 1. **The dictionary at the trained distances** (chapter 7's control): the dictionary is moved to
+#    $L - 64$, so every lookup spans 53 to 62 tokens again and the entry's bias is the trained one,
+#    while 448 unseen filler tokens stay before the dictionary.
+# 2. **The same, with every key 64 or more back masked** (a band): each query now sees only the
+#    distances of training, so nothing far competes with the entry.
+#
+# If the far keys' competition, dilution, is what remains once the penalty is gone, the first
+# control should still lose recall and the second should win it back.
 
 # %%
-steep = [r for r in rows if r["slope"] == 1 / 64]
-shallow = [r for r in rows if r["slope"] == 1 / 256]
-assert len(shallow) == 2 and len(steep) == 1 and all(r["layer"] == 1 for r in rows)
-assert all(-1.6 < r["d_logit"] < -0.9 and 1.3 < r["d_rest"] < 1.4 for r in shallow)  # about the same
-assert [round(-r["d_logit"], 1) for r in shallow] == [1.0, 1.5] and all(round(r["d_rest"], 2) == 1.35 for r in shallow)
-(r,) = steep
-assert round(r["d_logit"], 1) == -6.0 and round(r["d_rest"], 1) == 0.8 and round(r["mass"][1], 2) == 0.02
-assert all(abs(r["c_logit"]) < 1.2 and r["c_rest"] > 0.3 and r["c_mass"][1] < r["c_mass"][0] for r in rows)
-assert round(control_acc["mean"], 2) == 0.72 and round(control_acc["min"], 2) == 0.56
-assert control_acc["max"] < R["alibi"][64]["min"]  # every control seed below every 64-token seed
+controls = ex.load_results("recall_controls")  # python -m posenc_lib.experiments.extrapolation --controls
+assert controls["environment"]["cpu"] == results["environment"]["cpu"]  # the same CPU: the same models
+band = [s["alibi_band"] for s in controls["seeds"]]
+
+
+def band_head(seed, mode, L, key):
+    """One measurement of seed's lookup head in a control: mode "plain" (dictionary at L - 64) or "banded"."""
+    r = rows[seed]
+    return band[seed]["attention"][mode][str(L)][r["layer"]][r["head"]][key]
+
+
+print(f"{'seed':<6}{'control':<34}{'recall at 512':>14}{'mass 64 -> 512':>16}{'q·k':>7}{'others (lse)':>14}")
+for seed in range(len(rows)):
+    for mode, label in (("plain", "dictionary at the trained distances"), ("banded", "  + keys 64+ back masked")):
+        d = lambda key: band_head(seed, mode, 512, key) - band_head(seed, mode, 64, key)  # noqa: E731
+        print(f"{seed:<6}{label:<34}{band[seed][mode]['512']['acc']:>14.2f}"
+              + f"{band_head(seed, mode, 64, 'mass'):.2f} -> {band_head(seed, mode, 512, 'mass'):.2f}".rjust(16)
+              + f"{d('logit'):+.2f}".rjust(7) + f"{d('rest'):+.2f}".rjust(14))
+acc_band = {mode: torch.tensor([b[mode]["512"]["acc"] for b in band]) for mode in ("plain", "banded")}
+acc_64 = torch.tensor([b["plain"]["64"]["acc"] for b in band])
+print("mean recall at 512:", {mode: round(a.mean().item(), 2) for mode, a in acc_band.items()},
+      f" at 64: {acc_64.mean():.2f}")
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# Both predictions hold. With the dictionary at the trained distances (no extra penalty) recall at
+# 512 is 0.72 (worst seed 0.56), the others' log-sum-exp still rises (by 0.4 to 1.2) and the lookup
+# head's mass still falls in every seed. Masking the far keys takes that rise away (the log-sum-exp
+# now changes by −0.05 to −0.23) and brings recall back to 0.94 (worst seed 0.90, above every seed
+# without the mask by more than two standard errors; 0.99 at 64 tokens). So once the penalty is out
+# of the way, what costs most of the accuracy is the competition of the 448 far keys: **dilution**.
+# What the mask does not bring back (0.94 against 0.99) is not the penalty either: the entry's
+# $q\cdot k$ still changes (by −0.84 in seed 0 with the mask, −1.14 without). A likely reason, not
+# tested here: the dictionary no longer opens the sequence, so the filler before it changes what
+# the entries' own first layer computes.
+#
+# So ALiBi's fall on this task has two causes, and these measurements separate them: the extra
+# penalty $(L - 64)\,m_h$ on a far entry (large where the lookup runs through a steep head: 7.0 in
+# seed 2, whose lookup head keeps 0.02 of its mass on the entry), and dilution by the far keys
+# (0.72 against 0.94 in the controls). Against dilution a
+# mask is no cure here: a band that hides the far keys hides a far entry with them (the 64-token
+# windows above score chance). A bias that depends only on the distance cannot separate them
+# either: it gives the entry exactly the bias of the filler tokens at its distance, so whatever
+# pushes the far fillers down pushes a far entry down too. Keeping a far entry reachable among
+# many far keys is a job for $q\cdot k$, the content, not for the position (chapter 7 shows NoPE's
+# attention losing mass the same way with no penalty at all; chapter 8 discusses a temperature
+# that sharpens attention as the input grows).
+
+# %%
+assert [(r["layer"], r["slope"]) for r in rows] == [(1, 1 / 256), (1, 1 / 256), (1, 1 / 64)]  # layer 2, heads 4, 4, 3
+assert [round(r["d_bias"], 2) for r in rows] == [-1.75, -1.75, -7.0]  # 448 m_h, exactly
+assert [round(r["d_qk"], 1) for r in rows] == [0.8, 0.3, 1.0] and [round(r["d_rest"], 2) for r in rows] == [1.35, 1.35, 0.83]
+assert round(rows[2]["mass"][1], 2) == 0.02 and [round(x, 2) for x in masses64[2:].tolist()] == [0.33, 0.31]
+for seed, b in enumerate(band):  # the first control is the committed one: same accuracies
+    assert b["plain"]["512"]["acc"] == ex.accuracy(results, "recall", "alibi", "trained_distances")[512]["acc"][seed]
+d_rest = {mode: [band_head(s, mode, 512, "rest") - band_head(s, mode, 64, "rest") for s in range(3)]
+          for mode in ("plain", "banded")}
+assert all(0.3 < x < 1.2 for x in d_rest["plain"]) and all(-0.25 < x < 0 for x in d_rest["banded"])
+assert all(band_head(s, "plain", 512, "mass") < band_head(s, "plain", 64, "mass") for s in range(3))
+assert round(acc_band["plain"].mean().item(), 2) == 0.72 and round(acc_band["plain"].min().item(), 2) == 0.56
+assert round(acc_band["banded"].mean().item(), 2) == 0.94 and round(acc_band["banded"].min().item(), 2) == 0.90
+assert round(acc_64.mean().item(), 2) == 0.99 and (acc_band["banded"] > acc_band["plain"]).all()
+assert acc_band["banded"].min() > acc_band["plain"].max()  # every masked seed above every unmasked one
+assert _training.separation(acc_band["banded"].min().item(), acc_band["plain"].max().item(), 512) > 2  # not thin
+qk_band = [band_head(s, "banded", 512, "logit") - band_head(s, "banded", 64, "logit") for s in range(3)]
+assert round(qk_band[0], 2) == -0.84 and round(band_head(0, "plain", 512, "logit") - band_head(0, "plain", 64, "logit"), 2) == -1.14
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # This agrees with Press et al.'s own analysis. Their Appendix B asks why ALiBi's perplexity
@@ -1055,32 +1131,38 @@ print("each slip checked: the code does what the comment does not say")
 # a hint. The worked solution follows, collapsed (expand it only after trying), then a cell that
 # checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
 #
-# **1.** Write `is_causal_alibi(bias)` that takes an $(H, L, L)$ tensor and returns `True` exactly when
-# it is the causal ALiBi bias with Press's slopes — not the symmetric form, not the $+m_h j$ form, not
-# wrong slopes. Build what you compare against from the formula of §2: `pl.alibi_slopes` is allowed,
-# `pl.alibi_bias` is not (the checker makes it refuse while your function runs).
+# **1 (design).** A decoder that attends only to its last $W$ tokens keeps their keys in a *ring
+# buffer* of $W$ slots: the key of position $p$ is written into slot $p \bmod W$, over the key that
+# was $W$ positions older. At step $t$ the query is position $t$ (its own key already written), and
+# attention runs over the $W$ slots in slot order, with whatever they hold. Design the bias row for
+# it: write `ring_bias(H, W, t)` returning an $(H, 1, W)$ tensor that, added to the scores of the $W$
+# slots, gives exactly the weights causal ALiBi gives the query over its last $W$ keys (and no
+# weight to a slot that holds nothing yet). `pl.alibi_slopes` is allowed; `pl.alibi_bias` refuses
+# to run while your function does, and the checker runs rings from a few steps up to $10^{12}$ steps
+# old.
 
 # %%
-def is_causal_alibi(bias):
+def ring_bias(H, W, t):
     raise NotImplementedError  # your code
 
 
-_ = check.is_causal_alibi(is_causal_alibi)
+_ = check.ring_bias(ring_bias)
 
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "is_causal_alibi_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-def is_causal_alibi(bias):
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "ring_bias_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+def ring_bias(H, W, t):
     ### BEGIN SOLUTION
-    H, L, _ = bias.shape
-    i = torch.arange(L, device=bias.device)
-    distance = (i[:, None] - i[None, :]).to(bias.dtype)  # i - j: query minus key
-    slopes = pl.alibi_slopes(H, device=bias.device, dtype=bias.dtype).view(H, 1, 1)
-    want = (-slopes * distance).masked_fill(distance < 0, float("-inf"))  # keys after the query: hidden
-    return torch.equal(bias, want)  # every entry, the -inf ones included (-inf == -inf)
+    # Slot s holds the newest position p <= t with p = s (mod W): p = t - ((t - s) mod W), the key
+    # (t - s) mod W steps back, if the run has reached it (that distance <= t). ALiBi needs only that
+    # distance. Writing +m p instead (BLOOM's row) is right in exact arithmetic, but at t = 10^12 the
+    # numbers m p are so large that float64 loses the differences between them (§3's lesson, again).
+    back = torch.remainder(t - torch.arange(W, dtype=torch.float64), W)  # steps back, per slot
+    m = pl.alibi_slopes(H, dtype=torch.float64)[:, None]
+    return (-m * back).masked_fill(back > t, float("-inf"))[:, None, :]
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "is_causal_alibi", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.is_causal_alibi(is_causal_alibi)
+# %% nbgrader={"grade": true, "grade_id": "ring_bias", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.ring_bias(ring_bias)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **2 (predict).** BLOOM's form of §3: the row $+m_h\,j$, computed in float32 and stored in bfloat16
@@ -1111,7 +1193,7 @@ _ = check.alibi_bf16_collapse(answer)
 # a one-row bias for the **non-symmetric** form of §2: write `one_row(H, L)` returning an $(H, 1, L)$
 # tensor (no query dimension, like BLOOM's) that, added to the scores together with the non-symmetric
 # form's own $-\infty$ mask, gives exactly its attention weights, for every head. `pl.alibi_slopes` is
-# allowed.
+# allowed; `pl.alibi_bias` refuses to run while your function does.
 
 # %%
 def one_row(H, L):
@@ -1136,32 +1218,31 @@ _ = check.nonsym_one_row(one_row)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **4 (derive).** How much of the last query's attention can a head put beyond what training showed it?
-# Take causal ALiBi with every $q \cdot k = 0$, trained at `train_len` tokens (so distances 0 to
-# `train_len` − 1 were seen) and read at `test_len` tokens. For each head, the share of the last query's
-# weight that falls on keys at distances of `train_len` or more. Derive a closed form (no softmax, no loop
-# over keys), then write `far_share(H, train_len, test_len)` returning the $H$ shares, head 1 first.
-# `pl.alibi_slopes` is allowed; while your function runs, `pl.alibi_bias` and every softmax refuse to
-# work, and the checker asks for inputs of up to $10^{12}$ tokens.
+# Take causal ALiBi heads with slopes `slopes` (a float64 tensor: Press's, or learned ones, which
+# training can drive close to 0), every $q \cdot k = 0$, trained at `train_len` tokens (so distances 0
+# to `train_len` − 1 were seen) and read at `test_len` tokens. For each head, the share of the last
+# query's weight that falls on keys at distances of `train_len` or more. Derive a closed form, then
+# write `far_share(slopes, train_len, test_len)` returning one share per head. While your function
+# runs, `pl.alibi_bias`, every softmax and arrays of $10^8$ entries refuse to work, and the checker
+# asks for inputs of up to $10^{12}$ tokens, some with slopes near $10^{-11}$.
 
 # %%
-def far_share(H, train_len, test_len):
+def far_share(slopes, train_len, test_len):
     raise NotImplementedError  # your code
 
 
 _ = check.alibi_far_share(far_share)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "alibi_far_share_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-def far_share(H, train_len, test_len):
+def far_share(slopes, train_len, test_len):
     ### BEGIN SOLUTION
     # With q.k = 0 the last query weighs the key d steps back by g**d / sum_{d < L} g**d, g = exp(-m):
-    # a geometric series. The share of d >= T is (g**T - g**L) / (1 - g**L). For 8 heads, T = 1024,
-    # L = 2048: only the gentlest head (m = 1/256) puts anything measurable there, about 1.8 %; the next
-    # one, 0.03 %; the rest, nothing a float can hold.
-    shares = []
-    for m in pl.alibi_slopes(H, dtype=torch.float64).tolist():
-        g = math.exp(-m)
-        shares.append((g**train_len - g**test_len) / (1 - g**test_len))
-    return shares
+    # a geometric series. The share of d >= T is (g**T - g**L) / (1 - g**L) = (e^-mT - e^-mL) / (1 - e^-mL).
+    # Written with m T and m L it stays exact for a slope near 0 (where e^-m rounds to 1 in float32).
+    # Press's 8 heads at T = 1024, L = 2048: only the gentlest (m = 1/256) puts anything measurable
+    # there, about 1.8 %; a slope of 1e-11 at T = 1e11, L = 1e12 puts 37 % there.
+    mT, mL = slopes * train_len, slopes * test_len
+    return (torch.exp(-mT) - torch.exp(-mL)) / -torch.expm1(-mL)
     ### END SOLUTION
 
 
