@@ -59,7 +59,7 @@ CASES = {
                          "that is P"),
     "alibi_bf16_collapse": (lambda to: to(258), lambda to: to(257), "still stored exactly"),
     "counter_merge": (lambda to: lambda dtype: to({torch.bfloat16: 189, torch.float16: 1463}[dtype]),
-                      lambda to: lambda dtype: to({torch.bfloat16: 188, torch.float16: 1462}[dtype]), "too early"),
+                      lambda to: lambda dtype: to({torch.bfloat16: 188, torch.float16: 1462}[dtype]), "still differ"),
     "stale_from": (lambda to: lambda c: None if stale_by_reading(c) is None else to(stale_by_reading(c)),
                    lambda to: lambda c: None if stale_by_reading(c) is None else to(stale_by_reading(c) - 1),
                    "off by one at the threshold"),

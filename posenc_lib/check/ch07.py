@@ -1,5 +1,11 @@
-"""Checkers for notebooks/07_beyond.ipynb: NoPE's counter in low precision, where dynamic NTK meets static
-NTK, a base that interpolates a chosen pair, the smallest per-pair divisors for a longer context."""
+"""Checkers for notebooks/07_beyond.ipynb: NoPE's counter in low precision, the smallest per-pair divisors for a
+longer context, the smallest single base that does the same, and which uniform divisors land one span of lookup
+distances on another.
+
+No function or constant here returns or holds an answer: Exercise 1's answers are salted digests (``sealed``),
+the others are checked by the properties that define them (every slow pair inside its trained arc, and no
+smaller divisor or base would do; both ends of a span landing inside the other).
+"""
 from __future__ import annotations
 
 import math
@@ -7,17 +13,31 @@ from typing import Any, Callable
 
 import torch
 
+from .. import angles as angles_module
+from .. import rope_analysis, scaling
 from ..angles import rope_frequencies
-from ..scaling import scaled_rope_frequencies
-from ._core import close, float64_tensor, number, report, whole_number
+from ._core import float64_tensor, number, report, sealed, whole_number
+from ._guard import answers_under_guard, stopped_verdict
 
-__all__ = ["counter_merge", "dynamic_ntk_length", "ntk_base_for_pair", "smallest_divisors"]
+__all__ = ["counter_merge", "smallest_divisors", "one_base_in_range", "uniform_divisors"]
 
 
-def _first_merge(dtype: torch.dtype, limit: int = 1 << 16) -> int:
-    """The first position i whose causal-average counter 1/(i+1) rounds (in dtype) to that of i + 1."""
-    counter = (1 / torch.arange(1, limit + 2, dtype=torch.float64)).to(dtype)
-    return int((counter[:-1] == counter[1:]).nonzero()[0])
+def _library_shortcuts() -> tuple[tuple[Any, str, str], ...]:
+    """What measures instead of deriving: the scalings, the angle measurement, and the frequencies themselves."""
+    import posenc_lib
+
+    targets = []
+    for owner in (posenc_lib, scaling):
+        targets.append((owner, "scaled_rope_frequencies", "pl.scaled_rope_frequencies"))
+    for owner in (posenc_lib, rope_analysis):
+        targets.append((owner, "rope_angle_novelty", "pl.rope_angle_novelty"))
+        targets.append((owner, "rope_combination_gap", "pl.rope_combination_gap"))
+    return tuple(targets)
+
+
+# ---------------------------------------------------------------- Exercise 1: where NoPE's counter merges
+
+_MERGE_ANSWERS = {"bfloat16": "a344ca2f4c7bf09325ffe96d", "float16": "c57ee010ac165eb1e975a037"}  # sealed
 
 
 def counter_merge(answer: Callable[[torch.dtype], Any]) -> bool | None:
@@ -26,96 +46,41 @@ def counter_merge(answer: Callable[[torch.dtype], Any]) -> bool | None:
 
     def run(fn):
         for dtype in (torch.bfloat16, torch.float16):
-            want, raw = _first_merge(dtype), fn(dtype)
+            raw = fn(dtype)
             got = whole_number(raw)
             name = str(dtype).removeprefix("torch.")
-            if got is None:
-                yield False, f"{name}: {raw!r} is not a position (a whole number)"
-            elif got == want:
+            if got is None or got < 0:
+                yield False, f"{name}: {raw!r} is not a position (a whole number >= 0)"
+                continue
+            pair = (1 / torch.tensor([got + 1.0, got + 2.0], dtype=torch.float64)).to(dtype)  # positions got, got + 1
+            if pair[0] != pair[1]:
+                yield False, f"{name}: positions {got} and {got + 1} still differ in {name}"
+            elif sealed([name, got], "ch07.counter_merge") == _MERGE_ANSWERS[name]:
                 yield True, f"{name}: right"
-            elif got > want:
-                yield False, f"{name}: {got} is too late, an earlier pair of neighbours already rounds to one number"
             else:
-                yield False, f"{name}: {got} is too early, positions {got} and {got + 1} still differ in {name}"
+                yield False, (f"{name}: positions {got} and {got + 1} do round to one number, but an earlier pair "
+                              "of neighbours already does")
 
     return report("Where NoPE's counter merges neighbours", answer, run,
-                  "neighbours differ by a relative 1/(i+2); how many significant bits does each format keep, "
-                  "and how small a relative gap can it still see?")
+                  "a floating-point format spaces its numbers relative to their size; compare that with how far "
+                  "apart neighbouring counters are, relative to theirs.")
 
 
-def dynamic_ntk_length(answer: Callable[[int, float], Any]) -> bool | None:
-    """answer(L0, factor) -> float: the input length L at which dynamic NTK (transformers' rule, scale
-    factor * L / L0 - (factor - 1)) uses the same frequencies as static NTK with that factor."""
+# ---------------------------------------------------------------- Exercise 2: the smallest divisor per pair
 
-    def run(fn):
-        for L0, s in _DYNAMIC_CASES:
-            want = L0 * (2 - 1 / s)  # factor * L / L0 - (factor - 1) = factor
-            raw = fn(L0, s)
-            got = number(raw)
-            case = f"L0 = {L0}, s = {s:g}"
-            if got is None:
-                yield False, f"{case}: {raw!r} is not a length (one number)"
-            elif close(got, want, atol=1e-6, rtol=1e-9):
-                yield True, f"{case}: right"
-            elif close(got, s * L0, atol=1e-6):
-                yield False, (f"{case}: {got:g} is s·L0, where static NTK is meant to be used; dynamic NTK's "
-                              f"scale there is already larger than s (it keeps growing with L)")
-            elif close(got, L0, atol=1e-6):
-                yield False, f"{case}: {got:g} is where dynamic NTK starts to stretch (scale 1), not where it reaches s"
-            else:
-                yield False, f"{case}: {got:g} is wrong"
-
-    return report("Where dynamic NTK equals static NTK", answer, run,
-                  "dynamic NTK picks its own stretch from the input's length (§2's table); when has that stretch "
-                  "grown to the static one, and is that before or after s·L0?")
-
-
-# (L0, factor): the chapter's LLaMA numbers, Llama-3-like, a factor of 2, a factor of 1 (no stretch at all).
-_DYNAMIC_CASES = ((2048, 8.0), (8192, 4.0), (4096, 2.0), (4096, 1.0))
-
-
-# (d, base, factor, j): the chapter's head and pair 41, another pair, a short head, a Llama-3-like base.
-_PAIR_BASE_CASES = ((128, 10000.0, 8.0, 41), (128, 10000.0, 8.0, 20), (16, 10000.0, 2.0, 3), (128, 500000.0, 4.0, 50))
-
-
-def ntk_base_for_pair(answer: Callable[[int, float, float, int], Any]) -> bool | None:
-    """answer(d, base, factor, j) -> float: the base b' under which pair j's frequency is exactly theta_j / factor
-    (NTK's own base does this for the slowest pair, j = d/2 - 1, only)."""
-
-    def run(fn):
-        for d, base, s, j in _PAIR_BASE_CASES:
-            want = base * s ** (d / (2 * j))  # (b'/b)^(-2j/d) = 1/s
-            raw = fn(d, base, s, j)
-            got = number(raw)
-            case = f"d = {d}, base = {base:g}, s = {s:g}, pair j = {j}"
-            if got is None:
-                yield False, f"{case}: {raw!r:.60} is not a base (one number)"
-            elif close(got, want, atol=0, rtol=1e-6):
-                yield True, f"{case}: right"
-            elif close(got, base * s ** (d / (d - 2)), atol=0, rtol=1e-6):
-                yield False, (f"{case}: that is NTK's own base, which divides the slowest pair by s; "
-                              "the pair asked for sits at another exponent")
-            elif got <= base:
-                yield False, f"{case}: a base no larger than b leaves every pair as fast or faster, never slower"
-            elif any(close(got, base * s ** (d / (2 * k)), atol=0, rtol=1e-6) for k in (j - 1, j + 1) if k > 0):
-                yield False, f"{case}: the base of a neighbouring pair: θ_j = b^(-2j/d) counts pairs from j = 0"
-            elif close(got, base * s ** (2 * j / d), atol=0, rtol=1e-6):
-                yield False, (f"{case}: the exponent is upside down: that base slows pair j by s^(4j²/d²), "
-                              "not by s")
-            elif close(got, base * s, atol=0, rtol=1e-6):
-                yield False, (f"{case}: multiplying the base by s slows pair j by s^(2j/d) only: a base change "
-                              "acts through an exponent")
-            else:
-                yield False, f"{case}: {got:.6g} slows pair j by another factor than s"
-
-    return report("A base that interpolates a chosen pair", answer, run,
-                  "NTK's base is the one that lands a particular pair exactly on the interpolated speed; what in "
-                  "§2's ratio singles that pair out, and what would single out yours?")
-
-
-# (d, base, L0, L): the chapter's numbers, a shorter head, Llama-3-like numbers, and L <= L0 (nothing to do).
+# (d, base, L0, L): the chapter's LLaMA numbers, a shorter head, Llama-3-like numbers, the experiment's head, and
+# L <= L0 (nothing to do).
 _DIVISOR_CASES = ((128, 10000.0, 2048, 16384), (64, 10000.0, 4096, 32768), (128, 500000.0, 8192, 131072),
-                  (64, 10000.0, 4096, 2048))
+                  (16, 10000.0, 64, 512), (64, 10000.0, 4096, 2048))
+
+
+_RTOL = 1e-6  # relative: a float32 answer (7 significant digits) passes, a divisor 1e-4 off does not
+
+
+def _slow_pairs(d: int, base: float, L0: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(theta, never_turned): a pair that never completed a turn over the L0 trained distances saw only its arc."""
+    theta = rope_frequencies(d, base=base, dtype=torch.float64)
+    return theta, L0 * theta < 2 * math.pi
 
 
 def smallest_divisors(answer: Callable[[int, float, int, int], Any]) -> bool | None:
@@ -124,29 +89,124 @@ def smallest_divisors(answer: Callable[[int, float, int, int], Any]) -> bool | N
     theta_j) already showed or, for a pair that never completed a turn, inside its trained arc."""
 
     def run(fn):
-        for d, base, L0, L in _DIVISOR_CASES:
-            theta = rope_frequencies(d, base=base, dtype=torch.float64)
-            got = fn(d, base, L0, L)
+        answers, stopped = answers_under_guard(fn, _DIVISOR_CASES, _library_shortcuts(), loops=False)
+        if stopped is not None:
+            yield stopped_verdict(stopped[1], "your function", shortcut="derive each pair's divisor instead")
+            return
+        for (d, base, L0, L), got in answers.items():
+            theta, slow = _slow_pairs(d, base, L0)
             kappa = float64_tensor(got)
             case = f"d={d}, base={base:g}, L0={L0}, L={L}"
             if kappa is None or kappa.shape != (d // 2,):
                 yield False, f"{case}: expected d/2 = {d // 2} divisors, got {got!r:.60}"
                 continue
-            turned = L0 * theta >= 2 * math.pi
             arc_end = (L0 - 1) * theta  # the largest trained angle of a pair that never turned
             reach = (L - 1) * theta / kappa
             problems = []
-            if bool((kappa < 1 - 1e-12).any()):
+            if bool((kappa < 1 - _RTOL).any()):
                 problems.append("a divisor below 1 speeds a pair up")
-            if bool((kappa[turned] != 1).any()):
+            if bool(((kappa[~slow] - 1).abs() > _RTOL).any()):
                 problems.append("pairs that turned in training are slowed although they saw every angle")
-            slow = ~turned
-            if bool((reach[slow] > arc_end[slow] * (1 + 1e-9)).any()):
+            if bool((reach[slow] > arc_end[slow] * (1 + _RTOL)).any()):
                 problems.append("a slow pair still reaches past its trained arc at distance L - 1")
-            elif bool(((kappa[slow] > 1 + 1e-12) & (reach[slow] < arc_end[slow] * (1 - 1e-9))).any()):
+            elif bool(((kappa[slow] > 1 + _RTOL) & (reach[slow] < arc_end[slow] * (1 - _RTOL))).any()):
                 problems.append("a slow pair is slowed more than needed")
             yield not problems, f"{case}: " + ("right" if not problems else "; ".join(problems))
 
     return report("The smallest divisor per pair", answer, run,
-                  "which pairs have already seen every angle in training? For the others, what is the largest "
-                  "angle they will meet, and the largest they met?")
+                  "§2 split the pairs in two by what training showed them; what is the farthest a pair of each "
+                  "kind may be turned?")
+
+
+# ---------------------------------------------------------------- Exercise 3: one base for every pair
+
+def one_base_in_range(answer: Callable[[int, float, int, int], Any]) -> bool | None:
+    """answer(d, base, L0, L) -> b' >= base: the smallest base under which no pair that never completed a turn
+    in training (distances 0 .. L0-1, base b) turns past its trained arc at any distance 0 .. L-1."""
+
+    def past_arc(d: int, base: float, L0: int, L: int, new_base: float) -> bool:
+        theta, slow = _slow_pairs(d, base, L0)
+        new = rope_frequencies(d, base=new_base, dtype=torch.float64)
+        return bool(((L - 1) * new[slow] > (L0 - 1) * theta[slow] * (1 + _RTOL)).any())
+
+    def run(fn):
+        answers, stopped = answers_under_guard(fn, _DIVISOR_CASES, _library_shortcuts(), loops=False)
+        if stopped is not None:
+            yield stopped_verdict(stopped[1], "your function", shortcut="derive the base instead")
+            return
+        for (d, base, L0, L), raw in answers.items():
+            got = number(raw)
+            case = f"d={d}, base={base:g}, L0={L0}, L={L}"
+            if got is None or not math.isfinite(got) or got <= 0:
+                yield False, f"{case}: {raw!r:.60} is not a base (one positive number)"
+                continue
+            theta, slow = _slow_pairs(d, base, L0)
+            s = L / L0
+            if got < base * (1 - _RTOL):
+                yield False, f"{case}: a base below b speeds every pair up"
+            elif not past_arc(d, base, L0, L, got) and (got <= base * (1 + _RTOL) or past_arc(d, base, L0, L,
+                                                                                               got * (1 - 1e-4))):
+                yield True, f"{case}: right"
+            elif math.isclose(got, base * s ** (d / (d - 2)), rel_tol=1e-6):
+                yield False, (f"{case}: that is NTK's base: it brings one pair back exactly, and the pair it "
+                              "picks is not the one that limits the others")
+            elif math.isclose(got, base * s, rel_tol=1e-6):
+                yield False, f"{case}: multiplying the base by s slows pair j by s^(2j/d) only: a base acts through an exponent"
+            elif past_arc(d, base, L0, L, got):
+                yield False, f"{case}: with this base a slow pair still turns past its trained arc at distance L - 1"
+            else:
+                yield False, (f"{case}: every slow pair stays inside its arc, but a smaller base would too: "
+                              "you slowed the pairs more than needed")
+
+    return report("One base that keeps every pair in range", answer, run,
+                  "a larger base slows every pair, but not by the same factor: which of the pairs that need it "
+                  "gets the least?")
+
+
+# ---------------------------------------------------------------- Exercise 4: uniform divisors between two spans
+
+# (lookups at test time, lookups in training), as (nearest, farthest) distances: the dictionary-first task at
+# 128 and 512 tokens against its training lookups, the dictionary anywhere at 512, and two that barely fit / miss.
+_SPAN_CASES = (((117, 126), (53, 62)), ((501, 510), (53, 62)), ((8, 510), (8, 62)), ((20, 30), (10, 15)),
+               ((21, 30), (10, 15)), ((53, 62), (53, 62)))
+
+
+def uniform_divisors(answer: Callable[[tuple[int, int], tuple[int, int]], Any]) -> bool | None:
+    """answer(test_span, trained_span) -> (kappa_min, kappa_max), or None: the divisors kappa for which every
+    distance r of the test span, read as r / kappa, lies in the trained span (both spans closed, distances > 0)."""
+
+    def inside(kappa: float, test: tuple[int, int], trained: tuple[int, int]) -> bool:
+        return all(trained[0] * (1 - _RTOL) <= r / kappa <= trained[1] * (1 + _RTOL) for r in test)
+
+    def run(fn):
+        answers, stopped = answers_under_guard(fn, _SPAN_CASES, _library_shortcuts(), loops=False)
+        if stopped is not None:
+            yield stopped_verdict(stopped[1], "your function", shortcut="derive the range instead")
+            return
+        for (test, trained), got in answers.items():
+            case = f"test {test}, trained {trained}"
+            fits = any(inside(k, test, trained) for k in (test[1] / trained[1], test[0] / trained[0]))
+            if got is None:
+                ok = not fits
+                yield ok, f"{case}: " + ("right, no divisor fits" if ok else "some divisor does land the whole span")
+                continue
+            pair = float64_tensor(got)
+            if pair is None or pair.shape != (2,):
+                yield False, f"{case}: expected (kappa_min, kappa_max) or None, got {got!r:.60}"
+                continue
+            lo, hi = pair.tolist()
+            if not fits:
+                yield False, (f"{case}: no divisor lands both ends of this span inside the trained one: divide "
+                              "the two ends by one number and compare their ratio with the trained span's")
+            elif lo > hi:
+                yield False, f"{case}: the smallest divisor is larger than the largest"
+            elif not (inside(lo, test, trained) and inside(hi, test, trained)):
+                yield False, (f"{case}: one of your ends lands a test distance outside the trained span: "
+                              "which end of the test span limits each end of the range?")
+            elif inside(lo * (1 - 1e-4), test, trained) or inside(hi * (1 + 1e-4), test, trained):
+                yield False, f"{case}: your range is too narrow: a divisor just outside it still fits"
+            else:
+                yield True, f"{case}: right"
+
+    return report("Which uniform divisors land one span on another", answer, run,
+                  "dividing by one number shrinks a span without changing its shape.")
