@@ -679,9 +679,8 @@ print("mean recall at 512:", {mode: round(a.mean().item(), 2) for mode, a in acc
 # So ALiBi's fall on this task has two causes, and these measurements separate them: the extra
 # penalty $(L - 64)\,m_h$ on a far entry (large where the lookup runs through a steep head: 7.0 in
 # seed 2, whose lookup head keeps 0.02 of its mass on the entry), and dilution by the far keys
-# (0.72 against 0.94 in the controls). Against dilution a
-# mask is no cure here: a band that hides the far keys hides a far entry with them (the 64-token
-# windows above score chance). A bias that depends only on the distance cannot separate them
+# (0.72 against 0.94 in the controls). Against dilution a mask is no cure here: a band that hides
+# the far keys hides a far entry with them (the 64-token windows above score chance). A bias that depends only on the distance cannot separate them
 # either: it gives the entry exactly the bias of the filler tokens at its distance, so whatever
 # pushes the far fillers down pushes a far entry down too. Keeping a far entry reachable among
 # many far keys is a job for $q\cdot k$, the content, not for the position (chapter 7 shows NoPE's

@@ -364,11 +364,12 @@ scaling_widget
 # YaRN's direction, a common slip: the *high*-frequency pairs
 # (small $j$, short wavelengths) are left alone and the *low*-frequency ones are
 # interpolated. Its attention factor multiplies both q and k, so the scores grow by its
-# square. Why $0.1\ln s + 1$? Peng et al. add a temperature to the softmax, since a longer
-# input spreads attention over more keys (and interpolation brings keys closer in angle), and
-# choose its size by measurement: the value that gave LLaMA models the lowest perplexity on
-# long inputs, across factors $s$, fits $\sqrt{1/t} = 0.1\ln s + 1$. It is an empirical fit, not
-# a derivation (chapter 8 §3 shows how released models adjust it):
+# square. Why $0.1\ln s + 1$? Peng et al. (YaRN, §3.4) found that a temperature $t$ on the
+# logits lowers the perplexity of a stretched model, about equally at every position, and chose
+# its size by measurement: fitting the temperature of lowest perplexity for LLaMA models of 7 to
+# 65 billion parameters, without fine-tuning, across factors $s$, gives $\sqrt{1/t} = 0.1\ln s + 1$.
+# It is an empirical fit, not a derivation; what it does is sharpen the softmax, which a longer
+# input spreads over more keys (chapter 8 §3 shows how released models adjust it):
 
 # %% slideshow={"slide_type": "fragment"}
 inv_yarn, att = scaled["yarn"]
@@ -388,9 +389,14 @@ print(f"YaRN attention factor at s = {s:g}: 0.1 ln s + 1 = {att:.4f}; scores x{a
 # evaluates them on longer ones: the perplexity of sinusoidal and rotary models blows up
 # beyond the training length, while ALiBi's stays flat. We measure the same kind of thing on
 # a CPU with `pl.TinyDecoder` (2 layers, $d_{model}=64$, 4 heads), whose positional method is
-# one argument: `"none"`, `"learned"`, `"sinusoidal"`, `"rope"`, `"alibi"`, `"t5"`. A task
-# decides a comparison by what it rewards, so there are three, and each is described with
-# what it favours by construction:
+# one argument: `"none"`, `"learned"`, `"sinusoidal"`, `"rope"`, `"alibi"`, `"t5"`.
+#
+# The section is long; its parts: the tasks and the protocol (here), how to read the numbers,
+# the grammar and why RoPE fails it, recall with the dictionary first and what its layout
+# decides, why a head that keeps every angle in range can still miss (a control that moves the
+# dictionary), recall with the dictionary anywhere, two more mechanisms, and how many of the
+# orderings could be luck. A task decides a comparison by what it rewards, so there are three,
+# and each is described with what it favours by construction:
 #
 # * **grammar (local).** A fixed table $T$ gives the next token for every pair of tokens,
 #   $x_t = T[x_{t-2}, x_{t-1}]$ over 16 tokens, except that with probability 0.25 a token is
@@ -428,7 +434,10 @@ print(f"YaRN attention factor at s = {s:g}: 0.1 ln s + 1 = {att:.4f}; scores x{a
 #   *because of the distance*.
 #
 # The RoPE model is also evaluated with PI, NTK and YaRN frequencies for $s = L/64$, with no
-# retraining, and the experiment records where each head's attention goes (below).
+# retraining, and the experiment records where each head's attention goes (below). Two more
+# controls ran separately on the same trained models (`--controls`, `results/recall_controls.json`,
+# about 3 CPU-minutes): the dictionary at seven places from the start to $L - 64$ (below), and
+# ALiBi with the far keys masked (chapter 6 §4).
 # `python -m posenc_lib.experiments.extrapolation --jobs 2` reruns everything; the CPU time it
 # took, and the CPU it ran on, are printed below; this chapter loads the committed results.
 # The numbers are bit-for-bit the same on a rerun on the same CPU; another CPU picks other
@@ -613,7 +622,8 @@ assert round(near512["rope+yarn"], 2) == round(near64, 2) == 0.16 and round(near
 #   goes to the *near* keys (their share rises from 0.16 to 0.74; only 13 % of the loss goes far),
 #   because $\theta_j/s$ puts neighbours $1/s$ of a trained step apart, a difference no training
 #   distance showed (§2): the two needed keys blur into their neighbours.
-# * **YaRN** keeps the fast pairs, so neighbours stay apart (the near keys keep their 0.16), and
+# * **YaRN** keeps the fastest pair (in this $d = 16$ head it keeps pair 0 and slows pair 1 only
+#   partly; see the recall section), so neighbours stay apart (the near keys keep their 0.16), and
 #   its far keys score below the near ones in every head (far − near logit below −2.5). Yet they
 #   take a median 0.36 of the attention, and 99 % of what the needed keys lose (0.84 → 0.37) goes
 #   to them: at 512 tokens 87 % of the keys a query sees are far, and many keys, each scored a
@@ -753,9 +763,9 @@ assert all(lookup_gap("rope+linear", L) < 0.15 for L in LENGTHS[1:])
 # YaRN's lookups sit far from the curve at 128 and 512 tokens (gaps of 1.9 and 2.3 radians) and
 # right on it at 256 (0.07), where YaRN recalls 0.97: at $s = 4$ the slow pairs see about a quarter of
 # 245–254, near the training lookups, and pair 2, whose wavelength (63 tokens) is almost exactly the
-# training length, is slowed by 2 and comes round a full turn to land there too. A coincidence of the
-# layout, then, not a property of YaRN at $s = 2$ or $s = 8$. That is a prediction, and the control
-# run tests it: with the dictionary at 7 evenly spaced places, from the start of the sequence to
+# training length, is slowed by 2 and comes round a full turn to land there too. If the gap is what
+# matters, the dip is a coincidence of the layout, not a property of YaRN at $s = 2$ or $s = 8$. That
+# is a prediction, and the control run tests it: with the dictionary at 7 evenly spaced places, from the start of the sequence to
 # $L - 64$ (lookups from $L - 11$ to $L - 2$ back, down to 53 to 62), every scaling reads the same
 # 128 sequences per place, 3 seeds. If the gap is what matters, recall should follow the gap, for
 # every scaling, at every place.
@@ -819,9 +829,9 @@ fig
 # at every length every setting whose gap is below 0.6 recalls more than every setting whose gap is
 # above 1.4. YaRN at 128 tokens recalls 0.99 with the dictionary 32 tokens in (lookups 85 to 94 back,
 # gap 0.36), every seed above every seed with the dictionary first (0.67 on the control's own
-# sequences; 0.69 on the experiment's). So **YaRN's dip at 128 tokens is
-# the layout's**: YaRN at $s = 2$ reads lookups that it puts back on the curve, and the
-# dictionary-first lookups happen not to be among them.
+# sequences; 0.69 on the experiment's). So **YaRN's dip at 128 tokens is the layout's**: YaRN at
+# $s = 2$ reads the lookups it puts back on the curve, and the dictionary-first lookups happen not
+# to be among them.
 #
 # What this does not settle, said plainly:
 #
@@ -963,10 +973,10 @@ print("sliding window at 512, predicted vs measured:", [f"{p:.2f} vs {m:.2f}" fo
 # the evaluation noise. The cell lists the thin ones (separation below 2): YaRN over NTK on the
 # grammar at 512, RoPE over NTK on the dictionary-first recall at 128, and T5 over NoPE there at
 # 512, which is why the text above calls the first two thin and says only "second to T5" about
-# NoPE rather than building on the third; every other ordering is separated by more than 2.5. Where the seed ranges overlap, the
-# text says the seeds cannot tell the two apart: T5 against ALiBi on the grammar up to 256 tokens,
-# PI against YaRN on recall at 256 (dictionary first) and at 512 (anywhere), NoPE against T5 with
-# the dictionary anywhere.
+# NoPE rather than building on the third; every other ordering is separated by more than 2.5.
+# Where the seed ranges overlap, the text says the seeds cannot tell the two apart: T5 against
+# ALiBi on the grammar up to 256 tokens, PI against YaRN on recall at 256 (dictionary first) and
+# at 512 (anywhere), NoPE against T5 with the dictionary anywhere.
 
 # %% slideshow={"slide_type": "fragment"}
 assert beats("recall", "t5", "none", 512)  # the one ordering the text mentions without building on it
@@ -1073,7 +1083,7 @@ _ = check.smallest_divisors(divisors)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise 3 (design).** NTK changes a single number, the base, and §2 found that its base
-# leaves pairs 41 to 62 meeting new angles. Design the smallest base $b' \ge b$ under which *no*
+# leaves most of the slow pairs meeting new angles. Design the smallest base $b' \ge b$ under which *no*
 # pair meets an angle that training did not show it, at any distance up to $L - 1$ (Exercise 2's
 # criterion, now with one base for all pairs). Write `one_base_in_range(d, base, L0, L)` returning
 # $b'$. The same functions refuse to run. Predict before you run it: for §2's LLaMA head
