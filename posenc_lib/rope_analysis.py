@@ -179,6 +179,17 @@ def _frequency_vector(name: str, t: object) -> Tensor:
     return t
 
 
+def _trained_and_new(trained_inv_freq: object, inv_freq: object) -> tuple[Tensor, Tensor]:
+    """The trained frequencies and the ones asked about (the trained ones when inv_freq is None), checked
+    to be frequency vectors of one shape; float64 on the CPU."""
+    trained = _frequency_vector("trained_inv_freq", trained_inv_freq)
+    new = trained if inv_freq is None else _frequency_vector("inv_freq", inv_freq)
+    if new.shape != trained.shape:
+        raise ValueError(f"inv_freq must have the shape of trained_inv_freq {tuple(trained.shape)}, "
+                         f"got {tuple(new.shape)}")
+    return trained, new
+
+
 def rope_angle_novelty(
     trained_inv_freq: Tensor, trained_length: int, length: int, *, inv_freq: Tensor | None = None
 ) -> Tensor:
@@ -196,11 +207,7 @@ def rope_angle_novelty(
     returns: (d // 2,) float64 on the CPU, in [0, pi]
     Taught in: notebooks/07_beyond.ipynb
     """
-    trained = _frequency_vector("trained_inv_freq", trained_inv_freq)
-    new = trained if inv_freq is None else _frequency_vector("inv_freq", inv_freq)
-    if new.shape != trained.shape:
-        raise ValueError(f"inv_freq must have the shape of trained_inv_freq {tuple(trained.shape)}, "
-                         f"got {tuple(new.shape)}")
+    trained, new = _trained_and_new(trained_inv_freq, inv_freq)
     trained_length = v.int_at_least("trained_length", trained_length, 1)
     length = v.int_at_least("length", length, 1)
     turn = 2 * math.pi
@@ -234,11 +241,7 @@ def rope_combination_gap(
     returns: (n,) float64 on the CPU, in [0, pi]; exact to within step * max(theta) / 2
     Taught in: notebooks/07_beyond.ipynb
     """
-    trained = _frequency_vector("trained_inv_freq", trained_inv_freq)
-    new = trained if inv_freq is None else _frequency_vector("inv_freq", inv_freq)
-    if new.shape != trained.shape:
-        raise ValueError(f"inv_freq must have the shape of trained_inv_freq {tuple(trained.shape)}, "
-                         f"got {tuple(new.shape)}")
+    trained, new = _trained_and_new(trained_inv_freq, inv_freq)
     if (not isinstance(trained_span, (tuple, list)) or len(trained_span) != 2
             or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in trained_span)
             or not 0 <= trained_span[0] <= trained_span[1]):

@@ -595,18 +595,7 @@ def pair_logits(model: TinyDecoder, tokens: Tensor, scored: Tensor, cfg: Experim
     asked = tokens[qb, qpos] - tok["key"]
     is_entry = (row >= tok["entry"]) & (row < tok["key"]) & ((row - tok["entry"]) // cfg.values == asked[:, None])
     entry = is_entry.float().argmax(-1)  # one entry holds the asked key
-    rotated: list[tuple[Tensor, Tensor]] = []
-
-    def grab(attn, args: tuple, kwargs: dict) -> None:
-        q, k, _ = attn.heads(args[0])
-        rotated.append(kwargs["rotate"](q, k))
-
-    handles = [block.attn.register_forward_pre_hook(grab, with_kwargs=True) for block in model.blocks]
-    try:
-        model(tokens)
-    finally:
-        for h in handles:
-            h.remove()
+    rotated = model.rotated_qk(tokens)
     out = []
     for q, k in rotated:
         d = q.shape[-1]
