@@ -272,7 +272,9 @@ assert ntk_short.nonzero().flatten().tolist() == [41, 42, 43, 44]
 # too, so neighbouring tokens are $1/s$ of a trained distance apart (pair 0 turns
 # $1/8$ rad per token instead of 1), which no training distance showed. Chen et al.
 # fine-tune for about 1000 steps after interpolating; NTK, YaRN and Llama 3 leave the fast
-# pairs alone.
+# pairs of this head alone. (How many pairs count as fast depends on the head: in the 16-feature
+# head of §3's experiment no pair turns 32 times over its 64 training tokens, and YaRN slows
+# pairs 1 and 2 there.)
 
 # %% slideshow={"slide_type": "fragment"}
 q_slow, k_slow = torch.zeros(2, d, dtype=torch.float64)
