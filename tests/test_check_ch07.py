@@ -130,9 +130,39 @@ def test_smallest_divisors_refuses_the_library(capsys):
 
 def one_base_right(d, base, L0, L):
     """A base b' slows pair j by (b'/b)^(2j/d), least for the smallest j; the first pair that never turned must be
-    slowed by (L - 1) / (L0 - 1): b' = b ((L - 1)/(L0 - 1))^(d / (2 j_min)), and b itself when L <= L0."""
+    slowed by (L - 1) / (L0 - 1): b' = b ((L - 1)/(L0 - 1))^(d / (2 j_min)), and b itself when L <= L0. j_min is
+    the first pair past j* = (d/2) ln(L0 / 2 pi) / ln b (§2), found without a loop over the pairs."""
+    j_min = math.floor(d / 2 * math.log(L0 / (2 * math.pi)) / math.log(base)) + 1
+    return base * max(1.0, (L - 1) / (L0 - 1)) ** (d / (2 * j_min))
+
+
+def one_base_by_array(d, base, L0, L):
+    """The same, with j_min read off an array of every pair's frequency: right for a small head only."""
+    theta = pl.rope_frequencies(d, base=base, dtype=torch.float64)
+    j_min = int((L0 * theta < 2 * math.pi).nonzero()[0])
+    return base * max(1.0, (L - 1) / (L0 - 1)) ** (d / (2 * j_min))
+
+
+def one_base_by_loop(d, base, L0, L):
+    """The same, with j_min found by a loop over the pairs."""
     j_min = next(j for j in range(d // 2) if L0 * base ** (-2 * j / d) < 2 * math.pi)
     return base * max(1.0, (L - 1) / (L0 - 1)) ** (d / (2 * j_min))
+
+
+def test_one_base_right_agrees_with_the_loop_on_small_heads():
+    for case in ch07._DIVISOR_CASES:
+        assert one_base_right(*case) == pytest.approx(one_base_by_loop(*case), rel=1e-12)
+
+
+@pytest.mark.parametrize("shortcut, says", [
+    (one_base_by_array, "torch.arange with"),  # rope_frequencies of 2 10^9 features
+    (one_base_by_loop, "runs a loop over the pairs"),
+])
+def test_one_base_refuses_a_sweep_over_every_pair(shortcut, says, capsys):
+    before = (torch.arange, sys.gettrace())
+    ok, out = run(check.one_base_in_range, shortcut, capsys)
+    assert ok is False and says in out and "hint" in out
+    assert (torch.arange, sys.gettrace()) == before
 
 
 def test_one_base_right_keeps_every_pair_in_range_and_no_smaller_base_does():
@@ -199,6 +229,18 @@ def spans_right(test, trained):
     (a, b), (c, e) = test, trained
     lo, hi = b / e, a / c
     return None if lo > hi else (lo, hi)
+
+
+def spans_by_every_distance(test, trained):
+    """Checks every distance of the span for the two candidate divisors: a loop over the span."""
+    lo, hi = test[1] / trained[1], test[0] / trained[0]
+    ok = all(trained[0] <= r / k <= trained[1] for k in (lo, hi) for r in range(test[0], test[1] + 1))
+    return (lo, hi) if ok else None
+
+
+def test_uniform_divisors_refuses_a_loop_over_the_span(capsys):
+    ok, out = run(check.uniform_divisors, spans_by_every_distance, capsys)
+    assert ok is False and "runs a loop over the distances" in out and "hint" in out
 
 
 def test_uniform_divisors(capsys):

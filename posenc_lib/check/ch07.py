@@ -120,19 +120,36 @@ def smallest_divisors(answer: Callable[[int, float, int, int], Any]) -> bool | N
 
 # ---------------------------------------------------------------- Exercise 3: one base for every pair
 
+# Exercise 2's cases, and a head of 10^9 pairs: no array over the pairs fits, and no loop over them ends.
+_BASE_CASES = _DIVISOR_CASES + ((2 * 10**9, 500000.0, 8192, 131072),)
+
 def one_base_in_range(answer: Callable[[int, float, int, int], Any]) -> bool | None:
     """answer(d, base, L0, L) -> b' >= base: the smallest base under which no pair that never completed a turn
     in training (distances 0 .. L0-1, base b) turns past its trained arc at any distance 0 .. L-1."""
 
+    def slow_pairs_to_check(d: int, base: float, L0: int) -> torch.Tensor:
+        """The pairs that never turned: all of them for a small head; for a head of 10^9 pairs, the first two
+        and the last (every pair between is slowed by a base more than the first and needs no more)."""
+        first, last = 0, d // 2  # the first pair that never turned, by bisection on a monotone predicate
+        while first < last:
+            mid = (first + last) // 2
+            first, last = (first, mid) if L0 * base ** (-2 * mid / d) < 2 * math.pi else (mid + 1, last)
+        if d // 2 <= 10**5:
+            return torch.arange(first, d // 2, dtype=torch.float64)
+        return torch.tensor([first, first + 1, d // 2 - 1], dtype=torch.float64)
+
     def past_arc(d: int, base: float, L0: int, L: int, new_base: float) -> bool:
-        theta, slow = _slow_pairs(d, base, L0)
-        new = rope_frequencies(d, base=new_base, dtype=torch.float64)
-        return bool(((L - 1) * new[slow] > (L0 - 1) * theta[slow] * (1 + _RTOL)).any())
+        j = slow_pairs_to_check(d, base, L0)
+        theta, new = base ** (-2 * j / d), new_base ** (-2 * j / d)
+        return bool(((L - 1) * new > (L0 - 1) * theta * (1 + _RTOL)).any())
 
     def run(fn):
-        answers, stopped = answers_under_guard(fn, _DIVISOR_CASES, _library_shortcuts(), loops=False)
+        answers, stopped = answers_under_guard(fn, _BASE_CASES, _library_shortcuts())
         if stopped is not None:
-            yield stopped_verdict(stopped[1], "your function", shortcut="derive the base instead")
+            case, why = stopped
+            yield stopped_verdict(why, f"one_base_in_range{case}", shortcut="derive the base instead",
+                                  loop=f"runs a loop over the pairs ({case[0] // 2:.0e} of them): which one pair "
+                                       "decides the base?")
             return
         for (d, base, L0, L), raw in answers.items():
             got = number(raw)
@@ -140,7 +157,6 @@ def one_base_in_range(answer: Callable[[int, float, int, int], Any]) -> bool | N
             if got is None or not math.isfinite(got) or got <= 0:
                 yield False, f"{case}: {raw!r:.60} is not a base (one positive number)"
                 continue
-            theta, slow = _slow_pairs(d, base, L0)
             s = L / L0
             if got < base * (1 - _RTOL):
                 yield False, f"{case}: a base below b speeds every pair up"
@@ -168,7 +184,8 @@ def one_base_in_range(answer: Callable[[int, float, int, int], Any]) -> bool | N
 # (lookups at test time, lookups in training), as (nearest, farthest) distances: the dictionary-first task at
 # 128 and 512 tokens against its training lookups, the dictionary anywhere at 512, and two that barely fit / miss.
 _SPAN_CASES = (((117, 126), (53, 62)), ((501, 510), (53, 62)), ((8, 510), (8, 62)), ((20, 30), (10, 15)),
-               ((21, 30), (10, 15)), ((53, 62), (53, 62)))
+               ((21, 30), (10, 15)), ((53, 62), (53, 62)), ((10**11, 10**12), (10, 100)),
+               ((10**9, 10**12), (53, 62)))  # the last two: spans no loop or array over their distances can cover
 
 
 def uniform_divisors(answer: Callable[[tuple[int, int], tuple[int, int]], Any]) -> bool | None:
@@ -179,9 +196,11 @@ def uniform_divisors(answer: Callable[[tuple[int, int], tuple[int, int]], Any]) 
         return all(trained[0] * (1 - _RTOL) <= r / kappa <= trained[1] * (1 + _RTOL) for r in test)
 
     def run(fn):
-        answers, stopped = answers_under_guard(fn, _SPAN_CASES, _library_shortcuts(), loops=False)
+        answers, stopped = answers_under_guard(fn, _SPAN_CASES, _library_shortcuts())
         if stopped is not None:
-            yield stopped_verdict(stopped[1], "your function", shortcut="derive the range instead")
+            case, why = stopped
+            yield stopped_verdict(why, f"uniform_divisors{case}", shortcut="derive the range instead",
+                                  loop="runs a loop over the distances of the span: which of them can go wrong?")
             return
         for (test, trained), got in answers.items():
             case = f"test {test}, trained {trained}"
