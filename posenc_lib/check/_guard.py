@@ -13,6 +13,8 @@ instead of passing it or hanging. All are undone when the block ends, whatever h
 from __future__ import annotations
 
 import contextlib
+import math
+import numbers
 import sys
 from contextlib import ExitStack, contextmanager
 from types import CodeType, FunctionType
@@ -175,20 +177,58 @@ def element_budget(limit: int = ELEMENTS) -> Iterator[None]:
         yield
 
 
-def _sizes(value: Any) -> Iterator[float]:
-    """Every number in an argument (ints, floats, and those inside tuples and lists)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        yield abs(value)
-    elif isinstance(value, (tuple, list)):
-        for item in value:
-            yield from _sizes(item)
+def _number(value: Any) -> float | None:
+    """A plain number (int, float, numpy scalar, one-element tensor or array) as a float; None for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, numbers.Real):
+        return float(value)
+    numel = getattr(value, "numel", None)
+    size = numel() if callable(numel) else getattr(value, "size", None)
+    if size == 1 and hasattr(value, "item"):
+        item = value.item()
+        return float(item) if isinstance(item, numbers.Real) and not isinstance(item, bool) else None
+    return None
+
+
+def _shape_entries(shape: Any) -> float:
+    """The entries of an array of this shape: a number, or the product of a tuple or list of them."""
+    if isinstance(shape, (tuple, list)):
+        return math.prod(max(0.0, _number(n) or 0.0) for n in shape)
+    n = _number(shape)
+    return 0.0 if n is None else max(0.0, n)
+
+
+def _entries(builder: str, args: tuple, kwargs: dict) -> float:
+    """How many entries the builder ``builder`` would create from these arguments, before it runs: only its size
+    (a shape, the number of steps) and the ends of a range count, never a fill value or a dtype. A range's entries
+    are its length, (end - start) / step, not its end: ``arange(t - 3, t)`` at t = 10^12 holds 3 entries."""
+    if builder == "arange":  # arange(end) or arange(start, end[, step]); numpy names end 'stop'
+        start, end, step = (0, args[0], 1) if len(args) == 1 else ((*args[:3], 1)[:3] if args else (0, None, 1))
+        start = _number(kwargs.get("start", start))
+        end = _number(kwargs.get("end", kwargs.get("stop", end)))
+        step = _number(kwargs.get("step", step))
+        if None in (start, end, step) or step == 0:
+            return 0.0  # not numbers: the builder itself will say so
+        return max(0.0, math.ceil((end - start) / step))
+    if builder in ("linspace", "logspace"):  # (start, end, steps) in torch, (start, stop, num=50) in numpy
+        count = args[2] if len(args) > 2 else kwargs.get("steps", kwargs.get("num", 50))
+        return _shape_entries(count)
+    if builder == "full":  # full(size, fill_value): the fill value is no size
+        return _shape_entries(args[0] if args else kwargs.get("size", kwargs.get("shape", ())))
+    # ones, zeros, empty, rand, randn: a shape as several numbers or as one tuple (torch), or as shape= / size=
+    shape = args if args else kwargs.get("size", kwargs.get("shape", ()))
+    if len(shape) == 1 and isinstance(shape, tuple) and isinstance(shape[0], (tuple, list)):
+        shape = shape[0]
+    return _shape_entries(shape)
 
 
 @contextmanager
 def no_huge_arrays(limit: int = HUGE) -> Iterator[None]:
-    """While inside, torch's and numpy's array builders (arange, ones, zeros, ...) refuse a size or an
-    end of ``limit`` or more with ``Shortcut``, before allocating: an array with one entry per key of a
-    10^12-token input would exhaust the memory instead of failing."""
+    """While inside, torch's and numpy's array builders (arange, ones, zeros, ...) refuse to build ``limit`` or more
+    entries with ``Shortcut``, before allocating: an array with one entry per key of a 10^12-token input would
+    exhaust the memory instead of failing. Only what sets the number of entries counts (a shape, a number of
+    steps, a range's length): ``torch.full((2, 3), -inf)`` and ``torch.arange(t - 3, t)`` at t = 10^12 are small."""
     import numpy
 
     import torch
@@ -201,8 +241,8 @@ def no_huge_arrays(limit: int = HUGE) -> Iterator[None]:
                     continue
 
                 def guarded(*args: Any, _original: Any = original, _name: str = f"{prefix}.{attribute}",
-                            **kwargs: Any) -> Any:
-                    if any(size >= limit for value in (*args, *kwargs.values()) for size in _sizes(value)):
+                            _builder: str = attribute, **kwargs: Any) -> Any:
+                    if _entries(_builder, args, kwargs) >= limit:
                         raise Shortcut(f"{_name} with {limit:.0e} or more entries")
                     return _original(*args, **kwargs)
 
