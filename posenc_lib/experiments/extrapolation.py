@@ -53,12 +53,15 @@ Two controls and a measurement, so that an explanation can be tested, not only t
   every other key's logit: the entry's log-odds is logit - rest.
 
 Two more controls on the dictionary-first recall models (``--controls``, ``run_controls``: the ALiBi and RoPE
-models of each seed retrained, the same models as above on the same CPU; about 3 CPU-minutes):
+models of each seed retrained, the same models as above on the same CPU; about 5 CPU-minutes):
 * **banded** (chapter 6): ALiBi on the trained_distances sets with every key 64 or more back masked, so the
-  entry pays the trained penalty and nothing far competes with it: what is left of the fall is not dilution.
+  entry pays the trained penalty and nothing far competes with it: what is left of the fall is not dilution. The
+  mask in every layer, in one layer only, and in the lookup head alone: whether the far keys cost the lookup
+  head's softmax its mass, or the layer before it its context.
 * **placement** (chapter 7): RoPE, plain and with each scaling, with the dictionary at evenly spaced places
-  from the start to L - 64: whether a scaling's recall follows the lookup distance; and each RoPE pair's share
-  of the asked entry's logit at the training length (``pair_logits``): which pairs a lookup reads.
+  from the start to L - 64: whether a scaling's recall follows the lookup distance; and each RoPE pair's term
+  of the asked entry's logit at the training length, alone and against the other keys (``pair_logits``): which
+  pairs a lookup reads.
 
 Deterministic: fixed seeds and one thread per process; the same config gives the same
 numbers with any --jobs, on the same CPU. Not across CPUs: torch picks its vectorised
@@ -83,10 +86,10 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from .. import _validate as v
 from ..model import POSITIONAL_METHODS, DecoderConfig, TinyDecoder, swapped_rotary
@@ -557,36 +560,50 @@ PLACEMENTS = 7  # dictionary starts per length, from 0 (dictionary first) to L -
 
 
 @contextmanager
-def banded(model: TinyDecoder, width: int) -> Iterator[TinyDecoder]:
-    """Inside the ``with`` block, every key ``width`` or more tokens back is hidden (-inf) in every layer, on
-    top of the model's own bias: a positional mask that leaves a query only the distances 0 .. width - 1.
-    For score-bias methods (ALiBi, T5), whose bias hook is where the mask goes."""
-    own = model.positional.bias
-    if own(1, 1) is None:
+def banded(model: TinyDecoder, width: int, *, layers: Iterable[int] | None = None,
+           heads: Iterable[int] | None = None) -> Iterator[TinyDecoder]:
+    """Inside the ``with`` block, every key ``width`` or more tokens back is hidden (-inf), on top of the model's own
+    bias, in the chosen ``layers`` and ``heads`` (0-based; None: all of them): a positional mask that leaves those
+    heads only the distances 0 .. width - 1. For score-bias methods (ALiBi, T5): the mask is added to the bias each
+    chosen layer receives (a forward pre-hook on its attention), so one head of one layer can be banded alone."""
+    if model.positional.bias(1, 1) is None:
         raise ValueError(f"model must add a score bias (e.g. positional='alibi') to be banded, "
                          f"got positional={model.config.positional!r}")
     width = v.int_at_least("width", width, 1)
+    num_layers, num_heads = len(model.blocks), model.config.num_heads
+    layers = list(range(num_layers) if layers is None else layers)
+    heads = list(range(num_heads) if heads is None else heads)
+    for name, chosen, count in (("layers", layers, num_layers), ("heads", heads, num_heads)):
+        if not chosen or any(not isinstance(i, int) or not 0 <= i < count for i in chosen):
+            raise ValueError(f"{name} must be indices in 0 .. {count - 1} (or None for all), got {chosen!r}")
+    in_band = torch.zeros(num_heads, 1, 1, dtype=torch.bool)
+    in_band[heads] = True
 
-    def bias(q_len: int, k_len: int | None = None) -> Tensor:
-        b = own(q_len, k_len)
-        k_len = q_len if k_len is None else k_len
-        back = torch.arange(k_len - q_len, k_len)[:, None] - torch.arange(k_len)[None, :]  # i - j
-        return b.masked_fill((back >= width).to(b.device), float("-inf"))
+    def add_band(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        b = kwargs["bias"]  # (H, T, S): the last T of S positions are the queries
+        T, S = b.shape[-2:]
+        back = torch.arange(S - T, S)[:, None] - torch.arange(S)[None, :]  # i - j
+        return args, {**kwargs, "bias": b.masked_fill(((back >= width) & in_band).to(b.device), float("-inf"))}
 
-    model.positional.bias = bias  # an instance attribute: shadows the method until deleted
+    handles = [model.blocks[i].attn.register_forward_pre_hook(add_band, with_kwargs=True) for i in layers]
     try:
         yield model
     finally:
-        del model.positional.bias
+        for handle in handles:
+            handle.remove()
 
 
 @torch.no_grad()
-def pair_logits(model: TinyDecoder, tokens: Tensor, scored: Tensor, cfg: ExperimentConfig) -> list[list[list[float]]]:
+def pair_logits(model: TinyDecoder, tokens: Tensor, scored: Tensor, cfg: ExperimentConfig, *,
+                contrast: bool = False) -> list[list[list[float]]]:
     """A rotary recall model: how much each RoPE pair adds to the asked entry's logit.
 
     The queries are the asked keys (as in ``attention_profile``); the entry's logit q.k / sqrt(d) is a sum over
-    the pairs j (features 2j, 2j + 1, interleaved) of q_2j k_2j + q_2j+1 k_2j+1, after the rotation.
-    returns [layer][head][pair]: the mean over the queries of pair j's share of that sum.
+    the pairs j (features 2j, 2j + 1, interleaved) of (q_2j k_2j + q_2j+1 k_2j+1) / sqrt(d), after the rotation.
+    contrast: False: pair j's term of the entry's logit (the terms of a head add up to its logit). True: that term
+    minus the mean of the same pair's term over every other key the query sees, so a pair that scores every key
+    alike counts 0: what the pair does to tell the entry apart.
+    returns [layer][head][pair]: the mean over the queries.
     """
     qb, qpos = scored.nonzero(as_tuple=True)
     qpos = qpos - 1
@@ -595,11 +612,15 @@ def pair_logits(model: TinyDecoder, tokens: Tensor, scored: Tensor, cfg: Experim
     asked = tokens[qb, qpos] - tok["key"]
     is_entry = (row >= tok["entry"]) & (row < tok["key"]) & ((row - tok["entry"]) // cfg.values == asked[:, None])
     entry = is_entry.float().argmax(-1)  # one entry holds the asked key
-    rotated = model.rotated_qk(tokens)
+    others = (torch.arange(tokens.shape[1])[None, :] <= qpos[:, None]) & ~is_entry  # (Q, L): the other visible keys
     out = []
-    for q, k in rotated:
-        d = q.shape[-1]
-        terms = (q[qb, :, qpos] * k[qb, :, entry]).view(len(qb), q.shape[1], d // 2, 2).sum(-1) / d**0.5
+    for q, k in model.rotated_qk(tokens):
+        H, d = q.shape[1], q.shape[-1]
+        per_key = (q[qb, :, qpos][:, :, None, :] * k[qb]).view(len(qb), H, -1, d // 2, 2).sum(-1) / d**0.5
+        terms = per_key[torch.arange(len(qb)), :, entry]  # (Q, H, pairs): the entry's
+        if contrast:
+            weights = (others / others.sum(-1, keepdim=True))[:, None, :, None]  # (Q, 1, L, 1)
+            terms = terms - (per_key * weights).sum(2)
         out.append([[round(x, 4) for x in head] for head in terms.mean(0).tolist()])  # (H, pairs)
     return out
 
@@ -613,8 +634,12 @@ def run_controls_seed(cfg: ExperimentConfig, seed: int) -> dict:
     """One seed of both controls on the dictionary-first recall task (the models of ``run_seed``, retrained).
 
     alibi_band: ALiBi with the dictionary at the trained distances (the experiment's own control sets), read
-        whole and with every key train_len or more back masked (``banded``): accuracy and attention.
-    rope_pairs: each RoPE pair's share of the asked entry's logit at the training length.
+        whole ("plain") and with every key train_len or more back masked (``banded``): in every layer and head
+        ("banded"), in one layer only ("banded_layer1", "banded_layer2", ...), and in the
+        lookup head only ("banded_lookup": the head with the most mass on the asked entry at the training length,
+        dictionary first, ``lookup_head`` = [layer, head]): accuracy and attention.
+    rope_pairs: each RoPE pair's term of the asked entry's logit at the training length (``pair_logits``);
+    rope_pair_contrast: the same term minus its mean over the other keys the query sees (``contrast=True``).
     placement: RoPE, plain and with each scaling at factor L / train_len, with the dictionary at
         ``placement_starts(L)``: {scaling: {L: {start: accuracy}}}.
     """
@@ -622,17 +647,24 @@ def run_controls_seed(cfg: ExperimentConfig, seed: int) -> dict:
     cpu_start = time.process_time()
     sets, n = evaluation_sets("recall", cfg, seed), cfg.attention_sequences
     alibi, _ = train("alibi", cfg, "recall", seed)
-    band: dict = {"plain": {}, "banded": {}, "attention": {"plain": {}, "banded": {}}}
+    main64 = sets["main"][cfg.train_len]
+    profile64 = attention_profile(alibi, "recall", main64[0][:n], main64[1][:n], cfg)
+    mass64 = [[h["mass"] for h in layer] for layer in profile64]
+    lookup = max(((layer, head) for layer in range(cfg.num_layers) for head in range(cfg.num_heads)),
+                 key=lambda lh: mass64[lh[0]][lh[1]])
+    bands = {"plain": None, "banded": {}, **{f"banded_layer{i + 1}": {"layers": [i]} for i in range(cfg.num_layers)},
+             "banded_lookup": {"layers": [lookup[0]], "heads": [lookup[1]]}}
+    band: dict = {mode: {} for mode in bands} | {"lookup_head": list(lookup), "attention": {mode: {} for mode in bands}}
     for L, data in sets["trained_distances"].items():
-        for mode in ("plain", "banded"):
-            with banded(alibi, cfg.train_len) if mode == "banded" else nullcontext():
+        for mode, where in bands.items():
+            with nullcontext() if where is None else banded(alibi, cfg.train_len, **where):
                 band[mode][str(L)] = evaluate_full(alibi, *data)
                 heads = attention_profile(alibi, "recall", data[0][:n], data[1][:n], cfg)
             band["attention"][mode][str(L)] = [[{key: h[key] for key in ("mass", "logit", "rest")} for h in layer]
                                                for layer in heads]
     rope, _ = train("rope", cfg, "recall", seed)
-    main64 = sets["main"][cfg.train_len]
     pairs = pair_logits(rope, main64[0][:n], main64[1][:n], cfg)
+    contrast = pair_logits(rope, main64[0][:n], main64[1][:n], cfg, contrast=True)
     head_dim = cfg.d_model // cfg.num_heads
     table, gen = _table(cfg, seed), torch.Generator().manual_seed(seed + 4)
     placement: dict = {s: {} for s in ("none", *cfg.scalings)}
@@ -644,7 +676,8 @@ def run_controls_seed(cfg: ExperimentConfig, seed: int) -> dict:
                 head_dim, method=s, factor=L / cfg.train_len, original_max_position=cfg.train_len, seq_len=L,
                 base=rope.config.base)
             placement[s][str(L)] = {str(start): evaluate_full(rope, *d, rope=freq)["acc"] for start, d in data.items()}
-    return {"seed": seed, "alibi_band": band, "rope_pairs": pairs, "placement": placement,
+    return {"seed": seed, "alibi_band": band, "rope_pairs": pairs, "rope_pair_contrast": contrast,
+            "placement": placement,
             "cpu_time_s": round(time.process_time() - cpu_start, 1)}
 
 
