@@ -23,18 +23,19 @@ def recipe(n):
 
 
 def test_checkers_are_exported():
-    for name in ("ring_bias", "alibi_bf16_collapse", "nonsym_one_row", "alibi_far_share"):
+    for name in ("ring_bias", "alibi_shared_bias", "nonsym_one_row", "alibi_far_share"):
         assert callable(getattr(check, name))
 
 
-@pytest.mark.parametrize("checker", [check.ring_bias, check.alibi_bf16_collapse, check.nonsym_one_row,
+@pytest.mark.parametrize("checker", [check.ring_bias, check.alibi_shared_bias, check.nonsym_one_row,
                                      check.alibi_far_share])
 def test_unattempted_says_so(checker, capsys):
     assert checker(None) is None
     assert "not attempted yet" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("checker", [check.ring_bias, check.nonsym_one_row, check.alibi_far_share])
+@pytest.mark.parametrize("checker", [check.ring_bias, check.alibi_shared_bias, check.nonsym_one_row,
+                                     check.alibi_far_share])
 def test_stub_is_unattempted_and_bugs_are_reported(checker, capsys):
     def stub(*args):
         raise NotImplementedError
@@ -44,7 +45,7 @@ def test_stub_is_unattempted_and_bugs_are_reported(checker, capsys):
     assert "ZeroDivisionError" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("name", ["ring_bias", "alibi_bf16_collapse", "nonsym_one_row", "alibi_far_share"])
+@pytest.mark.parametrize("name", ["ring_bias", "alibi_shared_bias", "nonsym_one_row", "alibi_far_share"])
 def test_wrong_answers_raise_under_grading(name, monkeypatch):
     monkeypatch.setenv("POSENC_GRADING", "1")
     with pytest.raises(AssertionError, match="not attempted"):
@@ -52,16 +53,18 @@ def test_wrong_answers_raise_under_grading(name, monkeypatch):
 
 
 def test_the_checker_module_hands_over_no_answer():
-    """Only the four checkers and two helpers that return no answer are callables of the module; no constant
-    holds Exercise 2's length (only its salted digest), and the helpers give shortcut targets and a softmax."""
+    """Only the four checkers and two helpers that return no answer are callables of the module; no constant holds
+    one of Exercise 2's lengths (only salted digests), and the helpers give shortcut targets and a softmax."""
     own = {name for name, obj in vars(ch06).items() if callable(obj) and getattr(obj, "__module__", None) == ch06.__name__}
     assert own == set(ch06.__all__) | {"_alibi_bias_everywhere", "_weights"}
     assert all(label == "pl.alibi_bias" for _, _, label in ch06._alibi_bias_everywhere())
     scores = torch.randn(2, 5, dtype=torch.float64)
     torch.testing.assert_close(ch06._weights(torch.zeros(2, 5, dtype=torch.float64), scores), scores.softmax(-1))
-    constants = [v for v in vars(ch06).values() if isinstance(v, (int, float, str)) and not isinstance(v, bool)]
-    assert 258 not in constants and "258" not in " ".join(map(str, constants))
-    assert 258 not in [x for v in vars(ch06).values() if isinstance(v, dict) for x in v]
+    answers = {2**p + 2 for p, _ in ch06._SHARED_RIGHT}  # written here from the derivation, not read from ch06
+    text = repr({k: v for k, v in vars(ch06).items() if not callable(v) and not k.startswith("__")})
+    assert not any(str(a) in text for a in answers)
+    numbers = [v for v in vars(ch06).values() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    assert not answers & set(numbers)
 
 
 # ---------------------------------------------------------------- Exercise 1: ALiBi over a ring buffer
@@ -103,8 +106,33 @@ def test_ring_bias_accepts_right_designs(right, capsys):
     assert "all correct!" in capsys.readouterr().out
 
 
+def ring_with_full_and_arange(H, W, t):
+    """A right design written with torch.full (a fill of -inf) and torch.arange over the last W positions (ends near
+    10^12, W entries): the array guard counts entries, not values, and lets both through."""
+    m = torch.tensor(recipe(H), dtype=torch.float64)[:, None]
+    out = torch.full((H, W), float("-inf"), dtype=torch.float64)
+    positions = torch.arange(max(0, t - W + 1), t + 1)  # the window, at most W of them
+    out[:, positions % W] = -m * (t - positions).double()
+    return out[:, None, :]
+
+
+def ring_with_the_library_as_a_table(H, W, t):
+    """pl.alibi_bias is allowed: its last row over W keys is the penalty of distances W - 1 .. 0, read per slot."""
+    from posenc_lib.alibi import alibi_bias  # bound before the checker runs: nothing is refused anyway
+
+    row = alibi_bias(H, 1, W, dtype=torch.float64)[:, 0]  # row[:, W - 1 - d]: distance d back
+    back = torch.tensor([(t - s) % W for s in range(W)])
+    return row[:, W - 1 - back].masked_fill(back > t, float("-inf"))[:, None, :]
+
+
+@pytest.mark.parametrize("right", [ring_with_full_and_arange, ring_with_the_library_as_a_table])
+def test_ring_bias_accepts_designs_the_guard_used_to_refuse(right, capsys):
+    assert check.ring_bias(right) is True
+    assert "all correct!" in capsys.readouterr().out
+
+
 def ring_from_library(H, W, t):
-    """The forbidden shortcut: the last row of pl.alibi_bias, gathered into slot order."""
+    """The last row of pl.alibi_bias over every position up to t, gathered into slot order: an array per position."""
     row = pl.alibi_bias(H, 1, t + 1)[:, 0]
     out = torch.full((H, 1, W), float("-inf"))
     for p in range(max(0, t - W + 1), t + 1):
@@ -128,8 +156,8 @@ def ring_by_positions(H, W, t):
 
 
 @pytest.mark.parametrize("shortcut, says", [
-    (ring_from_library, "calls pl.alibi_bias"),
-    (lambda H, W, t: pl.ALiBi(H)(1, t + 1)[:, :, -W:], "calls pl.alibi_bias"),
+    (ring_from_library, "torch.arange with 1e+08 or more entries"),
+    (lambda H, W, t: pl.ALiBi(H)(1, t + 1)[:, :, -W:], "1e+08 or more entries"),
     (ring_by_replay, "replays the ring position by position"),
     (ring_by_positions, "torch.arange with"),
 ])
@@ -137,9 +165,23 @@ def test_ring_bias_refuses_the_shortcuts(shortcut, says, capsys):
     before = (pl.alibi_bias, torch.arange, sys.gettrace())
     assert check.ring_bias(shortcut) is False
     out = capsys.readouterr().out
-    assert says in out and "hint:" in out
+    assert says in out and "hint:" in out and "listing" in out or "replaying" in out
     assert (pl.alibi_bias, torch.arange, sys.gettrace()) == before  # every guard undone
     assert check.ring_bias(ring_right) is True
+
+
+def test_plus_m_p_in_float64_is_off_by_the_size_the_checker_names():
+    """The +m p row at t = 10^12 (12 heads): float64 moves the bias differences by up to about 1e-4 and the
+    weights by about 1e-5: not lost, but more than the checker's 1e-6, as its message says."""
+    H, W, t = 12, 4, 10**12
+    g = torch.Generator().manual_seed(1)
+    scores = torch.randn(H, W, dtype=torch.float64, generator=g)
+    exact = ring_right(H, W, t)[:, 0]
+    plus = ring_plus_mj(H, W, t)[:, 0]
+    diff_err = ((plus - plus[:, :1]) - (exact - exact[:, :1])).abs().max().item()
+    w_err = ((scores + plus).softmax(-1) - (scores + exact).softmax(-1)).abs().max().item()
+    assert 1e-5 < diff_err < 2e-4 and 1e-6 < w_err < 1e-4
+    assert plus.abs().max() > 1e11 and math.ulp(plus.abs().max().item()) > 1e-5
 
 
 def ring_by_slot(H, W, t):
@@ -164,7 +206,7 @@ def ring_backwards(H, W, t):
 @pytest.mark.parametrize("wrong, says", [
     (ring_by_slot, "slot s no longer holds position s"),
     (lambda H, W, t: ring_right(H, W, t).nan_to_num(neginf=0.0), "slots that hold nothing"),
-    (ring_plus_mj, "lost in rounding"),
+    (ring_plus_mj, "only to about 1e-4"),
     (lambda H, W, t: torch.where(ring_right(H, W, t).isfinite(), -ring_right(H, W, t), ring_right(H, W, t)),
      "signs are flipped"),
     (lambda H, W, t: ring_right(H, W, t) * torch.tensor([2 ** (-8 * h / H) for h in range(1, H + 1)],
@@ -180,47 +222,105 @@ def test_ring_bias_names_the_misconception(wrong, says, capsys):
     assert says in out and "hint:" in out
 
 
-# ---------------------------------------------------------------- Exercise 2: the bfloat16 collapse
+# ---------------------------------------------------------------- Exercise 2: when two keys share one stored bias
 
-def first_collapse_by_hand():
-    """From bfloat16's 8 significant bits: below 128 its numbers are 0.5 apart or closer, from 128 to 256 one apart,
-    so (L - 1)/2 and (L - 2)/2 first share a value when one of them is 128.5, a tie that rounds to the even 128."""
-    for L in range(3, 600):
-        a, b = torch.tensor([(L - 2) / 2, (L - 1) / 2]).to(torch.bfloat16)
-        if a == b:
-            return L
+def stored_by_hand(n, bits):
+    """n rounded to `bits` significant bits, ties to even, by Python's round (which rounds halves to even)."""
+    scale = 2 ** max(0, n.bit_length() - bits)
+    return round(n / scale) * scale if scale > 1 else n  # n / scale is exact in float64 for the sizes used here
 
 
-def test_bf16_collapse_known_value():
-    """Independent of the checker: at L = 258 head 1's last two +m j values (128.5, 128) round to one bf16 number;
-    at 257 they (128, 127.5) are both exact. BLOOM's own builder agrees."""
+def shared_right(p, k):
+    """Below 2^p every whole multiple of m = 2^-k is stored exactly (the spacing is at most m); from 2^p m the spacing
+    is 2m, so (2^p + 1) m is a tie between 2^p m and (2^p + 2) m, and goes to the even one, 2^p m: the nearest keys
+    of L = 2^p + 2 (j = L - 2 = 2^p and L - 1) share it. The slope only shifts every value by a power of two."""
+    return 2**p + 2
+
+
+def test_shared_right_is_what_bloom_stores_and_what_rounding_by_hand_gives():
+    """Independent of the checker: BLOOM's own builder in bfloat16 (8 bits) and torch's float16, and rounding by
+    hand for small p, find the first shared bias at 2^p + 2 for several slopes."""
     from transformers.models.bloom.modeling_bloom import build_alibi_tensor
 
-    assert first_collapse_by_hand() == 258
     for L, same in ((257, False), (258, True)):
-        row = build_alibi_tensor(torch.ones(1, L, dtype=torch.long), 8, torch.bfloat16).view(8, L)[0]
-        assert (row[-1] == row[-2]).item() is same
+        row = build_alibi_tensor(torch.ones(1, L, dtype=torch.long), 8, torch.bfloat16).view(8, L)
+        assert (row[0, -1] == row[0, -2]).item() is same and (row[7, -1] == row[7, -2]).item() is same
+    for k in (1, 3, 8):
+        values = (2.0**-k * torch.arange(2100, dtype=torch.float64)).to(torch.float16)
+        assert int((values[:-1] == values[1:]).nonzero()[0]) + 2 == shared_right(11, k)
+    for p in range(2, 12):
+        L = next(L for L in range(3, 10**5) if stored_by_hand(L - 2, p) == stored_by_hand(L - 1, p))
+        assert L == shared_right(p, 5)
 
 
-@pytest.mark.parametrize("right", [258, 258.0, torch.tensor(258), np.int64(258)])
-def test_bf16_collapse_accepts_every_form(right, capsys):
-    assert check.alibi_bf16_collapse(right) is True
+@pytest.mark.parametrize("right", [
+    shared_right,
+    lambda p, k: float(2**p + 2),  # exact in float64 up to p = 53
+    lambda p, k: torch.tensor(2**p + 2),
+    lambda p, k: np.int64(2**p + 2),
+])
+def test_alibi_shared_bias_accepts_right_answers(right, capsys):
+    assert check.alibi_shared_bias(right) is True
     assert "all correct!" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("wrong, says", [
-    (257, "still stored exactly"),  # thinks the spacing of 1 above 128 is enough at once
-    (259, "rounds to the even neighbour"),  # ties rounded up
-    (514, "spacing of 2"),  # waits for the values to be 2 apart
-    (100, "still get different"),
-    (5000, "a shorter input already merged them"),
-    ("258", "expected a whole length"),
-    (1, "expected a whole length"),
+def shared_by_search(p, k):
+    """The forbidden route: rounding each length's two values and searching from the start."""
+    L = 3
+    while stored_by_hand(L - 2, p) != stored_by_hand(L - 1, p):
+        L += 1
+    return L
+
+
+def shared_by_vector_search(p, k):
+    """A vectorised search in chunks: each chunk of lengths rounded with torch at once."""
+    start = 3
+    while True:
+        n = torch.arange(start - 2, start - 2 + 10**6, dtype=torch.float64)
+        scale = torch.exp2(torch.clamp(torch.floor(torch.log2(n + 1)) + 1 - p, min=0))
+        r = torch.round(n / scale) * scale
+        hit = (r[:-1] == r[1:]).nonzero()
+        if len(hit):
+            return int(hit[0]) + start
+        start += 10**6 - 1
+
+
+def shared_by_bf16_search(p, k):
+    """Right where torch has the format, a search there: no answer for the formats it lacks."""
+    dtype = {8: torch.bfloat16, 11: torch.float16, 24: torch.float32}[p]
+    v = (2.0**-k * torch.arange(2 ** p + 10, dtype=torch.float64)).to(dtype)
+    return int((v[:-1] == v[1:]).nonzero()[0]) + 2
+
+
+@pytest.mark.parametrize("search, says", [
+    (shared_by_search, "searches length by length"),
+    (shared_by_vector_search, "tensor or array elements"),
+    (shared_by_bf16_search, "tensor or array elements"),
 ])
-def test_bf16_collapse_names_the_misconception(wrong, says, capsys):
-    assert check.alibi_bf16_collapse(wrong) is False
+def test_alibi_shared_bias_refuses_a_search(search, says, capsys):
+    before = (torch.arange, sys.gettrace())
+    assert check.alibi_shared_bias(search) is False
     out = capsys.readouterr().out
-    assert says in out and "hint:" in out and ("258" not in out or wrong == "258")
+    assert says in out and "hint:" in out and "spaces its numbers" in out
+    assert (torch.arange, sys.gettrace()) == before
+
+
+@pytest.mark.parametrize("wrong, says", [
+    (lambda p, k: 2**p + 1, "still stored exactly"),  # the spacing of 2m above 2^p m taken as no merge yet
+    (lambda p, k: 2**p + 3, "rounds to the even neighbour"),  # ties rounded up
+    (lambda p, k: 2 ** (p + 1) + 2, "twice the slope"),  # waits for the values to be 2m apart
+    (lambda p, k: 2 ** (p + k) + 2 if k > 1 else 2**p + 2, "fixed number of digits after the point"),
+    (lambda p, k: 2**p, "index of a key"),
+    (lambda p, k: 100 if p == 8 else 2**p + 2, "still get different"),
+    (lambda p, k: 2**p + 6 if p == 8 else 2**p + 2, "a shorter input already did"),
+    (lambda p, k: "a length", "expected a whole length"),
+    (lambda p, k: 1, "expected a whole length"),
+])
+def test_alibi_shared_bias_names_the_misconception(wrong, says, capsys):
+    assert check.alibi_shared_bias(wrong) is False
+    out = capsys.readouterr().out
+    assert says in out and "hint:" in out
+    assert not any(str(2**p + 2) in out for p, _ in ch06._SHARED_RIGHT)  # the answer stays hidden
 
 
 # ---------------------------------------------------------------- Exercise 3: one row for the non-symmetric form
@@ -250,6 +350,32 @@ def test_the_right_row_reproduces_the_form():
     torch.testing.assert_close(ours.softmax(-1), (scores + exact).softmax(-1))
 
 
+def one_row_from_bloom(H, L):
+    """transformers' BLOOM row (+m j with the recipe's slopes) for H/2 heads, and its negative: any library's slopes
+    are allowed, and the design (which half needs -m j) is still the learner's."""
+    from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+
+    row = build_alibi_tensor(torch.ones(1, L, dtype=torch.long), H // 2, torch.float32)  # (H/2, 1, L)
+    return torch.cat((row, -row))
+
+
+def test_nonsym_one_row_accepts_bloom_s_row(capsys):
+    assert check.nonsym_one_row(one_row_from_bloom) is True
+
+
+def test_nonsym_one_row_refuses_the_library_under_another_name(capsys):
+    """pl.alibi_bias bound to another name before the checker runs is refused too (its code is swapped)."""
+    from posenc_lib.alibi import alibi_bias as bound_before
+
+    def from_bound(H, L):
+        full = bound_before(H, L, mode="nonsymmetric")
+        return torch.cat((full[: H // 2, -1], full[H // 2:, 0]))[:, None]
+
+    assert check.nonsym_one_row(from_bound) is False
+    assert "calls pl.alibi_bias" in capsys.readouterr().out
+    assert bound_before(2, 2)[0, 0, 1] == float("-inf")  # whole again
+
+
 def test_nonsym_one_row_refuses_the_library(capsys):
     """Reading the row off the full bias (its last row for the left half, its first for the right) is refused."""
     def from_library(H, L):
@@ -262,7 +388,7 @@ def test_nonsym_one_row_refuses_the_library(capsys):
 
 
 @pytest.mark.parametrize("wrong, says", [
-    (lambda H, L: torch.tensor(recipe(H // 2) * 2)[:, None, None] * torch.arange(L), "right-looking half sees"),
+    (lambda H, L: torch.tensor(recipe(H // 2) * 2)[:, None, None] * torch.arange(L), "farthest from the query"),
     (lambda H, L: -torch.tensor(recipe(H // 2) * 2)[:, None, None] * torch.arange(L), "left-looking half sees"),
     (lambda H, L: torch.tensor(recipe(H))[:, None, None] * torch.arange(L), "not the form's slopes"),  # H slopes
     (lambda H, L: one_row_right(H, L)[:, 0], "return an"),
@@ -393,3 +519,16 @@ def test_the_truncated_sum_is_right_for_press_slopes():
         slopes = torch.tensor(recipe(H), dtype=torch.float64)
         torch.testing.assert_close(far_share_truncated(slopes, T, L),
                                    torch.tensor(far_share_closed_form(slopes, T, L), dtype=torch.float64))
+
+
+def test_far_share_matches_the_first_layer_of_the_grammar_models():
+    """The Exercise 4 solution's remark: at T = 64, L = 512, slopes 1/64 and 1/256 put 0.37 and 0.74 of a q.k = 0
+    query's weight on keys 64 or more back, and the committed grammar ALiBi models' first-layer heads 3 and 4 put
+    about that much there (medians over the 3 seeds)."""
+    from posenc_lib.experiments import extrapolation as ex
+
+    prior = far_share_closed_form(torch.tensor([1 / 64, 1 / 256], dtype=torch.float64), 64, 512)
+    assert [round(x, 2) for x in prior] == [0.37, 0.74]
+    far = torch.tensor(ex.attention_heads(ex.load_results(), "grammar", "alibi", 512, "far"))  # [seed][layer][head]
+    first_layer = far[:, 0, 2:].median(0).values.tolist()
+    assert all(abs(m - p) < 0.02 for m, p in zip(first_layer, prior))

@@ -12,6 +12,7 @@ import torch
 from test_check_ch02 import RIGHT_WRAP
 from test_check_ch04 import last_bucket_closed_form
 from test_check_ch05 import _first_slow_pair
+from test_check_ch06 import shared_right
 from test_check_ch08 import stale_by_reading
 from test_check_ch09 import AXES_RIGHT
 
@@ -57,9 +58,8 @@ CASES = {
                              "still completes a full turn"),
     "rope_layout_perm": (lambda to: typed([0, 4, 1, 5, 2, 6, 3, 7], to), lambda to: typed([0, 2, 4, 6, 1, 3, 5, 7], to),
                          "that is P"),
-    "alibi_bf16_collapse": (lambda to: to(258), lambda to: to(257), "still stored exactly"),
-    "counter_merge": (lambda to: lambda dtype: to({torch.bfloat16: 189, torch.float16: 1463}[dtype]),
-                      lambda to: lambda dtype: to({torch.bfloat16: 188, torch.float16: 1462}[dtype]), "still differ"),
+    "alibi_shared_bias": (lambda to: returning(shared_right, to),
+                          lambda to: returning(lambda p, k: shared_right(p, k) - 1, to), "still stored exactly"),
     "stale_from": (lambda to: lambda c: None if stale_by_reading(c) is None else to(stale_by_reading(c)),
                    lambda to: lambda c: None if stale_by_reading(c) is None else to(stale_by_reading(c) - 1),
                    "off by one at the threshold"),
@@ -85,8 +85,8 @@ def test_every_integer_checker_accepts_any_whole_number_type(name, kind, capsys)
     assert capsys.readouterr().out == out
 
 
-@pytest.mark.parametrize("name", ["counter_merge", "temperature_position", "t5_last_bucket", "rope_first_slow_pair",
-                                  "keys_seen", "slow_pairs", "t5_rows_read", "alibi_bf16_collapse",
+@pytest.mark.parametrize("name", ["temperature_position", "t5_last_bucket", "rope_first_slow_pair",
+                                  "keys_seen", "slow_pairs", "t5_rows_read", "alibi_shared_bias",
                                   "design_axes"])
 def test_a_fraction_is_not_a_whole_number_anywhere(name, capsys):
     right = CASES[name][0]

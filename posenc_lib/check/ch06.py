@@ -1,8 +1,9 @@
 """Checkers for notebooks/06_alibi.ipynb.
 
-No function or constant here returns or holds an answer: Exercise 2's is a salted digest (``sealed``), and the
-others are compared with the chapter's library functions (``alibi_bias``, a softmax) on inputs the learner does
-not see, inside the checker, while those same functions refuse to run for the learner's code.
+No function or constant here returns or holds an answer: Exercise 2's answers are salted digests (``sealed``) of
+formats no torch dtype has, and the others are compared with the chapter's library functions (``alibi_bias``, a
+softmax) on inputs the learner does not see, inside the checker (Exercises 3 and 4: while those same functions
+refuse to run for the learner's code).
 """
 from __future__ import annotations
 
@@ -16,9 +17,9 @@ from .. import attention as attention_module
 from .. import fast_attention
 from ..alibi import alibi_bias, alibi_slopes
 from ._core import Verdict, close, float64_tensor, report, sealed, whole_number
-from ._guard import answers_under_guard, stopped_verdict
+from ._guard import ELEMENTS, answers_under_guard, stopped_verdict
 
-__all__ = ["ring_bias", "alibi_bf16_collapse", "nonsym_one_row", "alibi_far_share"]
+__all__ = ["ring_bias", "alibi_shared_bias", "nonsym_one_row", "alibi_far_share"]
 
 
 def _alibi_bias_everywhere() -> tuple[tuple[Any, str, str], ...]:
@@ -56,10 +57,12 @@ def ring_bias(fn: Callable[[int, int, int], Any] | None) -> bool | None:
         return torch.stack([hidden if p is None else row[:, p] for p in slots], -1)  # (H, W)
 
     def run(fn: Callable[[int, int, int], Any]) -> Iterable[Verdict]:
-        answers, stopped = answers_under_guard(fn, RING_CASES, _alibi_bias_everywhere())
+        answers, stopped = answers_under_guard(fn, RING_CASES)
         if stopped is not None:
             case, why = stopped
-            yield stopped_verdict(why, f"ring_bias{case}", shortcut="build the penalty from the slopes yourself",
+            yield stopped_verdict(why, f"ring_bias{case}",
+                                  shortcut=f"that lists every position up to t = {case[2]:.0e}; a slot's content "
+                                           "can be read without listing how the ring was written",
                                   loop=f"replays the ring position by position ({case[2]:.0e} steps): a slot's "
                                        "content can be read without replaying how it was written")
             return
@@ -99,8 +102,10 @@ def ring_bias(fn: Callable[[int, int, int], Any] | None) -> bool | None:
             elif bool(finite[:, ~held].any()):
                 yield False, f"{case}: the ring is not full yet; slots that hold nothing must get no weight (-inf)"
             elif row[finite].abs().max() > 1e6:
-                yield False, (f"{case}: your biases are numbers near m·t; at this step their differences, all a "
-                              "softmax uses, are lost in rounding (§3, 'in low precision')")
+                yield False, (f"{case}: your biases are numbers near m·t (up to {row[finite].abs().max():.0e}); "
+                              "float64 stores numbers that large only to about 1e-4, so their differences, all a "
+                              "softmax uses, are off by that much and the weights by more than this check's 1e-6 "
+                              "(§3, 'in low precision')")
             else:
                 wrong = sum(not close(_weights(row[h], scores[h]), _weights(want[h], scores[h]), atol=1e-6, rtol=1e-5)
                             for h in range(H))
@@ -114,42 +119,97 @@ def ring_bias(fn: Callable[[int, int, int], Any] | None) -> bool | None:
                   "the way a clock counts hours.")
 
 
-# ---------------------------------------------------------------- Exercise 2: the bfloat16 collapse
+# ---------------------------------------------------------------- Exercise 2: when two keys share one stored bias
 
-BF16_HEADS = 8  # Exercise 2: head 1 of 8 heads, BLOOM's +m_h j row (float32 product) stored in bfloat16
-_BF16_ANSWER = "fa6ea5f98f044cdb92b97540"  # sealed(answer, "ch06.alibi_bf16_collapse")
-_BF16_WRONG = {  # sealed wrong answers -> the misconception each one shows
-    "6a7ce201a29488383b918167": "both biases are still stored exactly at that length: look at bfloat16's spacing "
-                                "just below and just above the larger one",
-    "bc39e23a3f2c4b9b69f30f63": "a tie in bfloat16 rounds to the even neighbour, not up",
-    "424582269ed5bc3ac4240e9a": "you waited for a spacing of 2 between bfloat16 numbers; a spacing of 1 already "
-                                "merges a value that ends in .5 with a neighbour",
+# (p, k): a format of p significant bits (ties to even) holds BLOOM's +m j row of a head with slope m = 2^-k.
+# bfloat16 (p = 8) for head 1 and head 8 of 8 heads, float16, float32, float64 (p = 53), and formats torch
+# has no dtype for (every answer fits a float64 exactly, so any number type can carry it).
+_SHARED_RIGHT = {  # sealed([p, k, answer], "ch06.first_shared") per case
+    (8, 1): "783596bbd3ac1d25cce95b0e",
+    (8, 8): "76beb0de26248c977766a1cb",
+    (11, 3): "3440a8f05f8db55cde297baa",
+    (24, 5): "86a0fedd17073a01a39e5df0",
+    (33, 4): "fd5b6f0b2e4868a13703a696",
+    (40, 2): "6d6412d5ed3f5446fe6c1395",
+    (53, 8): "03be860d783203b25447c3ae",
+}
+_SHARED_WRONG = {  # sealed wrong answers of every case -> the misconception (a key of _SHARED_MISCONCEPTIONS)
+    "5175f3c40a6bef7de81deb00": "exact", "b58300a7f6efb01c421163a6": "ties_up",
+    "d2bf30714ca10da7f9483a29": "spacing_2", "8fd14a582c2319c82973edb9": "index",
+    "ba36c947727637773b5c3795": "exact", "4cfdcfeb2ee2c8678e5893cf": "ties_up",
+    "69e947e421d062488342c0d1": "spacing_2", "edbc300915c046c6367d7d0a": "values",
+    "76e61f6d97934088bb532ddf": "index", "bd1466601c9edae011120657": "exact",
+    "c4862c5b66fea1f0bb49dbe1": "ties_up", "d8e103d6bfdb4c60158bb800": "spacing_2",
+    "c0d0986c9c01a41e0eb73f87": "values", "6f8d23f6dce8623b8c37beb0": "index",
+    "313f78623c4961d99ecfa64b": "exact", "202d764732a90683421d5bb3": "ties_up",
+    "cf24fd613eac8e5942f8cc92": "spacing_2", "d85205b5e02aaed617c1422c": "values",
+    "677638c5f164a761b1d04111": "index", "43822595aaa801f05d8acf73": "exact",
+    "abf74fc9f82b3c154242af68": "ties_up", "58afd62a4384b9fa7abe68c1": "spacing_2",
+    "49e68969141f3879283daf3a": "values", "55a48460c986404ce85e355f": "index",
+    "e680fea5a00d307a156a138e": "exact", "42226b4a295c9d66cc5eee16": "ties_up",
+    "f91332b2fe11d9d33e157566": "spacing_2", "77b0a3910dd328b63cf5beee": "values",
+    "a60730d56ab582f8d4a69d5c": "index", "4f6bb5c3f11dd47e980bd53d": "exact",
+    "26c47527c3046667b813ffba": "ties_up", "cc7c392854876a7cdca916dd": "spacing_2",
+    "fbb33fdd2dc197d9ca01f2d4": "values", "841465be5256cd6eba743630": "index",
+}
+_SHARED_MISCONCEPTIONS = {
+    "exact": "both biases are still stored exactly at that length: look at the format's spacing just below and just "
+             "above the larger one",
+    "ties_up": "a tie rounds to the even neighbour, not up",
+    "spacing_2": "you waited for the format's spacing to reach twice the slope; a spacing of one slope's width "
+                 "already merges a value that falls half-way between two stored numbers with a neighbour",
+    "values": "your length moves with the slope as if the format kept a fixed number of digits after the point; "
+              "its spacing is relative to the size of the numbers it stores",
+    "index": "that is the index of a key, not the length: at length L the last query's nearest keys are L - 1 and "
+             "L - 2",
 }
 
 
-def alibi_bf16_collapse(answer: Any) -> bool | None:
-    """Exercise 2: the smallest length at which head 1's two nearest keys share one bfloat16 +m_h j bias."""
+def alibi_shared_bias(fn: Callable[[int, int], Any] | None) -> bool | None:
+    """Exercise 2: fn(p, k) -> the smallest length L at which BLOOM's +m_h j row, m = 2^-k, stored in a format of
+    p significant bits (round to nearest, ties to even), gives the last query's two nearest keys (j = L - 1 and
+    L - 2) the same bias. A search over lengths is stopped (formats of up to 53 bits)."""
 
-    def run(ans: Any) -> Iterable[Verdict]:
-        got = whole_number(ans)
-        if got is None or got < 2:
-            yield False, f"expected a whole length L >= 2, got {ans!r}"
-            return
-        digest = sealed(got, "ch06.alibi_bf16_collapse")
-        if digest == _BF16_ANSWER:
-            yield True, "right: the first length at which head 1 cannot tell its two nearest keys apart"
-            return
-        if digest in _BF16_WRONG:
-            yield False, _BF16_WRONG[digest]
-            return
-        slope = alibi_slopes(BF16_HEADS)[0]
-        last_two = (slope * torch.tensor([got - 2.0, got - 1.0])).to(torch.bfloat16)  # what BLOOM stores at L = got
-        if last_two[0] == last_two[1]:
-            yield False, f"at L = {got} the two nearest keys do share a bias, but a shorter input already merged them"
-        else:
-            yield False, f"at L = {got} the two nearest keys still get different bfloat16 biases"
+    def stored(n: int, bits: int) -> int:
+        """The whole number n rounded to `bits` significant bits, ties to even (m = 2^-k scales every value alike,
+        so the row's values n m round as n does)."""
+        extra = n.bit_length() - bits
+        if extra <= 0:
+            return n
+        q, r = divmod(n, 1 << extra)
+        half = 1 << (extra - 1)
+        return (q + (r > half or (r == half and q % 2 == 1))) << extra
 
-    return report("when head 1's two nearest keys share one bfloat16 bias", answer, run,
+    def run(fn: Callable[[int, int], Any]) -> Iterable[Verdict]:
+        answers, stopped = answers_under_guard(fn, list(_SHARED_RIGHT), elements_per_case=ELEMENTS)
+        if stopped is not None:
+            (p, k), why = stopped
+            yield stopped_verdict(why, f"first_shared({p}, {k})", shortcut="work it out from how the format spaces "
+                                  "its numbers instead", loop=f"searches length by length (lengths near 2^{p}): "
+                                  "work it out from how the format spaces its numbers instead",
+                                  grid="a search over lengths; work it out from how the format spaces its numbers")
+            return
+        for (p, k), raw in answers.items():
+            case = f"first_shared({p}, {k})"
+            got = whole_number(raw)
+            if got is None or got < 2:
+                yield False, f"{case}: expected a whole length L >= 2, got {raw!r:.60}"
+                return
+            digest = sealed([p, k, got], "ch06.first_shared")
+            if digest == _SHARED_RIGHT[(p, k)]:
+                continue
+            if digest in _SHARED_WRONG:
+                yield False, f"{case}: {_SHARED_MISCONCEPTIONS[_SHARED_WRONG[digest]]}"
+            elif stored(got - 2, p) == stored(got - 1, p):
+                yield False, (f"{case}: at L = {got} the two nearest keys do share a bias, but a shorter input "
+                              "already did")
+            else:
+                yield False, f"{case}: at L = {got} the two nearest keys still get different stored biases"
+            return
+        yield True, (f"right for {len(_SHARED_RIGHT)} formats and slopes, from bfloat16 (BLOOM's) to float64's 53 "
+                     "significant bits")
+
+    return report("when the two nearest keys share one stored bias", fn, run,
                   "whether two nearby numbers survive as two depends on the format's spacing near them, which is "
                   "relative to their size, and on its rule for ties.")
 
@@ -189,8 +249,8 @@ def nonsym_one_row(fn: Callable[[int, int], Any] | None) -> bool | None:
                 yield False, (f"H={H}: the steps of your rows are not the form's slopes; which slopes does the "
                               "non-symmetric form use in each half (§2)?")
             elif all(ok[:half]) and not any(ok[half:]):
-                yield False, (f"H={H}: the left-looking half is right; the right-looking half sees keys j >= i, "
-                              "where the distance is j - i: which sign of j does its bias carry?")
+                yield False, (f"H={H}: the left-looking half is right; your right-looking heads favour the keys "
+                              "farthest from the query, a bias that grows with the distance instead of falling")
             elif all(ok[half:]) and not any(ok[:half]):
                 yield False, f"H={H}: the right-looking half is right; the left-looking half sees keys j <= i"
             else:
