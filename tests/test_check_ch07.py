@@ -6,6 +6,7 @@ never by calling the checker's own code.
 """
 import math
 import sys
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -25,7 +26,7 @@ def stub(*args):
     raise NotImplementedError
 
 
-@pytest.mark.parametrize("name", ["counter_merge", "smallest_divisors", "one_base_in_range", "uniform_divisors"])
+@pytest.mark.parametrize("name", ["counter_merge", "stale_cache_pair", "one_base_in_range", "uniform_divisors"])
 def test_unattempted_and_grading(name, monkeypatch, capsys):
     checker = getattr(check, name)
     assert run(checker, None, capsys)[0] is None
@@ -36,94 +37,192 @@ def test_unattempted_and_grading(name, monkeypatch, capsys):
 
 
 def test_the_checker_module_hands_over_no_answer():
-    """The module's own callables are the four checkers and two helpers that return no answer (shortcut targets;
-    the frequencies and which pairs never turned, both printed in §2); Exercise 1's positions appear only sealed."""
+    """The module's own callables are the four checkers and one helper that returns no answer (shortcut targets);
+    no constant holds a first merge or a pair index (the cases are inputs, not answers)."""
     own = {name for name, obj in vars(ch07).items() if callable(obj) and getattr(obj, "__module__", None) == ch07.__name__}
-    assert own == set(ch07.__all__) | {"_library_shortcuts", "_slow_pairs"}
+    assert own == set(ch07.__all__) | {"_library_shortcuts"}
     assert {label for _, _, label in ch07._library_shortcuts()} == {
         "pl.scaled_rope_frequencies", "pl.rope_angle_novelty", "pl.rope_combination_gap"}
-    theta, slow = ch07._slow_pairs(128, 10000.0, 2048)
-    torch.testing.assert_close(theta, pl.rope_frequencies(128, dtype=torch.float64))
-    assert slow.nonzero().flatten().tolist() == list(range(41, 64))  # §2's j* = 40.2: pairs 41..63, printed there
-    text = repr(vars(ch07))
-    assert "189" not in text and "1463" not in text
+    constants = {k: v for k, v in vars(ch07).items() if not callable(v) and not k.startswith("__")}
+    numbers = [x for v in constants.values() for x in (v if isinstance(v, tuple) else (v,)) if isinstance(x, int)]
+    assert not {first_merge_exact(p) for p in (11, 12)} & set(numbers)
+    assert not {stale_right(*c) for c in ch07._STALE_CASES} - {0, 1, 2} & set(numbers)
 
 
 # ---------------------------------------------------------------- Exercise 1: where NoPE's counter merges
 
-def _bf16(x: float) -> float:
-    """Round to bfloat16's 8 significant bits, ties to even (frexp gives x = m 2^e, 0.5 <= m < 1)."""
-    m, e = math.frexp(x)
-    return round(m * 256) / 256 * 2.0**e
+def rounded(x: Fraction, bits: int) -> Fraction:
+    """x > 0 rounded to `bits` significant bits, ties to even, exactly (Fraction arithmetic)."""
+    e = math.floor(math.log2(x))  # 2^e <= x < 2^(e+1), corrected below for rounding in log2
+    while Fraction(2) ** e > x:
+        e -= 1
+    while Fraction(2) ** (e + 1) <= x:
+        e += 1
+    scaled = x / Fraction(2) ** (e - bits + 1)  # in [2^(bits-1), 2^bits)
+    return Fraction(round(scaled)) * Fraction(2) ** (e - bits + 1)  # round() of a Fraction: half to even
 
 
-def _first_merge(rounded) -> int:
+def first_merge_exact(bits: int) -> int:
+    """The first i whose 1/(i+1), rounded, equals the rounded 1/(i+2), by walking from 0 (small bits only)."""
     i = 0
-    while rounded(1 / (i + 1)) != rounded(1 / (i + 2)):
+    while rounded(Fraction(1, i + 1), bits) != rounded(Fraction(1, i + 2), bits):
         i += 1
     return i
 
 
-MERGE = {torch.bfloat16: _first_merge(_bf16), torch.float16: _first_merge(lambda x: float(np.float16(x)))}
+def merge_estimate(p):
+    """Neighbours differ by 1/((i+1)(i+2)), about 1/(i+1)^2. Near 1/(i+1) = 2^-p .. 2^(1-p), the format's spacing is
+    2^(1-2p) (p bits below 2^(1-p)). The step falls below the spacing when (i+1)^2 > 2^(2p-1): i + 1 = 2^(p - 1/2).
+    Before that no two neighbours can round to one number; soon after, two do."""
+    return 2 ** (p - 0.5) - 1
 
 
-def test_counter_merge(capsys):
-    assert MERGE == {torch.bfloat16: 189, torch.float16: 1463}
-    # The solution's prediction: merges start once 1/(i+2) is below 2^-(p-1), p significant bits.
-    assert 2**7 <= MERGE[torch.bfloat16] + 2 < 2**8 and 2**10 <= MERGE[torch.float16] + 2 < 2**11
-    ok, out = run(check.counter_merge, MERGE.__getitem__, capsys)
+def test_the_first_merges_by_hand():
+    """Independent of the checker: bfloat16 and float16 (torch's rounding) merge first at 189 and 1463, as exact
+    rounding by hand says; the estimate is within 2 % from 11 bits on and tends to the exact value."""
+    for dtype, bits in ((torch.bfloat16, 8), (torch.float16, 11)):
+        counter = (1 / torch.arange(1, 4000, dtype=torch.float64)).to(dtype)
+        assert int((counter[:-1] == counter[1:]).nonzero()[0]) == first_merge_exact(bits)
+    assert [first_merge_exact(b) for b in (8, 11)] == [189, 1463]
+    for bits in range(11, 15):
+        assert abs(merge_estimate(bits) / first_merge_exact(bits) - 1) < 0.02
+    assert abs(merge_estimate(8) / 189 - 1) > 0.02  # bfloat16 is too coarse for a 2 % estimate: not among the cases
+
+
+def test_the_checker_s_exact_walk_and_limit_agree_with_the_walk_from_zero():
+    """The checker walks from where the step meets the spacing (no merge can come earlier) and, from 30 bits on,
+    uses the limit: both are right where a walk from 0 is affordable, and the limit is within 3e-5 at 30 bits."""
+    from fractions import Fraction as F
+
+    def walk_from(i, bits):
+        while rounded(F(1, i + 1), bits) != rounded(F(1, i + 2), bits):
+            i += 1
+        return i
+
+    for bits in (11, 12, 13, 14):
+        assert walk_from(max(0, math.isqrt(2 ** (2 * bits - 1)) - 3), bits) == first_merge_exact(bits)
+    exact30 = walk_from(math.isqrt(2**59) - 3, 30)
+    assert abs((2**29.5 - 1) / exact30 - 1) < 3e-5
+
+
+@pytest.mark.parametrize("right", [merge_estimate, lambda p: int(merge_estimate(p)),
+                                   lambda p: torch.tensor(2.0 ** (p - 0.5)), lambda p: np.float64(1.42 * 2 ** (p - 1))])
+def test_counter_merge_accepts_estimates_within_two_percent(right, capsys):
+    ok, out = run(check.counter_merge, right, capsys)
     assert ok is True and "all correct!" in out
-    ok, out = run(check.counter_merge, lambda dt: MERGE[dt] - 1, capsys)
-    assert ok is False and "188 and 189 still differ" in out and "hint" in out
-    later = {torch.bfloat16: 197, torch.float16: 1489}  # they merge too, but not first
-    assert all((1 / torch.tensor([i + 1.0, i + 2.0], dtype=torch.float64)).to(dt).unique().numel() == 1
-               for dt, i in later.items())
-    ok, out = run(check.counter_merge, later.__getitem__, capsys)
-    assert ok is False and "an earlier pair of neighbours already does" in out
-    ok, out = run(check.counter_merge, lambda dt: MERGE[dt] + 0.5, capsys)
-    assert ok is False and "not a position" in out
-    assert "189" not in run(check.counter_merge, lambda dt: 5, capsys)[1]  # the answer stays hidden
 
 
-# ---------------------------------------------------------------- Exercise 2: the smallest divisor per pair
-
-def divisors_right(d, base, L0, L):
-    """Pairs that turned saw every angle: 1. The others' largest angle (L - 1) theta / kappa stays in the arc
-    (L0 - 1) theta: kappa = (L - 1) / (L0 - 1), and never below 1."""
-    theta = [base ** (-2 * j / d) for j in range(d // 2)]
-    return [1.0 if L0 * t >= 2 * math.pi else max(1.0, (L - 1) / (L0 - 1)) for t in theta]
+def merge_by_walking(p):
+    """Walks the positions from 0, rounding each counter: a search."""
+    return first_merge_exact(p)
 
 
-def test_smallest_divisors(capsys):
-    ok, out = run(check.smallest_divisors, divisors_right, capsys)
-    assert ok is True and "all correct!" in out
-    ok, out = run(check.smallest_divisors, lambda *a: torch.tensor(divisors_right(*a)), capsys)
-    assert ok is True
+def merge_by_grid(p):
+    """A vectorised search: rounds a grid of counters at once."""
+    i = torch.arange(1, 2 ** min(p, 30), dtype=torch.float64)
+    c = 1 / i
+    e = torch.floor(torch.log2(c))
+    q = torch.round(c / 2 ** (e - p + 1))
+    same = (q[:-1] * 2 ** e[:-1] == q[1:] * 2 ** e[1:]).nonzero()
+    return int(same[0]) if len(same) else 2**p
+
+
+@pytest.mark.parametrize("search, says", [(merge_by_walking, "walks the positions"), (merge_by_grid, "elements")])
+def test_counter_merge_refuses_a_search(search, says, capsys):
+    before = (torch.arange, sys.gettrace())
+    ok, out = run(check.counter_merge, search, capsys)
+    assert ok is False and says in out and "hint" in out
+    assert (torch.arange, sys.gettrace()) == before
 
 
 @pytest.mark.parametrize("wrong, says", [
-    (lambda d, b, L0, L: [L / L0] * (d // 2), "pairs that turned in training are slowed"),  # PI for every pair
-    (lambda d, b, L0, L: [k if k == 1 else max(1.0, L / L0) for k in divisors_right(d, b, L0, L)],
-     "still reaches past its trained arc"),  # L / L0: the last distance is L - 1, the last trained one L0 - 1
-    (lambda d, b, L0, L: [k if k == 1 else k * 1.01 for k in divisors_right(d, b, L0, L)], "slowed more than needed"),
-    (lambda d, b, L0, L: [min(k, 0.5) for k in divisors_right(d, b, L0, L)], "speeds a pair up"),
-    (lambda *a: "x", "expected d/2"),
+    (lambda p: 2.0**p, "one constant factor"),  # relative spacing 2^-p taken everywhere
+    (lambda p: 2.0 ** (p - 1), "one constant factor"),  # relative spacing 2^(1-p) taken everywhere
+    (lambda p: 2.0 ** (p / 2), "square root"),  # the step compared with an absolute spacing 2^-p
+    (lambda p: merge_estimate(p) * (1.05 if p == 24 else 1), "more than 2 % off the first merge at p = 24"),
+    (lambda p: -1, "not a position"),
+    (lambda p: "soon", "not a position"),
 ])
-def test_smallest_divisors_names_the_misconception(wrong, says, capsys):
-    ok, out = run(check.smallest_divisors, wrong, capsys)
+def test_counter_merge_names_the_misconception(wrong, says, capsys):
+    ok, out = run(check.counter_merge, wrong, capsys)
     assert ok is False and says in out and "hint" in out
+    assert str(first_merge_exact(11)) not in out and "1448" not in out  # no answer printed, no side given
+    assert "large" not in out and "small" not in out
 
 
-def test_smallest_divisors_refuses_the_library(capsys):
-    """Llama 3 with both band edges at L0 slows exactly the right pairs, but measuring through it is refused."""
-    def via_llama3(d, b, L0, L):
-        f, _ = pl.scaled_rope_frequencies(d, method="llama3", factor=(L - 1) / (L0 - 1), original_max_position=L0,
-                                          low_freq_factor=1.0, high_freq_factor=1.0, base=b, dtype=torch.float64)
-        return pl.rope_frequencies(d, base=b, dtype=torch.float64) / f
+# ---------------------------------------------------------------- Exercise 2: the pair a stale KV cache hurts most
 
-    ok, out = run(check.smallest_divisors, via_llama3, capsys)
-    assert ok is False and "calls pl.scaled_rope_frequencies" in out
-    assert pl.scaled_rope_frequencies(16, method="linear", factor=2.0)[1] == 1.0  # the library works again
+def stale_right(d, b1, b2):
+    """The key's angle in pair j is n theta_j(b1), the query's m theta_j(b2): the score's angle is off by
+    n (theta_j(b1) - theta_j(b2)) from (m - n) theta_j(b2). With x = 2j/d that is b1^-x - b2^-x, one bump in x with
+    its top where ln b1 b1^-x = ln b2 b2^-x: x = ln(ln b2 / ln b1) / ln(b2 / b1). The pair: the better of the two
+    whole numbers around d x / 2 (compared in float64 where they can be told apart)."""
+    x = math.log(math.log(b2) / math.log(b1)) / math.log(b2 / b1)
+    lo = math.floor(d * x / 2)
+    f = lambda j: b1 ** (-2 * j / d) - b2 ** (-2 * j / d)  # noqa: E731
+    return lo if f(lo) >= f(lo + 1) else lo + 1
+
+
+def stale_by_array(d, b1, b2):
+    """Every pair's drift at once: right for small heads, an array of d/2 entries."""
+    t1, t2 = pl.rope_frequencies(d, base=b1, dtype=torch.float64), pl.rope_frequencies(d, base=b2, dtype=torch.float64)
+    return int((t1 - t2).argmax())
+
+
+def stale_by_loop(d, b1, b2):
+    return max(range(d // 2), key=lambda j: b1 ** (-2 * j / d) - b2 ** (-2 * j / d))
+
+
+def test_stale_right_is_the_measured_worst_pair():
+    """Independent of the checker: a key rotated with base b1 at position n and a query with b2 at m; the angle
+    error per pair, measured with the library's rotation, grows fastest with n in the pair stale_right names."""
+    d, b1, b2 = 128, 10000.0, 10000.0 * 8 ** (128 / 126)
+    q = torch.zeros(d, dtype=torch.float64)
+    q[0::2] = 1.0
+    n, m = torch.tensor([1000]), torch.tensor([1500])
+    rq = pl.apply_rope(q[None], m, inv_freq=pl.rope_frequencies(d, base=b2, dtype=torch.float64))[0]
+    rk = pl.apply_rope(q[None], n, inv_freq=pl.rope_frequencies(d, base=b1, dtype=torch.float64))[0]
+    stale = torch.atan2(rq[1::2], rq[0::2]) - torch.atan2(rk[1::2], rk[0::2])  # the score's angle per pair, wrapped
+    fresh = (m - n) * pl.rope_frequencies(d, base=b2, dtype=torch.float64)
+    unwrapped = (n * (pl.rope_frequencies(d, base=b1, dtype=torch.float64)
+                      - pl.rope_frequencies(d, base=b2, dtype=torch.float64)))
+    torch.testing.assert_close(torch.remainder(fresh - stale - unwrapped + math.pi, 2 * math.pi) - math.pi,
+                               torch.zeros_like(fresh), atol=1e-9, rtol=0)  # the error is n (theta(b1) - theta(b2))
+    assert int(unwrapped.argmax()) == stale_right(d, b1, b2) == 6  # a fast pair: wavelength about 15 tokens
+    theta = pl.rope_frequencies(d, base=b1, dtype=torch.float64)  # the solution's numbers for pair 6
+    new = pl.rope_frequencies(d, base=b2, dtype=torch.float64)
+    assert round(2 * math.pi / theta[6].item()) == 15 and round(1 - (new[6] / theta[6]).item(), 2) == 0.18
+    assert round((theta[6] - new[6]).item(), 3) == 0.076
+    for case in ch07._STALE_CASES[:5]:
+        assert stale_right(*case) == stale_by_loop(*case)
+
+
+@pytest.mark.parametrize("right", [stale_right, lambda *c: float(stale_right(*c)), lambda *c: torch.tensor(stale_right(*c))])
+def test_stale_cache_pair_accepts_right_answers(right, capsys):
+    ok, out = run(check.stale_cache_pair, right, capsys)
+    assert ok is True and "all correct!" in out
+
+
+@pytest.mark.parametrize("shortcut, says", [(stale_by_array, "pairs"), (stale_by_loop, "runs a loop over the pairs")])
+def test_stale_cache_pair_refuses_a_sweep_over_the_pairs(shortcut, says, capsys):
+    before = (torch.arange, sys.gettrace())
+    ok, out = run(check.stale_cache_pair, shortcut, capsys)
+    assert ok is False and says in out and "without listing them" in out and "hint" in out
+    assert (torch.arange, sys.gettrace()) == before
+
+
+@pytest.mark.parametrize("wrong, says", [
+    (lambda d, b1, b2: d // 2 - 1, "*relative* to itself"),  # the largest ratio theta(b2)/theta(b1)
+    (lambda d, b1, b2: 0, "pair 0"),
+    (lambda d, b1, b2: 2 * stale_right(d, b1, b2), "feature index"),
+    (lambda d, b1, b2: stale_right(d, b1, b2) + 3, "another pair's angle drifts faster"),
+    (lambda d, b1, b2: d, "not a pair index"),
+    (lambda d, b1, b2: 2.5, "not a pair index"),
+])
+def test_stale_cache_pair_names_the_misconception(wrong, says, capsys):
+    ok, out = run(check.stale_cache_pair, wrong, capsys)
+    assert ok is False and says in out and "hint" in out
+    assert f"is {stale_right(128, 10000.0, 10000.0 * 8 ** (128 / 126))}" not in out
 
 
 # ---------------------------------------------------------------- Exercise 3: one base for every pair
@@ -150,7 +249,7 @@ def one_base_by_loop(d, base, L0, L):
 
 
 def test_one_base_right_agrees_with_the_loop_on_small_heads():
-    for case in ch07._DIVISOR_CASES:
+    for case in ch07._BASE_CASES[:-1]:
         assert one_base_right(*case) == pytest.approx(one_base_by_loop(*case), rel=1e-12)
 
 
@@ -248,12 +347,12 @@ def test_uniform_divisors(capsys):
     assert ok is True and "all correct!" in out
     assert spans_right((501, 510), (53, 62)) == pytest.approx((510 / 62, 501 / 53))  # PI's 8 is not in it
     assert not 510 / 62 <= 8 <= 501 / 53
-    assert spans_right((8, 510), (8, 62)) is None  # the dictionary anywhere: no single divisor
+    assert spans_right((1, 510), (1, 62)) is None  # the dictionary anywhere: no single divisor
 
 
 @pytest.mark.parametrize("wrong, says", [
     (lambda t, tr: None if spans_right(t, tr) is None else spans_right(t, tr)[::-1], "smallest divisor is larger"),
-    (lambda t, tr: (t[0] / tr[0], t[1] / tr[1]), "no divisor lands both ends"),  # ends paired the wrong way
+    (lambda t, tr: (t[0] / tr[0], t[1] / tr[1]), "no single divisor lands this whole span"),  # ends paired wrongly
     (lambda t, tr: None if spans_right(t, tr) is None else ((t[1] + 1) / (tr[1] + 1), t[0] / tr[0]),
      "lands a test distance outside"),
     (lambda t, tr: None if spans_right(t, tr) is None else (spans_right(t, tr)[0] * 1.01, spans_right(t, tr)[1]),
@@ -264,3 +363,4 @@ def test_uniform_divisors(capsys):
 def test_uniform_divisors_names_the_misconception(wrong, says, capsys):
     ok, out = run(check.uniform_divisors, wrong, capsys)
     assert ok is False and says in out and "hint" in out
+    assert "ratio" not in out  # the feedback does not state the condition for a range to exist

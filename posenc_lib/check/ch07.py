@@ -1,10 +1,11 @@
-"""Checkers for notebooks/07_beyond.ipynb: NoPE's counter in low precision, the smallest per-pair divisors for a
-longer context, the smallest single base that does the same, and which uniform divisors land one span of lookup
-distances on another.
+"""Checkers for notebooks/07_beyond.ipynb: where NoPE's counter starts to merge neighbours in a format of p
+significant bits, which RoPE pair a stale KV cache under dynamic NTK hurts most, the smallest single base that keeps
+every slow pair in range, and which uniform divisors land one span of lookup distances on another.
 
-No function or constant here returns or holds an answer: Exercise 1's answers are salted digests (``sealed``),
-the others are checked by the properties that define them (every slow pair inside its trained arc, and no
-smaller divisor or base would do; both ends of a span landing inside the other).
+No function or constant here returns or holds an answer: each checker judges by the properties that define the
+answer (the first merge, found by exact rounding inside the checker; the pair whose frequency changes most in
+radians; every slow pair inside its trained arc, and no smaller base would do; both ends of a span landing inside
+the other), on cases the learner's function meets only while the checker runs.
 """
 from __future__ import annotations
 
@@ -13,13 +14,11 @@ from typing import Any, Callable
 
 import torch
 
-from .. import angles as angles_module
 from .. import rope_analysis, scaling
-from ..angles import rope_frequencies
-from ._core import float64_tensor, number, report, sealed, whole_number
-from ._guard import answers_under_guard, stopped_verdict
+from ._core import float64_tensor, number, report, whole_number
+from ._guard import ELEMENTS, answers_under_guard, stopped_verdict
 
-__all__ = ["counter_merge", "smallest_divisors", "one_base_in_range", "uniform_divisors"]
+__all__ = ["counter_merge", "stale_cache_pair", "one_base_in_range", "uniform_divisors"]
 
 
 def _library_shortcuts() -> tuple[tuple[Any, str, str], ...]:
@@ -37,91 +36,151 @@ def _library_shortcuts() -> tuple[tuple[Any, str, str], ...]:
 
 # ---------------------------------------------------------------- Exercise 1: where NoPE's counter merges
 
-_MERGE_ANSWERS = {"bfloat16": "a344ca2f4c7bf09325ffe96d", "float16": "c57ee010ac165eb1e975a037"}  # sealed
+# Formats of p significant bits: float16 (11), float32 (24), float64 (53), and others torch has no dtype for.
+_MERGE_BITS = (11, 16, 24, 30, 40, 53, 64)
+_MERGE_RTOL = 0.02  # an estimate within 2 % of the first merge
 
 
-def counter_merge(answer: Callable[[torch.dtype], Any]) -> bool | None:
-    """answer(dtype) -> int: the first position i at which NoPE's counter 1/(i+1), rounded to dtype,
-    equals the counter of position i + 1."""
+def counter_merge(answer: Callable[[int], Any] | None) -> bool | None:
+    """answer(p) -> an estimate, within 2 %, of the first position i at which NoPE's counter 1/(i+1), rounded to a
+    format of p significant bits (round to nearest, ties to even), equals the counter of position i + 1."""
+
+    def rounded(i: int, bits: int) -> tuple[int, int]:
+        """1/(i+1) rounded to `bits` significant bits, ties to even, exactly: (mantissa, exponent), normalised."""
+        e = -(i + 1).bit_length() - bits + 1  # 2^(bits-1) <= 2^-e / (i+1) < 2^bits ... up to one step
+        while True:
+            q, r = divmod(1 << -e, i + 1)
+            if q >= 1 << bits:
+                e += 1
+            elif q < 1 << (bits - 1):
+                e -= 1
+            else:
+                break
+        q += 2 * r > i + 1 or (2 * r == i + 1 and q % 2 == 1)
+        return (q >> 1, e + 1) if q == 1 << bits else (q, e)
+
+    def first_merge(bits: int) -> float:
+        """Exact for bits <= 30 (two neighbours at least one spacing apart cannot round to one number, so no merge
+        comes before the step 1/((i+1)(i+2)) falls below the spacing; from there, position by position); above, the
+        exact values' limit, which they meet to within 3e-5 from 30 bits on (tests/test_check_ch07.py)."""
+        if bits > 30:
+            return 2 ** (bits - 0.5) - 1
+        i = max(0, math.isqrt(2 ** (2 * bits - 1)) - 3)
+        while rounded(i, bits) != rounded(i + 1, bits):
+            i += 1
+        return float(i)
 
     def run(fn):
-        for dtype in (torch.bfloat16, torch.float16):
-            raw = fn(dtype)
-            got = whole_number(raw)
-            name = str(dtype).removeprefix("torch.")
-            if got is None or got < 0:
-                yield False, f"{name}: {raw!r} is not a position (a whole number >= 0)"
-                continue
-            pair = (1 / torch.tensor([got + 1.0, got + 2.0], dtype=torch.float64)).to(dtype)  # positions got, got + 1
-            if pair[0] != pair[1]:
-                yield False, f"{name}: positions {got} and {got + 1} still differ in {name}"
-            elif sealed([name, got], "ch07.counter_merge") == _MERGE_ANSWERS[name]:
-                yield True, f"{name}: right"
-            else:
-                yield False, (f"{name}: positions {got} and {got + 1} do round to one number, but an earlier pair "
-                              "of neighbours already does")
+        answers, stopped = answers_under_guard(fn, [(p,) for p in _MERGE_BITS], elements_per_case=ELEMENTS)
+        if stopped is not None:
+            (p,), why = stopped
+            yield stopped_verdict(why, f"first_merge({p})", shortcut="estimate it from the spacing instead",
+                                  loop=f"walks the positions one by one (near 2^{p}): estimate where merging starts "
+                                       "from how the format spaces its numbers instead",
+                                  grid="a search over positions; estimate it from how the format spaces its numbers")
+            return
+        got, want = {}, {}
+        for (p,), raw in answers.items():
+            value = number(raw)
+            if value is None or not math.isfinite(value) or value <= 0:
+                yield False, f"first_merge({p}): {raw!r:.60} is not a position (one positive number)"
+                return
+            got[p], want[p] = value, first_merge(p)
+        ratio = {p: got[p] / want[p] for p in got}
+        wrong = [p for p in got if abs(ratio[p] - 1) > _MERGE_RTOL]
+        if not wrong:
+            yield True, (f"within 2 % of the first merge for p = {', '.join(map(str, _MERGE_BITS))}: float16 to "
+                         "formats of 64 significant bits")
+            return
+        spread = max(ratio.values()) / min(ratio.values())
+        if all(math.log2(ratio[p]) < -0.25 * p for p in wrong):
+            yield False, ("your estimate grows like the square root of the positions it should reach: you compared "
+                          "the step between neighbours with a fixed spacing, but a float's spacing shrinks with the "
+                          "number it stores")
+        elif spread < 1.06 and min(abs(math.log2(r)) for r in ratio.values()) > 0.2:
+            yield False, ("your estimate is off by one constant factor for every p: the format's spacing, relative "
+                          "to the number, is not the same everywhere between two powers of two; take it where the "
+                          "counter is when neighbours start to merge")
+        else:
+            yield False, f"more than 2 % off the first merge at p = {', '.join(map(str, wrong))}"
 
     return report("Where NoPE's counter merges neighbours", answer, run,
                   "a floating-point format spaces its numbers relative to their size; compare that with how far "
                   "apart neighbouring counters are, relative to theirs.")
 
 
-# ---------------------------------------------------------------- Exercise 2: the smallest divisor per pair
+# ---------------------------------------------------------------- Exercise 2: the pair a stale KV cache hurts most
 
-# (d, base, L0, L): the chapter's LLaMA numbers, a shorter head, Llama-3-like numbers, the experiment's head, and
-# L <= L0 (nothing to do).
-_DIVISOR_CASES = ((128, 10000.0, 2048, 16384), (64, 10000.0, 4096, 32768), (128, 500000.0, 8192, 131072),
-                  (16, 10000.0, 64, 512), (64, 10000.0, 4096, 2048))
+_RTOL = 1e-6  # relative: a float32 answer (7 significant digits) passes, a base 1e-4 off does not
 
-
-_RTOL = 1e-6  # relative: a float32 answer (7 significant digits) passes, a divisor 1e-4 off does not
-
-
-def _slow_pairs(d: int, base: float, L0: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(theta, never_turned): a pair that never completed a turn over the L0 trained distances saw only its arc."""
-    theta = rope_frequencies(d, base=base, dtype=torch.float64)
-    return theta, L0 * theta < 2 * math.pi
+# (d, b1, b2): the LLaMA head of §2 with NTK's base at s = 8 and a milder step, a Llama-3-like base, the
+# experiment's head, a wide head, and heads of 2e9 features (no array or loop over the pairs).
+_STALE_CASES = ((128, 10000.0, 10000.0 * 8 ** (128 / 126)), (128, 10000.0, 15000.0), (64, 500000.0, 2000000.0),
+                (16, 10000.0, 30000.0), (4096, 10000.0, 1000000.0), (2 * 10**9, 10000.0, 20000.0),
+                (2 * 10**9, 500000.0, 50000000.0))
 
 
-def smallest_divisors(answer: Callable[[int, float, int, int], Any]) -> bool | None:
-    """answer(d, base, L0, L) -> (d // 2,): per pair the smallest kappa_j >= 1 such that, with frequency
-    theta_j / kappa_j, every distance 0 .. L-1 gives an angle that training (distances 0 .. L0-1, frequency
-    theta_j) already showed or, for a pair that never completed a turn, inside its trained arc."""
+def stale_cache_pair(answer: Callable[[int, float, float], Any] | None) -> bool | None:
+    """answer(d, b1, b2) -> the pair j (0-based) whose angle in the score drifts fastest with the key's position when
+    the key was rotated with base b1 and the query with base b2 > b1: the j maximising b1^(-2j/d) - b2^(-2j/d)."""
+
+    def drift(j: float, d: int, b1: float, b2: float) -> float:  # radians per position of the key
+        return b1 ** (-2 * j / d) - b2 ** (-2 * j / d)
+
+    def best(d: int, b1: float, b2: float) -> set[int]:
+        """The pairs that drift fastest: every pair compared for a small head; for a huge one the two whole numbers
+        around the smooth maximum (drift is one smooth bump in j, and float64 cannot rank its neighbours there)."""
+        if d // 2 <= 10**5:
+            rates = [drift(j, d, b1, b2) for j in range(d // 2)]
+            top = max(rates)
+            return {j for j, r in enumerate(rates) if r >= top * (1 - 1e-12)}
+        peak = d / 2 * math.log(math.log(b2) / math.log(b1)) / math.log(b2 / b1)
+        return {min(max(j, 0), d // 2 - 1) for j in (math.floor(peak), math.ceil(peak))}
 
     def run(fn):
-        answers, stopped = answers_under_guard(fn, _DIVISOR_CASES, _library_shortcuts(), loops=False)
+        answers, stopped = answers_under_guard(fn, _STALE_CASES, elements_per_case=ELEMENTS)
         if stopped is not None:
-            yield stopped_verdict(stopped[1], "your function", shortcut="derive each pair's divisor instead")
+            (d, b1, b2), why = stopped
+            yield stopped_verdict(why, f"worst_pair({d}, ...)", shortcut="an array over the pairs; find the pair "
+                                  "without listing them",
+                                  loop=f"runs a loop over the pairs ({d // 2:.0e} of them): find the pair without "
+                                       "listing them",
+                                  grid=f"an array over the pairs ({d // 2:.0e} of them): find the pair without listing "
+                                       "them")
             return
-        for (d, base, L0, L), got in answers.items():
-            theta, slow = _slow_pairs(d, base, L0)
-            kappa = float64_tensor(got)
-            case = f"d={d}, base={base:g}, L0={L0}, L={L}"
-            if kappa is None or kappa.shape != (d // 2,):
-                yield False, f"{case}: expected d/2 = {d // 2} divisors, got {got!r:.60}"
+        for (d, b1, b2), raw in answers.items():
+            case = f"d={d}, b1={b1:g}, b2={b2:g}"
+            got = whole_number(raw)
+            if got is None or not 0 <= got < d // 2:
+                yield False, f"{case}: {raw!r:.60} is not a pair index (a whole number from 0 to d/2 - 1)"
+                return
+            right = best(d, b1, b2)
+            if got in right:
                 continue
-            arc_end = (L0 - 1) * theta  # the largest trained angle of a pair that never turned
-            reach = (L - 1) * theta / kappa
-            problems = []
-            if bool((kappa < 1 - _RTOL).any()):
-                problems.append("a divisor below 1 speeds a pair up")
-            if bool(((kappa[~slow] - 1).abs() > _RTOL).any()):
-                problems.append("pairs that turned in training are slowed although they saw every angle")
-            if bool((reach[slow] > arc_end[slow] * (1 + _RTOL)).any()):
-                problems.append("a slow pair still reaches past its trained arc at distance L - 1")
-            elif bool(((kappa[slow] > 1 + _RTOL) & (reach[slow] < arc_end[slow] * (1 - _RTOL))).any()):
-                problems.append("a slow pair is slowed more than needed")
-            yield not problems, f"{case}: " + ("right" if not problems else "; ".join(problems))
+            if got == d // 2 - 1:
+                yield False, (f"{case}: the slowest pair's frequency changes most *relative* to itself; the key's "
+                              "angle is off by its position times the *absolute* change")
+            elif got == 0:
+                yield False, f"{case}: pair 0 turns by 1 radian per position whatever the base"
+            elif any(abs(got - 2 * j) <= 1 for j in right):
+                yield False, f"{case}: that is a feature index; pair j is features 2j and 2j + 1"
+            else:
+                yield False, f"{case}: another pair's angle drifts faster"
+            return
+        yield True, (f"the fastest-drifting pair for {len(_STALE_CASES)} heads, from 16 features to 2e9")
 
-    return report("The smallest divisor per pair", answer, run,
-                  "§2 split the pairs in two by what training showed them; what is the farthest a pair of each "
-                  "kind may be turned?")
+    return report("The pair a stale KV cache hurts most", answer, run,
+                  "chapter 5: a score's angle in pair j is the query's angle minus the key's; here each was turned "
+                  "with its own frequency.")
 
 
 # ---------------------------------------------------------------- Exercise 3: one base for every pair
 
-# Exercise 2's cases, and a head of 10^9 pairs: no array over the pairs fits, and no loop over them ends.
-_BASE_CASES = _DIVISOR_CASES + ((2 * 10**9, 500000.0, 8192, 131072),)
+# (d, base, L0, L): the chapter's LLaMA numbers, a shorter head, Llama-3-like numbers, the experiment's head, L <= L0
+# (nothing to do), and a head of 10^9 pairs: no array over the pairs fits, and no loop over them ends.
+_BASE_CASES = ((128, 10000.0, 2048, 16384), (64, 10000.0, 4096, 32768), (128, 500000.0, 8192, 131072),
+               (16, 10000.0, 64, 512), (64, 10000.0, 4096, 2048), (2 * 10**9, 500000.0, 8192, 131072))
+
 
 def one_base_in_range(answer: Callable[[int, float, int, int], Any]) -> bool | None:
     """answer(d, base, L0, L) -> b' >= base: the smallest base under which no pair that never completed a turn
@@ -175,15 +234,14 @@ def one_base_in_range(answer: Callable[[int, float, int, int], Any]) -> bool | N
                               "you slowed the pairs more than needed")
 
     return report("One base that keeps every pair in range", answer, run,
-                  "a larger base slows every pair, but not by the same factor: which of the pairs that need it "
-                  "gets the least?")
+                  "a base acts on each pair through an exponent that grows with the pair's index.")
 
 
 # ---------------------------------------------------------------- Exercise 4: uniform divisors between two spans
 
 # (lookups at test time, lookups in training), as (nearest, farthest) distances: the dictionary-first task at
 # 128 and 512 tokens against its training lookups, the dictionary anywhere at 512, and two that barely fit / miss.
-_SPAN_CASES = (((117, 126), (53, 62)), ((501, 510), (53, 62)), ((8, 510), (8, 62)), ((20, 30), (10, 15)),
+_SPAN_CASES = (((117, 126), (53, 62)), ((501, 510), (53, 62)), ((1, 510), (1, 62)), ((20, 30), (10, 15)),
                ((21, 30), (10, 15)), ((53, 62), (53, 62)), ((10**11, 10**12), (10, 100)),
                ((10**9, 10**12), (53, 62)))  # the last two: spans no loop or array over their distances can cover
 
@@ -215,8 +273,8 @@ def uniform_divisors(answer: Callable[[tuple[int, int], tuple[int, int]], Any]) 
                 continue
             lo, hi = pair.tolist()
             if not fits:
-                yield False, (f"{case}: no divisor lands both ends of this span inside the trained one: divide "
-                              "the two ends by one number and compare their ratio with the trained span's")
+                yield False, (f"{case}: you give a range, but no single divisor lands this whole span inside the "
+                              "trained one")
             elif lo > hi:
                 yield False, f"{case}: the smallest divisor is larger than the largest"
             elif not (inside(lo, test, trained) and inside(hi, test, trained)):
