@@ -24,7 +24,8 @@
 #    and low precision);
 # 4. ALiBi inside attention, a first look at longer inputs, and what a trained model does past its
 #    training length, against the control of a sliding window; and why a far lookup fails: the
-#    penalty, or dilution among many keys (two controls tell them apart);
+#    penalty, dilution among many keys, or the far keys' effect on the first layer (controls tell
+#    them apart);
 # 5. how much memory the precomputed bias costs, and how to avoid it;
 # 6. which encodings fit linear (kernelised) attention: RoPE does, ALiBi only as a decay, T5's buckets
 #    not as a one-state recurrence;
@@ -703,7 +704,7 @@ print("seed 2, layer 2, mass on the entry per head at 64 tokens:", [round(x, 2) 
 #   $448/256 = 1.75$, its $q\cdot k$ part *rises* a little (+0.8, +0.3), and the competition
 #   rises by 1.35. Seed 2 looks up mostly through head 3 (slope $1/64$): the bias falls by 7.0,
 #   far more than the $+1.0$ of $q\cdot k$, and the mass on the entry falls to 0.02.
-# * The mean log-odds falls by 2.3, 2.8 and 6.9; the log-odds of the mean mass by about half as much,
+# * The mean log-odds falls by 2.3, 2.8 and 6.9; the log-odds of the mean mass by a third to a half as much,
 #   so only the first is split into the three parts.
 # * This is one head per seed, three seeds, and seed 2 splits its lookup over two heads of
 #   almost equal mass (0.33 and 0.31), so the table shows what these heads do, not a rule about
@@ -800,7 +801,8 @@ assert all(0.3 < r["d_log_odds_of_mean"] / r["d_log_odds"] < 0.6 for r in rows) 
 assert round(rows[2]["mass"][1], 2) == 0.02 and [round(x, 2) for x in masses64[2:].tolist()] == [0.33, 0.31]
 for seed, b in enumerate(band):  # the controls' models are the committed ones: same accuracies, same attention
     committed = results["tasks"]["recall"]["seeds"][seed]["methods"]["alibi"]
-    assert {L: r["acc"] for L, r in b["plain"].items()} == {L: r["acc"] for L, r in committed["trained_distances"].items()}
+    assert {L: r["acc"] for L, r in b["plain"].items()} == {
+        L: r["acc"] for L, r in committed["trained_distances"].items()}
     assert b["attention"]["plain"]["512"] == [[{k: h[k] for k in ("mass", "logit", "rest")} for h in layer]
                                               for layer in committed["attention"]["trained_distances"]["512"]]
     assert b["lookup_head"] == [rows[seed]["layer"], rows[seed]["head"]]  # the head banded alone is this one
@@ -819,8 +821,8 @@ assert (acc_band["banded_lookup"] > acc_band["plain"]).all() and (acc_band["band
 assert acc_band["banded_lookup"].min() < acc_band["plain"].max()  # the seed ranges overlap: the pairing carries it
 assert round(acc_band["banded_lookup"].mean().item(), 2) == 0.85 and round(won_back["banded_lookup"], 2) == 0.58
 assert round(acc_band["banded_layer1"].mean().item(), 2) == 0.79 and 0.3 < won_back["banded_layer1"] < 0.36
-qk_change = {mode: band_head(0, mode, 512, "logit") - band_head(0, mode, 64, "logit") for mode in MODES}
-assert [round(qk_change[m], 2) for m in ("banded", "banded_layer1", "plain", "banded_lookup")] == [-0.84, -0.84, -1.14, -1.14]
+qk_change = {mode: round(band_head(0, mode, 512, "logit") - band_head(0, mode, 64, "logit"), 2) for mode in MODES}
+assert [qk_change[m] for m in ("banded", "banded_layer1", "plain", "banded_lookup")] == [-0.84, -0.84, -1.14, -1.14]
 nope_rest = [lookup(512, "rest", method="none")[s].flatten()[int(lookup(64, "mass", method="none")[s].argmax())]
              - lookup(64, "rest", method="none")[s].flatten()[int(lookup(64, "mass", method="none")[s].argmax())]
              for s in range(3)]

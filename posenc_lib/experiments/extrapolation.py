@@ -720,7 +720,8 @@ def run_kernel_check(cfg: ExperimentConfig) -> dict:
     for seed in cfg.seeds:
         sets = evaluation_sets("recall", cfg, seed)
         model, _ = train("alibi", cfg, "recall", seed)
-        out["recall"]["alibi"][str(seed)] = {str(L): evaluate_full(model, *data)["acc"] for L, data in sets["main"].items()}
+        out["recall"]["alibi"][str(seed)] = {str(L): evaluate_full(model, *data)["acc"]
+                                             for L, data in sets["main"].items()}
     for method in ("rope", "alibi"):
         seed = cfg.seeds[0]
         sets = evaluation_sets("grammar", cfg, seed)
