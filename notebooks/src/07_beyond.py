@@ -828,8 +828,9 @@ for pts, style, label in (
 ax.set(xlim=(-0.1, turn + 0.1), ylim=(0, 2.4), xlabel="angle in pair 2 (rad, round the circle)",
        ylabel="angle in pair 3 (rad)", title="the curve of combinations, pairs 2 and 3 of the 16-feature head")
 ax.legend(fontsize=7, loc="lower right")
+readings = (("PI", back128, theta16 / 2), ("YaRN", back128, yarn2), ("YaRN, 32 in", back128 - 32, yarn2))
 gap23 = {name: pl.rope_combination_gap(theta16[PAIRS], (0, 63), back, inv_freq=f[PAIRS]).max().item()
-         for name, back, f in (("PI", back128, theta16 / 2), ("YaRN", back128, yarn2), ("YaRN, 32 in", back128 - 32, yarn2))}
+         for name, back, f in readings}
 print("largest gap of the lookups from the line, pairs 2 and 3 (rad):", {k: round(v, 2) for k, v in gap23.items()})
 assert gap23["PI"] < 0.01 and gap23["YaRN"] > 1 and gap23["YaRN, 32 in"] < 0.6
 assert (pl.rope_angle_novelty(theta16, 64, 128, inv_freq=yarn2) <= theta16).all()  # each pair alone: in range
@@ -1094,8 +1095,8 @@ assert all(y[str(L)]["acc_factor_1"] < y[str(L)]["acc"] for y in yarn_seeds for 
 # *lower* than its accuracy at 64 tokens (0.43). The proposed reason: a window scores only its
 # last 16 tokens (after the first window), and those are where a NoPE model's sense of position
 # is coarsest: it comes from causal averages like §1's counter, which separate late positions worst
-# (these models have no beginning-of-sequence marker, so not from the exact $1/(i+1)$ itself). If that is the reason, NoPE's accuracy on the last 16 positions of a 64-token read
-# (`tail_acc`, stored by the experiment) must be lower than its overall accuracy, and a mix of
+# (these models have no beginning-of-sequence marker, so not from the exact $1/(i+1)$ itself). If
+# that is the reason, NoPE's accuracy on the last 16 positions of a 64-token read (`tail_acc`, stored by the experiment) must be lower than its overall accuracy, and a mix of
 # one first window plus last-16 windows must predict the sliding number. Both hold (next
 # cell), and for RoPE, which knows every offset exactly, the last 16 positions are as good as
 # the rest. These are necessary conditions, not a proof: a late position also has more keys
@@ -1199,9 +1200,9 @@ assert len(by_sequence) == 14 and thin_by_sequence == [("alibi", "t5", 512), ("r
 # to RoPE's angles). From some position on, neighbours $i$ and $i + 1$ round to the same number and
 # the counter can no longer tell them apart. Predict where that starts: write `first_merge(p)`
 # returning the first position $i$ whose rounded counter equals that of $i + 1$, to within 2 %, for
-# every $p$ from 11 up. The checker asks for formats torch has and formats it has not, up to
-# $p = 64$, where the positions are far too many to walk through: the answer has to come from how
-# the format spaces its numbers, not from rounding counters one by one.
+# every $p$ from 11 up. The checker asks for float16, float32 and formats torch has no dtype for, up
+# to $p = 30$, where the first merge lies hundreds of millions of positions in: the answer has to
+# come from how the format spaces its numbers, not from rounding counters one by one.
 
 # %% slideshow={"slide_type": "fragment"}
 def first_merge(p):
