@@ -1094,12 +1094,12 @@ assert all(y[str(L)]["acc_factor_1"] < y[str(L)]["acc"] for y in yarn_seeds for 
 # **NoPE in a sliding window.** On the grammar NoPE's sliding-window accuracy (0.36 at 512) is
 # *lower* than its accuracy at 64 tokens (0.43). The proposed reason: a window scores only its
 # last 16 tokens (after the first window), and those are where a NoPE model's sense of position
-# is coarsest: it comes from causal averages like §1's counter, which separate late positions worst
-# (these models have no beginning-of-sequence marker, so not from the exact $1/(i+1)$ itself). If
-# that is the reason, NoPE's accuracy on the last 16 positions of a 64-token read (`tail_acc`, stored by the experiment) must be lower than its overall accuracy, and a mix of
-# one first window plus last-16 windows must predict the sliding number. Both hold (next
-# cell), and for RoPE, which knows every offset exactly, the last 16 positions are as good as
-# the rest. These are necessary conditions, not a proof: a late position also has more keys
+# is coarsest: it comes from causal averages like §1's counter, which separate late positions
+# worst (these models have no beginning-of-sequence marker, so not from the exact $1/(i+1)$
+# itself). If that is the reason, NoPE's accuracy on the last 16 positions of a 64-token read
+# (`tail_acc`, stored by the experiment) must be lower than its overall accuracy, and a mix of
+# one first window plus last-16 windows must predict the sliding number. Both hold (next cell),
+# and for RoPE, which knows every offset exactly, the last 16 positions are as good as the rest. These are necessary conditions, not a proof: a late position also has more keys
 # to spread its attention over, and this check cannot tell that apart from the counter's
 # coarseness.
 
