@@ -460,13 +460,24 @@ class TinyDecoder(nn.Module):
         """Each layer's attention logits (B, H, T, T) for one forward pass over tokens (B, T), no cache:
         the scaled scores plus the positional bias, -inf above the diagonal; ``.softmax(-1)`` gives the
         attention weights the layer used (SDPA computes the same softmax without handing it out)."""
-        out: list[Tensor] = []
+        return [attn.logits(q, k, bias=kw.get("bias"), contextual=kw.get("contextual"))
+                for attn, q, k, kw in self._attention_inputs(tokens)]
+
+    @torch.no_grad()
+    def rotated_qk(self, tokens: Tensor) -> list[tuple[Tensor, Tensor]]:
+        """Each layer's q and k (B, H, T, d) for one forward pass over tokens (B, T), no cache, after the
+        positional method's rotation (RoPE's, for a rotary method; unchanged otherwise)."""
+        return [(q, k) for _, q, k, _ in self._attention_inputs(tokens)]
+
+    def _attention_inputs(self, tokens: Tensor) -> list[tuple[CausalSelfAttention, Tensor, Tensor, dict]]:
+        """Per layer: its attention module, the rotated q and k, and the keyword arguments it was called with."""
+        out: list[tuple[CausalSelfAttention, Tensor, Tensor, dict]] = []
 
         def grab(attn: CausalSelfAttention, args: tuple, kwargs: dict) -> None:
             q, k, _ = attn.heads(args[0])
             if kwargs.get("rotate") is not None:
                 q, k = kwargs["rotate"](q, k)
-            out.append(attn.logits(q, k, bias=kwargs.get("bias"), contextual=kwargs.get("contextual")))
+            out.append((attn, q, k, kwargs))
 
         handles = [block.attn.register_forward_pre_hook(grab, with_kwargs=True) for block in self.blocks]
         try:

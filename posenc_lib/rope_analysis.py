@@ -179,6 +179,17 @@ def _frequency_vector(name: str, t: object) -> Tensor:
     return t
 
 
+def _trained_and_new(trained_inv_freq: object, inv_freq: object) -> tuple[Tensor, Tensor]:
+    """The trained frequencies and the ones asked about (the trained ones when inv_freq is None), checked
+    to be frequency vectors of one shape; float64 on the CPU."""
+    trained = _frequency_vector("trained_inv_freq", trained_inv_freq)
+    new = trained if inv_freq is None else _frequency_vector("inv_freq", inv_freq)
+    if new.shape != trained.shape:
+        raise ValueError(f"inv_freq must have the shape of trained_inv_freq {tuple(trained.shape)}, "
+                         f"got {tuple(new.shape)}")
+    return trained, new
+
+
 def rope_angle_novelty(
     trained_inv_freq: Tensor, trained_length: int, length: int, *, inv_freq: Tensor | None = None
 ) -> Tensor:
@@ -196,11 +207,7 @@ def rope_angle_novelty(
     returns: (d // 2,) float64 on the CPU, in [0, pi]
     Taught in: notebooks/07_beyond.ipynb
     """
-    trained = _frequency_vector("trained_inv_freq", trained_inv_freq)
-    new = trained if inv_freq is None else _frequency_vector("inv_freq", inv_freq)
-    if new.shape != trained.shape:
-        raise ValueError(f"inv_freq must have the shape of trained_inv_freq {tuple(trained.shape)}, "
-                         f"got {tuple(new.shape)}")
+    trained, new = _trained_and_new(trained_inv_freq, inv_freq)
     trained_length = v.int_at_least("trained_length", trained_length, 1)
     length = v.int_at_least("length", length, 1)
     turn = 2 * math.pi
@@ -212,3 +219,46 @@ def rope_angle_novelty(
     below = torch.where(idx > 0, seen.gather(1, (idx - 1).clamp(min=0)), seen[:, -1:] - turn)
     above = torch.where(idx < trained_length, seen.gather(1, idx.clamp(max=trained_length - 1)), seen[:, :1] + turn)
     return torch.minimum(asked - below, above - asked).amax(-1)
+
+
+def rope_combination_gap(
+    trained_inv_freq: Tensor, trained_span: tuple[float, float], distances: Tensor, *,
+    inv_freq: Tensor | None = None, step: float = 0.01,
+) -> Tensor:
+    """Per distance: how far the pairs' angles, taken *together*, get from every combination training showed.
+
+    A head reads all its pairs at once. At a trained distance rho, pair j shows rho * theta_j, so the
+    combinations training produced over ``trained_span`` = (lo, hi) lie on one curve, rho -> (rho theta_0,
+    rho theta_1, ...), rho in [lo, hi] (a real rho between two trained distances turns every pair in
+    between; sampled every ``step``). At inference, distance r shows (r theta'_0, r theta'_1, ...).
+    The gap is the smallest, over the curve, of the largest circular difference over the pairs:
+        gap(r) = min_rho max_j |r theta'_j - rho theta_j|   (each difference wrapped to [-pi, pi])
+    0: a combination training produced (position interpolation: rho = r / s). A stretch that differs per
+    pair (NTK, YaRN) can keep every pair inside its own trained range (``rope_angle_novelty`` 0) and still
+    leave the curve, because it moves different pairs to different trained distances.
+    trained_inv_freq, inv_freq: (P,) frequencies >= 0 of the pairs to compare (slice them to leave pairs out)
+    distances: (n,) distances r >= 0
+    returns: (n,) float64 on the CPU, in [0, pi]; exact to within step * max(theta) / 2
+    Taught in: notebooks/07_beyond.ipynb
+    """
+    trained, new = _trained_and_new(trained_inv_freq, inv_freq)
+    if (not isinstance(trained_span, (tuple, list)) or len(trained_span) != 2
+            or not all(isinstance(x, (int, float)) and math.isfinite(x) for x in trained_span)
+            or not 0 <= trained_span[0] <= trained_span[1]):
+        raise ValueError(f"trained_span must be (lo, hi) with 0 <= lo <= hi, got {trained_span!r}")
+    if not isinstance(step, (int, float)) or not step > 0:
+        raise ValueError(f"step must be a number > 0, got {step!r}")
+    if not isinstance(distances, Tensor) or distances.dim() != 1:
+        raise ValueError(f"distances must be a 1-D tensor of distances >= 0, got {getattr(distances, 'shape', distances)!r}")
+    r = distances.detach().to("cpu", torch.float64)
+    if not bool(torch.isfinite(r).all()) or bool((r < 0).any()):
+        raise ValueError("distances must hold finite distances >= 0")
+    lo, hi = trained_span
+    rho = torch.cat([torch.arange(lo, hi, step, dtype=torch.float64), torch.tensor([float(hi)], dtype=torch.float64)])
+    curve = rho[:, None] * trained  # (points, P)
+    turn = 2 * math.pi
+    out = []
+    for chunk in r.split(64):  # (64, points, P) at a time: memory stays small for long inputs
+        diff = torch.remainder(chunk[:, None, None] * new - curve + math.pi, turn) - math.pi
+        out.append(diff.abs().amax(-1).amin(-1))
+    return torch.cat(out)

@@ -1,5 +1,10 @@
-"""The chapter 6 (ALiBi) exercise checkers: right answers pass, wrong ones fail, None is unattempted."""
+"""The chapter 6 (ALiBi) exercise checkers: right answers pass, each shortcut the prompt forbids is refused and
+named, each misconception the checker claims to name is named, and the module hands over no answer.
+
+Right answers are written here from their derivations, never by calling the checker's own code.
+"""
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -7,6 +12,7 @@ import torch
 
 import posenc_lib as pl
 from posenc_lib import check
+from posenc_lib.check import ch06
 
 
 def recipe(n):
@@ -17,18 +23,19 @@ def recipe(n):
 
 
 def test_checkers_are_exported():
-    for name in ("is_causal_alibi", "alibi_bf16_collapse", "nonsym_one_row", "alibi_far_share"):
+    for name in ("ring_bias", "alibi_shared_bias", "nonsym_one_row", "alibi_far_share"):
         assert callable(getattr(check, name))
 
 
-@pytest.mark.parametrize("checker", [check.is_causal_alibi, check.alibi_bf16_collapse, check.nonsym_one_row,
+@pytest.mark.parametrize("checker", [check.ring_bias, check.alibi_shared_bias, check.nonsym_one_row,
                                      check.alibi_far_share])
 def test_unattempted_says_so(checker, capsys):
     assert checker(None) is None
     assert "not attempted yet" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("checker", [check.nonsym_one_row, check.alibi_far_share])
+@pytest.mark.parametrize("checker", [check.ring_bias, check.alibi_shared_bias, check.nonsym_one_row,
+                                     check.alibi_far_share])
 def test_stub_is_unattempted_and_bugs_are_reported(checker, capsys):
     def stub(*args):
         raise NotImplementedError
@@ -38,74 +45,282 @@ def test_stub_is_unattempted_and_bugs_are_reported(checker, capsys):
     assert "ZeroDivisionError" in capsys.readouterr().out
 
 
-def causal_by_hand(H, L, slopes):
-    """-m_h (i - j) for keys j <= i, -inf after the query: written from the formula, not from pl.alibi_bias."""
-    i = torch.arange(L)
-    distance = (i[:, None] - i[None, :]).float()
-    return (-torch.as_tensor(slopes).view(H, 1, 1) * distance).masked_fill(distance < 0, float("-inf"))
+@pytest.mark.parametrize("name", ["ring_bias", "alibi_shared_bias", "nonsym_one_row", "alibi_far_share"])
+def test_wrong_answers_raise_under_grading(name, monkeypatch):
+    monkeypatch.setenv("POSENC_GRADING", "1")
+    with pytest.raises(AssertionError, match="not attempted"):
+        getattr(check, name)(None)
 
 
-def test_is_causal_alibi(capsys):
-    def right(b):
-        h, L, _ = b.shape
-        return torch.equal(b, causal_by_hand(h, L, recipe(h)))
+def test_the_checker_module_hands_over_no_answer():
+    """Only the four checkers and two helpers that return no answer are callables of the module; no constant holds
+    one of Exercise 2's lengths (only salted digests), and the helpers give shortcut targets and a softmax."""
+    own = {name for name, obj in vars(ch06).items() if callable(obj) and getattr(obj, "__module__", None) == ch06.__name__}
+    assert own == set(ch06.__all__) | {"_alibi_bias_everywhere", "_weights"}
+    assert all(label == "pl.alibi_bias" for _, _, label in ch06._alibi_bias_everywhere())
+    scores = torch.randn(2, 5, dtype=torch.float64)
+    torch.testing.assert_close(ch06._weights(torch.zeros(2, 5, dtype=torch.float64), scores), scores.softmax(-1))
+    answers = {2**p + 2 for p, _ in ch06._SHARED_RIGHT}  # written here from the derivation, not read from ch06
+    text = repr({k: v for k, v in vars(ch06).items() if not callable(v) and not k.startswith("__")})
+    assert not any(str(a) in text for a in answers)
+    numbers = [v for v in vars(ch06).values() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    assert not answers & set(numbers)
 
-    assert check.is_causal_alibi(right) is True
+
+# ---------------------------------------------------------------- Exercise 1: ALiBi over a ring buffer
+
+def ring_right(H, W, t):
+    """Slot s holds the key (t - s) mod W steps back, if the ring has reached it: -m times that distance."""
+    back = torch.tensor([(t - s) % W for s in range(W)], dtype=torch.float64)
+    m = torch.tensor(recipe(H), dtype=torch.float64)[:, None]
+    return (-m * back).masked_fill(back > t, float("-inf"))[:, None, :]
+
+
+def ring_window_weights(H, W, t, scores):
+    """Causal ALiBi over the last W keys, written by hand in position order, for a small t."""
+    first = max(0, t - W + 1)
+    m = torch.tensor(recipe(H), dtype=torch.float64)[:, None]
+    return (scores - m * (t - torch.arange(first, t + 1))).softmax(-1)
+
+
+def test_the_right_ring_gives_causal_alibi_over_the_window():
+    """Independent of the checker: the design, read slot by slot, is causal ALiBi over the last W positions."""
+    g = torch.Generator().manual_seed(0)
+    for H, W, t in ((8, 6, 3), (8, 6, 13), (6, 5, 17)):
+        first = max(0, t - W + 1)
+        scores = torch.randn(H, t + 1 - first, dtype=torch.float64, generator=g)
+        slots = [p % W for p in range(first, t + 1)]  # where each window position is stored
+        ring_scores = torch.full((H, W), 0.0, dtype=torch.float64)
+        ring_scores[:, slots] = scores
+        w = (ring_scores + ring_right(H, W, t)[:, 0]).softmax(-1)
+        torch.testing.assert_close(w[:, slots], ring_window_weights(H, W, t, scores))
+
+
+@pytest.mark.parametrize("right", [
+    ring_right,
+    lambda H, W, t: ring_right(H, W, t).float() + 3.0,  # float32, and a constant per row changes no weight
+    lambda H, W, t: ring_right(H, W, t) * torch.ones(1, 1, 1) - torch.tensor(recipe(H))[:, None, None] * 0.5,
+])
+def test_ring_bias_accepts_right_designs(right, capsys):
+    assert check.ring_bias(right) is True
     assert "all correct!" in capsys.readouterr().out
-    assert check.is_causal_alibi(lambda b: True) is False
-    # Comparing only the lower triangle is not enough: the symmetric form agrees there.
-    lower_only = lambda b: bool(torch.equal(b.tril(), causal_by_hand(b.shape[0], b.shape[1], recipe(b.shape[0])).tril()))
-    assert check.is_causal_alibi(lower_only) is False  # symmetric passes the lower triangle
-    naive = lambda b: torch.equal(b, causal_by_hand(b.shape[0], b.shape[1],
-                                                    [2 ** (-8 * h / b.shape[0]) for h in range(1, b.shape[0] + 1)]))
-    assert check.is_causal_alibi(naive) is False
-    assert "6 heads" in capsys.readouterr().out
 
 
-def test_is_causal_alibi_refuses_the_library_shortcut(capsys):
-    """Asking pl.alibi_bias (or ALiBi, which calls it) for the answer is named; afterwards the library works again."""
-    shortcut = lambda b: torch.equal(b, pl.alibi_bias(b.shape[0], b.shape[1]))
-    module = lambda b: torch.equal(b, pl.ALiBi(b.shape[0])(b.shape[1]))
-    for fn in (shortcut, module):
-        assert check.is_causal_alibi(fn) is False
-        assert "calls pl.alibi_bias" in capsys.readouterr().out
-    assert pl.alibi_bias(2, 2)[0, 0, 1] == float("-inf")  # the patch is gone
-    assert check.is_causal_alibi(lambda b: torch.equal(b, causal_by_hand(b.shape[0], b.shape[1],
-                                                                          pl.alibi_slopes(b.shape[0])))) is True
+def ring_with_full_and_arange(H, W, t):
+    """A right design written with torch.full (a fill of -inf) and torch.arange over the last W positions (ends near
+    10^12, W entries): the array guard counts entries, not values, and lets both through."""
+    m = torch.tensor(recipe(H), dtype=torch.float64)[:, None]
+    out = torch.full((H, W), float("-inf"), dtype=torch.float64)
+    positions = torch.arange(max(0, t - W + 1), t + 1)  # the window, at most W of them
+    out[:, positions % W] = -m * (t - positions).double()
+    return out[:, None, :]
 
 
-# ---------------------------------------------------------------- Exercise 2: the bfloat16 collapse
+def ring_with_the_library_as_a_table(H, W, t):
+    """pl.alibi_bias is allowed: its last row over W keys is the penalty of distances W - 1 .. 0, read per slot."""
+    from posenc_lib.alibi import alibi_bias  # bound before the checker runs: nothing is refused anyway
 
-def test_bf16_collapse_known_value():
-    """Independent of the checker: at L = 258 head 1's last two +m j values (128.5, 128) round to one bf16 number;
-    at 257 they (128, 127.5) are both exact. BLOOM's own builder agrees."""
-    from transformers.models.bloom.modeling_bloom import build_alibi_tensor
-
-    for L, same in ((257, False), (258, True)):
-        row = build_alibi_tensor(torch.ones(1, L, dtype=torch.long), 8, torch.bfloat16).view(8, L)[0]
-        assert (row[-1] == row[-2]).item() is same
-    values = torch.arange(0, 257) / 2  # keys 0..256 (every L up to 257): neighbours never merge
-    assert (values.bfloat16()[1:] != values.bfloat16()[:-1]).all()
+    row = alibi_bias(H, 1, W, dtype=torch.float64)[:, 0]  # row[:, W - 1 - d]: distance d back
+    back = torch.tensor([(t - s) % W for s in range(W)])
+    return row[:, W - 1 - back].masked_fill(back > t, float("-inf"))[:, None, :]
 
 
-@pytest.mark.parametrize("right", [258, 258.0, torch.tensor(258), np.int64(258)])
-def test_bf16_collapse_accepts_every_form(right, capsys):
-    assert check.alibi_bf16_collapse(right) is True
+@pytest.mark.parametrize("right", [ring_with_full_and_arange, ring_with_the_library_as_a_table])
+def test_ring_bias_accepts_designs_the_guard_used_to_refuse(right, capsys):
+    assert check.ring_bias(right) is True
     assert "all correct!" in capsys.readouterr().out
+
+
+def ring_from_library(H, W, t):
+    """The last row of pl.alibi_bias over every position up to t, gathered into slot order: an array per position."""
+    row = pl.alibi_bias(H, 1, t + 1)[:, 0]
+    out = torch.full((H, 1, W), float("-inf"))
+    for p in range(max(0, t - W + 1), t + 1):
+        out[:, 0, p % W] = row[:, p]
+    return out
+
+
+def ring_by_replay(H, W, t):
+    """Writes every position into its slot in turn, then reads the distances: a loop over t steps."""
+    held = [None] * W
+    for p in range(t + 1):
+        held[p % W] = p
+    back = torch.tensor([float("inf") if p is None else t - p for p in held], dtype=torch.float64)
+    return (-torch.tensor(recipe(H), dtype=torch.float64)[:, None] * back).nan_to_num(neginf=float("-inf"))[:, None]
+
+
+def ring_by_positions(H, W, t):
+    """Every position up to t as a tensor, then the last W of them: an array as long as the run."""
+    positions = torch.arange(t + 1)[-W:]
+    return ring_right(H, W, t) + 0 * positions.sum()
+
+
+@pytest.mark.parametrize("shortcut, says", [
+    (ring_from_library, "torch.arange with 1e+08 or more entries"),
+    (lambda H, W, t: pl.ALiBi(H)(1, t + 1)[:, :, -W:], "1e+08 or more entries"),
+    (ring_by_replay, "replays the ring position by position"),
+    (ring_by_positions, "torch.arange with"),
+])
+def test_ring_bias_refuses_the_shortcuts(shortcut, says, capsys):
+    before = (pl.alibi_bias, torch.arange, sys.gettrace())
+    assert check.ring_bias(shortcut) is False
+    out = capsys.readouterr().out
+    assert says in out and "hint:" in out and "listing" in out or "replaying" in out
+    assert (pl.alibi_bias, torch.arange, sys.gettrace()) == before  # every guard undone
+    assert check.ring_bias(ring_right) is True
+
+
+def test_plus_m_p_in_float64_is_off_by_the_size_the_checker_names():
+    """The +m p row at t = 10^12 (12 heads): float64 moves the bias differences by up to about 1e-4 and the
+    weights by about 1e-5: not lost, but more than the checker's 1e-6, as its message says."""
+    H, W, t = 12, 4, 10**12
+    g = torch.Generator().manual_seed(1)
+    scores = torch.randn(H, W, dtype=torch.float64, generator=g)
+    exact = ring_right(H, W, t)[:, 0]
+    plus = ring_plus_mj(H, W, t)[:, 0]
+    diff_err = ((plus - plus[:, :1]) - (exact - exact[:, :1])).abs().max().item()
+    w_err = ((scores + plus).softmax(-1) - (scores + exact).softmax(-1)).abs().max().item()
+    assert 1e-5 < diff_err < 2e-4 and 1e-6 < w_err < 1e-4
+    assert plus.abs().max() > 1e11 and math.ulp(plus.abs().max().item()) > 1e-5
+
+
+def ring_by_slot(H, W, t):
+    """Slot s read as position s: right until the ring wraps."""
+    s = torch.arange(W, dtype=torch.float64)
+    return (torch.tensor(recipe(H), dtype=torch.float64)[:, None] * s).masked_fill(s > t, float("-inf"))[:, None]
+
+
+def ring_plus_mj(H, W, t):
+    """+m * position, BLOOM's row: right, but at t = 10^12 the numbers are near m t."""
+    back = torch.tensor([(t - s) % W for s in range(W)], dtype=torch.float64)
+    p = t - back
+    return (torch.tensor(recipe(H), dtype=torch.float64)[:, None] * p).masked_fill(back > t, float("-inf"))[:, None]
+
+
+def ring_backwards(H, W, t):
+    """The distance counted forwards round the ring, (s - t) mod W."""
+    ahead = torch.tensor([(s - t) % W for s in range(W)], dtype=torch.float64)
+    return (-torch.tensor(recipe(H), dtype=torch.float64)[:, None] * ahead).masked_fill(ahead > t, float("-inf"))[:, None]
 
 
 @pytest.mark.parametrize("wrong, says", [
-    (257, "still stored exactly"),  # thinks the spacing of 1 above 128 is enough at once
-    (259, "rounds to the even neighbour"),  # ties rounded up
-    (514, "spacing of 2"),  # waits for the values to be 2 apart
-    (100, "still get different"),
-    (5000, "much earlier"),
-    ("258", "expected a whole length"),
+    (ring_by_slot, "slot s no longer holds position s"),
+    (lambda H, W, t: ring_right(H, W, t).nan_to_num(neginf=0.0), "slots that hold nothing"),
+    (ring_plus_mj, "only to about 1e-4"),
+    (lambda H, W, t: torch.where(ring_right(H, W, t).isfinite(), -ring_right(H, W, t), ring_right(H, W, t)),
+     "signs are flipped"),
+    (lambda H, W, t: ring_right(H, W, t) * torch.tensor([2 ** (-8 * h / H) for h in range(1, H + 1)],
+                                                        dtype=torch.float64)[:, None, None]
+     / torch.tensor(recipe(H), dtype=torch.float64)[:, None, None], "plain 2**(-8h/H)"),
+    (lambda H, W, t: ring_right(H, W, t)[:, 0], "return an"),
+    (ring_backwards, "wrong way round the ring"),
+    (lambda H, W, t: ring_right(H, W, t) * 1.5, "differ from causal ALiBi"),
 ])
-def test_bf16_collapse_names_the_misconception(wrong, says, capsys):
-    assert check.alibi_bf16_collapse(wrong) is False
+def test_ring_bias_names_the_misconception(wrong, says, capsys):
+    assert check.ring_bias(wrong) is False
     out = capsys.readouterr().out
-    assert says in out and "hint:" in out and ("258" not in out or wrong == "258")
+    assert says in out and "hint:" in out
+
+
+# ---------------------------------------------------------------- Exercise 2: when two keys share one stored bias
+
+def stored_by_hand(n, bits):
+    """n rounded to `bits` significant bits, ties to even, by Python's round (which rounds halves to even)."""
+    scale = 2 ** max(0, n.bit_length() - bits)
+    return round(n / scale) * scale if scale > 1 else n  # n / scale is exact in float64 for the sizes used here
+
+
+def shared_right(p, k):
+    """Below 2^p every whole multiple of m = 2^-k is stored exactly (the spacing is at most m); from 2^p m the spacing
+    is 2m, so (2^p + 1) m is a tie between 2^p m and (2^p + 2) m, and goes to the even one, 2^p m: the nearest keys
+    of L = 2^p + 2 (j = L - 2 = 2^p and L - 1) share it. The slope only shifts every value by a power of two."""
+    return 2**p + 2
+
+
+def test_shared_right_is_what_bloom_stores_and_what_rounding_by_hand_gives():
+    """Independent of the checker: BLOOM's own builder in bfloat16 (8 bits) and torch's float16, and rounding by
+    hand for small p, find the first shared bias at 2^p + 2 for several slopes."""
+    from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+
+    for L, same in ((257, False), (258, True)):
+        row = build_alibi_tensor(torch.ones(1, L, dtype=torch.long), 8, torch.bfloat16).view(8, L)
+        assert (row[0, -1] == row[0, -2]).item() is same and (row[7, -1] == row[7, -2]).item() is same
+    for k in (1, 3, 8):
+        values = (2.0**-k * torch.arange(2100, dtype=torch.float64)).to(torch.float16)
+        assert int((values[:-1] == values[1:]).nonzero()[0]) + 2 == shared_right(11, k)
+    for p in range(2, 12):
+        L = next(L for L in range(3, 10**5) if stored_by_hand(L - 2, p) == stored_by_hand(L - 1, p))
+        assert L == shared_right(p, 5)
+
+
+@pytest.mark.parametrize("right", [
+    shared_right,
+    lambda p, k: float(2**p + 2),  # exact in float64 up to p = 53
+    lambda p, k: torch.tensor(2**p + 2),
+    lambda p, k: np.int64(2**p + 2),
+])
+def test_alibi_shared_bias_accepts_right_answers(right, capsys):
+    assert check.alibi_shared_bias(right) is True
+    assert "all correct!" in capsys.readouterr().out
+
+
+def shared_by_search(p, k):
+    """The forbidden route: rounding each length's two values and searching from the start."""
+    L = 3
+    while stored_by_hand(L - 2, p) != stored_by_hand(L - 1, p):
+        L += 1
+    return L
+
+
+def shared_by_vector_search(p, k):
+    """A vectorised search in chunks: each chunk of lengths rounded with torch at once."""
+    start = 3
+    while True:
+        n = torch.arange(start - 2, start - 2 + 10**6, dtype=torch.float64)
+        scale = torch.exp2(torch.clamp(torch.floor(torch.log2(n + 1)) + 1 - p, min=0))
+        r = torch.round(n / scale) * scale
+        hit = (r[:-1] == r[1:]).nonzero()
+        if len(hit):
+            return int(hit[0]) + start
+        start += 10**6 - 1
+
+
+def shared_by_bf16_search(p, k):
+    """Right where torch has the format, a search there: no answer for the formats it lacks."""
+    dtype = {8: torch.bfloat16, 11: torch.float16, 24: torch.float32}[p]
+    v = (2.0**-k * torch.arange(2 ** p + 10, dtype=torch.float64)).to(dtype)
+    return int((v[:-1] == v[1:]).nonzero()[0]) + 2
+
+
+@pytest.mark.parametrize("search, says", [
+    (shared_by_search, "searches length by length"),
+    (shared_by_vector_search, "tensor or array elements"),
+    (shared_by_bf16_search, "tensor or array elements"),
+])
+def test_alibi_shared_bias_refuses_a_search(search, says, capsys):
+    before = (torch.arange, sys.gettrace())
+    assert check.alibi_shared_bias(search) is False
+    out = capsys.readouterr().out
+    assert says in out and "hint:" in out and "spaces its numbers" in out
+    assert (torch.arange, sys.gettrace()) == before
+
+
+@pytest.mark.parametrize("wrong, says", [
+    (lambda p, k: 2**p + 1, "still stored exactly"),  # the spacing of 2m above 2^p m taken as no merge yet
+    (lambda p, k: 2**p + 3, "rounds to the even neighbour"),  # ties rounded up
+    (lambda p, k: 2 ** (p + 1) + 2, "twice the slope"),  # waits for the values to be 2m apart
+    (lambda p, k: 2 ** (p + k) + 2 if k > 1 else 2**p + 2, "fixed number of digits after the point"),
+    (lambda p, k: 2**p, "index of a key"),
+    (lambda p, k: 100 if p == 8 else 2**p + 2, "still get different"),
+    (lambda p, k: 2**p + 6 if p == 8 else 2**p + 2, "a shorter input already did"),
+    (lambda p, k: "a length", "expected a whole length"),
+    (lambda p, k: 1, "expected a whole length"),
+])
+def test_alibi_shared_bias_names_the_misconception(wrong, says, capsys):
+    assert check.alibi_shared_bias(wrong) is False
+    out = capsys.readouterr().out
+    assert says in out and "hint:" in out
+    assert not any(str(2**p + 2) in out for p, _ in ch06._SHARED_RIGHT)  # the answer stays hidden
 
 
 # ---------------------------------------------------------------- Exercise 3: one row for the non-symmetric form
@@ -135,8 +350,45 @@ def test_the_right_row_reproduces_the_form():
     torch.testing.assert_close(ours.softmax(-1), (scores + exact).softmax(-1))
 
 
+def one_row_from_bloom(H, L):
+    """transformers' BLOOM row (+m j with the recipe's slopes) for H/2 heads, and its negative: any library's slopes
+    are allowed, and the design (which half needs -m j) is still the learner's."""
+    from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+
+    row = build_alibi_tensor(torch.ones(1, L, dtype=torch.long), H // 2, torch.float32)  # (H/2, 1, L)
+    return torch.cat((row, -row))
+
+
+def test_nonsym_one_row_accepts_bloom_s_row(capsys):
+    assert check.nonsym_one_row(one_row_from_bloom) is True
+
+
+def test_nonsym_one_row_refuses_the_library_under_another_name(capsys):
+    """pl.alibi_bias bound to another name before the checker runs is refused too (its code is swapped)."""
+    from posenc_lib.alibi import alibi_bias as bound_before
+
+    def from_bound(H, L):
+        full = bound_before(H, L, mode="nonsymmetric")
+        return torch.cat((full[: H // 2, -1], full[H // 2:, 0]))[:, None]
+
+    assert check.nonsym_one_row(from_bound) is False
+    assert "calls pl.alibi_bias" in capsys.readouterr().out
+    assert bound_before(2, 2)[0, 0, 1] == float("-inf")  # whole again
+
+
+def test_nonsym_one_row_refuses_the_library(capsys):
+    """Reading the row off the full bias (its last row for the left half, its first for the right) is refused."""
+    def from_library(H, L):
+        full = pl.alibi_bias(H, L, mode="nonsymmetric")
+        return torch.cat((full[: H // 2, -1], full[H // 2:, 0]))[:, None]
+
+    assert check.nonsym_one_row(from_library) is False
+    assert "calls pl.alibi_bias" in capsys.readouterr().out
+    assert pl.alibi_bias(2, 2)[0, 0, 1] == float("-inf")  # the library works again
+
+
 @pytest.mark.parametrize("wrong, says", [
-    (lambda H, L: torch.tensor(recipe(H // 2) * 2)[:, None, None] * torch.arange(L), "right-looking half sees"),
+    (lambda H, L: torch.tensor(recipe(H // 2) * 2)[:, None, None] * torch.arange(L), "farthest from the query"),
     (lambda H, L: -torch.tensor(recipe(H // 2) * 2)[:, None, None] * torch.arange(L), "left-looking half sees"),
     (lambda H, L: torch.tensor(recipe(H))[:, None, None] * torch.arange(L), "not the form's slopes"),  # H slopes
     (lambda H, L: one_row_right(H, L)[:, 0], "return an"),
@@ -149,43 +401,50 @@ def test_nonsym_one_row_names_the_misconception(wrong, says, capsys):
 
 # ---------------------------------------------------------------- Exercise 4: weight beyond the training length
 
-def far_share_closed_form(H, T, L):
+def far_share_closed_form(slopes, T, L):
+    """The geometric series: key d steps back weighs g**d, g = e^-m; keys T .. L - 1 of 0 .. L - 1."""
     shares = []
-    for m in recipe(H):
-        g = math.exp(-m)
-        shares.append((g**T - g**L) / (1 - g**L))
+    for m in torch.as_tensor(slopes, dtype=torch.float64).tolist():
+        shares.append((math.exp(-m * T) - math.exp(-m * L)) / -math.expm1(-m * L))
     return shares
 
 
-def far_share_closed_float32(H, T, L):
-    """The same closed form in float32, from the library's float32 slopes, as a tensor."""
-    g = torch.exp(-pl.alibi_slopes(H))
+def far_share_with_g(slopes, T, L):
+    """The same, written with g = e^-m as a float64 tensor."""
+    g = torch.exp(-slopes)
     return (g**T - g**L) / (1 - g**L)
 
 
-def far_share_measured(H, T, L):
+def far_share_measured(slopes, T, L):
     """The forbidden shortcut: measured from real attention weights (q.k = 0)."""
-    zeros = torch.zeros(1, H, L, 1, dtype=torch.float64)
-    _, w = pl.attention(zeros, zeros, zeros, bias=pl.alibi_bias(H, L, dtype=torch.float64))
+    zeros = torch.zeros(1, len(slopes), L, 1, dtype=torch.float64)
+    bias = pl.alibi_bias(len(slopes), L, slopes=slopes, dtype=torch.float64)
+    _, w = pl.attention(zeros, zeros, zeros, bias=bias)
     return w[0, :, -1, : L - T].sum(-1)
 
 
-def far_share_softmax_by_hand(H, T, L):
+def far_share_softmax_by_hand(slopes, T, L):
     """Another measurement: the bias built from the slopes, then a softmax over every key."""
-    m = torch.tensor(recipe(H), dtype=torch.float64)[:, None]
-    return torch.softmax(-m * torch.arange(L), -1)[:, T:].sum(-1)
+    return torch.softmax(-slopes[:, None] * torch.arange(L), -1)[:, T:].sum(-1)
 
 
-def far_share_summed(H, T, L):
+def far_share_summed(slopes, T, L):
     """A measurement with neither: one weight per key, added up (a tensor as long as the input)."""
-    w = torch.exp(-torch.tensor(recipe(H), dtype=torch.float64)[:, None] * torch.arange(L))
+    w = torch.exp(-slopes[:, None] * torch.arange(L))
     return w[:, T:].sum(-1) / w.sum(-1)
 
 
-def far_share_loop(H, T, L):
+def far_share_truncated(slopes, T, L):
+    """The sum over at most 10^5 keys: enough for Press's slopes, not for a slope near 0."""
+    n = min(L, 10**5)
+    w = torch.exp(-slopes[:, None] * torch.arange(n, dtype=torch.float64))
+    return w[:, T:].sum(-1) / w.sum(-1) if T < n else torch.zeros(len(slopes), dtype=torch.float64)
+
+
+def far_share_loop(slopes, T, L):
     """A loop over the keys, in plain Python."""
     shares = []
-    for m in recipe(H):
+    for m in slopes.tolist():
         total = far = 0.0
         for back in range(L):
             total += math.exp(-m * back)
@@ -195,15 +454,18 @@ def far_share_loop(H, T, L):
 
 
 def test_far_share_known_values():
-    """8 heads trained at 1024, read at 2048: the gentlest head about 1.8 %, the next 0.03 %."""
-    shares = far_share_closed_form(8, 1024, 2048)
+    """8 heads trained at 1024, read at 2048: the gentlest head about 1.8 %, the next 0.03 %; a slope of 10^-11
+    trained at 10^11 and read at 10^12 tokens: (e^-1 - e^-10) / (1 - e^-10), most of the weight far back."""
+    shares = far_share_closed_form(torch.tensor(recipe(8)), 1024, 2048)
     assert abs(shares[7] - 0.01799) < 1e-5 and abs(shares[6] - 3.35e-4) < 1e-6 and shares[5] < 1e-6
+    (tiny,) = far_share_closed_form(torch.tensor([1e-11], dtype=torch.float64), 10**11, 10**12)
+    assert tiny == pytest.approx((math.exp(-1) - math.exp(-10)) / (1 - math.exp(-10)), rel=1e-12)
 
 
 @pytest.mark.parametrize("right", [
     far_share_closed_form,  # a list of Python floats
-    far_share_closed_float32,  # a float32 tensor
-    lambda H, T, L: np.array(far_share_closed_form(H, T, L)),  # a numpy array
+    far_share_with_g,  # a float64 tensor
+    lambda s, T, L: np.array(far_share_closed_form(s, T, L)),  # a numpy array
 ])
 def test_far_share_accepts_right_answers(right, capsys):
     assert check.alibi_far_share(right) is True
@@ -211,11 +473,12 @@ def test_far_share_accepts_right_answers(right, capsys):
 
 
 def test_far_share_closed_form_equals_the_measured_weights():
-    """Independent of the checker: the closed form is what attention with q.k = 0 does, in float64 and float32."""
-    for H, T, L in ((8, 1024, 2048), (6, 64, 512), (1, 10, 400)):
-        measured = far_share_measured(H, T, L)
-        torch.testing.assert_close(torch.tensor(far_share_closed_form(H, T, L), dtype=torch.float64), measured)
-        assert torch.allclose(far_share_closed_float32(H, T, L).double(), measured, atol=1e-9, rtol=1e-4)
+    """Independent of the checker: the closed form is what attention with q.k = 0 does."""
+    for slopes, T, L in ((recipe(8), 1024, 2048), (recipe(6), 64, 512), ((0.3, 0.05, 0.004), 100, 1000),
+                         ((1e-3, 3e-4), 1000, 10**4)):
+        slopes = torch.tensor(slopes, dtype=torch.float64)
+        torch.testing.assert_close(torch.tensor(far_share_closed_form(slopes, T, L), dtype=torch.float64),
+                                   far_share_measured(slopes, T, L))
 
 
 @pytest.mark.parametrize("measurement, says", [
@@ -225,8 +488,6 @@ def test_far_share_closed_form_equals_the_measured_weights():
     (far_share_loop, "runs a loop over the keys"),
 ])
 def test_far_share_refuses_a_measurement(measurement, says, capsys):
-    import sys
-
     before = (torch.softmax, torch.Tensor.softmax, torch.arange, pl.alibi_bias, sys.gettrace())
     assert check.alibi_far_share(measurement) is False
     out = capsys.readouterr().out
@@ -236,17 +497,38 @@ def test_far_share_refuses_a_measurement(measurement, says, capsys):
 
 
 @pytest.mark.parametrize("wrong, says", [
-    (lambda H, T, L: [math.exp(-m * T) for m in recipe(H)], "to infinity"),
-    (lambda H, T, L: far_share_closed_form(H, T + 1, L), "off by one"),
-    (lambda H, T, L: far_share_closed_form(H, T - 1, L), "off by one"),
-    (lambda H, T, L: [(g**T - g**L) / (1 - g**L) for g in (math.exp(-(2 ** (-8 * h / H))) for h in range(1, H + 1))],
-     "plain 2**(-8h/H)"),  # the naive slopes: right for 8 heads, wrong for 6
-    (lambda H, T, L: far_share_closed_form(H, T, L)[:-1], "one per head"),
-    (lambda H, T, L: [1 - x for x in far_share_closed_form(H, T, L)], "distances training did show"),
-    (lambda H, T, L: far_share_closed_float32(H, T, L) * 1.001, "not the shares"),
+    (far_share_truncated, "leave out keys far back"),  # passes every case with Press's slopes
+    (lambda s, T, L: torch.exp(-s * T), "to infinity"),
+    (lambda s, T, L: far_share_closed_form(s, T + 1, L), "off by one"),
+    (lambda s, T, L: far_share_closed_form(s, T - 1, L), "off by one"),
+    (lambda s, T, L: far_share_closed_form(s, T, L)[:-1], "one per head"),
+    (lambda s, T, L: [1 - x for x in far_share_closed_form(s, T, L)], "distances training did show"),
+    (lambda s, T, L: far_share_with_g(s.float(), T, L), "not numbers"),  # e^-m rounds to 1 in float32
+    (lambda s, T, L: torch.tensor(far_share_closed_form(s, T, L)) * 1.001, "not the shares"),
 ])
 def test_far_share_names_the_misconception(wrong, says, capsys):
     assert check.alibi_far_share(wrong) is False
     out = capsys.readouterr().out
     assert says in out and "hint:" in out and "0.0179" not in out and "0.018" not in out
     assert "geometric" not in out  # the hint points to the figure, not to the series
+
+
+def test_the_truncated_sum_is_right_for_press_slopes():
+    """Why the tiny slopes are in the cases: for Press's slopes a sum over 10^5 keys is the closed form."""
+    for H, T, L in ((8, 1024, 2048), (4, 300, 10**12)):
+        slopes = torch.tensor(recipe(H), dtype=torch.float64)
+        torch.testing.assert_close(far_share_truncated(slopes, T, L),
+                                   torch.tensor(far_share_closed_form(slopes, T, L), dtype=torch.float64))
+
+
+def test_far_share_matches_the_first_layer_of_the_grammar_models():
+    """The Exercise 4 solution's remark: at T = 64, L = 512, slopes 1/64 and 1/256 put 0.37 and 0.74 of a q.k = 0
+    query's weight on keys 64 or more back, and the committed grammar ALiBi models' first-layer heads 3 and 4 put
+    about that much there (medians over the 3 seeds)."""
+    from posenc_lib.experiments import extrapolation as ex
+
+    prior = far_share_closed_form(torch.tensor([1 / 64, 1 / 256], dtype=torch.float64), 64, 512)
+    assert [round(x, 2) for x in prior] == [0.37, 0.74]
+    far = torch.tensor(ex.attention_heads(ex.load_results(), "grammar", "alibi", 512, "far"))  # [seed][layer][head]
+    first_layer = far[:, 0, 2:].median(0).values.tolist()
+    assert all(abs(m - p) < 0.02 for m, p in zip(first_layer, prior))

@@ -56,6 +56,42 @@ def test_no_huge_arrays_lets_small_arrays_through():
         assert torch.arange(4).sum().item() == 6 and np.zeros(3).shape == (3,)
 
 
+@pytest.mark.parametrize("build, entries", [
+    (lambda: torch.full((2, 3), float("-inf")), 6),  # a fill value is no size
+    (lambda: torch.full((4,), 1e12), 4),
+    (lambda: np.full(3, -1e30), 3),
+    (lambda: torch.arange(10**12 - 3, 10**12), 3),  # a range's ends are huge, its length is 3
+    (lambda: torch.arange(start=10**12, end=10**12 + 5), 5),
+    (lambda: np.arange(10**15, 10**15 + 40, 10), 4),
+    (lambda: torch.arange(0, 1e12, 1e10), 100),
+    (lambda: torch.linspace(0, 1e12, 7), 7),
+    (lambda: torch.zeros(3, 4, dtype=torch.float64), 12),
+    (lambda: torch.randn(2, 3, generator=torch.Generator().manual_seed(0)), 6),
+])
+def test_no_huge_arrays_counts_entries_not_values(build, entries):
+    """Only a shape, a number of steps or a range's length counts: a correct closed form may fill with -inf or
+    count positions near 10^12 (chapter 6, Exercise 1), and is not refused for it."""
+    with g.no_huge_arrays():
+        out = build()
+    assert (out.numel() if isinstance(out, torch.Tensor) else out.size) == entries
+
+
+@pytest.mark.parametrize("build", [
+    lambda: torch.ones(10**5, 10**5),  # every size below the limit, their product above it
+    lambda: torch.zeros(size=(10**4, 10**4)),
+    lambda: np.zeros((2, 10**8)),
+    lambda: torch.arange(10**12 - 10**9, 10**12),  # a long range far from 0
+    lambda: np.arange(start=0, stop=10**9),
+    lambda: torch.arange(torch.tensor(10**9)),
+    lambda: torch.full((10**8,), 0.0),
+    lambda: np.linspace(0, 1, num=10**8),
+])
+def test_no_huge_arrays_refuses_many_entries_however_given(build):
+    with pytest.raises(g.Shortcut, match="1e\\+08 or more entries"):
+        with g.no_huge_arrays():
+            build()
+
+
 def test_answers_under_guard_returns_the_answers_or_the_case_that_stopped():
     closed_form = lambda n: n * (n - 1) // 2  # noqa: E731
     answers, stopped = g.answers_under_guard(closed_form, [(10,), (10**12,)])

@@ -13,6 +13,7 @@ from test_check_ch01 import _misconception, rule
 from test_check_ch02 import witness
 from test_check_ch04 import last_bucket_closed_form
 from test_check_ch05 import LAYOUT_RIGHT, _first_slow_pair
+from test_check_ch06 import shared_right
 from test_check_ch08 import _misread, rotations_by_rule
 
 from posenc_lib import check
@@ -61,9 +62,8 @@ CASES = {
     "rope_layout_perm": (lambda to: typed(LAYOUT_RIGHT, to),
                          lambda to: typed(list(range(0, 64, 2)) + list(range(1, 64, 2)), to),  # §6e's P
                          "turns counter-clockwise there"),
-    "alibi_bf16_collapse": (lambda to: to(258), lambda to: to(257), "still stored exactly"),
-    "counter_merge": (lambda to: lambda dtype: to({torch.bfloat16: 189, torch.float16: 1463}[dtype]),
-                      lambda to: lambda dtype: to({torch.bfloat16: 188, torch.float16: 1462}[dtype]), "too early"),
+    "alibi_shared_bias": (lambda to: returning(shared_right, to),
+                          lambda to: returning(lambda p, k: shared_right(p, k) - 1, to), "still stored exactly"),
     "cache_rotations": (lambda to: returning(rotations_by_rule, to),
                         lambda to: returning(lambda c, p, n: _misread(c, p, n).get("prefill",
                                                                                      rotations_by_rule(c, p, n)), to),
@@ -85,8 +85,8 @@ def test_every_integer_checker_accepts_any_whole_number_type(name, kind, capsys)
     assert capsys.readouterr().out == out
 
 
-@pytest.mark.parametrize("name", ["counter_merge", "t5_last_bucket", "rope_first_slow_pair", "cache_rotations",
-                                  "slow_pairs", "t5_rows_read", "alibi_bf16_collapse"])
+@pytest.mark.parametrize("name", ["t5_last_bucket", "rope_first_slow_pair", "cache_rotations",
+                                  "slow_pairs", "t5_rows_read", "alibi_shared_bias"])
 def test_a_fraction_is_not_a_whole_number_anywhere(name, capsys):
     right = CASES[name][0]
     half = right(lambda n: n + 0.5)

@@ -517,3 +517,23 @@ def test_attention_logits_are_the_ones_each_layer_uses(positional, kw):
         _, _, val = block.attn.heads(inp)
         y = (lg.softmax(-1) @ val).transpose(1, 2).reshape(2, 10, 16)
         torch.testing.assert_close(block.attn.out(y), out, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("positional", ["rope", "none", "alibi"])
+def test_rotated_qk_are_the_q_and_k_behind_the_logits(positional):
+    """rotated_qk hands out each layer's q and k after the rotation: their scaled product, with the layer's bias
+    (or the causal mask), is attention_logits; for RoPE they are the heads' q and k turned by apply_rope."""
+    m = small(positional)
+    x = torch.randint(0, 11, (2, 10), generator=torch.Generator().manual_seed(0))
+    qk, logits = m.rotated_qk(x), m.attention_logits(x)
+    assert len(qk) == len(logits) == m.config.num_layers
+    bias = m.attention_bias(10)
+    future = torch.ones(10, 10, dtype=torch.bool).triu(1)
+    for (q, k), lg in zip(qk, logits):
+        assert q.shape == k.shape == (2, 2, 10, 8)
+        want = q @ k.transpose(-1, -2) / math.sqrt(8)
+        want = want + bias if bias is not None else want.masked_fill(future, float("-inf"))
+        torch.testing.assert_close(lg, want)
+    if positional == "rope":
+        q0, k0, _ = m.blocks[0].attn.heads(m.blocks[0].ln1(m.positional.embed(m.embed(x))))  # what layer 1 reads
+        torch.testing.assert_close(qk[0][0], pl.apply_rope(q0, base=m.config.base))

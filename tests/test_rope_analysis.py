@@ -151,9 +151,42 @@ def test_angle_novelty_inside_the_training_length_is_zero_and_pairs_are_independ
         (lambda: ra.rope_angle_novelty(torch.ones(2), 4, 8, inv_freq=torch.ones(3)), "inv_freq must have the shape"),
         (lambda: ra.rope_angle_novelty(torch.ones(2), 0, 8), "trained_length must be"),
         (lambda: ra.rope_angle_novelty(torch.ones(2), 4, 2.5), "length must be"),
+        (lambda: ra.rope_combination_gap(torch.ones(2), (3, 1), torch.arange(4)), "trained_span must be"),
+        (lambda: ra.rope_combination_gap(torch.ones(2), (0, 3), torch.ones(2, 2)), "distances must be a 1-D"),
+        (lambda: ra.rope_combination_gap(torch.ones(2), (0, 3), torch.tensor([-1.0])), "distances must hold"),
+        (lambda: ra.rope_combination_gap(torch.ones(2), (0, 3), torch.arange(4), inv_freq=torch.ones(3)),
+         "inv_freq must have the shape"),
+        (lambda: ra.rope_combination_gap(torch.ones(2), (0, 3), torch.arange(4), step=0), "step must be"),
     ],
 )
 def test_bad_input_raises_value_error_naming_the_parameter(call, match):
     """Bad arguments raise ValueError that says which and what was expected."""
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def _gap_by_hand(theta, span, r, new, step=0.01):
+    """min over rho in span of the largest wrapped difference over the pairs, with plain Python loops."""
+    best = math.inf
+    rho = span[0]
+    while rho <= span[1] + 1e-12:
+        worst = max(abs((r * n - rho * t + math.pi) % (2 * math.pi) - math.pi) for t, n in zip(theta, new))
+        best, rho = min(best, worst), rho + step
+    return best
+
+
+def test_combination_gap_by_hand():
+    """One pair: the distance from an angle to an arc. Two pairs stretched by different factors: each pair stays on
+    its own trained range, the combination does not. A uniform stretch (PI) stays on the curve."""
+    one = ra.rope_combination_gap(torch.tensor([0.1], dtype=torch.float64), (0, 10), torch.tensor([20]))
+    assert one.item() == pytest.approx(1.0, abs=1e-9)  # angle 2.0 against the arc [0, 1]
+    theta = torch.tensor([0.3, 0.1], dtype=torch.float64)
+    mixed = theta / torch.tensor([1.0, 2.0], dtype=torch.float64)  # pair 1 slowed, pair 0 not
+    r = torch.tensor([5, 17, 29])
+    got = ra.rope_combination_gap(theta, (0, 20), r, inv_freq=mixed)
+    want = [_gap_by_hand(theta.tolist(), (0, 20), x, mixed.tolist()) for x in r.tolist()]
+    assert got.tolist() == pytest.approx(want, abs=1e-9) and got.max() > 0.5
+    assert (ra.rope_angle_novelty(theta, 21, 30, inv_freq=mixed) <= theta).all()  # each pair: nothing new
+    pi = ra.rope_combination_gap(theta, (0, 20), torch.arange(0, 41), inv_freq=theta / 2)
+    assert pi.max() < 0.3 * 0.01  # r / 2 lies on the curve, to within the grid
+    assert ra.rope_combination_gap(theta, (0, 20), torch.arange(21)).max() < 0.3 * 0.01

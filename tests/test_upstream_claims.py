@@ -64,6 +64,35 @@ def test_ch06_falcon_eager_path_adds_the_alibi_row_twice():
     assert not torch.allclose(w, once, atol=1e-3)
 
 
+def test_ch06_bloom_eager_attention_adds_its_row_to_every_query_with_baddbmm():
+    """Chapter 6 §5: BLOOM stores one bias row per head, but its eager attention adds it to q.k for every query
+    with torch.baddbmm, so the (B * H, q, k) scores exist in full (the chapter reads their shape from outputs)."""
+    transformers_as_checked("chapter 6 §5, 'BLOOM's eager attention adds the row with torch.baddbmm'")
+    from transformers.models.bloom import modeling_bloom
+
+    source = inspect.getsource(modeling_bloom.BloomAttention.forward)
+    assert "baddbmm" in source and "alibi" in source
+
+
+def test_ch06_flex_attention_score_mod_computes_alibi_inside_attention():
+    """Chapter 6 §5: FlexAttention's score_mod(score, b, h, q_idx, kv_idx) can add ALiBi's bias from the slopes,
+    with no bias tensor: the same output as pl.attention with the dense causal bias."""
+    import warnings
+
+    flex = pytest.importorskip("torch.nn.attention.flex_attention")
+    H, L, d = 4, 16, 8
+    q, k, v = torch.randn(3, 1, H, L, d, generator=torch.Generator().manual_seed(0)).unbind(0)
+    slopes = pl.alibi_slopes(H)
+
+    def alibi(score, b, h, q_idx, kv_idx):
+        return torch.where(q_idx >= kv_idx, score - slopes[h] * (q_idx - kv_idx), float("-inf"))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # eager (unfused) flex_attention warns that it is not compiled
+        out = flex.flex_attention(q, k, v, score_mod=alibi)
+    torch.testing.assert_close(out, pl.attention(q, k, v, bias=pl.alibi_bias(H, L))[0], atol=1e-5, rtol=1e-5)
+
+
 def test_ch08_deepseek_v3_rotates_the_last_features_with_one_key_for_every_head(monkeypatch):
     """Chapter 8 §2 (decoupled RoPE): in DeepseekV3Attention the rotated features come last in each head,
     the rotated key is one set shared by all heads, and the cache holds kv_lora_rank + qk_rope_head_dim

@@ -1,4 +1,10 @@
-"""Checkers for notebooks/06_alibi.ipynb."""
+"""Checkers for notebooks/06_alibi.ipynb.
+
+No function or constant here returns or holds an answer: Exercise 2's answers are salted digests (``sealed``) of
+formats no torch dtype has, and the others are compared with the chapter's library functions (``alibi_bias``, a
+softmax) on inputs the learner does not see, inside the checker (Exercises 3 and 4: while those same functions
+refuse to run for the learner's code).
+"""
 from __future__ import annotations
 
 from typing import Any, Callable, Iterable
@@ -9,114 +15,222 @@ import torch.nn.functional as F
 from .. import alibi as alibi_module
 from .. import attention as attention_module
 from .. import fast_attention
-from ..alibi import alibi_bias, alibi_bias_two_sided, alibi_slopes
-from ._core import Verdict, close, float64_tensor, report, whole_number
-from ._guard import answers_under_guard, stopped_verdict
+from ..alibi import alibi_bias, alibi_slopes
+from ._core import Verdict, close, float64_tensor, report, sealed, whole_number
+from ._guard import ELEMENTS, answers_under_guard, stopped_verdict
 
-__all__ = ["is_causal_alibi", "alibi_bf16_collapse", "nonsym_one_row", "alibi_far_share"]
-
-
-def _bias_cases() -> list[tuple[str, torch.Tensor, bool]]:
-    g = torch.Generator().manual_seed(6)
-    causal6 = alibi_bias(6, 7)
-    naive = torch.tensor([2 ** (-8 * h / 6) for h in range(1, 7)])
-    mj = alibi_slopes(4).view(-1, 1, 1) * torch.arange(5.0)
-    mj = mj.masked_fill(torch.ones(5, 5, dtype=torch.bool).triu(1), float("-inf"))
-    left = torch.rand(4, generator=g)
-    return [
-        ("causal ALiBi, 8 heads, length 5", alibi_bias(8, 5), True),
-        ("causal ALiBi, 6 heads, length 7", causal6, True),
-        ("causal ALiBi, 1 head, length 3", alibi_bias(1, 3), True),
-        ("symmetric ALiBi", alibi_bias(8, 5, mode="symmetric"), False),
-        ("non-symmetric ALiBi", alibi_bias(8, 5, mode="nonsymmetric"), False),
-        ("causal with the naive 2**(-8h/6) slopes", alibi_bias(6, 7, slopes=naive), False),
-        ("+m*j with a causal mask (same softmax, different bias)", mj, False),
-        ("a causal ALiBi with its heads in reverse order", causal6.flip(0), False),
-        ("a transposed causal ALiBi", alibi_bias(8, 5).transpose(-1, -2), False),
-        ("learned two-sided slopes", alibi_bias_two_sided(left, left, 5), False),
-    ]
+__all__ = ["ring_bias", "alibi_shared_bias", "nonsym_one_row", "alibi_far_share"]
 
 
 def _alibi_bias_everywhere() -> tuple[tuple[Any, str, str], ...]:
-    """pl.alibi_bias under every name a learner's function can reach it by."""
+    """pl.alibi_bias under every name a learner's function can reach it by (pl.ALiBi calls it too)."""
     import posenc_lib
 
     return tuple((module, "alibi_bias", "pl.alibi_bias") for module in (posenc_lib, alibi_module, fast_attention))
 
 
-def is_causal_alibi(fn: Callable[[torch.Tensor], Any] | None) -> bool | None:
-    """Exercise: fn(bias (H, L, L)) -> True exactly when bias equals causal ALiBi (Press's slopes),
-    built without pl.alibi_bias (the point is to know what to compare)."""
+def _weights(bias: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+    """softmax over the last dimension of scores + bias, float64; a row with nothing visible stays all zeros."""
+    return (scores + bias).softmax(-1).nan_to_num(0.0)
 
-    def run(fn: Callable[[torch.Tensor], Any]) -> Iterable[Verdict]:
-        cases = _bias_cases()
-        answers, stopped = answers_under_guard(fn, [(bias.clone(),) for _, bias, _ in cases],
-                                               _alibi_bias_everywhere(), loops=False)
+
+# ---------------------------------------------------------------- Exercise 1: ALiBi in a ring buffer
+
+# (H, W, t): the ring not yet full, just full, wrapped, 6 heads, a full turn, 10^12 steps (12 heads: slopes such as
+# 2^-0.5, whose product with a position near 10^12 is rounded even in float64).
+RING_CASES = ((8, 6, 3), (8, 6, 5), (8, 6, 13), (6, 5, 17), (4, 8, 16), (12, 4, 10**12))
+
+
+def ring_bias(fn: Callable[[int, int, int], Any] | None) -> bool | None:
+    """Exercise 1: fn(H, W, t) -> the (H, 1, W) bias of the query at position t over a ring buffer of W slots
+    (position p's key in slot p mod W), giving the weights causal ALiBi gives over the last W keys."""
+
+    def reference(H: int, W: int, t: int) -> torch.Tensor:
+        """Replays the ring (every position written in turn) and reads each slot's bias off pl.alibi_bias's last
+        row. A full ring at step t holds what it held at W + t mod W, W steps of positions later: same weights."""
+        t = t if t < 2 * W else W + t % W
+        slots: list[int | None] = [None] * W
+        for p in range(t + 1):
+            slots[p % W] = p
+        row = alibi_bias(H, 1, t + 1, dtype=torch.float64)[:, 0]  # (H, t + 1): the bias of each key position
+        hidden = torch.full((H,), float("-inf"), dtype=torch.float64)
+        return torch.stack([hidden if p is None else row[:, p] for p in slots], -1)  # (H, W)
+
+    def run(fn: Callable[[int, int, int], Any]) -> Iterable[Verdict]:
+        answers, stopped = answers_under_guard(fn, RING_CASES)
         if stopped is not None:
-            yield stopped_verdict(stopped[1], "your function",
-                                  shortcut="build the causal bias yourself (pl.alibi_slopes is allowed)")
+            case, why = stopped
+            yield stopped_verdict(why, f"ring_bias{case}",
+                                  shortcut=f"that lists every position up to t = {case[2]:.0e}; a slot's content "
+                                           "can be read without listing how the ring was written",
+                                  loop=f"replays the ring position by position ({case[2]:.0e} steps): a slot's "
+                                       "content can be read without replaying how it was written")
             return
-        for (name, _, want), got in zip(cases, answers.values()):
-            ok = isinstance(got, (bool, torch.Tensor)) and bool(got) == want
-            yield ok, f"{name}: " + ("right" if ok else f"wrong ({got!r})")
-
-    return report("is this matrix causal ALiBi?", fn, run,
-                  "look at which impostors got through: each agrees with causal ALiBi on part of the matrix "
-                  "(a triangle, the softmax, the shape). Which entries must you compare, against what, and does your "
-                  "comparison treat two -inf entries as equal?")
-
-
-BF16_HEADS = 8  # Exercise 2: head 1 of 8 heads, BLOOM's +m_h j row stored in bfloat16
-
-
-def _first_collapse(num_heads: int = BF16_HEADS, longest: int = 5000) -> int:
-    """The smallest L at which the last two keys' +m_1 j biases round to one bfloat16 value (float32 product first)."""
-    slope = alibi_slopes(num_heads)[0]
-    j = torch.arange(longest)
-    row = (slope * j).to(torch.bfloat16)  # entry j is the bias of key j, whatever L is
-    same = (row[1:] == row[:-1]).nonzero().flatten()  # keys j and j + 1 share a value
-    return int(same[0]) + 2  # keys L - 2 = j and L - 1 = j + 1
-
-
-def alibi_bf16_collapse(answer: Any) -> bool | None:
-    """Exercise 2: the smallest length at which head 1's two nearest keys share one bfloat16 +m_h j bias."""
-
-    def run(ans: Any) -> Iterable[Verdict]:
-        got = whole_number(ans)
-        if got is None:
-            yield False, f"expected a whole length L, got {ans!r}"
+        g = torch.Generator().manual_seed(1)
+        for (H, W, t), got in answers.items():
+            case = f"ring_bias({H}, {W}, {t})"
+            row = float64_tensor(got)
+            if row is None or tuple(row.shape) != (H, 1, W):
+                yield False, f"{case}: return an ({H}, 1, {W}) tensor, got {getattr(got, 'shape', got)!r:.60}"
+                return
+            row = row[:, 0]
+            want = reference(H, W, t)
+            scores = torch.randn(H, W, dtype=torch.float64, generator=g)
+            if close(_weights(row, scores), _weights(want, scores), atol=1e-6, rtol=1e-5):
+                continue
+            held = torch.isfinite(want[0])
+            finite = torch.isfinite(row)
+            m = alibi_slopes(H, dtype=torch.float64)[:, None]
+            slot = torch.arange(W, dtype=torch.float64)
+            by_slot = (m * slot).masked_fill(slot > t, float("-inf"))  # slot s read as position s
+            naive = torch.tensor([2 ** (-8 * h / H) for h in range(1, H + 1)], dtype=torch.float64)[:, None]
+            with_naive = torch.where(held, want * naive / m, want)  # the same distances, the plain 2**(-8h/H)
+            flipped = torch.where(finite, -row, row)
+            ahead = (slot - t).remainder(W)  # the distance counted the other way round the ring
+            backwards = (-m * ahead).masked_fill(ahead > t, float("-inf"))
+            same = lambda other: close(_weights(row, scores), _weights(other, scores), atol=1e-6, rtol=1e-5)  # noqa: E731
+            if same(by_slot):
+                yield False, f"{case}: the ring has wrapped: slot s no longer holds position s"
+            elif same(backwards):
+                yield False, f"{case}: you count the distance the wrong way round the ring"
+            elif close(_weights(flipped, scores), _weights(want, scores), atol=1e-6, rtol=1e-5):
+                yield False, f"{case}: the signs are flipped: ALiBi lowers the score of a far key"
+            elif H & (H - 1) and same(with_naive):
+                yield False, f"{case}: those are the plain 2**(-8h/H) slopes; for H = {H} ALiBi uses §1's recipe"
+            elif not bool(finite[:, held].all()):
+                yield False, f"{case}: a slot that holds a key gets no weight at all"
+            elif bool(finite[:, ~held].any()):
+                yield False, f"{case}: the ring is not full yet; slots that hold nothing must get no weight (-inf)"
+            elif row[finite].abs().max() > 1e6:
+                yield False, (f"{case}: your biases are numbers near m·t (up to {row[finite].abs().max():.0e}); "
+                              "float64 stores numbers that large only to about 1e-4, so their differences, all a "
+                              "softmax uses, are off by that much and the weights by more than this check's 1e-6 "
+                              "(§3, 'in low precision')")
+            else:
+                wrong = sum(not close(_weights(row[h], scores[h]), _weights(want[h], scores[h]), atol=1e-6, rtol=1e-5)
+                            for h in range(H))
+                yield False, f"{case}: the weights differ from causal ALiBi's over the last {W} keys for {wrong} of {H} heads"
             return
-        want = _first_collapse()
-        if got == want:
-            yield True, "right: the first length at which head 1 cannot tell its two nearest keys apart"
-        elif got == want - 1:
-            yield False, ("at that length both biases are still stored exactly: look at the spacing of "
-                          "bfloat16 numbers just below and just above the larger one")
-        elif got == want + 1:
-            yield False, "a tie in bfloat16 rounds to the even neighbour, not up"
-        elif got > want and got <= 2 * want:
-            yield False, ("you waited for a spacing of 2 between bfloat16 numbers; a spacing of 1 already "
-                          "merges a value that ends in .5 with a neighbour")
-        elif got > want:
-            yield False, f"at L = {got} the two keys have long shared their bias: it happens much earlier"
-        else:
-            yield False, f"at L = {got} the two nearest keys still get different bfloat16 biases"
+        yield True, (f"the weights of causal ALiBi over the last W keys, for {len(RING_CASES)} rings, from a ring not "
+                     "yet full to one 10^12 steps on")
 
-    return report("when head 1's two nearest keys share one bfloat16 bias", answer, run,
-                  "bfloat16 keeps 8 significant bits: how far apart are its numbers near the two biases, and "
-                  "which way does a value exactly half-way between two of them go?")
+    return report("ALiBi's bias over a ring buffer", fn, run,
+                  "ALiBi charges a key for how far back it is, not for where it is stored; a ring of W slots counts "
+                  "the way a clock counts hours.")
 
+
+# ---------------------------------------------------------------- Exercise 2: when two keys share one stored bias
+
+# (p, k): a format of p significant bits (ties to even) holds BLOOM's +m j row of a head with slope m = 2^-k.
+# bfloat16 (p = 8) for head 1 and head 8 of 8 heads, float16, float32, float64 (p = 53), and formats torch
+# has no dtype for (every answer fits a float64 exactly, so any number type can carry it).
+_SHARED_RIGHT = {  # sealed([p, k, answer], "ch06.first_shared") per case
+    (8, 1): "783596bbd3ac1d25cce95b0e",
+    (8, 8): "76beb0de26248c977766a1cb",
+    (11, 3): "3440a8f05f8db55cde297baa",
+    (24, 5): "86a0fedd17073a01a39e5df0",
+    (33, 4): "fd5b6f0b2e4868a13703a696",
+    (40, 2): "6d6412d5ed3f5446fe6c1395",
+    (53, 8): "03be860d783203b25447c3ae",
+}
+_SHARED_WRONG = {  # sealed wrong answers of every case -> the misconception (a key of _SHARED_MISCONCEPTIONS)
+    "5175f3c40a6bef7de81deb00": "exact", "b58300a7f6efb01c421163a6": "ties_up",
+    "d2bf30714ca10da7f9483a29": "spacing_2", "8fd14a582c2319c82973edb9": "index",
+    "ba36c947727637773b5c3795": "exact", "4cfdcfeb2ee2c8678e5893cf": "ties_up",
+    "69e947e421d062488342c0d1": "spacing_2", "edbc300915c046c6367d7d0a": "values",
+    "76e61f6d97934088bb532ddf": "index", "bd1466601c9edae011120657": "exact",
+    "c4862c5b66fea1f0bb49dbe1": "ties_up", "d8e103d6bfdb4c60158bb800": "spacing_2",
+    "c0d0986c9c01a41e0eb73f87": "values", "6f8d23f6dce8623b8c37beb0": "index",
+    "313f78623c4961d99ecfa64b": "exact", "202d764732a90683421d5bb3": "ties_up",
+    "cf24fd613eac8e5942f8cc92": "spacing_2", "d85205b5e02aaed617c1422c": "values",
+    "677638c5f164a761b1d04111": "index", "43822595aaa801f05d8acf73": "exact",
+    "abf74fc9f82b3c154242af68": "ties_up", "58afd62a4384b9fa7abe68c1": "spacing_2",
+    "49e68969141f3879283daf3a": "values", "55a48460c986404ce85e355f": "index",
+    "e680fea5a00d307a156a138e": "exact", "42226b4a295c9d66cc5eee16": "ties_up",
+    "f91332b2fe11d9d33e157566": "spacing_2", "77b0a3910dd328b63cf5beee": "values",
+    "a60730d56ab582f8d4a69d5c": "index", "4f6bb5c3f11dd47e980bd53d": "exact",
+    "26c47527c3046667b813ffba": "ties_up", "cc7c392854876a7cdca916dd": "spacing_2",
+    "fbb33fdd2dc197d9ca01f2d4": "values", "841465be5256cd6eba743630": "index",
+}
+_SHARED_MISCONCEPTIONS = {
+    "exact": "both biases are still stored exactly at that length: look at the format's spacing just below and just "
+             "above the larger one",
+    "ties_up": "a tie rounds to the even neighbour, not up",
+    "spacing_2": "you waited for the format's spacing to reach twice the slope; a spacing of one slope's width "
+                 "already merges a value that falls half-way between two stored numbers with a neighbour",
+    "values": "your length moves with the slope as if the format kept a fixed number of digits after the point; "
+              "its spacing is relative to the size of the numbers it stores",
+    "index": "that is the index of a key, not the length: at length L the last query's nearest keys are L - 1 and "
+             "L - 2",
+}
+
+
+def alibi_shared_bias(fn: Callable[[int, int], Any] | None) -> bool | None:
+    """Exercise 2: fn(p, k) -> the smallest length L at which BLOOM's +m_h j row, m = 2^-k, stored in a format of
+    p significant bits (round to nearest, ties to even), gives the last query's two nearest keys (j = L - 1 and
+    L - 2) the same bias. A search over lengths is stopped (formats of up to 53 bits)."""
+
+    def stored(n: int, bits: int) -> int:
+        """The whole number n rounded to `bits` significant bits, ties to even (m = 2^-k scales every value alike,
+        so the row's values n m round as n does)."""
+        extra = n.bit_length() - bits
+        if extra <= 0:
+            return n
+        q, r = divmod(n, 1 << extra)
+        half = 1 << (extra - 1)
+        return (q + (r > half or (r == half and q % 2 == 1))) << extra
+
+    def run(fn: Callable[[int, int], Any]) -> Iterable[Verdict]:
+        answers, stopped = answers_under_guard(fn, list(_SHARED_RIGHT), elements_per_case=ELEMENTS)
+        if stopped is not None:
+            (p, k), why = stopped
+            yield stopped_verdict(why, f"first_shared({p}, {k})", shortcut="work it out from how the format spaces "
+                                  "its numbers instead", loop=f"searches length by length (lengths near 2^{p}): "
+                                  "work it out from how the format spaces its numbers instead",
+                                  grid="a search over lengths; work it out from how the format spaces its numbers")
+            return
+        for (p, k), raw in answers.items():
+            case = f"first_shared({p}, {k})"
+            got = whole_number(raw)
+            if got is None or got < 2:
+                yield False, f"{case}: expected a whole length L >= 2, got {raw!r:.60}"
+                return
+            digest = sealed([p, k, got], "ch06.first_shared")
+            if digest == _SHARED_RIGHT[(p, k)]:
+                continue
+            if digest in _SHARED_WRONG:
+                yield False, f"{case}: {_SHARED_MISCONCEPTIONS[_SHARED_WRONG[digest]]}"
+            elif stored(got - 2, p) == stored(got - 1, p):
+                yield False, (f"{case}: at L = {got} the two nearest keys do share a bias, but a shorter input "
+                              "already did")
+            else:
+                yield False, f"{case}: at L = {got} the two nearest keys still get different stored biases"
+            return
+        yield True, (f"right for {len(_SHARED_RIGHT)} formats and slopes, from bfloat16 (BLOOM's) to float64's 53 "
+                     "significant bits")
+
+    return report("when the two nearest keys share one stored bias", fn, run,
+                  "whether two nearby numbers survive as two depends on the format's spacing near them, which is "
+                  "relative to their size, and on its rule for ties.")
+
+
+# ---------------------------------------------------------------- Exercise 3: one row for the non-symmetric form
 
 NONSYM_CASES = ((8, 10), (4, 7), (2, 5), (6, 9))
 
 
 def nonsym_one_row(fn: Callable[[int, int], Any] | None) -> bool | None:
-    """Exercise 3: fn(H, L) -> an (H, 1, L) bias that, with the non-symmetric form's -inf mask, gives its weights."""
+    """Exercise 3: fn(H, L) -> an (H, 1, L) bias that, with the non-symmetric form's -inf mask, gives its weights
+    (pl.alibi_bias refuses to run while fn does)."""
 
     def run(fn: Callable[[int, int], Any]) -> Iterable[Verdict]:
+        answers, stopped = answers_under_guard(fn, NONSYM_CASES, _alibi_bias_everywhere(), loops=False)
+        if stopped is not None:
+            yield stopped_verdict(stopped[1], "your function",
+                                  shortcut="design the row from the slopes (pl.alibi_slopes is allowed)")
+            return
         g = torch.Generator().manual_seed(3)
-        for H, L in NONSYM_CASES:
-            got = fn(H, L)
+        for (H, L), got in answers.items():
             if not isinstance(got, torch.Tensor) or tuple(got.shape) != (H, 1, L):
                 yield False, f"H={H}, L={L}: return an ({H}, 1, {L}) tensor, got {getattr(got, 'shape', got)!r}"
                 return
@@ -135,8 +249,8 @@ def nonsym_one_row(fn: Callable[[int, int], Any] | None) -> bool | None:
                 yield False, (f"H={H}: the steps of your rows are not the form's slopes; which slopes does the "
                               "non-symmetric form use in each half (§2)?")
             elif all(ok[:half]) and not any(ok[half:]):
-                yield False, (f"H={H}: the left-looking half is right; the right-looking half sees keys j >= i, "
-                              "where the distance is j - i: which sign of j does its bias carry?")
+                yield False, (f"H={H}: the left-looking half is right; your right-looking heads favour the keys "
+                              "farthest from the query, a bias that grows with the distance instead of falling")
             elif all(ok[half:]) and not any(ok[:half]):
                 yield False, f"H={H}: the right-looking half is right; the left-looking half sees keys j <= i"
             else:
@@ -145,84 +259,98 @@ def nonsym_one_row(fn: Callable[[int, int], Any] | None) -> bool | None:
         yield True, f"the same weights as the non-symmetric form for (H, L) = {', '.join(map(str, NONSYM_CASES))}"
 
     return report("a one-row bias for the non-symmetric form", fn, run,
-                  "which keys does the mask leave a row of each half, and what can differ between two biases "
-                  "without changing a single weight?")
+                  "the mask already decides which side each head sees; within that side, softmax forgives some "
+                  "differences between two biases (§3).")
 
 
-# (H, train_len, test_len): the last one has 10^12 keys, too many to weigh one by one (loop or tensor).
-FAR_CASES = ((8, 1024, 2048), (6, 64, 512), (16, 100, 1000), (1, 10, 400), (4, 300, 10**12))
-FAR_RTOL, FAR_ATOL = 1e-4, 1e-9  # float32 closed forms are within 3e-5 (relative) of the float64 shares
+# ---------------------------------------------------------------- Exercise 4: weight beyond the training length
+
+# (slopes, train_len, test_len): Press's 8 and 6 heads, learned-looking slopes, slopes that training drove near 0
+# read at 10^12 tokens (then most of the weight is far back), and Press's 4 heads at 10^12 tokens.
+FAR_CASES = (
+    (tuple(alibi_slopes(8, dtype=torch.float64).tolist()), 1024, 2048),
+    (tuple(alibi_slopes(6, dtype=torch.float64).tolist()), 64, 512),
+    ((0.3, 0.05, 0.004), 100, 1000),
+    ((1e-11, 3e-12), 10**11, 10**12),
+    (tuple(alibi_slopes(4, dtype=torch.float64).tolist()), 300, 10**12),
+)
+FAR_RTOL, FAR_ATOL = 1e-4, 1e-9  # float32 closed forms of Press's slopes are within 3e-5 (relative)
+_MEASURED_KEYS = 10**4  # the checker's own softmax never weighs more keys than this
 
 
-def _far_share(H: int, train_len: int, test_len: int) -> torch.Tensor:
-    """The last query's weight on distances >= train_len, q.k = 0, measured with a softmax (no formula);
-    for test_len beyond 10^5, the keys past 10^5 are left out (their weight is below 1e-150)."""
-    keys = min(test_len, 10**5)
-    w = alibi_bias(H, 1, keys, dtype=torch.float64).softmax(-1)[:, 0]  # (H, keys), key j
-    return w[:, : keys - train_len].sum(-1)  # distances train_len .. keys - 1
-
-
-def _shortcuts() -> tuple[tuple[Any, str, str], ...]:
-    """What measures the weights instead of deriving them: the bias itself, and every softmax."""
-    softmaxes = ((torch, "softmax", "torch.softmax"), (F, "softmax", "a softmax"), (torch.Tensor, "softmax", "a softmax"),
-                 (torch.special, "softmax", "a softmax"), (torch, "log_softmax", "a softmax"),
-                 (F, "log_softmax", "a softmax"), (torch.Tensor, "log_softmax", "a softmax"),
-                 (torch, "logsumexp", "a logsumexp"), (torch.Tensor, "logsumexp", "a logsumexp"),
-                 (attention_module, "attention", "pl.attention"))
-    import posenc_lib
-
-    return _alibi_bias_everywhere() + softmaxes + ((posenc_lib, "attention", "pl.attention"),)
-
-
-def alibi_far_share(fn: Callable[[int, int, int], Any] | None) -> bool | None:
-    """Exercise 4: fn(H, train_len, test_len) -> per head, the share of the last query's weight on distances
-    >= train_len (causal ALiBi, q.k = 0, an input of test_len tokens), as a closed form: pl.alibi_bias, every
+def alibi_far_share(fn: Callable[[torch.Tensor, int, int], Any] | None) -> bool | None:
+    """Exercise 4: fn(slopes (H,) float64, train_len, test_len) -> per head, the share of the last query's weight
+    on distances >= train_len (causal ALiBi, q.k = 0, test_len tokens), as a closed form: pl.alibi_bias, every
     softmax and arrays of 10^8 entries refuse to run while fn does, and a loop over the keys runs out of steps."""
 
-    def as_shares(got: Any, n: int) -> torch.Tensor | None:
-        t = float64_tensor(got)
-        return t.flatten() if t is not None and t.numel() == n else None
+    def measured(slopes: torch.Tensor, T: int, L: int) -> torch.Tensor:
+        """The share, measured with pl.alibi_bias and a softmax over at most _MEASURED_KEYS keys. Weights depend
+        on m and the distance only through m * distance, so (m k, T / k, L / k) has the very same shares; where
+        every head's weight dies out first (m * 10^4 > 36), the keys past that are left out."""
+        if L > _MEASURED_KEYS:
+            if bool((slopes * _MEASURED_KEYS > 36).all()):  # e^-36: below a float64's last bit
+                L = _MEASURED_KEYS
+            else:
+                k = L // _MEASURED_KEYS
+                assert T % k == 0 and L % k == 0, "a case the rescaling does not cover"
+                slopes, T, L = slopes * k, T // k, L // k
+        w = alibi_bias(len(slopes), 1, L, slopes=slopes, dtype=torch.float64).softmax(-1)[:, 0]  # (H, L), key j
+        return w[:, : L - T].sum(-1)  # distances T .. L - 1
+
+    def shortcuts() -> tuple[tuple[Any, str, str], ...]:
+        import posenc_lib
+
+        softmaxes = ((torch, "softmax", "torch.softmax"), (F, "softmax", "a softmax"),
+                     (torch.Tensor, "softmax", "a softmax"), (torch.special, "softmax", "a softmax"),
+                     (torch, "log_softmax", "a softmax"), (F, "log_softmax", "a softmax"),
+                     (torch.Tensor, "log_softmax", "a softmax"), (torch, "logsumexp", "a logsumexp"),
+                     (torch.Tensor, "logsumexp", "a logsumexp"), (attention_module, "attention", "pl.attention"),
+                     (posenc_lib, "attention", "pl.attention"))
+        return _alibi_bias_everywhere() + softmaxes
 
     def near(a: torch.Tensor, b: torch.Tensor) -> bool:
         return close(a, b, atol=FAR_ATOL, rtol=FAR_RTOL)
 
-    def run(fn: Callable[[int, int, int], Any]) -> Iterable[Verdict]:
-        answers, stopped = answers_under_guard(fn, FAR_CASES, _shortcuts())
+    def run(fn: Callable[[torch.Tensor, int, int], Any]) -> Iterable[Verdict]:
+        cases = [(torch.tensor(m, dtype=torch.float64), T, L) for m, T, L in FAR_CASES]
+        answers, stopped = answers_under_guard(fn, [(m.clone(), T, L) for m, T, L in cases], shortcuts())
         if stopped is not None:
-            case, why = stopped
-            yield stopped_verdict(why, f"far_share{case}", shortcut="that measures the weights; derive how they add up "
-                                  "instead", loop=f"runs a loop over the keys ({case[2]:.0e} of them): derive how the "
-                                  "weights add up instead of adding them")
+            (m, T, L), why = stopped
+            yield stopped_verdict(why, f"far_share(<{len(m)} slopes>, {T}, {L})",
+                                  shortcut="that measures the weights; derive how they add up instead",
+                                  loop=f"runs a loop over the keys ({L:.0e} of them): derive how the weights add up "
+                                       "instead of adding them")
             return
-        for (H, T, L), raw in answers.items():
-            case = f"far_share({H}, {T}, {L})"
-            got = as_shares(raw, H)
+        for (m, T, L), raw in zip(cases, answers.values()):
+            case = f"far_share(<{len(m)} slopes>, {T}, {L})"
+            t = float64_tensor(raw)
+            got = t.flatten() if t is not None and t.numel() == len(m) else None
             if got is None:
-                yield False, f"{case}: expected {H} numbers, one per head"
+                yield False, f"{case}: expected {len(m)} numbers, one per head"
                 return
-            want = _far_share(H, T, L)
+            want = measured(m, T, L)
             if near(got, want):
                 continue
-            m = alibi_slopes(H, dtype=torch.float64)
             g = torch.exp(-m)
-            beyond = {"infinite": g**T, "one past": (g ** (T + 1) - g**L) / (1 - g**L),
-                      "one short": (g ** (T - 1) - g**L) / (1 - g**L)}
-            naive = torch.exp(-torch.tensor([2 ** (-8 * h / H) for h in range(1, H + 1)], dtype=torch.float64))
-            if near(got, beyond["infinite"]):
+            if not bool(torch.isfinite(got).all()):
+                yield False, (f"{case}: some shares are not numbers; with a slope this small, e^-m rounds to 1 in "
+                              "float32: keep the slopes in float64 (or work with m times a distance)")
+            elif near(got, g**T):
                 yield False, f"{case}: you summed the series to infinity; the input has only test_len keys"
-            elif any(near(got, beyond[k]) for k in ("one past", "one short")):
+            elif any(near(got, (g**T2 - g**L) / (1 - g**L)) for T2 in (T + 1, T - 1)):
                 yield False, (f"{case}: off by one; training showed distances 0 to train_len - 1, which is the "
                               "first one it never showed?")
-            elif near(got, (naive**T - naive**L) / (1 - naive**L)):
-                yield False, f"{case}: those are the plain 2**(-8h/H) slopes; for this H ALiBi uses §1's recipe"
             elif near(got, 1 - want):
                 yield False, f"{case}: that is the share of the distances training did show, not of the others"
+            elif bool((got < want * 0.9).any()) and bool((m < 1e-6).any()):
+                yield False, (f"{case}: your shares leave out keys far back; with slopes this small the far keys "
+                              "carry much of the weight")
             else:
-                wrong = sum(not near(got[h], want[h]) for h in range(H))
-                yield False, f"{case}: not the shares for {wrong} of the {H} heads"
+                wrong = sum(not near(got[h], want[h]) for h in range(len(m)))
+                yield False, f"{case}: not the shares for {wrong} of the {len(m)} heads"
             return
-        yield True, (f"right for {len(FAR_CASES)} settings, from 1 head to 16 and up to 10^12 tokens: only the "
-                     "gentlest heads can put weight beyond the training length, and only a little")
+        yield True, (f"right for {len(FAR_CASES)} settings, Press's slopes and others, up to 10^12 tokens: a "
+                     "steep head puts no weight beyond the training length, a slope near 0 most of it")
 
     return report("how much weight lies beyond the training length", fn, run,
                   "§4 drew these weights on a log scale: what does a straight line there say about how the "

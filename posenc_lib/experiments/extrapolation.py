@@ -5,6 +5,9 @@
     python -m posenc_lib.experiments.extrapolation --quick --out /tmp/x   # smoke test
     python -m posenc_lib.experiments.extrapolation --methods irope --jobs 2
         --results results/irope.json --figure /tmp/irope.png   # chapter 8's run (NoPE and RoPE: from this one)
+    python -m posenc_lib.experiments.extrapolation --controls   # two more recall controls -> results/recall_controls.json
+    ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2 python -m posenc_lib.experiments.extrapolation --kernel-check
+        # a few models retrained with other kernels forced -> results/other_kernels.json
 
 Three tasks, so that no single task decides which method "extrapolates":
 
@@ -20,10 +23,11 @@ Three tasks, so that no single task decides which method "extrapolates":
   the entry a question needs is L - 11 to L - 2 tokens back, so every length beyond the
   training length asks for distances never seen in training. Guessing scores 1/8.
   By construction the distance grows in proportion to L: a method that divides distances
-  by L / 64 (position interpolation) lands every lookup on the trained distances.
+  by L / 64 (position interpolation) brings every lookup back near the far end of the
+  training lookups (L - c becomes 64 - 64 c / L: 62.6 to 63.75 at 512, against 53 to 62).
 * **recall_anywhere** (long range, no fixed layout). The same lookup, but the dictionary
   sits at a uniformly random place between the start and the questions, in training and in
-  evaluation: the model must find an entry 8 to 62 tokens back in training and up to
+  evaluation: the model must find an entry 1 to 62 tokens back in training and up to
   L - 2 back beyond it, wherever the dictionary is.
 
 Each method of ``TinyDecoder`` trains at length 64 with the same budget and batches, for
@@ -54,11 +58,24 @@ Two controls and a measurement, so that an explanation can be tested, not only t
   number), and for recall ``logit``, the asked entry's logit, and ``rest``, the log-sum-exp of
   every other key's logit: the entry's log-odds is logit - rest.
 
+Two more controls on the dictionary-first recall models (``--controls``, ``run_controls``: the ALiBi and RoPE
+models of each seed retrained, the same models as above on the same CPU; about 5 CPU-minutes):
+* **banded** (chapter 6): ALiBi on the trained_distances sets with every key 64 or more back masked, so the
+  entry pays the trained penalty and nothing far competes with it: what is left of the fall is not dilution. The
+  mask in every layer, in one layer only, and in the lookup head alone: whether the far keys cost the lookup
+  head's softmax its mass, or the layer before it its context.
+* **placement** (chapter 7): RoPE, plain and with each scaling, with the dictionary at evenly spaced places
+  from the start to L - 64: whether a scaling's recall follows the lookup distance; and each RoPE pair's term
+  of the asked entry's logit at the training length, alone and against the other keys (``pair_logits``): which
+  pairs a lookup reads.
+
 Deterministic: fixed seeds and one thread per process; the same config gives the same
 numbers with any --jobs, on the same CPU. Not across CPUs: torch picks its vectorised
 kernels (AVX2, AVX-512) and MKL its matrix kernels by CPU, which changes the last bits of
-training. The grammar's accuracies survive that; the recall accuracies move by a few answers
-(`environment` in the results file names the CPU the committed numbers came from).
+training (`environment` in the results file names the CPU the committed numbers came from).
+How much that moves the numbers, ``--kernel-check`` measures with another CPU's kernels forced on
+this one (``run_kernel_check``, results/other_kernels.json: ALiBi's recall moved by up to 15
+answers of 512, the grammar's accuracies of RoPE and ALiBi not at all).
 Forcing one code path everywhere (ATEN_CPU_CAPABILITY=default, MKL_CBWR=COMPATIBLE) made a
 run three times slower, so the experiment does not. ``plot(results_path, out_png)`` redraws the figure from a results
 file (``make images``). Output paths are relative to the working directory (run it from the
@@ -69,15 +86,18 @@ Taught in: notebooks/07_beyond.ipynb, notebooks/06_alibi.ipynb (the iRoPE run: n
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
+from contextlib import contextmanager, nullcontext
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from multiprocessing import get_context
 from pathlib import Path
+from typing import Iterable, Iterator
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from .. import _validate as v
 from ..device import device_named
@@ -552,6 +572,180 @@ def load_results(name: str = "extrapolation") -> dict:
     return _cli.load_results(name)
 
 
+# ---------------------------------------------------------------- two more controls on the recall models
+
+CONTROLS = Path("results") / "recall_controls.json"
+PLACEMENTS = 7  # dictionary starts per length, from 0 (dictionary first) to L - train_len (trained distances)
+
+
+@contextmanager
+def banded(model: TinyDecoder, width: int, *, layers: Iterable[int] | None = None,
+           heads: Iterable[int] | None = None) -> Iterator[TinyDecoder]:
+    """Inside the ``with`` block, every key ``width`` or more tokens back is hidden (-inf), on top of the model's own
+    bias, in the chosen ``layers`` and ``heads`` (0-based; None: all of them): a positional mask that leaves those
+    heads only the distances 0 .. width - 1. For score-bias methods (ALiBi, T5): the mask is added to the bias each
+    chosen layer receives (a forward pre-hook on its attention), so one head of one layer can be banded alone."""
+    if model.positional.bias(1, 1) is None:
+        raise ValueError(f"model must add a score bias (e.g. positional='alibi') to be banded, "
+                         f"got positional={model.config.positional!r}")
+    width = v.int_at_least("width", width, 1)
+    num_layers, num_heads = len(model.blocks), model.config.num_heads
+    layers = list(range(num_layers) if layers is None else layers)
+    heads = list(range(num_heads) if heads is None else heads)
+    for name, chosen, count in (("layers", layers, num_layers), ("heads", heads, num_heads)):
+        if not chosen or any(not isinstance(i, int) or not 0 <= i < count for i in chosen):
+            raise ValueError(f"{name} must be indices in 0 .. {count - 1} (or None for all), got {chosen!r}")
+    in_band = torch.zeros(num_heads, 1, 1, dtype=torch.bool)
+    in_band[heads] = True
+
+    def add_band(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        b = kwargs["bias"]  # (H, T, S): the last T of S positions are the queries
+        T, S = b.shape[-2:]
+        back = torch.arange(S - T, S)[:, None] - torch.arange(S)[None, :]  # i - j
+        return args, {**kwargs, "bias": b.masked_fill(((back >= width) & in_band).to(b.device), float("-inf"))}
+
+    handles = [model.blocks[i].attn.register_forward_pre_hook(add_band, with_kwargs=True) for i in layers]
+    try:
+        yield model
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+@torch.no_grad()
+def pair_logits(model: TinyDecoder, tokens: Tensor, scored: Tensor, cfg: ExperimentConfig, *,
+                contrast: bool = False) -> list[list[list[float]]]:
+    """A rotary recall model: how much each RoPE pair adds to the asked entry's logit.
+
+    The queries are the asked keys (as in ``attention_profile``); the entry's logit q.k / sqrt(d) is a sum over
+    the pairs j (features 2j, 2j + 1, interleaved) of (q_2j k_2j + q_2j+1 k_2j+1) / sqrt(d), after the rotation.
+    contrast: False: pair j's term of the entry's logit (the terms of a head add up to its logit). True: that term
+    minus the mean of the same pair's term over every other key the query sees, so a pair that scores every key
+    alike counts 0: what the pair does to tell the entry apart.
+    returns [layer][head][pair]: the mean over the queries.
+    """
+    qb, qpos = scored.nonzero(as_tuple=True)
+    qpos = qpos - 1
+    tok = recall_vocab(cfg)
+    row = tokens[qb]
+    asked = tokens[qb, qpos] - tok["key"]
+    is_entry = (row >= tok["entry"]) & (row < tok["key"]) & ((row - tok["entry"]) // cfg.values == asked[:, None])
+    entry = is_entry.float().argmax(-1)  # one entry holds the asked key
+    others = (torch.arange(tokens.shape[1])[None, :] <= qpos[:, None]) & ~is_entry  # (Q, L): the other visible keys
+    out = []
+    for q, k in model.rotated_qk(tokens):
+        H, d = q.shape[1], q.shape[-1]
+        per_key = (q[qb, :, qpos][:, :, None, :] * k[qb]).view(len(qb), H, -1, d // 2, 2).sum(-1) / d**0.5
+        terms = per_key[torch.arange(len(qb)), :, entry]  # (Q, H, pairs): the entry's
+        if contrast:
+            weights = (others / others.sum(-1, keepdim=True))[:, None, :, None]  # (Q, 1, L, 1)
+            terms = terms - (per_key * weights).sum(2)
+        out.append([[round(x, 4) for x in head] for head in terms.mean(0).tolist()])  # (H, pairs)
+    return out
+
+
+def placement_starts(L: int, cfg: ExperimentConfig, count: int = PLACEMENTS) -> list[int]:
+    """``count`` dictionary starts evenly from 0 to L - train_len: lookups L - 11 - start .. L - 2 - start back."""
+    return [round(k * (L - cfg.train_len) / (count - 1)) for k in range(count)]
+
+
+def run_controls_seed(cfg: ExperimentConfig, seed: int) -> dict:
+    """One seed of both controls on the dictionary-first recall task (the models of ``run_seed``, retrained).
+
+    alibi_band: ALiBi with the dictionary at the trained distances (the experiment's own control sets), read
+        whole ("plain") and with every key train_len or more back masked (``banded``): in every layer and head
+        ("banded"), in one layer only ("banded_layer1", "banded_layer2", ...), and in the
+        lookup head only ("banded_lookup": the head with the most mass on the asked entry at the training length,
+        dictionary first, ``lookup_head`` = [layer, head]): accuracy and attention.
+    rope_pairs: each RoPE pair's term of the asked entry's logit at the training length (``pair_logits``);
+    rope_pair_contrast: the same term minus its mean over the other keys the query sees (``contrast=True``).
+    placement: RoPE, plain and with each scaling at factor L / train_len, with the dictionary at
+        ``placement_starts(L)``: {scaling: {L: {start: accuracy}}}.
+    """
+    torch.set_num_threads(cfg.threads)
+    cpu_start = time.process_time()
+    sets, n = evaluation_sets("recall", cfg, seed), cfg.attention_sequences
+    alibi, _ = train("alibi", cfg, "recall", seed)
+    main64 = sets["main"][cfg.train_len]
+    profile64 = attention_profile(alibi, "recall", main64[0][:n], main64[1][:n], cfg)
+    mass64 = [[h["mass"] for h in layer] for layer in profile64]
+    lookup = max(((layer, head) for layer in range(cfg.num_layers) for head in range(cfg.num_heads)),
+                 key=lambda lh: mass64[lh[0]][lh[1]])
+    bands = {"plain": None, "banded": {}, **{f"banded_layer{i + 1}": {"layers": [i]} for i in range(cfg.num_layers)},
+             "banded_lookup": {"layers": [lookup[0]], "heads": [lookup[1]]}}
+    band: dict = {mode: {} for mode in bands} | {"lookup_head": list(lookup), "attention": {mode: {} for mode in bands}}
+    for L, data in sets["trained_distances"].items():
+        for mode, where in bands.items():
+            with nullcontext() if where is None else banded(alibi, cfg.train_len, **where):
+                band[mode][str(L)] = evaluate_full(alibi, *data)
+                heads = attention_profile(alibi, "recall", data[0][:n], data[1][:n], cfg)
+            band["attention"][mode][str(L)] = [[{key: h[key] for key in ("mass", "logit", "rest")} for h in layer]
+                                               for layer in heads]
+    rope, _ = train("rope", cfg, "recall", seed)
+    pairs = pair_logits(rope, main64[0][:n], main64[1][:n], cfg)
+    contrast = pair_logits(rope, main64[0][:n], main64[1][:n], cfg, contrast=True)
+    head_dim = cfg.d_model // cfg.num_heads
+    table, gen = _table(cfg, seed), torch.Generator().manual_seed(seed + 4)
+    placement: dict = {s: {} for s in ("none", *cfg.scalings)}
+    for L in [cfg.train_len * m for m in cfg.eval_multiples[1:]]:
+        data = {start: sample("recall", cfg.eval_sequences, L, cfg, table, gen, start=start)
+                for start in placement_starts(L, cfg)}
+        for s in placement:
+            freq = None if s == "none" else scaled_rope_frequencies(
+                head_dim, method=s, factor=L / cfg.train_len, original_max_position=cfg.train_len, seq_len=L,
+                base=rope.config.base)
+            placement[s][str(L)] = {str(start): evaluate_full(rope, *d, rope=freq)["acc"] for start, d in data.items()}
+    return {"seed": seed, "alibi_band": band, "rope_pairs": pairs, "rope_pair_contrast": contrast,
+            "placement": placement,
+            "cpu_time_s": round(time.process_time() - cpu_start, 1)}
+
+
+def run_controls(cfg: ExperimentConfig, *, jobs: int = 1) -> dict:
+    """Both controls for every seed (``run_controls_seed``); the results dict of results/recall_controls.json."""
+    t_start = time.perf_counter()
+    if jobs > 1:
+        with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+            done = list(pool.map(run_controls_seed, [cfg] * len(cfg.seeds), cfg.seeds))
+    else:
+        done = [run_controls_seed(cfg, seed) for seed in cfg.seeds]
+    return {"config": asdict(cfg), "environment": _cli.environment(), "seeds": done,
+            "wall_time_s": round(time.perf_counter() - t_start, 1),
+            "cpu_time_s": round(sum(r["cpu_time_s"] for r in done), 1)}
+
+
+KERNELS = Path("results") / "other_kernels.json"
+
+
+def run_kernel_check(cfg: ExperimentConfig) -> dict:
+    """A few of the committed models retrained under whatever kernels this process uses, read at once at every length.
+
+    Run it with another CPU's kernels forced (on an AVX-512 CPU: ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2), a
+    stand-in for a rerun on another CPU: ALiBi on recall for every seed, RoPE and ALiBi on the grammar for the first
+    seed. The results name the kernels (environment) and the forcing variables (forced); compare with the
+    committed experiment's accuracies of the same models.
+    """
+    import os
+
+    torch.set_num_threads(cfg.threads)
+    cpu_start = time.process_time()
+    out: dict = {"config": asdict(cfg), "environment": _cli.environment(),
+                 "forced": {k: os.environ.get(k) for k in ("ATEN_CPU_CAPABILITY", "MKL_CBWR")},
+                 "recall": {"alibi": {}}, "grammar": {}}
+    for seed in cfg.seeds:
+        sets = evaluation_sets("recall", cfg, seed)
+        model, _ = train("alibi", cfg, "recall", seed)
+        out["recall"]["alibi"][str(seed)] = {str(L): evaluate_full(model, *data)["acc"]
+                                             for L, data in sets["main"].items()}
+    for method in ("rope", "alibi"):
+        seed = cfg.seeds[0]
+        sets = evaluation_sets("grammar", cfg, seed)
+        model, _ = train(method, cfg, "grammar", seed)
+        out["grammar"][method] = {str(seed): {str(L): evaluate_full(model, *data)["acc"]
+                                              for L, data in sets["main"].items()}}
+    out["cpu_time_s"] = round(time.process_time() - cpu_start, 1)
+    return out
+
+
 # ---------------------------------------------------------------- the figure
 
 # One colour and label per curve, the same in every panel. Trained methods take theirs from
@@ -631,11 +825,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--methods", help="comma-separated keys of POSITIONAL_METHODS to train instead of the "
                    "default six, e.g. irope (chapter 8's results/irope.json)")
     p.add_argument("--jobs", type=int, default=1, help="processes (the numbers do not depend on it)")
+    p.add_argument("--controls", action="store_true",
+                   help=f"instead of the experiment, its two recall controls (run_controls) -> {CONTROLS}, no figure")
+    p.add_argument("--kernel-check", action="store_true",
+                   help=f"instead of the experiment, a few models retrained under this process's kernels "
+                        f"(run_kernel_check) -> {KERNELS}, no figure")
     _cli.add_device_option(p)
     args = p.parse_args(argv)
     device = device_named(args.device, "--device")
-    json_path, png_path = _cli.output_paths(p, args, RESULTS, FIGURE)
     cfg = ExperimentConfig(**(QUICK if args.quick else {}))
+    if args.controls or args.kernel_check:
+        if device.type != "cpu":
+            p.error("--controls and --kernel-check run on the CPU (their results compare with the CPU's): drop --device")
+        if args.quick and args.out is None and args.results is None:
+            p.error("--quick writes throwaway numbers: give --out DIR or --results so results/ stays untouched")
+        default = CONTROLS if args.controls else KERNELS
+        path = args.results or (default if args.out is None else args.out / default.name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        results = (run_controls(cfg, jobs=v.int_at_least("--jobs", args.jobs, 1)) if args.controls
+                   else run_kernel_check(cfg))
+        path.write_text(json.dumps(results, indent=1) + "\n")
+        print(f"wrote {path} (CPU time {results['cpu_time_s']} s)")
+        return 0
+    json_path, png_path = _cli.output_paths(p, args, RESULTS, FIGURE)
     if args.steps is not None:
         cfg.steps = args.steps
     if args.methods is not None:
