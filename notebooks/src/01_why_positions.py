@@ -693,10 +693,10 @@ def my_layer(x):
     raise NotImplementedError  # your code
 
 
-_ = check.neighbour_layer(my_layer)
+_ = check.shift_not_shuffle(my_layer)
 
 
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "neighbour_layer_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "shift_not_shuffle_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def my_layer(x):
     ### BEGIN SOLUTION
     # A rotation keeps every token's neighbours: the token after x_i is still the one after it, with the last
@@ -709,8 +709,8 @@ def my_layer(x):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "neighbour_layer", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.neighbour_layer(my_layer)
+# %% nbgrader={"grade": true, "grade_id": "shift_not_shuffle", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.shift_not_shuffle(my_layer)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise 3. Design: positions that do not reach the output.** Section 3 showed that adding
@@ -749,9 +749,11 @@ _ = check.blind_query(answer)
 # mask breaks equivariance: the first token knows it is first. Does that let a causal head without
 # positions tell every position apart? Break that hope. Take one causal head without positions
 # (`pl.attention(..., causal=True)`) over a sequence of token ids from 0 to 4 (each id stands for one
-# embedding; at most 12 tokens). Design a sequence that uses at least two different tokens, and two
-# positions $i < j$ whose outputs are identical whatever the embeddings and the weights are. Answer
-# as `(tokens, (i, j))`; the checker tries several random embeddings and weights.
+# embedding; at most 12 tokens). Design a sequence and two positions $i < j$ whose outputs are
+# identical whatever the embeddings and the weights are, with at least two different tokens among
+# positions 0 to $j$ (one token repeated up to $j$ makes every row up to $j$ that token's value
+# vector, which proves nothing). Answer as `(tokens, (i, j))`; the checker tries several random
+# embeddings and weights.
 
 # %% slideshow={"slide_type": "fragment"}
 answer = None  # (tokens, (i, j)), e.g. ([0, 1, 2], (0, 2))
