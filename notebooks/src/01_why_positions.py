@@ -23,7 +23,10 @@
 # 2. for a fixed query, shuffle the (key, value) pairs and the output does not change at all
 #    (**invariance** in keys and values);
 # 3. the "The dog chased another dog" demo: both "dog" tokens get identical outputs;
-# 4. add a positional encoding and they stop being identical.
+# 4. add a positional encoding and they stop being identical; a code must differ from place to
+#    place for that (section 4);
+# 5. for reading: what the demo's details (the weights' scale, the biases) change and what they
+#    do not.
 #
 # Source followed: `001` (its introduction and test code). It loads a gated 1B-parameter
 # checkpoint for its embeddings; we need no download: a toy vocabulary with seeded random
@@ -58,9 +61,10 @@ g = torch.manual_seed(0)
 # Write the $n$ input tokens as the rows of $X \in \mathbb{R}^{n\times d}$. One attention head
 # projects them, $Q = XW_Q$, $K = XW_K$, $V = XW_V$, and returns
 #
-# $$\mathrm{Attn}(X) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d}}\right)V ,$$
+# $$\mathrm{Attn}(X) = A\,V, \qquad A = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d}}\right),$$
 #
-# the softmax running along each row (over the keys). `pl.attention(q, k, v)` is this formula,
+# the softmax running along each row (over the keys): $A$ holds the attention weights, one row
+# per query, one column per key, each row summing to 1. `pl.attention(q, k, v)` is this formula,
 # and `pl.self_attention(x, w_q, w_k, w_v)` projects first and then calls it. Five random
 # tokens, $d = 8$:
 
@@ -241,13 +245,12 @@ print("same output for every word in 'I love you' and 'you love I'")
 # ## 2 · The dog demo, without a download
 #
 # Source `001` embeds "The dog chased another dog" with a pretrained tokenizer and embedding
-# table, runs it through `nn.MultiheadAttention` (4 heads, weights drawn from
-# $\mathcal{N}(0, 0.1^2)$ so they are not negligible) and compares the outputs of the two
+# table, runs it through `nn.MultiheadAttention` (4 heads) and compares the outputs of the two
 # "dog" tokens. It compares positions **2 and 5**, not 1 and 4, because its tokenizer puts a
 # beginning-of-sequence token in front. We mimic that with a toy vocabulary that has a `<s>`
-# token, and seeded random embeddings. Our model is 16 features wide instead of 2048, and we
-# draw its weights from $\mathcal{N}(0, 0.3^2)$ rather than the source's 0.1 (why, and what
-# changes at 0.1, comes right after the demo).
+# token and seeded random embeddings, 16 features wide instead of 2048, and draw every weight
+# from $\mathcal{N}(0, 0.3^2)$ (the source draws from $\mathcal{N}(0, 0.1^2)$; section 5 says
+# why we do not, and checks that the dogs are just as identical there).
 
 # %% slideshow={"slide_type": "fragment"}
 vocab = ["<s>", "the", "dog", "chased", "another"]
@@ -280,151 +283,6 @@ dog1, dog2 = out_dog[0, 2], out_dog[0, 5]
 same = torch.allclose(dog1, dog2, atol=1e-6)
 assert same
 print("dog outputs identical?", same)
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# ### Why std 0.3, not the source's 0.1
-#
-# At the source's 0.1 the two dogs are just as identical (the next cell checks it), but our
-# heads attend almost uniformly, and all output rows look alike in the figures. How uniform is
-# "almost uniform", and how alike are the outputs? The same weights divided by 3 are exactly a
-# draw from $\mathcal{N}(0, 0.1^2)$. For each of the 4 heads and 6 queries we measure the
-# largest weight in the row (uniform attention over 6 tokens gives $1/6 \approx 0.17$) and the
-# row's entropy $-\sum_j a_j \log a_j$ as a fraction of its maximum, $\log 6$ (1 means
-# uniform). Then the outputs themselves: the smallest cosine between any two of the 6 output
-# rows (1 means they all point the same way).
-
-# %% slideshow={"slide_type": "fragment"}
-def row_stats(module):
-    """Largest attention weight and smallest normalised row entropy over all heads and queries,
-    and the smallest cosine between two output rows."""
-    out, w = module(x_dog, x_dog, x_dog, average_attn_weights=False)  # (1, 6, 16), (1, heads, 6, 6)
-    entropy = -(w * w.log()).sum(-1) / torch.log(torch.tensor(float(len(words))))
-    cos = nn.functional.cosine_similarity(out[0, :, None], out[0, None], dim=-1)  # (6, 6)
-    return w.max().item(), entropy.min().item(), cos.min().item()
-
-
-def demo_heads(std, *, biases=True, uniform=False):
-    """The demo's 4 heads with every weight rescaled to N(0, std^2); biases zeroed unless `biases`;
-    W_Q zeroed with `uniform` (every score 0, so every weight exactly 1/6)."""
-    module = nn.MultiheadAttention(hdim, num_heads=4, batch_first=True).to(device).requires_grad_(False)
-    module.load_state_dict({name: t * (std / 0.3) if biases or "bias" not in name else torch.zeros_like(t)
-                            for name, t in mha.state_dict().items()})
-    if uniform:
-        module.in_proj_weight[:hdim] = 0
-    return module
-
-
-small = demo_heads(0.1)  # the source's N(0, 0.1^2)
-top_small, entropy_small, alike_small = row_stats(small)
-top, entropy, alike = row_stats(mha)
-assert top_small < 0.3 and entropy_small > 0.95  # std 0.1: every row close to uniform
-assert top > 0.5 and entropy < 0.5  # std 0.3: some heads pick one token
-assert alike_small > 0.95 and alike < 0.5  # std 0.1: all six outputs point almost the same way; 0.3: not
-out_small = small(x_dog, x_dog, x_dog)[0]
-assert torch.allclose(out_small[0, 2], out_small[0, 5], atol=1e-6)  # and the dogs are identical at 0.1 too
-print(f"std 0.1: largest weight {top_small:.2f}, smallest entropy {entropy_small:.2f} × log 6, "
-      f"smallest cosine between outputs {alike_small:.2f}")
-print(f"std 0.3: largest weight {top:.2f}, smallest entropy {entropy:.2f} × log 6, "
-      f"smallest cosine between outputs {alike:.2f}")
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# **Uniform attention, or the biases?** Two things could make the rows alike at std 0.1.
-# Near-uniform attention gives every query nearly the same average of the values. But
-# `nn.MultiheadAttention` also adds the same two biases (`in_proj_bias` to every query, key and
-# value, `out_proj.bias` to every output), which pull all rows towards one vector. The control
-# zeroes both biases: at std 0.1 the rows stay alike (smallest cosine above 0.95), at std 0.3
-# they stay different (below 0.5). And attention made exactly uniform ($W_Q = 0$, biases
-# zeroed) turns every row into the same vector, cosine 1. So the alike rows come from the
-# attention, not from the biases.
-
-# %% slideshow={"slide_type": "fragment"}
-alike_no_bias = {std: row_stats(demo_heads(std, biases=False))[2] for std in (0.1, 0.3)}
-alike_uniform = row_stats(demo_heads(0.1, biases=False, uniform=True))[2]
-assert alike_no_bias[0.1] > 0.95 and alike_no_bias[0.3] < 0.5  # the same verdicts as with the biases
-assert alike_uniform > 1 - 1e-5  # exactly uniform attention: one output for every row
-print("biases zeroed, smallest cosine between outputs:",
-      ", ".join(f"std {std}: {c:.2f}" for std, c in alike_no_bias.items()),
-      f"| uniform attention: {alike_uniform:.2f}")
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# The weights of the 4 heads as pictures, one row per query and one column per key: at std 0.1
-# (top) every row is nearly flat at 1/6, at std 0.3 (bottom) some rows put most of their weight
-# on one token. In every panel the rows of the two "dog" queries (2 and 5) are identical.
-
-# %% slideshow={"slide_type": "skip"}
-def head_weights(std):
-    """(4, 6, 6) attention weights of the demo's heads with its weights rescaled to N(0, std^2)."""
-    return demo_heads(std)(x_dog, x_dog, x_dog, average_attn_weights=False)[1][0]
-
-
-def draw_weights(fig, std):
-    """One heatmap per head of the weights at weight std `std`, on one colour scale from 0 to 1."""
-    axes = fig.subplots(1, 4, sharey=True)
-    for h, (ax, w) in enumerate(zip(axes, head_weights(std))):
-        im = viz.heatmap(w, ax=ax, xlabel="key", colorbar=None, diverging=False, vmin=0, vmax=1,
-                         title=f"head {h + 1}, std {std:.1f}")  # prose counts heads from 1
-        ax.title.set_fontsize(9)
-    axes[0].set_yticks(range(len(words)), words)
-    fig.colorbar(im, ax=axes, shrink=0.9, label="attention weight")
-
-
-# %% slideshow={"slide_type": "fragment"}
-fig = Figure(figsize=(9, 4.4), layout="constrained")
-top_row, bottom_row = fig.subfigures(2, 1)
-draw_weights(top_row, 0.1)
-draw_weights(bottom_row, 0.3)
-for std in (0.1, 0.3):
-    w = head_weights(std)
-    torch.testing.assert_close(w[:, 2], w[:, 5])  # the two dogs' rows, every head
-torch.testing.assert_close(head_weights(0.3), mha(x_dog, x_dog, x_dog, average_attn_weights=False)[1][0])
-fig
-
-# %% [markdown] slideshow={"slide_type": "fragment"}
-# However sharp a head gets, the two "dog" rows stay identical: sharper attention does not give
-# a token its place. (We do not measure the source's 2048-wide setting.)
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# ### The source projects twice
-#
-# Before calling `nn.MultiheadAttention`, the source passes the embeddings through three
-# extra `nn.Linear` layers, `mha(W_q(e), W_k(e), W_v(e))`. But `nn.MultiheadAttention` applies
-# its own input projections (`in_proj_weight`), so the queries are projected twice. That is
-# harmless (still no positions, still identical dogs) but redundant: two linear maps in a row
-# are one linear map. The cell folds the extra layers into the module's own projection and
-# gets the same output.
-
-# %% slideshow={"slide_type": "fragment"}
-W_q, W_k, W_v = (nn.Linear(hdim, hdim, bias=False).to(device).requires_grad_(False) for _ in range(3))
-out_twice, _ = mha(W_q(x_dog), W_k(x_dog), W_v(x_dog))  # the source's call
-
-folded = nn.MultiheadAttention(hdim, num_heads=4, batch_first=True).to(device).requires_grad_(False)
-folded.load_state_dict(mha.state_dict())
-in_q, in_k, in_v = mha.in_proj_weight.chunk(3)
-folded.in_proj_weight.copy_(torch.cat([in_q @ W_q.weight, in_k @ W_k.weight, in_v @ W_v.weight]))
-torch.testing.assert_close(folded(x_dog, x_dog, x_dog)[0], out_twice)  # one projection does it
-assert torch.allclose(out_twice[0, 2], out_twice[0, 5], atol=1e-6)  # and the dogs are still identical
-print("extra projections fold into in_proj_weight: same output")
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# ### What `nn.MultiheadAttention` computes, by hand
-#
-# Section 3 compares the source's attention formula with PyTorch's, and needs one head's
-# $W_Q, W_K$ for it. With one head and no biases, `nn.MultiheadAttention` is exactly
-# `pl.attention` between an input projection and an output projection. Its `in_proj_weight`
-# stacks $W_Q^\top, W_K^\top, W_V^\top$ (PyTorch stores `Linear` weights as (out, in)), so
-# $Q = X\,W_Q$ reads `x @ in_q.T`. (With several heads the projections are cut into one slice
-# per head, and the module returns the weights averaged over the heads.)
-
-# %% slideshow={"slide_type": "fragment"}
-one_head = nn.MultiheadAttention(hdim, num_heads=1, bias=False, batch_first=True).to(device).requires_grad_(False)
-ref_out, ref_w = one_head(x_dog, x_dog, x_dog)
-
-in_q, in_k, in_v = one_head.in_proj_weight.chunk(3)
-core, core_w = pl.attention(x_dog @ in_q.T, x_dog @ in_k.T, x_dog @ in_v.T)
-torch.testing.assert_close(core @ one_head.out_proj.weight.T, ref_out)
-torch.testing.assert_close(core_w, ref_w)
-print("nn.MultiheadAttention (1 head) == out_proj(pl.attention(...)): True")
-
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3 · Add positions: the dogs differ
@@ -461,14 +319,20 @@ print("a fixed query's output now changes when the tokens are shuffled")
 # 0.48 over these ten.
 
 # %% slideshow={"slide_type": "fragment"}
-def dogs_apart(seed):
-    """||dog_1 - dog_2|| / ||dog_1|| for the demo redrawn with `seed` (on the CPU), positions added."""
+def redraw(seed):
+    """The demo's embedding and 4 heads drawn again, exactly as above, with `seed` (on the CPU)."""
     with torch.random.fork_rng(devices=[]):  # leaves the notebook's own random stream alone
         torch.manual_seed(seed)
         emb = nn.Embedding(len(vocab), hdim).requires_grad_(False)
         heads = nn.MultiheadAttention(hdim, num_heads=4, batch_first=True).requires_grad_(False)
         for weight in heads.parameters():
             weight.normal_(0.0, 0.3)
+    return emb, heads
+
+
+def dogs_apart(seed):
+    """||dog_1 - dog_2|| / ||dog_1|| for the demo redrawn with `seed`, positions added."""
+    emb, heads = redraw(seed)
     h = emb(ids.cpu()) + pos.cpu()
     out = heads(h, h, h)[0][0]
     return ((out[2] - out[5]).norm() / out[2].norm()).item()
@@ -495,18 +359,18 @@ print("||dog_1 - dog_2|| / ||dog_1|| by seed:", spread)
 # `nn.MultiheadAttention` does when it is fed $X + P_{\mathrm{pos}}$, as just above: it projects
 # its input) adds them **before**: $Q = W_Q(X+P_{\mathrm{pos}}) = W_QX + W_QP_{\mathrm{pos}}$. The
 # two agree only if $W_QP_{\mathrm{pos}} = P_{\mathrm{pos}}$ (and the same for $K$, $V$), which
-# is not the case for learned weights. In this column convention the
-# softmax also has to run down each column (over the keys, `dim=0`). The formula has one head
-# and no biases, so the cell takes $W_Q, W_K$ from section 2's one-head, bias-free module
-# `one_head` (not from the 4-head demo `mha`), computes the score matrix all three ways, and
-# checks the usual form against what `one_head` itself returns for $X + P_{\mathrm{pos}}$.
+# is not the case for learned weights. In this column convention the softmax also has to run
+# down each column (over the keys, `dim=0`). The formula has one head and no biases, so the cell
+# builds such a module, `one_head` (`nn.MultiheadAttention` with one head and `bias=False`),
+# takes its $W_Q, W_K$ (the first two thirds of `in_proj_weight`, stored as (out, in), so that
+# $Q = W_QX$ in this convention), computes the score matrix all three ways, and checks the usual
+# form against the weights `one_head` itself returns for $X + P_{\mathrm{pos}}$.
 
 # %% slideshow={"slide_type": "fragment"}
+one_head = nn.MultiheadAttention(hdim, num_heads=1, bias=False, batch_first=True).to(device).requires_grad_(False)
 X = x_dog[0].T  # (16, 6): the source's column convention
 P_pos = pos.T  # the source's P: one column per position, p_0 .. p_5
-# W_Q, W_K of the one-head, bias-free module of section 2, taken from it explicitly:
-# (out, in) matrices, so Q = W_Q X in this convention
-Wq_, Wk_ = one_head.in_proj_weight.chunk(3)[:2]
+Wq_, Wk_ = one_head.in_proj_weight.chunk(3)[:2]  # (out, in) matrices: Q = W_Q X in this convention
 usual = (Wk_ @ (X + P_pos)).T @ (Wq_ @ (X + P_pos))  # (keys, queries)
 source_form = (Wk_ @ X + P_pos).T @ (Wq_ @ X + P_pos)
 
@@ -531,36 +395,42 @@ print("P added before the projections (usual) != P added after them (source): Tr
 ORDERS = {
     "reversed": [5, 4, 3, 2, 1, 0],
     "rotate by one": [1, 2, 3, 4, 5, 0],
+    "rotate by three": [3, 4, 5, 0, 1, 2],
     "swap the two dogs": [0, 1, 5, 3, 4, 2],
     "swap 'the' and 'chased'": [0, 3, 2, 1, 4, 5],
     "shuffle": [3, 5, 0, 2, 1, 4],
     "unchanged": [0, 1, 2, 3, 4, 5],
 }
+CODES = {  # what is added to the token at each of the 6 places
+    "none": torch.zeros_like(pos),
+    "sinusoidal": pos,
+    "one vector at every place": pos[1].expand_as(pos),  # place 1's code, everywhere
+    "repeats every 3 places": pos[[0, 1, 2, 0, 1, 2]],
+}
 
 
-def outputs_for(order_name, positions):
-    """Outputs (6, 16) of the demo layer for the original and the permuted sentence, and the
-    permuted output moved back into the original order minus the original output."""
-    order = ORDERS[order_name]
-    add = pos if positions else torch.zeros_like(pos)
+def outputs_for(order_name, code_name):
+    """Outputs (6, 16) of the demo layer for the original and the permuted sentence, each token with the
+    code of its place added, and the permuted output moved back into the original order minus the original."""
+    order, code = ORDERS[order_name], CODES[code_name]
     with torch.no_grad():
-        h = x_dog + add
+        h = x_dog + code
         original = mha(h, h, h)[0][0]
-        hp = x_dog[:, order] + add
+        hp = x_dog[:, order] + code
         permuted = mha(hp, hp, hp)[0][0]
     moved_back = permuted[pl.inverse_permutation(order).to(device)]
     return original, permuted, moved_back - original
 
 
 # One colour scale for the outputs; the difference panel's scale is the largest difference any
-# order makes once positions are on, so "white" means zero on the scale of a real change.
-OUT_SCALE = max(outputs_for(o, p)[0].abs().max().item() for o in ORDERS for p in (False, True))
-DIFF_SCALE = max(outputs_for(o, True)[2].abs().max().item() for o in ORDERS)
+# order and code make, so "white" means zero on the scale of a real change.
+OUT_SCALE = max(outputs_for(o, c)[0].abs().max().item() for o in ORDERS for c in CODES)
+DIFF_SCALE = max(outputs_for(o, c)[2].abs().max().item() for o in ORDERS for c in CODES)
 
 
-def draw_outputs(fig, order_name="reversed", positions=False):
+def draw_outputs(fig, order_name="reversed", code_name="none"):
     """Heatmaps of the original output, the permuted output and the moved-back difference;
-    returns the update(order_name, positions) that redraws them."""
+    returns the update(order_name, code_name) that redraws them."""
     axes = fig.subplots(1, 3)
     ims = [viz.heatmap(torch.zeros(len(words), hdim), ax=ax, xlabel="features", diverging=True, vmax=vmax,
                        colorbar=None) for ax, vmax in zip(axes, (OUT_SCALE, OUT_SCALE, DIFF_SCALE))]
@@ -570,79 +440,296 @@ def draw_outputs(fig, order_name="reversed", positions=False):
     axes[2].set_yticks(range(len(words)), words)
     axes[2].set_title(f"moved back − original (±{DIFF_SCALE:.3f})")
 
-    def update(order_name, positions):
-        for im, m in zip(ims, outputs_for(order_name, positions)):
+    def update(order_name, code_name):
+        for im, m in zip(ims, outputs_for(order_name, code_name)):
             im.set_data(m.cpu().numpy())
-        axes[0].set_title("original sentence" + (", positions on" if positions else ""))
+        axes[0].set_title(f"original, code: {code_name}")
         axes[1].set_title(f"permuted: {order_name}")
         axes[1].set_yticks(range(len(words)), [words[j] for j in ORDERS[order_name]])
 
-    update(order_name, positions)
+    update(order_name, code_name)
     return update
 
 
 # %% slideshow={"slide_type": "fragment"}
 fig = Figure(figsize=(9, 2.8))
 draw_outputs(fig)
-diff = outputs_for("reversed", False)[2]
+diff = outputs_for("reversed", "none")[2]
 assert diff.abs().max() < 1e-5  # the right panel really is zero
 fig
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# Switch the positional encoding on and the right panel lights up, for every order except
-# "unchanged". Even "swap the two dogs" lights it up: that swap gives back the very same
-# sentence, hence the very same output, but the two "dog" rows now differ, so moving rows with
-# their tokens no longer reproduces it. With positions an output belongs to a place in the
-# sentence, not to a token. The cell checks both claims for the six orders of the drop-down:
-# without positions no order lights the right panel up; with positions every order but
-# "unchanged" does, while the dog swap leaves the output itself exactly as it was. The figure
-# after it shows the dog swap with positions on: only the two dog rows light up.
+# Add the sinusoidal codes and the right panel lights up, for every order except "unchanged".
+# Even "swap the two dogs" lights it up: that swap gives back the very same sentence, hence the
+# very same output, but the two "dog" rows now differ, so moving rows with their tokens no
+# longer reproduces it. With positions an output belongs to a place in the sentence, not to a
+# token. The cell checks both claims for the orders of the drop-down: without a code no order
+# lights the right panel up; with the sinusoidal code every order but "unchanged" does, while the
+# dog swap leaves the output itself exactly as it was. The figure after it shows the dog swap
+# with the code: only the two dog rows light up.
 
 # %% slideshow={"slide_type": "fragment"}
-lit = {name: [outputs_for(name, p)[2].abs().max().item() > 1e-4 for p in (False, True)] for name in ORDERS}
-assert all(not off for off, _ in lit.values())
-assert [name for name, (_, on) in lit.items() if not on] == ["unchanged"]
-original, swapped, dog_diff = outputs_for("swap the two dogs", True)
+def lit(order_name, code_name):
+    """Does the right panel light up: does moving the rows back leave a difference above rounding?"""
+    return outputs_for(order_name, code_name)[2].abs().max().item() > 1e-4
+
+
+assert not any(lit(name, "none") for name in ORDERS)
+assert [name for name in ORDERS if not lit(name, "sinusoidal")] == ["unchanged"]
+original, swapped, dog_diff = outputs_for("swap the two dogs", "sinusoidal")
 torch.testing.assert_close(swapped, original)  # same sentence, same output
 assert (dog_diff.abs().amax(-1) > 1e-4).tolist() == [False, False, True, False, False, True]  # the dog rows only
-print("right panel lit up (positions off, on):", lit)
+print("no code: no order lights the right panel up; sinusoidal code: every order but 'unchanged' does")
 
 # %% slideshow={"slide_type": "fragment"}
 fig = Figure(figsize=(9, 2.8))
-draw_outputs(fig, "swap the two dogs", positions=True)
+draw_outputs(fig, "swap the two dogs", "sinusoidal")
 fig
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# Now choose the order and switch the positions on and off yourself. Without positions the
-# right panel stays white for every order. With positions, one prediction before you look:
-# "swap 'the' and 'chased'" moves two words that, unlike the dogs, differ. Which rows light up:
-# only the rows of the two words that moved, or more? And what does the same swap do with the
-# positions off?
+# Now choose the order and the code yourself. Besides none and the sinusoids, the drop-down
+# offers two codes that are not drawn above: one vector added at every place, and a code that
+# repeats every 3 places ($p_3 = p_0$, $p_4 = p_1$, $p_5 = p_2$). Predict before you look:
+# 1. With the sinusoids, "swap 'the' and 'chased'" moves two words that, unlike the dogs,
+#    differ. Which rows light up: only the rows of the two words that moved, or more?
+# 2. With one vector at every place, which orders light the panel up?
+# 3. With the code that repeats every 3 places, which orders leave it white?
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
 permute_widget = viz.InteractiveFigure(
     draw_outputs, figsize=(9, 2.8),
     order_name=widgets.Dropdown(options=list(ORDERS), value="reversed", description="order"),
-    positions=widgets.Checkbox(value=False, description="add positions"),
+    code_name=widgets.Dropdown(options=list(CODES), value="none", description="code"),
 )
 permute_widget
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# With positions on, "swap 'the' and 'chased'" lights up every row, the four tokens that stayed
-# in place too (`<s>`, both dogs and "another"). Each output is a weighted mix of every token's
-# value, and with positions a value carries its place as well as its word: when two words trade
-# places, every token's mix changes, not only theirs. The dog swap lit only the dog rows
-# because it left the sentence, and so every mix, as it was. Without positions the same swap
-# changes nothing but the order of the two rows. The cell checks it row by row.
+# **1.** With the sinusoids, "swap 'the' and 'chased'" lights up every row, the four tokens that
+# stayed in place too (`<s>`, both dogs and "another"). Each output is a weighted mix of every
+# token's value, and with positions a value carries its place as well as its word: when two
+# words trade places, every token's mix changes, not only theirs. The dog swap lit only the dog
+# rows because it left the sentence, and so every mix, as it was. Without a code the same swap
+# changes nothing but the order of the two rows.
+#
+# **2 and 3.** One vector at every place lights up nothing: adding the same vector to every
+# token is a map applied to each row alone, and section 1 showed that such maps keep attention
+# blind to order. The code that repeats every 3 places leaves the panel white for "swap the two
+# dogs" and "rotate by three", besides "unchanged": both move every token to a place with the
+# same code as the one it left. The rule behind all three answers: the panel stays white exactly
+# when every token lands on a place with the code of the place it left. That is why property 1
+# of `00_index` asks for a different code at every place. The cell checks each answer, and the
+# rule for every order and every code of the drop-downs.
 
 # %% slideshow={"slide_type": "fragment"}
-_, _, diff_on = outputs_for("swap 'the' and 'chased'", True)
-_, _, diff_off = outputs_for("swap 'the' and 'chased'", False)
+_, _, diff_on = outputs_for("swap 'the' and 'chased'", "sinusoidal")
+_, _, diff_off = outputs_for("swap 'the' and 'chased'", "none")
 per_row = diff_on.abs().amax(-1)  # the largest change in each row of the right panel
 stayed = [0, 2, 4, 5]  # <s>, dog, another, dog: their tokens did not move
-assert (per_row[stayed] > 0.15).all() and diff_off.abs().max() < 1e-5
-print("swap 'the' and 'chased', positions on, largest change per row:",
+assert (per_row[stayed] > 0.15).all() and diff_off.abs().max() < 1e-5  # 1: every row
+assert not any(lit(name, "one vector at every place") for name in ORDERS)  # 2: none
+white = [name for name in ORDERS if not lit(name, "repeats every 3 places")]
+assert white == ["rotate by three", "swap the two dogs", "unchanged"]  # 3
+for name, order in ORDERS.items():  # the rule: white exactly when every token keeps its place's code
+    for code_name, code in CODES.items():
+        assert lit(name, code_name) == (not torch.equal(code[order], code)), (name, code_name)
+print("swap 'the' and 'chased', sinusoidal code, largest change per row:",
       {f"{i} {words[i]}": round(v, 2) for i, v in enumerate(per_row.tolist())})
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 5 · Behind the demo
+#
+# Reading for after the lecture: what the demo's choices change and what they do not. Why our
+# weights are drawn with std 0.3 and not the source's 0.1, what `nn.MultiheadAttention`'s
+# biases add, and two things the source does that we fold away.
+#
+# ### Why std 0.3, not the source's 0.1
+#
+# At the source's 0.1 the two dogs are just as identical, but the heads attend almost
+# uniformly, and all output rows look alike. We measure it on the demo redrawn with seeds 1 to
+# 10 (`redraw`, section 3), every weight rescaled to std 0.1 and to 0.3 (a draw from
+# $\mathcal{N}(0, 0.3^2)$ divided by 3 is exactly a draw from $\mathcal{N}(0, 0.1^2)$). For each
+# of the 4 heads and 6 queries: the largest weight in the row (uniform attention over 6 tokens
+# gives $1/6 \approx 0.17$) and the row's entropy $-\sum_j a_j \log a_j$ as a fraction of its
+# maximum, $\log 6$ (1 means uniform). Then the outputs themselves: the smallest cosine between
+# any two of the 6 output rows (1 means they all point the same way).
+#
+# In every one of the ten draws, at std 0.1 no weight exceeds 0.32 and every row's entropy is at
+# least 0.95 of $\log 6$; the six outputs are alike (smallest cosine 0.87 or more). At std 0.3
+# every draw has a head that puts more than three quarters of its weight on one token, and in every draw the
+# outputs are less alike than at 0.1 with the same weights (how much less belongs to the draw:
+# the smallest cosine ranges from −0.58 to 0.79). The dogs are identical at both.
+
+# %% slideshow={"slide_type": "fragment"}
+def scaled(heads, std, *, biases=True):
+    """A copy of `heads` with every weight rescaled from N(0, 0.3^2) to N(0, std^2); biases zeroed unless `biases`."""
+    module = nn.MultiheadAttention(hdim, num_heads=4, batch_first=True).to(device).requires_grad_(False)
+    module.load_state_dict({name: t * (std / 0.3) if biases or "bias" not in name else torch.zeros_like(t)
+                            for name, t in heads.state_dict().items()})
+    return module
+
+
+def smallest_cosine(rows):
+    """The smallest cosine between two of the rows (n, d)."""
+    return nn.functional.cosine_similarity(rows[:, None], rows[None], dim=-1).min().item()
+
+
+def row_stats(module, tokens):
+    """Largest attention weight, smallest row entropy / log 6 (over heads and queries), smallest cosine
+    between two output rows, and whether the two dogs' outputs are identical."""
+    out, w = module(tokens, tokens, tokens, average_attn_weights=False)  # (1, 6, 16), (1, heads, 6, 6)
+    entropy = -(w * w.log()).sum(-1) / torch.log(torch.tensor(float(len(words))))
+    dogs = torch.allclose(out[0, 2], out[0, 5], atol=1e-6)
+    return w.max().item(), entropy.min().item(), smallest_cosine(out[0]), dogs
+
+
+draws = {seed: redraw(seed) for seed in range(1, 11)}
+stats = {(seed, std): row_stats(scaled(heads, std), emb(ids.cpu()).to(device))
+         for seed, (emb, heads) in draws.items() for std in (0.1, 0.3)}
+small, sharp = ([stats[seed, std] for seed in draws] for std in (0.1, 0.3))
+assert max(s[0] for s in small) < 0.33 and min(s[1] for s in small) >= 0.95  # std 0.1: every row near uniform
+assert min(s[2] for s in small) >= 0.87  # ... and the outputs alike, every draw
+assert min(s[0] for s in sharp) > 0.75  # std 0.3: in every draw a head puts most weight on one token
+assert all(b[2] < a[2] for a, b in zip(small, sharp))  # less alike than at 0.1, draw by draw
+assert [round(f(s[2] for s in sharp), 2) for f in (min, max)] == [-0.58, 0.79]
+assert all(s[3] for s in small + sharp)  # the dogs identical at both
+torch.testing.assert_close(scaled(draws[1][1], 0.3).in_proj_weight, mha.in_proj_weight)  # seed 1: the demo
+for std, rows in (("0.1", small), ("0.3", sharp)):
+    print(f"std {std}, 10 draws: largest weight {min(s[0] for s in rows):.2f} to {max(s[0] for s in rows):.2f}, "
+          f"smallest entropy {min(s[1] for s in rows):.2f} × log 6 or more, "
+          f"smallest cosine between outputs {min(s[2] for s in rows):.2f} to {max(s[2] for s in rows):.2f}")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### Uniform attention, or the biases?
+#
+# Two things could make the rows alike at std 0.1. Near-uniform attention gives every query
+# nearly the same average of the values. But `nn.MultiheadAttention` also has biases, and two of
+# them add one shared vector to every output row: the value part of `in_proj_bias` adds the same
+# $b_v$ to every value, so each row's average of the values gains $b_v$ (its weights sum to 1),
+# and `out_proj.bias` adds $b_o$ after the output projection. A vector shared by every row pulls
+# the rows together. (The query and key parts of `in_proj_bias` only change the scores.) The
+# first cell shows it on the demo's own heads: zeroing $b_v$ and $b_o$ moves every output row by
+# one and the same vector, $b_v W_O^\top + b_o$, while zeroing the query and key biases changes
+# the attention weights.
+#
+# The control then zeroes every bias, in the same ten draws. If the biases made the rows alike,
+# they would now differ. They do not: at std 0.1 the smallest cosine stays at 0.65 or more in
+# every draw, although the values being averaged point in opposite directions (the smallest
+# cosine between the six rows' values, each passed through the output projection as a row
+# attending to that token alone would get it, is below −0.3 in every draw). At std 0.3 the rows
+# stay less alike than at 0.1, draw by draw. So the near-uniform attention makes the rows alike;
+# the biases add to it (at std 0.1 the rows are more alike with them than without, in every draw).
+
+# %% slideshow={"slide_type": "fragment"}
+def without(module, *parts):
+    """A copy of `module` with some biases zeroed: "q", "k", "v" (the thirds of in_proj_bias) and "out"."""
+    copy = scaled(module, 0.3)  # an exact copy (std 0.3 is the scale it was drawn at)
+    for part in parts:
+        if part == "out":
+            copy.out_proj.bias.zero_()
+        else:
+            copy.in_proj_bias["qkv".index(part) * hdim:("qkv".index(part) + 1) * hdim] = 0
+    return copy
+
+
+full_out, full_w = mha(x_dog, x_dog, x_dog)
+shift_out = full_out - without(mha, "v", "out")(x_dog, x_dog, x_dog)[0]  # what b_v and b_o add, per row
+b_v, W_O = mha.in_proj_bias[2 * hdim:], mha.out_proj.weight
+torch.testing.assert_close(shift_out[0], (b_v @ W_O.T + mha.out_proj.bias).expand(len(words), hdim))  # one vector
+assert not torch.allclose(without(mha, "q", "k")(x_dog, x_dog, x_dog)[1], full_w, atol=1e-3)  # q, k: the weights
+
+
+def values_seen_alone(module, tokens):
+    """(6, 16): what each row would output if every head put all its weight on that token."""
+    w_v = module.in_proj_weight[2 * hdim:]
+    return (tokens[0] @ w_v.T + module.in_proj_bias[2 * hdim:]) @ module.out_proj.weight.T + module.out_proj.bias
+
+
+bare = {(seed, std): (row_stats(scaled(heads, std, biases=False), emb(ids.cpu()).to(device))[2],
+                      smallest_cosine(values_seen_alone(scaled(heads, std, biases=False), emb(ids.cpu()).to(device))))
+        for seed, (emb, heads) in draws.items() for std in (0.1, 0.3)}
+assert min(bare[seed, 0.1][0] for seed in draws) >= 0.65  # no biases, std 0.1: the rows still alike
+assert max(bare[seed, 0.1][1] for seed in draws) < -0.3  # ... though the values point apart
+assert all(bare[seed, 0.3][0] < bare[seed, 0.1][0] for seed in draws)  # 0.3: less alike, draw by draw
+assert all(stats[seed, 0.1][2] > bare[seed, 0.1][0] for seed in draws)  # the biases add to it
+print("b_v and out_proj.bias add one vector to every row; the q and k biases change the weights")
+print("biases zeroed, 10 draws, smallest cosine between outputs: std 0.1:",
+      f"{min(bare[s, 0.1][0] for s in draws):.2f} to {max(bare[s, 0.1][0] for s in draws):.2f},"
+      " between the values averaged:", f"{max(bare[s, 0.1][1] for s in draws):.2f} or less")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# The weights of the demo's 4 heads (seed 1) as pictures, one row per query and one column per
+# key: at std 0.1 (top) every row is nearly flat at 1/6, at std 0.3 (bottom) some rows put most
+# of their weight on one token. In every panel the rows of the two "dog" queries (2 and 5) are
+# identical: however sharp a head gets, sharper attention does not give a token its place. (We
+# do not measure the source's 2048-wide setting.)
+
+# %% slideshow={"slide_type": "skip"}
+def head_weights(std):
+    """(4, 6, 6) attention weights of the demo's heads with its weights rescaled to N(0, std^2)."""
+    return scaled(mha, std)(x_dog, x_dog, x_dog, average_attn_weights=False)[1][0]
+
+
+def draw_weights(fig, std):
+    """One heatmap per head of the weights at weight std `std`, on one colour scale from 0 to 1."""
+    axes = fig.subplots(1, 4, sharey=True)
+    for h, (ax, w) in enumerate(zip(axes, head_weights(std))):
+        im = viz.heatmap(w, ax=ax, xlabel="key", colorbar=None, diverging=False, vmin=0, vmax=1,
+                         title=f"head {h + 1}, std {std:.1f}")  # prose counts heads from 1
+        ax.title.set_fontsize(9)
+    axes[0].set_yticks(range(len(words)), words)
+    fig.colorbar(im, ax=axes, shrink=0.9, label="attention weight")
+
+
+# %% slideshow={"slide_type": "fragment"}
+fig = Figure(figsize=(9, 4.4), layout="constrained")
+top_row, bottom_row = fig.subfigures(2, 1)
+draw_weights(top_row, 0.1)
+draw_weights(bottom_row, 0.3)
+for std in (0.1, 0.3):
+    w = head_weights(std)
+    torch.testing.assert_close(w[:, 2], w[:, 5])  # the two dogs' rows, every head
+assert head_weights(0.1).max() < 0.33 and head_weights(0.3).max() > 0.5  # flat at 0.1, sharp at 0.3
+torch.testing.assert_close(head_weights(0.3), mha(x_dog, x_dog, x_dog, average_attn_weights=False)[1][0])
+fig
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### The source projects twice
+#
+# Before calling `nn.MultiheadAttention`, the source passes the embeddings through three
+# extra `nn.Linear` layers, `mha(W_q(e), W_k(e), W_v(e))`. But `nn.MultiheadAttention` applies
+# its own input projections (`in_proj_weight`), so the queries are projected twice. That is
+# harmless (still no positions, still identical dogs) but redundant: two linear maps in a row
+# are one linear map. The cell folds the extra layers into the module's own projection and
+# gets the same output.
+
+# %% slideshow={"slide_type": "fragment"}
+W_q, W_k, W_v = (nn.Linear(hdim, hdim, bias=False).to(device).requires_grad_(False) for _ in range(3))
+out_twice, _ = mha(W_q(x_dog), W_k(x_dog), W_v(x_dog))  # the source's call
+
+folded = scaled(mha, 0.3)  # an exact copy of the demo's heads
+in_q, in_k, in_v = mha.in_proj_weight.chunk(3)
+folded.in_proj_weight.copy_(torch.cat([in_q @ W_q.weight, in_k @ W_k.weight, in_v @ W_v.weight]))
+torch.testing.assert_close(folded(x_dog, x_dog, x_dog)[0], out_twice)  # one projection does it
+assert torch.allclose(out_twice[0, 2], out_twice[0, 5], atol=1e-6)  # and the dogs are still identical
+print("extra projections fold into in_proj_weight: same output")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### What `nn.MultiheadAttention` computes, by hand
+#
+# With one head and no biases, `nn.MultiheadAttention` is exactly `pl.attention` between an
+# input projection and an output projection. Its `in_proj_weight` stacks
+# $W_Q^\top, W_K^\top, W_V^\top$ (PyTorch stores `Linear` weights as (out, in)), so
+# $Q = X\,W_Q$ reads `x @ in_q.T`. (With several heads the projections are cut into one slice
+# per head, and the module returns the weights averaged over the heads.) Section 3's `one_head`:
+
+# %% slideshow={"slide_type": "fragment"}
+ref_out, ref_w = one_head(x_dog, x_dog, x_dog)
+in_q, in_k, in_v = one_head.in_proj_weight.chunk(3)
+core, core_w = pl.attention(x_dog @ in_q.T, x_dog @ in_k.T, x_dog @ in_v.T)
+torch.testing.assert_close(core @ one_head.out_proj.weight.T, ref_out)
+torch.testing.assert_close(core_w, ref_w)
+print("nn.MultiheadAttention (1 head) == out_proj(pl.attention(...)): True")
+
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
@@ -835,8 +922,10 @@ _ = check.changed_rows(changed_rows)
 #   place to place.
 # - For a fixed query it is **permutation-invariant** in the (key, value) pairs: the
 #   sentence is a bag of words.
-# - Adding a position code $p_i$ to each token before the projections breaks both; chapter 2
-#   asks what a good $p_i$ looks like.
+# - Adding a position code $p_i$ to each token before the projections breaks both, as far as the
+#   codes differ: a reorder stays invisible when every token lands on a place with the code of
+#   the place it left (one vector everywhere hides every reorder). Chapter 2 asks what a good
+#   $p_i$ looks like.
 #
 # ## Errata in the sources
 #
@@ -848,7 +937,7 @@ _ = check.changed_rows(changed_rows)
 #    asserts the two score matrices differ. The formula also leaves the softmax axis
 #    unstated; in its column convention it must run over the keys (`dim=0`).
 # 2. **Projected twice.** `001`'s demo applies three `nn.Linear` layers and then
-#    `nn.MultiheadAttention`, which projects again. Harmless but redundant: section 2 folds
+#    `nn.MultiheadAttention`, which projects again. Harmless but redundant: section 5 folds
 #    the extra layers into `in_proj_weight` and gets the same output.
 # 3. **Not an error, but easy to misread:** the demo compares positions 2 and 5 because
 #    its tokenizer prepends a beginning-of-sequence token; without it the two "dog" tokens
