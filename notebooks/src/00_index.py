@@ -241,7 +241,7 @@ print("the conventions table matches the library")
 # | normalised $i/m$ [2] | ✔ within one length (but a LayerNorm erases it too) | ✘ within one length a shift by $k/m$, but the shift changes with the length $m$: the same offset is another step in every sequence length | ✘ codes change with the length | ✔ | ~ one fraction per axis, with the same fault: another step in every grid size |
 # | binary [2] | ✔ up to $2^d$ positions | ✘ over a table of $n$ positions, no affine map for any $k < n/4$ ($2^{d-2}$ when $n = 2^d$); of the exact fits from there on, all but $k = n/2$ are the table's edge (chapter 2, $n = 64$) | ✘ runs out at $2^d$ | ✔ | ~ one binary code per axis, each running out at 2 to the power of its own bits |
 # | sinusoidal [3] | ✔ | ✔ a rotation $M_k$ | ~ defined everywhere, but models trained short degrade [7] | ✔ | ✔ axial: split the features per axis; a 2-D shift is then one fixed rotation that turns the row's features and the column's features apart (checked below) |
-# | learned absolute [2, 7] | ✔ after training | ✘ nothing makes one: over more than $d+1$ pairs a random table, where training starts, has no affine map; over $d+1$ pairs or fewer least squares fits any table exactly, so there the test says nothing (checked below; BERT-base's table, 512 rows of 768, is such a case for every $k$) | ✘ no rows past `max_len` | ✘ learned | ~ one learned row per patch (ViT); another grid size needs the table interpolated (Dosovitskiy et al. 2021, §3.2) |
+# | learned absolute [2, 7] | ✔ after training | ✘ nothing makes one: over more than $d+1$ pairs a random table, where training starts, has no affine map; over $d+1$ pairs or fewer least squares fits almost any table exactly (rows in general position), so there the test says nothing (checked below; BERT-base's table, 512 rows of 768, is such a case for every $k$) | ✘ no rows past `max_len` | ✘ learned | ~ one learned row per patch (ViT); another grid size needs the table interpolated (Dosovitskiy et al. 2021, §3.2) |
 # | relative: Shaw, T5 [4] | ~ encodes distances, clipped or bucketed far away | ✔ by construction | ~ far distances share one value, so a far key is not penalised more as it gets farther (T5 keeps recalling far tokens in [7]) | ~ learned per distance | ✔ one bias per 2-D offset (rows, columns), as in Swin Transformer's relative position bias (Liu et al. 2021): it tells every direction apart (checked below) |
 # | RoPE [5] | ✔ | ✔ scores depend only on the offset $n-m$ | ~ needs PI / NTK / YaRN to go far [7] | ✔ | ✔ axial: split the features per axis [9] |
 # | ALiBi [6] | ~ through the distance penalty | ✔ bias $-m_h(i-j)$ | ~ flat on a local task, falls on long-range recall (measured in [6, 7]) | ✔ fixed slopes | ~ a slope times the 2-D distance between patches keeps its form, but a distance is the same in every direction: the patch to the left and the patch to the right get one bias (checked below) |
@@ -292,8 +292,9 @@ print("integer code, d = 64: ||p_1000|| =", int(p_1000.norm()))
 # table of 16 rows of 32 features fits exactly at every offset; one of 64 rows of 8 features
 # fits at no offset until the pairs run down to $d+1 = 9$, at $k = 55$, and at every offset from
 # there on. BERT-base's table (512 positions, 768 features) offers at most 511 pairs for 769
-# numbers: an exact fit there would prove nothing, so the map marks the learned table by what
-# nothing in it provides, measured where the test can fail.
+# numbers: an exact fit there would prove nothing. The map's ✘ says that nothing in a learned
+# table provides such a map, and it rests on the case where the test can fail: a random table,
+# where training starts, with more than $d+1$ pairs.
 
 # %% slideshow={"slide_type": "fragment"}
 def exact_offsets(table):
