@@ -182,14 +182,48 @@ def test_shift_not_shuffle_fact_rounding_is_no_order():
 
 
 def test_shift_not_shuffle_refuses_other_shapes_and_non_functions(capsys):
+    import re
+
     assert check.shift_not_shuffle(lambda x: x.sum(0)) is False
-    assert "a tensor of shape (5, 4)" in _out(capsys)
+    shape = re.search(r"for (\d+) tokens of (\d+) features .* a tensor of shape \((\d+), (\d+)\)", _out(capsys))
+    assert shape and shape[1] == shape[3] and shape[2] == shape[4] and int(shape[1]) >= 5
     assert check.shift_not_shuffle(lambda x: torch.full_like(x, float("nan"))) is False  # NaN equals nothing
     assert "finite numbers" in _out(capsys)
     assert check.shift_not_shuffle({"a", "c", "e", "f"}) is False  # the old exercise's kind of answer
     assert "answer must be a function" in _out(capsys)
     assert check.shift_not_shuffle(None) is None
     assert "not attempted yet" in _out(capsys)
+
+
+def test_shift_not_shuffle_draws_new_sizes_at_every_call_whatever_the_notebook_seeds():
+    """The prompt says "any n >= 5": the checker draws its sizes anew at every call (5 to 40 tokens, 1 to 6
+    features), and seeding torch or random in the notebook does not make them repeat."""
+    import random
+
+    seen = []
+
+    def spy(x):
+        seen.append(tuple(x.shape))
+        return x + x.roll(1, 0)
+
+    for _ in range(5):
+        torch.manual_seed(0)
+        random.seed(0)
+        assert check.shift_not_shuffle(spy) is True
+    lengths = {n for n, _ in seen}
+    assert min(lengths) >= 5 and max(lengths) > 16 and len(lengths) > 3
+    assert {d for _, d in seen} <= set(range(1, 7))
+
+
+def test_shift_not_shuffle_refuses_a_layer_written_for_the_old_sizes(capsys):
+    """A layer that mixes neighbours only for the sizes an earlier checker tried (5, 6 and 8 tokens) and is a bag
+    otherwise: two of the three sizes drawn are always 10 or more, so it is refused at every call."""
+    def for_old_sizes(x):
+        return x + x.roll(1, 0) if len(x) in (5, 6, 8) else x + x.mean(0)
+
+    for _ in range(3):
+        assert check.shift_not_shuffle(for_old_sizes) is False
+        assert "treats the tokens as a bag" in _out(capsys)
 
 
 def test_shift_not_shuffle_does_not_let_a_layer_change_the_tokens_it_is_given():

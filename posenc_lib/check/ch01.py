@@ -83,7 +83,9 @@ def passes_through(answer: Any) -> bool | None:
 
 
 # Exercise 2: a layer that moves with every rotation of the sequence, but not with every permutation.
-RING_SIZES = ((5, 4), (8, 3), (6, 2))  # (n tokens, d features) of the tokens the checker draws
+# The checker draws three sizes anew at every call, one n from each range, and 1 to 6 features each: the prompt says
+# "any n >= 5", so no layer may be written for the sizes tried.
+_N_RANGES = ((5, 9), (10, 16), (17, 40))
 # Relative errors. Above _MOVES a rotation did more than move the rows. A swap sees the order when its error stands
 # above the layer's own rounding, measured by its rotations: _ABOVE_ROUNDING times their largest error, and at
 # least _FLOOR (float64 rounding is ~1e-16), so that a small but exact mixing coefficient (1e-5, 1e-9) counts.
@@ -91,9 +93,11 @@ _MOVES, _ABOVE_ROUNDING, _FLOOR = 1e-6, 100.0, 1e-12
 
 
 def _ring_tokens() -> list[torch.Tensor]:
-    """The tokens a design must pass: float64, drawn here, one tensor (n, d) per size."""
-    g = torch.Generator().manual_seed(21)
-    return [torch.randn(n, d, generator=g, dtype=torch.float64) for n, d in RING_SIZES]
+    """The tokens a design must pass: float64, one tensor (n, d) per range of _N_RANGES, sizes and values drawn
+    anew at every call (from the operating system's randomness, which no seed set in the notebook repeats)."""
+    rng = random.SystemRandom()
+    g = torch.Generator().manual_seed(rng.randrange(2**62))
+    return [torch.randn(rng.randint(lo, hi), rng.randint(1, 6), generator=g, dtype=torch.float64) for lo, hi in _N_RANGES]
 
 
 def _reorder_error(f: Callable[[torch.Tensor], Any], x: torch.Tensor, order: list[int]) -> float | None:
