@@ -26,7 +26,7 @@
 # 4. add a positional encoding and they stop being identical; a code must differ from place to
 #    place for that (section 4);
 # 5. for reading: what the demo's details (the weights' scale, the biases) change and what they
-#    do not.
+#    do not, and where the source's own formula puts the positions.
 #
 # Source followed: `001` (its introduction and test code). It loads a gated 1B-parameter
 # checkpoint for its embeddings; we need no download: a toy vocabulary with seeded random
@@ -132,23 +132,30 @@ print("softmax(P S P^T) == P softmax(S) P^T: True;  the same for cumsum: False")
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### From one layer to a whole model
 #
-# So far one attention layer. A transformer block adds a residual connection, a feed-forward
-# network (FFN) and normalisation, in one of two arrangements: BERT's original **post-LN**,
-# $h = \mathrm{LN}(x + \mathrm{Attn}(x))$, $\mathrm{out} = \mathrm{LN}(h + \mathrm{FFN}(h))$, or
-# the **pre-LN** of GPT-2 and Llama, $h = x + \mathrm{Attn}(\mathrm{LN}(x))$,
-# $\mathrm{out} = h + \mathrm{FFN}(\mathrm{LN}(h))$. Each new part keeps equivariance, for its
-# own reason:
+# So far one attention head. A transformer block runs several heads side by side and adds a
+# residual connection, a feed-forward network (FFN) and normalisation, in one of two
+# arrangements: BERT's original **post-LN**, $h = \mathrm{LN}(x + \mathrm{Attn}(x))$,
+# $\mathrm{out} = \mathrm{LN}(h + \mathrm{FFN}(h))$, or the **pre-LN** of GPT-2 and Llama,
+# $h = x + \mathrm{Attn}(\mathrm{LN}(x))$, $\mathrm{out} = h + \mathrm{FFN}(\mathrm{LN}(h))$. Each
+# new part keeps equivariance, for its own reason:
 #
 # * LayerNorm and the FFN act on each token's row **alone, with the same weights for every
 #   row**. Any such row-wise map $f$ satisfies $f(PX) = P f(X)$: it never looks at the
-#   other rows, so it cannot notice that they moved.
+#   other rows, so it cannot notice that they moved. (So does a bias added to every row.)
+# * **Multi-head attention** runs $H$ heads on the same tokens, each with its own
+#   $W_Q, W_K, W_V$ (usually $d/H$ columns wide), writes the $H$ outputs of each token side by
+#   side in one row, and multiplies every row by one more matrix $W_O$. Each head moves its rows
+#   with $P$, rows written side by side move together, and $W_O$ is row-wise: the layer is
+#   equivariant too. PyTorch's `nn.MultiheadAttention` is this layer: it stores every head's
+#   projections stacked in `in_proj_weight` and $W_O$ in `out_proj` (section 5 rebuilds it by
+#   hand).
 # * The residual adds the input itself, and $PX + P\,\mathrm{Attn}(X) = P\,(X + \mathrm{Attn}(X))$.
 # * Maps that are each equivariant compose to one that is: $f(g(PX)) = f(P\,g(X)) = P\,f(g(X))$.
 #   So a stack of blocks is equivariant, and so is the whole model up to its output layer
 #   (row-wise again).
 #
 # The cell checks it on PyTorch's own `nn.TransformerEncoderLayer`, in both arrangements and as
-# a stack of two, for the five tokens above (two heads, no dropout).
+# a stack of two, for the five tokens above (two heads each, no dropout).
 
 # %% slideshow={"slide_type": "fragment"}
 ffn = nn.Sequential(nn.Linear(d, 16), nn.GELU(), nn.Linear(16, d)).to(device).requires_grad_(False)
@@ -175,9 +182,12 @@ for name, block in blocks.items():
 # the input no longer just permutes the output.
 #
 # The first row shows what the mask gives away: the token at position 0 sees only itself, so
-# its output is its own value vector whatever the rest of the sentence says. The first token
-# knows it is first. This is the seed of chapter 7's NoPE story ("no positional encoding"):
-# a causal mask alone lets a decoder learn where it is (chapter 7 shows how, and where that stops).
+# its output is its own value vector whatever the rest of the sentence says. That alone does not
+# mark it as first (any row whose prefix repeats one token gets the same value vector), but it
+# is the seed of chapter 7's NoPE story ("no positional encoding"): with the mask, a head that
+# attends uniformly gives row $i$ the share $1/(i+1)$ of the first token's value, so if that
+# value stands out (a feature no other token has), row $i$ carries a count the next layer can
+# read (the cell checks the share; chapter 7 builds the counter, and shows where it stops).
 
 # %% slideshow={"slide_type": "fragment"}
 def causal_head(t):
@@ -196,6 +206,10 @@ assert pl.equivariance_error(causal_block, x, order) > 1e-2  # nor is a whole ca
 assert pl.equivariance_error(causal_head, x, list(range(n))) == 0  # (the identity order, trivially, is)
 torch.testing.assert_close(causal_head(x)[0], x[0] @ w_v)  # position 0 attends to itself alone
 torch.testing.assert_close(causal_head(P @ x)[0], x[order[0]] @ w_v)  # whichever token stands there
+flag = torch.zeros(n, 1, device=device)
+flag[0] = 1.0  # a value feature only the first token has
+uniform = pl.attention(torch.zeros(n, 1, device=device), torch.zeros(n, 1, device=device), flag, causal=True)[0]
+torch.testing.assert_close(uniform[:, 0], 1 / torch.arange(1, n + 1, device=device).float())  # 1 / (i + 1)
 print("causal mask: Attn(PX) == P Attn(X)?", pl.equivariance_error(causal_head, x, order) < 1e-5)
 print("causal mask: Block(PX) == P Block(X)?", pl.equivariance_error(causal_block, x, order) < 1e-5)
 
@@ -245,9 +259,9 @@ print("same output for every word in 'I love you' and 'you love I'")
 # ## 2 · The dog demo, without a download
 #
 # Source `001` embeds "The dog chased another dog" with a pretrained tokenizer and embedding
-# table, runs it through `nn.MultiheadAttention` (4 heads) and compares the outputs of the two
-# "dog" tokens. It compares positions **2 and 5**, not 1 and 4, because its tokenizer puts a
-# beginning-of-sequence token in front. We mimic that with a toy vocabulary that has a `<s>`
+# table, runs it through `nn.MultiheadAttention` (section 1's multi-head layer, 4 heads) and
+# compares the outputs of the two "dog" tokens. It compares positions **2 and 5**, not 1 and 4,
+# because its tokenizer puts a beginning-of-sequence token in front. We mimic that with a toy vocabulary that has a `<s>`
 # token and seeded random embeddings, 16 features wide instead of 2048, and draw every weight
 # from $\mathcal{N}(0, 0.3^2)$ (the source draws from $\mathcal{N}(0, 0.1^2)$; section 5 says
 # why we do not, and checks that the dogs are just as identical there).
@@ -289,9 +303,9 @@ print("dog outputs identical?", same)
 #
 # Give each position $i$ its own vector $p_i$ and add it to the token's embedding,
 # $x_i' = x_i + p_i$. Here $p_i$ is the sinusoidal code of chapter 3,
-# `pl.sinusoidal_positions(n, d)`; any code with $p_2 \ne p_5$ would do here. The two "dog"
-# inputs are now different vectors, and so are their outputs: in this draw of the demo's
-# weights (seed 1) they differ by 0.32 of the first dog's length, far from a rounding error.
+# `pl.sinusoidal_positions(n, d)`. The two "dog" inputs are now different vectors, and with
+# these weights so are their outputs: in this draw of the demo's weights (seed 1) they differ
+# by 0.32 of the first dog's length, far from a rounding error.
 # How far apart depends on the draw: the cell after this one redraws the demo ten times. The
 # invariance of section 1 goes too: a fixed query's output changes when the tokens are
 # shuffled, because each token now carries its place with it.
@@ -330,56 +344,17 @@ def redraw(seed):
     return emb, heads
 
 
-def dogs_apart(seed):
-    """||dog_1 - dog_2|| / ||dog_1|| for the demo redrawn with `seed`, positions added."""
-    emb, heads = redraw(seed)
-    h = emb(ids.cpu()) + pos.cpu()
+def dogs_apart(emb, heads, code=pos):
+    """||dog_1 - dog_2|| / ||dog_1|| for the demo's tokens from `emb`, with `code` added, through `heads`."""
+    h = emb(ids.cpu()) + code.cpu()
     out = heads(h, h, h)[0][0]
     return ((out[2] - out[5]).norm() / out[2].norm()).item()
 
 
-spread = {seed: round(dogs_apart(seed), 2) for seed in range(1, 11)}
+spread = {seed: round(dogs_apart(*redraw(seed)), 2) for seed in range(1, 11)}
 assert spread[1] == round(apart, 2)  # seed 1 is the demo above
 assert min(spread.values()) == 0.06 and max(spread.values()) == 0.48  # never zero; the size is the draw's
 print("||dog_1 - dog_2|| / ||dog_1|| by seed:", spread)
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# ### Where do the positions go? The source's formula
-#
-# Source `001` writes attention with absolute positions in the column convention
-# ($X \in \mathbb{R}^{d\times m}$, one column per token, and the codes as the columns of a
-# matrix it calls $P = [p_1, \dots, p_m]$, counting from 1; we write
-# $P_{\mathrm{pos}} = [p_0, \dots, p_{m-1}]$, counting from 0 like the rest of the course, since
-# $P$ is a permutation in this chapter) as
-#
-# $$\mathrm{Attn}(X) = (V+P_{\mathrm{pos}})\,\mathrm{softmax}\!\left(\frac{(K+P_{\mathrm{pos}})^\top(Q+P_{\mathrm{pos}})}{\sqrt d}\right),
-#   \qquad Q = W_QX,\ K = W_KX,\ V = W_VX,$$
-#
-# which adds the codes **after** the projections. The usual form (Vaswani et al., and what
-# `nn.MultiheadAttention` does when it is fed $X + P_{\mathrm{pos}}$, as just above: it projects
-# its input) adds them **before**: $Q = W_Q(X+P_{\mathrm{pos}}) = W_QX + W_QP_{\mathrm{pos}}$. The
-# two agree only if $W_QP_{\mathrm{pos}} = P_{\mathrm{pos}}$ (and the same for $K$, $V$), which
-# is not the case for learned weights. In this column convention the softmax also has to run
-# down each column (over the keys, `dim=0`). The formula has one head and no biases, so the cell
-# builds such a module, `one_head` (`nn.MultiheadAttention` with one head and `bias=False`),
-# takes its $W_Q, W_K$ (the first two thirds of `in_proj_weight`, stored as (out, in), so that
-# $Q = W_QX$ in this convention), computes the score matrix all three ways, and checks the usual
-# form against the weights `one_head` itself returns for $X + P_{\mathrm{pos}}$.
-
-# %% slideshow={"slide_type": "fragment"}
-one_head = nn.MultiheadAttention(hdim, num_heads=1, bias=False, batch_first=True).to(device).requires_grad_(False)
-X = x_dog[0].T  # (16, 6): the source's column convention
-P_pos = pos.T  # the source's P: one column per position, p_0 .. p_5
-Wq_, Wk_ = one_head.in_proj_weight.chunk(3)[:2]  # (out, in) matrices: Q = W_Q X in this convention
-usual = (Wk_ @ (X + P_pos)).T @ (Wq_ @ (X + P_pos))  # (keys, queries)
-source_form = (Wk_ @ X + P_pos).T @ (Wq_ @ X + P_pos)
-
-row_scores = (x_pos[0] @ Wq_.T) @ (x_pos[0] @ Wk_.T).T  # the row convention used in code: (queries, keys)
-torch.testing.assert_close(usual, row_scores.T)  # same numbers, transposed
-torch.testing.assert_close((usual / hdim**0.5).softmax(dim=0).T, (row_scores / hdim**0.5).softmax(dim=-1))
-torch.testing.assert_close((usual / hdim**0.5).softmax(dim=0).T, one_head(x_pos, x_pos, x_pos)[1][0])  # the module's own
-assert not torch.allclose(source_form, usual, atol=1e-3)  # P after W is a different model
-print("P added before the projections (usual) != P added after them (source): True")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4 · See it: permute the sentence
@@ -388,8 +363,9 @@ print("P added before the projections (usual) != P added after them (source): Tr
 # token. Middle: the output for the sentence read backwards; its rows are the same rows in
 # reverse order. Right: the backwards output moved back into the original order, minus the
 # original output: all zero (white), because without positions the layer cannot see the
-# order. (The right panel has its own colour scale, given in its title, so white always
-# means zero.)
+# order. (The two outputs share one colour bar. The right panel's bar fits the largest
+# difference it shows, but never goes below 1% of the outputs' scale: rounding errors stay
+# white, and a real difference, however small, fills the scale.)
 
 # %% slideshow={"slide_type": "skip"}
 ORDERS = {
@@ -422,27 +398,32 @@ def outputs_for(order_name, code_name):
     return original, permuted, moved_back - original
 
 
-# One colour scale for the outputs; the difference panel's scale is the largest difference any
-# order and code make, so "white" means zero on the scale of a real change.
+# One colour scale for the outputs, over every order and code; the difference panel's scale follows
+# what it shows, down to a floor of 1% of the outputs' scale (float32 rounding is far below it).
 OUT_SCALE = max(outputs_for(o, c)[0].abs().max().item() for o in ORDERS for c in CODES)
-DIFF_SCALE = max(outputs_for(o, c)[2].abs().max().item() for o in ORDERS for c in CODES)
+DIFF_FLOOR = 0.01 * OUT_SCALE
 
 
 def draw_outputs(fig, order_name="reversed", code_name="none"):
-    """Heatmaps of the original output, the permuted output and the moved-back difference;
-    returns the update(order_name, code_name) that redraws them."""
+    """Heatmaps of the original output, the permuted output and the moved-back difference, with colour
+    bars; returns the update(order_name, code_name) that redraws them."""
     axes = fig.subplots(1, 3)
-    ims = [viz.heatmap(torch.zeros(len(words), hdim), ax=ax, xlabel="features", diverging=True, vmax=vmax,
-                       colorbar=None) for ax, vmax in zip(axes, (OUT_SCALE, OUT_SCALE, DIFF_SCALE))]
+    ims = [viz.heatmap(torch.zeros(len(words), hdim), ax=ax, xlabel="features", diverging=True, vmax=OUT_SCALE,
+                       colorbar=None) for ax in axes]
     for ax in axes:
         ax.set_xticks([])  # 16 anonymous features
     axes[0].set_yticks(range(len(words)), words)
     axes[2].set_yticks(range(len(words)), words)
-    axes[2].set_title(f"moved back − original (±{DIFF_SCALE:.3f})")
+    axes[2].set_title("moved back − original")
+    fig.colorbar(ims[0], ax=axes[:2], shrink=0.9, label="output")
+    fig.colorbar(ims[2], ax=axes[2], shrink=0.9, label="difference")
 
     def update(order_name, code_name):
-        for im, m in zip(ims, outputs_for(order_name, code_name)):
+        original, permuted, diff = outputs_for(order_name, code_name)
+        for im, m in zip(ims, (original, permuted, diff)):
             im.set_data(m.cpu().numpy())
+        scale = max(diff.abs().max().item(), DIFF_FLOOR)
+        ims[2].set_clim(-scale, scale)  # the colour bar follows
         axes[0].set_title(f"original, code: {code_name}")
         axes[1].set_title(f"permuted: {order_name}")
         axes[1].set_yticks(range(len(words)), [words[j] for j in ORDERS[order_name]])
@@ -452,7 +433,7 @@ def draw_outputs(fig, order_name="reversed", code_name="none"):
 
 
 # %% slideshow={"slide_type": "fragment"}
-fig = Figure(figsize=(9, 2.8))
+fig = Figure(figsize=(9.5, 2.8), layout="constrained")
 draw_outputs(fig)
 diff = outputs_for("reversed", "none")[2]
 assert diff.abs().max() < 1e-5  # the right panel really is zero
@@ -479,10 +460,12 @@ assert [name for name in ORDERS if not lit(name, "sinusoidal")] == ["unchanged"]
 original, swapped, dog_diff = outputs_for("swap the two dogs", "sinusoidal")
 torch.testing.assert_close(swapped, original)  # same sentence, same output
 assert (dog_diff.abs().amax(-1) > 1e-4).tolist() == [False, False, True, False, False, True]  # the dog rows only
+largest = [outputs_for(o, c)[2].abs().max().item() for o in ORDERS for c in CODES]
+assert all(m < 1e-5 or m > 3 * DIFF_FLOOR for m in largest)  # rounding stays white; a change fills the bar
 print("no code: no order lights the right panel up; sinusoidal code: every order but 'unchanged' does")
 
 # %% slideshow={"slide_type": "fragment"}
-fig = Figure(figsize=(9, 2.8))
+fig = Figure(figsize=(9.5, 2.8), layout="constrained")
 draw_outputs(fig, "swap the two dogs", "sinusoidal")
 fig
 
@@ -497,7 +480,7 @@ fig
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
 permute_widget = viz.InteractiveFigure(
-    draw_outputs, figsize=(9, 2.8),
+    draw_outputs, figsize=(9.5, 2.8),
     order_name=widgets.Dropdown(options=list(ORDERS), value="reversed", description="order"),
     code_name=widgets.Dropdown(options=list(CODES), value="none", description="code"),
 )
@@ -515,10 +498,14 @@ permute_widget
 # token is a map applied to each row alone, and section 1 showed that such maps keep attention
 # blind to order. The code that repeats every 3 places leaves the panel white for "swap the two
 # dogs" and "rotate by three", besides "unchanged": both move every token to a place with the
-# same code as the one it left. The rule behind all three answers: the panel stays white exactly
-# when every token lands on a place with the code of the place it left. That is why property 1
-# of `00_index` asks for a different code at every place. The cell checks each answer, and the
-# rule for every order and every code of the drop-downs.
+# same code as the one it left. The rule behind all three answers has two halves. If every token
+# lands on a place with the code of the place it left, the layer is fed the permuted input
+# itself, and by section 1 the panel stays white, whatever the weights. If some token lands on a
+# place with another code, the panel lights up for the demo's weights (checked below), as it
+# does almost surely for weights drawn at random; not for every weight one could choose
+# (Exercise 3 asks for a head that hides such a change). That is why property 1 of `00_index` asks for a different code at every place. The
+# cell checks each answer, and both halves for every order and every code of the drop-downs,
+# with the demo's weights.
 
 # %% slideshow={"slide_type": "fragment"}
 _, _, diff_on = outputs_for("swap 'the' and 'chased'", "sinusoidal")
@@ -529,8 +516,8 @@ assert (per_row[stayed] > 0.15).all() and diff_off.abs().max() < 1e-5  # 1: ever
 assert not any(lit(name, "one vector at every place") for name in ORDERS)  # 2: none
 white = [name for name in ORDERS if not lit(name, "repeats every 3 places")]
 assert white == ["rotate by three", "swap the two dogs", "unchanged"]  # 3
-for name, order in ORDERS.items():  # the rule: white exactly when every token keeps its place's code
-    for code_name, code in CODES.items():
+for name, order in ORDERS.items():  # the rule, with the demo's weights: white when, and only when,
+    for code_name, code in CODES.items():  # every token keeps its place's code
         assert lit(name, code_name) == (not torch.equal(code[order], code)), (name, code_name)
 print("swap 'the' and 'chased', sinusoidal code, largest change per row:",
       {f"{i} {words[i]}": round(v, 2) for i, v in enumerate(per_row.tolist())})
@@ -540,84 +527,77 @@ print("swap 'the' and 'chased', sinusoidal code, largest change per row:",
 #
 # Reading for after the lecture: what the demo's choices change and what they do not. Why our
 # weights are drawn with std 0.3 and not the source's 0.1, what `nn.MultiheadAttention`'s
-# biases add, and two things the source does that we fold away.
+# biases do, where the source's formula puts the positions, and two things the source does that
+# we fold away.
 #
 # ### Why std 0.3, not the source's 0.1
 #
-# At the source's 0.1 the two dogs are just as identical, but the heads attend almost
-# uniformly, and all output rows look alike. We measure it on the demo redrawn with seeds 1 to
-# 10 (`redraw`, section 3), every weight rescaled to std 0.1 and to 0.3 (a draw from
-# $\mathcal{N}(0, 0.3^2)$ divided by 3 is exactly a draw from $\mathcal{N}(0, 0.1^2)$). For each
-# of the 4 heads and 6 queries: the largest weight in the row (uniform attention over 6 tokens
-# gives $1/6 \approx 0.17$) and the row's entropy $-\sum_j a_j \log a_j$ as a fraction of its
-# maximum, $\log 6$ (1 means uniform). Then the outputs themselves: the smallest cosine between
-# any two of the 6 output rows (1 means they all point the same way).
+# At the source's 0.1 the two dogs are just as identical without positions, but with positions
+# they barely differ, and sections 3 and 4 would show a difference hardly above zero. We measure
+# it on the demo redrawn with seeds 1 to 10 (`redraw`, section 3), every weight rescaled to std
+# 0.1 and to 0.3 (a draw from $\mathcal{N}(0, 0.3^2)$ divided by 3 is exactly a draw from
+# $\mathcal{N}(0, 0.1^2)$). With positions added, the dogs differ by 0.016 to 0.077 of the first
+# dog's length at std 0.1, against 0.06 to 0.48 at 0.3, and in every draw at least 2.5 times
+# less at 0.1 than at 0.3.
 #
-# In every one of the ten draws, at std 0.1 no weight exceeds 0.32 and every row's entropy is at
-# least 0.95 of $\log 6$; the six outputs are alike (smallest cosine 0.87 or more). At std 0.3
-# every draw has a head that puts more than three quarters of its weight on one token, and in every draw the
-# outputs are less alike than at 0.1 with the same weights (how much less belongs to the draw:
-# the smallest cosine ranges from −0.58 to 0.79). The dogs are identical at both.
+# The reason is the softmax. A score multiplies a query by a key, so at a third of the std every
+# score is a ninth as large, and the heads attend almost uniformly. We measure each row's entropy
+# $-\sum_j a_j \log a_j$ as a fraction of its maximum, $\log 6$ (1 means uniform): at std 0.1
+# every row of every head is at 0.94 or more, in every draw; at 0.3 every draw has a row below
+# 0.41. The two dogs share every key and value, so their outputs differ only through their
+# weights, and near-uniform weights are nearly the same for every query, whatever its code.
 
 # %% slideshow={"slide_type": "fragment"}
 def scaled(heads, std, *, biases=True):
-    """A copy of `heads` with every weight rescaled from N(0, 0.3^2) to N(0, std^2); biases zeroed unless `biases`."""
-    module = nn.MultiheadAttention(hdim, num_heads=4, batch_first=True).to(device).requires_grad_(False)
+    """A copy of `heads`, on its device, with every weight rescaled from N(0, 0.3^2) to N(0, std^2); biases
+    zeroed unless `biases`."""
+    module = nn.MultiheadAttention(hdim, num_heads=4, batch_first=True).requires_grad_(False)
+    module = module.to(heads.in_proj_weight.device)  # moved before the load: a device's tensors load in place
     module.load_state_dict({name: t * (std / 0.3) if biases or "bias" not in name else torch.zeros_like(t)
                             for name, t in heads.state_dict().items()})
     return module
 
 
-def smallest_cosine(rows):
-    """The smallest cosine between two of the rows (n, d)."""
-    return nn.functional.cosine_similarity(rows[:, None], rows[None], dim=-1).min().item()
-
-
-def row_stats(module, tokens):
-    """Largest attention weight, smallest row entropy / log 6 (over heads and queries), smallest cosine
-    between two output rows, and whether the two dogs' outputs are identical."""
-    out, w = module(tokens, tokens, tokens, average_attn_weights=False)  # (1, 6, 16), (1, heads, 6, 6)
-    entropy = -(w * w.log()).sum(-1) / torch.log(torch.tensor(float(len(words))))
-    dogs = torch.allclose(out[0, 2], out[0, 5], atol=1e-6)
-    return w.max().item(), entropy.min().item(), smallest_cosine(out[0]), dogs
+def smallest_entropy(emb, heads):
+    """The smallest row entropy / log 6 over the heads and queries, on the demo's tokens with positions."""
+    h = emb(ids.cpu()) + pos.cpu()
+    w = heads(h, h, h, average_attn_weights=False)[1]  # (1, heads, 6, 6)
+    return (-(w * w.log()).sum(-1) / torch.log(torch.tensor(float(len(words))))).min().item()
 
 
 draws = {seed: redraw(seed) for seed in range(1, 11)}
-stats = {(seed, std): row_stats(scaled(heads, std), emb(ids.cpu()).to(device))
-         for seed, (emb, heads) in draws.items() for std in (0.1, 0.3)}
-small, sharp = ([stats[seed, std] for seed in draws] for std in (0.1, 0.3))
-assert max(s[0] for s in small) < 0.33 and min(s[1] for s in small) >= 0.95  # std 0.1: every row near uniform
-assert min(s[2] for s in small) >= 0.87  # ... and the outputs alike, every draw
-assert min(s[0] for s in sharp) > 0.75  # std 0.3: in every draw a head puts most weight on one token
-assert all(b[2] < a[2] for a, b in zip(small, sharp))  # less alike than at 0.1, draw by draw
-assert [round(f(s[2] for s in sharp), 2) for f in (min, max)] == [-0.58, 0.79]
-assert all(s[3] for s in small + sharp)  # the dogs identical at both
-torch.testing.assert_close(scaled(draws[1][1], 0.3).in_proj_weight, mha.in_proj_weight)  # seed 1: the demo
-for std, rows in (("0.1", small), ("0.3", sharp)):
-    print(f"std {std}, 10 draws: largest weight {min(s[0] for s in rows):.2f} to {max(s[0] for s in rows):.2f}, "
-          f"smallest entropy {min(s[1] for s in rows):.2f} × log 6 or more, "
-          f"smallest cosine between outputs {min(s[2] for s in rows):.2f} to {max(s[2] for s in rows):.2f}")
+apart_at = {std: [dogs_apart(emb, scaled(heads, std)) for emb, heads in draws.values()] for std in (0.1, 0.3)}
+assert [round(f(apart_at[0.1]), 3) for f in (min, max)] == [0.016, 0.077]
+assert [round(f(apart_at[0.3]), 2) for f in (min, max)] == [0.06, 0.48]
+assert [round(a, 2) for a in apart_at[0.3]] == list(spread.values())  # std 0.3: section 3's ten draws
+assert min(b / a for a, b in zip(apart_at[0.1], apart_at[0.3])) > 2.5  # 0.1 below 0.3, draw by draw
+entropy = {std: [smallest_entropy(emb, scaled(heads, std)) for emb, heads in draws.values()] for std in (0.1, 0.3)}
+assert min(entropy[0.1]) >= 0.94 and max(entropy[0.3]) < 0.41
+no_code = torch.zeros_like(pos)
+assert all(dogs_apart(emb, scaled(heads, std), no_code) < 1e-6 for emb, heads in draws.values() for std in (0.1, 0.3))
+print("dogs apart, positions added, 10 draws: std 0.1:",
+      f"{min(apart_at[0.1]):.3f} to {max(apart_at[0.1]):.3f};",
+      f"std 0.3: {min(apart_at[0.3]):.2f} to {max(apart_at[0.3]):.2f}")
+print(f"smallest row entropy / log 6: std 0.1: {min(entropy[0.1]):.2f} or more;",
+      f"std 0.3: {max(entropy[0.3]):.2f} or less")
+print("without positions the dogs are identical at both")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# ### Uniform attention, or the biases?
+# ### The biases do not explain it
 #
-# Two things could make the rows alike at std 0.1. Near-uniform attention gives every query
-# nearly the same average of the values. But `nn.MultiheadAttention` also has biases, and two of
-# them add one shared vector to every output row: the value part of `in_proj_bias` adds the same
-# $b_v$ to every value, so each row's average of the values gains $b_v$ (its weights sum to 1),
-# and `out_proj.bias` adds $b_o$ after the output projection. A vector shared by every row pulls
-# the rows together. (The query and key parts of `in_proj_bias` only change the scores.) The
-# first cell shows it on the demo's own heads: zeroing $b_v$ and $b_o$ moves every output row by
-# one and the same vector, $b_v W_O^\top + b_o$, while zeroing the query and key biases changes
-# the attention weights.
+# `nn.MultiheadAttention` also has biases, rescaled with the weights. The value part of
+# `in_proj_bias` adds $b_v$ to every value and `out_proj.bias` adds $b_o$ after the output
+# projection: since each row's weights sum to 1, together they add one shared vector,
+# $b_v W_O^\top + b_o$, to every output row. The key part adds $q_i\cdot b_k$ to every score of
+# row $i$: a constant per row, which the softmax removes, so it changes no weight. The query part
+# adds $b_q\cdot k_j$ to column $j$ of every row, which does change the weights. A shared vector
+# lengthens both dogs' outputs alike, so it could shrink the ratio we measure.
 #
-# The control then zeroes every bias, in the same ten draws. If the biases made the rows alike,
-# they would now differ. They do not: at std 0.1 the smallest cosine stays at 0.65 or more in
-# every draw, although the values being averaged point in opposite directions (the smallest
-# cosine between the six rows' values, each passed through the output projection as a row
-# attending to that token alone would get it, is below −0.3 in every draw). At std 0.3 the rows
-# stay less alike than at 0.1, draw by draw. So the near-uniform attention makes the rows alike;
-# the biases add to it (at std 0.1 the rows are more alike with them than without, in every draw).
+# The control zeroes every bias. Then rescaling $W_V$ and $W_O$ multiplies both dogs' outputs by
+# one factor and leaves the ratio alone (the cell checks it): only the size of the scores still
+# changes with the std. The dogs still differ by only 0.016 to 0.085 at std 0.1, against 0.08 to
+# 0.48 at 0.3, and at least 2.2 times less at 0.1 in every draw: the near-uniform attention, not
+# the biases, hides the positions.
 
 # %% slideshow={"slide_type": "fragment"}
 def without(module, *parts):
@@ -631,37 +611,39 @@ def without(module, *parts):
     return copy
 
 
-full_out, full_w = mha(x_dog, x_dog, x_dog)
-shift_out = full_out - without(mha, "v", "out")(x_dog, x_dog, x_dog)[0]  # what b_v and b_o add, per row
+full_out, full_w = mha(x_pos, x_pos, x_pos, average_attn_weights=False)  # weights: (1, heads, 6, 6)
+shift_out = full_out - without(mha, "v", "out")(x_pos, x_pos, x_pos)[0]  # what b_v and b_o add, per row
 b_v, W_O = mha.in_proj_bias[2 * hdim:], mha.out_proj.weight
 torch.testing.assert_close(shift_out[0], (b_v @ W_O.T + mha.out_proj.bias).expand(len(words), hdim))  # one vector
-assert not torch.allclose(without(mha, "q", "k")(x_dog, x_dog, x_dog)[1], full_w, atol=1e-3)  # q, k: the weights
+change = {part: (without(mha, part)(x_pos, x_pos, x_pos, average_attn_weights=False)[1] - full_w).abs().max().item()
+          for part in "qk"}
+assert change["k"] < 1e-6 and change["q"] > 0.05  # b_k: a constant per row, gone in the softmax; b_q: not
 
 
-def values_seen_alone(module, tokens):
-    """(6, 16): what each row would output if every head put all its weight on that token."""
-    w_v = module.in_proj_weight[2 * hdim:]
-    return (tokens[0] @ w_v.T + module.in_proj_bias[2 * hdim:]) @ module.out_proj.weight.T + module.out_proj.bias
+def scores_only(heads, std):
+    """`heads` without biases, with only W_Q and W_K rescaled to std (W_V and W_O kept at 0.3)."""
+    module = scaled(heads, 0.3, biases=False)
+    module.in_proj_weight[: 2 * hdim] *= std / 0.3
+    return module
 
 
-bare = {(seed, std): (row_stats(scaled(heads, std, biases=False), emb(ids.cpu()).to(device))[2],
-                      smallest_cosine(values_seen_alone(scaled(heads, std, biases=False), emb(ids.cpu()).to(device))))
-        for seed, (emb, heads) in draws.items() for std in (0.1, 0.3)}
-assert min(bare[seed, 0.1][0] for seed in draws) >= 0.65  # no biases, std 0.1: the rows still alike
-assert max(bare[seed, 0.1][1] for seed in draws) < -0.3  # ... though the values point apart
-assert all(bare[seed, 0.3][0] < bare[seed, 0.1][0] for seed in draws)  # 0.3: less alike, draw by draw
-assert all(stats[seed, 0.1][2] > bare[seed, 0.1][0] for seed in draws)  # the biases add to it
-print("b_v and out_proj.bias add one vector to every row; the q and k biases change the weights")
-print("biases zeroed, 10 draws, smallest cosine between outputs: std 0.1:",
-      f"{min(bare[s, 0.1][0] for s in draws):.2f} to {max(bare[s, 0.1][0] for s in draws):.2f},"
-      " between the values averaged:", f"{max(bare[s, 0.1][1] for s in draws):.2f} or less")
+bare = {std: [dogs_apart(emb, scaled(heads, std, biases=False)) for emb, heads in draws.values()] for std in (0.1, 0.3)}
+assert [round(f(bare[0.1]), 3) for f in (min, max)] == [0.016, 0.085]
+assert [round(f(bare[0.3]), 2) for f in (min, max)] == [0.08, 0.48]
+assert min(b / a for a, b in zip(bare[0.1], bare[0.3])) > 2.2  # still below 0.3, draw by draw
+for (emb, heads), a in zip(draws.values(), bare[0.1]):  # W_V and W_O at 0.3 or 0.1: the same ratio
+    assert abs(dogs_apart(emb, scores_only(heads, 0.1)) - a) < 1e-5
+print(f"largest weight change, zeroing b_k: {change['k']:.1e} (rounding); zeroing b_q: {change['q']:.2f}")
+print("biases zeroed, dogs apart, 10 draws: std 0.1:",
+      f"{min(bare[0.1]):.3f} to {max(bare[0.1]):.3f}; std 0.3: {min(bare[0.3]):.2f} to {max(bare[0.3]):.2f}")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# The weights of the demo's 4 heads (seed 1) as pictures, one row per query and one column per
-# key: at std 0.1 (top) every row is nearly flat at 1/6, at std 0.3 (bottom) some rows put most
-# of their weight on one token. In every panel the rows of the two "dog" queries (2 and 5) are
-# identical: however sharp a head gets, sharper attention does not give a token its place. (We
-# do not measure the source's 2048-wide setting.)
+# The weights of the demo's 4 heads (seed 1, no positions) as pictures, one row per query and one
+# column per key: at std 0.1 (top) every weight lies between 0.09 and 0.24, close to uniform's
+# $1/6 \approx 0.17$; at std 0.3 (bottom) some rows put most of their weight on one token. In
+# every panel the rows of the two "dog" queries (2 and 5) are identical: however sharp a head
+# gets, sharper attention does not give a token its place. (We do not measure the source's
+# 2048-wide setting.)
 
 # %% slideshow={"slide_type": "skip"}
 def head_weights(std):
@@ -688,9 +670,48 @@ draw_weights(bottom_row, 0.3)
 for std in (0.1, 0.3):
     w = head_weights(std)
     torch.testing.assert_close(w[:, 2], w[:, 5])  # the two dogs' rows, every head
-assert head_weights(0.1).max() < 0.33 and head_weights(0.3).max() > 0.5  # flat at 0.1, sharp at 0.3
+assert 0.09 < head_weights(0.1).min() and head_weights(0.1).max() < 0.24 and head_weights(0.3).max() > 0.5
 torch.testing.assert_close(head_weights(0.3), mha(x_dog, x_dog, x_dog, average_attn_weights=False)[1][0])
 fig
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### Where do the positions go? The source's formula
+#
+# Source `001` writes attention with absolute positions in the column convention
+# ($X \in \mathbb{R}^{d\times m}$, one column per token, and the codes as the columns of a
+# matrix it calls $P = [p_1, \dots, p_m]$, counting from 1; we write
+# $P_{\mathrm{pos}} = [p_0, \dots, p_{m-1}]$, counting from 0 like the rest of the course, since
+# $P$ is a permutation in this chapter) as
+#
+# $$\mathrm{Attn}(X) = (V+P_{\mathrm{pos}})\,\mathrm{softmax}\!\left(\frac{(K+P_{\mathrm{pos}})^\top(Q+P_{\mathrm{pos}})}{\sqrt d}\right),
+#   \qquad Q = W_QX,\ K = W_KX,\ V = W_VX,$$
+#
+# which adds the codes **after** the projections. The usual form (Vaswani et al., and what
+# `nn.MultiheadAttention` does when it is fed $X + P_{\mathrm{pos}}$, as in section 3: it projects
+# its input) adds them **before**: $Q = W_Q(X+P_{\mathrm{pos}}) = W_QX + W_QP_{\mathrm{pos}}$. The
+# two agree only if $W_QP_{\mathrm{pos}} = P_{\mathrm{pos}}$ (and the same for $K$, $V$), which
+# is not the case for learned weights. In this column convention the softmax also has to run
+# down each column (over the keys, `dim=0`). The formula has one head and no biases, so the cell
+# builds such a module, `one_head` (`nn.MultiheadAttention` with one head and `bias=False`),
+# takes its $W_Q, W_K$ (the first two thirds of `in_proj_weight`, stored as (out, in), so that
+# $Q = W_QX$ in this convention), computes the score matrix all three ways, and checks the usual
+# form against the weights `one_head` itself returns for $X + P_{\mathrm{pos}}$.
+
+# %% slideshow={"slide_type": "fragment"}
+one_head = nn.MultiheadAttention(hdim, num_heads=1, bias=False, batch_first=True).to(device).requires_grad_(False)
+X = x_dog[0].T  # (16, 6): the source's column convention
+P_pos = pos.T  # the source's P: one column per position, p_0 .. p_5
+Wq_, Wk_ = one_head.in_proj_weight.chunk(3)[:2]  # (out, in) matrices: Q = W_Q X in this convention
+usual = (Wk_ @ (X + P_pos)).T @ (Wq_ @ (X + P_pos))  # (keys, queries)
+source_form = (Wk_ @ X + P_pos).T @ (Wq_ @ X + P_pos)
+
+row_scores = (x_pos[0] @ Wq_.T) @ (x_pos[0] @ Wk_.T).T  # the row convention used in code: (queries, keys)
+torch.testing.assert_close(usual, row_scores.T)  # same numbers, transposed
+torch.testing.assert_close((usual / hdim**0.5).softmax(dim=0).T, (row_scores / hdim**0.5).softmax(dim=-1))
+module_weights = one_head(x_pos, x_pos, x_pos)[1][0]
+torch.testing.assert_close((usual / hdim**0.5).softmax(dim=0).T, module_weights)  # the module's own
+assert not torch.allclose(source_form, usual, atol=1e-3)  # P after W is a different model
+print("P added before the projections (usual) != P added after them (source): True")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### The source projects twice
@@ -720,7 +741,7 @@ print("extra projections fold into in_proj_weight: same output")
 # input projection and an output projection. Its `in_proj_weight` stacks
 # $W_Q^\top, W_K^\top, W_V^\top$ (PyTorch stores `Linear` weights as (out, in)), so
 # $Q = X\,W_Q$ reads `x @ in_q.T`. (With several heads the projections are cut into one slice
-# per head, and the module returns the weights averaged over the heads.) Section 3's `one_head`:
+# per head, and the module returns the weights averaged over the heads.) The `one_head` above:
 
 # %% slideshow={"slide_type": "fragment"}
 ref_out, ref_w = one_head(x_dog, x_dog, x_dog)
@@ -772,8 +793,8 @@ _ = check.passes_through(answer)
 # mask, a running sum. Is there a layer in between? Design a function `my_layer(x)` from $n$
 # tokens, a tensor $(n, d)$, to $(n, d)$ that every **rotation** of the sequence passes through
 # (the token at place $i$ moves to place $i + s \bmod n$, for every shift $s$), but not every
-# permutation. It must work for any $n \ge 5$ and any $d$; the checker draws its own tokens and
-# tries every rotation and every swap of two tokens.
+# permutation. It must work for any $n \ge 5$ and any $d$; the checker draws new sizes and tokens
+# at every run and tries every rotation and every swap of two tokens.
 
 # %% slideshow={"slide_type": "fragment"}
 def my_layer(x):
@@ -789,9 +810,10 @@ def my_layer(x):
     # A rotation keeps every token's neighbours: the token after x_i is still the one after it, with the last
     # token followed by the first. A shuffle does not. So mix each token with its neighbour at a fixed offset,
     # wrapping around at the end: f(x)_i = x_i + x_(i-1 mod n). Without the wrap-around the first token would
-    # be special (it has no predecessor), and a rotation would move a token across that edge. Any fixed mix of
-    # offsets works (x_(i+1), x_(i-1) + x_(i+1), ...): it reads offsets, not places, the idea behind the
-    # relative encodings of chapter 4.
+    # be special (it has no predecessor), and a rotation would move a token across that edge. Other mixes of
+    # offsets work too (x_(i+1), x_(i-1) + x_(i+1), ...): they read offsets, not places, the idea behind the
+    # relative encodings of chapter 4. Not every mix: one that weighs every other token alike (x_i alone, or
+    # x_i plus the mean of all tokens) is a bag again.
     return x + x.roll(1, dims=0)
     ### END SOLUTION
 
@@ -833,9 +855,9 @@ _ = check.blind_query(answer)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise 4. Design: two places a causal head cannot tell apart.** Section 1 showed that a causal
-# mask breaks equivariance: the first token knows it is first. Does that let a causal head without
-# positions tell every position apart? Break that hope. Take one causal head without positions
-# (`pl.attention(..., causal=True)`) over a sequence of token ids from 0 to 4 (each id stands for one
+# mask breaks equivariance: row 0 sees only itself, and every other row sees a prefix of its
+# own. Does that let a causal head without positions tell every position apart? Break that hope.
+# Take one causal head without positions (`pl.attention(..., causal=True)`) over a sequence of token ids from 0 to 4 (each id stands for one
 # embedding; at most 12 tokens). Design a sequence and two positions $i < j$ whose outputs are
 # identical whatever the embeddings and the weights are, with at least two different tokens among
 # positions 0 to $j$ (one token repeated up to $j$ makes every row up to $j$ that token's value
@@ -916,7 +938,7 @@ _ = check.changed_rows(changed_rows)
 #   networks and LayerNorm keep this (row-wise maps and sums of equivariant maps are
 #   equivariant), so a whole block, and a whole model, is blind to order too.
 # - This needs every query to see every key. A causal mask is tied to places, not tokens, and
-#   breaks it: the first token knows it is first (chapter 7 turns this into a counter). Within
+#   breaks it: row 0 sees only itself (chapter 7 builds a counter on this). Within
 #   one causal layer the tokens before a query still form a bag, weighed by their shares
 #   (Exercises 4 and 5); a second layer reads the first one's outputs, which already differ from
 #   place to place.
@@ -931,9 +953,9 @@ _ = check.changed_rows(changed_rows)
 #
 # 1. **Positions after the projections.** `001` writes
 #    $\mathrm{Attn}(X) = (V+P)\,\mathrm{softmax}((K+P)^\top(Q+P)/\sqrt d)$ with $Q = W_QX$
-#    and $P$ its matrix of position codes ($P_{\mathrm{pos}}$ in section 3), i.e. the codes are
+#    and $P$ its matrix of position codes ($P_{\mathrm{pos}}$ in section 5), i.e. the codes are
 #    added after projecting. The usual form (and what `nn.MultiheadAttention` computes when it
-#    is fed $X + P_{\mathrm{pos}}$) projects the sum: $Q = W_Q(X+P_{\mathrm{pos}})$. The cell in section 3
+#    is fed $X + P_{\mathrm{pos}}$) projects the sum: $Q = W_Q(X+P_{\mathrm{pos}})$. The cell in section 5
 #    asserts the two score matrices differ. The formula also leaves the softmax axis
 #    unstated; in its column convention it must run over the keys (`dim=0`).
 # 2. **Projected twice.** `001`'s demo applies three `nn.Linear` layers and then
