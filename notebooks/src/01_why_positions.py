@@ -944,9 +944,10 @@ _ = check.changed_rows(changed_rows)
 #   place to place.
 # - For a fixed query it is **permutation-invariant** in the (key, value) pairs: the
 #   sentence is a bag of words.
-# - Adding a position code $p_i$ to each token before the projections breaks both, as far as the
-#   codes differ: a reorder stays invisible when every token lands on a place with the code of
-#   the place it left (one vector everywhere hides every reorder). Chapter 2 asks what a good
+# - Adding a position code $p_i$ to each token before the projections breaks both: a reorder
+#   stays invisible, for any weights, when every token lands on a place with the code of the
+#   place it left (one vector everywhere hides every reorder), and shows for the demo's weights
+#   whenever some token does not (not for every weight: Exercise 3). Chapter 2 asks what a good
 #   $p_i$ looks like.
 #
 # ## Errata in the sources
