@@ -37,18 +37,42 @@ def test_passes_through_accepts_a_shared_sign_in_several_forms(capsys):
         assert "all correct!" in _out(capsys)
 
 
-@pytest.mark.parametrize("shortcut", [pl.permutation_matrix([2, 0, 3, 1]), torch.eye(4), pl.permutation_matrix([1, 0, 2, 3]).T])
-def test_passes_through_refuses_a_permutation(shortcut, capsys):
-    """The section's own answer (the library's permutation matrix, the identity, a transpose) is no design."""
+@pytest.mark.parametrize("shortcut", [
+    pl.permutation_matrix([2, 0, 3, 1]), torch.eye(4), pl.permutation_matrix([1, 0, 2, 3]).T,
+    (1 + 1e-9) * torch.eye(4, dtype=torch.float64),  # nudged: a shared factor next to 1
+    torch.eye(4, dtype=torch.float64) + 1e-10,  # nudged: every entry off 0 and 1
+    pl.permutation_matrix([2, 0, 3, 1]).double() + 1e-4 * torch.randn(4, 4, generator=torch.Generator().manual_seed(0),
+                                                                      dtype=torch.float64),
+], ids=["permutation", "identity", "transpose", "scaled by 1 + 1e-9", "plus 1e-10", "plus noise 1e-4"])
+def test_passes_through_refuses_a_permutation_nudged_or_not(shortcut, capsys):
+    """The section's own answer (the library's permutation matrix, the identity, a transpose) is no design, and
+    nudging its entries below the checker's tolerances does not make it one."""
     assert check.passes_through(shortcut) is False
     out = _out(capsys)
     assert "is a permutation matrix" in out and "hint:" in out
 
 
+def test_passes_through_fact_a_nudged_identity_would_pass_the_attention_test():
+    """Why the nudge needs its own refusal: (1 + 1e-9) I and I + 1e-10 pass through a head within any tolerance a
+    float64 checker can use, written out here."""
+    g = torch.Generator().manual_seed(4)
+    x, wq, wk, wv = (torch.randn(*s, generator=g, dtype=torch.float64) for s in ((4, 6), (6, 6), (6, 6), (6, 6)))
+    for t in ((1 + 1e-9) * torch.eye(4, dtype=torch.float64), torch.eye(4, dtype=torch.float64) + 1e-10):
+        torch.testing.assert_close(attn(t @ x, wq, wk, wv), t @ attn(x, wq, wk, wv), rtol=1e-7, atol=1e-9)
+
+
+def test_passes_through_accepts_a_right_design_off_by_rounding(capsys):
+    """A shared sign with float32 rounding (or 1e-12 off) is still the design, however close it sits to -I."""
+    assert check.passes_through(-(1 + 1e-12) * torch.eye(4, dtype=torch.float64)) is True
+    assert check.passes_through((-pl.permutation_matrix([1, 2, 3, 0])).float()) is True
+    assert "all correct!" in _out(capsys)
+
+
 @pytest.mark.parametrize("wrong, says", [
     (2 * torch.eye(4), "scales every token by 2"),  # attention taken for linear
     (-3 * pl.permutation_matrix([2, 0, 3, 1]), "scales every token by -3"),  # the sign is right, the size is not
-    (torch.diag(torch.tensor([-1.0, 1, 1, 1])), "flips the sign of some tokens"),  # one token's sign
+    (torch.diag(torch.tensor([-1.0, 1, 1, 1])), "changes some of the scores"),  # one token's sign
+    (-pl.permutation_matrix([1, 0, 2, 3]) @ torch.diag(torch.tensor([1.0, 1, 1, -1])), "changes some of the scores"),
     (torch.tensor([[1.0, 0, 0, 0], [1, 0, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]]), "singular"),  # a token copied
     (torch.zeros(4, 4), "singular"),  # passes trivially, keeps nothing
     (torch.eye(4) + 0.1, "differs from T Attn(X)"),  # a mixing matrix
@@ -59,7 +83,8 @@ def test_passes_through_names_the_misconception_without_the_answer(wrong, says, 
     assert check.passes_through(wrong) is False
     out = _out(capsys)
     assert says in out and "hint:" in out, out
-    assert "-I" not in out and "-P" not in out and "negat" not in out and "minus" not in out
+    assert "-I" not in out and "-P" not in out and "negat" not in out and "minus" not in out and "sign" not in out
+    assert "some of the tokens and not" not in out and "flip" not in out  # no pointer to the tokens to treat alike
     assert "square" not in out and "c^2" not in out and "twice" not in out  # no size that hands over c = -1
 
 
@@ -68,15 +93,16 @@ def test_passes_through_unattempted(capsys):
     assert "not attempted yet" in _out(capsys)
 
 
-# --- exercise 2: neighbour_layer ----------------------------------------------------------
+# --- exercise 2: shift_not_shuffle ----------------------------------------------------------
 def _rotations_pass_and_a_swap_does_not(f, n=7, d=3):
-    """Independent of the checker: every rotation of n tokens only moves f's rows; some swap does more."""
+    """Independent of the checker: every rotation of n tokens only moves f's rows; some swap does more, far above
+    float64 rounding (1e-12 of the output's size)."""
     x = torch.randn(n, d, generator=torch.Generator().manual_seed(11), dtype=torch.float64)
     rotations = [[(i + s) % n for i in range(n)] for s in range(n)]
     swap = list(range(n))
     swap[0], swap[2] = 2, 0
     return (all(torch.allclose(f(x[o]), f(x)[o]) for o in rotations)
-            and not torch.allclose(f(x[swap]), f(x)[swap], atol=1e-3))
+            and float((f(x[swap]) - f(x)[swap]).abs().max()) > 1e-12 * float(f(x).abs().max()))
 
 
 RING_RIGHT = [
@@ -84,13 +110,16 @@ RING_RIGHT = [
     lambda x: x * x.roll(-1, 0),  # times the token after
     lambda x: x + x.roll(1, 0) + x.roll(-1, 0),  # both neighbours
     lambda x: torch.tanh(x - 2 * x.roll(3, 0)) + x.mean(0),  # an offset of 3 and a bag term on top
+    lambda x: x + 1e-5 * x.roll(1, 0),  # a small coefficient is still exact: the order shows far above rounding
+    lambda x: x + 1e-9 * x.roll(1, 0),  # and a tiny one, in float64
+    lambda x: (x.float() + x.float().roll(1, 0)).double(),  # float32 inside
 ]
 
 
-@pytest.mark.parametrize("right", RING_RIGHT, ids=["before", "after", "both", "offset3"])
-def test_neighbour_layer_accepts_any_fixed_mix_of_offsets(right, capsys):
+@pytest.mark.parametrize("right", RING_RIGHT, ids=["before", "after", "both", "offset3", "small", "tiny", "float32"])
+def test_shift_not_shuffle_accepts_any_fixed_mix_of_offsets(right, capsys):
     assert _rotations_pass_and_a_swap_does_not(right)
-    assert check.neighbour_layer(right) is True
+    assert check.shift_not_shuffle(right) is True
     assert "all correct!" in _out(capsys)
 
 
@@ -105,48 +134,105 @@ def _causal_head(x):
 
 BAGS = [lambda x: x + x.mean(0), lambda x: x + x.amax(0), lambda x: (x - x.mean(0)) / x.std(0), torch.relu,
         lambda x: pl.self_attention(x, *torch.eye(x.shape[1], dtype=x.dtype).expand(3, -1, -1))[0],
-        lambda x: torch.zeros_like(x), lambda x: x + 1e-9 * x.roll(1, 0)]
+        lambda x: torch.zeros_like(x), lambda x: x.float() + x.float().mean(0) + 1e-12 * x.float().roll(1, 0),
+        lambda x: (x.float() @ x.float().T).softmax(-1) @ x.float()]
 PLACES = [_previous_zero_first, lambda x: x.cumsum(0), lambda x: x * torch.arange(1, x.shape[0] + 1)[:, None],
           _causal_head, lambda x: x + x[0], lambda x: x + torch.randn(x.shape, dtype=x.dtype)]
 
 
-@pytest.mark.parametrize("bag", BAGS, ids=["mean", "max", "normalise", "relu", "attention", "zero", "tiny"])
-def test_neighbour_layer_names_a_bag(bag, capsys):
+@pytest.mark.parametrize("bag", BAGS, ids=["mean", "max", "normalise", "relu", "attention", "zero",
+                                         "float32 mean, order below rounding", "float32 attention"])
+def test_shift_not_shuffle_names_a_bag(bag, capsys):
     """Layers that every permutation passes through (section 1's own examples among them) see no order."""
-    assert check.neighbour_layer(bag) is False
+    assert check.shift_not_shuffle(bag) is False
     out = _out(capsys)
     assert "treats the tokens as a bag" in out and "hint:" in out
     assert "roll" not in out and "wrap" not in out and "i - 1" not in out and "neighbour" not in out
+    assert "offset" not in out and "ring" not in out
 
 
 @pytest.mark.parametrize("placed", PLACES, ids=["previous", "running sum", "place number", "causal head",
                                                 "first token", "noise"])
-def test_neighbour_layer_names_a_special_place(placed, capsys):
+def test_shift_not_shuffle_names_a_special_place(placed, capsys):
     """Layers tied to places: the previous token with nothing before the first, a running sum, a causal head."""
-    assert check.neighbour_layer(placed) is False
+    assert check.shift_not_shuffle(placed) is False
     out = _out(capsys)
     assert "some place in the sequence is special to your layer" in out
     assert "roll" not in out and "wrap" not in out and "neighbour" not in out
 
 
-def test_neighbour_layer_refuses_other_shapes_and_non_functions(capsys):
-    assert check.neighbour_layer(lambda x: x.sum(0)) is False
-    assert "a tensor of shape (5, 4)" in _out(capsys)
-    assert check.neighbour_layer(lambda x: torch.full_like(x, float("nan"))) is False  # NaN equals nothing
+def test_shift_not_shuffle_fact_rounding_is_no_order():
+    """Independent of the checker: a bag computed in float32 moves its rows only up to float32 rounding, under a
+    rotation and a swap alike, while x + 1e-5 x_(i-1) is changed by a swap 100 times more than its rounding."""
+    n = 6
+    x = torch.randn(n, 4, generator=torch.Generator().manual_seed(12), dtype=torch.float64)
+    rotate, swap = [(i + 1) % n for i in range(n)], [2, 1, 0, 3, 4, 5]
+
+    def error(f, order):
+        return float((f(x[order]) - f(x)[order]).abs().max() / f(x).abs().max())
+
+    def bag(t):
+        return (t.float() @ t.float().T).softmax(-1) @ t.float()
+
+    def small(t):
+        return t + 1e-5 * t.roll(1, 0)
+
+    assert error(bag, swap) < 1e-6 and error(bag, rotate) < 1e-6
+    assert error(small, swap) > 100 * max(error(small, rotate), 1e-12)
+
+
+def test_shift_not_shuffle_refuses_other_shapes_and_non_functions(capsys):
+    import re
+
+    assert check.shift_not_shuffle(lambda x: x.sum(0)) is False
+    shape = re.search(r"for (\d+) tokens of (\d+) features .* a tensor of shape \((\d+), (\d+)\)", _out(capsys))
+    assert shape and shape[1] == shape[3] and shape[2] == shape[4] and int(shape[1]) >= 5
+    assert check.shift_not_shuffle(lambda x: torch.full_like(x, float("nan"))) is False  # NaN equals nothing
     assert "finite numbers" in _out(capsys)
-    assert check.neighbour_layer({"a", "c", "e", "f"}) is False  # the old exercise's kind of answer
+    assert check.shift_not_shuffle({"a", "c", "e", "f"}) is False  # the old exercise's kind of answer
     assert "answer must be a function" in _out(capsys)
-    assert check.neighbour_layer(None) is None
+    assert check.shift_not_shuffle(None) is None
     assert "not attempted yet" in _out(capsys)
 
 
-def test_neighbour_layer_does_not_let_a_layer_change_the_tokens_it_is_given():
+def test_shift_not_shuffle_draws_new_sizes_at_every_call_whatever_the_notebook_seeds():
+    """The prompt says "any n >= 5": the checker draws its sizes anew at every call (5 to 40 tokens, 1 to 6
+    features), and seeding torch or random in the notebook does not make them repeat."""
+    import random
+
+    seen = []
+
+    def spy(x):
+        seen.append(tuple(x.shape))
+        return x + x.roll(1, 0)
+
+    for _ in range(5):
+        torch.manual_seed(0)
+        random.seed(0)
+        assert check.shift_not_shuffle(spy) is True
+    lengths = {n for n, _ in seen}
+    assert min(lengths) >= 5 and max(lengths) > 16 and len(lengths) > 3
+    assert {d for _, d in seen} <= set(range(1, 7))
+
+
+def test_shift_not_shuffle_refuses_a_layer_written_for_the_old_sizes(capsys):
+    """A layer that mixes neighbours only for the sizes an earlier checker tried (5, 6 and 8 tokens) and is a bag
+    otherwise: two of the three sizes drawn are always 10 or more, so it is refused at every call."""
+    def for_old_sizes(x):
+        return x + x.roll(1, 0) if len(x) in (5, 6, 8) else x + x.mean(0)
+
+    for _ in range(3):
+        assert check.shift_not_shuffle(for_old_sizes) is False
+        assert "treats the tokens as a bag" in _out(capsys)
+
+
+def test_shift_not_shuffle_does_not_let_a_layer_change_the_tokens_it_is_given():
     """An in-place layer (x += ...) works on a copy: the checker's tokens stay as drawn."""
     def in_place(x):
         x += x.roll(1, 0)
         return x
 
-    assert check.neighbour_layer(in_place) is True
+    assert check.shift_not_shuffle(in_place) is True
 
 
 # --- exercise 3: blind_query ---------------------------------------------------------------
@@ -290,6 +376,7 @@ def test_causal_twins_accepts_any_pair_with_the_same_shares(right, capsys):
     (([0, 1, 0, 1], (0, 2)), "lacks"),  # the prefix of j has a token the prefix of i has not
     (([0, 1, 0, 1, 1], (1, 4)), "the set is not all that a softmax"),  # same set, other shares
     (([3, 3, 3], (0, 2)), "at least two different tokens"),  # one token repeated: trivially equal
+    (([0, 0, 0, 1], (0, 2)), "at least two different tokens"),  # two tokens, but not up to j: trivially equal
     (([0, 1], (1, 1)), "two different positions"),
     (([0, 1, 7], (0, 1)), "each an id from 0 to 4"),
     (([0, 1, 0, 1],), "answer must be (tokens, (i, j))"),
@@ -300,6 +387,16 @@ def test_causal_twins_names_the_misconception_without_a_sequence(wrong, says, ca
     assert says in out and "hint:" in out
     assert "[0, 1, 0, 1]" not in out.replace(repr(wrong), "") and "repeat" not in out  # no sequence handed over
     assert "how often" not in out and "share" not in out and "count" not in out  # nor the idea that gives one
+
+
+def test_causal_twins_prompt_asks_what_the_checker_demands():
+    """The prompt asks for two different tokens among positions 0 to j, as the checker does: a sequence with a
+    second token only after j (([0, 0, 0, 1], (0, 2))) meets a looser wording and is refused."""
+    from pathlib import Path
+
+    src = (Path(__file__).resolve().parents[1] / "notebooks" / "src" / "01_why_positions.py").read_text()
+    prompt = src[src.index("**Exercise 4."):src.index("check.causal_twins(answer)")]
+    assert "two different tokens among positions 0 to $j$" in " ".join(line.lstrip("# ") for line in prompt.splitlines())
 
 
 def test_causal_twins_unattempted(capsys):
@@ -480,3 +577,4 @@ def test_the_checker_module_hands_over_no_answer():
     calls = [(), (True,), (False,)] + [(n,) for n in range(9)] + list(cases)
     assert held_answers(check.ch01, answers, calls) == []
     assert not hasattr(check.ch01, "LAYERS")  # the old Exercise 2 kept its layers public
+    assert not hasattr(check, "neighbour_layer")  # Exercise 2's old name gave its idea away

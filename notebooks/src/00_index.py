@@ -16,7 +16,8 @@
 # Attention compares every token with every other token, and nothing in that comparison
 # says where a token stands. These notebooks show why that is a problem, then build the
 # ways transformers fix it, one chapter per idea. Every formula lives once in the library
-# `posenc_lib`; every chapter ends with self-checking exercises.
+# `posenc_lib`; every chapter ends with self-checking exercises (the appendix on speed, off the
+# teaching path, has none).
 #
 # **What "checked" means here.** Each statement about a number, a shape, an equality or an
 # ordering that a chapter makes in its text (a derivation's result, "the two outputs are
@@ -41,6 +42,7 @@
 
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline
+import math
 import os
 
 import torch
@@ -56,37 +58,68 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Five properties a positional encoding should have
 #
-# Chapter 1 shows that attention by itself cannot see where a token stands: shuffle the
-# tokens and the outputs are shuffled the same way, nothing more. The fix is a **positional
+# Chapter 1 shows that attention without a causal mask cannot see where a token stands: shuffle
+# the tokens and the outputs are shuffled the same way, nothing more (a decoder's causal mask
+# breaks this symmetry, a thread chapter 7 follows). The fix is a **positional
 # encoding**, a vector $p_i$ for each position $i$ that the model can use. Source `001` (after
 # the Hugging Face blog post "You could have designed state of the art positional encoding")
 # lists what we want from it. In our words:
 #
 # 1. **Unique.** Each position gets its own code. If two positions shared one, two equal
-#    tokens there would get identical outputs again (chapter 1).
-# 2. **A fixed relation between $p$ and $p+k$.** Knowing the code at position $p$, the code
-#    at $p+k$ follows by the same simple rule for every $p$, in a sequence of any length,
-#    ideally a fixed affine map $p \mapsto M_k p + b_k$: one matrix $M_k$ and one vector $b_k$
-#    for each offset $k$ (for the sinusoids of chapter 3 a linear one, $b_k = 0$). Then "k tokens
-#    apart" means the same thing everywhere in the sequence.
+#    tokens there would get identical outputs again, in a layer without a causal mask (chapter 1).
+# 2. **A fixed relation between $p_i$ and $p_{i+k}$.** Knowing the code $p_i$ of position $i$,
+#    the code $p_{i+k}$ follows by the same simple rule for every $i$, in a sequence of any
+#    length, ideally a fixed affine map $p_{i+k} = M_k\,p_i + b_k$: one matrix $M_k$ and one
+#    vector $b_k$ for each offset $k$ (for the sinusoids of chapter 3 a linear one, $b_k = 0$).
+#    Then "k tokens apart" means the same thing everywhere in the sequence.
 # 3. **Generalises to longer sequences.** A model trained on 8K tokens should still make
 #    sense of position 30 000.
 # 4. **A deterministic pattern.** The codes come from a fixed rule, not from a table that
 #    must be learned position by position; a regular pattern is easier to learn from.
 # 5. **Extends to more dimensions.** The same idea should work for images (2-D) and video
-#    (3-D), not only for a line of text.
+#    (3-D), not only for a line of text. The map below asks whether it carries over without a
+#    new fault; faults a method already has in 1-D count under their own property.
 #
 # Every chapter measures its method against these five.
+#
+# **Property 1 is narrower than in the source.** `001` says that two positions sharing a code
+# would get 完全一致, completely identical, outputs. That holds for equal tokens at the two
+# places, in a layer without a causal mask. Different tokens there still get different queries,
+# and under a causal mask the two places see different prefixes: either way their outputs
+# differ, for weights drawn at random. The cell below checks all three on one random head.
 #
 # **Property 2 is wider here than in the sources, on purpose.** `001` names it 线性相关性, a
 # *linear* relation, after the Hugging Face post. The integer code $p_i = i\cdot\mathbf 1$,
 # which `001` counts as having it, has no linear map from $p_i$ to $p_{i+k}$ at all (whether
-# positions count from 0 or from 1), only the affine $p \mapsto p + k\cdot\mathbf 1$. We
+# positions count from 0 or from 1), only the affine $p_i \mapsto p_i + k\cdot\mathbf 1$. We
 # therefore ask for an affine map, which is what the integer code's ✔ below stands for; the
 # sinusoids meet the strict, linear form as well (chapter 3). The cell checks the integer code
-# both ways.
+# both ways. `pl.affine_shift_residual(table, k)` is the test the course uses for an affine map
+# (chapter 2 builds it): one matrix and one vector fitted by least squares to every pair
+# $(p_i, p_{i+k})$ of the table at once, and the error left over; 0 means one affine map moves
+# every position $k$ steps.
 
 # %% slideshow={"slide_type": "fragment"}
+g = torch.Generator().manual_seed(0)
+w_q, w_k, w_v = torch.randn(3, 8, 8, generator=g, dtype=torch.float64)  # one random head, d = 8
+code = torch.randn(4, 8, generator=g, dtype=torch.float64)
+code[3] = code[1]  # positions 1 and 3 share a code
+equal = torch.randn(4, 8, generator=g, dtype=torch.float64)
+equal[3] = equal[1]  # the same token at positions 1 and 3
+unequal = equal.clone()
+unequal[3] = torch.randn(8, generator=g, dtype=torch.float64)  # another token at position 3
+
+
+def head(tokens, causal=False):
+    h = tokens + code
+    return pl.attention(h @ w_q, h @ w_k, h @ w_v, causal=causal)[0]
+
+
+assert torch.allclose(head(equal)[1], head(equal)[3])  # equal tokens, shared code: identical outputs
+assert not torch.allclose(head(unequal)[1], head(unequal)[3], atol=1e-3)  # different tokens: not
+assert not torch.allclose(head(equal, causal=True)[1], head(equal, causal=True)[3], atol=1e-3)  # causal: not
+print("shared code: identical outputs only for equal tokens without a causal mask")
+
 ints = pl.integer_positions(16, 4, dtype=torch.float64)  # p_i = i * 1 for i = 0 .. 15, d = 4
 for table in (ints, ints + 1):  # counted from 0 (this course) and from 1 (source 001)
     src, dst = table[:-3], table[3:]  # every pair (p_i, p_(i+3))
@@ -100,7 +133,7 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 #
 # | # | notebook | in one line |
 # |---|---|---|
-# | 1 | `01_why_positions` | without positions, attention is blind to word order: permute the tokens and the outputs just move with them |
+# | 1 | `01_why_positions` | without positions and without a causal mask, attention is blind to word order: permute the tokens and the outputs just move with them; a causal mask breaks this, but within one layer the tokens before a query are still a bag |
 # | 2 | `02_integer_binary` | the first attempts, integer, normalised and binary codes, and learned tables (BERT, GPT-2): what goes wrong with each |
 # | 3 | `03_sinusoids` | sinusoids as smooth binary digits; a shift by k positions is one fixed rotation $M_k$ |
 # | 4 | `04_relative` | relative encodings: Shaw, Transformer-XL, T5 buckets, DeBERTa |
@@ -114,21 +147,21 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ## The map at a glance
 #
-# Which method has which property: ✔ yes, ✘ no, ~ partly, – does not apply. The numbers in
-# brackets are the chapters that test the entry. Read it now as the route of the course: each
-# chapter fixes what the one before could not. The map comes back at the end of this page with
-# the reason for every entry and the cells that check them, to read once the chapters have
-# made the words in it familiar.
+# Which method has which property: ✔ yes, ✘ no, ~ partly, – does not apply (column 5 asks
+# only for faults new in n-D, see property 5). The numbers in brackets are the chapters that
+# test the entry. Read it now as the route of the course: each chapter fixes what the one
+# before could not. The map comes back at the end of this page with a reason for every entry,
+# to read once the chapters have made the words in it familiar.
 #
-# | method | 1 unique | 2 fixed $p \to p+k$ | 3 longer sequences | 4 deterministic | 5 n-D |
+# | method | 1 unique | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D |
 # |---|---|---|---|---|---|
 # | none (NoPE) [1, 7] | ~ | – | ~ | – | – |
-# | integer $i\cdot\mathbf 1$ [2] | ✔ | ✔ | ~ | ✔ | ~ |
-# | normalised $i/m$ [2] | ✔ | ✘ | ✘ | ✔ | ~ |
-# | binary [2] | ✔ | ✘ | ✘ | ✔ | ~ |
+# | integer $i\cdot\mathbf 1$ [2] | ✔ | ✔ | ~ | ✔ | ✔ |
+# | normalised $i/m$ [2] | ✔ | ✘ | ✘ | ✔ | ✔ |
+# | binary [2] | ✔ | ✘ | ✘ | ✔ | ✔ |
 # | sinusoidal [3] | ✔ | ✔ | ~ | ✔ | ✔ |
-# | learned absolute [2, 7] | ✔ | ✘ | ✘ | ✘ | ~ |
-# | relative: Shaw, T5 [4] | ~ | ✔ | ~ | ~ | ~ |
+# | learned absolute [2, 7] | ✔ | ✘ | ✘ | ✘ | ✔ |
+# | relative: Shaw, T5 [4] | ~ | ✔ | ~ | ~ | ✔ |
 # | RoPE [5] | ✔ | ✔ | ~ | ✔ | ✔ |
 # | ALiBi [6] | ~ | ✔ | ~ | ✔ | ~ |
 
@@ -147,7 +180,8 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # widget comes after a static figure of the same thing: explain the static figure, then move
 # the sliders.
 #
-# **Exercises.** Each chapter ends with 3–5 exercises. A learner's cell prints
+# **Exercises.** Each chapter from 1 to 9 ends with 3–5 exercises; the appendix has none
+# (`tests/test_notebooks_meta.py` checks both). A learner's cell prints
 # "not attempted yet" until it holds an answer; the checker then says what is right or wrong
 # and gives a hint. The worked solution sits in the next, collapsed cell, and a locked cell
 # checks it. To grade, `make student` writes the students' copies without the solutions
@@ -167,15 +201,15 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # | chapter | 50-minute path | show live | assign |
 # |---|---|---|---|
 # | 0 `00_index` | the first 10 minutes of the session on chapter 1: the five properties a positional encoding should have, and the map at a glance (10) | — | — |
-# | 1 `01_why_positions` | §1 attention without positions, derive $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$ and why the softmax commutes (10), why a whole block keeps it and a causal mask breaks it (5) → §2 the dog demo (5) → §3 add positions (5) → §4 permute the sentence (5) | §4 `permute_widget`: choose the order, switch positions on and off, and let the room predict which rows light up | `passes_through`, `neighbour_layer` in class; `blind_query`, `causal_twins`, `changed_rows` at home |
+# | 1 `01_why_positions` | §1 attention without positions, derive $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$ and why the softmax commutes (10), why a block with several heads keeps it and a causal mask breaks it (5) → §2–3 the dog demo, then add positions (5) → §4 permute the sentence: the two static figures, then the three predictions with the widget and their answers (10); §5 (the demo's weights and biases, the source's formula) as reading | §4 `permute_widget`: choose the order and the code (none, sinusoidal, one vector at every place, one repeating every 3 places), and let the room predict which rows light up | `passes_through`, `shift_not_shuffle` in class; `blind_query`, `causal_twins`, `changed_rows` at home |
 # | 2 `02_integer_binary` | §1 integer codes, their size against a normalised token, and the LayerNorm that erases them (10) → §2 normalised codes (5) → §3 binary codes: fast and slow bits, jumpy steps, source `002`'s reasons against them (10) → §4 "is there a fixed affine map to $p_{i+k}$?": let the room guess, then run (5) → §5 bits as sinusoids (5) → §6 learned tables: what they learn, the copied-rows control, why they stop at the training length (5) | §3 `binary_widget` (push $n$ past $2^d$) | `carry_witness`, `one_bit_steps` in class; `exact_offsets`, `sin_step` at home |
 # | 3 `03_sinusoids` | §1 the formula (10) → §2 heatmap (5) → §4 a shift by $k$ is one rotation $M_k$ (10) → §5 why a sine and a cosine (5) → §6 similarity vs distance, and when an attention score depends only on the offset (10); §3, §7–8 as reading | §2 `pe_widget`: d, length, base, layout; §6 `dot_widget`: base, range | `offset_from_codes`, `offset_only_score` in class; `slow_pairs` at home |
 # | 4 `04_relative` | §1 the four terms of an absolute score (10) → §2 Shaw (10) → §3 Transformer-XL and its relative shift (10) → §4 T5 buckets: the formula and the last bucket (10); §5 DeBERTa, §6 one view, §7 the methods side by side as reading | §4 buckets, max distance, bidirectional | `xl_rel_shift`, `t5_rows_read` in class; `t5_last_bucket`, `deberta_blind_table` at home |
 # | 5 `05_rope` | §1 rotations (5) → §2 deriving RoPE in the complex plane (10) → §3 $R_m$ and the offset $n-m$ (5) → §4 q and k in every layer; v only if each output is rotated back (5) → §6 implementations, one or two forms (5) → §8 long-term decay (5) → §10 score pattern (5); §5 the worked example, §7, §9, §11 as reading | §8 `decay_widget`: d, base; §10 score map: d, base, offset (the pattern does not move with the offset) | `rope_pair_score`, `rope_first_slow_pair` in class; `rope_layout_perm`, `rope_tilted_frequencies` at home |
 # | 6 `06_alibi` | §1 slopes (10) → §2 bias matrices (10) → §3 the $+m_h j$ shortcut (5) → §4 ALiBi inside attention and past its training length, against a sliding window (10) → §6 which encodings fit linear attention (5); §5, §7 as reading | §4 the last query's weights: input length, heads H | `is_causal_alibi`, `alibi_bf16_collapse` in class; `nonsym_one_row`, `alibi_far_share` at home |
 # | 7 `07_beyond` | §1 NoPE: the causal mask is a counter (10) → §2 why RoPE meets unseen angles past $L_0$, and PI, NTK, YaRN, Llama 3 (15) → §3 train short, test long: three tasks, three seeds, reading error bars and how many orderings could be luck; the attention of the trained models; the dictionary-moved control (15) | §2 `scaling_widget` (the scale factor s, every method at once) | `counter_merge`, `dynamic_ntk_length` in class; `ntk_base_for_pair`, `smallest_divisors` at home |
-# | 8 `08_rope_in_models` | §1 read a config: the table and the wavelength figure (5) → §2 partial, decoupled (DeepSeek) and proportional RoPE, fast and slow pairs, Gemma 3's bases (10) → §3 attention factors of Phi-3 and DeepSeek-V3 (5) → §4 q and k, not v naively; the KV cache, double rotation and stale caches (10) → §5 iRoPE: the temperature, chunked RoPE layers and the extrapolation run (10); §6 (check your own RoPE: `posenc-inspect`, `diagnose_rope`) as reading | §2 `fraction_widget`: the fraction $p$ and the base, partial against proportional | `stale_from`, `longrope_context` in class; `temperature_position`, `keys_seen`, `rope_for_config` at home |
-# | 9 `09_beyond_1d` | §1 raster vs axial RoPE: the right and the lower neighbour, the (Δrow, Δcol) score map, then (t, h, w) (10) → §2 MRoPE: text at (p, p, p) is 1-D RoPE, the mixed-sequence ids and why they continue at max + 1, which pairs turn with which axis (10) → §3 CoPE: open gates give relative positions, gates on "." count sentences, what counting costs (10) → the flip-flop results (10); errata as reading | §1 `grid_widget`: move the query patch, axial against raster; §2 `allocation_widget`: contiguous / interleaved / time slow, largest Δ; §3 `gate_widget`: the gate logits on full stops and on words | `design_axes`, `sentence_gates` in class; `leak_logit` at home |
+# | 8 `08_rope_in_models` | §1 read a config: the table and the wavelength figure (5) → §2 partial, decoupled (DeepSeek) and proportional RoPE, fast and slow pairs, Gemma 3's bases (10) → §3 attention factors of Phi-3 and DeepSeek-V3 (5) → §4 q and k, not v naively; the KV cache, double rotation and stale caches (10) → §5 iRoPE: the temperature, chunked RoPE layers and the extrapolation run (10); §6 (check your own RoPE: `posenc-inspect`, `diagnose_rope`) as reading | §2 `fraction_widget`: the fraction $p$ and the base, partial against proportional | `cache_rotations`, `deepseek_mscales` in class; `needle_scale`, `context_shift` at home |
+# | 9 `09_beyond_1d` | §1 raster vs axial RoPE: the right and the lower neighbour, the (Δrow, Δcol) score map, then (t, h, w) (10) → §2 MRoPE: text at (p, p, p) is 1-D RoPE, the mixed-sequence ids and why they continue at max + 1, which pairs turn with which axis (10) → §3 CoPE: open gates give relative positions, gates on "." count sentences, what counting costs (10) → the flip-flop results (10); errata as reading | §1 `grid_widget`: move the query patch, axial against raster; §2 `allocation_widget`: contiguous / interleaved / time slow, largest Δ; §3 `gate_widget`: the gate logits on full stops and on words | `previous_frame_head`, `two_counters` in class; `diagonal_head` at home |
 # | A `10_making_it_fast` | reading only: the appendix on speed (loops vs vectorised calls, passes over memory, the C kernel) | — | — |
 #
 # A short course takes chapters 1, 3, 5 and 6 (and 7 if time allows); a single guest
@@ -195,11 +229,11 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # | **the letter $j$** | names two things: a **key position** (offsets $j - i$, biases, chapters 1, 4, 6) and a **frequency pair** ($\theta_j$, chapters 2, 3, 5, 7–9). They never share a formula: wherever positions and pairs meet, the positions are $i$, $p$ (chapter 3's $p_{i,2j}$) or $m$, $n$ (RoPE, and chapter 3's scores on the way to it), and $j$ is the pair; two rows of chapter 2's learned table are $E_i$ and $E_n$ | the sources use $i$ for the pair too ($p_{pos,2i}$ in source `002`, $\theta_i$ in RoFormer) |
 # | **offset** | key minus query, $j - i$ ($n - m$): negative for keys in the past. `pl.relative_positions(L)[i, j] == j - i` | Shaw's paper and T5's `relative_position` agree; source `004` writes Shaw's offset as $m-n$ (the same table upside down, ch. 4); Transformer-XL indexes its sinusoids by the distance $i-j$, and DeBERTa's $\delta$ is query minus key (ch. 4) |
 # | **distance** | $\lvert j - i\rvert$; for a causal model's past keys, $i - j \ge 0$ | ALiBi's penalty $-m_h\,(i-j)$ is written with the distance ($m_h$ is a head's slope there, not a position; ch. 6) |
-# | RoPE | $R_m^\top R_n = R_{n-m}$: the score of query $m$ and key $n$ is a function of the offset $n-m$ | some posts write the same score with $m-n$ and $R^\top$ on the other side (ch. 5) |
+# | RoPE | $R_m$ turns each pair **counter-clockwise** by $m\theta_j$: $(x, y) \mapsto (x\cos m\theta_j - y\sin m\theta_j,\ x\sin m\theta_j + y\cos m\theta_j)$, the matrix $[[\cos, -\sin], [\sin, \cos]]$ times a column vector, so $(1, 0)$ turns towards $(0, 1)$. Then $R_m^\top R_n = R_{n-m}$: the score of query $m$ and key $n$ is a function of the offset $n-m$ | source `004` prints $[[\cos, \sin], [-\sin, \cos]]$, which turns a column vector clockwise, beside code that turns counter-clockwise (ch. 5); some posts write the score with $m-n$ and $R^\top$ on the other side (ch. 5) |
 # | frequencies | $\theta_j = \text{base}^{-2j/d}$ for pair $j = 0 \dots d/2-1$ (base 10 000 unless said); pair $j$ at position $m$ turns by $m\theta_j$. Over $L$ tokens a pair **completes a turn** when its wavelength $2\pi/\theta_j$ is at most $L$ (chapters 5, 7 and 8 count pairs this way; they differ only in whether the last position is $L$ or $L-1$, which matters only at the boundary) | papers that count pairs from 1 write $\theta_i = \text{base}^{-2(i-1)/d}$ |
 # | sinusoids | $p_i[2j] = \sin(i\theta_j)$, $p_i[2j+1] = \cos(i\theta_j)$ (Vaswani's interleaved order) | many codebases concatenate all sines, then all cosines (ch. 3 shows both) |
 # | pair layouts | `"interleaved"` pairs features $(2j, 2j+1)$ (RoFormer, Meta's complex-number code); `"half"` pairs $(j, j+d/2)$ (GPT-NeoX, Hugging Face's `rotate_half`) | the two are a fixed permutation apart (ch. 5) |
-# | binary codes | "bit $k$" is the bit worth $2^k$: bit 0 is the least significant, the fastest to flip, like pair 0 of the sinusoids. Codes are drawn as numbers are written, most significant bit first | — |
+# | binary codes | "bit $k$" is the bit worth $2^k$: bit 0 is the least significant and the fastest to flip, as pair 0 is the sinusoids' fastest pair. Codes are drawn and stored as numbers are written, most significant bit first: bit 0 is the **last** column of `pl.binary_positions`, while pair 0 is the **first** two columns of `pl.sinusoidal_positions` (the two tensors run in opposite directions) | source `001` numbers the bits from the left: its $p_{i,0}$ is the slowest bit, our bit $d-1$, and it writes the fastest as $p_{i,d}$ (counted from 0, the last of $d$ bits is $p_{i,d-1}$), our bit 0. Its example $p_1 = [0, 0, 1]$, $p_2 = [0, 1, 0]$ is drawn as ours is |
 # | tensor shapes | (batch, heads, seq, head_dim); $d$ = head_dim in the RoPE chapters, $d$ = the model width for absolute codes | docstrings state every shape |
 # | head numbers | prose counts heads from 1 (head $h$ has ALiBi slope $m_h$, $h = 1 \dots H$); code counts from 0: head 1 is `pl.alibi_slopes(H)[0]` and `bias[0]` (ch. 6) | ALiBi's paper counts from 1 as the prose does |
 #
@@ -209,15 +243,21 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # %% slideshow={"slide_type": "fragment"}
 rel = pl.relative_positions(4)
 assert rel[3, 1] == 1 - 3  # query 3, key 1: offset j - i = -2, a key in the past
-R = lambda m: pl.rope_matrix(m, 2)  # noqa: E731  the 2x2 rotation of one pair
+R = lambda m: pl.rope_matrix(m, 2)  # noqa: E731  the 2x2 rotation of one pair, theta_0 = 1
+cos, sin = math.cos(1.0), math.sin(1.0)
+assert torch.allclose(R(1), torch.tensor([[cos, -sin], [sin, cos]]))  # counter-clockwise on a column vector
+assert torch.allclose(pl.apply_rope(torch.tensor([[1.0, 0.0]]), torch.tensor([1])), torch.tensor([[cos, sin]]))
+assert sin > 0  # (1, 0) turned by one radian has a positive second feature: towards (0, 1), not away from it
 assert torch.allclose(R(5).T @ R(7), R(7 - 5), atol=1e-6)  # R_m^T R_n = R_{n-m}
 theta = pl.rope_frequencies(8)
 assert torch.allclose(theta, 10000.0 ** (-torch.arange(4) * 2 / 8))  # theta_j = base^(-2j/d), j from 0
 pe = pl.sinusoidal_positions(3, 8)
 assert torch.allclose(pe[2, 0::2], torch.sin(2 * theta)) and torch.allclose(pe[2, 1::2], torch.cos(2 * theta))
+assert theta.argmax() == 0  # pair 0, the first two columns of the sinusoids, turns fastest
 bits = pl.binary_positions(8, 3)
 assert bits[6].tolist() == [1, 1, 0]  # 6 = 110 in binary, drawn most significant bit first
 assert [int(b) for b in bits[:, -1]] == [0, 1] * 4  # the last column is bit 0, the fastest to flip
+assert bits[1].tolist() == [0, 0, 1] and bits[2].tolist() == [0, 1, 0]  # source 001's p_1 and p_2, drawn alike
 first, second = pl.pair_indices(8, "interleaved"), pl.pair_indices(8, "half")
 assert first[0].tolist() == [0, 2, 4, 6] and second[0].tolist() == [0, 1, 2, 3] and second[1].tolist() == [4, 5, 6, 7]
 print("the conventions table matches the library")
@@ -225,137 +265,78 @@ print("the conventions table matches the library")
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ## The map again, with the evidence
 #
-# The map at a glance, now with the reason for each entry. ✔ yes, ✘ no, ~ partly (see the
-# note), – does not apply; the chapter in brackets is where the claim is tested.
+# The map at a glance, now with a one-line reason for each entry. ✔ yes, ✘ no, ~ partly, –
+# does not apply; the chapter in brackets is where the entry is tested, and "checked below"
+# points to the last cell of this page, for the few entries no chapter tests.
 #
-# | method | 1 unique | 2 fixed $p \to p+k$ | 3 longer sequences | 4 deterministic | 5 n-D |
+# | method | 1 unique | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D |
 # |---|---|---|---|---|---|
-# | none (NoPE) [1, 7] | ~ no code at all, but a causal mask lets a model count | – | ~ no table to run out of; it depends on the task (below): trained on 64 tokens, it still recalls at 512, while its grammar accuracy falls, half of that fall without any unseen position [7] | – nothing to fix | – nothing to extend: a causal mask orders a line, not a grid |
-# | integer $i\cdot\mathbf 1$ [2] | ✔ (but a LayerNorm erases it) | ✔ a shift by $k\cdot\mathbf 1$: affine, not linear (see property 2) | ~ values grow without bound | ✔ | ~ one integer per axis |
-# | normalised $i/m$ [2] | ✔ within one length (but a LayerNorm erases it too) | ✘ within one length a shift by $k/m$, but the shift changes with the length $m$: the same offset is another step in every sequence length | ✘ codes change with the length | ✔ | ~ |
-# | binary [2] | ✔ up to $2^d$ positions | ✘ over a table of $n$ positions, no affine map for any $k < n/4$ ($2^{d-2}$ when $n = 2^d$); of the exact fits from there on, all but $k = n/2$ are the table's edge (chapter 2, $n = 64$) | ✘ runs out at $2^d$ | ✔ | ~ |
-# | sinusoidal [3] | ✔ | ✔ a rotation $M_k$ | ~ defined everywhere, but models trained short degrade [7] | ✔ | ✔ axial: split the features per axis; a 2-D shift is then one fixed rotation (checked below) |
-# | learned absolute [2, 7] | ✔ after training | ✘ no structure | ✘ no rows past `max_len` | ✘ learned | ~ a table per patch |
-# | relative: Shaw, T5 [4] | ~ encodes distances, clipped or bucketed far away | ✔ by construction | ~ far distances share one value, so a far key is not penalised more as it gets farther (T5 keeps recalling far tokens in [7]) | ~ learned per distance | ~ |
+# | none (NoPE) [1, 7] | ~ no code, but a causal mask lets a model count [7] | – | ~ no table to run out of; holds up on some tasks and not on others [7] | – nothing to fix | – a causal mask orders a line, not a grid |
+# | integer $i\cdot\mathbf 1$ [2] | ✔ (but a LayerNorm erases it) | ✔ a shift by $k\cdot\mathbf 1$: affine, not linear (property 2) | ~ values grow without bound, $\lVert p_i\rVert = i\sqrt d$ (checked below) | ✔ | ✔ one integer per axis |
+# | normalised $i/m$ [2] | ✔ within one length | ✘ the step $k/m$ changes with the length $m$ | ✘ codes change with the length | ✔ | ✔ one fraction per axis |
+# | binary [2] | ✔ up to $2^d$ positions | ✘ no affine map for any $k < 2^{d-2}$ (full tables, $d = 4 \dots 8$) | ✘ $d$ bits have $2^d$ codes (checked below) | ✔ | ✔ one binary code per axis |
+# | sinusoidal [3] | ✔ | ✔ a rotation $M_k$ | ~ defined everywhere, but models trained short degrade [7] | ✔ | ✔ axial: a 2-D shift is one rotation (checked below) |
+# | learned absolute [2, 7] | ✔ after training | ✘ nothing makes one: a random table, where training starts, has none (checked below) | ✘ no rows past `max_len` | ✘ learned | ✔ one learned row per patch (ViT; Dosovitskiy et al. 2021, §3.2) |
+# | relative: Shaw, T5 [4] | ~ encodes distances, clipped or bucketed far away | ✔ by construction | ~ far distances share one value | ~ learned per distance | ✔ one bias per 2-D offset, as in Swin (Liu et al. 2021): each direction its own (checked below) |
 # | RoPE [5] | ✔ | ✔ scores depend only on the offset $n-m$ | ~ needs PI / NTK / YaRN to go far [7] | ✔ | ✔ axial: split the features per axis [9] |
-# | ALiBi [6] | ~ through the distance penalty | ✔ bias $-m_h(i-j)$ | ~ flat on a local task, falls on long-range recall (measured in [6, 7]) | ✔ fixed slopes | ~ |
+# | ALiBi [6] | ~ through the distance penalty | ✔ bias $-m_h(i-j)$ | ~ flat on a local task, falls on long-range recall [6, 7] | ✔ fixed slopes | ~ a distance is the same in every direction (checked below) |
+#
+# **NoPE and longer sequences.** Kazemnejad et al. (2023) find that decoders with no positional
+# encoding generalise in length as well as or better than explicit encodings on their
+# reasoning tasks; chapter 7's small experiment (tiny decoders trained on 64 tokens, three seeds)
+# finds that it depends on the task, and gives the numbers with their controls and with what
+# three seeds can and cannot carry.
 #
 # **Where the map disagrees with source `001`.** `001` gives the integer code properties 1 to
 # 4 and binary codes properties 1 and 2. For binary codes and property 2 see chapter 2's
-# erratum 1 and the binary row: least squares finds no affine map for small offsets. For the
-# integer code and property 3, `001` counts "a code exists at every length" as enough; the
-# map's ~ adds that the values grow without bound, $\lVert p_i\rVert = i\sqrt d$: position
-# 1000 of a 64-wide model is a vector of length 8000, far beyond anything a model trained on
-# short sequences has seen (chapter 2 measures it against a layer-normalised token).
+# erratum 1: least squares finds no affine map for small offsets. For the integer code and
+# property 3, `001` counts "a code exists at every length" as enough; the map's ~ adds that the
+# values grow without bound: position 1000 of a 64-wide model is a vector of length 8000, far
+# beyond anything a model trained on short sequences has seen (chapter 2 measures it against a
+# layer-normalised token).
 #
-# **The evidence, checked right here.** Property 3 for four methods and property 5 for one:
-# binary codes run out at $2^d$ positions, a learned table has no row past its length,
-# sinusoids exist for any position, and the integer code grows. Property 2 for two: the binary
-# code has no affine map for any offset below a quarter of its table (tried for nine widths and
-# lengths; the first exact fit is exactly $n/4$ when $n = 2^d$, and 16 for 64 positions in 8
-# bits, below $2^{8-2}$), and the normalised code has a different step in every length.
-#
-# **NoPE and longer sequences, both sides.** Kazemnejad et al. (2023) find that decoders with
-# no positional encoding generalise in length as well as or better than explicit encodings on
-# their reasoning tasks. Chapter 7's committed results (trained on 64 tokens, three seeds) say
-# it depends on the task:
-# * **Recall holds.** With the dictionary first NoPE recalls 1.00 up to 256 tokens and 0.94 at
-#   512, where ALiBi falls to 0.37 (part of this comes from the dictionary sitting at the
-#   start: moved to the distances of training, NoPE recalls 0.69 at 512, chapter 7). With the
-#   dictionary anywhere it goes from 0.87 to 0.80, and the seeds overlap: no measurable drop.
-# * **The grammar falls,** from 0.43 at 64 tokens to 0.28 at 512, every seed. Is the task
-#   harder at 512? No: ALiBi scores between 0.72 and 0.75 at every length, every seed. Is it
-#   the unseen positions past 64? Only in part. NoPE is weaker late in a sequence even inside
-#   its training length: on the last 16 positions of a 64-token read it scores 0.34 to 0.37
-#   per seed, and in a sliding 64-token window, which never uses a position past 63, it scores
-#   0.36 at 512. About half of the fall, 0.43 to 0.36, comes with no unseen position at all;
-#   the rest, 0.36 to 0.28, comes with reading past 64, and this experiment cannot tell
-#   whether that is the unseen positions or the same weakness growing with the position.
-# * **And the grammar was learned poorly.** At its own training length NoPE's 0.43 is far below
-#   the task's best possible 0.77, which RoPE, sinusoids and ALiBi come within 0.06 of; a NoPE
-#   model trained to that level might fall differently.
-#
-# So NoPE's ~ stands for "no table to run out of, and at 512 tokens sometimes among the best,
-# sometimes not". Last, the sinusoids in 2-D: give half of the features the code of the row and
-# half the code of the column; then every position of a 16 × 16 grid has its own code, and a
-# shift by (3 rows, 5 columns) is one fixed linear map for all of them.
+# **Checked below.** The integer code's length. Binary codes: the first $2^d$ positions take
+# every one of the $2^d$ codes of $d$ bits, so position $2^d$ has none of its own. A learned
+# table: an affine map $[p_i, 1] \mapsto p_{i+k}$ has $d+1$ numbers per output feature to fit
+# and the table offers $n-k$ pairs, so with $d+1$ pairs or fewer least squares fits almost any
+# table exactly and the test says nothing; over more pairs a random table has no such map.
+# Property 5: give the sinusoids half of the features for the row and half for the column, and a
+# shift by (3 rows, 5 columns) is one rotation for every position of a 16 × 16 grid, turning
+# the row's features and the column's apart; a relative bias with one entry per 2-D offset (key
+# minus query, in rows and in columns) gives the patches left, right, above and below a query
+# four different biases, and a 2-D ALiBi (a slope times the distance) gives all four one.
 
 # %% slideshow={"slide_type": "fragment"}
-try:
-    pl.binary_positions(2**4 + 1, 4)
-    raise AssertionError("17 positions should not fit in 4 bits")
-except ValueError as e:
-    print("binary, 4 bits, 17 positions:", e)
+assert pl.integer_positions(1001, 64)[1000].norm() == 1000 * 64**0.5 == 8000  # ||p_i|| = i sqrt(d)
+bits = pl.binary_positions(2**4, 4)
+assert torch.unique(bits, dim=0).shape[0] == 16 and set(bits.unique().tolist()) == {0, 1}  # all 16 codes of 4 bits
 
-learned = pl.LearnedPositionalEncoding(max_len=16, d=8)
-try:
-    learned(torch.zeros(17, 8))
-    raise AssertionError("a 16-row table should refuse position 16")
-except ValueError as e:
-    print("learned table, 16 rows, 17 tokens:", e)
+g = torch.Generator().manual_seed(1)
+tall = torch.randn(64, 8, generator=g, dtype=torch.float64)  # a random table: 64 positions, d = 8
+exact = [k for k in range(1, 64) if pl.affine_shift_residual(tall, k) < 1e-9]
+assert exact == list(range(64 - 9, 64))  # no affine map while n - k > d + 1 = 9 pairs; one fits at every k after
 
-far = pl.sinusoidal_positions(100_000, 8)
-assert torch.isfinite(far).all() and far.abs().max() <= 1
-print("sinusoids for 100 000 positions:", tuple(far.shape))
-p_1000 = pl.integer_positions(1001, 64)[1000]
-assert p_1000.norm() == 1000 * 64**0.5 == 8000  # ||p_i|| = i sqrt(d)
-print("integer code, d = 64: ||p_1000|| =", int(p_1000.norm()))
-
-
-# %% slideshow={"slide_type": "fragment"}
-def exact_offsets(n, d):
-    """The offsets k with an exact affine map p_i -> p_(i+k) over the n-position, d-bit binary table."""
-    table = pl.binary_positions(n, d, dtype=torch.float64)
-    return [k for k in range(1, n) if pl.affine_shift_residual(table, k) < 1e-9]
-
-
-TABLES = ((12, 6), (20, 6), (40, 6), (64, 6), (64, 8), (100, 8), (16, 4), (32, 5), (128, 7))  # (n, d)
-first_exact = {(n, d): min(exact_offsets(n, d)) for n, d in TABLES}
-assert all(k >= n / 4 for (n, d), k in first_exact.items())  # no affine map for any k < n/4
-assert all(k == n // 4 == 2 ** (d - 2) for (n, d), k in first_exact.items() if n == 2**d)  # full tables: n/4
-assert first_exact[(64, 8)] == 16 < 2 ** (8 - 2)  # 8 bits over 64 positions: n/4, not 2^(d-2)
-short, long_ = (pl.integer_positions(m, 4, normalize=True, dtype=torch.float64) for m in (8, 16))
-assert pl.affine_shift_residual(short, 1) < 1e-12 and pl.affine_shift_residual(long_, 1) < 1e-12  # within a length
-assert (short[1] - short[0]).tolist() == [1 / 8] * 4 and (long_[1] - long_[0]).tolist() == [1 / 16] * 4  # b_1 = 1/m
-print("binary, first exact offset per (n, d):", first_exact)
-print("normalised code, the step k = 1 at lengths 8 and 16:", (short[1] - short[0])[0].item(),
-      (long_[1] - long_[0])[0].item())
-
-# %% slideshow={"slide_type": "fragment"}
-from posenc_lib.experiments import extrapolation as ex
-
-results = ex.load_results()
-grammar = {m: ex.accuracy(results, "grammar", m) for m in ("none", "alibi", "rope", "sinusoidal")}
-nope, alibi = grammar["none"], grammar["alibi"]
-recall, anywhere = (ex.accuracy(results, task, "none") for task in ("recall", "recall_anywhere"))
-# recall holds
-assert all(recall[L]["min"] > 0.99 for L in (64, 128, 256)) and round(recall[512]["mean"], 2) == 0.94
-assert round(ex.accuracy(results, "recall", "alibi")[512]["mean"], 2) == 0.37
-assert round(ex.accuracy(results, "recall", "none", "trained_distances")[512]["mean"], 2) == 0.69
-assert [round(anywhere[L]["mean"], 2) for L in (64, 512)] == [0.87, 0.80] and anywhere[512]["max"] > anywhere[64]["min"]
-# the grammar falls, every seed, on a task that is no harder at 512 (ALiBi: flat, every seed)
-assert round(nope[64]["mean"], 2) == 0.43 and round(nope[512]["mean"], 2) == 0.28 and nope[512]["max"] < nope[64]["min"]
-assert all(0.715 <= alibi[L]["min"] and alibi[L]["max"] < 0.755 for L in (64, 128, 256, 512))
-# ... half of the fall with no unseen position: the last 16 positions at 64, and a sliding 64-token window
-tail = [s["methods"]["none"]["nonoverlapping"]["64"]["tail_acc"] for s in results["tasks"]["grammar"]["seeds"]]
-window = ex.accuracy(results, "grammar", "none", "sliding_window")[512]
-assert 0.335 <= min(tail) and max(tail) < 0.375 and round(window["mean"], 2) == 0.36
-assert window["max"] < nope[64]["min"] and window["min"] > nope[512]["max"]  # between the two, every seed
-# ... and NoPE learned the grammar poorly: the best possible is 0.77, the others come within 0.06 of it
-best = results["tasks"]["grammar"]["best_acc"]
-assert round(best, 2) == 0.77 and all(grammar[m][64]["min"] > best - 0.06 for m in ("rope", "sinusoidal", "alibi"))
-print("NoPE, trained on 64 tokens, accuracy at 64 -> 512 (mean of 3 seeds):")
-print(f"  recall, dictionary first: {recall[64]['mean']:.2f} -> {recall[512]['mean']:.2f};"
-      f"  dictionary anywhere: {anywhere[64]['mean']:.2f} -> {anywhere[512]['mean']:.2f} (seeds overlap)")
-print(f"  grammar: {nope[64]['mean']:.2f} -> {nope[512]['mean']:.2f}; sliding window at 512: {window['mean']:.2f};"
-      f" last 16 positions at 64: {min(tail):.2f} to {max(tail):.2f} by seed")
-print("ALiBi, grammar:", ", ".join(f"{alibi[L]['mean']:.2f} at {L}" for L in (64, 128, 256, 512)))
-
-# %% slideshow={"slide_type": "fragment"}
 side = pl.sinusoidal_positions(16, 4, dtype=torch.float64)  # 4 features for the row, 4 for the column
 grid = torch.cat([side[:, None].expand(16, 16, 4), side[None, :].expand(16, 16, 4)], dim=-1)  # (row, col, 8)
 assert torch.unique(grid.reshape(256, 8), dim=0).shape[0] == 256  # 256 positions, 256 codes
 src, dst = grid[:-3, :-5].reshape(-1, 8), grid[3:, 5:].reshape(-1, 8)  # every (r, c) -> (r + 3, c + 5) in the grid
 shift = torch.linalg.lstsq(src, dst).solution  # the best single linear map for all of them
 assert (src @ shift - dst).norm() < 1e-9  # exact: one map moves every position by (3, 5)
-print("2-D sinusoids, 16 x 16 grid: 256 distinct codes; a shift by (3, 5) is one linear map")
+torch.testing.assert_close(shift.T @ shift, torch.eye(8, dtype=torch.float64))  # orthogonal: a rotation
+assert shift[:4, 4:].abs().max() < 1e-9 and shift[4:, :4].abs().max() < 1e-9  # rows and columns turn apart
+
+rows, cols = torch.meshgrid(torch.arange(4), torch.arange(4), indexing="ij")  # a 4 x 4 grid of patches
+place = torch.stack([rows.flatten(), cols.flatten()], dim=-1)  # (16, 2): patch -> (row, column)
+offset = place[None, :] - place[:, None]  # (query, key, 2): key minus query, as in 1-D
+table = torch.randn(7, 7, generator=g, dtype=torch.float64)  # one bias per offset, -3..3 in each axis
+relative_2d = table[offset[..., 0] + 3, offset[..., 1] + 3]  # (16, 16)
+alibi_2d = -0.5 * offset.double().norm(dim=-1)  # slope 0.5 times the distance
+query, around = 5, (4, 6, 1, 9)  # patch (1, 1); its left, right, upper and lower neighbours
+assert len({relative_2d[query, k].item() for k in around}) == 4  # four directions, four biases
+assert len({alibi_2d[query, k].item() for k in around}) == 1  # four directions, one bias
+print("integer code, d = 64: ||p_1000|| =", int(pl.integer_positions(1001, 64)[1000].norm()))
+print("binary, 4 bits: the first 16 positions take all", torch.unique(bits, dim=0).shape[0], "codes")
+print(f"random 64 x 8 table: an exact affine map only for k = {exact[0]} to 63 (n - k <= d + 1 = 9)")
+print("2-D sinusoids, 16 x 16 grid: 256 distinct codes; a shift by (3, 5) is one rotation")
+print("relative bias per 2-D offset, left/right/up/down:", [round(relative_2d[query, k].item(), 2) for k in around])
+print("2-D ALiBi (distance), left/right/up/down:", [alibi_2d[query, k].item() for k in around])

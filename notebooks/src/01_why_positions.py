@@ -23,7 +23,10 @@
 # 2. for a fixed query, shuffle the (key, value) pairs and the output does not change at all
 #    (**invariance** in keys and values);
 # 3. the "The dog chased another dog" demo: both "dog" tokens get identical outputs;
-# 4. add a positional encoding and they stop being identical.
+# 4. add a positional encoding and they stop being identical; a code must differ from place to
+#    place for that (section 4);
+# 5. for reading: what the demo's details (the weights' scale, the biases) change and what they
+#    do not, and where the source's own formula puts the positions.
 #
 # Source followed: `001` (its introduction and test code). It loads a gated 1B-parameter
 # checkpoint for its embeddings; we need no download: a toy vocabulary with seeded random
@@ -58,9 +61,10 @@ g = torch.manual_seed(0)
 # Write the $n$ input tokens as the rows of $X \in \mathbb{R}^{n\times d}$. One attention head
 # projects them, $Q = XW_Q$, $K = XW_K$, $V = XW_V$, and returns
 #
-# $$\mathrm{Attn}(X) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d}}\right)V ,$$
+# $$\mathrm{Attn}(X) = A\,V, \qquad A = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d}}\right),$$
 #
-# the softmax running along each row (over the keys). `pl.attention(q, k, v)` is this formula,
+# the softmax running along each row (over the keys): $A$ holds the attention weights, one row
+# per query, one column per key, each row summing to 1. `pl.attention(q, k, v)` is this formula,
 # and `pl.self_attention(x, w_q, w_k, w_v)` projects first and then calls it. Five random
 # tokens, $d = 8$:
 
@@ -128,23 +132,30 @@ print("softmax(P S P^T) == P softmax(S) P^T: True;  the same for cumsum: False")
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### From one layer to a whole model
 #
-# So far one attention layer. A transformer block adds a residual connection, a feed-forward
-# network (FFN) and normalisation, in one of two arrangements: BERT's original **post-LN**,
-# $h = \mathrm{LN}(x + \mathrm{Attn}(x))$, $\mathrm{out} = \mathrm{LN}(h + \mathrm{FFN}(h))$, or
-# the **pre-LN** of GPT-2 and Llama, $h = x + \mathrm{Attn}(\mathrm{LN}(x))$,
-# $\mathrm{out} = h + \mathrm{FFN}(\mathrm{LN}(h))$. Each new part keeps equivariance, for its
-# own reason:
+# So far one attention head. A transformer block runs several heads side by side and adds a
+# residual connection, a feed-forward network (FFN) and normalisation, in one of two
+# arrangements: BERT's original **post-LN**, $h = \mathrm{LN}(x + \mathrm{Attn}(x))$,
+# $\mathrm{out} = \mathrm{LN}(h + \mathrm{FFN}(h))$, or the **pre-LN** of GPT-2 and Llama,
+# $h = x + \mathrm{Attn}(\mathrm{LN}(x))$, $\mathrm{out} = h + \mathrm{FFN}(\mathrm{LN}(h))$. Each
+# new part keeps equivariance, for its own reason:
 #
 # * LayerNorm and the FFN act on each token's row **alone, with the same weights for every
 #   row**. Any such row-wise map $f$ satisfies $f(PX) = P f(X)$: it never looks at the
-#   other rows, so it cannot notice that they moved.
+#   other rows, so it cannot notice that they moved. (So does a bias added to every row.)
+# * **Multi-head attention** runs $H$ heads on the same tokens, each with its own
+#   $W_Q, W_K, W_V$ (usually $d/H$ columns wide), writes the $H$ outputs of each token side by
+#   side in one row, and multiplies every row by one more matrix $W_O$. Each head moves its rows
+#   with $P$, rows written side by side move together, and $W_O$ is row-wise: the layer is
+#   equivariant too. PyTorch's `nn.MultiheadAttention` is this layer: it stores every head's
+#   projections stacked in `in_proj_weight` and $W_O$ in `out_proj` (section 5 rebuilds it by
+#   hand).
 # * The residual adds the input itself, and $PX + P\,\mathrm{Attn}(X) = P\,(X + \mathrm{Attn}(X))$.
 # * Maps that are each equivariant compose to one that is: $f(g(PX)) = f(P\,g(X)) = P\,f(g(X))$.
 #   So a stack of blocks is equivariant, and so is the whole model up to its output layer
 #   (row-wise again).
 #
 # The cell checks it on PyTorch's own `nn.TransformerEncoderLayer`, in both arrangements and as
-# a stack of two, for the five tokens above (two heads, no dropout).
+# a stack of two, for the five tokens above (two heads each, no dropout).
 
 # %% slideshow={"slide_type": "fragment"}
 ffn = nn.Sequential(nn.Linear(d, 16), nn.GELU(), nn.Linear(16, d)).to(device).requires_grad_(False)
@@ -171,9 +182,12 @@ for name, block in blocks.items():
 # the input no longer just permutes the output.
 #
 # The first row shows what the mask gives away: the token at position 0 sees only itself, so
-# its output is its own value vector whatever the rest of the sentence says. The first token
-# knows it is first. This is the seed of chapter 7's NoPE story ("no positional encoding"):
-# a causal mask alone lets a decoder learn where it is (chapter 7 shows how, and where that stops).
+# its output is its own value vector whatever the rest of the sentence says. That alone does not
+# mark it as first (any row whose prefix repeats one token gets the same value vector), but it
+# is the seed of chapter 7's NoPE story ("no positional encoding"): with the mask, a head that
+# attends uniformly gives row $i$ the share $1/(i+1)$ of the first token's value, so if that
+# value stands out (a feature no other token has), row $i$ carries a count the next layer can
+# read (the cell checks the share; chapter 7 builds the counter, and shows where it stops).
 
 # %% slideshow={"slide_type": "fragment"}
 def causal_head(t):
@@ -192,6 +206,10 @@ assert pl.equivariance_error(causal_block, x, order) > 1e-2  # nor is a whole ca
 assert pl.equivariance_error(causal_head, x, list(range(n))) == 0  # (the identity order, trivially, is)
 torch.testing.assert_close(causal_head(x)[0], x[0] @ w_v)  # position 0 attends to itself alone
 torch.testing.assert_close(causal_head(P @ x)[0], x[order[0]] @ w_v)  # whichever token stands there
+flag = torch.zeros(n, 1, device=device)
+flag[0] = 1.0  # a value feature only the first token has
+uniform = pl.attention(torch.zeros(n, 1, device=device), torch.zeros(n, 1, device=device), flag, causal=True)[0]
+torch.testing.assert_close(uniform[:, 0], 1 / torch.arange(1, n + 1, device=device).float())  # 1 / (i + 1)
 print("causal mask: Attn(PX) == P Attn(X)?", pl.equivariance_error(causal_head, x, order) < 1e-5)
 print("causal mask: Block(PX) == P Block(X)?", pl.equivariance_error(causal_block, x, order) < 1e-5)
 
@@ -241,13 +259,12 @@ print("same output for every word in 'I love you' and 'you love I'")
 # ## 2 · The dog demo, without a download
 #
 # Source `001` embeds "The dog chased another dog" with a pretrained tokenizer and embedding
-# table, runs it through `nn.MultiheadAttention` (4 heads, weights drawn from
-# $\mathcal{N}(0, 0.1^2)$ so they are not negligible) and compares the outputs of the two
-# "dog" tokens. It compares positions **2 and 5**, not 1 and 4, because its tokenizer puts a
-# beginning-of-sequence token in front. We mimic that with a toy vocabulary that has a `<s>`
-# token, and seeded random embeddings. Our model is 16 features wide instead of 2048, and we
-# draw its weights from $\mathcal{N}(0, 0.3^2)$ rather than the source's 0.1 (why, and what
-# changes at 0.1, comes right after the demo).
+# table, runs it through `nn.MultiheadAttention` (section 1's multi-head layer, 4 heads) and
+# compares the outputs of the two "dog" tokens. It compares positions **2 and 5**, not 1 and 4,
+# because its tokenizer puts a beginning-of-sequence token in front. We mimic that with a toy vocabulary that has a `<s>`
+# token and seeded random embeddings, 16 features wide instead of 2048, and draw every weight
+# from $\mathcal{N}(0, 0.3^2)$ (the source draws from $\mathcal{N}(0, 0.1^2)$; section 5 says
+# why we do not, and checks that the dogs are just as identical there).
 
 # %% slideshow={"slide_type": "fragment"}
 vocab = ["<s>", "the", "dog", "chased", "another"]
@@ -281,159 +298,14 @@ same = torch.allclose(dog1, dog2, atol=1e-6)
 assert same
 print("dog outputs identical?", same)
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# ### Why std 0.3, not the source's 0.1
-#
-# At the source's 0.1 the two dogs are just as identical (the next cell checks it), but our
-# heads attend almost uniformly, and all output rows look alike in the figures. How uniform is
-# "almost uniform", and how alike are the outputs? The same weights divided by 3 are exactly a
-# draw from $\mathcal{N}(0, 0.1^2)$. For each of the 4 heads and 6 queries we measure the
-# largest weight in the row (uniform attention over 6 tokens gives $1/6 \approx 0.17$) and the
-# row's entropy $-\sum_j a_j \log a_j$ as a fraction of its maximum, $\log 6$ (1 means
-# uniform). Then the outputs themselves: the smallest cosine between any two of the 6 output
-# rows (1 means they all point the same way).
-
-# %% slideshow={"slide_type": "fragment"}
-def row_stats(module):
-    """Largest attention weight and smallest normalised row entropy over all heads and queries,
-    and the smallest cosine between two output rows."""
-    out, w = module(x_dog, x_dog, x_dog, average_attn_weights=False)  # (1, 6, 16), (1, heads, 6, 6)
-    entropy = -(w * w.log()).sum(-1) / torch.log(torch.tensor(float(len(words))))
-    cos = nn.functional.cosine_similarity(out[0, :, None], out[0, None], dim=-1)  # (6, 6)
-    return w.max().item(), entropy.min().item(), cos.min().item()
-
-
-def demo_heads(std, *, biases=True, uniform=False):
-    """The demo's 4 heads with every weight rescaled to N(0, std^2); biases zeroed unless `biases`;
-    W_Q zeroed with `uniform` (every score 0, so every weight exactly 1/6)."""
-    module = nn.MultiheadAttention(hdim, num_heads=4, batch_first=True).to(device).requires_grad_(False)
-    module.load_state_dict({name: t * (std / 0.3) if biases or "bias" not in name else torch.zeros_like(t)
-                            for name, t in mha.state_dict().items()})
-    if uniform:
-        module.in_proj_weight[:hdim] = 0
-    return module
-
-
-small = demo_heads(0.1)  # the source's N(0, 0.1^2)
-top_small, entropy_small, alike_small = row_stats(small)
-top, entropy, alike = row_stats(mha)
-assert top_small < 0.3 and entropy_small > 0.95  # std 0.1: every row close to uniform
-assert top > 0.5 and entropy < 0.5  # std 0.3: some heads pick one token
-assert alike_small > 0.95 and alike < 0.5  # std 0.1: all six outputs point almost the same way; 0.3: not
-out_small = small(x_dog, x_dog, x_dog)[0]
-assert torch.allclose(out_small[0, 2], out_small[0, 5], atol=1e-6)  # and the dogs are identical at 0.1 too
-print(f"std 0.1: largest weight {top_small:.2f}, smallest entropy {entropy_small:.2f} × log 6, "
-      f"smallest cosine between outputs {alike_small:.2f}")
-print(f"std 0.3: largest weight {top:.2f}, smallest entropy {entropy:.2f} × log 6, "
-      f"smallest cosine between outputs {alike:.2f}")
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# **Uniform attention, or the biases?** Two things could make the rows alike at std 0.1.
-# Near-uniform attention gives every query nearly the same average of the values. But
-# `nn.MultiheadAttention` also adds the same two biases (`in_proj_bias` to every query, key and
-# value, `out_proj.bias` to every output), which pull all rows towards one vector. The control
-# zeroes both biases: at std 0.1 the rows stay alike (smallest cosine above 0.95), at std 0.3
-# they stay different (below 0.5). And attention made exactly uniform ($W_Q = 0$, biases
-# zeroed) turns every row into the same vector, cosine 1. So the alike rows come from the
-# attention, not from the biases.
-
-# %% slideshow={"slide_type": "fragment"}
-alike_no_bias = {std: row_stats(demo_heads(std, biases=False))[2] for std in (0.1, 0.3)}
-alike_uniform = row_stats(demo_heads(0.1, biases=False, uniform=True))[2]
-assert alike_no_bias[0.1] > 0.95 and alike_no_bias[0.3] < 0.5  # the same verdicts as with the biases
-assert alike_uniform > 1 - 1e-5  # exactly uniform attention: one output for every row
-print("biases zeroed, smallest cosine between outputs:",
-      ", ".join(f"std {std}: {c:.2f}" for std, c in alike_no_bias.items()),
-      f"| uniform attention: {alike_uniform:.2f}")
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# The weights of the 4 heads as pictures, one row per query and one column per key: at std 0.1
-# (top) every row is nearly flat at 1/6, at std 0.3 (bottom) some rows put most of their weight
-# on one token. In every panel the rows of the two "dog" queries (2 and 5) are identical.
-
-# %% slideshow={"slide_type": "skip"}
-def head_weights(std):
-    """(4, 6, 6) attention weights of the demo's heads with its weights rescaled to N(0, std^2)."""
-    return demo_heads(std)(x_dog, x_dog, x_dog, average_attn_weights=False)[1][0]
-
-
-def draw_weights(fig, std):
-    """One heatmap per head of the weights at weight std `std`, on one colour scale from 0 to 1."""
-    axes = fig.subplots(1, 4, sharey=True)
-    for h, (ax, w) in enumerate(zip(axes, head_weights(std))):
-        im = viz.heatmap(w, ax=ax, xlabel="key", colorbar=None, diverging=False, vmin=0, vmax=1,
-                         title=f"head {h + 1}, std {std:.1f}")  # prose counts heads from 1
-        ax.title.set_fontsize(9)
-    axes[0].set_yticks(range(len(words)), words)
-    fig.colorbar(im, ax=axes, shrink=0.9, label="attention weight")
-
-
-# %% slideshow={"slide_type": "fragment"}
-fig = Figure(figsize=(9, 4.4), layout="constrained")
-top_row, bottom_row = fig.subfigures(2, 1)
-draw_weights(top_row, 0.1)
-draw_weights(bottom_row, 0.3)
-for std in (0.1, 0.3):
-    w = head_weights(std)
-    torch.testing.assert_close(w[:, 2], w[:, 5])  # the two dogs' rows, every head
-torch.testing.assert_close(head_weights(0.3), mha(x_dog, x_dog, x_dog, average_attn_weights=False)[1][0])
-fig
-
-# %% [markdown] slideshow={"slide_type": "fragment"}
-# However sharp a head gets, the two "dog" rows stay identical: sharper attention does not give
-# a token its place. (We do not measure the source's 2048-wide setting.)
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# ### The source projects twice
-#
-# Before calling `nn.MultiheadAttention`, the source passes the embeddings through three
-# extra `nn.Linear` layers, `mha(W_q(e), W_k(e), W_v(e))`. But `nn.MultiheadAttention` applies
-# its own input projections (`in_proj_weight`), so the queries are projected twice. That is
-# harmless (still no positions, still identical dogs) but redundant: two linear maps in a row
-# are one linear map. The cell folds the extra layers into the module's own projection and
-# gets the same output.
-
-# %% slideshow={"slide_type": "fragment"}
-W_q, W_k, W_v = (nn.Linear(hdim, hdim, bias=False).to(device).requires_grad_(False) for _ in range(3))
-out_twice, _ = mha(W_q(x_dog), W_k(x_dog), W_v(x_dog))  # the source's call
-
-folded = nn.MultiheadAttention(hdim, num_heads=4, batch_first=True).to(device).requires_grad_(False)
-folded.load_state_dict(mha.state_dict())
-in_q, in_k, in_v = mha.in_proj_weight.chunk(3)
-folded.in_proj_weight.copy_(torch.cat([in_q @ W_q.weight, in_k @ W_k.weight, in_v @ W_v.weight]))
-torch.testing.assert_close(folded(x_dog, x_dog, x_dog)[0], out_twice)  # one projection does it
-assert torch.allclose(out_twice[0, 2], out_twice[0, 5], atol=1e-6)  # and the dogs are still identical
-print("extra projections fold into in_proj_weight: same output")
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# ### What `nn.MultiheadAttention` computes, by hand
-#
-# Section 3 compares the source's attention formula with PyTorch's, and needs one head's
-# $W_Q, W_K$ for it. With one head and no biases, `nn.MultiheadAttention` is exactly
-# `pl.attention` between an input projection and an output projection. Its `in_proj_weight`
-# stacks $W_Q^\top, W_K^\top, W_V^\top$ (PyTorch stores `Linear` weights as (out, in)), so
-# $Q = X\,W_Q$ reads `x @ in_q.T`. (With several heads the projections are cut into one slice
-# per head, and the module returns the weights averaged over the heads.)
-
-# %% slideshow={"slide_type": "fragment"}
-one_head = nn.MultiheadAttention(hdim, num_heads=1, bias=False, batch_first=True).to(device).requires_grad_(False)
-ref_out, ref_w = one_head(x_dog, x_dog, x_dog)
-
-in_q, in_k, in_v = one_head.in_proj_weight.chunk(3)
-core, core_w = pl.attention(x_dog @ in_q.T, x_dog @ in_k.T, x_dog @ in_v.T)
-torch.testing.assert_close(core @ one_head.out_proj.weight.T, ref_out)
-torch.testing.assert_close(core_w, ref_w)
-print("nn.MultiheadAttention (1 head) == out_proj(pl.attention(...)): True")
-
-
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3 · Add positions: the dogs differ
 #
 # Give each position $i$ its own vector $p_i$ and add it to the token's embedding,
 # $x_i' = x_i + p_i$. Here $p_i$ is the sinusoidal code of chapter 3,
-# `pl.sinusoidal_positions(n, d)`; any code with $p_2 \ne p_5$ would do here. The two "dog"
-# inputs are now different vectors, and so are their outputs: in this draw of the demo's
-# weights (seed 1) they differ by 0.32 of the first dog's length, far from a rounding error.
+# `pl.sinusoidal_positions(n, d)`. The two "dog" inputs are now different vectors, and with
+# these weights so are their outputs: in this draw of the demo's weights (seed 1) they differ
+# by 0.32 of the first dog's length, far from a rounding error.
 # How far apart depends on the draw: the cell after this one redraws the demo ten times. The
 # invariance of section 1 goes too: a fixed query's output changes when the tokens are
 # shuffled, because each token now carries its place with it.
@@ -461,23 +333,346 @@ print("a fixed query's output now changes when the tokens are shuffled")
 # 0.48 over these ten.
 
 # %% slideshow={"slide_type": "fragment"}
-def dogs_apart(seed):
-    """||dog_1 - dog_2|| / ||dog_1|| for the demo redrawn with `seed` (on the CPU), positions added."""
+def redraw(seed):
+    """The demo's embedding and 4 heads drawn again, exactly as above, with `seed` (on the CPU)."""
     with torch.random.fork_rng(devices=[]):  # leaves the notebook's own random stream alone
         torch.manual_seed(seed)
         emb = nn.Embedding(len(vocab), hdim).requires_grad_(False)
         heads = nn.MultiheadAttention(hdim, num_heads=4, batch_first=True).requires_grad_(False)
         for weight in heads.parameters():
             weight.normal_(0.0, 0.3)
-    h = emb(ids.cpu()) + pos.cpu()
+    return emb, heads
+
+
+def dogs_apart(emb, heads, code=pos):
+    """||dog_1 - dog_2|| / ||dog_1|| for the demo's tokens from `emb`, with `code` added, through `heads`."""
+    h = emb(ids.cpu()) + code.cpu()
     out = heads(h, h, h)[0][0]
     return ((out[2] - out[5]).norm() / out[2].norm()).item()
 
 
-spread = {seed: round(dogs_apart(seed), 2) for seed in range(1, 11)}
+spread = {seed: round(dogs_apart(*redraw(seed)), 2) for seed in range(1, 11)}
 assert spread[1] == round(apart, 2)  # seed 1 is the demo above
 assert min(spread.values()) == 0.06 and max(spread.values()) == 0.48  # never zero; the size is the draw's
 print("||dog_1 - dog_2|| / ||dog_1|| by seed:", spread)
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 4 · See it: permute the sentence
+#
+# Left: the output of the demo's attention layer for the original sentence, one row per
+# token. Middle: the output for the sentence read backwards; its rows are the same rows in
+# reverse order. Right: the backwards output moved back into the original order, minus the
+# original output: all zero (white), because without positions the layer cannot see the
+# order. (The two outputs share one colour bar. The right panel's bar fits the largest
+# difference it shows, but never goes below 1% of the outputs' scale: rounding errors stay
+# white, and a real difference, however small, fills the scale.)
+
+# %% slideshow={"slide_type": "skip"}
+ORDERS = {
+    "reversed": [5, 4, 3, 2, 1, 0],
+    "rotate by one": [1, 2, 3, 4, 5, 0],
+    "rotate by three": [3, 4, 5, 0, 1, 2],
+    "swap the two dogs": [0, 1, 5, 3, 4, 2],
+    "swap 'the' and 'chased'": [0, 3, 2, 1, 4, 5],
+    "shuffle": [3, 5, 0, 2, 1, 4],
+    "unchanged": [0, 1, 2, 3, 4, 5],
+}
+CODES = {  # what is added to the token at each of the 6 places
+    "none": torch.zeros_like(pos),
+    "sinusoidal": pos,
+    "one vector at every place": pos[1].expand_as(pos),  # place 1's code, everywhere
+    "repeats every 3 places": pos[[0, 1, 2, 0, 1, 2]],
+}
+
+
+def outputs_for(order_name, code_name):
+    """Outputs (6, 16) of the demo layer for the original and the permuted sentence, each token with the
+    code of its place added, and the permuted output moved back into the original order minus the original."""
+    order, code = ORDERS[order_name], CODES[code_name]
+    with torch.no_grad():
+        h = x_dog + code
+        original = mha(h, h, h)[0][0]
+        hp = x_dog[:, order] + code
+        permuted = mha(hp, hp, hp)[0][0]
+    moved_back = permuted[pl.inverse_permutation(order).to(device)]
+    return original, permuted, moved_back - original
+
+
+# One colour scale for the outputs, over every order and code; the difference panel's scale follows
+# what it shows, down to a floor of 1% of the outputs' scale (float32 rounding is far below it).
+OUT_SCALE = max(outputs_for(o, c)[0].abs().max().item() for o in ORDERS for c in CODES)
+DIFF_FLOOR = 0.01 * OUT_SCALE
+
+
+def draw_outputs(fig, order_name="reversed", code_name="none"):
+    """Heatmaps of the original output, the permuted output and the moved-back difference, with colour
+    bars; returns the update(order_name, code_name) that redraws them."""
+    axes = fig.subplots(1, 3)
+    ims = [viz.heatmap(torch.zeros(len(words), hdim), ax=ax, xlabel="features", diverging=True, vmax=OUT_SCALE,
+                       colorbar=None) for ax in axes]
+    for ax in axes:
+        ax.set_xticks([])  # 16 anonymous features
+    axes[0].set_yticks(range(len(words)), words)
+    axes[2].set_yticks(range(len(words)), words)
+    axes[2].set_title("moved back − original")
+    fig.colorbar(ims[0], ax=axes[:2], shrink=0.9, label="output")
+    fig.colorbar(ims[2], ax=axes[2], shrink=0.9, label="difference")
+
+    def update(order_name, code_name):
+        original, permuted, diff = outputs_for(order_name, code_name)
+        for im, m in zip(ims, (original, permuted, diff)):
+            im.set_data(m.cpu().numpy())
+        scale = max(diff.abs().max().item(), DIFF_FLOOR)
+        ims[2].set_clim(-scale, scale)  # the colour bar follows
+        axes[0].set_title(f"original, code: {code_name}")
+        axes[1].set_title(f"permuted: {order_name}")
+        axes[1].set_yticks(range(len(words)), [words[j] for j in ORDERS[order_name]])
+
+    update(order_name, code_name)
+    return update
+
+
+# %% slideshow={"slide_type": "fragment"}
+fig = Figure(figsize=(9.5, 2.8), layout="constrained")
+draw_outputs(fig)
+diff = outputs_for("reversed", "none")[2]
+assert diff.abs().max() < 1e-5  # the right panel really is zero
+fig
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# Add the sinusoidal codes and the right panel lights up, for every order except "unchanged".
+# Even "swap the two dogs" lights it up: that swap gives back the very same sentence, hence the
+# very same output, but the two "dog" rows now differ, so moving rows with their tokens no
+# longer reproduces it. With positions an output belongs to a place in the sentence, not to a
+# token. The cell checks both claims for the orders of the drop-down: without a code no order
+# lights the right panel up; with the sinusoidal code every order but "unchanged" does, while the
+# dog swap leaves the output itself exactly as it was. The figure after it shows the dog swap
+# with the code: only the two dog rows light up.
+
+# %% slideshow={"slide_type": "fragment"}
+def lit(order_name, code_name):
+    """Does the right panel light up: does moving the rows back leave a difference above rounding?"""
+    return outputs_for(order_name, code_name)[2].abs().max().item() > 1e-4
+
+
+assert not any(lit(name, "none") for name in ORDERS)
+assert [name for name in ORDERS if not lit(name, "sinusoidal")] == ["unchanged"]
+original, swapped, dog_diff = outputs_for("swap the two dogs", "sinusoidal")
+torch.testing.assert_close(swapped, original)  # same sentence, same output
+assert (dog_diff.abs().amax(-1) > 1e-4).tolist() == [False, False, True, False, False, True]  # the dog rows only
+largest = [outputs_for(o, c)[2].abs().max().item() for o in ORDERS for c in CODES]
+assert all(m < 1e-5 or m > 3 * DIFF_FLOOR for m in largest)  # rounding stays white; a change fills the bar
+print("no code: no order lights the right panel up; sinusoidal code: every order but 'unchanged' does")
+
+# %% slideshow={"slide_type": "fragment"}
+fig = Figure(figsize=(9.5, 2.8), layout="constrained")
+draw_outputs(fig, "swap the two dogs", "sinusoidal")
+fig
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# Now choose the order and the code yourself. Besides none and the sinusoids, the drop-down
+# offers two codes that are not drawn above: one vector added at every place, and a code that
+# repeats every 3 places ($p_3 = p_0$, $p_4 = p_1$, $p_5 = p_2$). Predict before you look:
+# 1. With the sinusoids, "swap 'the' and 'chased'" moves two words that, unlike the dogs,
+#    differ. Which rows light up: only the rows of the two words that moved, or more?
+# 2. With one vector at every place, which orders light the panel up?
+# 3. With the code that repeats every 3 places, which orders leave it white?
+
+# %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
+permute_widget = viz.InteractiveFigure(
+    draw_outputs, figsize=(9.5, 2.8),
+    order_name=widgets.Dropdown(options=list(ORDERS), value="reversed", description="order"),
+    code_name=widgets.Dropdown(options=list(CODES), value="none", description="code"),
+)
+permute_widget
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **1.** With the sinusoids, "swap 'the' and 'chased'" lights up every row, the four tokens that
+# stayed in place too (`<s>`, both dogs and "another"). Each output is a weighted mix of every
+# token's value, and with positions a value carries its place as well as its word: when two
+# words trade places, every token's mix changes, not only theirs. The dog swap lit only the dog
+# rows because it left the sentence, and so every mix, as it was. Without a code the same swap
+# changes nothing but the order of the two rows.
+#
+# **2 and 3.** One vector at every place lights up nothing: adding the same vector to every
+# token is a map applied to each row alone, and section 1 showed that such maps keep attention
+# blind to order. The code that repeats every 3 places leaves the panel white for "swap the two
+# dogs" and "rotate by three", besides "unchanged": both move every token to a place with the
+# same code as the one it left. The rule behind all three answers has two halves. If every token
+# lands on a place with the code of the place it left, the layer is fed the permuted input
+# itself, and by section 1 the panel stays white, whatever the weights. If some token lands on a
+# place with another code, the panel lights up for the demo's weights (checked below), as it
+# does almost surely for weights drawn at random; not for every weight one could choose
+# (Exercise 3 asks for a head that hides such a change). That is why property 1 of `00_index` asks for a different code at every place. The
+# cell checks each answer, and both halves for every order and every code of the drop-downs,
+# with the demo's weights.
+
+# %% slideshow={"slide_type": "fragment"}
+_, _, diff_on = outputs_for("swap 'the' and 'chased'", "sinusoidal")
+_, _, diff_off = outputs_for("swap 'the' and 'chased'", "none")
+per_row = diff_on.abs().amax(-1)  # the largest change in each row of the right panel
+stayed = [0, 2, 4, 5]  # <s>, dog, another, dog: their tokens did not move
+assert (per_row[stayed] > 0.15).all() and diff_off.abs().max() < 1e-5  # 1: every row
+assert not any(lit(name, "one vector at every place") for name in ORDERS)  # 2: none
+white = [name for name in ORDERS if not lit(name, "repeats every 3 places")]
+assert white == ["rotate by three", "swap the two dogs", "unchanged"]  # 3
+for name, order in ORDERS.items():  # the rule, with the demo's weights: white when, and only when,
+    for code_name, code in CODES.items():  # every token keeps its place's code
+        assert lit(name, code_name) == (not torch.equal(code[order], code)), (name, code_name)
+print("swap 'the' and 'chased', sinusoidal code, largest change per row:",
+      {f"{i} {words[i]}": round(v, 2) for i, v in enumerate(per_row.tolist())})
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 5 · Behind the demo
+#
+# Reading for after the lecture: what the demo's choices change and what they do not. Why our
+# weights are drawn with std 0.3 and not the source's 0.1, what `nn.MultiheadAttention`'s
+# biases do, where the source's formula puts the positions, and two things the source does that
+# we fold away.
+#
+# ### Why std 0.3, not the source's 0.1
+#
+# At the source's 0.1 the two dogs are just as identical without positions, but with positions
+# they barely differ, and sections 3 and 4 would show a difference hardly above zero. We measure
+# it on the demo redrawn with seeds 1 to 10 (`redraw`, section 3), every weight rescaled to std
+# 0.1 and to 0.3 (a draw from $\mathcal{N}(0, 0.3^2)$ divided by 3 is exactly a draw from
+# $\mathcal{N}(0, 0.1^2)$). With positions added, the dogs differ by 0.016 to 0.077 of the first
+# dog's length at std 0.1, against 0.06 to 0.48 at 0.3, and in every draw at least 2.5 times
+# less at 0.1 than at 0.3.
+#
+# The reason is the softmax. A score multiplies a query by a key, so at a third of the std every
+# score is a ninth as large, and the heads attend almost uniformly. We measure each row's entropy
+# $-\sum_j a_j \log a_j$ as a fraction of its maximum, $\log 6$ (1 means uniform): at std 0.1
+# every row of every head is at 0.94 or more, in every draw; at 0.3 every draw has a row below
+# 0.41. The two dogs share every key and value, so their outputs differ only through their
+# weights, and near-uniform weights are nearly the same for every query, whatever its code.
+
+# %% slideshow={"slide_type": "fragment"}
+def scaled(heads, std, *, biases=True):
+    """A copy of `heads`, on its device, with every weight rescaled from N(0, 0.3^2) to N(0, std^2); biases
+    zeroed unless `biases`."""
+    module = nn.MultiheadAttention(hdim, num_heads=4, batch_first=True).requires_grad_(False)
+    module = module.to(heads.in_proj_weight.device)  # moved before the load: a device's tensors load in place
+    module.load_state_dict({name: t * (std / 0.3) if biases or "bias" not in name else torch.zeros_like(t)
+                            for name, t in heads.state_dict().items()})
+    return module
+
+
+def smallest_entropy(emb, heads):
+    """The smallest row entropy / log 6 over the heads and queries, on the demo's tokens with positions."""
+    h = emb(ids.cpu()) + pos.cpu()
+    w = heads(h, h, h, average_attn_weights=False)[1]  # (1, heads, 6, 6)
+    return (-(w * w.log()).sum(-1) / torch.log(torch.tensor(float(len(words))))).min().item()
+
+
+draws = {seed: redraw(seed) for seed in range(1, 11)}
+apart_at = {std: [dogs_apart(emb, scaled(heads, std)) for emb, heads in draws.values()] for std in (0.1, 0.3)}
+assert [round(f(apart_at[0.1]), 3) for f in (min, max)] == [0.016, 0.077]
+assert [round(f(apart_at[0.3]), 2) for f in (min, max)] == [0.06, 0.48]
+assert [round(a, 2) for a in apart_at[0.3]] == list(spread.values())  # std 0.3: section 3's ten draws
+assert min(b / a for a, b in zip(apart_at[0.1], apart_at[0.3])) > 2.5  # 0.1 below 0.3, draw by draw
+entropy = {std: [smallest_entropy(emb, scaled(heads, std)) for emb, heads in draws.values()] for std in (0.1, 0.3)}
+assert min(entropy[0.1]) >= 0.94 and max(entropy[0.3]) < 0.41
+no_code = torch.zeros_like(pos)
+assert all(dogs_apart(emb, scaled(heads, std), no_code) < 1e-6 for emb, heads in draws.values() for std in (0.1, 0.3))
+print("dogs apart, positions added, 10 draws: std 0.1:",
+      f"{min(apart_at[0.1]):.3f} to {max(apart_at[0.1]):.3f};",
+      f"std 0.3: {min(apart_at[0.3]):.2f} to {max(apart_at[0.3]):.2f}")
+print(f"smallest row entropy / log 6: std 0.1: {min(entropy[0.1]):.2f} or more;",
+      f"std 0.3: {max(entropy[0.3]):.2f} or less")
+print("without positions the dogs are identical at both")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### The biases do not explain it
+#
+# `nn.MultiheadAttention` also has biases, rescaled with the weights. The value part of
+# `in_proj_bias` adds $b_v$ to every value and `out_proj.bias` adds $b_o$ after the output
+# projection: since each row's weights sum to 1, together they add one shared vector,
+# $b_v W_O^\top + b_o$, to every output row. The key part adds $q_i\cdot b_k$ to every score of
+# row $i$: a constant per row, which the softmax removes, so it changes no weight. The query part
+# adds $b_q\cdot k_j$ to column $j$ of every row, which does change the weights. A shared vector
+# lengthens both dogs' outputs alike, so it could shrink the ratio we measure.
+#
+# The control zeroes every bias. Then rescaling $W_V$ and $W_O$ multiplies both dogs' outputs by
+# one factor and leaves the ratio alone (the cell checks it): only the size of the scores still
+# changes with the std. The dogs still differ by only 0.016 to 0.085 at std 0.1, against 0.08 to
+# 0.48 at 0.3, and at least 2.2 times less at 0.1 in every draw: the near-uniform attention, not
+# the biases, hides the positions.
+
+# %% slideshow={"slide_type": "fragment"}
+def without(module, *parts):
+    """A copy of `module` with some biases zeroed: "q", "k", "v" (the thirds of in_proj_bias) and "out"."""
+    copy = scaled(module, 0.3)  # an exact copy (std 0.3 is the scale it was drawn at)
+    for part in parts:
+        if part == "out":
+            copy.out_proj.bias.zero_()
+        else:
+            copy.in_proj_bias["qkv".index(part) * hdim:("qkv".index(part) + 1) * hdim] = 0
+    return copy
+
+
+full_out, full_w = mha(x_pos, x_pos, x_pos, average_attn_weights=False)  # weights: (1, heads, 6, 6)
+shift_out = full_out - without(mha, "v", "out")(x_pos, x_pos, x_pos)[0]  # what b_v and b_o add, per row
+b_v, W_O = mha.in_proj_bias[2 * hdim:], mha.out_proj.weight
+torch.testing.assert_close(shift_out[0], (b_v @ W_O.T + mha.out_proj.bias).expand(len(words), hdim))  # one vector
+change = {part: (without(mha, part)(x_pos, x_pos, x_pos, average_attn_weights=False)[1] - full_w).abs().max().item()
+          for part in "qk"}
+assert change["k"] < 1e-6 and change["q"] > 0.05  # b_k: a constant per row, gone in the softmax; b_q: not
+
+
+def scores_only(heads, std):
+    """`heads` without biases, with only W_Q and W_K rescaled to std (W_V and W_O kept at 0.3)."""
+    module = scaled(heads, 0.3, biases=False)
+    module.in_proj_weight[: 2 * hdim] *= std / 0.3
+    return module
+
+
+bare = {std: [dogs_apart(emb, scaled(heads, std, biases=False)) for emb, heads in draws.values()] for std in (0.1, 0.3)}
+assert [round(f(bare[0.1]), 3) for f in (min, max)] == [0.016, 0.085]
+assert [round(f(bare[0.3]), 2) for f in (min, max)] == [0.08, 0.48]
+assert min(b / a for a, b in zip(bare[0.1], bare[0.3])) > 2.2  # still below 0.3, draw by draw
+for (emb, heads), a in zip(draws.values(), bare[0.1]):  # W_V and W_O at 0.3 or 0.1: the same ratio
+    assert abs(dogs_apart(emb, scores_only(heads, 0.1)) - a) < 1e-5
+print(f"largest weight change, zeroing b_k: {change['k']:.1e} (rounding); zeroing b_q: {change['q']:.2f}")
+print("biases zeroed, dogs apart, 10 draws: std 0.1:",
+      f"{min(bare[0.1]):.3f} to {max(bare[0.1]):.3f}; std 0.3: {min(bare[0.3]):.2f} to {max(bare[0.3]):.2f}")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# The weights of the demo's 4 heads (seed 1, no positions) as pictures, one row per query and one
+# column per key: at std 0.1 (top) every weight lies between 0.09 and 0.24, close to uniform's
+# $1/6 \approx 0.17$; at std 0.3 (bottom) some rows put most of their weight on one token. In
+# every panel the rows of the two "dog" queries (2 and 5) are identical: however sharp a head
+# gets, sharper attention does not give a token its place. (We do not measure the source's
+# 2048-wide setting.)
+
+# %% slideshow={"slide_type": "skip"}
+def head_weights(std):
+    """(4, 6, 6) attention weights of the demo's heads with its weights rescaled to N(0, std^2)."""
+    return scaled(mha, std)(x_dog, x_dog, x_dog, average_attn_weights=False)[1][0]
+
+
+def draw_weights(fig, std):
+    """One heatmap per head of the weights at weight std `std`, on one colour scale from 0 to 1."""
+    axes = fig.subplots(1, 4, sharey=True)
+    for h, (ax, w) in enumerate(zip(axes, head_weights(std))):
+        im = viz.heatmap(w, ax=ax, xlabel="key", colorbar=None, diverging=False, vmin=0, vmax=1,
+                         title=f"head {h + 1}, std {std:.1f}")  # prose counts heads from 1
+        ax.title.set_fontsize(9)
+    axes[0].set_yticks(range(len(words)), words)
+    fig.colorbar(im, ax=axes, shrink=0.9, label="attention weight")
+
+
+# %% slideshow={"slide_type": "fragment"}
+fig = Figure(figsize=(9, 4.4), layout="constrained")
+top_row, bottom_row = fig.subfigures(2, 1)
+draw_weights(top_row, 0.1)
+draw_weights(bottom_row, 0.3)
+for std in (0.1, 0.3):
+    w = head_weights(std)
+    torch.testing.assert_close(w[:, 2], w[:, 5])  # the two dogs' rows, every head
+assert 0.09 < head_weights(0.1).min() and head_weights(0.1).max() < 0.24 and head_weights(0.3).max() > 0.5
+torch.testing.assert_close(head_weights(0.3), mha(x_dog, x_dog, x_dog, average_attn_weights=False)[1][0])
+fig
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Where do the positions go? The source's formula
@@ -492,157 +687,70 @@ print("||dog_1 - dog_2|| / ||dog_1|| by seed:", spread)
 #   \qquad Q = W_QX,\ K = W_KX,\ V = W_VX,$$
 #
 # which adds the codes **after** the projections. The usual form (Vaswani et al., and what
-# `nn.MultiheadAttention` does when it is fed $X + P_{\mathrm{pos}}$, as just above: it projects
+# `nn.MultiheadAttention` does when it is fed $X + P_{\mathrm{pos}}$, as in section 3: it projects
 # its input) adds them **before**: $Q = W_Q(X+P_{\mathrm{pos}}) = W_QX + W_QP_{\mathrm{pos}}$. The
 # two agree only if $W_QP_{\mathrm{pos}} = P_{\mathrm{pos}}$ (and the same for $K$, $V$), which
-# is not the case for learned weights. In this column convention the
-# softmax also has to run down each column (over the keys, `dim=0`). The formula has one head
-# and no biases, so the cell takes $W_Q, W_K$ from section 2's one-head, bias-free module
-# `one_head` (not from the 4-head demo `mha`), computes the score matrix all three ways, and
-# checks the usual form against what `one_head` itself returns for $X + P_{\mathrm{pos}}$.
+# is not the case for learned weights. In this column convention the softmax also has to run
+# down each column (over the keys, `dim=0`). The formula has one head and no biases, so the cell
+# builds such a module, `one_head` (`nn.MultiheadAttention` with one head and `bias=False`),
+# takes its $W_Q, W_K$ (the first two thirds of `in_proj_weight`, stored as (out, in), so that
+# $Q = W_QX$ in this convention), computes the score matrix all three ways, and checks the usual
+# form against the weights `one_head` itself returns for $X + P_{\mathrm{pos}}$.
 
 # %% slideshow={"slide_type": "fragment"}
+one_head = nn.MultiheadAttention(hdim, num_heads=1, bias=False, batch_first=True).to(device).requires_grad_(False)
 X = x_dog[0].T  # (16, 6): the source's column convention
 P_pos = pos.T  # the source's P: one column per position, p_0 .. p_5
-# W_Q, W_K of the one-head, bias-free module of section 2, taken from it explicitly:
-# (out, in) matrices, so Q = W_Q X in this convention
-Wq_, Wk_ = one_head.in_proj_weight.chunk(3)[:2]
+Wq_, Wk_ = one_head.in_proj_weight.chunk(3)[:2]  # (out, in) matrices: Q = W_Q X in this convention
 usual = (Wk_ @ (X + P_pos)).T @ (Wq_ @ (X + P_pos))  # (keys, queries)
 source_form = (Wk_ @ X + P_pos).T @ (Wq_ @ X + P_pos)
 
 row_scores = (x_pos[0] @ Wq_.T) @ (x_pos[0] @ Wk_.T).T  # the row convention used in code: (queries, keys)
 torch.testing.assert_close(usual, row_scores.T)  # same numbers, transposed
 torch.testing.assert_close((usual / hdim**0.5).softmax(dim=0).T, (row_scores / hdim**0.5).softmax(dim=-1))
-torch.testing.assert_close((usual / hdim**0.5).softmax(dim=0).T, one_head(x_pos, x_pos, x_pos)[1][0])  # the module's own
+module_weights = one_head(x_pos, x_pos, x_pos)[1][0]
+torch.testing.assert_close((usual / hdim**0.5).softmax(dim=0).T, module_weights)  # the module's own
 assert not torch.allclose(source_form, usual, atol=1e-3)  # P after W is a different model
 print("P added before the projections (usual) != P added after them (source): True")
 
-# %% [markdown] slideshow={"slide_type": "slide"}
-# ## 4 · See it: permute the sentence
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### The source projects twice
 #
-# Left: the output of the demo's attention layer for the original sentence, one row per
-# token. Middle: the output for the sentence read backwards; its rows are the same rows in
-# reverse order. Right: the backwards output moved back into the original order, minus the
-# original output: all zero (white), because without positions the layer cannot see the
-# order. (The right panel has its own colour scale, given in its title, so white always
-# means zero.)
-
-# %% slideshow={"slide_type": "skip"}
-ORDERS = {
-    "reversed": [5, 4, 3, 2, 1, 0],
-    "rotate by one": [1, 2, 3, 4, 5, 0],
-    "swap the two dogs": [0, 1, 5, 3, 4, 2],
-    "swap 'the' and 'chased'": [0, 3, 2, 1, 4, 5],
-    "shuffle": [3, 5, 0, 2, 1, 4],
-    "unchanged": [0, 1, 2, 3, 4, 5],
-}
-
-
-def outputs_for(order_name, positions):
-    """Outputs (6, 16) of the demo layer for the original and the permuted sentence, and the
-    permuted output moved back into the original order minus the original output."""
-    order = ORDERS[order_name]
-    add = pos if positions else torch.zeros_like(pos)
-    with torch.no_grad():
-        h = x_dog + add
-        original = mha(h, h, h)[0][0]
-        hp = x_dog[:, order] + add
-        permuted = mha(hp, hp, hp)[0][0]
-    moved_back = permuted[pl.inverse_permutation(order).to(device)]
-    return original, permuted, moved_back - original
-
-
-# One colour scale for the outputs; the difference panel's scale is the largest difference any
-# order makes once positions are on, so "white" means zero on the scale of a real change.
-OUT_SCALE = max(outputs_for(o, p)[0].abs().max().item() for o in ORDERS for p in (False, True))
-DIFF_SCALE = max(outputs_for(o, True)[2].abs().max().item() for o in ORDERS)
-
-
-def draw_outputs(fig, order_name="reversed", positions=False):
-    """Heatmaps of the original output, the permuted output and the moved-back difference;
-    returns the update(order_name, positions) that redraws them."""
-    axes = fig.subplots(1, 3)
-    ims = [viz.heatmap(torch.zeros(len(words), hdim), ax=ax, xlabel="features", diverging=True, vmax=vmax,
-                       colorbar=None) for ax, vmax in zip(axes, (OUT_SCALE, OUT_SCALE, DIFF_SCALE))]
-    for ax in axes:
-        ax.set_xticks([])  # 16 anonymous features
-    axes[0].set_yticks(range(len(words)), words)
-    axes[2].set_yticks(range(len(words)), words)
-    axes[2].set_title(f"moved back − original (±{DIFF_SCALE:.3f})")
-
-    def update(order_name, positions):
-        for im, m in zip(ims, outputs_for(order_name, positions)):
-            im.set_data(m.cpu().numpy())
-        axes[0].set_title("original sentence" + (", positions on" if positions else ""))
-        axes[1].set_title(f"permuted: {order_name}")
-        axes[1].set_yticks(range(len(words)), [words[j] for j in ORDERS[order_name]])
-
-    update(order_name, positions)
-    return update
-
+# Before calling `nn.MultiheadAttention`, the source passes the embeddings through three
+# extra `nn.Linear` layers, `mha(W_q(e), W_k(e), W_v(e))`. But `nn.MultiheadAttention` applies
+# its own input projections (`in_proj_weight`), so the queries are projected twice. That is
+# harmless (still no positions, still identical dogs) but redundant: two linear maps in a row
+# are one linear map. The cell folds the extra layers into the module's own projection and
+# gets the same output.
 
 # %% slideshow={"slide_type": "fragment"}
-fig = Figure(figsize=(9, 2.8))
-draw_outputs(fig)
-diff = outputs_for("reversed", False)[2]
-assert diff.abs().max() < 1e-5  # the right panel really is zero
-fig
+W_q, W_k, W_v = (nn.Linear(hdim, hdim, bias=False).to(device).requires_grad_(False) for _ in range(3))
+out_twice, _ = mha(W_q(x_dog), W_k(x_dog), W_v(x_dog))  # the source's call
+
+folded = scaled(mha, 0.3)  # an exact copy of the demo's heads
+in_q, in_k, in_v = mha.in_proj_weight.chunk(3)
+folded.in_proj_weight.copy_(torch.cat([in_q @ W_q.weight, in_k @ W_k.weight, in_v @ W_v.weight]))
+torch.testing.assert_close(folded(x_dog, x_dog, x_dog)[0], out_twice)  # one projection does it
+assert torch.allclose(out_twice[0, 2], out_twice[0, 5], atol=1e-6)  # and the dogs are still identical
+print("extra projections fold into in_proj_weight: same output")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# Switch the positional encoding on and the right panel lights up, for every order except
-# "unchanged". Even "swap the two dogs" lights it up: that swap gives back the very same
-# sentence, hence the very same output, but the two "dog" rows now differ, so moving rows with
-# their tokens no longer reproduces it. With positions an output belongs to a place in the
-# sentence, not to a token. The cell checks both claims for the six orders of the drop-down:
-# without positions no order lights the right panel up; with positions every order but
-# "unchanged" does, while the dog swap leaves the output itself exactly as it was. The figure
-# after it shows the dog swap with positions on: only the two dog rows light up.
+# ### What `nn.MultiheadAttention` computes, by hand
+#
+# With one head and no biases, `nn.MultiheadAttention` is exactly `pl.attention` between an
+# input projection and an output projection. Its `in_proj_weight` stacks
+# $W_Q^\top, W_K^\top, W_V^\top$ (PyTorch stores `Linear` weights as (out, in)), so
+# $Q = X\,W_Q$ reads `x @ in_q.T`. (With several heads the projections are cut into one slice
+# per head, and the module returns the weights averaged over the heads.) The `one_head` above:
 
 # %% slideshow={"slide_type": "fragment"}
-lit = {name: [outputs_for(name, p)[2].abs().max().item() > 1e-4 for p in (False, True)] for name in ORDERS}
-assert all(not off for off, _ in lit.values())
-assert [name for name, (_, on) in lit.items() if not on] == ["unchanged"]
-original, swapped, dog_diff = outputs_for("swap the two dogs", True)
-torch.testing.assert_close(swapped, original)  # same sentence, same output
-assert (dog_diff.abs().amax(-1) > 1e-4).tolist() == [False, False, True, False, False, True]  # the dog rows only
-print("right panel lit up (positions off, on):", lit)
+ref_out, ref_w = one_head(x_dog, x_dog, x_dog)
+in_q, in_k, in_v = one_head.in_proj_weight.chunk(3)
+core, core_w = pl.attention(x_dog @ in_q.T, x_dog @ in_k.T, x_dog @ in_v.T)
+torch.testing.assert_close(core @ one_head.out_proj.weight.T, ref_out)
+torch.testing.assert_close(core_w, ref_w)
+print("nn.MultiheadAttention (1 head) == out_proj(pl.attention(...)): True")
 
-# %% slideshow={"slide_type": "fragment"}
-fig = Figure(figsize=(9, 2.8))
-draw_outputs(fig, "swap the two dogs", positions=True)
-fig
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# Now choose the order and switch the positions on and off yourself. Without positions the
-# right panel stays white for every order. With positions, one prediction before you look:
-# "swap 'the' and 'chased'" moves two words that, unlike the dogs, differ. Which rows light up:
-# only the rows of the two words that moved, or more? And what does the same swap do with the
-# positions off?
-
-# %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
-permute_widget = viz.InteractiveFigure(
-    draw_outputs, figsize=(9, 2.8),
-    order_name=widgets.Dropdown(options=list(ORDERS), value="reversed", description="order"),
-    positions=widgets.Checkbox(value=False, description="add positions"),
-)
-permute_widget
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# With positions on, "swap 'the' and 'chased'" lights up every row, the four tokens that stayed
-# in place too (`<s>`, both dogs and "another"). Each output is a weighted mix of every token's
-# value, and with positions a value carries its place as well as its word: when two words trade
-# places, every token's mix changes, not only theirs. The dog swap lit only the dog rows
-# because it left the sentence, and so every mix, as it was. Without positions the same swap
-# changes nothing but the order of the two rows. The cell checks it row by row.
-
-# %% slideshow={"slide_type": "fragment"}
-_, _, diff_on = outputs_for("swap 'the' and 'chased'", True)
-_, _, diff_off = outputs_for("swap 'the' and 'chased'", False)
-per_row = diff_on.abs().amax(-1)  # the largest change in each row of the right panel
-stayed = [0, 2, 4, 5]  # <s>, dog, another, dog: their tokens did not move
-assert (per_row[stayed] > 0.15).all() and diff_off.abs().max() < 1e-5
-print("swap 'the' and 'chased', positions on, largest change per row:",
-      {f"{i} {words[i]}": round(v, 2) for i, v in enumerate(per_row.tolist())})
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
@@ -685,32 +793,33 @@ _ = check.passes_through(answer)
 # mask, a running sum. Is there a layer in between? Design a function `my_layer(x)` from $n$
 # tokens, a tensor $(n, d)$, to $(n, d)$ that every **rotation** of the sequence passes through
 # (the token at place $i$ moves to place $i + s \bmod n$, for every shift $s$), but not every
-# permutation. It must work for any $n \ge 5$ and any $d$; the checker draws its own tokens and
-# tries every rotation and every swap of two tokens.
+# permutation. It must work for any $n \ge 5$ and any $d$; the checker draws new sizes and tokens
+# at every run and tries every rotation and every swap of two tokens.
 
 # %% slideshow={"slide_type": "fragment"}
 def my_layer(x):
     raise NotImplementedError  # your code
 
 
-_ = check.neighbour_layer(my_layer)
+_ = check.shift_not_shuffle(my_layer)
 
 
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "neighbour_layer_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "shift_not_shuffle_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def my_layer(x):
     ### BEGIN SOLUTION
     # A rotation keeps every token's neighbours: the token after x_i is still the one after it, with the last
     # token followed by the first. A shuffle does not. So mix each token with its neighbour at a fixed offset,
     # wrapping around at the end: f(x)_i = x_i + x_(i-1 mod n). Without the wrap-around the first token would
-    # be special (it has no predecessor), and a rotation would move a token across that edge. Any fixed mix of
-    # offsets works (x_(i+1), x_(i-1) + x_(i+1), ...): it reads offsets, not places, the idea behind the
-    # relative encodings of chapter 4.
+    # be special (it has no predecessor), and a rotation would move a token across that edge. Other mixes of
+    # offsets work too (x_(i+1), x_(i-1) + x_(i+1), ...): they read offsets, not places, the idea behind the
+    # relative encodings of chapter 4. Not every mix: one that weighs every other token alike (x_i alone, or
+    # x_i plus the mean of all tokens) is a bag again.
     return x + x.roll(1, dims=0)
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "neighbour_layer", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.neighbour_layer(my_layer)
+# %% nbgrader={"grade": true, "grade_id": "shift_not_shuffle", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.shift_not_shuffle(my_layer)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise 3. Design: positions that do not reach the output.** Section 3 showed that adding
@@ -746,12 +855,14 @@ _ = check.blind_query(answer)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise 4. Design: two places a causal head cannot tell apart.** Section 1 showed that a causal
-# mask breaks equivariance: the first token knows it is first. Does that let a causal head without
-# positions tell every position apart? Break that hope. Take one causal head without positions
-# (`pl.attention(..., causal=True)`) over a sequence of token ids from 0 to 4 (each id stands for one
-# embedding; at most 12 tokens). Design a sequence that uses at least two different tokens, and two
-# positions $i < j$ whose outputs are identical whatever the embeddings and the weights are. Answer
-# as `(tokens, (i, j))`; the checker tries several random embeddings and weights.
+# mask breaks equivariance: row 0 sees only itself, and every other row sees a prefix of its
+# own. Does that let a causal head without positions tell every position apart? Break that hope.
+# Take one causal head without positions (`pl.attention(..., causal=True)`) over a sequence of token ids from 0 to 4 (each id stands for one
+# embedding; at most 12 tokens). Design a sequence and two positions $i < j$ whose outputs are
+# identical whatever the embeddings and the weights are, with at least two different tokens among
+# positions 0 to $j$ (one token repeated up to $j$ makes every row up to $j$ that token's value
+# vector, which proves nothing). Answer as `(tokens, (i, j))`; the checker tries several random
+# embeddings and weights.
 
 # %% slideshow={"slide_type": "fragment"}
 answer = None  # (tokens, (i, j)), e.g. ([0, 1, 2], (0, 2))
@@ -827,26 +938,29 @@ _ = check.changed_rows(changed_rows)
 #   networks and LayerNorm keep this (row-wise maps and sums of equivariant maps are
 #   equivariant), so a whole block, and a whole model, is blind to order too.
 # - This needs every query to see every key. A causal mask is tied to places, not tokens, and
-#   breaks it: the first token knows it is first (chapter 7 turns this into a counter). Within
+#   breaks it: row 0 sees only itself (chapter 7 builds a counter on this). Within
 #   one causal layer the tokens before a query still form a bag, weighed by their shares
 #   (Exercises 4 and 5); a second layer reads the first one's outputs, which already differ from
 #   place to place.
 # - For a fixed query it is **permutation-invariant** in the (key, value) pairs: the
 #   sentence is a bag of words.
-# - Adding a position code $p_i$ to each token before the projections breaks both; chapter 2
-#   asks what a good $p_i$ looks like.
+# - Adding a position code $p_i$ to each token before the projections breaks both: a reorder
+#   stays invisible, for any weights, when every token lands on a place with the code of the
+#   place it left (one vector everywhere hides every reorder), and shows for the demo's weights
+#   whenever some token does not (not for every weight: Exercise 3). Chapter 2 asks what a good
+#   $p_i$ looks like.
 #
 # ## Errata in the sources
 #
 # 1. **Positions after the projections.** `001` writes
 #    $\mathrm{Attn}(X) = (V+P)\,\mathrm{softmax}((K+P)^\top(Q+P)/\sqrt d)$ with $Q = W_QX$
-#    and $P$ its matrix of position codes ($P_{\mathrm{pos}}$ in section 3), i.e. the codes are
+#    and $P$ its matrix of position codes ($P_{\mathrm{pos}}$ in section 5), i.e. the codes are
 #    added after projecting. The usual form (and what `nn.MultiheadAttention` computes when it
-#    is fed $X + P_{\mathrm{pos}}$) projects the sum: $Q = W_Q(X+P_{\mathrm{pos}})$. The cell in section 3
+#    is fed $X + P_{\mathrm{pos}}$) projects the sum: $Q = W_Q(X+P_{\mathrm{pos}})$. The cell in section 5
 #    asserts the two score matrices differ. The formula also leaves the softmax axis
 #    unstated; in its column convention it must run over the keys (`dim=0`).
 # 2. **Projected twice.** `001`'s demo applies three `nn.Linear` layers and then
-#    `nn.MultiheadAttention`, which projects again. Harmless but redundant: section 2 folds
+#    `nn.MultiheadAttention`, which projects again. Harmless but redundant: section 5 folds
 #    the extra layers into `in_proj_weight` and gets the same output.
 # 3. **Not an error, but easy to misread:** the demo compares positions 2 and 5 because
 #    its tokenizer prepends a beginning-of-sequence token; without it the two "dog" tokens

@@ -8,6 +8,7 @@ misconception on a sequence one can draw, and what they give away a simulation g
 """
 from __future__ import annotations
 
+import itertools
 import random
 from typing import Any, Callable, Iterator
 
@@ -18,7 +19,7 @@ from ..attention import attention
 from ._core import Verdict, close, float64_tensor, report, sealed, whole_number, whole_numbers
 from ._guard import answers_under_guard, stopped_verdict
 
-__all__ = ["passes_through", "neighbour_layer", "blind_query", "causal_twins", "changed_rows"]
+__all__ = ["passes_through", "shift_not_shuffle", "blind_query", "causal_twins", "changed_rows"]
 
 
 # Exercise 1: a 4x4 matrix T, not a permutation, with Attn(TX) = T Attn(X) for every X and every head.
@@ -34,6 +35,15 @@ def _is_permutation(t: torch.Tensor) -> bool:
     return bool(((t == 0) | (t == 1)).all() and (t.sum(0) == 1).all() and (t.sum(1) == 1).all())
 
 
+_NUDGE = 1e-3  # a T closer than this to a permutation, entry by entry, is that permutation (correct designs are >= 1 away)
+
+
+def _permutation_gap(t: torch.Tensor) -> float:
+    """The largest entry of |T - P| for the permutation matrix P nearest to T (4x4: all 24 tried)."""
+    eye = torch.eye(t.shape[0], dtype=t.dtype)
+    return min(float((t - eye[list(order)]).abs().max()) for order in itertools.permutations(range(t.shape[0])))
+
+
 def passes_through(answer: Any) -> bool | None:
     """Exercise 1: a 4x4 matrix T that is not a permutation matrix, with Attn(TX) = T Attn(X) for
     every 4 tokens X and every head (pl.attention after bias-free projections)."""
@@ -44,8 +54,9 @@ def passes_through(answer: Any) -> bool | None:
             yield False, ("T must be 4x4 finite numbers (one row per output slot, one column per token), got "
                           f"{'shape ' + str(tuple(t.shape)) if t is not None and t.shape != (4, 4) else repr(answer)}")
             return
-        if _is_permutation(t):
-            yield False, "T is a permutation matrix: section 1's own answer; the design asks for one that is not"
+        if _permutation_gap(t) < _NUDGE:
+            yield False, ("T is a permutation matrix, or one with its entries nudged by less than 0.001: section 1's "
+                          "own answer; the design asks for one that is not")
             return
         if int(torch.linalg.matrix_rank(t)) < 4:
             yield False, ("T is singular: it drops a token or writes one over another, so some query sees other "
@@ -58,11 +69,11 @@ def passes_through(answer: Any) -> bool | None:
             return
         entries = t[t != 0]
         if _is_permutation(t.abs()) and bool((entries > 0).any() and (entries < 0).any()):
-            yield False, ("T flips the sign of some tokens and not of others: the score between a flipped and an "
-                          "unflipped token changes sign, and the softmax sees that")
+            yield False, ("T keeps every token's size and still fails: it changes some of the scores between tokens, "
+                          "and the softmax sees every score")
         elif _is_permutation(t / entries[0]):
             yield False, (f"T scales every token by {float(entries[0]):g}: attention is not linear in its tokens, and "
-                          "the softmax is not blind to the scale of its scores (section 2's weights show it)")
+                          "the softmax is not blind to the scale of its scores (section 5's weights show it)")
         else:
             yield False, "Attn(TX) differs from T Attn(X) on random tokens and weights"
 
@@ -72,14 +83,21 @@ def passes_through(answer: Any) -> bool | None:
 
 
 # Exercise 2: a layer that moves with every rotation of the sequence, but not with every permutation.
-RING_SIZES = ((5, 4), (8, 3), (6, 2))  # (n tokens, d features) of the tokens the checker draws
-_MOVES, _SEES = 1e-6, 1e-3  # relative error: below _MOVES a reorder only moved the rows; above _SEES it did more
+# The checker draws three sizes anew at every call, one n from each range, and 1 to 6 features each: the prompt says
+# "any n >= 5", so no layer may be written for the sizes tried.
+_N_RANGES = ((5, 9), (10, 16), (17, 40))
+# Relative errors. Above _MOVES a rotation did more than move the rows. A swap sees the order when its error stands
+# above the layer's own rounding, measured by its rotations: _ABOVE_ROUNDING times their largest error, and at
+# least _FLOOR (float64 rounding is ~1e-16), so that a small but exact mixing coefficient (1e-5, 1e-9) counts.
+_MOVES, _ABOVE_ROUNDING, _FLOOR = 1e-6, 100.0, 1e-12
 
 
 def _ring_tokens() -> list[torch.Tensor]:
-    """The tokens a design must pass: float64, drawn here, one tensor (n, d) per size."""
-    g = torch.Generator().manual_seed(21)
-    return [torch.randn(n, d, generator=g, dtype=torch.float64) for n, d in RING_SIZES]
+    """The tokens a design must pass: float64, one tensor (n, d) per range of _N_RANGES, sizes and values drawn
+    anew at every call (from the operating system's randomness, which no seed set in the notebook repeats)."""
+    rng = random.SystemRandom()
+    g = torch.Generator().manual_seed(rng.randrange(2**62))
+    return [torch.randn(rng.randint(lo, hi), rng.randint(1, 6), generator=g, dtype=torch.float64) for lo, hi in _N_RANGES]
 
 
 def _reorder_error(f: Callable[[torch.Tensor], Any], x: torch.Tensor, order: list[int]) -> float | None:
@@ -92,7 +110,7 @@ def _reorder_error(f: Callable[[torch.Tensor], Any], x: torch.Tensor, order: lis
     return float((moved - out[order]).abs().max() / (1e-12 + out.abs().max()))
 
 
-def neighbour_layer(answer: Any) -> bool | None:
+def shift_not_shuffle(answer: Any) -> bool | None:
     """Exercise 2: a function f from n tokens (n, d) to (n, d) with f(PX) = P f(X) for every rotation P of
     the sequence (token i moves to place i + s mod n) and not for every permutation, at each size tried."""
 
@@ -112,9 +130,13 @@ def neighbour_layer(answer: Any) -> bool | None:
                               "rows: some place in the sequence is special to your layer")
                 return
             swaps = [[*range(a), b, *range(a + 1, b), a, *range(b + 1, n)] for a in range(n) for b in range(a + 1, n)]
-            if max(_reorder_error(f, x, order) for order in swaps) < _SEES:
-                yield False, (f"with {n} tokens every permutation tried only moves your layer's rows: it treats the "
-                              "tokens as a bag, so it cannot see their order at all")
+            seen = [_reorder_error(f, x, order) for order in swaps]
+            if None in seen:
+                yield False, f"for {n} tokens of {d} features f must return finite numbers, a tensor of shape ({n}, {d})"
+                return
+            if max(seen) <= max(_FLOOR, _ABOVE_ROUNDING * max(errors)):
+                yield False, (f"with {n} tokens every permutation tried only moves your layer's rows (up to rounding): "
+                              "it treats the tokens as a bag, so it cannot see their order at all")
                 return
         yield True, ("right: your layer reads each token's neighbours by their offset, not by their place; a rotation "
                      "keeps every offset and a shuffle does not. Relative positions (chapter 4) rest on the same idea")
