@@ -883,15 +883,18 @@ print("copied one phase off, positions 32-39 / 56-63:",
 # a hint. The worked solution follows, collapsed (expand it only after trying), then a cell that
 # checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
 #
-# **Exercise 1. A proof in four positions.** Least squares found no affine map
+# **Exercise 1. The smallest proof in four positions.** Least squares found no affine map
 # $p_{i+k} = M p_i + b$ for any $k < 2^{d-2}$ (section 4), but only on the tables it could
 # build. A proof needs no table. An affine map keeps balanced sums: if $p_a + p_b = p_c + p_e$,
 # then $f(p_a) + f(p_b) = M(p_a + p_b) + 2b = f(p_c) + f(p_e)$. So four positions whose codes
 # balance while the codes $k$ steps on do not, $p_{a+k} + p_{b+k} \ne p_{c+k} + p_{e+k}$, prove
-# that no affine map moves every code $k$ steps on. Write `witness(d, k)` returning four such
-# positions $(a, b, c, e)$ of the $d$-bit table (each with its partner $x + k$ still in the
-# table, below $2^d$), for any $k < 2^{d-2}$. The checker asks for widths up to 60, where no
-# table can be built; the table and least squares refuse to work while your function runs.
+# that no affine map moves every code $k$ steps on. Among large positions such witnesses are easy
+# to stumble on; the question is how small one can be. Write `witness(d, k)` returning four
+# positions $(a, b, c, e)$ of the $d$-bit table (each with its partner $x + k$ still in the table,
+# below $2^d$) that form a witness and whose largest position is as small as any witness for
+# that $k$ allows, for any $k < 2^{d-2}$. The checker asks for widths up to 60, where no table
+# can be built and no search gets far; the table and least squares refuse to work while your
+# function runs.
 
 # %% slideshow={"slide_type": "fragment"}
 def witness(d, k):
@@ -904,14 +907,18 @@ _ = check.carry_witness(witness)
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "carry_witness_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def witness(d, k):
     ### BEGIN SOLUTION
-    # Let 2^a be k's lowest set bit, so k = 2^a K with K odd. The sources 0, 2^a, 2 * 2^a, 3 * 2^a use
-    # bits a and a + 1 only, in all four patterns (the corners of a square): p_0 + p_(3 * 2^a) =
-    # p_(2^a) + p_(2 * 2^a). Adding k leaves the bits below a alone and puts K + r, r = 0 .. 3, in the
-    # bits from a on. Write K = 2t + 1: bit a of K .. K + 3 reads 1, 0, 1, 0 (it balances), and the bits
-    # above read t, t + 1, t + 1, t + 2, which would need bits(t) + bits(t + 2) = 2 bits(t + 1). But of
-    # the two steps t -> t + 1 -> t + 2 exactly one carries (the one from the odd number) and the other
-    # only sets bit 0, so the two steps differ and the balance breaks: a carry on one side only.
-    # Every partner is in the table: 3 * 2^a + k < 2^d, as 2^a <= k < 2^(d - 2).
+    # Let L = 2^a be k's lowest set bit, so k = L * K with K odd. Adding k leaves the bits below a alone and starts
+    # no carry there: write each source x = L * h + l (l < L); its partner is L * (h + K) + l. The low parts l are
+    # copied on both sides, so they balance after the step if they balanced before; a witness needs the numbers h
+    # to do the breaking. If the two sides hold the same h's, {h_a, h_b} = {h_c, h_e}, the images' h + K match
+    # too; so the h's must be two different pairs with the same bit sums. No such pairs exist among 0, 1, 2
+    # (their six sums of two differ), so some h is at least 3 and some position at least 3L: no witness is smaller.
+    # And 3L is reached: the sources 0, L, 2L, 3L have h = 0, 1, 2, 3, bits a and a + 1 in all four patterns (the
+    # corners of a square): p_0 + p_(3L) = p_L + p_(2L). Their images have h = K .. K + 3. Write K = 2t + 1:
+    # bit a of K .. K + 3 reads 1, 0, 1, 0 (it balances), and the bits above read t, t + 1, t + 1, t + 2, which
+    # would need bits(t) + bits(t + 2) = 2 bits(t + 1). Of the two steps t -> t + 1 -> t + 2 exactly one carries
+    # (the one from the odd number) and the other only sets bit 0, so they differ and the balance breaks.
+    # Every partner is in the table: 3L + k < 2^d, as L <= k < 2^(d - 2).
     low = k & -k
     return (0, 3 * low, low, 2 * low)
     ### END SOLUTION
@@ -921,16 +928,18 @@ def witness(d, k):
 _ = check.carry_witness(witness)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 2. Which offsets have an exact map? Derive.** Section 4 listed the offsets $k$ with an
-# exact affine map $p_{i+k} = M p_i + b$ on the 6-bit table (no wrap-around: only the pairs with
-# $i + k < 2^d$ count) and traced them to the table's edge. Derive the rule for any width: write
-# `exact_offsets(d)` returning the offsets $k$, $1 \le k < 2^d$, that have such a map on the $d$-bit
-# table. The checker compares your lists with least squares for $d = 3$ to $8$, then asks for
-# $d = 20$, $40$ and $60$, where no table can be built; while your function runs, the table and
-# least squares refuse to work.
+# **Exercise 2. Which offsets have an exact map, on a table of any length? Derive.** Section 4
+# found the offsets with an exact affine map on the 64-row table and traced them to its edge. A
+# table of positions need not have $2^d$ rows. Write `exact_offsets(N)` returning the offsets
+# $k$, $1 \le k < N$, with an exact affine map $p_{i+k} = M p_i + b$ on the table of the first $N$
+# positions (the binary code, in as many bits as $N$ needs; only the pairs with $i + k < N$
+# count). The checker compares your lists with least squares on six short tables, $N = 5$ to
+# 100, then asks for four lengths up to $2^{60}$, where no table can be built; while your
+# function runs, the table and least squares refuse to work, and a loop over every offset runs
+# out of steps.
 
 # %% slideshow={"slide_type": "fragment"}
-def exact_offsets(d):
+def exact_offsets(N):
     raise NotImplementedError  # your code
 
 
@@ -938,21 +947,26 @@ _ = check.exact_offsets(exact_offsets)
 
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "exact_offsets_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-def exact_offsets(d):
+def exact_offsets(N):
     ### BEGIN SOLUTION
-    # Only the n = 2^d - k pairs (p_i, p_(i+k)), i < n, must fit. Write n = 2^a m with m odd; then k = 2^d - n
-    # is 2^a times an odd number as well (a < d).
-    # m = 1 (n = 2^a): the sources are the numbers below 2^a: their low a bits take every pattern and their
-    #   other bits are 0; k is a multiple of 2^a, so adding it copies the low bits and sets the others to k's:
-    #   M = I, b = k's bits. An exact map.
-    # m = 3 (n = 3 * 2^a): the low a bits again take every pattern and are copied; bits a and a + 1 take three
-    #   patterns (00, 01, 10), the bits above are 0, and the images' bits from a on depend on those three
-    #   patterns alone: three points not on one line, which an affine map sends anywhere (section 4).
-    # m >= 5: then 3 * 2^a < n, so Exercise 1's four sources 0, 2^a, 2 * 2^a, 3 * 2^a all have partners in the
-    #   table, and their balance breaks (that argument needs only k = 2^a times an odd number): no affine map.
-    # So the offsets are those with 2^d - k = 2^a (a < d) or 3 * 2^a (a < d - 1): 2d - 1 of them.
-    left = {2**a for a in range(d)} | {3 * 2**a for a in range(d - 1)}
-    return sorted(2**d - n for n in left)
+    # Write k = L * K with L = 2^a its lowest set bit (K odd). Adding k leaves the bits below a alone and starts
+    # no carry there, so every pair copies them (the identity) and adds K to the number h = i >> a that the
+    # bits from a on form. Only those numbers matter, and the sources i = 0 .. N - k - 1 give h = 0, 1, ..., H - 1
+    # with H = ceil((N - k) / L).
+    # H <= 3: the bit patterns of 0, 1, 2 are three points not on one line, which an affine map sends anywhere
+    #   (fewer points are easier still): an exact map.
+    # H >= 4: the sources 0, L, 2L, 3L are in the table, and Exercise 1's witness breaks every affine map.
+    # So k fits iff N - k <= 3L. For each L = 2^a these are the odd multiples of L in [N - 3L, N), at most two,
+    # listed without trying every k.
+    out = []
+    for a in range(N.bit_length()):
+        low = 2**a
+        m = max(1, -(-(N - 3 * low) // low))  # the first multiple of L at or above N - 3L ...
+        m += 1 - m % 2  # ... that is odd, so that L is its lowest set bit
+        while m * low < N:
+            out.append(m * low)
+            m += 2
+    return sorted(out)
     ### END SOLUTION
 
 
@@ -991,37 +1005,43 @@ def one_bit_code(n, d):
 _ = check.one_bit_steps(one_bit_code)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 4. The sinusoids' step, in closed form.** Section 3 measured that neighbouring
-# sinusoidal codes are always the same distance apart, $\lVert p_{i+1} - p_i\rVert$ the same for
-# every $i$, but only computed it numerically. Derive the distance as a formula in the
-# frequencies $\theta_j = \text{base}^{-2j/d}$ and write `sin_step(d, base)` returning it (one
-# number). `pl.rope_frequencies(d, base=base)` gives the $\theta_j$; the library's code builders
-# (`pl.sinusoidal_positions`, `pl.rope_angles`, `pl.apply_rope`, ...) refuse to work while your
-# function runs.
+# **Exercise 4. How the sinusoids' step grows with the width.** Section 3 measured that
+# neighbouring sinusoidal codes are always the same distance apart, $\lVert p_{i+1} - p_i\rVert$
+# the same for every $i$, at $d = 6$. More features make the step longer; for large $d$ it grows
+# like $\sqrt d$. Derive the constant: write `step_growth(base)` returning
+# $\lim_{d\to\infty} \lVert p_{i+1} - p_i\rVert / \sqrt d$ for the code with
+# $\theta_j = \text{base}^{-2j/d}$, to 11 decimal places. No width you can build gets that close,
+# and the library's code builders (`pl.sinusoidal_positions`, `pl.rope_angles`, `pl.apply_rope`,
+# ...) refuse to work while your function runs.
 
 # %% slideshow={"slide_type": "fragment"}
-def sin_step(d, base):
+def step_growth(base):
     raise NotImplementedError  # your code
 
 
-_ = check.sin_step(sin_step)
+_ = check.sin_step(step_growth)
 
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "sin_step_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-def sin_step(d, base):
+def step_growth(base):
     ### BEGIN SOLUTION
-    # Pair j moves from angle iθ_j to (i+1)θ_j on the unit circle: a chord of length 2 sin(θ_j / 2),
-    # whatever i is. The pairs use separate coordinates, so the squared lengths add:
+    # Pair j moves from angle iθ_j to (i+1)θ_j on the unit circle: a chord of length 2 sin(θ_j / 2), whatever
+    # i is. The pairs use separate coordinates, so the squared lengths add:
     # ||p_(i+1) - p_i||^2 = sum_j 4 sin^2(θ_j / 2) = sum_j (2 - 2 cos θ_j), the same for every i.
-    # (It grows like sqrt(d): a fixed share of the pairs, those with θ_j not small, adds about a
-    # constant each.)
-    theta = pl.rope_frequencies(d, base=base, dtype=torch.float64)
-    return (2 * torch.sin(theta / 2)).pow(2).sum().sqrt()
+    # With t_j = 2j / d the frequencies are θ_j = base^(-t_j), and the d/2 values t_j fill [0, 1) evenly as d
+    # grows: the sum is d/2 times the mean of 2 - 2 cos base^(-t) over [0, 1), so
+    # ||p_(i+1) - p_i||^2 / d -> ∫_0^1 (1 - cos base^(-t)) dt, computed here by Simpson's rule in float64
+    # (200 000 intervals: an error far below the eleventh decimal). The slow pairs add almost nothing
+    # (1 - cos θ ≈ θ^2 / 2), and a larger base puts more of them there: the step shrinks as the base grows.
+    t = torch.linspace(0, 1, 200_001, dtype=torch.float64)
+    f = 1 - torch.cos(base**-t)
+    integral = (f[0] + f[-1] + 4 * f[1:-1:2].sum() + 2 * f[2:-1:2].sum()) / (3 * 200_000)
+    return integral.sqrt()
     ### END SOLUTION
 
 
 # %% nbgrader={"grade": true, "grade_id": "sin_step", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.sin_step(sin_step)
+_ = check.sin_step(step_growth)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Summary

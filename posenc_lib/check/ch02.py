@@ -1,20 +1,22 @@
 """Checkers for notebooks/02_integer_binary.ipynb: integer and binary codes, affine maps between positions.
 
-No checker here holds an answer. A witness and a code are checked by the properties they must have; the
-exact offsets are compared with least squares on the tables (for small widths, measured while the learner's
-function cannot) and, for widths no table reaches, with salted digests (``_core.sealed``); the step length
-is compared with a measurement the learner's function is refused.
+No checker here holds an answer. A witness and a code are checked by the properties they must have, and the
+smallest witnesses by a salted digest of their largest positions (``_core.sealed``); the exact offsets are
+compared with least squares on the tables (for short tables, measured while the learner's function cannot)
+and, for lengths no table reaches, with salted digests; the growth of the sinusoids' step with salted
+digests of its values to eleven decimals, which no width one can build reaches.
 """
 from __future__ import annotations
 
+import itertools
+import math
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 import torch
 
 from .. import absolute, angles, rope, rotary
-from ..angles import rope_frequencies
-from ._core import Verdict, close, float64_tensor, number, report, sealed, whole_numbers
+from ._core import Verdict, float64_tensor, number, report, sealed, whole_numbers
 from ._guard import answers_under_guard, stopped_verdict
 
 __all__ = ["carry_witness", "exact_offsets", "one_bit_steps", "sin_step"]
@@ -45,10 +47,12 @@ def _measurements() -> tuple[tuple[Any, str, str], ...]:
             (numpy.linalg, "pinv", "numpy.linalg.pinv"), (numpy.linalg, "solve", "numpy.linalg.solve"))
 
 
-# Exercise 1: four positions whose codes balance (p_a + p_b = p_c + p_e) while their images k steps on do not.
-# Every k here is below 2^(d-2), where section 4 found no exact map; the widths go far past any table.
+# Exercise 1: the smallest four positions whose codes balance (p_a + p_b = p_c + p_e) while their images k steps
+# on do not. Every k is below 2^(d-2), where section 4 found no exact map; the widths go far past any table.
 WITNESS_CASES = ((4, 1), (4, 2), (6, 4), (6, 12), (8, 3), (8, 40), (20, 5 * 2**9), (40, 2**30 + 2**20),
-                 (60, 7 * 2**40), (60, 2**57 + 2**3))
+                 (48, 3 * 2**44), (60, 7 * 2**40), (60, 2**57 + 2**3))
+# sealed([the largest position of a smallest witness, for each case], "ch02.carry_witness.smallest")
+_SMALLEST_SEALED = "1fd0460363e2be06fca01b23"
 
 
 def _bit_sums(x: int, y: int, d: int) -> list[int]:
@@ -58,8 +62,9 @@ def _bit_sums(x: int, y: int, d: int) -> list[int]:
 
 def carry_witness(fn: Any) -> bool | None:
     """Exercise 1: fn(d, k) -> four positions (a, b, c, e) of the d-bit table, with a + k, ... still in it,
-    whose codes balance, p_a + p_b = p_c + p_e, while p_(a+k) + p_(b+k) != p_(c+k) + p_(e+k): a proof that
-    no affine map sends p_i to p_(i+k). Widths up to 60, so the table and least squares refuse to run."""
+    whose codes balance, p_a + p_b = p_c + p_e, while p_(a+k) + p_(b+k) != p_(c+k) + p_(e+k), and whose
+    largest position is as small as any such witness allows. Widths up to 60: the table and least squares
+    refuse to run, and a search runs out of steps."""
 
     def run(f: Callable[[int, int], Any]) -> Iterator[Verdict]:
         if not callable(f):
@@ -72,6 +77,7 @@ def carry_witness(fn: Any) -> bool | None:
                                   "positions, and no table of 2^60 rows can be built", loop="searches too long: "
                                   "choose the four positions from what adding k does to the bits")
             return
+        largest = []
         for d, k in WITNESS_CASES:
             quad = whole_numbers(answers[d, k])
             call = f"fn({d}, {k})"
@@ -98,85 +104,102 @@ def carry_witness(fn: Any) -> bool | None:
                 else:
                     yield False, f"{call}: the images are balanced too; the carries changed both sides alike"
                 return
+            largest.append(max(quad))
         yield True, (f"a witness for all {len(WITNESS_CASES)} offsets, up to d = 60: an affine map keeps every "
                      "balance, and a carry that falls on one side only breaks it, so no affine map exists")
+        if sealed(largest, "ch02.carry_witness.smallest") != _SMALLEST_SEALED:
+            yield False, ("but not the smallest witness for every offset: some of your positions are larger than "
+                          "a proof needs")
+            return
+        yield True, "and the smallest for every offset: no witness has a smaller largest position"
 
-    return report("four positions that prove there is no affine map", fn, run,
-                  "an affine map sees only bits; adding k does something to the bits that depends on the bits "
-                  "below: where can that act on one side of a balance and not the other?")
+    return report("the smallest four positions that prove there is no affine map", fn, run,
+                  "an affine map sees only bits, and adding k does something to the bits that depends on the bits "
+                  "below: which bits does adding k leave alone, carries included?")
 
 
-# Exercise 2: every offset with an exact affine map on the d-bit table (no wrap-around), for any d.
-OFFSET_BITS_MEASURED = (3, 4, 5, 6, 7, 8)  # least squares on the tables, measured by the checker
-OFFSET_BITS_FAR = (20, 40, 60)  # 2^d positions: far too many rows for any table
-# sealed(sorted offsets, "ch02.exact_offsets") for each far width
-_FAR_SEALED = {20: "cfd24e2eddd2a7d11616cbcc", 40: "12273967fd33ae1ab60ea74c", 60: "d0bf661899e6b66437b7c6f2"}
+# Exercise 2: every offset with an exact affine map on the table of the first N positions, for any N.
+OFFSET_N_MEASURED = (5, 12, 23, 40, 64, 100)  # least squares on the tables, measured by the checker
+OFFSET_N_FAR = (1_000_003, 3 * 2**40 + 5, 2**59 + 2**31 + 1, 2**60)  # far too many rows for any table
+# sealed(sorted offsets, f"ch02.exact_offsets.{N}") for each far length
+_OFFSETS_SEALED = {1_000_003: "495762f76163d7e30c86aad8", 3 * 2**40 + 5: "1607aeec681f51288997384c",
+                   2**59 + 2**31 + 1: "317bf4981024a00e928def35", 2**60: "22872868a36abc123cfb0867"}
+# The misconceptions, sealed the same way where they differ from the right list (None: the same list there).
+_OFFSET_MISTAKES = {
+    "read off the 64-row table": (
+        "a pattern of the 64-row table (N - k a power of two or three times one), which holds where N is a power "
+        "of two: the sources of a shorter or longer table are other numbers",
+        {5: "e06f6747b214fca5ac96f099", 12: None, 23: "87647a1c4cd57b3b84fcfa19", 40: "07857265a15bb6152b52a499",
+         64: None, 100: "fd5b9e10eec9e77196222f69", 1_000_003: "2038ed5c829f9dac5c755793",
+         3 * 2**40 + 5: "9ee84c874946d2d1693fa672", 2**59 + 2**31 + 1: "f802029c247629f618279ab3", 2**60: None}),
+    "too few points": (
+        "some offsets you leave out do have an exact map: you under-count how many points an affine map can "
+        "send wherever it likes",
+        {5: None, 12: "e5161a250a380d641271bbee", 23: "e997b9e758e3034380b11b93", 40: "d0aec2486e9f053706be400f",
+         64: "b9c7111561eda372709b0b21", 100: "b8125aed68c5b40e183983ad", 1_000_003: "dcb62fc4a729116abcd7c96e",
+         3 * 2**40 + 5: "358596b37a122535e33c708f", 2**59 + 2**31 + 1: "59034d51d24e61005611c482",
+         2**60: "bbb1b23779a58645ba45403f"}),
+    "too many points": (
+        "some offsets you list have no exact map: their pairs hold four sources of Exercise 1's kind",
+        {5: "e06f6747b214fca5ac96f099", 12: None, 23: "da35a779fd2b3205c08a107a", 40: "07857265a15bb6152b52a499",
+         64: None, 100: "b39039a34492d3bb242dc646", 1_000_003: "3d729300693c4c417158f974",
+         3 * 2**40 + 5: "f1f2e880afd674600fc976db", 2**59 + 2**31 + 1: "147ca689d5bde2e61c97bfda", 2**60: None}),
+}
 
 
 def exact_offsets(fn: Any) -> bool | None:
-    """Exercise 2: fn(d) -> the sorted offsets k (1 <= k < 2**d) with an exact affine map on the d-bit table,
-    no wrap-around; for d up to 60, so the table and least squares refuse to run while fn does."""
+    """Exercise 2: fn(N) -> the offsets k (1 <= k < N) with an exact affine map p_i -> p_(i+k) on the table of
+    the first N positions (only the pairs with i + k < N count), for N up to 2^60: the table and least squares
+    refuse to run while fn does, and a loop over every offset runs out of steps."""
 
     def run(f: Callable[[int], Any]) -> Iterator[Verdict]:
         if not callable(f):
-            yield False, f"answer must be a function fn(d) returning a list of offsets, got {type(f).__name__}"
+            yield False, f"answer must be a function fn(N) returning a list of offsets, got {type(f).__name__}"
             return
         measured = {}
         with _one_thread():  # before the learner's function runs, while the library is whole
-            for d in OFFSET_BITS_MEASURED:
-                table = absolute.binary_positions(2**d, d, dtype=torch.float64)
-                measured[d] = {k for k in range(1, 2**d) if absolute.affine_shift_residual(table, k) < 1e-9}
-        widths = OFFSET_BITS_MEASURED + OFFSET_BITS_FAR
-        by_case, stopped = answers_under_guard(f, [(d,) for d in widths], _measurements())
+            for n in OFFSET_N_MEASURED:
+                table = absolute.binary_positions(n, (n - 1).bit_length(), dtype=torch.float64)
+                measured[n] = {k for k in range(1, n) if absolute.affine_shift_residual(table, k) < 1e-9}
+        lengths = OFFSET_N_MEASURED + OFFSET_N_FAR
+        by_case, stopped = answers_under_guard(f, [(n,) for n in lengths], _measurements())
         if stopped is not None:
-            (d,), why = stopped
-            yield stopped_verdict(why, f"fn({d})", shortcut=f"that measures the fits, and the checker goes up to "
-                                  f"d = {OFFSET_BITS_FAR[-1]}, where no table can be built; your function has to know "
-                                  "which offsets fit", loop=f"tries the offsets one by one (2^{d} - 1 of them): find "
-                                  "which ones fit without trying them")
+            (n,), why = stopped
+            yield stopped_verdict(why, f"fn({n})", shortcut=f"that measures the fits, and the checker goes up to "
+                                  f"N = 2^60, where no table can be built; your function has to know which offsets "
+                                  "fit", loop=f"tries the offsets one by one ({n - 1} of them): find which ones fit "
+                                  "without trying them")
             return
-        for d in widths:
-            got = whole_numbers(by_case[d,])
+        wrong, mistakes = [], set(_OFFSET_MISTAKES)
+        for n in lengths:
+            got = whole_numbers(by_case[n,])
             if got is None:
-                yield False, f"fn({d}) must return a list of whole offsets, got {type(by_case[d,]).__name__}"
+                yield False, f"fn({n}) must return a list of whole offsets, got {type(by_case[n,]).__name__}"
                 return
-            given = set(got)
-            if d in measured:
-                if given == measured[d]:
-                    continue
-                extra, missing = given - measured[d], measured[d] - given
-            elif sealed(sorted(given), "ch02.exact_offsets") == _FAR_SEALED[d]:
+            if any(not 1 <= k < n for k in got):
+                yield False, f"fn({n}) lists offsets outside 1 .. N - 1"
+                return
+            given = sorted(set(got))
+            digest = sealed(given, f"ch02.exact_offsets.{n}")
+            if (set(given) == measured[n]) if n in measured else digest == _OFFSETS_SEALED[n]:
                 continue
-            else:
-                extra, missing = None, None
-            if given == {2 ** (d - 1)}:
-                yield False, (f"fn({d}) is the counter that wraps around; without it only the pairs inside the "
-                              "table count, and fewer pairs are easier to fit")
-            elif any(k < 2 ** (d - 2) for k in given):
-                yield False, f"fn({d}) lists offsets below 2^(d-2); §4 found no exact map for any of them"
-            elif any(not 1 <= k < 2**d for k in given):
-                yield False, f"fn({d}) lists offsets outside 1 .. 2^d - 1"
-            elif extra is None:
-                yield False, (f"fn({d}) is wrong although d = {OFFSET_BITS_MEASURED[0]} to {OFFSET_BITS_MEASURED[-1]} "
-                              "were right: a pattern read off small tables, not a rule that holds for every width")
-            elif missing and not extra:
-                yield False, (f"fn({d}) misses {len(missing)} offsets that have an exact map: their pairs' "
-                              "sources are not a whole block of low bits, and an affine map fits them anyway")
-            elif extra and not missing:
-                yield False, (f"fn({d}) lists {len(extra)} offsets with no exact map: for them some carry "
-                              "depends on the low bits, and no affine map follows it")
-            else:
-                yield False, (f"fn({d}): {len(extra)} of your offsets have no exact map, and {len(missing)} that "
-                              "have one are missing")
+            wrong.append(n)
+            mistakes &= {name for name, (_, seals) in _OFFSET_MISTAKES.items() if seals[n] == digest}
+        if not wrong:
+            yield True, (f"right for N = {', '.join(map(str, OFFSET_N_MEASURED))} (least squares agrees) and for "
+                         "four lengths up to 2^60, where no table can be built")
             return
-        yield True, (f"right for d = {widths[0]} to {OFFSET_BITS_MEASURED[-1]} (least squares agrees) and for "
-                     f"d = {', '.join(map(str, OFFSET_BITS_FAR))}: 2d - 1 offsets, all of them the table's edge "
-                     "except k = 2^(d-1), the one offset a counter that wraps around keeps too")
+        call = f"fn({wrong[0]})" + (f" and {len(wrong) - 1} more" if len(wrong) > 1 else "")
+        if mistakes:
+            yield False, f"{call}: {_OFFSET_MISTAKES[min(mistakes)][0]}"
+        elif wrong[0] in measured:
+            yield False, f"{call} is not the list least squares finds on the {wrong[0]}-row table"
+        else:
+            yield False, (f"{call} is wrong, although the short tables were right: a pattern read off small "
+                          "tables, not a rule that holds for every length")
 
-    return report("the offsets with an exact affine map, for any width", fn, run,
+    return report("the offsets with an exact affine map, for any length", fn, run,
                   "an exact map only has to fit the pairs that exist: which numbers are their sources?")
-
-
 # Exercise 3: a code of n positions in d bits whose every step flips one bit.
 def one_bit_steps(fn: Any) -> bool | None:
     """Exercise 3: fn(n, d) -> an (n, d) table of 0s and 1s, rows distinct, with p_{i+1} and p_i
@@ -215,8 +238,27 @@ def one_bit_steps(fn: Any) -> bool | None:
                   "edges: what kind of walk along the edges do you need?")
 
 
-# Exercise 4: the constant step length of the sinusoidal code, in closed form.
-STEP_CASES = ((6, 10000.0), (64, 10000.0), (512, 10000.0), (16, 100.0))
+
+# Exercise 4: how the sinusoids' step grows with the width: lim_(d -> inf) ||p_(i+1) - p_i|| / sqrt(d), per base.
+GROWTH_BASES = (10000.0, 100.0, 500000.0, 2.0)
+# sealed([round(value * scale) for each base], f"ch02.step_growth.{scale:g}"): the limit to 11 decimals, and to
+# 5 (a finite width's step, or a rough integral, gets that far); then the misconceptions, to 5 decimals.
+_GROWTH_SEALED = {1e11: "201d2742d0816a64bb4156a8", 1e5: "753ef6f79d4ef51b463c2722"}
+_GROWTH_MISTAKES = (
+    ("8d4d2647618eaee95152adaf", "is the square of the growth: the step is the root of the squared step"),
+    ("e6a4d430dfeb9c973decea45", "is 1/√2 of the growth: each pair moves in two coordinates, sine and cosine"),
+    ("ca1988d63f070a86933df6fc", "is √2 times the growth: it counts the pairs (d/2 of them), not the d features"),
+    ("50067aa361d03a10eaa372e8", "treats every pair as the fastest one: the pairs turn at different speeds"),
+)
+
+
+def _matches(values: list[float], scale: float, digest: str) -> bool:
+    """Whether values, rounded to 1/scale, equal the sealed ones within one unit each (rounding either way)."""
+    rounded = [round(v * scale) for v in values]
+    for shifts in itertools.product((0, -1, 1), repeat=len(rounded)):
+        if sealed([r + s for r, s in zip(rounded, shifts)], f"ch02.step_growth.{scale:g}") == digest:
+            return True
+    return False
 
 
 def _code_builders() -> tuple[tuple[Any, str, str], ...]:
@@ -232,45 +274,41 @@ def _code_builders() -> tuple[tuple[Any, str, str], ...]:
 
 
 def sin_step(fn: Any) -> bool | None:
-    """Exercise 4: fn(d, base) -> the distance ||p_{i+1} - p_i|| between neighbouring sinusoidal codes, derived:
-    the library's code builders refuse to run while fn does (pl.rope_frequencies is allowed)."""
+    """Exercise 4: fn(base) -> lim_(d -> inf) ||p_(i+1) - p_i|| / sqrt(d) for the sinusoidal code with that base,
+    to 11 decimals; the library's code builders refuse to run while fn does, and no width one can build gets
+    that close."""
 
-    def run(f: Callable[[int, float], Any]) -> Iterator[Verdict]:
+    def run(f: Callable[[float], Any]) -> Iterator[Verdict]:
         if not callable(f):
-            yield False, f"answer must be a function fn(d, base), got {type(f).__name__}"
+            yield False, f"answer must be a function fn(base), got {type(f).__name__}"
             return
-        measured = {}  # the step of each case, measured on a table before the learner's function runs
-        for d, base in STEP_CASES:
-            table = absolute.sinusoidal_positions(40, d, base=base, dtype=torch.float64)
-            measured[d, base] = float((table[1:] - table[:-1]).norm(dim=-1).mean())
-        answers, stopped = answers_under_guard(f, STEP_CASES, _code_builders(), loops=False)
+        answers, stopped = answers_under_guard(f, [(base,) for base in GROWTH_BASES], _code_builders(), loops=False)
         if stopped is not None:
-            (d, base), why = stopped
-            yield stopped_verdict(why, f"fn({d}, {base:g})",
-                                  shortcut="that builds the codes and measures the step; derive it from the frequencies")
+            (base,), why = stopped
+            yield stopped_verdict(why, f"fn({base:g})", shortcut="that builds codes to measure steps; derive the "
+                                  "limit instead")
             return
-        for d, base in STEP_CASES:
-            raw = answers[d, base]
-            got = number(raw)
-            if got is None:
-                yield False, f"fn({d}, {base:g}) must return one number, got {type(raw).__name__}"
+        values = []
+        for base in GROWTH_BASES:
+            got = number(answers[base,])
+            if got is None or not math.isfinite(got):
+                yield False, f"fn({base:g}) must return one number, got {type(answers[base,]).__name__}"
                 return
-            want = measured[d, base]
-            if close(got, want, atol=1e-6):
-                continue
-            theta = rope_frequencies(d, base=base, dtype=torch.float64)
-            if close(got, want**2, atol=1e-6):
-                yield False, f"fn({d}, {base:g}) is the squared distance: take the root"
-            elif close(got * 2**0.5, want, atol=1e-6):
-                yield False, (f"fn({d}, {base:g}) is 1/√2 of the distance: each pair moves in two coordinates, "
-                              "sine and cosine")
-            elif close(got, float(torch.sqrt(2 - 2 * torch.cos(theta[0]))) * (d / 2) ** 0.5, atol=1e-6):
-                yield False, f"fn({d}, {base:g}) treats every pair as the fastest: the pairs turn at different speeds"
-            else:
-                yield False, f"fn({d}, {base:g}) is not the distance between neighbouring rows of the table"
+            values.append(float(got))
+        bases = ", ".join(f"{b:g}" for b in GROWTH_BASES)
+        if _matches(values, 1e11, _GROWTH_SEALED[1e11]):
+            yield True, (f"right to 11 decimals for bases {bases}: the step grows like √d, and a larger base puts "
+                         "more pairs on slow frequencies, which add almost nothing to it")
             return
-        yield True, (f"right for {len(STEP_CASES)} widths and bases: the same for every i, unlike the jumps of "
-                     "a binary carry")
+        for digest, says in _GROWTH_MISTAKES:
+            if _matches(values, 1e5, digest):
+                yield False, f"fn(base) {says}"
+                return
+        if _matches(values, 1e5, _GROWTH_SEALED[1e5]):
+            yield False, ("fn(base) is close, but not the limit to 11 decimals: a step measured at one width, however "
+                          "wide, or a number computed roughly, is not the limit")
+            return
+        yield False, f"fn(base) is not the growth of the step for bases {bases}"
 
-    return report("the step length of the sinusoidal code", fn, run,
-                  "look at one pair of columns at a time: what shape do its points trace as i grows?")
+    return report("how the sinusoids' step grows with the width", fn, run,
+                  "each pair moves on its own circle: what does one pair add to the squared step?")
