@@ -22,8 +22,9 @@
 # 2. **normalised codes** $p_i = \tfrac{i}{m}\mathbf 1$: small, but the step between
 #    neighbours depends on the sequence length $m$, and a LayerNorm erases them as it erases
 #    the integer codes;
-# 3. **binary codes**: the bits of $i$; bounded, but jumpy, and (despite what a source says)
-#    with no fixed affine map from $p_i$ to $p_{i+k}$ for any $k < 2^{d-2}$;
+# 3. **binary codes**: the bits of $i$; bounded, but jumpy, partly erased by a LayerNorm, and
+#    (despite what a source says) with no fixed affine map from $p_i$ to $p_{i+k}$ for any
+#    $k < 2^{d-2}$;
 # 4. **sinusoids as smooth bits**: the way out, which chapter 3 develops;
 # 5. **learned tables** (BERT, GPT-2): let training choose $p_i$; what a table learns, and why
 #    it cannot go past the positions it was trained on.
@@ -270,11 +271,40 @@ assert ratio6.max() <= 1 + 1e-4 and abs(ratio6[63].item() - 1) < 1e-3
 print("largest ||p_i|| / ||x_i||:", round(ratio6.max().item(), 3))
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
+# ### ... and what a LayerNorm leaves of it
+#
+# Section 1's LayerNorm acts on the binary code too. It subtracts each token's mean over the
+# features, so of $p_i$ it keeps only the centred code $p_i - \bar p_i\mathbf 1$, where $\bar p_i$
+# is the share of ones among the bits of $i$:
+# $\mathrm{LN}(h + p_i) = \mathrm{LN}(h + p_i - \bar p_i\mathbf 1)$ for every $h$.
+# The part along $\mathbf 1$ is erased, a share $\bar p_i$ of the
+# code's squared length (half, on average over the $2^d$ positions). Two codes that differ only
+# along $\mathbf 1$ become one. With entries 0 and 1 exactly one pair does, $p_0 = [0, \dots, 0]$
+# and $p_{2^d-1} = [1, \dots, 1]$: behind a LayerNorm, the set-up of BERT and GPT-2 (§1), the first
+# and the last position get the same code and property 1 fails for them. The cell checks this for
+# $d = 6$.
+
+# %% slideshow={"slide_type": "fragment"}
+share_of_ones = B6.mean(-1)  # the share of ones among the bits of i
+centred = B6 - share_of_ones[:, None]
+h6 = torch.randn(64, 6).to(device)
+torch.testing.assert_close(F.layer_norm(h6 + B6, (6,)), F.layer_norm(h6 + centred, (6,)))  # LN sees the centred code
+erased = 6 * share_of_ones**2  # the squared length along 1
+torch.testing.assert_close(erased[1:] / ones[1:], share_of_ones[1:])  # a share of ones/d of the squared length
+assert abs(share_of_ones.mean().item() - 0.5) < 1e-6  # half, on average over the 64 positions
+torch.testing.assert_close(F.layer_norm(h6 + B6[0], (6,)), F.layer_norm(h6 + B6[63], (6,)))  # p_0 and p_63: one code
+same = torch.cdist(centred, centred) < 1e-6
+assert [(i, j) for i, j in same.nonzero().tolist() if i < j] == [(0, 63)]  # and no other pair
+print("LayerNorm(h + p_0) == LayerNorm(h + p_63): True; every other pair stays apart; "
+      "share of the squared length erased, averaged over the positions:", round(share_of_ones.mean().item(), 2))
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Fast low bits, slow high bits
 #
 # Down the table, bit 0 (the last column) flips at every step, bit 1 every 2 steps, bit 2
 # every 4: bit $k$ flips every $2^k$ steps, so each column runs at half the speed of the one to
-# its right. The heatmap shows the 6-bit code of 64 positions, bit 5 on the left.
+# its right. The heatmap shows the 6-bit code of 64 positions, bit 5 on the left. These are all
+# the rows 6 bits have: position 64 would need a seventh.
 
 # %% slideshow={"slide_type": "fragment"}
 fig, ax = viz.figure(width=4.6, height=3.6)
@@ -284,24 +314,6 @@ ax.set_xticks(range(6), [str(5 - c) for c in range(6)])  # column c holds bit 5 
 flips_by_bit = (B6[1:] != B6[:-1]).sum(0).flip(0)  # entry k: how often bit k flips in 63 steps
 assert flips_by_bit.tolist() == [64 // 2**k - 1 for k in range(6)]  # bit k flips every 2**k steps
 fig
-
-# %% [markdown] slideshow={"slide_type": "fragment"}
-# The same table with sliders. With $n > 2^d$ the widget shows only the $2^d$ positions that
-# fit: past them the code has no new rows (property 3 fails at $2^d$).
-
-# %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
-binary_widget = viz.interactive_heatmap(
-    lambda n, d: pl.binary_positions(min(n, 2**d), d, device=device),
-    title=lambda n, d: f"d = {d} bits: {min(n, 2**d)} of {n} positions fit",
-    xlabel="columns: bit d−1 (left) … bit 0 (right)",
-    ylabel="position i",
-    colorbar="bit value",
-    diverging=False,
-    figsize=(4.6, 3.6),
-    n=widgets.IntSlider(64, min=2, max=256, description="length n"),
-    d=widgets.IntSlider(6, min=1, max=10, description="bits d"),
-)
-binary_widget
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # `001` numbers the *columns* from the left, so its $p_{i,0}$ is the high bit (our bit
@@ -373,8 +385,8 @@ fig
 # Source `002` gives its own reasons for leaving binary codes, and says it is unsure of them.
 # In our words: (1) the code has to be made of floats, and 0s and 1s "waste" what a float can
 # hold; (2) 0s and 1s may be awkward to add to a word vector; (3) the code must serve
-# sentences of any length with a fixed step, so one cannot encode integers and divide by the
-# maximum length. Checked one by one:
+# sentences of any length with a fixed step, so one cannot encode integers and divide by
+# `max_len`. Checked one by one:
 #
 # 1. **Capacity is real, but it is not what binary lacks.** Floats do hold more: one sinusoid
 #    pair, two floats at $\theta = 1$, gives each of 100 000 positions its own code, where two
@@ -385,14 +397,28 @@ fig
 #    that model is 4096 features wide. What the floats buy is **geometry**: neighbours at a
 #    constant distance (the figure above) and one fixed map from $p_i$ to $p_{i+k}$ (§4 and
 #    chapter 3).
-# 2. **Adding works.** The binary code is bounded, never longer than a normalised token (the
-#    cell above this section), so the sum keeps both; what goes wrong is not the sum but the
-#    jumps.
-# 3. **That is the normalised code's problem** (§2), not binary's: binary codes do not depend
-#    on the length at all; they stop at $2^d$ positions.
+# 2. **Adding is fine for size, not behind a LayerNorm.** The binary code is bounded, never
+#    longer than a normalised token, so neither swamps the other in the sum. But a LayerNorm after
+#    the sum keeps only the centred code: it erases the share of ones from every code and gives
+#    positions 0 and $2^d - 1$ the same one (the previous subsection).
+# 3. **Dividing by a fixed `max_len` keeps the step fixed: `002` mixes up two lengths.** In
+#    `002`'s own code `max_len` is the size of the table (`torch.zeros(max_len, d_model)`), a
+#    constant. Then $p_i = i\cdot\mathbf 1$ divided by `max_len` has the same step, 1/`max_len`,
+#    in every sentence and gives position 2 the same code in a 4-token and in an 8-token
+#    sentence. The step that changes with the length belongs to §2's code, which
+#    divides by the sentence's own length $m$ (`001`'s form). Dividing by a fixed `max_len` has
+#    faults of its own: the step is tiny (neighbours differ by 1/`max_len` of a normalised token's
+#    length, 0.002 for 512), a LayerNorm erases the code as it erases every multiple of
+#    $\mathbf 1$, and positions past `max_len` leave $[0, 1)$. None of this concerns binary codes:
+#    the third reason is an argument against integer codes.
 #
-# So the real case against binary codes is the jumpy steps (this section), the missing fixed
-# map for every $k < 2^{d-2}$ (§4), and the hard stop at $2^d$ positions.
+# So the case against binary codes that this chapter makes is about their geometry and
+# structure: the jumpy steps (this section), no fixed map for any $k < 2^{d-2}$ (§4), and the
+# part a LayerNorm erases. It measures the codes, not a model trained on them: how much the
+# jumps cost a model is not measured here. The stop at $2^d$ positions is not what bites (17 bits
+# cover Llama 3.1's context). What does is that the high bits never move in training: a model
+# trained on sequences of up to $2^j$ tokens sees bit $j$ and every bit above it at 0 all the time,
+# and meets them set only past its training length, the binary version of §6's untrained rows.
 
 # %% slideshow={"slide_type": "fragment"}
 import json
@@ -407,10 +433,21 @@ llama = json.loads((files("posenc_lib") / "data" / "model_rope_configs.json").re
 context = llama["config"]["max_position_embeddings"]  # the released config.json
 assert context == 131_072 == 2**17 and llama["config"]["hidden_size"] == 4096  # 17 bits are enough
 print(f"one pair: 100 000 distinct codes, but ||p_710 - p_0|| = {near:.1e}; Llama 3.1: {context} positions = 2^17")
+
+max_len = 512  # 002's table size: a sentence of m tokens takes the table's first m rows
+by_table = lambda m: pl.integer_positions(m, d, device=device) / max_len  # noqa: E731  i / max_len, d = 64
+by_length = lambda m: pl.integer_positions(m, d, normalize=True, device=device)  # noqa: E731  i / m (§2)
+assert torch.equal(by_table(4)[2], by_table(8)[2]) and not torch.equal(by_length(4)[2], by_length(8)[2])
+relative_step = (by_table(8)[1:] - by_table(8)[:-1]).norm(dim=-1) / x[:7].norm(dim=-1)  # x: §1's normalised tokens
+torch.testing.assert_close(relative_step, torch.full((7,), 1 / max_len, device=device))  # 1/512 of a token
+torch.testing.assert_close(F.layer_norm(h + by_table(n), (d,)), F.layer_norm(h, (d,)), atol=1e-5, rtol=0)  # erased
+assert by_table(max_len + 100)[-1, 0] > 1  # past max_len: above 1
+print("i / max_len: the same code for position 2 in 4 and 8 tokens, step 1/512 of a token, erased by LayerNorm, "
+      "above 1 past max_len")
+
 assert torch.equal(pl.binary_positions(8, 6, device=device), B6[:8])  # binary: position i has one code, any length
-short_norm, long_norm = (pl.integer_positions(m, 1, normalize=True, device=device) for m in (8, 64))
-assert not torch.equal(short_norm, long_norm[:8])  # the normalised code's does depend on the length (§2)
-print("16 bits: 65 536 distinct positions; binary rows do not depend on the sequence length")
+assert (B6[:32, 0] == 0).all() and (B6[32:, 0] == 1).all()  # trained on 32 tokens: bit 5 never set; past them, always
+print("binary rows do not depend on the sequence length; in the first 32 positions bit 5 is always 0, after them 1")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4 · Is there a fixed affine map from $p_i$ to $p_{i+k}$?
@@ -452,58 +489,75 @@ print("integer code, best linear fit, k = 1..5:", [round(r, 1) for r in lin_int]
 # `pl.affine_shift_residual(table, k)` returns the smallest $\lVert [p_i, 1]\,A - p_{i+k}\rVert$
 # over all $(d+1)\times d$ matrices $A$ (the rows of $M_k^\top$ and $b_k$), computed in
 # float64. A residual of zero would mean an exact fit. For the integer code (previous cell)
-# and the sinusoidal code (same $d = 6$) the fit is exact for every $k$; for the binary code it
-# fails for every small offset.
+# and the sinusoidal code (same $d = 6$) the fit is exact for every $k$, the sinusoids' even
+# without the shift (a linear map); for the binary code it fails for every small offset.
 
 # %% slideshow={"slide_type": "fragment"}
 offsets = range(1, 64)
 res_binary = torch.tensor([pl.affine_shift_residual(B6, k) for k in offsets])
 res_sin = torch.tensor([pl.affine_shift_residual(S6, k) for k in offsets])
 assert (res_binary[:15] > 1).all()  # k = 1 .. 15: no affine map
-assert (res_sin < 1e-4).all()  # sinusoids: an exact linear map for every k
+assert (res_sin < 1e-4).all()  # sinusoids: an exact affine map for every k ...
+assert all(linear_residual(S6, k) < 1e-4 for k in offsets)  # ... with no shift: a linear map
 exact = [k for k, r in zip(offsets, res_binary) if r < 1e-9]
 print("binary code, offsets k with an exact affine fit:", exact)
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # For every $k$ from 1 to 15 the residual is large. The few exact fits, $k = 16, 32, 40, 48,
-# \ldots$, are artefacts of a finite table: only the pairs with $i + k \le 63$ count, and for
-# these $k$ the bits that change between $p_i$ and $p_{i+k}$ take at most three different
-# patterns over all those pairs (for $k = 16$ only bits 5 and 4 change), and an affine map
-# can send any three points that are not on one line anywhere it likes. With wrap-around
-# (positions mod 64, a counter) all four patterns count and only $k = 32$ keeps an exact map.
-# The same holds for every width we tried: the first exact offset of a $d$-bit table is
-# $2^{d-2}$, for $d = 4, \ldots, 8$ (the cell checks it). So the accurate statement is: **no
-# affine map for any $k < 2^{d-2}$**, and all the exact fits above it but $k = 32$ are the
+# \ldots$, are artefacts of a finite table: only the pairs with $i + k \le 63$ count. Take
+# $k = 16$. Adding 16 never touches bits 0–3, and no carry can start there (16 has no bits
+# there), so every pair copies bits 0–3, which an affine map does with the identity; and bits 4
+# and 5 of $p_{i+16}$ depend on bits 4 and 5 of $p_i$ alone. Over the 48 sources $i \le 47$ those
+# two bits take three patterns, 00, 01 and 10, and an affine map can send any three points that
+# are not on one line anywhere it likes. Every $k$ works the same way: the bits below $k$'s
+# lowest set bit are copied and start no carry, so only the sources' bits from there on matter
+# (the cell checks both for every $k$). For the exact offsets above those take at most three
+# patterns; for $k < 16$ they take more. With wrap-around (positions mod 64, a counter) every
+# source has its partner, and only $k = 32$ keeps an exact map. The same holds for every width
+# we tried: the first exact offset of a $d$-bit table is $2^{d-2}$, and with wrap-around the only
+# one is $2^{d-1}$, for $d = 3$ to 8 (the cell checks both). So the accurate statement is:
+# **no affine map for any $k < 2^{d-2}$**, and all the exact fits above it but $k = 2^{d-1}$ are the
 # table's edge, not a property of counting in binary.
 
 # %% slideshow={"slide_type": "fragment"}
 assert exact == [16, 32, 40, 48, 52, 56, 58, 60, 61, 62, 63]
 
 
-def changing_patterns(table, k):
-    """Distinct patterns, over the pairs (p_i, p_(i+k)), of the bits that differ in some pair."""
-    src, dst = table[:-k], table[k:]
-    changing = (src != dst).any(0)
-    return torch.unique(src[:, changing], dim=0).shape[0]
+def high_patterns(table, k):
+    """Distinct patterns, over the sources p_i (i + k in the table), of the bits from k's lowest set bit up."""
+    low = (k & -k).bit_length() - 1  # k's lowest set bit
+    return torch.unique(table[:-k, : table.shape[1] - low], dim=0).shape[0]  # column c holds bit d - 1 - c
 
 
-assert all(changing_patterns(B6, k) <= 3 for k in exact)
-assert all(changing_patterns(B6, k) > 3 for k in range(1, 16))
-print("exact fits only where the changing bits take at most 3 patterns: True")
-first_exact = {}
-for bits in range(4, 9):
+for k in offsets:
+    low = (k & -k).bit_length() - 1
+    assert torch.equal(B6[:-k, 6 - low:], B6[k:, 6 - low:])  # the bits below it are copied ...
+    high = torch.cat([B6[:-k, : 6 - low], B6[k:, : 6 - low]], 1)  # ... and start no carry: the bits from
+    assert torch.unique(high, dim=0).shape[0] == high_patterns(B6, k)  # it on map as a function of themselves
+assert all(high_patterns(B6, k) <= 3 for k in exact)
+assert all(high_patterns(B6, k) > 3 for k in range(1, 16))
+print("exact fits only where the sources' bits from k's lowest set bit on take at most 3 patterns: True")
+first_exact, only_wrapped = {}, {}
+for bits in range(3, 9):
     table = pl.binary_positions(2**bits, bits, dtype=torch.float64)
-    first_exact[bits] = next(k for k in range(1, 2**bits) if pl.affine_shift_residual(table, k) < 1e-9)
-assert first_exact == {bits: 2 ** (bits - 2) for bits in range(4, 9)}
-wrapped = torch.cat([B6, B6]).double()  # positions mod 64: p_(i+k) for every i = 0 .. 63
-assert [k for k in range(1, 64) if pl.affine_shift_residual(wrapped[: 64 + k], k) < 1e-9] == [32]
-print("first exact offset for d = 4 .. 8:", first_exact, "· with wrap-around (d = 6) only k = 32")
+    fits = [k for k in range(1, 2**bits) if pl.affine_shift_residual(table, k) < 1e-9]
+    first_exact[bits] = fits[0]
+    wrapped = torch.cat([table, table])  # positions mod 2^bits: p_(i+k) for every i
+    only_wrapped[bits] = [k for k in range(1, 2**bits) if pl.affine_shift_residual(wrapped[: 2**bits + k], k) < 1e-9]
+assert first_exact == {bits: 2 ** (bits - 2) for bits in range(3, 9)}
+assert only_wrapped == {bits: [2 ** (bits - 1)] for bits in range(3, 9)}
+print("first exact offset for d = 3 .. 8:", first_exact, "· with wrap-around only 2^(d-1):", only_wrapped)
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# The figure draws each residual per pair, the root mean square over the $64 - k$ pairs the fit
+# must match (the raw residual would also shrink with $k$ just because fewer pairs count).
 
 # %% slideshow={"slide_type": "fragment"}
+pairs_per_k = torch.tensor([64.0 - k for k in offsets])  # the pairs each fit must match
 fig, ax = viz.figure(width=5.5, height=3.0)
-ax.bar(list(offsets), res_binary, width=0.8, label="binary")
-ax.plot(list(offsets), res_sin, "k.", label="sinusoidal")
-ax.set(xlabel="offset k", ylabel="least-squares residual", title="best affine map p_i → p_(i+k), d = 6")
+ax.bar(list(offsets), res_binary / pairs_per_k.sqrt(), width=0.8, label="binary")
+ax.plot(list(offsets), res_sin / pairs_per_k.sqrt(), "k.", label="sinusoidal")
+ax.set(xlabel="offset k", ylabel="residual per pair (root mean square)", title="best affine map p_i → p_(i+k), d = 6")
 ax.legend()
 fig
 
@@ -511,9 +565,47 @@ fig
 # **What the code shows.** $p_{i+k}$ is a *function* of $p_i$ (add $k$ in binary), but not a
 # linear or affine one: which bits flip depends on the carries, that is, on $i$. So binary
 # codes fail property 2 even in its affine form for every $k < 2^{d-2}$, contrary to `001`.
-# The integer code meets it
-# only as an affine shift ($M_k = I$, $b_k = k\cdot\mathbf 1$; no linear map, as $p_0 = 0$); the
-# sinusoidal code meets it with a linear map, a rotation.
+# The integer code meets it only as an affine shift ($M_k = I$, $b_k = k\cdot\mathbf 1$; no
+# linear map, as $p_0 = 0$); the sinusoidal code meets it with a linear map, a rotation.
+#
+# **Which bits a step of $k$ changes.** The heatmap shows $p_{i+k} - p_i$ for every source $i$ of
+# the 6-bit table and $k = 3$: +1 where a bit turns on, −1 where it turns off. A fixed shift would
+# be one row, repeated; here the rows change from source to source, because the carries depend
+# on $i$. The widget below it does the same for any width and offset, with the number of
+# different steps in its title (for the integer code it would always be 1). Try $k = 16$, then
+# $k = 12$, and look at which columns stay 0.
+
+# %% slideshow={"slide_type": "fragment"}
+def binary_steps(d, k):
+    """p_(i+k) - p_i for every source i of the d-bit table: (2^d - k, d), most significant bit first."""
+    table = pl.binary_positions(2**d, d, device=device)
+    k = min(k, 2**d - 1)
+    return table[k:] - table[:-k]
+
+
+steps3 = binary_steps(6, 3)
+assert torch.unique(steps3, dim=0).shape[0] == 9  # nine different steps for the one offset k = 3
+assert (steps3[:, 5] != 0).all()  # bit 0 (last column) flips at every step: 3 is odd
+fig, ax = viz.figure(width=4.6, height=3.6)
+viz.heatmap(steps3, ax=ax, xlabel="bit k (worth 2^k), most significant first", ylabel="source position i",
+            colorbar="p_(i+3) − p_i", diverging=True, title="d = 6, k = 3: 9 different steps")
+ax.set_xticks(range(6), [str(5 - c) for c in range(6)])
+fig
+
+# %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
+binary_widget = viz.interactive_heatmap(
+    binary_steps,
+    title=lambda d, k: (f"d = {d}, k = {min(k, 2**d - 1)}: "
+                        f"{torch.unique(binary_steps(d, k), dim=0).shape[0]} different steps"),
+    xlabel="columns: bit d−1 (left) … bit 0 (right)",
+    ylabel="source position i",
+    colorbar="p_(i+k) − p_i",
+    diverging=True,
+    figsize=(4.6, 3.6),
+    d=widgets.IntSlider(6, min=3, max=8, description="bits d"),
+    k=widgets.IntSlider(3, min=1, max=64, description="offset k"),
+)
+binary_widget
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5 · Sinusoids as smooth binary digits
@@ -1050,7 +1142,7 @@ _ = check.sin_step(step_growth)
 # |---|---|---|---|
 # | integer $i\cdot\mathbf 1$ | $i$ times larger; erased by LayerNorm | affine shift by $k\cdot\mathbf 1$ (no linear map) | any length, ever larger |
 # | normalised $i/m$ | at most as large; erased by LayerNorm too | depends on $m$ | same position, new code |
-# | binary | at most as large, jumpy | no affine map for any $k < 2^{d-2}$ | at most $2^d$ positions |
+# | binary | at most as large, jumpy; LayerNorm erases the share of ones and merges positions 0 and $2^d - 1$ | no affine map for any $k < 2^{d-2}$ | at most $2^d$ positions; bits above the training length never move in training |
 # | learned table $E_i$ | small (trained) | whatever the data reward (here: the phase mod 4, on a circle) | no row past `max_len`; rows never trained stay random (copying trained rows there restores the accuracy) |
 #
 # Sinusoids keep what is good in binary codes (bounded, one fast and many slow digits) and
@@ -1061,18 +1153,23 @@ _ = check.sin_step(step_growth)
 # 1. **Binary codes and property 2.** `001` says binary codes satisfy property 2 (from $p_i$
 #    one gets $p_{i+k}$ simply). Taken as a fixed affine map $p_{i+k} = M_k p_i + b_k$ (the
 #    form the integer code's shift meets), least squares finds none for any $k < 2^{d-2}$
-#    (section 4 asserts it for $d = 4, \ldots, 8$; the exact fits above are the table's edge,
-#    and a counter that wraps around has one only for $k = 2^{d-1}$). That $p_0 = 0$ rules out
-#    a *linear* map is true but not the reason: it rules out the integer code's linear map
-#    just the same.
+#    (section 4 asserts it for $d = 3, \ldots, 8$; the exact fits above are the table's edge,
+#    and a counter that wraps around has one only for $k = 2^{d-1}$, asserted for the same
+#    widths). That $p_0 = 0$ rules out a *linear* map is true but not the reason: it rules out
+#    the integer code's linear map just the same.
 # 2. **Bit index.** `001` numbers the columns from the most significant bit and calls the
 #    fastest bit $p_{i,d}$; with $d$ columns numbered from 0 it is $p_{i,d-1}$, bit 0 in this
 #    course's naming (section 3 asserts it flips at every step and that column $d$ does not
 #    exist).
 # 3. **Why not binary, per `002`.** Its reasons (floats "wasted" on 0s and 1s, awkward to
-#    add, no dividing by the length) miss: $d$ bits name $2^d$ positions, the code is bounded,
-#    and the length problem is the normalised code's. The real ones are the jumps, the
-#    missing fixed map and the stop at $2^d$ (section 3).
+#    add, no dividing by `max_len`) miss: $d$ bits name $2^d$ positions, enough for any context
+#    in use; the code is bounded (but see what a LayerNorm leaves of it); and dividing by
+#    `max_len`, in `002`'s own code the fixed table size, keeps the step fixed: the step that
+#    depends on the length is that of dividing by the sentence's length (§2). `002`'s third
+#    reason is about integer codes, not binary ones, and dividing by a fixed `max_len` has other
+#    faults (a step of 1/`max_len` of a token, erased by LayerNorm, above 1 past
+#    `max_len`). The case this chapter makes against binary codes is the jumps, the missing fixed
+#    map and the part a LayerNorm erases (section 3).
 # 4. **"Small mean and variance".** `001` says layer-normalised inputs have small mean and
 #    variance. Per token, LayerNorm makes them exactly 0 and 1 (before its learned scale
 #    and shift); the trouble is not that the token is small but that $i\cdot\mathbf 1$ grows
@@ -1080,6 +1177,6 @@ _ = check.sin_step(step_growth)
 # 5. **Not in the sources:** a LayerNorm after the sum removes the integer code entirely,
 #    since $i\cdot\mathbf 1$ is a per-token mean, and the normalised code
 #    $\tfrac{i}{m}\cdot\mathbf 1$ just the same; both BERT (post-LN) and GPT-2 (pre-LN) are set
-#    up so (sections 1 and 2). And the binary code's "fixed
-#    signal-to-noise problem" is only bounded: at position $2^d - 1$ the code is as long as
-#    the token (section 3).
+#    up so (sections 1 and 2). Of the binary code it removes the share of ones, and positions 0
+#    and $2^d - 1$ become one (section 3). And the binary code's "fixed signal-to-noise problem"
+#    is only bounded: at position $2^d - 1$ the code is as long as the token (section 3).
