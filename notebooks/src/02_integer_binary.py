@@ -696,7 +696,9 @@ fresh = {"BERT": BertModel(BertConfig(vocab_size=50, hidden_size=64, num_hidden_
          "GPT-2": GPT2Model(GPT2Config(vocab_size=50, n_embd=64, n_layer=1, n_head=2, bos_token_id=0,
                                        eos_token_id=0)).wpe.weight}  # the default table sizes, tiny widths
 assert fresh["BERT"].shape[0] == 512 and fresh["GPT-2"].shape[0] == 1024
-assert all(abs(rows.std().item() - 0.02) < 1e-3 for rows in fresh.values())  # N(0, 0.02^2), 32 768+ draws each
+assert BertConfig().initializer_range == GPT2Config().initializer_range == 0.02  # the configs' default
+assert all(abs(rows.mean().item()) < 1e-3 and abs(rows.std().item() - 0.02) < 1e-3  # N(0, 0.02^2), drawn:
+           for rows in fresh.values())  # 32 768 and 65 536 values
 print("transformers' fresh position tables: BERT 512 rows, GPT-2 1024 rows, std",
       ", ".join(f"{rows.std().item():.3f}" for rows in fresh.values()))
 
