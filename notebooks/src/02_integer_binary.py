@@ -293,7 +293,7 @@ erased = 6 * share_of_ones**2  # the squared length along 1
 torch.testing.assert_close(erased[1:] / ones[1:], share_of_ones[1:])  # a share of ones/d of the squared length
 assert abs(share_of_ones.mean().item() - 0.5) < 1e-6  # half, on average over the 64 positions
 torch.testing.assert_close(F.layer_norm(h6 + B6[0], (6,)), F.layer_norm(h6 + B6[63], (6,)))  # p_0 and p_63: one code
-same = torch.cdist(centred, centred) < 1e-6
+same = (centred[:, None] - centred[None]).abs().sum(-1) < 1e-6  # (64, 64): codes equal after centring
 assert [(i, j) for i, j in same.nonzero().tolist() if i < j] == [(0, 63)]  # and no other pair
 print("LayerNorm(h + p_0) == LayerNorm(h + p_63): True; every other pair stays apart; "
       "share of the squared length erased, averaged over the positions:", round(share_of_ones.mean().item(), 2))
