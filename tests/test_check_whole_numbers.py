@@ -9,7 +9,6 @@ The right answers are the ones the chapter tests derive (imported from them), no
 import numpy as np
 import pytest
 import torch
-from test_check_ch02 import witness
 from test_check_ch04 import last_bucket_closed_form
 from test_check_ch05 import _first_slow_pair
 from test_check_ch08 import stale_by_reading
@@ -46,8 +45,6 @@ CASES = {
     "causal_twins": (lambda to: typed(([0, 1, 0, 1], (1, 3)), to), lambda to: typed(([0, 1, 1, 0], (1, 3)), to),
                      "hold different tokens"),
     "causal_swap_rows": (lambda to: typed([2, 3, 4, 5], to), lambda to: typed([2, 5], to), "missing"),
-    "carry_witness": (lambda to: returning(witness, to), lambda to: returning(lambda d, k: (0, 3, 1, 2), to),
-                      "balanced too"),
     "slow_pairs": (lambda to: to(16), lambda to: to(15), "close"),
     "t5_rows_read": (lambda to: to(31), lambda to: to(16), "one direction's half"),
     "t5_last_bucket": (lambda to: returning(last_bucket_closed_form, to),

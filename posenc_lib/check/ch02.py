@@ -1,10 +1,9 @@
 """Checkers for notebooks/02_integer_binary.ipynb: integer and binary codes, affine maps between positions.
 
-No checker here holds an answer. A witness and a code are checked by the properties they must have, and the
-smallest witnesses by a salted digest of their largest positions (``_core.sealed``); the exact offsets are
-compared with least squares on the tables (for short tables, measured while the learner's function cannot)
-and, for lengths no table reaches, with salted digests; the growth of the sinusoids' step with salted
-digests of its values to eleven decimals, which no width one can build reaches.
+No checker here holds an answer. The exact offsets are compared with least squares on the tables (for short
+tables, measured while the learner's function cannot) and, for lengths no table reaches, with salted digests;
+the bit counter is checked by the properties it must have; the sinusoids' distance with salted digests of its
+values to ten decimals, at offsets no width one can build reaches.
 """
 from __future__ import annotations
 
@@ -15,11 +14,11 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from .. import absolute, angles, rope, rotary
+from .. import absolute
 from ._core import Verdict, float64_tensor, number, report, sealed, whole_numbers
 from ._guard import answers_under_guard, stopped_verdict
 
-__all__ = ["carry_witness", "exact_offsets", "one_bit_steps", "sin_step"]
+__all__ = ["exact_offsets", "one_bit_steps", "sin_step"]
 
 
 @contextmanager
@@ -47,78 +46,7 @@ def _measurements() -> tuple[tuple[Any, str, str], ...]:
             (numpy.linalg, "pinv", "numpy.linalg.pinv"), (numpy.linalg, "solve", "numpy.linalg.solve"))
 
 
-# Exercise 1: the smallest four positions whose codes balance (p_a + p_b = p_c + p_e) while their images k steps
-# on do not. Every k is below 2^(d-2), where section 4 found no exact map; the widths go far past any table.
-WITNESS_CASES = ((4, 1), (4, 2), (6, 4), (6, 12), (8, 3), (8, 40), (20, 5 * 2**9), (40, 2**30 + 2**20),
-                 (48, 3 * 2**44), (60, 7 * 2**40), (60, 2**57 + 2**3))
-# sealed([the largest position of a smallest witness, for each case], "ch02.carry_witness.smallest")
-_SMALLEST_SEALED = "1fd0460363e2be06fca01b23"
-
-
-def _bit_sums(x: int, y: int, d: int) -> list[int]:
-    """bits(x) + bits(y), one entry per bit 0 .. d-1: the sum p_x + p_y of two d-bit codes."""
-    return [(x >> t & 1) + (y >> t & 1) for t in range(d)]
-
-
-def carry_witness(fn: Any) -> bool | None:
-    """Exercise 1: fn(d, k) -> four positions (a, b, c, e) of the d-bit table, with a + k, ... still in it,
-    whose codes balance, p_a + p_b = p_c + p_e, while p_(a+k) + p_(b+k) != p_(c+k) + p_(e+k), and whose
-    largest position is as small as any such witness allows. Widths up to 60: the table and least squares
-    refuse to run, and a search runs out of steps."""
-
-    def run(f: Callable[[int, int], Any]) -> Iterator[Verdict]:
-        if not callable(f):
-            yield False, f"answer must be a function fn(d, k) returning four positions, got {type(f).__name__}"
-            return
-        answers, stopped = answers_under_guard(f, WITNESS_CASES, _measurements())
-        if stopped is not None:
-            (d, k), why = stopped
-            yield stopped_verdict(why, f"fn({d}, {k})", shortcut="that measures instead of choosing the four "
-                                  "positions, and no table of 2^60 rows can be built", loop="searches too long: "
-                                  "choose the four positions from what adding k does to the bits")
-            return
-        largest = []
-        for d, k in WITNESS_CASES:
-            quad = whole_numbers(answers[d, k])
-            call = f"fn({d}, {k})"
-            if quad is None or len(quad) != 4:
-                yield False, f"{call} must return four positions (a, b, c, e), got {answers[d, k]!r}"
-                return
-            a, b, c, e = quad
-            if not all(0 <= x and x + k < 2**d for x in quad):
-                yield False, (f"{call}: every position x must have its partner in the table, 0 <= x and "
-                              f"x + k < 2^{d}")
-                return
-            if sorted((a, b)) == sorted((c, e)):
-                yield False, (f"{call} puts the same two positions on both sides: that balance holds for every "
-                              "map, so no map can break it")
-                return
-            if _bit_sums(a, b, d) != _bit_sums(c, e, d):
-                yield False, (f"{call}: p_a + p_b and p_c + p_e differ, so the four sources are not balanced and an "
-                              "affine map owes their images nothing")
-                return
-            if _bit_sums(a + k, b + k, d) == _bit_sums(c + k, e + k, d):
-                if all(x & k == 0 for x in quad):
-                    yield False, (f"{call}: adding k carries nowhere in your four sources, it only sets k's bits "
-                                  "in each of them, and the balance survives")
-                else:
-                    yield False, f"{call}: the images are balanced too; the carries changed both sides alike"
-                return
-            largest.append(max(quad))
-        yield True, (f"a witness for all {len(WITNESS_CASES)} offsets, up to d = 60: an affine map keeps every "
-                     "balance, and a carry that falls on one side only breaks it, so no affine map exists")
-        if sealed(largest, "ch02.carry_witness.smallest") != _SMALLEST_SEALED:
-            yield False, ("but not the smallest witness for every offset: some of your positions are larger than "
-                          "a proof needs")
-            return
-        yield True, "and the smallest for every offset: no witness has a smaller largest position"
-
-    return report("the smallest four positions that prove there is no affine map", fn, run,
-                  "an affine map sees only bits, and adding k does something to the bits that depends on the bits "
-                  "below: which bits does adding k leave alone, carries included?")
-
-
-# Exercise 2: every offset with an exact affine map on the table of the first N positions, for any N.
+# Exercise 1: every offset with an exact affine map on the table of the first N positions, for any N.
 OFFSET_N_MEASURED = (5, 12, 23, 40, 64, 100)  # least squares on the tables, measured by the checker
 OFFSET_N_FAR = (1_000_003, 3 * 2**40 + 5, 2**59 + 2**31 + 1, 2**60)  # far too many rows for any table
 # sealed(sorted offsets, f"ch02.exact_offsets.{N}") for each far length
@@ -140,7 +68,7 @@ _OFFSET_MISTAKES = {
          3 * 2**40 + 5: "358596b37a122535e33c708f", 2**59 + 2**31 + 1: "59034d51d24e61005611c482",
          2**60: "bbb1b23779a58645ba45403f"}),
     "too many points": (
-        "some offsets you list have no exact map: their pairs hold four sources of Exercise 1's kind",
+        "some offsets you list have no exact map: their pairs hold section 4's square",
         {5: "e06f6747b214fca5ac96f099", 12: None, 23: "da35a779fd2b3205c08a107a", 40: "07857265a15bb6152b52a499",
          64: None, 100: "b39039a34492d3bb242dc646", 1_000_003: "3d729300693c4c417158f974",
          3 * 2**40 + 5: "f1f2e880afd674600fc976db", 2**59 + 2**31 + 1: "147ca689d5bde2e61c97bfda", 2**60: None}),
@@ -148,7 +76,7 @@ _OFFSET_MISTAKES = {
 
 
 def exact_offsets(fn: Any) -> bool | None:
-    """Exercise 2: fn(N) -> the offsets k (1 <= k < N) with an exact affine map p_i -> p_(i+k) on the table of
+    """Exercise 1: fn(N) -> the offsets k (1 <= k < N) with an exact affine map p_i -> p_(i+k) on the table of
     the first N positions (only the pairs with i + k < N count), for N up to 2^60: the table and least squares
     refuse to run while fn does, and a loop over every offset runs out of steps."""
 
@@ -200,115 +128,142 @@ def exact_offsets(fn: Any) -> bool | None:
 
     return report("the offsets with an exact affine map, for any length", fn, run,
                   "an exact map only has to fit the pairs that exist: which numbers are their sources?")
-# Exercise 3: a code of n positions in d bits whose every step flips one bit.
-def one_bit_steps(fn: Any) -> bool | None:
-    """Exercise 3: fn(n, d) -> an (n, d) table of 0s and 1s, rows distinct, with p_{i+1} and p_i
-    differing in exactly one bit for every i (n <= 2**d)."""
 
-    def run(f: Callable[[int, int], Any]) -> Iterator[Verdict]:
+
+# Exercise 2: a counter of 2d positions in d bits, one bit per step (wrapping around included), whose every step
+# is one fixed affine map.
+COUNTER_WIDTHS = (2, 3, 4, 5, 8, 13, 40)
+
+
+def _step_map(table: torch.Tensor) -> tuple[torch.Tensor, float]:
+    """The least-squares affine map p_i -> p_(i+1) of a table whose last row steps back to the first: (M, residual)."""
+    cyclic = torch.cat([table, table[:1]])
+    inputs = torch.cat([cyclic[:-1], torch.ones(len(table), 1, dtype=torch.float64)], 1)
+    fit = torch.linalg.lstsq(inputs, cyclic[1:], driver="gelsd").solution
+    return fit[:-1].T, absolute.affine_shift_residual(cyclic, 1)
+
+
+def one_bit_steps(fn: Any) -> bool | None:
+    """Exercise 2: fn(d) -> a (2d, d) table of 0s and 1s, rows distinct, in which every step p_i -> p_(i+1), and
+    the step from the last row back to the first, flips exactly one bit, and one affine map M p + b does every
+    step. Checked by these properties for widths 2 to 40; what M turns out to be is said, not graded."""
+
+    def run(f: Callable[[int], Any]) -> Iterator[Verdict]:
         if not callable(f):
-            yield False, f"answer must be a function fn(n, d), got {type(f).__name__}"
+            yield False, f"answer must be a function fn(d) returning a (2d, d) table, got {type(f).__name__}"
             return
-        for n, d in ((8, 3), (16, 4), (64, 6), (40, 6), (1024, 10)):
-            t = float64_tensor(f(n, d))
-            if t is None or t.shape != (n, d):
-                yield False, f"fn({n}, {d}) must have shape ({n}, {d}), got {None if t is None else tuple(t.shape)}"
+        maps = {}
+        for d in COUNTER_WIDTHS:
+            t = float64_tensor(f(d))
+            call = f"fn({d})"
+            if t is None or t.shape != (2 * d, d):
+                yield False, (f"{call} must have shape ({2 * d}, {d}), 2d rows of d bits, got "
+                              f"{None if t is None else tuple(t.shape)}")
                 return
             if not ((t == 0) | (t == 1)).all():
-                yield False, f"fn({n}, {d}) holds entries other than 0 and 1: a bit code has only 0s and 1s"
+                yield False, f"{call} holds entries other than 0 and 1: a bit code has only 0s and 1s"
                 return
-            if torch.unique(t, dim=0).shape[0] != n:
-                yield False, f"fn({n}, {d}) gives two positions the same code: property 1 (unique) fails"
+            if torch.unique(t, dim=0).shape[0] != 2 * d:
+                yield False, f"{call} gives two positions the same code: property 1 (unique) fails"
                 return
             flips = (t[1:] != t[:-1]).sum(-1)
-            if not (flips == 1).all():
-                many = int((flips > 1).sum())
-                yield False, (f"fn({n}, {d}): {many} of the {n - 1} steps flip more than one bit: counting in "
-                              "binary carries through the low bits, which is what makes its steps jumpy")
+            if (flips > 1).any():
+                yield False, (f"{call}: {int((flips > 1).sum())} of the {2 * d - 1} steps flip more than one bit: "
+                              "a carry, or any jump, is what the counter must not have")
                 return
-        table = float64_tensor(f(64, 6))
-        residual = absolute.affine_shift_residual(table, 1)
-        yield True, "every step flips exactly one bit, all rows distinct: neighbours are always at distance 1"
-        if residual > 1e-6:  # what the design does not buy: said, not graded
-            yield True, (f"and still no fixed affine map p_i -> p_(i+1) on your 6-bit table (least-squares "
-                         f"residual {residual:.1f}): even steps alone do not give property 2")
+            back = int((t[0] != t[-1]).sum())
+            if back != 1:
+                yield False, (f"{call}: every step flips one bit, but the last row and the first differ in {back} "
+                              "bits: a counter wraps around, and that step must flip one bit too")
+                return
+            maps[d], residual = _step_map(t)
+            if residual > 1e-6:
+                yield False, (f"{call}: every step flips one bit, yet no one affine map takes every row to the next "
+                              f"(least-squares residual {residual:.2f}): a walk along the cube's edges is not a "
+                              "map; which bit a step flips must follow from the row, the same way for every row")
+                return
+        yield True, (f"for every width from {COUNTER_WIDTHS[0]} to {COUNTER_WIDTHS[-1]}: 2d distinct codes, one bit "
+                     "per step, and one affine map does every step, so k steps are that map k times: property 2")
+        m, eye = maps[8], torch.eye(8, dtype=torch.float64)
+        if (torch.allclose(m.T @ m, eye, atol=1e-9) and torch.linalg.det(m) > 0
+                and torch.allclose(torch.linalg.matrix_power(m, 16), eye, atol=1e-9)):  # what it is, said, not graded
+            yield True, ("and at d = 8 your M is a rotation: about the cube's centre (p - 1/2) the code turns, and 2d "
+                         "turns bring it back, as chapter 3's sinusoids turn")
 
-    return report("a bit code whose every step flips one bit", fn, run,
-                  "the 2^d codes are the corners of a d-dimensional cube, and a one-bit step is one of its "
-                  "edges: what kind of walk along the edges do you need?")
+    return report("a bit counter with one fixed affine map", fn, run,
+                  "which affine maps send the corners of the cube onto the corners, no two to the same one?")
 
 
-
-# Exercise 4: how the sinusoids' step grows with the width: lim_(d -> inf) ||p_(i+1) - p_i|| / sqrt(d), per base.
-GROWTH_BASES = (10000.0, 100.0, 500000.0, 2.0)
-# sealed([round(value * scale) for each base], f"ch02.step_growth.{scale:g}"): the limit to 11 decimals, and to
-# 5 (a finite width's step, or a rough integral, gets that far); then the misconceptions, to 5 decimals.
-_GROWTH_SEALED = {1e11: "201d2742d0816a64bb4156a8", 1e5: "753ef6f79d4ef51b463c2722"}
-_GROWTH_MISTAKES = (
-    ("8d4d2647618eaee95152adaf", "is the square of the growth: the step is the root of the squared step"),
-    ("e6a4d430dfeb9c973decea45", "is 1/√2 of the growth: each pair moves in two coordinates, sine and cosine"),
-    ("ca1988d63f070a86933df6fc", "is √2 times the growth: it counts the pairs (d/2 of them), not the d features"),
-    ("50067aa361d03a10eaa372e8", "treats every pair as the fastest one: the pairs turn at different speeds"),
+# Exercise 3: lim_(d -> inf) ||p_k - p_0|| / sqrt(d) for the sinusoidal code with base `base`, offsets up to 10^13.
+DISTANCE_CASES = ((1, 1e4), (100, 5e5), (10**4, 1e4), (10**9, 1e9), (10**10, 1e11), (10**13, 1e12))
+DISTANCE_NEAR = 2  # the first two (k = 1, 100): offsets a width one can build samples finely, where a measurement reaches
+# sealed([round(value * scale) for each case], f"ch02.far_distance.{scale:g}"): the limit to 10 decimals and to 5
+# (a finite width's sum, or a rough integral, gets that far); the near cases alone to 10 decimals (salt
+# "ch02.far_distance.near"); then the misconceptions, to 5 decimals.
+_DISTANCE_SEALED = {1e10: "6390aaa1182d193e35e92c4e", 1e5: "c6d1453dca432dfe38254198",
+                    "near": "796e5b19c5c05ba97c6ffc4f"}
+_DISTANCE_MISTAKES = (
+    ("a646da6984aee82d759f5b7d", "is the square of the distance: the distance is the root of the squared one"),
+    ("60f087023d125d2e39c7e979", "is 1/√2 of the distance: each pair moves in two coordinates, sine and cosine"),
+    ("ef0602aef3051716ac895371", "is √2 times the distance: it counts the pairs (d/2 of them), not the d features"),
+    ("7c648d09c9b367b2bc20fba4", "treats every pair as the fastest one: the pairs turn at different speeds"),
 )
 
 
-def _matches(values: list[float], scale: float, digest: str) -> bool:
+def _matches(values: list[float], scale: float, digest: str, salt: str) -> bool:
     """Whether values, rounded to 1/scale, equal the sealed ones within one unit each (rounding either way)."""
     rounded = [round(v * scale) for v in values]
     for shifts in itertools.product((0, -1, 1), repeat=len(rounded)):
-        if sealed([r + s for r, s in zip(rounded, shifts)], f"ch02.step_growth.{scale:g}") == digest:
+        if sealed([r + s for r, s in zip(rounded, shifts)], salt) == digest:
             return True
     return False
 
 
-def _code_builders() -> tuple[tuple[Any, str, str], ...]:
-    """What builds codes (or rotates vectors) to measure the step instead of deriving it."""
-    import posenc_lib
-
-    found = []
-    for name in ("sinusoidal_positions", "SinusoidalPositionalEncoding", "rope_angles", "rope_matrix", "apply_rope"):
-        for module in (posenc_lib, absolute, angles, rope, rotary):
-            if name in vars(module) or module is posenc_lib:
-                found.append((module, name, f"pl.{name}"))
-    return tuple(found)
+def _real(x: Any) -> float | None:
+    """One real number as a float (``number``'s rule, plus any real type with __float__, such as mpmath's)."""
+    got = number(x)
+    if got is None and not isinstance(x, (bool, str, bytes, complex, type)) and hasattr(x, "__float__"):
+        try:
+            got = float(x)
+        except (TypeError, ValueError):
+            return None
+    return float(got) if got is not None and math.isfinite(got) else None
 
 
 def sin_step(fn: Any) -> bool | None:
-    """Exercise 4: fn(base) -> lim_(d -> inf) ||p_(i+1) - p_i|| / sqrt(d) for the sinusoidal code with that base,
-    to 11 decimals; the library's code builders refuse to run while fn does, and no width one can build gets
-    that close."""
+    """Exercise 3: fn(k, base) -> lim_(d -> inf) ||p_k - p_0|| / sqrt(d) for the sinusoidal code with
+    theta_j = base^(-2j/d), to 10 decimals, for offsets up to 10^13, where no width one can build samples the
+    pairs finely enough."""
 
-    def run(f: Callable[[float], Any]) -> Iterator[Verdict]:
+    def run(f: Callable[[int, float], Any]) -> Iterator[Verdict]:
         if not callable(f):
-            yield False, f"answer must be a function fn(base), got {type(f).__name__}"
-            return
-        answers, stopped = answers_under_guard(f, [(base,) for base in GROWTH_BASES], _code_builders(), loops=False)
-        if stopped is not None:
-            (base,), why = stopped
-            yield stopped_verdict(why, f"fn({base:g})", shortcut="that builds codes to measure steps; derive the "
-                                  "limit instead")
+            yield False, f"answer must be a function fn(k, base), got {type(f).__name__}"
             return
         values = []
-        for base in GROWTH_BASES:
-            got = number(answers[base,])
-            if got is None or not math.isfinite(got):
-                yield False, f"fn({base:g}) must return one number, got {type(answers[base,]).__name__}"
+        for k, base in DISTANCE_CASES:
+            answer = f(k, base)
+            got = _real(answer)
+            if got is None:
+                yield False, f"fn({k}, {base:g}) must return one real number, got {answer!r:.60}"
                 return
-            values.append(float(got))
-        bases = ", ".join(f"{b:g}" for b in GROWTH_BASES)
-        if _matches(values, 1e11, _GROWTH_SEALED[1e11]):
-            yield True, (f"right to 11 decimals for bases {bases}: the step grows like √d, and a larger base puts "
-                         "more pairs on slow frequencies, which add almost nothing to it")
+            values.append(got)
+        if _matches(values, 1e10, _DISTANCE_SEALED[1e10], "ch02.far_distance.1e+10"):
+            yield True, ("right to 10 decimals for every offset, from 1 to 10^13: the pairs add in squares, and "
+                         "the distance grows with the logarithm of the offset, up to about the base")
             return
-        for digest, says in _GROWTH_MISTAKES:
-            if _matches(values, 1e5, digest):
-                yield False, f"fn(base) {says}"
+        for digest, says in _DISTANCE_MISTAKES:
+            if _matches(values, 1e5, digest, "ch02.far_distance.100000"):
+                yield False, f"fn(k, base) {says}"
                 return
-        if _matches(values, 1e5, _GROWTH_SEALED[1e5]):
-            yield False, ("fn(base) is close, but not the limit to 11 decimals: a step measured at one width, however "
-                          "wide, or a number computed roughly, is not the limit")
+        if _matches(values[:DISTANCE_NEAR], 1e10, _DISTANCE_SEALED["near"], "ch02.far_distance.near"):
+            yield False, ("right for the small offsets (1 and 100), wrong for the large ones: there the fast pairs turn by "
+                          "many full circles from one pair to the next, so a sum over the pairs at any width, or an "
+                          "integral sampled the same way, misses the limit")
             return
-        yield False, f"fn(base) is not the growth of the step for bases {bases}"
+        if _matches(values, 1e5, _DISTANCE_SEALED[1e5], "ch02.far_distance.100000"):
+            yield False, "fn(k, base) is close, but not the limit to 10 decimals: a number computed roughly"
+            return
+        yield False, "fn(k, base) is not the limit of the distance for these offsets and bases"
 
-    return report("how the sinusoids' step grows with the width", fn, run,
-                  "each pair moves on its own circle: what does one pair add to the squared step?")
+    return report("how far apart positions k apart are, on the widest sinusoidal code", fn, run,
+                  "each pair moves on its own circle, and what it adds depends only on the angle it turns through")
