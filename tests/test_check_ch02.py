@@ -103,7 +103,7 @@ def test_exact_offsets_refuses_a_measurement_and_a_loop(capsys):
     assert check.exact_offsets(None) is None
 
 
-# --- exercise 2: one_bit_steps (a bit counter with one fixed affine map) --------------------
+# --- exercise 2: bit_counter (a bit counter with one fixed affine map) --------------------
 def counter(d):
     """Written here by iterating the map: shift every bit one column to the right and put the complement of the
     last bit into the first column, p -> (1 - p[d-1], p[0], ..., p[d-2]), from the zeros, 2d times."""
@@ -169,16 +169,16 @@ def test_counter_fact_on_the_tables():
     assert [longest(d) for d in (2, 3, 4)] == [4, 6, 8]
 
 
-def test_one_bit_steps_accepts_a_counter_in_several_forms(capsys):
+def test_bit_counter_accepts_a_counter_in_several_forms(capsys):
     flipped = lambda d: [[1 - x for x in row] for row in counter(d)]  # noqa: E731  every bit complemented
     backwards = lambda d: counter(d)[::-1]  # noqa: E731  the same counter, run the other way
     permuted = lambda d: [row[::-1] for row in counter(d)]  # noqa: E731  the columns in the other order
     for right in (counter, flipped, backwards, permuted, lambda d: np.array(counter(d)),
                   lambda d: torch.tensor(counter(d), dtype=torch.int64)):
-        assert check.one_bit_steps(right) is True
+        assert check.bit_counter(right) is True
         out = _out(capsys)
         assert "all correct!" in out and "property 2" in out
-    check.one_bit_steps(counter)
+    check.bit_counter(counter)
     assert "is a rotation" in _out(capsys)
 
 
@@ -190,19 +190,19 @@ def test_one_bit_steps_accepts_a_counter_in_several_forms(capsys):
     (lambda d: counter(d)[: d + 1], "shape"),  # the fill alone: d + 1 rows
     (lambda d: [[2 * x for x in row] for row in counter(d)], "other than 0 and 1"),
 ])
-def test_one_bit_steps_names_the_misconception(wrong, says, capsys):
-    assert check.one_bit_steps(wrong) is False
+def test_bit_counter_names_the_misconception(wrong, says, capsys):
+    assert check.bit_counter(wrong) is False
     out = _out(capsys)
     assert says in out and "hint:" in out, out
     assert "1 - x" not in out and "shift" not in out and "johnson" not in out.lower()
 
 
-def test_one_bit_steps_unattempted(capsys):
-    assert check.one_bit_steps(None) is None
+def test_bit_counter_unattempted(capsys):
+    assert check.bit_counter(None) is None
     assert "not attempted yet" in _out(capsys)
 
 
-# --- exercise 3: sin_step (how far apart positions k apart are, d -> infinity) -----------------
+# --- exercise 3: far_distance (how far apart positions k apart are, d -> infinity) -----------------
 def distance_ci(k, base):
     """Written here from the derivation: pair j moves along a chord of squared length 2 - 2 cos(k θ_j), the pairs
     add, and as d grows ||p_k - p_0||^2 / d -> ∫_0^1 (1 - cos(k base^(-t))) dt; with u = k base^(-t) that is
@@ -243,11 +243,11 @@ def test_distance_fact_against_the_tables():
     assert abs(width_sum(10**9, 1e9, 2**22) - distance_ci(10**9, 1e9)) > 1e-6
 
 
-def test_sin_step_accepts_the_limit_in_several_forms(capsys):
+def test_far_distance_accepts_the_limit_in_several_forms(capsys):
     mp_value = lambda k, b: mpmath.mpf(distance_ci(k, b))  # noqa: E731  an mpmath number
     for right in (distance_ci, distance_float, mp_value, lambda k, b: np.float64(distance_ci(k, b)),
                   lambda k, b: torch.tensor(distance_ci(k, b), dtype=torch.float64)):
-        assert check.sin_step(right) is True
+        assert check.far_distance(right) is True
         out = _out(capsys)
         assert "all correct!" in out
 
@@ -277,8 +277,8 @@ def integral_in_t(k, base):
     (lambda k, b: [1.0, 2.0], "one real number"),
     (lambda k, b: float("nan"), "one real number"),
 ])
-def test_sin_step_names_typical_mistakes_without_the_value(wrong, says, capsys):
-    assert check.sin_step(wrong) is False
+def test_far_distance_names_typical_mistakes_without_the_value(wrong, says, capsys):
+    assert check.far_distance(wrong) is False
     out = _out(capsys)
     assert says in out and "hint:" in out, out
     for k, base in check.ch02.DISTANCE_CASES:
@@ -286,8 +286,8 @@ def test_sin_step_names_typical_mistakes_without_the_value(wrong, says, capsys):
     assert "Ci" not in out and "∫" not in out and "integral" not in out.replace("an integral sampled", "")
 
 
-def test_sin_step_unattempted(capsys):
-    assert check.sin_step(None) is None
+def test_far_distance_unattempted(capsys):
+    assert check.far_distance(None) is None
     assert "not attempted yet" in _out(capsys)
 
 

@@ -1207,7 +1207,7 @@ def bit_counter(d):
     raise NotImplementedError  # your code
 
 
-_ = check.one_bit_steps(bit_counter)
+_ = check.bit_counter(bit_counter)
 
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "one_bit_steps_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
@@ -1228,8 +1228,8 @@ def bit_counter(d):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "one_bit_steps", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.one_bit_steps(bit_counter)
+# %% nbgrader={"grade": true, "grade_id": "bit_counter", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.bit_counter(bit_counter)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise 3. How far apart are positions $k$ apart, on the widest code?** Section 3 measured
@@ -1246,7 +1246,7 @@ def far_distance(k, base):
     raise NotImplementedError  # your code
 
 
-_ = check.sin_step(far_distance)
+_ = check.far_distance(far_distance)
 
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "sin_step_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
@@ -1268,8 +1268,8 @@ def far_distance(k, base):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "sin_step", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.sin_step(far_distance)
+# %% nbgrader={"grade": true, "grade_id": "far_distance", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.far_distance(far_distance)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Summary

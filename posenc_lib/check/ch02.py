@@ -18,7 +18,7 @@ from .. import absolute
 from ._core import Verdict, float64_tensor, number, report, sealed, whole_numbers
 from ._guard import answers_under_guard, stopped_verdict
 
-__all__ = ["exact_offsets", "one_bit_steps", "sin_step"]
+__all__ = ["exact_offsets", "bit_counter", "far_distance"]
 
 
 @contextmanager
@@ -143,7 +143,7 @@ def _step_map(table: torch.Tensor) -> tuple[torch.Tensor, float]:
     return fit[:-1].T, absolute.affine_shift_residual(cyclic, 1)
 
 
-def one_bit_steps(fn: Any) -> bool | None:
+def bit_counter(fn: Any) -> bool | None:
     """Exercise 2: fn(d) -> a (2d, d) table of 0s and 1s, rows distinct, in which every step p_i -> p_(i+1), and
     the step from the last row back to the first, flips exactly one bit, and one affine map M p + b does every
     step. Checked by these properties for widths 2 to 40; what M turns out to be is said, not graded."""
@@ -230,7 +230,7 @@ def _real(x: Any) -> float | None:
     return float(got) if got is not None and math.isfinite(got) else None
 
 
-def sin_step(fn: Any) -> bool | None:
+def far_distance(fn: Any) -> bool | None:
     """Exercise 3: fn(k, base) -> lim_(d -> inf) ||p_k - p_0|| / sqrt(d) for the sinusoidal code with
     theta_j = base^(-2j/d), to 10 decimals, for offsets up to 10^13, where no width one can build samples the
     pairs finely enough."""
