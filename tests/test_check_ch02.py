@@ -1,5 +1,8 @@
 """Chapter 2 checkers: right answers pass in several forms, typical wrong ones are told their
 misconception without the answer, unattempted ones say so."""
+import math
+
+import mpmath
 import numpy as np
 import pytest
 import torch
@@ -12,244 +15,294 @@ def _out(capsys):
     return capsys.readouterr().out
 
 
-# --- exercise 1: carry_witness ---------------------------------------------------------------
-def witness(d, k):
-    """Written here from the argument: sources 0, L, 2L, 3L with L the lowest set bit of k balance, and the
-    carry of K + 1 or K + 2 (K = k / L, odd) falls on one side only."""
-    low = k & -k
-    return (0, 3 * low, low, 2 * low)
-
-
-def test_carry_witness_fact_on_the_tables():
-    """Independent of the checker: on the library's tables for d = 4 .. 9 and every k < 2^(d-2), the witness
-    balances and its images do not, and least squares agrees that no affine map exists."""
-    for d in range(4, 10):
-        table = pl.binary_positions(2**d, d, dtype=torch.float64)
-        for k in range(1, 2 ** (d - 2)):
-            a, b, c, e = witness(d, k)
-            assert max(a, b, c, e) + k < 2**d
-            torch.testing.assert_close(table[a] + table[b], table[c] + table[e])
-            assert not torch.equal(table[a + k] + table[b + k], table[c + k] + table[e + k]), (d, k)
-            assert pl.affine_shift_residual(table, k) > 1e-6
-
-
-def test_carry_witness_accepts_a_witness_in_several_forms(capsys):
-    for right in (witness, lambda d, k: list(witness(d, k)), lambda d, k: np.array(witness(d, k), dtype=np.int64),
-                  lambda d, k: witness(d, k)[2:] + witness(d, k)[:2]):  # the two sides swapped
-        assert check.carry_witness(right) is True
-        assert "all correct!" in _out(capsys)
-
-
-def test_carry_witness_refuses_a_measurement_and_a_search(capsys):
-    """The table and least squares (what section 4 used), and a blind search over small positions."""
-    def measured(d, k):
-        table = pl.binary_positions(2**d, d)
-        return (0, 3, 1, 2) if table is not None else None
-
-    def fitted(d, k):
-        torch.linalg.lstsq(torch.eye(2), torch.eye(2))
-        return witness(d, k)
-
-    def search(d, k):  # every quadruple below 16: fine for small k, hopeless once k has many trailing zeros
-        bits = lambda x, y: [(x >> t & 1) + (y >> t & 1) for t in range(d)]  # noqa: E731
-        for a in range(16):
-            for b in range(16):
-                for c in range(16):
-                    for e in range(16):
-                        if (sorted((a, b)) != sorted((c, e)) and bits(a, b) == bits(c, e)
-                                and bits(a + k, b + k) != bits(c + k, e + k)):
-                            return a, b, c, e
-        return 0, 0, 0, 0
-
-    for shortcut, says in ((measured, "calls pl.binary_positions"), (fitted, "calls torch.linalg.lstsq"),
-                           (search, "searches too long")):
-        assert check.carry_witness(shortcut) is False
-        out = _out(capsys)
-        assert says in out and "hint:" in out, out
-    assert pl.binary_positions(2, 1).shape == (2, 1) and torch.linalg.lstsq is not None  # the patches are gone
-
-
-def _right_then(wrong):
-    """The witness for the first offsets, then `wrong` from the first k divisible by 4 on (the case (6, 4))."""
-    return lambda d, k: witness(d, k) if k % 4 else wrong(d, k)
-
-
-@pytest.mark.parametrize("wrong, says", [
-    (_right_then(lambda d, k: (0, 3, 1, 2)), "carries nowhere"),  # the odd-k witness reused: k's low bits are 0
-    (lambda d, k: (0, 3, 1, 2), "balanced too"),  # at k = 2 the carries fall on both sides alike
-    (lambda d, k: (0, 1, 1, 0), "same two positions on both sides"),  # a balance every map keeps
-    (lambda d, k: (0, 1, 2, 3), "not balanced"),  # p_0 + p_1 != p_2 + p_3
-    (lambda d, k: (2**d - 1, 0, 0, 0), "partner in the table"),  # 2^d - 1 + k is past the end
-    (lambda d, k: (0, 3, 1), "four positions"),
-])
-def test_carry_witness_names_the_misconception_without_a_witness(wrong, says, capsys):
-    assert check.carry_witness(wrong) is False
-    out = _out(capsys)
-    assert says in out and "hint:" in out, out
-    assert "lowest" not in out and "k & -k" not in out and "3 * " not in out
-
-
-def test_carry_witness_unattempted(capsys):
-    assert check.carry_witness(None) is None
-    assert "not attempted yet" in _out(capsys)
-
-
-# --- exercise 2: exact_offsets ---------------------------------------------------------------
-def offsets_by_rule(d):
-    """The offsets that leave 2^a or 3 * 2^a pairs (written here from the argument, not from the checker)."""
-    left = [2**a for a in range(d)] + [3 * 2**a for a in range(d - 1)]
-    return sorted(2**d - n for n in left)
-
-
-def offsets_by_bits(d):
-    """The same rule read off the bits: k's complement 2^d - k has at most two one-bits, and two only side by side."""
+# --- exercise 1: exact_offsets ---------------------------------------------------------------
+def _offsets_up_to(n, factor):
+    """The offsets k < n with n - k <= factor * L (L: k's lowest set bit), listed without trying every k: for each
+    L, the odd multiples of L in [n - factor * L, n)."""
     out = []
-    for k in range(1, 2**d):
-        n = 2**d - k
-        low = n & -n  # the lowest set bit
-        if n in (low, 3 * low):
-            out.append(k)
-    return np.array(out)  # a numpy array of whole numbers
+    for a in range(n.bit_length()):
+        low = 2**a
+        m = max(1, -(-(n - factor * low) // low))
+        m += 1 - m % 2  # odd
+        while m * low < n:
+            out.append(m * low)
+            m += 2
+    return sorted(out)
+
+
+def offsets_by_rule(n):
+    """Written here from the argument: adding k = L * K (L its lowest set bit, K odd) copies the bits below L and
+    adds K to the rest, so only the sources' values from L's bit on matter: the n - k sources 0 .. n - k - 1 give
+    ceil((n - k) / L) of them. Up to three (distinct corners of a cube, never on one line) an affine map fits;
+    four hold section 4's square. So k fits iff n - k <= 3L."""
+    return _offsets_up_to(n, 3)
+
+
+def offsets_by_trying(n):
+    """The same rule, offset by offset (fine for short tables)."""
+    return [k for k in range(1, n) if n - k <= 3 * (k & -k)]
 
 
 def test_exact_offsets_rule_against_least_squares():
-    """Independent of the checker: least squares on the table finds exactly the rule's offsets, d = 3 .. 10."""
-    for d in range(3, 11):
-        table = pl.binary_positions(2**d, d, dtype=torch.float64)
-        fits = [k for k in range(1, 2**d) if pl.affine_shift_residual(table, k) < 1e-9]
-        assert fits == offsets_by_rule(d) == offsets_by_bits(d).tolist(), d
-    assert offsets_by_rule(6) == [16, 32, 40, 48, 52, 56, 58, 60, 61, 62, 63]  # §4's list
-    assert all(len(offsets_by_rule(d)) == 2 * d - 1 for d in range(2, 61))
+    """Independent of the checker: least squares on the table of the first n positions finds exactly the rule's
+    offsets, n = 2 .. 100 (one width more changes nothing); for n = 2^d, the 2d - 1 offsets of section 4."""
+    for n in range(2, 101):
+        width = (n - 1).bit_length()
+        for d in (width, width + 1):
+            table = pl.binary_positions(n, max(d, 1), dtype=torch.float64)
+            fits = [k for k in range(1, n) if pl.affine_shift_residual(table, k) < 1e-9]
+            assert fits == offsets_by_rule(n) == offsets_by_trying(n), n
+    assert offsets_by_rule(64) == [16, 32, 40, 48, 52, 56, 58, 60, 61, 62, 63]  # §4's list
+    assert all(len(offsets_by_rule(2**d)) == 2 * d - 1 for d in range(2, 61))
 
 
 def test_exact_offsets_accepts_the_rule_in_several_forms(capsys):
     assert check.exact_offsets(offsets_by_rule) is True
     assert "all correct!" in _out(capsys)
-    assert check.exact_offsets(lambda d: tuple(reversed(offsets_by_rule(d)))) is True  # any order, a tuple
-    assert check.exact_offsets(lambda d: torch.tensor(offsets_by_rule(d))) is True  # a tensor of int64
+    assert check.exact_offsets(lambda n: tuple(reversed(offsets_by_rule(n)))) is True  # any order, a tuple
+    assert check.exact_offsets(lambda n: torch.tensor(offsets_by_rule(n))) is True  # a tensor of int64
+    assert check.exact_offsets(lambda n: set(offsets_by_rule(n))) is True
 
 
-def test_exact_offsets_names_typical_mistakes_without_the_list(capsys):
-    def powers_only(d):  # sources that fill a block of low bits, and nothing else
-        return sorted(2**d - 2**a for a in range(d))
+def _exact_as_64(n):
+    """Section 4's list read as a pattern: n - k is a power of two or three times one."""
+    return sorted({n - m for a in range(n.bit_length()) for m in (2**a, 3 * 2**a) if 1 <= n - m < n})
 
-    def counter(d):  # the wrap-around answer
-        return [2 ** (d - 1)]
 
-    def from_first_on(d):  # "every offset from 2^(d-2) on": the table's edge taken too far
-        return list(range(2 ** (d - 2), min(2**d, 2 ** (d - 2) + 64)))
+@pytest.mark.parametrize("wrong, says", [
+    (_exact_as_64, "64-row table"),  # read off section 4's printed list: right for n = 64 only
+    (lambda n: _offsets_up_to(n, 2), "under-count"),  # two points fit, three are not believed to
+    (lambda n: _offsets_up_to(n, 4), "section 4's square"),  # four patterns taken to fit as well
+    (lambda n: offsets_by_rule(n) if n < 1000 else offsets_by_rule(n)[1:], "pattern read off small tables"),
+    (lambda n: offsets_by_rule(n)[1:], "not the list least squares finds on the 5-row table"),
+    (lambda n: offsets_by_rule(n) + [n], "outside 1 .. N - 1"),
+    (lambda n: "16", "list of whole offsets"),
+])
+def test_exact_offsets_names_typical_mistakes_without_the_list(wrong, says, capsys):
+    assert check.exact_offsets(wrong) is False
+    out = _out(capsys)
+    assert says in out and "hint:" in out, out
+    assert "3L" not in out and "lowest" not in out and "<=" not in out and "[1" not in out  # neither rule nor list
 
-    def measured(d):  # least squares on the table: fine for small d, impossible at d = 60
-        table = pl.binary_positions(2**d, d, dtype=torch.float64)
-        return [k for k in range(1, 2**d) if pl.affine_shift_residual(table, k) < 1e-9]
 
-    def enumerate_offsets(d):  # the rule tested offset by offset: 2^60 of them
-        return [k for k in range(1, 2**d) if (2**d - k) in {(2**d - k) & -(2**d - k), 3 * ((2**d - k) & -(2**d - k))}]
+def test_exact_offsets_refuses_a_measurement_and_a_loop(capsys):
+    def measured(n):  # least squares on the table: fine for short tables, impossible at n = 2^60
+        table = pl.binary_positions(n, (n - 1).bit_length(), dtype=torch.float64)
+        return [k for k in range(1, n) if pl.affine_shift_residual(table, k) < 1e-9]
 
-    for wrong, says in ((powers_only, "misses 2 offsets"), (counter, "wraps around"),
-                        (from_first_on, "offsets with no exact map"),
-                        (lambda d: offsets_by_rule(d) + [1], "below 2^(d-2)"),
-                        (measured, "calls pl.binary_positions"), (enumerate_offsets, "tries the offsets one by one"),
-                        (lambda d: "16", "list of whole offsets")):
-        assert check.exact_offsets(wrong) is False
+    def fitted(n):
+        np.linalg.lstsq(np.eye(2), np.eye(2), rcond=None)
+        return offsets_by_rule(n)
+
+    for shortcut, says in ((measured, "calls pl.binary_positions"), (fitted, "calls numpy.linalg.lstsq"),
+                           (offsets_by_trying, "tries the offsets one by one")):
+        assert check.exact_offsets(shortcut) is False
         out = _out(capsys)
         assert says in out and "hint:" in out, out
-        assert "3 * 2" not in out and "2^a" not in out and "[16, 32" not in out  # neither the rule nor the list
     assert torch.linalg.lstsq is not None and pl.binary_positions(2, 1).shape == (2, 1)  # the patches are gone
     assert check.exact_offsets(None) is None
 
 
-# --- exercise 3: one_bit_steps ---------------------------------------------------------------
+# --- exercise 2: bit_counter (a bit counter with one fixed affine map) --------------------
+def counter(d):
+    """Written here by iterating the map: shift every bit one column to the right and put the complement of the
+    last bit into the first column, p -> (1 - p[d-1], p[0], ..., p[d-2]), from the zeros, 2d times."""
+    rows = [[0] * d]
+    for _ in range(2 * d - 1):
+        last = rows[-1]
+        rows.append([1 - last[-1]] + last[:-1])
+    return rows
+
+
 def gray(n, d):
     i = torch.arange(n)
     g = i ^ (i >> 1)
     return ((g[:, None] >> torch.arange(d - 1, -1, -1)) & 1).float()
 
 
-def test_one_bit_steps_accepts_a_gray_code_in_several_forms(capsys):
-    assert check.one_bit_steps(gray) is True
-    out = _out(capsys)
-    assert "all correct!" in out and "still no fixed affine map" in out
-    assert check.one_bit_steps(lambda n, d: gray(n, d).int().tolist()) is True
-    assert check.one_bit_steps(lambda n, d: gray(n, d).numpy()) is True
+def cyclic_gray(d):
+    """A one-bit cycle of 2d codes with no affine map from d = 4 on: the first d and the last d codes of the
+    reflected Gray code in m = ceil(log2 2d) bits (they meet, and wrap, in one flip of the top bit), in d columns."""
+    m = max(2, (2 * d - 1).bit_length())
+    codes = gray(2**m, m)
+    rows = torch.cat([codes[:d], codes[2**m - d:]])
+    return torch.cat([torch.zeros(2 * d, d - m), rows], 1)
 
 
-def test_one_bit_steps_names_typical_mistakes(capsys):
-    assert check.one_bit_steps(pl.binary_positions) is False  # counting in binary
-    out = _out(capsys)
-    assert "carries" in out and "i ^ (i >> 1)" not in out and "gray" not in out.lower()
-    assert check.one_bit_steps(lambda n, d: gray(n, d) * 2) is False
-    assert "other than 0 and 1" in _out(capsys)
-    assert check.one_bit_steps(lambda n, d: torch.cat([gray(n - 1, d), gray(1, d)])) is False  # back to the start
-    assert "the same code" in _out(capsys)
-    assert check.one_bit_steps(lambda n, d: gray(n, d)[:, 1:]) is False
-    assert "shape" in _out(capsys)
-    assert check.one_bit_steps(None) is None
+def _step_residual(rows):
+    t = torch.as_tensor(rows, dtype=torch.float64)
+    return pl.affine_shift_residual(torch.cat([t, t[:1]]), 1)
 
 
-# --- exercise 4: sin_step --------------------------------------------------------------------
-def right_step(d, base):
-    theta = pl.rope_frequencies(d, base=base, dtype=torch.float64)
-    return 2 * torch.sin(theta / 2).pow(2).sum().sqrt()
+def test_counter_fact_on_the_tables():
+    """Independent of the checker: the counter has 2d distinct rows, one flip per step (wrapping around too), an
+    exact affine map (least squares), and that map is the signed cyclic shift, a rotation about the centre. A
+    search over every one-bit walk with an exact map finds none longer than 2d for d = 2, 3, 4."""
+    for d in (2, 3, 4, 6, 9):
+        t = torch.tensor(counter(d), dtype=torch.float64)
+        cyc = torch.cat([t, t[:1]])
+        assert torch.unique(t, dim=0).shape[0] == 2 * d and ((cyc[1:] != cyc[:-1]).sum(-1) == 1).all()
+        assert _step_residual(t) < 1e-9
+        shift = torch.zeros(d, d, dtype=torch.float64)
+        shift[0, d - 1], shift[1:, :-1] = -1, torch.eye(d - 1, dtype=torch.float64)  # (1 - p[d-1], p[0], ...)
+        torch.testing.assert_close((t - 0.5) @ shift.T, torch.roll(t, -1, 0) - 0.5)  # centred: a signed shift
+    assert all(_step_residual(gray(2**d, d)) > 1 for d in (3, 4, 5))  # the Gray cycle has no map
+
+    def longest(d):
+        best = 0
+
+        def extend(path):
+            nonlocal best
+            best = max(best, len(path))
+            for bit in range(d):
+                nxt = path[-1] ^ (1 << bit)
+                if nxt in path or (len(path) == 1 and bit):
+                    continue
+                rows = [[x >> b & 1 for b in range(d)] for x in path + [nxt]]
+                t = torch.tensor(rows, dtype=torch.float64)
+                if pl.affine_shift_residual(t, 1) < 1e-9:
+                    extend(path + [nxt])
+
+        extend([0])
+        return best
+
+    assert [longest(d) for d in (2, 3, 4)] == [4, 6, 8]
 
 
-def test_sin_step_accepts_the_closed_form_in_several_forms(capsys):
-    assert check.sin_step(right_step) is True
-    assert "all correct!" in _out(capsys)
-    assert check.sin_step(lambda d, b: float(right_step(d, b))) is True
-    assert check.sin_step(lambda d, b: right_step(d, b).numpy()) is True  # a 0-d array
-    thetas = lambda d, b: pl.rope_frequencies(d, base=b, dtype=torch.float64)  # noqa: E731
-    assert check.sin_step(lambda d, b: (2 - 2 * torch.cos(thetas(d, b))).sum().sqrt()) is True  # same, unsimplified
-
-
-def test_sin_step_fact_against_the_table():
-    """Independent of the checker: the closed form equals every step of a long table."""
-    for d, base in ((6, 10000.0), (64, 10000.0), (16, 100.0)):
-        table = pl.sinusoidal_positions(300, d, base=base, dtype=torch.float64)
-        steps = (table[1:] - table[:-1]).norm(dim=-1)
-        torch.testing.assert_close(steps, torch.full_like(steps, float(right_step(d, base))))
-
-
-def test_sin_step_refuses_a_measurement(capsys):
-    """The step measured on a table, or on codes made by rotating a vector, is not the derivation."""
-    measured = lambda d, b: pl.sinusoidal_positions(2, d, base=b, dtype=torch.float64).diff(dim=0).norm()  # noqa: E731
-    rotated = lambda d, b: (pl.apply_rope(torch.ones(1, d, dtype=torch.float64), torch.tensor([1]), base=b)  # noqa: E731
-                            - torch.ones(1, d, dtype=torch.float64)).norm() / 2**0.5
-    for wrong, says in ((measured, "calls pl.sinusoidal_positions"), (rotated, "calls pl.apply_rope")):
-        assert check.sin_step(wrong) is False
+def test_bit_counter_accepts_a_counter_in_several_forms(capsys):
+    flipped = lambda d: [[1 - x for x in row] for row in counter(d)]  # noqa: E731  every bit complemented
+    backwards = lambda d: counter(d)[::-1]  # noqa: E731  the same counter, run the other way
+    permuted = lambda d: [row[::-1] for row in counter(d)]  # noqa: E731  the columns in the other order
+    for right in (counter, flipped, backwards, permuted, lambda d: np.array(counter(d)),
+                  lambda d: torch.tensor(counter(d), dtype=torch.int64)):
+        assert check.bit_counter(right) is True
         out = _out(capsys)
-        assert says in out and "derive it" in out
-    assert pl.sinusoidal_positions(2, 4).shape == (2, 4)  # the library works again
-    assert check.sin_step(lambda d, b: float(right_step(d, b))) is True  # pl.rope_frequencies stays allowed
+        assert "all correct!" in out and "property 2" in out
+    check.bit_counter(counter)
+    assert "is a rotation" in _out(capsys)
 
 
-def test_sin_step_names_typical_mistakes(capsys):
-    thetas = lambda d, b: pl.rope_frequencies(d, base=b, dtype=torch.float64)  # noqa: E731
-    assert check.sin_step(lambda d, b: (1 - torch.cos(thetas(d, b))).sum().sqrt()) is False  # one coordinate
+@pytest.mark.parametrize("wrong, says", [
+    (lambda d: pl.binary_positions(2 * d, d), "flip more than one bit"),  # counting in binary: carries
+    (lambda d: gray(2 * d, d), "the last row and the first differ"),  # the textbook Gray code, cut at 2d rows
+    (cyclic_gray, "no one affine map"),  # a one-bit cycle of 2d codes that is not one map (from d = 4 on)
+    (lambda d: counter(d)[: d + 1] + counter(d)[d - 1:0:-1], "the same code"),  # fill, then empty backwards
+    (lambda d: counter(d)[: d + 1], "shape"),  # the fill alone: d + 1 rows
+    (lambda d: [[2 * x for x in row] for row in counter(d)], "other than 0 and 1"),
+])
+def test_bit_counter_names_the_misconception(wrong, says, capsys):
+    assert check.bit_counter(wrong) is False
     out = _out(capsys)
-    assert "1/√2 of the distance" in out and "sin(" not in out and "chord" not in out and "circle" not in out
-    assert check.sin_step(lambda d, b: right_step(d, b) ** 2) is False
-    assert "squared distance" in _out(capsys)
-    assert check.sin_step(lambda d, b: (d / 2) ** 0.5 * 2 * torch.sin(thetas(d, b)[0] / 2)) is False  # all pairs fast
-    assert "every pair as the fastest" in _out(capsys)
-    assert check.sin_step(lambda d, b: 1.0) is False
+    assert says in out and "hint:" in out, out
+    assert "1 - x" not in out and "shift" not in out and "johnson" not in out.lower()
+
+
+def test_bit_counter_unattempted(capsys):
+    assert check.bit_counter(None) is None
+    assert "not attempted yet" in _out(capsys)
+
+
+# --- exercise 3: far_distance (how far apart positions k apart are, d -> infinity) -----------------
+def distance_ci(k, base):
+    """Written here from the derivation: pair j moves along a chord of squared length 2 - 2 cos(k θ_j), the pairs
+    add, and as d grows ||p_k - p_0||^2 / d -> ∫_0^1 (1 - cos(k base^(-t))) dt; with u = k base^(-t) that is
+    ∫_{k/base}^k (1 - cos u) / u du / ln base = 1 - (Ci(k) - Ci(k / base)) / ln base."""
+    mpmath.mp.dps = 30
+    k, base = mpmath.mpf(k), mpmath.mpf(base)
+    return float(mpmath.sqrt(1 - (mpmath.ci(k) - mpmath.ci(k / base)) / mpmath.log(base)))
+
+
+def distance_float(k, base):
+    """The same formula by another route: Ci in mpmath, the rest in float64 with math (as many learners write it)."""
+    return math.sqrt(1 - (float(mpmath.ci(k)) - float(mpmath.ci(k / base))) / math.log(base))
+
+
+def width_sum(k, base, d):
+    """||p_k - p_0|| / sqrt(d) built by hand from the formula at one width (no library builder): the measurement."""
+    theta = base ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)
+    return float(((2 - 2 * torch.cos(k * theta)).sum() / d).sqrt())
+
+
+def test_distance_fact_against_the_tables():
+    """Independent of the checker: the library's tables at widths 2^12 .. 2^18 approach the limit for small offsets,
+    the gap shrinking like 1/d, and the distance is the same from every position; quadrature of the integral in t
+    agrees with the Ci form for k up to 10^4; at k = 10^9 even d = 2^22 is far from it."""
+    for k, base in ((1, 10000.0), (100, 500000.0)):
+        limit = distance_ci(k, base)
+        gaps = []
+        for d in (2**12, 2**15, 2**18):
+            table = pl.sinusoidal_positions(k + 2, d, base=base, dtype=torch.float64)
+            steps = (table[k:] - table[:-k]).norm(dim=-1) / d**0.5
+            torch.testing.assert_close(steps[0], steps[1])
+            gaps.append(float(steps[0]) - limit)
+        assert all(gap > 0 for gap in gaps) and 2.5 < gaps[0] / gaps[1] < 12 and 6 < gaps[1] / gaps[2] < 10
+    for k, base in ((1, 1e4), (100, 5e5), (10**4, 1e4)):
+        mpmath.mp.dps = 20
+        in_t = mpmath.quad(lambda t: 1 - mpmath.cos(k * mpmath.power(base, -t)), mpmath.linspace(0, 1, 400))
+        assert abs(float(mpmath.sqrt(in_t)) - distance_ci(k, base)) < 1e-12
+    assert abs(width_sum(10**9, 1e9, 2**22) - distance_ci(10**9, 1e9)) > 1e-6
+
+
+def test_far_distance_accepts_the_limit_in_several_forms(capsys):
+    mp_value = lambda k, b: mpmath.mpf(distance_ci(k, b))  # noqa: E731  an mpmath number
+    for right in (distance_ci, distance_float, mp_value, lambda k, b: np.float64(distance_ci(k, b)),
+                  lambda k, b: torch.tensor(distance_ci(k, b), dtype=torch.float64)):
+        assert check.far_distance(right) is True
+        out = _out(capsys)
+        assert "all correct!" in out
+
+
+def richardson(k, base):
+    """The cold read's shortcut: steps built by hand at two widths, extrapolated, sqrt(2 S(2d) - S(d))."""
+    d = 2**20
+    return (2 * width_sum(k, base, 2 * d) ** 2 - width_sum(k, base, d) ** 2) ** 0.5
+
+
+def integral_in_t(k, base):
+    """The integral derived, but sampled in t (Simpson, 200 001 points): right where the cosine turns slowly."""
+    t = torch.linspace(0, 1, 200_001, dtype=torch.float64)
+    f = 1 - torch.cos(k * base**-t)
+    return float((f[0] + f[-1] + 4 * f[1:-1:2].sum() + 2 * f[2:-1:2].sum()).div(3 * 200_000).sqrt())
+
+
+@pytest.mark.parametrize("wrong, says", [
+    (richardson, "wrong for the large ones"),  # a measurement, extrapolated: fine for small k only
+    (integral_in_t, "wrong for the large ones"),  # the integral, sampled in t
+    (lambda k, b: width_sum(k, b, 2**16), "not the limit"),  # one width, as wide as one likes
+    (lambda k, b: distance_ci(k, b) ** 2, "square of the distance"),
+    (lambda k, b: distance_ci(k, b) / 2**0.5, "1/√2 of the distance"),  # one coordinate per pair
+    (lambda k, b: distance_ci(k, b) * 2**0.5, "counts the pairs"),  # the limit of the distance / sqrt(d / 2)
+    (lambda k, b: (1 - math.cos(k)) ** 0.5, "every pair as the fastest"),
+    (lambda k, b: 1.0, "not the limit"),
+    (lambda k, b: [1.0, 2.0], "one real number"),
+    (lambda k, b: float("nan"), "one real number"),
+])
+def test_far_distance_names_typical_mistakes_without_the_value(wrong, says, capsys):
+    assert check.far_distance(wrong) is False
     out = _out(capsys)
-    assert "not the distance" in out
-    for d, b in check.ch02.STEP_CASES:
-        assert f"{float(right_step(d, b)):.3f}" not in out  # the value is never printed
-    assert check.sin_step(lambda d, b: [1.0, 2.0]) is False
-    assert "one number" in _out(capsys)
-    assert check.sin_step(None) is None
+    assert says in out and "hint:" in out, out
+    for k, base in check.ch02.DISTANCE_CASES:
+        assert f"{distance_ci(k, base):.4f}" not in out  # the value is never printed
+    assert "Ci" not in out and "∫" not in out and "integral" not in out.replace("an integral sampled", "")
+
+
+def test_far_distance_unattempted(capsys):
+    assert check.far_distance(None) is None
+    assert "not attempted yet" in _out(capsys)
 
 
 # --- the answer key -------------------------------------------------------------------------
 def test_the_checker_module_hands_over_no_answer():
-    """No constant of check.ch02 equals an answer, and none of its functions returns one (called with
-    nothing, a flag or a width): the far widths' lists are sealed, the near ones measured inside the checker,
-    the witness and the code checked by their properties."""
+    """No constant of check.ch02 equals an answer, and none of its functions returns one (called with nothing,
+    a flag, a length, a width, or an offset and a base): the far lengths' lists and the distances are sealed, the
+    short tables measured inside the checker, the counter checked by its properties."""
     from _hands_over import held_answers
 
-    answers = [offsets_by_rule(d) for d in (*range(3, 9), 20)] + [[1, 3]]
-    answers += [float(right_step(d, b)) for d, b in check.ch02.STEP_CASES]
-    calls = [(), (True,), (False,)] + [(d,) for d in range(3, 9)] + list(check.ch02.STEP_CASES)
+    lengths = check.ch02.OFFSET_N_MEASURED + check.ch02.OFFSET_N_FAR
+    cases = check.ch02.DISTANCE_CASES
+    answers = [offsets_by_rule(n) for n in lengths] + [set(offsets_by_rule(n)) for n in lengths]
+    answers += [distance_ci(k, b) for k, b in cases] + [[distance_ci(k, b) for k, b in cases]]
+    answers += [torch.tensor(counter(d), dtype=torch.float64) for d in check.ch02.COUNTER_WIDTHS]
+    calls = [(), (True,), (False,)] + [(n,) for n in lengths] + [(d,) for d in check.ch02.COUNTER_WIDTHS]
+    calls += list(cases)
     assert held_answers(check.ch02, answers, calls) == []

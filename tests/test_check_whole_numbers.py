@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import torch
 from test_check_ch01 import _misconception, rule
-from test_check_ch02 import witness
 from test_check_ch04 import last_bucket_closed_form
 from test_check_ch05 import LAYOUT_RIGHT, _first_slow_pair
 from test_check_ch06 import shared_right
@@ -49,8 +48,6 @@ CASES = {
     "changed_rows": (lambda to: returning(lambda n, swaps: [(r.start, r.stop) for r in rule(n, swaps)], to),
                      lambda to: returning(lambda n, swaps: [(r.start, r.stop) for r in _misconception("apart")(n, swaps)],
                                           to), "each swap on its own"),
-    "carry_witness": (lambda to: returning(witness, to), lambda to: returning(lambda d, k: (0, 3, 1, 2), to),
-                      "balanced too"),
     "slow_pairs": (lambda to: to(16), lambda to: to(15), "close"),
     "t5_rows_read": (lambda to: to(31), lambda to: to(16), "one direction's half"),
     "t5_last_bucket": (lambda to: returning(last_bucket_closed_form, to),

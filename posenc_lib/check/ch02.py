@@ -1,23 +1,24 @@
 """Checkers for notebooks/02_integer_binary.ipynb: integer and binary codes, affine maps between positions.
 
-No checker here holds an answer. A witness and a code are checked by the properties they must have; the
-exact offsets are compared with least squares on the tables (for small widths, measured while the learner's
-function cannot) and, for widths no table reaches, with salted digests (``_core.sealed``); the step length
-is compared with a measurement the learner's function is refused.
+No checker here holds an answer. The exact offsets are compared with least squares on the tables (for short
+tables, measured while the learner's function cannot) and, for lengths no table reaches, with salted digests;
+the bit counter is checked by the properties it must have; the sinusoids' distance with salted digests of its
+values to ten decimals, at offsets no width one can build reaches.
 """
 from __future__ import annotations
 
+import itertools
+import math
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 import torch
 
-from .. import absolute, angles, rope, rotary
-from ..angles import rope_frequencies
-from ._core import Verdict, close, float64_tensor, number, report, sealed, whole_numbers
+from .. import absolute
+from ._core import Verdict, float64_tensor, number, report, sealed, whole_numbers
 from ._guard import answers_under_guard, stopped_verdict
 
-__all__ = ["carry_witness", "exact_offsets", "one_bit_steps", "sin_step"]
+__all__ = ["exact_offsets", "bit_counter", "far_distance"]
 
 
 @contextmanager
@@ -45,232 +46,224 @@ def _measurements() -> tuple[tuple[Any, str, str], ...]:
             (numpy.linalg, "pinv", "numpy.linalg.pinv"), (numpy.linalg, "solve", "numpy.linalg.solve"))
 
 
-# Exercise 1: four positions whose codes balance (p_a + p_b = p_c + p_e) while their images k steps on do not.
-# Every k here is below 2^(d-2), where section 4 found no exact map; the widths go far past any table.
-WITNESS_CASES = ((4, 1), (4, 2), (6, 4), (6, 12), (8, 3), (8, 40), (20, 5 * 2**9), (40, 2**30 + 2**20),
-                 (60, 7 * 2**40), (60, 2**57 + 2**3))
-
-
-def _bit_sums(x: int, y: int, d: int) -> list[int]:
-    """bits(x) + bits(y), one entry per bit 0 .. d-1: the sum p_x + p_y of two d-bit codes."""
-    return [(x >> t & 1) + (y >> t & 1) for t in range(d)]
-
-
-def carry_witness(fn: Any) -> bool | None:
-    """Exercise 1: fn(d, k) -> four positions (a, b, c, e) of the d-bit table, with a + k, ... still in it,
-    whose codes balance, p_a + p_b = p_c + p_e, while p_(a+k) + p_(b+k) != p_(c+k) + p_(e+k): a proof that
-    no affine map sends p_i to p_(i+k). Widths up to 60, so the table and least squares refuse to run."""
-
-    def run(f: Callable[[int, int], Any]) -> Iterator[Verdict]:
-        if not callable(f):
-            yield False, f"answer must be a function fn(d, k) returning four positions, got {type(f).__name__}"
-            return
-        answers, stopped = answers_under_guard(f, WITNESS_CASES, _measurements())
-        if stopped is not None:
-            (d, k), why = stopped
-            yield stopped_verdict(why, f"fn({d}, {k})", shortcut="that measures instead of choosing the four "
-                                  "positions, and no table of 2^60 rows can be built", loop="searches too long: "
-                                  "choose the four positions from what adding k does to the bits")
-            return
-        for d, k in WITNESS_CASES:
-            quad = whole_numbers(answers[d, k])
-            call = f"fn({d}, {k})"
-            if quad is None or len(quad) != 4:
-                yield False, f"{call} must return four positions (a, b, c, e), got {answers[d, k]!r}"
-                return
-            a, b, c, e = quad
-            if not all(0 <= x and x + k < 2**d for x in quad):
-                yield False, (f"{call}: every position x must have its partner in the table, 0 <= x and "
-                              f"x + k < 2^{d}")
-                return
-            if sorted((a, b)) == sorted((c, e)):
-                yield False, (f"{call} puts the same two positions on both sides: that balance holds for every "
-                              "map, so no map can break it")
-                return
-            if _bit_sums(a, b, d) != _bit_sums(c, e, d):
-                yield False, (f"{call}: p_a + p_b and p_c + p_e differ, so the four sources are not balanced and an "
-                              "affine map owes their images nothing")
-                return
-            if _bit_sums(a + k, b + k, d) == _bit_sums(c + k, e + k, d):
-                if all(x & k == 0 for x in quad):
-                    yield False, (f"{call}: adding k carries nowhere in your four sources, it only sets k's bits "
-                                  "in each of them, and the balance survives")
-                else:
-                    yield False, f"{call}: the images are balanced too; the carries changed both sides alike"
-                return
-        yield True, (f"a witness for all {len(WITNESS_CASES)} offsets, up to d = 60: an affine map keeps every "
-                     "balance, and a carry that falls on one side only breaks it, so no affine map exists")
-
-    return report("four positions that prove there is no affine map", fn, run,
-                  "an affine map sees only bits; adding k does something to the bits that depends on the bits "
-                  "below: where can that act on one side of a balance and not the other?")
-
-
-# Exercise 2: every offset with an exact affine map on the d-bit table (no wrap-around), for any d.
-OFFSET_BITS_MEASURED = (3, 4, 5, 6, 7, 8)  # least squares on the tables, measured by the checker
-OFFSET_BITS_FAR = (20, 40, 60)  # 2^d positions: far too many rows for any table
-# sealed(sorted offsets, "ch02.exact_offsets") for each far width
-_FAR_SEALED = {20: "cfd24e2eddd2a7d11616cbcc", 40: "12273967fd33ae1ab60ea74c", 60: "d0bf661899e6b66437b7c6f2"}
+# Exercise 1: every offset with an exact affine map on the table of the first N positions, for any N.
+OFFSET_N_MEASURED = (5, 12, 23, 40, 64, 100)  # least squares on the tables, measured by the checker
+OFFSET_N_FAR = (1_000_003, 3 * 2**40 + 5, 2**59 + 2**31 + 1, 2**60)  # far too many rows for any table
+# sealed(sorted offsets, f"ch02.exact_offsets.{N}") for each far length
+_OFFSETS_SEALED = {1_000_003: "495762f76163d7e30c86aad8", 3 * 2**40 + 5: "1607aeec681f51288997384c",
+                   2**59 + 2**31 + 1: "317bf4981024a00e928def35", 2**60: "22872868a36abc123cfb0867"}
+# The misconceptions, sealed the same way where they differ from the right list (None: the same list there).
+_OFFSET_MISTAKES = {
+    "read off the 64-row table": (
+        "a pattern of the 64-row table (N - k a power of two or three times one), which holds where N is a power "
+        "of two: the sources of a shorter or longer table are other numbers",
+        {5: "e06f6747b214fca5ac96f099", 12: None, 23: "87647a1c4cd57b3b84fcfa19", 40: "07857265a15bb6152b52a499",
+         64: None, 100: "fd5b9e10eec9e77196222f69", 1_000_003: "2038ed5c829f9dac5c755793",
+         3 * 2**40 + 5: "9ee84c874946d2d1693fa672", 2**59 + 2**31 + 1: "f802029c247629f618279ab3", 2**60: None}),
+    "too few points": (
+        "some offsets you leave out do have an exact map: you under-count how many points an affine map can "
+        "send wherever it likes",
+        {5: None, 12: "e5161a250a380d641271bbee", 23: "e997b9e758e3034380b11b93", 40: "d0aec2486e9f053706be400f",
+         64: "b9c7111561eda372709b0b21", 100: "b8125aed68c5b40e183983ad", 1_000_003: "dcb62fc4a729116abcd7c96e",
+         3 * 2**40 + 5: "358596b37a122535e33c708f", 2**59 + 2**31 + 1: "59034d51d24e61005611c482",
+         2**60: "bbb1b23779a58645ba45403f"}),
+    "too many points": (
+        "some offsets you list have no exact map: their pairs hold section 4's square",
+        {5: "e06f6747b214fca5ac96f099", 12: None, 23: "da35a779fd2b3205c08a107a", 40: "07857265a15bb6152b52a499",
+         64: None, 100: "b39039a34492d3bb242dc646", 1_000_003: "3d729300693c4c417158f974",
+         3 * 2**40 + 5: "f1f2e880afd674600fc976db", 2**59 + 2**31 + 1: "147ca689d5bde2e61c97bfda", 2**60: None}),
+}
 
 
 def exact_offsets(fn: Any) -> bool | None:
-    """Exercise 2: fn(d) -> the sorted offsets k (1 <= k < 2**d) with an exact affine map on the d-bit table,
-    no wrap-around; for d up to 60, so the table and least squares refuse to run while fn does."""
+    """Exercise 1: fn(N) -> the offsets k (1 <= k < N) with an exact affine map p_i -> p_(i+k) on the table of
+    the first N positions (only the pairs with i + k < N count), for N up to 2^60: the table and least squares
+    refuse to run while fn does, and a loop over every offset runs out of steps."""
 
     def run(f: Callable[[int], Any]) -> Iterator[Verdict]:
         if not callable(f):
-            yield False, f"answer must be a function fn(d) returning a list of offsets, got {type(f).__name__}"
+            yield False, f"answer must be a function fn(N) returning a list of offsets, got {type(f).__name__}"
             return
         measured = {}
         with _one_thread():  # before the learner's function runs, while the library is whole
-            for d in OFFSET_BITS_MEASURED:
-                table = absolute.binary_positions(2**d, d, dtype=torch.float64)
-                measured[d] = {k for k in range(1, 2**d) if absolute.affine_shift_residual(table, k) < 1e-9}
-        widths = OFFSET_BITS_MEASURED + OFFSET_BITS_FAR
-        by_case, stopped = answers_under_guard(f, [(d,) for d in widths], _measurements())
+            for n in OFFSET_N_MEASURED:
+                table = absolute.binary_positions(n, (n - 1).bit_length(), dtype=torch.float64)
+                measured[n] = {k for k in range(1, n) if absolute.affine_shift_residual(table, k) < 1e-9}
+        lengths = OFFSET_N_MEASURED + OFFSET_N_FAR
+        by_case, stopped = answers_under_guard(f, [(n,) for n in lengths], _measurements())
         if stopped is not None:
-            (d,), why = stopped
-            yield stopped_verdict(why, f"fn({d})", shortcut=f"that measures the fits, and the checker goes up to "
-                                  f"d = {OFFSET_BITS_FAR[-1]}, where no table can be built; your function has to know "
-                                  "which offsets fit", loop=f"tries the offsets one by one (2^{d} - 1 of them): find "
-                                  "which ones fit without trying them")
+            (n,), why = stopped
+            yield stopped_verdict(why, f"fn({n})", shortcut=f"that measures the fits, and the checker goes up to "
+                                  f"N = 2^60, where no table can be built; your function has to know which offsets "
+                                  "fit", loop=f"tries the offsets one by one ({n - 1} of them): find which ones fit "
+                                  "without trying them")
             return
-        for d in widths:
-            got = whole_numbers(by_case[d,])
+        wrong, mistakes = [], set(_OFFSET_MISTAKES)
+        for n in lengths:
+            got = whole_numbers(by_case[n,])
             if got is None:
-                yield False, f"fn({d}) must return a list of whole offsets, got {type(by_case[d,]).__name__}"
+                yield False, f"fn({n}) must return a list of whole offsets, got {type(by_case[n,]).__name__}"
                 return
-            given = set(got)
-            if d in measured:
-                if given == measured[d]:
-                    continue
-                extra, missing = given - measured[d], measured[d] - given
-            elif sealed(sorted(given), "ch02.exact_offsets") == _FAR_SEALED[d]:
+            if any(not 1 <= k < n for k in got):
+                yield False, f"fn({n}) lists offsets outside 1 .. N - 1"
+                return
+            given = sorted(set(got))
+            digest = sealed(given, f"ch02.exact_offsets.{n}")
+            if (set(given) == measured[n]) if n in measured else digest == _OFFSETS_SEALED[n]:
                 continue
-            else:
-                extra, missing = None, None
-            if given == {2 ** (d - 1)}:
-                yield False, (f"fn({d}) is the counter that wraps around; without it only the pairs inside the "
-                              "table count, and fewer pairs are easier to fit")
-            elif any(k < 2 ** (d - 2) for k in given):
-                yield False, f"fn({d}) lists offsets below 2^(d-2); §4 found no exact map for any of them"
-            elif any(not 1 <= k < 2**d for k in given):
-                yield False, f"fn({d}) lists offsets outside 1 .. 2^d - 1"
-            elif extra is None:
-                yield False, (f"fn({d}) is wrong although d = {OFFSET_BITS_MEASURED[0]} to {OFFSET_BITS_MEASURED[-1]} "
-                              "were right: a pattern read off small tables, not a rule that holds for every width")
-            elif missing and not extra:
-                yield False, (f"fn({d}) misses {len(missing)} offsets that have an exact map: their pairs' "
-                              "sources are not a whole block of low bits, and an affine map fits them anyway")
-            elif extra and not missing:
-                yield False, (f"fn({d}) lists {len(extra)} offsets with no exact map: for them some carry "
-                              "depends on the low bits, and no affine map follows it")
-            else:
-                yield False, (f"fn({d}): {len(extra)} of your offsets have no exact map, and {len(missing)} that "
-                              "have one are missing")
+            wrong.append(n)
+            mistakes &= {name for name, (_, seals) in _OFFSET_MISTAKES.items() if seals[n] == digest}
+        if not wrong:
+            yield True, (f"right for N = {', '.join(map(str, OFFSET_N_MEASURED))} (least squares agrees) and for "
+                         "four lengths up to 2^60, where no table can be built")
             return
-        yield True, (f"right for d = {widths[0]} to {OFFSET_BITS_MEASURED[-1]} (least squares agrees) and for "
-                     f"d = {', '.join(map(str, OFFSET_BITS_FAR))}: 2d - 1 offsets, all of them the table's edge "
-                     "except k = 2^(d-1), the one offset a counter that wraps around keeps too")
+        call = f"fn({wrong[0]})" + (f" and {len(wrong) - 1} more" if len(wrong) > 1 else "")
+        if mistakes:
+            yield False, f"{call}: {_OFFSET_MISTAKES[min(mistakes)][0]}"
+        elif wrong[0] in measured:
+            yield False, f"{call} is not the list least squares finds on the {wrong[0]}-row table"
+        else:
+            yield False, (f"{call} is wrong, although the short tables were right: a pattern read off small "
+                          "tables, not a rule that holds for every length")
 
-    return report("the offsets with an exact affine map, for any width", fn, run,
+    return report("the offsets with an exact affine map, for any length", fn, run,
                   "an exact map only has to fit the pairs that exist: which numbers are their sources?")
 
 
-# Exercise 3: a code of n positions in d bits whose every step flips one bit.
-def one_bit_steps(fn: Any) -> bool | None:
-    """Exercise 3: fn(n, d) -> an (n, d) table of 0s and 1s, rows distinct, with p_{i+1} and p_i
-    differing in exactly one bit for every i (n <= 2**d)."""
+# Exercise 2: a counter of 2d positions in d bits, one bit per step (wrapping around included), whose every step
+# is one fixed affine map.
+COUNTER_WIDTHS = (2, 3, 4, 5, 8, 13, 40)
 
-    def run(f: Callable[[int, int], Any]) -> Iterator[Verdict]:
+
+def _step_map(table: torch.Tensor) -> tuple[torch.Tensor, float]:
+    """The least-squares affine map p_i -> p_(i+1) of a table whose last row steps back to the first: (M, residual)."""
+    cyclic = torch.cat([table, table[:1]])
+    inputs = torch.cat([cyclic[:-1], torch.ones(len(table), 1, dtype=torch.float64)], 1)
+    fit = torch.linalg.lstsq(inputs, cyclic[1:], driver="gelsd").solution
+    return fit[:-1].T, absolute.affine_shift_residual(cyclic, 1)
+
+
+def bit_counter(fn: Any) -> bool | None:
+    """Exercise 2: fn(d) -> a (2d, d) table of 0s and 1s, rows distinct, in which every step p_i -> p_(i+1), and
+    the step from the last row back to the first, flips exactly one bit, and one affine map M p + b does every
+    step. Checked by these properties for widths 2 to 40; what M turns out to be is said, not graded."""
+
+    def run(f: Callable[[int], Any]) -> Iterator[Verdict]:
         if not callable(f):
-            yield False, f"answer must be a function fn(n, d), got {type(f).__name__}"
+            yield False, f"answer must be a function fn(d) returning a (2d, d) table, got {type(f).__name__}"
             return
-        for n, d in ((8, 3), (16, 4), (64, 6), (40, 6), (1024, 10)):
-            t = float64_tensor(f(n, d))
-            if t is None or t.shape != (n, d):
-                yield False, f"fn({n}, {d}) must have shape ({n}, {d}), got {None if t is None else tuple(t.shape)}"
+        maps = {}
+        for d in COUNTER_WIDTHS:
+            t = float64_tensor(f(d))
+            call = f"fn({d})"
+            if t is None or t.shape != (2 * d, d):
+                yield False, (f"{call} must have shape ({2 * d}, {d}), 2d rows of d bits, got "
+                              f"{None if t is None else tuple(t.shape)}")
                 return
             if not ((t == 0) | (t == 1)).all():
-                yield False, f"fn({n}, {d}) holds entries other than 0 and 1: a bit code has only 0s and 1s"
+                yield False, f"{call} holds entries other than 0 and 1: a bit code has only 0s and 1s"
                 return
-            if torch.unique(t, dim=0).shape[0] != n:
-                yield False, f"fn({n}, {d}) gives two positions the same code: property 1 (unique) fails"
+            if torch.unique(t, dim=0).shape[0] != 2 * d:
+                yield False, f"{call} gives two positions the same code: property 1 (unique) fails"
                 return
             flips = (t[1:] != t[:-1]).sum(-1)
-            if not (flips == 1).all():
-                many = int((flips > 1).sum())
-                yield False, (f"fn({n}, {d}): {many} of the {n - 1} steps flip more than one bit: counting in "
-                              "binary carries through the low bits, which is what makes its steps jumpy")
+            if (flips > 1).any():
+                yield False, (f"{call}: {int((flips > 1).sum())} of the {2 * d - 1} steps flip more than one bit: "
+                              "a carry, or any jump, is what the counter must not have")
                 return
-        table = float64_tensor(f(64, 6))
-        residual = absolute.affine_shift_residual(table, 1)
-        yield True, "every step flips exactly one bit, all rows distinct: neighbours are always at distance 1"
-        if residual > 1e-6:  # what the design does not buy: said, not graded
-            yield True, (f"and still no fixed affine map p_i -> p_(i+1) on your 6-bit table (least-squares "
-                         f"residual {residual:.1f}): even steps alone do not give property 2")
+            back = int((t[0] != t[-1]).sum())
+            if back != 1:
+                yield False, (f"{call}: every step flips one bit, but the last row and the first differ in {back} "
+                              "bits: a counter wraps around, and that step must flip one bit too")
+                return
+            maps[d], residual = _step_map(t)
+            if residual > 1e-6:
+                yield False, (f"{call}: every step flips one bit, yet no one affine map takes every row to the next "
+                              f"(least-squares residual {residual:.2f}): a walk along the cube's edges is not a "
+                              "map; which bit a step flips must follow from the row, the same way for every row")
+                return
+        yield True, (f"for every width from {COUNTER_WIDTHS[0]} to {COUNTER_WIDTHS[-1]}: 2d distinct codes, one bit "
+                     "per step, and one affine map does every step, so k steps are that map k times: property 2")
+        m, eye = maps[8], torch.eye(8, dtype=torch.float64)
+        if (torch.allclose(m.T @ m, eye, atol=1e-9) and torch.linalg.det(m) > 0
+                and torch.allclose(torch.linalg.matrix_power(m, 16), eye, atol=1e-9)):  # what it is, said, not graded
+            yield True, ("and at d = 8 your M is a rotation: about the cube's centre (p - 1/2) the code turns, and 2d "
+                         "turns bring it back, as chapter 3's sinusoids turn")
 
-    return report("a bit code whose every step flips one bit", fn, run,
-                  "the 2^d codes are the corners of a d-dimensional cube, and a one-bit step is one of its "
-                  "edges: what kind of walk along the edges do you need?")
-
-
-# Exercise 4: the constant step length of the sinusoidal code, in closed form.
-STEP_CASES = ((6, 10000.0), (64, 10000.0), (512, 10000.0), (16, 100.0))
-
-
-def _code_builders() -> tuple[tuple[Any, str, str], ...]:
-    """What builds codes (or rotates vectors) to measure the step instead of deriving it."""
-    import posenc_lib
-
-    found = []
-    for name in ("sinusoidal_positions", "SinusoidalPositionalEncoding", "rope_angles", "rope_matrix", "apply_rope"):
-        for module in (posenc_lib, absolute, angles, rope, rotary):
-            if name in vars(module) or module is posenc_lib:
-                found.append((module, name, f"pl.{name}"))
-    return tuple(found)
+    return report("a bit counter with one fixed affine map", fn, run,
+                  "which affine maps send the corners of the cube onto the corners, no two to the same one?")
 
 
-def sin_step(fn: Any) -> bool | None:
-    """Exercise 4: fn(d, base) -> the distance ||p_{i+1} - p_i|| between neighbouring sinusoidal codes, derived:
-    the library's code builders refuse to run while fn does (pl.rope_frequencies is allowed)."""
+# Exercise 3: lim_(d -> inf) ||p_k - p_0|| / sqrt(d) for the sinusoidal code with base `base`, offsets up to 10^13.
+DISTANCE_CASES = ((1, 1e4), (100, 5e5), (10**4, 1e4), (10**9, 1e9), (10**10, 1e11), (10**13, 1e12))
+DISTANCE_NEAR = 2  # the first two (k = 1, 100): offsets a width one can build samples finely, where a measurement reaches
+# sealed([round(value * scale) for each case], f"ch02.far_distance.{scale:g}"): the limit to 10 decimals and to 5
+# (a finite width's sum, or a rough integral, gets that far); the near cases alone to 10 decimals (salt
+# "ch02.far_distance.near"); then the misconceptions, to 5 decimals.
+_DISTANCE_SEALED = {1e10: "6390aaa1182d193e35e92c4e", 1e5: "c6d1453dca432dfe38254198",
+                    "near": "796e5b19c5c05ba97c6ffc4f"}
+_DISTANCE_MISTAKES = (
+    ("a646da6984aee82d759f5b7d", "is the square of the distance: the distance is the root of the squared one"),
+    ("60f087023d125d2e39c7e979", "is 1/√2 of the distance: each pair moves in two coordinates, sine and cosine"),
+    ("ef0602aef3051716ac895371", "is √2 times the distance: it counts the pairs (d/2 of them), not the d features"),
+    ("7c648d09c9b367b2bc20fba4", "treats every pair as the fastest one: the pairs turn at different speeds"),
+)
+
+
+def _matches(values: list[float], scale: float, digest: str, salt: str) -> bool:
+    """Whether values, rounded to 1/scale, equal the sealed ones within one unit each (rounding either way)."""
+    rounded = [round(v * scale) for v in values]
+    for shifts in itertools.product((0, -1, 1), repeat=len(rounded)):
+        if sealed([r + s for r, s in zip(rounded, shifts)], salt) == digest:
+            return True
+    return False
+
+
+def _real(x: Any) -> float | None:
+    """One real number as a float (``number``'s rule, plus any real type with __float__, such as mpmath's)."""
+    got = number(x)
+    if got is None and not isinstance(x, (bool, str, bytes, complex, type)) and hasattr(x, "__float__"):
+        try:
+            got = float(x)
+        except (TypeError, ValueError):
+            return None
+    return float(got) if got is not None and math.isfinite(got) else None
+
+
+def far_distance(fn: Any) -> bool | None:
+    """Exercise 3: fn(k, base) -> lim_(d -> inf) ||p_k - p_0|| / sqrt(d) for the sinusoidal code with
+    theta_j = base^(-2j/d), to 10 decimals, for offsets up to 10^13, where no width one can build samples the
+    pairs finely enough."""
 
     def run(f: Callable[[int, float], Any]) -> Iterator[Verdict]:
         if not callable(f):
-            yield False, f"answer must be a function fn(d, base), got {type(f).__name__}"
+            yield False, f"answer must be a function fn(k, base), got {type(f).__name__}"
             return
-        measured = {}  # the step of each case, measured on a table before the learner's function runs
-        for d, base in STEP_CASES:
-            table = absolute.sinusoidal_positions(40, d, base=base, dtype=torch.float64)
-            measured[d, base] = float((table[1:] - table[:-1]).norm(dim=-1).mean())
-        answers, stopped = answers_under_guard(f, STEP_CASES, _code_builders(), loops=False)
-        if stopped is not None:
-            (d, base), why = stopped
-            yield stopped_verdict(why, f"fn({d}, {base:g})",
-                                  shortcut="that builds the codes and measures the step; derive it from the frequencies")
-            return
-        for d, base in STEP_CASES:
-            raw = answers[d, base]
-            got = number(raw)
+        values = []
+        for k, base in DISTANCE_CASES:
+            answer = f(k, base)
+            got = _real(answer)
             if got is None:
-                yield False, f"fn({d}, {base:g}) must return one number, got {type(raw).__name__}"
+                yield False, f"fn({k}, {base:g}) must return one real number, got {answer!r:.60}"
                 return
-            want = measured[d, base]
-            if close(got, want, atol=1e-6):
-                continue
-            theta = rope_frequencies(d, base=base, dtype=torch.float64)
-            if close(got, want**2, atol=1e-6):
-                yield False, f"fn({d}, {base:g}) is the squared distance: take the root"
-            elif close(got * 2**0.5, want, atol=1e-6):
-                yield False, (f"fn({d}, {base:g}) is 1/√2 of the distance: each pair moves in two coordinates, "
-                              "sine and cosine")
-            elif close(got, float(torch.sqrt(2 - 2 * torch.cos(theta[0]))) * (d / 2) ** 0.5, atol=1e-6):
-                yield False, f"fn({d}, {base:g}) treats every pair as the fastest: the pairs turn at different speeds"
-            else:
-                yield False, f"fn({d}, {base:g}) is not the distance between neighbouring rows of the table"
+            values.append(got)
+        if _matches(values, 1e10, _DISTANCE_SEALED[1e10], "ch02.far_distance.1e+10"):
+            yield True, ("right to 10 decimals for every offset, from 1 to 10^13: the pairs add in squares, and "
+                         "the distance grows with the logarithm of the offset, up to about the base")
             return
-        yield True, (f"right for {len(STEP_CASES)} widths and bases: the same for every i, unlike the jumps of "
-                     "a binary carry")
+        for digest, says in _DISTANCE_MISTAKES:
+            if _matches(values, 1e5, digest, "ch02.far_distance.100000"):
+                yield False, f"fn(k, base) {says}"
+                return
+        if _matches(values[:DISTANCE_NEAR], 1e10, _DISTANCE_SEALED["near"], "ch02.far_distance.near"):
+            yield False, ("right for the small offsets (1 and 100), wrong for the large ones: there the fast pairs turn by "
+                          "many full circles from one pair to the next, so a sum over the pairs at any width, or an "
+                          "integral sampled the same way, misses the limit")
+            return
+        if _matches(values, 1e5, _DISTANCE_SEALED[1e5], "ch02.far_distance.100000"):
+            yield False, "fn(k, base) is close, but not the limit to 10 decimals: a number computed roughly"
+            return
+        yield False, "fn(k, base) is not the limit of the distance for these offsets and bases"
 
-    return report("the step length of the sinusoidal code", fn, run,
-                  "look at one pair of columns at a time: what shape do its points trace as i grows?")
+    return report("how far apart positions k apart are, on the widest sinusoidal code", fn, run,
+                  "each pair moves on its own circle, and what it adds depends only on the angle it turns through")
