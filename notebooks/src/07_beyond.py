@@ -459,7 +459,8 @@ print(f"YaRN attention factor at s = {s:g}: 0.1 ln s + 1 = {att:.4f}; scores x{a
 # there gives slightly different models: forced on the same CPU, AVX2 kernels instead of AVX-512
 # (`--kernel-check`, `results/other_kernels.json`, a stand-in for another CPU) moved ALiBi's recall
 # by up to 15 answers of 512 and left the grammar's accuracies of RoPE and ALiBi (one seed)
-# unchanged. Every claim below is asserted against this file: the
+# unchanged. `--device cuda` trains on a GPU in minutes, with other last digits again for the same
+# reason; that the orderings below hold there too has not been checked on a GPU yet. Every claim below is asserted against this file: the
 # asserts that quote a number pin this run, on the CPU it names, and after a rerun elsewhere some
 # of them will fail; what the text builds on are the orderings and their separations, which such
 # a rerun tests afresh.

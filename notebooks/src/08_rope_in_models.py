@@ -949,7 +949,8 @@ fig
 #
 # We trained `pl.TinyDecoder(positional="irope")` on the same data with the same budget
 # (`python -m posenc_lib.experiments.extrapolation --methods irope --jobs 2 --results
-# results/irope.json --figure /tmp/irope.png`; the CPU time is printed below): the first layer
+# results/irope.json --figure /tmp/irope.png`, `--device cuda` on a GPU, with other last digits; the CPU time is
+# printed below): the first layer
 # with RoPE, the second without positions, with the temperature (`floor_scale` = 64, the
 # training length, so it is 1 up to position 62 and grows from the last training position, 63,
 # on). The runs of NoPE and RoPE to compare with are chapter 7's: same seeds, data, budget and

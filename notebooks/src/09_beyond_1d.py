@@ -24,7 +24,8 @@
 #    turn with which axis, and what that does to the scores;
 # 3. **CoPE**: positions counted by the model's own gates, so it can count sentences
 #    instead of tokens, and a small training run against RoPE and NoPE, loaded from
-#    `results/cope_counting.json` (`python -m posenc_lib.experiments.cope_counting` trains).
+#    `results/cope_counting.json` (`python -m posenc_lib.experiments.cope_counting` trains;
+#    `--device cuda` on a GPU, whose other kernels change the last digits).
 #
 # The end of the chapter lists what the sources leave open and one error in a reference
 # implementation the chapter checks against (transformers'); the sources themselves say nothing
