@@ -48,7 +48,7 @@ from posenc_lib import check, viz
 
 viz.use_style()  # white figures, dark text: readable in light and dark themes
 
-device = pl.default_device()  # CUDA or MPS if present, else the CPU; every tensor below follows it
+device = pl.default_device()  # the CPU unless you opt in with POSENC_DEVICE (00_index); tensors below follow it
 g = torch.manual_seed(0)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
