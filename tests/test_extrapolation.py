@@ -1,5 +1,6 @@
 """The extrapolation experiment (posenc_lib.experiments.extrapolation): task, evaluation, quick run."""
 import importlib
+import dataclasses
 import json
 import resource
 import subprocess
@@ -199,12 +200,12 @@ def test_sliding_window_scores_every_marked_token_once(task):
                      torch.Generator().manual_seed(0))
     calls = []
     real = ex._summary
-    try:
-        ex._summary = lambda c, l, r, t=None: calls.append(c.numel()) or real(c, l, r, t)
+    try:  # the evaluation module's own name: the one evaluate_sliding and evaluate_full call
+        ex.evaluation._summary = lambda c, l, r, t=None: calls.append(c.numel()) or real(c, l, r, t)
         ex.evaluate_sliding(model, *data, 64, 16)
         ex.evaluate_full(model, *data)
     finally:
-        ex._summary = real
+        ex.evaluation._summary = real
     want = 2 * 254 if task == "grammar" else 2 * cfg.entries
     assert calls == [want, want]
 
@@ -370,7 +371,7 @@ def test_plot_redraws_from_a_results_file(tmp_path):
 ])
 def test_committed_results_come_from_the_default_config(name, methods, extra):
     res = json.loads((ROOT / "results" / name).read_text())
-    assert res["config"] == {**ex.asdict(ex.ExperimentConfig()), "eval_multiples": [1, 2, 4, 8], "seeds": [0, 1, 2],
+    assert res["config"] == {**dataclasses.asdict(ex.ExperimentConfig()), "eval_multiples": [1, 2, 4, 8], "seeds": [0, 1, 2],
                              "tasks": list(ex.TASKS), "methods": methods, "scalings": ["linear", "ntk", "yarn"]}
     for entry in res["tasks"].values():
         assert set(entry["methods"]) == set(methods) | set(extra)
@@ -607,7 +608,7 @@ def test_committed_controls_come_from_the_default_config_and_reproduce_the_exper
     """results/recall_controls.json: the default config, and its ALiBi models read the control sets as the
     committed experiment's did (same seeds, same data: the same accuracies, on the CPU both name)."""
     res = json.loads((ROOT / "results" / "recall_controls.json").read_text())
-    assert res["config"] == ex.asdict(ex.ExperimentConfig()) | {"seeds": [0, 1, 2], "tasks": list(ex.TASKS),
+    assert res["config"] == dataclasses.asdict(ex.ExperimentConfig()) | {"seeds": [0, 1, 2], "tasks": list(ex.TASKS),
                                                                 "eval_multiples": [1, 2, 4, 8],
                                                                 "methods": list(ex.ExperimentConfig().methods),
                                                                 "scalings": ["linear", "ntk", "yarn"]}
