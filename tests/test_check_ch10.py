@@ -166,3 +166,14 @@ def test_checker_hands_over_no_answer():
              *[(g.clone(), cos, sin, layout, first) for g, cos, sin, layout in cases for first in (0, 1)]]
     assert held_answers(ch10, answers, calls) == []
     assert ch10.__all__ == ["rotate_back_in_place"]
+
+
+def test_switching_the_count_off_is_refused(capsys):
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    def unseen(g, cos, sin, layout):
+        with _disable_current_modes():
+            g.copy_(pl.rotate_pairs(g, cos, -sin, layout))
+
+    ok, out = verdict(unseen, capsys)
+    assert ok is False and out.count("no torch operator the count saw wrote into it") == len(ch10._CASES), out
