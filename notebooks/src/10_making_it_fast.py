@@ -11,7 +11,8 @@
 # 2. the dense rotation matrices R_m against the cos/sin tables (chapter 5, §11);
 # 3. counting calls and the bytes they move, and a one-pass C kernel for RoPE;
 # 4. the same count for a training step (forward + backward), and the floor it sets;
-# 5. on a GPU: RoPE's Triton kernel, run under Triton's interpreter on the CPU;
+# 5. on a GPU: RoPE's Triton kernel, run under Triton's interpreter on the CPU, and an exercise:
+#    the backward rotation written into the gradient itself;
 # 6. what this is worth in a model (one training step of chapter 7's `TinyDecoder`, counted).
 #
 # **Scope.** §1–§4 and §6 count and time on the CPU, where `apply_rope` has a C kernel. §5 reads
@@ -36,7 +37,7 @@ from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import FlopCounterMode
 
 import posenc_lib as pl
-from posenc_lib import viz
+from posenc_lib import check, viz
 from posenc_lib.kernels import cpu as cpu_kernel
 from posenc_lib.kernels import torch_fast
 from posenc_lib.rotary import SMALL  # below this many elements apply_rope keeps the reference
@@ -857,6 +858,44 @@ else:
 # each score inside one fused attention kernel, so no (heads, L, L) bias is ever written to memory.
 # On the CPU they read it as a strided view of one row of values per head instead
 # (`posenc_lib/fast_attention.py`, chapter 6).
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **Exercise (design): the backward rotation in place.** The gradient g that reaches RoPE's
+# backward pass (§4) is needed by nothing else afterwards, so $R_m^\top g$ could be written over g
+# instead of into a new tensor of g's size. For the Triton program that is free: it holds both
+# members of a pair in registers between its load and its store. In eager torch it is a design
+# question. Write `rotate_back_(g, cos, sin, layout)` that overwrites g, of shape (..., seq, d) and
+# any strides, with $R_m^\top g$ (every pair turned by −angle), for cos and sin of shape
+# (seq, d/2) and either layout ("half": features j and j + d/2 form pair j; "interleaved": 2j and
+# 2j + 1), with torch operations that create new tensors of at most `g.numel() // 2` elements in
+# all (and no numpy or Python copy of the values). The checker runs it on float32 gradients of its
+# own, some of them strided views, counts every element the ATen operators it reaches create, and
+# compares g with `pl.rotate_pairs` by −angle.
+
+# %% slideshow={"slide_type": "fragment"}
+def rotate_back_(g, cos, sin, layout):
+    raise NotImplementedError  # your code: overwrite g with R_m^T g
+
+
+_ = check.rotate_back_in_place(rotate_back_)
+
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "rotate_back_in_place_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+def rotate_back_(g, cos, sin, layout):
+    ### BEGIN SOLUTION
+    # R^T turns a pair (a, b) into (a cos + b sin, b cos - a sin): each new member needs both old ones, so
+    # whichever member is written first destroys a value the other still needs. That member is saved first:
+    # the one temporary, half of g. Everything else is an in-place operator on a view of g (mul_, addcmul_),
+    # which allocates nothing; an expression such as b * sin would be another half of g.
+    d = g.shape[-1]
+    a, b = (g[..., : d // 2], g[..., d // 2:]) if layout == "half" else (g[..., 0::2], g[..., 1::2])
+    saved = a.clone()
+    a.mul_(cos).addcmul_(b, sin)
+    b.mul_(cos).addcmul_(saved, sin, value=-1)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "rotate_back_in_place", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.rotate_back_in_place(rotate_back_)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 6. What it is worth in a model

@@ -1,0 +1,188 @@
+"""check.ch10: RoPE's backward rotation written into the gradient, with at most half of g in new tensors."""
+import numpy as np
+import pytest
+import torch
+
+import posenc_lib as pl
+from _hands_over import held_answers
+from posenc_lib import check
+from posenc_lib.check import ch10
+
+
+def halves(g, layout):
+    d = g.shape[-1]
+    return (g[..., : d // 2], g[..., d // 2:]) if layout == "half" else (g[..., 0::2], g[..., 1::2])
+
+
+def right(g, cos, sin, layout):
+    """a' = a cos + b sin, b' = b cos - a sin: a is saved before it is overwritten."""
+    a, b = halves(g, layout)
+    saved = a.clone()
+    a.mul_(cos).addcmul_(b, sin)
+    b.mul_(cos).addcmul_(saved, sin, value=-1)
+
+
+def complex_when_interleaved(g, cos, sin, layout):
+    """Another right design: adjacent pairs are complex numbers, multiplied in place by e^{-i angle}."""
+    if layout == "half":
+        return right(g, cos, sin, layout)
+    torch.view_as_complex(g.unflatten(-1, (g.shape[-1] // 2, 2))).mul_(torch.complex(cos, -sin))
+
+
+def verdict(answer, capsys):
+    ok = check.rotate_back_in_place(answer)
+    return ok, capsys.readouterr().out
+
+
+@pytest.mark.parametrize("answer", [right, complex_when_interleaved])
+def test_right_designs_pass(answer, capsys):
+    ok, out = verdict(answer, capsys)
+    assert ok is True and out.count("✓") == len(ch10._CASES), out
+
+
+def test_not_attempted(capsys):
+    def stub(g, cos, sin, layout):
+        raise NotImplementedError
+
+    assert check.rotate_back_in_place(stub) is None and check.rotate_back_in_place(None) is None
+
+
+def rotated_clone(g, cos, sin, layout):
+    out = g.clone()
+    right(out, cos, sin, layout)
+    return out
+
+
+SHORTCUTS = {  # out-of-place routes, each written into g at the end
+    "the library's rotation": lambda g, c, s, layout: g.copy_(pl.rotate_pairs(g, c, -s, layout)),
+    "the right design on a clone": lambda g, c, s, layout: g.copy_(rotated_clone(g, c, s, layout)),
+    "the two halves as expressions": lambda g, c, s, layout: [
+        h.copy_(v) for h, v in zip(halves(g, layout), (halves(g, layout)[0] * c + halves(g, layout)[1] * s,
+                                                         halves(g, layout)[1] * c - halves(g, layout)[0] * s))],
+    "a Python list": lambda g, c, s, layout: g.copy_(torch.tensor(pl.rotate_pairs(g, c, -s, layout).tolist())),
+    "the result returned, not written": lambda g, c, s, layout: pl.rotate_pairs(g, c, -s, layout),
+}
+
+
+@pytest.mark.parametrize("name", SHORTCUTS)
+def test_out_of_place_routes_are_refused_by_the_count(name, capsys):
+    ok, out = verdict(SHORTCUTS[name], capsys)
+    assert ok is False and out.count("the budget is half of g") == len(ch10._CASES), out
+
+
+def test_numpy_route_is_counted_outside_torch(capsys):
+    def in_numpy(g, cos, sin, layout):  # the same right design, but its temporary is a numpy array
+        x = np.asarray(g)
+        a, b = halves(x, layout)
+        saved = a.copy()
+        a *= cos.numpy()
+        a += b * sin.numpy()
+        b *= cos.numpy()
+        b -= saved * sin.numpy()
+
+    ok, out = verdict(in_numpy, capsys)
+    assert ok is False and out.count("bytes outside torch's tensors") == len(ch10._CASES), out
+
+
+def test_memory_made_before_the_call_is_counted(capsys):
+    scratch = torch.empty(10**6)
+
+    def with_scratch(g, cos, sin, layout):
+        saved = halves(scratch[: g.numel()].view(g.shape), layout)[0]  # no new tensor: memory from outside
+        a, b = halves(g, layout)
+        saved.copy_(a)
+        a.mul_(cos).addcmul_(b, sin)
+        b.mul_(cos).addcmul_(saved, sin, value=-1)
+
+    ok, out = verdict(with_scratch, capsys)
+    assert ok is False and out.count("(or brings in from outside) 1,000,000 elements") == len(ch10._CASES), out
+
+
+def test_changing_the_tables_is_refused(capsys):
+    def no_rotation_at_all(g, cos, sin, layout):  # tables of angle 0: the library's R^T g would be g itself
+        cos.fill_(1.0)
+        sin.zero_()
+
+    ok, out = verdict(no_rotation_at_all, capsys)
+    assert ok is False and out.count("changes cos or sin") == len(ch10._CASES), out
+
+
+def test_one_small_extra_is_over_the_budget(capsys):
+    def negated_sine(g, cos, sin, layout):  # right, but -sin is one more (seq, d/2) tensor
+        a, b = halves(g, layout)
+        saved = a.clone()
+        a.mul_(cos).addcmul_(b, sin)
+        b.mul_(cos).addcmul_(saved, -sin)
+
+    ok, out = verdict(negated_sine, capsys)
+    assert ok is False and "the budget is half of g" in out
+
+
+def forward(g, cos, sin, layout):
+    a, b = halves(g, layout)
+    saved = a.clone()
+    a.mul_(cos).addcmul_(b, sin, value=-1)
+    b.mul_(cos).addcmul_(saved, sin)
+
+
+def stale_second(g, cos, sin, layout):  # b' from the a already overwritten
+    a, b = halves(g, layout)
+    a.mul_(cos).addcmul_(b, sin)
+    b.mul_(cos).addcmul_(a, sin, value=-1)
+
+
+def stale_first(g, cos, sin, layout):  # the other order: a' from the b already overwritten
+    a, b = halves(g, layout)
+    b.mul_(cos).addcmul_(a, sin, value=-1)
+    a.mul_(cos).addcmul_(b, sin)
+
+
+def other_layout(g, cos, sin, layout):
+    right(g, cos, sin, "interleaved" if layout == "half" else "half")
+
+
+def unchanged(g, cos, sin, layout):
+    return None
+
+
+def wrong_sign_of_both(g, cos, sin, layout):  # neither named case: reported by how far off it is
+    a, b = halves(g, layout)
+    a.neg_()
+
+
+@pytest.mark.parametrize("answer, name", [
+    (forward, "the forward rotation (by +angle)"),
+    (stale_second, "computed from the other member after that member was overwritten"),
+    (stale_first, "computed from the other member after that member was overwritten"),
+    (other_layout, "as if its pairs were laid out as"),
+    (unchanged, "g is unchanged"),
+    (wrong_sign_of_both, "differs from R^T g by up to"),
+])
+def test_misconceptions_are_named(answer, name, capsys):
+    ok, out = verdict(answer, capsys)
+    assert ok is False and out.count(name) == len(ch10._CASES), out
+
+
+def test_checker_hands_over_no_answer():
+    cases = [ch10._inputs(shape, layout, strided, seed) + (layout,)
+             for seed, (shape, layout, strided) in enumerate(ch10._CASES)]
+    answers = []
+    for g, cos, sin, layout in cases:
+        done = g.clone()
+        right(done, cos, sin, layout)
+        answers.append(done)
+    calls = [(), *[(g.clone(), cos, sin, layout) for g, cos, sin, layout in cases],
+             *[(g.clone(), cos, sin, layout, first) for g, cos, sin, layout in cases for first in (0, 1)]]
+    assert held_answers(ch10, answers, calls) == []
+    assert ch10.__all__ == ["rotate_back_in_place"]
+
+
+def test_switching_the_count_off_is_refused(capsys):
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    def unseen(g, cos, sin, layout):
+        with _disable_current_modes():
+            g.copy_(pl.rotate_pairs(g, cos, -sin, layout))
+
+    ok, out = verdict(unseen, capsys)
+    assert ok is False and out.count("no torch operator the count saw wrote into it") == len(ch10._CASES), out
