@@ -89,3 +89,39 @@ def test_stopped_verdict_names_the_shortcut_or_the_loop():
     assert not ok and message == "f(10) calls torch.softmax: a measurement, not a formula"
     ok, message = g.stopped_verdict(g.TooManySteps(), "f(10)", shortcut="x", loop="walks every key")
     assert not ok and message == "f(10) walks every key"
+
+
+def test_refusing_a_library_function_refuses_every_name_bound_to_it():
+    """`from posenc_lib import rel_shift` (or `shift = pl.rel_shift` before the call) is the same function:
+    refused too, then whole again."""
+    import posenc_lib as pl
+    from posenc_lib import rel_shift as imported_before
+    from posenc_lib import xl
+
+    alias, code = pl.rel_shift, pl.rel_shift.__code__
+    for call in (lambda x: imported_before(x), lambda x: alias(x), lambda x: xl.rel_shift(x)):
+        with pytest.raises(g.Shortcut) as caught:
+            with g.refusing([(pl, "rel_shift", "pl.rel_shift"), (xl, "rel_shift", "pl.rel_shift")]):
+                call(torch.zeros(2, 3))
+        assert caught.value.name == "pl.rel_shift"
+    assert pl.rel_shift is alias and alias.__code__ is code  # the function is whole again
+    assert imported_before(torch.arange(6.0).view(2, 3)).shape == (2, 3)
+
+
+def test_step_budget_per_case_stops_a_search_that_a_shared_budget_lets_through():
+    """A bisection takes ~50 rounds for 10^15: inside the shared budget, over a per-case budget of 100 lines."""
+    def bisect_sqrt(n):
+        lo, hi = 0, n
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if mid * mid <= n else (lo, mid)
+        return lo
+
+    tracer = sys.gettrace()
+    answers, stopped = g.answers_under_guard(bisect_sqrt, [(10**15,)])
+    assert stopped is None and answers[(10**15,)] == math.isqrt(10**15)
+    answers, stopped = g.answers_under_guard(bisect_sqrt, [(10**15,)], steps_per_case=100)
+    assert answers == {} and isinstance(stopped[1], g.TooManySteps)
+    answers, stopped = g.answers_under_guard(math.isqrt, [(10**15,), (10**16,)], steps_per_case=100)
+    assert stopped is None and answers[(10**16,)] == 10**8  # a closed form (here a built-in) passes every case
+    assert sys.gettrace() is tracer

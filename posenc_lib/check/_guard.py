@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 from contextlib import ExitStack, contextmanager
+from types import CodeType, FunctionType
 from typing import Any, Iterable, Iterator
 from unittest import mock
 
@@ -33,17 +34,40 @@ class TooManySteps(Exception):
     """Raised when the learner's function runs more Python lines than ``step_budget`` allows."""
 
 
+def _refusing_code(name: str) -> CodeType:
+    """The code of a function that raises ``Shortcut(name)`` whatever it is called with (no free variables)."""
+    source = (f"def refused(*args, **kwargs):\n"
+              f"    raise __import__({__name__!r}, fromlist=['Shortcut']).Shortcut({name!r})\n")
+    namespace: dict[str, Any] = {}
+    exec(compile(source, f"<refused {name}>", "exec"), namespace)  # noqa: S102 (our own two lines)
+    return namespace["refused"].__code__
+
+
 @contextmanager
 def refusing(targets: Iterable[tuple[Any, str, str]]) -> Iterator[None]:
     """While inside, every ``owner.attribute`` of ``targets`` raises ``Shortcut(name)`` when called.
 
     targets: (owner, attribute, name) triples, e.g. (torch.linalg, "lstsq", "torch.linalg.lstsq");
              an owner without that attribute is skipped.
+    A plain Python function is refused through its code, so every other name bound to it (``from posenc_lib
+    import rel_shift``, ``shift = pl.rel_shift`` before the call) is refused too; built-in functions and
+    methods are refused by replacing the attribute on its owner.
     """
+    swapped: dict[int, tuple[FunctionType, CodeType]] = {}
     with ExitStack() as stack:
+
+        def restore() -> None:
+            for function, code in swapped.values():
+                function.__code__ = code
+
+        stack.callback(restore)  # runs last, after every attribute is put back
         for owner, attribute, name in targets:
             if not hasattr(owner, attribute):
                 continue
+            target = getattr(owner, attribute)
+            if isinstance(target, FunctionType) and not target.__closure__ and id(target) not in swapped:
+                swapped[id(target)] = (target, target.__code__)
+                target.__code__ = _refusing_code(name)
 
             def refuse(*_: Any, _name: str = name, **__: Any) -> None:
                 raise Shortcut(_name)
@@ -110,11 +134,14 @@ def no_huge_arrays(limit: int = HUGE) -> Iterator[None]:
 
 
 def answers_under_guard(fn: Any, cases: Iterable[tuple[Any, ...]], refuse: Iterable[tuple[Any, str, str]] = (),
-                        *, loops: bool = True) -> tuple[dict[tuple[Any, ...], Any], tuple[Any, Exception] | None]:
+                        *, loops: bool = True, steps_per_case: int | None = None,
+                        ) -> tuple[dict[tuple[Any, ...], Any], tuple[Any, Exception] | None]:
     """fn(*case) for every case, while the ``refuse`` targets refuse to run (and, with ``loops``, while
     huge arrays are refused and Python steps are counted). Every guard is undone before this returns,
     so the checker reports with the library whole again.
 
+    steps_per_case: with ``loops``, a budget of Python lines for each case on its own (a closed form needs a
+                    few dozen; a search, even a bisection, needs hundreds) instead of ``STEPS`` for all of them.
     returns: (the answers by case, None), or (the answers so far, (the case that stopped, its
              Shortcut or TooManySteps)); any other exception of fn propagates (report() shows it).
     """
@@ -125,9 +152,14 @@ def answers_under_guard(fn: Any, cases: Iterable[tuple[Any, ...]], refuse: Itera
             stack.enter_context(refusing(refuse))
             if loops:
                 stack.enter_context(no_huge_arrays())
-                stack.enter_context(step_budget())
+                if steps_per_case is None:
+                    stack.enter_context(step_budget())
             for case in cases:
-                answers[case] = fn(*case)
+                if loops and steps_per_case is not None:
+                    with step_budget(steps_per_case):
+                        answers[case] = fn(*case)
+                else:
+                    answers[case] = fn(*case)
     except (Shortcut, TooManySteps) as stopped:
         return answers, (case, stopped)
     return answers, None
