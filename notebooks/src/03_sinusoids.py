@@ -55,11 +55,16 @@ torch.set_printoptions(precision=4, sci_mode=None)
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 1 · The formula
 #
-# Row $i$ of the table $P \in \mathbb{R}^{n\times d}$ encodes position $i$. Its $d$ columns form
-# $d/2$ pairs; pair $j$ turns at frequency $\theta_j$ radians per position:
+# Row $i$ of the table $P \in \mathbb{R}^{n\times d}$ is the **code** $p_i$ of position $i$ (the
+# papers write $PE(i)$). Its $d$ columns form $d/2$ pairs; pair $j$ turns at frequency $\theta_j$
+# radians per position:
 #
 # $$p_{i,2j} = \sin(i\,\theta_j), \qquad p_{i,2j+1} = \cos(i\,\theta_j), \qquad
 #   \theta_j = 10000^{-2j/d}, \quad j = 0, \dots, d/2-1 .$$
+#
+# Throughout the chapter $i$ (and $m$, $n$ in §6) is a position and $p_i$ its code; when a matrix
+# acts on a code, the code is a **column** vector, as in chapters 4 and 5 ($P$ stores the codes as
+# its rows).
 #
 # Here $j$ counts **pairs**, so the exponent $2j/d$ runs over $0, 2/d, 4/d, \dots, (d-2)/d$:
 # pair 0 turns one radian per position, the last pair $10000^{-(d-2)/d} = 10000^{2/d}/10000$ radian:
@@ -247,27 +252,29 @@ fig
 # ## 4 · A shift by k is one fixed rotation
 #
 # The paper picked sinusoids hoping the model could learn to attend by *relative* position,
-# because for every fixed offset $k$ the code of $pos+k$ is a linear function of the code of
-# $pos$. It had a second hope (Vaswani et al., §3.5): that sinusoids "may allow the model to
+# because for every fixed offset $k$ the code $p_{i+k}$ is a linear function of the code $p_i$.
+# It had a second hope (Vaswani et al., §3.5): that sinusoids "may allow the model to
 # extrapolate to sequence lengths longer than the ones encountered during training", where a
 # learned table has no rows (chapter 2). Chapter 7 tests this hope on a small decoder and it
 # does not hold: trained on 64 tokens, the sinusoidal model's next-token accuracy on a local
-# grammar falls from 0.74 to 0.44 at 128 tokens and 0.20 at 512, every seed (the cell after
-# the proof reads chapter 7's committed results). Defined everywhere is not the same as
-# understood everywhere. The linear relation itself is exact; here is the proof. Fix pair $j$ and write $a = p\,\theta_j$
-# (where position $p$ is) and $b = k\,\theta_j$ (how far we move). The angle-addition formulas
+# grammar falls from 0.74 to 0.44 at 128 tokens and 0.20 at 512, every seed, while ALiBi
+# (chapter 6), trained and tested the same way, stays at 0.73 to 0.74 at every length: the task
+# is no harder at 512, the encoding is what fails (the cell after the proof reads chapter 7's
+# committed results). Defined everywhere is not the same as understood everywhere. The linear
+# relation itself is exact; here is the proof. Fix pair $j$ and write $a = i\,\theta_j$ (where
+# position $i$ is) and $b = k\,\theta_j$ (how far we move). The angle-addition formulas
 #
 # $$\sin(a+b) = \cos b \,\sin a + \sin b\,\cos a, \qquad \cos(a+b) = -\sin b\,\sin a + \cos b\,\cos a$$
 #
 # say, in matrix form,
 #
-# $$\begin{pmatrix}\sin((p+k)\theta_j)\\ \cos((p+k)\theta_j)\end{pmatrix}
+# $$\begin{pmatrix}\sin((i+k)\theta_j)\\ \cos((i+k)\theta_j)\end{pmatrix}
 #  = \underbrace{\begin{pmatrix}\cos k\theta_j & \sin k\theta_j\\ -\sin k\theta_j & \cos k\theta_j\end{pmatrix}}_{B_j(k)}
-#    \begin{pmatrix}\sin p\theta_j\\ \cos p\theta_j\end{pmatrix}.$$
+#    \begin{pmatrix}\sin i\theta_j\\ \cos i\theta_j\end{pmatrix}.$$
 #
-# $B_j(k)$ contains $k$ and $\theta_j$ but **not $p$**. Stacking the $d/2$ blocks on the diagonal
+# $B_j(k)$ contains $k$ and $\theta_j$ but **not $i$**. Stacking the $d/2$ blocks on the diagonal
 # gives $M_k = \operatorname{diag}(B_0(k), \dots, B_{d/2-1}(k))$ with
-# $PE(p+k) = M_k\,PE(p)$ for every $p$. Each block is a rotation (orthogonal, determinant 1), so
+# $p_{i+k} = M_k\,p_i$ for every $i$. Each block is a rotation (orthogonal, determinant 1), so
 # $M_k$ is a rotation too, and $M_{k}M_{l} = M_{k+l}$.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -299,22 +306,22 @@ torch.testing.assert_close(M3, pl.rope_matrix(3, 8, inv_freq=f64).T)
 print("M_3 for d = 8 (rounded):\n", M3.to(torch.float32))
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# Now the claim itself, numerically, in float64: for $d = 64$, 300 starting positions $p$ and
-# every offset $k$ from −100 to 100, $PE(p+k) = M_k\,PE(p)$ with **one** $M_k$ per offset. For the
+# Now the claim itself, numerically, in float64: for $d = 64$, 300 starting positions $i$ and
+# every offset $k$ from −100 to 100, $p_{i+k} = M_k\,p_i$ with **one** $M_k$ per offset. For the
 # concatenated layout the pairs are columns $(j, j + d/2)$, RoPE's "half" pairing, so the same
 # matrix spread over those rows works: `pl.rope_matrix(-k, d, layout="half")`.
 
 # %% slideshow={"slide_type": "fragment"}
 d = 64
 f64 = pl.rope_frequencies(d, dtype=torch.float64)
-p = torch.arange(100, 400)  # 300 starting positions
+starts = torch.arange(100, 400)  # 300 starting positions i
 ks = torch.arange(-100, 101)  # 201 offsets
 worst = 0.0
 for lay, pair_layout in (("interleaved", "interleaved"), ("concat", "half")):
     P = pl.sinusoidal_positions(600, d, layout=lay, dtype=torch.float64)
     M = torch.stack([pl.rope_matrix(-k, d, layout=pair_layout, inv_freq=f64) for k in ks.tolist()])  # (201, d, d)
-    shifted = P[p] @ M.transpose(1, 2)  # slice k, row p: M_k PE(p); shape (201, 300, d)
-    target = P[ks[:, None] + p]  # PE(p + k), same shape
+    shifted = P[starts] @ M.transpose(1, 2)  # slice k, row i: (M_k p_i)^T; shape (201, 300, d)
+    target = P[ks[:, None] + starts]  # p_(i + k), same shape
     worst = max(worst, (shifted - target).abs().max().item())
 assert worst < 1e-9
 M5, M7 = pl.rope_matrix(-5, d, inv_freq=f64), pl.rope_matrix(-7, d, inv_freq=f64)
@@ -329,16 +336,22 @@ from posenc_lib.experiments import extrapolation as ex
 grammar = ex.accuracy(ex.load_results(), "grammar", "sinusoidal")
 assert round(grammar[64]["mean"], 2) == 0.74 and round(grammar[128]["mean"], 2) == 0.44
 assert round(grammar[512]["mean"], 2) == 0.20 and grammar[512]["max"] < grammar[128]["min"] < grammar[64]["min"]
-print("sinusoids, trained on 64 tokens, grammar accuracy (mean of 3 seeds):",
-      {L: round(grammar[L]["mean"], 2) for L in (64, 128, 256, 512)})
+control = ex.accuracy(ex.load_results(), "grammar", "alibi")  # the same task, model and seeds; another encoding
+assert all(0.72 <= control[L]["min"] and control[L]["max"] <= 0.75 for L in (64, 128, 256, 512))  # flat
+assert control[512]["min"] > grammar[64]["min"] - 0.02  # as good at 512 as the sinusoids at 64: not a harder task
+print("grammar accuracy, trained on 64 tokens (mean of 3 seeds):")
+for name, acc in (("sinusoids", grammar), ("ALiBi, the control", control)):
+    print(f"  {name:19s}", {L: round(acc[L]["mean"], 2) for L in (64, 128, 256, 512)})
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5 · Why a sine *and* a cosine?
 #
-# Look again at the proof in §4: the new sine $\sin((p+k)\theta_j) = \cos k\theta_j\,\sin p\theta_j +
-# \sin k\theta_j\,\cos p\theta_j$ is built from the old sine **and the old cosine**. Keep only the
+# Look again at the proof in §4: the new sine $\sin((i+k)\theta_j) = \cos k\theta_j\,\sin i\theta_j +
+# \sin k\theta_j\,\cos i\theta_j$ is built from the old sine **and the old cosine**. Keep only the
 # sines and a map from $p_i$ to $p_{i+k}$ would have to produce the missing
-# $\sin k\theta_j \cos p\theta_j$ from sines. No *affine* map can (the cell below measures it).
+# $\sin k\theta_j \cos i\theta_j$ from sines. No *affine* map can (the cell below measures it: a
+# nonzero least-squares residual over 64 positions rules out every affine map on them, so on all
+# positions too).
 # For a **single** sine column, over all real positions, no function at all can: a sine does
 # not say which angle it came from ($\sin a = \sin(\pi - a)$, and the two angles have cosines
 # of opposite sign). With several sine columns of incommensurate frequencies that argument
@@ -352,7 +365,7 @@ print("sinusoids, trained on 64 tokens, grammar accuracy (mean of 3 seeds):",
 # * **sin + cos**, 3 pairs (the chapter's table);
 # * **sines only**, the 3 sine columns of that table;
 # * **sines only, 6 frequencies**: the sine columns of the $d = 12$ table, as many columns as
-#   sin + cos has, so the comparison is not just about fewer numbers.
+#   sin + cos has, so the comparison is not just about fewer numbers (the control).
 
 # %% slideshow={"slide_type": "fragment"}
 S = pl.sinusoidal_positions(64, 6, dtype=torch.float64)
@@ -369,10 +382,14 @@ for name in ("sines only (3 columns)", "sines only (6 frequencies)"):
     near_pi = torch.tensor([abs(math.sin(k)) < 0.2 for k in shift_ks])  # k·θ_0 = k rad close to a multiple of π
     assert ((r < 1) <= near_pi).all(), name  # a near-fit only where sin(k θ_0) is small
     assert (r > 1).sum() >= 36, name  # no affine map for at least 36 of the 40 offsets
+    assert r.min() > 0.15, name  # and none at all: even the best offset leaves a residual 10^8 times sin + cos's
 near_fits = {name: [k for k, x in zip(shift_ks, r) if x < 1] for name, r in residual.items() if "only" in name}
 assert near_fits == {"sines only (3 columns)": [3, 19, 22, 25], "sines only (6 frequencies)": [22, 25]}
+best = {name: (shift_ks[int(r.argmin())], round(r.min().item(), 3)) for name, r in residual.items() if "only" in name}
+assert best == {"sines only (3 columns)": (22, 0.154), "sines only (6 frequencies)": (22, 0.689)}
 print("sines only, offsets 1..40 with residual < 1:", near_fits)
 print("sin(k θ_0) = sin(k) there:", {k: round(math.sin(k), 3) for k in (3, 19, 22, 25)})
+print("smallest residual (offset, residual):", best, "· sin + cos: below 1e-9 at every offset")
 
 # %% slideshow={"slide_type": "fragment"}
 fig, ax = viz.figure(width=6.0, height=3.0)
@@ -385,20 +402,21 @@ fig
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # The sines-only fits come close only at a few offsets ($k = 3, 19, 22, 25$ with three columns,
 # $22, 25$ with six): there $k\theta_0 = k$ radians lies near a multiple of $\pi$ ($22 \approx 7\pi$),
-# so the missing term $\sin k\theta_0 \cos p\theta_0$ of the
-# fastest pair is small. With the cosine in the table the
-# fit is exact for every $k$: that is why every frequency gets a **pair** of columns.
+# so the missing term $\sin k\theta_0 \cos i\theta_0$ of the fastest pair is small. Close is not
+# exact: the best of them, $k = 22$ with three columns, still leaves a residual of 0.154. With the
+# cosine in the table the fit is exact for every $k$: that is why every frequency gets a **pair**
+# of columns.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 6 · How similar are two positions?
 #
-# Take the dot product of two rows. Pair $j$ contributes
+# Take the dot product of two codes. Pair $j$ contributes
 # $\sin a \sin b + \cos a\cos b = \cos(b - a)$, so with $b - a = k\theta_j$
 #
-# $$s(k) = PE(p)\cdot PE(p+k) = \sum_{j=0}^{d/2-1} \cos(k\,\theta_j).$$
+# $$s(k) = p_i^\top p_{i+k} = \sum_{j=0}^{d/2-1} \cos(k\,\theta_j).$$
 #
 # Three facts follow, each asserted below for $d = 128$, positions up to 2048:
-# * $s$ depends on the offset $k$ only, **not on $p$**: the Gram matrix $PP^\top$ is constant
+# * $s$ depends on the offset $k$ only, **not on $i$**: the Gram matrix $PP^\top$ is constant
 #   along each diagonal;
 # * $s(-k) = s(k)$: the dot product alone cannot tell "k before" from "k after";
 # * $s(0) = d/2$ is the largest value, reached only at $k = 0$.
@@ -411,7 +429,7 @@ s = pl.rope_angles(offsets, d, inv_freq=pl.rope_frequencies(d, dtype=torch.float
 s_of = lambda k: s[k + n - 1]  # s(k) for k in -(n-1) .. n-1
 G = P[:512] @ P[:512].T
 for k in (0, 1, 7, 100, 511):
-    torch.testing.assert_close(G.diagonal(k), s_of(k).expand(512 - k))  # the same for every p
+    torch.testing.assert_close(G.diagonal(k), s_of(k).expand(512 - k))  # the same for every i
 torch.testing.assert_close(s, s.flip(0))  # s(-k) = s(k)
 assert s_of(0) == d / 2 and (s[offsets != 0] < d / 2 - 1e-6).all()
 print(f"s(0) = {s_of(0):.1f},  s(1) = {s_of(1):.2f},  s(10) = {s_of(10):.2f},  s(100) = {s_of(100):.2f}")
@@ -447,7 +465,7 @@ fig, ax = viz.figure(width=6.4, height=3.2)
 ax.plot(offsets[n - 1 - 300 : n + 300], s[n - 1 - 300 : n + 300], lw=1, color="tab:blue", label="s(k)")
 ax.plot(oct_at[:9], oct_max[:9], "o", color="tab:red", ms=4, label="octave maxima")
 ax.axhline(0, color="grey", lw=0.6)
-ax.set(xlabel="offset k", ylabel="PE(p) · PE(p+k)", title=f"dot product vs offset, d = {d}")
+ax.set(xlabel="offset k", ylabel="p_i · p_(i+k)", title=f"dot product vs offset, d = {d}")
 ax.legend(loc="upper right")
 fig
 
@@ -518,29 +536,31 @@ dot_widget = viz.InteractiveFigure(
 dot_widget
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# ### From $PE \cdot PE$ to an attention score
+# ### From $p_i^\top p_j$ to an attention score
 #
-# Attention does not take the dot product of two codes; it takes $q_m \cdot k_n$ with
-# $q_m = (x_m + p_m)W_Q$ and $k_n = (x_n + p_n)W_K$ (row vectors; query at position $m$, key at $n$,
-# the letters chapter 5 uses, so that $j$ keeps counting pairs). The position-position part of
-# that score is $p_m\,A\,p_n^\top$ with $A = W_Q W_K^\top$. Does it still depend only on the
-# offset? Write the codes through the shift of §4: in row form $p_{m+k} = p_m M_k^\top$, so
-# $p_m = p_0 M_m^\top$ and
+# Attention does not take the dot product of two codes; it takes $q_m^\top k_n$ with
+# $q_m = W_Q(x_m + p_m)$ and $k_n = W_K(x_n + p_n)$ (query at position $m$, key at $n$, the letters
+# chapter 5 uses, so that $j$ keeps counting pairs). The position-position part of that score is
+# $p_m^\top A\,p_n$ with $A = W_Q^\top W_K$. Does it still depend only on the offset? Write the
+# codes through the shift of §4, $p_m = M_m\,p_0$:
 #
-# $$p_m\,A\,p_n^\top = p_0\,M_m^\top A\,M_n\,p_0^\top .$$
+# $$p_m^\top A\,p_n = p_0^\top M_m^\top A\,M_n\,p_0 .$$
 #
-# If $A$ **commutes with every $M_k$**, then $M_m^\top A M_n = A\,M_m^\top M_n = A\,M_{n-m}$ and
-# the score is $p_0 A M_{n-m} p_0^\top$: a function of $n - m$ alone. The matrices that commute
-# with every $M_k$ (its frequencies all differ) are those that act on each pair as a scaled
-# rotation, $\begin{pmatrix} a & b\\ -b & a\end{pmatrix}$, and nothing else: a random $W_Q W_K^\top$
-# is far from that. The cell measures, for $d = 128$ and 128 positions, how much the score
-# changes along a diagonal $n - m = k$ (0 means: offset only), for a random
-# $W_Q W_K^\top$ (entries of $W_Q, W_K$ drawn with std $d^{-1/2}$), for a random *symmetric* $A$, and
-# for a random $A$ of the commuting kind.
+# If $A$ **commutes with every $M_k$**, then $M_m^\top A M_n = M_m^\top M_n A = M_{n-m} A$ and the
+# score is $p_0^\top M_{n-m} A\,p_0$: a function of $n - m$ alone. Which $A$ commute with every
+# $M_k$? Since $M_k = M_1^k$, those that commute with $M_1$. Its eigenvalues $e^{\pm i\theta_j}$ are
+# $d$ different numbers (the $\theta_j$ differ and lie in $(0, \pi)$), so such an $A$ keeps each
+# eigenvector's line, hence each pair's plane, and on that plane it must commute with one
+# rotation by $\theta_j$: it is a scaled rotation $\begin{pmatrix} a & b\\ -b & a\end{pmatrix}$,
+# two free numbers per pair and nothing else (the cell counts them: the solutions of
+# $A M_1 = M_1 A$ form a space of dimension $d$). A random $W_Q^\top W_K$ is far from that. The
+# cell measures, for $d = 128$ and 128 positions, how much the score changes along a diagonal
+# $n - m = k$ (0 means: offset only), for a random $W_Q^\top W_K$ (entries of $W_Q, W_K$ drawn with
+# std $d^{-1/2}$), for a random *symmetric* $A$, and for a random $A$ of the commuting kind.
 #
 # So absolute sinusoids give relative position–position scores only if training finds such an
 # $A$ in every head, and even then the score as a whole is not relative: its content–position
-# terms, $x_m A\,p_n^\top$ and $p_m A\,x_n^\top$ (chapter 4 starts from all four terms), still see
+# terms, $x_m^\top A\,p_n$ and $p_m^\top A\,x_n$ (chapter 4 starts from all four terms), still see
 # where the key and the query are. A commuting $A$ is necessary, not sufficient; the cell's last
 # measurement shows the content–position term of a commuting $A$ changing along the diagonals.
 # RoPE builds the structure in instead: it rotates $q$ and $k$ themselves, so that
@@ -553,8 +573,16 @@ def diagonal_spread(scores):
     return max((scores.diagonal(k).max() - scores.diagonal(k).min()).item() for k in range(-(n - 1), n))
 
 
+d16 = 16  # how many A commute with M_1: solve A M_1 - M_1 A = 0, a linear map of A's d^2 entries
+M1 = pl.rope_matrix(-1, d16, inv_freq=pl.rope_frequencies(d16, dtype=torch.float64))
+I16 = torch.eye(d16, dtype=torch.float64)
+commutator = torch.kron(I16, M1.T.contiguous()) - torch.kron(M1, I16)  # row-major vec(A M_1 - M_1 A) = commutator @ vec(A)
+solutions = d16 * d16 - torch.linalg.matrix_rank(commutator).item()
+assert solutions == d16  # two numbers (a, b) per pair, nothing else
+print(f"d = {d16}: the matrices commuting with M_1 form a space of dimension {solutions} (= d: a, b per pair)")
+
 d, n = 128, 128
-P = pl.sinusoidal_positions(n, d, dtype=torch.float64)
+P = pl.sinusoidal_positions(n, d, dtype=torch.float64)  # row m is p_m, so (P A P^T)[m, n] = p_m^T A p_n
 gen = torch.Generator().manual_seed(0)
 W_Q, W_K = (torch.randn(d, d, generator=gen, dtype=torch.float64) / d**0.5 for _ in range(2))
 sym = torch.randn(d, d, generator=gen, dtype=torch.float64)
@@ -564,14 +592,14 @@ f128 = pl.rope_frequencies(d, dtype=torch.float64)
 for k in (1, 5, 40):
     M_k = pl.rope_matrix(-k, d, inv_freq=f128)
     torch.testing.assert_close(commuting @ M_k, M_k @ commuting)  # commutes with every shift
-    assert not torch.allclose((W_Q @ W_K.T) @ M_k, M_k @ (W_Q @ W_K.T))  # a random product does not
-spreads = {"random W_Q W_K^T": diagonal_spread(P @ W_Q @ W_K.T @ P.T),
+    assert not torch.allclose((W_Q.T @ W_K) @ M_k, M_k @ (W_Q.T @ W_K))  # a random product does not
+spreads = {"random W_Q^T W_K": diagonal_spread(P @ W_Q.T @ W_K @ P.T),
            "random symmetric A": diagonal_spread(P @ (sym + sym.T) @ P.T),
            "commuting A": diagonal_spread(P @ commuting @ P.T)}
-assert spreads["random W_Q W_K^T"] > 20 and spreads["random symmetric A"] > 20
+assert spreads["random W_Q^T W_K"] > 20 and spreads["random symmetric A"] > 20
 assert spreads["commuting A"] < 1e-10
 token = torch.randn(d, generator=gen, dtype=torch.float64)  # one token, the same at every position
-content_position = (token @ commuting @ P.T).expand(n, n)  # x A p_n^T: row m (query), column n (key)
+content_position = (token @ commuting @ P.T).expand(n, n)  # x^T A p_n: row m (query), column n (key)
 spreads["content-position term, commuting A"] = diagonal_spread(content_position)
 assert spreads["content-position term, commuting A"] > 1  # still sees the key's absolute position
 print("largest change along a diagonal n - m = k:",
@@ -619,6 +647,7 @@ for name, W in inits.items():
 
 # %% slideshow={"slide_type": "fragment"}
 assert ratio["normal, std d^-1/2"][0] < 0.1 and ratio["xavier_uniform"][0] < 0.1  # P dominates
+assert abs(16 * ratio["normal, std d^-1/2"][0] - 1) < 0.05 and ratio["xavier_uniform"][0] < 1 / 16  # 16 times, or more
 assert abs(ratio["normal, std d^-1/2"][1] - math.sqrt(2)) < 0.05  # after × √d: ≈ √2
 assert 1 < ratio["xavier_uniform"][1] < 1.5
 assert abs(ratio["nn.Embedding default N(0, 1)"][0] - math.sqrt(2)) < 0.05  # already ≈ √2 unscaled
@@ -668,13 +697,18 @@ print("token entries after × √d: std ≈ 1;  code entries: root mean square �
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Why add, and not concatenate?
 #
-# Source `002` lists this among the questions it leaves open. Concatenating, $[x_i, p_i]$
-# (width $2d$), and then projecting with $W_Q = \begin{pmatrix} W_x \\ W_p\end{pmatrix}$ gives
-# $x_i W_x + p_i W_p$: exactly **adding** a projected token and a projected code. So after the
-# first projection a concatenation is an addition with separate weights for the two parts;
-# addition is the special case $W_x = W_p$, and costs no extra width in any layer. What
-# addition gives up is a guarantee that the two parts stay apart: $x_i + p_i$ mixes them in
-# the same $d$ features. How much do they collide? Pair by pair, hardly: in many dimensions two
+# Source `002` lists this among the questions it leaves open. Concatenating,
+# $\begin{pmatrix} x_i \\ p_i\end{pmatrix}$ (width $2d$), and then projecting with
+# $W_Q = \begin{pmatrix} W_x & W_p\end{pmatrix}$ gives $W_x x_i + W_p p_i$: exactly **adding** a
+# projected token and a projected code. So for what a linear layer reads from the input (the
+# first layer's $W_Q$, $W_K$, $W_V$), a concatenation is an addition with separate weights for the
+# two parts; addition is the special case $W_x = W_p$, and costs no extra width in any layer.
+# That identity holds for the projections only, not for the **residual stream**, which carries
+# the input itself to every later layer: $x_i + p_i$ there, both parts in $d$ features, against
+# both parts apart in $2d$. What addition gives up is a guarantee that the two stay separable.
+# The control in the cell: the best *linear* read-out of $p_i$ from $x_i + p_i$ (least squares on
+# 2000 token–position pairs, checked on 2000 others) misses it by about a third of its length,
+# while from the concatenation a selection recovers it exactly. How much do the parts collide? Pair by pair, hardly: in many dimensions two
 # unrelated vectors are nearly orthogonal, and at $d = 512$ every token of 200 is within 0.25 of
 # orthogonal to every code of 200. That is not the same as separate directions. The 200 codes
 # lie, but for a ten-thousandth of their energy, in 65 of the 512 directions (their slow pairs
@@ -683,15 +717,28 @@ print("token entries after × √d: std ≈ 1;  code entries: root mean square �
 # the token a reader of the code's directions also picks up. The cell checks the identity, the
 # pairwise near-orthogonality, and the shared directions.
 #
-# The same sum reappears inside every score: $(x_m + p_m)W_QW_K^\top(x_n + p_n)^\top$ splits into
+# The same sum reappears inside every score: $(x_m + p_m)^\top W_Q^\top W_K(x_n + p_n)$ splits into
 # token–token, token–position, position–token and position–position terms, the four terms
 # chapter 4 starts from.
 
 # %% slideshow={"slide_type": "fragment"}
-x4, p4 = torch.randn(6, d, generator=torch.Generator().manual_seed(2)), pl.sinusoidal_positions(6, d)
-W_cat = torch.randn(2 * d, 64, generator=torch.Generator().manual_seed(3)) / math.sqrt(2 * d)
-W_x, W_p = W_cat[:d], W_cat[d:]
-torch.testing.assert_close(torch.cat([x4, p4], dim=-1) @ W_cat, x4 @ W_x + p4 @ W_p)  # concat = add, projected
+x4, p4 = torch.randn(6, d, generator=torch.Generator().manual_seed(2)), pl.sinusoidal_positions(6, d)  # rows
+W_cat = torch.randn(64, 2 * d, generator=torch.Generator().manual_seed(3)) / math.sqrt(2 * d)  # (W_x  W_p)
+W_x, W_p = W_cat[:, :d], W_cat[:, d:]
+torch.testing.assert_close(torch.cat([x4, p4], dim=-1) @ W_cat.T, x4 @ W_x.T + p4 @ W_p.T)  # concat = add, projected
+
+mix = torch.Generator().manual_seed(4)  # the residual stream: can a linear layer still read p_i alone?
+pos_ids = torch.randint(0, 200, (4000,), generator=mix)
+tok_rows = small_w[torch.randint(0, vocab, (4000,), generator=mix)].double() * math.sqrt(d)  # scaled, as in §7
+code_rows = pl.sinusoidal_positions(200, d, dtype=torch.float64)[pos_ids]
+summed = tok_rows + code_rows
+fit = torch.linalg.lstsq(summed[:2000], code_rows[:2000]).solution  # the best linear read-out of p_i from x_i + p_i
+miss = (summed[2000:] @ fit - code_rows[2000:]).norm() / code_rows[2000:].norm()  # on 2000 other pairs
+select = torch.cat([torch.zeros(d, d), torch.eye(d)]).double()  # from [x_i, p_i]: keep the second half
+assert torch.equal(torch.cat([tok_rows, code_rows], dim=-1) @ select, code_rows)  # exact, every pair
+assert 0.25 < miss < 0.45
+print(f"best linear read-out of p_i from x_i + p_i: relative error {miss:.2f} on held-out pairs; "
+      "from [x_i, p_i]: 0 (a selection)")
 tokens_512 = nn.functional.normalize(small_w[:200], dim=-1)
 codes_512 = nn.functional.normalize(pl.sinusoidal_positions(200, d), dim=-1)
 assert (tokens_512 @ codes_512.T).abs().max() < 0.25  # 200 x 200 pairs: all within 0.25 of orthogonal
@@ -701,7 +748,7 @@ energy_left = 1 - (code_sv**2).cumsum(0) / (code_sv**2).sum()  # after the first
 span = int((energy_left > 1e-4).sum()) + 1  # directions holding all but 1e-4 of the codes' energy
 share = ((tokens_512.double() @ code_dirs[:span].T) ** 2).sum(-1)  # each unit token's energy in them
 assert span == 65 and round(share.mean().item(), 2) == 0.13 and abs(share.mean().item() - span / 512) < 0.01
-print("[x, p] W == x W_x + p W_p: True;  |cos(token, code)| < 0.25 for 40 000 pairs at d = 512: True")
+print("W_Q [x; p] == W_x x + W_p p: True;  |cos(token, code)| < 0.25 for 40 000 pairs at d = 512: True")
 print(f"the 200 codes lie in {span} of 512 directions (all but 1e-4 of their energy); "
       f"a random token keeps {share.mean():.2f} of its energy there")
 
@@ -819,10 +866,12 @@ print("a buffer made from a tensor that requires grad, persistent=False: require
 # checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
 #
 # **1 (design: read the offset back).** Two sinusoidal codes of $d = 8$ features (base 10000, §1's
-# interleaved layout) are given: `code_a`, the code of a position $p$, and `code_b`, the code of a
-# position $q$. You know neither position; they can be any real numbers up to $10^9$, not only
-# whole ones, but $|q - p| < 3000$. Write `offset(code_a, code_b)` returning $q - p$ (two tensors of
-# 8 numbers in, one number out).
+# interleaved layout) are given: `code_a`, the code of a position $m$, and `code_b`, the code of a
+# position $n$. You know neither position; they can be any real numbers up to $10^9$, not only
+# whole ones, but $|n - m| < 3000$. Write `offset(code_a, code_b)` returning $n - m$ (two tensors of
+# 8 numbers in, one number out), read off the two codes: no search over candidate offsets (the
+# checker draws new positions at every check, refuses the library's code builders while your
+# function runs, and stops a long loop).
 
 # %% slideshow={"slide_type": "subslide"}
 def offset(code_a, code_b):
@@ -851,13 +900,13 @@ def offset(code_a, code_b):
 _ = check.offset_from_codes(offset)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **2 (design: the road to RoPE).** §6 showed that the position-position score $p_m A p_n^\top$
-# depends on the offset alone when $A$ commutes with every shift $M_k$, and that the plain dot
-# product ($A = I$) cannot tell a key $k$ tokens *before* the query from one $k$ tokens
-# *after* it. Design a $16 \times 16$ matrix $A$ for the sinusoidal code with $d = 16$ such that
-# the score $p_m A p_n^\top$ (row vectors, query $m$, key $n$) depends only on $n - m$ **and**,
-# over $n - m = -20, \dots, 20$, is largest when the key is four tokens before the query,
-# $n - m = -4$. Work out on paper which $A$ does it before you build it.
+# **2 (design: a score that knows the direction).** §6 found two limits: the plain dot product,
+# $A = I$, scores a key $k$ tokens *before* the query exactly like one $k$ tokens *after* it, and a
+# position-position score $p_m^\top A\,p_n$ depends on the offset alone only for the commuting
+# $A$. Design a $16 \times 16$ matrix $A$ for the sinusoidal code with $d = 16$ whose score depends
+# only on the offset $n - m$ **and tells the direction by its sign**: positive for every key before
+# the query and negative for every key after it, for all queries and keys in a context of 64
+# positions ($0 \le m, n < 64$). Work out on paper which $A$ does it before you build it.
 
 # %% slideshow={"slide_type": "fragment"}
 answer = None  # your 16x16 matrix A
@@ -866,23 +915,29 @@ _ = check.offset_only_score(answer)
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "offset_only_score_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 answer = None  # your 16x16 matrix A
 ### BEGIN SOLUTION
-# A = M_4 (the shift by 4 of §4) commutes with every M_k, and with p_n = p_0 M_n^T (row form)
-# p_m M_4 p_n^T = p_0 M_m^T M_4 M_n p_0^T = p_0 M_(n - m + 4) p_0^T = sum over pairs j of cos((n - m + 4) θ_j):
-# the plain dot product s(k) of §6 moved from k = 0 to k = -4, largest there and only there.
-# (Sign check: M_4 moves a code four positions on, so the key's code p_(m-4) lands on p_m.)
-# In RoPE the rotation sits inside q and k themselves; here it sits in A = W_Q W_K^T.
-answer = pl.rope_matrix(-4, 16, inv_freq=pl.rope_frequencies(16, dtype=torch.float64))  # M_4 = R_-4
+# Offset-only: A commutes with every M_k, so on pair j it is a scaled rotation a_j I + b_j J with
+# J = [[0, 1], [-1, 0]]. Exchanging query and key turns p_m^T A p_n into p_n^T A p_m = p_m^T A^T p_n:
+# the symmetric part (a_j I) scores k and -k alike, so it must go; the antisymmetric part J does not.
+# Per pair, with a = mθ_j and b = nθ_j: (sin a, cos a) J (sin b, cos b)^T = sin(a - b) = -sin(kθ_j),
+# k = n - m: positive for a key before the query while |k|θ_j < π. Over 64 positions |k| <= 63, and the
+# pairs with 63 θ_j < π (θ_j < 0.0499: pairs 3 to 7) keep their sign at every offset, so a sum of those
+# alone is positive for every key before the query and negative for every key after it. (A faster pair
+# can be outweighed by the slow ones at some offsets, but it no longer helps at all of them.)
+quarter_turn = torch.tensor([[0.0, 1.0], [-1.0, 0.0]], dtype=torch.float64)  # J
+answer = torch.block_diag(*[quarter_turn if j >= 3 else torch.zeros(2, 2, dtype=torch.float64) for j in range(8)])
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "offset_only_score", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
 _ = check.offset_only_score(answer)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **3 (find the bug).** This builder looks like the formula of §1 and draws a plausible
-# heatmap, but it has one bug. For $d = 64$, how many of its 32 pairs turn more slowly than
-# the slowest pair of the correct table, $10000^{-62/64}$ radian per position? Find the bug by
-# reading, and count on paper; then check it in code (the same function is
-# `check.ch03.buggy_sinusoids`).
+# **3 (find the bug, then count for any width).** This builder looks like the formula of §1 and
+# draws a plausible heatmap, but it has one bug. Write `too_slow(d)`: for an even $d$, how many of
+# its $d/2$ pairs turn more slowly than the slowest pair of the correct table,
+# $10000^{-(d-2)/d}$ radian per position? Find the bug by reading, and count by comparing
+# exponents: the checker asks for widths up to $4 \cdot 10^{12}$, where no table can be built (it
+# refuses the builder while your function runs). The same function is `check.ch03.buggy_sinusoids`
+# if you want to test your count on a small $d$ first.
 #
 # ```python
 # def buggy_sinusoids(n: int, d: int) -> torch.Tensor:
@@ -897,24 +952,28 @@ _ = check.offset_only_score(answer)
 # ```
 
 # %% slideshow={"slide_type": "fragment"}
-answer = None  # a whole number of pairs
-_ = check.slow_pairs(answer)
+def too_slow(d):
+    raise NotImplementedError  # your code
+
+
+_ = check.slow_pairs(too_slow)
+
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "slow_pairs_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-answer = None  # a whole number of pairs
-### BEGIN SOLUTION
-# two_j already holds the even column index 2j, and the exponent doubles it again: the builder
-# computes theta_j = 10000^(-4j/d) instead of 10000^(-2j/d). Pair j is slower than the paper's
-# slowest pair 10000^(-62/64) when 4j/64 > 62/64, i.e. 4j > 62, j >= 16: pairs 16 .. 31.
-# Half the table's columns turn by less than 1.33e-4 radian per position: nearly constant,
-# wasted features.
-answer = 16
-row = check.ch03.buggy_sinusoids(2, 64)[1]
-assert int((torch.atan2(row[0::2], row[1::2]) < 10000 ** (-62 / 64)).sum()) == answer
-### END SOLUTION
+def too_slow(d):
+    ### BEGIN SOLUTION
+    # two_j already holds the even column index 2j, and the exponent doubles it again: the builder
+    # computes θ_j = 10000^(-4j/d) instead of 10000^(-2j/d). Pair j is slower than the correct slowest
+    # pair 10000^(-(d-2)/d) when 4j/d > (d-2)/d, i.e. 4j > d - 2, j > (d - 2)/4. Strictly: when d - 2 is a
+    # multiple of 4, pair (d - 2)/4 turns exactly as fast as the correct slowest pair, not more slowly.
+    # Pairs floor((d - 2)/4) + 1 .. d/2 - 1: d/2 - 1 - floor((d - 2)/4) of them, which is floor(d/4)
+    # (d = 64: pairs 16 .. 31, 16 of them). Half the columns barely change: wasted features.
+    return d // 2 - 1 - (d - 2) // 4
+    ### END SOLUTION
+
 
 # %% nbgrader={"grade": true, "grade_id": "slow_pairs", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.slow_pairs(answer)
+_ = check.slow_pairs(too_slow)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Errata in the sources
