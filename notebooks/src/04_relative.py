@@ -1,13 +1,13 @@
 # %% [markdown] slideshow={"slide_type": "slide"}
 # # 4 · Relative position encodings
 #
-# An absolute encoding gives token $m$ a vector $p_m$ and adds it to the embedding before the
+# An absolute encoding gives the token at position $i$ a vector $p_i$ and adds it to the embedding before the
 # projections. The attention score then sees *where* each token is, and only indirectly *how far
 # apart* two tokens are. Relative encodings go the other way: they put into the score something that
 # depends on the offset between query and key, and nothing else about the positions.
 #
 # This chapter follows one line of papers:
-# 1. the four terms hidden inside an absolute score $q_m^\top k_n$;
+# 1. the four terms hidden inside an absolute score $q_i^\top k_j$;
 # 2. Shaw et al. (2018): a learned vector per clipped offset, for keys and values;
 # 3. Transformer-XL (Dai et al. 2019): sinusoidal offsets, two global biases $u, v$ and the
 #    *relative shift* that makes it fast;
@@ -21,7 +21,9 @@
 # **Sign convention** (the course's conventions page is in `00_index`). Positions are 0-based, query
 # $i$, key $j$. The library measures the **offset** as *key minus query*, $j - i$ (negative for keys
 # in the past), as Shaw et al. and T5 do; the **distance** is $|j - i|$. Where a paper uses query
-# minus key (Transformer-XL's $R_{i-j}$ in §3, DeBERTa's $\delta$ in §5) we say so.
+# minus key (Transformer-XL's $R_{i-j}$ in §3, DeBERTa's $\delta$ in §5) we say so. Since $j$ is a key
+# here, frequency pairs of a sinusoid are counted by $t$ ($\theta_t$). The source notes (`004`) write
+# query and key as $m$ and $n$; where we quote them we keep their letters and say so.
 #
 # Notation and signs (0-based positions, offsets $j - i$ as key minus query, bit and pair
 # orders) follow the course's [conventions page](00_index.ipynb#Conventions).
@@ -73,14 +75,14 @@ def heatmap_row(mats, titles, *, label="score", width=2.2, height=2.5):
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 1. Four terms inside an absolute score
 #
-# With an absolute encoding, token $m$ enters attention as $x_m + p_m$, so
-# $q_m = W_q (x_m + p_m)$ and $k_n = W_k (x_n + p_n)$. Multiplying out:
+# With an absolute encoding, the token at position $i$ enters attention as $x_i + p_i$, so
+# $q_i = W_q (x_i + p_i)$ and $k_j = W_k (x_j + p_j)$. Multiplying out:
 #
-# $$q_m^\top k_n
-#   = \underbrace{x_m^\top W_q^\top W_k x_n}_{\text{content–content}}
-#   + \underbrace{x_m^\top W_q^\top W_k p_n}_{\text{content–position}}
-#   + \underbrace{p_m^\top W_q^\top W_k x_n}_{\text{position–content}}
-#   + \underbrace{p_m^\top W_q^\top W_k p_n}_{\text{position–position}}.$$
+# $$q_i^\top k_j
+#   = \underbrace{x_i^\top W_q^\top W_k x_j}_{\text{content–content}}
+#   + \underbrace{x_i^\top W_q^\top W_k p_j}_{\text{content–position}}
+#   + \underbrace{p_i^\top W_q^\top W_k x_j}_{\text{position–content}}
+#   + \underbrace{p_i^\top W_q^\top W_k p_j}_{\text{position–position}}.$$
 #
 # Every relative method below keeps the first term and rewrites some of the other three. The next cell
 # computes each term for 6 tokens ($d_\text{model} = 8$, head dimension 4, sinusoidal $p$) and checks
@@ -92,7 +94,7 @@ x = torch.randn(L, d_model, device=device)
 p = pl.sinusoidal_positions(L, d_model, device=device)
 W_q, W_k = torch.randn(d_head, d_model, device=device), torch.randn(d_head, d_model, device=device)
 
-full = ((x + p) @ W_q.T) @ ((x + p) @ W_k.T).T  # row m, column n: q_m . k_n
+full = ((x + p) @ W_q.T) @ ((x + p) @ W_k.T).T  # row i, column j: q_i . k_j
 terms = {
     "content–content": (x @ W_q.T) @ (x @ W_k.T).T,
     "content–position": (x @ W_q.T) @ (p @ W_k.T).T,
@@ -105,21 +107,21 @@ for name, t in terms.items():
 print(f"{'sum':18s} score of query 2, key 4: {full[2, 4].item():+8.3f}")
 
 # %%
-fig = heatmap_row([*terms.values(), full], [*terms, "full score q_m·k_n"])
+fig = heatmap_row([*terms.values(), full], [*terms, "full score q_i·k_j"])
 fig
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# Only the position–position term is free of content, and even it does **not** depend on $m - n$ alone
-# once the projections are in the way: $p_m^\top p_n = \sum_t \cos((m-n)\theta_t)$ is a function of the
-# offset, but $p_m^\top W_q^\top W_k p_n$ with trained (here random) matrices is not. Relative methods
+# Only the position–position term is free of content, and even it does **not** depend on $j - i$ alone
+# once the projections are in the way: $p_i^\top p_j = \sum_t \cos((j-i)\theta_t)$ is a function of the
+# offset (chapter 3, §6), but $p_i^\top W_q^\top W_k p_j$ with trained (here random) matrices is not. Relative methods
 # build the offset dependence in by construction.
 
 # %%
 pp_plain = p @ p.T
-assert depends_only_on_offset(pp_plain)  # sinusoids alone: a function of m - n
+assert depends_only_on_offset(pp_plain)  # sinusoids alone: a function of j - i
 assert not depends_only_on_offset(terms["position–position"], atol=1e-2)  # after W_q, W_k: not any more
-print("p_m . p_n along the main diagonal:   ", [round(v, 3) for v in pp_plain.diagonal().tolist()])
-print("p_m W_q^T W_k p_n along the diagonal:", [round(v, 3) for v in terms["position–position"].diagonal().tolist()])
+print("p_i . p_j along the main diagonal:   ", [round(v, 3) for v in pp_plain.diagonal().tolist()])
+print("p_i W_q^T W_k p_j along the diagonal:", [round(v, 3) for v in terms["position–position"].diagonal().tolist()])
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2. Shaw et al. (2018): a learned vector per clipped offset
@@ -168,7 +170,8 @@ print("weights of query 0:", [round(v, 3) for v in w[0].tolist()])
 # ### Two ways to write the same thing
 #
 # The source notes (`004`) write Shaw's method as $k_n = W_k(x_n + \tilde p^k_r)$ with
-# $r = \operatorname{clip}(m - n, r_\min, r_\max)$. Two differences from the library, neither an error:
+# $r = \operatorname{clip}(m - n, r_\min, r_\max)$, their query $m$ and key $n$ being our $i$ and $j$.
+# Two differences from the library, neither an error:
 #
 # * **the sign**: $m - n$ is query minus key, the mirror of $j - i$. Indexing a table $T'$ by
 #   $\operatorname{clip}(m-n, -k, k) + k$ gives the same vectors as indexing $T$ by
@@ -220,34 +223,6 @@ print("query-minus-key rows are the key-minus-query rows of the flipped table")
 # $o = 0, \dots,$ `k_len`$- 1$, and `pl.xl_score_terms(q, k, r, u, v)` returns the four terms.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# ### The source's third term
-#
-# The source notes write the third term as $u^\top W_q^\top W_k x_n$, i.e. they replace $p_m$ by $u$ and
-# keep $W_q$. In XL, $u$ replaces the whole projected term $W_q p_m$, so the term is
-# $u^\top W_{k,E}\, x_n$. With XL's $u \in \mathbb R^{d_\text{head}}$ the source's expression does not
-# even type-check when $d_\text{head} \ne d_\text{model}$; with a $u_\text{src} \in
-# \mathbb R^{d_\text{model}}$ it equals XL's term for $u = W_q u_\text{src}$: a different parameter,
-# tied to $W_q$. The same holds for $v$ in the fourth term.
-
-# %%
-W_q = torch.randn(d_head, d_model, device=device)
-W_kE = torch.randn(d_head, d_model, device=device)
-x_n = torch.randn(d_model, device=device)
-u_xl = torch.randn(d_head, device=device)  # XL's u: one vector per head, after the projection
-
-xl_term = u_xl @ (W_kE @ x_n)  # u^T W_{k,E} x_n: (4,) . (4,)
-try:
-    u_xl @ W_q.T @ (W_kE @ x_n)  # u^T W_q^T ...: needs u of size d_model = 8
-    typechecks = True
-except RuntimeError:
-    typechecks = False
-assert not typechecks
-
-u_src = torch.randn(d_model, device=device)  # the source's u, before the projection
-assert_close(u_src @ W_q.T @ W_kE @ x_n, (W_q @ u_src) @ (W_kE @ x_n))
-print(f"XL's term u^T W_kE x_n = {xl_term.item():+.4f}; u^T W_q^T W_k x_n needs u of size {d_model}, not {d_head}")
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
 # ### The four terms on a small example
 #
 # A segment of 4 queries with a memory of 2 keys: 6 keys in all. Terms (b) and (d) are computed only
@@ -258,6 +233,7 @@ print(f"XL's term u^T W_kE x_n = {xl_term.item():+.4f}; u^T W_q^T W_k x_n needs 
 
 # %%
 g = torch.manual_seed(0)
+W_q, W_kE = torch.randn(d_head, d_model).to(device), torch.randn(d_head, d_model).to(device)  # W_q, W_{k,E}
 M, Q = 2, 4
 K = M + Q
 h = torch.randn(K, d_model, device=device)  # memory rows first, then the segment
@@ -281,6 +257,32 @@ names = {"a": "(a) content", "b": "(b) content–position", "c": "(c) global con
          "d": "(d) global position v"}
 fig = heatmap_row([*xl_terms.values(), pl.xl_scores_direct(q, k, r, u, v)], [*names.values(), "sum"])
 fig
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### The source's third term
+#
+# The source notes write the third term as $u^\top W_q^\top W_k x_n$ (their $m$, $n$ are our $i$, $j$),
+# i.e. they replace $p_m$ by $u$ and keep $W_q$. In XL, $u$ replaces the whole projected term $W_q p_i$,
+# so the term is $u^\top W_{k,E}\, x_j$, as in the example above. With XL's $u \in \mathbb R^{d_\text{head}}$ the source's expression does not
+# even type-check when $d_\text{head} \ne d_\text{model}$; with a $u_\text{src} \in
+# \mathbb R^{d_\text{model}}$ it equals XL's term for $u = W_q u_\text{src}$: a different parameter,
+# tied to $W_q$. The same holds for $v$ in the fourth term.
+
+# %%
+x_j = torch.randn(d_model, device=device)
+u_xl = torch.randn(d_head, device=device)  # XL's u: one vector per head, after the projection
+
+xl_term = u_xl @ (W_kE @ x_j)  # u^T W_{k,E} x_j: (4,) . (4,)
+try:
+    u_xl @ W_q.T @ (W_kE @ x_j)  # u^T W_q^T ...: needs u of size d_model = 8
+    typechecks = True
+except RuntimeError:
+    typechecks = False
+assert not typechecks
+
+u_src = torch.randn(d_model, device=device)  # the source's u, before the projection
+assert_close(u_src @ W_q.T @ W_kE @ x_j, (W_q @ u_src) @ (W_kE @ x_j))
+print(f"XL's term u^T W_kE x_j = {xl_term.item():+.4f}; u^T W_q^T W_k x_j needs u of size {d_model}, not {d_head}")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Keys after the query: XLNet
@@ -382,7 +384,8 @@ fig
 # The paper's reason for the trick (its Appendix B) is the cost of the naive form: computing
 # $W_{k,R}R_{i-j}$ for every pair is quadratic in vectors, while the distances form only $K$ of them.
 # Once the $(Q, K)$ scores against every distance exist, putting the right one at each $(i, j)$ is a
-# reordering, and a gather does it as well as the shift (Exercise 1 derives its index). In memory
+# reordering, and a gather does it as well as the shift (Exercise 1 derives such an index, for XLNet's
+# layout). In memory
 # the two are close. The shift's pad writes a new $(Q, K+1)$ tensor, a full copy of the scores (the
 # reshapes and the slice after it are views of that copy, not copies). A gather writes a new $(Q, K)$
 # output and reads a $(Q, K)$ index of int64, twice the bytes of float32 scores; but the index
@@ -501,31 +504,23 @@ assert t5_causal.tolist() == [3, 2, 1, 0, 0, 0, 0]  # decoder: keys after the qu
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Which distances share the last bucket?
 #
-# Not "every distance beyond `max_distance`". The log term reaches $B - e$, i.e. bucket $B$ *one past
-# the last*, exactly at $n = \text{max\_distance}$; the last bucket $B - 1$ starts where the floored
-# term first reaches $B - 1$, which is earlier. The exact rule: a distance $n$ is in the last bucket
-# exactly when $e + \lfloor \log(n/e) / \log(\text{max\_distance}/e)\cdot(B - e)\rfloor \ge B - 1$; the
-# $\min$ then catches every larger $n$. With 16 buckets and `max_distance` 32 ($B = 8$, $e = 4$) that
-# holds from **distance 20** on: bucket 7 holds 20, 21, …, 31 *and* every distance from 32 to infinity,
-# while 19 is still in bucket 6. With T5's own defaults (32 buckets, `max_distance` 128) the last bucket
-# starts at distance 91 in an encoder ($B = 16$), well before 128, but at 113 in a decoder ($B = 32$):
-# more buckets per direction leave less room before `max_distance`. The cell checks the rule with the
-# formula, the library against it, and finds both defaults by walking the distances up. (Exercise 3 asks
-# for the closed form.)
+# Not "every distance beyond `max_distance`". At $n = \text{max\_distance}$ the log ratio in the formula
+# is exactly 1, so the term before the $\min$ is $e + (B - e) = B$: bucket $B$, *one past the last*. The
+# last bucket $B - 1$ is therefore reached earlier, and the $\min$ then catches every larger $n$. Walking
+# the distances up through the library's buckets: with 16 buckets and `max_distance` 32 ($B = 8$, $e = 4$)
+# the last bucket holds **20**, 21, …, 31 *and* every distance from 32 to infinity, while 19 is still in
+# bucket 6. With T5's own defaults (32 buckets, `max_distance` 128) it starts at distance 91 in an encoder
+# ($B = 16$), well before 128, but at 113 in a decoder ($B = 32$): more buckets per direction leave less
+# room before `max_distance`. (Exercise 3 asks where it starts, for any setting, without walking.)
 
 # %%
-def log_term(n: int, B: int, e: int, max_distance: int) -> int:
-    """e + floor(log(n/e) / log(max_distance/e) * (B - e)): the far bucket before the min."""
-    return e + math.floor(math.log(n / e) / math.log(max_distance / e) * (B - e))
-
-
 B, e = nb // 2, nb // 4
-in_last = [n for n in range(e, 500) if log_term(n, B, e, maxd) >= B - 1]  # the rule
-assert in_last == list(range(20, 500))  # from distance 20 on, not from max_distance = 32
-assert log_term(maxd, B, e, maxd) == B and log_term(maxd - 1, B, e, maxd) == B - 1  # 32 would open bucket B
+assert e + math.log(maxd / e) / math.log(maxd / e) * (B - e) == B  # at max_distance: bucket B, one past the last
 lib_last = pl.t5_relative_bucket(-torch.arange(500, device=device), num_buckets=nb, max_distance=maxd)
-assert ((lib_last == B - 1).nonzero().flatten() == torch.arange(20, 500, device=device)).all()  # library agrees
-print(f"last bucket ({B - 1}) of the past: distances {in_last[0]} and up; max_distance = {maxd};",
+in_last = (lib_last == B - 1).nonzero().flatten()
+assert (in_last == torch.arange(20, 500, device=device)).all()  # from distance 20 on, not from max_distance = 32
+assert lib_last[19] == B - 2
+print(f"last bucket ({B - 1}) of the past: distances {in_last[0].item()} and up; max_distance = {maxd};",
       f"distance 19 -> bucket {lib_last[19].item()}")
 first_in_last = {}  # T5's defaults, 32 buckets and max_distance 128, found by walking the distances up
 for bidir in (True, False):
@@ -565,47 +560,51 @@ fig
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # Explore: more buckets make the exact range wider; a larger `max_distance` stretches the log buckets.
-# The figure opens at 16 buckets and `max_distance` **33**, one more than the 32 above: the library
-# requires `max_distance` > `max_exact` (T5's $e$: the log term divides by
-# $\log(\text{max\_distance}/e)$, which must be positive), and the largest $e$ the controls allow is 32, with 64 decoder buckets. So 33 is the smallest
-# `max_distance` valid for every setting of the other two controls.
+# The figure opens at this section's case, 16 buckets and `max_distance` 32. Some settings have no
+# buckets at all: the library requires `max_distance` > `max_exact` (T5's $e$: the log term divides by
+# $\log(\text{max\_distance}/e)$, which must be positive), so 64 decoder buckets ($e = 32$) need
+# `max_distance` 33 or more. For such a setting the figure says so instead of drawing.
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "subslide"}
+def t5_buckets_or_none(offsets, **settings):
+    """The library's buckets, or None for a setting it refuses (max_distance <= max_exact)."""
+    try:
+        return pl.t5_relative_bucket(offsets, **settings)
+    except ValueError:
+        return None
+
+
 def draw_t5(fig, num_buckets, max_distance, bidirectional):
     ax_map, ax_line = fig.subplots(1, 2)
     span = torch.arange(-160, 161, device=device)
-    kw = dict(num_buckets=num_buckets, max_distance=max_distance, bidirectional=bidirectional)
-    im = viz.heatmap(pl.t5_relative_bucket(pl.relative_positions(64, device=device), **kw), ax=ax_map,
-                     xlabel="key j", ylabel="query i", colorbar="bucket")
-    (line,) = ax_line.step(span.cpu(), pl.t5_relative_bucket(span, **kw).cpu(), where="mid")
+    grid = pl.relative_positions(64, device=device)
+    im = viz.heatmap(torch.zeros(64, 64), ax=ax_map, xlabel="key j", ylabel="query i", colorbar="bucket")
+    (line,) = ax_line.step(span.cpu(), torch.zeros(len(span)), where="mid")
     ax_line.set(xlabel="offset j − i", ylabel="bucket", ylim=(-1, 64))
 
     def update(num_buckets, max_distance, bidirectional):
         kw = dict(num_buckets=num_buckets, max_distance=max_distance, bidirectional=bidirectional)
-        viz.update_heatmap(im, pl.t5_relative_bucket(pl.relative_positions(64, device=device), **kw))
-        line.set_ydata(pl.t5_relative_bucket(span, **kw).cpu())
+        on_grid, on_span = t5_buckets_or_none(grid, **kw), t5_buckets_or_none(span, **kw)
+        if on_grid is None:  # no buckets for this setting: say why instead of drawing
+            viz.update_heatmap(im, torch.zeros(64, 64))
+            line.set_ydata(torch.full((len(span),), float("nan")))
+            e = (num_buckets // 2 if bidirectional else num_buckets) // 2
+            ax_map.set_title(f"max distance must exceed max_exact = {e}")
+            return
+        viz.update_heatmap(im, on_grid)
+        line.set_ydata(on_span.cpu())
         ax_map.set_title(f"{num_buckets} buckets, max distance {max_distance}")
 
     update(num_buckets, max_distance, bidirectional)
     return update
 
 
-def t5_settings_valid(num_buckets, max_distance, bidirectional):
-    try:
-        pl.t5_relative_bucket(torch.zeros(1, dtype=torch.long), num_buckets=num_buckets,
-                              max_distance=max_distance, bidirectional=bidirectional)
-        return True
-    except ValueError:
-        return False
-
-
-assert all(t5_settings_valid(nb_, 33, bd_) for nb_ in range(8, 65, 4) for bd_ in (True, False))
-assert max((nb_ if not bd_ else nb_ // 2) // 2 for nb_ in range(8, 65, 4) for bd_ in (True, False)) == 32  # e
-assert not t5_settings_valid(64, 32, False)  # max_distance = e = 32 fails for 64 decoder buckets
+assert t5_buckets_or_none(span, num_buckets=16, max_distance=32) is not None  # the chapter's case draws
+assert t5_buckets_or_none(span, num_buckets=64, max_distance=32, bidirectional=False) is None  # e = 32: refused
 viz.InteractiveFigure(
     draw_t5, figsize=(8.0, 3.3),
     num_buckets=widgets.IntSlider(16, min=8, max=64, step=4, description="buckets"),
-    max_distance=widgets.IntSlider(33, min=33, max=256, description="max dist"),
+    max_distance=widgets.IntSlider(32, min=4, max=256, description="max dist"),
     bidirectional=widgets.Checkbox(value=True, description="bidirectional"),
 )
 
@@ -691,26 +690,52 @@ assert abs(ratio - 1) < 0.05 and (corr - torch.eye(3, device=device)).abs().max(
 assert abs(corr_sq - 1 / (d_small + 3)) < 0.02 and corr_sq > 0.03 > abs(corr_sq_separate)  # not independent
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# ### Paper, released code, and the source notes
+# ### Paper and released code: which row of $q^r$ does p2c read?
 #
-# The released code computes p2c with another index than the paper, in two ways that agree:
+# The paper's p2c reads row $\delta(j, i)$ of $q^r$ for query $i$ and key $j$. The released code computes
+# it with another index, in two recipes:
 #
 # * transformers' port (`disentangled_att_bias` in `models/deberta/modeling_deberta.py`,
-#   `disentangled_attention_bias` in `models/deberta_v2/modeling_deberta_v2.py`) scores every key
-#   against all $2k$ rows of $q^r$, gathers along those *key* rows with
-#   $\operatorname{clip}(-(i - j) + k)$, and transposes;
+#   `disentangled_attention_bias` in `models/deberta_v2/modeling_deberta_v2.py`) scores every key against
+#   all $2k$ rows of $q^r$, $S = k^c (q^r)^\top$ (row $a$: key $a$), gathers $G[a, b] = S[a, \text{pos}[a, b]]$
+#   with $\text{pos}[a, b] = \operatorname{clip}(-(a - b) + k)$, and transposes, so entry $(i, j)$ is
+#   $S[j, \text{pos}[j, i]]$;
 # * microsoft/DeBERTa's current code (`disentangled_attention_bias` in
 #   `DeBERTa/deberta/disentangled_attention.py`, the v2/v3 version) scores all $2k$ rows against every
-#   key, a $(2k, k_\text{len})$ matrix, and gathers it along dim $-2$ with c2p's own index
-#   $\operatorname{clip}(i - j + k)$.
+#   key, $T = q^r (k^c)^\top$, a $(2k, k_\text{len})$ matrix, and gathers it along rows with c2p's own index,
+#   so entry $(i, j)$ is $T[\delta(i, j), j]$.
 #
-# Followed through, both land on $\delta(i, j)$, the same index as c2p, not the paper's $\delta(j, i)$
-# (discussed in microsoft/DeBERTa issues #47 and #162). The next cell replays both recipes;
-# `p2c_index="reference"` reproduces them, `tests/test_deberta.py` checks it against transformers' v1
-# `DisentangledSelfAttention` and `tests/test_crosscheck.py` against the deberta_v2 one.
-# Inside the window ($|i - j| < k$) the paper's row is $2k - \delta(i, j)$. A mirror of rows
-# $0 \dots 2k-1$ would be $2k - 1 - \delta(i, j)$, so this is the table read mirrored *and shifted by
-# one row*: nearly the same model family, but a trained checkpoint needs the index its code used.
+# The table follows both recipes for four queries and keys with $k = 2$, so
+# $\delta(i, j) = \operatorname{clip}(i - j + 2, 0, 3)$: which row of $q^r$ each reads against key $j$.
+# Both read row $\delta(i, j)$, the same index as c2p, not the paper's $\delta(j, i)$ (discussed in
+# microsoft/DeBERTa issues #47 and #162); the cell asserts it, and that the paper reads another row for
+# every pair off the diagonal.
+
+# %%
+L4, k2 = 4, 2
+i4, j4 = torch.meshgrid(torch.arange(L4), torch.arange(L4), indexing="ij")
+delta4 = pl.deberta_relative_index(L4, L4, k2)  # delta(i, j) = clip(i - j + k, 0, 2k - 1), as in c2p
+paper_row = delta4.T  # delta(j, i)
+pos4 = torch.clamp(-(i4 - j4) + k2, 0, 2 * k2 - 1)  # transformers' p2c_pos[a, b], rows a of S are keys
+hf_key, hf_row = j4, pos4.T  # entry (i, j) = S[j, pos[j, i]]: key j against row pos[j, i] of q^r
+ms_row, ms_key = delta4, j4  # entry (i, j) = T[delta(i, j), j]: row delta(i, j) of q^r against key j
+assert torch.equal(hf_row, delta4) and torch.equal(ms_row, delta4) and torch.equal(hf_key, ms_key)
+assert (paper_row != delta4).sum() == L4 * L4 - L4  # the paper reads another row everywhere off the diagonal
+print(" i  j  i-j | transformers S[j, pos[j,i]] | microsoft T[δ(i,j), j] | row of q^r read")
+for i_ in range(L4):
+    for j_ in range(L4):
+        print(f" {i_}  {j_}  {i_ - j_:+d}  |         S[{j_}, {pos4[j_, i_].item()}]             |"
+              f"        T[{delta4[i_, j_].item()}, {j_}]        |       {delta4[i_, j_].item()}")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### The recipes at full size, and the source notes
+#
+# The next cell replays both recipes on the seven tokens above; `p2c_index="reference"` reproduces them,
+# `tests/test_deberta.py` checks it against transformers' v1 `DisentangledSelfAttention` and
+# `tests/test_crosscheck.py` against the deberta_v2 one. With the paper's index the same trained table
+# gives other p2c scores (the cell checks that too), so a checkpoint needs the index its code used. How
+# the two indices relate row by row, and what a table would need for the choice not to matter, is
+# Exercise 4.
 #
 # The source notes (`004`) write DeBERTa's relative terms as
 # $x_m^\top W_q^\top W_k \tilde p_{m-n} + \tilde p_{m-n}^\top W_q^\top W_k x_n$: the *content*
@@ -737,9 +762,7 @@ assert_close(code_p2c, p2c_ref)
 assert_close(ms_p2c, p2c_ref)  # both recipes: the same p2c
 assert_close(code_p2c, torch.stack([torch.stack([k_c[j] @ q_r[delta[i, j]] for j in range(L)])
                                                   for i in range(L)]))  # delta(i, j) ...
-assert not torch.allclose(code_p2c, p2c, atol=1e-3)  # ... not the paper's delta(j, i)
-inside = (rel.abs() < span_k)
-assert (delta.T[inside] == 2 * span_k - delta[inside]).all()  # delta(j, i) = 2k - delta(i, j) in the window
+assert not torch.allclose(code_p2c, p2c, atol=1e-3)  # ... not the paper's delta(j, i): other scores
 
 # the source's form: content projections W_qc, W_kc reused for positions, offset m - n in both terms
 src_c2p = torch.stack([torch.stack([q_c[m] @ (W_kc @ P[delta[m, n]]) for n in range(L)]) for m in range(L)])
@@ -747,34 +770,6 @@ src_p2c = torch.stack([torch.stack([(W_qc @ P[delta[m, n]]) @ k_c[n] for n in ra
 _, c2p_tied, p2c_tied = pl.deberta_terms(q_c, k_c, P @ W_qc.T, P @ W_kc.T, p2c_index="reference")
 assert_close(src_c2p + src_p2c, c2p_tied + p2c_tied)  # a special case: W_{q,r} = W_q, W_{k,r} = W_k
 assert not torch.allclose(src_c2p, c2p, atol=1e-3)  # v1's own W_{k,r} gives other scores
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# ### A worked index table for the p2c gathers
-#
-# Which row of $q^r$ does each recipe read for the pair (query $i$, key $j$)? Four queries and keys,
-# $k = 2$, so $\delta(i, j) = \operatorname{clip}(i - j + 2, 0, 3)$. Columns: the paper's row
-# $\delta(j, i)$; transformers' recipe, which scores $S = k^c (q^r)^\top$ (row $a$: key $a$ against every
-# row of $q^r$), gathers $G[a, b] = S[a, \text{pos}[a, b]]$ with $\text{pos}[a, b] =
-# \operatorname{clip}(-(a - b) + k)$ and transposes, so entry $(i, j)$ is $S[j, \text{pos}[j, i]]$;
-# microsoft/DeBERTa's recipe, which scores $T = q^r (k^c)^\top$ and gathers along rows with c2p's index,
-# so entry $(i, j)$ is $T[\delta(i, j), j]$. The cell builds the three indices and asserts that both
-# recipes read row $\delta(i, j)$ of $q^r$ against key $j$, and the paper row $\delta(j, i)$.
-
-# %%
-L4, k2 = 4, 2
-i4, j4 = torch.meshgrid(torch.arange(L4), torch.arange(L4), indexing="ij")
-delta4 = pl.deberta_relative_index(L4, L4, k2)  # delta(i, j) = clip(i - j + k, 0, 2k - 1), as in c2p
-paper_row = delta4.T  # delta(j, i)
-pos4 = torch.clamp(-(i4 - j4) + k2, 0, 2 * k2 - 1)  # transformers' p2c_pos[a, b], rows a of S are keys
-hf_key, hf_row = j4, pos4.T  # entry (i, j) = S[j, pos[j, i]]: key j against row pos[j, i] of q^r
-ms_row, ms_key = delta4, j4  # entry (i, j) = T[delta(i, j), j]: row delta(i, j) of q^r against key j
-assert torch.equal(hf_row, delta4) and torch.equal(ms_row, delta4) and torch.equal(hf_key, ms_key)
-assert (paper_row != delta4).sum() == L4 * L4 - L4  # the paper reads another row everywhere off the diagonal
-print(" i  j  i-j | paper δ(j,i) | transformers S[j, pos[j,i]] | microsoft T[δ(i,j), j]")
-for i_ in range(L4):
-    for j_ in range(L4):
-        print(f" {i_}  {j_}  {i_ - j_:+d}  |      {paper_row[i_, j_].item()}       |"
-              f"         S[{j_}, {pos4[j_, i_].item()}]             |        T[{delta4[i_, j_].item()}, {j_}]")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 6. One view for all: the bias as a function of $(i, j)$
@@ -1035,61 +1030,77 @@ print("T5 encoder buckets (32, max 128) of distances 7..9 in the past:",
 # a hint. The worked solution follows, collapsed (expand it only after trying), then a cell that
 # checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
 #
-# **1 (derive).** §3's relative shift pads and reshapes, which hides where each number goes. Do it
-# the transparent way: for a `(q_len, k_len)` matrix `x` whose column $c$ holds the distance
-# $k_\text{len} - 1 - c$ (query minus key, as in §3), derive which column of row $i$ holds the
-# distance that entry $(i, j)$ of the result needs, then build `rel_shift(x)` with one
-# `torch.gather` (no pad, no reshape). Only the entries the causal mask keeps are checked.
+# **1 (derive: XLNet's shift).** §3's shift serves a causal model, and only the entries the mask keeps are
+# right. XLNet (§3, "Keys after the query") scores every query against the $K + Q$ distances
+# $K, K - 1, \dots, -(Q - 1)$: its matrix `x` has shape `(q_len, k_len + q_len)`, and column $c$ holds
+# distance $k_\text{len} - c$. Derive which column of row $i$ holds the distance entry $(i, j)$ needs
+# (query minus key, $M + i - j$ with $M = k_\text{len} - q_\text{len}$, as in §3), then write
+# `xlnet_shift(x)` returning the `(q_len, k_len)` scores, **every** entry right, keys after the query
+# included (one `torch.gather` does it). The checker draws new shapes and scores at every check and
+# refuses `pl.rel_shift` and XLNet's own shift while your function runs.
 
 # %%
-def rel_shift(x):
+def xlnet_shift(x):
     raise NotImplementedError  # your code
 
 
-_ = check.xl_rel_shift(rel_shift)
+_ = check.xl_rel_shift(xlnet_shift)
+
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "xl_rel_shift_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-def rel_shift(x):
+def xlnet_shift(x):
     ### BEGIN SOLUTION
-    # entry (i, j) needs distance M + i - j (M = k_len - q_len); column c holds k_len - 1 - c,
-    # so c = k_len - 1 - (M + i - j) = q_len - 1 - i + j (out of range only where the mask hides it)
-    q_len, k_len = x.shape
-    i, j = torch.arange(q_len, device=x.device)[:, None], torch.arange(k_len, device=x.device)[None, :]
-    return x.gather(1, (q_len - 1 - i + j).clamp(0, k_len - 1))
+    # column c holds distance K - c; entry (i, j) needs M + i - j, so c = K - (M + i - j) = q_len - i + j,
+    # which runs from 1 to K + q_len - 1: inside the matrix for every (i, j), no mask needed. (§3's layout
+    # held K - 1 - c in K columns: its index, q_len - 1 - i + j, reads one distance too far here.)
+    q_len, width = x.shape
+    i, j = torch.arange(q_len, device=x.device)[:, None], torch.arange(width - q_len, device=x.device)[None, :]
+    return x.gather(1, q_len - i + j)
     ### END SOLUTION
 
 
 # %% nbgrader={"grade": true, "grade_id": "xl_rel_shift", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.xl_rel_shift(rel_shift)
+_ = check.xl_rel_shift(xlnet_shift)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **2 (predict).** A T5 encoder (bidirectional, T5's defaults: 32 buckets, `max_distance` 128) stores 32
-# learned scalars per head, one per bucket. Before you compute anything: how many of those 32 rows can
-# any input, of any length, ever read? Answer with one number.
+# **2 (predict, then say it as a rule).** A T5 bias stores `num_buckets` learned scalars per head, one per
+# bucket. How many of those rows can any input, of any length, ever read? Write
+# `rows_read(num_buckets, max_distance, bidirectional)` for settings like T5's (`max_distance` at least
+# 4 × `num_buckets`, so that every far bucket is at least two distances wide), for encoders and
+# decoders. The checker tries settings up to `max_distance` $10^{13}$ and refuses the library's buckets
+# (and a walk over the offsets) while your function runs: the answer is a reason, not a measurement.
 
 # %%
-answer = None  # a number of rows
-_ = check.t5_rows_read(answer)
+def rows_read(num_buckets, max_distance, bidirectional):
+    raise NotImplementedError  # your code
+
+
+_ = check.t5_rows_read(rows_read)
+
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "t5_rows_read_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-answer = None  # a number of rows
-### BEGIN SOLUTION
-# The past (j <= i) uses buckets 0..15: distance 0 (the query itself) is bucket 0, and far enough back
-# every bucket up to 15 is reached. A key after the query adds 16 to the bucket of its distance n = j - i,
-# but n >= 1 there: bucket 16 would be "a future key at distance 0", which does not exist. 31 rows.
-answer = 31
-### END SOLUTION
+def rows_read(num_buckets, max_distance, bidirectional):
+    ### BEGIN SOLUTION
+    # Encoder: the past (j <= i) uses buckets 0 .. B-1: distance 0 (the query itself) is bucket 0, and far
+    # enough back every bucket up to B - 1 is reached. A key after the query adds B to the bucket of its
+    # distance n = j - i, but n >= 1 there: bucket B would be "a key after the query at distance 0", which
+    # does not exist. One row is never read. Decoder: every key after the query collapses to distance 0,
+    # bucket 0, and the past reaches all num_buckets buckets: none is wasted. max_distance plays no part
+    # as long as no far bucket is narrower than one distance.
+    return num_buckets - 1 if bidirectional else num_buckets
+    ### END SOLUTION
+
 
 # %% nbgrader={"grade": true, "grade_id": "t5_rows_read", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.t5_rows_read(answer)
+_ = check.t5_rows_read(rows_read)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **3 (derive).** §4 found where the last bucket of the past starts by walking the distances up. Derive it
 # instead: write `t5_last_bucket_start(num_buckets, max_distance, bidirectional)`, the smallest distance
 # $n = i - j \ge 0$ (a key in the past) that lands in the last bucket of the past, as a closed form in the
-# three arguments. The checker makes `pl.t5_relative_bucket` refuse to run while your function runs,
-# and tries settings the chapter does not show, one with the last bucket tens of millions of distances
-# out, too far to walk to.
+# three arguments. The checker draws new settings at every check, one with `max_distance` beyond $10^{18}$,
+# refuses `pl.t5_relative_bucket` while your function runs, and gives each setting the few Python steps a
+# formula needs: a walk, or a bisection over the distances, runs out of them.
 
 # %%
 def t5_last_bucket_start(num_buckets, max_distance, bidirectional):
@@ -1115,34 +1126,43 @@ def t5_last_bucket_start(num_buckets, max_distance, bidirectional):
 _ = check.t5_last_bucket(t5_last_bucket_start)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **4 (design).** §5 showed that the paper's p2c reads row $\delta(j, i)$ of $q^r$ and the released code
-# row $\delta(i, j)$, so a checkpoint trained with one index gives other scores with the other. Design a
-# table for which the choice does not matter: a $q^r$ of $2k = 6$ rows of 4 numbers with which
+# **4 (design).** §5 showed that the paper's p2c and the released code's read different rows of $q^r$, so a
+# checkpoint trained with one index gives other scores with the other. Design tables for which the choice
+# does not matter: write `blind_table(k)` returning a $q^r$ of $2k$ rows of 4 numbers with which
 # `pl.deberta_terms(..., p2c_index="paper")` and `p2c_index="reference"` give the same p2c for every
 # content and at every length. The constant table works and is useless: give one with as many
-# *different* rows as such a table can have.
+# *different* rows as such a table can have. The checker asks for $k = 3$ and two more $k$ up to 16.
 
 # %%
-answer = None  # a (6, 4) table
-_ = check.deberta_blind_table(answer)
+def blind_table(k):
+    raise NotImplementedError  # your code
+
+
+_ = check.deberta_blind_table(blind_table)
+
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "deberta_blind_table_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-answer = None  # a (6, 4) table
-### BEGIN SOLUTION
-# For i - j = o the two indices are clip(o + k) and clip(k - o) (k = 3, rows 0..5). |o| < k: rows
-# r and 2k - r must match (1 = 5, 2 = 4), row 3 pairs with itself; o = +-k and beyond read the clipped
-# edges, 5 and 0, so row 0 must match row 5 too. Classes {0, 1, 5}, {2, 4}, {3}: at most 3 rows differ.
-a_, b_, c_ = torch.eye(4)[:3]
-answer = torch.stack([a_, a_, b_, c_, b_, a_])
-### END SOLUTION
+def blind_table(k):
+    ### BEGIN SOLUTION
+    # For i - j = o the code reads row clip(o + k), the paper row clip(k - o), rows 0 .. 2k-1. Inside the
+    # window (|o| < k) that ties row r to row 2k - r (the table read mirrored and shifted by one row), and
+    # row k to itself. At the edges the clip keeps reading: o >= k reads code row 2k - 1 and paper row 0,
+    # so row 0 joins 2k - 1, which the window already tied to row 1. Classes {0, 1, 2k-1}, {r, 2k-r} for
+    # r = 2 .. k-1, and {k}: k different rows at most (k = 3: {0, 1, 5}, {2, 4}, {3}).
+    label = [0, 0] + [min(r, 2 * k - r) - 1 for r in range(2, 2 * k - 1)] + [0]
+    distinct = torch.randn(k, 4, generator=torch.Generator().manual_seed(0))  # k different rows
+    return distinct[label]
+    ### END SOLUTION
+
 
 # %% nbgrader={"grade": true, "grade_id": "deberta_blind_table", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.deberta_blind_table(answer)
+_ = check.deberta_blind_table(blind_table)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Errata in the sources
 #
-# The source notes this chapter follows (`004`, §2 on relative encodings; `000` names Shaw et al.):
+# The source notes this chapter follows (`004`, §2 on relative encodings; `000` names Shaw et al.). Quoted
+# formulas keep the source's letters: its query $m$ and key $n$ are our $i$ and $j$.
 #
 # 1. **XL's third and fourth terms.** The source writes $u^\top W_q^\top W_k x_n$ and
 #    $v^\top W_q^\top \tilde W_k \tilde p_{m-n}$. In XL $u$ and $v$ replace the whole projected query
