@@ -182,6 +182,24 @@ def test_rows_read_fact_independent_of_the_checker(nb, bidirectional):
         assert nb // 2 not in pl.t5_relative_bucket(torch.arange(-5000, 5001), num_buckets=nb, max_distance=4 * nb).tolist()
 
 
+@pytest.mark.parametrize("nb", [4, 8, 32, 128])
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_rows_read_far_settings_reach_every_bucket(nb, bidirectional):
+    """The checker counts a setting with max_distance in the trillions at 4 num_buckets. Justified: at such a
+    max_distance the library puts the middle distance of every far bucket, e (md/e)^((b - e + 1/2)/(B - e)), in
+    bucket b, and nothing lands in the encoder's upper bucket B."""
+    B = nb // 2 if bidirectional else nb
+    e = B // 2
+    for md in (10**12, 3 * 10**12 + 17, 10**13 - 1):
+        middles = torch.tensor([round(e * (md / e) ** ((b - e + 0.5) / (B - e))) for b in range(e, B)])
+        offsets = torch.cat([-torch.arange(e), -middles])  # the past: every exact distance, every far middle
+        got = pl.t5_relative_bucket(offsets, num_buckets=nb, max_distance=md, bidirectional=bidirectional)
+        assert got.tolist() == list(range(B)), md
+        if bidirectional:
+            ahead = pl.t5_relative_bucket(-offsets[1:], num_buckets=nb, max_distance=md)  # keys after, distance >= 1
+            assert ahead.tolist() == list(range(B + 1, 2 * B)) and B not in ahead.tolist()
+
+
 @pytest.mark.parametrize("right", [
     rows_read,
     lambda nb, md, bidir: np.int64(nb - int(bidir)),

@@ -113,7 +113,8 @@ fig
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Only the position–position term is free of content, and even it does **not** depend on $j - i$ alone
 # once the projections are in the way: $p_i^\top p_j = \sum_t \cos((j-i)\theta_t)$ is a function of the
-# offset (chapter 3, §6), but $p_i^\top W_q^\top W_k p_j$ with trained (here random) matrices is not. Relative methods
+# offset (chapter 3, §6), but $p_i^\top W_q^\top W_k p_j$ with trained (here random) matrices is not, unless
+# $W_q^\top W_k$ happens to commute with every shift of the code (chapter 3, §6 again). Relative methods
 # build the offset dependence in by construction.
 
 # %%
@@ -210,8 +211,8 @@ print("query-minus-key rows are the key-minus-query rows of the flipped table")
 # + \underbrace{u^\top W_{k,E}\, x_j}_{(c)\ \text{global content bias}}
 # + \underbrace{v^\top W_{k,R}\, R_{M+i-j}}_{(d)\ \text{global position bias}}.$$
 #
-# Three changes: the key's $p_n$ becomes $R_{M+i-j}$ with its own projection $W_{k,R}$; the query's
-# projected position $W_q p_m$ becomes a learned vector, $u$ where it meets content and $v$ where it
+# Three changes: the key's $p_j$ becomes $R_{M+i-j}$ with its own projection $W_{k,R}$; the query's
+# projected position $W_q p_i$ becomes a learned vector, $u$ where it meets content and $v$ where it
 # meets position (a query's own position should not change how much it likes a key). $u, v \in
 # \mathbb R^{d_\text{head}}$ live *after* the projection, one pair per head. How many pairs: the paper
 # writes a single $u$ and $v$; the authors' code shares one pair across all layers unless its `untie_r`
@@ -1065,9 +1066,8 @@ _ = check.xl_rel_shift(xlnet_shift)
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **2 (predict, then say it as a rule).** A T5 bias stores `num_buckets` learned scalars per head, one per
 # bucket. How many of those rows can any input, of any length, ever read? Write
-# `rows_read(num_buckets, max_distance, bidirectional)` for settings like T5's (`max_distance` at least
-# 4 × `num_buckets`, so that every far bucket is at least two distances wide), for encoders and
-# decoders. The checker tries settings up to `max_distance` $10^{13}$ and refuses the library's buckets
+# `rows_read(num_buckets, max_distance, bidirectional)` for encoders and decoders, for settings like T5's:
+# `max_distance` at least 4 × `num_buckets` (T5: 128 = 4 × 32). The checker tries settings up to `max_distance` $10^{13}$ and refuses the library's buckets
 # (and a walk over the offsets) while your function runs: the answer is a reason, not a measurement.
 
 # %%
@@ -1166,7 +1166,7 @@ _ = check.deberta_blind_table(blind_table)
 #
 # 1. **XL's third and fourth terms.** The source writes $u^\top W_q^\top W_k x_n$ and
 #    $v^\top W_q^\top \tilde W_k \tilde p_{m-n}$. In XL $u$ and $v$ replace the whole projected query
-#    position $W_q p_m$: the terms are $u^\top W_{k,E} x_n$ and $v^\top W_{k,R} R_{i-j}$, with
+#    position $W_q p_i$: the terms are $u^\top W_{k,E} x_j$ and $v^\top W_{k,R} R_{i-j}$, with
 #    $u, v \in \mathbb R^{d_\text{head}}$ (§3; the source's form does not type-check for XL's $u$).
 #    The slip is not the source's own: RoFormer (Su et al.), whose §2.2 the source follows equation by
 #    equation, writes the same two terms (its Eq. (7)).

@@ -125,8 +125,9 @@ def _per_direction(num_buckets: int, bidirectional: bool) -> int:
 
 
 def _rows_cases(rng: random.Random) -> list[tuple[int, int, bool]]:
-    """Five settings like T5's (max_distance at least 4 num_buckets, so every far bucket is two distances wide or
-    more): an encoder and a decoder of modest size, and one of each with max_distance in the trillions."""
+    """Five settings like T5's (max_distance at least 4 num_buckets, where the count does not depend on it:
+    tests/test_check_ch04.py): an encoder and a decoder of modest size, and one of each with max_distance in the
+    trillions."""
     def buckets() -> int:
         return 2 * rng.randrange(2, 65)
 
