@@ -154,9 +154,10 @@ def test_xl_rel_shift_refuses_the_library_shifts(shortcut, says, capsys):
     assert pl.rel_shift(torch.eye(3)).shape == (3, 3)  # whole again
 
 
-def test_xl_rel_shift_draws_new_shapes_and_values():
-    assert ch04._shift_cases(ch04._fresh_rng()) != ch04._shift_cases(ch04._fresh_rng()) or \
-        ch04._shift_cases(ch04._fresh_rng()) != ch04._shift_cases(ch04._fresh_rng())
+def test_every_check_draws_new_cases():
+    """Unseeded draws differ from check to check (shapes for Ex 1, settings for Ex 2 and 3)."""
+    for draw in (ch04._shift_cases, ch04._rows_cases, ch04._last_bucket_cases):
+        assert len({tuple(draw(ch04._fresh_rng())) for _ in range(5)}) > 1, draw.__name__
     cases = ch04._shift_cases(random.Random(0))
     assert cases[0][0] == 1 and cases[1][1] == 0  # one query alone, and a segment with no memory
 

@@ -120,6 +120,16 @@ def _t5_bucket_functions() -> tuple[tuple[Any, str, str], ...]:
     return tuple(found + [(T5Attention, "_relative_position_bucket", "T5Attention._relative_position_bucket")])
 
 
+def _t5_answers(f: Callable[..., Any], cases: list[tuple[int, int, bool]], steps: int, *, shortcut: str,
+                loop: str) -> tuple[dict[tuple[Any, ...], Any], Verdict | None]:
+    """f(*case) for every case, the library's buckets refused and ``steps`` Python lines per case; or the
+    verdict on the shortcut or the loop that stopped it."""
+    answers, stopped = answers_under_guard(f, cases, _t5_bucket_functions(), steps_per_case=steps)
+    if stopped is None:
+        return answers, None
+    return answers, stopped_verdict(stopped[1], f"fn{stopped[0]}", shortcut=shortcut, loop=loop)
+
+
 def _per_direction(num_buckets: int, bidirectional: bool) -> int:
     return num_buckets // 2 if bidirectional else num_buckets
 
@@ -159,12 +169,12 @@ def t5_rows_read(fn: Any) -> bool | None:
                                                    bidirectional=bidir).unique())
 
         cases = _rows_cases(_fresh_rng())
-        answers, stopped = answers_under_guard(f, cases, _t5_bucket_functions(), steps_per_case=SHORT_STEPS)
-        if stopped is not None:
-            yield stopped_verdict(stopped[1], f"fn{stopped[0]}",
-                                  shortcut="that measures the buckets; say which rows no offset can reach, and why",
-                                  loop="walks the offsets one by one (max_distance is in the trillions there): "
-                                       "reason about which rows no offset can reach instead")
+        answers, refused = _t5_answers(f, cases, SHORT_STEPS,
+                                       shortcut="that measures the buckets; say which rows no offset can reach, and why",
+                                       loop="walks the offsets one by one (max_distance is in the trillions there): "
+                                            "reason about which rows no offset can reach instead")
+        if refused is not None:
+            yield refused
             return
         for (nb, md, bidir), raw in answers.items():
             case, mode = f"fn({nb}, {md}, {bidir})", "an encoder" if bidir else "a decoder"
@@ -241,12 +251,12 @@ def t5_last_bucket(fn: Any) -> bool | None:
             yield False, f"answer must be a function fn(num_buckets, max_distance, bidirectional), got {type(f).__name__}"
             return
         cases = _last_bucket_cases(_fresh_rng())
-        answers, stopped = answers_under_guard(f, cases, _t5_bucket_functions(), steps_per_case=FORMULA_STEPS)
-        if stopped is not None:
-            yield stopped_verdict(stopped[1], f"fn{stopped[0]}",
-                                  shortcut="derive the start from the formula of §4 instead of listing buckets",
-                                  loop="searches the distances (a walk or a bisection runs out of steps; one case "
-                                       "has max_distance beyond 10^18): solve the rule for n instead")
+        answers, refused = _t5_answers(f, cases, FORMULA_STEPS,
+                                       shortcut="derive the start from the formula of §4 instead of listing buckets",
+                                       loop="searches the distances (a walk or a bisection runs out of steps; one "
+                                            "case has max_distance beyond 10^18): solve the rule for n instead")
+        if refused is not None:
+            yield refused
             return
         for (nb, md, bidir), raw in answers.items():
             B, case = _per_direction(nb, bidir), f"fn({nb}, {md}, {bidir})"
