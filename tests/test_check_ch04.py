@@ -116,6 +116,24 @@ def test_xl_rel_shift_names_the_misconception(wrong, says, draw, capsys):
     assert "q_len - i + j" not in out and "Q - i + j" not in out  # the index stays hidden
 
 
+def sections_steps_copied(x):
+    """§3's four steps (pad, read as (width + 1, Q), drop a row, read back), copied onto XLNet's matrix and cut
+    to k_len columns: one column off, because XLNet's column c holds K - c, not K - 1 - c."""
+    q, width = x.shape
+    return torch.cat([torch.zeros(q, 1), x], dim=1).reshape(width + 1, q)[1:].reshape(q, width)[:, : width - q]
+
+
+def test_xl_rel_shift_sections_steps_are_no_answer_until_the_layout_is_read(capsys):
+    """§3's route (with torch.cat for F.pad) is not the answer as it stands: named one column off. Moved one
+    column on, it is right, and that move is the exercise's derivation, so it is accepted."""
+    assert check.xl_rel_shift(sections_steps_copied) is False
+    assert "one more than it needs" in capsys.readouterr().out
+    fixed = lambda x: torch.cat([torch.zeros(x.shape[0], 1), x], 1).reshape(x.shape[1] + 1, x.shape[0])[1:].reshape(  # noqa: E731
+        x.shape[0], x.shape[1])[:, 1 : x.shape[1] - x.shape[0] + 1]
+    assert check.xl_rel_shift(fixed) is True
+    capsys.readouterr()
+
+
 def _library_shift(x):
     q, width = x.shape
     return pl.rel_shift(x)[:, 1 : width - q + 1]  # §3's shift, one column on: right, but not derived
