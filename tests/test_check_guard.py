@@ -125,3 +125,88 @@ def test_step_budget_per_case_stops_a_search_that_a_shared_budget_lets_through()
     answers, stopped = g.answers_under_guard(math.isqrt, [(10**15,), (10**16,)], steps_per_case=100)
     assert stopped is None and answers[(10**16,)] == 10**8  # a closed form (here a built-in) passes every case
     assert sys.gettrace() is tracer
+
+
+# ---------------------------------------------------------------- the element budget
+
+def _offset_by_the_slow_pair(code_a, code_b):
+    """A closed form in torch: the slowest pair's turn from one code to the other (a handful of elements)."""
+    turn = torch.atan2(code_b[6], code_b[7]) - torch.atan2(code_a[6], code_a[7])
+    return (torch.remainder(turn + math.pi, 2 * math.pi) - math.pi) / 1e-3
+
+
+def _vectorised_search(code_a, code_b):
+    """The readers' shortcut: every candidate offset on a grid, each pair turned by it, the best one kept
+    (no Python loop, no array builder refused by size: only the element budget sees it)."""
+    k = torch.linspace(-3000, 3000, 600_001, dtype=torch.float64)[:, None]
+    theta = 10000.0 ** (-torch.arange(4, dtype=torch.float64) / 4)
+    a_angle = torch.atan2(code_a[0::2], code_a[1::2])
+    miss = (torch.sin(a_angle + k * theta) - code_b[0::2]).square().sum(-1)
+    return k[miss.argmin(), 0]
+
+
+def _codes(m, n):
+    theta = 10000.0 ** (-torch.arange(4, dtype=torch.float64) / 4)
+    def code(x):
+        return torch.stack([torch.sin(x * theta), torch.cos(x * theta)], -1).flatten()
+    return code(m), code(n)
+
+
+def test_element_budget_passes_a_closed_form_and_stops_a_vectorised_search():
+    code_a, code_b = _codes(1234.5, 3456.25)
+    with g.element_budget(200):
+        assert abs(float(_offset_by_the_slow_pair(code_a, code_b)) - 2221.75) < 1e-6
+    assert abs(float(_vectorised_search(code_a, code_b)) - 2221.75) < 0.01  # right, unguarded
+    with pytest.raises(g.TooManyElements) as caught:
+        with g.element_budget(100_000):
+            _vectorised_search(code_a, code_b)
+    assert caught.value.limit == 100_000 and "more than 100,000 elements" in str(caught.value)
+
+
+@pytest.mark.parametrize("build", [
+    lambda: np.linspace(0, 1, 5001),  # a numpy grid
+    lambda: np.array(list(range(5001))),  # a grid from Python data
+    lambda: np.meshgrid(np.zeros(80), np.zeros(80)),  # 2 x 6400 from two small arrays
+    lambda: torch.tensor(range(5001)),  # torch from Python data
+    lambda: torch.zeros(100).expand(60, 100),  # a view counts: it is work asked for, not memory held
+    lambda: sum(torch.ones(50) * i for i in range(120)),  # many small tensors add up
+])
+def test_element_budget_counts_every_builder_and_every_result(build):
+    with pytest.raises(g.TooManyElements):
+        with g.element_budget(5000):
+            build()
+
+
+def test_element_budget_is_undone_whatever_happens():
+    from torch.overrides import _get_current_function_mode_stack
+
+    builders = (np.linspace, np.array, np.meshgrid)
+    for inside in (lambda: np.zeros(10), lambda: np.zeros(10**5), lambda: 1 / 0):
+        try:
+            with g.element_budget(1000):
+                inside()
+        except (g.TooManyElements, ZeroDivisionError):
+            pass
+        assert (np.linspace, np.array, np.meshgrid) == builders and not _get_current_function_mode_stack()
+    assert torch.arange(10**6).numel() == 10**6 and np.zeros(10**6).size == 10**6  # nothing counts outside
+
+
+def test_answers_under_guard_with_an_element_budget_per_case():
+    cases = [_codes(10.5, 20.25), _codes(1e6 + 0.5, 1e6 - 1500.75)]
+    answers, stopped = g.answers_under_guard(_offset_by_the_slow_pair, cases, elements_per_case=200,
+                                             steps_per_case=40)
+    assert stopped is None and [round(float(a), 6) for a in answers.values()] == [9.75, -1501.25]
+    answers, stopped = g.answers_under_guard(_vectorised_search, cases, elements_per_case=100_000)
+    assert answers == {} and isinstance(stopped[1], g.TooManyElements)
+    ok, message = g.stopped_verdict(stopped[1], "your function", shortcut="x", grid="a search over offsets")
+    assert not ok and message == ("your function creates more than 100,000 tensor or array elements: "
+                                  "a search over offsets")
+
+
+def test_step_budget_does_not_count_the_guards_own_lines():
+    """Each torch call under the element budget passes through the guard's Python code: those lines are the
+    checker's, not the learner's, so a short torch closed form stays inside a small step budget."""
+    code_a, code_b = _codes(5.0, 7.5)
+    answers, stopped = g.answers_under_guard(_offset_by_the_slow_pair, [(code_a, code_b)], steps_per_case=10,
+                                             elements_per_case=200)
+    assert stopped is None

@@ -1,25 +1,39 @@
-"""How a checker keeps a derivation a derivation: library shortcuts that refuse to run, and a step budget.
+"""How a checker keeps a derivation a derivation: library shortcuts that refuse to run, a step budget,
+and an element budget.
 
 Some exercises ask for a closed form where a measurement (the library's own function, a softmax, a
-loop over every key) would hand over the same numbers. While the learner's function runs,
-``refusing`` makes the named functions raise ``Shortcut`` and ``step_budget`` stops a Python loop
-that runs too long, so the checker can say which shortcut was taken instead of passing it or hanging.
-Both are undone when the block ends, whatever happened inside.
+loop over every key, a grid over millions of candidates) would hand over the same numbers. While the
+learner's function runs, ``refusing`` makes the named functions raise ``Shortcut``, ``step_budget``
+stops a Python loop that runs too long, and ``element_budget`` stops a vectorised search: it counts
+the elements of every tensor a torch function returns (a ``TorchFunctionMode``) and of every array
+numpy's builders return, so a grid over millions of candidates runs out where a closed form, which
+touches a few dozen numbers, stays far below. The checker can then say which shortcut was taken
+instead of passing it or hanging. All are undone when the block ends, whatever happened inside.
 """
 from __future__ import annotations
 
+import contextlib
 import sys
 from contextlib import ExitStack, contextmanager
 from types import CodeType, FunctionType
 from typing import Any, Iterable, Iterator
 from unittest import mock
 
-__all__ = ["Shortcut", "TooManySteps", "refusing", "step_budget", "no_huge_arrays", "answers_under_guard",
-           "stopped_verdict", "STEPS", "HUGE"]
+__all__ = ["Shortcut", "TooManySteps", "TooManyElements", "refusing", "step_budget", "element_budget",
+           "no_huge_arrays", "answers_under_guard", "stopped_verdict", "STEPS", "HUGE", "ELEMENTS"]
 
 STEPS = 200_000  # Python lines: thousands of times what a closed form runs, far fewer than a loop over 10^12 keys
 HUGE = 10**8  # elements: no closed form needs an array this long; a measurement over 10^12 keys does
+ELEMENTS = 100_000  # tensor and array elements created: a closed form makes dozens, a grid over 10^6 candidates millions
 _FACTORIES = ("arange", "linspace", "logspace", "ones", "zeros", "empty", "full", "rand", "randn")
+# numpy's functions that build a new array from sizes or Python data (a search's grid starts in one of them)
+_NUMPY_BUILDERS = ("arange", "linspace", "logspace", "geomspace", "array", "asarray", "asanyarray", "fromiter",
+                   "frombuffer", "fromfunction", "ones", "zeros", "empty", "full", "ones_like", "zeros_like",
+                   "empty_like", "full_like", "tile", "repeat", "meshgrid", "outer", "indices", "eye", "identity",
+                   "broadcast_to", "concatenate", "stack", "hstack", "vstack", "column_stack", "cumsum", "cumprod",
+                   "diff", "sort", "unique")
+_GUARD_FILE = __file__
+_NOT_COUNTED = (_GUARD_FILE, contextlib.__file__)  # the guards and the context managers that start and end them
 
 
 class Shortcut(Exception):
@@ -32,6 +46,14 @@ class Shortcut(Exception):
 
 class TooManySteps(Exception):
     """Raised when the learner's function runs more Python lines than ``step_budget`` allows."""
+
+
+class TooManyElements(Exception):
+    """Raised when the learner's function creates more tensor or array elements than ``element_budget`` allows."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"more than {limit:,} elements")
+        self.limit = limit
 
 
 def _refusing_code(name: str) -> CodeType:
@@ -91,11 +113,66 @@ def step_budget(lines: int = STEPS) -> Iterator[None]:
                 raise TooManySteps
         return count_lines
 
-    sys.settrace(lambda frame, event, arg: count_lines)  # new frames only: the checker's own is not counted
+    def new_frame(frame: Any, event: str, arg: Any) -> Any:  # the guards' own frames are not the learner's steps
+        return None if frame.f_code.co_filename in _NOT_COUNTED else count_lines
+
+    sys.settrace(new_frame)  # new frames only: the checker's own is not counted
     try:
         yield
     finally:
         sys.settrace(previous)
+
+
+def _elements(value: Any) -> int:
+    """How many numbers a result holds: a tensor's or an array's elements, summed over tuples and lists of them."""
+    if isinstance(value, (tuple, list)):
+        return sum(_elements(item) for item in value)
+    numel = getattr(value, "numel", None)
+    if callable(numel):  # a torch tensor
+        return int(numel())
+    size = getattr(value, "size", None)  # a numpy array or scalar: size is a number there, a method on a tensor
+    return int(size) if isinstance(size, int) else 0
+
+
+@contextmanager
+def element_budget(limit: int = ELEMENTS) -> Iterator[None]:
+    """While inside, the tensors torch's functions and methods return, and the arrays numpy's builders return,
+    may hold at most ``limit`` elements in all; the result that passes it raises ``TooManyElements``.
+
+    A closed form touches a few numbers; a vectorised search builds a grid of candidates and a tensor per
+    step over it, which a Python step budget does not see (the loop runs in C). Views count like copies:
+    the budget measures the work a function asks for, not the memory it holds. numpy's element-wise
+    operations on an array are not counted, only the builders that make one (``_NUMPY_BUILDERS``).
+    """
+    import numpy
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    used = 0
+
+    def spend(result: Any) -> Any:
+        nonlocal used
+        used += _elements(result)
+        if used > limit:
+            raise TooManyElements(limit)
+        return result
+
+    class Counting(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            return spend(func(*args, **(kwargs or {})))
+
+    with ExitStack() as stack:
+        for attribute in _NUMPY_BUILDERS:
+            original = getattr(numpy, attribute, None)
+            if original is None:
+                continue
+
+            def counted(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+                return spend(_original(*args, **kwargs))
+
+            stack.enter_context(mock.patch.object(numpy, attribute, counted))
+        stack.enter_context(Counting())
+        yield
 
 
 def _sizes(value: Any) -> Iterator[float]:
@@ -135,6 +212,7 @@ def no_huge_arrays(limit: int = HUGE) -> Iterator[None]:
 
 def answers_under_guard(fn: Any, cases: Iterable[tuple[Any, ...]], refuse: Iterable[tuple[Any, str, str]] = (),
                         *, loops: bool = True, steps_per_case: int | None = None,
+                        elements_per_case: int | None = None,
                         ) -> tuple[dict[tuple[Any, ...], Any], tuple[Any, Exception] | None]:
     """fn(*case) for every case, while the ``refuse`` targets refuse to run (and, with ``loops``, while
     huge arrays are refused and Python steps are counted). Every guard is undone before this returns,
@@ -142,8 +220,10 @@ def answers_under_guard(fn: Any, cases: Iterable[tuple[Any, ...]], refuse: Itera
 
     steps_per_case: with ``loops``, a budget of Python lines for each case on its own (a closed form needs a
                     few dozen; a search, even a bisection, needs hundreds) instead of ``STEPS`` for all of them.
+    elements_per_case: a budget of tensor and array elements for each case on its own (``element_budget``;
+                       a closed form creates dozens, a vectorised search over candidates thousands to millions).
     returns: (the answers by case, None), or (the answers so far, (the case that stopped, its
-             Shortcut or TooManySteps)); any other exception of fn propagates (report() shows it).
+             Shortcut, TooManySteps or TooManyElements)); any other exception of fn propagates (report() shows it).
     """
     answers: dict[tuple[Any, ...], Any] = {}
     case: tuple[Any, ...] = ()
@@ -155,19 +235,23 @@ def answers_under_guard(fn: Any, cases: Iterable[tuple[Any, ...]], refuse: Itera
                 if steps_per_case is None:
                     stack.enter_context(step_budget())
             for case in cases:
-                if loops and steps_per_case is not None:
-                    with step_budget(steps_per_case):
-                        answers[case] = fn(*case)
-                else:
+                with ExitStack() as per_case:  # the step budget last, so that it counts none of the others' set-up
+                    if elements_per_case is not None:
+                        per_case.enter_context(element_budget(elements_per_case))
+                    if loops and steps_per_case is not None:
+                        per_case.enter_context(step_budget(steps_per_case))
                     answers[case] = fn(*case)
-    except (Shortcut, TooManySteps) as stopped:
+    except (Shortcut, TooManySteps, TooManyElements) as stopped:
         return answers, (case, stopped)
     return answers, None
 
 
-def stopped_verdict(why: Exception, call: str, *, shortcut: str, loop: str = "") -> tuple[bool, str]:
+def stopped_verdict(why: Exception, call: str, *, shortcut: str, loop: str = "", grid: str = "") -> tuple[bool, str]:
     """The verdict on an answer the guards stopped: "<call> calls <what>: <shortcut>" for a refused
-    function, "<call> <loop>" for a loop that ran out of steps."""
+    function, "<call> <loop>" for a loop that ran out of steps, "<call> creates more than N tensor or
+    array elements: <grid>" for a vectorised search (``grid``, or ``loop`` when no grid text is given)."""
     if isinstance(why, Shortcut):
         return False, f"{call} calls {why.name}: {shortcut}"
+    if isinstance(why, TooManyElements):
+        return False, f"{call} creates more than {why.limit:,} tensor or array elements: {grid or loop}"
     return False, f"{call} {loop}"
