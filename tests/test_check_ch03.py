@@ -110,16 +110,51 @@ def _search_by_hand(code_a, code_b):
     return min((best + t / 10 for t in range(-10, 11)), key=miss)
 
 
+def _vectorised_search(code_a, code_b):
+    """The cold reader's shortcut: every candidate offset on a grid in one tensor, code_a's pairs turned by each with
+    torch.sin/cos, the best kept and refined (no Python loop, no library call, no array builder of 10^8)."""
+    theta = 10000.0 ** (-torch.arange(4, dtype=torch.float64) / 4)
+    a = torch.atan2(code_a[0::2], code_a[1::2])
+
+    def best(candidates):
+        turned = a + candidates[:, None] * theta
+        miss = (torch.sin(turned) - code_b[0::2]).square() + (torch.cos(turned) - code_b[1::2]).square()
+        return candidates[miss.sum(-1).argmin()]
+
+    k = best(torch.linspace(-3000, 3000, 600_001, dtype=torch.float64))
+    return best(torch.linspace(float(k) - 0.01, float(k) + 0.01, 20_001, dtype=torch.float64))
+
+
+def _numpy_search(code_a, code_b):
+    """The same grid in numpy."""
+    theta = 10000.0 ** (-np.arange(4) / 4)
+    a = np.arctan2(np.asarray(code_a)[0::2], np.asarray(code_a)[1::2])
+    k = np.linspace(-3000, 3000, 600_001)
+    miss = ((np.sin(a + k[:, None] * theta) - np.asarray(code_b)[0::2]) ** 2).sum(-1)
+    return float(k[miss.argmin()])
+
+
+def test_the_vectorised_searches_are_right_when_unguarded():
+    """So that refusing them below is refusing a working shortcut, not a broken one."""
+    m, n = 123_456.25, 123_456.25 + 1234.5
+    a, b = ch03.code_of(m), ch03.code_of(n)
+    assert abs(float(_vectorised_search(a, b)) - 1234.5) < 1e-3
+    assert abs(_numpy_search(a, b) - 1234.5) < 0.02
+
+
 @pytest.mark.parametrize("shortcut, says", [
     (_search_over_whole_offsets, "calls pl.rope_matrix"),
-    (_search_by_hand, "runs a long loop"),
+    (_search_by_hand, "search over"),  # its tensor indexing runs out of elements before its loop of steps
     (lambda a, b: float(pl.sinusoidal_positions(2, 8)[0, 0]), "calls pl.sinusoidal_positions"),
+    (_vectorised_search, "a search over candidate offsets, vectorised"),
+    (_numpy_search, "a search over candidate offsets, vectorised"),
 ])
 def test_offset_from_codes_refuses_a_search(shortcut, says, capsys):
     assert check.offset_from_codes(shortcut) is False
     out = capsys.readouterr().out
     assert says in out
     assert pl.rope_matrix(0, 2).tolist() == [[1.0, 0.0], [0.0, 1.0]]  # the library is whole again
+    assert torch.linspace(0, 1, 10**6).numel() == 10**6  # and nothing is counted any more
 
 
 def test_offset_from_codes_refuses_answers_memorised_from_another_check(capsys):
@@ -142,114 +177,189 @@ def test_offset_from_codes_unattempted(capsys):
     assert "not attempted yet" in capsys.readouterr().out
 
 
-# --- Exercise 2: offset_only_score ---------------------------------------------------------------
-F16 = pl.rope_frequencies(16, dtype=torch.float64)
-J = torch.tensor([[0.0, 1.0], [-1.0, 0.0]], dtype=torch.float64)
+# --- Exercise 2: offset_only_score (the relative part of A) -------------------------------------------
+def relative_part(a):
+    """Per pair, keep A's coordinates along I and J (each of squared length 2): a = (A_xx + A_yy) / 2,
+    b = (A_xy - A_yx) / 2; nothing across pairs."""
+    a = torch.as_tensor(a, dtype=torch.float64)
+    out = torch.zeros_like(a)
+    for j in range(a.shape[0] // 2):
+        x = a[2 * j: 2 * j + 2, 2 * j: 2 * j + 2]
+        s, t = (x[0, 0] + x[1, 1]) / 2, (x[0, 1] - x[1, 0]) / 2
+        out[2 * j: 2 * j + 2, 2 * j: 2 * j + 2] = torch.stack([torch.stack([s, t]), torch.stack([-t, s])])
+    return out
 
 
-def on_pairs(blocks):
-    """A 16x16 block-diagonal matrix: blocks[j] acts on pair j (a 2x2 block, or None for zeros)."""
-    return torch.block_diag(*[torch.zeros(2, 2, dtype=torch.float64) if b is None else b for b in blocks])
+def relative_part_vectorised(a):
+    """The same in one pass over the pairs' blocks, float32 numpy out."""
+    a = np.asarray(a, dtype=np.float64)
+    d = a.shape[0]
+    out = np.zeros_like(a)
+    i = np.arange(0, d, 2)
+    s, t = (a[i, i] + a[i + 1, i + 1]) / 2, (a[i, i + 1] - a[i + 1, i]) / 2
+    out[i, i] = out[i + 1, i + 1] = s
+    out[i, i + 1], out[i + 1, i] = t, -t
+    return out.astype(np.float32)
 
 
-RIGHT_A = on_pairs([None, None, None] + [J] * 5)  # a quarter turn on the pairs that stay within half a circle
+def _commutant_projection(a):
+    """Independent of the closed form: the least-squares projection onto the null space of A -> A M_1 - M_1 A,
+    computed numerically over all d^2 entries (the route the checker's element budget refuses)."""
+    d = a.shape[0]
+    m1 = pl.rope_matrix(-1, d, inv_freq=pl.rope_frequencies(d, dtype=torch.float64))
+    eye = torch.eye(d, dtype=torch.float64)
+    commutator = torch.kron(eye, m1.T.contiguous()) - torch.kron(m1, eye)  # row-major vec(A M_1 - M_1 A)
+    _, sv, vh = torch.linalg.svd(commutator)
+    null = vh[sv < 1e-9]
+    return (null.T @ (null @ a.flatten())).view(d, d)
 
 
-def test_offset_only_score_fact_independent_of_the_checker():
-    """p_m^T (J on pair j) p_n = sin((m - n) θ_j) = -sin(k θ_j): positive for k < 0 while |k| θ_j < π, and the
-    pairs 3..7 satisfy 63 θ_j < π; with every pair the sum turns negative (at k = -17 first)."""
-    p = pl.sinusoidal_positions(64, 16, dtype=torch.float64)
-    g = p @ RIGHT_A @ p.T
-    for m, n in ((5, 2), (30, 27), (10, 25), (0, 63), (63, 0)):
-        torch.testing.assert_close(g[m, n], -torch.sin((n - m) * F16[3:]).sum())
-    assert (63 * F16[3:] < math.pi).all() and 63 * F16[2] > math.pi
-    k = torch.arange(1, 64, dtype=torch.float64)[:, None]
-    every_pair = torch.sin(k * F16).sum(-1)  # the score of the quarter turn on all 8 pairs, at offset -k
-    assert every_pair.min() < -0.9 and int((every_pair < 0).nonzero()[0]) + 1 == 17
+@pytest.mark.parametrize("d", [4, 8, 16, 20])
+def test_relative_part_is_the_numerical_projection(d):
+    a = torch.randn(d, d, generator=torch.Generator().manual_seed(d), dtype=torch.float64)
+    near = _commutant_projection(a)
+    torch.testing.assert_close(relative_part(a), near)
+    p = pl.sinusoidal_positions(200, d, dtype=torch.float64)
+    scores = p @ near @ p.T
+    for k in (-150, -3, 0, 5, 120):  # the score of the projection depends on the offset alone
+        diagonal = scores.diagonal(k)
+        assert float(diagonal.max() - diagonal.min()) < 1e-9
 
 
-@pytest.mark.parametrize("right", [
-    RIGHT_A,
-    RIGHT_A.float().numpy() * 3.0,  # any positive scale, any array
-    on_pairs([None, None] + [J] * 6),  # pair 2 too: outweighed by the slow pairs, so still right
-    on_pairs([None] * 7 + [J]),  # the slowest pair alone
-    on_pairs([None, None, None] + [float(j) * J for j in range(3, 8)]),  # a positive weight per pair
-    RIGHT_A.tolist(),
-])
-def test_offset_only_score_accepts_right_answers(right, capsys):
+@pytest.mark.parametrize("right", [relative_part, relative_part_vectorised, lambda a: relative_part(a).tolist()])
+def test_offset_only_score_accepts_right_answers(right, draw, capsys):
     assert check.offset_only_score(right) is True
     assert "all correct!" in capsys.readouterr().out
 
 
+def _pairs(a, keep_i, keep_j):
+    """relative_part with each coordinate scaled (keep_i, keep_j): 1, 1 is right."""
+    right = relative_part(a)
+    d = right.shape[0]
+    eye = torch.eye(d, dtype=torch.float64)
+    sym = right * eye.repeat_interleave(1, 0)  # the diagonal entries: the I part
+    return keep_i * sym + keep_j * (right - sym)
+
+
+def _blocks_kept(a):
+    a = torch.as_tensor(a)
+    return torch.block_diag(*[a[2 * j: 2 * j + 2, 2 * j: 2 * j + 2] for j in range(a.shape[0] // 2)])
+
+
+def _first_entry_only(a):
+    """a = A_xx instead of the average of the two diagonal entries: offset alone, not nearest."""
+    out = relative_part(a)
+    a = torch.as_tensor(a)
+    for j in range(a.shape[0] // 2):
+        out[2 * j, 2 * j] = out[2 * j + 1, 2 * j + 1] = a[2 * j, 2 * j]
+    return out
+
+
 @pytest.mark.parametrize("wrong, says", [
-    (torch.randn(16, 16, generator=torch.Generator().manual_seed(0), dtype=torch.float64),
-     "depends on where the pair sits"),  # W_Q^T W_K at random
-    (torch.eye(16), "s(k) = s(-k)"),  # §6's plain dot product
-    (pl.rope_matrix(-4, 16, inv_freq=F16) + pl.rope_matrix(4, 16, inv_freq=F16), "s(k) = s(-k)"),  # symmetric
-    (-RIGHT_A, "mirror"),  # the sign slip
-    (on_pairs([J] * 8), "sign changes among the keys on one side"),  # every pair, the fast ones too
-    (on_pairs([None] + [J] * 7), "sign changes among the keys on one side"),  # fails at one offset only
-    (pl.rope_matrix(-4, 16, inv_freq=F16), "part of your A still scores"),  # the old exercise's answer, M_4
-    (RIGHT_A + 0.3 * torch.eye(16, dtype=torch.float64), "part of your A still scores"),  # a symmetric part too
-    (torch.zeros(16, 16), "0 at every offset"),
-    (torch.eye(8), "must be 16x16"),
+    (lambda a: a, "that is A itself"),
+    (_blocks_kept, "each pair's 2x2 block is kept as it is"),
+    (lambda a: torch.zeros_like(torch.as_tensor(a)) + torch.eye(a.shape[0]), "not the nearest"),
+    (lambda a: _pairs(a, 1, 0), "kept only the part that scores a key before the query like one after it"),
+    (lambda a: _pairs(a, 0, 1), "dropped the part that scores before and after alike"),
+    (lambda a: _pairs(a, 1, -1), "wrong sign"),
+    (lambda a: 2 * relative_part(a), "twice too long"),
+    (lambda a: relative_part(a) / 2, "half too short"),
+    (_first_entry_only, "not the nearest such matrix"),
+    (lambda a: relative_part(a)[:-1], "return a ("),
+    (lambda a: torch.full_like(torch.as_tensor(a), float("nan")), "finite numbers"),
 ])
-def test_offset_only_score_names_the_misconception(wrong, says, capsys):
+def test_offset_only_score_names_the_misconception(wrong, says, draw, capsys):
     assert check.offset_only_score(wrong) is False
     out = capsys.readouterr().out
     assert says in out and "hint:" in out
-    assert "pairs 3" not in out and "quarter" not in out and "[[0" not in out  # the design stays hidden
+    assert "/ 2" not in out and "average" not in out and "A_xx" not in out  # the formula stays hidden
+
+
+@pytest.mark.parametrize("shortcut", [
+    _commutant_projection,
+    lambda a: sum(pl.rope_matrix(k, a.shape[0], inv_freq=pl.rope_frequencies(a.shape[0], dtype=torch.float64)) @ a
+                  @ pl.rope_matrix(-k, a.shape[0], inv_freq=pl.rope_frequencies(a.shape[0], dtype=torch.float64))
+                  for k in range(3000)) / 3000,  # averaging over many shifts: M_k^T A M_k
+])
+def test_offset_only_score_refuses_a_numerical_projection(shortcut, capsys):
+    assert check.offset_only_score(shortcut) is False
+    out = capsys.readouterr().out
+    assert "tensor or array elements: a projection computed over all d^2 entries" in out
 
 
 def test_offset_only_score_unattempted(capsys):
     assert check.offset_only_score(None) is None
+    assert check.offset_only_score(lambda a: (_ for _ in ()).throw(NotImplementedError)) is None
     assert "not attempted yet" in capsys.readouterr().out
 
 
+def test_offset_only_score_draws_new_matrices():
+    """Two checks see different widths or matrices: nothing to memorise."""
+    seen = set()
+    for _ in range(4):
+        captured = []
+        check.offset_only_score(lambda a: captured.append(float(a.sum())) or relative_part(a))
+        seen.add(tuple(captured))
+    assert len(seen) > 1
+
+
 # --- Exercise 3: slow_pairs ----------------------------------------------------------------------
-def too_slow_by_exponents(d):
-    """Pair j of the buggy table turns at 10000^(-4j/d): slower than 10000^(-(d-2)/d) iff 4j > d - 2 (exactly)."""
-    return sum(1 for j in range(d // 2) if 4 * j > d - 2) if d < 10**6 else d // 4
+def slow_by_exponents(d, length):
+    """Pair j of the buggy table turns at 10000^(-4j/d) (two_j holds 2j and is doubled again): its wavelength
+    2 pi 10000^(4j/d) is at most L for j <= (d/4) log(L / 2 pi) / log 10000. The rest are slow."""
+    turning = min(d // 2, math.floor(d / 4 * math.log(length / (2 * math.pi)) / math.log(10000)) + 1)
+    return d // 2 - turning
 
 
-def test_slow_pairs_fact_by_the_exponents():
-    """Independent of the checker: the buggy angles are 10000^(-4j/d), and the count is floor(d/4) for every even
-    d (checked by the exponents for every d up to 2000); at d ≡ 2 (mod 4) one pair is exactly as slow."""
+def test_slow_pairs_fact_by_the_exponents(draw):
+    """Independent of the checker: the buggy angles are 10000^(-4j/d), i.e. §1's frequencies with base 10000^2,
+    and the closed form agrees with the builder's own angles on every case the checker draws."""
     row = ch03.buggy_sinusoids(2, 64)[1]
     theta = torch.atan2(row[0::2], row[1::2])
     torch.testing.assert_close(theta, 10000.0 ** (-4 * torch.arange(32, dtype=torch.float64) / 64))
-    assert all(too_slow_by_exponents(d) == d // 4 for d in range(2, 2000, 2))
-    assert [j for j in range(3) if 4 * j == 6 - 2] == [1]  # d = 6: pair 1 turns exactly as fast as the slowest
-    for d, (right, _) in ch03.SLOW_CASES.items():
-        assert ch03._slow_seal(too_slow_by_exponents(d), d) == right
+    torch.testing.assert_close(theta, pl.rope_frequencies(64, base=1e8, dtype=torch.float64))
+    for d, length in ch03._slow_cases(random.Random(draw)):
+        theta = pl.rope_frequencies(d, base=1e8, dtype=torch.float64)
+        assert slow_by_exponents(d, length) == int((2 * math.pi / theta > length).sum()), (d, length)
 
 
 @pytest.mark.parametrize("right", [
-    too_slow_by_exponents,
-    lambda d: d // 4,
-    lambda d: np.int64(d // 2 - 1 - (d - 2) // 4),
-    lambda d: torch.tensor(d // 4),
-    lambda d: float(d // 4),
+    slow_by_exponents,
+    lambda d, n: np.int64(slow_by_exponents(d, n)),
+    lambda d, n: torch.tensor(float(slow_by_exponents(d, n))),
+    lambda d, n: d // 2 - min(d // 2, int(torch.floor(torch.tensor(d / 4 * math.log(n / (2 * math.pi), 1e4)))) + 1),
 ])
-def test_slow_pairs_accepts_right_answers(right, capsys):
+def test_slow_pairs_accepts_right_answers(right, draw, capsys):
     assert check.slow_pairs(right) is True
     assert "all correct!" in capsys.readouterr().out
 
 
-def _count_from_the_table(d):
+def _count_from_the_table(d, length):
     row = ch03.buggy_sinusoids(2, d)[1]
-    return int((torch.atan2(row[0::2], row[1::2]) < 10000 ** (-(d - 2) / d)).sum())
+    return int((2 * math.pi / torch.atan2(row[0::2], row[1::2]) > length).sum())
 
 
-def _count_from_own_table(d):
-    """The table rebuilt by hand (no call to the builder): a loop over the pairs."""
-    return sum(1 for j in range(d // 2) if 10000 ** (-4 * j / d) < 10000 ** (-(d - 2) / d))
+def _count_from_own_table(d, length):
+    """The frequencies typed in by hand (no call to the builder): a loop over the pairs."""
+    return sum(1 for j in range(d // 2) if 2 * math.pi * 10000 ** (4 * j / d) > length)
+
+
+def _count_from_the_library_at_base_1e8(d, length):
+    """The bug found (base 10000^2), then counted over a frequency per pair: vectorised, no loop."""
+    return int((2 * math.pi / pl.rope_frequencies(d, base=1e8, dtype=torch.float64) > length).sum())
+
+
+def _measure_small_then_extrapolate(d, length):
+    """The cold reader's route for the old question: measure small tables, fit a line in d, extrapolate. Here the
+    count depends on L through a logarithm, and the fit is made at L = 1000 only."""
+    return round(d * (slow_by_exponents(400, 1000) / 400))
 
 
 @pytest.mark.parametrize("shortcut, says", [
     (_count_from_the_table, "calls check.ch03.buggy_sinusoids"),
     (_count_from_own_table, "runs a long loop over the pairs"),
-    (lambda d: int((10000 ** (-4 * np.arange(d // 2) / d) < 10000 ** (-(d - 2) / d)).sum()), "calls numpy.arange"),
+    (_count_from_the_library_at_base_1e8, "a frequency for every pair of a table that wide"),
+    (lambda d, n: int((10000 ** (4 * np.arange(d // 2) / d) * 2 * np.pi > n).sum()), "a frequency for every pair"),
 ])
 def test_slow_pairs_refuses_counting_on_a_table(shortcut, says, capsys):
     assert check.slow_pairs(shortcut) is False
@@ -259,25 +369,33 @@ def test_slow_pairs_refuses_counting_on_a_table(shortcut, says, capsys):
 
 
 @pytest.mark.parametrize("wrong, says", [
-    (lambda d: 0, "builder is right"),  # no bug seen
-    (lambda d: d // 2, "not every pair"),
-    (lambda d: (d + 2) // 4, "off by one"),  # the boundary pair counted as slower at d = 6, 10, ...
-    (lambda d: d // 4 - 1, "off by one"),
-    (lambda d: d // 8, "not that count"),
-    (lambda d: d / 4, "must be a whole number"),
-    (lambda d: "16", "must be a whole number"),
+    (lambda d, n: d // 2 - min(d // 2, math.floor(d / 2 * math.log(n / (2 * math.pi)) / math.log(10000)) + 1),
+     "belongs to §1's correct table"),  # the bug not seen
+    (lambda d, n: d // 2 - min(d // 2, math.floor(d / 4 * math.log(n / math.pi) / math.log(10000)) + 1),
+     "half a circle"),
+    (lambda d, n: slow_by_exponents(d, n) + 1, "off by one"),
+    (lambda d, n: slow_by_exponents(d, n) - 1, "off by one"),
+    (lambda d, n: d, "is not a number of pairs"),
+    (lambda d, n: 0, "is not that count"),
+    (_measure_small_then_extrapolate, "is not that count"),
+    (lambda d, n: d / 4 + 0.5, "must be a whole number"),
+    (lambda d, n: "16", "must be a whole number"),
 ])
-def test_slow_pairs_names_the_misconception_without_the_count(wrong, says, capsys):
+def test_slow_pairs_names_the_misconception_without_the_count(wrong, says, draw, capsys):
     assert check.slow_pairs(wrong) is False
     out = capsys.readouterr().out
     assert says in out and "hint:" in out
-    for d in ch03.SLOW_CASES:
-        assert f"= {d // 4}" not in out and f"{d // 4:,} " not in out
+    for d, length in ch03._slow_cases(random.Random(draw)):
+        assert f"= {slow_by_exponents(d, length)} " not in out
+
+
+def test_slow_pairs_draws_new_cases():
+    assert ch03._slow_cases(ch03._fresh_rng()) != ch03._slow_cases(ch03._fresh_rng())
 
 
 def test_slow_pairs_unattempted(capsys):
     assert check.slow_pairs(None) is None
-    assert check.slow_pairs(lambda d: (_ for _ in ()).throw(NotImplementedError)) is None
+    assert check.slow_pairs(lambda d, n: (_ for _ in ()).throw(NotImplementedError)) is None
     assert "not attempted yet" in capsys.readouterr().out
 
 
@@ -293,27 +411,20 @@ def test_slow_pairs_notebook_shows_the_library_function_verbatim():
 
 # --- the answer key is not in the learner's hands ------------------------------------------------
 def test_no_function_of_the_checker_module_passes_an_exercise(capsys):
-    """Whatever the module defines, none of it is an answer: no callable passes Exercise 1 or 3, no constant
-    or zero-argument result passes Exercise 2, and no constant holds Exercise 3's counts."""
-    counts = {d // 4 for d in ch03.SLOW_CASES}
-    assert {"code_of", "buggy_sinusoids", "position_scores", "SLOW_CASES"} <= defined_here(ch03).keys()
-    for name, value in defined_here(ch03).items():
+    """Whatever the module defines, none of it is an answer: no callable passes any exercise, as a function or
+    through what it returns without arguments, and the module stores no sealed answer to hash against."""
+    attributes = defined_here(ch03)
+    assert {"code_of", "buggy_sinusoids", "_along_rotations", "_slow_count", "_angles_per_position"} <= attributes.keys()
+    for name, value in attributes.items():
         if callable(value):
-            for checker in (check.offset_from_codes, check.slow_pairs):
+            for checker in (check.offset_from_codes, check.offset_only_score, check.slow_pairs):
                 assert checker(value) is not True, name
-            try:
-                produced = value()
-            except Exception:  # most need arguments
-                continue
-            assert check.offset_only_score(produced) is not True, name
-        else:
-            assert check.offset_only_score(value) is not True, name
-            if isinstance(value, (dict, list, tuple)):  # SLOW_CASES holds widths and digests, never a count
-                assert not counts & set(flat(value)), name
+    assert not any(isinstance(v, str) and len(v) == 24 for v in flat(list(attributes.values())))  # no digests
     capsys.readouterr()
 
 
-def test_the_checker_source_holds_no_count_and_no_designed_matrix():
+def test_the_checker_source_holds_no_formula_of_an_answer():
     source = inspect.getsource(ch03)
-    assert "// 4" not in source and "4 * j" not in source and "d - 2) / 4" not in source
-    assert "rope_matrix(-4" not in source and "quarter" not in source and "[[0" not in source
+    assert "// 4" not in source and "4 * j" not in source and "/ 4 *" not in source and "sealed" not in source
+    exercise_2 = source.split("# Exercise 2:", 1)[1].split("# Exercise 3:", 1)[0]
+    assert ") / 2" not in exercise_2 and "/ 2)" not in exercise_2  # no coordinate divided by I's squared length

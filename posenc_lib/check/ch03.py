@@ -4,8 +4,10 @@ Each checker takes the learner's answer (a function or a matrix), compares it wi
 and prints what is right, what is wrong and a hint. None (or a function still raising
 NotImplementedError) counts as not attempted (see _core for grading mode).
 
-No answer is kept here: Exercise 1's positions are drawn anew at every check, Exercise 2's matrix is
-judged by the scores it gives, and Exercise 3's counts are stored as salted digests (``_core.sealed``).
+No answer is kept here, not even as a digest: every exercise draws its cases anew at each check. Exercise 1's
+offsets are judged against the positions drawn, Exercise 2's matrix by the properties that define it
+(it commutes with the shift, and what it leaves of A has nothing along any matrix that does), and
+Exercise 3's count against the shown builder's own angles, read outside the learner's function.
 """
 from __future__ import annotations
 
@@ -18,12 +20,14 @@ import torch
 from .. import absolute, angles, rope, rotary
 from ..absolute import sinusoidal_positions
 from ..angles import rope_frequencies
-from ._core import Verdict, float64_tensor, number, report, sealed, whole_number
+from ._core import Verdict, float64_tensor, number, report, whole_number
 from ._guard import answers_under_guard, stopped_verdict
 
 __all__ = ["offset_from_codes", "offset_only_score", "slow_pairs"]
 
 CLOSED_FORM_STEPS = 2_000  # Python lines for one case: a formula needs dozens, a search over offsets thousands
+CLOSED_FORM_ELEMENTS = 2_000  # tensor elements for one case of Exercises 1 and 3: a formula touches dozens; a grid
+#                               over the offsets (or a frequency per pair of a 10^5-wide table) far more
 
 
 def _fresh_rng() -> random.Random:
@@ -96,11 +100,14 @@ def offset_from_codes(fn: Any) -> bool | None:
         positions = _code_cases(_fresh_rng())
         cases = [(code_of(m), code_of(n)) for m, n in positions]
         answers, stopped = answers_under_guard(lambda i: f(*cases[i]), [(i,) for i in range(len(cases))],
-                                               _code_builders(), steps_per_case=CLOSED_FORM_STEPS)
+                                               _code_builders(), steps_per_case=CLOSED_FORM_STEPS,
+                                               elements_per_case=CLOSED_FORM_ELEMENTS)
         if stopped is not None:
             yield stopped_verdict(stopped[1], "your function", shortcut="that tries positions or offsets one by "
                                   "one; read the offset off the two codes you are given",
                                   loop="runs a long loop (a search over offsets?): read the offset off the two "
+                                       "codes instead",
+                                  grid="a search over candidate offsets, vectorised; read the offset off the two "
                                        "codes instead")
             return
         for (i,), raw in answers.items():
@@ -138,68 +145,102 @@ def offset_from_codes(fn: Any) -> bool | None:
                   "look the same again?")
 
 
-# Exercise 2: an A for which the position-position score p_m^T A p_n depends only on the offset k = n - m
-# and tells a key before the query from one after it by its sign, within a context of SCORE_N positions.
-SCORE_D, SCORE_N = 16, 64
+# Exercise 2: the part of any A whose position-position score p_m^T A p_n depends on the offset alone: the
+# nearest matrix (in the sum of squared entries) that commutes with the shift M_1.
+RELATIVE_WIDTHS = (8, 16, 64)  # and one more drawn at every check
+RELATIVE_ELEMENTS = 40  # times d^2 tensor elements for one case: a formula makes a few copies of A; a numerical
+#                         projection over the d^2 entries (a d^2 x d^2 commutator, a basis of d matrices) far more
 
 
-def position_scores(a: torch.Tensor) -> torch.Tensor:
-    """(SCORE_N, SCORE_N) matrix of p_m^T A p_n (query m, key n) over the sinusoidal codes, float64."""
-    p = sinusoidal_positions(SCORE_N, SCORE_D, dtype=torch.float64)  # row m is p_m
-    return p @ a @ p.T
+def _shift(d: int) -> torch.Tensor:
+    """M_1 of §4 for width d, float64: p_(i+1) = M_1 p_i."""
+    return rope.rope_matrix(-1, d, inv_freq=rope_frequencies(d, dtype=torch.float64))
 
 
-def diagonal_spread(scores: torch.Tensor) -> float:
-    """Largest max - min along any diagonal n - m = k: 0 when the score depends on the offset alone."""
-    n = scores.shape[0]
-    return max(float(scores.diagonal(k).max() - scores.diagonal(k).min()) for k in range(-(n - 1), n))
+def _along_rotations(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per pair j, the inner products of x's diagonal 2x2 block with I and with J = [[0, 1], [-1, 0]]: the
+    coordinates of x along the two matrices that span the scaled rotations of that pair (not yet divided by
+    their squared length)."""
+    blocks = torch.stack([x[2 * j: 2 * j + 2, 2 * j: 2 * j + 2] for j in range(x.shape[0] // 2)])
+    return blocks[:, 0, 0] + blocks[:, 1, 1], blocks[:, 0, 1] - blocks[:, 1, 0]
 
 
-def offset_only_score(answer: Any) -> bool | None:
-    """Exercise 2: a (16, 16) A with p_m^T A p_n a function s(n - m) of the offset alone, positive for every
-    key before the query and negative for every key after it, in a context of 64 positions."""
+def offset_only_score(fn: Any) -> bool | None:
+    """Exercise 2: fn(A) -> the (d, d) matrix nearest to A whose score p_m^T A_rel p_n depends on n - m alone,
+    for random A of several even widths d drawn at every check (interleaved pairs, as in §1)."""
 
-    def run(a: Any) -> Iterator[Verdict]:
-        a = float64_tensor(a)
-        if a is None or a.shape != (SCORE_D, SCORE_D):
-            yield False, f"A must be {SCORE_D}x{SCORE_D}, got shape {None if a is None else tuple(a.shape)}"
+    def run(f: Any) -> Iterator[Verdict]:
+        if not callable(f):
+            yield False, f"answer must be a function fn(A) returning a matrix, got {type(f).__name__}"
             return
-        if not torch.isfinite(a).all():
-            yield False, "A must hold finite numbers"
+        rng = _fresh_rng()
+        gen = torch.Generator().manual_seed(rng.randrange(2**31))
+        widths = sorted({*RELATIVE_WIDTHS, 2 * rng.randrange(5, 24)})
+        for d in widths:
+            a = torch.randn(d, d, generator=gen, dtype=torch.float64)
+            answers, stopped = answers_under_guard(f, [(a.clone(),)], elements_per_case=RELATIVE_ELEMENTS * d * d)
+            if stopped is not None:
+                yield stopped_verdict(stopped[1], f"your function (d = {d})",
+                                      shortcut="derive the nearest matrix instead",
+                                      loop="runs a very long loop: derive the nearest matrix instead",
+                                      grid="a projection computed over all d^2 entries at once; derive, pair by "
+                                           "pair, which matrix is nearest")
+                return
+            got = float64_tensor(next(iter(answers.values())))
+            case = f"d = {d}"
+            if got is None or got.shape != (d, d):
+                yield False, f"{case}: return a ({d}, {d}) matrix, got {getattr(got, 'shape', type(got).__name__)}"
+                return
+            if not torch.isfinite(got).all():
+                yield False, f"{case}: the matrix must hold finite numbers"
+                return
+            scale = float(a.norm())
+            m1 = _shift(d)
+            if float((got @ m1 - m1 @ got).norm()) > 1e-5 * scale:
+                pairs_kept = torch.block_diag(*[a[2 * j: 2 * j + 2, 2 * j: 2 * j + 2] for j in range(d // 2)])
+                if torch.allclose(got, a, atol=1e-6 * scale):
+                    yield False, f"{case}: that is A itself, and its score depends on where the pair sits, not only on the offset"
+                elif torch.allclose(got, pairs_kept, atol=1e-6 * scale):
+                    yield False, (f"{case}: nothing across pairs, good, but each pair's 2x2 block is kept as it is: "
+                                  "a block that is not a scaled rotation still sees where the pair sits")
+                else:
+                    yield False, (f"{case}: your matrix does not commute with the shift M_1, so its score still "
+                                  "depends on where the pair sits, not only on the offset")
+                return
+            got_i, got_j = _along_rotations(got)
+            a_i, a_j = _along_rotations(a)
+
+            def same(x: torch.Tensor, y: torch.Tensor) -> bool:
+                return bool(torch.allclose(x, y, atol=1e-6 * scale))
+
+            if same(got_i, a_i) and same(got_j, a_j):
+                continue
+            zero = torch.zeros_like(a_i)
+            if same(got_i, a_i) and same(got_j, zero):
+                yield False, (f"{case}: offset alone, but you kept only the part that scores a key before the query "
+                              "like one after it: the other half of a scaled rotation depends on the offset alone too")
+            elif same(got_i, zero) and same(got_j, a_j):
+                yield False, (f"{case}: offset alone, but you dropped the part that scores before and after alike: "
+                              "it depends on the offset alone too")
+            elif same(got_i, a_i) and same(got_j, -a_j):
+                yield False, f"{case}: offset alone, but the part that tells before from after has the wrong sign"
+            elif same(got_i, 2 * a_i) and same(got_j, 2 * a_j):
+                yield False, (f"{case}: offset alone and along the right matrices, but twice too long: what is the "
+                              "squared length of each matrix you projected on?")
+            elif same(got_i, a_i / 2) and same(got_j, a_j / 2):
+                yield False, f"{case}: offset alone and along the right matrices, but half too short"
+            else:
+                yield False, (f"{case}: your matrix depends on the offset alone, but it is not the nearest such "
+                              "matrix to A: what it leaves, A - A_rel, still has a part along a scaled rotation")
             return
-        g = position_scores(a)
-        scale = max(float(a.norm()), 1e-12)
-        if diagonal_spread(g) > 1e-9 * scale * SCORE_D:
-            yield False, ("the score changes along a diagonal n - m = k: it depends on where the pair sits, not "
-                          "only on the offset; A must commute with every shift M_k")
-            return
-        yield True, "the score depends on the offset n - m alone"
-        s = {k: float(g.diagonal(k)[0]) for k in range(-(SCORE_N - 1), SCORE_N)}  # s(k), k = n - m
-        tiny = 1e-9 * scale
-        past, future = [s[-k] for k in range(1, SCORE_N)], [s[k] for k in range(1, SCORE_N)]
-        if max(abs(v) for v in s.values()) <= tiny:
-            yield False, "your score is 0 at every offset: it tells nothing apart"
-        elif all(abs(s[k] - s[-k]) <= tiny for k in range(1, SCORE_N)):
-            yield False, ("s(k) = s(-k): your A scores a key k tokens before the query exactly like one k tokens "
-                          "after it, as §6's plain dot product does")
-        elif all(v > tiny for v in past) and all(v < -tiny for v in future):
-            yield True, ("and its sign tells the direction: positive for every key before the query, negative "
-                         "for every key after it")
-        elif all(v < -tiny for v in past) and all(v > tiny for v in future):
-            yield False, "the signs are the mirror of what is asked: positive for keys after the query"
-        elif all(abs(s[k] + s[-k]) <= tiny for k in range(1, SCORE_N)):
-            yield False, ("s(-k) = -s(k), good, but the sign changes among the keys on one side of the query: some "
-                          "pair of your A turns by more than half a circle within 64 positions")
-        else:
-            yield False, ("part of your A still scores a key k tokens before the query like one k tokens after "
-                          "it, and it wins at some offsets: the sign does not tell the direction")
+        yield True, (f"for d = {', '.join(map(str, widths))}, new matrices at this check: A_rel commutes with every "
+                     "shift, and what it leaves of A has nothing along any matrix that does, so it is the nearest")
 
-    return report("a position score whose sign tells before from after", answer, run,
-                  "what does exchanging the query and the key do to the score, and to A? And for how many "
-                  "positions does one pair's sine keep its sign?")
+    return report("the part of A whose score depends on the offset alone", fn, run,
+                  "which matrices are allowed (§6), and what is the nearest point of a flat set of them?")
 
 
-# Exercise 3: find the bug in a builder; count, for any d, the pairs it makes slower than the correct slowest.
+# Exercise 3: find the bug in a builder; count, for any d and L, its pairs that do not complete a turn in L positions.
 def buggy_sinusoids(n: int, d: int) -> torch.Tensor:
     """A sinusoidal table with one bug (Exercise 3 of chapter 3)."""
     pos = torch.arange(n, dtype=torch.float64)[:, None]
@@ -211,21 +252,36 @@ def buggy_sinusoids(n: int, d: int) -> torch.Tensor:
     return table
 
 
-# d -> the sealed count (``sealed(count, f"ch03.slow_pairs/{d}")``), and the sealed counts one too many and one
-# too few (the boundary pair decided the wrong way). Small, large and huge widths, d/2 even and odd.
-SLOW_CASES: dict[int, tuple[str, tuple[str, str]]] = {
-    64: ("54b4830fc50a1ec1fdffd65f", ("496dc1fe97cd3a124c224e2b", "99813d2f2ac7484a84fdcf41")),
-    6: ("577453e37d971c7c7e9c191a", ("6bf413a9798772f4ce27cd8d", "553d2dbe43d2cbc377aa6119")),
-    10: ("ad326a3823dabfc56e1fa8db", ("4822ea48961911dd62d205a1", "caca3975a6ce12f8fc05d06f")),
-    12: ("37e9085c3e1c924b14a16571", ("69c0072ed934a57f36e416ce", "1e3c1cbaa38adf933e081ec5")),
-    1_000_002: ("3264f4e69cb66837f5920608", ("738570277462471e1cee5099", "989155041fcdcc2be8f2dae8")),
-    200_000_000_006: ("2001c3e9b875e2d67718e064", ("b8be81847f4fe2fa216c4aa3", "d3d73de407d8e91d1cc81fe6")),
-    4_000_000_000_000: ("8f8a50cd03632e8989e38e4a", ("139090006ba13d681f907742", "bc5cec1ea102dbd7ca5337a6")),
-}
+def _angles_per_position(table: torch.Tensor) -> torch.Tensor:
+    """Each pair's turn per position, read off row 1 of an interleaved (sin, cos) table (all turns are below pi)."""
+    return torch.atan2(table[1, 0::2], table[1, 1::2])
 
 
-def _slow_seal(count: int, d: int) -> str | None:
-    return sealed(count, f"ch03.slow_pairs/{d}")
+def _slow_count(theta: torch.Tensor, length: int, turn: float = 2 * math.pi) -> int:
+    """How many pairs turn by less than ``turn`` over ``length`` positions (wavelength 2 pi / theta longer than L)."""
+    return int((turn / theta > length).sum())
+
+
+def _slow_draw(rng: random.Random) -> tuple[list[tuple[int, int]], dict[int, torch.Tensor]]:
+    """Five (d, L), and each width's turns per position read off the builder's own table: a small, two middling and
+    two wide tables (no table that wide may be built while fn runs), L from 8 to 10^6, drawn so that no pair's
+    wavelength lies within 10^-6 of L (no case hangs on rounding)."""
+    cases, theta = [], {}
+    for low, high in ((4, 32), (500, 5_000), (500, 5_000), (10_000, 100_000), (10_000, 100_000)):
+        d = 2 * rng.randrange(low, high)
+        theta[d] = _angles_per_position(buggy_sinusoids(2, d))
+        wavelengths = 2 * math.pi / theta[d]
+        while True:
+            length = round(10 ** rng.uniform(math.log10(8), 6))
+            if bool(((wavelengths / length).log().abs() > 1e-6).all()):
+                break
+        cases.append((d, length))
+    return cases, theta
+
+
+def _slow_cases(rng: random.Random) -> list[tuple[int, int]]:
+    """The (d, L) of one check (``_slow_draw``)."""
+    return _slow_draw(rng)[0]
 
 
 def _builders_of_the_table() -> tuple[tuple[Any, str, str], ...]:
@@ -235,43 +291,52 @@ def _builders_of_the_table() -> tuple[tuple[Any, str, str], ...]:
 
 
 def slow_pairs(fn: Any) -> bool | None:
-    """Exercise 3: fn(d) -> how many pairs of buggy_sinusoids(n, d) turn more slowly than the correct table's
-    slowest pair, 10000^(-(d-2)/d) radian per position, for any even d (up to 4e12: no table is built)."""
+    """Exercise 3: fn(d, L) -> how many of the d/2 pairs of buggy_sinusoids(n, d) turn by less than a full circle
+    over L positions (wavelength longer than L), for (d, L) drawn at every check, d up to 2e5 (no table is built)."""
 
-    def run(f: Callable[[int], Any]) -> Iterator[Verdict]:
+    def run(f: Callable[[int, int], Any]) -> Iterator[Verdict]:
         if not callable(f):
-            yield False, f"answer must be a function fn(d), got {type(f).__name__}"
+            yield False, f"answer must be a function fn(d, L), got {type(f).__name__}"
             return
-        widths = list(SLOW_CASES)
-        answers, stopped = answers_under_guard(f, [(d,) for d in widths], _builders_of_the_table(),
-                                               steps_per_case=CLOSED_FORM_STEPS)
+        cases, theta = _slow_draw(_fresh_rng())
+        answers, stopped = answers_under_guard(f, cases, _builders_of_the_table(), steps_per_case=CLOSED_FORM_STEPS,
+                                               elements_per_case=CLOSED_FORM_ELEMENTS)
         if stopped is not None:
-            yield stopped_verdict(stopped[1], f"fn({stopped[0][0]})",
+            yield stopped_verdict(stopped[1], f"fn{stopped[0]}",
                                   shortcut="count from the builder's formula, not from its table (the checker "
-                                           "asks for widths no table can have)",
-                                  loop="runs a long loop over the pairs: compare the two exponents instead")
+                                           "asks for widths of 200 000)",
+                                  loop="runs a long loop over the pairs: compare exponents instead",
+                                  grid="a frequency for every pair of a table that wide; count from the exponents")
             return
-        for (d,), raw in answers.items():
-            got = whole_number(raw)
-            right, off_by_one = SLOW_CASES[d]
-            if got is None:
-                yield False, f"fn({d}) must be a whole number of pairs, got {raw!r}"
+        got: dict[tuple[int, int], int] = {}
+        for (d, length), raw in answers.items():
+            count = whole_number(raw)
+            if count is None:
+                yield False, f"fn({d}, {length}) must be a whole number of pairs, got {raw!r}"
                 return
-            if _slow_seal(got, d) == right:
-                continue
-            if got == 0:
-                yield False, f"fn({d}) = 0 would mean the builder is right: compare its exponent with §1's"
-            elif got >= d // 2:
-                yield False, f"fn({d}): not every pair: pair 0 turns one radian per position in any such table"
-            elif _slow_seal(got, d) in off_by_one:
-                yield False, (f"fn({d}) is off by one: decide for the pair nearest the correct slowest one "
-                              "whether it is slower, exactly as slow, or faster")
-            else:
-                yield False, f"fn({d}) is not that count: write the buggy θ_j as a power of 10000 and compare exponents"
+            if not 0 <= count <= d // 2:
+                yield False, f"fn({d}, {length}) = {count} is not a number of pairs of a {d}-wide table"
+                return
+            got[(d, length)] = count
+        # a misconception is named when it explains the answer at every case (at a narrow width two can agree)
+        want = {(d, n): _slow_count(theta[d], n) for d, n in cases}
+        wrong = [case for case in cases if got[case] != want[case]]
+        if not wrong:
+            yield True, (f"right for {len(cases)} widths and lengths drawn at this check, up to d = "
+                         f"{max(d for d, _ in cases):,}: the exponent counts the 2 twice, so the frequencies fall twice "
+                         "as fast and far more pairs barely move within the context")
             return
-        yield True, (f"right for d = {', '.join(f'{d:,}' for d in widths)}: the exponent counts the 2 twice, so "
-                     "the frequencies fall twice as fast, and the slow half of the pairs sits below the correct "
-                     "slowest one (those columns are almost constant: wasted features)")
+        case = f"fn{wrong[0]}"
+        if all(got[(d, n)] == _slow_count(rope_frequencies(d, dtype=torch.float64), n) for d, n in cases):
+            yield False, (f"{case}: that count belongs to §1's correct table; the builder's frequencies are not "
+                          "§1's: compare its exponent with the formula")
+        elif all(got[(d, n)] == _slow_count(theta[d], n, turn=math.pi) for d, n in cases):
+            yield False, f"{case}: that counts the pairs that turn less than half a circle; a turn is a full circle"
+        elif any(all(got[c] - want[c] == step for c in cases) for step in (-1, 1)):
+            yield False, (f"{case} is off by one: which pairs count as turning, and is pair 0 (one radian per "
+                          "position) among them?")
+        else:
+            yield False, f"{case} = {got[wrong[0]]} is not that count: write the buggy θ_j as a power of 10000"
 
-    return report("how many pairs of the buggy table are too slow, for any d", fn, run,
+    return report("how many pairs of the buggy table never complete a turn", fn, run,
                   "read the builder against §1's formula one symbol at a time: what does each variable hold?")
