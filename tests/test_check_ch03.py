@@ -3,6 +3,7 @@ misconception a checker names gets its name, and the checker module hands over n
 import inspect
 import math
 import random
+import re
 
 import numpy as np
 import pytest
@@ -427,4 +428,4 @@ def test_the_checker_source_holds_no_formula_of_an_answer():
     source = inspect.getsource(ch03)
     assert "// 4" not in source and "4 * j" not in source and "/ 4 *" not in source and "sealed" not in source
     exercise_2 = source.split("# Exercise 2:", 1)[1].split("# Exercise 3:", 1)[0]
-    assert ") / 2" not in exercise_2 and "/ 2)" not in exercise_2  # no coordinate divided by I's squared length
+    assert not re.search(r"\]\s*\)\s*/\s*2", exercise_2)  # no block entries summed and halved: (x[0, 0] + x[1, 1]) / 2
