@@ -13,6 +13,7 @@ instead of passing it or hanging. All are undone when the block ends, whatever h
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from contextlib import ExitStack, contextmanager
 from types import CodeType, FunctionType
@@ -113,8 +114,15 @@ def step_budget(lines: int = STEPS) -> Iterator[None]:
                 raise TooManySteps
         return count_lines
 
-    def new_frame(frame: Any, event: str, arg: Any) -> Any:  # the guards' own frames are not the learner's steps
-        return None if frame.f_code.co_filename in _NOT_COUNTED else count_lines
+    import torch
+
+    torch_dir = os.path.dirname(torch.__file__) + os.sep
+
+    def new_frame(frame: Any, event: str, arg: Any) -> Any:
+        """The learner's steps only: not the guards' own frames, nor torch's Python layer (which an element
+        budget's TorchFunctionMode sends every call through), only what the learner wrote or called besides."""
+        name = frame.f_code.co_filename
+        return None if name in _NOT_COUNTED or name.startswith(torch_dir) else count_lines
 
     sys.settrace(new_frame)  # new frames only: the checker's own is not counted
     try:
