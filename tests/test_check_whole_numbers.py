@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 from test_check_ch02 import RIGHT_WRAP
+from test_check_ch03 import slow_by_exponents
 from test_check_ch04 import last_bucket_closed_form
 from test_check_ch05 import _first_slow_pair
 from test_check_ch08 import stale_by_reading
@@ -50,10 +51,8 @@ CASES = {
                      "hold different tokens"),
     "causal_swap_rows": (lambda to: typed([2, 3, 4, 5], to), lambda to: typed([2, 5], to), "missing"),
     "affine_counter": (lambda to: typed(RIGHT_WRAP, to), lambda to: typed([1, 2, 3], to), "has an exact affine map"),
-    "slow_pairs": (lambda to: returning(lambda d: d // 4, to), lambda to: returning(lambda d: (d + 2) // 4, to),
-                   "off by one"),
-    "t5_rows_read": (lambda to: returning(lambda nb, md, bidir: nb - 1 if bidir else nb, to),
-                     lambda to: returning(lambda nb, md, bidir: nb // 2 if bidir else nb, to), "one direction's share"),
+    "slow_pairs": (lambda to: returning(slow_by_exponents, to),
+                   lambda to: returning(lambda d, n: slow_by_exponents(d, n) + 1, to), "off by one"),
     "t5_last_bucket": (lambda to: returning(last_bucket_closed_form, to),
                        lambda to: returning(lambda nb, md, bidir: last_bucket_closed_form(nb, md, bidir) - 1, to),
                        "off by one"),
@@ -100,7 +99,7 @@ def test_every_integer_checker_accepts_any_whole_number_type(name, kind, capsys)
 
 
 @pytest.mark.parametrize("name", ["counter_merge", "temperature_position", "t5_last_bucket", "rope_first_slow_pair",
-                                  "keys_seen", "slow_pairs", "t5_rows_read", "alibi_bf16_collapse",
+                                  "keys_seen", "slow_pairs", "alibi_bf16_collapse",
                                   "design_axes"])
 def test_a_fraction_is_not_a_whole_number_anywhere(name, capsys):
     right = CASES[name][0]

@@ -13,7 +13,8 @@
 #    *relative shift* that makes it fast;
 # 4. T5 (Raffel et al. 2020): one learned scalar per offset bucket and head;
 # 5. DeBERTa (He et al. 2021): content and position kept apart, with their own projections (in v1;
-#    v2/v3 reuse the content ones);
+#    v2/v3 reuse the content ones), relative in every attention layer, with absolute positions added
+#    back near the output for pretraining;
 # 6. one picture of the bias each method adds, as a function of $(i, j)$;
 # 7. one table: parameters, memory, what each method can express, which models use it;
 # 8. exercises, and the errors in the source notes this chapter follows.
@@ -21,9 +22,10 @@
 # **Sign convention** (the course's conventions page is in `00_index`). Positions are 0-based, query
 # $i$, key $j$. The library measures the **offset** as *key minus query*, $j - i$ (negative for keys
 # in the past), as Shaw et al. and T5 do; the **distance** is $|j - i|$. Where a paper uses query
-# minus key (Transformer-XL's $R_{i-j}$ in §3, DeBERTa's $\delta$ in §5) we say so. Since $j$ is a key
-# here, frequency pairs of a sinusoid are counted by $t$ ($\theta_t$). The source notes (`004`) write
-# query and key as $m$ and $n$; where we quote them we keep their letters and say so.
+# minus key (Transformer-XL's $R_{i-j}$ in §3, DeBERTa's $\delta$ in §5) we say so. Where positions
+# meet the frequency pairs of a sinusoid (§1's dot product, §6's RoPE), $j$ counts the pairs, as in
+# chapters 3 and 5, and the positions are renamed $m$ (query) and $n$ (key). The source notes (`004`)
+# also write query and key as $m$ and $n$; where we quote them we keep their letters and say so.
 #
 # Notation and signs (0-based positions, offsets $j - i$ as key minus query, bit and pair
 # orders) follow the course's [conventions page](00_index.ipynb#Conventions).
@@ -111,18 +113,22 @@ fig = heatmap_row([*terms.values(), full], [*terms, "full score q_i·k_j"])
 fig
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# Only the position–position term is free of content, and even it does **not** depend on $j - i$ alone
-# once the projections are in the way: $p_i^\top p_j = \sum_t \cos((j-i)\theta_t)$ is a function of the
-# offset (chapter 3, §6), but $p_i^\top W_q^\top W_k p_j$ with trained (here random) matrices is not, unless
-# $W_q^\top W_k$ happens to commute with every shift of the code (chapter 3, §6 again). Relative methods
-# build the offset dependence in by construction.
+# Only the position–position term is free of content, and even it does **not** depend on the offset
+# alone once the projections are in the way. For a query at $m$ and a key at $n$ (the letters of
+# chapter 3, where $j$ counts the pairs), $p_m^\top p_n = \sum_j \cos((n-m)\theta_j)$ is a function of
+# the offset (chapter 3, §6), but $p_m^\top W_q^\top W_k p_n$ is one only when $W_q^\top W_k$ commutes
+# with every shift of the code (chapter 3, §6 again): a scaled rotation on each pair and nothing across
+# pairs. A generic product, like the random one in the cell, is far from that. Whether *training*
+# lands near such a product is another question, which this random stand-in cannot answer: a trained
+# head's position–position term may well come out close to a function of the offset. Relative methods
+# do not leave it to training; they build the offset dependence in by construction.
 
 # %%
 pp_plain = p @ p.T
 assert depends_only_on_offset(pp_plain)  # sinusoids alone: a function of j - i
 assert not depends_only_on_offset(terms["position–position"], atol=1e-2)  # after W_q, W_k: not any more
-print("p_i . p_j along the main diagonal:   ", [round(v, 3) for v in pp_plain.diagonal().tolist()])
-print("p_i W_q^T W_k p_j along the diagonal:", [round(v, 3) for v in terms["position–position"].diagonal().tolist()])
+print("p_m . p_n along the main diagonal:   ", [round(v, 3) for v in pp_plain.diagonal().tolist()])
+print("p_m W_q^T W_k p_n along the diagonal:", [round(v, 3) for v in terms["position–position"].diagonal().tolist()])
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2. Shaw et al. (2018): a learned vector per clipped offset
@@ -197,13 +203,10 @@ print("query-minus-key rows are the key-minus-query rows of the flipped table")
 #
 # Transformer-XL (Dai et al. 2019) processes text in segments and lets each segment attend to a cached
 # copy of the previous one (the *memory*, $M$ keys). Absolute positions would clash between segments,
-# so XL rewrites the four terms of §1. Query $i$ sits at position $M + i$, key $j$ at $j$. XL indexes
-# its sinusoids by the **distance query minus key**, $M + i - j$, which is $\ge 0$ for every key the
-# (causal) query may see: the negative of this course's offset $j - (M + i)$. We keep XL's sign in
-# this section, as its paper and code do. (The paper writes $R_{i-j}$ with $i, j$ counted over the
-# whole extended context, memory first, so its query index is our $M + i$ and its $R_{i-j}$ is our
-# $R_{M+i-j}$; we count queries within the segment.)
-# $R_{o}$ is the sinusoid of distance $o$ (fixed, not learned):
+# so XL rewrites the four terms of §1 around one idea: **the query's own position should not change
+# how much it likes a key**. So the query's projected position $W_q p_i$ is replaced by a learned
+# vector, $u$ where it meets content and $v$ where it meets position, and the key's $p_j$ by a
+# sinusoid of the distance between them, $R_{M+i-j}$, with its own projection $W_{k,R}$:
 #
 # $$A^{\text{rel}}_{ij} =
 #   \underbrace{x_i^\top W_q^\top W_{k,E}\, x_j}_{(a)\ \text{content}}
@@ -211,17 +214,24 @@ print("query-minus-key rows are the key-minus-query rows of the flipped table")
 # + \underbrace{u^\top W_{k,E}\, x_j}_{(c)\ \text{global content bias}}
 # + \underbrace{v^\top W_{k,R}\, R_{M+i-j}}_{(d)\ \text{global position bias}}.$$
 #
-# Three changes: the key's $p_j$ becomes $R_{M+i-j}$ with its own projection $W_{k,R}$; the query's
-# projected position $W_q p_i$ becomes a learned vector, $u$ where it meets content and $v$ where it
-# meets position (a query's own position should not change how much it likes a key). $u, v \in
-# \mathbb R^{d_\text{head}}$ live *after* the projection, one pair per head. How many pairs: the paper
-# writes a single $u$ and $v$; the authors' code shares one pair across all layers unless its `untie_r`
-# flag is set (`tf/train_gpu.py` in kimiyoung/transformer-xl, default off), which their released
-# WikiText-103 model sets (`tf/sota/wt103.sh`); XLNet keeps a pair in every layer (checked below on
-# transformers' XLNet). §7 counts the per-layer form.
+# Query $i$ sits at position $M + i$, key $j$ at $j$, and XL indexes its sinusoids by the **distance
+# query minus key**, $M + i - j$, which is $\ge 0$ for every key the (causal) query may see: the
+# negative of this course's offset. We keep XL's sign in this section, as its paper and code do.
+# $R_o$, the sinusoid of distance $o$, is fixed, not learned, and laid out as XL's code lays it out:
+# all sines, then all cosines (chapter 3's *concatenated* layout, not §1's interleaved one; the sign
+# rule for negative distances below relies on it). $u, v \in \mathbb R^{d_\text{head}}$ live *after*
+# the projection, one pair per head.
 #
 # In the library: `q` $= W_q x_i$, `k` $= W_{k,E} x_j$, `r[o]` $= W_{k,R} R_o$ for distances
-# $o = 0, \dots,$ `k_len`$- 1$, and `pl.xl_score_terms(q, k, r, u, v)` returns the four terms.
+# $o = 0, \dots,$ `k_len`$- 1$ (`pl.xl_relative_sinusoids`, $[\sin \mid \cos]$), and
+# `pl.xl_score_terms(q, k, r, u, v)` returns the four terms.
+#
+# Two details for readers of the paper and the code. The paper writes $R_{i-j}$ with $i, j$ counted
+# over the whole extended context, memory first, so its query index is our $M + i$ and its $R_{i-j}$
+# our $R_{M+i-j}$. And it writes a single $u$ and $v$: the authors' code shares one pair across all
+# layers unless its `untie_r` flag is set (`tf/train_gpu.py` in kimiyoung/transformer-xl, default
+# off), which their released WikiText-103 model sets (`tf/sota/wt103.sh`); XLNet keeps a pair in every
+# layer (checked at the end of this section). §7 counts the per-layer form.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### The four terms on a small example
@@ -284,39 +294,6 @@ assert not typechecks
 u_src = torch.randn(d_model, device=device)  # the source's u, before the projection
 assert_close(u_src @ W_q.T @ W_kE @ x_j, (W_q @ u_src) @ (W_kE @ x_j))
 print(f"XL's term u^T W_kE x_j = {xl_term.item():+.4f}; u^T W_q^T W_k x_j needs u of size {d_model}, not {d_head}")
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# ### Keys after the query: XLNet
-#
-# Nothing in the sinusoid forbids a negative distance: $R_{-o}$ has the same cosines as $R_o$ and the
-# sines negated, so it is a different vector and the score can tell a key $o$ steps after the query from
-# one $o$ steps before it. XLNet (Yang et al. 2019) uses XL's attention bidirectionally (transformers'
-# `XLNetConfig(attn_type="bi")`, the default): a query may attend to keys on both sides (its permutation
-# objective, not the left-to-right order, decides which), so it builds $R$ for the distances
-# $K, K - 1, \dots, -(Q - 1)$, $K + Q$ rows where XL's causal case needs $K$. The cell asks
-# transformers' XLNet for its table (`relative_positional_encoding`), checks the rows of distances
-# $0 \dots K - 1$ against `pl.xl_relative_sinusoids`, the negative ones against the sign rule, and
-# that each of XLNet's layers has its own $u$ and $v$ (`r_w_bias`, `r_r_bias`).
-
-# %%
-from transformers import XLNetConfig, XLNetModel
-
-with torch.random.fork_rng():  # building a model draws random numbers: leave the notebook's stream alone
-    xlnet = XLNetModel(XLNetConfig(vocab_size=10, d_model=d_model, n_layer=2, n_head=2, d_inner=16))
-assert xlnet.config.attn_type == "bi"
-with torch.no_grad():
-    R_xlnet = xlnet.relative_positional_encoding(Q, K)[:, 0]  # (K + Q, d_model): distances K, K-1, ..., -(Q-1)
-dist_xlnet = torch.arange(K, -Q, -1)
-assert R_xlnet.shape == (K + Q, d_model) and dist_xlnet.tolist() == [6, 5, 4, 3, 2, 1, 0, -1, -2, -3]
-R_ours = pl.xl_relative_sinusoids(K, d_model)  # row o = R_o, o = 0 .. K - 1
-assert_close(R_xlnet[(dist_xlnet >= 0) & (dist_xlnet < K)], R_ours.flip(0))  # same sinusoids, [sin | cos]
-half = d_model // 2
-for o in range(1, Q):
-    neg, pos = R_xlnet[dist_xlnet == -o][0], R_ours[o]
-    assert_close(neg, torch.cat((-pos[:half], pos[half:])))  # R_(-o): sines negated, cosines kept
-    assert not torch.allclose(neg, pos)  # a key after the query is not one before it
-assert len({id(layer.rel_attn.r_w_bias) for layer in xlnet.layer}) == 2  # u per layer (and v: r_r_bias)
-print(f"XLNet, Q = {Q}, K = {K}: R for distances {dist_xlnet.tolist()}; R_-o = R_o with its sines negated")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ### The relative shift, step by step
@@ -385,16 +362,21 @@ fig
 # The paper's reason for the trick (its Appendix B) is the cost of the naive form: computing
 # $W_{k,R}R_{i-j}$ for every pair is quadratic in vectors, while the distances form only $K$ of them.
 # Once the $(Q, K)$ scores against every distance exist, putting the right one at each $(i, j)$ is a
-# reordering, and a gather does it as well as the shift (Exercise 1 derives such an index, for XLNet's
-# layout). In memory
-# the two are close. The shift's pad writes a new $(Q, K+1)$ tensor, a full copy of the scores (the
-# reshapes and the slice after it are views of that copy, not copies). A gather writes a new $(Q, K)$
-# output and reads a $(Q, K)$ index of int64, twice the bytes of float32 scores; but the index
-# depends only on $Q$ and $K$, so it is built once and `expand` shares it over every batch and head
-# without copying it (stride 0). What the shift saves is building that index, not memory. The cell
-# measures both for a segment of 512 queries with a memory of 512 (and checks, on a small batch, that
-# a gather through one shared index equals the shift on every key the query may see; its index comes
-# from shifting the column numbers themselves, so it is not derived here).
+# reordering, and a gather does it as well as the shift. In memory the two are close. The shift's
+# pad writes a new $(Q, K+1)$ tensor, a full copy of the scores (the reshapes and the slice after it
+# are views of that copy, not copies). A gather writes a new $(Q, K)$ output and reads a $(Q, K)$
+# index of int64, twice the bytes of float32 scores; but the index depends only on $Q$ and $K$, so it
+# is built once and `expand` shares it over every batch and head without copying it (stride 0). The
+# cell counts the bytes of both for a segment of 512 queries with a memory of 512, and checks, on a
+# small batch, that a gather through one shared index equals the shift on every key the query may
+# see (its index comes from shifting the column numbers themselves).
+#
+# So why the shift? The paper does not say, and memory does not decide it. Speed is not measured
+# here (this notebook's outputs must not depend on the machine; `benchmarks/` holds timings). A
+# likely reason is where XL was trained: its authors' TensorFlow code ran on TPUs as well as GPUs
+# (the repository's `tf/scripts/*_tpu.sh` train the large models), and on a TPU a pad and a reshape
+# of a dense array are cheap while a gather with an arbitrary index is comparatively slow. That is
+# an inference from the code and the hardware, not something the paper states.
 
 # %%
 Q_big, K_big = 512, 1024
@@ -421,6 +403,40 @@ gathered = batch.gather(-1, column.expand(2, 3, Q, K))  # one (Q, K) index for e
 assert column.expand(2, 3, Q, K).stride()[:2] == (0, 0)
 assert torch.equal(gathered[..., visible], pl.rel_shift(batch)[..., visible])  # = the shift where the query looks
 print("a gather through one shared index = the shift on every visible key: True")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### Keys after the query: XLNet
+#
+# The shift serves a causal model. Nothing in the sinusoid forbids a negative distance, though:
+# $R_{-o}$ has the same cosines as $R_o$ and the sines negated (in XL's $[\sin \mid \cos]$ layout: the
+# first half negated, the second kept), so it is a different vector and the score can tell a key $o$
+# steps after the query from one $o$ steps before it. XLNet (Yang et al. 2019) uses XL's attention bidirectionally (transformers'
+# `XLNetConfig(attn_type="bi")`, the default): a query may attend to keys on both sides (its permutation
+# objective, not the left-to-right order, decides which), so it builds $R$ for the distances
+# $K, K - 1, \dots, -(Q - 1)$, $K + Q$ rows where XL's causal case needs $K$. The cell asks
+# transformers' XLNet for its table (`relative_positional_encoding`), checks the rows of distances
+# $0 \dots K - 1$ against `pl.xl_relative_sinusoids`, the negative ones against the sign rule, and
+# that each of XLNet's layers has its own $u$ and $v$ (`r_w_bias`, `r_r_bias`).
+
+# %%
+from transformers import XLNetConfig, XLNetModel
+
+with torch.random.fork_rng():  # building a model draws random numbers: leave the notebook's stream alone
+    xlnet = XLNetModel(XLNetConfig(vocab_size=10, d_model=d_model, n_layer=2, n_head=2, d_inner=16))
+assert xlnet.config.attn_type == "bi"
+with torch.no_grad():
+    R_xlnet = xlnet.relative_positional_encoding(Q, K)[:, 0]  # (K + Q, d_model): distances K, K-1, ..., -(Q-1)
+dist_xlnet = torch.arange(K, -Q, -1)
+assert R_xlnet.shape == (K + Q, d_model) and dist_xlnet.tolist() == [6, 5, 4, 3, 2, 1, 0, -1, -2, -3]
+R_ours = pl.xl_relative_sinusoids(K, d_model)  # row o = R_o, o = 0 .. K - 1
+assert_close(R_xlnet[(dist_xlnet >= 0) & (dist_xlnet < K)], R_ours.flip(0))  # same sinusoids, [sin | cos]
+half = d_model // 2
+for o in range(1, Q):
+    neg, pos = R_xlnet[dist_xlnet == -o][0], R_ours[o]
+    assert_close(neg, torch.cat((-pos[:half], pos[half:])))  # R_(-o): sines negated, cosines kept
+    assert not torch.allclose(neg, pos)  # a key after the query is not one before it
+assert len({id(layer.rel_attn.r_w_bias) for layer in xlnet.layer}) == 2  # u per layer (and v: r_r_bias)
+print(f"XLNet, Q = {Q}, K = {K}: R for distances {dist_xlnet.tolist()}; R_-o = R_o with its sines negated")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **A naming trap.** The labml annotated implementation of XL (`labml_nn/transformers/xl/relative_mha.py`)
@@ -560,11 +576,14 @@ axes[1].legend()
 fig
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# Explore: more buckets make the exact range wider; a larger `max_distance` stretches the log buckets.
-# The figure opens at this section's case, 16 buckets and `max_distance` 32. Some settings have no
-# buckets at all: the library requires `max_distance` > `max_exact` (T5's $e$: the log term divides by
-# $\log(\text{max\_distance}/e)$, which must be positive), so 64 decoder buckets ($e = 32$) need
-# `max_distance` 33 or more. For such a setting the figure says so instead of drawing.
+# Explore, and predict before each move. The figure opens at T5's own defaults, 32 buckets and
+# `max_distance` 128, not at the 16 and 32 drawn above (those are one click away).
+# 1. Before you untick *bidirectional*: what will the map's upper-right triangle (keys after the
+#    query) become, and how many different colours will the lower-left triangle hold?
+# 2. Double `max_distance` to 256. Which buckets move, the exact ones near the diagonal or the far
+#    ones, and do the far ones get wider or narrower?
+# 3. Raise the number of buckets with `max_distance` fixed. Where do the new buckets go?
+# 4. Set 64 decoder buckets and a `max_distance` of 32. Why can no bucket be drawn? (The figure says.)
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "subslide"}
 def t5_buckets_or_none(offsets, **settings):
@@ -604,8 +623,8 @@ assert t5_buckets_or_none(span, num_buckets=16, max_distance=32) is not None  # 
 assert t5_buckets_or_none(span, num_buckets=64, max_distance=32, bidirectional=False) is None  # e = 32: refused
 viz.InteractiveFigure(
     draw_t5, figsize=(8.0, 3.3),
-    num_buckets=widgets.IntSlider(16, min=8, max=64, step=4, description="buckets"),
-    max_distance=widgets.IntSlider(32, min=4, max=256, description="max dist"),
+    num_buckets=widgets.IntSlider(32, min=8, max=64, step=4, description="buckets"),  # T5's defaults
+    max_distance=widgets.IntSlider(128, min=4, max=256, description="max dist"),
     bidirectional=widgets.Checkbox(value=True, description="bidirectional"),
 )
 
@@ -666,29 +685,53 @@ fig
 # *uncorrelated*, though: $\mathbb E[(q \cdot k)(q \cdot r)] = \sum_{a,b} \mathbb E[q_a q_b]\,
 # \mathbb E[k_a]\,\mathbb E[r_b] = 0$ when $k$ and $r$ are independent with mean zero, and uncorrelated
 # terms are all a variance needs: the sum has variance $3d$, and dividing by $\sqrt{3d}$ keeps the
-# scores at unit scale, as $1/\sqrt d$ does for one term. The cell simulates DeBERTa's case, with the
-# vectors shared as in the score ($d = 16$): the variance is $3d$ and the terms are uncorrelated, but
-# their squares are not (a long $q^c_i$ makes c2c and c2p large together; for Gaussian vectors the
-# correlation of the squares is $1/(d + 3)$), while six separate vectors, the control, leave even the
-# squares uncorrelated.
+# scores at unit scale, as $1/\sqrt d$ does for one term.
+#
+# Uncorrelated is not independent, though: a long $q^c_i$ makes c2c and c2p large together, so their
+# *squares* are correlated. For Gaussian vectors the amount follows in three lines. Write
+# $X = q \cdot k$, $Y = q \cdot r$ with $q, k, r$ independent standard normal in $d$ dimensions. Given
+# $q$, $X$ and $Y$ are independent normals of variance $|q|^2$, so $\mathbb E[X^2Y^2] = \mathbb E|q|^4
+# = d(d+2)$, $\mathbb E[X^2] = d$ and $\mathbb E[X^4] = 3\,\mathbb E|q|^4 = 3d(d+2)$. Hence
+# $\operatorname{Cov}(X^2, Y^2) = d(d+2) - d^2 = 2d$, $\operatorname{Var}(X^2) = 3d(d+2) - d^2 = 2d^2 + 6d$,
+# and the correlation of the squares is $2d / (2d^2 + 6d) = 1/(d+3)$.
+#
+# The cell simulates DeBERTa's case with the vectors shared as in the score, 200 000 draws: at
+# $d = 16$ the variance of the sum is $3d$ and the terms are uncorrelated. The value $1/(d+3)$ is
+# checked where it is far from the naive guess $1/d$: at $d = 2$ and $d = 4$ ($0.2$ against $0.5$,
+# $0.14$ against $0.25$; at $d = 16$ the two differ by 0.01, too little for one simulation to tell
+# apart). The control draws two products with no vector shared, four vectors in all: even their
+# squares are uncorrelated.
 
 # %%
-g = torch.manual_seed(0)
-n_samples, d_small = 20000, 16
-qc_, kc_, qr_, kr_ = (torch.randn(n_samples, d_small, device=device) for _ in range(4))
-shared = torch.stack(((qc_ * kc_).sum(-1), (qc_ * kr_).sum(-1), (kc_ * qr_).sum(-1)))  # c2c, c2p, p2c
+draws = torch.Generator().manual_seed(0)  # drawn on the CPU, then moved
+
+
+def shared_terms(d_, n_):
+    """c2c, c2p, p2c for n_ draws of four d_-dimensional vectors, shared as in DeBERTa's score."""
+    qc_, kc_, qr_, kr_ = torch.randn(4, n_, d_, generator=draws).to(device)
+    return torch.stack(((qc_ * kc_).sum(-1), (qc_ * kr_).sum(-1), (kc_ * qr_).sum(-1)))
+
+
+n_samples, d_small = 200_000, 16
+shared = shared_terms(d_small, n_samples)
 ratio = shared.sum(0).var().item() / (3 * d_small)
 corr = torch.corrcoef(shared)
-corr_sq = torch.corrcoef(shared**2)[0, 1].item()  # c2c^2 against c2p^2: both grow with |q^c|
-separate = torch.stack([(torch.randn(n_samples, d_small, device=device) * torch.randn(n_samples, d_small, device=device)).sum(-1)
-                        for _ in range(2)])  # the control: no vector shared
-corr_sq_separate = torch.corrcoef(separate**2)[0, 1].item()
-print(f"variance of c2c + c2p + p2c over 3d: {ratio:.2f}; largest correlation between two terms: "
-      f"{(corr - torch.eye(3, device=device)).abs().max().item():.2f}")
-print(f"correlation of c2c^2 and c2p^2: {corr_sq:.2f} (1/(d+3) = {1 / (d_small + 3):.2f}); "
-      f"with no shared vector: {corr_sq_separate:.2f}")
-assert abs(ratio - 1) < 0.05 and (corr - torch.eye(3, device=device)).abs().max() < 0.03  # uncorrelated
-assert abs(corr_sq - 1 / (d_small + 3)) < 0.02 and corr_sq > 0.03 > abs(corr_sq_separate)  # not independent
+assert abs(ratio - 1) < 0.02 and (corr - torch.eye(3, device=device)).abs().max() < 0.01  # variance 3d, uncorrelated
+corr_sq = {}
+for d_ in (2, 4, 16):
+    terms_ = shared if d_ == d_small else shared_terms(d_, n_samples)
+    corr_sq[d_] = torch.corrcoef(terms_[:2] ** 2)[0, 1].item()  # c2c^2 against c2p^2: both grow with |q^c|
+for d_ in (2, 4):  # where 1/(d+3) and 1/d are far apart, the simulation sits at the first
+    assert abs(corr_sq[d_] - 1 / (d_ + 3)) < 0.015 < abs(corr_sq[d_] - 1 / d_) - 0.05
+assert abs(corr_sq[16] - 1 / 19) < 0.01
+separate = torch.stack([(a_ * b_).sum(-1) for a_, b_ in torch.randn(2, 2, n_samples, d_small, generator=draws)])
+corr_sq_separate = torch.corrcoef(separate ** 2)[0, 1].item()  # the control: two products, four vectors, none shared
+assert abs(corr_sq_separate) < 0.01
+print(f"d = 16: variance of c2c + c2p + p2c over 3d: {ratio:.3f}; largest correlation between two terms: "
+      f"{(corr - torch.eye(3, device=device)).abs().max().item():.3f}")
+print("correlation of c2c^2 and c2p^2:", {d_: round(c_, 3) for d_, c_ in corr_sq.items()},
+      "against 1/(d+3):", {d_: round(1 / (d_ + 3), 3) for d_ in corr_sq}, "and 1/d:", {d_: round(1 / d_, 3) for d_ in corr_sq})
+print(f"with no shared vector (d = 16): {corr_sq_separate:.3f}")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Paper and released code: which row of $q^r$ does p2c read?
@@ -772,6 +815,44 @@ _, c2p_tied, p2c_tied = pl.deberta_terms(q_c, k_c, P @ W_qc.T, P @ W_kc.T, p2c_i
 assert_close(src_c2p + src_p2c, c2p_tied + p2c_tied)  # a special case: W_{q,r} = W_q, W_{k,r} = W_k
 assert not torch.allclose(src_c2p, c2p, atol=1e-3)  # v1's own W_{k,r} gives other scores
 
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### Relative in attention, absolute at the top
+#
+# Everything above is DeBERTa's *attention*, and it sees positions only through $\delta$. The model as
+# a whole is not purely relative. For pretraining (masked-token prediction) the paper adds an
+# **Enhanced Mask Decoder** (He et al., §3.2): absolute position embeddings enter after the Transformer
+# layers, just before the softmax that predicts the masked tokens. Its argument: relative positions
+# alone cannot tell apart two masked words with the same local context (its example is "a new *store*
+# opened beside the new *mall*", where the subject and the object differ only by where they stand in
+# the sentence). In microsoft/DeBERTa's code (`EnhancedMaskDecoder` in
+# `DeBERTa/apps/models/masked_language_model.py`) the choice hangs on one config flag,
+# `position_biased_input`. With it off, as the released v1 and v3 configs have it, the absolute
+# position embeddings are added to the hidden states that enter the last layer, and that sum serves
+# as the queries of the last layer, run twice more before the prediction head. With it on, they are
+# added to the input instead, as BERT does.
+#
+# The cell checks the second route through transformers' port, which defaults to the flag on: an
+# absolute table of `max_position_embeddings` rows, and the same token embedded differently at two
+# positions; with the flag off, no table, and the two rows equal. (transformers' `DebertaV2Model` has no
+# Enhanced Mask Decoder: with the released configs, what it computes is relative throughout.)
+
+# %%
+from transformers import DebertaV2Config, DebertaV2Model
+
+with torch.random.fork_rng():  # building models draws random numbers: leave the notebook's stream alone
+    tiny = dict(vocab_size=16, hidden_size=8, num_attention_heads=2, intermediate_size=8, num_hidden_layers=1,
+                max_position_embeddings=12, relative_attention=True, pos_att_type="p2c|c2p")
+    absolute_in = DebertaV2Model(DebertaV2Config(**tiny)).eval()  # transformers' default: position_biased_input=True
+    relative_only = DebertaV2Model(DebertaV2Config(**tiny, position_biased_input=False)).eval()  # as the released configs
+same_token = torch.tensor([[5, 5]])  # one token at positions 0 and 1
+with torch.no_grad():
+    rows_in, rows_rel = absolute_in.embeddings(input_ids=same_token)[0], relative_only.embeddings(input_ids=same_token)[0]
+assert absolute_in.config.position_biased_input and absolute_in.embeddings.position_embeddings.weight.shape == (12, 8)
+assert not torch.allclose(rows_in[0], rows_in[1])  # absolute positions at the input: the two rows differ
+assert relative_only.embeddings.position_embeddings is None and torch.allclose(rows_rel[0], rows_rel[1])
+print("position_biased_input on: an absolute table of", tuple(absolute_in.embeddings.position_embeddings.weight.shape),
+      "and one token embedded differently at positions 0 and 1; off: no table, the two rows equal")
+
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 6. One view for all: the bias as a function of $(i, j)$
 #
@@ -781,10 +862,11 @@ assert not torch.allclose(src_c2p, c2p, atol=1e-3)  # v1's own W_{k,r} gives oth
 #
 # * ALiBi adds to head $h$'s scores a fixed penalty proportional to the distance, $-m_h\,(i - j)$ for a
 #   key in the past, where $m_h > 0$ is the head's slope (a constant, not learned; `pl.alibi_bias`);
-# * RoPE adds nothing to the scores. It rotates the query at position $i$ by $R_i$ and the key at
-#   position $j$ by $R_j$, the block rotations of chapter 3 (§4 there: at position $i$, block $t$ turns
-#   its pair by $i\theta_t$); since $R_i^\top R_j = R_{j-i}$, the score $\langle R_i q, R_j k\rangle = q^\top R_{j-i} k$
-#   depends on the positions only through $j - i$ (`pl.apply_rope`).
+# * RoPE adds nothing to the scores. It rotates the query at position $m$ by $R_m$ and the key at
+#   position $n$ by $R_n$, the block rotations of chapter 3 (§4 there: at position $m$, block $j$ turns
+#   its pair by $m\theta_j$; RoPE's letters, since here positions meet pairs); since
+#   $R_m^\top R_n = R_{n-m}$, the score $\langle R_m q, R_n k\rangle = q^\top R_{n-m} k$ depends on the
+#   positions only through the offset $n - m$, the $j - i$ of the other panels (`pl.apply_rope`).
 #
 # Side by side, for 16 positions:
 #
@@ -793,8 +875,8 @@ assert not torch.allclose(src_c2p, c2p, atol=1e-3)  # v1's own W_{k,r} gives oth
 #   distance $i - j$, not chapter 3's rotation);
 # * **T5**: one head's learned scalar per bucket;
 # * **ALiBi**: one head's $-m_h (i - j)$ (causal);
-# * **RoPE**: no bias at all, but for fixed $q, k$ the score $\langle R_i q, R_j k\rangle$ is
-#   itself a function of $j - i$, a kernel over offsets.
+# * **RoPE**: no bias at all, but for fixed $q, k$ the score $\langle R_m q, R_n k\rangle$ is
+#   itself a function of $n - m$, a kernel over offsets.
 #
 # Every panel is constant along its diagonals; the next cell asserts it.
 
@@ -809,10 +891,10 @@ xl_bias = pl.xl_score_terms(torch.zeros(L, d_head, device=device), torch.zeros(L
 t5_bias = t5(L)[0].detach()
 alibi = pl.alibi_bias(4, L, device=device)[1]
 q_rope, k_rope = torch.randn(16, device=device), torch.randn(16, device=device)
-rope_kernel = pl.apply_rope(q_rope.expand(L, 16)) @ pl.apply_rope(k_rope.expand(L, 16)).T  # <R_i q, R_j k>
+rope_kernel = pl.apply_rope(q_rope.expand(L, 16)) @ pl.apply_rope(k_rope.expand(L, 16)).T  # <R_m q, R_n k>
 
 panels = [("Shaw: q·a^K (k = 3)", shaw_bias), ("XL (d): v·W R(i−j)", xl_bias), ("T5, head 1", t5_bias),
-          ("ALiBi, head 2", alibi), ("RoPE kernel ⟨R_i q, R_j k⟩", rope_kernel)]
+          ("ALiBi, head 2", alibi), ("RoPE kernel ⟨R_m q, R_n k⟩", rope_kernel)]
 for name, m in panels:
     assert depends_only_on_offset(m, atol=1e-4), name
 assert not depends_only_on_offset(terms["position–position"], atol=1e-2)  # the absolute term of §1 is not
@@ -823,7 +905,7 @@ steps = alibi[-1, 1:] - alibi[-1, :-1]
 assert torch.allclose(steps, steps[0].expand_as(steps))  # a straight line
 assert (alibi[torch.isfinite(alibi)] <= 0).all() and not list(pl.ALiBi(4).parameters())  # a penalty, not learned
 R5, R9 = pl.rope_matrix(5, 16), pl.rope_matrix(9, 16)
-assert_close(R5.T @ R9, pl.rope_matrix(4, 16))  # R_i^T R_j = R_(j-i)
+assert_close(R5.T @ R9, pl.rope_matrix(4, 16))  # R_m^T R_n = R_(n-m)
 
 fig = heatmap_row([m / m[torch.isfinite(m)].abs().max() for _, m in panels], [name for name, _ in panels],
                   label="bias / max |bias|", width=2.5)
@@ -841,8 +923,10 @@ fig
 # With an absolute encoding (chapter 3's sinusoids added to the tokens) the scores among the sentence's
 # own tokens change, because every token now carries another $p_m$. With any of the relative methods
 # they stay exactly the same: the sentence's pairs have the same offsets wherever it sits. (Its
-# *outputs* can still change: its queries now also see the 7 tokens before it.) The cell compares, for
-# each method with this chapter's matrices, the sentence's $5 \times 5$ block of scores in both places.
+# *outputs* can still change: its queries now also see the 7 tokens before it. And these are attention
+# scores: a model built on them may add absolute positions elsewhere, as DeBERTa's Enhanced Mask
+# Decoder does near the output, §5.) The cell compares, for each method with this chapter's matrices,
+# the sentence's $5 \times 5$ block of scores in both places.
 
 # %%
 g = torch.manual_seed(1)
@@ -884,7 +968,7 @@ for name, score in scorers.items():
 # | **Shaw** (§2) | $2(2k+1)\,d_\text{head}$ per layer ($a^K$, $a^V$), shared by the heads | $a^K_{ij}, a^V_{ij}$: $(L, L, d_\text{head})$ each as written; $(L, 2k+1)$ if $q$ is scored against the $2k+1$ rows first, then gathered | yes, $q_i \cdot a^K_{ij}$; and $a^V$ moves the output | no | no: one table, each head's $q$ reads it | all alike beyond $k$ | Shaw et al. 2018 (translation); Music Transformer (Huang et al. 2018) builds on it |
 # | **Transformer-XL** (§3) | $d_\text{model}^2$ ($W_{k,R}$) per layer, $+\ 2\,d_\text{model}$ ($u, v$) per layer as in XLNet and XL's code with `untie_r` (the paper: one $u$, $v$ for the model); $R$ is fixed | $r$: $(L, d_\text{model})$; scores by distance, $(H, L, L)$, then the shift | yes, (b) | yes, (d); and (c), a global content bias | yes ($W_{k,R}$, $u$, $v$ per head) | a sinusoid for every distance, nothing clipped | Transformer-XL (Dai et al. 2019), XLNet (Yang et al. 2019) |
 # | **T5** (§4) | $\text{num\_buckets}\cdot H$ per stack, encoder or decoder (its first layer computes the bias, the others reuse it) | bucket ids $(L, L)$, bias $(H, L, L)$ | no | yes, a scalar per bucket | yes | one shared last bucket, before `max_distance`: from distance 91 of 128 in an encoder, 113 in a decoder (§4) | T5 (Raffel et al. 2020) and its descendants (mT5, Flan-T5) |
-# | **DeBERTa** (§5) | v1: $2k\,d_\text{model}$ (the table, shared by all layers) $+\ 2\,d_\text{model}^2 + d_\text{model}$ per layer ($W_{k,r}$ without bias, $W_{q,r}$ with one); v2/v3 with `share_att_key`: the table only (v3: $2 \cdot 256$ rows, and its LayerNorm, $2\,d_\text{model}$), nothing per layer | $q^r, k^r$: $(2k, d_\text{model})$; c2p, p2c against all rows, $(H, L, 2k)$, then gathered | yes, both ways (c2p, p2c) | no (p2p dropped) | yes (projections) | v1: all alike beyond $k$; v2/v3: exact near, log buckets (not T5's, see below) up to `max_position`, then the edge rows | DeBERTa (He et al. 2021), DeBERTa-v2/v3 |
+# | **DeBERTa** (§5) | v1: $2k\,d_\text{model}$ (the table, shared by all layers) $+\ 2\,d_\text{model}^2 + d_\text{model}$ per layer ($W_{k,r}$ without bias, $W_{q,r}$ with one); v2/v3 with `share_att_key`: the table only (v3: $2 \cdot 256$ rows, and its LayerNorm, $2\,d_\text{model}$), nothing per layer | $q^r, k^r$: $(2k, d_\text{model})$; c2p, p2c against all rows, $(H, L, 2k)$, then gathered | yes, both ways (c2p, p2c) | no (p2p dropped) | yes (projections) | v1: all alike beyond $k$; v2/v3: exact near, log buckets (not T5's, see below) up to `max_position`, then the edge rows | DeBERTa (He et al. 2021), DeBERTa-v2/v3; relative in attention only: pretraining adds absolute positions in its Enhanced Mask Decoder (§5) |
 # | RoPE (chapter 5) | 0 | $\cos, \sin$: $(L, d_\text{head}/2)$ | yes: it *is* the rotated $q \cdot k$ | no | the same rotation in every head | every distance, but angles never seen in training (chapter 7) | GPT-NeoX, Llama and most current LLMs (chapter 8) |
 # | ALiBi (chapter 6) | 0 (fixed slopes $m_h$) | bias $(H, L, L)$, or only $H$ slopes in a fused kernel | no | yes, $-m_h (i - j)$ | yes (its slope) | a straight line, any distance | BLOOM, MPT |
 #
@@ -1031,76 +1115,95 @@ print("T5 encoder buckets (32, max 128) of distances 7..9 in the past:",
 # a hint. The worked solution follows, collapsed (expand it only after trying), then a cell that
 # checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
 #
-# **1 (derive: XLNet's shift).** §3's shift serves a causal model, and only the entries the mask keeps are
-# right. XLNet (§3, "Keys after the query") scores every query against the $K + Q$ distances
-# $K, K - 1, \dots, -(Q - 1)$: its matrix `x` has shape `(q_len, k_len + q_len)`, and column $c$ holds
-# distance $k_\text{len} - c$. Derive which column of row $i$ holds the distance entry $(i, j)$ needs
-# (query minus key, $M + i - j$ with $M = k_\text{len} - q_\text{len}$, as in §3), then write
-# `xlnet_shift(x)` returning the `(q_len, k_len)` scores, **every** entry right, keys after the query
-# included (one `torch.gather` does it). The checker draws new shapes and scores at every check and
-# refuses `pl.rel_shift` and XLNet's own shift while your function runs.
+# **1 (derive: a shift for strided queries).** Funnel-Transformer (Dai et al. 2020, by XL's first
+# author) uses XL's relative attention in a model that pools its sequence as it goes deeper. At a
+# pooling layer the queries are pooled and the keys are not: query $i$ stands for position
+# $s \cdot i$ (stride $s$), key $j$ for position $j$, and entry $(i, j)$ needs the score at the
+# distance $s \cdot i - j$ (query minus key, as in §3), keys after the query included (Funnel is an
+# encoder). As in §3, every query is first scored against every distance with one matmul. Here that
+# matrix `x` has shape `(q_len, stride * (q_len - 1) + k_len)`, and its column $c$ holds the distance
+# $c - (k_\text{len} - 1)$: the **smallest** distance first, the opposite of §3's order. Write
+# `strided_shift(x, stride)` returning the `(q_len, k_len)` scores, every entry right. Derive on paper
+# which column entry $(i, j)$ needs, then use any means you like: a gather, or a pad-and-reshape trick
+# of your own. The checker draws new shapes, strides and scores at every check.
 
 # %%
-def xlnet_shift(x):
+def strided_shift(x, stride):
     raise NotImplementedError  # your code
 
 
-_ = check.xl_rel_shift(xlnet_shift)
+_ = check.xl_rel_shift(strided_shift)
 
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "xl_rel_shift_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-def xlnet_shift(x):
+def strided_shift(x, stride):
     ### BEGIN SOLUTION
-    # column c holds distance K - c; entry (i, j) needs M + i - j, so c = K - (M + i - j) = q_len - i + j,
-    # which runs from 1 to K + q_len - 1: inside the matrix for every (i, j), no mask needed. (§3's layout
-    # held K - 1 - c in K columns: its index, q_len - 1 - i + j, reads one distance too far here.)
+    # Label the columns: column c holds distance c - (K - 1). Entry (i, j) needs s * i - j, so
+    # c = s * i - j + K - 1: it runs from 0 (i = 0, j = K - 1) to s (Q - 1) + K - 1 (i = Q - 1, j = 0), inside
+    # the matrix for every entry, so no mask is needed. Row i reads K consecutive columns, backwards,
+    # starting s columns further right than row i - 1: with stride 1 and the columns flipped, that is §3's
+    # shift; with stride s, each row moves s columns, which the pad-and-reshape trick does with a row
+    # s entries longer than the one it is read as.
     q_len, width = x.shape
-    i, j = torch.arange(q_len, device=x.device)[:, None], torch.arange(width - q_len, device=x.device)[None, :]
-    return x.gather(1, q_len - i + j)
+    k_len = width - stride * (q_len - 1)
+    i, j = torch.arange(q_len, device=x.device)[:, None], torch.arange(k_len, device=x.device)[None, :]
+    return x.gather(1, stride * i - j + k_len - 1)
     ### END SOLUTION
 
 
 # %% nbgrader={"grade": true, "grade_id": "xl_rel_shift", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.xl_rel_shift(xlnet_shift)
+_ = check.xl_rel_shift(strided_shift)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **2 (predict, then say it as a rule).** A T5 bias stores `num_buckets` learned scalars per head, one per
-# bucket. How many of those rows can any input, of any length, ever read? Write
-# `rows_read(num_buckets, max_distance, bidirectional)` for encoders and decoders, for settings like T5's:
-# `max_distance` at least 4 × `num_buckets` (T5: 128 = 4 × 32). The checker tries settings up to `max_distance` $10^{13}$ and refuses the library's buckets
-# (and a walk over the offsets) while your function runs: the answer is a reason, not a measurement.
+# **2 (design: a T5 encoder that reads every row).** A T5 bias stores `num_buckets` learned scalars per
+# head. Does any input read all of them? In an encoder, count before you design. Then write
+# `every_row(offsets, num_buckets, max_distance)`, a bucket rule for a bidirectional (encoder) bias,
+# offsets $j - i$ in, buckets out, such that
+# * a key at or before the query keeps exactly T5's bucket (a trained table's rows keep their meaning
+#   there);
+# * a key after the query lands in the upper half, buckets $B, \dots, 2B - 1$ ($B$ = `num_buckets`/2),
+#   never in a lower bucket than a nearer key after the query, and each upper bucket $B + b$ holds as
+#   many distances as bucket $b$ holds in the past (the future mirrors the past: exact near,
+#   log-spaced far);
+# * some offset reads every one of the `num_buckets` rows.
+#
+# You may call `pl.t5_relative_bucket`. The checker draws encoder settings like T5's
+# (`max_distance` at least 4 × `num_buckets`) at every check.
 
 # %%
-def rows_read(num_buckets, max_distance, bidirectional):
+def every_row(offsets, num_buckets, max_distance):
     raise NotImplementedError  # your code
 
 
-_ = check.t5_rows_read(rows_read)
+_ = check.t5_rows_read(every_row)
 
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "t5_rows_read_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-def rows_read(num_buckets, max_distance, bidirectional):
+def every_row(offsets, num_buckets, max_distance):
     ### BEGIN SOLUTION
-    # Encoder: the past (j <= i) uses buckets 0 .. B-1: distance 0 (the query itself) is bucket 0, and far
-    # enough back every bucket up to B - 1 is reached. A key after the query adds B to the bucket of its
-    # distance n = j - i, but n >= 1 there: bucket B would be "a key after the query at distance 0", which
-    # does not exist. One row is never read. Decoder: every key after the query collapses to distance 0,
-    # bucket 0, and the past reaches all num_buckets buckets: none is wasted. max_distance plays no part
-    # as long as no far bucket is narrower than one distance.
-    return num_buckets - 1 if bidirectional else num_buckets
+    # Count first: T5's encoder puts a key after the query in B + bucket(n) with n = j - i >= 1, so the upper
+    # half is bucket(1), bucket(2), ... shifted by B. Bucket B would be "a key after the query at distance 0",
+    # but distance 0 is the query itself, counted in the past: row B is never read (num_buckets - 1 rows of
+    # num_buckets, at any length). The fix keeps the past and moves the future one distance down: a key at
+    # distance n after the query takes B + bucket(n - 1). Distance 1 then reads row B, and each upper bucket
+    # holds exactly the distances of its mirror, shifted by one.
+    B = num_buckets // 2
+    past = pl.t5_relative_bucket(offsets, num_buckets=num_buckets, max_distance=max_distance)
+    after = B + pl.t5_relative_bucket(-(offsets - 1).clamp(min=0), num_buckets=num_buckets, max_distance=max_distance)
+    return torch.where(offsets > 0, after, past)
     ### END SOLUTION
 
 
 # %% nbgrader={"grade": true, "grade_id": "t5_rows_read", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.t5_rows_read(rows_read)
+_ = check.t5_rows_read(every_row)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **3 (derive).** §4 found where the last bucket of the past starts by walking the distances up. Derive it
 # instead: write `t5_last_bucket_start(num_buckets, max_distance, bidirectional)`, the smallest distance
 # $n = i - j \ge 0$ (a key in the past) that lands in the last bucket of the past, as a closed form in the
 # three arguments. The checker draws new settings at every check, one with `max_distance` beyond $10^{18}$,
-# refuses `pl.t5_relative_bucket` while your function runs, and gives each setting the few Python steps a
-# formula needs: a walk, or a bisection over the distances, runs out of them.
+# refuses `pl.t5_relative_bucket` while your function runs, and gives each setting the few Python steps
+# and tensor elements a formula needs: a walk, a bisection or a grid over the distances runs out of them.
 
 # %%
 def t5_last_bucket_start(num_buckets, max_distance, bidirectional):
