@@ -126,12 +126,29 @@ def _xlnets_reshape_typed_in(x, stride):
     return x.reshape(width, q)[1:].reshape(q, width - 1)[:, :k]
 
 
+def _shifted_column_numbers(x, stride):
+    """§3's last cell: shift the column numbers with pl.rel_shift and gather through them."""
+    q, width = x.shape
+    k = width - stride * (q - 1)
+    return x.gather(1, pl.rel_shift(torch.arange(width).expand(q, width))[:, :k])
+
+
+def _docstring_index_plus_one(x, stride):
+    """pl.rel_shift's docstring, out[i, j] = x[i, j + q_len - 1 - i], moved one column on (XLNet's layout)."""
+    q, width = x.shape
+    k = width - stride * (q - 1)
+    i, j = torch.arange(q)[:, None], torch.arange(k)[None, :]
+    return x.gather(1, j + q - i)
+
+
 @pytest.mark.parametrize("wrong, says", [
     (_stride_ignored, "each row moves one column from the row before"),
     (_one_off, "one away from the one they need"),
     (_xl_index, "as if the largest distance came first"),
     (_rel_shift_as_is, "as if the largest distance came first"),  # §3's layout, as a reader would copy it
     (_xlnets_reshape_typed_in, "✗ q_len = 1"),  # made for its own layout: wrong from the first case on
+    (_shifted_column_numbers, "as if the largest distance came first"),  # §3's last cell, applied as it stands
+    (_docstring_index_plus_one, "out of bounds"),  # the old answer, pl.rel_shift's index one column on: off the matrix
     (lambda x, s: x.T, "return a (q_len, k_len)"),
 ])
 def test_xl_rel_shift_names_the_misconception(wrong, says, draw, capsys):
@@ -226,6 +243,7 @@ def _future_reversed(o, nb, md):
     (_future_down, "must land in the upper half"),
     (_future_reversed, "lands in a lower bucket"),
     (lambda o, nb, md: every_row(o, nb, md)[:-1], "one bucket per offset"),
+    (lambda o, nb, md: nb - 1, "one bucket per offset"),  # the old exercise's count: no rule at all
     (lambda o, nb, md: every_row(o, nb, md) + 0.5, "whole numbers"),
 ])
 def test_t5_rows_read_names_the_misconception(wrong, says, draw, capsys):
