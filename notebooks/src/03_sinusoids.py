@@ -521,7 +521,7 @@ assert round(far[13].mean().item(), 2) == -2.89 and round(far[14].mean().item(),
 draws = torch.Generator().manual_seed(5)  # equal samples: 512 offsets from each octave, 200 times
 higher = sum(bool(far[14][torch.randint(0, 2**14, (512,), generator=draws)].max()
                   > far[13][torch.randint(0, 2**13, (512,), generator=draws)].max()) for _ in range(200))
-assert higher >= 190, higher  # not the larger octave's larger sample: 199 of 200 draws
+assert higher == 199, higher  # not the larger octave's larger sample: 199 of 200 draws
 assert 54_000 < 2 * math.pi / pl.rope_frequencies(d, dtype=torch.float64)[-1] < 55_000  # slowest wavelength
 assert (oct_max.diff() < 0).all() and (oct_mean.diff() < 0).all(), "octave maxima and means fall"
 print("first rise at k =", rises[0].item(), "· first negative at k =", (s_of(ks) < 0).nonzero()[0].item(),

@@ -237,7 +237,7 @@ def offset_only_score(fn: Any) -> bool | None:
                      "shift, and what it leaves of A has nothing along any matrix that does, so it is the nearest")
 
     return report("the part of A whose score depends on the offset alone", fn, run,
-                  "which matrices are allowed (§6), and what is the nearest point of a flat set of them?")
+                  "the allowed matrices form a subspace (§6): what is the nearest point of a subspace?")
 
 
 # Exercise 3: find the bug in a builder; count, for any d and L, its pairs that do not complete a turn in L positions.

@@ -202,7 +202,8 @@ def t5_rows_read(fn: Any) -> bool | None:
                      "and every row of the table read")
 
     return report("a T5 encoder rule that reads every row", fn, run,
-                  "which bucket of the upper half does no key reach, and what distance would it stand for?")
+                  "a row is read only if some offset lands in its bucket: which distances can a key after the "
+                  "query have?")
 
 
 def _last_bucket_cases(rng: random.Random) -> list[tuple[int, int, bool]]:
