@@ -317,6 +317,23 @@ def test_t5_last_bucket_known_values():
         assert last_bucket_closed_form(nb, md, bidir) == last_bucket_by_library(nb, md, bidir)
 
 
+@pytest.mark.parametrize("setting, starts, not_starts", [
+    ((18, 128, True), (64, 65), (63, 66)),  # 4 * 32 ** 0.8 = 64 exactly: library 64, a float64 ceil 65
+    ((5, 686, False), (98, 99), (97, 100)),  # exactly on the edge at 98; the library (float32) starts at 99
+    ((7, 4666, False), (743, 744), (742, 745)),  # exact 744; the library's float32 puts 743 in the last bucket
+])
+def test_t5_last_bucket_accepts_either_side_of_a_tie_and_the_library(setting, starts, not_starts):
+    """Cold read 2: the checker demanded its float64 side of exact and near ties, where the library (§4's
+    buckets) or a float64 ceil sits on the other; both are accepted now, and nothing further off."""
+    nb, md, bidir = setting
+    B = nb // 2 if bidir else nb
+    lib = pl.t5_relative_bucket(-torch.arange(md + 1), bidirectional=bidir, num_buckets=nb, max_distance=md)
+    assert int((lib == lib[-1]).nonzero()[0]) in starts
+    assert all(ch04._starts_last(n, nb, md, bidir) for n in starts)
+    assert not any(ch04._starts_last(n, nb, md, bidir) for n in not_starts)
+    assert ch04._in_last(starts[1], B, md) and not ch04._in_last(not_starts[0], B, md)
+
+
 @pytest.mark.parametrize("right", [
     last_bucket_closed_form,  # an int
     lambda nb, md, bidir: np.int64(last_bucket_closed_form(nb, md, bidir)),  # a numpy integer
@@ -512,7 +529,8 @@ def test_no_callable_or_constant_of_the_checker_module_passes_an_exercise(capsys
     """Every function the module defines, public or private, is refused or wrong as an answer to every exercise;
     no constant is a table, and the module stores no sealed answer to hash small numbers against."""
     attributes = defined_here(ch04)
-    assert {"_bucket_rule", "_in_last", "_starts_last", "_widths", "_distinct_rows"} <= attributes.keys()
+    assert {"_past_last_edge", "_in_last", "_library_in_last", "_starts_last", "_widths", "_distinct_rows"} <= \
+        attributes.keys()
     for name, value in attributes.items():
         if callable(value):
             for checker in (check.xl_rel_shift, check.t5_rows_read, check.t5_last_bucket, check.deberta_blind_table):

@@ -92,8 +92,6 @@ def xl_rel_shift(fn: Any) -> bool | None:
                               "here the smallest does")
             elif bool((one_off | held(needed)).all()) and float(one_off.double().mean()) >= 0.5:
                 yield False, f"{where}: the entries hold a distance one away from the one they need"
-            elif holds(-needed):
-                yield False, f"{where}: key minus query; the columns hold query minus key"
             else:
                 yield False, f"{where}: some entries hold the wrong distance"
             return
@@ -218,24 +216,51 @@ def _last_bucket_cases(rng: random.Random) -> list[tuple[int, int, bool]]:
     return cases + [setting(rng.random() < 0.5, rng.randrange(8, 17), rng.randrange(10**18, 10**19))]
 
 
-def _bucket_rule(n: int, per_direction: int, max_distance: int) -> float:
-    """§4's bucket of distance n within one direction, in float64, before the min: n below max_exact is its own
-    bucket; otherwise e + log(n/e) / log(max_distance/e) (B - e), not yet floored (so a checker can see a tie)."""
+EXACT_UP_TO = 10**6  # max_distance up to which an answer may also agree with the library's float32 buckets
+
+
+def _past_last_edge(n: int, per_direction: int, max_distance: int) -> int:
+    """How far distance n is past the start of the last bucket of the past (B - 1) by §4's rule in exact
+    arithmetic: from n >= e on, e + floor(log(n/e) / log(max_distance/e) (B - e)) >= B - 1 reads, after
+    multiplying out the logs, n^(B-e) e^(B-1-e) >= max_distance^(B-1-e) e^(B-e); this returns the left side
+    minus the right (>= 0: in the last bucket, 0: exactly on its edge)."""
+    if not 2 <= per_direction <= 64:  # the checker's settings; a power of 10^18 would never finish
+        raise ValueError(f"per_direction must be 2 to 64, got {per_direction}")
     e = per_direction // 2
-    if n < e:
-        return float(n)
-    return e + math.log(n / e) / math.log(max_distance / e) * (per_direction - e)
+    return n ** (per_direction - e) * e ** (per_direction - 1 - e) - max_distance ** (per_direction - 1 - e) * e ** (per_direction - e)
 
 
 def _in_last(n: int, per_direction: int, max_distance: int) -> bool:
-    """Is distance n in the last bucket of the past (B - 1)? 1e-9 of slack where float32 and float64 could differ."""
-    return n >= 0 and _bucket_rule(n, per_direction, max_distance) >= per_direction - 1 - 1e-9 * per_direction
+    """Is distance n in the last bucket of the past by §4's rule in exact arithmetic?"""
+    if n >= max_distance:
+        return True
+    return n >= per_direction // 2 and _past_last_edge(n, per_direction, max_distance) >= 0
 
 
-def _starts_last(n: int, per_direction: int, max_distance: int, slack: int = 0) -> bool:
-    """n is where the last bucket starts, give or take ``slack`` distances: the rule puts n + slack in the last
-    bucket and n - slack - 1 outside it."""
-    return _in_last(n + slack, per_direction, max_distance) and not _in_last(n - slack - 1, per_direction, max_distance)
+def _library_in_last(n: int, num_buckets: int, max_distance: int, bidirectional: bool) -> bool:
+    """Is offset -n in the same bucket as -max_distance by the library's buckets (float32, as §4 walked them)?"""
+    if n >= max_distance:
+        return True
+    if n < 0:
+        return False
+    buckets = relative.t5_relative_bucket(-torch.tensor([n, max_distance]), bidirectional=bidirectional,
+                                          num_buckets=num_buckets, max_distance=max_distance)
+    return bool(buckets[0] == buckets[1])
+
+
+def _starts_last(n: int, num_buckets: int, max_distance: int, bidirectional: bool, slack: int = 0) -> bool:
+    """n is where the last bucket of the past starts, give or take ``slack`` distances, by the exact rule; or,
+    up to ``EXACT_UP_TO``, one past a start that lies exactly on the edge, or where the library's float32
+    buckets start it (they put a few near ties on the other side)."""
+    B = _per_direction(num_buckets, bidirectional)
+    if _in_last(n + slack, B, max_distance) and not _in_last(n - slack - 1, B, max_distance):
+        return True
+    if max_distance > EXACT_UP_TO:
+        return False
+    if n - 1 >= B // 2 and _past_last_edge(n - 1, B, max_distance) == 0 and not _in_last(n - 2, B, max_distance):
+        return True  # one past a start that lies exactly on the edge: float arithmetic may put the edge outside
+    return _library_in_last(n, num_buckets, max_distance, bidirectional) and not \
+        _library_in_last(n - 1, num_buckets, max_distance, bidirectional)
 
 
 def t5_last_bucket(fn: Any) -> bool | None:
@@ -261,20 +286,20 @@ def t5_last_bucket(fn: Any) -> bool | None:
             yield refused
             return
         for (nb, md, bidir), raw in answers.items():
-            B, case = _per_direction(nb, bidir), f"fn({nb}, {md}, {bidir})"
+            case = f"fn({nb}, {md}, {bidir})"
             mode = "bidirectional" if bidir else "causal"
             got = whole_number(raw)
             if got is None:
                 yield False, f"{case} must return a whole distance (distances are integers), got {raw!r}"
                 return
-            slack = 1 + int(1e-6 * abs(got)) if md > 10**6 else 0  # float32 arithmetic is 1e-7 off, relatively
-            if _starts_last(got, B, md, slack):
+            slack = 1 + int(1e-6 * abs(got)) if md > EXACT_UP_TO else 0  # float32 arithmetic is 1e-7 off, relatively
+            if _starts_last(got, nb, md, bidir, slack):
                 continue
             if got == md:
                 yield False, f"{case} = max_distance: the last bucket begins before it (§4)"
-            elif _starts_last(got + 1, B, md, slack) or _starts_last(got - 1, B, md, slack):
+            elif _starts_last(got + 1, nb, md, bidir, slack) or _starts_last(got - 1, nb, md, bidir, slack):
                 yield False, f"{case} is off by one: distances are integers; which side of the exact solution is in?"
-            elif nb // 2 > 1 and _starts_last(got, _per_direction(nb, not bidir), md, slack):
+            elif nb // 2 > 1 and _starts_last(got, nb, md, not bidir, slack):
                 yield False, (f"{case}: that start belongs to the other mode; how many buckets does a {mode} bias "
                               "give the past?")
             else:
