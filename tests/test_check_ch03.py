@@ -135,12 +135,21 @@ def _numpy_search(code_a, code_b):
     return float(k[miss.argmin()])
 
 
+def _ufunc_search(code_a, code_b):
+    """Cold read 2's route: the grid made by a numpy ufunc on a range() (no builder called), refined once."""
+    theta = np.power(10000.0, np.divide(range(4), -4))
+    a = np.arctan2(np.asarray(code_a)[0::2], np.asarray(code_a)[1::2])
+    k = np.multiply(range(-300_000, 300_001), 1e-2)
+    miss = np.square(np.subtract(np.sin(np.add(a, np.multiply.outer(k, theta))), np.asarray(code_b)[0::2])).sum(-1)
+    return float(k[miss.argmin()])
+
+
 def test_the_vectorised_searches_are_right_when_unguarded():
     """So that refusing them below is refusing a working shortcut, not a broken one."""
     m, n = 123_456.25, 123_456.25 + 1234.5
     a, b = ch03.code_of(m), ch03.code_of(n)
     assert abs(float(_vectorised_search(a, b)) - 1234.5) < 1e-3
-    assert abs(_numpy_search(a, b) - 1234.5) < 0.02
+    assert abs(_numpy_search(a, b) - 1234.5) < 0.02 and abs(_ufunc_search(a, b) - 1234.5) < 0.02
 
 
 @pytest.mark.parametrize("shortcut, says", [
@@ -149,6 +158,7 @@ def test_the_vectorised_searches_are_right_when_unguarded():
     (lambda a, b: float(pl.sinusoidal_positions(2, 8)[0, 0]), "calls pl.sinusoidal_positions"),
     (_vectorised_search, "a search over candidate offsets, vectorised"),
     (_numpy_search, "a search over candidate offsets, vectorised"),
+    (_ufunc_search, "a search over candidate offsets, vectorised"),
 ])
 def test_offset_from_codes_refuses_a_search(shortcut, says, capsys):
     assert check.offset_from_codes(shortcut) is False
@@ -361,6 +371,8 @@ def _measure_small_then_extrapolate(d, length):
     (_count_from_own_table, "runs a long loop over the pairs"),
     (_count_from_the_library_at_base_1e8, "a frequency for every pair of a table that wide"),
     (lambda d, n: int((10000 ** (4 * np.arange(d // 2) / d) * 2 * np.pi > n).sum()), "a frequency for every pair"),
+    (lambda d, n: int((np.power(10000.0, np.multiply(range(0, d, 2), 2 / d)) * 2 * np.pi > n).sum()),
+     "a frequency for every pair"),  # cold read 2: numpy's ufuncs on a range() built the grid unseen
 ])
 def test_slow_pairs_refuses_counting_on_a_table(shortcut, says, capsys):
     assert check.slow_pairs(shortcut) is False
@@ -376,6 +388,9 @@ def test_slow_pairs_refuses_counting_on_a_table(shortcut, says, capsys):
      "half a circle"),
     (lambda d, n: slow_by_exponents(d, n) + 1, "off by one"),
     (lambda d, n: slow_by_exponents(d, n) - 1, "off by one"),
+    (lambda d, n: d // 2 - slow_by_exponents(d, n), "the pairs that do complete a turn"),  # the complement
+    (lambda d, n: d // 2 - min(d // 2, math.floor(d / 4 * math.log(n) / math.log(10000)) + 1),
+     "wavelength as 1/θ_j"),  # the right θ_j, the wrong wavelength (cold read 2: was told to rewrite θ_j)
     (lambda d, n: d, "is not a number of pairs"),
     (lambda d, n: 0, "is not that count"),
     (_measure_small_then_extrapolate, "is not that count"),

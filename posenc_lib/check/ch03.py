@@ -332,11 +332,16 @@ def slow_pairs(fn: Any) -> bool | None:
                           "§1's: compare its exponent with the formula")
         elif all(got[(d, n)] == _slow_count(theta[d], n, turn=math.pi) for d, n in cases):
             yield False, f"{case}: that counts the pairs that turn less than half a circle; a turn is a full circle"
+        elif all(got[(d, n)] == d // 2 - want[(d, n)] for d, n in cases):
+            yield False, f"{case}: that counts the pairs that do complete a turn; the question asks for the others"
+        elif all(got[(d, n)] == _slow_count(theta[d], n, turn=1.0) for d, n in cases):
+            yield False, (f"{case}: that takes the wavelength as 1/θ_j; in one wavelength the angle grows by a full "
+                          "turn, 2π radians")
         elif any(all(got[c] - want[c] == step for c in cases) for step in (-1, 1)):
             yield False, (f"{case} is off by one: which pairs count as turning, and is pair 0 (one radian per "
                           "position) among them?")
         else:
-            yield False, f"{case} = {got[wrong[0]]} is not that count: write the buggy θ_j as a power of 10000"
+            yield False, f"{case} = {got[wrong[0]]} is not that count"
 
     return report("how many pairs of the buggy table never complete a turn", fn, run,
                   "read the builder against §1's formula one symbol at a time: what does each variable hold?")
