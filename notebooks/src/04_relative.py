@@ -225,13 +225,6 @@ print("query-minus-key rows are the key-minus-query rows of the flipped table")
 # In the library: `q` $= W_q x_i$, `k` $= W_{k,E} x_j$, `r[o]` $= W_{k,R} R_o$ for distances
 # $o = 0, \dots,$ `k_len`$- 1$ (`pl.xl_relative_sinusoids`, $[\sin \mid \cos]$), and
 # `pl.xl_score_terms(q, k, r, u, v)` returns the four terms.
-#
-# Two details for readers of the paper and the code. The paper writes $R_{i-j}$ with $i, j$ counted
-# over the whole extended context, memory first, so its query index is our $M + i$ and its $R_{i-j}$
-# our $R_{M+i-j}$. And it writes a single $u$ and $v$: the authors' code shares one pair across all
-# layers unless its `untie_r` flag is set (`tf/train_gpu.py` in kimiyoung/transformer-xl, default
-# off), which their released WikiText-103 model sets (`tf/sota/wt103.sh`); XLNet keeps a pair in every
-# layer (checked at the end of this section). §7 counts the per-layer form.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### The four terms on a small example
@@ -443,6 +436,13 @@ print(f"XLNet, Q = {Q}, K = {K}: R for distances {dist_xlnet.tolist()}; R_-o = R
 # and it replaces $W_{k,R}R_{i-j}$ and term (d) by learned per-distance vectors and scalars. The paper's
 # own code calls them `r_w_bias` ($u$, paired with content) and `r_r_bias` ($v$, paired with position).
 # Read which term a bias multiplies, not its letter.
+#
+# Two details for readers of the paper and the code. The paper writes $R_{i-j}$ with $i, j$ counted
+# over the whole extended context, memory first, so its query index is our $M + i$ and its $R_{i-j}$
+# our $R_{M+i-j}$. And it writes a single $u$ and $v$: the authors' code shares one pair across all
+# layers unless its `untie_r` flag is set (`tf/train_gpu.py` in kimiyoung/transformer-xl, default
+# off), which their released WikiText-103 model sets (`tf/sota/wt103.sh`); XLNet keeps a pair in every
+# layer (the XLNet cell checks it). §7 counts the per-layer form.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. T5: one learned scalar per offset bucket and head
