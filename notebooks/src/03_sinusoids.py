@@ -1029,8 +1029,9 @@ _ = check.offset_from_codes(offset)
 # even $d$, pairs interleaved as in §1), return the matrix $A_\text{rel}$ whose score depends on the
 # offset alone and which is nearest to $A$, nearest meaning the smallest sum of squared entries of
 # $A - A_\text{rel}$. Derive it on paper first: the answer is a few lines, entry by entry. The
-# checker draws new matrices of several widths at every check and judges what you return by the
-# two properties asked for.
+# checker draws new matrices of several widths at every check, judges what you return by the two
+# properties asked for, and gives your function the tensor elements of forty copies of $A$ (a
+# $d^2 \times d^2$ matrix does not fit).
 
 # %% slideshow={"slide_type": "fragment"}
 def relative_part(A):
