@@ -1,18 +1,28 @@
-"""The chapter 3 checkers accept right answers, reject wrong ones with a reason, never raise."""
+"""The chapter 3 checkers: right answers pass, the shortcuts each prompt forbids are refused, each
+misconception a checker names gets its name, and the checker module hands over no answer."""
+import inspect
 import math
+import random
+import re
 
+import numpy as np
 import pytest
 import torch
 
 import posenc_lib as pl
 from posenc_lib import check
+from posenc_lib.check import ch03
+from _answer_key import defined_here, flat
 
 
-def _not_done(*args):
-    raise NotImplementedError
+@pytest.fixture(params=range(8))
+def draw(request, monkeypatch):
+    """Run a test under several draws of Exercise 1's positions (each seeded, so a failure can be replayed)."""
+    monkeypatch.setattr(ch03, "_fresh_rng", lambda: random.Random(request.param))
+    return request.param
 
 
-# --- offset_from_codes -------------------------------------------------------------------
+# --- Exercise 1: offset_from_codes --------------------------------------------------------------
 SLOWEST = 10000.0 ** (-6 / 8)  # pair 3 of d = 8: one turn takes 2π / 1e-3 ≈ 6283 positions
 
 
@@ -29,24 +39,32 @@ def offset_by_slowest_pair(code_a, code_b):
 
 def offset_by_rotation(code_a, code_b):
     """Another right form: the slow pair as complex numbers, b * conj(a) = e^{i k θ} (numpy, float32 codes)."""
-    import numpy as np
-
     a, b = np.asarray(code_a, dtype=np.float32), np.asarray(code_b, dtype=np.float32)
     za, zb = complex(a[7], a[6]), complex(b[7], b[6])  # (cos, sin) as cos + i sin
     return np.float32(np.angle(zb * za.conjugate()) / SLOWEST)
 
 
-def test_offset_from_codes_fact_independent_of_the_checker():
-    """The codes are §1's table at real positions; the slowest pair's turn over q - p is (q - p) θ_3 < π."""
-    torch.testing.assert_close(check.ch03.code_of(7.0), pl.sinusoidal_positions(8, 8, dtype=torch.float64)[7])
-    for p, q in check.ch03.CODE_PAIRS:
-        assert abs(q - p) * SLOWEST < math.pi
-        assert abs(offset_by_slowest_pair(check.ch03.code_of(p), check.ch03.code_of(q)) - (q - p)) < 1e-6
+def test_offset_from_codes_cases_are_the_codes_of_real_positions(draw):
+    """Independent of the checker: the codes are §1's table at real positions, whose slowest pair turns by less
+    than π between them; the first case passes π on the way (so an unwrapped difference is a turn off)."""
+    torch.testing.assert_close(ch03.code_of(7.0), pl.sinusoidal_positions(8, 8, dtype=torch.float64)[7])
+    cases = ch03._code_cases(random.Random(draw))
+    assert len(cases) == 7 and cases[2][0] == cases[2][1]
+    for m, n in cases:
+        assert 0 <= m <= 1e9 and 0 <= n <= 1e9 + 3000 and abs(n - m) * SLOWEST < math.pi
+        assert abs(offset_by_slowest_pair(ch03.code_of(m), ch03.code_of(n)) - (n - m)) < 1e-6
+    m, n = cases[0]
+    assert n > m and abs((_turn(ch03.code_of(n), 3) - _turn(ch03.code_of(m), 3)) / SLOWEST - (n - m)) > 6000
+    assert cases[1][1] < cases[1][0]
+
+
+def test_offset_from_codes_draws_new_positions_at_every_check():
+    assert ch03._code_cases(ch03._fresh_rng()) != ch03._code_cases(ch03._fresh_rng())
 
 
 @pytest.mark.parametrize("right", [offset_by_slowest_pair, offset_by_rotation,
                                    lambda a, b: torch.tensor(offset_by_slowest_pair(a, b))])
-def test_offset_from_codes_accepts_right_answers(right, capsys):
+def test_offset_from_codes_accepts_right_answers(right, draw, capsys):
     assert check.offset_from_codes(right) is True
     assert "all correct!" in capsys.readouterr().out
 
@@ -55,8 +73,13 @@ def _fast_pair(code_a, code_b):  # pair 0: one radian per position, so its turn 
     return (_turn(code_b, 0) - _turn(code_a, 0) + math.pi) % (2 * math.pi) - math.pi
 
 
+def _memorised(table):
+    """A lookup of the answers one check saw, keyed by the first code: the shortcut of reading the cases."""
+    return lambda a, b: table[tuple(np.round(np.asarray(a, dtype=np.float64), 9))]
+
+
 @pytest.mark.parametrize("wrong, says", [
-    (lambda a, b: -offset_by_slowest_pair(a, b), "you read p - q"),
+    (lambda a, b: -offset_by_slowest_pair(a, b), "you read m - n"),
     (lambda a, b: abs(offset_by_slowest_pair(a, b)), "right size, wrong sign"),
     (lambda a, b: round(offset_by_slowest_pair(a, b)), "a whole number"),
     (_fast_pair, "repeats within 3000 positions"),
@@ -64,14 +87,100 @@ def _fast_pair(code_a, code_b):  # pair 0: one radian per position, so its turn 
     (lambda a, b: 0.0, "not the offset"),
     (lambda a, b: [1.0, 2.0], "one number"),
 ])
-def test_offset_from_codes_names_the_misconception_without_the_offset(wrong, says, capsys):
+def test_offset_from_codes_names_the_misconception_without_the_offset(wrong, says, draw, capsys):
     assert check.offset_from_codes(wrong) is False
     out = capsys.readouterr().out
     assert says in out and "hint:" in out
-    for p, q in check.ch03.CODE_PAIRS:  # neither the offsets nor the positions are printed
-        for secret in (q - p, p, q):
+    for m, n in ch03._code_cases(random.Random(draw)):  # neither the offsets nor the positions are printed
+        for secret in (n - m, m, n):
             if abs(secret) >= 10:  # (small ones would match the case numbers "2 of 7")
                 assert f"{secret:g}" not in out and f"{abs(secret):g}" not in out
+
+
+def _search_over_whole_offsets(code_a, code_b):
+    """The forbidden route: try every whole offset, turning code_a by the library's rotation."""
+    f64 = pl.rope_frequencies(8, dtype=torch.float64)
+    return min(range(-3000, 3000), key=lambda k: float((pl.rope_matrix(-k, 8, inv_freq=f64) @ code_a - code_b).norm()))
+
+
+def _search_by_hand(code_a, code_b):
+    """The same search written out, no library: a loop over 6000 candidates, refined to a tenth."""
+    def miss(k):
+        return sum((math.sin(_turn(code_a, j) + k * 10000 ** (-j / 4)) - float(code_b[2 * j])) ** 2 for j in range(4))
+    best = min(range(-3000, 3000), key=miss)
+    return min((best + t / 10 for t in range(-10, 11)), key=miss)
+
+
+def _vectorised_search(code_a, code_b):
+    """The cold reader's shortcut: every candidate offset on a grid in one tensor, code_a's pairs turned by each with
+    torch.sin/cos, the best kept and refined (no Python loop, no library call, no array builder of 10^8)."""
+    theta = 10000.0 ** (-torch.arange(4, dtype=torch.float64) / 4)
+    a = torch.atan2(code_a[0::2], code_a[1::2])
+
+    def best(candidates):
+        turned = a + candidates[:, None] * theta
+        miss = (torch.sin(turned) - code_b[0::2]).square() + (torch.cos(turned) - code_b[1::2]).square()
+        return candidates[miss.sum(-1).argmin()]
+
+    k = best(torch.linspace(-3000, 3000, 600_001, dtype=torch.float64))
+    return best(torch.linspace(float(k) - 0.01, float(k) + 0.01, 20_001, dtype=torch.float64))
+
+
+def _numpy_search(code_a, code_b):
+    """The same grid in numpy."""
+    theta = 10000.0 ** (-np.arange(4) / 4)
+    a = np.arctan2(np.asarray(code_a)[0::2], np.asarray(code_a)[1::2])
+    k = np.linspace(-3000, 3000, 600_001)
+    miss = ((np.sin(a + k[:, None] * theta) - np.asarray(code_b)[0::2]) ** 2).sum(-1)
+    return float(k[miss.argmin()])
+
+
+def _ufunc_search(code_a, code_b):
+    """Cold read 2's route: the grid made by a numpy ufunc on a range() (no builder called), refined once."""
+    theta = np.power(10000.0, np.divide(range(4), -4))
+    a = np.arctan2(np.asarray(code_a)[0::2], np.asarray(code_a)[1::2])
+    k = np.multiply(range(-300_000, 300_001), 1e-2)
+    miss = np.square(np.subtract(np.sin(np.add(a, np.multiply.outer(k, theta))), np.asarray(code_b)[0::2])).sum(-1)
+    return float(k[miss.argmin()])
+
+
+def test_the_vectorised_searches_are_right_when_unguarded():
+    """So that refusing them below is refusing a working shortcut, not a broken one."""
+    m, n = 123_456.25, 123_456.25 + 1234.5
+    a, b = ch03.code_of(m), ch03.code_of(n)
+    assert abs(float(_vectorised_search(a, b)) - 1234.5) < 1e-3
+    assert abs(_numpy_search(a, b) - 1234.5) < 0.02 and abs(_ufunc_search(a, b) - 1234.5) < 0.02
+
+
+@pytest.mark.parametrize("shortcut, says", [
+    (_search_over_whole_offsets, "calls pl.rope_matrix"),
+    (_search_by_hand, "search over"),  # its tensor indexing runs out of elements before its loop of steps
+    (lambda a, b: float(pl.sinusoidal_positions(2, 8)[0, 0]), "calls pl.sinusoidal_positions"),
+    (_vectorised_search, "a search over candidate offsets, vectorised"),
+    (_numpy_search, "a search over candidate offsets, vectorised"),
+    (_ufunc_search, "a search over candidate offsets, vectorised"),
+])
+def test_offset_from_codes_refuses_a_search(shortcut, says, capsys):
+    assert check.offset_from_codes(shortcut) is False
+    out = capsys.readouterr().out
+    assert says in out
+    assert pl.rope_matrix(0, 2).tolist() == [[1.0, 0.0], [0.0, 1.0]]  # the library is whole again
+    assert torch.linspace(0, 1, 10**6).numel() == 10**6  # and nothing is counted any more
+
+
+def test_offset_from_codes_refuses_answers_memorised_from_another_check(capsys):
+    """Reading a check's cases (say from the checker's source) and replaying them fails the next check."""
+    seen = ch03._code_cases(random.Random(1))
+    table = {tuple(np.round(ch03.code_of(m).numpy(), 9)): n - m for m, n in seen}
+    ch03_rng = ch03._fresh_rng
+    try:
+        ch03._fresh_rng = lambda: random.Random(1)
+        assert check.offset_from_codes(_memorised(table)) is True  # the very same draw: it "works"
+        ch03._fresh_rng = lambda: random.Random(2)
+        assert check.offset_from_codes(_memorised(table)) is False  # any other draw: it cannot
+        assert "KeyError" in capsys.readouterr().out
+    finally:
+        ch03._fresh_rng = ch03_rng
 
 
 def test_offset_from_codes_unattempted(capsys):
@@ -79,98 +188,260 @@ def test_offset_from_codes_unattempted(capsys):
     assert "not attempted yet" in capsys.readouterr().out
 
 
-# --- offset_only_score ------------------------------------------------------------------
-F16 = pl.rope_frequencies(16, dtype=torch.float64)
+# --- Exercise 2: offset_only_score (the relative part of A) -------------------------------------------
+def relative_part(a):
+    """Per pair, keep A's coordinates along I and J (each of squared length 2): a = (A_xx + A_yy) / 2,
+    b = (A_xy - A_yx) / 2; nothing across pairs."""
+    a = torch.as_tensor(a, dtype=torch.float64)
+    out = torch.zeros_like(a)
+    for j in range(a.shape[0] // 2):
+        x = a[2 * j: 2 * j + 2, 2 * j: 2 * j + 2]
+        s, t = (x[0, 0] + x[1, 1]) / 2, (x[0, 1] - x[1, 0]) / 2
+        out[2 * j: 2 * j + 2, 2 * j: 2 * j + 2] = torch.stack([torch.stack([s, t]), torch.stack([-t, s])])
+    return out
 
 
-def _rotation(c):
-    return pl.rope_matrix(c, 16, inv_freq=F16)
+def relative_part_vectorised(a):
+    """The same in one pass over the pairs' blocks, float32 numpy out."""
+    a = np.asarray(a, dtype=np.float64)
+    d = a.shape[0]
+    out = np.zeros_like(a)
+    i = np.arange(0, d, 2)
+    s, t = (a[i, i] + a[i + 1, i + 1]) / 2, (a[i, i + 1] - a[i + 1, i]) / 2
+    out[i, i] = out[i + 1, i + 1] = s
+    out[i, i + 1], out[i + 1, i] = t, -t
+    return out.astype(np.float32)
 
 
-def test_offset_only_score_accepts_rotations_toward_the_past(capsys):
-    assert check.offset_only_score(_rotation(-4)) is True
+def _commutant_projection(a):
+    """Independent of the closed form: the least-squares projection onto the null space of A -> A M_1 - M_1 A,
+    computed numerically over all d^2 entries (the route the checker's element budget refuses)."""
+    d = a.shape[0]
+    m1 = pl.rope_matrix(-1, d, inv_freq=pl.rope_frequencies(d, dtype=torch.float64))
+    eye = torch.eye(d, dtype=torch.float64)
+    commutator = torch.kron(eye, m1.T.contiguous()) - torch.kron(m1, eye)  # row-major vec(A M_1 - M_1 A)
+    _, sv, vh = torch.linalg.svd(commutator)
+    null = vh[sv < 1e-9]
+    return (null.T @ (null @ a.flatten())).view(d, d)
+
+
+@pytest.mark.parametrize("d", [4, 8, 16, 20])
+def test_relative_part_is_the_numerical_projection(d):
+    a = torch.randn(d, d, generator=torch.Generator().manual_seed(d), dtype=torch.float64)
+    near = _commutant_projection(a)
+    torch.testing.assert_close(relative_part(a), near)
+    p = pl.sinusoidal_positions(200, d, dtype=torch.float64)
+    scores = p @ near @ p.T
+    for k in (-150, -3, 0, 5, 120):  # the score of the projection depends on the offset alone
+        diagonal = scores.diagonal(k)
+        assert float(diagonal.max() - diagonal.min()) < 1e-9
+
+
+@pytest.mark.parametrize("right", [relative_part, relative_part_vectorised, lambda a: relative_part(a).tolist()])
+def test_offset_only_score_accepts_right_answers(right, draw, capsys):
+    assert check.offset_only_score(right) is True
     assert "all correct!" in capsys.readouterr().out
-    assert check.offset_only_score(2.5 * _rotation(-4).float().numpy()) is True  # any positive scale, any array
-    scale = torch.arange(1, 9, dtype=torch.float64).repeat_interleave(2)  # one positive scale per pair
-    assert check.offset_only_score(torch.diag(scale) @ _rotation(-4)) is True  # still commutes with every M_k
-    assert check.offset_only_score(_rotation(-4).tolist()) is True
 
 
-def test_offset_only_score_fact_independent_of_the_checker():
-    """p_m R_-4 p_n^T, written as a sum over pairs, is sum_j cos((n - m + 4) θ_j): largest at n - m = -4."""
-    p = pl.sinusoidal_positions(40, 16, dtype=torch.float64)
-    g = p @ _rotation(-4) @ p.T
-    for m, n in ((5, 2), (30, 27), (10, 25), (0, 39)):
-        torch.testing.assert_close(g[m, n], torch.cos((n - m + 4) * F16).sum())
-    s = torch.cos((torch.arange(-20, 21, dtype=torch.float64)[:, None] + 4) * F16).sum(-1)
-    assert int(s.argmax()) - 20 == -4
+def _pairs(a, keep_i, keep_j):
+    """relative_part with each coordinate scaled (keep_i, keep_j): 1, 1 is right."""
+    right = relative_part(a)
+    d = right.shape[0]
+    eye = torch.eye(d, dtype=torch.float64)
+    sym = right * eye.repeat_interleave(1, 0)  # the diagonal entries: the I part
+    return keep_i * sym + keep_j * (right - sym)
 
 
-def test_offset_only_score_names_typical_mistakes(capsys):
-    g = torch.Generator().manual_seed(0)
-    assert check.offset_only_score(torch.randn(16, 16, generator=g)) is False  # W_Q W_K^T at random
-    out = capsys.readouterr().out
-    assert "depends on where the pair sits" in out and "rotation" not in out.split("hint")[0]
-    a = torch.randn(16, 16, generator=g)
-    assert check.offset_only_score(a + a.T) is False
-    assert "a symmetric W is not enough" in capsys.readouterr().out
-    assert check.offset_only_score(torch.eye(16)) is False  # the plain dot product of §6
-    out = capsys.readouterr().out
-    assert "s(k) = s(-k)" in out and "R_" not in out and "rope_matrix" not in out
-    assert check.offset_only_score(_rotation(4)) is False  # the sign slip
-    out = capsys.readouterr().out
-    assert "mirror offset" in out and "rope_matrix" not in out and "-4)" not in out
-    assert check.offset_only_score(_rotation(-5)) is False
-    assert "another offset" in capsys.readouterr().out
-    assert check.offset_only_score(torch.eye(8)) is False
-    assert "must be 16x16" in capsys.readouterr().out
-    assert check.offset_only_score(None) is None
+def _blocks_kept(a):
+    a = torch.as_tensor(a)
+    return torch.block_diag(*[a[2 * j: 2 * j + 2, 2 * j: 2 * j + 2] for j in range(a.shape[0] // 2)])
 
 
-# --- slow_pairs -------------------------------------------------------------------------
-def test_slow_pairs_fact_by_the_exponents():
-    """The bug: the exponent uses 2 * (2j) / d. Pair j is too slow when 4j/64 > 62/64, j = 16 .. 31."""
-    row = check.ch03.buggy_sinusoids(2, 64)[1]
-    theta = torch.atan2(row[0::2], row[1::2])
-    torch.testing.assert_close(theta, 10000.0 ** (-4 * torch.arange(32, dtype=torch.float64) / 64))
-    assert [j for j in range(32) if 4 * j > 62] == list(range(16, 32))
-    assert check.ch03.too_slow_pairs() == 16
-
-
-def test_slow_pairs_accepts_the_count_in_several_forms(capsys):
-    import numpy as np
-
-    for right in (16, 16.0, torch.tensor(16), np.int64(16)):
-        assert check.slow_pairs(right) is True
-    assert "all correct!" in capsys.readouterr().out
+def _first_entry_only(a):
+    """a = A_xx instead of the average of the two diagonal entries: offset alone, not nearest."""
+    out = relative_part(a)
+    a = torch.as_tensor(a)
+    for j in range(a.shape[0] // 2):
+        out[2 * j, 2 * j] = out[2 * j + 1, 2 * j + 1] = a[2 * j, 2 * j]
+    return out
 
 
 @pytest.mark.parametrize("wrong, says", [
-    (0, "builder is right"),  # no bug seen
-    (32, "pair 0 turns one radian"),  # every pair
-    (15, "close"),  # the boundary pair dropped
-    (17, "close"),
-    (8, "not that many"),
-    (2.5, "whole number"),
-    ("16", "whole number"),
+    (lambda a: a, "that is A itself"),
+    (_blocks_kept, "each pair's 2x2 block is kept as it is"),
+    (lambda a: torch.zeros_like(torch.as_tensor(a)) + torch.eye(a.shape[0]), "not the nearest"),
+    (lambda a: _pairs(a, 1, 0), "kept only the part that scores a key before the query like one after it"),
+    (lambda a: _pairs(a, 0, 1), "dropped the part that scores before and after alike"),
+    (lambda a: _pairs(a, 1, -1), "wrong sign"),
+    (lambda a: 2 * relative_part(a), "twice too long"),
+    (lambda a: relative_part(a) / 2, "half too short"),
+    (_first_entry_only, "not the nearest such matrix"),
+    (lambda a: relative_part(a)[:-1], "return a ("),
+    (lambda a: torch.full_like(torch.as_tensor(a), float("nan")), "finite numbers"),
 ])
-def test_slow_pairs_names_the_misconception_without_the_count(wrong, says, capsys):
+def test_offset_only_score_names_the_misconception(wrong, says, draw, capsys):
+    assert check.offset_only_score(wrong) is False
+    out = capsys.readouterr().out
+    assert says in out and "hint:" in out
+    assert "/ 2" not in out and "average" not in out and "A_xx" not in out  # the formula stays hidden
+
+
+@pytest.mark.parametrize("shortcut", [
+    _commutant_projection,
+    lambda a: sum(pl.rope_matrix(k, a.shape[0], inv_freq=pl.rope_frequencies(a.shape[0], dtype=torch.float64)) @ a
+                  @ pl.rope_matrix(-k, a.shape[0], inv_freq=pl.rope_frequencies(a.shape[0], dtype=torch.float64))
+                  for k in range(3000)) / 3000,  # averaging over many shifts: M_k^T A M_k
+])
+def test_offset_only_score_refuses_a_numerical_projection(shortcut, capsys):
+    assert check.offset_only_score(shortcut) is False
+    out = capsys.readouterr().out
+    assert "tensor or array elements: a projection computed over all d^2 entries" in out
+
+
+def test_offset_only_score_unattempted(capsys):
+    assert check.offset_only_score(None) is None
+    assert check.offset_only_score(lambda a: (_ for _ in ()).throw(NotImplementedError)) is None
+    assert "not attempted yet" in capsys.readouterr().out
+
+
+def test_offset_only_score_draws_new_matrices():
+    """Two checks see different widths or matrices: nothing to memorise."""
+    seen = set()
+    for _ in range(4):
+        captured = []
+        check.offset_only_score(lambda a: captured.append(float(a.sum())) or relative_part(a))
+        seen.add(tuple(captured))
+    assert len(seen) > 1
+
+
+# --- Exercise 3: slow_pairs ----------------------------------------------------------------------
+def slow_by_exponents(d, length):
+    """Pair j of the buggy table turns at 10000^(-4j/d) (two_j holds 2j and is doubled again): its wavelength
+    2 pi 10000^(4j/d) is at most L for j <= (d/4) log(L / 2 pi) / log 10000. The rest are slow."""
+    turning = min(d // 2, math.floor(d / 4 * math.log(length / (2 * math.pi)) / math.log(10000)) + 1)
+    return d // 2 - turning
+
+
+def test_slow_pairs_fact_by_the_exponents(draw):
+    """Independent of the checker: the buggy angles are 10000^(-4j/d), i.e. §1's frequencies with base 10000^2,
+    and the closed form agrees with the builder's own angles on every case the checker draws."""
+    row = ch03.buggy_sinusoids(2, 64)[1]
+    theta = torch.atan2(row[0::2], row[1::2])
+    torch.testing.assert_close(theta, 10000.0 ** (-4 * torch.arange(32, dtype=torch.float64) / 64))
+    torch.testing.assert_close(theta, pl.rope_frequencies(64, base=1e8, dtype=torch.float64))
+    for d, length in ch03._slow_cases(random.Random(draw)):
+        theta = pl.rope_frequencies(d, base=1e8, dtype=torch.float64)
+        assert slow_by_exponents(d, length) == int((2 * math.pi / theta > length).sum()), (d, length)
+
+
+@pytest.mark.parametrize("right", [
+    slow_by_exponents,
+    lambda d, n: np.int64(slow_by_exponents(d, n)),
+    lambda d, n: torch.tensor(float(slow_by_exponents(d, n))),
+    lambda d, n: d // 2 - min(d // 2, int(torch.floor(torch.tensor(d / 4 * math.log(n / (2 * math.pi), 1e4)))) + 1),
+])
+def test_slow_pairs_accepts_right_answers(right, draw, capsys):
+    assert check.slow_pairs(right) is True
+    assert "all correct!" in capsys.readouterr().out
+
+
+def _count_from_the_table(d, length):
+    row = ch03.buggy_sinusoids(2, d)[1]
+    return int((2 * math.pi / torch.atan2(row[0::2], row[1::2]) > length).sum())
+
+
+def _count_from_own_table(d, length):
+    """The frequencies typed in by hand (no call to the builder): a loop over the pairs."""
+    return sum(1 for j in range(d // 2) if 2 * math.pi * 10000 ** (4 * j / d) > length)
+
+
+def _count_from_the_library_at_base_1e8(d, length):
+    """The bug found (base 10000^2), then counted over a frequency per pair: vectorised, no loop."""
+    return int((2 * math.pi / pl.rope_frequencies(d, base=1e8, dtype=torch.float64) > length).sum())
+
+
+def _measure_small_then_extrapolate(d, length):
+    """The cold reader's route for the old question: measure small tables, fit a line in d, extrapolate. Here the
+    count depends on L through a logarithm, and the fit is made at L = 1000 only."""
+    return round(d * (slow_by_exponents(400, 1000) / 400))
+
+
+@pytest.mark.parametrize("shortcut, says", [
+    (_count_from_the_table, "calls check.ch03.buggy_sinusoids"),
+    (_count_from_own_table, "runs a long loop over the pairs"),
+    (_count_from_the_library_at_base_1e8, "a frequency for every pair of a table that wide"),
+    (lambda d, n: int((10000 ** (4 * np.arange(d // 2) / d) * 2 * np.pi > n).sum()), "a frequency for every pair"),
+    (lambda d, n: int((np.power(10000.0, np.multiply(range(0, d, 2), 2 / d)) * 2 * np.pi > n).sum()),
+     "a frequency for every pair"),  # cold read 2: numpy's ufuncs on a range() built the grid unseen
+])
+def test_slow_pairs_refuses_counting_on_a_table(shortcut, says, capsys):
+    assert check.slow_pairs(shortcut) is False
+    out = capsys.readouterr().out
+    assert says in out
+    assert ch03.buggy_sinusoids(2, 4).shape == (2, 4)  # whole again
+
+
+@pytest.mark.parametrize("wrong, says", [
+    (lambda d, n: d // 2 - min(d // 2, math.floor(d / 2 * math.log(n / (2 * math.pi)) / math.log(10000)) + 1),
+     "belongs to §1's correct table"),  # the bug not seen
+    (lambda d, n: d // 2 - min(d // 2, math.floor(d / 4 * math.log(n / math.pi) / math.log(10000)) + 1),
+     "half a circle"),
+    (lambda d, n: slow_by_exponents(d, n) + 1, "off by one"),
+    (lambda d, n: slow_by_exponents(d, n) - 1, "off by one"),
+    (lambda d, n: d // 2 - slow_by_exponents(d, n), "the pairs that do complete a turn"),  # the complement
+    (lambda d, n: d // 2 - min(d // 2, math.floor(d / 4 * math.log(n) / math.log(10000)) + 1),
+     "wavelength as 1/θ_j"),  # the right θ_j, the wrong wavelength (cold read 2: was told to rewrite θ_j)
+    (lambda d, n: d, "is not a number of pairs"),
+    (lambda d, n: 0, "is not that count"),
+    (_measure_small_then_extrapolate, "is not that count"),
+    (lambda d, n: d // 4, "is not that count"),  # the old exercise's answer, extrapolated from small tables
+    (lambda d, n: d / 4 + 0.5, "must be a whole number"),
+    (lambda d, n: "16", "must be a whole number"),
+])
+def test_slow_pairs_names_the_misconception_without_the_count(wrong, says, draw, capsys):
     assert check.slow_pairs(wrong) is False
     out = capsys.readouterr().out
-    assert says in out and "16" not in out.replace(repr(wrong), "")
+    assert says in out and "hint:" in out
+    for d, length in ch03._slow_cases(random.Random(draw)):
+        assert f"= {slow_by_exponents(d, length)} " not in out
+
+
+def test_slow_pairs_draws_new_cases():
+    assert ch03._slow_cases(ch03._fresh_rng()) != ch03._slow_cases(ch03._fresh_rng())
 
 
 def test_slow_pairs_unattempted(capsys):
     assert check.slow_pairs(None) is None
+    assert check.slow_pairs(lambda d, n: (_ for _ in ()).throw(NotImplementedError)) is None
     assert "not attempted yet" in capsys.readouterr().out
 
 
 def test_slow_pairs_notebook_shows_the_library_function_verbatim():
     """Exercise 3 prints the buggy builder as text in its markdown: it must be the checker's function."""
-    import inspect
     from pathlib import Path
 
     source = (Path(__file__).parents[1] / "notebooks" / "src" / "03_sinusoids.py").read_text()
     block = source.split("# ```python\n", 1)[1].split("# ```\n", 1)[0]
     shown = "\n".join(line[2:] if line.startswith("# ") else "" for line in block.splitlines())
-    assert shown.strip() == inspect.getsource(check.ch03.buggy_sinusoids).strip()
+    assert shown.strip() == inspect.getsource(ch03.buggy_sinusoids).strip()
+
+
+# --- the answer key is not in the learner's hands ------------------------------------------------
+def test_no_function_of_the_checker_module_passes_an_exercise(capsys):
+    """Whatever the module defines, none of it is an answer: no callable passes any exercise, as a function or
+    through what it returns without arguments, and the module stores no sealed answer to hash against."""
+    attributes = defined_here(ch03)
+    assert {"code_of", "buggy_sinusoids", "_along_rotations", "_slow_count", "_angles_per_position"} <= attributes.keys()
+    for name, value in attributes.items():
+        if callable(value):
+            for checker in (check.offset_from_codes, check.offset_only_score, check.slow_pairs):
+                assert checker(value) is not True, name
+    assert not any(isinstance(v, str) and len(v) == 24 for v in flat(list(attributes.values())))  # no digests
+    capsys.readouterr()
+
+
+def test_the_checker_source_holds_no_formula_of_an_answer():
+    source = inspect.getsource(ch03)
+    assert "// 4" not in source and "4 * j" not in source and "/ 4 *" not in source and "sealed" not in source
+    exercise_2 = source.split("# Exercise 2:", 1)[1].split("# Exercise 3:", 1)[0]
+    assert not re.search(r"\]\s*\)\s*/\s*2", exercise_2)  # no block entries summed and halved: (x[0, 0] + x[1, 1]) / 2

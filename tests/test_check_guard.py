@@ -90,6 +90,35 @@ def test_no_huge_arrays_refuses_many_entries_however_given(build):
     with pytest.raises(g.Shortcut, match="1e\\+08 or more entries"):
         with g.no_huge_arrays():
             build()
+_LONG = torch.ones(2, 10**5, dtype=torch.float64)  # two rows of 10^5: a product of them is 10^10 numbers
+
+
+@pytest.mark.parametrize("build", [
+    lambda: _LONG.T @ _LONG,  # a d x d matrix from two (2, d) factors
+    lambda: torch.einsum("hi,hj->ij", _LONG, _LONG),
+    lambda: _LONG[0][:, None] * _LONG[1][None, :],  # a broadcast
+    lambda: torch.zeros(10**5, 10**5),  # no single size of 10^8, their product
+    lambda: torch.eye(10**5),
+    lambda: np.zeros((10**5, 10**5)),
+    lambda: np.outer(np.ones(10**5), np.ones(10**5)),
+    lambda: np.kron(np.ones((400, 400)), np.ones((400, 400))),
+])
+def test_no_huge_arrays_refuses_a_huge_result_before_computing_it(build):
+    """Each would ask for 10^10 numbers (80 GB): refused at once, from the shapes alone."""
+    originals = (torch.zeros, np.zeros, np.outer, np.kron)
+    with pytest.raises(g.Shortcut, match="1e\\+08 or more"):
+        with g.no_huge_arrays():
+            build()
+    assert (torch.zeros, np.zeros, np.outer, np.kron) == originals
+    assert (_LONG.T[:3] @ _LONG[:, :3]).shape == (3, 3)  # and nothing is predicted any more
+
+
+def test_no_huge_arrays_lets_products_of_ordinary_size_through():
+    with g.no_huge_arrays():
+        a = torch.ones(300, 300)
+        assert (a @ a).shape == (300, 300) and torch.einsum("ij,jk->ik", a, a).shape == (300, 300)
+        assert (a[:, :1] * a[:1, :]).sum().item() == 300 * 300 and torch.zeros(300, 300, device="meta").is_meta
+        assert np.outer(np.ones(300), np.ones(300)).sum() == 300 * 300
 
 
 def test_answers_under_guard_returns_the_answers_or_the_case_that_stopped():
@@ -224,6 +253,9 @@ def test_element_budget_passes_a_closed_form_and_stops_a_vectorised_search():
     lambda: torch.tensor(range(5001)),  # torch from Python data
     lambda: torch.zeros(100).expand(60, 100),  # a view counts: it is work asked for, not memory held
     lambda: sum(torch.ones(50) * i for i in range(120)),  # many small tensors add up
+    lambda: np.multiply(range(5001), 1e-3),  # a ufunc called on a range builds the grid (cold read 2 of ch03)
+    lambda: np.add.outer(np.zeros(80), np.zeros(80)),  # a ufunc's method
+    lambda: np.sin(list(range(5001))),
 ])
 def test_element_budget_counts_every_builder_and_every_result(build):
     with pytest.raises(g.TooManyElements):
@@ -234,15 +266,16 @@ def test_element_budget_counts_every_builder_and_every_result(build):
 def test_element_budget_is_undone_whatever_happens():
     from torch.overrides import _get_current_function_mode_stack
 
-    builders = (np.linspace, np.array, np.meshgrid)
+    builders = (np.linspace, np.array, np.meshgrid, np.multiply, np.sin)
     for inside in (lambda: np.zeros(10), lambda: np.zeros(10**5), lambda: 1 / 0):
         try:
             with g.element_budget(1000):
                 inside()
         except (g.TooManyElements, ZeroDivisionError):
             pass
-        assert (np.linspace, np.array, np.meshgrid) == builders and not _get_current_function_mode_stack()
+        assert (np.linspace, np.array, np.meshgrid, np.multiply, np.sin) == builders and not _get_current_function_mode_stack()
     assert torch.arange(10**6).numel() == 10**6 and np.zeros(10**6).size == 10**6  # nothing counts outside
+    assert isinstance(np.multiply, np.ufunc)
 
 
 def test_answers_under_guard_with_an_element_budget_per_case():
@@ -312,3 +345,9 @@ def test_counted_numbers_never_leave_the_count(leave):
     with pytest.raises(g.Shortcut):
         leave(x)
     assert "1.5" not in repr(x) and "1.5" not in str(x)
+
+
+def test_element_budget_lets_a_few_ufunc_calls_through():
+    with g.element_budget(100):
+        assert float(np.multiply(np.arange(3), 2.0).sum()) == 6.0 and np.add.reduce([1, 2, 3]) == 6
+        assert np.pi > 3 and np.multiply.nin == 2  # attributes that are not calls pass unchanged

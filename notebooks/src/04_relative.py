@@ -1,19 +1,20 @@
 # %% [markdown] slideshow={"slide_type": "slide"}
 # # 4 · Relative position encodings
 #
-# An absolute encoding gives token $m$ a vector $p_m$ and adds it to the embedding before the
+# An absolute encoding gives the token at position $i$ a vector $p_i$ and adds it to the embedding before the
 # projections. The attention score then sees *where* each token is, and only indirectly *how far
 # apart* two tokens are. Relative encodings go the other way: they put into the score something that
 # depends on the offset between query and key, and nothing else about the positions.
 #
 # This chapter follows one line of papers:
-# 1. the four terms hidden inside an absolute score $q_m^\top k_n$;
+# 1. the four terms hidden inside an absolute score $q_i^\top k_j$;
 # 2. Shaw et al. (2018): a learned vector per clipped offset, for keys and values;
 # 3. Transformer-XL (Dai et al. 2019): sinusoidal offsets, two global biases $u, v$ and the
-#    *relative shift* that makes it fast;
+#    *relative shift* (Music Transformer's "skewing") that avoids a vector per pair;
 # 4. T5 (Raffel et al. 2020): one learned scalar per offset bucket and head;
 # 5. DeBERTa (He et al. 2021): content and position kept apart, with their own projections (in v1;
-#    v2/v3 reuse the content ones);
+#    v2/v3 reuse the content ones), relative in every attention layer, with absolute positions added
+#    back near the output for pretraining;
 # 6. one picture of the bias each method adds, as a function of $(i, j)$;
 # 7. one table: parameters, memory, what each method can express, which models use it;
 # 8. exercises, and the errors in the source notes this chapter follows.
@@ -21,7 +22,10 @@
 # **Sign convention** (the course's conventions page is in `00_index`). Positions are 0-based, query
 # $i$, key $j$. The library measures the **offset** as *key minus query*, $j - i$ (negative for keys
 # in the past), as Shaw et al. and T5 do; the **distance** is $|j - i|$. Where a paper uses query
-# minus key (Transformer-XL's $R_{i-j}$ in §3, DeBERTa's $\delta$ in §5) we say so.
+# minus key (Transformer-XL's $R_{i-j}$ in §3, DeBERTa's $\delta$ in §5) we say so. Where positions
+# meet the frequency pairs of a sinusoid (§1's dot product, §6's RoPE), $j$ counts the pairs, as in
+# chapters 3 and 5, and the positions are renamed $m$ (query) and $n$ (key). The source notes (`004`)
+# also write query and key as $m$ and $n$; where we quote them we keep their letters and say so.
 #
 # Notation and signs (0-based positions, offsets $j - i$ as key minus query, bit and pair
 # orders) follow the course's [conventions page](00_index.ipynb#Conventions).
@@ -41,7 +45,7 @@ from posenc_lib import check, viz
 viz.use_style()  # white figures, dark text: readable in light and dark themes
 
 g = torch.manual_seed(0)
-device = pl.default_device()  # the CPU unless you opt in with POSENC_DEVICE (00_index); tensors below follow it
+device = pl.default_device()  # chosen once; every library call below follows it
 
 
 def depends_only_on_offset(M: torch.Tensor, atol: float = 1e-5) -> bool:
@@ -73,14 +77,14 @@ def heatmap_row(mats, titles, *, label="score", width=2.2, height=2.5):
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 1. Four terms inside an absolute score
 #
-# With an absolute encoding, token $m$ enters attention as $x_m + p_m$, so
-# $q_m = W_q (x_m + p_m)$ and $k_n = W_k (x_n + p_n)$. Multiplying out:
+# With an absolute encoding, the token at position $i$ enters attention as $x_i + p_i$, so
+# $q_i = W_q (x_i + p_i)$ and $k_j = W_k (x_j + p_j)$. Multiplying out:
 #
-# $$q_m^\top k_n
-#   = \underbrace{x_m^\top W_q^\top W_k x_n}_{\text{content–content}}
-#   + \underbrace{x_m^\top W_q^\top W_k p_n}_{\text{content–position}}
-#   + \underbrace{p_m^\top W_q^\top W_k x_n}_{\text{position–content}}
-#   + \underbrace{p_m^\top W_q^\top W_k p_n}_{\text{position–position}}.$$
+# $$q_i^\top k_j
+#   = \underbrace{x_i^\top W_q^\top W_k x_j}_{\text{content–content}}
+#   + \underbrace{x_i^\top W_q^\top W_k p_j}_{\text{content–position}}
+#   + \underbrace{p_i^\top W_q^\top W_k x_j}_{\text{position–content}}
+#   + \underbrace{p_i^\top W_q^\top W_k p_j}_{\text{position–position}}.$$
 #
 # Every relative method below keeps the first term and rewrites some of the other three. The next cell
 # computes each term for 6 tokens ($d_\text{model} = 8$, head dimension 4, sinusoidal $p$) and checks
@@ -88,11 +92,11 @@ def heatmap_row(mats, titles, *, label="score", width=2.2, height=2.5):
 
 # %%
 L, d_model, d_head = 6, 8, 4
-x = torch.randn(L, d_model).to(device)
+x = torch.randn(L, d_model, device=device)
 p = pl.sinusoidal_positions(L, d_model, device=device)
-W_q, W_k = torch.randn(d_head, d_model).to(device), torch.randn(d_head, d_model).to(device)
+W_q, W_k = torch.randn(d_head, d_model, device=device), torch.randn(d_head, d_model, device=device)
 
-full = ((x + p) @ W_q.T) @ ((x + p) @ W_k.T).T  # row m, column n: q_m . k_n
+full = ((x + p) @ W_q.T) @ ((x + p) @ W_k.T).T  # row i, column j: q_i . k_j
 terms = {
     "content–content": (x @ W_q.T) @ (x @ W_k.T).T,
     "content–position": (x @ W_q.T) @ (p @ W_k.T).T,
@@ -105,18 +109,23 @@ for name, t in terms.items():
 print(f"{'sum':18s} score of query 2, key 4: {full[2, 4].item():+8.3f}")
 
 # %%
-fig = heatmap_row([*terms.values(), full], [*terms, "full score q_m·k_n"])
+fig = heatmap_row([*terms.values(), full], [*terms, "full score q_i·k_j"])
 fig
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# Only the position–position term is free of content, and even it does **not** depend on $m - n$ alone
-# once the projections are in the way: $p_m^\top p_n = \sum_t \cos((m-n)\theta_t)$ is a function of the
-# offset, but $p_m^\top W_q^\top W_k p_n$ with trained (here random) matrices is not. Relative methods
-# build the offset dependence in by construction.
+# Only the position–position term is free of content, and even it does **not** depend on the offset
+# alone once the projections are in the way. For a query at $m$ and a key at $n$ (the letters of
+# chapter 3, where $j$ counts the pairs), $p_m^\top p_n = \sum_j \cos((n-m)\theta_j)$ is a function of
+# the offset (chapter 3, §6), but $p_m^\top W_q^\top W_k p_n$ is one only when $W_q^\top W_k$ commutes
+# with every shift of the code (chapter 3, §6 again): a scaled rotation on each pair and nothing across
+# pairs. A generic product, like the random one in the cell, is far from that. Whether *training*
+# lands near such a product is another question, which this random stand-in cannot answer: a trained
+# head's position–position term may well come out close to a function of the offset. Relative methods
+# do not leave it to training; they build the offset dependence in by construction.
 
 # %%
 pp_plain = p @ p.T
-assert depends_only_on_offset(pp_plain)  # sinusoids alone: a function of m - n
+assert depends_only_on_offset(pp_plain)  # sinusoids alone: a function of j - i
 assert not depends_only_on_offset(terms["position–position"], atol=1e-2)  # after W_q, W_k: not any more
 print("p_m . p_n along the main diagonal:   ", [round(v, 3) for v in pp_plain.diagonal().tolist()])
 print("p_m W_q^T W_k p_n along the diagonal:", [round(v, 3) for v in terms["position–position"].diagonal().tolist()])
@@ -155,7 +164,7 @@ fig
 g = torch.manual_seed(0)
 shaw = pl.ShawRelativePositions(d=4, max_distance=3).to(device)
 a_k, a_v = (t.detach() for t in shaw(L))  # (L, L, 4) each
-q_, k_, v_ = (torch.randn(L, 4).to(device) for _ in range(3))
+q_, k_, v_ = (torch.randn(L, 4, device=device) for _ in range(3))
 z, w = pl.shaw_attention(q_, k_, v_, a_k, a_v)
 assert_close(a_k[0, 5], a_k[0, 11])  # offsets 5 and 11: both clipped to +3
 assert not torch.allclose(a_k[0, 1], a_k[0, 2])  # inside the window every offset differs
@@ -168,7 +177,8 @@ print("weights of query 0:", [round(v, 3) for v in w[0].tolist()])
 # ### Two ways to write the same thing
 #
 # The source notes (`004`) write Shaw's method as $k_n = W_k(x_n + \tilde p^k_r)$ with
-# $r = \operatorname{clip}(m - n, r_\min, r_\max)$. Two differences from the library, neither an error:
+# $r = \operatorname{clip}(m - n, r_\min, r_\max)$, their query $m$ and key $n$ being our $i$ and $j$.
+# Two differences from the library, neither an error:
 #
 # * **the sign**: $m - n$ is query minus key, the mirror of $j - i$. Indexing a table $T'$ by
 #   $\operatorname{clip}(m-n, -k, k) + k$ gives the same vectors as indexing $T$ by
@@ -183,8 +193,8 @@ assert (rows_query_minus_key == 2 * k_win - rows).all()  # the mirror image of t
 table = shaw.keys.weight.detach()  # (2k + 1, d), indexed by the library's rows
 assert_close(table.flip(0)[rows_query_minus_key], table[rows])  # same vectors, table flipped
 
-W = torch.randn(4, 4).to(device)
-p_tilde = torch.randn(4).to(device)
+W = torch.randn(4, 4, device=device)
+p_tilde = torch.randn(4, device=device)
 assert_close(W @ (k_[1] + p_tilde), W @ k_[1] + W @ p_tilde)  # before W == after W, a = W p
 print("query-minus-key rows are the key-minus-query rows of the flipped table")
 
@@ -193,13 +203,10 @@ print("query-minus-key rows are the key-minus-query rows of the flipped table")
 #
 # Transformer-XL (Dai et al. 2019) processes text in segments and lets each segment attend to a cached
 # copy of the previous one (the *memory*, $M$ keys). Absolute positions would clash between segments,
-# so XL rewrites the four terms of §1. Query $i$ sits at position $M + i$, key $j$ at $j$. XL indexes
-# its sinusoids by the **distance query minus key**, $M + i - j$, which is $\ge 0$ for every key the
-# (causal) query may see: the negative of this course's offset $j - (M + i)$. We keep XL's sign in
-# this section, as its paper and code do. (The paper writes $R_{i-j}$ with $i, j$ counted over the
-# whole extended context, memory first, so its query index is our $M + i$ and its $R_{i-j}$ is our
-# $R_{M+i-j}$; we count queries within the segment.)
-# $R_{o}$ is the sinusoid of distance $o$ (fixed, not learned):
+# so XL rewrites the four terms of §1 around one idea: **the query's own position should not change
+# how much it likes a key**. So the query's projected position $W_q p_i$ is replaced by a learned
+# vector, $u$ where it meets content and $v$ where it meets position, and the key's $p_j$ by a
+# sinusoid of the distance between them, $R_{M+i-j}$, with its own projection $W_{k,R}$:
 #
 # $$A^{\text{rel}}_{ij} =
 #   \underbrace{x_i^\top W_q^\top W_{k,E}\, x_j}_{(a)\ \text{content}}
@@ -207,45 +214,17 @@ print("query-minus-key rows are the key-minus-query rows of the flipped table")
 # + \underbrace{u^\top W_{k,E}\, x_j}_{(c)\ \text{global content bias}}
 # + \underbrace{v^\top W_{k,R}\, R_{M+i-j}}_{(d)\ \text{global position bias}}.$$
 #
-# Three changes: the key's $p_n$ becomes $R_{M+i-j}$ with its own projection $W_{k,R}$; the query's
-# projected position $W_q p_m$ becomes a learned vector, $u$ where it meets content and $v$ where it
-# meets position (a query's own position should not change how much it likes a key). $u, v \in
-# \mathbb R^{d_\text{head}}$ live *after* the projection, one pair per head. How many pairs: the paper
-# writes a single $u$ and $v$; the authors' code shares one pair across all layers unless its `untie_r`
-# flag is set (`tf/train_gpu.py` in kimiyoung/transformer-xl, default off), which their released
-# WikiText-103 model sets (`tf/sota/wt103.sh`); XLNet keeps a pair in every layer (checked below on
-# transformers' XLNet). §7 counts the per-layer form.
+# Query $i$ sits at position $M + i$, key $j$ at $j$, and XL indexes its sinusoids by the **distance
+# query minus key**, $M + i - j$, which is $\ge 0$ for every key the (causal) query may see: the
+# negative of this course's offset. We keep XL's sign in this section, as its paper and code do.
+# $R_o$, the sinusoid of distance $o$, is fixed, not learned, and laid out as XL's code lays it out:
+# all sines, then all cosines (chapter 3's *concatenated* layout, not §1's interleaved one; the sign
+# rule for negative distances below relies on it). $u, v \in \mathbb R^{d_\text{head}}$ live *after*
+# the projection, one pair per head.
 #
 # In the library: `q` $= W_q x_i$, `k` $= W_{k,E} x_j$, `r[o]` $= W_{k,R} R_o$ for distances
-# $o = 0, \dots,$ `k_len`$- 1$, and `pl.xl_score_terms(q, k, r, u, v)` returns the four terms.
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# ### The source's third term
-#
-# The source notes write the third term as $u^\top W_q^\top W_k x_n$, i.e. they replace $p_m$ by $u$ and
-# keep $W_q$. In XL, $u$ replaces the whole projected term $W_q p_m$, so the term is
-# $u^\top W_{k,E}\, x_n$. With XL's $u \in \mathbb R^{d_\text{head}}$ the source's expression does not
-# even type-check when $d_\text{head} \ne d_\text{model}$; with a $u_\text{src} \in
-# \mathbb R^{d_\text{model}}$ it equals XL's term for $u = W_q u_\text{src}$: a different parameter,
-# tied to $W_q$. The same holds for $v$ in the fourth term.
-
-# %%
-W_q = torch.randn(d_head, d_model).to(device)
-W_kE = torch.randn(d_head, d_model).to(device)
-x_n = torch.randn(d_model).to(device)
-u_xl = torch.randn(d_head).to(device)  # XL's u: one vector per head, after the projection
-
-xl_term = u_xl @ (W_kE @ x_n)  # u^T W_{k,E} x_n: (4,) . (4,)
-try:
-    u_xl @ W_q.T @ (W_kE @ x_n)  # u^T W_q^T ...: needs u of size d_model = 8
-    typechecks = True
-except RuntimeError:
-    typechecks = False
-assert not typechecks
-
-u_src = torch.randn(d_model).to(device)  # the source's u, before the projection
-assert_close(u_src @ W_q.T @ W_kE @ x_n, (W_q @ u_src) @ (W_kE @ x_n))
-print(f"XL's term u^T W_kE x_n = {xl_term.item():+.4f}; u^T W_q^T W_k x_n needs u of size {d_model}, not {d_head}")
+# $o = 0, \dots,$ `k_len`$- 1$ (`pl.xl_relative_sinusoids`, $[\sin \mid \cos]$), and
+# `pl.xl_score_terms(q, k, r, u, v)` returns the four terms.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### The four terms on a small example
@@ -258,14 +237,15 @@ print(f"XL's term u^T W_kE x_n = {xl_term.item():+.4f}; u^T W_q^T W_k x_n needs 
 
 # %%
 g = torch.manual_seed(0)
+W_q, W_kE = torch.randn(d_head, d_model).to(device), torch.randn(d_head, d_model).to(device)  # W_q, W_{k,E}
 M, Q = 2, 4
 K = M + Q
-h = torch.randn(K, d_model).to(device)  # memory rows first, then the segment
-W_kR = torch.randn(d_head, d_model).to(device)
+h = torch.randn(K, d_model, device=device)  # memory rows first, then the segment
+W_kR = torch.randn(d_head, d_model, device=device)
 q = h[M:] @ W_q.T  # (Q, d_head): only the segment asks
 k = h @ W_kE.T  # (K, d_head): memory and segment answer
 r = pl.xl_relative_sinusoids(K, d_model, device=device) @ W_kR.T  # (K, d_head): row o = W_kR R_o
-u, v = torch.randn(d_head).to(device), torch.randn(d_head).to(device)
+u, v = torch.randn(d_head, device=device), torch.randn(d_head, device=device)
 
 xl_terms = pl.xl_score_terms(q, k, r, u, v)
 assert_close(xl_terms["c"], xl_terms["c"][:1].expand(Q, K))  # (c): the same row for every query
@@ -283,37 +263,30 @@ fig = heatmap_row([*xl_terms.values(), pl.xl_scores_direct(q, k, r, u, v)], [*na
 fig
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# ### Keys after the query: XLNet
+# ### The source's third term
 #
-# Nothing in the sinusoid forbids a negative distance: $R_{-o}$ has the same cosines as $R_o$ and the
-# sines negated, so it is a different vector and the score can tell a key $o$ steps after the query from
-# one $o$ steps before it. XLNet (Yang et al. 2019) uses XL's attention bidirectionally (transformers'
-# `XLNetConfig(attn_type="bi")`, the default): a query may attend to keys on both sides (its permutation
-# objective, not the left-to-right order, decides which), so it builds $R$ for the distances
-# $K, K - 1, \dots, -(Q - 1)$, $K + Q$ rows where XL's causal case needs $K$. The cell asks
-# transformers' XLNet for its table (`relative_positional_encoding`), checks the rows of distances
-# $0 \dots K - 1$ against `pl.xl_relative_sinusoids`, the negative ones against the sign rule, and
-# that each of XLNet's layers has its own $u$ and $v$ (`r_w_bias`, `r_r_bias`).
+# The source notes write the third term as $u^\top W_q^\top W_k x_n$ (their $m$, $n$ are our $i$, $j$),
+# i.e. they replace $p_m$ by $u$ and keep $W_q$. In XL, $u$ replaces the whole projected term $W_q p_i$,
+# so the term is $u^\top W_{k,E}\, x_j$, as in the example above. With XL's $u \in \mathbb R^{d_\text{head}}$ the source's expression does not
+# even type-check when $d_\text{head} \ne d_\text{model}$; with a $u_\text{src} \in
+# \mathbb R^{d_\text{model}}$ it equals XL's term for $u = W_q u_\text{src}$: a different parameter,
+# tied to $W_q$. The same holds for $v$ in the fourth term.
 
 # %%
-from transformers import XLNetConfig, XLNetModel
+x_j = torch.randn(d_model, device=device)
+u_xl = torch.randn(d_head, device=device)  # XL's u: one vector per head, after the projection
 
-with torch.random.fork_rng():  # building a model draws random numbers: leave the notebook's stream alone
-    xlnet = XLNetModel(XLNetConfig(vocab_size=10, d_model=d_model, n_layer=2, n_head=2, d_inner=16))
-assert xlnet.config.attn_type == "bi"
-with torch.no_grad():
-    R_xlnet = xlnet.relative_positional_encoding(Q, K)[:, 0]  # (K + Q, d_model): distances K, K-1, ..., -(Q-1)
-dist_xlnet = torch.arange(K, -Q, -1)
-assert R_xlnet.shape == (K + Q, d_model) and dist_xlnet.tolist() == [6, 5, 4, 3, 2, 1, 0, -1, -2, -3]
-R_ours = pl.xl_relative_sinusoids(K, d_model)  # row o = R_o, o = 0 .. K - 1
-assert_close(R_xlnet[(dist_xlnet >= 0) & (dist_xlnet < K)], R_ours.flip(0))  # same sinusoids, [sin | cos]
-half = d_model // 2
-for o in range(1, Q):
-    neg, pos = R_xlnet[dist_xlnet == -o][0], R_ours[o]
-    assert_close(neg, torch.cat((-pos[:half], pos[half:])))  # R_(-o): sines negated, cosines kept
-    assert not torch.allclose(neg, pos)  # a key after the query is not one before it
-assert len({id(layer.rel_attn.r_w_bias) for layer in xlnet.layer}) == 2  # u per layer (and v: r_r_bias)
-print(f"XLNet, Q = {Q}, K = {K}: R for distances {dist_xlnet.tolist()}; R_-o = R_o with its sines negated")
+xl_term = u_xl @ (W_kE @ x_j)  # u^T W_{k,E} x_j: (4,) . (4,)
+try:
+    u_xl @ W_q.T @ (W_kE @ x_j)  # u^T W_q^T ...: needs u of size d_model = 8
+    typechecks = True
+except RuntimeError:
+    typechecks = False
+assert not typechecks
+
+u_src = torch.randn(d_model, device=device)  # the source's u, before the projection
+assert_close(u_src @ W_q.T @ W_kE @ x_j, (W_q @ u_src) @ (W_kE @ x_j))
+print(f"XL's term u^T W_kE x_j = {xl_term.item():+.4f}; u^T W_q^T W_k x_j needs u of size {d_model}, not {d_head}")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ### The relative shift, step by step
@@ -382,15 +355,21 @@ fig
 # The paper's reason for the trick (its Appendix B) is the cost of the naive form: computing
 # $W_{k,R}R_{i-j}$ for every pair is quadratic in vectors, while the distances form only $K$ of them.
 # Once the $(Q, K)$ scores against every distance exist, putting the right one at each $(i, j)$ is a
-# reordering, and a gather does it as well as the shift (Exercise 1 derives its index). In memory
-# the two are close. The shift's pad writes a new $(Q, K+1)$ tensor, a full copy of the scores (the
-# reshapes and the slice after it are views of that copy, not copies). A gather writes a new $(Q, K)$
-# output and reads a $(Q, K)$ index of int64, twice the bytes of float32 scores; but the index
-# depends only on $Q$ and $K$, so it is built once and `expand` shares it over every batch and head
-# without copying it (stride 0). What the shift saves is building that index, not memory. The cell
-# measures both for a segment of 512 queries with a memory of 512 (and checks, on a small batch, that
-# a gather through one shared index equals the shift on every key the query may see; its index comes
-# from shifting the column numbers themselves, so it is not derived here).
+# reordering, and a gather does it as well as the shift. In memory the two are close. The shift's
+# pad writes a new $(Q, K+1)$ tensor, a full copy of the scores (the reshapes and the slice after it
+# are views of that copy, not copies). A gather writes a new $(Q, K)$ output and reads a $(Q, K)$
+# index of int64, twice the bytes of float32 scores; but the index depends only on $Q$ and $K$, so it
+# is built once and `expand` shares it over every batch and head without copying it (stride 0). The
+# cell counts the bytes of both for a segment of 512 queries with a memory of 512, and checks, on a
+# small batch, that a gather through one shared index equals the shift on every key the query may
+# see (its index comes from shifting the column numbers themselves).
+#
+# So why the shift? It is older than XL: Music Transformer (Huang et al. 2018, §3.4.1) introduced it
+# as "skewing", against Shaw's form as written, which gathers one relative *vector* per pair, an
+# $(L, L, d)$ tensor; scoring the queries against the $L$ relative vectors first and skewing needs
+# $O(Ld)$ memory instead of $O(L^2d)$. Against a gather of the *scores*, which also scores first, the
+# memory above does not decide it, and speed is not measured here (this notebook's outputs must not
+# depend on the machine; `benchmarks/` holds timings).
 
 # %%
 Q_big, K_big = 512, 1024
@@ -411,12 +390,45 @@ print(f"scores {scores_big.nbytes / MiB:.2f} MiB; the shift's pad {padded_big.nb
       f"{index_big.nbytes / MiB:.2f} MiB, shared by 32 x 8 (sequence, head) pairs")
 
 g = torch.manual_seed(2)
-batch = torch.randn(2, 3, Q, K).to(device)  # 2 sequences, 3 heads, the Q x K example of this section
+batch = torch.randn(2, 3, Q, K, device=device)  # 2 sequences, 3 heads, the Q x K example of this section
 column = pl.rel_shift(torch.arange(K, device=device).expand(Q, K))  # which column each entry comes from
 gathered = batch.gather(-1, column.expand(2, 3, Q, K))  # one (Q, K) index for every sequence and head
-assert column.expand(2, 3, Q, K).stride()[:2] == (0, 0)
 assert torch.equal(gathered[..., visible], pl.rel_shift(batch)[..., visible])  # = the shift where the query looks
 print("a gather through one shared index = the shift on every visible key: True")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### Keys after the query: XLNet
+#
+# The shift serves a causal model. Nothing in the sinusoid forbids a negative distance, though:
+# $R_{-o}$ has the same cosines as $R_o$ and the sines negated (in XL's $[\sin \mid \cos]$ layout: the
+# first half negated, the second kept), so it is a different vector and the score can tell a key $o$
+# steps after the query from one $o$ steps before it. XLNet (Yang et al. 2019) uses XL's attention bidirectionally (transformers'
+# `XLNetConfig(attn_type="bi")`, the default): a query may attend to keys on both sides (its permutation
+# objective, not the left-to-right order, decides which), so it builds $R$ for the distances
+# $K, K - 1, \dots, -(Q - 1)$, $K + Q$ rows where XL's causal case needs $K$. The cell asks
+# transformers' XLNet for its table (`relative_positional_encoding`), checks the rows of distances
+# $0 \dots K - 1$ against `pl.xl_relative_sinusoids`, the negative ones against the sign rule, and
+# that each of XLNet's layers has its own $u$ and $v$ (`r_w_bias`, `r_r_bias`).
+
+# %%
+from transformers import XLNetConfig, XLNetModel
+
+with torch.random.fork_rng():  # building a model draws random numbers: leave the notebook's stream alone
+    xlnet = XLNetModel(XLNetConfig(vocab_size=10, d_model=d_model, n_layer=2, n_head=2, d_inner=16))
+assert xlnet.config.attn_type == "bi"
+with torch.no_grad():
+    R_xlnet = xlnet.relative_positional_encoding(Q, K)[:, 0]  # (K + Q, d_model): distances K, K-1, ..., -(Q-1)
+dist_xlnet = torch.arange(K, -Q, -1)
+assert R_xlnet.shape == (K + Q, d_model) and dist_xlnet.tolist() == [6, 5, 4, 3, 2, 1, 0, -1, -2, -3]
+R_ours = pl.xl_relative_sinusoids(K, d_model)  # row o = R_o, o = 0 .. K - 1
+assert_close(R_xlnet[(dist_xlnet >= 0) & (dist_xlnet < K)], R_ours.flip(0))  # same sinusoids, [sin | cos]
+half = d_model // 2
+for o in range(1, Q):
+    neg, pos = R_xlnet[dist_xlnet == -o][0], R_ours[o]
+    assert_close(neg, torch.cat((-pos[:half], pos[half:])))  # R_(-o): sines negated, cosines kept
+    assert not torch.allclose(neg, pos)  # a key after the query is not one before it
+assert len({id(layer.rel_attn.r_w_bias) for layer in xlnet.layer}) == 2  # u per layer (and v: r_r_bias)
+print(f"XLNet, Q = {Q}, K = {K}: R for distances {dist_xlnet.tolist()}; R_-o = R_o with its sines negated")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **A naming trap.** The labml annotated implementation of XL (`labml_nn/transformers/xl/relative_mha.py`)
@@ -424,6 +436,13 @@ print("a gather through one shared index = the shift on every visible key: True"
 # and it replaces $W_{k,R}R_{i-j}$ and term (d) by learned per-distance vectors and scalars. The paper's
 # own code calls them `r_w_bias` ($u$, paired with content) and `r_r_bias` ($v$, paired with position).
 # Read which term a bias multiplies, not its letter.
+#
+# Two details for readers of the paper and the code. The paper writes $R_{i-j}$ with $i, j$ counted
+# over the whole extended context, memory first, so its query index is our $M + i$ and its $R_{i-j}$
+# our $R_{M+i-j}$. And it writes a single $u$ and $v$: the authors' code shares one pair across all
+# layers unless its `untie_r` flag is set (`tf/train_gpu.py` in kimiyoung/transformer-xl, default
+# off), which their released WikiText-103 model sets (`tf/sota/wt103.sh`); XLNet keeps a pair in every
+# layer (the XLNet cell checks it). §7 counts the per-layer form.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. T5: one learned scalar per offset bucket and head
@@ -501,31 +520,23 @@ assert t5_causal.tolist() == [3, 2, 1, 0, 0, 0, 0]  # decoder: keys after the qu
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Which distances share the last bucket?
 #
-# Not "every distance beyond `max_distance`". The log term reaches $B - e$, i.e. bucket $B$ *one past
-# the last*, exactly at $n = \text{max\_distance}$; the last bucket $B - 1$ starts where the floored
-# term first reaches $B - 1$, which is earlier. The exact rule: a distance $n$ is in the last bucket
-# exactly when $e + \lfloor \log(n/e) / \log(\text{max\_distance}/e)\cdot(B - e)\rfloor \ge B - 1$; the
-# $\min$ then catches every larger $n$. With 16 buckets and `max_distance` 32 ($B = 8$, $e = 4$) that
-# holds from **distance 20** on: bucket 7 holds 20, 21, …, 31 *and* every distance from 32 to infinity,
-# while 19 is still in bucket 6. With T5's own defaults (32 buckets, `max_distance` 128) the last bucket
-# starts at distance 91 in an encoder ($B = 16$), well before 128, but at 113 in a decoder ($B = 32$):
-# more buckets per direction leave less room before `max_distance`. The cell checks the rule with the
-# formula, the library against it, and finds both defaults by walking the distances up. (Exercise 3 asks
-# for the closed form.)
+# Not "every distance beyond `max_distance`". At $n = \text{max\_distance}$ the log ratio in the formula
+# is exactly 1, so the term before the $\min$ is $e + (B - e) = B$: bucket $B$, *one past the last*. The
+# last bucket $B - 1$ is therefore reached earlier, and the $\min$ then catches every larger $n$. Walking
+# the distances up through the library's buckets: with 16 buckets and `max_distance` 32 ($B = 8$, $e = 4$)
+# the last bucket holds **20**, 21, …, 31 *and* every distance from 32 to infinity, while 19 is still in
+# bucket 6. With T5's own defaults (32 buckets, `max_distance` 128) it starts at distance 91 in an encoder
+# ($B = 16$), well before 128, but at 113 in a decoder ($B = 32$): more buckets per direction leave less
+# room before `max_distance`. (Exercise 3 asks where it starts, for any setting, without walking.)
 
 # %%
-def log_term(n: int, B: int, e: int, max_distance: int) -> int:
-    """e + floor(log(n/e) / log(max_distance/e) * (B - e)): the far bucket before the min."""
-    return e + math.floor(math.log(n / e) / math.log(max_distance / e) * (B - e))
-
-
 B, e = nb // 2, nb // 4
-in_last = [n for n in range(e, 500) if log_term(n, B, e, maxd) >= B - 1]  # the rule
-assert in_last == list(range(20, 500))  # from distance 20 on, not from max_distance = 32
-assert log_term(maxd, B, e, maxd) == B and log_term(maxd - 1, B, e, maxd) == B - 1  # 32 would open bucket B
+assert e + math.log(maxd / e) / math.log(maxd / e) * (B - e) == B  # at max_distance: bucket B, one past the last
 lib_last = pl.t5_relative_bucket(-torch.arange(500, device=device), num_buckets=nb, max_distance=maxd)
-assert ((lib_last == B - 1).nonzero().flatten() == torch.arange(20, 500, device=device)).all()  # library agrees
-print(f"last bucket ({B - 1}) of the past: distances {in_last[0]} and up; max_distance = {maxd};",
+in_last = (lib_last == B - 1).nonzero().flatten()
+assert (in_last == torch.arange(20, 500, device=device)).all()  # from distance 20 on, not from max_distance = 32
+assert lib_last[19] == B - 2
+print(f"last bucket ({B - 1}) of the past: distances {in_last[0].item()} and up; max_distance = {maxd};",
       f"distance 19 -> bucket {lib_last[19].item()}")
 first_in_last = {}  # T5's defaults, 32 buckets and max_distance 128, found by walking the distances up
 for bidir in (True, False):
@@ -564,48 +575,54 @@ axes[1].legend()
 fig
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# Explore: more buckets make the exact range wider; a larger `max_distance` stretches the log buckets.
-# The figure opens at 16 buckets and `max_distance` **33**, one more than the 32 above: the library
-# requires `max_distance` > `max_exact` (T5's $e$: the log term divides by
-# $\log(\text{max\_distance}/e)$, which must be positive), and the largest $e$ the controls allow is 32, with 64 decoder buckets. So 33 is the smallest
-# `max_distance` valid for every setting of the other two controls.
+# Explore, and predict before each move. The figure opens at T5's own defaults, 32 buckets and
+# `max_distance` 128, not at the 16 and 32 drawn above (those are one click away).
+# 1. Before you untick *bidirectional*: what will the map's upper-right triangle (keys after the
+#    query) become, and will the keys in the past (lower left) be cut into more buckets or fewer?
+# 2. Double `max_distance` to 256. Which buckets move, the exact ones near the diagonal or the far
+#    ones, and do the far ones get wider or narrower?
+# 3. Raise the number of buckets with `max_distance` fixed. Where do the new buckets go?
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "subslide"}
+def t5_buckets_or_none(offsets, **settings):
+    """The library's buckets, or None for a setting it refuses (max_distance <= max_exact)."""
+    try:
+        return pl.t5_relative_bucket(offsets, **settings)
+    except ValueError:
+        return None
+
+
 def draw_t5(fig, num_buckets, max_distance, bidirectional):
     ax_map, ax_line = fig.subplots(1, 2)
     span = torch.arange(-160, 161, device=device)
-    kw = dict(num_buckets=num_buckets, max_distance=max_distance, bidirectional=bidirectional)
-    im = viz.heatmap(pl.t5_relative_bucket(pl.relative_positions(64, device=device), **kw), ax=ax_map,
-                     xlabel="key j", ylabel="query i", colorbar="bucket")
-    (line,) = ax_line.step(span.cpu(), pl.t5_relative_bucket(span, **kw).cpu(), where="mid")
+    grid = pl.relative_positions(64, device=device)
+    im = viz.heatmap(torch.zeros(64, 64), ax=ax_map, xlabel="key j", ylabel="query i", colorbar="bucket")
+    (line,) = ax_line.step(span.cpu(), torch.zeros(len(span)), where="mid")
     ax_line.set(xlabel="offset j − i", ylabel="bucket", ylim=(-1, 64))
 
     def update(num_buckets, max_distance, bidirectional):
         kw = dict(num_buckets=num_buckets, max_distance=max_distance, bidirectional=bidirectional)
-        viz.update_heatmap(im, pl.t5_relative_bucket(pl.relative_positions(64, device=device), **kw))
-        line.set_ydata(pl.t5_relative_bucket(span, **kw).cpu())
+        on_grid, on_span = t5_buckets_or_none(grid, **kw), t5_buckets_or_none(span, **kw)
+        if on_grid is None:  # no buckets for this setting: say why instead of drawing
+            viz.update_heatmap(im, torch.zeros(64, 64))
+            line.set_ydata(torch.full((len(span),), float("nan")))
+            e = (num_buckets // 2 if bidirectional else num_buckets) // 2
+            ax_map.set_title(f"max distance must exceed max_exact = {e}")
+            return
+        viz.update_heatmap(im, on_grid)
+        line.set_ydata(on_span.cpu())
         ax_map.set_title(f"{num_buckets} buckets, max distance {max_distance}")
 
     update(num_buckets, max_distance, bidirectional)
     return update
 
 
-def t5_settings_valid(num_buckets, max_distance, bidirectional):
-    try:
-        pl.t5_relative_bucket(torch.zeros(1, dtype=torch.long), num_buckets=num_buckets,
-                              max_distance=max_distance, bidirectional=bidirectional)
-        return True
-    except ValueError:
-        return False
-
-
-assert all(t5_settings_valid(nb_, 33, bd_) for nb_ in range(8, 65, 4) for bd_ in (True, False))
-assert max((nb_ if not bd_ else nb_ // 2) // 2 for nb_ in range(8, 65, 4) for bd_ in (True, False)) == 32  # e
-assert not t5_settings_valid(64, 32, False)  # max_distance = e = 32 fails for 64 decoder buckets
+assert t5_buckets_or_none(span, num_buckets=16, max_distance=32) is not None  # the chapter's case draws
+assert t5_buckets_or_none(span, num_buckets=64, max_distance=32, bidirectional=False) is None  # e = 32: refused
 viz.InteractiveFigure(
     draw_t5, figsize=(8.0, 3.3),
-    num_buckets=widgets.IntSlider(16, min=8, max=64, step=4, description="buckets"),
-    max_distance=widgets.IntSlider(33, min=33, max=256, description="max dist"),
+    num_buckets=widgets.IntSlider(32, min=8, max=64, step=4, description="buckets"),  # T5's defaults
+    max_distance=widgets.IntSlider(128, min=4, max=256, description="max dist"),
     bidirectional=widgets.Checkbox(value=True, description="bidirectional"),
 )
 
@@ -634,9 +651,9 @@ viz.InteractiveFigure(
 # %%
 g = torch.manual_seed(0)
 L, span_k = 7, 3
-h = torch.randn(L, d_model).to(device)
-P = torch.randn(2 * span_k, d_model).to(device)  # the relative table, 2k rows
-W_qc, W_kc, W_qr, W_kr = (torch.randn(d_head, d_model).to(device) for _ in range(4))
+h = torch.randn(L, d_model, device=device)
+P = torch.randn(2 * span_k, d_model, device=device)  # the relative table, 2k rows
+W_qc, W_kc, W_qr, W_kr = (torch.randn(d_head, d_model, device=device) for _ in range(4))
 q_c, k_c = h @ W_qc.T, h @ W_kc.T  # content
 q_r, k_r = P @ W_qr.T, P @ W_kr.T  # position, with its own projections
 
@@ -666,51 +683,76 @@ fig
 # *uncorrelated*, though: $\mathbb E[(q \cdot k)(q \cdot r)] = \sum_{a,b} \mathbb E[q_a q_b]\,
 # \mathbb E[k_a]\,\mathbb E[r_b] = 0$ when $k$ and $r$ are independent with mean zero, and uncorrelated
 # terms are all a variance needs: the sum has variance $3d$, and dividing by $\sqrt{3d}$ keeps the
-# scores at unit scale, as $1/\sqrt d$ does for one term. The cell simulates DeBERTa's case, with the
-# vectors shared as in the score ($d = 16$): the variance is $3d$ and the terms are uncorrelated, but
-# their squares are not (a long $q^c_i$ makes c2c and c2p large together; for Gaussian vectors the
-# correlation of the squares is $1/(d + 3)$), while six separate vectors, the control, leave even the
-# squares uncorrelated.
+# scores at unit scale, as $1/\sqrt d$ does for one term.
+#
+# The cell simulates DeBERTa's case with the vectors shared as in the score, 200 000 draws at $d = 16$:
+# the variance of the sum is $3d$ and the three terms are uncorrelated.
 
 # %%
-g = torch.manual_seed(0)
-n_samples, d_small = 20000, 16
-qc_, kc_, qr_, kr_ = (torch.randn(n_samples, d_small).to(device) for _ in range(4))
-shared = torch.stack(((qc_ * kc_).sum(-1), (qc_ * kr_).sum(-1), (kc_ * qr_).sum(-1)))  # c2c, c2p, p2c
+draws = torch.Generator().manual_seed(0)  # drawn on the CPU, then moved
+
+
+def shared_terms(d_, n_):
+    """c2c, c2p, p2c for n_ draws of four d_-dimensional vectors, shared as in DeBERTa's score."""
+    qc_, kc_, qr_, kr_ = torch.randn(4, n_, d_, generator=draws).to(device)
+    return torch.stack(((qc_ * kc_).sum(-1), (qc_ * kr_).sum(-1), (kc_ * qr_).sum(-1)))
+
+
+n_samples, d_small = 200_000, 16
+shared = shared_terms(d_small, n_samples)
 ratio = shared.sum(0).var().item() / (3 * d_small)
 corr = torch.corrcoef(shared)
-corr_sq = torch.corrcoef(shared**2)[0, 1].item()  # c2c^2 against c2p^2: both grow with |q^c|
-separate = torch.stack([(torch.randn(n_samples, d_small).to(device) * torch.randn(n_samples, d_small).to(device)).sum(-1)
-                        for _ in range(2)])  # the control: no vector shared
-corr_sq_separate = torch.corrcoef(separate**2)[0, 1].item()
-print(f"variance of c2c + c2p + p2c over 3d: {ratio:.2f}; largest correlation between two terms: "
-      f"{(corr - torch.eye(3, device=device)).abs().max().item():.2f}")
-print(f"correlation of c2c^2 and c2p^2: {corr_sq:.2f} (1/(d+3) = {1 / (d_small + 3):.2f}); "
-      f"with no shared vector: {corr_sq_separate:.2f}")
-assert abs(ratio - 1) < 0.05 and (corr - torch.eye(3, device=device)).abs().max() < 0.03  # uncorrelated
-assert abs(corr_sq - 1 / (d_small + 3)) < 0.02 and corr_sq > 0.03 > abs(corr_sq_separate)  # not independent
+assert abs(ratio - 1) < 0.02 and (corr - torch.eye(3, device=device)).abs().max() < 0.01  # variance 3d, uncorrelated
+print(f"d = 16: variance of c2c + c2p + p2c over 3d: {ratio:.3f}; largest correlation between two terms: "
+      f"{(corr - torch.eye(3, device=device)).abs().max().item():.3f}")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# ### Paper, released code, and the source notes
+# ### Paper and released code: which row of $q^r$ does p2c read?
 #
-# The released code computes p2c with another index than the paper, in two ways that agree:
+# The paper's p2c reads row $\delta(j, i)$ of $q^r$ for query $i$ and key $j$. The released code computes
+# it with another index, in two recipes:
 #
 # * transformers' port (`disentangled_att_bias` in `models/deberta/modeling_deberta.py`,
-#   `disentangled_attention_bias` in `models/deberta_v2/modeling_deberta_v2.py`) scores every key
-#   against all $2k$ rows of $q^r$, gathers along those *key* rows with
-#   $\operatorname{clip}(-(i - j) + k)$, and transposes;
+#   `disentangled_attention_bias` in `models/deberta_v2/modeling_deberta_v2.py`) scores every key against
+#   all $2k$ rows of $q^r$, $S = k^c (q^r)^\top$ (row $a$: key $a$), gathers $G[a, b] = S[a, \text{pos}[a, b]]$
+#   with $\text{pos}[a, b] = \operatorname{clip}(-(a - b) + k)$, and transposes, so entry $(i, j)$ is
+#   $S[j, \text{pos}[j, i]]$;
 # * microsoft/DeBERTa's current code (`disentangled_attention_bias` in
 #   `DeBERTa/deberta/disentangled_attention.py`, the v2/v3 version) scores all $2k$ rows against every
-#   key, a $(2k, k_\text{len})$ matrix, and gathers it along dim $-2$ with c2p's own index
-#   $\operatorname{clip}(i - j + k)$.
+#   key, $T = q^r (k^c)^\top$, a $(2k, k_\text{len})$ matrix, and gathers it along rows with c2p's own index,
+#   so entry $(i, j)$ is $T[\delta(i, j), j]$.
 #
-# Followed through, both land on $\delta(i, j)$, the same index as c2p, not the paper's $\delta(j, i)$
-# (discussed in microsoft/DeBERTa issues #47 and #162). The next cell replays both recipes;
-# `p2c_index="reference"` reproduces them, `tests/test_deberta.py` checks it against transformers' v1
-# `DisentangledSelfAttention` and `tests/test_crosscheck.py` against the deberta_v2 one.
-# Inside the window ($|i - j| < k$) the paper's row is $2k - \delta(i, j)$. A mirror of rows
-# $0 \dots 2k-1$ would be $2k - 1 - \delta(i, j)$, so this is the table read mirrored *and shifted by
-# one row*: nearly the same model family, but a trained checkpoint needs the index its code used.
+# The table follows both recipes for four queries and keys with $k = 2$, so
+# $\delta(i, j) = \operatorname{clip}(i - j + 2, 0, 3)$: which row of $q^r$ each reads against key $j$.
+# Both read row $\delta(i, j)$, the same index as c2p, not the paper's $\delta(j, i)$ (discussed in
+# microsoft/DeBERTa issues #47 and #162); the cell asserts it, and that the paper reads another row for
+# every pair off the diagonal.
+
+# %%
+L4, k2 = 4, 2
+i4, j4 = torch.meshgrid(torch.arange(L4), torch.arange(L4), indexing="ij")
+delta4 = pl.deberta_relative_index(L4, L4, k2)  # delta(i, j) = clip(i - j + k, 0, 2k - 1), as in c2p
+paper_row = delta4.T  # delta(j, i)
+pos4 = torch.clamp(-(i4 - j4) + k2, 0, 2 * k2 - 1)  # transformers' p2c_pos[a, b], rows a of S are keys
+hf_key, hf_row = j4, pos4.T  # entry (i, j) = S[j, pos[j, i]]: key j against row pos[j, i] of q^r
+ms_row, ms_key = delta4, j4  # entry (i, j) = T[delta(i, j), j]: row delta(i, j) of q^r against key j
+assert torch.equal(hf_row, delta4) and torch.equal(ms_row, delta4) and torch.equal(hf_key, ms_key)
+assert (paper_row != delta4).sum() == L4 * L4 - L4  # the paper reads another row everywhere off the diagonal
+print(" i  j  i-j | transformers S[j, pos[j,i]] | microsoft T[δ(i,j), j] | row of q^r read")
+for i_ in range(L4):
+    for j_ in range(L4):
+        print(f" {i_}  {j_}  {i_ - j_:+d}  |         S[{j_}, {pos4[j_, i_].item()}]             |"
+              f"        T[{delta4[i_, j_].item()}, {j_}]        |       {delta4[i_, j_].item()}")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### The recipes at full size, and the source notes
+#
+# The next cell replays both recipes on the seven tokens above; `p2c_index="reference"` reproduces them,
+# `tests/test_deberta.py` checks it against transformers' v1 `DisentangledSelfAttention` and
+# `tests/test_crosscheck.py` against the deberta_v2 one. With the paper's index the same trained table
+# gives other p2c scores (the cell checks that too), so a checkpoint needs the index its code used. How
+# the two indices relate row by row, and what a table would need for the choice not to matter, is
+# Exercise 4.
 #
 # The source notes (`004`) write DeBERTa's relative terms as
 # $x_m^\top W_q^\top W_k \tilde p_{m-n} + \tilde p_{m-n}^\top W_q^\top W_k x_n$: the *content*
@@ -737,9 +779,7 @@ assert_close(code_p2c, p2c_ref)
 assert_close(ms_p2c, p2c_ref)  # both recipes: the same p2c
 assert_close(code_p2c, torch.stack([torch.stack([k_c[j] @ q_r[delta[i, j]] for j in range(L)])
                                                   for i in range(L)]))  # delta(i, j) ...
-assert not torch.allclose(code_p2c, p2c, atol=1e-3)  # ... not the paper's delta(j, i)
-inside = (rel.abs() < span_k)
-assert (delta.T[inside] == 2 * span_k - delta[inside]).all()  # delta(j, i) = 2k - delta(i, j) in the window
+assert not torch.allclose(code_p2c, p2c, atol=1e-3)  # ... not the paper's delta(j, i): other scores
 
 # the source's form: content projections W_qc, W_kc reused for positions, offset m - n in both terms
 src_c2p = torch.stack([torch.stack([q_c[m] @ (W_kc @ P[delta[m, n]]) for n in range(L)]) for m in range(L)])
@@ -749,32 +789,42 @@ assert_close(src_c2p + src_p2c, c2p_tied + p2c_tied)  # a special case: W_{q,r} 
 assert not torch.allclose(src_c2p, c2p, atol=1e-3)  # v1's own W_{k,r} gives other scores
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# ### A worked index table for the p2c gathers
+# ### Relative in attention, absolute at the top
 #
-# Which row of $q^r$ does each recipe read for the pair (query $i$, key $j$)? Four queries and keys,
-# $k = 2$, so $\delta(i, j) = \operatorname{clip}(i - j + 2, 0, 3)$. Columns: the paper's row
-# $\delta(j, i)$; transformers' recipe, which scores $S = k^c (q^r)^\top$ (row $a$: key $a$ against every
-# row of $q^r$), gathers $G[a, b] = S[a, \text{pos}[a, b]]$ with $\text{pos}[a, b] =
-# \operatorname{clip}(-(a - b) + k)$ and transposes, so entry $(i, j)$ is $S[j, \text{pos}[j, i]]$;
-# microsoft/DeBERTa's recipe, which scores $T = q^r (k^c)^\top$ and gathers along rows with c2p's index,
-# so entry $(i, j)$ is $T[\delta(i, j), j]$. The cell builds the three indices and asserts that both
-# recipes read row $\delta(i, j)$ of $q^r$ against key $j$, and the paper row $\delta(j, i)$.
+# Everything above is DeBERTa's *attention*, and it sees positions only through $\delta$. The model as
+# a whole is not purely relative. For pretraining (masked-token prediction) the paper adds an
+# **Enhanced Mask Decoder** (He et al., §3.2): absolute position embeddings enter after the Transformer
+# layers, just before the softmax that predicts the masked tokens. Its argument: relative positions
+# alone cannot tell apart two masked words with the same local context (its example is "a new *store*
+# opened beside the new *mall*", where the subject and the object differ only by where they stand in
+# the sentence). In microsoft/DeBERTa's code (`EnhancedMaskDecoder` in
+# `DeBERTa/apps/models/masked_language_model.py`) the choice hangs on one config flag,
+# `position_biased_input`. With it off, as the released v1 and v3 configs have it, the absolute
+# position embeddings are added to the hidden states that enter the last layer, and that sum serves
+# as the queries of the last layer, run twice more before the prediction head. With it on, they are
+# added to the input instead, as BERT does.
+#
+# The cell checks the second route through transformers' port, which defaults to the flag on: an
+# absolute table of `max_position_embeddings` rows, and the same token embedded differently at two
+# positions; with the flag off, no table, and the two rows equal. (transformers' `DebertaV2Model` has no
+# Enhanced Mask Decoder: with the released configs, what it computes is relative throughout.)
 
 # %%
-L4, k2 = 4, 2
-i4, j4 = torch.meshgrid(torch.arange(L4), torch.arange(L4), indexing="ij")
-delta4 = pl.deberta_relative_index(L4, L4, k2)  # delta(i, j) = clip(i - j + k, 0, 2k - 1), as in c2p
-paper_row = delta4.T  # delta(j, i)
-pos4 = torch.clamp(-(i4 - j4) + k2, 0, 2 * k2 - 1)  # transformers' p2c_pos[a, b], rows a of S are keys
-hf_key, hf_row = j4, pos4.T  # entry (i, j) = S[j, pos[j, i]]: key j against row pos[j, i] of q^r
-ms_row, ms_key = delta4, j4  # entry (i, j) = T[delta(i, j), j]: row delta(i, j) of q^r against key j
-assert torch.equal(hf_row, delta4) and torch.equal(ms_row, delta4) and torch.equal(hf_key, ms_key)
-assert (paper_row != delta4).sum() == L4 * L4 - L4  # the paper reads another row everywhere off the diagonal
-print(" i  j  i-j | paper δ(j,i) | transformers S[j, pos[j,i]] | microsoft T[δ(i,j), j]")
-for i_ in range(L4):
-    for j_ in range(L4):
-        print(f" {i_}  {j_}  {i_ - j_:+d}  |      {paper_row[i_, j_].item()}       |"
-              f"         S[{j_}, {pos4[j_, i_].item()}]             |        T[{delta4[i_, j_].item()}, {j_}]")
+from transformers import DebertaV2Config, DebertaV2Model
+
+with torch.random.fork_rng():  # building models draws random numbers: leave the notebook's stream alone
+    tiny = dict(vocab_size=16, hidden_size=8, num_attention_heads=2, intermediate_size=8, num_hidden_layers=1,
+                max_position_embeddings=12, relative_attention=True, pos_att_type="p2c|c2p")
+    absolute_in = DebertaV2Model(DebertaV2Config(**tiny)).eval()  # transformers' default: position_biased_input=True
+    relative_only = DebertaV2Model(DebertaV2Config(**tiny, position_biased_input=False)).eval()  # as the released configs
+same_token = torch.tensor([[5, 5]])  # one token at positions 0 and 1
+with torch.no_grad():
+    rows_in, rows_rel = absolute_in.embeddings(input_ids=same_token)[0], relative_only.embeddings(input_ids=same_token)[0]
+assert absolute_in.config.position_biased_input and absolute_in.embeddings.position_embeddings.weight.shape == (12, 8)
+assert not torch.allclose(rows_in[0], rows_in[1])  # absolute positions at the input: the two rows differ
+assert relative_only.embeddings.position_embeddings is None and torch.allclose(rows_rel[0], rows_rel[1])
+print("position_biased_input on: an absolute table of", tuple(absolute_in.embeddings.position_embeddings.weight.shape),
+      "and one token embedded differently at positions 0 and 1; off: no table, the two rows equal")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 6. One view for all: the bias as a function of $(i, j)$
@@ -785,10 +835,11 @@ for i_ in range(L4):
 #
 # * ALiBi adds to head $h$'s scores a fixed penalty proportional to the distance, $-m_h\,(i - j)$ for a
 #   key in the past, where $m_h > 0$ is the head's slope (a constant, not learned; `pl.alibi_bias`);
-# * RoPE adds nothing to the scores. It rotates the query at position $i$ by $R_i$ and the key at
-#   position $j$ by $R_j$, the block rotations of chapter 3 (§4 there: at position $i$, block $t$ turns
-#   its pair by $i\theta_t$); since $R_i^\top R_j = R_{j-i}$, the score $\langle R_i q, R_j k\rangle = q^\top R_{j-i} k$
-#   depends on the positions only through $j - i$ (`pl.apply_rope`).
+# * RoPE adds nothing to the scores. It rotates the query at position $m$ by $R_m$ and the key at
+#   position $n$ by $R_n$, the block rotations of chapter 3 (§4 there: at position $m$, block $j$ turns
+#   its pair by $m\theta_j$; RoPE's letters, since here positions meet pairs); since
+#   $R_m^\top R_n = R_{n-m}$, the score $\langle R_m q, R_n k\rangle = q^\top R_{n-m} k$ depends on the
+#   positions only through the offset $n - m$, the $j - i$ of the other panels (`pl.apply_rope`).
 #
 # Side by side, for 16 positions:
 #
@@ -797,8 +848,8 @@ for i_ in range(L4):
 #   distance $i - j$, not chapter 3's rotation);
 # * **T5**: one head's learned scalar per bucket;
 # * **ALiBi**: one head's $-m_h (i - j)$ (causal);
-# * **RoPE**: no bias at all, but for fixed $q, k$ the score $\langle R_i q, R_j k\rangle$ is
-#   itself a function of $j - i$, a kernel over offsets.
+# * **RoPE**: no bias at all, but for fixed $q, k$ the score $\langle R_m q, R_n k\rangle$ is
+#   itself a function of $n - m$, a kernel over offsets.
 #
 # Every panel is constant along its diagonals; the next cell asserts it.
 
@@ -806,17 +857,17 @@ for i_ in range(L4):
 g = torch.manual_seed(0)
 L = 16
 shaw16 = pl.ShawRelativePositions(d=4, max_distance=3).to(device)
-q_fixed = torch.randn(4).to(device)
+q_fixed = torch.randn(4, device=device)
 shaw_bias = shaw16(L)[0].detach() @ q_fixed  # (L, L): q . a^K_ij
 xl_bias = pl.xl_score_terms(torch.zeros(L, d_head, device=device), torch.zeros(L, d_head, device=device),
                             pl.xl_relative_sinusoids(L, d_model, device=device) @ W_kR.T, u, v)["d"]
 t5_bias = t5(L)[0].detach()
 alibi = pl.alibi_bias(4, L, device=device)[1]
-q_rope, k_rope = torch.randn(16).to(device), torch.randn(16).to(device)
-rope_kernel = pl.apply_rope(q_rope.expand(L, 16)) @ pl.apply_rope(k_rope.expand(L, 16)).T  # <R_i q, R_j k>
+q_rope, k_rope = torch.randn(16, device=device), torch.randn(16, device=device)
+rope_kernel = pl.apply_rope(q_rope.expand(L, 16)) @ pl.apply_rope(k_rope.expand(L, 16)).T  # <R_m q, R_n k>
 
 panels = [("Shaw: q·a^K (k = 3)", shaw_bias), ("XL (d): v·W R(i−j)", xl_bias), ("T5, head 1", t5_bias),
-          ("ALiBi, head 2", alibi), ("RoPE kernel ⟨R_i q, R_j k⟩", rope_kernel)]
+          ("ALiBi, head 2", alibi), ("RoPE kernel ⟨R_m q, R_n k⟩", rope_kernel)]
 for name, m in panels:
     assert depends_only_on_offset(m, atol=1e-4), name
 assert not depends_only_on_offset(terms["position–position"], atol=1e-2)  # the absolute term of §1 is not
@@ -827,7 +878,7 @@ steps = alibi[-1, 1:] - alibi[-1, :-1]
 assert torch.allclose(steps, steps[0].expand_as(steps))  # a straight line
 assert (alibi[torch.isfinite(alibi)] <= 0).all() and not list(pl.ALiBi(4).parameters())  # a penalty, not learned
 R5, R9 = pl.rope_matrix(5, 16), pl.rope_matrix(9, 16)
-assert_close(R5.T @ R9, pl.rope_matrix(4, 16))  # R_i^T R_j = R_(j-i)
+assert_close(R5.T @ R9, pl.rope_matrix(4, 16))  # R_m^T R_n = R_(n-m)
 
 fig = heatmap_row([m / m[torch.isfinite(m)].abs().max() for _, m in panels], [name for name, _ in panels],
                   label="bias / max |bias|", width=2.5)
@@ -845,13 +896,15 @@ fig
 # With an absolute encoding (chapter 3's sinusoids added to the tokens) the scores among the sentence's
 # own tokens change, because every token now carries another $p_m$. With any of the relative methods
 # they stay exactly the same: the sentence's pairs have the same offsets wherever it sits. (Its
-# *outputs* can still change: its queries now also see the 7 tokens before it.) The cell compares, for
-# each method with this chapter's matrices, the sentence's $5 \times 5$ block of scores in both places.
+# *outputs* can still change: its queries now also see the 7 tokens before it. And these are attention
+# scores: a model built on them may add absolute positions elsewhere, as DeBERTa's Enhanced Mask
+# Decoder does near the output, §5.) The cell compares, for each method with this chapter's matrices,
+# the sentence's $5 \times 5$ block of scores in both places.
 
 # %%
 g = torch.manual_seed(1)
-sentence = torch.randn(5, d_model).to(device)
-moved = torch.cat((torch.randn(7, d_model).to(device), sentence))  # the sentence at positions 7..11
+sentence = torch.randn(5, d_model, device=device)
+moved = torch.cat((torch.randn(7, d_model, device=device), sentence))  # the sentence at positions 7..11
 
 
 def xl_pair_scores(x):  # XL's four terms (causal: the future is -inf in both places)
@@ -888,7 +941,7 @@ for name, score in scorers.items():
 # | **Shaw** (§2) | $2(2k+1)\,d_\text{head}$ per layer ($a^K$, $a^V$), shared by the heads | $a^K_{ij}, a^V_{ij}$: $(L, L, d_\text{head})$ each as written; $(L, 2k+1)$ if $q$ is scored against the $2k+1$ rows first, then gathered | yes, $q_i \cdot a^K_{ij}$; and $a^V$ moves the output | no | no: one table, each head's $q$ reads it | all alike beyond $k$ | Shaw et al. 2018 (translation); Music Transformer (Huang et al. 2018) builds on it |
 # | **Transformer-XL** (§3) | $d_\text{model}^2$ ($W_{k,R}$) per layer, $+\ 2\,d_\text{model}$ ($u, v$) per layer as in XLNet and XL's code with `untie_r` (the paper: one $u$, $v$ for the model); $R$ is fixed | $r$: $(L, d_\text{model})$; scores by distance, $(H, L, L)$, then the shift | yes, (b) | yes, (d); and (c), a global content bias | yes ($W_{k,R}$, $u$, $v$ per head) | a sinusoid for every distance, nothing clipped | Transformer-XL (Dai et al. 2019), XLNet (Yang et al. 2019) |
 # | **T5** (§4) | $\text{num\_buckets}\cdot H$ per stack, encoder or decoder (its first layer computes the bias, the others reuse it) | bucket ids $(L, L)$, bias $(H, L, L)$ | no | yes, a scalar per bucket | yes | one shared last bucket, before `max_distance`: from distance 91 of 128 in an encoder, 113 in a decoder (§4) | T5 (Raffel et al. 2020) and its descendants (mT5, Flan-T5) |
-# | **DeBERTa** (§5) | v1: $2k\,d_\text{model}$ (the table, shared by all layers) $+\ 2\,d_\text{model}^2 + d_\text{model}$ per layer ($W_{k,r}$ without bias, $W_{q,r}$ with one); v2/v3 with `share_att_key`: the table only (v3: $2 \cdot 256$ rows, and its LayerNorm, $2\,d_\text{model}$), nothing per layer | $q^r, k^r$: $(2k, d_\text{model})$; c2p, p2c against all rows, $(H, L, 2k)$, then gathered | yes, both ways (c2p, p2c) | no (p2p dropped) | yes (projections) | v1: all alike beyond $k$; v2/v3: exact near, log buckets (not T5's, see below) up to `max_position`, then the edge rows | DeBERTa (He et al. 2021), DeBERTa-v2/v3 |
+# | **DeBERTa** (§5) | v1: $2k\,d_\text{model}$ (the table, shared by all layers) $+\ 2\,d_\text{model}^2 + d_\text{model}$ per layer ($W_{k,r}$ without bias, $W_{q,r}$ with one); v2/v3 with `share_att_key`: the table only (v3: $2 \cdot 256$ rows, and its LayerNorm, $2\,d_\text{model}$), nothing per layer | $q^r, k^r$: $(2k, d_\text{model})$; c2p, p2c against all rows, $(H, L, 2k)$, then gathered | yes, both ways (c2p, p2c) | no (p2p dropped) | yes (projections) | v1: all alike beyond $k$ (released: $k = 512$, their longest input, so never reached); v2/v3: exact near, log buckets (not T5's, see below) up to `max_position`, then the edge rows | DeBERTa (He et al. 2021), DeBERTa-v2/v3; relative in attention only: pretraining adds absolute positions in its Enhanced Mask Decoder (§5) |
 # | RoPE (chapter 5) | 0 | $\cos, \sin$: $(L, d_\text{head}/2)$ | yes: it *is* the rotated $q \cdot k$ | no | the same rotation in every head | every distance, but angles never seen in training (chapter 7) | GPT-NeoX, Llama and most current LLMs (chapter 8) |
 # | ALiBi (chapter 6) | 0 (fixed slopes $m_h$) | bias $(H, L, L)$, or only $H$ slopes in a fused kernel | no | yes, $-m_h (i - j)$ | yes (its slope) | a straight line, any distance | BLOOM, MPT |
 #
@@ -900,8 +953,9 @@ for name, score in scorers.items():
 # keeps one `rel_embeddings` table, and each v1 layer adds `pos_proj` (no bias) and `pos_q_proj`
 # (with a bias), while a v2/v3 layer with `share_att_key` adds nothing (without it, `pos_key_proj` and
 # `pos_query_proj`, both with biases: $2\,d_\text{model}^2 + 2\,d_\text{model}$). The cell below counts a
-# layer of BERT-base's size ($H = 12$, $d_\text{model} = 768$) with $k = 128$, T5's 32 buckets and
-# v3's 256 position buckets: from the library's modules for Shaw, T5, RoPE and ALiBi, and from
+# layer of BERT-base's size ($H = 12$, $d_\text{model} = 768$) with Shaw's $k = 128$, T5's 32 buckets,
+# DeBERTa v1's $k = 512$ as released (its `max_relative_positions` is $-1$, so the table spans
+# `max_position_embeddings`) and v3's 256 position buckets: from the library's modules for Shaw, T5, RoPE and ALiBi, and from
 # transformers' modules for XL, T5's stack and DeBERTa, built offline by the installed transformers
 # (`tests/test_crosscheck.py` checks the same counts).
 
@@ -926,7 +980,7 @@ for name, (counted, formula) in counts.items():
     assert counted == formula, name
 formulas = {  # the table's formulas for what the library has no module of; transformers' modules below
     "XLNet, XL untie_r (per layer)": dm * dm + 2 * dm,  # W_kR, u, v
-    "DeBERTa v1 (table, once)": 2 * k_win * dm,
+    "DeBERTa v1 (table, once)": 2 * 512 * dm,  # released v1: k = max_position_embeddings = 512
     "DeBERTa v1 (per layer)": 2 * dm * dm + dm,  # pos_proj, pos_q_proj (+ its bias)
     "DeBERTa-v3 (table, once)": 2 * 256 * dm + 2 * dm,  # 2 x 256 position buckets, and its LayerNorm
     "DeBERTa-v3 (per layer)": 0,  # share_att_key: the content projections
@@ -942,7 +996,7 @@ with torch.random.fork_rng():  # building modules draws random numbers: leave th
     xl_att = XLNetRelativeAttention(XLNetConfig(d_model=dm, n_head=H_))
     small = dict(hidden_size=dm, num_attention_heads=H_, intermediate_size=4, num_hidden_layers=1,
                  relative_attention=True)
-    cfg_v1 = DebertaConfig(**small, pos_att_type="c2p|p2c", max_relative_positions=k_win)
+    cfg_v1 = DebertaConfig(**small, pos_att_type="c2p|p2c", max_relative_positions=-1, max_position_embeddings=512)
     att_v1, enc_v1 = hf_v1.DisentangledSelfAttention(cfg_v1), hf_v1.DebertaEncoder(cfg_v1)
     cfg_v3 = DebertaV2Config(**small, pos_att_type="p2c|c2p", share_att_key=True, position_buckets=256,
                              max_relative_positions=-1, max_position_embeddings=512, norm_rel_ebd="layer_norm")
@@ -1035,61 +1089,95 @@ print("T5 encoder buckets (32, max 128) of distances 7..9 in the past:",
 # a hint. The worked solution follows, collapsed (expand it only after trying), then a cell that
 # checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
 #
-# **1 (derive).** §3's relative shift pads and reshapes, which hides where each number goes. Do it
-# the transparent way: for a `(q_len, k_len)` matrix `x` whose column $c$ holds the distance
-# $k_\text{len} - 1 - c$ (query minus key, as in §3), derive which column of row $i$ holds the
-# distance that entry $(i, j)$ of the result needs, then build `rel_shift(x)` with one
-# `torch.gather` (no pad, no reshape). Only the entries the causal mask keeps are checked.
+# **1 (derive: a shift for strided queries).** Funnel-Transformer (Dai et al. 2020, by XL's first
+# author) uses XL's relative attention in a model that pools its sequence as it goes deeper. At a
+# pooling layer the queries are pooled and the keys are not: query $i$ stands for position
+# $s \cdot i$ (stride $s$), key $j$ for position $j$, and entry $(i, j)$ needs the score at the
+# distance $s \cdot i - j$ (query minus key, as in §3), keys after the query included (Funnel is an
+# encoder). As in §3, every query is first scored against every distance with one matmul. Here that
+# matrix `x` has shape `(q_len, stride * (q_len - 1) + k_len)`, and its column $c$ holds the distance
+# $c - (k_\text{len} - 1)$: the **smallest** distance first, the opposite of §3's order. Write
+# `strided_shift(x, stride)` returning the `(q_len, k_len)` scores, every entry right. Derive on paper
+# which column entry $(i, j)$ needs, then use any means you like: a gather, or a pad-and-reshape trick
+# of your own. The checker draws new shapes, strides and scores at every check.
 
 # %%
-def rel_shift(x):
+def strided_shift(x, stride):
     raise NotImplementedError  # your code
 
 
-_ = check.xl_rel_shift(rel_shift)
+_ = check.xl_rel_shift(strided_shift)
+
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "xl_rel_shift_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-def rel_shift(x):
+def strided_shift(x, stride):
     ### BEGIN SOLUTION
-    # entry (i, j) needs distance M + i - j (M = k_len - q_len); column c holds k_len - 1 - c,
-    # so c = k_len - 1 - (M + i - j) = q_len - 1 - i + j (out of range only where the mask hides it)
-    q_len, k_len = x.shape
+    # Label the columns: column c holds distance c - (K - 1). Entry (i, j) needs s * i - j, so
+    # c = s * i - j + K - 1: it runs from 0 (i = 0, j = K - 1) to s (Q - 1) + K - 1 (i = Q - 1, j = 0), inside
+    # the matrix for every entry, so no mask is needed. Row i reads K consecutive columns, backwards,
+    # starting s columns further right than row i - 1: with stride 1 and the columns flipped, that is §3's
+    # shift; with stride s, each row moves s columns, which the pad-and-reshape trick does with a row
+    # s entries longer than the one it is read as.
+    q_len, width = x.shape
+    k_len = width - stride * (q_len - 1)
     i, j = torch.arange(q_len, device=x.device)[:, None], torch.arange(k_len, device=x.device)[None, :]
-    return x.gather(1, (q_len - 1 - i + j).clamp(0, k_len - 1))
+    return x.gather(1, stride * i - j + k_len - 1)
     ### END SOLUTION
 
 
 # %% nbgrader={"grade": true, "grade_id": "xl_rel_shift", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.xl_rel_shift(rel_shift)
+_ = check.xl_rel_shift(strided_shift)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **2 (predict).** A T5 encoder (bidirectional, T5's defaults: 32 buckets, `max_distance` 128) stores 32
-# learned scalars per head, one per bucket. Before you compute anything: how many of those 32 rows can
-# any input, of any length, ever read? Answer with one number.
+# **2 (design: a T5 encoder that reads every row).** A T5 bias stores `num_buckets` learned scalars per
+# head. Does any input read all of them? In an encoder, count before you design. Then write
+# `every_row(offsets, num_buckets, max_distance)`, a bucket rule for a bidirectional (encoder) bias,
+# offsets $j - i$ in, buckets out, such that
+# * a key at or before the query keeps exactly T5's bucket (a trained table's rows keep their meaning
+#   there);
+# * a key after the query lands in the upper half, buckets $B, \dots, 2B - 1$ ($B$ = `num_buckets`/2),
+#   never in a lower bucket than a nearer key after the query, and each upper bucket $B + b$ holds as
+#   many distances as bucket $b$ holds in the past (the future mirrors the past: exact near,
+#   log-spaced far);
+# * some offset reads every one of the `num_buckets` rows.
+#
+# You may call `pl.t5_relative_bucket`. The checker draws encoder settings like T5's
+# (`max_distance` at least 4 × `num_buckets`) at every check.
 
 # %%
-answer = None  # a number of rows
-_ = check.t5_rows_read(answer)
+def every_row(offsets, num_buckets, max_distance):
+    raise NotImplementedError  # your code
+
+
+_ = check.t5_rows_read(every_row)
+
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "t5_rows_read_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-answer = None  # a number of rows
-### BEGIN SOLUTION
-# The past (j <= i) uses buckets 0..15: distance 0 (the query itself) is bucket 0, and far enough back
-# every bucket up to 15 is reached. A key after the query adds 16 to the bucket of its distance n = j - i,
-# but n >= 1 there: bucket 16 would be "a future key at distance 0", which does not exist. 31 rows.
-answer = 31
-### END SOLUTION
+def every_row(offsets, num_buckets, max_distance):
+    ### BEGIN SOLUTION
+    # Count first: T5's encoder puts a key after the query in B + bucket(n) with n = j - i >= 1, so the upper
+    # half is bucket(1), bucket(2), ... shifted by B. Bucket B would be "a key after the query at distance 0",
+    # but distance 0 is the query itself, counted in the past: row B is never read (num_buckets - 1 rows of
+    # num_buckets, at any length). The fix keeps the past and moves the future one distance down: a key at
+    # distance n after the query takes B + bucket(n - 1). Distance 1 then reads row B, and each upper bucket
+    # holds exactly the distances of its mirror, shifted by one.
+    B = num_buckets // 2
+    past = pl.t5_relative_bucket(offsets, num_buckets=num_buckets, max_distance=max_distance)
+    after = B + pl.t5_relative_bucket(-(offsets - 1).clamp(min=0), num_buckets=num_buckets, max_distance=max_distance)
+    return torch.where(offsets > 0, after, past)
+    ### END SOLUTION
+
 
 # %% nbgrader={"grade": true, "grade_id": "t5_rows_read", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.t5_rows_read(answer)
+_ = check.t5_rows_read(every_row)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **3 (derive).** §4 found where the last bucket of the past starts by walking the distances up. Derive it
 # instead: write `t5_last_bucket_start(num_buckets, max_distance, bidirectional)`, the smallest distance
 # $n = i - j \ge 0$ (a key in the past) that lands in the last bucket of the past, as a closed form in the
-# three arguments. The checker makes `pl.t5_relative_bucket` refuse to run while your function runs,
-# and tries settings the chapter does not show, one with the last bucket tens of millions of distances
-# out, too far to walk to.
+# three arguments. The checker draws new settings at every check, one with `max_distance` beyond $10^{18}$,
+# refuses `pl.t5_relative_bucket` while your function runs, and gives each setting the few Python steps
+# and tensor elements a formula needs: a walk, a bisection or a grid over the distances runs out of them.
 
 # %%
 def t5_last_bucket_start(num_buckets, max_distance, bidirectional):
@@ -1105,9 +1193,12 @@ def t5_last_bucket_start(num_buckets, max_distance, bidirectional):
     # x = log(n/e) / log(max_distance/e); a floor reaches an integer exactly when its argument does, so
     # x >= (B - 1 - e) / (B - e), i.e. n >= e * (max_distance/e) ** ((B - 1 - e) / (B - e));
     # distances are integers: round up. (16 buckets, max 32: 20; T5's defaults: 91 and 113, as in §4.)
+    # Where the bound is a whole number (18 buckets, max 128: 4 * 32 ** 0.8 = 64), float64 lands a hair
+    # above it (64.00000000000001) and a plain ceil would say 65: round those.
     B = num_buckets // 2 if bidirectional else num_buckets
     e = B // 2
-    return math.ceil(e * (max_distance / e) ** ((B - 1 - e) / (B - e)))
+    bound = e * (max_distance / e) ** ((B - 1 - e) / (B - e))
+    return round(bound) if abs(bound - round(bound)) < 1e-9 * bound else math.ceil(bound)
     ### END SOLUTION
 
 
@@ -1115,38 +1206,47 @@ def t5_last_bucket_start(num_buckets, max_distance, bidirectional):
 _ = check.t5_last_bucket(t5_last_bucket_start)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **4 (design).** §5 showed that the paper's p2c reads row $\delta(j, i)$ of $q^r$ and the released code
-# row $\delta(i, j)$, so a checkpoint trained with one index gives other scores with the other. Design a
-# table for which the choice does not matter: a $q^r$ of $2k = 6$ rows of 4 numbers with which
+# **4 (design).** §5 showed that the paper's p2c and the released code's read different rows of $q^r$, so a
+# checkpoint trained with one index gives other scores with the other. Design tables for which the choice
+# does not matter: write `blind_table(k)` returning a $q^r$ of $2k$ rows of 4 numbers with which
 # `pl.deberta_terms(..., p2c_index="paper")` and `p2c_index="reference"` give the same p2c for every
 # content and at every length. The constant table works and is useless: give one with as many
-# *different* rows as such a table can have.
+# *different* rows as such a table can have. The checker asks for $k = 3$ and two more $k$ up to 16.
 
 # %%
-answer = None  # a (6, 4) table
-_ = check.deberta_blind_table(answer)
+def blind_table(k):
+    raise NotImplementedError  # your code
+
+
+_ = check.deberta_blind_table(blind_table)
+
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "deberta_blind_table_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-answer = None  # a (6, 4) table
-### BEGIN SOLUTION
-# For i - j = o the two indices are clip(o + k) and clip(k - o) (k = 3, rows 0..5). |o| < k: rows
-# r and 2k - r must match (1 = 5, 2 = 4), row 3 pairs with itself; o = +-k and beyond read the clipped
-# edges, 5 and 0, so row 0 must match row 5 too. Classes {0, 1, 5}, {2, 4}, {3}: at most 3 rows differ.
-a_, b_, c_ = torch.eye(4)[:3]
-answer = torch.stack([a_, a_, b_, c_, b_, a_])
-### END SOLUTION
+def blind_table(k):
+    ### BEGIN SOLUTION
+    # For i - j = o the code reads row clip(o + k), the paper row clip(k - o), rows 0 .. 2k-1. Inside the
+    # window (|o| < k) that ties row r to row 2k - r (the table read mirrored and shifted by one row), and
+    # row k to itself. At the edges the clip keeps reading: o >= k reads code row 2k - 1 and paper row 0,
+    # so row 0 joins 2k - 1, which the window already tied to row 1. Classes {0, 1, 2k-1}, {r, 2k-r} for
+    # r = 2 .. k-1, and {k}: k different rows at most (k = 3: {0, 1, 5}, {2, 4}, {3}).
+    label = [0, 0] + [min(r, 2 * k - r) - 1 for r in range(2, 2 * k - 1)] + [0]
+    distinct = torch.randn(k, 4, generator=torch.Generator().manual_seed(0))  # k different rows
+    return distinct[label]
+    ### END SOLUTION
+
 
 # %% nbgrader={"grade": true, "grade_id": "deberta_blind_table", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.deberta_blind_table(answer)
+_ = check.deberta_blind_table(blind_table)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Errata in the sources
 #
-# The source notes this chapter follows (`004`, §2 on relative encodings; `000` names Shaw et al.):
+# The source notes this chapter follows (`004`, §2 on relative encodings; `000` names Shaw et al.). Quoted
+# formulas keep the source's letters: its query $m$ and key $n$ are our $i$ and $j$.
 #
 # 1. **XL's third and fourth terms.** The source writes $u^\top W_q^\top W_k x_n$ and
 #    $v^\top W_q^\top \tilde W_k \tilde p_{m-n}$. In XL $u$ and $v$ replace the whole projected query
-#    position $W_q p_m$: the terms are $u^\top W_{k,E} x_n$ and $v^\top W_{k,R} R_{i-j}$, with
+#    position $W_q p_i$: the terms are $u^\top W_{k,E} x_j$ and $v^\top W_{k,R} R_{i-j}$, with
 #    $u, v \in \mathbb R^{d_\text{head}}$ (§3; the source's form does not type-check for XL's $u$).
 #    The slip is not the source's own: RoFormer (Su et al.), whose §2.2 the source follows equation by
 #    equation, writes the same two terms (its Eq. (7)).
@@ -1182,9 +1282,14 @@ _ = check.deberta_blind_table(answer)
 #    their English–German task the key vectors $a^K$ alone did about as well as both, and they left the
 #    question to further work. Later methods (XL, T5, DeBERTa, RoPE, ALiBi) touch only the scores;
 #    Shaw's $a^V$ does move the output (§2 checks $z_0$).
+# 9. **"Each relative position's embedding is trainable"** (`004`, §2: 每个相对位置关系，对应的emb是可以训练的):
+#    true of Shaw's tables and T5's scalars, not of the others. XL's $R$ is a fixed sinusoid (what trains
+#    is $W_{k,R}$, $u$, $v$), ALiBi's slopes are fixed and RoPE has no parameters; the cell checks.
 
 # %%
 learned = pl.LearnedPositionalEncoding(max_len=8, d=4)
 assert sum(p_.numel() for p_ in learned.parameters() if p_.requires_grad) == 8 * 4  # trainable
 assert not list(pl.SinusoidalPositionalEncoding(4, max_len=8).parameters())  # the sinusoidal one has none
-print("learned absolute table: 32 trainable numbers; sinusoidal: none")
+assert not pl.xl_relative_sinusoids(8, 4).requires_grad  # XL's R: a function of the distance, nothing to train
+assert n_params(pl.RotaryEmbedding(4)) == n_params(pl.ALiBi(4)) == 0
+print("learned absolute table: 32 trainable numbers; sinusoidal: none; XL's R, RoPE, ALiBi: none")

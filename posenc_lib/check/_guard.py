@@ -6,9 +6,11 @@ loop over every key, a grid over millions of candidates) would hand over the sam
 learner's function runs, ``refusing`` makes the named functions raise ``Shortcut``, ``step_budget``
 stops a Python loop that runs too long, and ``element_budget`` stops a vectorised search: it counts
 the elements of every tensor a torch function returns (a ``TorchFunctionMode``) and of every array
-numpy's builders return, so a grid over millions of candidates runs out where a closed form, which
+numpy's builders and ufuncs return, so a grid over millions of candidates runs out where a closed form, which
 touches a few dozen numbers, stays far below. The checker can then say which shortcut was taken
-instead of passing it or hanging. All are undone when the block ends, whatever happened inside.
+instead of passing it or hanging. ``no_huge_arrays`` refuses, before allocating, any array or torch result
+of 10^8 elements or more (a product of two long vectors is predicted from the shapes, on the meta device),
+so a measurement that would exhaust the memory fails instead. All are undone when the block ends, whatever happened inside.
 For a closed form in a matrix's entries, ``counting`` hands the learner entries that count the arithmetic
 done with them (``Counted``).
 """
@@ -39,8 +41,7 @@ _NUMPY_BUILDERS = ("arange", "linspace", "logspace", "geomspace", "array", "asar
                    "broadcast_to", "concatenate", "stack", "hstack", "vstack", "column_stack", "cumsum", "cumprod",
                    "diff", "sort", "unique")
 _GUARD_FILE = __file__
-# the guards, the context managers that start and end them, and abc's isinstance hook (the size checks ask it)
-_NOT_COUNTED = (_GUARD_FILE, contextlib.__file__, "<frozen abc>")
+_NOT_COUNTED = (_GUARD_FILE, contextlib.__file__)  # the guards and the context managers that start and end them
 
 
 class Shortcut(Exception):
@@ -125,10 +126,11 @@ def step_budget(lines: int = STEPS) -> Iterator[None]:
     torch_dir = os.path.dirname(torch.__file__) + os.sep
 
     def new_frame(frame: Any, event: str, arg: Any) -> Any:
-        """The learner's steps only: not the guards' own frames, nor torch's Python layer (which an element
-        budget's TorchFunctionMode sends every call through), only what the learner wrote or called besides."""
+        """The learner's steps only: not the guards' own frames, nor torch's Python layer (which the guards'
+        TorchFunctionModes send every call through), nor the frozen standard modules the shape checks call
+        (abc's isinstance), only what the learner wrote or called besides."""
         name = frame.f_code.co_filename
-        return None if name in _NOT_COUNTED or name.startswith(torch_dir) else count_lines
+        return None if name in _NOT_COUNTED or name.startswith((torch_dir, "<frozen ")) else count_lines
 
     sys.settrace(new_frame)  # new frames only: the checker's own is not counted
     try:
@@ -148,6 +150,23 @@ def _elements(value: Any) -> int:
     return int(size) if isinstance(size, int) else 0
 
 
+class _CountedUfunc:
+    """A numpy ufunc whose results (of a call, or of its methods: ``outer``, ``reduce``, ...) are spent from an
+    element budget: called on a ``range`` or a list, a ufunc builds an array as a builder does."""
+
+    def __init__(self, ufunc: Any, spend: Any) -> None:
+        self._ufunc, self._spend = ufunc, spend
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._spend(self._ufunc(*args, **kwargs))
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._ufunc, name)
+        if not callable(attribute):
+            return attribute
+        return lambda *args, **kwargs: self._spend(attribute(*args, **kwargs))
+
+
 @contextmanager
 def element_budget(limit: int = ELEMENTS) -> Iterator[None]:
     """While inside, the tensors torch's functions and methods return, and the arrays numpy's builders return,
@@ -156,10 +175,10 @@ def element_budget(limit: int = ELEMENTS) -> Iterator[None]:
     A closed form touches a few numbers; a vectorised search builds a grid of candidates and a tensor per
     step over it, which a Python step budget does not see (the loop runs in C). Views count like copies:
     the budget measures the work a function asks for, not the memory it holds. numpy's element-wise
-    operations on an array are not counted, only the builders that make one (``_NUMPY_BUILDERS``).
+    operators on an array (``a * b``) are not counted, only the builders that make one (``_NUMPY_BUILDERS``)
+    and numpy's ufuncs called by name (``np.multiply(range(n), h)`` builds an array from a range).
     """
     import numpy
-    import torch
     from torch.overrides import TorchFunctionMode
 
     used = 0
@@ -185,6 +204,9 @@ def element_budget(limit: int = ELEMENTS) -> Iterator[None]:
                 return spend(_original(*args, **kwargs))
 
             stack.enter_context(mock.patch.object(numpy, attribute, counted))
+        for attribute, ufunc in vars(numpy).copy().items():  # np.multiply(range(n), h) builds an array too
+            if isinstance(ufunc, numpy.ufunc):
+                stack.enter_context(mock.patch.object(numpy, attribute, _CountedUfunc(ufunc, spend)))
         stack.enter_context(Counting())
         yield
 
@@ -235,15 +257,75 @@ def _entries(builder: str, args: tuple, kwargs: dict) -> float:
     return _shape_entries(shape)
 
 
+def _predicted_elements(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
+    """How many elements ``func(*args, **kwargs)`` would return, found on the meta device (shapes only, no
+    memory); None where the meta device cannot say (the call then runs as usual)."""
+    import torch
+    from torch.utils._pytree import tree_map
+
+    def meta(x: Any) -> Any:
+        return x.to("meta") if isinstance(x, torch.Tensor) else x
+
+    tensors = [x for x in (*args, *kwargs.values()) if isinstance(x, torch.Tensor)
+               or (isinstance(x, (tuple, list)) and any(isinstance(y, torch.Tensor) for y in x))]
+    try:
+        if tensors:
+            out = func(*tree_map(meta, args), **tree_map(meta, kwargs))
+        else:  # a factory: ask it for a meta tensor of the same shape
+            out = func(*args, **{**kwargs, "device": "meta"})
+    except Shortcut:
+        raise
+    except Exception:  # noqa: BLE001 (an op the meta device does not know: let the real call decide)
+        return None
+    return _elements(out)
+
+
+# torch operations whose result can be far larger than their inputs: element-wise ones by broadcasting (their
+# result's shape is the broadcast of their inputs' shapes), the others (products, repeats, factories) found on meta
+_ELEMENTWISE = frozenset({
+    "mul", "multiply", "add", "sub", "subtract", "div", "divide", "true_divide", "pow", "where", "atan2",
+    "__mul__", "__rmul__", "__add__", "__radd__", "__sub__", "__rsub__", "__truediv__", "__rtruediv__", "__pow__",
+})
+_GROWING = frozenset({
+    "matmul", "mm", "bmm", "einsum", "outer", "ger", "kron", "tensordot", "cartesian_prod", "cdist", "block_diag",
+    "__matmul__", "__rmatmul__", "repeat", "tile", "repeat_interleave", "diag_embed",
+    "zeros", "ones", "empty", "full", "rand", "randn", "eye", "zeros_like", "ones_like", "empty_like", "full_like",
+})
+
+
+def _broadcast_elements(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
+    """The number of elements of an element-wise operation's result: its inputs' shapes broadcast together."""
+    import torch
+
+    shapes = [x.shape for x in (*args, *kwargs.values()) if isinstance(x, torch.Tensor)]
+    try:
+        return math.prod(torch.broadcast_shapes(*shapes)) if shapes else None
+    except RuntimeError:
+        return None
+
+
 @contextmanager
 def no_huge_arrays(limit: int = HUGE) -> Iterator[None]:
-    """While inside, torch's and numpy's array builders (arange, ones, zeros, ...) refuse to build ``limit`` or more
-    entries with ``Shortcut``, before allocating: an array with one entry per key of a 10^12-token input would
-    exhaust the memory instead of failing. Only what sets the number of entries counts (a shape, a number of
-    steps, a range's length): ``torch.full((2, 3), -inf)`` and ``torch.arange(t - 3, t)`` at t = 10^12 are small."""
+    """While inside, an array of ``limit`` or more elements is refused with ``Shortcut`` before it is allocated:
+    torch's and numpy's builders (arange, ones, zeros, ...) asked for that many entries (a shape's product, a
+    range's length: ``torch.arange(t - 3, t)`` at t = 10^12 holds 3, ``torch.full((2, 3), -inf)`` 6), and any
+    torch operation whose result would be that large (a product of two long vectors, a d x d matrix at a width
+    of 10^5; predicted on the meta device). An array with one entry per key of a 10^12-token input, or a
+    matrix no laptop holds, would exhaust the memory instead of failing."""
     import numpy
 
     import torch
+    from torch.overrides import TorchFunctionMode
+
+    class Predicting(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            name = getattr(func, "__name__", "")
+            size = (_broadcast_elements(args, kwargs) if name in _ELEMENTWISE
+                    else _predicted_elements(func, args, kwargs) if name in _GROWING else None)
+            if size is not None and size >= limit:
+                raise Shortcut(f"torch.{name} for a result of {size:.1e} elements ({limit:.0e} or more)")
+            return func(*args, **kwargs)
 
     with ExitStack() as stack:
         for owner, prefix in ((torch, "torch"), (numpy, "numpy")):
@@ -254,11 +336,24 @@ def no_huge_arrays(limit: int = HUGE) -> Iterator[None]:
 
                 def guarded(*args: Any, _original: Any = original, _name: str = f"{prefix}.{attribute}",
                             _builder: str = attribute, **kwargs: Any) -> Any:
-                    if _entries(_builder, args, kwargs) >= limit:
+                    if str(kwargs.get("device")) == "meta":  # shapes only (a prediction of the torch mode below)
+                        return _original(*args, **kwargs)
+                    if _entries(_builder, args, kwargs) >= limit:  # a range's length, a shape's product
                         raise Shortcut(f"{_name} with {limit:.0e} or more entries")
                     return _original(*args, **kwargs)
 
                 stack.enter_context(mock.patch.object(owner, attribute, guarded))
+        for attribute in ("outer", "kron"):  # numpy's products of two arrays (Python functions, so patchable)
+            original = getattr(numpy, attribute)
+
+            def product(a: Any, b: Any, *rest: Any, _original: Any = original, _name: str = f"numpy.{attribute}",
+                        **kwargs: Any) -> Any:
+                if numpy.size(a) * numpy.size(b) >= limit:
+                    raise Shortcut(f"{_name} for a result of {limit:.0e} or more elements")
+                return _original(a, b, *rest, **kwargs)
+
+            stack.enter_context(mock.patch.object(numpy, attribute, product))
+        stack.enter_context(Predicting())
         yield
 
 

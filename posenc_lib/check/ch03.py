@@ -1,31 +1,54 @@
 """Checkers for notebooks/03_sinusoids.ipynb (sinusoidal position encodings).
 
-Each checker takes the learner's answer (a number or a function), compares it with
-``posenc_lib`` and prints what is right, what is wrong and a hint. None (or a function
-still raising NotImplementedError) counts as not attempted (see _core for grading mode).
+Each checker takes the learner's answer (a function or a matrix), compares it with ``posenc_lib``
+and prints what is right, what is wrong and a hint. None (or a function still raising
+NotImplementedError) counts as not attempted (see _core for grading mode).
+
+No answer is kept here, not even as a digest: every exercise draws its cases anew at each check. Exercise 1's
+offsets are judged against the positions drawn, Exercise 2's matrix by the properties that define it
+(it commutes with the shift, and what it leaves of A has nothing along any matrix that does), and
+Exercise 3's count against the shown builder's own angles, read outside the learner's function.
 """
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator
+import random
+from typing import Any, Callable, Iterator
 
 import torch
 
+from .. import absolute, angles, rope, rotary
 from ..absolute import sinusoidal_positions
 from ..angles import rope_frequencies
-from ._core import Verdict, close, float64_tensor, number, report, whole_number
+from ._core import Verdict, float64_tensor, number, report, whole_number
+from ._guard import answers_under_guard, stopped_verdict
 
 __all__ = ["offset_from_codes", "offset_only_score", "slow_pairs"]
 
+CLOSED_FORM_STEPS = 2_000  # Python lines for one case: a formula needs dozens, a search over offsets thousands
+CLOSED_FORM_ELEMENTS = 2_000  # tensor elements for one case of Exercises 1 and 3: a formula touches dozens; a grid
+#                               over the offsets (or a frequency per pair of a 10^5-wide table) far more
 
-def _f64_freqs(d: int, base: float = 10000.0) -> torch.Tensor:
-    return rope_frequencies(d, base=base, dtype=torch.float64)
+
+def _fresh_rng() -> random.Random:
+    """The cases of a check are drawn from here, seeded by the operating system: no two checks see the same."""
+    return random.Random()
 
 
-# Exercise 1: read the offset q - p back from the codes of p and q (d = 8, base 10000, real positions).
-CODE_D = 8
-CODE_PAIRS = ((3.0, 5.5), (1000.75, 12.5), (123_456.5, 125_678.25), (987_654_321.125, 987_651_500.5), (42.0, 42.0),
-              (500_000_000.3, 500_001_234.867), (2.0, 2999.9))  # (p, q): |q - p| < 3000, p up to 10^9
+def _code_builders() -> tuple[tuple[Any, str, str], ...]:
+    """What builds the code of a chosen position, or turns one: the tools of a search over offsets."""
+    import posenc_lib
+
+    found = []
+    for name in ("sinusoidal_positions", "rope_angles", "rope_matrix", "apply_rope"):
+        for module in (posenc_lib, absolute, angles, rope, rotary):
+            if hasattr(module, name):
+                found.append((module, name, f"pl.{name}"))
+    return tuple(found)
+
+
+# Exercise 1: read the offset n - m back from the codes of m and n (d = 8, base 10000, real positions).
+CODE_D, CODE_SPAN = 8, 3000
 
 
 def code_of(position: float, d: int = CODE_D) -> torch.Tensor:
@@ -42,27 +65,64 @@ def _wrapped(angle: float) -> float:
     return angle - 2 * math.pi * math.ceil((angle - math.pi) / (2 * math.pi))
 
 
+def _code_cases(rng: random.Random) -> list[tuple[float, float]]:
+    """Seven (m, n) pairs of real positions up to 10^9 with 0 <= |n - m| < 3000, new at every check.
+
+    Their kinds are fixed, so that each misconception shows at the same case every time: 1, n > m with
+    the slowest pair's angle passing pi between the two; 2, n < m; 3, m = n; 4 to 7, anywhere. Every
+    offset but case 3's is at least 0.1 away from a whole number.
+    """
+    slowest = 10000.0 ** (-(CODE_D - 2) / CODE_D)
+
+    def offset(sign: int) -> float:
+        return sign * (rng.randrange(500, CODE_SPAN - 10) + rng.uniform(0.1, 0.9))
+
+    k = offset(+1)
+    below_pi = rng.uniform(0.05, k * slowest - 0.05)  # the slowest angle of m sits this far below pi
+    m = (2 * math.pi * rng.randrange(1, 150_000) + math.pi - below_pi) / slowest
+    cases = [(m, m + k)]
+    for low, high, sign in ((CODE_SPAN, 1e9, -1), (0, 1e9, 0), (0, 10, +1), (1e8, 1e9, -1), (0, 1e9, +1),
+                            (CODE_SPAN, 1e9, -1)):
+        m = rng.uniform(low, high)
+        cases.append((m, m + offset(sign) if sign else m))
+    return cases
+
+
 def offset_from_codes(fn: Any) -> bool | None:
-    """Exercise 1: fn(code_a, code_b) -> q - p, from the codes (8,) of two real positions p, q (|q - p| < 3000)."""
-    thetas = _f64_freqs(CODE_D).tolist()
+    """Exercise 1: fn(code_a, code_b) -> n - m, from the codes (8,) of two real positions m, n (|n - m| < 3000),
+    read off the codes (building or turning codes of chosen positions is refused, and so is a loop)."""
+    thetas = rope_frequencies(CODE_D, dtype=torch.float64).tolist()
 
     def run(f: Any) -> Iterator[Verdict]:
         if not callable(f):
             yield False, f"answer must be a function fn(code_a, code_b), got {type(f).__name__}"
             return
-        for n, (p, q) in enumerate(CODE_PAIRS, 1):
-            raw = f(code_of(p), code_of(q))
-            got, k = number(raw), q - p
-            where = f"pair of codes {n} of {len(CODE_PAIRS)}"
+        positions = _code_cases(_fresh_rng())
+        cases = [(code_of(m), code_of(n)) for m, n in positions]
+        answers, stopped = answers_under_guard(lambda i: f(*cases[i]), [(i,) for i in range(len(cases))],
+                                               _code_builders(), steps_per_case=CLOSED_FORM_STEPS,
+                                               elements_per_case=CLOSED_FORM_ELEMENTS)
+        if stopped is not None:
+            yield stopped_verdict(stopped[1], "your function", shortcut="that tries positions or offsets one by "
+                                  "one; read the offset off the two codes you are given",
+                                  loop="runs a long loop (a search over offsets?): read the offset off the two "
+                                       "codes instead",
+                                  grid="a search over candidate offsets, vectorised; read the offset off the two "
+                                       "codes instead")
+            return
+        for (i,), raw in answers.items():
+            m, n = positions[i]
+            got, k = number(raw), n - m
+            where = f"pair of codes {i + 1} of {len(cases)}"
             if got is None:
                 yield False, f"{where}: expected one number, got {type(raw).__name__}"
                 return
             if abs(got - k) < 1e-3:
                 continue
-            if abs(got + k) < 1e-3 and n == 1:  # the first pair has q > p
-                yield False, (f"{where}: you read p - q; the offset goes from the first code to the second, "
-                              "q - p (key minus query, as everywhere in the course)")
-            elif abs(got + k) < 1e-3:  # right so far for q > p, wrong sign now that q < p: |q - p|
+            if abs(got + k) < 1e-3 and i == 0:  # the first pair has n > m
+                yield False, (f"{where}: you read m - n; the offset goes from the first code to the second, "
+                              "n - m (key minus query, as everywhere in the course)")
+            elif abs(got + k) < 1e-3:  # right so far for n > m, wrong sign now that n < m: |n - m|
                 yield False, (f"{where}: right size, wrong sign: whatever tells you the size here cannot tell "
                               "which code comes first (the dot product of two codes, §6, is the same for k and -k)")
             elif abs(got - round(k)) < 1e-3:
@@ -76,72 +136,111 @@ def offset_from_codes(fn: Any) -> bool | None:
             else:
                 yield False, f"{where}: not the offset between the two positions"
             return
-        yield True, (f"right for {len(CODE_PAIRS)} pairs of codes, positions up to 10^9 and not whole: the codes "
-                     "carry the offset as a turn of each pair, and one pair that never completes a turn reads it "
-                     "without ambiguity")
+        yield True, (f"right for {len(cases)} pairs of codes, drawn anew at this check, positions up to 10^9 and "
+                     "not whole: the codes carry the offset as a turn of each pair, and one pair that never "
+                     "completes a turn reads it without ambiguity")
 
     return report("the offset between two codes", fn, run,
                   "what does going k positions on do to each pair (§4), and after how many positions does a pair "
                   "look the same again?")
 
 
-# Exercise 2: a W for which the position-position score p_m W p_n^T depends only on the offset n - m
-# and is largest at n - m = PEAK (the key four tokens before the query), for d = SCORE_D.
-SCORE_D, SCORE_N, PEAK, SCORE_SPAN = 16, 64, -4, 20
+# Exercise 2: the part of any A whose position-position score p_m^T A p_n depends on the offset alone: the
+# nearest matrix (in the sum of squared entries) that commutes with the shift M_1.
+RELATIVE_WIDTHS = (8, 16, 64)  # and one more drawn at every check
+RELATIVE_ELEMENTS = 40  # times d^2 tensor elements for one case: a formula makes a few copies of A; a numerical
+#                         projection over the d^2 entries (a d^2 x d^2 commutator, a basis of d matrices) far more
 
 
-def position_scores(w: torch.Tensor) -> torch.Tensor:
-    """(SCORE_N, SCORE_N) matrix of p_m W p_n^T over the sinusoidal codes (row vectors), float64."""
-    p = sinusoidal_positions(SCORE_N, SCORE_D, dtype=torch.float64)
-    return p @ w @ p.T
+def _shift(d: int) -> torch.Tensor:
+    """M_1 of §4 for width d, float64: p_(i+1) = M_1 p_i."""
+    return rope.rope_matrix(-1, d, inv_freq=rope_frequencies(d, dtype=torch.float64))
 
 
-def diagonal_spread(scores: torch.Tensor) -> float:
-    """Largest max - min along any diagonal n - m = k: 0 when the score depends on the offset alone."""
-    n = scores.shape[0]
-    return max(float(scores.diagonal(k).max() - scores.diagonal(k).min()) for k in range(-(n - 1), n))
+def _along_rotations(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per pair j, the inner products of x's diagonal 2x2 block with I and with J = [[0, 1], [-1, 0]]: the
+    coordinates of x along the two matrices that span the scaled rotations of that pair (not yet divided by
+    their squared length)."""
+    blocks = torch.stack([x[2 * j: 2 * j + 2, 2 * j: 2 * j + 2] for j in range(x.shape[0] // 2)])
+    return blocks[:, 0, 0] + blocks[:, 1, 1], blocks[:, 0, 1] - blocks[:, 1, 0]
 
 
-def offset_only_score(answer: Any) -> bool | None:
-    """Exercise 2: a (16, 16) W with p_m W p_n^T a function of n - m alone, largest at n - m = -4
-    (over -20 .. 20)."""
+def offset_only_score(fn: Any) -> bool | None:
+    """Exercise 2: fn(A) -> the (d, d) matrix nearest to A whose score p_m^T A_rel p_n depends on n - m alone,
+    for random A of several even widths d drawn at every check (interleaved pairs, as in §1)."""
 
-    def run(w: Any) -> Iterator[Verdict]:
-        w = float64_tensor(w)
-        if w is None or w.shape != (SCORE_D, SCORE_D):
-            yield False, f"W must be {SCORE_D}x{SCORE_D}, got shape {None if w is None else tuple(w.shape)}"
+    def run(f: Any) -> Iterator[Verdict]:
+        if not callable(f):
+            yield False, f"answer must be a function fn(A) returning a matrix, got {type(f).__name__}"
             return
-        g = position_scores(w)
-        scale = max(float(w.norm()), 1e-12)
-        if diagonal_spread(g) > 1e-9 * scale * SCORE_D:
-            symmetric = " (a symmetric W is not enough)" if close(w, w.T, atol=1e-8, rtol=1e-5) else ""
-            yield False, ("the score changes along a diagonal n - m = k: it depends on where the pair sits, not "
-                          f"only on the offset{symmetric}; W must commute with every shift M_k")
+        rng = _fresh_rng()
+        gen = torch.Generator().manual_seed(rng.randrange(2**31))
+        widths = sorted((*RELATIVE_WIDTHS, 2 * rng.choice([h for h in range(5, 24) if 2 * h not in RELATIVE_WIDTHS])))
+        for d in widths:
+            a = torch.randn(d, d, generator=gen, dtype=torch.float64)
+            answers, stopped = answers_under_guard(f, [(a.clone(),)], elements_per_case=RELATIVE_ELEMENTS * d * d)
+            if stopped is not None:
+                yield stopped_verdict(stopped[1], f"your function (d = {d})",
+                                      shortcut="derive the nearest matrix instead",
+                                      loop="runs a very long loop: derive the nearest matrix instead",
+                                      grid="a projection computed over all d^2 entries at once; derive, pair by "
+                                           "pair, which matrix is nearest")
+                return
+            got = float64_tensor(next(iter(answers.values())))
+            case = f"d = {d}"
+            if got is None or got.shape != (d, d):
+                yield False, f"{case}: return a ({d}, {d}) matrix, got {getattr(got, 'shape', type(got).__name__)}"
+                return
+            if not torch.isfinite(got).all():
+                yield False, f"{case}: the matrix must hold finite numbers"
+                return
+            scale = float(a.norm())
+            m1 = _shift(d)
+            if float((got @ m1 - m1 @ got).norm()) > 1e-5 * scale:
+                pairs_kept = torch.block_diag(*[a[2 * j: 2 * j + 2, 2 * j: 2 * j + 2] for j in range(d // 2)])
+                if torch.allclose(got, a, atol=1e-6 * scale):
+                    yield False, f"{case}: that is A itself, and its score depends on where the pair sits, not only on the offset"
+                elif torch.allclose(got, pairs_kept, atol=1e-6 * scale):
+                    yield False, (f"{case}: nothing across pairs, good, but each pair's 2x2 block is kept as it is: "
+                                  "a block that is not a scaled rotation still sees where the pair sits")
+                else:
+                    yield False, (f"{case}: your matrix does not commute with the shift M_1, so its score still "
+                                  "depends on where the pair sits, not only on the offset")
+                return
+            got_i, got_j = _along_rotations(got)
+            a_i, a_j = _along_rotations(a)
+
+            def same(x: torch.Tensor, y: torch.Tensor) -> bool:
+                return bool(torch.allclose(x, y, atol=1e-6 * scale))
+
+            if same(got_i, a_i) and same(got_j, a_j):
+                continue
+            zero = torch.zeros_like(a_i)
+            if same(got_i, a_i) and same(got_j, zero):
+                yield False, (f"{case}: offset alone, but you kept only the part that scores a key before the query "
+                              "like one after it: the other half of a scaled rotation depends on the offset alone too")
+            elif same(got_i, zero) and same(got_j, a_j):
+                yield False, (f"{case}: offset alone, but you dropped the part that scores before and after alike: "
+                              "it depends on the offset alone too")
+            elif same(got_i, a_i) and same(got_j, -a_j):
+                yield False, f"{case}: offset alone, but the part that tells before from after has the wrong sign"
+            elif same(got_i, 2 * a_i) and same(got_j, 2 * a_j):
+                yield False, (f"{case}: offset alone and along the right matrices, but twice too long: what is the "
+                              "squared length of each matrix you projected on?")
+            elif same(got_i, a_i / 2) and same(got_j, a_j / 2):
+                yield False, f"{case}: offset alone and along the right matrices, but half too short"
+            else:
+                yield False, (f"{case}: your matrix depends on the offset alone, but it is not the nearest such "
+                              "matrix to A: what it leaves, A - A_rel, still has a part along a scaled rotation")
             return
-        yield True, "the score depends on the offset n - m alone"
-        ks = list(range(-SCORE_SPAN, SCORE_SPAN + 1))
-        s = torch.stack([g.diagonal(k)[0] for k in ks])
-        top = ks[int(s.argmax())]
-        unique = bool((s.max() - s[[i for i, k in enumerate(ks) if k != top]]).min() > 1e-6 * scale)
-        if top == PEAK and unique:
-            yield True, "and it is largest four tokens back: a fixed rotation of the key's code toward the query's"
-        elif close(s, s.flip(0), atol=1e-9 * scale, rtol=1e-5):
-            yield False, ("s(k) = s(-k): your W cannot tell before from after (a W that commutes and is symmetric "
-                          "never can)")
-        elif top == -PEAK:
-            yield False, "the largest score is at the mirror offset: check on which side of W the key's code stands"
-        else:
-            yield False, "offset-only, but the largest score is at another offset"
+        yield True, (f"for {len(widths)} widths, 8 to 64, new matrices at this check: A_rel commutes with every "
+                     "shift, and what it leaves of A has nothing along any matrix that does, so it is the nearest")
 
-    return report("a W whose position score depends only on the offset and peaks four tokens back", answer, run,
-                  "p_(m+k) = M_k p_m (column form): write p_m W p_n^T with p_n expressed through p_m, and ask "
-                  "which W make the result forget m and favour one offset")
+    return report("the part of A whose score depends on the offset alone", fn, run,
+                  "the allowed matrices form a subspace (§6): what is the nearest point of a subspace?")
 
 
-# Exercise 3: find the bug in a builder; count the pairs it makes slower than the correct slowest pair.
-BUG_D = 64
-
-
+# Exercise 3: find the bug in a builder; count, for any d and L, its pairs that do not complete a turn in L positions.
 def buggy_sinusoids(n: int, d: int) -> torch.Tensor:
     """A sinusoidal table with one bug (Exercise 3 of chapter 3)."""
     pos = torch.arange(n, dtype=torch.float64)[:, None]
@@ -153,36 +252,96 @@ def buggy_sinusoids(n: int, d: int) -> torch.Tensor:
     return table
 
 
-def too_slow_pairs(d: int = BUG_D) -> int:
-    """How many pairs of buggy_sinusoids turn more slowly than the slowest pair of the correct table,
-    read off the table itself (the angle of each pair at position 1)."""
-    row = buggy_sinusoids(2, d)[1]
-    theta = torch.atan2(row[0::2], row[1::2])
-    return int((theta < _f64_freqs(d)[-1]).sum())
+def _angles_per_position(table: torch.Tensor) -> torch.Tensor:
+    """Each pair's turn per position, read off row 1 of an interleaved (sin, cos) table (all turns are below pi)."""
+    return torch.atan2(table[1, 0::2], table[1, 1::2])
 
 
-def slow_pairs(answer: Any) -> bool | None:
-    """Exercise 3: the number of pairs of buggy_sinusoids(n, 64) that turn more slowly than the paper's
-    slowest pair, 10000^(-62/64) radian per position."""
+def _slow_count(theta: torch.Tensor, length: int, turn: float = 2 * math.pi) -> int:
+    """How many pairs turn by less than ``turn`` over ``length`` positions (wavelength 2 pi / theta longer than L)."""
+    return int((turn / theta > length).sum())
 
-    def run(ans: Any) -> Iterator[Verdict]:
-        got = whole_number(ans)
-        if got is None:
-            yield False, f"answer must be a whole number of pairs, got {ans!r}"
+
+def _slow_draw(rng: random.Random) -> tuple[list[tuple[int, int]], dict[int, torch.Tensor]]:
+    """Five (d, L), and each width's turns per position read off the builder's own table: a small, two middling and
+    two wide tables (no table that wide may be built while fn runs), L from 8 to 10^6, drawn so that no pair's
+    wavelength lies within 10^-6 of L (no case hangs on rounding)."""
+    cases, theta = [], {}
+    for low, high in ((4, 32), (500, 5_000), (500, 5_000), (10_000, 100_000), (10_000, 100_000)):
+        d = 2 * rng.randrange(low, high)
+        theta[d] = _angles_per_position(buggy_sinusoids(2, d))
+        wavelengths = 2 * math.pi / theta[d]
+        while True:
+            length = round(10 ** rng.uniform(math.log10(8), 6))
+            if bool(((wavelengths / length).log().abs() > 1e-6).all()):
+                break
+        cases.append((d, length))
+    return cases, theta
+
+
+def _slow_cases(rng: random.Random) -> list[tuple[int, int]]:
+    """The (d, L) of one check (``_slow_draw``)."""
+    return _slow_draw(rng)[0]
+
+
+def _builders_of_the_table() -> tuple[tuple[Any, str, str], ...]:
+    import sys
+
+    return ((sys.modules[__name__], "buggy_sinusoids", "check.ch03.buggy_sinusoids"),)
+
+
+def slow_pairs(fn: Any) -> bool | None:
+    """Exercise 3: fn(d, L) -> how many of the d/2 pairs of buggy_sinusoids(n, d) turn by less than a full circle
+    over L positions (wavelength longer than L), for (d, L) drawn at every check, d up to 2e5 (no table is built)."""
+
+    def run(f: Callable[[int, int], Any]) -> Iterator[Verdict]:
+        if not callable(f):
+            yield False, f"answer must be a function fn(d, L), got {type(f).__name__}"
             return
-        want = too_slow_pairs()
-        if got == want:
-            yield True, ("right: the exponent counts the 2 twice, so the frequencies fall twice as fast and the "
-                         "slow half of the pairs sit below the paper's slowest one (those columns are almost "
-                         "constant: wasted features)")
-        elif got == 0:
-            yield False, "0 would mean the builder is right: compare its exponent with §1's formula term by term"
-        elif got >= BUG_D // 2:
-            yield False, f"not all {BUG_D // 2}: pair 0 turns one radian per position in any such table"
-        elif abs(got - want) == 1:
-            yield False, "close: decide for the pair at the boundary whether it is slower or exactly as slow"
+        cases, theta = _slow_draw(_fresh_rng())
+        answers, stopped = answers_under_guard(f, cases, _builders_of_the_table(), steps_per_case=CLOSED_FORM_STEPS,
+                                               elements_per_case=CLOSED_FORM_ELEMENTS)
+        if stopped is not None:
+            yield stopped_verdict(stopped[1], f"fn{stopped[0]}",
+                                  shortcut="count from the builder's formula, not from its table (the checker "
+                                           "asks for widths of 200 000)",
+                                  loop="runs a long loop over the pairs: compare exponents instead",
+                                  grid="a frequency for every pair of a table that wide; count from the exponents")
+            return
+        got: dict[tuple[int, int], int] = {}
+        for (d, length), raw in answers.items():
+            count = whole_number(raw)
+            if count is None:
+                yield False, f"fn({d}, {length}) must be a whole number of pairs, got {raw!r}"
+                return
+            if not 0 <= count <= d // 2:
+                yield False, f"fn({d}, {length}) = {count} is not a number of pairs of a {d}-wide table"
+                return
+            got[(d, length)] = count
+        # a misconception is named when it explains the answer at every case (at a narrow width two can agree)
+        want = {(d, n): _slow_count(theta[d], n) for d, n in cases}
+        wrong = [case for case in cases if got[case] != want[case]]
+        if not wrong:
+            yield True, (f"right for {len(cases)} widths and lengths drawn at this check, widths up to 200 000: the "
+                         "exponent counts the 2 twice, so the frequencies fall twice as fast and far more pairs "
+                         "barely move within the context")
+            return
+        case = f"fn{wrong[0]}"
+        if all(got[(d, n)] == _slow_count(rope_frequencies(d, dtype=torch.float64), n) for d, n in cases):
+            yield False, (f"{case}: that count belongs to §1's correct table; the builder's frequencies are not "
+                          "§1's: compare its exponent with the formula")
+        elif all(got[(d, n)] == _slow_count(theta[d], n, turn=math.pi) for d, n in cases):
+            yield False, f"{case}: that counts the pairs that turn less than half a circle; a turn is a full circle"
+        elif all(got[(d, n)] == d // 2 - want[(d, n)] for d, n in cases):
+            yield False, f"{case}: that counts the pairs that do complete a turn; the question asks for the others"
+        elif all(got[(d, n)] == _slow_count(theta[d], n, turn=1.0) for d, n in cases):
+            yield False, (f"{case}: that takes the wavelength as 1/θ_j; in one wavelength the angle grows by a full "
+                          "turn, 2π radians")
+        elif any(all(got[c] - want[c] == step for c in cases) for step in (-1, 1)):
+            yield False, (f"{case} is off by one: which pairs count as turning, and is pair 0 (one radian per "
+                          "position) among them?")
         else:
-            yield False, "not that many: write the buggy θ_j as a power of 10000 and compare exponents"
+            yield False, f"{case} = {got[wrong[0]]} is not that count"
 
-    return report(f"how many pairs of the buggy table (d = {BUG_D}) are too slow", answer, run,
+    return report("how many pairs of the buggy table never complete a turn", fn, run,
                   "read the builder against §1's formula one symbol at a time: what does each variable hold?")

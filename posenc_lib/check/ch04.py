@@ -1,11 +1,21 @@
-"""Checkers for notebooks/04_relative.ipynb: XL's shift, T5's rows and last bucket, a DeBERTa table."""
+"""Checkers for notebooks/04_relative.ipynb: a strided relative shift, a T5 rule that reads every row,
+T5's last bucket, a DeBERTa table.
+
+No answer is kept here, not even as a digest. The cases of every exercise are drawn anew at each check;
+a shift is judged by the distance each entry holds, a bucket rule by the properties the prompt asks
+for (T5's buckets in the past, each upper bucket as wide as its mirror, every row reached: the library's
+buckets, read outside the learner's function, give the widths), a last bucket by the bucket rule of §4
+at the answer and one below it, and a table by the scores it gives with both p2c indices and by
+whether any two of its equal rows could differ (the rows the two indices tie, found from the
+library's index at check time).
+"""
 from __future__ import annotations
 
 import math
+import random
 from typing import Any, Callable, Iterator
 
 import torch
-import torch.nn.functional as F
 
 from .. import deberta, relative, xl
 from ._core import Verdict, close, float64_tensor, report, whole_number
@@ -13,162 +23,299 @@ from ._guard import answers_under_guard, stopped_verdict
 
 __all__ = ["xl_rel_shift", "t5_rows_read", "t5_last_bucket", "deberta_blind_table"]
 
+FORMULA_STEPS = 40  # Python lines for one case of Exercise 3: a closed form needs 3 to 20; a bisection over 10^18
+#                    distances 60 or more, even written as bisect.bisect_left with a one-line key
+FORMULA_ELEMENTS = 200  # tensor elements for one case of Exercise 3: a closed form in torch makes a handful; a grid
+#                         search, even in stages, hundreds per stage (and a few stages cannot reach 10^18)
 
-def _t5_rows_read(num_buckets: int = 32, max_distance: int = 128) -> int:
-    """How many rows of a bidirectional T5 table some offset reaches (every offset up to 4 max_distance)."""
-    offsets = torch.arange(-4 * max_distance, 4 * max_distance + 1)
-    return len(relative.t5_relative_bucket(offsets, num_buckets=num_buckets, max_distance=max_distance).unique())
+
+def _fresh_rng() -> random.Random:
+    """The cases of a check are drawn from here, seeded by the operating system: no two checks see the same."""
+    return random.Random()
 
 
-def t5_rows_read(answer: Any) -> bool | None:
-    """Exercise 2: how many of a T5 encoder's 32 rows (32 buckets, max_distance 128) any input can read."""
+# ---------------------------------------------------------------- Exercise 1: a strided relative shift
 
-    def run(ans: Any) -> Iterator[Verdict]:
-        got = whole_number(ans)
-        if got is None:
-            yield False, f"expected a whole number of rows, got {ans!r}"
+def _shift_cases(rng: random.Random) -> list[tuple[int, int, int]]:
+    """Four (q_len, k_len, stride): one query alone, then strides 2 and 3 and one at random (1 to 4), several
+    queries each, new at every check."""
+    return [(1, rng.randrange(3, 7), rng.randrange(2, 5)), (rng.randrange(3, 7), rng.randrange(2, 9), 2),
+            (rng.randrange(2, 6), rng.randrange(1, 9), 3), (rng.randrange(2, 8), rng.randrange(1, 12), rng.randrange(1, 5))]
+
+
+def xl_rel_shift(fn: Any) -> bool | None:
+    """Exercise 1: fn(x, stride) -> (q_len, k_len) scores, entry (i, j) holding the score at distance stride * i - j
+    (query i at position stride * i, key j at j), from x of shape (q_len, stride * (q_len - 1) + k_len) whose
+    column c holds distance c - (k_len - 1), smallest first.
+
+    Each row of x is a random function of the distance, drawn anew at every check, so an entry is right
+    exactly when it holds the value at the right distance.
+    """
+
+    def run(f: Callable[[torch.Tensor, int], Any]) -> Iterator[Verdict]:
+        if not callable(f):
+            yield False, f"answer must be a function fn(x, stride), got {type(f).__name__}"
             return
-        want = _t5_rows_read()
-        if got == want:
-            yield True, "right: checked against every offset out to four times max_distance"
-        elif not 0 <= got <= 32:
-            yield False, f"{got} is not a number of rows of a 32-row table"
-        elif got == 32:
-            yield False, ("32 assumes every bucket is reached by some offset: is there a bucket that no "
-                          "distance a key can have on its side lands in?")
-        elif got == 16:
-            yield False, "16 is one direction's half: an encoder reads the other half for keys after the query"
-        elif got < want:
-            yield False, (f"{got} is too few: far enough back (and ahead) every log bucket is reached, "
-                          "whatever max_distance is")
-        else:
-            yield False, f"{got} is not the count"
+        rng = _fresh_rng()
+        for q_len, k_len, stride in _shift_cases(rng):
+            width = stride * (q_len - 1) + k_len
+            coefficients = torch.tensor([[rng.gauss(0, 1) for _ in range(4)] for _ in range(q_len)], dtype=torch.float64)
 
-    return report("how many of a T5 encoder's 32 rows are ever read", answer, run,
-                  "a row is read only if some offset j - i lands in its bucket; ask, for each half of the "
-                  "table, which distances a key on that side of the query can have")
+            def at(distance: torch.Tensor) -> torch.Tensor:  # row i's value at each distance: a random cubic
+                powers = torch.stack([distance.double() ** p for p in range(4)], dim=-1)
+                return (powers * coefficients[:, None, :]).sum(-1)
+
+            rows, cols = torch.arange(q_len)[:, None], torch.arange(k_len)[None, :]
+            x = at((torch.arange(width) - (k_len - 1)).expand(q_len, -1))  # column c: distance c - (k_len - 1)
+            got = float64_tensor(f(x.clone(), stride))
+            where = f"q_len = {q_len}, k_len = {k_len}, stride {stride}"
+            if got is None or got.shape != (q_len, k_len):
+                yield False, f"{where}: return a (q_len, k_len) = ({q_len}, {k_len}) tensor, got {getattr(got, 'shape', got)}"
+                return
+            needed = stride * rows - cols  # the distance entry (i, j) needs, query minus key
+
+            def held(distance: torch.Tensor) -> torch.Tensor:
+                value = at(distance)
+                return (got - value).abs() < 1e-6 * (1 + value.abs())
+
+            def holds(distance: torch.Tensor) -> bool:
+                return bool(held(distance).all())
+
+            one_off = held(needed + 1) | held(needed - 1)  # (an index one off runs out of the matrix at a corner)
+            if holds(needed):
+                continue
+            if stride > 1 and q_len > 1 and holds(rows - cols):
+                yield False, (f"{where}: right for the first query, then each row moves one column from the row "
+                              "before: how far apart are two queries?")
+            elif holds(stride * (q_len - 1 - rows) + cols - (k_len - 1)):
+                yield False, (f"{where}: you read the columns as if the largest distance came first (§3's layout); "
+                              "here the smallest does")
+            elif bool((one_off | held(needed)).all()) and float(one_off.double().mean()) >= 0.5:
+                yield False, f"{where}: the entries hold a distance one away from the one they need"
+            else:
+                yield False, f"{where}: some entries hold the wrong distance"
+            return
+        yield True, ("every entry (i, j) holds the distance stride * i - j, at every shape and stride drawn at this "
+                     "check")
+
+    return report("a relative shift for strided queries", fn, run,
+                  "label each column with the distance it holds, as §3 labelled its entries")
 
 
-# (num_buckets, max_distance, bidirectional): none is printed in the chapter (16/32 encoder: 20 and
-# T5's defaults: 91, 113 are), and none has its exact solution near an integer (no rounding ambiguity).
-T5_LAST_BUCKET_CASES = ((8, 20, True), (24, 100, True), (12, 50, False), (40, 1000, False), (64, 256, False),
-                        (16, 40, True))
-# And one a loop cannot walk to: the last bucket starts near 4.5e7, and distances up to 4e15 cannot be listed.
-T5_FAR_CASE = (8, 10**15, True)
-
-
-def _last_bucket_start(num_buckets: int, max_distance: int, bidirectional: bool) -> int:
-    """The first distance in the last bucket of the past, found by the library's buckets (no formula)."""
-    last = (num_buckets // 2 if bidirectional else num_buckets) - 1
-    dist = torch.arange(0, 4 * max_distance)
-    buckets = relative.t5_relative_bucket(-dist, num_buckets=num_buckets, max_distance=max_distance,
-                                          bidirectional=bidirectional)
-    return int(dist[buckets == last][0])
-
-
-def _far_last_bucket_start() -> float:
-    """T5_FAR_CASE's start as a real number, from the rule of §4 (the library's float32 logarithm cannot
-    place the boundary to one distance at 4.5e7; tests/test_check_ch04.py checks the rule in float64)."""
-    nb, md, bidir = T5_FAR_CASE
-    B = nb // 2 if bidir else nb
-    e = B // 2
-    return e * (md / e) ** ((B - 1 - e) / (B - e))
-
+# ---------------------------------------------------------------- Exercises 2 and 3: T5's buckets
 
 def _t5_bucket_functions() -> tuple[tuple[Any, str, str], ...]:
+    """The library's bucket function (and so the module built on it), and transformers' own, where installed."""
     import posenc_lib
 
-    return ((posenc_lib, "t5_relative_bucket", "pl.t5_relative_bucket"),
-            (relative, "t5_relative_bucket", "pl.t5_relative_bucket"))
+    found = [(posenc_lib, "t5_relative_bucket", "pl.t5_relative_bucket"),
+             (relative, "t5_relative_bucket", "pl.t5_relative_bucket")]
+    try:
+        from transformers.models.t5.modeling_t5 import T5Attention
+    except ImportError:
+        return tuple(found)
+    return tuple(found + [(T5Attention, "_relative_position_bucket", "T5Attention._relative_position_bucket")])
+
+
+def _t5_answers(f: Callable[..., Any], cases: list[tuple[int, int, bool]], steps: int, elements: int, *,
+                shortcut: str, loop: str, grid: str) -> tuple[dict[tuple[Any, ...], Any], Verdict | None]:
+    """f(*case) for every case, the library's buckets refused, ``steps`` Python lines and ``elements`` tensor
+    elements per case; or the verdict on the shortcut, the loop or the grid that stopped it."""
+    answers, stopped = answers_under_guard(f, cases, _t5_bucket_functions(), steps_per_case=steps,
+                                           elements_per_case=elements)
+    if stopped is None:
+        return answers, None
+    return answers, stopped_verdict(stopped[1], f"fn{stopped[0]}", shortcut=shortcut, loop=loop, grid=grid)
+
+
+def _per_direction(num_buckets: int, bidirectional: bool) -> int:
+    return num_buckets // 2 if bidirectional else num_buckets
+
+
+def _rows_cases(rng: random.Random) -> list[tuple[int, int]]:
+    """Four encoder settings like T5's (max_distance at least 4 num_buckets, where every bucket of the past is
+    reached), new at every check: (num_buckets, max_distance)."""
+    out = []
+    for _ in range(4):
+        nb = 2 * rng.randrange(4, 33)
+        out.append((nb, rng.randrange(4 * nb, 40 * nb)))
+    return out
+
+
+def _widths(buckets: torch.Tensor, first: int, count: int) -> list[int]:
+    """How many entries of ``buckets`` fall in each of the buckets first .. first + count - 1."""
+    return [int((buckets == b).sum()) for b in range(first, first + count)]
+
+
+def t5_rows_read(fn: Any) -> bool | None:
+    """Exercise 2: fn(offsets, num_buckets, max_distance) -> an encoder's bucket of each offset (key minus query)
+    that keeps T5's bucket for every key at or before the query, gives keys after it upper buckets as wide as
+    their mirror images in the past, non-decreasing with the distance, and reads every one of the num_buckets rows.
+
+    Judged by those properties on settings drawn at every check: the past and the widths against the
+    library's buckets, computed outside the learner's function.
+    """
+
+    def run(f: Callable[[torch.Tensor, int, int], Any]) -> Iterator[Verdict]:
+        if not callable(f):
+            yield False, f"answer must be a function fn(offsets, num_buckets, max_distance), got {type(f).__name__}"
+            return
+        for nb, md in _rows_cases(_fresh_rng()):
+            B, case = nb // 2, f"fn(offsets, {nb}, {md})"
+            reach = 2 * md  # every bucket's start lies below max_distance
+            offsets = torch.arange(-reach, reach + 2)
+            raw = f(offsets.clone(), nb, md)
+            got = raw if isinstance(raw, torch.Tensor) else float64_tensor(raw)
+            if got is None or got.shape != offsets.shape:
+                yield False, f"{case}: return one bucket per offset, shape {tuple(offsets.shape)}, got {getattr(got, 'shape', raw)!r}"
+                return
+            if got.is_floating_point() and not bool((got == got.round()).all()):
+                yield False, f"{case}: buckets are whole numbers (row indices of the table)"
+                return
+            got = got.long()
+            t5 = relative.t5_relative_bucket(offsets, num_buckets=nb, max_distance=md)
+            past, future = offsets <= 0, offsets > 0
+            if not torch.equal(got[past], t5[past]):
+                yield False, (f"{case}: a key at or before the query must keep T5's bucket (a trained table's rows "
+                              "keep their meaning there); yours moves some")
+                return
+            ahead = got[future]  # distances 1, 2, ..., reach + 1
+            if bool((ahead < B).any()) or bool((ahead >= nb).any()):
+                yield False, f"{case}: a key after the query must land in the upper half, rows {B} to {nb - 1}"
+                return
+            if bool((ahead.diff() < 0).any()):
+                yield False, f"{case}: a key farther after the query lands in a lower bucket than a nearer one"
+                return
+            mirror = _widths(t5[past].flip(0), 0, B - 1)  # past distances 0, 1, ... per bucket, all but the last
+            if _widths(ahead, B, B - 1) == mirror:
+                continue
+            if len(set(ahead.tolist())) < B:
+                yield False, (f"{case}: some row of the upper half is still never read: which distance would a key "
+                              "after the query need to reach it?")
+            else:
+                yield False, (f"{case}: every row is read, but the upper half does not mirror the past: upper bucket "
+                              "B + b must hold as many distances as bucket b")
+            return
+        yield True, ("for four encoder settings drawn at this check: the past as T5 has it, the future its mirror, "
+                     "and every row of the table read")
+
+    return report("a T5 encoder rule that reads every row", fn, run,
+                  "a row is read only if some offset lands in its bucket: which distances can a key after the "
+                  "query have?")
+
+
+def _last_bucket_cases(rng: random.Random) -> list[tuple[int, int, bool]]:
+    """Six settings none of which the chapter shows, new at every check: an encoder and a decoder of modest size,
+    three more at random, and one with max_distance beyond 10^18 (too far to walk to, or to bisect in a few
+    steps). Each gives its direction at least 4 buckets, so that the last one is not simply max_exact."""
+    def setting(bidirectional: bool, per_direction: int, max_distance: int) -> tuple[int, int, bool]:
+        return (2 * per_direction if bidirectional else per_direction), max_distance, bidirectional
+
+    cases = [setting(bidir, rng.randrange(4, 33), rng.randrange(65, 5000))
+             for bidir in (True, False, *(rng.random() < 0.5 for _ in range(3)))]
+    return cases + [setting(rng.random() < 0.5, rng.randrange(8, 17), rng.randrange(10**18, 10**19))]
+
+
+EXACT_UP_TO = 10**6  # max_distance up to which an answer may also agree with the library's float32 buckets
+
+
+def _past_last_edge(n: int, per_direction: int, max_distance: int) -> int:
+    """How far distance n is past the start of the last bucket of the past (B - 1) by §4's rule in exact
+    arithmetic: from n >= e on, e + floor(log(n/e) / log(max_distance/e) (B - e)) >= B - 1 reads, after
+    multiplying out the logs, n^(B-e) e^(B-1-e) >= max_distance^(B-1-e) e^(B-e); this returns the left side
+    minus the right (>= 0: in the last bucket, 0: exactly on its edge)."""
+    if not 2 <= per_direction <= 64:  # the checker's settings; a power of 10^18 would never finish
+        raise ValueError(f"per_direction must be 2 to 64, got {per_direction}")
+    e = per_direction // 2
+    return n ** (per_direction - e) * e ** (per_direction - 1 - e) - max_distance ** (per_direction - 1 - e) * e ** (per_direction - e)
+
+
+def _in_last(n: int, per_direction: int, max_distance: int) -> bool:
+    """Is distance n in the last bucket of the past by §4's rule in exact arithmetic?"""
+    if n >= max_distance:
+        return True
+    return n >= per_direction // 2 and _past_last_edge(n, per_direction, max_distance) >= 0
+
+
+def _library_in_last(n: int, num_buckets: int, max_distance: int, bidirectional: bool) -> bool:
+    """Is offset -n in the same bucket as -max_distance by the library's buckets (float32, as §4 walked them)?"""
+    if n >= max_distance:
+        return True
+    if n < 0:
+        return False
+    buckets = relative.t5_relative_bucket(-torch.tensor([n, max_distance]), bidirectional=bidirectional,
+                                          num_buckets=num_buckets, max_distance=max_distance)
+    return bool(buckets[0] == buckets[1])
+
+
+def _starts_last(n: int, num_buckets: int, max_distance: int, bidirectional: bool, slack: int = 0) -> bool:
+    """n is where the last bucket of the past starts, give or take ``slack`` distances, by the exact rule; or,
+    up to ``EXACT_UP_TO``, one past a start that lies exactly on the edge, or where the library's float32
+    buckets start it (they put a few near ties on the other side)."""
+    B = _per_direction(num_buckets, bidirectional)
+    if _in_last(n + slack, B, max_distance) and not _in_last(n - slack - 1, B, max_distance):
+        return True
+    if max_distance > EXACT_UP_TO:
+        return False
+    if n - 1 >= B // 2 and _past_last_edge(n - 1, B, max_distance) == 0 and not _in_last(n - 2, B, max_distance):
+        return True  # one past a start that lies exactly on the edge: float arithmetic may put the edge outside
+    return _library_in_last(n, num_buckets, max_distance, bidirectional) and not \
+        _library_in_last(n - 1, num_buckets, max_distance, bidirectional)
 
 
 def t5_last_bucket(fn: Any) -> bool | None:
     """Exercise 3: fn(num_buckets, max_distance, bidirectional) -> first distance in the last bucket of the past.
 
-    The point is the closed form: the library's bucket function refuses to run while fn does, and one
-    case puts the start near 4.5e7, where a walk over the distances runs out of steps.
+    The point is the closed form: the library's bucket function refuses to run while fn does, each case
+    has the Python steps and the tensor elements of a formula (not of a walk, a bisection or a grid), and
+    one case puts the start beyond 10^16, where no list of distances fits in memory.
     """
 
     def run(f: Callable[[int, int, bool], Any]) -> Iterator[Verdict]:
         if not callable(f):
             yield False, f"answer must be a function fn(num_buckets, max_distance, bidirectional), got {type(f).__name__}"
             return
-        wants: dict[tuple[int, int, bool], float] = {case: _last_bucket_start(*case) for case in T5_LAST_BUCKET_CASES}
-        wants[T5_FAR_CASE] = _far_last_bucket_start()  # before the patch
-        answers, stopped = answers_under_guard(f, wants, _t5_bucket_functions())
-        if stopped is not None:
-            yield stopped_verdict(stopped[1], f"fn{stopped[0]}",
-                                  shortcut="derive the start from the formula of §4 instead of listing buckets",
-                                  loop="walks the distances up one by one (the last bucket starts tens of millions of "
-                                       "distances out there): solve the rule for n instead")
+        cases = _last_bucket_cases(_fresh_rng())
+        answers, refused = _t5_answers(f, cases, FORMULA_STEPS, FORMULA_ELEMENTS,
+                                       shortcut="derive the start from the formula of §4 instead of listing buckets",
+                                       loop="searches the distances (a walk or a bisection runs out of steps; one "
+                                            "case has max_distance beyond 10^18): solve the rule for n instead",
+                                       grid="a search over a grid of distances, vectorised: solve the rule for n "
+                                            "instead")
+        if refused is not None:
+            yield refused
             return
         for (nb, md, bidir), raw in answers.items():
-            want, got = wants[(nb, md, bidir)], whole_number(raw)
-            mode = "bidirectional" if bidir else "causal"
             case = f"fn({nb}, {md}, {bidir})"
+            mode = "bidirectional" if bidir else "causal"
+            got = whole_number(raw)
             if got is None:
                 yield False, f"{case} must return a whole distance (distances are integers), got {raw!r}"
                 return
-            try:
-                other_mode = _last_bucket_start(nb, md, not bidir) if md < 10**6 else None
-            except ValueError:  # max_distance too small for the other mode's exact range
-                other_mode = None
-            if got == want or ((nb, md, bidir) == T5_FAR_CASE and abs(got - want) <= 1 + 1e-7 * want):
-                yield True, f"{case}: right ({mode})"  # (float32 arithmetic is a few distances off at 4.5e7)
-            elif got == md:
+            slack = 1 + int(1e-6 * abs(got)) if md > EXACT_UP_TO else 0  # float32 arithmetic is 1e-7 off, relatively
+            if _starts_last(got, nb, md, bidir, slack):
+                continue
+            if got == md:
                 yield False, f"{case} = max_distance: the last bucket begins before it (§4)"
-            elif abs(got - want) == 1:
+            elif _starts_last(got + 1, nb, md, bidir, slack) or _starts_last(got - 1, nb, md, bidir, slack):
                 yield False, f"{case} is off by one: distances are integers; which side of the exact solution is in?"
-            elif got == other_mode:
-                yield False, (f"{case}: that start belongs to the other mode; how many buckets does a "
-                              f"{mode} bias give the past?")
+            elif nb // 2 > 1 and _starts_last(got, nb, md, not bidir, slack):
+                yield False, (f"{case}: that start belongs to the other mode; how many buckets does a {mode} bias "
+                              "give the past?")
             else:
                 yield False, f"{case} = {got} is not where the last bucket of the past starts ({mode})"
+            return
+        yield True, (f"right for {len(cases)} settings drawn anew at this check, one of them with max_distance "
+                     "beyond 10^18")
 
     return report("where T5's last bucket starts", fn, run,
-                  "run the formula of §4 backwards, from the bucket to the distance; what does the floor leave "
-                  "for you to decide at the end?")
+                  "run §4's formula backwards, from a bucket to the first distance that reaches it")
 
 
-def _shift_shortcuts() -> tuple[tuple[Any, str, str], ...]:
-    """§3's own shift, and the pad it starts with."""
-    import posenc_lib
+# ---------------------------------------------------------------- Exercise 4: a direction-blind DeBERTa table
 
-    return ((posenc_lib, "rel_shift", "pl.rel_shift"), (xl, "rel_shift", "pl.rel_shift"),
-            (F, "pad", "F.pad (§3's pad-and-reshape)"))
-
-
-def xl_rel_shift(fn: Any) -> bool | None:
-    """Exercise 1: fn(x) -> XL's relative shift of x (q_len, k_len), on the part the causal mask keeps, built
-    with a gather: pl.rel_shift and F.pad refuse to run while fn does."""
-
-    def run(f: Callable[[torch.Tensor], Any]) -> Iterator[Verdict]:
-        if not callable(f):
-            yield False, f"answer must be a function fn(x), got {type(f).__name__}"
-            return
-        g = torch.Generator().manual_seed(4)
-        for q_len, k_len in ((4, 4), (3, 6), (1, 5), (6, 9)):
-            x = torch.randn(q_len, k_len, generator=g)
-            answers, stopped = answers_under_guard(f, [(x.clone(),)], _shift_shortcuts(), loops=False)
-            if stopped is not None:
-                yield stopped_verdict(stopped[1], "your function",
-                                      shortcut="build the shift with one gather, from the column each entry needs")
-                return
-            got, want = next(iter(answers.values())), xl.rel_shift(x)
-            if not isinstance(got, torch.Tensor) or got.shape != want.shape:
-                yield False, f"for x of shape ({q_len}, {k_len}) return the same shape, got {getattr(got, 'shape', got)!r}"
-                return
-            keep = relative.relative_positions(q_len, k_len, q_offset=k_len - q_len) <= 0  # j <= M + i
-            ok = close(got[keep], want[keep], atol=1e-6)
-            yield ok, (f"({q_len}, {k_len}): every visible entry holds offset M + i - j" if ok else
-                       f"({q_len}, {k_len}): some visible entries hold the wrong distance; compare row i "
-                       "of your result with row i of x: by how many columns must it move?")
-
-    return report("the relative shift", fn, run,
-                  "write the distance entry (i, j) needs (§3: M + i - j), then the column of x that holds it")
-
-
-BLIND_SPAN, BLIND_DIM = 3, 4  # the table of Exercise 4: 2k = 6 rows of 4 numbers
+BLIND_DIM = 4
+BLIND_SPANS = range(3, 17)  # the k a check may ask for
 
 
 def _distinct_rows(table: torch.Tensor, atol: float = 1e-6) -> int:
@@ -181,48 +328,71 @@ def _distinct_rows(table: torch.Tensor, atol: float = 1e-6) -> int:
 
 def _p2c_both(table: torch.Tensor, length: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """p2c with the paper's index and with the released code's, for random content and this q^r table."""
+    span = table.shape[0] // 2
     q_c, k_c = torch.randn(2, length, BLIND_DIM, generator=g, dtype=torch.float64)
-    k_r = torch.randn(2 * BLIND_SPAN, BLIND_DIM, generator=g, dtype=torch.float64)
+    k_r = torch.randn(2 * span, BLIND_DIM, generator=g, dtype=torch.float64)
     paper = deberta.deberta_terms(q_c, k_c, table, k_r, p2c_index="paper")[2]
     code = deberta.deberta_terms(q_c, k_c, table, k_r, p2c_index="reference")[2]
     return paper, code
 
 
-def deberta_blind_table(answer: Any) -> bool | None:
-    """Exercise 4: a (2k, d) = (6, 4) table q^r with which the paper's and the code's p2c agree at every length,
-    with as many different rows as that allows."""
-    k2 = 2 * BLIND_SPAN
+def deberta_blind_table(fn: Any) -> bool | None:
+    """Exercise 4: fn(k) -> a (2k, 4) table q^r with which the paper's and the code's p2c agree for every content
+    and at every length, with as many different rows as that allows; k is drawn anew at every check."""
 
-    def run(ans: Any) -> Iterator[Verdict]:
-        table = float64_tensor(ans)
-        if table is None or table.shape != (k2, BLIND_DIM):
-            yield False, f"expected a ({k2}, {BLIND_DIM}) table, got {getattr(table, 'shape', type(ans).__name__)}"
+    def run(f: Callable[[int], Any]) -> Iterator[Verdict]:
+        if not callable(f):
+            yield False, f"answer must be a function fn(k) returning a (2k, {BLIND_DIM}) table, got {type(f).__name__}"
             return
-        if not torch.isfinite(table).all():
-            yield False, "the table must hold finite numbers"
-            return
-        g = torch.Generator().manual_seed(12)
-        agree = all(close(*_p2c_both(table, n, g), atol=1e-9, rtol=1e-9) for n in (3, 5, 12))
-        if not agree:
-            window = all(close(table[r], table[2 * BLIND_SPAN - r], atol=1e-9, rtol=1e-5) for r in range(1, k2))
-            if close(table, table.flip(0), atol=1e-9, rtol=1e-5):
-                yield False, ("your table reads the same from either end (row r = row 2k - 1 - r), but the two "
-                              "indices are not mirror images in that sense: compare them pair by pair in §5's "
-                              "index table")
-            elif window:
-                yield False, ("every pair inside the window agrees; keys k or more steps away read the clipped "
-                              "edge rows, and those differ in your table")
-            else:
-                yield False, ("for some (query, key) pairs the two indices read rows of your table that differ: "
-                              "for a pair at i - j = o, which two rows are they?")
-            return
-        n = _distinct_rows(table)
-        if n < BLIND_SPAN:
-            yield False, (f"the paper's and the code's p2c agree, but your table has only {n} different "
-                          f"row{'s' if n > 1 else ''}; the constraint lets more of them differ")
-        else:
-            yield True, "the two p2c indices give the same scores, and as many rows differ as they can"
+        rng = _fresh_rng()
+        spans = [3] + rng.sample([k for k in BLIND_SPANS if k != 3], 2)
+        g = torch.Generator().manual_seed(rng.randrange(2**31))
+        for span in spans:
+            raw = f(span)
+            table = float64_tensor(raw)
+            case = f"fn({span})"
+            if table is None or table.shape != (2 * span, BLIND_DIM):
+                yield False, f"{case}: expected a ({2 * span}, {BLIND_DIM}) table, got {getattr(table, 'shape', type(raw).__name__)}"
+                return
+            if not torch.isfinite(table).all():
+                yield False, f"{case}: the table must hold finite numbers"
+                return
+            lengths = (span + 1, 2 * span + 2, 3 * span)
+            both = [_p2c_both(table, n, g) for n in lengths]
+            if not all(close(paper, code, atol=1e-9, rtol=1e-9) for paper, code in both):
+                window = [relative.relative_positions(n, n).abs() < span for n in lengths]
+                if all(close(paper[w], code[w], atol=1e-9, rtol=1e-9) for (paper, code), w in zip(both, window)):
+                    yield False, (f"{case}: every (query, key) pair less than k apart agrees; keys k or more steps "
+                                  "away read the clipped edge rows, and those differ in your table")
+                elif close(table, table.flip(0), atol=1e-9, rtol=1e-5):
+                    yield False, (f"{case}: your table reads the same from either end (row r = row 2k - 1 - r), but "
+                                  "the two indices are not mirror images in that sense: compare them for one pair")
+                else:
+                    yield False, (f"{case}: for some (query, key) pairs the two indices read rows of your table that "
+                                  "differ: for a pair at i - j = o, which two rows are they?")
+                return
+            # Could two of its equal rows differ? Only if no chain of (query, key) pairs ties them: tie the rows
+            # each pair reads under the two indices (the library's index, at a length that meets every pair of
+            # rows), then look for equal rows in different groups.
+            group = list(range(2 * span))
 
-    return report("a DeBERTa table that does not care which p2c index it is read with", answer, run,
-                  "for a pair at i - j = o, name the two rows the two indices read; every such pair of rows must "
-                  "be equal, and clip keeps reading at the edges")
+            def root(r: int) -> int:
+                while group[r] != r:
+                    r = group[r]
+                return r
+
+            code_rows = deberta.deberta_relative_index(3 * span, 3 * span, span)  # delta(i, j); the paper's is delta(j, i)
+            for r, t in zip(code_rows.flatten().tolist(), code_rows.T.flatten().tolist()):
+                group[root(r)] = root(t)
+            untied = [(r, t) for r in range(2 * span) for t in range(r) if root(r) != root(t)
+                      and close(table[r], table[t], atol=1e-6)]
+            if untied:
+                rows = _distinct_rows(table)
+                yield False, (f"{case}: the paper's and the code's p2c agree, but your table has only {rows} "
+                              f"different row{'s' if rows > 1 else ''}; the constraint lets more of them differ")
+                return
+        yield True, ("for k = 3 and two more drawn at this check: the two p2c indices give the same scores, and as "
+                     "many rows differ as they can")
+
+    return report("a DeBERTa table that does not care which p2c index it is read with", fn, run,
+                  "every (query, key) pair ties two rows of the table together; which rows end up tied?")
