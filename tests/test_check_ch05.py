@@ -7,6 +7,7 @@ import functools
 import inspect
 import math
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -232,6 +233,23 @@ def test_first_slow_pair_settings_are_far_from_ties():
     assert 4095 * 10000 ** (-90 / 128) >= 2 * math.pi > 4095 * 10000 ** (-92 / 128)
 
 
+def _by_ceiling(d, base, L):  # ⌈bound⌉ instead of ⌊bound⌋ + 1
+    if L - 1 < 2 * math.pi:
+        return 0
+    return min(d // 2, math.ceil((d / 2) * math.log((L - 1) / (2 * math.pi)) / math.log(base)))
+
+
+def test_first_slow_pair_ceiling_is_as_right_as_floor_plus_one(capsys):
+    """The answer is the smallest whole j above the bound (d/2)·ln((L − 1)/2π)/ln(base); ⌈bound⌉ is another answer
+    only where the bound is a whole number k, i.e. where base^(2k/d) = (L − 1)/2π. That never happens: for a
+    rational base (every float) the left side is algebraic, and the right side is transcendental because π is. So
+    no setting can tell ⌈bound⌉ from ⌊bound⌋ + 1 except by float rounding at a near-tie, which the settings keep
+    clear of (test_first_slow_pair_settings_are_far_from_ties): the checker rightly accepts both."""
+    assert all(_by_ceiling(*s) == _first_slow_pair(*s) for s in ch05.SLOW_SETTINGS)
+    assert check.rope_first_slow_pair(_by_ceiling) is True
+    _out(capsys)
+
+
 @pytest.mark.parametrize("shortcut, says", [
     (_by_library, "calls pl.rope_frequencies"),
     (_by_wavelengths, "calls pl.rope_wavelengths"),
@@ -299,18 +317,21 @@ def test_layout_right_answer_passes(right, capsys):
 
 
 @pytest.mark.parametrize("shortcut, says", [
-    (pl.layout_permutation(64).tolist(), "turns counter-clockwise there"),  # §6e's P: the direction is left out
+    (pl.layout_permutation(64).tolist(), "against the sense the checkpoint"),  # §6e's P: the direction left out
+    (LAYOUT_RIGHT[:16] + [2 * j for j in range(16, 32)] + LAYOUT_RIGHT[32:48] + [2 * j + 1 for j in range(16, 32)],
+     "against the sense the checkpoint"),  # half the pairs mirrored: the same message, no location
     (torch.argsort(pl.layout_permutation(64)).tolist(), "two different pairs"),  # P's inverse, the way back
     (list(range(32, 64)) + list(range(32)), "two different pairs"),  # the halves swapped: a half-layout mirror
     ([i ^ 1 for i in range(64)], "two different pairs"),  # neighbours swapped: the interleaved mirror
     (list(range(64)), "two different pairs"),
     (list(range(63, -1, -1)), "two different pairs"),
-    ([2 * ((j + 1) % 32) + 1 for j in range(32)] + [2 * ((j + 1) % 32) for j in range(32)], "would turn at θ_0"),
+    ([2 * ((j + 1) % 32) + 1 for j in range(32)] + [2 * ((j + 1) % 32) for j in range(32)], "another frequency"),
 ])
 def test_layout_names_each_misconception_without_the_answer(shortcut, says, capsys):
     assert check.rope_layout_perm(shortcut) is False
     out = _out(capsys)
     assert says in out and "hint:" in out
+    assert not re.search(r"pair \d|features \d|θ_\d|turns (counter-)?clockwise", out)  # no location, no direction
     assert "1, 3, 5" not in out and "2j + 1" not in out  # the answer stays hidden
     assert "mirror" not in out and "its order" not in out and "swap" not in out and "exchang" not in out  # nor the fix
 

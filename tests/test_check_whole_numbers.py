@@ -62,7 +62,7 @@ CASES = {
                              "still completes a full turn"),
     "rope_layout_perm": (lambda to: typed(LAYOUT_RIGHT, to),
                          lambda to: typed(list(range(0, 64, 2)) + list(range(1, 64, 2)), to),  # §6e's P
-                         "turns counter-clockwise there"),
+                         "against the sense the checkpoint"),
     "alibi_shared_bias": (lambda to: returning(shared_right, to),
                           lambda to: returning(lambda p, k: shared_right(p, k) - 1, to), "still stored exactly"),
     "cache_rotations": (lambda to: returning(rotations_by_rule, to),

@@ -15,7 +15,7 @@
 # 3. the block-diagonal d × d matrix R_m, why ⟨R_m q, R_n k⟩ depends only on n − m, what
 #    that buys, and why every such rotation is 2 × 2 pairs in disguise;
 # 4. where RoPE acts: on q and k, in every layer; and v, which needs a rotation back;
-# 5. the 5 × 4 worked example of one of our sources, recomputed digit by digit;
+# 5. the 5 × 4 worked example of one of our sources, recomputed digit by digit (optional reading);
 # 6. every implementation in the sources (Meta's complex numbers, the even/odd form,
 #    Hugging Face's `rotate_half`, an alternating form), each checked against
 #    `posenc_lib.apply_rope`, and how the two pair layouts relate;
@@ -197,10 +197,12 @@ score = (rope_q(qc, 7) * rope_q(kc, 4).conjugate()).real  # m = 7, n = 4
 assert math.isclose(score, (qc * kc.conjugate() * cmath.exp(1j * (7 - 4) * theta)).real)
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# For d features the same argument applies to each of the d/2 pairs, and nothing in it fixes
-# θ: each pair j may turn at its own rate θ_j. RoFormer takes the frequencies of the
-# sinusoidal encoding of chapter 3, θ_j = base^(−2j/d). The next section puts the pairs
-# together.
+# For d features RoFormer *chooses* to cut the vector into d/2 pairs and to turn each pair this
+# way: the argument above was made for one pair, not for d features. The detour at the end of §3
+# shows that the choice costs nothing once q and k come from linear maps: every relative rotation
+# of d features is pairs in some basis, and W_q and W_k absorb the basis. Nothing in the argument
+# fixes θ either: each pair j may turn at its own rate θ_j. RoFormer takes the frequencies of the
+# sinusoidal encoding of chapter 3, θ_j = base^(−2j/d). The next section puts the pairs together.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3. d features: the block-diagonal matrix R_m
@@ -289,7 +291,7 @@ print("pl.apply_rope(x, positions)[i] == R_(positions[i]) x[i]; default position
 # every (query, key) pair, and Shaw's, T5's and DeBERTa's read it from a table learned per offset,
 # clipped or bucketed to keep the table small. RoPE touches only q and k: nothing is learned, no
 # offset is clipped, and the score stays a plain dot product of two vectors, so an attention kernel
-# that takes only q, k and v computes it as it is (RoFormer, §3.3, uses this for linear attention).
+# that takes only q, k and v computes it as it is.
 # The cell shows that with torch's fused kernel, and then both halves: keys cached one token at a time equal keys computed at once, for sinusoids added to the tokens and for
 # RoPE alike; moving five tokens by 1000 positions changes their scores under the sinusoids and
 # leaves them under RoPE.
@@ -416,9 +418,8 @@ print("frequencies of this A:", [round(t, 3) for t in thetas_A.tolist()],
 # sinusoids of chapter 3, added once at the input): RoPE writes no code into the residual
 # stream. What reaches the stream about order comes through attention, mixed into what each
 # layer outputs (the second cell below shows that it does reach it), and it is no reliable
-# relative signal for the next layer: nothing makes it a rotation by the offset. (A causal
-# model can even learn absolute positions that way, as the models without positions of
-# chapter 7 do.) So **every attention layer turns its own q and k**. The small decoder that
+# relative signal for the next layer: nothing makes it a rotation by the offset. So **every
+# attention layer turns its own q and k**. The small decoder that
 # chapter 7 trains, `pl.TinyDecoder`, shows it. All we need of it here: its positional method sits in
 # `tiny.positional`, and each attention layer hands its q and k, of shape (batch, heads, seq, d), to
 # `tiny.positional.rotate(q, k, layer=i)` (i its layer's index). We put a recording wrapper in that
@@ -510,6 +511,9 @@ assert not torch.allclose(layer_output(0, True, True)[0], layer_output(0, False)
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5. The worked example, digit by digit
 #
+# *Optional reading.* Steps 1–3 recompute one source's hand-worked table; from its printed table on,
+# the section is errata forensics (two rounding slips, two formulas), and nothing later needs it.
+#
 # Source `004` (a RoFormer summary) rotates 5 positions of d = 4 features by hand.
 # Step 1: split each input row into pairs (x₀, x₁) and (x₂, x₃); the cell prints them.
 #
@@ -583,8 +587,8 @@ assert not torch.allclose(pl.apply_rope(x, layout="half"), rotated, atol=1e-2)  
 # 18 of 20 entries match; the other two are rounding slips. 1.0296 is cos(0.03) + sin(0.03) =
 # 1.029546…, which rounds to 1.0295; cos and sin rounded to 4 decimals *before* adding give
 # 0.9996 + 0.0300 = 1.0296. 0.9999 is cos(0.01) = 0.9999500004167…, only 4.2·10⁻¹⁰ above the
-# rounding tie 0.99995, so any step that loses the last digits tips it down: the nearest float32
-# number, 0.99994999…, is already below the tie. Which step the author took, the post does not say.
+# rounding tie 0.99995, and its nearest float32 number, 0.99994999…, is already below the tie, so
+# float32 prints 0.9999. Which step the author took, the post does not say.
 # The next cell recomputes the table four ways and counts the printed entries each reproduces:
 # float64 gives 18 of 20; rounding cos and sin to 4 decimals first gives 19 (all but 0.9999);
 # float32 gives 19 (all but 1.0296); float32 cos and sin, rounded to 4 decimals before the
@@ -1234,7 +1238,9 @@ assert lib_err < 0.05 and naive_err > 1.0 and naive_err > 50 * lib_err
 # the float32 grid's cos, rounded once, as ours is. It does not switch autocast off, and it need
 # not: mixed-precision autocast lowers matrix products (`@`, `linear`) to bf16, not elementwise
 # products. A grid written as a matrix product, positions (seq, 1) @ frequencies (1, d/2), would be
-# lowered, so code written that way must switch autocast off around it. The next cell runs the module
+# lowered, so code written that way must switch autocast off around it. transformers 4.x did exactly that:
+# its grid was this matrix product inside `torch.autocast(..., enabled=False)` (a citation; the comment there
+# points to huggingface/transformers PR #29285). The next cell runs the locked version's module
 # at positions near 90 000 with and without autocast, and shows what autocast does to the
 # matrix-product form. (Hugging Face's frequencies differ from ours in the last bit at some pairs,
 # so the two bf16 tables are close but not equal: the aside after the exercises says why.)
@@ -1431,7 +1437,9 @@ def first_slow_pair(d, base, L):
     ### BEGIN SOLUTION
     # Pair j turns most at the last position: (L − 1)·base^(−2j/d) < 2π
     # <=> j > (d/2)·ln((L − 1)/2π) / ln(base); the smallest such whole j, clipped to 0 … d/2.
-    # Python floats (float64): at d = 10^12 the bound has 12 digits before the point.
+    # Python floats (float64): at d = 10^12 the bound has 12 digits before the point. (j > bound strictly, but
+    # ⌈bound⌉ would do as well: the bound is never a whole number, as (L − 1)/2π is transcendental and
+    # base^(2j/d) is not.)
     if L - 1 < 2 * math.pi:
         return 0  # even pair 0 (θ_0 = 1) stays below one turn
     bound = (d / 2) * math.log((L - 1) / (2 * math.pi)) / math.log(base)

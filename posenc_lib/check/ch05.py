@@ -119,7 +119,7 @@ def rope_undirected(fn: Callable[[Any, Any], Any] | None) -> bool | None:
         yield False, why
 
     return report("RoPE with the direction forgotten: one encoding, scores that see only the distance", fn, run,
-                  "the dot product of two stacked vectors [a, b] and [c, e] is a·c + b·e")
+                  "§3: a score does not change when both positions move by the same amount")
 
 
 # Exercise 2: the first pair whose angle never reaches a full turn, as a formula. The checker holds no answer:
@@ -200,19 +200,18 @@ LAYOUT_D = 64
 
 
 def _layout_faults(order: list[int], d: int) -> str | None:
-    """What is wrong with `order` as Q, read pair by pair of the half-layout kernel (None: nothing)."""
+    """What is wrong with `order` as Q, read pair by pair of the half-layout kernel (None: nothing). The text names
+    the kind of fault only, never which pair has it (lesson 3: the location would point at the fix)."""
     h = d // 2
-    for j in range(h):
-        a, b = order[j], order[j + h]  # the checkpoint's features in the kernel's pair j: (first, second member)
-        if a // 2 != b // 2:
-            return (f"the kernel's pair {j} (features {j} and {j + h}) gets features {a} and {b} of the checkpoint, "
-                    "which belong to two different pairs: the half layout pairs feature j with j + d/2")
-        if a // 2 != j:
-            return (f"the checkpoint's pair {a // 2} sits in the kernel's pair {j}: it would turn at θ_{j} instead "
-                    f"of θ_{a // 2}")
-        if a % 2 == 0:
-            return (f"every pair sits in the kernel's pair of the same frequency, but pair {j} turns "
-                    "counter-clockwise there, and the checkpoint was trained with it turning clockwise")
+    kernel_pairs = [(order[j], order[j + h], j) for j in range(h)]  # the checkpoint's features in the kernel's pair j
+    if any(a // 2 != b // 2 for a, b, _ in kernel_pairs):
+        return ("a pair of the kernel (features j and j + d/2) gets features of two different pairs of the "
+                "checkpoint: each kernel pair must hold one checkpoint pair")
+    if any(a // 2 != j for a, _, j in kernel_pairs):
+        return "a pair of the checkpoint sits in a kernel pair of another frequency: it would turn at the wrong rate"
+    if any(a % 2 == 0 for a, _, _ in kernel_pairs):
+        return ("each pair of the checkpoint sits in the kernel pair of its own frequency, yet the two sides still "
+                "differ: at least one pair turns in the kernel against the sense the checkpoint was trained with")
     return None
 
 
@@ -241,7 +240,8 @@ def rope_layout_perm(answer: Any, *, d: int = LAYOUT_D) -> bool | None:
             yield False, fault or f"the two sides differ by {gap:.3f}"
 
     return report(f"a clockwise checkpoint on a counter-clockwise half-layout kernel, d = {d}", answer, run,
-                  "reordering features is a change of basis: in which basis of the plane does R(α) look like R(−α)?")
+                  "reordering features is a change of basis, and not every change of basis leaves a rotation's "
+                  "matrix as it was")
 
 
 # Exercise 4: the two frequencies of a 4 x 4 skew-symmetric generator, from its entries (no eigenvalues). The
