@@ -371,8 +371,8 @@ scaling_widget
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # The answer, asserted at every factor of the slider: the bands stay put, because both are set
 # by $L_0$ alone (turns over $L_0$; wavelengths against $L_0$). Position interpolation slows
-# pair 0 by $s$ at every $s$; YaRN and Llama 3 leave every pair left of their band exactly as
-# it was, at every $s$; NTK leaves pair 0 alone but slows every other pair by
+# pair 0 by $s$ at every $s$; YaRN and Llama 3 leave every pair whose wavelength lies below their
+# band exactly as it was, at every $s$; NTK leaves pair 0 alone but slows every other pair by
 # $s^{-2j/(d-2)}$, more as $s$ grows (at $s = 64$, pair 8 runs at 0.59 of its speed). Every
 # curve stays inside the panels up to $s = 64$.
 
