@@ -199,6 +199,28 @@ def test_stale_cache_pair_accepts_right_answers(right, capsys):
     assert ok is True and "all correct!" in out
 
 
+def stale_by_golden_section(d, b1, b2):
+    """A numerical maximiser over continuous j (the prompt allows any route), then the better of the two whole numbers
+    around it: at d = 2e9 it stops pairs away from the peak, where float64 cannot tell the drifts apart."""
+    f = lambda j: b1 ** (-2 * j / d) - b2 ** (-2 * j / d)  # noqa: E731
+    lo, hi, ratio = 0.0, d / 2 - 1, (math.sqrt(5) - 1) / 2
+    for _ in range(200):
+        a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+        lo, hi = (lo, b) if f(a) >= f(b) else (a, hi)
+    j = math.floor(lo)
+    return j if f(j) >= f(j + 1) else j + 1
+
+
+def test_stale_cache_pair_accepts_a_maximiser_within_float_resolution(capsys):
+    huge = [c for c in ch07._STALE_CASES if c[0] == 2 * 10**9]
+    assert any(stale_by_golden_section(*c) != stale_right(*c) for c in huge)  # it does stop elsewhere
+    ok, out = run(check.stale_cache_pair, stale_by_golden_section, capsys)
+    assert ok is True and "all correct!" in out
+    off = lambda d, b1, b2: stale_right(d, b1, b2) + (100 if d == 2 * 10**9 else 0)  # noqa: E731  100 of 1e9 pairs off
+    ok, out = run(check.stale_cache_pair, off, capsys)
+    assert ok is False and "another pair's angle drifts faster" in out
+
+
 @pytest.mark.parametrize("shortcut, says", [(stale_by_array, "pairs"), (stale_by_loop, "runs a loop over the pairs")])
 def test_stale_cache_pair_refuses_a_sweep_over_the_pairs(shortcut, says, capsys):
     before = (torch.arange, sys.gettrace())

@@ -112,6 +112,7 @@ def counter_merge(answer: Callable[[int], Any] | None) -> bool | None:
 # ---------------------------------------------------------------- Exercise 2: the pair a stale KV cache hurts most
 
 _RTOL = 1e-6  # relative: a float32 answer (7 significant digits) passes, a base 1e-4 off does not
+_FLOAT_TIE = 1e-14  # relative: a few dozen ulps, what float64 resolves of the drift b1^-x - b2^-x near its peak
 
 # (d, b1, b2): the LLaMA head of §2 with NTK's base at s = 8 and a milder step, a Llama-3-like base, the
 # experiment's head, a wide head, and heads of 2e9 features (no array or loop over the pairs).
@@ -129,13 +130,21 @@ def stale_cache_pair(answer: Callable[[int, float, float], Any] | None) -> bool 
 
     def best(d: int, b1: float, b2: float) -> set[int]:
         """The pairs that drift fastest: every pair compared for a small head; for a huge one the two whole numbers
-        around the smooth maximum (drift is one smooth bump in j, and float64 cannot rank its neighbours there)."""
+        around the smooth maximum (drift is one smooth bump in j)."""
         if d // 2 <= 10**5:
             rates = [drift(j, d, b1, b2) for j in range(d // 2)]
             top = max(rates)
             return {j for j, r in enumerate(rates) if r >= top * (1 - 1e-12)}
         peak = d / 2 * math.log(math.log(b2) / math.log(b1)) / math.log(b2 / b1)
         return {min(max(j, 0), d // 2 - 1) for j in (math.floor(peak), math.ceil(peak))}
+
+    def fastest(got: int, d: int, b1: float, b2: float) -> bool:
+        """got is one of the best pairs, or, for a huge head, a pair whose drift float64 cannot tell from the peak's
+        (within _FLOAT_TIE relative: up to 15 of 10^9 pairs either side of it when d = 2e9)."""
+        right = best(d, b1, b2)
+        if got in right or d // 2 <= 10**5:
+            return got in right
+        return drift(got, d, b1, b2) >= max(drift(j, d, b1, b2) for j in right) * (1 - _FLOAT_TIE)
 
     def run(fn):
         answers, stopped = answers_under_guard(fn, _STALE_CASES, elements_per_case=ELEMENTS)
@@ -155,7 +164,7 @@ def stale_cache_pair(answer: Callable[[int, float, float], Any] | None) -> bool 
                 yield False, f"{case}: {raw!r:.60} is not a pair index (a whole number from 0 to d/2 - 1)"
                 return
             right = best(d, b1, b2)
-            if got in right:
+            if fastest(got, d, b1, b2):
                 continue
             if got == d // 2 - 1:
                 yield False, (f"{case}: the slowest pair's frequency changes most *relative* to itself; the key's "
@@ -286,4 +295,4 @@ def uniform_divisors(answer: Callable[[tuple[int, int], tuple[int, int]], Any]) 
                 yield True, f"{case}: right"
 
     return report("Which uniform divisors land one span on another", answer, run,
-                  "dividing by one number shrinks a span without changing its shape.")
+                  "r / kappa moves one way as r grows and the other way as kappa grows.")
