@@ -262,6 +262,7 @@ def test_blind_query_names_the_typical_mistakes_without_the_answer(capsys):
     assert check.blind_query(torch.eye(8)) is False  # positions left alone: the dogs differ
     out = _out(capsys)
     assert "still differ" in out and "p_1 - p_4" not in out and "projector" not in out
+    assert "query" not in out and "weights" not in out  # neither the feedback nor the hint names the step
     a = torch.randn(8, 8, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
     column = a @ (torch.eye(8, dtype=torch.float64) - torch.outer(u, u))  # W u = 0: the column convention
     assert torch.allclose(column @ u, torch.zeros(8, dtype=torch.float64), atol=1e-12)

@@ -80,6 +80,8 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 #    (3-D), not only for a line of text. The map below asks whether it carries over without a
 #    new fault; faults a method already has in 1-D count under their own property.
 #
+# Source `002` lists four of its own (位置编码的需求: a unique position per token, a fixed spacing
+# between codes, sentences of any length, a deterministic code): properties 1 to 4 above.
 # Every chapter measures its method against these five.
 #
 # **Property 1 is narrower than in the source.** `001` says that two positions sharing a code
@@ -153,7 +155,7 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # before could not. The map comes back at the end of this page with a reason for every entry,
 # to read once the chapters have made the words in it familiar.
 #
-# | method | 1 unique | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D |
+# | method | 1 unique | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|
 # | none (NoPE) [1, 7] | ~ | – | ~ | – | – |
 # | integer $i\cdot\mathbf 1$ [2] | ✔ | ✔ | ~ | ✔ | ✔ |
@@ -194,8 +196,8 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # Each chapter is one 50-minute session: 40 minutes along its path, from the slides or the
 # live notebook, with the widgets of the "show live" column shown in their sections, then 10
 # minutes to start the exercises assigned in class; the rest are homework. § numbers are the
-# chapter's sections, minutes in brackets; each row's minutes add up to 40, and chapter 0's 10
-# and chapter 1's 30 share one session. This is the one copy of the lecture plan (the README links here; `tests/test_notebooks_meta.py`
+# chapter's sections, minutes in brackets; each row's minutes add up to 40, except rows 0 and 1:
+# chapter 0's 10 and chapter 1's 30 share one session. This is the one copy of the lecture plan (the README links here; `tests/test_notebooks_meta.py`
 # checks its sections, widgets and exercises against the chapters).
 #
 # | chapter | 50-minute path | show live | assign |
@@ -269,14 +271,14 @@ print("the conventions table matches the library")
 # does not apply; the chapter in brackets is where the entry is tested, and "checked below"
 # points to the last cell of this page, for the few entries no chapter tests.
 #
-# | method | 1 unique | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D |
+# | method | 1 unique | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|
 # | none (NoPE) [1, 7] | ~ no code, but a causal mask lets a model count [7] | – | ~ no table to run out of; holds up on some tasks and not on others [7] | – nothing to fix | – a causal mask orders a line, not a grid |
 # | integer $i\cdot\mathbf 1$ [2] | ✔ (but a LayerNorm erases it) | ✔ a shift by $k\cdot\mathbf 1$: affine, not linear (property 2) | ~ values grow without bound, $\lVert p_i\rVert = i\sqrt d$ (checked below) | ✔ | ✔ one integer per axis |
 # | normalised $i/m$ [2] | ✔ within one length | ✘ the step $k/m$ changes with the length $m$ | ✘ codes change with the length | ✔ | ✔ one fraction per axis |
-# | binary [2] | ✔ up to $2^d$ positions | ✘ no affine map for any $k < 2^{d-2}$ (chapter 2 proves it for every $d$) | ~ $d$ bits have $2^d$ codes (checked below), plenty (17 bits cover 131 072); past the training length a high bit is set that training never saw (not measured) | ✔ | ✔ one binary code per axis |
+# | binary [2] | ✔ up to $2^d$ positions | ✘ no affine map for any $k < 2^{d-2}$ (chapter 2 proves it for every $d$) | ~ $d$ bits have $2^d$ codes (checked below), plenty (17 bits cover 131 072); past a training length of $2^k$ positions bit $k$ turns on, a value training never showed (checked below). The ~ is argued from that, not measured: no model here is run past it | ✔ | ✔ one binary code per axis |
 # | sinusoidal [3] | ✔ | ✔ a rotation $M_k$ | ~ defined everywhere, but models trained short degrade [7] | ✔ | ✔ axial: a 2-D shift is one rotation (checked below) |
-# | learned absolute [2, 7] | ✔ after training | ✘ nothing makes one: a random table, where training starts, has none (checked below) | ✘ no rows past `max_len` | ✘ learned | ✔ one learned row per patch (ViT; Dosovitskiy et al. 2021, §3.2) |
+# | learned absolute [2, 7] | ✔ after training | ✘ nothing forces one: a random table, where training starts, has none (checked below); training may approximate one (chapter 2 §6: trained on a period-4 task, rows 4 apart point alike) | ✘ no rows past `max_len` | ✘ learned | ✔ one learned row per patch (ViT; Dosovitskiy et al. 2021, §3.2) |
 # | relative: Shaw, T5 [4] | ~ encodes distances, clipped or bucketed far away | ✔ by construction | ~ far distances share one value | ~ learned per distance | ✔ one bias per 2-D offset, as in Swin (Liu et al. 2021): each direction its own (checked below) |
 # | RoPE [5] | ✔ | ✔ scores depend only on the offset $n-m$ | ~ needs PI / NTK / YaRN to go far [7] | ✔ | ✔ axial: split the features per axis [9] |
 # | ALiBi [6] | ~ through the distance penalty | ✔ bias $-m_h(i-j)$ | ~ flat on a local task, falls on long-range recall [6, 7] | ✔ fixed slopes | ~ a distance is the same in every direction (checked below) |
@@ -296,7 +298,8 @@ print("the conventions table matches the library")
 # layer-normalised token).
 #
 # **Checked below.** The integer code's length. Binary codes: the first $2^d$ positions take
-# every one of the $2^d$ codes of $d$ bits, so position $2^d$ has none of its own; 17 bits already cover Llama 3.1's 131 072 positions. A learned
+# every one of the $2^d$ codes of $d$ bits, so position $2^d$ has none of its own; 17 bits already cover Llama 3.1's 131 072 positions.
+# Over a training length of $2^k$ positions no code sets bit $k$; position $2^k$ sets it. A learned
 # table: an affine map $[p_i, 1] \mapsto p_{i+k}$ has $d+1$ numbers per output feature to fit
 # and the table offers $n-k$ pairs, so with $d+1$ pairs or fewer least squares fits almost any
 # table exactly and the test says nothing; over more pairs a random table has no such map.
@@ -311,6 +314,8 @@ assert pl.integer_positions(1001, 64)[1000].norm() == 1000 * 64**0.5 == 8000  # 
 bits = pl.binary_positions(2**4, 4)
 assert torch.unique(bits, dim=0).shape[0] == 16 and set(bits.unique().tolist()) == {0, 1}  # all 16 codes of 4 bits
 assert 2**16 < 131_072 <= 2**17  # 17 bits are enough for a 131 072-token context, 16 are not
+longer = pl.binary_positions(2**4 + 1, 5)  # 5 bits; trained on positions 0 .. 15, then position 16
+assert longer[:16, 0].eq(0).all() and longer[16, 0] == 1  # bit 4 (the first column): never on in training, on at 16
 
 g = torch.Generator().manual_seed(1)
 tall = torch.randn(64, 8, generator=g, dtype=torch.float64)  # a random table: 64 positions, d = 8

@@ -16,10 +16,11 @@
 # Self-attention compares every token with every other token, but nothing in its formula says
 # *where* a token sits. This chapter shows, with asserted outputs, what that means:
 #
-# 1. permute the input tokens and the output rows permute the same way (**equivariance** in
-#    the queries), as long as every token sees every other (no causal mask: a causal mask
-#    breaks it, and that is where chapter 7 begins); the same holds for a whole transformer
-#    block, residual connections, feed-forward network and normalisation included;
+# 1. permute all the input tokens (each one's query, key and value move together) and the
+#    output rows permute the same way (**equivariance**), as long as every token sees every other
+#    (no causal mask: a causal mask breaks it, and that is where chapter 7 begins); the same holds
+#    for a whole transformer block, residual connections, feed-forward network and
+#    normalisation included;
 # 2. for a fixed query, shuffle the (key, value) pairs and the output does not change at all
 #    (**invariance** in keys and values);
 # 3. the "The dog chased another dog" demo: both "dog" tokens get identical outputs;
@@ -263,8 +264,9 @@ print("same output for every word in 'I love you' and 'you love I'")
 # compares the outputs of the two "dog" tokens. It compares positions **2 and 5**, not 1 and 4,
 # because its tokenizer puts a beginning-of-sequence token in front. We mimic that with a toy vocabulary that has a `<s>`
 # token and seeded random embeddings, 16 features wide instead of 2048, and draw every weight
-# from $\mathcal{N}(0, 0.3^2)$ (the source draws from $\mathcal{N}(0, 0.1^2)$; section 5 says
-# why we do not, and checks that the dogs are just as identical there).
+# from $\mathcal{N}(0, 0.3^2)$. The source draws from $\mathcal{N}(0, 0.1^2)$, at which every head
+# attends almost uniformly and the positions added in section 3 would barely show; section 5
+# measures that, and checks that without positions the dogs are just as identical there.
 
 # %% slideshow={"slide_type": "fragment"}
 vocab = ["<s>", "the", "dog", "chased", "another"]
@@ -385,15 +387,15 @@ CODES = {  # what is added to the token at each of the 6 places
 }
 
 
-def outputs_for(order_name, code_name):
+def outputs_for(order_name, code_name, tokens=x_dog, layer=mha):
     """Outputs (6, 16) of the demo layer for the original and the permuted sentence, each token with the
     code of its place added, and the permuted output moved back into the original order minus the original."""
     order, code = ORDERS[order_name], CODES[code_name]
     with torch.no_grad():
-        h = x_dog + code
-        original = mha(h, h, h)[0][0]
-        hp = x_dog[:, order] + code
-        permuted = mha(hp, hp, hp)[0][0]
+        h = tokens + code
+        original = layer(h, h, h)[0][0]
+        hp = tokens[:, order] + code
+        permuted = layer(hp, hp, hp)[0][0]
     moved_back = permuted[pl.inverse_permutation(order).to(device)]
     return original, permuted, moved_back - original
 
@@ -450,9 +452,9 @@ fig
 # with the code: only the two dog rows light up.
 
 # %% slideshow={"slide_type": "fragment"}
-def lit(order_name, code_name):
+def lit(order_name, code_name, *demo):
     """Does the right panel light up: does moving the rows back leave a difference above rounding?"""
-    return outputs_for(order_name, code_name)[2].abs().max().item() > 1e-4
+    return outputs_for(order_name, code_name, *demo)[2].abs().max().item() > 1e-4
 
 
 assert not any(lit(name, "none") for name in ORDERS)
@@ -501,11 +503,11 @@ permute_widget
 # same code as the one it left. The rule behind all three answers has two halves. If every token
 # lands on a place with the code of the place it left, the layer is fed the permuted input
 # itself, and by section 1 the panel stays white, whatever the weights. If some token lands on a
-# place with another code, the panel lights up for the demo's weights (checked below), as it
-# does almost surely for weights drawn at random; not for every weight one could choose
+# place with another code, the panel lights up for the demo's weights and for the ten redrawn
+# demos of section 3 (checked below); not for every weight one could choose
 # (Exercise 3 asks for a head that hides such a change). That is why property 1 of `00_index` asks for a different code at every place. The
 # cell checks each answer, and both halves for every order and every code of the drop-downs,
-# with the demo's weights.
+# with the demo's weights and with those ten.
 
 # %% slideshow={"slide_type": "fragment"}
 _, _, diff_on = outputs_for("swap 'the' and 'chased'", "sinusoidal")
@@ -519,6 +521,9 @@ assert white == ["rotate by three", "swap the two dogs", "unchanged"]  # 3
 for name, order in ORDERS.items():  # the rule, with the demo's weights: white when, and only when,
     for code_name, code in CODES.items():  # every token keeps its place's code
         assert lit(name, code_name) == (not torch.equal(code[order], code)), (name, code_name)
+for emb, heads in (redraw(seed) for seed in range(1, 11)):  # and with each of section 3's ten redrawn demos
+    tokens, heads = emb(ids.cpu()).to(device), heads.to(device)
+    assert all(lit(o, c, tokens, heads) == (not torch.equal(CODES[c][ORDERS[o]], CODES[c])) for o in ORDERS for c in CODES)
 print("swap 'the' and 'chased', sinusoidal code, largest change per row:",
       {f"{i} {words[i]}": round(v, 2) for i, v in enumerate(per_row.tolist())})
 
@@ -544,8 +549,8 @@ print("swap 'the' and 'chased', sinusoidal code, largest change per row:",
 # score is a ninth as large, and the heads attend almost uniformly. We measure each row's entropy
 # $-\sum_j a_j \log a_j$ as a fraction of its maximum, $\log 6$ (1 means uniform): at std 0.1
 # every row of every head is at 0.94 or more, in every draw; at 0.3 every draw has a row below
-# 0.41. The two dogs share every key and value, so their outputs differ only through their
-# weights, and near-uniform weights are nearly the same for every query, whatever its code.
+# 0.41. Near-uniform weights give every row nearly the same mix of the values, whatever the
+# codes added to its token.
 
 # %% slideshow={"slide_type": "fragment"}
 def scaled(heads, std, *, biases=True):
@@ -689,9 +694,9 @@ fig
 # which adds the codes **after** the projections. The usual form (Vaswani et al., and what
 # `nn.MultiheadAttention` does when it is fed $X + P_{\mathrm{pos}}$, as in section 3: it projects
 # its input) adds them **before**: $Q = W_Q(X+P_{\mathrm{pos}}) = W_QX + W_QP_{\mathrm{pos}}$. The
-# two agree only if $W_QP_{\mathrm{pos}} = P_{\mathrm{pos}}$ (and the same for $K$, $V$), which
-# is not the case for learned weights. In this column convention the softmax also has to run
-# down each column (over the keys, `dim=0`). The formula has one head and no biases, so the cell
+# two agree when $W_QP_{\mathrm{pos}} = P_{\mathrm{pos}}$ (and the same for $K$, $V$), which
+# learned weights have no reason to satisfy; for this head the scores differ. In this column
+# convention the softmax also has to run down each column (over the keys, `dim=0`). The formula has one head and no biases, so the cell
 # builds such a module, `one_head` (`nn.MultiheadAttention` with one head and `bias=False`),
 # takes its $W_Q, W_K$ (the first two thirds of `in_proj_weight`, stored as (out, in), so that
 # $Q = W_QX$ in this convention), computes the score matrix all three ways, and checks the usual

@@ -212,11 +212,10 @@ def blind_query(answer: Any) -> bool | None:
         elif _dog_rows_equal(w, w_k, w_v):
             yield False, "the dogs agree for the first head only: the design must hold whatever W_K and W_V are"
         else:
-            yield False, ("the two dog rows still differ: which of q, k, v of the two dogs does the difference "
-                          "between their outputs come from?")
+            yield False, "the two dog rows still differ, already for the first head"
 
     return report("a W_Q with which the two dogs stay identical despite positions", answer, run,
-                  "which of the things a row's output is made of can differ between the two dog rows?")
+                  "a linear map can forget some directions of its input entirely")
 
 
 # Exercise 4: a token sequence in which a causal head without positions gives two positions one output.
