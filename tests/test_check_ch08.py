@@ -77,6 +77,17 @@ def test_cache_rotations_accepts_the_count_in_any_form(capsys):
     assert run(check.cache_rotations, lambda c, p, n: float(rotations_by_rule(c, p, n)), capsys)[0] is True
 
 
+def test_cache_rotations_accepts_a_vectorised_sum(capsys):
+    """The prompt stops only a Python loop over the tokens: a sum numpy does in C over the changed lengths passes."""
+    import numpy as np
+
+    def summed(config, prompt, new):
+        changes = _changes(config, prompt, new)
+        return prompt + new + int((np.arange(changes.start, changes.stop) - 1).sum())
+
+    assert run(check.cache_rotations, summed, capsys)[0] is True
+
+
 def test_cache_rotations_digests_are_the_counts_derived_here():
     """Every sealed answer and sealed misconception of the checker is the count derived in this file."""
     for name, config, prompt, new, right, wrong in ch08._ROTATION_CASES:
@@ -454,6 +465,12 @@ def test_context_shift_names_each_misconception(capsys):
 
     ok, out = run(check.context_shift, other_layout, capsys)
     assert ok is False and "laid out the other way" in out
+
+    def plain_frequencies(keys, shift, config):  # the scaling ignored: rope_theta's frequencies
+        return shift_by_hand(keys, shift, {k: v for k, v in config.items() if k != "rope_scaling"})
+
+    ok, out = run(check.context_shift, plain_frequencies, capsys)
+    assert ok is False and out.count("plain frequencies, as if the config had no scaling") == 3
     ok, out = run(check.context_shift, lambda k, s, c: k[..., :-1], capsys)
     assert ok is False and "expected keys of shape" in out
 

@@ -59,9 +59,13 @@ def test_previous_frame_head_names_each_misconception(capsys):
     ok, out = run(check.previous_frame_head, previous_frame_design((-10, 0, 0)), capsys)  # back in t only
     assert ok is False and "looks back along t alone" in out
     ok, out = run(check.previous_frame_head, previous_frame_design((10, 10, 10)), capsys)  # the sign of the offset
-    assert ok is False and "one temporal patch ahead" in out
+    assert ok is False and "a key ahead of the query" in out
     ok, out = run(check.previous_frame_head, previous_frame_design((0, 0, 0)), capsys)  # q = k
-    assert ok is False and "attends most to itself" in out
+    assert ok is False and "attends most to itself" in out and "offset 0" in out
+    for short in ((-6, -6, -6), (-5, -5, -5)):  # the timestamp's 4 ids left out, or a step of the wrong size
+        ok, out = run(check.previous_frame_head, previous_frame_design(short), capsys)
+        assert ok is False and f"{-short[0]} steps back along every axis" in out and "of the wrong size" in out
+        assert "itself" not in out and "ahead" not in out
     ok, out = run(check.previous_frame_head, previous_frame_design(pairs=(0, 16, 40)), capsys)  # Qwen2-VL's blocks
     assert ok is False and "does not change along w" in out  # pairs 16 and 40 are both h's in Qwen3-VL
     ok, out = run(check.previous_frame_head, previous_frame_design(weights=(1.0, 1.0, 3.0)), capsys)  # w dominates

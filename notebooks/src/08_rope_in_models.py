@@ -89,10 +89,15 @@ assert len(MODELS) == 9  # seven models; Qwen2.5 twice (as shipped, with its car
 # their own, never look more than 1024 tokens back (§2).
 # Pair $j$ turns once every $\lambda_j = 2\pi/\theta_j$ positions. A pair with
 # $\lambda_j \le L$ **completes a turn** inside the context; a pair with $\lambda_j > L$
-# never does, and only ever shows the model part of its circle. The table gives, per
+# never does, and only ever shows the model part of its circle. The count matters because a
+# pair that turns within $L_0$ has shown the model every angle it can take, while a slower
+# pair meets angles past $L_0$ that pretraining never showed it: those are the pairs every
+# scaling method stretches. The table gives, per
 # model (and per layer type for Gemma 3): the base, the rotated features $r$, $L_0$, $L$,
 # the attention factor (`att.`, §3), and how many of the $r/2$ pairs complete a turn
-# within $L_0$ (plain RoPE, as pretrained) and within $L$ (as configured).
+# within $L_0$ at the file's base with no scaling (plain RoPE) and within $L$ (as configured).
+# What to take from it: how many pairs each model leaves without a full turn, and whether its
+# scaling changes that count.
 
 # %% slideshow={"slide_type": "fragment"}
 def text_config(entry):
@@ -164,8 +169,11 @@ for label, row in ROWS.items():
 #   `max_position_embeddings` instead, 39 (base) and 57 (Instruct) of the 64 pairs would turn;
 #   no RoPE layer ever sees either span. The two advertised contexts are a teaching point:
 #   neither is a length any RoPE layer attends over.
-# * Phi-3's **LongRoPE** turns fewer (34 → 31): its searched long factors slow some pairs
-#   by more than $s = 32$ (up to 64.76), enough to stop them turning within $L$.
+# * Phi-3's **LongRoPE** never runs plain RoPE: its file has two searched lists, short factors
+#   (1.10 to 3.05) for inputs up to $L_0$ and long ones beyond. Plain RoPE would turn 34 pairs
+#   within $L_0$; the short list already turns only 31 there (it slows pairs 31 to 33 out of their
+#   turn), and the long list turns the same 31 within $L$: its factors for those three pairs exceed
+#   $s = 32$ (the largest is 64.76), so they stay slowed out of a turn.
 
 # %% slideshow={"slide_type": "fragment"}
 count = {label: (None if row["L0_L"][0] is None else turns_within(row["plain"], row["L0_L"][0]),
@@ -207,6 +215,11 @@ phi3_row = ROWS["Phi-3 mini 128k instruct"]
 stop_turning = [j for j in range(48) if 2 * math.pi / phi3_row["plain"][j] <= phi3_row["L0_L"][0]
                 and 2 * math.pi / phi3_row["inv_freq"][j] > phi3_row["L0_L"][1]]
 assert round(max(phi3_long), 2) == 64.76 and stop_turning == [31, 32, 33]
+phi3_short = text_config(MODELS["Phi-3 mini 128k instruct"])["rope_scaling"]["short_factor"]
+short_mode, _ = pl.rope_from_config(MODELS["Phi-3 mini 128k instruct"]["config"], seq_len=4096)  # at L0: short list
+assert (round(min(phi3_short), 2), round(max(phi3_short), 2)) == (1.1, 3.05)
+assert turns_within(short_mode.double(), 4096) == 31 and not any(2 * math.pi / short_mode[j] <= 4096
+                                                                     for j in stop_turning)
 assert all(phi3_long[j] > 32 for j in stop_turning)  # slowed by more than s = 32: 61.7, 62.9, 63.0
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -578,7 +591,7 @@ fig
 # Gemma 3 interleaves **local** layers (a sliding window of 1024 tokens, base 10 000)
 # with **global** layers (the whole context, base $10^6$, linear ×8), five local per
 # global (transformers' `Gemma3TextConfig` lays them out so when the file does not list
-# them; asserted below when transformers is installed). A local
+# them; asserted below). A local
 # layer never sees two tokens more than 1023 apart, so only distances below 1024 matter
 # to it. Count, for each layer type, the pairs that complete a turn within the span it
 # actually sees, and what the other base would give:
@@ -695,9 +708,7 @@ assert round(0.1 * 0.707, 4) == 0.0707  # DeepSeek-V2's coefficient: 0.1 mscale_
 #
 # Chapter 5 (§4) shows it: rotating the values alone would make the output depend on where the
 # text sits in the context; turning each output back by $R_m^\top$ (VO-RoPE) repairs that, so
-# values *can* be rotated, just not naively. Every model in §1's table rotates q and k and
-# leaves v alone, in every layer that has positions; Llama 4 Scout's every fourth layer has
-# none (§5). What changes in a real model is *which*
+# values *can* be rotated, just not naively. What changes in a real model is *which*
 # q and k features turn (§2) and what happens to positions while decoding, next.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -921,6 +932,11 @@ fig
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### iRoPE in the extrapolation experiment
 #
+# In short: on a local task, confining the RoPE layer to chunks keeps iRoPE's accuracy at every
+# length, as a window does for plain RoPE; on a lookup whose dictionary opens the input, the NoPE
+# layer wins back part of the recall RoPE loses (0.52 against 0.17 at 512 tokens, NoPE 0.94); on
+# a lookup anywhere in the input, iRoPE does not help.
+#
 # Does a layer without positions help a small model read past its training length? We answer
 # with chapter 7's experiment (§3 there), recalled here in brief. A 2-layer `pl.TinyDecoder`
 # ($d_{model} = 64$, 4 heads) trains at 64 tokens and is tested at 64, 128, 256 and 512 tokens
@@ -934,7 +950,7 @@ fig
 #   the model must copy each value from an entry $L - 11$ to $L - 2$ tokens back. Guessing
 #   scores 1/8;
 # * **recall_anywhere**, the same lookup with the dictionary at a random place before the
-#   questions (in training a lookup spans 8 to 62 tokens).
+#   questions (in training a lookup spans 1 to 62 tokens).
 #
 # Each model reads all $L$ tokens at once (the main measurement); for the recall tasks a
 # control places the dictionary at $L - 64$, so that every lookup spans distances seen in
@@ -976,12 +992,41 @@ cfg = irope["config"]
 LENGTHS = [cfg["train_len"] * m for m in cfg["eval_multiples"]]
 METHODS = ["none", "rope", "irope", "irope+notemp", "irope+chunk"]
 assert len(cfg["seeds"]) == 3 and irope["cpu_time_s"] <= 600
-hooks = ex.build_model("irope", ex.ExperimentConfig(**{k: tuple(v) if isinstance(v, list) else v
-                                                       for k, v in cfg.items()})).positional
+exp_cfg = ex.ExperimentConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in cfg.items()})
+hooks = ex.build_model("irope", exp_cfg).positional
 assert not hooks.is_nope(0) and hooks.is_nope(1) and hooks.temperature and hooks.floor_scale == 64
 assert pl.attention_temperature(torch.tensor([62, 63]), floor_scale=64).tolist()[0] == 1.0 < \
     pl.attention_temperature(torch.tensor([63]), floor_scale=64).item()
 acc = {t: {m: ex.accuracy(irope, t, m) for m in METHODS} for t in irope["tasks"]}
+tok = ex.recall_vocab(exp_cfg)
+
+
+def entry_lookups(tokens, scored):
+    """(question position, position of the entry it asks for) of every scored lookup."""
+    row, answer = scored.nonzero(as_tuple=True)
+    question = answer - 1  # the asked key, one before the scored value
+    asked = tokens[row, question] - tok["key"]
+    seq = tokens[row]
+    entry = ((seq >= tok["entry"]) & (seq < tok["key"]) & ((seq - tok["entry"]) // exp_cfg.values == asked[:, None]))
+    return question, entry.float().argmax(-1)
+
+
+def lookups(task, L, seed):
+    """entry_lookups of the run's main test set of one task, length and seed."""
+    tokens, scored, _ = ex.evaluation_sets(task, exp_cfg, seed)["main"][L]
+    return entry_lookups(tokens, scored)
+
+
+def span(question, entry):
+    return (question - entry).min().item(), (question - entry).max().item()
+
+
+assert round(ex.best_accuracy("grammar", exp_cfg), 3) == 0.766 and ex.chance_accuracy("recall", exp_cfg) == 1 / 8
+assert all(span(*lookups("recall", L, 0)) == (L - 11, L - 2) for L in LENGTHS)  # dictionary first
+train_len, gen = cfg["train_len"], torch.Generator().manual_seed(0)
+far_, near_ = (entry_lookups(*ex.sample("recall_anywhere", 64, train_len, exp_cfg, None, gen, start=at)[:2])
+               for at in (0, train_len - 3 * exp_cfg.entries))  # the dictionary at its two extremes
+assert (span(*near_)[0], span(*far_)[1]) == (1, 62)  # recall_anywhere in training: 1 to 62 tokens
 print(f"the iRoPE run took {irope['cpu_time_s'] / 60:.1f} CPU-minutes\n")
 for task in irope["tasks"]:
     print(f"{task:<24}" + "".join(f"{L:>19}" for L in LENGTHS))
@@ -1013,8 +1058,10 @@ fig
 #   two ranges overlap. Chunked as in Llama 4, iRoPE keeps its 64-token accuracy at every length
 #   (0.76 at 512): every seed beats every seed of RoPE and of unchunked iRoPE at 256 and 512, by
 #   about 4 standard errors or more with each sequence counted once; at 128 it does too, but
-#   thin. The chunk changes only what the RoPE layer sees, and the attention the run records says the
-#   grammar runs through that layer: at 64 tokens the RoPE layer's best head puts 0.92 to 0.97 of
+#   thin. This is the restricted span, not iRoPE's design: plain RoPE read through chapter 7's
+#   sliding window of 64 tokens keeps its accuracy too (0.77 at 512, every seed above every seed
+#   of unchunked iRoPE). The chunk changes only what the RoPE layer sees, and the attention the
+#   run records says the grammar runs through that layer: at 64 tokens the RoPE layer's best head puts 0.92 to 0.97 of
 #   its weight on the two tokens the grammar needs, the NoPE layer's at most 0.15; at 512 tokens
 #   the RoPE layer's falls to 0.04 to 0.14 unchunked and stays at 0.91 to 0.97 chunked. The NoPE
 #   layer, which sees the whole input either way, does not take the task over. The temperature
@@ -1022,10 +1069,12 @@ fig
 # * **Recall, dictionary first: the NoPE layer finds the entry.** At 512 tokens every seed of
 #   iRoPE beats every seed of RoPE (0.52 against 0.17 on average). The temperature is not what
 #   does it: switched off, iRoPE still recalls 0.45, every seed above every seed of RoPE; each
-#   seed loses 0.06 to 0.08 (the same models on the same sequences), so the temperature adds a
-#   little. The attention (next cells) shows where a lookup can happen: the NoPE layer's best
-#   head puts 0.23 to 0.35 of its weight on the entry asked for, while no head of the RoPE model
-#   puts more than 0.04 there. iRoPE does not reach NoPE (0.94): from 128 tokens on every seed of
+#   seed loses 0.06 to 0.08 without it (the same models on the same sequences), but three
+#   differences of one sign come 1 time in 4 by chance, and the results store no per-sequence
+#   answers to pair, so whether the temperature adds anything this run does not separate. The
+#   attention (next cells) shows where a lookup can happen: the NoPE layer's best head puts
+#   0.23 to 0.35 of its weight on the entry asked for, while no head of the RoPE model puts
+#   more than 0.04 there. iRoPE does not reach NoPE (0.94): from 128 tokens on every seed of
 #   NoPE beats every seed of iRoPE, probably because NoPE's first layer finds the entry as well
 #   where iRoPE's RoPE layer has lost it. Chunking costs recall at 128 tokens (0.53, every seed
 #   below unchunked iRoPE): the dictionary always sits in an earlier chunk than the questions,
@@ -1097,6 +1146,8 @@ assert round(G["irope+chunk"][512]["mean"], 2) == 0.76
 assert all(beats("grammar", "irope+chunk", m, L) for m in ("rope", "irope") for L in LENGTHS[1:])
 assert all(by_sequence("grammar", "irope+chunk", m, L) > 3.9 for m in ("rope", "irope") for L in (256, 512))
 assert all(by_sequence("grammar", "irope+chunk", m, 128) < 2 for m in ("rope", "irope"))  # thin at 128
+windowed = ex.accuracy(chapter7, "grammar", "rope", "sliding_window")  # control: plain RoPE, 64-token window
+assert round(windowed[512]["mean"], 2) == 0.77 and min(windowed[512]["acc"]) > max(G["irope"][512]["acc"])
 assert all(abs(G["irope+notemp"][L]["mean"] - G["irope"][L]["mean"]) < 0.01 for L in LENGTHS)
 rope_layer = {(m, L): [s[0] for s in best_heads(m, L, "grammar")] for m in ("irope", "irope+chunk") for L in (64, 512)}
 assert spread(rope_layer["irope", 64]) == (0.92, 0.97)
@@ -1162,6 +1213,7 @@ nope_layer = [s[1] for s in best_heads("irope", 512)]
 assert spread(nope_layer) == (0.23, 0.35)
 assert max(max(s) for s in best_heads("rope", 512)) <= 0.04  # no head of the RoPE model finds the entry
 assert all(0.15 < s[1] < t for s, t in zip(best_heads("irope+notemp", 512), nope_layer))  # less, still there
+assert spread([s[1] for s in best_heads("irope+notemp", 512)]) == (0.17, 0.28)
 assert max(s[0] for s in best_heads("irope+chunk", 512)) == 0  # the chunked RoPE layer cannot see the entry
 assert spread([s[1] for s in best_heads("irope+chunk", 512)]) == (0.22, 0.36)
 assert spread([s[1] for s in best_heads("none", 512)]) == (0.22, 0.29)
@@ -1170,8 +1222,9 @@ most = max(range(3), key=lambda s: nope_layer[s])  # the seed whose NoPE layer p
 assert R["irope"][512]["acc"][most] < max(R["irope"][512]["acc"])  # is not the seed that recalls best
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# iRoPE's NoPE layer keeps a quarter to a third of its best head's weight on the entry at 512
-# tokens, with or without the temperature (which adds some), and chunked as well (0.22 to 0.36);
+# iRoPE's NoPE layer keeps a sixth to a third of its best head's weight on the entry at 512
+# tokens: 0.23 to 0.35 as trained, 0.17 to 0.28 without the temperature (each seed a little less),
+# 0.22 to 0.36 chunked;
 # every head of the RoPE model has lost it. So the NoPE layer finds the entry. How much recall
 # that buys, this measurement does not settle: NoPE's second layer puts about as much weight
 # there (0.22 to 0.29) and recalls 0.94, not 0.52 (its first layer finds the entry as well,
@@ -1194,21 +1247,6 @@ assert R["irope"][512]["acc"][most] < max(R["irope"][512]["acc"])  # is not the 
 # as much about that seed as about the chunk.
 
 # %% slideshow={"slide_type": "fragment"}
-exp_cfg = ex.ExperimentConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in cfg.items()})
-tok = ex.recall_vocab(exp_cfg)
-
-
-def lookups(task, L, seed):
-    """(question position, position of the entry it asks for) of every scored lookup of the main test set."""
-    tokens, scored, _ = ex.evaluation_sets(task, exp_cfg, seed)["main"][L]
-    row, answer = scored.nonzero(as_tuple=True)
-    question = answer - 1  # the asked key, one before the scored value
-    asked = tokens[row, question] - tok["key"]
-    seq = tokens[row]
-    entry = ((seq >= tok["entry"]) & (seq < tok["key"]) & ((seq - tok["entry"]) // exp_cfg.values == asked[:, None]))
-    return question, entry.float().argmax(-1)
-
-
 def share_in_chunk(task, L, seed, chunk=64):
     """The fraction of the scored lookups whose entry sits in the question's chunk."""
     question, entry = lookups(task, L, seed)
@@ -1459,8 +1497,9 @@ assert lab.ok and lab.layout_inferred and lab.layout == "half" and "fn implement
 # Write `cache_rotations(config, prompt, new)` returning how many times it applies RoPE to a key
 # of one head in one layer. Predict first: how does that count grow with `new` for each rope
 # type? The checker tries LongRoPE, dynamic NTK, YaRN, Llama 3, linear and plain configs, one
-# with a million new tokens: count in closed form, without a loop over the tokens and without
-# measuring frequencies (`pl.rope_from_config` and its kin refuse to run inside your function).
+# with a million new tokens, and stops a Python loop over the tokens (a sum the computer does
+# for you passes; the solution uses a closed form). Know when the frequencies change rather than
+# measure it: `pl.rope_from_config` and its kin refuse to run inside your function.
 
 # %% slideshow={"slide_type": "fragment"}
 def cache_rotations(config, prompt, new):
@@ -1488,7 +1527,8 @@ def cache_rotations(config, prompt, new):
         changed = range(max(prompt, config["max_position_embeddings"]) + 1, end + 1)
     else:
         changed = range(0)
-    return prompt + new + sum(changed) - len(changed)  # sum over a range runs in C: no Python loop
+    first, last = (changed.start, changed.stop - 1) if changed else (1, 0)  # the lengths n whose step re-rotates
+    return prompt + new + (first - 1 + last - 1) * len(changed) // 2  # n - 1 cached keys each: an arithmetic series
     ### END SOLUTION
 
 
@@ -1584,8 +1624,9 @@ _ = check.needle_scale(needle_scale)
 # positions earlier (llama.cpp calls it a context shift). A cached key is exactly what the model
 # computed for its token at the old position $p$; after the shift it must be exactly the key the
 # model would have cached at $p - \text{shift}$. The engine has neither the unrotated keys nor
-# the positions. Write `shift_keys(keys, shift, config)` for keys of shape (batch, heads, seq,
-# head_dim). Read the config with any of the library's functions (`pl.rope_settings`,
+# the positions. Write `shift_keys(keys, shift, config)` for the keys of one layer that uses
+# RoPE (a NoPE layer, such as Llama 4's every fourth, caches keys no rotation touched), of shape
+# (batch, heads, seq, head_dim). Read the config with any of the library's functions (`pl.rope_settings`,
 # `pl.rope_from_config`, `pl.inspect_config`, `pl.rope_config.pair_layout`) and rotate with
 # `pl.apply_rope` or with your own code: which rotation to apply is the question. The checker
 # tries three models of different families that you do not see.

@@ -333,10 +333,11 @@ assert released[:12, 0].unique().tolist() == [0, 2, 4]  # 1 s per temporal patch
 # $t, h, w, t, h, w, \dots$, so every axis gets fast and slow pairs. VideoRoPE (Wei et al.
 # 2025, "VideoRoPE: What Makes for Good Video Rotary Position Embedding?") argues the
 # opposite of Qwen2-VL for time ("low-frequency temporal allocation"): give $t$ the
-# *slow* pairs. Fast pairs turn many times over a long video, so the score oscillates
-# with $\Delta t$ and distant frames can score like near ones; their needle-in-a-haystack
-# test with periodic distractors misleads the fast-$t$ allocation. Slow pairs change
-# monotonically over the whole video. We show that choice as "time slow": the contiguous
+# *slow* pairs. Their argument (the paper's claims, not reproduced here): fast pairs turn
+# many times over a long video, so the score oscillates with $\Delta t$ and distant frames
+# can score like near ones, and in their needle-in-a-haystack test periodic distractors
+# mislead the fast-$t$ allocation; slow pairs change monotonically over the whole video. We show
+# that choice as "time slow": the contiguous
 # style with the axes in the order $(h, w, t)$ and sections (24, 24, 16) (VideoRoPE also
 # changes how $h$ and $w$ share the fast pairs and how the ids are laid out; those details
 # are left out).
@@ -447,7 +448,9 @@ fig
 # $w$ in turn, skipping an axis once it has all its pairs), and the base. At 16 pairs for $t$ the
 # two blocks are Qwen2-VL's allocation and "time slow"; at 24 round robin, base $5 \cdot 10^6$, it
 # is Qwen3-VL's (asserted). Watch which axis's score falls within a few steps and which stays
-# flat over 256. With fewer pairs for $t$, does round robin still give it a fast pair?
+# flat over 256. With $t$'s block at the fast end, $t$'s curve starts below $h$'s: predict, then
+# check, whether the two curves cross within 256 offsets, and how the first crossing moves as $t$
+# gets more pairs or the base grows.
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
 ARRANGEMENTS = ("t's block at the fast end", "t's block at the slow end", "round robin")
@@ -495,8 +498,9 @@ allocation_widget
 # it barely moves over 256 positions (the slowest pairs; it stays above 99.9 % of the
 # maximum). At $\Delta = 16$ the three axes score about 95.7 ($t$), 127.3 ($h$) and 128.0
 # ($w$): 16 frames apart already look "far", 16 columns apart still look "near".
-# Interleaving gives the three axes nearly the same curve: the largest gap between two axes'
-# curves is about 14.4, against 44.4 for Qwen2-VL. "Time slow" turns the Qwen2-VL picture
+# Interleaving brings the three axes' curves much closer together than the contiguous blocks:
+# the largest gap between two axes' curves is about 14.4 of 128, against 44.4 for Qwen2-VL.
+# "Time slow" turns the Qwen2-VL picture
 # round for $t$: frames 16 apart score about 128.0.
 
 # %% slideshow={"slide_type": "fragment"}
@@ -519,12 +523,12 @@ assert (round(spread(c2), 1), round(spread(i3), 1)) == (44.4, 14.4)
 # Every method so far counts *tokens*: the key 5 tokens back is at offset 5, whatever
 # those tokens are. "The last sentence" or "the third word back" is then a different offset
 # in every input. Contextual Position Encoding (CoPE, Golovneva et al. 2024) lets the model
-# decide what to count. Query $i$ gives every key $t$ a gate $g_{it} = \sigma(q_i \cdot
-# k_t / \sqrt{d})$, the sigmoid of its scaled attention logit (as in the paper's reference
+# decide what to count. Query $i$ gives every key $m$ a gate $g_{im} = \sigma(q_i \cdot
+# k_m / \sqrt{d})$, the sigmoid of its scaled attention logit (as in the paper's reference
 # code, facebookresearch/RAM `projects/cope`), and the position of key $j$ is the number of
 # gates that fire between them:
 #
-# $$p_{ij} = \sum_{t=j}^{i} g_{it}.$$
+# $$p_{ij} = \sum_{m=j}^{i} g_{im}.$$
 #
 # (In this section $i$ is the query's position and $j$ the key's, as in CoPE's paper and in the
 # course's offsets $j - i$; no frequency pair appears here, so the letter $j$, a pair index in
@@ -631,7 +635,7 @@ print(f"p = 0.5: q·e[0] = {q @ e[:, 0]:+.3f}, q·e[1] = {q @ e[:, 1]:+.3f}, CoP
 # * **Nothing to cache but keys and values.** RoPE turns each key once, at its own position,
 #   and a KV cache keeps it turned (chapter 8, §4). CoPE's $p_{ij}$ must be recomputed for every
 #   new query from its gates over all cached keys.
-# * **Keys in order, from the query back.** $p_{ij}$ sums the gates $g_{it}$ for every $t$ from
+# * **Keys in order, from the query back.** $p_{ij}$ sums the gates $g_{im}$ for every $m$ from
 #   $j$ to $i$: key $j$'s position needs the gates of the keys after it, up to the query, and
 #   changing one gate moves the position of every key before it. A kernel can still stream: it
 #   walks the keys backwards from the query, block by block, and carries the sum of the gates it
@@ -694,7 +698,8 @@ assert read[0].sum() == (ops == cc.R).sum()  # one scored token per read
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The committed results (`results/cope_counting.json`; the run took the CPU time printed
 # below): read accuracy, mean over seeds, bars from the lowest to the highest seed. The dotted
-# line is a rule with no positions at all: copy the bit of the instruction just before the read.
+# line is a local rule that needs only the previous instruction and no long-range lookup: copy the
+# bit of the instruction just before the read.
 
 # %% slideshow={"slide_type": "fragment"}
 res = cc.load_results()  # results/cope_counting.json, from any working directory
@@ -793,13 +798,15 @@ assert 0.3 < far["sparse", 512][0] < 0.35
 #   (1.6 standard errors at 128, less beyond): we build nothing on them. CoPE is clearly ahead of
 #   NoPE at 128 and 256; at 512 that win is thin too. RoPE falls to NoPE's level by 512 (0.654
 #   and 0.652), both well above the rule that copies the previous bit (0.52 to 0.54).
-# - **Training mix, beyond the training length**: NoPE and RoPE fall to the level of that rule
-#   (0.69 to 0.74 at every length): at 512 tokens NoPE's mean is within 0.01 of it and RoPE's
-#   within 0.02. They have lost the task, and what they still get right a model with no
-#   positions gets. CoPE's mean is the highest at 256 and 512 tokens (0.85 at 512), but its
+# - **Training mix, beyond the training length**: RoPE still reads 0.999 at 128 tokens; by 512
+#   NoPE and RoPE have fallen to what the local rule scores (0.69 to 0.74 at every length): at
+#   512 tokens NoPE's mean is within 0.01 of it and RoPE's within 0.02. Equal means do not show
+#   that they use that rule (the results store no per-read answers to compare). CoPE's mean is
+#   the highest at 256 and 512 tokens (0.85 at 512), but its
 #   seeds spread from the rule's level to perfect: one seed reads every one of its 8 057 bits
 #   right at 512 tokens, the others 0.70 and 0.84. One seed in three shows that a solution that
-#   holds at any length is there to be learned; it does not say how often training finds it,
+#   holds up to 512 tokens (8 times the training length, the longest tested) is there to be
+#   learned; it does not say how often training finds it,
 #   and against RoPE we measured **no clear difference**: a null result at this budget.
 #
 # The cell also counts every comparison it makes, null results included. If no method differed
@@ -877,6 +884,7 @@ assert compared("rope", "none", "sparse", 512) == 0
 floor = {(mix, L): sum(copy_previous[mix, L]) / 3 for mix in MIX for L in (512,)}
 assert acc("none", "sparse", 512) > max(copy_previous["sparse", 512]) + 0.1  # above the rule on the sparse mix
 assert [round(f(x for L in lens for x in copy_previous["dense", int(L)]), 2) for f in (min, max)] == [0.69, 0.74]
+assert round(acc("rope", "dense", 128), 3) == 0.999  # RoPE has not fallen yet at 128
 assert abs(acc("none", "dense", 512) - floor["dense", 512]) < 0.01 and abs(acc("rope", "dense", 512)
                                                                            - floor["dense", 512]) < 0.02
 assert [s["dense"]["512"] for s in res["methods"]["cope"]["seeds"]] == [0.6976, 0.8434, 1.0]

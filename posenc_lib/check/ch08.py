@@ -461,11 +461,16 @@ def _shift_misreadings(raw: torch.Tensor, config: dict, positions: torch.Tensor)
     settings = rope_config.rope_settings(config)
     inv_freq, factor = settings.frequencies()
     layout = rope_config.pair_layout(config)[0]
+    plain = rotary.rope_frequencies(settings.rotary_dim, base=settings.base, dtype=inv_freq.dtype)
     return {
         "the attention factor is applied a second time: the cached keys carry it already, and a rotation does "
         "not change a vector's length": None if factor == 1 else _keys_at(raw, config, positions - _SHIFT) * factor,
         "the keys moved later, not earlier: which way must they turn to sit `shift` positions back?":
             _keys_at(raw, config, positions + _SHIFT),
+        "the keys turn at the base's plain frequencies, as if the config had no scaling: the model rotated "
+        "them with its scaled ones": None if torch.equal(plain, inv_freq) else rotary.apply_rope(
+            _keys_at(raw, config, positions), torch.full_like(positions, -_SHIFT), inv_freq=plain,
+            rotary_dim=settings.rotary_dim, layout=layout),
         "the pairs are laid out the other way": rotary.apply_rope(
             _keys_at(raw, config, positions), torch.full_like(positions, -_SHIFT), inv_freq=inv_freq,
             rotary_dim=settings.rotary_dim, layout="interleaved" if layout == "half" else "half"),

@@ -38,11 +38,18 @@ def _scores(q: torch.Tensor, k: torch.Tensor, coords: torch.Tensor) -> torch.Ten
     return rq @ rk.T / (q.norm() * k.norm())
 
 
-def _offset_score(q: torch.Tensor, k: torch.Tensor, offset: tuple[int, int, int]) -> float:
-    """q . R_offset k / (|q| |k|): the score of a query and a key `offset` = key minus query apart."""
-    at = torch.tensor([[0, 0, 0], list(offset)])
-    r = apply_rope_nd(torch.stack([q, k]), at, **QWEN3_VL)
-    return float(r[0] @ r[1] / (q.norm() * k.norm()))
+def _peak(q: torch.Tensor, k: torch.Tensor, reach: int = 64) -> tuple[int | None, ...]:
+    """The offset (t, h, w) within +-reach where q . R_offset k is largest, per axis (None: flat along that axis).
+    Each pair of Qwen3-VL's head turns with one axis, so the score is a sum of one part per axis and each axis's
+    best offset can be found alone."""
+    steps = torch.arange(-reach, reach + 1)
+    best = []
+    for axis in range(3):
+        at = torch.zeros(len(steps), 3, dtype=torch.long)
+        at[:, axis] = steps
+        s = apply_rope_nd(k.expand(len(steps), HEAD_DIM), at, **QWEN3_VL) @ q
+        best.append(None if float(s.max() - s.min()) < 1e-9 * float(q.norm() * k.norm()) else int(steps[s.argmax()]))
+    return tuple(best)
 
 
 def previous_frame_head(answer: Any) -> bool | None:
@@ -85,19 +92,25 @@ def previous_frame_head(answer: Any) -> bool | None:
                          "|q||k|")
             return
         target = tuple(a - b for a, b in zip(wanted, here))  # key minus query
-        step = -target[0]
-        candidates = {"ahead": (step, step, step), "t only": (-step, 0, 0), "one t step": (-1, 0, 0),
-                      "itself": (0, 0, 0)}
-        preferred = max(candidates, key=lambda c: _offset_score(q, k, candidates[c]))
-        if _offset_score(q, k, candidates[preferred]) > _offset_score(q, k, target) + 1e-9:
-            yield False, {
-                "ahead": f"{where}: your head prefers a key one temporal patch ahead, which the query cannot see: an "
-                         "offset is the key's position minus the query's",
-                "t only": f"{where}: your head looks back along t alone: what does §2's rule do to the h and w ids "
-                          "of each new grid?",
-                "one t step": f"{where}: your head looks one t step back at the same h and w ids: where does §2's "
-                              "rule put the next temporal patch, after its timestamp?",
-                "itself": f"{where}: your head attends most to itself (offset 0)"}[preferred]
+        peak = _peak(q, k)  # where the head scores highest, over every offset, seen or not
+        named = None
+        if None not in peak and peak != target and lead < -1e-9:
+            if peak == (0, 0, 0):
+                named = "your head scores highest at offset 0: it attends most to itself"
+            elif min(peak) >= 0:
+                named = ("your head scores highest at a key ahead of the query, which the query cannot see: an "
+                         "offset is the key's position minus the query's")
+            elif peak == (target[0], 0, 0):
+                named = ("your head looks back along t alone: what does §2's rule do to the h and w ids of each "
+                         "new grid?")
+            elif peak == (-1, 0, 0):
+                named = ("your head looks one t step back at the same h and w ids: where does §2's rule put the next "
+                         "temporal patch, after its timestamp?")
+            elif peak[0] == peak[1] == peak[2]:
+                named = (f"your head scores highest {-peak[0]} steps back along every axis: a step along t, h and w "
+                         "together, of the wrong size")
+        if named:
+            yield False, f"{where}: {named}"
         elif lead >= -1e-9:  # the right key, tied or nearly tied with another
             apart = tuple(a - b for a, b in zip(other, wanted))  # the rival, seen from the right key
             differs = [a for a in range(3) if apart[a] != 0]
@@ -261,4 +274,4 @@ def diagonal_head(answer: Any) -> bool | None:
                 yield False, f"{where}: the main diagonal leads by only {lead:.3f} |q||k|"
 
     return report("A head that prefers one diagonal", answer, run,
-                  "an axial head's score splits into one part per axis.")
+                  "what can a pair that turns with the row alone know about the column?")
