@@ -86,7 +86,7 @@ assert all(pl.alibi_slopes(H)[-1].item() == 2.0**-8 for H in (1, 2, 4, 8, 16, 32
 # %%
 reach = 1 / m8
 assert reach.tolist() == [2.0**h for h in range(1, 9)]  # 2, 4, ..., 256 tokens
-assert torch.allclose(reach[1:] / reach[:-1], torch.full((7,), 2.0))  # one ratio: evenly spaced on a log scale
+assert torch.allclose(reach[1:] / reach[:-1], torch.full_like(reach[1:], 2.0))  # one ratio: evenly spaced on a log scale
 print("reach 1/m_h of the 8 heads (tokens):", [int(x) for x in reach.tolist()])
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
