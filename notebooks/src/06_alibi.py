@@ -86,7 +86,7 @@ assert all(pl.alibi_slopes(H)[-1].item() == 2.0**-8 for H in (1, 2, 4, 8, 16, 32
 # %%
 reach = 1 / m8
 assert reach.tolist() == [2.0**h for h in range(1, 9)]  # 2, 4, ..., 256 tokens
-assert torch.allclose(reach[1:] / reach[:-1], torch.full_like(reach[1:], 2.0))  # one ratio: evenly spaced on a log scale
+assert torch.allclose(reach[1:] / reach[:-1], torch.full_like(reach[1:], 2.0))  # one ratio: even on a log scale
 print("reach 1/m_h of the 8 heads (tokens):", [int(x) for x in reach.tolist()])
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -794,9 +794,10 @@ fig
 # (across seeds the worst banded, 0.90, beats the best unbanded, 0.84, by 1.3 standard errors counting
 # the 128 sequences, 2.5 counting the 512 answers as if independent). The band in the **lookup head
 # alone** takes the rise away just as well and brings recall to 0.85, above the same seed without it in
-# every seed (the figure), 58 % of what the band everywhere wins back. The band in **layer 1 alone** leaves the competition rising and wins back a third (0.79),
-# and what it changes is the entry's own $q\cdot k$: in seed 0 its change from 64 to 512 tokens is −0.84
-# with layer 1 banded, as with the band everywhere, against −1.14 without.
+# every seed (the figure), 58 % of what the band everywhere wins back. The band in **layer 1 alone**
+# leaves the competition rising and wins back a third (0.79), and what it changes is the entry's own
+# $q\cdot k$: in seed 0 its change from 64 to 512 tokens is −0.84 with layer 1 banded, as with the band
+# everywhere, against −1.14 without.
 #
 # What is measured and what is only accounted. The penalty $(L - 64)\,m_h$ is known exactly in the
 # original layout (7.0 in seed 2, whose lookup head keeps 0.02 of its mass on the entry), but no cell
