@@ -391,6 +391,7 @@ def test_nonsym_one_row_refuses_the_library(capsys):
     (lambda H, L: torch.tensor(recipe(H // 2) * 2)[:, None, None] * torch.arange(L), "farthest from the query"),
     (lambda H, L: -torch.tensor(recipe(H // 2) * 2)[:, None, None] * torch.arange(L), "left-looking half sees"),
     (lambda H, L: torch.tensor(recipe(H))[:, None, None] * torch.arange(L), "not the form's slopes"),  # H slopes
+    (lambda H, L: -one_row_right(H, L), "not which side the head sees"),  # the two halves' signs swapped
     (lambda H, L: one_row_right(H, L)[:, 0], "return an"),
 ])
 def test_nonsym_one_row_names_the_misconception(wrong, says, capsys):

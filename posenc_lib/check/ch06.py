@@ -253,6 +253,9 @@ def nonsym_one_row(fn: Callable[[int, int], Any] | None) -> bool | None:
                               "farthest from the query, a bias that grows with the distance instead of falling")
             elif all(ok[half:]) and not any(ok[:half]):
                 yield False, f"H={H}: the right-looking half is right; the left-looking half sees keys j <= i"
+            elif bool((steps[:half] < 0).all()) and bool((steps[half:] > 0).all()):
+                yield False, (f"H={H}: in every head your bias grows with the distance on the side the mask leaves "
+                              "visible; a mask's name says which side it hides, not which side the head sees (§7.1)")
             else:
                 yield False, f"H={H}: the weights differ for {ok.count(False)} of the {H} heads"
             return
