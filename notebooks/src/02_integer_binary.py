@@ -1205,44 +1205,36 @@ def bit_counter(d):
 _ = check.bit_counter(bit_counter)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 3. How far apart are positions $k$ apart, on the widest code?** Section 3 measured
-# that neighbouring sinusoidal codes are always the same distance apart, at $d = 6$. More features
-# make every distance longer: for large $d$, $\lVert p_{i+k} - p_i\rVert$ grows like $\sqrt d$.
-# Derive the constant: write `far_distance(k, base)` returning
-# $\lim_{d\to\infty} \lVert p_k - p_0\rVert / \sqrt d$ for the code with $\theta_j = \text{base}^{-2j/d}$,
-# to 10 decimal places, for offsets from 1 up to $10^{13}$. For the large offsets no width you can
-# build gets close: the fastest pairs turn by far more than a full circle from one pair to the
-# next, so a sum over the pairs samples nothing.
+# **Exercise 3. A Gray bit as the sign of one sine.** Section 5 wrote bit $k$ of the binary code
+# as the sign of one sine: $\text{bit}_k(i) = 1$ exactly when $\sin(2\pi(i + s)/P) < 0$, with period
+# $P = 2^{k+1}$ and shift $s = \tfrac12$. The Gray code of §4's widget, the bits of $i \oplus (i \gg 1)$,
+# is also one sine per bit. Write `gray_wave(k)` returning a pair $(P, s)$ such that bit $k$ of the
+# Gray code of $i$ is 1 exactly when $\sin(2\pi(i + s)/P) < 0$, for every position $i \ge 0$. Return
+# whole numbers, floats or `fractions.Fraction`s; the checker computes the sign exactly, for bits $k$
+# up to 40 and positions past $2^{45}$.
 
 # %% slideshow={"slide_type": "fragment"}
-def far_distance(k, base):
+def gray_wave(k):
     raise NotImplementedError  # your code
 
 
-_ = check.far_distance(far_distance)
+_ = check.gray_wave(gray_wave)
 
 
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "sin_step_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-def far_distance(k, base):
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "gray_wave_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+def gray_wave(k):
     ### BEGIN SOLUTION
-    # Pair j moves from angle 0 to angle k θ_j on the unit circle: a chord of squared length 2 - 2 cos(k θ_j). The
-    # pairs use separate coordinates, so the squared lengths add: ||p_k - p_0||^2 = sum_j (2 - 2 cos(k θ_j)).
-    # With t_j = 2j / d the frequencies are θ_j = base^(-t_j), and the d/2 values t_j fill [0, 1) evenly as d
-    # grows: ||p_k - p_0||^2 / d -> ∫_0^1 (1 - cos(k base^(-t))) dt.
-    # For large k the cosine turns about k / (2π) times over [0, 1]; substitute u = k base^(-t), so
-    # dt = -du / (u ln base):  ∫_{k/base}^{k} (1 - cos u) / u du / ln base = 1 - (Ci(k) - Ci(k / base)) / ln base,
-    # with the cosine integral Ci(x) = γ + ln x + ∫_0^x (cos u - 1) / u du (mpmath.ci). For 1 << k << base,
-    # Ci(k) ~ 0 and Ci(k / base) ~ γ + ln(k / base): the squared distance grows like (γ + ln k) / ln base, the
-    # logarithm of the offset; far past the base both Ci vanish and the distance levels off at √d.
-    import mpmath
-
-    k, base = mpmath.mpf(k), mpmath.mpf(base)
-    return float(mpmath.sqrt(1 - (mpmath.ci(k) - mpmath.ci(k / base)) / mpmath.log(base)))
+    # Gray bit k is bit k XOR bit k + 1 of i. Over one period of bit k + 1, 2^(k+2) positions, bit k + 1 reads
+    # 0 0 1 1 by quarters of 2^k positions and bit k reads 0 1 0 1, so their XOR reads 0 1 1 0: one run of 2^(k+1)
+    # ones, starting 2^k positions in. That is a square wave of period 2^(k+2), bit k + 1's wave moved a quarter
+    # period earlier: Gray bit k of i is bit k + 1 of i + 2^k. Section 5's sine of bit k + 1, shifted by 2^k, gives
+    # it. (Binary bit k + 1 and Gray bit k are then a sine and a cosine of one frequency: chapter 3's pairs.)
+    return 2 ** (k + 2), 2**k + 0.5
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "far_distance", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.far_distance(far_distance)
+# %% nbgrader={"grade": true, "grade_id": "gray_wave", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.gray_wave(gray_wave)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Summary
