@@ -315,7 +315,7 @@ same = (centred[:, None] - centred[None]).abs().sum(-1) < 1e-6  # (64, 64): code
 assert [(i, j) for i, j in same.nonzero().tolist() if i < j] == [(0, 63)]  # and no other pair
 in_wider = F.pad(B6, (0, 2))  # the same 6 bits in 8 features, the last two left at 0
 wider_centred = in_wider - in_wider.mean(-1, keepdim=True)
-assert torch.cdist(wider_centred, wider_centred).add(torch.eye(64, device=device)).min() > 0.1  # no pair merges
+assert ((wider_centred[:, None] - wider_centred[None]).abs().sum(-1) < 1e-6).sum() == 64  # each only with itself
 print("LayerNorm(h + p_0) == LayerNorm(h + p_63): True; every other pair stays apart; the bits in 8 features: "
       "no pair merges; share of the squared length erased, averaged over the positions:",
       round(share_of_ones.mean().item(), 2))
@@ -1183,7 +1183,7 @@ def bit_counter(d):
 _ = check.bit_counter(bit_counter)
 
 
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "one_bit_steps_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "bit_counter_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def bit_counter(d):
     ### BEGIN SOLUTION
     # An affine map that sends each row, a corner of the cube, to the next corner is easiest to find among
