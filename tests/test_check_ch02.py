@@ -270,7 +270,7 @@ def test_the_checker_module_hands_over_no_answer():
 
     lengths = check.ch02.OFFSET_N_MEASURED + check.ch02.OFFSET_N_FAR
     answers = [offsets_by_rule(n) for n in lengths] + [set(offsets_by_rule(n)) for n in lengths]
-    answers += [gray_bit_wave(k) for k in check.ch02.GRAY_BITS] + [(2 ** (k + 2), 2**k + 0.5) for k in check.ch02.GRAY_BITS]
+    answers += [pair for k in check.ch02.GRAY_BITS for pair in (gray_bit_wave(k), (2 ** (k + 2), 2**k + 0.5))]
     answers += [torch.tensor(counter(d), dtype=torch.float64) for d in check.ch02.COUNTER_WIDTHS]
     calls = [(), (True,), (False,)] + [(n,) for n in lengths] + [(d,) for d in check.ch02.COUNTER_WIDTHS]
     calls += [(k,) for k in check.ch02.GRAY_BITS]

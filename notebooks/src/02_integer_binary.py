@@ -676,7 +676,8 @@ G6 = gray_positions(64, 6)
 assert ((G6[1:] != G6[:-1]).sum(-1) == 1).all() and torch.unique(G6, dim=0).shape[0] == 64  # one bit per step
 assert all(pl.affine_shift_residual(G6, k) > 1 for k in range(1, 16))  # and no affine map for k < 16
 assert pl.affine_shift_residual(B6, 16) < 1e-9 and pl.affine_shift_residual(G6, 16) < 1e-9  # k = 16: both fit ...
-assert min(pl.affine_shift_residual(code(128, 7), 16) for code in (pl.binary_positions, gray_positions)) > 1  # 7 bits: no
+seven_bits = (pl.binary_positions(128, 7), gray_positions(128, 7))
+assert min(pl.affine_shift_residual(code, 16) for code in seven_bits) > 1  # ... but on 7 bits neither does
 steps3 = {"binary": B6[3:] - B6[:-3], "sinusoidal": S6[3:] - S6[:-3]}  # p_(i+3) - p_i, one row per source i
 assert torch.unique(steps3["binary"], dim=0).shape[0] == 9  # nine different steps for the one offset k = 3
 assert torch.unique(steps3["sinusoidal"].cpu().double().round(decimals=6), dim=0).shape[0] == 61  # all different
