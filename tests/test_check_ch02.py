@@ -1,8 +1,8 @@
 """Chapter 2 checkers: right answers pass in several forms, typical wrong ones are told their
 misconception without the answer, unattempted ones say so."""
 import math
+from fractions import Fraction
 
-import mpmath
 import numpy as np
 import pytest
 import torch
@@ -202,107 +202,76 @@ def test_bit_counter_unattempted(capsys):
     assert "not attempted yet" in _out(capsys)
 
 
-# --- exercise 3: far_distance (how far apart positions k apart are, d -> infinity) -----------------
-def distance_ci(k, base):
-    """Written here from the derivation: pair j moves along a chord of squared length 2 - 2 cos(k θ_j), the pairs
-    add, and as d grows ||p_k - p_0||^2 / d -> ∫_0^1 (1 - cos(k base^(-t))) dt; with u = k base^(-t) that is
-    ∫_{k/base}^k (1 - cos u) / u du / ln base = 1 - (Ci(k) - Ci(k / base)) / ln base."""
-    mpmath.mp.dps = 30
-    k, base = mpmath.mpf(k), mpmath.mpf(base)
-    return float(mpmath.sqrt(1 - (mpmath.ci(k) - mpmath.ci(k / base)) / mpmath.log(base)))
+# --- exercise 3: gray_wave (a Gray bit as the sign of one sine) ------------------------------------
+def gray_bit_wave(k):
+    """Written here from the argument: Gray bit k = bit k XOR bit k + 1 reads 0 1 1 0 by quarters of bit k + 1's
+    period 2^(k+2), so it is bit k + 1 of i + 2^k: section 5's sine of bit k + 1, moved by 2^k."""
+    return 2 ** (k + 2), Fraction(2**k) + Fraction(1, 2)
 
 
-def distance_float(k, base):
-    """The same formula by another route: Ci in mpmath, the rest in float64 with math (as many learners write it)."""
-    return math.sqrt(1 - (float(mpmath.ci(k)) - float(mpmath.ci(k / base))) / math.log(base))
+def test_gray_wave_fact_against_the_code():
+    """Independent of the checker: the wave, evaluated in float64 with math.sin, gives the Gray code's table
+    (built from the library's binary table) for every position of 10 bits."""
+    i = torch.arange(2**10)
+    table = pl.binary_positions(2**10, 10)[i ^ (i >> 1)]  # column 9 - k holds Gray bit k
+    for k in range(9):
+        period, shift = gray_bit_wave(k)
+        wave = torch.tensor([math.sin(2 * math.pi * (j + float(shift)) / period) < 0 for j in range(2**10)])
+        assert torch.equal(wave, table[:, 9 - k].bool())
 
 
-def width_sum(k, base, d):
-    """||p_k - p_0|| / sqrt(d) built by hand from the formula at one width (no library builder): the measurement."""
-    theta = base ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)
-    return float(((2 - 2 * torch.cos(k * theta)).sum() / d).sqrt())
-
-
-def test_distance_fact_against_the_tables():
-    """Independent of the checker: the library's tables at widths 2^12 .. 2^18 approach the limit for small offsets,
-    the gap shrinking like 1/d, and the distance is the same from every position; quadrature of the integral in t
-    agrees with the Ci form for k up to 10^4; at k = 10^9 even d = 2^22 is far from it."""
-    for k, base in ((1, 10000.0), (100, 500000.0)):
-        limit = distance_ci(k, base)
-        gaps = []
-        for d in (2**12, 2**15, 2**18):
-            table = pl.sinusoidal_positions(k + 2, d, base=base, dtype=torch.float64)
-            steps = (table[k:] - table[:-k]).norm(dim=-1) / d**0.5
-            torch.testing.assert_close(steps[0], steps[1])
-            gaps.append(float(steps[0]) - limit)
-        assert all(gap > 0 for gap in gaps) and 2.5 < gaps[0] / gaps[1] < 12 and 6 < gaps[1] / gaps[2] < 10
-    for k, base in ((1, 1e4), (100, 5e5), (10**4, 1e4)):
-        mpmath.mp.dps = 20
-        in_t = mpmath.quad(lambda t: 1 - mpmath.cos(k * mpmath.power(base, -t)), mpmath.linspace(0, 1, 400))
-        assert abs(float(mpmath.sqrt(in_t)) - distance_ci(k, base)) < 1e-12
-    assert abs(width_sum(10**9, 1e9, 2**22) - distance_ci(10**9, 1e9)) > 1e-6
-
-
-def test_far_distance_accepts_the_limit_in_several_forms(capsys):
-    mp_value = lambda k, b: mpmath.mpf(distance_ci(k, b))  # noqa: E731  an mpmath number
-    for right in (distance_ci, distance_float, mp_value, lambda k, b: np.float64(distance_ci(k, b)),
-                  lambda k, b: torch.tensor(distance_ci(k, b), dtype=torch.float64)):
-        assert check.far_distance(right) is True
-        out = _out(capsys)
-        assert "all correct!" in out
-
-
-def richardson(k, base):
-    """The cold read's shortcut: steps built by hand at two widths, extrapolated, sqrt(2 S(2d) - S(d))."""
-    d = 2**20
-    return (2 * width_sum(k, base, 2 * d) ** 2 - width_sum(k, base, d) ** 2) ** 0.5
-
-
-def integral_in_t(k, base):
-    """The integral derived, but sampled in t (Simpson, 200 001 points): right where the cosine turns slowly."""
-    t = torch.linspace(0, 1, 200_001, dtype=torch.float64)
-    f = 1 - torch.cos(k * base**-t)
-    return float((f[0] + f[-1] + 4 * f[1:-1:2].sum() + 2 * f[2:-1:2].sum()).div(3 * 200_000).sqrt())
+def test_gray_wave_accepts_the_wave_in_several_forms(capsys):
+    for right in (gray_bit_wave, lambda k: (2 ** (k + 2), 2**k + 0.5), lambda k: [2 ** (k + 2), 2**k + 0.25],
+                  lambda k: (np.int64(2 ** (k + 2)), np.float64(2**k + 0.75)),
+                  lambda k: (torch.tensor(2 ** (k + 2)), torch.tensor(2**k + 0.5, dtype=torch.float64)),
+                  lambda k: (2 ** (k + 2), 2**k + 0.5 + 3 * 2 ** (k + 2))):  # a whole number of periods later
+        assert check.gray_wave(right) is True
+        assert "all correct!" in _out(capsys)
 
 
 @pytest.mark.parametrize("wrong, says", [
-    (richardson, "wrong for the large ones"),  # a measurement, extrapolated: fine for small k only
-    (integral_in_t, "wrong for the large ones"),  # the integral, sampled in t
-    (lambda k, b: width_sum(k, b, 2**16), "not the limit"),  # one width, as wide as one likes
-    (lambda k, b: distance_ci(k, b) ** 2, "square of the distance"),
-    (lambda k, b: distance_ci(k, b) / 2**0.5, "1/√2 of the distance"),  # one coordinate per pair
-    (lambda k, b: distance_ci(k, b) * 2**0.5, "counts the pairs"),  # the limit of the distance / sqrt(d / 2)
-    (lambda k, b: (1 - math.cos(k)) ** 0.5, "every pair as the fastest"),
-    (lambda k, b: 1.0, "not the limit"),
-    (lambda k, b: [1.0, 2.0], "one real number"),
-    (lambda k, b: float("nan"), "one real number"),
+    (lambda k: (2 ** (k + 1), 0.5), "bit k of the binary code"),  # section 5's wave, copied
+    (lambda k: (2 ** (k + 2), 0.5), "bit k + 1 of the binary code"),  # the right period, no shift
+    (lambda k: (2 ** (k + 2), 3 * 2**k + 0.5), "opposite of the Gray bit"),  # half a period off: the sign
+    (lambda k: (2 ** (k + 2), 2**k), "exactly 0"),  # the threshold on whole positions
+    (lambda k: (2 ** (k + 2), 2**k + 0.5) if k < 4 else (2 ** (k + 2), 2**k - 0.5), "a pattern of the first bits"),
+    (lambda k: (2 ** (k + 2), 2**k + 0.5) if k < 4 else (2 ** (k + 2), 2.0**k + 1.5), "a pattern of the first bits"),
+    (lambda k: (3 * 2**k, 2**k), "does not give the Gray bit"),
+    (lambda k: 2 ** (k + 2), "a pair (P, s)"),
+    (lambda k: (0, 0.5), "a pair (P, s)"),
+    (lambda k: (float("inf"), 0.5), "a pair (P, s)"),
 ])
-def test_far_distance_names_typical_mistakes_without_the_value(wrong, says, capsys):
-    assert check.far_distance(wrong) is False
+def test_gray_wave_names_typical_mistakes_without_the_answer(wrong, says, capsys):
+    assert check.gray_wave(wrong) is False
     out = _out(capsys)
     assert says in out and "hint:" in out, out
-    for k, base in check.ch02.DISTANCE_CASES:
-        assert f"{distance_ci(k, base):.4f}" not in out  # the value is never printed
-    assert "Ci" not in out and "∫" not in out and "integral" not in out.replace("an integral sampled", "")
+    assert "2^(k+2)" not in out and "2^k + " not in out and "quarter" not in out  # neither the period nor the shift
 
 
-def test_far_distance_unattempted(capsys):
-    assert check.far_distance(None) is None
+def test_gray_wave_feedback_of_two_different_wrong_answers_blames_only_what_each_shows(capsys):
+    check.gray_wave(lambda k: (2 ** (k + 1), 0.5))
+    copied = _out(capsys)
+    check.gray_wave(lambda k: (2 ** (k + 3), 0.5))
+    other = _out(capsys)
+    assert "binary code" in copied and "binary code" not in other
+
+
+def test_gray_wave_unattempted(capsys):
+    assert check.gray_wave(None) is None
     assert "not attempted yet" in _out(capsys)
 
 
 # --- the answer key -------------------------------------------------------------------------
 def test_the_checker_module_hands_over_no_answer():
     """No constant of check.ch02 equals an answer, and none of its functions returns one (called with nothing,
-    a flag, a length, a width, or an offset and a base): the far lengths' lists and the distances are sealed, the
-    short tables measured inside the checker, the counter checked by its properties."""
+    a flag, a length, a width, or a bit): the far lengths' lists are sealed, the short tables measured inside the
+    checker, the counter checked by its properties, the Gray wave against the code's definition."""
     from _hands_over import held_answers
 
     lengths = check.ch02.OFFSET_N_MEASURED + check.ch02.OFFSET_N_FAR
-    cases = check.ch02.DISTANCE_CASES
     answers = [offsets_by_rule(n) for n in lengths] + [set(offsets_by_rule(n)) for n in lengths]
-    answers += [distance_ci(k, b) for k, b in cases] + [[distance_ci(k, b) for k, b in cases]]
+    answers += [pair for k in check.ch02.GRAY_BITS for pair in (gray_bit_wave(k), (2 ** (k + 2), 2**k + 0.5))]
     answers += [torch.tensor(counter(d), dtype=torch.float64) for d in check.ch02.COUNTER_WIDTHS]
     calls = [(), (True,), (False,)] + [(n,) for n in lengths] + [(d,) for d in check.ch02.COUNTER_WIDTHS]
-    calls += list(cases)
+    calls += [(k,) for k in check.ch02.GRAY_BITS]
     assert held_answers(check.ch02, answers, calls) == []

@@ -2,23 +2,24 @@
 
 No checker here holds an answer. The exact offsets are compared with least squares on the tables (for short
 tables, measured while the learner's function cannot) and, for lengths no table reaches, with salted digests;
-the bit counter is checked by the properties it must have; the sinusoids' distance with salted digests of its
-values to ten decimals, at offsets no width one can build reaches.
+the bit counter is checked by the properties it must have; the Gray bit's wave exactly, against the code's definition
+(i XOR (i >> 1)), at positions past any table.
 """
 from __future__ import annotations
 
-import itertools
 import math
+import random
 from contextlib import contextmanager
+from fractions import Fraction
 from typing import Any, Callable, Iterator
 
 import torch
 
 from .. import absolute
-from ._core import Verdict, float64_tensor, number, report, sealed, whole_numbers
+from ._core import Verdict, float64_tensor, report, sealed, whole_numbers
 from ._guard import answers_under_guard, stopped_verdict
 
-__all__ = ["exact_offsets", "bit_counter", "far_distance"]
+__all__ = ["exact_offsets", "bit_counter", "gray_wave"]
 
 
 @contextmanager
@@ -194,76 +195,109 @@ def bit_counter(fn: Any) -> bool | None:
                   "which affine maps send the corners of the cube onto the corners, no two to the same one?")
 
 
-# Exercise 3: lim_(d -> inf) ||p_k - p_0|| / sqrt(d) for the sinusoidal code with base `base`, offsets up to 10^13.
-DISTANCE_CASES = ((1, 1e4), (100, 5e5), (10**4, 1e4), (10**9, 1e9), (10**10, 1e11), (10**13, 1e12))
-DISTANCE_NEAR = 2  # the first two (k = 1, 100): offsets a width one can build samples finely, where a measurement reaches
-# sealed([round(value * scale) for each case], f"ch02.far_distance.{scale:g}"): the limit to 10 decimals and to 5
-# (a finite width's sum, or a rough integral, gets that far); the near cases alone to 10 decimals (salt
-# "ch02.far_distance.near"); then the misconceptions, to 5 decimals.
-_DISTANCE_SEALED = {1e10: "6390aaa1182d193e35e92c4e", 1e5: "c6d1453dca432dfe38254198",
-                    "near": "796e5b19c5c05ba97c6ffc4f"}
-_DISTANCE_MISTAKES = (
-    ("a646da6984aee82d759f5b7d", "is the square of the distance: the distance is the root of the squared one"),
-    ("60f087023d125d2e39c7e979", "is 1/√2 of the distance: each pair moves in two coordinates, sine and cosine"),
-    ("ef0602aef3051716ac895371", "is √2 times the distance: it counts the pairs (d/2 of them), not the d features"),
-    ("7c648d09c9b367b2bc20fba4", "treats every pair as the fastest one: the pairs turn at different speeds"),
-)
+# Exercise 3: bit k of the Gray code of i as the sign of one sine, sin(2π (i + s) / P) < 0, for k up to 40.
+GRAY_BITS = (0, 1, 2, 3, 5, 8, 13, 21, 34, 40)
+GRAY_SMALL = 4  # the first four bits: a table of the code shows them whole
+GRAY_FAR = 2**45  # positions past any table of the code
 
 
-def _matches(values: list[float], scale: float, digest: str, salt: str) -> bool:
-    """Whether values, rounded to 1/scale, equal the sealed ones within one unit each (rounding either way)."""
-    rounded = [round(v * scale) for v in values]
-    for shifts in itertools.product((0, -1, 1), repeat=len(rounded)):
-        if sealed([r + s for r, s in zip(rounded, shifts)], salt) == digest:
-            return True
-    return False
+def _gray_bit(i: int, k: int) -> int:
+    """Bit k of the Gray code of i: the definition, i XOR (i >> 1), no wave."""
+    return ((i ^ (i >> 1)) >> k) & 1
 
 
-def _real(x: Any) -> float | None:
-    """One real number as a float (``number``'s rule, plus any real type with __float__, such as mpmath's)."""
-    got = number(x)
-    if got is None and not isinstance(x, (bool, str, bytes, complex, type)) and hasattr(x, "__float__"):
+def _binary_bit(i: int, k: int) -> int:
+    return (i >> k) & 1
+
+
+def _gray_positions(k: int) -> list[int]:
+    """Positions either side of every change of bits k and k + 1 over the first 16 multiples of 2^k, the same far out
+    (from 2^45 on), and 50 drawn at random below 2^46."""
+    if not 0 <= k <= GRAY_BITS[-1]:
+        raise ValueError(f"k must be a bit from 0 to {GRAY_BITS[-1]}, got {k}")
+    draw = random.Random(k)
+    near = [m * 2**k + step for m in range(16) for step in (-1, 0, 1)]
+    return sorted({i for i in near + [GRAY_FAR + i for i in near] + [draw.randrange(2**46) for _ in range(50)]
+                   if i >= 0})
+
+
+def _exact(x: Any) -> Fraction | None:
+    """x as an exact fraction: a whole number, a Fraction, or a finite float (numpy and 0-d torch scalars too)."""
+    if isinstance(x, (bool, str, bytes, type)):
+        return None
+    if isinstance(x, Fraction):
+        return x
+    if hasattr(x, "item") and not isinstance(x, (int, float)):
         try:
-            got = float(x)
-        except (TypeError, ValueError):
+            x = x.item()
+        except (TypeError, ValueError, RuntimeError):
             return None
-    return float(got) if got is not None and math.isfinite(got) else None
+    if isinstance(x, int) and not isinstance(x, bool):
+        return Fraction(x)
+    if isinstance(x, float) and math.isfinite(x):
+        return Fraction(x)
+    return None
 
 
-def far_distance(fn: Any) -> bool | None:
-    """Exercise 3: fn(k, base) -> lim_(d -> inf) ||p_k - p_0|| / sqrt(d) for the sinusoidal code with
-    theta_j = base^(-2j/d), to 10 decimals, for offsets up to 10^13, where no width one can build samples the
-    pairs finely enough."""
+def _below_zero(period: Fraction, shift: Fraction, i: int) -> tuple[bool, bool]:
+    """(sin(2π (i + shift) / period) < 0, the sine is exactly 0), computed exactly: the sine is below zero when the
+    fractional part of (i + shift) / period lies strictly between 1/2 and 1."""
+    x = (i + shift) / period
+    frac = x - math.floor(x)
+    return frac > Fraction(1, 2), frac in (0, Fraction(1, 2))
 
-    def run(f: Callable[[int, float], Any]) -> Iterator[Verdict]:
+
+def gray_wave(fn: Any) -> bool | None:
+    """Exercise 3: fn(k) -> (P, s), a period and a shift with Gray bit k of i equal to 1 exactly when
+    sin(2π (i + s) / P) < 0, for every position i. Checked exactly (fractions, no rounding) at positions around
+    every change of the bit, near 0 and past 2^45, for bits k up to 40."""
+
+    def run(f: Callable[[int], Any]) -> Iterator[Verdict]:
         if not callable(f):
-            yield False, f"answer must be a function fn(k, base), got {type(f).__name__}"
+            yield False, f"answer must be a function fn(k) returning a pair (P, s), got {type(f).__name__}"
             return
-        values = []
-        for k, base in DISTANCE_CASES:
-            answer = f(k, base)
-            got = _real(answer)
-            if got is None:
-                yield False, f"fn({k}, {base:g}) must return one real number, got {answer!r:.60}"
+        failed, only_at_zero, binary_k, binary_next, opposite = [], True, True, True, True
+        for k in GRAY_BITS:
+            answer = f(k)
+            pair = tuple(answer) if isinstance(answer, (tuple, list)) else None
+            exact = None if pair is None or len(pair) != 2 else [_exact(x) for x in pair]
+            if exact is None or None in exact or exact[0] == 0:
+                yield False, (f"fn({k}) must return a pair (P, s) of numbers (whole numbers, floats or Fractions), "
+                              f"P not 0, got {answer!r:.60}")
                 return
-            values.append(got)
-        if _matches(values, 1e10, _DISTANCE_SEALED[1e10], "ch02.far_distance.1e+10"):
-            yield True, ("right to 10 decimals for every offset, from 1 to 10^13: the pairs add in squares, and "
-                         "the distance grows with the logarithm of the offset, up to about the base")
+            period, shift = exact
+            wrong = False
+            for i in _gray_positions(k):
+                below, zero = _below_zero(period, shift, i)
+                gray = _gray_bit(i, k)
+                binary_k &= below == bool(_binary_bit(i, k))
+                binary_next &= below == bool(_binary_bit(i, k + 1))
+                opposite &= below != bool(gray)
+                if below != bool(gray):
+                    wrong = True
+                    only_at_zero &= zero
+            if wrong:
+                failed.append(k)
+        if not failed:
+            yield True, (f"for every bit checked, k = 0 to {GRAY_BITS[-1]}, near 0 and past 2^45: one sine's sign is "
+                         "the Gray bit, as section 5's sines are the binary bits")
             return
-        for digest, says in _DISTANCE_MISTAKES:
-            if _matches(values, 1e5, digest, "ch02.far_distance.100000"):
-                yield False, f"fn(k, base) {says}"
-                return
-        if _matches(values[:DISTANCE_NEAR], 1e10, _DISTANCE_SEALED["near"], "ch02.far_distance.near"):
-            yield False, ("right for the small offsets (1 and 100), wrong for the large ones: there the fast pairs turn by "
-                          "many full circles from one pair to the next, so a sum over the pairs at any width, or an "
-                          "integral sampled the same way, misses the limit")
-            return
-        if _matches(values, 1e5, _DISTANCE_SEALED[1e5], "ch02.far_distance.100000"):
-            yield False, "fn(k, base) is close, but not the limit to 10 decimals: a number computed roughly"
-            return
-        yield False, "fn(k, base) is not the limit of the distance for these offsets and bases"
+        if binary_k:
+            yield False, "fn(k) gives bit k of the binary code (section 5's wave), not bit k of the Gray code"
+        elif binary_next:
+            yield False, "fn(k) gives bit k + 1 of the binary code, not bit k of the Gray code"
+        elif opposite:
+            yield False, "fn(k) gives the opposite of the Gray bit at every position: 0 where it is 1, 1 where it is 0"
+        elif only_at_zero:
+            yield False, ("fn(k) is right except at positions where its sine is exactly 0, neither below 0 nor above: "
+                          "there it gives 0 for a bit that is 1")
+        elif all(k >= GRAY_SMALL for k in failed):
+            yield False, (f"right for the bits a small table shows (k < {GRAY_SMALL}), wrong for {len(failed)} of the "
+                          f"{len(GRAY_BITS) - GRAY_SMALL} larger ones: a pattern of the first bits, not a rule for "
+                          "every k")
+        else:
+            yield False, f"fn(k)'s sine does not give the Gray bit at every position, for {len(failed)} of the " \
+                         f"{len(GRAY_BITS)} bits checked"
 
-    return report("how far apart positions k apart are, on the widest sinusoidal code", fn, run,
-                  "each pair moves on its own circle, and what it adds depends only on the angle it turns through")
+    return report("a Gray bit as the sign of one sine", fn, run,
+                  "the sign of a sine is a square wave: equal runs of 0s and 1s; what are the Gray bit's runs?")
