@@ -199,7 +199,7 @@ def test_sliding_window_scores_every_marked_token_once(task):
     data = ex.sample(task, 2, 256, cfg, ex.grammar_table(cfg.vocab_size, torch.Generator().manual_seed(0)),
                      torch.Generator().manual_seed(0))
     calls = []
-    real = ex._summary
+    real = ex.evaluation._summary
     try:  # the evaluation module's own name: the one evaluate_sliding and evaluate_full call
         ex.evaluation._summary = lambda c, l, r, t=None: calls.append(c.numel()) or real(c, l, r, t)
         ex.evaluate_sliding(model, *data, 64, 16)

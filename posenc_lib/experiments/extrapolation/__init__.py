@@ -99,12 +99,12 @@ from .config import (FIGURE, QUICK, RECALL_TASKS, RESULTS, TASK_DESCRIPTIONS, TA
                      recall_sequences, recall_vocab, sample)
 from .controls import (CONTROLS, KERNELS, PLACEMENTS, banded, pair_logits, placement_starts,  # noqa: F401
                        run_controls, run_controls_seed, run_kernel_check)
-from .evaluation import (_forward, _summary, attention_profile, evaluate, evaluate_full,  # noqa: F401
-                         evaluate_rope_scalings, evaluate_sliding, evaluation_sets)
+from .evaluation import (attention_profile, evaluate, evaluate_full, evaluate_rope_scalings,  # noqa: F401
+                         evaluate_sliding, evaluation_sets)
 from .figure import COLORS, LABELS, SCALING_STYLES, draw, plot  # noqa: F401
 from .reading import accuracy, attention_heads, compare, load_results, separation  # noqa: F401
 from .runner import run, run_seed, summarize  # noqa: F401
-from .training import _table, build_model, train  # noqa: F401
+from .training import build_model, seed_grammar_table, train  # noqa: F401
 
 
 def main(argv: list[str] | None = None) -> int:

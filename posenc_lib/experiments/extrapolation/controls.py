@@ -18,7 +18,7 @@ from ...model import TinyDecoder
 from ...scaling import scaled_rope_frequencies
 from .. import _cli
 from .config import ExperimentConfig, recall_vocab, sample
-from .training import _table, train
+from .training import seed_grammar_table, train
 from .evaluation import attention_profile, evaluate_full, evaluation_sets
 
 
@@ -133,7 +133,7 @@ def run_controls_seed(cfg: ExperimentConfig, seed: int) -> dict:
     pairs = pair_logits(rope, main64[0][:n], main64[1][:n], cfg)
     contrast = pair_logits(rope, main64[0][:n], main64[1][:n], cfg, contrast=True)
     head_dim = cfg.d_model // cfg.num_heads
-    table, gen = _table(cfg, seed), torch.Generator().manual_seed(seed + 4)
+    table, gen = seed_grammar_table(cfg, seed), torch.Generator().manual_seed(seed + 4)
     placement: dict = {s: {} for s in ("none", *cfg.scalings)}
     for L in [cfg.train_len * m for m in cfg.eval_multiples[1:]]:
         data = {start: sample("recall", cfg.eval_sequences, L, cfg, table, gen, start=start)

@@ -9,7 +9,7 @@ from ...model import POSITIONAL_METHODS, TinyDecoder, swapped_rotary
 from ...scaling import scaled_rope_frequencies
 from .. import _training
 from .config import ExperimentConfig, RECALL_TASKS, recall_vocab, sample
-from .training import _table
+from .training import seed_grammar_table
 
 
 def _summary(correct: Tensor, loss: Tensor, ruled: Tensor, tail: Tensor | None = None) -> dict[str, float]:
@@ -69,7 +69,7 @@ def evaluate_sliding(model: TinyDecoder, tokens: Tensor, scored: Tensor, ruled: 
 def evaluation_sets(task: str, cfg: ExperimentConfig, seed: int) -> dict[str, dict[int, tuple[Tensor, Tensor, Tensor]]]:
     """The test sequences per length, the same for every method: {"main": {L: data}} and, for the
     recall tasks, {"trained_distances": {L: data}} with the dictionary at L - train_len."""
-    table, gen = _table(cfg, seed), torch.Generator().manual_seed(seed + 2)
+    table, gen = seed_grammar_table(cfg, seed), torch.Generator().manual_seed(seed + 2)
     lengths = [cfg.train_len * m for m in cfg.eval_multiples]
     sets = {"main": {L: sample(task, cfg.eval_sequences, L, cfg, table, gen) for L in lengths}}
     if task in RECALL_TASKS:

@@ -16,7 +16,8 @@ def build_model(method: str, cfg: ExperimentConfig, task: str = "grammar") -> Ti
                                      max_len=cfg.train_len))
 
 
-def _table(cfg: ExperimentConfig, seed: int) -> Tensor:
+def seed_grammar_table(cfg: ExperimentConfig, seed: int) -> Tensor:
+    """The grammar task's table for one seed (training and evaluation draw the same one)."""
     return grammar_table(cfg.vocab_size, torch.Generator().manual_seed(seed))
 
 
@@ -27,7 +28,7 @@ def train(method: str, cfg: ExperimentConfig, task: str = "grammar", seed: int =
     returns (model, loss every 50 steps)."""
     torch.manual_seed(seed)
     model = build_model(method, cfg, task).to(device)
-    table, data = _table(cfg, seed), torch.Generator().manual_seed(seed + 1)
+    table, data = seed_grammar_table(cfg, seed), torch.Generator().manual_seed(seed + 1)
     curve = _training.train(model, lambda: sample(task, cfg.batch_size, cfg.train_len, cfg, table, data)[:2],
                             steps=cfg.steps, lr=cfg.lr, warmup=cfg.warmup, log_every=50)
     return model, curve
