@@ -34,7 +34,26 @@ def verdict(answer, capsys):
     return ok, capsys.readouterr().out
 
 
-@pytest.mark.parametrize("answer", [right, complex_when_interleaved])
+MINUS_ONE = torch.tensor(-1.0)  # a module-level scalar: brought in from outside, one element
+
+
+def negated_sine(g, cos, sin, layout):
+    """Right, with one more (seq, d/2) tensor, -sin: inside the slack of two tables."""
+    a, b = halves(g, layout)
+    saved = a.clone()
+    a.mul_(cos).addcmul_(b, sin)
+    b.mul_(cos).addcmul_(saved, -sin)
+
+
+def scalar_from_outside(g, cos, sin, layout):
+    """Right, with a scalar tensor made before the call: inside the slack for a few scalars."""
+    a, b = halves(g, layout)
+    saved = a.clone()
+    a.mul_(cos).addcmul_(b, sin)
+    b.mul_(cos).addcmul_(saved.mul_(MINUS_ONE), sin)
+
+
+@pytest.mark.parametrize("answer", [right, complex_when_interleaved, negated_sine, scalar_from_outside])
 def test_right_designs_pass(answer, capsys):
     ok, out = verdict(answer, capsys)
     assert ok is True and out.count("✓") == len(ch10._CASES), out
@@ -67,7 +86,19 @@ SHORTCUTS = {  # out-of-place routes, each written into g at the end
 @pytest.mark.parametrize("name", SHORTCUTS)
 def test_out_of_place_routes_are_refused_by_the_count(name, capsys):
     ok, out = verdict(SHORTCUTS[name], capsys)
-    assert ok is False and out.count("the budget is half of g") == len(ch10._CASES), out
+    assert ok is False and out.count("the budget is half of g and two tables") == len(ch10._CASES), out
+    assert out.count("Every out-of-place expression") == len(ch10._CASES), out  # the misconception, named
+
+
+def test_one_product_out_of_place_is_over_the_budget(capsys):
+    def saved_and_a_product(g, cos, sin, layout):  # right values, but b * sin is a second half of g
+        a, b = halves(g, layout)
+        saved = a.clone()
+        a.mul_(cos).add_(b * sin)
+        b.mul_(cos).addcmul_(saved, sin, value=-1)
+
+    ok, out = verdict(saved_and_a_product, capsys)
+    assert ok is False and out.count("the budget is half of g and two tables") == len(ch10._CASES), out
 
 
 def test_numpy_route_is_counted_outside_torch(capsys):
@@ -105,17 +136,6 @@ def test_changing_the_tables_is_refused(capsys):
 
     ok, out = verdict(no_rotation_at_all, capsys)
     assert ok is False and out.count("changes cos or sin") == len(ch10._CASES), out
-
-
-def test_one_small_extra_is_over_the_budget(capsys):
-    def negated_sine(g, cos, sin, layout):  # right, but -sin is one more (seq, d/2) tensor
-        a, b = halves(g, layout)
-        saved = a.clone()
-        a.mul_(cos).addcmul_(b, sin)
-        b.mul_(cos).addcmul_(saved, -sin)
-
-    ok, out = verdict(negated_sine, capsys)
-    assert ok is False and "the budget is half of g" in out
 
 
 def forward(g, cos, sin, layout):
@@ -177,6 +197,9 @@ def test_checker_hands_over_no_answer():
     assert ch10.__all__ == ["rotate_back_in_place"]
 
 
+# Known limit: the count is a TorchDispatchMode, and torch's private API can switch modes off. The test below holds
+# for a route that writes g from inside such a block; a learner set on defeating the count through private torch
+# internals can still find one it does not see (adversarial, not a design: the exercise asks for a design).
 def test_switching_the_count_off_is_refused(capsys):
     from torch.utils._python_dispatch import _disable_current_modes
 
@@ -186,3 +209,17 @@ def test_switching_the_count_off_is_refused(capsys):
 
     ok, out = verdict(unseen, capsys)
     assert ok is False and out.count("no torch operator the count saw wrote into it") == len(ch10._CASES), out
+
+
+def test_the_appendix_quotes_the_triton_kernel_as_it_is():
+    """§5 quotes lines of triton_rope.py in markdown (a notebook does not read source code): each quoted line is
+    one of the module's lines, so the quote cannot drift from the kernel."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    chapter = (root / "notebooks/src/10_making_it_fast.py").read_text()
+    kernel = {line.strip() for line in (root / "posenc_lib/kernels/triton_rope.py").read_text().splitlines()}
+    quoted = chapter.split("# ```python\n", 1)[1].split("# ```\n", 1)[0].splitlines()
+    assert len(quoted) == 10
+    for line in quoted:
+        assert line.startswith("# ") and line[2:].strip() in kernel, line

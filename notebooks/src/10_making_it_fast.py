@@ -15,15 +15,15 @@
 #    the backward rotation written into the gradient itself;
 # 6. what this is worth in a model (one training step of chapter 7's `TinyDecoder`, counted).
 #
-# **Scope.** §1–§4 and §6 count and time on the CPU, where `apply_rope` has a C kernel. §5 reads
+# **Scope.** §1–§4 and §6 count on the CPU, where `apply_rope` has a C kernel. §5 reads
 # the GPU's kernel and runs it on the CPU under Triton's interpreter, which checks what it computes,
-# not how fast; the only GPU timings here are quoted from a stored table, named where it is shown.
+# not how fast; the only GPU timings here are quoted from `benchmarks/README.md`, named where shown.
 #
-# Timings differ between machines and between runs, so the cells that print them assert
-# nothing and are not compared by the tests (each says so in its first line); those that time RoPE
-# also print which path `apply_rope` took on your machine. What is asserted does not depend on the machine:
-# equal results, numbers of operations, and the torch calls a computation makes with the bytes they
-# read and write.
+# Timings differ between machines and between runs, so this appendix times one thing only (§1,
+# a difference of many times), asserts nothing about it, and leaves ratios to `make bench`
+# (`benchmarks/README.md`), which measures them round-robin over many rounds. What is asserted does
+# not depend on the machine: equal results, numbers of operations, and the torch calls a computation
+# makes with the bytes they read and write.
 
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline
@@ -41,15 +41,13 @@ from posenc_lib import check, viz
 from posenc_lib.kernels import cpu as cpu_kernel
 from posenc_lib.kernels import torch_fast
 from posenc_lib.rotary import SMALL  # below this many elements apply_rope keeps the reference
-from posenc_lib.timing import median_iqr_ms, median_ms  # torch.utils.benchmark.Timer underneath
+from posenc_lib.timing import median_iqr_ms  # torch.utils.benchmark.Timer underneath
 
 viz.use_style()  # white figures, dark text: readable in light and dark themes
 
 torch.set_printoptions(precision=4, sci_mode=False)
 device = pl.default_device()  # the CPU unless you opt in with POSENC_DEVICE (00_index); tensors below follow it
 g = torch.manual_seed(0)
-PATH = ("path: the C kernel (posenc::rope_rotate)" if cpu_kernel.available() else
-        "path: torch operations (no C compiler, or POSENC_CPU_KERNEL=0)")  # printed by the timing cells
 
 
 class Call(NamedTuple):
@@ -175,10 +173,7 @@ print(f"equal to the library; the builder evaluates {calls['angle']} = n·d angl
 # holds exactly. The largest errors sit in pair 1: θ₁ = 10000^(−2/64) ≈ 0.75 is not a float32
 # number, and its angles are the largest that are not integers, up to 199·θ₁ ≈ 149, where float32's
 # spacing is 2⁻¹⁶ ≈ 1.5·10⁻⁵ (from 128 up: positions 171 to 199). Later pairs turn more slowly, so
-# their angles are smaller and more finely spaced. The worst entry is where a large angle error meets
-# a steep slope: position 188 has pair 1's largest angle error and a slope of 0.92 in its sine;
-# position 173's angle error is within 1 % of it, but its slopes are 0.60 (sine) and 0.80 (cosine),
-# and its largest error ranks fourth.
+# their angles are smaller and more finely spaced.
 #
 # So the error is a matter of how the angles are rounded, not of the vectorised form: source 003's
 # slow builder in float32, whose angles are Python float64 numbers rounded once, comes out slightly
@@ -188,12 +183,9 @@ print(f"equal to the library; the builder evaluates {calls['angle']} = n·d angl
 # %% slideshow={"slide_type": "fragment"}
 exact = pl.sinusoidal_positions(n, d, dtype=torch.float64)
 err32 = (exact - pl.sinusoidal_positions(n, d).double()).abs()  # (n, d): columns 2j, 2j + 1 are pair j
-worst = divmod(int(err32.argmax()), d)
 pair_max = err32.view(n, d // 2, 2).amax(dim=(0, 2))
 top = err32.flatten().topk(5)
 theta_1 = 10000 ** (-2 / d)
-assert worst == (188, 2) and top.values[0] - top.values[1] > 1e-7  # position 188, column 2 (pair 1); the runner-up
-# is 5e-7 lower, far more than float32's sin and cos differ between CPUs, so the place is the same everywhere
 assert int(pair_max.argmax()) == 1 and pair_max[0] < 1e-7 and round(err32.max().item(), 7) == 8.1e-6
 assert all(i % d // 2 == 1 and i // d * theta_1 >= 128 for i in top.indices.tolist())  # the top 5: pair 1, angle >= 128
 assert 170 * theta_1 < 128 <= 171 * theta_1 and 2 ** -16 == (torch.nextafter(torch.tensor(128.0), torch.tensor(256.0)) - 128)
@@ -203,13 +195,10 @@ angle_err = (p_col.float() * pl.rope_frequencies(d)).double() - p_col * pl.rope_
 angle = p_col * pl.rope_frequencies(d, dtype=torch.float64)
 slopes = torch.stack((angle.cos().abs(), angle.sin().abs()), -1).flatten(-2)  # sine columns, cosine columns
 assert (err32 - angle_err.abs().repeat_interleave(2, -1) * slopes).abs().max() < 1.2e-7  # up to the trig rounding
-assert int(angle_err[:, 1].abs().argmax()) == 188 and angle_err[173, 1].abs() > 0.99 * angle_err[188, 1].abs()
-assert round(slopes[188, 2].item(), 2) == 0.92 and [round(slopes[173, c].item(), 2) for c in (2, 3)] == [0.60, 0.80]
-assert top.indices[3] // d == 173  # position 173: the fourth-largest error
 err_003 = (exact - builder_003(n, d)).abs().max().item()  # angles in Python float64, rounded once to float32
 err_once = (exact - exact.float().double()).abs().max().item()  # float64 all the way, rounded once at the end
 assert 7e-6 < err_003 < 7.6e-6 < err32.max().item() and err_once < 1e-7
-print(f"largest float32 error {err32.max().item():.1e} at position {worst[0]}, pair {worst[1] // 2}; "
+print(f"largest float32 error {err32.max().item():.1e}, in pair 1; "
       f"the five largest all in pair 1 at angles from 128 up; pair 0 at most {pair_max[0].item():.0e}")
 print("every entry's error is its angle's error times its slope, to within 1.2e-07")
 print("003's builder in float32: largest error between 7e-06 and 7.6e-06; the float64 table rounded once: under 1e-07")
@@ -226,7 +215,9 @@ print("003's builder in float32: largest error between 7e-06 and 7.6e-06; the fl
 # - **Accuracy.** The two are the same number in exact arithmetic, not in float32. The exp form
 #   rounds its argument, up to ln 10000 ≈ 9.2 in size, to float32's spacing there (2⁻²⁰) before
 #   taking the exponential, and exp turns an absolute error in its argument into the same relative
-#   error in its result: several ulps of the frequency. The power form is off by at most one ulp.
+#   error in its result: several ulps of the frequency. Here the power form is off by at most one
+#   ulp, because d = 64 is a power of two, so its exponent 2j/d is exact in float32; for other d
+#   (80, 96) both forms are several ulps off, and the cell checks d = 96 too.
 #   The library computes θ_j in float64 and rounds once (`pl.rope_frequencies`), so each θ_j is the
 #   float32 number nearest the exact value, and that is what the cell measures both forms against.
 #
@@ -242,14 +233,36 @@ ulps_off = {"exp": (exp_form - nearest).abs() / ulp, "power": (pow_form - neares
 assert len(nearest) == d // 2 == 32
 assert ulps_off["power"].max() <= 1 and ulps_off["exp"].max() > 3
 assert (ulps_off["exp"] > 1).sum() > d // 8  # not one unlucky frequency: many of them
+j96 = torch.arange(0, 96, 2, dtype=torch.float32)  # d = 96: 2j/96 is not exact in float32
+near96 = pl.rope_frequencies(96)
+ulp96 = torch.nextafter(near96, torch.tensor(math.inf)) - near96
+pow96 = ((1.0 / (10000 ** (j96 / 96)) - near96).abs() / ulp96).max()
+exp96 = ((torch.exp(j96 * -(math.log(10000.0) / 96)) - near96).abs() / ulp96).max()
+assert pow96 > 2 and exp96 > 2  # both forms several ulps off when d is not a power of two
 print(f"the {d // 2} frequencies in float32, against the nearest float32 numbers: the exp form more than 3 ulps "
-      "off at its worst, the power form at most 1")
+      "off at its worst, the power form at most 1 (d = 64); at d = 96 both more than 2")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-#
+# **Two recorders** (defined in the first cell) do this appendix's counting. `RecordCalls` is a
+# `TorchFunctionMode`: torch hands it every call of its Python API (`torch.sin`, `x * y`,
+# `F.normalize`) as the call is made. `RecordOps` is a `TorchDispatchMode`, one level lower: torch's
+# Python functions run operators of ATen, torch's C++ library of tensor operators (`aten::mul`,
+# `aten::sum`), through the dispatcher, which picks each operator's code for the device and dtype,
+# and the mode sees every operator that reaches it, including those autograd runs in a backward pass.
+# One Python call can be several operators:
+
+# %% slideshow={"slide_type": "fragment"}
+ones = torch.ones(4, 8)
+with RecordCalls() as python_level, RecordOps() as aten_level:
+    torch.nn.functional.normalize(ones, dim=-1)
+assert len(python_level.calls) == 1 < len(aten_level.ops)
+print("RecordCalls:", [call.name for call in python_level.calls])
+print("RecordOps:  ", [op.name for op in aten_level.ops])
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # The library makes a fixed number of tensor operations, one `sin` and one `cos` over the whole
-# (n, d/2) angle grid, and no Python work per entry, whatever n and d are. `RecordCalls` (a
-# `TorchFunctionMode`, defined in the first cell) records every torch call it makes:
+# (n, d/2) angle grid, and no Python work per entry, whatever n and d are. `RecordCalls` records
+# every torch call it makes:
 
 # %% slideshow={"slide_type": "fragment"}
 counts = {}
@@ -265,19 +278,15 @@ print("torch calls (total, sin, cos) per size:", counts)
 # Timing. Both make one `sin` and one `cos` call over the whole table, so what separates them is the
 # builder's Python work per entry: n·d = 12 800 angle expressions in the interpreter, and a nested list
 # of as many Python floats that `torch.tensor` must read one by one. The next cell times the builder
-# whole and step by step (the comprehension alone, the list to a tensor, the two trig calls), next to
-# the library, so you can see where its time goes on your machine. It asserts nothing, because a time
-# is not the same on two machines; the counts above are the claim.
+# next to the library on your machine. It asserts nothing, because a time is not the same on two
+# machines; the counts above are the claim. Read a timing only when its interquartile range (over the
+# timer's blocks) is well below its median, and only a difference of many times: a row whose range is
+# near its median is noise.
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
 # nbval-ignore-output: wall-clock timings differ on every run and machine
-nested = [[angle_003(p, c, d) for c in range(d)] for p in range(n)]
-flat = torch.tensor(nested)
 steps_003 = {
-    "003's builder, whole": lambda: builder_003(n, d),
-    "  1. the angles, one Python expression each": lambda: [[angle_003(p, c, d) for c in range(d)] for p in range(n)],
-    "  2. the nested list to a tensor": lambda: torch.tensor(nested),
-    "  3. sin and cos of the column slices": lambda: (flat[:, 0::2].sin(), flat[:, 1::2].cos()),
+    "003's builder": lambda: builder_003(n, d),
     "pl.sinusoidal_positions (vectorised)": lambda: pl.sinusoidal_positions(n, d),
 }
 print(f"n = {n}, d = {d}")
@@ -354,49 +363,6 @@ print(f"bytes per call: the dense product {dense_bytes / 2**20:.2f} MiB, 66 x th
       "measured by RecordOps, apply_rope 5.6 x on the C kernel (7.6 on the torch path), 12 (9) times fewer; "
       "RotaryEmbedding from its cached tables 3 x (5)")
 
-# %% [markdown] slideshow={"slide_type": "fragment"}
-# Which count does the time follow? Three explanations are open: the arithmetic (d² multiply-adds per
-# position), the bytes (a fresh 16 KiB matrix for every position, 16 MiB in all), and the way the
-# product is done: a batched product of 1024 separate 64 × 64 matrices, each by one vector, where a
-# matrix library is built for a few large products. The next cell times the dense product next to
-# three controls, each of which removes one explanation:
-#
-# - **the same 1024 small products with one matrix repeated** (`expand`: R_1 seen 1024 times through a
-#   stride of 0, so 16 KiB read over and over): the same arithmetic, the same batched call, almost no
-#   bytes;
-# - **the same multiply-adds as one large product**, the 1024 positions times one matrix R_1ᵀ (not
-#   the rotation: only its arithmetic), one call, one 16 KiB matrix;
-# - **one pass reading all of R_all** (`R_all.sum()`, one addition per entry): how long 16 MiB take to
-#   read here with almost no work on them.
-#
-# If the dense product takes about as long as the repeated-matrix one, its time is the batched call's
-# cost per small matrix, not the bytes; if it is many times slower than that, the difference is the
-# bytes; the one large product shows how fast the same arithmetic can go. `pl.apply_rope` is timed too
-# (it computes its tables inside every call, so the comparison favours the dense form). R_all is
-# 16 MiB: on a CPU with a large last-level cache it may stay there between timed calls, so "reading"
-# means from wherever it sits, not necessarily main memory. The cell asserts nothing: the answer
-# depends on your hardware.
-
-# %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
-# nbval-ignore-output: wall-clock timings differ on every run and machine
-print(PATH)
-R_repeated = R_all[1:2].expand(L, d, d)  # a view: one matrix, stride 0 along the positions
-dense_forms = {
-    "dense product, 1024 matrices (16 MiB)": lambda: R_all @ xs.unsqueeze(-1),
-    "the same, one matrix repeated (16 KiB)": lambda: R_repeated @ xs.unsqueeze(-1),
-    "the same multiply-adds as one product": lambda: xs @ R_all[1].T,
-    "one pass reading R_all (sum)": lambda: R_all.sum(),
-    "pl.apply_rope, tables included": lambda: pl.apply_rope(xs),
-}
-dense_times = {}
-for name, fn in dense_forms.items():
-    dense_times[name], iqr = median_iqr_ms(fn)
-    print(f"{name:40s} {dense_times[name]:7.3f} ms (interquartile range {iqr:.3f})")
-dense_ms = dense_times["dense product, 1024 matrices (16 MiB)"]
-print(f"the dense product takes {dense_ms / dense_times['the same, one matrix repeated (16 KiB)']:.1f} x the time of "
-      f"its repeated-matrix control, {dense_ms / dense_times['the same multiply-adds as one product']:.1f} x that of "
-      f"one large product, {dense_ms / dense_times['pl.apply_rope, tables included']:.1f} x that of apply_rope")
-
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3. Counting calls and bytes
 #
@@ -416,11 +382,13 @@ print(f"the dense product takes {dense_ms / dense_times['the same, one matrix re
 #
 # - **The reference itself**, for a tensor of fewer than `rotary.SMALL` = 16 384 elements, such as
 #   chapter 5's 5 × 4 example. Every call of a faster path has a fixed cost, and below that size
-#   it saves little or nothing; in some cases it is slower (the figure below).
-# - **A C kernel**, where the machine has a C compiler: a small loop registered as a torch operator,
+#   it saves little or nothing, or is slower (`make bench` measured where, below).
+# - **A C kernel**, where the machine has a C compiler and x is contiguous, in float32 or bfloat16
+#   (with float32 tables; otherwise the next path): a small loop registered as a torch operator,
 #   `torch.ops.posenc.rope_rotate`. It reads each pair once, rotates it in float32 in registers and
 #   writes it once. Its backward pass is the same loop rotating by −angle (§4).
-# - **A torch path** otherwise (no compiler, or `POSENC_CPU_KERNEL=0`; `posenc_lib/kernels/torch_fast.py`).
+# - **A torch path** otherwise (no compiler, `POSENC_CPU_KERNEL=0`, or an x the C kernel does not
+#   take; `posenc_lib/kernels/torch_fast.py`), when no gradient is needed; with one, the reference.
 #   In the interleaved layout it is one complex multiply, x·e^{i·angle}, which does the plain form's
 #   products and sums. In the half layout it is a multiply, then a multiply-add into that result
 #   (`addcmul_`), whose sum may be rounded differently from the plain form's separate steps. A bf16
@@ -454,59 +422,10 @@ print("against rotate_pairs in float32, for bf16 and float32 inputs and both lay
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # Where does the C kernel start to pay? `rotary.SMALL` comes from `make bench` (`benchmarks/README.md`,
-# "Where the C kernel pays off"), which timed the kernel against the reference for three jobs. They
-# cross at different sizes: the interleaved forward pass was already at 0.47 × the reference's time at
-# 8192 elements (float32), while the half layout's forward pass and the forward + backward were still
-# slower than the reference up to 4096 elements (1.08–1.18 ×, float32) and reached 1 only near 2¹⁴.
-# `SMALL` follows the slowest of them, so that no job is slowed down.
-#
-# The next cell repeats a small version of that measurement on your machine: x of (4, seq, 64),
-# float32, cos and sin given; for each job, the fast path's time over the reference's (chapter 5's
-# plain form, several small torch calls), for a growing number of elements. Below the line at 1 the
-# fast path wins. Without a C kernel the fast path is the torch path, which has no backward (`rotary`
-# keeps the reference when gradients are needed), so the forward + backward curve is left out there.
-
-# %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
-# nbval-ignore-output: wall-clock timings differ on every run and machine
-from posenc_lib.rope import rotate_in_float32  # the reference's rotation step
-
-
-def fast_path(x, cos, sin, layout):
-    if cpu_kernel.available():
-        return cpu_kernel.rope_rotate(x, cos, sin, layout == "interleaved", False)
-    return torch_fast.rotate(x, cos, sin, layout)
-
-
-def over_reference(job: str, x, cos, sin, grad_out) -> float:
-    """The fast path's median time for one job over the reference's, on this x."""
-    if job == "half, forward + backward":
-        x = x.clone().requires_grad_()
-        fast = lambda: torch.autograd.grad(fast_path(x, cos, sin, "half"), x, grad_out)  # noqa: E731
-        ref = lambda: torch.autograd.grad(rotate_in_float32(x, cos, sin, "half"), x, grad_out)  # noqa: E731
-    else:
-        layout = job.split(",")[0]
-        fast, ref = (lambda: fast_path(x, cos, sin, layout)), (lambda: rotate_in_float32(x, cos, sin, layout))
-    return median_ms(fast, min_run_time=0.05) / median_ms(ref, min_run_time=0.05)
-
-
-jobs = ["interleaved, forward", "half, forward"] + (["half, forward + backward"] if cpu_kernel.available() else [])
-g_small = torch.Generator().manual_seed(10)
-sizes, ratios = [], {job: [] for job in jobs}
-for seq in (1, 4, 16, 32, 64, 256):
-    x_small, a_small = torch.randn(4, seq, 64, generator=g_small), pl.rope_angles(seq, 64)
-    grad_small = torch.randn(x_small.shape, generator=g_small)
-    sizes.append(x_small.numel())
-    for job in jobs:
-        ratios[job].append(over_reference(job, x_small, a_small.cos(), a_small.sin(), grad_small))
-fig, ax = viz.figure(width=4.8, height=3.2)
-for job, values in ratios.items():
-    ax.plot(sizes, values, "o-", label=job)
-ax.axhline(1.0, color="black", lw=0.8)
-ax.axvline(SMALL, color="grey", ls=":", lw=1, label="rotary.SMALL")
-ax.set(xscale="log", yscale="log", xlabel="elements of x", ylabel="fast path's time / reference's",
-       title=f"where the fast path pays, on this machine ({PATH.split(': ')[1].split(' (')[0]})")
-ax.legend(fontsize=7)
-fig
+# "Where the C kernel pays off"), which timed the kernel against the reference for three jobs over
+# many rounds; `SMALL` follows the slowest of them to reach the reference's time, so that no job is
+# slowed down. This appendix does not repeat that measurement: calls this small need many rounds of
+# timing to tell apart, which `make bench` runs and a notebook cell does not.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Now count the torch calls that move a whole tensor's worth of data (at least half of x: one
@@ -555,6 +474,45 @@ print("float32 x: plain form 7 calls, 4.5 bounds of bytes; apply_rope 1 call, 1 
       "(2 calls, 2 bounds without it)")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
+# Chapter 5 (§6d) sent source 003's RoPE here. Its cost is in its tables: it builds an interleaved
+# [sin, cos] table, then pulls cos and sin out with `repeat_interleave(2)`, every value twice, so
+# it makes two (seq, d) tables, each as large as one head of x, on every call; the plain form's
+# are (seq, d/2), and it builds the swapped vector [−x₁, x₀, …] as one more x-sized tensor. The
+# cell counts every operator's bytes (`RecordOps`), tables included, for float32 x with one head and
+# with §3's 8 heads (which share the tables), against the plain form making its own tables.
+
+# %% slideshow={"slide_type": "fragment"}
+def rope_003(x: torch.Tensor) -> torch.Tensor:
+    """Our version of source 003's RoPE (interleaved layout): repeated tables and an alternating vector."""
+    seq, dim = x.shape[-2:]
+    div = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * -(math.log(10000.0) / dim))
+    table = torch.arange(seq, dtype=torch.float32)[:, None] * div
+    table = torch.stack((table.sin(), table.cos()), dim=-1).flatten(-2)  # [sin0, cos0, sin1, cos1, ...]
+    cos_rep, sin_rep = (table[..., i::2].repeat_interleave(2, dim=-1) for i in (1, 0))  # (seq, d) each
+    x_alt = torch.stack((-x[..., 1::2], x[..., ::2]), dim=-1).reshape(x.shape)  # [-x1, x0, -x3, x2, ...]
+    return x * cos_rep + x_alt * sin_rep
+
+
+def plain_with_tables(x: torch.Tensor) -> torch.Tensor:
+    angles = pl.rope_angles(x.shape[-2], x.shape[-1])
+    return pl.rotate_pairs(x, angles.cos(), angles.sin(), "interleaved")
+
+
+bounds_003 = {}
+for heads in (1, 8):
+    x_h = xf[:heads]
+    # 003's exp-form frequencies are a few float32 ulps off (§1); at angles near 1000 that is about 1e-4
+    torch.testing.assert_close(rope_003(x_h), plain_with_tables(x_h), atol=1e-3, rtol=0)
+    for form in (rope_003, plain_with_tables):
+        with RecordOps() as form_ops:
+            form(x_h)
+        bounds_003[heads, form.__name__] = total_bytes(form_ops.ops) / (2 * x_h.numel() * x_h.element_size())
+assert 10.2 < bounds_003[1, "rope_003"] < 10.3 and 6.7 < bounds_003[1, "plain_with_tables"] < 6.8
+assert 5.6 < bounds_003[8, "rope_003"] < 5.7 and 4.7 < bounds_003[8, "plain_with_tables"] < 4.8
+print("every byte, tables included, in one-pass bounds (float32): one head, 003's form 10.3, the plain form 6.8; "
+      "8 heads, 5.7 and 4.8")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # Hugging Face's `apply_rotary_pos_emb` (transformers' Llama) does the half layout's rotation another
 # way, and it is worth seeing why it moves fewer bytes than the plain form. It takes its cos and sin
 # tables from the caller, already in the model's dtype, and computes in that dtype. In a Llama model
@@ -584,7 +542,7 @@ print("two forward passes of a two-layer Llama: one cos and one sin each, handed
 # Now the rotation itself: its calls and bytes per rotated tensor (it rotates a query and a key in one
 # call: we hand it x for both and halve), and its precision against float64. Its error has two
 # causes: the tables, rounded to bf16 before any arithmetic, and the arithmetic, rounded to bf16 after
-# every product and the sum. The cell separates them with a third form: the plain rotation in float32
+# every product and the sum. The cell adds them one at a time, with a third form: the plain rotation in float32
 # on Hugging Face's bf16 tables, so only the tables are rounded. The yardstick is half a bf16 step of
 # the exact answer: bf16 keeps 8 significant bits (`torch.finfo(torch.bfloat16).eps` = 2⁻⁷, the
 # spacing just above 1), so a value v with 2^e ≤ |v| < 2^(e+1) has bf16 neighbours 2^(e−7) apart, and
@@ -619,34 +577,8 @@ assert off["transformers"] > 0.3 and largest["transformers"] > largest["apply_ro
 print("apply_rotary_pos_emb: 5 calls and 5 bounds of bytes per tensor (the plain form: 9 and 12)")
 print("entries more than half a bf16 step from the float64 answer: under 1 % for apply_rope (which rounds once), "
       "over 20 % with bf16 tables and float32 arithmetic, over 30 % for apply_rotary_pos_emb (bf16 tables and "
-      "arithmetic): the tables are the larger share; transformers' largest error is above apply_rope's too")
-
-# %% [markdown] slideshow={"slide_type": "fragment"}
-# The same forms timed on this machine, in units of the one-pass bound, with `RotaryEmbedding` (tables
-# cached, like Hugging Face's given ones) next to `apply_rope` (tables computed in every call). The bytes
-# are what this appendix asserts; a time is not a byte count. A measured ratio can sit above its bytes
-# (every call allocates a fresh result, each call has a fixed cost, and the arithmetic and the threads
-# cost time of their own) or below them (a temporary that stays in a cache never travels to main
-# memory); this cell separates none of these effects, and §4 separates one. Each time comes with its
-# interquartile range over the timer's blocks; `make bench` measures such ratios properly, round-robin
-# over many rounds.
-
-# %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
-# nbval-ignore-output: wall-clock timings differ on every run and machine
-print(PATH)
-rope_module = pl.RotaryEmbedding(128, layout="half")
-forms = {  # name: (fn, tensors it rotates)
-    "plain rotate_pairs (float32 and back)": (lambda: plain(xb), 1),
-    "pl.apply_rope (half layout)": (lambda: pl.apply_rope(xb, layout="half"), 1),
-    "pl.RotaryEmbedding (tables cached)": (lambda: rope_module.rotate(xb), 1),
-    "transformers apply_rotary_pos_emb": (lambda: hf_rope(xb), 2),
-}
-t_bound = median_ms(lambda: xb * 1.5)
-for name, (fn, tensors) in forms.items():
-    moved = traffic(fn, xb)[1] / tensors
-    median, iqr = median_iqr_ms(fn)
-    print(f"{name:38s} bytes {moved:4.1f} bounds, time {median / tensors / t_bound:5.1f} bounds "
-          f"(interquartile range {iqr / tensors / t_bound:.2f})")
+      "arithmetic): the bf16 tables alone already put a fifth of the entries off, rounding the arithmetic too puts "
+      "more off; transformers' largest error is above apply_rope's too")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. Forward + backward, and its floor in bytes
@@ -660,7 +592,7 @@ for name, (fn, tensors) in forms.items():
 # the one that consumes them (attention) never writes or reads the rotated tensor on its own, so
 # this floor is a standalone operator's, not RoPE's.
 #
-# To see what autograd runs in the backward pass, `RecordOps` (§2) records every ATen operator,
+# To see what autograd runs in the backward pass, `RecordOps` (§1) records every ATen operator,
 # including those the backward pass calls, and counts their bytes as in §3.
 
 # %% slideshow={"slide_type": "fragment"}
@@ -734,37 +666,9 @@ print(f"cos + sin entries per training step: apply_rope {trig_entries(lib_ops)},
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # So for this x a training step with a standalone operator has a floor in bytes of 2 + 1/4 one-pass
 # bounds with cached float32 tables and 2 + 3/8 for the stateless function (with more heads sharing
-# each table row, the tables' share shrinks). `make bench` times two plain passes and a stateless call's
-# floor (two passes plus computing the tables) next to `apply_rope` and `RotaryEmbedding` (B = 1,
-# 16 heads, d = 128, L = 1024 to 16384), each as a multiple of the one-pass bound; `benchmarks/README.md`
-# has the tables. On its machine the two passes took 1.99 to 2.31 bounds in every row but float32 at
-# L = 1024 (up to 3.07), and the stateless floor 2.44 to 3.73, above 2.5 in every bf16 row; it names two
-# likely causes for the latter: the float32 tables next to 2-byte passes, and the last-level cache (at
-# L = 1024 one pass over x fits in it while two passes do not). This appendix tests neither.
-#
-# The cell below times one training step on this machine in units of the one-pass bound (with this
-# section's 8 heads and L = 1024, smaller than `make bench`'s). In time the bound is what torch's
-# `x * 1.5` takes here, not what the memory allows: a kernel that moves the same bytes faster than
-# torch's bf16 multiply can come in under "two passes", and that contradicts no count above. Nor
-# does the cell explain its own numbers: telling a cost fixed per call from a cost per byte takes
-# more sizes and repeated runs than a notebook cell makes (`make bench` does them).
-
-# %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
-# nbval-ignore-output: wall-clock timings differ on every run and machine
-print(PATH)
-q_step, g_step = xb.clone().requires_grad_(), torch.randn(xb.shape).to(xb.dtype)
-t_bound = median_ms(lambda: xb * 1.5)
-steps = {
-    "cos and sin tables alone": lambda: (ab.cos(), ab.sin()),
-    "two passes (x * 1.5, g * 1.5)": lambda: (xb * 1.5, g_step * 1.5),
-    "apply_rope, forward + backward": lambda: torch.autograd.grad(pl.apply_rope(q_step, layout="half"), q_step, g_step),
-    "RotaryEmbedding, forward + backward": lambda: torch.autograd.grad(rotary.rotate(q_step), q_step, g_step),
-    "plain rotate_pairs, forward + backward": lambda: torch.autograd.grad(
-        pl.rotate_pairs(q_step.float(), ab.cos(), ab.sin(), "half").to(xb.dtype), q_step, g_step),
-}
-for name, fn in steps.items():
-    median, iqr = median_iqr_ms(fn)
-    print(f"{name:40s} {median / t_bound:6.2f} x the one-pass bound (interquartile range {iqr / t_bound:.2f})")
+# each table row, the tables' share shrinks). These are bytes, not times: `make bench` times two
+# plain passes and a stateless call's floor next to `apply_rope` and `RotaryEmbedding`, round-robin
+# over many rounds, and `benchmarks/README.md` has its tables and what they do and do not show.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5. On a GPU: one pass in Triton
@@ -788,6 +692,25 @@ for name, fn in steps.items():
 # 2. for every head, q's then k's (with GQA their counts differ; one launch serves both), loads that
 #    head's rows for these positions, rotates each pair in float32 with the cos and sin it holds,
 #    and stores the rows, rounded once to the tensor's dtype.
+#
+# In the kernel's source (`_rope_kernel`), these are the lines of the half layout, by tables
+# (quoted; `tests/test_check_ch10.py` checks that each is in `triton_rope.py`). `tl.arange` makes a
+# block of indices, so `s` holds this instance's positions and `j` its pair indices; `tl.load` and
+# `tl.store` move a whole block between memory and registers, and `mask` switches off the lanes
+# past the tensor's end (a position past `seq`, a padded pair):
+#
+# ```python
+# s = (tl.program_id(0) % blocks) * BLOCK_S + tl.arange(0, BLOCK_S)  # (BLOCK_S,) the positions' rows
+# j = tl.arange(0, HALF)  # pair index, padded to a power of two
+# c = tl.load(cos_ptr + t_off, mask=t_ok, other=0.0)
+# sn = tl.load(sin_ptr + t_off, mask=t_ok, other=0.0)
+# a = tl.load(x_row + j[None, :], mask=ok, other=0.0)
+# y = tl.load(x_row + R // 2 + j[None, :], mask=ok, other=0.0)
+# out = tl.join(a * c - y * sn, a * sn + y * c)  # (BLOCK_S, HALF, 2), rotate_pairs's order of operations
+# first, second = tl.split(out)
+# tl.store(o_row + j[None, :], first, mask=ok)
+# tl.store(o_row + R // 2 + j[None, :], second, mask=ok)
+# ```
 #
 # The tables cost little: they are read once per block of positions and shared by every head. For a
 # Llama-sized layer (32 query heads and 8 key heads of 128, bf16) q and k move 40 · 128 · 2 · 2 bytes
@@ -835,9 +758,10 @@ else:
           "in registers within 2 float32 ulps of max|x|; the backward equal to the rotation by -angle")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **How fast, on a GPU: a quoted measurement, not run here.** The numbers below are from issue 31 of
-# this project, measured on one NVIDIA H100 80GB HBM3 (torch 2.11, CUDA events, the median of 25
-# calls) before the library had this kernel. q is (1, 32, L, 128), k (1, 8, L, 128), bf16, the half
+# **How fast, on a GPU: a quoted measurement, not run here.** The numbers below are quoted from
+# `benchmarks/README.md` ("A quoted GPU measurement"), which gives their provenance: one NVIDIA H100
+# 80GB HBM3, torch 2.11, CUDA events, the median of 25 calls, measured before the library had this
+# kernel. q is (1, 32, L, 128), k (1, 8, L, 128), bf16, the half
 # layout, forward pass only; each time is a multiple of "the bound", `q * c, k * c`, one allocating
 # pass over each. A copy (`clone`) of q and k, the real floor, took 0.58 to 0.67 of it.
 #
@@ -849,9 +773,9 @@ else:
 #
 # Read as ratios in one run on one card, they say what this appendix argued on the CPU: eager code
 # pays a pass per operation (HF eager about 5 × the bound), fusing the operations (`torch.compile`)
-# brings it to 1.2–2 bounds, and a hand-written one-pass kernel comes within 10–40 % of a copy. This
-# library's own kernel has not yet been timed on a GPU (`make bench DEVICE=cuda` does it;
-# `benchmarks/README.md` will hold its table).
+# brings it to 1.23–2.05 bounds, and a hand-written one-pass kernel comes within 10–40 % of a copy.
+# This library's own kernel has not yet been timed on a GPU (`make bench DEVICE=cuda` does it, and
+# adds its table to `benchmarks/README.md`).
 #
 # The same idea applies to attention with a bias (ALiBi, T5): on CUDA, `pl.alibi_attention` and
 # `pl.t5_attention` run through FlexAttention (`posenc_lib/kernels/flex.py`), which adds the bias to
@@ -860,17 +784,29 @@ else:
 # (`posenc_lib/fast_attention.py`, chapter 6).
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise (design): the backward rotation in place.** The gradient g that reaches RoPE's
-# backward pass (§4) is needed by nothing else afterwards, so $R_m^\top g$ could be written over g
-# instead of into a new tensor of g's size. For the Triton program that is free: it holds both
-# members of a pair in registers between its load and its store. In eager torch it is a design
-# question. Write `rotate_back_(g, cos, sin, layout)` that overwrites g, of shape (..., seq, d) and
-# any strides, with $R_m^\top g$ (every pair turned by −angle), for cos and sin of shape
-# (seq, d/2) and either layout ("half": features j and j + d/2 form pair j; "interleaved": 2j and
-# 2j + 1), with torch operations that create new tensors of at most `g.numel() // 2` elements in
-# all (and no numpy or Python copy of the values). The checker runs it on float32 gradients of its
-# own, some of them strided views, counts every element the ATen operators it reaches create, and
-# compares g with `pl.rotate_pairs` by −angle.
+# **Exercise (design): the backward rotation in place.** When the gradient g that reaches RoPE's
+# backward pass (§4) was made for it alone (as attention's backward pass makes the gradient of q)
+# and nothing reads it afterwards, $R_m^\top g$ could be written over g instead of into a new tensor
+# of g's size. Only then: autograd may hand one gradient tensor to two branches (the backward pass
+# of an addition gives the same g to both, checked below), and overwriting it would corrupt the
+# other branch's gradient, so an autograd function may do this only where it owns g. Here you write
+# the rotation, not that wiring. Write `rotate_back_(g, cos, sin, layout)` that overwrites g, of shape
+# (..., seq, d) and any strides, with $R_m^\top g$ (every pair turned by −angle), for cos and sin
+# of shape (seq, d/2) and either layout ("half": features j and j + d/2 form pair j;
+# "interleaved": 2j and 2j + 1), with torch operations that create new tensors of at most
+# `g.numel() // 2` elements, plus two tensors of cos's size and a few scalars (and no numpy or
+# Python copy of the values). The checker runs it on float32 gradients of its own, some of them
+# strided views, counts every element the ATen operators it reaches create, and compares g with
+# `pl.rotate_pairs` by −angle.
+
+# %% slideshow={"slide_type": "fragment"}
+handed = []  # the gradient each branch of w * 2 + q * 3 receives from the addition's backward pass
+w_branch, q_branch = torch.zeros(4, requires_grad=True) * 2, torch.zeros(4, requires_grad=True) * 3
+for branch in (w_branch, q_branch):
+    branch.register_hook(handed.append)
+(w_branch + q_branch).backward(torch.ones(4))
+assert handed[0] is handed[1]  # one tensor for both branches: overwriting it in one would change the other's
+print("the addition's backward pass hands both branches the same gradient tensor")
 
 # %% slideshow={"slide_type": "fragment"}
 def rotate_back_(g, cos, sin, layout):
@@ -924,7 +860,10 @@ print(f"per token and layer: projections {projection_ops:.2e} operations, RoPE o
 # them in one training step (forward, loss, backward) of chapter 7's `TinyDecoder` (2 layers,
 # d_model = 64, 4 heads of 16; a batch of 8 sequences of 255 tokens), once with RoPE and once with no
 # positional encoding: the difference is RoPE's. These are counts of operators and of the bytes
-# they read and write, the same on every machine, not times.
+# they read and write, the same on every machine, not times. One thing to know before reading them:
+# the model's attention layer hands RoPE q and k as permuted views of its projections (not
+# contiguous), which the C kernel does not take (§3), so `apply_rope` runs the reference here, the
+# plain form; the cell checks that no `posenc::rope_rotate` runs, and counts the plain form's cost.
 
 # %% slideshow={"slide_type": "fragment"}
 def step_ops(positional: str) -> list[Call]:
@@ -943,12 +882,14 @@ with_rope, without = step_ops("rope"), step_ops("none")
 rope_share = {"operators": 1 - len(without) / len(with_rope), "bytes": 1 - total_bytes(without) / total_bytes(with_rope)}
 assert (len(with_rope), len(without)) == (154, 77)
 assert 0.26 < rope_share["bytes"] < 0.27
+assert not any("rope_rotate" in op.name for op in with_rope)  # the reference path: q and k arrive permuted
 print(f"one training step: {len(with_rope)} operators with RoPE, {len(without)} without; "
       f"RoPE's share of the bytes read and written: {rope_share['bytes']:.2f}")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# In this small model RoPE is half of a training step's operators and a quarter of the bytes it
-# reads and writes. Its arithmetic is not what costs (1/5461 of the projections' at d_model = 4096,
-# above): what a kernel for RoPE saves is calls and bytes: a one-pass kernel
-# removes the extra passes and calls (§3, §4, §5); fusing the rotation into a neighbouring kernel (the
-# projection, or attention) removes its own call and its own pass as well.
+# In this small model, RoPE in its plain form is half of a training step's operators and a quarter
+# of the bytes it reads and writes. Its arithmetic is not what costs (1/5461 of the projections' at
+# d_model = 4096, above): what a kernel for RoPE saves is calls and bytes, and only where the layer
+# reaches it. Here the C kernel would need q and k made contiguous first, a copy that is a pass of
+# its own; fusing the rotation into a neighbouring kernel (the projection, or attention) removes its
+# call and its pass altogether.
