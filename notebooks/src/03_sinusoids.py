@@ -1062,9 +1062,8 @@ _ = check.offset_from_codes(offset)
 # even $d$, pairs interleaved as in §1), return the matrix $A_\text{rel}$ whose score depends on the
 # offset alone and which is nearest to $A$, nearest meaning the smallest sum of squared entries of
 # $A - A_\text{rel}$. Derive it on paper first: the answer is a few lines, entry by entry. The
-# checker draws new matrices of several widths at every check, judges what you return by the two
-# properties asked for, and gives your function the tensor elements of forty copies of $A$ (a
-# $d^2 \times d^2$ matrix does not fit).
+# checker draws new matrices of several widths at every check and judges what you return by the
+# two properties asked for, whatever route computed it.
 
 # %% slideshow={"slide_type": "fragment"}
 def relative_part(A):
@@ -1099,14 +1098,14 @@ def relative_part(A):
 _ = check.offset_only_score(relative_part)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **3 (find the bug, then count for any width).** This builder looks like the formula of §1 and
-# draws a plausible heatmap, but it has one bug. Write `slow_count(d, L)`: for an even width $d$ and
-# a context of $L$ positions, how many of its $d/2$ pairs never complete a full turn within the
-# context, that is, have a wavelength $2\pi/\theta_j$ longer than $L$? Find the bug by reading, and
-# count from the exponents. The checker draws new widths and lengths at every check, widths up to
-# 200 000 and lengths up to $10^6$; it refuses the builder while your function runs, and gives each
-# case the steps and tensor elements a formula needs, not a frequency for every pair. (The same
-# function is `check.ch03.buggy_sinusoids`, to look at on a small $d$.)
+# **3 (what a bug costs).** This builder looks like the formula of §1 and draws a plausible
+# heatmap, but it has one bug. Write `slow_count(d, L)`: for an even width $d$ and a context of $L$
+# positions, how many of its $d/2$ pairs never complete a full turn within the context, that is,
+# have a wavelength $2\pi/\theta_j$ longer than $L$? Any route that counts is fine: a formula from
+# the builder's exponent, or its angles pair by pair (the function is `check.ch03.buggy_sinusoids`).
+# The checker draws new widths (up to 200 000) and lengths (up to $10^6$) at every check. Then find
+# the bug by reading the builder against §1's formula, and compare your count with the one §1's
+# table gives at the same $d$ and $L$: what does the bug waste?
 #
 # ```python
 # def buggy_sinusoids(n: int, d: int) -> torch.Tensor:
