@@ -673,10 +673,11 @@ dot_widget
 # orthogonal to all of them would make a combination of the $d$ sequences $e^{\pm \mathrm{i} m\theta_j}$
 # vanish at $m = 0, \dots, d-1$, a Vandermonde system whose nodes $e^{\pm \mathrm{i}\theta_j}$ all differ
 # (each $\theta_j$ its own value in $(0, 1]$), so only the zero combination does. Hence
-# $M_1^\top A M_1 = A$, and since $M_1$ is orthogonal, $A M_1 = M_1 A$. A random $W_Q^\top W_K$ is far from that. The cell
-# checks the steps that rule out blocks across pairs (every pair its own cosine) and give the converse
-# (every $\theta_j$ in $(0, 1]$), then measures,
-# for $d = 128$ and 128 positions, how much the score changes along a diagonal $n - m = k$, as a
+# $M_1^\top A M_1 = A$, and since $M_1$ is orthogonal, $A M_1 = M_1 A$.
+#
+# A random $W_Q^\top W_K$ is far from such a matrix. The cell checks the steps that rule out blocks
+# across pairs (every pair its own cosine) and give the converse (every $\theta_j$ in $(0, 1]$), then
+# measures, for $d = 128$ and 128 positions, how much the score changes along a diagonal $n - m = k$, as a
 # fraction of the largest score (0 means: offset only), for a random $W_Q^\top W_K$, for a random
 # *symmetric* $A$, and for a random $A$ of the commuting kind.
 #
