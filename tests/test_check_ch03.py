@@ -215,7 +215,7 @@ def relative_part_vectorised(a):
 
 def _commutant_projection(a):
     """Independent of the closed form: the least-squares projection onto the null space of A -> A M_1 - M_1 A,
-    computed numerically over all d^2 entries (the route the checker's element budget refuses)."""
+    computed numerically over all d^2 entries."""
     d = a.shape[0]
     m1 = pl.rope_matrix(-1, d, inv_freq=pl.rope_frequencies(d, dtype=torch.float64))
     eye = torch.eye(d, dtype=torch.float64)
@@ -286,16 +286,36 @@ def test_offset_only_score_names_the_misconception(wrong, says, draw, capsys):
     assert "/ 2" not in out and "average" not in out and "A_xx" not in out  # the formula stays hidden
 
 
-@pytest.mark.parametrize("shortcut", [
-    _commutant_projection,
-    lambda a: sum(pl.rope_matrix(k, a.shape[0], inv_freq=pl.rope_frequencies(a.shape[0], dtype=torch.float64)) @ a
-                  @ pl.rope_matrix(-k, a.shape[0], inv_freq=pl.rope_frequencies(a.shape[0], dtype=torch.float64))
-                  for k in range(3000)) / 3000,  # averaging over many shifts: M_k^T A M_k
-])
-def test_offset_only_score_refuses_a_numerical_projection(shortcut, capsys):
-    assert check.offset_only_score(shortcut) is False
-    out = capsys.readouterr().out
-    assert "tensor or array elements: a projection computed over all d^2 entries" in out
+def _projection_on_the_basis(a):
+    """Cold read 5: the derived answer written as a projection onto the d matrices I_j, J_j (one per pair, each
+    d x d, squared length 2), all at once. A correct derivation, so it passes: no element budget refuses it."""
+    a = torch.as_tensor(a, dtype=torch.float64)
+    d = a.shape[0]
+    basis = torch.zeros(d, d, d, dtype=torch.float64)
+    for j in range(d // 2):
+        basis[2 * j, 2 * j, 2 * j] = basis[2 * j, 2 * j + 1, 2 * j + 1] = 1  # I on pair j
+        basis[2 * j + 1, 2 * j, 2 * j + 1], basis[2 * j + 1, 2 * j + 1, 2 * j] = 1, -1  # J on pair j
+    return torch.einsum("b,bij->ij", torch.einsum("bij,ij->b", basis, a) / 2, basis)
+
+
+def test_offset_only_score_accepts_a_projection_over_all_entries(capsys):
+    """Any route that returns the right matrix passes, the numerical projection over the d^2 entries included
+    (at small widths here; the checker's widths reach 64, where it is slow but still right)."""
+    assert check.offset_only_score(_projection_on_the_basis) is True
+    assert "all correct!" in capsys.readouterr().out
+    a = torch.randn(12, 12, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    torch.testing.assert_close(_commutant_projection(a), relative_part(a))
+
+
+def test_offset_only_score_names_an_average_over_shifts_as_not_commuting(capsys):
+    """Averaging M_k^T A M_k over 3000 shifts approaches the answer but does not reach it: named for what it is."""
+    def averaged(a):
+        f = pl.rope_frequencies(a.shape[0], dtype=torch.float64)
+        return sum(pl.rope_matrix(k, a.shape[0], inv_freq=f) @ a @ pl.rope_matrix(-k, a.shape[0], inv_freq=f)
+                   for k in range(3000)) / 3000
+
+    assert check.offset_only_score(averaged) is False
+    assert "does not commute with the shift M_1" in capsys.readouterr().out
 
 
 def test_offset_only_score_unattempted(capsys):
@@ -355,6 +375,13 @@ def _count_from_own_table(d, length):
     return sum(1 for j in range(d // 2) if 2 * math.pi * 10000 ** (4 * j / d) > length)
 
 
+def _count_by_bisection(d, length):
+    """Cold read 5: a bisection over the pairs with the listing's own frequency as key."""
+    import bisect
+
+    return d // 2 - bisect.bisect_left(range(d // 2), True, key=lambda j: 2 * math.pi * 10000 ** (4 * j / d) > length)
+
+
 def _count_from_the_library_at_base_1e8(d, length):
     """The bug found (base 10000^2), then counted over a frequency per pair: vectorised, no loop."""
     return int((2 * math.pi / pl.rope_frequencies(d, base=1e8, dtype=torch.float64) > length).sum())
@@ -366,19 +393,14 @@ def _measure_small_then_extrapolate(d, length):
     return round(d * (slow_by_exponents(400, 1000) / 400))
 
 
-@pytest.mark.parametrize("shortcut, says", [
-    (_count_from_the_table, "calls check.ch03.buggy_sinusoids"),
-    (_count_from_own_table, "runs a long loop over the pairs"),
-    (_count_from_the_library_at_base_1e8, "a frequency for every pair of a table that wide"),
-    (lambda d, n: int((10000 ** (4 * np.arange(d // 2) / d) * 2 * np.pi > n).sum()), "a frequency for every pair"),
-    (lambda d, n: int((np.power(10000.0, np.multiply(range(0, d, 2), 2 / d)) * 2 * np.pi > n).sum()),
-     "a frequency for every pair"),  # cold read 2: numpy's ufuncs on a range() built the grid unseen
+@pytest.mark.parametrize("route", [
+    _count_from_the_table, _count_from_own_table, _count_by_bisection, _count_from_the_library_at_base_1e8,
+    lambda d, n: int((10000 ** (4 * np.arange(d // 2) / d) * 2 * np.pi > n).sum()),
 ])
-def test_slow_pairs_refuses_counting_on_a_table(shortcut, says, capsys):
-    assert check.slow_pairs(shortcut) is False
-    out = capsys.readouterr().out
-    assert says in out
-    assert ch03.buggy_sinusoids(2, 4).shape == (2, 4)  # whole again
+def test_slow_pairs_accepts_any_route_that_counts(route, capsys):
+    """The prompt allows any route (it asks for a count, then for the bug by reading): nothing is refused."""
+    assert check.slow_pairs(route) is True
+    assert "all correct!" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("wrong, says", [

@@ -329,14 +329,17 @@ print(f"201 offsets x 300 positions x 2 layouts: largest error below 1e-9: {wors
 # The paper had a second hope (Vaswani et al., §3.5): that sinusoids "may allow the model to
 # extrapolate to sequence lengths longer than the ones encountered during training", where a
 # learned table has no rows (chapter 2). The rotation just proved holds at every position, so is
-# the hope kept? Chapter 7 trains a small decoder on 64 tokens and tests it on longer inputs. On a
-# local grammar (next-token accuracy) the sinusoidal model falls from 0.74 to 0.44 at 128 tokens
-# and 0.20 at 512, every one of three seeds. These are means over whole sequences, the 64 trained
-# positions included, and they are what a cliff gives, not a slow decline: 0.74 on the first 64
-# positions and one constant accuracy $a$ after them, $0.74 \cdot 64/L + a(1 - 64/L)$, fits all
-# three lengths to 0.01 with $a \approx 0.13$, fitted at 128 alone. The control, from the same runs
-# (same task, model and seeds, another encoding), read by the next cell from chapter 7's committed
-# results: **ALiBi** (chapter 6) stays at 0.73 to 0.74 at every length, so the task is no harder at 512.
+# the hope kept? Chapter 7 trains a small decoder on 64 tokens and tests it on longer inputs. The
+# task is an order-2 grammar over 16 tokens: each token is set by the two before it, and replaced by a
+# random one 25% of the time, so guessing scores 1/16 ≈ 0.06 and the best possible next-token
+# accuracy is 0.766 (0.75 + 0.25/16). The sinusoidal model scores 0.74 on 64 tokens, and 0.44 at 128
+# and 0.20 at 512, every one of three seeds. Those are means over whole sequences, the 64 trained
+# positions included. The last 16 positions of each sequence alone score 0.74 at 64 and, already
+# at positions 112 to 127, 0.14, then 0.13 and 0.12 at 256 and 512 (mean of 3 seeds): a cliff
+# somewhere before position 112, not a slow decline. The control, from the same runs (same model, seeds
+# and sequences), read by the next cell from chapter 7's committed results: read through windows of
+# 64 tokens, so that no position past 63 is ever used, the same model scores 0.74 at every length.
+# The far tokens are no harder to predict; the far positions are what the model cannot read.
 #
 # So the sinusoidal model fails as soon as it passes the length it was trained on; chapter 7 asks
 # why. Defined everywhere is not the same as understood everywhere.
@@ -345,21 +348,24 @@ print(f"201 offsets x 300 positions x 2 layouts: largest error below 1e-9: {wors
 from posenc_lib.experiments import extrapolation as ex
 
 lengths = (64, 128, 256, 512)
-grammar = ex.accuracy(ex.load_results(), "grammar", "sinusoidal")
+results = ex.load_results()
+assert round(ex.chance_accuracy("grammar", ex.ExperimentConfig()), 4) == 0.0625  # 1/16
+assert round(ex.best_accuracy("grammar", ex.ExperimentConfig()), 3) == 0.766  # 0.75 + 0.25/16
+grammar = ex.accuracy(results, "grammar", "sinusoidal")
 assert round(grammar[64]["mean"], 2) == 0.74 and round(grammar[128]["mean"], 2) == 0.44
 assert round(grammar[512]["mean"], 2) == 0.20 and grammar[512]["max"] < grammar[128]["min"] < grammar[64]["min"]
-alibi = ex.accuracy(ex.load_results(), "grammar", "alibi")  # the same task, model and seeds; another encoding
-assert {round(alibi[L]["mean"], 2) for L in lengths} == {0.73, 0.74}  # flat: 0.73 to 0.74
-assert all(0.72 <= alibi[L]["min"] and alibi[L]["max"] <= 0.75 for L in lengths)  # every seed
-assert alibi[512]["min"] > grammar[64]["min"] - 0.02  # as good at 512 as the sinusoids at 64: not a harder task
-trained = grammar[64]["mean"]
-after = (grammar[128]["mean"] - trained * 64 / 128) / (1 - 64 / 128)  # a, the accuracy past 64, from L = 128 alone
-cliff = {L: trained * 64 / L + after * (1 - 64 / L) for L in lengths}
-assert round(after, 2) == 0.13 and all(abs(cliff[L] - grammar[L]["mean"]) < 0.01 for L in lengths)
-print("grammar accuracy, trained on 64 tokens (mean of 3 seeds):")
-for name, acc in (("sinusoids", grammar), ("ALiBi (control)", alibi)):
-    print(f"  {name:16s}", {L: round(acc[L]["mean"], 2) for L in lengths})
-print(f"  {'a cliff at 64':16s}", {L: round(v, 2) for L, v in cliff.items()}, f"(a = {after:.2f} past position 64)")
+tail = {L: [s["methods"]["sinusoidal"]["nonoverlapping"][str(L)]["tail_acc"] for s in results["tasks"]["grammar"]["seeds"]]
+        for L in lengths}  # the last 16 positions of each sequence, per seed
+tail_mean = {L: round(sum(v) / len(v), 2) for L, v in tail.items()}
+assert tail_mean == {64: 0.74, 128: 0.14, 256: 0.13, 512: 0.12}
+assert max(max(tail[L]) for L in (128, 256, 512)) < 0.15 < 0.73 < min(tail[64])  # every seed
+window = ex.accuracy(results, "grammar", "sinusoidal", "sliding_window")  # the same model through 64-token windows
+assert {round(window[L]["mean"], 2) for L in lengths} == {0.74}
+assert all(0.73 <= window[L]["min"] and window[L]["max"] <= 0.75 for L in lengths)  # every seed
+print("grammar, trained on 64 tokens, mean of 3 seeds (chance 0.06, best possible 0.77):")
+print("  whole sequences      ", {L: round(grammar[L]["mean"], 2) for L in lengths})
+print("  last 16 positions    ", tail_mean)
+print("  64-token windows     ", {L: round(window[L]["mean"], 2) for L in lengths}, "(control)")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5 · Why a sine *and* a cosine?
@@ -369,8 +375,9 @@ print(f"  {'a cliff at 64':16s}", {L: round(v, 2) for L, v in cliff.items()}, f"
 # sines and a map from $p_i$ to $p_{i+k}$ would have to produce the missing
 # $\sin k\theta_j \cos i\theta_j$ from sines. No *affine* map can, at any width, over all positions.
 # Multiply a column by $\cos i\theta_j$ and average over the positions $i = 0, \dots, N-1$. As $N$
-# grows, $\cos i\theta_j$ itself gives $1/2$, while the constant 1 and every $\sin i\theta_l$ (any
-# pair $l$, $j$ included) give 0: $\cos i\theta_j$ averages out, and by the product-to-sum formula
+# grows, the column $\cos i\theta_j$ itself gives $1/2$ (the mean of $\cos^2$), while the constant
+# column 1 and every $\sin i\theta_l$ (any pair $l$, $j$ included) give 0: $1 \cdot \cos i\theta_j$ is
+# just $\cos i\theta_j$, which averages out, and by the product-to-sum formula
 # $\sin i\theta_l \cos i\theta_j = \tfrac12[\sin i(\theta_l + \theta_j) + \sin i(\theta_l - \theta_j)]$, where
 # $\theta_l + \theta_j$ is never a multiple of $2\pi$ (all $\theta$ lie in $(0, 1]$), so that sine
 # averages out, and $\theta_l - \theta_j$ is either not a multiple of $2\pi$ or, for $l = j$, zero,
@@ -466,10 +473,10 @@ fig
 # so the missing term $\sin k\theta_0 \cos i\theta_0$ of the fastest pair is small. Close is not
 # exact: the best of them, $k = 22$ with three columns, still misses by 2.2% of the target. At
 # $d = 256$ the 64-position window hides the failure: a map of 128 sines has 129 free numbers per
-# output column, more than the $64 - k$ rows it must fit, so in exact arithmetic it fits them
-# exactly (the few percent printed are set by the solver's cutoff for tiny singular values, not by
-# the sines). A 1024-position window shows the failure again (over 20%), as the averages say it must. With the cosine in the table the fit is exact
-# for every $k$ and every width: that is why every frequency gets a **pair** of columns.
+# output column, more than the $64 - k$ rows it must fit: with more unknowns than equations, the
+# residuals stay at a few percent. A 1024-position window shows the failure again (over 20%), as
+# the averages say it must. With the cosine in the table the fit is exact for every $k$ and every
+# width: that is why every frequency gets a **pair** of columns.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 6 · How similar are two positions?
@@ -479,6 +486,8 @@ fig
 #
 # $$s(k) = p_i^\top p_{i+k} = \sum_{j=0}^{d/2-1} \cos(k\,\theta_j).$$
 #
+# The cells compute these angles with `pl.rope_angles(k, d)`: the table of $k\theta_j$, one row per
+# offset $k$ and one column per pair (the name is chapter 5's, where RoPE turns by the same angles).
 # Three facts follow, each asserted below for $d = 128$, positions up to 2048:
 # * $s$ depends on the offset $k$ only, **not on $i$**: the Gram matrix $PP^\top$ is constant
 #   along each diagonal;
@@ -486,11 +495,11 @@ fig
 # * $s(0) = d/2$ is the largest value, reached only at $k = 0$.
 
 # %% slideshow={"slide_type": "fragment"}
-d, n = 128, 2048
-P = pl.sinusoidal_positions(n, d, dtype=torch.float64)
-offsets = torch.arange(-(n - 1), n)
+d, n_pos = 128, 2048
+P = pl.sinusoidal_positions(n_pos, d, dtype=torch.float64)
+offsets = torch.arange(-(n_pos - 1), n_pos)
 s = pl.rope_angles(offsets, d, inv_freq=pl.rope_frequencies(d, dtype=torch.float64)).cos().sum(-1)
-s_of = lambda k: s[k + n - 1]  # s(k) for k in -(n-1) .. n-1
+s_of = lambda k: s[k + n_pos - 1]  # s(k) for k in -(n_pos-1) .. n_pos-1
 G = P[:512] @ P[:512].T
 for k in (0, 1, 7, 100, 511):
     torch.testing.assert_close(G.diagonal(k), s_of(k).expand(512 - k))  # the same for every i
@@ -512,7 +521,7 @@ print(f"s(0) = {s_of(0):.1f},  s(1) = {s_of(1):.2f},  s(10) = {s_of(10):.2f},  s
 # the maximum of 512 offsets drawn from each octave is higher in the later one in 199 of 200 draws.)
 
 # %% slideshow={"slide_type": "fragment"}
-ks = torch.arange(n)
+ks = torch.arange(n_pos)
 rises = ((s_of(ks[1:]) - s_of(ks[:-1])) > 0).nonzero().flatten() + 1
 octaves = [ks[2**a : 2 ** (a + 1)] for a in range(11)]
 oct_max = torch.stack([s_of(o).max() for o in octaves])
@@ -538,7 +547,7 @@ print(f"octaves 2^13 and 2^14: maxima {far[13].max():.1f} -> {far[14].max():.1f}
 
 # %% slideshow={"slide_type": "subslide"}
 fig, ax = viz.figure(width=6.4, height=3.2)
-ax.plot(offsets[n - 1 - 300 : n + 300], s[n - 1 - 300 : n + 300], lw=1, color="tab:blue", label="s(k)")
+ax.plot(offsets[n_pos - 1 - 300 : n_pos + 300], s[n_pos - 1 - 300 : n_pos + 300], lw=1, color="tab:blue", label="s(k)")
 ax.plot(oct_at[:9], oct_max[:9], "o", color="tab:red", ms=4, label="octave maxima")
 ax.axhline(0, color="grey", lw=0.6)
 ax.set(xlabel="offset k", ylabel="p_i · p_(i+k)", title=f"dot product vs offset, d = {d}")
@@ -550,10 +559,13 @@ fig
 # pairs: $\theta_j = \text{base}^{-2j/d}$ always runs from 1 down to about $1/\text{base}$, evenly
 # spaced on a log scale, and a larger $d$ only samples that same range more finely. So the
 # similarity as a fraction of its maximum, $s(k)/(d/2)$ (the mean of $\cos k\theta_j$ over the
-# pairs), barely moves with $d$: at $k = 100$ it is 0.477 for $d = 128$ and 0.437 for $d = 512$,
-# already within 0.001 of its limit for $d \to \infty$, the average of $\cos(k\,\text{base}^{-u})$
-# over $u \in [0, 1)$. The **base** is what moves the curve: base $10^6$ keeps $s(100)/(d/2)$ at 0.59,
-# base 100 drops it below 0.
+# pairs), moves less with $d$ than with the base: at $k = 100$ it is 0.477 for $d = 128$ and 0.437
+# for $d = 512$, already within 0.001 of its limit for $d \to \infty$, the average of
+# $\cos(k\,\text{base}^{-u})$ over $u \in [0, 1)$. Not negligible: over the figure's offsets
+# $0 \le k \le 500$ the two widths differ by up to 0.13 (at $k = 468$: 0.14 and 0.27), where the
+# coarser sampling of $d = 128$ shows. The **base** moves the curve far more: base $10^6$ keeps
+# $s(100)/(d/2)$ at 0.59, base 100 drops it below 0, and over the same offsets the base curves move
+# up to 0.57 away from base 10000's.
 
 # %% slideshow={"slide_type": "fragment"}
 def normalised_s(k, d, base=10000.0):
@@ -568,22 +580,33 @@ assert abs(at_128 - 0.477) < 1e-3 and abs(at_512 - 0.437) < 1e-3 and abs(at_512 
 by_base = {b: normalised_s(100, 128, base=b) for b in (100.0, 10000.0, 1e6)}
 assert by_base[1e6] > 0.58 and by_base[100.0] < 0  # the base moves it far more than d does
 assert min(abs(by_base[1e6] - at_128), abs(by_base[100.0] - at_128)) > 2 * abs(at_128 - at_512)
+k_axis = torch.arange(0, 501)  # the figure's offsets
+
+
+def curve(dd, b=10000.0):
+    return torch.cos(k_axis[:, None] * pl.rope_frequencies(dd, base=b, dtype=torch.float64)).mean(-1)
+
+
+by_d = (curve(128) - curve(512)).abs()
+by_b = torch.maximum((curve(128, 100.0) - curve(128)).abs(), (curve(128, 1e6) - curve(128)).abs())
+assert round(by_d.max().item(), 2) == 0.13 and by_d.argmax().item() == 468
+assert round(curve(128)[468].item(), 2) == 0.14 and round(curve(512)[468].item(), 2) == 0.27
+assert round(by_b.max().item(), 2) == 0.57 and by_b.max() > 4 * by_d.max()
 print(f"s(100)/(d/2): d = 128: {at_128:.3f}, d = 512: {at_512:.3f}, d -> inf: {limit:.3f}")
+print(f"k <= 500: largest gap d = 128 vs 512: {by_d.max():.2f} (k = {by_d.argmax().item()}); base 100 or 1e6 vs 10000: {by_b.max():.2f}")
 print("d = 128, by base:", {f"{b:g}": round(x, 3) for b, x in by_base.items()})
 
-k_axis = torch.arange(0, 501)
 fig, ax = viz.figure(width=6.4, height=3.0)
 for dd, b, style in ((128, 10000.0, "-"), (512, 10000.0, "--"), (128, 100.0, ":"), (128, 1e6, "-.")):
-    curve = torch.cos(k_axis[:, None] * pl.rope_frequencies(dd, base=b, dtype=torch.float64)).mean(-1)
-    ax.plot(k_axis, curve, style, lw=1.2, label=f"d = {dd}, base = {b:g}")
+    ax.plot(k_axis, curve(dd, b), style, lw=1.2, label=f"d = {dd}, base = {b:g}")
 ax.axhline(0, color="grey", lw=0.6)
-ax.set(xlabel="offset k", ylabel="s(k) / (d/2)", title="normalised similarity: d barely matters, the base does")
+ax.set(xlabel="offset k", ylabel="s(k) / (d/2)", title="normalised similarity: d matters less than the base")
 ax.legend(loc="upper right")
 fig
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # Explore what the four curves only sample: slide the base through every value between 10 and
-# $10^6$ ($d = 128$; the cell above showed that $d$ barely matters), and widen the range of
+# $10^6$ ($d = 128$; the cell above showed that $d$ matters less), and widen the range of
 # offsets: at small bases it shows where the decay stops. A smaller base squeezes all wavelengths and the
 # similarity turns negative early; a larger one stretches the decay over longer distances.
 
@@ -642,9 +665,19 @@ dot_widget
 #   per pair.
 #
 # Conversely every such matrix commutes with $M_1$ (rotations of one plane commute), so these
-# are all of them: a space of dimension $d$. A random $W_Q^\top W_K$ is far from that. The cell
-# checks the step that rules out blocks across pairs (every pair its own cosine), then measures,
-# for $d = 128$ and 128 positions, how much the score changes along a diagonal $n - m = k$, as a
+# are all of them: a space of dimension $d$.
+#
+# **And only these give an offset-only score.** If $p_m^\top A\,p_n$ depends on $n - m$ alone, then
+# $p_{m+1}^\top A\,p_{n+1} = p_m^\top A\,p_n$ for all $m, n$, that is
+# $p_m^\top (M_1^\top A M_1 - A)\,p_n = 0$. The codes $p_0, \dots, p_{d-1}$ span $\mathbb{R}^d$: a vector
+# orthogonal to all of them would make a combination of the $d$ sequences $e^{\pm \mathrm{i} m\theta_j}$
+# vanish at $m = 0, \dots, d-1$, a Vandermonde system whose nodes $e^{\pm \mathrm{i}\theta_j}$ all differ
+# (each $\theta_j$ its own value in $(0, 1]$), so only the zero combination does. Hence
+# $M_1^\top A M_1 = A$, and since $M_1$ is orthogonal, $A M_1 = M_1 A$.
+#
+# A random $W_Q^\top W_K$ is far from such a matrix. The cell checks the steps that rule out blocks
+# across pairs (every pair its own cosine) and give the converse (every $\theta_j$ in $(0, 1]$), then
+# measures, for $d = 128$ and 128 positions, how much the score changes along a diagonal $n - m = k$, as a
 # fraction of the largest score (0 means: offset only), for a random $W_Q^\top W_K$, for a random
 # *symmetric* $A$, and for a random $A$ of the commuting kind.
 #
@@ -660,21 +693,22 @@ dot_widget
 def diagonal_spread(scores):
     """Largest max - min along any diagonal n - m = k of a square score matrix, over its largest |score|
     (0: offset only; comparable between matrices of any scale)."""
-    n = scores.shape[0]
-    spread = max((scores.diagonal(k).max() - scores.diagonal(k).min()).item() for k in range(-(n - 1), n))
+    n_pos = scores.shape[0]
+    spread = max((scores.diagonal(k).max() - scores.diagonal(k).min()).item() for k in range(-(n_pos - 1), n_pos))
     return spread / scores.abs().max().item()
 
 
-d, n = 128, 128
+d, n_pos = 128, 128  # width, and positions 0 .. n_pos - 1 (n is the key's position)
 cosines = torch.cos(pl.rope_frequencies(d, dtype=torch.float64))
 assert (cosines.diff() > 0).all()  # every pair its own cosine: the step that rules out blocks across pairs
-P = pl.sinusoidal_positions(n, d, dtype=torch.float64)  # row m is p_m, so (P A P^T)[m, n] = p_m^T A p_n
+f128 = pl.rope_frequencies(d, dtype=torch.float64)
+assert (f128 > 0).all() and (f128 <= 1).all()  # so the d nodes e^(±iθ_j) differ: the converse's step
+P = pl.sinusoidal_positions(n_pos, d, dtype=torch.float64)  # row m is p_m, so (P A P^T)[m, n] = p_m^T A p_n
 gen = torch.Generator().manual_seed(0)
 W_Q, W_K = (torch.randn(d, d, generator=gen, dtype=torch.float64) / d**0.5 for _ in range(2))
 sym = torch.randn(d, d, generator=gen, dtype=torch.float64)
 a, b = torch.randn(2, d // 2, generator=gen, dtype=torch.float64)
 commuting = torch.block_diag(*[torch.tensor([[ai, bi], [-bi, ai]], dtype=torch.float64) for ai, bi in zip(a.tolist(), b.tolist())])
-f128 = pl.rope_frequencies(d, dtype=torch.float64)
 for k in (1, 5, 40):
     M_k = pl.rope_matrix(-k, d, inv_freq=f128)
     torch.testing.assert_close(commuting @ M_k, M_k @ commuting)  # commutes with every shift
@@ -685,7 +719,7 @@ spreads = {"random W_Q^T W_K": diagonal_spread(P @ W_Q.T @ W_K @ P.T),
 assert spreads["random W_Q^T W_K"] > 1 and spreads["random symmetric A"] > 1  # more than the largest score
 assert spreads["commuting A"] < 1e-10
 token = torch.randn(d, generator=gen, dtype=torch.float64)  # one token, the same at every position
-content_position = (token @ commuting @ P.T).expand(n, n)  # x^T A p_n: row m (query), column n (key)
+content_position = (token @ commuting @ P.T).expand(n_pos, n_pos)  # x^T A p_n: row m (query), column n (key)
 spreads["content-position term, commuting A"] = diagonal_spread(content_position)
 assert spreads["content-position term, commuting A"] > 0.5  # still sees the key's absolute position
 print("largest change along a diagonal n - m = k, over the largest |score|:",
@@ -1029,9 +1063,8 @@ _ = check.offset_from_codes(offset)
 # even $d$, pairs interleaved as in §1), return the matrix $A_\text{rel}$ whose score depends on the
 # offset alone and which is nearest to $A$, nearest meaning the smallest sum of squared entries of
 # $A - A_\text{rel}$. Derive it on paper first: the answer is a few lines, entry by entry. The
-# checker draws new matrices of several widths at every check, judges what you return by the two
-# properties asked for, and gives your function the tensor elements of forty copies of $A$ (a
-# $d^2 \times d^2$ matrix does not fit).
+# checker draws new matrices of several widths at every check and judges what you return by the
+# two properties asked for, whatever route computed it.
 
 # %% slideshow={"slide_type": "fragment"}
 def relative_part(A):
@@ -1066,14 +1099,14 @@ def relative_part(A):
 _ = check.offset_only_score(relative_part)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **3 (find the bug, then count for any width).** This builder looks like the formula of §1 and
-# draws a plausible heatmap, but it has one bug. Write `slow_count(d, L)`: for an even width $d$ and
-# a context of $L$ positions, how many of its $d/2$ pairs never complete a full turn within the
-# context, that is, have a wavelength $2\pi/\theta_j$ longer than $L$? Find the bug by reading, and
-# count from the exponents. The checker draws new widths and lengths at every check, widths up to
-# 200 000 and lengths up to $10^6$; it refuses the builder while your function runs, and gives each
-# case the steps and tensor elements a formula needs, not a frequency for every pair. (The same
-# function is `check.ch03.buggy_sinusoids`, to look at on a small $d$.)
+# **3 (what a bug costs).** This builder looks like the formula of §1 and draws a plausible
+# heatmap, but it has one bug. Write `slow_count(d, L)`: for an even width $d$ and a context of $L$
+# positions, how many of its $d/2$ pairs never complete a full turn within the context, that is,
+# have a wavelength $2\pi/\theta_j$ longer than $L$? Any route that counts is fine: a formula from
+# the builder's exponent, or its angles pair by pair (the function is `check.ch03.buggy_sinusoids`).
+# The checker draws new widths (up to 200 000) and lengths (up to $10^6$) at every check. Then find
+# the bug by reading the builder against §1's formula, and compare your count with the one §1's
+# table gives at the same $d$ and $L$: what does the bug waste?
 #
 # ```python
 # def buggy_sinusoids(n: int, d: int) -> torch.Tensor:

@@ -26,8 +26,8 @@ from ._guard import answers_under_guard, stopped_verdict
 __all__ = ["offset_from_codes", "offset_only_score", "slow_pairs"]
 
 CLOSED_FORM_STEPS = 2_000  # Python lines for one case: a formula needs dozens, a search over offsets thousands
-CLOSED_FORM_ELEMENTS = 2_000  # tensor elements for one case of Exercises 1 and 3: a formula touches dozens; a grid
-#                               over the offsets (or a frequency per pair of a 10^5-wide table) far more
+CLOSED_FORM_ELEMENTS = 2_000  # tensor elements for one case of Exercise 1: a formula touches dozens; a grid
+#                               over the offsets far more
 
 
 def _fresh_rng() -> random.Random:
@@ -148,8 +148,6 @@ def offset_from_codes(fn: Any) -> bool | None:
 # Exercise 2: the part of any A whose position-position score p_m^T A p_n depends on the offset alone: the
 # nearest matrix (in the sum of squared entries) that commutes with the shift M_1.
 RELATIVE_WIDTHS = (8, 16, 64)  # and one more drawn at every check
-RELATIVE_ELEMENTS = 40  # times d^2 tensor elements for one case: a formula makes a few copies of A; a numerical
-#                         projection over the d^2 entries (a d^2 x d^2 commutator, a basis of d matrices) far more
 
 
 def _shift(d: int) -> torch.Tensor:
@@ -178,15 +176,7 @@ def offset_only_score(fn: Any) -> bool | None:
         widths = sorted((*RELATIVE_WIDTHS, 2 * rng.choice([h for h in range(5, 24) if 2 * h not in RELATIVE_WIDTHS])))
         for d in widths:
             a = torch.randn(d, d, generator=gen, dtype=torch.float64)
-            answers, stopped = answers_under_guard(f, [(a.clone(),)], elements_per_case=RELATIVE_ELEMENTS * d * d)
-            if stopped is not None:
-                yield stopped_verdict(stopped[1], f"your function (d = {d})",
-                                      shortcut="derive the nearest matrix instead",
-                                      loop="runs a very long loop: derive the nearest matrix instead",
-                                      grid="a projection computed over all d^2 entries at once; derive, pair by "
-                                           "pair, which matrix is nearest")
-                return
-            got = float64_tensor(next(iter(answers.values())))
+            got = float64_tensor(f(a.clone()))  # any route: the answer is judged by what it is
             case = f"d = {d}"
             if got is None or got.shape != (d, d):
                 yield False, f"{case}: return a ({d}, {d}) matrix, got {getattr(got, 'shape', type(got).__name__)}"
@@ -264,7 +254,7 @@ def _slow_count(theta: torch.Tensor, length: int, turn: float = 2 * math.pi) -> 
 
 def _slow_draw(rng: random.Random) -> tuple[list[tuple[int, int]], dict[int, torch.Tensor]]:
     """Five (d, L), and each width's turns per position read off the builder's own table: a small, two middling and
-    two wide tables (no table that wide may be built while fn runs), L from 8 to 10^6, drawn so that no pair's
+    two wide tables, L from 8 to 10^6, drawn so that no pair's
     wavelength lies within 10^-6 of L (no case hangs on rounding)."""
     cases, theta = [], {}
     for low, high in ((4, 32), (500, 5_000), (500, 5_000), (10_000, 100_000), (10_000, 100_000)):
@@ -284,30 +274,16 @@ def _slow_cases(rng: random.Random) -> list[tuple[int, int]]:
     return _slow_draw(rng)[0]
 
 
-def _builders_of_the_table() -> tuple[tuple[Any, str, str], ...]:
-    import sys
-
-    return ((sys.modules[__name__], "buggy_sinusoids", "check.ch03.buggy_sinusoids"),)
-
-
 def slow_pairs(fn: Any) -> bool | None:
     """Exercise 3: fn(d, L) -> how many of the d/2 pairs of buggy_sinusoids(n, d) turn by less than a full circle
-    over L positions (wavelength longer than L), for (d, L) drawn at every check, d up to 2e5 (no table is built)."""
+    over L positions (wavelength longer than L), for (d, L) drawn at every check, d up to 2e5 (any route)."""
 
     def run(f: Callable[[int, int], Any]) -> Iterator[Verdict]:
         if not callable(f):
             yield False, f"answer must be a function fn(d, L), got {type(f).__name__}"
             return
         cases, theta = _slow_draw(_fresh_rng())
-        answers, stopped = answers_under_guard(f, cases, _builders_of_the_table(), steps_per_case=CLOSED_FORM_STEPS,
-                                               elements_per_case=CLOSED_FORM_ELEMENTS)
-        if stopped is not None:
-            yield stopped_verdict(stopped[1], f"fn{stopped[0]}",
-                                  shortcut="count from the builder's formula, not from its table (the checker "
-                                           "asks for widths of 200 000)",
-                                  loop="runs a long loop over the pairs: compare exponents instead",
-                                  grid="a frequency for every pair of a table that wide; count from the exponents")
-            return
+        answers = {case: f(*case) for case in cases}  # any route that counts: a formula, or the pairs one by one
         got: dict[tuple[int, int], int] = {}
         for (d, length), raw in answers.items():
             count = whole_number(raw)
