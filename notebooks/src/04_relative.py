@@ -689,7 +689,8 @@ for i_ in range(L4):
 # DeBERTa-v2/v3 do: with `share_att_key` set, deberta_v2's attention projects the relative table with
 # the content `query_proj` and `key_proj` (biases included), and the released v3 configs set it
 # (`share_att_key: true`, `position_buckets: 256` in microsoft/DeBERTa's
-# `experiments/language_model/deberta_base.json` and `rtd_base.json`). The offset $m - n$ in both
+# `experiments/language_model/deberta_base.json` and `rtd_base.json`; `tests/test_upstream_claims.py`
+# reads these and the other v3 settings used below from a copy of those fields). The offset $m - n$ in both
 # terms is the released code's $\delta(i, j)$. What the source leaves out is the scale: its softmax
 # divides by $\sqrt d$, DeBERTa's code (v1 and v2/v3) by $\sqrt{3d}$ when c2p and p2c are both on
 # (`scale_factor` = 3); and v2/v3's log buckets of the offset (§7). The cell checks that the source's
@@ -1073,8 +1074,7 @@ _ = check.xl_rel_shift(strided_shift)
 # * a key after the query lands in the upper half, buckets $B, \dots, 2B - 1$ ($B$ = `num_buckets`/2),
 #   never in a lower bucket than a nearer key after the query, and each upper bucket $B + b$ holds as
 #   many distances as bucket $b$ holds in the past (the future mirrors the past: exact near,
-#   log-spaced far);
-# * some offset reads every one of the `num_buckets` rows.
+#   log-spaced far).
 #
 # You may call `pl.t5_relative_bucket`. The checker draws encoder settings like T5's
 # (`max_distance` at least 4 × `num_buckets`) at every check.
@@ -1129,7 +1129,8 @@ def t5_last_bucket_start(num_buckets, max_distance, bidirectional):
     # x >= (B - 1 - e) / (B - e), i.e. n >= e * (max_distance/e) ** ((B - 1 - e) / (B - e));
     # distances are integers: round up. (16 buckets, max 32: 20; T5's defaults: 91 and 113, as in §4.)
     # Where the bound is a whole number (18 buckets, max 128: 4 * 32 ** 0.8 = 64), float64 lands a hair
-    # above it (64.00000000000001) and a plain ceil would say 65: round those.
+    # above it (64.00000000000001) and a plain ceil says 65, one past the exact start. The checker lets that
+    # pass (the library's own float32 buckets put such a tie on either side); rounding gives the exact one.
     B = num_buckets // 2 if bidirectional else num_buckets
     e = B // 2
     bound = e * (max_distance / e) ** ((B - 1 - e) / (B - e))
@@ -1141,37 +1142,38 @@ def t5_last_bucket_start(num_buckets, max_distance, bidirectional):
 _ = check.t5_last_bucket(t5_last_bucket_start)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **4 (design).** §5 showed that the paper's p2c and the released code's read different rows of $q^r$, so a
-# checkpoint trained with one index gives other scores with the other. Design tables for which the choice
-# does not matter: write `blind_table(k)` returning a $q^r$ of $2k$ rows of 4 numbers with which
-# `pl.deberta_terms(..., p2c_index="paper")` and `p2c_index="reference"` give the same p2c for every
-# content and at every length. The constant table works and is useless: give one with as many
-# *different* rows as such a table can have. The checker asks for $k = 3$ and two more $k$ up to 16.
+# **4 (derive: the rows the two indices tie).** §5 showed that the paper's p2c and the released code's
+# read different rows of $q^r$, so a checkpoint trained with one index gives other scores with the other.
+# For a table to give the same p2c with both, for every content and at every length, the two rows that
+# the indices read for any (query, key) pair must be equal; and rows equal to a common row are equal to
+# each other. Write `tied_rows(k)` returning the classes of rows this forces together, a partition of the
+# rows $0, \dots, 2k - 1$ into a list of sets (a row tied to no other is a class of its own). A table is
+# then blind to the choice exactly when it is constant on each class, and it can have as many different
+# rows as there are classes. The checker asks for $k = 3$ and for two $k$ between 20 000 and 200 000,
+# drawn at every check.
 
 # %%
-def blind_table(k):
+def tied_rows(k):
     raise NotImplementedError  # your code
 
 
-_ = check.deberta_blind_table(blind_table)
+_ = check.deberta_tied_rows(tied_rows)
 
 
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "deberta_blind_table_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-def blind_table(k):
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "deberta_tied_rows_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+def tied_rows(k):
     ### BEGIN SOLUTION
-    # For i - j = o the code reads row clip(o + k), the paper row clip(k - o), rows 0 .. 2k-1. Inside the
-    # window (|o| < k) that ties row r to row 2k - r (the table read mirrored and shifted by one row), and
-    # row k to itself. At the edges the clip keeps reading: o >= k reads code row 2k - 1 and paper row 0,
-    # so row 0 joins 2k - 1, which the window already tied to row 1. Classes {0, 1, 2k-1}, {r, 2k-r} for
-    # r = 2 .. k-1, and {k}: k different rows at most (k = 3: {0, 1, 5}, {2, 4}, {3}).
-    label = [0, 0] + [min(r, 2 * k - r) - 1 for r in range(2, 2 * k - 1)] + [0]
-    distinct = torch.randn(k, 4, generator=torch.Generator().manual_seed(0))  # k different rows
-    return distinct[label]
+    # For i - j = o the code reads row clip(o + k), the paper row clip(k - o), rows 0 .. 2k-1 (and o < 0 swaps
+    # the two). Inside the window (|o| < k) that ties row k + o to row k - o: row r to row 2k - r, and row k to
+    # itself. At the edges the clip keeps reading: o >= k reads code row 2k - 1 and paper row 0, so row 0 joins
+    # 2k - 1, which the window already tied to row 1. Classes {0, 1, 2k-1}, {r, 2k-r} for r = 2 .. k-1, and
+    # {k}: k classes (k = 3: {0, 1, 5}, {2, 4}, {3}).
+    return [{0, 1, 2 * k - 1}] + [{r, 2 * k - r} for r in range(2, k)] + [{k}]
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "deberta_blind_table", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.deberta_blind_table(blind_table)
+# %% nbgrader={"grade": true, "grade_id": "deberta_tied_rows", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.deberta_tied_rows(tied_rows)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Errata in the sources
