@@ -397,8 +397,8 @@ def deberta_tied_rows(fn: Any) -> bool | None:
                 yield False, (f"{case}: no pair separates your classes, but some class joins rows that no chain of "
                               "pairs ties: a table could let them differ")
                 return
-        yield True, (f"the tie classes for k = {spans[0]} and for k = {spans[1]:,} and {spans[2]:,}, drawn at this "
-                     "check")
+        yield True, (f"the tie classes for k = {spans[0]} and for two k between {TIE_SPANS_FAR[0]:,} and "
+                     f"{TIE_SPANS_FAR[1]:,} drawn at this check")
 
     return report("the rows DeBERTa's two p2c indices tie", fn, run,
                   "every (query, key) pair ties the row one index reads to the row the other reads; follow the "
