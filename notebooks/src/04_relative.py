@@ -93,9 +93,9 @@ def heatmap_row(mats, titles, *, label="score", width=2.2, height=2.5):
 
 # %%
 L, d_model, d_head = 6, 8, 4
-x = torch.randn(L, d_model, device=device)
+x = torch.randn(L, d_model).to(device)
 p = pl.sinusoidal_positions(L, d_model, device=device)
-W_q, W_k = torch.randn(d_head, d_model, device=device), torch.randn(d_head, d_model, device=device)
+W_q, W_k = torch.randn(d_head, d_model).to(device), torch.randn(d_head, d_model).to(device)
 
 full = ((x + p) @ W_q.T) @ ((x + p) @ W_k.T).T  # row i, column j: q_i . k_j
 terms = {
@@ -165,7 +165,7 @@ fig
 g = torch.manual_seed(0)
 shaw = pl.ShawRelativePositions(d=4, max_distance=3).to(device)
 a_k, a_v = (t.detach() for t in shaw(L))  # (L, L, 4) each
-q_, k_, v_ = (torch.randn(L, 4, device=device) for _ in range(3))
+q_, k_, v_ = (torch.randn(L, 4).to(device) for _ in range(3))
 z, w = pl.shaw_attention(q_, k_, v_, a_k, a_v)
 assert_close(a_k[0, 5], a_k[0, 11])  # offsets 5 and 11: both clipped to +3
 assert not torch.allclose(a_k[0, 1], a_k[0, 2])  # inside the window every offset differs
@@ -194,8 +194,8 @@ assert (rows_query_minus_key == 2 * k_win - rows).all()  # the mirror image of t
 table = shaw.keys.weight.detach()  # (2k + 1, d), indexed by the library's rows
 assert_close(table.flip(0)[rows_query_minus_key], table[rows])  # same vectors, table flipped
 
-W = torch.randn(4, 4, device=device)
-p_tilde = torch.randn(4, device=device)
+W = torch.randn(4, 4).to(device)
+p_tilde = torch.randn(4).to(device)
 assert_close(W @ (k_[1] + p_tilde), W @ k_[1] + W @ p_tilde)  # before W == after W, a = W p
 print("query-minus-key rows are the key-minus-query rows of the flipped table")
 
@@ -241,12 +241,12 @@ g = torch.manual_seed(0)
 W_q, W_kE = torch.randn(d_head, d_model).to(device), torch.randn(d_head, d_model).to(device)  # W_q, W_{k,E}
 M, Q = 2, 4
 K = M + Q
-h = torch.randn(K, d_model, device=device)  # memory rows first, then the segment
-W_kR = torch.randn(d_head, d_model, device=device)
+h = torch.randn(K, d_model).to(device)  # memory rows first, then the segment
+W_kR = torch.randn(d_head, d_model).to(device)
 q = h[M:] @ W_q.T  # (Q, d_head): only the segment asks
 k = h @ W_kE.T  # (K, d_head): memory and segment answer
 r = pl.xl_relative_sinusoids(K, d_model, device=device) @ W_kR.T  # (K, d_head): row o = W_kR R_o
-u, v = torch.randn(d_head, device=device), torch.randn(d_head, device=device)
+u, v = torch.randn(d_head).to(device), torch.randn(d_head).to(device)
 
 xl_terms = pl.xl_score_terms(q, k, r, u, v)
 assert_close(xl_terms["c"], xl_terms["c"][:1].expand(Q, K))  # (c): the same row for every query
@@ -276,8 +276,8 @@ fig
 # tied to $W_q$. The same holds for $v$ in the fourth term.
 
 # %%
-x_j = torch.randn(d_model, device=device)
-u_xl = torch.randn(d_head, device=device)  # XL's u: one vector per head, after the projection
+x_j = torch.randn(d_model).to(device)
+u_xl = torch.randn(d_head).to(device)  # XL's u: one vector per head, after the projection
 
 xl_term = u_xl @ (W_kE @ x_j)  # u^T W_{k,E} x_j: (4,) . (4,)
 try:
@@ -287,7 +287,7 @@ except RuntimeError:
     typechecks = False
 assert not typechecks
 
-u_src = torch.randn(d_model, device=device)  # the source's u, before the projection
+u_src = torch.randn(d_model).to(device)  # the source's u, before the projection
 assert_close(u_src @ W_q.T @ W_kE @ x_j, (W_q @ u_src) @ (W_kE @ x_j))
 print(f"XL's term u^T W_kE x_j = {xl_term.item():+.4f}; u^T W_q^T W_k x_j needs u of size {d_model}, not {d_head}")
 
@@ -579,9 +579,9 @@ viz.InteractiveFigure(
 # %%
 g = torch.manual_seed(0)
 L, span_k = 7, 3
-h = torch.randn(L, d_model, device=device)
-P = torch.randn(2 * span_k, d_model, device=device)  # the relative table, 2k rows
-W_qc, W_kc, W_qr, W_kr = (torch.randn(d_head, d_model, device=device) for _ in range(4))
+h = torch.randn(L, d_model).to(device)
+P = torch.randn(2 * span_k, d_model).to(device)  # the relative table, 2k rows
+W_qc, W_kc, W_qr, W_kr = (torch.randn(d_head, d_model).to(device) for _ in range(4))
 q_c, k_c = h @ W_qc.T, h @ W_kc.T  # content
 q_r, k_r = P @ W_qr.T, P @ W_kr.T  # position, with its own projections
 
@@ -786,13 +786,13 @@ print("position_biased_input on: an absolute table of", tuple(absolute_in.embedd
 g = torch.manual_seed(0)
 L = 16
 shaw16 = pl.ShawRelativePositions(d=4, max_distance=3).to(device)
-q_fixed = torch.randn(4, device=device)
+q_fixed = torch.randn(4).to(device)
 shaw_bias = shaw16(L)[0].detach() @ q_fixed  # (L, L): q . a^K_ij
 xl_bias = pl.xl_score_terms(torch.zeros(L, d_head, device=device), torch.zeros(L, d_head, device=device),
                             pl.xl_relative_sinusoids(L, d_model, device=device) @ W_kR.T, u, v)["d"]
 t5_bias = t5(L)[0].detach()
 alibi = pl.alibi_bias(4, L, device=device)[1]
-q_rope, k_rope = torch.randn(16, device=device), torch.randn(16, device=device)
+q_rope, k_rope = torch.randn(16).to(device), torch.randn(16).to(device)
 rope_kernel = pl.apply_rope(q_rope.expand(L, 16)) @ pl.apply_rope(k_rope.expand(L, 16)).T  # <R_m q, R_n k>
 
 panels = [("Shaw: q·a^K (k = 3)", shaw_bias), ("XL (d): v·W R(i−j)", xl_bias), ("T5, head 1", t5_bias),
@@ -834,8 +834,8 @@ fig
 
 # %%
 g = torch.manual_seed(1)
-sentence = torch.randn(5, d_model, device=device)
-moved = torch.cat((torch.randn(7, d_model, device=device), sentence))  # the sentence at positions 7..11
+sentence = torch.randn(5, d_model).to(device)  # drawn on the CPU, then moved
+moved = torch.cat((torch.randn(7, d_model).to(device), sentence))  # the sentence at positions 7..11
 
 
 def xl_pair_scores(x):  # XL's four terms (causal: the future is -inf in both places)
