@@ -24,12 +24,12 @@ def draw(request, monkeypatch):
 
 
 def test_checkers_are_exported():
-    for name in ("xl_rel_shift", "t5_rows_read", "t5_last_bucket", "deberta_blind_table"):
+    for name in ("xl_rel_shift", "t5_rows_read", "t5_last_bucket", "deberta_tied_rows"):
         assert callable(getattr(check, name))
 
 
 @pytest.mark.parametrize("checker", [check.xl_rel_shift, check.t5_rows_read, check.t5_last_bucket,
-                                     check.deberta_blind_table])
+                                     check.deberta_tied_rows])
 def test_unattempted_says_so_and_bugs_are_reported(checker, capsys):
     assert checker(None) is None
     assert "not attempted yet" in capsys.readouterr().out
@@ -435,28 +435,17 @@ def test_t5_last_bucket_far_case_by_the_rule_in_float64():
         assert start > 10**9 and math.log2(md) > 3 * ch04.FORMULA_STEPS / 2
 
 
-# ---------------------------------------------------------------- Exercise 4: a direction-blind table
+# ---------------------------------------------------------------- Exercise 4: the rows the two indices tie
 
-def blind_table(k, dim=4):
+def tied_rows(k):
     """For i - j = o the code reads row clip(o + k), the paper row clip(k - o) (rows 0 .. 2k-1). Inside the
-    window rows r and 2k - r are tied; at the edges row 2k-1 (o >= k-1) meets rows 1 and 0; so the classes
-    are {0, 1, 2k-1}, {r, 2k-r} for r = 2 .. k-1, and {k}: k different rows at most."""
-    basis = torch.randn(k, dim, generator=torch.Generator().manual_seed(k), dtype=torch.float64)
-    label = [0, 0] + [min(r, 2 * k - r) - 1 for r in range(2, 2 * k - 1)] + [0]
-    return basis[label]
+    window rows r and 2k - r are tied; at the edges row 2k-1 (o >= k) meets row 0, and row 1 through the window;
+    so the classes are {0, 1, 2k-1}, {r, 2k-r} for r = 2 .. k-1, and {k}."""
+    return [{0, 1, 2 * k - 1}] + [{r, 2 * k - r} for r in range(2, k)] + [{k}]
 
 
-@pytest.mark.parametrize("k", range(3, 17))
-def test_the_right_table_really_is_blind_and_no_table_has_more_rows(k):
-    """Independent of the checker: the design gives equal p2c under both indices and k different rows; tying
-    rows by the two indices over every pair (a union-find on the library's own indices) leaves exactly k."""
-    g = torch.Generator().manual_seed(k)
-    q_c, k_c = torch.randn(2, 3 * k, 4, generator=g, dtype=torch.float64)
-    k_r = torch.randn(2 * k, 4, generator=g, dtype=torch.float64)
-    table = blind_table(k)
-    paper = pl.deberta_terms(q_c, k_c, table, k_r, p2c_index="paper")[2]
-    code = pl.deberta_terms(q_c, k_c, table, k_r, p2c_index="reference")[2]
-    torch.testing.assert_close(paper, code)
+def tied_rows_by_union_find(k):
+    """Another right route, in a form that reaches any k: tie, offset by offset, the two rows read."""
     parent = list(range(2 * k))
 
     def root(r):
@@ -464,79 +453,150 @@ def test_the_right_table_really_is_blind_and_no_table_has_more_rows(k):
             r = parent[r]
         return r
 
-    code_rows = pl.deberta_relative_index(3 * k, 3 * k, k)  # delta(i, j)
-    for a, b in zip(code_rows.flatten().tolist(), code_rows.T.flatten().tolist()):  # paper: delta(j, i)
+    for o in range(2 * k + 1):
+        parent[root(min(o + k, 2 * k - 1))] = root(max(k - o, 0))
+    classes = {}
+    for r in range(2 * k):
+        classes.setdefault(root(r), set()).add(r)
+    return list(classes.values())
+
+
+@pytest.mark.parametrize("k", range(3, 17))
+def test_the_classes_make_a_blind_table_and_no_finer_one_is_blind(k):
+    """Independent of the checker: a table constant on the classes gives equal p2c under both indices (with
+    the library's deberta_terms), splitting any class breaks it, and a union-find over every pair of the
+    library's own (L, L) index finds the same classes."""
+    g = torch.Generator().manual_seed(k)
+    q_c, k_c = torch.randn(2, 3 * k, 4, generator=g, dtype=torch.float64)
+    k_r = torch.randn(2 * k, 4, generator=g, dtype=torch.float64)
+    classes = tied_rows(k)
+    label = {r: c for c, rows in enumerate(classes) for r in rows}
+    basis = torch.randn(len(classes), 4, generator=g, dtype=torch.float64)
+
+    def p2c_agree(table):
+        paper = pl.deberta_terms(q_c, k_c, table, k_r, p2c_index="paper")[2]
+        code = pl.deberta_terms(q_c, k_c, table, k_r, p2c_index="reference")[2]
+        return torch.allclose(paper, code)
+
+    table = basis[[label[r] for r in range(2 * k)]]
+    assert p2c_agree(table)
+    for rows in classes:
+        if len(rows) > 1:
+            split = table.clone()
+            split[min(rows)] += 1.0
+            assert not p2c_agree(split)
+    code_rows = pl.deberta_relative_index(3 * k, 3 * k, k)  # delta(i, j); the paper's is delta(j, i)
+    parent = list(range(2 * k))
+
+    def root(r):
+        while parent[r] != r:
+            r = parent[r]
+        return r
+
+    for a, b in zip(code_rows.flatten().tolist(), code_rows.T.flatten().tolist()):
         parent[root(a)] = root(b)
-    assert len({root(r) for r in range(2 * k)}) == k == ch04._distinct_rows(table)
+    found = {}
+    for r in range(2 * k):
+        found.setdefault(root(r), set()).add(r)
+    assert sorted(map(sorted, found.values())) == sorted(map(sorted, classes)) == \
+        sorted(map(sorted, tied_rows_by_union_find(k)))
 
 
 @pytest.mark.parametrize("right", [
-    blind_table,
-    lambda k: blind_table(k).float().numpy(),  # a numpy array
-    lambda k: blind_table(k).tolist(),  # nested lists
-    lambda k: blind_table(k) * 7 - 1,  # other values, same pattern
+    tied_rows,
+    tied_rows_by_union_find,
+    lambda k: [sorted(c) for c in reversed(tied_rows(k))],  # lists, another order
+    lambda k: tuple(frozenset(c) for c in tied_rows(k)),
 ])
-def test_deberta_blind_table_accepts_right_answers(right, draw, capsys):
-    assert check.deberta_blind_table(right) is True
+def test_deberta_tied_rows_accepts_right_answers(right, draw, capsys):
+    assert check.deberta_tied_rows(right) is True
     assert "all correct!" in capsys.readouterr().out
 
 
-def flip_table(k):
-    """The plain mirror, row r = row 2k - 1 - r: the wrong symmetry."""
-    basis = torch.randn(k, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
-    return basis[[min(r, 2 * k - 1 - r) for r in range(2 * k)]]
+def null_space_classes(k):
+    """The measurement route the cold read found for the old table question: the Jacobian of paper p2c minus
+    code p2c with respect to the table, its null space, rows grouped by equal null-space coordinates. It
+    answers k = 3; at the checker's far k its (L, L) index and Jacobian do not fit."""
+    if k > 64:
+        raise MemoryError(f"a dense ({3 * k}, {3 * k}) Jacobian per table row at k = {k}")
+    g = torch.Generator().manual_seed(0)
+    q_c, k_c = torch.randn(2, 3 * k, 1, generator=g, dtype=torch.float64)
+    k_r = torch.zeros(2 * k, 1, dtype=torch.float64)
+
+    def diff(t):
+        return (pl.deberta_terms(q_c, k_c, t, k_r, p2c_index="paper")[2]
+                - pl.deberta_terms(q_c, k_c, t, k_r, p2c_index="reference")[2]).flatten()
+
+    jac = torch.autograd.functional.jacobian(diff, torch.zeros(2 * k, 1, dtype=torch.float64))[:, :, 0]
+    _, sv, vh = torch.linalg.svd(jac)
+    null = vh[(sv > 1e-9).sum():].T  # (2k, nullity)
+    classes = {}
+    for r in range(2 * k):
+        classes.setdefault(tuple(round(x, 6) for x in null[r].tolist()), set()).add(r)
+    return list(classes.values())
 
 
-def window_only_table(k):
+def test_the_null_space_route_answers_only_small_k(capsys):
+    assert sorted(map(sorted, null_space_classes(3))) == sorted(map(sorted, tied_rows(3)))
+    assert check.deberta_tied_rows(null_space_classes) is False
+    assert "MemoryError" in capsys.readouterr().out
+
+
+def mirror_classes(k):
+    """The plain mirror, row r with row 2k - 1 - r: the wrong symmetry."""
+    return [{r, 2 * k - 1 - r} for r in range(k)]
+
+
+def window_only_classes(k):
     """Rows r and 2k - r tied, the edges forgotten (row 0 left alone)."""
-    basis = torch.randn(k + 1, 4, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
-    return basis[[0] + [min(r, 2 * k - r) for r in range(1, 2 * k)]]
+    return [{0}] + [{r, 2 * k - r} for r in range(1, k)] + [{k}]
 
 
-def too_few_rows(k):
-    table = blind_table(k)
-    table[k] = table[0]  # blind still, one row fewer than allowed
-    return table
+def over_merged(k):
+    classes = tied_rows(k)
+    return [classes[0] | classes[-1]] + classes[1:-1]  # two classes joined: still sound, no longer the finest
 
 
 @pytest.mark.parametrize("wrong, says", [
-    (flip_table, "reads the same from either end"),
-    (window_only_table, "clipped edge rows"),
-    (lambda k: torch.arange(8.0 * k).view(2 * k, 4), "rows of your table that differ"),  # no constraint at all
-    (lambda k: torch.ones(2 * k, 4), "only 1 different row"),  # blind, but useless
-    (too_few_rows, "the constraint lets more of them differ"),
-    (lambda k: torch.ones(2 * k - 1, 4), "expected a ("),
-    (lambda k: torch.full((2 * k, 4), float("nan")), "finite numbers"),
+    (mirror_classes, "the table read from either end"),
+    (window_only_classes, "clipped edge rows"),
+    (lambda k: [{r} for r in range(2 * k)], "which two rows are they?"),  # no tie at all
+    (lambda k: [set(range(2 * k))], "no chain of pairs ties"),  # everything in one class
+    (over_merged, "no chain of pairs ties"),
+    (lambda k: tied_rows(k)[1:], "exactly one class"),  # a class missing
+    (lambda k: tied_rows(k) + [{0}], "exactly one class"),  # a row twice
+    (lambda k: [{0.5}], "list of sets of row numbers"),
+    (lambda k: 7, "list of sets of row numbers"),
 ])
-def test_deberta_blind_table_names_the_misconception(wrong, says, draw, capsys):
-    assert check.deberta_blind_table(wrong) is False
+def test_deberta_tied_rows_names_the_misconception(wrong, says, draw, capsys):
+    assert check.deberta_tied_rows(wrong) is False
     out = capsys.readouterr().out
     assert says in out and "hint:" in out
     assert "{0, 1" not in out and "2k - r" not in out  # the classes stay hidden
 
 
-def test_deberta_blind_table_asks_for_new_widths():
+def test_deberta_tied_rows_asks_for_new_far_spans():
     seen = set()
     for draw in range(10):
-        ch04_rng = random.Random(draw)
-        seen.add(tuple([3] + ch04_rng.sample([k for k in ch04.BLIND_SPANS if k != 3], 2)))
-    assert len(seen) > 5
+        rng = random.Random(draw)
+        seen.add(tuple(rng.randrange(*ch04.TIE_SPANS_FAR) for _ in range(2)))
+    assert len(seen) == 10 and min(min(s) for s in seen) >= 20_000
 
 
 # ---------------------------------------------------------------- the answer key is not in the learner's hands
 
 def test_no_callable_or_constant_of_the_checker_module_passes_an_exercise(capsys):
     """Every function the module defines, public or private, is refused or wrong as an answer to every exercise;
-    no constant is a table, and the module stores no sealed answer to hash small numbers against."""
+    no constant is a set of classes, and the module stores no sealed answer to hash small numbers against."""
     attributes = defined_here(ch04)
-    assert {"_past_last_edge", "_in_last", "_library_in_last", "_starts_last", "_widths", "_distinct_rows"} <= \
+    assert {"_past_last_edge", "_in_last", "_library_in_last", "_starts_last", "_widths", "_classes"} <= \
         attributes.keys()
     for name, value in attributes.items():
         if callable(value):
-            for checker in (check.xl_rel_shift, check.t5_rows_read, check.t5_last_bucket, check.deberta_blind_table):
+            for checker in (check.xl_rel_shift, check.t5_rows_read, check.t5_last_bucket, check.deberta_tied_rows):
                 assert checker(value) is not True, name
         else:
-            assert check.deberta_blind_table(lambda k, v=value: v) is not True, name
+            assert check.deberta_tied_rows(lambda k, v=value: v) is not True, name
             assert not (isinstance(value, dict) and any(isinstance(x, str) and len(x) == 24 for x in value.values()))
     capsys.readouterr()
 
@@ -544,5 +604,5 @@ def test_no_callable_or_constant_of_the_checker_module_passes_an_exercise(capsys
 def test_the_checker_source_holds_no_formula_of_an_answer():
     source = inspect.getsource(ch04)
     for answer_shape in ("(B - 1 - e) / (B - e)", "stride * i - j + k", "- 1 if bidirectional", "2 * span - r",
-                         "min(r, 2", "offsets - 1", "(o - 1)", "sealed"):
+                         "min(r, 2", "2 * k - r", "2 * span - 1, 0", "offsets - 1", "(o - 1)", "sealed"):
         assert answer_shape not in source, answer_shape

@@ -142,3 +142,32 @@ def test_ch03_fairseq_builder_in_transformers_says_it_differs_slightly_from_the_
     from transformers.models.m2m_100.modeling_m2m_100 import M2M100SinusoidalPositionalEmbedding
 
     assert "differs slightly" in M2M100SinusoidalPositionalEmbedding.get_embedding.__doc__
+
+
+def test_ch04_deberta_v3_facts_are_the_released_configs():
+    """Chapter 4 §5 and §7 type in DeBERTa-v3's position settings (share_att_key, 256 position buckets,
+    max_relative_positions -1 so max_position 512, no absolute positions at the input, a LayerNorm on the
+    table). Here they are read from the authors' v3 base config (tests/data/configs/deberta-v3-base.json,
+    sources in SOURCES.md), and transformers' DebertaV2Model built from them has what the chapter says."""
+    transformers_as_checked("chapter 4 §5/§7, DeBERTa-v3's released position settings")
+    import json
+
+    from transformers import DebertaV2Config
+    from transformers.models.deberta_v2 import modeling_deberta_v2 as hf_v2
+
+    released = json.loads((Path(__file__).resolve().parent / "data" / "configs" / "deberta-v3-base.json").read_text())
+    assert {k: released[k] for k in ("share_att_key", "position_buckets", "max_relative_positions",
+                                      "max_position_embeddings", "position_biased_input", "norm_rel_ebd",
+                                      "pos_att_type")} == {
+        "share_att_key": True, "position_buckets": 256, "max_relative_positions": -1, "max_position_embeddings": 512,
+        "position_biased_input": False, "norm_rel_ebd": "layer_norm", "pos_att_type": "p2c|c2p"}
+    chapter = (Path(__file__).resolve().parents[1] / "notebooks" / "src" / "04_relative.py").read_text()
+    assert ('share_att_key=True, position_buckets=256,\n                             max_relative_positions=-1, '
+            'max_position_embeddings=512, norm_rel_ebd="layer_norm"') in chapter  # §7's cfg_v3 types these
+    small = dict(released, hidden_size=16, num_attention_heads=2, intermediate_size=8, num_hidden_layers=1,
+                 vocab_size=8)
+    with torch.random.fork_rng():
+        enc = hf_v2.DebertaV2Encoder(DebertaV2Config(**small))
+        emb = hf_v2.DebertaV2Embeddings(DebertaV2Config(**small))
+    assert enc.rel_embeddings.weight.shape == (2 * 256, 16) and enc.LayerNorm is not None  # 2 x 256 rows, normed
+    assert emb.position_embeddings is None  # position_biased_input false: no absolute table at the input

@@ -3,8 +3,9 @@
 #
 # An absolute encoding gives the token at position $i$ a vector $p_i$ and adds it to the embedding before the
 # projections. The attention score then sees *where* each token is, and only indirectly *how far
-# apart* two tokens are. Relative encodings go the other way: they put into the score something that
-# depends on the offset between query and key, and nothing else about the positions.
+# apart* two tokens are. Relative encodings go the other way: they put into attention something that
+# depends on the offset between query and key, and nothing else about the positions (most of them
+# into the score alone; Shaw et al. also into the values, §2).
 #
 # This chapter follows one line of papers:
 # 1. the four terms hidden inside an absolute score $q_i^\top k_j$;
@@ -92,9 +93,9 @@ def heatmap_row(mats, titles, *, label="score", width=2.2, height=2.5):
 
 # %%
 L, d_model, d_head = 6, 8, 4
-x = torch.randn(L, d_model, device=device)
+x = torch.randn(L, d_model).to(device)
 p = pl.sinusoidal_positions(L, d_model, device=device)
-W_q, W_k = torch.randn(d_head, d_model, device=device), torch.randn(d_head, d_model, device=device)
+W_q, W_k = torch.randn(d_head, d_model).to(device), torch.randn(d_head, d_model).to(device)
 
 full = ((x + p) @ W_q.T) @ ((x + p) @ W_k.T).T  # row i, column j: q_i . k_j
 terms = {
@@ -164,7 +165,7 @@ fig
 g = torch.manual_seed(0)
 shaw = pl.ShawRelativePositions(d=4, max_distance=3).to(device)
 a_k, a_v = (t.detach() for t in shaw(L))  # (L, L, 4) each
-q_, k_, v_ = (torch.randn(L, 4, device=device) for _ in range(3))
+q_, k_, v_ = (torch.randn(L, 4).to(device) for _ in range(3))
 z, w = pl.shaw_attention(q_, k_, v_, a_k, a_v)
 assert_close(a_k[0, 5], a_k[0, 11])  # offsets 5 and 11: both clipped to +3
 assert not torch.allclose(a_k[0, 1], a_k[0, 2])  # inside the window every offset differs
@@ -193,8 +194,8 @@ assert (rows_query_minus_key == 2 * k_win - rows).all()  # the mirror image of t
 table = shaw.keys.weight.detach()  # (2k + 1, d), indexed by the library's rows
 assert_close(table.flip(0)[rows_query_minus_key], table[rows])  # same vectors, table flipped
 
-W = torch.randn(4, 4, device=device)
-p_tilde = torch.randn(4, device=device)
+W = torch.randn(4, 4).to(device)
+p_tilde = torch.randn(4).to(device)
 assert_close(W @ (k_[1] + p_tilde), W @ k_[1] + W @ p_tilde)  # before W == after W, a = W p
 print("query-minus-key rows are the key-minus-query rows of the flipped table")
 
@@ -219,7 +220,7 @@ print("query-minus-key rows are the key-minus-query rows of the flipped table")
 # negative of this course's offset. We keep XL's sign in this section, as its paper and code do.
 # $R_o$, the sinusoid of distance $o$, is fixed, not learned, and laid out as XL's code lays it out:
 # all sines, then all cosines (chapter 3's *concatenated* layout, not §1's interleaved one; the sign
-# rule for negative distances below relies on it). $u, v \in \mathbb R^{d_\text{head}}$ live *after*
+# rule for negative distances below is worded for it). $u, v \in \mathbb R^{d_\text{head}}$ live *after*
 # the projection, one pair per head.
 #
 # In the library: `q` $= W_q x_i$, `k` $= W_{k,E} x_j$, `r[o]` $= W_{k,R} R_o$ for distances
@@ -233,19 +234,19 @@ print("query-minus-key rows are the key-minus-query rows of the flipped table")
 # for keys the query may see ($j \le M + i$): XL is a causal language model, so it needs $R$ for the
 # distances $0, \dots, K - 1$ only (a model that also looks ahead needs more, as XLNet shows below).
 # Term (c) is the same for every query (a row vector repeated): it says which keys are worth attending
-# to whatever the query is.
+# to whatever the query is. Each panel is drawn on its own scale (divided by its largest entry).
 
 # %%
 g = torch.manual_seed(0)
 W_q, W_kE = torch.randn(d_head, d_model).to(device), torch.randn(d_head, d_model).to(device)  # W_q, W_{k,E}
 M, Q = 2, 4
 K = M + Q
-h = torch.randn(K, d_model, device=device)  # memory rows first, then the segment
-W_kR = torch.randn(d_head, d_model, device=device)
+h = torch.randn(K, d_model).to(device)  # memory rows first, then the segment
+W_kR = torch.randn(d_head, d_model).to(device)
 q = h[M:] @ W_q.T  # (Q, d_head): only the segment asks
 k = h @ W_kE.T  # (K, d_head): memory and segment answer
 r = pl.xl_relative_sinusoids(K, d_model, device=device) @ W_kR.T  # (K, d_head): row o = W_kR R_o
-u, v = torch.randn(d_head, device=device), torch.randn(d_head, device=device)
+u, v = torch.randn(d_head).to(device), torch.randn(d_head).to(device)
 
 xl_terms = pl.xl_score_terms(q, k, r, u, v)
 assert_close(xl_terms["c"], xl_terms["c"][:1].expand(Q, K))  # (c): the same row for every query
@@ -259,7 +260,9 @@ assert_close(xl_terms["d"], d_loop)
 
 names = {"a": "(a) content", "b": "(b) content–position", "c": "(c) global content u",
          "d": "(d) global position v"}
-fig = heatmap_row([*xl_terms.values(), pl.xl_scores_direct(q, k, r, u, v)], [*names.values(), "sum"])
+xl_panels = [*xl_terms.values(), pl.xl_scores_direct(q, k, r, u, v)]
+fig = heatmap_row([m / m[torch.isfinite(m)].abs().max() for m in xl_panels], [*names.values(), "sum"],
+                  label="term / max |term|")  # each panel on its own scale: (a) is far larger than (d)
 fig
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -273,8 +276,8 @@ fig
 # tied to $W_q$. The same holds for $v$ in the fourth term.
 
 # %%
-x_j = torch.randn(d_model, device=device)
-u_xl = torch.randn(d_head, device=device)  # XL's u: one vector per head, after the projection
+x_j = torch.randn(d_model).to(device)
+u_xl = torch.randn(d_head).to(device)  # XL's u: one vector per head, after the projection
 
 xl_term = u_xl @ (W_kE @ x_j)  # u^T W_{k,E} x_j: (4,) . (4,)
 try:
@@ -284,7 +287,7 @@ except RuntimeError:
     typechecks = False
 assert not typechecks
 
-u_src = torch.randn(d_model, device=device)  # the source's u, before the projection
+u_src = torch.randn(d_model).to(device)  # the source's u, before the projection
 assert_close(u_src @ W_q.T @ W_kE @ x_j, (W_q @ u_src) @ (W_kE @ x_j))
 print(f"XL's term u^T W_kE x_j = {xl_term.item():+.4f}; u^T W_q^T W_k x_j needs u of size {d_model}, not {d_head}")
 
@@ -350,99 +353,24 @@ fig.axes[0].set_xlabel("column c")
 fig
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# ### Why shift rather than gather?
+# ### Why shift?
 #
-# The paper's reason for the trick (its Appendix B) is the cost of the naive form: computing
-# $W_{k,R}R_{i-j}$ for every pair is quadratic in vectors, while the distances form only $K$ of them.
-# Once the $(Q, K)$ scores against every distance exist, putting the right one at each $(i, j)$ is a
-# reordering, and a gather does it as well as the shift. In memory the two are close. The shift's
-# pad writes a new $(Q, K+1)$ tensor, a full copy of the scores (the reshapes and the slice after it
-# are views of that copy, not copies). A gather writes a new $(Q, K)$ output and reads a $(Q, K)$
-# index of int64, twice the bytes of float32 scores; but the index depends only on $Q$ and $K$, so it
-# is built once and `expand` shares it over every batch and head without copying it (stride 0). The
-# cell counts the bytes of both for a segment of 512 queries with a memory of 512, and checks, on a
-# small batch, that a gather through one shared index equals the shift on every key the query may
-# see (its index comes from shifting the column numbers themselves).
+# Because it scores *distances*, not pairs. Looking up $W_{k,R}R_{i-j}$ for every pair builds a
+# $(Q, K, d)$ tensor of position vectors; scoring every query against the $K$ distance vectors first
+# needs one matmul and a $(Q, K)$ matrix (the paper's Appendix B; Music Transformer, Huang et al. 2018,
+# §3.4.1, introduced the same trick as "skewing" for Shaw's vectors). Once those scores exist, the
+# shift moves each one into place with a pad, two reshapes and a slice, and no index.
 #
-# So why the shift? It is older than XL: Music Transformer (Huang et al. 2018, §3.4.1) introduced it
-# as "skewing", against Shaw's form as written, which gathers one relative *vector* per pair, an
-# $(L, L, d)$ tensor; scoring the queries against the $L$ relative vectors first and skewing needs
-# $O(Ld)$ memory instead of $O(L^2d)$. Against a gather of the *scores*, which also scores first, the
-# memory above does not decide it, and speed is not measured here (this notebook's outputs must not
-# depend on the machine; `benchmarks/` holds timings).
-
-# %%
-Q_big, K_big = 512, 1024
-scores_big = torch.randn(Q_big, K_big)  # float32 scores against every distance
-padded_big = F.pad(scores_big, (1, 0))  # the shift's first step
-shifted_big = padded_big.view(K_big + 1, Q_big)[1:].view(Q_big, K_big)  # the rest: views of the pad
-assert torch.equal(shifted_big, pl.rel_shift(scores_big))
-assert padded_big.data_ptr() != scores_big.data_ptr()  # a new tensor ...
-assert padded_big.nbytes == scores_big.nbytes + 4 * Q_big  # ... a full copy, one column wider
-assert shifted_big.untyped_storage().data_ptr() == padded_big.untyped_storage().data_ptr()  # no second copy
-index_big = torch.empty(Q_big, K_big, dtype=torch.long)  # what a gather reads
-assert index_big.nbytes == 2 * scores_big.nbytes
-shared = index_big.expand(32, 8, Q_big, K_big)  # 32 sequences x 8 heads, one index
-assert shared.stride()[:2] == (0, 0) and shared.untyped_storage().nbytes() == index_big.nbytes
-MiB = 2**20
-print(f"scores {scores_big.nbytes / MiB:.2f} MiB; the shift's pad {padded_big.nbytes / MiB:.2f} MiB (new), "
-      f"its reshapes 0; a gather's output {scores_big.nbytes / MiB:.2f} MiB (new) and its index "
-      f"{index_big.nbytes / MiB:.2f} MiB, shared by 32 x 8 (sequence, head) pairs")
-
-g = torch.manual_seed(2)
-batch = torch.randn(2, 3, Q, K, device=device)  # 2 sequences, 3 heads, the Q x K example of this section
-column = pl.rel_shift(torch.arange(K, device=device).expand(Q, K))  # which column each entry comes from
-gathered = batch.gather(-1, column.expand(2, 3, Q, K))  # one (Q, K) index for every sequence and head
-assert torch.equal(gathered[..., visible], pl.rel_shift(batch)[..., visible])  # = the shift where the query looks
-print("a gather through one shared index = the shift on every visible key: True")
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# ### Keys after the query: XLNet
+# XL is causal, so it needs the distances $0, \dots, K - 1$ only. Keys after the query need negative
+# distances, and the sinusoid has them: $R_{-o}$ keeps the cosines of $R_o$ and negates its sines, so
+# a key $o$ steps after the query is told apart from one $o$ steps before it. XLNet (Yang et al. 2019)
+# uses XL's attention bidirectionally: it builds $R$ for the $K + Q$ distances $K, \dots, -(Q - 1)$
+# and moves those scores into place with a reshape shift of its own (transformers'
+# `XLNetRelativeAttention.rel_shift_bnij`).
 #
-# The shift serves a causal model. Nothing in the sinusoid forbids a negative distance, though:
-# $R_{-o}$ has the same cosines as $R_o$ and the sines negated (in XL's $[\sin \mid \cos]$ layout: the
-# first half negated, the second kept), so it is a different vector and the score can tell a key $o$
-# steps after the query from one $o$ steps before it. XLNet (Yang et al. 2019) uses XL's attention bidirectionally (transformers'
-# `XLNetConfig(attn_type="bi")`, the default): a query may attend to keys on both sides (its permutation
-# objective, not the left-to-right order, decides which), so it builds $R$ for the distances
-# $K, K - 1, \dots, -(Q - 1)$, $K + Q$ rows where XL's causal case needs $K$. The cell asks
-# transformers' XLNet for its table (`relative_positional_encoding`), checks the rows of distances
-# $0 \dots K - 1$ against `pl.xl_relative_sinusoids`, the negative ones against the sign rule, and
-# that each of XLNet's layers has its own $u$ and $v$ (`r_w_bias`, `r_r_bias`).
-
-# %%
-from transformers import XLNetConfig, XLNetModel
-
-with torch.random.fork_rng():  # building a model draws random numbers: leave the notebook's stream alone
-    xlnet = XLNetModel(XLNetConfig(vocab_size=10, d_model=d_model, n_layer=2, n_head=2, d_inner=16))
-assert xlnet.config.attn_type == "bi"
-with torch.no_grad():
-    R_xlnet = xlnet.relative_positional_encoding(Q, K)[:, 0]  # (K + Q, d_model): distances K, K-1, ..., -(Q-1)
-dist_xlnet = torch.arange(K, -Q, -1)
-assert R_xlnet.shape == (K + Q, d_model) and dist_xlnet.tolist() == [6, 5, 4, 3, 2, 1, 0, -1, -2, -3]
-R_ours = pl.xl_relative_sinusoids(K, d_model)  # row o = R_o, o = 0 .. K - 1
-assert_close(R_xlnet[(dist_xlnet >= 0) & (dist_xlnet < K)], R_ours.flip(0))  # same sinusoids, [sin | cos]
-half = d_model // 2
-for o in range(1, Q):
-    neg, pos = R_xlnet[dist_xlnet == -o][0], R_ours[o]
-    assert_close(neg, torch.cat((-pos[:half], pos[half:])))  # R_(-o): sines negated, cosines kept
-    assert not torch.allclose(neg, pos)  # a key after the query is not one before it
-assert len({id(layer.rel_attn.r_w_bias) for layer in xlnet.layer}) == 2  # u per layer (and v: r_r_bias)
-print(f"XLNet, Q = {Q}, K = {K}: R for distances {dist_xlnet.tolist()}; R_-o = R_o with its sines negated")
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# **A naming trap.** The labml annotated implementation of XL (`labml_nn/transformers/xl/relative_mha.py`)
-# writes term (c) as $v^\top K_j$: the vector the paper calls $u$ (content bias) is called $v$ there,
-# and it replaces $W_{k,R}R_{i-j}$ and term (d) by learned per-distance vectors and scalars. The paper's
-# own code calls them `r_w_bias` ($u$, paired with content) and `r_r_bias` ($v$, paired with position).
-# Read which term a bias multiplies, not its letter.
-#
-# Two details for readers of the paper and the code. The paper writes $R_{i-j}$ with $i, j$ counted
-# over the whole extended context, memory first, so its query index is our $M + i$ and its $R_{i-j}$
-# our $R_{M+i-j}$. And it writes a single $u$ and $v$: the authors' code shares one pair across all
-# layers unless its `untie_r` flag is set (`tf/train_gpu.py` in kimiyoung/transformer-xl, default
-# off), which their released WikiText-103 model sets (`tf/sota/wt103.sh`); XLNet keeps a pair in every
-# layer (the XLNet cell checks it). §7 counts the per-layer form.
+# The paper writes one $u$ and one $v$ for the model; the authors' code shares one pair across layers
+# unless its `untie_r` flag is set, as their WikiText-103 scripts set it (kimiyoung/transformer-xl,
+# `tf/sota/wt103.sh`), and XLNet keeps a pair in every layer. §7 counts the per-layer form.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. T5: one learned scalar per offset bucket and head
@@ -651,9 +579,9 @@ viz.InteractiveFigure(
 # %%
 g = torch.manual_seed(0)
 L, span_k = 7, 3
-h = torch.randn(L, d_model, device=device)
-P = torch.randn(2 * span_k, d_model, device=device)  # the relative table, 2k rows
-W_qc, W_kc, W_qr, W_kr = (torch.randn(d_head, d_model, device=device) for _ in range(4))
+h = torch.randn(L, d_model).to(device)
+P = torch.randn(2 * span_k, d_model).to(device)  # the relative table, 2k rows
+W_qc, W_kc, W_qr, W_kr = (torch.randn(d_head, d_model).to(device) for _ in range(4))
 q_c, k_c = h @ W_qc.T, h @ W_kc.T  # content
 q_r, k_r = P @ W_qr.T, P @ W_kr.T  # position, with its own projections
 
@@ -761,7 +689,8 @@ for i_ in range(L4):
 # DeBERTa-v2/v3 do: with `share_att_key` set, deberta_v2's attention projects the relative table with
 # the content `query_proj` and `key_proj` (biases included), and the released v3 configs set it
 # (`share_att_key: true`, `position_buckets: 256` in microsoft/DeBERTa's
-# `experiments/language_model/deberta_base.json` and `rtd_base.json`). The offset $m - n$ in both
+# `experiments/language_model/deberta_base.json` and `rtd_base.json`; `tests/test_upstream_claims.py`
+# reads these and the other v3 settings used below from a copy of those fields). The offset $m - n$ in both
 # terms is the released code's $\delta(i, j)$. What the source leaves out is the scale: its softmax
 # divides by $\sqrt d$, DeBERTa's code (v1 and v2/v3) by $\sqrt{3d}$ when c2p and p2c are both on
 # (`scale_factor` = 3); and v2/v3's log buckets of the offset (§7). The cell checks that the source's
@@ -857,13 +786,13 @@ print("position_biased_input on: an absolute table of", tuple(absolute_in.embedd
 g = torch.manual_seed(0)
 L = 16
 shaw16 = pl.ShawRelativePositions(d=4, max_distance=3).to(device)
-q_fixed = torch.randn(4, device=device)
+q_fixed = torch.randn(4).to(device)
 shaw_bias = shaw16(L)[0].detach() @ q_fixed  # (L, L): q . a^K_ij
 xl_bias = pl.xl_score_terms(torch.zeros(L, d_head, device=device), torch.zeros(L, d_head, device=device),
                             pl.xl_relative_sinusoids(L, d_model, device=device) @ W_kR.T, u, v)["d"]
 t5_bias = t5(L)[0].detach()
 alibi = pl.alibi_bias(4, L, device=device)[1]
-q_rope, k_rope = torch.randn(16, device=device), torch.randn(16, device=device)
+q_rope, k_rope = torch.randn(16).to(device), torch.randn(16).to(device)
 rope_kernel = pl.apply_rope(q_rope.expand(L, 16)) @ pl.apply_rope(k_rope.expand(L, 16)).T  # <R_m q, R_n k>
 
 panels = [("Shaw: q·a^K (k = 3)", shaw_bias), ("XL (d): v·W R(i−j)", xl_bias), ("T5, head 1", t5_bias),
@@ -899,12 +828,14 @@ fig
 # *outputs* can still change: its queries now also see the 7 tokens before it. And these are attention
 # scores: a model built on them may add absolute positions elsewhere, as DeBERTa's Enhanced Mask
 # Decoder does near the output, §5.) The cell compares, for each method with this chapter's matrices,
-# the sentence's $5 \times 5$ block of scores in both places.
+# the sentence's $5 \times 5$ block of scores in both places. A score with no positions at all (the
+# first row) is unchanged too, trivially; the relative ones are not position-blind, though: their §6
+# panels vary with the offset, and the moved sentence keeps its scores because its offsets are the same.
 
 # %%
 g = torch.manual_seed(1)
-sentence = torch.randn(5, d_model, device=device)
-moved = torch.cat((torch.randn(7, d_model, device=device), sentence))  # the sentence at positions 7..11
+sentence = torch.randn(5, d_model).to(device)  # drawn on the CPU, then moved
+moved = torch.cat((torch.randn(7, d_model).to(device), sentence))  # the sentence at positions 7..11
 
 
 def xl_pair_scores(x):  # XL's four terms (causal: the future is -inf in both places)
@@ -913,6 +844,7 @@ def xl_pair_scores(x):  # XL's four terms (causal: the future is -inf in both pl
 
 
 scorers = {
+    "no positions": lambda x: (x @ W_q.T) @ (x @ W_kE.T).T,  # the control: position-blind, so trivially unchanged
     "absolute sinusoids": lambda x: ((x + pl.sinusoidal_positions(len(x), d_model, device=device)) @ W_q.T)
     @ ((x + pl.sinusoidal_positions(len(x), d_model, device=device)) @ W_kE.T).T,
     "Shaw": lambda x: (x @ W_q.T) @ (x @ W_kE.T).T
@@ -939,11 +871,15 @@ for name, score in scorers.items():
 # | method | learned parameters | materialised | content × position term | position-only term | per head | distances past the window | used by |
 # |---|---|---|---|---|---|---|---|
 # | **Shaw** (§2) | $2(2k+1)\,d_\text{head}$ per layer ($a^K$, $a^V$), shared by the heads | $a^K_{ij}, a^V_{ij}$: $(L, L, d_\text{head})$ each as written; $(L, 2k+1)$ if $q$ is scored against the $2k+1$ rows first, then gathered | yes, $q_i \cdot a^K_{ij}$; and $a^V$ moves the output | no | no: one table, each head's $q$ reads it | all alike beyond $k$ | Shaw et al. 2018 (translation); Music Transformer (Huang et al. 2018) builds on it |
-# | **Transformer-XL** (§3) | $d_\text{model}^2$ ($W_{k,R}$) per layer, $+\ 2\,d_\text{model}$ ($u, v$) per layer as in XLNet and XL's code with `untie_r` (the paper: one $u$, $v$ for the model); $R$ is fixed | $r$: $(L, d_\text{model})$; scores by distance, $(H, L, L)$, then the shift | yes, (b) | yes, (d); and (c), a global content bias | yes ($W_{k,R}$, $u$, $v$ per head) | a sinusoid for every distance, nothing clipped | Transformer-XL (Dai et al. 2019), XLNet (Yang et al. 2019) |
+# | **Transformer-XL** (§3) | $d_\text{model}^2$ ($W_{k,R}$) per layer, $+\ 2\,d_\text{model}$ ($u, v$) per layer as in XLNet and XL's code with `untie_r` (the paper: one $u$, $v$ for the model); $R$ is fixed | $r$: $(L, d_\text{model})$; scores by distance, $(H, L, L)$, then the shift | yes, (b) | yes, (d); and (c), a global content bias | yes ($W_{k,R}$, $u$, $v$ per head) | the formula: a sinusoid for every distance; the released runs clamp it (`clamp_len`) | Transformer-XL (Dai et al. 2019), XLNet (Yang et al. 2019) |
 # | **T5** (§4) | $\text{num\_buckets}\cdot H$ per stack, encoder or decoder (its first layer computes the bias, the others reuse it) | bucket ids $(L, L)$, bias $(H, L, L)$ | no | yes, a scalar per bucket | yes | one shared last bucket, before `max_distance`: from distance 91 of 128 in an encoder, 113 in a decoder (§4) | T5 (Raffel et al. 2020) and its descendants (mT5, Flan-T5) |
-# | **DeBERTa** (§5) | v1: $2k\,d_\text{model}$ (the table, shared by all layers) $+\ 2\,d_\text{model}^2 + d_\text{model}$ per layer ($W_{k,r}$ without bias, $W_{q,r}$ with one); v2/v3 with `share_att_key`: the table only (v3: $2 \cdot 256$ rows, and its LayerNorm, $2\,d_\text{model}$), nothing per layer | $q^r, k^r$: $(2k, d_\text{model})$; c2p, p2c against all rows, $(H, L, 2k)$, then gathered | yes, both ways (c2p, p2c) | no (p2p dropped) | yes (projections) | v1: all alike beyond $k$ (released: $k = 512$, their longest input, so never reached); v2/v3: exact near, log buckets (not T5's, see below) up to `max_position`, then the edge rows | DeBERTa (He et al. 2021), DeBERTa-v2/v3; relative in attention only: pretraining adds absolute positions in its Enhanced Mask Decoder (§5) |
+# | **DeBERTa** (§5) | v1: a $2k$-row table $+\ 2\,d_\text{model}^2 + d_\text{model}$ per layer; v3: the table only (counted below) | $q^r, k^r$: $(2k, d_\text{model})$; scores against all rows, $(H, L, 2k)$, then gathered | yes, both ways (c2p, p2c) | no | yes | v1: alike beyond $k$; v2/v3: log buckets, then the edge rows (below) | DeBERTa (He et al. 2021), v2/v3; absolute positions near the output (§5) |
 # | RoPE (chapter 5) | 0 | $\cos, \sin$: $(L, d_\text{head}/2)$ | yes: it *is* the rotated $q \cdot k$ | no | the same rotation in every head | every distance, but angles never seen in training (chapter 7) | GPT-NeoX, Llama and most current LLMs (chapter 8) |
 # | ALiBi (chapter 6) | 0 (fixed slopes $m_h$) | bias $(H, L, L)$, or only $H$ slopes in a fused kernel | no | yes, $-m_h (i - j)$ | yes (its slope) | a straight line, any distance | BLOOM, MPT |
+#
+# Transformer-XL's formula clips no distance, but the released runs clamp it: the authors' scripts set
+# `clamp_len` (kimiyoung/transformer-xl, `pytorch/run_wt103_base.sh`: `--clamp_len 400`;
+# `tf/sota/wt103.sh`: `TEST_CLAMP_LEN=1000`), and XLNet's code has the same option.
 #
 # Sources for the sharing and the projections: Shaw et al. §3.3 share the tables across heads. The
 # other counts are read off Hugging Face `transformers`' own modules: XLNet's `XLNetRelativeAttention`
@@ -1138,8 +1074,7 @@ _ = check.xl_rel_shift(strided_shift)
 # * a key after the query lands in the upper half, buckets $B, \dots, 2B - 1$ ($B$ = `num_buckets`/2),
 #   never in a lower bucket than a nearer key after the query, and each upper bucket $B + b$ holds as
 #   many distances as bucket $b$ holds in the past (the future mirrors the past: exact near,
-#   log-spaced far);
-# * some offset reads every one of the `num_buckets` rows.
+#   log-spaced far).
 #
 # You may call `pl.t5_relative_bucket`. The checker draws encoder settings like T5's
 # (`max_distance` at least 4 × `num_buckets`) at every check.
@@ -1194,7 +1129,8 @@ def t5_last_bucket_start(num_buckets, max_distance, bidirectional):
     # x >= (B - 1 - e) / (B - e), i.e. n >= e * (max_distance/e) ** ((B - 1 - e) / (B - e));
     # distances are integers: round up. (16 buckets, max 32: 20; T5's defaults: 91 and 113, as in §4.)
     # Where the bound is a whole number (18 buckets, max 128: 4 * 32 ** 0.8 = 64), float64 lands a hair
-    # above it (64.00000000000001) and a plain ceil would say 65: round those.
+    # above it (64.00000000000001) and a plain ceil says 65, one past the exact start. The checker lets that
+    # pass (the library's own float32 buckets put such a tie on either side); rounding gives the exact one.
     B = num_buckets // 2 if bidirectional else num_buckets
     e = B // 2
     bound = e * (max_distance / e) ** ((B - 1 - e) / (B - e))
@@ -1206,37 +1142,38 @@ def t5_last_bucket_start(num_buckets, max_distance, bidirectional):
 _ = check.t5_last_bucket(t5_last_bucket_start)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **4 (design).** §5 showed that the paper's p2c and the released code's read different rows of $q^r$, so a
-# checkpoint trained with one index gives other scores with the other. Design tables for which the choice
-# does not matter: write `blind_table(k)` returning a $q^r$ of $2k$ rows of 4 numbers with which
-# `pl.deberta_terms(..., p2c_index="paper")` and `p2c_index="reference"` give the same p2c for every
-# content and at every length. The constant table works and is useless: give one with as many
-# *different* rows as such a table can have. The checker asks for $k = 3$ and two more $k$ up to 16.
+# **4 (derive: the rows the two indices tie).** §5 showed that the paper's p2c and the released code's
+# read different rows of $q^r$, so a checkpoint trained with one index gives other scores with the other.
+# For a table to give the same p2c with both, for every content and at every length, the two rows that
+# the indices read for any (query, key) pair must be equal; and rows equal to a common row are equal to
+# each other. Write `tied_rows(k)` returning the classes of rows this forces together, a partition of the
+# rows $0, \dots, 2k - 1$ into a list of sets (a row tied to no other is a class of its own). A table is
+# then blind to the choice exactly when it is constant on each class, and it can have as many different
+# rows as there are classes. The checker asks for $k = 3$ and for two $k$ between 20 000 and 200 000,
+# drawn at every check.
 
 # %%
-def blind_table(k):
+def tied_rows(k):
     raise NotImplementedError  # your code
 
 
-_ = check.deberta_blind_table(blind_table)
+_ = check.deberta_tied_rows(tied_rows)
 
 
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "deberta_blind_table_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-def blind_table(k):
+# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "deberta_tied_rows_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+def tied_rows(k):
     ### BEGIN SOLUTION
-    # For i - j = o the code reads row clip(o + k), the paper row clip(k - o), rows 0 .. 2k-1. Inside the
-    # window (|o| < k) that ties row r to row 2k - r (the table read mirrored and shifted by one row), and
-    # row k to itself. At the edges the clip keeps reading: o >= k reads code row 2k - 1 and paper row 0,
-    # so row 0 joins 2k - 1, which the window already tied to row 1. Classes {0, 1, 2k-1}, {r, 2k-r} for
-    # r = 2 .. k-1, and {k}: k different rows at most (k = 3: {0, 1, 5}, {2, 4}, {3}).
-    label = [0, 0] + [min(r, 2 * k - r) - 1 for r in range(2, 2 * k - 1)] + [0]
-    distinct = torch.randn(k, 4, generator=torch.Generator().manual_seed(0))  # k different rows
-    return distinct[label]
+    # For i - j = o the code reads row clip(o + k), the paper row clip(k - o), rows 0 .. 2k-1 (and o < 0 swaps
+    # the two). Inside the window (|o| < k) that ties row k + o to row k - o: row r to row 2k - r, and row k to
+    # itself. At the edges the clip keeps reading: o >= k reads code row 2k - 1 and paper row 0, so row 0 joins
+    # 2k - 1, which the window already tied to row 1. Classes {0, 1, 2k-1}, {r, 2k-r} for r = 2 .. k-1, and
+    # {k}: k classes (k = 3: {0, 1, 5}, {2, 4}, {3}).
+    return [{0, 1, 2 * k - 1}] + [{r, 2 * k - r} for r in range(2, k)] + [{k}]
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "deberta_blind_table", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.deberta_blind_table(blind_table)
+# %% nbgrader={"grade": true, "grade_id": "deberta_tied_rows", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
+_ = check.deberta_tied_rows(tied_rows)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Errata in the sources
@@ -1244,7 +1181,9 @@ _ = check.deberta_blind_table(blind_table)
 # The source notes this chapter follows (`004`, §2 on relative encodings; `000` names Shaw et al.). Quoted
 # formulas keep the source's letters: its query $m$ and key $n$ are our $i$ and $j$.
 #
-# 1. **XL's third and fourth terms.** The source writes $u^\top W_q^\top W_k x_n$ and
+# 1. **XL's formula, and its third and fourth terms.** The source gives the four-term score as "the core
+#    idea of relative position encoding" (相对位置编码的核心思路) without naming Transformer-XL, whose
+#    formula it is (Dai et al. 2019, §3.3). It writes $u^\top W_q^\top W_k x_n$ and
 #    $v^\top W_q^\top \tilde W_k \tilde p_{m-n}$. In XL $u$ and $v$ replace the whole projected query
 #    position $W_q p_i$: the terms are $u^\top W_{k,E} x_j$ and $v^\top W_{k,R} R_{i-j}$, with
 #    $u, v \in \mathbb R^{d_\text{head}}$ (§3; the source's form does not type-check for XL's $u$).

@@ -1,13 +1,12 @@
 """Checkers for notebooks/04_relative.ipynb: a strided relative shift, a T5 rule that reads every row,
-T5's last bucket, a DeBERTa table.
+T5's last bucket, the rows DeBERTa's two p2c indices tie.
 
 No answer is kept here, not even as a digest. The cases of every exercise are drawn anew at each check;
 a shift is judged by the distance each entry holds, a bucket rule by the properties the prompt asks
 for (T5's buckets in the past, each upper bucket as wide as its mirror, every row reached: the library's
 buckets, read outside the learner's function, give the widths), a last bucket by the bucket rule of §4
-at the answer and one below it, and a table by the scores it gives with both p2c indices and by
-whether any two of its equal rows could differ (the rows the two indices tie, found from the
-library's index at check time).
+at the answer and one below it, and tie classes by the ties read off the library's index at check time
+(every tie inside a class, every class held together by ties).
 """
 from __future__ import annotations
 
@@ -18,10 +17,10 @@ from typing import Any, Callable, Iterator
 import torch
 
 from .. import deberta, relative, xl
-from ._core import Verdict, close, float64_tensor, report, whole_number
+from ._core import Verdict, float64_tensor, report, whole_number
 from ._guard import answers_under_guard, stopped_verdict
 
-__all__ = ["xl_rel_shift", "t5_rows_read", "t5_last_bucket", "deberta_blind_table"]
+__all__ = ["xl_rel_shift", "t5_rows_read", "t5_last_bucket", "deberta_tied_rows"]
 
 FORMULA_STEPS = 40  # Python lines for one case of Exercise 3: a closed form needs 3 to 20; a bisection over 10^18
 #                    distances 60 or more, even written as bisect.bisect_left with a one-line key
@@ -312,87 +311,95 @@ def t5_last_bucket(fn: Any) -> bool | None:
                   "run §4's formula backwards, from a bucket to the first distance that reaches it")
 
 
-# ---------------------------------------------------------------- Exercise 4: a direction-blind DeBERTa table
+# ---------------------------------------------------------------- Exercise 4: the rows the two p2c indices tie
 
-BLIND_DIM = 4
-BLIND_SPANS = range(3, 17)  # the k a check may ask for
-
-
-def _distinct_rows(table: torch.Tensor, atol: float = 1e-6) -> int:
-    rows: list[torch.Tensor] = []
-    for row in table:
-        if not any(close(row, r, atol=atol) for r in rows):
-            rows.append(row)
-    return len(rows)
+TIE_SPANS_SMALL = (3,)  # k = 3 first, where a reader can still check by hand
+TIE_SPANS_FAR = (20_000, 200_000)  # then two k drawn here: no (L, L) index, Jacobian or p2c of that size fits
 
 
-def _p2c_both(table: torch.Tensor, length: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """p2c with the paper's index and with the released code's, for random content and this q^r table."""
-    span = table.shape[0] // 2
-    q_c, k_c = torch.randn(2, length, BLIND_DIM, generator=g, dtype=torch.float64)
-    k_r = torch.randn(2 * span, BLIND_DIM, generator=g, dtype=torch.float64)
-    paper = deberta.deberta_terms(q_c, k_c, table, k_r, p2c_index="paper")[2]
-    code = deberta.deberta_terms(q_c, k_c, table, k_r, p2c_index="reference")[2]
-    return paper, code
+def _classes(raw: Any) -> list[set[int]] | None:
+    """The answer as a list of sets of row numbers, or None when it is not one."""
+    try:
+        out = [{int(r) for r in c if int(r) == r} for c in raw]
+        if [len(c) for c in out] != [len(set(c)) for c in raw]:
+            return None
+    except (TypeError, ValueError):
+        return None
+    return out
 
 
-def deberta_blind_table(fn: Any) -> bool | None:
-    """Exercise 4: fn(k) -> a (2k, 4) table q^r with which the paper's and the code's p2c agree for every content
-    and at every length, with as many different rows as that allows; k is drawn anew at every check."""
+def deberta_tied_rows(fn: Any) -> bool | None:
+    """Exercise 4: fn(k) -> the rows of q^r (a table of 2k rows) that must be equal for the paper's and the code's
+    p2c to agree for every content and length, as a partition of 0 .. 2k-1 into classes (a class: rows tied
+    together, directly or through others; a row tied to no other: a class of one). k = 3, then two k too large
+    for any (L, L) tensor, drawn at every check.
+
+    Judged against the ties read off the library's own index at check time: one row and one column of
+    ``deberta_relative_index`` give, for every offset o = i - j, the row the code reads (delta(i, j)) and the row
+    the paper reads (delta(j, i)); a partition is right when every tie lies inside a class and every class is
+    held together by ties.
+    """
 
     def run(f: Callable[[int], Any]) -> Iterator[Verdict]:
         if not callable(f):
-            yield False, f"answer must be a function fn(k) returning a (2k, {BLIND_DIM}) table, got {type(f).__name__}"
+            yield False, f"answer must be a function fn(k) returning a list of sets of rows, got {type(f).__name__}"
             return
         rng = _fresh_rng()
-        spans = [3] + rng.sample([k for k in BLIND_SPANS if k != 3], 2)
-        g = torch.Generator().manual_seed(rng.randrange(2**31))
+        spans = list(TIE_SPANS_SMALL) + [rng.randrange(TIE_SPANS_FAR[0], TIE_SPANS_FAR[1])
+                                          for _ in range(2)]
         for span in spans:
-            raw = f(span)
-            table = float64_tensor(raw)
             case = f"fn({span})"
-            if table is None or table.shape != (2 * span, BLIND_DIM):
-                yield False, f"{case}: expected a ({2 * span}, {BLIND_DIM}) table, got {getattr(table, 'shape', type(raw).__name__)}"
+            n = 2 * span + 1  # offsets 0 .. 2k: past both clips
+            code = deberta.deberta_relative_index(n, 1, span)[:, 0].tolist()  # delta(o, 0): offset i - j = o
+            paper = deberta.deberta_relative_index(1, n, span)[0].tolist()  # delta(0, o) = delta(j, i) at i - j = o
+            # (negative offsets swap the two, so the offsets 0 .. 2k give every tie)
+            classes = _classes(f(span))
+            if classes is None:
+                yield False, f"{case}: return a list of sets of row numbers (whole numbers 0 to {2 * span - 1})"
                 return
-            if not torch.isfinite(table).all():
-                yield False, f"{case}: the table must hold finite numbers"
+            where: dict[int, int] = {}
+            for c_index, c in enumerate(classes):
+                for r in c:
+                    if r in where or not 0 <= r < 2 * span:
+                        yield False, (f"{case}: every row 0 .. {2 * span - 1} must lie in exactly one class (a row "
+                                      "tied to no other: a class of its own)")
+                        return
+                    where[r] = c_index
+            if len(where) != 2 * span:
+                yield False, (f"{case}: every row 0 .. {2 * span - 1} must lie in exactly one class (a row tied to "
+                              "no other: a class of its own)")
                 return
-            lengths = (span + 1, 2 * span + 2, 3 * span)
-            both = [_p2c_both(table, n, g) for n in lengths]
-            if not all(close(paper, code, atol=1e-9, rtol=1e-9) for paper, code in both):
-                window = [relative.relative_positions(n, n).abs() < span for n in lengths]
-                if all(close(paper[w], code[w], atol=1e-9, rtol=1e-9) for (paper, code), w in zip(both, window)):
-                    yield False, (f"{case}: every (query, key) pair less than k apart agrees; keys k or more steps "
-                                  "away read the clipped edge rows, and those differ in your table")
-                elif close(table, table.flip(0), atol=1e-9, rtol=1e-5):
-                    yield False, (f"{case}: your table reads the same from either end (row r = row 2k - 1 - r), but "
-                                  "the two indices are not mirror images in that sense: compare them for one pair")
+            split = [o for o in range(n) if where[code[o]] != where[paper[o]]]
+            if split:
+                if all(o >= span for o in split):
+                    yield False, (f"{case}: every (query, key) pair less than k apart reads two rows of one class; "
+                                  "pairs k or more apart read the clipped edge rows, and yours keeps those apart")
+                elif all(len(c) <= 2 and all(2 * span - 1 - r in c for r in c) for c in classes):
+                    yield False, (f"{case}: your classes pair row r with row 2k - 1 - r (the table read from either "
+                                  "end), but the two indices are not mirror images in that sense: compare them for "
+                                  "one pair")
                 else:
-                    yield False, (f"{case}: for some (query, key) pairs the two indices read rows of your table that "
-                                  "differ: for a pair at i - j = o, which two rows are they?")
+                    yield False, (f"{case}: for some (query, key) pairs the two indices read rows that your classes "
+                                  "keep apart: for a pair at i - j = o, which two rows are they?")
                 return
-            # Could two of its equal rows differ? Only if no chain of (query, key) pairs ties them: tie the rows
-            # each pair reads under the two indices (the library's index, at a length that meets every pair of
-            # rows), then look for equal rows in different groups.
+            # every tie lies inside a class; is every class held together by ties?
             group = list(range(2 * span))
 
             def root(r: int) -> int:
                 while group[r] != r:
+                    group[r] = group[group[r]]
                     r = group[r]
                 return r
 
-            code_rows = deberta.deberta_relative_index(3 * span, 3 * span, span)  # delta(i, j); the paper's is delta(j, i)
-            for r, t in zip(code_rows.flatten().tolist(), code_rows.T.flatten().tolist()):
-                group[root(r)] = root(t)
-            untied = [(r, t) for r in range(2 * span) for t in range(r) if root(r) != root(t)
-                      and close(table[r], table[t], atol=1e-6)]
-            if untied:
-                rows = _distinct_rows(table)
-                yield False, (f"{case}: the paper's and the code's p2c agree, but your table has only {rows} "
-                              f"different row{'s' if rows > 1 else ''}; the constraint lets more of them differ")
+            for a, b in zip(code, paper):
+                group[root(a)] = root(b)
+            if len({root(r) for r in range(2 * span)}) != len(classes):
+                yield False, (f"{case}: no pair separates your classes, but some class joins rows that no chain of "
+                              "pairs ties: a table could let them differ")
                 return
-        yield True, ("for k = 3 and two more drawn at this check: the two p2c indices give the same scores, and as "
-                     "many rows differ as they can")
+        yield True, (f"the tie classes for k = {spans[0]} and for two k between {TIE_SPANS_FAR[0]:,} and "
+                     f"{TIE_SPANS_FAR[1]:,} drawn at this check")
 
-    return report("a DeBERTa table that does not care which p2c index it is read with", fn, run,
-                  "every (query, key) pair ties two rows of the table together; which rows end up tied?")
+    return report("the rows DeBERTa's two p2c indices tie", fn, run,
+                  "every (query, key) pair ties the row one index reads to the row the other reads; follow the "
+                  "offsets from 0 outwards")
