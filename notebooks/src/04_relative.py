@@ -46,7 +46,7 @@ from posenc_lib import check, viz
 viz.use_style()  # white figures, dark text: readable in light and dark themes
 
 g = torch.manual_seed(0)
-device = pl.default_device()  # chosen once; every library call below follows it
+device = pl.default_device()  # the CPU unless you opt in with POSENC_DEVICE (00_index); tensors below follow it
 
 
 def depends_only_on_offset(M: torch.Tensor, atol: float = 1e-5) -> bool:
