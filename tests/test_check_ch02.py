@@ -73,6 +73,7 @@ def _exact_as_64(n):
     (_exact_as_64, "64-row table"),  # read off section 4's printed list: right for n = 64 only
     (lambda n: _offsets_up_to(n, 2), "under-count"),  # two points fit, three are not believed to
     (lambda n: _offsets_up_to(n, 4), "section 4's square"),  # four patterns taken to fit as well
+    (lambda n: list(range(2 ** ((n - 1).bit_length() - 2), n)), "not that every offset from there on"),  # §4's bound
     (lambda n: offsets_by_rule(n) if n < 1000 else offsets_by_rule(n)[1:], "pattern read off small tables"),
     (lambda n: offsets_by_rule(n)[1:], "not the list least squares finds on the 5-row table"),
     (lambda n: offsets_by_rule(n) + [n], "outside 1 .. N - 1"),
@@ -230,8 +231,8 @@ def test_gray_wave_accepts_the_wave_in_several_forms(capsys):
 
 
 @pytest.mark.parametrize("wrong, says", [
-    (lambda k: (2 ** (k + 1), 0.5), "bit k of the binary code"),  # section 5's wave, copied
-    (lambda k: (2 ** (k + 2), 0.5), "bit k + 1 of the binary code"),  # the right period, no shift
+    (lambda k: (2 ** (k + 1), 0.5), "bit b of the binary code"),  # section 5's wave, copied
+    (lambda k: (2 ** (k + 2), 0.5), "bit b + 1 of the binary code"),  # the right period, no shift
     (lambda k: (2 ** (k + 2), 3 * 2**k + 0.5), "opposite of the Gray bit"),  # half a period off: the sign
     (lambda k: (2 ** (k + 2), 2**k), "exactly 0"),  # the threshold on whole positions
     (lambda k: (2 ** (k + 2), 2**k + 0.5) if k < 4 else (2 ** (k + 2), 2**k - 0.5), "a pattern of the first bits"),

@@ -29,12 +29,12 @@
 # 5. **learned tables** (BERT, GPT-2): let training choose $p_i$; what a table learns, and why
 #    it cannot go past the positions it was trained on.
 #
-# Sources followed: `001` (integer, normalised and binary codes, the five properties) and
-# `002` (why not binary, why not divide by the length). Errors are corrected in the open and
-# listed at the end. Positions count from 0, and bit $k$ is the bit worth $2^k$ (the
-# conventions of the whole course, collected in `00_index`).
-#
-# Notation and signs (0-based positions, offsets $j - i$ as key minus query, bit and pair
+# Sources followed: `001` (integer, normalised and binary codes, and five properties a code
+# should have: (1) a vector of its own for every position, (2) a simple way from $p_i$ to
+# $p_{i+k}$, (3) it generalises to longer sequences, (4) a fixed pattern, (5) it extends from 1-D
+# to n-D) and `002` (why not binary, why not divide by the length). Errors are corrected in the
+# open and listed at the end. Positions count from 0; bit $b$ is the bit worth $2^b$, and $k$
+# is always an offset. Notation and signs (offsets $j - i$ as key minus query, bit and pair
 # orders) follow the course's [conventions page](00_index.ipynb#Conventions).
 
 # %% slideshow={"slide_type": "skip"}
@@ -89,8 +89,9 @@ print("unique rows, and p_(i+k) = p_i + k·1 for every i; trained on 64 tokens, 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Signal against noise
 #
-# The trouble is size. The input of attention is usually layer-normalised: each token's
-# features have mean 0 and variance 1, so $\lVert x_i\rVert = \sqrt d$. The code has
+# The trouble is size, in a model that adds the code straight to tokens of a fixed size (the
+# original Transformer does, see below). Take layer-normalised tokens: each token's features
+# have mean 0 and variance 1, so $\lVert x_i\rVert = \sqrt d$. The code has
 # $\lVert p_i\rVert = i\sqrt d$, so at position $i$ it is $i$ times larger than the token it is
 # added to. Worse, $x_i$ has mean 0, so it is orthogonal to $\mathbf 1$, and the angle between
 # the token and the token-plus-position is
@@ -148,17 +149,17 @@ print("LayerNorm(h + i·1) == LayerNorm(h): True;  RMSNorm keeps the code: True"
 
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Which set-up do real models use?** Both learned-table models of §6 normalise right after
-# the sum, so for them an integer code would be **erased, not swamped**. BERT adds the token,
-# position and segment embeddings and applies a LayerNorm to the sum before the first layer
-# (post-LN). GPT-2 adds token and position embeddings and normalises at the input of every
-# block and once at the end (pre-LN): the residual stream carries $h + i\cdot\mathbf 1$, but
-# every block reads $\mathrm{LN}(h + i\cdot\mathbf 1) = \mathrm{LN}(h)$, so what each block adds
-# is the same as without the code, and the final LayerNorm removes it from the output. The
-# cell checks both with tiny models built offline by transformers: position table rows
-# $i\cdot\mathbf 1$ give the same output as a table of zeros, and (the control that the check
-# can fail) random rows do not. The swamping measured above is what a model without a
-# LayerNorm after the sum would see.
+# **Which set-up do real models use?** Post-LN puts a LayerNorm after each residual sum, pre-LN
+# one at the input of each block. BERT and GPT-2, whose learned position tables §6 introduces,
+# both normalise right after the sum, so for them an integer code would be **erased, not
+# swamped**. BERT (post-LN) applies a LayerNorm to token + position + segment embeddings before
+# the first layer. GPT-2 (pre-LN): the residual stream carries $h + i\cdot\mathbf 1$, but every
+# block reads $\mathrm{LN}(h + i\cdot\mathbf 1) = \mathrm{LN}(h)$, and the final LayerNorm removes
+# the code from the output. The cell checks both with tiny models built offline by transformers:
+# position rows $i\cdot\mathbf 1$ give the same output as a table of zeros, and (the control that
+# the check can fail) random rows do not. The swamping measured above is what a model with no
+# LayerNorm between the sum and the first attention sees, such as the original post-LN
+# Transformer (Vaswani et al., 2017, §3.4–3.5: token embeddings scaled by $\sqrt d$, the code added).
 
 # %% slideshow={"slide_type": "fragment"}
 from transformers import BertConfig, BertModel, GPT2Config, GPT2Model  # the installed library, tiny configs
@@ -192,7 +193,7 @@ def code_cosines(n, d):
     gen = torch.Generator().manual_seed(0)
     tokens = F.layer_norm(torch.randn(n, d, generator=gen), (d,)).to(device)
     out = {}
-    for name, normalize in (("integer i", False), ("normalised i/n", True)):
+    for name, normalize in (("integer i", False), ("normalised i/m", True)):
         code = pl.integer_positions(n, d, normalize=normalize, device=device)
         out[name] = F.cosine_similarity(tokens, tokens + code, dim=-1).cpu()
     return out
@@ -257,7 +258,7 @@ fig
 # ## 3 · Binary codes
 #
 # `001` next writes $i$ in binary, one bit per feature. We name each bit by its weight:
-# **bit $k$** is worth $2^k$, so bit 0 is the least significant. The code is written the way
+# **bit $b$** is worth $2^b$, so bit 0 is the least significant. The code is written the way
 # numbers are, most significant bit first: with $d$ bits, column $c$ holds bit $d-1-c$. With
 # $d = 3$ features the first positions are
 # $p_0 = [0,0,0]$, $p_1 = [0,0,1]$, $p_2 = [0,1,0]$ (`001`'s rows too).
@@ -266,7 +267,7 @@ fig
 # %% slideshow={"slide_type": "fragment"}
 B3 = pl.binary_positions(8, 3, device=device)
 assert B3[:3].tolist() == [[0, 0, 0], [0, 0, 1], [0, 1, 0]]  # the source's three rows
-assert all(B3[i, 3 - 1 - k] == (i >> k) & 1 for i in range(8) for k in range(3))  # column d-1-k holds bit k
+assert all(B3[i, 3 - 1 - b] == (i >> b) & 1 for i in range(8) for b in range(3))  # column d-1-b holds bit b
 for row, bits in enumerate(B3.int().tolist()):
     print(f"p_{row} = {bits}")
 
@@ -298,9 +299,10 @@ print("largest ||p_i|| / ||x_i||:", round(ratio6.max().item(), 3))
 # $d$ features) and the table runs to the last code, exactly one pair does,
 # $p_0 = [0, \dots, 0]$ and $p_{2^d-1} = [1, \dots, 1]$: behind a LayerNorm, the set-up of BERT
 # and GPT-2 (§1), the first and the last position get the same code and property 1 fails for
-# them. A table shorter than $2^d$ rows never reaches $[1, \dots, 1]$, and bits written into only
-# some of a token's features are never constant over all of them: then no two positions merge
-# (the cell checks it, and the merge, for $d = 6$).
+# them. A table shorter than $2^d$ rows never reaches $[1, \dots, 1]$, and where the bits fill only
+# some of a token's features the others are 0 in every code, so two codes differ by a multiple of
+# $\mathbf 1$ only if they are equal: then no two positions merge (the cell checks it, and the
+# merge, for $d = 6$).
 
 # %% slideshow={"slide_type": "fragment"}
 share_of_ones = B6.mean(-1)  # the share of ones among the bits of i
@@ -324,17 +326,17 @@ print("LayerNorm(h + p_0) == LayerNorm(h + p_63): True; every other pair stays a
 # ### Fast low bits, slow high bits
 #
 # Down the table, bit 0 (the last column) flips at every step, bit 1 every 2 steps, bit 2
-# every 4: bit $k$ flips every $2^k$ steps, so each column runs at half the speed of the one to
+# every 4: bit $b$ flips every $2^b$ steps, so each column runs at half the speed of the one to
 # its right. The heatmap shows the 6-bit code of 64 positions, bit 5 on the left. These are all
 # the rows 6 bits have: position 64 would need a seventh.
 
 # %% slideshow={"slide_type": "fragment"}
 fig, ax = viz.figure(width=4.6, height=3.6)
-viz.heatmap(B6, ax=ax, xlabel="bit k (worth 2^k), most significant first", ylabel="position i",
+viz.heatmap(B6, ax=ax, xlabel="bit b (worth 2^b), most significant first", ylabel="position i",
             colorbar="bit value", title="binary code, d = 6")
 ax.set_xticks(range(6), [str(5 - c) for c in range(6)])  # column c holds bit 5 - c
-flips_by_bit = (B6[1:] != B6[:-1]).sum(0).flip(0)  # entry k: how often bit k flips in 63 steps
-assert flips_by_bit.tolist() == [64 // 2**k - 1 for k in range(6)]  # bit k flips every 2**k steps
+flips_by_bit = (B6[1:] != B6[:-1]).sum(0).flip(0)  # entry b: how often bit b flips in 63 steps
+assert flips_by_bit.tolist() == [64 // 2**b - 1 for b in range(6)]  # bit b flips every 2**b steps
 fig
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -354,10 +356,10 @@ except IndexError:
     pass
 
 fig, ax = viz.figure(width=5.5, height=3.2)
-for c in range(4):  # column c holds bit 3 - c; bit k is drawn at height 1.5 k
+for c in range(4):  # column c holds bit 3 - c; bit b is drawn at height 1.5 b
     ax.step(range(16), B4[:, c] + 1.5 * (3 - c), where="mid")
-ax.set(xlabel="position i", yticks=[1.5 * k + 0.5 for k in range(4)],
-       yticklabels=[f"bit {k} = p_(i,{3 - k})" for k in range(4)],
+ax.set(xlabel="position i", yticks=[1.5 * b + 0.5 for b in range(4)],
+       yticklabels=[f"bit {b} = p_(i,{3 - b})" for b in range(4)],
        title="the 4-bit code: bit 0, the source's p_(i,3), is fastest")
 fig
 
@@ -427,8 +429,8 @@ fig
 # What remains against binary codes is their geometry: the jumps (this section), no fixed map
 # for any $k < 2^{d-2}$ (§4), and the part a LayerNorm erases. This chapter measures the codes,
 # not a model trained on them: what the jumps cost a model is not measured here. One more
-# difference matters past the training length: a model trained on up to $2^j$ tokens never sees
-# bit $j$ (or any bit above it) set, and past that length every code has one set, a full-sized
+# difference matters past the training length: a model trained on up to $2^b$ tokens never sees
+# bit $b$ (or any bit above it) set, and past that length every code has one set, a full-sized
 # input it never met. That is not §6's situation, where the unseen rows are tiny and act as a
 # missing code; what an unseen bit does to a model is not measured in this chapter either.
 
@@ -660,7 +662,8 @@ fig
 # binary code, the sinusoidal code, and the reflected **Gray code**, the bits of
 # $i \oplus (i \gg 1)$, which cures the jumps (every step flips exactly one bit) and still has no
 # fixed map for any $k < 16$ on the 6-bit table: even steps are not enough (the cell checks both).
-# The title gives the misfit per pair (root mean square). Try $k = 3$, then $k = 16$, for each code.
+# The title gives the misfit per pair (root mean square) and the width drawn (the sinusoids need
+# an even $d$: for an odd one they get $d + 1$). Try $k = 3$, then $k = 16$, for each code.
 # At $k = 16$ the binary and the Gray code both fit exactly on the 64-row table. That is an effect
 # of where the table ends, not of the codes' steps: on the 128-row table (7 bits) neither code
 # fits at $k = 16$ (the cell checks it).
@@ -693,7 +696,7 @@ fig
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
 # nbval-ignore-output: a widget's stored output is its model id, new on every run.
 codes = {"binary": pl.binary_positions, "Gray": gray_positions,
-         "sinusoidal": lambda n, d: pl.sinusoidal_positions(n, d, dtype=torch.float64)}
+         "sinusoidal": lambda n, d: pl.sinusoidal_positions(n, d + d % 2, dtype=torch.float64)}  # pairs: d even
 
 
 def draw_misfit(fig, code, d, k):
@@ -706,10 +709,14 @@ def draw_misfit(fig, code, d, k):
         k = min(k, 2**d - 1)
         misfit = best_fit_misfit(codes[code](2**d, d), k)
         viz.update_heatmap(image, misfit, vmax=1)
-        ax.set_title(f"{code}, d = {d}, k = {k}: misfit per pair {misfit.norm() / misfit.shape[0] ** 0.5:.3f}")
+        ax.set_title(f"{code}, d = {misfit.shape[1]}, k = {k}: misfit per pair "
+                     f"{misfit.norm() / misfit.shape[0] ** 0.5:.3f}")
 
     update(code, d, k)
     return update
+
+
+assert codes["sinusoidal"](8, 3).shape == (8, 4)  # an odd width draws the next even one
 
 
 misfit_widget = viz.InteractiveFigure(
@@ -723,39 +730,39 @@ misfit_widget
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5 · Sinusoids as smooth binary digits
 #
-# Look at bit $k$ of $i$, counting from the least significant ($k = 0$). It is 0 for
-# $2^k$ positions, then 1 for $2^k$ positions: a square wave with period $2^{k+1}$. A sine
+# Look at bit $b$ of $i$, counting from the least significant ($b = 0$). It is 0 for
+# $2^b$ positions, then 1 for $2^b$ positions: a square wave with period $2^{b+1}$. A sine
 # of the same period, shifted by half a step, has exactly the opposite sign pattern:
 #
-# $$\text{bit}_k(i) = 1 \iff \sin\!\left(\frac{\pi\,(i + \tfrac12)}{2^k}\right) < 0 .$$
+# $$\text{bit}_b(i) = 1 \iff \sin\!\left(\frac{\pi\,(i + \tfrac12)}{2^b}\right) < 0 .$$
 #
-# Drop the hard threshold and keep the smooth wave, $(1 - \sin(\pi(i+\frac12)/2^k))/2$, and
+# Drop the hard threshold and keep the smooth wave, $(1 - \sin(\pi(i+\frac12)/2^b))/2$, and
 # each bit becomes a continuous digit. The cell checks the identity for all 64 positions and
 # 6 bits; the figure overlays the bits and their smooth versions.
 
 # %% slideshow={"slide_type": "fragment"}
 pos64 = torch.arange(64, dtype=torch.float64)
-for k in range(6):
-    bit = (torch.arange(64) >> k) & 1
-    wave = torch.sin(torch.pi * (pos64 + 0.5) / 2**k)
+for b in range(6):
+    bit = (torch.arange(64) >> b) & 1
+    wave = torch.sin(torch.pi * (pos64 + 0.5) / 2**b)
     assert torch.equal(bit.bool(), wave < 0)
-    torch.testing.assert_close(B6[:, 5 - k].cpu().long(), bit)  # the library's column 5 - k is bit k
-print("bit k of i == (sin(pi (i + 1/2) / 2**k) < 0) for i < 64, k < 6")
+    torch.testing.assert_close(B6[:, 5 - b].cpu().long(), bit)  # the library's column 5 - b is bit b
+print("bit b of i == (sin(pi (i + 1/2) / 2**b) < 0) for i < 64, b < 6")
 
 fine = torch.linspace(-0.5, 15.5, 400, dtype=torch.float64)
 fig, ax = viz.figure(width=5.5, height=3.4)
-for k in range(4):
-    offset = 1.5 * k
-    line, = ax.step(range(16), ((torch.arange(16) >> k) & 1) + offset, where="mid", lw=1.5)
-    ax.plot(fine, (1 - torch.sin(torch.pi * (fine + 0.5) / 2**k)) / 2 + offset, "--", color=line.get_color())
-ax.set(xlabel="position i", yticks=[1.5 * k + 0.5 for k in range(4)],
-       yticklabels=[f"bit {k}" for k in range(4)], ylabel="bit k (0 = least significant)",
-       title="bits (steps) and sinusoids of period 2^(k+1) (dashed)")
+for b in range(4):
+    offset = 1.5 * b
+    line, = ax.step(range(16), ((torch.arange(16) >> b) & 1) + offset, where="mid", lw=1.5)
+    ax.plot(fine, (1 - torch.sin(torch.pi * (fine + 0.5) / 2**b)) / 2 + offset, "--", color=line.get_color())
+ax.set(xlabel="position i", yticks=[1.5 * b + 0.5 for b in range(4)],
+       yticklabels=[f"bit {b}" for b in range(4)], ylabel="bit b (0 = least significant)",
+       title="bits (steps) and sinusoids of period 2^(b+1) (dashed)")
 fig
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# The bits' frequencies halve from one digit to the next: $\pi, \pi/2, \pi/4, \ldots$ (bit $k$
-# is the wave $\sin(\pi(i+\tfrac12)/2^k)$). The sinusoidal code's frequencies
+# The bits' frequencies halve from one digit to the next: $\pi, \pi/2, \pi/4, \ldots$ (bit $b$
+# is the wave $\sin(\pi(i+\tfrac12)/2^b)$). The sinusoidal code's frequencies
 # $\theta_j = \text{base}^{-2j/d}$ (section 3) also shrink by a constant factor per pair,
 # $\text{base}^{-2/d}$. With $\text{base} = 2^{d/2}$ that factor is exactly $1/2$, as for the
 # bits, but the frequencies themselves are $1, 1/2, 1/4, \ldots$, a factor $\pi$ below the bits':
@@ -822,9 +829,8 @@ print("transformers' fresh position tables: BERT 512 rows, GPT-2 1024 rows, std"
 # Whatever the training data make positions useful for. A small experiment: every sequence
 # repeats a random block of 4 tokens, `a b c d a b c d ...`, 32 tokens long, and a small model
 # learns to predict the next token. Once it has seen one block, the next token is the one 4
-# places before it, and equally the one 8 places before it, and so on: the model only has to
-# find earlier tokens in the same *phase*, position $i \bmod 4$. Every other position's token is
-# no help.
+# places before it, and equally the one 8 places before it, and so on: the model has to find
+# earlier tokens by their *phase*, position $\bmod 4$ (which phase, the next subsections measure).
 #
 # The model is `pl.TinyDecoder` (the small decoder chapter 7 trains with every method), here
 # with one layer: each token id picks a row of a token table (16 tokens, 32 features), the
@@ -847,8 +853,8 @@ def repeating_blocks(batch, length, vocab, generator, period=4):
 VOCAB, TRAIN_LEN, MAX_LEN = 16, 32, 64
 
 
-# A model this small trains faster on one CPU thread than on any GPU (each step is a few tiny
-# kernels), and the CPU gives the digits printed below on every machine: it stays on the CPU.
+# A model this small is quick enough on the CPU, and the CPU gives the digits printed below on every
+# machine: it stays on the CPU.
 train_on = torch.device("cpu")
 
 
@@ -904,12 +910,10 @@ fig
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # Measured on the trained rows of every seed: rows a multiple of 4 apart point the same way
-# (mean cosine about 0.8), rows 2 apart point opposite ways (about −0.7). Rows 1 or 3 apart have
-# a mean cosine near 0, which alone says little; their mean $\lvert\cos\rvert$ is 0.07, 0.08 and 0.18
-# for the three seeds, against 0.14 for two *unrelated* directions in 32 dimensions (the control:
-# random pairs of vectors). Two seeds below it, one above: no consistent sign that training shaped
-# those rows. So only the first two are something training did: the table learned the period,
-# and to put opposite phases opposite. In particular, neighbouring rows are *not* alike. Nothing
+# (mean cosine about 0.8), rows 2 apart point opposite ways (about −0.7): the table learned the
+# period, and to put opposite phases opposite. Rows 1 or 3 apart, neighbours among them, have a
+# mean cosine near 0 (whether training shaped them, three seeds cannot tell). So neighbouring
+# rows are *not* alike. Nothing
 # in a table makes $E_{i+1}$ close to $E_i$; neighbours end up similar only where the data reward it.
 # (What the tables of BERT and GPT-2 hold after training on text is studied by Wang & Chen, 2020,
 # arXiv:2010.04903.)
@@ -921,30 +925,19 @@ off_diagonal = idx[:, None] != idx[None, :]
 
 
 def cosines_by_phase(net):
-    """Mean cosine of trained rows r = 0, 1, 2, 3 apart (mod 4), mean |cos| of rows 1 or 3 apart, and mean cosine
-    of neighbours i, i + 1."""
+    """Mean cosine of trained rows r = 0, 1, 2, 3 apart (mod 4), and of neighbours i, i + 1."""
     rows = F.normalize(net.positional.encoding.embedding.weight.detach()[:TRAIN_LEN], dim=-1)
     cos = rows @ rows.T
-    quarter = ((phase == 1) | (phase == 3)) & off_diagonal
-    return ([cos[(phase == r) & off_diagonal].mean().item() for r in range(4)], cos[quarter].abs().mean().item(),
-            cos.diagonal(1).mean().item())
+    return [cos[(phase == r) & off_diagonal].mean().item() for r in range(4)], cos.diagonal(1).mean().item()
 
 
 by_seed = [cosines_by_phase(net) for net, *_ in runs]
-for by_phase, quarter_abs, neighbours in by_seed:
+for by_phase, neighbours in by_seed:
     assert by_phase[0] > 0.7 and by_phase[2] < -0.6  # same phase alike, opposite phase opposite
-    assert abs(by_phase[1]) < 0.1 and abs(by_phase[3]) < 0.1 and abs(neighbours) < 0.1  # quarter: mean near 0 ...
-    assert 0.05 < quarter_abs < 0.2  # ... and |cos| on either side of the control's 0.14, seed by seed
-unrelated_gen = torch.Generator().manual_seed(1)
-unrelated = F.cosine_similarity(torch.randn(10_000, 32, generator=unrelated_gen),
-                                torch.randn(10_000, 32, generator=unrelated_gen), dim=-1)
-assert abs(unrelated.mean()) < 0.01 and 0.13 < unrelated.abs().mean() < 0.15  # the control: mean 0, |cos| ~ 0.14
-assert all(abs(q - quoted) < 0.01 for (_, q, _), quoted in zip(by_seed, (0.07, 0.08, 0.18)))  # as quoted
-for seed, (by_phase, quarter_abs, _) in enumerate(by_seed):  # + 0.0: no "-0.0"
+    assert abs(by_phase[1]) < 0.1 and abs(by_phase[3]) < 0.1 and abs(neighbours) < 0.1  # 1 or 3 apart: near 0
+for seed, (by_phase, neighbours) in enumerate(by_seed):  # + 0.0: no "-0.0"
     print(f"seed {seed}: mean cosine of rows r = 0, 1, 2, 3 apart (mod 4):", [round(c, 2) + 0.0 for c in by_phase],
-          f"· mean |cos| of rows 1 or 3 apart: {quarter_abs:.2f}")
-print(f"two random directions in 32 dimensions: cos = {unrelated.mean():.2f}, |cos| = {unrelated.abs().mean():.2f} "
-      "on average (10 000 pairs)")
+          f"· of neighbours: {round(neighbours, 2) + 0.0}")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Why period 4?** The next token after position $i$ is the token at $i - 3$ (and $i - 7$,
@@ -1028,13 +1021,10 @@ fig
 # about 0.4 to above 0.95 for every seed (the ranges are printed). Two more controls say what
 # the untrained rows are. Rows of zeros, *no* position at all, score the same as the untrained
 # rows: those act as a missing code. Trained rows copied one phase off (row $i - 1$ into position
-# $32 + i$), a *wrong* code, land in between. Why in between: past 32 every row is off by the
-# same one phase, so among themselves those rows keep their phases' relations, and a query there
-# still finds the right keys among the positions from 32 on; the keys before 32 keep their true
-# phases, so there it finds the keys one phase off, which hold the wrong token. The further past
-# 32 a query sits, the more of its keys lie at 32 or beyond: its accuracy climbs from below 0.5 at
-# positions 32–39 to above 0.75 at 56–63, for every seed. What the model needs from a row is its
-# phase.
+# $32 + i$), a *wrong* code, land in between, and climb from below 0.5 at positions 32–39 to
+# above 0.75 at 56–63, for every seed. (A guess we do not test: past 32 every row is off by the
+# same phase, so a query still finds the right keys among those from 32 on, and the further past
+# 32 it sits, the more of its keys lie there.) What the model needs from a row is its phase.
 #
 # **Why about 0.4, not $1/16$?** Without a position the model still sees which tokens the
 # sequence holds, and it has learned that the next token is almost never the current one. Past
@@ -1195,7 +1185,7 @@ def bit_counter(d):
     # rows, then the zeros again. As a formula, p_i[c] = 1 exactly when (i - c - 1) mod 2d < d: every column is
     # the same square wave of period 2d, column c delayed by c steps. (Digital circuits know it as the Johnson,
     # or twisted-ring, counter.) M is a signed cyclic shift: about the cube's centre, p - 1/2, it is orthogonal
-    # and M^(2d) = I, so the code turns, as chapter 3's sinusoids do.
+    # and M^(2d) = I, a rotation for even d (for odd d its determinant is -1: a rotation with a reflection).
     i = torch.arange(2 * d)[:, None]
     c = torch.arange(d)[None, :]
     return ((i - c - 1) % (2 * d) < d).float()
@@ -1206,16 +1196,16 @@ def bit_counter(d):
 _ = check.bit_counter(bit_counter)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 3. A Gray bit as the sign of one sine.** Section 5 wrote bit $k$ of the binary code
-# as the sign of one sine: $\text{bit}_k(i) = 1$ exactly when $\sin(2\pi(i + s)/P) < 0$, with period
-# $P = 2^{k+1}$ and shift $s = \tfrac12$. The Gray code of §4's widget, the bits of $i \oplus (i \gg 1)$,
-# is also one sine per bit. Write `gray_wave(k)` returning a pair $(P, s)$ such that bit $k$ of the
+# **Exercise 3. A Gray bit as the sign of one sine.** Section 5 wrote bit $b$ of the binary code
+# as the sign of one sine: $\text{bit}_b(i) = 1$ exactly when $\sin(2\pi(i + s)/P) < 0$, with period
+# $P = 2^{b+1}$ and shift $s = \tfrac12$. The Gray code of §4's widget, the bits of $i \oplus (i \gg 1)$,
+# is also one sine per bit. Write `gray_wave(b)` returning a pair $(P, s)$ such that bit $b$ of the
 # Gray code of $i$ is 1 exactly when $\sin(2\pi(i + s)/P) < 0$, for every position $i \ge 0$. Return
-# whole numbers, floats or `fractions.Fraction`s; the checker computes the sign exactly, for bits $k$
+# whole numbers, floats or `fractions.Fraction`s; the checker computes the sign exactly, for bits $b$
 # up to 40 and positions past $2^{45}$.
 
 # %% slideshow={"slide_type": "fragment"}
-def gray_wave(k):
+def gray_wave(b):
     raise NotImplementedError  # your code
 
 
@@ -1223,14 +1213,14 @@ _ = check.gray_wave(gray_wave)
 
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "gray_wave_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-def gray_wave(k):
+def gray_wave(b):
     ### BEGIN SOLUTION
-    # Gray bit k is bit k XOR bit k + 1 of i. Over one period of bit k + 1, 2^(k+2) positions, bit k + 1 reads
-    # 0 0 1 1 by quarters of 2^k positions and bit k reads 0 1 0 1, so their XOR reads 0 1 1 0: one run of 2^(k+1)
-    # ones, starting 2^k positions in. That is a square wave of period 2^(k+2), bit k + 1's wave moved a quarter
-    # period earlier: Gray bit k of i is bit k + 1 of i + 2^k. Section 5's sine of bit k + 1, shifted by 2^k, gives
-    # it. (Binary bit k + 1 and Gray bit k are then a sine and a cosine of one frequency: chapter 3's pairs.)
-    return 2 ** (k + 2), 2**k + 0.5
+    # Gray bit b is bit b XOR bit b + 1 of i. Over one period of bit b + 1, 2^(b+2) positions, bit b + 1 reads
+    # 0 0 1 1 by quarters of 2^b positions and bit b reads 0 1 0 1, so their XOR reads 0 1 1 0: one run of 2^(b+1)
+    # ones, starting 2^b positions in. That is a square wave of period 2^(b+2), bit b + 1's wave moved a quarter
+    # period earlier: Gray bit b of i is bit b + 1 of i + 2^b. Section 5's sine of bit b + 1, shifted by 2^b, gives
+    # it. (Binary bit b + 1 and Gray bit b are then a sine and a cosine of one frequency: chapter 3's pairs.)
+    return 2 ** (b + 2), 2**b + 0.5
     ### END SOLUTION
 
 
@@ -1240,12 +1230,12 @@ _ = check.gray_wave(gray_wave)
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Summary
 #
-# | code | size against a normalised token | $p_i \to p_{i+k}$ | longer sequences |
+# | code | size against the token | $p_i \to p_{i+k}$ | longer sequences |
 # |---|---|---|---|
 # | integer $i\cdot\mathbf 1$ | $i$ times larger; erased by LayerNorm | affine shift by $k\cdot\mathbf 1$ (no linear map) | defined for any length, but past the training length every value is new |
 # | normalised $i/m$ | at most as large; erased by LayerNorm too | depends on $m$ | same position, new code |
 # | binary | at most as large, jumpy; LayerNorm erases the share of ones (and merges positions 0 and $2^d - 1$ when the bits fill every feature) | no affine map for any $k < 2^{d-2}$ (proved for every $d$) | $2^d$ positions, plenty; past the training length a bit is set that training never saw set (its effect not measured here) |
-# | learned table $E_i$ | trained rows about half a token's length (about 2.5 against 5, every seed); untrained rows tiny (0.11) | whatever the data reward (here: the phase mod 4) | no row past `max_len`; rows never trained keep their tiny initial values, next to no position (copying trained rows there restores the accuracy) |
+# | learned table $E_i$ | trained rows about half as long as a row of the token table (about 2.5 against 5, every seed); untrained rows tiny (0.11) | whatever the data reward (here: the phase mod 4) | no row past `max_len`; rows never trained keep their tiny initial values, next to no position (copying trained rows there restores the accuracy) |
 #
 # Sinusoids keep what is good in binary codes (bounded, one fast and many slow digits) and
 # replace the bits by smooth waves: chapter 3.
