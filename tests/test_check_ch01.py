@@ -254,6 +254,8 @@ def test_blind_query_accepts_any_rank_7_map_that_kills_the_difference(capsys):
     g = torch.Generator().manual_seed(3)
     a = w @ torch.randn(8, generator=g, dtype=torch.float64)  # a direction orthogonal to p_1 - p_4
     assert check.blind_query(torch.outer(a, torch.randn(8, generator=g, dtype=torch.float64))) is True  # rank 1
+    assert check.blind_query(3e5 * w) is True  # large queries: the tokens' distances, not the diagonal, decide
+    assert check.blind_query(3e9 * w) is True
 
 
 def test_blind_query_names_the_typical_mistakes_without_the_answer(capsys):
@@ -294,6 +296,8 @@ def test_blind_query_refuses_a_design_for_one_head_or_one_scale(capsys):
     assert check.blind_query(saturated) is False
     out = _out(capsys)
     assert "one key takes all the weight" in out and "hint:" in out
+    assert check.blind_query(1e6 * _projector() + 100 * torch.outer(u, u)) is False  # queries of norm > 1e6
+    assert "one key takes all the weight" in _out(capsys)
     # The first head's keys: a query difference z with K z = 1 shifts every score of a row by the same
     # amount, so the two dogs get the same weights there although their queries differ.
     keys = (x + p) @ w_k

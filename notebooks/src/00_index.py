@@ -61,9 +61,8 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # Chapter 1 shows that attention without a causal mask cannot see where a token stands: shuffle
 # the tokens and the outputs are shuffled the same way, nothing more (a decoder's causal mask
 # breaks this symmetry, a thread chapter 7 follows). The fix is a **positional
-# encoding**, a vector $p_i$ for each position $i$ that the model can use. Source `001` (after
-# the Hugging Face blog post "You could have designed state of the art positional encoding")
-# lists what we want from it. In our words:
+# encoding**, a vector $p_i$ for each position $i$ that the model can use. Source `001` lists what we want
+# from it, after a blog post it cites but leaves unnamed. In our words (1 and 2 part from the source: end of this page):
 #
 # 1. **Unique.** Each position gets its own code. If two positions shared one, two equal
 #    tokens there would get identical outputs again, in a layer without a causal mask (chapter 1).
@@ -83,52 +82,6 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # Source `002` lists four of its own (位置编码的需求: a unique position per token, a fixed spacing
 # between codes, sentences of any length, a deterministic code): properties 1 to 4 above.
 # Every chapter measures its method against these five.
-#
-# **Property 1 is narrower than in the source.** `001` says that two positions sharing a code
-# would get 完全一致, completely identical, outputs. That holds for equal tokens at the two
-# places, in a layer without a causal mask. Different tokens there still get different queries,
-# and under a causal mask the two places see different prefixes: either way their outputs
-# differ, for weights drawn at random. The cell below checks all three on one random head.
-#
-# **Property 2 is wider here than in the sources, on purpose.** `001` names it 线性相关性, a
-# *linear* relation, after the Hugging Face post. The integer code $p_i = i\cdot\mathbf 1$,
-# which `001` counts as having it, has no linear map from $p_i$ to $p_{i+k}$ at all (whether
-# positions count from 0 or from 1), only the affine $p_i \mapsto p_i + k\cdot\mathbf 1$. We
-# therefore ask for an affine map, which is what the integer code's ✔ below stands for; the
-# sinusoids meet the strict, linear form as well (chapter 3). The cell checks the integer code
-# both ways. `pl.affine_shift_residual(table, k)` is the test the course uses for an affine map
-# (chapter 2 builds it): one matrix and one vector fitted by least squares to every pair
-# $(p_i, p_{i+k})$ of the table at once, and the error left over; 0 means one affine map moves
-# every position $k$ steps.
-
-# %% slideshow={"slide_type": "fragment"}
-g = torch.Generator().manual_seed(0)
-w_q, w_k, w_v = torch.randn(3, 8, 8, generator=g, dtype=torch.float64)  # one random head, d = 8
-code = torch.randn(4, 8, generator=g, dtype=torch.float64)
-code[3] = code[1]  # positions 1 and 3 share a code
-equal = torch.randn(4, 8, generator=g, dtype=torch.float64)
-equal[3] = equal[1]  # the same token at positions 1 and 3
-unequal = equal.clone()
-unequal[3] = torch.randn(8, generator=g, dtype=torch.float64)  # another token at position 3
-
-
-def head(tokens, causal=False):
-    h = tokens + code
-    return pl.attention(h @ w_q, h @ w_k, h @ w_v, causal=causal)[0]
-
-
-assert torch.allclose(head(equal)[1], head(equal)[3])  # equal tokens, shared code: identical outputs
-assert not torch.allclose(head(unequal)[1], head(unequal)[3], atol=1e-3)  # different tokens: not
-assert not torch.allclose(head(equal, causal=True)[1], head(equal, causal=True)[3], atol=1e-3)  # causal: not
-print("shared code: identical outputs only for equal tokens without a causal mask")
-
-ints = pl.integer_positions(16, 4, dtype=torch.float64)  # p_i = i * 1 for i = 0 .. 15, d = 4
-for table in (ints, ints + 1):  # counted from 0 (this course) and from 1 (source 001)
-    src, dst = table[:-3], table[3:]  # every pair (p_i, p_(i+3))
-    linear = torch.linalg.lstsq(src, dst).solution  # the best single matrix M with p_i M = p_(i+3)
-    assert (src @ linear - dst).norm() > 10  # far from exact: no linear map
-    assert pl.affine_shift_residual(table, 3) < 1e-9  # exact: p -> p + 3 * 1
-print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 1)")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## The chapters
@@ -235,7 +188,7 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # | frequencies | $\theta_j = \text{base}^{-2j/d}$ for pair $j = 0 \dots d/2-1$ (base 10 000 unless said); pair $j$ at position $m$ turns by $m\theta_j$. Over $L$ tokens a pair **completes a turn** when its wavelength $2\pi/\theta_j$ is at most $L$ (chapters 5, 7 and 8 count pairs this way; they differ only in whether the last position is $L$ or $L-1$, which matters only at the boundary) | papers that count pairs from 1 write $\theta_i = \text{base}^{-2(i-1)/d}$ |
 # | sinusoids | $p_i[2j] = \sin(i\theta_j)$, $p_i[2j+1] = \cos(i\theta_j)$ (Vaswani's interleaved order) | many codebases concatenate all sines, then all cosines (ch. 3 shows both) |
 # | pair layouts | `"interleaved"` pairs features $(2j, 2j+1)$ (RoFormer, Meta's complex-number code); `"half"` pairs $(j, j+d/2)$ (GPT-NeoX, Hugging Face's `rotate_half`) | the two are a fixed permutation apart (ch. 5) |
-# | binary codes | "bit $k$" is the bit worth $2^k$: bit 0 is the least significant and the fastest to flip, as pair 0 is the sinusoids' fastest pair. Codes are drawn and stored as numbers are written, most significant bit first: bit 0 is the **last** column of `pl.binary_positions`, while pair 0 is the **first** two columns of `pl.sinusoidal_positions` (the two tensors run in opposite directions) | source `001` numbers the bits from the left: its $p_{i,0}$ is the slowest bit, our bit $d-1$, and it writes the fastest as $p_{i,d}$ (counted from 0, the last of $d$ bits is $p_{i,d-1}$), our bit 0. Its example $p_1 = [0, 0, 1]$, $p_2 = [0, 1, 0]$ is drawn as ours is |
+# | binary codes | "bit $b$" is the bit worth $2^b$: bit 0 is the least significant and the fastest to flip, as pair 0 is the sinusoids' fastest pair. Codes are drawn and stored as numbers are written, most significant bit first: bit 0 is the **last** column of `pl.binary_positions`, while pair 0 is the **first** two columns of `pl.sinusoidal_positions` (the two tensors run in opposite directions) | source `001` numbers the bits from the left: its $p_{i,0}$ is the slowest bit, our bit $d-1$, and it writes the fastest as $p_{i,d}$ (counted from 0, the last of $d$ bits is $p_{i,d-1}$), our bit 0. Its example $p_1 = [0, 0, 1]$, $p_2 = [0, 1, 0]$ is drawn as ours is |
 # | tensor shapes | (batch, heads, seq, head_dim); $d$ = head_dim in the RoPE chapters, $d$ = the model width for absolute codes | docstrings state every shape |
 # | head numbers | prose counts heads from 1 (head $h$ has ALiBi slope $m_h$, $h = 1 \dots H$); code counts from 0: head 1 is `pl.alibi_slopes(H)[0]` and `bias[0]` (ch. 6) | ALiBi's paper counts from 1 as the prose does |
 #
@@ -269,19 +222,19 @@ print("the conventions table matches the library")
 #
 # The map at a glance, now with a one-line reason for each entry. ✔ yes, ✘ no, ~ partly, –
 # does not apply; the chapter in brackets is where the entry is tested, and "checked below"
-# points to the last cell of this page, for the few entries no chapter tests.
+# points to the code cell after the notes below the map, for the few entries no chapter tests.
 #
 # | method | 1 unique | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|
 # | none (NoPE) [1, 7] | ~ no code, but a causal mask lets a model count [7] | – | ~ no table to run out of; holds up on some tasks and not on others [7] | – nothing to fix | – a causal mask orders a line, not a grid |
 # | integer $i\cdot\mathbf 1$ [2] | ✔ (but a LayerNorm erases it) | ✔ a shift by $k\cdot\mathbf 1$: affine, not linear (property 2) | ~ values grow without bound, $\lVert p_i\rVert = i\sqrt d$ (checked below) | ✔ | ✔ one integer per axis |
 # | normalised $i/m$ [2] | ✔ within one length | ✘ the step $k/m$ changes with the length $m$ | ✘ codes change with the length | ✔ | ✔ one fraction per axis |
-# | binary [2] | ✔ up to $2^d$ positions | ✘ no affine map for any $k < 2^{d-2}$ (chapter 2 proves it for every $d$) | ~ $d$ bits have $2^d$ codes (checked below), plenty (17 bits cover 131 072); past a training length of $2^k$ positions bit $k$ turns on, a value training never showed (checked below). The ~ is argued from that, not measured: no model here is run past it | ✔ | ✔ one binary code per axis |
+# | binary [2] | ✔ up to $2^d$ positions | ✘ no affine map for any $k < 2^{d-2}$ (chapter 2 proves it for every $d$) | ~ $d$ bits have $2^d$ codes (checked below), plenty (17 bits cover 131 072); past a training length of $2^b$ positions bit $b$ turns on, a value training never showed (checked below). The ~ is argued from that, not measured: no model here is run past it | ✔ | ✔ one binary code per axis |
 # | sinusoidal [3] | ✔ | ✔ a rotation $M_k$ | ~ defined everywhere, but models trained short degrade [7] | ✔ | ✔ axial: a 2-D shift is one rotation (checked below) |
-# | learned absolute [2, 7] | ✔ after training | ✘ nothing forces one: a random table, where training starts, has none (checked below); training may approximate one (chapter 2 §6: trained on a period-4 task, rows 4 apart point alike) | ✘ no rows past `max_len` | ✘ learned | ✔ one learned row per patch (ViT; Dosovitskiy et al. 2021, §3.2) |
-# | relative: Shaw, T5 [4] | ~ encodes distances, clipped or bucketed far away | ✔ by construction | ~ far distances share one value | ~ learned per distance | ✔ one bias per 2-D offset, as in Swin (Liu et al. 2021): each direction its own (checked below) |
+# | learned absolute [2, 7] | ✔ after training | ✘ nothing forces one: a random table, where training starts, has none (checked below); training may approximate one (chapter 2 §6: trained on a period-4 task, rows 4 apart point alike) | ✘ no rows past `max_len` | ✘ learned | ✔ one learned row per patch (ViT; Dosovitskiy et al. 2021, §3.1, Eq. 1) |
+# | relative: Shaw, T5 [4] | ~ encodes distances, clipped or bucketed far away | ✔ no codes $p_i$, but what $k$ apart adds depends on $k$ alone by construction, the property's aim | ~ far distances share one value | ~ learned per distance | ✔ one bias per 2-D offset, as in Swin (Liu et al. 2021): each direction its own (checked below) |
 # | RoPE [5] | ✔ | ✔ scores depend only on the offset $n-m$ | ~ needs PI / NTK / YaRN to go far [7] | ✔ | ✔ axial: split the features per axis [9] |
-# | ALiBi [6] | ~ through the distance penalty | ✔ bias $-m_h(i-j)$ | ~ flat on a local task, falls on long-range recall [6, 7] | ✔ fixed slopes | ~ a distance is the same in every direction (checked below) |
+# | ALiBi [6] | ~ through the distance penalty | ✔ bias $-m_h(i-j)$ | ~ flat on a local task, falls on long-range recall [6, 7] | ✔ fixed slopes | ~ the keys to the left and above, both in the past of a raster order, get one bias; in 1-D a causal mask gives each past key its own (checked below) |
 #
 # **NoPE and longer sequences.** Kazemnejad et al. (2023) find that decoders with no positional
 # encoding generalise in length as well as or better than explicit encodings on their
@@ -299,15 +252,15 @@ print("the conventions table matches the library")
 #
 # **Checked below.** The integer code's length. Binary codes: the first $2^d$ positions take
 # every one of the $2^d$ codes of $d$ bits, so position $2^d$ has none of its own; 17 bits already cover Llama 3.1's 131 072 positions.
-# Over a training length of $2^k$ positions no code sets bit $k$; position $2^k$ sets it. A learned
+# Over a training length of $2^b$ positions no code sets bit $b$; position $2^b$ sets it. A learned
 # table: an affine map $[p_i, 1] \mapsto p_{i+k}$ has $d+1$ numbers per output feature to fit
 # and the table offers $n-k$ pairs, so with $d+1$ pairs or fewer least squares fits almost any
 # table exactly and the test says nothing; over more pairs a random table has no such map.
 # Property 5: give the sinusoids half of the features for the row and half for the column, and a
-# shift by (3 rows, 5 columns) is one rotation for every position of a 16 × 16 grid, turning
-# the row's features and the column's apart; a relative bias with one entry per 2-D offset (key
-# minus query, in rows and in columns) gives the patches left, right, above and below a query
-# four different biases, and a 2-D ALiBi (a slope times the distance) gives all four one.
+# shift by (3 rows, 5 columns) is one rotation for every position of a 16 × 16 grid, turning the row's
+# features and the column's apart; a relative bias with one entry per 2-D offset (key minus query, in
+# rows and in columns) gives the patches left, right, above and below a query four different biases, and
+# a 2-D ALiBi (a slope times the distance) gives all four one, the two before it in raster order included.
 
 # %% slideshow={"slide_type": "fragment"}
 assert pl.integer_positions(1001, 64)[1000].norm() == 1000 * 64**0.5 == 8000  # ||p_i|| = i sqrt(d)
@@ -337,7 +290,7 @@ offset = place[None, :] - place[:, None]  # (query, key, 2): key minus query, as
 table = torch.randn(7, 7, generator=g, dtype=torch.float64)  # one bias per offset, -3..3 in each axis
 relative_2d = table[offset[..., 0] + 3, offset[..., 1] + 3]  # (16, 16)
 alibi_2d = -0.5 * offset.double().norm(dim=-1)  # slope 0.5 times the distance
-query, around = 5, (4, 6, 1, 9)  # patch (1, 1); its left, right, upper and lower neighbours
+query, around = 5, (4, 6, 1, 9)  # patch (1, 1); its left, right, upper and lower neighbours (4, 1: the past)
 assert len({relative_2d[query, k].item() for k in around}) == 4  # four directions, four biases
 assert len({alibi_2d[query, k].item() for k in around}) == 1  # four directions, one bias
 print("integer code, d = 64: ||p_1000|| =", int(pl.integer_positions(1001, 64)[1000].norm()))
@@ -346,3 +299,50 @@ print(f"random 64 x 8 table: an exact affine map only for k = {exact[0]} to 63 (
 print("2-D sinusoids, 16 x 16 grid: 256 distinct codes; a shift by (3, 5) is one rotation")
 print("relative bias per 2-D offset, left/right/up/down:", [round(relative_2d[query, k].item(), 2) for k in around])
 print("2-D ALiBi (distance), left/right/up/down:", [alibi_2d[query, k].item() for k in around])
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ## Where properties 1 and 2 part from source `001`
+#
+# **Property 1 is narrower than in the source.** `001` says that two positions sharing a code would get
+# 完全一致, completely identical, outputs. That holds for equal tokens at the two places, in a layer without
+# a causal mask. Different tokens there get different queries, and under a causal mask the two places see
+# different prefixes: either way their outputs differ, for weights drawn at random and most sequences
+# (chapter 1's Exercise 4 asks for an exception). The cell below checks all three on one random head.
+#
+# **Property 2 is wider here than in the sources, on purpose.** `001` names it 线性相关性, a *linear*
+# relation. The integer code $p_i = i\cdot\mathbf 1$, which `001` counts as having it, has no linear map
+# from $p_i$ to $p_{i+k}$ (counting from 0 or from 1), only the affine $p_i \mapsto p_i + k\cdot\mathbf 1$.
+# So we ask for an affine map, which the integer code's ✔ in the map stands for; the sinusoids meet the
+# strict, linear form too (chapter 3). The cell checks the integer code both ways, with
+# `pl.affine_shift_residual(table, k)` (chapter 2 builds it): one matrix and one vector fitted by least
+# squares to every pair $(p_i, p_{i+k})$ at once, and the error left over; 0 means one affine map moves
+# every position $k$ steps.
+
+# %% slideshow={"slide_type": "fragment"}
+g = torch.Generator().manual_seed(0)
+w_q, w_k, w_v = torch.randn(3, 8, 8, generator=g, dtype=torch.float64)  # one random head, d = 8
+code = torch.randn(4, 8, generator=g, dtype=torch.float64)
+code[3] = code[1]  # positions 1 and 3 share a code
+equal = torch.randn(4, 8, generator=g, dtype=torch.float64)
+equal[3] = equal[1]  # the same token at positions 1 and 3
+unequal = equal.clone()
+unequal[3] = torch.randn(8, generator=g, dtype=torch.float64)  # another token at position 3
+
+
+def head(tokens, causal=False):
+    h = tokens + code
+    return pl.attention(h @ w_q, h @ w_k, h @ w_v, causal=causal)[0]
+
+
+assert torch.allclose(head(equal)[1], head(equal)[3])  # equal tokens, shared code: identical outputs
+assert not torch.allclose(head(unequal)[1], head(unequal)[3], atol=1e-3)  # different tokens: not
+assert not torch.allclose(head(equal, causal=True)[1], head(equal, causal=True)[3], atol=1e-3)  # causal: not
+print("shared code: identical outputs only for equal tokens without a causal mask")
+
+ints = pl.integer_positions(16, 4, dtype=torch.float64)  # p_i = i * 1 for i = 0 .. 15, d = 4
+for table in (ints, ints + 1):  # counted from 0 (this course) and from 1 (source 001)
+    src, dst = table[:-3], table[3:]  # every pair (p_i, p_(i+3))
+    linear = torch.linalg.lstsq(src, dst).solution  # the best single matrix M with p_i M = p_(i+3)
+    assert (src @ linear - dst).norm() > 10  # far from exact: no linear map
+    assert pl.affine_shift_residual(table, 3) < 1e-9  # exact: p -> p + 3 * 1
+print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 1)")

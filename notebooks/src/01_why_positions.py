@@ -303,14 +303,13 @@ print("dog outputs identical?", same)
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3 · Add positions: the dogs differ
 #
-# Give each position $i$ its own vector $p_i$ and add it to the token's embedding,
-# $x_i' = x_i + p_i$. Here $p_i$ is the sinusoidal code of chapter 3,
-# `pl.sinusoidal_positions(n, d)`. The two "dog" inputs are now different vectors, and with
-# these weights so are their outputs: in this draw of the demo's weights (seed 1) they differ
-# by 0.32 of the first dog's length, far from a rounding error.
-# How far apart depends on the draw: the cell after this one redraws the demo ten times. The
-# invariance of section 1 goes too: a fixed query's output changes when the tokens are
-# shuffled, because each token now carries its place with it.
+# Give each position $i$ its own vector $p_i$ and add it to the token's embedding, $x_i' = x_i + p_i$.
+# Any vector that differs from place to place would do; we take chapter 3's sinusoids,
+# `pl.sinusoidal_positions(n, d)`. The two "dog" inputs now differ, and with these weights so do their
+# outputs: in this draw of the demo's weights (seed 1) by 0.32 of the first dog's length, far from a
+# rounding error. How far apart depends on the draw: the cell after this one redraws the demo ten times.
+# The invariance of section 1 goes too: a fixed query's output changes when the tokens are shuffled,
+# because each token now carries its place with it.
 
 # %% slideshow={"slide_type": "fragment"}
 pos = pl.sinusoidal_positions(len(words), hdim, device=device)  # (6, 16)
@@ -742,11 +741,10 @@ print("extra projections fold into in_proj_weight: same output")
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### What `nn.MultiheadAttention` computes, by hand
 #
-# With one head and no biases, `nn.MultiheadAttention` is exactly `pl.attention` between an
-# input projection and an output projection. Its `in_proj_weight` stacks
-# $W_Q^\top, W_K^\top, W_V^\top$ (PyTorch stores `Linear` weights as (out, in)), so
-# $Q = X\,W_Q$ reads `x @ in_q.T`. (With several heads the projections are cut into one slice
-# per head, and the module returns the weights averaged over the heads.) The `one_head` above:
+# With one head and no biases, `nn.MultiheadAttention` is exactly `pl.attention` between an input projection
+# and an output projection. Its `in_proj_weight` stacks $W_Q^\top, W_K^\top, W_V^\top$ (PyTorch stores `Linear`
+# weights as (out, in)), so $Q = X\,W_Q$ reads `x @ in_q.T`. With several heads the projections are cut into one
+# slice per head, and the weights returned are the heads' average: the cell checks it on the demo's `mha` too.
 
 # %% slideshow={"slide_type": "fragment"}
 ref_out, ref_w = one_head(x_dog, x_dog, x_dog)
@@ -754,7 +752,9 @@ in_q, in_k, in_v = one_head.in_proj_weight.chunk(3)
 core, core_w = pl.attention(x_dog @ in_q.T, x_dog @ in_k.T, x_dog @ in_v.T)
 torch.testing.assert_close(core @ one_head.out_proj.weight.T, ref_out)
 torch.testing.assert_close(core_w, ref_w)
-print("nn.MultiheadAttention (1 head) == out_proj(pl.attention(...)): True")
+qkv = (x_dog @ mha.in_proj_weight.T + mha.in_proj_bias).unflatten(-1, (3, 4, hdim // 4)).movedim(-3, 0)
+torch.testing.assert_close(pl.attention(*qkv.transpose(-3, -2))[1].mean(1), mha(x_dog, x_dog, x_dog)[1])
+print("nn.MultiheadAttention == out_proj(pl.attention(...)), one head; 4 heads: weights averaged")
 
 
 # %% [markdown] slideshow={"slide_type": "slide"}
