@@ -129,7 +129,8 @@ def total_bytes(ops) -> int:
 # comprehension computes the angle of every entry, p / 10000^(2⌊c/2⌋/d) for position p and column c
 # (both columns of a pair share ⌊c/2⌋ = j), in Python; one call turns the nested list into a tensor;
 # then two vectorised calls take the sine of the even columns and the cosine of the odd ones. Our
-# version of that builder (it takes the angle as an argument, so the cell can count its calls):
+# version of that builder (it takes the angle as an argument, so the cell can count its calls; `RecordCalls`,
+# defined in the setup cell, records torch calls, and "Two recorders" below says how):
 
 # %% slideshow={"slide_type": "fragment"}
 def angle_003(p: int, c: int, d: int, base: float = 10000.0) -> float:
