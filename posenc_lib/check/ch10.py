@@ -118,7 +118,7 @@ def _close(x: torch.Tensor, y: torch.Tensor) -> bool:
 
 def rotate_back_in_place(answer: Callable[..., Any] | None) -> bool | None:
     """answer(g, cos, sin, layout): overwrites g (..., seq, d), any strides, with R^T g, the rotation of every pair by
-    -angle (cos, sin of shape (seq, d/2); layout "half" or "interleaved"), creating at most
+    -angle (cos, sin of shape (seq, d/2); layout "half" or "interleaved"), creating in total at most
     g.numel() // 2 + 2 * cos.numel() + SCALARS elements in new tensors and nothing big outside torch."""
 
     def run(fn):
@@ -147,7 +147,7 @@ def rotate_back_in_place(answer: Callable[..., Any] | None) -> bool | None:
                 continue
             if seen.elements > budget:
                 yield False, (f"{where}: the function creates (or brings in from outside) {seen.elements:,} elements "
-                              f"of tensors other than g, cos and sin; the budget is half of g and two tables, "
+                              f"of tensors other than g, cos and sin in all; the budget is half of g and two tables, "
                               f"{budget:,}. Every out-of-place expression (a product such as b * sin, a clone, "
                               f"a copy) allocates a new tensor for its result")
                 continue
