@@ -802,12 +802,10 @@ print("YaRN at s = 2, per pair:", [round(x, 2) for x in (yarn2 / theta16).tolist
       f"(pair 0 turns {turns16[0]:.1f} times over 64 tokens)")
 assert round(turns16[0].item(), 1) == 10.2 and (turns16 < 32).all()  # no pair turns 32 times
 assert [round(x, 2) for x in (yarn2 / theta16).tolist()] == [1.0, 0.83, 0.67] + [0.5] * 5
-ramp = ((turns16 - 1) / 31).clamp(0, 1)  # the paper's ramp, linear in the turns between beta_slow 1 and beta_fast 32
-paper_code = {s_: ((ramp + (1 - ramp) / s_)[:2], pl.scaled_rope_frequencies(
-    16, method="yarn", factor=float(s_), original_max_position=64, dtype=torch.float64)[0][:2] / theta16[:2])
-    for s_ in (2, 8)}  # pairs 0 and 1: the paper's YaRN against the code's
-assert {s_: [[round(x, 3) for x in v.tolist()] for v in pc] for s_, pc in paper_code.items()} == {
-    2: [[0.648, 0.536], [1.0, 0.833]], 8: [[0.384, 0.188], [1.0, 0.708]]}
+ramp = ((turns16 - 1) / 31).clamp(0, 1)  # the paper's ramp: linear in the turns, from 1 (beta_slow) to 32 (beta_fast)
+for s_, want in ((2, [[0.648, 0.536], [1.0, 0.833]]), (8, [[0.384, 0.188], [1.0, 0.708]])):  # pairs 0, 1: paper, code
+    code = pl.scaled_rope_frequencies(16, method="yarn", factor=float(s_), original_max_position=64, dtype=torch.float64)
+    assert [[round(x, 3) for x in v[:2].tolist()] for v in (ramp + (1 - ramp) / s_, code[0] / theta16)] == want
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### A head reads its pairs together
@@ -875,11 +873,10 @@ fig
 # term over the other keys the query sees: how much the pair does to make the entry stand out. It
 # stores no attention mass, so the lookup head (the most mass on the entry) is chosen in the
 # committed run. **An assumption:** the retrained RoPE models are the committed ones (asserted for
-# the ALiBi models retrained beside them, not for RoPE's). In that head of every seed, the two
-# fast pairs, which turn 10 and 3 times over 64 tokens, do the least (pair 0 at most 0.03, pair 1
-# at most 0.22, against 0.48 or more on average for pairs 2 to 7): pairs 2 to 7 carry the lookup.
-# The *lookup gap* below is the mean over them and over the lookups of the gap from the curve of
-# the training lookups (53–62).
+# the ALiBi models retrained beside them, not for RoPE's). In that head of every seed, the fast
+# pairs 0 and 1 (10 and 3 turns over 64 tokens) do the least (at most 0.03 and 0.22, against 0.48
+# or more on average for pairs 2 to 7): pairs 2 to 7 carry the lookup. The *lookup gap* below is
+# the mean, over them and over the lookups, of the gap from the curve of the training lookups (53–62).
 
 # %% slideshow={"slide_type": "fragment"}
 controls = ex.load_results("recall_controls")  # python -m posenc_lib.experiments.extrapolation --controls
@@ -1034,11 +1031,8 @@ fig
 #   every lookup this task trained (1 to 62, not 53–62; next cell): over every lookup it asks at
 #   512 tokens (1 to 510 back) it is 0.00 for PI, 0.43 for YaRN, 1.12 for NTK and 1.74 for plain RoPE: the
 #   two largest gaps recall least (NTK 0.57, RoPE 0.32), PI and YaRN (0.82, 0.92) the seeds cannot
-#   tell apart. PI's 0.00 is a mean, over the lookups and over pairs 2 to 7; it does not ask every
-#   lookup to land inside the trained 1 to 62, and PI's lookups of 1 to 7 tokens land below
-#   distance 1: over all 8 pairs they sit 0.125 to 0.875 rad off the curve of training lookups
-#   (the fast pairs, which the gap leaves out, see it), over pairs 2 to 7 at most 0.09. Whether
-#   that is what keeps PI below YaRN here is not tested.
+#   tell apart. PI's 0.00 is a mean: its lookups of 1 to 7 tokens land below distance 1, 0.125 to
+#   0.875 rad off the curve in all 8 pairs (at most 0.09 in pairs 2 to 7, which the gap counts).
 # * **NoPE loses little** (0.87 to 0.80 on average) and T5 nothing (0.95 at 64 and at 512); the
 #   seeds cannot separate the two at 512. ALiBi and sinusoids fall (0.53 and 0.50 at 512), and
 #   every seed of NoPE beats every seed of ALiBi there.
@@ -1171,27 +1165,21 @@ print("sliding window at 512, predicted vs measured:", [f"{p:.2f} vs {m:.2f}" fo
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### How many of these orderings could be luck?
 #
-# This section asserted 33 orderings of the kind "every seed of A beats every seed of B" (the
-# next cell counts them). If A and B never differed, and their seeds were independent, each would
-# still pass with probability 1/20, so among 33 claims about equal methods about 1.7 would pass
-# by chance. That rate fits only some of them: 24 of the 33 compare RoPE with itself under another
-# scaling, or two scalings of it, so both sides are *the same three trained models*, read with
-# other frequencies. Their seeds are not independent draws, the 1-in-20 does not apply, and a
-# consistent ordering there says less than it seems. What carries the weight is the separation:
-# the worst seed of the winner beats the best seed of the loser by how many standard errors of
-# the evaluation noise. The cell lists the thin ones (separation below 2): YaRN over NTK on the
-# grammar at 512, RoPE over NTK on the dictionary-first recall at 128, and T5 over NoPE there at
-# 512, which is why the text above calls the first two thin and says only "second to T5" about
-# NoPE rather than building on the third; every other ordering is separated by more than 2.5.
-# For the grammar that count treats each of the 65 280 scored tokens per seed as an independent
-# answer, which they are not (they come from 128 sequences). Counting each sequence once instead
-# (n = 128, a pessimistic bound: a sequence's accuracy varies far less than one token's), five
-# grammar orderings would be thin: ALiBi over T5 at 512, RoPE over PI at 128, 256 and 512, and YaRN
-# over NTK at 512; the text above gives their margins and builds nothing else on them. The other
-# nine grammar orderings stay above 2 on either count.
-# Where the seed ranges overlap, the text says the seeds cannot tell the two apart: T5 against
-# ALiBi on the grammar up to 256 tokens, PI against YaRN on recall at 256 (dictionary first) and
-# at 512 (anywhere), NoPE against T5 with the dictionary anywhere.
+# This section asserted 33 orderings "every seed of A beats every seed of B" (the next cell counts
+# them). Were A and B equal, with independent seeds, each would pass with probability 1/20: about
+# 1.7 of 33 by chance. But 24 of the 33 compare *the same three trained RoPE models* under two
+# scalings (or none): not independent draws, so the 1-in-20 does not apply and an ordering there
+# says less than it seems. What carries the weight is the separation: the worst seed of the winner
+# beats the best seed of the loser by how many standard errors of the evaluation noise. The thin
+# ones (below 2, next cell): YaRN over NTK on the grammar at 512, RoPE over NTK on the
+# dictionary-first recall at 128, T5 over NoPE there at 512; the text calls the first two thin and
+# builds nothing on the third. Every other ordering is separated by more than 2.5. That count treats
+# each of the grammar's 65 280 scored tokens per seed as independent; counting each of its 128
+# sequences once (a pessimistic bound), five grammar orderings would be thin: ALiBi over T5 at 512,
+# RoPE over PI at 128, 256 and 512, YaRN over NTK at 512; the text gives their margins and builds
+# nothing else on them. Where the seed ranges overlap, the text says the seeds cannot tell the two
+# apart: T5 against ALiBi on the grammar up to 256 tokens, PI against YaRN on recall at 256
+# (dictionary first) and at 512 (anywhere), NoPE against T5 with the dictionary anywhere.
 
 # %% slideshow={"slide_type": "fragment"}
 assert beats("recall", "t5", "none", 512)  # the one ordering the text mentions without building on it
