@@ -240,15 +240,15 @@ torch.testing.assert_close(dyn(4 * L0), pl.scaled_rope_frequencies(d, method="nt
 torch.testing.assert_close(dyn(L0 // 2), pl.rope_frequencies(d))
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# Do they keep the angles in range? The same measurement as above, with each method's
-# frequencies at the distances $0 \dots sL_0 - 1$ against plain RoPE's in training.
-# Position interpolation maps distance $r$ to the angle of $r/s$: the first distance past
-# the new context, $sL_0$, lands exactly where $L_0$ did, and the largest one, $sL_0 - 1$,
-# on $(L_0 - 1/s)\,\theta_j$, less than one step past the trained arc (positions start at
-# 0, so the last trained distance is $L_0 - 1$). YaRN and Llama 3 interpolate every pair
-# with $\lambda_j > L_0$ fully, so those wavelengths move beyond $sL_0$ and no pair sees a
-# new angle (§3 finds that not sufficient: a head reads its pairs together). NTK leaves all slow pairs but the slowest reaching new angles (Exercise 3
-# designs a base that does not).
+# Do they keep the angles in range? The same measurement as above, with each method's frequencies at
+# the distances $0 \dots sL_0 - 1$ against plain RoPE's in training. Position interpolation maps
+# distance $r$ to the angle of $r/s$: the first distance past the new context, $sL_0$, lands exactly
+# where $L_0$ did, and the largest one, $sL_0 - 1$, on $(L_0 - 1/s)\,\theta_j$, less than one step
+# past the trained arc (positions start at 0, so the last trained distance is $L_0 - 1$). YaRN and
+# Llama 3 interpolate every pair with $\lambda_j > L_0$ fully, so those wavelengths move beyond
+# $sL_0$ and no pair sees a new angle (§3 finds that not sufficient: a head reads its pairs
+# together). NTK leaves all slow pairs but the slowest reaching new angles (Exercise 3 designs a
+# base that does not).
 
 # %% slideshow={"slide_type": "fragment"}
 fresh = {m: pl.rope_angle_novelty(theta, L0, int(s * L0), inv_freq=scaled[m][0]) > theta for m in METHODS}
@@ -678,24 +678,24 @@ assert round(near512["rope+yarn"], 2) == round(near64, 2) == 0.16 and round(near
 #   difference no training distance showed, so the two needed keys look like keys a few tokens
 #   further back. The summary pools every key 2 to 63 back, so which near keys gain is not
 #   measured: the adjacent ones, or near keys in general.
-# * **YaRN** (the code's, §2) keeps the fastest pair (in this $d = 16$ head it keeps pair 0 and
-#   changes pair 1's frequency only partly; see the recall section), so neighbours stay apart (the near keys keep
-#   their 0.16), and its far keys score below the near ones *on average* in every head (far − near
-#   mean logit −2.9 or lower). Yet they take a median 0.36 of the attention, and 99 % of what the
-#   needed keys lose (0.84 → 0.37) goes to them; the grammar accuracy falls from 0.77 to 0.57.
+# * **YaRN** (the code's, §2) keeps the fastest pair (here pair 0, and pair 1 partly; see the
+#   recall section), so neighbours stay apart (the near keys keep their 0.16), and its far keys
+#   score below the near ones *on average* in every head (far − near mean logit −2.9 or lower). Yet
+#   they take a median 0.36 of the attention, and 99 % of what the needed keys lose (0.84 → 0.37)
+#   goes to them; the grammar accuracy falls from 0.77 to 0.57.
 #
 # Is YaRN's failure dilution, many far keys each scored a little lower? Its own numbers say no. A
 # query at the end of 512 tokens sees about 440 far keys and 62 near ones; if every far key scored
 # 2.9 below every near one, the far keys together would take at most $\tfrac{440}{62} e^{-2.9}
 # \approx 0.4$ times the near keys' mass, and they take more than twice it (0.36 against 0.16). The
 # next cell makes the same comparison key for key, in every head: a far key's share of the mass,
-# over a near key's, against $e^{\text{far − near logit}}$, what equal scores within each group would
-# give. For NoPE, the control, the two agree (within 13 %): its far keys take what their number and
-# mean logit give them, plain dilution. For YaRN a far key takes 7 to 100 times more than its mean
-# logit predicts: the far mass is carried by a minority of far keys whose logits lie well above the
-# far mean, a spread and not a uniform handicap. Which far keys those are, combinations of angles
-# that training never produced (a question the recall section takes up) or far keys whose content matches
-# the query's, this summary cannot tell; we leave it open.
+# over a near key's, against $e^{\text{far − near logit}}$, what equal scores within each group
+# would give. For NoPE, the control, the two agree (within 13 %): its far keys take what their
+# number and mean logit give them, plain dilution. For YaRN a far key takes 7 to 100 times more than
+# its mean logit predicts: the far mass is carried by a minority of far keys whose logits lie well
+# above the far mean, a spread and not a uniform handicap. Which far keys those are, combinations of
+# angles that training never produced (a question the recall section takes up) or far keys whose
+# content matches the query's, this summary cannot tell; we leave it open.
 #
 # Keeping every angle in range is not enough for a local task: PI loses the needed keys to other
 # near keys, YaRN to a minority of far keys that still score high.
@@ -733,9 +733,9 @@ assert (over_mean["rope+yarn"] > 6.5).all() and over_mean["rope+yarn"].max() > 1
 #
 # * **YaRN is in range too**, yet it recalls only 0.69 at 128 tokens. In this $d = 16$ head no pair
 #   turns 32 times over 64 tokens (pair 0 turns 10 times), so the code's ramp runs from pair 0,
-#   which it keeps (the paper's would not, §2), to pair 3: at $s = 2$ it multiplies pair 1's frequency by 0.83 and pair 2's by 0.67,
-#   and divides pairs 3 to 7 by $s$. Each pair then either turned in training, and has seen every angle, or is
-#   slowed enough to meet none it has not seen: 0 of 8 pairs at unseen angles, like PI.
+#   which it keeps (the paper's would not, §2), to pair 3: at $s = 2$ it multiplies pair 1's
+#   frequency by 0.83 and pair 2's by 0.67, and divides pairs 3 to 7 by $s$. Each pair has then
+#   turned in training or is slowed enough to meet no unseen angle: 0 of 8 pairs, like PI.
 # * **Move the dictionary to the trained distances** (at $L - 64$: every lookup spans 53 to 62
 #   tokens, as in training), and the ranking turns over. Plain RoPE recalls 0.74 at 512 tokens
 #   (0.17 with the dictionary first): most of its failure is the *distance*. RoPE + PI drops
@@ -1019,20 +1019,20 @@ fig
 #
 # * **RoPE still falls** (0.93 at 64, 0.32 at 512), and the control says why: with the
 #   dictionary at $L - 64$ it recalls 0.81 at 512. It is the distance.
-# * **Stretching RoPE now works as "stay in range" says it should.** YaRN keeps RoPE's
-#   64-token accuracy at every length (within 0.02 on average: 0.92 at 512), PI nearly
-#   (0.82), NTK, which leaves 4 pairs at unseen angles, does not (0.57); every seed of YaRN
-#   and of PI beats every seed of plain RoPE and of NTK at 512. PI against YaRN: the seeds
-#   cannot tell them apart at 512, the reverse of the dictionary-first ranking, where PI beat
-#   YaRN at 128 and 512 by the layout alone (at 512 YaRN's best placement of the dictionary
-#   recalls 0.91, PI's 0.78). YaRN's odd non-monotone curve there (worse at
-#   128 than at 256 for every seed) is gone too: with lookups at every distance, no length's
-#   accuracy rests on where ten lookup distances fall. The lookup gap says the same, taken against
-#   every lookup this task trained (1 to 62, not 53–62; next cell): over every lookup it asks at
-#   512 tokens (1 to 510 back) it is 0.00 for PI, 0.43 for YaRN, 1.12 for NTK and 1.74 for plain RoPE: the
-#   two largest gaps recall least (NTK 0.57, RoPE 0.32), PI and YaRN (0.82, 0.92) the seeds cannot
-#   tell apart. PI's 0.00 is a mean: its lookups of 1 to 7 tokens land below distance 1, 0.125 to
-#   0.875 rad off the curve in all 8 pairs (at most 0.09 in pairs 2 to 7, which the gap counts).
+# * **Stretching RoPE now works as "stay in range" says it should.** YaRN keeps RoPE's 64-token
+#   accuracy at every length (within 0.02 on average: 0.92 at 512), PI nearly (0.82), NTK, which
+#   leaves 4 pairs at unseen angles, does not (0.57); every seed of YaRN and of PI beats every seed
+#   of plain RoPE and of NTK at 512. PI against YaRN: the seeds cannot tell them apart at 512, the
+#   reverse of the dictionary-first ranking, where PI beat YaRN at 128 and 512 by the layout alone
+#   (at 512 YaRN's best placement of the dictionary recalls 0.91, PI's 0.78). YaRN's odd
+#   non-monotone curve there (worse at 128 than at 256 for every seed) is gone too: with lookups at
+#   every distance, no length's accuracy rests on where ten lookup distances fall. The lookup gap
+#   says the same, taken against every lookup this task trained (1 to 62, not 53–62; next cell):
+#   over every lookup it asks at 512 tokens (1 to 510 back) it is 0.00 for PI, 0.43 for YaRN, 1.12
+#   for NTK and 1.74 for plain RoPE: the two largest gaps recall least (NTK 0.57, RoPE 0.32), PI and
+#   YaRN (0.82, 0.92) the seeds cannot tell apart. PI's 0.00 is a mean: its lookups of 1 to 7 tokens
+#   land below distance 1, 0.125 to 0.875 rad off the curve in all 8 pairs (at most 0.09 in pairs 2
+#   to 7, which the gap counts).
 # * **NoPE loses little** (0.87 to 0.80 on average) and T5 nothing (0.95 at 64 and at 512); the
 #   seeds cannot separate the two at 512. ALiBi and sinusoids fall (0.53 and 0.50 at 512), and
 #   every seed of NoPE beats every seed of ALiBi there.
@@ -1378,8 +1378,8 @@ _ = check.uniform_divisors(uniform_divisors)
 # * "LLaMA 4 uses NoPE" is true of *some* of its layers: Llama 4 interleaves, most layers use RoPE
 #   and some (every fourth, in Meta's description of its "iRoPE" design) use no positional encoding.
 # * "The Qwen series uses YaRN" is true of how Qwen runs past its native context: the models are
-#   trained with unscaled RoPE (Qwen2.5 raised the base to $10^6$ in training, ABF, §2), and YaRN is what their long-context documentation switches on (e.g.
-#   Qwen2.5 from 32K to 128K tokens with factor 4).
+#   trained with unscaled RoPE (Qwen2.5 with its base raised to $10^6$, ABF, §2), and YaRN is what
+#   their long-context documentation switches on (Qwen2.5: 32K to 128K tokens, factor 4).
 #
 # Chapter 8 checks both notes against the models' own config files: Llama 4 Scout's
 # `no_rope_layers` (§5 there) and Qwen2.5's `rope_scaling` (null as shipped; the YaRN block
