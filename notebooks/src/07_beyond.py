@@ -122,7 +122,7 @@ fig
 #
 # $$L_0\, b^{-2j/d} < 2\pi \iff j > j^* = \frac{d}{2}\,\frac{\ln(L_0/2\pi)}{\ln b},$$
 #
-# the "critical dimension" of Liu et al. (2023, *Scaling Laws of RoPE-based Extrapolation*).
+# the "critical dimension" of Liu et al. (2023, *Scaling Laws of RoPE-based Extrapolation*), in pairs.
 #
 # The cell checks this count against a direct measurement, `pl.rope_angle_novelty`: for
 # every pair, the largest distance on the circle from an angle at the distances
