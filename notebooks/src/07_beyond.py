@@ -120,7 +120,9 @@ fig
 # $[0, (L_0-1)\theta_j]$, and beyond $L_0$ they reach angles the model never saw. Which
 # pairs are those? $L_0\theta_j < 2\pi$ with $\theta_j = b^{-2j/d}$; taking logarithms,
 #
-# $$L_0\, b^{-2j/d} < 2\pi \iff j > j^* = \frac{d}{2}\,\frac{\ln(L_0/2\pi)}{\ln b}.$$
+# $$L_0\, b^{-2j/d} < 2\pi \iff j > j^* = \frac{d}{2}\,\frac{\ln(L_0/2\pi)}{\ln b},$$
+#
+# the "critical dimension" of Liu et al. (2023, *Scaling Laws of RoPE-based Extrapolation*), in pairs.
 #
 # The cell checks this count against a direct measurement, `pl.rope_angle_novelty`: for
 # every pair, the largest distance on the circle from an angle at the distances
@@ -175,7 +177,8 @@ fig
 # into the trained range; NTK, YaRN and Llama 3 slow mostly the slow pairs, which are the
 # ones that need it. ("NTK-aware" is named after the *neural tangent kernel*, the theory
 # bloc97 invoked for it: a network learns high frequencies poorly, so interpolation should
-# spare the fast pairs rather than squeeze them.)
+# spare the fast pairs rather than squeeze them.) The other route raises the base *during*
+# training (adjusted base frequency, ABF: Code Llama's $10^6$, Llama 3's 500 000, Qwen2.5's $10^6$).
 #
 # | method | new frequencies | who |
 # |---|---|---|
@@ -198,8 +201,10 @@ fig
 # * **YaRN's ramp.** The paper defines the blend between keeping and interpolating as linear
 #   in the number of turns over $L_0$. Its reference code, and transformers, ramp linearly in
 #   the pair index $j$ between the pair that turns `beta_fast` = 32 times and the pair that
-#   turns `beta_slow` = 1 time, which is linear in the *logarithm* of the turns. The ends
-#   agree, the middle does not; this library follows the code, as the models you run do.
+#   turns `beta_slow` = 1 time, which is linear in the *logarithm* of the turns, and clamps
+#   that ramp at pair 0. Where no pair turns 32 times, as in §3's $d = 16$, $L_0 = 64$ head,
+#   even pair 0 differs (paper ×0.65, code ×1 at $s = 2$; asserted in §3). This library, and
+#   "YaRN" everywhere in this chapter, follows the code (transformers'), as the models you run do.
 # * **Dynamic NTK in transformers** takes $L_0$ from `max_position_embeddings` and recomputes
 #   the frequencies only when the input grows past the longest length seen so far (and
 #   resets them when it falls back below $L_0$). Keys already in a KV cache keep the angles
@@ -235,15 +240,15 @@ torch.testing.assert_close(dyn(4 * L0), pl.scaled_rope_frequencies(d, method="nt
 torch.testing.assert_close(dyn(L0 // 2), pl.rope_frequencies(d))
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# Do they keep the angles in range? The same measurement as above, with each method's
-# frequencies at the distances $0 \dots sL_0 - 1$ against plain RoPE's in training.
-# Position interpolation maps distance $r$ to the angle of $r/s$: the first distance past
-# the new context, $sL_0$, lands exactly where $L_0$ did, and the largest one, $sL_0 - 1$,
-# on $(L_0 - 1/s)\,\theta_j$, less than one step past the trained arc (positions start at
-# 0, so the last trained distance is $L_0 - 1$). YaRN and Llama 3 interpolate every pair
-# with $\lambda_j > L_0$ fully, so those wavelengths move beyond $sL_0$ and no pair sees a
-# new angle. NTK leaves all slow pairs but the slowest reaching new angles (Exercise 3
-# designs a base that does not).
+# Do they keep the angles in range? The same measurement as above, with each method's frequencies at
+# the distances $0 \dots sL_0 - 1$ against plain RoPE's in training. Position interpolation maps
+# distance $r$ to the angle of $r/s$: the first distance past the new context, $sL_0$, lands exactly
+# where $L_0$ did, and the largest one, $sL_0 - 1$, on $(L_0 - 1/s)\,\theta_j$, less than one step
+# past the trained arc (positions start at 0, so the last trained distance is $L_0 - 1$). YaRN and
+# Llama 3 interpolate every pair with $\lambda_j > L_0$ fully, so those wavelengths move beyond
+# $sL_0$ and no pair sees a new angle (§3 finds that not sufficient: a head reads its pairs
+# together). NTK leaves all slow pairs but the slowest reaching new angles (Exercise 3 designs a
+# base that does not).
 
 # %% slideshow={"slide_type": "fragment"}
 fresh = {m: pl.rope_angle_novelty(theta, L0, int(s * L0), inv_freq=scaled[m][0]) > theta for m in METHODS}
@@ -661,7 +666,8 @@ assert round(near512["rope+yarn"], 2) == round(near64, 2) == 0.16 and round(near
 # 24 heads their mean logit is *above* that of the near keys (far − near logit up to 4.2),
 # the unseen-angle scores of §2. NoPE, the control, loses its far mass to dilution only: within
 # 0.04 of the far share, with a far − near logit within 0.15 of 0. So RoPE loses a local task
-# past $L_0$ because its far keys score *spuriously high*.
+# past $L_0$ because its far keys score *spuriously high*; the causal test is the sliding window
+# (below), which hides them and brings RoPE back within 0.04 of its 64-token accuracy.
 #
 # The two scalings that keep every angle in range fail differently, and the table says how:
 #
@@ -672,24 +678,24 @@ assert round(near512["rope+yarn"], 2) == round(near64, 2) == 0.16 and round(near
 #   difference no training distance showed, so the two needed keys look like keys a few tokens
 #   further back. The summary pools every key 2 to 63 back, so which near keys gain is not
 #   measured: the adjacent ones, or near keys in general.
-# * **YaRN** keeps the fastest pair (in this $d = 16$ head it keeps pair 0 and changes pair 1's
-#   frequency only partly; see the recall section), so neighbours stay apart (the near keys keep
-#   their 0.16), and its far keys score below the near ones *on average* in every head (far − near
-#   mean logit −2.9 or lower). Yet they take a median 0.36 of the attention, and 99 % of what the
-#   needed keys lose (0.84 → 0.37) goes to them; the grammar accuracy falls from 0.77 to 0.57.
+# * **YaRN** (the code's, §2) keeps the fastest pair (here pair 0, and pair 1 partly; see the
+#   recall section), so neighbours stay apart (the near keys keep their 0.16), and its far keys
+#   score below the near ones *on average* in every head (far − near mean logit −2.9 or lower). Yet
+#   they take a median 0.36 of the attention, and 99 % of what the needed keys lose (0.84 → 0.37)
+#   goes to them; the grammar accuracy falls from 0.77 to 0.57.
 #
 # Is YaRN's failure dilution, many far keys each scored a little lower? Its own numbers say no. A
 # query at the end of 512 tokens sees about 440 far keys and 62 near ones; if every far key scored
 # 2.9 below every near one, the far keys together would take at most $\tfrac{440}{62} e^{-2.9}
 # \approx 0.4$ times the near keys' mass, and they take more than twice it (0.36 against 0.16). The
 # next cell makes the same comparison key for key, in every head: a far key's share of the mass,
-# over a near key's, against $e^{\text{far − near logit}}$, what equal scores within each group would
-# give. For NoPE, the control, the two agree (within 13 %): its far keys take what their number and
-# mean logit give them, plain dilution. For YaRN a far key takes 7 to 100 times more than its mean
-# logit predicts: the far mass is carried by a minority of far keys whose logits lie well above the
-# far mean, a spread and not a uniform handicap. Which far keys those are, combinations of angles
-# that training never produced (a question the recall section takes up) or far keys whose content matches
-# the query's, this summary cannot tell; we leave it open.
+# over a near key's, against $e^{\text{far − near logit}}$, what equal scores within each group
+# would give. For NoPE, the control, the two agree (within 13 %): its far keys take what their
+# number and mean logit give them, plain dilution. For YaRN a far key takes 7 to 100 times more than
+# its mean logit predicts: the far mass is carried by a minority of far keys whose logits lie well
+# above the far mean, a spread and not a uniform handicap. Which far keys those are, combinations of
+# angles that training never produced (a question the recall section takes up) or far keys whose
+# content matches the query's, this summary cannot tell; we leave it open.
 #
 # Keeping every angle in range is not enough for a local task: PI loses the needed keys to other
 # near keys, YaRN to a minority of far keys that still score high.
@@ -726,10 +732,10 @@ assert (over_mean["rope+yarn"] > 6.5).all() and over_mean["rope+yarn"].max() > 1
 # the task rewards instead:
 #
 # * **YaRN is in range too**, yet it recalls only 0.69 at 128 tokens. In this $d = 16$ head no pair
-#   turns 32 times over 64 tokens (pair 0 turns 10 times), so YaRN's ramp runs from pair 0, which
-#   it keeps, to pair 3: at $s = 2$ it multiplies pair 1's frequency by 0.83 and pair 2's by 0.67,
-#   and divides pairs 3 to 7 by $s$. Each pair then either turned in training, and has seen every angle, or is
-#   slowed enough to meet none it has not seen: 0 of 8 pairs at unseen angles, like PI.
+#   turns 32 times over 64 tokens (pair 0 turns 10 times), so the code's ramp runs from pair 0,
+#   which it keeps (the paper's would not, §2), to pair 3: at $s = 2$ it multiplies pair 1's
+#   frequency by 0.83 and pair 2's by 0.67, and divides pairs 3 to 7 by $s$. Each pair has then
+#   turned in training or is slowed enough to meet no unseen angle: 0 of 8 pairs, like PI.
 # * **Move the dictionary to the trained distances** (at $L - 64$: every lookup spans 53 to 62
 #   tokens, as in training), and the ranking turns over. Plain RoPE recalls 0.74 at 512 tokens
 #   (0.17 with the dictionary first): most of its failure is the *distance*. RoPE + PI drops
@@ -796,6 +802,10 @@ print("YaRN at s = 2, per pair:", [round(x, 2) for x in (yarn2 / theta16).tolist
       f"(pair 0 turns {turns16[0]:.1f} times over 64 tokens)")
 assert round(turns16[0].item(), 1) == 10.2 and (turns16 < 32).all()  # no pair turns 32 times
 assert [round(x, 2) for x in (yarn2 / theta16).tolist()] == [1.0, 0.83, 0.67] + [0.5] * 5
+ramp = ((turns16 - 1) / 31).clamp(0, 1)  # the paper's ramp: linear in the turns, from 1 (beta_slow) to 32 (beta_fast)
+for s_, want in ((2, [[0.648, 0.536], [1.0, 0.833]]), (8, [[0.384, 0.188], [1.0, 0.708]])):  # pairs 0, 1: paper, code
+    code = pl.scaled_rope_frequencies(16, method="yarn", factor=float(s_), original_max_position=64, dtype=torch.float64)
+    assert [[round(x, 3) for x in v[:2].tolist()] for v in (ramp + (1 - ramp) / s_, code[0] / theta16)] == want
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### A head reads its pairs together
@@ -815,7 +825,7 @@ assert [round(x, 2) for x in (yarn2 / theta16).tolist()] == [1.0, 0.83, 0.67] + 
 # tokens PI's lookups (orange) sit on the line, near its end; YaRN's (cyan, $s = 2$) have each
 # pair's angle inside the range that pair saw, yet as a pair of angles they lie off the line, where
 # training never put a lookup. With the dictionary 32 tokens in (open cyan), YaRN's lookups come
-# back nearer the line (largest gap 0.38 rad against 1.04; still visibly below it). (Pair 2
+# back nearer the line (*two-pair gap*, the largest over the lookups: 0.38 rad against 1.04). (Pair 2
 # completes its turn at distance 63, so the line, and PI's last lookup, go on at the left edge;
 # pair 3 turns a third of the way in 63 tokens, so its axis stops at 2.4.)
 
@@ -858,15 +868,15 @@ fig
 # nearest point of the curve, the largest angle difference over the pairs.
 #
 # Which pairs does a lookup read? The control run (`results/recall_controls.json`: the RoPE models
-# retrained with the same code, seeds and CPU; that this reproduces the committed models is
-# asserted for the ALiBi models retrained beside them, not for RoPE's) stores, for each pair, its
-# term of the asked entry's logit at 64
-# tokens (the logit is the sum of the 8 terms) and, more to the point, that term minus the same
-# pair's mean term over the other keys the query sees: how much the pair does to make the entry
-# stand out. In the lookup head of every seed (the head with the most mass on the entry), the two
-# fast pairs, which turn 10 and 3 times over 64 tokens, do the least (pair 0 at most 0.03, pair 1
-# at most 0.22, against 0.48 or more on average for pairs 2 to 7): pairs 2 to 7 carry the lookup,
-# and the gap below is measured over them.
+# retrained with the same code, seeds and CPU) stores, for each pair, its term of the asked entry's
+# logit at 64 tokens (the logit is the sum of the 8 terms) and that term minus the same pair's mean
+# term over the other keys the query sees: how much the pair does to make the entry stand out. It
+# stores no attention mass, so the lookup head (the most mass on the entry) is chosen in the
+# committed run. **An assumption:** the retrained RoPE models are the committed ones (asserted for
+# the ALiBi models retrained beside them, not for RoPE's). In that head of every seed, the fast
+# pairs 0 and 1 (10 and 3 turns over 64 tokens) do the least (at most 0.03 and 0.22, against 0.48
+# or more on average for pairs 2 to 7): pairs 2 to 7 carry the lookup. The *lookup gap* below is
+# the mean, over them and over the lookups, of the gap from the curve of the training lookups (53–62).
 
 # %% slideshow={"slide_type": "fragment"}
 controls = ex.load_results("recall_controls")  # python -m posenc_lib.experiments.extrapolation --controls
@@ -906,7 +916,7 @@ assert [round(lookup_gap("rope+yarn", L), 2) for L in LENGTHS[1:]] == [1.9, 0.07
 assert [round(lookup_gap("rope+linear", L), 2) for L in LENGTHS[1:]] == [0.02, 0.05, 0.12]  # PI drifts off, slowly
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# YaRN's lookups sit far from the curve at 128 and 512 tokens (gaps of 1.9 and 2.3 radians) and
+# YaRN's lookups sit far from the curve at 128 and 512 tokens (lookup gaps 1.9 and 2.3 radians) and
 # right on it at 256 (0.07), where YaRN recalls 0.97: at $s = 4$ the slow pairs see about a quarter of
 # 245–254, near the training lookups, and pair 2, whose wavelength (63 tokens) is almost exactly the
 # training length, is slowed by 2 and comes round a full turn to land there too. If the gap is what
@@ -980,7 +990,7 @@ fig
 # or lower with each seed's recall alone), and at every length every setting whose gap is below 0.6
 # recalls more than every setting whose gap is above 1.4 (16 settings fall between the two and are
 # not counted). YaRN at 128 tokens recalls 0.99 with the dictionary 32 tokens in (lookups 85 to 94
-# back, gap 0.36; the open diamonds of the curve figure), every seed above every seed with the
+# back, lookup gap 0.36; the open diamonds of the two-pair figure), every seed above every seed with the
 # dictionary first (0.67 on the control's own sequences; 0.69 on the experiment's). So **YaRN's dip at
 # 128 tokens is the layout's**: YaRN at $s = 2$ reads the lookups it puts back on the curve, and the
 # dictionary-first lookups happen not to be among them.
@@ -1009,22 +1019,20 @@ fig
 #
 # * **RoPE still falls** (0.93 at 64, 0.32 at 512), and the control says why: with the
 #   dictionary at $L - 64$ it recalls 0.81 at 512. It is the distance.
-# * **Stretching RoPE now works as "stay in range" says it should.** YaRN keeps RoPE's
-#   64-token accuracy at every length (within 0.02 on average: 0.92 at 512), PI nearly
-#   (0.82), NTK, which leaves 4 pairs at unseen angles, does not (0.57); every seed of YaRN
-#   and of PI beats every seed of plain RoPE and of NTK at 512. PI against YaRN: the seeds
-#   cannot tell them apart at 512, the reverse of the dictionary-first ranking, where PI beat
-#   YaRN at 128 and 512 by the layout alone. YaRN's odd non-monotone curve there (worse at
-#   128 than at 256 for every seed) is gone too: with lookups at every distance, no length's
-#   accuracy rests on where ten lookup distances fall. The gap of the curve says the same (next
-#   cell): over every lookup this task asks at 512 tokens (1 to 510 back) against every one it
-#   trained (1 to 62), it is 0.00 for PI, 0.43 for YaRN, 1.12 for NTK and 1.74 for plain RoPE: the
-#   two largest gaps recall least (NTK 0.57, RoPE 0.32), PI and YaRN (0.82, 0.92) the seeds cannot
-#   tell apart. PI's 0.00 is a mean, over the lookups and over pairs 2 to 7; it does not ask every
-#   lookup to land inside the trained 1 to 62, and PI's lookups of 1 to 7 tokens land below
-#   distance 1: over all 8 pairs they sit 0.125 to 0.875 rad off the curve of training lookups
-#   (the fast pairs, which the gap leaves out, see it), over pairs 2 to 7 at most 0.09. Whether
-#   that is what keeps PI below YaRN here is not tested.
+# * **Stretching RoPE now works as "stay in range" says it should.** YaRN keeps RoPE's 64-token
+#   accuracy at every length (within 0.02 on average: 0.92 at 512), PI nearly (0.82), NTK, which
+#   leaves 4 pairs at unseen angles, does not (0.57); every seed of YaRN and of PI beats every seed
+#   of plain RoPE and of NTK at 512. PI against YaRN: the seeds cannot tell them apart at 512, the
+#   reverse of the dictionary-first ranking, where PI beat YaRN at 128 and 512 by the layout alone
+#   (at 512 YaRN's best placement of the dictionary recalls 0.91, PI's 0.78). YaRN's odd
+#   non-monotone curve there (worse at 128 than at 256 for every seed) is gone too: with lookups at
+#   every distance, no length's accuracy rests on where ten lookup distances fall. The lookup gap
+#   says the same, taken against every lookup this task trained (1 to 62, not 53–62; next cell):
+#   over every lookup it asks at 512 tokens (1 to 510 back) it is 0.00 for PI, 0.43 for YaRN, 1.12
+#   for NTK and 1.74 for plain RoPE: the two largest gaps recall least (NTK 0.57, RoPE 0.32), PI and
+#   YaRN (0.82, 0.92) the seeds cannot tell apart. PI's 0.00 is a mean: its lookups of 1 to 7 tokens
+#   land below distance 1, 0.125 to 0.875 rad off the curve in all 8 pairs (at most 0.09 in pairs 2
+#   to 7, which the gap counts).
 # * **NoPE loses little** (0.87 to 0.80 on average) and T5 nothing (0.95 at 64 and at 512); the
 #   seeds cannot separate the two at 512. ALiBi and sinusoids fall (0.53 and 0.50 at 512), and
 #   every seed of NoPE beats every seed of ALiBi there.
@@ -1042,6 +1050,8 @@ assert all(abs(A["rope+yarn"][L]["mean"] - A["rope"][64]["mean"]) < 0.02 for L i
 assert [round(A[m][512]["mean"], 2) for m in ("rope+yarn", "rope+linear", "rope+ntk")] == [0.92, 0.82, 0.57]
 assert all(beats("recall_anywhere", a, b, 512) for a in ("rope+yarn", "rope+linear") for b in ("rope", "rope+ntk"))
 assert ties("recall_anywhere", "rope+yarn", "rope+linear", 512)  # dictionary first: PI beat YaRN at 128 and 512
+best_place = {m: max((r[4], r[2]) for r in placed if r[0] == m and r[1] == 512) for m in ("rope+yarn", "rope+linear")}
+assert [round(best_place[m][0], 2) for m in best_place] == [0.91, 0.78]  # at 512 YaRN's best placement beats PI's
 assert R["rope+yarn"][128]["max"] < R["rope+yarn"][256]["min"]  # not monotone with the dictionary first ...
 assert max(A["rope+yarn"][L]["mean"] for L in LENGTHS[1:]) - min(A["rope+yarn"][L]["mean"] for L in LENGTHS[1:]) < 0.02
 assert [round(A[m][L]["mean"], 2) for m in ("none", "t5") for L in (64, 512)] == [0.87, 0.80, 0.95, 0.95]
@@ -1155,27 +1165,21 @@ print("sliding window at 512, predicted vs measured:", [f"{p:.2f} vs {m:.2f}" fo
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### How many of these orderings could be luck?
 #
-# This section asserted 33 orderings of the kind "every seed of A beats every seed of B" (the
-# next cell counts them). If A and B never differed, and their seeds were independent, each would
-# still pass with probability 1/20, so among 33 claims about equal methods about 1.7 would pass
-# by chance. That rate fits only some of them: 24 of the 33 compare RoPE with itself under another
-# scaling, or two scalings of it, so both sides are *the same three trained models*, read with
-# other frequencies. Their seeds are not independent draws, the 1-in-20 does not apply, and a
-# consistent ordering there says less than it seems. What carries the weight is the separation:
-# the worst seed of the winner beats the best seed of the loser by how many standard errors of
-# the evaluation noise. The cell lists the thin ones (separation below 2): YaRN over NTK on the
-# grammar at 512, RoPE over NTK on the dictionary-first recall at 128, and T5 over NoPE there at
-# 512, which is why the text above calls the first two thin and says only "second to T5" about
-# NoPE rather than building on the third; every other ordering is separated by more than 2.5.
-# For the grammar that count treats each of the 65 280 scored tokens per seed as an independent
-# answer, which they are not (they come from 128 sequences). Counting each sequence once instead
-# (n = 128, a pessimistic bound: a sequence's accuracy varies far less than one token's), five
-# grammar orderings would be thin: ALiBi over T5 at 512, RoPE over PI at 128, 256 and 512, and YaRN
-# over NTK at 512; the text above gives their margins and builds nothing else on them. The other
-# nine grammar orderings stay above 2 on either count.
-# Where the seed ranges overlap, the text says the seeds cannot tell the two apart: T5 against
-# ALiBi on the grammar up to 256 tokens, PI against YaRN on recall at 256 (dictionary first) and
-# at 512 (anywhere), NoPE against T5 with the dictionary anywhere.
+# This section asserted 33 orderings "every seed of A beats every seed of B" (the next cell counts
+# them). Were A and B equal, with independent seeds, each would pass with probability 1/20: about
+# 1.7 of 33 by chance. But 24 of the 33 compare *the same three trained RoPE models* under two
+# scalings (or none): not independent draws, so the 1-in-20 does not apply and an ordering there
+# says less than it seems. What carries the weight is the separation: the worst seed of the winner
+# beats the best seed of the loser by how many standard errors of the evaluation noise. The thin
+# ones (below 2, next cell): YaRN over NTK on the grammar at 512, RoPE over NTK on the
+# dictionary-first recall at 128, T5 over NoPE there at 512; the text calls the first two thin and
+# builds nothing on the third. Every other ordering is separated by more than 2.5. That count treats
+# each of the grammar's 65 280 scored tokens per seed as independent; counting each of its 128
+# sequences once (a pessimistic bound), five grammar orderings would be thin: ALiBi over T5 at 512,
+# RoPE over PI at 128, 256 and 512, YaRN over NTK at 512; the text gives their margins and builds
+# nothing else on them. Where the seed ranges overlap, the text says the seeds cannot tell the two
+# apart: T5 against ALiBi on the grammar up to 256 tokens, PI against YaRN on recall at 256
+# (dictionary first) and at 512 (anywhere), NoPE against T5 with the dictionary anywhere.
 
 # %% slideshow={"slide_type": "fragment"}
 assert beats("recall", "t5", "none", 512)  # the one ordering the text mentions without building on it
@@ -1204,18 +1208,14 @@ assert len(by_sequence) == 14 and thin_by_sequence == [("alibi", "t5", 512), ("r
                                                         ("rope+yarn", "rope+ntk", 512)]
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Compared with the ALiBi paper's Figure 1** (language models on WikiText-103, trained at
-# 512 and 1024 tokens): there too sinusoidal and rotary models degrade past the training
-# length and ALiBi stays flat, which is what our grammar shows (the figure's T5 bias degrades
-# too, more slowly). Our recall tasks show the other side, which perplexity on text hides: a
-# bias that favours near tokens cannot help a lookup of a far one, and a method that was
-# "worse at extrapolating" on one task (NoPE) is among the best on another. They also show
-# how much a task's layout decides: with the dictionary first, position interpolation looked
-# like the best way to stretch RoPE and NoPE like a near-perfect recaller; with the
-# dictionary anywhere, YaRN does at least as well as PI, and NoPE keeps most but not all of
-# its accuracy. Which method extrapolates is a property of the method **and** the task; a
-# model that must retrieve far-away facts needs something other than a recency bias
-# (chapter 8's iRoPE is one answer: layers without positions).
+# **What §3 found.**
+# * On the local grammar RoPE fails past $L_0$ because far keys at unseen angles score high; the
+#   sliding window, which hides them, restores it. ALiBi stays flat, as in the ALiBi paper's Figure 1.
+# * Keeping each pair's angles in range is not enough: recall follows the lookup gap, the distance of
+#   the lookups' *combination* of angles from the trained ones (rank correlation −0.83).
+# * The layout decides rankings: with the dictionary first PI looked best and NoPE near-perfect;
+#   with it anywhere YaRN does at least as well as PI. A recency bias (ALiBi) cannot help a far
+#   lookup (chapter 8's iRoPE is one answer: layers without positions).
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
@@ -1278,8 +1278,8 @@ _ = check.stale_cache_pair(worst_pair)
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "stale_cache_pair_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def worst_pair(d, b1, b2):
     ### BEGIN SOLUTION
-    # The query at m is turned by m theta_j(b2), the cached key at n by n theta_j(b1), so the score sees
-    # m theta_j(b2) - n theta_j(b1) = (m - n) theta_j(b2) + n (theta_j(b1) - theta_j(b2)): off by n times
+    # The query at m is turned by m theta_j(b2), the cached key at n by n theta_j(b1); the score sees key
+    # minus query, n theta_j(b1) - m theta_j(b2) = (n - m) theta_j(b2) + n (theta_j(b1) - theta_j(b2)): off by n times
     # the change of the pair's frequency, in radians per position. With x = 2j/d that change is
     # b1^-x - b2^-x: 0 for pair 0 (both frequencies are 1), near 0 for the slowest pairs (both tiny,
     # although their *ratio* changes most), largest in between, where the derivatives of the two
@@ -1378,8 +1378,8 @@ _ = check.uniform_divisors(uniform_divisors)
 # * "LLaMA 4 uses NoPE" is true of *some* of its layers: Llama 4 interleaves, most layers use RoPE
 #   and some (every fourth, in Meta's description of its "iRoPE" design) use no positional encoding.
 # * "The Qwen series uses YaRN" is true of how Qwen runs past its native context: the models are
-#   trained with plain RoPE, and YaRN is what their long-context documentation switches on (e.g.
-#   Qwen2.5 from 32K to 128K tokens with factor 4).
+#   trained with unscaled RoPE (Qwen2.5 with its base raised to $10^6$, ABF, §2), and YaRN is what
+#   their long-context documentation switches on (Qwen2.5: 32K to 128K tokens, factor 4).
 #
 # Chapter 8 checks both notes against the models' own config files: Llama 4 Scout's
 # `no_rope_layers` (§5 there) and Qwen2.5's `rope_scaling` (null as shipped; the YaRN block

@@ -179,7 +179,7 @@ def stale_cache_pair(answer: Callable[[int, float, float], Any] | None) -> bool 
         yield True, (f"the fastest-drifting pair for {len(_STALE_CASES)} heads, from 16 features to 2e9")
 
     return report("The pair a stale KV cache hurts most", answer, run,
-                  "chapter 5: a score's angle in pair j is the query's angle minus the key's; here each was turned "
+                  "chapter 5: a score's angle in pair j is the key's angle minus the query's; here each was turned "
                   "with its own frequency.")
 
 
@@ -295,4 +295,4 @@ def uniform_divisors(answer: Callable[[tuple[int, int], tuple[int, int]], Any]) 
                 yield True, f"{case}: right"
 
     return report("Which uniform divisors land one span on another", answer, run,
-                  "r / kappa moves one way as r grows and the other way as kappa grows.")
+                  "dividing by one number stretches or shrinks a span as a whole: what about the span does it keep?")
