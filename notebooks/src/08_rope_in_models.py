@@ -94,8 +94,9 @@ assert len(MODELS) == 9  # seven models; Qwen2.5 twice (as shipped, with its car
 # pair meets angles past $L_0$ that pretraining never showed it: those are the pairs every
 # scaling method stretches. The table gives, per
 # model (and per layer type for Gemma 3): the base, the rotated features $r$, $L_0$, $L$,
-# the attention factor (`att.`: a multiplier on q and k, defined in §3), and how many of the $r/2$ pairs complete a turn
-# within $L_0$ at the file's base with no scaling (plain RoPE) and within $L$ (as configured).
+# the attention factor (`att.`: a multiplier on q and k, defined in §3), and how many of the
+# $r/2$ pairs complete a turn within $L_0$ at the file's base with no scaling (plain RoPE) and
+# within $L$ (as configured).
 # What to take from it: how many pairs each model leaves without a full turn, and whether its
 # scaling changes that count.
 
@@ -171,8 +172,8 @@ for label, row in ROWS.items():
 #   neither is a length any RoPE layer attends over.
 # * Phi-3's **LongRoPE** (Ding et al., 2024, arXiv 2402.13753) divides each pair's frequency by a
 #   factor of its own, $\theta_j / f_j$, and never runs plain RoPE: its file has two searched lists
-#   of $f_j$, short factors (1.10 to 3.05) for inputs up to $L_0$ and long ones beyond. Plain RoPE would turn 34 pairs
-#   within $L_0$; the short list already turns only 31 there (it slows pairs 31 to 33 out of their
+#   of $f_j$, short factors (1.10 to 3.05) for inputs up to $L_0$ and long ones beyond. Plain
+#   RoPE would turn 34 pairs within $L_0$; the short list already turns only 31 there (it slows pairs 31 to 33 out of their
 #   turn), and the long list turns the same 31 within $L$: its factors for those three pairs exceed
 #   $s = 32$ (the largest is 64.76), so they stay slowed out of a turn.
 
@@ -305,8 +306,8 @@ print(f"full score: {near.item():+.4f} (3 apart), {far.item():+.4f} (3000 apart)
 # inference that projection can move to the query side, $q \cdot (W_{UK} c) =
 # (W_{UK}^\top q) \cdot c$, so attention reads the cached latents directly. A rotation
 # in between blocks the move: $(R_m q) \cdot (R_n W_{UK} c) = q^\top R_{n-m} W_{UK}\, c$,
-# and $R_{n-m}$ changes with the offset, so no fixed matrix can absorb it. DeepSeek-V2's
-# paper (§2.1.3, "decoupled rotary position embedding") keeps RoPE out of the latent path
+# and $R_{n-m}$ changes with the offset, so no fixed matrix can absorb it (the cell checks
+# both). DeepSeek-V2's paper (§2.1.3, "decoupled rotary position embedding") keeps RoPE out of the latent path
 # and adds separate rotated features instead:
 #
 # * each query head gets 64 extra features that are rotated; the key gets 64 rotated
