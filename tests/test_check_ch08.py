@@ -159,15 +159,9 @@ def test_cache_rotations_names_a_length_for_a_static_rope(capsys):
 def mscales_derived(content, rotated, factor):
     """The softmax scale (0.1 m_all ln s + 1)^2 reaches every feature; the RoPE factor, the ratio of the two
     mscale terms, multiplies the rotated q and k: the rotated part gets ratio^2 m_all^2 = (0.1 m ln s + 1)^2.
-    Each part is set by one mscale alone, 0.1 x ln s + 1 = +-sqrt(multiplier): the + root, unless it is 0
-    (transformers' fallback to plain YaRN), then the - root."""
+    Each part is set by one mscale alone: 0.1 x ln s + 1 = sqrt(multiplier)."""
     step = 0.1 * math.log(factor)
-
-    def setting(multiplier):
-        x = (math.sqrt(multiplier) - 1) / step
-        return x if x != 0 else (-math.sqrt(multiplier) - 1) / step
-
-    return setting(rotated), setting(content)
+    return (math.sqrt(rotated) - 1) / step, (math.sqrt(content) - 1) / step
 
 
 def test_deepseek_mscales(capsys):
@@ -182,12 +176,9 @@ def test_deepseek_mscales(capsys):
         return (-math.sqrt(r) - 1) / step, (-math.sqrt(c) - 1) / step
 
     assert run(check.deepseek_mscales, minus_root, capsys)[0] is True
-    assert {1.0} <= {c for c, r, s in ch08._MSCALE_CASES} and {1.0} <= {r for c, r, s in ch08._MSCALE_CASES}
-
-
-def _plus_root(c, r, s):
-    step = 0.1 * math.log(s)
-    return (math.sqrt(r) - 1) / step, (math.sqrt(c) - 1) / step
+    # every target scales both parts up, so the answer is positive settings: no case needs a sign trick
+    assert all(c > 1 and r > 1 for c, r, s in ch08._MSCALE_CASES)
+    assert all(v > 0 for case in ch08._MSCALE_CASES for v in mscales_derived(*case))
 
 
 def test_deepseek_mscales_names_each_misconception(capsys):
@@ -210,12 +201,12 @@ def test_deepseek_mscales_names_each_misconception(capsys):
 
     ok, out = run(check.deepseek_mscales, not_a_ratio, capsys)
     assert ok is False and "a ratio of the two settings' terms" in out
-    ok, out = run(check.deepseek_mscales, _plus_root, capsys)  # a part left as it was: the + root is 0
-    assert ok is False and "is 0, and a 0 makes transformers fall back" in out and out.count("✗") == 2
+    ok, out = run(check.deepseek_mscales, lambda c, r, s: (0.0, mscales_derived(c, r, s)[1]), capsys)
+    assert ok is False and "mscale is 0, and a 0 makes transformers fall back" in out
     ok, out = run(check.deepseek_mscales, lambda c, r, s: (1.0, float("nan")), capsys)
     assert ok is False and "expected two numbers" in out
     # the settings asked for are never printed (DeepSeek-V3's own, 1.0 and 1.0, are §3's)
-    for wrong in (_plus_root, not_a_ratio, softmax_forgotten):
+    for wrong in (not_a_ratio, softmax_forgotten):
         out = run(check.deepseek_mscales, wrong, capsys)[1]
         assert all(f"{v:.4g}" not in out for case in ch08._MSCALE_CASES for v in mscales_derived(*case)
                    if abs(v - 1) > 1e-9)
@@ -466,6 +457,16 @@ def test_context_shift_names_each_misconception(capsys):
     ok, out = run(check.context_shift, other_layout, capsys)
     assert ok is False and "laid out the other way" in out
 
+    def factor_again_other_layout(keys, shift, config):  # two mistakes: the first one a length shows is named
+        factor = pl.rope_settings(config).frequencies()[1]
+        r = pl.rope_settings(config).rotary_dim
+        out = other_layout(keys, shift, config)
+        return torch.cat((out[..., :r] * factor, out[..., r:]), dim=-1)
+
+    ok, out = run(check.context_shift, factor_again_other_layout, capsys)
+    assert ok is False and "Qwen2.5-like model: the attention factor is applied a second time" in out
+    assert "Llama-4-like model: the pairs are laid out the other way" in out
+
     def plain_frequencies(keys, shift, config):  # the scaling ignored: rope_theta's frequencies
         return shift_by_hand(keys, shift, {k: v for k, v in config.items() if k != "rope_scaling"})
 
@@ -515,3 +516,17 @@ def test_grading_raises(name, monkeypatch):
         getattr(check, name)(None)
     with pytest.raises(AssertionError, match="hint"):
         getattr(check, name)(lambda *a: 0)
+
+
+# ---------------------------------------------------------------- chapter claims read from released files
+
+def test_ch08_deepseek_v2_lite_config_writes_the_reports_coefficient():
+    """§3: the released DeepSeek-V2-Lite config writes mscale = mscale_all_dim = 0.707, so 0.1 x 0.707 is the
+    report's 0.0707 (tests/data/configs/SOURCES.md names the copy the file was read from)."""
+    import json
+    from pathlib import Path
+
+    config = json.loads((Path(__file__).parent / "data" / "configs" / "deepseek-v2-lite.json").read_text())
+    scaling = config["rope_scaling"]
+    assert scaling["type"] == "yarn" and scaling["mscale"] == scaling["mscale_all_dim"] == 0.707
+    assert round(0.1 * scaling["mscale_all_dim"], 4) == 0.0707

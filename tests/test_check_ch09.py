@@ -70,6 +70,9 @@ def test_previous_frame_head_names_each_misconception(capsys):
     assert ok is False and "does not change along w" in out  # pairs 16 and 40 are both h's in Qwen3-VL
     ok, out = run(check.previous_frame_head, previous_frame_design(weights=(1.0, 1.0, 3.0)), capsys)  # w dominates
     assert ok is False and "turn too little between the two, or come back" in out
+    # the slowest pair of each axis (57 t, 58 h, 59 w) all turn, far too slowly: not "no pair turns"
+    ok, out = run(check.previous_frame_head, previous_frame_design(pairs=(57, 58, 59)), capsys)
+    assert ok is False and "turn too little between the two, or come back" in out and "no pair you use" not in out
     ok, out = run(check.previous_frame_head, (torch.ones(128), torch.ones(128)), capsys)
     assert ok is False and "more than 6" in out
     q, k = previous_frame_design()

@@ -21,8 +21,8 @@
 # questions engineers ask most often about RoPE:
 #
 # 1. **Read a config**: what the RoPE of seven public models looks like, pair by pair;
-# 2. **what the frequencies do**: partial, decoupled (DeepSeek) and proportional RoPE, fast pairs for position,
-#    slow pairs for meaning, and per-layer bases;
+# 2. **what the frequencies do**: partial, decoupled (DeepSeek's, where the KV cache and MLA come
+#    in) and proportional RoPE, fast pairs for position, slow pairs for meaning, and per-layer bases;
 # 3. **attention factors**: LongRoPE's and YaRN's, and why DeepSeek-V3 moves its own into
 #    the softmax scale;
 # 4. **q and k, not v naively; KV caches**: what rotating v would break, the double-rotation
@@ -94,8 +94,9 @@ assert len(MODELS) == 9  # seven models; Qwen2.5 twice (as shipped, with its car
 # pair meets angles past $L_0$ that pretraining never showed it: those are the pairs every
 # scaling method stretches. The table gives, per
 # model (and per layer type for Gemma 3): the base, the rotated features $r$, $L_0$, $L$,
-# the attention factor (`att.`, §3), and how many of the $r/2$ pairs complete a turn
-# within $L_0$ at the file's base with no scaling (plain RoPE) and within $L$ (as configured).
+# the attention factor (`att.`: a multiplier on q and k, defined in §3), and how many of the
+# $r/2$ pairs complete a turn within $L_0$ at the file's base with no scaling (plain RoPE) and
+# within $L$ (as configured).
 # What to take from it: how many pairs each model leaves without a full turn, and whether its
 # scaling changes that count.
 
@@ -169,9 +170,10 @@ for label, row in ROWS.items():
 #   `max_position_embeddings` instead, 39 (base) and 57 (Instruct) of the 64 pairs would turn;
 #   no RoPE layer ever sees either span. The two advertised contexts are a teaching point:
 #   neither is a length any RoPE layer attends over.
-# * Phi-3's **LongRoPE** never runs plain RoPE: its file has two searched lists, short factors
-#   (1.10 to 3.05) for inputs up to $L_0$ and long ones beyond. Plain RoPE would turn 34 pairs
-#   within $L_0$; the short list already turns only 31 there (it slows pairs 31 to 33 out of their
+# * Phi-3's **LongRoPE** (Ding et al., 2024, arXiv 2402.13753) divides each pair's frequency by a
+#   factor of its own, $\theta_j / f_j$, and never runs plain RoPE: its file has two searched lists
+#   of $f_j$, short factors (1.10 to 3.05) for inputs up to $L_0$ and long ones beyond. Plain
+#   RoPE would turn 34 pairs within $L_0$; the short list already turns only 31 there (it slows pairs 31 to 33 out of their
 #   turn), and the long list turns the same 31 within $L$: its factors for those three pairs exceed
 #   $s = 32$ (the largest is 64.76), so they stay slowed out of a turn.
 
@@ -254,9 +256,9 @@ fig
 # GPT-NeoX, Phi-2 and DeepSeek rotate only part of each head. In DeepSeek-V3's attention
 # each query and key head has 192 features: 128 carry no position (`qk_nope_head_dim`)
 # and 64 are rotated (`qk_rope_head_dim`; DeepSeek puts them last and shares the key's
-# between heads, see below). `pl.apply_rope(x, rotary_dim=r)` rotates the first $r$
-# features and passes the rest through, as GPT-NeoX and Phi do; it equals rotating a slice
-# by hand:
+# between heads: the next subsection, which also introduces the KV cache and MLA).
+# `pl.apply_rope(x, rotary_dim=r)` rotates the first $r$ features and passes the rest through,
+# as GPT-NeoX and Phi do; it equals rotating a slice by hand:
 
 # %% slideshow={"slide_type": "fragment"}
 d, r = 24, 8
@@ -304,8 +306,8 @@ print(f"full score: {near.item():+.4f} (3 apart), {far.item():+.4f} (3000 apart)
 # inference that projection can move to the query side, $q \cdot (W_{UK} c) =
 # (W_{UK}^\top q) \cdot c$, so attention reads the cached latents directly. A rotation
 # in between blocks the move: $(R_m q) \cdot (R_n W_{UK} c) = q^\top R_{n-m} W_{UK}\, c$,
-# and $R_{n-m}$ changes with the offset, so no fixed matrix can absorb it. DeepSeek-V2's
-# paper (§2.1.3, "decoupled rotary position embedding") keeps RoPE out of the latent path
+# and $R_{n-m}$ changes with the offset, so no fixed matrix can absorb it (the cell checks
+# both). DeepSeek-V2's paper (§2.1.3, "decoupled rotary position embedding") keeps RoPE out of the latent path
 # and adds separate rotated features instead:
 #
 # * each query head gets 64 extra features that are rotated; the key gets 64 rotated
@@ -348,6 +350,11 @@ content = q_mla[..., :nope] @ k_mla[..., :nope].transpose(-1, -2)
 rotated = (pl.apply_rope(q_mla[..., -rope_dim:], layout="interleaved")
            @ pl.apply_rope(k_mla[..., -rope_dim:], layout="interleaved").transpose(-1, -2))
 torch.testing.assert_close(mla_scores(0), content + rotated)  # content part + rotated part
+g = torch.Generator().manual_seed(0)  # absorption: k = W_UK c from a 3-feature latent c
+W_uk, c_lat, q_abs = (torch.randn(*shape, generator=g, dtype=torch.float64) for shape in ((10, 3), (T, 3), (T, 10)))
+torch.testing.assert_close(q_abs @ (c_lat @ W_uk.T).T, (q_abs @ W_uk) @ c_lat.T)  # W_UK^T q reads the latents
+with_rope = pl.apply_rope(q_abs) @ pl.apply_rope(c_lat @ W_uk.T).T  # R_{n-m} between q and W_UK: W_UK^T R_m q fails
+assert not torch.allclose(with_rope, (pl.apply_rope(q_abs) @ W_uk) @ c_lat.T, atol=1e-3)
 torch.testing.assert_close(mla_scores(1000), mla_scores(0))  # the rotated part sees only offsets
 first_r = lambda x, positions: pl.apply_rope(x, positions, rotary_dim=rope_dim)  # noqa: E731  the wrong reading
 assert not torch.allclose(mla_scores(0, first_r), mla_scores(0), atol=1e-3)
@@ -678,8 +685,9 @@ assert (round(0.1 * math.log(32) + 1, 3), round(0.1 * math.log(4) + 1, 3)) == (1
 # Why there? DeepSeek-V2's report gives a one-line reason (Long Context Extension, §3.1.4 of
 # arXiv 2405.04434): "Slightly diverging from original YaRN, due to our distinct attention
 # mechanism, we adjust the length scaling factor to modulate the attention entropy", with
-# $\sqrt{t} = 0.0707 \ln s + 1$ chosen to minimise perplexity (V2's config writes `mscale` =
-# `mscale_all_dim` = 0.707, and $0.1 \cdot 0.707 = 0.0707$). The report says no more than that.
+# $\sqrt{t} = 0.0707 \ln s + 1$ chosen to minimise perplexity (the released DeepSeek-V2-Lite config
+# writes `mscale` = `mscale_all_dim` = 0.707, and $0.1 \cdot 0.707 = 0.0707$; a test reads the
+# stored file). The report says no more than that.
 # Our reading, not DeepSeek's statement: the "distinct attention mechanism" is MLA with decoupled
 # RoPE (§2), and the numbers show one thing it changes. YaRN's factor sharpens the softmax
 # (lowers its entropy) by scaling the scores; put on the RoPE, it multiplies only the
@@ -699,17 +707,30 @@ rope_only = (pl.apply_rope(qd, rotary_dim=rot, attention_factor=m_all)
              @ pl.apply_rope(kd, rotary_dim=rot, attention_factor=m_all).T)
 torch.testing.assert_close(all_scaled, in_softmax)
 assert not torch.allclose(rope_only, in_softmax, atol=1e-3)
-assert round(0.1 * 0.707, 4) == 0.0707  # DeepSeek-V2's coefficient: 0.1 mscale_all_dim
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4 · q and k, not v naively; positions with a KV cache
 #
 # ### Why not rotate v?
 #
-# Chapter 5 (§4) shows it: rotating the values alone would make the output depend on where the
-# text sits in the context; turning each output back by $R_m^\top$ (VO-RoPE) repairs that, so
-# values *can* be rotated, just not naively. What changes in a real model is *which*
-# q and k features turn (§2) and what happens to positions while decoding, next.
+# The scores see only offsets, but a value rotated by $R_n$ enters the output turned by its
+# *absolute* position: the same text 100 positions later gives another output (the cell checks
+# it). Turning each output back by $R_m^\top$ (VO-RoPE, chapter 5 §4) repairs that, so values
+# *can* be rotated, just not naively.
+
+# %% slideshow={"slide_type": "fragment"}
+g = torch.Generator().manual_seed(1)
+qv, kv, vv = (torch.randn(6, 8, generator=g, dtype=torch.float64) for _ in range(3))
+
+
+def attend(start, rotate_v):
+    pos = torch.arange(start, start + 6)
+    weights = torch.softmax(pl.apply_rope(qv, pos) @ pl.apply_rope(kv, pos).T, dim=-1)
+    return weights @ (pl.apply_rope(vv, pos) if rotate_v else vv)
+
+
+torch.testing.assert_close(attend(100, False), attend(0, False))  # q and k rotated: only offsets matter
+assert not torch.allclose(attend(100, True), attend(0, True), atol=1e-3)  # v rotated too: the output moves
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Decoding with a KV cache
@@ -933,9 +954,10 @@ fig
 # ### iRoPE in the extrapolation experiment
 #
 # In short: on a local task, confining the RoPE layer to chunks keeps iRoPE's accuracy at every
-# length, as a window does for plain RoPE; on a lookup whose dictionary opens the input, the NoPE
-# layer wins back part of the recall RoPE loses (0.52 against 0.17 at 512 tokens, NoPE 0.94); on
-# a lookup anywhere in the input, iRoPE does not help.
+# length, as a window does for plain RoPE; on a lookup whose dictionary opens the input, iRoPE
+# recalls more than RoPE (0.52 against 0.17 at 512 tokens, NoPE 0.94), probably through its NoPE
+# layer (no ablation: iRoPE also has one RoPE layer where RoPE has two); on a lookup anywhere in
+# the input, iRoPE does not help.
 #
 # Does a layer without positions help a small model read past its training length? We answer
 # with chapter 7's experiment (§3 there), recalled here in brief. A 2-layer `pl.TinyDecoder`
@@ -1066,7 +1088,7 @@ fig
 #   the RoPE layer's falls to 0.04 to 0.14 unchunked and stays at 0.91 to 0.97 chunked. The NoPE
 #   layer, which sees the whole input either way, does not take the task over. The temperature
 #   changes nothing here (within 0.01 at every length).
-# * **Recall, dictionary first: the NoPE layer finds the entry.** At 512 tokens every seed of
+# * **Recall, dictionary first: iRoPE recalls more.** At 512 tokens every seed of
 #   iRoPE beats every seed of RoPE (0.52 against 0.17 on average). The temperature is not what
 #   does it: switched off, iRoPE still recalls 0.45, every seed above every seed of RoPE; each
 #   seed loses 0.06 to 0.08 without it (the same models on the same sequences), but three
@@ -1540,12 +1562,10 @@ _ = check.cache_rotations(cache_rotations)
 # `mscale_all_dim`: between them they set the RoPE's attention factor and the softmax scale
 # (the formulas are in §3). Suppose you want the unrotated part of every score (a head's 128
 # content features) multiplied by `content` and the rotated part (its 64 RoPE features) by
-# `rotated`, against no scaling at all. Write `deepseek_mscales(content, rotated, factor)`
-# returning `(mscale, mscale_all_dim)` for the YaRN factor $s$ = `factor`, in closed form (the
-# library's frequency functions refuse to run inside it). Both must be nonzero: transformers
-# falls back to plain YaRN when either is 0. Predict first: can two nonzero settings leave one
-# part of every score exactly as it was while they scale the other? The checker tries seven
-# targets.
+# `rotated` (both above 1, as a longer context asks), against no scaling at all. Write
+# `deepseek_mscales(content, rotated, factor)` returning `(mscale, mscale_all_dim)` for the YaRN
+# factor $s$ = `factor` (the library's frequency functions refuse to run inside it: the checker
+# reads your settings through them). The checker tries seven targets.
 
 # %% slideshow={"slide_type": "fragment"}
 def deepseek_mscales(content, rotated, factor):
@@ -1560,17 +1580,10 @@ def deepseek_mscales(content, rotated, factor):
     # An unrotated feature meets only the softmax scale: content = m^2, m = 0.1 mscale_all_dim ln s + 1.
     # A rotated one meets the RoPE factor twice (on q and on k) and the softmax scale:
     # ((0.1 mscale ln s + 1) / m)^2 * m^2 = (0.1 mscale ln s + 1)^2. The m^2 cancels, so each part of the
-    # score is set by one setting alone: 0.1 x ln s + 1 = +-sqrt(multiplier). Both roots give the same
-    # multiplier; where the + root is x = 0 (a part left as it was), transformers would fall back to plain
-    # YaRN, so the - root, x = -2 / (0.1 ln s), is the one that keeps that part unscaled. (DeepSeek-V3's
-    # 1.0 and 1.0 multiply both parts by (0.1 ln 40 + 1)^2 = 1.874.)
+    # score is set by one setting alone: 0.1 x ln s + 1 = sqrt(multiplier). (DeepSeek-V3's 1.0 and 1.0
+    # multiply both parts by (0.1 ln 40 + 1)^2 = 1.874.)
     step = 0.1 * math.log(factor)
-
-    def setting(multiplier):
-        root = math.sqrt(multiplier)
-        return (root - 1) / step if root != 1 else (-root - 1) / step
-
-    return setting(rotated), setting(content)
+    return (math.sqrt(rotated) - 1) / step, (math.sqrt(content) - 1) / step
     ### END SOLUTION
 
 

@@ -199,7 +199,9 @@ grid_widget
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Video adds time: a token at $(t, h, w)$. Every style of `pl.apply_rope_nd` gives each
-# rotated pair one axis to read its position from, so pair $j$ turns by
+# rotated pair one axis to read its position from (`"axial"`: each axis its own RoPE on a block
+# of pairs; `"contiguous"`: one 1-D spectrum cut into a block per axis; `"interleaved"`: that
+# spectrum dealt out round-robin; §2 compares them), so pair $j$ turns by
 # $\text{coords}[\text{axis}_j]\,\theta_j$ and the score of a query and a key sees only
 # $(\Delta t, \Delta h, \Delta w)$. Asserted for the three styles: the same $(q, k)$, placed
 # at the same offsets from two different starting points, gives the same scores.
@@ -523,15 +525,15 @@ assert (round(spread(c2), 1), round(spread(i3), 1)) == (44.4, 14.4)
 # Every method so far counts *tokens*: the key 5 tokens back is at offset 5, whatever
 # those tokens are. "The last sentence" or "the third word back" is then a different offset
 # in every input. Contextual Position Encoding (CoPE, Golovneva et al. 2024) lets the model
-# decide what to count. Query $i$ gives every key $m$ a gate $g_{im} = \sigma(q_i \cdot
-# k_m / \sqrt{d})$, the sigmoid of its scaled attention logit (as in the paper's reference
+# decide what to count. Query $i$ gives every key $\ell$ a gate $g_{i\ell} = \sigma(q_i \cdot
+# k_\ell / \sqrt{d})$, the sigmoid of its scaled attention logit (as in the paper's reference
 # code, facebookresearch/RAM `projects/cope`), and the position of key $j$ is the number of
 # gates that fire between them:
 #
-# $$p_{ij} = \sum_{m=j}^{i} g_{im}.$$
+# $$p_{ij} = \sum_{\ell=j}^{i} g_{i\ell}.$$
 #
 # (In this section $i$ is the query's position and $j$ the key's, as in CoPE's paper and in the
-# course's offsets $j - i$; no frequency pair appears here, so the letter $j$, a pair index in
+# course's offsets $j - i$, and $\ell$ runs over the keys between them: $m$ stays RoPE's; no frequency pair appears here, so the letter $j$, a pair index in
 # §1, §2 and the exercises, means a key position only until the exercises.)
 # With every gate open ($g = 1$) this is $i - j + 1$: the distance $i - j$ of the
 # [conventions page](00_index.ipynb#Conventions) plus one (not the offset $j - i$, which is
@@ -635,7 +637,7 @@ print(f"p = 0.5: q·e[0] = {q @ e[:, 0]:+.3f}, q·e[1] = {q @ e[:, 1]:+.3f}, CoP
 # * **Nothing to cache but keys and values.** RoPE turns each key once, at its own position,
 #   and a KV cache keeps it turned (chapter 8, §4). CoPE's $p_{ij}$ must be recomputed for every
 #   new query from its gates over all cached keys.
-# * **Keys in order, from the query back.** $p_{ij}$ sums the gates $g_{im}$ for every $m$ from
+# * **Keys in order, from the query back.** $p_{ij}$ sums the gates $g_{i\ell}$ for every $\ell$ from
 #   $j$ to $i$: key $j$'s position needs the gates of the keys after it, up to the query, and
 #   changing one gate moves the position of every key before it. A kernel can still stream: it
 #   walks the keys backwards from the query, block by block, and carries the sum of the gates it
@@ -829,7 +831,7 @@ assert 0.3 < far["sparse", 512][0] < 0.35
 # The model clamps contextual positions at 64 (its `max_positions` is the training length + 1,
 # asserted below): every key counted more than 64 back shares the last position's vector. That
 # bounds the positions; it does not make them trained. If the gates count written bits, as the
-# design intends, a 64-token training sequence holds 5.5 of them on average, 12 or more in
+# design intends, a 64-token training sequence holds 5.65 of them on average, 12 or more in
 # fewer than 1 % of sequences, and never 16 among 4096 drawn in the cell after next: the vectors
 # for positions much above 10 were rarely or never trained, while at 512 tokens the first keys
 # sit about 39 writes back. That is one of two guesses for why CoPE degrades on the training mix
@@ -914,23 +916,25 @@ print("every claim above holds for results/cope_counting.json")
 mix = MIX["dense"]  # P(w), P(r), P(i)
 
 
-def written_bits(length, seed=0, n=512):
+def written_bits(length, seed=0, n=4096):
     """Per sequence of the mix: how many bits are written (the tokens whose gates should open)."""
     tokens, _ = cc.flip_flop(n, length, mix, torch.Generator().manual_seed(seed))
     return (tokens[:, ::2] == cc.W).sum(-1).double()
 
 
-written = written_bits(512).mean().item()  # the first instruction is always a write, then 15 % of the others
+expected = lambda length: 1 + (length // 2 - 1) * mix[0]  # noqa: E731  the first instruction a write, then P(w)
+written = expected(512)
 shut = 512 - written  # tokens whose gates should stay shut
 leak_logit = math.log(0.5 / (shut - 0.5))  # shut * sigmoid(x) = 0.5
-short = written_bits(64, n=4096)
-print(f"512 tokens: {written:.1f} written bits on average, {shut:.0f} gates to keep shut: each below "
+short = written_bits(64)
+print(f"512 tokens: {written:.2f} written bits on average, {shut:.0f} gates to keep shut: each below "
       f"{torch.sigmoid(torch.tensor(leak_logit)).item():.4f} (logit {leak_logit:.2f}); a gate of 0.05 moves the first "
-      f"keys by {0.05 * shut:.0f}; 64 tokens: {written_bits(64).mean().item():.1f} written bits, 12 or more in "
-      f"{(short >= 12).double().mean().item():.1%} of {len(short)} sequences, at most {short.max().item():.0f}")
+      f"keys by {0.05 * shut:.0f}; 64 tokens: {expected(64):.2f} written bits on average ({short.mean().item():.2f} "
+      f"in {len(short)} draws), 12 or more in {(short >= 12).double().mean().item():.1%}, at most {short.max().item():.0f}")
+assert mix[0] == 0.15 and math.isclose(expected(64), 5.65) and abs(short.mean().item() - 5.65) < 0.1
 assert round(shut) == 473 and round(written) == 39 and round(leak_logit, 2) == -6.85
 assert round(torch.sigmoid(torch.tensor(leak_logit)).item(), 4) == 0.0011
-assert round(0.05 * shut) == 24 and round(written_bits(64).mean().item(), 1) == 5.5
+assert round(0.05 * shut) == 24
 assert (short >= 12).double().mean() < 0.01 and short.max() < 16
 
 # %% [markdown] slideshow={"slide_type": "slide"}

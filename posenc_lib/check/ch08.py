@@ -160,11 +160,10 @@ def cache_rotations(answer: Callable[[dict, int, int], Any] | None) -> bool | No
 
 # ---------------------------------------------------------------- Exercise 2: DeepSeek's two mscales
 
-# (content multiplier, rotated multiplier, factor s): DeepSeek-V3's own case, two that leave one part of the
-# score as it was (only a nonzero root does that without transformers' fallback), one that flattens a part,
-# and three more.
+# (content multiplier, rotated multiplier, factor s): DeepSeek-V3's own case and six more, each part scaled up
+# (as a longer context asks), so each setting is the positive root of its part's multiplier.
 _MSCALE_CASES = ((1.5, 1.8, 40.0), (1.2, 2.0, 16.0), ((0.1 * math.log(40) + 1) ** 2,) * 2 + (40.0,),
-                 (1.1, 1.3, 4.0), (1.0, 1.6, 32.0), (1.3, 1.0, 8.0), (0.8, 1.5, 16.0))
+                 (1.1, 1.3, 4.0), (1.4, 1.1, 8.0), (2.0, 1.2, 32.0), (1.05, 1.5, 64.0))
 
 
 def _deepseek_config(mscale: float, mscale_all_dim: float, factor: float) -> dict:
@@ -447,8 +446,15 @@ def context_shift(answer: Callable[[torch.Tensor, int, dict], Any] | None) -> bo
             if not close(out[..., r:], want[..., r:], atol=_SHIFT_TOLERANCE, rtol=0):
                 yield False, f"{name}: the features RoPE leaves alone changed: a shift cannot move them"
             if not close(out[..., :r], want[..., :r], atol=_SHIFT_TOLERANCE, rtol=0):
-                hit = [why for why, alt in _shift_misreadings(raw, config, positions).items()
+                misreadings = _shift_misreadings(raw, config, positions)
+                hit = [why for why, alt in misreadings.items()
                        if alt is not None and close(out[..., :r], alt[..., :r], atol=_SHIFT_TOLERANCE, rtol=0)]
+                # a rotation keeps each key's length, whatever its pairs or angles: lengths grown by the factor
+                # name that mistake first, even where another one (a layout, a direction) is made with it
+                factor = rope_config.rope_settings(config).frequencies()[1]
+                regrown = factor != 1 and close(out[..., :r].norm(dim=-1), factor * stored[name][..., :r].norm(
+                    dim=-1), atol=_SHIFT_TOLERANCE, rtol=0)
+                hit = [next(iter(misreadings))] if regrown else hit
                 yield False, f"{name}: " + (hit[0] if hit else "the rotated features are not those of positions - "
                                             "shift")
 

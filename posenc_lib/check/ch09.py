@@ -52,6 +52,16 @@ def _peak(q: torch.Tensor, k: torch.Tensor, reach: int = 64) -> tuple[int | None
     return tuple(best)
 
 
+def _turns_along(q: torch.Tensor, k: torch.Tensor, axis: int) -> bool:
+    """Whether q . R_offset k changes at all along one axis: a pair that turns with it, however slowly, shows
+    within millions of steps; with none, the score is the same number at every offset."""
+    steps = torch.tensor([0, 1, 7, 1000, 123_457, 9_876_543])
+    at = torch.zeros(len(steps), 3, dtype=torch.long)
+    at[:, axis] = steps
+    s = apply_rope_nd(k.expand(len(steps), HEAD_DIM), at, **QWEN3_VL) @ q
+    return float(s.max() - s.min()) > 1e-9 * float(q.norm() * k.norm())
+
+
 def previous_frame_head(answer: Any) -> bool | None:
     """answer: (q, k), two vectors of 128 numbers with at most 6 nonzero entries each, for a Qwen3-VL head, such that
     every video token of the checker's video (a timestamp before each temporal patch) attends most to the token at
@@ -116,7 +126,8 @@ def previous_frame_head(answer: Any) -> bool | None:
             differs = [a for a in range(3) if apart[a] != 0]
             axis = "thw"[differs[0]] if len(differs) == 1 else None
             yield False, (f"{where}: a key {apart} from the right one (in t, h, w) ties with it: your score does not "
-                          f"change along {axis}, no pair you use turns with it" if lead < 1e-6 and axis else
+                          f"change along {axis}, no pair you use turns with it" if axis and not _turns_along(
+                              q, k, differs[0]) else
                           f"{where}: right key, but a key {apart} from it (in t, h, w) is within {lead:.3f} |q||k|: "
                           "the pairs you use turn too little between the two, or come back to the same angle there")
         else:
