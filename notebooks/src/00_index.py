@@ -117,7 +117,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # | sinusoidal [3] | ✔ | ✔ | ~ | ✔ | ✔ |
 # | learned absolute [2, 7] | ✔ | ✘ | ✘ | ✘ | ✔ |
 # | relative: Shaw, T5 [4] | ~ | ✔ | ~ | ~ | ✔ |
-# | RoPE [5] | ✔ | ✔ | ~ | ✔ | ✔ |
+# | RoPE [5] | ✔ | ✔ | ~ | ✔ | ~ |
 # | ALiBi [6] | ~ | ✔ | ~ | ✔ | ~ |
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -233,7 +233,7 @@ print("the conventions table matches the library")
 # | sinusoidal [3] | ✔ | ✔ a rotation $M_k$ | ~ defined everywhere, but models trained short degrade [7] | ✔ | ✔ axial: a 2-D shift is one rotation (checked below) |
 # | learned absolute [2, 7] | ✔ after training | ✘ nothing forces one: a random table, where training starts, has none (checked below); training may approximate one (chapter 2 §6: trained on a period-4 task, rows 4 apart point alike) | ✘ no rows past `max_len` | ✘ learned | ✔ one learned row per patch (ViT; Dosovitskiy et al. 2021, §3.1, Eq. 1) |
 # | relative: Shaw, T5 [4] | ~ encodes distances, clipped or bucketed far away | ✔ no codes $p_i$, but what $k$ apart adds depends on $k$ alone by construction, the property's aim | ~ far distances share one value | ~ learned per distance | ✔ one bias per 2-D offset, as in Swin (Liu et al. 2021): each direction its own (checked below) |
-# | RoPE [5] | ✔ | ✔ scores depend only on the offset $n-m$ | ~ needs PI / NTK / YaRN to go far [7] | ✔ | ✔ axial: split the features per axis [9] |
+# | RoPE [5] | ✔ | ✔ scores depend only on the offset $n-m$ | ~ needs PI / NTK / YaRN to go far [7] | ✔ | ~ axial (features split per axis) works, but its score is a row part plus a column part, so a head cannot prefer both diagonal neighbours over both anti-diagonal ones; mixed-frequency pairs can [9] |
 # | ALiBi [6] | ~ through the distance penalty | ✔ bias $-m_h(i-j)$ | ~ flat on a local task, falls on long-range recall [6, 7] | ✔ fixed slopes | ~ the keys to the left and above, both in the past of a raster order, get one bias; in 1-D a causal mask gives each past key its own (checked below) |
 #
 # **NoPE and longer sequences.** Kazemnejad et al. (2023) find that decoders with no positional
