@@ -264,9 +264,10 @@ print("same output for every word in 'I love you' and 'you love I'")
 # compares the outputs of the two "dog" tokens. It compares positions **2 and 5**, not 1 and 4,
 # because its tokenizer puts a beginning-of-sequence token in front. We mimic that with a toy vocabulary that has a `<s>`
 # token and seeded random embeddings, 16 features wide instead of 2048, and draw every weight
-# from $\mathcal{N}(0, 0.3^2)$. The source draws from $\mathcal{N}(0, 0.1^2)$, at which every head
-# attends almost uniformly and the positions added in section 3 would barely show; section 5
-# measures that, and checks that without positions the dogs are just as identical there.
+# from $\mathcal{N}(0, 0.3^2)$. The source draws from $\mathcal{N}(0, 0.1^2)$; at our width of 16
+# that makes every head attend almost uniformly, and the positions added in section 3 would barely
+# show (section 5 measures it; a score grows with the width, so at the source's 2048 features the
+# same std behaves differently, and we do not measure that setting).
 
 # %% slideshow={"slide_type": "fragment"}
 vocab = ["<s>", "the", "dog", "chased", "another"]
@@ -536,7 +537,7 @@ print("swap 'the' and 'chased', sinusoidal code, largest change per row:",
 #
 # ### Why std 0.3, not the source's 0.1
 #
-# At the source's 0.1 the two dogs are just as identical without positions, but with positions
+# At the source's 0.1, at this width of 16, the two dogs are just as identical without positions, but with positions
 # they barely differ, and sections 3 and 4 would show a difference hardly above zero. We measure
 # it on the demo redrawn with seeds 1 to 10 (`redraw`, section 3), every weight rescaled to std
 # 0.1 and to 0.3 (a draw from $\mathcal{N}(0, 0.3^2)$ divided by 3 is exactly a draw from

@@ -74,8 +74,8 @@ assert m8[0] == 2.0**-1 and m8[7] == 2.0**-8  # head 1 is index 0, head 8 is ind
 assert all(pl.alibi_slopes(H)[-1].item() == 2.0**-8 for H in (1, 2, 4, 8, 16, 32))
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# **Why a geometric sequence, and why 8?** With equal scores, a head with slope $m$ weighs a key one step further
-# back $e^{-m}$ times less, so its weight falls by a factor $e$ every $1/m$ tokens: call $1/m_h$ the head's *reach*.
+# **Why a geometric sequence, and why 8?** With equal scores, a head with slope $m$ multiplies the weight of a key
+# one step further back by $e^{-m}$, so its weight falls by a factor $e$ every $1/m$ tokens: call $1/m_h$ the head's *reach*.
 # Slopes in a geometric sequence give reaches in a geometric sequence too, spread evenly on a log scale: with 8 heads,
 # 2, 4, 8, …, 256 tokens, so some head works at each scale from the last two tokens to a few hundred. The 8 in the
 # exponent sets the gentlest reach, $2^8 = 256$ tokens, for every power of two. Neither is derived: Press et al. fix
