@@ -444,9 +444,12 @@ def tied_rows(k):
     return [{0, 1, 2 * k - 1}] + [{r, 2 * k - r} for r in range(2, k)] + [{k}]
 
 
-def tied_rows_by_union_find(k):
-    """Another right route, in a form that reaches any k: tie, offset by offset, the two rows read."""
+def tied_rows_by_union_find(k, library=False):
+    """Another right route, in a form that reaches any k: tie, offset by offset, the two rows read (from the
+    clips by hand, or from the library's own index: the prompt names both as fair)."""
     parent = list(range(2 * k))
+    code = pl.deberta_relative_index(2 * k + 1, 1, k)[:, 0].tolist() if library else None
+    paper = pl.deberta_relative_index(1, 2 * k + 1, k)[0].tolist() if library else None
 
     def root(r):
         while parent[r] != r:
@@ -454,7 +457,7 @@ def tied_rows_by_union_find(k):
         return r
 
     for o in range(2 * k + 1):
-        parent[root(min(o + k, 2 * k - 1))] = root(max(k - o, 0))
+        parent[root(code[o] if library else min(o + k, 2 * k - 1))] = root(paper[o] if library else max(k - o, 0))
     classes = {}
     for r in range(2 * k):
         classes.setdefault(root(r), set()).add(r)
@@ -505,6 +508,7 @@ def test_the_classes_make_a_blind_table_and_no_finer_one_is_blind(k):
 @pytest.mark.parametrize("right", [
     tied_rows,
     tied_rows_by_union_find,
+    lambda k: tied_rows_by_union_find(k, library=True),
     lambda k: [sorted(c) for c in reversed(tied_rows(k))],  # lists, another order
     lambda k: tuple(frozenset(c) for c in tied_rows(k)),
 ])

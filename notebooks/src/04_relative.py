@@ -87,7 +87,7 @@ def heatmap_row(mats, titles, *, label="score", width=2.2, height=2.5):
 #   + \underbrace{p_i^\top W_q^\top W_k x_j}_{\text{position–content}}
 #   + \underbrace{p_i^\top W_q^\top W_k p_j}_{\text{position–position}}.$$
 #
-# Every relative method below keeps the first term and rewrites some of the other three. The next cell
+# Shaw, XL, T5 and DeBERTa (§§2–5) keep the first term and rewrite some of the other three. The next cell
 # computes each term for 6 tokens ($d_\text{model} = 8$, head dimension 4, sinusoidal $p$) and checks
 # that they add back up to the full score.
 
@@ -179,7 +179,7 @@ print("weights of query 0:", [round(v, 3) for v in w[0].tolist()])
 #
 # The source notes (`004`) write Shaw's method as $k_n = W_k(x_n + \tilde p^k_r)$ with
 # $r = \operatorname{clip}(m - n, r_\min, r_\max)$, their query $m$ and key $n$ being our $i$ and $j$.
-# Two differences from the library, neither an error:
+# Its $k_n$ depends on the query $m$ (erratum 5). Two more differences from the library, neither an error:
 #
 # * **the sign**: $m - n$ is query minus key, the mirror of $j - i$. Indexing a table $T'$ by
 #   $\operatorname{clip}(m-n, -k, k) + k$ gives the same vectors as indexing $T$ by
@@ -347,8 +347,9 @@ assert_close(raw[visible], direct[visible])  # exact where the query may look
 assert torch.isfinite(raw[~visible]).all() and torch.isneginf(direct[~visible]).all()  # garbage vs no score
 assert_close(pl.xl_scores(q, k, r, u, v), direct)  # masked: identical, -inf included
 
-fig = heatmap_row([by_offset, raw, direct], ["(q+v)·r, column c: distance K−1−c", "shifted, unmasked",
-                                             "direct (a)+(b)+(c)+(d)"], width=2.9)
+content = (q + u) @ k.T  # (a)+(c), left out of the panels: they show only the moved (q+v)·r
+fig = heatmap_row([by_offset, raw - content, direct - content], ["(q+v)·r, column c: distance K−1−c",
+                  "shifted, unmasked", "direct (b)+(d)"], width=2.9)
 fig.axes[0].set_xlabel("column c")
 fig
 
@@ -364,9 +365,8 @@ fig
 # XL is causal, so it needs the distances $0, \dots, K - 1$ only. Keys after the query need negative
 # distances, and the sinusoid has them: $R_{-o}$ keeps the cosines of $R_o$ and negates its sines, so
 # a key $o$ steps after the query is told apart from one $o$ steps before it. XLNet (Yang et al. 2019)
-# uses XL's attention bidirectionally: it builds $R$ for the $K + Q$ distances $K, \dots, -(Q - 1)$
-# and moves those scores into place with a reshape shift of its own (transformers'
-# `XLNetRelativeAttention.rel_shift_bnij`).
+# uses XL's attention bidirectionally: its $R$ covers negative distances too, and a reshape shift of its
+# own moves those scores into place (transformers' `XLNetRelativeAttention.rel_shift_bnij`).
 #
 # The paper writes one $u$ and one $v$ for the model; the authors' code shares one pair across layers
 # unless its `untie_r` flag is set, as their WikiText-103 scripts set it (kimiyoung/transformer-xl,
@@ -377,8 +377,8 @@ fig
 #
 # T5 drops position vectors altogether: each head $h$ adds a learned **scalar** $b_h(\text{bucket}(j - i))$
 # to the score. The bucket of an offset comes from two numbers, `num_buckets` and `max_distance`
-# (T5's defaults: 32 and 128), in three steps (T5's `_relative_position_bucket`, which
-# `pl.t5_relative_bucket` follows):
+# (T5's defaults: 32 and 128), in three steps (`pl.t5_relative_bucket`; tests/test_crosscheck.py checks
+# it against transformers' T5 bucketing in both modes):
 #
 # 1. **Direction.** A *bidirectional* (encoder) bias splits the buckets into two halves of
 #    $B = \text{num\_buckets}/2$: a key at or before the query ($j \le i$) uses buckets $0, \dots, B-1$, a
@@ -495,11 +495,8 @@ fig.subplots_adjust(left=0.07, right=0.97, bottom=0.16, top=0.9, wspace=0.35)
 viz.heatmap(t5.buckets(48), ax=axes[0], title="bucket of j − i (16 buckets, max 32)", xlabel="key j",
             ylabel="query i", colorbar="bucket")
 span = torch.arange(-60, 61, device=device)
-for bidir, style in ((True, "-"), (False, "--")):
-    axes[1].step(span.cpu(), pl.t5_relative_bucket(span, bidirectional=bidir, num_buckets=nb, max_distance=maxd).cpu(),
-                 style, where="mid", label="bidirectional" if bidir else "decoder")
-axes[1].set(xlabel="offset j − i", ylabel="bucket", title="exact near, log-spaced far")
-axes[1].legend()
+axes[1].step(span.cpu(), pl.t5_relative_bucket(span, num_buckets=nb, max_distance=maxd).cpu(), where="mid")
+axes[1].set(xlabel="offset j − i", ylabel="bucket", title="bidirectional: exact near, log-spaced far")
 fig
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
@@ -829,8 +826,8 @@ fig
 # scores: a model built on them may add absolute positions elsewhere, as DeBERTa's Enhanced Mask
 # Decoder does near the output, §5.) The cell compares, for each method with this chapter's matrices,
 # the sentence's $5 \times 5$ block of scores in both places. A score with no positions at all (the
-# first row) is unchanged too, trivially; the relative ones are not position-blind, though: their §6
-# panels vary with the offset, and the moved sentence keeps its scores because its offsets are the same.
+# first row) is unchanged too, trivially; the relative ones are not position-blind, though: swapping the
+# sentence's first two tokens only permutes the first row's scores, and changes every other method's.
 
 # %%
 g = torch.manual_seed(1)
@@ -859,6 +856,10 @@ for name, score in scorers.items():
     gap = (alone - inside)[torch.isfinite(alone)].abs().max().item()
     assert torch.equal(torch.isinf(alone), torch.isinf(inside))
     assert (gap > 1.0) if name == "absolute sinusoids" else (gap < 1e-4), name
+    swap = [1, 0, 2, 3, 4]  # a position-blind score only permutes; compare where both are finite
+    a_, b_ = score(sentence[swap]), alone[swap][:, swap]
+    both = torch.isfinite(a_) & torch.isfinite(b_)
+    assert torch.allclose(a_[both], b_[both], atol=1e-4) == (name == "no positions"), name
     print(f"{name:19s} largest change of a score when the sentence moves by 7: {gap:.2f}")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -1028,13 +1029,12 @@ print("T5 encoder buckets (32, max 128) of distances 7..9 in the past:",
 # **1 (derive: a shift for strided queries).** Funnel-Transformer (Dai et al. 2020, by XL's first
 # author) uses XL's relative attention in a model that pools its sequence as it goes deeper. At a
 # pooling layer the queries are pooled and the keys are not: query $i$ stands for position
-# $s \cdot i$ (stride $s$), key $j$ for position $j$, and entry $(i, j)$ needs the score at the
-# distance $s \cdot i - j$ (query minus key, as in §3), keys after the query included (Funnel is an
-# encoder). As in §3, every query is first scored against every distance with one matmul. Here that
+# $s \cdot i$ (stride $s$), key $j$ for position $j$; a distance is query minus key, as in §3, and
+# keys after the query count too (Funnel is an encoder). As in §3, every query is first scored against every distance with one matmul. Here that
 # matrix `x` has shape `(q_len, stride * (q_len - 1) + k_len)`, and its column $c$ holds the distance
 # $c - (k_\text{len} - 1)$: the **smallest** distance first, the opposite of §3's order. Write
 # `strided_shift(x, stride)` returning the `(q_len, k_len)` scores, every entry right. Derive on paper
-# which column entry $(i, j)$ needs, then use any means you like: a gather, or a pad-and-reshape trick
+# which distance, then which column, entry $(i, j)$ needs, then use any means you like: a gather, or a pad-and-reshape trick
 # of your own. The checker draws new shapes, strides and scores at every check.
 
 # %%
@@ -1142,15 +1142,16 @@ def t5_last_bucket_start(num_buckets, max_distance, bidirectional):
 _ = check.t5_last_bucket(t5_last_bucket_start)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **4 (derive: the rows the two indices tie).** §5 showed that the paper's p2c and the released code's
+# **4 (find: the rows the two indices tie).** §5 showed that the paper's p2c and the released code's
 # read different rows of $q^r$, so a checkpoint trained with one index gives other scores with the other.
 # For a table to give the same p2c with both, for every content and at every length, the two rows that
 # the indices read for any (query, key) pair must be equal; and rows equal to a common row are equal to
 # each other. Write `tied_rows(k)` returning the classes of rows this forces together, a partition of the
 # rows $0, \dots, 2k - 1$ into a list of sets (a row tied to no other is a class of its own). A table is
 # then blind to the choice exactly when it is constant on each class, and it can have as many different
-# rows as there are classes. The checker asks for $k = 3$ and for two $k$ between 20 000 and 200 000,
-# drawn at every check.
+# rows as there are classes. Any route is fair: reasoning about the two clips, or joining the rows each
+# offset ties (`pl.deberta_relative_index` gives both indices) and reading off the groups. The checker
+# asks for $k = 3$ and for two $k$ between 20 000 and 200 000, drawn at every check.
 
 # %%
 def tied_rows(k):
@@ -1203,9 +1204,11 @@ _ = check.deberta_tied_rows(tied_rows)
 #    paper's $\delta(j, i)$ (§5). What it misses in either version is the scale: DeBERTa divides the
 #    three-term sum by $\sqrt{3d}$, the source's softmax by $\sqrt d$ (§5); and v2/v3 bucket the offset
 #    by log (§7), which the source's $\tilde p_{m-n}$ does not show.
-# 5. **Shaw's sign and placement** (not an error, a convention to translate): the source indexes by
-#    $\operatorname{clip}(m - n)$ (query minus key) and adds $\tilde p$ before $W_k$; Shaw and this
-#    library use $j - i$ and add $a^K$ after the projection. The two agree with the table flipped and
+# 5. **Shaw's key as a per-key vector.** The source writes $k_n = W_k(x_n + \tilde p^k_r)$ with
+#    $r = \operatorname{clip}(m - n)$ (as RoFormer's Eq. (5) does), so its $k_n$ depends on the query $m$:
+#    it is one vector per *pair*, $k_{mn}$ (its $v_n$ too), which is why Shaw's $a^K, a^V$ are
+#    $(L, L, d)$ tensors (§2) and why §3's shift exists. Its query-minus-key sign and $\tilde p$ before
+#    $W_k$ are only conventions: they agree with $j - i$ and $a^K$ after $W_k$ with the table flipped and
 #    $a^K = W_k \tilde p$ (§2).
 # 6. **"Absolute encodings are fixed and not trainable"** (`004`, §1): sinusoids are fixed, but learned
 #    absolute tables (BERT, GPT-2; `pl.LearnedPositionalEncoding`) are trained; the cell after this list checks.
