@@ -340,7 +340,7 @@ print(f"201 offsets x 300 positions x 2 layouts: largest error below 1e-9: {wors
 # and 0.20 at 512, every one of three seeds. Those are means over whole sequences, the 64 trained
 # positions included. The last 16 positions of each sequence alone score 0.74 at 64 and, already
 # at positions 112 to 127, 0.14, then 0.13 and 0.12 at 256 and 512 (mean of 3 seeds). A causal
-# model predicts positions 2 to 63 of a 128-token sequence as it does at 64 tokens, so the two
+# model scores positions 2 to 63 of a 128-token sequence as at 64 tokens (it sees no further), so the two
 # whole-sequence means give positions 64 to 127 alone: 0.15, 0.13 and 0.14 by seed. The cliff is at
 # position 64, not a slow decline. The control, from the same runs (same model, seeds
 # and sequences), read by the next cell from chapter 7's committed results: read through windows of
@@ -492,7 +492,8 @@ fig
 # $d = 256$ the 64-position window hides the failure: a map of 128 sines has 129 free numbers per
 # output column, more than the $64 - k$ rows it must fit, so an exact fit exists, but not in
 # float64: at $k = 1$ the 63 rows span only 27 directions to working precision (slow sines are
-# nearly equal columns), so the solver drops the rest and leaves a few percent. A 1024-position window shows the failure again (over 20%), as
+# nearly equal columns), so the solver drops the rest and leaves a few percent. A 1024-position
+# window shows the failure again (over 20%), as
 # the averages say it must. With the cosine in the table the fit is exact for every $k$ and every
 # width: that is why every frequency gets a **pair** of columns.
 
