@@ -336,9 +336,9 @@ def test_offset_only_score_draws_new_matrices():
 
 # --- Exercise 3: slow_pairs ----------------------------------------------------------------------
 def slow_by_exponents(d, length):
-    """Pair j of the buggy table turns at 10000^(-4j/d) (two_j holds 2j and is doubled again): its wavelength
-    2 pi 10000^(4j/d) is at most L for j <= (d/4) log(L / 2 pi) / log 10000. The rest are slow."""
-    turning = min(d // 2, math.floor(d / 4 * math.log(length / (2 * math.pi)) / math.log(10000)) + 1)
+    """Pair j of the buggy table turns at 10000^(-4j/d) (two_j holds 2j and is doubled again): over L positions it
+    turns by L 10000^(-4j/d), at least 0.1 rad for j <= (d/4) log(10 L) / log 10000. The rest are slow."""
+    turning = min(d // 2, math.floor(d / 4 * math.log(10 * length) / math.log(10000)) + 1)
     return d // 2 - turning
 
 
@@ -351,40 +351,42 @@ def test_slow_pairs_fact_by_the_exponents(draw):
     torch.testing.assert_close(theta, pl.rope_frequencies(64, base=1e8, dtype=torch.float64))
     for d, length in ch03._slow_cases(random.Random(draw)):
         theta = pl.rope_frequencies(d, base=1e8, dtype=torch.float64)
-        assert slow_by_exponents(d, length) == int((2 * math.pi / theta > length).sum()), (d, length)
+        assert slow_by_exponents(d, length) == int((0.1 / theta > length).sum()), (d, length)
 
 
 @pytest.mark.parametrize("right", [
     slow_by_exponents,
     lambda d, n: np.int64(slow_by_exponents(d, n)),
     lambda d, n: torch.tensor(float(slow_by_exponents(d, n))),
-    lambda d, n: d // 2 - min(d // 2, int(torch.floor(torch.tensor(d / 4 * math.log(n / (2 * math.pi), 1e4)))) + 1),
+    lambda d, n: d // 2 - min(d // 2, int(torch.floor(torch.tensor(d / 4 * math.log(10 * n, 1e4)))) + 1),
 ])
 def test_slow_pairs_accepts_right_answers(right, draw, capsys):
     assert check.slow_pairs(right) is True
-    assert "all correct!" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "all correct!" in out and "name the bug" in out
+    assert not any(word in out for word in ("twice", "exponent", "doubled", "1e8", "10000"))  # the bug is the learner's to name
 
 
 def _count_from_the_table(d, length):
     row = ch03.buggy_sinusoids(2, d)[1]
-    return int((2 * math.pi / torch.atan2(row[0::2], row[1::2]) > length).sum())
+    return int((0.1 / torch.atan2(row[0::2], row[1::2]) > length).sum())
 
 
 def _count_from_own_table(d, length):
     """The frequencies typed in by hand (no call to the builder): a loop over the pairs."""
-    return sum(1 for j in range(d // 2) if 2 * math.pi * 10000 ** (4 * j / d) > length)
+    return sum(1 for j in range(d // 2) if 0.1 * 10000 ** (4 * j / d) > length)
 
 
 def _count_by_bisection(d, length):
     """Cold read 5: a bisection over the pairs with the listing's own frequency as key."""
     import bisect
 
-    return d // 2 - bisect.bisect_left(range(d // 2), True, key=lambda j: 2 * math.pi * 10000 ** (4 * j / d) > length)
+    return d // 2 - bisect.bisect_left(range(d // 2), True, key=lambda j: 0.1 * 10000 ** (4 * j / d) > length)
 
 
 def _count_from_the_library_at_base_1e8(d, length):
     """The bug found (base 10000^2), then counted over a frequency per pair: vectorised, no loop."""
-    return int((2 * math.pi / pl.rope_frequencies(d, base=1e8, dtype=torch.float64) > length).sum())
+    return int((0.1 / pl.rope_frequencies(d, base=1e8, dtype=torch.float64) > length).sum())
 
 
 def _measure_small_then_extrapolate(d, length):
@@ -395,7 +397,7 @@ def _measure_small_then_extrapolate(d, length):
 
 @pytest.mark.parametrize("route", [
     _count_from_the_table, _count_from_own_table, _count_by_bisection, _count_from_the_library_at_base_1e8,
-    lambda d, n: int((10000 ** (4 * np.arange(d // 2) / d) * 2 * np.pi > n).sum()),
+    lambda d, n: int((10000 ** (4 * np.arange(d // 2) / d) * 0.1 > n).sum()),
 ])
 def test_slow_pairs_accepts_any_route_that_counts(route, capsys):
     """The prompt allows any route (it asks for a count, then for the bug by reading): nothing is refused."""
@@ -404,15 +406,13 @@ def test_slow_pairs_accepts_any_route_that_counts(route, capsys):
 
 
 @pytest.mark.parametrize("wrong, says", [
-    (lambda d, n: d // 2 - min(d // 2, math.floor(d / 2 * math.log(n / (2 * math.pi)) / math.log(10000)) + 1),
+    (lambda d, n: d // 2 - min(d // 2, math.floor(d / 2 * math.log(10 * n) / math.log(10000)) + 1),
      "belongs to §1's correct table"),  # the bug not seen
-    (lambda d, n: d // 2 - min(d // 2, math.floor(d / 4 * math.log(n / math.pi) / math.log(10000)) + 1),
-     "half a circle"),
+    (lambda d, n: d // 2 - min(d // 2, math.floor(d / 4 * math.log(n / (2 * math.pi)) / math.log(10000)) + 1),
+     "a full circle"),  # the old question: pairs that never complete a turn
     (lambda d, n: slow_by_exponents(d, n) + 1, "off by one"),
     (lambda d, n: slow_by_exponents(d, n) - 1, "off by one"),
-    (lambda d, n: d // 2 - slow_by_exponents(d, n), "the pairs that do complete a turn"),  # the complement
-    (lambda d, n: d // 2 - min(d // 2, math.floor(d / 4 * math.log(n) / math.log(10000)) + 1),
-     "wavelength as 1/θ_j"),  # the right θ_j, the wrong wavelength (cold read 2: was told to rewrite θ_j)
+    (lambda d, n: d // 2 - slow_by_exponents(d, n), "turn by 0.1 rad or more"),  # the complement
     (lambda d, n: d, "is not a number of pairs"),
     (lambda d, n: 0, "is not that count"),
     (_measure_small_then_extrapolate, "is not that count"),

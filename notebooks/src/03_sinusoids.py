@@ -69,6 +69,8 @@ torch.set_printoptions(precision=4, sci_mode=None)
 # Here $j$ counts **pairs**, so the exponent $2j/d$ runs over $0, 2/d, 4/d, \dots, (d-2)/d$:
 # pair 0 turns one radian per position, the last pair $10000^{-(d-2)/d} = 10000^{2/d}/10000$ radian:
 # close to $1/10000$ for a large $d$ (1.15e-4 at $d = 128$), but 6.3e-4 at the $d = 10$ below.
+# Pair 0 alone already gives every position its own code (property 1 of chapter 0): its angle
+# $i$ radians never comes back to the same value mod $2\pi$, as $\pi$ is irrational.
 # These are exactly the frequencies RoPE uses in chapter 5, so they live in one function,
 # `pl.rope_frequencies`. Written out for $d = 10$:
 
@@ -80,6 +82,8 @@ torch.testing.assert_close(theta, by_hand)
 assert theta[0] == 1 and 1e-4 < theta[-1] == 10000 ** (-(d - 2) / d)
 assert round(theta[-1].item(), 5) == 6.3e-4 and round(pl.rope_frequencies(128)[-1].item(), 6) == 1.15e-4
 assert pl.rope_frequencies(8, base=10.0)[0] == 1  # pair 0 turns one radian per position for any base
+pair0 = pl.sinusoidal_positions(100_000, 2, dtype=torch.float64)  # pair 0 alone, positions 0 .. 99 999
+assert torch.unique(pair0, dim=0).shape[0] == 100_000  # no two rows equal
 print("theta_j for d = 10:", theta)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -335,11 +339,15 @@ print(f"201 offsets x 300 positions x 2 layouts: largest error below 1e-9: {wors
 # accuracy is 0.766 (0.75 + 0.25/16). The sinusoidal model scores 0.74 on 64 tokens, and 0.44 at 128
 # and 0.20 at 512, every one of three seeds. Those are means over whole sequences, the 64 trained
 # positions included. The last 16 positions of each sequence alone score 0.74 at 64 and, already
-# at positions 112 to 127, 0.14, then 0.13 and 0.12 at 256 and 512 (mean of 3 seeds): a cliff
-# somewhere before position 112, not a slow decline. The control, from the same runs (same model, seeds
+# at positions 112 to 127, 0.14, then 0.13 and 0.12 at 256 and 512 (mean of 3 seeds). A causal
+# model scores positions 2 to 63 of a 128-token sequence as at 64 tokens (it sees no further), so the two
+# whole-sequence means give positions 64 to 127 alone: 0.15, 0.13 and 0.14 by seed. The cliff is at
+# position 64, not a slow decline. The control, from the same runs (same model, seeds
 # and sequences), read by the next cell from chapter 7's committed results: read through windows of
 # 64 tokens, so that no position past 63 is ever used, the same model scores 0.74 at every length.
-# The far tokens are no harder to predict; the far positions are what the model cannot read.
+# The far tokens are no harder to predict. The window removes three things at once: positions
+# never seen, offsets of 64 or more never seen, and attention spread over more keys; this control
+# does not say which of them breaks the model.
 #
 # So the sinusoidal model fails as soon as it passes the length it was trained on; chapter 7 asks
 # why. Defined everywhere is not the same as understood everywhere.
@@ -359,12 +367,17 @@ tail = {L: [s["methods"]["sinusoidal"]["nonoverlapping"][str(L)]["tail_acc"] for
 tail_mean = {L: round(sum(v) / len(v), 2) for L, v in tail.items()}
 assert tail_mean == {64: 0.74, 128: 0.14, 256: 0.13, 512: 0.12}
 assert max(max(tail[L]) for L in (128, 256, 512)) < 0.15 < 0.73 < min(tail[64])  # every seed
+runs = [s["methods"]["sinusoidal"]["nonoverlapping"] for s in results["tasks"]["grammar"]["seeds"]]
+past_64 = [(r["128"]["acc"] * r["128"]["n"] - r["64"]["acc"] * r["64"]["n"]) / (r["128"]["n"] - r["64"]["n"])
+           for r in runs]  # positions 64 to 127 alone, per seed
+assert [round(a, 2) for a in past_64] == [0.15, 0.13, 0.14]
 window = ex.accuracy(results, "grammar", "sinusoidal", "sliding_window")  # the same model through 64-token windows
 assert {round(window[L]["mean"], 2) for L in lengths} == {0.74}
 assert all(0.73 <= window[L]["min"] and window[L]["max"] <= 0.75 for L in lengths)  # every seed
 print("grammar, trained on 64 tokens, mean of 3 seeds (chance 0.06, best possible 0.77):")
 print("  whole sequences      ", {L: round(grammar[L]["mean"], 2) for L in lengths})
 print("  last 16 positions    ", tail_mean)
+print("  positions 64-127, by seed", [round(a, 3) for a in past_64])
 print("  64-token windows     ", {L: round(window[L]["mean"], 2) for L in lengths}, "(control)")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -390,8 +403,9 @@ print("  64-token windows     ", {L: round(window[L]["mean"], 2) for L in length
 # For a **single** sine column, over all real positions, no function at all can: a sine does
 # not say which angle it came from ($\sin a = \sin(\pi - a)$, and the two angles have cosines
 # of opposite sign). With several sine columns of incommensurate frequencies that argument
-# fails (together they can pin down $i$), so some non-affine function may exist, as it may on
-# a finite set of integer positions; that is no help to a linear layer.
+# fails (together they can pin down $i$), so some non-affine function may exist; on the integer
+# positions one does, since $\sin i$ alone never repeats there ($\pi$ is irrational). That is no
+# help to a linear layer.
 #
 # A finite table shows the same thing, less cleanly. Chapter 2 (§4) tested this property with a
 # least-squares fit: the best affine map $p_{i+k} \approx M_k p_i + b_k$ over all pairs of a table;
@@ -445,6 +459,9 @@ for n_pos in (64, 1024):
                    "sin + cos": max(relative_residual(W_tab, k) for k in wide_ks)}
 assert max(wide[64]["sines only"]) < 0.03 and min(wide[1024]["sines only"]) > 0.2  # hidden by 64 positions, not 1024
 assert 256 // 2 + 1 > 64 - min(wide_ks)  # over 64 positions: more unknowns per column than equations
+sines_64 = pl.sinusoidal_positions(64, 256, dtype=torch.float64)[:, 0::2]
+inputs_k1 = torch.cat([sines_64[:-1], torch.ones(63, 1, dtype=torch.float64)], dim=1)  # the fit's (63, 129) inputs
+assert torch.linalg.matrix_rank(inputs_k1) == 27  # float64 rank: 27 of 63 rows independent
 assert wide[64]["sin + cos"] < 1e-12 and wide[1024]["sin + cos"] < 1e-12
 print(f"d = 256, offsets {wide_ks}: sines only over 64 positions {wide[64]['sines only']}, "
       f"over 1024 {wide[1024]['sines only']}; sin + cos below 1e-12 in both")
@@ -473,8 +490,10 @@ fig
 # so the missing term $\sin k\theta_0 \cos i\theta_0$ of the fastest pair is small. Close is not
 # exact: the best of them, $k = 22$ with three columns, still misses by 2.2% of the target. At
 # $d = 256$ the 64-position window hides the failure: a map of 128 sines has 129 free numbers per
-# output column, more than the $64 - k$ rows it must fit: with more unknowns than equations, the
-# residuals stay at a few percent. A 1024-position window shows the failure again (over 20%), as
+# output column, more than the $64 - k$ rows it must fit, so an exact fit exists, but not in
+# float64: at $k = 1$ the 63 rows span only 27 directions to working precision (slow sines are
+# nearly equal columns), so the solver drops the rest and leaves a few percent. A 1024-position
+# window shows the failure again (over 20%), as
 # the averages say it must. With the cosine in the table the fit is exact for every $k$ and every
 # width: that is why every frequency gets a **pair** of columns.
 
@@ -671,6 +690,7 @@ dot_widget
 # $p_{m+1}^\top A\,p_{n+1} = p_m^\top A\,p_n$ for all $m, n$, that is
 # $p_m^\top (M_1^\top A M_1 - A)\,p_n = 0$. The codes $p_0, \dots, p_{d-1}$ span $\mathbb{R}^d$: a vector
 # orthogonal to all of them would make a combination of the $d$ sequences $e^{\pm \mathrm{i} m\theta_j}$
+# (as $\sin x = (e^{\mathrm{i}x} - e^{-\mathrm{i}x})/2\mathrm{i}$ and $\cos x = (e^{\mathrm{i}x} + e^{-\mathrm{i}x})/2$)
 # vanish at $m = 0, \dots, d-1$, a Vandermonde system whose nodes $e^{\pm \mathrm{i}\theta_j}$ all differ
 # (each $\theta_j$ its own value in $(0, 1]$), so only the zero combination does. Hence
 # $M_1^\top A M_1 = A$, and since $M_1$ is orthogonal, $A M_1 = M_1 A$.
@@ -841,6 +861,7 @@ print("token entries after × √d: std ≈ 1;  code entries: root mean square �
 # 199, misses $p_i$ by about 30% of its length, while from the concatenation a selection recovers it
 # exactly ("best" is computed exactly, from the means and second moments of that token and position
 # distribution, and checked on 2000 sampled pairs). Adding costs no width; it costs the guarantee.
+# The 30% is for random token rows: trained embeddings could learn to avoid the codes' subspace.
 #
 # The same sum reappears inside every score: $(x_m + p_m)^\top W_Q^\top W_K(x_n + p_n)$ splits into
 # token–token, token–position, position–token and position–position terms, the four terms
@@ -1101,12 +1122,13 @@ _ = check.offset_only_score(relative_part)
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **3 (what a bug costs).** This builder looks like the formula of §1 and draws a plausible
 # heatmap, but it has one bug. Write `slow_count(d, L)`: for an even width $d$ and a context of $L$
-# positions, how many of its $d/2$ pairs never complete a full turn within the context, that is,
-# have a wavelength $2\pi/\theta_j$ longer than $L$? Any route that counts is fine: a formula from
-# the builder's exponent, or its angles pair by pair (the function is `check.ch03.buggy_sinusoids`).
-# The checker draws new widths (up to 200 000) and lengths (up to $10^6$) at every check. Then find
-# the bug by reading the builder against §1's formula, and compare your count with the one §1's
-# table gives at the same $d$ and $L$: what does the bug waste?
+# positions, how many of its $d/2$ pairs turn by less than 0.1 rad over the whole context
+# ($L\theta_j < 0.1$), so that their two columns are nearly constant there? Any route that counts is
+# fine: a formula from the builder's exponent, or its angles pair by pair (the function is
+# `check.ch03.buggy_sinusoids`). The checker draws new widths (up to 200 000) and lengths (up to
+# $10^6$) at every check. Then name the bug in a sentence (a comment in your cell), found by reading
+# the builder against §1's formula, and compare your count with §1's table at $d = 512$, $L = 2048$:
+# what does the bug waste?
 #
 # ```python
 # def buggy_sinusoids(n: int, d: int) -> torch.Tensor:
@@ -1131,13 +1153,12 @@ _ = check.slow_pairs(slow_count)
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "slow_pairs_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def slow_count(d, L):
     ### BEGIN SOLUTION
-    # two_j already holds the even column index 2j, and the exponent doubles it again: the builder turns
-    # pair j by 10000^(-4j/d) per position instead of 10000^(-2j/d), i.e. §1's formula with base
-    # 10000^2 = 1e8. Pair j's wavelength 2π · 10000^(4j/d) is at most L when
-    # j <= (d/4) log(L / 2π) / log(10000). Pairs 0 .. floor of that turn (pair 0, wavelength 2π, as soon
-    # as L >= 7); the others are slow. (With §1's exponent the bound would be twice as high: the bug makes
-    # far more pairs nearly constant over the context, wasted features.)
-    turning = min(d // 2, math.floor(d / 4 * math.log(L / (2 * math.pi)) / math.log(10000)) + 1)
+    # The bug: two_j already holds the even column index 2j, and the exponent doubles it again: the builder
+    # turns pair j by 10000^(-4j/d) per position instead of 10000^(-2j/d), i.e. §1's formula with base
+    # 10000^2 = 1e8. Over L positions pair j turns by L · 10000^(-4j/d), at least 0.1 rad when
+    # j <= (d/4) log(10 L) / log(10000); the others are slow. At d = 512, L = 2048: 118 slow pairs, against
+    # 0 in §1's table (its slowest pair turns 0.21 rad): 118 of 256 pairs are nearly constant, wasted.
+    turning = min(d // 2, math.floor(d / 4 * math.log(10 * L) / math.log(10000)) + 1)
     return d // 2 - turning
     ### END SOLUTION
 
@@ -1155,6 +1176,7 @@ _ = check.slow_pairs(slow_count)
 # | `002` | position runs "from 0 to max_len", `_2i` "from 0 to d_model" | $0..\text{max\_len}-1$ and $0, 2, .., d_\text{model}-2$ (`arange` excludes the end) | §1 |
 # | `004`, copying RoFormer (Su et al., 2021) eq. (4), which has this typo | $p_{i,2t} = \sin(k/10000^{2t/d})$, $p_{i,2t+1} = \cos(k/10000^{2t/d})$ | $i$ in place of $k$; with a fixed $k$ all rows are equal | §1 |
 # | `002` | keeps the table as a plain tensor attribute created with `device=` | a non-persistent buffer, which `.to(device)` moves; as written, `forward` returns a CPU slice and the caller's addition to GPU activations fails | §8 |
+# | `002` | the Illustrated Transformer's figure is "likewise, sin and cos plotted separately" (下图同理) | that figure is tensor2tensor's table: other frequencies too, not just another layout | §3 |
 # | `002` | draws the heatmap inside `__init__` | plot outside the model; as written, building on a GPU fails | §8 |
 # | `003` | forward slices `positional_encodings[:seq]` of a `(1, max_len, d)` table | `[:, :seq]`; the original fails for `seq < max_len` or broadcasts for `seq = 1` | §8 |
 # | `003` | no `detach()` needed "because" `persistent=False` | its table does not require grad, and `register_buffer` does not change that (a buffer made from a tensor that requires grad still does); `persistent` only controls `state_dict` | §8 |

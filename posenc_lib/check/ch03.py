@@ -230,7 +230,7 @@ def offset_only_score(fn: Any) -> bool | None:
                   "the allowed matrices form a subspace (§6): what is the nearest point of a subspace?")
 
 
-# Exercise 3: find the bug in a builder; count, for any d and L, its pairs that do not complete a turn in L positions.
+# Exercise 3: find the bug in a builder; count, for any d and L, its pairs that turn by less than 0.1 rad over L positions.
 def buggy_sinusoids(n: int, d: int) -> torch.Tensor:
     """A sinusoidal table with one bug (Exercise 3 of chapter 3)."""
     pos = torch.arange(n, dtype=torch.float64)[:, None]
@@ -247,23 +247,26 @@ def _angles_per_position(table: torch.Tensor) -> torch.Tensor:
     return torch.atan2(table[1, 0::2], table[1, 1::2])
 
 
-def _slow_count(theta: torch.Tensor, length: int, turn: float = 2 * math.pi) -> int:
-    """How many pairs turn by less than ``turn`` over ``length`` positions (wavelength 2 pi / theta longer than L)."""
+SLOW_TURN = 0.1  # radians: a pair whose angle moves less than this over the whole context is nearly constant there
+
+
+def _slow_count(theta: torch.Tensor, length: int, turn: float = SLOW_TURN) -> int:
+    """How many pairs turn by less than ``turn`` over ``length`` positions (L theta_j < turn)."""
     return int((turn / theta > length).sum())
 
 
 def _slow_draw(rng: random.Random) -> tuple[list[tuple[int, int]], dict[int, torch.Tensor]]:
     """Five (d, L), and each width's turns per position read off the builder's own table: a small, two middling and
     two wide tables, L from 8 to 10^6, drawn so that no pair's
-    wavelength lies within 10^-6 of L (no case hangs on rounding)."""
+    L theta_j lies within 10^-6 of 0.1 rad (no case hangs on rounding)."""
     cases, theta = [], {}
     for low, high in ((4, 32), (500, 5_000), (500, 5_000), (10_000, 100_000), (10_000, 100_000)):
         d = 2 * rng.randrange(low, high)
         theta[d] = _angles_per_position(buggy_sinusoids(2, d))
-        wavelengths = 2 * math.pi / theta[d]
+        reach = SLOW_TURN / theta[d]  # the L at which each pair has turned by 0.1 rad
         while True:
             length = round(10 ** rng.uniform(math.log10(8), 6))
-            if bool(((wavelengths / length).log().abs() > 1e-6).all()):
+            if bool(((reach / length).log().abs() > 1e-6).all()):
                 break
         cases.append((d, length))
     return cases, theta
@@ -275,8 +278,8 @@ def _slow_cases(rng: random.Random) -> list[tuple[int, int]]:
 
 
 def slow_pairs(fn: Any) -> bool | None:
-    """Exercise 3: fn(d, L) -> how many of the d/2 pairs of buggy_sinusoids(n, d) turn by less than a full circle
-    over L positions (wavelength longer than L), for (d, L) drawn at every check, d up to 2e5 (any route)."""
+    """Exercise 3: fn(d, L) -> how many of the d/2 pairs of buggy_sinusoids(n, d) turn by less than 0.1 rad
+    over L positions (L theta_j < 0.1), for (d, L) drawn at every check, d up to 2e5 (any route)."""
 
     def run(f: Callable[[int, int], Any]) -> Iterator[Verdict]:
         if not callable(f):
@@ -298,26 +301,21 @@ def slow_pairs(fn: Any) -> bool | None:
         want = {(d, n): _slow_count(theta[d], n) for d, n in cases}
         wrong = [case for case in cases if got[case] != want[case]]
         if not wrong:
-            yield True, (f"right for {len(cases)} widths and lengths drawn at this check, widths up to 200 000: the "
-                         "exponent counts the 2 twice, so the frequencies fall twice as fast and far more pairs "
-                         "barely move within the context")
+            yield True, (f"right for {len(cases)} widths and lengths drawn at this check, widths up to 200 000; "
+                         "now name the bug in a sentence and compare with §1's table at the same d and L")
             return
         case = f"fn{wrong[0]}"
         if all(got[(d, n)] == _slow_count(rope_frequencies(d, dtype=torch.float64), n) for d, n in cases):
             yield False, (f"{case}: that count belongs to §1's correct table; the builder's frequencies are not "
                           "§1's: compare its exponent with the formula")
-        elif all(got[(d, n)] == _slow_count(theta[d], n, turn=math.pi) for d, n in cases):
-            yield False, f"{case}: that counts the pairs that turn less than half a circle; a turn is a full circle"
+        elif all(got[(d, n)] == _slow_count(theta[d], n, turn=2 * math.pi) for d, n in cases):
+            yield False, f"{case}: that counts the pairs that turn less than a full circle; the bound is 0.1 rad"
         elif all(got[(d, n)] == d // 2 - want[(d, n)] for d, n in cases):
-            yield False, f"{case}: that counts the pairs that do complete a turn; the question asks for the others"
-        elif all(got[(d, n)] == _slow_count(theta[d], n, turn=1.0) for d, n in cases):
-            yield False, (f"{case}: that takes the wavelength as 1/θ_j; in one wavelength the angle grows by a full "
-                          "turn, 2π radians")
+            yield False, f"{case}: that counts the pairs that turn by 0.1 rad or more; the question asks for the others"
         elif any(all(got[c] - want[c] == step for c in cases) for step in (-1, 1)):
-            yield False, (f"{case} is off by one: which pairs count as turning, and is pair 0 (one radian per "
-                          "position) among them?")
+            yield False, f"{case} is off by one: which pair is the first, and which the last, that counts?"
         else:
             yield False, f"{case} = {got[wrong[0]]} is not that count"
 
-    return report("how many pairs of the buggy table never complete a turn", fn, run,
+    return report("how many pairs of the buggy table turn by less than 0.1 rad over the context", fn, run,
                   "read the builder against §1's formula one symbol at a time: what does each variable hold?")
