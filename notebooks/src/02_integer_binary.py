@@ -1180,7 +1180,8 @@ def bit_counter(d):
     # An affine map that sends each row, a corner of the cube, to the next corner is easiest to find among
     # the maps that send every corner to a corner: those permute the features and replace some x by 1 - x.
     # Moving one feature into the next, and the last one back into the first as 1 - x, is such a map:
-    # p -> (1 - p[d-1], p[0], ..., p[d-2]) flips exactly one bit unless p is constant, and from the zeros it
+    # p -> (1 - p[d-1], p[0], ..., p[d-2]) flips exactly one bit on the rows 1..10..0 and 0..01..1 (its own
+    # rows; on other rows it can flip several), and from the zeros it
     # fills the row with ones from the left (d steps), then empties it the same way (d steps): 2d distinct
     # rows, then the zeros again. As a formula, p_i[c] = 1 exactly when (i - c - 1) mod 2d < d: every column is
     # the same square wave of period 2d, column c delayed by c steps. (Digital circuits know it as the Johnson,

@@ -1238,7 +1238,7 @@ assert lib_err < 0.05 and naive_err > 1.0 and naive_err > 50 * lib_err
 # the float32 grid's cos, rounded once, as ours is. It does not switch autocast off, and it need
 # not: mixed-precision autocast lowers matrix products (`@`, `linear`) to bf16, not elementwise
 # products. A grid written as a matrix product, positions (seq, 1) @ frequencies (1, d/2), would be
-# lowered, so code written that way must switch autocast off around it. transformers 4.x did exactly that:
+# lowered, so code written that way must switch autocast off around it. Later transformers 4.x releases did exactly that:
 # its grid was this matrix product inside `torch.autocast(..., enabled=False)` (a citation; the comment there
 # points to huggingface/transformers PR #29285). The next cell runs the locked version's module
 # at positions near 90 000 with and without autocast, and shows what autocast does to the

@@ -720,9 +720,10 @@ print("seed 2, layer 2, mass on the entry per head at 64 tokens:", [round(x, 2) 
 # competition rises; only the ratio depends on the head:
 #
 # * Seeds 0 and 1 look up through head 4 (slope $1/256$): the bias falls by $448/256 = 1.75$, the
-#   competition rises by 1.35, and $q\cdot k$ *rises* a little (+0.8, +0.3). Seed 2 looks up mostly
-#   through head 3 (slope $1/64$, with head 4 at almost equal mass, 0.33 and 0.31): the bias falls by
-#   7.0 against a rise of 0.83, and the mass on the entry falls to 0.02.
+#   competition rises by 1.35, and $q\cdot k$ *rises* a little (+0.8, +0.3). In seed 2 heads 3 and 4
+#   are nearly tied (mass 0.33 and 0.31); the table takes head 3 (slope $1/64$): the bias falls by
+#   7.0 against a rise of 0.83, and the mass on the entry falls to 0.02 (a near tie: read
+#   through head 4, slope $1/256$, the bias would fall by 1.75, as in seeds 0 and 1).
 # * The mean log-odds falls by 2.3, 2.8 and 6.9; the log-odds of the mean mass by less (0.3 to 0.6 of
 #   that), so only the first is split into the three parts.
 #
