@@ -26,7 +26,7 @@ UV_SPEC ?= uv==0.13.9
 TOOLS := .venv-tools
 LATEST := .venv-latest
 
-.PHONY: venv lab test test-gpu test-lib test-latest lock notebooks slides site student images clean bench
+.PHONY: venv lab test test-gpu test-lib test-latest lock notebooks zh zh-status slides site student images clean bench
 
 # --no-deps: the lock names every package, so pip installs it and nothing else; then torch
 # (whose own dependencies the lock already pins), then posenc_lib itself, built with the
@@ -87,6 +87,16 @@ bench: $(TEST_STAMP)
 # Re-execute every notebook from its source in notebooks/src (NB=05 for one chapter).
 notebooks: $(TEST_STAMP)
 	$(BIN)/python scripts/build_notebooks.py $(NB)
+	$(BIN)/python scripts/i18n.py build $(NB)
+
+# The Chinese edition (notebooks/zh/): the stored English notebooks with their markdown from
+# notebooks/i18n/zh/ (code cells and outputs copied, nothing executed). `make zh-status` lists the
+# stale and untranslated cells with the English diff (CONTRIBUTING.md, "The Chinese edition").
+zh:
+	$(PYTHON) scripts/i18n.py build $(NB)
+
+zh-status:
+	$(PYTHON) scripts/i18n.py status $(NB)
 
 # The offline reveal.js/require.js/jQuery/MathJax copies (package.json, pinned by package-lock.json).
 node_modules/.package-lock.json: package.json package-lock.json

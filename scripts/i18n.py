@@ -302,10 +302,10 @@ def build(notebook: Path, anchor_maps: dict[str, dict[str, str]]) -> Path:
             continue
         c = by_index[i]
         text = c.entry.text if c.state == "fresh" else UNTRANSLATED + c.english
-        cell["source"] = localise(text, anchor_maps)
+        cell["source"] = localise(text, anchor_maps).splitlines(True)  # as nbformat stores it
     if notebook.stem.startswith("00") and EDITION_NOTE.exists():
         note = {"cell_type": "markdown", "id": "zh-edition-note", "metadata": {},
-                "source": EDITION_NOTE.read_text(encoding="utf-8").strip()}
+                "source": EDITION_NOTE.read_text(encoding="utf-8").strip().splitlines(True)}
         first = next(i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "markdown")
         nb["cells"].insert(first + 1, note)
     nb["metadata"]["posenc"] = {"edition": LANG, "english": f"../{notebook.name}"}
