@@ -9,7 +9,8 @@ from pathlib import Path
 
 SITE = json.loads((Path(__file__).parent / "posenc_site.json").read_text())
 
-project = "posenc: positional encodings, interactively"
+project = SITE.get("title", "posenc: positional encodings, interactively")
+language = SITE.get("language", "en")  # zh_CN: Chinese labels, and search split by jieba
 author = "the posenc authors"
 copyright = "the posenc authors (MIT licence)"
 root_doc = "00_index"
@@ -25,7 +26,7 @@ myst_heading_anchors = 3  # `00_index.ipynb#conventions` resolves to the heading
 myst_update_mathjax = False  # its MathJax 3/4 settings do not apply to MathJax 2
 
 # MathJax 2.7 from node_modules, copied into _static/mathjax by the build (the slides use the same copy).
-mathjax_path = "mathjax/MathJax.js?config=TeX-AMS_CHTML-full,Safe"
+mathjax_path = SITE.get("mathjax_path", "mathjax/MathJax.js?config=TeX-AMS_CHTML-full,Safe")
 mathjax2_config = {
     "tex2jax": {"inlineMath": [["\\(", "\\)"]], "displayMath": [["\\[", "\\]"]], "processEscapes": True},
     "CommonHTML": {"linebreaks": {"automatic": True}},  # long formulas wrap on a phone
@@ -44,7 +45,7 @@ html_last_updated_fmt = None
 html_theme_options = {
     "repository_url": SITE["repository_url"],
     "repository_branch": SITE["branch"],
-    "path_to_docs": "notebooks",
+    "path_to_docs": SITE.get("path_to_docs", "notebooks"),
     "use_repository_button": True,
     "use_download_button": False,
     "show_toc_level": 2,

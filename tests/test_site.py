@@ -215,6 +215,17 @@ def small_notebooks(folder: Path) -> list[Path]:
     for nb, path in zip((index, demo), paths):
         nb.metadata = {"kernelspec": load_script("build_notebooks").KERNELSPEC, "language_info": {"name": "python"}}
         nbformat.write(nb, path)
+    # The Chinese edition: the same code cells, the prose in Chinese (as `make zh` writes it).
+    chinese = {"# Small course": "# 小课程\n\n角度 $\\theta_j = b^{-2j/d}$。\n\n## 约定\n\n偏移为 $j - i$。",
+               "# Chapter 1": "# 第 1 章 — 短尾矮袋鼠\n\n见[约定](00_index.ipynb#约定)。",
+               "The line": "这条线从一降到零。\n\n一条下降的线，只画一次。",
+               "Move the size": "拖动大小：$n^2$ 个数的热图随之变大。"}
+    (folder / "zh").mkdir(exist_ok=True)
+    for nb, path in zip((index, demo), paths):
+        for cell in nb.cells:
+            if cell.cell_type == "markdown":
+                cell.source = next(zh for en, zh in chinese.items() if cell.source.startswith(en))
+        nbformat.write(nb, folder / "zh" / path.name)
     return paths
 
 
@@ -272,6 +283,36 @@ def test_small_site_static_widget_shows_its_frames_and_says_the_notebook_has_the
     assert "Loading widget" not in html and WIDGET_MIME not in html
     assert report["widgets"] == [{"page": "01_quokkas", "cell": 5, "controls": {"size": "5/5", "flip": "2/2"},
                                   "frames": 10, "distinct": 10, "bytes": report["frames_bytes"]}]
+
+
+def test_small_site_has_the_chinese_edition_beside_the_english(small_site):
+    out, report = small_site
+    en, zh = (out / "01_quokkas.html").read_text(), (out / "zh" / "01_quokkas.html").read_text()
+    assert report["editions"] == ["en", "zh"] and 0 < report["edition_bytes"]["zh"] < report["total_bytes"] / 2
+    # the language switch: the same chapter in the other language, both ways
+    assert 'href="zh/01_quokkas.html" hreflang="zh">中文版<' in en
+    assert 'href="../01_quokkas.html" hreflang="en">English<' in zh
+    assert 'href="../00_index.html" hreflang="en">English<' in (out / "zh" / "00_index.html").read_text()
+    # Binder and Colab open the Chinese notebook; the conventions link reaches the Chinese heading
+    assert "urlpath=lab%2Ftree%2Fnotebooks%2Fzh%2F01_quokkas.ipynb" in zh and ">在 Binder 上运行<" in zh
+    assert 'href="https://colab.research.google.com/github/you/posenc/blob/main/notebooks/zh/01_quokkas.ipynb"' in zh
+    anchors = re.findall(r'href="00_index.html#([^"]+)"', zh)
+    assert len(anchors) == 2 and len(set(anchors)) == 1
+    assert f'id="{anchors[0]}"' in (out / "zh" / "00_index.html").read_text()
+    # the widget and MathJax come from the English site: one copy of each
+    (widget,) = re.findall(r'<div class="posenc-widget".*?</div>\n</div>', zh, re.S)
+    assert 'data-base="../_static/frames/"' in widget and "预先算好" in widget
+    for url in loads(zh):
+        assert not re.match(r"(https?:)?//", url), f"zh page loads {url} from the network"
+        assert (out / "zh" / unquote(urlsplit(url).path)).resolve().is_file(), f"zh: {url} is not in the site"
+    assert not (out / "zh" / "_static" / "frames").exists() and not (out / "zh" / "_static" / "mathjax").exists()
+    assert "../_static/mathjax/MathJax.js" in zh.replace("_static/../../", "../")
+    assert re.search(r'<img alt="图。 一条下降的线，只画一次。" src="_images/', zh)
+    assert '<html lang="zh-CN"' in zh or "<html lang=\"zh_CN\"" in zh
+    # Chinese search: Sphinx's index of the Chinese pages has the Chinese words (split by jieba)
+    index = json.loads(re.fullmatch(r"Search\.setIndex\((.*)\)", (out / "zh" / "searchindex.js").read_text().strip(),
+                                    re.S).group(1))
+    assert "袋鼠" in index["titleterms"] and "下降" in index["terms"] and "01_quokkas" in index["docnames"]
 
 
 def test_small_site_figures_have_alt_text_and_search_has_the_pages(small_site):
