@@ -159,7 +159,7 @@ def match(notebook: Path, entries: list[Entry] | None = None) -> tuple[list[Cell
 # -- what a translation must keep ---------------------------------------------------------------------
 
 CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
-MATH = re.compile(r"\$\$.+?\$\$|\$[^$\n]+\$", re.S)
+MATH = re.compile(r"\$\$.+?\$\$|\$[^$]+\$", re.S)  # inline math may span a line break
 LINK_TARGET = re.compile(r"\]\(([^)\s]+)\)")
 HEADING = re.compile(r"^(#{1,6}) ", re.M)
 NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")

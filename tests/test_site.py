@@ -38,6 +38,8 @@ from posenc_lib import viz
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = Path(os.environ.get("POSENC_ARTIFACTS_DIR", ROOT / "build" / "artifacts"))
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+# Every page of both editions: (language, the notebook the page shows). The Chinese pages are in zh/.
+PAGES = [("en", p) for p in NOTEBOOKS] + [("zh", p.parent / "zh" / p.name) for p in NOTEBOOKS]
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 build_site = load_script("build_site")
 site_widgets = load_script("site_widgets")
@@ -335,11 +337,31 @@ def plain_words(nb_path: Path) -> collections.Counter:
     return words
 
 
-def search_term(nb_path: Path) -> str:
+def chinese_words(nb_path: Path) -> collections.Counter:
+    """Words of two or more Chinese characters in a notebook's prose, split as Sphinx's index splits them."""
+    import jieba
+
+    words: collections.Counter = collections.Counter()
+    for cell in nbformat.read(nb_path, as_version=4).cells:
+        if cell.cell_type == "markdown":
+            text = re.sub(r"\$\$.*?\$\$|\$[^$]*\$|`[^`]*`|\]\([^)]*\)|<[^>]+>", " ", cell.source, flags=re.S)
+            words.update(w for w in jieba.cut_for_search(text) if re.fullmatch(r"[\u4e00-\u9fff]{2,}", w))
+    return words
+
+
+def search_term(nb_path: Path, lang: str = "en", indexed: set[str] | None = None) -> str:
     """A word of this page that the fewest other pages use (the most frequent such word here)."""
-    others = [set(plain_words(p)) for p in NOTEBOOKS if p != nb_path]
-    mine = plain_words(nb_path)
-    return min(mine, key=lambda w: (sum(w in o for o in others), -mine[w], w))
+    words = plain_words if lang == "en" else chinese_words
+    others = [set(words(p)) for _, p in PAGES if p.parent == nb_path.parent and p != nb_path]
+    mine = words(nb_path)
+    return min((w for w in mine if indexed is None or w in indexed),
+               key=lambda w: (sum(w in o for o in others), -mine[w], w))
+
+
+def search_terms(site: Path) -> set[str]:
+    index = (site / "searchindex.js").read_text().strip()
+    data = json.loads(re.fullmatch(r"Search\.setIndex\((.*)\)", index, re.S).group(1))
+    return set(data["terms"]) | set(data["titleterms"])
 
 
 # Colours: readable text is at least 4.5:1 against its background (WCAG AA).
@@ -355,6 +377,9 @@ JS_MATH = """() => { const m = Array.from(document.querySelectorAll('span.math, 
   return {total: m.length, typeset: m.filter(e => e.querySelector('.MathJax_CHTML')).length,
           errors: document.querySelectorAll('.mjx-merror, .MathJax_Error, .mjx-noError').length}; }"""
 JS_IMAGE_READY = "img => img.complete && img.naturalWidth > 0"
+# A static widget's note says where the live one is and whether the copy has every setting.
+NOTE_WORDS = {"en": ("(Binder or Colab, top of the page)", ("full range", "every setting")),
+              "zh": ("页首的 Binder 或 Colab", ("完整的取值范围", "每种设置"))}
 
 
 @pytest.fixture(scope="module")
@@ -502,20 +527,28 @@ def screenshot_on_failure(reader: Reader, name: str):
 
 @pytest.mark.browser
 @pytest.mark.timeout(1800)
-@pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_a_reader_can_use_every_page(nb_path, server, chromium):
+@pytest.mark.parametrize("lang, nb_path", PAGES, ids=[f"{lang}-{p.stem}" for lang, p in PAGES])
+def test_a_reader_can_use_every_page(lang, nb_path, real_site, server, chromium):
     name = nb_path.stem
+    folder = "" if lang == "en" else f"{lang}/"
+    text = build_site.TEXT[lang]
     desktop = Reader(chromium, server, viewport={"width": 1280, "height": 900}, color_scheme="light")
     try:
-        with screenshot_on_failure(desktop, f"{name}-desktop"):
-            desktop.open(f"{name}.html")
+        with screenshot_on_failure(desktop, f"{lang}-{name}-desktop"):
+            desktop.open(f"{folder}{name}.html")
             page = desktop.page
             math = wait_for_math(page)
             assert math["typeset"] == math["total"] and math["errors"] == 0, math
-            assert page.locator("a", has_text="Launch on Binder").count() == 1
-            assert page.locator("a", has_text="Open in Colab").count() == 1
+            assert page.locator("a", has_text=text["binder"]).count() == 1
+            assert page.locator("a", has_text=text["colab"]).count() == 1
             if not name.startswith("00"):
-                assert page.locator('a[href^="00_index.html#conventions"]').count() >= 1
+                assert page.locator("a", has_text=text["conventions"]).first.get_attribute("href").startswith("00_index.html#")
+            # the language switch opens this chapter in the other edition
+            other = page.locator("a.posenc-lang")
+            assert other.count() == 1 and other.get_attribute("hreflang") == text["other_lang"]
+            href = other.get_attribute("href")
+            assert (real_site / folder / href).resolve() == (
+                real_site / ("" if lang != "en" else f"{text['other_lang']}/") / f"{name}.html").resolve()
             ratio = page.locator("article p").first.evaluate(JS_CONTRAST)
             assert ratio >= 4.5, f"light theme: body text contrast {ratio:.1f}:1"
             for img in page.locator("article img").all():
@@ -523,18 +556,19 @@ def test_a_reader_can_use_every_page(nb_path, server, chromium):
             # Every widget of the notebook is a static copy here, and each of its controls works.
             static = page.locator(".posenc-widget")
             assert static.count() == stored_widget_cells(nb_path)
-            assert page.get_by_text("needs a running kernel").count() == 0
+            assert page.locator(".posenc-widget-note", has_text=re.compile("running kernel|运行中的内核")).count() == 0
             for i in range(static.count()):
                 w = static.nth(i)
                 w.scroll_into_view_if_needed()
                 note = w.locator(".posenc-widget-note").inner_text()
-                assert "(Binder or Colab, top of the page)" in note and ("full range" in note or "every setting" in note)
+                where, full = NOTE_WORDS[lang]
+                assert where in note and any(w in note for w in full), note
                 for control in w.locator("[data-count]").all():
                     move_until_the_figure_changes(page, w, control, i)
             page.wait_for_load_state("networkidle")
             # Search (Sphinx's own index, in the page) finds a word of this page.
-            term = search_term(nb_path)
-            desktop.open(f"search.html?q={term}")
+            term = search_term(nb_path, lang, search_terms(real_site / folder) if lang != "en" else None)
+            desktop.open(f"{folder}search.html?q={term}")
             page.wait_for_function("() => /Search finished/.test(document.querySelector('.search-summary')?.textContent || '')",
                                    timeout=30_000)
             hits = page.locator("ul.search li a").evaluate_all("as => as.map(a => a.getAttribute('href'))")
@@ -547,8 +581,8 @@ def test_a_reader_can_use_every_page(nb_path, server, chromium):
     phone = Reader(chromium, server, viewport={"width": 390, "height": 844}, color_scheme="dark",
                    is_mobile=True, has_touch=True, device_scale_factor=2)
     try:
-        with screenshot_on_failure(phone, f"{name}-phone-dark"):
-            phone.open(f"{name}.html")
+        with screenshot_on_failure(phone, f"{lang}-{name}-phone-dark"):
+            phone.open(f"{folder}{name}.html")
             page = phone.page
             wait_for_math(page)
             page.wait_for_load_state("networkidle")
