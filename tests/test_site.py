@@ -65,6 +65,50 @@ def test_readme_links_the_published_site_on_its_first_screen():
     assert f"]({repo.pages})" in first_screen
 
 
+# Links a README may hold besides repository files: documentation that exists whatever this project does.
+WELL_KNOWN = {"docs.python.org", "pytorch.org", "docs.pytorch.org", "huggingface.co", "jupyter.org",
+              "jupyterlab.readthedocs.io", "nbgrader.readthedocs.io", "jupyterhub.readthedocs.io", "mybinder.org",
+              "colab.research.google.com", "arxiv.org", "www.sphinx-doc.org", "docs.github.com"}
+
+
+def readme_link_problems(text: str, repo) -> list[str]:
+    """Links of a README that lead nowhere: missing repository files, this project's unpublished
+    addresses (its Pages site without the workflow and the sentence saying when it appears, its own
+    repository), and anything else that is not well-known documentation."""
+    problems = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        url = urlsplit(target)
+        if not url.scheme:
+            if not (ROOT / unquote(url.path)).exists():
+                problems.append(f"{target}: no such file in the repository")
+        elif url.netloc.endswith(".github.io"):
+            if not target.startswith(repo.pages):
+                problems.append(f"{target}: a Pages site that is not this project's")
+            elif not (ROOT / ".github" / "workflows" / "site.yml").is_file():
+                problems.append(f"{target}: the Pages address without the workflow that publishes it")
+            elif not re.search(r"appears once the\s+workflow has run on a fork", text):
+                problems.append(f"{target}: the README must say the address appears once the workflow has run on a fork")
+        elif url.netloc == "github.com" and url.path.strip("/").lower().startswith(f"{repo.owner}/{repo.name}".lower()):
+            problems.append(f"{target}: this project's own address; link the repository file relatively")
+        elif url.netloc not in WELL_KNOWN:
+            problems.append(f"{target}: neither a repository file nor well-known documentation")
+    return problems
+
+
+def test_readme_links_only_what_exists():
+    repo = build_site.Repo.parse(load_script("build_notebooks").repository_url(), "main")
+    readme = (ROOT / "README.md").read_text()
+    assert readme_link_problems(readme, repo) == []
+    made_up = ("[site](https://posenc.github.io/posenc/) [me](https://github.com/posenc/posenc/tree/main) "
+               "[x](docs/missing.md) [y](https://example.org/posenc)")
+    assert [p.split(":")[0] for p in readme_link_problems(made_up, repo)] == [
+        "https", "https", "docs/missing.md", "https"]
+    assert len(readme_link_problems(made_up, repo)) == 4
+    # one line in Chinese points to the Chinese edition
+    (line,) = [x for x in readme.splitlines() if re.search(r"[\u4e00-\u9fff]", x)]
+    assert "](notebooks/zh/00_index.ipynb)" in line
+
+
 def test_pages_workflow_builds_with_make_site_and_publishes_build_site():
     text = (ROOT / ".github" / "workflows" / "site.yml").read_text()
     torch_version = re.search(r"^TORCH_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.M).group(1)
