@@ -11,6 +11,12 @@ SITE = json.loads((Path(__file__).parent / "posenc_site.json").read_text())
 
 project = SITE.get("title", "posenc: positional encodings, interactively")
 language = SITE.get("language", "en")  # zh_CN: Chinese labels, and search split by jieba
+if language.startswith("zh"):
+    # Sphinx 9's Chinese search stems Latin words with the English stemmer but names it after its
+    # language ("window.Stemmer = ChineseStemmer;", undefined: the search page stops). Name it right.
+    from sphinx.search.zh import SearchChinese
+
+    SearchChinese.language_name = "English"
 author = "the posenc authors"
 copyright = "the posenc authors (MIT licence)"
 root_doc = "00_index"

@@ -613,7 +613,7 @@ def test_a_reader_can_use_every_page(lang, nb_path, real_site, server, chromium)
             # Search (Sphinx's own index, in the page) finds a word of this page.
             term = search_term(nb_path, lang, search_terms(real_site / folder) if lang != "en" else None)
             desktop.open(f"{folder}search.html?q={term}")
-            page.wait_for_function("() => /Search finished/.test(document.querySelector('.search-summary')?.textContent || '')",
+            page.wait_for_function("() => /Search finished|搜索完成/.test(document.querySelector('.search-summary')?.textContent || '')",
                                    timeout=30_000)
             hits = page.locator("ul.search li a").evaluate_all("as => as.map(a => a.getAttribute('href'))")
             assert any(h.split("?")[0].split("#")[0] == f"{name}.html" for h in hits), f"searching {term!r}: {hits}"
