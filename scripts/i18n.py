@@ -183,8 +183,9 @@ def lint(english: str, chinese: str) -> list[str]:
             # one-digit numbers may become Chinese numerals (三个种子, 二维); longer ones are data
             have, items = NUMBER.findall(chinese), [x for x in items if len(x) > 1]
             lost = [x for x in dict.fromkeys(items) if have.count(x) < items.count(x)]
-        else:
-            lost = [x for x in dict.fromkeys(items) if chinese.count(x) < items.count(x)]
+        else:  # a line break inside math or code is a space: a translation may rewrap it
+            flat, items = re.sub(r"\s+", " ", chinese), [re.sub(r"\s+", " ", x) for x in items]
+            lost = [x for x in dict.fromkeys(items) if flat.count(x) < items.count(x)]
         if lost:
             problems.append(f"{kind} lost: " + ", ".join(repr(x) for x in lost[:6]))
     if HEADING.findall(english) != HEADING.findall(chinese):
