@@ -305,12 +305,12 @@ fig
 # makes $t$ count seconds: given `tokens_per_second`, temporal patch $k$ of a video whose
 # temporal patches last `seconds` each sits at $t = \lfloor k \cdot \text{seconds} \cdot
 # \text{tokens\_per\_second} \rfloor$, so videos sampled at different rates share one clock.
-# The released Qwen2.5-VL checkpoints set `tokens_per_second` = 2 in their `vision_config` (we
-# read it from public copies of their `config.json`, for example Qwen2.5-VL-7B-Instruct's as
-# embedded in kohya-ss/sd-scripts, `library/hunyuan_image_text_encoder.py`, next to
-# `mrope_section` [16, 24, 24] and `rope_theta` 10⁶; transformers' `Qwen2_5_VLVisionConfig`
-# defaults to 4, asserted below), so $t$ advances by 2 per second of video. The example uses
-# 25 per second to make the steps visible.
+# Two sources give two values. The `config.json` that Qwen released on the Hugging Face Hub with
+# Qwen2.5-VL-72B-Instruct-AWQ (`Qwen/Qwen2.5-VL-72B-Instruct-AWQ`, commit `666b8f5`) sets
+# `tokens_per_second` = 2 in its `vision_config`, next to `mrope_section` [16, 24, 24] and
+# `rope_theta` 10⁶: $t$ advances by 2 per second of video (a citation: the notebook does not
+# download it). transformers' `Qwen2_5_VLVisionConfig` defaults to 4 (asserted below), so a
+# config that omits the field gets 4. The example uses 25 per second to make the steps visible.
 # **Qwen3-VL** splits a video into grids of one temporal patch each, every one after its
 # timestamp written as text: a sequence of ("text", k), ("video", (1, h, w)), ("text", k), ....
 
@@ -322,7 +322,7 @@ print("Qwen2.5-VL, 2 s per temporal patch, 25 per second: the video's t =", qwen
 print("Qwen3-VL, two one-patch grids after 2 timestamp tokens each: t =", qwen3_frames[:, 0].tolist())
 assert qwen25[:12, 0].unique().tolist() == [0, 50, 100] and qwen25[12, 0] == 101  # 2 * 25 = 50 per temporal patch
 assert qwen3_frames[:, 0].tolist() == [0, 1, 2, 2, 2, 2, 4, 5, 6, 6, 6, 6, 8]  # each frame one t step, after its text
-from transformers import Qwen2_5_VLConfig  # transformers' default, not the released checkpoints' 2
+from transformers import Qwen2_5_VLConfig  # transformers' default, not the released config's 2
 
 assert Qwen2_5_VLConfig().vision_config.tokens_per_second == 4
 released = pl.mrope_positions([("video", (3, 2, 2), 1.0), ("text", 1)], tokens_per_second=2)
@@ -587,7 +587,9 @@ fig
 # Explore: the gate on full stops and the gate on words, each as $\sigma(\text{logit})$.
 # Open both fully for relative positions, close the words' for sentence counting; anything
 # between gives fractional positions, which CoPE turns into a logit by interpolating its
-# learned vectors $e[\lfloor p \rfloor]$ and $e[\lceil p \rceil]$.
+# learned vectors $e[\lfloor p \rfloor]$ and $e[\lceil p \rceil]$. **Predict before you move
+# it:** keep the full stops' logit at 6 (a gate of about 1) and set the words' to 0 (a gate of ½).
+# At what position does the last query put the first key, "the"? The cell after the widget checks.
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
 def draw_gates(fig, on_stop=6.0, on_word=-6.0):
@@ -612,6 +614,14 @@ gate_widget = viz.InteractiveFigure(
     on_word=widgets.FloatSlider(-6.0, min=-6, max=6, step=0.5, description="logit words"),
 )
 gate_widget
+
+# %% slideshow={"slide_type": "fragment"}
+# The prediction: key 0 counts the 3 full stops at a gate of 1 and the 10 words at 1/2 each
+half_words = pl.cope_positions(gate_logits(50.0, 0.0))  # sigmoid(50) = 1 in float64, sigmoid(0) = 1/2
+assert half_words[-1, 0] == is_stop.sum() + (~is_stop).sum() / 2 == 8
+slider = pl.cope_positions(gate_logits(6.0, 0.0))[-1, 0].item()  # the slider's 6: a gate of 0.998 on '.'
+assert round(slider, 2) == 7.99
+print(f"words' gates at 1/2: 'the' sits at {half_words[-1, 0]:.0f} from the last query ({slider:.2f} at the slider's 6)")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The module `pl.CoPE(max_positions, head_dim)` holds the vectors $e[0], \dots,
@@ -686,11 +696,14 @@ print(f"positions streamed in blocks of {block} keys, from the query back: the s
 # write, so the bit after the nearest `w` *or* `r` carries the answer too, and is never
 # farther. `TinyDecoder` (2 layers, $d_{model} = 64$) trains with NoPE, RoPE and CoPE at 64
 # tokens, three seeds each, and is tested at 64 to 512 tokens on 128 sequences per length, on
-# the training mix of instructions and on a "sparse" mix where 94 % of the instructions are
-# ignores, so the instructions that carry the bit are rare.
+# the training mix of instructions (15 % writes, 25 % reads, 60 % ignores; the example below is
+# drawn from it) and on a "sparse" mix where 94 % of the instructions are ignores, so the
+# instructions that carry the bit are rare.
 
 # %% slideshow={"slide_type": "fragment"}
-tokens, read = cc.flip_flop(1, 24, (0.3, 0.3, 0.4), torch.Generator().manual_seed(3))
+example_mix = cc.ExperimentConfig().mix  # the training mix: P(w), P(r), P(i)
+assert example_mix == (0.15, 0.25, 0.6)
+tokens, read = cc.flip_flop(1, 24, example_mix, torch.Generator().manual_seed(8))
 print(" ".join(cc.VOCAB[t] for t in tokens[0].tolist()))
 ops, bits = tokens[0, ::2], tokens[0, 1::2] - cc.ZERO
 last = [bits[: k + 1][ops[: k + 1] == cc.W][-1].item() for k in range(len(ops))]
@@ -707,6 +720,7 @@ assert read[0].sum() == (ops == cc.R).sum()  # one scored token per read
 res = cc.load_results()  # results/cope_counting.json, from any working directory
 lens = [str(res["config"]["train_len"] * m) for m in res["config"]["eval_multiples"]]
 MIX = {"dense": tuple(res["config"]["mix"]), "sparse": tuple(res["config"]["sparse_mix"])}
+assert MIX["dense"] == example_mix  # the run trained on the mix of the example above
 
 
 def test_sequences(mix, seed):
