@@ -342,7 +342,7 @@ torch.testing.assert_close(q_rot, pl.apply_rope(q_new, torch.arange(40, 43)))
 print("RotaryEmbedding(q, k, offset=40) rotates the new tokens at positions 40, 41, 42")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# ### Why 2 × 2 pairs? (a detour: nothing later needs it but Exercise 4)
+# ### Why 2 × 2 pairs? (a detour: nothing later needs it but Exercise 3)
 #
 # One source (`000`) says RoPE turns 2-D pairs because "a d-dimensional rotation is too complex".
 # But $R_m$ *is* a d-dimensional rotation, and pairs are not a simplification: up to a change of basis
@@ -1451,34 +1451,7 @@ def first_slow_pair(d, base, L):
 _ = check.rope_first_slow_pair(first_slow_pair)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 3 (design).** A port of Meta's code turns every pair the other way: it multiplies
-# pair j (interleaved, features 2j and 2j + 1) by e^{−imθ_j}, the clockwise R_{−m}. A model trained
-# with it is self-consistent (its scores still depend on the offset only), but its checkpoint gives
-# wrong scores on every usual kernel. Run it on Hugging Face's counter-clockwise half-layout kernel,
-# `pl.apply_rope(..., layout="half")`, by reordering each head's q and k features (the rows of W_q
-# and W_k, as §6e does with P) and changing nothing else. For d = 64, give the permutation Q,
-# 64 integers with `pl.apply_rope(x, -positions)[..., Q] == pl.apply_rope(x[..., Q], positions,
-# layout="half")` for every x and every positions.
-
-# %% slideshow={"slide_type": "fragment"}
-answer = None  # your code: 64 integers
-_ = check.rope_layout_perm(answer)
-
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "rope_layout_perm_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-answer = None  # your code: 64 integers
-### BEGIN SOLUTION
-# Exchanging the two axes of a plane (a mirror S) turns R(α) into S R(α) S = R(−α): the clockwise turn of
-# (a, b) is the counter-clockwise turn of (b, a), read back in mirrored order. So the kernel's pair j
-# (features j and j + 32, turning at θ_j) must hold the checkpoint's pair j (features 2j, 2j + 1, the same θ_j)
-# mirrored: feature 2j + 1 first, feature 2j second.
-answer = [2 * j + 1 for j in range(32)] + [2 * j for j in range(32)]
-### END SOLUTION
-
-# %% nbgrader={"grade": true, "grade_id": "rope_layout_perm", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.rope_layout_perm(answer)
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 4 (derive).** §3 called A the *generator* of a relative family (R_m = exp(mA)) and found
+# **Exercise 3 (derive).** §3 called A the *generator* of a relative family (R_m = exp(mA)) and found
 # that A = Q B Qᵀ, where B is RoPE's own block generator and Q an orthonormal basis: A is RoPE *tilted*
 # by Q. It found A's frequencies numerically, from an eigen-decomposition of A². Derive them in closed
 # form instead: write `tilted_frequencies(A)` that takes a 4 × 4 skew-symmetric A (4 rows of 4 numbers)
