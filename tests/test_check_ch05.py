@@ -86,7 +86,7 @@ def test_undirected_right_designs_pass(right, capsys):
     assert "all correct!" in _out(capsys)
 
 
-def test_undirected_runs_in_a_fused_kernel_given_the_head_scale(capsys):
+def test_undirected_runs_in_a_fused_kernel_given_the_head_scale():
     """The prompt's claim: a kernel runs the design given the scale 1/sqrt(d) explicitly; its default 1/sqrt(d') sees
     the design's width (2d here) and gives other weights. Scores built by hand, independent of the checker."""
     g = torch.Generator().manual_seed(5)
@@ -99,8 +99,6 @@ def test_undirected_runs_in_a_fused_kernel_given_the_head_scale(capsys):
     sdpa = torch.nn.functional.scaled_dot_product_attention
     torch.testing.assert_close(sdpa(E[None], E[None], v[None], scale=1 / math.sqrt(8))[0], want)
     assert not torch.allclose(sdpa(E[None], E[None], v[None])[0], want, atol=1e-3)  # the default scale: 1/sqrt(16)
-    assert check.rope_undirected(undirected_by_library) is True
-    assert "fused attention, handed your encodings and the scale 1/√d" in _out(capsys)
 
 
 def _rope_and_keys_side(x, p):

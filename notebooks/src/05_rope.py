@@ -292,8 +292,8 @@ print("pl.apply_rope(x, positions)[i] == R_(positions[i]) x[i]; default position
 # clipped or bucketed to keep the table small. RoPE touches only q and k: nothing is learned, no
 # offset is clipped, and the score stays a plain dot product of two vectors, so an attention kernel
 # that takes only q, k and v computes it as it is.
-# The cell shows that with torch's fused kernel, and then both halves: keys cached one token at a time equal keys computed at once, for sinusoids added to the tokens and for
-# RoPE alike; moving five tokens by 1000 positions changes their scores under the sinusoids and
+# The cell shows both halves: keys cached one token at a time equal keys computed at once, for sinusoids
+# added to the tokens and for RoPE alike; moving five tokens by 1000 positions changes their scores under the sinusoids and
 # leaves them under RoPE.
 
 # %% slideshow={"slide_type": "fragment"}
@@ -313,9 +313,6 @@ def rope_qk(x: torch.Tensor, start: int) -> tuple[torch.Tensor, torch.Tensor]:
     return pl.apply_rope(x @ W_q5.T, pos), pl.apply_rope(x @ W_k5.T, pos)
 
 
-q_rot5, k_rot5 = rope_qk(x5, 0)  # a fused kernel handed RoPE's q and k = softmax of their dot products
-torch.testing.assert_close(torch.nn.functional.scaled_dot_product_attention(q_rot5, k_rot5, x5),
-                           torch.softmax(q_rot5 @ k_rot5.T / math.sqrt(d), -1) @ x5)
 for encode in (absolute_qk, rope_qk):  # a cache works for both: keys made one at a time = keys made at once
     one_by_one = torch.cat([encode(x5[t:t + 1], t)[1] for t in range(5)])
     torch.testing.assert_close(one_by_one, encode(x5, 0)[1])
@@ -994,9 +991,9 @@ fig
 # $$\langle R_m q, R_n k\rangle = \operatorname{Re}\sum_{j=0}^{d/2-1} h_j e^{i r\theta_j},
 # \qquad h_j = q_j \overline{k_j},\; r = m - n .$$
 #
-# (This is §2's q·conj(k)·e^{i(m−n)θ}, summed over the pairs.) Here r = m − n is the
-# **distance** of the key behind the query: for a key in the past (n ≤ m, all a causal model
-# sees) r ≥ 0, and the offset is n − m = −r. The sources and `posenc_lib`'s decay functions use
+# (This is §2's q·conj(k)·e^{i(m−n)θ}, summed over the pairs.) Here r = m − n is the offset
+# n − m with its sign flipped: for a key in the past (n ≤ m, all a causal model sees) r ≥ 0, and
+# then r is the key's **distance** |n − m| behind the query. The sources and `posenc_lib`'s decay functions use
 # r; nothing below depends on its sign, since S_j(−r) (defined next) is the complex conjugate
 # of S_j(r), so the bound is the same at r and −r (asserted in the next cell).
 #
@@ -1171,20 +1168,31 @@ assert torch.tensor(100001).bfloat16() == torch.tensor(100000).bfloat16()
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # `pl.rope_angle_error` forms the angles the naive way in a given dtype and measures them
 # against float64, wrapped to [0, π] (an error of π means the rotation points the opposite
-# way). Largest error over the d/2 pairs, d = 128:
+# way). Largest error over the d/2 pairs, d = 128, at positions up to 10⁷. float32 is not exact
+# either: it holds every position up to 2²⁴ ≈ 1.7·10⁷, but the frequency θ_j and the product m·θ_j
+# keep 24 bits, so their rounding errors grow in proportion to m. Below 0.01 rad up to 10⁵, the
+# error is about 0.05 rad at 10⁶ and about 0.8 rad at 10⁷ (pair 1 both times; pair 0, with θ₀ = 1,
+# is exact). "float32 or better" means float32 for contexts up to a few hundred thousand tokens, and
+# more than float32 for contexts of millions.
 
 # %% slideshow={"slide_type": "fragment"}
-positions = torch.unique(torch.logspace(0, 5, 80, dtype=F64).round().long())
+decades = torch.cat([torch.logspace(0, 5, 80, dtype=F64), torch.logspace(5, 7, 33, dtype=F64)])  # 1 … 10^7
+positions = torch.unique(decades.round().long())
 dtypes = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 worst = {name: pl.rope_angle_error(positions, 128, dtype=dt).amax(-1) for name, dt in dtypes.items()}
 print("position   " + "  ".join(f"{n:>9}" for n in dtypes))
-for p in (100, 1000, 10000, 100000):
+for p in (100, 1000, 10000, 100000, 10**6, 10**7):
     i = int((positions - p).abs().argmin())
     print(f"{positions[i].item():>8}   " + "  ".join(f"{worst[n][i].item():9.2e}" for n in dtypes))
 big = positions >= 10000
 assert worst["bfloat16"][big].min() > 1.0  # whole radians off: angles are effectively random
 assert torch.isnan(worst["float16"][positions > 65504]).all()  # fp16 cannot even hold the position
-assert worst["float32"].max() < 1e-2  # float32: below 0.01 rad up to 100000
+assert worst["float32"][positions <= 100_000].max() < 1e-2  # float32: below 0.01 rad up to 100000
+f32_far = pl.rope_angle_error(torch.tensor([10**6, 10**7]), 128, dtype=torch.float32)  # (position, pair)
+assert torch.tensor(10**7).float().long() == 10**7  # the position itself is exact in float32 (up to 2^24)
+assert 0.03 < f32_far[0].max() < 0.08 and 0.5 < f32_far[1].max() < 1.0  # ≈ 0.05 rad at 10^6, ≈ 0.8 rad at 10^7
+assert f32_far.argmax(-1).tolist() == [1, 1] and bool((f32_far[:, 0] == 0).all())  # pair 1 worst; pair 0 exact
+torch.testing.assert_close(worst["float32"][-1], f32_far[1].max())  # the table's last row
 theta64, m106 = pl.rope_frequencies(128, dtype=F64), torch.tensor(106.0, dtype=F64)
 assert m106.bfloat16().double() == m106  # the position itself is exact in bf16
 
@@ -1269,7 +1277,9 @@ print(f"the grid as a matrix product under autocast: bf16, angles off by up to {
 # Fix one vector q and use it as both query and key (k = q). The score
 # ⟨R_m q, R_n q⟩ over positions (m, n) is a **Toeplitz** matrix: it is constant along every
 # diagonal, because it depends only on the offset n − m; it peaks on the main diagonal and oscillates
-# away from it. Moving every position by the same amount (the 48 positions start at s instead of 0)
+# away from it. It is also symmetric about that diagonal, but only because k = q: ⟨R_m q, R_n q⟩ and
+# ⟨R_n q, R_m q⟩ are one dot product read both ways. With a key k ≠ q the map stays constant along
+# diagonals and is not symmetric, since the offset's sign counts (§3); the cell checks both. Moving every position by the same amount (the 48 positions start at s instead of 0)
 # leaves it unchanged, in exact arithmetic. In floating point it stays unchanged only as far as the
 # angles keep their digits (§9): the cell compares starts 1000 and 100 000 with start 0, for angles
 # computed in float64, in float32 (as `apply_rope` does for a bf16 or float32 model) and in bf16 (the
@@ -1294,6 +1304,11 @@ grid = score_grid(64, 10000.0, 0)
 torch.testing.assert_close(grid, (lambda r: r @ r.T)(pl.apply_rope(q_fixed[:64].expand(48, 64))))  # RoPE
 torch.testing.assert_close(grid[1:, 1:], grid[:-1, :-1])  # constant along diagonals
 assert torch.allclose(grid.diagonal(), grid.max(dim=1).values)  # each row peaks at m = n (Cauchy–Schwarz)
+torch.testing.assert_close(grid, grid.T)  # symmetric: k = q
+k_other = torch.randn(64, dtype=F64, generator=torch.Generator().manual_seed(10))  # a key k ≠ q
+grid_qk = pl.apply_rope(q_fixed[:64].expand(48, 64)) @ pl.apply_rope(k_other.expand(48, 64)).T
+torch.testing.assert_close(grid_qk[1:, 1:], grid_qk[:-1, :-1])  # k ≠ q: still constant along diagonals
+assert (grid_qk - grid_qk.T).abs().max() > 1.0  # and not symmetric
 moved = {(a, s_): (score_grid(64, 10000.0, s_, a) - grid).abs().max().item()
          for a in ANGLE_DTYPES for s_ in (1000, 100_000)}
 assert moved["float64", 1000] < 1e-8 and moved["float64", 100_000] < 1e-8  # unchanged
