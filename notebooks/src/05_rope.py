@@ -1172,8 +1172,8 @@ assert torch.tensor(100001).bfloat16() == torch.tensor(100000).bfloat16()
 # either: it holds every position up to 2²⁴ ≈ 1.7·10⁷, but the frequency θ_j and the product m·θ_j
 # keep 24 bits, so their rounding errors grow in proportion to m. Below 0.01 rad up to 10⁵, the
 # error is about 0.05 rad at 10⁶ and about 0.8 rad at 10⁷ (pair 1 both times; pair 0, with θ₀ = 1,
-# is exact). "float32 or better" means float32 for contexts up to a few hundred thousand tokens, and
-# more than float32 for contexts of millions.
+# is exact). So "float32 or better" has a reach: float32 serves contexts of about 10⁵ tokens; at 10⁶
+# its error is ten times that of 10⁵, and at 10⁷ a rotation is off by most of a radian.
 
 # %% slideshow={"slide_type": "fragment"}
 decades = torch.cat([torch.logspace(0, 5, 80, dtype=F64), torch.logspace(5, 7, 33, dtype=F64)])  # 1 … 10^7
@@ -1193,6 +1193,7 @@ assert torch.tensor(10**7).float().long() == 10**7  # the position itself is exa
 assert 0.03 < f32_far[0].max() < 0.08 and 0.5 < f32_far[1].max() < 1.0  # ≈ 0.05 rad at 10^6, ≈ 0.8 rad at 10^7
 assert f32_far.argmax(-1).tolist() == [1, 1] and bool((f32_far[:, 0] == 0).all())  # pair 1 worst; pair 0 exact
 torch.testing.assert_close(worst["float32"][-1], f32_far[1].max())  # the table's last row
+assert 9 < f32_far[0].max() / worst["float32"][positions == 100_000].item() < 11  # 10^6: ten times 10^5's error
 theta64, m106 = pl.rope_frequencies(128, dtype=F64), torch.tensor(106.0, dtype=F64)
 assert m106.bfloat16().double() == m106  # the position itself is exact in bf16
 
@@ -1279,8 +1280,9 @@ print(f"the grid as a matrix product under autocast: bf16, angles off by up to {
 # diagonal, because it depends only on the offset n − m; it peaks on the main diagonal and oscillates
 # away from it. It is also symmetric about that diagonal, but only because k = q: ⟨R_m q, R_n q⟩ and
 # ⟨R_n q, R_m q⟩ are one dot product read both ways. With a key k ≠ q the map stays constant along
-# diagonals and is not symmetric, since the offset's sign counts (§3); the cell checks both. Moving every position by the same amount (the 48 positions start at s instead of 0)
-# leaves it unchanged, in exact arithmetic. In floating point it stays unchanged only as far as the
+# diagonals and is not symmetric, since the offset's sign counts (§3); the cell checks both. Moving
+# every position by the same amount (the 48 positions start at s instead of 0) leaves it unchanged,
+# in exact arithmetic. In floating point it stays unchanged only as far as the
 # angles keep their digits (§9): the cell compares starts 1000 and 100 000 with start 0, for angles
 # computed in float64, in float32 (as `apply_rope` does for a bf16 or float32 model) and in bf16 (the
 # naive grid of §9).
