@@ -15,7 +15,7 @@ import torch
 from test_check_ch01 import _misconception, rule
 from test_check_ch03 import slow_by_exponents
 from test_check_ch04 import last_bucket_closed_form
-from test_check_ch05 import LAYOUT_RIGHT, _first_slow_pair
+from test_check_ch05 import _first_slow_pair
 from test_check_ch06 import shared_right
 from test_check_ch08 import _misread, rotations_by_rule
 
@@ -60,9 +60,6 @@ CASES = {
     "rope_first_slow_pair": (lambda to: returning(_first_slow_pair, to),
                              lambda to: returning(lambda d, b, L: _first_slow_pair(d, b, L) - 1, to),
                              "still completes a full turn"),
-    "rope_layout_perm": (lambda to: typed(LAYOUT_RIGHT, to),
-                         lambda to: typed(list(range(0, 64, 2)) + list(range(1, 64, 2)), to),  # §6e's P
-                         "against the sense the checkpoint"),
     "alibi_shared_bias": (lambda to: returning(shared_right, to),
                           lambda to: returning(lambda p, k: shared_right(p, k) - 1, to), "still stored exactly"),
     "cache_rotations": (lambda to: returning(rotations_by_rule, to),

@@ -292,8 +292,8 @@ print("pl.apply_rope(x, positions)[i] == R_(positions[i]) x[i]; default position
 # clipped or bucketed to keep the table small. RoPE touches only q and k: nothing is learned, no
 # offset is clipped, and the score stays a plain dot product of two vectors, so an attention kernel
 # that takes only q, k and v computes it as it is.
-# The cell shows that with torch's fused kernel, and then both halves: keys cached one token at a time equal keys computed at once, for sinusoids added to the tokens and for
-# RoPE alike; moving five tokens by 1000 positions changes their scores under the sinusoids and
+# The cell shows both halves: keys cached one token at a time equal keys computed at once, for sinusoids
+# added to the tokens and for RoPE alike; moving five tokens by 1000 positions changes their scores under the sinusoids and
 # leaves them under RoPE.
 
 # %% slideshow={"slide_type": "fragment"}
@@ -313,9 +313,6 @@ def rope_qk(x: torch.Tensor, start: int) -> tuple[torch.Tensor, torch.Tensor]:
     return pl.apply_rope(x @ W_q5.T, pos), pl.apply_rope(x @ W_k5.T, pos)
 
 
-q_rot5, k_rot5 = rope_qk(x5, 0)  # a fused kernel handed RoPE's q and k = softmax of their dot products
-torch.testing.assert_close(torch.nn.functional.scaled_dot_product_attention(q_rot5, k_rot5, x5),
-                           torch.softmax(q_rot5 @ k_rot5.T / math.sqrt(d), -1) @ x5)
 for encode in (absolute_qk, rope_qk):  # a cache works for both: keys made one at a time = keys made at once
     one_by_one = torch.cat([encode(x5[t:t + 1], t)[1] for t in range(5)])
     torch.testing.assert_close(one_by_one, encode(x5, 0)[1])
@@ -342,7 +339,7 @@ torch.testing.assert_close(q_rot, pl.apply_rope(q_new, torch.arange(40, 43)))
 print("RotaryEmbedding(q, k, offset=40) rotates the new tokens at positions 40, 41, 42")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# ### Why 2 × 2 pairs? (a detour: nothing later needs it but Exercise 4)
+# ### Why 2 × 2 pairs? (a detour: nothing later needs it but Exercise 3)
 #
 # One source (`000`) says RoPE turns 2-D pairs because "a d-dimensional rotation is too complex".
 # But $R_m$ *is* a d-dimensional rotation, and pairs are not a simplification: up to a change of basis
@@ -994,9 +991,9 @@ fig
 # $$\langle R_m q, R_n k\rangle = \operatorname{Re}\sum_{j=0}^{d/2-1} h_j e^{i r\theta_j},
 # \qquad h_j = q_j \overline{k_j},\; r = m - n .$$
 #
-# (This is §2's q·conj(k)·e^{i(m−n)θ}, summed over the pairs.) Here r = m − n is the
-# **distance** of the key behind the query: for a key in the past (n ≤ m, all a causal model
-# sees) r ≥ 0, and the offset is n − m = −r. The sources and `posenc_lib`'s decay functions use
+# (This is §2's q·conj(k)·e^{i(m−n)θ}, summed over the pairs.) Here r = m − n is the offset
+# n − m with its sign flipped: for a key in the past (n ≤ m, all a causal model sees) r ≥ 0, and
+# then r is the key's **distance** |n − m| behind the query. The sources and `posenc_lib`'s decay functions use
 # r; nothing below depends on its sign, since S_j(−r) (defined next) is the complex conjugate
 # of S_j(r), so the bound is the same at r and −r (asserted in the next cell).
 #
@@ -1171,20 +1168,32 @@ assert torch.tensor(100001).bfloat16() == torch.tensor(100000).bfloat16()
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # `pl.rope_angle_error` forms the angles the naive way in a given dtype and measures them
 # against float64, wrapped to [0, π] (an error of π means the rotation points the opposite
-# way). Largest error over the d/2 pairs, d = 128:
+# way). Largest error over the d/2 pairs, d = 128, at positions up to 10⁷. float32 is not exact
+# either: it holds every position up to 2²⁴ ≈ 1.7·10⁷, but the frequency θ_j and the product m·θ_j
+# keep 24 bits, so their rounding errors grow in proportion to m. Below 0.01 rad up to 10⁵, the
+# error is about 0.05 rad at 10⁶ and about 0.8 rad at 10⁷ (pair 1 both times; pair 0, with θ₀ = 1,
+# is exact). So "float32 or better" has a reach: float32 serves contexts of about 10⁵ tokens; at 10⁶
+# its error is ten times that of 10⁵, and at 10⁷ a rotation is off by most of a radian.
 
 # %% slideshow={"slide_type": "fragment"}
-positions = torch.unique(torch.logspace(0, 5, 80, dtype=F64).round().long())
+decades = torch.cat([torch.logspace(0, 5, 80, dtype=F64), torch.logspace(5, 7, 33, dtype=F64)])  # 1 … 10^7
+positions = torch.unique(decades.round().long())
 dtypes = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 worst = {name: pl.rope_angle_error(positions, 128, dtype=dt).amax(-1) for name, dt in dtypes.items()}
 print("position   " + "  ".join(f"{n:>9}" for n in dtypes))
-for p in (100, 1000, 10000, 100000):
+for p in (100, 1000, 10000, 100000, 10**6, 10**7):
     i = int((positions - p).abs().argmin())
     print(f"{positions[i].item():>8}   " + "  ".join(f"{worst[n][i].item():9.2e}" for n in dtypes))
 big = positions >= 10000
 assert worst["bfloat16"][big].min() > 1.0  # whole radians off: angles are effectively random
 assert torch.isnan(worst["float16"][positions > 65504]).all()  # fp16 cannot even hold the position
-assert worst["float32"].max() < 1e-2  # float32: below 0.01 rad up to 100000
+assert worst["float32"][positions <= 100_000].max() < 1e-2  # float32: below 0.01 rad up to 100000
+f32_far = pl.rope_angle_error(torch.tensor([10**6, 10**7]), 128, dtype=torch.float32)  # (position, pair)
+assert torch.tensor(10**7).float().long() == 10**7  # the position itself is exact in float32 (up to 2^24)
+assert 0.03 < f32_far[0].max() < 0.08 and 0.5 < f32_far[1].max() < 1.0  # ≈ 0.05 rad at 10^6, ≈ 0.8 rad at 10^7
+assert f32_far.argmax(-1).tolist() == [1, 1] and bool((f32_far[:, 0] == 0).all())  # pair 1 worst; pair 0 exact
+torch.testing.assert_close(worst["float32"][-1], f32_far[1].max())  # the table's last row
+assert 9 < f32_far[0].max() / worst["float32"][positions == 100_000].item() < 11  # 10^6: ten times 10^5's error
 theta64, m106 = pl.rope_frequencies(128, dtype=F64), torch.tensor(106.0, dtype=F64)
 assert m106.bfloat16().double() == m106  # the position itself is exact in bf16
 
@@ -1269,8 +1278,11 @@ print(f"the grid as a matrix product under autocast: bf16, angles off by up to {
 # Fix one vector q and use it as both query and key (k = q). The score
 # ⟨R_m q, R_n q⟩ over positions (m, n) is a **Toeplitz** matrix: it is constant along every
 # diagonal, because it depends only on the offset n − m; it peaks on the main diagonal and oscillates
-# away from it. Moving every position by the same amount (the 48 positions start at s instead of 0)
-# leaves it unchanged, in exact arithmetic. In floating point it stays unchanged only as far as the
+# away from it. It is also symmetric about that diagonal, but only because k = q: ⟨R_m q, R_n q⟩ and
+# ⟨R_n q, R_m q⟩ are one dot product read both ways. With a key k ≠ q the map stays constant along
+# diagonals and is not symmetric, since the offset's sign counts (§3); the cell checks both. Moving
+# every position by the same amount (the 48 positions start at s instead of 0) leaves it unchanged,
+# in exact arithmetic. In floating point it stays unchanged only as far as the
 # angles keep their digits (§9): the cell compares starts 1000 and 100 000 with start 0, for angles
 # computed in float64, in float32 (as `apply_rope` does for a bf16 or float32 model) and in bf16 (the
 # naive grid of §9).
@@ -1294,6 +1306,11 @@ grid = score_grid(64, 10000.0, 0)
 torch.testing.assert_close(grid, (lambda r: r @ r.T)(pl.apply_rope(q_fixed[:64].expand(48, 64))))  # RoPE
 torch.testing.assert_close(grid[1:, 1:], grid[:-1, :-1])  # constant along diagonals
 assert torch.allclose(grid.diagonal(), grid.max(dim=1).values)  # each row peaks at m = n (Cauchy–Schwarz)
+torch.testing.assert_close(grid, grid.T)  # symmetric: k = q
+k_other = torch.randn(64, dtype=F64, generator=torch.Generator().manual_seed(10))  # a key k ≠ q
+grid_qk = pl.apply_rope(q_fixed[:64].expand(48, 64)) @ pl.apply_rope(k_other.expand(48, 64)).T
+torch.testing.assert_close(grid_qk[1:, 1:], grid_qk[:-1, :-1])  # k ≠ q: still constant along diagonals
+assert (grid_qk - grid_qk.T).abs().max() > 1.0  # and not symmetric
 moved = {(a, s_): (score_grid(64, 10000.0, s_, a) - grid).abs().max().item()
          for a in ANGLE_DTYPES for s_ in (1000, 100_000)}
 assert moved["float64", 1000] < 1e-8 and moved["float64", 100_000] < 1e-8  # unchanged
@@ -1451,34 +1468,7 @@ def first_slow_pair(d, base, L):
 _ = check.rope_first_slow_pair(first_slow_pair)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 3 (design).** A port of Meta's code turns every pair the other way: it multiplies
-# pair j (interleaved, features 2j and 2j + 1) by e^{−imθ_j}, the clockwise R_{−m}. A model trained
-# with it is self-consistent (its scores still depend on the offset only), but its checkpoint gives
-# wrong scores on every usual kernel. Run it on Hugging Face's counter-clockwise half-layout kernel,
-# `pl.apply_rope(..., layout="half")`, by reordering each head's q and k features (the rows of W_q
-# and W_k, as §6e does with P) and changing nothing else. For d = 64, give the permutation Q,
-# 64 integers with `pl.apply_rope(x, -positions)[..., Q] == pl.apply_rope(x[..., Q], positions,
-# layout="half")` for every x and every positions.
-
-# %% slideshow={"slide_type": "fragment"}
-answer = None  # your code: 64 integers
-_ = check.rope_layout_perm(answer)
-
-# %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "rope_layout_perm_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-answer = None  # your code: 64 integers
-### BEGIN SOLUTION
-# Exchanging the two axes of a plane (a mirror S) turns R(α) into S R(α) S = R(−α): the clockwise turn of
-# (a, b) is the counter-clockwise turn of (b, a), read back in mirrored order. So the kernel's pair j
-# (features j and j + 32, turning at θ_j) must hold the checkpoint's pair j (features 2j, 2j + 1, the same θ_j)
-# mirrored: feature 2j + 1 first, feature 2j second.
-answer = [2 * j + 1 for j in range(32)] + [2 * j for j in range(32)]
-### END SOLUTION
-
-# %% nbgrader={"grade": true, "grade_id": "rope_layout_perm", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.rope_layout_perm(answer)
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 4 (derive).** §3 called A the *generator* of a relative family (R_m = exp(mA)) and found
+# **Exercise 3 (derive).** §3 called A the *generator* of a relative family (R_m = exp(mA)) and found
 # that A = Q B Qᵀ, where B is RoPE's own block generator and Q an orthonormal basis: A is RoPE *tilted*
 # by Q. It found A's frequencies numerically, from an eigen-decomposition of A². Derive them in closed
 # form instead: write `tilted_frequencies(A)` that takes a 4 × 4 skew-symmetric A (4 rows of 4 numbers)

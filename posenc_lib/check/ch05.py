@@ -1,10 +1,10 @@
 """Checkers for notebooks/05_rope.ipynb (rotary position embedding).
 
-Each checker takes the learner's answer (a number, integers or a function), checks it and prints what is
+Each checker takes the learner's answer (a function), checks it and prints what is
 right, what is wrong and a hint. None (or a function still raising NotImplementedError) counts as not
 attempted (see _core for grading mode). The module holds no answer: Ex 1's encoding is checked by the dot products
 of its encodings of the checker's own vectors against the scores it must give, computed as the exercise writes them;
-a permutation and a pair index are checked by the properties that define them; and the frequencies of a generator
+a pair index is checked by the property that defines it; and the frequencies of a generator
 are measured on the checker's own matrices after the learner's function has run.
 """
 from __future__ import annotations
@@ -18,10 +18,10 @@ import numpy
 import torch
 
 from ..rotary import apply_rope
-from ._core import Verdict, close, float64_tensor, number, report, whole_number, whole_numbers
+from ._core import Verdict, close, float64_tensor, number, report, whole_number
 from ._guard import Counted, Shortcut, answers_under_guard, counting, shadow_of, stopped_verdict, value_of
 
-__all__ = ["rope_undirected", "rope_first_slow_pair", "rope_layout_perm", "rope_tilted_frequencies"]
+__all__ = ["rope_undirected", "rope_first_slow_pair", "rope_tilted_frequencies"]
 
 
 # Exercise 1: RoPE's score with the direction forgotten. The learner designs an encoding E(x, positions), applied
@@ -78,23 +78,18 @@ def rope_undirected(fn: Callable[[Any, Any], Any] | None) -> bool | None:
 
     def run(fn: Callable[[Any, Any], Any]) -> Iterator[Verdict]:
         x, pos = _undirected_inputs()
-        grams, encodings = {}, {}
+        grams = {}
         for name, move in UNDIRECTED_MOVES.items():
             encoded = _encoded_one_at_a_time(fn, x, move(pos))
             if isinstance(encoded, str):
                 yield False, encoded
                 return
-            grams[name], encodings[name] = encoded @ encoded.T, encoded  # grams[i, j]: token i's score with token j
+            grams[name] = encoded @ encoded.T  # grams[i, j]: token i's score with token j
         tol = dict(atol=1e-6, rtol=1e-6)
         target = {name: _averaged_scores(x, move(pos)) for name, move in UNDIRECTED_MOVES.items()}
         if all(close(grams[name], target[name], **tol) for name in UNDIRECTED_MOVES):
-            E, scale = encodings["as given"][None], 1 / math.sqrt(UNDIRECTED_D)  # the head's scale, not 1/√d'
-            fused = torch.nn.functional.scaled_dot_product_attention(E, E, x[None], scale=scale)[0]
-            ok = close(fused, torch.softmax(target["as given"] * scale, -1) @ x, **tol)
-            yield ok, ("the direction is forgotten and the distance kept, by one encoding of queries and keys: torch's "
-                       "fused attention, handed your encodings and the scale 1/√d, gives the averaged score's attention"
-                       if ok else "your encodings give the right scores, but torch's fused attention on them does not "
-                                  "give those scores' attention")
+            yield True, ("the direction is forgotten and the distance kept, by one encoding of queries and keys: "
+                         "on the checker's vectors and positions, your encodings' dot products are the averaged scores")
             return
         G, T = grams["as given"], target["as given"]
         turned = apply_rope(x, pos)
@@ -194,57 +189,7 @@ def rope_first_slow_pair(fn: Callable[[int, float, int], Any] | None) -> bool | 
                   "the frequencies θ_j form a geometric sequence in j")
 
 
-# Exercise 3: a checkpoint trained with a clockwise RoPE (R_(-m), Meta's interleaved pairs), to run on the
-# counter-clockwise half-layout kernel: Q with apply_rope(x, -pos)[..., Q] == apply_rope(x[..., Q], pos, "half").
-LAYOUT_D = 64
-
-
-def _layout_faults(order: list[int], d: int) -> str | None:
-    """What is wrong with `order` as Q, read pair by pair of the half-layout kernel (None: nothing). The text names
-    the kind of fault only, never which pair has it (lesson 3: the location would point at the fix)."""
-    h = d // 2
-    kernel_pairs = [(order[j], order[j + h], j) for j in range(h)]  # the checkpoint's features in the kernel's pair j
-    if any(a // 2 != b // 2 for a, b, _ in kernel_pairs):
-        return ("a pair of the kernel (features j and j + d/2) gets features of two different pairs of the "
-                "checkpoint: each kernel pair must hold one checkpoint pair")
-    if any(a // 2 != j for a, _, j in kernel_pairs):
-        return "a pair of the checkpoint sits in a kernel pair of another frequency: it would turn at the wrong rate"
-    if any(a % 2 == 0 for a, _, _ in kernel_pairs):
-        return ("each pair of the checkpoint sits in the kernel pair of its own frequency, yet the two sides still "
-                "differ: at least one pair turns in the kernel against the sense the checkpoint was trained with")
-    return None
-
-
-def rope_layout_perm(answer: Any, *, d: int = LAYOUT_D) -> bool | None:
-    """Exercise 3: Q (d integers) that runs a clockwise, interleaved checkpoint on the half-layout kernel:
-    apply_rope(x, -positions)[..., Q] == apply_rope(x[..., Q], positions, layout="half") for every x."""
-
-    def run(ans: Any) -> Iterator[Verdict]:
-        indices = whole_numbers(ans)
-        if indices is None or len(indices) != d:
-            yield False, f"expected {d} integers"
-            return
-        if sorted(indices) != list(range(d)):
-            yield False, f"not a permutation of 0 .. {d - 1}: each feature of the checkpoint goes to one place"
-            return
-        fault = _layout_faults(indices, d)
-        g = torch.Generator().manual_seed(7)
-        x = torch.randn(3, 5, d, dtype=torch.float64, generator=g)  # inputs the learner does not see
-        pos = torch.tensor([0, 1, 9, 250, 4099])
-        got = apply_rope(x[..., indices], pos, layout="half")
-        gap = (apply_rope(x, -pos)[..., indices] - got).abs().max().item()
-        if fault is None and gap < 1e-9:
-            yield True, ("the kernel turns every pair counter-clockwise and the checkpoint clockwise: "
-                         "with each pair's two features exchanged, the two agree for every input")
-        else:
-            yield False, fault or f"the two sides differ by {gap:.3f}"
-
-    return report(f"a clockwise checkpoint on a counter-clockwise half-layout kernel, d = {d}", answer, run,
-                  "reordering features is a change of basis, and not every change of basis leaves a rotation's "
-                  "matrix as it was")
-
-
-# Exercise 4: the two frequencies of a 4 x 4 skew-symmetric generator, from its entries (no eigenvalues). The
+# Exercise 3: the two frequencies of a 4 x 4 skew-symmetric generator, from its entries (no eigenvalues). The
 # learner's function gets entries that count the arithmetic done with them (``_guard.counting``): a closed form
 # costs dozens of operations; eigenvalue routines cannot take them, and an iteration (power iteration, repeated
 # squaring, in numpy or by hand) spends the budget long before it converges on the nearly-equal case. Each entry
@@ -325,7 +270,7 @@ def _float_routine(e: BaseException) -> str | None:
 
 
 def rope_tilted_frequencies(fn: Callable[[Any], Any] | None) -> bool | None:
-    """Exercise 4: fn(A) -> the two frequencies (faster first) of a 4 x 4 skew-symmetric A, as a formula in its
+    """Exercise 3: fn(A) -> the two frequencies (faster first) of a 4 x 4 skew-symmetric A, as a formula in its
     entries. A comes as 4 rows of ``_guard.Counted`` entries (+, −, ×, /, **, abs and comparisons work; no float,
     tensor or array of them), with ``TILTED_OPS`` operations and ``TILTED_STEPS`` Python lines per generator.
     The checker measures the frequencies by eigenvalues itself, after fn has run, and asks that the answer's shadow
