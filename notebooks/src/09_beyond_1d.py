@@ -431,7 +431,7 @@ print({name: round(w, 1) for name, w in fastest_t.items()}, "← shortest wavele
 assert thw_axes("contiguous (Qwen2-VL)")[:16].eq(0).all()  # Qwen2-VL: t has the 16 fastest pairs
 assert fastest_t["contiguous (Qwen2-VL)"] == fastest_t["interleaved (Qwen3-VL)"]  # pair 0, any base
 assert math.isclose(fastest_t["contiguous (Qwen2-VL)"], 2 * math.pi)
-assert fastest_t["time slow (VideoRoPE-like)"] > 100_000  # no t pair completes a turn within 100 000 frames
+assert fastest_t["time slow (VideoRoPE-like)"] > 100_000  # no t pair completes a turn within 100 000 steps of t
 for name, (sections, style, order, base) in ALLOCATIONS.items():
     for a in range(3):
         profile = axis_profile(name, a, deltas)
@@ -499,11 +499,12 @@ allocation_widget
 # allocation the score along $t$ drops fastest and then wobbles (fast pairs), and along $w$
 # it barely moves over 256 positions (the slowest pairs; it stays above 99.9 % of the
 # maximum). At $\Delta = 16$ the three axes score about 95.7 ($t$), 127.3 ($h$) and 128.0
-# ($w$): 16 frames apart already look "far", 16 columns apart still look "near".
+# ($w$): for this all-ones $q = k$, 16 steps of $t$ apart (a step is a temporal patch, not a frame)
+# already look "far", 16 columns apart still look "near".
 # Interleaving brings the three axes' curves much closer together than the contiguous blocks:
 # the largest gap between two axes' curves is about 14.4 of 128, against 44.4 for Qwen2-VL.
 # "Time slow" turns the Qwen2-VL picture
-# round for $t$: frames 16 apart score about 128.0.
+# round for $t$: 16 steps of $t$ apart score about 128.0.
 
 # %% slideshow={"slide_type": "fragment"}
 prof = {(name, a): axis_profile(name, a, deltas) for name in ALLOCATIONS for a in range(3)}
@@ -654,7 +655,7 @@ print(f"p = 0.5: q·e[0] = {q @ e[:, 0]:+.3f}, q·e[1] = {q @ e[:, 1]:+.3f}, CoP
 #   has passed (the second cell does exactly that and gets `pl.cope_positions`). The online
 #   softmax of FlashAttention (Milakov and Gimelshein 2018; Dao et al. 2022) does not care in
 #   which order the blocks come, so such a kernel can be written; FlashAttention as it stands
-#   walks forwards and carries no gate sum, so it cannot run CoPE, and `pl.TinyDecoder` computes
+#   keeps no running sum of gates (its kernels have no place for one), so it cannot run CoPE, and `pl.TinyDecoder` computes
 #   CoPE's attention explicitly (its `Contextual` hooks), not through
 #   `scaled_dot_product_attention`.
 
