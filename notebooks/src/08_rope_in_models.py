@@ -21,8 +21,9 @@
 # questions engineers ask most often about RoPE:
 #
 # 1. **Read a config**: what the RoPE of seven public models looks like, pair by pair;
-# 2. **what the frequencies do**: partial, decoupled (DeepSeek's, where the KV cache and MLA come
-#    in) and proportional RoPE, fast pairs for position, slow pairs for meaning, and per-layer bases;
+# 2. **what the frequencies do**: partial, decoupled (DeepSeek's: its attention, MLA, shrinks the
+#    KV cache, the keys and values a model keeps of past tokens while it generates) and proportional
+#    RoPE, fast pairs for position, slow pairs for meaning, and per-layer bases;
 # 3. **attention factors**: LongRoPE's and YaRN's, and why DeepSeek-V3 moves its own into
 #    the softmax scale;
 # 4. **q and k, not v naively; KV caches**: what rotating v would break, the double-rotation
@@ -67,7 +68,10 @@ g = torch.manual_seed(0)
 # them. The package stores the RoPE fields of seven public models with the file each
 # comes from (two files for Qwen2.5, as shipped and with its card's YaRN, and two for Llama 4
 # Scout, base and Instruct; this project cannot reach the Hugging Face hub, so the package's
-# notes name the public copies each file was read from):
+# notes name the public copies each file was read from). This first section reads the files whole,
+# so it names features the later sections explain: per-layer-type RoPE and sliding windows (§2),
+# attention factors (§3), chunked RoPE layers and layers without positions (§5); the scaling
+# methods YaRN, LongRoPE and `llama3` are chapter 7's. Where a row needs one, the text points there.
 
 # %% slideshow={"slide_type": "fragment"}
 MODELS = json.loads((files("posenc_lib") / "data" / "model_rope_configs.json").read_text())["models"]
@@ -153,9 +157,13 @@ for label, row in ROWS.items():
 #   layers, but half of them attend within a window of 128 tokens, where only 9 of its 32
 #   pairs turn);
 # * **YaRN** (Qwen with its model card's settings, DeepSeek-V3, GPT-OSS) turns exactly as
-#   many pairs at the deployed $L$ as plain RoPE at $L_0$. Here $L = sL_0$, and YaRN divides
-#   every pair that does not turn within $L_0$ by exactly $s$, so none of them starts to turn
-#   within $L$; the pairs it slows only partly all turned within $L_0$ already;
+#   many pairs at the deployed $L$ as plain RoPE at $L_0$. Here $L = sL_0$, and with
+#   `beta_slow` = 1 (YaRN's default, which all three files keep) YaRN divides every pair that
+#   does not turn within $L_0$ by exactly $s$ (`beta_slow` is the number of turns within $L_0$
+#   below which a pair is fully divided), so none of them starts to turn within $L$; the pairs
+#   it slows only partly all turned within $L_0$ already. The condition matters: with
+#   `beta_slow` = 0.5, Qwen's card would divide 3 of its 24 non-turning pairs by less than $s$,
+#   and one of them would turn within $L$;
 # * **Llama 3.1** turns more (35 → 39): its file stretches by `factor` 8, but
 #   `max_position_embeddings` is 16 times $L_0$, so the pairs with
 #   $L_0 < \lambda_j \le 2L_0$, slowed by 8, now turn inside $L$;
@@ -189,9 +197,16 @@ for label in ("Qwen2.5 7B Instruct + YaRN (model card)", "DeepSeek-V3", "GPT-OSS
     assert count[label][0] == count[label][1], label
     row = ROWS[label]
     s_yarn = text_config(MODELS[label])["rope_scaling"]["factor"]
+    assert text_config(MODELS[label])["rope_scaling"].get("beta_slow", 1) == 1, label  # absent: the default, 1
     slow = 2 * math.pi / row["plain"] > row["L0_L"][0]  # the pairs that do not turn within L0
     torch.testing.assert_close(row["plain"][slow] / row["inv_freq"][slow],
                                torch.full((int(slow.sum()),), float(s_yarn), dtype=torch.float64))
+qwen_plain = ROWS["Qwen2.5 7B Instruct + YaRN (model card)"]["plain"]  # control: beta_slow = 0.5 instead of 1
+half_turn, _ = pl.scaled_rope_frequencies(128, method="yarn", factor=4.0, original_max_position=32768, base=1e6,
+                                          beta_slow=0.5, dtype=torch.float64)
+slow = 2 * math.pi / qwen_plain > 32768
+assert int(slow.sum()) == 24 and int((qwen_plain[slow] / half_turn[slow] < 4 - 1e-9).sum()) == 3
+assert turns_within(half_turn, 4 * 32768) == turns_within(qwen_plain, 32768) + 1
 SCOUTS = ("Llama 4 Scout 17B-16E (base)", "Llama 4 Scout 17B-16E Instruct")
 assert count["Llama 3.1 8B"] == (35, 39) and all(count[name] == (35, 35) for name in SCOUTS)
 assert turns_within(ROWS["Llama 3.1 8B"]["plain"], 2 * 8192) == 39  # the pairs with λ_j <= 2 L0
@@ -898,32 +913,41 @@ assert nope_layers == list(range(3, 48, 4)) and scout["attention_chunk_size"] ==
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### The temperature
 #
-# A NoPE layer's softmax spreads over every key before the query, and with a million
-# keys even a clearly better key gets a tiny weight. Llama 4 multiplies the queries of
-# its NoPE layers by `pl.attention_temperature(position)` (Meta's announcement calls it
-# "inference time temperature scaling" and links Nakanishi 2025, "Scalable-Softmax Is Superior
-# for Attention", arXiv 2501.19399, whose scale grows with the log of the context) =
-# $1 + 0.1 \ln(1 + \lfloor (\text{pos}+1)/8192 \rfloor)$, which grows slowly with the
-# position. A constructed example: a query at position $n-1$ sees $n$ keys whose scores
-# are independent normal numbers (standard deviation 1), plus one **needle** key scoring
-# 3 standard deviations above the rest. We measure the attention entropy
-# $H = -\sum_i a_i \ln a_i$ (in nats; $\ln n$ would be uniform attention) and the
-# needle's weight, with and without the temperature.
+# A NoPE layer's softmax spreads over every key before the query: the more keys, the less
+# weight any one of them keeps. Llama 4 multiplies the queries of its NoPE layers by
+# `pl.attention_temperature(position)` = $1 + 0.1 \ln(1 + \lfloor (\text{pos}+1)/8192 \rfloor)$,
+# which grows slowly with the position. We cite no paper for this formula: it is what the released
+# Scout files switch on (`attn_temperature_tuning`, with `floor_scale` = 8192 and `attn_scale` =
+# 0.1; asserted below) and what transformers' Llama 4 attention computes from them
+# (`tests/test_rope_config.py` checks `pl.attention_temperature` against it).
+#
+# A constructed example: a query at position $n-1$ sees $n$ keys whose scores are independent
+# standard normal numbers, plus one **needle** key with the fixed score 3 (three standard
+# deviations above the mean). Mind the regime: a fixed score is not the best score. The largest
+# of $n$ normal scores grows like $\sqrt{2 \ln n}$, and about one distractor in 740 scores above 3,
+# so in this draw the needle is the top key only at $n = 1000$ (at $10^4$ keys 18 distractors
+# beat it, at a million 1322). The question is therefore not whether attention finds the best
+# key, but how much weight one key of fixed quality keeps as the crowd grows. We measure the
+# attention entropy $H = -\sum_i a_i \ln a_i$ (in nats; $\ln n$ would be uniform attention) and
+# the needle's weight, with and without the temperature.
 
 # %% slideshow={"slide_type": "fragment"}
 gen = torch.Generator().manual_seed(0)
 SIZES = [10**3, 10**4, 10**5, 10**6]
 entropy, needle = {"plain": [], "temperature": []}, {"plain": [], "temperature": []}
+beaten_by = []  # distractors scoring above the needle
 for n in SIZES:
     scores = torch.randn(n, generator=gen, dtype=torch.float64)
     scores[0] = 3.0  # the needle
+    beaten_by.append(int((scores[1:] > 3.0).sum()))
     tau = pl.attention_temperature(torch.tensor([n - 1])).double().item()
     for kind, t in (("plain", 1.0), ("temperature", tau)):
         a = torch.softmax(scores * t, dim=0)
         entropy[kind].append(-(a * a.log()).sum().item())
         needle[kind].append(a[0].item())
     print(f"n = {n:>7}: temperature {tau:.3f}; entropy {entropy['plain'][-1]:.3f} -> {entropy['temperature'][-1]:.3f}"
-          f" nats (ln n = {math.log(n):.3f}); needle weight {needle['plain'][-1]:.2e} -> {needle['temperature'][-1]:.2e}")
+          f" nats (ln n = {math.log(n):.3f}); needle weight {needle['plain'][-1]:.2e} -> {needle['temperature'][-1]:.2e}"
+          f"; {beaten_by[-1]} distractors above it")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # Up to position 8190 the temperature is exactly 1 (nothing changes at $n = 1000$).
@@ -933,6 +957,10 @@ for n in SIZES:
 
 # %% slideshow={"slide_type": "fragment"}
 assert entropy["plain"][0] == entropy["temperature"][0]
+assert beaten_by == [0, 18, 148, 1322]  # the needle is the top key at n = 1000 only
+assert round(1 / (0.5 * math.erfc(3 / math.sqrt(2)))) == 741  # one normal score in about 740 is above 3
+assert all((scout[key], text_config(MODELS[SCOUTS[0]])[key]) == (value, value) for key, value in
+           {"attn_temperature_tuning": 4, "floor_scale": 8192, "attn_scale": 0.1}.items())  # both released files
 assert pl.attention_temperature(torch.tensor([8190])).item() == 1 < pl.attention_temperature(torch.tensor([8191])).item()
 gaps = [p_ - t_ for p_, t_ in zip(entropy["plain"], entropy["temperature"])]
 assert all(b > a for a, b in zip(gaps, gaps[1:])) and gaps[1] > 0
@@ -951,13 +979,16 @@ for ax in axes:
 fig
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# ### iRoPE in the extrapolation experiment
+# ### Optional: iRoPE in the extrapolation experiment
 #
 # In short: on a local task, confining the RoPE layer to chunks keeps iRoPE's accuracy at every
 # length, as a window does for plain RoPE; on a lookup whose dictionary opens the input, iRoPE
 # recalls more than RoPE (0.52 against 0.17 at 512 tokens, NoPE 0.94), probably through its NoPE
 # layer (no ablation: iRoPE also has one RoPE layer where RoPE has two); on a lookup anywhere in
 # the input, iRoPE does not help.
+#
+# The rest of §5 is optional: the evidence for those three sentences, for a reader who wants to
+# check them. A lecture can stop here and go on to §6.
 #
 # Does a layer without positions help a small model read past its training length? We answer
 # with chapter 7's experiment (§3 there), recalled here in brief. A 2-layer `pl.TinyDecoder`
@@ -1593,8 +1624,9 @@ _ = check.deepseek_mscales(deepseek_mscales)
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise 3 (derive).** §5's temperature raised the needle's weight among a million keys, but
 # the attention still spread. How far can *any* query scale go? Take §5's setting in expectation:
-# a needle that scores `gap` standard deviations above $n$ distractor scores $z_i$, each drawn
-# from a standard normal. Scaling the query by $t$ multiplies every score by $t$, so the needle's
+# a needle with the fixed score `gap` among $n$ distractor scores $z_i$, each drawn from a standard
+# normal (so `gap` is in standard deviations above their mean; as in §5, for large $n$ some $z_i$
+# beat it, and the question is the weight of this one key, not of the best one). Scaling the query by $t$ multiplies every score by $t$, so the needle's
 # weight is $e^{t\,\text{gap}} / (e^{t\,\text{gap}} + \sum_i e^{t z_i})$; replace the sum by its
 # expected value. Write `needle_scale(n, n0, gap)` returning the smallest $t$ that gives the
 # needle among $n$ distractors the weight it has at $t = 1$ among $n_0$, or NaN if no $t$ does.
@@ -1622,7 +1654,7 @@ def needle_scale(n, n0, gap):
     # t = gap -+ sqrt((gap - 1)^2 - 2 ln(n / n0)); the smaller root grows from 1 at n = n0. There is no root
     # once ln(n / n0) > (gap - 1)^2 / 2: the best scale, t = gap, buys only a factor e^((gap - 1)^2 / 2) more
     # keys (7.4 for a needle 3 standard deviations up), because a larger t also spreads the distractors'
-    # scores. Llama 4's temperature at a million keys is 1.48: it cannot hold a 3-sigma needle there.
+    # scores. Llama 4's temperature at a million keys is 1.48: it cannot hold a needle scoring 3 there.
     inside = (gap - 1) ** 2 - 2 * torch.log(n / n0)
     return torch.where(inside < 0, torch.nan, gap - inside.clamp(min=0).sqrt())
     ### END SOLUTION

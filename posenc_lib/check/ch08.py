@@ -297,9 +297,9 @@ def _some(mask: torch.Tensor, what: str, n: torch.Tensor, n0: torch.Tensor, gap:
 
 def needle_scale(answer: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], Any] | None) -> bool | None:
     """answer(n, n0, gap) -> for every case (float64 tensors of one shape), the smallest query scale t that gives
-    the needle (gap standard deviations above n normal distractors) the weight it has at scale 1 among n0
-    distractors, in expectation; NaN where no t does. Judged on _NEEDLE_COUNT cases at once, with a budget of
-    tensor elements and Python lines, and by how the scales move with gap (autograd)."""
+    the needle (fixed score gap, in standard deviations above the mean of n normal distractors) the weight it has
+    at scale 1 among n0 distractors, in expectation; NaN where no t does. Judged on _NEEDLE_COUNT cases at once,
+    with a budget of tensor elements and Python lines, and by how the scales move with gap (autograd)."""
 
     def run(fn):
         n, n0, gap = _needle_cases()
