@@ -1,4 +1,4 @@
-"""check.ch10: RoPE's backward rotation written into the gradient, with at most half of g in new tensors."""
+"""check.ch10: RoPE's backward rotation written into the gradient, with fewer new elements than g has."""
 import numpy as np
 import pytest
 import torch
@@ -38,7 +38,7 @@ MINUS_ONE = torch.tensor(-1.0)  # a module-level scalar: brought in from outside
 
 
 def negated_sine(g, cos, sin, layout):
-    """Right, with one more (seq, d/2) tensor, -sin: inside the slack of two tables."""
+    """Right, with one more (seq, d/2) tensor, -sin: still fewer new elements than g."""
     a, b = halves(g, layout)
     saved = a.clone()
     a.mul_(cos).addcmul_(b, sin)
@@ -46,7 +46,7 @@ def negated_sine(g, cos, sin, layout):
 
 
 def scalar_from_outside(g, cos, sin, layout):
-    """Right, with a scalar tensor made before the call: inside the slack for a few scalars."""
+    """Right, with a scalar tensor made before the call: one element brought in from outside."""
     a, b = halves(g, layout)
     saved = a.clone()
     a.mul_(cos).addcmul_(b, sin)
@@ -86,7 +86,7 @@ SHORTCUTS = {  # out-of-place routes, each written into g at the end
 @pytest.mark.parametrize("name", SHORTCUTS)
 def test_out_of_place_routes_are_refused_by_the_count(name, capsys):
     ok, out = verdict(SHORTCUTS[name], capsys)
-    assert ok is False and out.count("the budget is half of g and two tables") == len(ch10._CASES), out
+    assert ok is False and out.count("the budget is fewer than g's own") == len(ch10._CASES), out
     assert out.count("Every out-of-place expression") == len(ch10._CASES), out  # the misconception, named
 
 
@@ -98,7 +98,7 @@ def test_one_product_out_of_place_is_over_the_budget(capsys):
         b.mul_(cos).addcmul_(saved, sin, value=-1)
 
     ok, out = verdict(saved_and_a_product, capsys)
-    assert ok is False and out.count("the budget is half of g and two tables") == len(ch10._CASES), out
+    assert ok is False and out.count("the budget is fewer than g's own") == len(ch10._CASES), out
 
 
 def test_numpy_route_is_counted_outside_torch(capsys):
@@ -197,18 +197,31 @@ def test_checker_hands_over_no_answer():
     assert ch10.__all__ == ["rotate_back_in_place"]
 
 
-# Known limit: the count is a TorchDispatchMode, and torch's private API can switch modes off. The test below holds
-# for a route that writes g from inside such a block; a learner set on defeating the count through private torch
-# internals can still find one it does not see (adversarial, not a design: the exercise asks for a design).
-def test_switching_the_count_off_is_refused(capsys):
+# The count is a TorchDispatchMode, and torch's private API can switch modes off. What it cannot hide is the change
+# to g: the checker compares g before and after every write it sees, so a write made while the count is off shows
+# as a change between two seen writes (or after the last one). Known limit: a learner who patches the checker's
+# own class can still defeat it (adversarial, not a design: the exercise asks for a design).
+def unseen_only(g, cos, sin, layout):
     from torch.utils._python_dispatch import _disable_current_modes
 
-    def unseen(g, cos, sin, layout):
-        with _disable_current_modes():
-            g.copy_(pl.rotate_pairs(g, cos, -sin, layout))
+    with _disable_current_modes():
+        g.copy_(pl.rotate_pairs(g, cos, -sin, layout))
 
-    ok, out = verdict(unseen, capsys)
-    assert ok is False and out.count("no torch operator the count saw wrote into it") == len(ch10._CASES), out
+
+def unseen_then_a_seen_write(g, cos, sin, layout):  # the out-of-place rotation hidden, then a write the count sees
+    unseen_only(g, cos, sin, layout)
+    g.mul_(1.0)
+
+
+def seen_write_then_unseen(g, cos, sin, layout):
+    g.mul_(1.0)
+    unseen_only(g, cos, sin, layout)
+
+
+@pytest.mark.parametrize("answer", [unseen_only, unseen_then_a_seen_write, seen_write_then_unseen])
+def test_switching_the_count_off_is_refused(answer, capsys):
+    ok, out = verdict(answer, capsys)
+    assert ok is False and out.count("g was changed where the count could not see it") == len(ch10._CASES), out
 
 
 def test_the_appendix_quotes_the_triton_kernel_as_it_is():
