@@ -453,9 +453,10 @@ print("against rotate_pairs in float32, for bf16 and float32 inputs and both lay
 # Xeon VM. In the interleaved layout its forward pass is faster at every size measured (0.90 at 256
 # float32 elements); in float32's half layout it is slower up to 4096 elements (1.13 at 256).
 # From 16 384 elements on it is faster in every column, the closest to 1 being float32's half layout,
-# forward + backward (0.96); below that, the most it saves is about 18 µs a call (float32,
-# interleaved, 8192 elements: 0.47 of 33.7 µs). So `SMALL` is a choice read from noisy medians on
-# one machine, not a measured crossing. This appendix does not repeat the measurement.
+# forward + backward (0.96); below that, the most it saves is about 21 µs a call (bfloat16,
+# interleaved, 8192 elements: 0.44 of 38.0 µs; 18 µs in float32). So `SMALL` is a choice read from
+# noisy medians on one machine, not a measured crossing; it also keeps a chapter-sized example from
+# ever building or loading the kernel. This appendix does not repeat the measurement.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Now count the torch calls that move a whole tensor's worth of data (at least half of x: one
