@@ -175,7 +175,15 @@ def test_deepseek_mscales(capsys):
         step = 0.1 * math.log(s)
         return (-math.sqrt(r) - 1) / step, (-math.sqrt(c) - 1) / step
 
-    assert run(check.deepseek_mscales, minus_root, capsys)[0] is True
+    ok, out = run(check.deepseek_mscales, minus_root, capsys)  # the same multipliers, but negative settings
+    assert ok is False and "mscale and mscale_all_dim are negative" in out and "all correct!" not in out
+
+    def one_negative(c, r, s):  # mscale from the other root only
+        m, m_all = mscales_derived(c, r, s)
+        return -m - 2 / (0.1 * math.log(s)), m_all
+
+    ok, out = run(check.deepseek_mscales, one_negative, capsys)
+    assert ok is False and "mscale is negative" in out and "mscale_all_dim is negative" not in out
     # every target scales both parts up, so the answer is positive settings: no case needs a sign trick
     assert all(c > 1 and r > 1 for c, r, s in ch08._MSCALE_CASES)
     assert all(v > 0 for case in ch08._MSCALE_CASES for v in mscales_derived(*case))

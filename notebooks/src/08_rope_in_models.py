@@ -29,7 +29,9 @@
 # 4. **q and k, not v naively; KV caches**: what rotating v would break, the double-rotation
 #    bug, when a cache goes stale, and which config key is which length;
 # 5. **iRoPE**: layers without positions, their attention temperature, chunked RoPE layers,
-#    and a measurement.
+#    and a measurement;
+# 6. **check your own RoPE**: a config's report (`posenc-inspect`), and a doctor that tests an
+#    implementation against its config and names the bug.
 #
 # Every number comes from `posenc_lib` (`pl.rope_from_config` reads a Hugging Face
 # `config.json` dict); the tests check it against transformers' own code. Nothing is
@@ -95,8 +97,8 @@ assert len(MODELS) == 9  # seven models; Qwen2.5 twice (as shipped, with its car
 # $\lambda_j \le L$ **completes a turn** inside the context; a pair with $\lambda_j > L$
 # never does, and only ever shows the model part of its circle. The count matters because a
 # pair that turns within $L_0$ has shown the model every angle it can take, while a slower
-# pair meets angles past $L_0$ that pretraining never showed it: those are the pairs every
-# scaling method stretches. The table gives, per
+# pair meets angles past $L_0$ that pretraining never showed it: those are the pairs that
+# *need* stretching (which pairs a method does stretch differs by method: chapter 7). The table gives, per
 # model (and per layer type for Gemma 3): the base, the rotated features $r$, $L_0$, $L$,
 # the attention factor (`att.`: a multiplier on q and k, defined in §3), and how many of the
 # $r/2$ pairs complete a turn within $L_0$ at the file's base with no scaling (plain RoPE) and
@@ -322,7 +324,8 @@ print(f"full score: {near.item():+.4f} (3 apart), {far.item():+.4f} (3000 apart)
 # (W_{UK}^\top q) \cdot c$, so attention reads the cached latents directly. A rotation
 # in between blocks the move: $(R_m q) \cdot (R_n W_{UK} c) = q^\top R_{n-m} W_{UK}\, c$,
 # and $R_{n-m}$ changes with the offset, so no fixed matrix can absorb it (the cell checks
-# both). DeepSeek-V2's paper (§2.1.3, "decoupled rotary position embedding") keeps RoPE out of the latent path
+# the move without the rotation, and that moving $W_{UK}$ onto the rotated query, $W_{UK}^\top R_m q$,
+# gives other scores). DeepSeek-V2's paper (§2.1.3, "decoupled rotary position embedding") keeps RoPE out of the latent path
 # and adds separate rotated features instead:
 #
 # * each query head gets 64 extra features that are rotated; the key gets 64 rotated
@@ -921,14 +924,14 @@ assert nope_layers == list(range(3, 48, 4)) and scout["attention_chunk_size"] ==
 # 0.1; asserted below) and what transformers' Llama 4 attention computes from them
 # (`tests/test_rope_config.py` checks `pl.attention_temperature` against it).
 #
-# A constructed example: a query at position $n-1$ sees $n$ keys whose scores are independent
-# standard normal numbers, plus one **needle** key with the fixed score 3 (three standard
+# A constructed example: a query at position $n$ sees $n + 1$ keys: $n$ distractors whose scores are
+# independent standard normal numbers, and one **needle** key with the fixed score 3 (three standard
 # deviations above the mean). Mind the regime: a fixed score is not the best score. The largest
 # of $n$ normal scores grows like $\sqrt{2 \ln n}$, and about one distractor in 740 scores above 3,
-# so in this draw the needle is the top key only at $n = 1000$ (at $10^4$ keys 18 distractors
-# beat it, at a million 1322). The question is therefore not whether attention finds the best
+# so in this draw the needle is the top key only at $n = 1000$ (at $10^4$ distractors 15
+# beat it, at a million 1338). The question is therefore not whether attention finds the best
 # key, but how much weight one key of fixed quality keeps as the crowd grows. We measure the
-# attention entropy $H = -\sum_i a_i \ln a_i$ (in nats; $\ln n$ would be uniform attention) and
+# attention entropy $H = -\sum_i a_i \ln a_i$ (in nats; $\ln(n + 1)$ would be uniform attention) and
 # the needle's weight, with and without the temperature.
 
 # %% slideshow={"slide_type": "fragment"}
@@ -937,27 +940,27 @@ SIZES = [10**3, 10**4, 10**5, 10**6]
 entropy, needle = {"plain": [], "temperature": []}, {"plain": [], "temperature": []}
 beaten_by = []  # distractors scoring above the needle
 for n in SIZES:
-    scores = torch.randn(n, generator=gen, dtype=torch.float64)
+    scores = torch.randn(n + 1, generator=gen, dtype=torch.float64)  # n distractors and the needle
     scores[0] = 3.0  # the needle
     beaten_by.append(int((scores[1:] > 3.0).sum()))
-    tau = pl.attention_temperature(torch.tensor([n - 1])).double().item()
+    tau = pl.attention_temperature(torch.tensor([n])).double().item()  # the query at position n
     for kind, t in (("plain", 1.0), ("temperature", tau)):
         a = torch.softmax(scores * t, dim=0)
         entropy[kind].append(-(a * a.log()).sum().item())
         needle[kind].append(a[0].item())
     print(f"n = {n:>7}: temperature {tau:.3f}; entropy {entropy['plain'][-1]:.3f} -> {entropy['temperature'][-1]:.3f}"
-          f" nats (ln n = {math.log(n):.3f}); needle weight {needle['plain'][-1]:.2e} -> {needle['temperature'][-1]:.2e}"
+          f" nats (ln(n + 1) = {math.log(n + 1):.3f}); needle weight {needle['plain'][-1]:.2e} -> {needle['temperature'][-1]:.2e}"
           f"; {beaten_by[-1]} distractors above it")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # Up to position 8190 the temperature is exactly 1 (nothing changes at $n = 1000$).
 # Beyond, it lowers the entropy, and the gap grows with $n$; the needle's weight is
-# larger with the temperature at every size past 8192 (2.3× at a million keys). It does not
+# larger with the temperature at every size past 8192 (2.3× among a million distractors). It does not
 # stop the spreading: the entropy still grows with $n$, only more slowly.
 
 # %% slideshow={"slide_type": "fragment"}
 assert entropy["plain"][0] == entropy["temperature"][0]
-assert beaten_by == [0, 18, 148, 1322]  # the needle is the top key at n = 1000 only
+assert beaten_by == [0, 15, 145, 1338]  # the needle is the top key at n = 1000 only
 assert round(1 / (0.5 * math.erfc(3 / math.sqrt(2)))) == 741  # one normal score in about 740 is above 3
 assert all((scout[key], text_config(MODELS[SCOUTS[0]])[key]) == (value, value) for key, value in
            {"attn_temperature_tuning": 4, "floor_scale": 8192, "attn_scale": 0.1}.items())  # both released files
@@ -971,9 +974,9 @@ fig, axes = viz.figure(2, width=4.4, height=3.2)
 for kind, color in (("plain", "C0"), ("temperature", "C3")):
     axes[0].plot(SIZES, entropy[kind], marker="o", color=color, label=kind)
     axes[1].plot(SIZES, needle[kind], marker="o", color=color, label=kind)
-axes[0].plot(SIZES, [math.log(n) for n in SIZES], color="black", ls=":", label="ln n (uniform)")
-axes[0].set(xscale="log", xlabel="keys n (query position n − 1)", ylabel="entropy (nats)", title="attention entropy")
-axes[1].set(xscale="log", yscale="log", xlabel="keys n", ylabel="weight", title="the needle's weight")
+axes[0].plot(SIZES, [math.log(n + 1) for n in SIZES], color="black", ls=":", label="ln(n + 1) (uniform)")
+axes[0].set(xscale="log", xlabel="distractors n (query position n)", ylabel="entropy (nats)", title="attention entropy")
+axes[1].set(xscale="log", yscale="log", xlabel="distractors n", ylabel="weight", title="the needle's weight")
 for ax in axes:
     ax.legend(fontsize=8)
 fig
@@ -1349,6 +1352,13 @@ print(pl.inspect_config(MODELS["Phi-3 mini 128k instruct"]["config"], name="Phi-
 # file's context (`max_position_embeddings`) and the scaling's own reach, factor $\times L_0$,
 # apart and names both, where §1's $L$ takes the longer. They differ in one file only, Qwen's
 # YaRN card (context 32 768, factor $\times L_0$ = 131 072).
+#
+# Both read the config through three functions you can call yourself:
+# `pl.rope_settings(config, layer_type=None)` returns a `RopeSettings` for one layer type;
+# its `.frequencies(seq_len)` returns the frequencies and the attention factor
+# (`pl.rope_from_config` is exactly that call), and its `.rotary_dim` the rotated features;
+# `pl.rope_config.pair_layout(config)` returns `(layout, model_type)`, the pair layout of the
+# model's family (`None` for a family the library does not know).
 
 # %% slideshow={"slide_type": "fragment"}
 inspected = {row.label: row for name, entry in MODELS.items()
@@ -1594,7 +1604,7 @@ _ = check.cache_rotations(cache_rotations)
 # (the formulas are in §3). Suppose you want the unrotated part of every score (a head's 128
 # content features) multiplied by `content` and the rotated part (its 64 RoPE features) by
 # `rotated` (both above 1, as a longer context asks), against no scaling at all. Write
-# `deepseek_mscales(content, rotated, factor)` returning `(mscale, mscale_all_dim)` for the YaRN
+# `deepseek_mscales(content, rotated, factor)` returning `(mscale, mscale_all_dim)`, both positive, for the YaRN
 # factor $s$ = `factor` (the library's frequency functions refuse to run inside it: the checker
 # reads your settings through them). The checker tries seven targets.
 
@@ -1622,7 +1632,7 @@ def deepseek_mscales(content, rotated, factor):
 _ = check.deepseek_mscales(deepseek_mscales)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 3 (derive).** §5's temperature raised the needle's weight among a million keys, but
+# **Exercise 3 (derive).** §5's temperature raised the needle's weight among a million distractors, but
 # the attention still spread. How far can *any* query scale go? Take §5's setting in expectation:
 # a needle with the fixed score `gap` among $n$ distractor scores $z_i$, each drawn from a standard
 # normal (so `gap` is in standard deviations above their mean; as in §5, for large $n$ some $z_i$

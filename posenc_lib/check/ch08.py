@@ -183,7 +183,7 @@ def _multipliers(mscale: float, mscale_all_dim: float, factor: float) -> tuple[f
 
 
 def deepseek_mscales(answer: Callable[[float, float, float], Any] | None) -> bool | None:
-    """answer(content, rotated, factor) -> (mscale, mscale_all_dim), both nonzero: DeepSeek-style YaRN settings
+    """answer(content, rotated, factor) -> (mscale, mscale_all_dim), both positive: DeepSeek-style YaRN settings
     under which the unrotated part of every score is multiplied by `content` and the rotated part by
     `rotated` (against no scaling)."""
 
@@ -204,6 +204,12 @@ def deepseek_mscales(answer: Callable[[float, float, float], Any] | None) -> boo
                 zero = " and ".join(name for name, x in zip(("mscale", "mscale_all_dim"), values) if x == 0)
                 yield False, (f"{case}: {zero} is 0, and a 0 makes transformers fall back to plain YaRN (the "
                               "checker reads it so too): find settings that are both nonzero")
+                continue
+            if min(values) < 0:
+                negative = " and ".join(name for name, x in zip(("mscale", "mscale_all_dim"), values) if x < 0)
+                verb = "are" if " and " in negative else "is"
+                yield False, (f"{case}: {negative} {verb} negative; the exercise asks for positive settings, as "
+                              "DeepSeek's are")
                 continue
             got_content, got_rotated = _multipliers(values[0], values[1], factor)
             if close(got_content, content, rtol=1e-6, atol=0) and close(got_rotated, rotated, rtol=1e-6, atol=0):
