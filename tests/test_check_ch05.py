@@ -142,6 +142,27 @@ def test_undirected_malformed_answers(wrong, says, capsys):
     assert says in _out(capsys)
 
 
+def _undirected_in_float32(x, positions):
+    """The right cos/sin design, its angles built by the library in float32 (its default): right up to rounding."""
+    a = pl.rope_angles(positions, x.shape[-1]).repeat_interleave(2, -1)
+    return torch.cat((x * a.cos(), x * a.sin()), -1)
+
+
+@pytest.mark.parametrize("right_in_float32", [
+    _undirected_in_float32,
+    lambda x, p: undirected_by_library(x.float(), p),
+    lambda x, p: torch.cat((x * (p[:, None] * pl.rope_frequencies(8)).repeat_interleave(2, -1).cos(),
+                            x * (p[:, None] * pl.rope_frequencies(8)).repeat_interleave(2, -1).sin()), -1),
+])
+def test_undirected_names_float32_angles_as_precision_not_as_a_wrong_design(right_in_float32, capsys):
+    """A right design computed in float32 misses the 1e-6 tolerance at positions in the thousands; the checker says
+    so (float32's digits) instead of blaming the design for depending on where the tokens sit."""
+    assert check.rope_undirected(right_in_float32) is False
+    out = _out(capsys)
+    assert "float32" in out and "7" in out and "float64" in out
+    assert "depend on where the tokens sit" not in out and "ahead from one behind" not in out
+
+
 def test_undirected_encodes_each_token_alone(capsys):
     """An encoding that looks at the other tokens of its batch (here: centred on their mean) is called with one token
     at a time, so it cannot borrow from them; the right design, mean-centred, is wrong for that reason."""

@@ -415,8 +415,9 @@ print("frequencies of this A:", [round(t, 3) for t in thetas_A.tolist()],
 # sinusoids of chapter 3, added once at the input): RoPE writes no code into the residual
 # stream. What reaches the stream about order comes through attention, mixed into what each
 # layer outputs (the second cell below shows that it does reach it), and it is no reliable
-# relative signal for the next layer: nothing makes it a rotation by the offset. So **every
-# attention layer turns its own q and k**. The small decoder that
+# relative signal for the next layer: nothing makes it a rotation by the offset. So RoPE models
+# turn q and k **in every attention layer**, and each layer's scores have §3's relative form. That
+# is a design choice, not a necessity (the third cell below is the control). The small decoder that
 # chapter 7 trains, `pl.TinyDecoder`, shows it. All we need of it here: its positional method sits in
 # `tiny.positional`, and each attention layer hands its q and k, of shape (batch, heads, seq, d), to
 # `tiny.positional.rotate(q, k, layer=i)` (i its layer's index). We put a recording wrapper in that
@@ -462,6 +463,32 @@ torch.testing.assert_close(after_layer_1[2], after_layer_1[3])  # no rotation: o
 assert rope_gap > 1e-3
 print(f"stream after layer 1 at token 7: 3,5,7 vs 5,3,7 differ by up to {rope_gap:.3f} with RoPE, "
       "not at all without it")
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# **The control: past layer 1, order gets through without any rotation.** The same two inputs, no
+# rotation in any layer, the stream read after each layer at the last position. After layer 1 the
+# two agree, as above; after layers 2 and 3 they differ: the causal mask let positions 0 and 1
+# see different prefixes in layer 1 (token 3 alone, or token 5 alone), and layer 2 reads their
+# outputs. A causal stack sees order with no positional code at all ([chapter 1](01_why_positions.ipynb),
+# "A causal mask breaks equivariance"). So rotating in every layer is a choice: it hands each
+# layer the offset in its scores, rather than whatever the mask leaks. Models make the other choice
+# too: Llama 4's iRoPE leaves some layers unrotated (NoPE layers, [chapter 8, §5](08_rope_in_models.ipynb)).
+
+# %% slideshow={"slide_type": "fragment"}
+unrotated = {}
+hooks = [block.register_forward_hook(lambda module, args, out, i=i: unrotated.setdefault(i, []).append(out[0, -1]))
+         for i, block in enumerate(tiny.blocks)]
+with torch.no_grad():
+    tiny.positional.rotate = lambda q, k, **kw: (q, k)  # no rotation in any layer
+    for order in ([3, 5, 7], [5, 3, 7]):
+        tiny(torch.tensor([order]))
+del tiny.positional.rotate
+for hook in hooks:
+    hook.remove()
+gaps = [(a - b).abs().max().item() for a, b in unrotated.values()]  # after layers 1, 2, 3
+assert gaps[0] < 1e-5 and min(gaps[1:]) > 1e-2  # layer 1 blind to the order; layers 2 and 3 not
+print("no rotation anywhere: 3,5,7 vs 5,3,7 at token 7 agree after layer 1 (to 1e-5), differ after layers 2, 3 "
+      f"by up to {gaps[1]:.2f}, {gaps[2]:.2f}")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Why not v, naively?** The score is what must be relative, and §3 showed it is:
@@ -998,7 +1025,7 @@ fig
 # of S_j(r), so the bound is the same at r and −r (asserted in the next cell).
 #
 # RoFormer bounds it by **Abel summation**. With the partial sums
-# S_j = Σ_{k<j} e^{irθ_k} (S₀ = 0) and h_{d/2} = 0,
+# S_j = Σ_{l<j} e^{irθ_l} (S₀ = 0) and h_{d/2} = 0,
 #
 # $$\sum_j h_j e^{ir\theta_j} = \sum_j h_j (S_{j+1} - S_j) = -\sum_j S_{j+1}(h_{j+1} - h_j),
 # \quad\text{so}\quad \Big|\sum_j h_j e^{ir\theta_j}\Big| \le \max_j |h_{j+1} - h_j|\; \sum_{j=1}^{d/2} |S_j| .$$
@@ -1155,8 +1182,9 @@ decay_widget
 #
 # The angle m·θ_j is a product of a position and a frequency. In bfloat16 (8 significant
 # bits) integers above 256 are no longer all representable: near 10⁵ the spacing is 512, so
-# the *position itself* is rounded before any rotation happens. float16 (11 bits) is finer
-# but overflows at 65504. The position is one of three roundings: the frequency θ_j and the
+# the *position itself* is rounded before any rotation happens. float16 (11 bits) is finer and
+# overflows only at 65504, but long before that its angles are off: by about 0.2 rad near
+# position 1000 and by whole radians near 10⁴ (the table below). The position is one of three roundings: the frequency θ_j and the
 # product m·θ_j are rounded to 8 bits as well, and each of those alone turns an angle by a tenth
 # of a radian or more at position 106, which bf16 holds exactly (checked with the table below).
 
@@ -1172,8 +1200,11 @@ assert torch.tensor(100001).bfloat16() == torch.tensor(100000).bfloat16()
 # either: it holds every position up to 2²⁴ ≈ 1.7·10⁷, but the frequency θ_j and the product m·θ_j
 # keep 24 bits, so their rounding errors grow in proportion to m. Below 0.01 rad up to 10⁵, the
 # error is about 0.05 rad at 10⁶ and about 0.8 rad at 10⁷ (pair 1 both times; pair 0, with θ₀ = 1,
-# is exact). So "float32 or better" has a reach: float32 serves contexts of about 10⁵ tokens; at 10⁶
-# its error is ten times that of 10⁵, and at 10⁷ a rotation is off by most of a radian.
+# is exact). A score sees only the relative angle (m − n)·θ_j, so the control is that difference,
+# formed from the two float32 angles: for keys up to 1000 positions after a query at 10⁵, 10⁶, 10⁷
+# it is off by about 0.006, 0.05 and 1 rad, as much as the angles themselves (their roundings do
+# not cancel). So "float32 or better" has a reach: float32 serves contexts of about 10⁵ tokens; at
+# 10⁶ its error is ten times that of 10⁵, and at 10⁷ a rotation is off by most of a radian.
 
 # %% slideshow={"slide_type": "fragment"}
 decades = torch.cat([torch.logspace(0, 5, 80, dtype=F64), torch.logspace(5, 7, 33, dtype=F64)])  # 1 … 10^7
@@ -1187,6 +1218,8 @@ for p in (100, 1000, 10000, 100000, 10**6, 10**7):
 big = positions >= 10000
 assert worst["bfloat16"][big].min() > 1.0  # whole radians off: angles are effectively random
 assert torch.isnan(worst["float16"][positions > 65504]).all()  # fp16 cannot even hold the position
+fp16_held = big & (positions <= 65504)  # 10^4 .. 65504: held, yet whole radians off
+assert worst["float16"][(positions - 1000).abs().argmin()] > 0.1 and worst["float16"][fp16_held].min() > 1.0
 assert worst["float32"][positions <= 100_000].max() < 1e-2  # float32: below 0.01 rad up to 100000
 f32_far = pl.rope_angle_error(torch.tensor([10**6, 10**7]), 128, dtype=torch.float32)  # (position, pair)
 assert torch.tensor(10**7).float().long() == 10**7  # the position itself is exact in float32 (up to 2^24)
@@ -1194,6 +1227,19 @@ assert 0.03 < f32_far[0].max() < 0.08 and 0.5 < f32_far[1].max() < 1.0  # ≈ 0.
 assert f32_far.argmax(-1).tolist() == [1, 1] and bool((f32_far[:, 0] == 0).all())  # pair 1 worst; pair 0 exact
 torch.testing.assert_close(worst["float32"][-1], f32_far[1].max())  # the table's last row
 assert 9 < f32_far[0].max() / worst["float32"][positions == 100_000].item() < 11  # 10^6: ten times 10^5's error
+
+
+def relative_off(start: int, span: int = 1000) -> float:  # float32 (m − start)·θ_j for keys up to span after
+    pos, theta = torch.arange(start, start + span + 1), pl.rope_frequencies(128, dtype=F64)
+    low = (pos.float()[:, None] * theta.float()).double()  # each angle formed in float32, as above
+    err = (low - low[0]) - (pos - start).double()[:, None] * theta  # against the float64 relative angle
+    return float(torch.remainder(err + math.pi, 2 * math.pi).sub(math.pi).abs().max())
+
+
+rel_off = [relative_off(10**e) for e in (5, 6, 7)]
+assert 0.003 < rel_off[0] < 0.01 and 0.03 < rel_off[1] < 0.08 and 0.5 < rel_off[2]  # ≈ 0.006, 0.05, 1 rad
+print("float32, keys up to 1000 after a query at 1e5, 1e6, 1e7: relative angle off by up to",
+      ", ".join(f"{r:.3f}" for r in rel_off), "rad")
 theta64, m106 = pl.rope_frequencies(128, dtype=F64), torch.tensor(106.0, dtype=F64)
 assert m106.bfloat16().double() == m106  # the position itself is exact in bf16
 
@@ -1247,9 +1293,10 @@ assert lib_err < 0.05 and naive_err > 1.0 and naive_err > 50 * lib_err
 # the float32 grid's cos, rounded once, as ours is. It does not switch autocast off, and it need
 # not: mixed-precision autocast lowers matrix products (`@`, `linear`) to bf16, not elementwise
 # products. A grid written as a matrix product, positions (seq, 1) @ frequencies (1, d/2), would be
-# lowered, so code written that way must switch autocast off around it. Later transformers 4.x releases did exactly that:
-# its grid was this matrix product inside `torch.autocast(..., enabled=False)` (a citation; the comment there
-# points to huggingface/transformers PR #29285). The next cell runs the locked version's module
+# lowered, so code written that way must switch autocast off around it. Earlier transformers
+# releases (4.x, before the locked 5.x) did exactly that: their grid was this matrix product
+# inside `torch.autocast(..., enabled=False)` (a citation; the comment there points to
+# huggingface/transformers PR #29285). The next cell runs the locked version's module
 # at positions near 90 000 with and without autocast, and shows what autocast does to the
 # matrix-product form. (Hugging Face's frequencies differ from ours in the last bit at some pairs,
 # so the two bf16 tables are close but not equal: the aside after the exercises says why.)
