@@ -135,7 +135,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # widget comes after a static figure of the same thing: explain the static figure, then move
 # the sliders.
 #
-# **Exercises.** Each chapter from 1 to 9 ends with 3–5 exercises; the appendix has one (a design for the GPU half)
+# **Exercises.** Each chapter from 1 to 9 ends with 3–5 exercises; the appendix has one (an in-place backward rotation)
 # (`tests/test_notebooks_meta.py` checks both). A learner's cell prints
 # "not attempted yet" until it holds an answer; the checker then says what is right or wrong
 # and gives a hint. The worked solution sits in the next, collapsed cell, and a locked cell

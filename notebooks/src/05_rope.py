@@ -287,7 +287,7 @@ print("pl.apply_rope(x, positions)[i] == R_(positions[i]) x[i]; default position
 # gets the same attention pattern at positions 0–4 and at 1000–1004. A pattern learned at one place
 # applies at every place, and a model that only ever attends within a window sees the same offsets
 # at position 10⁶ as at position 100 (angle precision aside, §9). Chapter 4's relative methods share
-# that invariance; what RoPE changes is where the offset enters. They add a term to the score of
+# that invariance in their scores; what RoPE changes is where the offset enters. They add a term to the score of
 # every (query, key) pair, and Shaw's, T5's and DeBERTa's read it from a table learned per offset,
 # clipped or bucketed to keep the table small. RoPE touches only q and k: nothing is learned, no
 # offset is clipped, and the score stays a plain dot product of two vectors, so an attention kernel

@@ -185,7 +185,7 @@ for label, row in ROWS.items():
 #   of $f_j$, short factors (1.10 to 3.05) for inputs up to $L_0$ and long ones beyond. Plain
 #   RoPE would turn 34 pairs within $L_0$; the short list already turns only 31 there (it slows pairs 31 to 33 out of their
 #   turn), and the long list turns the same 31 within $L$: its factors for those three pairs exceed
-#   $s = 32$ (the largest is 64.76), so they stay slowed out of a turn.
+#   $s = 32$ (the whole list's largest factor is 64.76), so they stay slowed out of a turn.
 
 # %% slideshow={"slide_type": "fragment"}
 count = {label: (None if row["L0_L"][0] is None else turns_within(row["plain"], row["L0_L"][0]),
@@ -503,8 +503,9 @@ fraction_widget
 #
 # Barbero et al. ("Round and Round We Go! What makes Rotary Positional Encodings useful?",
 # 2025) looked inside Gemma 7B and found that its queries and keys put most of their norm
-# in the *lowest* frequencies, used as channels for content (a slow pair hardly turns over the
-# context, so a match there survives any distance), and the *highest* frequencies to build
+# in the *lowest* frequencies, used as channels for content (a slow pair turns little over the
+# distances checked below, so a match there survives them; over a long enough context even the
+# slowest pair turns), and the *highest* frequencies to build
 # heads that attend by position (e.g. to the previous token). Here is the mechanism on two
 # constructed heads, $d = 64$, base 10 000, comparing the same vectors placed in the 4
 # fastest or the 4 slowest pairs. The score of query $m$ and key $n$ is
