@@ -82,6 +82,12 @@ def to_notebook(src: Path) -> nbformat.NotebookNode:
         "language_info": {"name": "python"},
         "jupytext": {"text_representation": {"format_name": "percent", "extension": ".py"}},
     }
+    # A graded check runs after the worked solution and its feedback explains that solution:
+    # fold its output, as the solution's source is folded, so a learner reading the stored
+    # notebook meets neither before trying. (make_student unfolds it for graded copies.)
+    for cell in nb.cells:
+        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("grade"):
+            cell.metadata.setdefault("jupyter", {})["outputs_hidden"] = True
     # Cell ids from the cell's place and text, not random: rebuilding an unchanged source
     # gives an unchanged notebook, so diffs show only what changed.
     for i, cell in enumerate(nb.cells):

@@ -277,6 +277,8 @@ def stage_notebook(nb_path: Path, widgets: dict[int, list[dict]], repo: Repo, co
             cell.source = cell.source.removeprefix(colab_lines).lstrip("\n")
         if cell.metadata.get("jupyter", {}).get("source_hidden"):  # exercise solutions: folded, as in the lab
             cell.metadata.setdefault("tags", []).append("hide-input")
+        if cell.metadata.get("jupyter", {}).get("outputs_hidden"):  # a graded check's feedback: folded too
+            cell.metadata.setdefault("tags", []).append("hide-output")
         alt = figure_alt(nb, i, lang=lang)
         if any("image/png" in o.get("data", {}) for o in cell.outputs):
             cell.metadata["mystnb"] = {"image": {"alt": alt}}

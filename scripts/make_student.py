@@ -58,8 +58,11 @@ def for_grading(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     nb.cells = [c for c in nb.cells if not is_self_learner_cell(c)]
     for c in nb.cells:
         jupyter = c.metadata.get("jupyter", {})
-        if "nbgrader" in c.metadata and jupyter.pop("source_hidden", None) and not jupyter:
-            del c.metadata["jupyter"]
+        if "nbgrader" in c.metadata:  # unfold the answer cell and the graded check's feedback
+            jupyter.pop("source_hidden", None)
+            jupyter.pop("outputs_hidden", None)
+            if "jupyter" in c.metadata and not jupyter:
+                del c.metadata["jupyter"]
     return nb
 
 

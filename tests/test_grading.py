@@ -59,6 +59,7 @@ def test_student_copy_has_no_solution_and_the_instructors_locked_checks(course, 
     nb = nbformat.read(student, as_version=4)
     assert not any(c.get("outputs") for c in nb.cells), "the student copy carries outputs"
     assert not any(c.metadata.get("jupyter", {}).get("source_hidden") for c in nb.cells), "answer cells collapsed"
+    assert not any(c.metadata.get("jupyter", {}).get("outputs_hidden") for c in nb.cells), "feedback folded"
     ungraded_checks = [c.source for c in nb.cells if re.search(r"\bcheck\.\w+\(", c.source)
                        and "nbgrader" not in c.metadata]
     assert not ungraded_checks, "the self-learner's cells are left in: two places to answer"

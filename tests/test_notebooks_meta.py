@@ -94,6 +94,8 @@ def _exercises_in_nbgrader_form(src: Path) -> list[str]:
         assert check_cell.metadata["nbgrader"] == {"grade": True, "solution": False, "locked": True, "points": 1,
                                                    "grade_id": name, "schema_version": 3}
         assert "all correct!" in _stream(check_cell) and "✗" not in _stream(check_cell), name
+        # its feedback explains the worked solution: folded in the stored notebook, like the solution
+        assert check_cell.metadata.get("jupyter", {}).get("outputs_hidden") is True, f"{name}: feedback not folded"
         assert [o.output_type for o in check_cell.outputs] == ["stream"], f"{name}: stray output"
         assert solution.metadata.get("nbgrader") == {"grade": False, "solution": True, "locked": False,
                                                      "grade_id": f"{name}_answer", "schema_version": 3}, name
