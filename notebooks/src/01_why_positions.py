@@ -266,8 +266,7 @@ print("same output for every word in 'I love you' and 'you love I'")
 # token and seeded random embeddings, 16 features wide instead of 2048, and draw every weight
 # from $\mathcal{N}(0, 0.3^2)$. The source draws from $\mathcal{N}(0, 0.1^2)$; at our width of 16
 # that makes every head attend almost uniformly, and the positions added in section 3 would barely
-# show (section 5 measures it; a score grows with the width, so at the source's 2048 features the
-# same std behaves differently, and we do not measure that setting).
+# show (section 5 measures it at our width; we do not measure the source's 2048-wide setting).
 
 # %% slideshow={"slide_type": "fragment"}
 vocab = ["<s>", "the", "dog", "chased", "another"]
@@ -367,7 +366,8 @@ print("||dog_1 - dog_2|| / ||dog_1|| by seed:", spread)
 # original output: all zero (white), because without positions the layer cannot see the
 # order. (The two outputs share one colour bar. The right panel's bar fits the largest
 # difference it shows, but never goes below 1% of the outputs' scale: rounding errors stay
-# white, and a real difference, however small, fills the scale.)
+# white, and a real difference of at least that 1% fills the scale; every case the section's
+# drop-downs offer is either rounding or more than three times that floor, asserted below.)
 
 # %% slideshow={"slide_type": "skip"}
 ORDERS = {
@@ -693,7 +693,9 @@ fig
 #
 # which adds the codes **after** the projections. The usual form (Vaswani et al., and what
 # `nn.MultiheadAttention` does when it is fed $X + P_{\mathrm{pos}}$, as in section 3: it projects
-# its input) adds them **before**: $Q = W_Q(X+P_{\mathrm{pos}}) = W_QX + W_QP_{\mathrm{pos}}$. The
+# its input) adds them **before**: $Q = W_Q(X+P_{\mathrm{pos}}) = W_QX + W_QP_{\mathrm{pos}}$, and
+# Vaswani et al. add them once, to the first layer's input (later layers see them only through the
+# residual stream), while the source's formula is written for one layer. The
 # two agree when $W_QP_{\mathrm{pos}} = P_{\mathrm{pos}}$ (and the same for $K$, $V$), which
 # learned weights have no reason to satisfy; for this head the scores differ. In this column
 # convention the softmax also has to run down each column (over the keys, `dim=0`). The formula has one head and no biases, so the cell
