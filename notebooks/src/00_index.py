@@ -17,7 +17,7 @@
 # says where a token stands. These notebooks show why that is a problem, then build the
 # ways transformers fix it, one chapter per idea. Every formula lives once in the library
 # `posenc_lib`; every chapter ends with self-checking exercises (the appendix on speed, off the
-# teaching path, has none).
+# teaching path, has one). Lecturers: the plan for teaching with them is at the end of this page.
 #
 # **What "checked" means here.** Each statement about a number, a shape, an equality or an
 # ordering that a chapter makes in its text (a derivation's result, "the two outputs are
@@ -62,7 +62,10 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # the tokens and the outputs are shuffled the same way, nothing more (a decoder's causal mask
 # breaks this symmetry, a thread chapter 7 follows). The fix is a **positional
 # encoding**, a vector $p_i$ for each position $i$ that the model can use. Source `001` lists what we want
-# from it, after a blog post it cites but leaves unnamed. In our words (1 and 2 part from the source: end of this page):
+# from it, after a blog post it cites as 参考文献1 (the reference list is empty in our copy; the
+# properties, the route from integer to binary codes and the dog example match Christopher
+# Fleetwood's Hugging Face post "You could have designed state of the art positional encoding", 2024). In our words (1 and 2 part from the source: see
+# "Where properties 1 and 2 part from source `001`" below):
 #
 # 1. **Unique.** Each position gets its own code. If two positions shared one, two equal
 #    tokens there would get identical outputs again, in a layer without a causal mask (chapter 1).
@@ -105,7 +108,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # Which method has which property: ✔ yes, ✘ no, ~ partly, – does not apply (column 5 asks
 # only for faults new in n-D, see property 5). The numbers in brackets are the chapters that
 # test the entry. Read it now as the route of the course: each chapter fixes what the one
-# before could not. The map comes back at the end of this page with a reason for every entry,
+# before could not. The map comes back below the conventions with a reason for every entry,
 # to read once the chapters have made the words in it familiar.
 #
 # | method | 1 unique | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
@@ -119,56 +122,6 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # | relative: Shaw, T5 [4] | ~ | ✔ | ~ | ~ | ✔ |
 # | RoPE [5] | ✔ | ✔ | ~ | ✔ | ~ |
 # | ALiBi [6] | ~ | ✔ | ~ | ✔ | ~ |
-
-# %% [markdown] slideshow={"slide_type": "slide"}
-# ## How to use these notebooks in class
-#
-# **Before the lecture.** `make lab` opens the notebooks in JupyterLab; run the chapter top to
-# bottom once (Run → Run All Cells), so that every widget is live. `make slides` builds a
-# reveal.js deck of each chapter from the same cells (`slide`, `subslide`, `fragment` and
-# `skip` are set on every cell); the deck shows the static figures and works offline, so
-# keep it as a fallback and switch to JupyterLab for the widgets.
-#
-# **During the lecture.** Every chapter follows the same rhythm: a paragraph says what the
-# next cell will show, the cell shows it and asserts it. Before running an assert, ask the
-# room to predict the outcome ("will the two dogs get the same output?"), then run it. Every
-# widget comes after a static figure of the same thing: explain the static figure, then move
-# the sliders.
-#
-# **Exercises.** Each chapter from 1 to 9 ends with 3–5 exercises; the appendix has one (an in-place backward rotation)
-# (`tests/test_notebooks_meta.py` checks both). A learner's cell prints
-# "not attempted yet" until it holds an answer; the checker then says what is right or wrong
-# and gives a hint. The worked solution sits in the next, collapsed cell, and a locked cell
-# checks it. To grade, `make student` writes the students' copies without the solutions
-# (nbgrader's `generate_assignment`) and `POSENC_GRADING=1 nbgrader autograde` scores the
-# returned ones (TEACHING.md, "Student copies and grading with nbgrader").
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# ### A 50-minute path per chapter
-#
-# Each chapter is one 50-minute session: 40 minutes along its path, from the slides or the
-# live notebook, with the widgets of the "show live" column shown in their sections, then 10
-# minutes to start the exercises assigned in class; the rest are homework. § numbers are the
-# chapter's sections, minutes in brackets; each row's minutes add up to 40, except rows 0 and 1:
-# chapter 0's 10 and chapter 1's 30 share one session. This is the one copy of the lecture plan (the README links here; `tests/test_notebooks_meta.py`
-# checks its sections, widgets and exercises against the chapters).
-#
-# | chapter | 50-minute path | show live | assign |
-# |---|---|---|---|
-# | 0 `00_index` | the first 10 minutes of the session on chapter 1: the five properties a positional encoding should have, and the map at a glance (10) | — | — |
-# | 1 `01_why_positions` | §1 attention without positions, derive $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$ and why the softmax commutes (10), why a block with several heads keeps it and a causal mask breaks it (5) → §2–3 the dog demo, then add positions (5) → §4 permute the sentence: the two static figures, then the three predictions with the widget and their answers (10); §5 (the demo's weights and biases, the source's formula) as reading | §4 `permute_widget`: choose the order and the code (none, sinusoidal, one vector at every place, one repeating every 3 places), and let the room predict which rows light up | `passes_through`, `shift_not_shuffle` in class; `blind_query`, `causal_twins`, `changed_rows` at home |
-# | 2 `02_integer_binary` | §1 integer codes, their size against a normalised token, and the LayerNorm that erases them (8) → §2 normalised codes (3) → §3 binary codes: fast and slow bits, jumpy steps, source `002`'s reasons against them (8) → §4 "is there a fixed affine map to $p_{i+k}$?": let the room guess, run least squares, then the proof for every width (10) → §5 bits as sinusoids (3) → §6 learned tables: what they learn, the copied-rows control, why they stop at the training length (8) | §4 `misfit_widget` (binary, Gray and sinusoidal codes; try $k = 3$, then 16) | `bit_counter` in class; `exact_offsets`, `gray_wave` at home |
-# | 3 `03_sinusoids` | §1 the formula (10) → §2 heatmap (5) → §4 a shift by $k$ is one rotation $M_k$ (10) → §5 why a sine and a cosine (5) → §6 similarity vs distance, and when an attention score depends only on the offset (10); §3, §7–8 as reading | §2 `pe_widget`: d, length, base, layout; §6 `dot_widget`: base, range | `offset_from_codes`, `offset_only_score` in class; `slow_pairs` at home |
-# | 4 `04_relative` | §1 the four terms of an absolute score (10) → §2 Shaw (10) → §3 Transformer-XL and its relative shift (10) → §4 T5 buckets: the formula and the last bucket (10); §5 DeBERTa, §6 one view, §7 the methods side by side as reading | §4 buckets, max distance, bidirectional | `xl_rel_shift`, `t5_rows_read` in class; `t5_last_bucket`, `deberta_tied_rows` at home |
-# | 5 `05_rope` | §1 rotations (5) → §2 deriving RoPE in the complex plane (10) → §3 $R_m$ and the offset $n-m$ (5) → §4 q and k in every layer; v only if each output is rotated back (5) → §6 implementations, one or two forms (5) → §8 long-term decay (5) → §10 score pattern (5); §5 the worked example, §7, §9, §11 as reading | §8 `decay_widget`: d, base; §10 score map: d, base, start, angles in (with float32 angles the pattern survives a start of 100 000; with bf16 angles it breaks, §9's lesson) | `rope_undirected`, `rope_first_slow_pair` in class; `rope_tilted_frequencies` at home |
-# | 6 `06_alibi` | §1 slopes (10) → §2 bias matrices (10) → §3 the $+m_h j$ shortcut (5) → §4 ALiBi inside attention and past its training length, against a sliding window (10) → §6 which encodings fit linear attention (5); §5, §7 as reading | §4 the last query's weights: input length, heads H | `ring_bias`, `alibi_shared_bias` in class; `nonsym_one_row`, `alibi_far_share` at home |
-# | 7 `07_beyond` | §1 NoPE: the causal mask is a counter (10) → §2 why RoPE meets unseen angles past $L_0$, and PI, NTK, YaRN, Llama 3 (15) → §3 train short, test long: three tasks, three seeds, reading error bars and how many orderings could be luck; the attention of the trained models; the dictionary-moved control (15) | §2 `scaling_widget` (the scale factor s, every method at once) | `counter_merge`, `stale_cache_pair` in class; `one_base_in_range`, `uniform_divisors` at home |
-# | 8 `08_rope_in_models` | §1 read a config: the table and the wavelength figure (5) → §2 partial, decoupled (DeepSeek) and proportional RoPE, fast and slow pairs, Gemma 3's bases (10) → §3 attention factors of Phi-3 and DeepSeek-V3 (5) → §4 q and k, not v naively; the KV cache, double rotation and stale caches (10) → §5 iRoPE: the temperature, chunked RoPE layers and the extrapolation run (10); §6 (check your own RoPE: `posenc-inspect`, `diagnose_rope`) as reading | §2 `fraction_widget`: the fraction $p$ and the base, partial against proportional | `cache_rotations`, `deepseek_mscales` in class; `needle_scale`, `context_shift` at home |
-# | 9 `09_beyond_1d` | §1 raster vs axial RoPE: the right and the lower neighbour, the (Δrow, Δcol) score map, then (t, h, w) (10) → §2 MRoPE: text at (p, p, p) is 1-D RoPE, the mixed-sequence ids and why they continue at max + 1, which pairs turn with which axis (10) → §3 CoPE: open gates give relative positions, gates on "." count sentences, what counting costs (10) → the flip-flop results (10); errata as reading | §1 `grid_widget`: move the query patch, axial against raster; §2 `allocation_widget`: build an allocation; where t's curve first crosses h's as t gets more pairs or the base grows; §3 `gate_widget`: the gate logits on full stops and on words | `previous_frame_head`, `two_counters` in class; `diagonal_head` at home |
-# | A `10_making_it_fast` | reading only: the appendix on speed (loops vs vectorised calls, passes over memory, the C kernel, the Triton kernel under Triton's interpreter) | — | `rotate_back_in_place` at home |
-#
-# A short course takes chapters 1, 3, 5 and 6 (and 7 if time allows); a single guest
-# lecture on RoPE can take the slides of chapter 5 alone.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Conventions
@@ -307,7 +260,7 @@ print("2-D ALiBi (distance), left/right/up/down:", [alibi_2d[query, k].item() fo
 # 完全一致, completely identical, outputs. That holds for equal tokens at the two places, in a layer without
 # a causal mask. Different tokens there get different queries, and under a causal mask the two places see
 # different prefixes: either way their outputs differ, for weights drawn at random and most sequences
-# (chapter 1's Exercise 4 asks for an exception). The cell below checks all three on one random head.
+# (without codes, chapter 1's Exercise 4 asks for an exception under a causal mask). The cell below checks all three on one random head.
 #
 # **Property 2 is wider here than in the sources, on purpose.** `001` names it 线性相关性, a *linear*
 # relation. The integer code $p_i = i\cdot\mathbf 1$, which `001` counts as having it, has no linear map
@@ -346,3 +299,54 @@ for table in (ints, ints + 1):  # counted from 0 (this course) and from 1 (sourc
     assert (src @ linear - dst).norm() > 10  # far from exact: no linear map
     assert pl.affine_shift_residual(table, 3) < 1e-9  # exact: p -> p + 3 * 1
 print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 1)")
+
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## How to use these notebooks in class
+#
+# **Before the lecture.** `make lab` opens the notebooks in JupyterLab; run the chapter top to
+# bottom once (Run → Run All Cells), so that every widget is live. `make slides` builds a
+# reveal.js deck of each chapter from the same cells (`slide`, `subslide`, `fragment` and
+# `skip` are set on every cell); the deck shows the static figures and works offline, so
+# keep it as a fallback and switch to JupyterLab for the widgets.
+#
+# **During the lecture.** Every chapter follows the same rhythm: a paragraph says what the
+# next cell will show, the cell shows it and asserts it. Before running an assert, ask the
+# room to predict the outcome ("will the two dogs get the same output?"), then run it. Every
+# widget comes after a static figure of the same thing: explain the static figure, then move
+# the sliders.
+#
+# **Exercises.** Each chapter from 1 to 9 ends with 3–5 exercises; the appendix has one (an in-place backward rotation)
+# (`tests/test_notebooks_meta.py` checks both). A learner's cell prints
+# "not attempted yet" until it holds an answer; the checker then says what is right or wrong
+# and gives a hint. The worked solution sits in the next, collapsed cell, and a locked cell
+# checks it. To grade, `make student` writes the students' copies without the solutions
+# (nbgrader's `generate_assignment`) and `POSENC_GRADING=1 nbgrader autograde` scores the
+# returned ones (TEACHING.md, "Student copies and grading with nbgrader").
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### A 50-minute path per chapter
+#
+# Each chapter is one 50-minute session: 40 minutes along its path, from the slides or the
+# live notebook, with the widgets of the "show live" column shown in their sections, then 10
+# minutes to start the exercises assigned in class; the rest are homework. § numbers are the
+# chapter's sections, minutes in brackets; each row's minutes add up to 40, except rows 0 and 1:
+# chapter 0's 10 and chapter 1's 30 share one session. This is the one copy of the lecture plan (the README links here; `tests/test_notebooks_meta.py`
+# checks its sections, widgets and exercises against the chapters).
+#
+# | chapter | 50-minute path | show live | assign |
+# |---|---|---|---|
+# | 0 `00_index` | the first 10 minutes of the session on chapter 1: the five properties a positional encoding should have, and the map at a glance (10) | — | — |
+# | 1 `01_why_positions` | §1 attention without positions, derive $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$ and why the softmax commutes (10), why a block with several heads keeps it and a causal mask breaks it (5) → §2–3 the dog demo, then add positions (5) → §4 permute the sentence: the two static figures, then the three predictions with the widget and their answers (10); §5 (the demo's weights and biases, the source's formula) as reading | §4 `permute_widget`: choose the order and the code (none, sinusoidal, one vector at every place, one repeating every 3 places), and let the room predict which rows light up | `passes_through`, `shift_not_shuffle` in class; `blind_query`, `causal_twins`, `changed_rows` at home |
+# | 2 `02_integer_binary` | §1 integer codes, their size against a normalised token, and the LayerNorm that erases them (8) → §2 normalised codes (3) → §3 binary codes: fast and slow bits, jumpy steps, source `002`'s reasons against them (8) → §4 "is there a fixed affine map to $p_{i+k}$?": let the room guess, run least squares, then the proof for every width (10) → §5 bits as sinusoids (3) → §6 learned tables: what they learn, the copied-rows control, why they stop at the training length (8) | §4 `misfit_widget` (binary, Gray and sinusoidal codes; try $k = 3$, then 16) | `bit_counter` in class; `exact_offsets`, `gray_wave` at home |
+# | 3 `03_sinusoids` | §1 the formula (10) → §2 heatmap (5) → §4 a shift by $k$ is one rotation $M_k$ (10) → §5 why a sine and a cosine (5) → §6 similarity vs distance, and when an attention score depends only on the offset (10); §3, §7–8 as reading | §2 `pe_widget`: d, length, base, layout; §6 `dot_widget`: base, range | `offset_from_codes`, `offset_only_score` in class; `slow_pairs` at home |
+# | 4 `04_relative` | §1 the four terms of an absolute score (10) → §2 Shaw (10) → §3 Transformer-XL and its relative shift (10) → §4 T5 buckets: the formula and the last bucket (10); §5 DeBERTa, §6 one view, §7 the methods side by side as reading | §4 buckets, max distance, bidirectional | `xl_rel_shift`, `t5_rows_read` in class; `t5_last_bucket`, `deberta_tied_rows` at home |
+# | 5 `05_rope` | §1 rotations (5) → §2 deriving RoPE in the complex plane (10) → §3 $R_m$ and the offset $n-m$ (5) → §4 q and k in every layer; v only if each output is rotated back (5) → §6 implementations, one or two forms (5) → §8 long-term decay (5) → §10 score pattern (5); §5 the worked example, §7, §9, §11 as reading | §8 `decay_widget`: d, base; §10 score map: d, base, start, angles in (with float32 angles the pattern survives a start of 100 000; with bf16 angles it breaks, §9's lesson) | `rope_undirected`, `rope_first_slow_pair` in class; `rope_tilted_frequencies` at home |
+# | 6 `06_alibi` | §1 slopes (10) → §2 bias matrices (10) → §3 the $+m_h j$ shortcut (5) → §4 ALiBi inside attention and past its training length, against a sliding window (10) → §6 which encodings fit linear attention (5); §5, §7 as reading | §4 the last query's weights: input length, heads H | `ring_bias`, `alibi_shared_bias` in class; `nonsym_one_row`, `alibi_far_share` at home |
+# | 7 `07_beyond` | §1 NoPE: the causal mask is a counter (10) → §2 why RoPE meets unseen angles past $L_0$, and PI, NTK, YaRN, Llama 3 (15) → §3 train short, test long: three tasks, three seeds, reading error bars and how many orderings could be luck; the attention of the trained models; the dictionary-moved control (15) | §2 `scaling_widget` (the scale factor s, every method at once) | `counter_merge`, `stale_cache_pair` in class; `one_base_in_range`, `uniform_divisors` at home |
+# | 8 `08_rope_in_models` | §1 read a config: the table and the wavelength figure (5) → §2 partial, decoupled (DeepSeek) and proportional RoPE, fast and slow pairs, Gemma 3's bases (10) → §3 attention factors of Phi-3 and DeepSeek-V3 (5) → §4 q and k, not v naively; the KV cache, double rotation and stale caches (10) → §5 iRoPE: the temperature, chunked RoPE layers and the extrapolation run (10); §6 (check your own RoPE: `posenc-inspect`, `diagnose_rope`) as reading | §2 `fraction_widget`: the fraction $p$ and the base, partial against proportional | `cache_rotations`, `deepseek_mscales` in class; `needle_scale`, `context_shift` at home |
+# | 9 `09_beyond_1d` | §1 raster vs axial RoPE: the right and the lower neighbour, the (Δrow, Δcol) score map, then (t, h, w) (10) → §2 MRoPE: text at (p, p, p) is 1-D RoPE, the mixed-sequence ids and why they continue at max + 1, which pairs turn with which axis (10) → §3 CoPE: open gates give relative positions, gates on "." count sentences, what counting costs (10) → the flip-flop results (10); errata as reading | §1 `grid_widget`: move the query patch, axial against raster; §2 `allocation_widget`: build an allocation; where t's curve first crosses h's as t gets more pairs or the base grows; §3 `gate_widget`: the gate logits on full stops and on words | `previous_frame_head`, `two_counters` in class; `diagonal_head` at home |
+# | A `10_making_it_fast` | reading only: the appendix on speed (loops vs vectorised calls, passes over memory, the C kernel, the Triton kernel under Triton's interpreter) | — | `rotate_back_in_place` at home |
+#
+# A short course takes chapters 1, 3, 5 and 6 (and 7 if time allows); a single guest
+# lecture on RoPE can take the slides of chapter 5 alone.
