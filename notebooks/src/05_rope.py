@@ -29,6 +29,9 @@
 #
 # Positions are 0-based; the query sits at m, the key at n, and the **offset** of the key is
 # n − m (negative for keys in the past), as on the [conventions page](00_index.ipynb#Conventions).
+# The main line runs rotation → the relative property → frequencies → implementation → checks;
+# paragraphs that open with **Aside** (the sources' slips, one library's code) are off it: skip them
+# on a first reading.
 # How to make RoPE fast (a one-pass C kernel, counting passes over memory, timings) is in the
 # [appendix](10_making_it_fast.ipynb), off the teaching path.
 
@@ -221,15 +224,25 @@ print(pl.rope_matrix(2, 6))
 assert [f"{t:.4f}" for t in pl.rope_frequencies(6, dtype=F64).tolist()] == ["1.0000", "0.0464", "0.0022"]
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# Our own construction from 2 × 2 blocks gives the same matrix:
+# Our own construction from 2 × 2 blocks gives the same matrix, up to rounding. From here on
+# `agree(a, b, within)` compares two computations: it runs `torch.testing.assert_close` with the
+# tolerance it prints, asserts that the largest difference is at most `within`, and prints both.
 
 # %% slideshow={"slide_type": "fragment"}
+def agree(actual: torch.Tensor, expected: torch.Tensor, within: float) -> str:
+    """assert_close(actual, expected), then |actual − expected| ≤ within everywhere; says what was checked."""
+    atol, rtol = (1e-7, 1e-7) if expected.dtype == F64 else (1e-5, 1.3e-6)
+    torch.testing.assert_close(actual, expected, atol=atol, rtol=rtol)
+    gap = (actual - expected).abs().max().item()
+    assert gap <= within, f"largest difference {gap:.1e} is above {within:g}"
+    return f"largest |difference| ≤ {within:g} (tolerance {atol:g} + {rtol:g}·|expected|)"
+
+
 d = 6
 thetas = pl.rope_frequencies(d, dtype=F64)
-for m in (0, 2, 37):
-    own = torch.block_diag(*[rot2(m * t) for t in thetas.tolist()])
-    torch.testing.assert_close(own, pl.rope_matrix(m, d, inv_freq=thetas))
-print("block_diag of 2 x 2 rotations == pl.rope_matrix")
+own = torch.stack([torch.block_diag(*[rot2(m * t) for t in thetas.tolist()]) for m in (0, 2, 37)])
+library = torch.stack([pl.rope_matrix(m, d, inv_freq=thetas) for m in (0, 2, 37)])
+print("block_diag of 2 x 2 rotations vs pl.rope_matrix at m = 0, 2, 37:", agree(own, library, 1e-12))
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Why the score depends only on n − m.** Each block obeys the 2-D facts, so blockwise
@@ -273,9 +286,9 @@ print("50 random (q, k, m, n, s): ⟨R_m q, R_n k⟩ = ⟨q, R_(n−m) k⟩ = �
 # %% slideshow={"slide_type": "fragment"}
 x4 = torch.randn(4, d, dtype=F64, generator=torch.Generator().manual_seed(4))
 at = torch.tensor([0, 3, 7, 4000])
-torch.testing.assert_close(pl.apply_rope(x4, at, inv_freq=f64), torch.stack([R(p) @ x4[i] for i, p in enumerate(at.tolist())]))
-torch.testing.assert_close(pl.apply_rope(x4), torch.stack([R(p) @ x4[p] for p in range(4)]))  # positions 0..3
-print("pl.apply_rope(x, positions)[i] == R_(positions[i]) x[i]; default positions 0, 1, 2, …")
+by_matrix = torch.stack([R(p) @ x4[i] for i, p in enumerate(at.tolist())])
+print("pl.apply_rope(x, positions)[i] vs R_(positions[i]) x[i]:", agree(pl.apply_rope(x4, at, inv_freq=f64), by_matrix, 1e-12))
+print("default positions 0, 1, 2, 3:", agree(pl.apply_rope(x4), torch.stack([R(p) @ x4[p] for p in range(4)]), 1e-12))
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### What shift invariance buys, and what it does not
@@ -328,15 +341,16 @@ print(f"cached keys = keys computed at once, for both; moving 5 tokens by 1000 c
 # The cache itself is bookkeeping: a new token is rotated at its true position (the number of tokens
 # already cached) while the cached keys keep the rotations they got when they were new.
 # [Chapter 8, §4](08_rope_in_models.ipynb) decodes this way with a KV cache. `pl.RotaryEmbedding`, the
-# module form of `apply_rope` that keeps its cos and sin tables, takes the first position as `offset=`
-# (the library's name for a start position: not an offset n − m in this course's sense):
+# module form of `apply_rope` that keeps its cos and sin tables, takes the **start position** of the new
+# tokens, the position of the first of them. The library names that argument `offset=`; in this course's
+# prose an offset is always n − m, key minus query, and where new tokens begin is their start position:
 
 # %% slideshow={"slide_type": "fragment"}
 rope16 = pl.RotaryEmbedding(d)
 q_new, k_new = torch.randn(2, 1, 3, d, generator=torch.Generator().manual_seed(3))  # 3 new tokens, 40 cached
 q_rot, k_rot = rope16(q_new, k_new, offset=40)
-torch.testing.assert_close(q_rot, pl.apply_rope(q_new, torch.arange(40, 43)))
-print("RotaryEmbedding(q, k, offset=40) rotates the new tokens at positions 40, 41, 42")
+print("start position 40 (offset=40) vs apply_rope at positions 40, 41, 42:",
+      agree(q_rot, pl.apply_rope(q_new, torch.arange(40, 43)), 1e-6))
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Why 2 × 2 pairs? (a detour: nothing later needs it but Exercise 3)
@@ -652,7 +666,7 @@ assert list(reproduced.values()) == [18, 19, 19, 20]
 # **The source's two formulas** (its table follows the right method; one formula is wrong,
 # the other needs a convention the post does not state):
 #
-# * It writes the angle of pair i at position n as n·(1/10000)^(−2i/d). That is
+# * It writes the angle of pair i (our j) at position n as n·(1/10000)^(−2i/d). That is
 #   n·10000^(+2i/d): it *grows* with i (100·n for i = 1, d = 4). The correct angle is
 #   n·10000^(−2i/d) = n/100 — which is what its own table uses.
 # * It prints the rotation matrix as M = [[cos, sin], [−sin, cos]] without saying how M is
@@ -737,22 +751,21 @@ def complex_rope(x: torch.Tensor, phases: torch.Tensor) -> torch.Tensor:
     return torch.view_as_real(z * phases).flatten(-2).type_as(x)
 
 
-torch.testing.assert_close(complex_rope(xq, unit_phases(ang)), want)
-print("complex form == apply_rope (interleaved)")
+print("complex form vs apply_rope (interleaved):", agree(complex_rope(xq, unit_phases(ang)), want, 1e-6))
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# Source `000`'s attention sketch precomputes the phases for `2 * max_seq_len` positions and
-# passes the whole table to the multiply. Meta's code slices the rows of the current positions
-# first. Without the slice a prompt of 10 tokens fails at the multiply, since 10 rows do not
-# broadcast against 64. One token does broadcast: at seq = 1, each step of decoding, the multiply
-# raises nothing, and the query's (…, 1, d/2) comes out with 64 rows, the one token turned to every
-# position of the table; so does the key, and the scores become 64 × 64. The error comes one line
-# later: in the sketch, at `matmul(scores, xv)`, where 64 weights per row meet a value of one row;
-# with a KV cache like Meta's (its code writes `cache_k[:bsz, start_pos : start_pos + seqlen] = xk`;
-# a citation), already at writing the 64 key rows into the cache's one-row slot. Loud, but it points
-# at the value product or the cache, not at the table that caused it. The slice for a token at
-# position p is `table[p : p + 1]`. The cell runs both cases through the sketch's attention and
-# writes into a cache of its own.
+# **Aside** (a source's slip; nothing later needs it). Source `000`'s attention sketch precomputes the
+# phases for `2 * max_seq_len` positions and passes the whole table to the multiply. Meta's code slices
+# the rows of the current positions first. Without the slice a prompt of 10 tokens fails at the
+# multiply, since 10 rows do not broadcast against 64. One token does broadcast: at seq = 1, each step
+# of decoding, the multiply raises nothing, and the query's (…, 1, d/2) comes out with 64 rows, the one
+# token turned to every position of the table; so does the key, and the scores become 64 × 64. The error
+# comes one line later: in the sketch, at `matmul(scores, xv)`, where 64 weights per row meet a value of
+# one row; with a KV cache like Meta's (its code writes `cache_k[:bsz, start_pos : start_pos + seqlen] =
+# xk`; a citation), already at writing the 64 key rows into the cache's one-row slot. Loud, but it
+# points at the value product or the cache, not at the table that caused it. The slice for a token at
+# position p is `table[p : p + 1]`. The cell runs both cases through the sketch's attention and writes
+# into a cache of its own.
 
 # %% slideshow={"slide_type": "fragment"}
 table = unit_phases(pl.rope_angles(2 * 32, D, device=device))  # 64 positions precomputed
@@ -795,17 +808,16 @@ def even_odd_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
 
 
 out, stacked = even_odd_rope(xq, ang.cos(), ang.sin())
-torch.testing.assert_close(out, want)
-torch.testing.assert_close(stacked[..., 0, :], out[..., ::2])  # row 0: o_1, o_3, o_5, … (1-indexed)
-print("even/odd form == apply_rope; the stacked row 0 holds the outputs at 0-indexed features 0, 2, 4, …")
+assert torch.equal(stacked[..., 0, :], out[..., ::2])  # row 0: o_1, o_3, o_5, … (1-indexed)
+print("even/odd form vs apply_rope:", agree(out, want, 1e-6))
+print("the stacked row 0 holds the outputs at 0-indexed features 0, 2, 4, … (equal bit for bit)")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# Two slips in source `001`, both checked above: its code names the inputs with 0-indexed
-# parity (`x_even = x[..., ::2]`) but the outputs with 1-indexed parity, so the tensor
-# called `odds` lands on the *even* 0-indexed features; and its picture of the stacked
-# tensor writes the first row as o₁, o₁, …, o_{d−1} where o₁, o₃, …, o_{d−1} is meant.
-# Its matrix also ends with blocks at θ_{d/2}: counting from θ₀ the last pair is
-# θ_{d/2−1} (θ_{d/2} = 1/base would need d + 2 features).
+# **Aside** (a source's slips). Two slips in source `001`, both checked above: its code names the inputs
+# with 0-indexed parity (`x_even = x[..., ::2]`) but the outputs with 1-indexed parity, so the tensor
+# called `odds` lands on the *even* 0-indexed features; and its picture of the stacked tensor writes the
+# first row as o₁, o₁, …, o_{d−1} where o₁, o₃, …, o_{d−1} is meant. Its matrix also ends with blocks at
+# θ_{d/2}: counting from θ₀ the last pair is θ_{d/2−1} (θ_{d/2} = 1/base would need d + 2 features).
 
 # %% slideshow={"slide_type": "fragment"}
 freqs = pl.rope_frequencies(D, dtype=F64)
@@ -832,9 +844,10 @@ def half_rope(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
     return x * both.cos() + rotate_half(x) * both.sin()
 
 
-torch.testing.assert_close(half_rope(xq, ang), want_half)
-assert not torch.allclose(half_rope(xq, ang), want, atol=1e-2)
-print("rotate_half form == apply_rope(layout='half'), and != the interleaved layout")
+print("rotate_half form vs apply_rope(layout='half'):", agree(half_rope(xq, ang), want_half, 1e-6))
+far = (half_rope(xq, ang) - want).abs().max().item()
+assert far > 1
+print(f"rotate_half form vs the interleaved layout: differs by up to {far:.1f}")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Source `001`, which shows this code, says its matrix is the same interleaved block-diagonal
@@ -884,19 +897,18 @@ def alternating_rope(q: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
 
 
 print(torch.stack((-torch.arange(8.0)[1::2], torch.arange(8.0)[::2]), -1).reshape(8))
-torch.testing.assert_close(alternating_rope(xq), want)
 div = torch.exp(torch.arange(0, D, 2, dtype=torch.float32) * -(math.log(10000.0) / D))
-torch.testing.assert_close(div, pl.rope_frequencies(D))
-print("alternating form == apply_rope (interleaved); exp(−2j ln(base)/d) == base^(−2j/d)")
+print("alternating form vs apply_rope (interleaved):", agree(alternating_rope(xq), want, 1e-6))
+print("exp(−2j ln(base)/d) vs base^(−2j/d) in float32:", agree(div, pl.rope_frequencies(D), 1e-7))
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# Two slips in source `003`. A comment claims `torch.sin(pos_emb).T.flatten()` is "the same as" the
-# repeated sin table. With `pos_emb` read as the (seq, d/2) angle grid, it is a 1-D vector of
-# seq·d/2 numbers ordered pair by pair, not a (seq, d) table with each value twice; with `pos_emb`
-# as the code's variable at that line, the interleaved [sin, cos] table, it holds sines of those
-# sines and cosines, again flattened to 1-D. Neither is the table. And its score formula writes the key as
-# R W_k **x_m**; the key must come from x_n, or the score would not depend on the key
-# token at all (checked below with a toy W_q, W_k).
+# **Aside** (a source's slips). Two slips in source `003`. A comment claims
+# `torch.sin(pos_emb).T.flatten()` is "the same as" the repeated sin table. With `pos_emb` read as the
+# (seq, d/2) angle grid, it is a 1-D vector of seq·d/2 numbers ordered pair by pair, not a (seq, d)
+# table with each value twice; with `pos_emb` as the code's variable at that line, the interleaved [sin,
+# cos] table, it holds sines of those sines and cosines, again flattened to 1-D. Neither is the table.
+# And its score formula writes the key as R W_k **x_m**; the key must come from x_n, or the score would
+# not depend on the key token at all (checked below with a toy W_q, W_k).
 
 # %% slideshow={"slide_type": "fragment"}
 flat = ang.sin().T.flatten()  # what the comment proposes
@@ -958,15 +970,16 @@ def permute_rows_hf_style(W: torch.Tensor) -> torch.Tensor:
 
 
 x_any = torch.randn(heads, 6, d, dtype=F64, generator=torch.Generator().manual_seed(1))  # (heads, seq, d)
-torch.testing.assert_close(pl.apply_rope(x_any)[..., P], pl.apply_rope(x_any[..., P], layout="half"))
+swapped = agree(pl.apply_rope(x_any)[..., P], pl.apply_rope(x_any[..., P], layout="half"), 1e-12)
 assert not torch.allclose(pl.apply_rope(x_any)[..., P], pl.apply_rope(x_any[..., P]))  # the layout matters
-torch.testing.assert_close(permute_rows(W_q), permute_rows_hf_style(W_q))
+assert torch.equal(permute_rows(W_q), permute_rows_hf_style(W_q))  # the same rows, moved
 s_meta = rope_scores(W_q, W_k, "interleaved")
-torch.testing.assert_close(rope_scores(permute_rows(W_q), permute_rows(W_k), "half"), s_meta)
-assert not torch.allclose(rope_scores(W_q, W_k, "half"), s_meta, atol=1e-3)
-print("apply_rope(x)[..., P] == apply_rope(x[..., P], layout='half')")
-print("interleaved weights + interleaved RoPE == permuted weights + half RoPE (scores identical)")
-print("unpermuted weights with the half layout give different scores")
+converted = agree(rope_scores(permute_rows(W_q), permute_rows(W_k), "half"), s_meta, 1e-10)
+unconverted = (rope_scores(W_q, W_k, "half") - s_meta).abs().max().item()
+assert unconverted > 1
+print("apply_rope(x)[..., P] vs apply_rope(x[..., P], layout='half'):", swapped)
+print("interleaved weights + interleaved RoPE vs permuted weights + half RoPE, scores:", converted)
+print(f"unpermuted weights with the half layout: scores differ by up to {unconverted:.1f}")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # transformers (in the locked set `make lab` installs; the index, "Versions", names the version)
@@ -978,10 +991,11 @@ from transformers.models.llama import modeling_llama as hf_llama  # transformers
 
 cos_both, sin_both = (torch.cat((t, t), dim=-1) for t in (ang.cos(), ang.sin()))  # (seq, d)
 q_hf, k_hf = hf_llama.apply_rotary_pos_emb(xq, 2 * xq, cos_both, sin_both, unsqueeze_dim=0)
-torch.testing.assert_close(q_hf, want_half)
-torch.testing.assert_close(k_hf, 2 * want_half)
-assert not torch.allclose(q_hf, want, atol=1e-2)
-print("transformers' apply_rotary_pos_emb == apply_rope(layout='half'), != the interleaved layout")
+print("transformers' apply_rotary_pos_emb vs apply_rope(layout='half'), q:", agree(q_hf, want_half, 1e-6))
+print("and k:", agree(k_hf, 2 * want_half, 1e-6))
+hf_far = (q_hf - want).abs().max().item()
+assert hf_far > 1
+print(f"vs the interleaved layout: differs by up to {hf_far:.1f}")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 7. Frequencies and wavelengths
@@ -1194,17 +1208,22 @@ print("fp16 stores 70000 as", torch.tensor(70000).half().item())
 assert torch.tensor(100001).bfloat16() == torch.tensor(100000).bfloat16()
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# `pl.rope_angle_error` forms the angles the naive way in a given dtype and measures them
-# against float64, wrapped to [0, π] (an error of π means the rotation points the opposite
-# way). Largest error over the d/2 pairs, d = 128, at positions up to 10⁷. float32 is not exact
-# either: it holds every position up to 2²⁴ ≈ 1.7·10⁷, but the frequency θ_j and the product m·θ_j
-# keep 24 bits, so their rounding errors grow in proportion to m. Below 0.01 rad up to 10⁵, the
-# error is about 0.05 rad at 10⁶ and about 0.8 rad at 10⁷ (pair 1 both times; pair 0, with θ₀ = 1,
-# is exact). A score sees only the relative angle (m − n)·θ_j, so the control is that difference,
-# formed from the two float32 angles: for keys up to 1000 positions after a query at 10⁵, 10⁶, 10⁷
-# it is off by about 0.006, 0.05 and 1 rad, as much as the angles themselves (their roundings do
-# not cancel). So "float32 or better" has a reach: float32 serves contexts of about 10⁵ tokens; at
-# 10⁶ its error is ten times that of 10⁵, and at 10⁷ a rotation is off by most of a radian.
+# `pl.rope_angle_error` forms the angles the naive way in a given dtype and measures them against
+# float64, wrapped to [0, π] (an error of π means the rotation points the opposite way). Largest error
+# over the d/2 pairs, d = 128, at positions up to 10⁷. float32 is not exact either: it holds every
+# position up to 2²⁴ ≈ 1.7·10⁷, but the frequency θ_j and the product m·θ_j keep 24 bits, so their
+# rounding errors grow in proportion to m. Below 0.01 rad up to 10⁵, the error is about 0.05 rad at 10⁶
+# and about 0.8 rad at 10⁷ (pair 1 both times; pair 0, with θ₀ = 1, is exact). A score sees only the
+# relative angle (n − m)·θ_j, so the control is that difference, formed from the two float32 angles.
+# Which error matters? A pair tells a key at n from one at n + 1 only by the step θ_j that one position
+# adds to its angle, so the measure is the error divided by θ_j: the error **in positions**. An error of
+# ε positions makes the pair score the key as if it sat ε positions away; past ε = 1/2 the pair puts it
+# nearer its neighbour's place than its own. Each of the two roundings above costs at most 2⁻²⁴ of the
+# angle, so ε grows in proportion to the position. For keys up to 1000 positions after a query at 10⁵,
+# 10⁶, 10⁷ the largest ε over the pairs is 0.011, 0.11 and 1.1 positions, each just below m·2⁻²³. So
+# "float32 or better" has a reach: float32 keeps every pair within about a hundredth of a position at
+# 10⁵ tokens and a tenth at 10⁶; at 10⁷ some pair puts a key more than a whole position away, past its
+# neighbour.
 
 # %% slideshow={"slide_type": "fragment"}
 decades = torch.cat([torch.logspace(0, 5, 80, dtype=F64), torch.logspace(5, 7, 33, dtype=F64)])  # 1 … 10^7
@@ -1226,20 +1245,22 @@ assert torch.tensor(10**7).float().long() == 10**7  # the position itself is exa
 assert 0.03 < f32_far[0].max() < 0.08 and 0.5 < f32_far[1].max() < 1.0  # ≈ 0.05 rad at 10^6, ≈ 0.8 rad at 10^7
 assert f32_far.argmax(-1).tolist() == [1, 1] and bool((f32_far[:, 0] == 0).all())  # pair 1 worst; pair 0 exact
 torch.testing.assert_close(worst["float32"][-1], f32_far[1].max())  # the table's last row
-assert 9 < f32_far[0].max() / worst["float32"][positions == 100_000].item() < 11  # 10^6: ten times 10^5's error
 
 
-def relative_off(start: int, span: int = 1000) -> float:  # float32 (m − start)·θ_j for keys up to span after
+def positions_off(start: int, span: int = 1000) -> float:  # float32 (m − start)·θ_j for keys up to span after
     pos, theta = torch.arange(start, start + span + 1), pl.rope_frequencies(128, dtype=F64)
     low = (pos.float()[:, None] * theta.float()).double()  # each angle formed in float32, as above
     err = (low - low[0]) - (pos - start).double()[:, None] * theta  # against the float64 relative angle
-    return float(torch.remainder(err + math.pi, 2 * math.pi).sub(math.pi).abs().max())
+    wrapped = torch.remainder(err + math.pi, 2 * math.pi).sub(math.pi).abs()
+    return float((wrapped / theta).max())  # in positions: divided by θ_j, the angle one position adds
 
 
-rel_off = [relative_off(10**e) for e in (5, 6, 7)]
-assert 0.003 < rel_off[0] < 0.01 and 0.03 < rel_off[1] < 0.08 and 0.5 < rel_off[2]  # ≈ 0.006, 0.05, 1 rad
-print("float32, keys up to 1000 after a query at 1e5, 1e6, 1e7: relative angle off by up to",
-      ", ".join(f"{r:.3f}" for r in rel_off), "rad")
+starts = [10**e for e in (5, 6, 7)]
+eps = [positions_off(m) for m in starts]
+assert all(0.9 * m * 2**-23 < e <= m * 2**-23 for m, e in zip(starts, eps))  # just below m·2^-23
+assert 0.01 < eps[0] < 0.012 and 0.1 < eps[1] < 0.12 and eps[2] > 1  # a hundredth, a tenth, past a neighbour
+print("float32 relative angles, keys up to 1000 after a query at 1e5, 1e6, 1e7: off by up to",
+      ", ".join(f"{e:.3f}" for e in eps), "positions (m·2^-23:", ", ".join(f"{m * 2**-23:.3f}" for m in starts) + ")")
 theta64, m106 = pl.rope_frequencies(128, dtype=F64), torch.tensor(106.0, dtype=F64)
 assert m106.bfloat16().double() == m106  # the position itself is exact in bf16
 
@@ -1287,7 +1308,7 @@ print(f"largest error vs float64: apply_rope on bf16 {lib_err:.3f}; bf16 angles 
 assert lib_err < 0.05 and naive_err > 1.0 and naive_err > 50 * lib_err
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **What Hugging Face does.** transformers' `LlamaRotaryEmbedding` (the locked version: see
+# **Aside: what Hugging Face does.** transformers' `LlamaRotaryEmbedding` (the locked version: see
 # the index, "Versions") casts the positions and the frequencies to float32, multiplies them
 # elementwise, takes cos and sin, and casts only those to the model's dtype: its bf16 table is
 # the float32 grid's cos, rounded once, as ours is. It does not switch autocast off, and it need
