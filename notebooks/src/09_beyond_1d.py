@@ -253,7 +253,7 @@ print("text at (p, p, p): contiguous and interleaved equal 1-D RoPE; axial does 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # `pl.mrope_positions` builds the ids of a mixed sequence by the rule of Qwen2-VL's paper and
 # release code: text continues one past the largest id so far; a vision segment starting at
-# $s$ puts its token $(k, i, j)$ at $(s + k, s + i, s + j)$. (transformers 5.x's
+# $s$ puts its token $(k, i, j)$ at $(s + k, s + i, s + j)$. (transformers 5.24.0's
 # `get_rope_index` differs after long videos; see the Errata.)
 #
 # Why one past the largest? A text token sits at $(p, p, p)$, and RoPE measures its distance
@@ -319,9 +319,10 @@ qwen25 = pl.mrope_positions([("video", (3, 2, 2), 2.0), ("text", 1)], tokens_per
 qwen3_frames = pl.mrope_positions([("text", 2), ("video", (1, 2, 2)), ("text", 2), ("video", (1, 2, 2)), ("text", 1)])
 print("Qwen2.5-VL, 2 s per temporal patch, 25 per second: the video's t =", qwen25[:12, 0].unique().tolist(),
       "then the text at", qwen25[12, 0].item())
-print("Qwen3-VL, two one-patch grids after 2 timestamp tokens each: t =", qwen3_frames[:, 0].tolist())
 assert qwen25[:12, 0].unique().tolist() == [0, 50, 100] and qwen25[12, 0] == 101  # 2 * 25 = 50 per temporal patch
-assert qwen3_frames[:, 0].tolist() == [0, 1, 2, 2, 2, 2, 4, 5, 6, 6, 6, 6, 8]  # each frame one t step, after its text
+frame_grids = [qwen3_frames[2:6], qwen3_frames[8:12]]
+assert all(grid[:, 0].unique().numel() == 1 for grid in frame_grids)  # Qwen3-VL: each one-patch grid at one t
+assert (qwen3_frames[6] == frame_grids[0].max() + 1).all()  # its next timestamp: one past the grid's largest id
 from transformers import Qwen2_5_VLConfig  # transformers' default, not the released config's 2
 
 assert Qwen2_5_VLConfig().vision_config.tokens_per_second == 4
@@ -450,9 +451,7 @@ fig
 # $w$ in turn, skipping an axis once it has all its pairs), and the base. At 16 pairs for $t$ the
 # two blocks are Qwen2-VL's allocation and "time slow"; at 24 round robin, base $5 \cdot 10^6$, it
 # is Qwen3-VL's (asserted). Watch which axis's score falls within a few steps and which stays
-# flat over 256. With $t$'s block at the fast end, $t$'s curve starts below $h$'s: predict, then
-# check, whether the two curves cross within 256 offsets, and how the first crossing moves as $t$
-# gets more pairs or the base grows.
+# flat over 256.
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
 ARRANGEMENTS = ("t's block at the fast end", "t's block at the slow end", "round robin")
@@ -500,9 +499,17 @@ allocation_widget
 # it barely moves over 256 positions (the slowest pairs; it stays above 99.9 % of the
 # maximum). At $\Delta = 16$ the three axes score about 95.7 ($t$), 127.3 ($h$) and 128.0
 # ($w$): for this all-ones $q = k$, 16 steps of $t$ apart (a step is a temporal patch, not a frame)
-# already look "far", 16 columns apart still look "near".
+# already look "far", 16 columns apart still look "near". "Near" holds for every $q$ and $k$:
+# a pair turned by an angle $\varphi$ changes its term by at most $|\varphi|\,|q_j|\,|k_j|$
+# (since $|e^{i\varphi} - 1| \le |\varphi|$), and 16 columns turn $w$'s fastest pair by only
+# 0.0028 rad, so they change any head's score by at most $0.0028\,|q|\,|k|$. "Far" does not: 16
+# steps turn $t$'s pairs by 16 rad (its fastest) down to 0.63 rad (its slowest), so how far they
+# look depends on which of those pairs a head's $q$ and $k$ use.
 # Interleaving brings the three axes' curves much closer together than the contiguous blocks:
-# the largest gap between two axes' curves is about 14.4 of 128, against 44.4 for Qwen2-VL.
+# the largest gap between two axes' curves is about 14.4 of 128, against 44.4 for Qwen2-VL. The
+# two models also differ in base and sections; at the same sections (24, 20, 20) and the same
+# base, dealing the pairs round robin instead of in blocks takes the gap from 63.7 to 12.3 at
+# $b = 10^6$ and from 57.0 to 14.4 at $5 \cdot 10^6$: the section style, not the base, closes it.
 # "Time slow" turns the Qwen2-VL picture
 # round for $t$: 16 steps of $t$ apart score about 128.0.
 
@@ -513,12 +520,30 @@ assert prof[c2, 0][16] < prof[c2, 1][16] < prof[c2, 2][16]  # Qwen2-VL at Δ = 1
 assert prof[c2, 2][1:].min() > 0.999 * d_q  # w stays above 99.9 % of the maximum up to Δ = 256
 print("Qwen2-VL at Δ = 16: t, h, w =", [round(prof[c2, a][16].item(), 1) for a in range(3)])
 assert [round(prof[c2, a][16].item(), 1) for a in range(3)] == [95.7, 127.3, 128.0]
-spread = lambda name: max((prof[name, a] - prof[name, b]).abs().max().item()  # noqa: E731
-                          for a in range(3) for b in range(3))
+theta_c2 = pl.rope_frequencies(d_q, base=1e6, dtype=torch.float64)  # Qwen2-VL: t pairs 0-15, h 16-39, w 40-63
+assert [round(16 * theta_c2[j].item(), 4) for j in (40, 15, 0)] == [0.0028, 0.6279, 16.0]
+qk = torch.randn(200, 2, d_q, generator=torch.Generator().manual_seed(9), dtype=torch.float64)  # 200 heads' (q, k)
+at = torch.tensor([[0, 0, 0], [0, 0, 16]])  # the key 16 columns from the query
+moved, still = (pl.apply_rope_nd(qk, c.expand(200, 2, 3), sections=(16, 24, 24), section_style="contiguous",
+                                 base=1e6) for c in (at, torch.zeros_like(at)))
+change = ((moved[:, 0] * moved[:, 1]).sum(-1) - (still[:, 0] * still[:, 1]).sum(-1)).abs()
+assert (change <= 16 * theta_c2[40] * qk[:, 0].norm(dim=-1) * qk[:, 1].norm(dim=-1)).all()  # "near" for any q, k
+
+
+def spread(spec) -> float:
+    """The largest gap between two axes' curves over Δ = 0..256."""
+    curves = torch.stack([axis_profile(spec, a, deltas) for a in range(3)])
+    return (curves.max(0).values - curves.min(0).values).max().item()
+
+
 assert spread(i3) < 0.5 * spread(c2)  # interleaved: the three axes look alike
 assert prof[ts, 0][16] > prof[c2, 0][16] + 20 and round(prof[ts, 0][16].item(), 1) == 128.0  # time slow
 print(f"spread between the axes' curves: contiguous {spread(c2):.1f}, interleaved {spread(i3):.1f}")
 assert (round(spread(c2), 1), round(spread(i3), 1)) == (44.4, 14.4)
+style_only = {base: [round(spread(custom_allocation(24, ARRANGEMENTS[k], base)), 1) for k in (0, 2)]
+               for base in (1e6, 5e6)}  # sections (24, 20, 20): t's block at the fast end, or round robin
+print("sections (24, 20, 20), contiguous vs interleaved:", {f"base {b:.0e}": v for b, v in style_only.items()})
+assert style_only == {1e6: [63.7, 12.3], 5e6: [57.0, 14.4]}
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3 · CoPE: counting with gates
@@ -807,7 +832,11 @@ assert 0.3 < far["sparse", 512][0] < 0.35
 # win within two of those standard errors is called **thin**:
 #
 # - **In the training length** (64 tokens), RoPE and CoPE read every bit right with every
-#   seed; NoPE does clearly worse (about 0.92).
+#   seed; NoPE does clearly worse at this budget (its seeds 0.888, 0.927 and 0.934, 2.9 standard
+#   errors below the others' worst). That is a result at 1 000 training steps, not a limit of NoPE:
+#   RoPE's and CoPE's training losses reach 0.0000 by step 500, while NoPE's is still 0.14 to 0.31
+#   over the last three logged steps, lower than at steps 200 to 400 for each seed: it had not
+#   levelled off, so more steps might narrow the gap (untested).
 # - **Sparse mix at the training length**: CoPE reads every bit right, RoPE nearly (its seeds
 #   from 0.97 to 1.00); the seeds cannot tell the two apart.
 # - **Sparse mix, beyond the training length**: CoPE's worst seed is above RoPE's best at 128,
@@ -885,6 +914,15 @@ def by_sequence(a, b, mix, L):
 clearly = lambda a, b, mix, L: compared(a, b, mix, L) == 1  # noqa: E731
 assert acc("rope", "dense", 64, "min") == acc("cope", "dense", 64, "min") == 1.0
 assert clearly("rope", "none", "dense", 64) and clearly("cope", "none", "dense", 64)
+nope_64 = sorted(s["dense"]["64"] for s in res["methods"]["none"]["seeds"])
+print(f"NoPE at 64 tokens, per seed: {nope_64}; {by_sequence('rope', 'none', 'dense', 64):.1f} standard errors "
+      f"below RoPE's and CoPE's worst (1.0)")
+assert nope_64 == [0.8879, 0.9266, 0.9344] and round(by_sequence("rope", "none", "dense", 64), 1) == 2.9
+curves = {m: [s["train_loss_curve"] for s in res["methods"][m]["seeds"]] for m in res["methods"]}  # every 100 steps
+assert all(c[5:] == [0.0] * 6 for m in ("rope", "cope") for c in curves[m])  # 0.0000 from step 500 on
+assert [min(x for c in curves["none"] for x in c[-3:]), max(x for c in curves["none"] for x in c[-3:])] == [0.1373,
+                                                                                                          0.3107]
+assert all(sum(c[-3:]) < sum(c[2:5]) for c in curves["none"])  # NoPE: the last 300 steps below steps 200-400
 assert compared("cope", "rope", "dense", 64) == 0
 assert acc("cope", "sparse", 64, "min") == 1.0 and round(acc("rope", "sparse", 64, "min"), 2) == 0.97
 assert compared("cope", "rope", "sparse", 64) == 0  # sparse, at 64: no gap
@@ -1077,22 +1115,40 @@ _ = check.diagonal_head(answer)
 #
 # | Where | The code does | Correct |
 # |---|---|---|
-# | transformers 5.x, `get_rope_index` of Qwen2-VL and Qwen2.5-VL (`Qwen2VLModel`, `Qwen2_5_VLModel`) | text after a vision segment starting at $s$ starts at $s + \max(h, w)$ ($h, w$ in merged tokens), ignoring $t$ | the models' release code continues at one past the largest id used, $s + \max(t_{last}, h - 1, w - 1) + 1$, and so does transformers elsewhere: the worked example in the docstring of Qwen2.5-Omni's `get_rope_index` (`qwen2_5_omni/modeling_qwen2_5_omni.py`, whose code also starts each segment at the largest id + 1), and the `mrope_position_deltas` that the same Qwen2-VL `get_rope_index` returns ($\max + 1 -$ length), which place the *generated* tokens at $\max + 1$. So transformers 5.x is inconsistent with itself: prefill text after a video sits at $s + \max(h, w)$, generated text at $\max + 1$. The rules agree while $t_{last} < \max(h, w)$; after a longer video the short rule puts the text among the video's ids. For Qwen2.5-VL, whose $t$ counts time, they split much sooner: in §2's own example (2 s per temporal patch, 25 per second) the second temporal patch already sits at $t = 50$, while the short rule starts the text after the video at $s + \max(h, w) = 2$; with the released 2 per second, as soon as a video's last $t$ reaches $\max(h, w)$. |
+# | transformers 5.24.0, `get_rope_index` of Qwen2-VL and Qwen2.5-VL (`Qwen2VLModel`, `Qwen2_5_VLModel`) | text after a vision segment starting at $s$ starts at $s + \max(h, w)$ ($h, w$ in merged tokens), ignoring $t$ | the models' release code continues at one past the largest id used, $s + \max(t_{last}, h - 1, w - 1) + 1$, and so does transformers elsewhere: the worked example in the docstring of Qwen2.5-Omni's `get_rope_index` (`qwen2_5_omni/modeling_qwen2_5_omni.py`, whose code also starts each segment at the largest id + 1), and the `mrope_position_deltas` that the same Qwen2-VL `get_rope_index` returns ($\max + 1 -$ length), which place the *generated* tokens at $\max + 1$. So transformers 5.24.0 is inconsistent with itself: prefill text after a video sits at $s + \max(h, w)$, generated text at $\max + 1$. The rules agree while $t_{last} < \max(h, w)$; after a longer video the short rule puts the text among the video's ids. For Qwen2.5-VL, whose $t$ counts time, they split much sooner: in §2's own example (2 s per temporal patch, 25 per second) the second temporal patch already sits at $t = 50$, while the short rule starts the text after the video at $s + \max(h, w) = 2$; with the released 2 per second, as soon as a video's last $t$ reaches $\max(h, w)$. |
 #
-# The row, shown: a video of 6 temporal patches of 2 × 2 tokens after one text token.
-# `tests/test_rope_nd.py::test_transformers_text_after_a_long_video_falls_among_its_ids` runs
-# transformers' own `get_rope_index` (Qwen2-VL and Qwen2.5-VL) on this sequence: the text after
-# the video gets $t$ = 3, 4 there, 7, 8 here, and the returned deltas put the next generated
-# token at 7.
+# The row, shown: a video of 6 temporal patches of 2 × 2 tokens after one text token. The cell
+# runs transformers' own `Qwen2VLModel.get_rope_index` (`models/qwen2_vl/modeling_qwen2_vl.py` of
+# transformers 5.24.0, the version this course locks) on a tiny model built from a config on the
+# meta device (no weights): the text after the video gets $t$ = 3, 4 there, 7, 8 here, and the
+# returned deltas put the next generated token at 7.
+# `tests/test_rope_nd.py::test_transformers_text_after_a_long_video_falls_among_its_ids` checks the
+# same for Qwen2.5-VL's `get_rope_index`.
 
 # %% slideshow={"slide_type": "fragment"}
+import transformers
+from transformers import Qwen2VLConfig, Qwen2VLModel
+
 seg = [("text", 1), ("video", (6, 2, 2)), ("text", 2)]
 ids = pl.mrope_positions(seg)
 s, video = 1, ids[1:25]
-short_rule_start = s + max(2, 2)  # transformers 5.x: s + max(h, w)
-print(f"video t ids {video[:, 0].unique().tolist()}; text after it: ours {ids[25, 0].item()}, "
-      f"the short rule {short_rule_start}")
+tiny = Qwen2VLConfig(  # the smallest valid sizes: get_rope_index reads only the config's vision settings
+    text_config=dict(hidden_size=8, num_hidden_layers=1, num_attention_heads=1, num_key_value_heads=1,
+                     intermediate_size=8, vocab_size=8, bos_token_id=0, eos_token_id=0,
+                     rope_parameters=dict(rope_type="default", mrope_section=[2, 1, 1], rope_theta=1e6)),
+    vision_config=dict(depth=1, embed_dim=8, hidden_size=8, num_heads=1, mlp_ratio=1, spatial_merge_size=1))
+with torch.device("meta"):  # no weights, no random numbers drawn
+    hf_model = Qwen2VLModel(tiny)
+token_types = torch.tensor([[0] + [2] * 24 + [0] * 2])  # text 0, video 2
+hf_ids, hf_deltas = hf_model.get_rope_index(torch.zeros_like(token_types), mm_token_type_ids=token_types,
+                                            video_grid_thw=torch.tensor([[6, 2, 2]]))
+hf_ids = hf_ids[:, 0].T  # (seq, 3)
+print(f"video t ids {video[:, 0].unique().tolist()}; text after it: ours {ids[25:, 0].tolist()}, transformers "
+      f"{transformers.__version__} {hf_ids[25:, 0].tolist()}; its next generated token at {27 + hf_deltas.item()}")
+assert torch.equal(hf_ids[:25], ids[:25])  # the text token and the video agree
 assert ids[25, 0] == video.max() + 1  # ours: one past every id of the video
-assert short_rule_start <= video[:, 0].max()  # the short rule: inside the video's time ids
+assert hf_ids[25:].tolist() == [[3] * 3, [4] * 3] and 3 == s + max(2, 2)  # transformers: s + max(h, w)
+assert hf_ids[25, 0] <= video[:, 0].max()  # inside the video's time ids
+assert 27 + hf_deltas.item() == video.max() + 1 == 7  # yet generated tokens continue at max + 1
 second_patch_t = qwen25[:12, 0].unique()[1].item()  # §2's Qwen2.5-VL example: a 2 x 2 grid starting at s = 0
 assert second_patch_t == 50 > 0 + max(2, 2)  # the rules part at the second temporal patch already
