@@ -121,6 +121,48 @@ def _token_by_token(config, prompt, new):
     return total
 
 
+_REGISTRY_DYNAMIC = pl.SCALINGS["dynamic"]  # bound before the check: the guard must still refuse it
+
+
+def _through_the_registry(config, prompt, new):
+    """The shortcut through the private registry: measure where the frequencies change with SCALINGS' functions
+    (rope_from_config's doors refused), then count from the measured change points."""
+    from posenc_lib.scaling import SCALINGS
+
+    kind, rs = _kind(config)
+    method = {"default": "none", "rope_type": "none"}.get(kind, kind)
+    d = config["head_dim"]
+    L0 = config.get("original_max_position_embeddings") or rs.get("original_max_position_embeddings") or \
+        config["max_position_embeddings"]
+    options = {k: v for k, v in rs.items() if k in ("short_factor", "long_factor", "low_freq_factor",
+                                                     "high_freq_factor")}
+    factor = rs.get("factor", config["max_position_embeddings"] / L0)
+
+    def freq(n):
+        return SCALINGS[method](d, factor=factor, base=config["rope_theta"], original_max_position=L0,
+                                seq_len=n, device=None, **options)[0]
+
+    changes = [n for n in (prompt + 1, prompt + new) if not torch.equal(freq(n), freq(n - 1))]
+    return prompt + new + sum(n - 1 for n in changes)
+
+
+def _bound_registry_function(config, prompt, new):
+    """The same through a name bound to the registry's function before the check."""
+    _REGISTRY_DYNAMIC(64, factor=2.0, base=1e4, original_max_position=4096, seq_len=prompt + new, device=None)
+    return rotations_by_rule(config, prompt, new)
+
+
+def test_cache_rotations_refuses_the_private_registry(capsys):
+    """pl.SCALINGS / posenc_lib.scaling.SCALINGS hold the functions every public door calls: measuring through
+    them is the same shortcut, and is refused by name, however the function is reached."""
+    for shortcut in (_through_the_registry, _bound_registry_function):
+        ok, out = run(check.cache_rotations, shortcut, capsys)
+        assert ok is False and "calls posenc_lib.scaling.SCALINGS[" in out, out
+    assert run(check.cache_rotations, rotations_by_rule, capsys)[0] is True  # every guard undone afterwards
+    assert pl.SCALINGS["dynamic"] is _REGISTRY_DYNAMIC and _REGISTRY_DYNAMIC(
+        8, factor=2.0, base=1e4, original_max_position=16, seq_len=32, device=None)[0].shape == (4,)
+
+
 def test_cache_rotations_refuses_measuring_and_looping(capsys):
     ok, out = run(check.cache_rotations, _bisect_with_the_library, capsys)
     assert ok is False and "calls pl.rope_from_config" in out

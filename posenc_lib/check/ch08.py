@@ -21,15 +21,19 @@ __all__ = ["cache_rotations", "deepseek_mscales", "needle_scale", "context_shift
 
 
 def _frequency_readers() -> tuple[tuple[Any, str, str], ...]:
-    """Every door to RoPE's frequencies at a given length: probing them answers Exercise 1 by measurement."""
+    """Every door to RoPE's frequencies at a given length: probing them answers Exercise 1 by measurement. The
+    registry's own functions (``scaling.SCALINGS``, which every public door calls) are refused through their code,
+    so reaching them through the dict, or through any other name bound to them, is refused too."""
     import posenc_lib
 
+    registry = tuple((scaling, fn.__name__, f"posenc_lib.scaling.SCALINGS[{key!r}]")
+                     for key, fn in scaling.SCALINGS.items() if getattr(scaling, fn.__name__, None) is fn)
     return ((posenc_lib, "rope_from_config", "pl.rope_from_config"),
             (rope_config, "rope_from_config", "pl.rope_from_config"),
             (rope_config.RopeSettings, "frequencies", "RopeSettings.frequencies"),
             (posenc_lib, "scaled_rope_frequencies", "pl.scaled_rope_frequencies"),
             (scaling, "scaled_rope_frequencies", "pl.scaled_rope_frequencies"),
-            (rope_config, "scaled_rope_frequencies", "pl.scaled_rope_frequencies"))
+            (rope_config, "scaled_rope_frequencies", "pl.scaled_rope_frequencies"), *registry)
 
 
 def _checker_rotations() -> tuple[tuple[Any, str, str], ...]:
