@@ -807,12 +807,13 @@ print(f"largest logit error with double rotation: {(wrong - full).abs().max().it
 # input length in LongRoPE (Phi-3 switches from `short_factor` to `long_factor` once the
 # input passes $L_0$ = 4096 tokens, §3) and in `dynamic` scaling. A key cached while the
 # input was short carries the short list's angles; a query rotated after the switch uses
-# the long list, and their score is no longer the one a fresh forward pass computes. Dynamic
-# NTK goes stale too: past `max_position_embeddings` its base depends on the input's length, so
-# a key cached while the input was shorter was rotated with another base than the one a fresh
-# pass uses (the first cell: `max_position_embeddings` = 4096, a key at position 4999 cached when
-# the input was 5000 tokens long, read by a query at 5999). transformers' Phi-3 therefore drops the cache once, at the switch, when it generates, and
-# recomputes every key with the long list. The second cell shows both on a tiny random Phi-3
+# the long list, and their score is no longer the one a fresh forward pass computes.
+# transformers' Phi-3 therefore drops the cache once, at the switch, when it generates, and
+# recomputes every key with the long list. Dynamic NTK goes stale too: past
+# `max_position_embeddings` its base depends on the input's length, so a key cached while the
+# input was shorter was rotated with another base than the one a fresh pass uses (the first
+# cell: `max_position_embeddings` = 4096, a key at position 4999 cached when the input was 5000
+# tokens long, read by a query at 5999). The second cell shows both Phi-3 cases on a tiny random Phi-3
 # (switch at $L_0$ = 8 tokens), comparing the logits each step computes from the tokens read so
 # far, 6 to 11 of them, with a fresh forward pass over the same tokens: a decoding loop that
 # keeps its cache across the switch drifts once it has read 9 tokens (one past $L_0$), while
@@ -1182,8 +1183,8 @@ fig
 # of a comparison would fall in a random order, and one side's three would all lie above the
 # other's 2 times in $\binom{6}{3} = 20$: 1 time in 10, since we read the direction off the
 # results. The cell prints how many orderings that rate would predict if the comparisons were
-# independent. They are not: the same nine trained models (three seeds each of NoPE, RoPE and
-# iRoPE) enter every comparison, on three tasks and four lengths, so one lucky seed can order
+# independent. They are not: they reuse the same nine trained models (three seeds each of NoPE,
+# RoPE and iRoPE), each compared on three tasks and at four lengths, so one lucky seed can order
 # several comparisons at once. The count is a rough guide, not a test; the separations, each
 # counted per test sequence, carry the weight. The chunked and the no-temperature evaluations
 # are the same trained models as iRoPE: comparisons among them are paired, the rate does not
