@@ -121,6 +121,48 @@ def _token_by_token(config, prompt, new):
     return total
 
 
+_REGISTRY_DYNAMIC = pl.SCALINGS["dynamic"]  # bound before the check: the guard must still refuse it
+
+
+def _through_the_registry(config, prompt, new):
+    """The shortcut through the private registry: measure where the frequencies change with SCALINGS' functions
+    (rope_from_config's doors refused), then count from the measured change points."""
+    from posenc_lib.scaling import SCALINGS
+
+    kind, rs = _kind(config)
+    method = {"default": "none", "rope_type": "none"}.get(kind, kind)
+    d = config["head_dim"]
+    L0 = config.get("original_max_position_embeddings") or rs.get("original_max_position_embeddings") or \
+        config["max_position_embeddings"]
+    options = {k: v for k, v in rs.items() if k in ("short_factor", "long_factor", "low_freq_factor",
+                                                     "high_freq_factor")}
+    factor = rs.get("factor", config["max_position_embeddings"] / L0)
+
+    def freq(n):
+        return SCALINGS[method](d, factor=factor, base=config["rope_theta"], original_max_position=L0,
+                                seq_len=n, device=None, **options)[0]
+
+    changes = [n for n in (prompt + 1, prompt + new) if not torch.equal(freq(n), freq(n - 1))]
+    return prompt + new + sum(n - 1 for n in changes)
+
+
+def _bound_registry_function(config, prompt, new):
+    """The same through a name bound to the registry's function before the check."""
+    _REGISTRY_DYNAMIC(64, factor=2.0, base=1e4, original_max_position=4096, seq_len=prompt + new, device=None)
+    return rotations_by_rule(config, prompt, new)
+
+
+def test_cache_rotations_refuses_the_private_registry(capsys):
+    """pl.SCALINGS / posenc_lib.scaling.SCALINGS hold the functions every public door calls: measuring through
+    them is the same shortcut, and is refused by name, however the function is reached."""
+    for shortcut in (_through_the_registry, _bound_registry_function):
+        ok, out = run(check.cache_rotations, shortcut, capsys)
+        assert ok is False and "calls posenc_lib.scaling.SCALINGS[" in out, out
+    assert run(check.cache_rotations, rotations_by_rule, capsys)[0] is True  # every guard undone afterwards
+    assert pl.SCALINGS["dynamic"] is _REGISTRY_DYNAMIC and _REGISTRY_DYNAMIC(
+        8, factor=2.0, base=1e4, original_max_position=16, seq_len=32, device=None)[0].shape == (4,)
+
+
 def test_cache_rotations_refuses_measuring_and_looping(capsys):
     ok, out = run(check.cache_rotations, _bisect_with_the_library, capsys)
     assert ok is False and "calls pl.rope_from_config" in out
@@ -154,81 +196,83 @@ def test_cache_rotations_names_a_length_for_a_static_rope(capsys):
     assert ok is False and "depend on the config alone" in out
 
 
-# ---------------------------------------------------------------- Exercise 2: DeepSeek's two mscales
+# ---------------------------------------------------------------- Exercise 2: DeepSeek on a fixed softmax scale
 
-def mscales_derived(content, rotated, factor):
-    """The softmax scale (0.1 m_all ln s + 1)^2 reaches every feature; the RoPE factor, the ratio of the two
-    mscale terms, multiplies the rotated q and k: the rotated part gets ratio^2 m_all^2 = (0.1 m ln s + 1)^2.
-    Each part is set by one mscale alone: 0.1 x ln s + 1 = sqrt(multiplier)."""
-    step = 0.1 * math.log(factor)
-    return (math.sqrt(rotated) - 1) / step, (math.sqrt(content) - 1) / step
+def query_scale_derived(mscale, mscale_all_dim, factor):
+    """DeepSeek multiplies the unrotated part of a score by the softmax term m_all^2 = (0.1 mscale_all_dim ln s + 1)^2
+    and the rotated part by ratio^2 m_all^2 = (0.1 mscale ln s + 1)^2 (the RoPE factor, on q and k, is the ratio of
+    the two terms). A scale c on the query alone multiplies both parts by c: possible only when the two agree."""
+    term = lambda x: 0.1 * x * math.log(factor) + 1  # noqa: E731
+    return term(mscale_all_dim) ** 2 if math.isclose(term(mscale), term(mscale_all_dim), rel_tol=1e-12) else math.nan
 
 
-def test_deepseek_mscales(capsys):
+def test_deepseek_query_scale(capsys):
     assert run(check.deepseek_mscales, None, capsys)[0] is None
-    ok, out = run(check.deepseek_mscales, mscales_derived, capsys)
+    assert run(check.deepseek_mscales, _stub, capsys)[0] is None
+    ok, out = run(check.deepseek_mscales, query_scale_derived, capsys)
     assert ok is True and "all correct!" in out
-    assert run(check.deepseek_mscales, lambda c, r, s: torch.tensor(mscales_derived(c, r, s)).tolist(), capsys)[0]
-    assert mscales_derived(*ch08._MSCALE_CASES[2]) == pytest.approx((1.0, 1.0))  # DeepSeek-V3's own config
-
-    def minus_root(c, r, s):  # the other root everywhere: the same multipliers
-        step = 0.1 * math.log(s)
-        return (-math.sqrt(r) - 1) / step, (-math.sqrt(c) - 1) / step
-
-    ok, out = run(check.deepseek_mscales, minus_root, capsys)  # the same multipliers, but negative settings
-    assert ok is False and "mscale and mscale_all_dim are negative" in out and "all correct!" not in out
-
-    def one_negative(c, r, s):  # mscale from the other root only
-        m, m_all = mscales_derived(c, r, s)
-        return -m - 2 / (0.1 * math.log(s)), m_all
-
-    ok, out = run(check.deepseek_mscales, one_negative, capsys)
-    assert ok is False and "mscale is negative" in out and "mscale_all_dim is negative" not in out
-    # every target scales both parts up, so the answer is positive settings: no case needs a sign trick
-    assert all(c > 1 and r > 1 for c, r, s in ch08._MSCALE_CASES)
-    assert all(v > 0 for case in ch08._MSCALE_CASES for v in mscales_derived(*case))
+    none_for_nan = lambda m, a, s: (lambda c: None if math.isnan(c) else torch.tensor(c))(  # noqa: E731
+        query_scale_derived(m, a, s))
+    assert run(check.deepseek_mscales, none_for_nan, capsys)[0] is True  # None and a tensor are read alike
+    possible = [case for case in ch08._PORT_CASES if not math.isnan(query_scale_derived(*case))]
+    assert 0 < len(possible) < len(ch08._PORT_CASES)  # both kinds of case are tried
+    assert query_scale_derived(1.0, 1.0, 40.0) == pytest.approx((0.1 * math.log(40) + 1) ** 2)  # DeepSeek-V3's
 
 
-def test_deepseek_mscales_names_each_misconception(capsys):
-    ok, out = run(check.deepseek_mscales, lambda c, r, s: mscales_derived(c, r, s)[::-1], capsys)
-    assert ok is False and "swapped" in out
-    step = lambda s: 0.1 * math.log(s)  # noqa: E731
-    ok, out = run(check.deepseek_mscales, lambda c, r, s: ((r - 1) / step(s), (c - 1) / step(s)), capsys)
-    assert ok is False and "meets it twice" in out  # no square root
+def test_deepseek_query_scale_names_each_misconception(capsys):
+    term = lambda x, s: 0.1 * x * math.log(s) + 1  # noqa: E731
+    ok, out = run(check.deepseek_mscales, lambda m, a, s: term(a, s) ** 2, capsys)  # the softmax term, always
+    assert ok is False and "multiplies the unrotated and the rotated part of each score alike" in out
+    ok, out = run(check.deepseek_mscales, lambda m, a, s: term(m, s) ** 2, capsys)  # the rotated part's, always
+    assert ok is False and "alike" in out
+    ok, out = run(check.deepseek_mscales, lambda m, a, s: math.nan, capsys)  # "never possible"
+    assert ok is False and "one query scale does reproduce DeepSeek's scores here" in out
 
-    def softmax_forgotten(c, r, s):  # the RoPE factor alone made to give r: (0.1 m ln s + 1) / sqrt(c) = sqrt(r)
-        m, m_all = mscales_derived(c, r, s)
-        return (math.sqrt(r) * math.sqrt(c) - 1) / step(s), m_all
+    def unsquared(m, a, s):  # m_all, as if the query scale reached the score twice (as a factor on q and k does)
+        c = query_scale_derived(m, a, s)
+        return c if math.isnan(c) else math.sqrt(c)
 
-    ok, out = run(check.deepseek_mscales, softmax_forgotten, capsys)
-    assert ok is False and "reaches the rotated features as well" in out
+    ok, out = run(check.deepseek_mscales, unsquared, capsys)
+    assert ok is False and "each score meets it once" in out
 
-    def not_a_ratio(c, r, s):  # the RoPE factor read as 0.1 mscale ln s + 1, so the rotated part as its square x m^2
-        m, m_all = mscales_derived(c, r, s)
-        return (math.sqrt(r / c) - 1) / step(s), m_all
+    def rope_factor(m, a, s):  # the library's RoPE attention factor (the ratio): 1 when the two agree
+        c = query_scale_derived(m, a, s)
+        return c if math.isnan(c) else term(m, s) / term(a, s)
 
-    ok, out = run(check.deepseek_mscales, not_a_ratio, capsys)
-    assert ok is False and "a ratio of the two settings' terms" in out
-    ok, out = run(check.deepseek_mscales, lambda c, r, s: (0.0, mscales_derived(c, r, s)[1]), capsys)
-    assert ok is False and "mscale is 0, and a 0 makes transformers fall back" in out
-    ok, out = run(check.deepseek_mscales, lambda c, r, s: (1.0, float("nan")), capsys)
-    assert ok is False and "expected two numbers" in out
-    # the settings asked for are never printed (DeepSeek-V3's own, 1.0 and 1.0, are §3's)
-    for wrong in (not_a_ratio, softmax_forgotten):
+    ok, out = run(check.deepseek_mscales, rope_factor, capsys)
+    assert ok is False and "not by what DeepSeek's does" in out
+    ok, out = run(check.deepseek_mscales, lambda m, a, s: "1.87", capsys)
+    assert ok is False and "expected a number" in out
+    # the feedback never prints a right scale
+    for wrong in (unsquared, rope_factor, lambda m, a, s: math.nan):
         out = run(check.deepseek_mscales, wrong, capsys)[1]
-        assert all(f"{v:.4g}" not in out for case in ch08._MSCALE_CASES for v in mscales_derived(*case)
-                   if abs(v - 1) > 1e-9)
+        assert all(f"{c:.4g}" not in out for c in map(lambda case: query_scale_derived(*case), ch08._PORT_CASES)
+                   if not math.isnan(c))
 
 
-def test_deepseek_mscales_refuses_the_library_and_a_search_over_the_checker(capsys):
-    def with_library(c, r, s):
-        pl.rope_from_config(ch08._deepseek_config(1.0, 1.0, s))
-        return mscales_derived(c, r, s)
+def test_deepseek_query_scale_refuses_the_library(capsys):
+    def with_library(m, a, s):
+        pl.rope_from_config(ch08._deepseek_config(m, a, s))
+        return query_scale_derived(m, a, s)
 
     ok, out = run(check.deepseek_mscales, with_library, capsys)
     assert ok is False and "calls pl.rope_from_config" in out
-    ok, out = run(check.deepseek_mscales, lambda c, r, s: ch08._multipliers(1.0, 1.0, s), capsys)
-    assert ok is False and "calls pl.rope_from_config" in out  # the checker's own map runs through the library
+
+    def with_the_registry(m, a, s):
+        pl.SCALINGS["yarn"](64, factor=s, base=1e4, original_max_position=4096, seq_len=None, device=None,
+                            mscale=m, mscale_all_dim=a)
+        return query_scale_derived(m, a, s)
+
+    ok, out = run(check.deepseek_mscales, with_the_registry, capsys)
+    assert ok is False and "calls posenc_lib.scaling.SCALINGS['yarn']" in out
+
+    def with_the_checker(m, a, s):
+        content, rotated = ch08._multipliers(m, a, s)
+        return content if math.isclose(content, rotated) else math.nan
+
+    ok, out = run(check.deepseek_mscales, with_the_checker, capsys)
+    assert ok is False and "calls pl.rope_from_config" in out
+
 
 
 # ---------------------------------------------------------------- Exercise 3: a query scale against n keys
@@ -491,7 +535,8 @@ def test_the_checker_module_hands_over_no_answer():
     a rotation) is refused while a learner's function runs (shown above): nothing returns an answer."""
     answers = {rotations_by_rule(c, p, n) for _, c, p, n, _, _ in ch08._ROTATION_CASES} - {
         p + n for _, c, p, n, _, _ in ch08._ROTATION_CASES}  # prompt + new: no cache work, read off the case
-    answers |= {round(v, 6) for case in ch08._MSCALE_CASES for v in mscales_derived(*case)}
+    answers |= {round(c, 6) for c in map(lambda case: query_scale_derived(*case), ch08._PORT_CASES)
+                if not math.isnan(c)}
     scales = needle_derived(*ch08._needle_cases())
     answers |= {round(t, 6) for t in scales[~scales.isnan()].tolist()}
 

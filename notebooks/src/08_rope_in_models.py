@@ -73,7 +73,8 @@ g = torch.manual_seed(0)
 # notes name the public copies each file was read from). This first section reads the files whole,
 # so it names features the later sections explain: per-layer-type RoPE and sliding windows (§2),
 # attention factors (§3), chunked RoPE layers and layers without positions (§5); the scaling
-# methods YaRN, LongRoPE and `llama3` are chapter 7's. Where a row needs one, the text points there.
+# methods YaRN, LongRoPE and `llama3` and their settings are chapter 7's (§2 there). Each term is
+# defined where it first appears below, or the text points to where it is.
 
 # %% slideshow={"slide_type": "fragment"}
 MODELS = json.loads((files("posenc_lib") / "data" / "model_rope_configs.json").read_text())["models"]
@@ -156,8 +157,8 @@ for label, row in ROWS.items():
 # * in **every** row, between a quarter and a half of the pairs never complete a turn
 #   within the span the layers see, even at the deployed length. Those slow pairs move by
 #   less than a full circle over that whole span. (GPT-OSS uses one RoPE for all its
-#   layers, but half of them attend within a window of 128 tokens, where only 9 of its 32
-#   pairs turn);
+#   layers, but half of them attend within a sliding window: each token sees only the 128
+#   before it, a span in which only 9 of its 32 pairs turn);
 # * **YaRN** (Qwen with its model card's settings, DeepSeek-V3, GPT-OSS) turns exactly as
 #   many pairs at the deployed $L$ as plain RoPE at $L_0$. Here $L = sL_0$, and with
 #   `beta_slow` = 1 (YaRN's default, which all three files keep) YaRN divides every pair that
@@ -176,10 +177,8 @@ for label, row in ROWS.items():
 #   `high_freq_factor` = 1, so Llama 3.1's smooth band shrinks to a hard step: pairs with
 #   $\lambda_j \le L_0$ are kept, all slower ones are divided by 16. Both rows turn the same 35:
 #   the slowed pairs are those that never turn within $L_0$ = 8192, and the chunk keeps every
-#   RoPE layer within 8192 tokens, so no pair starts to turn. Measured against each file's
-#   `max_position_embeddings` instead, 39 (base) and 57 (Instruct) of the 64 pairs would turn;
-#   no RoPE layer ever sees either span. The two advertised contexts are a teaching point:
-#   neither is a length any RoPE layer attends over.
+#   RoPE layer within 8192 tokens (a RoPE layer attends only within its chunk), so no pair
+#   starts to turn. Neither advertised context is a length any RoPE layer attends over.
 # * Phi-3's **LongRoPE** (Ding et al., 2024, arXiv 2402.13753) divides each pair's frequency by a
 #   factor of its own, $\theta_j / f_j$, and never runs plain RoPE: its file has two searched lists
 #   of $f_j$, short factors (1.10 to 3.05) for inputs up to $L_0$ and long ones beyond. Plain
@@ -227,7 +226,6 @@ slowed_by = (scout_row["plain"] / scout_row["inv_freq"]).cpu()
 kept = 2 * math.pi / scout_row["plain"].cpu() <= 8192
 assert torch.allclose(slowed_by[kept], torch.tensor(1.0, dtype=torch.float64))  # kept as they are
 assert torch.allclose(slowed_by[~kept], torch.tensor(16.0, dtype=torch.float64))  # divided by factor 16
-assert [turns_within(scout_row["inv_freq"], c["max_position_embeddings"]) for c in (scout_base, scout_cfg)] == [39, 57]
 assert count["Phi-3 mini 128k instruct"] == (34, 31)
 phi3_long = text_config(MODELS["Phi-3 mini 128k instruct"])["rope_scaling"]["long_factor"]
 phi3_row = ROWS["Phi-3 mini 128k instruct"]
@@ -504,8 +502,8 @@ fraction_widget
 # Barbero et al. ("Round and Round We Go! What makes Rotary Positional Encodings useful?",
 # 2025) looked inside Gemma 7B and found that its queries and keys put most of their norm
 # in the *lowest* frequencies, used as channels for content (a slow pair turns little over the
-# distances checked below, so a match there survives them; over a long enough context even the
-# slowest pair turns), and the *highest* frequencies to build
+# distances checked below, so a match there survives them; over about 47 000 tokens even the
+# slowest pair below turns once, asserted), and the *highest* frequencies to build
 # heads that attend by position (e.g. to the previous token). Here is the mechanism on two
 # constructed heads, $d = 64$, base 10 000, comparing the same vectors placed in the 4
 # fastest or the 4 slowest pairs. The score of query $m$ and key $n$ is
@@ -600,6 +598,7 @@ assert [round(f(many["fast"]).item(), 2) for f in (torch.min, torch.median, torc
 assert many["slow"].max() < 1e-7 and (many["fast"] / many["slow"]).min() > 1e5
 assert (many["fast content"] < 0).all() and many["slow content"].min() > 0.8
 assert round((many["slow content"] > 0.85).float().mean().item(), 2) == 0.92
+assert round(2 * math.pi / theta[-1].item(), -3) == 47000  # the slowest pair's wavelength: one turn in ~47 000 tokens
 fig, axes = viz.figure(2, width=4.6, height=3.2)
 for name, color in (("fast", "C3"), ("slow", "C0")):
     axes[0].plot(offsets.cpu().numpy(), content[name].cpu().numpy(), color=color, lw=0.8, label=f"{name} pairs")
@@ -810,7 +809,11 @@ print(f"largest logit error with double rotation: {(wrong - full).abs().max().it
 # input was short carries the short list's angles; a query rotated after the switch uses
 # the long list, and their score is no longer the one a fresh forward pass computes.
 # transformers' Phi-3 therefore drops the cache once, at the switch, when it generates, and
-# recomputes every key with the long list. The second cell shows both on a tiny random Phi-3
+# recomputes every key with the long list. Dynamic NTK goes stale too: past
+# `max_position_embeddings` its base depends on the input's length, so a key cached while the
+# input was shorter was rotated with another base than the one a fresh pass uses (the first
+# cell: `max_position_embeddings` = 4096, a key at position 4999 cached when the input was 5000
+# tokens long, read by a query at 5999). The second cell shows both Phi-3 cases on a tiny random Phi-3
 # (switch at $L_0$ = 8 tokens), comparing the logits each step computes from the tokens read so
 # far, 6 to 11 of them, with a fresh forward pass over the same tokens: a decoding loop that
 # keeps its cache across the switch drifts once it has read 9 tokens (one past $L_0$), while
@@ -829,6 +832,12 @@ def phi3_score(query_freq, key_freq, m=5000, n=4000):
 fresh, stale = phi3_score(long_, long_), phi3_score(long_, short)  # key 4000 cached under the short list
 assert not torch.isclose(fresh, stale, atol=1e-3)
 print(f"Phi-3, query 5000 and key 4000: {fresh.item():+.3f} recomputed, {stale.item():+.3f} with the stale key")
+dyn_cfg = {"head_dim": 96, "max_position_embeddings": 4096, "rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}
+at_5000, at_6000 = (pl.rope_from_config(dyn_cfg, seq_len=n)[0] for n in (5000, 6000))  # the base at each length
+dyn_fresh, dyn_stale = (phi3_score(at_6000, key_freq, m=5999, n=4999) for key_freq in (at_6000, at_5000))
+assert not torch.allclose(at_5000, at_6000) and not torch.isclose(dyn_fresh, dyn_stale, atol=1e-3)
+print(f"dynamic NTK, query 5999 and key 4999: {dyn_fresh.item():+.3f} recomputed, {dyn_stale.item():+.3f} with the "
+      "key cached at length 5000")
 
 # %% slideshow={"slide_type": "fragment"}
 from transformers import Phi3Config, Phi3ForCausalLM  # noqa: E402  transformers is in the locked set
@@ -981,6 +990,23 @@ axes[1].set(xscale="log", yscale="log", xlabel="distractors n", ylabel="weight",
 for ax in axes:
     ax.legend(fontsize=8)
 fig
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# A caution about reading this in expectation. The needle's weight depends on the sum
+# $\sum_i e^{t z_i}$ over the distractors, for a query scale $t$ ($t$ = 1 without the
+# temperature), and that sum changes from draw to draw. At $t = 1$ it hardly does; at a large
+# scale it is carried by its few largest $z_i$ and swings widely. The cell draws 10 000
+# distractors 20 times: at $t = 1$ the 20 sums lie within 5 % of each other, at $t = 6$ the largest
+# is more than 30 times the smallest. A model built on the sum's mean (Exercise 3 uses one)
+# describes the average over draws, not any one draw.
+
+# %% slideshow={"slide_type": "fragment"}
+draws_gen = torch.Generator().manual_seed(3)
+z_many = torch.randn(20, 10**4, generator=draws_gen, dtype=torch.float64)  # 20 draws of 10 000 scores, on the CPU
+spread_over_draws = {t: (lambda s_: (s_.max() / s_.min()).item())(torch.exp(t * z_many).sum(-1)) for t in (1.0, 6.0)}
+for t, ratio in spread_over_draws.items():
+    print(f"t = {t:g}: the largest of the 20 sums is {ratio:.2f} times the smallest")
+assert spread_over_draws[1.0] < 1.05 and spread_over_draws[6.0] > 30
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Optional: iRoPE in the extrapolation experiment
@@ -1156,9 +1182,13 @@ fig
 # separately trained models, ties included. If no method differed from another, the six seeds
 # of a comparison would fall in a random order, and one side's three would all lie above the
 # other's 2 times in $\binom{6}{3} = 20$: 1 time in 10, since we read the direction off the
-# results. The cell prints how many orderings that rate predicts against how many we see. The
-# chunked and the no-temperature evaluations are the same trained models as iRoPE: comparisons
-# among them are paired, the rate does not apply, and only their separations carry weight.
+# results. The cell prints how many orderings that rate would predict if the comparisons were
+# independent. They are not: they reuse the same nine trained models (three seeds each of NoPE,
+# RoPE and iRoPE), each compared on three tasks and at four lengths, so one lucky seed can order
+# several comparisons at once. The count is a rough guide, not a test; the separations, each
+# counted per test sequence, carry the weight. The chunked and the no-temperature evaluations
+# are the same trained models as iRoPE: comparisons among them are paired, the rate does not
+# apply, and only their separations count.
 
 # %% slideshow={"slide_type": "fragment"}
 SEQUENCES = cfg["eval_sequences"]  # test sequences per seed and length: the unit the noise is counted in
@@ -1238,9 +1268,11 @@ chance = 2 * _training.ordering_by_chance(3, 3)  # either direction: 1 in 10
 separation = {o: by_sequence(*o) for kind in ordered for o in ordered[kind]}
 thin = sorted(o for o, x in separation.items() if x < 2)
 print(f"{len(independent)} comparisons between separately trained models: {len(ordered['independent'])} orderings, "
-      f"about {len(independent) * chance:.1f} expected by chance; {len(ordered['paired'])} paired orderings")
+      f"about {len(independent) * chance:.1f} by chance if they were independent (they share the same 9 models); "
+      f"{len(ordered['paired'])} paired orderings")
 print("thin when each test sequence counts once (below 2 standard errors):", thin)
 assert (len(independent), len(ordered["independent"]), len(ordered["paired"])) == (19, 11, 4)
+assert {m for o in independent for m in o[1:3]} - SAME_MODELS <= {"none", "rope"}  # 3 methods x 3 seeds: 9 models
 assert thin == [("grammar", "irope+chunk", "irope", 128), ("grammar", "irope+chunk", "rope", 128),
                 ("recall_anywhere", "none", "irope", 256)]
 assert all(x > 2.4 for o, x in separation.items() if o not in thin)
@@ -1600,37 +1632,42 @@ def cache_rotations(config, prompt, new):
 _ = check.cache_rotations(cache_rotations)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 2 (derive).** §3 read DeepSeek-V3's two YaRN settings, `mscale` and
-# `mscale_all_dim`: between them they set the RoPE's attention factor and the softmax scale
-# (the formulas are in §3). Suppose you want the unrotated part of every score (a head's 128
-# content features) multiplied by `content` and the rotated part (its 64 RoPE features) by
-# `rotated` (both above 1, as a longer context asks), against no scaling at all. Write
-# `deepseek_mscales(content, rotated, factor)` returning `(mscale, mscale_all_dim)`, both positive, for the YaRN
-# factor $s$ = `factor` (the library's frequency functions refuse to run inside it: the checker
-# reads your settings through them). The checker tries seven targets.
+# **Exercise 2 (design).** §3 showed DeepSeek-V3 splitting YaRN's correction between two
+# places, through two settings: `mscale` and `mscale_all_dim` set its RoPE's attention factor
+# and its softmax scale. You are porting a DeepSeek-style model (heads of 128 unrotated and 64
+# rotated features) to an inference engine whose fused attention kernel always uses the plain
+# softmax scale $1/\sqrt{192}$ and whose RoPE kernel has no attention factor. The one thing you
+# may change is the query projection: multiply its weights, and so every feature of every query,
+# by one number $c$. Write `query_scale(mscale, mscale_all_dim, factor)` returning the $c$ with
+# which the engine computes exactly DeepSeek's scores for these settings and the YaRN factor
+# $s$ = `factor`, or NaN where no number does. Predict first: for which settings does such a $c$
+# exist? The checker tries nine settings, DeepSeek-V3's and V2-Lite's among them (the library's
+# frequency functions refuse to run inside your function: the checker reads DeepSeek's scores
+# through them).
 
 # %% slideshow={"slide_type": "fragment"}
-def deepseek_mscales(content, rotated, factor):
+def query_scale(mscale, mscale_all_dim, factor):
     raise NotImplementedError  # your code
 
 
-_ = check.deepseek_mscales(deepseek_mscales)
+_ = check.deepseek_mscales(query_scale)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "deepseek_mscales_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-def deepseek_mscales(content, rotated, factor):
+def query_scale(mscale, mscale_all_dim, factor):
     ### BEGIN SOLUTION
-    # An unrotated feature meets only the softmax scale: content = m^2, m = 0.1 mscale_all_dim ln s + 1.
-    # A rotated one meets the RoPE factor twice (on q and on k) and the softmax scale:
-    # ((0.1 mscale ln s + 1) / m)^2 * m^2 = (0.1 mscale ln s + 1)^2. The m^2 cancels, so each part of the
-    # score is set by one setting alone: 0.1 x ln s + 1 = sqrt(multiplier). (DeepSeek-V3's 1.0 and 1.0
-    # multiply both parts by (0.1 ln 40 + 1)^2 = 1.874.)
-    step = 0.1 * math.log(factor)
-    return (math.sqrt(rotated) - 1) / step, (math.sqrt(content) - 1) / step
+    # DeepSeek multiplies the unrotated part of every score by the softmax term m^2, m = 0.1 mscale_all_dim ln s + 1,
+    # and the rotated part by the RoPE factor twice (on q and on k) and the softmax term:
+    # ((0.1 mscale ln s + 1) / m)^2 * m^2 = (0.1 mscale ln s + 1)^2. Each part is set by one setting alone.
+    # A number c on the query multiplies every part of a score by c, once: it reproduces both parts only when
+    # the two settings agree (for s > 1), and then c = m^2. DeepSeek-V3 (1.0 and 1.0) and V2-Lite (0.707 and
+    # 0.707) agree: for V3, c = (0.1 ln 40 + 1)^2 = 1.874; settings that differ need a RoPE factor as well.
+    term = lambda x: 0.1 * x * math.log(factor) + 1  # noqa: E731
+    return term(mscale_all_dim) ** 2 if math.isclose(mscale, mscale_all_dim) else math.nan
     ### END SOLUTION
 
 
 # %% nbgrader={"grade": true, "grade_id": "deepseek_mscales", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.deepseek_mscales(deepseek_mscales)
+_ = check.deepseek_mscales(query_scale)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise 3 (derive).** §5's temperature raised the needle's weight among a million distractors, but
@@ -1639,7 +1676,9 @@ _ = check.deepseek_mscales(deepseek_mscales)
 # normal (so `gap` is in standard deviations above their mean; as in §5, for large $n$ some $z_i$
 # beat it, and the question is the weight of this one key, not of the best one). Scaling the query by $t$ multiplies every score by $t$, so the needle's
 # weight is $e^{t\,\text{gap}} / (e^{t\,\text{gap}} + \sum_i e^{t z_i})$; replace the sum by its
-# expected value. Write `needle_scale(n, n0, gap)` returning the smallest $t$ that gives the
+# expected value. This is a model of the mean: the exercise asks about the model, and at a large
+# scale one draw's sum can lie far from its mean (§5's last cell), so the scale it gives need not
+# restore the weight in any single draw. Write `needle_scale(n, n0, gap)` returning the smallest $t$ that gives the
 # needle among $n$ distractors the weight it has at $t = 1$ among $n_0$, or NaN if no $t$ does.
 # Predict first: can a large enough scale always restore the weight?
 #

@@ -1,5 +1,6 @@
-"""Checkers for notebooks/08_rope_in_models.ipynb: the cost of a KV cache that stays exact, DeepSeek's two
-mscales, a query scale against many distractors, and moving a cache's keys to earlier positions.
+"""Checkers for notebooks/08_rope_in_models.ipynb: the cost of a KV cache that stays exact, DeepSeek's scores
+on an engine with a fixed softmax scale, a query scale against many distractors, and moving a cache's keys to
+earlier positions.
 
 No checker holds an answer: Exercise 1 keeps salted digests (``_core.sealed``) of its answers and of the
 answers each misconception gives; the others check properties a right answer must have (the multipliers a
@@ -21,15 +22,19 @@ __all__ = ["cache_rotations", "deepseek_mscales", "needle_scale", "context_shift
 
 
 def _frequency_readers() -> tuple[tuple[Any, str, str], ...]:
-    """Every door to RoPE's frequencies at a given length: probing them answers Exercise 1 by measurement."""
+    """Every door to RoPE's frequencies at a given length: probing them answers Exercise 1 by measurement. The
+    registry's own functions (``scaling.SCALINGS``, which every public door calls) are refused through their code,
+    so reaching them through the dict, or through any other name bound to them, is refused too."""
     import posenc_lib
 
+    registry = tuple((scaling, fn.__name__, f"posenc_lib.scaling.SCALINGS[{key!r}]")
+                     for key, fn in scaling.SCALINGS.items() if getattr(scaling, fn.__name__, None) is fn)
     return ((posenc_lib, "rope_from_config", "pl.rope_from_config"),
             (rope_config, "rope_from_config", "pl.rope_from_config"),
             (rope_config.RopeSettings, "frequencies", "RopeSettings.frequencies"),
             (posenc_lib, "scaled_rope_frequencies", "pl.scaled_rope_frequencies"),
             (scaling, "scaled_rope_frequencies", "pl.scaled_rope_frequencies"),
-            (rope_config, "scaled_rope_frequencies", "pl.scaled_rope_frequencies"))
+            (rope_config, "scaled_rope_frequencies", "pl.scaled_rope_frequencies"), *registry)
 
 
 def _checker_rotations() -> tuple[tuple[Any, str, str], ...]:
@@ -158,12 +163,12 @@ def cache_rotations(answer: Callable[[dict, int, int], Any] | None) -> bool | No
                   "the cost of a step follows from that.")
 
 
-# ---------------------------------------------------------------- Exercise 2: DeepSeek's two mscales
+# ---------------------------------------------------------------- Exercise 2: DeepSeek on a fixed softmax scale
 
-# (content multiplier, rotated multiplier, factor s): DeepSeek-V3's own case and six more, each part scaled up
-# (as a longer context asks), so each setting is the positive root of its part's multiplier.
-_MSCALE_CASES = ((1.5, 1.8, 40.0), (1.2, 2.0, 16.0), ((0.1 * math.log(40) + 1) ** 2,) * 2 + (40.0,),
-                 (1.1, 1.3, 4.0), (1.4, 1.1, 8.0), (2.0, 1.2, 32.0), (1.05, 1.5, 64.0))
+# (mscale, mscale_all_dim, factor s): DeepSeek-V3's and V2-Lite's own settings, more with the two equal, and
+# settings that differ (there no single query scale reproduces the scores).
+_PORT_CASES = ((1.0, 1.0, 40.0), (1.0, 0.707, 40.0), (0.707, 0.707, 40.0), (0.8, 1.2, 32.0), (2.0, 2.0, 16.0),
+               (1.5, 0.3, 8.0), (0.5, 0.5, 4.0), (0.6, 1.0, 64.0), (1.3, 1.3, 128.0))
 
 
 def _deepseek_config(mscale: float, mscale_all_dim: float, factor: float) -> dict:
@@ -178,60 +183,44 @@ def _multipliers(mscale: float, mscale_all_dim: float, factor: float) -> tuple[f
     attention factor from the library (it multiplies the rotated q and k features), and the softmax scale
     (0.1 mscale_all_dim ln s + 1)^2 that transformers' DeepSeek attention applies to every score (§3)."""
     _, rope_factor = rope_config.rope_from_config(_deepseek_config(mscale, mscale_all_dim, factor))
-    softmax = (0.1 * mscale_all_dim * math.log(factor) + 1) ** 2 if mscale_all_dim else 1.0
+    softmax = (0.1 * mscale_all_dim * math.log(factor) + 1) ** 2
     return softmax, rope_factor**2 * softmax
 
 
 def deepseek_mscales(answer: Callable[[float, float, float], Any] | None) -> bool | None:
-    """answer(content, rotated, factor) -> (mscale, mscale_all_dim), both positive: DeepSeek-style YaRN settings
-    under which the unrotated part of every score is multiplied by `content` and the rotated part by
-    `rotated` (against no scaling)."""
+    """answer(mscale, mscale_all_dim, factor) -> c: the one number that, multiplying every feature of every query
+    (folded into the query projection), makes an engine with the plain softmax scale 1/sqrt(head_dim) and a
+    RoPE without attention factor compute DeepSeek's scores exactly; NaN (or None) where no number does."""
 
     def run(fn):
-        answers, stopped = answers_under_guard(fn, _MSCALE_CASES, _frequency_readers(), loops=False)
+        answers, stopped = answers_under_guard(fn, _PORT_CASES, _frequency_readers(), loops=False)
         if stopped is not None:
             yield stopped_verdict(stopped[1], "your function", shortcut="read the multipliers off the library "
                                   "instead of deriving them")
             return
-        for (content, rotated, factor), raw in zip(_MSCALE_CASES, answers.values()):
-            case = f"content x{content:.4g}, rotated x{rotated:.4g}, s = {factor:g}"
-            pair = raw if isinstance(raw, (tuple, list)) and len(raw) == 2 else None
-            values = None if pair is None else [number(x) for x in pair]
-            if values is None or None in values or not all(math.isfinite(x) for x in values):
-                yield False, f"{case}: expected two numbers (mscale, mscale_all_dim), got {raw!r:.60}"
+        for (mscale, mscale_all_dim, factor), raw in zip(_PORT_CASES, answers.values()):
+            case = f"mscale {mscale:g}, mscale_all_dim {mscale_all_dim:g}, s = {factor:g}"
+            c = math.nan if raw is None else number(raw)
+            if c is None or math.isinf(c):
+                yield False, f"{case}: expected a number (NaN or None where no scale works), got {raw!r:.60}"
                 continue
-            if 0 in values:
-                zero = " and ".join(name for name, x in zip(("mscale", "mscale_all_dim"), values) if x == 0)
-                yield False, (f"{case}: {zero} is 0, and a 0 makes transformers fall back to plain YaRN (the "
-                              "checker reads it so too): find settings that are both nonzero")
-                continue
-            if min(values) < 0:
-                negative = " and ".join(name for name, x in zip(("mscale", "mscale_all_dim"), values) if x < 0)
-                verb = "are" if " and " in negative else "is"
-                yield False, (f"{case}: {negative} {verb} negative; the exercise asks for positive settings, as "
-                              "DeepSeek's are")
-                continue
-            got_content, got_rotated = _multipliers(values[0], values[1], factor)
-            if close(got_content, content, rtol=1e-6, atol=0) and close(got_rotated, rotated, rtol=1e-6, atol=0):
+            content, rotated = _multipliers(mscale, mscale_all_dim, factor)
+            possible = close(content, rotated, rtol=1e-9, atol=0)
+            if math.isnan(c):
+                yield (False, f"{case}: one query scale does reproduce DeepSeek's scores here") if possible else (
+                    True, f"{case}: right")
+            elif not possible:
+                yield False, (f"{case}: a scale on the whole query multiplies the unrotated and the rotated part "
+                              "of each score alike: do these settings?")
+            elif close(c, content, rtol=1e-6, atol=0):
                 yield True, f"{case}: right"
-            elif close(got_content, rotated, rtol=1e-6, atol=0) and close(got_rotated, content, rtol=1e-6, atol=0):
-                yield False, f"{case}: the two settings are swapped: which one reaches the unrotated features?"
-            elif close(got_content, content**2, rtol=1e-6, atol=0):
-                yield False, (f"{case}: the unrotated part is multiplied by {got_content:.4g}: a setting's factor "
-                              "multiplies q and k, so the score meets it twice")
-            elif close(got_content, content, rtol=1e-6, atol=0) and close(got_rotated, rotated * content,
-                                                                         rtol=1e-6, atol=0):
-                yield False, (f"{case}: the rotated part is multiplied by {got_rotated:.4g}: the softmax scale "
-                              "reaches the rotated features as well as the others")
-            elif close(got_content, content, rtol=1e-6, atol=0) and close(got_rotated, rotated / content,
-                                                                         rtol=1e-6, atol=0):
-                yield False, (f"{case}: the rotated part is multiplied by {got_rotated:.4g}: the RoPE's attention "
-                              "factor is a ratio of the two settings' terms, not the mscale term alone")
+            elif close(c * c, content, rtol=1e-6, atol=0):
+                yield False, (f"{case}: this scale multiplies every score by {c:.4g}: it is on the query only, so "
+                              "each score meets it once")
             else:
-                yield False, (f"{case}: these settings multiply the unrotated part by {got_content:.4g} and the "
-                              f"rotated part by {got_rotated:.4g}")
+                yield False, f"{case}: this scale multiplies every score by {c:.4g}, not by what DeepSeek's does"
 
-    return report("DeepSeek's two mscales", answer, run,
+    return report("DeepSeek's scores on a fixed softmax scale", answer, run,
                   "follow each setting to every place where it multiplies a score.")
 
 
