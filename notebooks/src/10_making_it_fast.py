@@ -348,10 +348,11 @@ print(f"same result; the dense form holds {R_all.numel():,} numbers (the input {
 # operator's own reads and writes on the meta device, which has shapes but no data), and checks the
 # path your machine takes against them.
 #
-# Every byte count from here on is in one unit, the **one-pass bound**: the bytes of reading x once
-# and writing a result of x's size once, twice x's bytes (for a bf16 x, 4 bytes per entry). It is what
-# `x * 1.5` moves, and no function that returns a new tensor can move less. (Other byte figures are
-# plain bytes, such as the MiB above, or §6's shares, which are fractions.)
+# From here on, the bytes a computation moves are counted in one unit, the **one-pass bound**: the
+# bytes of reading x once and writing a result of x's size once, twice x's bytes (for a bf16 x, 4
+# bytes per entry). It is what `x * 1.5` moves (the cell checks it), and no function that returns a
+# new tensor can move less. The only other byte figures are plain bytes (the MiB above, §5's bytes
+# per position) and §6's shares, which are fractions.
 
 # %% slideshow={"slide_type": "fragment"}
 with RecordCalls() as dense_calls:
@@ -381,6 +382,7 @@ cos_64, sin_64 = pl.rope_angles(L, d).cos(), pl.rope_angles(L, d).sin()
 with cpu_kernel.use_cpu_kernel(False):  # the torch path, on any machine
     torch_path = {"apply_rope": bytes_of(lambda: pl.apply_rope(xs_cpu)),
                   "RotaryEmbedding": bytes_of(lambda: rope_64.rotate(xs_cpu))}
+assert bytes_of(lambda: xs_cpu * 1.5) == 1  # the unit: x read once, a result of x's size written once
 torch_rotation = bytes_of(lambda: torch_fast.rotate(xs_cpu, cos_64, sin_64, "interleaved"))
 # the C operator's own reads and writes, on the meta device (shapes only, through its registered fake), so counted
 # on any machine: x read and written (1 bound), cos and sin read (1/4 bound each)
@@ -993,13 +995,15 @@ def by_operator(rope: pl.RotaryEmbedding, q: torch.Tensor, k: torch.Tensor, offs
     return tuple(torch.ops.posenc.rope_rotate(t, cos, sin, rope.layout == "interleaved", False) for t in (q, k))
 
 
-def step_ops(positional: str, contiguous_q_k=None, recorder=RecordOps) -> list[Call]:
-    """The ATen operators of one training step of a TinyDecoder, on the CPU; contiguous_q_k(rope, q, k, offset),
-    if given, rotates contiguous copies of q and k in place of the model's rotation."""
+def step_ops(positional: str, contiguous_q_k=None, recorder=RecordOps, batch: int = 8, width: int = 64) -> list[Call]:
+    """The ATen operators of one training step of a TinyDecoder of d_model = width (heads of 16 features,
+    d_ff = 4 width) on batch sequences, on the CPU; contiguous_q_k(rope, q, k, offset), if given, rotates
+    contiguous copies of q and k in place of the model's rotation."""
     with torch.random.fork_rng():
         torch.manual_seed(0)
-        model = pl.TinyDecoder(pl.DecoderConfig(vocab_size=64, positional=positional, max_len=256))
-        tokens = torch.randint(0, 64, (8, 256))
+        model = pl.TinyDecoder(pl.DecoderConfig(vocab_size=64, positional=positional, max_len=256, d_model=width,
+                                                num_heads=width // 16, d_ff=4 * width))
+        tokens = torch.randint(0, 64, (batch, 256))
     if contiguous_q_k is not None:
         rope = model.positional.rope
         model.positional.rotate = lambda q, k, *, layer=0, offset=0: contiguous_q_k(
@@ -1010,6 +1014,8 @@ def step_ops(positional: str, contiguous_q_k=None, recorder=RecordOps) -> list[C
     return rec.ops
 
 
+default = pl.DecoderConfig(vocab_size=64)
+assert (default.d_model, default.num_heads, default.d_ff) == (64, 4, 4 * 64)  # chapter 7's model, as step_ops builds it
 with_rope, without = step_ops("rope"), step_ops("none")
 rope_share = {"operators": 1 - len(without) / len(with_rope), "bytes": 1 - total_bytes(without) / total_bytes(with_rope)}
 assert (len(with_rope), len(without)) == (154, 77)
@@ -1038,28 +1044,16 @@ print(f"with contiguous copies of q and k and the C operator: {len(on_operator)}
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # That quarter is this model's, at this width, and it does not carry to a wide model. The next cell
 # counts the step again with and without RoPE at d_model = 64, 128, 256 and 512 (heads of 16
-# features, so 4 to 32 heads; d_ff = 4 · d_model, the model's own ratio), on one sequence of 255
-# tokens to keep it quick; the share at d_model = 64 is checked against the 8 sequences above, so
-# the batch size is not what changes it. RoPE's bytes grow about as the width (q and k are d_model
-# wide), the rest of the step's faster (the weight matrices are d_model × d_model), so the share
-# falls, to about a fifth at 512. This says nothing about a real model's width and length, which
-# this appendix does not count.
+# features, so 4 to 32 heads; d_ff = 4 · d_model, the model's own ratio, checked above), on one
+# sequence of 255 tokens to keep it quick; the share at d_model = 64 is checked against the 8
+# sequences above, so the batch size is not what changes it. RoPE's bytes grow about as the width
+# (q and k are d_model wide), the rest of the step's faster (the weight matrices are d_model ×
+# d_model), so the share falls, to about a fifth at 512. This says nothing about a real model's
+# width and length, which this appendix does not count.
 
 # %% slideshow={"slide_type": "fragment"}
-def one_sequence_bytes(positional: str, d_model: int) -> int:
-    """Every byte of one training step on one sequence of a TinyDecoder of this width (heads of 16 features)."""
-    with torch.random.fork_rng():
-        torch.manual_seed(0)
-        model = pl.TinyDecoder(pl.DecoderConfig(vocab_size=64, positional=positional, max_len=256, d_model=d_model,
-                                                num_heads=d_model // 16, d_ff=4 * d_model))
-        tokens = torch.randint(0, 64, (1, 256))
-    with RecordOps() as rec:
-        logits = model(tokens[:, :-1])
-        torch.nn.functional.cross_entropy(logits.flatten(0, 1), tokens[:, 1:].flatten()).backward()
-    return total_bytes(rec.ops)
-
-
-by_width = {w: (one_sequence_bytes("rope", w), one_sequence_bytes("none", w)) for w in (64, 128, 256, 512)}
+by_width = {w: tuple(total_bytes(step_ops(positional, batch=1, width=w)) for positional in ("rope", "none"))
+            for w in (64, 128, 256, 512)}
 share_by_width = {w: 1 - rest / total for w, (total, rest) in by_width.items()}
 assert abs(share_by_width[64] - rope_share["bytes"]) < 0.01  # one sequence or eight: the same share
 assert list(share_by_width.values()) == sorted(share_by_width.values(), reverse=True)  # falls with the width
