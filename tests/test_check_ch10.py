@@ -1,4 +1,6 @@
 """check.ch10: RoPE's backward rotation written into the gradient, with fewer new elements than g has."""
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -99,6 +101,25 @@ def test_one_product_out_of_place_is_over_the_budget(capsys):
 
     ok, out = verdict(saved_and_a_product, capsys)
     assert ok is False and out.count("the budget is fewer than g's own") == len(ch10._CASES), out
+
+
+def test_the_count_is_cumulative_not_a_peak(capsys):
+    """An out-of-place rotation in pieces of 4 positions: small at any moment, all of g in new tensors in total."""
+    peaks = []
+
+    def in_pieces(g, cos, sin, layout):
+        for start in range(0, g.shape[-2], 4):
+            piece = g[..., start:start + 4, :]
+            a, b = halves(piece, layout)
+            c, s = cos[start:start + 4], sin[start:start + 4]
+            new_a, new_b = a * c + b * s, b * c - a * s  # out of place: each half of the piece
+            peaks.append(new_a.numel() + new_b.numel())
+            a.copy_(new_a)
+            b.copy_(new_b)
+
+    ok, out = verdict(in_pieces, capsys)
+    assert max(peaks) <= max(math.prod(shape) for shape, _, _ in ch10._CASES) // 8  # never much held at once
+    assert ok is False and out.count("the rule is not a peak") == len(ch10._CASES), out
 
 
 def test_numpy_route_is_counted_outside_torch(capsys):

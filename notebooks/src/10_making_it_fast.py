@@ -49,7 +49,19 @@ torch.set_printoptions(precision=4, sci_mode=False)
 device = pl.default_device()  # the CPU unless you opt in with POSENC_DEVICE (00_index); tensors below follow it
 g = torch.manual_seed(0)
 
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **How this appendix counts: two recorders.** Most of what the appendix asserts is a count: the torch
+# calls a computation makes, the operators they run, and the bytes those read and write. Two recorders,
+# defined in the next cell, do the counting. `RecordCalls` is a `TorchFunctionMode`: torch hands it
+# every call of its Python API (`torch.sin`, `x * y`, `F.normalize`) as the call is made. `RecordOps`
+# is a `TorchDispatchMode`, one level lower: torch's Python functions run operators of ATen, torch's
+# C++ library of tensor operators (`aten::mul`, `aten::sum`), through the dispatcher, which picks
+# each operator's code for the device and dtype, and the mode sees every operator that reaches it,
+# including those autograd runs in a backward pass. Each records, for every call or operator, the
+# entries and the bytes of each tensor it reads and of each it writes (the docstrings say which is
+# which); bytes are those of the memory behind a tensor, so an expanded view counts its values once.
 
+# %% slideshow={"slide_type": "fragment"}
 class Call(NamedTuple):
     """One recorded torch call: its name, and (entries, bytes) of each tensor it reads and of each it writes."""
 
@@ -124,6 +136,17 @@ def total_bytes(ops) -> int:
     return sum(nbytes for op in ops for _, nbytes in (*op.read, *op.written))
 
 
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# One Python call can be several operators:
+
+# %% slideshow={"slide_type": "fragment"}
+ones = torch.ones(4, 8)
+with RecordCalls() as python_level, RecordOps() as aten_level:
+    torch.nn.functional.normalize(ones, dim=-1)
+assert len(python_level.calls) == 1 < len(aten_level.ops)
+print("RecordCalls:", [call.name for call in python_level.calls])
+print("RecordOps:  ", [op.name for op in aten_level.ops])
+
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 1. A Python expression per entry vs one vectorised call
 #
@@ -131,8 +154,8 @@ def total_bytes(ops) -> int:
 # comprehension computes the angle of every entry, p / 10000^(2⌊c/2⌋/d) for position p and column c
 # (both columns of a pair share ⌊c/2⌋ = j), in Python; one call turns the nested list into a tensor;
 # then two vectorised calls take the sine of the even columns and the cosine of the odd ones. Our
-# version of that builder (it takes the angle as an argument, so the cell can count its calls; `RecordCalls`,
-# defined in the setup cell, records torch calls, and "Two recorders" below says how):
+# version of that builder (it takes the angle as an argument, so the cell can count its calls, and
+# `RecordCalls` records its torch calls):
 
 # %% slideshow={"slide_type": "fragment"}
 def angle_003(p: int, c: int, d: int, base: float = 10000.0) -> float:
@@ -218,7 +241,8 @@ print("003's builder in float32: largest error between 7e-06 and 7.6e-06; the fl
 # - **Accuracy.** The two are the same number in exact arithmetic, not in float32. The exp form
 #   rounds its argument, up to ln 10000 ≈ 9.2 in size, to float32's spacing there (2⁻²⁰) before
 #   taking the exponential, and exp turns an absolute error in its argument into the same relative
-#   error in its result: several ulps of the frequency. Here the power form is off by at most one
+#   error in its result: several ulps of the frequency (an ulp, a unit in the last place, is the
+#   spacing between a float32 number and the next one up). Here the power form is off by at most one
 #   ulp, because d = 64 is a power of two, so its exponent 2j/d is exact in float32; for other d
 #   (80, 96) both forms are several ulps off, and the cell checks d = 96 too.
 #   The library computes θ_j in float64 and rounds once (`pl.rope_frequencies`), so each θ_j is the
@@ -244,23 +268,6 @@ exp96 = ((torch.exp(j96 * -(math.log(10000.0) / 96)) - near96).abs() / ulp96).ma
 assert pow96 > 2 and exp96 > 2  # both forms several ulps off when d is not a power of two
 print(f"the {d // 2} frequencies in float32, against the nearest float32 numbers: the exp form more than 3 ulps "
       "off at its worst, the power form at most 1 (d = 64); at d = 96 both more than 2")
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# **Two recorders** (defined in the setup cell at the top) do this appendix's counting. `RecordCalls` is a
-# `TorchFunctionMode`: torch hands it every call of its Python API (`torch.sin`, `x * y`,
-# `F.normalize`) as the call is made. `RecordOps` is a `TorchDispatchMode`, one level lower: torch's
-# Python functions run operators of ATen, torch's C++ library of tensor operators (`aten::mul`,
-# `aten::sum`), through the dispatcher, which picks each operator's code for the device and dtype,
-# and the mode sees every operator that reaches it, including those autograd runs in a backward pass.
-# One Python call can be several operators:
-
-# %% slideshow={"slide_type": "fragment"}
-ones = torch.ones(4, 8)
-with RecordCalls() as python_level, RecordOps() as aten_level:
-    torch.nn.functional.normalize(ones, dim=-1)
-assert len(python_level.calls) == 1 < len(aten_level.ops)
-print("RecordCalls:", [call.name for call in python_level.calls])
-print("RecordOps:  ", [op.name for op in aten_level.ops])
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The library makes a fixed number of tensor operations, one `sin` and one `cos` over the whole
@@ -332,13 +339,20 @@ print(f"same result; the dense form holds {R_all.numel():,} numbers (the input {
 # 256 KiB of input, one matrix entry per multiply-add. A rotation from tables reads x, writes its
 # result and reads the cos and sin tables; `pl.apply_rope` also makes those tables on every call (the
 # angles, then their cosines and sines), while `pl.RotaryEmbedding` keeps them from one call to the
-# next. How many bytes is that? Not a formula: `RecordOps` (defined in the setup cell at the top) sees every
+# next. How many bytes is that? Not a formula: `RecordOps` (before §1) sees every
 # ATen operator a call runs, and counts the bytes of each tensor an operator reads or writes. The
-# counts depend on the path `apply_rope` takes: a C kernel where the machine has a C compiler, a
-# torch path otherwise (§3 describes both). The cell counts both on any machine (the torch path with
-# the kernel switched off; the C operator's own reads and writes on the meta device, which has shapes
-# but no data), and checks the path your machine takes against them. The unit here is x's bytes
-# (x read once); §3 will count in one-pass bounds, two of these.
+# counts depend on the path `apply_rope` takes: a C kernel (a compiled loop that reads each pair
+# once, rotates it and writes it once) where the machine has a C compiler, and otherwise a torch
+# path (the rotation written as a few whole-tensor torch calls); §3 describes both and when each
+# runs. The cell counts both on any machine (the torch path with the kernel switched off; the C
+# operator's own reads and writes on the meta device, which has shapes but no data), and checks the
+# path your machine takes against them.
+#
+# From here on, the bytes a computation moves are counted in one unit, the **one-pass bound**: the
+# bytes of reading x once and writing a result of x's size once, twice x's bytes (for a bf16 x, 4
+# bytes per entry). It is what `x * 1.5` moves (the cell checks it), and no function that returns a
+# new tensor can move less. The only other byte figures are plain bytes (the MiB above, §5's bytes
+# per position) and §6's shares, which are fractions.
 
 # %% slideshow={"slide_type": "fragment"}
 with RecordCalls() as dense_calls:
@@ -352,10 +366,10 @@ xs_cpu = xs.cpu()  # counted on the CPU, whose paths §3 describes
 
 
 def bytes_of(fn) -> float:
-    """Every byte the operators of fn() read and write, in units of x's bytes."""
+    """Every byte the operators of fn() read and write, in one-pass bounds (2 x's bytes)."""
     with RecordOps() as rec:
         fn()
-    return total_bytes(rec.ops) / x_bytes
+    return total_bytes(rec.ops) / (2 * x_bytes)
 
 
 with RecordOps() as stateless:
@@ -368,33 +382,33 @@ cos_64, sin_64 = pl.rope_angles(L, d).cos(), pl.rope_angles(L, d).sin()
 with cpu_kernel.use_cpu_kernel(False):  # the torch path, on any machine
     torch_path = {"apply_rope": bytes_of(lambda: pl.apply_rope(xs_cpu)),
                   "RotaryEmbedding": bytes_of(lambda: rope_64.rotate(xs_cpu))}
+assert bytes_of(lambda: xs_cpu * 1.5) == 1  # the unit: x read once, a result of x's size written once
 torch_rotation = bytes_of(lambda: torch_fast.rotate(xs_cpu, cos_64, sin_64, "interleaved"))
 # the C operator's own reads and writes, on the meta device (shapes only, through its registered fake), so counted
-# on any machine: x, cos and sin read (1/2 x each), x written
+# on any machine: x read and written (1 bound), cos and sin read (1/4 bound each)
 on_meta = [t.to("meta") for t in (xs_cpu, cos_64, sin_64)]
 c_operator = bytes_of(lambda: torch.ops.posenc.rope_rotate(*on_meta, True, False))
 c_path = {"apply_rope": torch_path["apply_rope"] - torch_rotation + c_operator, "RotaryEmbedding": c_operator}
-# the torch path packs cos and sin into one complex table (reads 1, writes 1), then multiplies x by it (reads 2,
-# writes 1): 5 where the C operator moves 3; apply_rope also writes the angles (1/2 x), and cos and sin each read
-# them and write 1/2 x: 2.5 more, and the positions and frequencies it starts from (1/10 of x's bytes)
-assert torch_path["RotaryEmbedding"] == torch_rotation == 5 and c_operator == 3
-assert 7.5 < torch_path["apply_rope"] < 7.7 and 5.5 < c_path["apply_rope"] < 5.7
+# the torch path packs cos and sin into one complex table (reads 1/2, writes 1/2), then multiplies x by it (reads
+# 1, writes 1/2): 2.5 where the C operator moves 1.5; apply_rope also writes the angles (1/4), and cos and sin each
+# read them and write 1/4: 1.25 more, and the positions and frequencies it starts from (1/20)
+assert torch_path["RotaryEmbedding"] == torch_rotation == 2.5 and c_operator == 1.5
+assert 3.75 < torch_path["apply_rope"] < 3.85 and 2.75 < c_path["apply_rope"] < 2.85
 if cpu_kernel.available():  # the path this machine takes, measured as it runs
     assert bytes_of(lambda: pl.apply_rope(xs_cpu)) == c_path["apply_rope"]
     assert bytes_of(lambda: rope_64.rotate(xs_cpu)) == c_path["RotaryEmbedding"]
-print(f"bytes per call, in units of x's bytes: the dense product {dense_bytes / x_bytes:.0f} "
+print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 * x_bytes):.0f} "
       f"({dense_bytes / 2**20:.2f} MiB); apply_rope {c_path['apply_rope']:.1f} on the C kernel, "
       f"{torch_path['apply_rope']:.1f} on the torch path; RotaryEmbedding from its cached tables "
-      f"{c_path['RotaryEmbedding']:.0f} and {torch_path['RotaryEmbedding']:.0f}")
+      f"{c_path['RotaryEmbedding']:.1f} and {torch_path['RotaryEmbedding']:.1f}")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3. Counting calls and bytes
 #
 # The tables fix the memory; what is left is time. An elementwise job does a handful of
 # arithmetic operations per entry, and what no function that returns a new tensor can avoid is
-# reading x once and writing its result once. That is what `x * 1.5` does, so we use it as the
-# **one-pass bound**: for a bf16 x, 4 bytes per entry (2 read, 2 written). In any dtype a bound is
-# twice x's bytes, §2's unit: its 3 for `RotaryEmbedding` is 1.5 bounds. Written with torch
+# reading x once and writing its result once: §2's one-pass bound, what `x * 1.5` moves (for a
+# bf16 x, 2 bytes read and 2 written per entry). Written with torch
 # operations, `x·cos − y·sin` is one call per operation: the products, the difference, the
 # `stack`/`cat` that puts the pairs back, and for a bf16 input a float32 copy on the way in and a
 # bf16 copy on the way out. Each of those calls reads and writes whole tensors, and a float32
@@ -453,17 +467,16 @@ print("against rotate_pairs in float32, for bf16 and float32 inputs and both lay
 # Xeon VM. In the interleaved layout its forward pass is faster at every size measured (0.90 at 256
 # float32 elements); in float32's half layout it is slower up to 4096 elements (1.13 at 256).
 # From 16 384 elements on it is faster in every column, the closest to 1 being float32's half layout,
-# forward + backward (0.96); below that, the most it saves is about 21 µs a call (bfloat16,
-# interleaved, 8192 elements: 0.44 of 38.0 µs; 18 µs in float32). So `SMALL` is a choice read from
-# noisy medians on one machine, not a measured crossing; it also keeps a chapter-sized example from
-# ever building or loading the kernel. This appendix does not repeat the measurement.
+# forward + backward (0.96). So `SMALL` is a choice read from noisy medians on one machine, not a
+# measured crossing; this appendix does not repeat the measurement. What it does check (the cell
+# above) is that chapter 5's 5 × 4 example stays on the reference: it never reaches the C operator.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Now count the torch calls that move a whole tensor's worth of data (at least half of x: one
 # member of every pair), and the bytes of such tensors they read and write (`RecordCalls`, in the
-# setup cell, says what a call reads and what it writes). Views, shape queries and allocations
+# counting cell before §1, says what a call reads and what it writes). Views, shape queries and allocations
 # move no data, so only the calls named in `DATA_OPS` count. The cos and sin tables are read as well,
-# but they are smaller (float32, 1/16 of x's entries each, so 1/8 of a bf16 x's bytes): this section
+# but they are smaller (float32, 1/16 of x's entries each, so 1/16 of a bound for a bf16 x): this section
 # leaves them out of both counts, and §4 adds them in.
 
 # %% slideshow={"slide_type": "fragment"}
@@ -630,6 +643,29 @@ print("entries more than half a bf16 step from the float64 answer: under 1 % for
       "arithmetic): the bf16 tables alone already put a fifth of the entries off, rounding the arithmetic too puts "
       "more off; transformers' largest error is above apply_rope's too")
 
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# §3's counts in one picture: the bytes of one forward rotation of the bf16 x (8 heads, 1024
+# positions, d = 128), in one-pass bounds, for each way of computing it, with its number of
+# whole-tensor calls. The dashed line is the bound itself, which only the one-pass C kernel reaches.
+
+# %% slideshow={"slide_type": "fragment"}
+per_method = {  # (calls, bounds) per rotated bf16 tensor, from the cells above
+    "plain form (rotate_pairs in float32)": plain_counts[xb.dtype],
+    "torch path (apply_rope, no C kernel)": path_counts[xb.dtype]["torch path"],
+    "transformers' apply_rotary_pos_emb": (hf_calls // 2, hf_bounds / 2),
+    "C kernel (apply_rope)": path_counts[xb.dtype]["C kernel"],
+}
+assert [bounds for _, bounds in per_method.values()] == [12.0, 7.0, 5.0, 1.0]
+fig, ax = viz.figure(width=6.4, height=2.6)
+ax.barh(list(per_method), [bounds for _, bounds in per_method.values()], color="C0")
+for row, (calls, bounds) in enumerate(per_method.values()):
+    ax.text(bounds + 0.15, row, f"{bounds:g} ({calls} call{'s' * (calls > 1)})", va="center", fontsize=8)
+ax.axvline(1, color="0.3", ls="--", lw=1)
+ax.invert_yaxis()
+ax.set(xlim=(0, 14), xlabel="bytes read and written, in one-pass bounds (dashed: the bound)",
+       title="one forward RoPE of a bf16 x (8 × 1024 × 128)")
+fig
+
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. Forward + backward, and its floor in bytes
 #
@@ -642,7 +678,7 @@ print("entries more than half a bf16 step from the float64 answer: under 1 % for
 # the one that consumes them (attention) never writes or reads the rotated tensor on its own, so
 # this floor is a standalone operator's, not RoPE's.
 #
-# To see what autograd runs in the backward pass, `RecordOps` (§1) records every ATen operator,
+# To see what autograd runs in the backward pass, `RecordOps` (before §1) records every ATen operator,
 # including those the backward pass calls, and counts their bytes as in §3.
 
 # %% slideshow={"slide_type": "fragment"}
@@ -751,10 +787,13 @@ print(f"cos + sin entries per training step: apply_rope {trig_entries(lib_ops)},
 # (..., seq, d) and any strides, with $R_m^\top g$ (every pair turned by −angle), for cos and sin
 # of shape (seq, d/2) and either layout ("half": features j and j + d/2 form pair j;
 # "interleaved": 2j and 2j + 1), with torch operations whose new tensors hold, all of them together
-# over the call, fewer elements than g itself (and no numpy or Python copy of the values). The checker
-# runs it on float32 gradients of its own, some of them strided views, counts every element the ATen
-# operators it reaches create, checks that every change to g is made by an operator it saw, and
-# compares g with `pl.rotate_pairs` by −angle.
+# over the call, fewer elements than g itself (and no numpy or Python copy of the values). The rule
+# is cumulative, not a peak: every new tensor counts, even one freed before the call returns, so the
+# rule bounds the data written to new memory, not only what is held at once (a loop that rotates g
+# out of place in small pieces holds little at any moment but still writes all of g a second time,
+# and fails it). The checker runs it on float32 gradients of its own, some of them strided views,
+# adds up every element the ATen operators it reaches create, checks that every change to g is made
+# by an operator it saw, and compares g with `pl.rotate_pairs` by −angle.
 
 # %% slideshow={"slide_type": "fragment"}
 handed = []  # the gradient each branch of w * 2 + q * 3 receives from the addition's backward pass
@@ -810,7 +849,8 @@ _ = check.rotate_back_in_place(rotate_back_)
 # 1. gets the cos and sin of its angles once, either by reading the float32 tables the caller made
 #    (`RotaryEmbedding`'s cache) or by computing them in registers from the positions and the
 #    frequencies (then no table exists anywhere);
-# 2. for every head, q's then k's (with GQA their counts differ; one launch serves both), loads that
+# 2. for every head, q's then k's (with GQA, grouped-query attention, where each key head serves a
+#    group of query heads, their counts differ; one launch serves both), loads that
 #    head's rows for these positions, rotates each pair in float32 with the cos and sin it holds,
 #    and stores the rows, rounded once to the tensor's dtype.
 #
@@ -955,13 +995,15 @@ def by_operator(rope: pl.RotaryEmbedding, q: torch.Tensor, k: torch.Tensor, offs
     return tuple(torch.ops.posenc.rope_rotate(t, cos, sin, rope.layout == "interleaved", False) for t in (q, k))
 
 
-def step_ops(positional: str, contiguous_q_k=None, recorder=RecordOps) -> list[Call]:
-    """The ATen operators of one training step of a TinyDecoder, on the CPU; contiguous_q_k(rope, q, k, offset),
-    if given, rotates contiguous copies of q and k in place of the model's rotation."""
+def step_ops(positional: str, contiguous_q_k=None, recorder=RecordOps, batch: int = 8, width: int = 64) -> list[Call]:
+    """The ATen operators of one training step of a TinyDecoder of d_model = width (heads of 16 features,
+    d_ff = 4 width) on batch sequences, on the CPU; contiguous_q_k(rope, q, k, offset), if given, rotates
+    contiguous copies of q and k in place of the model's rotation."""
     with torch.random.fork_rng():
         torch.manual_seed(0)
-        model = pl.TinyDecoder(pl.DecoderConfig(vocab_size=64, positional=positional, max_len=256))
-        tokens = torch.randint(0, 64, (8, 256))
+        model = pl.TinyDecoder(pl.DecoderConfig(vocab_size=64, positional=positional, max_len=256, d_model=width,
+                                                num_heads=width // 16, d_ff=4 * width))
+        tokens = torch.randint(0, 64, (batch, 256))
     if contiguous_q_k is not None:
         rope = model.positional.rope
         model.positional.rotate = lambda q, k, *, layer=0, offset=0: contiguous_q_k(
@@ -972,6 +1014,8 @@ def step_ops(positional: str, contiguous_q_k=None, recorder=RecordOps) -> list[C
     return rec.ops
 
 
+default = pl.DecoderConfig(vocab_size=64)
+assert (default.d_model, default.num_heads, default.d_ff) == (64, 4, 4 * 64)  # chapter 7's model, as step_ops builds it
 with_rope, without = step_ops("rope"), step_ops("none")
 rope_share = {"operators": 1 - len(without) / len(with_rope), "bytes": 1 - total_bytes(without) / total_bytes(with_rope)}
 assert (len(with_rope), len(without)) == (154, 77)
@@ -991,8 +1035,33 @@ print(f"with contiguous copies of q and k and the C operator: {len(on_operator)}
       f"RoPE's share of the bytes: {operator_share:.3f}")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# In this small model, RoPE in its plain form is half of a training step's operators and a quarter
-# of the bytes it reads and writes. Its arithmetic is not what costs (1/5461 of the projections' at
+# In this small model (d_model = 64), RoPE in its plain form is half of a training step's operators
+# and a quarter of the bytes it reads and writes. Its arithmetic is not what costs (1/5461 of the projections' at
 # d_model = 4096, above): what it costs is calls and bytes. Handed contiguous q and k, the C operator
 # brings RoPE's share to a quarter of the operators (102 against 77 without RoPE, the copies
 # included) and an eighth of the bytes.
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# That quarter is this model's, at this width, and it does not carry to a wide model. The next cell
+# counts the step again with and without RoPE at d_model = 64, 128, 256 and 512 (heads of 16
+# features, so 4 to 32 heads; d_ff = 4 · d_model, the model's own ratio, checked above), on one
+# sequence of 255 tokens to keep it quick; the share at d_model = 64 is checked against the 8
+# sequences above, so the batch size is not what changes it. RoPE's bytes grow about as the width
+# (q and k are d_model wide), the rest of the step's faster (the weight matrices are d_model ×
+# d_model), so the share falls, to about a fifth at 512. This says nothing about a real model's
+# width and length, which this appendix does not count.
+
+# %% slideshow={"slide_type": "fragment"}
+by_width = {w: tuple(total_bytes(step_ops(positional, batch=1, width=w)) for positional in ("rope", "none"))
+            for w in (64, 128, 256, 512)}
+share_by_width = {w: 1 - rest / total for w, (total, rest) in by_width.items()}
+assert abs(share_by_width[64] - rope_share["bytes"]) < 0.01  # one sequence or eight: the same share
+assert list(share_by_width.values()) == sorted(share_by_width.values(), reverse=True)  # falls with the width
+assert 0.19 < share_by_width[512] < 0.20
+rope_growth = (by_width[512][0] - by_width[512][1]) / (by_width[64][0] - by_width[64][1])
+rest_growth = by_width[512][1] / by_width[64][1]
+assert 7.5 < rope_growth < 8 < 10 < rest_growth  # width x 8: RoPE's bytes about x 8, the rest's more
+print("d_model  RoPE's share of a step's bytes (one sequence of 255 tokens)")
+for w, share in share_by_width.items():
+    print(f"{w:7d}  {share:.3f}")
+print(f"from 64 to 512: RoPE's bytes x {rope_growth:.1f}, the rest of the step's x {rest_growth:.1f}")

@@ -3,7 +3,9 @@
 The exercise is a design judged by what it does: the learner's function must leave R^T g in g (compared with the
 library's out-of-place ``rotate_pairs`` by -angle, on gradients of the checker's own, some of them strided views)
 while creating, in all its new tensors together, fewer elements than g has, so that an out-of-place result (g's size)
-does not fit. Every ATen operator the function reaches is watched
+does not fit. The count is cumulative, not a peak: every new tensor counts, even one freed before the call returns, so
+an out-of-place rotation done in small pieces (small at any moment, all of g in total) does not fit either.
+Every ATen operator the function reaches is watched
 (a ``TorchDispatchMode``): an output that aliases none of its inputs is new memory and counts its elements, and so
 does any tensor it uses that is not g, cos, sin or one it made (a scratch buffer made before the call); every change to g must be
 made by an operator the count saw (g is compared before and after each write the count sees, so a write where the
@@ -131,8 +133,8 @@ def _close(x: torch.Tensor, y: torch.Tensor) -> bool:
 
 def rotate_back_in_place(answer: Callable[..., Any] | None) -> bool | None:
     """answer(g, cos, sin, layout): overwrites g (..., seq, d), any strides, with R^T g, the rotation of every pair by
-    -angle (cos, sin of shape (seq, d/2); layout "half" or "interleaved"), creating in total at most
-    fewer than g.numel() elements in new tensors and nothing big outside torch."""
+    -angle (cos, sin of shape (seq, d/2); layout "half" or "interleaved"), creating fewer than g.numel() elements
+    in new tensors, added up over the call (not the peak), and nothing big outside torch."""
 
     def run(fn):
         for seed, (shape, layout, strided) in enumerate(_CASES):
@@ -160,7 +162,8 @@ def rotate_back_in_place(answer: Callable[..., Any] | None) -> bool | None:
                 continue
             if seen.elements > budget:
                 yield False, (f"{where}: the function creates (or brings in from outside) {seen.elements:,} elements "
-                              f"of tensors other than g, cos and sin in all; the budget is fewer than g's own "
+                              f"of tensors other than g, cos and sin, added up over the call (freed ones count too: "
+                              f"the rule is not a peak); the budget is fewer than g's own "
                               f"{g.numel():,}. Every out-of-place expression (a product such as b * sin, a clone, "
                               f"a copy) allocates a new tensor for its result")
                 continue
