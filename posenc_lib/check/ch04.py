@@ -9,13 +9,12 @@ at the answer and one below it, and a row's tied set by the ties read off DeBERT
 """
 from __future__ import annotations
 
-import math
 import random
 from typing import Any, Callable, Iterator
 
 import torch
 
-from .. import deberta, relative, xl
+from .. import deberta, relative
 from ._core import Verdict, float64_tensor, report, whole_number
 from ._guard import answers_under_guard, stopped_verdict
 
