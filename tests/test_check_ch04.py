@@ -203,20 +203,31 @@ def test_t5s_own_encoder_rule_leaves_one_row_unread(nb):
     assert (torch.tensor(every_row_by_formula(offsets, nb, md)) == design).all()
 
 
+def _linear_future(o, nb, md):
+    """Another design the goal allows: every key after the query exact, up to the last row."""
+    B = nb // 2
+    return torch.where(o > 0, B + (o - 1).clamp(max=B - 1), pl.t5_relative_bucket(o, num_buckets=nb, max_distance=md))
+
+
+def _stretched_future(o, nb, md):
+    """Another: the future log-spaced out to twice max_distance (the checker's offsets reach past it)."""
+    B = nb // 2
+    ahead = B + pl.t5_relative_bucket(-(o - 1).clamp(min=0), num_buckets=nb, max_distance=2 * md)
+    return torch.where(o > 0, ahead, pl.t5_relative_bucket(o, num_buckets=nb, max_distance=md))
+
+
 @pytest.mark.parametrize("right", [
     every_row,
     every_row_by_formula,
+    _linear_future,
+    _stretched_future,
     lambda o, nb, md: every_row(o, nb, md).double(),  # whole floats are fine
     lambda o, nb, md: every_row(o, nb, md).tolist(),
 ])
 def test_t5_rows_read_accepts_right_answers(right, draw, capsys):
+    """Any rule with the properties the prompt states passes: the mirror design and two others."""
     assert check.t5_rows_read(right) is True
     assert "all correct!" in capsys.readouterr().out
-
-
-def _linear_future(o, nb, md):
-    B = nb // 2
-    return torch.where(o > 0, B + (o - 1).clamp(max=B - 1), pl.t5_relative_bucket(o, num_buckets=nb, max_distance=md))
 
 
 def _past_shifted_too(o, nb, md):
@@ -238,7 +249,8 @@ def _future_reversed(o, nb, md):
 @pytest.mark.parametrize("wrong, says", [
     (lambda o, nb, md: pl.t5_relative_bucket(o, num_buckets=nb, max_distance=md), "still never read"),  # T5 itself
     (lambda o, nb, md: pl.t5_relative_bucket(o + (o > 0).long(), num_buckets=nb, max_distance=md), "still never read"),
-    (_linear_future, "does not mirror the past"),
+    (lambda o, nb, md: torch.where(o > 0, (nb // 2 + o - 1).clamp(max=nb - 2), every_row(o, nb, md)),
+     "still never read"),  # exact, but the last row forgotten
     (_past_shifted_too, "must keep T5's bucket"),
     (_future_down, "must land in the upper half"),
     (_future_reversed, "lands in a lower bucket"),
@@ -435,18 +447,24 @@ def test_t5_last_bucket_far_case_by_the_rule_in_float64():
         assert start > 10**9 and math.log2(md) > 3 * ch04.FORMULA_STEPS / 2
 
 
-# ---------------------------------------------------------------- Exercise 4: the rows the two indices tie
+# ---------------------------------------------------------------- Exercise 4: the rows a blind table must tie
 
-def tied_rows(k):
+def tied_rows(k, row):
     """For i - j = o the code reads row clip(o + k), the paper row clip(k - o) (rows 0 .. 2k-1). Inside the
     window rows r and 2k - r are tied; at the edges row 2k-1 (o >= k) meets row 0, and row 1 through the window;
-    so the classes are {0, 1, 2k-1}, {r, 2k-r} for r = 2 .. k-1, and {k}."""
-    return [{0, 1, 2 * k - 1}] + [{r, 2 * k - r} for r in range(2, k)] + [{k}]
+    so the sets are {0, 1, 2k-1}, {r, 2k-r} for r = 2 .. 2k-2 ({k} alone)."""
+    if row in (0, 1, 2 * k - 1):
+        return {0, 1, 2 * k - 1}
+    return {row, 2 * k - row}
 
 
-def tied_rows_by_union_find(k, library=False):
-    """Another right route, in a form that reaches any k: tie, offset by offset, the two rows read (from the
-    clips by hand, or from the library's own index: the prompt names both as fair)."""
+def classes_of(k, rows_of=tied_rows):
+    return list({frozenset(rows_of(k, r)) for r in range(2 * k)})
+
+
+def union_find_classes(k, library=False):
+    """The procedure the old prompt described: tie, offset by offset, the two rows read (from the clips by hand,
+    or from the library's own index), and read off the groups."""
     parent = list(range(2 * k))
     code = pl.deberta_relative_index(2 * k + 1, 1, k)[:, 0].tolist() if library else None
     paper = pl.deberta_relative_index(1, 2 * k + 1, k)[0].tolist() if library else None
@@ -464,15 +482,20 @@ def tied_rows_by_union_find(k, library=False):
     return list(classes.values())
 
 
+def by_union_find(k, row, library=False):
+    return next(c for c in union_find_classes(k, library) if row in c)
+
+
 @pytest.mark.parametrize("k", range(3, 17))
 def test_the_classes_make_a_blind_table_and_no_finer_one_is_blind(k):
-    """Independent of the checker: a table constant on the classes gives equal p2c under both indices (with
-    the library's deberta_terms), splitting any class breaks it, and a union-find over every pair of the
-    library's own (L, L) index finds the same classes."""
+    """Independent of the checker: a table constant on the sets gives equal p2c under both indices (with
+    the library's deberta_terms), splitting any set breaks it, and a union-find over every pair of the
+    library's own (L, L) index finds the same sets."""
     g = torch.Generator().manual_seed(k)
     q_c, k_c = torch.randn(2, 3 * k, 4, generator=g, dtype=torch.float64)
     k_r = torch.randn(2 * k, 4, generator=g, dtype=torch.float64)
-    classes = tied_rows(k)
+    classes = classes_of(k)
+    assert sorted(map(sorted, classes)) == sorted(map(sorted, union_find_classes(k, library=True)))
     label = {r: c for c, rows in enumerate(classes) for r in rows}
     basis = torch.randn(len(classes), 4, generator=g, dtype=torch.float64)
 
@@ -502,89 +525,131 @@ def test_the_classes_make_a_blind_table_and_no_finer_one_is_blind(k):
     for r in range(2 * k):
         found.setdefault(root(r), set()).add(r)
     assert sorted(map(sorted, found.values())) == sorted(map(sorted, classes)) == \
-        sorted(map(sorted, tied_rows_by_union_find(k)))
+        sorted(map(sorted, union_find_classes(k)))
 
 
 @pytest.mark.parametrize("right", [
     tied_rows,
-    tied_rows_by_union_find,
-    lambda k: tied_rows_by_union_find(k, library=True),
-    lambda k: [sorted(c) for c in reversed(tied_rows(k))],  # lists, another order
-    lambda k: tuple(frozenset(c) for c in tied_rows(k)),
+    lambda k, row: sorted(tied_rows(k, row)),  # a list
+    lambda k, row: frozenset(tied_rows(k, row)),
+    lambda k, row: tuple(tied_rows(k, row)),
 ])
 def test_deberta_tied_rows_accepts_right_answers(right, draw, capsys):
     assert check.deberta_tied_rows(right) is True
     assert "all correct!" in capsys.readouterr().out
 
 
-def null_space_classes(k):
-    """The measurement route the cold read found for the old table question: the Jacobian of paper p2c minus
-    code p2c with respect to the table, its null space, rows grouped by equal null-space coordinates. It
-    answers k = 3; at the checker's far k its (L, L) index and Jacobian do not fit."""
-    if k > 64:
-        raise MemoryError(f"a dense ({3 * k}, {3 * k}) Jacobian per table row at k = {k}")
-    g = torch.Generator().manual_seed(0)
-    q_c, k_c = torch.randn(2, 3 * k, 1, generator=g, dtype=torch.float64)
-    k_r = torch.zeros(2 * k, 1, dtype=torch.float64)
+def by_bisection(k, row):
+    """A search the far k refuses too: find the offsets that read a row by bisection over the clips (both are
+    monotone in the offset), then close the set over the ties; no rule for the rows, and hundreds of steps."""
+    def rows_at(o):
+        return min(max(o + k, 0), 2 * k - 1), min(max(k - o, 0), 2 * k - 1)
 
-    def diff(t):
-        return (pl.deberta_terms(q_c, k_c, t, k_r, p2c_index="paper")[2]
-                - pl.deberta_terms(q_c, k_c, t, k_r, p2c_index="reference")[2]).flatten()
+    def offsets_reading(r, which, sign):
+        def first(v):
+            lo, hi = 0, 2 * k + 1
+            while lo < hi:
+                mid = (lo + hi) // 2
+                lo, hi = (lo, mid) if sign * rows_at(mid)[which] >= v else (mid + 1, hi)
+            return lo
+        return first(sign * r), first(sign * r + 1) - 1
 
-    jac = torch.autograd.functional.jacobian(diff, torch.zeros(2 * k, 1, dtype=torch.float64))[:, :, 0]
-    _, sv, vh = torch.linalg.svd(jac)
-    null = vh[(sv > 1e-9).sum():].T  # (2k, nullity)
-    classes = {}
-    for r in range(2 * k):
-        classes.setdefault(tuple(round(x, 6) for x in null[r].tolist()), set()).add(r)
-    return list(classes.values())
+    found, todo = {row}, [row]
+    while todo:
+        r = todo.pop()
+        for which, sign in ((0, 1), (1, -1)):
+            a, b = offsets_reading(r, which, sign)
+            for o in {a, b} if a <= b else ():
+                other = rows_at(o)[1 - which]
+                if other not in found:
+                    found.add(other)
+                    todo.append(other)
+    return found
 
 
-def test_the_null_space_route_answers_only_small_k(capsys):
-    assert sorted(map(sorted, null_space_classes(3))) == sorted(map(sorted, tied_rows(3)))
-    assert check.deberta_tied_rows(null_space_classes) is False
-    assert "MemoryError" in capsys.readouterr().out
+def test_the_shortcut_routes_are_right_when_unguarded():
+    """The refused routes below are refused for their route, not for a wrong answer."""
+    for k in (3, 7, 40):
+        for row in range(2 * k):
+            assert by_union_find(k, row) == by_union_find(k, row, library=True) == by_bisection(k, row) == \
+                tied_rows(k, row)
 
 
-def mirror_classes(k):
+@pytest.mark.parametrize("shortcut, says", [
+    (lambda k, row: by_union_find(k, row, library=True), "calls pl.deberta_relative_index"),
+    (by_union_find, "runs out of steps"),  # the union-find the old prompt described, clips typed by hand
+    (by_bisection, "runs out of steps"),
+    (lambda k, row: {int(r) for r in np.arange(2 * k) if r in tied_rows(k, row)}, "tensor or array elements"),
+    (lambda k, row: set(torch.arange(2 * k)[torch.tensor([r in tied_rows(k, row) for r in range(2 * k)])].tolist()),
+     "tensor or array elements"),
+])
+def test_deberta_tied_rows_refuses_the_shortcuts(shortcut, says, capsys):
+    assert check.deberta_tied_rows(shortcut) is False
+    out = capsys.readouterr().out
+    assert says in out
+    assert "{0, 1" not in out and "2k - r" not in out
+
+
+def mirror_rows(k, row):
     """The plain mirror, row r with row 2k - 1 - r: the wrong symmetry."""
-    return [{r, 2 * k - 1 - r} for r in range(k)]
+    return {row, 2 * k - 1 - row}
 
 
-def window_only_classes(k):
+def window_only_rows(k, row):
     """Rows r and 2k - r tied, the edges forgotten (row 0 left alone)."""
-    return [{0}] + [{r, 2 * k - r} for r in range(1, k)] + [{k}]
+    return {0} if row == 0 else {row, 2 * k - row} if row < 2 * k - 1 else {1, 2 * k - 1}
 
 
-def over_merged(k):
-    classes = tied_rows(k)
-    return [classes[0] | classes[-1]] + classes[1:-1]  # two classes joined: still sound, no longer the finest
+def no_ties(k, row):
+    return {row}
+
+
+def over_merged(k, row):
+    s = tied_rows(k, row)
+    return s | tied_rows(k, k) if 0 in s else s | tied_rows(k, 0) if k in s else s
+
+
+def middle_only(k, row):
+    """Right at k = 3, then too much: every row tied to the middle one beyond k = 3."""
+    return tied_rows(k, row) if k == 3 else tied_rows(k, row) | {k}
 
 
 @pytest.mark.parametrize("wrong, says", [
-    (mirror_classes, "the table read from either end"),
-    (window_only_classes, "clipped edge rows"),
-    (lambda k: [{r} for r in range(2 * k)], "which two rows are they?"),  # no tie at all
-    (lambda k: [set(range(2 * k))], "no chain of pairs ties"),  # everything in one class
-    (over_merged, "no chain of pairs ties"),
-    (lambda k: tied_rows(k)[1:], "exactly one class"),  # a class missing
-    (lambda k: tied_rows(k) + [{0}], "exactly one class"),  # a row twice
-    (lambda k: [{0.5}], "list of sets of row numbers"),
-    (lambda k: 7, "list of sets of row numbers"),
+    (mirror_rows, "the table read from either end"),
+    (window_only_rows, "clipped edge rows"),
+    (no_ties, "clipped edge rows"),  # row 0 comes first, and only the edges tie it
+    (lambda k, row: no_ties(k, row) if row != 0 else tied_rows(k, 0), "which two rows do the indices read?"),
+    (lambda k, row: set(range(2 * k)), "no chain of (query, key) pairs ties"),  # everything, judged at k = 3
+    (over_merged, "no chain of (query, key) pairs ties"),
+    (middle_only, "no chain of (query, key) pairs ties"),
+    (lambda k, row: {0, 1, 2} if row == 0 else tied_rows(k, row), "and holds one no pair ties"),
+    (lambda k, row: tied_rows(k, row) - {row}, "holds row"),  # the row itself left out
+    (lambda k, row: {0.5, row}, "set of row numbers"),
+    (lambda k, row: 7, "set of row numbers"),
+    (lambda k, row: tied_rows(k, row) | {2 * k}, "set of row numbers"),  # a row past the table
 ])
 def test_deberta_tied_rows_names_the_misconception(wrong, says, draw, capsys):
     assert check.deberta_tied_rows(wrong) is False
     out = capsys.readouterr().out
     assert says in out and "hint:" in out
-    assert "{0, 1" not in out and "2k - r" not in out  # the classes stay hidden
+    assert "{0, 1" not in out and "2k - r" not in out  # the sets stay hidden
 
 
-def test_deberta_tied_rows_asks_for_new_far_spans():
-    seen = set()
-    for draw in range(10):
-        rng = random.Random(draw)
-        seen.add(tuple(rng.randrange(*ch04.TIE_SPANS_FAR) for _ in range(2)))
-    assert len(seen) == 10 and min(min(s) for s in seen) >= 20_000
+def test_deberta_tied_rows_asks_for_new_far_spans(capsys):
+    """The far k are new at every check, beyond 10^15, and the rows asked there include random ones."""
+    asked = []
+
+    def spy(k, row):
+        asked.append((k, row))
+        return tied_rows(k, row)
+
+    for _ in range(3):
+        assert check.deberta_tied_rows(spy) is True
+    capsys.readouterr()
+    far = {k for k, _ in asked if k > 10**6}
+    assert len(far) == 6 and min(far) >= 10**15
+    assert {k for k, _ in asked if k == 3} == {3} and {r for k, r in asked if k == 3} == set(range(6))
+    assert len({r for k, r in asked if k > 10**6} - {0, 1, 2}) > 10
 
 
 # ---------------------------------------------------------------- the answer key is not in the learner's hands
@@ -593,14 +658,14 @@ def test_no_callable_or_constant_of_the_checker_module_passes_an_exercise(capsys
     """Every function the module defines, public or private, is refused or wrong as an answer to every exercise;
     no constant is a set of classes, and the module stores no sealed answer to hash small numbers against."""
     attributes = defined_here(ch04)
-    assert {"_past_last_edge", "_in_last", "_library_in_last", "_starts_last", "_widths", "_classes"} <= \
+    assert {"_past_last_edge", "_in_last", "_library_in_last", "_starts_last", "_index_rows", "_rows"} <= \
         attributes.keys()
     for name, value in attributes.items():
         if callable(value):
             for checker in (check.xl_rel_shift, check.t5_rows_read, check.t5_last_bucket, check.deberta_tied_rows):
                 assert checker(value) is not True, name
         else:
-            assert check.deberta_tied_rows(lambda k, v=value: v) is not True, name
+            assert check.deberta_tied_rows(lambda k, row, v=value: v) is not True, name
             assert not (isinstance(value, dict) and any(isinstance(x, str) and len(x) == 24 for x in value.values()))
     capsys.readouterr()
 

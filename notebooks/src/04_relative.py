@@ -551,6 +551,48 @@ viz.InteractiveFigure(
     bidirectional=widgets.Checkbox(value=True, description="bidirectional"),
 )
 
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# The answers, checked in the next cell at T5's defaults (distances 0 to 999 of the past):
+# 1. Unticked, every key after the query lands in bucket 0 (the upper-right triangle turns one colour),
+#    and the past is cut into **more** buckets: all 32 instead of 16.
+# 2. Doubling `max_distance` leaves the exact buckets near the diagonal alone (the first 8 distances keep
+#    their own bucket) and moves the far ones out: no distance gets a higher bucket, some get a lower one,
+#    and the far buckets are **wider** on average.
+# 3. More buckets go to both ends: $e = B/2$ grows, so more distances near the diagonal get a bucket of
+#    their own (12 instead of 8 at 48 buckets), and the far range is cut into more, **narrower** buckets.
+
+# %%
+dist = torch.arange(1000)  # distances in the past (offsets -dist), on the CPU: a few small integer checks
+
+
+def past_buckets(nb_, md_, bidirectional=True):
+    return pl.t5_relative_bucket(-dist, num_buckets=nb_, max_distance=md_, bidirectional=bidirectional)
+
+
+def own_bucket_count(nb_, md_):
+    """How many distances from 0 up each have a bucket of their own (a bucket holding one distance)."""
+    width = torch.bincount(past_buckets(nb_, md_))
+    return int((width != 1).nonzero()[0])
+
+
+def mean_far_width(nb_, md_):
+    """Distances per far bucket on average, the last (unbounded) one left out."""
+    B_ = nb_ // 2
+    b_ = past_buckets(nb_, md_)
+    start_last = int((b_ == B_ - 1).nonzero()[0])
+    return (start_last - own_bucket_count(nb_, md_)) / (B_ - 1 - own_bucket_count(nb_, md_))
+
+
+ahead = pl.t5_relative_bucket(torch.arange(1, 161), num_buckets=32, max_distance=128, bidirectional=False)
+assert (ahead == 0).all()  # 1: causal, every key after the query in bucket 0
+assert len(past_buckets(32, 128, False).unique()) == 32 > len(past_buckets(32, 128).unique()) == 16  # 1: more
+b128, b256 = past_buckets(32, 128), past_buckets(32, 256)
+assert own_bucket_count(32, 128) == own_bucket_count(32, 256) == 8 and torch.equal(b128[:8], b256[:8])  # 2
+assert (b256 <= b128).all() and (b256 < b128).any() and mean_far_width(32, 256) > mean_far_width(32, 128)  # 2
+assert own_bucket_count(48, 128) == 12 and mean_far_width(48, 128) < mean_far_width(32, 128)  # 3
+print(f"far buckets hold {mean_far_width(32, 128):.1f} distances on average at 32 buckets and max 128, "
+      f"{mean_far_width(32, 256):.1f} at max 256, {mean_far_width(48, 128):.1f} at 48 buckets")
+
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5. DeBERTa: content and position, disentangled
 #
@@ -634,8 +676,20 @@ print(f"d = 16: variance of c2c + c2p + p2c over 3d: {ratio:.3f}; largest correl
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Paper and released code: which row of $q^r$ does p2c read?
 #
-# The paper's p2c reads row $\delta(j, i)$ of $q^r$ for query $i$ and key $j$. The released code computes
-# it with another index, in two recipes:
+# The released code (transformers' DeBERTa ports, microsoft/DeBERTa) reads p2c at row $\delta(i, j)$ of
+# $q^r$, c2p's own index, not the paper's $\delta(j, i)$, so the same table gives other p2c scores under
+# each (`p2c_index="reference"` follows the code; the cell checks both halves), and a checkpoint needs the
+# index its code used (microsoft/DeBERTa issues #47 and #162 discuss it).
+
+# %%
+_, _, p2c_ref = pl.deberta_terms(q_c, k_c, q_r, k_r, p2c_index="reference")
+by_code_row = torch.stack([torch.stack([k_c[j] @ q_r[delta[i, j]] for j in range(L)]) for i in range(L)])
+assert torch.allclose(p2c_ref, by_code_row, atol=1e-5) and not torch.allclose(p2c_ref, p2c, atol=1e-3)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# #### Aside, for readers of the released code (skip it on a first read)
+#
+# The released code computes p2c in two recipes:
 #
 # * transformers' port (`disentangled_att_bias` in `models/deberta/modeling_deberta.py`,
 #   `disentangled_attention_bias` in `models/deberta_v2/modeling_deberta_v2.py`) scores every key against
@@ -649,9 +703,10 @@ print(f"d = 16: variance of c2c + c2p + p2c over 3d: {ratio:.3f}; largest correl
 #
 # The table follows both recipes for four queries and keys with $k = 2$, so
 # $\delta(i, j) = \operatorname{clip}(i - j + 2, 0, 3)$: which row of $q^r$ each reads against key $j$.
-# Both read row $\delta(i, j)$, the same index as c2p, not the paper's $\delta(j, i)$ (discussed in
-# microsoft/DeBERTa issues #47 and #162); the cell asserts it, and that the paper reads another row for
-# every pair off the diagonal.
+# Both read row $\delta(i, j)$; the cell asserts it, and that the paper reads another row for every pair
+# off the diagonal. The last cell of this aside replays both recipes on the seven tokens above
+# (`tests/test_deberta.py` checks `p2c_index="reference"` against transformers' v1
+# `DisentangledSelfAttention`, `tests/test_crosscheck.py` against the deberta_v2 one).
 
 # %%
 L4, k2 = 4, 2
@@ -670,14 +725,7 @@ for i_ in range(L4):
               f"        T[{delta4[i_, j_].item()}, {j_}]        |       {delta4[i_, j_].item()}")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# ### The recipes at full size, and the source notes
-#
-# The next cell replays both recipes on the seven tokens above; `p2c_index="reference"` reproduces them,
-# `tests/test_deberta.py` checks it against transformers' v1 `DisentangledSelfAttention` and
-# `tests/test_crosscheck.py` against the deberta_v2 one. With the paper's index the same trained table
-# gives other p2c scores (the cell checks that too), so a checkpoint needs the index its code used. How
-# the two indices relate row by row, and what a table would need for the choice not to matter, is
-# Exercise 4.
+# #### Aside, continued: both recipes at full size, and the source notes' form
 #
 # The source notes (`004`) write DeBERTa's relative terms as
 # $x_m^\top W_q^\top W_k \tilde p_{m-n} + \tilde p_{m-n}^\top W_q^\top W_k x_n$: the *content*
@@ -700,12 +748,8 @@ rel = -pl.relative_positions(L, L, device=device)  # query minus key, i - j, as 
 p2c_pos = torch.clamp(-rel + span_k, 0, 2 * span_k - 1)  # clip(-(i - j) + k), laid over rows of keys
 code_p2c = torch.gather(k_c @ q_r.T, -1, p2c_pos).T  # transformers: gather along the key rows, transpose
 ms_p2c = torch.gather(q_r @ k_c.T, -2, delta)  # microsoft/DeBERTa: rows of q^r against keys, c2p's index
-_, _, p2c_ref = pl.deberta_terms(q_c, k_c, q_r, k_r, p2c_index="reference")
 assert_close(code_p2c, p2c_ref)
-assert_close(ms_p2c, p2c_ref)  # both recipes: the same p2c
-assert_close(code_p2c, torch.stack([torch.stack([k_c[j] @ q_r[delta[i, j]] for j in range(L)])
-                                                  for i in range(L)]))  # delta(i, j) ...
-assert not torch.allclose(code_p2c, p2c, atol=1e-3)  # ... not the paper's delta(j, i): other scores
+assert_close(ms_p2c, p2c_ref)  # both recipes: the library's reference p2c
 
 # the source's form: content projections W_qc, W_kc reused for positions, offset m - n in both terms
 src_c2p = torch.stack([torch.stack([q_c[m] @ (W_kc @ P[delta[m, n]]) for n in range(L)]) for m in range(L)])
@@ -866,34 +910,32 @@ for name, score in scorers.items():
 # ## 7. The methods side by side
 #
 # One attention layer with $H$ heads, $d_\text{model} = H\,d_\text{head}$, a sequence of $L$ tokens
-# (as many queries as keys). "Materialised" is what the method builds besides the $(H, L, L)$
-# attention scores every method has; $k$ is the clipping window of Shaw and DeBERTa.
+# (as many queries as keys); $k$ is the clipping window of Shaw and DeBERTa. The columns: **learned
+# parameters**, what the method adds to the model; **materialised**, what it builds besides the
+# $(H, L, L)$ attention scores every method has; **adds to the score**, a *content × position* term (it
+# depends on a query's or key's content and on the offset) or a *position-only* one (the same for every
+# content), and whether the heads differ; **far distances**, what happens beyond the distances the method
+# clips or was trained on.
 #
-# | method | learned parameters | materialised | content × position term | position-only term | per head | distances past the window | used by |
-# |---|---|---|---|---|---|---|---|
-# | **Shaw** (§2) | $2(2k+1)\,d_\text{head}$ per layer ($a^K$, $a^V$), shared by the heads | $a^K_{ij}, a^V_{ij}$: $(L, L, d_\text{head})$ each as written; $(L, 2k+1)$ if $q$ is scored against the $2k+1$ rows first, then gathered | yes, $q_i \cdot a^K_{ij}$; and $a^V$ moves the output | no | no: one table, each head's $q$ reads it | all alike beyond $k$ | Shaw et al. 2018 (translation); Music Transformer (Huang et al. 2018) builds on it |
-# | **Transformer-XL** (§3) | $d_\text{model}^2$ ($W_{k,R}$) per layer, $+\ 2\,d_\text{model}$ ($u, v$) per layer as in XLNet and XL's code with `untie_r` (the paper: one $u$, $v$ for the model); $R$ is fixed | $r$: $(L, d_\text{model})$; scores by distance, $(H, L, L)$, then the shift | yes, (b) | yes, (d); and (c), a global content bias | yes ($W_{k,R}$, $u$, $v$ per head) | the formula: a sinusoid for every distance; the released runs clamp it (`clamp_len`) | Transformer-XL (Dai et al. 2019), XLNet (Yang et al. 2019) |
-# | **T5** (§4) | $\text{num\_buckets}\cdot H$ per stack, encoder or decoder (its first layer computes the bias, the others reuse it) | bucket ids $(L, L)$, bias $(H, L, L)$ | no | yes, a scalar per bucket | yes | one shared last bucket, before `max_distance`: from distance 91 of 128 in an encoder, 113 in a decoder (§4) | T5 (Raffel et al. 2020) and its descendants (mT5, Flan-T5) |
-# | **DeBERTa** (§5) | v1: a $2k$-row table $+\ 2\,d_\text{model}^2 + d_\text{model}$ per layer; v3: the table only (counted below) | $q^r, k^r$: $(2k, d_\text{model})$; scores against all rows, $(H, L, 2k)$, then gathered | yes, both ways (c2p, p2c) | no | yes | v1: alike beyond $k$; v2/v3: log buckets, then the edge rows (below) | DeBERTa (He et al. 2021), v2/v3; absolute positions near the output (§5) |
-# | RoPE (chapter 5) | 0 | $\cos, \sin$: $(L, d_\text{head}/2)$ | yes: it *is* the rotated $q \cdot k$ | no | the same rotation in every head | every distance, but angles never seen in training (chapter 7) | GPT-NeoX, Llama and most current LLMs (chapter 8) |
-# | ALiBi (chapter 6) | 0 (fixed slopes $m_h$) | bias $(H, L, L)$, or only $H$ slopes in a fused kernel | no | yes, $-m_h (i - j)$ | yes (its slope) | a straight line, any distance | BLOOM, MPT |
+# | method | learned parameters | materialised | adds to the score | far distances | used by |
+# |---|---|---|---|---|---|
+# | **Shaw** (§2) | $2(2k+1)\,d_\text{head}$ per layer ($a^K$, $a^V$), shared by the heads | $a^K_{ij}, a^V_{ij}$: $(L, L, d_\text{head})$ each as written; $(L, 2k+1)$ if $q$ is scored against the $2k+1$ rows first, then gathered | content × position, $q_i \cdot a^K_{ij}$, one table for all heads; $a^V$ also moves the output | all alike beyond $k$ | Shaw et al. 2018 (translation); Music Transformer (Huang et al. 2018) builds on it |
+# | **Transformer-XL** (§3) | $d_\text{model}^2$ ($W_{k,R}$) $+\ 2\,d_\text{model}$ ($u, v$) per layer, as in XLNet and XL's code with `untie_r` (the paper: one $u$, $v$ for the model); $R$ is fixed | $r$: $(L, d_\text{model})$; scores by distance, $(H, L, L)$, then the shift | content × position (b), position-only (d), and a global content bias (c); per head | the formula: a sinusoid for every distance; the released evaluation runs clamp it (`clamp_len`) | Transformer-XL (Dai et al. 2019), XLNet (Yang et al. 2019) |
+# | **T5** (§4) | $\text{num\_buckets}\cdot H$ per stack, encoder or decoder (its first layer computes the bias, the others reuse it) | bucket ids $(L, L)$, bias $(H, L, L)$ | position-only: a scalar per bucket and head | one shared last bucket, before `max_distance`: from distance 91 of 128 in an encoder, 113 in a decoder (§4) | T5 (Raffel et al. 2020) and its descendants (mT5, Flan-T5) |
+# | **DeBERTa** (§5) | v1: a $2k$-row table $+\ 2\,d_\text{model}^2 + d_\text{model}$ per layer; v3: the table only (counted below) | $q^r, k^r$: $(2k, d_\text{model})$; scores against all rows, $(H, L, 2k)$, then gathered | content × position both ways (c2p, p2c); per head | v1: alike beyond $k$; v2/v3: log buckets, then the edge rows (below) | DeBERTa (He et al. 2021), v2/v3; absolute positions near the output (§5) |
+# | RoPE (chapter 5) | 0 | $\cos, \sin$: $(L, d_\text{head}/2)$ | content × position: it *is* the rotated $q \cdot k$; the same rotation in every head | every distance, but angles never seen in training (chapter 7) | GPT-NeoX, Llama and most current LLMs (chapter 8) |
+# | ALiBi (chapter 6) | 0 (fixed slopes $m_h$) | bias $(H, L, L)$, or only $H$ slopes in a fused kernel | position-only, $-m_h (i - j)$; a slope per head | a straight line, any distance | BLOOM, MPT |
 #
-# Transformer-XL's formula clips no distance, but the released runs clamp it: the authors' scripts set
-# `clamp_len` (kimiyoung/transformer-xl, `pytorch/run_wt103_base.sh`: `--clamp_len 400`;
-# `tf/sota/wt103.sh`: `TEST_CLAMP_LEN=1000`), and XLNet's code has the same option.
+# Transformer-XL's formula clips no distance, but the released evaluation runs clamp it: the authors'
+# evaluation settings set `clamp_len` (kimiyoung/transformer-xl: the `eval` branch of
+# `pytorch/run_wt103_base.sh`, `--clamp_len 400`; `tf/sota/wt103.sh`, `TEST_CLAMP_LEN=1000`), while the
+# training branch of the PyTorch script passes none.
 #
-# Sources for the sharing and the projections: Shaw et al. §3.3 share the tables across heads. The
-# other counts are read off Hugging Face `transformers`' own modules: XLNet's `XLNetRelativeAttention`
-# keeps $W_{k,R}$ (`r`, $d_\text{model} \times H \times d_\text{head}$), $u$ (`r_w_bias`) and $v$
-# (`r_r_bias`) in every layer (its `r_s_bias` and `seg_embed` serve segments, not positions); T5's
-# `T5Stack` gives the bias table only to block 0 (`has_relative_attention_bias`); DeBERTa's encoder
-# keeps one `rel_embeddings` table, and each v1 layer adds `pos_proj` (no bias) and `pos_q_proj`
-# (with a bias), while a v2/v3 layer with `share_att_key` adds nothing (without it, `pos_key_proj` and
-# `pos_query_proj`, both with biases: $2\,d_\text{model}^2 + 2\,d_\text{model}$). The cell below counts a
-# layer of BERT-base's size ($H = 12$, $d_\text{model} = 768$) with Shaw's $k = 128$, T5's 32 buckets,
-# DeBERTa v1's $k = 512$ as released (its `max_relative_positions` is $-1$, so the table spans
-# `max_position_embeddings`) and v3's 256 position buckets: from the library's modules for Shaw, T5, RoPE and ALiBi, and from
-# transformers' modules for XL, T5's stack and DeBERTa, built offline by the installed transformers
+# Sources for the counts: Shaw et al. §3.3 share the tables across heads; the others are read off Hugging
+# Face `transformers`' own modules. The cell below counts a layer of BERT-base's size ($H = 12$,
+# $d_\text{model} = 768$) with Shaw's $k = 128$, T5's 32 buckets, DeBERTa v1's $k = 512$ as released (the
+# table spans `max_position_embeddings`) and v3's 256 position buckets: from the library's modules for
+# Shaw, T5, RoPE and ALiBi, and from transformers' modules, built offline, for XL, T5's stack and DeBERTa
 # (`tests/test_crosscheck.py` checks the same counts).
 
 # %%
@@ -985,7 +1027,8 @@ print(f"L = {L_}: Shaw a^K {tuple(a_K.shape)}, or {tuple(by_row.shape)} scored f
 #   \right\rceil\right) & \text{otherwise.} \end{cases}$$
 #
 # Unlike T5's: one signed, symmetric rule instead of two halves of buckets; the ceiling (T5 floors)
-# keeps distances exact a little past $h$, to 131 in v3; the far buckets reach $\pm(h + h - 1) = \pm 255$
+# keeps distances exact a little past $h$ (a bucket holding its distance alone) up to 130 in v3, where 131
+# and 132 share a bucket; the far buckets reach $\pm(h + h - 1) = \pm 255$
 # at $|\delta| = m - 1 = 511$; and there is no $\min$: farther distances keep growing ($\pm 256$ at 512),
 # and the clip into the table's $2b = 512$ rows, $\operatorname{clip}(\text{bucket} + 256, 0, 511)$ as in
 # c2p, makes them share the edge rows. The cell writes the rule in plain Python, checks it against
@@ -1004,7 +1047,11 @@ def deberta_v2_bucket(delta: int, position_buckets: int = 256, max_position: int
 deltas = list(range(-1500, 1501))
 v3_bucket = {dl: deberta_v2_bucket(dl) for dl in deltas}
 assert all(v3_bucket[-dl] == -v3_bucket[dl] for dl in deltas)  # signed and symmetric
-assert all(v3_bucket[dl] == dl for dl in range(-131, 132)) and v3_bucket[132] == 131  # exact to 131
+holders = {}  # bucket -> the distances it holds
+for dl in deltas:
+    holders.setdefault(v3_bucket[dl], []).append(dl)
+assert all(holders[n] == [n] for n in range(-130, 131))  # exact: bucket n holds n alone, up to 130
+assert holders[131] == [131, 132] and holders[-131] == [-132, -131]  # 131 shares its bucket with 132
 assert v3_bucket[511] == 255 and v3_bucket[-511] == -255 and v3_bucket[512] == 256  # 255 at m - 1, no min
 assert [v3_bucket[dl] for dl in deltas] == pl.deberta_log_bucket(torch.tensor(deltas)).tolist()  # the library's
 v3_row = {dl: min(max(v3_bucket[dl] + 256, 0), 511) for dl in deltas}  # the table row, c2p's clip
@@ -1033,9 +1080,8 @@ print("T5 encoder buckets (32, max 128) of distances 7..9 in the past:",
 # keys after the query count too (Funnel is an encoder). As in §3, every query is first scored against every distance with one matmul. Here that
 # matrix `x` has shape `(q_len, stride * (q_len - 1) + k_len)`, and its column $c$ holds the distance
 # $c - (k_\text{len} - 1)$: the **smallest** distance first, the opposite of §3's order. Write
-# `strided_shift(x, stride)` returning the `(q_len, k_len)` scores, every entry right. Derive on paper
-# which distance, then which column, entry $(i, j)$ needs, then use any means you like: a gather, or a pad-and-reshape trick
-# of your own. The checker draws new shapes, strides and scores at every check.
+# `strided_shift(x, stride)` returning the `(q_len, k_len)` scores, every entry right, by any means.
+# The checker draws new shapes, strides and scores at every check.
 
 # %%
 def strided_shift(x, stride):
@@ -1066,18 +1112,14 @@ _ = check.xl_rel_shift(strided_shift)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **2 (design: a T5 encoder that reads every row).** A T5 bias stores `num_buckets` learned scalars per
-# head. Does any input read all of them? In an encoder, count before you design. Then write
-# `every_row(offsets, num_buckets, max_distance)`, a bucket rule for a bidirectional (encoder) bias,
-# offsets $j - i$ in, buckets out, such that
-# * a key at or before the query keeps exactly T5's bucket (a trained table's rows keep their meaning
-#   there);
-# * a key after the query lands in the upper half, buckets $B, \dots, 2B - 1$ ($B$ = `num_buckets`/2),
-#   never in a lower bucket than a nearer key after the query, and each upper bucket $B + b$ holds as
-#   many distances as bucket $b$ holds in the past (the future mirrors the past: exact near,
-#   log-spaced far).
-#
-# You may call `pl.t5_relative_bucket`. The checker draws encoder settings like T5's
-# (`max_distance` at least 4 × `num_buckets`) at every check.
+# head, and a row that no offset ever reaches is a parameter that never trains. Design
+# `every_row(offsets, num_buckets, max_distance)`, a bucket rule for a bidirectional (encoder) bias
+# (offsets $j - i$ in, buckets out) under which every row of the table is read, while a trained table
+# keeps its meaning for the past (a key at or before the query keeps T5's bucket) and the future stays
+# ordered (a key after the query lands in the upper half, buckets $B, \dots, 2B - 1$ with
+# $B$ = `num_buckets`/2, never in a lower bucket than a nearer key after the query). You may call
+# `pl.t5_relative_bucket`. The checker judges the rule by these properties on encoder settings like T5's
+# (`max_distance` at least 4 × `num_buckets`), drawn at every check.
 
 # %%
 def every_row(offsets, num_buckets, max_distance):
@@ -1090,12 +1132,13 @@ _ = check.t5_rows_read(every_row)
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "t5_rows_read_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def every_row(offsets, num_buckets, max_distance):
     ### BEGIN SOLUTION
-    # Count first: T5's encoder puts a key after the query in B + bucket(n) with n = j - i >= 1, so the upper
-    # half is bucket(1), bucket(2), ... shifted by B. Bucket B would be "a key after the query at distance 0",
-    # but distance 0 is the query itself, counted in the past: row B is never read (num_buckets - 1 rows of
-    # num_buckets, at any length). The fix keeps the past and moves the future one distance down: a key at
-    # distance n after the query takes B + bucket(n - 1). Distance 1 then reads row B, and each upper bucket
-    # holds exactly the distances of its mirror, shifted by one.
+    # Which row does T5's encoder miss? A key after the query goes to B + bucket(n) with n = j - i >= 1, so the
+    # upper half is bucket(1), bucket(2), ... shifted by B. Bucket B would be "a key after the query at distance
+    # 0", but distance 0 is the query itself, counted in the past: row B is never read (num_buckets - 1 rows of
+    # num_buckets, at any length). Any ordered future that reads every row must give the nearest key after the
+    # query row B. This design keeps the future the past's mirror: a key at distance n after the query takes
+    # B + bucket(n - 1), so each upper bucket holds exactly the distances of its mirror, shifted by one (exact
+    # near, log-spaced far). Other designs pass too (e.g. B + min(n - 1, B - 1): exact everywhere, coarse never).
     B = num_buckets // 2
     past = pl.t5_relative_bucket(offsets, num_buckets=num_buckets, max_distance=max_distance)
     after = B + pl.t5_relative_bucket(-(offsets - 1).clamp(min=0), num_buckets=num_buckets, max_distance=max_distance)
@@ -1142,19 +1185,16 @@ def t5_last_bucket_start(num_buckets, max_distance, bidirectional):
 _ = check.t5_last_bucket(t5_last_bucket_start)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **4 (find: the rows the two indices tie).** §5 showed that the paper's p2c and the released code's
+# **4 (derive: the rows a blind table must tie).** §5 showed that the paper's p2c and the released code's
 # read different rows of $q^r$, so a checkpoint trained with one index gives other scores with the other.
-# For a table to give the same p2c with both, for every content and at every length, the two rows that
-# the indices read for any (query, key) pair must be equal; and rows equal to a common row are equal to
-# each other. Write `tied_rows(k)` returning the classes of rows this forces together, a partition of the
-# rows $0, \dots, 2k - 1$ into a list of sets (a row tied to no other is a class of its own). A table is
-# then blind to the choice exactly when it is constant on each class, and it can have as many different
-# rows as there are classes. Any route is fair: reasoning about the two clips, or joining the rows each
-# offset ties (`pl.deberta_relative_index` gives both indices) and reading off the groups. The checker
-# asks for $k = 3$ and for two $k$ between 20 000 and 200 000, drawn at every check.
+# Some tables give the same p2c with both indices, for every content and at every length. Write
+# `tied_rows(k, row)`: the set of rows that every such table must set equal to row `row` of its $2k$ rows
+# (`row` itself included). The checker asks for every row at $k = 3$, then for rows of one $k$ between
+# 20 000 and 200 000 and of two $k$ between $10^{15}$ and $10^{18}$, drawn at every check; each call gets
+# the few Python steps and tensor elements that a rule for the rows needs.
 
 # %%
-def tied_rows(k):
+def tied_rows(k, row):
     raise NotImplementedError  # your code
 
 
@@ -1162,14 +1202,16 @@ _ = check.deberta_tied_rows(tied_rows)
 
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "deberta_tied_rows_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-def tied_rows(k):
+def tied_rows(k, row):
     ### BEGIN SOLUTION
     # For i - j = o the code reads row clip(o + k), the paper row clip(k - o), rows 0 .. 2k-1 (and o < 0 swaps
     # the two). Inside the window (|o| < k) that ties row k + o to row k - o: row r to row 2k - r, and row k to
     # itself. At the edges the clip keeps reading: o >= k reads code row 2k - 1 and paper row 0, so row 0 joins
-    # 2k - 1, which the window already tied to row 1. Classes {0, 1, 2k-1}, {r, 2k-r} for r = 2 .. k-1, and
-    # {k}: k classes (k = 3: {0, 1, 5}, {2, 4}, {3}).
-    return [{0, 1, 2 * k - 1}] + [{r, 2 * k - r} for r in range(2, k)] + [{k}]
+    # 2k - 1, which the window already tied to row 1. Sets {0, 1, 2k-1}, {r, 2k-r} for r = 2 .. 2k-2, and
+    # {k}: k classes (k = 3: {0, 1, 5}, {2, 4}, {3}), so a blind table has k free rows of its 2k.
+    if row in (0, 1, 2 * k - 1):
+        return {0, 1, 2 * k - 1}
+    return {row, 2 * k - row}
     ### END SOLUTION
 
 

@@ -1,22 +1,20 @@
 """Checkers for notebooks/04_relative.ipynb: a strided relative shift, a T5 rule that reads every row,
-T5's last bucket, the rows DeBERTa's two p2c indices tie.
+T5's last bucket, the rows a table blind to DeBERTa's p2c index must tie.
 
 No answer is kept here, not even as a digest. The cases of every exercise are drawn anew at each check;
 a shift is judged by the distance each entry holds, a bucket rule by the properties the prompt asks
-for (T5's buckets in the past, each upper bucket as wide as its mirror, every row reached: the library's
-buckets, read outside the learner's function, give the widths), a last bucket by the bucket rule of §4
-at the answer and one below it, and tie classes by the ties read off the library's index at check time
-(every tie inside a class, every class held together by ties).
+for (T5's buckets in the past, the future ordered in the upper half, every row reached: the library's
+buckets, read outside the learner's function), a last bucket by the bucket rule of §4
+at the answer and one below it, and a row's tied set by the ties read off DeBERTa's index at check time.
 """
 from __future__ import annotations
 
-import math
 import random
 from typing import Any, Callable, Iterator
 
 import torch
 
-from .. import deberta, relative, xl
+from .. import deberta, relative
 from ._core import Verdict, float64_tensor, report, whole_number
 from ._guard import answers_under_guard, stopped_verdict
 
@@ -141,18 +139,13 @@ def _rows_cases(rng: random.Random) -> list[tuple[int, int]]:
     return out
 
 
-def _widths(buckets: torch.Tensor, first: int, count: int) -> list[int]:
-    """How many entries of ``buckets`` fall in each of the buckets first .. first + count - 1."""
-    return [int((buckets == b).sum()) for b in range(first, first + count)]
-
-
 def t5_rows_read(fn: Any) -> bool | None:
     """Exercise 2: fn(offsets, num_buckets, max_distance) -> an encoder's bucket of each offset (key minus query)
-    that keeps T5's bucket for every key at or before the query, gives keys after it upper buckets as wide as
-    their mirror images in the past, non-decreasing with the distance, and reads every one of the num_buckets rows.
+    that keeps T5's bucket for every key at or before the query, gives keys after it upper buckets,
+    non-decreasing with the distance, and reads every one of the num_buckets rows.
 
-    Judged by those properties on settings drawn at every check: the past and the widths against the
-    library's buckets, computed outside the learner's function.
+    Judged by those properties on settings drawn at every check (any rule that has them passes): the past
+    against the library's buckets, computed outside the learner's function.
     """
 
     def run(f: Callable[[torch.Tensor, int, int], Any]) -> Iterator[Verdict]:
@@ -185,18 +178,12 @@ def t5_rows_read(fn: Any) -> bool | None:
             if bool((ahead.diff() < 0).any()):
                 yield False, f"{case}: a key farther after the query lands in a lower bucket than a nearer one"
                 return
-            mirror = _widths(t5[past].flip(0), 0, B - 1)  # past distances 0, 1, ... per bucket, all but the last
-            if _widths(ahead, B, B - 1) == mirror:
+            if len(set(ahead.tolist())) == B:
                 continue
-            if len(set(ahead.tolist())) < B:
-                yield False, (f"{case}: some row of the upper half is still never read: which distance would a key "
-                              "after the query need to reach it?")
-            else:
-                yield False, (f"{case}: every row is read, but the upper half does not mirror the past: upper bucket "
-                              "B + b must hold as many distances as bucket b")
+            yield False, f"{case}: some row of the upper half is still never read by any offset"
             return
-        yield True, ("for four encoder settings drawn at this check: the past as T5 has it, the future its mirror, "
-                     "and every row of the table read")
+        yield True, ("for four encoder settings drawn at this check: the past as T5 has it, the future ordered in "
+                     "the upper half, and every row of the table read")
 
     return report("a T5 encoder rule that reads every row", fn, run,
                   "a row is read only if some offset lands in its bucket: which distances can a key after the "
@@ -311,95 +298,149 @@ def t5_last_bucket(fn: Any) -> bool | None:
                   "run §4's formula backwards, from a bucket to the first distance that reaches it")
 
 
-# ---------------------------------------------------------------- Exercise 4: the rows the two p2c indices tie
+# ---------------------------------------------------------------- Exercise 4: the rows a blind table must tie
 
-TIE_SPANS_SMALL = (3,)  # k = 3 first, where a reader can still check by hand
-TIE_SPANS_FAR = (20_000, 200_000)  # then two k drawn here: no (L, L) index, Jacobian or p2c of that size fits
+TIE_SPAN_SMALL = 3  # k = 3 first, where a reader can still check by hand (every row asked)
+TIE_SPANS_MIDDLE = (20_000, 200_000)  # then a k whose 2k rows fit in memory: an answer listing them is judged here
+TIE_SPANS_FAR = (10**15, 10**18)  # then two k drawn here: no index, list of rows or walk over offsets reaches them
+TIE_STEPS = 40  # Python lines for one call: a rule needs a handful; a walk, a union-find or a bisection, hundreds
+TIE_ELEMENTS = 200  # tensor elements for one call: a rule makes none or a few; any index over the rows, 2k
+TIE_FAR_ROWS = 8  # random rows asked at each far k, besides the rows next to the edges and the middle
 
 
-def _classes(raw: Any) -> list[set[int]] | None:
-    """The answer as a list of sets of row numbers, or None when it is not one."""
-    try:
-        out = [{int(r) for r in c if int(r) == r} for c in raw]
-        if [len(c) for c in out] != [len(set(c)) for c in raw]:
-            return None
-    except (TypeError, ValueError):
-        return None
-    return out
+def _index_rows(offsets: list[int], span: int) -> tuple[list[int], list[int]]:
+    """The rows the code's and the paper's p2c read at each query-minus-key offset o, for any span: the code
+    reads delta(i, j), the paper delta(j, i), with ``deberta_relative_index``'s clip; Python ints, so that a
+    span of 10^18 fits (the checker compares this with the library's own index on small spans at each check)."""
+    def clipped(x: int) -> int:
+        return min(max(x, 0), 2 * span - 1)
+
+    return [clipped(span + o) for o in offsets], [clipped(span - o) for o in offsets]
 
 
 def deberta_tied_rows(fn: Any) -> bool | None:
-    """Exercise 4: fn(k) -> the rows of q^r (a table of 2k rows) that must be equal for the paper's and the code's
-    p2c to agree for every content and length, as a partition of 0 .. 2k-1 into classes (a class: rows tied
-    together, directly or through others; a row tied to no other: a class of one). k = 3, then two k too large
-    for any (L, L) tensor, drawn at every check.
+    """Exercise 4: fn(k, row) -> the set of rows of q^r (a table of 2k rows) that every table giving the same
+    p2c with the paper's and with the code's index must set equal to ``row`` (``row`` included). Asked for
+    every row at k = 3, then for rows next to the edges, the middle and random rows at a k drawn between
+    20 000 and 200 000 and two between 10^15 and 10^18 at every check; each call gets TIE_STEPS Python lines and TIE_ELEMENTS tensor
+    elements, and the library's index refuses to run while fn does.
 
-    Judged against the ties read off the library's own index at check time: one row and one column of
-    ``deberta_relative_index`` give, for every offset o = i - j, the row the code reads (delta(i, j)) and the row
-    the paper reads (delta(j, i)); a partition is right when every tie lies inside a class and every class is
-    held together by ties.
+    Judged against the ties read off the index at check time: at k = 3 from the library's
+    ``deberta_relative_index`` itself; at the far k from the same clip in Python ints (checked against the
+    library at small spans first), the offsets that read a row found by bisection, since both indices are
+    monotone in the offset, and a row's set closed over those ties.
     """
 
-    def run(f: Callable[[int], Any]) -> Iterator[Verdict]:
+    def run(f: Callable[[int, int], Any]) -> Iterator[Verdict]:
         if not callable(f):
-            yield False, f"answer must be a function fn(k) returning a list of sets of rows, got {type(f).__name__}"
+            yield False, f"answer must be a function fn(k, row) returning a set of rows, got {type(f).__name__}"
             return
         rng = _fresh_rng()
-        spans = list(TIE_SPANS_SMALL) + [rng.randrange(TIE_SPANS_FAR[0], TIE_SPANS_FAR[1])
-                                          for _ in range(2)]
-        for span in spans:
-            case = f"fn({span})"
-            n = 2 * span + 1  # offsets 0 .. 2k: past both clips
-            code = deberta.deberta_relative_index(n, 1, span)[:, 0].tolist()  # delta(o, 0): offset i - j = o
-            paper = deberta.deberta_relative_index(1, n, span)[0].tolist()  # delta(0, o) = delta(j, i) at i - j = o
-            # (negative offsets swap the two, so the offsets 0 .. 2k give every tie)
-            classes = _classes(f(span))
-            if classes is None:
-                yield False, f"{case}: return a list of sets of row numbers (whole numbers 0 to {2 * span - 1})"
+        for span in (TIE_SPAN_SMALL, rng.randrange(4, 12)):  # the Python clip is the library's index
+            n = 2 * span + 1
+            code, paper = _index_rows(list(range(n)), span)
+            if code != deberta.deberta_relative_index(n, 1, span)[:, 0].tolist() or \
+                    paper != deberta.deberta_relative_index(1, n, span)[0].tolist():
+                raise RuntimeError(f"the checker's index differs from deberta_relative_index at span {span}")
+
+        def reading(span: int, row: int, which: int, window: bool) -> list[int]:
+            """The rows the other index reads at the offsets where index ``which`` (0: code, 1: paper) reads
+            ``row``: offsets 0 .. 2k (negative ones swap the two indices), or only those inside the window."""
+            top = span - 1 if window else 2 * span
+            sign = 1 if which == 0 else -1  # the code's index grows with the offset, the paper's shrinks
+
+            def first(at_least: int) -> int:  # the first offset whose row, in the growing direction, is >= at_least
+                lo, hi = 0, top + 1
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    if sign * _index_rows([mid], span)[which][0] >= at_least:
+                        hi = mid
+                    else:
+                        lo = mid + 1
+                return lo
+
+            start, stop = first(sign * row), first(sign * row + 1) - 1  # the offsets that read ``row``
+            if start > stop:
+                return []
+            ends = _index_rows([start, stop], span)[1 - which]  # the other index is monotone: every row between
+            return list(range(min(ends), max(ends) + 1))
+
+        def tied(span: int, row: int, window: bool = False) -> set[int]:
+            found, todo = {row}, [row]
+            while todo:
+                r = todo.pop()
+                for other in reading(span, r, 0, window) + reading(span, r, 1, window):
+                    if other not in found:
+                        found.add(other)
+                        todo.append(other)
+            return found
+
+        # k = 3 first, then a k whose rows fit in memory (a set of every row is judged there, not built at
+        # 10^18), then the two far k; each group is judged before the next is asked
+        middle, far = rng.randrange(*TIE_SPANS_MIDDLE), [rng.randrange(*TIE_SPANS_FAR) for _ in range(2)]
+        groups = [[(TIE_SPAN_SMALL, r) for r in range(2 * TIE_SPAN_SMALL)]]
+        for span in [middle] + far:
+            rows = [0, 1, 2, span - 1, span, span + 1, 2 * span - 2, 2 * span - 1]
+            groups.append([(span, r) for r in rows + [rng.randrange(2 * span) for _ in range(TIE_FAR_ROWS)]])
+        for cases in groups:
+            answers, stopped = answers_under_guard(
+                f, cases, [(deberta, "deberta_relative_index", "pl.deberta_relative_index")],
+                steps_per_case=TIE_STEPS, elements_per_case=TIE_ELEMENTS)
+            if stopped is not None:
+                yield stopped_verdict(stopped[1], f"fn{stopped[0]}",
+                                      shortcut="the index has 2k rows, and k reaches 10^18 here: a rule for the "
+                                               "rows must come from the clips themselves",
+                                      loop="runs out of steps: a walk over the rows or the offsets, or a search "
+                                           "among them, cannot reach k beyond 10^15",
+                                      grid="an array over the rows or the offsets cannot reach k beyond 10^15")
                 return
-            where: dict[int, int] = {}
-            for c_index, c in enumerate(classes):
-                for r in c:
-                    if r in where or not 0 <= r < 2 * span:
-                        yield False, (f"{case}: every row 0 .. {2 * span - 1} must lie in exactly one class (a row "
-                                      "tied to no other: a class of its own)")
-                        return
-                    where[r] = c_index
-            if len(where) != 2 * span:
-                yield False, (f"{case}: every row 0 .. {2 * span - 1} must lie in exactly one class (a row tied to "
-                              "no other: a class of its own)")
-                return
-            split = [o for o in range(n) if where[code[o]] != where[paper[o]]]
-            if split:
-                if all(o >= span for o in split):
-                    yield False, (f"{case}: every (query, key) pair less than k apart reads two rows of one class; "
-                                  "pairs k or more apart read the clipped edge rows, and yours keeps those apart")
-                elif all(len(c) <= 2 and all(2 * span - 1 - r in c for r in c) for c in classes):
-                    yield False, (f"{case}: your classes pair row r with row 2k - 1 - r (the table read from either "
+            for (span, row), raw in answers.items():
+                case = f"fn({span}, {row})"
+                got = _rows(raw, span)
+                if got is None or row not in got:
+                    yield False, (f"{case}: return a set of row numbers (whole numbers 0 to 2k - 1) that holds row "
+                                  f"{row} itself")
+                    return
+                truth = tied(span, row)
+                if got == truth:
+                    continue
+                if got == {row, 2 * span - 1 - row}:
+                    yield False, (f"{case}: your set pairs row r with row 2k - 1 - r (the table read from either "
                                   "end), but the two indices are not mirror images in that sense: compare them for "
                                   "one pair")
+                elif got < truth and tied(span, row, window=True) <= got:
+                    yield False, (f"{case}: every (query, key) pair less than k apart is accounted for; pairs k or "
+                                  "more apart read the clipped edge rows, and your set leaves out what they tie")
+                elif got < truth:
+                    yield False, (f"{case}: some (query, key) pair ties a row to this set, directly or through "
+                                  "others, that your set leaves out: for a pair at i - j = o, which two rows do the "
+                                  "indices read?")
+                elif got > truth:
+                    yield False, (f"{case}: your set holds a row that no chain of (query, key) pairs ties to row "
+                                  f"{row}: a blind table could let them differ")
                 else:
-                    yield False, (f"{case}: for some (query, key) pairs the two indices read rows that your classes "
-                                  "keep apart: for a pair at i - j = o, which two rows are they?")
+                    yield False, (f"{case}: your set leaves out a row some (query, key) pair ties to row {row}, and "
+                                  "holds one no pair ties to it")
                 return
-            # every tie lies inside a class; is every class held together by ties?
-            group = list(range(2 * span))
+        n_asked = sum(map(len, groups))
+        yield True, (f"every row at k = {TIE_SPAN_SMALL}, and {n_asked - 2 * TIE_SPAN_SMALL} rows at one k between "
+                     f"{TIE_SPANS_MIDDLE[0]:,} and {TIE_SPANS_MIDDLE[1]:,} and two between 10^15 and 10^18, drawn "
+                     "at this check")
 
-            def root(r: int) -> int:
-                while group[r] != r:
-                    group[r] = group[group[r]]
-                    r = group[r]
-                return r
+    return report("the rows a table blind to DeBERTa's p2c index must tie", fn, run,
+                  "the two indices read the same offsets from opposite ends of the table, until a clip flattens "
+                  "one of them")
 
-            for a, b in zip(code, paper):
-                group[root(a)] = root(b)
-            if len({root(r) for r in range(2 * span)}) != len(classes):
-                yield False, (f"{case}: no pair separates your classes, but some class joins rows that no chain of "
-                              "pairs ties: a table could let them differ")
-                return
-        yield True, (f"the tie classes for k = {spans[0]} and for two k between {TIE_SPANS_FAR[0]:,} and "
-                     f"{TIE_SPANS_FAR[1]:,} drawn at this check")
 
-    return report("the rows DeBERTa's two p2c indices tie", fn, run,
-                  "every (query, key) pair ties the row one index reads to the row the other reads; follow the "
-                  "offsets from 0 outwards")
+def _rows(raw: Any, span: int) -> set[int] | None:
+    """The answer as a set of row numbers 0 .. 2k - 1 (at most a few thousand), or None when it is not one."""
+    if isinstance(raw, (str, bytes)) or not hasattr(raw, "__len__") or len(raw) > 4096:
+        return None
+    try:
+        out = {int(r) for r in raw if int(r) == r}
+    except (TypeError, ValueError):
+        return None
+    if len(out) != len(set(raw)) or any(not 0 <= r < 2 * span for r in out):
+        return None
+    return out
+
