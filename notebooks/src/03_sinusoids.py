@@ -1076,7 +1076,7 @@ _ = check.offset_only_score(relative_part)
 # $d/2$ pairs turn by less than 0.1 rad over the whole context ($L\theta_j < 0.1$), so that their two
 # columns are nearly constant there? The checker draws new lengths (8 to $10^6$) and widths at every
 # check, most of them between $10^9$ and $10^{12}$: no table that wide, not even one row, fits in
-# memory (arrays of $10^8$ elements or more are refused, and so is a long loop over the pairs), so the
+# memory (arrays of $10^8$ elements or more are refused, and a long Python loop is stopped), so the
 # answer is a formula in $d$ and $L$. Name the bug in a sentence (a comment in your cell), and
 # compare your count with §1's table at $d = 512$, $L = 2048$: what does the bug waste?
 #
