@@ -343,22 +343,34 @@ def slow_by_exponents(d, length):
 
 
 def test_slow_pairs_fact_by_the_exponents(draw):
-    """Independent of the checker: the buggy angles are 10000^(-4j/d), i.e. §1's frequencies with base 10000^2,
-    and the closed form agrees with the builder's own angles on every case the checker draws."""
+    """Independent of the checker: the buggy angles are 10000^(-4j/d), i.e. §1's frequencies with base 10000^2;
+    the closed form agrees with the builder's own angles where a table fits, and in these seeded draws the bound's
+    pair index (40 digits) is 1e-3 or more from a whole number, so the float64 formulas below are tested off a tie."""
+    from decimal import Decimal, getcontext
+
+    getcontext().prec = 40
     row = ch03.buggy_sinusoids(2, 64)[1]
     theta = torch.atan2(row[0::2], row[1::2])
     torch.testing.assert_close(theta, 10000.0 ** (-4 * torch.arange(32, dtype=torch.float64) / 64))
     torch.testing.assert_close(theta, pl.rope_frequencies(64, base=1e8, dtype=torch.float64))
-    for d, length in ch03._slow_cases(random.Random(draw)):
-        theta = pl.rope_frequencies(d, base=1e8, dtype=torch.float64)
-        assert slow_by_exponents(d, length) == int((0.1 / theta > length).sum()), (d, length)
+    for d in (6, 64, 1000, 4096):
+        for length in (8, 137, 2048, 999_983):  # not a power of 10: L θ_j = 0.1 exactly at none of these
+            row = ch03.buggy_sinusoids(2, d)[1]
+            assert slow_by_exponents(d, length) == int((0.1 / torch.atan2(row[0::2], row[1::2]) > length).sum())
+    cases = ch03._slow_cases(random.Random(draw))
+    assert sum(d >= 10**9 for d, _ in cases) == 3 and all(d <= 10**12 and 8 <= n <= 10**6 for d, n in cases)
+    for d, length in cases:
+        edge = Decimal(d) * (Decimal(10 * length).ln() / Decimal(10000).ln()) / 4  # L θ_j = 0.1 at j = edge
+        assert abs(edge - round(edge)) > Decimal("1e-3"), (d, length)  # a float64 formula errs by ~1e-4 at 10^12
 
 
 @pytest.mark.parametrize("right", [
     slow_by_exponents,
     lambda d, n: np.int64(slow_by_exponents(d, n)),
-    lambda d, n: torch.tensor(float(slow_by_exponents(d, n))),
-    lambda d, n: d // 2 - min(d // 2, int(torch.floor(torch.tensor(d / 4 * math.log(10 * n, 1e4)))) + 1),
+    lambda d, n: torch.tensor(slow_by_exponents(d, n)),
+    lambda d, n: d // 2 - min(d // 2, int(torch.floor(torch.tensor(d / 4 * math.log(10 * n, 1e4),
+                                                                      dtype=torch.float64))) + 1),
+    lambda d, n: d // 2 - min(d // 2, math.floor(d * math.log10(10 * n) / 16) + 1),
 ])
 def test_slow_pairs_accepts_right_answers(right, draw, capsys):
     assert check.slow_pairs(right) is True
@@ -367,7 +379,21 @@ def test_slow_pairs_accepts_right_answers(right, draw, capsys):
     assert not any(word in out for word in ("twice", "exponent", "doubled", "1e8", "10000"))  # the bug is the learner's to name
 
 
+def _count_by_bisection(d, length):
+    """A bisection over the pairs with the listing's own exponent typed in: it needs the exponent read (two_j is 2j,
+    doubled again), which is the bug found, so it is a route to the count, not a shortcut past the bug."""
+    import bisect
+
+    return d // 2 - bisect.bisect_left(range(d // 2), True, key=lambda j: 0.1 * 10000 ** (4 * j / d) > length)
+
+
+def test_slow_pairs_accepts_a_bisection_on_the_exponent_read_off_the_listing(capsys):
+    assert check.slow_pairs(_count_by_bisection) is True
+    assert "all correct!" in capsys.readouterr().out
+
+
 def _count_from_the_table(d, length):
+    """Cold read 10's shortcut: the builder's row 1, atan2, count (no bug found, no derivation)."""
     row = ch03.buggy_sinusoids(2, d)[1]
     return int((0.1 / torch.atan2(row[0::2], row[1::2]) > length).sum())
 
@@ -377,46 +403,52 @@ def _count_from_own_table(d, length):
     return sum(1 for j in range(d // 2) if 0.1 * 10000 ** (4 * j / d) > length)
 
 
-def _count_by_bisection(d, length):
-    """Cold read 5: a bisection over the pairs with the listing's own frequency as key."""
-    import bisect
-
-    return d // 2 - bisect.bisect_left(range(d // 2), True, key=lambda j: 0.1 * 10000 ** (4 * j / d) > length)
-
-
 def _count_from_the_library_at_base_1e8(d, length):
     """The bug found (base 10000^2), then counted over a frequency per pair: vectorised, no loop."""
     return int((0.1 / pl.rope_frequencies(d, base=1e8, dtype=torch.float64) > length).sum())
 
 
-def _measure_small_then_extrapolate(d, length):
-    """The cold reader's route for the old question: measure small tables, fit a line in d, extrapolate. Here the
-    count depends on L through a logarithm, and the fit is made at L = 1000 only."""
-    return round(d * (slow_by_exponents(400, 1000) / 400))
+def _count_by_the_checkers_own_turns(d, length):
+    """A bisection with the checker's private per-pair turn."""
+    import bisect
+
+    return d // 2 - bisect.bisect_left(range(d // 2), True, key=lambda j: 0.1 > length * ch03._pair_turn(j, d))
 
 
-@pytest.mark.parametrize("route", [
-    _count_from_the_table, _count_from_own_table, _count_by_bisection, _count_from_the_library_at_base_1e8,
-    lambda d, n: int((10000 ** (4 * np.arange(d // 2) / d) * 0.1 > n).sum()),
+@pytest.mark.parametrize("shortcut, says", [
+    (_count_from_the_table, "does not fit in memory"),
+    (_count_from_the_library_at_base_1e8, "does not fit in memory"),
+    (lambda d, n: int((10000 ** (4 * np.arange(d // 2) / d) * 0.1 > n).sum()), "does not fit in memory"),
+    (_count_from_own_table, "long loop over the pairs"),
+    (_count_by_the_checkers_own_turns, "check.ch03._pair_turn"),
 ])
-def test_slow_pairs_accepts_any_route_that_counts(route, capsys):
-    """The prompt allows any route (it asks for a count, then for the bug by reading): nothing is refused."""
-    assert check.slow_pairs(route) is True
-    assert "all correct!" in capsys.readouterr().out
+def test_slow_pairs_refuses_counting_over_the_pairs(shortcut, says, draw, capsys):
+    """Every route that counts pair by pair (the builder's table, the library at base 1e8, numpy, a loop) meets a
+    width of 10^9 or more, where the table cannot exist: only a formula in d and L (or the exponent, solved) answers."""
+    assert shortcut(64, 1000) == slow_by_exponents(64, 1000)  # right where a table fits
+    assert check.slow_pairs(shortcut) is False
+    out = capsys.readouterr().out
+    assert says in out and "hint:" in out
+
+
+def _measure_then_scale(d, length):
+    """Measure the builder's count at the largest width that fits easily, at the same L, and scale it to d."""
+    small = 20_000
+    return round(d * _count_from_the_table(small, length) / small)
 
 
 @pytest.mark.parametrize("wrong, says", [
     (lambda d, n: d // 2 - min(d // 2, math.floor(d / 2 * math.log(10 * n) / math.log(10000)) + 1),
      "belongs to §1's correct table"),  # the bug not seen
     (lambda d, n: d // 2 - min(d // 2, math.floor(d / 4 * math.log(n / (2 * math.pi)) / math.log(10000)) + 1),
-     "a full circle"),  # the old question: pairs that never complete a turn
+     "a full circle"),  # pairs that never complete a turn
     (lambda d, n: slow_by_exponents(d, n) + 1, "off by one"),
     (lambda d, n: slow_by_exponents(d, n) - 1, "off by one"),
     (lambda d, n: d // 2 - slow_by_exponents(d, n), "turn by 0.1 rad or more"),  # the complement
     (lambda d, n: d, "is not a number of pairs"),
-    (lambda d, n: 0, "is not that count"),
-    (_measure_small_then_extrapolate, "is not that count"),
-    (lambda d, n: d // 4, "is not that count"),  # the old exercise's answer, extrapolated from small tables
+    (lambda d, n: 1, "is not that count"),
+    (_measure_then_scale, "is not that count"),  # a measurement scaled to 10^12 misses by millions
+    (lambda d, n: d // 4, "is not that count"),
     (lambda d, n: d / 4 + 0.5, "must be a whole number"),
     (lambda d, n: "16", "must be a whole number"),
 ])
@@ -425,7 +457,7 @@ def test_slow_pairs_names_the_misconception_without_the_count(wrong, says, draw,
     out = capsys.readouterr().out
     assert says in out and "hint:" in out
     for d, length in ch03._slow_cases(random.Random(draw)):
-        assert f"= {slow_by_exponents(d, length)} " not in out
+        assert f"fn({d}, {length}) = {slow_by_exponents(d, length)} " not in out
 
 
 def test_slow_pairs_draws_new_cases():
@@ -453,7 +485,7 @@ def test_no_function_of_the_checker_module_passes_an_exercise(capsys):
     """Whatever the module defines, none of it is an answer: no callable passes any exercise, as a function or
     through what it returns without arguments, and the module stores no sealed answer to hash against."""
     attributes = defined_here(ch03)
-    assert {"code_of", "buggy_sinusoids", "_along_rotations", "_slow_count", "_angles_per_position"} <= attributes.keys()
+    assert {"code_of", "buggy_sinusoids", "_along_rotations", "_pair_turn", "_is_slow_count"} <= attributes.keys()
     for name, value in attributes.items():
         if callable(value):
             for checker in (check.offset_from_codes, check.offset_only_score, check.slow_pairs):

@@ -7,12 +7,14 @@ NotImplementedError) counts as not attempted (see _core for grading mode).
 No answer is kept here, not even as a digest: every exercise draws its cases anew at each check. Exercise 1's
 offsets are judged against the positions drawn, Exercise 2's matrix by the properties that define it
 (it commutes with the shift, and what it leaves of A has nothing along any matrix that does), and
-Exercise 3's count against the shown builder's own angles, read outside the learner's function.
+Exercise 3's count by the builder's exponent at two pairs only (the first the count calls slow, and the one
+before it), at widths up to 10^12 where no table can be built.
 """
 from __future__ import annotations
 
 import math
 import random
+import sys
 from typing import Any, Callable, Iterator
 
 import torch
@@ -242,51 +244,63 @@ def buggy_sinusoids(n: int, d: int) -> torch.Tensor:
     return table
 
 
-def _angles_per_position(table: torch.Tensor) -> torch.Tensor:
-    """Each pair's turn per position, read off row 1 of an interleaved (sin, cos) table (all turns are below pi)."""
-    return torch.atan2(table[1, 0::2], table[1, 1::2])
-
-
 SLOW_TURN = 0.1  # radians: a pair whose angle moves less than this over the whole context is nearly constant there
 
 
-def _slow_count(theta: torch.Tensor, length: int, turn: float = SLOW_TURN) -> int:
-    """How many pairs turn by less than ``turn`` over ``length`` positions (L theta_j < turn)."""
-    return int((turn / theta > length).sum())
+def _pair_turn(j: int, d: int, doubled: bool = True) -> float:
+    """Pair j's turn per position at width d, one pair at a time (no table): the builder's exponent as it is
+    written (``doubled``), or §1's."""
+    two_j = 2 * j
+    return 10000 ** (-(2 * two_j if doubled else two_j) / d)
 
 
-def _slow_draw(rng: random.Random) -> tuple[list[tuple[int, int]], dict[int, torch.Tensor]]:
-    """Five (d, L), and each width's turns per position read off the builder's own table: a small, two middling and
-    two wide tables, L from 8 to 10^6, drawn so that no pair's
-    L theta_j lies within 10^-6 of 0.1 rad (no case hangs on rounding)."""
-    cases, theta = [], {}
-    for low, high in ((4, 32), (500, 5_000), (500, 5_000), (10_000, 100_000), (10_000, 100_000)):
-        d = 2 * rng.randrange(low, high)
-        theta[d] = _angles_per_position(buggy_sinusoids(2, d))
-        reach = SLOW_TURN / theta[d]  # the L at which each pair has turned by 0.1 rad
-        while True:
-            length = round(10 ** rng.uniform(math.log10(8), 6))
-            if bool(((reach / length).log().abs() > 1e-6).all()):
-                break
-        cases.append((d, length))
-    return cases, theta
+TIE = 1e-12  # relative: closer than this to the bound, a pair is on it to a float's precision (neighbouring pairs'
+#              turns differ by a factor 10000^(4/d), 1 + 3.7e-11 at d = 10^12, so at most one pair is ever that close)
+
+
+def _is_slow_count(count: int, d: int, length: int, doubled: bool = True, turn: float = SLOW_TURN) -> bool:
+    """Whether ``count`` pairs turn by less than ``turn`` over ``length`` positions: the turns fall as j grows, so
+    the count is right when the first pair it calls slow is slow and the pair before it is not (a pair on the
+    bound to within TIE may go either way)."""
+    if not 0 <= count <= d // 2:
+        return False
+    first = d // 2 - count
+    return ((first == d // 2 or length * _pair_turn(first, d, doubled) < turn * (1 + TIE))
+            and (first == 0 or length * _pair_turn(first - 1, d, doubled) >= turn * (1 - TIE)))
 
 
 def _slow_cases(rng: random.Random) -> list[tuple[int, int]]:
-    """The (d, L) of one check (``_slow_draw``)."""
-    return _slow_draw(rng)[0]
+    """Five (d, L) new at every check: a small width, a middling one and three from 10^9 to 10^12, where no table,
+    not even one row, fits in memory; L from 8 to 10^6."""
+    cases = []
+    for low, high in ((2, 16), (250, 2_500), (5 * 10**8, 5 * 10**11), (5 * 10**8, 5 * 10**11),
+                      (5 * 10**8, 5 * 10**11)):
+        cases.append((2 * rng.randrange(low, high), round(10 ** rng.uniform(math.log10(8), 6))))
+    return cases
 
 
 def slow_pairs(fn: Any) -> bool | None:
     """Exercise 3: fn(d, L) -> how many of the d/2 pairs of buggy_sinusoids(n, d) turn by less than 0.1 rad
-    over L positions (L theta_j < 0.1), for (d, L) drawn at every check, d up to 2e5 (any route)."""
+    over L positions (L theta_j < 0.1), for (d, L) drawn at every check, most widths 10^9 to 10^12, where no
+    table can be built (arrays of 10^8 elements or more are refused, and a long Python loop is stopped)."""
 
     def run(f: Callable[[int, int], Any]) -> Iterator[Verdict]:
         if not callable(f):
             yield False, f"answer must be a function fn(d, L), got {type(f).__name__}"
             return
-        cases, theta = _slow_draw(_fresh_rng())
-        answers = {case: f(*case) for case in cases}  # any route that counts: a formula, or the pairs one by one
+        cases = _slow_cases(_fresh_rng())
+        own = sys.modules[__name__]  # the checker's per-pair turns are its own, not a tool for the answer
+        answers, stopped = answers_under_guard(f, cases, [(own, name, f"check.ch03.{name}")
+                                                          for name in ("_pair_turn", "_is_slow_count")])
+        if stopped is not None:
+            (d, length), why = stopped
+            yield stopped_verdict(why, f"fn({d}, {length})",
+                                  shortcut=("the checker's own tools are not for answering" if "check.ch03" in str(why)
+                                            else "a table (or a row of one) this wide does not fit in memory")
+                                           + "; the count follows from the builder's exponent, as a formula in d and L",
+                                  loop="runs a long loop over the pairs: at this width there are too many; the count "
+                                       "follows from the builder's exponent, as a formula in d and L")
+            return
         got: dict[tuple[int, int], int] = {}
         for (d, length), raw in answers.items():
             count = whole_number(raw)
@@ -298,21 +312,20 @@ def slow_pairs(fn: Any) -> bool | None:
                 return
             got[(d, length)] = count
         # a misconception is named when it explains the answer at every case (at a narrow width two can agree)
-        want = {(d, n): _slow_count(theta[d], n) for d, n in cases}
-        wrong = [case for case in cases if got[case] != want[case]]
+        wrong = [case for case in cases if not _is_slow_count(got[case], *case)]
         if not wrong:
-            yield True, (f"right for {len(cases)} widths and lengths drawn at this check, widths up to 200 000; "
+            yield True, (f"right for {len(cases)} widths and lengths drawn at this check, widths up to 10^12; "
                          "now name the bug in a sentence and compare with §1's table at the same d and L")
             return
         case = f"fn{wrong[0]}"
-        if all(got[(d, n)] == _slow_count(rope_frequencies(d, dtype=torch.float64), n) for d, n in cases):
+        if all(_is_slow_count(got[(d, n)], d, n, doubled=False) for d, n in cases):
             yield False, (f"{case}: that count belongs to §1's correct table; the builder's frequencies are not "
                           "§1's: compare its exponent with the formula")
-        elif all(got[(d, n)] == _slow_count(theta[d], n, turn=2 * math.pi) for d, n in cases):
+        elif all(_is_slow_count(got[(d, n)], d, n, turn=2 * math.pi) for d, n in cases):
             yield False, f"{case}: that counts the pairs that turn less than a full circle; the bound is 0.1 rad"
-        elif all(got[(d, n)] == d // 2 - want[(d, n)] for d, n in cases):
+        elif all(_is_slow_count(d // 2 - got[(d, n)], d, n) for d, n in cases):
             yield False, f"{case}: that counts the pairs that turn by 0.1 rad or more; the question asks for the others"
-        elif any(all(got[c] - want[c] == step for c in cases) for step in (-1, 1)):
+        elif any(all(_is_slow_count(got[c] + step, *c) for c in cases) for step in (-1, 1)):
             yield False, f"{case} is off by one: which pair is the first, and which the last, that counts?"
         else:
             yield False, f"{case} = {got[wrong[0]]} is not that count"
