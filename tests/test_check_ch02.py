@@ -86,6 +86,15 @@ def test_exact_offsets_names_typical_mistakes_without_the_list(wrong, says, caps
     assert "3L" not in out and "lowest" not in out and "<=" not in out and "[1" not in out  # neither rule nor list
 
 
+@pytest.mark.parametrize("factor, says", [(2, "under-count"), (4, "section 4's square")])
+def test_exact_offsets_names_a_wrong_rule_even_written_as_a_loop(factor, says, capsys):
+    """A wrong rule tried offset by offset is wrong on the short tables already: it gets the misconception's name,
+    as the same rule without a loop does, not the loop's message (which a right rule in a loop gets)."""
+    assert check.exact_offsets(lambda n: [k for k in range(1, n) if n - k <= factor * (k & -k)]) is False
+    out = _out(capsys)
+    assert says in out and "one by one" not in out and "hint:" in out, out
+
+
 def test_exact_offsets_refuses_a_measurement_and_a_loop(capsys):
     def measured(n):  # least squares on the table: fine for short tables, impossible at n = 2^60
         table = pl.binary_positions(n, (n - 1).bit_length(), dtype=torch.float64)

@@ -294,15 +294,15 @@ print("largest ||p_i|| / ||x_i||:", round(ratio6.max().item(), 3))
 # is the share of ones among the bits of $i$:
 # $\mathrm{LN}(h + p_i) = \mathrm{LN}(h + p_i - \bar p_i\mathbf 1)$ for every $h$.
 # The part along $\mathbf 1$ is erased, a share $\bar p_i$ of the
-# code's squared length (half, on average over the $2^d$ positions). Two codes that differ only
-# along $\mathbf 1$ become one. Here, where the code fills every feature of the token ($d$ bits in
-# $d$ features) and the table runs to the last code, exactly one pair does,
-# $p_0 = [0, \dots, 0]$ and $p_{2^d-1} = [1, \dots, 1]$: behind a LayerNorm, the set-up of BERT
-# and GPT-2 (§1), the first and the last position get the same code and property 1 fails for
-# them. A table shorter than $2^d$ rows never reaches $[1, \dots, 1]$, and where the bits fill only
-# some of a token's features the others are 0 in every code, so two codes differ by a multiple of
-# $\mathbf 1$ only if they are equal: then no two positions merge (the cell checks it, and the
-# merge, for $d = 6$).
+# code's squared length (half, on average over the $2^d$ positions).
+#
+# **Which positions merge.** Two codes become one when they differ only along $\mathbf 1$. Two
+# different codes of 0s and 1s do that only if one is $[0, \dots, 0]$ and the other
+# $[1, \dots, 1]$, so the one condition is: the bits fill every feature of the token ($d$ bits in
+# $d$ features) and the table runs to $2^d$ rows. Then, behind a LayerNorm (the set-up of BERT and
+# GPT-2, §1), positions 0 and $2^d - 1$ get the same code and property 1 fails for them, and for no
+# other pair. The cell checks the merge for $d = 6$, and that with two more features left at 0 no
+# two positions merge.
 
 # %% slideshow={"slide_type": "fragment"}
 share_of_ones = B6.mean(-1)  # the share of ones among the bits of i
@@ -663,10 +663,13 @@ fig
 # $i \oplus (i \gg 1)$, which cures the jumps (every step flips exactly one bit) and still has no
 # fixed map for any $k < 16$ on the 6-bit table: even steps are not enough (the cell checks both).
 # The title gives the misfit per pair (root mean square) and the width drawn (the sinusoids need
-# an even $d$: for an odd one they get $d + 1$). Try $k = 3$, then $k = 16$, for each code.
-# At $k = 16$ the binary and the Gray code both fit exactly on the 64-row table. That is an effect
-# of where the table ends, not of the codes' steps: on the 128-row table (7 bits) neither code
-# fits at $k = 16$ (the cell checks it).
+# an even $d$: for an odd one they get $d + 1$). Each row of the heatmap is a source $i$, each
+# column a feature: an exact map leaves every cell white. Where it is not exact, look at which
+# columns hold the misfit: for the binary code the last one, bit 0, stays white at every $k$ (bit 0
+# of $i + k$ is bit 0 of $i$ or its complement, an affine function of it); the misfit sits in the
+# bits that carries reach. Try $k = 3$ for each code. **Then predict before you move the slider:**
+# at $k = 16$, does the binary code fit exactly on the 64-row table, and the Gray code? And on the
+# 128-row table ($d = 7$)? The answer is below the widget.
 
 # %% slideshow={"slide_type": "fragment"}
 def gray_positions(n, d):
@@ -678,9 +681,7 @@ def gray_positions(n, d):
 G6 = gray_positions(64, 6)
 assert ((G6[1:] != G6[:-1]).sum(-1) == 1).all() and torch.unique(G6, dim=0).shape[0] == 64  # one bit per step
 assert all(pl.affine_shift_residual(G6, k) > 1 for k in range(1, 16))  # and no affine map for k < 16
-assert pl.affine_shift_residual(B6, 16) < 1e-9 and pl.affine_shift_residual(G6, 16) < 1e-9  # k = 16: both fit ...
-seven_bits = (pl.binary_positions(128, 7), gray_positions(128, 7))
-assert min(pl.affine_shift_residual(code, 16) for code in seven_bits) > 1  # ... but on 7 bits neither does
+assert all(best_fit_misfit(B6, k)[:, -1].abs().max() < 1e-9 for k in offsets)  # bit 0: white at every k
 steps3 = {"binary": B6[3:] - B6[:-3], "sinusoidal": S6[3:] - S6[:-3]}  # p_(i+3) - p_i, one row per source i
 assert torch.unique(steps3["binary"], dim=0).shape[0] == 9  # nine different steps for the one offset k = 3
 assert torch.unique(steps3["sinusoidal"].cpu().double().round(decimals=6), dim=0).shape[0] == 61  # all different
@@ -726,6 +727,18 @@ misfit_widget = viz.InteractiveFigure(
     k=widgets.IntSlider(3, min=1, max=64, description="offset k"),
 )
 misfit_widget
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# **The answer.** At $k = 16$ both the binary and the Gray code fit exactly on the 64-row table.
+# That is an effect of where the table ends, not of the codes' steps: on the 128-row table
+# (7 bits) neither code fits at $k = 16$. The cell checks both.
+
+# %% slideshow={"slide_type": "fragment"}
+assert pl.affine_shift_residual(B6, 16) < 1e-9 and pl.affine_shift_residual(G6, 16) < 1e-9  # k = 16: both fit ...
+seven_bits = (pl.binary_positions(128, 7), gray_positions(128, 7))
+assert min(pl.affine_shift_residual(code, 16) for code in seven_bits) > 1  # ... but on 7 bits neither does
+print("k = 16: binary and Gray fit exactly on 6 bits; on 7 bits, residuals",
+      [round(pl.affine_shift_residual(code, 16), 2) for code in seven_bits])
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5 · Sinusoids as smooth binary digits
@@ -912,9 +925,17 @@ fig
 # Measured on the trained rows of every seed: rows a multiple of 4 apart point the same way
 # (mean cosine about 0.8), rows 2 apart point opposite ways (about −0.7): the table learned the
 # period, and to put opposite phases opposite. Rows 1 or 3 apart, neighbours among them, have a
-# mean cosine near 0 (whether training shaped them, three seeds cannot tell). So neighbouring
-# rows are *not* alike. Nothing
-# in a table makes $E_{i+1}$ close to $E_i$; neighbours end up similar only where the data reward it.
+# mean cosine near 0. A signed mean can hide a pattern (pairs alike and pairs opposite cancel),
+# so the cell also fits every trained row as $E_i \approx a\cos(\pi i/2) + b\sin(\pi i/2)$ (least
+# squares over the 32 rows): the fit explains 70–80% of the rows' squared length, with $a$ and $b$
+# nearly orthogonal and nearly equally long, against 5–6% for the same rows before training
+# ($E_{\text{init}}$). So the four phases sit near the corners of a square, two pairs of opposite
+# vectors at right angles: the table learned a sinusoid of period 4, the kind of code chapter 3
+# builds by design. Row by row it is noisier: the mean $\lvert\cos\rvert$ of neighbours
+# $E_i, E_{i+1}$ is 0.07–0.08 for every seed, against 0.14–0.19 for the same rows before training,
+# but over all pairs of rows one phase apart it is 0.07–0.08 for seeds 0 and 1 and 0.18 for seed 2
+# (0.14–0.15 before training). Either way neighbouring rows are *not* alike. Nothing in a table makes $E_{i+1}$ close to $E_i$; neighbours
+# end up similar only where the data reward it.
 # (What the tables of BERT and GPT-2 hold after training on text is studied by Wang & Chen, 2020,
 # arXiv:2010.04903.)
 
@@ -924,27 +945,55 @@ phase = (idx[:, None] - idx[None, :]) % 4  # (i - n) mod 4
 off_diagonal = idx[:, None] != idx[None, :]
 
 
-def cosines_by_phase(net):
-    """Mean cosine of trained rows r = 0, 1, 2, 3 apart (mod 4), and of neighbours i, i + 1."""
-    rows = F.normalize(net.positional.encoding.embedding.weight.detach()[:TRAIN_LEN], dim=-1)
+def cosines_by_phase(table):
+    """Mean cosine of rows r = 0, 1, 2, 3 apart (mod 4), of neighbours i, i + 1, and mean |cosine| of neighbours
+    and of all rows 1 or 3 apart (mod 4), over the first TRAIN_LEN rows of a (max_len, d) table."""
+    rows = F.normalize(table.detach()[:TRAIN_LEN], dim=-1)
     cos = rows @ rows.T
-    return [cos[(phase == r) & off_diagonal].mean().item() for r in range(4)], cos.diagonal(1).mean().item()
+    one_apart = ((phase == 1) | (phase == 3)) & off_diagonal
+    return ([cos[(phase == r) & off_diagonal].mean().item() for r in range(4)], cos.diagonal(1).mean().item(),
+            (cos.diagonal(1).abs().mean().item(), cos[one_apart].abs().mean().item()))
 
 
-by_seed = [cosines_by_phase(net) for net, *_ in runs]
-for by_phase, neighbours in by_seed:
+phase_wave = torch.stack([torch.cos(torch.pi * idx / 2), torch.sin(torch.pi * idx / 2)], 1).double()  # (32, 2)
+
+
+def period4_fit(table):
+    """Least squares E_i ~ a cos(pi i / 2) + b sin(pi i / 2) over the first TRAIN_LEN rows: (share of the squared
+    length explained, cos(a, b), |a| / |b|)."""
+    rows = table.detach()[:TRAIN_LEN].double()
+    a, b = torch.linalg.lstsq(phase_wave, rows).solution
+    share = 1 - ((rows - phase_wave @ torch.stack([a, b])).norm() ** 2 / rows.norm() ** 2).item()
+    return share, F.cosine_similarity(a, b, dim=0).item(), (a.norm() / b.norm()).item()
+
+
+by_seed = [cosines_by_phase(net.positional.encoding.embedding.weight) for net, *_ in runs]
+at_init = [cosines_by_phase(start) for _, start, *_ in runs]  # the same rows before training
+for by_phase, neighbours, _ in by_seed:
     assert by_phase[0] > 0.7 and by_phase[2] < -0.6  # same phase alike, opposite phase opposite
     assert abs(by_phase[1]) < 0.1 and abs(by_phase[3]) < 0.1 and abs(neighbours) < 0.1  # 1 or 3 apart: near 0
-for seed, (by_phase, neighbours) in enumerate(by_seed):  # + 0.0: no "-0.0"
+abs_cos = [(trained[2], start[2]) for trained, start in zip(by_seed, at_init)]  # ((neighbours, 1 or 3 apart), ...)
+assert all(t[0] < 0.09 and 0.13 < s[0] < 0.2 for t, s in abs_cos)  # neighbours: below initialisation, every seed
+assert all(t[1] < 0.09 and 0.13 < s[1] < 0.16 for t, s in abs_cos[:2])  # all pairs one phase apart: seeds 0, 1
+assert 0.17 < abs_cos[2][0][1] < 0.19 and 0.13 < abs_cos[2][1][1] < 0.16  # ... but above initialisation for seed 2
+fits = [(period4_fit(net.positional.encoding.embedding.weight), period4_fit(start)) for net, start, *_ in runs]
+for (share, cos_ab, ratio), (share_init, *_) in fits:
+    assert 0.7 < share < 0.8 and abs(cos_ab) < 0.1 and 0.9 < ratio < 1.1  # a square: a, b orthogonal, equally long
+    assert 0.05 < share_init < 0.07  # before training: about 2 of 32 dimensions' worth
+for seed, ((by_phase, neighbours, _), (t, s), ((share, _, _), (share_init, _, _))) in enumerate(
+        zip(by_seed, abs_cos, fits)):  # + 0.0: no "-0.0"
     print(f"seed {seed}: mean cosine of rows r = 0, 1, 2, 3 apart (mod 4):", [round(c, 2) + 0.0 for c in by_phase],
           f"· of neighbours: {round(neighbours, 2) + 0.0}")
+    print(f"        mean |cos| of neighbours {t[0]:.2f} (initial {s[0]:.2f}), of all rows 1 or 3 apart {t[1]:.2f} "
+          f"(initial {s[1]:.2f}) · period-4 wave explains {share:.0%} (initial {share_init:.0%})")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Why period 4?** The next token after position $i$ is the token at $i - 3$ (and $i - 7$,
-# $i - 11$, ...): the keys whose phase is one step ahead, $n \equiv i + 1 \pmod 4$. So all the
+# $i - 11$, ...): the keys whose phase is one step ahead, $n \equiv i + 1 \pmod 4$. So all that the
 # positions have to tell attention is "query of phase $r$, look for keys of phase $r + 1$". The
 # cell measures that this is what the model does: for every seed, both heads put above 95% of
-# their weight, on average over queries 3 to 31, on exactly those keys.
+# their weight, on average over queries 3 to 31, on exactly those keys. The control zeroes the
+# position rows (the same weights, the same sequences): then both heads put under 30% there.
 
 # %% slideshow={"slide_type": "fragment"}
 def next_phase_weight(net, gen):
@@ -955,10 +1004,20 @@ def next_phase_weight(net, gen):
     return (weights * next_phase).sum(-1)[:, 3:].mean(-1)
 
 
-heads = [next_phase_weight(net, torch.Generator().manual_seed(100 + seed)) for seed, (net, *_) in enumerate(runs)]
+heads, heads_no_position = [], []
+for seed, (net, *_) in enumerate(runs):
+    heads.append(next_phase_weight(net, torch.Generator().manual_seed(100 + seed)))
+    table_rows = net.positional.encoding.embedding.weight
+    kept = table_rows.detach().clone()
+    with torch.no_grad():
+        table_rows.zero_()  # control: no position at all, the same sequences
+        heads_no_position.append(next_phase_weight(net, torch.Generator().manual_seed(100 + seed)))
+        table_rows.copy_(kept)
 assert all((weight > 0.95).all() for weight in heads)  # every seed, both heads look for the next phase
-for seed, weight in enumerate(heads):
-    print(f"seed {seed}: weight on the next phase per head", [round(w, 2) for w in weight.tolist()])
+assert all((weight < 0.3).all() for weight in heads_no_position)  # ... through the position rows
+for seed, (weight, control_weight) in enumerate(zip(heads, heads_no_position)):
+    print(f"seed {seed}: weight on the next phase per head", [round(w, 2) for w in weight.tolist()],
+          "· position rows zeroed:", [round(w, 2) for w in control_weight.tolist()])
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Why a table cannot extrapolate
@@ -1157,9 +1216,9 @@ def exact_offsets(N):
 _ = check.exact_offsets(exact_offsets)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 2. Design: a bit counter with a fixed map.** Section 4 showed that neither the
-# binary code nor the Gray code, which flips one bit per step, has a fixed affine map from one
-# position to the next. Design a code of 0s and 1s that has one: write `bit_counter(d)` returning a
+# **Exercise 2. Design: a bit counter with a fixed map.** Section 4 showed that the binary code
+# has no fixed affine map from one position to the next, and neither, on the 6-bit table, has the
+# Gray code, which flips one bit per step. Design a code of 0s and 1s that has one: write `bit_counter(d)` returning a
 # $2d \times d$ table, all rows different, such that every step from $p_i$ to $p_{i+1}$, and the
 # step from the last row back to the first (a counter that wraps around), flips exactly one bit,
 # and one fixed affine map does every step: $p_{i+1} = M p_i + b$ for every $i$, and
@@ -1270,7 +1329,8 @@ _ = check.gray_wave(gray_wave)
 #    and variance are generally small". `001` lays the tokens out as the *columns* of
 #    $x \in \mathbb R^{d\times m}$, so its column is a token, and LayerNorm does work on each
 #    token: it gives that token's features mean exactly 0 and variance exactly 1 (before its
-#    learned scale and shift), neither small nor merely "generally". But it makes nothing normal:
+#    learned scale and shift). A mean of 0 is small; the source is wrong about the variance, which
+#    is 1, not small, and about "generally": both hold exactly. But it makes nothing normal:
 #    within one token it only shifts and rescales the features, an affine map that keeps the shape
 #    of their distribution. The next cell layer-normalises tokens whose features are skewed
 #    (skewness about 2; a normal sample has 0): the skewness of every token's features is the same

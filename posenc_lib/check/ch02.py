@@ -99,15 +99,47 @@ def exact_offsets(fn: Any) -> bool | None:
             for n in OFFSET_N_MEASURED:
                 table = absolute.binary_positions(n, (n - 1).bit_length(), dtype=torch.float64)
                 measured[n] = {k for k in range(1, n) if absolute.affine_shift_residual(table, k) < 1e-9}
-        lengths = OFFSET_N_MEASURED + OFFSET_N_FAR
         by_case, stopped = answers_under_guard(f, [(n,) for n in OFFSET_N_MEASURED], _measurements())
         if stopped is None and _every_offset_from_the_bound(by_case) and any(
                 set(whole_numbers(by_case[n,])) != measured[n] for n in OFFSET_N_MEASURED):
             yield False, ("every offset from 2^(d-2) on, for every table: section 4 proved that no offset below "
                           "2^(d-2) has a map, not that every offset from there on has one")
             return  # before the far lengths, where such a list would not fit in memory
-        if stopped is None:  # the far lengths, under the guards again
-            far, stopped = answers_under_guard(f, [(n,) for n in OFFSET_N_FAR], _measurements())
+
+        def diagnose(lengths: tuple[int, ...]) -> Iterator[Verdict]:
+            """The verdict on the answers for `lengths` (all in by_case), or nothing if they are all right."""
+            wrong, mistakes = [], set(_OFFSET_MISTAKES)
+            for n in lengths:
+                got = whole_numbers(by_case[n,])
+                if got is None:
+                    yield False, f"fn({n}) must return a list of whole offsets, got {type(by_case[n,]).__name__}"
+                    return
+                if any(not 1 <= k < n for k in got):
+                    yield False, f"fn({n}) lists offsets outside 1 .. N - 1"
+                    return
+                given = sorted(set(got))
+                digest = sealed(given, f"ch02.exact_offsets.{n}")
+                if (set(given) == measured[n]) if n in measured else digest == _OFFSETS_SEALED[n]:
+                    continue
+                wrong.append(n)
+                mistakes &= {name for name, (_, seals) in _OFFSET_MISTAKES.items() if seals[n] == digest}
+            if not wrong:
+                return
+            call = f"fn({wrong[0]})" + (f" and {len(wrong) - 1} more" if len(wrong) > 1 else "")
+            if mistakes:
+                yield False, f"{call}: {_OFFSET_MISTAKES[min(mistakes)][0]}"
+            elif wrong[0] in measured:
+                yield False, f"{call} is not the list least squares finds on the {wrong[0]}-row table"
+            else:
+                yield False, (f"{call} is wrong, although the short tables were right: a pattern read off small "
+                              "tables, not a rule that holds for every length")
+
+        if stopped is None:  # the short tables first: a wrong rule is named even if it loops over the offsets
+            verdicts = list(diagnose(OFFSET_N_MEASURED))
+            if verdicts:
+                yield from verdicts
+                return
+            far, stopped = answers_under_guard(f, [(n,) for n in OFFSET_N_FAR], _measurements())  # guarded again
             by_case.update(far)
         if stopped is not None:
             (n,), why = stopped
@@ -116,33 +148,12 @@ def exact_offsets(fn: Any) -> bool | None:
                                   "fit", loop=f"tries the offsets one by one ({n - 1} of them): find which ones fit "
                                   "without trying them")
             return
-        wrong, mistakes = [], set(_OFFSET_MISTAKES)
-        for n in lengths:
-            got = whole_numbers(by_case[n,])
-            if got is None:
-                yield False, f"fn({n}) must return a list of whole offsets, got {type(by_case[n,]).__name__}"
-                return
-            if any(not 1 <= k < n for k in got):
-                yield False, f"fn({n}) lists offsets outside 1 .. N - 1"
-                return
-            given = sorted(set(got))
-            digest = sealed(given, f"ch02.exact_offsets.{n}")
-            if (set(given) == measured[n]) if n in measured else digest == _OFFSETS_SEALED[n]:
-                continue
-            wrong.append(n)
-            mistakes &= {name for name, (_, seals) in _OFFSET_MISTAKES.items() if seals[n] == digest}
-        if not wrong:
-            yield True, (f"right for N = {', '.join(map(str, OFFSET_N_MEASURED))} (least squares agrees) and for "
-                         "four lengths up to 2^60, where no table can be built")
+        verdicts = list(diagnose(OFFSET_N_FAR))
+        if verdicts:
+            yield from verdicts
             return
-        call = f"fn({wrong[0]})" + (f" and {len(wrong) - 1} more" if len(wrong) > 1 else "")
-        if mistakes:
-            yield False, f"{call}: {_OFFSET_MISTAKES[min(mistakes)][0]}"
-        elif wrong[0] in measured:
-            yield False, f"{call} is not the list least squares finds on the {wrong[0]}-row table"
-        else:
-            yield False, (f"{call} is wrong, although the short tables were right: a pattern read off small "
-                          "tables, not a rule that holds for every length")
+        yield True, (f"right for N = {', '.join(map(str, OFFSET_N_MEASURED))} (least squares agrees) and for "
+                     "four lengths up to 2^60, where no table can be built")
 
     return report("the offsets with an exact affine map, for any length", fn, run,
                   "an exact map only has to fit the pairs that exist: which numbers are their sources?")
