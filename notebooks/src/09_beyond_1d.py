@@ -347,7 +347,10 @@ assert released[:12, 0].unique().tolist() == [0, 2, 4]  # 1 s per temporal patch
 #
 # Each allocation uses its model's base, the `rope_theta` of the released checkpoints:
 # $b = 10^6$ for Qwen2-VL (and for "time slow", which we build on Qwen2-VL), $5 \cdot 10^6$
-# for Qwen3-VL. `tests/test_rope_nd.py::test_matches_transformers_qwen_multimodal_rotary`
+# for Qwen3-VL (its released `config.json` files set `rope_theta` 5000000 beside `mrope_section`
+# [24, 20, 20]: a citation). transformers' `Qwen3VLConfig` defaults to $5 \cdot 10^5$ (asserted below),
+# so a config that omits the field gets a base ten times smaller.
+# `tests/test_rope_nd.py::test_matches_transformers_qwen_multimodal_rotary`
 # checks both Qwen allocations, at these bases, against transformers' rotary embeddings.
 #
 # The figure: top, each pair's axis (colour) and wavelength $2\pi/\theta_j$; bottom, the
@@ -356,6 +359,9 @@ assert released[:12, 0].unique().tolist() == [0, 2, 4]  # 1 s per temporal patch
 # axes})$, since each pair contributes $2\cos$ of its angle.
 
 # %% slideshow={"slide_type": "fragment"}
+from transformers import Qwen3VLConfig  # transformers' default, not the released checkpoints' 5e6
+
+assert Qwen3VLConfig().text_config.rope_parameters["rope_theta"] == 5e5
 AXIS_COLORS = ("#1b9e77", "#d95f02", "#7570b3")  # t, h, w
 ALLOCATIONS = {  # name -> (sections in the order of `order`, style, order of (t, h, w) in the coords, base)
     "contiguous (Qwen2-VL)": ((16, 24, 24), "contiguous", (0, 1, 2), 1e6),
@@ -785,7 +791,7 @@ fig = cc.draw(res)
 for ax, mix in zip(fig.axes, ("dense", "sparse")):
     ax.plot([int(L) for L in lens], [sum(copy_previous[mix, int(L)]) / 3 for L in lens], color="black", ls=":",
             lw=1, label="copy the previous bit")
-    ax.set_title(ax.get_title().replace(": the last write is far back", ": 94 % ignores"), fontsize=10)
+    ax.set_title(ax.get_title(), fontsize=10)
 fig.axes[0].legend(fontsize=8, loc="lower left")
 fig
 
