@@ -310,6 +310,8 @@ def test_alibi_shared_bias_refuses_a_search(search, says, capsys):
     (lambda p, k: 2**p + 3, "rounds to the even neighbour"),  # ties rounded up
     (lambda p, k: 2 ** (p + 1) + 2, "twice the slope"),  # waits for the values to be 2m apart
     (lambda p, k: 2 ** (p + k) + 2 if k > 1 else 2**p + 2, "fixed number of digits after the point"),
+    # the same misconception on every case: at (8, 1) its length equals the spacing_2 answer 2^(p+1) + 2
+    (lambda p, k: 2 ** (p + k) + 2, "fixed number of digits after the point"),
     (lambda p, k: 2**p, "index of a key"),
     (lambda p, k: 100 if p == 8 else 2**p + 2, "still get different"),
     (lambda p, k: 2**p + 6 if p == 8 else 2**p + 2, "a shorter input already did"),

@@ -189,6 +189,8 @@ def alibi_shared_bias(fn: Callable[[int, int], Any] | None) -> bool | None:
                                   "work it out from how the format spaces its numbers instead",
                                   grid="a search over lengths; work it out from how the format spaces its numbers")
             return
+        named: dict[str, list[str]] = {}  # misconception -> the cases that show it
+        first_wrong = None
         for (p, k), raw in answers.items():
             case = f"first_shared({p}, {k})"
             got = whole_number(raw)
@@ -199,8 +201,16 @@ def alibi_shared_bias(fn: Callable[[int, int], Any] | None) -> bool | None:
             if digest == _SHARED_RIGHT[(p, k)]:
                 continue
             if digest in _SHARED_WRONG:
-                yield False, f"{case}: {_SHARED_MISCONCEPTIONS[_SHARED_WRONG[digest]]}"
-            elif stored(got - 2, p) == stored(got - 1, p):
+                named.setdefault(_SHARED_WRONG[digest], []).append(case)
+            elif first_wrong is None:
+                first_wrong = (case, got, p)
+        if named:  # diagnosed on every case: two misconceptions give one length where k = 1, so the most cases win
+            name = max(named, key=lambda n: len(named[n]))
+            yield False, f"{named[name][0]}: {_SHARED_MISCONCEPTIONS[name]}"
+            return
+        if first_wrong is not None:
+            case, got, p = first_wrong
+            if stored(got - 2, p) == stored(got - 1, p):
                 yield False, (f"{case}: at L = {got} the two nearest keys do share a bias, but a shorter input "
                               "already did")
             else:
