@@ -23,18 +23,18 @@ def recipe(n):
 
 
 def test_checkers_are_exported():
-    for name in ("ring_bias", "alibi_shared_bias", "nonsym_one_row", "alibi_far_share"):
+    for name in ("ring_bias", "alibi_shared_bias", "one_row_bias", "alibi_far_share"):
         assert callable(getattr(check, name))
 
 
-@pytest.mark.parametrize("checker", [check.ring_bias, check.alibi_shared_bias, check.nonsym_one_row,
+@pytest.mark.parametrize("checker", [check.ring_bias, check.alibi_shared_bias, check.one_row_bias,
                                      check.alibi_far_share])
 def test_unattempted_says_so(checker, capsys):
     assert checker(None) is None
     assert "not attempted yet" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("checker", [check.ring_bias, check.alibi_shared_bias, check.nonsym_one_row,
+@pytest.mark.parametrize("checker", [check.ring_bias, check.alibi_shared_bias, check.one_row_bias,
                                      check.alibi_far_share])
 def test_stub_is_unattempted_and_bugs_are_reported(checker, capsys):
     def stub(*args):
@@ -45,7 +45,7 @@ def test_stub_is_unattempted_and_bugs_are_reported(checker, capsys):
     assert "ZeroDivisionError" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("name", ["ring_bias", "alibi_shared_bias", "nonsym_one_row", "alibi_far_share"])
+@pytest.mark.parametrize("name", ["ring_bias", "alibi_shared_bias", "one_row_bias", "alibi_far_share"])
 def test_wrong_answers_raise_under_grading(name, monkeypatch):
     monkeypatch.setenv("POSENC_GRADING", "1")
     with pytest.raises(AssertionError, match="not attempted"):
@@ -310,6 +310,8 @@ def test_alibi_shared_bias_refuses_a_search(search, says, capsys):
     (lambda p, k: 2**p + 3, "rounds to the even neighbour"),  # ties rounded up
     (lambda p, k: 2 ** (p + 1) + 2, "twice the slope"),  # waits for the values to be 2m apart
     (lambda p, k: 2 ** (p + k) + 2 if k > 1 else 2**p + 2, "fixed number of digits after the point"),
+    # the same misconception on every case: at (8, 1) its length equals the spacing_2 answer 2^(p+1) + 2
+    (lambda p, k: 2 ** (p + k) + 2, "fixed number of digits after the point"),
     (lambda p, k: 2**p, "index of a key"),
     (lambda p, k: 100 if p == 8 else 2**p + 2, "still get different"),
     (lambda p, k: 2**p + 6 if p == 8 else 2**p + 2, "a shorter input already did"),
@@ -323,81 +325,112 @@ def test_alibi_shared_bias_names_the_misconception(wrong, says, capsys):
     assert not any(str(2**p + 2) in out for p, _ in ch06._SHARED_RIGHT)  # the answer stays hidden
 
 
-# ---------------------------------------------------------------- Exercise 3: one row for the non-symmetric form
+# ---------------------------------------------------------------- Exercise 3: which distance biases fit one row
 
-def one_row_right(H, L):
-    m = torch.tensor(recipe(H // 2))
-    j = torch.arange(L, dtype=torch.float32)
-    return torch.cat((m[:, None] * j, -m[:, None] * j))[:, None, :]
+def one_row_right(b):
+    """A row serves query i iff r(j) - b(i - j) is one number over j <= i; queries j + 1, j + 2, ... then ask
+    r(j + 1) - r(j) to be b(0) - b(1), b(1) - b(2), ...: every step of b in d the same, s, and then r(j) = -s j."""
+    H, L = b.shape
+    s = b[:, 1:2] - b[:, :1] if L > 1 else torch.zeros(H, 1, dtype=torch.float64)
+    line = torch.isclose(b, b[:, :1] + s * torch.arange(L, dtype=torch.float64), rtol=0, atol=1e-7).all(-1)
+    row = -s * torch.arange(L, dtype=torch.float64)
+    return row.masked_fill(~line[:, None], float("nan"))[:, None, :]
+
+
+def one_row_flipped(b):
+    """The same design written as the last query's bias (it sees every key), kept where the steps are all one."""
+    step = b.diff(dim=-1)
+    line = torch.isclose(step, step[:, :1], rtol=1e-9, atol=1e-9).all(-1)
+    return b.flip(-1).masked_fill(~line[:, None], float("nan"))[:, None, :]
+
+
+def kerple(L):
+    return -1.5 * torch.log1p(0.8 * torch.arange(L, dtype=torch.float64))
 
 
 @pytest.mark.parametrize("right", [
     one_row_right,
-    lambda H, L: one_row_right(H, L).double() + 5.0,  # a constant per row changes nothing
-    lambda H, L: one_row_right(H, L) - one_row_right(H, L)[..., -1:],  # MPT's way: shifted to end at zero
+    one_row_flipped,
+    lambda b: one_row_flipped(b) + 5.0,  # a constant per row changes nothing
 ])
-def test_nonsym_one_row_accepts_right_designs(right, capsys):
-    assert check.nonsym_one_row(right) is True
+def test_one_row_bias_accepts_right_designs(right, capsys):
+    assert check.one_row_bias(right) is True
     assert "all correct!" in capsys.readouterr().out
 
 
-def test_the_right_row_reproduces_the_form():
-    """Independent of the checker: the design's weights equal the non-symmetric form's, for every head."""
-    H, L = 8, 9
-    exact = pl.alibi_bias(H, L, mode="nonsymmetric")
-    scores = torch.randn(H, L, L, generator=torch.Generator().manual_seed(0))
-    ours = (scores + one_row_right(H, L)).masked_fill(torch.isinf(exact), float("-inf"))
-    torch.testing.assert_close(ours.softmax(-1), (scores + exact).softmax(-1))
+def test_the_right_rows_reproduce_the_weights_and_no_row_serves_a_curve():
+    """Independent of the checker: for ALiBi (and any line) the row gives every query the full L x L weights; for
+    KERPLE's curve the last query's bias, the only row that can serve it, gives the query before it other weights."""
+    L = 9
+    i, j = torch.meshgrid(torch.arange(L), torch.arange(L), indexing="ij")
+    scores = torch.randn(L, L, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    for b in (-torch.arange(L, dtype=torch.float64) / 3, 0.2 * torch.arange(L, dtype=torch.float64) - 1):
+        full = b[(i - j).clamp(min=0)].masked_fill(j > i, float("-inf"))
+        row = one_row_right(b[None])[0, 0]
+        torch.testing.assert_close((scores + row).masked_fill(j > i, float("-inf")).softmax(-1),
+                                   (scores + full).softmax(-1))
+    b = kerple(L)
+    assert torch.isnan(one_row_right(b[None])).all()
+    last = b.flip(-1)  # key j is L - 1 - j steps back from the last query
+    want = (scores[-2, :-1] + b[: L - 1].flip(-1)).softmax(-1)
+    assert not torch.allclose((scores[-2, :-1] + last[:-1]).softmax(-1), want, atol=1e-3)
 
 
-def one_row_from_bloom(H, L):
-    """transformers' BLOOM row (+m j with the recipe's slopes) for H/2 heads, and its negative: any library's slopes
-    are allowed, and the design (which half needs -m j) is still the learner's."""
-    from transformers.models.bloom.modeling_bloom import build_alibi_tensor
-
-    row = build_alibi_tensor(torch.ones(1, L, dtype=torch.long), H // 2, torch.float32)  # (H/2, 1, L)
-    return torch.cat((row, -row))
-
-
-def test_nonsym_one_row_accepts_bloom_s_row(capsys):
-    assert check.nonsym_one_row(one_row_from_bloom) is True
+def one_row_by_full_matrix(b):
+    """The measurement: build the whole L x L bias, take the last query's row and test it on every query."""
+    H, L = b.shape
+    back = torch.arange(L)[:, None] - torch.arange(L)[None, :]
+    full = b[:, back.clamp(min=0)]
+    row = full[:, -1]
+    ok = ((full - row[:, None]).tril() - (full[:, :, :1] - row[:, None, :1])).tril().abs().amax((-1, -2)) < 1e-7
+    return row.masked_fill(~ok[:, None], float("nan"))[:, None, :]
 
 
-def test_nonsym_one_row_refuses_the_library_under_another_name(capsys):
-    """pl.alibi_bias bound to another name before the checker runs is refused too (its code is swapped)."""
-    from posenc_lib.alibi import alibi_bias as bound_before
-
-    def from_bound(H, L):
-        full = bound_before(H, L, mode="nonsymmetric")
-        return torch.cat((full[: H // 2, -1], full[H // 2:, 0]))[:, None]
-
-    assert check.nonsym_one_row(from_bound) is False
-    assert "calls pl.alibi_bias" in capsys.readouterr().out
-    assert bound_before(2, 2)[0, 0, 1] == float("-inf")  # whole again
+def one_row_by_query_loop(b):
+    """The measurement query by query: O(L) memory, a loop over every query."""
+    H, L = b.shape
+    row = b.flip(-1)
+    ok = torch.ones(H, dtype=torch.bool)
+    for i in range(L):
+        gap = b[:, : i + 1].flip(-1) - row[:, : i + 1]
+        ok &= (gap - gap[:, :1]).abs().amax(-1) < 1e-7
+    return row.masked_fill(~ok[:, None], float("nan"))[:, None, :]
 
 
-def test_nonsym_one_row_refuses_the_library(capsys):
-    """Reading the row off the full bias (its last row for the left half, its first for the right) is refused."""
-    def from_library(H, L):
-        full = pl.alibi_bias(H, L, mode="nonsymmetric")
-        return torch.cat((full[: H // 2, -1], full[H // 2:, 0]))[:, None]
+@pytest.mark.parametrize("route, says", [
+    (one_row_by_full_matrix, "for a result of 4.0e+10 elements"),
+    (one_row_by_query_loop, "runs a loop over the queries"),
+])
+def test_one_row_bias_stops_the_measurements_at_200000_tokens(route, says, capsys):
+    small = torch.stack([-torch.arange(7, dtype=torch.float64) / 4, kerple(7)])
+    torch.testing.assert_close(route(small)[0, 0], small[0].flip(-1))  # right where it fits
+    assert torch.isnan(route(small)[1]).all()
+    assert check.one_row_bias(route) is False
+    out = capsys.readouterr().out
+    assert says in out and "hint:" in out
 
-    assert check.nonsym_one_row(from_library) is False
-    assert "calls pl.alibi_bias" in capsys.readouterr().out
-    assert pl.alibi_bias(2, 2)[0, 0, 1] == float("-inf")  # the library works again
+
+def one_row_exact_steps(b):
+    """Steps compared exactly: a line whose slope is not a power of two has float64 steps that differ in the last
+    bits, so its head gets NaN."""
+    step = b.diff(dim=-1)
+    line = (step == step[:, :1]).all(-1)
+    return b.flip(-1).masked_fill(~line[:, None], float("nan"))[:, None, :]
 
 
 @pytest.mark.parametrize("wrong, says", [
-    (lambda H, L: torch.tensor(recipe(H // 2) * 2)[:, None, None] * torch.arange(L), "farthest from the query"),
-    (lambda H, L: -torch.tensor(recipe(H // 2) * 2)[:, None, None] * torch.arange(L), "left-looking half sees"),
-    (lambda H, L: torch.tensor(recipe(H))[:, None, None] * torch.arange(L), "not the form's slopes"),  # H slopes
-    (lambda H, L: -one_row_right(H, L), "not which side the head sees"),  # the two halves' signs swapped
-    (lambda H, L: one_row_right(H, L)[:, 0], "return an"),
+    (one_row_exact_steps, "last bits"),
+    (lambda b: b.flip(-1)[:, None, :], "last query (which sees every key)"),  # a row for every head, no NaN
+    (lambda b: torch.where(torch.isnan(one_row_right(b)), one_row_right(b), b[:, None, :]), "wrong way"),
+    (lambda b: one_row_flipped(b).float(), "less than float64"),
+    (lambda b: torch.full((b.shape[0], 1, b.shape[1]), float("nan"), dtype=torch.float64), "you gave NaN"),
+    (lambda b: one_row_right(b)[:, 0], "return an"),
 ])
-def test_nonsym_one_row_names_the_misconception(wrong, says, capsys):
-    assert check.nonsym_one_row(wrong) is False
+def test_one_row_bias_names_the_misconception(wrong, says, capsys):
+    assert check.one_row_bias(wrong) is False
     out = capsys.readouterr().out
     assert says in out and "hint:" in out
+    assert "head" not in out.split("hint:")[0].replace("heads", "")  # no head is named: nothing is located
 
 
 # ---------------------------------------------------------------- Exercise 4: weight beyond the training length

@@ -1,9 +1,10 @@
 """Checkers for notebooks/06_alibi.ipynb.
 
 No function or constant here returns or holds an answer: Exercise 2's answers are salted digests (``sealed``) of
-formats no torch dtype has, and the others are compared with the chapter's library functions (``alibi_bias``, a
-softmax) on inputs the learner does not see, inside the checker (Exercises 3 and 4: while those same functions
-refuse to run for the learner's code).
+formats no torch dtype has; Exercises 1 and 4 are compared with the chapter's library functions (``alibi_bias``, a
+softmax) on inputs the learner does not see (Exercise 4 while those same functions refuse to run for the learner's
+code); Exercise 3 compares the learner's rows with the weights of hidden biases, and knows which hidden heads no
+row serves from how it built them.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from ..alibi import alibi_bias, alibi_slopes
 from ._core import Verdict, close, float64_tensor, report, sealed, whole_number
 from ._guard import ELEMENTS, answers_under_guard, stopped_verdict
 
-__all__ = ["ring_bias", "alibi_shared_bias", "nonsym_one_row", "alibi_far_share"]
+__all__ = ["ring_bias", "alibi_shared_bias", "one_row_bias", "alibi_far_share"]
 
 
 def _alibi_bias_everywhere() -> tuple[tuple[Any, str, str], ...]:
@@ -189,6 +190,8 @@ def alibi_shared_bias(fn: Callable[[int, int], Any] | None) -> bool | None:
                                   "work it out from how the format spaces its numbers instead",
                                   grid="a search over lengths; work it out from how the format spaces its numbers")
             return
+        named: dict[str, list[str]] = {}  # misconception -> the cases that show it
+        first_wrong = None
         for (p, k), raw in answers.items():
             case = f"first_shared({p}, {k})"
             got = whole_number(raw)
@@ -199,8 +202,16 @@ def alibi_shared_bias(fn: Callable[[int, int], Any] | None) -> bool | None:
             if digest == _SHARED_RIGHT[(p, k)]:
                 continue
             if digest in _SHARED_WRONG:
-                yield False, f"{case}: {_SHARED_MISCONCEPTIONS[_SHARED_WRONG[digest]]}"
-            elif stored(got - 2, p) == stored(got - 1, p):
+                named.setdefault(_SHARED_WRONG[digest], []).append(case)
+            elif first_wrong is None:
+                first_wrong = (case, got, p)
+        if named:  # diagnosed on every case: two misconceptions give one length where k = 1, so the most cases win
+            name = max(named, key=lambda n: len(named[n]))
+            yield False, f"{named[name][0]}: {_SHARED_MISCONCEPTIONS[name]}"
+            return
+        if first_wrong is not None:
+            case, got, p = first_wrong
+            if stored(got - 2, p) == stored(got - 1, p):
                 yield False, (f"{case}: at L = {got} the two nearest keys do share a bias, but a shorter input "
                               "already did")
             else:
@@ -214,56 +225,112 @@ def alibi_shared_bias(fn: Callable[[int, int], Any] | None) -> bool | None:
                   "relative to their size, and on its rule for ties.")
 
 
-# ---------------------------------------------------------------- Exercise 3: one row for the non-symmetric form
+# ---------------------------------------------------------------- Exercise 3: which distance biases fit one row
 
-NONSYM_CASES = ((8, 10), (4, 7), (2, 5), (6, 9))
+def one_row_bias(fn: Callable[[torch.Tensor], Any] | None) -> bool | None:
+    """Exercise 3: fn(b (H, L) float64, the bias by distance) -> an (H, 1, L) row per head that, with the causal
+    mask, gives every query the weights of b(i - j), or NaN for a head no row serves. Inputs up to 200 000 tokens:
+    the whole L x L bias (4e10 entries) runs out of room and a Python loop over the queries out of steps (20 000
+    lines for all cases: a design runs dozens)."""
 
+    def hidden_cases() -> list[tuple[torch.Tensor, tuple[bool, ...]]]:
+        """The hidden inputs: (H, L) biases by distance, b[h, d] for d = 0 .. L - 1, float64, and for each head
+        whether one row serves every query (the checker's label, from how the head was built: a straight line in d,
+        or anything with L = 2, does; the others do not). Kinds: ALiBi with a slope that is or is not a power of two,
+        a flat head, a rising line, KERPLE's logarithm, T5-like buckets, a bonus on the diagonal, ALiBi clipped far
+        back (only the last quarter of the distances leave the line), and a line bent at the very last distance."""
+        g = torch.Generator().manual_seed(6)
 
-def nonsym_one_row(fn: Callable[[int, int], Any] | None) -> bool | None:
-    """Exercise 3: fn(H, L) -> an (H, 1, L) bias that, with the non-symmetric form's -inf mask, gives its weights
-    (pl.alibi_bias refuses to run while fn does)."""
+        def d(L: int) -> torch.Tensor:
+            return torch.arange(L, dtype=torch.float64)
 
-    def run(fn: Callable[[int, int], Any]) -> Iterable[Verdict]:
-        answers, stopped = answers_under_guard(fn, NONSYM_CASES, _alibi_bias_everywhere(), loops=False)
+        def buckets(L: int) -> torch.Tensor:
+            edges = torch.tensor([0, 1, 2, 3, 4, 6, 9, 12, 10**9], dtype=torch.float64)
+            values = torch.randn(len(edges), generator=g, dtype=torch.float64)
+            return values[torch.bucketize(d(L), edges, right=True) - 1]
+
+        kerple = lambda L: -1.5 * torch.log1p(0.8 * d(L))  # noqa: E731
+        bonus = -d(12) / 8
+        bonus[0] = 1.0
+        bent = -d(5) / 2
+        bent[4] += 1e-3
+        big = 200_000
+        return [
+            (torch.stack([-d(12) / 4, -0.1234 * d(12), kerple(12), buckets(12), bonus, torch.full((12,), 0.7,
+                          dtype=torch.float64)]), (True, True, False, False, False, True)),
+            (torch.stack([kerple(2), buckets(2)]), (True, True)),
+            (torch.stack([-d(5) / 3, bent, 0.25 - d(5)]), (True, False, True)),
+            (torch.stack([-(2.0**-0.5) * d(big), -(2.0**-10) * d(big).clamp(max=150_000), 2.0 + 0.003 * d(big),
+                          kerple(big)]), (True, False, True, False)),
+        ]
+
+    def query_rows(L: int) -> list[int]:
+        return list(range(L)) if L <= 64 else [0, 1, 2, 1000, L // 2, 150_500, L - 2, L - 1]
+
+    def serves(row: torch.Tensor, b: torch.Tensor, L: int, g: torch.Generator) -> bool:
+        """Whether the row gives every checked query the weights of b(i - j), for random scores."""
+        for i in query_rows(L):
+            scores = torch.randn(i + 1, generator=g, dtype=torch.float64)
+            want = (scores + b[: i + 1].flip(-1)).softmax(-1)  # key j = 0 .. i is i - j steps back
+            if not close((scores + row[: i + 1]).softmax(-1), want, atol=1e-6, rtol=1e-5):
+                return False
+        return True
+
+    def run(fn: Callable[[torch.Tensor], Any]) -> Iterable[Verdict]:
+        cases = hidden_cases()
+        answers, stopped = answers_under_guard(fn, [(b.clone(),) for b, _ in cases], steps=20_000)
         if stopped is not None:
-            yield stopped_verdict(stopped[1], "your function",
-                                  shortcut="design the row from the slopes (pl.alibi_slopes is allowed)")
+            ((b,), why) = stopped
+            yield stopped_verdict(why, f"one_row(<{b.shape[0]} heads, {b.shape[1]} distances>)",
+                                  shortcut="the whole L x L bias does not fit; what must hold between the "
+                                           "queries that share one row?",
+                                  loop=f"runs a loop over the queries ({b.shape[1]} of them): what must hold "
+                                       "between the queries that share one row?")
             return
         g = torch.Generator().manual_seed(3)
-        for (H, L), got in answers.items():
-            if not isinstance(got, torch.Tensor) or tuple(got.shape) != (H, 1, L):
-                yield False, f"H={H}, L={L}: return an ({H}, 1, {L}) tensor, got {getattr(got, 'shape', got)!r}"
+        missed, extra, backwards, low = [], [], [], []
+        for (b, has_row), raw in zip(cases, answers.values()):
+            H, L = b.shape
+            got = raw if isinstance(raw, torch.Tensor) else None
+            if got is None or tuple(got.shape) != (H, 1, L):
+                yield False, f"L={L}, H={H}: return an ({H}, 1, {L}) tensor, got {getattr(raw, 'shape', raw)!r:.60}"
                 return
-            row = got.detach().double()
-            exact = alibi_bias(H, L, mode="nonsymmetric", dtype=torch.float64)
-            scores = torch.randn(H, L, L, dtype=torch.float64, generator=g)
-            want = (scores + exact).softmax(-1)
-            have = (scores + row.expand(H, L, L)).masked_fill(torch.isinf(exact), float("-inf")).softmax(-1)
-            ok = [close(have[h], want[h], atol=1e-6, rtol=1e-5) for h in range(H)]
-            if all(ok):
-                continue
-            half = H // 2
-            steps = row[:, 0, 1:] - row[:, 0, :-1]  # per head: the change from key j to key j + 1
-            slopes = alibi_slopes(half, dtype=torch.float64).repeat(2)
-            if not close(steps.abs(), slopes[:, None].expand_as(steps), atol=1e-6, rtol=1e-5):
-                yield False, (f"H={H}: the steps of your rows are not the form's slopes; which slopes does the "
-                              "non-symmetric form use in each half (§2)?")
-            elif all(ok[:half]) and not any(ok[half:]):
-                yield False, (f"H={H}: the left-looking half is right; your right-looking heads favour the keys "
-                              "farthest from the query, a bias that grows with the distance instead of falling")
-            elif all(ok[half:]) and not any(ok[:half]):
-                yield False, f"H={H}: the right-looking half is right; the left-looking half sees keys j <= i"
-            elif bool((steps[:half] < 0).all()) and bool((steps[half:] > 0).all()):
-                yield False, (f"H={H}: in every head your bias grows with the distance on the side the mask leaves "
-                              "visible; a mask's name says which side it hides, not which side the head sees (§7.1)")
-            else:
-                yield False, f"H={H}: the weights differ for {ok.count(False)} of the {H} heads"
+            row = got.detach().to("cpu", torch.float64)[:, 0]
+            for h in range(H):
+                nan = bool(torch.isnan(row[h]).all())
+                if has_row[h] and nan:
+                    missed.append(not bool(((b[h, 1:] - b[h, :-1]) == (b[h, 1] - b[h, 0])).all()))
+                elif not has_row[h] and not nan:
+                    last_only = close((row[h] - row[h, -1]), b[h].flip(-1) - b[h, 0], atol=1e-9)
+                    extra.append(last_only)
+                elif has_row[h] and not serves(row[h], b[h], L, g):
+                    backwards.append(serves(row[h].flip(-1), b[h], L, g))
+                    low.append(got.dtype != torch.float64 and L > 64)
+        if not (missed or extra or backwards):
+            yield True, ("every head that one row serves got one, for 2 to 200 000 tokens, and every other head "
+                         "got NaN")
             return
-        yield True, f"the same weights as the non-symmetric form for (H, L) = {', '.join(map(str, NONSYM_CASES))}"
+        if any(backwards):
+            yield False, ("some of your rows run the wrong way: they put the bias of distance d on key j = d, "
+                          "while key j is i - j steps back from query i")
+        elif backwards and all(low):
+            yield False, ("your rows are right in exact arithmetic but stored in less than float64; at 200 000 "
+                          "tokens the row's values are large and the format's spacing there is wider than the "
+                          "differences the softmax needs (§3)")
+        elif extra and all(extra) and not missed:
+            yield False, ("your rows give the last query (which sees every key) its weights, but a row must serve "
+                          "every query at once, and for some heads no row does: return NaN for those")
+        elif missed and any(missed) and not extra:
+            yield False, ("you gave NaN to some heads that one row does serve; a bias stored in float64 can hold "
+                          "equal differences that differ in their last bits")
+        elif missed and not extra:
+            yield False, "you gave NaN to some heads that one row does serve"
+        else:
+            yield False, "some heads' rows do not give every query the weights of its bias"
 
-    return report("a one-row bias for the non-symmetric form", fn, run,
-                  "the mask already decides which side each head sees; within that side, softmax forgives some "
-                  "differences between two biases (§3).")
+    return report("which distance biases fit in one row", fn, run,
+                  "§3: a softmax forgives one constant per query. Compare what two neighbouring queries ask of the "
+                  "same row.")
 
 
 # ---------------------------------------------------------------- Exercise 4: weight beyond the training length
