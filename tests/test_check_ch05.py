@@ -6,6 +6,7 @@ import cmath
 import functools
 import inspect
 import math
+import pathlib
 import pickle
 
 import numpy as np
@@ -161,6 +162,10 @@ def test_undirected_names_float32_angles_as_precision_not_as_a_wrong_design(righ
     out = _out(capsys)
     assert "float32" in out and "7" in out and "float64" in out
     assert "depend on where the tokens sit" not in out and "ahead from one behind" not in out
+    # the message says "the 1e-6 asked": the prompt must ask it
+    src = (pathlib.Path(__file__).parents[1] / "notebooks/src/05_rope.py").read_text()
+    prompt = src[src.index("**Exercise 1 (design).**"):src.index("def undirected_rope")]
+    assert "not the 1e-6 asked" in out and "to within 1e-6" in " ".join(prompt.replace("#", " ").split())
 
 
 def test_undirected_encodes_each_token_alone(capsys):

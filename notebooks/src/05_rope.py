@@ -29,7 +29,8 @@
 #
 # Positions are 0-based; the query sits at m, the key at n, and the **offset** of the key is
 # n − m (negative for keys in the past), as on the [conventions page](00_index.ipynb#Conventions).
-# The main line runs rotation → the relative property → frequencies → implementation → checks;
+# The main line, in the chapter's order: the rotation (§1–2) → R_m and the relative property (§3–4)
+# → implementations checked against `apply_rope` (§6) → frequencies (§7) → decay (§8) → precision (§9); §5 is optional reading, and
 # paragraphs that open with **Aside** (the sources' slips, one library's code) are off it: skip them
 # on a first reading.
 # How to make RoPE fast (a one-pass C kernel, counting passes over memory, timings) is in the
@@ -297,7 +298,7 @@ print("default positions 0, 1, 2, 3:", agree(pl.apply_rope(x4), torch.stack([R(p
 # computed, never changes: true of an absolute encoding as well (the token at position 7 gets
 # $W_k(x + p_7)$ when it arrives, and that key is as right at step 100 as at step 8). What RoPE adds
 # is that the scores among a group of tokens do not depend on *where* the group sits: a sentence
-# gets the same attention pattern at positions 0–4 and at 1000–1004. A pattern learned at one place
+# gets the same scores at positions 0–4 and at 1000–1004. A pattern learned at one place
 # applies at every place, and a model that only ever attends within a window sees the same offsets
 # at position 10⁶ as at position 100 (angle precision aside, §9). Chapter 4's relative methods share
 # that invariance in their scores; what RoPE changes is where the offset enters. They add a term to the score of
@@ -761,8 +762,7 @@ print("complex form vs apply_rope (interleaved):", agree(complex_rope(xq, unit_p
 # of decoding, the multiply raises nothing, and the query's (…, 1, d/2) comes out with 64 rows, the one
 # token turned to every position of the table; so does the key, and the scores become 64 × 64. The error
 # comes one line later: in the sketch, at `matmul(scores, xv)`, where 64 weights per row meet a value of
-# one row; with a KV cache like Meta's (its code writes `cache_k[:bsz, start_pos : start_pos + seqlen] =
-# xk`; a citation), already at writing the 64 key rows into the cache's one-row slot. Loud, but it
+# one row; with a KV cache, already at writing the 64 key rows into the cache's one-row slot. Loud, but it
 # points at the value product or the cache, not at the table that caused it. The slice for a token at
 # position p is `table[p : p + 1]`. The cell runs both cases through the sketch's attention and writes
 # into a cache of its own.
@@ -880,7 +880,7 @@ fig
 # Source `003` builds a sinusoidal table with sin and cos interleaved, [sin₀, cos₀, sin₁,
 # cos₁, …], pulls out cos and sin with `repeat_interleave(2)`, and pairs them with the
 # "alternate" vector [−q₁, q₀, −q₃, q₂, …]. Its frequencies come as exp(−2j·ln(base)/d),
-# which is base^(−2j/d) written through a logarithm (equal to float32 rounding, below). The source
+# which is base^(−2j/d) written through a logarithm (within a few float32 ulps, below). The source
 # asks whether the exp form is faster; where RoPE's time goes is the
 # [appendix](10_making_it_fast.ipynb)'s subject.
 
@@ -899,7 +899,10 @@ def alternating_rope(q: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
 print(torch.stack((-torch.arange(8.0)[1::2], torch.arange(8.0)[::2]), -1).reshape(8))
 div = torch.exp(torch.arange(0, D, 2, dtype=torch.float32) * -(math.log(10000.0) / D))
 print("alternating form vs apply_rope (interleaved):", agree(alternating_rope(xq), want, 1e-6))
-print("exp(−2j ln(base)/d) vs base^(−2j/d) in float32:", agree(div, pl.rope_frequencies(D), 1e-7))
+base_pow = pl.rope_frequencies(D)  # base^(−2j/d) in float32
+ulps = ((div - base_pow) / (torch.nextafter(base_pow, torch.tensor(math.inf)) - base_pow)).round().int()
+assert ulps.abs().max() <= 4 and ((div - base_pow) / base_pow).abs().max() < 5e-7
+print("exp(−2j ln(base)/d) − base^(−2j/d), in float32 ulps per pair:", ulps.tolist())
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # **Aside** (a source's slips). Two slips in source `003`. A comment claims
@@ -1034,8 +1037,8 @@ fig
 #
 # (This is §2's q·conj(k)·e^{i(m−n)θ}, summed over the pairs.) Here r = m − n is the offset
 # n − m with its sign flipped: for a key in the past (n ≤ m, all a causal model sees) r ≥ 0, and
-# then r is the key's **distance** |n − m| behind the query. The sources and `posenc_lib`'s decay functions use
-# r; nothing below depends on its sign, since S_j(−r) (defined next) is the complex conjugate
+# then r is the key's **distance** |n − m| behind the query. RoFormer's decay argument (§3.4.3) and
+# `posenc_lib`'s decay functions use r; nothing below depends on its sign, since S_j(−r) (defined next) is the complex conjugate
 # of S_j(r), so the bound is the same at r and −r (asserted in the next cell).
 #
 # RoFormer bounds it by **Abel summation**. With the partial sums
@@ -1045,12 +1048,9 @@ fig
 # \quad\text{so}\quad \Big|\sum_j h_j e^{ir\theta_j}\Big| \le \max_j |h_{j+1} - h_j|\; \sum_{j=1}^{d/2} |S_j| .$$
 #
 # RoFormer plots the **relative upper bound** (1/(d/2)) Σ_j |S_j| (`pl.rope_decay_bound`),
-# which shrinks as r grows. The library names each piece: `pl.rope_pair_products(q, k)` gives the
-# h_j; `pl.rope_complex_scores(h, r)` the sum Σ_j h_j e^{irθ_j}, whose real part
-# `pl.rope_scores_by_distance(q, k, r)` returns as the score; `pl.rope_partial_sums(r, d)` the
-# S_1 … S_{d/2}; and `pl.rope_abel_bound(h, r)` the right side of the inequality,
-# max_j |h_{j+1} − h_j| · Σ_j |S_j|. First we check the complex form against rotated vectors, with
-# r = m − n of either sign, then Abel's identity and |score| / `rope_abel_bound` ≤ 1 on random q, k.
+# which shrinks as r grows. The cell checks the complex form against rotated vectors, with r = m − n
+# of either sign, then Abel's identity and |score| ≤ bound on random q, k; each library function it
+# uses is named in a comment where it first appears.
 
 # %% slideshow={"slide_type": "fragment"}
 d, N = 128, 256
@@ -1063,18 +1063,19 @@ for m, n in ((5, 0), (700, 3), (3, 700), (40, 40), (0, 1000)):  # r = m − n fr
     rotated_dot = pl.apply_rope(q1[None], torch.tensor([m]))[0] @ pl.apply_rope(k1[None], torch.tensor([n]))[0]
     complex_form = (h1 * torch.exp(1j * (m - n) * theta_d)).sum().real
     torch.testing.assert_close(rotated_dot, complex_form)
+    # pl.rope_scores_by_distance(q, k, r): the score Re Σ_j h_j e^{irθ_j}, for each distance r
     torch.testing.assert_close(pl.rope_scores_by_distance(q1, k1, torch.tensor([m - n]))[0], complex_form)
     if m != n:  # the other sign, e^{i(n−m)θ_j}, is a different number
         assert not torch.isclose(rotated_dot, (h1 * torch.exp(1j * (n - m) * theta_d)).sum().real)
 print("⟨R_m q, R_n k⟩ = Re Σ_j h_j e^{i(m−n)θ_j} at (m, n) = (5, 0), (700, 3), (3, 700), (40, 40), (0, 1000)")
-h = pl.rope_pair_products(qs[:, :d], ks[:, :d])
-total = pl.rope_complex_scores(h, dist)  # (N, len): Σ_j h_j e^{irθ_j}
-S = pl.rope_partial_sums(dist, d)  # (len, d/2): S_1 … S_{d/2}
+h = pl.rope_pair_products(qs[:, :d], ks[:, :d])  # pl.rope_pair_products(q, k): the h_j, as h1 above
+total = pl.rope_complex_scores(h, dist)  # pl.rope_complex_scores(h, r): (N, len), Σ_j h_j e^{irθ_j}
+S = pl.rope_partial_sums(dist, d)  # pl.rope_partial_sums(r, d): (len, d/2), S_1 … S_{d/2}
 h_pad = torch.cat((h, torch.zeros_like(h[:, :1])), -1)
 torch.testing.assert_close(total, -(S[None] * h_pad.diff(dim=-1)[:, None, :]).sum(-1))  # Abel's identity
 torch.testing.assert_close(pl.rope_partial_sums(-dist, d), S.conj())  # r -> −r conjugates S_j
 scores = pl.rope_scores_by_distance(qs[:, :d], ks[:, :d], dist)  # checked against rotated vectors above
-ratio = scores.abs() / pl.rope_abel_bound(h, dist)  # |score| / (max_j |h_{j+1} − h_j| · Σ_j |S_j|)
+ratio = scores.abs() / pl.rope_abel_bound(h, dist)  # pl.rope_abel_bound(h, r): max_j |h_{j+1} − h_j| · Σ_j |S_j|
 assert bool((ratio <= 1).all()) and ratio.median() < 0.01
 print(f"|score| <= bound for all {ratio.numel()} (sample, distance) cases; median |score| / bound = {ratio.median():.4f}")
 
@@ -1213,17 +1214,7 @@ assert torch.tensor(100001).bfloat16() == torch.tensor(100000).bfloat16()
 # over the d/2 pairs, d = 128, at positions up to 10⁷. float32 is not exact either: it holds every
 # position up to 2²⁴ ≈ 1.7·10⁷, but the frequency θ_j and the product m·θ_j keep 24 bits, so their
 # rounding errors grow in proportion to m. Below 0.01 rad up to 10⁵, the error is about 0.05 rad at 10⁶
-# and about 0.8 rad at 10⁷ (pair 1 both times; pair 0, with θ₀ = 1, is exact). A score sees only the
-# relative angle (n − m)·θ_j, so the control is that difference, formed from the two float32 angles.
-# Which error matters? A pair tells a key at n from one at n + 1 only by the step θ_j that one position
-# adds to its angle, so the measure is the error divided by θ_j: the error **in positions**. An error of
-# ε positions makes the pair score the key as if it sat ε positions away; past ε = 1/2 the pair puts it
-# nearer its neighbour's place than its own. Each of the two roundings above costs at most 2⁻²⁴ of the
-# angle, so ε grows in proportion to the position. For keys up to 1000 positions after a query at 10⁵,
-# 10⁶, 10⁷ the largest ε over the pairs is 0.011, 0.11 and 1.1 positions, each just below m·2⁻²³. So
-# "float32 or better" has a reach: float32 keeps every pair within about a hundredth of a position at
-# 10⁵ tokens and a tenth at 10⁶; at 10⁷ some pair puts a key more than a whole position away, past its
-# neighbour.
+# and about 0.8 rad at 10⁷ (pair 1 both times; pair 0, with θ₀ = 1, is exact).
 
 # %% slideshow={"slide_type": "fragment"}
 decades = torch.cat([torch.logspace(0, 5, 80, dtype=F64), torch.logspace(5, 7, 33, dtype=F64)])  # 1 … 10^7
@@ -1245,22 +1236,6 @@ assert torch.tensor(10**7).float().long() == 10**7  # the position itself is exa
 assert 0.03 < f32_far[0].max() < 0.08 and 0.5 < f32_far[1].max() < 1.0  # ≈ 0.05 rad at 10^6, ≈ 0.8 rad at 10^7
 assert f32_far.argmax(-1).tolist() == [1, 1] and bool((f32_far[:, 0] == 0).all())  # pair 1 worst; pair 0 exact
 torch.testing.assert_close(worst["float32"][-1], f32_far[1].max())  # the table's last row
-
-
-def positions_off(start: int, span: int = 1000) -> float:  # float32 (m − start)·θ_j for keys up to span after
-    pos, theta = torch.arange(start, start + span + 1), pl.rope_frequencies(128, dtype=F64)
-    low = (pos.float()[:, None] * theta.float()).double()  # each angle formed in float32, as above
-    err = (low - low[0]) - (pos - start).double()[:, None] * theta  # against the float64 relative angle
-    wrapped = torch.remainder(err + math.pi, 2 * math.pi).sub(math.pi).abs()
-    return float((wrapped / theta).max())  # in positions: divided by θ_j, the angle one position adds
-
-
-starts = [10**e for e in (5, 6, 7)]
-eps = [positions_off(m) for m in starts]
-assert all(0.9 * m * 2**-23 < e <= m * 2**-23 for m, e in zip(starts, eps))  # just below m·2^-23
-assert 0.01 < eps[0] < 0.012 and 0.1 < eps[1] < 0.12 and eps[2] > 1  # a hundredth, a tenth, past a neighbour
-print("float32 relative angles, keys up to 1000 after a query at 1e5, 1e6, 1e7: off by up to",
-      ", ".join(f"{e:.3f}" for e in eps), "positions (m·2^-23:", ", ".join(f"{m * 2**-23:.3f}" for m in starts) + ")")
 theta64, m106 = pl.rope_frequencies(128, dtype=F64), torch.tensor(106.0, dtype=F64)
 assert m106.bfloat16().double() == m106  # the position itself is exact in bf16
 
@@ -1275,6 +1250,48 @@ all_three = worst["bfloat16"][positions == 106].item()
 assert only_freq > 0.1 and only_product > 0.1 and all_three > max(only_freq, only_product)
 print(f"position 106 (exact in bf16): θ_j rounded {only_freq:.2f} rad, m·θ_j rounded {only_product:.2f} rad, "
       f"both (rope_angle_error) {all_three:.2f} rad")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# A score sees only the relative angle (n − m)·θ_j, so the control is that difference, formed from
+# the two float32 angles. Which error matters? A pair tells a key at n from one at n + 1 only by the
+# step θ_j that one position adds to its angle, so the measure is the error divided by θ_j: the error
+# **in positions**. An error of ε positions makes the pair score the key as if it sat ε positions
+# away; past ε = 1/2 the pair puts it nearer its neighbour's place than its own. The cell prints ε,
+# the largest over the pairs for keys up to 1000 positions after a query at m, with only the
+# frequency rounded, only the two products rounded, and both.
+
+# %% slideshow={"slide_type": "fragment"}
+def positions_off(start: int, freq: bool = True, product: bool = True, span: int = 1000) -> float:
+    """Largest error, in positions, of float32 relative angles (n − start)·θ_j for keys up to span after."""
+    pos, theta = torch.arange(start, start + span + 1, dtype=F64), pl.rope_frequencies(128, dtype=F64)
+    low = pos[:, None] * (theta.float().double() if freq else theta)  # θ_j rounded to float32, or not
+    if product:
+        low = low.float().double()  # each angle m·θ_j rounded to float32 (both: the float32 grid above)
+    err = (low - low[0]) - (pos - start)[:, None] * theta  # against the float64 relative angle
+    wrapped = torch.remainder(err + math.pi, 2 * math.pi).sub(math.pi).abs()
+    return float((wrapped / theta).max())  # in positions: divided by θ_j, the angle one position adds
+
+
+starts = [10**e for e in (5, 6, 7)]
+eps = {how: [positions_off(m, *flags) for m in starts]
+       for how, flags in {"frequency only": (True, False), "products only": (False, True), "both": (True, True)}.items()}
+for how, e in eps.items():
+    print(f"{how:>14}: ε =", ", ".join(f"{x:.2g}" for x in e), "positions at m = 1e5, 1e6, 1e7")
+print("    m·2^-23 = " + ", ".join(f"{m * 2**-23:.2g}" for m in starts) + f"; 1000·2^-24 = {1000 * 2**-24:.1g}")
+assert all(e <= 1000 * 2**-24 for e in eps["frequency only"])  # shared by q and k: only (n − m)·δθ_j is left
+assert all(0.9 * m * 2**-23 < e <= m * 2**-23 for m, e in zip(starts, eps["products only"]))
+assert all(0.9 * m * 2**-23 < e <= m * 2**-23 for m, e in zip(starts, eps["both"]))
+both = eps["both"]
+assert 0.01 < both[0] < 0.012 and 0.1 < both[1] < 0.12 and both[2] > 1  # a hundredth, a tenth, past a neighbour
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# The frequency's rounding is the same in the query's angle and the key's, so it almost cancels: what
+# is left is (n − m)·δθ_j, at most about 1000·2⁻²⁴ of a position here, whatever m is. What grows is the
+# rounding of the two products m·θ_j and n·θ_j: each is off by at most 2⁻²⁴ of its angle, m·2⁻²⁴
+# positions, and the query's and the key's add up to m·2⁻²³. With both roundings ε is 0.011, 0.11 and
+# 1.1 positions at 10⁵, 10⁶ and 10⁷, each just below m·2⁻²³. So "float32 or better" has a reach:
+# float32 keeps every pair within about a hundredth of a position at 10⁵ tokens and a tenth at 10⁶;
+# at 10⁷ some pair puts a key more than a whole position away, past its neighbour.
 
 # %% slideshow={"slide_type": "fragment"}
 fig, ax = viz.figure(width=4.8, height=3.3)
@@ -1314,8 +1331,8 @@ assert lib_err < 0.05 and naive_err > 1.0 and naive_err > 50 * lib_err
 # the float32 grid's cos, rounded once, as ours is. It does not switch autocast off, and it need
 # not: mixed-precision autocast lowers matrix products (`@`, `linear`) to bf16, not elementwise
 # products. A grid written as a matrix product, positions (seq, 1) @ frequencies (1, d/2), would be
-# lowered, so code written that way must switch autocast off around it. Earlier transformers
-# releases (4.x, before the locked 5.x) did exactly that: their grid was this matrix product
+# lowered, so code written that way must switch autocast off around it. transformers 4.39 to 4.x
+# (before the locked 5.x) did exactly that: their grid was this matrix product
 # inside `torch.autocast(..., enabled=False)` (a citation; the comment there points to
 # huggingface/transformers PR #29285). The next cell runs the locked version's module
 # at positions near 90 000 with and without autocast, and shows what autocast does to the
@@ -1476,7 +1493,7 @@ assert dense_bytes == d * table_bytes
 # 1/√d', would change it). R_m is this chapter's (pairs (2j, 2j + 1),
 # base 10 000), and `pl.apply_rope` is yours to use. The checker encodes its own vectors (d = 8, float64)
 # one at a time, at positions from 0 to about 5 000, and compares the dot products of the encodings
-# with the right side.
+# with the right side, to within 1e-6.
 
 # %% slideshow={"slide_type": "fragment"}
 def undirected_rope(x, positions):
@@ -1541,14 +1558,9 @@ _ = check.rope_first_slow_pair(first_slow_pair)
 # by Q. It found A's frequencies numerically, from an eigen-decomposition of A². Derive them in closed
 # form instead: write `tilted_frequencies(A)` that takes a 4 × 4 skew-symmetric A (4 rows of 4 numbers)
 # and returns its two frequencies θ (radians per position), the faster first, as a formula in A's
-# entries. The checker hands your function entries that count the arithmetic done with them: +, −, ×, /,
-# ** (`x ** 0.5` for a square root), `abs`, `sum`, `max` and comparisons work as on floats; turning an
-# entry, or a number made from entries, into a float (as `math.sqrt` does), a tensor or a float array
-# does not. The two numbers you return must come out of that arithmetic, and each A allows 400
-# operations (a comparison costs 10): room for a formula, even one with two 4 × 4 products, but not
-# for iterating towards the eigenvalues. It tries RoPE's own d = 4
-# generator, tilted ones, random ones and one with two nearly equal frequencies. Your function should
-# work on plain floats too: try it on a tilted A of your own first.
+# entries. The checker's entries count the arithmetic done with them and allow only +, −, ×, /, **
+# (`x ** 0.5` for a square root), `abs`, `sum`, `max` and comparisons, 400 operations per A: room for a
+# formula, not for iterating towards the eigenvalues. Try it on a tilted A of your own first.
 
 # %% slideshow={"slide_type": "fragment"}
 def tilted_frequencies(A):
