@@ -38,7 +38,7 @@ def test_unattempted_and_grading(name, monkeypatch, capsys):
 
 def test_the_checker_module_hands_over_no_answer():
     """The module's own callables are the four checkers and one helper that returns no answer (shortcut targets);
-    no constant holds a first merge or a pair index (the cases are inputs, not answers)."""
+    no constant holds a first merge, a peak or a context length (the cases are inputs, not answers)."""
     own = {name for name, obj in vars(ch07).items() if callable(obj) and getattr(obj, "__module__", None) == ch07.__name__}
     assert own == set(ch07.__all__) | {"_library_shortcuts"}
     assert {label for _, _, label in ch07._library_shortcuts()} == {
@@ -46,7 +46,11 @@ def test_the_checker_module_hands_over_no_answer():
     constants = {k: v for k, v in vars(ch07).items() if not callable(v) and not k.startswith("__")}
     numbers = [x for v in constants.values() for x in (v if isinstance(v, tuple) else (v,)) if isinstance(x, int)]
     assert not {first_merge_exact(p) for p in (11, 12)} & set(numbers)
-    assert not {stale_right(*c) for c in ch07._STALE_CASES} - {0, 1, 2} & set(numbers)
+    floats = [x for v in constants.values() for t in (v if isinstance(v, tuple) else (v,))
+              for x in (t if isinstance(t, tuple) else (t,)) if isinstance(x, float)]
+    peaks = peak_right(*torch.tensor(ch07._STALE_BASES, dtype=torch.float64).T).tolist()
+    assert not any(math.isclose(x, p, rel_tol=1e-6) for x in floats for p in peaks)  # no peak stored
+    assert not any(math.isclose(x, reach_right(*c), rel_tol=1e-6) for x in floats for c in ch07._REACH_CASES)
 
 
 # ---------------------------------------------------------------- Exercise 1: where NoPE's counter merges
@@ -147,30 +151,39 @@ def test_counter_merge_names_the_misconception(wrong, says, capsys):
 
 # ---------------------------------------------------------------- Exercise 2: the pair a stale KV cache hurts most
 
-def stale_right(d, b1, b2):
+def peak_right(b1, b2):
     """The key's angle in pair j is n theta_j(b1), the query's m theta_j(b2): the score's angle is off by
     n (theta_j(b1) - theta_j(b2)) from (m - n) theta_j(b2). With x = 2j/d that is b1^-x - b2^-x, one bump in x with
-    its top where ln b1 b1^-x = ln b2 b2^-x: x = ln(ln b2 / ln b1) / ln(b2 / b1). The pair: the better of the two
-    whole numbers around d x / 2 (compared in float64 where they can be told apart)."""
-    x = math.log(math.log(b2) / math.log(b1)) / math.log(b2 / b1)
-    lo = math.floor(d * x / 2)
-    f = lambda j: b1 ** (-2 * j / d) - b2 ** (-2 * j / d)  # noqa: E731
-    return lo if f(lo) >= f(lo + 1) else lo + 1
+    its top where its slope vanishes, ln b1 b1^-x = ln b2 b2^-x: x = ln(ln b2 / ln b1) / ln(b2 / b1)."""
+    return torch.log(torch.log(b2) / torch.log(b1)) / torch.log(b2 / b1)
 
 
-def stale_by_array(d, b1, b2):
-    """Every pair's drift at once: right for small heads, an array of d/2 entries."""
-    t1, t2 = pl.rope_frequencies(d, base=b1, dtype=torch.float64), pl.rope_frequencies(d, base=b2, dtype=torch.float64)
-    return int((t1 - t2).argmax())
+def peak_by_ternary_search(b1, b2):
+    """A search over x on the drift itself, vectorised over the base pairs: stops ~1e-8 from the peak (float64
+    cannot tell the drifts apart closer), and carries no gradient."""
+    b1, b2 = b1.detach(), b2.detach()
+    lo, hi = torch.zeros_like(b1), torch.ones_like(b1)
+    for _ in range(200):
+        m1, m2 = lo + (hi - lo) / 3, hi - (hi - lo) / 3
+        up = b1 ** -m1 - b2 ** -m1 < b1 ** -m2 - b2 ** -m2
+        lo, hi = torch.where(up, m1, lo), torch.where(up, hi, m2)
+    return (lo + hi) / 2
 
 
-def stale_by_loop(d, b1, b2):
-    return max(range(d // 2), key=lambda j: b1 ** (-2 * j / d) - b2 ** (-2 * j / d))
+def peak_by_bisection_on_the_slope(b1, b2):
+    """A search on the slope instead: exact to float64, still a number that does not follow the bases."""
+    b1, b2 = b1.detach(), b2.detach()
+    lo, hi = torch.zeros_like(b1), torch.ones_like(b1)
+    for _ in range(200):
+        m = (lo + hi) / 2
+        rising = b2.log() * b2 ** -m > b1.log() * b1 ** -m
+        lo, hi = torch.where(rising, m, lo), torch.where(rising, hi, m)
+    return (lo + hi) / 2
 
 
-def test_stale_right_is_the_measured_worst_pair():
+def test_peak_right_is_the_measured_worst_pair():
     """Independent of the checker: a key rotated with base b1 at position n and a query with b2 at m; the angle
-    error per pair, measured with the library's rotation, grows fastest with n in the pair stale_right names."""
+    error per pair, measured with the library's rotation, grows fastest with n in a pair next to d x / 2."""
     d, b1, b2 = 128, 10000.0, 10000.0 * 8 ** (128 / 126)
     q = torch.zeros(d, dtype=torch.float64)
     q[0::2] = 1.0
@@ -183,156 +196,147 @@ def test_stale_right_is_the_measured_worst_pair():
                       - pl.rope_frequencies(d, base=b2, dtype=torch.float64)))
     torch.testing.assert_close(torch.remainder(fresh - stale - unwrapped + math.pi, 2 * math.pi) - math.pi,
                                torch.zeros_like(fresh), atol=1e-9, rtol=0)  # the error is n (theta(b1) - theta(b2))
-    assert int(unwrapped.argmax()) == stale_right(d, b1, b2) == 6  # a fast pair: wavelength about 15 tokens
-    theta = pl.rope_frequencies(d, base=b1, dtype=torch.float64)  # the solution's numbers for pair 6
+    x = peak_right(torch.tensor(b1, dtype=torch.float64), torch.tensor(b2, dtype=torch.float64)).item()
+    assert round(x, 3) == 0.098 and math.floor(d * x / 2) == int(unwrapped.argmax()) == 6  # the solution's numbers
+    theta = pl.rope_frequencies(d, base=b1, dtype=torch.float64)
     new = pl.rope_frequencies(d, base=b2, dtype=torch.float64)
     assert round(2 * math.pi / theta[6].item()) == 15 and round(1 - (new[6] / theta[6]).item(), 2) == 0.18
     assert round((theta[6] - new[6]).item(), 3) == 0.076
-    for case in ch07._STALE_CASES[:5]:
-        assert stale_right(*case) == stale_by_loop(*case)
+    for B1, B2 in ch07._STALE_BASES:  # the drift over a fine grid of x peaks where peak_right says
+        xs = torch.linspace(0, 1, 100001, dtype=torch.float64)
+        top = xs[(B1 ** -xs - B2 ** -xs).argmax()].item()
+        assert abs(top - peak_right(torch.tensor(B1, dtype=torch.float64), torch.tensor(B2, dtype=torch.float64)).item()) < 2e-5
 
 
-@pytest.mark.parametrize("right", [stale_right, lambda *c: float(stale_right(*c)),
-                                   lambda *c: torch.tensor(stale_right(*c))])
+@pytest.mark.parametrize("right", [peak_right, lambda b1, b2: (b2.log().log() - b1.log().log()) / (b2.log() - b1.log())])
 def test_stale_cache_pair_accepts_right_answers(right, capsys):
     ok, out = run(check.stale_cache_pair, right, capsys)
     assert ok is True and "all correct!" in out
 
 
-def stale_by_golden_section(d, b1, b2):
-    """A numerical maximiser over continuous j (the prompt allows any route), then the better of the two whole numbers
-    around it: at d = 2e9 it stops pairs away from the peak, where float64 cannot tell the drifts apart."""
-    f = lambda j: b1 ** (-2 * j / d) - b2 ** (-2 * j / d)  # noqa: E731
-    lo, hi, ratio = 0.0, d / 2 - 1, (math.sqrt(5) - 1) / 2
-    for _ in range(200):
-        a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
-        lo, hi = (lo, b) if f(a) >= f(b) else (a, hi)
-    j = math.floor(lo)
-    return j if f(j) >= f(j + 1) else j + 1
-
-
-def test_stale_cache_pair_accepts_a_maximiser_within_float_resolution(capsys):
-    huge = [c for c in ch07._STALE_CASES if c[0] == 2 * 10**9]
-    assert any(stale_by_golden_section(*c) != stale_right(*c) for c in huge)  # it does stop elsewhere
-    ok, out = run(check.stale_cache_pair, stale_by_golden_section, capsys)
-    assert ok is True and "all correct!" in out
-    off = lambda d, b1, b2: stale_right(d, b1, b2) + (100 if d == 2 * 10**9 else 0)  # noqa: E731  100 of 1e9 pairs off
-    ok, out = run(check.stale_cache_pair, off, capsys)
-    assert ok is False and "another pair's angle drifts faster" in out
-
-
-@pytest.mark.parametrize("shortcut, says", [(stale_by_array, "pairs"), (stale_by_loop, "runs a loop over the pairs")])
-def test_stale_cache_pair_refuses_a_sweep_over_the_pairs(shortcut, says, capsys):
-    before = (torch.arange, sys.gettrace())
-    ok, out = run(check.stale_cache_pair, shortcut, capsys)
-    assert ok is False and says in out and "without listing them" in out and "hint" in out
-    assert (torch.arange, sys.gettrace()) == before
+@pytest.mark.parametrize("search, says", [
+    (peak_by_ternary_search, "not at its peak"),
+    (lambda b1, b2: peak_by_ternary_search(b1, b2) + 0 * b1 + 0 * b2, "not at its peak"),
+    (peak_by_bisection_on_the_slope, "no gradient"),
+    (lambda b1, b2: peak_by_bisection_on_the_slope(b1, b2) + 0 * b1 + 0 * b2, "gradient with respect to b1 is not the peak's"),
+    (lambda b1, b2: torch.tensor([math.log(math.log(y) / math.log(x)) / math.log(y / x)  # floats, then a tensor
+                                  for x, y in zip(b1.tolist(), b2.tolist())], dtype=torch.float64), "no gradient"),
+])
+def test_stale_cache_pair_refuses_a_search(search, says, capsys):
+    ok, out = run(check.stale_cache_pair, search, capsys)
+    assert ok is False and says in out and "hint" in out
 
 
 @pytest.mark.parametrize("wrong, says", [
-    (lambda d, b1, b2: d // 2 - 1, "*relative* to itself"),  # the largest ratio theta(b2)/theta(b1)
-    (lambda d, b1, b2: 0, "pair 0"),
-    (lambda d, b1, b2: 2 * stale_right(d, b1, b2), "feature index"),
-    (lambda d, b1, b2: stale_right(d, b1, b2) + 3, "another pair's angle drifts faster"),
-    (lambda d, b1, b2: d, "not a pair index"),
-    (lambda d, b1, b2: 2.5, "not a pair index"),
+    (lambda b1, b2: torch.ones_like(b1) + 0 * b1, "*relative* to itself"),  # the slowest pair: the largest ratio
+    (lambda b1, b2: 0 * b1, "pair 0"),
+    (lambda b1, b2: 2 * peak_right(b1, b2), "not at its peak"),
+    (lambda b1, b2: peak_right(b1, b2).float(), "not at its peak"),  # float32: 1e-7 off
+    (lambda b1, b2: peak_right(b1, b2)[:3], "expected a float tensor"),
+    (lambda b1, b2: 0.1, "expected a float tensor"),
+    (lambda b1, b2: b1 * float("nan"), "not finite"),
 ])
 def test_stale_cache_pair_names_the_misconception(wrong, says, capsys):
     ok, out = run(check.stale_cache_pair, wrong, capsys)
     assert ok is False and says in out and "hint" in out
-    assert f"is {stale_right(128, 10000.0, 10000.0 * 8 ** (128 / 126))}" not in out
+    assert "0.098" not in out and "0.0977" not in out
 
 
-# ---------------------------------------------------------------- Exercise 3: one base for every pair
+# ---------------------------------------------------------------- Exercise 3: how far one base can reach
 
-def one_base_right(d, base, L0, L):
-    """A base b' slows pair j by (b'/b)^(2j/d), least for the smallest j; the first pair that never turned must be
-    slowed by (L - 1) / (L0 - 1): b' = b ((L - 1)/(L0 - 1))^(d / (2 j_min)), and b itself when L <= L0. j_min is
-    the first pair past j* = (d/2) ln(L0 / 2 pi) / ln b (§2), found without a loop over the pairs."""
+def reach_right(d, base, L0, c):
+    """A base b' slows pair j by k^j, k = (b'/b)^(2/d). The pair that turned and is slowed most is j_min - 1:
+    k^(j_min - 1) <= c; the slow pair slowed least is j_min: k^j_min >= (L - 1)/(L0 - 1). So
+    L = 1 + (L0 - 1) c^(j_min / (j_min - 1)), with j_min the first pair past j* (§2), without a loop."""
     j_min = math.floor(d / 2 * math.log(L0 / (2 * math.pi)) / math.log(base)) + 1
-    return base * max(1.0, (L - 1) / (L0 - 1)) ** (d / (2 * j_min))
+    return 1 + (L0 - 1) * c ** (j_min / (j_min - 1))
 
 
-def one_base_by_array(d, base, L0, L):
+def reach_by_array(d, base, L0, c):
     """The same, with j_min read off an array of every pair's frequency: right for a small head only."""
     theta = pl.rope_frequencies(d, base=base, dtype=torch.float64)
     j_min = int((L0 * theta < 2 * math.pi).nonzero()[0])
-    return base * max(1.0, (L - 1) / (L0 - 1)) ** (d / (2 * j_min))
+    return 1 + (L0 - 1) * c ** (j_min / (j_min - 1))
 
 
-def one_base_by_loop(d, base, L0, L):
+def reach_by_loop(d, base, L0, c):
     """The same, with j_min found by a loop over the pairs."""
     j_min = next(j for j in range(d // 2) if L0 * base ** (-2 * j / d) < 2 * math.pi)
-    return base * max(1.0, (L - 1) / (L0 - 1)) ** (d / (2 * j_min))
+    return 1 + (L0 - 1) * c ** (j_min / (j_min - 1))
 
 
-def test_one_base_right_agrees_with_the_loop_on_small_heads():
-    for case in ch07._BASE_CASES[:-1]:
-        assert one_base_right(*case) == pytest.approx(one_base_by_loop(*case), rel=1e-12)
+def test_reach_right_agrees_with_the_loop_on_small_heads():
+    for case in ch07._REACH_CASES[:-1]:
+        assert reach_right(*case) == pytest.approx(reach_by_loop(*case), rel=1e-12)
+
+
+def test_reach_right_meets_both_limits_with_the_library_and_no_longer_context_does():
+    """Independent of the checker: with the library's frequencies at the base that L needs, every slow pair stays
+    in its arc (§2's measurement) and no pair that turned is slowed by more than c; 1e-4 longer, the base that
+    keeps the slow pairs in slows a turned pair by more than c. The solution's numbers for the LLaMA head."""
+    d, base, L0, c = 128, 10000.0, 2048, 2.0
+    theta = pl.rope_frequencies(d, base=base, dtype=torch.float64)
+    slow = L0 * theta < 2 * math.pi
+    j_min = int(slow.nonzero()[0])
+    for L, fits in ((reach_right(d, base, L0, c), True), (reach_right(d, base, L0, c) * 1.0001, False)):
+        new_base = base * ((L - 1) / (L0 - 1)) ** (d / (2 * j_min))  # the smallest that keeps pair j_min in its arc
+        new = pl.rope_frequencies(d, base=new_base, dtype=torch.float64)
+        assert ((L - 1) * new[slow] <= (L0 - 1) * theta[slow] * (1 + 1e-12)).all()
+        assert not (pl.rope_angle_novelty(theta, L0, math.floor(L), inv_freq=new) > theta).any()
+        assert bool((theta[~slow] / new[~slow] <= c * (1 + 1e-12)).all()) is fits
+    assert j_min == 41 and round(reach_right(d, base, L0, c), 1) == 4166.6
+    need8 = ((8 * L0 - 1) / (L0 - 1)) ** (d / (2 * j_min))  # s = 8: the base ratio pair 41 needs
+    assert round(need8 ** (2 * 40 / d), 1) == 7.6  # ... slows pair 40 by 7.6
 
 
 @pytest.mark.parametrize("shortcut, says", [
-    (one_base_by_array, "torch.arange with"),  # rope_frequencies of 2 10^9 features
-    (one_base_by_loop, "runs a loop over the pairs"),
+    (reach_by_array, "torch.arange with"),  # rope_frequencies of 2 10^9 features
+    (reach_by_loop, "runs a loop over the pairs"),
 ])
-def test_one_base_refuses_a_sweep_over_every_pair(shortcut, says, capsys):
+def test_one_base_in_range_refuses_a_sweep_over_every_pair(shortcut, says, capsys):
     before = (torch.arange, sys.gettrace())
     ok, out = run(check.one_base_in_range, shortcut, capsys)
     assert ok is False and says in out and "hint" in out
     assert (torch.arange, sys.gettrace()) == before
 
 
-def test_one_base_right_keeps_every_pair_in_range_and_no_smaller_base_does():
-    """Independent of the checker: the library's frequencies at b' keep every slow pair inside its arc."""
-    d, base, L0, L = 128, 10000.0, 2048, 16384
-    theta = pl.rope_frequencies(d, base=base, dtype=torch.float64)
-    slow = L0 * theta < 2 * math.pi
-    for b2, fits in ((one_base_right(d, base, L0, L), True), (one_base_right(d, base, L0, L) * 0.999, False)):
-        new = pl.rope_frequencies(d, base=b2, dtype=torch.float64)
-        assert bool(((L - 1) * new[slow] <= (L0 - 1) * theta[slow] * (1 + 1e-12)).all()) is fits
-    novelty = pl.rope_angle_novelty(theta, L0, L, inv_freq=pl.rope_frequencies(d, base=one_base_right(d, base, L0, L),
-                                                                              dtype=torch.float64))
-    assert not (novelty > theta).any()  # §2's measurement agrees: no pair at an unseen angle
-    assert one_base_right(d, base, L0, L) / base == pytest.approx(25.7, abs=0.1)  # NTK's: 8.27
-
-
-@pytest.mark.parametrize("right", [one_base_right, lambda *a: torch.tensor(one_base_right(*a)),
-                                   lambda *a: np.float64(one_base_right(*a))])
-def test_one_base_accepts_right_answers(right, capsys):
+@pytest.mark.parametrize("right", [reach_right, lambda *a: torch.tensor(reach_right(*a), dtype=torch.float64),
+                                   lambda *a: np.float64(reach_right(*a))])
+def test_one_base_in_range_accepts_right_answers(right, capsys):
     ok, out = run(check.one_base_in_range, right, capsys)
     assert ok is True and "all correct!" in out
 
 
-def one_base_slowest_pair(d, base, L0, L):
-    """The same rule on the slowest pair (NTK's choice), with the right divisor."""
-    return base * max(1.0, (L - 1) / (L0 - 1)) ** (d / (d - 2))
+def reach_slowest_pair(d, base, L0, c):
+    """NTK's choice: the slowest pair kept in its arc, the first slow pair forgotten."""
+    j_min = math.floor(d / 2 * math.log(L0 / (2 * math.pi)) / math.log(base)) + 1
+    return 1 + (L0 - 1) * c ** ((d // 2 - 1) / (j_min - 1))
 
 
 @pytest.mark.parametrize("wrong, says", [
-    (lambda d, b, L0, L: b * (L / L0) ** (d / (d - 2)), "NTK's base"),
-    (lambda d, b, L0, L: b * L / L0, "acts through an exponent"),
-    (one_base_slowest_pair, "still turns past its trained arc"),
-    (lambda d, b, L0, L: one_base_right(d, b, L0, L) * (L0 / L) ** 0.01 if L > L0 else b,
-     "still turns past its trained arc"),
-    (lambda d, b, L0, L: one_base_right(d, b, L0, L) * 1.5, "more than needed"),
-    (lambda d, b, L0, L: b / 2, "speeds every pair up"),
-    (lambda d, b, L0, L: [b, b], "not a base"),
+    (lambda d, b, L0, c: 1 + (L0 - 1) * c, "at a longer context too"),  # both limits on one pair
+    (lambda d, b, L0, c: L0 * c, "at a longer context too"),
+    (lambda d, b, L0, c: reach_right(d, b, L0, c) * 1.001, "by more than c"),
+    (lambda d, b, L0, c: reach_right(d, b, L0, c) * 0.999 if c > 1 else L0, "at a longer context too"),
+    (reach_slowest_pair, "slowest pair"),
+    (lambda d, b, L0, c: L0 / 2, "not a context length"),
+    (lambda d, b, L0, c: [L0, L0], "not a context length"),
 ])
-def test_one_base_names_the_misconception(wrong, says, capsys):
+def test_one_base_in_range_names_the_misconception(wrong, says, capsys):
     ok, out = run(check.one_base_in_range, wrong, capsys)
     assert ok is False and says in out and "hint" in out
-    assert f"{one_base_right(128, 10000.0, 2048, 16384):.4g}" not in out
+    assert "4166" not in out and "4167" not in out
 
 
-def test_one_base_refuses_the_measurement(capsys):
-    """Searching for the base with §2's measurement is refused, and the guard is undone."""
-    def search(d, b, L0, L):
+def test_one_base_in_range_refuses_the_measurement(capsys):
+    """Searching for the length with §2's measurement is refused, and the guard is undone."""
+    def search(d, b, L0, c):
         theta = pl.rope_frequencies(d, base=b, dtype=torch.float64)
-        new = b
-        while (pl.rope_angle_novelty(theta, L0, L, inv_freq=pl.rope_frequencies(d, base=new, dtype=torch.float64))
-               > theta).any():
-            new *= 1.01
-        return new
+        L = L0
+        while not (pl.rope_angle_novelty(theta, L0, L, inv_freq=pl.rope_frequencies(d, base=b * c, dtype=torch.float64))
+                   > theta).any():
+            L += 1
+        return L
 
     before = pl.rope_angle_novelty
     ok, out = run(check.one_base_in_range, search, capsys)

@@ -1,11 +1,12 @@
 """Checkers for notebooks/07_beyond.ipynb: where NoPE's counter starts to merge neighbours in a format of p
-significant bits, which RoPE pair a stale KV cache under dynamic NTK hurts most, the smallest single base that keeps
-every slow pair in range, and which uniform divisors land one span of lookup distances on another.
+significant bits, where (as a formula in the two bases) the drift of a stale KV cache under dynamic NTK peaks, how
+far a single base can extend the context when it may slow the pairs that turned in training by at most c, and which
+uniform divisors land one span of lookup distances on another.
 
 No function or constant here returns or holds an answer: each checker judges by the properties that define the
-answer (the first merge, found by exact rounding inside the checker; the pair whose frequency changes most in
-radians; every slow pair inside its trained arc, and no smaller base would do; both ends of a span landing inside
-the other), on cases the learner's function meets only while the checker runs.
+answer (the first merge, found by exact rounding inside the checker; the drift's slope vanishing at the answer and
+the answer's gradient matching the peak's; both limits met at the answer and broken just past it; both ends of a
+span landing inside the other), on cases the learner's function meets only while the checker runs.
 """
 from __future__ import annotations
 
@@ -111,142 +112,154 @@ def counter_merge(answer: Callable[[int], Any] | None) -> bool | None:
 
 # ---------------------------------------------------------------- Exercise 2: the pair a stale KV cache hurts most
 
-_RTOL = 1e-6  # relative: a float32 answer (7 significant digits) passes, a base 1e-4 off does not
-_FLOAT_TIE = 1e-14  # relative: a few dozen ulps, what float64 resolves of the drift b1^-x - b2^-x near its peak
+_PEAK_RTOL = 1e-9  # a Newton step from the answer, relative to it: float64's closed form is ~1e-15 off, a search ~1e-8
+_GRAD_RTOL = 1e-6  # the answer's gradient against the peak's, relative
 
-# (d, b1, b2): the LLaMA head of §2 with NTK's base at s = 8 and a milder step, a Llama-3-like base, the
-# experiment's head, a wide head, and heads of 2e9 features (no array or loop over the pairs).
-_STALE_CASES = ((128, 10000.0, 10000.0 * 8 ** (128 / 126)), (128, 10000.0, 15000.0), (64, 500000.0, 2000000.0),
-                (16, 10000.0, 30000.0), (4096, 10000.0, 1000000.0), (2 * 10**9, 10000.0, 20000.0),
-                (2 * 10**9, 500000.0, 50000000.0))
+# (b1, b2), b1 < b2: NTK's base at s = 8 for the LLaMA head of §2 and a milder step, Llama-3-like bases, the
+# experiment's head's, steps from 2x to 10^11 x, and small bases; passed as two float64 tensors, all at once.
+_STALE_BASES = ((10000.0, 10000.0 * 8 ** (128 / 126)), (10000.0, 15000.0), (500000.0, 2000000.0),
+                (10000.0, 30000.0), (10000.0, 1000000.0), (500000.0, 50000000.0), (10.0, 1e12), (2.0, 30.0),
+                (1000.0, 1500.0))
 
 
-def stale_cache_pair(answer: Callable[[int, float, float], Any] | None) -> bool | None:
-    """answer(d, b1, b2) -> the pair j (0-based) whose angle in the score drifts fastest with the key's position when
-    the key was rotated with base b1 and the query with base b2 > b1: the j maximising b1^(-2j/d) - b2^(-2j/d)."""
+def stale_cache_pair(answer: Callable[[torch.Tensor, torch.Tensor], Any] | None) -> bool | None:
+    """answer(b1, b2) -> x, elementwise over float64 tensors of bases b1 < b2: the place x = 2j/d (as a real number)
+    where the drift b1^-x - b2^-x, radians per position of a key rotated with b1 against a query rotated with b2,
+    peaks. Judged by the peak's two properties: the drift's slope in x vanishes at x, and x moves with the bases as
+    the peak does (its gradient, by the implicit function theorem, against autograd through the answer)."""
 
-    def drift(j: float, d: int, b1: float, b2: float) -> float:  # radians per position of the key
-        return b1 ** (-2 * j / d) - b2 ** (-2 * j / d)
-
-    def best(d: int, b1: float, b2: float) -> set[int]:
-        """The pairs that drift fastest: every pair compared for a small head; for a huge one the two whole numbers
-        around the smooth maximum (drift is one smooth bump in j)."""
-        if d // 2 <= 10**5:
-            rates = [drift(j, d, b1, b2) for j in range(d // 2)]
-            top = max(rates)
-            return {j for j, r in enumerate(rates) if r >= top * (1 - 1e-12)}
-        peak = d / 2 * math.log(math.log(b2) / math.log(b1)) / math.log(b2 / b1)
-        return {min(max(j, 0), d // 2 - 1) for j in (math.floor(peak), math.ceil(peak))}
-
-    def fastest(got: int, d: int, b1: float, b2: float) -> bool:
-        """got is one of the best pairs, or, for a huge head, a pair whose drift float64 cannot tell from the peak's
-        (within _FLOAT_TIE relative: up to 15 of 10^9 pairs either side of it when d = 2e9)."""
-        right = best(d, b1, b2)
-        if got in right or d // 2 <= 10**5:
-            return got in right
-        return drift(got, d, b1, b2) >= max(drift(j, d, b1, b2) for j in right) * (1 - _FLOAT_TIE)
+    def slope(x: torch.Tensor, b1: torch.Tensor, b2: torch.Tensor) -> torch.Tensor:  # d drift / dx
+        return b2.log() * b2 ** -x - b1.log() * b1 ** -x
 
     def run(fn):
-        answers, stopped = answers_under_guard(fn, _STALE_CASES, elements_per_case=ELEMENTS)
+        b1 = torch.tensor([b for b, _ in _STALE_BASES], dtype=torch.float64, requires_grad=True)
+        b2 = torch.tensor([b for _, b in _STALE_BASES], dtype=torch.float64, requires_grad=True)
+        answers, stopped = answers_under_guard(fn, [(b1, b2)], elements_per_case=ELEMENTS)
         if stopped is not None:
-            (d, b1, b2), why = stopped
-            yield stopped_verdict(why, f"worst_pair({d}, ...)", shortcut="an array over the pairs; find the pair "
-                                  "without listing them",
-                                  loop=f"runs a loop over the pairs ({d // 2:.0e} of them): find the pair without "
-                                       "listing them",
-                                  grid=f"an array over the pairs ({d // 2:.0e} of them): find the pair without listing "
-                                       "them")
+            yield stopped_verdict(stopped[1], "drift_peak(b1, b2)", shortcut="write the peak as a formula",
+                                  loop="runs a search: write the peak as a formula in b1 and b2",
+                                  grid="a search over x: write the peak as a formula in b1 and b2")
             return
-        for (d, b1, b2), raw in answers.items():
-            case = f"d={d}, b1={b1:g}, b2={b2:g}"
-            got = whole_number(raw)
-            if got is None or not 0 <= got < d // 2:
-                yield False, f"{case}: {raw!r:.60} is not a pair index (a whole number from 0 to d/2 - 1)"
-                return
-            right = best(d, b1, b2)
-            if fastest(got, d, b1, b2):
-                continue
-            if got == d // 2 - 1:
-                yield False, (f"{case}: the slowest pair's frequency changes most *relative* to itself; the key's "
-                              "angle is off by its position times the *absolute* change")
-            elif got == 0:
-                yield False, f"{case}: pair 0 turns by 1 radian per position whatever the base"
-            elif any(abs(got - 2 * j) <= 1 for j in right):
-                yield False, f"{case}: that is a feature index; pair j is features 2j and 2j + 1"
+        x = answers[(b1, b2)]
+        if not isinstance(x, torch.Tensor) or x.shape != b1.shape or not x.is_floating_point():
+            got = f"a tensor of shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else type(x).__name__
+            yield False, (f"drift_peak returned {got}: expected a float tensor of the bases' shape "
+                          f"({len(_STALE_BASES)},), computed from b1 and b2 with torch operations")
+            return
+        value = x.detach().to(torch.float64)
+        if not torch.isfinite(value).all():
+            yield False, "drift_peak returned a value that is not finite"
+            return
+        xs = value.clone().requires_grad_(True)
+        g = slope(xs, b1.detach(), b2.detach())
+        (g_x,) = torch.autograd.grad(g.sum(), xs)  # the drift's curvature at x, per base pair
+        newton = (g / g_x).detach()  # how far x is from the peak, to first order
+        off = newton.abs() > _PEAK_RTOL * value.abs().clamp_min(1e-300)
+        if off.any():
+            if (value > 0.99).all():
+                yield False, ("your x is the slowest pair: its frequency changes most *relative* to itself; the "
+                              "key's angle is off by its position times the *absolute* change")
+            elif (value.abs() < 1e-6).all():
+                yield False, "x = 0 is pair 0, which turns by 1 radian per position whatever the base"
             else:
-                yield False, f"{case}: another pair's angle drifts faster"
+                yield False, (f"for {int(off.sum())} of {len(_STALE_BASES)} base pairs the drift is not at its peak "
+                              "at your x (to float64 precision)")
             return
-        yield True, (f"the fastest-drifting pair for {len(_STALE_CASES)} heads, from 16 features to 2e9")
+        if not x.requires_grad:
+            yield False, ("your x is the peak, but it carries no gradient with respect to b1 and b2: the checker "
+                          "differentiates the answer, so write it with torch operations on b1 and b2")
+            return
+        got = torch.autograd.grad(x.sum(), (b1, b2), allow_unused=True)
+        # implicit function theorem on slope(x, b1, b2) = 0: dx/db = -(d slope/db) / (d slope/dx)
+        bb1, bb2 = b1.detach().clone().requires_grad_(True), b2.detach().clone().requires_grad_(True)
+        want = torch.autograd.grad(slope(value, bb1, bb2).sum(), (bb1, bb2))
+        want = [-w / g_x for w in want]
+        for name, have, w in zip(("b1", "b2"), got, want):
+            if have is None or not torch.allclose(have.to(torch.float64), w, rtol=_GRAD_RTOL, atol=0):
+                yield False, (f"your x is the peak, but its gradient with respect to {name} is not the peak's: "
+                              "an expression that equals the peak for every pair of bases has the peak's gradient")
+                return
+        yield True, (f"the peak, to float64 precision, for {len(_STALE_BASES)} pairs of bases from 2 to 10^12, and it "
+                     "moves with the bases as the peak does")
 
     return report("The pair a stale KV cache hurts most", answer, run,
                   "chapter 5: a score's angle in pair j is the key's angle minus the query's; here each was turned "
-                  "with its own frequency.")
+                  "with its own frequency. Where does a smooth bump peak?")
 
 
-# ---------------------------------------------------------------- Exercise 3: one base for every pair
+# ---------------------------------------------------------------- Exercise 3: how far one base can reach
 
-# (d, base, L0, L): the chapter's LLaMA numbers, a shorter head, Llama-3-like numbers, the experiment's head, L <= L0
-# (nothing to do), and a head of 10^9 pairs: no array over the pairs fits, and no loop over them ends.
-_BASE_CASES = ((128, 10000.0, 2048, 16384), (64, 10000.0, 4096, 32768), (128, 500000.0, 8192, 131072),
-               (16, 10000.0, 64, 512), (64, 10000.0, 4096, 2048), (2 * 10**9, 500000.0, 8192, 131072))
+_REACH_TOL = 1e-9  # the limits, relative: a float64 answer meets them to ~1e-15
+_REACH_STEP = 1e-6  # a context this much longer (relative) must break them
+
+# (d, base, L0, c): the chapter's LLaMA head with c = 2 and c = 8, a shorter head, Llama-3-like numbers, the
+# experiment's head, c = 1 (no pair may slow), and a head of 10^9 pairs: no array over the pairs fits, no loop ends.
+_REACH_CASES = ((128, 10000.0, 2048, 2.0), (128, 10000.0, 2048, 8.0), (64, 10000.0, 4096, 3.0),
+                (128, 500000.0, 8192, 4.0), (16, 10000.0, 64, 2.0), (64, 10000.0, 4096, 1.0),
+                (2 * 10**9, 500000.0, 8192, 4.0))
 
 
-def one_base_in_range(answer: Callable[[int, float, int, int], Any]) -> bool | None:
-    """answer(d, base, L0, L) -> b' >= base: the smallest base under which no pair that never completed a turn
-    in training (distances 0 .. L0-1, base b) turns past its trained arc at any distance 0 .. L-1."""
+def one_base_in_range(answer: Callable[[int, float, int, float], Any] | None) -> bool | None:
+    """answer(d, base, L0, c) -> the largest L for which some base b' >= base keeps every pair that never completed
+    a turn in training (distances 0 .. L0-1) inside its trained arc at every distance up to L - 1, while slowing no
+    pair that did complete one by more than a factor c. Judged by the two limits: at the answer some base meets
+    both, at an answer 1e-6 longer none does."""
 
-    def slow_pairs_to_check(d: int, base: float, L0: int) -> torch.Tensor:
-        """The pairs that never turned: all of them for a small head; for a head of 10^9 pairs, the first two
-        and the last (every pair between is slowed by a base more than the first and needs no more)."""
+    def pairs(d: int, base: float, L0: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(pairs that turned, pairs that never did): all of them for a small head; for a head of 10^9 pairs the
+        ends of each group (a base slows pair j by a factor that grows with j, so the ends decide)."""
         first, last = 0, d // 2  # the first pair that never turned, by bisection on a monotone predicate
         while first < last:
             mid = (first + last) // 2
             first, last = (first, mid) if L0 * base ** (-2 * mid / d) < 2 * math.pi else (mid + 1, last)
         if d // 2 <= 10**5:
-            return torch.arange(first, d // 2, dtype=torch.float64)
-        return torch.tensor([first, first + 1, d // 2 - 1], dtype=torch.float64)
+            return (torch.arange(0, first, dtype=torch.float64), torch.arange(first, d // 2, dtype=torch.float64))
+        return (torch.tensor([0.0, first - 1.0], dtype=torch.float64),
+                torch.tensor([first, d // 2 - 1.0], dtype=torch.float64))
 
-    def past_arc(d: int, base: float, L0: int, L: int, new_base: float) -> bool:
-        j = slow_pairs_to_check(d, base, L0)
-        theta, new = base ** (-2 * j / d), new_base ** (-2 * j / d)
-        return bool(((L - 1) * new > (L0 - 1) * theta * (1 + _RTOL)).any())
+    def fits(d: int, base: float, L0: int, c: float, L: float) -> bool:
+        """Some base meets both limits: the smallest base that keeps every slow pair in its arc (log of b'/b) slows
+        no turned pair by more than c."""
+        turned, slow = pairs(d, base, L0)
+        need = max(0.0, math.log((L - 1) / (L0 - 1)))  # each slow pair's angle must shrink by this much (log)
+        log_ratio = (need * d / (2 * slow)).max().item()  # ln(b'/b): the smallest that serves every slow pair
+        return bool((2 * turned / d * log_ratio <= math.log(c) + _REACH_TOL).all())
 
     def run(fn):
-        answers, stopped = answers_under_guard(fn, _BASE_CASES, _library_shortcuts())
+        answers, stopped = answers_under_guard(fn, _REACH_CASES, _library_shortcuts())
         if stopped is not None:
             case, why = stopped
-            yield stopped_verdict(why, f"one_base_in_range{case}", shortcut="derive the base instead",
-                                  loop=f"runs a loop over the pairs ({case[0] // 2:.0e} of them): which one pair "
-                                       "decides the base?")
+            yield stopped_verdict(why, f"longest_context{case}", shortcut="derive the length instead",
+                                  loop=f"runs a loop over the pairs ({case[0] // 2:.0e} of them): which pairs "
+                                       "decide?")
             return
-        for (d, base, L0, L), raw in answers.items():
+        for (d, base, L0, c), raw in answers.items():
             got = number(raw)
-            case = f"d={d}, base={base:g}, L0={L0}, L={L}"
-            if got is None or not math.isfinite(got) or got <= 0:
-                yield False, f"{case}: {raw!r:.60} is not a base (one positive number)"
-                continue
-            s = L / L0
-            if got < base * (1 - _RTOL):
-                yield False, f"{case}: a base below b speeds every pair up"
-            elif not past_arc(d, base, L0, L, got) and (got <= base * (1 + _RTOL) or past_arc(d, base, L0, L,
-                                                                                               got * (1 - 1e-4))):
-                yield True, f"{case}: right"
-            elif math.isclose(got, base * s ** (d / (d - 2)), rel_tol=1e-6):
-                yield False, (f"{case}: that is NTK's base: it brings one pair back exactly, and the pair it "
-                              "picks is not the one that limits the others")
-            elif math.isclose(got, base * s, rel_tol=1e-6):
-                yield False, f"{case}: multiplying the base by s slows pair j by s^(2j/d) only: a base acts through an exponent"
-            elif past_arc(d, base, L0, L, got):
-                yield False, f"{case}: with this base a slow pair still turns past its trained arc at distance L - 1"
-            else:
-                yield False, (f"{case}: every slow pair stays inside its arc, but a smaller base would too: "
-                              "you slowed the pairs more than needed")
+            case = f"d={d}, base={base:g}, L0={L0}, c={c:g}"
+            if got is None or not math.isfinite(got) or got < L0 * (1 - _REACH_TOL):
+                yield False, f"{case}: {raw!r:.60} is not a context length of at least L0"
+                return
+            if not fits(d, base, L0, c, got * (1 - _REACH_TOL)):
+                turned, slow = pairs(d, base, L0)
+                if math.isclose(got, 1 + (L0 - 1) * c ** ((d // 2 - 1) / (slow[0].item() - 1)), rel_tol=1e-6):
+                    yield False, (f"{case}: you kept the slowest pair in its arc; it is the pair a base slows most, "
+                                  "not the one that limits the others")
+                else:
+                    yield False, (f"{case}: the base this context needs slows a pair that turned in training by "
+                                  "more than c")
+                return
+            if fits(d, base, L0, c, got * (1 + _REACH_STEP)):
+                yield False, f"{case}: some base meets both limits at a longer context too"
+                return
+        yield True, (f"the longest context for {len(_REACH_CASES)} heads, from 16 features to 2e9")
 
-    return report("One base that keeps every pair in range", answer, run,
-                  "a base acts on each pair through an exponent that grows with the pair's index.")
+    return report("How far one base can reach", answer, run,
+                  "a base slows neighbouring pairs by nearly the same factor.")
 
 
 # ---------------------------------------------------------------- Exercise 4: uniform divisors between two spans
+
+_RTOL = 1e-6  # relative: a float32 answer (7 significant digits) passes
 
 # (lookups at test time, lookups in training), as (nearest, farthest) distances: the dictionary-first task at
 # 128 and 512 tokens against its training lookups, the dictionary anywhere at 512, and two that barely fit / miss.
@@ -295,4 +308,5 @@ def uniform_divisors(answer: Callable[[tuple[int, int], tuple[int, int]], Any]) 
                 yield True, f"{case}: right"
 
     return report("Which uniform divisors land one span on another", answer, run,
-                  "dividing by one number stretches or shrinks a span as a whole: what about the span does it keep?")
+                  "the divisors that land one distance inside the trained span form an interval; a whole span needs what "
+                  "every distance's interval shares.")
