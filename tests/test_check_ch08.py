@@ -222,9 +222,10 @@ def test_deepseek_query_scale(capsys):
 def test_deepseek_query_scale_names_each_misconception(capsys):
     term = lambda x, s: 0.1 * x * math.log(s) + 1  # noqa: E731
     ok, out = run(check.deepseek_mscales, lambda m, a, s: term(a, s) ** 2, capsys)  # the softmax term, always
-    assert ok is False and "multiplies the unrotated and the rotated part of each score alike" in out
+    assert ok is False and "takes for granted that some query scale fits every setting" in out
+    assert "unrotated" not in out and "rotated part" not in out  # names the misconception, not the rule
     ok, out = run(check.deepseek_mscales, lambda m, a, s: term(m, s) ** 2, capsys)  # the rotated part's, always
-    assert ok is False and "alike" in out
+    assert ok is False and "takes for granted that some query scale fits every setting" in out
     ok, out = run(check.deepseek_mscales, lambda m, a, s: math.nan, capsys)  # "never possible"
     assert ok is False and "one query scale does reproduce DeepSeek's scores here" in out
 
@@ -297,6 +298,8 @@ def test_needle_scale(capsys):
     n, n0, gap = _cases()
     t = needle_derived(n, n0, gap)
     assert len(n) == 1000 and 0.3 < t.isnan().float().mean() < 0.7  # both kinds of case, in numbers
+    assert bool((t[~t.isnan()] > 0).all())  # no case asks for a negative scale (the prompt's t is a scale up or down)
+    assert bool((n >= n0 * torch.exp(0.5 - gap)).all())
     assert needle_derived(*(torch.tensor([x], dtype=torch.float64) for x in (8192.0, 8192.0, 3.0))).item() == 1.0
 
     def step_by_step(n, n0, gap):  # the same closed form in several lines, with a mask instead of where

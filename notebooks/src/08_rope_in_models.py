@@ -72,9 +72,20 @@ g = torch.manual_seed(0)
 # Scout, base and Instruct; this project cannot reach the Hugging Face hub, so the package's
 # notes name the public copies each file was read from). This first section reads the files whole,
 # so it names features the later sections explain: per-layer-type RoPE and sliding windows (§2),
-# attention factors (§3), chunked RoPE layers and layers without positions (§5); the scaling
-# methods YaRN, LongRoPE and `llama3` and their settings are chapter 7's (§2 there). Each term is
+# attention factors (§3), chunked RoPE layers and layers without positions (§5). Each term is
 # defined where it first appears below, or the text points to where it is.
+#
+# > **What you need from chapter 7 (§2 there).** Each method divides pair $j$'s frequency by a
+# > factor between 1 and $s$ = `factor`, the stretch, according to how many turns the pair makes
+# > within $L_0$ (asserted after the table):
+# > * **`llama3`**: pairs with a wavelength below $L_0$/`high_freq_factor` are kept, pairs above
+# >   $L_0$/`low_freq_factor` are divided by $s$, and the band between moves smoothly from 1 to $s$;
+# > * **YaRN**: pairs that turn more than `beta_fast` times within $L_0$ are kept, pairs that turn
+# >   fewer than `beta_slow` times are divided by $s$, a ramp between;
+# > * **LongRoPE**: two searched lists of per-pair factors, `short_factor` for inputs up to $L_0$,
+# >   `long_factor` beyond;
+# > * the **attention factor** (the `att.` column of the table): a number YaRN and LongRoPE
+# >   multiply q and k by, so the scores by its square (§3).
 
 # %% slideshow={"slide_type": "fragment"}
 MODELS = json.loads((files("posenc_lib") / "data" / "model_rope_configs.json").read_text())["models"]
@@ -155,10 +166,11 @@ for label, row in ROWS.items():
 # Read the table row by row (each sentence is asserted below):
 #
 # * in **every** row, between a quarter and a half of the pairs never complete a turn
-#   within the span the layers see, even at the deployed length. Those slow pairs move by
-#   less than a full circle over that whole span. (GPT-OSS uses one RoPE for all its
-#   layers, but half of them attend within a sliding window: each token sees only the 128
-#   before it, a span in which only 9 of its 32 pairs turn);
+#   within the row's span $L$, even at the deployed length. Those slow pairs move by
+#   less than a full circle over that whole span. GPT-OSS is outside that range for half its
+#   layers: it uses one RoPE for all of them, but half attend within a sliding window (each
+#   token sees only the 128 before it), a span in which only 9 of its 32 pairs turn, so 23 of
+#   32 (72 %) never do there; its row gives the span of its full-attention layers;
 # * **YaRN** (Qwen with its model card's settings, DeepSeek-V3, GPT-OSS) turns exactly as
 #   many pairs at the deployed $L$ as plain RoPE at $L_0$. Here $L = sL_0$, and with
 #   `beta_slow` = 1 (YaRN's default, which all three files keep) YaRN divides every pair that
@@ -183,8 +195,10 @@ for label, row in ROWS.items():
 #   factor of its own, $\theta_j / f_j$, and never runs plain RoPE: its file has two searched lists
 #   of $f_j$, short factors (1.10 to 3.05) for inputs up to $L_0$ and long ones beyond. Plain
 #   RoPE would turn 34 pairs within $L_0$; the short list already turns only 31 there (it slows pairs 31 to 33 out of their
-#   turn), and the long list turns the same 31 within $L$: its factors for those three pairs exceed
-#   $s = 32$ (the whole list's largest factor is 64.76), so they stay slowed out of a turn.
+#   turn), and the long list turns the same 31 within $L$. A slowed pair turns within $L$ when
+#   $f_j \lambda_j \le L$, i.e. $f_j \le L/\lambda_j$: for pairs 31 to 33 the long factors (61.7, 62.9, 63.0)
+#   exceed $L/\lambda_j$ (54.4, 44.9, 37.1), so they stay out of a turn, while every faster pair's factor stays below
+#   its own $L/\lambda_j$ (pairs 28 to 30 also have factors near 61, yet still turn).
 
 # %% slideshow={"slide_type": "fragment"}
 count = {label: (None if row["L0_L"][0] is None else turns_within(row["plain"], row["L0_L"][0]),
@@ -192,7 +206,7 @@ count = {label: (None if row["L0_L"][0] is None else turns_within(row["plain"], 
 share_never = {label: 1 - at_L / (ROWS[label]["r"] // 2) for label, (_, at_L) in count.items()}
 gpt_oss = text_config(MODELS["GPT-OSS 20B"])
 assert gpt_oss["sliding_window"] == 128 and gpt_oss["layer_types"].count("sliding_attention") == 12 == 24 // 2
-assert turns_within(ROWS["GPT-OSS 20B"]["inv_freq"], 128) == 9
+assert turns_within(ROWS["GPT-OSS 20B"]["inv_freq"], 128) == 9 and round(100 * (32 - 9) / 32) == 72
 assert all(1 / 4 <= s <= 1 / 2 for s in share_never.values()), share_never
 for label in ("Qwen2.5 7B Instruct + YaRN (model card)", "DeepSeek-V3", "GPT-OSS 20B"):
     assert count[label][0] == count[label][1], label
@@ -220,6 +234,18 @@ assert scout_base["no_rope_layers"] == [] and Llama4TextConfig(
     no_rope_layers=[], num_hidden_layers=48).no_rope_layers == scout_cfg["no_rope_layers"]
 scout_row = ROWS[SCOUTS[1]]
 assert scout_row["L0_L"] == ROWS[SCOUTS[0]]["L0_L"] == (8192, scout_cfg["attention_chunk_size"]) == (8192, 8192)
+llama_row, llama_rs = ROWS["Llama 3.1 8B"], text_config(MODELS["Llama 3.1 8B"])["rope_scaling"]
+wave, divided = 2 * math.pi / llama_row["plain"], llama_row["plain"] / llama_row["inv_freq"]  # llama3's band (box)
+band = (wave >= 8192 / llama_rs["high_freq_factor"]) & (wave <= 8192 / llama_rs["low_freq_factor"])
+one, eight = torch.tensor(1.0).double(), torch.tensor(8.0).double()
+assert torch.allclose(divided[wave < 8192 / 4], one) and torch.allclose(divided[wave > 8192], eight)
+assert band.any() and bool(((divided[band] > 1 - 1e-6) & (divided[band] < 8 + 1e-6)).all())
+qwen_card = ROWS["Qwen2.5 7B Instruct + YaRN (model card)"]  # YaRN's ramp (box): beta_fast 32, beta_slow 1
+turns_L0 = 32768 * qwen_card["plain"] / (2 * math.pi)
+qwen_divided = qwen_card["plain"] / qwen_card["inv_freq"]
+ramp = (turns_L0 <= 32) & (turns_L0 >= 1)
+assert torch.allclose(qwen_divided[turns_L0 > 32], torch.tensor(1.0).double())
+assert ramp.any() and bool(((qwen_divided[ramp] > 1 - 1e-6) & (qwen_divided[ramp] < 4 + 1e-6)).all())
 scout_rs = scout_cfg["rope_scaling"]
 assert scout_rs["low_freq_factor"] == scout_rs["high_freq_factor"] == 1  # no band: a step at λ = L0
 slowed_by = (scout_row["plain"] / scout_row["inv_freq"]).cpu()
@@ -237,7 +263,12 @@ short_mode, _ = pl.rope_from_config(MODELS["Phi-3 mini 128k instruct"]["config"]
 assert (round(min(phi3_short), 2), round(max(phi3_short), 2)) == (1.1, 3.05)
 assert turns_within(short_mode.double(), 4096) == 31 and not any(2 * math.pi / short_mode[j] <= 4096
                                                                      for j in stop_turning)
-assert all(phi3_long[j] > 32 for j in stop_turning)  # slowed by more than s = 32: 61.7, 62.9, 63.0
+phi3_L = phi3_row["L0_L"][1]
+room = [phi3_L * phi3_row["plain"][j].item() / (2 * math.pi) for j in range(48)]  # L / λ_j: the largest factor that still turns
+assert all(phi3_long[j] > room[j] for j in stop_turning)  # 61.7 > 54.4, 62.9 > 44.9, 63.0 > 37.1
+assert all(phi3_long[j] <= room[j] for j in range(31)) and min(phi3_long[j] for j in (28, 29, 30)) > 59.9
+assert [round(room[j], 1) for j in stop_turning] == [54.4, 44.9, 37.1]
+assert [round(phi3_long[j], 1) for j in stop_turning] == [61.7, 62.9, 63.0]
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The same in one picture: each model's wavelengths divided by its deployed context $L$,
@@ -313,18 +344,25 @@ print(f"full score: {near.item():+.4f} (3 apart), {far.item():+.4f} (3000 apart)
 # ### DeepSeek's decoupled RoPE
 #
 # DeepSeek-V2 and V3 are not plain partial RoPE, and reading them as `rotary_dim=64` gets
-# three things wrong. A model that generates text keeps every earlier token's keys and values
+# three things wrong. First, why they need something else.
+#
+# **The latent cache.** A model that generates text keeps every earlier token's keys and values
 # so that each new token computes only its own (its **KV cache**, §4). DeepSeek's attention
 # (multi-head latent attention, MLA) caches one small latent vector $c$ per token
 # (`kv_lora_rank` = 512 features) instead of every head's key and value, and makes each head's
-# key from it with an up-projection: $k = W_{UK}\,c$. At
-# inference that projection can move to the query side, $q \cdot (W_{UK} c) =
-# (W_{UK}^\top q) \cdot c$, so attention reads the cached latents directly. A rotation
-# in between blocks the move: $(R_m q) \cdot (R_n W_{UK} c) = q^\top R_{n-m} W_{UK}\, c$,
-# and $R_{n-m}$ changes with the offset, so no fixed matrix can absorb it (the cell checks
-# the move without the rotation, and that moving $W_{UK}$ onto the rotated query, $W_{UK}^\top R_m q$,
-# gives other scores). DeepSeek-V2's paper (§2.1.3, "decoupled rotary position embedding") keeps RoPE out of the latent path
-# and adds separate rotated features instead:
+# key from it with an up-projection: $k = W_{UK}\,c$.
+#
+# **Absorption.** At inference that projection can move to the query side,
+# $q \cdot (W_{UK} c) = (W_{UK}^\top q) \cdot c$, so attention reads the cached latents directly.
+#
+# **Why a rotation blocks it.** With RoPE on the key, $(R_m q) \cdot (R_n W_{UK} c) =
+# q^\top R_{n-m} W_{UK}\, c$: the matrix between $q$ and $c$ is $R_{n-m} W_{UK}$, which changes
+# with the offset, so no one fixed matrix can stand in for it. The cell shows the move working
+# without the rotation, and one absorption failing with it: moving $W_{UK}$ onto the rotated
+# query, $W_{UK}^\top R_m q$, gives other scores.
+#
+# **Decoupled RoPE.** DeepSeek-V2's paper (§2.1.3, "decoupled rotary position embedding") keeps
+# RoPE out of the latent path and adds separate rotated features instead:
 #
 # * each query head gets 64 extra features that are rotated; the key gets 64 rotated
 #   features made straight from the hidden state, **one set shared by all heads** (as in
@@ -444,11 +482,12 @@ print("score at (m, n) = (0, 0), (5, 2), (900, 10), (10, 900):", [round(s, 4) fo
 # Partial RoPE squeezes the whole range of wavelengths into fewer pairs; proportional RoPE
 # keeps the fastest pairs as they were and leaves the others still (a zero frequency has an
 # infinite wavelength: those pairs are not drawn). The title counts, for each form, the rotated
-# pairs that complete a turn within the context.
+# pairs that complete a turn within the context. The figure starts at $p = 1$, where both forms
+# are the full RoPE.
 #
-# Before you move the sliders, predict: at $p = 0.5$, what share of each form's rotated pairs
-# completes a turn within 8192 tokens, and which of the two forms keeps that share as $p$
-# shrinks? Does raising the base change your answer for either form? Then move $p$ and the base.
+# Before you move the sliders, predict: for $p$ from 0.125 to 0.5, the share of each form's
+# rotated pairs that completes a turn within 8192 tokens depends on the base for one of the two
+# forms only. Which one, and does the other form's share change with $p$? Then move $p$ and the base.
 
 # %% slideshow={"slide_type": "fragment"}
 D, CONTEXT = 128, 8192
@@ -484,17 +523,37 @@ def draw_fraction(fig, p=0.25, base=1e4, **_):
 
 
 fig = Figure(figsize=(6.4, 3.4))
-_ = draw_fraction(fig, p=0.25, base=1e4)
+_ = draw_fraction(fig, p=1.0, base=1e4)
 fig
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
 fraction_widget = viz.InteractiveFigure(
     draw_fraction,
     figsize=(6.4, 3.4),
-    p=widgets.FloatSlider(value=0.25, min=0.125, max=1.0, step=0.125, description="fraction p"),
+    p=widgets.FloatSlider(value=1.0, min=0.125, max=1.0, step=0.125, description="fraction p"),
     base=widgets.FloatLogSlider(value=1e4, base=10, min=3, max=7, step=0.5, description="base"),
 )
 fraction_widget
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# The answer: proportional RoPE's share is all of its rotated pairs at both bases, for every
+# $p$ up to 0.5 (it keeps only the fastest pairs, and those turn). Partial RoPE's share is set by
+# the base and hardly moves with $p$: 78 to 88 % at base $10^4$, 53 to 62 % at $10^6$, because it
+# spreads the same range of wavelengths over however many pairs it has.
+
+# %% slideshow={"slide_type": "fragment"}
+share = {}
+for b in (1e4, 1e6):
+    for frac in (0.125, 0.25, 0.375, 0.5):
+        rotated = int(frac * D) // 2
+        prop_f = pl.scaled_rope_frequencies(D, method="proportional", factor=1.0, base=b, partial_rotary_factor=frac,
+                                            dtype=torch.float64)[0]
+        share[b, frac] = (turns_within(prop_f[prop_f > 0], CONTEXT) / rotated,
+                          turns_within(pl.rope_frequencies(2 * rotated, base=b, dtype=torch.float64), CONTEXT) / rotated)
+assert all(prop_share == 1 for prop_share, _ in share.values())
+for b, (low, high) in {1e4: (0.78, 0.88), 1e6: (0.53, 0.62)}.items():
+    part_shares = [part_share for (bb, _), (_, part_share) in share.items() if bb == b]
+    assert (round(min(part_shares), 2), round(max(part_shares), 2)) == (low, high), part_shares
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Fast pairs carry position, slow pairs carry meaning
@@ -634,8 +693,10 @@ for what, n in spans.items():
     print(f"{what:<52} {n:>3} of 128 pairs turn")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# Each layer type's base fits the span it sees: a little over half of the pairs turn
-# (71 and 73 of 128) in both. With the global base, a local layer would have only 48
+# In both layer types a little over half of the pairs turn within the span they see (71 and 73
+# of 128). That is consistent with a base chosen for each span, but it is not evidence of that
+# intent: the local base is also RoPE's usual 10 000, kept while only the global base was raised,
+# and these counts cannot tell the two stories apart. What they do show: with the global base, a local layer would have only 48
 # turning pairs inside its window: 23 pairs that complete a turn at base $10^4$ would move
 # through only 0.09 to 0.92 of a turn across the whole window at base $10^6$.
 
@@ -652,9 +713,11 @@ assert pattern == (["sliding_attention"] * 5 + ["full_attention"]) * 2
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3 · Attention factors: LongRoPE and YaRN's `mscale`
 #
-# Stretching the context makes attention flatter (more keys share the softmax, and
-# interpolated pairs give closer angles), so two of the extension methods, YaRN and LongRoPE,
-# also multiply q and k by an **attention factor** $a$: the scores grow by $a^2$. Position
+# Two of the extension methods, YaRN and LongRoPE, also multiply q and k by an **attention
+# factor** $a$: the scores grow by $a^2$. YaRN's paper (Peng et al., 2023, arXiv 2309.00071,
+# §3.4) gives the reason: over a longer, stretched context attention grows flatter (more keys
+# share the softmax, and interpolated pairs give closer angles); this chapter cites that and does
+# not measure it. Position
 # interpolation (`linear`), NTK, dynamic NTK and `llama3` leave it at 1 (the `att.` column of
 # §1's table; asserted below).
 #
@@ -709,21 +772,21 @@ assert (round(0.1 * math.log(32) + 1, 3), round(0.1 * math.log(4) + 1, 3)) == (1
 # Our reading, not DeepSeek's statement: the "distinct attention mechanism" is MLA with decoupled
 # RoPE (§2), and the numbers show one thing it changes. YaRN's factor sharpens the softmax
 # (lowers its entropy) by scaling the scores; put on the RoPE, it multiplies only the
-# **rotated** features (64 of 192), so it scales only part of each score. Scaling the softmax
-# by $m^2$ equals multiplying *all* 192 features of q and k by $m$; scaling the rotated
-# features alone does not (the cell checks both). Other readings fit the same sentence: the
-# factor could as well have been folded into the query's weights, which is also a scale on
-# every feature; the cell shows only that DeepSeek's choice reaches the whole score, as
-# YaRN's factor does in a head that rotates every feature.
+# **rotated** features (64 of 192), so it scales only part of each score: the cell checks that
+# the RoPE factor leaves the unrotated part of a score as it was, where the softmax scale
+# multiplies the whole score by $m^2$. Other readings fit the same sentence (a scale on every
+# score can also be moved into the model's weights); the cell shows only that DeepSeek's choice
+# reaches the whole score, as YaRN's factor does in a head that rotates every feature.
 
 # %% slideshow={"slide_type": "fragment"}
 qd, kd = torch.randn(2, 6, head, dtype=torch.float64)
 rot = ds["qk_rope_head_dim"]
-all_scaled = pl.apply_rope(qd * m_all, rotary_dim=rot) @ pl.apply_rope(kd * m_all, rotary_dim=rot).T
-in_softmax = m_all**2 * (pl.apply_rope(qd, rotary_dim=rot) @ pl.apply_rope(kd, rotary_dim=rot).T)
+plain_scores = pl.apply_rope(qd, rotary_dim=rot) @ pl.apply_rope(kd, rotary_dim=rot).T
+in_softmax = m_all**2 * plain_scores
 rope_only = (pl.apply_rope(qd, rotary_dim=rot, attention_factor=m_all)
              @ pl.apply_rope(kd, rotary_dim=rot, attention_factor=m_all).T)
-torch.testing.assert_close(all_scaled, in_softmax)
+unrotated = qd[:, rot:] @ kd[:, rot:].T  # apply_rope turns the first rotary_dim features and leaves the rest
+torch.testing.assert_close(rope_only - unrotated, m_all**2 * (plain_scores - unrotated))  # only the rotated part
 assert not torch.allclose(rope_only, in_softmax, atol=1e-3)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -884,7 +947,8 @@ print("  generate:    " + " ".join(f"{'stale' if x > 1e-3 else 'same':>5}" for x
 # | `dynamic` | `max_position_embeddings` (transformers' reading) | `factor` |
 # | `linear`, `default`, `proportional` | not used | `factor` (1 if none) |
 #
-# The same numbers through both doors, for three configs:
+# The same numbers through both doors, for four configs (the last a `yarn` file without a
+# `factor`; `tests/test_rope_config.py` also compares that case with transformers' own code):
 
 # %% slideshow={"slide_type": "fragment"}
 llama_rs = text_config(MODELS["Llama 3.1 8B"])["rope_scaling"]
@@ -901,7 +965,13 @@ dynamic_cfg = {"head_dim": 64, "max_position_embeddings": 4096, "rope_scaling": 
 torch.testing.assert_close(pl.rope_from_config(dynamic_cfg, seq_len=8192)[0],
                            pl.scaled_rope_frequencies(64, method="dynamic", factor=2.0, original_max_position=4096,
                                                       seq_len=8192)[0])
-print("Llama 3.1, Phi-3 (long) and a dynamic config: rope_from_config = scaled_rope_frequencies")
+yarn_no_factor = {"head_dim": 64, "max_position_embeddings": 16384,
+                  "rope_scaling": {"rope_type": "yarn", "original_max_position_embeddings": 4096}}
+for got, want in zip(pl.rope_from_config(yarn_no_factor),
+                     pl.scaled_rope_frequencies(64, method="yarn", factor=16384 / 4096, original_max_position=4096)):
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+print("Llama 3.1, Phi-3 (long), a dynamic config and a yarn config without factor: "
+      "rope_from_config = scaled_rope_frequencies")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5 · iRoPE: layers without positions
@@ -929,7 +999,11 @@ assert nope_layers == list(range(3, 48, 4)) and scout["attention_chunk_size"] ==
 # A NoPE layer's softmax spreads over every key before the query: the more keys, the less
 # weight any one of them keeps. Llama 4 multiplies the queries of its NoPE layers by
 # `pl.attention_temperature(position)` = $1 + 0.1 \ln(1 + \lfloor (\text{pos}+1)/8192 \rfloor)$,
-# which grows slowly with the position. We cite no paper for this formula: it is what the released
+# which grows slowly with the position. The idea is known: scaling the scores with the logarithm of
+# the number of keys, so that attention does not flatten as they multiply, appears in Chiang & Cholak
+# (ACL 2022, arXiv 2202.12172), in Su Jianlin's entropy-invariant attention scale (kexue.fm, 2021),
+# and in Scalable-Softmax (Nakanishi, 2025, arXiv 2501.19399); Llama 4's temperature is an instance
+# of it, with its own constants and steps. No paper states this exact formula: it is what the released
 # Scout files switch on (`attn_temperature_tuning`, with `floor_scale` = 8192 and `attn_scale` =
 # 0.1; asserted below) and what transformers' Llama 4 attention computes from them
 # (`tests/test_rope_config.py` checks `pl.attention_temperature` against it).
@@ -1135,6 +1209,11 @@ axes[0].legend(fontsize=7, loc="lower left")
 fig
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
+# In plain words: on the local task, what keeps iRoPE's accuracy at long inputs is the chunk, which
+# keeps the RoPE layer inside distances it trained on; on the lookup whose dictionary comes first,
+# iRoPE recalls more than RoPE, and its attention points to the NoPE layer; on the lookup anywhere,
+# iRoPE is no better than RoPE, and chunked it is worse. The details follow.
+#
 # **What we measured**, each asserted in the next cells (the causes after "probably" are
 # hypotheses we did not test):
 # * **Grammar: the chunk decides.** As trained, iRoPE degrades like RoPE: at every length the
@@ -1381,10 +1460,13 @@ print(pl.inspect_config(MODELS["Phi-3 mini 128k instruct"]["config"], name="Phi-
 # Its numbers are §1's: for every stored config, every row of the table above (lengths, rotated
 # features, attention factor, and the pairs that turn within $L_0$ and within $L$) comes out the
 # same from `inspect_config`, which reads the file itself (both config forms, `text_config`,
-# per-layer types) instead of §1's few lines. One difference is on purpose: inspect keeps the
-# file's context (`max_position_embeddings`) and the scaling's own reach, factor $\times L_0$,
-# apart and names both, where §1's $L$ takes the longer. They differ in one file only, Qwen's
-# YaRN card (context 32 768, factor $\times L_0$ = 131 072).
+# per-layer types) instead of §1's few lines. One difference is on purpose: inspect's $L$ is the
+# file's context (`max_position_embeddings`, capped by a chunk or window), and it prints the
+# scaling's own reach, factor $\times L_0$, beside it, where §1's $L$ takes the longer of the two.
+# Context and factor $\times L_0$ differ in three files (Llama 3.1 and both Scouts), but the two
+# tools' $L$ differ in one only, Qwen's YaRN card: there the context, 32 768, is the shorter, so
+# inspect reports 36/64 pairs within its $L$ = 32 768 where §1 reports 40/64 within 131 072.
+# In Llama 3.1 the context is the longer, and in Scout the chunk caps both.
 #
 # Both read the config through three functions you can call yourself:
 # `pl.rope_settings(config, layer_type=None)` returns a `RopeSettings` for one layer type;
@@ -1406,9 +1488,17 @@ for label, row in inspected.items():
     assert row.rotary_dim == ROWS[label]["r"] and row.base == ROWS[label]["base"], label
     assert row.attention_factor == ROWS[label]["factor"], label
     assert (row.turning_within_L0, pl.rope_inspect.turning_pairs(row.inv_freq, L)) == count[label], label
-assert differ == {"Qwen2.5 7B Instruct + YaRN (model card)": (32768, 131072)}
-print(f"inspect_config reproduces all {len(inspected)} rows of §1's table; it names context and factor x L0 "
-      f"apart where they differ: {differ}")
+    if label not in differ:  # the count inspect prints is §1's
+        assert row.turning_within_L == count[label][1], label
+QWEN_CARD = "Qwen2.5 7B Instruct + YaRN (model card)"
+assert differ == {QWEN_CARD: (32768, 131072)}
+assert (inspected[QWEN_CARD].L, inspected[QWEN_CARD].turning_within_L, count[QWEN_CARD][1]) == (32768, 36, 40)
+assert "36/64 within L (as configured)" in pl.inspect_config(MODELS[QWEN_CARD]["config"], name=QWEN_CARD).text()
+assert {label for label, row in inspected.items() if row.scaled_length is not None and row.context is not None
+        and row.scaled_length != row.context} == {"Llama 3.1 8B", *SCOUTS, QWEN_CARD}
+assert inspected["Llama 3.1 8B"].context > inspected["Llama 3.1 8B"].scaled_length
+print(f"inspect_config reproduces all {len(inspected)} rows of §1's table; its L (the context) differs from "
+      f"§1's L (the longer of context and factor x L0) only for: {differ}")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # * **`pl.diagnose_rope(fn, config)`** checks an implementation `fn(q, k, positions) -> (q, k)`
@@ -1585,14 +1675,15 @@ assert lab.ok and lab.layout_inferred and lab.layout == "half" and "fn implement
 # a hint. The worked solution follows, collapsed (expand it only after trying), then a cell that
 # checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
 #
-# **Exercise 1 (predict, then count).** §4 left a cache stale when the frequencies change with
+# **Exercise 1 (count).** §4 left a cache stale when the frequencies change with
 # the input's length. Take a server that must stay *exact*: at every step its logits equal those
 # of a fresh forward pass. It reads a prompt of `prompt` tokens, rotating each key once, then
 # generates `new` tokens one at a time; whenever the frequencies at the new length differ from
 # those its cached keys were rotated with, it rotates every cached key again with the new ones.
 # Write `cache_rotations(config, prompt, new)` returning how many times it applies RoPE to a key
-# of one head in one layer. Predict first: how does that count grow with `new` for each rope
-# type? The checker tries LongRoPE, dynamic NTK, YaRN, Llama 3, linear and plain configs, one
+# of one head in one layer. §4 already told you *which* rope types go stale; what is graded is
+# the part no cell above does: the exact count, summed over every step that re-rotates, for any
+# prompt and any `new` (where the first re-rotation falls and what each one costs). The checker tries LongRoPE, dynamic NTK, YaRN, Llama 3, linear and plain configs, one
 # with a million new tokens, and stops a Python loop over the tokens (a sum the computer does
 # for you passes; the solution uses a closed form). Know when the frequencies change rather than
 # measure it: `pl.rope_from_config` and its kin refuse to run inside your function.
@@ -1679,8 +1770,8 @@ _ = check.deepseek_mscales(query_scale)
 # expected value. This is a model of the mean: the exercise asks about the model, and at a large
 # scale one draw's sum can lie far from its mean (§5's last cell), so the scale it gives need not
 # restore the weight in any single draw. Write `needle_scale(n, n0, gap)` returning the smallest $t$ that gives the
-# needle among $n$ distractors the weight it has at $t = 1$ among $n_0$, or NaN if no $t$ does.
-# Predict first: can a large enough scale always restore the weight?
+# needle among $n$ distractors the weight it has at $t = 1$ among $n_0$, or NaN if no $t$ does
+# (every case the checker tries needs a $t > 0$). Predict first: can a large enough scale always restore the weight?
 #
 # Derive it in closed form and write it for many cases at once: `n`, `n0` and `gap` arrive as
 # float64 tensors of one shape, and the answer is a tensor of that shape. The checker passes
