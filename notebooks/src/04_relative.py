@@ -583,8 +583,8 @@ print(f"far buckets hold {mean_far_width(32, 128):.1f} distances on average at 3
 # DeBERTa (He et al., ICLR 2021) keeps content and position in separate vectors all the way into the
 # score. The positions are a table $P$ of $2k$ relative embeddings, projected in the paper (and in the
 # v1 models) with **their own** matrices: $q^r = P W_{q,r}$, $k^r = P W_{k,r}$. (DeBERTa-v2/v3 reuse the
-# content projections instead; see the end of this section.) The distance of query $i$ and key $j$
-# (query minus key) is bucketed into the $2k$ rows:
+# content projections instead; see the end of this section.) The signed distance of query $i$ and key
+# $j$ (query minus key) is bucketed into the $2k$ rows:
 #
 # $$\delta(i, j) = \operatorname{clip}(i - j + k,\ 0,\ 2k - 1).$$
 #
