@@ -204,28 +204,46 @@ def test_t5s_own_encoder_rule_leaves_one_row_unread(nb):
 
 
 def _linear_future(o, nb, md):
-    """Another design the goal allows: every key after the query exact, up to the last row."""
+    """The design the old prompt let through: every key after the query exact, up to the last row, which
+    ignores the past's spacing (the clamp of the cold read)."""
     B = nb // 2
-    return torch.where(o > 0, B + (o - 1).clamp(max=B - 1), pl.t5_relative_bucket(o, num_buckets=nb, max_distance=md))
+    return torch.where(o > 0, B + (o - 1).clamp(0, B - 1), pl.t5_relative_bucket(o, num_buckets=nb, max_distance=md))
 
 
 def _stretched_future(o, nb, md):
-    """Another: the future log-spaced out to twice max_distance (the checker's offsets reach past it)."""
+    """Log-spaced, but out to twice max_distance: every row read, the widths not the past's."""
     B = nb // 2
     ahead = B + pl.t5_relative_bucket(-(o - 1).clamp(min=0), num_buckets=nb, max_distance=2 * md)
     return torch.where(o > 0, ahead, pl.t5_relative_bucket(o, num_buckets=nb, max_distance=md))
 
 
+@pytest.mark.parametrize("nb", [8, 16, 32, 64])
+def test_the_mirror_widths_pin_the_design(nb):
+    """Independent of the checker: every upper bucket of the design holds as many distances as its mirror in the
+    past, and the two other designs that read every row do not."""
+    md = 4 * nb
+    o = torch.arange(-4 * md, 4 * md + 2)
+    B = nb // 2
+
+    def widths(rule):
+        b = rule(o, nb, md)
+        return torch.bincount(b[o <= 0], minlength=B).tolist(), torch.bincount(b[o > 0] - B, minlength=B).tolist()
+
+    past, ahead = widths(every_row)
+    assert past == ahead
+    for other in (_linear_future, _stretched_future):
+        p_, a_ = widths(other)
+        assert p_ == past and a_ != past and len(set(other(o, nb, md)[o > 0].tolist())) == B
+
+
 @pytest.mark.parametrize("right", [
     every_row,
     every_row_by_formula,
-    _linear_future,
-    _stretched_future,
     lambda o, nb, md: every_row(o, nb, md).double(),  # whole floats are fine
     lambda o, nb, md: every_row(o, nb, md).tolist(),
 ])
 def test_t5_rows_read_accepts_right_answers(right, draw, capsys):
-    """Any rule with the properties the prompt states passes: the mirror design and two others."""
+    """The rule with the properties the prompt states passes, by tensor, by formula, as floats or a list."""
     assert check.t5_rows_read(right) is True
     assert "all correct!" in capsys.readouterr().out
 
@@ -254,6 +272,10 @@ def _future_reversed(o, nb, md):
     (_past_shifted_too, "must keep T5's bucket"),
     (_future_down, "must land in the upper half"),
     (_future_reversed, "lands in a lower bucket"),
+    (_linear_future, "lost the past's log spacing"),  # exact everywhere: ignores the spacing
+    (_stretched_future, "different number of distances than its mirror"),
+    (lambda o, nb, md: torch.where(o > 0, every_row(o, nb, md).clamp(max=nb - 2) + (o > md).long(),
+                                   every_row(o, nb, md)), "different number of distances than its mirror"),
     (lambda o, nb, md: every_row(o, nb, md)[:-1], "one bucket per offset"),
     (lambda o, nb, md: nb - 1, "one bucket per offset"),  # the old exercise's count: no rule at all
     (lambda o, nb, md: every_row(o, nb, md) + 0.5, "whole numbers"),

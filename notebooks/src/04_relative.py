@@ -20,16 +20,13 @@
 # 7. one table: parameters, memory, what each method can express, which models use it;
 # 8. exercises, and the errors in the source notes this chapter follows.
 #
-# **Sign convention** (the course's conventions page is in `00_index`). Positions are 0-based, query
-# $i$, key $j$. The library measures the **offset** as *key minus query*, $j - i$ (negative for keys
-# in the past), as Shaw et al. and T5 do; the **distance** is $|j - i|$. Where a paper uses query
-# minus key (Transformer-XL's $R_{i-j}$ in §3, DeBERTa's $\delta$ in §5) we say so. Where positions
-# meet the frequency pairs of a sinusoid (§1's dot product, §6's RoPE), $j$ counts the pairs, as in
-# chapters 3 and 5, and the positions are renamed $m$ (query) and $n$ (key). The source notes (`004`)
-# also write query and key as $m$ and $n$; where we quote them we keep their letters and say so.
-#
-# Notation and signs (0-based positions, offsets $j - i$ as key minus query, bit and pair
-# orders) follow the course's [conventions page](00_index.ipynb#Conventions).
+# **Sign convention** (the course's [conventions page](00_index.ipynb#Conventions)). Positions are
+# 0-based, query $i$, key $j$. The library's **offset** is *key minus query*, $j - i$ (negative for keys
+# in the past), as in Shaw et al. and T5; the **distance** is $|j - i|$. Transformer-XL (§3, and
+# Exercise 1) and DeBERTa (§5) index by the **signed distance** *query minus key*, $i - j$: we say so
+# there. Where positions meet the frequency pairs of a sinusoid (§1, §6's RoPE), $j$ counts the pairs,
+# as in chapters 3 and 5, and the positions are renamed $m$ (query) and $n$ (key), the letters of the
+# source notes (`004`) too.
 
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline
@@ -119,7 +116,9 @@ fig
 # chapter 3, where $j$ counts the pairs), $p_m^\top p_n = \sum_j \cos((n-m)\theta_j)$ is a function of
 # the offset (chapter 3, §6), but $p_m^\top W_q^\top W_k p_n$ is one only when $W_q^\top W_k$ commutes
 # with every shift of the code (chapter 3, §6 again): a scaled rotation on each pair and nothing across
-# pairs. A generic product, like the random one in the cell, is far from that. Whether *training*
+# pairs. The cell checks both sides: a block $\begin{pmatrix} a & -b \\ b & a \end{pmatrix}$ on each
+# pair gives a score constant along every diagonal; a symmetric block with zero trace does not. A generic
+# product, like the random one in the cell, is far from that. Whether *training*
 # lands near such a product is another question, which this random stand-in cannot answer: a trained
 # head's position–position term may well come out close to a function of the offset. Relative methods
 # do not leave it to training; they build the offset dependence in by construction.
@@ -128,6 +127,11 @@ fig
 pp_plain = p @ p.T
 assert depends_only_on_offset(pp_plain)  # sinusoids alone: a function of j - i
 assert not depends_only_on_offset(terms["position–position"], atol=1e-2)  # after W_q, W_k: not any more
+ab = torch.randn(d_model // 2, 2, generator=torch.Generator().manual_seed(1)).tolist()  # a, b for each pair
+rotation = torch.block_diag(*[torch.tensor([[a, -b], [b, a]]) for a, b in ab]).to(device)
+traceless = torch.block_diag(*[torch.tensor([[a, b], [b, -a]]) for a, b in ab]).to(device)
+assert depends_only_on_offset(p @ rotation @ p.T)  # a scaled rotation per pair: a function of j - i
+assert not depends_only_on_offset(p @ traceless @ p.T, atol=1e-2)  # symmetric, zero trace: not
 print("p_m . p_n along the main diagonal:   ", [round(v, 3) for v in pp_plain.diagonal().tolist()])
 print("p_m W_q^T W_k p_n along the diagonal:", [round(v, 3) for v in terms["position–position"].diagonal().tolist()])
 
@@ -141,7 +145,8 @@ print("p_m W_q^T W_k p_n along the diagonal:", [round(v, 3) for v in terms["posi
 # $$e_{ij} = \frac{q_i^\top (k_j + a^K_{ij})}{\sqrt d}, \qquad
 #   z_i = \sum_j \operatorname{softmax}_j(e_{ij})\,(v_j + a^V_{ij}).$$
 #
-# Offsets beyond $k$ share the edge row: past the window the model cannot tell 10 from 100.
+# Offsets beyond $k$ share the edge row: past the window, one layer reading position alone cannot tell
+# 10 from 100.
 # `pl.clipped_relative_positions` returns the table row $\operatorname{clip}(j - i, -k, k) + k$.
 
 # %%
@@ -203,9 +208,11 @@ print("query-minus-key rows are the key-minus-query rows of the flipped table")
 # ## 3. Transformer-XL: sinusoidal distances and two global biases
 #
 # Transformer-XL (Dai et al. 2019) processes text in segments and lets each segment attend to a cached
-# copy of the previous one (the *memory*, $M$ keys). Absolute positions would clash between segments,
-# so XL rewrites the four terms of §1 around one idea: **the query's own position should not change
-# how much it likes a key**. So the query's projected position $W_q p_i$ is replaced by a learned
+# copy of the previous one (the *memory*, $M$ keys). Absolute positions would clash between segments:
+# each segment numbers its tokens from 0, so with the memory of 2 keys below, keys 0 and 2 both carry
+# $p_0$, though key 2 is query 0 itself and key 0 lies 2 steps before it (checked below). So XL
+# rewrites the four terms of §1 around one idea: **the query's own position should not change how much
+# it likes a key**. So the query's projected position $W_q p_i$ is replaced by a learned
 # vector, $u$ where it meets content and $v$ where it meets position, and the key's $p_j$ by a
 # sinusoid of the distance between them, $R_{M+i-j}$, with its own projection $W_{k,R}$:
 #
@@ -215,12 +222,12 @@ print("query-minus-key rows are the key-minus-query rows of the flipped table")
 # + \underbrace{u^\top W_{k,E}\, x_j}_{(c)\ \text{global content bias}}
 # + \underbrace{v^\top W_{k,R}\, R_{M+i-j}}_{(d)\ \text{global position bias}}.$$
 #
-# Query $i$ sits at position $M + i$, key $j$ at $j$, and XL indexes its sinusoids by the **distance
-# query minus key**, $M + i - j$, which is $\ge 0$ for every key the (causal) query may see: the
+# Query $i$ sits at position $M + i$, key $j$ at $j$, and XL indexes its sinusoids by the **signed
+# distance query minus key**, $M + i - j$, which is $\ge 0$ for every key the (causal) query may see: the
 # negative of this course's offset. We keep XL's sign in this section, as its paper and code do.
 # $R_o$, the sinusoid of distance $o$, is fixed, not learned, and laid out as XL's code lays it out:
 # all sines, then all cosines (chapter 3's *concatenated* layout, not §1's interleaved one; the sign
-# rule for negative distances below is worded for it). $u, v \in \mathbb R^{d_\text{head}}$ live *after*
+# rule for negative signed distances below is worded for it). $u, v \in \mathbb R^{d_\text{head}}$ live *after*
 # the projection, one pair per head.
 #
 # In the library: `q` $= W_q x_i$, `k` $= W_{k,E} x_j$, `r[o]` $= W_{k,R} R_o$ for distances
@@ -249,6 +256,9 @@ r = pl.xl_relative_sinusoids(K, d_model, device=device) @ W_kR.T  # (K, d_head):
 u, v = torch.randn(d_head).to(device), torch.randn(d_head).to(device)
 
 xl_terms = pl.xl_score_terms(q, k, r, u, v)
+seg_pos = torch.cat([torch.arange(M), torch.arange(Q)])  # absolute positions, numbered within each segment
+xl_dist = M + torch.arange(Q)[:, None] - torch.arange(K)[None, :]  # query i minus key j, memory included
+assert seg_pos[0] == seg_pos[M] == 0 and xl_dist[0, 0] == 2 and xl_dist[0, M] == 0  # same p_0, 2 steps apart
 assert_close(xl_terms["c"], xl_terms["c"][:1].expand(Q, K))  # (c): the same row for every query
 hidden = pl.causal_mask(Q, K, device=device)
 assert torch.isneginf(xl_terms["b"][hidden]).all() and torch.isfinite(xl_terms["b"][~hidden]).all()
@@ -264,32 +274,6 @@ xl_panels = [*xl_terms.values(), pl.xl_scores_direct(q, k, r, u, v)]
 fig = heatmap_row([m / m[torch.isfinite(m)].abs().max() for m in xl_panels], [*names.values(), "sum"],
                   label="term / max |term|")  # each panel on its own scale: (a) is far larger than (d)
 fig
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# ### The source's third term
-#
-# The source notes write the third term as $u^\top W_q^\top W_k x_n$ (their $m$, $n$ are our $i$, $j$),
-# i.e. they replace $p_m$ by $u$ and keep $W_q$. In XL, $u$ replaces the whole projected term $W_q p_i$,
-# so the term is $u^\top W_{k,E}\, x_j$, as in the example above. With XL's $u \in \mathbb R^{d_\text{head}}$ the source's expression does not
-# even type-check when $d_\text{head} \ne d_\text{model}$; with a $u_\text{src} \in
-# \mathbb R^{d_\text{model}}$ it equals XL's term for $u = W_q u_\text{src}$: a different parameter,
-# tied to $W_q$. The same holds for $v$ in the fourth term.
-
-# %%
-x_j = torch.randn(d_model).to(device)
-u_xl = torch.randn(d_head).to(device)  # XL's u: one vector per head, after the projection
-
-xl_term = u_xl @ (W_kE @ x_j)  # u^T W_{k,E} x_j: (4,) . (4,)
-try:
-    u_xl @ W_q.T @ (W_kE @ x_j)  # u^T W_q^T ...: needs u of size d_model = 8
-    typechecks = True
-except RuntimeError:
-    typechecks = False
-assert not typechecks
-
-u_src = torch.randn(d_model).to(device)  # the source's u, before the projection
-assert_close(u_src @ W_q.T @ W_kE @ x_j, (W_q @ u_src) @ (W_kE @ x_j))
-print(f"XL's term u^T W_kE x_j = {xl_term.item():+.4f}; u^T W_q^T W_k x_j needs u of size {d_model}, not {d_head}")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ### The relative shift, step by step
@@ -363,9 +347,9 @@ fig
 # shift moves each one into place with a pad, two reshapes and a slice, and no index.
 #
 # XL is causal, so it needs the distances $0, \dots, K - 1$ only. Keys after the query need negative
-# distances, and the sinusoid has them: $R_{-o}$ keeps the cosines of $R_o$ and negates its sines, so
+# signed distances, and the sinusoid has them: $R_{-o}$ keeps the cosines of $R_o$ and negates its sines, so
 # a key $o$ steps after the query is told apart from one $o$ steps before it. XLNet (Yang et al. 2019)
-# uses XL's attention bidirectionally: its $R$ covers negative distances too, and a reshape shift of its
+# uses XL's attention bidirectionally: its $R$ covers negative signed distances too, and a reshape shift of its
 # own moves those scores into place (transformers' `XLNetRelativeAttention.rel_shift_bnij`).
 #
 # The paper writes one $u$ and one $v$ for the model; the authors' code shares one pair across layers
@@ -599,8 +583,8 @@ print(f"far buckets hold {mean_far_width(32, 128):.1f} distances on average at 3
 # DeBERTa (He et al., ICLR 2021) keeps content and position in separate vectors all the way into the
 # score. The positions are a table $P$ of $2k$ relative embeddings, projected in the paper (and in the
 # v1 models) with **their own** matrices: $q^r = P W_{q,r}$, $k^r = P W_{k,r}$. (DeBERTa-v2/v3 reuse the
-# content projections instead; see the end of this section.) The distance of query $i$ and key $j$
-# (query minus key) is bucketed into the $2k$ rows:
+# content projections instead; see the end of this section.) The signed distance of query $i$ and key
+# $j$ (query minus key) is bucketed into the $2k$ rows:
 #
 # $$\delta(i, j) = \operatorname{clip}(i - j + k,\ 0,\ 2k - 1).$$
 #
@@ -769,9 +753,10 @@ assert not torch.allclose(src_c2p, c2p, atol=1e-3)  # v1's own W_{k,r} gives oth
 # opened beside the new *mall*", where the subject and the object differ only by where they stand in
 # the sentence). In microsoft/DeBERTa's code (`EnhancedMaskDecoder` in
 # `DeBERTa/apps/models/masked_language_model.py`) the choice hangs on one config flag,
-# `position_biased_input`. With it off, as the released v1 and v3 configs have it, the absolute
-# position embeddings are added to the hidden states that enter the last layer, and that sum serves
-# as the queries of the last layer, run twice more before the prediction head. With it on, they are
+# `position_biased_input`. With it off, as the released v1 and v3 configs have it, that code adds the
+# absolute position embeddings to the hidden states that enter the last layer, and that sum serves
+# as the queries of the last layer, run twice more before the prediction head (as read in
+# `EnhancedMaskDecoder.forward`: a citation, which the cell below does not run). With it on, they are
 # added to the input instead, as BERT does.
 #
 # The cell checks the second route through transformers' port, which defaults to the flag on: an
@@ -1018,7 +1003,7 @@ print(f"L = {L_}: Shaw a^K {tuple(a_K.shape)}, or {tuple(by_row.shape)} scored f
 # DeBERTa-v2/v3 also bucket far distances by log (`position_buckets`), but with another rule
 # (transformers' `make_log_bucket_position(relative_pos, bucket_size, max_position)` in
 # `models/deberta_v2/modeling_deberta_v2.py`; microsoft/DeBERTa's `DeBERTa/deberta/da_utils.py`). For
-# the query-minus-key distance $\delta = i - j$, $b$ = `position_buckets` and $m$ = `max_position`
+# the signed distance $\delta = i - j$ (query minus key), $b$ = `position_buckets` and $m$ = `max_position`
 # (v3: $b = 256$, and $m = 512$, its `max_position_embeddings`, since `max_relative_positions` is $-1$),
 # with $h = b/2$:
 #
@@ -1076,7 +1061,7 @@ print("T5 encoder buckets (32, max 128) of distances 7..9 in the past:",
 # **1 (derive: a shift for strided queries).** Funnel-Transformer (Dai et al. 2020, by XL's first
 # author) uses XL's relative attention in a model that pools its sequence as it goes deeper. At a
 # pooling layer the queries are pooled and the keys are not: query $i$ stands for position
-# $s \cdot i$ (stride $s$), key $j$ for position $j$; a distance is query minus key, as in §3, and
+# $s \cdot i$ (stride $s$), key $j$ for position $j$; a distance is the signed one, query minus key, as in §3, and
 # keys after the query count too (Funnel is an encoder). As in §3, every query is first scored against every distance with one matmul. Here that
 # matrix `x` has shape `(q_len, stride * (q_len - 1) + k_len)`, and its column $c$ holds the distance
 # $c - (k_\text{len} - 1)$: the **smallest** distance first, the opposite of §3's order. Write
@@ -1115,9 +1100,10 @@ _ = check.xl_rel_shift(strided_shift)
 # head, and a row that no offset ever reaches is a parameter that never trains. Design
 # `every_row(offsets, num_buckets, max_distance)`, a bucket rule for a bidirectional (encoder) bias
 # (offsets $j - i$ in, buckets out) under which every row of the table is read, while a trained table
-# keeps its meaning for the past (a key at or before the query keeps T5's bucket) and the future stays
-# ordered (a key after the query lands in the upper half, buckets $B, \dots, 2B - 1$ with
-# $B$ = `num_buckets`/2, never in a lower bucket than a nearer key after the query). You may call
+# keeps its meaning for the past (a key at or before the query keeps T5's bucket) and the future mirrors
+# the past: a key after the query lands in the upper half, buckets $B, \dots, 2B - 1$ with
+# $B$ = `num_buckets`/2, never in a lower bucket than a nearer key after the query, and each upper bucket
+# $B + b$ holds as many distances as bucket $b$ holds in the past (exact near, log-spaced far). You may call
 # `pl.t5_relative_bucket`. The checker judges the rule by these properties on encoder settings like T5's
 # (`max_distance` at least 4 × `num_buckets`), drawn at every check.
 
@@ -1136,9 +1122,10 @@ def every_row(offsets, num_buckets, max_distance):
     # upper half is bucket(1), bucket(2), ... shifted by B. Bucket B would be "a key after the query at distance
     # 0", but distance 0 is the query itself, counted in the past: row B is never read (num_buckets - 1 rows of
     # num_buckets, at any length). Any ordered future that reads every row must give the nearest key after the
-    # query row B. This design keeps the future the past's mirror: a key at distance n after the query takes
+    # query row B; keeping the past's widths then fixes the rest: a key at distance n after the query takes
     # B + bucket(n - 1), so each upper bucket holds exactly the distances of its mirror, shifted by one (exact
-    # near, log-spaced far). Other designs pass too (e.g. B + min(n - 1, B - 1): exact everywhere, coarse never).
+    # near, log-spaced far). (B + min(n - 1, B - 1) also reads every row, but is a Shaw-style clip: exact only
+    # for the B - 1 nearest keys, every key from B on in the last row; the checker refuses it.)
     B = num_buckets // 2
     past = pl.t5_relative_bucket(offsets, num_buckets=num_buckets, max_distance=max_distance)
     after = B + pl.t5_relative_bucket(-(offsets - 1).clamp(min=0), num_buckets=num_buckets, max_distance=max_distance)
@@ -1229,7 +1216,9 @@ _ = check.deberta_tied_rows(tied_rows)
 #    formula it is (Dai et al. 2019, §3.3). It writes $u^\top W_q^\top W_k x_n$ and
 #    $v^\top W_q^\top \tilde W_k \tilde p_{m-n}$. In XL $u$ and $v$ replace the whole projected query
 #    position $W_q p_i$: the terms are $u^\top W_{k,E} x_j$ and $v^\top W_{k,R} R_{i-j}$, with
-#    $u, v \in \mathbb R^{d_\text{head}}$ (§3; the source's form does not type-check for XL's $u$).
+#    $u, v \in \mathbb R^{d_\text{head}}$ (§3). With XL's $u$ the source's form does not type-check when
+#    $d_\text{head} \ne d_\text{model}$; with a $u_\text{src} \in \mathbb R^{d_\text{model}}$ it equals XL's
+#    term for $u = W_q u_\text{src}$: a different parameter, tied to $W_q$ (the cell after this list checks).
 #    The slip is not the source's own: RoFormer (Su et al.), whose §2.2 the source follows equation by
 #    equation, writes the same two terms (its Eq. (7)).
 # 2. **The first $b_{i,j}$ equation, $q_m^\top k_n = x_m^\top W_q^\top W_k x_n + b_{i,j}$.** The source
@@ -1252,8 +1241,10 @@ _ = check.deberta_tied_rows(tied_rows)
 #    $(L, L, d)$ tensors (§2) and why §3's shift exists. Its query-minus-key sign and $\tilde p$ before
 #    $W_k$ are only conventions: they agree with $j - i$ and $a^K$ after $W_k$ with the table flipped and
 #    $a^K = W_k \tilde p$ (§2).
-# 6. **"Absolute encodings are fixed and not trainable"** (`004`, §1): sinusoids are fixed, but learned
-#    absolute tables (BERT, GPT-2; `pl.LearnedPositionalEncoding`) are trained; the cell after this list checks.
+# 6. **"Absolute encodings are fixed and not trainable, and limit the sequence length"** (`004`, §1:
+#    绝对位置编码对能处理的序列长度有限制): sinusoids are fixed, but learned absolute tables (BERT, GPT-2;
+#    `pl.LearnedPositionalEncoding`) are trained; and only such a table has a hard cap, its `max_len` rows,
+#    while sinusoids compute at any length. The cell after this list checks.
 # 7. **The second $b_{i,j}$ equation**,
 #    $q_m^\top k_n = x_m^\top W_q^\top W_k x_n + p_m^\top U_q^\top U_k p_n + b_{i,j}$: absolute positions
 #    with projections $U_q, U_k$ of their own (untied from $W_q, W_k$) plus a relative bias. The source
@@ -1271,9 +1262,26 @@ _ = check.deberta_tied_rows(tied_rows)
 #    is $W_{k,R}$, $u$, $v$), ALiBi's slopes are fixed and RoPE has no parameters; the cell checks.
 
 # %%
+W_q1, W_kE1 = torch.randn(4, 8).to(device), torch.randn(4, 8).to(device)  # d_head 4, d_model 8 (erratum 1)
+x_j, u_xl, u_src = torch.randn(8).to(device), torch.randn(4).to(device), torch.randn(8).to(device)
+try:
+    u_xl @ W_q1.T @ (W_kE1 @ x_j)  # the source's u^T W_q^T W_k x_j with XL's u (size d_head): no product
+    typechecks = True
+except RuntimeError:
+    typechecks = False
+assert not typechecks
+assert_close(u_src @ W_q1.T @ W_kE1 @ x_j, (W_q1 @ u_src) @ (W_kE1 @ x_j))  # = XL's term for u = W_q u_src
+
 learned = pl.LearnedPositionalEncoding(max_len=8, d=4)
 assert sum(p_.numel() for p_ in learned.parameters() if p_.requires_grad) == 8 * 4  # trainable
+try:
+    learned(torch.zeros(9, 4))  # one position past its 8 rows
+    capped = False
+except ValueError:
+    capped = True
+assert capped and torch.isfinite(pl.sinusoidal_positions(100_000, 4)).all()  # erratum 6: only the table is capped
 assert not list(pl.SinusoidalPositionalEncoding(4, max_len=8).parameters())  # the sinusoidal one has none
 assert not pl.xl_relative_sinusoids(8, 4).requires_grad  # XL's R: a function of the distance, nothing to train
 assert n_params(pl.RotaryEmbedding(4)) == n_params(pl.ALiBi(4)) == 0
-print("learned absolute table: 32 trainable numbers; sinusoidal: none; XL's R, RoPE, ALiBi: none")
+print("learned absolute table: 32 trainable numbers, 8 positions at most; sinusoidal: none, any length;",
+      "XL's R, RoPE, ALiBi: none")

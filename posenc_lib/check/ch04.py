@@ -3,7 +3,8 @@ T5's last bucket, the rows a table blind to DeBERTa's p2c index must tie.
 
 No answer is kept here, not even as a digest. The cases of every exercise are drawn anew at each check;
 a shift is judged by the distance each entry holds, a bucket rule by the properties the prompt asks
-for (T5's buckets in the past, the future ordered in the upper half, every row reached: the library's
+for (T5's buckets in the past, the future ordered in the upper half, every row reached, each upper
+bucket as wide as its mirror in the past: the library's
 buckets, read outside the learner's function), a last bucket by the bucket rule of §4
 at the answer and one below it, and a row's tied set by the ties read off DeBERTa's index at check time.
 """
@@ -142,10 +143,13 @@ def _rows_cases(rng: random.Random) -> list[tuple[int, int]]:
 def t5_rows_read(fn: Any) -> bool | None:
     """Exercise 2: fn(offsets, num_buckets, max_distance) -> an encoder's bucket of each offset (key minus query)
     that keeps T5's bucket for every key at or before the query, gives keys after it upper buckets,
-    non-decreasing with the distance, and reads every one of the num_buckets rows.
+    non-decreasing with the distance, reads every one of the num_buckets rows, and gives every upper bucket
+    B + b as many distances as bucket b holds in the past (which pins the rule: the check is that the learner
+    finds the row T5 leaves unread and keeps the past's spacing).
 
-    Judged by those properties on settings drawn at every check (any rule that has them passes): the past
-    against the library's buckets, computed outside the learner's function.
+    Judged by those properties on settings drawn at every check (together they admit one rule; the check is
+    of what it does, so a copy gains nothing over finding it): the past and its widths against the library's
+    buckets, computed outside the learner's function.
     """
 
     def run(f: Callable[[torch.Tensor, int, int], Any]) -> Iterator[Verdict]:
@@ -178,12 +182,25 @@ def t5_rows_read(fn: Any) -> bool | None:
             if bool((ahead.diff() < 0).any()):
                 yield False, f"{case}: a key farther after the query lands in a lower bucket than a nearer one"
                 return
-            if len(set(ahead.tolist())) == B:
+            if len(set(ahead.tolist())) != B:
+                yield False, f"{case}: some row of the upper half is still never read by any offset"
+                return
+            # offsets -reach .. 0 and 1 .. reach + 1: as many distances on each side, so every upper bucket,
+            # the last included, must hold as many of them as its mirror in the past
+            widths_past = torch.bincount(t5[past], minlength=B)
+            widths_ahead = torch.bincount(ahead - B, minlength=B)
+            if torch.equal(widths_past, widths_ahead):
                 continue
-            yield False, f"{case}: some row of the upper half is still never read by any offset"
+            far = widths_past[:-1] > 1  # the past's bounded buckets wider than one distance
+            if bool(far.any()) and bool((widths_ahead[:-1][far] == 1).all()):
+                yield False, (f"{case}: your upper buckets hold one distance each where the past's far buckets hold "
+                              "several: the future has lost the past's log spacing")
+            else:
+                yield False, (f"{case}: some upper bucket holds a different number of distances than its mirror "
+                              "in the past")
             return
         yield True, ("for four encoder settings drawn at this check: the past as T5 has it, the future ordered in "
-                     "the upper half, and every row of the table read")
+                     "the upper half, every row of the table read, and every upper bucket as wide as its mirror")
 
     return report("a T5 encoder rule that reads every row", fn, run,
                   "a row is read only if some offset lands in its bucket: which distances can a key after the "
