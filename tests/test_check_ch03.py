@@ -160,7 +160,7 @@ def test_the_vectorised_searches_are_right_when_unguarded():
     (_numpy_search, "all the candidate offsets at once?"),
     (_ufunc_search, "all the candidate offsets at once?"),
 ])
-def test_offset_from_codes_refuses_a_search(shortcut, says, capsys):
+def test_offset_from_codes_refuses_a_library_call_or_a_search_over_every_offset(shortcut, says, capsys):
     assert check.offset_from_codes(shortcut) is False
     out = capsys.readouterr().out
     assert says in out

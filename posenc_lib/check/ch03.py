@@ -107,8 +107,8 @@ def offset_from_codes(fn: Any) -> bool | None:
                                                _code_builders(), steps_per_case=CLOSED_FORM_STEPS,
                                                elements_per_case=CLOSED_FORM_ELEMENTS)
         if stopped is not None:
-            yield stopped_verdict(stopped[1], "your function", shortcut="that tries positions or offsets one by "
-                                  "one; read the offset off the two codes you are given",
+            yield stopped_verdict(stopped[1], "your function", shortcut="the library's code builders are refused "
+                                  "here; the two codes you are given carry the offset",
                                   loop="runs out of its steps: trying every offset takes thousands; a formula, or a "
                                        "short search on a pair that reads the offset unambiguously, far fewer",
                                   grid="more tensor elements than a formula or a short search needs (all the "
