@@ -527,3 +527,13 @@ def test_the_checker_source_holds_no_formula_of_an_answer():
     assert "// 4" not in source and "4 * j" not in source and "/ 4 *" not in source and "sealed" not in source
     exercise_2 = source.split("# Exercise 2:", 1)[1].split("# Exercise 3:", 1)[0]
     assert not re.search(r"\]\s*\)\s*/\s*2", exercise_2)  # no block entries summed and halved: (x[0, 0] + x[1, 1]) / 2
+
+
+def test_offset_from_codes_prompt_states_the_checker_budget():
+    """Exercise 1's prompt names the budget a short search must fit; it is the checker's."""
+    from pathlib import Path
+
+    source = (Path(__file__).parents[1] / "notebooks" / "src" / "03_sinusoids.py").read_text()
+    assert ch03.CLOSED_FORM_STEPS == 2_000 and ch03.CLOSED_FORM_ELEMENTS == 2_000
+    assert "gives each pair of codes 2 000 Python steps and 2 000 tensor elements" in " ".join(
+        line.lstrip("# ") for line in source.splitlines())
