@@ -531,6 +531,8 @@ higher = sum(bool(far[14][torch.randint(0, 2**14, (512,), generator=draws)].max(
                   > far[13][torch.randint(0, 2**13, (512,), generator=draws)].max()) for _ in range(200))
 assert higher == 199, higher  # not the larger octave's larger sample: 199 of 200 draws
 assert 54_000 < 2 * math.pi / pl.rope_frequencies(d, dtype=torch.float64)[-1] < 55_000  # slowest wavelength
+slowest_wave = 2 * math.pi / f_d[-1].item()
+assert round(2**14 / slowest_wave, 1) == 0.3 and round(2**15 / slowest_wave, 1) == 0.6  # where octave 14 sits
 assert (oct_max.diff() < 0).all() and (oct_mean.diff() < 0).all(), "octave maxima and means fall"
 print("first rise at k =", rises[0].item(), "· first negative at k =", (s_of(ks) < 0).nonzero()[0].item(),
       "· minimum", round(s_of(ks).min().item(), 2), "at k =", s_of(ks).argmin().item())
