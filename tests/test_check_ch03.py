@@ -154,18 +154,46 @@ def test_the_vectorised_searches_are_right_when_unguarded():
 
 @pytest.mark.parametrize("shortcut, says", [
     (_search_over_whole_offsets, "calls pl.rope_matrix"),
-    (_search_by_hand, "search over"),  # its tensor indexing runs out of elements before its loop of steps
+    (_search_by_hand, "more tensor elements"),  # its tensor indexing runs out of elements before its loop of steps
     (lambda a, b: float(pl.sinusoidal_positions(2, 8)[0, 0]), "calls pl.sinusoidal_positions"),
-    (_vectorised_search, "a search over candidate offsets, vectorised"),
-    (_numpy_search, "a search over candidate offsets, vectorised"),
-    (_ufunc_search, "a search over candidate offsets, vectorised"),
+    (_vectorised_search, "all the candidate offsets at once?"),
+    (_numpy_search, "all the candidate offsets at once?"),
+    (_ufunc_search, "all the candidate offsets at once?"),
 ])
-def test_offset_from_codes_refuses_a_search(shortcut, says, capsys):
+def test_offset_from_codes_refuses_a_library_call_or_a_search_over_every_offset(shortcut, says, capsys):
     assert check.offset_from_codes(shortcut) is False
     out = capsys.readouterr().out
     assert says in out
     assert pl.rope_matrix(0, 2).tolist() == [[1.0, 0.0], [0.0, 1.0]]  # the library is whole again
     assert torch.linspace(0, 1, 10**6).numel() == 10**6  # and nothing is counted any more
+
+
+def _coarse_then_golden_search(code_a, code_b):
+    """Cold read 11's route, now allowed ("any route is fine, a short search included"): 21 whole candidates on the
+    slowest pair, then 50 golden-section steps. It finds the offset only because it reads the pair that never
+    completes a turn over |k| < 3000: the same search on pair 0 fails."""
+    return _golden_search(code_a, code_b, pair=3)
+
+
+def _golden_search(code_a, code_b, pair):
+    a, b = [float(x) for x in code_a], [float(x) for x in code_b]
+    theta = 10000.0 ** (-pair / 4)
+    start = math.atan2(a[2 * pair], a[2 * pair + 1])
+
+    def miss(k):
+        return (math.sin(start + k * theta) - b[2 * pair]) ** 2 + (math.cos(start + k * theta) - b[2 * pair + 1]) ** 2
+
+    best = min(range(-3000, 3001, 300), key=miss)
+    lo, hi, r = best - 300.0, best + 300.0, (math.sqrt(5) - 1) / 2
+    for _ in range(50):
+        x1, x2 = hi - r * (hi - lo), lo + r * (hi - lo)
+        lo, hi = (lo, x2) if miss(x1) < miss(x2) else (x1, hi)
+    return (lo + hi) / 2
+
+
+def test_offset_from_codes_accepts_a_short_search_on_the_slowest_pair(capsys):
+    assert check.offset_from_codes(_coarse_then_golden_search) is True
+    assert check.offset_from_codes(lambda a, b: _golden_search(a, b, pair=0)) is False
 
 
 def test_offset_from_codes_refuses_answers_memorised_from_another_check(capsys):
@@ -499,3 +527,13 @@ def test_the_checker_source_holds_no_formula_of_an_answer():
     assert "// 4" not in source and "4 * j" not in source and "/ 4 *" not in source and "sealed" not in source
     exercise_2 = source.split("# Exercise 2:", 1)[1].split("# Exercise 3:", 1)[0]
     assert not re.search(r"\]\s*\)\s*/\s*2", exercise_2)  # no block entries summed and halved: (x[0, 0] + x[1, 1]) / 2
+
+
+def test_offset_from_codes_prompt_states_the_checker_budget():
+    """Exercise 1's prompt names the budget a short search must fit; it is the checker's."""
+    from pathlib import Path
+
+    source = (Path(__file__).parents[1] / "notebooks" / "src" / "03_sinusoids.py").read_text()
+    assert ch03.CLOSED_FORM_STEPS == 2_000 and ch03.CLOSED_FORM_ELEMENTS == 2_000
+    assert "gives each pair of codes 2 000 Python steps and 2 000 tensor elements" in " ".join(
+        line.lstrip("# ") for line in source.splitlines())

@@ -70,7 +70,10 @@ torch.set_printoptions(precision=4, sci_mode=None)
 # pair 0 turns one radian per position, the last pair $10000^{-(d-2)/d} = 10000^{2/d}/10000$ radian:
 # close to $1/10000$ for a large $d$ (1.15e-4 at $d = 128$), but 6.3e-4 at the $d = 10$ below.
 # Pair 0 alone already gives every position its own code (property 1 of chapter 0): its angle
-# $i$ radians never comes back to the same value mod $2\pi$, as $\pi$ is irrational.
+# $i$ radians never comes back to the same value mod $2\pi$, as $\pi$ is irrational. Distinct is
+# not distinguishable, though: among the first 100 000 positions, 0 and 710 (within $6.0\cdot10^{-5}$
+# of 113 whole turns) have pair-0 codes only $6.0\cdot10^{-5}$ apart; the slower pairs set them far
+# apart (by 9.95 in a $d = 128$ code). That is what the slow pairs are for.
 # These are exactly the frequencies RoPE uses in chapter 5, so they live in one function,
 # `pl.rope_frequencies`. Written out for $d = 10$:
 
@@ -84,6 +87,9 @@ assert round(theta[-1].item(), 5) == 6.3e-4 and round(pl.rope_frequencies(128)[-
 assert pl.rope_frequencies(8, base=10.0)[0] == 1  # pair 0 turns one radian per position for any base
 pair0 = pl.sinusoidal_positions(100_000, 2, dtype=torch.float64)  # pair 0 alone, positions 0 .. 99 999
 assert torch.unique(pair0, dim=0).shape[0] == 100_000  # no two rows equal
+gaps = torch.cdist(pair0[:1], pair0[1:]).flatten()  # how close pair 0 puts every position to position 0
+assert gaps.argmin().item() + 1 == 710 and round(gaps.min().item(), 6) == 6.0e-5  # distinct, but crowded
+assert round((pl.sinusoidal_positions(711, 128, dtype=torch.float64)[[0, 710]].diff(dim=0)).norm().item(), 2) == 9.95
 print("theta_j for d = 10:", theta)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -188,7 +194,8 @@ fig
 # Explore: change the number of features, the number of positions, the base and the column
 # layout (next section). A larger base stretches the slow wavelengths; a small one (try 10)
 # shortens every wavelength but pair 0's ($\theta_0 = 1$ for any base), and the right-hand
-# columns start to change from row to row too.
+# columns start to change from row to row too. Predict before sliding: at base 10 ($d = 64$, 64
+# positions), does the rightmost pair still look constant? (The answer is asserted below the widget.)
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
 pe_widget = viz.interactive_heatmap(
@@ -201,6 +208,13 @@ pe_widget = viz.interactive_heatmap(
     layout=widgets.Dropdown(options=["interleaved", "concat"], description="layout"),
 )
 pe_widget
+
+# %% slideshow={"slide_type": "fragment"}
+# The answer: no. At base 10 the slowest pair of d = 64 turns 10^(-62/64) ≈ 0.107 rad per position, more than a
+# full turn over the 64 rows.
+slow_at_10 = pl.rope_frequencies(64, base=10.0, dtype=torch.float64)[-1].item()
+assert round(slow_at_10, 3) == 0.107 and 63 * slow_at_10 > 2 * math.pi
+print(f"base 10, d = 64: the slowest pair turns {slow_at_10:.3f} rad per position, {63 * slow_at_10:.2f} rad over 64 rows")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3 · Interleaved or concatenated?
@@ -221,7 +235,9 @@ pe_widget
 #
 # With the same frequencies the two layouts hold **the same columns in a different order**: the
 # permutation $[0, 2, 4, \dots, d-2, 1, 3, \dots, d-1]$ — the one chapter 5 needs to convert
-# between RoPE's interleaved and half-split pairings (`pl.layout_permutation`).
+# between RoPE's interleaved and half-split pairings (`pl.layout_permutation`). To a model the
+# layout does not matter: a fixed permutation of the columns is absorbed by the weights that read
+# the stream (the cell checks it for a random projection).
 
 # %% slideshow={"slide_type": "fragment"}
 d, n = 16, 50
@@ -230,6 +246,8 @@ concat = pl.sinusoidal_positions(n, d, layout="concat")
 perm = pl.layout_permutation(d)
 assert torch.equal(inter[:, perm], concat), "same columns, permuted"
 assert not torch.equal(inter, concat), "but not the same table"
+W_read = torch.randn(d, 4, generator=torch.Generator().manual_seed(0))  # any weights that read the stream
+torch.testing.assert_close(concat @ W_read, inter @ W_read[perm.argsort()])  # the same outputs, rows of W permuted
 print("interleaved column for each concat column:", perm.tolist())
 
 # %% slideshow={"slide_type": "fragment"}
@@ -404,8 +422,15 @@ for n_pos in (64, 1024):
     W_tab = pl.sinusoidal_positions(n_pos, 256, dtype=torch.float64)
     wide[n_pos] = {"sines only": [round(relative_residual(W_tab[:, 0::2], k), 3) for k in wide_ks],
                    "sin + cos": max(relative_residual(W_tab, k) for k in wide_ks)}
-assert max(wide[64]["sines only"]) < 0.03 and min(wide[1024]["sines only"]) > 0.2  # hidden by 64 positions, not 1024
-assert 256 // 2 + 1 > 64 - min(wide_ks)  # over 64 positions: more unknowns per column than equations
+assert min(wide[1024]["sines only"]) > 0.2  # not hidden by 1024 positions
+sines64 = pl.sinusoidal_positions(64, 256, dtype=torch.float64)[:, 0::2]
+for k in wide_ks:  # hidden by 64 positions, for any rank cutoff of the float64 solver
+    x = torch.cat([sines64[:-k], torch.ones(64 - k, 1, dtype=torch.float64)], dim=1)
+    for rcond in (None, 1e-13, 1e-8):
+        fit = torch.linalg.lstsq(x, sines64[k:], rcond=rcond, driver="gelsd").solution
+        assert (x @ fit - sines64[k:]).norm() < 0.05 * sines64[k:].norm(), (k, rcond)
+sv = torch.linalg.svdvals(torch.cat([sines64[:-1], torch.ones(63, 1, dtype=torch.float64)], dim=1))
+assert 25 <= (sv > 1e-15 * sv[0]).sum() <= 30  # float64's numerical rank: about 28 of 63 rows
 assert wide[64]["sin + cos"] < 1e-12 and wide[1024]["sin + cos"] < 1e-12
 print(f"d = 256, offsets {wide_ks}: sines only over 64 positions {wide[64]['sines only']}, "
       f"over 1024 {wide[1024]['sines only']}; sin + cos below 1e-12 in both")
@@ -433,8 +458,9 @@ fig
 # $22, 25$ with six): there $k\theta_0 = k$ radians lies near a multiple of $\pi$ ($22 \approx 7\pi$),
 # so the missing term $\sin k\theta_0 \cos i\theta_0$ of the fastest pair is small. Close is not
 # exact: the best of them, $k = 22$ with three columns, still misses by 2.2% of the target. At
-# $d = 256$ the 64-position window hides the failure: a map of 128 sines has 129 free numbers per
-# output column, more than the $64 - k$ rows it must fit, and least squares comes within 3%.
+# $d = 256$ the 64-position window hides the failure: a float64 least-squares fit over 128 sine
+# columns and 64 positions comes within 5%, whatever rank cutoff the solver uses ($10^{-13}$ to
+# $10^{-8}$ tried); float64 resolves only about 28 independent directions among those columns.
 # A 1024-position window shows the failure again (over 20%), as the averages say it must. With
 # the cosine in the table the fit is exact for every $k$ and every width: that is why every
 # frequency gets a **pair** of columns.
@@ -461,9 +487,9 @@ P = pl.sinusoidal_positions(n_pos, d, dtype=torch.float64)
 offsets = torch.arange(-(n_pos - 1), n_pos)
 s = pl.rope_angles(offsets, d, inv_freq=pl.rope_frequencies(d, dtype=torch.float64)).cos().sum(-1)
 s_of = lambda k: s[k + n_pos - 1]  # s(k) for k in -(n_pos-1) .. n_pos-1
-G = P[:512] @ P[:512].T
-for k in (0, 1, 7, 100, 511):
-    torch.testing.assert_close(G.diagonal(k), s_of(k).expand(512 - k))  # the same for every i
+G = P @ P.T
+for k in (0, 1, 7, 100, 511, 2047):
+    torch.testing.assert_close(G.diagonal(k), s_of(k).expand(n_pos - k))  # the same for every i
 torch.testing.assert_close(s, s.flip(0))  # s(-k) = s(k)
 assert s_of(0) == d / 2 and (s[offsets != 0] < d / 2 - 1e-6).all()
 print(f"s(0) = {s_of(0):.1f},  s(1) = {s_of(1):.2f},  s(10) = {s_of(10):.2f},  s(100) = {s_of(100):.2f}")
@@ -475,9 +501,11 @@ print(f"s(0) = {s_of(0):.1f},  s(1) = {s_of(1):.2f},  s(10) = {s_of(10):.2f},  s
 # the average value of $s$ both fall strictly from one octave to the next. The dots in the figure
 # are those octave maxima. Each octave holds twice the offsets of the one before, and a larger
 # sample can only raise a maximum, so the falling maxima hold against that bias; the means carry no
-# such bias. (Far beyond the slowest wavelength, $2\pi\cdot 10000^{126/128} \approx 54\,400$ positions
-# here, the sum does not keep shrinking: it is a sum of periodic terms. Already the octave
-# $2^{14} \le k < 2^{15}$ sits higher than the octave before it. Here the size of the octave *would*
+# such bias. (The decay stops where the slow pairs have turned about half a circle and their cosines
+# climb back from $-1$: the octave $2^{14} \le k < 2^{15}$, 0.3 to 0.6 of the slowest wavelength
+# $2\pi\cdot 10000^{126/128} \approx 54\,400$ positions, sits higher than the octave before it, and the
+# rise is the slow pairs': the nine that turn less than two circles by $k = 2^{15}$ gain more than the
+# whole rise, the faster pairs together lose. Here the size of the octave *would*
 # raise the maximum, so the cell takes the control: the mean rises too ($-2.89$ to $-1.53$), and
 # the maximum of 512 offsets drawn from each octave is higher in the later one in 199 of 200 draws.)
 
@@ -493,12 +521,18 @@ assert (s_of(ks) < 0).nonzero()[0].item() == 1707, "first negative value"
 far = {a: pl.rope_angles(torch.arange(2**a, 2 ** (a + 1)), d, inv_freq=pl.rope_frequencies(d, dtype=torch.float64)
                          ).cos().sum(-1) for a in (13, 14)}  # s over the octaves 2^13.. and 2^14..
 assert far[14].max() > far[13].max(), "the decay stops: octave maxima rise again"
+f_d = pl.rope_frequencies(d, dtype=torch.float64)
+pair_rise = torch.cos(torch.arange(2**14, 2**15)[:, None] * f_d).mean(0) - torch.cos(torch.arange(2**13, 2**14)[:, None] * f_d).mean(0)
+slow9 = 2**15 * f_d < 4 * math.pi  # the pairs that turn less than two circles by k = 2^15
+assert slow9.sum() == 9 and pair_rise[slow9].sum() > far[14].mean() - far[13].mean() > 0 > pair_rise[~slow9].sum()
 assert round(far[13].mean().item(), 2) == -2.89 and round(far[14].mean().item(), 2) == -1.53  # the mean rises too
 draws = torch.Generator().manual_seed(5)  # equal samples: 512 offsets from each octave, 200 times
 higher = sum(bool(far[14][torch.randint(0, 2**14, (512,), generator=draws)].max()
                   > far[13][torch.randint(0, 2**13, (512,), generator=draws)].max()) for _ in range(200))
 assert higher == 199, higher  # not the larger octave's larger sample: 199 of 200 draws
 assert 54_000 < 2 * math.pi / pl.rope_frequencies(d, dtype=torch.float64)[-1] < 55_000  # slowest wavelength
+slowest_wave = 2 * math.pi / f_d[-1].item()
+assert round(2**14 / slowest_wave, 1) == 0.3 and round(2**15 / slowest_wave, 1) == 0.6  # where octave 14 sits
 assert (oct_max.diff() < 0).all() and (oct_mean.diff() < 0).all(), "octave maxima and means fall"
 print("first rise at k =", rises[0].item(), "· first negative at k =", (s_of(ks) < 0).nonzero()[0].item(),
       "· minimum", round(s_of(ks).min().item(), 2), "at k =", s_of(ks).argmin().item())
@@ -568,8 +602,9 @@ fig
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # Explore what the four curves only sample: slide the base through every value between 10 and
 # $10^6$ ($d = 128$; the cell above showed that $d$ matters less), and widen the range of
-# offsets: at small bases it shows where the decay stops. A smaller base squeezes all wavelengths and the
-# similarity turns negative early; a larger one stretches the decay over longer distances.
+# offsets: at small bases it shows where the decay stops. Predict before sliding: base 10000 first
+# turns negative at $k = 1707$ (above); at base 100, is that tens, hundreds or thousands of
+# positions? (The answer is asserted below the widget.)
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
 def draw_dot(fig, base, span, d=128):
@@ -594,6 +629,14 @@ dot_widget = viz.InteractiveFigure(
     span=widgets.IntSlider(300, min=20, max=2000, step=20, description="max |k|"),
 )
 dot_widget
+
+# %% slideshow={"slide_type": "fragment"}
+# The answer: tens. A smaller base squeezes all wavelengths and the similarity turns negative early (base 100:
+# k = 59); a larger one stretches the decay over longer distances.
+k_neg = torch.arange(0, 5000)
+first_negative = {b: (pl.rope_angles(k_neg, 128, base=b).cos().mean(-1) < 0).nonzero()[0].item() for b in (100.0, 10000.0)}
+assert first_negative == {100.0: 59, 10000.0: 1707}
+print("d = 128, first offset where s(k) < 0:", {f"{b:g}": k for b, k in first_negative.items()})
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### From $p_m^\top p_n$ to an attention score
@@ -632,9 +675,11 @@ dot_widget
 # $p_{m+1}^\top A\,p_{n+1} = p_m^\top A\,p_n$ for all $m, n$, that is
 # $p_m^\top (M_1^\top A M_1 - A)\,p_n = 0$. The codes $p_0, \dots, p_{d-1}$ span $\mathbb{R}^d$: a vector
 # orthogonal to all of them would make a combination of the $d$ sequences $e^{\pm \mathrm{i} m\theta_j}$
-# (as $\sin x = (e^{\mathrm{i}x} - e^{-\mathrm{i}x})/2\mathrm{i}$ and $\cos x = (e^{\mathrm{i}x} + e^{-\mathrm{i}x})/2$)
-# vanish at $m = 0, \dots, d-1$, a Vandermonde system whose nodes $e^{\pm \mathrm{i}\theta_j}$ all differ
-# (each $\theta_j$ its own value in $(0, 1]$), so only the zero combination does. Hence
+# (here $\mathrm{i} = \sqrt{-1}$ and the position is $m$; $\sin x = (e^{\mathrm{i}x} - e^{-\mathrm{i}x})/2\mathrm{i}$,
+# $\cos x = (e^{\mathrm{i}x} + e^{-\mathrm{i}x})/2$) vanish at $m = 0, \dots, d-1$, a Vandermonde system whose
+# $d$ nodes $e^{\pm \mathrm{i}\theta_j}$ all differ: $e^{\mathrm{i}\theta_j} \ne e^{\mathrm{i}\theta_l}$ as each
+# $\theta_j$ is its own value in $(0, 1]$, and $e^{\mathrm{i}\theta_j} \ne e^{-\mathrm{i}\theta_l}$ as
+# $\theta_j + \theta_l$ lies in $(0, 2]$, never a multiple of $2\pi$. So only the zero combination does. Hence
 # $M_1^\top A M_1 = A$, and since $M_1$ is orthogonal, $A M_1 = M_1 A$.
 #
 # A random $W_Q^\top W_K$ is far from such a matrix. The cell checks the steps that rule out blocks
@@ -665,7 +710,9 @@ d, n_pos = 128, 128  # width, and positions 0 .. n_pos - 1 (n is the key's posit
 cosines = torch.cos(pl.rope_frequencies(d, dtype=torch.float64))
 assert (cosines.diff() > 0).all()  # every pair its own cosine: the step that rules out blocks across pairs
 f128 = pl.rope_frequencies(d, dtype=torch.float64)
-assert (f128 > 0).all() and (f128 <= 1).all()  # so the d nodes e^(±iθ_j) differ: the converse's step
+assert (f128 > 0).all() and (f128 <= 1).all()  # θ_j in (0, 1], so θ_j + θ_l in (0, 2]: the converse's step
+nodes = torch.polar(torch.ones(d, dtype=torch.float64), torch.cat([f128, -f128]))  # e^(±iθ_j)
+assert (nodes[:, None] - nodes[None, :]).abs().add(torch.eye(d)).min() > 1e-6  # the d nodes all differ
 P = pl.sinusoidal_positions(n_pos, d, dtype=torch.float64)  # row m is p_m, so (P A P^T)[m, n] = p_m^T A p_n
 gen = torch.Generator().manual_seed(0)
 W_Q, W_K = (torch.randn(d, d, generator=gen, dtype=torch.float64) / d**0.5 for _ in range(2))
@@ -708,8 +755,7 @@ print(f"seeds 1-10, both random kinds: smallest change {min(other_draws):.2f}")
 # row's length depends on how the embedding was initialised, and for one init on the vocabulary
 # size $V$ too:
 # * PyTorch's `nn.Embedding` default, $\mathcal{N}(0, 1)$: length ≈ $\sqrt d \approx 22.6$;
-# * a small init with std $d^{-1/2}$ (tensor2tensor's, for embeddings shared with the output
-#   layer): length ≈ 1, **16 times shorter than P**;
+# * a small init with std $d^{-1/2}$ (tensor2tensor's): length ≈ 1, **16 times shorter than P**;
 # * Xavier-uniform, whose std $\sqrt{2/(V + d)}$ counts the table's two sides, the vocabulary and
 #   the width: length $\approx \sqrt{2d/(V + d)}$, about 0.82 for a toy vocabulary of
 #   $V = 1000$ and 0.18 for a realistic $V = 32\,000$ (Llama 2's; GPT-2 has 50 257), 20 to 90
@@ -995,10 +1041,10 @@ print("a buffer made from a tensor that requires grad, persistent=False: require
 # interleaved layout) are given: `code_a`, the code of a position $m$, and `code_b`, the code of a
 # position $n$. You know neither position; they can be any real numbers up to $10^9$, not only
 # whole ones, but $|n - m| < 3000$. Write `offset(code_a, code_b)` returning $n - m$ (two tensors of
-# 8 numbers in, one number out), read off the two codes: no search over candidate offsets. The
-# checker draws new positions at every check, refuses the library's code builders while your
-# function runs, and gives each pair of codes the Python steps and the tensor elements a formula
-# needs: a loop over candidates, or a grid of them in one tensor, runs out.
+# 8 numbers in, one number out). Any route is fine, a short search included. The checker draws
+# new positions at every check, refuses the library's code builders while your function runs, and
+# gives each pair of codes 2 000 Python steps and 2 000 tensor elements: enough for a formula, or a
+# short search on the right pair, not for trying every offset one by one or all of them at once.
 
 # %% slideshow={"slide_type": "subslide"}
 def offset(code_a, code_b):
@@ -1027,15 +1073,15 @@ def offset(code_a, code_b):
 _ = check.offset_from_codes(offset)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **2 (derive: the relative part of a head).** §6 showed that a position–position score
+# **2 (design: the relative part of a head).** §6 showed that a position–position score
 # $p_m^\top A\,p_n$ depends on the offset alone exactly when $A$ commutes with the shift $M_1$, and
 # that a random $W_Q^\top W_K$ is far from such a matrix. Every $A$ can be split into the part of
 # that kind nearest to it and a rest. Write `relative_part(A)`: for a $d \times d$ matrix $A$ (any
 # even $d$, pairs interleaved as in §1), return the matrix $A_\text{rel}$ whose score depends on the
 # offset alone and which is nearest to $A$, nearest meaning the smallest sum of squared entries of
-# $A - A_\text{rel}$. Derive it on paper first: the answer is a few lines, entry by entry. The
-# checker draws new matrices of several widths at every check and judges what you return by the
-# two properties asked for, whatever route computed it.
+# $A - A_\text{rel}$. Any route is fine: a numerical one works, and so does a formula of a few
+# lines, entry by entry, found on paper. The checker draws new matrices of several widths at every
+# check and judges what you return by the two properties asked for.
 
 # %% slideshow={"slide_type": "fragment"}
 def relative_part(A):
@@ -1076,9 +1122,10 @@ _ = check.offset_only_score(relative_part)
 # $d/2$ pairs turn by less than 0.1 rad over the whole context ($L\theta_j < 0.1$), so that their two
 # columns are nearly constant there? The checker draws new lengths (8 to $10^6$) and widths at every
 # check, most of them between $10^9$ and $10^{12}$: no table that wide, not even one row, fits in
-# memory (arrays of $10^8$ elements or more are refused, and a long Python loop is stopped), so the
-# answer is a formula in $d$ and $L$. Name the bug in a sentence (a comment in your cell), and
-# compare your count with §1's table at $d = 512$, $L = 2048$: what does the bug waste?
+# memory (arrays of $10^8$ elements or more are refused, and a long Python loop is stopped), so your
+# count must come from the builder's exponent, by a formula or a short search over the pairs. The
+# count is graded; the bug is not: name it in a sentence (a comment in your cell), and compare your
+# count with §1's table at $d = 512$, $L = 2048$: what does the bug waste?
 #
 # ```python
 # def buggy_sinusoids(n: int, d: int) -> torch.Tensor:

@@ -27,9 +27,10 @@ from ._guard import answers_under_guard, stopped_verdict
 
 __all__ = ["offset_from_codes", "offset_only_score", "slow_pairs"]
 
-CLOSED_FORM_STEPS = 2_000  # Python lines for one case: a formula needs dozens, a search over offsets thousands
+CLOSED_FORM_STEPS = 2_000  # Python lines for one case: a formula needs dozens, a short search on the slowest pair
+#                            (a coarse scan then a bisection) hundreds, trying every offset thousands
 CLOSED_FORM_ELEMENTS = 2_000  # tensor elements for one case of Exercise 1: a formula touches dozens; a grid
-#                               over the offsets far more
+#                               over all the offsets far more
 
 
 def _fresh_rng() -> random.Random:
@@ -92,7 +93,8 @@ def _code_cases(rng: random.Random) -> list[tuple[float, float]]:
 
 def offset_from_codes(fn: Any) -> bool | None:
     """Exercise 1: fn(code_a, code_b) -> n - m, from the codes (8,) of two real positions m, n (|n - m| < 3000),
-    read off the codes (building or turning codes of chosen positions is refused, and so is a loop)."""
+    by any route within a budget of steps and tensor elements per case (building or turning codes of chosen
+    positions with the library is refused)."""
     thetas = rope_frequencies(CODE_D, dtype=torch.float64).tolist()
 
     def run(f: Any) -> Iterator[Verdict]:
@@ -105,12 +107,12 @@ def offset_from_codes(fn: Any) -> bool | None:
                                                _code_builders(), steps_per_case=CLOSED_FORM_STEPS,
                                                elements_per_case=CLOSED_FORM_ELEMENTS)
         if stopped is not None:
-            yield stopped_verdict(stopped[1], "your function", shortcut="that tries positions or offsets one by "
-                                  "one; read the offset off the two codes you are given",
-                                  loop="runs a long loop (a search over offsets?): read the offset off the two "
-                                       "codes instead",
-                                  grid="a search over candidate offsets, vectorised; read the offset off the two "
-                                       "codes instead")
+            yield stopped_verdict(stopped[1], "your function", shortcut="the library's code builders are refused "
+                                  "here; the two codes you are given carry the offset",
+                                  loop="runs out of its steps: trying every offset takes thousands; a formula, or a "
+                                       "short search on a pair that reads the offset unambiguously, far fewer",
+                                  grid="more tensor elements than a formula or a short search needs (all the "
+                                       "candidate offsets at once?)")
             return
         for (i,), raw in answers.items():
             m, n = positions[i]
@@ -297,9 +299,10 @@ def slow_pairs(fn: Any) -> bool | None:
             yield stopped_verdict(why, f"fn({d}, {length})",
                                   shortcut=("the checker's own tools are not for answering" if "check.ch03" in str(why)
                                             else "a table (or a row of one) this wide does not fit in memory")
-                                           + "; the count follows from the builder's exponent, as a formula in d and L",
+                                           + "; the count follows from the builder's exponent, by a formula in d and L "
+                                             "or a short search over the pairs",
                                   loop="runs a long loop over the pairs: at this width there are too many; the count "
-                                       "follows from the builder's exponent, as a formula in d and L")
+                                       "follows from the builder's exponent, by a formula in d and L or a short search")
             return
         got: dict[tuple[int, int], int] = {}
         for (d, length), raw in answers.items():
