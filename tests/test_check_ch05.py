@@ -79,7 +79,7 @@ PERM16 = torch.randperm(16, generator=torch.Generator().manual_seed(16))
 @pytest.mark.parametrize("right", [undirected_by_library, undirected_by_cos_and_sin,
                                    lambda x, p: undirected_by_library(x, p).numpy(),
                                    lambda x, p: undirected_by_library(x, p).tolist(),
-                                   lambda x, p: undirected_by_library(x, p)[0],  # one row as (d',)
+                                   lambda x, p: undirected_by_library(x, p).squeeze(0),  # one row as (d',)
                                    lambda x, p: undirected_by_library(x, p)[:, PERM16],  # features in any order
                                    ])
 def test_undirected_right_designs_pass(right, capsys):
@@ -168,18 +168,23 @@ def test_undirected_names_float32_angles_as_precision_not_as_a_wrong_design(righ
     assert "not the 1e-6 asked" in out and "to within 1e-6" in " ".join(prompt.replace("#", " ").split())
 
 
-def test_undirected_encodes_each_token_alone(capsys):
-    """An encoding that looks at the other tokens of its batch (here: centred on their mean) is called with one token
-    at a time, so it cannot borrow from them; the right design, mean-centred, is wrong for that reason."""
+@pytest.mark.parametrize("batch_dependent", [
+    lambda x, p: undirected_by_library(x, p[0].expand(len(p))),  # every row at the first token's position
+    lambda x, p: undirected_by_library(x - x.mean(0) * (len(p) > 1), p),  # centred on the other tokens of the call
+    lambda x, p: undirected_by_library(x, p)[:1],  # the first row only
+])
+def test_undirected_refuses_an_encoding_right_only_one_token_at_a_time(batch_dependent, capsys):
+    """One token at a time these are the right design; on a real call of several tokens they are not. The checker
+    also encodes its tokens in one call and compares that with the rows encoded alone."""
     seen = []
 
-    def batch_dependent(x, p):
+    def recorded(x, p):
         seen.append(len(p))
-        return undirected_by_library(x - x.mean(0) * (len(p) > 1), p)
+        return batch_dependent(x, p)
 
-    assert check.rope_undirected(batch_dependent) is True  # one token at a time: the centring never happens
-    assert set(seen) == {1}
-    _out(capsys)
+    assert check.rope_undirected(recorded) is False
+    assert "called on all 8 tokens at once" in _out(capsys)
+    assert 1 in seen and 8 in seen
 
 
 # ---------------------------------------------------------------- Exercise 2: the first slow pair, a formula

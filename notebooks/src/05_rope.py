@@ -171,7 +171,8 @@ print("⟨u, w⟩ = Re[u·conj(w)], and R(α)u = e^{iα}·u")
 # multiply by e^{imθ}, which is **turning the point by mθ**, the R(mθ) of §1. The score is
 # Re[q·conj(k)·e^{i(m−n)θ}]. The next cell builds the product f_q·conj(f_k) along the
 # diagonal n = m + 3 for four candidates: this answer; xPos's lengths e^{λm} and e^{−λn}, which the
-# argument allows; and two it rules out, a length that follows the same rule for q and k and a phase
+# argument allows (the cell takes λ = +0.1, so a past key's factor e^{λ(m−n)} grows with its distance,
+# while xPos makes it decay: its ζ < 1 is a λ < 0); and two it rules out, a length that follows the same rule for q and k and a phase
 # that is not linear in m. (That RoPE's phase advances by the same θ at every step is true by
 # construction; the cell demonstrates it and the score formula rather than testing them.)
 
@@ -194,6 +195,9 @@ for name, (f_q, f_k) in candidates.items():
     print(f"{name:42s} product depends on n − m only: {depends_on_offset_only[name]}")
 assert depends_on_offset_only == {"rotate by mθ (RoPE)": True, "length (1 + m/10), same rule for q and k": False,
                                   "length e^{λm} on q, e^{−λn} on k": True, "phase m²θ (not linear)": False}
+xpos_q, xpos_k = candidates["length e^{λm} on q, e^{−λn} on k"]
+past_factor = [abs(xpos_q(1, m) * xpos_k(1, 0).conjugate()) for m in (1, 5, 10)]  # key at n = 0, query at m
+assert past_factor[0] < past_factor[1] < past_factor[2]  # λ = +0.1: grows with the distance m − n
 rope_q = candidates["rotate by mθ (RoPE)"][0]
 steps = [cmath.phase(rope_q(qc, m + 1) / rope_q(qc, m)) for m in range(20)]  # φ(m + 1) − φ(m)
 assert max(abs(s_ - theta) for s_ in steps) < 1e-12  # demonstrates the constant step θ of φ(m) = mθ
@@ -358,7 +362,8 @@ print("start position 40 (offset=40) vs apply_rope at positions 40, 41, 42:",
 #
 # One source (`000`) says RoPE turns 2-D pairs because "a d-dimensional rotation is too complex".
 # But $R_m$ *is* a d-dimensional rotation, and pairs are not a simplification: up to a change of basis
-# they are the only shape a relative rotation can have. The argument in three steps:
+# they are the only shape a relative family of rotations without a reflection can have. The argument in
+# three steps:
 #
 # 1. **One matrix, in powers.** Ask for any d × d matrices with $R_0 = I$ (position 0 changes nothing,
 #    as in §2) and $R_m^\top R_n = R_{n-m}$ for all positions. Then $R_m^\top R_m = R_0 = I$, so every
@@ -429,8 +434,9 @@ print("frequencies of this A:", [round(t, 3) for t in thetas_A.tolist()],
 # projections and leaves v_n alone. It adds nothing to the token embeddings (unlike the
 # sinusoids of chapter 3, added once at the input): RoPE writes no code into the residual
 # stream. What reaches the stream about order comes through attention, mixed into what each
-# layer outputs (the second cell below shows that it does reach it), and it is no reliable
-# relative signal for the next layer: nothing makes it a rotation by the offset. So RoPE models
+# layer outputs (the second cell below shows that it does reach it). Nothing in the architecture makes
+# it a rotation by the offset, so we do not expect it to be a reliable relative signal for the next
+# layer (an argument, not measured here). So RoPE models
 # turn q and k **in every attention layer**, and each layer's scores have §3's relative form. That
 # is a design choice, not a necessity (the third cell below is the control). The small decoder that
 # chapter 7 trains, `pl.TinyDecoder`, shows it. All we need of it here: its positional method sits in
@@ -944,7 +950,7 @@ print("with x_m in the key, the score ignores the key token; with x_n it does no
 # `src/transformers/models/llama/convert_llama_weights_to_hf.py` in the huggingface/transformers
 # repository (read at commit 6ae9169c) defines `permute(w)`, which reshapes the rows to
 # (heads, d/2, 2, d_model), swaps the two middle axes and flattens, and applies it to `wq` and
-# `wk` only; `wv` is copied unchanged, since values are never rotated (§4). That script is not
+# `wk` only; `wv` is copied unchanged, since Llama's values are not rotated. That script is not
 # part of the installed package, so no cell can run it: what this paragraph says of it is a citation.
 # The next cell checks the reshape it describes against P, and the cell after it runs the installed
 # package's own RoPE.
@@ -1198,7 +1204,7 @@ decay_widget
 # The angle m·θ_j is a product of a position and a frequency. In bfloat16 (8 significant
 # bits) integers above 256 are no longer all representable: near 10⁵ the spacing is 512, so
 # the *position itself* is rounded before any rotation happens. float16 (11 bits) is finer and
-# overflows only at 65504, but long before that its angles are off: by about 0.2 rad near
+# overflows only from 65520 on (its largest value is 65504), but long before that its angles are off: by about 0.2 rad near
 # position 1000 and by whole radians near 10⁴ (the table below). The position is one of three roundings: the frequency θ_j and the
 # product m·θ_j are rounded to 8 bits as well, and each of those alone turns an angle by a tenth
 # of a radian or more at position 106, which bf16 holds exactly (checked with the table below).
@@ -1227,6 +1233,7 @@ for p in (100, 1000, 10000, 100000, 10**6, 10**7):
     print(f"{positions[i].item():>8}   " + "  ".join(f"{worst[n][i].item():9.2e}" for n in dtypes))
 big = positions >= 10000
 assert worst["bfloat16"][big].min() > 1.0  # whole radians off: angles are effectively random
+assert torch.tensor(65519.0).half().item() == 65504 and torch.tensor(65520.0).half().isinf()  # fp16's overflow
 assert torch.isnan(worst["float16"][positions > 65504]).all()  # fp16 cannot even hold the position
 fp16_held = big & (positions <= 65504)  # 10^4 .. 65504: held, yet whole radians off
 assert worst["float16"][(positions - 1000).abs().argmin()] > 0.1 and worst["float16"][fp16_held].min() > 1.0
@@ -1493,7 +1500,7 @@ assert dense_bytes == d * table_bytes
 # 1/√d', would change it). R_m is this chapter's (pairs (2j, 2j + 1),
 # base 10 000), and `pl.apply_rope` is yours to use. The checker encodes its own vectors (d = 8, float64)
 # one at a time, at positions from 0 to about 5 000, and compares the dot products of the encodings
-# with the right side, to within 1e-6.
+# with the right side, to within 1e-6; encoded all in one call, they must give the same rows.
 
 # %% slideshow={"slide_type": "fragment"}
 def undirected_rope(x, positions):
@@ -1652,8 +1659,10 @@ print("near position 90000 the angles then differ by at most 2^-7 rad and the bf
 # | `001` | `rotate_half` has the interleaved block-diagonal matrix | pairs (j, j + d/2): R_half = P R_int Pᵀ | §6c |
 # | `001` (its history) | RoPE "was first used in the LLaMA architecture" | RoFormer used it in its own model (Su et al., 2021); GPT-J (Wang and Komatsuzaki, released June 2021), GPT-NeoX-20B (Black et al., 2022, arXiv:2204.06745) and PaLM (Chowdhery et al., 2022, arXiv:2204.02311) used it before LLaMA (Touvron et al., February 2023, arXiv:2302.13971) | citations, not checked here |
 # | `000` (position-encoding notes, LLaMA sketch) | passes the whole `2·max_seq_len` phase table to the multiply | slice the current positions first: unsliced, a prompt fails at the multiply; one decoding token (seq = 1) passes it with `2·max_seq_len` rows and fails only at the value product, a line away from the cause | §6a |
+# | `000` | RoPE "对embedding向量做一个角度旋转" (turns the embedding vector) | RoPE turns q and k after the projections, in every layer; the embeddings are left as they are | §4 (its first cell) |
 # | `000` | pairs are used because "a d-dimensional rotation is too complex" | R_m is a d-dimensional rotation; every relative family exp(mA) is 2 × 2 pairs in a basis that W_q and W_k absorb | §3 |
 # | `003` (positional-embedding notes, RoPE formula) | key R W_k x_m | R W_k x_n | §6d |
+# | `003` | RoPE acts only on q and k, "因此" (so) every layer needs it | acting on q and k does not force it: a causal stack sees order past layer 1 with no rotation at all; rotating in every layer is a choice (Llama 4 leaves some layers unrotated) | §4 (the control) |
 # | `003` (code comment) | `torch.sin(pos_emb).T.flatten()` "same as" the repeated sin table | a 1-D vector, whether `pos_emb` is read as the angles or as the table built above it | §6d |
 #
 # None of this changes the method: each source's *code* computes correct RoPE, as §5 and §6 show by

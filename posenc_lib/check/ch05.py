@@ -27,7 +27,8 @@ __all__ = ["rope_undirected", "rope_first_slow_pair", "rope_tilted_frequencies"]
 # Exercise 1: RoPE's score with the direction forgotten. The learner designs an encoding E(x, positions), applied
 # alike to queries and keys, with <E(q, m), E(k, n)> = (<R_m q, R_n k> + <R_n q, R_m k>) / 2 for every q, k, m, n.
 # The checker holds no encoding: it encodes its own vectors one at a time (so no encoding can depend on the other
-# tokens) and compares the dot products of the encodings with that right side, computed as written.
+# tokens) and compares the dot products of the encodings with that right side, computed as written; then it encodes
+# them all in one call, which must give the same rows (a real call has many tokens).
 UNDIRECTED_D = 8
 UNDIRECTED_POSITIONS = (0, 1, 4, 9, 30, 250, 1001, 4096)
 UNDIRECTED_MOVES = {"as given": lambda p: p, "moved by 1000": lambda p: p + 1000,
@@ -78,13 +79,21 @@ def rope_undirected(fn: Callable[[Any, Any], Any] | None) -> bool | None:
 
     def run(fn: Callable[[Any, Any], Any]) -> Iterator[Verdict]:
         x, pos = _undirected_inputs()
-        grams = {}
+        grams, alone = {}, {}
         for name, move in UNDIRECTED_MOVES.items():
             encoded = _encoded_one_at_a_time(fn, x, move(pos))
             if isinstance(encoded, str):
                 yield False, encoded
                 return
-            grams[name] = encoded @ encoded.T  # grams[i, j]: token i's score with token j
+            alone[name], grams[name] = encoded, encoded @ encoded.T  # grams[i, j]: token i's score with token j
+        # the same tokens in one call, as a model makes it: each row must be that token's encoding alone
+        together = float64_tensor(fn(x.clone(), pos.clone()))
+        if together is None or together.shape != alone["as given"].shape \
+                or not close(together, alone["as given"], atol=1e-6, rtol=1e-6):
+            yield False, (f"called on all {len(pos)} tokens at once, your encoding is not the same tokens encoded one "
+                          "at a time: a token's row must depend on its own vector and position only, not on the "
+                          "other rows of the call")
+            return
         tol = dict(atol=1e-6, rtol=1e-6)
         target = {name: _averaged_scores(x, move(pos)) for name, move in UNDIRECTED_MOVES.items()}
         if all(close(grams[name], target[name], **tol) for name in UNDIRECTED_MOVES):
