@@ -61,6 +61,16 @@ def test_right_designs_pass(answer, capsys):
     assert ok is True and out.count("✓") == len(ch10._CASES), out
 
 
+def test_an_error_in_one_case_names_that_case_and_the_others_still_run(capsys):
+    def by_rows(g, cos, sin, layout):  # right, but g.view fails on the strided gradients
+        right(g.view(-1, g.shape[-2], g.shape[-1]), cos, sin, layout)
+
+    ok, out = verdict(by_rows, capsys)
+    strided = [f"{layout} layout, a strided view g of" for _, layout, s in ch10._CASES if s]
+    assert ok is False and out.count("✓") == sum(not s for *_, s in ch10._CASES), out
+    assert all(f"{where}" in out for where in strided) and out.count("your function raised RuntimeError") == len(strided), out
+
+
 def test_not_attempted(capsys):
     def stub(g, cos, sin, layout):
         raise NotImplementedError

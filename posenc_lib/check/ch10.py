@@ -143,19 +143,24 @@ def rotate_back_in_place(answer: Callable[..., Any] | None) -> bool | None:
             expected = rotate_pairs(g0, cos0, -sin0, layout)
             where = f"{layout} layout, {'a strided view' if strided else 'contiguous'} g of {tuple(g.shape)}"
             budget = g.numel() - 1  # fewer elements than g: an out-of-place result alone is g's size
-            with _Allocations(g0, cos, sin):  # once unmeasured: torch's and Python's first-use caches
-                fn(g0.clone(), cos, sin, layout)
             tracing = tracemalloc.is_tracing()
-            if not tracing:
-                tracemalloc.start()
-            tracemalloc.reset_peak()
-            start = tracemalloc.get_traced_memory()[0]
             try:
+                with _Allocations(g0, cos, sin):  # once unmeasured: torch's and Python's first-use caches
+                    fn(g0.clone(), cos, sin, layout)
+                if not tracing:
+                    tracemalloc.start()
+                tracemalloc.reset_peak()
+                start = tracemalloc.get_traced_memory()[0]
                 with _Allocations(g, cos, sin) as seen:
                     fn(g, cos, sin, layout)
                 outside = tracemalloc.get_traced_memory()[1] - start
+            except NotImplementedError:
+                raise
+            except Exception as e:  # a learner's bug in one case: name the case, go on to the next
+                yield False, f"{where}: your function raised {type(e).__name__}: {e}"
+                continue
             finally:
-                if not tracing:
+                if not tracing and tracemalloc.is_tracing():
                     tracemalloc.stop()
             if not (torch.equal(cos, cos0) and torch.equal(sin, sin0)):
                 yield False, f"{where}: the function changes cos or sin; only g is its to overwrite"
