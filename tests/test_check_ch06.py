@@ -418,6 +418,44 @@ def one_row_exact_steps(b):
     return b.flip(-1).masked_fill(~line[:, None], float("nan"))[:, None, :]
 
 
+def one_row_end_steps(b):
+    """First and last step compared: a head straight at both ends passes, whatever it does in between."""
+    step = b.diff(dim=-1)
+    line = torch.isclose(step[:, -1], step[:, 0], rtol=1e-9, atol=1e-9)
+    return b.flip(-1).masked_fill(~line[:, None], float("nan"))[:, None, :]
+
+
+def one_row_endpoints(b):
+    """The line through the first two values checked at the last value only."""
+    L = b.shape[1]
+    line = torch.isclose(b[:, 0] + (L - 1) * (b[:, 1] - b[:, 0]), b[:, -1], rtol=1e-9, atol=1e-9)
+    return b.flip(-1).masked_fill(~line[:, None], float("nan"))[:, None, :]
+
+
+def one_row_some_steps(b):
+    """The first two and the last two steps compared."""
+    step = b.diff(dim=-1)
+    picked = step[:, [0, 1, -2, -1]] if step.shape[1] >= 4 else step
+    line = torch.isclose(picked, picked[:, :1], rtol=1e-9, atol=1e-9).all(-1)
+    return b.flip(-1).masked_fill(~line[:, None], float("nan"))[:, None, :]
+
+
+@pytest.mark.parametrize("shortcut", [one_row_end_steps, one_row_endpoints, one_row_some_steps])
+def test_one_row_bias_refuses_tests_of_the_ends_only(shortcut, capsys):
+    """Each passes every line and refuses KERPLE, yet gives a row to a head bent only in its middle."""
+    L = 12
+    d = torch.arange(L, dtype=torch.float64)
+    tent = -d / 4 + 0.5 * (L / 4 - (d - (L - 1) / 2).abs()).clamp(min=0)
+    assert not torch.isnan(shortcut(torch.stack([-d / 3, 0.2 * d - 1]))).any()  # right on lines
+    assert torch.isnan(shortcut(kerple(L)[None])).all()  # and on a curve
+    assert not torch.isnan(shortcut(tent[None])).any()  # but a bent head passes: wrong
+    assert torch.isnan(one_row_right(tent[None])).all() and torch.isnan(one_row_flipped(tent[None])).all()
+    assert check.one_row_bias(shortcut) is False
+    out = capsys.readouterr().out
+    assert "straight where you looked" in out and "all correct!" not in out
+    assert "head" not in out.split("hint:")[0].replace("heads", "")  # no head is named
+
+
 @pytest.mark.parametrize("wrong, says", [
     (one_row_exact_steps, "last bits"),
     (lambda b: b.flip(-1)[:, None, :], "last query (which sees every key)"),  # a row for every head, no NaN

@@ -80,8 +80,8 @@ assert all(pl.alibi_slopes(H)[-1].item() == 2.0**-8 for H in (1, 2, 4, 8, 16, 32
 # 2, 4, 8, …, 256 tokens, so some head works at each scale from the last two tokens to a few hundred. The 8 in the
 # exponent sets the gentlest reach, $2^8 = 256$ tokens, for every power of two. Neither is derived: Press et al. fix
 # the slopes before training, report that this one set worked across the text domains and model sizes they tried
-# (§3), and found that making the slopes trainable did not extrapolate as well (same section), which is worth
-# remembering for the learned variant of §2.
+# (§3), and found that making the slopes trainable did not extrapolate as well (same section). §2's learned
+# encoder variant has such trainable slopes; this chapter builds it but does not train or test it at length.
 
 # %%
 reach = 1 / m8
@@ -106,7 +106,8 @@ print("reach 1/m_h of the 8 heads (tokens):", [int(x) for x in reach.tolist()])
 # Released models follow the code, not the sentence in the paper: BLOOM-176B has 112 heads
 # (`n_head` in `bigscience/bloom`'s `config.json`), not a power of two, and transformers' BLOOM and MPT
 # code build the recipe's slopes exactly, its Falcon code the recipe's slopes in bfloat16 (checked against
-# the installed transformers in §3 and §5, for 3, 6, 12 and 112 heads among others).
+# the installed transformers: BLOOM's rows for 3, 6, 8, 12, 16 and 112 heads and Falcon's for 3, 6, 12, 16
+# and 112 in §3, MPT's for 4, 6, 8 and 12 in §5).
 
 # %%
 def naive_slopes(H: int) -> torch.Tensor:
@@ -673,8 +674,8 @@ assert (far_grammar[..., :2] < 0.02).all() and (far_grammar[..., 2:] > 0.25).all
 # many extra keys take attention away from it (dilution). To see dilution alone, a control moves the
 # dictionary back to the distances of training, so the penalty is the trained one: recall at 512 tokens
 # is then 0.72 (0.99 at 64), and hiding the far keys from that one head wins back 58 % of what hiding
-# them everywhere wins back. So dilution costs recall even without the extra penalty (in every seed,
-# thinly in one). The rest of this subsection shows how that is measured, on chapter 7's experiment
+# them everywhere wins back. So dilution costs recall even without the extra penalty, clearly in two seeds
+# and thinly in the third, whose lookup is split between two heads of which only one is banded. The rest of this subsection shows how that is measured, on chapter 7's experiment
 # (chapter 7 §3 describes it in full).
 #
 # The experiment records, for every layer and head of every trained model, where the attention goes
@@ -724,6 +725,8 @@ for seed in range(len(cfg_run["seeds"])):
           + f"{r['d_log_odds']:+.2f}".rjust(9) + f"{r['d_bias']:+.2f}".rjust(9) + f"{r['d_qk']:+.2f}".rjust(7)
           + f"{-r['d_rest']:+.2f}".rjust(10))
 print("(changes from 64 to 512 tokens, means over the 64 queries: the mean log-odds is the sum of the last three)")
+assert cfg_run["attention_sequences"] == 16 and cfg_run["eval_sequences"] == 128 and cfg.entries == 4
+assert cfg_run["attention_sequences"] * cfg.entries == 64  # the first 16 of the 128 sequences: 64 queries per length
 masses64 = lookup(64, "mass")[2, 1]  # seed 2, layer 2: every head's mass on the entry at 64 tokens
 print("seed 2, layer 2, mass on the entry per head at 64 tokens:", [round(x, 2) for x in masses64.tolist()])
 
@@ -760,9 +763,16 @@ print("seed 2, layer 2, mass on the entry per head at 64 tokens:", [round(x, 2) 
 #
 # If dilution in the lookup head is what remains once the penalty is gone, the first control should
 # still lose recall, and the band in the lookup head alone should win most of it back.
+#
+# The controls draw their own test sequences (chapter 7's script seeds them with `seed + 3`, the set of the
+# table above with `seed + 2`). So even at 64 tokens, where the two layouts are the same, the lookup head's
+# mass on the entry reads 0.60, 0.50 and 0.40 in the controls against 0.45, 0.56 and 0.33 above: two draws
+# of 16 sequences differ by up to 0.15, and a change of mass smaller than that is within the noise of the draw.
 
 # %%
 controls = ex.load_results("recall_controls")  # python -m posenc_lib.experiments.extrapolation --controls
+drawn = ex.evaluation_sets("recall", cfg, 0)  # the controls' sequences are another draw than the main set's
+assert not torch.equal(drawn["main"][64][0][:16], drawn["trained_distances"][64][0][:16])
 assert controls["environment"] == results["environment"]  # the same CPU and torch: the same models (asserted below)
 band = [s["alibi_band"] for s in controls["seeds"]]
 MODES = {"plain": "dictionary at the trained distances", "banded": "  + keys 64+ back masked everywhere",
@@ -803,8 +813,9 @@ fig
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # With the dictionary at the trained distances (no extra penalty) recall at 512 is 0.72 (worst seed
-# 0.56), the others' log-sum-exp still rises (by 0.4 to 1.2) and the lookup head's mass still falls in
-# every seed. The band everywhere takes that rise away (the log-sum-exp now changes by −0.05 to −0.23)
+# 0.56), the others' log-sum-exp still rises (by 0.4 to 1.2) and the lookup head's mass falls in every
+# seed, but by more than the draw's noise only in seed 0 (0.60 to 0.26; 0.50 to 0.39 and 0.40 to 0.34 in
+# seeds 1 and 2). The band everywhere takes that rise away (the log-sum-exp now changes by −0.05 to −0.23)
 # and brings recall back to 0.94 (0.99 at 64 tokens): the same model gains 0.11 to 0.34 in every seed.
 # The band in the **lookup head alone** takes the rise away just as well and brings recall to 0.85,
 # above the same seed without it in every seed (the figure), 58 % of what the band everywhere wins
@@ -816,8 +827,12 @@ fig
 # original layout (7.0 in seed 2, whose lookup head keeps 0.02 of its mass on the entry), but no cell
 # measures its cost in recall there; moving the dictionary removes it and also changes what the entry
 # competes with (the 448 new fillers lie before the dictionary instead of between it and the question).
-# In the moved layout, **dilution** in the lookup head's own softmax costs recall in every seed: the band
-# there alone wins back 114, 50 and 24 answers of 512 (seeds 0, 1, 2; the last is thin for one seed).
+# In the moved layout, the band in the lookup head alone wins back 114, 50 and 24 answers of 512 (seeds 0,
+# 1, 2): **dilution** in that head's own softmax costs recall clearly in seeds 0 and 1, thinly in seed 2.
+# Seed 2's lookup is split between heads 3 and 4 of layer 2 (masses 0.33 and 0.31 at 64 tokens, in the
+# table above), and only head 3 is banded: head 4 keeps 0.21 of its mass on the entry at 512 tokens then,
+# as without any band, against 0.30 when all of layer 2 is banded, which wins back 36 answers. So the 24
+# answers, and the 58 %, count the dilution of one head where in seed 2 two share the lookup.
 # Which cost is larger, dilution or the first layer's, three seeds do not settle: the band in the lookup
 # head beats the band in layer 1 by 64, 14 and 1 answers. What no band brings back (0.94 against 0.99)
 # is not the penalty either: the entry's
@@ -862,6 +877,15 @@ assert round(acc_band["banded_lookup"].mean().item(), 2) == 0.85 and round(won_b
 answers = lambda a, b: [round(x) for x in ((acc_band[a] - acc_band[b]) * sequences * cfg.entries).tolist()]  # noqa: E731
 assert answers("banded_lookup", "plain") == [114, 50, 24] and answers("banded_lookup", "banded_layer1") == [64, 14, 1]
 assert round(acc_band["banded_layer1"].mean().item(), 2) == 0.79 and 0.3 < won_back["banded_layer1"] < 0.36
+mass_main64 = [r["mass"][0] for r in rows]  # the table above: the main set's draw
+mass_ctrl = {L: [band_head(s, "plain", L, "mass") for s in range(3)] for L in (64, 512)}  # the controls' draw
+assert [round(x, 2) for x in mass_main64] == [0.45, 0.56, 0.33] and [round(x, 2) for x in mass_ctrl[64]] == [0.6, 0.5, 0.4]
+assert round(max(abs(a - b) for a, b in zip(mass_main64, mass_ctrl[64])), 2) == 0.15  # two draws of 16 sequences
+assert [round(x, 2) for x in mass_ctrl[512]] == [0.26, 0.39, 0.34]
+assert [a - b > 0.15 for a, b in zip(mass_ctrl[64], mass_ctrl[512])] == [True, False, False]  # beyond the noise: seed 0
+head4 = {mode: round(band[2]["attention"][mode]["512"][1][3]["mass"], 2) for mode in MODES}  # seed 2, layer 2, head 4
+assert rows[2]["head"] == 2 and [head4[m] for m in ("plain", "banded_lookup", "banded_layer2")] == [0.21, 0.21, 0.30]
+assert answers("banded_layer2", "plain")[2] == 36
 qk_change = {mode: round(band_head(0, mode, 512, "logit") - band_head(0, mode, 64, "logit"), 2) for mode in MODES}
 assert [qk_change[m] for m in ("banded", "banded_layer1", "plain", "banded_lookup")] == [-0.84, -0.84, -1.14, -1.14]
 
@@ -871,8 +895,8 @@ assert [qk_change[m] for m in ("banded", "banded_layer1", "plain", "banded_looku
 # almost only within 64 tokens, as a window would. On a far lookup it falls past 128 tokens (0.97, 0.74,
 # 0.37 at 128, 256, 512) while NoPE holds. The reading above finds both costs: read at once, the penalty
 # lowers the far entry's score in the lookup head by more than the competition of the other keys rises,
-# in every seed; with the penalty removed, dilution in that head still costs recall in every seed
-# (thinly in one).
+# in every seed; with the penalty removed, dilution in that head still costs recall, clearly in two seeds
+# and thinly in the third (whose lookup is shared with a head left unbanded).
 #
 # This agrees with Press et al.'s Appendix B: it attributes ALiBi's better perplexity on longer inputs
 # mainly to the *early token curse* (in non-overlapping pieces, a longer piece leaves fewer tokens with
@@ -968,13 +992,15 @@ print(f"dense: {t_dense:.1f} ms (bias {pl.alibi_bias(4, 256, device='meta').nbyt
 # the query dimension broadcast, with the causal mask added separately. That is $O(H \cdot L)$ numbers: for 8
 # heads at 32768 tokens in float32, 1 MiB instead of the 34 GB above. A decoding step with a key/value cache
 # uses the row for the keys that exist, all of it, with nothing to slice by query position, so it cannot
-# take a wrong row (§7.4). It does not remove the *scores*: BLOOM's eager attention adds the row to
+# take a wrong row (§7.4). It does not remove the *scores*: BLOOM's eager attention (written step by step in
+# PyTorch, not a fused kernel) adds the row to
 # $q \cdot k$ for every query (`torch.baddbmm` in `BloomAttention`), so a layer still holds $(B \cdot H, q,
 # k)$ numbers, $O(H \cdot L^2)$ for a whole input, as any dense attention does (the cell below reads their
 # shape off a tiny BLOOM). What avoids that in practice is a fused kernel that computes the bias from the
 # slopes *inside* the attention, block by block, as `pl.alibi_attention` does above but without
 # materialising a block of scores in memory: FlashAttention-2 takes an `alibi_slopes` argument
-# (`flash_attn_func`, from version 2.4), and PyTorch's FlexAttention a `score_mod(score, b, h, q_idx,
+# (`flash_attn_func`, from version 2.4: the changelog in the Dao-AILab/flash-attention README, "2.4: ALiBi
+# (attention with linear bias), deterministic backward pass"), and PyTorch's FlexAttention a `score_mod(score, b, h, q_idx,
 # kv_idx)` function that can return `score - m[h] * (q_idx - kv_idx)`
 # (`tests/test_upstream_claims.py` runs the latter against `pl.attention` with the dense bias). MPT
 # (`build_mpt_alibi_tensor` in `models/mpt/modeling_mpt.py`) builds the row shifted to end at zero,
@@ -982,13 +1008,18 @@ print(f"dense: {t_dense:.1f} ms (bias {pl.alibi_bias(4, 256, device='meta').nbyt
 # that is again a row constant away from $+m_h\,j$.
 #
 # Two more differences between released models, for reading their code:
-# * Falcon's code (`models/falcon/modeling_falcon.py`, with `alibi=True`) divides the row by
-#   $\sqrt{d_\text{head}}$ when it folds it into the mask, and its eager path adds it to $q \cdot k$
-#   *before* multiplying by $1/\sqrt{d_\text{head}}$: its effective slopes are $m_h / \sqrt{d_\text{head}}$,
-#   not $m_h$. (In the locked transformers, see the index, "Versions", the eager path does both, so the
-#   row counts twice and the slopes double; the SDPA path adds it once. `tests/test_crosscheck.py` runs
-#   the SDPA path; the eager quirk is a release's, so `tests/test_upstream_claims.py` checks it against
-#   the locked version.)
+# * Falcon's code (`models/falcon/modeling_falcon.py`, with `alibi=True`) has two attention paths, chosen by
+#   the model's `attn_implementation`: the **SDPA path** hands scores and mask to PyTorch's fused
+#   `scaled_dot_product_attention`, and the **eager path** computes $q \cdot k$, the softmax and the
+#   weighted sum step by step in Python. It divides the row by $\sqrt{d_\text{head}}$ when it folds it
+#   into the mask, and its eager path adds it to $q \cdot k$ *before* multiplying by
+#   $1/\sqrt{d_\text{head}}$: its effective slopes are $m_h / \sqrt{d_\text{head}}$, not $m_h$. (In the
+#   locked transformers, see the index, "Versions", the eager path does both, so the row counts twice and
+#   the slopes double; the SDPA path adds it once.) Neither runs in this notebook: the test
+#   `test_falcon_alibi_sdpa_path_uses_slopes_over_sqrt_head_dim` in `tests/test_crosscheck.py` runs the SDPA
+#   path of a tiny Falcon, and, the eager quirk being a release's,
+#   `test_ch06_falcon_eager_path_adds_the_alibi_row_twice` in `tests/test_upstream_claims.py` checks it
+#   against the locked version.
 # * MPT's slopes are $2^{-\text{alibi\_bias\_max} \cdot h / H}$ (for $H$ a power of two) with
 #   `alibi_bias_max` = 8 by default, which gives Press's slopes; another value changes every slope
 #   (16 squares them).
@@ -996,12 +1027,12 @@ print(f"dense: {t_dense:.1f} ms (bias {pl.alibi_bias(4, 256, device='meta').nbyt
 # Checked: the one row plus the causal mask gives the same weights as the full causal bias, a decoding
 # step with the whole row gives full attention's last row, and, run through the installed transformers, the
 # shapes and values of BLOOM's and MPT's rows, MPT's default, and the $(B, H, q, k)$ attention a tiny eager
-# BLOOM computes. The Falcon scaling is checked in `tests/test_crosscheck.py` on a tiny Falcon model.
+# BLOOM computes. The Falcon scaling is checked only by the two tests named above.
 
 # %%
 g = torch.manual_seed(0)
 H, L = 8, 12
-one_row = pl.alibi_bias(H, L)[:, -1:]  # (H, 1, L): the last query's row, +m_h j less a constant per head
+one_row = (pl.alibi_slopes(H)[:, None] * torch.arange(L))[:, None, :]  # (H, 1, L): +m_h j, BLOOM's row
 hidden = torch.ones(L, L).triu(1).bool()  # the causal mask, added separately
 scores = torch.randn(1, H, L, L)
 w_full = (scores + pl.alibi_bias(H, L)).softmax(-1)
@@ -1015,7 +1046,7 @@ from transformers.models.mpt.modeling_mpt import build_mpt_alibi_tensor
 assert build_alibi_tensor(torch.ones(2, L, dtype=torch.long), H, torch.float32).shape == (2 * H, 1, L)
 for H_ in (4, 6, 8, 12):
     mpt = build_mpt_alibi_tensor(H_, L)  # (H, 1, L)
-    torch.testing.assert_close(mpt, pl.alibi_bias(H_, L)[:, -1:])  # the full causal bias's last row
+    torch.testing.assert_close(mpt, (pl.alibi_slopes(H_)[:, None] * (torch.arange(L) - (L - 1)))[:, None, :])
 assert MptConfig().attn_config.alibi_bias_max == 8
 torch.testing.assert_close(-build_mpt_alibi_tensor(8, L, alibi_bias_max=16)[:, 0, -2], pl.alibi_slopes(8) ** 2)
 from transformers import BloomConfig, BloomModel
@@ -1118,11 +1149,10 @@ print("ALiBi's factor e^(-m_h (i - j)) = a decay gamma_h = e^(-m_h) on the state
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # The decay multiplies every older key by the same $\gamma$ at every step, so the factor it gives a key
-# $\delta$ steps back is $\gamma^\delta$: one step further back always divides the weight by the same number,
-# which makes $b$ linear in the distance. With **one state and one number** as its decay, that is ALiBi's
-# form and no other. T5's learned buckets (chapter 4) change by a different ratio from one distance to
-# the next, so no such decay reproduces them. They can still be combined with kernelised attention at a
-# higher cost: the factors $e^{b(i-j)}$ form a Toeplitz matrix (constant along each diagonal, since it
+# $\delta$ steps back is $\gamma^\delta$, and the bias it applies is $b(\delta) = \delta \ln \gamma$: ALiBi's
+# straight line, with $m_h = -\ln \gamma_h$. T5's learned buckets (chapter 4) are not of the form
+# $\gamma^\delta$ (their step-back ratio changes, below), so one state with one decay does not apply them.
+# They can still be combined with kernelised attention at a higher cost: the factors $e^{b(i-j)}$ form a Toeplitz matrix (constant along each diagonal, since it
 # depends only on $i - j$), which Luo et al. (*Stable, Fast and
 # Accurate*, NeurIPS 2021) apply with a fast Fourier transform in $O(L \log L)$. What is lost is the
 # one-state recurrence.
@@ -1380,7 +1410,7 @@ def first_shared(p, k):
     # Below 2^p a format of p significant bits holds every whole number (its spacing is at most 1). From 2^p
     # to 2^(p+1) the spacing is 2: 2^p is held, and 2^p + 1 is a tie between 2^p and 2^p + 2 that goes to the
     # even one, 2^p (its last kept bit is 0; that of 2^p + 2 is 1). So n = 2^p and n + 1 share a value, and
-    # no earlier pair does: L = 2^p + 2. For BLOOM's head 1 in bfloat16 (m = 1/2): L = 258, where the
+    # no earlier pair does: L = 2^p + 2. For head 1 of 8 heads in bfloat16 (m = 1/2): L = 258, where the
     # values 128 and 128.5 both become 128.
     return 2**p + 2
     ### END SOLUTION

@@ -238,7 +238,9 @@ def one_row_bias(fn: Callable[[torch.Tensor], Any] | None) -> bool | None:
         whether one row serves every query (the checker's label, from how the head was built: a straight line in d,
         or anything with L = 2, does; the others do not). Kinds: ALiBi with a slope that is or is not a power of two,
         a flat head, a rising line, KERPLE's logarithm, T5-like buckets, a bonus on the diagonal, ALiBi clipped far
-        back (only the last quarter of the distances leave the line), and a line bent at the very last distance."""
+        back (only the last quarter of the distances leave the line), a line bent at the very last distance, and
+        lines bent only in the middle (a tent, one distance off the line), which agree with their line at both ends
+        and over their first and last steps."""
         g = torch.Generator().manual_seed(6)
 
         def d(L: int) -> torch.Tensor:
@@ -254,14 +256,25 @@ def one_row_bias(fn: Callable[[torch.Tensor], Any] | None) -> bool | None:
         bonus[0] = 1.0
         bent = -d(5) / 2
         bent[4] += 1e-3
+
+        def kinked(L: int, bump: float) -> torch.Tensor:
+            """A line whose first two and last two steps are its slope's, bent in between: it meets the line at
+            both ends, so a test of some steps, or of the ends alone, takes it for a line."""
+            b = -d(L) / 4
+            mid = (d(L) - (L - 1) / 2).abs()
+            return b + bump * (L / 4 - mid).clamp(min=0)  # a tent over the middle half
+
+        zigzag = -d(12) / 4
+        zigzag[5] += 0.3  # one distance off the line, away from the ends
         big = 200_000
         return [
             (torch.stack([-d(12) / 4, -0.1234 * d(12), kerple(12), buckets(12), bonus, torch.full((12,), 0.7,
                           dtype=torch.float64)]), (True, True, False, False, False, True)),
             (torch.stack([kerple(2), buckets(2)]), (True, True)),
             (torch.stack([-d(5) / 3, bent, 0.25 - d(5)]), (True, False, True)),
+            (torch.stack([kinked(12, 0.5), zigzag, kinked(12, -0.2), -0.3 * d(12)]), (False, False, False, True)),
             (torch.stack([-(2.0**-0.5) * d(big), -(2.0**-10) * d(big).clamp(max=150_000), 2.0 + 0.003 * d(big),
-                          kerple(big)]), (True, False, True, False)),
+                          kerple(big), kinked(big, 1e-3)]), (True, False, True, False, False)),
         ]
 
     def query_rows(L: int) -> list[int]:
@@ -288,7 +301,7 @@ def one_row_bias(fn: Callable[[torch.Tensor], Any] | None) -> bool | None:
                                        "between the queries that share one row?")
             return
         g = torch.Generator().manual_seed(3)
-        missed, extra, backwards, low = [], [], [], []
+        missed, extra, ends, backwards, low = [], [], [], [], []
         for (b, has_row), raw in zip(cases, answers.values()):
             H, L = b.shape
             got = raw if isinstance(raw, torch.Tensor) else None
@@ -302,7 +315,10 @@ def one_row_bias(fn: Callable[[torch.Tensor], Any] | None) -> bool | None:
                     missed.append(not bool(((b[h, 1:] - b[h, :-1]) == (b[h, 1] - b[h, 0])).all()))
                 elif not has_row[h] and not nan:
                     last_only = close((row[h] - row[h, -1]), b[h].flip(-1) - b[h, 0], atol=1e-9)
+                    step = b[h, 1:] - b[h, :-1]
+                    straight_ends = L > 4 and abs(float(b[h, -1] - b[h, 0] - (L - 1) * step[0])) < 1e-9
                     extra.append(last_only)
+                    ends.append(straight_ends)
                 elif has_row[h] and not serves(row[h], b[h], L, g):
                     backwards.append(serves(row[h].flip(-1), b[h], L, g))
                     low.append(got.dtype != torch.float64 and L > 64)
@@ -317,6 +333,9 @@ def one_row_bias(fn: Callable[[torch.Tensor], Any] | None) -> bool | None:
             yield False, ("your rows are right in exact arithmetic but stored in less than float64; at 200 000 "
                           "tokens the row's values are large and the format's spacing there is wider than the "
                           "differences the softmax needs (§3)")
+        elif extra and all(ends) and not missed:
+            yield False, ("some heads you gave a row are straight where you looked but not everywhere: agreeing "
+                          "with a line at the ends, or over a few steps, does not make a bias a line")
         elif extra and all(extra) and not missed:
             yield False, ("your rows give the last query (which sees every key) its weights, but a row must serve "
                           "every query at once, and for some heads no row does: return NaN for those")
