@@ -160,7 +160,7 @@ std_tokens = random_head_logits(x).std(dim=(-1, -2))
 std_coded = random_head_logits(x + p).std(dim=(-1, -2))
 top_weight = random_head_logits(x + p).softmax(-1).max(-1).values[:, 1:]  # queries 1 .. 63
 assert ((0.9 < std_tokens) & (std_tokens < 1.1)).all() and (std_coded > 150).all()  # every draw
-share_one_key = (top_weight > 0.99).double().mean().item()
+share_one_key = (top_weight > 0.99).float().mean().item()
 assert share_one_key > 0.8 and random_head_logits(x).softmax(-1).max(-1).values.max() < 0.5  # vs. tokens alone
 print(f"logit std over {draws} random heads: tokens alone {std_tokens.min():.2f} .. {std_tokens.max():.2f}, "
       f"with the integer code {std_coded.min():.0f} .. {std_coded.max():.0f}; queries with > 99% of their weight "
