@@ -1,5 +1,6 @@
 """Chapter 2 checkers: right answers pass in several forms, typical wrong ones are told their
 misconception without the answer, unattempted ones say so."""
+import itertools
 import math
 from fractions import Fraction
 
@@ -207,6 +208,26 @@ def test_bit_counter_names_the_misconception(wrong, says, capsys):
     assert "1 - x" not in out and "shift" not in out and "johnson" not in out.lower()
 
 
+def test_bit_counter_names_a_search(capsys):
+    """A search over which bit each step flips, kept if the cycle has one affine map: fine for d = 2, out of reach
+    long before d = 40; the step budget names it instead of hanging."""
+    def searched(d):
+        for flips in itertools.product(range(d), repeat=2 * d):
+            rows = [[0] * d]
+            for bit in flips[:-1]:
+                rows.append(rows[-1].copy())
+                rows[-1][bit] = 1 - rows[-1][bit]
+            ends = sum(x != y for x, y in zip(rows[0], rows[-1])) == 1 and flips[-1] == next(
+                b for b in range(d) if rows[0][b] != rows[-1][b])
+            if ends and len({tuple(r) for r in rows}) == 2 * d and _step_residual(rows) < 1e-9:
+                return rows
+        return None
+
+    assert check.bit_counter(searched) is False
+    out = _out(capsys)
+    assert "runs out of steps" in out and "searches for the table" in out and "hint:" in out, out
+
+
 def test_bit_counter_unattempted(capsys):
     assert check.bit_counter(None) is None
     assert "not attempted yet" in _out(capsys)
@@ -264,6 +285,25 @@ def test_gray_wave_feedback_of_two_different_wrong_answers_blames_only_what_each
     check.gray_wave(lambda k: (2 ** (k + 3), 0.5))
     other = _out(capsys)
     assert "binary code" in copied and "binary code" not in other
+
+
+def test_gray_wave_names_a_search(capsys):
+    """A search over periods and shifts against the code's own table: quick for the first bits, out of reach long
+    before bit 40; the step budget names it instead of hanging."""
+    def searched(k):
+        n = 2 ** (k + 3)
+        bit = [((i ^ (i >> 1)) >> k) & 1 for i in range(n)]
+        for period in range(1, n + 1):
+            for quarter in range(4 * period):
+                shift = Fraction(quarter, 4)
+                if all((math.sin(2 * math.pi * float((i + shift) / period)) < 0) == bool(bit[i]) for i in range(n)):
+                    return period, shift
+        return None
+
+    assert check.gray_wave(searched) is False
+    out = _out(capsys)
+    assert "runs out of steps" in out and "hint:" in out, out
+    assert "2^(k+2)" not in out and "2^k + " not in out
 
 
 def test_gray_wave_unattempted(capsys):

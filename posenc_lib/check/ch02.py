@@ -181,9 +181,16 @@ def bit_counter(fn: Any) -> bool | None:
         if not callable(f):
             yield False, f"answer must be a function fn(d) returning a (2d, d) table, got {type(f).__name__}"
             return
+        tables, stopped = answers_under_guard(f, [(d,) for d in COUNTER_WIDTHS])  # a step budget: a search stops
+        if stopped is not None:
+            (d,), why = stopped
+            yield stopped_verdict(why, f"fn({d})", shortcut="", loop=(
+                f"runs out of steps: it searches for the table ({d} bits, {2 * d} rows), which gets out of reach as d "
+                "grows; build the rows from a rule instead"))
+            return
         maps = {}
         for d in COUNTER_WIDTHS:
-            t = float64_tensor(f(d))
+            t = float64_tensor(tables[d,])
             call = f"fn({d})"
             if t is None or t.shape != (2 * d, d):
                 yield False, (f"{call} must have shape ({2 * d}, {d}), 2d rows of d bits, got "
@@ -284,9 +291,16 @@ def gray_wave(fn: Any) -> bool | None:
         if not callable(f):
             yield False, f"answer must be a function fn(b) returning a pair (P, s), got {type(f).__name__}"
             return
+        answers, stopped = answers_under_guard(f, [(k,) for k in GRAY_BITS])  # a step budget: a search stops
+        if stopped is not None:
+            (k,), why = stopped
+            yield stopped_verdict(why, f"fn({k})", shortcut="", loop=(
+                f"runs out of steps: it searches for the period or the shift, and the candidates grow with the bit "
+                f"(b = {k} here); find them from the bit's runs instead"))
+            return
         failed, only_at_zero, binary_k, binary_next, opposite = [], True, True, True, True
         for k in GRAY_BITS:
-            answer = f(k)
+            answer = answers[k,]
             pair = tuple(answer) if isinstance(answer, (tuple, list)) else None
             exact = None if pair is None or len(pair) != 2 else [_exact(x) for x in pair]
             if exact is None or None in exact or exact[0] == 0:
