@@ -519,7 +519,9 @@ oct_mean = torch.stack([s_of(o).mean() for o in octaves])
 assert rises.numel() > 0 and rises[0] == 12, "not monotone: s(12) > s(11)"
 assert (s_of(ks) < 0).nonzero()[0].item() == 1707, "first negative value"
 far = {a: pl.rope_angles(torch.arange(2**a, 2 ** (a + 1)), d, inv_freq=pl.rope_frequencies(d, dtype=torch.float64)
-                         ).cos().sum(-1) for a in (13, 14)}  # s over the octaves 2^13.. and 2^14..
+                         ).cos().sum(-1) for a in (11, 12, 13, 14)}  # s over the octaves 2^11.. to 2^14..
+assert oct_max[-1] > far[11].max() > far[12].max() > far[13].max()  # the octaves after 2^10 keep falling ...
+assert oct_mean[-1] > far[11].mean() > far[12].mean() > far[13].mean()  # ... in their means too, to 2^13
 assert far[14].max() > far[13].max(), "the decay stops: octave maxima rise again"
 f_d = pl.rope_frequencies(d, dtype=torch.float64)
 pair_rise = torch.cos(torch.arange(2**14, 2**15)[:, None] * f_d).mean(0) - torch.cos(torch.arange(2**13, 2**14)[:, None] * f_d).mean(0)
