@@ -1850,9 +1850,9 @@ def shift_keys(keys, shift, config):
     ### BEGIN SOLUTION
     # A stored key is a R_p k (a: the attention factor). R_(p - shift) = R_(-shift) R_p, so one rotation by -shift
     # at the config's frequencies moves it, whatever p was: these frequencies do not depend on the length (the
-    # prompt's scope; for LongRoPE or dynamic NTK the cached keys' frequencies differ from the new ones, §4). A rotation keeps lengths: the factor a the key carries
-    # is already right, and applying it again (as "RoPE at position -shift" with the config's factor would)
-    # squares it. Only the rotated features turn, in the family's pair layout. (llama.cpp's K-shift re-rotates its
+    # prompt's scope; for LongRoPE or dynamic NTK the cached keys' frequencies differ from the new ones, §4).
+    # A rotation keeps lengths: the factor a the key carries is already right, and applying it again (as
+    # "RoPE at position -shift" with the config's factor would) squares it. Only the rotated features turn, in the family's pair layout. (llama.cpp's K-shift re-rotates its
     # cached keys this way: ggml-org/llama.cpp issue #2060, PR #5691.)
     settings = pl.rope_settings(config)
     inv_freq, _ = settings.frequencies()  # the factor is left out on purpose: the keys carry it
