@@ -56,12 +56,12 @@ def rotations_by_rule(config, prompt, new):
 def _misread(config, prompt, new):
     """What each misconception the checker names answers (only where it differs from the right count)."""
     kind, _ = _kind(config)
-    if kind not in ("longrope", "dynamic"):
-        return {}
     changes = _changes(config, prompt, new)
     right = _cost(prompt, new, changes)
+    if kind not in ("longrope", "dynamic"):
+        return {"prefill": right - prompt}  # no step re-rotates: only the prompt's keys can be forgotten
     out = {"never": prompt + new, "threshold": _cost(prompt, new, _changes(config, prompt, new, early=1)),
-           "prefill": right - prompt, "new_key": right - len(changes)}
+           "prefill": right - prompt, "new_key": right - len(changes), "twice": right + len(changes)}
     if kind == "dynamic":
         T = config["max_position_embeddings"]
         out["once"] = _cost(prompt, new, range(T + 1, T + 2) if prompt < T + 1 <= prompt + new else range(0))
@@ -182,6 +182,7 @@ def _with(misconception):
     ("threshold", "off by one at the threshold"),
     ("prefill", "the prompt's keys are rotated too"),
     ("new_key", "also rotates its new token's key"),
+    ("twice", "rotates its new token's key twice"),
 ])
 def test_cache_rotations_names_each_misconception(misconception, words, capsys):
     ok, out = run(check.cache_rotations, _with(misconception), capsys)
@@ -189,6 +190,14 @@ def test_cache_rotations_names_each_misconception(misconception, words, capsys):
     for _, config, prompt, new, _, _ in ch08._ROTATION_CASES:  # no count beyond prompt + new is ever printed
         count = rotations_by_rule(config, prompt, new)
         assert count == prompt + new or not re.search(rf"\b{count}\b", out.replace(" ", ""))
+
+
+def test_cache_rotations_names_a_forgotten_prompt_on_a_static_rope(capsys):
+    """Forgetting the prompt's own rotations on a config whose frequencies never change is that misconception,
+    not the static one (which names a different mistake)."""
+    ok, out = run(check.cache_rotations, lambda c, p, n: n if _kind(c)[0] not in ("longrope", "dynamic")
+                  else rotations_by_rule(c, p, n), capsys)
+    assert ok is False and out.count("the prompt's keys are rotated too") == 4 and "depend on the config alone" not in out
 
 
 def test_cache_rotations_names_a_length_for_a_static_rope(capsys):
@@ -452,6 +461,15 @@ def test_context_shift(capsys):
     ok, out = run(check.context_shift, shift_by_hand, capsys)
     assert ok is True and "all correct!" in out
     assert run(check.context_shift, lambda k, s, c: shift_by_hand(k, s, c).float(), capsys)[0] is True
+
+
+def test_context_shift_configs_are_length_independent():
+    """The prompt covers only scalings whose frequencies do not depend on the input's length (LongRoPE and dynamic
+    NTK are out of its scope): every config the checker tries must be one."""
+    for name, config in ch08._SHIFT_CONFIGS.items():
+        settings = pl.rope_settings(config)
+        short, long_ = (settings.frequencies(seq_len=n)[0] for n in (16, 1_000_000))
+        assert torch.equal(short, long_), name
 
 
 def test_context_shift_accepts_any_rotation_used_right(capsys):

@@ -76,8 +76,11 @@ g = torch.manual_seed(0)
 # defined where it first appears below, or the text points to where it is.
 #
 # > **What you need from chapter 7 (§2 there).** Each method divides pair $j$'s frequency by a
-# > factor between 1 and $s$ = `factor`, the stretch, according to how many turns the pair makes
-# > within $L_0$ (asserted after the table):
+# > factor of its own. For `llama3` and YaRN that factor lies between 1 and $s$ = `factor`, the
+# > stretch, according to how many turns the pair makes within $L_0$; LongRoPE's factors are
+# > searched, not bounded by the stretch (Phi-3's file has no `factor`; its stretch
+# > 131 072 / 4096 = 32, yet 30 of its 48 long factors exceed 32, up to 64.76). All asserted
+# > after the table:
 # > * **`llama3`**: pairs with a wavelength below $L_0$/`high_freq_factor` are kept, pairs above
 # >   $L_0$/`low_freq_factor` are divided by $s$, and the band between moves smoothly from 1 to $s$;
 # > * **YaRN**: pairs that turn more than `beta_fast` times within $L_0$ are kept, pairs that turn
@@ -104,7 +107,7 @@ assert len(MODELS) == 9  # seven models; Qwen2.5 twice (as shipped, with its car
 # RoPE layers attend only within a shorter span: Llama 4 Scout's RoPE layers never look
 # past their chunk of `attention_chunk_size` = 8192 tokens (only its NoPE layers see the
 # whole context, §5), and Gemma 3's sliding-window layers, which have a RoPE of
-# their own, never look more than 1024 tokens back (§2).
+# their own, see a window of 1024 tokens: never two tokens more than 1023 apart (§2).
 # Pair $j$ turns once every $\lambda_j = 2\pi/\theta_j$ positions. A pair with
 # $\lambda_j \le L$ **completes a turn** inside the context; a pair with $\lambda_j > L$
 # never does, and only ever shows the model part of its circle. The count matters because a
@@ -159,8 +162,13 @@ for label, row in ROWS.items():
     L0, L = row["L0_L"]
     n = row["r"] // 2
     at_L0 = "–" if L0 is None else f"{turns_within(row['plain'], L0)}/{n}"
-    print(f"{label:<46}{row['base']:>9g}{row['r']:>5}{L0 or '–':>8}{L:>9}{row['factor']:>7.3f}"
-          f"  {at_L0:>9} | {turns_within(row['inv_freq'], L)}/{n}")
+    mark = "*" if label == "DeepSeek-V3" else " "  # its correction sits in the softmax scale instead (§3)
+    print(f"{label:<46}{row['base']:>9g}{row['r']:>5}{L0 or '–':>8}{L:>9}{row['factor']:>7.3f}{mark}"
+          f" {at_L0:>9} | {turns_within(row['inv_freq'], L)}/{n}")
+ds_rs = text_config(MODELS["DeepSeek-V3"])["rope_scaling"]
+ds_softmax = (0.1 * ds_rs["mscale_all_dim"] * math.log(ds_rs["factor"]) + 1) ** 2  # §3's m^2
+assert ROWS["DeepSeek-V3"]["factor"] == 1.0 and round(ds_softmax, 3) == 1.874
+print(f"* DeepSeek-V3's RoPE factor is 1, but its softmax scale multiplies the scores by {ds_softmax:.3f} (§3)")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Read the table row by row (each sentence is asserted below):
@@ -258,6 +266,9 @@ phi3_row = ROWS["Phi-3 mini 128k instruct"]
 stop_turning = [j for j in range(48) if 2 * math.pi / phi3_row["plain"][j] <= phi3_row["L0_L"][0]
                 and 2 * math.pi / phi3_row["inv_freq"][j] > phi3_row["L0_L"][1]]
 assert round(max(phi3_long), 2) == 64.76 and stop_turning == [31, 32, 33]
+phi3_text = text_config(MODELS["Phi-3 mini 128k instruct"])
+assert "factor" not in phi3_text["rope_scaling"] and phi3_text["max_position_embeddings"] // 4096 == 32  # (box)
+assert len(phi3_long) == 48 and sum(f > 32 for f in phi3_long) == 30  # LongRoPE's factors: not bounded by 32
 phi3_short = text_config(MODELS["Phi-3 mini 128k instruct"])["rope_scaling"]["short_factor"]
 short_mode, _ = pl.rope_from_config(MODELS["Phi-3 mini 128k instruct"]["config"], seq_len=4096)  # at L0: short list
 assert (round(min(phi3_short), 2), round(max(phi3_short), 2)) == (1.1, 3.05)
@@ -485,9 +496,9 @@ print("score at (m, n) = (0, 0), (5, 2), (900, 10), (10, 900):", [round(s, 4) fo
 # pairs that complete a turn within the context. The figure starts at $p = 1$, where both forms
 # are the full RoPE.
 #
-# Before you move the sliders, predict: for $p$ from 0.125 to 0.5, the share of each form's
-# rotated pairs that completes a turn within 8192 tokens depends on the base for one of the two
-# forms only. Which one, and does the other form's share change with $p$? Then move $p$ and the base.
+# Before you move the sliders, predict: for $p$ from 0.125 to 0.5 and a base from $10^3$ to
+# $10^6$ (the base slider's range), the share of each form's rotated pairs that completes a turn
+# within 8192 tokens depends on the base for one of the two forms only. Which one, and does the other form's share change with $p$? Then move $p$ and the base.
 
 # %% slideshow={"slide_type": "fragment"}
 D, CONTEXT = 128, 8192
@@ -531,26 +542,28 @@ fraction_widget = viz.InteractiveFigure(
     draw_fraction,
     figsize=(6.4, 3.4),
     p=widgets.FloatSlider(value=1.0, min=0.125, max=1.0, step=0.125, description="fraction p"),
-    base=widgets.FloatLogSlider(value=1e4, base=10, min=3, max=7, step=0.5, description="base"),
+    base=widgets.FloatLogSlider(value=1e4, base=10, min=3, max=6, step=0.5, description="base"),
 )
 fraction_widget
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# The answer: proportional RoPE's share is all of its rotated pairs at both bases, for every
-# $p$ up to 0.5 (it keeps only the fastest pairs, and those turn). Partial RoPE's share is set by
+# The answer: proportional RoPE's share is all of its rotated pairs at every base of the slider,
+# for every $p$ up to 0.5 (it keeps only the fastest pairs, and those turn; past $10^6$ that stops
+# holding, which is why the slider ends there). Partial RoPE's share is set by
 # the base and hardly moves with $p$: 78 to 88 % at base $10^4$, 53 to 62 % at $10^6$, because it
 # spreads the same range of wavelengths over however many pairs it has.
 
 # %% slideshow={"slide_type": "fragment"}
 share = {}
-for b in (1e4, 1e6):
+for b in [10 ** (e / 2) for e in range(6, 15)]:  # the base slider's values, 10^3 to 10^7 in half decades
     for frac in (0.125, 0.25, 0.375, 0.5):
         rotated = int(frac * D) // 2
         prop_f = pl.scaled_rope_frequencies(D, method="proportional", factor=1.0, base=b, partial_rotary_factor=frac,
                                             dtype=torch.float64)[0]
         share[b, frac] = (turns_within(prop_f[prop_f > 0], CONTEXT) / rotated,
                           turns_within(pl.rope_frequencies(2 * rotated, base=b, dtype=torch.float64), CONTEXT) / rotated)
-assert all(prop_share == 1 for prop_share, _ in share.values())
+assert all(prop_share == 1 for (b, _), (prop_share, _) in share.items() if b <= 1e6)  # the slider's range
+assert share[10 ** 6.5, 0.5][0] == 31 / 32 and share[1e7, 0.5][0] == 29 / 32  # beyond it, no longer all
 for b, (low, high) in {1e4: (0.78, 0.88), 1e6: (0.53, 0.62)}.items():
     part_shares = [part_share for (bb, _), (_, part_share) in share.items() if bb == b]
     assert (round(min(part_shares), 2), round(max(part_shares), 2)) == (low, high), part_shares
@@ -714,10 +727,11 @@ assert pattern == (["sliding_attention"] * 5 + ["full_attention"]) * 2
 # ## 3 · Attention factors: LongRoPE and YaRN's `mscale`
 #
 # Two of the extension methods, YaRN and LongRoPE, also multiply q and k by an **attention
-# factor** $a$: the scores grow by $a^2$. YaRN's paper (Peng et al., 2023, arXiv 2309.00071,
-# §3.4) gives the reason: over a longer, stretched context attention grows flatter (more keys
-# share the softmax, and interpolated pairs give closer angles); this chapter cites that and does
-# not measure it. Position
+# factor** $a$: the scores grow by $a^2$. The first version of YaRN's paper (Peng et al., 2023,
+# arXiv 2309.00071v1, §3.4) argued for it: over a longer, stretched context attention grows
+# flatter (more keys share the softmax, and interpolated pairs give closer angles). Its later
+# versions drop that argument and present the factor as an empirical fit (Appendix A.2 to A.3
+# there). This chapter cites both and measures neither. Position
 # interpolation (`linear`), NTK, dynamic NTK and `llama3` leave it at 1 (the `att.` column of
 # §1's table; asserted below).
 #
@@ -895,6 +909,8 @@ def phi3_score(query_freq, key_freq, m=5000, n=4000):
 fresh, stale = phi3_score(long_, long_), phi3_score(long_, short)  # key 4000 cached under the short list
 assert not torch.isclose(fresh, stale, atol=1e-3)
 print(f"Phi-3, query 5000 and key 4000: {fresh.item():+.3f} recomputed, {stale.item():+.3f} with the stale key")
+turn_needed = lambda p: p * long_.double() - (p - 1000) * short.double()  # noqa: E731  key at p (long list) -> p - 1000 (short)
+assert not torch.allclose(turn_needed(6000), turn_needed(6001))  # the turn depends on p: no one rotation moves them all
 dyn_cfg = {"head_dim": 96, "max_position_embeddings": 4096, "rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}
 at_5000, at_6000 = (pl.rope_from_config(dyn_cfg, seq_len=n)[0] for n in (5000, 6000))  # the base at each length
 dyn_fresh, dyn_stale = (phi3_score(at_6000, key_freq, m=5999, n=4999) for key_freq in (at_6000, at_5000))
@@ -1463,7 +1479,7 @@ print(pl.inspect_config(MODELS["Phi-3 mini 128k instruct"]["config"], name="Phi-
 # per-layer types) instead of §1's few lines. One difference is on purpose: inspect's $L$ is the
 # file's context (`max_position_embeddings`, capped by a chunk or window), and it prints the
 # scaling's own reach, factor $\times L_0$, beside it, where §1's $L$ takes the longer of the two.
-# Context and factor $\times L_0$ differ in three files (Llama 3.1 and both Scouts), but the two
+# Context and factor $\times L_0$ differ in four files (Llama 3.1, both Scouts and Qwen's YaRN card), but the two
 # tools' $L$ differ in one only, Qwen's YaRN card: there the context, 32 768, is the shorter, so
 # inspect reports 36/64 pairs within its $L$ = 32 768 where §1 reports 40/64 within 131 072.
 # In Llama 3.1 the context is the longer, and in Scout the chunk caps both.
@@ -1517,7 +1533,8 @@ print(f"inspect_config reproduces all {len(inspected)} rows of §1's table; its 
 #   still depend only on $m - n$? If `fn` itself raises, that is the report, in one line.
 #
 # Four buggy implementations of two models from §1. Each is a bug class public engines have
-# shipped, as the reports and pull requests about them say: a kernel that pairs the features the
+# shipped, as the reports and pull requests below say (citations: this project cannot reach
+# GitHub, so nothing here checks them): a kernel that pairs the features the
 # other way from the checkpoint (NVIDIA/TensorRT-LLM PR #16378 for GPT-OSS; huggingface/optimum-intel
 # PR #1877, still open, proposes the fix for DeepSeek-V3's), a decode path that forgets the cache
 # offset (Blaizzy/mlx-vlm issue #1983: every generated token at position 0), an engine that
@@ -1631,8 +1648,8 @@ assert transformers_llama.ok and transformers_llama.relative and len(transformer
 # **What the config does not say is not assumed.** Qwen3-VL's config says its MRoPE sections are
 # *interleaved* (`mrope_interleaved`: pairs go to the axes $t, h, w$ in turn); Qwen2-VL's were
 # contiguous blocks. A kernel written for Qwen2-VL gives the right numbers on every text token,
-# whose three coordinates are equal, and wrong ones on an image (alibaba/MNN PR #4133 fixed this
-# for Qwen3-VL; Blaizzy/mlx-vlm PR #576 the reverse). The doctor's probes hold an image's
+# whose three coordinates are equal, and wrong ones on an image (cited, not checked here:
+# alibaba/MNN PR #4133 says it fixed this for Qwen3-VL, Blaizzy/mlx-vlm PR #576 the reverse). The doctor's probes hold an image's
 # $(t, h, w)$ grid, so it names the style. And where a config does not fix the pair layout at all (a
 # family posenc_lib's table does not know), the doctor reads the layout off `fn` and says what to
 # check, instead of guessing one and blaming `fn` for the guess.
@@ -1814,8 +1831,12 @@ _ = check.needle_scale(needle_scale)
 # RoPE (a NoPE layer, such as Llama 4's every fourth, caches keys no rotation touched), of shape
 # (batch, heads, seq, head_dim). Read the config with any of the library's functions (`pl.rope_settings`,
 # `pl.rope_from_config`, `pl.inspect_config`, `pl.rope_config.pair_layout`) and rotate with
-# `pl.apply_rope` or with your own code: which rotation to apply is the question. The checker
-# tries three models of different families that you do not see.
+# `pl.apply_rope` or with your own code: which rotation to apply is the question. The exercise
+# covers only scalings whose frequencies do not depend on the input's length (plain, `linear`,
+# `llama3`, YaRN). LongRoPE and dynamic NTK are left out: their frequencies change with the length
+# (§4), and a key cached under one set of frequencies but wanted under another needs a turn that
+# grows with its position, not one rotation for every key (asserted in §4). The checker tries
+# three models of different families that you do not see, all with length-independent frequencies.
 
 # %% slideshow={"slide_type": "fragment"}
 def shift_keys(keys, shift, config):
@@ -1828,9 +1849,10 @@ _ = check.context_shift(shift_keys)
 def shift_keys(keys, shift, config):
     ### BEGIN SOLUTION
     # A stored key is a R_p k (a: the attention factor). R_(p - shift) = R_(-shift) R_p, so one rotation by -shift
-    # at the config's frequencies moves it, whatever p was. A rotation keeps lengths: the factor a the key carries
-    # is already right, and applying it again (as "RoPE at position -shift" with the config's factor would)
-    # squares it. Only the rotated features turn, in the family's pair layout. (llama.cpp's K-shift re-rotates its
+    # at the config's frequencies moves it, whatever p was: these frequencies do not depend on the length (the
+    # prompt's scope; for LongRoPE or dynamic NTK the cached keys' frequencies differ from the new ones, §4).
+    # A rotation keeps lengths: the factor a the key carries is already right, and applying it again (as
+    # "RoPE at position -shift" with the config's factor would) squares it. Only the rotated features turn, in the family's pair layout. (llama.cpp's K-shift re-rotates its
     # cached keys this way: ggml-org/llama.cpp issue #2060, PR #5691.)
     settings = pl.rope_settings(config)
     inv_freq, _ = settings.frequencies()  # the factor is left out on purpose: the keys carry it
