@@ -87,7 +87,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 #
 # Source `002` lists four of its own (位置编码的需求: a unique position per token, a fixed spacing
 # between codes, sentences of any length, a deterministic code): properties 1 to 4 above.
-# Every chapter measures its method against these five.
+# The map below says which chapter tests each entry against these five.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## The chapters
@@ -187,9 +187,9 @@ print("the conventions table matches the library")
 # | normalised $i/m$ [2] | ✔ within one length (but a LayerNorm erases it) | ✘ the step $k/m$ changes with the length $m$ | ✘ codes change with the length | ✔ | ~ one fraction per axis, with the limit of every axial code [9] |
 # | binary [2] | ✔ up to $2^d$ positions (but behind a LayerNorm, $p_0$ and $p_{2^d-1}$ merge when the bits fill every feature) | ✘ no affine map for any $k < 2^{d-2}$ (chapter 2 proves it for every $d$) | ~ $d$ bits have $2^d$ codes (checked below), plenty (17 bits cover 131 072); past a training length of $2^b$ positions bit $b$ turns on, a value training never showed (checked below). The ~ is argued from that, not measured: no model here is run past it | ✔ | ~ one binary code per axis, with the limit of every axial code [9] |
 # | sinusoidal [3] | ✔ | ✔ a rotation $M_k$ | ~ defined everywhere, but models trained short degrade [7] | ✔ | ~ axial: a 2-D shift is one rotation (checked below), with the limit of every axial code [9] |
-# | learned absolute [2, 7] | ✔ after training | ✘ nothing forces one: a random table, where training starts, has none (checked below); training may approximate one (chapter 2 §6: trained on a period-4 task, rows 4 apart point alike) | ✘ no rows past `max_len` | ✘ learned | ~ one learned row per patch (ViT; Dosovitskiy et al. 2021, §3.1, Eq. 1), indexed in raster order: the table fixes the grid's width, and a new grid size needs the table interpolated in 2-D (their §3.2) |
-# | relative: Shaw, T5 [4] | ~ encodes distances, clipped or bucketed far away | ✔ no codes $p_i$, but what $k$ apart adds depends on $k$ alone by construction, the property's aim | ~ far distances share one value | ~ learned per distance | ✔ one bias per 2-D offset, as in Swin (Liu et al. 2021): each direction its own (checked below) |
-# | RoPE [5] | ✔ | ✔ scores depend only on the offset $n-m$ | ~ needs PI / NTK / YaRN to go far [7] | ✔ | ~ axial (features split per axis) works, with a limit every axial code shares: chapter 9's Exercise 3 asks which, and the cell after it checks it for the additive codes above [9] |
+# | learned absolute [2, 7] | ✔ after training | ✘ nothing forces one: a random table, where training starts, has none (checked below); training may approximate one (chapter 2 §6: trained on a period-4 task, rows 4 apart point alike) | ✘ no rows past `max_len` | ✘ learned | ~ one learned row per patch (ViT; Dosovitskiy et al. 2021, §3.1, Eq. 1), indexed in raster order: the row of patch (r, c) is $rW + c$, so it depends on the grid's width $W$, and ViT interpolates the table in 2-D for a new grid (their §3.2) |
+# | relative: Shaw, T5 [4] | ~ encodes distances, clipped or bucketed far away | ✔ no codes $p_i$, but what $k$ apart adds depends on $k$ alone by construction, the property's aim | ~ far distances share one value | ~ learned per distance | ✔ one bias per 2-D offset, as in Swin (Liu et al. 2021): each direction its own (checked below), with no width in it; its table covers the offsets within a window, the 2-D form of 1-D clipping (column 3's fault, not a new one) |
+# | RoPE [5] | ✔ | ✔ scores depend only on the offset $n-m$ | ~ needs PI / NTK / YaRN to go far [7] | ✔ | ~ axial (features split per axis) works, with a limit every axial code shares: chapter 9's Exercise 3 asks which, and the cell after that exercise's check tests it for the additive codes above [9] |
 # | ALiBi [6] | ~ through the distance penalty | ✔ bias $-m_h(i-j)$ | ~ flat on a local task, falls on long-range recall [6, 7] | ✔ fixed slopes | ~ the keys to the left and above, both in the past of a raster order, get one bias; in 1-D a causal mask gives each past key its own (checked below); symmetric, bidirectional ALiBi ties left and right already in 1-D |
 #
 # **NoPE and longer sequences.** Kazemnejad et al. (2023) find that decoders with no positional
@@ -267,7 +267,8 @@ print("2-D ALiBi (distance), left/right/up/down:", [alibi_2d[query, k].item() fo
 # a causal mask. Different tokens there get different queries, and under a causal mask the two places see
 # different prefixes: either way their outputs differ for random weights and tokens (without codes, chapter
 # 1's Exercise 4 asks for an exception under a causal mask). The cell below checks all three on one random
-# head, then both differences on 50 more random heads at the usual scale (std $1/\sqrt d$), codes and tokens:
+# head (weights of std 1), then both differences on 50 more random heads at the usual scale (weights of std
+# $1/\sqrt d$; codes and tokens of std 1):
 # more than 1e-3 apart every time. A head that puts all its weight on one key both places see is the
 # exception.
 #
