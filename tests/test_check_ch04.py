@@ -285,6 +285,8 @@ def test_t5_rows_read_names_the_misconception(wrong, says, draw, capsys):
     out = capsys.readouterr().out
     assert says in out and "hint:" in out
     assert "o - 1" not in out and "n - 1" not in out and "distance 0" not in out  # the design stays hidden
+    hint = out[out.index("hint:"):]
+    assert "after the query" not in hint and "distances can" not in hint  # an idea, not the step to take
 
 
 # ---------------------------------------------------------------- Exercise 3: where the last bucket starts

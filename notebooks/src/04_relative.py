@@ -209,8 +209,9 @@ print("query-minus-key rows are the key-minus-query rows of the flipped table")
 #
 # Transformer-XL (Dai et al. 2019) processes text in segments and lets each segment attend to a cached
 # copy of the previous one (the *memory*, $M$ keys). Absolute positions would clash between segments:
-# each segment numbers its tokens from 0, so with the memory of 2 keys below, keys 0 and 2 both carry
-# $p_0$, though key 2 is query 0 itself and key 0 lies 2 steps before it (checked below). So XL
+# each segment numbers its tokens from 0. In the example below segments have 4 tokens and the memory
+# keeps the previous segment's last 2 (positions 2 and 3), so keys 0 and 4 both carry $p_2$, though
+# key 4 is query 2 itself and key 0 lies 4 steps before it (checked below). So XL
 # rewrites the four terms of §1 around one idea: **the query's own position should not change how much
 # it likes a key**. So the query's projected position $W_q p_i$ is replaced by a learned
 # vector, $u$ where it meets content and $v$ where it meets position, and the key's $p_j$ by a
@@ -256,9 +257,10 @@ r = pl.xl_relative_sinusoids(K, d_model, device=device) @ W_kR.T  # (K, d_head):
 u, v = torch.randn(d_head).to(device), torch.randn(d_head).to(device)
 
 xl_terms = pl.xl_score_terms(q, k, r, u, v)
-seg_pos = torch.cat([torch.arange(M), torch.arange(Q)])  # absolute positions, numbered within each segment
+seg_pos = torch.cat([torch.arange(Q)[-M:], torch.arange(Q)])  # memory: the previous Q-token segment's last M
 xl_dist = M + torch.arange(Q)[:, None] - torch.arange(K)[None, :]  # query i minus key j, memory included
-assert seg_pos[0] == seg_pos[M] == 0 and xl_dist[0, 0] == 2 and xl_dist[0, M] == 0  # same p_0, 2 steps apart
+assert seg_pos.tolist() == [2, 3, 0, 1, 2, 3]  # absolute positions, numbered within each segment
+assert seg_pos[0] == seg_pos[M + 2] == 2 and xl_dist[2, 0] == 4 and xl_dist[2, M + 2] == 0  # same p_2, 4 apart
 assert_close(xl_terms["c"], xl_terms["c"][:1].expand(Q, K))  # (c): the same row for every query
 hidden = pl.causal_mask(Q, K, device=device)
 assert torch.isneginf(xl_terms["b"][hidden]).all() and torch.isfinite(xl_terms["b"][~hidden]).all()
@@ -581,9 +583,10 @@ print(f"far buckets hold {mean_far_width(32, 128):.1f} distances on average at 3
 # ## 5. DeBERTa: content and position, disentangled
 #
 # DeBERTa (He et al., ICLR 2021) keeps content and position in separate vectors all the way into the
-# score. The positions are a table $P$ of $2k$ relative embeddings, projected in the paper (and in the
-# v1 models) with **their own** matrices: $q^r = P W_{q,r}$, $k^r = P W_{k,r}$. (DeBERTa-v2/v3 reuse the
-# content projections instead; see the end of this section.) The signed distance of query $i$ and key
+# score. The positions are a table $P_\text{rel}$ of $2k$ relative embeddings (not chapter 3's
+# absolute table $P$), projected in the paper (and in the v1 models) with **their own** matrices:
+# $q^r = P_\text{rel} W_{q,r}$, $k^r = P_\text{rel} W_{k,r}$. (DeBERTa-v2/v3 reuse the content
+# projections instead; see the aside at the end of this section.) The signed distance of query $i$ and key
 # $j$ (query minus key) is bucketed into the $2k$ rows:
 #
 # $$\delta(i, j) = \operatorname{clip}(i - j + k,\ 0,\ 2k - 1).$$
@@ -603,7 +606,7 @@ print(f"far buckets hold {mean_far_width(32, 128):.1f} distances on average at 3
 g = torch.manual_seed(0)
 L, span_k = 7, 3
 h = torch.randn(L, d_model).to(device)
-P = torch.randn(2 * span_k, d_model).to(device)  # the relative table, 2k rows
+P = torch.randn(2 * span_k, d_model).to(device)  # P_rel, the relative table, 2k rows
 W_qc, W_kc, W_qr, W_kr = (torch.randn(d_head, d_model).to(device) for _ in range(4))
 q_c, k_c = h @ W_qc.T, h @ W_kc.T  # content
 q_r, k_r = P @ W_qr.T, P @ W_kr.T  # position, with its own projections
@@ -686,9 +689,9 @@ assert torch.allclose(p2c_ref, by_code_row, atol=1e-5) and not torch.allclose(p2
 #   so entry $(i, j)$ is $T[\delta(i, j), j]$.
 #
 # The table follows both recipes for four queries and keys with $k = 2$, so
-# $\delta(i, j) = \operatorname{clip}(i - j + 2, 0, 3)$: which row of $q^r$ each reads against key $j$.
-# Both read row $\delta(i, j)$; the cell asserts it, and that the paper reads another row for every pair
-# off the diagonal. The last cell of this aside replays both recipes on the seven tokens above
+# $\delta(i, j) = \operatorname{clip}(i - j + 2, 0, 3)$: which row of $q^r$ each reads against key $j$,
+# printed for the pairs $i \le j$. Both read row $\delta(i, j)$; the cell asserts it for every pair, and
+# that the paper reads another row for every pair off the diagonal. The last cell of this aside replays both recipes on the seven tokens above
 # (`tests/test_deberta.py` checks `p2c_index="reference"` against transformers' v1
 # `DisentangledSelfAttention`, `tests/test_crosscheck.py` against the deberta_v2 one).
 
@@ -704,7 +707,7 @@ assert torch.equal(hf_row, delta4) and torch.equal(ms_row, delta4) and torch.equ
 assert (paper_row != delta4).sum() == L4 * L4 - L4  # the paper reads another row everywhere off the diagonal
 print(" i  j  i-j | transformers S[j, pos[j,i]] | microsoft T[δ(i,j), j] | row of q^r read")
 for i_ in range(L4):
-    for j_ in range(L4):
+    for j_ in range(i_, L4):  # the pairs i <= j
         print(f" {i_}  {j_}  {i_ - j_:+d}  |         S[{j_}, {pos4[j_, i_].item()}]             |"
               f"        T[{delta4[i_, j_].item()}, {j_}]        |       {delta4[i_, j_].item()}")
 
@@ -743,7 +746,7 @@ assert_close(src_c2p + src_p2c, c2p_tied + p2c_tied)  # a special case: W_{q,r} 
 assert not torch.allclose(src_c2p, c2p, atol=1e-3)  # v1's own W_{k,r} gives other scores
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# ### Relative in attention, absolute at the top
+# #### Aside, continued: relative in attention, absolute at the top
 #
 # Everything above is DeBERTa's *attention*, and it sees positions only through $\delta$. The model as
 # a whole is not purely relative. For pretraining (masked-token prediction) the paper adds an
@@ -1258,8 +1261,9 @@ _ = check.deberta_tied_rows(tied_rows)
 #    question to further work. Later methods (XL, T5, DeBERTa, RoPE, ALiBi) touch only the scores;
 #    Shaw's $a^V$ does move the output (§2 checks $z_0$).
 # 9. **"Each relative position's embedding is trainable"** (`004`, §2: 每个相对位置关系，对应的emb是可以训练的):
-#    true of Shaw's tables and T5's scalars, not of the others. XL's $R$ is a fixed sinusoid (what trains
-#    is $W_{k,R}$, $u$, $v$), ALiBi's slopes are fixed and RoPE has no parameters; the cell checks.
+#    true of Shaw's tables, T5's scalars and DeBERTa's relative table (§7 counts it), not of the others.
+#    XL's $R$ is a fixed sinusoid (what trains is $W_{k,R}$, $u$, $v$), ALiBi's slopes are fixed and RoPE
+#    has no parameters; the cell checks.
 
 # %%
 W_q1, W_kE1 = torch.randn(4, 8).to(device), torch.randn(4, 8).to(device)  # d_head 4, d_model 8 (erratum 1)
@@ -1283,5 +1287,6 @@ assert capped and torch.isfinite(pl.sinusoidal_positions(100_000, 4)).all()  # e
 assert not list(pl.SinusoidalPositionalEncoding(4, max_len=8).parameters())  # the sinusoidal one has none
 assert not pl.xl_relative_sinusoids(8, 4).requires_grad  # XL's R: a function of the distance, nothing to train
 assert n_params(pl.RotaryEmbedding(4)) == n_params(pl.ALiBi(4)) == 0
+assert enc_v1.rel_embeddings.weight.requires_grad and enc_v3.rel_embeddings.weight.requires_grad  # DeBERTa's: trained
 print("learned absolute table: 32 trainable numbers, 8 positions at most; sinusoidal: none, any length;",
-      "XL's R, RoPE, ALiBi: none")
+      "XL's R, RoPE, ALiBi: none; DeBERTa's relative table: trainable")

@@ -203,8 +203,8 @@ def t5_rows_read(fn: Any) -> bool | None:
                      "the upper half, every row of the table read, and every upper bucket as wide as its mirror")
 
     return report("a T5 encoder rule that reads every row", fn, run,
-                  "a row is read only if some offset lands in its bucket: which distances can a key after the "
-                  "query have?")
+                  "a row is read only if some offset lands in its bucket: compare what the past and the future "
+                  "can reach")
 
 
 def _last_bucket_cases(rng: random.Random) -> list[tuple[int, int, bool]]:
