@@ -126,6 +126,24 @@ def merge_by_grid(p):
     return int(same[0]) if len(same) else 2**p
 
 
+def merges_measured_then_fitted():
+    """The route the prompt allows: first merges measured in float16 and float32 by rounding every counter (outside
+    the answer, vectorised), then a line through log2 of them in p. It extrapolates because the merges grow like
+    2^p, the form the format's spacing gives."""
+    measured = {}
+    for p, dtype in ((11, torch.float16), (24, torch.float32)):
+        c = (1 / torch.arange(1, 2 ** (p + 1), dtype=torch.float64)).to(dtype)
+        measured[p] = int((c[:-1] == c[1:]).nonzero()[0])  # counter of i + 1 equals that of i + 2: position i + 1
+    assert measured[11] == first_merge_exact(11)  # the dtype's rounding is the checker's rounding
+    slope = (math.log2(measured[24]) - math.log2(measured[11])) / 13
+    return lambda p: measured[11] * 2 ** (slope * (p - 11))
+
+
+def test_counter_merge_accepts_a_measurement_and_a_fit(capsys):
+    ok, out = run(check.counter_merge, merges_measured_then_fitted(), capsys)
+    assert ok is True and "all correct!" in out
+
+
 @pytest.mark.parametrize("search, says", [(merge_by_walking, "walks the positions"), (merge_by_grid, "elements")])
 def test_counter_merge_refuses_a_search(search, says, capsys):
     before = (torch.arange, sys.gettrace())
@@ -181,6 +199,17 @@ def peak_by_bisection_on_the_slope(b1, b2):
     return (lo + hi) / 2
 
 
+def peak_by_newton(b1, b2):
+    """A search the prompt allows: Newton's method on the drift's slope, in torch operations on the bases, so that
+    the converged x carries the peak's gradient."""
+    x = torch.zeros_like(b1)  # from pair 0, where the drift rises
+    for _ in range(60):
+        slope = b2.log() * b2 ** -x - b1.log() * b1 ** -x
+        curvature = b1.log() ** 2 * b1 ** -x - b2.log() ** 2 * b2 ** -x
+        x = x - slope / curvature
+    return x
+
+
 def test_peak_right_is_the_measured_worst_pair():
     """Independent of the checker: a key rotated with base b1 at position n and a query with b2 at m; the angle
     error per pair, measured with the library's rotation, grows fastest with n in a pair next to d x / 2."""
@@ -208,7 +237,8 @@ def test_peak_right_is_the_measured_worst_pair():
         assert abs(top - peak_right(torch.tensor(B1, dtype=torch.float64), torch.tensor(B2, dtype=torch.float64)).item()) < 2e-5
 
 
-@pytest.mark.parametrize("right", [peak_right, lambda b1, b2: (b2.log().log() - b1.log().log()) / (b2.log() - b1.log())])
+@pytest.mark.parametrize("right", [peak_right, lambda b1, b2: (b2.log().log() - b1.log().log()) / (b2.log() - b1.log()),
+                                   peak_by_newton])
 def test_stale_cache_pair_accepts_right_answers(right, capsys):
     ok, out = run(check.stale_cache_pair, right, capsys)
     assert ok is True and "all correct!" in out
@@ -313,12 +343,25 @@ def reach_slowest_pair(d, base, L0, c):
     return 1 + (L0 - 1) * c ** ((d // 2 - 1) / (j_min - 1))
 
 
+def reach_j(d, base, L0):
+    return math.floor(d / 2 * math.log(L0 / (2 * math.pi)) / math.log(base)) + 1
+
+
+def reach_real_pair(d, base, L0, c, after=False):
+    """The two limits put on the real-valued place j* instead of the pairs j_min - 1 and j_min around it."""
+    j = d / 2 * math.log(L0 / (2 * math.pi)) / math.log(base)
+    return 1 + (L0 - 1) * c ** ((j + 1) / j if after else j / (j - 1))
+
+
 @pytest.mark.parametrize("wrong, says", [
     (lambda d, b, L0, c: 1 + (L0 - 1) * c, "at a longer context too"),  # both limits on one pair
     (lambda d, b, L0, c: L0 * c, "at a longer context too"),
     (lambda d, b, L0, c: reach_right(d, b, L0, c) * 1.001, "by more than c"),
     (lambda d, b, L0, c: reach_right(d, b, L0, c) * 0.999 if c > 1 else L0, "at a longer context too"),
     (reach_slowest_pair, "slowest pair"),
+    (reach_real_pair, "not whole numbers"),
+    (lambda d, b, L0, c: reach_real_pair(d, b, L0, c, after=True), "not whole numbers"),
+    (lambda d, b, L0, c: L0 * c ** (reach_j(d, b, L0) / (reach_j(d, b, L0) - 1)), "one distance too many"),
     (lambda d, b, L0, c: L0 / 2, "not a context length"),
     (lambda d, b, L0, c: [L0, L0], "not a context length"),
 ])
@@ -373,7 +416,7 @@ def test_uniform_divisors(capsys):
 
 
 @pytest.mark.parametrize("wrong, says", [
-    (lambda t, tr: None if spans_right(t, tr) is None else spans_right(t, tr)[::-1], "smallest divisor is larger"),
+    (lambda t, tr: None if spans_right(t, tr) is None else spans_right(t, tr)[::-1], "as if a larger divisor"),
     (lambda t, tr: (t[0] / tr[0], t[1] / tr[1]), "no single divisor lands this whole span"),  # ends paired wrongly
     (lambda t, tr: None if spans_right(t, tr) is None else ((t[1] + 1) / (tr[1] + 1), t[0] / tr[0]),
      "lands a test distance outside"),
