@@ -9,8 +9,8 @@ the first path that applies:
 
 0. the reference ``rope.rotate_in_float32`` for a CPU tensor of fewer than ``SMALL``
    elements: below that size the kernel's fixed cost per call eats most of what it saves
-   (at most about 18 us a call; benchmarks/README.md, "Where the C kernel pays off"), and a
-   chapter-sized example (``apply_rope(torch.randn(5, 4))``) never builds or loads the C kernel;
+   (at most about 21 us a call in bfloat16, 18 us in float32; benchmarks/README.md, "Where the C
+   kernel pays off"), and a chapter-sized example (``apply_rope(torch.randn(5, 4))``) never builds or loads the C kernel;
 1. ``kernels.cpu``: CPU float32/bfloat16, contiguous, a C compiler found: one pass,
    bit-identical to ``rotate_in_float32``, with a backward (``torch.ops.posenc.rope_rotate``);
 2. ``kernels.triton_rope``: CUDA, where Triton is installed, with or without gradients: one

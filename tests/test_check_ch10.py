@@ -146,6 +146,28 @@ def test_numpy_route_is_counted_outside_torch(capsys):
     assert ok is False and out.count("bytes outside torch's tensors") == len(ch10._CASES), out
 
 
+WIDE = {"float64": (torch.float64, 2), "complex128": (torch.complex128, 4)}  # dtype, float32 elements per element
+
+
+@pytest.mark.parametrize("wide", WIDE)
+def test_a_copy_of_g_in_wider_storage_is_counted_in_gs_elements(wide, capsys):
+    """A float32 copy of all of g hidden in float64 or complex128 storage: counted as g's elements, not the wide ones."""
+    dtype, per = WIDE[wide]
+
+    def wide_copy(g, cos, sin, layout):
+        saved = torch.empty(g.numel() // per, dtype=dtype).view(torch.float32).view(g.shape)
+        saved.copy_(g)
+        a, b = halves(g, layout)
+        sa, sb = halves(saved, layout)
+        torch.mul(sa, cos, out=a)
+        a.addcmul_(sb, sin)
+        torch.mul(sb, cos, out=b)
+        b.addcmul_(sa, sin, value=-1)
+
+    ok, out = verdict(wide_copy, capsys)
+    assert ok is False and out.count("the budget is fewer than g's own") == len(ch10._CASES), out
+
+
 def test_memory_made_before_the_call_is_counted(capsys):
     scratch = torch.empty(10**6)
 

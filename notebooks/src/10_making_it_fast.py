@@ -61,7 +61,9 @@ g = torch.manual_seed(0)
 # each operator's code for the device and dtype, and the mode sees every operator that reaches it,
 # including those autograd runs in a backward pass. Each records, for every call or operator, the
 # entries and the bytes of each tensor it reads and of each it writes (the docstrings say which is
-# which); bytes are those of the memory behind a tensor, so an expanded view counts its values once.
+# which); bytes are the distinct values a tensor shows times their size (the product of its dimensions
+# of non-zero stride), so an expanded view counts its values once and a strided view only the values it
+# shows, though the memory behind it may be larger.
 
 # %% slideshow={"slide_type": "fragment"}
 class Call(NamedTuple):
@@ -78,9 +80,14 @@ class Call(NamedTuple):
 
 
 def entries_and_bytes(tensors) -> list[tuple[int, int]]:
-    """(entries shown, bytes of the memory behind them): an expanded view (stride 0) holds each value once."""
+    """(entries shown, bytes of the distinct values shown): an expanded view (stride 0) holds each value once;
+    a strided view counts only the values it shows."""
     return [(t.numel(), math.prod(n for n, step in zip(t.shape, t.stride()) if step != 0) * t.element_size())
             for t in tensors]
+
+
+_x = torch.zeros(8, 6)
+assert entries_and_bytes([_x.expand(3, 8, 6), _x[:, ::2]]) == [(144, 192), (24, 96)]  # of x's 192 bytes
 
 
 class RecordCalls(TorchFunctionMode):
@@ -674,7 +681,7 @@ for row, (calls, bounds) in enumerate(per_method.values()):
 ax.axvline(1, color="0.3", ls="--", lw=1)
 ax.invert_yaxis()
 ax.set(xlim=(0, 14), xlabel="bytes read and written, in one-pass bounds (dashed: the bound)",
-       title="one forward RoPE of a bf16 x (8 × 1024 × 128)")
+       title="one forward RoPE of a bf16 x (8 × 1024 × 128), tables left out")
 fig
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -745,7 +752,8 @@ print(f"forward + backward on xb-sized data: the plain form {whole_tensor(plain_
 # (writing the tables, 1/8 of a bound, and reading the angles twice), so it can go no lower than
 # 2 + 3/8 (tables written once, read twice), and it moves a little more. Only a kernel that computes
 # sin and cos itself, from the positions, gets down to 2, at the price of d/2 sines and cosines per
-# position in every call. The cell counts every operator's bytes, tables and angles included.
+# position in every call, or one fused into the matmul or attention, which avoids the standalone
+# pass. The cell counts every operator's bytes, tables and angles included.
 
 # %% slideshow={"slide_type": "fragment"}
 def all_bytes(ops) -> float:
@@ -779,6 +787,21 @@ print(f"every byte of a training step, in one-pass bounds, on the C kernel: Rota
       f"the plain form on given tables {all_bytes(plain_ops):.2f}")
 print(f"cos + sin entries per training step: apply_rope {trig_entries(lib_ops)}, "
       f"RotaryEmbedding {trig_entries(first_call)} on its first call, {trig_entries(second_call)} after")
+# the four counts of apply_rope on the C kernel that this appendix gives, side by side (the table below)
+assert 2.75 < c_path["apply_rope"] < 2.85 and path_counts[xb.dtype]["C kernel"] == (1, 1.0)
+assert whole_tensor(operator_ops) == (2, 2.0) and 2.55 < on_c_kernel["apply_rope"] < 2.6
+assert xs_cpu.shape == (1024, 64) and xs_cpu.dtype == torch.float32 and xb.dtype == torch.bfloat16
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# This appendix has now counted `apply_rope` on the C kernel four ways, all in one-pass bounds. The
+# rules differ in what they include, so the numbers differ:
+#
+# | rule (section) | x | what it counts | apply_rope on the C kernel |
+# |---|---|---|---|
+# | `bytes_of` (§2) | float32, (1024, 64) | forward only, every operator: angles, tables and rotation | 2.8 |
+# | `traffic` (§3) | bf16, `xb` | forward only, calls on x-sized tensors: tables left out | 1 |
+# | `whole_tensor` (§4) | bf16, `xb` | forward and backward, x-sized operators: tables left out | 2 |
+# | `all_bytes` (§4) | bf16, `xb` | forward and backward, every operator: angles and tables in | 2.57 |
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # So for this x a training step with a standalone operator has a floor in bytes of 2 + 1/4 one-pass
@@ -786,6 +809,12 @@ print(f"cos + sin entries per training step: apply_rope {trig_entries(lib_ops)},
 # each table row, the tables' share shrinks). These are bytes, not times: `make bench` times two
 # plain passes and a stateless call's floor next to `apply_rope` and `RotaryEmbedding`, round-robin
 # over many rounds, and `benchmarks/README.md` has its tables and what they do and do not show.
+#
+# Source 003 asks, in a comment on its `precompute_freqs_cis`, whether `freqs_cis` should not be
+# fixed once the model's width and the longest input are set. Yes, and the cell above measures what
+# that saves: `RotaryEmbedding` builds its tables once (no sine or cosine from its second call on),
+# while the stateless `apply_rope` computes L · d/2 cosines and as many sines on every call and
+# writes the tables again, 1/8 of a bound.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise (design): the backward rotation in place.** When the gradient g that reaches RoPE's
@@ -793,12 +822,16 @@ print(f"cos + sin entries per training step: apply_rope {trig_entries(lib_ops)},
 # and nothing reads it afterwards, $R_m^\top g$ could be written over g instead of into a new tensor
 # of g's size. Only then: autograd may hand one gradient tensor to two branches (the backward pass
 # of an addition gives the same g to both, checked below), and overwriting it would corrupt the
-# other branch's gradient, so an autograd function may do this only where it owns g. Here you write
-# the rotation, not that wiring. Write `rotate_back_(g, cos, sin, layout)` that overwrites g, of shape
+# other branch's gradient, so an autograd function may do this only where it owns g. It does not
+# save passes over memory: a saved copy of one member and in-place products over both move more bytes
+# than the C operator's single out-of-place pass. It trades those passes for peak memory, one
+# g-sized tensor fewer, which pays when the backward pass is short of memory and g is large. Here you
+# write the rotation, not that wiring. Write `rotate_back_(g, cos, sin, layout)` that overwrites g, of shape
 # (..., seq, d) and any strides, with $R_m^\top g$ (every pair turned by −angle), for cos and sin
 # of shape (seq, d/2) and either layout ("half": features j and j + d/2 form pair j;
 # "interleaved": 2j and 2j + 1), with torch operations whose new tensors hold, all of them together
-# over the call, fewer elements than g itself (and no numpy or Python copy of the values). The rule
+# over the call, fewer elements than g itself (a tensor of another dtype counts its bytes in g's
+# elements; and no numpy or Python copy of the values). The rule
 # is cumulative, not a peak: every new tensor counts, even one freed before the call returns, so the
 # rule bounds the data written to new memory, not only what is held at once (a loop that rotates g
 # out of place in small pieces holds little at any moment but still writes all of g a second time,
@@ -852,8 +885,11 @@ _ = check.rotate_back_in_place(rotate_back_)
 # and in bf16 it reads 2 values and writes 2: 8 bytes, under one operation per byte. An H100 does
 # about 10 separate float32 multiplications or additions in the time its memory moves one byte
 # (NVIDIA's data sheet for the SXM card: 67 TFLOPS, which counts a fused multiply-add as two, against
-# 3.35 TB/s; the kernel is compiled without fused multiply-adds). So the arithmetic is nearly free and the time is the
-# bytes: the best a RoPE kernel can do is a copy's time, one read and one write of q and k.
+# 3.35 TB/s; the kernel is compiled without fused multiply-adds). So the arithmetic is nearly free, and
+# what this appendix counts is bytes: on a GPU, for large tensors, the time tracks them (the quoted H100
+# run below), and the best a RoPE kernel can do is a copy's time, one read and one write of q and k.
+# Two other costs are not bytes: each call's fixed cost, however small its tensors, and whether the
+# tensors are already in a cache, which small ones can be.
 #
 # **What one program instance does.** Triton runs many copies of one function (program instances),
 # each on its own block of data. Here one takes a block of positions of one sequence and:
@@ -895,8 +931,8 @@ _ = check.rotate_back_in_place(rotate_back_)
 #
 # Triton has an interpreter that runs a kernel on CPU tensors, one program instance at a time, in
 # numpy. It says nothing about speed, but it runs the same code, so the next cell checks what the
-# kernel computes, where Triton is installed (Linux x86-64): the test lock (`requirements/test.txt`,
-# `make venv`) has it, and the stored output below comes from it; the course's own lock
+# kernel computes, where Triton is installed: this course's test lock (`requirements/test.txt`,
+# `make venv`) installs it on Linux x86-64, and the stored output below comes from it; the course's own lock
 # (`requirements/lab.txt`, `make lab`) leaves it out, and there the cell prints that nothing was
 # checked. Small q (4 heads) and k (2 heads) rotated in one launch, by tables and in registers,
 # against `pl.apply_rope`; then its backward.
@@ -928,7 +964,7 @@ def check_triton_kernel() -> None:
 
 
 if importlib.util.find_spec("triton") is None:  # the course's own environment has no Triton; the test one does
-    print("Triton is not installed here (`pip install triton`, Linux x86-64 only): nothing checked")
+    print("Triton is not installed here (`pip install triton`): nothing checked")
 else:
     check_triton_kernel()
     print("under Triton's interpreter: q and k in one launch; from tables equal to apply_rope bit for bit, "
@@ -978,7 +1014,7 @@ print(f"per token and layer: projections {projection_ops:.2e} operations, RoPE o
       f"1 / {projection_ops // rope_ops}")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# What RoPE costs is calls and bytes. How many, against the rest of a step? The next cell counts
+# What RoPE costs, by what this appendix counts, is calls and bytes. How many, against the rest of a step? The next cell counts
 # them in one training step (forward, loss, backward) of chapter 7's `TinyDecoder` (2 layers,
 # d_model = 64, 4 heads of 16; a batch of 8 sequences of 255 tokens), once with RoPE and once with no
 # positional encoding: the step with RoPE runs every operator of the one without, and more (the cell
@@ -1052,7 +1088,7 @@ print(f"with contiguous copies of q and k and the C operator: {len(on_operator)}
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # In this small model (d_model = 64), RoPE in its plain form is half of a training step's operators
 # and a quarter of the bytes it reads and writes. Its arithmetic is not what costs (1/5461 of the projections' at
-# d_model = 4096, above): what it costs is calls and bytes. Handed contiguous q and k, the C operator
+# d_model = 4096, above): what it costs, by this appendix's counts, is calls and bytes. Handed contiguous q and k, the C operator
 # brings RoPE's share to a quarter of the operators (102 against 77 without RoPE, the copies
 # included) and an eighth of the bytes.
 

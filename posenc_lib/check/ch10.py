@@ -68,7 +68,10 @@ def _stale(g: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, f
 
 
 class _Allocations(TorchDispatchMode):
-    """Counts the elements of every new tensor the operators make, and notes tensors from elsewhere."""
+    """Counts every new tensor the operators make, and notes tensors from elsewhere, in elements of g's size.
+
+    A new storage counts its bytes divided by g's element size, whatever dtype it was made as: a float32 copy of g
+    hidden in float64 or complex128 storage counts as all of g."""
 
     def __init__(self, *given: torch.Tensor) -> None:
         super().__init__()
@@ -90,7 +93,7 @@ class _Allocations(TorchDispatchMode):
         """A tensor from outside (made before the call, or where the count could not see it) counts as new."""
         ptr = t.untyped_storage().data_ptr()
         if t.numel() > 0 and ptr not in self.known:
-            self.elements += t.untyped_storage().nbytes() // t.element_size()
+            self.elements += t.untyped_storage().nbytes() // self.g.element_size()
             self.known.add(ptr)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -120,7 +123,7 @@ class _Allocations(TorchDispatchMode):
             ptr = t.untyped_storage().data_ptr()
             alias = aliased[i] if i < len(aliased) else False
             if fresh_data or (not alias and ptr not in in_ptrs):  # new memory (not a view like _unsafe_view)
-                self.elements += t.untyped_storage().nbytes() // t.element_size()
+                self.elements += t.untyped_storage().nbytes() // self.g.element_size()
                 self.known.add(ptr)
             elif alias:
                 self._note(t)
@@ -167,8 +170,8 @@ def rotate_back_in_place(answer: Callable[..., Any] | None) -> bool | None:
                 continue
             if seen.elements > budget:
                 yield False, (f"{where}: the function creates (or brings in from outside) {seen.elements:,} elements "
-                              f"of tensors other than g, cos and sin, added up over the call (freed ones count too: "
-                              f"the rule is not a peak); the budget is fewer than g's own "
+                              f"(bytes over g's element size) of tensors other than g, cos and sin, added up over "
+                              f"the call (freed ones count too: the rule is not a peak); the budget is fewer than g's own "
                               f"{g.numel():,}. Every out-of-place expression (a product such as b * sin, a clone, "
                               f"a copy) allocates a new tensor for its result")
                 continue
