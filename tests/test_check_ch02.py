@@ -93,7 +93,7 @@ def test_exact_offsets_names_a_wrong_rule_even_written_as_a_loop(factor, says, c
     as the same rule without a loop does, not the loop's message (which a right rule in a loop gets)."""
     assert check.exact_offsets(lambda n: [k for k in range(1, n) if n - k <= factor * (k & -k)]) is False
     out = _out(capsys)
-    assert says in out and "one by one" not in out and "hint:" in out, out
+    assert says in out and "runs out of steps" not in out and "hint:" in out, out
 
 
 def test_exact_offsets_refuses_a_measurement_and_a_loop(capsys):
@@ -106,7 +106,7 @@ def test_exact_offsets_refuses_a_measurement_and_a_loop(capsys):
         return offsets_by_rule(n)
 
     for shortcut, says in ((measured, "calls pl.binary_positions"), (fitted, "calls numpy.linalg.lstsq"),
-                           (offsets_by_trying, "tries the offsets one by one")):
+                           (offsets_by_trying, "runs out of steps at N = ")):
         assert check.exact_offsets(shortcut) is False
         out = _out(capsys)
         assert says in out and "hint:" in out, out
@@ -277,6 +277,7 @@ def test_gray_wave_names_typical_mistakes_without_the_answer(wrong, says, capsys
     out = _out(capsys)
     assert says in out and "hint:" in out, out
     assert "2^(k+2)" not in out and "2^k + " not in out and "quarter" not in out  # neither the period nor the shift
+    assert "fn(k)" not in out and "k <" not in out and "every k" not in out  # the bit is b: k names offsets
 
 
 def test_gray_wave_feedback_of_two_different_wrong_answers_blames_only_what_each_shows(capsys):

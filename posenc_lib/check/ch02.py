@@ -145,8 +145,8 @@ def exact_offsets(fn: Any) -> bool | None:
             (n,), why = stopped
             yield stopped_verdict(why, f"fn({n})", shortcut=f"that measures the fits, and the checker goes up to "
                                   f"N = 2^60, where no table can be built; your function has to know which offsets "
-                                  "fit", loop=f"tries the offsets one by one ({n - 1} of them): find which ones fit "
-                                  "without trying them")
+                                  "fit", loop=f"runs out of steps at N = {n}: find a rule for the offsets that fit, not "
+                                  "a walk over them")
             return
         verdicts = list(diagnose(OFFSET_N_FAR))
         if verdicts:
@@ -334,11 +334,11 @@ def gray_wave(fn: Any) -> bool | None:
             yield False, ("fn(b) is right except at positions where its sine is exactly 0, neither below 0 nor above: "
                           "there it gives 0 for a bit that is 1")
         elif all(k >= GRAY_SMALL for k in failed):
-            yield False, (f"right for the bits a small table shows (k < {GRAY_SMALL}), wrong for {len(failed)} of the "
+            yield False, (f"right for the bits a small table shows (b < {GRAY_SMALL}), wrong for {len(failed)} of the "
                           f"{len(GRAY_BITS) - GRAY_SMALL} larger ones: a pattern of the first bits, not a rule for "
-                          "every k")
+                          "every b")
         else:
-            yield False, f"fn(k)'s sine does not give the Gray bit at every position, for {len(failed)} of the " \
+            yield False, f"fn(b)'s sine does not give the Gray bit at every position, for {len(failed)} of the " \
                          f"{len(GRAY_BITS)} bits checked"
 
     return report("a Gray bit as the sign of one sine", fn, run,
