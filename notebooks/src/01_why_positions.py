@@ -265,8 +265,9 @@ print("same output for every word in 'I love you' and 'you love I'")
 # because its tokenizer puts a beginning-of-sequence token in front. We mimic that with a toy vocabulary that has a `<s>`
 # token and seeded random embeddings, 16 features wide instead of 2048, and draw every weight
 # from $\mathcal{N}(0, 0.3^2)$. The source draws from $\mathcal{N}(0, 0.1^2)$; at our width of 16
-# that makes every head attend almost uniformly, and the positions added in section 3 would barely
-# show (section 5 measures it at our width; we do not measure the source's 2048-wide setting).
+# that makes every head attend almost uniformly, which pulls every output row toward one common
+# mix: every difference between rows, the positions' included, would be small beside the outputs
+# (section 5 measures it at our width; we do not measure the source's 2048-wide setting).
 
 # %% slideshow={"slide_type": "fragment"}
 vocab = ["<s>", "the", "dog", "chased", "another"]
@@ -307,7 +308,8 @@ print("dog outputs identical?", same)
 # Any vector that differs from place to place would do; we take chapter 3's sinusoids,
 # `pl.sinusoidal_positions(n, d)`. The two "dog" inputs now differ, and with these weights so do their
 # outputs: in this draw of the demo's weights (seed 1) by 0.32 of the first dog's length, far from a
-# rounding error. How far apart depends on the draw: the cell after this one redraws the demo ten times.
+# rounding error. For scale, the 14 other pairs of rows, two different words each, differ by 0.35 to
+# 1.51 of it. How far apart depends on the draw: the cell after this one redraws the demo ten times.
 # The invariance of section 1 goes too: a fixed query's output changes when the tokens are shuffled,
 # because each token now carries its place with it.
 
@@ -318,12 +320,16 @@ out_pos, _ = mha(x_pos, x_pos, x_pos)
 same = torch.allclose(out_pos[0, 2], out_pos[0, 5], atol=1e-6)
 apart = ((out_pos[0, 2] - out_pos[0, 5]).norm() / out_pos[0, 2].norm()).item()  # relative difference
 assert not same and round(apart, 2) == 0.32  # this draw
+OTHER_PAIRS = [(i, j) for i, j in itertools.combinations(range(len(words)), 2) if (i, j) != (2, 5)]
+gaps = [((out_pos[0, i] - out_pos[0, j]).norm() / out_pos[0, 2].norm()).item() for i, j in OTHER_PAIRS]
+assert len(gaps) == 14 and [round(f(gaps), 2) for f in (min, max)] == [0.35, 1.51]  # the yardstick
 assert pl.equivariance_error(lambda t: mha(t + pos, t + pos, t + pos)[0], x_dog, [5, 4, 3, 2, 1, 0]) > 1e-3
 pos5 = pl.sinusoidal_positions(n, d, device=device)  # the same for section 1's five tokens and fixed query
 kv, kv_shuffled = x + pos5, x[order] + pos5  # the tokens shuffled, the places not
 fixed_query = pl.attention(q, kv @ w_k, kv @ w_v)[0]
 assert not torch.allclose(pl.attention(q, kv_shuffled @ w_k, kv_shuffled @ w_v)[0], fixed_query, atol=1e-4)
 print(f"dog outputs identical? {same}: ||dog_1 - dog_2|| / ||dog_1|| = {apart:.2f}")
+print(f"two different words, the other 14 row pairs: {min(gaps):.2f} to {max(gaps):.2f} of ||dog_1||")
 print("reordering the words now changes more than the order of the outputs")
 print("a fixed query's output now changes when the tokens are shuffled")
 
@@ -331,7 +337,8 @@ print("a fixed query's output now changes when the tokens are shuffled")
 # Is 0.32 typical? Redraw the demo (embeddings and the 4 heads, weights from
 # $\mathcal{N}(0, 0.3^2)$ as above) with seeds 1 to 10 and measure the same ratio each time.
 # The dogs never coincide, but the size of their difference belongs to the draw: from 0.06 to
-# 0.48 over these ten.
+# 0.48 over these ten, while the median gap between two different words' outputs (the other 14
+# row pairs, on the same scale) goes from 0.36 to 1.13.
 
 # %% slideshow={"slide_type": "fragment"}
 def redraw(seed):
@@ -345,17 +352,31 @@ def redraw(seed):
     return emb, heads
 
 
-def dogs_apart(emb, heads, code=pos):
-    """||dog_1 - dog_2|| / ||dog_1|| for the demo's tokens from `emb`, with `code` added, through `heads`."""
+def outputs_of(emb, heads, code=pos):
+    """(6, 16) outputs of `heads` for the demo's tokens from `emb`, with `code` added."""
     h = emb(ids.cpu()) + code.cpu()
-    out = heads(h, h, h)[0][0]
+    return heads(h, h, h)[0][0]
+
+
+def dogs_apart(emb, heads, code=pos):
+    """||dog_1 - dog_2|| / ||dog_1||."""
+    out = outputs_of(emb, heads, code)
     return ((out[2] - out[5]).norm() / out[2].norm()).item()
+
+
+def words_apart(emb, heads):
+    """The median over the 14 other row pairs (two different words each) of ||out_i - out_j|| / ||dog_1||."""
+    out = outputs_of(emb, heads)
+    return torch.tensor([(out[i] - out[j]).norm() / out[2].norm() for i, j in OTHER_PAIRS]).quantile(0.5).item()
 
 
 spread = {seed: round(dogs_apart(*redraw(seed)), 2) for seed in range(1, 11)}
 assert spread[1] == round(apart, 2)  # seed 1 is the demo above
 assert min(spread.values()) == 0.06 and max(spread.values()) == 0.48  # never zero; the size is the draw's
+words_spread = {seed: round(words_apart(*redraw(seed)), 2) for seed in range(1, 11)}
+assert min(words_spread.values()) == 0.36 and max(words_spread.values()) == 1.13  # the yardstick, per draw
 print("||dog_1 - dog_2|| / ||dog_1|| by seed:", spread)
+print("median gap between two different words, same scale, by seed:", words_spread)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4 · See it: permute the sentence
@@ -364,10 +385,8 @@ print("||dog_1 - dog_2|| / ||dog_1|| by seed:", spread)
 # token. Middle: the output for the sentence read backwards; its rows are the same rows in
 # reverse order. Right: the backwards output moved back into the original order, minus the
 # original output: all zero (white), because without positions the layer cannot see the
-# order. (The two outputs share one colour bar. The right panel's bar fits the largest
-# difference it shows, but never goes below 1% of the outputs' scale: rounding errors stay
-# white, and a real difference of at least that 1% fills the scale; every case the section's
-# drop-downs offer is either rounding or more than three times that floor, asserted below.)
+# order. (The two outputs share one colour bar; the right panel's bar fits the largest
+# difference it shows, with a floor that keeps rounding errors white.)
 
 # %% slideshow={"slide_type": "skip"}
 ORDERS = {
@@ -401,7 +420,9 @@ def outputs_for(order_name, code_name, tokens=x_dog, layer=mha):
 
 
 # One colour scale for the outputs, over every order and code; the difference panel's scale follows
-# what it shows, down to a floor of 1% of the outputs' scale (float32 rounding is far below it).
+# what it shows, down to a floor of 1% of the outputs' scale: float32 rounding is far below it and
+# stays white, a real difference of at least that 1% fills the scale, and every case the drop-downs
+# offer is either rounding or more than three times the floor (asserted below, after `lit`).
 OUT_SCALE = max(outputs_for(o, c)[0].abs().max().item() for o in ORDERS for c in CODES)
 DIFF_FLOOR = 0.01 * OUT_SCALE
 
@@ -537,8 +558,8 @@ print("swap 'the' and 'chased', sinusoidal code, largest change per row:",
 #
 # ### Why std 0.3, not the source's 0.1
 #
-# At the source's 0.1, at this width of 16, the two dogs are just as identical without positions, but with positions
-# they barely differ, and sections 3 and 4 would show a difference hardly above zero. We measure
+# At the source's 0.1, at this width of 16, the two dogs are just as identical without positions, and with positions
+# they differ far less beside the outputs themselves, so sections 3 and 4 would show a difference hardly above zero. We measure
 # it on the demo redrawn with seeds 1 to 10 (`redraw`, section 3), every weight rescaled to std
 # 0.1 and to 0.3 (a draw from $\mathcal{N}(0, 0.3^2)$ divided by 3 is exactly a draw from
 # $\mathcal{N}(0, 0.1^2)$). With positions added, the dogs differ by 0.016 to 0.077 of the first
@@ -550,7 +571,11 @@ print("swap 'the' and 'chased', sinusoidal code, largest change per row:",
 # $-\sum_j a_j \log a_j$ as a fraction of its maximum, $\log 6$ (1 means uniform): at std 0.1
 # every row of every head is at 0.94 or more, in every draw; at 0.3 every draw has a row below
 # 0.41. Near-uniform weights give every row nearly the same mix of the values, whatever the
-# codes added to its token.
+# codes added to its token, and whatever its word: std 0.1 shrinks every output toward one
+# common mix, not the positions in particular. The control divides the dogs' gap by the median
+# gap between the other 14 row pairs (two different words each): over the ten draws its median is
+# 0.33 at both stds (they differ by less than 0.02). Relative to the layer's own spread the positions show about as
+# much at 0.1; the demo uses 0.3 so that the differences are large beside the outputs themselves.
 
 # %% slideshow={"slide_type": "fragment"}
 def scaled(heads, std, *, biases=True):
@@ -585,7 +610,12 @@ print("dogs apart, positions added, 10 draws: std 0.1:",
       f"std 0.3: {min(apart_at[0.3]):.2f} to {max(apart_at[0.3]):.2f}")
 print(f"smallest row entropy / log 6: std 0.1: {min(entropy[0.1]):.2f} or more;",
       f"std 0.3: {max(entropy[0.3]):.2f} or less")
+relative = {std: torch.tensor([dogs_apart(emb, scaled(heads, std)) / words_apart(emb, scaled(heads, std))
+                               for emb, heads in draws.values()]).quantile(0.5).item() for std in (0.1, 0.3)}
+assert [round(r, 2) for r in relative.values()] == [0.33, 0.33] and abs(relative[0.1] - relative[0.3]) < 0.02
 print("without positions the dogs are identical at both")
+print("dogs' gap / median gap between different words, median of 10 draws:",
+      f"std 0.1: {relative[0.1]:.2f}; std 0.3: {relative[0.3]:.2f}")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### The biases do not explain it
@@ -602,7 +632,8 @@ print("without positions the dogs are identical at both")
 # one factor and leaves the ratio alone (the cell checks it): only the size of the scores still
 # changes with the std. The dogs still differ by only 0.016 to 0.085 at std 0.1, against 0.08 to
 # 0.48 at 0.3, and at least 2.2 times less at 0.1 in every draw: the near-uniform attention, not
-# the biases, hides the positions.
+# the biases, shrinks the dogs' difference, and every other difference between the rows with it
+# (divided by the median gap between different words, the two stds again agree within 0.02).
 
 # %% slideshow={"slide_type": "fragment"}
 def without(module, *parts):
@@ -638,6 +669,10 @@ assert [round(f(bare[0.3]), 2) for f in (min, max)] == [0.08, 0.48]
 assert min(b / a for a, b in zip(bare[0.1], bare[0.3])) > 2.2  # still below 0.3, draw by draw
 for (emb, heads), a in zip(draws.values(), bare[0.1]):  # W_V and W_O at 0.3 or 0.1: the same ratio
     assert abs(dogs_apart(emb, scores_only(heads, 0.1)) - a) < 1e-5
+bare_relative = {std: torch.tensor([a / words_apart(emb, scaled(heads, std, biases=False))
+                                    for (emb, heads), a in zip(draws.values(), bare[std])]).quantile(0.5).item()
+                 for std in (0.1, 0.3)}
+assert abs(bare_relative[0.1] - bare_relative[0.3]) < 0.02  # every other row gap shrinks as much
 print(f"largest weight change, zeroing b_k: {change['k']:.1e} (rounding); zeroing b_q: {change['q']:.2f}")
 print("biases zeroed, dogs apart, 10 draws: std 0.1:",
       f"{min(bare[0.1]):.3f} to {max(bare[0.1]):.3f}; std 0.3: {min(bare[0.3]):.2f} to {max(bare[0.3]):.2f}")
@@ -851,8 +886,9 @@ answer = None  # your 8x8 W_Q
 # Row i's output is softmax(q_i K^T / sqrt(d)) V, and K and V are shared by every row: only the
 # query differs between the two dogs. Their inputs differ by u = p_1 - p_4 (same token), so any
 # W_Q with u W_Q = 0 gives them equal queries, hence equal outputs; the projector that removes
-# the direction of u is one (rank 7, so every other difference between the tokens survives). A
-# trained model can do this too: positions help only if W_Q (and W_K) keep them.
+# the direction of u is one (rank 7: every difference loses its part along u, but only those
+# parallel to u vanish, so no other difference between the tokens does). A trained model can do
+# this too: positions help only if W_Q (and W_K) keep them.
 x_, p_, w_k_, w_v_ = check.ch01.dog_setup()
 u = (p_[1] - p_[4]) / (p_[1] - p_[4]).norm()
 answer = torch.eye(8, dtype=torch.float64) - torch.outer(u, u)
