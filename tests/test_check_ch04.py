@@ -640,6 +640,8 @@ def middle_only(k, row):
 
 @pytest.mark.parametrize("wrong, says", [
     (mirror_rows, "the table read from either end"),
+    # row 0 tied to the other edge only (row 1 forgotten): a missing clip tie, not the wrong mirror
+    (lambda k, row: {0, 2 * k - 1} if row == 0 else tied_rows(k, row), "clipped edge rows"),
     (window_only_rows, "clipped edge rows"),
     (no_ties, "clipped edge rows"),  # row 0 comes first, and only the edges tie it
     (lambda k, row: no_ties(k, row) if row != 0 else tied_rows(k, 0), "which two rows do the indices read?"),
