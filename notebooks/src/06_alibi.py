@@ -656,19 +656,23 @@ assert (far_grammar[..., :2] < 0.02).all() and (far_grammar[..., 2:] > 0.25).all
 # its own Appendix B (end of this section) doubts that ALiBi uses contexts longer than it was
 # trained on. ALiBi holds to 128 tokens and then falls (below 0.5 for every seed at 512), and a model
 # with no positions at all beats it with every seed. (No window helps here: a 64-token window
-# cannot reach the dictionary, and every method falls to chance.) NoPE's good recall next to its poor
+# cannot reach the dictionary, and every method falls to chance.)
+#
+# NoPE's good recall next to its poor
 # grammar (0.43 even at 64 tokens) has a likely reason, not tested here: a lookup is a content match (the
 # asked key's token matches its entry's, wherever the entry is), while the grammar needs "the token one
 # step back", which a model without positions can only find through the causal mask's coarse sense of
-# position (chapter 7 §1). The bias itself works against
-# the lookup: $-m_h(i-j)$ scores every far key lower than a near one with the same $q\cdot k$, and
+# position (chapter 7 §1).
+#
+# The bias itself works against the lookup: $-m_h(i-j)$ scores every far key lower than a near one with the same $q\cdot k$, and
 # the penalty grows with the distance. Merely leaving the trained range does not break it: at 128
 # tokens the lookups are 117 to 126 steps back and ALiBi still scores 0.97. Why, then, does it break
 # past 128? One hypothesis: a penalty far larger than any the model met in training (lookups 53 to
 # 62 steps back, attention at most 63) is more than $q\cdot k$ can overcome. A second one explains
 # the same fall: **softmax dilution**. At 512 tokens the entry competes with eight times as many
-# keys, and even keys scored well below it take attention in bulk. Which of the two costs recall is the
-# subject of the reading below; the main line continues at **What §4 concluded**.
+# keys, and even keys scored well below it take attention in bulk.
+#
+# Which of the two costs recall is the subject of the reading below; the main line continues at **What §4 concluded**.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Going further (reading): penalty or dilution?
@@ -732,6 +736,14 @@ print("(changes from 64 to 512 tokens, means over the 64 queries: the mean log-o
 assert cfg_run["attention_sequences"] == 16 and cfg_run["eval_sequences"] == 128 and cfg.entries == 4
 assert cfg_run["attention_sequences"] * cfg.entries == 64  # the first 16 of the 128 sequences: 64 queries per length
 masses64 = lookup(64, "mass")[2, 1]  # seed 2, layer 2: every head's mass on the entry at 64 tokens
+# The count-only control: the rise of R if every key had the same q.k, summed over keys 0 .. L - 1 steps back
+count_only = [math.log(sum(math.exp(-r["slope"] * d) for d in range(512)))
+              - math.log(sum(math.exp(-r["slope"] * d) for d in range(64))) for r in rows]
+print("rise of the others' log-sum-exp from the count alone:", [f"{x:+.2f}" for x in count_only],
+      " measured:", [f"{r['d_rest']:+.2f}" for r in rows])
+assert [round(x, 2) for x in count_only] == [1.36, 1.36, 0.46]
+assert all(abs(r["d_rest"] - c) < 0.05 for r, c in zip(rows[:2], count_only[:2]))  # seeds 0, 1: the count
+assert rows[2]["d_rest"] - count_only[2] > 0.3  # seed 2: more than the count
 print("seed 2, layer 2, mass on the entry per head at 64 tokens:", [round(x, 2) for x in masses64.tolist()])
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
@@ -743,6 +755,10 @@ print("seed 2, layer 2, mass on the entry per head at 64 tokens:", [round(x, 2) 
 #   are nearly tied (mass 0.33 and 0.31); the table takes head 3 (slope $1/64$): the bias falls by
 #   7.0 against a rise of 0.83, and the mass on the entry falls to 0.02 (a near tie: read
 #   through head 4, slope $1/256$, the bias would fall by 1.75, as in seeds 0 and 1).
+# * Is the rise of the competition the count of extra keys, or do the far fillers score unusually high?
+#   If every key had the same $q\cdot k$, the count alone would raise $R$ by 1.36 at slope $1/256$ and
+#   0.46 at slope $1/64$ (the cell's last line). Seeds 0 and 1 rise by that (1.35): the count. Seed 2
+#   rises by more (0.83): there the far keys also score higher than the count explains.
 # * The mean log-odds falls by 2.3, 2.8 and 6.9; the log-odds of the mean mass by less (0.3 to 0.6 of
 #   that), so only the first is split into the three parts.
 #
