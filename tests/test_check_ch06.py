@@ -507,10 +507,37 @@ def far_share_summed(slopes, T, L):
 
 
 def far_share_truncated(slopes, T, L):
-    """The sum over at most 10^5 keys: enough for Press's slopes, not for a slope near 0."""
-    n = min(L, 10**5)
+    """The sum over at most 5000 keys: enough for Press's slopes, not for a slope near 0."""
+    n = min(L, 5000)
     w = torch.exp(-slopes[:, None] * torch.arange(n, dtype=torch.float64))
     return w[:, T:].sum(-1) / w.sum(-1) if T < n else torch.zeros(len(slopes), dtype=torch.float64)
+
+
+def far_share_rescaled(slopes, T, L):
+    """A hand softmax made small: weights depend on m and d only through m d, so take every k-th key with slope
+    m k (T / k and L / k rounded) and cut the keys past m d = 40; at most 2000 keys per head."""
+    shares = []
+    for m in slopes.tolist():
+        D = min(L, T + math.ceil(40 / m))  # the keys that carry weight
+        k = max(1, math.ceil(D / 2000))
+        w = torch.exp(-m * k * torch.arange(math.ceil(D / k), dtype=torch.float64))
+        shares.append((w[round(T / k):].sum() / w.sum()).item())
+    return shares
+
+
+def test_the_rescaled_sum_needs_the_coprime_case(capsys):
+    """The rescaled hand softmax is right wherever T and L share a large factor (every case but the last) and
+    off by more than the tolerance where they share none."""
+    for slopes, T, L in ch06.FAR_CASES[:-1]:
+        torch.testing.assert_close(torch.tensor(far_share_rescaled(torch.tensor(slopes), T, L)),
+                                   torch.tensor(far_share_closed_form(torch.tensor(slopes), T, L)),
+                                   rtol=ch06.FAR_RTOL, atol=ch06.FAR_ATOL)
+    slopes, T, L = ch06.FAR_CASES[-1]
+    got = torch.tensor(far_share_rescaled(torch.tensor(slopes), T, L))
+    want = torch.tensor(far_share_closed_form(torch.tensor(slopes), T, L))
+    assert ((got - want).abs() / want > 3 * ch06.FAR_RTOL).any()
+    assert check.alibi_far_share(far_share_rescaled) is False
+    assert "not the shares" in capsys.readouterr().out
 
 
 def far_share_loop(slopes, T, L):

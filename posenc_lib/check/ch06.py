@@ -8,6 +8,8 @@ row serves from how it built them.
 """
 from __future__ import annotations
 
+import math
+
 from typing import Any, Callable, Iterable
 
 import torch
@@ -355,27 +357,35 @@ def one_row_bias(fn: Callable[[torch.Tensor], Any] | None) -> bool | None:
 # ---------------------------------------------------------------- Exercise 4: weight beyond the training length
 
 # (slopes, train_len, test_len): Press's 8 and 6 heads, learned-looking slopes, slopes that training drove near 0
-# read at 10^12 tokens (then most of the weight is far back), and Press's 4 heads at 10^12 tokens.
+# read at 10^12 tokens (then most of the weight is far back), Press's 4 heads at 10^12 tokens, and gentle slopes at
+# lengths with no common factor (T prime to L, 10^7 keys that all carry weight): no rescaling (m k, T / k, L / k) of a
+# sum within the element budget lands on whole numbers of keys.
 FAR_CASES = (
     (tuple(alibi_slopes(8, dtype=torch.float64).tolist()), 1024, 2048),
     (tuple(alibi_slopes(6, dtype=torch.float64).tolist()), 64, 512),
     ((0.3, 0.05, 0.004), 100, 1000),
     ((1e-11, 3e-12), 10**11, 10**12),
     (tuple(alibi_slopes(4, dtype=torch.float64).tolist()), 300, 10**12),
+    ((3e-6, 1e-6), 1_555_555, 10_000_019),
 )
 FAR_RTOL, FAR_ATOL = 1e-4, 1e-9  # float32 closed forms of Press's slopes are within 3e-5 (relative)
-_MEASURED_KEYS = 10**4  # the checker's own softmax never weighs more keys than this
+_MEASURED_KEYS = 10**4  # the checker's own softmax weighs no more keys than this, or sums 10^7 of them directly
 
 
 def alibi_far_share(fn: Callable[[torch.Tensor, int, int], Any] | None) -> bool | None:
     """Exercise 4: fn(slopes (H,) float64, train_len, test_len) -> per head, the share of the last query's weight
     on distances >= train_len (causal ALiBi, q.k = 0, test_len tokens), as a closed form: pl.alibi_bias, every
-    softmax and arrays of 10^8 entries refuse to run while fn does, and a loop over the keys runs out of steps."""
+    softmax refuse to run while fn does, a case may create at most ELEMENTS tensor elements, and a loop over the
+    keys runs out of steps."""
 
     def measured(slopes: torch.Tensor, T: int, L: int) -> torch.Tensor:
         """The share, measured with pl.alibi_bias and a softmax over at most _MEASURED_KEYS keys. Weights depend
         on m and the distance only through m * distance, so (m k, T / k, L / k) has the very same shares; where
-        every head's weight dies out first (m * 10^4 > 36), the keys past that are left out."""
+        every head's weight dies out first (m * 10^4 > 36), the keys past that are left out; where T and L share no
+        factor, every weight is summed in float64."""
+        if L > _MEASURED_KEYS and math.gcd(T, L) == 1:
+            w = torch.exp(-slopes[:, None] * torch.arange(L, dtype=torch.float64))  # key d steps back, (H, L)
+            return w[:, T:].sum(-1) / w.sum(-1)
         if L > _MEASURED_KEYS:
             if bool((slopes * _MEASURED_KEYS > 36).all()):  # e^-36: below a float64's last bit
                 L = _MEASURED_KEYS
@@ -402,13 +412,15 @@ def alibi_far_share(fn: Callable[[torch.Tensor, int, int], Any] | None) -> bool 
 
     def run(fn: Callable[[torch.Tensor, int, int], Any]) -> Iterable[Verdict]:
         cases = [(torch.tensor(m, dtype=torch.float64), T, L) for m, T, L in FAR_CASES]
-        answers, stopped = answers_under_guard(fn, [(m.clone(), T, L) for m, T, L in cases], shortcuts())
+        answers, stopped = answers_under_guard(fn, [(m.clone(), T, L) for m, T, L in cases], shortcuts(),
+                                               elements_per_case=ELEMENTS)
         if stopped is not None:
             (m, T, L), why = stopped
             yield stopped_verdict(why, f"far_share(<{len(m)} slopes>, {T}, {L})",
                                   shortcut="that measures the weights; derive how they add up instead",
                                   loop=f"runs a loop over the keys ({L:.0e} of them): derive how the weights add up "
-                                       "instead of adding them")
+                                       "instead of adding them",
+                                  grid="that adds up weights, one per key; derive how they add up instead")
             return
         for (m, T, L), raw in zip(cases, answers.values()):
             case = f"far_share(<{len(m)} slopes>, {T}, {L})"
