@@ -66,6 +66,8 @@ def test_previous_frame_head_names_each_misconception(capsys):
         ok, out = run(check.previous_frame_head, previous_frame_design(short), capsys)
         assert ok is False and f"{-short[0]} steps back along every axis" in out and "of the wrong size" in out
         assert "itself" not in out and "ahead" not in out
+    ok, out = run(check.previous_frame_head, previous_frame_design((-11, -10, -10)), capsys)  # off by one along t
+    assert ok is False and "one t step too far back" in out and "-10, -10" not in out
     ok, out = run(check.previous_frame_head, previous_frame_design(pairs=(0, 16, 40)), capsys)  # Qwen2-VL's blocks
     assert ok is False and "does not change along w" in out  # pairs 16 and 40 are both h's in Qwen3-VL
     ok, out = run(check.previous_frame_head, previous_frame_design(weights=(1.0, 1.0, 3.0)), capsys)  # w dominates

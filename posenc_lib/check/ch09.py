@@ -116,6 +116,9 @@ def previous_frame_head(answer: Any) -> bool | None:
             elif peak == (-1, 0, 0):
                 named = ("your head looks one t step back at the same h and w ids: where does §2's rule put the next "
                          "temporal patch, after its timestamp?")
+            elif peak == (target[0] - 1, target[1], target[2]):
+                named = ("your head looks one t step too far back, with h and w right: where does §2's rule start "
+                         "the next grid's t id?")
             elif peak[0] == peak[1] == peak[2]:
                 named = (f"your head scores highest {-peak[0]} steps back along every axis: a step along t, h and w "
                          "together, of the wrong size")
