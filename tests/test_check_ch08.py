@@ -215,6 +215,12 @@ def query_scale_derived(mscale, mscale_all_dim, factor):
     return term(mscale_all_dim) ** 2 if math.isclose(term(mscale), term(mscale_all_dim), rel_tol=1e-12) else math.nan
 
 
+def test_deepseek_cases_leave_out_zero_settings():
+    """The prompt leaves out a zero mscale or mscale_all_dim (transformers falls back to other formulas there)."""
+    from posenc_lib.check import ch08
+    assert all(m != 0 and a != 0 for m, a, _ in ch08._PORT_CASES)
+
+
 def test_deepseek_query_scale(capsys):
     assert run(check.deepseek_mscales, None, capsys)[0] is None
     assert run(check.deepseek_mscales, _stub, capsys)[0] is None

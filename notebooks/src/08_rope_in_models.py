@@ -177,7 +177,7 @@ print(f"* DeepSeek-V3's RoPE factor is 1, but its softmax scale multiplies the s
 #   within the row's span $L$, even at the deployed length. Those slow pairs move by
 #   less than a full circle over that whole span. GPT-OSS is outside that range for half its
 #   layers: it uses one RoPE for all of them, but half attend within a sliding window (each
-#   token sees only the 128 before it), a span in which only 9 of its 32 pairs turn, so 23 of
+#   token sees only itself and the 127 before it), a span in which only 9 of its 32 pairs turn, so 23 of
 #   32 (72 %) never do there; its row gives the span of its full-attention layers;
 # * **YaRN** (Qwen with its model card's settings, DeepSeek-V3, GPT-OSS) turns exactly as
 #   many pairs at the deployed $L$ as plain RoPE at $L_0$. Here $L = sL_0$, and with
@@ -748,7 +748,7 @@ long_, a_long = pl.rope_from_config(phi3, seq_len=4097)
 print(f"Phi-3 attention factor: {a_long:.4f} (scores x{a_long**2:.4f})")
 assert a_short == a_long and math.isclose(a_long, math.sqrt(1 + 5 / 12)) and round(a_long, 3) == 1.190
 assert not torch.allclose(short, long_)  # one token more, the other list
-stretch_only = {"llama3": ROWS["Llama 3.1 8B"]["factor"], "linear": ROWS["Gemma 3 4B (full)"]["factor"],
+stretch_only = {"llama3": ROWS["Llama 3.1 8B"]["factor"], "gemma_linear": ROWS["Gemma 3 4B (full)"]["factor"],
                 **{kind: pl.scaled_rope_frequencies(64, method=kind, factor=4.0, original_max_position=4096,
                                                     seq_len=16384)[1] for kind in ("linear", "ntk", "dynamic")}}
 assert set(stretch_only.values()) == {1.0}, stretch_only  # no attention factor: only YaRN and LongRoPE have one
@@ -756,8 +756,8 @@ assert set(stretch_only.values()) == {1.0}, stretch_only  # no attention factor:
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **YaRN.** $a = 0.1 \ln s + 1$ on q and k: GPT-OSS ($s = 32$) gets 1.347 and Qwen with
 # YaRN ×4 gets 1.139 (the table of §1). **DeepSeek-V3** writes `mscale` and
-# `mscale_all_dim` into its config (both 1.0). Its RoPE's factor is the ratio
-# $(0.1\,\text{mscale} \ln s + 1)/(0.1\,\text{mscale\_all\_dim} \ln s + 1) = 1$, and the
+# `mscale_all_dim` into its config (both 1.0). When both are non-zero, its RoPE's factor is the ratio
+# $(0.1\,\text{mscale} \ln s + 1)/(0.1\,\text{mscale\_all\_dim} \ln s + 1)$, here 1, and the
 # correction moves into the softmax scale instead: the scores are multiplied by
 # $m^2/\sqrt{192}$ with $m = 0.1 \cdot \text{mscale\_all\_dim} \cdot \ln 40 + 1$, instead of the usual
 # $1/\sqrt{192}$ (192 = 128 unrotated + 64 rotated features per head).
@@ -885,16 +885,22 @@ print(f"largest logit error with double rotation: {(wrong - full).abs().max().it
 # input passes $L_0$ = 4096 tokens, §3) and in `dynamic` scaling. A key cached while the
 # input was short carries the short list's angles; a query rotated after the switch uses
 # the long list, and their score is no longer the one a fresh forward pass computes.
-# transformers' Phi-3 therefore drops the cache once, at the switch, when it generates, and
-# recomputes every key with the long list. Dynamic NTK goes stale too: past
+# Re-rotating the cached keys alone would not repair it: past the first layer a key is computed
+# from the layer below's output, which changed with the frequencies too. transformers' Phi-3
+# therefore drops the cache once, at the switch, when it generates, and recomputes every key,
+# in every layer, with the long list. Dynamic NTK goes stale too: past
 # `max_position_embeddings` its base depends on the input's length, so a key cached while the
 # input was shorter was rotated with another base than the one a fresh pass uses (the first
 # cell: `max_position_embeddings` = 4096, a key at position 4999 cached when the input was 5000
-# tokens long, read by a query at 5999). The second cell shows both Phi-3 cases on a tiny random Phi-3
+# tokens long, read by a query at 5999). It also writes `turn_needed(p)`, the angles that would carry
+# a key rotated at $p$ with the long list to one at $p - 1000$ with the short list, and asserts they
+# differ between $p$ = 6000 and 6001: no one rotation moves every cached key. The second cell shows both Phi-3 cases on a tiny random Phi-3
 # (switch at $L_0$ = 8 tokens), comparing the logits each step computes from the tokens read so
 # far, 6 to 11 of them, with a fresh forward pass over the same tokens: a decoding loop that
 # keeps its cache across the switch drifts once it has read 9 tokens (one past $L_0$), while
-# `generate` matches the fresh pass at every step.
+# `generate` matches the fresh pass at every step. The same model with two layers shows why the
+# cache must be recomputed rather than re-rotated: the inputs of layer 1 (not of layer 0) for the
+# first 8 tokens differ between a pass over 8 tokens and over 9.
 
 # %% slideshow={"slide_type": "fragment"}
 q_phi, k_phi = torch.randn(2, 96, dtype=torch.float64)
@@ -949,6 +955,15 @@ assert kept_gap[:3].max() < 1e-4 and kept_gap[3:].min() > 1.0  # a kept cache: s
 print("tokens read:    " + " ".join(f"{n:>5}" for n in range(6, 12)) + f"   (L0 = {L0_tiny})")
 print("  cache kept:  " + " ".join(f"{'stale' if x > 1e-3 else 'same':>5}" for x in kept_gap.tolist()))
 print("  generate:    " + " ".join(f"{'stale' if x > 1e-3 else 'same':>5}" for x in gen_gap.tolist()))
+with torch.random.fork_rng():  # the global generator is left as it was for the cells below
+    torch.manual_seed(1)
+    two_layers = Phi3ForCausalLM(Phi3Config(**{**tiny_phi3.config.to_dict(), "num_hidden_layers": 2})).eval()
+with torch.no_grad():  # the first 8 tokens' inputs to each layer, in a pass over 8 tokens and over 9
+    h8, h9 = (two_layers(seq[:, :n], output_hidden_states=True).hidden_states for n in (L0_tiny, L0_tiny + 1))
+layer_gap = [(h9[i][:, :L0_tiny] - h8[i][:, :L0_tiny]).abs().max().item() for i in (0, 1)]
+assert layer_gap[0] == 0.0 and layer_gap[1] > 1e-2, layer_gap  # layer 1's keys change: re-rotating is not enough
+print(f"2 layers: inputs of the first {L0_tiny} tokens differ by {layer_gap[0]:.1f} (layer 0), "
+      f"{layer_gap[1]:.1f} (layer 1) between a pass over {L0_tiny} and over {L0_tiny + 1} tokens")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### `original_max_position_embeddings` or `max_position_embeddings`?
@@ -1104,7 +1119,8 @@ assert spread_over_draws[1.0] < 1.05 and spread_over_draws[6.0] > 30
 # In short: on a local task, confining the RoPE layer to chunks keeps iRoPE's accuracy at every
 # length, as a window does for plain RoPE; on a lookup whose dictionary opens the input, iRoPE
 # recalls more than RoPE (0.52 against 0.17 at 512 tokens, NoPE 0.94), probably through its NoPE
-# layer (no ablation: iRoPE also has one RoPE layer where RoPE has two); on a lookup anywhere in
+# layer (a partial ablation: confined to chunks, its RoPE layer cannot see the entry and it still
+# recalls more than RoPE; iRoPE also has one RoPE layer where RoPE has two); on a lookup anywhere in
 # the input, iRoPE does not help.
 #
 # The rest of §5 is optional: the evidence for those three sentences, for a reader who wants to
@@ -1404,6 +1420,7 @@ assert spread([s[1] for s in best_heads("none", 512)]) == (0.22, 0.29)
 assert spread([s[0] for s in best_heads("none", 512)]) == (0.09, 0.21)  # NoPE's first layer finds it too
 most = max(range(3), key=lambda s: nope_layer[s])  # the seed whose NoPE layer puts the most weight on the entry
 assert R["irope"][512]["acc"][most] < max(R["irope"][512]["acc"])  # is not the seed that recalls best
+assert min(R["irope+chunk"][512]["acc"]) > max(R["rope"][512]["acc"])  # blind RoPE layer, every seed above RoPE
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # iRoPE's NoPE layer keeps a sixth to a third of its best head's weight on the entry at 512
@@ -1415,7 +1432,10 @@ assert R["irope"][512]["acc"][most] < max(R["irope"][512]["acc"])  # is not the 
 # 0.09 to 0.21); the chunked model keeps the weight and recalls no more than unchunked; and the
 # iRoPE seed with the most weight on the entry is not the one that recalls best. That the lookup
 # produces most of iRoPE's lead over RoPE is probably true (RoPE, which has lost the weight, has
-# lost the recall), but it is a reading of 16 sequences per seed, not a test.
+# lost the recall), but it is a reading of 16 sequences per seed, not a test. One alternative is
+# ruled out: the chunked model's RoPE layer puts no weight on the entry in any seed, yet every
+# chunked seed recalls more at 512 than RoPE's best seed, so the lookup does not run through
+# iRoPE's RoPE layer. The other remains: iRoPE has one RoPE layer where RoPE has two.
 #
 # **The chunk on the dictionary-anywhere task.** How many lookups cross a chunk boundary can be
 # counted on the test sequences themselves: the question at position $i$ and the entry it asks
@@ -1696,7 +1716,9 @@ assert lab.ok and lab.layout_inferred and lab.layout == "half" and "fn implement
 # the input's length. Take a server that must stay *exact*: at every step its logits equal those
 # of a fresh forward pass. It reads a prompt of `prompt` tokens, rotating each key once, then
 # generates `new` tokens one at a time; whenever the frequencies at the new length differ from
-# those its cached keys were rotated with, it rotates every cached key again with the new ones.
+# those its cached keys were rotated with, it recomputes the cache: every cached key is rotated
+# again with the new ones (in the layers after the first, from new inputs too, since the earlier
+# tokens' outputs of layer 0 change with the frequencies).
 # Write `cache_rotations(config, prompt, new)` returning how many times it applies RoPE to a key
 # of one head in one layer. §4 already told you *which* rope types go stale; what is graded is
 # the part no cell above does: the exact count, summed over every step that re-rotates, for any
@@ -1716,7 +1738,8 @@ _ = check.cache_rotations(cache_rotations)
 def cache_rotations(config, prompt, new):
     ### BEGIN SOLUTION
     # Every key is rotated once when it arrives: prompt + new. A step to a length n whose frequencies differ
-    # from those at n - 1 rotates the n - 1 cached keys again. Two rope types read the length (§4's table):
+    # from those at n - 1 recomputes the n - 1 cached keys: each is rotated again (in the layers after the
+    # first it is also computed from new inputs, but that costs no more RoPE calls). Two rope types read the length (§4's table):
     # LongRoPE switches lists once, at L0 + 1 (the first length longer than original_max_position_embeddings),
     # and dynamic NTK changes its base at every length past max_position_embeddings, so there an exact cache
     # pays n - 1 more rotations at every step: quadratic in the length (about 5 * 10^11 rotations for a
@@ -1751,7 +1774,8 @@ _ = check.cache_rotations(cache_rotations)
 # $s$ = `factor`, or NaN where no number does. Predict first: for which settings does such a $c$
 # exist? The checker tries nine settings, DeepSeek-V3's and V2-Lite's among them (the library's
 # frequency functions refuse to run inside your function: the checker reads DeepSeek's scores
-# through them).
+# through them). Both settings are non-zero here (with a zero one transformers falls back to
+# other formulas, which this exercise leaves out).
 
 # %% slideshow={"slide_type": "fragment"}
 def query_scale(mscale, mscale_all_dim, factor):
@@ -1770,6 +1794,8 @@ def query_scale(mscale, mscale_all_dim, factor):
     # the two settings agree (for s > 1), and then c = m^2. DeepSeek-V3 (1.0 and 1.0) and V2-Lite (0.707 and
     # 0.707) agree: for V3, c = (0.1 ln 40 + 1)^2 = 1.874; settings that differ need a RoPE factor as well.
     term = lambda x: 0.1 * x * math.log(factor) + 1  # noqa: E731
+    if mscale == 0 or mscale_all_dim == 0:  # outside the exercise: transformers uses other formulas there
+        return math.nan
     return term(mscale_all_dim) ** 2 if math.isclose(mscale, mscale_all_dim) else math.nan
     ### END SOLUTION
 
@@ -1825,8 +1851,10 @@ _ = check.needle_scale(needle_scale)
 # **Exercise 4 (design).** When a conversation outgrows the context, some engines drop the
 # oldest `shift` tokens and keep the rest of the KV cache, moving every kept token `shift`
 # positions earlier (llama.cpp calls it a context shift). A cached key is exactly what the model
-# computed for its token at the old position $p$; after the shift it must be exactly the key the
-# model would have cached at $p - \text{shift}$. The engine has neither the unrotated keys nor
+# computed for its token at the old position $p$; after the shift its position part must be
+# exactly that of the key the model would have cached at $p - \text{shift}$ (the shift is an
+# approximation: in the layers after the first a fresh pass without the dropped tokens would
+# also compute other unrotated keys; the exercise grades the position part). The engine has neither the unrotated keys nor
 # the positions. Write `shift_keys(keys, shift, config)` for the keys of one layer that uses
 # RoPE (a NoPE layer, such as Llama 4's every fourth, caches keys no rotation touched), of shape
 # (batch, heads, seq, head_dim). Read the config with any of the library's functions (`pl.rope_settings`,
