@@ -26,7 +26,9 @@ def chapter_8_table() -> dict[str, dict]:
                 if c.cell_type == "code" and "turning within L0" in "".join(o.get("text", "") for o in c.outputs))
     rows = {}
     for line in text.splitlines()[1:]:
-        m = re.match(r"^(.+?)\s+(\S+)\s+(\d+)\s+(\S+)\s+(\d+)\s+([\d.]+)\s+(\S+) \| (\S+)$", line)
+        if line.startswith("* "):  # the table's footnote (DeepSeek's softmax scale, §3), not a row
+            continue
+        m = re.match(r"^(.+?)\s+(\S+)\s+(\d+)\s+(\S+)\s+(\d+)\s+([\d.]+)\*?\s+(\S+) \| (\S+)$", line)  # * : see §3
         assert m, line
         label, base, r, L0, L, att, t0, t1 = m.groups()
         rows[label] = {"base": float(base), "r": int(r), "L0": None if L0 == "–" else int(L0), "L": int(L),
