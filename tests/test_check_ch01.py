@@ -362,7 +362,10 @@ def test_causal_twins_fact_a_second_layer_tells_the_twins_apart():
 
 def test_causal_twins_success_says_it_is_one_layer(capsys):
     assert check.causal_twins(([0, 1, 0, 1], (1, 3))) is True
-    assert "one layer" in _out(capsys)
+    out = _out(capsys)
+    assert "one layer" in out
+    # Exercise 5 follows: the feedback must not state what a row depends on (its token and the prefix's mix)
+    assert not any(word in out for word in ("mix", "share", "set of", "how many", "prefix"))
 
 
 @pytest.mark.parametrize("right", [

@@ -80,7 +80,9 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # 3. **Generalises to longer sequences.** A model trained on 8K tokens should still make
 #    sense of position 30 000.
 # 4. **A deterministic pattern.** The codes come from a fixed rule, not from a table that
-#    must be learned position by position; a regular pattern is easier to learn from.
+#    must be learned position by position. The sources' reason is that a model should learn
+#    more easily from a regular pattern; that is their motivation, not something this course
+#    measures.
 # 5. **Extends to more dimensions.** The same idea should work for images (2-D) and video
 #    (3-D), not only for a line of text. The map below asks whether it carries over without a
 #    new fault; faults a method already has in 1-D count under their own property.
@@ -112,7 +114,13 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # only for faults new in n-D, see property 5). The numbers in brackets are the chapters that
 # test the entry. Read it now as the route of the course: each chapter fixes what the one
 # before could not. The map comes back below the conventions with a reason for every entry,
-# to read once the chapters have made the words in it familiar.
+# to read once the chapters have made the words in it familiar. The methods, in one phrase
+# each (the chapters define them): **NoPE**, no code at all; **integer**, the position $i$ added
+# to every feature; **normalised**, $i/m$ for a sequence of length $m$; **binary**, the bits of
+# $i$ as features; **sinusoidal**, sines and cosines of $i$ at $d/2$ frequencies; **learned
+# absolute**, one trained vector per position; **relative** (Shaw, T5), a learned term for each
+# offset $j - i$, added in the scores; **RoPE**, queries and keys turned by angles that grow
+# with their position; **ALiBi**, a penalty on each score that grows with the distance.
 #
 # | method | 1 unique | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|
@@ -189,7 +197,7 @@ print("the conventions table matches the library")
 # | sinusoidal [3] | ✔ | ✔ a rotation $M_k$ | ~ defined everywhere, but models trained short degrade [7] | ✔ | ~ axial: a 2-D shift is one rotation (checked below), with the limit of every axial code [9] |
 # | learned absolute [2, 7] | ✔ after training | ✘ nothing forces one: a random table, where training starts, has none (checked below); training may approximate one (chapter 2 §6: trained on a period-4 task, rows 4 apart point alike) | ✘ no rows past `max_len` | ✘ learned | ~ one learned row per patch (ViT; Dosovitskiy et al. 2021, §3.1, Eq. 1), indexed in raster order: the row of patch (r, c) is $rW + c$, so it depends on the grid's width $W$, and ViT interpolates the table in 2-D for a new grid (their §3.2) |
 # | relative: Shaw, T5 [4] | ~ encodes distances, clipped or bucketed far away | ✔ no codes $p_i$, but what $k$ apart adds depends on $k$ alone by construction, the property's aim | ~ far distances share one value | ~ learned per distance | ✔ one bias per 2-D offset, as in Swin (Liu et al. 2021): each direction its own (checked below), with no width in it; its table covers the offsets within a window, the 2-D form of 1-D clipping (column 3's fault, not a new one) |
-# | RoPE [5] | ✔ | ✔ scores depend only on the offset $n-m$ | ~ needs PI / NTK / YaRN to go far [7] | ✔ | ~ axial (features split per axis) works, with a limit every axial code shares: chapter 9's Exercise 3 asks which, and the cell after that exercise's check tests it for the additive codes above [9] |
+# | RoPE [5] | ✔ | ✔ scores depend only on the offset $n-m$ | ~ needs PI / NTK / YaRN to go far [7] | ✔ | ~ axial (features split per axis) works, but the split limits which 2-D patterns of offsets a head can score highest, a limit every axial code shares. Which patterns, and why, is chapter 9's Exercise 3, so the reason is left to it on purpose; the cell after that exercise's check tests the same limit for the additive codes above [9] |
 # | ALiBi [6] | ~ through the distance penalty | ✔ bias $-m_h(i-j)$ | ~ flat on a local task, falls on long-range recall [6, 7] | ✔ fixed slopes | ~ the keys to the left and above, both in the past of a raster order, get one bias; in 1-D a causal mask gives each past key its own (checked below); symmetric, bidirectional ALiBi ties left and right already in 1-D |
 #
 # **NoPE and longer sequences.** Kazemnejad et al. (2023) find that decoders with no positional

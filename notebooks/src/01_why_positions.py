@@ -135,12 +135,14 @@ print("softmax(P S P^T) == P softmax(S) P^T: True;  the same for cumsum: False")
 #
 # So far one attention head. A transformer block runs several heads side by side and adds a
 # residual connection, a feed-forward network (FFN) and normalisation, in one of two
-# arrangements: BERT's original **post-LN**, $h = \mathrm{LN}(x + \mathrm{Attn}(x))$,
-# $\mathrm{out} = \mathrm{LN}(h + \mathrm{FFN}(h))$, or the **pre-LN** of GPT-2 and Llama,
-# $h = x + \mathrm{Attn}(\mathrm{LN}(x))$, $\mathrm{out} = h + \mathrm{FFN}(\mathrm{LN}(h))$. Each
-# new part keeps equivariance, for its own reason:
+# arrangements: the **post-LN** of the original Transformer and BERT, $h = \mathrm{LN}(x + \mathrm{Attn}(x))$,
+# $\mathrm{out} = \mathrm{LN}(h + \mathrm{FFN}(h))$, or the **pre-LN** of GPT-2,
+# $h = x + \mathrm{Attn}(\mathrm{LN}(x))$, $\mathrm{out} = h + \mathrm{FFN}(\mathrm{LN}(h))$, with one more LN after
+# the last block. Llama keeps the pre-LN arrangement with RMSNorm, which divides each row by its root mean square
+# and skips LayerNorm's mean subtraction: still a map of each row alone. Each new part keeps equivariance, for its
+# own reason:
 #
-# * LayerNorm and the FFN act on each token's row **alone, with the same weights for every
+# * LayerNorm (and RMSNorm) and the FFN act on each token's row **alone, with the same weights for every
 #   row**. Any such row-wise map $f$ satisfies $f(PX) = P f(X)$: it never looks at the
 #   other rows, so it cannot notice that they moved. (So does a bias added to every row.)
 # * **Multi-head attention** runs $H$ heads on the same tokens, each with its own
@@ -162,10 +164,11 @@ print("softmax(P S P^T) == P softmax(S) P^T: True;  the same for cumsum: False")
 ffn = nn.Sequential(nn.Linear(d, 16), nn.GELU(), nn.Linear(16, d)).to(device).requires_grad_(False)
 torch.testing.assert_close(ffn(P @ x), P @ ffn(x))  # row-wise: the FFN ...
 torch.testing.assert_close(nn.functional.layer_norm(P @ x, (d,)), P @ nn.functional.layer_norm(x, (d,)))  # ... and LN
+torch.testing.assert_close(nn.functional.rms_norm(P @ x, (d,)), P @ nn.functional.rms_norm(x, (d,)))  # ... and RMSNorm
 blocks = {name: nn.TransformerEncoderLayer(d, nhead=2, dim_feedforward=16, dropout=0.0, batch_first=True,
                                            norm_first=pre).to(device).eval().requires_grad_(False)
-          for name, pre in (("post-LN (BERT)", False), ("pre-LN (GPT-2)", True))}
-blocks["two pre-LN blocks"] = nn.TransformerEncoder(blocks["pre-LN (GPT-2)"], num_layers=2,  # copies the block
+          for name, pre in (("post-LN (as BERT)", False), ("pre-LN (as GPT-2)", True))}
+blocks["two pre-LN blocks"] = nn.TransformerEncoder(blocks["pre-LN (as GPT-2)"], num_layers=2,  # copies the block
                                                     enable_nested_tensor=False).to(device).eval()
 for name, block in blocks.items():
     assert pl.equivariance_error(lambda t: block(t[None])[0], x, order) < 1e-5, name
@@ -202,7 +205,7 @@ kept = [Po for Po in perms if torch.equal(Po @ mask @ Po.T, mask)]  # orders tha
 assert len(perms) == 120 and len(kept) == 1 and torch.equal(kept[0], torch.eye(n, device=device))  # identity only
 assert pl.equivariance_error(causal_head, x, order) > 1e-2  # no longer equivariant
 causal = nn.Transformer.generate_square_subsequent_mask(n, device=device)  # -inf above the diagonal
-causal_block = lambda t: blocks["pre-LN (GPT-2)"](t[None], src_mask=causal, is_causal=True)[0]  # noqa: E731
+causal_block = lambda t: blocks["pre-LN (as GPT-2)"](t[None], src_mask=causal, is_causal=True)[0]  # noqa: E731
 assert pl.equivariance_error(causal_block, x, order) > 1e-2  # nor is a whole causal block
 assert pl.equivariance_error(causal_head, x, list(range(n))) == 0  # (the identity order, trivially, is)
 torch.testing.assert_close(causal_head(x)[0], x[0] @ w_v)  # position 0 attends to itself alone
@@ -551,11 +554,53 @@ print("swap 'the' and 'chased', sinusoidal code, largest change per row:",
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5 · Behind the demo
 #
-# Reading for after the lecture: what the demo's choices change and what they do not. Why our
-# weights are drawn with std 0.3 and not the source's 0.1, what `nn.MultiheadAttention`'s
-# biases do, where the source's formula puts the positions, and two things the source does that
-# we fold away.
+# Reading for after the lecture: where the source's formula puts the positions (it differs from the
+# usual form), then what the demo's choices change and what they do not: why our weights are drawn
+# with std 0.3 and not the source's 0.1, what `nn.MultiheadAttention`'s biases do, and two things the
+# source does that we fold away.
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### Where do the positions go? The source's formula
 #
+# Source `001` writes attention with absolute positions in the column convention
+# ($X \in \mathbb{R}^{d\times m}$, one column per token, and the codes as the columns of a
+# matrix it calls $P = [p_1, \dots, p_m]$, counting from 1; we write
+# $P_{\mathrm{pos}} = [p_0, \dots, p_{m-1}]$, counting from 0 like the rest of the course, since
+# $P$ is a permutation in this chapter) as
+#
+# $$\mathrm{Attn}(X) = (V+P_{\mathrm{pos}})\,\mathrm{softmax}\!\left(\frac{(K+P_{\mathrm{pos}})^\top(Q+P_{\mathrm{pos}})}{\sqrt d}\right),
+#   \qquad Q = W_QX,\ K = W_KX,\ V = W_VX,$$
+#
+# which adds the codes **after** the projections. The usual form (Vaswani et al., and what
+# `nn.MultiheadAttention` does when it is fed $X + P_{\mathrm{pos}}$, as in section 3: it projects
+# its input) adds them **before**: $Q = W_Q(X+P_{\mathrm{pos}}) = W_QX + W_QP_{\mathrm{pos}}$, and
+# Vaswani et al. add them once, to the first layer's input (later layers see them only through the
+# residual stream), while the source's formula is written for one layer. The
+# two agree when $W_QP_{\mathrm{pos}} = P_{\mathrm{pos}}$ (and the same for $K$, $V$), which
+# learned weights have no reason to satisfy; for this head the scores differ. In this column
+# convention the softmax also has to run down each column (over the keys, `dim=0`). The formula has one head and no biases, so the cell
+# builds such a module, `one_head` (`nn.MultiheadAttention` with one head and `bias=False`),
+# takes its $W_Q, W_K$ (the first two thirds of `in_proj_weight`, stored as (out, in), so that
+# $Q = W_QX$ in this convention), computes the score matrix all three ways, and checks the usual
+# form against the weights `one_head` itself returns for $X + P_{\mathrm{pos}}$.
+
+# %% slideshow={"slide_type": "fragment"}
+one_head = nn.MultiheadAttention(hdim, num_heads=1, bias=False, batch_first=True).to(device).requires_grad_(False)
+X = x_dog[0].T  # (16, 6): the source's column convention
+P_pos = pos.T  # the source's P: one column per position, p_0 .. p_5
+Wq_, Wk_ = one_head.in_proj_weight.chunk(3)[:2]  # (out, in) matrices: Q = W_Q X in this convention
+usual = (Wk_ @ (X + P_pos)).T @ (Wq_ @ (X + P_pos))  # (keys, queries)
+source_form = (Wk_ @ X + P_pos).T @ (Wq_ @ X + P_pos)
+
+row_scores = (x_pos[0] @ Wq_.T) @ (x_pos[0] @ Wk_.T).T  # the row convention used in code: (queries, keys)
+torch.testing.assert_close(usual, row_scores.T)  # same numbers, transposed
+torch.testing.assert_close((usual / hdim**0.5).softmax(dim=0).T, (row_scores / hdim**0.5).softmax(dim=-1))
+module_weights = one_head(x_pos, x_pos, x_pos)[1][0]
+torch.testing.assert_close((usual / hdim**0.5).softmax(dim=0).T, module_weights)  # the module's own
+assert not torch.allclose(source_form, usual, atol=1e-3)  # P after W is a different model
+print("P added before the projections (usual) != P added after them (source): True")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Why std 0.3, not the source's 0.1
 #
 # At the source's 0.1, at this width of 16, the two dogs are just as identical without positions, and with positions
@@ -574,8 +619,11 @@ print("swap 'the' and 'chased', sinusoidal code, largest change per row:",
 # codes added to its token, and whatever its word: std 0.1 shrinks every output toward one
 # common mix, not the positions in particular. The control divides the dogs' gap by the median
 # gap between the other 14 row pairs (two different words each): over the ten draws its median is
-# 0.33 at both stds (they differ by less than 0.02). Relative to the layer's own spread the positions show about as
-# much at 0.1; the demo uses 0.3 so that the differences are large beside the outputs themselves.
+# 0.33 at both stds (they differ by less than 0.02). Draw by draw the two do not agree: the ratio at std 0.1 over the
+# one at 0.3 runs from 0.5 to 1.9, either side of 1, while the unscaled gap is at least 2.5 times smaller at 0.1 in
+# every draw. So std 0.1 does not hide the positions more than it hides the words: relative to the layer's own spread
+# the positions show about as much, typically; the demo uses 0.3 so that the differences are large beside the
+# outputs themselves.
 
 # %% slideshow={"slide_type": "fragment"}
 def scaled(heads, std, *, biases=True):
@@ -610,12 +658,16 @@ print("dogs apart, positions added, 10 draws: std 0.1:",
       f"std 0.3: {min(apart_at[0.3]):.2f} to {max(apart_at[0.3]):.2f}")
 print(f"smallest row entropy / log 6: std 0.1: {min(entropy[0.1]):.2f} or more;",
       f"std 0.3: {max(entropy[0.3]):.2f} or less")
-relative = {std: torch.tensor([dogs_apart(emb, scaled(heads, std)) / words_apart(emb, scaled(heads, std))
-                               for emb, heads in draws.values()]).quantile(0.5).item() for std in (0.1, 0.3)}
+per_draw = {std: [dogs_apart(emb, scaled(heads, std)) / words_apart(emb, scaled(heads, std))
+                   for emb, heads in draws.values()] for std in (0.1, 0.3)}
+relative = {std: torch.tensor(v).quantile(0.5).item() for std, v in per_draw.items()}
 assert [round(r, 2) for r in relative.values()] == [0.33, 0.33] and abs(relative[0.1] - relative[0.3]) < 0.02
+draw_ratio = [a / b for a, b in zip(per_draw[0.1], per_draw[0.3])]  # draw by draw, std 0.1 over std 0.3
+assert 0.45 < min(draw_ratio) < 0.6 and 1.8 < max(draw_ratio) < 1.95  # either way round: no draw-by-draw order
 print("without positions the dogs are identical at both")
 print("dogs' gap / median gap between different words, median of 10 draws:",
       f"std 0.1: {relative[0.1]:.2f}; std 0.3: {relative[0.3]:.2f}")
+print(f"the same ratio, std 0.1 over std 0.3, draw by draw: {min(draw_ratio):.1f} to {max(draw_ratio):.1f}")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### The biases do not explain it
@@ -713,47 +765,6 @@ for std in (0.1, 0.3):
 assert 0.09 < head_weights(0.1).min() and head_weights(0.1).max() < 0.24 and head_weights(0.3).max() > 0.5
 torch.testing.assert_close(head_weights(0.3), mha(x_dog, x_dog, x_dog, average_attn_weights=False)[1][0])
 fig
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# ### Where do the positions go? The source's formula
-#
-# Source `001` writes attention with absolute positions in the column convention
-# ($X \in \mathbb{R}^{d\times m}$, one column per token, and the codes as the columns of a
-# matrix it calls $P = [p_1, \dots, p_m]$, counting from 1; we write
-# $P_{\mathrm{pos}} = [p_0, \dots, p_{m-1}]$, counting from 0 like the rest of the course, since
-# $P$ is a permutation in this chapter) as
-#
-# $$\mathrm{Attn}(X) = (V+P_{\mathrm{pos}})\,\mathrm{softmax}\!\left(\frac{(K+P_{\mathrm{pos}})^\top(Q+P_{\mathrm{pos}})}{\sqrt d}\right),
-#   \qquad Q = W_QX,\ K = W_KX,\ V = W_VX,$$
-#
-# which adds the codes **after** the projections. The usual form (Vaswani et al., and what
-# `nn.MultiheadAttention` does when it is fed $X + P_{\mathrm{pos}}$, as in section 3: it projects
-# its input) adds them **before**: $Q = W_Q(X+P_{\mathrm{pos}}) = W_QX + W_QP_{\mathrm{pos}}$, and
-# Vaswani et al. add them once, to the first layer's input (later layers see them only through the
-# residual stream), while the source's formula is written for one layer. The
-# two agree when $W_QP_{\mathrm{pos}} = P_{\mathrm{pos}}$ (and the same for $K$, $V$), which
-# learned weights have no reason to satisfy; for this head the scores differ. In this column
-# convention the softmax also has to run down each column (over the keys, `dim=0`). The formula has one head and no biases, so the cell
-# builds such a module, `one_head` (`nn.MultiheadAttention` with one head and `bias=False`),
-# takes its $W_Q, W_K$ (the first two thirds of `in_proj_weight`, stored as (out, in), so that
-# $Q = W_QX$ in this convention), computes the score matrix all three ways, and checks the usual
-# form against the weights `one_head` itself returns for $X + P_{\mathrm{pos}}$.
-
-# %% slideshow={"slide_type": "fragment"}
-one_head = nn.MultiheadAttention(hdim, num_heads=1, bias=False, batch_first=True).to(device).requires_grad_(False)
-X = x_dog[0].T  # (16, 6): the source's column convention
-P_pos = pos.T  # the source's P: one column per position, p_0 .. p_5
-Wq_, Wk_ = one_head.in_proj_weight.chunk(3)[:2]  # (out, in) matrices: Q = W_Q X in this convention
-usual = (Wk_ @ (X + P_pos)).T @ (Wq_ @ (X + P_pos))  # (keys, queries)
-source_form = (Wk_ @ X + P_pos).T @ (Wq_ @ X + P_pos)
-
-row_scores = (x_pos[0] @ Wq_.T) @ (x_pos[0] @ Wk_.T).T  # the row convention used in code: (queries, keys)
-torch.testing.assert_close(usual, row_scores.T)  # same numbers, transposed
-torch.testing.assert_close((usual / hdim**0.5).softmax(dim=0).T, (row_scores / hdim**0.5).softmax(dim=-1))
-module_weights = one_head(x_pos, x_pos, x_pos)[1][0]
-torch.testing.assert_close((usual / hdim**0.5).softmax(dim=0).T, module_weights)  # the module's own
-assert not torch.allclose(source_form, usual, atol=1e-3)  # P after W is a different model
-print("P added before the projections (usual) != P added after them (source): True")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### The source projects twice

@@ -256,8 +256,8 @@ def causal_twins(answer: Any) -> bool | None:
                           "vector, which proves nothing about order; use at least two different tokens")
             return
         if all(close(out[i], out[j], atol=1e-9, rtol=1e-9) for out in (_causal_outputs(tokens, s) for s in range(3))):
-            yield True, ("rows i and j are identical for every weight tried: one causal head sees the mix of the "
-                         "tokens before it, not how many there are. That is a fact about one layer: a second layer "
+            yield True, ("rows i and j are identical for every weight tried. That is a fact about one layer: a "
+                         "second layer "
                          "reads the first layer's outputs, which differ from place to place (the first token sees "
                          "only itself), so a stack of layers can tell more places apart (chapter 7)")
             return
