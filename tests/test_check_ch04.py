@@ -744,3 +744,14 @@ def test_the_checker_source_holds_no_formula_of_an_answer():
     for answer_shape in ("(B - 1 - e) / (B - e)", "stride * i - j + k", "- 1 if bidirectional", "2 * span - r",
                          "min(r, 2", "2 * k - r", "2 * span - 1, 0", "offsets - 1", "(o - 1)", "sealed"):
         assert answer_shape not in source, answer_shape
+
+
+def test_exercise_2_prompt_leaves_the_widths_to_the_learner():
+    """Cold read r15: the prompt stated that each upper bucket holds as many distances as its mirror, which fixes
+    the rule's shape; it now asks for a mirror, and the checker alone holds the widths (tests above)."""
+    from pathlib import Path
+
+    src = (Path(__file__).parents[1] / "notebooks" / "src" / "04_relative.py").read_text(encoding="utf-8")
+    prompt = " ".join(src[src.index("**2 (design"):src.index("def every_row")].replace("#", " ").split())
+    assert "mirrors the past" in prompt
+    assert "as many distances" not in prompt and "log-spaced far" not in prompt
