@@ -292,10 +292,27 @@ def test_t5_rows_read_names_the_misconception(wrong, says, draw, capsys):
 # ---------------------------------------------------------------- Exercise 3: where the last bucket starts
 
 def last_bucket_closed_form(num_buckets, max_distance, bidirectional):
-    """Solve e + floor(log(n/e) / log(max_distance/e) * (B - e)) >= B - 1 for the smallest integer n."""
+    """Solve e + floor(log(n/e) / log(max_distance/e) * (B - e)) >= B - 1 for the smallest integer n: round up,
+    unless the bound is a whole number up to float error (a tie: the floor reaches B - 1 on it)."""
+    B = num_buckets // 2 if bidirectional else num_buckets
+    e = B // 2
+    bound = e * (max_distance / e) ** ((B - 1 - e) / (B - e))
+    return round(bound) if abs(bound - round(bound)) < 1e-9 * bound else math.ceil(bound)
+
+
+def last_bucket_plain_ceil(num_buckets, max_distance, bidirectional):
+    """The same bound with a plain float64 ceil: one past the start wherever a tie's float lands a hair above."""
     B = num_buckets // 2 if bidirectional else num_buckets
     e = B // 2
     return math.ceil(e * (max_distance / e) ** ((B - 1 - e) / (B - e)))
+
+
+def exact_tie(num_buckets, max_distance, bidirectional):
+    """In integers: does the closed form's start lie exactly on the edge, n^(B-e) e^(B-1-e) = md^(B-1-e) e^(B-e)?"""
+    B = num_buckets // 2 if bidirectional else num_buckets
+    e = B // 2
+    n = last_bucket_closed_form(num_buckets, max_distance, bidirectional)
+    return n ** (B - e) * e ** (B - 1 - e) == max_distance ** (B - 1 - e) * e ** (B - e)
 
 
 def last_bucket_by_library(num_buckets, max_distance, bidirectional):
@@ -341,7 +358,8 @@ def last_bucket_closed_float32(num_buckets, max_distance, bidirectional):
     """The closed form in float32 torch arithmetic: some distances off in the far case, exact below."""
     B = num_buckets // 2 if bidirectional else num_buckets
     e = B // 2
-    return torch.ceil(e * (torch.tensor(max_distance / e, dtype=torch.float32)) ** ((B - 1 - e) / (B - e)))
+    bound = e * (torch.tensor(max_distance / e, dtype=torch.float32)) ** ((B - 1 - e) / (B - e))
+    return torch.round(bound) if abs(bound - torch.round(bound)) < 1e-6 * bound else torch.ceil(bound)
 
 
 def test_t5_last_bucket_known_values():
@@ -353,21 +371,46 @@ def test_t5_last_bucket_known_values():
         assert last_bucket_closed_form(nb, md, bidir) == last_bucket_by_library(nb, md, bidir)
 
 
-@pytest.mark.parametrize("setting, starts, not_starts", [
-    ((18, 128, True), (64, 65), (63, 66)),  # 4 * 32 ** 0.8 = 64 exactly: library 64, a float64 ceil 65
-    ((5, 686, False), (98, 99), (97, 100)),  # exactly on the edge at 98; the library (float32) starts at 99
-    ((7, 4666, False), (743, 744), (742, 745)),  # exact 744; the library's float32 puts 743 in the last bucket
+@pytest.mark.parametrize("setting, library_start, starts, not_starts", [
+    ((18, 128, True), 64, (64,), (63, 65, 66)),  # 4 * 32 ** 0.8 = 64 exactly: library 64, a float64 ceil 65
+    ((5, 686, False), 99, (98,), (97, 99, 100)),  # exactly on the edge at 98 (2 * 7^2); the library's float32: 99
+    ((7, 4666, False), 743, (743, 744), (742, 745)),  # a near tie, exact 744; the library's float32 puts 743 in
 ])
-def test_t5_last_bucket_accepts_either_side_of_a_tie_and_the_library(setting, starts, not_starts):
-    """Cold read 2: the checker demanded its float64 side of exact and near ties, where the library (§4's
-    buckets) or a float64 ceil sits on the other; both are accepted now, and nothing further off."""
+def test_t5_last_bucket_ties_take_the_exact_start_near_ties_the_library(setting, library_start, starts, not_starts):
+    """Cold read 2: at a near tie the library (§4's buckets, float32) may sit on the other side of the exact start;
+    both are accepted. Cold read r15: at an exact tie (the edge a whole distance) a float64 ceil lands one past;
+    only the exact start is accepted there, whatever the library's float32 says, and nothing further off."""
     nb, md, bidir = setting
     B = nb // 2 if bidir else nb
     lib = pl.t5_relative_bucket(-torch.arange(md + 1), bidirectional=bidir, num_buckets=nb, max_distance=md)
-    assert int((lib == lib[-1]).nonzero()[0]) in starts
+    assert int((lib == lib[-1]).nonzero()[0]) == library_start
+    assert exact_tie(nb, md, bidir) == (len(starts) == 1)
     assert all(ch04._starts_last(n, nb, md, bidir) for n in starts)
     assert not any(ch04._starts_last(n, nb, md, bidir) for n in not_starts)
-    assert ch04._in_last(starts[1], B, md) and not ch04._in_last(not_starts[0], B, md)
+    assert ch04._in_last(starts[-1], B, md) and not ch04._in_last(starts[0] - 1, B, md)
+
+
+def test_every_check_has_an_exact_tie():
+    """Independent of the checker's arithmetic: the hidden setting of each draw is an exact tie (checked in
+    integers here) with max_distance in range."""
+    for draw in range(20):
+        cases = ch04._last_bucket_cases(random.Random(draw))
+        nb, md, bidir = cases[-2]
+        assert exact_tie(nb, md, bidir) and 65 <= md <= 10**5  # a float walk over the rule may miss it by one
+
+
+@pytest.mark.parametrize("wrong", [
+    last_bucket_plain_ceil,  # a float64 ceil: one past at ties where the float lands above
+    lambda nb, md, bidir: last_bucket_closed_form(nb, md, bidir) + exact_tie(nb, md, bidir),  # "strictly past"
+])
+def test_t5_last_bucket_refuses_one_past_a_tie(wrong, draw, monkeypatch, capsys):
+    """The cold read's finding: the checker accepted a ceil's one-past at an exact tie. Now the hidden tie case
+    refuses it and names it (at 18 buckets and max 128 the float64 bound is 64.00000000000001)."""
+    assert last_bucket_plain_ceil(18, 128, True) == 65 and last_bucket_closed_form(18, 128, True) == 64
+    monkeypatch.setattr(ch04, "_tie_case", lambda rng: (18, 128, True))
+    assert check.t5_last_bucket(wrong) is False
+    out = capsys.readouterr().out
+    assert "off by one at a tie" in out and "= 64" not in out and " 64 " not in out and "64." not in out
 
 
 @pytest.mark.parametrize("right", [
@@ -701,3 +744,14 @@ def test_the_checker_source_holds_no_formula_of_an_answer():
     for answer_shape in ("(B - 1 - e) / (B - e)", "stride * i - j + k", "- 1 if bidirectional", "2 * span - r",
                          "min(r, 2", "2 * k - r", "2 * span - 1, 0", "offsets - 1", "(o - 1)", "sealed"):
         assert answer_shape not in source, answer_shape
+
+
+def test_exercise_2_prompt_leaves_the_widths_to_the_learner():
+    """Cold read r15: the prompt stated that each upper bucket holds as many distances as its mirror, which fixes
+    the rule's shape; it now asks for a mirror, and the checker alone holds the widths (tests above)."""
+    from pathlib import Path
+
+    src = (Path(__file__).parents[1] / "notebooks" / "src" / "04_relative.py").read_text(encoding="utf-8")
+    prompt = " ".join(src[src.index("**2 (design"):src.index("def every_row")].replace("#", " ").split())
+    assert "mirrors the past" in prompt
+    assert "as many distances" not in prompt and "log-spaced far" not in prompt

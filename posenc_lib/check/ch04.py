@@ -143,9 +143,10 @@ def _rows_cases(rng: random.Random) -> list[tuple[int, int]]:
 def t5_rows_read(fn: Any) -> bool | None:
     """Exercise 2: fn(offsets, num_buckets, max_distance) -> an encoder's bucket of each offset (key minus query)
     that keeps T5's bucket for every key at or before the query, gives keys after it upper buckets,
-    non-decreasing with the distance, reads every one of the num_buckets rows, and gives every upper bucket
-    B + b as many distances as bucket b holds in the past (which pins the rule: the check is that the learner
-    finds the row T5 leaves unread and keeps the past's spacing).
+    non-decreasing with the distance, reads every one of the num_buckets rows, and mirrors the past: every
+    upper bucket B + b holds as many distances as bucket b holds in the past. The prompt asks for a mirror and
+    leaves the widths to the learner (stating them would give the rule's shape away); this check holds them,
+    which pins the rule: the learner must find the row T5 leaves unread and keep the past's spacing.
 
     Judged by those properties on settings drawn at every check (together they admit one rule; the check is
     of what it does, so a copy gains nothing over finding it): the past and its widths against the library's
@@ -196,8 +197,8 @@ def t5_rows_read(fn: Any) -> bool | None:
                 yield False, (f"{case}: your upper buckets hold one distance each where the past's far buckets hold "
                               "several: the future has lost the past's log spacing")
             else:
-                yield False, (f"{case}: some upper bucket holds a different number of distances than its mirror "
-                              "in the past")
+                yield False, (f"{case}: the future does not mirror the past: some upper bucket holds a different "
+                              "number of distances than its mirror in the past")
             return
         yield True, ("for four encoder settings drawn at this check: the past as T5 has it, the future ordered in "
                      "the upper half, every row of the table read, and every upper bucket as wide as its mirror")
@@ -216,7 +217,26 @@ def _last_bucket_cases(rng: random.Random) -> list[tuple[int, int, bool]]:
 
     cases = [setting(bidir, rng.randrange(4, 33), rng.randrange(65, 5000))
              for bidir in (True, False, *(rng.random() < 0.5 for _ in range(3)))]
-    return cases + [setting(rng.random() < 0.5, rng.randrange(8, 17), rng.randrange(10**18, 10**19))]
+    return cases + [_tie_case(rng),
+                    setting(rng.random() < 0.5, rng.randrange(8, 17), rng.randrange(10**18, 10**19))]
+
+
+def _tie_settings() -> list[tuple[int, int, bool]]:
+    """Settings whose last bucket starts exactly on the edge: max_distance = e t^(B-e) puts the bound
+    e (max_distance/e)^((B-1-e)/(B-e)) at the whole number e t^(B-1-e), where a float ceil may land one past."""
+    out = []
+    for per_direction in range(4, 17):
+        e = per_direction // 2
+        for t in range(2, 40):
+            max_distance = e * t ** (per_direction - e)
+            if 65 <= max_distance <= 10**5:
+                out += [(2 * per_direction, max_distance, True), (per_direction, max_distance, False)]
+    return out
+
+
+def _tie_case(rng: random.Random) -> tuple[int, int, bool]:
+    """One hidden setting with an exact tie (the edge a whole distance): only the exact start is right there."""
+    return rng.choice(_tie_settings())
 
 
 EXACT_UP_TO = 10**6  # max_distance up to which an answer may also agree with the library's float32 buckets
@@ -251,17 +271,21 @@ def _library_in_last(n: int, num_buckets: int, max_distance: int, bidirectional:
     return bool(buckets[0] == buckets[1])
 
 
+def _on_exact_edge(n: int, per_direction: int, max_distance: int) -> bool:
+    """Does distance n lie exactly on the edge of the last bucket (a tie, in exact arithmetic)?"""
+    return per_direction // 2 <= n < max_distance and _past_last_edge(n, per_direction, max_distance) == 0
+
+
 def _starts_last(n: int, num_buckets: int, max_distance: int, bidirectional: bool, slack: int = 0) -> bool:
     """n is where the last bucket of the past starts, give or take ``slack`` distances, by the exact rule; or,
-    up to ``EXACT_UP_TO``, one past a start that lies exactly on the edge, or where the library's float32
-    buckets start it (they put a few near ties on the other side)."""
+    up to ``EXACT_UP_TO``, where the library's float32 buckets start it (they put a few near ties on the other
+    side). At an exact tie (the edge a whole distance) only the exact start counts: one past it is the float
+    rounding Exercise 3 asks the learner to get right."""
     B = _per_direction(num_buckets, bidirectional)
     if _in_last(n + slack, B, max_distance) and not _in_last(n - slack - 1, B, max_distance):
         return True
-    if max_distance > EXACT_UP_TO:
-        return False
-    if n - 1 >= B // 2 and _past_last_edge(n - 1, B, max_distance) == 0 and not _in_last(n - 2, B, max_distance):
-        return True  # one past a start that lies exactly on the edge: float arithmetic may put the edge outside
+    if max_distance > EXACT_UP_TO or _on_exact_edge(n - 1, B, max_distance):
+        return False  # one past a start that lies exactly on the edge: the rule puts the edge inside
     return _library_in_last(n, num_buckets, max_distance, bidirectional) and not \
         _library_in_last(n - 1, num_buckets, max_distance, bidirectional)
 
@@ -300,6 +324,10 @@ def t5_last_bucket(fn: Any) -> bool | None:
                 continue
             if got == md:
                 yield False, f"{case} = max_distance: the last bucket begins before it (§4)"
+            elif slack == 0 and _on_exact_edge(got - 1, _per_direction(nb, bidir), md):
+                yield False, (f"{case} is off by one at a tie: here the edge of the last bucket is a whole distance "
+                              "exactly; what does the floor give a distance on it, and what did your float "
+                              "arithmetic round?")
             elif _starts_last(got + 1, nb, md, bidir, slack) or _starts_last(got - 1, nb, md, bidir, slack):
                 yield False, f"{case} is off by one: distances are integers; which side of the exact solution is in?"
             elif nb // 2 > 1 and _starts_last(got, nb, md, not bidir, slack):
