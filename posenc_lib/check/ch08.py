@@ -178,7 +178,8 @@ def cache_rotations(answer: Callable[[dict, int, int], Any] | None) -> bool | No
             else:
                 yield False, f"{name}: {got} is wrong"
         if fits and any(d != right for d, (*_, right, _) in zip(digests, _ROTATION_CASES)):
-            yield False, "every count above: " + "; or ".join(_ROTATION_MISCONCEPTIONS[k] for k in fits)
+            yield False, ("each count marked ✗ above fits one misreading: "
+                          + "; or ".join(_ROTATION_MISCONCEPTIONS[k] for k in fits))
 
     return report("What an exact KV cache costs", answer, run,
                   "ask of each rope type at which lengths its frequencies differ from those one token shorter; "
