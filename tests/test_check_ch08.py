@@ -32,7 +32,8 @@ def _kind(config):
 def _changes(config, prompt, new, early=0):
     """The lengths n (prompt < n <= prompt + new) whose frequencies differ from those of length n - 1:
     LongRoPE's once, past original_max_position_embeddings; dynamic NTK's at every length past
-    max_position_embeddings (§4's table); none for the others. `early` moves the threshold one token earlier."""
+    max_position_embeddings (§4's table); none for the others. `early` moves the threshold one token earlier
+    (-1: one token later)."""
     kind, rs = _kind(config)
     end = prompt + new
     if kind == "longrope":
@@ -61,7 +62,8 @@ def _misread(config, prompt, new):
     if kind not in ("longrope", "dynamic"):
         return {"prefill": right - prompt}  # no step re-rotates: only the prompt's keys can be forgotten
     out = {"never": prompt + new, "threshold": _cost(prompt, new, _changes(config, prompt, new, early=1)),
-           "prefill": right - prompt, "new_key": right - len(changes), "twice": right + len(changes)}
+           "prefill": right - prompt, "new_key": right - len(changes), "twice": right + len(changes),
+           "late": _cost(prompt, new, _changes(config, prompt, new, early=-1))}
     if kind == "dynamic":
         T = config["max_position_embeddings"]
         out["once"] = _cost(prompt, new, range(T + 1, T + 2) if prompt < T + 1 <= prompt + new else range(0))
@@ -176,20 +178,36 @@ def _with(misconception):
     return lambda c, p, n: _misread(c, p, n).get(misconception, rotations_by_rule(c, p, n))
 
 
-@pytest.mark.parametrize("misconception, words", [
-    ("once", "as if the frequencies changed once"),
-    ("never", "as if nothing ever changed"),
-    ("threshold", "off by one at the threshold"),
-    ("prefill", "the prompt's keys are rotated too"),
-    ("new_key", "also rotates its new token's key"),
-    ("twice", "rotates its new token's key twice"),
-])
+MISCONCEPTION_WORDS = {
+    "once": "as if the frequencies changed once",
+    "never": "as if nothing ever changed",
+    "threshold": "off by one at the threshold",
+    "late": "off by one after the threshold",  # the first change counted at max_position_embeddings + 2
+    "prefill": "the prompt's keys are rotated too",
+    "new_key": "also rotates its new token's key",
+    "twice": "rotates its new token's key twice",
+}
+
+
+@pytest.mark.parametrize("misconception, words", MISCONCEPTION_WORDS.items())
 def test_cache_rotations_names_each_misconception(misconception, words, capsys):
     ok, out = run(check.cache_rotations, _with(misconception), capsys)
     assert ok is False and words in out and "hint" in out
+    others = [w for k, w in MISCONCEPTION_WORDS.items() if k != misconception]
+    assert not any(w in out for w in others), out  # each misconception gets a message of its own
     for _, config, prompt, new, _, _ in ch08._ROTATION_CASES:  # no count beyond prompt + new is ever printed
         count = rotations_by_rule(config, prompt, new)
         assert count == prompt + new or not re.search(rf"\b{count}\b", out.replace(" ", ""))
+
+
+def test_cache_rotations_misconceptions_differ_over_the_cases():
+    """Two misconceptions may give one count in a case (an early threshold and a new key forgotten, on LongRoPE),
+    but never the same counts in every case: that is what lets the checker name each one alone."""
+    answers = {k: tuple(_with(k)(dict(c), p, n) for _, c, p, n, _, _ in ch08._ROTATION_CASES)
+               for k in MISCONCEPTION_WORDS}
+    assert len(set(answers.values())) == len(answers)
+    right = tuple(rotations_by_rule(dict(c), p, n) for _, c, p, n, _, _ in ch08._ROTATION_CASES)
+    assert right not in answers.values()
 
 
 def test_cache_rotations_names_a_forgotten_prompt_on_a_static_rope(capsys):
@@ -216,9 +234,19 @@ def query_scale_derived(mscale, mscale_all_dim, factor):
 
 
 def test_deepseek_cases_leave_out_zero_settings():
-    """The prompt leaves out a zero mscale or mscale_all_dim (transformers falls back to other formulas there)."""
+    """The prompt leaves out a zero mscale or mscale_all_dim (transformers falls back to other formulas there),
+    and keeps s > 1 (at s = 1 every setting gives c = 1, and the solution's NaN for differing settings is wrong)."""
     from posenc_lib.check import ch08
     assert all(m != 0 and a != 0 for m, a, _ in ch08._PORT_CASES)
+    assert all(s > 1 for _, _, s in ch08._PORT_CASES)
+
+
+def test_deepseek_cases_leave_out_what_the_chapter_prints():
+    """§3 prints DeepSeek-V3's softmax multiplier (1.874 for mscale_all_dim 1, s = 40), GPT-OSS's and Qwen's YaRN
+    factors (s = 32 and 4, mscale 1): no case whose right scale is that number or one step from it."""
+    printed = {(1.0, 1.0, 40.0), (1.0, 1.0, 32.0), (1.0, 1.0, 4.0)}
+    assert not printed & set(ch08._PORT_CASES)
+    assert (0.707, 0.707, 40.0) in ch08._PORT_CASES  # DeepSeek-V2-Lite's, as the prompt says
 
 
 def test_deepseek_query_scale(capsys):

@@ -108,16 +108,20 @@ assert len(MODELS) == 9  # seven models; Qwen2.5 twice (as shipped, with its car
 # past their chunk of `attention_chunk_size` = 8192 tokens (only its NoPE layers see the
 # whole context, §5), and Gemma 3's sliding-window layers, which have a RoPE of
 # their own, see a window of 1024 tokens: never two tokens more than 1023 apart (§2).
+#
 # Pair $j$ turns once every $\lambda_j = 2\pi/\theta_j$ positions. A pair with
 # $\lambda_j \le L$ **completes a turn** inside the context; a pair with $\lambda_j > L$
 # never does, and only ever shows the model part of its circle. The count matters because a
 # pair that turns within $L_0$ has shown the model every angle it can take, while a slower
 # pair meets angles past $L_0$ that pretraining never showed it: those are the pairs that
-# *need* stretching (which pairs a method does stretch differs by method: chapter 7). The table gives, per
+# *need* stretching (which pairs a method does stretch differs by method: chapter 7).
+#
+# The table gives, per
 # model (and per layer type for Gemma 3): the base, the rotated features $r$, $L_0$, $L$,
 # the attention factor (`att.`: a multiplier on q and k, defined in §3), and how many of the
 # $r/2$ pairs complete a turn within $L_0$ at the file's base with no scaling (plain RoPE) and
 # within $L$ (as configured).
+#
 # What to take from it: how many pairs each model leaves without a full turn, and whether its
 # scaling changes that count.
 
@@ -203,10 +207,12 @@ print(f"* DeepSeek-V3's RoPE factor is 1, but its softmax scale multiplies the s
 #   factor of its own, $\theta_j / f_j$, and never runs plain RoPE: its file has two searched lists
 #   of $f_j$, short factors (1.10 to 3.05) for inputs up to $L_0$ and long ones beyond. Plain
 #   RoPE would turn 34 pairs within $L_0$; the short list already turns only 31 there (it slows pairs 31 to 33 out of their
-#   turn), and the long list turns the same 31 within $L$. A slowed pair turns within $L$ when
-#   $f_j \lambda_j \le L$, i.e. $f_j \le L/\lambda_j$: for pairs 31 to 33 the long factors (61.7, 62.9, 63.0)
-#   exceed $L/\lambda_j$ (54.4, 44.9, 37.1), so they stay out of a turn, while every faster pair's factor stays below
-#   its own $L/\lambda_j$ (pairs 28 to 30 also have factors near 61, yet still turn).
+#   turn), and the long list turns the same 31 within $L$.
+#
+# > **Going further: why Phi-3's long list turns no more pairs.** A slowed pair turns within $L$ when
+# > $f_j \lambda_j \le L$, i.e. $f_j \le L/\lambda_j$: for pairs 31 to 33 the long factors (61.7, 62.9, 63.0)
+# > exceed $L/\lambda_j$ (54.4, 44.9, 37.1), so they stay out of a turn, while every faster pair's factor stays below
+# > its own $L/\lambda_j$ (pairs 28 to 30 also have factors near 61, yet still turn).
 
 # %% slideshow={"slide_type": "fragment"}
 count = {label: (None if row["L0_L"][0] is None else turns_within(row["plain"], row["L0_L"][0]),
@@ -369,8 +375,8 @@ print(f"full score: {near.item():+.4f} (3 apart), {far.item():+.4f} (3000 apart)
 # **Why a rotation blocks it.** With RoPE on the key, $(R_m q) \cdot (R_n W_{UK} c) =
 # q^\top R_{n-m} W_{UK}\, c$: the matrix between $q$ and $c$ is $R_{n-m} W_{UK}$, which changes
 # with the offset, so no one fixed matrix can stand in for it. The cell shows the move working
-# without the rotation, and one absorption failing with it: moving $W_{UK}$ onto the rotated
-# query, $W_{UK}^\top R_m q$, gives other scores.
+# without the rotation, and what blocks it with the rotation: the same query and the same latent
+# score differently at two offsets, while any fixed matrix $M$ would give $q^\top M c$ at both.
 #
 # **Decoupled RoPE.** DeepSeek-V2's paper (§2.1.3, "decoupled rotary position embedding") keeps
 # RoPE out of the latent path and adds separate rotated features instead:
@@ -418,8 +424,9 @@ torch.testing.assert_close(mla_scores(0), content + rotated)  # content part + r
 g = torch.Generator().manual_seed(0)  # absorption: k = W_UK c from a 3-feature latent c
 W_uk, c_lat, q_abs = (torch.randn(*shape, generator=g, dtype=torch.float64) for shape in ((10, 3), (T, 3), (T, 10)))
 torch.testing.assert_close(q_abs @ (c_lat @ W_uk.T).T, (q_abs @ W_uk) @ c_lat.T)  # W_UK^T q reads the latents
-with_rope = pl.apply_rope(q_abs) @ pl.apply_rope(c_lat @ W_uk.T).T  # R_{n-m} between q and W_UK: W_UK^T R_m q fails
-assert not torch.allclose(with_rope, (pl.apply_rope(q_abs) @ W_uk) @ c_lat.T, atol=1e-3)
+at = lambda p: torch.tensor([p])  # noqa: E731  one query and one latent, placed at positions m and n
+rope_score = lambda m, n: (pl.apply_rope(q_abs[:1], at(m)) @ pl.apply_rope(c_lat[:1] @ W_uk.T, at(n)).T).item()  # noqa: E731
+assert math.isclose(rope_score(0, 0), rope_score(7, 7)) and abs(rope_score(0, 3) - rope_score(0, 0)) > 1  # offset 3 differs
 torch.testing.assert_close(mla_scores(1000), mla_scores(0))  # the rotated part sees only offsets
 first_r = lambda x, positions: pl.apply_rope(x, positions, rotary_dim=rope_dim)  # noqa: E731  the wrong reading
 assert not torch.allclose(mla_scores(0, first_r), mla_scores(0), atol=1e-3)
@@ -555,7 +562,7 @@ fraction_widget
 
 # %% slideshow={"slide_type": "fragment"}
 share = {}
-for b in [10 ** (e / 2) for e in range(6, 15)]:  # the base slider's values, 10^3 to 10^7 in half decades
+for b in [10 ** (e / 2) for e in range(6, 15)]:  # the base slider's 10^3 to 10^6, and a decade past it (10^7), in half decades
     for frac in (0.125, 0.25, 0.375, 0.5):
         rotated = int(frac * D) // 2
         prop_f = pl.scaled_rope_frequencies(D, method="proportional", factor=1.0, base=b, partial_rotary_factor=frac,
@@ -728,10 +735,10 @@ assert pattern == (["sliding_attention"] * 5 + ["full_attention"]) * 2
 #
 # Two of the extension methods, YaRN and LongRoPE, also multiply q and k by an **attention
 # factor** $a$: the scores grow by $a^2$. The first version of YaRN's paper (Peng et al., 2023,
-# arXiv 2309.00071v1, §3.4) argued for it: over a longer, stretched context attention grows
+# arXiv 2309.00071v1) argued for it: over a longer, stretched context attention grows
 # flatter (more keys share the softmax, and interpolated pairs give closer angles). Its later
-# versions drop that argument and present the factor as an empirical fit (Appendix A.2 to A.3
-# there). This chapter cites both and measures neither. Position
+# versions drop that argument and present the factor as an empirical fit. This chapter cites
+# both (without section numbers, which differ between the versions) and measures neither. Position
 # interpolation (`linear`), NTK, dynamic NTK and `llama3` leave it at 1 (the `att.` column of
 # §1's table; asserted below).
 #
@@ -892,7 +899,10 @@ print(f"largest logit error with double rotation: {(wrong - full).abs().max().it
 # `max_position_embeddings` its base depends on the input's length, so a key cached while the
 # input was shorter was rotated with another base than the one a fresh pass uses (the first
 # cell: `max_position_embeddings` = 4096, a key at position 4999 cached when the input was 5000
-# tokens long, read by a query at 5999). It also writes `turn_needed(p)`, the angles that would carry
+# tokens long, read by a query at 5999). transformers does not repair this one: its dynamic RoPE
+# recomputes the frequencies for each new token and keeps the cached keys as they were rotated, so
+# `generate` on a tiny random Llama with dynamic scaling (`max_position_embeddings` = 8) drifts
+# from a fresh pass once it has read 9 tokens (asserted at the end of the second cell). The first cell also writes `turn_needed(p)`, the angles that would carry
 # a key rotated at $p$ with the long list to one at $p - 1000$ with the short list, and asserts they
 # differ between $p$ = 6000 and 6001: no one rotation moves every cached key. The second cell shows both Phi-3 cases on a tiny random Phi-3
 # (switch at $L_0$ = 8 tokens), comparing the logits each step computes from the tokens read so
@@ -964,6 +974,26 @@ layer_gap = [(h9[i][:, :L0_tiny] - h8[i][:, :L0_tiny]).abs().max().item() for i 
 assert layer_gap[0] == 0.0 and layer_gap[1] > 1e-2, layer_gap  # layer 1's keys change: re-rotating is not enough
 print(f"2 layers: inputs of the first {L0_tiny} tokens differ by {layer_gap[0]:.1f} (layer 0), "
       f"{layer_gap[1]:.1f} (layer 1) between a pass over {L0_tiny} and over {L0_tiny + 1} tokens")
+from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402  dynamic NTK: generate keeps the stale keys
+from transformers.utils import logging as hf_logging  # noqa: E402
+
+with torch.random.fork_rng():
+    torch.manual_seed(0)
+    tiny_dynamic = LlamaForCausalLM(LlamaConfig(
+        vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=2, max_position_embeddings=L0_tiny, initializer_range=0.5,
+        rope_parameters={"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 4.0},
+        pad_token_id=0, bos_token_id=1, eos_token_id=2)).eval()
+verbosity = hf_logging.get_verbosity()
+hf_logging.set_verbosity_error()  # generate warns past max_position_embeddings: that is the point here
+with torch.no_grad():
+    out = tiny_dynamic.generate(prompt, max_new_tokens=6, min_new_tokens=6, do_sample=False,
+                                output_logits=True, return_dict_in_generate=True)
+    dyn_fresh_logits = torch.stack([tiny_dynamic(out.sequences[:, :n]).logits[0, -1] for n in range(6, 12)])
+hf_logging.set_verbosity(verbosity)
+dyn_gap = (torch.stack(out.logits)[:, 0] - dyn_fresh_logits).abs().amax(-1)
+assert dyn_gap[:3].max() < 1e-4 and dyn_gap[3:].min() > 1e-2  # stale from 9 tokens on (max_position_embeddings 8)
+print("  dynamic NTK, generate: " + " ".join(f"{'stale' if x > 1e-3 else 'same':>5}" for x in dyn_gap.tolist()))
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### `original_max_position_embeddings` or `max_position_embeddings`?
@@ -1771,8 +1801,9 @@ _ = check.cache_rotations(cache_rotations)
 # may change is the query projection: multiply its weights, and so every feature of every query,
 # by one number $c$. Write `query_scale(mscale, mscale_all_dim, factor)` returning the $c$ with
 # which the engine computes exactly DeepSeek's scores for these settings and the YaRN factor
-# $s$ = `factor`, or NaN where no number does. Predict first: for which settings does such a $c$
-# exist? The checker tries nine settings, DeepSeek-V3's and V2-Lite's among them (the library's
+# $s$ = `factor` $> 1$ (every case the checker tries: at $s = 1$ nothing is scaled), or NaN where
+# no number does. Predict first: for which settings does such a $c$
+# exist? The checker tries nine settings, DeepSeek-V2-Lite's among them (the library's
 # frequency functions refuse to run inside your function: the checker reads DeepSeek's scores
 # through them). Both settings are non-zero here (with a zero one transformers falls back to
 # other formulas, which this exercise leaves out).
@@ -1792,7 +1823,8 @@ def query_scale(mscale, mscale_all_dim, factor):
     # ((0.1 mscale ln s + 1) / m)^2 * m^2 = (0.1 mscale ln s + 1)^2. Each part is set by one setting alone.
     # A number c on the query multiplies every part of a score by c, once: it reproduces both parts only when
     # the two settings agree (for s > 1), and then c = m^2. DeepSeek-V3 (1.0 and 1.0) and V2-Lite (0.707 and
-    # 0.707) agree: for V3, c = (0.1 ln 40 + 1)^2 = 1.874; settings that differ need a RoPE factor as well.
+    # 0.707) agree; settings that differ need a RoPE factor as well. (At s = 1 every c would be 1: the prompt
+    # and the checker keep s > 1.)
     term = lambda x: 0.1 * x * math.log(factor) + 1  # noqa: E731
     if mscale == 0 or mscale_all_dim == 0:  # outside the exercise: transformers uses other formulas there
         return math.nan
