@@ -794,8 +794,8 @@ print(f"positions streamed in blocks of {block} keys, from the query back: the s
 # The answer sits right after the last `w`, which may be 2 tokens back or 200. Counting tokens
 # puts it at a different offset every time. Counting writes (gates open on the `w` tokens only)
 # puts the last `w` at position 1 from every read, whatever the distance, but not alone: every
-# token after the `w` before it shares position 1 (in the example below, 4 to 10 keys per read),
-# so a head must still pick the `w` among them by what it is. A read repeats the last
+# token after the `w` before it (or from the start) shares position 1 (in the example below, 4 to
+# 10 keys per read), so a head must still pick the `w` among them by what it is. A read repeats the last
 # write, so the bit after the nearest `w` *or* `r` carries the answer too, and is never
 # farther. `TinyDecoder` (2 layers, $d_{model} = 64$) trains with NoPE, RoPE and CoPE at 64
 # tokens, three seeds each, and is tested at 64 to 512 tokens on 128 sequences per length, on
