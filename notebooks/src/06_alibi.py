@@ -676,8 +676,9 @@ assert (far_grammar[..., :2] < 0.02).all() and (far_grammar[..., 2:] > 0.25).all
 # The bias itself works against the lookup: $-m_h(i-j)$ scores every far key lower than a near one with the same $q\cdot k$, and
 # the penalty grows with the distance. Merely leaving the trained range does not break it: at 128
 # tokens the lookups are 117 to 126 steps back and ALiBi still scores 0.97. How, then, does ALiBi's lookup
-# break past 128? (The sinusoids' breaks as well, with no penalty at all.) One hypothesis: a penalty far larger than any the model met in training (lookups 53 to
-# 62 steps back, attention at most 63) is more than $q\cdot k$ can overcome. A second one explains
+# break past 128? (The sinusoids' breaks as well, with no penalty at all.) One hypothesis: a penalty far
+# larger than any the model met in training (lookups 53 to 62 steps back, attention at most 63) is more
+# than $q\cdot k$ can overcome. A second one explains
 # the same fall: **softmax dilution**. At 512 tokens the entry competes with eight times as many
 # keys, and even keys scored well below it take attention in bulk.
 #
@@ -773,6 +774,7 @@ def qk_far_gap(seed, r):
 qk_gaps = [qk_far_gap(seed, r) for seed, r in enumerate(rows)]
 print("q·k's part of the far-minus-near logit gap at 512 tokens, per seed:", [f"{x:+.3f}" for x in qk_gaps])
 assert all(abs(x) < 0.01 for x in qk_gaps)  # far keys score like near ones, less the bias: no preference
+assert round(rows[2]["d_rest"] - count_only[2], 2) == 0.37  # seed 2's rise beyond the count
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # Read at once, both costs are there, and in every seed the bias on the entry falls by more than the
