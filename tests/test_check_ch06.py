@@ -571,6 +571,19 @@ def test_far_share_accepts_right_answers(right, capsys):
     assert "all correct!" in capsys.readouterr().out
 
 
+def test_far_share_accepts_the_textbook_float64_form_the_prompt_allows(capsys):
+    """The prompt says any exact closed form passes in float64, the textbook one with g = e^-m included: it is
+    within 4e-6 (relative) of the stable form at m = 1e-11, inside the checker's tolerance, and accepted; the same
+    form in float32 is refused (e^-m rounds to 1)."""
+    for slopes, T, L in ch06.FAR_CASES:
+        s = torch.tensor(slopes, dtype=torch.float64)
+        got, want = far_share_with_g(s, T, L), torch.tensor(far_share_closed_form(s, T, L), dtype=torch.float64)
+        assert ((got - want).abs() / want.clamp_min(1e-300)).max() < 5e-6 < ch06.FAR_RTOL
+    assert check.alibi_far_share(far_share_with_g) is True
+    assert check.alibi_far_share(lambda s, T, L: far_share_with_g(s.float(), T, L)) is False
+    assert "not numbers" in capsys.readouterr().out
+
+
 def test_far_share_closed_form_equals_the_measured_weights():
     """Independent of the checker: the closed form is what attention with q.k = 0 does."""
     for slopes, T, L in ((recipe(8), 1024, 2048), (recipe(6), 64, 512), ((0.3, 0.05, 0.004), 100, 1000),
