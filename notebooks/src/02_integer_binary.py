@@ -513,8 +513,8 @@ print("binary rows do not depend on the sequence length; in the first 32 positio
 #
 # `001` states that binary codes satisfy property 2: knowing $p_i$ we can get $p_{i+k}$
 # simply. It names the property 线性相关性 (linear dependence, or correlation) and says no more
-# than "simply"; reading it as an affine map is this course's choice, the weakest form that the
-# integer code's shift meets (a linear reading fails the integer code too, below). In that form,
+# than "simply"; reading it as an affine map is this course's choice, the form that the integer
+# code's shift meets (a linear reading fails the integer code too, below). In that form,
 # property 2 asks for a fixed **affine** map, one matrix
 # $M_k$ and one vector $b_k$ with $p_{i+k} = M_k\,p_i + b_k$ for **every** $i$. The integer code
 # of section 1 meets it with $M_k = I$, $b_k = k\cdot\mathbf 1$; the sinusoids of chapter 3 meet
