@@ -65,6 +65,25 @@ def test_exact_offsets_accepts_the_rule_in_several_forms(capsys):
     assert check.exact_offsets(lambda n: set(offsets_by_rule(n))) is True
 
 
+def _off_by_one_at_the_boundary(n):
+    """The rule with a strict inequality, n - k < 3L: the offsets with n - k = 3L left out."""
+    return [k for k in offsets_by_rule(n) if n - k != 3 * (k & -k)]
+
+
+def _sources_rounded_down(n):
+    """A second route to the same list: the sources counted as floor((n - k) / L) instead of rounded up."""
+    return [k for k in offsets_by_rule(n) if (n - k) // (k & -k) <= 2]
+
+
+def test_the_boundary_answers_differ_from_the_rule():
+    """The two boundary mistakes give one list; it is wrong on short tables (not only far away), and at n = 100 it
+    is not the list of "too few points" (n - k <= 2L), which it equals at 12, 40 and 64."""
+    for n in (5, 12, 23, 40, 64, 100, 1_000_003, 2**60):
+        assert _off_by_one_at_the_boundary(n) == _sources_rounded_down(n), n
+        assert (_off_by_one_at_the_boundary(n) != offsets_by_rule(n)) == (n in (12, 40, 64, 100, 2**60)), n
+        assert (_off_by_one_at_the_boundary(n) != _offsets_up_to(n, 2)) == (n in (23, 100, 1_000_003)), n
+
+
 def _exact_as_64(n):
     """Section 4's list read as a pattern: n - k is a power of two or three times one."""
     return sorted({n - m for a in range(n.bit_length()) for m in (2**a, 3 * 2**a) if 1 <= n - m < n})
@@ -74,6 +93,8 @@ def _exact_as_64(n):
     (_exact_as_64, "64-row table"),  # read off section 4's printed list: right for n = 64 only
     (lambda n: _offsets_up_to(n, 2), "under-count"),  # two points fit, three are not believed to
     (lambda n: _offsets_up_to(n, 4), "section 4's square"),  # four patterns taken to fit as well
+    (_off_by_one_at_the_boundary, "off-by-one at the boundary"),  # n - k < 3L
+    (_sources_rounded_down, "off-by-one at the boundary"),  # the sources counted rounded down: the same list
     (lambda n: list(range(2 ** ((n - 1).bit_length() - 2), n)), "not that every offset from there on"),  # §4's bound
     (lambda n: offsets_by_rule(n) if n < 1000 else offsets_by_rule(n)[1:], "pattern read off small tables"),
     (lambda n: offsets_by_rule(n)[1:], "not the list least squares finds on the 5-row table"),

@@ -173,18 +173,22 @@ print(f"logit std over {draws} random heads: tokens alone {std_tokens.min():.2f}
 # mean over its features, and $p_i = i\cdot\mathbf 1$ *is* a mean. So
 # $\mathrm{LayerNorm}(h + p_i) = \mathrm{LayerNorm}(h)$ for every vector $h$: a model that
 # normalises before each attention layer never sees an integer code at all. RMSNorm, which
-# only rescales, keeps it, and swamps the token again: it divides by the length of
-# $h + i\cdot\mathbf 1$, about $i\sqrt d$, so $\mathrm{RMSNorm}(h + i\cdot\mathbf 1)$ differs from
-# $\mathbf 1$ by about $h/i$, a token shrunk by $1/i$ (the cell measures it at $i = 63$).
+# only rescales, keeps it, and swamps the token again: it divides by the root mean square of the
+# features of $h + i\cdot\mathbf 1$ (its length over $\sqrt d$), about $i$, so
+# $\mathrm{RMSNorm}(h + i\cdot\mathbf 1) \approx (h + i\cdot\mathbf 1)/i = \mathbf 1 + h/i$, a token shrunk
+# by $1/i$ (the cell measures the divisor and what is left of the token at $i = 63$).
 
 # %% slideshow={"slide_type": "fragment"}
 h = torch.randn(n, d).to(device)
 torch.testing.assert_close(F.layer_norm(h + p, (d,)), F.layer_norm(h, (d,)), atol=1e-4, rtol=0)
 assert not torch.allclose(F.rms_norm(h + p, (d,)), F.rms_norm(h, (d,)), atol=1e-2)
+divisor = (h + p)[-1].pow(2).mean().sqrt()  # RMSNorm's divisor at i = 63: the root mean square of the features
+torch.testing.assert_close(divisor, (h + p)[-1].norm() / d**0.5)  # = the length over sqrt(d) ...
+assert abs(divisor / (n - 1) - 1) < 0.01  # ... about i, not i·sqrt(d)
 left = (F.rms_norm(h + p, (d,))[-1] - 1).norm() * (n - 1) / h[-1].norm()  # what is left of the token, times i = 63
 assert 0.9 < left < 1.1  # RMSNorm(h + 63·1) ≈ 1 + h/63: the token shrunk by 1/63
 print("LayerNorm(h + i·1) == LayerNorm(h): True;  RMSNorm keeps the code: True;  "
-      f"at i = 63, |RMSNorm(h + i·1) - 1| = {left:.2f} · |h| / 63")
+      f"at i = 63 RMSNorm divides by {divisor:.2f}, and |RMSNorm(h + i·1) - 1| = {left:.2f} · |h| / 63")
 
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -508,14 +512,20 @@ print("binary rows do not depend on the sequence length; in the first 32 positio
 # ## 4 · Is there a fixed affine map from $p_i$ to $p_{i+k}$?
 #
 # `001` states that binary codes satisfy property 2: knowing $p_i$ we can get $p_{i+k}$
-# simply. In the precise form we use, property 2 asks for a fixed **affine** map, one matrix
+# simply. It names the property 线性相关性 (linear dependence, or correlation) and says no more
+# than "simply"; reading it as an affine map is this course's choice, the form that the integer
+# code's shift meets (a linear reading fails the integer code too, below). In that form,
+# property 2 asks for a fixed **affine** map, one matrix
 # $M_k$ and one vector $b_k$ with $p_{i+k} = M_k\,p_i + b_k$ for **every** $i$. The integer code
 # of section 1 meets it with $M_k = I$, $b_k = k\cdot\mathbf 1$; the sinusoids of chapter 3 meet
 # it with $b_k = 0$, a linear map (a rotation). The shift alone gives attention no relative
-# reading: attention multiplies codes, and $(i\cdot\mathbf 1)^\top W (j\cdot\mathbf 1) =
-# ij\,\mathbf 1^\top W \mathbf 1$ is a product of the positions, not a function of their offset;
-# what attention needs is a map that keeps dot products, chapter 3's rotation (the next cell checks
-# the product). Test the binary code.
+# reading: attention multiplies codes through its maps, $p_i^\top W p_j$ with $W = W_q W_k^\top$
+# (§1's $q_i\cdot k_j$), and $(i\cdot\mathbf 1)^\top W (j\cdot\mathbf 1) = ij\,\mathbf 1^\top W \mathbf 1$
+# is a product of the positions, not a function of their offset. A rotation keeps dot products, so
+# the sinusoids' $p_i\cdot p_j$ depends on $j - i$ alone, but $p_i^\top W p_j$ does so only when $W$
+# commutes with the rotations (chapter 3 derives this condition): a random $W$ loses it. The next
+# cell checks the product, and the sinusoids of section 3 with $W = I$, with a $W$ that commutes
+# (a scaled rotation on each pair) and with a random $W$. Test the binary code.
 #
 # **The test.** Least squares finds the best $M_k$ and $b_k$ over all pairs $(p_i, p_{i+k})$ of a
 # table: `pl.affine_shift_residual(table, k)` returns the smallest
@@ -555,6 +565,12 @@ assert all(abs(best_fit_misfit(I6, k).norm() - pl.affine_shift_residual(I6, k)) 
 assert all(linear_residual(B6, k) > 1 for k in range(1, 16))  # binary: no linear map
 print("M p_0 = 0 for every M, but p_k != 0 for k = 1..63: no linear M_k")
 print("integer code, best linear fit, k = 1..5:", [round(r, 1) for r in lin_int], "· best affine fit: 0")
+W_turn = torch.block_diag(*[torch.tensor([[a_, b_], [-b_, a_]]) for a_, b_ in ((1.0, 2.0), (-0.5, 1.0), (3.0, 0.0))])
+for name, W, offset_only in (("W = I", torch.eye(6), True), ("commuting W", W_turn, True), ("random W", M.cpu(), False)):
+    sin_logits = S6 @ W.to(device) @ S6.T  # p_i^T W p_j for the sinusoids of section 3
+    along = (sin_logits[1:, 1:] - sin_logits[:-1, :-1]).abs().max().item()  # change along each diagonal j - i
+    assert along < 1e-4 if offset_only else along > 0.5  # W = I and a commuting W: the offset alone; random W: not
+    print(f"sinusoids, {name}: p_i^T W p_j changes along a diagonal j - i by at most {along:.1e}")
 
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -981,8 +997,14 @@ fig
 #   cell also fits every trained row as $E_i \approx a\cos(\pi i/2) + b\sin(\pi i/2)$ (least squares
 #   over the 32 rows). The fit explains 70–80% of the rows' squared length, against 5–6% for the
 #   same rows before training ($E_{\text{init}}$), with $\lvert\cos(a, b)\rvert < 0.1$ and
-#   $\lVert a\rVert / \lVert b\rVert$ between 0.9 and 1.1 (both printed). So the four phases sit
-#   near the corners of a square, two pairs of opposite vectors at right angles.
+#   $\lVert a\rVert / \lVert b\rVert$ between 0.9 and 1.1 (both printed). For one seed that would
+#   say little: two random directions in 32-D have $\lvert\cos\rvert$ of typical size
+#   $1/\sqrt{32} \approx 0.18$, below 0.1 in about 40% of random pairs, and two random vectors'
+#   lengths are within 10% of each other about as often (the cell draws 1000 triples of pairs). The
+#   three seeds together say more: a random triple has all three $\lvert\cos\rvert$ as small as the
+#   seeds' in about 2% of the triples, and all three ratios as close to 1 in about 1.5% (printed). So
+#   the four phases sit near the corners of a square, two pairs of opposite vectors at right angles:
+#   three seeds make that likely, not certain.
 # * **Neighbours.** The mean $\lvert\cos\rvert$ of neighbours $E_i, E_{i+1}$ is below 0.09 for
 #   every seed, against 0.13–0.2 for the same rows before training. Over all pairs of rows one
 #   phase apart it is below 0.09 for seeds 0 and 1; for seed 2 it is above its value before
@@ -1049,6 +1071,22 @@ for seed, ((by_phase, neighbours, _), (t, s), ((share, cos_ab, ratio, share_peri
           f"{round(cos_ab, 2) + 0.0}, |a| / |b| = {ratio:.2f}; all period-4 parts explain {share_period4:.0%}")
     print(f"        mean |cos| of neighbours {t[0]:.2f} (initial {s[0]:.2f}), of all rows 1 or 3 apart {t[1]:.2f} "
           f"(initial {s[1]:.2f})")
+
+# The control for cos(a, b) and |a| / |b|: 1000 triples of pairs of random 32-D vectors, a triple per three seeds.
+random_pairs = torch.randn(1000, 3, 2, 32, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+random_cos = F.cosine_similarity(random_pairs[..., 0, :], random_pairs[..., 1, :], dim=-1).abs()  # (1000, 3)
+random_ratio = (random_pairs[..., 0, :].norm(dim=-1) / random_pairs[..., 1, :].norm(dim=-1)).log().abs()
+seeds_cos = max(abs(cos_ab) for (_, cos_ab, *_), _ in fits)  # the largest |cos(a, b)| of the three seeds
+seeds_ratio = max(abs(torch.tensor(ratio).log().item()) for (_, _, ratio, _), _ in fits)  # the worst |log(|a|/|b|)|
+rms_cos = random_cos.pow(2).mean().sqrt().item()
+one_pair = ((random_cos < 0.1).double().mean().item(), (random_ratio < torch.tensor(1.1).log()).double().mean().item())
+all_three = ((random_cos.max(-1).values <= seeds_cos).double().mean().item(),
+             (random_ratio.max(-1).values <= seeds_ratio).double().mean().item())
+assert abs(rms_cos - 32**-0.5) < 0.01 and all(0.35 < share < 0.45 for share in one_pair)  # one pair: weak evidence
+assert 0.015 < all_three[0] < 0.025 and 0.01 < all_three[1] < 0.02  # three seeds at once: rare for random directions
+print(f"random 32-D pairs: rms |cos| {rms_cos:.3f} (1/sqrt(32) = {32**-0.5:.3f}); |cos| < 0.1 in {one_pair[0]:.0%}, "
+      f"length ratio within 10% in {one_pair[1]:.0%} of the pairs; a triple as orthogonal as the seeds' (all "
+      f"|cos| <= {seeds_cos:.3f}) in {all_three[0]:.1%}, as equally long in {all_three[1]:.1%} of 1000 triples")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Why period 4?** The next token after position $i$ is the token at $i - 3$ (and $i - 7$,
@@ -1378,8 +1416,10 @@ _ = check.gray_wave(gray_wave)
 # ## Errata in the sources
 #
 # 1. **Binary codes and property 2.** `001` says binary codes satisfy property 2 (from $p_i$
-#    one gets $p_{i+k}$ simply). Taken as a fixed affine map $p_{i+k} = M_k p_i + b_k$ (the
-#    form the integer code's shift meets), none exists for any $k < 2^{d-2}$, for every width $d$:
+#    one gets $p_{i+k}$ simply), a property it calls 线性相关性 (linear dependence, or correlation)
+#    without defining it further. This course reads it as a fixed affine map
+#    $p_{i+k} = M_k p_i + b_k$ (the form the integer code's shift meets; that is our reading, not
+#    `001`'s words). Then none exists for any $k < 2^{d-2}$, for every width $d$:
 #    section 4 proves it with four positions whose codes balance while their codes $k$ steps on do
 #    not, and checks the proof's steps. The exact fits above $2^{d-2}$ are the table's edge: a
 #    counter that wraps around has a map only for $k = 2^{d-1}$ (proved the same way). That

@@ -68,6 +68,13 @@ _OFFSET_MISTAKES = {
          64: "b9c7111561eda372709b0b21", 100: "b8125aed68c5b40e183983ad", 1_000_003: "dcb62fc4a729116abcd7c96e",
          3 * 2**40 + 5: "358596b37a122535e33c708f", 2**59 + 2**31 + 1: "59034d51d24e61005611c482",
          2**60: "bbb1b23779a58645ba45403f"}),
+    "the boundary case": (
+        "an off-by-one at the boundary: the offsets you leave out sit exactly on the edge of your rule, and "
+        "they have an exact map too",
+        {5: None, 12: "e5161a250a380d641271bbee", 23: None, 40: "d0aec2486e9f053706be400f",
+         64: "b9c7111561eda372709b0b21", 100: "d534cfa1bb029c65f23f13a9", 1_000_003: None, 3 * 2**40 + 5: None,
+         2**59 + 2**31 + 1: None, 2**60: "bbb1b23779a58645ba45403f"}),  # the same list as "too few points" at
+        # 12, 40, 64 and 2^60: only N = 100 tells the two apart, and the set of names left is intersected over N
     "too many points": (
         "some offsets you list have no exact map: their pairs hold section 4's square",
         {5: "e06f6747b214fca5ac96f099", 12: None, 23: "da35a779fd2b3205c08a107a", 40: "07857265a15bb6152b52a499",
