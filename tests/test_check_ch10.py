@@ -1,5 +1,6 @@
 """check.ch10: RoPE's backward rotation written into the gradient, with fewer new elements than g has."""
 import math
+import re
 
 import numpy as np
 import pytest
@@ -31,6 +32,31 @@ def complex_when_interleaved(g, cos, sin, layout):
     torch.view_as_complex(g.unflatten(-1, (g.shape[-1] // 2, 2))).mul_(torch.complex(cos, -sin))
 
 
+def shears(g, cos, sin, layout):
+    """Another right design, with no copy of g: the rotation by -angle as three shears, each an in-place multiply-add
+    of one member by the other, t = tan(angle / 2) = sin / (1 + cos). Where cos < 0 it first turns the pair by a
+    half turn (both members negated, in place) and shears by the rest, so that 1 + cos >= 1 and |t| <= 1. Its only
+    new tensors are of the tables' size."""
+    a, b = halves(g, layout)
+    sign = torch.where(cos < 0, -1.0, 1.0)
+    c, s = cos * sign, sin * sign  # the angle less the half turn
+    t = s / (1 + c)
+    a.mul_(sign)
+    b.mul_(sign)
+    a.addcmul_(b, t)
+    b.addcmul_(a, s, value=-1)
+    a.addcmul_(b, t)
+
+
+def shears_through_a_half_turn(g, cos, sin, layout):
+    """The shears without the half turn: t = sin / (1 + cos) is infinite where cos rounds to -1."""
+    a, b = halves(g, layout)
+    t = sin / (1 + cos)
+    a.addcmul_(b, t)
+    b.addcmul_(a, sin, value=-1)
+    a.addcmul_(b, t)
+
+
 def verdict(answer, capsys):
     ok = check.rotate_back_in_place(answer)
     return ok, capsys.readouterr().out
@@ -55,10 +81,30 @@ def scalar_from_outside(g, cos, sin, layout):
     b.mul_(cos).addcmul_(saved.mul_(MINUS_ONE), sin)
 
 
-@pytest.mark.parametrize("answer", [right, complex_when_interleaved, negated_sine, scalar_from_outside])
+@pytest.mark.parametrize("answer", [right, complex_when_interleaved, negated_sine, scalar_from_outside, shears])
 def test_right_designs_pass(answer, capsys):
     ok, out = verdict(answer, capsys)
     assert ok is True and out.count("✓") == len(ch10._CASES), out
+
+
+def new_elements(out):
+    return [int(n.replace(",", "")) for n in re.findall(r"with ([\d,]+) new elements", out)]
+
+
+def test_the_budget_is_met_by_a_design_with_no_copy_of_g(capsys):
+    """The saved member is half of g; the shears make a few tensors of the tables' size (seq x d/2) and no more."""
+    ok, out = verdict(right, capsys)
+    halves_of_g = [math.prod(shape) // 2 for shape, _, _ in ch10._CASES]
+    assert ok is True and new_elements(out) == halves_of_g, out
+    ok, out = verdict(shears, capsys)
+    tables = [shape[2] * shape[3] // 2 for shape, _, _ in ch10._CASES]
+    assert ok is True and all(n < 6 * t for n, t in zip(new_elements(out), tables)), out
+    assert all(n < half for n, half in zip(new_elements(out), halves_of_g)), out
+
+
+def test_shears_need_the_half_turn_where_cos_is_near_minus_one(capsys):
+    ok, out = verdict(shears_through_a_half_turn, capsys)
+    assert ok is False and out.count("differs from R^T g by up to") == len(ch10._CASES), out
 
 
 def test_an_error_in_one_case_names_that_case_and_the_others_still_run(capsys):

@@ -64,6 +64,16 @@ g = torch.manual_seed(0)
 # which); bytes are the distinct values a tensor shows times their size (the product of its dimensions
 # of non-zero stride), so an expanded view counts its values once and a strided view only the values it
 # shows, though the memory behind it may be larger.
+#
+# Four counting rules, defined where first used, add up what the recorders record, each in one-pass
+# bounds (twice the bytes of the tensor x being rotated, §2); §4 ends with `apply_rope` under all four:
+#
+# | rule (section) | recorder | what it adds up |
+# |---|---|---|
+# | `bytes_of` (§2) | `RecordOps` | every byte of every operator of one call |
+# | `traffic` (§3) | `RecordCalls` | calls in a hand list (`DATA_OPS`) on x-sized tensors, and those tensors' bytes |
+# | `whole_tensor` (§4) | `RecordOps` | operators on x-sized tensors and their bytes, forward and backward |
+# | `all_bytes` (§4) | `RecordOps` | every byte of every operator, forward and backward |
 
 # %% slideshow={"slide_type": "fragment"}
 class Call(NamedTuple):
@@ -302,10 +312,10 @@ print("torch calls (total, sin, cos) per size:", counts)
 # of as many Python floats that `torch.tensor` must read one by one. The next cell times the builder
 # next to the library on your machine. It asserts nothing, because a time is not the same on two
 # machines; the counts above are the claim. Read a timing only when its interquartile range (over the
-# timer's blocks) is well below its median, and only a difference of many times: a row whose range is
-# near its median is noise. The builder's row, slow per call, gives the timer few blocks, and on a
-# loaded machine its range can reach its median; then read the gap between the two medians against
-# that range, which the cell prints.
+# timer's blocks) is well below its median, here under half of it, and only a difference of many
+# times. The cell applies that rule as it prints: a row whose range is not under half its median
+# prints "within noise" in place of its median, a median is printed to two significant figures, and
+# the gap between the two medians in whole units of the larger range ("within noise" under 3).
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
 # nbval-ignore-output: wall-clock timings differ on every run and machine
@@ -316,10 +326,12 @@ steps_003 = {
 print(f"n = {n}, d = {d}")
 timed = {}
 for name, fn in steps_003.items():
-    timed[name] = median_iqr_ms(fn, min_run_time=1.0)  # blocks over 1 s: more of them for the slow builder
-    print(f"{name:45s} {timed[name][0]:8.3f} ms (interquartile range {timed[name][1]:.3f})")
+    timed[name] = median, iqr = median_iqr_ms(fn, min_run_time=1.0)  # blocks over 1 s: more for the slow builder
+    shown = f"{median:.2g} ms (interquartile range {iqr:.1g})" if iqr < median / 2 else "within noise"
+    print(f"{name:45s} {shown}")
 (slow, slow_iqr), (fast, fast_iqr) = timed.values()
-print(f"gap between the medians: {(slow - fast) / max(slow_iqr, fast_iqr):.1f} times the larger range")
+gap = (slow - fast) / max(slow_iqr, fast_iqr)
+print("gap between the medians:", f"{gap:.0f} times the larger range" if gap >= 3 else "within noise")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2. Dense R_m against cos/sin tables
@@ -492,8 +504,11 @@ print("against rotate_pairs in float32, for bf16 and float32 inputs and both lay
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Now count the torch calls that move a whole tensor's worth of data (at least half of x: one
 # member of every pair), and the bytes of such tensors they read and write (`RecordCalls`, in the
-# counting cell before §1, says what a call reads and what it writes). Views, shape queries and allocations
-# move no data, so only the calls named in `DATA_OPS` count. The cos and sin tables are read as well,
+# counting cell before §1, says what a call reads and what it writes). Only the calls named in `DATA_OPS`
+# count: a hand list of the calls that move data in the functions this section counts. The other calls
+# (views, shape queries, allocations such as `torch.empty`) move none, and the cell checks it: no call
+# on x-sized data that it leaves out writes into a tensor or fills memory its arguments did not hold.
+# The cos and sin tables are read as well,
 # but they are smaller (float32, 1/16 of x's entries each, so 1/16 of a bound for a bf16 x): this section
 # leaves them out of both counts, and §4 adds them in.
 
@@ -501,12 +516,34 @@ print("against rotate_pairs in float32, for bf16 and float32 inputs and both lay
 DATA_OPS = {"float", "to", "mul", "sub", "add", "neg", "cat", "stack", "copy_", "addcmul_", "rope_rotate.default"}
 
 
+class RecordMoves(RecordCalls):
+    """RecordCalls, also keeping the calls that move data by what they do, whatever their names: a call that
+    changes a tensor in place (`mul_`, `copy_`) or fills memory that none of its arguments held (an allocation,
+    `torch.empty`, fills none)."""
+
+    def __init__(self):
+        super().__init__()
+        self.moving: list[Call] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = super().__torch_function__(func, types, args, kwargs)
+        held = {t.untyped_storage().data_ptr() for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
+        made = [t.untyped_storage().data_ptr() for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+        name = self.calls[-1].name
+        fills = not name.startswith("empty") and any(ptr not in held for ptr in made)  # empty: memory, no data
+        if (name.endswith("_") and not name.startswith("__")) or fills:
+            self.moving.append(self.calls[-1])
+        return out
+
+
 def traffic(fn, x: torch.Tensor) -> tuple[int, float]:
     """(calls, bytes) of fn() on x-sized data: its whole-tensor calls, and the bytes of the tensors of at
     least half x's entries that they read and write, in one-pass bounds (2 x's bytes: one read, one write)."""
-    with RecordCalls() as rec:
+    with RecordMoves() as rec:
         fn()
     calls = [call for call in rec.calls if call.name in DATA_OPS and call.size >= x.numel() // 2]
+    left_out = {call.name for call in rec.moving if call.size >= x.numel() // 2} - DATA_OPS
+    assert not left_out, left_out  # every call that moves x-sized data is in the hand list
     moved = sum(nbytes for call in calls for n, nbytes in (*call.read, *call.written) if n >= x.numel() // 2)
     return len(calls), moved / (2 * x.numel() * x.element_size())
 
@@ -822,16 +859,20 @@ assert xs_cpu.shape == (1024, 64) and xs_cpu.dtype == torch.float32 and xb.dtype
 # and nothing reads it afterwards, $R_m^\top g$ could be written over g instead of into a new tensor
 # of g's size. Only then: autograd may hand one gradient tensor to two branches (the backward pass
 # of an addition gives the same g to both, checked below), and overwriting it would corrupt the
-# other branch's gradient, so an autograd function may do this only where it owns g. It does not
-# save passes over memory: a saved copy of one member and in-place products over both move more bytes
-# than the C operator's single out-of-place pass. It trades those passes for peak memory, one
-# g-sized tensor fewer, which pays when the backward pass is short of memory and g is large. Here you
-# write the rotation, not that wiring. Write `rotate_back_(g, cos, sin, layout)` that overwrites g, of shape
+# other branch's gradient, so an autograd function may do this only where it owns g. What it saves
+# is peak memory, one g-sized tensor fewer, which pays when the backward pass is short of memory and
+# g is large; it saves no bytes. One pass that reads each value and writes its result moves the same
+# bytes into its input as into a new tensor (the cell below checks it: `y_pass.mul_(1.5)` against
+# `y_pass * 1.5`), so a fused kernel that wrote into g would move what the C operator moves. Written
+# with torch operations, each operation is a pass of its own over what it touches (the cell checks
+# that two in-place operations move twice one's bytes), so what an in-place design moves depends on
+# its operations, not on writing into g. Here you write the rotation, not that wiring. Design
+# `rotate_back_(g, cos, sin, layout)` that overwrites g, of shape
 # (..., seq, d) and any strides, with $R_m^\top g$ (every pair turned by −angle), for cos and sin
 # of shape (seq, d/2) and either layout ("half": features j and j + d/2 form pair j;
 # "interleaved": 2j and 2j + 1), with torch operations whose new tensors hold, all of them together
 # over the call, fewer elements than g itself (a tensor of another dtype counts its bytes in g's
-# elements; and no numpy or Python copy of the values). The rule
+# elements; and no numpy or Python copy of the values). More than one design meets this. The rule
 # is cumulative, not a peak: every new tensor counts, even one freed before the call returns, so the
 # rule bounds the data written to new memory, not only what is held at once (a loop that rotates g
 # out of place in small pieces holds little at any moment but still writes all of g a second time,
@@ -846,7 +887,18 @@ for branch in (w_branch, q_branch):
     branch.register_hook(handed.append)
 (w_branch + q_branch).backward(torch.ones(4))
 assert handed[0] is handed[1]  # one tensor for both branches: overwriting it in one would change the other's
+y_pass = torch.ones(8, 1024)
+pass_bounds = {}
+one_or_two = {"new": lambda: y_pass * 1.5, "into y": lambda: y_pass.mul_(1.5),
+              "twice into y": lambda: y_pass.mul_(1.5).add_(1)}
+for how, fn in one_or_two.items():
+    with RecordOps() as rec:
+        fn()
+    pass_bounds[how] = total_bytes(rec.ops) / (2 * y_pass.numel() * y_pass.element_size())
+assert pass_bounds == {"new": 1, "into y": 1, "twice into y": 2}  # in place, the same bytes; each operation a pass
 print("the addition's backward pass hands both branches the same gradient tensor")
+print(f"bytes in one-pass bounds: y_pass * 1.5 {pass_bounds['new']:g}, y_pass.mul_(1.5) {pass_bounds['into y']:g}, "
+      f"y_pass.mul_(1.5).add_(1) {pass_bounds['twice into y']:g}")
 
 # %% slideshow={"slide_type": "fragment"}
 def rotate_back_(g, cos, sin, layout):
@@ -858,10 +910,14 @@ _ = check.rotate_back_in_place(rotate_back_)
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "rotate_back_in_place_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def rotate_back_(g, cos, sin, layout):
     ### BEGIN SOLUTION
-    # R^T turns a pair (a, b) into (a cos + b sin, b cos - a sin): each new member needs both old ones, so
-    # whichever member is written first destroys a value the other still needs. That member is saved first:
-    # the one temporary, half of g. Everything else is an in-place operator on a view of g (mul_, addcmul_),
-    # which allocates nothing; an expression such as b * sin would be another half of g.
+    # One design among several. R^T turns a pair (a, b) into (a cos + b sin, b cos - a sin): each new member
+    # needs both old ones, so whichever member is written first destroys a value the other still needs. This
+    # design saves that member first: its one temporary, half of g. Everything else is an in-place operator on
+    # a view of g (mul_, addcmul_), which allocates nothing; an expression such as b * sin would be another
+    # half of g. Another design needs no copy of g at all: a rotation is three shears, each an in-place
+    # multiply-add of one member by the other (a += t b, b -= sin a, a += t b, with t = sin / (1 + cos) =
+    # tan(angle / 2)), after a half turn (both members negated) where cos < 0 so that t stays finite; its
+    # only new tensors are of the tables' size. tests/test_check_ch10.py runs both.
     d = g.shape[-1]
     a, b = (g[..., : d // 2], g[..., d // 2:]) if layout == "half" else (g[..., 0::2], g[..., 1::2])
     saved = a.clone()
