@@ -370,6 +370,62 @@ def slow_by_exponents(d, length):
     return d // 2 - turning
 
 
+def fixed_exponent(two_j, d):
+    """two_j holds the column index 2j, which is §1's 2i already: the exponent is two_j / d, not 2 two_j / d."""
+    return two_j / d
+
+
+def test_fixed_exponent_fact_by_the_tables():
+    """Independent of the checker: the builder with its exponent line fixed is §1's table (pl.sinusoidal_positions)."""
+    pos = torch.arange(50, dtype=torch.float64)[:, None]
+    for d in (8, 64, 130):
+        two_j = torch.arange(0, d, 2, dtype=torch.float64)
+        angle = pos / 10000 ** fixed_exponent(two_j, d)
+        fixed = torch.stack((torch.sin(angle), torch.cos(angle)), -1).reshape(50, d)
+        torch.testing.assert_close(fixed, pl.sinusoidal_positions(50, d, dtype=torch.float64))
+        assert not torch.allclose(ch03.buggy_sinusoids(50, d), fixed)
+
+
+@pytest.mark.parametrize("right", [
+    fixed_exponent,
+    lambda two_j, d: 2 * (two_j // 2) / d,
+    lambda two_j, d: np.float64(two_j) / d,
+    lambda two_j, d: -math.log(pl.rope_frequencies(d, dtype=torch.float64)[two_j // 2].item(), 10000),
+])
+def test_fixed_exponent_accepts_right_fixes(right, draw, capsys):
+    assert check.slow_pairs(slow_by_exponents, right) is True
+    assert "all correct!" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("wrong, says", [
+    (lambda two_j, d: 2 * two_j / d, "as the builder writes it"),  # the exponent copied: the bug not found
+    (lambda two_j, d: -two_j / d, "the sign is the other one"),
+    (lambda two_j, d: two_j / (2 * d), "does not turn as in §1's table"),
+    (lambda two_j, d: (two_j + 1) / d, "does not turn as in §1's table"),
+    (lambda two_j, d: -math.log(ch03._pair_turn(two_j // 2, d, doubled=False), 10000), "check.ch03._pair_turn"),
+    (lambda two_j, d: "0.5", "must be one number"),
+    (3, "must be a function"),
+])
+def test_fixed_exponent_refuses_the_copied_exponent_and_names_misconceptions(wrong, says, draw, capsys):
+    """Cold read 15: a count from the builder's exponent typed in needs no bug found; the fix, graded with it, does.
+    Copying the exponent as written into the fix is refused, and then the count is not judged."""
+    assert check.slow_pairs(_count_by_bisection, wrong) is False
+    out = capsys.readouterr().out
+    assert says in out and "hint:" in out and "slow_count: right" not in out
+
+
+def test_slow_pairs_without_the_fix_is_not_right(capsys):
+    assert check.slow_pairs(slow_by_exponents) is False
+    assert "pass both functions" in capsys.readouterr().out
+
+
+def test_fixed_exponent_draws_new_cases():
+    cases = ch03._fix_cases(ch03._fresh_rng())
+    assert cases != ch03._fix_cases(ch03._fresh_rng())
+    assert all(2 <= two_j <= d - 2 and two_j % 2 == 0 and d % 2 == 0 for two_j, d in cases)
+    assert cases[-1][0] > cases[-1][1] / 2  # one column past the middle, where the builder's exponent is above 1
+
+
 def test_slow_pairs_fact_by_the_exponents(draw):
     """Independent of the checker: the buggy angles are 10000^(-4j/d), i.e. §1's frequencies with base 10000^2;
     the closed form agrees with the builder's own angles where a table fits, and in these seeded draws the bound's
@@ -401,22 +457,22 @@ def test_slow_pairs_fact_by_the_exponents(draw):
     lambda d, n: d // 2 - min(d // 2, math.floor(d * math.log10(10 * n) / 16) + 1),
 ])
 def test_slow_pairs_accepts_right_answers(right, draw, capsys):
-    assert check.slow_pairs(right) is True
+    assert check.slow_pairs(right, fixed_exponent) is True
     out = capsys.readouterr().out
-    assert "all correct!" in out and "name the bug" in out
-    assert not any(word in out for word in ("twice", "exponent", "doubled", "1e8", "10000"))  # the bug is the learner's to name
+    assert "all correct!" in out and "compare with §1's table" in out
+    assert not any(word in out for word in ("twice", "doubled", "1e8", "10000", "two_j / d"))  # no fix given away
 
 
 def _count_by_bisection(d, length):
-    """A bisection over the pairs with the listing's own exponent typed in: it needs the exponent read (two_j is 2j,
-    doubled again), which is the bug found, so it is a route to the count, not a shortcut past the bug."""
+    """A bisection over the pairs with the listing's own exponent typed in: a route to the count that needs no bug
+    found (cold read 15), which is why the fix is graded too (test_fixed_exponent_refuses_the_copied_exponent...)."""
     import bisect
 
     return d // 2 - bisect.bisect_left(range(d // 2), True, key=lambda j: 0.1 * 10000 ** (4 * j / d) > length)
 
 
 def test_slow_pairs_accepts_a_bisection_on_the_exponent_read_off_the_listing(capsys):
-    assert check.slow_pairs(_count_by_bisection) is True
+    assert check.slow_pairs(_count_by_bisection, fixed_exponent) is True
     assert "all correct!" in capsys.readouterr().out
 
 
@@ -454,7 +510,7 @@ def test_slow_pairs_refuses_counting_over_the_pairs(shortcut, says, draw, capsys
     """Every route that counts pair by pair (the builder's table, the library at base 1e8, numpy, a loop) meets a
     width of 10^9 or more, where the table cannot exist: only a formula in d and L (or the exponent, solved) answers."""
     assert shortcut(64, 1000) == slow_by_exponents(64, 1000)  # right where a table fits
-    assert check.slow_pairs(shortcut) is False
+    assert check.slow_pairs(shortcut, fixed_exponent) is False
     out = capsys.readouterr().out
     assert says in out and "hint:" in out
 
@@ -481,7 +537,7 @@ def _measure_then_scale(d, length):
     (lambda d, n: "16", "must be a whole number"),
 ])
 def test_slow_pairs_names_the_misconception_without_the_count(wrong, says, draw, capsys):
-    assert check.slow_pairs(wrong) is False
+    assert check.slow_pairs(wrong, fixed_exponent) is False
     out = capsys.readouterr().out
     assert says in out and "hint:" in out
     for d, length in ch03._slow_cases(random.Random(draw)):
@@ -493,8 +549,10 @@ def test_slow_pairs_draws_new_cases():
 
 
 def test_slow_pairs_unattempted(capsys):
+    stub = lambda *args: (_ for _ in ()).throw(NotImplementedError)  # noqa: E731
     assert check.slow_pairs(None) is None
-    assert check.slow_pairs(lambda d, n: (_ for _ in ()).throw(NotImplementedError)) is None
+    assert check.slow_pairs(stub) is None and check.slow_pairs(stub, stub) is None
+    assert check.slow_pairs(slow_by_exponents, stub) is None and check.slow_pairs(stub, fixed_exponent) is None
     assert "not attempted yet" in capsys.readouterr().out
 
 
@@ -518,6 +576,8 @@ def test_no_function_of_the_checker_module_passes_an_exercise(capsys):
         if callable(value):
             for checker in (check.offset_from_codes, check.offset_only_score, check.slow_pairs):
                 assert checker(value) is not True, name
+            assert check.slow_pairs(value, fixed_exponent) is not True, name
+            assert check.slow_pairs(slow_by_exponents, value) is not True, name
     assert not any(isinstance(v, str) and len(v) == 24 for v in flat(list(attributes.values())))  # no digests
     capsys.readouterr()
 
@@ -525,6 +585,7 @@ def test_no_function_of_the_checker_module_passes_an_exercise(capsys):
 def test_the_checker_source_holds_no_formula_of_an_answer():
     source = inspect.getsource(ch03)
     assert "// 4" not in source and "4 * j" not in source and "/ 4 *" not in source and "sealed" not in source
+    assert not re.search(r"(?<!2 \* )two_j / d", source)  # the fix, two_j / d (the builder's 2 * two_j / d is shown)
     exercise_2 = source.split("# Exercise 2:", 1)[1].split("# Exercise 3:", 1)[0]
     assert not re.search(r"\]\s*\)\s*/\s*2", exercise_2)  # no block entries summed and halved: (x[0, 0] + x[1, 1]) / 2
 

@@ -87,7 +87,7 @@ def _exercises_in_nbgrader_form(src: Path) -> list[str]:
     names = []
     for i in graded:
         check_cell, solution, learner = cells[i], cells[i - 1], cells[i - 2]
-        m = re.fullmatch(r"_ = check\.(\w+)\(\w+\)", check_cell.source)
+        m = re.fullmatch(r"_ = check\.(\w+)\(\w+(?:, \w+)*\)", check_cell.source)  # the answer's names
         assert m, f"a graded cell only calls its checker: {check_cell.source!r}"
         name = m.group(1)
         names.append(name)
@@ -163,7 +163,7 @@ def test_appendix_is_reading_only_and_links_to_its_chapters(src):
 def _exercise_names(src: Path) -> list[str]:
     return [m.group(1) for c in jupytext.read(src, fmt="py:percent").cells
             if c.metadata.get("nbgrader", {}).get("grade")
-            for m in [re.fullmatch(r"_ = check\.(\w+)\(\w+\)", c.source)] if m]
+            for m in [re.fullmatch(r"_ = check\.(\w+)\(\w+(?:, \w+)*\)", c.source)] if m]
 
 
 def _lecture_table() -> dict[str, dict[str, str]]:

@@ -1119,15 +1119,17 @@ _ = check.offset_only_score(relative_part)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **3 (what a bug costs).** This builder looks like the formula of §1 and draws a plausible
-# heatmap, but it has one bug. Find it by reading the builder against §1's formula. Then write
-# `slow_count(d, L)`: for an even width $d$ and a context of $L$ positions, how many of the builder's
-# $d/2$ pairs turn by less than 0.1 rad over the whole context ($L\theta_j < 0.1$), so that their two
-# columns are nearly constant there? The checker draws new lengths (8 to $10^6$) and widths at every
-# check, most of them between $10^9$ and $10^{12}$: no table that wide, not even one row, fits in
-# memory (arrays of $10^8$ elements or more are refused, and a long Python loop is stopped), so your
-# count must come from the builder's exponent, by a formula or a short search over the pairs. The
-# count is graded; the bug is not: name it in a sentence (a comment in your cell), and compare your
-# count with §1's table at $d = 512$, $L = 2048$: what does the bug waste?
+# heatmap, but it has one bug. Find it by reading the builder against §1's formula, then write two
+# functions. `fixed_exponent(two_j, d)`: the exponent the line `angle = pos / 10000 ** (...)` should
+# have, in the builder's own variables (`two_j` as the builder holds it, $d$ even), so that the table
+# is §1's. And `slow_count(d, L)`: for an even width $d$ and a context of $L$ positions, how many of
+# the *buggy* builder's $d/2$ pairs turn by less than 0.1 rad over the whole context
+# ($L\theta_j < 0.1$), so that their two columns are nearly constant there? The checker draws new
+# columns and widths for the first, and new lengths (8 to $10^6$) and widths for the second, most of
+# them between $10^9$ and $10^{12}$: no table that wide, not even one row, fits in memory (arrays of
+# $10^8$ elements or more are refused, and a long Python loop is stopped), so your count must come
+# from the builder's exponent, by a formula or a short search over the pairs. Both are graded. Then
+# compare your count with §1's table at $d = 512$, $L = 2048$: what does the bug waste?
 #
 # ```python
 # def buggy_sinusoids(n: int, d: int) -> torch.Tensor:
@@ -1142,28 +1144,52 @@ _ = check.offset_only_score(relative_part)
 # ```
 
 # %% slideshow={"slide_type": "fragment"}
+def fixed_exponent(two_j, d):
+    raise NotImplementedError  # your code
+
+
 def slow_count(d, L):
     raise NotImplementedError  # your code
 
 
-_ = check.slow_pairs(slow_count)
+_ = check.slow_pairs(slow_count, fixed_exponent)
 
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "slow_pairs_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+def fixed_exponent(two_j, d):
+    raise NotImplementedError  # your code
+
+
 def slow_count(d, L):
-    ### BEGIN SOLUTION
-    # The bug: two_j already holds the even column index 2j, and the exponent doubles it again: the builder
-    # turns pair j by 10000^(-4j/d) per position instead of 10000^(-2j/d), i.e. §1's formula with base
-    # 10000^2 = 1e8. Over L positions pair j turns by L · 10000^(-4j/d), at least 0.1 rad when
-    # j <= (d/4) log(10 L) / log(10000); the others are slow. At d = 512, L = 2048: 118 slow pairs, against
-    # 0 in §1's table (its slowest pair turns 0.21 rad): 118 of 256 pairs are nearly constant, wasted.
+    raise NotImplementedError  # your code
+
+
+### BEGIN SOLUTION
+def fixed_exponent(two_j, d):
+    # The bug: two_j already holds the even column index 2j (§1's 2i), and the exponent doubles it again.
+    return two_j / d
+
+
+def slow_count(d, L):
+    # As written, the builder turns pair j by 10000^(-4j/d) per position instead of 10000^(-2j/d), i.e. §1's
+    # formula with base 10000^2 = 1e8. Over L positions pair j turns by L · 10000^(-4j/d), at least 0.1 rad
+    # when j <= (d/4) log(10 L) / log(10000); the others are slow. At d = 512, L = 2048: 118 slow pairs,
+    # against 0 in §1's table (its slowest pair turns 0.21 rad): 118 of 256 pairs are nearly constant, wasted.
     turning = min(d // 2, math.floor(d / 4 * math.log(10 * L) / math.log(10000)) + 1)
     return d // 2 - turning
-    ### END SOLUTION
+
+
+# The numbers above, from the tables themselves (d = 512, L = 2048): row 1 holds each pair's turn per position.
+row_1 = check.ch03.buggy_sinusoids(2, 512)[1]
+buggy_turns = 2048 * torch.atan2(row_1[0::2], row_1[1::2])
+assert slow_count(512, 2048) == int((buggy_turns < 0.1).sum()) == 118
+section1_turns = 2048 * pl.rope_frequencies(512, dtype=torch.float64)
+assert int((section1_turns < 0.1).sum()) == 0 and f"{section1_turns.min():.2f}" == "0.21"
+### END SOLUTION
 
 
 # %% nbgrader={"grade": true, "grade_id": "slow_pairs", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.slow_pairs(slow_count)
+_ = check.slow_pairs(slow_count, fixed_exponent)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Errata in the sources
