@@ -170,6 +170,11 @@ blocks = {name: nn.TransformerEncoderLayer(d, nhead=2, dim_feedforward=16, dropo
           for name, pre in (("post-LN (as BERT)", False), ("pre-LN (as GPT-2)", True))}
 blocks["two pre-LN blocks"] = nn.TransformerEncoder(blocks["pre-LN (as GPT-2)"], num_layers=2,  # copies the block
                                                     enable_nested_tensor=False).to(device).eval()
+g_second = torch.Generator().manual_seed(2)  # the second block gets weights of its own (a local generator)
+for w in blocks["two pre-LN blocks"].layers[1].parameters():
+    w.copy_(torch.randn(w.shape, generator=g_second).to(device) / w.shape[-1] ** 0.5)
+first_block, second_block = blocks["two pre-LN blocks"].layers
+assert not torch.equal(first_block.linear1.weight, second_block.linear1.weight)  # two different blocks
 for name, block in blocks.items():
     assert pl.equivariance_error(lambda t: block(t[None])[0], x, order) < 1e-5, name
     print(f"{name}: Block(PX) == P Block(X): True")
@@ -308,7 +313,8 @@ print("dog outputs identical?", same)
 # ## 3 · Add positions: the dogs differ
 #
 # Give each position $i$ its own vector $p_i$ and add it to the token's embedding, $x_i' = x_i + p_i$.
-# Any vector that differs from place to place would do; we take chapter 3's sinusoids,
+# Any vector that differs from place to place would do for weights like these (not for every weight:
+# section 4 comes back to it); we take chapter 3's sinusoids,
 # `pl.sinusoidal_positions(n, d)`. The two "dog" inputs now differ, and with these weights so do their
 # outputs: in this draw of the demo's weights (seed 1) by 0.32 of the first dog's length, far from a
 # rounding error. For scale, the 14 other pairs of rows, two different words each, differ by 0.35 to
@@ -515,8 +521,8 @@ permute_widget
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **1.** With the sinusoids, "swap 'the' and 'chased'" lights up every row, the four tokens that
 # stayed in place too (`<s>`, both dogs and "another"). Each output is a weighted mix of every
-# token's value, and with positions a value carries its place as well as its word: when two
-# words trade places, every token's mix changes, not only theirs. The dog swap lit only the dog
+# token's value, and with positions a key and a value carry their place as well as their word: when
+# two words trade places, every token's weights and the values they mix change, not only theirs. The dog swap lit only the dog
 # rows because it left the sentence, and so every mix, as it was. Without a code the same swap
 # changes nothing but the order of the two rows.
 #
@@ -557,7 +563,9 @@ print("swap 'the' and 'chased', sinusoidal code, largest change per row:",
 # Reading for after the lecture: where the source's formula puts the positions (it differs from the
 # usual form), then what the demo's choices change and what they do not: why our weights are drawn
 # with std 0.3 and not the source's 0.1, what `nn.MultiheadAttention`'s biases do, and two things the
-# source does that we fold away.
+# source does that we fold away. In short: the source adds the codes after the projections, which is
+# another model; the std shrinks every difference between output rows about alike, the dogs' with the
+# rest; the biases and the source's extra projections do not change that.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Where do the positions go? The source's formula
@@ -604,7 +612,7 @@ print("P added before the projections (usual) != P added after them (source): Tr
 # ### Why std 0.3, not the source's 0.1
 #
 # At the source's 0.1, at this width of 16, the two dogs are just as identical without positions, and with positions
-# they differ far less beside the outputs themselves, so sections 3 and 4 would show a difference hardly above zero. We measure
+# they differ several times less than at 0.3, as every other pair of rows does. We measure
 # it on the demo redrawn with seeds 1 to 10 (`redraw`, section 3), every weight rescaled to std
 # 0.1 and to 0.3 (a draw from $\mathcal{N}(0, 0.3^2)$ divided by 3 is exactly a draw from
 # $\mathcal{N}(0, 0.1^2)$). With positions added, the dogs differ by 0.016 to 0.077 of the first
@@ -615,7 +623,10 @@ print("P added before the projections (usual) != P added after them (source): Tr
 # score is a ninth as large, and the heads attend almost uniformly. We measure each row's entropy
 # $-\sum_j a_j \log a_j$ as a fraction of its maximum, $\log 6$ (1 means uniform): at std 0.1
 # every row of every head is at 0.94 or more, in every draw; at 0.3 every draw has a row below
-# 0.41. Near-uniform weights give every row nearly the same mix of the values, whatever the
+# 0.41. How near uniform also depends on the width: at one std, a wider model sums more products
+# into each query, key and score, so its scores spread more (with unit-size random inputs, 16
+# times the width gives more than 8 times the spread, asserted below). The source's 0.1 belongs to
+# a 2048-wide model, with embeddings of its own size, which we do not measure. Near-uniform weights give every row nearly the same mix of the values, whatever the
 # codes added to its token, and whatever its word: std 0.1 shrinks every output toward one
 # common mix, not the positions in particular. The control divides the dogs' gap by the median
 # gap between the other 14 row pairs (two different words each): over the ten draws its median is
@@ -651,6 +662,12 @@ assert [round(a, 2) for a in apart_at[0.3]] == list(spread.values())  # std 0.3:
 assert min(b / a for a, b in zip(apart_at[0.1], apart_at[0.3])) > 2.5  # 0.1 below 0.3, draw by draw
 entropy = {std: [smallest_entropy(emb, scaled(heads, std)) for emb, heads in draws.values()] for std in (0.1, 0.3)}
 assert min(entropy[0.1]) >= 0.94 and max(entropy[0.3]) < 0.41
+g_width, spread_at = torch.Generator().manual_seed(3), {}
+for width in (16, 256):  # unit-size random inputs, every weight at std 0.1, on the CPU
+    xs = torch.randn(64, width, generator=g_width)
+    wq, wk = (torch.randn(width, width, generator=g_width) * 0.1 for _ in range(2))
+    spread_at[width] = ((xs @ wq) @ (xs @ wk).T / width**0.5).std().item()
+assert spread_at[256] > 8 * spread_at[16]  # about width * std^2: the wider model's scores spread more
 no_code = torch.zeros_like(pos)
 assert all(dogs_apart(emb, scaled(heads, std), no_code) < 1e-6 for emb, heads in draws.values() for std in (0.1, 0.3))
 print("dogs apart, positions added, 10 draws: std 0.1:",
@@ -952,7 +969,8 @@ _ = check.causal_twins(answer)
 # (`pl.attention(..., causal=True)`) runs over $n$ different tokens. Then tokens are swapped,
 # one swap after the other: `swaps` is a list of pairs `(a, b)`, and each swaps the tokens at
 # places $a$ and $b$. Run the head again: which output rows differ from the rows at the same
-# places before the swaps? Write `changed_rows(n, swaps)` that returns them as a list of
+# places before the swaps, for weights drawn at random as the checker's are (special weights, such
+# as $W_V = 0$, hide every change)? Write `changed_rows(n, swaps)` that returns them as a list of
 # `range`s (rows 2, 3 and 9: `[range(2, 4), range(9, 10)]`). The checker asks about sequences
 # of up to $10^{12}$ tokens, where no simulation of the head can run: derive the rule.
 
@@ -1002,7 +1020,8 @@ _ = check.changed_rows(changed_rows)
 # - Adding a position code $p_i$ to each token before the projections breaks both: a reorder
 #   stays invisible, for any weights, when every token lands on a place with the code of the
 #   place it left (one vector everywhere hides every reorder), and shows for the demo's weights
-#   whenever some token does not (not for every weight: Exercise 3). Chapter 2 asks what a good
+#   (and ten redrawn ones) in every order and code of section 4's drop-downs where some token does
+#   not (not for every weight: Exercise 3). Chapter 2 asks what a good
 #   $p_i$ looks like.
 #
 # ## Errata in the sources
