@@ -19,29 +19,8 @@
 # `posenc_lib`; every chapter ends with self-checking exercises (the appendix on speed, off the
 # teaching path, has one). Lecturers: the plan for teaching with them is at the end of this page.
 #
-# **What "checked" means here.** Each statement about a number, a shape, an equality or an
-# ordering that a chapter makes in its text (a derivation's result, "the two outputs are
-# identical", "a shift by $k$ positions is one rotation $M_k$") is followed by a cell that asserts it,
-# so a notebook that runs top to bottom has proved its own text. Statements about history
-# and about papers ("Press et al. report …") are cited, not asserted; statements about
-# what other libraries do are asserted by running them on tiny offline inputs through their
-# public API where the lock installs them (PyTorch, transformers), and cited otherwise (fairseq,
-# microsoft/DeBERTa); the few that only a library's code shows are checked in
-# `tests/test_upstream_claims.py`. Results of training runs are asserted as orderings only
-# where the seeds separate them; a higher mean without that separation is reported as a null or
-# thin result (chapters 7, 8 and 9 say where).
-#
-# **Versions.** Every install takes locked versions: `make lab`, Binder and conda take
-# `requirements/lab.txt`; `make test` takes `requirements/test.txt`, the same versions plus the
-# test tools and, on Linux x86-64, Triton. The stored outputs were made with the test lock (only
-# the appendix's Triton cell tells the two apart, and says so), and the claims about other
-# libraries were checked against these versions. The next cell prints the ones you run; a
-# chapter names a version only where a claim is about that version's code (chapter 9's erratum).
-#
-# **Devices.** The chapters compute on the CPU on every machine, GPU or not: their examples are
-# small, and the CPU prints the digits stored here and has float64. To use your GPU, start
-# JupyterLab with `POSENC_DEVICE=cuda` (or `mps`, or `auto` for the best one present): random inputs
-# are still drawn on the CPU, so only last digits may move; the experiments take `--device cuda`.
+# How the chapters check their own text, which versions they run and how to use a GPU: see
+# "About these notebooks" near the end of this page.
 
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline
@@ -112,8 +91,8 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 #
 # Which method has which property: ✔ yes, ✘ no, ~ partly, – does not apply (column 5 asks
 # only for faults new in n-D, see property 5). The numbers in brackets are the chapters that
-# test the entry. Read it now as the route of the course: each chapter fixes what the one
-# before could not. The map comes back below the conventions with a reason for every entry,
+# test the entry. Read it now as the route of the course: each chapter takes up what the one
+# before left open, though not every one closes it (compare RoPE's and ALiBi's column 3). The map comes back below the conventions with a reason for every entry,
 # to read once the chapters have made the words in it familiar. The methods, in one phrase
 # each (the chapters define them): **NoPE**, no code at all; **integer**, the position $i$ added
 # to every feature; **normalised**, $i/m$ for a sequence of length $m$; **binary**, the bits of
@@ -124,7 +103,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 #
 # | method | 1 unique | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|
-# | none (NoPE) [1, 7] | ~ | – | ~ | – | – |
+# | none (NoPE) [1, 7] | ~ | – | ~ | – | ~ |
 # | integer $i\cdot\mathbf 1$ [2] | ✔ | ✔ | ~ | ✔ | ~ |
 # | normalised $i/m$ [2] | ✔ | ✘ | ✘ | ✔ | ~ |
 # | binary [2] | ✔ | ✘ | ~ | ✔ | ~ |
@@ -145,7 +124,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # | what | our convention | where a source differs |
 # |---|---|---|
 # | positions | 0-based: the first token is at position 0. Query position $i$, key position $j$; the RoPE chapters use RoFormer's $m$ (query) and $n$ (key) | source `001`, which chapters 1 and 2 follow, counts from 1 ($x_i$ and $p_i$ for $i = 1, \dots, m$; its integer code starts at $p_1 = \mathbf 1$), though its binary example starts at $p_0$; those chapters translate it to 0-based. The worked tables of source `004` start at 0, as we do |
-# | **the letter $j$** | names two things: a **key position** (offsets $j - i$, biases, chapters 1, 4, 6, and CoPE's $p_{ij}$ in chapter 9 §3) and a **frequency pair** ($\theta_j$, chapters 2, 3, 5, 7–9). They never share a formula: wherever positions and pairs meet, the positions are $i$, $p$ (chapter 3's $p_{i,2j}$) or $m$, $n$ (RoPE, and chapter 3's scores on the way to it), and $j$ is the pair; two rows of chapter 2's learned table are $E_i$ and $E_n$ | the sources use $i$ for the pair too ($p_{pos,2i}$ in source `002`, $\theta_i$ in RoFormer) |
+# | **the letter $j$** | names two things: a **key position** (offsets $j - i$, biases, chapters 1, 4, 6, and CoPE's $p_{ij}$ in chapter 9 §3) and a **frequency pair** ($\theta_j$, chapters 2, 3, 5, 7–9). They never share a formula: wherever positions and pairs meet, the positions are $i$, $p$ (chapter 3's $p_{i,2j}$) or $m$, $n$ (RoPE, and chapter 3's scores on the way to it), and $j$ is the pair | the sources use $i$ for the pair too ($p_{pos,2i}$ in source `002`, $\theta_i$ in RoFormer) |
 # | **offset** | key minus query, $j - i$ ($n - m$): negative for keys in the past. `pl.relative_positions(L)[i, j] == j - i` | Shaw's paper and T5's `relative_position` agree; source `004` writes Shaw's offset as $m-n$ (the same table upside down, ch. 4); Transformer-XL indexes its sinusoids by the signed distance $i-j$, and DeBERTa's $\delta$ is query minus key (ch. 4) |
 # | **distance** | $\lvert j - i\rvert$; for a causal model's past keys, $i - j \ge 0$ | ALiBi's penalty $-m_h\,(i-j)$ is written with the distance ($m_h$ is a head's slope there, not a position; ch. 6) |
 # | RoPE | $R_m$ turns each pair **counter-clockwise** by $m\theta_j$: $(x, y) \mapsto (x\cos m\theta_j - y\sin m\theta_j,\ x\sin m\theta_j + y\cos m\theta_j)$, the matrix $[[\cos, -\sin], [\sin, \cos]]$ times a column vector, so $(1, 0)$ turns towards $(0, 1)$. Then $R_m^\top R_n = R_{n-m}$: the score of query $m$ and key $n$ is a function of the offset $n-m$ | source `004` prints $[[\cos, \sin], [-\sin, \cos]]$, which turns a column vector clockwise, beside code that turns counter-clockwise (ch. 5); RoFormer §3.1 writes the score as $g(x_m, x_n, m-n)$, the offset the other way round (ch. 5) |
@@ -190,15 +169,15 @@ print("the conventions table matches the library")
 #
 # | method | 1 unique | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|
-# | none (NoPE) [1, 7] | ~ no code, but a causal mask lets a model count [7] | – | ~ no table to run out of; holds up on some tasks and not on others [7] | – nothing to fix | – a causal mask orders a line, not a grid |
-# | integer $i\cdot\mathbf 1$ [2] | ✔ (but a LayerNorm erases it) | ✔ a shift by $k\cdot\mathbf 1$: affine, not linear (property 2) | ~ values grow without bound, $\lVert p_i\rVert = i\sqrt d$ (checked below) | ✔ | ~ one integer per axis, with the limit of every axial code [9] |
-# | normalised $i/m$ [2] | ✔ within one length (but a LayerNorm erases it) | ✘ the step $k/m$ changes with the length $m$ | ✘ codes change with the length | ✔ | ~ one fraction per axis, with the limit of every axial code [9] |
+# | none (NoPE) [1, 7] | ~ no code, but a causal mask lets a model count [7] | – | ~ no table to run out of; holds up on some tasks and not on others [7] | – nothing to fix | ~ a causal mask orders a line: over a grid in raster order it gives the raster index only, which mixes rows and columns (the learned row's fault) |
+# | integer $i\cdot\mathbf 1$ [2] | ✔ (but a LayerNorm erases it) | ✔ a shift by $k\cdot\mathbf 1$: affine, not linear (property 2) | ~ defined at every position (the part that holds, unlike a table or $i/m$), but its values grow without bound, $\lVert p_i\rVert = i\sqrt d$ (checked below): past the training length every value is new, so in practice it does not generalise [2] | ✔ | ~ one integer per axis, with the limit of every axial code [9] |
+# | normalised $i/m$ [2] | ✔ within one length, not across lengths as Fleetwood's post asks (position 1 is $1/m$) (but a LayerNorm erases it) | ✘ the step $k/m$ changes with the length $m$ | ✘ codes change with the length | ✔ | ~ one fraction per axis, with the limit of every axial code [9] |
 # | binary [2] | ✔ up to $2^d$ positions (but behind a LayerNorm, $p_0$ and $p_{2^d-1}$ merge when the bits fill every feature) | ✘ no affine map for any $k < 2^{d-2}$ (chapter 2 proves it for every $d$) | ~ $d$ bits have $2^d$ codes (checked below), plenty (17 bits cover 131 072); past a training length of $2^b$ positions bit $b$ turns on, a value training never showed (checked below). The ~ is argued from that, not measured: no model here is run past it | ✔ | ~ one binary code per axis, with the limit of every axial code [9] |
 # | sinusoidal [3] | ✔ | ✔ a rotation $M_k$ | ~ defined everywhere, but models trained short degrade [7] | ✔ | ~ axial: a 2-D shift is one rotation (checked below), with the limit of every axial code [9] |
 # | learned absolute [2, 7] | ✔ after training | ✘ nothing forces one: a random table, where training starts, has none (checked below); training may approximate one (chapter 2 §6: trained on a period-4 task, rows 4 apart point alike) | ✘ no rows past `max_len` | ✘ learned | ~ one learned row per patch (ViT; Dosovitskiy et al. 2021, §3.1, Eq. 1), indexed in raster order: the row of patch (r, c) is $rW + c$, so it depends on the grid's width $W$, and ViT interpolates the table in 2-D for a new grid (their §3.2) |
-# | relative: Shaw, T5 [4] | ~ encodes distances, clipped or bucketed far away | ✔ no codes $p_i$, but what $k$ apart adds depends on $k$ alone by construction, the property's aim | ~ far distances share one value | ~ learned per distance | ✔ one bias per 2-D offset, as in Swin (Liu et al. 2021): each direction its own (checked below), with no width in it; its table covers the offsets within a window, the 2-D form of 1-D clipping (column 3's fault, not a new one) |
+# | relative: Shaw, T5 [4] | ~ encodes signed offsets $j - i$, clipped or bucketed far away | ✔ no codes $p_i$, but what $k$ apart adds depends on $k$ alone by construction, the property's aim | ~ far offsets share one value | ~ learned per offset | ✔ one learned term per 2-D offset (a bias in T5 and Swin, Liu et al. 2021; a vector in Shaw): each direction its own (checked below), with no width in it; its table covers the offsets within a window, the 2-D form of 1-D clipping (column 3's fault, not a new one) |
 # | RoPE [5] | ✔ | ✔ scores depend only on the offset $n-m$ | ~ needs PI / NTK / YaRN to go far [7] | ✔ | ~ axial (features split per axis) works, but the split limits which 2-D patterns of offsets a head can score highest, a limit every axial code shares. Which patterns, and why, is chapter 9's Exercise 3, so the reason is left to it on purpose; the cell after that exercise's check tests the same limit for the additive codes above [9] |
-# | ALiBi [6] | ~ through the distance penalty | ✔ bias $-m_h(i-j)$ | ~ flat on a local task, falls on long-range recall [6, 7] | ✔ fixed slopes | ~ the keys to the left and above, both in the past of a raster order, get one bias; in 1-D a causal mask gives each past key its own (checked below); symmetric, bidirectional ALiBi ties left and right already in 1-D |
+# | ALiBi [6] | ~ a causal ALiBi gives each past key its own bias, but symmetric (bidirectional) ALiBi gives keys $k$ before and $k$ after a query one bias, so mirror positions of a palindrome get identical outputs (checked below) | ✔ bias $-m_h(i-j)$ | ~ flat on a local task, falls on long-range recall [6, 7] | ✔ fixed slopes | ~ the keys to the left and above, both in the past of a raster order, get one bias; in 1-D a causal mask gives each past key its own (checked below); symmetric, bidirectional ALiBi ties left and right already in 1-D |
 #
 # **NoPE and longer sequences.** Kazemnejad et al. (2023) find that decoders with no positional
 # encoding generalise in length as well as or better than explicit encodings on their
@@ -225,7 +204,8 @@ print("the conventions table matches the library")
 # features and the column's apart; a relative bias with one entry per 2-D offset (key minus query, in
 # rows and in columns) gives the patches left, right, above and below a query four different biases, and
 # a 2-D ALiBi (a slope times the distance) gives all four one, the two before it in raster order included.
-# In 1-D, a causal ALiBi row gives each of 8 past keys its own bias.
+# In 1-D, a causal ALiBi row gives each of 8 past keys its own bias; a symmetric ALiBi head without a mask gives
+# positions 0 and 4 of the palindrome "a b c b a" identical outputs (a random head).
 
 # %% slideshow={"slide_type": "fragment"}
 assert pl.integer_positions(1001, 64)[1000].norm() == 1000 * 64**0.5 == 8000  # ||p_i|| = i sqrt(d)
@@ -237,6 +217,8 @@ assert longer[:16, 0].eq(0).all() and longer[16, 0] == 1  # bit 4 (the first col
 
 g = torch.Generator().manual_seed(1)
 tall = torch.randn(64, 8, generator=g, dtype=torch.float64)  # a random table: 64 positions, d = 8
+# pl.affine_shift_residual(table, k): the least-squares error of the best affine map p_i -> p_(i+k) over every
+# pair of the table (chapter 2 builds it; the section after the next explains it)
 exact = [k for k in range(1, 64) if pl.affine_shift_residual(tall, k) < 1e-9]
 assert exact == list(range(64 - 9, 64))  # no affine map while n - k > d + 1 = 9 pairs; one fits at every k after
 
@@ -246,7 +228,8 @@ assert torch.unique(grid.reshape(256, 8), dim=0).shape[0] == 256  # 256 position
 src, dst = grid[:-3, :-5].reshape(-1, 8), grid[3:, 5:].reshape(-1, 8)  # every (r, c) -> (r + 3, c + 5) in the grid
 shift = torch.linalg.lstsq(src, dst).solution  # the best single linear map for all of them
 assert (src @ shift - dst).norm() < 1e-9  # exact: one map moves every position by (3, 5)
-torch.testing.assert_close(shift.T @ shift, torch.eye(8, dtype=torch.float64))  # orthogonal: a rotation
+torch.testing.assert_close(shift.T @ shift, torch.eye(8, dtype=torch.float64))  # orthogonal ...
+assert torch.linalg.det(shift) > 0  # ... and no reflection: a rotation
 assert shift[:4, 4:].abs().max() < 1e-9 and shift[4:, :4].abs().max() < 1e-9  # rows and columns turn apart
 
 rows, cols = torch.meshgrid(torch.arange(4), torch.arange(4), indexing="ij")  # a 4 x 4 grid of patches
@@ -260,6 +243,12 @@ assert len({relative_2d[query, k].item() for k in around}) == 4  # four directio
 assert len({alibi_2d[query, k].item() for k in around}) == 1  # four directions, one bias
 line = pl.alibi_bias(1, 8, dtype=torch.float64)[0, -1]  # 1-D, causal: the last query's biases over keys 0..7
 assert len(set(line.tolist())) == 8  # every past key its own bias
+sym_bias = -0.5 * (torch.arange(5)[None, :] - torch.arange(5)[:, None]).abs().double()  # symmetric ALiBi, slope 0.5
+palindrome = torch.randn(3, 8, generator=g, dtype=torch.float64)[[0, 1, 2, 1, 0]]  # tokens a b c b a
+wq_a, wk_a, wv_a = torch.randn(3, 8, 8, generator=g, dtype=torch.float64) / 8**0.5
+sym_out = ((palindrome @ wq_a) @ (palindrome @ wk_a).T / 8**0.5 + sym_bias).softmax(-1) @ (palindrome @ wv_a)
+torch.testing.assert_close(sym_out[0], sym_out[4])  # mirror positions: identical outputs
+assert not torch.allclose(sym_out[0], sym_out[1])  # not every position: only mirrors tie
 print("integer code, d = 64: ||p_1000|| =", int(pl.integer_positions(1001, 64)[1000].norm()))
 print("binary, 4 bits: the first 16 positions take all", torch.unique(bits, dim=0).shape[0], "codes")
 print(f"random 64 x 8 table: an exact affine map only for k = {exact[0]} to 63 (n - k <= d + 1 = 9)")
@@ -332,6 +321,33 @@ for table in (ints, ints + 1):  # counted from 0 (this course) and from 1 (sourc
     assert pl.affine_shift_residual(table, 3) < 1e-9  # exact: p -> p + 3 * 1
 print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 1)")
 
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## About these notebooks
+#
+# **What "checked" means here.** Each statement about a number, a shape, an equality or an
+# ordering that a chapter makes in its text (a derivation's result, "the two outputs are
+# identical", "a shift by $k$ positions is one rotation $M_k$") is followed by a cell that asserts it,
+# so a notebook that runs top to bottom has proved its own text. Statements about history
+# and about papers ("Press et al. report …") are cited, not asserted; statements about
+# what other libraries do are asserted by running them on tiny offline inputs through their
+# public API where the lock installs them (PyTorch, transformers), and cited otherwise (fairseq,
+# microsoft/DeBERTa); the few that only a library's code shows are checked in
+# `tests/test_upstream_claims.py`. Results of training runs are asserted as orderings only
+# where the seeds separate them; a higher mean without that separation is reported as a null or
+# thin result (chapters 6 to 9 say where).
+#
+# **Versions.** Every install takes locked versions: `make lab`, Binder and conda take
+# `requirements/lab.txt`; `make test` takes `requirements/test.txt`, the same versions plus the
+# test tools and, on Linux x86-64, Triton. The stored outputs were made with the test lock (only
+# the appendix's Triton cell tells the two apart, and says so), and the claims about other
+# libraries were checked against these versions. The first code cell of this page prints the ones you run; a
+# chapter names a version only where a claim is about that version's code (chapter 9's erratum).
+#
+# **Devices.** The chapters compute on the CPU on every machine, GPU or not: their examples are
+# small, and the CPU prints the digits stored here and has float64. To use your GPU, start
+# JupyterLab with `POSENC_DEVICE=cuda` (or `mps`, or `auto` for the best one present): random inputs
+# are still drawn on the CPU, so only last digits may move; the experiments take `--device cuda`.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## How to use these notebooks in class
