@@ -236,9 +236,19 @@ def test_the_mirror_widths_pin_the_design(nb):
         assert p_ == past and a_ != past and len(set(other(o, nb, md)[o > 0].tolist())) == B
 
 
+def _exact_near_then_t5(o, nb, md):
+    """Cold read r16's design: B + n - 1 for the exact near keys, B + bucket(n) beyond: every row read, ordered,
+    each upper bucket within one distance of its mirror (one far bucket one narrower)."""
+    B, e = nb // 2, nb // 4
+    t5_ahead = B + pl.t5_relative_bucket(-o.clamp(min=0), num_buckets=nb, max_distance=md)
+    ahead = torch.where(o <= e, B + o - 1, t5_ahead)
+    return torch.where(o > 0, ahead, pl.t5_relative_bucket(o, num_buckets=nb, max_distance=md))
+
+
 @pytest.mark.parametrize("right", [
     every_row,
     every_row_by_formula,
+    _exact_near_then_t5,
     lambda o, nb, md: every_row(o, nb, md).double(),  # whole floats are fine
     lambda o, nb, md: every_row(o, nb, md).tolist(),
 ])
@@ -273,9 +283,9 @@ def _future_reversed(o, nb, md):
     (_future_down, "must land in the upper half"),
     (_future_reversed, "lands in a lower bucket"),
     (_linear_future, "lost the past's log spacing"),  # exact everywhere: ignores the spacing
-    (_stretched_future, "different number of distances than its mirror"),
+    (_stretched_future, "more than one distance more or fewer than its mirror"),
     (lambda o, nb, md: torch.where(o > 0, every_row(o, nb, md).clamp(max=nb - 2) + (o > md).long(),
-                                   every_row(o, nb, md)), "different number of distances than its mirror"),
+                                   every_row(o, nb, md)), "more than one distance more or fewer than its mirror"),
     (lambda o, nb, md: every_row(o, nb, md)[:-1], "one bucket per offset"),
     (lambda o, nb, md: nb - 1, "one bucket per offset"),  # the old exercise's count: no rule at all
     (lambda o, nb, md: every_row(o, nb, md) + 0.5, "whole numbers"),
@@ -373,18 +383,19 @@ def test_t5_last_bucket_known_values():
 
 @pytest.mark.parametrize("setting, library_start, starts, not_starts", [
     ((18, 128, True), 64, (64,), (63, 65, 66)),  # 4 * 32 ** 0.8 = 64 exactly: library 64, a float64 ceil 65
-    ((5, 686, False), 99, (98,), (97, 99, 100)),  # exactly on the edge at 98 (2 * 7^2); the library's float32: 99
+    ((5, 686, False), 99, (98, 99), (97, 100)),  # exactly on the edge at 98 (2 * 7^2); the library's float32: 99
+    ((10, 686, True), 99, (98, 99), (97, 100)),  # cold read r16: the same tie, bidirectional; transformers: 99
     ((7, 4666, False), 743, (743, 744), (742, 745)),  # a near tie, exact 744; the library's float32 puts 743 in
 ])
-def test_t5_last_bucket_ties_take_the_exact_start_near_ties_the_library(setting, library_start, starts, not_starts):
+def test_t5_last_bucket_ties_take_the_exact_start_and_t5s_own(setting, library_start, starts, not_starts):
     """Cold read 2: at a near tie the library (§4's buckets, float32) may sit on the other side of the exact start;
-    both are accepted. Cold read r15: at an exact tie (the edge a whole distance) a float64 ceil lands one past;
-    only the exact start is accepted there, whatever the library's float32 says, and nothing further off."""
+    both are accepted. Cold read r16: the same at an exact tie (T5's own float32 code starts (10, 686, True) at 99,
+    the exact rule at 98); what is refused is a start that matches neither, such as a float64 ceil one past an
+    exact edge that T5's float32 keeps inside (18, 128, True: 65)."""
     nb, md, bidir = setting
     B = nb // 2 if bidir else nb
     lib = pl.t5_relative_bucket(-torch.arange(md + 1), bidirectional=bidir, num_buckets=nb, max_distance=md)
     assert int((lib == lib[-1]).nonzero()[0]) == library_start
-    assert exact_tie(nb, md, bidir) == (len(starts) == 1)
     assert all(ch04._starts_last(n, nb, md, bidir) for n in starts)
     assert not any(ch04._starts_last(n, nb, md, bidir) for n in not_starts)
     assert ch04._in_last(starts[-1], B, md) and not ch04._in_last(starts[0] - 1, B, md)
@@ -746,12 +757,24 @@ def test_the_checker_source_holds_no_formula_of_an_answer():
         assert answer_shape not in source, answer_shape
 
 
-def test_exercise_2_prompt_leaves_the_widths_to_the_learner():
-    """Cold read r15: the prompt stated that each upper bucket holds as many distances as its mirror, which fixes
-    the rule's shape; it now asks for a mirror, and the checker alone holds the widths (tests above)."""
+def test_exercise_2_prompt_states_what_the_checker_holds():
+    """Cold read r15: stating the exact widths fixed the rule's shape; cold read r16: leaving them out let the checker
+    hold an unstated rule. The prompt now states the requirement the checker holds (the past's spacing, each upper
+    bucket within one distance of its mirror) and not the rule that meets it."""
     from pathlib import Path
 
     src = (Path(__file__).parents[1] / "notebooks" / "src" / "04_relative.py").read_text(encoding="utf-8")
     prompt = " ".join(src[src.index("**2 (design"):src.index("def every_row")].replace("#", " ").split())
-    assert "mirrors the past" in prompt
-    assert "as many distances" not in prompt and "log-spaced far" not in prompt
+    assert "mirrors the past" in prompt and "give or take one" in prompt and "spacing" in prompt
+    assert "log-spaced far" not in prompt and "n - 1" not in prompt and "bucket(n" not in prompt
+
+
+def test_deberta_tied_rows_hint_does_not_point_at_the_named_misconception(capsys):
+    """Cold read r16: the hint said the indices read the table "from opposite ends", which suggests row r with
+    2k - 1 - r, the very pairing the checker names as a misconception. The hint now names the idea only."""
+    assert check.deberta_tied_rows(mirror_rows) is False
+    out = capsys.readouterr().out
+    hint = out[out.index("hint:"):]
+    assert "either end" in out[:out.index("hint:")]  # the misconception is named ...
+    assert "end" not in hint and "opposite" not in hint and "mirror" not in hint  # ... and the hint does not suggest it
+

@@ -119,8 +119,8 @@ fig
 # pairs. The cell checks both sides: a block $\begin{pmatrix} a & -b \\ b & a \end{pmatrix}$ on each
 # pair gives a score constant along every diagonal; a symmetric block with zero trace does not. A generic
 # product, like the random one in the cell, is far from that. Whether *training*
-# lands near such a product is another question, which this random stand-in cannot answer: a trained
-# head's position–position term may well come out close to a function of the offset. Relative methods
+# lands near such a product is another question, which this random stand-in cannot answer, and which
+# this chapter does not test. Relative methods
 # do not leave it to training; they build the offset dependence in by construction.
 
 # %%
@@ -544,7 +544,9 @@ viz.InteractiveFigure(
 #    their own bucket) and moves the far ones out: no distance gets a higher bucket, some get a lower one,
 #    and the far buckets are **wider** on average.
 # 3. More buckets go to both ends: $e = B/2$ grows, so more distances near the diagonal get a bucket of
-#    their own (12 instead of 8 at 48 buckets), and the far range is cut into more, **narrower** buckets.
+#    their own (12 instead of 8 at 48 buckets), and, from 12 buckets up at max 128, the far range is cut
+#    into more, **narrower** buckets. Not at the slider's low end: 8 buckets hold 14.0 distances per far
+#    bucket, 12 hold 17.0 (the next cell checks every slider step).
 
 # %%
 dist = torch.arange(1000)  # distances in the past (offsets -dist), on the CPU: a few small integer checks
@@ -575,6 +577,10 @@ b128, b256 = past_buckets(32, 128), past_buckets(32, 256)
 assert own_bucket_count(32, 128) == own_bucket_count(32, 256) == 8 and torch.equal(b128[:8], b256[:8])  # 2
 assert (b256 <= b128).all() and (b256 < b128).any() and mean_far_width(32, 256) > mean_far_width(32, 128)  # 2
 assert own_bucket_count(48, 128) == 12 and mean_far_width(48, 128) < mean_far_width(32, 128)  # 3
+widths_by_count = [mean_far_width(nb_, 128) for nb_ in range(8, 68, 4)]  # every step of the buckets slider
+assert widths_by_count[0] < widths_by_count[1]  # 3: not at 8 -> 12 ...
+assert all(a > b for a, b in zip(widths_by_count[1:], widths_by_count[2:]))  # ... but from 12 buckets up
+assert [round(w, 1) for w in widths_by_count[:2]] == [14.0, 17.0]
 print(f"far buckets hold {mean_far_width(32, 128):.1f} distances on average at 32 buckets and max 128, "
       f"{mean_far_width(32, 256):.1f} at max 256, {mean_far_width(48, 128):.1f} at 48 buckets")
 
@@ -665,7 +671,8 @@ print(f"d = 16: variance of c2c + c2p + p2c over 3d: {ratio:.3f}; largest correl
 # The released code (transformers' DeBERTa ports, microsoft/DeBERTa) reads p2c at row $\delta(i, j)$ of
 # $q^r$, c2p's own index, not the paper's $\delta(j, i)$, so the same table gives other p2c scores under
 # each (`p2c_index="reference"` follows the code; the cell checks both halves), and a checkpoint needs the
-# index its code used (microsoft/DeBERTa issues #47 and #162 discuss it).
+# index its code used (microsoft/DeBERTa issues #47 and #162 discuss it). The cell asserts that the code's
+# p2c equals the score read at row $\delta(i, j)$, pair by pair, and that it differs from the paper's.
 
 # %%
 _, _, p2c_ref = pl.deberta_terms(q_c, k_c, q_r, k_r, p2c_index="reference")
@@ -798,7 +805,9 @@ print("position_biased_input on: an absolute table of", tuple(absolute_in.embedd
 #   $R_m^\top R_n = R_{n-m}$, the score $\langle R_m q, R_n k\rangle = q^\top R_{n-m} k$ depends on the
 #   positions only through the offset $n - m$, the $j - i$ of the other panels (`pl.apply_rope`).
 #
-# Side by side, for 16 positions:
+# Side by side, for 16 positions. The learned parts (Shaw's vectors, T5's scalars, XL's $W_{k,R}$ and
+# $v$) are drawn at random here, as at initialisation, not trained: the panels show the shape each
+# formula allows, not what a trained model learns.
 #
 # * **Shaw**: $q \cdot a^K_{ij}$ for one fixed query vector $q$, a learned vector per clipped offset ($k = 3$);
 # * **Transformer-XL** term (d): $v \cdot W_{k,R} R_{i-j}$ (causal; $R_{i-j}$ is XL's sinusoid of the
@@ -1108,7 +1117,9 @@ _ = check.xl_rel_shift(strided_shift)
 # (offsets $j - i$ in, buckets out) under which every row of the table is read, while a trained table
 # keeps its meaning for the past (a key at or before the query keeps T5's bucket) and the future mirrors
 # the past: a key after the query lands in the upper half, buckets $B, \dots, 2B - 1$ with
-# $B$ = `num_buckets`/2, never in a lower bucket than a nearer key after the query. You may call
+# $B$ = `num_buckets`/2, never in a lower bucket than a nearer key after the query, and the upper
+# buckets keep the past's spacing (each holds as many distances as its mirror in the past, give or take
+# one). You may call
 # `pl.t5_relative_bucket`. The checker judges the rule by what it does on encoder settings like T5's
 # (`max_distance` at least 4 × `num_buckets`), drawn at every check.
 
@@ -1130,7 +1141,8 @@ def every_row(offsets, num_buckets, max_distance):
     # query row B; keeping the past's widths then fixes the rest: a key at distance n after the query takes
     # B + bucket(n - 1), so each upper bucket holds exactly the distances of its mirror, shifted by one (exact
     # near, log-spaced far). (B + min(n - 1, B - 1) also reads every row, but is a Shaw-style clip: exact only
-    # for the B - 1 nearest keys, every key from B on in the last row; the checker refuses it.)
+    # for the B - 1 nearest keys, every key from B on in the last row; the checker refuses it. B + n - 1 for the
+    # exact near keys and B + bucket(n) beyond passes too: it leaves one far bucket one distance narrower.)
     B = num_buckets // 2
     past = pl.t5_relative_bucket(offsets, num_buckets=num_buckets, max_distance=max_distance)
     after = B + pl.t5_relative_bucket(-(offsets - 1).clamp(min=0), num_buckets=num_buckets, max_distance=max_distance)
@@ -1257,7 +1269,8 @@ _ = check.deberta_tied_rows(tied_rows)
 #    et al. [2020] proposed", right after a sentence on Ke et al.; the form is TUPE's (Ke, He and Liu,
 #    "Rethinking Positional Encoding in Language Pre-training", ICLR 2021), not T5's: T5 has only the
 #    first equation's bias (§4).
-# 8. **"Positions belong in $q$ and $k$, not in $v$"** (`004`, §2): the source cites no study. The
+# 8. **"Positions belong in $q$ and $k$, not in $v$"** (`004`, §2): the source hedges it in its next sentence (the rule is not
+#    absolute: on some tasks $v$ can take positions too), but cites no study for either half. The
 #    nearest evidence is Shaw et al.'s own ablation of $a^V$ and $a^K$ (their experiments section): on
 #    their English–German task the key vectors $a^K$ alone did about as well as both, and they left the
 #    question to further work. Later methods (XL, T5, DeBERTa, RoPE, ALiBi) touch only the scores;
