@@ -1831,8 +1831,8 @@ _ = check.cache_rotations(cache_rotations)
 # by one number $c$. Write `query_scale(mscale, mscale_all_dim, factor)` returning the $c$ with
 # which the engine computes exactly DeepSeek's scores for these settings and the YaRN factor
 # $s$ = `factor` $> 1$ (at $s = 1$ nothing is scaled), or NaN where no number does. §3 gave the
-# two multipliers for DeepSeek-V3's settings, where the two agree; what is graded is the part no cell
-# above states: for which settings one number can do both jobs, and which number. The checker draws
+# two multipliers for DeepSeek-V3's settings, where the two agree; what is graded is what no cell
+# above states: for which settings one number can do both jobs. The checker draws
 # twelve new settings at every check and says only which kind of mistake it saw, never on which
 # settings (the library's frequency functions refuse to run inside your function: the checker reads
 # DeepSeek's scores through them). Both settings are non-zero here (with a zero one transformers falls
