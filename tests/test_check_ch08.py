@@ -2,6 +2,7 @@
 checker) passes, every shortcut the prompts forbid is refused, each named misconception is named, and the
 checker module hands over no answer."""
 import math
+import random
 import re
 
 import pytest
@@ -233,20 +234,27 @@ def query_scale_derived(mscale, mscale_all_dim, factor):
     return term(mscale_all_dim) ** 2 if math.isclose(term(mscale), term(mscale_all_dim), rel_tol=1e-12) else math.nan
 
 
-def test_deepseek_cases_leave_out_zero_settings():
-    """The prompt leaves out a zero mscale or mscale_all_dim (transformers falls back to other formulas there),
-    and keeps s > 1 (at s = 1 every setting gives c = 1, and the solution's NaN for differing settings is wrong)."""
-    from posenc_lib.check import ch08
-    assert all(m != 0 and a != 0 for m, a, _ in ch08._PORT_CASES)
-    assert all(s > 1 for _, _, s in ch08._PORT_CASES)
+def _draws(n=20):
+    rng = random.Random(0)
+    return [case for _ in range(n) for case in ch08._port_cases(rng)]
 
 
-def test_deepseek_cases_leave_out_what_the_chapter_prints():
-    """§3 prints DeepSeek-V3's softmax multiplier (1.874 for mscale_all_dim 1, s = 40), GPT-OSS's and Qwen's YaRN
-    factors (s = 32 and 4, mscale 1): no case whose right scale is that number or one step from it."""
-    printed = {(1.0, 1.0, 40.0), (1.0, 1.0, 32.0), (1.0, 1.0, 4.0)}
-    assert not printed & set(ch08._PORT_CASES)
-    assert (0.707, 0.707, 40.0) in ch08._PORT_CASES  # DeepSeek-V2-Lite's, as the prompt says
+def test_deepseek_cases_leave_out_zero_settings_and_what_the_chapter_prints():
+    """The prompt leaves out a zero mscale or mscale_all_dim (transformers falls back to other formulas there) and
+    keeps s > 1 (at s = 1 every setting gives c = 1). The draws are continuous: never DeepSeek-V3's (1, 1, 40)
+    whose multiplier §3 prints, V2-Lite's (0.707, 0.707, 40) that §3 spells out, nor GPT-OSS's or Qwen's s."""
+    cases = _draws()
+    assert all(m >= 0.3 and a >= 0.3 and s >= 2 for m, a, s in cases)
+    printed = {(1.0, 1.0, 40.0), (0.707, 0.707, 40.0), (1.0, 1.0, 32.0), (1.0, 1.0, 4.0)}
+    assert not printed & set(cases)
+    equal = [case for case in cases if case[0] == case[1]]
+    assert len(equal) == len(cases) // 2  # both kinds of case, in every draw
+    assert all(abs(m - a) >= 0.2 for m, a, _ in cases if m != a)
+
+
+def test_deepseek_cases_are_drawn_afresh():
+    """A fixed set of cases would let a learner find the impossible ones from the feedback; every check draws anew."""
+    assert set(ch08._port_cases()).isdisjoint(ch08._port_cases())
 
 
 def test_deepseek_query_scale(capsys):
@@ -257,41 +265,65 @@ def test_deepseek_query_scale(capsys):
     none_for_nan = lambda m, a, s: (lambda c: None if math.isnan(c) else torch.tensor(c))(  # noqa: E731
         query_scale_derived(m, a, s))
     assert run(check.deepseek_mscales, none_for_nan, capsys)[0] is True  # None and a tensor are read alike
-    possible = [case for case in ch08._PORT_CASES if not math.isnan(query_scale_derived(*case))]
-    assert 0 < len(possible) < len(ch08._PORT_CASES)  # both kinds of case are tried
     assert query_scale_derived(1.0, 1.0, 40.0) == pytest.approx((0.1 * math.log(40) + 1) ** 2)  # DeepSeek-V3's
+
+
+def test_deepseek_query_scale_refuses_the_constant_softmax_term(capsys):
+    """Cells 35-37 give the softmax term m^2: returning it for every setting is refused, with the same words
+    whatever the draw (no setting, no number)."""
+    term = lambda x, s: 0.1 * x * math.log(s) + 1  # noqa: E731
+    outs = [run(check.deepseek_mscales, lambda m, a, s: term(a, s) ** 2, capsys) for _ in range(3)]
+    assert all(ok is False for ok, _ in outs) and len({out for _, out in outs}) == 1
+    out = outs[0][1]
+    assert "takes for granted that some query scale fits every setting" in out
+    assert "mscale" not in out and not re.search(r"\d\.\d", out)  # names no setting and no number
+    assert "unrotated" not in out and "rotated part" not in out  # names the misconception, not the rule
+
+
+def test_deepseek_query_scale_refuses_nan_learned_from_feedback(capsys):
+    """Even knowing exactly which settings of one check admit no scale (more than any feedback says) gains
+    nothing at the next check: its settings are new."""
+    seen = []
+
+    def recorder(m, a, s):
+        seen.append((m, a, s))
+        return 1.0
+
+    run(check.deepseek_mscales, recorder, capsys)
+    term = lambda x, s: 0.1 * x * math.log(s) + 1  # noqa: E731
+    impossible = {case for case in seen if math.isnan(query_scale_derived(*case))}
+    assert impossible  # what an oracle would have told
+    memorised = lambda m, a, s: math.nan if (m, a, s) in impossible else term(a, s) ** 2  # noqa: E731
+    ok, out = run(check.deepseek_mscales, memorised, capsys)
+    assert ok is False and "takes for granted" in out
 
 
 def test_deepseek_query_scale_names_each_misconception(capsys):
     term = lambda x, s: 0.1 * x * math.log(s) + 1  # noqa: E731
-    ok, out = run(check.deepseek_mscales, lambda m, a, s: term(a, s) ** 2, capsys)  # the softmax term, always
-    assert ok is False and "takes for granted that some query scale fits every setting" in out
-    assert "unrotated" not in out and "rotated part" not in out  # names the misconception, not the rule
     ok, out = run(check.deepseek_mscales, lambda m, a, s: term(m, s) ** 2, capsys)  # the rotated part's, always
     assert ok is False and "takes for granted that some query scale fits every setting" in out
     ok, out = run(check.deepseek_mscales, lambda m, a, s: math.nan, capsys)  # "never possible"
-    assert ok is False and "one query scale does reproduce DeepSeek's scores here" in out
+    assert ok is False and "one query scale does reproduce DeepSeek's scores" in out
+    assert "takes for granted" not in out
 
     def unsquared(m, a, s):  # m_all, as if the query scale reached the score twice (as a factor on q and k does)
         c = query_scale_derived(m, a, s)
         return c if math.isnan(c) else math.sqrt(c)
 
     ok, out = run(check.deepseek_mscales, unsquared, capsys)
-    assert ok is False and "each score meets it once" in out
+    assert ok is False and "each score meets it once" in out and "takes for granted" not in out
 
     def rope_factor(m, a, s):  # the library's RoPE attention factor (the ratio): 1 when the two agree
         c = query_scale_derived(m, a, s)
         return c if math.isnan(c) else term(m, s) / term(a, s)
 
     ok, out = run(check.deepseek_mscales, rope_factor, capsys)
-    assert ok is False and "not by what DeepSeek's does" in out
+    assert ok is False and "something other than DeepSeek's" in out
     ok, out = run(check.deepseek_mscales, lambda m, a, s: "1.87", capsys)
     assert ok is False and "expected a number" in out
-    # the feedback never prints a right scale
-    for wrong in (unsquared, rope_factor, lambda m, a, s: math.nan):
+    for wrong in (unsquared, rope_factor, lambda m, a, s: math.nan):  # the feedback prints no number at all
         out = run(check.deepseek_mscales, wrong, capsys)[1]
-        assert all(f"{c:.4g}" not in out for c in map(lambda case: query_scale_derived(*case), ch08._PORT_CASES)
-                   if not math.isnan(c))
+        assert not re.search(r"\d\.\d", out)
 
 
 def test_deepseek_query_scale_refuses_the_library(capsys):
@@ -590,8 +622,6 @@ def test_the_checker_module_hands_over_no_answer():
     a rotation) is refused while a learner's function runs (shown above): nothing returns an answer."""
     answers = {rotations_by_rule(c, p, n) for _, c, p, n, _, _ in ch08._ROTATION_CASES} - {
         p + n for _, c, p, n, _, _ in ch08._ROTATION_CASES}  # prompt + new: no cache work, read off the case
-    answers |= {round(c, 6) for c in map(lambda case: query_scale_derived(*case), ch08._PORT_CASES)
-                if not math.isnan(c)}
     scales = needle_derived(*ch08._needle_cases())
     answers |= {round(t, 6) for t in scales[~scales.isnan()].tolist()}
 
@@ -610,7 +640,7 @@ def test_the_checker_module_hands_over_no_answer():
             assert not any(round(v, 6) in answers for v in values(value) if v not in (1.0,)), name
     private = {n for n, v in vars(ch08).items() if callable(v) and n.startswith("_") and getattr(v, "__module__", "")
                == ch08.__name__}
-    assert private == {"_frequency_readers", "_checker_rotations", "_longrope", "_dynamic", "_deepseek_config",
+    assert private == {"_frequency_readers", "_checker_rotations", "_longrope", "_dynamic", "_port_cases", "_deepseek_config",
                        "_multipliers", "_log_mean_exp", "_log_odds", "_heaviest", "_needle_cases", "_simulations",
                        "_some", "_keys_at", "_shift_misreadings"}
     n, n0, gap = ch08._needle_cases()  # the cases are inputs: no tensor of the module holds a scale

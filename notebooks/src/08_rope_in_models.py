@@ -22,7 +22,7 @@
 #
 # 1. **Read a config**: what the RoPE of seven public models looks like, pair by pair;
 # 2. **what the frequencies do**: partial, decoupled (DeepSeek's: its attention, MLA, shrinks the
-#    KV cache, the keys and values a model keeps of past tokens while it generates) and proportional
+#    KV cache, which §2 defines) and proportional
 #    RoPE, fast pairs for position, slow pairs for meaning, and per-layer bases;
 # 3. **attention factors**: LongRoPE's and YaRN's, and why DeepSeek-V3 moves its own into
 #    the softmax scale;
@@ -108,6 +108,10 @@ assert len(MODELS) == 9  # seven models; Qwen2.5 twice (as shipped, with its car
 # past their chunk of `attention_chunk_size` = 8192 tokens (only its NoPE layers see the
 # whole context, §5), and Gemma 3's sliding-window layers, which have a RoPE of
 # their own, see a window of 1024 tokens: never two tokens more than 1023 apart (§2).
+# Gemma 3's full-attention layers use `linear` scaling (×8), which divides every frequency by the
+# factor whatever the length, so it needs no anchor and the file writes no $L_0$ (the table's "–").
+# The comparison such a row allows: its pairs turn within $L$ = 131 072 exactly as the plain RoPE's
+# turn within $L/8$ = 16 384.
 #
 # Pair $j$ turns once every $\lambda_j = 2\pi/\theta_j$ positions. A pair with
 # $\lambda_j \le L$ **completes a turn** inside the context; a pair with $\lambda_j > L$
@@ -175,39 +179,41 @@ assert ROWS["DeepSeek-V3"]["factor"] == 1.0 and round(ds_softmax, 3) == 1.874
 print(f"* DeepSeek-V3's RoPE factor is 1, but its softmax scale multiplies the scores by {ds_softmax:.3f} (§3)")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# Read the table row by row (each sentence is asserted below):
+# Read the table row by row (each sentence is asserted below; the boxes say why):
 #
 # * in **every** row, between a quarter and a half of the pairs never complete a turn
-#   within the row's span $L$, even at the deployed length. Those slow pairs move by
-#   less than a full circle over that whole span. GPT-OSS is outside that range for half its
-#   layers: it uses one RoPE for all of them, but half attend within a sliding window (each
-#   token sees only itself and the 127 before it), a span in which only 9 of its 32 pairs turn, so 23 of
-#   32 (72 %) never do there; its row gives the span of its full-attention layers;
+#   within the row's span $L$, even at the deployed length;
 # * **YaRN** (Qwen with its model card's settings, DeepSeek-V3, GPT-OSS) turns exactly as
-#   many pairs at the deployed $L$ as plain RoPE at $L_0$. Here $L = sL_0$, and with
-#   `beta_slow` = 1 (YaRN's default, which all three files keep) YaRN divides every pair that
-#   does not turn within $L_0$ by exactly $s$ (`beta_slow` is the number of turns within $L_0$
-#   below which a pair is fully divided), so none of them starts to turn within $L$; the pairs
-#   it slows only partly all turned within $L_0$ already. The condition matters: with
-#   `beta_slow` = 0.5, Qwen's card would divide 3 of its 24 non-turning pairs by less than $s$,
-#   and one of them would turn within $L$;
-# * **Llama 3.1** turns more (35 → 39): its file stretches by `factor` 8, but
-#   `max_position_embeddings` is 16 times $L_0$, so the pairs with
-#   $L_0 < \lambda_j \le 2L_0$, slowed by 8, now turn inside $L$;
-# * **Llama 4 Scout** comes as two files, and they differ: the base file says
-#   `max_position_embeddings` = 262 144 and leaves `no_rope_layers` empty (transformers then
-#   fills in every fourth layer), the Instruct file says 10 485 760, 40 times more, and lists
-#   the layers. The RoPE block is the same in both: `llama3` with `low_freq_factor` =
-#   `high_freq_factor` = 1, so Llama 3.1's smooth band shrinks to a hard step: pairs with
-#   $\lambda_j \le L_0$ are kept, all slower ones are divided by 16. Both rows turn the same 35:
-#   the slowed pairs are those that never turn within $L_0$ = 8192, and the chunk keeps every
-#   RoPE layer within 8192 tokens (a RoPE layer attends only within its chunk), so no pair
-#   starts to turn. Neither advertised context is a length any RoPE layer attends over.
-# * Phi-3's **LongRoPE** (Ding et al., 2024, arXiv 2402.13753) divides each pair's frequency by a
-#   factor of its own, $\theta_j / f_j$, and never runs plain RoPE: its file has two searched lists
-#   of $f_j$, short factors (1.10 to 3.05) for inputs up to $L_0$ and long ones beyond. Plain
-#   RoPE would turn 34 pairs within $L_0$; the short list already turns only 31 there (it slows pairs 31 to 33 out of their
-#   turn), and the long list turns the same 31 within $L$.
+#   many pairs at the deployed $L$ as plain RoPE at $L_0$;
+# * **Llama 3.1** turns more (35 → 39);
+# * **Llama 4 Scout** comes as two files that advertise different contexts, yet both rows turn
+#   the same 35: neither advertised context is a length any RoPE layer attends over;
+# * Phi-3's **LongRoPE** (Ding et al., 2024, arXiv 2402.13753) turns fewer pairs than plain RoPE
+#   would (34 → 31), already with its short list.
+#
+# > **Going further: why the counts come out so.**
+# > * *GPT-OSS* uses one RoPE for all its layers, but half attend within a sliding window (each
+# >   token sees only itself and the 127 before it), a span in which only 9 of its 32 pairs turn, so
+# >   23 of 32 (72 %) never do there; its row gives the span of its full-attention layers.
+# > * *YaRN*: here $L = sL_0$, and with `beta_slow` = 1 (YaRN's default, which all three files keep)
+# >   YaRN divides every pair that does not turn within $L_0$ by exactly $s$ (`beta_slow` is the
+# >   number of turns within $L_0$ below which a pair is fully divided), so none of them starts to
+# >   turn within $L$; the pairs it slows only partly all turned within $L_0$ already. The condition
+# >   matters: with `beta_slow` = 0.5, Qwen's card would divide 3 of its 24 non-turning pairs by less
+# >   than $s$, and one of them would turn within $L$.
+# > * *Llama 3.1* stretches by `factor` 8, but `max_position_embeddings` is 16 times $L_0$, so the
+# >   pairs with $L_0 < \lambda_j \le 2L_0$, slowed by 8, now turn inside $L$.
+# > * *Llama 4 Scout*: the base file says `max_position_embeddings` = 262 144 and leaves
+# >   `no_rope_layers` empty (transformers then fills in every fourth layer), the Instruct file says
+# >   10 485 760, 40 times more, and lists the layers. The RoPE block is the same in both: `llama3`
+# >   with `low_freq_factor` = `high_freq_factor` = 1, so Llama 3.1's smooth band shrinks to a hard
+# >   step: pairs with $\lambda_j \le L_0$ are kept, all slower ones are divided by 16. The slowed
+# >   pairs are those that never turn within $L_0$ = 8192, and the chunk keeps every RoPE layer
+# >   within 8192 tokens (a RoPE layer attends only within its chunk), so no pair starts to turn.
+# > * *LongRoPE* divides each pair's frequency by a factor of its own, $\theta_j / f_j$, and never
+# >   runs plain RoPE: its file has two searched lists of $f_j$, short factors (1.10 to 3.05) for
+# >   inputs up to $L_0$ and long ones beyond. The short list slows pairs 31 to 33 out of their turn
+# >   within $L_0$, and the long list turns the same 31 within $L$.
 #
 # > **Going further: why Phi-3's long list turns no more pairs.** A slowed pair turns within $L$ when
 # > $f_j \lambda_j \le L$, i.e. $f_j \le L/\lambda_j$: for pairs 31 to 33 the long factors (61.7, 62.9, 63.0)
@@ -267,6 +273,11 @@ kept = 2 * math.pi / scout_row["plain"].cpu() <= 8192
 assert torch.allclose(slowed_by[kept], torch.tensor(1.0, dtype=torch.float64))  # kept as they are
 assert torch.allclose(slowed_by[~kept], torch.tensor(16.0, dtype=torch.float64))  # divided by factor 16
 assert count["Phi-3 mini 128k instruct"] == (34, 31)
+gemma_full = ROWS["Gemma 3 4B (full)"]  # linear x8: no L0 in the file, and none needed
+assert gemma_full["L0_L"] == (None, 131072) and text_config(MODELS["Gemma 3 4B"])["rope_scaling"]["factor"] == 8
+assert all(torch.equal(*(pl.scaled_rope_frequencies(64, method="linear", factor=8.0, original_max_position=n)[0]
+                         for n in (4096, n2))) for n2 in (32768, 131072))  # the anchor changes nothing
+assert turns_within(gemma_full["inv_freq"], 131072) == turns_within(gemma_full["plain"], 131072 // 8)
 phi3_long = text_config(MODELS["Phi-3 mini 128k instruct"])["rope_scaling"]["long_factor"]
 phi3_row = ROWS["Phi-3 mini 128k instruct"]
 stop_turning = [j for j in range(48) if 2 * math.pi / phi3_row["plain"][j] <= phi3_row["L0_L"][0]
@@ -364,7 +375,7 @@ print(f"full score: {near.item():+.4f} (3 apart), {far.item():+.4f} (3000 apart)
 # three things wrong. First, why they need something else.
 #
 # **The latent cache.** A model that generates text keeps every earlier token's keys and values
-# so that each new token computes only its own (its **KV cache**, §4). DeepSeek's attention
+# so that each new token computes only its own: its **KV cache** (§4 decodes with one). DeepSeek's attention
 # (multi-head latent attention, MLA) caches one small latent vector $c$ per token
 # (`kv_lora_rank` = 512 features) instead of every head's key and value, and makes each head's
 # key from it with an up-projection: $k = W_{UK}\,c$.
@@ -395,10 +406,13 @@ print(f"full score: {near.item():+.4f} (3 apart), {far.item():+.4f} (3000 apart)
 #
 # So for a DeepSeek head, rotate `x[..., -64:]` with the interleaved layout. The cell builds
 # a tiny head of this shape and checks what the list says, and runs transformers' own
-# interleaved rotation (`apply_rotary_pos_emb_interleave`) against ours. Where the rotated
-# features sit inside transformers' attention module, and that one rotated key serves every
-# head, can only be read in its code: `tests/test_upstream_claims.py` checks both against the
-# locked version.
+# interleaved rotation (`apply_rotary_pos_emb_interleave`) against ours. It also reads the shared
+# key off a tiny `DeepseekV3Attention`: the projection that makes the latent and the rotated key
+# has `kv_lora_rank` + `qk_rope_head_dim` outputs, one rotated key for all heads, where the query
+# projection has a whole head's features, content and rotated, for every head. Where the rotated features sit inside each head can only be
+# seen by running the module: `tests/test_upstream_claims.py`
+# (`test_ch08_deepseek_v3_rotates_the_last_features_with_one_key_for_every_head`) checks it, and the
+# shared key, against the locked transformers.
 
 # %% slideshow={"slide_type": "fragment"}
 heads, nope, rope_dim, T = 4, 6, 4, 5  # tiny MLA head: 6 content features, then 4 rotated ones
@@ -435,6 +449,14 @@ from transformers.models.deepseek_v3.modeling_deepseek_v3 import apply_rotary_po
 
 ds_cfg = DeepseekV3Config()  # its defaults are DeepSeek-V3's sizes
 assert ds_cfg.rope_interleave is True and (ds_cfg.kv_lora_rank, ds_cfg.qk_rope_head_dim) == (512, 64)
+from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3Attention  # noqa: E402
+
+tiny_cfg = DeepseekV3Config(hidden_size=16, num_attention_heads=heads, num_key_value_heads=heads, q_lora_rank=None,
+                            kv_lora_rank=8, qk_nope_head_dim=nope, qk_rope_head_dim=rope_dim, v_head_dim=4)
+with torch.random.fork_rng():  # its random weights leave the global generator as it was for the cells below
+    tiny_attn = DeepseekV3Attention(tiny_cfg, layer_idx=0)
+assert tiny_attn.kv_a_proj_with_mqa.out_features == 8 + rope_dim  # the latent and ONE rotated key, for all heads
+assert tiny_attn.q_proj.out_features == heads * (nope + rope_dim)  # the query's rotated features: per head
 angles = pl.rope_angles(T, rope_dim).double()  # float64 on the CPU, like q_mla
 cos_hf, sin_hf = (torch.cat((t, t), dim=-1)[None] for t in (angles.cos(), angles.sin()))  # (1, T, r)
 hf_q, hf_k = apply_rotary_pos_emb_interleave(q_mla[None, ..., -rope_dim:], k_mla[None, ..., -rope_dim:],
@@ -557,8 +579,9 @@ fraction_widget
 # The answer: proportional RoPE's share is all of its rotated pairs at every base of the slider,
 # for every $p$ up to 0.5 (it keeps only the fastest pairs, and those turn; past $10^6$ that stops
 # holding, which is why the slider ends there). Partial RoPE's share is set by
-# the base and hardly moves with $p$: 78 to 88 % at base $10^4$, 53 to 62 % at $10^6$, because it
-# spreads the same range of wavelengths over however many pairs it has.
+# the base far more than by $p$: over these $p$ it stays between 78 and 88 % at base $10^4$ and
+# between 53 and 62 % at $10^6$, because it spreads the same range of wavelengths over however many
+# pairs it has.
 
 # %% slideshow={"slide_type": "fragment"}
 share = {}
@@ -734,11 +757,9 @@ assert pattern == (["sliding_attention"] * 5 + ["full_attention"]) * 2
 # ## 3 · Attention factors: LongRoPE and YaRN's `mscale`
 #
 # Two of the extension methods, YaRN and LongRoPE, also multiply q and k by an **attention
-# factor** $a$: the scores grow by $a^2$. The first version of YaRN's paper (Peng et al., 2023,
-# arXiv 2309.00071v1) argued for it: over a longer, stretched context attention grows
-# flatter (more keys share the softmax, and interpolated pairs give closer angles). Its later
-# versions drop that argument and present the factor as an empirical fit. This chapter cites
-# both (without section numbers, which differ between the versions) and measures neither. Position
+# factor** $a$: the scores grow by $a^2$. For YaRN's factor, chapter 7 §2 cites the paper's
+# reason (Peng et al., 2023, arXiv 2309.00071): a fit to the lowest perplexity of stretched models;
+# this chapter does not measure it. Position
 # interpolation (`linear`), NTK, dynamic NTK and `llama3` leave it at 1 (the `att.` column of
 # §1's table; asserted below).
 #
@@ -797,7 +818,10 @@ assert (round(0.1 * math.log(32) + 1, 3), round(0.1 * math.log(4) + 1, 3)) == (1
 # the RoPE factor leaves the unrotated part of a score as it was, where the softmax scale
 # multiplies the whole score by $m^2$. Other readings fit the same sentence (a scale on every
 # score can also be moved into the model's weights); the cell shows only that DeepSeek's choice
-# reaches the whole score, as YaRN's factor does in a head that rotates every feature.
+# reaches the whole score, as YaRN's factor does in a head that rotates every feature. The cell
+# rotates the first 64 features with `pl.apply_rope`'s own layout, not DeepSeek's last 64
+# interleaved ones (§2): the argument is about which multiplier reaches which part of a score, not
+# about which slice is rotated, and the cell repeats the check on DeepSeek's slice.
 
 # %% slideshow={"slide_type": "fragment"}
 qd, kd = torch.randn(2, 6, head, dtype=torch.float64)
@@ -809,6 +833,11 @@ rope_only = (pl.apply_rope(qd, rotary_dim=rot, attention_factor=m_all)
 unrotated = qd[:, rot:] @ kd[:, rot:].T  # apply_rope turns the first rotary_dim features and leaves the rest
 torch.testing.assert_close(rope_only - unrotated, m_all**2 * (plain_scores - unrotated))  # only the rotated part
 assert not torch.allclose(rope_only, in_softmax, atol=1e-3)
+last = lambda x, a=1.0: torch.cat((x[:, :-rot], a * pl.apply_rope(x[:, -rot:], layout="interleaved")), -1)  # noqa: E731
+unrotated_last = qd[:, :-rot] @ kd[:, :-rot].T  # DeepSeek's slice: the last 64 features, interleaved pairs
+plain_last, rope_only_last = last(qd) @ last(kd).T, last(qd, m_all) @ last(kd, m_all).T
+torch.testing.assert_close(rope_only_last - unrotated_last, m_all**2 * (plain_last - unrotated_last))
+assert not torch.allclose(rope_only_last, m_all**2 * plain_last, atol=1e-3)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4 · q and k, not v naively; positions with a KV cache
@@ -838,7 +867,7 @@ assert not torch.allclose(attend(100, True), attend(0, True), atol=1e-3)  # v ro
 # ### Decoding with a KV cache
 #
 # When a model generates text, it keeps the keys and values of the tokens it has seen
-# (the KV cache of §2) and runs only the new token. Two things must hold: the new token's
+# (its KV cache, defined in §2's DeepSeek subsection) and runs only the new token. Two things must hold: the new token's
 # position is the **cache length** (the offset), not 0; and cached keys were rotated once,
 # at their own positions, when they were new, so they are **never rotated again**.
 # `pl.TinyDecoder(..., positional="rope")` with `cache=pl.KVCache()` does both; decoding
@@ -1801,12 +1830,13 @@ _ = check.cache_rotations(cache_rotations)
 # may change is the query projection: multiply its weights, and so every feature of every query,
 # by one number $c$. Write `query_scale(mscale, mscale_all_dim, factor)` returning the $c$ with
 # which the engine computes exactly DeepSeek's scores for these settings and the YaRN factor
-# $s$ = `factor` $> 1$ (every case the checker tries: at $s = 1$ nothing is scaled), or NaN where
-# no number does. Predict first: for which settings does such a $c$
-# exist? The checker tries nine settings, DeepSeek-V2-Lite's among them (the library's
-# frequency functions refuse to run inside your function: the checker reads DeepSeek's scores
-# through them). Both settings are non-zero here (with a zero one transformers falls back to
-# other formulas, which this exercise leaves out).
+# $s$ = `factor` $> 1$ (at $s = 1$ nothing is scaled), or NaN where no number does. §3 gave the
+# two multipliers for DeepSeek-V3's settings, where the two agree; what is graded is what no cell
+# above states: for which settings one number can do both jobs. The checker draws
+# twelve new settings at every check and says only which kind of mistake it saw, never on which
+# settings (the library's frequency functions refuse to run inside your function: the checker reads
+# DeepSeek's scores through them). Both settings are non-zero here (with a zero one transformers falls
+# back to other formulas, which this exercise leaves out).
 
 # %% slideshow={"slide_type": "fragment"}
 def query_scale(mscale, mscale_all_dim, factor):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+import random
 from typing import Any, Callable
 
 import torch
@@ -188,11 +189,20 @@ def cache_rotations(answer: Callable[[dict, int, int], Any] | None) -> bool | No
 
 # ---------------------------------------------------------------- Exercise 2: DeepSeek on a fixed softmax scale
 
-# (mscale, mscale_all_dim, factor s > 1): V2-Lite's own settings, more with the two equal, and settings that
-# differ (there no single query scale reproduces the scores). DeepSeek-V3's (1, 1, 40) is left out: §3 prints
-# its softmax multiplier, which would answer that case.
-_PORT_CASES = ((1.0, 1.0, 20.0), (1.0, 0.707, 40.0), (0.707, 0.707, 40.0), (0.8, 1.2, 32.0), (2.0, 2.0, 16.0),
-               (1.5, 0.3, 8.0), (0.5, 0.5, 4.0), (0.6, 1.0, 64.0), (1.3, 1.3, 128.0))
+def _port_cases(rng: "random.Random | None" = None, count: int = 12) -> tuple[tuple[float, float, float], ...]:
+    """Exercise 2's settings, drawn afresh at every check (so no feedback can be matched to a fixed case): half with
+    mscale = mscale_all_dim, half with the two apart by at least 0.2, each in [0.3, 2], and s log-uniform in
+    [2, 128]. Continuous draws: none is DeepSeek-V3's (1, 1, 40), V2-Lite's (0.707, 0.707, 40) or another
+    setting the chapter prints."""
+    rng = rng or random.SystemRandom()
+    cases = []
+    for i in range(count):
+        mscale, factor = rng.uniform(0.3, 2.0), math.exp(rng.uniform(math.log(2.0), math.log(128.0)))
+        other = mscale
+        while abs(other - mscale) < 0.2 and i % 2:
+            other = rng.uniform(0.3, 2.0)
+        cases.append((mscale, other, factor))
+    return tuple(cases)
 
 
 def _deepseek_config(mscale: float, mscale_all_dim: float, factor: float) -> dict:
@@ -217,32 +227,38 @@ def deepseek_mscales(answer: Callable[[float, float, float], Any] | None) -> boo
     RoPE without attention factor compute DeepSeek's scores exactly; NaN (or None) where no number does."""
 
     def run(fn):
-        answers, stopped = answers_under_guard(fn, _PORT_CASES, _frequency_readers(), loops=False)
+        cases = _port_cases()
+        answers, stopped = answers_under_guard(fn, cases, _frequency_readers(), loops=False)
         if stopped is not None:
             yield stopped_verdict(stopped[1], "your function", shortcut="read the multipliers off the library "
                                   "instead of deriving them")
             return
-        for (mscale, mscale_all_dim, factor), raw in zip(_PORT_CASES, answers.values()):
-            case = f"mscale {mscale:g}, mscale_all_dim {mscale_all_dim:g}, s = {factor:g}"
+        # One verdict per kind of mistake, never per setting: the feedback does not say which settings admit a scale.
+        wrong: dict[str, str] = {}
+        for (mscale, mscale_all_dim, factor), raw in zip(cases, answers.values()):
             c = math.nan if raw is None else number(raw)
             if c is None or math.isinf(c):
-                yield False, f"{case}: expected a number (NaN or None where no scale works), got {raw!r:.60}"
+                wrong["type"] = "expected a number from every call (NaN or None where no scale works)"
                 continue
             content, rotated = _multipliers(mscale, mscale_all_dim, factor)
             possible = close(content, rotated, rtol=1e-9, atol=0)
             if math.isnan(c):
-                yield (False, f"{case}: one query scale does reproduce DeepSeek's scores here") if possible else (
-                    True, f"{case}: right")
+                if possible:
+                    wrong["nan"] = "your function returns NaN for settings where one query scale does reproduce " \
+                                   "DeepSeek's scores"
             elif not possible:
-                yield False, (f"{case}: with c = {c:.4g} the engine's scores are not DeepSeek's; the answer takes "
-                              "for granted that some query scale fits every setting")
-            elif close(c, content, rtol=1e-6, atol=0):
-                yield True, f"{case}: right"
-            elif close(c * c, content, rtol=1e-6, atol=0):
-                yield False, (f"{case}: this scale multiplies every score by {c:.4g}: it is on the query only, so "
-                              "each score meets it once")
-            else:
-                yield False, f"{case}: this scale multiplies every score by {c:.4g}, not by what DeepSeek's does"
+                wrong["always"] = "your function returns a scale for settings where none reproduces DeepSeek's " \
+                                  "scores: it takes for granted that some query scale fits every setting"
+            elif close(c * c, content, rtol=1e-6, atol=0) and not close(c, content, rtol=1e-6, atol=0):
+                wrong["twice"] = "where a scale fits, yours acts as if it reached each score twice: it is on the " \
+                                 "query only, so each score meets it once"
+            elif not close(c, content, rtol=1e-6, atol=0):
+                wrong["other"] = "where a scale fits, yours multiplies the scores by something other than " \
+                                 "DeepSeek's does"
+        if wrong:  # in a fixed order, whatever the draw
+            yield from ((False, wrong[kind]) for kind in ("type", "nan", "always", "twice", "other") if kind in wrong)
+        else:
+            yield True, f"right on all {len(cases)} settings drawn for this check"
 
     return report("DeepSeek's scores on a fixed softmax scale", answer, run,
                   "follow each setting to every place where it multiplies a score.")
