@@ -792,10 +792,14 @@ print(f"positions streamed in blocks of {block} keys, from the query back: the s
 # instructions, two tokens each: `w b` writes bit `b`, `i b` is to be ignored, `r b` reads,
 # and its bit must equal the last written one. The model predicts the bit after each `r`.
 # The answer sits right after the last `w`, which may be 2 tokens back or 200. Counting tokens
-# puts it at a different offset every time. Counting writes (gates open on the `w` tokens only)
-# puts the last `w` at position 1 from every read, whatever the distance, but not alone: every
-# token after the `w` before it (or from the start) shares position 1 (in the example below, 4 to
-# 10 keys per read), so a head must still pick the `w` among them by what it is. A read repeats the last
+# puts it at a different offset every time. Counting writes means gates that open on the written
+# bits, the bit tokens that follow a `w` (a first layer can mark them: each bit sees the token
+# before it). That puts the bit after the last `w` at position 1 from every read, whatever the
+# distance, but not alone: every key after the written bit before it (or from the start) shares
+# position 1 (in the example below, 4 to 10 keys per read), so a head must still pick, among them,
+# the one written bit by what it is. Gates on the `w` tokens themselves would not do: they leave
+# that bit at position 0 with every key after it, and the `w` at position 1 cannot carry the bit,
+# which comes after it (in a causal model no token sees a later one). A read repeats the last
 # write, so the bit after the nearest `w` *or* `r` carries the answer too, and is never
 # farther. `TinyDecoder` (2 layers, $d_{model} = 64$) trains with NoPE, RoPE and CoPE at 64
 # tokens, three seeds each, and is tested at 64 to 512 tokens on 128 sequences per length, on
@@ -812,16 +816,20 @@ ops, bits = tokens[0, ::2], tokens[0, 1::2] - cc.ZERO
 last = [bits[: k + 1][ops[: k + 1] == cc.W][-1].item() for k in range(len(ops))]
 assert all(b == l for o, b, l in zip(ops.tolist(), bits.tolist(), last) if o == cc.R)  # reads repeat the last write
 assert read[0].sum() == (ops == cc.R).sum()  # one scored token per read
-# counting writes: gates open on the w tokens only; the query is each read's r token
+# counting writes: gates open on the written bits (the tokens after a w) only; the query is each read's r token
 is_w = tokens[0] == cc.W
-w_logits = torch.full((tokens.shape[1],) * 2, float("-inf"), dtype=torch.float64).triu(1) + torch.where(is_w, 50.0, -50.0)
-p_w = pl.cope_positions(w_logits)
+written_bit = torch.cat([torch.zeros(1, dtype=torch.bool), is_w[:-1]])  # the bit token after each w
+masked = torch.full((tokens.shape[1],) * 2, float("-inf"), dtype=torch.float64).triu(1)
+p_bits = pl.cope_positions(masked + torch.where(written_bit, 50.0, -50.0))
+p_on_w = pl.cope_positions(masked + torch.where(is_w, 50.0, -50.0))  # the gates on the w tokens instead
 sharing = []
 for r_at in (tokens[0] == cc.R).nonzero().flatten().tolist():
-    last_w = is_w[:r_at].nonzero().max().item()
-    assert p_w[r_at, last_w].round() == 1  # the last w at position 1, however far back
-    sharing.append(int((p_w[r_at, : r_at + 1].round() == 1).sum()))
-print("keys at position 1 (the last w's) from each read:", sharing)
+    answer_at = is_w[:r_at].nonzero().max().item() + 1  # the bit after the last w
+    at_1 = p_bits[r_at, : r_at + 1].round() == 1
+    assert at_1[answer_at] and written_bit[: r_at + 1][at_1].sum() == 1  # at 1, the only written bit there
+    assert p_on_w[r_at, answer_at].round() == 0 and p_on_w[r_at, answer_at - 1].round() == 1  # gates on w
+    sharing.append(int(at_1.sum()))
+print("keys at position 1 (the last written bit's) from each read:", sharing)
 assert sharing == [4, 4, 10]
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
