@@ -619,15 +619,16 @@ for b in (1e6, 5e6):
 # those tokens are. "The last sentence" or "the third word back" is then a different offset
 # in every input. Contextual Position Encoding (CoPE, Golovneva et al. 2024) lets the model
 # decide what to count. Query $i$ gives every key $\ell$ a gate $g_{i\ell} = \sigma(q_i \cdot
-# k_\ell / \sqrt{d})$, the sigmoid of its scaled attention logit (as in the paper's reference
-# code, facebookresearch/RAM `projects/cope`), and the position of key $j$ is the number of
-# gates that fire between them:
+# k_\ell / \sqrt{d})$, the sigmoid of its scaled attention logit, and the position of key $j$ is
+# the number of gates that fire between them:
 #
 # $$p_{ij} = \sum_{\ell=j}^{i} g_{i\ell}.$$
 #
-# (In this section $i$ is the query's position and $j$ the key's, as in CoPE's paper and in the
-# course's offsets $j - i$, and $\ell$ runs over the keys between them: $m$ stays RoPE's; no frequency pair appears here, so the letter $j$, a pair index in
-# §1, §2 and the exercises, means a key position only until the exercises.)
+# The paper's equation (Golovneva et al. 2024, §3) writes the gate as $\sigma(q_i^\top k_\ell)$,
+# without the $1/\sqrt{d}$; we follow its reference code (facebookresearch/RAM, `projects/cope`),
+# which gates the scaled logit. In this section $i$ is the query's position, $j$ the key's and
+# $\ell$ any key between them. Elsewhere in the chapter $j$ numbers a frequency pair; no pair
+# appears in this section.
 # With every gate open ($g = 1$) this is $i - j + 1$: the distance $i - j$ of the
 # [conventions page](00_index.ipynb#Conventions) plus one (not the offset $j - i$, which is
 # negative for past keys). `pl.cope_positions` takes the masked, scaled attention logits
@@ -1171,7 +1172,7 @@ _ = check.previous_frame_head(answer)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise 2 (design).** §3 set the gates directly, through their logits. In a model they come
-# from vectors: query $i$'s gate on key $t$ is $\sigma(q_i \cdot k_t / \sqrt{d})$, and each kind of
+# from vectors: query $i$'s gate on key $\ell$ is $\sigma(q_i \cdot k_\ell / \sqrt{d})$, and each kind of
 # token has one key. Give one head two counters that share those keys: a query `q_sentence` whose
 # CoPE positions count the full stops between a key and the query, and a query `q_clause` whose
 # positions count the commas and full stops, each to within 0.05 over a text of about 40 words,
