@@ -219,13 +219,14 @@ for kind, ties in (("axial 2-D", [(2, 0), (3, 1), (4, 0)]), ("raster 1-D", [(2, 
 # spectrum dealt out round-robin; §2 compares them), so pair $j$ turns by
 # $\text{coords}[\text{axis}_j]\,\theta_j$ and the score of a query and a key sees only
 # $(\Delta t, \Delta h, \Delta w)$. Asserted for the three styles: the same $(q, k)$, placed
-# at the same offsets from two different starting points, gives the same scores. The interleaved
-# style gets other sections, (6, 5, 5): an axis after the first may not take more round-robin
-# slots than there are, and the pairs left over go to $t$, so (4, 6, 6) is refused (asserted).
+# at the same offsets from two different starting points, gives the same scores (the interleaved
+# style with other sections, (6, 5, 5): §2 shows how it deals the pairs out).
 
 # %% slideshow={"slide_type": "fragment"}
 STYLE_SECTIONS = {"axial": (4, 6, 6), "contiguous": (4, 6, 6), "interleaved": (6, 5, 5)}
-try:  # h would need round-robin slots 1, 4, ..., 16, past the last of the 16 pairs
+# interleaved: an axis after the first may not take more round-robin slots than there are, and the pairs left
+# over go to t, so (4, 6, 6) is refused: h would need slots 1, 4, ..., 16, past the last of the 16 pairs
+try:
     pl.rope_nd_axes((4, 6, 6), "interleaved")
     raise AssertionError("(4, 6, 6) should be refused for the interleaved style")
 except ValueError as err:
@@ -256,8 +257,9 @@ for style, sections in STYLE_SECTIONS.items():
 # pair reads, round-robin $t, h, w, t, \dots$; `layout="interleaved"` (chapter 5) says which
 # two *features* form a pair, $(2j, 2j+1)$. They are independent: Qwen3-VL uses the
 # interleaved section style with the `"half"` layout; Qwen2-VL and Qwen2.5-VL use the
-# contiguous section style, also with the `"half"` layout (`tests/test_rope_nd.py` checks
-# both against transformers' rotary modules). The cell uses the `"half"` layout throughout.
+# contiguous section style, also with the `"half"` layout
+# (`tests/test_rope_nd.py::test_matches_transformers_qwen_multimodal_rotary` checks both against
+# transformers' rotary modules). The cell uses the `"half"` layout throughout.
 
 # %% slideshow={"slide_type": "fragment"}
 d_q = 128
@@ -539,7 +541,11 @@ allocation_widget
 # look depends on which of those pairs a head's $q$ and $k$ use. "Time slow" turns the picture
 # round for $t$: 16 steps of $t$ apart score about 128.0.
 #
-# Interleaving brings the three axes' curves closer together. The table gives the largest gap
+# Interleaving brings the three axes' curves closer together. A small gap is wanted because it
+# means every axis has fast and slow pairs, so none is blind at short or at long range: under
+# Qwen2-VL's allocation $w$'s fastest pair has a wavelength of 35 333 positions and $t$'s slowest
+# one of 160; under Qwen3-VL's every axis has wavelengths from 10.2 or less to 7.3 million or
+# more. The table gives the largest gap
 # between two axes' curves over $\Delta = 0..256$ (of 128), for the all-ones probe and as the mean
 # over 200 random heads with $q = k$ (each scaled to a maximum of 128). The two models differ in
 # base and sections too, so the last two rows hold both fixed and change only the style:
@@ -578,6 +584,10 @@ def spread(spec) -> float:
 
 
 assert spread(i3) < 0.5 * spread(c2)  # interleaved: the three axes look alike
+span_by_axis = {name: [(wavelengths(name)[thw_axes(name) == a].min().item(),
+                        wavelengths(name)[thw_axes(name) == a].max().item()) for a in range(3)] for name in (c2, i3)}
+assert round(span_by_axis[c2][2][0]) == 35333 and round(span_by_axis[c2][0][1]) == 160  # w's fastest, t's slowest
+assert all(round(lo, 1) <= 10.2 and hi >= 7.3e6 for lo, hi in span_by_axis[i3])  # Qwen3-VL: fast and slow on every axis
 assert prof[ts, 0][16] > prof[c2, 0][16] + 20 and round(prof[ts, 0][16].item(), 1) == 128.0  # time slow
 assert (round(spread(c2), 1), round(spread(i3), 1)) == (44.4, 14.4)
 style_only = {base: [round(spread(custom_allocation(24, ARRANGEMENTS[k], base)), 1) for k in (0, 2)]
