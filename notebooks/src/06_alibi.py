@@ -676,21 +676,22 @@ print("grammar at 512, attention on keys 64+ back, heads 1-4 (every seed and lay
 assert (far_grammar[..., :2] < 0.02).all() and (far_grammar[..., 2:] > 0.25).all()  # steep heads: a window
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# **On the grammar, ALiBi's "win" is what a window gives.** Read at once, ALiBi stays flat to 8×
-# its training length (every seed within 0.02 of its 64-token accuracy), and at 512 tokens every
-# seed beats every seed of RoPE and of sinusoids read the same way. The control takes that win
-# away: read through a 64-token sliding window (every RoPE and sinusoid seed stays within 0.01 of its
-# 64-token accuracy), sinusoids score 0.74 at 512 and RoPE 0.77 against ALiBi's 0.73, every seed of
-# each above every ALiBi seed. For sinusoids the edge is small (0.002 between the closest seeds, less
-# than the evaluation noise of one seed, 0.005); RoPE's was there at 64 tokens already (0.758 to 0.770
-# against 0.727 to 0.745): a gap of the methods at this training budget, not of the length. A task that needs only the last two tokens rewards a model that ignores far tokens, and
-# ALiBi's penalty lets it do that without a window: its two steep heads (slopes 1/4 and 1/16) put less
-# than 0.02 of their attention on keys 64 or more back, in every seed and layer (last line of the cell
-# above). The two gentle heads do look far (0.25 to 0.75 of their attention); what they add to the
-# prediction is not measured here. (Chi et al. 2023, *Dissecting Transformer Length Extrapolation via
-# the Lens of Receptive Field Analysis*, ACL, argue the same for language models: ALiBi's penalty acts
-# as a window on the receptive field. KERPLE, Chi et al. 2022, NeurIPS, and FIRE, Li et al. 2024, ICLR,
-# replace its straight line by other, learned, functions of the distance.)
+# **On the grammar, ALiBi's "win" is what a window gives.** Read at once, ALiBi stays flat to 8× its
+# training length (every seed within 0.02 of its 64-token accuracy), and at 512 tokens every seed beats
+# every seed of RoPE and of sinusoids read the same way. The control takes that win away: read through a
+# 64-token sliding window (every RoPE and sinusoid seed stays within 0.01 of its 64-token accuracy),
+# sinusoids score 0.74 at 512 and RoPE 0.77 against ALiBi's 0.73, every seed of each above every ALiBi
+# seed. For sinusoids the edge is small (0.002 between the closest seeds, less than the evaluation noise
+# of one seed, 0.005); RoPE's was there at 64 tokens already (0.758 to 0.770 against 0.727 to 0.745): a
+# gap of the methods at this training budget, not of the length. A task that needs only the last two
+# tokens rewards a model that ignores far tokens, and ALiBi's penalty lets it do that without a window:
+# its two steep heads (slopes 1/4 and 1/16) put less than 0.02 of their attention on keys 64 or more
+# back, in every seed and layer (last line of the cell above). The two gentle heads do look far (0.25 to
+# 0.75 of their attention); what they add to the prediction is not measured here. (Chi et al. 2023,
+# *Dissecting Transformer Length Extrapolation via the Lens of Receptive Field Analysis*, ACL, argue the
+# same for language models: ALiBi's penalty acts as a window on the receptive field. KERPLE, Chi et al.
+# 2022, NeurIPS, and FIRE, Li et al. 2024, ICLR, replace its straight line by other, learned, functions
+# of the distance.)
 #
 # **On recall, ALiBi falls.** The paper does not claim otherwise: its headline is perplexity, and
 # its own Appendix B (end of this section) doubts that ALiBi uses contexts longer than it was
@@ -902,16 +903,17 @@ fig
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # With the dictionary at the trained distances (no extra penalty) recall at 512 is 0.72 (worst seed
-# 0.56), the others' log-sum-exp still rises (by 1.19, 1.06 and 0.37, less than the count alone gives
-# for the same heads, 1.36, 1.36 and 0.46: here too the far fillers do not score higher than the near
-# keys) and the lookup head's mass falls in every seed, but by more than the draw's noise only in seed 0 (0.60 to 0.26; 0.50 to 0.39 and 0.40 to 0.34 in
-# seeds 1 and 2). The band everywhere takes that rise away (the log-sum-exp now changes by −0.05 to −0.23)
-# and brings recall back to 0.94 (0.99 at 64 tokens): the same model gains 0.11 to 0.34 in every seed.
-# The band in the **lookup head alone** takes the rise away just as well and brings recall to 0.85,
-# above the same seed without it in every seed (the figure), 58 % of what the band everywhere wins
-# back (a ratio of the means over the seeds; seed by seed 66 %, 52 % and 42 %). The band in **layer 1 alone** leaves the competition rising and wins back a third (0.79), and
-# what it changes is the entry's own $q\cdot k$: in seed 0 its change from 64 to 512 tokens is −0.84
-# with layer 1 banded, as with the band everywhere, against −1.14 without.
+# 0.56), the others' log-sum-exp still rises (by 1.19, 1.06 and 0.37, less than the count alone gives for
+# the same heads, 1.36, 1.36 and 0.46: here too the far fillers do not score higher than the near keys)
+# and the lookup head's mass falls in every seed, but by more than the draw's noise only in seed 0 (0.60
+# to 0.26; 0.50 to 0.39 and 0.40 to 0.34 in seeds 1 and 2). The band everywhere takes that rise away (the
+# log-sum-exp now changes by −0.05 to −0.23) and brings recall back to 0.94 (0.99 at 64 tokens): the same
+# model gains 0.11 to 0.34 in every seed. The band in the **lookup head alone** takes the rise away just
+# as well and brings recall to 0.85, above the same seed without it in every seed (the figure), 58 % of
+# what the band everywhere wins back (a ratio of the means over the seeds; seed by seed 66 %, 52 % and 42
+# %). The band in **layer 1 alone** leaves the competition rising and wins back a third (0.79), and what
+# it changes is the entry's own $q\cdot k$: in seed 0 its change from 64 to 512 tokens is −0.84 with
+# layer 1 banded, as with the band everywhere, against −1.14 without.
 #
 # What is measured and what is only accounted. The penalty $(L - 64)\,m_h$ is known exactly in the
 # original layout (7.0 in seed 2, whose lookup head keeps 0.02 of its mass on the entry), but no cell
@@ -988,8 +990,9 @@ assert [qk_change[m] for m in ("banded", "banded_layer1", "plain", "banded_looku
 # 0.37 at 128, 256, 512) while NoPE holds, and sinusoids fall alike (0.91, 0.76, 0.51): the fall is not
 # ALiBi's alone. The reading above accounts for the penalty and measures dilution: read at once, the
 # penalty lowers the far entry's score in the lookup head by more than the competition of the other keys
-# rises, in every seed (a change of the logits, not a measured cost in recall); with the penalty removed, dilution in that head still costs recall, clearly in two seeds
-# and thinly in the third (whose lookup is shared with a head left unbanded).
+# rises, in every seed (a change of the logits, not a measured cost in recall); with the penalty removed,
+# dilution in that head still costs recall, clearly in two seeds and thinly in the third (whose lookup is
+# shared with a head left unbanded).
 #
 # This agrees with Press et al.'s Appendix B: it attributes ALiBi's better perplexity on longer inputs
 # mainly to the *early token curse* (in non-overlapping pieces, a longer piece leaves fewer tokens with
