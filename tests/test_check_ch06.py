@@ -617,6 +617,7 @@ def test_far_share_refuses_a_measurement(measurement, says, capsys):
     (lambda s, T, L: [1 - x for x in far_share_closed_form(s, T, L)], "distances training did show"),
     (lambda s, T, L: far_share_with_g(s.float(), T, L), "not numbers"),  # e^-m rounds to 1 in float32
     (lambda s, T, L: torch.tensor(far_share_closed_form(s, T, L)) * 1.001, "not the shares"),
+    (lambda s, T, L: [(L - T) / L] * len(s), "equal weights on every key"),  # the slope ignored
 ])
 def test_far_share_names_the_misconception(wrong, says, capsys):
     assert check.alibi_far_share(wrong) is False

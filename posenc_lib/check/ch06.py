@@ -441,6 +441,9 @@ def alibi_far_share(fn: Callable[[torch.Tensor, int, int], Any] | None) -> bool 
             elif any(near(got, (g**T2 - g**L) / (1 - g**L)) for T2 in (T + 1, T - 1)):
                 yield False, (f"{case}: off by one; training showed distances 0 to train_len - 1, which is the "
                               "first one it never showed?")
+            elif near(got, torch.full_like(got, (L - T) / L)):
+                yield False, (f"{case}: these are the shares equal weights on every key would give, the same for "
+                              "every head; each head's slope makes its weights fall with the distance")
             elif near(got, 1 - want):
                 yield False, f"{case}: that is the share of the distances training did show, not of the others"
             elif bool((got < want * 0.9).any()) and bool((m < 1e-6).any()):
