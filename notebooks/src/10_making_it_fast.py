@@ -434,6 +434,23 @@ print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3. Counting calls and bytes
 #
+# **Why one pass is the goal.** Rotating a pair is 4 multiplications and 2 additions, 6 operations,
+# and in bf16 it reads 2 values and writes 2: 8 bytes, under one operation per byte. An H100 does
+# about 10 separate float32 multiplications or additions in the time its memory moves one byte
+# (NVIDIA's data sheet for the SXM card: 67 TFLOPS, which counts a fused multiply-add as two, against
+# 3.35 TB/s). So on a GPU the arithmetic is nearly free: for large tensors the time tracks the bytes
+# (the quoted H100 run in §5), and the best a RoPE kernel can do is a copy's time, one read and one
+# write. Two other costs are not bytes: each call's fixed cost, however small its tensors, and whether
+# the tensors are already in a cache, which small ones can be. Both weigh on the CPU here: this
+# section's x is 2 MiB (its float32 copy 4 MiB), small enough to sit in a large CPU cache, and at
+# that size each call's fixed cost counts. So the bytes counted from here on are a model of what
+# GPU-sized tensors cost, not a CPU time.
+#
+# **The unit changes here.** §2's x (`xs`) is float32, so its one-pass bound is 8 bytes per entry;
+# from here on x is a bf16 `xb` (8 heads), whose bound is 4 bytes per entry, unless a line says float32.
+# The float32 tables weigh twice as much against the bf16 x, so §2's figures and those of §3 and §4
+# are not comparable.
+#
 # The tables fix the memory; what is left is time. An elementwise job does a handful of
 # arithmetic operations per entry, and what no function that returns a new tensor can avoid is
 # reading x once and writing its result once: §2's one-pass bound, what `x * 1.5` moves (for a
@@ -471,6 +488,8 @@ print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 
 # %% slideshow={"slide_type": "fragment"}
 xb = torch.randn(8, L, 128).to(torch.bfloat16)  # 8 heads of a bf16 model
 ab = pl.rope_angles(L, 128)
+assert xb.numel() * xb.element_size() == 2 * 2**20 and xs.dtype == torch.float32  # 2 MiB; §2's x was float32
+assert (xs.element_size(), xb.element_size()) == (4, 2)  # a bound: 8 bytes per entry in §2, 4 from here on
 
 
 for x_in in (xb, xb.float()):
@@ -588,13 +607,17 @@ for x_in, label in ((xb, "bf16 x:   "), (xf, "float32 x:")):
           "on the torch path)")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# Chapter 5 (§6d) sent source 003's RoPE here. Its cost is in its tables: it builds an interleaved
-# [sin, cos] table, expands it to (batch, heads, seq, d) and only then pulls cos and sin out with
-# `repeat_interleave(2)`, every value twice: so its cos and sin are each as large as all of x, one
-# copy per head, on every call, where the plain form's are (seq, d/2), shared by the heads. It also
-# builds the swapped vector [−x₁, x₀, …] as one more x-sized tensor. The cell counts every
+# Chapter 5 (§6d) sent source 003's RoPE here. It builds an interleaved [sin, cos] table, expands
+# it to (batch, heads, seq, d) and only then pulls cos and sin out with `repeat_interleave(2)`, every
+# value twice: so its cos and sin are each as large as all of x, one copy per head, on every call,
+# where the plain form's are (seq, d/2), shared by the heads. It also builds the swapped vector
+# [−x₁, x₀, …] as one more x-sized tensor, and its products are x-sized. The cell counts every
 # operator's bytes (`RecordOps`), tables included, for float32 x with one head and with §3's 8
-# heads, against the plain form making its own tables.
+# heads, against the plain form making its own tables, and separates the causes with a control:
+# 003's form with its tables repeated before the expand, so that one copy is shared by the heads.
+# The copies per head explain about 1.75 of the 2.56 bounds 003 moves beyond the plain form at 8
+# heads, and none of the 3.0 at one head, where there is nothing to share; the rest is what 003 does
+# with any number of heads: full-width repeated tables, the swapped vector and x-sized products.
 
 # %% slideshow={"slide_type": "fragment"}
 def rope_003(x: torch.Tensor) -> torch.Tensor:
@@ -609,6 +632,17 @@ def rope_003(x: torch.Tensor) -> torch.Tensor:
     return x * cos_rep + x_alt * sin_rep
 
 
+def rope_003_shared(x: torch.Tensor) -> torch.Tensor:
+    """The control: rope_003 with its cos and sin repeated before the expand, one copy shared by the heads."""
+    seq, dim = x.shape[-2:]
+    div = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * -(math.log(10000.0) / dim))
+    table = torch.arange(seq, dtype=torch.float32)[:, None] * div
+    table = torch.stack((table.sin(), table.cos()), dim=-1).flatten(-2)
+    cos_rep, sin_rep = (table[..., i::2].repeat_interleave(2, dim=-1).expand(*x.shape[:-2], -1, -1) for i in (1, 0))
+    x_alt = torch.stack((-x[..., 1::2], x[..., ::2]), dim=-1).reshape(x.shape)
+    return x * cos_rep + x_alt * sin_rep
+
+
 def plain_with_tables(x: torch.Tensor) -> torch.Tensor:
     angles = pl.rope_angles(x.shape[-2], x.shape[-1])
     return pl.rotate_pairs(x, angles.cos(), angles.sin(), "interleaved")
@@ -619,16 +653,23 @@ for heads in (1, 8):
     x_h = xf[:heads]
     # 003's exp-form frequencies are a few float32 ulps off (§1); at angles near 1000 that is about 1e-4
     torch.testing.assert_close(rope_003(x_h), plain_with_tables(x_h), atol=1e-3, rtol=0)
-    for form in (rope_003, plain_with_tables):
+    assert torch.equal(rope_003_shared(x_h), rope_003(x_h))  # the control computes the same values
+    for form in (rope_003, rope_003_shared, plain_with_tables):
         with RecordOps() as form_ops:
             form(x_h)
         bounds_003[heads, form.__name__] = total_bytes(form_ops.ops) / (2 * x_h.numel() * x_h.element_size())
 assert 9.7 < bounds_003[1, "rope_003"] < 9.8 and 6.7 < bounds_003[1, "plain_with_tables"] < 6.8
 assert 7.3 < bounds_003[8, "rope_003"] < 7.4 and 4.7 < bounds_003[8, "plain_with_tables"] < 4.8
+gap = {h: bounds_003[h, "rope_003"] - bounds_003[h, "plain_with_tables"] for h in (1, 8)}
+per_head_copies = {h: bounds_003[h, "rope_003"] - bounds_003[h, "rope_003_shared"] for h in (1, 8)}
+assert per_head_copies[1] == 0 and 2.95 < gap[1] < 3.0  # one head: nothing to share, the whole gap remains
+assert 1.7 < per_head_copies[8] < 1.8 and 2.55 < gap[8] < 2.6  # 8 heads: the copies per head, about 2/3 of it
 print("every byte, tables included, in one-pass bounds (float32): "
-      + "; ".join(f"{h} head{'s' * (h > 1)}, 003's form {bounds_003[h, 'rope_003']:.1f}, the plain form "
-                  f"{bounds_003[h, 'plain_with_tables']:.1f}" for h in (1, 8))
-      + ": the plain form's tables are shared by the heads, 003's are not")
+      + "; ".join(f"{h} head{'s' * (h > 1)}: 003's form {bounds_003[h, 'rope_003']:.2f}, with shared tables "
+                  f"{bounds_003[h, 'rope_003_shared']:.2f}, the plain form {bounds_003[h, 'plain_with_tables']:.2f}"
+                  for h in (1, 8)))
+print(f"of 003's excess over the plain form, the copies per head are {per_head_copies[1]:.2f} of {gap[1]:.2f} "
+      f"(1 head) and {per_head_copies[8]:.2f} of {gap[8]:.2f} (8 heads)")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Hugging Face's `apply_rotary_pos_emb` (transformers' Llama) does the half layout's rotation another
@@ -638,7 +679,9 @@ print("every byte, tables included, in one-pass bounds (float32): "
 # for all the layers, in float32, and casts them to the model's dtype. For a bf16 model, then, every
 # product and the sum of the rotation are rounded to bf16, where the plain form, the C kernel and the
 # torch path compute in float32 and round once at the end. No float32 temporaries, so fewer bytes;
-# but less precision. The next cell counts the sines and cosines of a small two-layer Llama (random
+# but less precision. The angles themselves it computes in float32 (it converts the positions and the
+# frequencies before multiplying), as it must: with 8 significant bits, bf16 cannot hold every integer
+# above 256, so positions 0 to 299 in bf16 keep only 279 distinct values (the cell checks it). The next cell counts the sines and cosines of a small two-layer Llama (random
 # weights, built here from its configuration) over two forward passes.
 
 # %% slideshow={"slide_type": "fragment"}
@@ -654,6 +697,8 @@ trig = [op.name for op in llama_ops.ops if op.name in ("aten::cos", "aten::sin")
 assert trig == ["aten::cos", "aten::sin"] * 2  # once per forward pass, for both layers; again on the next pass
 cos_given, _ = llama.rotary_emb(torch.zeros(1, 10, 64, dtype=torch.bfloat16), torch.arange(10)[None])
 assert cos_given.dtype == torch.bfloat16  # what the layers receive
+assert torch.arange(257, dtype=torch.bfloat16).unique().numel() == 257  # 0 to 256: exact in bf16
+assert torch.arange(300, dtype=torch.bfloat16).unique().numel() == 279  # above 256: repeats
 print("two forward passes of a two-layer Llama: one cos and one sin each, handed to every layer in bf16")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
@@ -860,8 +905,9 @@ assert xs_cpu.shape == (1024, 64) and xs_cpu.dtype == torch.float32 and xb.dtype
 # of g's size. Only then: autograd may hand one gradient tensor to two branches (the backward pass
 # of an addition gives the same g to both, checked below), and overwriting it would corrupt the
 # other branch's gradient, so an autograd function may do this only where it owns g. What it saves
-# is peak memory, one g-sized tensor fewer, which pays when the backward pass is short of memory and
-# g is large; it saves no bytes. One pass that reads each value and writes its result moves the same
+# is peak memory: a fused kernel writing into g saves one g-sized tensor, and a design with torch
+# operations saves that less its own new tensors; this pays when the backward pass is short of
+# memory and g is large. It saves no bytes. One pass that reads each value and writes its result moves the same
 # bytes into its input as into a new tensor (the cell below checks it: `y_pass.mul_(1.5)` against
 # `y_pass * 1.5`), so a fused kernel that wrote into g would move what the C operator moves. Written
 # with torch operations, each operation is a pass of its own over what it touches (the cell checks
@@ -935,17 +981,8 @@ _ = check.rotate_back_in_place(rotate_back_)
 # On a GPU the C kernel is of no use (it is a CPU loop), and the torch path pays the same extra
 # passes as on the CPU. So the library has a GPU kernel, written in Triton, a Python dialect that
 # compiles to GPU code: `posenc_lib/kernels/triton_rope.py`, registered as the torch operator
-# `torch.ops.posenc.rope_triton`, with autograd. `rotary.rotate` takes it for CUDA tensors.
-#
-# **Why one pass is the goal.** Rotating a pair is 4 multiplications and 2 additions, 6 operations,
-# and in bf16 it reads 2 values and writes 2: 8 bytes, under one operation per byte. An H100 does
-# about 10 separate float32 multiplications or additions in the time its memory moves one byte
-# (NVIDIA's data sheet for the SXM card: 67 TFLOPS, which counts a fused multiply-add as two, against
-# 3.35 TB/s; the kernel is compiled without fused multiply-adds). So the arithmetic is nearly free, and
-# what this appendix counts is bytes: on a GPU, for large tensors, the time tracks them (the quoted H100
-# run below), and the best a RoPE kernel can do is a copy's time, one read and one write of q and k.
-# Two other costs are not bytes: each call's fixed cost, however small its tensors, and whether the
-# tensors are already in a cache, which small ones can be.
+# `torch.ops.posenc.rope_triton`, with autograd. `rotary.rotate` takes it for CUDA tensors. Its aim
+# is §3's: one pass, reading q and k once and writing them once.
 #
 # **What one program instance does.** Triton runs many copies of one function (program instances),
 # each on its own block of data. Here one takes a block of positions of one sequence and:
@@ -1011,7 +1048,7 @@ def check_triton_kernel() -> None:
     for x5, from_tables, from_registers in zip((q5, k5), by_tables, in_registers):
         expected = pl.apply_rope(x5, layout="half")
         assert torch.equal(from_tables, expected)  # the reference's arithmetic on the reference's tables
-        # its own cos and sin (numpy's here, the GPU's math library there): about one float32 ulp of max|x|
+        # its own cos and sin (numpy's here, the GPU's math library there): within 2 eps max|x|, eps = 2^-23
         assert (from_registers - expected).abs().max() <= 2 * torch.finfo(torch.float32).eps * x5.abs().max()
     q5_grad, g_out5 = q5.clone().requires_grad_(), torch.randn(q5.shape, generator=g5)
     (grad5,) = torch.autograd.grad(triton_rope.rope(q5_grad, cos=a5.cos(), sin=a5.sin(), layout="half")[0],
@@ -1024,7 +1061,7 @@ if importlib.util.find_spec("triton") is None:  # the course's own environment h
 else:
     check_triton_kernel()
     print("under Triton's interpreter: q and k in one launch; from tables equal to apply_rope bit for bit, "
-          "in registers within 2 float32 ulps of max|x|; the backward equal to the rotation by -angle")
+          "in registers within 2 eps max|x| (eps = 2^-23, float32's spacing at 1); the backward equal to the rotation by -angle")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **How fast, on a GPU: a quoted measurement, not run here.** The numbers below are quoted from
@@ -1041,11 +1078,21 @@ else:
 # | 16384 | 0.59 | 7.0 | 4.9 | 1.23 | 1.25 |
 # | 65536 | 0.58 | 6.4 | 5.3 | 1.32 | 1.09 |
 #
-# One run on one card, so read only the large differences: they agree with what this appendix
-# counted on the CPU (eager code about 5 × `q * c`, a one-pass kernel near a copy), without proving
-# it. `apply_rope`'s 16.4 at L = 4096 against 7.0 at 16384 is likely fixed per-call cost, not bytes.
+# One run on one card, so read only the large differences, and only as being of the same order as
+# what this appendix counted on the CPU: HF eager is 4.5 to 5.3 × `q * c` where §3 counts 5 bounds,
+# but in units of a copy, this appendix's own floor, it is 6.7 to 9.1 (the next cell divides). The
+# gap may be each kernel's fixed cost, or bytes the count misses; three numbers of one run cannot
+# decide which. A one-pass kernel comes near a copy (1.09 to 1.41). `apply_rope`'s 16.4 at L = 4096
+# against 7.0 at 16384 may be fixed per-call cost rather than bytes: a hypothesis, not tested here.
 # This library's own kernel has not yet been timed on a GPU (`make bench DEVICE=cuda` does it, and
 # adds its table to `benchmarks/README.md`).
+
+# %% slideshow={"slide_type": "fragment"}
+quoted = {4096: (0.67, 4.5), 16384: (0.59, 4.9), 65536: (0.58, 5.3)}  # L: clone and HF eager, in units of q * c
+hf_per_clone = {seq: eager / clone for seq, (clone, eager) in quoted.items()}
+assert [round(r, 1) for r in hf_per_clone.values()] == [6.7, 8.3, 9.1] and min(hf_per_clone.values()) > 5
+print("HF eager in units of a clone: " + ", ".join(f"L = {seq}: {r:.1f}" for seq, r in hf_per_clone.items())
+      + " (counted: 5 bounds)")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 6. What it is worth in a model
@@ -1053,7 +1100,9 @@ else:
 # In a training step RoPE is small in arithmetic. Per token, the four projections of an attention layer
 # (q, k, v and the output) with d_model = 4096 make 4 · 4096² multiply-adds; rotating q and k makes
 # 2 multiplications and one addition or subtraction per entry of each, about 2.5·10⁴ operations against
-# 1.3·10⁸, one part in five thousand (counted below).
+# 1.3·10⁸, one part in five thousand (counted below). This layer is multi-head attention, k as wide
+# as q; §5's Llama-sized layer (grouped-query attention, 8 key heads of 128) has narrower k and v
+# projections and a narrower k to rotate, and the cell checks that the ratio comes out the same.
 
 # %% slideshow={"slide_type": "fragment"}
 d_model = 4096
@@ -1066,6 +1115,9 @@ with RecordCalls() as rope_calls:
 rope_ops = 2 * sum(max(n for n, _ in call.written) for call in rope_calls.calls if call.name in ("mul", "sub", "add"))
 assert projection_ops == 4 * 2 * d_model**2 and rope_ops == 2 * 3 * d_model  # q and k: 3 operations per entry
 assert projection_ops // rope_ops == 5461
+gqa_projection_ops = 2 * (2 * d_model**2 + 2 * d_model * 1024)  # q and o 4096 wide, k and v 8 heads of 128
+gqa_rope_ops = 3 * (d_model + 1024)  # q and 8 key heads
+assert gqa_projection_ops // gqa_rope_ops == 5461
 print(f"per token and layer: projections {projection_ops:.2e} operations, RoPE on q and k {rope_ops:.2e}: "
       f"1 / {projection_ops // rope_ops}")
 
