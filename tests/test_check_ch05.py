@@ -508,11 +508,20 @@ def _by_descriptor(x):
     return type(x).__dict__["_counted_value"].__get__(x)[0]
 
 
+def _by_eigenvalues_scaled_by_a_counted_term(A):
+    """The reader's cheat on a scalar shadow: eigenvalues of the values read past the count, each carried by a
+    counted term of degree 1 in A (s * (t / value(s))), so that its shadow scales as a formula's would."""
+    a = np.array([[_by_slot(x) for x in row] for row in A], dtype=np.float64)
+    plain = np.sqrt(np.linalg.eigvalsh(a.T @ a).clip(0))[[3, 0]].tolist()
+    s = sum(x * x for row in A for x in row) ** 0.5  # the Frobenius norm: degree 1 in A
+    return [s * (t / _by_slot(s)) for t in plain]
+
+
 @pytest.mark.parametrize("shortcut", [
+    _by_eigenvalues_scaled_by_a_counted_term,
     _by_eigenvalues_after(_by_slot), _by_eigenvalues_after(_by_descriptor),
     _by_eigenvalues_after(_by_slot, wrap=True), _by_eigenvalues_after(_by_descriptor, wrap=True),
     lambda A: [1.0, 0.01],  # RoPE's own frequencies typed in: right for the first generator only
-    lambda A: [A[0][0] * 0 + 1.0, A[0][0] * 0 + 0.01],  # the same, dressed as counted results
 ])
 def test_tilted_frequencies_refuse_right_numbers_made_outside_the_count(shortcut, capsys):
     """Introspection can read an entry's value past the guard; an answer made from such values, plain or mixed into
@@ -520,6 +529,15 @@ def test_tilted_frequencies_refuse_right_numbers_made_outside_the_count(shortcut
     assert check.rope_tilted_frequencies(shortcut) is False
     out = _out(capsys)
     assert "RoPE's own generator, d = 4: the right numbers, but not made from A's entries" in out and "hint:" in out
+
+
+def test_tilted_frequencies_judge_the_numbers_before_the_shadow(capsys):
+    """Counted results right on one generator only (typed-in numbers dressed as counted, or an iteration exact on
+    RoPE's own block-diagonal generator) are told where their numbers are wrong, not accused of reading past the
+    count."""
+    assert check.rope_tilted_frequencies(lambda A: [A[0][0] * 0 + 1.0, A[0][0] * 0 + 0.01]) is False
+    out = _out(capsys)
+    assert "a random skew-symmetric A: not the frequencies of this A" in out and "not made from" not in out
 
 
 def test_a_few_products_are_not_enough_for_the_nearly_equal_generator(capsys):

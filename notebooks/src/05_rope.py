@@ -41,6 +41,7 @@
 import cmath
 import functools
 import math
+import warnings
 
 import torch
 from ipywidgets import Dropdown, IntSlider, SelectionSlider
@@ -170,9 +171,9 @@ print("⟨u, w⟩ = Re[u·conj(w)], and R(α)u = e^{iα}·u")
 #
 # multiply by e^{imθ}, which is **turning the point by mθ**, the R(mθ) of §1. The score is
 # Re[q·conj(k)·e^{i(m−n)θ}]. The next cell builds the product f_q·conj(f_k) along the
-# diagonal n = m + 3 for four candidates: this answer; xPos's lengths e^{λm} and e^{−λn}, which the
-# argument allows (the cell takes λ = +0.1, so a past key's factor e^{λ(m−n)} grows with its distance,
-# while xPos makes it decay: its ζ < 1 is a λ < 0); and two it rules out, a length that follows the same rule for q and k and a phase
+# diagonal n = m + 3 for four candidates: this answer; xPos's lengths e^{λm} and e^{−λn} with
+# λ = −0.1, which the argument allows (a past key's factor e^{λ(m−n)} decays with its distance
+# m − n); and two it rules out, a length that follows the same rule for q and k and a phase
 # that is not linear in m. (That RoPE's phase advances by the same θ at every step is true by
 # construction; the cell demonstrates it and the score formula rather than testing them.)
 
@@ -183,8 +184,8 @@ candidates = {  # name: (f_q(q, m), f_k(k, n))
     "rotate by mθ (RoPE)": (lambda z, m: z * cmath.exp(1j * m * theta), lambda z, n: z * cmath.exp(1j * n * theta)),
     "length (1 + m/10), same rule for q and k": (lambda z, m: (1 + m / 10) * z * cmath.exp(1j * m * theta),
                                                  lambda z, n: (1 + n / 10) * z * cmath.exp(1j * n * theta)),
-    "length e^{λm} on q, e^{−λn} on k": (lambda z, m: math.exp(0.1 * m) * z * cmath.exp(1j * m * theta),
-                                       lambda z, n: math.exp(-0.1 * n) * z * cmath.exp(1j * n * theta)),
+    "length e^{λm} on q, e^{−λn} on k": (lambda z, m: math.exp(-0.1 * m) * z * cmath.exp(1j * m * theta),
+                                       lambda z, n: math.exp(0.1 * n) * z * cmath.exp(1j * n * theta)),
     "phase m²θ (not linear)": (lambda z, m: z * cmath.exp(1j * m * m * theta),
                                lambda z, n: z * cmath.exp(1j * n * n * theta)),
 }
@@ -197,7 +198,7 @@ assert depends_on_offset_only == {"rotate by mθ (RoPE)": True, "length (1 + m/1
                                   "length e^{λm} on q, e^{−λn} on k": True, "phase m²θ (not linear)": False}
 xpos_q, xpos_k = candidates["length e^{λm} on q, e^{−λn} on k"]
 past_factor = [abs(xpos_q(1, m) * xpos_k(1, 0).conjugate()) for m in (1, 5, 10)]  # key at n = 0, query at m
-assert past_factor[0] < past_factor[1] < past_factor[2]  # λ = +0.1: grows with the distance m − n
+assert past_factor[0] > past_factor[1] > past_factor[2]  # λ = −0.1: decays with the distance m − n
 rope_q = candidates["rotate by mθ (RoPE)"][0]
 steps = [cmath.phase(rope_q(qc, m + 1) / rope_q(qc, m)) for m in range(20)]  # φ(m + 1) − φ(m)
 assert max(abs(s_ - theta) for s_ in steps) < 1e-12  # demonstrates the constant step θ of φ(m) = mθ
@@ -230,15 +231,16 @@ assert [f"{t:.4f}" for t in pl.rope_frequencies(6, dtype=F64).tolist()] == ["1.0
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # Our own construction from 2 × 2 blocks gives the same matrix, up to rounding. From here on
-# `agree(a, b, within)` compares two computations: it runs `torch.testing.assert_close`, asserts that
-# the largest difference is at most `within` and below four roundings (float64 or float32 steps) of
-# the largest |value|, and prints the smaller bound, the second rounded up to a power of ten. The exact
-# difference is not printed: its last bit can change with the CPU's sin and cos, and the stored
-# outputs must be the same on any CPU.
+# `agree(a, b, within)` asserts that two computations agree to within a few roundings and at most
+# `within`, and prints a bound rather than the difference (its docstring says how).
 
 # %% slideshow={"slide_type": "fragment"}
 def agree(actual: torch.Tensor, expected: torch.Tensor, within: float) -> str:
-    """assert_close(actual, expected), then |actual − expected| ≤ within and < 4 roundings everywhere; the bound."""
+    """assert_close(actual, expected), then |actual − expected| ≤ within and < 4 roundings everywhere; the bound.
+
+    A rounding is one float64 or float32 step at the largest |expected|. The bound printed is the smaller of
+    `within` and 4 roundings rounded up to a power of ten, not the exact difference: its last bit can change
+    with the CPU's sin and cos, and the stored outputs must be the same on any CPU."""
     atol, rtol = (1e-7, 1e-7) if expected.dtype == F64 else (1e-5, 1.3e-6)
     torch.testing.assert_close(actual, expected, atol=atol, rtol=rtol)
     gap = (actual - expected).abs().max().item()
@@ -567,10 +569,11 @@ assert not torch.allclose(layer_output(0, True, True)[0], layer_output(0, False)
 # Source `004` (a RoFormer summary) rotates 5 positions of d = 4 features by hand.
 # Step 1: split each input row into pairs (x₀, x₁) and (x₂, x₃); the cell prints them.
 #
-# The source's code splits with `vec[:2]` and `vec[2:]`. At d = 4 that looks like cutting the
-# vector into halves, but it yields the **interleaved** pairs (x₀, x₁), (x₂, x₃), not the half
-# layout's (x₀, x₂), (x₁, x₃) of §6c; and it does not carry over to larger d (at d = 8,
-# `vec[2:]` holds six features, not one pair).
+# The source's code splits with `vec[:2]` and `vec[2:]` and types the angles m and m/100: it is
+# written for d = 4, as the source says. At d = 4 the split looks like cutting the vector into
+# halves, but it yields the **interleaved** pairs (x₀, x₁), (x₂, x₃), not (x₀, x₂), (x₁, x₃), the
+# "half" layout that §6c introduces (`pl.pair_indices(d, layout)` lists each pair's two feature
+# indices). For larger d the row is split into d/2 pairs (at d = 8, `vec[2:]` would hold six features).
 
 # %% slideshow={"slide_type": "fragment"}
 x = torch.tensor([[1, 0, 1, 0], [0, 1, 0, 1], [1, 1, 1, 1], [1, -1, 1, -1], [0.5, 0.5, 0.5, 0.5]], dtype=F64)
@@ -585,7 +588,8 @@ assert len(list(range(8))[2:]) == 6  # at d = 8 the second "pair" would have six
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Step 2: the angles. With d = 4 there are two pairs: θ₀ = 10000⁰ = 1 and
-# θ₁ = 10000^(−2/4) = 1/100, so position m turns pair 0 by m and pair 1 by m/100.
+# θ₁ = 10000^(−2/4) = 1/100, so position m turns pair 0 by m and pair 1 by m/100
+# (`pl.rope_angles(L, d)` gives the (position, pair) grid of angles m·θ_j).
 
 # %% slideshow={"slide_type": "fragment"}
 angles = pl.rope_angles(5, 4, inv_freq=pl.rope_frequencies(4, dtype=F64))  # (position, pair)
@@ -918,19 +922,24 @@ print("exp(−2j ln(base)/d) vs base^(−2j/d): at most 4 float32 ulps apart at 
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # **Aside** (a source's slips). Two slips in source `003`. A comment claims
-# `torch.sin(pos_emb).T.flatten()` is "the same as" the repeated sin table. With `pos_emb` read as the
-# (seq, d/2) angle grid, it is a 1-D vector of seq·d/2 numbers ordered pair by pair, not a (seq, d)
-# table with each value twice; with `pos_emb` as the code's variable at that line, the interleaved [sin,
-# cos] table, it holds sines of those sines and cosines, again flattened to 1-D. Neither is the table.
-# And its score formula writes the key as R W_k **x_m**; the key must come from x_n, or the score would
-# not depend on the key token at all (checked below with a toy W_q, W_k).
+# `torch.sin(pos_emb).T.flatten()` is "the same as" the repeated sin table. At that line `pos_emb`
+# is the interleaved [sin, cos] table already expanded to (batch, heads, seq, d). On a 4-D tensor
+# `.T` reverses all four axes (as `.permute(3, 2, 1, 0)` does), and `.flatten()` then gives a 1-D
+# vector of batch·heads·seq·d numbers, the sines of those sines and cosines: not the (batch, heads,
+# seq, d) table `pos_emb[..., ::2].repeat_interleave(2, dim=-1)` that the code builds on the line
+# above. And its score formula writes the key as R W_k **x_m**; the key must come from x_n, or the
+# score would not depend on the key token at all (checked below with a toy W_q, W_k).
 
 # %% slideshow={"slide_type": "fragment"}
-flat = ang.sin().T.flatten()  # what the comment proposes
-assert flat.shape == (L * D // 2,) and flat.numel() != L * D  # the repeated table has (L, D) entries
-sin_rep = ang.sin().repeat_interleave(2, dim=-1)  # the table the code builds, (L, D)
-flat2 = torch.stack((ang.sin(), ang.cos()), -1).flatten(-2).sin().T.flatten()  # the other reading
-assert flat2.dim() == 1 and not any(torch.allclose(flat2, t) for t in (sin_rep.flatten(), sin_rep.T.flatten()))
+pos_emb = torch.stack((ang.sin(), ang.cos()), -1).flatten(-2)[None, None].expand(B, H, -1, -1)  # as at that line
+sin_emb = pos_emb[..., ::2].repeat_interleave(2, dim=-1)  # the table the code builds, (batch, heads, seq, d)
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # torch's deprecation warning for .T on a 4-D tensor (printed once per process)
+    reversed_axes = torch.sin(pos_emb).T
+    flat = reversed_axes.flatten()  # what the comment proposes
+assert reversed_axes.shape == (D, L, H, B) and torch.equal(reversed_axes, torch.sin(pos_emb).permute(3, 2, 1, 0))
+assert flat.shape == (B * H * L * D,) and sin_emb.shape == (B, H, L, D)
+assert not any(torch.allclose(flat, t) for t in (sin_emb.flatten(), sin_emb.permute(3, 2, 1, 0).flatten()))
 Wq, Wk = torch.randn(D, D, dtype=F64), torch.randn(D, D, dtype=F64)
 x_m, x_n, x_n2 = torch.randn(3, D, dtype=F64)
 Rq, Rk = pl.rope_matrix(4, D, inv_freq=freqs), pl.rope_matrix(1, D, inv_freq=freqs)
@@ -1106,7 +1115,9 @@ print(f"|score| <= bound for all {ratio.numel()} (sample, distance) cases; media
 # independent vectors, I for q = k, and ρI for q = ρk + √(1 − ρ²)·(independent noise), which gives
 # ρ times the q = k curve (checked below at ρ = 1/2). So how much a model's scores decay is set by
 # how its queries correlate with its keys (W_q, W_k and the data), not by the rotation alone; this
-# chapter measures no trained model. The q = k curve is divided by its value at r = 0, the
+# chapter measures no trained model (Barbero et al., 2024, "Round and round we go! What makes Rotary
+# Positional Encodings useful?", arXiv:2410.06205, make the point for random vectors and study trained
+# ones; a citation). The q = k curve is divided by its value at r = 0, the
 # independent one by its average.
 
 # %% slideshow={"slide_type": "fragment"}
@@ -1322,7 +1333,7 @@ fig
 # This is why libraries build the angle grid in float32 even when the model runs in bf16,
 # and `posenc_lib` does the same: `apply_rope`
 # on a bf16 tensor computes angles, cos and sin in float32 and rounds only the result.
-# At positions around 90 000 its output is within 0.05 of the float64 answer (in this draw); rotating with
+# At positions around 90 000 its output is within 0.02 of the float64 answer (in this draw); rotating with
 # bf16-computed angles is wrong by whole units. `pl.rotate_pairs(x, cos, sin)`, the step of
 # `apply_rope` after the table, turns each pair of x by the angles whose cos and sin it is given:
 # here the naive bf16 ones.
@@ -1335,7 +1346,7 @@ lib_err = (pl.apply_rope(xb, pos).double() - exact).abs().max().item()
 bf_angles = pos.bfloat16()[:, None] * pl.rope_frequencies(128).bfloat16()  # the naive bf16 grid
 naive_err = (pl.rotate_pairs(xb, bf_angles.cos(), bf_angles.sin()).double() - exact).abs().max().item()
 print(f"largest error vs float64: apply_rope on bf16 {lib_err:.3f}; bf16 angles {naive_err:.2f}")
-assert lib_err < 0.05 and naive_err > 1.0 and naive_err > 50 * lib_err
+assert lib_err < 0.02 and naive_err > 1.0 and naive_err > 50 * lib_err
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Aside: what Hugging Face does.** transformers' `LlamaRotaryEmbedding` (the locked version: see
@@ -1658,7 +1669,6 @@ print("near position 90000 the angles then differ by at most 2^-7 rad and the bf
 # | `004` (RoFormer summary, worked example) | angle n·(1/10000)^(−2i/d), growing with i | n·10000^(−2i/d) (= n/100 for i = 1, d = 4) | §5 |
 # | `004` | rotation matrix [[cos, sin], [−sin, cos]], no convention stated | on a column vector (RoFormer's and our convention) it turns clockwise, against its code and table; it matches them only as row vector × matrix: say so, or write [[cos, −sin], [sin, cos]] | §5 |
 # | `004`, table | 0.9999 (row 1) and 1.0296 (row 3) | 1.0000 and 1.0295 (both slips are consistent with cos and sin taken in float32 and rounded to 4 decimals before the rotation) | §5 |
-# | `004`, code | splits a row into `vec[:2]` and `vec[2:]` | right at d = 4 only (the pairs (x₀, x₁), (x₂, x₃)); at d = 8 `vec[2:]` holds six features: split into d/2 pairs | §5 |
 # | `001` (position-encoding summary, even/odd code) | output named `odds` for features 0, 2, 4, … (0-indexed); `evens` for 1, 3, … | names swapped in the code's own 0-indexed convention | §6b |
 # | `001` | stacked picture with first row o₁, o₁, …, o_{d−1} | o₁, o₃, …, o_{d−1} | §6b |
 # | `001` | last block uses θ_{d/2} | θ_{d/2−1} (pairs θ₀ … θ_{d/2−1}) | §6b |
@@ -1668,8 +1678,7 @@ print("near position 90000 the angles then differ by at most 2^-7 rad and the bf
 # | `000` | RoPE "对embedding向量做一个角度旋转" (turns the embedding vector) | RoPE turns q and k after the projections, in every layer; the embeddings are left as they are | §4 (its first cell) |
 # | `000` | pairs are used because "a d-dimensional rotation is too complex" | R_m is a d-dimensional rotation; every relative family exp(mA) is 2 × 2 pairs in a basis that W_q and W_k absorb | §3 |
 # | `003` (positional-embedding notes, RoPE formula) | key R W_k x_m | R W_k x_n | §6d |
-# | `003` | RoPE acts only on q and k, "因此" (so) every layer needs it | acting on q and k does not force it: a causal stack sees order past layer 1 with no rotation at all; rotating in every layer is a choice (Llama 4 leaves some layers unrotated) | §4 (the control) |
-# | `003` (code comment) | `torch.sin(pos_emb).T.flatten()` "same as" the repeated sin table | a 1-D vector, whether `pos_emb` is read as the angles or as the table built above it | §6d |
+# | `003` (code comment) | `torch.sin(pos_emb).T.flatten()` "same as" the repeated sin table | at that line `pos_emb` is (batch, heads, seq, d): `.T` reverses all four axes and `.flatten()` gives a 1-D vector of batch·heads·seq·d numbers; the table is `pos_emb[..., ::2].repeat_interleave(2, dim=-1)` | §6d |
 #
 # None of this changes the method: each source's *code* computes correct RoPE, as §5 and §6 show by
-# running it, apart from two pieces: `000`'s unsliced table and `004`'s split, which is right at d = 4 only.
+# running it, apart from one piece: `000`'s unsliced table.

@@ -210,8 +210,9 @@ def rope_first_slow_pair(fn: Callable[[int, float, int], Any] | None) -> bool | 
 # learner's function gets entries that count the arithmetic done with them (``_guard.counting``): a closed form
 # costs dozens of operations; eigenvalue routines cannot take them, and an iteration (power iteration, repeated
 # squaring, in numpy or by hand) spends the budget long before it converges on the nearly-equal case. Each entry
-# carries a shadow (1.7 times itself) through the same arithmetic, so values read past the count by introspection
-# and mixed into the answer show up: their shadow is not 1.7 times the answer.
+# carries a shadow through the same arithmetic: the same entry of a second tilted generator with other frequencies
+# (``_shadow_generator``). A formula in the entries gives that generator's frequencies on the shadows; values read
+# past the count by introspection and mixed into the answer (even scaled by a counted term) do not.
 def _tilted(thetas: tuple[float, float], seed: int) -> torch.Tensor:
     """Q B Qᵀ: RoPE's generator with these frequencies, in a random orthonormal basis Q (seeded)."""
     B = torch.zeros(4, 4, dtype=torch.float64)
@@ -248,8 +249,19 @@ def _plain(raw: Any) -> Any:
     return value_of(raw)
 
 
-TILTED_SHADOW = 1.7  # each entry's shadow is 1.7 times the entry: the frequencies are homogeneous of degree 1 in A,
-# so a formula gives 1.7 times its answer on the shadows; a number read past the count and mixed in does not follow
+def _pfaffian(A: torch.Tensor) -> float:
+    return float(A[0, 1] * A[2, 3] - A[0, 2] * A[1, 3] + A[0, 3] * A[1, 2])
+
+
+SHADOW_FREQUENCIES = (1.3, 0.4)  # the shadow generator's: well apart, and apart from every case's
+
+
+def _shadow_generator(A: torch.Tensor, seed: int) -> torch.Tensor:
+    """A tilted generator with ``SHADOW_FREQUENCIES`` whose Pfaffian has A's sign, so that a formula right on A
+    (which may use the Pfaffian's sign) takes the same branches on the shadow and gives its frequencies."""
+    slow = SHADOW_FREQUENCIES[1] if _pfaffian(A) * _pfaffian(_tilted(SHADOW_FREQUENCIES, seed)) > 0 else \
+        -SHADOW_FREQUENCIES[1]
+    return _tilted((SHADOW_FREQUENCIES[0], slow), seed)
 
 
 def _shadows(raw: Any) -> list[Any] | None:
@@ -291,14 +303,15 @@ def rope_tilted_frequencies(fn: Callable[[Any], Any] | None) -> bool | None:
     entries. A comes as 4 rows of ``_guard.Counted`` entries (+, −, ×, /, **, abs and comparisons work; no float,
     tensor or array of them), with ``TILTED_OPS`` operations and ``TILTED_STEPS`` Python lines per generator.
     The checker measures the frequencies by eigenvalues itself, after fn has run, and asks that the answer's shadow
-    (the same arithmetic on ``TILTED_SHADOW`` times A) be ``TILTED_SHADOW`` times it, as a formula's is."""
+    (the same arithmetic on a second generator's entries, ``_shadow_generator``) be that generator's frequencies,
+    as a formula's is."""
 
     def run(fn: Callable[[Any], Any]) -> Iterator[Verdict]:
         cases = _tilted_cases()
 
         def on_counted_entries(n: int) -> Any:
             try:
-                return fn(counting(cases[n][1], TILTED_OPS, shadow=TILTED_SHADOW * cases[n][1]))
+                return fn(counting(cases[n][1], TILTED_OPS, shadow=_shadow_generator(cases[n][1], seed=40 + n)))
             except Shortcut as e:  # an entry's float(): name the everyday routes to it, math.sqrt first
                 if e.name.startswith("float()"):
                     raise Shortcut(FLOAT_ROUTES) from e
@@ -324,6 +337,7 @@ def rope_tilted_frequencies(fn: Callable[[Any], Any] | None) -> bool | None:
                                        f"{TILTED_STEPS} Python lines): an iteration towards the eigenvalues, not a "
                                        "formula in A's entries")
             return
+        outside = None  # the first case whose right numbers lack a formula's shadow
         for (name, A), raw in zip(cases, by_case.values()):
             got = float64_tensor(_plain(raw))
             if got is None or got.numel() != 2:
@@ -335,11 +349,16 @@ def rope_tilted_frequencies(fn: Callable[[Any], Any] | None) -> bool | None:
             if close(got, want, **tol):
                 shadows = _shadows(raw)
                 shadow = None if shadows is None else float64_tensor(shadows)
-                if shadow is not None and close(shadow.flatten(), TILTED_SHADOW * want, atol=4e-5, rtol=1e-5):
-                    continue
-                yield False, (f"{name}: the right numbers, but not made from A's entries by the counted arithmetic "
-                              "alone: a number read or typed outside it went into them")
-                return
+                if shadow is None:  # not a counted result at all: refused at once
+                    outside = (name, "a number read or typed outside it is the answer")
+                    break
+                # the shadow's order follows the value's comparisons, so compare the shadow answer as a set; a
+                # wrong shadow is judged after every generator's numbers, so that a wrong answer is told so first
+                shadow_want = torch.tensor(SHADOW_FREQUENCIES, dtype=torch.float64)
+                if not close(shadow.flatten().abs().sort().values, shadow_want.sort().values, atol=4e-5, rtol=1e-5):
+                    outside = outside or (name, "the same arithmetic on another generator's entries does not give "
+                                                "its frequencies")
+                continue
             if close(got, want.flip(0), **tol):
                 yield False, f"{name}: the right two frequencies, the slower first; give the faster one first"
             elif close(got, want**2, **tol) or close(got, want.flip(0) ** 2, **tol):
@@ -352,6 +371,10 @@ def rope_tilted_frequencies(fn: Callable[[Any], Any] | None) -> bool | None:
                               "sits in A twice, above and below the diagonal")
             else:
                 yield False, f"{name}: not the frequencies of this A"
+            return
+        if outside is not None:
+            yield False, (f"{outside[0]}: the right numbers, but not made from A's entries by the counted arithmetic "
+                          f"alone: {outside[1]}")
             return
         yield True, (f"right for {len(cases)} generators: the frequencies are properties of A that no change of "
                      "basis can alter, which is why the basis Q costs nothing")
