@@ -191,11 +191,21 @@ def measured_at_a_then_fitted(p, a):
     return got[11] * 2 ** (slope * (p - 11))
 
 
+def measured_at_a_then_doubled(p, a):
+    """Inside the answer: the first merge of a/(i+1) measured in float16, doubled per extra bit. float16's first
+    merge lies up to 2.5 % past the estimate's point (a = 1.25 or 5: f = 1.25), so this is off at p = 30 there."""
+    c = (a / torch.arange(1, 3000, dtype=torch.float64)).to(torch.float16)
+    return int((c[:-1] == c[1:]).nonzero()[0]) * 2 ** (p - 11)
+
+
 def test_counter_merge_refuses_a_fit_of_measured_merges(capsys):
     ok, out = run(check.counter_merge, merges_measured_then_fitted(), capsys)
     assert ok is False and "does not change with the scale a" in out
     ok, out = run(check.counter_merge, measured_at_a_then_fitted, capsys)
     assert ok is False and "more than 2 % off" in out
+    assert measured_at_a_then_doubled(30, 5.0) / first_merge_exact(30, 5.0, int(merge_estimate(30, 5.0) * 0.999)) > 1.02
+    ok, out = run(check.counter_merge, measured_at_a_then_doubled, capsys)
+    assert ok is False and "more than 2 % off the first merge at p = 30, a = 5.0" in out
 
 
 @pytest.mark.parametrize("search, says", [(merge_by_walking, "walks the positions"), (merge_by_grid, "elements")])
