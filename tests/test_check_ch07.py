@@ -243,7 +243,7 @@ def peak_right(b1, b2):
 
 def peak_by_ternary_search(b1, b2):
     """A search over x on the drift itself, vectorised over the base pairs: stops ~1e-8 from the peak (float64
-    cannot tell the drifts apart closer), and carries no gradient."""
+    cannot tell the drifts apart closer): short of the float64 precision graded."""
     b1, b2 = b1.detach(), b2.detach()
     lo, hi = torch.zeros_like(b1), torch.ones_like(b1)
     for _ in range(200):
@@ -254,7 +254,7 @@ def peak_by_ternary_search(b1, b2):
 
 
 def peak_by_bisection_on_the_slope(b1, b2):
-    """A search on the slope instead: exact to float64, still a number that does not follow the bases."""
+    """A search on the slope instead: exact to float64, allowed (it needs the drift as much as the formula does)."""
     b1, b2 = b1.detach(), b2.detach()
     lo, hi = torch.zeros_like(b1), torch.ones_like(b1)
     for _ in range(200):
@@ -265,8 +265,7 @@ def peak_by_bisection_on_the_slope(b1, b2):
 
 
 def peak_by_newton(b1, b2):
-    """A search the prompt allows: Newton's method on the drift's slope, in torch operations on the bases, so that
-    the converged x carries the peak's gradient."""
+    """A search the prompt allows: Newton's method on the drift's slope, converged to float64 precision."""
     x = torch.zeros_like(b1)  # from pair 0, where the drift rises
     for _ in range(60):
         slope = b2.log() * b2 ** -x - b1.log() * b1 ** -x
