@@ -1087,10 +1087,8 @@ fig
 #   the gap, not how surely new models' would. The strongest single piece is the targeted one, YaRN
 #   at 128 tokens with the dictionary moved 32 tokens in, every seed.
 # * At 512 tokens the gap explains less (−0.67): there the far keys' competition grows too (plain
-#   RoPE with its lookups at the trained distances, gap 0, recalls 0.72 on the control's own
-#   sequences with the retrained models; the experiment's trained-distances evaluation, other
-#   sequences and the committed models, gave 0.74), the dilution chapter 6
-#   measures for ALiBi; and YaRN's attention factor, largest at 512 ($s = 8$), is a second
+#   RoPE with its lookups at the trained distances, gap 0, recalls only 0.72 on the control's own
+#   sequences), the dilution chapter 6 measures for ALiBi; and YaRN's attention factor, largest at 512 ($s = 8$), is a second
 #   variable the gap leaves out.
 # * The control scores YaRN with its attention factor on (1.07, 1.14, 1.21 at $s$ = 2, 4, 8; its
 #   square on the logits), and the gap ignores it. With the factor set to 1, the experiment's YaRN
