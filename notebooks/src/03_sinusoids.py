@@ -374,12 +374,13 @@ print(f"201 offsets x 300 positions x 2 layouts: largest error below 1e-9: {wors
 # $\tfrac12\sin k\theta_j$, which is 0 only when $k\theta_j$ is a multiple of $\pi$. The cell checks
 # the three averages for the fastest pair of a $d = 512$ table over 20 000 positions.
 #
-# For a **single** sine column, over all real positions, no function at all can: a sine does
-# not say which angle it came from ($\sin a = \sin(\pi - a)$, and the two angles have cosines
-# of opposite sign). With several sine columns of incommensurate frequencies that argument
-# fails (together they can pin down $i$), so some non-affine function may exist; on the integer
-# positions one does, since $\sin i$ alone never repeats there ($\pi$ is irrational). That is no
-# help to a linear layer.
+# Could a non-affine function do it? That depends on which positions count. Over all real
+# positions and a **single** sine column, no function at all can: a sine does not say which angle
+# it came from ($\sin a = \sin(\pi - a)$, and the two angles have cosines of opposite sign). With
+# several sine columns of incommensurate frequencies that argument fails (together they can pin
+# down $i$), so some non-affine function may exist. On the integer positions the answer turns: there
+# one does exist even for a single column, since $\sin i$ never repeats ($\pi$ is irrational), so
+# $\sin i$ names $i$. That is no help to a linear layer.
 #
 # A finite table shows the same thing, less cleanly. Chapter 2 (§4) tested this property with a
 # least-squares fit: the best affine map $p_{i+k} \approx M_k p_i + b_k$ over all pairs of a table;
@@ -510,13 +511,15 @@ print(f"s(0) = {s_of(0):.1f},  s(1) = {s_of(1):.2f},  s(10) = {s_of(10):.2f},  s
 # the average value of $s$ both fall strictly from one octave to the next. The dots in the figure
 # are those octave maxima. Each octave holds twice the offsets of the one before, and a larger
 # sample can only raise a maximum, so the falling maxima hold against that bias; the means carry no
-# such bias. (The decay stops where the slow pairs have turned about half a circle and their cosines
-# climb back from $-1$: the octave $2^{14} \le k < 2^{15}$, 0.3 to 0.6 of the slowest wavelength
-# $2\pi\cdot 10000^{126/128} \approx 54\,400$ positions, sits higher than the octave before it, and the
-# rise is the slow pairs': the nine that turn less than two circles by $k = 2^{15}$ gain more than the
-# whole rise, the faster pairs together lose. Here the size of the octave *would*
+# such bias.
+#
+# The decay stops where the slow pairs have turned about half a circle and their cosines climb
+# back from $-1$. The octave $2^{14} \le k < 2^{15}$, 0.3 to 0.6 of the slowest wavelength
+# $2\pi\cdot 10000^{126/128} \approx 54\,400$ positions, sits higher than the octave before it.
+# The rise is the slow pairs': the nine that turn less than two circles by $k = 2^{15}$ gain more
+# than the whole rise, while the faster pairs together lose. Here the size of the octave *would*
 # raise the maximum, so the cell takes the control: the mean rises too ($-2.89$ to $-1.53$), and
-# the maximum of 512 offsets drawn from each octave is higher in the later one in 199 of 200 draws.)
+# the maximum of 512 offsets drawn from each octave is higher in the later one in 199 of 200 draws.
 
 # %% slideshow={"slide_type": "fragment"}
 ks = torch.arange(n_pos)
@@ -658,10 +661,10 @@ print("d = 128, first offset where s(k) < 0:", {f"{b:g}": k for b, k in first_ne
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### From $p_m^\top p_n$ to an attention score
 #
-# Attention does not take the dot product of two codes; it takes $q_m^\top k_n$ with
-# $q_m = W_Q(x_m + p_m)$ and $k_n = W_K(x_n + p_n)$ (query at position $m$, key at $n$, the letters
-# chapter 5 uses, so that $j$ keeps counting pairs). The position-position part of that score is
-# $p_m^\top A\,p_n$ with $A = W_Q^\top W_K$. Does it still depend only on the offset? Write the
+# Attention does not take the dot product of two codes; it takes that of a query
+# $W_Q(x_m + p_m)$ and a key $W_K(x_n + p_n)$ (query at position $m$, key at $n$, the letters
+# chapter 5 uses, so that $j$ keeps counting pairs and $k$ stays the offset). The
+# position-position part of that score is $p_m^\top A\,p_n$ with $A = W_Q^\top W_K$. Does it still depend only on the offset? Write the
 # codes through the shift of §4, $p_m = M_m\,p_0$:
 #
 # $$p_m^\top A\,p_n = p_0^\top M_m^\top A\,M_n\,p_0 .$$
@@ -711,8 +714,9 @@ print("d = 128, first offset where s(k) < 0:", {f"{b:g}": k for b, k in first_ne
 # terms, $x_m^\top A\,p_n$ and $p_m^\top A\,x_n$ (chapter 4 starts from all four terms), still see
 # where the key and the query are. A commuting $A$ is necessary, not sufficient; the cell's last
 # measurement shows the content–position term of a commuting $A$ changing along the diagonals.
-# RoPE builds the structure in instead: it rotates $q$ and $k$ themselves, so that the score of
-# $q_m$ and $k_n$ sees their positions only through $n - m$, whatever $W_Q$ and $W_K$ are (chapter 5).
+# RoPE builds the structure in instead: it rotates the queries and keys themselves, so that the
+# score of a query at $m$ and a key at $n$ sees their positions only through $n - m$, whatever $W_Q$
+# and $W_K$ are (chapter 5).
 
 # %% slideshow={"slide_type": "fragment"}
 def diagonal_spread(scores):
