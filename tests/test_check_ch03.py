@@ -62,7 +62,17 @@ def test_offset_from_codes_draws_new_positions_at_every_check():
     assert ch03._code_cases(ch03._fresh_rng()) != ch03._code_cases(ch03._fresh_rng())
 
 
-@pytest.mark.parametrize("right", [offset_by_slowest_pair, offset_by_rotation,
+_arctan2, _asarray = np.arctan2, np.asarray  # bound before the check, as ``from numpy import arctan2`` does
+
+
+def offset_by_prebound_numpy(code_a, code_b):
+    """The right formula with numpy names bound before the check: the memory budget does not refuse it."""
+    a, b = _asarray(code_a), _asarray(code_b)
+    turn = _arctan2(b[6::8], b[7::8]) - _arctan2(a[6::8], a[7::8])
+    return float((turn[0] + math.pi) % (2 * math.pi) - math.pi) / SLOWEST
+
+
+@pytest.mark.parametrize("right", [offset_by_slowest_pair, offset_by_rotation, offset_by_prebound_numpy,
                                    lambda a, b: torch.tensor(offset_by_slowest_pair(a, b))])
 def test_offset_from_codes_accepts_right_answers(right, draw, capsys):
     assert check.offset_from_codes(right) is True
@@ -144,12 +154,27 @@ def _ufunc_search(code_a, code_b):
     return float(k[miss.argmin()])
 
 
+_ar, _sin, _cos = np.arange, np.sin, np.cos  # bound at import, before any guard patches numpy (cold read 16)
+
+
+def _prebound_search(code_a, code_b):
+    """Cold read 16's route: numpy's builder and ufuncs bound to other names before the check (as ``from numpy
+    import sin, cos, arange`` does), a grid of 12 million offsets, step 0.0005, in one go."""
+    theta = 10000.0 ** (-_ar(4) / 4)
+    a, b = np.asarray(code_a), np.asarray(code_b)
+    start = np.arctan2(a[6], a[7])
+    k = _ar(-3000, 3000, 0.0005)
+    miss = (_sin(start + k * theta[3]) - b[6]) ** 2 + (_cos(start + k * theta[3]) - b[7]) ** 2
+    return float(k[miss.argmin()])
+
+
 def test_the_vectorised_searches_are_right_when_unguarded():
     """So that refusing them below is refusing a working shortcut, not a broken one."""
     m, n = 123_456.25, 123_456.25 + 1234.5
     a, b = ch03.code_of(m), ch03.code_of(n)
     assert abs(float(_vectorised_search(a, b)) - 1234.5) < 1e-3
     assert abs(_numpy_search(a, b) - 1234.5) < 0.02 and abs(_ufunc_search(a, b) - 1234.5) < 0.02
+    assert abs(_prebound_search(a, b) - 1234.5) < 1e-3
 
 
 @pytest.mark.parametrize("shortcut, says", [
@@ -159,6 +184,7 @@ def test_the_vectorised_searches_are_right_when_unguarded():
     (_vectorised_search, "all the candidate offsets at once?"),
     (_numpy_search, "all the candidate offsets at once?"),
     (_ufunc_search, "all the candidate offsets at once?"),
+    (_prebound_search, "all the candidate offsets at once?"),
 ])
 def test_offset_from_codes_refuses_a_library_call_or_a_search_over_every_offset(shortcut, says, capsys):
     assert check.offset_from_codes(shortcut) is False

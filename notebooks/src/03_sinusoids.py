@@ -13,9 +13,10 @@
 # %% [markdown] slideshow={"slide_type": "slide"}
 # # 3 · Sinusoids: smooth binary digits
 #
-# Chapter 2 ended with binary codes: fast low bits, slow high bits, but jumpy and made of
-# 0s and 1s. Replace every bit by a sine/cosine pair that turns at its own speed and you get
-# the encoding of *Attention Is All You Need* (Vaswani et al., 2017). This chapter
+# Chapter 2 (§5) already read each binary digit as a wave, $\text{bit}_b(i) = 1 \iff
+# \sin(\pi(i+\tfrac12)/2^b) < 0$, with frequencies that shrink by a constant factor per digit.
+# Keep the smooth waves as the code, each digit a sine/cosine pair that turns at its own speed,
+# and you get the encoding of *Attention Is All You Need* (Vaswani et al., 2017). This chapter
 #
 # 1. builds the table and reproduces a source's printed numbers digit for digit;
 # 2. draws it, in both column layouts found in the wild;
@@ -38,6 +39,7 @@
 
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline
+import ast
 import math
 
 import ipywidgets as widgets
@@ -296,7 +298,11 @@ fig
 # **The library's name for $M_k$.** Chapter 5's RoPE multiplies queries and keys by block-diagonal
 # rotations by the same angles $m\theta_j$, which the library builds as `pl.rope_matrix(m, d)`. Our
 # $M_k$ is one of them: `pl.rope_matrix(-k, d)`, which equals the transpose of `pl.rope_matrix(k, d)`.
-# The next cell builds $M_k$ block by block from the formula above and checks both.
+# The minus sign comes from the order in each pair: read as a point $(x, y)$, a pair holds
+# $(\sin, \cos)$, so moving on turns it **clockwise** (position 0 sits at $(0, 1)$ and moves towards
+# $(1, 0)$), while the rotation $R_m$ of the [conventions page](00_index.ipynb#Conventions) turns
+# counter-clockwise. The next cell builds $M_k$ block by block from the formula above and checks
+# all three.
 
 # %% slideshow={"slide_type": "fragment"}
 def shift_matrix_by_blocks(k, d):
@@ -311,6 +317,9 @@ f64 = pl.rope_frequencies(8, dtype=torch.float64)  # float64 frequencies: exact 
 M3 = pl.rope_matrix(-3, 8, inv_freq=f64)
 torch.testing.assert_close(shift_matrix_by_blocks(3, 8), M3)
 torch.testing.assert_close(M3, pl.rope_matrix(3, 8, inv_freq=f64).T)
+xy0, xy1 = pl.sinusoidal_positions(2, 8, dtype=torch.float64).view(2, 4, 2)  # positions 0 and 1, pairs as (x, y)
+assert torch.equal(xy0, torch.tensor([[0.0, 1.0]] * 4, dtype=torch.float64))  # every pair starts at (0, 1)
+assert (xy0[:, 0] * xy1[:, 1] - xy0[:, 1] * xy1[:, 0] < 0).all()  # negative cross product: clockwise, every pair
 print("M_3 for d = 8 (rounded):\n", M3.to(torch.float32))
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -365,12 +374,13 @@ print(f"201 offsets x 300 positions x 2 layouts: largest error below 1e-9: {wors
 # $\tfrac12\sin k\theta_j$, which is 0 only when $k\theta_j$ is a multiple of $\pi$. The cell checks
 # the three averages for the fastest pair of a $d = 512$ table over 20 000 positions.
 #
-# For a **single** sine column, over all real positions, no function at all can: a sine does
-# not say which angle it came from ($\sin a = \sin(\pi - a)$, and the two angles have cosines
-# of opposite sign). With several sine columns of incommensurate frequencies that argument
-# fails (together they can pin down $i$), so some non-affine function may exist; on the integer
-# positions one does, since $\sin i$ alone never repeats there ($\pi$ is irrational). That is no
-# help to a linear layer.
+# Could a non-affine function do it? That depends on which positions count. Over all real
+# positions and a **single** sine column, no function at all can: a sine does not say which angle
+# it came from ($\sin a = \sin(\pi - a)$, and the two angles have cosines of opposite sign). With
+# several sine columns of incommensurate frequencies that argument fails (together they can pin
+# down $i$), so some non-affine function may exist. On the integer positions the answer turns: there
+# one does exist even for a single column, since $\sin i$ never repeats ($\pi$ is irrational), so
+# $\sin i$ names $i$. That is no help to a linear layer.
 #
 # A finite table shows the same thing, less cleanly. Chapter 2 (§4) tested this property with a
 # least-squares fit: the best affine map $p_{i+k} \approx M_k p_i + b_k$ over all pairs of a table;
@@ -501,13 +511,15 @@ print(f"s(0) = {s_of(0):.1f},  s(1) = {s_of(1):.2f},  s(10) = {s_of(10):.2f},  s
 # the average value of $s$ both fall strictly from one octave to the next. The dots in the figure
 # are those octave maxima. Each octave holds twice the offsets of the one before, and a larger
 # sample can only raise a maximum, so the falling maxima hold against that bias; the means carry no
-# such bias. (The decay stops where the slow pairs have turned about half a circle and their cosines
-# climb back from $-1$: the octave $2^{14} \le k < 2^{15}$, 0.3 to 0.6 of the slowest wavelength
-# $2\pi\cdot 10000^{126/128} \approx 54\,400$ positions, sits higher than the octave before it, and the
-# rise is the slow pairs': the nine that turn less than two circles by $k = 2^{15}$ gain more than the
-# whole rise, the faster pairs together lose. Here the size of the octave *would*
+# such bias.
+#
+# The decay stops where the slow pairs have turned about half a circle and their cosines climb
+# back from $-1$. The octave $2^{14} \le k < 2^{15}$, 0.3 to 0.6 of the slowest wavelength
+# $2\pi\cdot 10000^{126/128} \approx 54\,400$ positions, sits higher than the octave before it.
+# The rise is the slow pairs': the nine that turn less than two circles by $k = 2^{15}$ gain more
+# than the whole rise, while the faster pairs together lose. Here the size of the octave *would*
 # raise the maximum, so the cell takes the control: the mean rises too ($-2.89$ to $-1.53$), and
-# the maximum of 512 offsets drawn from each octave is higher in the later one in 199 of 200 draws.)
+# the maximum of 512 offsets drawn from each octave is higher in the later one in 199 of 200 draws.
 
 # %% slideshow={"slide_type": "fragment"}
 ks = torch.arange(n_pos)
@@ -556,13 +568,14 @@ fig
 # pairs: $\theta_j = \text{base}^{-2j/d}$ always runs from 1 down to about $1/\text{base}$, evenly
 # spaced on a log scale, and a larger $d$ only samples that same range more finely. So the
 # similarity as a fraction of its maximum, $s(k)/(d/2)$ (the mean of $\cos k\theta_j$ over the
-# pairs), moves less with $d$ than with the base: at $k = 100$ it is 0.477 for $d = 128$ and 0.437
-# for $d = 512$, already within 0.001 of its limit for $d \to \infty$, the average of
-# $\cos(k\,\text{base}^{-u})$ over $u \in [0, 1)$. Not negligible: over the figure's offsets
-# $0 \le k \le 500$ the two widths differ by up to 0.13 (at $k = 468$: 0.14 and 0.27), where the
-# coarser sampling of $d = 128$ shows. The **base** moves the curve far more: base $10^6$ keeps
-# $s(100)/(d/2)$ at 0.59, base 100 drops it below 0, and over the same offsets the base curves move
-# up to 0.57 away from base 10000's.
+# pairs), settles as $d$ grows: at $k = 100$ it is 0.477 for $d = 128$ and 0.437 for $d = 512$,
+# already within 0.001 of its limit for $d \to \infty$, the average of $\cos(k\,\text{base}^{-u})$
+# over $u \in [0, 1)$. Compare equal steps, a factor 4, by the largest gap to the curve of
+# $d = 128$, base 10000, over the figure's offsets $0 \le k \le 500$: $d$ from 128 to 512 moves it
+# by 0.13 (at $k = 468$: 0.14 and 0.27, where the coarser sampling of $d = 128$ shows), the base
+# times or divided by 4 by 0.26 and 0.33. So from $d = 128$ up, $d$ matters less than the base;
+# below, it does not: $d = 32$ is 0.34 away, as far as base 2500. The extremes drawn, base 100 and
+# $10^6$, move the curve by up to 0.57.
 
 # %% slideshow={"slide_type": "fragment"}
 def normalised_s(k, d, base=10000.0):
@@ -589,22 +602,27 @@ by_b = torch.maximum((curve(128, 100.0) - curve(128)).abs(), (curve(128, 1e6) - 
 assert round(by_d.max().item(), 2) == 0.13 and by_d.argmax().item() == 468
 assert round(curve(128)[468].item(), 2) == 0.14 and round(curve(512)[468].item(), 2) == 0.27
 assert round(by_b.max().item(), 2) == 0.57 and by_b.max() > 4 * by_d.max()
+by_4 = {step: (curve(dd, b) - curve(128)).abs().max().item()  # a factor 4 each way, in d or in the base
+        for step, dd, b in (("d / 4", 32, 1e4), ("base * 4", 128, 4e4), ("base / 4", 128, 2500.0))}
+assert [round(v, 2) for v in by_4.values()] == [0.34, 0.26, 0.33]
+assert min(by_4["base * 4"], by_4["base / 4"]) > 2 * by_d.max() and by_4["d / 4"] > by_4["base / 4"]
 print(f"s(100)/(d/2): d = 128: {at_128:.3f}, d = 512: {at_512:.3f}, d -> inf: {limit:.3f}")
 print(f"k <= 500: largest gap d = 128 vs 512: {by_d.max():.2f} (k = {by_d.argmax().item()}); base 100 or 1e6 vs 10000: {by_b.max():.2f}")
+print("the same gap for a factor 4:", {step: round(v, 2) for step, v in by_4.items()})
 print("d = 128, by base:", {f"{b:g}": round(x, 3) for b, x in by_base.items()})
 
 fig, ax = viz.figure(width=6.4, height=3.0)
 for dd, b, style in ((128, 10000.0, "-"), (512, 10000.0, "--"), (128, 100.0, ":"), (128, 1e6, "-.")):
     ax.plot(k_axis, curve(dd, b), style, lw=1.2, label=f"d = {dd}, base = {b:g}")
 ax.axhline(0, color="grey", lw=0.6)
-ax.set(xlabel="offset k", ylabel="s(k) / (d/2)", title="normalised similarity: d matters less than the base")
+ax.set(xlabel="offset k", ylabel="s(k) / (d/2)", title="normalised similarity: from d = 128 up, d matters less than the base")
 ax.legend(loc="upper right")
 fig
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # Explore what the four curves only sample: slide the base through every value between 10 and
-# $10^6$ ($d = 128$; the cell above showed that $d$ matters less), and widen the range of
-# offsets: at small bases it shows where the decay stops. Predict before sliding: base 10000 first
+# $10^6$ ($d = 128$; from there up, $d$ matters less than the base, as the cell above showed), and
+# widen the range of offsets: at small bases it shows where the decay stops. Predict before sliding: base 10000 first
 # turns negative at $k = 1707$ (above); at base 100, is that tens, hundreds or thousands of
 # positions? (The answer is asserted below the widget.)
 
@@ -643,10 +661,11 @@ print("d = 128, first offset where s(k) < 0:", {f"{b:g}": k for b, k in first_ne
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### From $p_m^\top p_n$ to an attention score
 #
-# Attention does not take the dot product of two codes; it takes $q_m^\top k_n$ with
-# $q_m = W_Q(x_m + p_m)$ and $k_n = W_K(x_n + p_n)$ (query at position $m$, key at $n$, the letters
-# chapter 5 uses, so that $j$ keeps counting pairs). The position-position part of that score is
-# $p_m^\top A\,p_n$ with $A = W_Q^\top W_K$. Does it still depend only on the offset? Write the
+# Attention does not take the dot product of two codes; it takes that of a query
+# $W_Q(x_m + p_m)$ and a key $W_K(x_n + p_n)$ (query at position $m$, key at $n$, the letters
+# chapter 5 uses, so that $j$ keeps counting pairs and $k$ stays the offset). The
+# position-position part of that score is $p_m^\top A\,p_n$ with $A = W_Q^\top W_K$. Does it still
+# depend only on the offset? Write the
 # codes through the shift of §4, $p_m = M_m\,p_0$:
 #
 # $$p_m^\top A\,p_n = p_0^\top M_m^\top A\,M_n\,p_0 .$$
@@ -696,8 +715,9 @@ print("d = 128, first offset where s(k) < 0:", {f"{b:g}": k for b, k in first_ne
 # terms, $x_m^\top A\,p_n$ and $p_m^\top A\,x_n$ (chapter 4 starts from all four terms), still see
 # where the key and the query are. A commuting $A$ is necessary, not sufficient; the cell's last
 # measurement shows the content–position term of a commuting $A$ changing along the diagonals.
-# RoPE builds the structure in instead: it rotates $q$ and $k$ themselves, so that the score of
-# $q_m$ and $k_n$ sees their positions only through $n - m$, whatever $W_Q$ and $W_K$ are (chapter 5).
+# RoPE builds the structure in instead: it rotates the queries and keys themselves, so that the
+# score of a query at $m$ and a key at $n$ sees their positions only through $n - m$, whatever $W_Q$
+# and $W_K$ are (chapter 5).
 
 # %% slideshow={"slide_type": "fragment"}
 def diagonal_spread(scores):
@@ -858,8 +878,10 @@ print("token entries after × √d: std ≈ 1;  code entries: root mean square �
 # from the 1000 rows of §7's std-$d^{-1/2}$ table (scaled by $\sqrt d$) and a position from 0 to
 # 199, misses $p_i$ by about 30% of its length, while from the concatenation a selection recovers it
 # exactly ("best" is computed exactly, from the means and second moments of that token and position
-# distribution, and checked on 2000 sampled pairs). Adding costs no width; it costs the guarantee.
-# The 30% is for random token rows: trained embeddings could learn to avoid the codes' subspace.
+# distribution, and checked on 2000 sampled pairs). The 30% belongs to this setting (random tokens
+# 22.6 long against the code's 16, 200 positions): with tokens half as long it is 17%, with 400
+# positions 36%, and trained embeddings could learn to avoid the codes' subspace. What holds in
+# every setting: adding costs no width; it costs the guarantee.
 #
 # The same sum reappears inside every score: $(x_m + p_m)^\top W_Q^\top W_K(x_n + p_n)$ splits into
 # token–token, token–position, position–token and position–position terms, the four terms
@@ -874,12 +896,24 @@ torch.testing.assert_close(torch.cat([x4, p4], dim=-1) @ W_cat.T, x4 @ W_x.T + p
 # the residual stream: can a linear layer still read p_i alone from x_i + p_i?
 token_table = small_w.double() * math.sqrt(d)  # §7's std d^-1/2 rows, scaled: a token is one of these 1000
 code_table = pl.sinusoidal_positions(200, d, dtype=torch.float64)  # a position is one of 0..199
-mean_x, mean_p = token_table.mean(0), code_table.mean(0)
-second_x, second_p = token_table.T @ token_table / vocab, code_table.T @ code_table / 200  # E[x x^T], E[p p^T]
-second_s = second_x + second_p + torch.outer(mean_x, mean_p) + torch.outer(mean_p, mean_x)  # E[s s^T], s = x + p
-cross = second_p + torch.outer(mean_p, mean_x)  # E[p s^T]
-best_readout = cross @ torch.linalg.inv(second_s)  # W minimising E|W s - p|^2 over the whole distribution
-exact_miss = math.sqrt((second_p.trace() - (best_readout @ cross.T).trace()) / second_p.trace())
+
+
+def best_readout_of(token_table, code_table):
+    """The W minimising E|W s - p|^2, s = x + p, a token and a position drawn independently; and its relative miss."""
+    mean_x, mean_p = token_table.mean(0), code_table.mean(0)
+    second_x = token_table.T @ token_table / len(token_table)  # E[x x^T]
+    second_p = code_table.T @ code_table / len(code_table)  # E[p p^T]
+    second_s = second_x + second_p + torch.outer(mean_x, mean_p) + torch.outer(mean_p, mean_x)  # E[s s^T]
+    cross = second_p + torch.outer(mean_p, mean_x)  # E[p s^T]
+    readout = cross @ torch.linalg.inv(second_s)
+    return readout, math.sqrt((second_p.trace() - (readout @ cross.T).trace()) / second_p.trace())
+
+
+assert round(token_table.norm(dim=-1).mean().item(), 1) == 22.6  # against the code's 16
+best_readout, exact_miss = best_readout_of(token_table, code_table)
+miss_shorter_tokens = best_readout_of(token_table / 2, code_table)[1]  # tokens 11.3 long against the code's 16
+miss_more_positions = best_readout_of(token_table, pl.sinusoidal_positions(400, d, dtype=torch.float64))[1]
+assert (round(miss_shorter_tokens, 2), round(miss_more_positions, 2)) == (0.17, 0.36)  # the 30% is one setting's
 
 mix = torch.Generator().manual_seed(4)  # 2000 sampled pairs, to check the exact read-out on
 pos_ids = torch.randint(0, 200, (2000,), generator=mix)
@@ -893,6 +927,7 @@ assert round(exact_miss, 2) == 0.30 and abs(held_out - exact_miss) < 0.01  # the
 print("W_Q [x; p] == W_x x + W_p p: True")
 print(f"best linear read-out of p_i from x_i + p_i: relative error {exact_miss:.2f} over the distribution, "
       f"{held_out:.2f} on 2000 sampled pairs; from [x_i, p_i]: 0 (a selection)")
+print(f"the same with tokens half as long: {miss_shorter_tokens:.2f}; with 400 positions: {miss_more_positions:.2f}")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 8 · As a module, and what the sources' modules get wrong
@@ -933,7 +968,10 @@ print("output shape:", tuple(pe(x).shape), "· state_dict keys:", list(pe.state_
 # forward pass still returns a CPU slice: the failure comes one step later, in the caller's
 # addition of a CPU table to GPU activations. Below, a small reconstruction of that pattern (our
 # code) and the library module, both sent to PyTorch's `meta` device, which stands in for a GPU
-# here: only the buffer follows, and the caller's addition fails.
+# here: only the buffer follows, and the caller's addition fails. (As printed, `002`'s module does
+# not even parse: its `def forward` line is indented with a tab after lines indented with spaces,
+# which Python 3 refuses with a `TabError`; the cell checks those lines, and that they parse with
+# four spaces for the tab.)
 
 # %% slideshow={"slide_type": "fragment"}
 class PlainAttributeTable(nn.Module):
@@ -947,6 +985,14 @@ class PlainAttributeTable(nn.Module):
         _, seq_len = ids.shape
         return self.encoding[:seq_len, :]
 
+
+printed = ("class PositionalEmbedding(nn.Module):\n    def __init__(self,d_model,max_len,device):\n"
+           "        plt.show()\n        \n\tdef forward(self,x):\n        batch_size,seq_len = x.size()\n")  # 002's lines
+try:
+    ast.parse(printed)
+    raise AssertionError("expected a TabError")
+except TabError:
+    ast.parse(printed.replace("\t", "    "))  # with four spaces for the tab it parses
 
 plain = PlainAttributeTable(8, 16, device="cpu").to("meta")
 buffered = pl.SinusoidalPositionalEncoding(8, max_len=16).to("meta")
@@ -1201,6 +1247,7 @@ _ = check.slow_pairs(slow_count, fixed_exponent)
 # | `002` | position runs "from 0 to max_len", `_2i` "from 0 to d_model" | $0..\text{max\_len}-1$ and $0, 2, .., d_\text{model}-2$ (`arange` excludes the end) | §1 |
 # | `004`, copying RoFormer (Su et al., 2021) eq. (4), which has this typo | $p_{i,2t} = \sin(k/10000^{2t/d})$, $p_{i,2t+1} = \cos(k/10000^{2t/d})$ | $i$ in place of $k$; with a fixed $k$ all rows are equal | §1 |
 # | `002` | keeps the table as a plain tensor attribute created with `device=` | a non-persistent buffer, which `.to(device)` moves; as written, `forward` returns a CPU slice and the caller's addition to GPU activations fails | §8 |
+# | `002` | its module's `def forward` indented with a tab after lines indented with spaces | spaces throughout; as printed, Python 3 raises `TabError` | §8 |
 # | `002` | draws the heatmap inside `__init__` | plot outside the model; as written, building on a GPU fails | §8 |
 # | `003` | forward slices `positional_encodings[:seq]` of a `(1, max_len, d)` table | `[:, :seq]`; the original fails for `seq < max_len` or broadcasts for `seq = 1` | §8 |
 # | `003` | no `detach()` needed "because" `persistent=False` | its table does not require grad, and `register_buffer` does not change that (a buffer made from a tensor that requires grad still does); `persistent` only controls `state_dict` | §8 |

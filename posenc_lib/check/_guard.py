@@ -32,6 +32,7 @@ __all__ = ["Shortcut", "TooManySteps", "TooManyElements", "refusing", "step_budg
 
 STEPS = 200_000  # Python lines: thousands of times what a closed form runs, far fewer than a loop over 10^12 keys
 HUGE = 10**8  # elements: no closed form needs an array this long; a measurement over 10^12 keys does
+TRACED_BYTES_PER_ELEMENT = 64  # element_budget(traced=True): eight float64 arrays of the whole budget held at once
 ELEMENTS = 100_000  # tensor and array elements created: a closed form makes dozens, a grid over 10^6 candidates millions
 _FACTORIES = ("arange", "linspace", "logspace", "ones", "zeros", "empty", "full", "rand", "randn")
 # numpy's functions that build a new array from sizes or Python data (a search's grid starts in one of them)
@@ -168,7 +169,7 @@ class _CountedUfunc:
 
 
 @contextmanager
-def element_budget(limit: int = ELEMENTS) -> Iterator[None]:
+def element_budget(limit: int = ELEMENTS, *, traced: bool = False) -> Iterator[None]:
     """While inside, the tensors torch's functions and methods return, and the arrays numpy's builders return,
     may hold at most ``limit`` elements in all; the result that passes it raises ``TooManyElements``.
 
@@ -177,7 +178,15 @@ def element_budget(limit: int = ELEMENTS) -> Iterator[None]:
     the budget measures the work a function asks for, not the memory it holds. numpy's element-wise
     operators on an array (``a * b``) are not counted, only the builders that make one (``_NUMPY_BUILDERS``)
     and numpy's ufuncs called by name (``np.multiply(range(n), h)`` builds an array from a range).
+
+    traced: also raise ``TooManyElements`` when the block ends if the memory Python and numpy allocated inside
+            it (``tracemalloc``, which numpy reports its arrays' data to) peaked above ``TRACED_BYTES_PER_ELEMENT``
+            bytes per element of ``limit``. numpy's builders are counted through their names on the module, so a
+            name bound before the block (``from numpy import arange``, ``_ar = np.arange``) escapes the count;
+            the memory an array takes does not depend on the name that built it.
     """
+    import tracemalloc
+
     import numpy
     from torch.overrides import TorchFunctionMode
 
@@ -208,7 +217,19 @@ def element_budget(limit: int = ELEMENTS) -> Iterator[None]:
             if isinstance(ufunc, numpy.ufunc):
                 stack.enter_context(mock.patch.object(numpy, attribute, _CountedUfunc(ufunc, spend)))
         stack.enter_context(Counting())
-        yield
+        started = traced and not tracemalloc.is_tracing()
+        if started:
+            tracemalloc.start()
+        if traced:
+            tracemalloc.reset_peak()
+            before = tracemalloc.get_traced_memory()[0]
+        try:
+            yield
+            if traced and tracemalloc.get_traced_memory()[1] - before > TRACED_BYTES_PER_ELEMENT * limit:
+                raise TooManyElements(limit)
+        finally:
+            if started:
+                tracemalloc.stop()
 
 
 def _number(value: Any) -> float | None:
@@ -359,7 +380,7 @@ def no_huge_arrays(limit: int = HUGE) -> Iterator[None]:
 
 def answers_under_guard(fn: Any, cases: Iterable[tuple[Any, ...]], refuse: Iterable[tuple[Any, str, str]] = (),
                         *, loops: bool = True, steps: int = STEPS, steps_per_case: int | None = None,
-                        elements_per_case: int | None = None,
+                        elements_per_case: int | None = None, traced: bool = False,
                         ) -> tuple[dict[tuple[Any, ...], Any], tuple[Any, Exception] | None]:
     """fn(*case) for every case, while the ``refuse`` targets refuse to run (and, with ``loops``, while
     huge arrays are refused and Python steps are counted). Every guard is undone before this returns,
@@ -370,6 +391,8 @@ def answers_under_guard(fn: Any, cases: Iterable[tuple[Any, ...]], refuse: Itera
                     few dozen; a search, even a bisection, needs hundreds) instead of ``steps`` for all of them.
     elements_per_case: a budget of tensor and array elements for each case on its own (``element_budget``;
                        a closed form creates dozens, a vectorised search over candidates thousands to millions).
+    traced: with ``elements_per_case``, also measure the memory each case allocates (``element_budget(traced=True)``),
+            which numpy's builders bound to other names before the call cannot escape.
     returns: (the answers by case, None), or (the answers so far, (the case that stopped, its
              Shortcut, TooManySteps or TooManyElements)); any other exception of fn propagates (report() shows it).
     """
@@ -385,7 +408,7 @@ def answers_under_guard(fn: Any, cases: Iterable[tuple[Any, ...]], refuse: Itera
             for case in cases:
                 with ExitStack() as per_case:  # the step budget last, so that it counts none of the others' set-up
                     if elements_per_case is not None:
-                        per_case.enter_context(element_budget(elements_per_case))
+                        per_case.enter_context(element_budget(elements_per_case, traced=traced))
                     if loops and steps_per_case is not None:
                         per_case.enter_context(step_budget(steps_per_case))
                     answers[case] = fn(*case)

@@ -106,7 +106,7 @@ def offset_from_codes(fn: Any) -> bool | None:
         cases = [(code_of(m), code_of(n)) for m, n in positions]
         answers, stopped = answers_under_guard(lambda i: f(*cases[i]), [(i,) for i in range(len(cases))],
                                                _code_builders(), steps_per_case=CLOSED_FORM_STEPS,
-                                               elements_per_case=CLOSED_FORM_ELEMENTS)
+                                               elements_per_case=CLOSED_FORM_ELEMENTS, traced=True)
         if stopped is not None:
             yield stopped_verdict(stopped[1], "your function", shortcut="the library's code builders are refused "
                                   "here; the two codes you are given carry the offset",
