@@ -611,30 +611,36 @@ print("P added before the projections (usual) != P added after them (source): Tr
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Why std 0.3, not the source's 0.1
 #
-# At the source's 0.1, at this width of 16, the two dogs are just as identical without positions, and with positions
-# they differ several times less than at 0.3, as every other pair of rows does. We measure
-# it on the demo redrawn with seeds 1 to 10 (`redraw`, section 3), every weight rescaled to std
-# 0.1 and to 0.3 (a draw from $\mathcal{N}(0, 0.3^2)$ divided by 3 is exactly a draw from
-# $\mathcal{N}(0, 0.1^2)$). With positions added, the dogs differ by 0.016 to 0.077 of the first
-# dog's length at std 0.1, against 0.06 to 0.48 at 0.3, and in every draw at least 2.5 times
-# less at 0.1 than at 0.3.
+# **In short:** the std does not hide the positions in particular. A smaller std makes every head
+# attend more uniformly, and that shrinks every difference between output rows, between two words as
+# much as between the two dogs; the demo uses 0.3 so that the differences are large beside the outputs
+# themselves. The numbers below are for ten redrawn demos: they show this in each draw, but ten draws
+# scatter widely, so read their bounds as these draws' bounds, not as constants of the setting.
 #
-# The reason is the softmax. A score multiplies a query by a key, so at a third of the std every
+# **The measurement.** We redraw the demo with seeds 1 to 10 (`redraw`, section 3) and rescale every
+# weight to std 0.1 and to 0.3 (a draw from $\mathcal{N}(0, 0.3^2)$ divided by 3 is exactly a draw
+# from $\mathcal{N}(0, 0.1^2)$). Without positions the dogs are identical at both. With positions
+# added, they differ by 0.016 to 0.077 of the first dog's length at std 0.1, against 0.06 to 0.48 at
+# 0.3: less at 0.1 in each of these ten draws, by a factor of 2.5 or more here.
+#
+# **The reason is the softmax.** A score multiplies a query by a key, so at a third of the std every
 # score is a ninth as large, and the heads attend almost uniformly. We measure each row's entropy
 # $-\sum_j a_j \log a_j$ as a fraction of its maximum, $\log 6$ (1 means uniform): at std 0.1
 # every row of every head is at 0.94 or more, in every draw; at 0.3 every draw has a row below
-# 0.41. How near uniform also depends on the width: at one std, a wider model sums more products
-# into each query, key and score, so its scores spread more (with unit-size random inputs, 16
-# times the width gives more than 8 times the spread, asserted below). The source's 0.1 belongs to
-# a 2048-wide model, with embeddings of its own size, which we do not measure. Near-uniform weights give every row nearly the same mix of the values, whatever the
-# codes added to its token, and whatever its word: std 0.1 shrinks every output toward one
-# common mix, not the positions in particular. The control divides the dogs' gap by the median
-# gap between the other 14 row pairs (two different words each): over the ten draws its median is
-# 0.33 at both stds (they differ by less than 0.02). Draw by draw the two do not agree: the ratio at std 0.1 over the
-# one at 0.3 runs from 0.5 to 1.9, either side of 1, while the unscaled gap is at least 2.5 times smaller at 0.1 in
-# every draw. So std 0.1 does not hide the positions more than it hides the words: relative to the layer's own spread
-# the positions show about as much, typically; the demo uses 0.3 so that the differences are large beside the
-# outputs themselves.
+# 0.41. Near-uniform weights give every row nearly the same mix of the values, whatever the codes
+# added to its token, and whatever its word.
+#
+# **The control: every other gap shrinks too.** Divide the dogs' gap by the median gap between the
+# other 14 row pairs (two different words each): over the ten draws the median of that ratio is 0.33
+# at both stds. Draw by draw the two do not agree (the ratio at std 0.1 over the one at 0.3 runs from
+# 0.5 to 1.9, either side of 1), so "about alike" is the claim, not a match to two digits.
+#
+# **The width, and the source's setting.** How near uniform also depends on the width: at one std, a
+# wider model sums more products into each query, key and score, so its scores spread more (with
+# unit-size random inputs, 16 times the width gives about 16 times the spread, width times std
+# squared; asserted below). It depends on the inputs' size just as much: the source's 0.1 belongs to a
+# 2048-wide model fed with a pretrained model's embeddings through an extra linear layer, whose size we
+# do not measure, so this chapter says nothing about how uniform the source's heads are.
 
 # %% slideshow={"slide_type": "fragment"}
 def scaled(heads, std, *, biases=True):
@@ -667,7 +673,7 @@ for width in (16, 256):  # unit-size random inputs, every weight at std 0.1, on 
     xs = torch.randn(64, width, generator=g_width)
     wq, wk = (torch.randn(width, width, generator=g_width) * 0.1 for _ in range(2))
     spread_at[width] = ((xs @ wq) @ (xs @ wk).T / width**0.5).std().item()
-assert spread_at[256] > 8 * spread_at[16]  # about width * std^2: the wider model's scores spread more
+assert 12 < spread_at[256] / spread_at[16] < 20  # about width * std^2: 16 times the width, about 16 times the spread
 no_code = torch.zeros_like(pos)
 assert all(dogs_apart(emb, scaled(heads, std), no_code) < 1e-6 for emb, heads in draws.values() for std in (0.1, 0.3))
 print("dogs apart, positions added, 10 draws: std 0.1:",
@@ -700,9 +706,10 @@ print(f"the same ratio, std 0.1 over std 0.3, draw by draw: {min(draw_ratio):.1f
 # The control zeroes every bias. Then rescaling $W_V$ and $W_O$ multiplies both dogs' outputs by
 # one factor and leaves the ratio alone (the cell checks it): only the size of the scores still
 # changes with the std. The dogs still differ by only 0.016 to 0.085 at std 0.1, against 0.08 to
-# 0.48 at 0.3, and at least 2.2 times less at 0.1 in every draw: the near-uniform attention, not
+# 0.48 at 0.3, and at least 2.2 times less at 0.1 in each of the ten draws: the near-uniform attention, not
 # the biases, shrinks the dogs' difference, and every other difference between the rows with it
-# (divided by the median gap between different words, the two stds again agree within 0.02).
+# (divided by the median gap between different words, the two stds again agree about alike: their medians over
+# the ten draws are within 0.02 here).
 
 # %% slideshow={"slide_type": "fragment"}
 def without(module, *parts):
@@ -943,10 +950,10 @@ _ = check.causal_twins(answer)
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "causal_twins_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 answer = None  # (tokens, (i, j)), e.g. ([0, 1, 2], (0, 2))
 ### BEGIN SOLUTION
-# Row i is sum_(t <= i) w_t v_t with w_t = exp(s_t) / sum_(t' <= i) exp(s_t'), s_t = q_i . k_t: it depends
-# on the query's token and on what share of the prefix each token makes up, not on how long the prefix
-# is. Two copies of every key double the numerator and the denominator alike. So repeat a pattern:
-# after "0 1" and after "0 1 0 1" the last token is 1 and each token is half of the prefix.
+# Row i is sum_(t <= i) w_t v_t with w_t = exp(s_t) / sum_(t' <= i) exp(s_t'), s_t = q_i . k_t. Two
+# copies of every key double the numerator and the denominator alike, so a prefix repeated twice over gives
+# the same row as the prefix once, for the same query token. So repeat a pattern: after "0 1" and after
+# "0 1 0 1" the last token is 1.
 answer = ([0, 1, 0, 1], (1, 3))
 # A fact about one layer. A second causal layer reads the first layer's rows, and rows 0 and 2 of those
 # differ (row 0 sees token 0 alone, row 2 sees 0, 1, 0), so at layer 2 rows 1 and 3 see different mixes:
@@ -1030,8 +1037,9 @@ _ = check.changed_rows(changed_rows)
 #    $\mathrm{Attn}(X) = (V+P)\,\mathrm{softmax}((K+P)^\top(Q+P)/\sqrt d)$ with $Q = W_QX$
 #    and $P$ its matrix of position codes ($P_{\mathrm{pos}}$ in section 5), i.e. the codes are
 #    added after projecting. The usual form (and what `nn.MultiheadAttention` computes when it
-#    is fed $X + P_{\mathrm{pos}}$) projects the sum: $Q = W_Q(X+P_{\mathrm{pos}})$. The cell in section 5
-#    asserts the two score matrices differ. The formula also leaves the softmax axis
+#    is fed $X + P_{\mathrm{pos}}$) projects the sum: $Q = W_Q(X+P_{\mathrm{pos}})$. `001`'s own line
+#    just before, $x_i' = x_i + p_i$, is that usual form, so its formula does not follow from it. The
+#    cell in section 5 asserts the two score matrices differ. The formula also leaves the softmax axis
 #    unstated; in its column convention it must run over the keys (`dim=0`).
 # 2. **Projected twice.** `001`'s demo applies three `nn.Linear` layers and then
 #    `nn.MultiheadAttention`, which projects again. Harmless but redundant: section 5 folds
