@@ -1026,7 +1026,8 @@ print(f"vs the interleaved layout: differs by up to {hf_far:.1f}")
 #
 # Pair j completes a turn every 2π/θ_j positions: its **wavelength**. The first pair
 # (θ₀ = 1) repeats every 2π ≈ 6.3 positions; the last, θ_{d/2−1} = base^(−(d−2)/d), every
-# 2π·base^(1−2/d) positions — just under 2π·base. Fast pairs resolve neighbours; slow
+# 2π·base^(1−2/d) positions, base^(2/d) times less than 2π·base: close to it only for wide heads
+# (13 % under at d = 128, ten times under at d = 8, as the table shows). Fast pairs resolve neighbours; slow
 # pairs change little over a whole context.
 
 # %% slideshow={"slide_type": "fragment"}
@@ -1038,6 +1039,8 @@ wl = pl.rope_wavelengths(128)
 torch.testing.assert_close(wl[0], torch.tensor(2 * math.pi, dtype=F64))
 torch.testing.assert_close(wl[-1], torch.tensor(2 * math.pi * 10000 ** (1 - 2 / 128), dtype=F64))
 assert wl[-1] < 2 * math.pi * 10000 and bool((wl.diff() > 0).all())
+assert round(1 - wl[-1].item() / (2 * math.pi * 10000), 2) == 0.13  # d = 128: 13 % under 2π·base
+assert abs(pl.rope_wavelengths(8)[-1].item() * 10 - 2 * math.pi * 10000) < 1e-6 * 2 * math.pi * 10000  # d = 8: a tenth
 
 # %% slideshow={"slide_type": "fragment"}
 fig, ax = viz.figure(width=4.8, height=3.2)
@@ -1678,6 +1681,7 @@ print("near position 90000 the angles then differ by at most 2^-7 rad and the bf
 # | `000` | RoPE "对embedding向量做一个角度旋转" (turns the embedding vector) | RoPE turns q and k after the projections, in every layer; the embeddings are left as they are | §4 (its first cell) |
 # | `000` | pairs are used because "a d-dimensional rotation is too complex" | R_m is a d-dimensional rotation; every relative family exp(mA) is 2 × 2 pairs in a basis that W_q and W_k absorb | §3 |
 # | `003` (positional-embedding notes, RoPE formula) | key R W_k x_m | R W_k x_n | §6d |
+# | `003` (notes) | RoPE acts only on q and k, so every attention layer generally needs it | a precision, not an error: "generally" is right; turning q and k in every layer is the usual design; §4 answers why and shows, with a control, that it is a design choice, not a necessity | §4 |
 # | `003` (code comment) | `torch.sin(pos_emb).T.flatten()` "same as" the repeated sin table | at that line `pos_emb` is (batch, heads, seq, d): `.T` reverses all four axes and `.flatten()` gives a 1-D vector of batch·heads·seq·d numbers; the table is `pos_emb[..., ::2].repeat_interleave(2, dim=-1)` | §6d |
 #
 # None of this changes the method: each source's *code* computes correct RoPE, as §5 and §6 show by
