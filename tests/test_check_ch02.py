@@ -289,6 +289,8 @@ def test_gray_wave_accepts_the_wave_in_several_forms(capsys):
     (lambda k: (2 ** (k + 2), 2**k + 0.5) if k < 4 else (2 ** (k + 2), 2**k - 0.5), "a pattern of the first bits"),
     (lambda k: (2 ** (k + 2), 2**k + 0.5) if k < 4 else (2 ** (k + 2), 2.0**k + 1.5), "a pattern of the first bits"),
     (lambda k: (3 * 2**k, 2**k), "does not give the Gray bit"),
+    (lambda k: (2 ** (k + 1), 2**k / 2 + 0.5), "the period of bit b of the binary code"),  # binary's period, moved
+    (lambda k: (-(2 ** (k + 1)), 0.25), "the period of bit b of the binary code"),
     (lambda k: 2 ** (k + 2), "a pair (P, s)"),
     (lambda k: (0, 0.5), "a pair (P, s)"),
     (lambda k: (float("inf"), 0.5), "a pair (P, s)"),

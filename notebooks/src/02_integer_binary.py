@@ -226,8 +226,13 @@ with torch.no_grad():
 
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# The swamping measured above is what a model with no LayerNorm between the sum and the first
-# attention sees, such as the original post-LN Transformer (Vaswani et al., 2017, §3.4–3.5: token
+# In one sentence: a model with no LayerNorm before its first attention loses $i\cdot\mathbf 1$ at
+# its first LayerNorm, but not the code's trace in the attention output. The rest of this cell
+# and the cell below are **Going further** (optional reading; the main line resumes at the figure
+# after them).
+#
+# **Going further.** The swamping measured above is what a model with no LayerNorm between the
+# sum and the first attention sees, such as the original post-LN Transformer (Vaswani et al., 2017, §3.4–3.5: token
 # embeddings scaled by $\sqrt d$, the code added). Its first LayerNorm, after the residual sum
 # $h + \mathrm{Attn}(h)$, removes $i\cdot\mathbf 1$, but not the code's trace in the attention
 # output: with values $v_j = W_v^\top(x_j + j\cdot\mathbf 1)$, the output at position $i$ holds
@@ -515,8 +520,8 @@ fig
 # 2. **Adding is fine for size, not behind a LayerNorm**: the bounded code does not swamp the
 #    token, but a LayerNorm after the sum erases its share of ones, and where the bits fill every
 #    feature it merges positions 0 and $2^d - 1$ (the previous subsection).
-# 3. **`002` mixes up two lengths.** In its own code `max_len` is the size of the table
-#    (`torch.zeros(max_len, d_model)`), a constant, so $i\cdot\mathbf 1$ divided by `max_len` has
+# 3. **`002` uses `max_len` for the sentence length $m$**, a loose word. In its own code
+#    `max_len` is the size of the table (`torch.zeros(max_len, d_model)`), a constant, so $i\cdot\mathbf 1$ divided by `max_len` has
 #    the same step in every sentence; the step that changes with the length belongs to §2's code,
 #    divided by the sentence's own length $m$. Dividing by a fixed `max_len` has faults of its
 #    own (a step of 1/`max_len` of a token, erased by a LayerNorm, values above 1 past `max_len`),
@@ -634,7 +639,7 @@ print("binary code, offsets k with an exact affine fit:", exact)
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # **A look ahead to chapter 3.** There the sinusoids' linear map turns out to be a rotation. A
 # rotation keeps dot products, so their $p_i\cdot p_j$ depends on $j - i$ alone; $p_i^\top W p_j$
-# does so only when $W$ commutes with the rotations (chapter 3 derives this condition), and a
+# does so when $W$ commutes with the rotations (chapter 3 shows when exactly), and a
 # random $W$ loses it. The cell checks $W = I$, a $W$ that commutes (a scaled rotation on each
 # pair) and the random $W$ of the linear test.
 
@@ -852,8 +857,9 @@ misfit_widget
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # **The answer.** Like the binary code, the Gray code fits exactly at $k = 16$ on the 64-row
-# table and not on the 128-row table (7 bits). For $k = 16$ on 6 and 7 bits, that is an effect of
-# where the table ends, not of the codes' steps. The cell checks both codes on both tables.
+# table and not on the 128-row table (7 bits). For $k = 16$ on 6 and 7 bits, that is consistent
+# with an effect of where the table ends (§4 shows it for the binary code), not of the codes'
+# steps. The cell checks both codes on both tables.
 
 # %% slideshow={"slide_type": "fragment"}
 assert pl.affine_shift_residual(B6, 16) < 1e-9 and pl.affine_shift_residual(G6, 16) < 1e-9  # k = 16: both fit ...
@@ -1056,19 +1062,21 @@ fig
 #   make that likely, not certain). The statistics:
 #   * A signed mean can hide a pattern (pairs alike and pairs opposite cancel), so the cell fits
 #     every trained row as $E_i \approx a\cos(\pi i/2) + b\sin(\pi i/2)$ (least squares over the
-#     32 rows). The fit explains 70–80% of the rows' squared length, against 5–6% for the same rows
-#     before training ($E_{\text{init}}$), with $\lvert\cos(a, b)\rvert < 0.1$ and
-#     $\lVert a\rVert / \lVert b\rVert$ between 0.9 and 1.1 (both printed).
+#     32 rows). The fit explains between 65% and 85% of the rows' squared length, against 5–7% for
+#     the same rows before training ($E_{\text{init}}$), with $\lvert\cos(a, b)\rvert < 0.1$ and
+#     $\lVert a\rVert / \lVert b\rVert$ between 0.9 and 1.1 (all printed). The small
+#     $\lvert\cos(a, b)\rvert$ largely restates the phases above (rows 1 apart near orthogonal): it
+#     is not independent evidence.
 #   * For one seed that would say little: two random directions in 32-D have $\lvert\cos\rvert$ of
 #     typical size $1/\sqrt{32} \approx 0.18$, below 0.1 in about 40% of random pairs, and two random
 #     vectors' lengths are within 10% of each other about as often (the cell draws 1000 triples of
 #     pairs). The three seeds together say more: a random triple has all three $\lvert\cos\rvert$ as
-#     small as the seeds' in about 2% of the triples, and all three ratios as close to 1 in about
-#     1.5% (printed).
+#     small as the seeds' in 1.5–2.5% of the triples, and all three ratios as close to 1 in 1–2%
+#     (printed).
 # * **Neighbours.** The mean $\lvert\cos\rvert$ of neighbours $E_i, E_{i+1}$ is below 0.09 for
 #   every seed, against 0.13–0.2 for the same rows before training. Over all pairs of rows one
 #   phase apart it is below 0.09 for seeds 0 and 1; for seed 2 it is above its value before
-#   training (both printed). Of the 20–30% the fit leaves, the other period-4 parts (a constant
+#   training (both printed). Of what the fit leaves, the other period-4 parts (a constant
 #   and $\cos(\pi i)$) explain little: fitted too, they still leave over 10% of every seed's rows
 #   (printed), a part that is not period 4 and that this chapter does not analyse.
 #

@@ -306,6 +306,7 @@ def gray_wave(fn: Any) -> bool | None:
                 f"(b = {k} here); find them from the bit's runs instead"))
             return
         failed, only_at_zero, binary_k, binary_next, opposite = [], True, True, True, True
+        binary_period = True  # every period is binary bit b's, 2^(b+1)
         for k in GRAY_BITS:
             answer = answers[k,]
             pair = tuple(answer) if isinstance(answer, (tuple, list)) else None
@@ -315,6 +316,7 @@ def gray_wave(fn: Any) -> bool | None:
                               f"P not 0, got {answer!r:.60}")
                 return
             period, shift = exact
+            binary_period &= abs(period) == 2 ** (k + 1)
             wrong = False
             for i in _gray_positions(k):
                 below, zero = _below_zero(period, shift, i)
@@ -335,6 +337,9 @@ def gray_wave(fn: Any) -> bool | None:
             yield False, "fn(b) gives bit b of the binary code (section 5's wave), not bit b of the Gray code"
         elif binary_next:
             yield False, "fn(b) gives bit b + 1 of the binary code, not bit b of the Gray code"
+        elif binary_period:
+            yield False, ("fn(b)'s period is 2^(b+1), the period of bit b of the binary code; Gray bit b does not "
+                          "repeat that often: count its runs of 0s and 1s in a table of the code")
         elif opposite:
             yield False, "fn(b) gives the opposite of the Gray bit at every position: 0 where it is 1, 1 where it is 0"
         elif only_at_zero:
