@@ -645,3 +645,39 @@ def test_far_share_matches_the_first_layer_of_the_grammar_models():
     far = torch.tensor(ex.attention_heads(ex.load_results(), "grammar", "alibi", 512, "far"))  # [seed][layer][head]
     first_layer = far[:, 0, 2:].median(0).values.tolist()
     assert all(abs(m - p) < 0.02 for m, p in zip(first_layer, prior))
+
+
+def shared_by_targeted_scan(p, k):
+    """Review r17: a search that already knows where to look (just above 2^p), with rounding by hand, passes: the
+    prompt claims only that a search from the start runs out of steps."""
+    return next(2**p + c for c in range(4) if stored_by_hand(2**p + c - 2, p) == stored_by_hand(2**p + c - 1, p))
+
+
+def test_alibi_shared_bias_accepts_a_targeted_scan(capsys):
+    assert check.alibi_shared_bias(shared_by_targeted_scan) is True
+    assert "all correct!" in capsys.readouterr().out
+
+
+def far_share_midpoint(slopes, T, L, n=2000):
+    """Review r17: a midpoint-rule integral of e^-mx over [0, T) and [T, L) (n bins each, each cut where m x passes
+    60). The sum's ratio (g^T - g^L) / (1 - g^L) equals the integral's (e^-mT - e^-mL) / (1 - e^-mL) exactly, so no
+    slope separates the two; the prompt says the shares, not the route, are graded."""
+    u = torch.arange(n, dtype=torch.float64).add_(0.5)  # bin midpoints, in bins
+    out = []
+    for m in slopes.tolist():
+        def integral(a, b):
+            b = min(b, a + 60 / m)
+            h = (b - a) / n
+            return math.exp(-m * a) * h * float(torch.exp(u * (-m * h)).sum())
+        far, near = integral(T, L), integral(0, T)
+        out.append(far / (near + far))
+    return out
+
+
+def test_far_share_accepts_a_fine_numerical_integral(capsys):
+    for m in (1.0, 3.0):  # steep slopes: sum and integral still give one share
+        sum_share = sum(math.exp(-m * d) for d in range(4, 40)) / sum(math.exp(-m * d) for d in range(40))
+        integral_share = (math.exp(-m * 4) - math.exp(-m * 40)) / (1 - math.exp(-m * 40))
+        assert sum_share == pytest.approx(integral_share, rel=1e-12)
+    assert check.alibi_far_share(far_share_midpoint) is True
+    assert "all correct!" in capsys.readouterr().out
