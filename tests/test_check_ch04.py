@@ -408,6 +408,23 @@ def test_every_check_has_an_exact_tie():
         cases = ch04._last_bucket_cases(random.Random(draw))
         nb, md, bidir = cases[-2]
         assert exact_tie(nb, md, bidir) and 65 <= md <= 10**5  # a float walk over the rule may miss it by one
+        assert last_bucket_plain_ceil(nb, md, bidir) == last_bucket_closed_form(nb, md, bidir) + 1  # a ceil is past
+
+
+def test_tie_case_is_drawn_where_a_plain_ceil_is_refused():
+    """Cold read r17: of the 294 ties a plain float64 ceil lands one past the exact start in few, so a draw from
+    all of them rarely refused it. Every tie the checker draws now refuses it (one past the exact start and past
+    T5's own float32 start), and the closed form with the tie rounding passes there."""
+    ties, refusing = ch04._tie_settings(), ch04._refusing_tie_settings()
+    assert len(ties) == 294 and 10 <= len(refusing) < len(ties)
+    for nb, md, bidir in refusing:
+        assert not ch04._starts_last(last_bucket_plain_ceil(nb, md, bidir), nb, md, bidir)
+        assert ch04._starts_last(last_bucket_closed_form(nb, md, bidir), nb, md, bidir)
+
+
+def test_t5_last_bucket_refuses_plain_ceil_at_every_check():
+    """The finding's measure: 30 checks, each drawing its own settings: a plain float64 ceil is refused in all."""
+    assert all(check.t5_last_bucket(last_bucket_plain_ceil) is False for _ in range(30))
 
 
 @pytest.mark.parametrize("wrong", [

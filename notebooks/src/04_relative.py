@@ -238,8 +238,8 @@ print("query-minus-key rows are the key-minus-query rows of the flipped table")
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### The four terms on a small example
 #
-# A segment of 4 queries with a memory of 2 keys: 6 keys in all. Terms (b) and (d) are computed only
-# for keys the query may see ($j \le M + i$): XL is a causal language model, so it needs $R$ for the
+# A segment of $Q = 4$ queries with a memory of $M = 2$ keys: $K = M + Q = 6$ keys in all. Terms (b)
+# and (d) are computed only for keys the query may see ($j \le M + i$): XL is a causal language model, so it needs $R$ for the
 # distances $0, \dots, K - 1$ only (a model that also looks ahead needs more, as XLNet shows below).
 # Term (c) is the same for every query (a row vector repeated): it says which keys are worth attending
 # to whatever the query is. Each panel is drawn on its own scale (divided by its largest entry).
@@ -363,8 +363,7 @@ fig
 #
 # T5 drops position vectors altogether: each head $h$ adds a learned **scalar** $b_h(\text{bucket}(j - i))$
 # to the score. The bucket of an offset comes from two numbers, `num_buckets` and `max_distance`
-# (T5's defaults: 32 and 128), in three steps (`pl.t5_relative_bucket`; tests/test_crosscheck.py checks
-# it against transformers' T5 bucketing in both modes):
+# (T5's defaults: 32 and 128), in three steps (`pl.t5_relative_bucket`):
 #
 # 1. **Direction.** A *bidirectional* (encoder) bias splits the buckets into two halves of
 #    $B = \text{num\_buckets}/2$: a key at or before the query ($j \le i$) uses buckets $0, \dots, B-1$, a
@@ -382,8 +381,8 @@ fig
 # bucket. Only roughly: the edges are floored to whole distances, so a far bucket can be as wide as the one
 # before it, or even narrower. With T5's defaults, the encoder's buckets 8 and 9 both hold 4 distances,
 # and the decoder's bucket 17 holds 2 where bucket 16 holds 3 (checked two cells down). The next cell
-# writes the formula out in plain Python, one offset at a time, and checks the library against it for
-# every offset up to ±300, in both modes.
+# writes the formula out in plain Python, one offset at a time, and checks the library against it and
+# against transformers' `T5Attention._relative_position_bucket` for every offset up to ±300, in both modes.
 
 # %%
 def t5_bucket_by_formula(offset: int, num_buckets: int, max_distance: int, bidirectional: bool) -> int:
@@ -398,11 +397,16 @@ def t5_bucket_by_formula(offset: int, num_buckets: int, max_distance: int, bidir
     return upper + min(B - 1, e + math.floor(math.log(n / e) / math.log(max_distance / e) * (B - e)))
 
 
+from transformers.models.t5.modeling_t5 import T5Attention  # T5's bucketing as transformers ports it
+
 span300 = torch.arange(-300, 301, device=device)
 for nb_, maxd_, bidir in ((16, 32, True), (16, 32, False), (32, 128, True), (32, 128, False)):
     lib = pl.t5_relative_bucket(span300, num_buckets=nb_, max_distance=maxd_, bidirectional=bidir).tolist()
     assert lib == [t5_bucket_by_formula(o, nb_, maxd_, bidir) for o in span300.tolist()], (nb_, maxd_, bidir)
-print("library == formula for offsets -300..300: 16/32 and 32/128 buckets/max_distance, both modes")
+    hf = T5Attention._relative_position_bucket(span300, bidirectional=bidir, num_buckets=nb_, max_distance=maxd_)
+    assert lib == hf.tolist(), (nb_, maxd_, bidir)
+print("library == formula == transformers' T5 for offsets -300..300: 16/32 and 32/128 buckets/max_distance,",
+      "both modes")
 
 # %%
 nb, maxd = 16, 32  # 8 per direction: distances 0..3 exact, 4 log buckets
@@ -586,6 +590,9 @@ print(f"far buckets hold {mean_far_width(32, 128):.1f} distances on average at 3
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5. DeBERTa: content and position, disentangled
+#
+# *Core: the score, its $\sqrt{3d}$ and which row of $q^r$ p2c reads (up to the first aside; Exercise 4
+# builds on it). The three asides after that are optional.*
 #
 # DeBERTa (He et al., ICLR 2021) keeps content and position in separate vectors all the way into the
 # score. The positions are a table $P_\text{rel}$ of $2k$ relative embeddings (not chapter 3's
@@ -1261,7 +1268,9 @@ _ = check.deberta_tied_rows(tied_rows)
 # 6. **"Absolute encodings are fixed and not trainable, and limit the sequence length"** (`004`, §1:
 #    绝对位置编码对能处理的序列长度有限制): sinusoids are fixed, but learned absolute tables (BERT, GPT-2;
 #    `pl.LearnedPositionalEncoding`) are trained; and only such a table has a hard cap, its `max_len` rows,
-#    while sinusoids compute at any length. The cell after this list checks.
+#    while sinusoids compute at any length. No hard cap is not extrapolation: whether a model trained short
+#    works longer is measured in chapter 7 (sinusoids and a learned table among others, trained at 64
+#    tokens, tested up to 512) and read in chapter 6. The cell after this list checks.
 # 7. **The second $b_{i,j}$ equation**,
 #    $q_m^\top k_n = x_m^\top W_q^\top W_k x_n + p_m^\top U_q^\top U_k p_n + b_{i,j}$: absolute positions
 #    with projections $U_q, U_k$ of their own (untied from $W_q, W_k$) plus a relative bias. The source
@@ -1279,6 +1288,11 @@ _ = check.deberta_tied_rows(tied_rows)
 #    true of Shaw's tables, T5's scalars and DeBERTa's relative table (§7 counts it), not of the others.
 #    XL's $R$ is a fixed sinusoid (what trains is $W_{k,R}$, $u$, $v$), ALiBi's slopes are fixed and RoPE
 #    has no parameters; the cell checks.
+# 10. **"By theoretical analysis, the middle two terms suffice"** (`004`, §2:
+#    经理论分析，……公式6的中间两项，足以表达相对位置关系):
+#    DeBERTa gives no analysis for dropping position–position; its case is one informal sentence (§3.1):
+#    with relative positions that term adds little information, so it is removed. §5's score keeps the
+#    three terms (the cell checks that `pl.deberta_scores` is their sum over $\sqrt{3d}$).
 
 # %%
 W_q1, W_kE1 = torch.randn(4, 8).to(device), torch.randn(4, 8).to(device)  # d_head 4, d_model 8 (erratum 1)
@@ -1303,5 +1317,13 @@ assert not list(pl.SinusoidalPositionalEncoding(4, max_len=8).parameters())  # t
 assert not pl.xl_relative_sinusoids(8, 4).requires_grad  # XL's R: a function of the distance, nothing to train
 assert n_params(pl.RotaryEmbedding(4)) == n_params(pl.ALiBi(4)) == 0
 assert enc_v1.rel_embeddings.weight.requires_grad and enc_v3.rel_embeddings.weight.requires_grad  # DeBERTa's: trained
+from posenc_lib.experiments import extrapolation as ex  # erratum 6: chapter 7's train-short, test-long results
+
+ex_cfg = ex.load_results()["config"]
+assert ex_cfg["train_len"] == 64 and ex_cfg["train_len"] * max(ex_cfg["eval_multiples"]) == 512
+assert all({"sinusoidal", "learned"} <= set(t["methods"]) for t in ex.load_results()["tasks"].values())
+qc10, kc10, qr10, kr10 = (torch.randn(5, 4).to(device) for _ in range(4))  # erratum 10: 5 tokens, k = 2
+assert_close(pl.deberta_scores(qc10, kc10, qr10[:4], kr10[:4]) * math.sqrt(3 * 4),
+             sum(pl.deberta_terms(qc10, kc10, qr10[:4], kr10[:4])))  # c2c + c2p + p2c, no position-position
 print("learned absolute table: 32 trainable numbers, 8 positions at most; sinusoidal: none, any length;",
       "XL's R, RoPE, ALiBi: none; DeBERTa's relative table: trainable")

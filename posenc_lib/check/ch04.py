@@ -10,6 +10,8 @@ at the answer and one below it, and a row's tied set by the ties read off DeBERT
 """
 from __future__ import annotations
 
+import functools
+import math
 import random
 from typing import Any, Callable, Iterator
 
@@ -225,19 +227,36 @@ def _last_bucket_cases(rng: random.Random) -> list[tuple[int, int, bool]]:
 def _tie_settings() -> list[tuple[int, int, bool]]:
     """Settings whose last bucket starts exactly on the edge: max_distance = e t^(B-e) puts the bound
     e (max_distance/e)^((B-1-e)/(B-e)) at the whole number e t^(B-1-e), where a float ceil may land one past."""
+    return [setting for setting, _ in _ties()]
+
+
+def _ties() -> list[tuple[tuple[int, int, bool], float]]:
+    """Each tie setting with its bound as float64 arithmetic gets it: with m = B - e, max_distance/e is t^m
+    exactly and the exponent is (m-1)/m, so this float is the one a reader's float64 closed form computes."""
     out = []
     for per_direction in range(4, 17):
         e = per_direction // 2
+        m = per_direction - e
         for t in range(2, 40):
-            max_distance = e * t ** (per_direction - e)
+            max_distance = e * t ** m
             if 65 <= max_distance <= 10**5:
-                out += [(2 * per_direction, max_distance, True), (per_direction, max_distance, False)]
+                as_float = e * float(t ** m) ** ((m - 1) / m)
+                out += [((2 * per_direction, max_distance, True), as_float),
+                        ((per_direction, max_distance, False), as_float)]
     return out
 
 
+@functools.lru_cache(maxsize=1)
+def _refusing_tie_settings() -> tuple[tuple[int, int, bool], ...]:
+    """The ties where a plain float64 ceil lands one past both the exact start and T5's own float32 start,
+    so that the check refuses it (at most ties the float lands on or below the whole number: a ceil is right)."""
+    return tuple(s for s, as_float in _ties() if not _starts_last(math.ceil(as_float), *s))
+
+
 def _tie_case(rng: random.Random) -> tuple[int, int, bool]:
-    """One hidden setting with an exact tie (the edge a whole distance): only the exact start is right there."""
-    return rng.choice(_tie_settings())
+    """One hidden setting with an exact tie (the edge a whole distance) where a plain float64 ceil is one past:
+    only the exact start (or T5's float32 one) is right there."""
+    return rng.choice(_refusing_tie_settings())
 
 
 EXACT_UP_TO = 10**6  # max_distance up to which an answer may also agree with the library's float32 buckets
