@@ -409,10 +409,10 @@ print(f"full score: {near.item():+.4f} (3 apart), {far.item():+.4f} (3000 apart)
 # interleaved rotation (`apply_rotary_pos_emb_interleave`) against ours. It also reads the shared
 # key off a tiny `DeepseekV3Attention`: the projection that makes the latent and the rotated key
 # has `kv_lora_rank` + `qk_rope_head_dim` outputs, one rotated key for all heads, where the query
-# projection has a whole head's features, content and rotated, for every head. Where the rotated features sit inside each head can only be
-# seen by running the module: `tests/test_upstream_claims.py`
-# (`test_ch08_deepseek_v3_rotates_the_last_features_with_one_key_for_every_head`) checks it, and the
-# shared key, against the locked transformers.
+# projection has a whole head's features, content and rotated, for every head. Where the rotated
+# features sit inside each head is checked, with the shared key, by running the module of the locked
+# transformers in `tests/test_upstream_claims.py`
+# (`test_ch08_deepseek_v3_rotates_the_last_features_with_one_key_for_every_head`).
 
 # %% slideshow={"slide_type": "fragment"}
 heads, nope, rope_dim, T = 4, 6, 4, 5  # tiny MLA head: 6 content features, then 4 rotated ones
@@ -519,11 +519,9 @@ print("score at (m, n) = (0, 0), (5, 2), (900, 10), (10, 900):", [round(s, 4) fo
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The wavelengths of both forms for a 128-feature head, against a context of 8192 tokens.
-# Partial RoPE squeezes the whole range of wavelengths into fewer pairs; proportional RoPE
-# keeps the fastest pairs as they were and leaves the others still (a zero frequency has an
+# Partial RoPE squeezes the whole range of wavelengths into fewer pairs (a zero frequency has an
 # infinite wavelength: those pairs are not drawn). The title counts, for each form, the rotated
-# pairs that complete a turn within the context. The figure starts at $p = 1$, where both forms
-# are the full RoPE.
+# pairs that complete a turn within the context. The figure is drawn at $p = 0.25$ and base $10^4$.
 #
 # Before you move the sliders, predict: for $p$ from 0.125 to 0.5 and a base from $10^3$ to
 # $10^6$ (the base slider's range), the share of each form's rotated pairs that completes a turn
@@ -563,20 +561,21 @@ def draw_fraction(fig, p=0.25, base=1e4, **_):
 
 
 fig = Figure(figsize=(6.4, 3.4))
-_ = draw_fraction(fig, p=1.0, base=1e4)
+_ = draw_fraction(fig, p=0.25, base=1e4)
 fig
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
 fraction_widget = viz.InteractiveFigure(
     draw_fraction,
     figsize=(6.4, 3.4),
-    p=widgets.FloatSlider(value=1.0, min=0.125, max=1.0, step=0.125, description="fraction p"),
+    p=widgets.FloatSlider(value=0.25, min=0.125, max=1.0, step=0.125, description="fraction p"),
     base=widgets.FloatLogSlider(value=1e4, base=10, min=3, max=6, step=0.5, description="base"),
 )
 fraction_widget
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# The answer: proportional RoPE's share is all of its rotated pairs at every base of the slider,
+# The answer: proportional RoPE keeps the fastest pairs as they were and leaves the others still,
+# so its share is all of its rotated pairs at every base of the slider,
 # for every $p$ up to 0.5 (it keeps only the fastest pairs, and those turn; past $10^6$ that stops
 # holding, which is why the slider ends there). Partial RoPE's share is set by
 # the base far more than by $p$: over these $p$ it stays between 78 and 88 % at base $10^4$ and
@@ -599,9 +598,10 @@ for b, (low, high) in {1e4: (0.78, 0.88), 1e6: (0.53, 0.62)}.items():
     assert (round(min(part_shares), 2), round(max(part_shares), 2)) == (low, high), part_shares
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# ### Fast pairs carry position, slow pairs carry meaning
+# ### Fast pairs can carry position, slow pairs can carry meaning
 #
-# Barbero et al. ("Round and Round We Go! What makes Rotary Positional Encodings useful?",
+# What follows is a constructed illustration of the mechanism, not Barbero et al.'s measurement
+# on a trained model. Barbero et al. ("Round and Round We Go! What makes Rotary Positional Encodings useful?",
 # 2025) looked inside Gemma 7B and found that its queries and keys put most of their norm
 # in the *lowest* frequencies, used as channels for content (a slow pair turns little over the
 # distances checked below, so a match there survives them; over about 47 000 tokens even the
@@ -665,8 +665,7 @@ for name in u:
 # the slow one keeps more than 80% of its score over 2048 tokens (more than 85% in 92% of the
 # draws). How large the fast margin is depends on $u$; that the slow pairs cannot point at a
 # position does not. Fast pairs can point at a position; slow pairs can hold a meaning over a
-# long distance. (A constructed illustration of the mechanism, not Barbero et al.'s
-# measurement on a trained model.)
+# long distance.
 
 # %% slideshow={"slide_type": "fragment"}
 def margin(pv):
@@ -1664,8 +1663,8 @@ for name, report in diagnoses.items():
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Each is named, and each shows its own symptom (asserted below):
 # * the **layout** mix-up is exact at position 0 (where $R_0 = I$) and wrong from position 1 on,
-#   worse with distance; its scores still depend only on $m - n$, which is why a model served this
-#   way still runs and only degrades;
+#   worse with distance; its scores still depend only on $m - n$, so a model served this way runs
+#   without an error (its quality is not measured here);
 # * the **forgotten offset** is right on every probe whose positions start at 0 (a prompt) and
 #   wrong on every probe that starts later (a cache, a second sequence of the batch, a decoded token);
 # * the **doubled factor** is a constant factor at every position, position 0 included: the
@@ -1724,7 +1723,8 @@ assert "turns with R_{m−n} where the reference's turns with R_m^T R_n = R_{n�
 assert transformers_llama.ok and transformers_llama.relative and len(transformers_llama.probes) == 10
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **What the config does not say is not assumed.** Qwen3-VL's config says its MRoPE sections are
+# **What the config does not say is not assumed.** (MRoPE, `pl.apply_rope_nd` and `pl.mrope_positions`
+# are chapter 9's.) Qwen3-VL's config says its MRoPE sections are
 # *interleaved* (`mrope_interleaved`: pairs go to the axes $t, h, w$ in turn); Qwen2-VL's were
 # contiguous blocks. A kernel written for Qwen2-VL gives the right numbers on every text token,
 # whose three coordinates are equal, and wrong ones on an image (cited, not checked here:
@@ -1831,7 +1831,7 @@ _ = check.cache_rotations(cache_rotations)
 # by one number $c$. Write `query_scale(mscale, mscale_all_dim, factor)` returning the $c$ with
 # which the engine computes exactly DeepSeek's scores for these settings and the YaRN factor
 # $s$ = `factor` $> 1$ (at $s = 1$ nothing is scaled), or NaN where no number does. §3 gave the
-# two multipliers for DeepSeek-V3's settings, where the two agree; what is graded is what no cell
+# two multipliers for DeepSeek-V3's settings; what is graded is what no cell
 # above states: for which settings one number can do both jobs. The checker draws
 # twelve new settings at every check and says only which kind of mistake it saw, never on which
 # settings (the library's frequency functions refuse to run inside your function: the checker reads
