@@ -34,8 +34,9 @@
 # typo, which it copies from RoFormer (Su et al., 2021). Every correction is proved in a cell
 # and listed at the end.
 #
-# Notation and signs (0-based positions, offsets $j - i$ as key minus query, bit and pair
-# orders) follow the course's [conventions page](00_index.ipynb#Conventions).
+# Notation and signs (0-based positions, offsets as key minus query, bit and pair orders) follow
+# the course's [conventions page](00_index.ipynb#Conventions). That page writes an offset $j - i$;
+# this chapter writes $n - m$ (query at $m$, key at $n$), since here $j$ counts pairs.
 
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline
@@ -77,7 +78,9 @@ torch.set_printoptions(precision=4, sci_mode=None)
 # of 113 whole turns) have pair-0 codes only $6.0\cdot10^{-5}$ apart; the slower pairs set them far
 # apart (by 9.95 in a $d = 128$ code). That is what the slow pairs are for.
 # These are exactly the frequencies RoPE uses in chapter 5, so they live in one function,
-# `pl.rope_frequencies`. Written out for $d = 10$:
+# `pl.rope_frequencies`. Written out for $d = 10$, and the table built from them once by hand for 4
+# positions (every angle $i\,\theta_j$ as an outer product, its sine and cosine, interleaved into
+# columns $2j$ and $2j+1$), checked against the library's `pl.sinusoidal_positions`:
 
 # %% slideshow={"slide_type": "fragment"}
 d = 10
@@ -92,6 +95,9 @@ assert torch.unique(pair0, dim=0).shape[0] == 100_000  # no two rows equal
 gaps = torch.cdist(pair0[:1], pair0[1:]).flatten()  # how close pair 0 puts every position to position 0
 assert gaps.argmin().item() + 1 == 710 and round(gaps.min().item(), 6) == 6.0e-5  # distinct, but crowded
 assert round((pl.sinusoidal_positions(711, 128, dtype=torch.float64)[[0, 710]].diff(dim=0)).norm().item(), 2) == 9.95
+angles = torch.outer(torch.arange(4.0), theta)  # row i, column j: the angle i θ_j
+by_hand_table = torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1)  # sin, cos of pair 0, then pair 1, ...
+torch.testing.assert_close(by_hand_table, pl.sinusoidal_positions(4, d))
 print("theta_j for d = 10:", theta)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -278,7 +284,9 @@ fig
 #
 # The paper picked sinusoids hoping the model could learn to attend by *relative* position,
 # because for every fixed offset $k$ the code $p_{i+k}$ is a linear function of the code $p_i$.
-# Here is the proof. Fix pair $j$ and write $a = i\,\theta_j$ (where
+# Source `002` cites Timo Denk's post
+# [Linear Relationships in the Transformer's Positional Encoding](https://blog.timodenk.com/linear-relationships-in-the-transformers-positional-encoding/)
+# for a proof; here is one. Fix pair $j$ and write $a = i\,\theta_j$ (where
 # position $i$ is) and $b = k\,\theta_j$ (how far we move). The angle-addition formulas
 #
 # $$\sin(a+b) = \cos b \,\sin a + \sin b\,\cos a, \qquad \cos(a+b) = -\sin b\,\sin a + \cos b\,\cos a$$
@@ -376,9 +384,12 @@ print(f"201 offsets x 300 positions x 2 layouts: largest error below 1e-9: {wors
 #
 # Could a non-affine function do it? That depends on which positions count. Over all real
 # positions and a **single** sine column, no function at all can: a sine does not say which angle
-# it came from ($\sin a = \sin(\pi - a)$, and the two angles have cosines of opposite sign). With
-# several sine columns of incommensurate frequencies that argument fails (together they can pin
-# down $i$), so some non-affine function may exist. On the integer positions the answer turns: there
+# it came from ($\sin a = \sin(\pi - a)$, and the two angles have cosines of opposite sign). Two
+# sine columns do not escape it: the $d = 4$ table's sines ($\theta = 1$ and $0.01$) agree at
+# $i = 49\pi \approx 153.94$ and $i + 2\pi$ (the first column has period $2\pi$; in the second the
+# two angles add up to $\pi$), while their targets for $k = 1$ differ by about $6.3 \times 10^{-4}$ in
+# the second column; the next cell checks this. Whether more columns pin $i$ down is not settled
+# here. On the integer positions the answer turns: there
 # one does exist even for a single column, since $\sin i$ never repeats ($\pi$ is irrational), so
 # $\sin i$ names $i$. That is no help to a linear layer.
 #
@@ -398,6 +409,15 @@ print(f"201 offsets x 300 positions x 2 layouts: largest error below 1e-9: {wors
 # test at $d = 256$: 128 sine columns over the same 64 positions, and over 1024.
 
 # %% slideshow={"slide_type": "fragment"}
+theta4 = pl.rope_frequencies(4, dtype=torch.float64)  # the d = 4 table's two frequencies
+torch.testing.assert_close(theta4, torch.tensor([1.0, 0.01], dtype=torch.float64))
+i_a = torch.tensor(49 * math.pi, dtype=torch.float64)  # (π - 2π·0.01) / (2·0.01)
+i_b = i_a + 2 * math.pi
+torch.testing.assert_close(torch.sin(i_a * theta4), torch.sin(i_b * theta4))  # the same sine code ...
+target_gap = (torch.sin((i_a + 1) * theta4) - torch.sin((i_b + 1) * theta4)).abs()
+assert target_gap[0] < 1e-12 and 6.2e-4 < target_gap[1] < 6.4e-4  # ... two targets for k = 1
+print(f"sines at i = {i_a.item():.3f} and i + 2π agree; targets for k = 1 differ by {target_gap[1].item():.2e}")
+
 S = pl.sinusoidal_positions(64, 6, dtype=torch.float64)
 tables = {
     "sin + cos (3 pairs)": S,
@@ -572,7 +592,7 @@ fig
 # already within 0.001 of its limit for $d \to \infty$, the average of $\cos(k\,\text{base}^{-u})$
 # over $u \in [0, 1)$. Compare equal steps, a factor 4, by the largest gap to the curve of
 # $d = 128$, base 10000, over the figure's offsets $0 \le k \le 500$: $d$ from 128 to 512 moves it
-# by 0.13 (at $k = 468$: 0.14 and 0.27, where the coarser sampling of $d = 128$ shows), the base
+# by 0.13 (at $k = 468$: 0.14 and 0.27), the base
 # times or divided by 4 by 0.26 and 0.33. So from $d = 128$ up, $d$ matters less than the base;
 # below, it does not: $d = 32$ is 0.34 away, as far as base 2500. The extremes drawn, base 100 and
 # $10^6$, move the curve by up to 0.57.
@@ -704,10 +724,13 @@ print("d = 128, first offset where s(k) < 0:", {f"{b:g}": k for b, k in first_ne
 # $M_1^\top A M_1 = A$, and since $M_1$ is orthogonal, $A M_1 = M_1 A$.
 #
 # A random $W_Q^\top W_K$ is far from such a matrix. The cell checks the steps that rule out blocks
-# across pairs (every pair its own cosine) and give the converse (every $\theta_j$ in $(0, 1]$), then
+# across pairs (every pair its own cosine) and make the codes span $\mathbb{R}^d$ (every $\theta_j$ in
+# $(0, 1]$, so the Vandermonde nodes all differ), then
 # measures, for $d = 128$ and 128 positions, how much the score changes along a diagonal $n - m = k$, as a
 # fraction of the largest score (0 means: offset only), for a random $W_Q^\top W_K$, for a random
-# *symmetric* $A$, and for a random $A$ of the commuting kind; the two random kinds are drawn with ten
+# *symmetric* $A$ (the plain dot product of §6 is $A = I$: symmetric, offset-only, with
+# $s(-k) = s(k)$; so symmetry is the first guess, and the cell shows it is not enough; it also checks
+# $A = I$), and for a random $A$ of the commuting kind; the two random kinds are drawn with ten
 # more seeds each, and every draw changes by more than the largest score.
 #
 # So absolute sinusoids give relative position–position scores only if training finds such an
@@ -732,7 +755,7 @@ d, n_pos = 128, 128  # width, and positions 0 .. n_pos - 1 (n is the key's posit
 cosines = torch.cos(pl.rope_frequencies(d, dtype=torch.float64))
 assert (cosines.diff() > 0).all()  # every pair its own cosine: the step that rules out blocks across pairs
 f128 = pl.rope_frequencies(d, dtype=torch.float64)
-assert (f128 > 0).all() and (f128 <= 1).all()  # θ_j in (0, 1], so θ_j + θ_l in (0, 2]: the converse's step
+assert (f128 > 0).all() and (f128 <= 1).all()  # θ_j in (0, 1], so θ_j + θ_l in (0, 2]: the spanning step
 nodes = torch.polar(torch.ones(d, dtype=torch.float64), torch.cat([f128, -f128]))  # e^(±iθ_j)
 assert (nodes[:, None] - nodes[None, :]).abs().add(torch.eye(d)).min() > 1e-6  # the d nodes all differ
 P = pl.sinusoidal_positions(n_pos, d, dtype=torch.float64)  # row m is p_m, so (P A P^T)[m, n] = p_m^T A p_n
@@ -756,6 +779,7 @@ for seed in range(1, 11):
     other_draws += [diagonal_spread(P @ wq.T @ wk @ P.T), diagonal_spread(P @ (sy + sy.T) @ P.T)]
 assert min(other_draws) > 1
 assert spreads["commuting A"] < 1e-10
+assert diagonal_spread(P @ P.T) < 1e-10  # A = I, the plain dot product: offset only
 token = torch.randn(d, generator=gen, dtype=torch.float64)  # one token, the same at every position
 content_position = (token @ commuting @ P.T).expand(n_pos, n_pos)  # x^T A p_n: row m (query), column n (key)
 spreads["content-position term, commuting A"] = diagonal_spread(content_position)
@@ -876,7 +900,9 @@ print("token entries after × √d: std ≈ 1;  code entries: root mean square �
 # both parts apart in $2d$. What addition gives up is a guarantee that the two stay separable.
 # The control in the cell: the best *linear* read-out of $p_i$ from $x_i + p_i$, for a token drawn
 # from the 1000 rows of §7's std-$d^{-1/2}$ table (scaled by $\sqrt d$) and a position from 0 to
-# 199, misses $p_i$ by about 30% of its length, while from the concatenation a selection recovers it
+# 199, misses $p_i$ by about 30% of its length (43% of the part of $p_i$ that varies with the
+# position: the mean code, the same at every position, carries 52% of $E|p_i|^2$ here), while from
+# the concatenation a selection recovers it
 # exactly ("best" is computed exactly, from the means and second moments of that token and position
 # distribution, and checked on 2000 sampled pairs). The 30% belongs to this setting (random tokens
 # 22.6 long against the code's 16, 200 positions): with tokens half as long it is 17%, with 400
@@ -924,9 +950,14 @@ held_out = (summed @ best_readout.T - code_rows).norm() / code_rows.norm()
 select = torch.cat([torch.zeros(d, d), torch.eye(d)]).double()  # from [x_i, p_i]: keep the second half
 assert torch.equal(torch.cat([tok_rows, code_rows], dim=-1) @ select, code_rows)  # exact, every pair
 assert round(exact_miss, 2) == 0.30 and abs(held_out - exact_miss) < 0.01  # the best read-out: 30% off
+# the mean code's part of E|p|^2, and the same miss against p_i minus the mean code
+mean_share = (code_table.mean(0).square().sum() / code_table.square().sum(-1).mean()).item()
+varying_miss = exact_miss / math.sqrt(1 - mean_share)
+assert (round(mean_share, 2), round(varying_miss, 2)) == (0.52, 0.43)
 print("W_Q [x; p] == W_x x + W_p p: True")
 print(f"best linear read-out of p_i from x_i + p_i: relative error {exact_miss:.2f} over the distribution, "
       f"{held_out:.2f} on 2000 sampled pairs; from [x_i, p_i]: 0 (a selection)")
+print(f"the mean code carries {mean_share:.2f} of E|p_i|^2; against p_i minus it, the miss is {varying_miss:.2f}")
 print(f"the same with tokens half as long: {miss_shorter_tokens:.2f}; with 400 positions: {miss_more_positions:.2f}")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
