@@ -377,7 +377,8 @@ assert released[:12, 0].unique().tolist() == [0, 2, 4]  # 1 s per temporal patch
 # [24, 20, 20]: a citation). transformers' `Qwen3VLConfig` defaults to $5 \cdot 10^5$ (asserted below),
 # so a config that omits the field gets a base ten times smaller.
 # `tests/test_rope_nd.py::test_matches_transformers_qwen_multimodal_rotary`
-# checks both Qwen allocations, at these bases, against transformers' rotary embeddings.
+# checks both Qwen allocations, at these bases, against transformers' rotary embeddings; the cell
+# below repeats that check on one video's positions.
 #
 # The figure: top, each pair's axis (colour) and wavelength $2\pi/\theta_j$; bottom, the
 # score with $q = k = (1,\dots,1)$ when the key moves away from the query along one axis
@@ -388,6 +389,21 @@ assert released[:12, 0].unique().tolist() == [0, 2, 4]  # 1 s per temporal patch
 from transformers import Qwen3VLConfig  # transformers' default, not the released checkpoints' 5e6
 
 assert Qwen3VLConfig().text_config.rope_parameters["rope_theta"] == 5e5
+from transformers.models.qwen2_vl.configuration_qwen2_vl import Qwen2VLTextConfig
+from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLRotaryEmbedding, apply_rotary_pos_emb
+from transformers.models.qwen3_vl.configuration_qwen3_vl import Qwen3VLTextConfig
+from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLTextRotaryEmbedding
+
+video_ids = pl.mrope_positions([("text", 3), ("video", (2, 4, 6)), ("text", 15)], spatial_merge=2)[None]  # (1, 30, 3)
+hf_q = torch.randn(1, 2, 30, 128, generator=torch.Generator().manual_seed(1))  # CPU, float32
+for hf_config, hf_rotary, sections, style, base in (
+        (Qwen2VLTextConfig, Qwen2VLRotaryEmbedding, (16, 24, 24), "contiguous", 1e6),
+        (Qwen3VLTextConfig, Qwen3VLTextRotaryEmbedding, (24, 20, 20), "interleaved", 5e6)):
+    params = {"rope_type": "default", "rope_theta": base, "mrope_section": list(sections)}
+    rotary = hf_rotary(hf_config(hidden_size=256, num_attention_heads=2, head_dim=128, rope_parameters=params))
+    hf_rotated = apply_rotary_pos_emb(hf_q, hf_q, *rotary(hf_q, video_ids.permute(2, 0, 1)))[0]
+    ours = pl.apply_rope_nd(hf_q, video_ids, sections=sections, base=base, layout="half", section_style=style)
+    torch.testing.assert_close(ours, hf_rotated, atol=1e-4, rtol=1e-5)  # float32 angles up to ~30 rad
 assert pl.rope_nd_axes((24, 20, 20), "interleaved")[60:].tolist() == [0, 0, 0, 0]  # Qwen3-VL: pairs 60-63 to t
 # interleaved: an axis after the first may not take more round-robin slots than there are, and the pairs left
 # over go to t, so (4, 6, 6) is refused: h would need slots 1, 4, ..., 16, past the last of the 16 pairs
