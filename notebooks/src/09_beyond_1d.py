@@ -136,7 +136,9 @@ fig
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # `pl.apply_rope_2d` is the "axial" style of `pl.apply_rope_nd`: each axis is its
-# own RoPE of dimension $2\cdot$`sections[i]`, with its own spectrum. A picture makes the
+# own RoPE of dimension $2\cdot$`sections[i]`, with its own spectrum: pair $j$ of axis $i$
+# turns at $\theta_j = b^{-2j/(2\,\text{sections}[i])}$, $j = 0, \dots, \text{sections}[i] - 1$
+# (asserted against `pl.rope_nd_frequencies`). A picture makes the
 # difference plain. With $q = k = (1, \dots, 1)$ each pair contributes $2\cos(\Delta_j\,\theta_j)$
 # (one cosine per coordinate of the pair), so the score is $2\sum_j \cos(\Delta_j\,\theta_j)$,
 # largest at offset 0 ($2 \cdot d/2 = d$; chapter 5's decay curve). Here from the patch at
@@ -152,6 +154,9 @@ GRID_BASE = 100.0  # a small base, so that the decay shows within 8 patches
 torch.testing.assert_close(pl.apply_rope_2d(ones, rows, cols),
                            pl.apply_rope_nd(ones, torch.stack([rows, cols], -1), sections=(d // 4, d // 4),
                                             section_style="axial"))
+for secs in ((d // 4, d // 4), (4, 6, 6)):  # each axis: theta_j = b^(-2j / (2 sections[i])), j < sections[i]
+    spectrum = torch.cat([1e4 ** (-2 * torch.arange(s, dtype=torch.float64) / (2 * s)) for s in secs])
+    torch.testing.assert_close(pl.rope_nd_frequencies(secs, "axial", dtype=torch.float64), spectrum)
 
 
 def grid_map(row: int, col: int, kind: str) -> torch.Tensor:
@@ -224,13 +229,6 @@ for kind, ties in (("axial 2-D", [(2, 0), (3, 1), (4, 0)]), ("raster 1-D", [(2, 
 
 # %% slideshow={"slide_type": "fragment"}
 STYLE_SECTIONS = {"axial": (4, 6, 6), "contiguous": (4, 6, 6), "interleaved": (6, 5, 5)}
-# interleaved: an axis after the first may not take more round-robin slots than there are, and the pairs left
-# over go to t, so (4, 6, 6) is refused: h would need slots 1, 4, ..., 16, past the last of the 16 pairs
-try:
-    pl.rope_nd_axes((4, 6, 6), "interleaved")
-    raise AssertionError("(4, 6, 6) should be refused for the interleaved style")
-except ValueError as err:
-    assert "too many for the interleaved style" in str(err)
 assert pl.rope_nd_axes((6, 5, 5), "interleaved").tolist() == [0, 1, 2] * 5 + [0]  # the leftover pair 15 goes to t
 offsets = torch.randint(-6, 7, (50, 3), generator=g).to(q.device)
 for style, sections in STYLE_SECTIONS.items():
@@ -363,7 +361,8 @@ assert released[:12, 0].unique().tolist() == [0, 2, 4]  # 1 s per temporal patch
 # have all their pairs, and the last four, pairs 60 to 63 (the slowest), all go to $t$. VideoRoPE (Wei et al.
 # 2025, "VideoRoPE: What Makes for Good Video Rotary Position Embedding?") argues the
 # opposite of Qwen2-VL for time ("low-frequency temporal allocation"): give $t$ the
-# *slow* pairs. Their argument (the paper's claims, not reproduced here): fast pairs turn
+# *slow* pairs. Their argument (the paper's claims; the first is checked for one probe below,
+# the test is not reproduced here): fast pairs turn
 # many times over a long video, so the score oscillates with $\Delta t$ and distant frames
 # can score like near ones, and in their needle-in-a-haystack test periodic distractors
 # mislead the fast-$t$ allocation; slow pairs change monotonically over the whole video. We show
@@ -378,7 +377,8 @@ assert released[:12, 0].unique().tolist() == [0, 2, 4]  # 1 s per temporal patch
 # [24, 20, 20]: a citation). transformers' `Qwen3VLConfig` defaults to $5 \cdot 10^5$ (asserted below),
 # so a config that omits the field gets a base ten times smaller.
 # `tests/test_rope_nd.py::test_matches_transformers_qwen_multimodal_rotary`
-# checks both Qwen allocations, at these bases, against transformers' rotary embeddings.
+# checks both Qwen allocations, at these bases, against transformers' rotary embeddings; the cell
+# below repeats that check on one video's positions.
 #
 # The figure: top, each pair's axis (colour) and wavelength $2\pi/\theta_j$; bottom, the
 # score with $q = k = (1,\dots,1)$ when the key moves away from the query along one axis
@@ -389,7 +389,29 @@ assert released[:12, 0].unique().tolist() == [0, 2, 4]  # 1 s per temporal patch
 from transformers import Qwen3VLConfig  # transformers' default, not the released checkpoints' 5e6
 
 assert Qwen3VLConfig().text_config.rope_parameters["rope_theta"] == 5e5
+from transformers.models.qwen2_vl.configuration_qwen2_vl import Qwen2VLTextConfig
+from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLRotaryEmbedding, apply_rotary_pos_emb
+from transformers.models.qwen3_vl.configuration_qwen3_vl import Qwen3VLTextConfig
+from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLTextRotaryEmbedding
+
+video_ids = pl.mrope_positions([("text", 3), ("video", (2, 4, 6)), ("text", 15)], spatial_merge=2)[None]  # (1, 30, 3)
+hf_q = torch.randn(1, 2, 30, 128, generator=torch.Generator().manual_seed(1))  # CPU, float32
+for hf_config, hf_rotary, sections, style, base in (
+        (Qwen2VLTextConfig, Qwen2VLRotaryEmbedding, (16, 24, 24), "contiguous", 1e6),
+        (Qwen3VLTextConfig, Qwen3VLTextRotaryEmbedding, (24, 20, 20), "interleaved", 5e6)):
+    params = {"rope_type": "default", "rope_theta": base, "mrope_section": list(sections)}
+    rotary = hf_rotary(hf_config(hidden_size=256, num_attention_heads=2, head_dim=128, rope_parameters=params))
+    hf_rotated = apply_rotary_pos_emb(hf_q, hf_q, *rotary(hf_q, video_ids.permute(2, 0, 1)))[0]
+    ours = pl.apply_rope_nd(hf_q, video_ids, sections=sections, base=base, layout="half", section_style=style)
+    torch.testing.assert_close(ours, hf_rotated, atol=1e-4, rtol=1e-5)  # float32 angles up to ~30 rad
 assert pl.rope_nd_axes((24, 20, 20), "interleaved")[60:].tolist() == [0, 0, 0, 0]  # Qwen3-VL: pairs 60-63 to t
+# interleaved: an axis after the first may not take more round-robin slots than there are, and the pairs left
+# over go to t, so (4, 6, 6) is refused: h would need slots 1, 4, ..., 16, past the last of the 16 pairs
+try:
+    pl.rope_nd_axes((4, 6, 6), "interleaved")
+    raise AssertionError("(4, 6, 6) should be refused for the interleaved style")
+except ValueError as err:
+    assert "too many for the interleaved style" in str(err)
 AXIS_COLORS = ("#1b9e77", "#d95f02", "#7570b3")  # t, h, w
 ALLOCATIONS = {  # name -> (sections in the order of `order`, style, order of (t, h, w) in the coords, base)
     "contiguous (Qwen2-VL)": ((16, 24, 24), "contiguous", (0, 1, 2), 1e6),
@@ -485,7 +507,9 @@ fig
 # $w$ in turn, skipping an axis once it has all its pairs), and the base. At 16 pairs for $t$ the
 # two blocks are Qwen2-VL's allocation and "time slow"; at 24 round robin, base $5 \cdot 10^6$, it
 # is Qwen3-VL's (asserted). Watch which axis's score falls within a few steps and which stays
-# flat over 256.
+# flat over 256. Predict first: move $t$'s 16 pairs to the slow end; at $\Delta = 16$ along $t$,
+# does the score stay near the maximum 128 or drop as it does under Qwen2-VL? (Answered and
+# asserted below.)
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
 ARRANGEMENTS = ("t's block at the fast end", "t's block at the slow end", "round robin")
@@ -529,7 +553,9 @@ allocation_widget
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # What the curves say, asserted (at the bases above; the maximum is 128): under Qwen2-VL's
-# allocation the score along $t$ drops fastest and then wobbles (fast pairs), and along $w$
+# allocation the score along $t$ drops fastest and then wobbles (fast pairs), so that, as
+# VideoRoPE argues, a key farther along $t$ can score higher: $\Delta = 38$ steps of $t$ score 97.0,
+# above the 95.7 of $\Delta = 16$. Along $w$
 # it barely moves over 256 positions (the slowest pairs; it stays above 99.9 % of the
 # maximum). At $\Delta = 16$ the three axes score about 95.7 ($t$), 127.3 ($h$) and 128.0
 # ($w$): for this all-ones $q = k$, 16 steps of $t$ apart (a step is a temporal patch, not a frame)
@@ -541,11 +567,13 @@ allocation_widget
 # look depends on which of those pairs a head's $q$ and $k$ use. "Time slow" turns the picture
 # round for $t$: 16 steps of $t$ apart score about 128.0.
 #
-# Interleaving brings the three axes' curves closer together. A small gap is wanted because it
-# means every axis has fast and slow pairs, so none is blind at short or at long range: under
-# Qwen2-VL's allocation $w$'s fastest pair has a wavelength of 35 333 positions and $t$'s slowest
-# one of 160; under Qwen3-VL's every axis has wavelengths from 10.2 or less to 7.3 million or
-# more. The table gives the largest gap
+# Interleaving brings the three axes' curves closer together. The designs aim at different things.
+# Qwen3-VL's round robin gives every axis the full range of wavelengths: under Qwen2-VL's
+# allocation $w$'s fastest pair has a wavelength of 35 333 positions and $t$'s slowest one of 160;
+# under Qwen3-VL's every axis has wavelengths from 10.2 or less to 7.3 million or more. VideoRoPE
+# wants $t$ to have slow pairs only, and interleaving does not do that: pair 0 goes to $t$ under
+# both Qwen models, so $t$'s fastest wavelength is 6.3 under both (above 100 000 under "time
+# slow"). The table gives the largest gap
 # between two axes' curves over $\Delta = 0..256$ (of 128), for the all-ones probe and as the mean
 # over 200 random heads with $q = k$ (each scaled to a maximum of 128). The two models differ in
 # base and sections too, so the last two rows hold both fixed and change only the style:
@@ -567,6 +595,7 @@ assert prof[c2, 0][16] < prof[c2, 1][16] < prof[c2, 2][16]  # Qwen2-VL at Δ = 1
 assert prof[c2, 2][1:].min() > 0.999 * d_q  # w stays above 99.9 % of the maximum up to Δ = 256
 print("Qwen2-VL at Δ = 16: t, h, w =", [round(prof[c2, a][16].item(), 1) for a in range(3)])
 assert [round(prof[c2, a][16].item(), 1) for a in range(3)] == [95.7, 127.3, 128.0]
+assert round(prof[c2, 0][38].item(), 1) == 97.0  # t comes back: 38 steps score above 16 steps
 theta_c2 = pl.rope_frequencies(d_q, base=1e6, dtype=torch.float64)  # Qwen2-VL: t pairs 0-15, h 16-39, w 40-63
 assert [round(16 * theta_c2[j].item(), 4) for j in (40, 15, 0)] == [0.0028, 0.6279, 16.0]
 qk = torch.randn(200, 2, d_q, generator=torch.Generator().manual_seed(9), dtype=torch.float64)  # 200 heads' (q, k)
@@ -588,6 +617,7 @@ span_by_axis = {name: [(wavelengths(name)[thw_axes(name) == a].min().item(),
                         wavelengths(name)[thw_axes(name) == a].max().item()) for a in range(3)] for name in (c2, i3)}
 assert round(span_by_axis[c2][2][0]) == 35333 and round(span_by_axis[c2][0][1]) == 160  # w's fastest, t's slowest
 assert all(round(lo, 1) <= 10.2 and hi >= 7.3e6 for lo, hi in span_by_axis[i3])  # Qwen3-VL: fast and slow on every axis
+assert round(fastest_t[c2], 1) == round(fastest_t[i3], 1) == 6.3  # t keeps its fast pair 0 under both Qwen models
 assert prof[ts, 0][16] > prof[c2, 0][16] + 20 and round(prof[ts, 0][16].item(), 1) == 128.0  # time slow
 assert (round(spread(c2), 1), round(spread(i3), 1)) == (44.4, 14.4)
 style_only = {base: [round(spread(custom_allocation(24, ARRANGEMENTS[k], base)), 1) for k in (0, 2)]
@@ -985,7 +1015,9 @@ assert 0.3 < far["sparse", 512][0] < 0.35
 #
 # The cell also counts every comparison it makes, null results included. If no method differed
 # from another, one side's three seeds would all lie above the other's 1 time in 10 (in either
-# direction: 2 in $\binom{6}{3} = 20$); it prints how many orderings that rate predicts. The
+# direction: 2 in $\binom{6}{3} = 20$); it prints how many orderings that rate predicts. It also
+# counts all 24 possible comparisons (3 method pairs × 2 mixes × 4 lengths), the 8 the text does
+# not discuss included: 16 of them are orderings, against 2.4 expected by chance. The
 # comparisons share models (the same three CoPE models at 128, 256 and 512 tokens), so the rate
 # is a rough guide, and the separations carry the claims.
 #
@@ -1093,6 +1125,13 @@ chance = 2 * _training.ordering_by_chance(3, 3)
 print(f"{len(COMPARED)} comparisons, {len(orderings)} orderings ({len(COMPARED) * chance:.1f} expected by chance);"
       f" thin when each sequence counts once: {thin}")
 assert (len(COMPARED), len(orderings)) == (16, 9)
+every_comparison = [(a, b, mix, int(L)) for a, b in (("cope", "rope"), ("cope", "none"), ("rope", "none"))
+                    for mix in MIX for L in lens]  # 3 method pairs x 2 mixes x 4 lengths
+every_ordering = [o for o in every_comparison if order(*o) != 0]
+print(f"all {len(every_comparison)} comparisons: {len(every_ordering)} orderings "
+      f"({len(every_comparison) * chance:.1f} expected by chance)")
+assert (len(every_comparison), len(every_ordering), round(len(every_comparison) * chance, 1)) == (24, 16, 2.4)
+assert set(COMPARED) <= set(every_comparison)
 assert thin == [("cope", "none", "dense", 256), ("cope", "none", "sparse", 512), ("cope", "rope", "sparse", 128),
                 ("cope", "rope", "sparse", 256), ("cope", "rope", "sparse", 512)]
 assert all(by_sequence(*o) > 2.2 for o in orderings if o not in thin)
