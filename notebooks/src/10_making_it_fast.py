@@ -30,6 +30,7 @@
 import math
 from collections import Counter
 from typing import NamedTuple
+from unittest import mock
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -438,8 +439,9 @@ print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 
 # and in bf16 it reads 2 values and writes 2: 8 bytes, under one operation per byte. An H100 does
 # about 10 separate float32 multiplications or additions in the time its memory moves one byte
 # (NVIDIA's data sheet for the SXM card: 67 TFLOPS, which counts a fused multiply-add as two, against
-# 3.35 TB/s). So on a GPU the arithmetic is nearly free: for large tensors the time tracks the bytes
-# (the quoted H100 run in §5), and the best a RoPE kernel can do is a copy's time, one read and one
+# 3.35 TB/s). So on a GPU the arithmetic is nearly free: for large tensors the bytes set the floor
+# (in the quoted H100 run of §5 a one-pass prototype comes near a copy; code of several passes costs
+# more than its count), and the best a RoPE kernel can do is a copy's time, one read and one
 # write. Two other costs are not bytes: each call's fixed cost, however small its tensors, and whether
 # the tensors are already in a cache, which small ones can be. Both weigh on the CPU here: this
 # section's x is 2 MiB (its float32 copy 4 MiB), small enough to sit in a large CPU cache, and at
@@ -907,7 +909,8 @@ assert xs_cpu.shape == (1024, 64) and xs_cpu.dtype == torch.float32 and xb.dtype
 # other branch's gradient, so an autograd function may do this only where it owns g. What it saves
 # is peak memory: a fused kernel writing into g saves one g-sized tensor, and a design with torch
 # operations saves that less its own new tensors; this pays when the backward pass is short of
-# memory and g is large. It saves no bytes. One pass that reads each value and writes its result moves the same
+# memory and g is large. In this count it saves no bytes (the count does not see what a CPU may add
+# for new memory: a cache that reads a line before writing it, page faults on first touch). One pass that reads each value and writes its result moves the same
 # bytes into its input as into a new tensor (the cell below checks it: `y_pass.mul_(1.5)` against
 # `y_pass * 1.5`), so a fused kernel that wrote into g would move what the C operator moves. Written
 # with torch operations, each operation is a pass of its own over what it touches (the cell checks
@@ -1081,8 +1084,11 @@ else:
 # One run on one card, so read only the large differences, and only as being of the same order as
 # what this appendix counted on the CPU: HF eager is 4.5 to 5.3 × `q * c` where §3 counts 5 bounds,
 # but in units of a copy, this appendix's own floor, it is 6.7 to 9.1 (the next cell divides). The
-# gap may be each kernel's fixed cost, or bytes the count misses; three numbers of one run cannot
-# decide which. A one-pass kernel comes near a copy (1.09 to 1.41). `apply_rope`'s 16.4 at L = 4096
+# ratio rises with L (in both units), which a fixed cost per kernel would not do: it weighs less as
+# the tensors grow. A hypothesis that fits, not tested here: the H100's L2 cache (50 MB). At
+# L = 4096 q is 32 MiB in bf16 and k 8 MiB, so what one HF pass writes and the next reads can stay
+# in L2; at 65536 (q 512 MiB) it cannot. Why HF sits above 5 at all, three numbers of one run cannot
+# decide. A one-pass kernel comes near a copy (1.09 to 1.41). `apply_rope`'s 16.4 at L = 4096
 # against 7.0 at 16384 may be fixed per-call cost rather than bytes: a hypothesis, not tested here.
 # This library's own kernel has not yet been timed on a GPU (`make bench DEVICE=cuda` does it, and
 # adds its table to `benchmarks/README.md`).
@@ -1091,6 +1097,10 @@ else:
 quoted = {4096: (0.67, 4.5), 16384: (0.59, 4.9), 65536: (0.58, 5.3)}  # L: clone and HF eager, in units of q * c
 hf_per_clone = {seq: eager / clone for seq, (clone, eager) in quoted.items()}
 assert [round(r, 1) for r in hf_per_clone.values()] == [6.7, 8.3, 9.1] and min(hf_per_clone.values()) > 5
+assert list(hf_per_clone.values()) == sorted(hf_per_clone.values())  # rising with L, in units of a clone
+assert [eager for _, eager in quoted.values()] == sorted(eager for _, eager in quoted.values())  # and of q * c
+q_mib = {seq: 32 * seq * 128 * 2 / 2**20 for seq in quoted}  # q, bf16: (1, 32, L, 128)
+assert (q_mib[4096], q_mib[4096] / 4, q_mib[65536]) == (32, 8, 512)  # q and k at 4096; q at 65536
 print("HF eager in units of a clone: " + ", ".join(f"L = {seq}: {r:.1f}" for seq, r in hf_per_clone.items())
       + " (counted: 5 bounds)")
 
@@ -1199,6 +1209,29 @@ print(f"with contiguous copies of q and k and the C operator: {len(on_operator)}
 # d_model = 4096, above): what it costs, by this appendix's counts, is calls and bytes. Handed contiguous q and k, the C operator
 # brings RoPE's share to a quarter of the operators (102 against 77 without RoPE, the copies
 # included) and an eighth of the bytes.
+#
+# These shares assume fused attention, as in modern GPU training: the model calls
+# `F.scaled_dot_product_attention`, which the CPU records as one operator, so its T × T scores are
+# never counted. The next cell writes attention out (scores, mask, softmax, weighted sum) in the
+# same step: the step's bytes grow about threefold, and RoPE's share falls from about a quarter to
+# under a tenth. Every share below is the fused one.
+
+# %% slideshow={"slide_type": "fragment"}
+def eager_attention(q, k, v, *, is_causal):
+    """Attention written out: what F.scaled_dot_product_attention(q, k, v, is_causal=True) computes."""
+    assert is_causal  # the only call a TinyDecoder's training step makes
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    scores = scores.masked_fill(torch.ones(scores.shape[-2:], dtype=torch.bool).triu(1), float("-inf"))
+    return scores.softmax(-1) @ v
+
+
+with mock.patch.object(torch.nn.functional, "scaled_dot_product_attention", eager_attention):
+    eager_with, eager_without = step_ops("rope"), step_ops("none")
+eager_share = 1 - total_bytes(eager_without) / total_bytes(eager_with)
+assert 2.5 < total_bytes(eager_with) / total_bytes(with_rope) < 3  # the T x T tensors, now counted
+assert 0.07 < eager_share < 0.08 < 0.26 < rope_share["bytes"]
+print(f"attention written out: the step's bytes x {total_bytes(eager_with) / total_bytes(with_rope):.2f}; "
+      f"RoPE's share {eager_share:.3f} (fused: {rope_share['bytes']:.3f})")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # That quarter is this model's, at this width. Does it carry to a wider one? The next cell counts the
