@@ -925,7 +925,7 @@ for name, score in scorers.items():
 # | **Shaw** (§2) | $2(2k+1)\,d_\text{head}$ per layer ($a^K$, $a^V$), shared by the heads | $a^K_{ij}, a^V_{ij}$: $(L, L, d_\text{head})$ each as written; $(L, 2k+1)$ if $q$ is scored against the $2k+1$ rows first, then gathered | content × position, $q_i \cdot a^K_{ij}$, one table for all heads; $a^V$ also moves the output | all alike beyond $k$ | Shaw et al. 2018 (translation); Music Transformer (Huang et al. 2018) builds on it |
 # | **Transformer-XL** (§3) | $d_\text{model}^2$ ($W_{k,R}$) $+\ 2\,d_\text{model}$ ($u, v$) per layer, as in XLNet and XL's code with `untie_r` (the paper: one $u$, $v$ for the model); $R$ is fixed | $r$: $(L, d_\text{model})$; scores by distance, $(H, L, L)$, then the shift | content × position (b), position-only (d), and a global content bias (c); per head | the formula: a sinusoid for every distance; the released evaluation runs clamp it (`clamp_len`) | Transformer-XL (Dai et al. 2019), XLNet (Yang et al. 2019) |
 # | **T5** (§4) | $\text{num\_buckets}\cdot H$ per stack, encoder or decoder (its first layer computes the bias, the others reuse it) | bucket ids $(L, L)$, bias $(H, L, L)$ | position-only: a scalar per bucket and head | one shared last bucket, before `max_distance`: from distance 91 of 128 in an encoder, 113 in a decoder (§4) | T5 (Raffel et al. 2020) and its descendants (mT5, Flan-T5) |
-# | **DeBERTa** (§5) | v1: a $2k$-row table $+\ 2\,d_\text{model}^2 + d_\text{model}$ per layer; v3: the table only (counted below) | $q^r, k^r$: $(2k, d_\text{model})$; scores against all rows, $(H, L, 2k)$, then gathered | content × position both ways (c2p, p2c); per head | v1: alike beyond $k$; v2/v3: log buckets, then the edge rows (below) | DeBERTa (He et al. 2021), v2/v3; absolute positions near the output (§5) |
+# | **DeBERTa** (§5) | v1: a $2k$-row table $+\ 2\,d_\text{model}^2 + d_\text{model}$ per layer; v3: the table only (counted below) | v1's code: $q^r, k^r$ for the $2\min(L, k)$ rows a sequence of $L$ tokens can reach; scores $(H, L, 2\min(L, k))$, then gathered (v2/v3: every row of their table) | content × position both ways (c2p, p2c); per head | v1: alike beyond $k$; v2/v3: log buckets, then the edge rows (below) | DeBERTa (He et al. 2021), v2/v3; absolute positions near the output (§5) |
 # | RoPE (chapter 5) | 0 | $\cos, \sin$: $(L, d_\text{head}/2)$ | content × position: it *is* the rotated $q \cdot k$; the same rotation in every head | every distance, but angles never seen in training (chapter 7) | GPT-NeoX, Llama and most current LLMs (chapter 8) |
 # | ALiBi (chapter 6) | 0 (fixed slopes $m_h$) | bias $(H, L, L)$, or only $H$ slopes in a fused kernel | position-only, $-m_h (i - j)$; a slope per head | a straight line, any distance | BLOOM, MPT |
 #
@@ -938,7 +938,8 @@ for name, score in scorers.items():
 # Face `transformers`' own modules. The cell below counts a layer of BERT-base's size ($H = 12$,
 # $d_\text{model} = 768$) with a Shaw window of $k = 16$ (our choice for the example: the count is
 # $2(2k+1)\,d_\text{head}$ at any $k$), T5's 32 buckets, DeBERTa v1's $k = 512$ as released (the
-# table spans `max_position_embeddings`, so its shapes below use $2k = 1024$ rows) and v3's 256 position
+# table spans `max_position_embeddings`: $2k = 1024$ rows, of which its code scores only the $2\min(L, k)$ a
+# sequence of $L$ tokens reaches) and v3's 256 position
 # buckets: from the library's modules for
 # Shaw, T5, RoPE and ALiBi, and from transformers' modules, built offline, for XL, T5's stack and DeBERTa
 # (`tests/test_crosscheck.py` checks the same counts).
@@ -1014,8 +1015,10 @@ assert pl.xl_score_terms(q_h, q_h, r_dist @ W_kR_h.T, u_h, v_h)["d"].shape == (L
 P_rel, W_qr_all, W_kr_all = torch.zeros(2 * k_v1, dm), torch.zeros(dm, dm), torch.zeros(dm, dm)  # shapes only
 assert P_rel.shape == enc_v1.rel_embeddings.weight.shape  # v1's released table: 2k = 1024 rows
 c2c_, c2p_, p2c_ = pl.deberta_terms(q_h, q_h, P_rel @ W_qr_all[:dh].T, P_rel @ W_kr_all[:dh].T)
-c2p_rows = (q_h @ (P_rel @ W_kr_all[:dh].T).T).shape
-assert c2p_.shape == p2c_.shape == (L_, L_) and c2p_rows == (L_, 2 * k_v1)
+span_v1 = min(L_, k_v1)  # v1's released code slices the table to the 2 min(L, k) rows L tokens can reach
+P_used = P_rel[k_v1 - span_v1:k_v1 + span_v1]  # (transformers' DeBERTa v1: compute_attention_span)
+c2p_rows = (q_h @ (P_used @ W_kr_all[:dh].T).T).shape
+assert c2p_.shape == p2c_.shape == (L_, L_) and c2p_rows == (L_, 2 * span_v1) == (10, 20)
 print(f"L = {L_}: Shaw a^K {tuple(a_K.shape)}, or {tuple(by_row.shape)} scored first;",
       f"T5 bias {tuple(t5_stack(L_).shape)}; DeBERTa v1 c2p before the gather {tuple(c2p_rows)}")
 
