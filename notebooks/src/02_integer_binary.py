@@ -525,7 +525,8 @@ fig
 #    the same step in every sentence; the step that changes with the length belongs to §2's code,
 #    divided by the sentence's own length $m$. Dividing by a fixed `max_len` has faults of its
 #    own (a step of 1/`max_len` of a token, erased by a LayerNorm, values above 1 past `max_len`),
-#    but they are faults of an integer code: the third reason is not about binary codes at all.
+#    but they are faults of an integer code: `002` lists it among what a code must do, and binary
+#    codes meet it.
 #
 # What remains against binary codes is their geometry: the jumps (this section), no fixed map
 # for any $k < 2^{d-2}$ (§4), and the part a LayerNorm erases. This chapter measures the codes,
@@ -857,14 +858,21 @@ misfit_widget
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # **The answer.** Like the binary code, the Gray code fits exactly at $k = 16$ on the 64-row
-# table and not on the 128-row table (7 bits). For $k = 16$ on 6 and 7 bits, that is consistent
-# with an effect of where the table ends (§4 shows it for the binary code), not of the codes'
-# steps. The cell checks both codes on both tables.
+# table and not on the 128-row table (7 bits), but for another reason. For the binary code the fit
+# comes from where the table ends (§4): wrapped around, it is gone. The Gray code's is its own: adding
+# $2^{d-2}$ turns its top two bits one step around the square 00 → 01 → 11 → 10 and flips bit $d-3$, an
+# affine map that fits even the wrapped table, at 6 bits and at 7 (where 16 is $2^{d-3}$, not
+# $2^{d-2}$, so neither code fits). The cell checks both codes on both tables, plain and wrapped.
 
 # %% slideshow={"slide_type": "fragment"}
 assert pl.affine_shift_residual(B6, 16) < 1e-9 and pl.affine_shift_residual(G6, 16) < 1e-9  # k = 16: both fit ...
 seven_bits = (pl.binary_positions(128, 7), gray_positions(128, 7))
 assert min(pl.affine_shift_residual(code, 16) for code in seven_bits) > 1  # ... but on 7 bits neither does
+for width in (6, 7):  # wrapped around (positions mod 2^d), at k = 2^(d-2)
+    plain_b, plain_g = pl.binary_positions(2**width, width), gray_positions(2**width, width)
+    wrap_b, wrap_g = (torch.cat([t, t])[: 2**width + 2 ** (width - 2)] for t in (plain_b, plain_g))
+    assert pl.affine_shift_residual(wrap_g, 2 ** (width - 2)) < 1e-9  # Gray: its own map, edge or not
+    assert pl.affine_shift_residual(wrap_b, 2 ** (width - 2)) > 1  # binary: only the table's end fits it
 print("k = 16: binary and Gray fit exactly on 6 bits; on 7 bits, residuals",
       [round(pl.affine_shift_residual(code, 16), 2) for code in seven_bits])
 
@@ -1492,10 +1500,7 @@ _ = check.gray_wave(gray_wave)
 #    `001`'s words). Then none exists for any $k < 2^{d-2}$, for every width $d$:
 #    section 4 proves it with four positions whose codes balance while their codes $k$ steps on do
 #    not, and checks the proof's steps. The exact fits above $2^{d-2}$ are the table's edge: a
-#    counter that wraps around has a map only for $k = 2^{d-1}$ (proved the same way). `001` also
-#    contradicts itself: it first says the integer code satisfies properties 1 to 4, property 2
-#    among them, then that binary codes solve the integer code's low signal-to-noise ratio and its
-#    线性相关性. (A remark of this course, not an argument of the sources: $p_0 = 0$ rules out a
+#    counter that wraps around has a map only for $k = 2^{d-1}$ (proved the same way). (A remark of this course, not an argument of the sources: $p_0 = 0$ rules out a
 #    *linear* map for the binary code, but it does so for the integer code too, whose shift works,
 #    so it is not why the binary code fails; section 4 checks both.)
 # 2. **The integer code and property 3.** `001` says the integer code satisfies property 3,
@@ -1510,8 +1515,8 @@ _ = check.gray_wave(gray_wave)
 #    add, no dividing by `max_len`) miss: $d$ bits name $2^d$ positions, enough for any context
 #    in use; the code is bounded (but see what a LayerNorm leaves of it); and dividing by
 #    `max_len`, in `002`'s own code the fixed table size, keeps the step fixed: the step that
-#    depends on the length is that of dividing by the sentence's length (§2). `002`'s third
-#    reason is about integer codes, not binary ones (section 3 checks each answer).
+#    depends on the length is that of dividing by the sentence's length (§2); `max_len` is a loose
+#    word there for the sentence length (section 3 checks each answer).
 # 5. **"Normally distributed per column, with small mean and variance."** `001` writes that the
 #    layer-normalised input of attention "follows a normal distribution per column, and its mean
 #    and variance are generally small". `001` lays the tokens out as the *columns* of
