@@ -1084,8 +1084,9 @@ fig
 #   were all chosen with the dictionary-first numbers and this figure in view: the figure describes,
 #   it does not test blind. And the 84 settings are three trained models read 84 ways, not 84
 #   independent observations: the correlation says how consistently these models' recall follows
-#   the gap, not how surely new models' would. The strongest single piece is the targeted one, YaRN
-#   at 128 tokens with the dictionary moved 32 tokens in, every seed.
+#   the gap, not how surely new models' would. The strongest single piece is the placement the gap
+#   picks out within the same grid (not an independent test), YaRN at 128 tokens with the
+#   dictionary moved 32 tokens in, every seed.
 # * At 512 tokens the gap explains less (−0.67): there the far keys' competition grows too (plain
 #   RoPE with its lookups at the trained distances, gap 0, recalls only 0.72 on the control's own
 #   sequences), the dilution chapter 6 measures for ALiBi; and YaRN's attention factor, largest at 512 ($s = 8$), is a second
@@ -1319,8 +1320,9 @@ assert len(by_sequence) == 14 and thin_by_sequence == [("alibi", "t5", 512), ("r
 #   scalings): recall follows the lookup gap, the distance of the lookups' *combination* of angles
 #   from the trained ones (rank correlation −0.83; −0.77 to −0.93 within each scaling, with YaRN's
 #   attention factor on, which the gap leaves out). The gap was defined with the figure in view and
-#   the 84 settings are three models read 84 ways; the test made for it is YaRN with the dictionary
-#   32 tokens in, which recalls better with every seed.
+#   the 84 settings are three models read 84 ways; the placement the gap picks out within the same grid
+#   (so not an independent test) is YaRN with the dictionary 32 tokens in, which recalls better
+#   with every seed.
 # * The layout decides rankings: with the dictionary first PI looked best and NoPE near-perfect;
 #   with it anywhere PI and YaRN cannot be told apart (YaRN's attention factor, which the gap
 #   leaves out, lifts it from 0.83 to 0.92). A recency bias (ALiBi) cannot help a far
