@@ -454,3 +454,10 @@ def test_one_base_in_range_refuses_the_measurement(capsys):
     before = pl.rope_angle_novelty
     ok, out = run(check.one_base_in_range, search, capsys)
     assert ok is False and "calls pl.rope_angle_novelty" in out and pl.rope_angle_novelty is before
+
+
+def test_the_estimate_fails_just_above_a_power_of_two():
+    """The notebook's solution comment and prompt: just above a power of two the first merge falls in the next binade
+    (p = 11, a = 1.01: 1487, the estimate 1028), so the checker's scales have significands in [1.2, 2]."""
+    assert first_merge_exact(11, 1.01) == 1487 and round(merge_estimate(11, 1.01)) == 1028
+    assert all(1.2 <= a / 2 ** (math.ceil(math.log2(a)) - 1) <= 2 for _, a in ch07._MERGE_CASES)

@@ -571,8 +571,8 @@ fig
 #   but at 512 neither gets near ALiBi; YaRN's worst seed is above NTK's best there, by less
 #   than the evaluation noise (a thin win). Position interpolation alone is *worse* than doing
 #   nothing, at every length past 64 and for every seed (by 0.08 at 128 tokens and by less than
-#   0.02 at 256 and 512, margins that again are clear only counting tokens as independent): it
-#   also slows the fast pairs that locate the previous token. (Chen et al. fine-tune after interpolating; we
+#   0.02 at 256 and 512, margins that again are clear only counting tokens as independent),
+#   likely because it also slows the fast pairs that locate the previous token (see below). (Chen et al. fine-tune after interpolating; we
 #   do not.)
 
 # %% slideshow={"slide_type": "fragment"}
@@ -634,8 +634,8 @@ print("the grammar's claims hold")
 # ("far"), the mass left for the other keys within the trained distances ("near", the rest),
 # and the mean logit of a far key minus that of those near keys ("far − near logit").
 #
-# The control is NoPE: with no positions at all, a far key scores like a near one, so its
-# far − near logit is about 0 and its far mass is simply the share of far keys among the
+# The control is NoPE (§1: not position-blind, so this is measured, not assumed): in the run a
+# far key scores like a near one, its far − near logit within 0.15 of 0, and its far mass is simply the share of far keys among the
 # keys a query sees (at 512 tokens, about 0.87 for the last 16 positions): **softmax
 # dilution**, more keys and nothing else. Position interpolation is the other control: it
 # keeps every angle in range (§2).
@@ -734,8 +734,8 @@ assert round((0.1 * math.log(8) + 1) ** 2, 2) == 1.46  # the factor scales q and
 # over a near key's, against $e^{\text{far − near logit}}$, what equal scores within each group
 # would give. For NoPE, the control, the two agree (within 13 %): its far keys take what their
 # number and mean logit give them, plain dilution. For YaRN a far key takes 7 to 100 times more than
-# its mean logit predicts: the far mass is carried by a minority of far keys whose logits lie well
-# above the far mean, a spread and not a uniform handicap. Which far keys those are, combinations of
+# its mean logit predicts: the far mass is carried by a spread of far logits, some well above the
+# far mean (a minority or a broad spread: the ratio cannot tell), not a uniform handicap. Which far keys those are, combinations of
 # angles that training never produced (a question the recall section takes up) or far keys whose
 # content matches the query's, this summary cannot tell; we leave it open.
 
@@ -1084,8 +1084,9 @@ fig
 #   were all chosen with the dictionary-first numbers and this figure in view: the figure describes,
 #   it does not test blind. And the 84 settings are three trained models read 84 ways, not 84
 #   independent observations: the correlation says how consistently these models' recall follows
-#   the gap, not how surely new models' would. The strongest single piece is the targeted one, YaRN
-#   at 128 tokens with the dictionary moved 32 tokens in, every seed.
+#   the gap, not how surely new models' would. The strongest single piece is the placement the gap
+#   picks out within the same grid (not an independent test), YaRN at 128 tokens with the
+#   dictionary moved 32 tokens in, every seed.
 # * At 512 tokens the gap explains less (−0.67): there the far keys' competition grows too (plain
 #   RoPE with its lookups at the trained distances, gap 0, recalls only 0.72 on the control's own
 #   sequences), the dilution chapter 6 measures for ALiBi; and YaRN's attention factor, largest at 512 ($s = 8$), is a second
@@ -1319,8 +1320,9 @@ assert len(by_sequence) == 14 and thin_by_sequence == [("alibi", "t5", 512), ("r
 #   scalings): recall follows the lookup gap, the distance of the lookups' *combination* of angles
 #   from the trained ones (rank correlation −0.83; −0.77 to −0.93 within each scaling, with YaRN's
 #   attention factor on, which the gap leaves out). The gap was defined with the figure in view and
-#   the 84 settings are three models read 84 ways; the test made for it is YaRN with the dictionary
-#   32 tokens in, which recalls better with every seed.
+#   the 84 settings are three models read 84 ways; the placement the gap picks out within the same grid
+#   (so not an independent test) is YaRN with the dictionary 32 tokens in, which recalls better
+#   with every seed.
 # * The layout decides rankings: with the dictionary first PI looked best and NoPE near-perfect;
 #   with it anywhere PI and YaRN cannot be told apart (YaRN's attention factor, which the gap
 #   leaves out, lifts it from 0.83 to 0.92). A recency bias (ALiBi) cannot help a far
@@ -1341,8 +1343,9 @@ assert len(by_sequence) == 14 and thin_by_sequence == [("alibi", "t5", 512), ("r
 # tell them apart. Predict where that starts: write `first_merge(p, a)` returning the first
 # position $i$ whose rounded counter equals that of $i + 1$, to within 2 %. The checker asks for
 # float16, float32 and formats torch has no dtype for, up to $p = 30$ (first merges hundreds of
-# millions of positions in), at several scales $a$ of its choosing. What is graded is the position
-# as a function of both $p$ and $a$; any route that gets it for every pair is fine.
+# millions of positions in), at several scales $a$ of its choosing, each a power of two times a
+# number in $[1.2, 2]$ (the checker draws no scale just above a power of two). What is graded is
+# the position as a function of both $p$ and $a$; any route that gets it for every pair is fine.
 
 # %% slideshow={"slide_type": "fragment"}
 def first_merge(p, a):
@@ -1363,7 +1366,9 @@ def first_merge(p, a):
     # i + 1 = sqrt(A 2^(p-1)) = 2^(p-1) sqrt(f), with f = a's significand taken in (1, 2]; soon after, two
     # neighbours fall into one rounding cell. For a = 1 (f = 2): 2^(p - 1/2), float16 1447 (the first merge is
     # at 1463); bfloat16 about 180 (189; 8 bits is too coarse for 2 %). A NoPE model that carries this counter in
-    # bfloat16 cannot tell neighbours apart beyond a few hundred positions, whatever the scale.
+    # bfloat16 cannot tell neighbours apart beyond a few hundred positions, whatever the scale. Just above f = 1
+    # (a = 1.01) the estimate fails: the possible merge at the binade's end does not happen and the first merge
+    # falls in the next binade, about sqrt(2) later (p = 11, a = 1.01: 1487, not 1028), hence f >= 1.2 in the prompt.
     f = a / 2 ** (math.ceil(math.log2(a)) - 1)
     return 2 ** (p - 1) * math.sqrt(f) - 1
     ### END SOLUTION
