@@ -112,6 +112,9 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # | relative: Shaw, T5 [4] | ~ | ✔ | ~ | ~ | ✔ |
 # | RoPE [5] | ✔ | ✔ | ~ | ✔ | ~ |
 # | ALiBi [6] | ~ | ✔ | ~ | ✔ | ~ |
+#
+# Column 2 for methods with no code $p_i$ (relative terms, ALiBi) asks for the property's aim
+# instead: that what $k$ tokens apart adds to a score depends on $k$ alone, wherever the pair stands.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Conventions
@@ -124,7 +127,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # | what | our convention | where a source differs |
 # |---|---|---|
 # | positions | 0-based: the first token is at position 0. Query position $i$, key position $j$; the RoPE chapters use RoFormer's $m$ (query) and $n$ (key) | source `001`, which chapters 1 and 2 follow, counts from 1 ($x_i$ and $p_i$ for $i = 1, \dots, m$; its integer code starts at $p_1 = \mathbf 1$), though its binary example starts at $p_0$; those chapters translate it to 0-based. The worked tables of source `004` start at 0, as we do |
-# | **the letter $j$** | names two things: a **key position** (offsets $j - i$, biases, chapters 1, 4, 6, and CoPE's $p_{ij}$ in chapter 9 §3) and a **frequency pair** ($\theta_j$, chapters 2, 3, 5, 7–9). They never share a formula: wherever positions and pairs meet, the positions are $i$, $p$ (chapter 3's $p_{i,2j}$) or $m$, $n$ (RoPE, and chapter 3's scores on the way to it), and $j$ is the pair | the sources use $i$ for the pair too ($p_{pos,2i}$ in source `002`, $\theta_i$ in RoFormer) |
+# | **the letter $j$** | names two things: a **key position** (offsets $j - i$, biases, chapters 1, 4, 6, and CoPE's $p_{ij}$ in chapter 9 §3) and a **frequency pair** ($\theta_j$, chapters 2, 3, 5, 7–9). They never share a formula: wherever positions and pairs meet, the positions are $i$ (chapter 3's $p_{i,2j}$: position $i$, pair $j$) or $m$, $n$ (RoPE, and chapter 3's scores on the way to it), and $j$ is the pair | the sources use $i$ for the pair too ($p_{pos,2i}$ in source `002`, $\theta_i$ in RoFormer) |
 # | **offset** | key minus query, $j - i$ ($n - m$): negative for keys in the past. `pl.relative_positions(L)[i, j] == j - i` | Shaw's paper and T5's `relative_position` agree; source `004` writes Shaw's offset as $m-n$ (the same table upside down, ch. 4); Transformer-XL indexes its sinusoids by the signed distance $i-j$, and DeBERTa's $\delta$ is query minus key (ch. 4) |
 # | **distance** | $\lvert j - i\rvert$; for a causal model's past keys, $i - j \ge 0$ | ALiBi's penalty $-m_h\,(i-j)$ is written with the distance ($m_h$ is a head's slope there, not a position; ch. 6) |
 # | RoPE | $R_m$ turns each pair **counter-clockwise** by $m\theta_j$: $(x, y) \mapsto (x\cos m\theta_j - y\sin m\theta_j,\ x\sin m\theta_j + y\cos m\theta_j)$, the matrix $[[\cos, -\sin], [\sin, \cos]]$ times a column vector, so $(1, 0)$ turns towards $(0, 1)$. Then $R_m^\top R_n = R_{n-m}$: the score of query $m$ and key $n$ is a function of the offset $n-m$ | source `004` prints $[[\cos, \sin], [-\sin, \cos]]$, which turns a column vector clockwise, beside code that turns counter-clockwise (ch. 5); RoFormer §3.1 writes the score as $g(x_m, x_n, m-n)$, the offset the other way round (ch. 5) |
@@ -158,6 +161,13 @@ assert [int(b) for b in bits[:, -1]] == [0, 1] * 4  # the last column is bit 0, 
 assert bits[1].tolist() == [0, 0, 1] and bits[2].tolist() == [0, 1, 0]  # source 001's p_1 and p_2, drawn alike
 first, second = pl.pair_indices(8, "interleaved"), pl.pair_indices(8, "half")
 assert first[0].tolist() == [0, 2, 4, 6] and second[0].tolist() == [0, 1, 2, 3] and second[1].tolist() == [4, 5, 6, 7]
+x = torch.randn(2, 3, 5, 8, generator=torch.Generator().manual_seed(0))  # (batch, heads, seq, head_dim)
+turned = pl.apply_rope(x)  # positions 0 .. 4 along the seq axis
+assert turned.shape == x.shape and torch.equal(turned[:, :, 0], x[:, :, 0])  # position 0 is not turned ...
+assert not torch.allclose(turned[:, :, 1], x[:, :, 1])  # ... position 1 is: the third axis is the sequence
+slopes = pl.alibi_slopes(8)
+assert slopes[0] == 2**-1 and slopes[-1] == 2**-8  # head 1 (code index 0) has ALiBi's first slope, 1/2 for 8 heads
+assert pl.alibi_bias(8, 4)[0, 3, 1] == -slopes[0] * (3 - 1)  # bias[0]: head 1's -m_1 (i - j), query 3, key 1
 print("the conventions table matches the library")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -170,9 +180,9 @@ print("the conventions table matches the library")
 # | method | 1 unique | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|
 # | none (NoPE) [1, 7] | ~ no code, but a causal mask lets a model count, given a beginning-of-sequence token to count from [7] | – | ~ no table to run out of; holds up on some tasks and not on others [7] | – nothing to fix | ~ a causal mask orders a line: over a grid in raster order it gives the raster index only, which mixes rows and columns (the learned row's fault) |
-# | integer $i\cdot\mathbf 1$ [2] | ✔ (but a LayerNorm that reads the sum directly erases it, as in BERT or a pre-LN block) | ✔ a shift by $k\cdot\mathbf 1$: affine, not linear (property 2) | ~ defined at every position (the part that holds, unlike a table or $i/m$), but its values grow without bound, $\lVert p_i\rVert = i\sqrt d$ (checked below): past the training length every value is new, so in practice it does not generalise [2] | ✔ | ~ one integer per axis, with the limit of every axial code [9] |
-# | normalised $i/m$ [2] | ✔ within one length, not across lengths as Fleetwood's post asks (position 1 is $1/m$); a LayerNorm that reads the sum directly erases it | ✘ the step $k/m$ changes with the length $m$ | ✘ codes change with the length | ✔ | ~ one fraction per axis, with the limit of every axial code [9] |
-# | binary [2] | ✔ up to $2^d$ positions (but behind a LayerNorm, $p_0$ and $p_{2^d-1}$ merge when the bits fill every feature) | ✘ no affine map for any $k < 2^{d-2}$ (chapter 2 proves it for every $d$) | ~ $d$ bits have $2^d$ codes (checked below), plenty (17 bits cover 131 072); past a training length of $2^b$ positions bit $b$ turns on, a value training never showed (checked below). The ~ is argued from that, not measured: no model here is run past it | ✔ | ~ one binary code per axis, with the limit of every axial code [9] |
+# | integer $i\cdot\mathbf 1$ [2] | ✔ (but a LayerNorm that reads the sum directly erases it, as in BERT or a pre-LN block) | ✔ a shift by $k\cdot\mathbf 1$: affine, not linear (property 2) | ~ defined at every position (the part that holds, unlike a table or $i/m$), but its values grow without bound, $\lVert p_i\rVert = i\sqrt d$ (checked below): past the training length every value is new. The ~ is argued from that, not measured: no model here is run past it | ✔ | ~ one integer per axis: an axial code, with the limit chapter 9 tests for axial RoPE and sinusoids, argued, not tested, for this code |
+# | normalised $i/m$ [2] | ✔ within one length, not across lengths as Fleetwood's post asks (position 1 is $1/m$); a LayerNorm that reads the sum directly erases it | ✘ the step $k/m$ changes with the length $m$ | ✘ codes change with the length | ✔ | ~ one fraction per axis: an axial code, with the limit chapter 9 tests for axial RoPE and sinusoids, argued, not tested, for this code |
+# | binary [2] | ✔ up to $2^d$ positions (but behind a LayerNorm, $p_0$ and $p_{2^d-1}$ merge when the bits fill every feature) | ✘ no affine map for any $k < 2^{d-2}$ (chapter 2 proves it for every $d$) | ~ $d$ bits have $2^d$ codes (checked below), plenty (17 bits cover 131 072); past a training length of $2^b$ positions bit $b$ turns on, a value training never showed (checked below). The ~ is argued from that, not measured: no model here is run past it | ✔ | ~ one binary code per axis: an axial code, with the limit chapter 9 tests for axial RoPE and sinusoids, argued, not tested, for this code |
 # | sinusoidal [3] | ✔ | ✔ a rotation $M_k$ | ~ defined everywhere, but models trained short degrade [7] | ✔ | ~ axial: a 2-D shift is one rotation (checked below), with the limit of every axial code [9] |
 # | learned absolute [2, 7] | ✔ distinct rows, random or trained | ✘ nothing forces one: a random table, where training starts, has none (checked below); training can give the rows it reaches a pattern (chapter 2 §6: trained on a period-4 task, rows 4 apart point alike), which is not a shift map over the table | ✘ no rows past `max_len` | ✘ learned | ~ one learned row per patch (ViT; Dosovitskiy et al. 2021, §3.1, Eq. 1), indexed in raster order: the row of patch (r, c) is $rW + c$, so it depends on the grid's width $W$, and ViT interpolates the table in 2-D for a new grid (their §3.2) |
 # | relative: Shaw, T5 [4] | ~ encodes signed offsets $j - i$, clipped or bucketed far away | ✔ no codes $p_i$, but what $k$ apart adds depends on $k$ alone by construction, the property's aim | ~ far offsets share one value | ~ learned per offset | ✔ one learned term per 2-D offset (a bias in T5 and Swin, Liu et al. 2021; a vector in Shaw): each direction its own (checked below), with no width in it; its table covers the offsets within a window, the 2-D form of 1-D clipping (column 3's fault, not a new one) |
@@ -205,7 +215,8 @@ print("the conventions table matches the library")
 # rows and in columns) gives the patches left, right, above and below a query four different biases, and
 # a 2-D ALiBi (a slope times the distance) gives all four one, the two before it in raster order included.
 # In 1-D, a causal ALiBi row gives each of 8 past keys its own bias; a symmetric ALiBi head without a mask gives
-# positions 0 and 4 of the palindrome "a b c b a" identical outputs (a random head).
+# the mirror positions of the palindrome "a b c b a" (0 and 4, 1 and 3) identical outputs, and no other
+# pair of positions (a random head).
 
 # %% slideshow={"slide_type": "fragment"}
 assert pl.integer_positions(1001, 64)[1000].norm() == 1000 * 64**0.5 == 8000  # ||p_i|| = i sqrt(d)
@@ -248,7 +259,8 @@ palindrome = torch.randn(3, 8, generator=g, dtype=torch.float64)[[0, 1, 2, 1, 0]
 wq_a, wk_a, wv_a = torch.randn(3, 8, 8, generator=g, dtype=torch.float64) / 8**0.5
 sym_out = pl.attention(palindrome @ wq_a, palindrome @ wk_a, palindrome @ wv_a, bias=sym_bias)[0]
 torch.testing.assert_close(sym_out[0], sym_out[4])  # mirror positions: identical outputs
-assert not torch.allclose(sym_out[0], sym_out[1])  # not every position: only mirrors tie
+ties = {(a, b) for a in range(5) for b in range(a + 1, 5) if torch.allclose(sym_out[a], sym_out[b])}
+assert ties == {(0, 4), (1, 3)}  # of the 10 pairs of positions, exactly the two mirror pairs tie
 print("integer code, d = 64: ||p_1000|| =", int(pl.integer_positions(1001, 64)[1000].norm()))
 print("binary, 4 bits: the first 16 positions take all", torch.unique(bits, dim=0).shape[0], "codes")
 print(f"random 64 x 8 table: an exact affine map only for k = {exact[0]} to 63 (n - k <= d + 1 = 9)")
@@ -343,9 +355,11 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # where the seeds separate them; a higher mean without that separation is reported as a null or
 # thin result (chapters 6 to 9 say where).
 #
-# **Versions.** Every install takes locked versions: `make lab`, Binder and conda take
+# **Versions.** `make lab`, Binder and conda install the locked versions of
 # `requirements/lab.txt`; `make test` takes `requirements/test.txt`, the same versions plus the
-# test tools and, on Linux x86-64, Triton. The stored outputs were made with the test lock (only
+# test tools and, on Linux x86-64, Triton. Colab is the exception: each chapter's first cell keeps
+# Colab's own PyTorch and installs only the locked transformers there, so on Colab the last digits of
+# an output may differ from the stored ones. The stored outputs were made with the test lock (only
 # the appendix's Triton cell tells the two apart, and says so), and the claims about other
 # libraries were checked against these versions. The first code cell of this page prints the ones you run; a
 # chapter names a version only where a claim is about that version's code (chapter 9's erratum).
