@@ -628,3 +628,30 @@ def test_the_checker_module_hands_over_no_answer(capsys):
                     return "nothing"
             assert check.rope_undirected(as_encoding) is False, f.__name__
     _out(capsys)
+
+
+def test_first_slow_pair_drawn_settings_keep_clear_of_ties_and_searches():
+    """Independent of the checker's own filter: 300 draws, every bound at least 0.01 from a whole number and below
+    d/2 - 1, and every d large enough that halving over d/2 pairs takes more than 22 steps."""
+    import random
+    for d, base, L in ch05._drawn_slow_settings(random.Random(0), count=300):
+        bound = (d / 2) * math.log((L - 1) / (2 * math.pi)) / math.log(base)
+        assert d % 2 == 0 and d >= 10**7 and 0.01 < bound % 1 < 0.99 and bound < d // 2 - 1, (d, base, L)
+        assert (d // 2).bit_length() > 22
+
+
+def test_first_slow_pair_refuses_answers_worked_out_in_advance(capsys):
+    """The reader's shortcut: bisect every fixed setting before the check (no guard runs then), serve the answers from
+    a cache, and fall back to the same bisection for anything else. The drawn settings meet the bisection inside the
+    guard, where it is a search."""
+    worked_out = {s: _by_bisection(*s) for s in ch05.SLOW_SETTINGS}
+    cached = lambda d, b, L: worked_out.get((d, b, L)) if (d, b, L) in worked_out else _by_bisection(d, b, L)  # noqa
+    assert all(cached(*s) == _first_slow_pair(*s) for s in ch05.SLOW_SETTINGS)  # right on every fixed setting
+    assert check.rope_first_slow_pair(cached) is False
+    assert "runs more than 30 Python lines" in _out(capsys)
+
+
+def test_first_slow_pair_right_formula_passes_every_draw(capsys):
+    for _ in range(5):
+        assert check.rope_first_slow_pair(_first_slow_pair) is True
+        assert "2 of them drawn at random" in _out(capsys)

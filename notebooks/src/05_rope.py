@@ -10,8 +10,9 @@
 #
 # This chapter:
 # 1. rotations in 2-D;
-# 2. **derives** RoPE: ask for scores that depend only on the offset n − m, and the complex
-#    plane forces a rotation by an angle proportional to the position;
+# 2. **derives** RoPE: ask for one rule, applied alike to queries and keys, whose scores depend
+#    only on the offset n − m; in the complex plane that rule must be a rotation by an angle
+#    proportional to the position;
 # 3. the block-diagonal d × d matrix R_m, why ⟨R_m q, R_n k⟩ depends only on n − m, what
 #    that buys, and why every such rotation is 2 × 2 pairs in disguise;
 # 4. where RoPE acts: on q and k, in every layer; and v, which needs a rotation back;
@@ -305,7 +306,9 @@ print("default positions 0, 1, 2, 3:", agree(pl.apply_rope(x4), torch.stack([R(p
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### What shift invariance buys, and what it does not
 #
-# It is not what makes decoding with a KV cache possible. A cache needs only that a key, once
+# A model that generates text one token at a time keeps the keys and values of the tokens it has
+# already seen, its **KV cache**, and computes them only for each new token.
+# Shift invariance is not what makes decoding with a KV cache possible. A cache needs only that a key, once
 # computed, never changes: true of an absolute encoding as well (the token at position 7 gets
 # $W_k(x + p_7)$ when it arrives, and that key is as right at step 100 as at step 8). What RoPE adds
 # is that the scores among a group of tokens do not depend on *where* the group sits: a sentence
@@ -572,8 +575,8 @@ assert not torch.allclose(layer_output(0, True, True)[0], layer_output(0, False)
 # The source's code splits with `vec[:2]` and `vec[2:]` and types the angles m and m/100: it is
 # written for d = 4, as the source says. At d = 4 the split looks like cutting the vector into
 # halves, but it yields the **interleaved** pairs (x₀, x₁), (x₂, x₃), not (x₀, x₂), (x₁, x₃), the
-# "half" layout that §6c introduces (`pl.pair_indices(d, layout)` lists each pair's two feature
-# indices). For larger d the row is split into d/2 pairs (at d = 8, `vec[2:]` would hold six features).
+# "half" layout that §6c introduces (`pl.pair_indices(d, layout)` returns two index tensors: the first
+# feature of every pair, then the second). For larger d the row is split into d/2 pairs (at d = 8, `vec[2:]` would hold six features).
 
 # %% slideshow={"slide_type": "fragment"}
 x = torch.tensor([[1, 0, 1, 0], [0, 1, 0, 1], [1, 1, 1, 1], [1, -1, 1, -1], [0.5, 0.5, 0.5, 0.5]], dtype=F64)
@@ -1029,6 +1032,13 @@ print(f"vs the interleaved layout: differs by up to {hf_far:.1f}")
 # 2π·base^(1−2/d) positions, base^(2/d) times less than 2π·base: close to it only for wide heads
 # (13 % under at d = 128, ten times under at d = 8, as the table shows). Fast pairs resolve neighbours; slow
 # pairs change little over a whole context.
+#
+# Each end does one job. Pair 0 turns by a full radian per position, so neighbours differ a lot in it,
+# but it comes back close to where it started: at position 44 it is 0.018 rad from its angle at 0
+# (44 rad is 7 turns less 0.018), so on its own it hardly tells position 0 from 44. The slowest pair of a
+# d = 128 head moves 1.2·10⁻⁴ rad per position, too little to tell neighbours apart, but it stays inside
+# one turn for about 54 400 positions, so no two of them share its angle. A head needs both ends, as a
+# clock needs both hands (chapter 3 found the same for the sinusoids).
 
 # %% slideshow={"slide_type": "fragment"}
 d = 8
@@ -1038,6 +1048,10 @@ for j, (t, wl) in enumerate(zip(pl.rope_frequencies(d, dtype=F64).tolist(), pl.r
 wl = pl.rope_wavelengths(128)
 torch.testing.assert_close(wl[0], torch.tensor(2 * math.pi, dtype=F64))
 torch.testing.assert_close(wl[-1], torch.tensor(2 * math.pi * 10000 ** (1 - 2 / 128), dtype=F64))
+fast_back = abs(44 - 7 * 2 * math.pi)  # pair 0 (θ₀ = 1) at position 44, measured from its angle at 0
+assert round(fast_back, 3) == 0.018 and all(abs(m - round(m / (2 * math.pi)) * 2 * math.pi) > fast_back for m in range(1, 44))
+theta_slow = pl.rope_frequencies(128, dtype=F64)[-1].item()
+assert round(theta_slow, 5) == 1.2e-4 and round(wl[-1].item(), -2) == 54_400  # slowest pair: per step, one turn
 assert wl[-1] < 2 * math.pi * 10000 and bool((wl.diff() > 0).all())
 assert round(1 - wl[-1].item() / (2 * math.pi * 10000), 2) == 0.13  # d = 128: 13 % under 2π·base
 assert abs(pl.rope_wavelengths(8)[-1].item() * 10 - 2 * math.pi * 10000) < 1e-6 * 2 * math.pi * 10000  # d = 8: a tenth
@@ -1550,7 +1564,8 @@ _ = check.rope_undirected(undirected_rope)
 # Derive a formula, then write `first_slow_pair(d, base, L)`: the smallest pair index j whose
 # angle m·θ_j stays below 2π at every position of the context (d/2 if every pair completes a
 # turn). The point is the formula, so the checker also asks about heads far wider than any
-# model's (d up to 10^12, where no list of the pairs fits in memory), the library's lists of
+# model's (d up to 10^12, where no list of the pairs fits in memory), draws two of its settings
+# anew at every check, the library's lists of
 # frequencies, angles and wavelengths refuse to run while your function does, and each question
 # allows it a few dozen Python lines: enough for a formula, not for a search over the pairs.
 

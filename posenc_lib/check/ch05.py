@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import random
 import sys
 from typing import Any, Callable, Iterator
 
@@ -139,6 +140,23 @@ def rope_undirected(fn: Callable[[Any, Any], Any] | None) -> bool | None:
 SLOW_SETTINGS = ((128, 10000.0, 4096), (64, 10000.0, 2048), (128, 500000.0, 8192), (96, 10000.0, 512),
                  (16, 100.0, 1000), (32, 10000.0, 7), (10**12, 10000.0, 4096), (2 * 10**9, 500000.0, 131072))
 SLOW_STEPS = 30  # Python lines per question: a formula takes a few; a search over 10^11 pairs takes over 100
+SLOW_DRAWN = 2  # settings drawn anew at every check, so answers worked out in advance for the fixed ones do not pass
+
+
+def _drawn_slow_settings(rng: "random.Random | None" = None, count: int = SLOW_DRAWN) -> tuple[tuple[int, float, int], ...]:
+    """Settings the learner cannot see before the check: d even in [10^7, 10^10] (a search over d/2 pairs needs
+    more than SLOW_STEPS lines even when it halves), base log-uniform in [100, 10^6], L in [100, 10^6]; a draw
+    whose bound (d/2)·ln((L − 1)/2π)/ln(base) lies within 0.01 of a whole number, or past d/2 − 1, is drawn again,
+    so float64 rounding cannot decide it."""
+    rng = rng or random.SystemRandom()
+    drawn: list[tuple[int, float, int]] = []
+    while len(drawn) < count:
+        d = 2 * rng.randrange(5 * 10**6, 5 * 10**9)
+        base, L = 10 ** rng.uniform(2, 6), rng.randrange(100, 10**6)
+        bound = (d / 2) * math.log((L - 1) / (2 * math.pi)) / math.log(base)
+        if bound < d // 2 - 1 and 0.01 < bound % 1 < 0.99:
+            drawn.append((d, base, L))
+    return tuple(drawn)
 
 
 def _largest_turns(j: int, d: int, base: float, L: int) -> float:
@@ -165,10 +183,11 @@ def rope_first_slow_pair(fn: Callable[[int, float, int], Any] | None) -> bool | 
     question allows ``SLOW_STEPS`` Python lines."""
 
     def run(fn: Callable[[int, float, int], Any]) -> Iterator[Verdict]:
-        answers, stopped = answers_under_guard(fn, SLOW_SETTINGS, _frequency_functions(), steps_per_case=SLOW_STEPS)
-        for setting in SLOW_SETTINGS:
+        settings = SLOW_SETTINGS + _drawn_slow_settings()
+        answers, stopped = answers_under_guard(fn, settings, _frequency_functions(), steps_per_case=SLOW_STEPS)
+        for setting in settings:
             d, base, L = setting
-            where = f"d={d:,}, base={base:g}, L={L:,}"
+            where = f"d={d:,}, base={base:.6g}, L={L:,}"
             if setting not in answers:
                 yield stopped_verdict(stopped[1], f"{where}: your function",
                                       shortcut="that lists every pair; the exercise asks for a formula in d, base "
@@ -200,7 +219,8 @@ def rope_first_slow_pair(fn: Callable[[int, float, int], Any] | None) -> bool | 
             else:
                 yield False, f"{where}: pair {got - 1} already stays below one turn: find the smallest such j"
             return
-        yield True, f"the first slow pair, right for all {len(SLOW_SETTINGS)} (d, base, L) settings"
+        yield True, (f"the first slow pair, right for all {len(settings)} (d, base, L) settings, {SLOW_DRAWN} of them "
+                     "drawn at random for this check")
 
     return report("the first pair that never completes a turn", fn, run,
                   "the frequencies θ_j form a geometric sequence in j")
