@@ -258,7 +258,7 @@ def test_diagonal_head(capsys):
 
 def test_diagonal_head_refuses_a_random_search(capsys):
     """A blind search over random frequencies, queries and keys: each draw's diagonal turns, so none passes
-    (a margin at four neighbours only, the prompt before, let 39 of these 300 draws through)."""
+    (a margin at four neighbours only, the prompt before, let 39 of 300 such draws through: about one in eight)."""
     g = torch.Generator().manual_seed(0)
     passed = 0
     for _ in range(300):
