@@ -231,8 +231,9 @@ def test_two_counters_names_each_misconception(capsys):
 
 def diagonal_design():
     """An axial pair reads one offset, and S(1, 1) + S(-1, -1) = S(1, -1) + S(-1, 1) for any sum f(dr) + g(dc).
-    One mixed pair turning by a (dr - dc) is still on the main diagonal (angle 0) and turned by 2a on the
-    anti-diagonal: with a = pi / 2 and q = k, the scores are 1 against -1."""
+    The whole main diagonal scores as the query's place only if every pair that carries weight does not turn
+    along (1, 1): freqs[j] . (1, 1) = 0 (mod 2 pi). One mixed pair turning by a (dr - dc) is at angle 0 on the
+    whole main diagonal and at 2a on the anti-diagonal: with a = pi / 2 and q = k, the scores are 1 against -1."""
     freqs = torch.tensor([[math.pi / 2, -math.pi / 2]])
     u = torch.tensor([1.0, 0.0])
     return freqs, u, u
@@ -242,10 +243,34 @@ def test_diagonal_head(capsys):
     assert run(check.diagonal_head, None, capsys)[0] is None
     ok, out = run(check.diagonal_head, diagonal_design(), capsys)
     assert ok is True and "all correct!" in out
-    freqs = torch.tensor([[0.3, -0.3], [1.0, 0.0], [0.5, -0.5]])  # mixed pairs with an axial one among them
+    # the same rotation for integer offsets: the pair turns by 2 pi per step along the diagonal (in float64; in
+    # float32 the two numbers sum to 2 pi only to 1e-7, and 10^9 steps along the diagonal turn the pair by ~100 rad)
+    turns = torch.tensor([[math.pi / 2, 3 * math.pi / 2]], dtype=torch.float64)
+    ok, out = run(check.diagonal_head, (turns, *diagonal_design()[1:]), capsys)
+    assert ok is True
+    ok, out = run(check.diagonal_head, (turns.float(), *diagonal_design()[1:]), capsys)
+    assert ok is False and "score differently" in out
+    freqs = torch.tensor([[0.3, -0.3], [1.0, 0.0], [0.5, -0.5]])  # mixed pairs, and an axial one with no weight
     ok, out = run(check.diagonal_head, (freqs, torch.tensor([1.0, 0, 0, 0, 1, 0]), torch.tensor([1.0, 0, 0, 0, 1, 0])),
                   capsys)
     assert ok is True
+
+
+def test_diagonal_head_refuses_a_random_search(capsys):
+    """A blind search over random frequencies, queries and keys: each draw's diagonal turns, so none passes
+    (a margin at four neighbours only, the prompt before, let 39 of 300 such draws through: about one in eight)."""
+    g = torch.Generator().manual_seed(0)
+    passed = 0
+    for _ in range(300):
+        freqs = (torch.rand(2, 2, generator=g, dtype=torch.float64) * 2 - 1) * math.pi
+        q, k = torch.randn(2, 4, generator=g, dtype=torch.float64)
+        ok, out = run(check.diagonal_head, (freqs, q, k), capsys)
+        passed += ok is True
+        assert ok is True or "score differently" in out or "axial" in out
+    assert passed == 0
+    near = torch.tensor([[math.pi / 2, -math.pi / 2 + 1e-7]])  # off by 1e-7 rad per step: 100 rad at 10^9 steps
+    ok, out = run(check.diagonal_head, (near, *diagonal_design()[1:]), capsys)
+    assert ok is False and "score differently" in out
 
 
 def test_diagonal_head_names_each_misconception(capsys):
@@ -255,12 +280,16 @@ def test_diagonal_head_names_each_misconception(capsys):
     ok, out = run(check.diagonal_head, (axial, q, u), capsys)
     assert ok is False and "every pair turns with one axis only" in out
     assert "S(" not in out and "+" not in out and "f(" not in out  # the prediction's reason is not handed over
-    same_sign = torch.tensor([[math.pi / 2, math.pi / 2]])  # reads dr + dc: 0 on the anti-diagonal
+    same_sign = torch.tensor([[math.pi / 2, math.pi / 2]])  # reads dr + dc: turns along the main diagonal
     ok, out = run(check.diagonal_head, (same_sign, torch.tensor([1.0, 0.0]), torch.tensor([1.0, 0.0])), capsys)
-    assert ok is False and "prefers the anti-diagonal" in out
+    assert ok is False and "score differently" in out
+    assert "dr" not in out and "pi" not in out  # names what the answer shows, not the fix
     gentle = torch.tensor([[0.1, -0.1]])
     ok, out = run(check.diagonal_head, (gentle, torch.tensor([1.0, 0.0]), torch.tensor([1.0, 0.0])), capsys)
-    assert ok is False and "leads by only" in out
+    assert ok is False and "only" in out
+    flipped = (torch.tensor([[math.pi / 2, -math.pi / 2]]), torch.tensor([1.0, 0.0]), torch.tensor([-1.0, 0.0]))
+    ok, out = run(check.diagonal_head, flipped, capsys)  # q = -k: the diagonal is flat, at the lowest score
+    assert ok is False and "scores above the main diagonal" in out
     ok, out = run(check.diagonal_head, (torch.ones(2, 3), torch.ones(4), torch.ones(4)), capsys)
     assert ok is False and "expected (freqs of shape (P, 2)" in out
 

@@ -218,38 +218,42 @@ for kind, ties in (("axial 2-D", [(2, 0), (3, 1), (4, 0)]), ("raster 1-D", [(2, 
     print(f"{kind}: query at (3, 0); scoring like (3, 1):", [tuple(t) for t in same.nonzero().tolist()])
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# Video adds time: a token at $(t, h, w)$. Every style of `pl.apply_rope_nd` gives each
-# rotated pair one axis to read its position from (`"axial"`: each axis its own RoPE on a block
-# of pairs; `"contiguous"`: one 1-D spectrum cut into a block per axis; `"interleaved"`: that
-# spectrum dealt out round-robin; §2 compares them), so pair $j$ turns by
-# $\text{coords}[\text{axis}_j]\,\theta_j$ and the score of a query and a key sees only
-# $(\Delta t, \Delta h, \Delta w)$. Asserted for the three styles: the same $(q, k)$, placed
-# at the same offsets from two different starting points, gives the same scores (the interleaved
-# style with other sections, (6, 5, 5): §2 shows how it deals the pairs out).
+# Video adds time: a token at $(t, h, w)$. Axial RoPE gives $t$ a third block of pairs, each
+# block its own RoPE at its own coordinate, so pair $j$ turns by $\text{coords}[\text{axis}_j]\,\theta_j$
+# and the score of a query and a key sees only $(\Delta t, \Delta h, \Delta w)$. Asserted: the same
+# $(q, k)$, placed at the same offsets from two different starting points, gives the same scores
+# (sections (4, 6, 6): 4 pairs for $t$, 6 each for $h$ and $w$). §2 meets two more styles and checks
+# the same for them.
 
 # %% slideshow={"slide_type": "fragment"}
-STYLE_SECTIONS = {"axial": (4, 6, 6), "contiguous": (4, 6, 6), "interleaved": (6, 5, 5)}
-assert pl.rope_nd_axes((6, 5, 5), "interleaved").tolist() == [0, 1, 2] * 5 + [0]  # the leftover pair 15 goes to t
 offsets = torch.randint(-6, 7, (50, 3), generator=g).to(q.device)
-for style, sections in STYLE_SECTIONS.items():
-    scores = []
-    for origin in ([0, 0, 0], [7, 30, 2]):
-        o = torch.tensor([origin], device=q.device)
-        rq = pl.apply_rope_nd(q.expand(50, d), o.expand(50, 3), sections=sections, section_style=style)
-        rk = pl.apply_rope_nd(k.expand(50, d), o + offsets, sections=sections, section_style=style)
-        scores.append((rq * rk).sum(-1))
-    torch.testing.assert_close(scores[0], scores[1])  # depends only on (Δt, Δh, Δw)
-    print(f"{style:>11}: sections {sections}, scores from two origins agree at {len(offsets)} offsets")
+
+
+def video_scores(origin, sections=(4, 6, 6), style="axial", qk=(q, k)):
+    """The score of q at origin against k at origin + each offset, RoPE of the given style on (t, h, w)."""
+    o = torch.tensor([origin], device=qk[0].device)
+    n_off, dim = len(offsets), qk[0].shape[-1]
+    rq = pl.apply_rope_nd(qk[0].expand(n_off, dim), o.expand(n_off, 3), sections=sections, section_style=style)
+    rk = pl.apply_rope_nd(qk[1].expand(n_off, dim), o + offsets.to(o.device), sections=sections,
+                          section_style=style)
+    return (rq * rk).sum(-1)
+
+
+torch.testing.assert_close(video_scores([0, 0, 0]), video_scores([7, 30, 2]))  # depends only on (Δt, Δh, Δw)
+print(f"axial: scores from two origins agree at {len(offsets)} offsets")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2 · MRoPE: text, images and video in one sequence
 #
 # Qwen2-VL's multimodal RoPE (MRoPE) gives every token three coordinates. A text token at
 # position $p$ sits at $(p, p, p)$; an image is one time step over its grid; a video's frames
-# advance $t$. The "contiguous" and "interleaved" styles use one spectrum
-# $\theta_j = b^{-2j/d}$ over all $d/2$ pairs, so a text token turns every pair by
-# $p\,\theta_j$: exactly 1-D RoPE, and a language model's RoPE carries over unchanged.
-# The axial style does not: its per-axis spectra differ from the 1-D one.
+# advance $t$. The two other styles of `pl.apply_rope_nd` use one spectrum
+# $\theta_j = b^{-2j/d}$ over all $d/2$ pairs and give each pair one axis: `"contiguous"` cuts
+# the pairs into a block per axis, `"interleaved"` deals them out round-robin (which pair goes to
+# which axis is below). Each pair still reads one axis, so the score sees only
+# $(\Delta t, \Delta h, \Delta w)$, as for axial RoPE in §1 (asserted for both). And a text token
+# turns every pair by $p\,\theta_j$: exactly 1-D RoPE, so a language model's RoPE carries over
+# unchanged. The axial style does not: its per-axis spectra differ from the 1-D one.
 #
 # A name clash to keep apart: `section_style="interleaved"` (Qwen3-VL) says which *axis* each
 # pair reads, round-robin $t, h, w, t, \dots$; `layout="interleaved"` (chapter 5) says which
@@ -272,6 +276,10 @@ torch.testing.assert_close(qwen2, one_d)
 torch.testing.assert_close(qwen3, one_d)
 assert not torch.allclose(axial, one_d, atol=1e-3)
 print("text at (p, p, p): contiguous and interleaved equal 1-D RoPE; axial does not")
+qk_128 = torch.randn(2, d_q, dtype=torch.float64, generator=torch.Generator().manual_seed(4)).to(q.device)
+for sections, style in (((16, 24, 24), "contiguous"), ((24, 20, 20), "interleaved")):  # Qwen2-VL's, Qwen3-VL's
+    torch.testing.assert_close(video_scores([0, 0, 0], sections, style, qk_128),
+                               video_scores([7, 30, 2], sections, style, qk_128))  # only (Δt, Δh, Δw)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # `pl.mrope_positions` builds the ids of a mixed sequence by the rule of Qwen2-VL's paper and
@@ -507,8 +515,8 @@ fig
 # $w$ in turn, skipping an axis once it has all its pairs), and the base. At 16 pairs for $t$ the
 # two blocks are Qwen2-VL's allocation and "time slow"; at 24 round robin, base $5 \cdot 10^6$, it
 # is Qwen3-VL's (asserted). Watch which axis's score falls within a few steps and which stays
-# flat over 256. Predict first: move $t$'s 16 pairs to the slow end; at $\Delta = 16$ along $t$,
-# does the score stay near the maximum 128 or drop as it does under Qwen2-VL? (Answered and
+# flat over 256. Predict first: give $t$ only 4 pairs, the slider's least. However fast they
+# turn (any arrangement, any base), how low can the score along $t$ fall? (Answered and
 # asserted below.)
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
@@ -552,6 +560,10 @@ allocation_widget = viz.InteractiveFigure(
 allocation_widget
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
+# The prediction: each pair adds $2\cos$ of its angle, which can fall from 2 to $-2$ and no
+# further, so $t$'s 4 pairs pull the score down by at most $4 \cdot 4 = 16$, to 112, however fast
+# they turn (asserted for the three arrangements at every base of the slider, $\Delta$ up to 256).
+#
 # What the curves say, asserted (at the bases above; the maximum is 128): under Qwen2-VL's
 # allocation the score along $t$ drops fastest and then wobbles (fast pairs), so that, as
 # VideoRoPE argues, a key farther along $t$ can score higher: $\Delta = 38$ steps of $t$ score 97.0,
@@ -589,6 +601,9 @@ allocation_widget
 # section style, not the base, closes it. Heads with $q \ne k$ are not measured.
 
 # %% slideshow={"slide_type": "fragment"}
+for arrangement in ARRANGEMENTS:  # the prediction: 4 pairs of t pull its score down by at most 4 x 4 = 16
+    for base in 10 ** torch.arange(4, 7.01, 0.5, dtype=torch.float64):  # the slider's bases, 1e4 to 1e7
+        assert axis_profile(custom_allocation(4, arrangement, base.item()), 0, deltas).min() >= d_q - 16 - 1e-9
 prof = {(name, a): axis_profile(name, a, deltas) for name in ALLOCATIONS for a in range(3)}
 c2, i3, ts = ALLOCATIONS
 assert prof[c2, 0][16] < prof[c2, 1][16] < prof[c2, 2][16]  # Qwen2-VL at Δ = 16: t < h < w
@@ -964,10 +979,6 @@ assert [to_w.median().item(), to_wr.median().item()] == [41, 21] and round(far["
 assert 0.3 < far["sparse", 512][0] < 0.35
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# > **In short** (three seeds, asserted below). CoPE is never clearly worse than RoPE, on either
-# > mix at any length. Past the training length it edges ahead on the sparse mix (its worst seed
-# > above RoPE's best at 128 to 512 tokens), but thinly. The run does not show why: it stores no gates.
-#
 # **Going further.** Even on the sparse mix at 512 tokens the last write is usually within reach: its median
 # distance is 41 tokens, and only about a third of the reads need one more than 64 tokens back
 # (the training length). The nearest write or read is closer still (median 21; 13 % beyond 64
@@ -975,6 +986,11 @@ assert 0.3 < far["sparse", 512][0] < 0.35
 # inputs with more distractors, but mostly answers at distances seen in training: these runs do
 # not separate the distance to the answer from the length of the input and the number of
 # ignores, and the conclusions say so.
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# > **In short** (three seeds, asserted below). CoPE is never clearly worse than RoPE, on either
+# > mix at any length. Past the training length it edges ahead on the sparse mix (its worst seed
+# > above RoPE's best at 128 to 512 tokens), but thinly. The run does not show why: it stores no gates.
 #
 # What we measured (three seeds; "clearly" means the lowest seed of one method beats the highest
 # seed of the other, and only those claims are asserted below). How far apart two methods are is
@@ -1012,47 +1028,9 @@ assert 0.3 < far["sparse", 512][0] < 0.35
 #   holds up to 512 tokens (8 times the training length, the longest tested) is there to be
 #   learned; it does not say how often training finds it,
 #   and against RoPE we measured **no clear difference**: a null result at this budget.
-#
-# The cell also counts every comparison it makes, null results included. If no method differed
-# from another, one side's three seeds would all lie above the other's 1 time in 10 (in either
-# direction: 2 in $\binom{6}{3} = 20$); it prints how many orderings that rate predicts. It also
-# counts all 24 possible comparisons (3 method pairs × 2 mixes × 4 lengths), the 8 the text does
-# not discuss included: 16 of them are orderings, against 2.4 expected by chance. The
-# comparisons share models (the same three CoPE models at 128, 256 and 512 tokens), so the rate
-# is a rough guide, and the separations carry the claims.
-#
-# This run is a tiny stand-in, not a reproduction of the paper. Liu et al. define flip-flop with
-# 256 instructions per sequence, train on 80 % ignores and test out of distribution on sequences
-# of the same length with 98 % ignores (the splits of their released data); Golovneva et al.
-# (2024) report that CoPE solves flip-flop where popular position encodings fail. Our closest
-# case to that test, the sparse mix at the training length, shows no difference at all: RoPE
-# and CoPE are at or near 1.00 on about 120 reads per seed, so this run does not reproduce the
-# paper where it is most comparable (a ceiling is the likely reason: this mix is not hard enough
-# for our models at 64 tokens; untested). What it adds is a length test, and there the gaps are
-# mostly thin. Nor does the run show *why* CoPE holds up where it does: the results store no
-# gate values, so "it counts written bits" is the method's design, not a measurement here. There is an
-# obvious alternative, **untested here**: with every gate open, CoPE is a learned relative-position
-# logit clamped at 64, so its edge past 64 tokens could come from the clamp keeping every position
-# in the trained range rather than from gates counting writes. Telling the two apart needs more
-# training runs (gates fixed open, or a T5-style bias clamped at 64), and none was run.
-#
-# The model clamps contextual positions at 64 (its `max_positions` is the training length + 1,
-# asserted below): every key counted more than 64 back shares the last position's vector. That
-# bounds the positions; it does not make them trained. If the gates count written bits, as the
-# design intends, a 64-token training sequence holds 5.65 of them on average, 12 or more in
-# fewer than 1 % of sequences, and never 16 among 4096 drawn in the cell after next: the vectors
-# for positions much above 10 were rarely or never trained, while at 512 tokens the first keys
-# sit about 39 writes back. That is one of two guesses for why CoPE degrades on the training mix
-# at 512 tokens, both assuming that the gates count written bits and both sized by the cell
-# after next; the other is gates that leak. A 512-token sequence of the training mix holds about
-# 473 tokens whose gates should stay shut, so for their leaks to add up to less than half a
-# position each gate must stay below 0.0011 (a logit below −6.85); a gate of 0.05, which looks
-# shut, moves the first keys by 24 positions. Neither is tested.
 
 # %% slideshow={"slide_type": "fragment"}
 acc = lambda m, mix, L, stat="mean": res["methods"][m][mix][str(L)][stat]  # noqa: E731
-cope_modules = [mod for mod in cc.build_model("cope", cc.ExperimentConfig()).modules() if isinstance(mod, pl.CoPE)]
-assert {mod.max_positions for mod in cope_modules} == {res["config"]["train_len"] + 1} == {65}
 SEQUENCES = {(mix, L): min(int(SETS[mix, seed][L][1].any(-1).sum()) for seed in res["config"]["seeds"])
              for mix in MIX for L in map(int, lens)}  # per seed, the test sequences with at least one read
 COMPARED = []
@@ -1118,6 +1096,19 @@ for L in (256, 512):  # the null result: CoPE's worst seed is not above RoPE's b
     assert compared("cope", "rope", "dense", L) == 0
 assert compared("cope", "none", "dense", 256) == 1 and compared("cope", "none", "dense", 512) == 0
 assert compared("rope", "none", "dense", 512) == 0
+
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# The cell above recorded every comparison it made, null results included; the next one counts
+# them. If no method differed from another, one side's three seeds would all lie above the
+# other's 1 time in 10 (in either direction: 2 in $\binom{6}{3} = 20$); it prints how many
+# orderings that rate predicts. It also
+# counts all 24 possible comparisons (3 method pairs × 2 mixes × 4 lengths), the 8 the text does
+# not discuss included: 16 of them are orderings, against 2.4 expected by chance. The
+# comparisons share models (the same three CoPE models at 128, 256 and 512 tokens), so the rate
+# is a rough guide, and the separations carry the claims.
+
+# %% slideshow={"slide_type": "fragment"}
 assert len(set(COMPARED)) == len(COMPARED)  # each comparison made once
 orderings = [o for o in COMPARED if order(*o) != 0]
 thin = sorted(o for o in orderings if by_sequence(*o) < 2)
@@ -1138,11 +1129,52 @@ assert all(by_sequence(*o) > 2.2 for o in orderings if o not in thin)
 print("every claim above holds for results/cope_counting.json")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
+# This run is a tiny stand-in, not a reproduction of the paper. Liu et al. define flip-flop with
+# 256 instructions per sequence, train on 80 % ignores and test out of distribution on sequences
+# of the same length with 98 % ignores (the splits of their released data); Golovneva et al.
+# (2024) report that CoPE solves flip-flop where popular position encodings fail. Our closest
+# case to that test, the sparse mix at the training length, shows no difference at all: RoPE
+# and CoPE are at or near 1.00 on about 120 reads per seed, so this run does not reproduce the
+# paper where it is most comparable (a ceiling is the likely reason: this mix is not hard enough
+# for our models at 64 tokens; untested). What it adds is a length test, and there the gaps are
+# mostly thin. Nor does the run show *why* CoPE holds up where it does: the results store no
+# gate values, so "it counts written bits" is the method's design, not a measurement here. There is an
+# obvious alternative, **untested here**: with every gate open, CoPE is a learned relative-position
+# logit clamped at 64, so its edge past 64 tokens could come from the clamp keeping every position
+# in the trained range rather than from gates counting writes. Telling the two apart needs more
+# training runs (gates fixed open, or a T5-style bias clamped at 64), and none was run.
+# A second alternative, also untested: CoPE's vectors add 2 080 parameters (2 layers × 16 × 65)
+# to the 67 717 that NoPE and RoPE have (3 % more), and no baseline with as many extra parameters
+# of another kind was trained, so the run cannot tell counting from capacity either.
+
+# %% slideshow={"slide_type": "fragment"}
+n_params = {m: sum(t.numel() for t in cc.build_model(m, cc.ExperimentConfig()).parameters()) for m in res["methods"]}
+print("parameters per model:", n_params)
+assert n_params["none"] == n_params["rope"] == 67_717 and n_params["cope"] - n_params["none"] == 2 * 16 * 65 == 2_080
+assert round(100 * 2_080 / 67_717) == 3
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# The model clamps contextual positions at 64 (its `max_positions` is the training length + 1,
+# asserted below): every key counted more than 64 back shares the last position's vector. That
+# bounds the positions; it does not make them trained. If the gates count written bits, as the
+# design intends, a 64-token training sequence holds 5.65 of them on average, 12 or more in
+# fewer than 1 % of sequences, and never 16 among 4096 drawn in the cell after next: the vectors
+# for positions much above 10 were rarely or never trained, while at 512 tokens the first keys
+# sit about 39 writes back. That is one of two guesses for why CoPE degrades on the training mix
+# at 512 tokens, both assuming that the gates count written bits and both sized by the cell
+# after next; the other is gates that leak. A 512-token sequence of the training mix holds about
+# 473 tokens whose gates should stay shut, so for their leaks to add up to less than half a
+# position each gate must stay below 0.0011 (a logit below −6.85); a gate of 0.05, which looks
+# shut, moves the first keys by 24 positions. Neither is tested.
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
 # The two guesses, sized on sequences of the training mix (written bits counted, not gates:
 # the results store none):
 
 # %% slideshow={"slide_type": "fragment"}
 mix = MIX["dense"]  # P(w), P(r), P(i)
+cope_modules = [mod for mod in cc.build_model("cope", cc.ExperimentConfig()).modules() if isinstance(mod, pl.CoPE)]
+assert {mod.max_positions for mod in cope_modules} == {res["config"]["train_len"] + 1} == {65}
 
 
 def written_bits(length, seed=0, n=4096):
@@ -1262,10 +1294,12 @@ _ = check.two_counters(two_counters)
 # Predict first, for any $q$ and $k$, and say why. Then a wider family: pair $j$ (features $2j$
 # and $2j + 1$; here $j$ is a pair, as everywhere outside §3) turns by
 # $\phi_j \cdot (\text{row}, \text{col})$ for a frequency vector $\phi_j$ of your choosing. Can
-# any 2-D RoPE of that form prefer the main diagonal? If one can, design it: give
-# `answer = (freqs, q, k)`, `freqs` of shape $(P, 2)$ and $q$ and $k$ of $2P$ numbers, such that
-# each main-diagonal neighbour scores above each anti-diagonal one by at least
-# $0.1\,|q|\,|k|$.
+# any 2-D RoPE of that form prefer the main diagonal? If one can, design one that treats the whole
+# main diagonal like the query's own place: give `answer = (freqs, q, k)`, `freqs` of shape
+# $(P, 2)$ and $q$ and $k$ of $2P$ numbers, such that every key on the query's main diagonal, at
+# offsets $(t, t)$ for every integer $t$, scores exactly what the key at the query's own place
+# scores (the checker tries $|t|$ up to $10^9$, to within $10^{-9}\,|q|\,|k|$), and both
+# anti-diagonal neighbours score at least $0.1\,|q|\,|k|$ less.
 
 # %% slideshow={"slide_type": "fragment"}
 answer = None  # your code: (freqs, q, k)
@@ -1277,10 +1311,11 @@ answer = None  # your code: (freqs, q, k)
 ### BEGIN SOLUTION
 # Axial: the score is f(row offset) + g(column offset), so S(1, 1) + S(-1, -1) = f(1) + f(-1) + g(1) + g(-1)
 # = S(1, -1) + S(-1, 1): the two main-diagonal scores cannot both beat both anti-diagonal ones, for any q and
-# k. A pair that reads both offsets at once escapes this: with phi = (a, -a) it turns by a (row - col), 0 along
-# the main diagonal and 2a on the anti-diagonal. With a = pi / 2 and q = k in that pair, the scores are 1
-# and cos(pi) = -1. (Heo et al. 2024, "Rotary Position Embedding for Vision Transformer", learn such mixed
-# frequencies: RoPE-Mixed.)
+# k. A pair that reads both offsets at once escapes this. Along the main diagonal pair j turns by
+# t phi_j . (1, 1); for every t to score as t = 0, each pair that carries weight must have phi_j . (1, 1) = 0
+# (mod 2 pi): phi = (a, -a), turning by a (row - col), 0 on the whole main diagonal and 2a on the
+# anti-diagonal. With a = pi / 2 and q = k in that pair, the scores are 1 and cos(pi) = -1. (Heo et al. 2024,
+# "Rotary Position Embedding for Vision Transformer", learn such mixed frequencies: RoPE-Mixed.)
 answer = (torch.tensor([[math.pi / 2, -math.pi / 2]]), torch.tensor([1.0, 0.0]), torch.tensor([1.0, 0.0]))
 ### END SOLUTION
 
@@ -1291,9 +1326,12 @@ _ = check.diagonal_head(answer)
 # **After Exercise 3: the additive codes.** The index's map gives every axial code the same ~ in
 # its n-D column, not only axial RoPE. A code added to the token, with half of its features for
 # the row and half for the column, $h = x + [\,r(\text{row}),\ c(\text{col})\,]$, enters a
-# one-layer score $q^\top A\,h$ linearly: against a fixed query, the key's place adds a row part
+# one-layer score $q^\top A\,h$ linearly, provided nothing stands between the sum and the head:
+# no normalisation of $h$ first, as a pre-LayerNorm block has (LayerNorm divides by $h$'s own
+# spread, which is not linear). Then, against a fixed query, the key's place adds a row part
 # plus a column part, so Exercise 3's identity holds for it too. The cell checks it for axial
-# sinusoids on a 16 × 16 grid ($d = 16$), for 200 random heads, queries and key tokens. The way out
+# sinusoids on a 16 × 16 grid ($d = 16$), for 200 random heads, queries and key tokens, and checks
+# that a LayerNorm of $h$ before the head breaks it for every one of them. The way out
 # is a pair that reads both axes at once: mixed-frequency pairs, which RoPE-Mixed (Heo et al. 2024)
 # learns, break the identity (the cell checks one, turning by $\tfrac{\pi}{2}(\text{row} - \text{col})$).
 
@@ -1305,16 +1343,26 @@ def axial_code(row, col):
     return torch.cat([side[row], side[col]])
 
 
+def diagonal_gap(q, A, keys, f=lambda h: h) -> float:
+    """|S(1,1) + S(-1,-1) - S(1,-1) - S(-1,1)| for keys {offset: h}, the head reading f(h)."""
+    S = {o: q @ A @ f(h) for o, h in keys.items()}
+    return abs(S[1, 1] + S[-1, -1] - S[1, -1] - S[-1, 1]).item()
+
+
+layer_norm = lambda h: torch.nn.functional.layer_norm(h, (16,))  # noqa: E731  a pre-LayerNorm block's first step
 gen = torch.Generator().manual_seed(0)
-worst = 0.0
+worst, normalised = 0.0, []
 for _ in range(200):
     A = torch.randn(16, 16, generator=gen, dtype=torch.float64)  # W_Q^T W_K of one head
     q = torch.randn(16, generator=gen, dtype=torch.float64) + axial_code(8, 8)  # a query at (8, 8)
     x = torch.randn(16, generator=gen, dtype=torch.float64)  # the key's token, the same at every place
-    S = {(a, b): q @ A @ (x + axial_code(8 + a, 8 + b)) for a in (-1, 1) for b in (-1, 1)}
-    worst = max(worst, abs(S[1, 1] + S[-1, -1] - S[1, -1] - S[-1, 1]).item())
+    keys = {(a, b): x + axial_code(8 + a, 8 + b) for a in (-1, 1) for b in (-1, 1)}
+    worst = max(worst, diagonal_gap(q, A, keys))
+    normalised.append(diagonal_gap(q, A, keys, layer_norm))
 assert worst < 1e-9
-print("axial sinusoids, 200 random heads: S(1,1) + S(-1,-1) = S(1,-1) + S(-1,1) to within 1e-9")
+assert min(normalised) > 1e-3  # a LayerNorm of h before the head: the identity fails for all 200 heads
+print("axial sinusoids, 200 random heads: S(1,1) + S(-1,-1) = S(1,-1) + S(-1,1) to within 1e-9; "
+      f"with a LayerNorm first, off by {min(normalised):.3f} or more")
 mixed = {(a, b): math.cos(math.pi / 2 * (a - b)) for a in (-1, 1) for b in (-1, 1)}  # one mixed pair, q = k = (1, 0)
 assert round(mixed[1, 1] + mixed[-1, -1] - mixed[1, -1] - mixed[-1, 1], 9) == 4  # 1 + 1 - (-1) - (-1)
 

@@ -242,8 +242,12 @@ def two_counters(answer: Callable[[int], Any] | None) -> bool | None:
 
 # ---------------------------------------------------------------- Exercise 3: a head that prefers one diagonal
 
-DIAGONAL_MARGIN = 0.1  # each main-diagonal neighbour beats each anti-diagonal one by this fraction of |q| |k|
-_MAIN, _ANTI = ((1, 1), (-1, -1)), ((1, -1), (-1, 1))
+DIAGONAL_MARGIN = 0.1  # each anti-diagonal neighbour scores this fraction of |q| |k| below the query's own place
+_ANTI = ((1, -1), (-1, 1))
+# steps t of the main-diagonal offsets (t, t) tried, both signs: a pair whose angle changes along the diagonal,
+# however slowly, shows within a billion steps
+_ALONG = (1, 2, 3, 7, 1000, 123_457, 9_876_543, 10**9)
+_EXACT = 1e-9  # "the same score": to within this fraction of |q| |k|
 
 
 def _grid_score(freqs: torch.Tensor, q: torch.Tensor, k: torch.Tensor, query: tuple[int, int],
@@ -258,8 +262,9 @@ def _grid_score(freqs: torch.Tensor, q: torch.Tensor, k: torch.Tensor, query: tu
 
 def diagonal_head(answer: Any) -> bool | None:
     """answer: (freqs (P, 2), q (2P,), k (2P,)): a 2-D RoPE whose pair j turns by freqs[j] . (row, col) (pair j is
-    features 2j and 2j + 1), and a query and key, such that both main-diagonal neighbours (row and column offsets
-    (1, 1) and (-1, -1)) score above both anti-diagonal ones ((1, -1), (-1, 1)) by 0.1 |q| |k|."""
+    features 2j and 2j + 1), and a query and key, such that every key on the query's main diagonal (offsets
+    (t, t), every integer t) scores what the key at the query's own place scores, and both anti-diagonal
+    neighbours ((1, -1), (-1, 1)) score at least 0.1 |q| |k| less."""
 
     def run(value):
         parts = [float64_tensor(v) for v in value] if isinstance(value, (tuple, list)) and len(value) == 3 else None
@@ -272,20 +277,26 @@ def diagonal_head(answer: Any) -> bool | None:
             yield False, "q and k must not be zero"
             return
         scale = (q.norm() * k.norm()).item()
+        axial = bool(((freqs[:, 0] == 0) | (freqs[:, 1] == 0)).all())
         for query in ((0, 0), (5, -3)):
-            score = {off: _grid_score(freqs, q, k, query, (query[0] + off[0], query[1] + off[1])) / scale
-                     for off in _MAIN + _ANTI}
-            lead = min(score[m] for m in _MAIN) - max(score[a] for a in _ANTI)
             where = f"query at {query}"
-            if lead >= DIAGONAL_MARGIN:
-                yield True, f"{where}: the main diagonal leads by {lead:.3f} |q||k|"
-            elif bool(((freqs[:, 0] == 0) | (freqs[:, 1] == 0)).all()):
+            own = _grid_score(freqs, q, k, query, query) / scale
+            drift = max(abs(_grid_score(freqs, q, k, query, (query[0] + s * t, query[1] + s * t)) / scale - own)
+                        for t in _ALONG for s in (1, -1))
+            lead = own - max(_grid_score(freqs, q, k, query, (query[0] + a, query[1] + b)) / scale
+                             for a, b in _ANTI)
+            if drift <= _EXACT and lead >= DIAGONAL_MARGIN:
+                yield True, f"{where}: the whole main diagonal scores as the query's place, {lead:.3f} |q||k| " \
+                            "above the anti-diagonal neighbours"
+            elif axial:
                 yield False, (f"{where}: every pair turns with one axis only: this is an axial head, the case your "
                               "prediction is about")
-            elif max(score[a] for a in _ANTI) > max(score[m] for m in _MAIN):
-                yield False, f"{where}: your head prefers the anti-diagonal"
+            elif drift > _EXACT:
+                yield False, f"{where}: some keys on the main diagonal score differently from the query's own place"
+            elif lead < 0:
+                yield False, f"{where}: an anti-diagonal neighbour scores above the main diagonal"
             else:
-                yield False, f"{where}: the main diagonal leads by only {lead:.3f} |q||k|"
+                yield False, f"{where}: the anti-diagonal neighbours are only {lead:.3f} |q||k| lower"
 
     return report("A head that prefers one diagonal", answer, run,
                   "what can a pair that turns with the row alone know about the column?")
