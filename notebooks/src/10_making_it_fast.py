@@ -28,17 +28,15 @@
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline
 import math
-from typing import NamedTuple
 from unittest import mock
 
 import torch
-from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import FlopCounterMode
 
 import posenc_lib as pl
 from posenc_lib import check, viz
+from posenc_lib.counting import Call, RecordCalls, RecordOps, entries_and_bytes, total_bytes
 from posenc_lib.kernels import cpu as cpu_kernel
 from posenc_lib.kernels import torch_fast
 from posenc_lib.rotary import SMALL  # below this many elements apply_rope keeps the reference
@@ -51,10 +49,10 @@ device = pl.default_device()  # the CPU unless you opt in with POSENC_DEVICE (00
 g = torch.manual_seed(0)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **How this appendix counts: two recorders.** (Skip the code on a first read: what each recorder
-# counts is in its docstring, and §1 shows it at work.) Most of what the appendix asserts is a count: the torch
-# calls a computation makes, the operators they run, and the bytes those read and write. Two recorders,
-# defined in the next cell, do the counting. `RecordCalls` is a `TorchFunctionMode`: torch hands it
+# **How this appendix counts: two recorders.** Most of what the appendix asserts is a count: the torch
+# calls a computation makes, the operators they run, and the bytes those read and write. Two recorders
+# from `posenc_lib/counting.py` do the counting (what each counts is in its docstring, and §1 shows it
+# at work). `RecordCalls` is a `TorchFunctionMode`: torch hands it
 # every call of its Python API (`torch.sin`, `x * y`, `F.normalize`) as the call is made. `RecordOps`
 # is a `TorchDispatchMode`, one level lower: torch's Python functions run operators of ATen, torch's
 # C++ library of tensor operators (`aten::mul`, `aten::sum`), through the dispatcher, which picks
@@ -74,86 +72,6 @@ g = torch.manual_seed(0)
 # | `traffic` (§3) | `RecordCalls` | calls in a hand list (`DATA_OPS`) on x-sized tensors, and those tensors' bytes |
 # | `whole_tensor` (§4) | `RecordOps` | operators on x-sized tensors and their bytes, forward and backward |
 # | `all_bytes` (§4) | `RecordOps` | every byte of every operator, forward and backward |
-
-# %% slideshow={"slide_type": "fragment"}
-class Call(NamedTuple):
-    """One recorded torch call: its name, and (entries, bytes) of each tensor it reads and of each it writes."""
-
-    name: str
-    read: list[tuple[int, int]]
-    written: list[tuple[int, int]]
-
-    @property
-    def size(self) -> int:
-        """Entries of the largest tensor the call touches."""
-        return max((n for n, _ in (*self.read, *self.written)), default=0)
-
-
-def entries_and_bytes(tensors) -> list[tuple[int, int]]:
-    """(entries shown, bytes of the distinct values shown): an expanded view (stride 0) holds each value once;
-    a strided view counts only the values it shows."""
-    return [(t.numel(), math.prod(n for n, step in zip(t.shape, t.stride()) if step != 0) * t.element_size())
-            for t in tensors]
-
-
-_x = torch.zeros(8, 6)
-assert entries_and_bytes([_x.expand(3, 8, 6), _x[:, ::2]]) == [(144, 192), (24, 96)]  # of x's 192 bytes
-
-
-class RecordCalls(TorchFunctionMode):
-    """Inside a `with` block, records each torch call (a `Call`). A call reads its tensor arguments and writes
-    its results, except: `out=` and the destination of `copy_` are written, not read; an in-place call
-    (`addcmul_`) reads and writes its tensor; a call that hands back one of its arguments unchanged
-    (`x.float()` of a float32 x) moves nothing."""
-
-    def __init__(self):
-        super().__init__()
-        self.calls: list[Call] = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        name = getattr(func, "__name__", str(func))
-        read = [t for t in tree_leaves((args, {k: v for k, v in kwargs.items() if k != "out"}))
-                if isinstance(t, torch.Tensor)]
-        written = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
-        if name == "copy_":
-            read = read[1:]
-        elif not name.endswith("_") and any(w is r for w in written for r in read):
-            read, written = [], []
-        self.calls.append(Call(name, entries_and_bytes(read), entries_and_bytes(written)))
-        return out
-
-
-class RecordOps(TorchDispatchMode):
-    """One level lower: inside a `with` block, records each ATen operator that moves data as a `Call`,
-    forward and backward passes alike. An operator reads its tensor arguments and writes its results; an
-    argument it writes into is written (an in-place operator's is read too, an `out=` argument is not).
-    Views and allocations (`empty`) move no data and are skipped. Entries are counted as a tensor shows
-    them, bytes as the memory behind them: an expanded view shows a value many times but holds it once."""
-
-    def __init__(self):
-        super().__init__()
-        self.ops: list[Call] = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        if func.is_view or func.name().startswith("aten::empty"):
-            return out
-        given = {**dict(zip((a.name for a in func._schema.arguments), args)), **kwargs}
-        into = {a.name for a in func._schema.arguments if a.alias_info is not None and a.alias_info.is_write}
-        read = [t for name, v in given.items() if name != "out" for t in tree_leaves(v) if isinstance(t, torch.Tensor)]
-        changed = [t for name in into & given.keys() for t in tree_leaves(given[name]) if isinstance(t, torch.Tensor)]
-        results = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor) and not any(t is c for c in changed)]
-        self.ops.append(Call(func.name(), entries_and_bytes(read), entries_and_bytes(changed + results)))
-        return out
-
-
-def total_bytes(ops) -> int:
-    """Every byte the recorded operators read and write."""
-    return sum(nbytes for op in ops for _, nbytes in (*op.read, *op.written))
-
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # One Python call can be several operators:
@@ -366,7 +284,7 @@ print(f"same result; the dense form holds {R_all.numel():,} numbers (the input {
 # 256 KiB of input, one matrix entry per multiply-add. A rotation from tables reads x, writes its
 # result and reads the cos and sin tables; `pl.apply_rope` also makes those tables on every call (the
 # angles, then their cosines and sines), while `pl.RotaryEmbedding` keeps them from one call to the
-# next. How many bytes is that? Not a formula: `RecordOps` (before §1) sees every
+# next. How many bytes is that? Not a formula: `RecordOps` (`posenc_lib/counting.py`) sees every
 # ATen operator a call runs, and counts the bytes of each tensor an operator reads or writes. The
 # counts depend on the path `apply_rope` takes: a C kernel (a compiled loop that reads each pair
 # once, rotates it and writes it once) where the machine has a C compiler, and otherwise a torch
@@ -527,8 +445,8 @@ print("against rotate_pairs in float32, for bf16 and float32 inputs and both lay
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Now count the torch calls that move a whole tensor's worth of data (at least half of x: one
-# member of every pair), and the bytes of such tensors they read and write (`RecordCalls`, in the
-# counting cell before §1, says what a call reads and what it writes). Only the calls named in `DATA_OPS`
+# member of every pair), and the bytes of such tensors they read and write (`RecordCalls`'s
+# docstring, in `posenc_lib/counting.py`, says what a call reads and what it writes). Only the calls named in `DATA_OPS`
 # count: a hand list of the calls that move data in the functions this section counts. The other calls
 # (views, shape queries, allocations such as `torch.empty`) move none, and the cell checks it: no call
 # on x-sized data that it leaves out writes into a tensor or fills memory its arguments did not hold.
@@ -784,7 +702,7 @@ fig
 # the one that consumes them (attention) never writes or reads the rotated tensor on its own, so
 # this floor is a standalone operator's, not RoPE's.
 #
-# To see what autograd runs in the backward pass, `RecordOps` (before §1) records every ATen operator,
+# To see what autograd runs in the backward pass, `RecordOps` records every ATen operator,
 # including those the backward pass calls, and counts their bytes as in §3.
 
 # %% slideshow={"slide_type": "fragment"}
