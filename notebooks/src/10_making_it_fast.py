@@ -28,22 +28,19 @@
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline
 import math
-from collections import Counter
-from typing import NamedTuple
 from unittest import mock
 
 import torch
-from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import FlopCounterMode
 
 import posenc_lib as pl
 from posenc_lib import check, viz
+from posenc_lib.counting import Call, RecordCalls, RecordOps, entries_and_bytes, total_bytes
 from posenc_lib.kernels import cpu as cpu_kernel
 from posenc_lib.kernels import torch_fast
 from posenc_lib.rotary import SMALL  # below this many elements apply_rope keeps the reference
-from posenc_lib.timing import median_iqr_ms  # torch.utils.benchmark.Timer underneath
+from posenc_lib.timing import block_ms  # torch.utils.benchmark.Timer underneath
 
 viz.use_style()  # white figures, dark text: readable in light and dark themes
 
@@ -52,10 +49,10 @@ device = pl.default_device()  # the CPU unless you opt in with POSENC_DEVICE (00
 g = torch.manual_seed(0)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **How this appendix counts: two recorders.** (Skip the code on a first read: what each recorder
-# counts is in its docstring, and §1 shows it at work.) Most of what the appendix asserts is a count: the torch
-# calls a computation makes, the operators they run, and the bytes those read and write. Two recorders,
-# defined in the next cell, do the counting. `RecordCalls` is a `TorchFunctionMode`: torch hands it
+# **How this appendix counts: two recorders.** Most of what the appendix asserts is a count: the torch
+# calls a computation makes, the operators they run, and the bytes those read and write. Two recorders
+# from `posenc_lib/counting.py` do the counting (what each counts is in its docstring, and §1 shows it
+# at work). `RecordCalls` is a `TorchFunctionMode`: torch hands it
 # every call of its Python API (`torch.sin`, `x * y`, `F.normalize`) as the call is made. `RecordOps`
 # is a `TorchDispatchMode`, one level lower: torch's Python functions run operators of ATen, torch's
 # C++ library of tensor operators (`aten::mul`, `aten::sum`), through the dispatcher, which picks
@@ -75,86 +72,6 @@ g = torch.manual_seed(0)
 # | `traffic` (§3) | `RecordCalls` | calls in a hand list (`DATA_OPS`) on x-sized tensors, and those tensors' bytes |
 # | `whole_tensor` (§4) | `RecordOps` | operators on x-sized tensors and their bytes, forward and backward |
 # | `all_bytes` (§4) | `RecordOps` | every byte of every operator, forward and backward |
-
-# %% slideshow={"slide_type": "fragment"}
-class Call(NamedTuple):
-    """One recorded torch call: its name, and (entries, bytes) of each tensor it reads and of each it writes."""
-
-    name: str
-    read: list[tuple[int, int]]
-    written: list[tuple[int, int]]
-
-    @property
-    def size(self) -> int:
-        """Entries of the largest tensor the call touches."""
-        return max((n for n, _ in (*self.read, *self.written)), default=0)
-
-
-def entries_and_bytes(tensors) -> list[tuple[int, int]]:
-    """(entries shown, bytes of the distinct values shown): an expanded view (stride 0) holds each value once;
-    a strided view counts only the values it shows."""
-    return [(t.numel(), math.prod(n for n, step in zip(t.shape, t.stride()) if step != 0) * t.element_size())
-            for t in tensors]
-
-
-_x = torch.zeros(8, 6)
-assert entries_and_bytes([_x.expand(3, 8, 6), _x[:, ::2]]) == [(144, 192), (24, 96)]  # of x's 192 bytes
-
-
-class RecordCalls(TorchFunctionMode):
-    """Inside a `with` block, records each torch call (a `Call`). A call reads its tensor arguments and writes
-    its results, except: `out=` and the destination of `copy_` are written, not read; an in-place call
-    (`addcmul_`) reads and writes its tensor; a call that hands back one of its arguments unchanged
-    (`x.float()` of a float32 x) moves nothing."""
-
-    def __init__(self):
-        super().__init__()
-        self.calls: list[Call] = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        name = getattr(func, "__name__", str(func))
-        read = [t for t in tree_leaves((args, {k: v for k, v in kwargs.items() if k != "out"}))
-                if isinstance(t, torch.Tensor)]
-        written = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
-        if name == "copy_":
-            read = read[1:]
-        elif not name.endswith("_") and any(w is r for w in written for r in read):
-            read, written = [], []
-        self.calls.append(Call(name, entries_and_bytes(read), entries_and_bytes(written)))
-        return out
-
-
-class RecordOps(TorchDispatchMode):
-    """One level lower: inside a `with` block, records each ATen operator that moves data as a `Call`,
-    forward and backward passes alike. An operator reads its tensor arguments and writes its results; an
-    argument it writes into is written (an in-place operator's is read too, an `out=` argument is not).
-    Views and allocations (`empty`) move no data and are skipped. Entries are counted as a tensor shows
-    them, bytes as the memory behind them: an expanded view shows a value many times but holds it once."""
-
-    def __init__(self):
-        super().__init__()
-        self.ops: list[Call] = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        if func.is_view or func.name().startswith("aten::empty"):
-            return out
-        given = {**dict(zip((a.name for a in func._schema.arguments), args)), **kwargs}
-        into = {a.name for a in func._schema.arguments if a.alias_info is not None and a.alias_info.is_write}
-        read = [t for name, v in given.items() if name != "out" for t in tree_leaves(v) if isinstance(t, torch.Tensor)]
-        changed = [t for name in into & given.keys() for t in tree_leaves(given[name]) if isinstance(t, torch.Tensor)]
-        results = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor) and not any(t is c for c in changed)]
-        self.ops.append(Call(func.name(), entries_and_bytes(read), entries_and_bytes(changed + results)))
-        return out
-
-
-def total_bytes(ops) -> int:
-    """Every byte the recorded operators read and write."""
-    return sum(nbytes for op in ops for _, nbytes in (*op.read, *op.written))
-
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # One Python call can be several operators:
@@ -312,11 +229,11 @@ print("torch calls (total, sin, cos) per size:", counts)
 # builder's Python work per entry: n·d = 12 800 angle expressions in the interpreter, and a nested list
 # of as many Python floats that `torch.tensor` must read one by one. The next cell times the builder
 # next to the library on your machine. It asserts nothing, because a time is not the same on two
-# machines; the counts above are the claim. Read a timing only when its interquartile range (over the
-# timer's blocks) is well below its median, here under half of it, and only a difference of many
-# times. The cell applies that rule as it prints: a row whose range is not under half its median
-# prints "within noise" in place of its median, a median is printed to two significant figures, and
-# the gap between the two medians in whole units of the larger range ("within noise" under 3).
+# machines; the counts above are the claim. Other programs running at the same time can only add
+# time to a block of calls, so the cell compares each function's fastest block, the least disturbed,
+# and reads only a difference of many times: it prints "more than 5 times slower" when the
+# builder's fastest block takes over 5 times the library's, and "not separated on this run"
+# otherwise.
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
 # nbval-ignore-output: wall-clock timings differ on every run and machine
@@ -324,15 +241,13 @@ steps_003 = {
     "003's builder": lambda: builder_003(n, d),
     "pl.sinusoidal_positions (vectorised)": lambda: pl.sinusoidal_positions(n, d),
 }
-print(f"n = {n}, d = {d}")
-timed = {}
+print(f"n = {n}, d = {d}; milliseconds per call in each function's fastest block")
+fastest = {}
 for name, fn in steps_003.items():
-    timed[name] = median, iqr = median_iqr_ms(fn, min_run_time=1.0)  # blocks over 1 s: more for the slow builder
-    shown = f"{median:.2g} ms (interquartile range {iqr:.1g})" if iqr < median / 2 else "within noise"
-    print(f"{name:45s} {shown}")
-(slow, slow_iqr), (fast, fast_iqr) = timed.values()
-gap = (slow - fast) / max(slow_iqr, fast_iqr)
-print("gap between the medians:", f"{gap:.0f} times the larger range" if gap >= 3 else "within noise")
+    fastest[name] = block_ms(fn, min_run_time=1.0)[0]  # blocks over 1 s: more for the slow builder
+    print(f"{name:45s} {fastest[name]:.2g} ms")
+slow, fast = fastest.values()
+print("003's builder:", "more than 5 times slower" if slow > 5 * fast else "not separated on this run")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2. Dense R_m against cos/sin tables
@@ -369,7 +284,7 @@ print(f"same result; the dense form holds {R_all.numel():,} numbers (the input {
 # 256 KiB of input, one matrix entry per multiply-add. A rotation from tables reads x, writes its
 # result and reads the cos and sin tables; `pl.apply_rope` also makes those tables on every call (the
 # angles, then their cosines and sines), while `pl.RotaryEmbedding` keeps them from one call to the
-# next. How many bytes is that? Not a formula: `RecordOps` (before §1) sees every
+# next. How many bytes is that? Not a formula: `RecordOps` (`posenc_lib/counting.py`) sees every
 # ATen operator a call runs, and counts the bytes of each tensor an operator reads or writes. The
 # counts depend on the path `apply_rope` takes: a C kernel (a compiled loop that reads each pair
 # once, rotates it and writes it once) where the machine has a C compiler, and otherwise a torch
@@ -380,8 +295,8 @@ print(f"same result; the dense form holds {R_all.numel():,} numbers (the input {
 #
 # From here on, the bytes a computation moves are counted in one unit, the **one-pass bound**: the
 # bytes of reading x once and writing a result of x's size once, twice x's bytes (for a bf16 x, 4
-# bytes per entry). It is what `x * 1.5` moves (the cell checks it), and no function that returns a
-# new tensor can move less. The only other byte figures are plain bytes (the MiB above, §5's bytes
+# bytes per entry). It is what `x * 1.5` moves (the cell checks it), and no function that reads every
+# value of x and returns a new tensor of x's size can move less. The only other byte figures are plain bytes (the MiB above, §5's bytes
 # per position) and §6's shares, which are fractions.
 
 # %% slideshow={"slide_type": "fragment"}
@@ -417,7 +332,7 @@ torch_rotation = bytes_of(lambda: torch_fast.rotate(xs_cpu, cos_64, sin_64, "int
 # the C operator's own reads and writes, on the meta device (shapes only, through its registered fake), so counted
 # on any machine: x read and written (1 bound), cos and sin read (1/4 bound each)
 on_meta = [t.to("meta") for t in (xs_cpu, cos_64, sin_64)]
-c_operator = bytes_of(lambda: torch.ops.posenc.rope_rotate(*on_meta, True, False))
+c_operator = bytes_of(lambda: torch.ops.posenc.rope_rotate(*on_meta, interleaved=True, inverse=False))
 c_path = {"apply_rope": torch_path["apply_rope"] - torch_rotation + c_operator, "RotaryEmbedding": c_operator}
 # the torch path packs cos and sin into one complex table (reads 1/2, writes 1/2), then multiplies x by it (reads
 # 1, writes 1/2): 2.5 where the C operator moves 1.5; apply_rope also writes the angles (1/4), and cos and sin each
@@ -454,8 +369,8 @@ print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 
 # are not comparable.
 #
 # The tables fix the memory; what is left is time. An elementwise job does a handful of
-# arithmetic operations per entry, and what no function that returns a new tensor can avoid is
-# reading x once and writing its result once: §2's one-pass bound, what `x * 1.5` moves (for a
+# arithmetic operations per entry, and what no function that reads x and returns a new tensor of its
+# size can avoid is reading x once and writing its result once: §2's one-pass bound, what `x * 1.5` moves (for a
 # bf16 x, 2 bytes read and 2 written per entry). Written with torch
 # operations, `x·cos − y·sin` is one call per operation: the products, the difference, the
 # `stack`/`cat` that puts the pairs back, and for a bf16 input a float32 copy on the way in and a
@@ -470,7 +385,8 @@ print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 
 # - **The reference itself**, for a tensor of fewer than `rotary.SMALL` = 16 384 elements, such as
 #   chapter 5's 5 × 4 example. Every call of a faster path has a fixed cost, and below that size
 #   it saves little in absolute time (about 21 µs a call at most), or is slower (`make bench`
-#   measured where, below).
+#   measured where, below). Decoding is such a case: one new position of a Llama-sized query,
+#   (1, 32, 1, 128), is 4 096 elements, so this section's counts are about prefill and training.
 # - **A C kernel**, where the machine has a C compiler and x is contiguous, in float32 or bfloat16
 #   (with float32 tables; otherwise the next path): a small loop registered as a torch operator,
 #   `torch.ops.posenc.rope_rotate`. It reads each pair once, rotates it in float32 in registers and
@@ -485,7 +401,7 @@ print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 
 # The next cell checks both fast paths against the plain form, whichever one your machine uses: the
 # C kernel bit for bit (where there is one); the torch path bit for bit in the interleaved layout and,
 # in the half layout, within `torch.testing.assert_close`'s tolerances for the dtype; and that the
-# small example never reaches the C operator.
+# small example and a decoding step never reach the C operator.
 
 # %% slideshow={"slide_type": "fragment"}
 xb = torch.randn(8, L, 128).to(torch.bfloat16)  # 8 heads of a bf16 model
@@ -507,6 +423,10 @@ for x_in in (xb, xb.float()):
 with RecordCalls() as small_calls:
     pl.apply_rope(torch.randn(5, 4))  # chapter 5's size: the reference rotates it
 assert 5 * 4 < SMALL == 16384 <= xb.numel() and not any("rope_rotate" in call.name for call in small_calls.calls)
+decode_step = torch.randn(1, 32, 1, 128)  # one new position of a Llama-sized query, 1000 tokens in
+with RecordCalls() as decode_calls:
+    pl.apply_rope(decode_step, torch.tensor([1000]))
+assert decode_step.numel() == 4096 < SMALL and not any("rope_rotate" in call.name for call in decode_calls.calls)
 print("against rotate_pairs in float32, for bf16 and float32 inputs and both layouts: the C kernel bit for bit "
       "(where it is built); "
       "the torch path bit for bit (interleaved) or up to rounding (half)")
@@ -520,12 +440,13 @@ print("against rotate_pairs in float32, for bf16 and float32 inputs and both lay
 # From 16 384 elements on it is faster in every column, the closest to 1 being float32's half layout,
 # forward + backward (0.96). So `SMALL` is a choice read from noisy medians on one machine, not a
 # measured crossing; this appendix does not repeat the measurement. What it does check (the cell
-# above) is that chapter 5's 5 × 4 example stays on the reference: it never reaches the C operator.
+# above) is that chapter 5's 5 × 4 example and a decoding step stay on the reference: they never
+# reach the C operator.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Now count the torch calls that move a whole tensor's worth of data (at least half of x: one
-# member of every pair), and the bytes of such tensors they read and write (`RecordCalls`, in the
-# counting cell before §1, says what a call reads and what it writes). Only the calls named in `DATA_OPS`
+# member of every pair), and the bytes of such tensors they read and write (`RecordCalls`'s
+# docstring, in `posenc_lib/counting.py`, says what a call reads and what it writes). Only the calls named in `DATA_OPS`
 # count: a hand list of the calls that move data in the functions this section counts. The other calls
 # (views, shape queries, allocations such as `torch.empty`) move none, and the cell checks it: no call
 # on x-sized data that it leaves out writes into a tensor or fills memory its arguments did not hold.
@@ -582,7 +503,8 @@ def per_path(x: torch.Tensor) -> dict[str, tuple[int, float]]:
     with cpu_kernel.use_cpu_kernel(False):
         counts = {"torch path": traffic(lambda: pl.apply_rope(x, layout="half"), x)}
     on_meta = [t.to("meta") for t in (x, ab.cos(), ab.sin())]
-    counts["C kernel"] = traffic(lambda: torch.ops.posenc.rope_rotate.default(*on_meta, False, False), x)
+    counts["C kernel"] = traffic(lambda: torch.ops.posenc.rope_rotate.default(*on_meta, interleaved=False,
+                                                                              inverse=False), x)
     this_machine = counts["C kernel" if cpu_kernel.available() else "torch path"]
     assert traffic(lambda: pl.apply_rope(x, layout="half"), x) == this_machine  # the path this machine takes
     return counts
@@ -780,7 +702,7 @@ fig
 # the one that consumes them (attention) never writes or reads the rotated tensor on its own, so
 # this floor is a standalone operator's, not RoPE's.
 #
-# To see what autograd runs in the backward pass, `RecordOps` (before §1) records every ATen operator,
+# To see what autograd runs in the backward pass, `RecordOps` records every ATen operator,
 # including those the backward pass calls, and counts their bytes as in §3.
 
 # %% slideshow={"slide_type": "fragment"}
@@ -811,7 +733,8 @@ def c_operator_step() -> list[Call]:
     """The C operator's training step on the meta device (its registered shapes, no data), so on any machine."""
     q = xb.to("meta").requires_grad_()
     with RecordOps() as rec:
-        torch.autograd.grad(torch.ops.posenc.rope_rotate(q, cos_meta, sin_meta, False, False), q, torch.empty_like(q))
+        rotated = torch.ops.posenc.rope_rotate(q, cos_meta, sin_meta, interleaved=False, inverse=False)
+        torch.autograd.grad(rotated, q, torch.empty_like(q))
     return rec.ops
 
 
@@ -833,8 +756,10 @@ print(f"forward + backward on xb-sized data: the plain form {whole_tensor(plain_
 # each. The C operator reads both in each of its two calls, forward and backward: 1/4 of a bound.
 # `pl.RotaryEmbedding` keeps its tables, so from its second call on that is all it adds: 2 + 1/4 bounds
 # per step. `pl.apply_rope` is stateless: every call also computes its angles and their cos and sin
-# (writing the tables, 1/8 of a bound, and reading the angles twice), so it can go no lower than
-# 2 + 3/8 (tables written once, read twice), and it moves a little more. Only a kernel that computes
+# (writing the tables, 1/8 of a bound), so it can go no lower than 2 + 3/8 (tables written once,
+# read twice). It moves about 0.19 more: its angles, one float32 tensor as large as one table, written
+# once (1/16) and read by cos and by sin (1/16 each), 3/16 in all, and under 0.01 for the positions
+# and frequencies they are made from. Only a kernel that computes
 # sin and cos itself, from the positions, gets down to 2, at the price of d/2 sines and cosines per
 # position in every call, or one fused into the matmul or attention, which avoids the standalone
 # pass. The cell counts every operator's bytes, tables and angles included.
@@ -861,7 +786,10 @@ first_big = next(i for i, op in enumerate(lib_ops) if op.size >= xb.numel() // 2
 table_making = all_bytes(lib_ops[:first_big])  # apply_rope's angles, cos and sin, before it rotates
 on_c_kernel = {"RotaryEmbedding": all_bytes(operator_ops), "apply_rope": all_bytes(operator_ops) + table_making}
 assert on_c_kernel["RotaryEmbedding"] == 2 + 1 / 4  # x and g once each, the tables read twice
-assert 2 + 3 / 8 < on_c_kernel["apply_rope"] < 2 + 5 / 8  # and the tables written, from angles written and read
+angles_op = lib_ops[first_big - 3]  # the angles (positions times frequencies), read next by cos and by sin
+assert angles_op.name == "aten::mul.Tensor" and [op.name for op in lib_ops[first_big - 2:first_big]] == ["aten::cos", "aten::sin"]
+assert angles_op.written[0][1] / (2 * xb.numel() * xb.element_size()) == 1 / 16  # as large as one table
+assert 3 / 16 < on_c_kernel["apply_rope"] - (2 + 3 / 8) < 3 / 16 + 0.01  # the angles, then positions and frequencies
 if cpu_kernel.available():  # the path this machine takes, measured as it runs
     assert all_bytes(second_call) == on_c_kernel["RotaryEmbedding"] and all_bytes(lib_ops) == on_c_kernel["apply_rope"]
 else:  # the plain form reads the tables in each of its products (and autograd keeps them for the backward)
@@ -889,7 +817,8 @@ assert xs_cpu.shape == (1024, 64) and xs_cpu.dtype == torch.float32 and xb.dtype
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # So for this x a training step with a standalone operator has a floor in bytes of 2 + 1/4 one-pass
-# bounds with cached float32 tables and 2 + 3/8 for the stateless function (with more heads sharing
+# bounds with cached float32 tables and 2 + 3/8 for the stateless function (2.57 as it makes its angles
+# as a tensor; with more heads sharing
 # each table row, the tables' share shrinks). These are bytes, not times: `make bench` times two
 # plain passes and a stateless call's floor next to `apply_rope` and `RotaryEmbedding`, round-robin
 # over many rounds, and `benchmarks/README.md` has its tables and what they do and do not show.
@@ -901,33 +830,37 @@ assert xs_cpu.shape == (1024, 64) and xs_cpu.dtype == torch.float32 and xb.dtype
 # writes the tables again, 1/8 of a bound.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise (design): the backward rotation in place.** When the gradient g that reaches RoPE's
-# backward pass was made for it alone (as attention's backward pass makes the gradient of q)
-# and nothing reads it afterwards, $R_m^\top g$ could be written over g instead of into a new tensor
-# of g's size. Only then: autograd may hand one gradient tensor to two branches (the backward pass
-# of an addition gives the same g to both, checked below), and overwriting it would corrupt the
-# other branch's gradient, so an autograd function may do this only where it owns g. What it saves
-# is peak memory: a fused kernel writing into g saves one g-sized tensor, and a design with torch
-# operations saves that less its own new tensors; this pays when the backward pass is short of
-# memory and g is large. In this count it saves no bytes (the count does not see what a CPU may add
-# for new memory: a cache that reads a line before writing it, page faults on first touch). One pass that reads each value and writes its result moves the same
-# bytes into its input as into a new tensor (the cell below checks it: `y_pass.mul_(1.5)` against
-# `y_pass * 1.5`), so a fused kernel that wrote into g would move what the C operator moves. Written
-# with torch operations, each operation is a pass of its own over what it touches (the cell checks
-# that two in-place operations move twice one's bytes), so what an in-place design moves depends on
-# its operations, not on writing into g. Here you write the rotation, not that wiring. Design
-# `rotate_back_(g, cos, sin, layout)` that overwrites g, of shape
-# (..., seq, d) and any strides, with $R_m^\top g$ (every pair turned by −angle), for cos and sin
-# of shape (seq, d/2) and either layout ("half": features j and j + d/2 form pair j;
-# "interleaved": 2j and 2j + 1), with torch operations whose new tensors hold, all of them together
-# over the call, fewer elements than g itself (a tensor of another dtype counts its bytes in g's
-# elements; and no numpy or Python copy of the values). More than one design meets this. The rule
-# is cumulative, not a peak: every new tensor counts, even one freed before the call returns, so the
-# rule bounds the data written to new memory, not only what is held at once (a loop that rotates g
-# out of place in small pieces holds little at any moment but still writes all of g a second time,
-# and fails it). The checker runs it on float32 gradients of its own, some of them strided views,
-# adds up every element the ATen operators it reaches create, checks that every change to g is made
-# by an operator it saw, and compares g with `pl.rotate_pairs` by −angle.
+# **Exercise (design): the backward rotation in place.** Design `rotate_back_(g, cos, sin, layout)`
+# that overwrites g, of shape (..., seq, d) and any strides, with $R_m^\top g$ (every pair turned by
+# −angle), for cos and sin of shape (seq, d/2) and either layout ("half": features j and j + d/2 form
+# pair j; "interleaved": 2j and 2j + 1). Use torch operations whose new tensors hold, all of them
+# together over the call, fewer elements than g itself: every new tensor counts, even one freed
+# before the call returns (a tensor of another dtype counts its bytes in g's elements; no numpy or
+# Python copy of the values). More than one design meets this. The note below says when writing into
+# g is safe, what it saves, and what the checker runs.
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# **Note on the exercise (for reference).** When the gradient g that reaches RoPE's backward pass was
+# made for it alone (as attention's backward pass makes the gradient of q) and nothing reads it
+# afterwards, $R_m^\top g$ could be written over g instead of into a new tensor of g's size. Only
+# then: autograd may hand one gradient tensor to two branches (the backward pass of an addition gives
+# the same g to both, checked below), and overwriting it would corrupt the other branch's gradient,
+# so an autograd function may do this only where it owns g; the exercise asks for the rotation, not
+# that wiring. What it saves is peak memory: a fused kernel writing into g saves one g-sized tensor,
+# and a design with torch operations saves that less its own new tensors; this pays when the backward
+# pass is short of memory and g is large. In this count it saves no bytes (the count does not see
+# what a CPU may add for new memory: a cache that reads a line before writing it, page faults on
+# first touch). One pass that reads each value and writes its result moves the same bytes into its
+# input as into a new tensor (the cell below checks it: `y_pass.mul_(1.5)` against `y_pass * 1.5`),
+# so a fused kernel that wrote into g would move what the C operator moves. Written with torch
+# operations, each operation is a pass of its own over what it touches (the cell checks that two
+# in-place operations move twice one's bytes), so what an in-place design moves depends on its
+# operations, not on writing into g. The budget bounds the data written to new memory, not only what
+# is held at once: a loop that rotates g out of place in small pieces holds little at any moment but
+# still writes all of g a second time, and fails it. The checker runs the function on float32
+# gradients of its own, some of them strided views, adds up every element the ATen operators it
+# reaches create, checks that every change to g is made by an operator it saw, and compares g with
+# `pl.rotate_pairs` by −angle.
 
 # %% slideshow={"slide_type": "fragment"}
 handed = []  # the gradient each branch of w * 2 + q * 3 receives from the addition's backward pass
@@ -1135,8 +1068,9 @@ print(f"per token and layer: projections {projection_ops:.2e} operations, RoPE o
 # What RoPE costs, by what this appendix counts, is calls and bytes. How many, against the rest of a step? The next cell counts
 # them in one training step (forward, loss, backward) of chapter 7's `TinyDecoder` (2 layers,
 # d_model = 64, 4 heads of 16; a batch of 8 sequences of 255 tokens), once with RoPE and once with no
-# positional encoding: the step with RoPE runs every operator of the one without, and more (the cell
-# checks it), so the difference is RoPE's. These are counts of operators and of the bytes
+# positional encoding. The control: the same model with RoPE's rotation replaced by the identity (q
+# and k handed on as they arrive) runs the same operators as the step without, in the same order, and
+# moves the same bytes (the cell checks it), so the difference between the first two is the rotation's. These are counts of operators and of the bytes
 # they read and write, the same on every machine, not times. One thing to know before reading them:
 # the model's attention layer hands q and k, as permuted views of its projections (not contiguous),
 # to its `RotaryEmbedding` (`Rotary.rope`), which chooses a path as `apply_rope` does (§3); the C kernel
@@ -1159,23 +1093,24 @@ class RecordOpsOperatorByShape(RecordOps):
 
 
 def by_operator(rope: pl.RotaryEmbedding, q: torch.Tensor, k: torch.Tensor, offset: int):
+    q, k = q.contiguous(), k.contiguous()  # the copies the C operator needs, counted
     cos, sin = rope.tables(q.shape[-2], offset)
-    return tuple(torch.ops.posenc.rope_rotate(t, cos, sin, rope.layout == "interleaved", False) for t in (q, k))
+    return tuple(torch.ops.posenc.rope_rotate(t, cos, sin, interleaved=rope.layout == "interleaved", inverse=False)
+                 for t in (q, k))
 
 
-def step_ops(positional: str, contiguous_q_k=None, recorder=RecordOps, batch: int = 8, width: int = 64) -> list[Call]:
+def step_ops(positional: str, rotate=None, recorder=RecordOps, batch: int = 8, width: int = 64) -> list[Call]:
     """The ATen operators of one training step of a TinyDecoder of d_model = width (heads of 16 features,
-    d_ff = 4 width) on batch sequences, on the CPU; contiguous_q_k(rope, q, k, offset), if given, rotates
-    contiguous copies of q and k in place of the model's rotation."""
+    d_ff = 4 width) on batch sequences, on the CPU; rotate(rope, q, k, offset), if given, replaces the
+    model's rotation."""
     with torch.random.fork_rng():
         torch.manual_seed(0)
         model = pl.TinyDecoder(pl.DecoderConfig(vocab_size=64, positional=positional, max_len=256, d_model=width,
                                                 num_heads=width // 16, d_ff=4 * width))
         tokens = torch.randint(0, 64, (batch, 256))
-    if contiguous_q_k is not None:
+    if rotate is not None:
         rope = model.positional.rope
-        model.positional.rotate = lambda q, k, *, layer=0, offset=0: contiguous_q_k(
-            rope, q.contiguous(), k.contiguous(), offset)
+        model.positional.rotate = lambda q, k, *, layer=0, offset=0: rotate(rope, q, k, offset)
     with recorder() as rec:
         logits = model(tokens[:, :-1])
         torch.nn.functional.cross_entropy(logits.flatten(0, 1), tokens[:, 1:].flatten()).backward()
@@ -1189,15 +1124,17 @@ rope_share = {"operators": 1 - len(without) / len(with_rope), "bytes": 1 - total
 assert (len(with_rope), len(without)) == (154, 77)
 assert 0.26 < rope_share["bytes"] < 0.27
 assert not any("rope_rotate" in op.name for op in with_rope)  # the reference path: q and k arrive permuted
-assert Counter(op.name for op in without) <= Counter(op.name for op in with_rope)  # the same operators and more
-print(f"one training step: {len(with_rope)} operators with RoPE, {len(without)} without; "
+identity = step_ops("rope", lambda rope, q, k, offset: (q, k))  # the control: RoPE's rotation left out
+assert [op.name for op in identity] == [op.name for op in without] and total_bytes(identity) == total_bytes(without)
+print(f"one training step: {len(with_rope)} operators with RoPE, {len(without)} without "
+      f"({len(identity)} with the rotation replaced by the identity, the same bytes); "
       f"RoPE's share of the bytes read and written: {rope_share['bytes']:.2f}")
 on_operator = step_ops("rope", by_operator, RecordOpsOperatorByShape)
 operator_share = 1 - total_bytes(without) / total_bytes(on_operator)
 assert len(on_operator) == 102 and 0.24 < 1 - len(without) / len(on_operator) < 0.25 and 0.12 < operator_share < 0.13
 assert sum(op.name == "posenc::rope_rotate" for op in on_operator) == 8  # q and k, 2 layers, forward and backward
 if cpu_kernel.available():  # the module's own choice on contiguous q and k, run: the same operators and bytes
-    module_run = step_ops("rope", lambda rope, q, k, offset: rope(q, k, offset=offset))
+    module_run = step_ops("rope", lambda rope, q, k, offset: rope(q.contiguous(), k.contiguous(), offset=offset))
     assert [op.name for op in module_run] == [op.name for op in on_operator]
     assert total_bytes(module_run) == total_bytes(on_operator)
 print(f"with contiguous copies of q and k and the C operator: {len(on_operator)} operators; "
