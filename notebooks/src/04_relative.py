@@ -570,8 +570,8 @@ viz.InteractiveFigure(
 )
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# <details><summary>The answers: open them after your three predictions (the cell below, source collapsed,
-# checks them at T5's defaults, distances 0 to 999 of the past)</summary>
+# <details><summary>The answers: open them after your three predictions (the cell below checks them at
+# T5's defaults, distances 0 to 999 of the past: read it after predicting, too)</summary>
 #
 # 1. Unticked, every key after the query lands in bucket 0 (the upper-right triangle turns one colour),
 #    and the past is cut into **more** buckets: all 32 instead of 16.
@@ -585,7 +585,7 @@ viz.InteractiveFigure(
 #
 # </details>
 
-# %% jupyter={"source_hidden": true}
+# %%
 dist = torch.arange(1000)  # distances in the past (offsets -dist), on the CPU: a few small integer checks
 
 
