@@ -46,70 +46,107 @@ def test_unattempted_says_so_and_bugs_are_reported(checker, capsys):
 # ---------------------------------------------------------------- Exercise 1: a strided relative shift
 
 def strided_shift(x, stride):
-    """Column c holds distance c - (K - 1); entry (i, j) needs stride * i - j, so c = stride * i - j + K - 1."""
+    """Column c holds distance stride * (q - 1) - c; entry (i, j) needs stride * i - j, so c = stride * (q - 1 - i)
+    + j, which sits at stride * (q - 1) + i * (width - stride) + j in x's memory: a view with those steps."""
+    q, width = x.shape
+    k = width - stride * (q - 1)
+    return x.as_strided((q, k), (width - stride, 1), x.storage_offset() + stride * (q - 1))
+
+
+def strided_shift_by_slices(x, stride):
+    """The same view without as_strided: drop the first stride * (q - 1) numbers, read rows of width - stride."""
+    q, width = x.shape
+    k = width - stride * (q - 1)
+    start = stride * (q - 1)
+    return x.reshape(-1)[start:start + q * (width - stride)].reshape(q, width - stride)[:, :k]
+
+
+def strided_shift_by_gather(x, stride):
+    """The right numbers by an index, in new memory."""
     q, width = x.shape
     k = width - stride * (q - 1)
     i, j = torch.arange(q)[:, None], torch.arange(k)[None, :]
-    return x.gather(1, stride * i - j + k - 1)
+    return x.gather(1, stride * (q - 1 - i) + j)
 
 
 def strided_shift_by_loops(x, stride):
-    """The same index, entry by entry, in numpy: another right route."""
+    """The same index, entry by entry, in numpy: right numbers, a copy."""
     a = np.asarray(x)
     q, width = a.shape
     k = width - stride * (q - 1)
-    return np.array([[a[i, stride * i - j + k - 1] for j in range(k)] for i in range(q)])
+    return np.array([[a[i, stride * (q - 1 - i) + j] for j in range(k)] for i in range(q)])
 
 
-def strided_shift_by_reshapes(x, stride):
-    """No index at all, the reshape trick of §3 worked out anew: flip the columns (largest distance first), pad
-    `stride` zeros on the right, and read the flat memory from element stride * (q - 1) on in rows of the old
-    width: each row then starts `stride` columns further left than the row above."""
+def strided_shift_by_pad(x, stride):
+    """§3's reshape trick worked out anew for the stride: pad `stride` zeros on the right and read the flat
+    memory from element stride * (q - 1) on in rows of the old width: right numbers, but the pad is a copy."""
     q, width = x.shape
     k = width - stride * (q - 1)
-    flat = F.pad(x.flip(1), (0, stride)).reshape(-1)[stride * (q - 1):]
+    flat = F.pad(x, (0, stride)).reshape(-1)[stride * (q - 1):]
     return flat[: q * width].reshape(q, width)[:, :k]
+
+
+def strided_shift_written_back(x, stride):
+    """Right numbers written into x's own memory, then a view of it: x changes."""
+    out = strided_shift_by_gather(x, stride)
+    flat = x.view(-1)
+    flat[: out.numel()] = out.reshape(-1)
+    return flat[: out.numel()].view(out.shape)
 
 
 def test_strided_layout_independent_of_the_checker():
     """Funnel-Transformer's pooled attention is the real case: transformers' _relative_shift_gather moves each
     query row `shift` (2) columns after pooling. Here, by hand: with stride 2, query 1 (position 2) and key 0
-    are 2 apart, and the layout's column for distance 2 is K + 1."""
+    are 2 apart, and the layout's column for distance 2 is stride * (q - 1) - 2 = 2."""
     q, k, stride = 3, 4, 2
     width = stride * (q - 1) + k
-    distance_of_column = torch.arange(width) - (k - 1)
-    x = distance_of_column.double().expand(q, width)  # each entry its own distance
-    out = strided_shift(x, stride)
-    assert out.tolist() == [[stride * i - j for j in range(k)] for i in range(q)]
-    assert distance_of_column[k + 1] == 2
+    distance_of_column = stride * (q - 1) - torch.arange(width)
+    x = distance_of_column.double().expand(q, width).contiguous()  # each entry its own distance
+    for right in (strided_shift, strided_shift_by_slices):
+        out = right(x, stride)
+        assert out.tolist() == [[stride * i - j for j in range(k)] for i in range(q)]
+        assert out.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()  # a view
+    assert distance_of_column[2] == 2
 
 
-@pytest.mark.parametrize("right", [strided_shift, strided_shift_by_loops, strided_shift_by_reshapes])
+@pytest.mark.parametrize("right", [strided_shift, strided_shift_by_slices])
 def test_xl_rel_shift_accepts_right_answers(right, draw, capsys):
     assert check.xl_rel_shift(right) is True
     assert "all correct!" in capsys.readouterr().out
 
 
-def _xl_index(x, stride):
-    """§3's index read across: distances largest first, one column per query."""
+@pytest.mark.parametrize("copy", [strided_shift_by_gather, strided_shift_by_loops, strided_shift_by_pad])
+def test_xl_rel_shift_refuses_a_copy_and_says_the_numbers_are_right(copy, draw, capsys):
+    """The shortcut: any route that builds the right numbers in new memory. The numbers are right, and so said."""
+    assert check.xl_rel_shift(copy) is False
+    out = capsys.readouterr().out
+    assert "every entry holds the right distance, but in new memory" in out
+
+
+def test_xl_rel_shift_refuses_writing_into_x(draw, capsys):
+    assert check.xl_rel_shift(strided_shift_written_back) is False
+    assert "wrote into x" in capsys.readouterr().out
+
+
+def _smallest_first(x, stride):
+    """The index of a layout with the smallest distance first, read on this one (largest first)."""
     q, width = x.shape
     k = width - stride * (q - 1)
-    i, j = torch.arange(q)[:, None], torch.arange(k)[None, :]
-    return x.gather(1, (stride * (q - 1 - i) + j).clamp(max=width - 1))
+    return x.gather(1, stride * torch.arange(q)[:, None] - torch.arange(k)[None, :] + k - 1)
 
 
 def _stride_ignored(x, stride):
+    """A view that steps one column per query, as §3's shift does."""
     q, width = x.shape
     k = width - stride * (q - 1)
-    i, j = torch.arange(q)[:, None], torch.arange(k)[None, :]
-    return x.gather(1, i - j + k - 1)
+    return x.as_strided((q, k), (width - 1, 1), x.storage_offset() + stride * (q - 1))
 
 
 def _one_off(x, stride):
     q, width = x.shape
     k = width - stride * (q - 1)
     i, j = torch.arange(q)[:, None], torch.arange(k)[None, :]
-    return x.gather(1, (stride * i - j + k).clamp(max=width - 1))
+    return x.gather(1, (stride * (q - 1 - i) + j + 1).clamp(max=width - 1))
 
 
 def _rel_shift_as_is(x, stride):
@@ -119,43 +156,26 @@ def _rel_shift_as_is(x, stride):
     return pl.rel_shift(x)[:, :k]
 
 
-def _xlnets_reshape_typed_in(x, stride):
-    """XLNet's own trick typed by hand (read (Q, W) as (W, Q), drop a row, read back): made for its layout."""
+def _row_stride_of_x(x, stride):
+    """The view with x's own row step (width): every row starts at the same column."""
     q, width = x.shape
     k = width - stride * (q - 1)
-    return x.reshape(width, q)[1:].reshape(q, width - 1)[:, :k]
-
-
-def _shifted_column_numbers(x, stride):
-    """§3's last cell: shift the column numbers with pl.rel_shift and gather through them."""
-    q, width = x.shape
-    k = width - stride * (q - 1)
-    return x.gather(1, pl.rel_shift(torch.arange(width).expand(q, width))[:, :k])
-
-
-def _docstring_index_plus_one(x, stride):
-    """pl.rel_shift's docstring, out[i, j] = x[i, j + q_len - 1 - i], moved one column on (XLNet's layout)."""
-    q, width = x.shape
-    k = width - stride * (q - 1)
-    i, j = torch.arange(q)[:, None], torch.arange(k)[None, :]
-    return x.gather(1, j + q - i)
+    return x.as_strided((q, k), (width, 1), x.storage_offset() + stride * (q - 1))
 
 
 @pytest.mark.parametrize("wrong, says", [
     (_stride_ignored, "each row moves one column from the row before"),
     (_one_off, "one away from the one they need"),
-    (_xl_index, "as if the largest distance came first"),
-    (_rel_shift_as_is, "as if the largest distance came first"),  # §3's layout, as a reader would copy it
-    (_xlnets_reshape_typed_in, "✗ q_len = 1"),  # made for its own layout: wrong from the first case on
-    (_shifted_column_numbers, "as if the largest distance came first"),  # §3's last cell, applied as it stands
-    (_docstring_index_plus_one, "out of bounds"),  # the old answer, pl.rel_shift's index one column on: off the matrix
+    (_smallest_first, "as if the smallest distance came first"),
+    (_rel_shift_as_is, ("some entries hold the wrong distance", "one away from the one they need")),  # by shape
+    (_row_stride_of_x, "some entries hold the wrong distance"),
     (lambda x, s: x.T, "return a (q_len, k_len)"),
 ])
 def test_xl_rel_shift_names_the_misconception(wrong, says, draw, capsys):
     assert check.xl_rel_shift(wrong) is False
     out = capsys.readouterr().out
-    assert says in out and "hint:" in out
-    assert "stride * i - j + k" not in out and "K - 1" not in out  # the index stays hidden
+    assert any(said in out for said in ((says,) if isinstance(says, str) else says)) and "hint:" in out
+    assert "width - stride" not in out and "W - s" not in out and "as_strided" not in out  # the steps stay hidden
 
 
 def test_every_check_draws_new_cases():
@@ -163,7 +183,7 @@ def test_every_check_draws_new_cases():
     for draw in (ch04._shift_cases, ch04._rows_cases, ch04._last_bucket_cases):
         assert len({tuple(draw(ch04._fresh_rng())) for _ in range(5)}) > 1, draw.__name__
     cases = ch04._shift_cases(random.Random(0))
-    assert cases[0][0] == 1 and cases[1][2] == 2 and cases[2][2] == 3  # one query alone, strides 2 and 3
+    assert cases[0][0] == 2 and cases[1][2] == 2 and cases[2][2] == 3  # two queries, strides 2 and 3
 
 
 # ---------------------------------------------------------------- Exercise 2: a T5 encoder rule that reads every row
@@ -769,7 +789,7 @@ def test_no_callable_or_constant_of_the_checker_module_passes_an_exercise(capsys
 
 def test_the_checker_source_holds_no_formula_of_an_answer():
     source = inspect.getsource(ch04)
-    for answer_shape in ("(B - 1 - e) / (B - e)", "stride * i - j + k", "- 1 if bidirectional", "2 * span - r",
+    for answer_shape in ("(B - 1 - e) / (B - e)", "stride * i - j + k", "width - stride", "stride * (q_len - 1 - ", "- 1 if bidirectional", "2 * span - r",
                          "min(r, 2", "2 * k - r", "2 * span - 1, 0", "offsets - 1", "(o - 1)", "sealed"):
         assert answer_shape not in source, answer_shape
 

@@ -184,7 +184,9 @@ print("weights of query 0:", [round(v, 3) for v in w[0].tolist()])
 #
 # The source notes (`004`) write Shaw's method as $k_n = W_k(x_n + \tilde p^k_r)$ with
 # $r = \operatorname{clip}(m - n, r_\min, r_\max)$, their query $m$ and key $n$ being our $i$ and $j$.
-# Its $k_n$ depends on the query $m$ (erratum 5). Two more differences from the library, neither an error:
+# Through $r$, that $k_n$ depends on the query $m$ too: it is one vector per *pair* $(m, n)$, not per key, which is
+# what the $(L, L, d)$ tensor $a^K$ above holds (listed as erratum 5 at the end of the chapter). Two more
+# differences from the library, neither an error:
 #
 # * **the sign**: $m - n$ is query minus key, the mirror of $j - i$. Indexing a table $T'$ by
 #   $\operatorname{clip}(m-n, -k, k) + k$ gives the same vectors as indexing $T$ by
@@ -280,37 +282,47 @@ fig
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ### The relative shift, step by step
 #
-# Terms (b) and (d) need $r_{M+i-j}$ for every pair: gathering a $(Q, K, d)$ tensor of position vectors
-# costs memory $O(QKd)$. XL instead scores every query against every *distance* with one matmul,
-# $(q_i + v) \cdot r_o$ in a $(Q, K)$ matrix whose column $c$ holds distance $K - 1 - c$, and then moves
-# row $i$ so that column $j$ lands on distance $M + i - j$. The move is a trick with memory layout:
+# Terms (b) and (d) need $r_{M+i-j}$ for every pair. XL does not look a vector up per pair: it scores
+# every query against every *distance* with one matmul, $(q_i + v) \cdot r_o$ in a $(Q, K)$ matrix whose
+# column $c$ holds distance $K - 1 - c$, and then moves row $i$ so that column $j$ lands on distance
+# $M + i - j$. The move is a trick with memory layout:
 #
 # 1. pad a zero column on the left: $(Q, K+1)$;
 # 2. read the same numbers as a $(K+1, Q)$ matrix;
 # 3. drop its first row: $(K, Q)$;
 # 4. read the rest as $(Q, K)$.
 #
-# To see where each number goes, fill the matrix with labels: entry $(i, c)$ holds
-# $100\,(i+1) + \text{distance}$, so the hundreds say which row it came from.
+# The smallest case first: $Q = K = 3$, no memory, so query $i$ may see keys $0, \dots, i$ at distances
+# $i, \dots, 0$. Fill the matrix with labels, entry $(i, c)$ holding $10\,(i+1) + \text{distance}$: the
+# tens say which row a number came from, the units its distance.
+
+# %%
+Q3 = K3 = 3
+labels3 = 10 * (torch.arange(Q3)[:, None] + 1) + (K3 - 1 - torch.arange(K3))  # row i: 10(i+1) + 2, 1, 0
+step1 = F.pad(labels3, (1, 0))  # (Q, K + 1)
+step2 = step1.reshape(K3 + 1, Q3)  # same memory, other shape
+step3 = step2[1:]  # drop the first row: (K, Q)
+step4 = step3.reshape(Q3, K3)
+for name, s in [("labels (column c = distance K-1-c)", labels3), ("1. pad a zero column", step1),
+                ("2. read as (K+1, Q)", step2), ("3. drop the first row", step3), ("4. read as (Q, K)", step4)]:
+    print(f"{name}, shape {tuple(s.shape)}: {s.tolist()}")
+assert torch.equal(step4, pl.rel_shift(labels3))  # the library's shift
+assert step4.tolist() == [[10, 0, 22], [21, 20, 0], [32, 31, 30]]  # row i, key j <= i: 10(i+1) + (i - j)
+assert step4.untyped_storage().data_ptr() == step1.untyped_storage().data_ptr()  # after the pad: views only
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# Read step 4 row by row. Row 0 is $10$ (distance 0, key 0), then the pad and a number of row 1; row 1 is
+# $21, 20$ (distances 1, 0), then the pad; row 2 is $32, 31, 30$. Why: the padded rows hold $K + 1$
+# numbers and step 4 reads them back $K$ at a time, so each output row starts one place further left in
+# its own padded row than the row above, where the distance is one larger; dropping the first $Q$
+# numbers (step 3) sets where row 0 starts. With a memory of $M$ keys the same holds: row $i$ holds its
+# own labels with distances $M + i, \dots, 0$ for keys $j = 0, \dots, M + i$, exactly the keys query $i$
+# may see. **That is where the trick is exact.** To the right of it sit the zero pad and numbers of row
+# $i + 1$: wrapped garbage, which the causal mask hides. The cell checks it on §3's example ($Q = 4$,
+# $M = 2$, $K = 6$), with labels $100\,(i+1) + \text{distance}$.
 
 # %%
 labels = 100 * (torch.arange(Q, device=device)[:, None] + 1) + (K - 1 - torch.arange(K, device=device))
-step1 = F.pad(labels, (1, 0))  # (Q, K + 1)
-step2 = step1.reshape(K + 1, Q)  # same memory, other shape
-step3 = step2[1:]  # drop the first row: (K, Q)
-step4 = step3.reshape(Q, K)
-for name, s in [("labels (column c = distance K-1-c)", labels), ("1. pad a zero column", step1),
-                ("2. read as (K+1, Q)", step2), ("3. drop the first row", step3), ("4. read as (Q, K)", step4)]:
-    print(f"{name}, shape {tuple(s.shape)}:\n{s.cpu().numpy()}")
-assert torch.equal(step4, pl.rel_shift(labels))
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# Row $i$ of the result holds row $i$'s own labels with distances $M + i, M + i - 1, \dots, 0$ for keys
-# $j = 0, \dots, M + i$: exactly the keys query $i$ may see. **That is where the trick is exact.** To
-# the right of it sit the zero pad and labels from row $i + 1$: wrapped garbage, which the causal mask
-# hides.
-
-# %%
 shifted = pl.rel_shift(labels)
 visible = ~pl.causal_mask(Q, K, device=device)  # j <= M + i
 for i in range(Q):
@@ -340,14 +352,31 @@ fig.axes[0].set_xlabel("column c")
 fig
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# ### Why shift?
+# ### What the shift saves, and what it does not
 #
-# Because it scores *distances*, not pairs. Looking up $W_{k,R}R_{i-j}$ for every pair builds a
-# $(Q, K, d)$ tensor of position vectors; scoring every query against the $K$ distance vectors first
-# needs one matmul and a $(Q, K)$ matrix (the paper's Appendix B; Music Transformer, Huang et al. 2018,
-# §3.4.1, introduced the same trick as "skewing" for Shaw's vectors). Once those scores exist, the
-# shift moves each one into place with a pad, two reshapes and a slice, and no index.
-#
+# The saving is in scoring *distances* before pairs. Looking up $W_{k,R}R_{M+i-j}$ for every pair builds
+# a $(Q, K, d)$ tensor of position vectors; one matmul of the queries against the $K$ distance vectors
+# gives the same scores from a $(Q, K)$ matrix, $d$ times smaller (the paper's Appendix B; Music
+# Transformer, Huang et al. 2018, §3.4.1, introduced the same trick as "skewing" for Shaw's vectors).
+# The shift is only the last move, and a gather does it too: `torch.gather` with each entry's column,
+# $K - 1 - (M + i - j)$, puts the same scores in place with the same $O(QK)$ memory. What the shift
+# spares is that index, a $(Q, K)$ tensor of integers: it is one padded copy, $Q(K + 1)$ numbers, and
+# then only views (checked in the $Q = K = 3$ cell). The cell counts the numbers each route builds (besides
+# the $(Q, K)$ scores, for the gather and the shift) on §3's example ($Q = 4$, $K = 6$, $d = 4$) and checks that the gather and the shift agree wherever the
+# query may look.
+
+# %%
+per_pair = torch.stack([torch.stack([r[(M + i - j) % K] for j in range(K)]) for i in range(Q)])  # (Q, K, d)
+column = (K - 1 - xl_dist).clamp(0, K - 1)  # the column holding distance M + i - j (clamped where hidden)
+gathered = by_offset.gather(1, column.to(device))
+assert_close(gathered[visible], pl.rel_shift(by_offset)[visible])  # the gather and the shift agree
+assert_close(torch.einsum("id,ijd->ij", q + v, per_pair)[visible], gathered[visible])  # = the per-pair scores
+built = {"per pair: (Q, K, d) vectors": per_pair.numel(), "gather: index + output": column.numel() + gathered.numel(),
+         "shift: padded copy": F.pad(by_offset, (1, 0)).numel()}  # the gather's and the shift's: besides the scores
+assert built == {"per pair: (Q, K, d) vectors": 96, "gather: index + output": 48, "shift: padded copy": 28}
+print(built)
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
 # XL is causal, so it needs the distances $0, \dots, K - 1$ only. Keys after the query need negative
 # signed distances, and the sinusoid has them: $R_{-o}$ keeps the cosines of $R_o$ and negates its sines, so
 # a key $o$ steps after the query is told apart from one $o$ steps before it. XLNet (Yang et al. 2019)
@@ -541,7 +570,9 @@ viz.InteractiveFigure(
 )
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# The answers, checked in the next cell at T5's defaults (distances 0 to 999 of the past):
+# <details><summary>The answers: open them after your three predictions (the cell below checks them at
+# T5's defaults, distances 0 to 999 of the past: read it after predicting, too)</summary>
+#
 # 1. Unticked, every key after the query lands in bucket 0 (the upper-right triangle turns one colour),
 #    and the past is cut into **more** buckets: all 32 instead of 16.
 # 2. Doubling `max_distance` leaves the exact buckets near the diagonal alone (the first 8 distances keep
@@ -551,6 +582,8 @@ viz.InteractiveFigure(
 #    their own (12 instead of 8 at 48 buckets), and, from 12 buckets up at max 128, the far range is cut
 #    into more, **narrower** buckets. Not at the slider's low end: 8 buckets hold 14.0 distances per far
 #    bucket, 12 hold 17.0 (the next cell checks every slider step).
+#
+# </details>
 
 # %%
 dist = torch.arange(1000)  # distances in the past (offsets -dist), on the CPU: a few small integer checks
@@ -585,14 +618,12 @@ widths_by_count = [mean_far_width(nb_, 128) for nb_ in range(8, 68, 4)]  # every
 assert widths_by_count[0] < widths_by_count[1]  # 3: not at 8 -> 12 ...
 assert all(a > b for a, b in zip(widths_by_count[1:], widths_by_count[2:]))  # ... but from 12 buckets up
 assert [round(w, 1) for w in widths_by_count[:2]] == [14.0, 17.0]
-print(f"far buckets hold {mean_far_width(32, 128):.1f} distances on average at 32 buckets and max 128, "
-      f"{mean_far_width(32, 256):.1f} at max 256, {mean_far_width(48, 128):.1f} at 48 buckets")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5. DeBERTa: content and position, disentangled
 #
 # *Core: the score, its $\sqrt{3d}$ and which row of $q^r$ p2c reads (up to the first aside; Exercise 4
-# builds on it). The three asides after that are optional.*
+# builds on it). The three asides after that are optional, and left out of the slides.*
 #
 # DeBERTa (He et al., ICLR 2021) keeps content and position in separate vectors all the way into the
 # score. The positions are a table $P_\text{rel}$ of $2k$ relative embeddings (not chapter 3's
@@ -602,7 +633,8 @@ print(f"far buckets hold {mean_far_width(32, 128):.1f} distances on average at 3
 # $j$ (query minus key) is bucketed into the $2k$ rows:
 #
 # $$\delta(i, j) = \operatorname{clip}(i - j + k,\ 0,\ 2k - 1).$$
-#
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
 # The score keeps three of the four terms of §1, with relative positions in place of absolute ones
 # (DeBERTa drops position–position, arguing that with relative positions it adds little):
 #
@@ -686,7 +718,7 @@ _, _, p2c_ref = pl.deberta_terms(q_c, k_c, q_r, k_r, p2c_index="reference")
 by_code_row = torch.stack([torch.stack([k_c[j] @ q_r[delta[i, j]] for j in range(L)]) for i in range(L)])
 assert torch.allclose(p2c_ref, by_code_row, atol=1e-5) and not torch.allclose(p2c_ref, p2c, atol=1e-3)
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "skip"}
 # #### Aside, for readers of the released code (skip it on a first read)
 #
 # The released code computes p2c in two recipes:
@@ -708,7 +740,7 @@ assert torch.allclose(p2c_ref, by_code_row, atol=1e-5) and not torch.allclose(p2
 # (`tests/test_deberta.py` checks `p2c_index="reference"` against transformers' v1
 # `DisentangledSelfAttention`, `tests/test_crosscheck.py` against the deberta_v2 one).
 
-# %%
+# %% slideshow={"slide_type": "skip"}
 L4, k2 = 4, 2
 i4, j4 = torch.meshgrid(torch.arange(L4), torch.arange(L4), indexing="ij")
 delta4 = pl.deberta_relative_index(L4, L4, k2)  # delta(i, j) = clip(i - j + k, 0, 2k - 1), as in c2p
@@ -724,7 +756,7 @@ for i_ in range(L4):
         print(f" {i_}  {j_}  {i_ - j_:+d}  |         S[{j_}, {pos4[j_, i_].item()}]             |"
               f"        T[{delta4[i_, j_].item()}, {j_}]        |       {delta4[i_, j_].item()}")
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "skip"}
 # #### Aside, continued: both recipes at full size, and the source notes' form
 #
 # The source notes (`004`) write DeBERTa's relative terms as
@@ -743,7 +775,7 @@ for i_ in range(L4):
 # transformers' deberta_v2 attention with `share_att_key` against
 # `softmax(pl.deberta_scores(..., p2c_index="reference"))`, which divides by $\sqrt{3d}$.
 
-# %%
+# %% slideshow={"slide_type": "skip"}
 rel = -pl.relative_positions(L, L, device=device)  # query minus key, i - j, as the code builds it
 p2c_pos = torch.clamp(-rel + span_k, 0, 2 * span_k - 1)  # clip(-(i - j) + k), laid over rows of keys
 code_p2c = torch.gather(k_c @ q_r.T, -1, p2c_pos).T  # transformers: gather along the key rows, transpose
@@ -758,7 +790,7 @@ _, c2p_tied, p2c_tied = pl.deberta_terms(q_c, k_c, P @ W_qc.T, P @ W_kc.T, p2c_i
 assert_close(src_c2p + src_p2c, c2p_tied + p2c_tied)  # a special case: W_{q,r} = W_q, W_{k,r} = W_k
 assert not torch.allclose(src_c2p, c2p, atol=1e-3)  # v1's own W_{k,r} gives other scores
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "skip"}
 # #### Aside, continued: relative in attention, absolute at the top
 #
 # Everything above is DeBERTa's *attention*, and it sees positions only through $\delta$. The model as
@@ -780,7 +812,7 @@ assert not torch.allclose(src_c2p, c2p, atol=1e-3)  # v1's own W_{k,r} gives oth
 # positions; with the flag off, no table, and the two rows equal. (transformers' `DebertaV2Model` has no
 # Enhanced Mask Decoder: with the released configs, what it computes is relative throughout.)
 
-# %%
+# %% slideshow={"slide_type": "skip"}
 from transformers import DebertaV2Config, DebertaV2Model
 
 with torch.random.fork_rng():  # building models draws random numbers: leave the notebook's stream alone
@@ -925,7 +957,7 @@ for name, score in scorers.items():
 # | **Shaw** (§2) | $2(2k+1)\,d_\text{head}$ per layer ($a^K$, $a^V$), shared by the heads | $a^K_{ij}, a^V_{ij}$: $(L, L, d_\text{head})$ each as written; $(L, 2k+1)$ if $q$ is scored against the $2k+1$ rows first, then gathered | content × position, $q_i \cdot a^K_{ij}$, one table for all heads; $a^V$ also moves the output | all alike beyond $k$ | Shaw et al. 2018 (translation); Music Transformer (Huang et al. 2018) builds on it |
 # | **Transformer-XL** (§3) | $d_\text{model}^2$ ($W_{k,R}$) $+\ 2\,d_\text{model}$ ($u, v$) per layer, as in XLNet and XL's code with `untie_r` (the paper: one $u$, $v$ for the model); $R$ is fixed | $r$: $(L, d_\text{model})$; scores by distance, $(H, L, L)$, then the shift | content × position (b), position-only (d), and a global content bias (c); per head | the formula: a sinusoid for every distance; the released evaluation runs clamp it (`clamp_len`) | Transformer-XL (Dai et al. 2019), XLNet (Yang et al. 2019) |
 # | **T5** (§4) | $\text{num\_buckets}\cdot H$ per stack, encoder or decoder (its first layer computes the bias, the others reuse it) | bucket ids $(L, L)$, bias $(H, L, L)$ | position-only: a scalar per bucket and head | one shared last bucket, before `max_distance`: from distance 91 of 128 in an encoder, 113 in a decoder (§4) | T5 (Raffel et al. 2020) and its descendants (mT5, Flan-T5) |
-# | **DeBERTa** (§5) | v1: a $2k$-row table $+\ 2\,d_\text{model}^2 + d_\text{model}$ per layer; v3: the table only (counted below) | v1's code: $q^r, k^r$ for the $2\min(L, k)$ rows a sequence of $L$ tokens can reach; scores $(H, L, 2\min(L, k))$, then gathered (v2/v3: every row of their table) | content × position both ways (c2p, p2c); per head | v1: alike beyond $k$; v2/v3: log buckets, then the edge rows (below) | DeBERTa (He et al. 2021), v2/v3; absolute positions near the output (§5) |
+# | **DeBERTa** (§5) | v1: a $2k$-row table $+\ 2\,d_\text{model}^2 + d_\text{model}$ per layer; v3: the table only (counted below) | v1's code: $q^r, k^r$ for a slice of $2\min(L, k)$ rows around the middle of the table; scores $(H, L, 2\min(L, k))$, then gathered (v2/v3: every row of their table) | content × position both ways (c2p, p2c); per head | v1: alike beyond $k$; v2/v3: log buckets, then the edge rows (below) | DeBERTa (He et al. 2021), v2/v3; absolute positions near the output (§5) |
 # | RoPE (chapter 5) | 0 | $\cos, \sin$: $(L, d_\text{head}/2)$ | content × position: it *is* the rotated $q \cdot k$; the same rotation in every head | every distance, but angles never seen in training (chapter 7) | GPT-NeoX, Llama and most current LLMs (chapter 8) |
 # | ALiBi (chapter 6) | 0 (fixed slopes $m_h$) | bias $(H, L, L)$, or only $H$ slopes in a fused kernel | position-only, $-m_h (i - j)$; a slope per head | a straight line, any distance | BLOOM, MPT |
 #
@@ -938,8 +970,8 @@ for name, score in scorers.items():
 # Face `transformers`' own modules. The cell below counts a layer of BERT-base's size ($H = 12$,
 # $d_\text{model} = 768$) with a Shaw window of $k = 16$ (our choice for the example: the count is
 # $2(2k+1)\,d_\text{head}$ at any $k$), T5's 32 buckets, DeBERTa v1's $k = 512$ as released (the
-# table spans `max_position_embeddings`: $2k = 1024$ rows, of which its code scores only the $2\min(L, k)$ a
-# sequence of $L$ tokens reaches) and v3's 256 position
+# table spans `max_position_embeddings`: $2k = 1024$ rows, of which its code scores only a slice of
+# $2\min(L, k)$, 20 at $L = 10$, and the gather reads 19 of them: $2L - 1$ distances while $L \le k$) and v3's 256 position
 # buckets: from the library's modules for
 # Shaw, T5, RoPE and ALiBi, and from transformers' modules, built offline, for XL, T5's stack and DeBERTa
 # (`tests/test_crosscheck.py` checks the same counts).
@@ -1015,10 +1047,12 @@ assert pl.xl_score_terms(q_h, q_h, r_dist @ W_kR_h.T, u_h, v_h)["d"].shape == (L
 P_rel, W_qr_all, W_kr_all = torch.zeros(2 * k_v1, dm), torch.zeros(dm, dm), torch.zeros(dm, dm)  # shapes only
 assert P_rel.shape == enc_v1.rel_embeddings.weight.shape  # v1's released table: 2k = 1024 rows
 c2c_, c2p_, p2c_ = pl.deberta_terms(q_h, q_h, P_rel @ W_qr_all[:dh].T, P_rel @ W_kr_all[:dh].T)
-span_v1 = min(L_, k_v1)  # v1's released code slices the table to the 2 min(L, k) rows L tokens can reach
+span_v1 = min(L_, k_v1)  # v1's released code slices the table to 2 min(L, k) rows around its middle
 P_used = P_rel[k_v1 - span_v1:k_v1 + span_v1]  # (transformers' DeBERTa v1: compute_attention_span)
 c2p_rows = (q_h @ (P_used @ W_kr_all[:dh].T).T).shape
 assert c2p_.shape == p2c_.shape == (L_, L_) and c2p_rows == (L_, 2 * span_v1) == (10, 20)
+v1_read = torch.clamp(-pl.relative_positions(L_, L_) + span_v1, 0, 2 * span_v1 - 1)  # its c2p_pos, i - j + span
+assert len(v1_read.unique()) == 2 * L_ - 1 == 19 and 0 not in v1_read  # the gather reads 19 of the 20 rows
 print(f"L = {L_}: Shaw a^K {tuple(a_K.shape)}, or {tuple(by_row.shape)} scored first;",
       f"T5 bias {tuple(t5_stack(L_).shape)}; DeBERTa v1 c2p before the gather {tuple(c2p_rows)}")
 
@@ -1083,15 +1117,18 @@ print("T5 encoder buckets (32, max 128) of distances 7..9 in the past:",
 # a hint. The worked solution follows, collapsed (expand it only after trying), then a cell that
 # checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
 #
-# **1 (derive: a shift for strided queries).** Funnel-Transformer (Dai et al. 2020, by XL's first
+# **1 (derive: a strided shift as a view).** Funnel-Transformer (Dai et al. 2020, by XL's first
 # author) uses XL's relative attention in a model that pools its sequence as it goes deeper. At a
 # pooling layer the queries are pooled and the keys are not: query $i$ stands for position
 # $s \cdot i$ (stride $s$), key $j$ for position $j$; a distance is the signed one, query minus key, as in §3, and
-# keys after the query count too (Funnel is an encoder). As in §3, every query is first scored against every distance with one matmul. Here that
-# matrix `x` has shape `(q_len, stride * (q_len - 1) + k_len)`, and its column $c$ holds the distance
-# $c - (k_\text{len} - 1)$: the **smallest** distance first, the opposite of §3's order. Write
-# `strided_shift(x, stride)` returning the `(q_len, k_len)` scores, every entry right, by any means.
-# The checker draws new shapes, strides and scores at every check.
+# keys after the query count too (Funnel is an encoder). As in §3, every query is first scored against every
+# distance with one matmul. Here that matrix `x` has shape `(q_len, stride * (q_len - 1) + k_len)` and holds
+# every distance a query needs: its column $c$ holds the distance $s\,(q_\text{len} - 1) - c$, the largest
+# first, as in §3. §3 moved its scores with one padded copy; here no copy is needed at all. Write
+# `strided_shift(x, stride)` returning the `(q_len, k_len)` scores, entry $(i, j)$ the score at distance
+# $s\,i - j$, as a **view** of `x`: a torch tensor sharing `x`'s memory, with `x` left unchanged (a gather, a
+# loop or a pad gives the right numbers in new memory, and the checker says so). The checker draws new shapes
+# (at least two queries), strides and scores at every check.
 
 # %%
 def strided_shift(x, stride):
@@ -1104,16 +1141,16 @@ _ = check.xl_rel_shift(strided_shift)
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "xl_rel_shift_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
 def strided_shift(x, stride):
     ### BEGIN SOLUTION
-    # Label the columns: column c holds distance c - (K - 1). Entry (i, j) needs s * i - j, so
-    # c = s * i - j + K - 1: it runs from 0 (i = 0, j = K - 1) to s (Q - 1) + K - 1 (i = Q - 1, j = 0), inside
-    # the matrix for every entry, so no mask is needed. Row i reads K consecutive columns, backwards,
-    # starting s columns further right than row i - 1: with stride 1 and the columns flipped, that is §3's
-    # shift; with stride s, each row moves s columns, which the pad-and-reshape trick does with a row
-    # s entries longer than the one it is read as.
+    # Label the columns: column c holds distance s (Q - 1) - c. Entry (i, j) needs s i - j, so
+    # c = s (Q - 1 - i) + j: one column further right for each key, s columns further left for each query.
+    # In x's memory (rows of W = s (Q - 1) + K numbers) that entry sits at i W + s (Q - 1 - i) + j
+    # = s (Q - 1) + i (W - s) + j: a start of s (Q - 1), a step of W - s from one query to the next and a step
+    # of 1 from one key to the next. Steps and a start are all a view is: no copy, no index, no pad. (§3's
+    # matrix holds only K distances, so its rows need the pad to make room; here every distance is there.
+    # The same view by slicing: flatten, drop the first s (Q - 1) numbers, read rows of W - s, keep K.)
     q_len, width = x.shape
     k_len = width - stride * (q_len - 1)
-    i, j = torch.arange(q_len, device=x.device)[:, None], torch.arange(k_len, device=x.device)[None, :]
-    return x.gather(1, stride * i - j + k_len - 1)
+    return x.as_strided((q_len, k_len), (width - stride, 1), x.storage_offset() + stride * (q_len - 1))
     ### END SOLUTION
 
 
@@ -1265,7 +1302,7 @@ _ = check.deberta_tied_rows(tied_rows)
 # 5. **Shaw's key as a per-key vector.** The source writes $k_n = W_k(x_n + \tilde p^k_r)$ with
 #    $r = \operatorname{clip}(m - n)$ (as RoFormer's Eq. (5) does), so its $k_n$ depends on the query $m$:
 #    it is one vector per *pair*, $k_{mn}$ (its $v_n$ too), which is why Shaw's $a^K, a^V$ are
-#    $(L, L, d)$ tensors (§2) and why §3's shift exists. Its query-minus-key sign and $\tilde p$ before
+#    $(L, L, d)$ tensors (§2) and what §3's scoring by distance avoids. Its query-minus-key sign and $\tilde p$ before
 #    $W_k$ are only conventions: they agree with $j - i$ and $a^K$ after $W_k$ with the table flipped and
 #    $a^K = W_k \tilde p$ (§2).
 # 6. **"Absolute encodings are fixed and not trainable, and limit the sequence length"** (`004`, §1:

@@ -1,8 +1,8 @@
-"""Checkers for notebooks/04_relative.ipynb: a strided relative shift, a T5 rule that reads every row,
+"""Checkers for notebooks/04_relative.ipynb: a strided relative shift as a view, a T5 rule that reads every row,
 T5's last bucket, the rows a table blind to DeBERTa's p2c index must tie.
 
 No answer is kept here, not even as a digest. The cases of every exercise are drawn anew at each check;
-a shift is judged by the distance each entry holds, a bucket rule by the properties the prompt asks
+a shift is judged by the distance each entry holds and by sharing x's memory, a bucket rule by the properties the prompt asks
 for (T5's buckets in the past, the future ordered in the upper half, every row reached, each upper
 bucket as wide as its mirror in the past: the library's
 buckets, read outside the learner's function), a last bucket by the bucket rule of §4
@@ -37,19 +37,21 @@ def _fresh_rng() -> random.Random:
 # ---------------------------------------------------------------- Exercise 1: a strided relative shift
 
 def _shift_cases(rng: random.Random) -> list[tuple[int, int, int]]:
-    """Four (q_len, k_len, stride): one query alone, then strides 2 and 3 and one at random (1 to 4), several
-    queries each, new at every check."""
-    return [(1, rng.randrange(3, 7), rng.randrange(2, 5)), (rng.randrange(3, 7), rng.randrange(2, 9), 2),
+    """Four (q_len, k_len, stride): two queries, then strides 2 and 3 and one at random (1 to 4), several
+    queries each, new at every check (at least two queries: a row stride means nothing with one row)."""
+    return [(2, rng.randrange(3, 7), rng.randrange(2, 5)), (rng.randrange(3, 7), rng.randrange(2, 9), 2),
             (rng.randrange(2, 6), rng.randrange(1, 9), 3), (rng.randrange(2, 8), rng.randrange(1, 12), rng.randrange(1, 5))]
 
 
 def xl_rel_shift(fn: Any) -> bool | None:
-    """Exercise 1: fn(x, stride) -> (q_len, k_len) scores, entry (i, j) holding the score at distance stride * i - j
-    (query i at position stride * i, key j at j), from x of shape (q_len, stride * (q_len - 1) + k_len) whose
-    column c holds distance c - (k_len - 1), smallest first.
+    """Exercise 1: fn(x, stride) -> (q_len, k_len) scores as a view of x, entry (i, j) holding the score at
+    distance stride * i - j (query i at position stride * i, key j at j), from x of shape
+    (q_len, stride * (q_len - 1) + k_len) whose column c holds distance stride * (q_len - 1) - c, largest first.
 
     Each row of x is a random function of the distance, drawn anew at every check, so an entry is right
-    exactly when it holds the value at the right distance.
+    exactly when it holds the value at the right distance. The answer must be a torch tensor sharing x's
+    memory, with x left as it was: a copy (a gather, a loop, a pad) has the right numbers and is refused, since
+    the exercise is to find the view; nothing but a view can pass, whatever route builds it.
     """
 
     def run(f: Callable[[torch.Tensor, int], Any]) -> Iterator[Verdict]:
@@ -66,11 +68,16 @@ def xl_rel_shift(fn: Any) -> bool | None:
                 return (powers * coefficients[:, None, :]).sum(-1)
 
             rows, cols = torch.arange(q_len)[:, None], torch.arange(k_len)[None, :]
-            x = at((torch.arange(width) - (k_len - 1)).expand(q_len, -1))  # column c: distance c - (k_len - 1)
-            got = float64_tensor(f(x.clone(), stride))
+            x = at((stride * (q_len - 1) - torch.arange(width)).expand(q_len, -1)).contiguous()  # largest first
+            before = x.clone()
+            raw = f(x, stride)
+            got = float64_tensor(raw)
             where = f"q_len = {q_len}, k_len = {k_len}, stride {stride}"
             if got is None or got.shape != (q_len, k_len):
                 yield False, f"{where}: return a (q_len, k_len) = ({q_len}, {k_len}) tensor, got {getattr(got, 'shape', got)}"
+                return
+            if not torch.equal(x, before):
+                yield False, f"{where}: your function wrote into x; read it, do not change it"
                 return
             needed = stride * rows - cols  # the distance entry (i, j) needs, query minus key
 
@@ -83,23 +90,29 @@ def xl_rel_shift(fn: Any) -> bool | None:
 
             one_off = held(needed + 1) | held(needed - 1)  # (an index one off runs out of the matrix at a corner)
             if holds(needed):
+                if not (isinstance(raw, torch.Tensor)
+                        and raw.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()):
+                    yield False, (f"{where}: every entry holds the right distance, but in new memory: the answer "
+                                  "must be a view of x (a torch tensor sharing its memory), with no copy")
+                    return
                 continue
             if stride > 1 and q_len > 1 and holds(rows - cols):
                 yield False, (f"{where}: right for the first query, then each row moves one column from the row "
                               "before: how far apart are two queries?")
-            elif holds(stride * (q_len - 1 - rows) + cols - (k_len - 1)):
-                yield False, (f"{where}: you read the columns as if the largest distance came first (§3's layout); "
-                              "here the smallest does")
+            elif holds(stride * (q_len - 1) - needed - (k_len - 1)):  # the columns read in the other order
+                yield False, (f"{where}: you read the columns as if the smallest distance came first; here the "
+                              "largest does, as in §3")
             elif bool((one_off | held(needed)).all()) and float(one_off.double().mean()) >= 0.5:
                 yield False, f"{where}: the entries hold a distance one away from the one they need"
             else:
                 yield False, f"{where}: some entries hold the wrong distance"
             return
-        yield True, ("every entry (i, j) holds the distance stride * i - j, at every shape and stride drawn at this "
-                     "check")
+        yield True, ("every entry (i, j) holds the distance stride * i - j, in a view of x, at every shape and stride "
+                     "drawn at this check")
 
-    return report("a relative shift for strided queries", fn, run,
-                  "label each column with the distance it holds, as §3 labelled its entries")
+    return report("a relative shift for strided queries, as a view", fn, run,
+                  "label each column with the distance it holds, as §3 labelled its entries; a view is a fixed "
+                  "step through memory for each index")
 
 
 # ---------------------------------------------------------------- Exercises 2 and 3: T5's buckets
