@@ -642,9 +642,9 @@ print("the grammar's claims hold")
 # mass is simply the share of far keys among the keys a query sees (at 512 tokens, about 0.87 for the
 # last 16 positions): more keys and nothing else. It is a reference, not a like-for-like control: its
 # heads are near-uniform already at 64 tokens (the two needed keys get 0.05 of the attention in the
-# median head, under 0.12 in every head, where equal scores would give them 0.036; it never learned the rule), so
-# it cannot show what a *focused* head does with many more keys. The control that can is the same RoPE
-# models read with position interpolation, which keeps every angle in range (§2).
+# median head, under 0.12 in every head, where equal scores would give them 0.036; it never learned
+# the rule), so it cannot show what a *focused* head does with many more keys. The control that can
+# is the same RoPE models read with position interpolation, which keeps every angle in range (§2).
 
 # %% slideshow={"slide_type": "fragment"}
 def heads(m, L, key):
@@ -700,9 +700,9 @@ torch.testing.assert_close(8 * pi8, pl.rope_frequencies(16, dtype=torch.float64)
 # keys beyond the trained distances. Those far keys do not win by number alone: in 23 of the
 # 24 heads their mean logit is *above* that of the near keys (far − near logit up to 4.2),
 # the unseen-angle scores of §2. The same models with PI's frequencies put the far keys' mean logit
-# 3 or more *below* the near keys' in every head (next bullet), and NoPE's near-uniform heads show plain dilution
-# (far mass within 0.04 of the far share, far − near logit within 0.15 of 0). So RoPE loses a local
-# task past $L_0$ because its far keys score *spuriously high*. The sliding window (below) is a control,
+# 3 or more *below* the near keys' in every head (below), and NoPE's near-uniform heads show plain
+# dilution (far mass within 0.04 of the far share, far − near logit within 0.15 of 0). So RoPE loses
+# a local task past $L_0$ because its far keys score *spuriously high*. The sliding window (below) is a control,
 # not a test of that mechanism: it hides every key 64 or more back and brings RoPE back within 0.04
 # of its 64-token accuracy, which shows that the far keys are what costs the accuracy, not why they
 # win; the far − near logits above are the evidence for the why.
