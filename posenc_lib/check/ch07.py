@@ -125,6 +125,7 @@ def counter_merge(answer: Callable[[int, float], Any] | None) -> bool | None:
 # A Newton step from the answer, relative to it: the closed form and a converged search on the slope are both
 # ~1e-15 off; a ternary search on the drift itself stops ~1e-8 off, where float64 can no longer order two drifts.
 _PEAK_RTOL = 1e-9
+_NEAR_RTOL = 1e-5  # near the peak, short of float64: where a search on the drift's values stalls (~1e-8)
 
 # (b1, b2), b1 < b2: NTK's base at s = 8 for the LLaMA head of §2 and a milder step, Llama-3-like bases, the
 # experiment's head's, steps from 2x to 10^11 x, and small bases; passed as two float64 tensors, all at once.
@@ -173,6 +174,10 @@ def stale_cache_pair(answer: Callable[[torch.Tensor, torch.Tensor], Any] | None)
                               "key's angle is off by its position times the *absolute* change")
             elif (value.abs() < 1e-6).all():
                 yield False, "x = 0 is pair 0, which turns by 1 radian per position whatever the base"
+            elif (newton.abs() <= _NEAR_RTOL * value.abs()).all():
+                yield False, ("your x is near the peak for every base pair (within 1e-5 of it, relative) but not at "
+                              "it to float64 precision: near its top the drift is flat, so the drift's own values "
+                              "cannot place the peak any closer; something that changes sign at the peak can")
             else:
                 yield False, (f"for {int(off.sum())} of {len(_STALE_BASES)} base pairs the drift is not at its peak "
                               "at your x (to float64 precision)")
@@ -180,8 +185,8 @@ def stale_cache_pair(answer: Callable[[torch.Tensor, torch.Tensor], Any] | None)
         yield True, f"the peak, to float64 precision, for {len(_STALE_BASES)} pairs of bases from 2 to 10^12"
 
     return report("The pair a stale KV cache hurts most", answer, run,
-                  "an angle error that grows in proportion to the key's position is that position times an error "
-                  "in the pair's frequency.")
+                  "RoPE's score depends on the offset alone only while the query and the key turn at the same "
+                  "rate in every pair.")
 
 
 # ---------------------------------------------------------------- Exercise 3: how far one base can reach
@@ -194,6 +199,10 @@ _REACH_STEP = 1e-6  # a context this much longer (relative) must break them
 _REACH_CASES = ((128, 10000.0, 2048, 2.0), (128, 10000.0, 2048, 8.0), (64, 10000.0, 4096, 3.0),
                 (128, 500000.0, 8192, 4.0), (16, 10000.0, 64, 2.0), (64, 10000.0, 4096, 1.0),
                 (2 * 10**9, 500000.0, 8192, 4.0))
+
+# Only a head with at least two pairs that turned and one that did not has a limit: with one (pair 0, which no base
+# slows) or none, or with every pair turned, any L works; the prompt says so, and the checker asks no such head
+# (tests/test_check_ch07.py counts the pairs of each).
 
 
 def one_base_in_range(answer: Callable[[int, float, int, float], Any] | None) -> bool | None:
@@ -229,8 +238,9 @@ def one_base_in_range(answer: Callable[[int, float, int, float], Any] | None) ->
         if whole:
             j = math.floor(j) + 1
             return math.isclose(got, L0 * c ** (j / (j - 1)), rel_tol=1e-9) if j > 1 else False
-        return any(math.isclose(got, 1 + (L0 - 1) * c ** e, rel_tol=1e-9) for e in ((j + 1) / j, j / (j - 1))
-                   if math.isfinite(e))
+        exponents = [e for e in ((j + 1) / j if j > 0 else math.inf, j / (j - 1) if j > 1 else math.inf)
+                     if e < 1e3]  # c ** e of a place near 0 or 1 is no length any answer could match
+        return any(math.isclose(got, 1 + (L0 - 1) * c ** e, rel_tol=1e-9) for e in exponents)
 
     def run(fn):
         answers, stopped = answers_under_guard(fn, _REACH_CASES, _library_shortcuts())
@@ -249,8 +259,8 @@ def one_base_in_range(answer: Callable[[int, float, int, float], Any] | None) ->
             too_long = not fits(d, base, L0, c, got * (1 - _REACH_TOL))
             if too_long or fits(d, base, L0, c, got * (1 + _REACH_STEP)):
                 turned, slow = pairs(d, base, L0)
-                if too_long and math.isclose(got, 1 + (L0 - 1) * c ** ((d // 2 - 1) / (slow[0].item() - 1)),
-                                             rel_tol=1e-6):
+                if too_long and slow[0].item() > 1 and math.isclose(
+                        got, 1 + (L0 - 1) * c ** ((d // 2 - 1) / (slow[0].item() - 1)), rel_tol=1e-6):
                     yield False, (f"{case}: you kept the slowest pair in its arc; it is the pair a base slows most, "
                                   "not the one that limits the others")
                 elif math.isclose(got, 1 + (L0 - 1) * c, rel_tol=1e-9) or math.isclose(got, c * L0, rel_tol=1e-9):
