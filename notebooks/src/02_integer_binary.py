@@ -865,9 +865,9 @@ for width in (6, 7):  # wrapped around (positions mod 2^d), at k = 2^(d-2)
     wrap_b, wrap_g = (torch.cat([t, t])[: 2**width + 2 ** (width - 2)] for t in (plain_b, plain_g))
     assert pl.affine_shift_residual(wrap_g, 2 ** (width - 2)) < 1e-9  # Gray: its own map, edge or not
     assert pl.affine_shift_residual(wrap_b, 2 ** (width - 2)) > 1  # binary: only the table's end fits it
-    top, second, third = plain_g[:, 0], plain_g[:, 1], plain_g[:, 2]  # bits d-1, d-2, d-3 (most significant first)
-    mapped = torch.cat([second[:, None], 1 - top[:, None], 1 - third[:, None], plain_g[:, 3:]], 1)
-    assert torch.equal(wrap_g[2 ** (width - 2):], mapped)  # Gray at i + 2^(d-2) (mod 2^d): that map of Gray at i
+    around = {(0, 0): [0, 1], (0, 1): [1, 1], (1, 1): [1, 0], (1, 0): [0, 0]}  # top two bits: one step around
+    mapped = [around[tuple(row[:2])] + [1 - row[2]] + row[3:] for row in plain_g.int().tolist()]  # bit d-3 flipped
+    assert wrap_g[2 ** (width - 2):].int().tolist() == mapped  # Gray at i + 2^(d-2) (mod 2^d), for every i
 print("k = 16: binary and Gray fit exactly on 6 bits; on 7 bits, residuals",
       [round(pl.affine_shift_residual(code, 16), 2) for code in seven_bits])
 
