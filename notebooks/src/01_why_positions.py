@@ -519,6 +519,8 @@ permute_widget = viz.InteractiveFigure(
 permute_widget
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
+# <details><summary><b>Answers</b> (open after predicting and trying the widget)</summary>
+#
 # **1.** With the sinusoids, "swap 'the' and 'chased'" lights up every row, the four tokens that
 # stayed in place too (`<s>`, both dogs and "another"). Each output is a weighted mix of every
 # token's value, and with positions a key and a value carry their place as well as their word: when
@@ -538,8 +540,11 @@ permute_widget
 # (Exercise 3 asks for a head that hides such a change). That is why property 1 of `00_index` asks for a different code at every place. The
 # cell checks each answer, and both halves for every order and every code of the drop-downs,
 # with the demo's weights and with those ten.
+#
+# </details>
 
 # %% slideshow={"slide_type": "fragment"}
+# Checks the answers folded above (read it after opening them).
 _, _, diff_on = outputs_for("swap 'the' and 'chased'", "sinusoidal")
 _, _, diff_off = outputs_for("swap 'the' and 'chased'", "none")
 per_row = diff_on.abs().amax(-1)  # the largest change in each row of the right panel
@@ -554,45 +559,39 @@ for name, order in ORDERS.items():  # the rule, with the demo's weights: white w
 for emb, heads in (redraw(seed) for seed in range(1, 11)):  # and with each of section 3's ten redrawn demos
     tokens, heads = emb(ids.cpu()).to(device), heads.to(device)
     assert all(lit(o, c, tokens, heads) == (not torch.equal(CODES[c][ORDERS[o]], CODES[c])) for o in ORDERS for c in CODES)
-print("swap 'the' and 'chased', sinusoidal code, largest change per row:",
-      {f"{i} {words[i]}": round(v, 2) for i, v in enumerate(per_row.tolist())})
+print("answers 1 to 3 and the rule behind them: checked")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5 · Behind the demo
 #
-# Reading for after the lecture: where the source's formula puts the positions (it differs from the
-# usual form), then what the demo's choices change and what they do not: why our weights are drawn
-# with std 0.3 and not the source's 0.1, what `nn.MultiheadAttention`'s biases do, and two things the
-# source does that we fold away. In short: the source adds the codes after the projections, which is
-# another model; the std shrinks every difference between output rows about alike, the dogs' with the
-# rest; the biases and the source's extra projections do not change that.
+# Reading for after the lecture, in four short parts: the source adds the codes after the projections,
+# which is another model than the usual one; the weights' std shrinks every difference between output
+# rows about alike, the dogs' with the rest, and the biases do not explain that; the source's extra
+# projections fold into the layer's own; and `nn.MultiheadAttention` by hand.
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "skip"}
 # ### Where do the positions go? The source's formula
 #
 # Source `001` writes attention with absolute positions in the column convention
-# ($X \in \mathbb{R}^{d\times m}$, one column per token, and the codes as the columns of a
-# matrix it calls $P = [p_1, \dots, p_m]$, counting from 1; we write
-# $P_{\mathrm{pos}} = [p_0, \dots, p_{m-1}]$, counting from 0 like the rest of the course, since
-# $P$ is a permutation in this chapter) as
+# ($X \in \mathbb{R}^{d\times m}$, one column per token; its matrix of codes $P = [p_1, \dots, p_m]$
+# counts from 1, and we write $P_{\mathrm{pos}} = [p_0, \dots, p_{m-1}]$, since $P$ is a permutation in
+# this chapter) as
 #
 # $$\mathrm{Attn}(X) = (V+P_{\mathrm{pos}})\,\mathrm{softmax}\!\left(\frac{(K+P_{\mathrm{pos}})^\top(Q+P_{\mathrm{pos}})}{\sqrt d}\right),
 #   \qquad Q = W_QX,\ K = W_KX,\ V = W_VX,$$
 #
-# which adds the codes **after** the projections. The usual form (Vaswani et al., and what
-# `nn.MultiheadAttention` does when it is fed $X + P_{\mathrm{pos}}$, as in section 3: it projects
-# its input) adds them **before**: $Q = W_Q(X+P_{\mathrm{pos}}) = W_QX + W_QP_{\mathrm{pos}}$, and
-# Vaswani et al. add them once, to the first layer's input (later layers see them only through the
-# residual stream), while the source's formula is written for one layer. The
-# two agree when $W_QP_{\mathrm{pos}} = P_{\mathrm{pos}}$ (and the same for $K$, $V$), which
-# learned weights have no reason to satisfy; for this head the scores differ. In this column
-# convention the softmax also has to run down each column (over the keys, `dim=0`). The formula has one head and no biases, so the cell
-# builds such a module, `one_head` (`nn.MultiheadAttention` with one head and `bias=False`),
-# takes its $W_Q, W_K$ (the first two thirds of `in_proj_weight`, stored as (out, in), so that
-# $Q = W_QX$ in this convention), computes the score matrix all three ways, and checks the usual
-# form against the weights `one_head` itself returns for $X + P_{\mathrm{pos}}$.
+# which adds the codes **after** the projections. That is a model one may build (chapter 5's RoPE, for
+# one, acts on the projected queries and keys), but not the usual absolute form, which adds them
+# **before**: $Q = W_Q(X+P_{\mathrm{pos}}) = W_QX + W_QP_{\mathrm{pos}}$. Vaswani et al. add the codes once,
+# to the first layer's input, and `nn.MultiheadAttention` fed $X + P_{\mathrm{pos}}$ (section 3) projects
+# the sum. The two forms agree only when $W_QP_{\mathrm{pos}} = P_{\mathrm{pos}}$ (and the same for $K$,
+# $V$), which learned weights have no reason to satisfy. In this column convention the softmax runs down
+# each column (over the keys, `dim=0`). The cell takes a one-head module without biases, `one_head`, and
+# its $W_Q, W_K$ (the first two thirds of `in_proj_weight`, stored as (out, in), so $Q = W_QX$ here); it
+# checks that the usual form gives the weights the module returns for $X + P_{\mathrm{pos}}$, and that the
+# source's form gives other scores.
 
-# %% slideshow={"slide_type": "fragment"}
+# %% slideshow={"slide_type": "skip"}
 one_head = nn.MultiheadAttention(hdim, num_heads=1, bias=False, batch_first=True).to(device).requires_grad_(False)
 X = x_dog[0].T  # (16, 6): the source's column convention
 P_pos = pos.T  # the source's P: one column per position, p_0 .. p_5
@@ -608,41 +607,29 @@ torch.testing.assert_close((usual / hdim**0.5).softmax(dim=0).T, module_weights)
 assert not torch.allclose(source_form, usual, atol=1e-3)  # P after W is a different model
 print("P added before the projections (usual) != P added after them (source): True")
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "skip"}
 # ### Why std 0.3, not the source's 0.1
 #
-# **In short:** the std does not hide the positions in particular. A smaller std makes every head
-# attend more uniformly, and that shrinks every difference between output rows, between two words as
-# much as between the two dogs; the demo uses 0.3 so that the differences are large beside the outputs
-# themselves. The numbers below are for ten redrawn demos: they show this in each draw, but ten draws
-# scatter widely, so read their bounds as these draws' bounds, not as constants of the setting.
+# We redraw the demo with seeds 1 to 10 (`redraw`, section 3) and rescale every weight to std 0.1 and to
+# 0.3 (a draw from $\mathcal{N}(0, 0.3^2)$ divided by 3 is a draw from $\mathcal{N}(0, 0.1^2)$). Without
+# positions the dogs are identical at both. With positions they differ by 0.016 to 0.077 of the first
+# dog's length at std 0.1, against 0.06 to 0.48 at 0.3: at least 2.5 times less at 0.1 in each of these
+# ten draws (read the bounds as these draws', not as constants of the setting).
 #
-# **The measurement.** We redraw the demo with seeds 1 to 10 (`redraw`, section 3) and rescale every
-# weight to std 0.1 and to 0.3 (a draw from $\mathcal{N}(0, 0.3^2)$ divided by 3 is exactly a draw
-# from $\mathcal{N}(0, 0.1^2)$). Without positions the dogs are identical at both. With positions
-# added, they differ by 0.016 to 0.077 of the first dog's length at std 0.1, against 0.06 to 0.48 at
-# 0.3: less at 0.1 in each of these ten draws, by a factor of 2.5 or more here.
+# **The reason is the softmax, and every gap shrinks.** A score multiplies a query by a key, so at a
+# third of the std every score is a ninth as large and the heads attend almost uniformly: each row's
+# entropy $-\sum_j a_j \log a_j$, as a fraction of its maximum $\log 6$, is 0.94 or more in every row,
+# head and draw at std 0.1, while every draw has a row below 0.41 at 0.3. Near-uniform weights give every
+# row nearly the same mix of the values, whatever its word. The control: divide the dogs' gap by the
+# median gap between the other 14 row pairs (two different words each); over the ten draws the median of
+# that ratio is 0.33 at both stds. Draw by draw the ratio at 0.1 over the one at 0.3 runs from 0.5 to 1.9,
+# so "about alike" is the claim, not a match to two digits.
 #
-# **The reason is the softmax.** A score multiplies a query by a key, so at a third of the std every
-# score is a ninth as large, and the heads attend almost uniformly. We measure each row's entropy
-# $-\sum_j a_j \log a_j$ as a fraction of its maximum, $\log 6$ (1 means uniform): at std 0.1
-# every row of every head is at 0.94 or more, in every draw; at 0.3 every draw has a row below
-# 0.41. Near-uniform weights give every row nearly the same mix of the values, whatever the codes
-# added to its token, and whatever its word.
-#
-# **The control: every other gap shrinks too.** Divide the dogs' gap by the median gap between the
-# other 14 row pairs (two different words each): over the ten draws the median of that ratio is 0.33
-# at both stds. Draw by draw the two do not agree (the ratio at std 0.1 over the one at 0.3 runs from
-# 0.5 to 1.9, either side of 1), so "about alike" is the claim, not a match to two digits.
-#
-# **The width, and the source's setting.** How near uniform also depends on the width: at one std, a
-# wider model sums more products into each query, key and score, so its scores spread more (with
-# unit-size random inputs, 16 times the width gives about 16 times the spread, width times std
-# squared; asserted below). It depends on the inputs' size just as much: the source's 0.1 belongs to a
-# 2048-wide model fed with a pretrained model's embeddings through an extra linear layer, whose size we
-# do not measure, so this chapter says nothing about how uniform the source's heads are.
+# How near uniform also depends on the width (for unit-size random inputs, 16 times the width gives about
+# 16 times the spread of the scores; asserted) and on the inputs' size: the source's 0.1 belongs to a
+# 2048-wide model fed with pretrained embeddings through an extra linear layer, which we do not measure.
 
-# %% slideshow={"slide_type": "fragment"}
+# %% slideshow={"slide_type": "skip"}
 def scaled(heads, std, *, biases=True):
     """A copy of `heads`, on its device, with every weight rescaled from N(0, 0.3^2) to N(0, std^2); biases
     zeroed unless `biases`."""
@@ -692,26 +679,20 @@ print("dogs' gap / median gap between different words, median of 10 draws:",
       f"std 0.1: {relative[0.1]:.2f}; std 0.3: {relative[0.3]:.2f}")
 print(f"the same ratio, std 0.1 over std 0.3, draw by draw: {min(draw_ratio):.1f} to {max(draw_ratio):.1f}")
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "skip"}
 # ### The biases do not explain it
 #
-# `nn.MultiheadAttention` also has biases, rescaled with the weights. The value part of
-# `in_proj_bias` adds $b_v$ to every value and `out_proj.bias` adds $b_o$ after the output
-# projection: since each row's weights sum to 1, together they add one shared vector,
-# $b_v W_O^\top + b_o$, to every output row. The key part adds $q_i\cdot b_k$ to every score of
-# row $i$: a constant per row, which the softmax removes, so it changes no weight. The query part
-# adds $b_q\cdot k_j$ to column $j$ of every row, which does change the weights. A shared vector
-# lengthens both dogs' outputs alike, so it could shrink the ratio we measure.
-#
-# The control zeroes every bias. Then rescaling $W_V$ and $W_O$ multiplies both dogs' outputs by
-# one factor and leaves the ratio alone (the cell checks it): only the size of the scores still
-# changes with the std. The dogs still differ by only 0.016 to 0.085 at std 0.1, against 0.08 to
-# 0.48 at 0.3, and at least 2.2 times less at 0.1 in each of the ten draws: the near-uniform attention, not
-# the biases, shrinks the dogs' difference, and every other difference between the rows with it
-# (divided by the median gap between different words, the two stds again agree about alike: their medians over
-# the ten draws are within 0.02 here).
+# `nn.MultiheadAttention` also has biases, rescaled with the weights. The value bias $b_v$ and the output
+# bias $b_o$ add one shared vector, $b_v W_O^\top + b_o$, to every output row (each row's weights sum to
+# 1). The key bias adds $q_i\cdot b_k$ to every score of row $i$, a constant the softmax removes; the query
+# bias adds $b_q\cdot k_j$ to column $j$, which does change the weights. A shared vector lengthens both
+# dogs' outputs alike, so it could shrink the ratio we measure. The control zeroes every bias; then
+# rescaling $W_V$ and $W_O$ leaves the ratio alone (checked) and only the scores change with the std. The
+# dogs still differ by only 0.016 to 0.085 at std 0.1, against 0.08 to 0.48 at 0.3, at least 2.2 times
+# less at 0.1 in each draw, and the medians of the ratio to the different words' gap at the two stds are
+# within 0.02: the near-uniform attention, not the biases, shrinks every difference between the rows.
 
-# %% slideshow={"slide_type": "fragment"}
+# %% slideshow={"slide_type": "skip"}
 def without(module, *parts):
     """A copy of `module` with some biases zeroed: "q", "k", "v" (the thirds of in_proj_bias) and "out"."""
     copy = scaled(module, 0.3)  # an exact copy (std 0.3 is the scale it was drawn at)
@@ -753,7 +734,7 @@ print(f"largest weight change, zeroing b_k: {change['k']:.1e} (rounding); zeroin
 print("biases zeroed, dogs apart, 10 draws: std 0.1:",
       f"{min(bare[0.1]):.3f} to {max(bare[0.1]):.3f}; std 0.3: {min(bare[0.3]):.2f} to {max(bare[0.3]):.2f}")
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "skip"}
 # The weights of the demo's 4 heads (seed 1, no positions) as pictures, one row per query and one
 # column per key: at std 0.1 (top) every weight lies between 0.09 and 0.24, close to uniform's
 # $1/6 \approx 0.17$; at std 0.3 (bottom) some rows put most of their weight on one token. In
@@ -778,7 +759,7 @@ def draw_weights(fig, std):
     fig.colorbar(im, ax=axes, shrink=0.9, label="attention weight")
 
 
-# %% slideshow={"slide_type": "fragment"}
+# %% slideshow={"slide_type": "skip"}
 fig = Figure(figsize=(9, 4.4), layout="constrained")
 top_row, bottom_row = fig.subfigures(2, 1)
 draw_weights(top_row, 0.1)
@@ -790,17 +771,17 @@ assert 0.09 < head_weights(0.1).min() and head_weights(0.1).max() < 0.24 and hea
 torch.testing.assert_close(head_weights(0.3), mha(x_dog, x_dog, x_dog, average_attn_weights=False)[1][0])
 fig
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "skip"}
 # ### The source projects twice
 #
 # Before calling `nn.MultiheadAttention`, the source passes the embeddings through three
 # extra `nn.Linear` layers, `mha(W_q(e), W_k(e), W_v(e))`. But `nn.MultiheadAttention` applies
 # its own input projections (`in_proj_weight`), so the queries are projected twice. That is
-# harmless (still no positions, still identical dogs) but redundant: two linear maps in a row
-# are one linear map. The cell folds the extra layers into the module's own projection and
-# gets the same output.
+# redundant: two linear maps in a row are one linear map. The cell folds the extra layers into
+# the module's own projection and gets the same output, without positions (identical dogs) and
+# with the codes added to the embeddings first (the dogs differ, as in section 3).
 
-# %% slideshow={"slide_type": "fragment"}
+# %% slideshow={"slide_type": "skip"}
 W_q, W_k, W_v = (nn.Linear(hdim, hdim, bias=False).to(device).requires_grad_(False) for _ in range(3))
 out_twice, _ = mha(W_q(x_dog), W_k(x_dog), W_v(x_dog))  # the source's call
 
@@ -809,9 +790,12 @@ in_q, in_k, in_v = mha.in_proj_weight.chunk(3)
 folded.in_proj_weight.copy_(torch.cat([in_q @ W_q.weight, in_k @ W_k.weight, in_v @ W_v.weight]))
 torch.testing.assert_close(folded(x_dog, x_dog, x_dog)[0], out_twice)  # one projection does it
 assert torch.allclose(out_twice[0, 2], out_twice[0, 5], atol=1e-6)  # and the dogs are still identical
-print("extra projections fold into in_proj_weight: same output")
+twice_pos, _ = mha(W_q(x_pos), W_k(x_pos), W_v(x_pos))  # the source's call, positions added first
+torch.testing.assert_close(folded(x_pos, x_pos, x_pos)[0], twice_pos)  # folds just the same
+assert not torch.allclose(twice_pos[0, 2], twice_pos[0, 5], atol=1e-3)  # and now the dogs differ
+print("extra projections fold into in_proj_weight: same output, without and with positions")
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "skip"}
 # ### What `nn.MultiheadAttention` computes, by hand
 #
 # With one head and no biases, `nn.MultiheadAttention` is exactly `pl.attention` between an input projection
@@ -819,7 +803,7 @@ print("extra projections fold into in_proj_weight: same output")
 # weights as (out, in)), so $Q = X\,W_Q$ reads `x @ in_q.T`. With several heads the projections are cut into one
 # slice per head, and the weights returned are the heads' average: the cell checks it on the demo's `mha` too.
 
-# %% slideshow={"slide_type": "fragment"}
+# %% slideshow={"slide_type": "skip"}
 ref_out, ref_w = one_head(x_dog, x_dog, x_dog)
 in_q, in_k, in_v = one_head.in_proj_weight.chunk(3)
 core, core_w = pl.attention(x_dog @ in_q.T, x_dog @ in_k.T, x_dog @ in_v.T)
@@ -900,8 +884,9 @@ def my_layer(x):
 _ = check.shift_not_shuffle(my_layer)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 3. Design: positions that do not reach the output.** Section 3 showed that adding
-# positions makes the two "dog" outputs differ. Break that claim. Take the five tokens
+# **Exercise 3. Design: a head whose output hides the positions.** Section 3 showed that adding
+# positions makes the two "dog" outputs differ, for the demo's weights. Break that claim for one
+# attention head (no second layer, no extra projections). Take the five tokens
 # "the dog chased another dog" with sinusoidal positions, $h_i = x_i + p_i$ ($d = 8$; the dogs
 # at positions 1 and 4), and one attention head in this chapter's row convention,
 # $q_i = h_i W_Q$, $k_i = h_i W_K$, $v_i = h_i W_V$. The embeddings, their codes and a first
@@ -922,11 +907,17 @@ answer = None  # your 8x8 W_Q
 # query differs between the two dogs. Their inputs differ by u = p_1 - p_4 (same token), so any
 # W_Q with u W_Q = 0 gives them equal queries, hence equal outputs; the projector that removes
 # the direction of u is one (rank 7: every difference loses its part along u, but only those
-# parallel to u vanish, so no other difference between the tokens does). A trained model can do
-# this too: positions help only if W_Q (and W_K) keep them.
+# parallel to u vanish, so no other difference between the tokens does). Only W_Q matters for the two
+# dogs: erasing u from W_K instead gives them equal keys, but their queries, and so their outputs, still
+# differ (the lines after the answer check both with the checker's first head and a random W_Q).
 x_, p_, w_k_, w_v_ = check.ch01.dog_setup()
 u = (p_[1] - p_[4]) / (p_[1] - p_[4]).norm()
 answer = torch.eye(8, dtype=torch.float64) - torch.outer(u, u)
+h_ = x_ + p_
+w_q_random = torch.randn(8, 8, generator=torch.Generator().manual_seed(4), dtype=torch.float64) / 8**0.5
+dogs_of = lambda wq, wk: pl.attention(h_ @ wq, h_ @ wk, h_ @ w_v_)[0][[1, 4]]  # noqa: E731
+assert torch.allclose(*dogs_of(answer, w_k_))  # u erased from W_Q: the dogs agree
+assert not torch.allclose(*dogs_of(w_q_random, answer @ w_k_), atol=1e-3)  # erased from W_K only: they do not
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "blind_query", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
@@ -1033,17 +1024,18 @@ _ = check.changed_rows(changed_rows)
 #
 # ## Errata in the sources
 #
-# 1. **Positions after the projections.** `001` writes
+# 1. **Positions after the projections, written as if it were the usual form.** `001` writes
 #    $\mathrm{Attn}(X) = (V+P)\,\mathrm{softmax}((K+P)^\top(Q+P)/\sqrt d)$ with $Q = W_QX$
-#    and $P$ its matrix of position codes ($P_{\mathrm{pos}}$ in section 5), i.e. the codes are
-#    added after projecting. The usual form (and what `nn.MultiheadAttention` computes when it
-#    is fed $X + P_{\mathrm{pos}}$) projects the sum: $Q = W_Q(X+P_{\mathrm{pos}})$. `001`'s own line
-#    just before, $x_i' = x_i + p_i$, is that usual form, so its formula does not follow from it. The
-#    cell in section 5 asserts the two score matrices differ. The formula also leaves the softmax axis
-#    unstated; in its column convention it must run over the keys (`dim=0`).
+#    and $P$ its matrix of position codes ($P_{\mathrm{pos}}$ in section 5): the codes are added
+#    after projecting. Adding positions after the projections is a design one may choose (RoPE,
+#    chapter 5, acts there), so the formula is not wrong as a model; what is imprecise is that it does not
+#    follow from `001`'s own line just before, $x_i' = x_i + p_i$, which projects the sum,
+#    $Q = W_Q(X+P_{\mathrm{pos}})$, as `nn.MultiheadAttention` does when fed $X + P_{\mathrm{pos}}$. The
+#    two give different scores (the cell in section 5 asserts it). The formula also leaves the softmax
+#    axis unstated; in its column convention it must run over the keys (`dim=0`).
 # 2. **Projected twice.** `001`'s demo applies three `nn.Linear` layers and then
 #    `nn.MultiheadAttention`, which projects again. Harmless but redundant: section 5 folds
-#    the extra layers into `in_proj_weight` and gets the same output.
+#    the extra layers into `in_proj_weight` and gets the same output, with and without positions.
 # 3. **Not an error, but easy to misread:** the demo compares positions 2 and 5 because
 #    its tokenizer prepends a beginning-of-sequence token; without it the two "dog" tokens
 #    would be at positions 1 and 4.

@@ -65,17 +65,12 @@ print(P_int.cpu())
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # `001` says this code has four of the five properties: every position gets its own vector
 # (1), moving $k$ steps is the same simple operation everywhere, $p_{i+k} = p_i + k\cdot\mathbf 1$
-# (2), it generalises to longer sequences (3: work at 8K tokens, generalise to 32K, in `001`'s
-# words), and it is a fixed pattern (4). The cell checks 1 and 2 on 100 positions. The step in 2
-# is a shift, an *affine* map $p \mapsto p + k\cdot\mathbf 1$, not a linear one: section 4 makes
-# property 2 precise and comes back to this.
-#
-# Property 3 is claimed too soon. The code is *defined* for every position, but that is not
-# generalising: its values grow without bound, so a model trained on sequences of up to $n$
-# tokens meets, at every position past them, values larger than any it saw in training (the
-# cell checks it for $n = 64$), and the swamping of the next subsection only grows. `00_index`
-# rates it "~ values grow without bound" for this reason; the errata at the end list the
-# correction.
+# (2; an *affine* shift, not a linear map: section 4 makes property 2 precise), it generalises to
+# longer sequences (3: work at 8K tokens, generalise to 32K, in `001`'s words), and it is a fixed
+# pattern (4). The cell checks 1 and 2 on 100 positions. Property 3 is claimed too soon: the code
+# is *defined* for every position, but its values grow without bound, so a model trained on up to
+# $n$ tokens meets, at every position past them, values larger than any it saw (checked for
+# $n = 64$). `00_index` rates it "~ values grow without bound"; the errata list the correction.
 
 # %% slideshow={"slide_type": "fragment"}
 P100 = pl.integer_positions(100, 8, device=device)
@@ -121,11 +116,9 @@ print("cos(x_i, x_i + p_i) at i = 1, 10, 63:", [round(cos[j].item(), 3) for j in
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # Two *different* tokens at the same position end up pointing almost the same way. Since
 # $x\cdot x' \ge -d$, their cosine once the code is added is at least $(i^2-1)/(i^2+1)$:
-# above 0.98 from position 10 on, for *any* two tokens. The bound is reached by the worst pair,
-# opposite tokens $x' = -x$ (0.9802 at position 10); neighbouring random tokens stay a little
-# above it. The position drowns the word, in one precise sense: the token is not lost (it sits
-# intact in the directions orthogonal to $\mathbf 1$, and the LayerNorm of the next subsection
-# recovers it exactly), but every map that reads the direction $\mathbf 1$, as random, untrained
+# above 0.98 from position 10 on, for *any* two tokens, reached by opposite tokens $x' = -x$
+# (0.9802 at position 10). The token is not lost (it sits intact in the directions orthogonal to
+# $\mathbf 1$), but every map that reads the direction $\mathbf 1$, as random, untrained
 # attention does, sees mostly the position.
 
 # %% slideshow={"slide_type": "fragment"}
@@ -227,28 +220,30 @@ with torch.no_grad():
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # In one sentence: a model with no LayerNorm before its first attention loses $i\cdot\mathbf 1$ at
-# its first LayerNorm, but not the code's trace in the attention output. The rest of this cell
-# and the cell below are **Going further** (optional reading; the main line resumes at the figure
-# after them).
+# its first LayerNorm, but not the code's trace in the attention output.
 #
-# **Going further.** The swamping measured above is what a model with no LayerNorm between the
-# sum and the first attention sees, such as the original post-LN Transformer (Vaswani et al., 2017, §3.4–3.5: token
+# <details><summary><b>Going further</b>: that trace, measured (optional; the main line resumes at
+# the figure after the next cell)</summary>
+#
+# The swamping measured above is what a model with no LayerNorm between the sum and the first
+# attention sees, such as the original post-LN Transformer (Vaswani et al., 2017, §3.4–3.5: token
 # embeddings scaled by $\sqrt d$, the code added). Its first LayerNorm, after the residual sum
 # $h + \mathrm{Attn}(h)$, removes $i\cdot\mathbf 1$, but not the code's trace in the attention
 # output: with values $v_j = W_v^\top(x_j + j\cdot\mathbf 1)$, the output at position $i$ holds
 # $\bigl(\sum_j a_{ij}\,j\bigr)\,W_v^\top\mathbf 1$, which is not along $\mathbf 1$, so the LayerNorm
-# keeps it. Its size depends on the head. The logits' term $i\,j\,(W_q^\top\mathbf 1)\cdot(W_k^\top\mathbf 1)/\sqrt d$
-# (above) pulls every query towards its latest keys when the product $(W_q^\top\mathbf 1)\cdot(W_k^\top\mathbf 1)$
-# is positive, so $\sum_j a_{ij}\,j$ grows with $i$ (above $0.6\,i$ at every position $i \ge 10$ here);
-# when it is negative, towards the keys at the start, so the trace stays small ($\sum_j a_{ij}\,j$ below 8). The cell builds one such layer,
-# $\mathrm{LN}(h + \mathrm{Attn}(h))$, with random $W_q, W_k, W_v$ (entries of standard deviation
-# $1/\sqrt d$, 10 draws), and feeds it §1's tokens and a second random sequence at the same
-# positions. In the draws with a positive product, the two outputs at positions $\ge 10$ have a
-# mean cosine above 0.99 (causal or not): such a head hands the next layer outputs that point
-# almost the same way whatever the tokens. In the others it stays below 0.5, and without the code
-# it is near 0 in every draw.
+# keeps it. Its size depends on the sign of $(W_q^\top\mathbf 1)\cdot(W_k^\top\mathbf 1)$ in the
+# logits' term above: positive, it pulls every query towards its latest keys, and $\sum_j a_{ij}\,j$
+# grows with $i$ (above $0.6\,i$ at every $i \ge 10$ here); negative, towards the first keys
+# ($\sum_j a_{ij}\,j$ below 8). The cell builds one layer $\mathrm{LN}(h + \mathrm{Attn}(h))$ with
+# random $W_q, W_k, W_v$ (entries of standard deviation $1/\sqrt d$, 10 draws) and feeds it §1's tokens
+# and a second random sequence at the same positions. With a positive product the two outputs at
+# positions $\ge 10$ have a mean cosine above 0.99 (causal or not): the next layer gets outputs that
+# point almost the same way whatever the tokens. With a negative one it stays below 0.5, and without
+# the code it is near 0 in every draw.
+#
+# </details>
 
-# %% slideshow={"slide_type": "fragment"}
+# %% slideshow={"slide_type": "skip"}
 gen = torch.Generator().manual_seed(2)
 other = F.layer_norm(torch.randn(n, d, generator=gen), (d,)).to(device)  # a second sequence, same positions
 W_qkv = (torch.randn(10, 3, d, d, generator=gen) / d**0.5).to(device)  # 10 draws of W_q, W_k, W_v
@@ -511,30 +506,26 @@ fig
 # (1) 0s and 1s "waste" what a float can hold; (2) they may be awkward to add to a word vector;
 # (3) one cannot encode integers and divide by `max_len`. The cell below checks each answer.
 #
-# 1. **Capacity is real, but bits run out slowly.** One sinusoid pair (two floats, $\theta = 1$)
-#    gives 100 000 positions distinct codes, where two bits name 4; but distinct is not far apart:
+# 1. **Capacity is real, but bits run out slowly.** One pair of floats, $(\sin i, \cos i)$, gives
+#    100 000 positions distinct codes, where two bits name 4; but distinct is not far apart:
 #    $p_{710}$ is only $6\cdot 10^{-5}$ from $p_0$ (710 is within $10^{-4}$ of $113\cdot 2\pi$).
 #    And $d$ bits name $2^d$ positions: 17 cover Llama 3.1's 131 072, in a model 4096 features
-#    wide. What the floats buy is geometry: neighbours at a constant distance (the figure above)
-#    and one fixed map from $p_i$ to $p_{i+k}$ (§4).
+#    wide. So what a code needs from its floats is not more names but a better geometry.
 # 2. **Adding is fine for size, not behind a LayerNorm**: the bounded code does not swamp the
 #    token, but a LayerNorm after the sum erases its share of ones, and where the bits fill every
 #    feature it merges positions 0 and $2^d - 1$ (the previous subsection).
 # 3. **`002` uses `max_len` for the sentence length $m$**, a loose word. In its own code
-#    `max_len` is the size of the table (`torch.zeros(max_len, d_model)`), a constant, so $i\cdot\mathbf 1$ divided by `max_len` has
-#    the same step in every sentence; the step that changes with the length belongs to §2's code,
-#    divided by the sentence's own length $m$. Dividing by a fixed `max_len` has faults of its
-#    own (a step of 1/`max_len` of a token, erased by a LayerNorm, values above 1 past `max_len`),
-#    but they are faults of an integer code: `002` lists it among what a code must do, and binary
-#    codes meet it.
+#    `max_len` is the size of the table (`torch.zeros(max_len, d_model)`), a constant, so $i\cdot\mathbf 1$
+#    divided by `max_len` has the same step in every sentence; the step that changes with the length
+#    belongs to §2's code, divided by the sentence's own length $m$. Dividing by a fixed `max_len` has
+#    faults of its own (a step of 1/`max_len` of a token, erased by a LayerNorm, values above 1 past
+#    `max_len`), but they are faults of an integer code; binary codes do not depend on the length.
 #
-# What remains against binary codes is their geometry: the jumps (this section), no fixed map
-# for any $k < 2^{d-2}$ (§4), and the part a LayerNorm erases. This chapter measures the codes,
-# not a model trained on them: what the jumps cost a model is not measured here. One more
-# difference matters past the training length: a model trained on up to $2^b$ tokens never sees
-# bit $b$ (or any bit above it) set, and past that length every code has one set, a full-sized
-# input it never met. That is not §6's situation, where the unseen rows are tiny and act as a
-# missing code; what an unseen bit does to a model is not measured in this chapter either.
+# What remains against binary codes so far is their geometry, the jumps and the part a LayerNorm
+# erases; section 4 asks next whether one fixed map takes $p_i$ to $p_{i+k}$. This chapter measures
+# the codes, not a model trained on them: what the jumps cost a model is not measured here. One more
+# difference matters past the training length: a model trained on up to $2^b$ tokens never sees bit
+# $b$ (or any bit above it) set, and past that length every code has one set, an input it never met.
 
 # %% slideshow={"slide_type": "fragment"}
 import json
@@ -858,11 +849,12 @@ misfit_widget
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # **The answer.** Like the binary code, the Gray code fits exactly at $k = 16$ on the 64-row
-# table and not on the 128-row table (7 bits), but for another reason. For the binary code the fit
-# comes from where the table ends (§4): wrapped around, it is gone. The Gray code's is its own: adding
-# $2^{d-2}$ turns its top two bits one step around the square 00 → 01 → 11 → 10 and flips bit $d-3$, an
-# affine map that fits even the wrapped table, at 6 bits and at 7 (where 16 is $2^{d-3}$, not
-# $2^{d-2}$, so neither code fits). The cell checks both codes on both tables, plain and wrapped.
+# table, and neither code fits at $k = 16$ on the 128-row table (7 bits, where 16 is $2^{d-3}$). The
+# two fits at $k = 2^{d-2}$ have different reasons. The binary code's comes from where the table ends
+# (§4): on the wrapped table (positions modulo $2^d$) it is gone. The Gray code's is a map of its own:
+# adding $2^{d-2}$ turns its top two bits one step around the square 00 → 01 → 11 → 10, flips bit
+# $d-3$ and leaves the rest, an affine map, so it fits the wrapped table too. The cell checks that
+# map at every position, and both codes on both tables, plain and wrapped, at 6 and 7 bits.
 
 # %% slideshow={"slide_type": "fragment"}
 assert pl.affine_shift_residual(B6, 16) < 1e-9 and pl.affine_shift_residual(G6, 16) < 1e-9  # k = 16: both fit ...
@@ -873,6 +865,9 @@ for width in (6, 7):  # wrapped around (positions mod 2^d), at k = 2^(d-2)
     wrap_b, wrap_g = (torch.cat([t, t])[: 2**width + 2 ** (width - 2)] for t in (plain_b, plain_g))
     assert pl.affine_shift_residual(wrap_g, 2 ** (width - 2)) < 1e-9  # Gray: its own map, edge or not
     assert pl.affine_shift_residual(wrap_b, 2 ** (width - 2)) > 1  # binary: only the table's end fits it
+    around = {(0, 0): [0, 1], (0, 1): [1, 1], (1, 1): [1, 0], (1, 0): [0, 0]}  # top two bits: one step around
+    mapped = [around[tuple(row[:2])] + [1 - row[2]] + row[3:] for row in plain_g.int().tolist()]  # bit d-3 flipped
+    assert wrap_g[2 ** (width - 2):].int().tolist() == mapped  # Gray at i + 2^(d-2) (mod 2^d), for every i
 print("k = 16: binary and Gray fit exactly on 6 bits; on 7 bits, residuals",
       [round(pl.affine_shift_residual(code, 16), 2) for code in seven_bits])
 
@@ -1045,7 +1040,8 @@ print(f"training loss below 0.5 for every seed (best possible {best:.2f}, guessi
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The figure compares every row of the trained table with every other: entry $(i, n)$ is the
 # cosine between $E_i$ and $E_n$. The 32 rows the model was trained on (top left, inside the
-# lines) show a checkerboard of period 4; the 32 rows it never used look like noise.
+# lines) show stripes parallel to the diagonal, repeating every 4 positions: the cosine depends on
+# $i - n \bmod 4$ (the next cell measures each stripe); the 32 rows it never used look like noise.
 
 # %% slideshow={"slide_type": "fragment"}
 unit = F.normalize(E.detach(), dim=-1)
@@ -1059,39 +1055,29 @@ fig
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # **The table learned a sinusoid of period 4**, the kind of code chapter 3 builds by design, and
-# its neighbouring rows are *not* alike. The cell measures it on the trained rows of every seed:
+# its neighbouring rows are *not* alike. The cell measures it on the trained rows of every seed. Rows a
+# multiple of 4 apart point the same way (mean cosine about 0.8), rows 2 apart opposite ways (about
+# −0.7), and rows 1 or 3 apart, neighbours among them, have a mean cosine near 0: the figure's stripes.
 #
-# * **Phases.** Rows a multiple of 4 apart point the same way (mean cosine about 0.8), rows 2 apart
-#   point opposite ways (about −0.7); rows 1 or 3 apart, neighbours among them, have a mean cosine
-#   near 0.
-# * **A square.** The table learned two directions $a$ and $b$, at right angles and of equal
-#   length, and puts position $i$ near $a\cos(\pi i/2) + b\sin(\pi i/2)$: the four phases sit near
-#   the corners of a square, a rotation by a quarter turn per position, of period 4 (three seeds
-#   make that likely, not certain). The statistics:
-#   * A signed mean can hide a pattern (pairs alike and pairs opposite cancel), so the cell fits
-#     every trained row as $E_i \approx a\cos(\pi i/2) + b\sin(\pi i/2)$ (least squares over the
-#     32 rows). The fit explains between 65% and 85% of the rows' squared length, against 5–7% for
-#     the same rows before training ($E_{\text{init}}$), with $\lvert\cos(a, b)\rvert < 0.1$ and
-#     $\lVert a\rVert / \lVert b\rVert$ between 0.9 and 1.1 (all printed). The small
-#     $\lvert\cos(a, b)\rvert$ largely restates the phases above (rows 1 apart near orthogonal): it
-#     is not independent evidence.
-#   * For one seed that would say little: two random directions in 32-D have $\lvert\cos\rvert$ of
-#     typical size $1/\sqrt{32} \approx 0.18$, below 0.1 in about 40% of random pairs, and two random
-#     vectors' lengths are within 10% of each other about as often (the cell draws 1000 triples of
-#     pairs). The three seeds together say more: a random triple has all three $\lvert\cos\rvert$ as
-#     small as the seeds' in 1.5–2.5% of the triples, and all three ratios as close to 1 in 1–2%
-#     (printed).
-# * **Neighbours.** The mean $\lvert\cos\rvert$ of neighbours $E_i, E_{i+1}$ is below 0.09 for
-#   every seed, against 0.13–0.2 for the same rows before training. Over all pairs of rows one
-#   phase apart it is below 0.09 for seeds 0 and 1; for seed 2 it is above its value before
-#   training (both printed). Of what the fit leaves, the other period-4 parts (a constant
-#   and $\cos(\pi i)$) explain little: fitted too, they still leave over 10% of every seed's rows
-#   (printed), a part that is not period 4 and that this chapter does not analyse.
+# Those phases suggest a square: two directions $a$ and $b$, at right angles and of equal length, with
+# position $i$ near $a\cos(\pi i/2) + b\sin(\pi i/2)$, a quarter turn per position. Fitted by least
+# squares over the 32 trained rows, this explains between 65% and 85% of the rows' squared length,
+# against 5–7% for the same rows before training ($E_{\text{init}}$), with $\lvert\cos(a, b)\rvert < 0.1$
+# and $\lVert a\rVert / \lVert b\rVert$ between 0.9 and 1.1 (all printed; the small
+# $\lvert\cos(a, b)\rvert$ largely restates the phases, so it is not independent evidence). One seed
+# would say little: two random directions in 32-D have $\lvert\cos\rvert$ of typical size
+# $1/\sqrt{32} \approx 0.18$, below 0.1 in about 40% of random pairs, and lengths within 10% of each
+# other about as often. For three seeds at once it is rarer: in 1000 random triples of pairs, all three
+# $\lvert\cos\rvert$ are as small as the seeds' in 1.5–2.5%, all three ratios as close to 1 in 1–2%.
+# So the square is likely, not certain. Fitting the other period-4 parts too (a constant and
+# $\cos(\pi i)$) still leaves over 10% of every seed's rows, a part that is not period 4 and that this
+# chapter does not analyse.
 #
-# Nothing in a table makes $E_{i+1}$ close to $E_i$; neighbours end up similar only where the data
-# reward it.
-# (What the tables of BERT and GPT-2 hold after training on text is studied by Wang & Chen, 2020,
-# arXiv:2010.04903.)
+# Neighbours $E_i, E_{i+1}$ have a mean $\lvert\cos\rvert$ below 0.09 for every seed, against 0.13–0.2
+# for the same rows before training; over all pairs of rows one phase apart it is below 0.09 for seeds 0
+# and 1, and above its value before training for seed 2 (both printed). Nothing in a table makes
+# $E_{i+1}$ close to $E_i$; neighbours end up similar only where the data reward it. (What the tables of
+# BERT and GPT-2 hold after training on text is studied by Wang & Chen, 2020, arXiv:2010.04903.)
 
 # %% slideshow={"slide_type": "fragment"}
 idx = torch.arange(TRAIN_LEN, device=train_on)
@@ -1496,13 +1482,13 @@ _ = check.gray_wave(gray_wave)
 # 1. **Binary codes and property 2.** `001` says binary codes satisfy property 2 (from $p_i$
 #    one gets $p_{i+k}$ simply), a property it calls 线性相关性 (linear dependence, or correlation)
 #    without defining it further. This course reads it as a fixed affine map
-#    $p_{i+k} = M_k p_i + b_k$ (the form the integer code's shift meets; that is our reading, not
-#    `001`'s words). Then none exists for any $k < 2^{d-2}$, for every width $d$:
-#    section 4 proves it with four positions whose codes balance while their codes $k$ steps on do
-#    not, and checks the proof's steps. The exact fits above $2^{d-2}$ are the table's edge: a
-#    counter that wraps around has a map only for $k = 2^{d-1}$ (proved the same way). (A remark of this course, not an argument of the sources: $p_0 = 0$ rules out a
-#    *linear* map for the binary code, but it does so for the integer code too, whose shift works,
-#    so it is not why the binary code fails; section 4 checks both.)
+#    $p_{i+k} = M_k p_i + b_k$ (the form the integer code's shift meets; our reading, not `001`'s
+#    words). Then none exists for any $k < 2^{d-2}$, for every width $d$: section 4 proves it with
+#    four positions whose codes balance while their codes $k$ steps on do not, and checks the proof's
+#    steps. Of the table's exact fits (all at $k \ge 2^{d-2}$), all but $k = 2^{d-1}$ come from its
+#    edge: a counter that wraps around has a map only for $k = 2^{d-1}$ (proved the same way). That
+#    $p_0 = 0$ rules out a *linear* map is not why the binary code fails: it rules one out for the
+#    integer code too, whose shift works (section 4 checks both).
 # 2. **The integer code and property 3.** `001` says the integer code satisfies property 3,
 #    "generalises to longer contexts" (from 8K to 32K tokens). It is *defined* for every position,
 #    but its values grow without bound: past the training length every value is one the model
@@ -1511,12 +1497,13 @@ _ = check.gray_wave(gray_wave)
 #    fastest bit $p_{i,d}$; with $d$ columns numbered from 0 it is $p_{i,d-1}$, bit 0 in this
 #    course's naming (section 3 asserts it flips at every step and that column $d$ does not
 #    exist).
-# 4. **Why not binary, per `002`.** Its reasons (floats "wasted" on 0s and 1s, awkward to
-#    add, no dividing by `max_len`) miss: $d$ bits name $2^d$ positions, enough for any context
-#    in use; the code is bounded (but see what a LayerNorm leaves of it); and dividing by
-#    `max_len`, in `002`'s own code the fixed table size, keeps the step fixed: the step that
-#    depends on the length is that of dividing by the sentence's length (§2); `max_len` is a loose
-#    word there for the sentence length (section 3 checks each answer).
+# 4. **Why not binary, per `002`.** Its three tentative reasons miss. Floats "wasted" on 0s and
+#    1s: $d$ bits name $2^d$ positions, and 17 cover Llama 3.1's 131 072. Awkward to add: the code
+#    is bounded, so it does not swamp the token (but see what a LayerNorm leaves of it). No dividing
+#    by `max_len`: in `002`'s own code `max_len` is the fixed table size, and dividing by it keeps
+#    the step fixed; the step that depends on the length is that of dividing by the sentence's own
+#    length (§2), and the binary code does not depend on the length at all. Section 3 checks each
+#    answer.
 # 5. **"Normally distributed per column, with small mean and variance."** `001` writes that the
 #    layer-normalised input of attention "follows a normal distribution per column, and its mean
 #    and variance are generally small". `001` lays the tokens out as the *columns* of
