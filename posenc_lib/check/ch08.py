@@ -242,21 +242,18 @@ def deepseek_mscales(answer: Callable[[float, float, float], Any] | None) -> boo
             if close(c_nope, c_rope, rtol=1e-9, atol=0):
                 wrong["same"] = "your two scales are equal for settings that differ: do the two settings reach " \
                                 "the same parts of a score?"
-            if close(c_nope * c_nope, content, rtol=1e-6, atol=0) and not close(c_nope, content, rtol=1e-6, atol=0):
-                wrong["nope_twice"] = "your unrotated scale acts as if it reached each score twice: it is on the " \
-                                      "query only, so each score meets it once"
-            elif not close(c_nope, content, rtol=1e-6, atol=0):
-                wrong["nope_other"] = "your unrotated scale multiplies the unrotated part of the scores by something " \
-                                      "other than DeepSeek's does"
             if close(c_rope, rotated / content, rtol=1e-6, atol=0):
                 wrong["rope_spared"] = "your rotated scale leaves the softmax scale out: DeepSeek's softmax scale " \
                                        "multiplies the whole score, its rotated part included"
-            elif close(c_rope * c_rope, rotated, rtol=1e-6, atol=0) and not close(c_rope, rotated, rtol=1e-6, atol=0):
-                wrong["rope_twice"] = "your rotated scale acts as if it reached each score twice: it is on the " \
-                                      "query only, so each score meets it once"
-            elif not close(c_rope, rotated, rtol=1e-6, atol=0):
-                wrong["rope_other"] = "your rotated scale multiplies the rotated part of the scores by something " \
-                                      "other than DeepSeek's does"
+            for key, part, c, want in (("nope", "unrotated", c_nope, content), ("rope", "rotated", c_rope, rotated)):
+                if key == "rope" and "rope_spared" in wrong and close(c, rotated / content, rtol=1e-6, atol=0):
+                    continue
+                if close(c * c, want, rtol=1e-6, atol=0) and not close(c, want, rtol=1e-6, atol=0):
+                    wrong[f"{key}_twice"] = f"your {part} scale acts as if it reached each score twice: it is on " \
+                                            "the query only, so each score meets it once"
+                elif not close(c, want, rtol=1e-6, atol=0):
+                    wrong[f"{key}_other"] = f"your {part} scale multiplies the {part} part of the scores by " \
+                                            "something other than DeepSeek's does"
         if wrong:  # in a fixed order, whatever the draw
             yield from ((False, wrong[kind]) for kind in ("type", "same", "nope_twice", "nope_other", "rope_spared",
                                                           "rope_twice", "rope_other") if kind in wrong)
