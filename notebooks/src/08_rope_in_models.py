@@ -805,6 +805,7 @@ softmax_scale = m_all**2 / math.sqrt(head)
 print(f"DeepSeek-V3: RoPE attention factor {a_ds}; m = 0.1 ln 40 + 1 = {m_all:.4f}; "
       f"softmax scale m^2 / sqrt({head}) = {softmax_scale:.5f} instead of {1 / math.sqrt(head):.5f}")
 assert a_ds == 1.0 and round(m_all, 4) == 1.3689
+assert ds["rope_scaling"]["mscale"] == ds["rope_scaling"]["mscale_all_dim"] == 1.0  # equal settings (Exercise 2 leaves them out)
 assert math.isclose(pl.rope_from_config(MODELS["GPT-OSS 20B"]["config"])[1], 0.1 * math.log(32) + 1)
 assert math.isclose(pl.rope_from_config(MODELS["Qwen2.5 7B Instruct + YaRN (model card)"]["config"])[1],
                     0.1 * math.log(4) + 1)
