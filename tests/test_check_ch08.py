@@ -60,11 +60,12 @@ def _misread(config, prompt, new):
     kind, _ = _kind(config)
     changes = _changes(config, prompt, new)
     right = _cost(prompt, new, changes)
+    unread = _cost(prompt, new - 1, _changes(config, prompt, new - 1))  # the last new token never read
     if kind not in ("longrope", "dynamic"):
-        return {"prefill": right - prompt}  # no step re-rotates: only the prompt's keys can be forgotten
+        return {"prefill": right - prompt, "unread": unread}  # no step re-rotates: a key forgotten
     out = {"never": prompt + new, "threshold": _cost(prompt, new, _changes(config, prompt, new, early=1)),
            "prefill": right - prompt, "new_key": right - len(changes), "twice": right + len(changes),
-           "late": _cost(prompt, new, _changes(config, prompt, new, early=-1))}
+           "late": _cost(prompt, new, _changes(config, prompt, new, early=-1)), "unread": unread}
     if kind == "dynamic":
         T = config["max_position_embeddings"]
         out["once"] = _cost(prompt, new, range(T + 1, T + 2) if prompt < T + 1 <= prompt + new else range(0))
@@ -185,6 +186,7 @@ MISCONCEPTION_WORDS = {
     "threshold": "off by one at the threshold",
     "late": "off by one after the threshold",  # the first change counted at max_position_embeddings + 2
     "prefill": "the prompt's keys are rotated too",
+    "unread": "as if the last of the `new` tokens were never read",
     "new_key": "also rotates its new token's key",
     "twice": "rotates its new token's key twice",
 }
@@ -226,12 +228,16 @@ def test_cache_rotations_names_a_length_for_a_static_rope(capsys):
 
 # ---------------------------------------------------------------- Exercise 2: DeepSeek on a fixed softmax scale
 
-def query_scale_derived(mscale, mscale_all_dim, factor):
+def query_scales_derived(mscale, mscale_all_dim, factor):
     """DeepSeek multiplies the unrotated part of a score by the softmax term m_all^2 = (0.1 mscale_all_dim ln s + 1)^2
     and the rotated part by ratio^2 m_all^2 = (0.1 mscale ln s + 1)^2 (the RoPE factor, on q and k, is the ratio of
-    the two terms). A scale c on the query alone multiplies both parts by c: possible only when the two agree."""
+    the two terms). A scale on the query's features reaches each score once: each is its part's whole multiplier."""
     term = lambda x: 0.1 * x * math.log(factor) + 1  # noqa: E731
-    return term(mscale_all_dim) ** 2 if math.isclose(term(mscale), term(mscale_all_dim), rel_tol=1e-12) else math.nan
+    return term(mscale_all_dim) ** 2, term(mscale) ** 2
+
+
+def _term(x, s):
+    return 0.1 * x * math.log(s) + 1
 
 
 def _draws(n=20):
@@ -239,116 +245,82 @@ def _draws(n=20):
     return [case for _ in range(n) for case in ch08._port_cases(rng)]
 
 
-def test_deepseek_cases_leave_out_zero_settings_and_what_the_chapter_prints():
-    """The prompt leaves out a zero mscale or mscale_all_dim (transformers falls back to other formulas there) and
-    keeps s > 1 (at s = 1 every setting gives c = 1). The draws are continuous: never DeepSeek-V3's (1, 1, 40)
-    whose multiplier §3 prints, V2-Lite's (0.707, 0.707, 40) that §3 spells out, nor GPT-OSS's or Qwen's s."""
+def test_deepseek_cases_leave_out_zero_and_equal_settings():
+    """The prompt leaves out a zero mscale or mscale_all_dim (transformers falls back to other formulas there), keeps
+    s > 1, and grades only settings whose two mscales differ: §3 shows DeepSeek-V3's and V2-Lite's, equal ones."""
     cases = _draws()
     assert all(m >= 0.3 and a >= 0.3 and s >= 2 for m, a, s in cases)
-    printed = {(1.0, 1.0, 40.0), (0.707, 0.707, 40.0), (1.0, 1.0, 32.0), (1.0, 1.0, 4.0)}
-    assert not printed & set(cases)
-    equal = [case for case in cases if case[0] == case[1]]
-    assert len(equal) == len(cases) // 2  # both kinds of case, in every draw
-    assert all(abs(m - a) >= 0.2 for m, a, _ in cases if m != a)
+    assert all(abs(m - a) >= 0.2 for m, a, _ in cases)
 
 
 def test_deepseek_cases_are_drawn_afresh():
-    """A fixed set of cases would let a learner find the impossible ones from the feedback; every check draws anew."""
+    """A fixed set of cases would let a learner fit the feedback; every check draws anew."""
     assert set(ch08._port_cases()).isdisjoint(ch08._port_cases())
 
 
-def test_deepseek_query_scale(capsys):
+def test_deepseek_query_scales(capsys):
     assert run(check.deepseek_mscales, None, capsys)[0] is None
     assert run(check.deepseek_mscales, _stub, capsys)[0] is None
-    ok, out = run(check.deepseek_mscales, query_scale_derived, capsys)
+    ok, out = run(check.deepseek_mscales, query_scales_derived, capsys)
     assert ok is True and "all correct!" in out
-    none_for_nan = lambda m, a, s: (lambda c: None if math.isnan(c) else torch.tensor(c))(  # noqa: E731
-        query_scale_derived(m, a, s))
-    assert run(check.deepseek_mscales, none_for_nan, capsys)[0] is True  # None and a tensor are read alike
-    assert query_scale_derived(1.0, 1.0, 40.0) == pytest.approx((0.1 * math.log(40) + 1) ** 2)  # DeepSeek-V3's
+    as_tensors = lambda m, a, s: [torch.tensor(c) for c in query_scales_derived(m, a, s)]  # noqa: E731
+    assert run(check.deepseek_mscales, as_tensors, capsys)[0] is True  # a list of tensors is read alike
+    for m, a, s in _draws(2):  # the derivation's RoPE factor is the library's
+        ratio = pl.rope_from_config(ch08._deepseek_config(m, a, s))[1]
+        c_nope, c_rope = query_scales_derived(m, a, s)
+        assert c_rope / c_nope == pytest.approx(ratio**2, rel=1e-12)
 
 
-def test_deepseek_query_scale_refuses_the_constant_softmax_term(capsys):
-    """Cells 35-37 give the softmax term m^2: returning it for every setting is refused, with the same words
-    whatever the draw (no setting, no number)."""
-    term = lambda x, s: 0.1 * x * math.log(s) + 1  # noqa: E731
-    outs = [run(check.deepseek_mscales, lambda m, a, s: term(a, s) ** 2, capsys) for _ in range(3)]
+def test_deepseek_query_scales_refuse_one_number_for_both(capsys):
+    """§3's softmax term m^2 for both parts (DeepSeek-V3's answer, where the settings are equal) is refused, with the
+    same words whatever the draw (no setting, no number)."""
+    outs = [run(check.deepseek_mscales, lambda m, a, s: (_term(a, s) ** 2,) * 2, capsys) for _ in range(3)]
     assert all(ok is False for ok, _ in outs) and len({out for _, out in outs}) == 1
     out = outs[0][1]
-    assert "takes for granted that some query scale fits every setting" in out
+    assert "your two scales are equal" in out and "rotated part of the scores by something other" in out
+    assert "unrotated scale" not in out  # the unrotated one is right: not blamed
     assert "mscale" not in out and not re.search(r"\d\.\d", out)  # names no setting and no number
-    assert "unrotated" not in out and "rotated part" not in out  # names the misconception, not the rule
 
 
-def test_deepseek_query_scale_refuses_nan_learned_from_feedback(capsys):
-    """Even knowing exactly which settings of one check admit no scale (more than any feedback says) gains
-    nothing at the next check: its settings are new."""
-    seen = []
-
-    def recorder(m, a, s):
-        seen.append((m, a, s))
-        return 1.0
-
-    run(check.deepseek_mscales, recorder, capsys)
-    term = lambda x, s: 0.1 * x * math.log(s) + 1  # noqa: E731
-    impossible = {case for case in seen if math.isnan(query_scale_derived(*case))}
-    assert impossible  # what an oracle would have told
-    memorised = lambda m, a, s: math.nan if (m, a, s) in impossible else term(a, s) ** 2  # noqa: E731
-    ok, out = run(check.deepseek_mscales, memorised, capsys)
-    assert ok is False and "takes for granted" in out
-
-
-def test_deepseek_query_scale_names_each_misconception(capsys):
-    term = lambda x, s: 0.1 * x * math.log(s) + 1  # noqa: E731
-    ok, out = run(check.deepseek_mscales, lambda m, a, s: term(m, s) ** 2, capsys)  # the rotated part's, always
-    assert ok is False and "takes for granted that some query scale fits every setting" in out
-    ok, out = run(check.deepseek_mscales, lambda m, a, s: math.nan, capsys)  # "never possible"
-    assert ok is False and "one query scale does reproduce DeepSeek's scores" in out
-    assert "takes for granted" not in out
-
-    def unsquared(m, a, s):  # m_all, as if the query scale reached the score twice (as a factor on q and k does)
-        c = query_scale_derived(m, a, s)
-        return c if math.isnan(c) else math.sqrt(c)
-
-    ok, out = run(check.deepseek_mscales, unsquared, capsys)
-    assert ok is False and "each score meets it once" in out and "takes for granted" not in out
-
-    def rope_factor(m, a, s):  # the library's RoPE attention factor (the ratio): 1 when the two agree
-        c = query_scale_derived(m, a, s)
-        return c if math.isnan(c) else term(m, s) / term(a, s)
-
-    ok, out = run(check.deepseek_mscales, rope_factor, capsys)
-    assert ok is False and "something other than DeepSeek's" in out
-    ok, out = run(check.deepseek_mscales, lambda m, a, s: "1.87", capsys)
-    assert ok is False and "expected a number" in out
-    for wrong in (unsquared, rope_factor, lambda m, a, s: math.nan):  # the feedback prints no number at all
-        out = run(check.deepseek_mscales, wrong, capsys)[1]
-        assert not re.search(r"\d\.\d", out)
+@pytest.mark.parametrize("wrong, words, not_words", [
+    (lambda m, a, s: (_term(a, s), _term(m, s) ** 2), "unrotated scale acts as if it reached each score twice",
+     "rotated scale"),
+    (lambda m, a, s: (_term(a, s) ** 2, _term(m, s)), "rotated scale acts as if it reached each score twice",
+     "unrotated scale"),
+    (lambda m, a, s: (_term(a, s) ** 2, (_term(m, s) / _term(a, s)) ** 2), "leaves the softmax scale out",
+     "unrotated scale"),
+    (lambda m, a, s: (_term(a, s) ** 2, _term(m, s) / _term(a, s)), "rotated part of the scores by something other",
+     "unrotated scale"),  # the library's RoPE factor alone
+    (lambda m, a, s: (_term(m, s) ** 2, _term(a, s) ** 2), "unrotated part of the scores by something other",
+     "twice"),  # the two settings swapped
+])
+def test_deepseek_query_scales_name_each_misconception(wrong, words, not_words, capsys):
+    ok, out = run(check.deepseek_mscales, wrong, capsys)
+    assert ok is False and words in out and not_words not in out.replace(words, ""), out
+    assert not re.search(r"\d\.\d", out)  # the feedback prints no number
 
 
-def test_deepseek_query_scale_refuses_the_library(capsys):
+def test_deepseek_query_scales_refuse_malformed_answers(capsys):
+    for wrong in (lambda m, a, s: 1.87, lambda m, a, s: ("1.87", 1.0), lambda m, a, s: (math.nan, 1.0)):
+        ok, out = run(check.deepseek_mscales, wrong, capsys)
+        assert ok is False and "expected a pair of finite numbers" in out
+
+
+def test_deepseek_query_scales_refuse_the_library(capsys):
     def with_library(m, a, s):
         pl.rope_from_config(ch08._deepseek_config(m, a, s))
-        return query_scale_derived(m, a, s)
+        return query_scales_derived(m, a, s)
 
     ok, out = run(check.deepseek_mscales, with_library, capsys)
-    assert ok is False and "calls pl.rope_from_config" in out
+    assert ok is False and "calls pl.rope_from_config" in out and "deriving them is the exercise" in out
 
     def with_the_registry(m, a, s):
         pl.SCALINGS["yarn"](64, factor=s, base=1e4, original_max_position=4096, seq_len=None, device=None,
                             mscale=m, mscale_all_dim=a)
-        return query_scale_derived(m, a, s)
+        return query_scales_derived(m, a, s)
 
     ok, out = run(check.deepseek_mscales, with_the_registry, capsys)
     assert ok is False and "calls posenc_lib.scaling.SCALINGS['yarn']" in out
-
-    def with_the_checker(m, a, s):
-        content, rotated = ch08._multipliers(m, a, s)
-        return content if math.isclose(content, rotated) else math.nan
-
-    ok, out = run(check.deepseek_mscales, with_the_checker, capsys)
-    assert ok is False and "calls pl.rope_from_config" in out
-
 
 
 # ---------------------------------------------------------------- Exercise 3: a query scale against n keys
@@ -376,6 +348,9 @@ def test_needle_scale(capsys):
     assert bool((t[~t.isnan()] > 0).all())  # no case asks for a negative scale (the prompt's t is a scale up or down)
     assert bool((n >= n0 * torch.exp(0.5 - gap)).all())
     assert needle_derived(*(torch.tensor([x], dtype=torch.float64) for x in (8192.0, 8192.0, 3.0))).item() == 1.0
+    # the solution's note: at n = n0 the smaller root is 1 only for gap >= 1 (2 gap - 1 below), and every gap drawn is
+    assert needle_derived(*(torch.tensor([x], dtype=torch.float64) for x in (8192.0, 8192.0, 0.75))).item() == 0.5
+    assert bool((gap >= 1.5).all())
 
     def step_by_step(n, n0, gap):  # the same closed form in several lines, with a mask instead of where
         log_ratio = torch.log(n) - torch.log(n0)
@@ -641,7 +616,7 @@ def test_the_checker_module_hands_over_no_answer():
     private = {n for n, v in vars(ch08).items() if callable(v) and n.startswith("_") and getattr(v, "__module__", "")
                == ch08.__name__}
     assert private == {"_frequency_readers", "_checker_rotations", "_longrope", "_dynamic", "_port_cases", "_deepseek_config",
-                       "_multipliers", "_log_mean_exp", "_log_odds", "_heaviest", "_needle_cases", "_simulations",
+                       "_log_mean_exp", "_log_odds", "_heaviest", "_needle_cases", "_simulations",
                        "_some", "_keys_at", "_shift_misreadings"}
     n, n0, gap = ch08._needle_cases()  # the cases are inputs: no tensor of the module holds a scale
     assert not any(isinstance(v, torch.Tensor) and v.shape == n.shape for v in vars(ch08).values())

@@ -179,7 +179,7 @@ assert ROWS["DeepSeek-V3"]["factor"] == 1.0 and round(ds_softmax, 3) == 1.874
 print(f"* DeepSeek-V3's RoPE factor is 1, but its softmax scale multiplies the scores by {ds_softmax:.3f} (§3)")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# Read the table row by row (each sentence is asserted below; the boxes say why):
+# Read the table row by row (each sentence is asserted in the cell below; the boxes after it say why):
 #
 # * in **every** row, between a quarter and a half of the pairs never complete a turn
 #   within the row's span $L$, even at the deployed length;
@@ -190,7 +190,23 @@ print(f"* DeepSeek-V3's RoPE factor is 1, but its softmax scale multiplies the s
 #   the same 35: neither advertised context is a length any RoPE layer attends over;
 # * Phi-3's **LongRoPE** (Ding et al., 2024, arXiv 2402.13753) turns fewer pairs than plain RoPE
 #   would (34 → 31), already with its short list.
-#
+
+# %% slideshow={"slide_type": "fragment"}
+count = {label: (None if row["L0_L"][0] is None else turns_within(row["plain"], row["L0_L"][0]),
+                 turns_within(row["inv_freq"], row["L0_L"][1])) for label, row in ROWS.items()}
+share_never = {label: 1 - at_L / (ROWS[label]["r"] // 2) for label, (_, at_L) in count.items()}
+assert all(1 / 4 <= s <= 1 / 2 for s in share_never.values()), share_never
+YARN_ROWS = ("Qwen2.5 7B Instruct + YaRN (model card)", "DeepSeek-V3", "GPT-OSS 20B")
+assert all(count[label][0] == count[label][1] for label in YARN_ROWS)
+SCOUTS = ("Llama 4 Scout 17B-16E (base)", "Llama 4 Scout 17B-16E Instruct")
+assert count["Llama 3.1 8B"] == (35, 39) and all(count[name] == (35, 35) for name in SCOUTS)
+scout_base, scout_cfg = text_config(MODELS[SCOUTS[0]]), text_config(MODELS[SCOUTS[1]])
+assert (scout_base["max_position_embeddings"], scout_cfg["max_position_embeddings"]) == (262144, 40 * 262144)
+scout_row = ROWS[SCOUTS[1]]  # either file: its RoPE layers see one chunk, shorter than both advertised contexts
+assert scout_row["L0_L"] == ROWS[SCOUTS[0]]["L0_L"] == (8192, scout_cfg["attention_chunk_size"]) == (8192, 8192)
+assert count["Phi-3 mini 128k instruct"] == (34, 31)
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
 # > **Going further: why the counts come out so.**
 # > * *GPT-OSS* uses one RoPE for all its layers, but half attend within a sliding window (each
 # >   token sees only itself and the 127 before it), a span in which only 9 of its 32 pairs turn, so
@@ -214,22 +230,12 @@ print(f"* DeepSeek-V3's RoPE factor is 1, but its softmax scale multiplies the s
 # >   runs plain RoPE: its file has two searched lists of $f_j$, short factors (1.10 to 3.05) for
 # >   inputs up to $L_0$ and long ones beyond. The short list slows pairs 31 to 33 out of their turn
 # >   within $L_0$, and the long list turns the same 31 within $L$.
-#
-# > **Going further: why Phi-3's long list turns no more pairs.** A slowed pair turns within $L$ when
-# > $f_j \lambda_j \le L$, i.e. $f_j \le L/\lambda_j$: for pairs 31 to 33 the long factors (61.7, 62.9, 63.0)
-# > exceed $L/\lambda_j$ (54.4, 44.9, 37.1), so they stay out of a turn, while every faster pair's factor stays below
-# > its own $L/\lambda_j$ (pairs 28 to 30 also have factors near 61, yet still turn).
 
 # %% slideshow={"slide_type": "fragment"}
-count = {label: (None if row["L0_L"][0] is None else turns_within(row["plain"], row["L0_L"][0]),
-                 turns_within(row["inv_freq"], row["L0_L"][1])) for label, row in ROWS.items()}
-share_never = {label: 1 - at_L / (ROWS[label]["r"] // 2) for label, (_, at_L) in count.items()}
 gpt_oss = text_config(MODELS["GPT-OSS 20B"])
 assert gpt_oss["sliding_window"] == 128 and gpt_oss["layer_types"].count("sliding_attention") == 12 == 24 // 2
 assert turns_within(ROWS["GPT-OSS 20B"]["inv_freq"], 128) == 9 and round(100 * (32 - 9) / 32) == 72
-assert all(1 / 4 <= s <= 1 / 2 for s in share_never.values()), share_never
-for label in ("Qwen2.5 7B Instruct + YaRN (model card)", "DeepSeek-V3", "GPT-OSS 20B"):
-    assert count[label][0] == count[label][1], label
+for label in YARN_ROWS:  # beta_slow = 1: every pair slower than L0 is divided by exactly s
     row = ROWS[label]
     s_yarn = text_config(MODELS[label])["rope_scaling"]["factor"]
     assert text_config(MODELS[label])["rope_scaling"].get("beta_slow", 1) == 1, label  # absent: the default, 1
@@ -242,18 +248,12 @@ half_turn, _ = pl.scaled_rope_frequencies(128, method="yarn", factor=4.0, origin
 slow = 2 * math.pi / qwen_plain > 32768
 assert int(slow.sum()) == 24 and int((qwen_plain[slow] / half_turn[slow] < 4 - 1e-9).sum()) == 3
 assert turns_within(half_turn, 4 * 32768) == turns_within(qwen_plain, 32768) + 1
-SCOUTS = ("Llama 4 Scout 17B-16E (base)", "Llama 4 Scout 17B-16E Instruct")
-assert count["Llama 3.1 8B"] == (35, 39) and all(count[name] == (35, 35) for name in SCOUTS)
 assert turns_within(ROWS["Llama 3.1 8B"]["plain"], 2 * 8192) == 39  # the pairs with λ_j <= 2 L0
-scout_base, scout_cfg = text_config(MODELS[SCOUTS[0]]), text_config(MODELS[SCOUTS[1]])
 assert scout_base["rope_scaling"] == scout_cfg["rope_scaling"]  # one RoPE block in both files
-assert (scout_base["max_position_embeddings"], scout_cfg["max_position_embeddings"]) == (262144, 40 * 262144)
 from transformers import Llama4TextConfig  # the base file's empty no_rope_layers, as transformers reads it
 
 assert scout_base["no_rope_layers"] == [] and Llama4TextConfig(
     no_rope_layers=[], num_hidden_layers=48).no_rope_layers == scout_cfg["no_rope_layers"]
-scout_row = ROWS[SCOUTS[1]]
-assert scout_row["L0_L"] == ROWS[SCOUTS[0]]["L0_L"] == (8192, scout_cfg["attention_chunk_size"]) == (8192, 8192)
 llama_row, llama_rs = ROWS["Llama 3.1 8B"], text_config(MODELS["Llama 3.1 8B"])["rope_scaling"]
 wave, divided = 2 * math.pi / llama_row["plain"], llama_row["plain"] / llama_row["inv_freq"]  # llama3's band (box)
 band = (wave >= 8192 / llama_rs["high_freq_factor"]) & (wave <= 8192 / llama_rs["low_freq_factor"])
@@ -272,7 +272,6 @@ slowed_by = (scout_row["plain"] / scout_row["inv_freq"]).cpu()
 kept = 2 * math.pi / scout_row["plain"].cpu() <= 8192
 assert torch.allclose(slowed_by[kept], torch.tensor(1.0, dtype=torch.float64))  # kept as they are
 assert torch.allclose(slowed_by[~kept], torch.tensor(16.0, dtype=torch.float64))  # divided by factor 16
-assert count["Phi-3 mini 128k instruct"] == (34, 31)
 gemma_full = ROWS["Gemma 3 4B (full)"]  # linear x8: no L0 in the file, and none needed
 assert gemma_full["L0_L"] == (None, 131072) and text_config(MODELS["Gemma 3 4B"])["rope_scaling"]["factor"] == 8
 assert all(torch.equal(*(pl.scaled_rope_frequencies(64, method="linear", factor=8.0, original_max_position=n)[0]
@@ -291,6 +290,14 @@ short_mode, _ = pl.rope_from_config(MODELS["Phi-3 mini 128k instruct"]["config"]
 assert (round(min(phi3_short), 2), round(max(phi3_short), 2)) == (1.1, 3.05)
 assert turns_within(short_mode.double(), 4096) == 31 and not any(2 * math.pi / short_mode[j] <= 4096
                                                                      for j in stop_turning)
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# > **Going further: why Phi-3's long list turns no more pairs.** A slowed pair turns within $L$ when
+# > $f_j \lambda_j \le L$, i.e. $f_j \le L/\lambda_j$: for pairs 31 to 33 the long factors (61.7, 62.9, 63.0)
+# > exceed $L/\lambda_j$ (54.4, 44.9, 37.1), so they stay out of a turn, while every faster pair's factor stays below
+# > its own $L/\lambda_j$ (pairs 28 to 30 also have factors near 61, yet still turn).
+
+# %% slideshow={"slide_type": "fragment"}
 phi3_L = phi3_row["L0_L"][1]
 room = [phi3_L * phi3_row["plain"][j].item() / (2 * math.pi) for j in range(48)]  # L / λ_j: the largest factor that still turns
 assert all(phi3_long[j] > room[j] for j in stop_turning)  # 61.7 > 54.4, 62.9 > 44.9, 63.0 > 37.1
@@ -798,6 +805,7 @@ softmax_scale = m_all**2 / math.sqrt(head)
 print(f"DeepSeek-V3: RoPE attention factor {a_ds}; m = 0.1 ln 40 + 1 = {m_all:.4f}; "
       f"softmax scale m^2 / sqrt({head}) = {softmax_scale:.5f} instead of {1 / math.sqrt(head):.5f}")
 assert a_ds == 1.0 and round(m_all, 4) == 1.3689
+assert ds["rope_scaling"]["mscale"] == ds["rope_scaling"]["mscale_all_dim"] == 1.0  # equal settings (Exercise 2 leaves them out)
 assert math.isclose(pl.rope_from_config(MODELS["GPT-OSS 20B"]["config"])[1], 0.1 * math.log(32) + 1)
 assert math.isclose(pl.rope_from_config(MODELS["Qwen2.5 7B Instruct + YaRN (model card)"]["config"])[1],
                     0.1 * math.log(4) + 1)
@@ -917,28 +925,37 @@ print(f"largest logit error with double rotation: {(wrong - full).abs().max().it
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # "Never rotated again" assumes the frequencies never change. They do change with the
 # input length in LongRoPE (Phi-3 switches from `short_factor` to `long_factor` once the
-# input passes $L_0$ = 4096 tokens, §3) and in `dynamic` scaling. A key cached while the
-# input was short carries the short list's angles; a query rotated after the switch uses
-# the long list, and their score is no longer the one a fresh forward pass computes.
-# Re-rotating the cached keys alone would not repair it: past the first layer a key is computed
-# from the layer below's output, which changed with the frequencies too. transformers' Phi-3
-# therefore drops the cache once, at the switch, when it generates, and recomputes every key,
-# in every layer, with the long list. Dynamic NTK goes stale too: past
-# `max_position_embeddings` its base depends on the input's length, so a key cached while the
-# input was shorter was rotated with another base than the one a fresh pass uses (the first
-# cell: `max_position_embeddings` = 4096, a key at position 4999 cached when the input was 5000
-# tokens long, read by a query at 5999). transformers does not repair this one: its dynamic RoPE
-# recomputes the frequencies for each new token and keeps the cached keys as they were rotated, so
-# `generate` on a tiny random Llama with dynamic scaling (`max_position_embeddings` = 8) drifts
-# from a fresh pass once it has read 9 tokens (asserted at the end of the second cell). The first cell also writes `turn_needed(p)`, the angles that would carry
-# a key rotated at $p$ with the long list to one at $p - 1000$ with the short list, and asserts they
-# differ between $p$ = 6000 and 6001: no one rotation moves every cached key. The second cell shows both Phi-3 cases on a tiny random Phi-3
-# (switch at $L_0$ = 8 tokens), comparing the logits each step computes from the tokens read so
-# far, 6 to 11 of them, with a fresh forward pass over the same tokens: a decoding loop that
-# keeps its cache across the switch drifts once it has read 9 tokens (one past $L_0$), while
-# `generate` matches the fresh pass at every step. The same model with two layers shows why the
-# cache must be recomputed rather than re-rotated: the inputs of layer 1 (not of layer 0) for the
-# first 8 tokens differ between a pass over 8 tokens and over 9.
+# input passes $L_0$ = 4096 tokens, §3) and in `dynamic` scaling.
+#
+# **LongRoPE.** A key cached while the input was short carries the short list's angles; a query
+# rotated after the switch uses the long list, and their score is no longer the one a fresh
+# forward pass computes. Re-rotating the cached keys alone would not repair it: past the first
+# layer a key is computed from the layer below's output, which changed with the frequencies too.
+# transformers' Phi-3 therefore drops the cache once, at the switch, when it generates, and
+# recomputes every key, in every layer, with the long list.
+#
+# **Dynamic NTK** goes stale too: past `max_position_embeddings` its base depends on the input's
+# length, so a key cached while the input was shorter was rotated with another base than the one
+# a fresh pass uses. transformers does not repair this one: its dynamic RoPE recomputes the
+# frequencies for each new token and keeps the cached keys as they were rotated.
+#
+# **The first cell** shows both on single scores: Phi-3's query at 5000 against a key at 4000
+# cached under the short list, and dynamic NTK with `max_position_embeddings` = 4096, a key at
+# position 4999 cached when the input was 5000 tokens long, read by a query at 5999. It also
+# writes `turn_needed(p)`, the angles that would carry a key rotated at $p$ with the long list to
+# one at $p - 1000$ with the short list, and asserts they differ between $p$ = 6000 and 6001: no
+# one rotation moves every cached key.
+#
+# **The second cell** runs tiny random models (switch at $L_0$ = 8 tokens), comparing the logits
+# each step computes from the tokens read so far, 6 to 11 of them, with a fresh forward pass over
+# the same tokens:
+# * on Phi-3, a decoding loop that keeps its cache across the switch drifts once it has read 9
+#   tokens (one past $L_0$), while `generate` matches the fresh pass at every step;
+# * the same model with two layers shows why the cache must be recomputed rather than re-rotated:
+#   the inputs of layer 1 (not of layer 0) for the first 8 tokens differ between a pass over 8
+#   tokens and over 9;
+# * `generate` on a tiny random Llama with dynamic scaling (`max_position_embeddings` = 8) drifts
+#   from a fresh pass once it has read 9 tokens.
 
 # %% slideshow={"slide_type": "fragment"}
 q_phi, k_phi = torch.randn(2, 96, dtype=torch.float64)
@@ -1723,8 +1740,13 @@ assert "turns with R_{m−n} where the reference's turns with R_m^T R_n = R_{n�
 assert transformers_llama.ok and transformers_llama.relative and len(transformers_llama.probes) == 10
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **What the config does not say is not assumed.** (MRoPE, `pl.apply_rope_nd` and `pl.mrope_positions`
-# are chapter 9's.) Qwen3-VL's config says its MRoPE sections are
+# **What the config does not say is not assumed.** The vision-language models Qwen2-VL and Qwen3-VL
+# use **MRoPE** (multimodal RoPE; chapter 9 builds it, and all this section needs is here): each
+# token has three coordinates $(t, h, w)$, its time step and, for an image patch, its row and
+# column, and the pairs are split into three sections, each turned by one coordinate.
+# `mrope_section` = [24, 20, 20] gives 24, 20 and 20 of the 64 pairs to $t$, $h$ and $w$;
+# `pl.mrope_positions` writes the coordinates (a text token gets $t = h = w$; the cell asserts both
+# numbers) and `pl.apply_rope_nd` rotates by them. Qwen3-VL's config says its sections are
 # *interleaved* (`mrope_interleaved`: pairs go to the axes $t, h, w$ in turn); Qwen2-VL's were
 # contiguous blocks. A kernel written for Qwen2-VL gives the right numbers on every text token,
 # whose three coordinates are equal, and wrong ones on an image (cited, not checked here:
@@ -1758,6 +1780,8 @@ for name, report in (("Qwen2-VL's kernel on Qwen3-VL", style_bug), ("a lab model
 g = torch.manual_seed(0)
 x = torch.randn(1, 2, 6, 128).to(device)  # drawn on the CPU, then moved
 text_tokens = pl.mrope_positions([("text", 6)]).to(device)  # t = h = w for every text token
+assert sum(qwen3_vl["rope_parameters"]["mrope_section"]) == qwen3_vl["head_dim"] // 2  # 24 + 20 + 20 = 64 pairs
+assert text_tokens.shape == (6, 3) and bool((text_tokens == text_tokens[:, :1]).all())
 same = [mrope(style)(x, x, text_tokens)[0] for style in ("contiguous", "interleaved")]
 torch.testing.assert_close(same[0], same[1])  # on text tokens the two styles agree: only images tell them apart
 assert style_bug.hypotheses == ("section_style",) and not style_bug.ok
@@ -1774,7 +1798,9 @@ assert lab.ok and lab.layout_inferred and lab.layout == "half" and "fn implement
 # **Exercise 1 (count).** §4 left a cache stale when the frequencies change with
 # the input's length. Take a server that must stay *exact*: at every step its logits equal those
 # of a fresh forward pass. It reads a prompt of `prompt` tokens, rotating each key once, then
-# generates `new` tokens one at a time; whenever the frequencies at the new length differ from
+# reads `new` more tokens one at a time, the tokens it generates fed back (unlike §4's demo, which
+# stops before feeding back its last generated token, it reads all `new`, so its cache ends
+# holding `prompt + new` keys); whenever the frequencies at the new length differ from
 # those its cached keys were rotated with, it recomputes the cache: every cached key is rotated
 # again with the new ones (in the layers after the first, from new inputs too, since the earlier
 # tokens' outputs of layer 0 change with the frequencies).
@@ -1826,44 +1852,39 @@ _ = check.cache_rotations(cache_rotations)
 # places, through two settings: `mscale` and `mscale_all_dim` set its RoPE's attention factor
 # and its softmax scale. You are porting a DeepSeek-style model (heads of 128 unrotated and 64
 # rotated features) to an inference engine whose fused attention kernel always uses the plain
-# softmax scale $1/\sqrt{192}$ and whose RoPE kernel has no attention factor. The one thing you
-# may change is the query projection: multiply its weights, and so every feature of every query,
-# by one number $c$. Write `query_scale(mscale, mscale_all_dim, factor)` returning the $c$ with
-# which the engine computes exactly DeepSeek's scores for these settings and the YaRN factor
-# $s$ = `factor` $> 1$ (at $s = 1$ nothing is scaled), or NaN where no number does. §3 gave the
-# two multipliers for DeepSeek-V3's settings; what is graded is what no cell
-# above states: for which settings one number can do both jobs. The checker draws
-# twelve new settings at every check and says only which kind of mistake it saw, never on which
-# settings (the library's frequency functions refuse to run inside your function: the checker reads
-# DeepSeek's scores through them). Both settings are non-zero here (with a zero one transformers falls
-# back to other formulas, which this exercise leaves out).
+# softmax scale $1/\sqrt{192}$ and whose RoPE kernel has no attention factor. What you may change
+# is the query projection: its rows that produce a query's unrotated features and those that
+# produce its rotated features can be multiplied apart, by $c_\text{nope}$ and $c_\text{rope}$.
+# Write `query_scales(mscale, mscale_all_dim, factor)` returning the pair `(c_nope, c_rope)` with
+# which the engine computes exactly DeepSeek's scores, for the YaRN factor $s$ = `factor` $> 1$.
+# §3 worked through settings where the two mscales are equal (DeepSeek-V3's 1.0, V2-Lite's 0.707);
+# what is graded is the case no cell above shows: the checker draws twelve new settings at every
+# check, each with the two mscales at least 0.2 apart, and says only which kind of mistake it saw,
+# never on which settings (the library's frequency functions refuse to run inside your function:
+# the checker reads DeepSeek's scores through them). Both settings are non-zero here (with a zero
+# one transformers falls back to other formulas, which this exercise leaves out).
 
 # %% slideshow={"slide_type": "fragment"}
-def query_scale(mscale, mscale_all_dim, factor):
+def query_scales(mscale, mscale_all_dim, factor):
     raise NotImplementedError  # your code
 
 
-_ = check.deepseek_mscales(query_scale)
+_ = check.deepseek_mscales(query_scales)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "deepseek_mscales_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
-def query_scale(mscale, mscale_all_dim, factor):
+def query_scales(mscale, mscale_all_dim, factor):
     ### BEGIN SOLUTION
     # DeepSeek multiplies the unrotated part of every score by the softmax term m^2, m = 0.1 mscale_all_dim ln s + 1,
     # and the rotated part by the RoPE factor twice (on q and on k) and the softmax term:
     # ((0.1 mscale ln s + 1) / m)^2 * m^2 = (0.1 mscale ln s + 1)^2. Each part is set by one setting alone.
-    # A number c on the query multiplies every part of a score by c, once: it reproduces both parts only when
-    # the two settings agree (for s > 1), and then c = m^2. DeepSeek-V3 (1.0 and 1.0) and V2-Lite (0.707 and
-    # 0.707) agree; settings that differ need a RoPE factor as well. (At s = 1 every c would be 1: the prompt
-    # and the checker keep s > 1.)
+    # A scale on the query's features reaches each score once, so each scale is its part's whole multiplier.
     term = lambda x: 0.1 * x * math.log(factor) + 1  # noqa: E731
-    if mscale == 0 or mscale_all_dim == 0:  # outside the exercise: transformers uses other formulas there
-        return math.nan
-    return term(mscale_all_dim) ** 2 if math.isclose(mscale, mscale_all_dim) else math.nan
+    return term(mscale_all_dim) ** 2, term(mscale) ** 2
     ### END SOLUTION
 
 
 # %% nbgrader={"grade": true, "grade_id": "deepseek_mscales", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.deepseek_mscales(query_scale)
+_ = check.deepseek_mscales(query_scales)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise 3 (derive).** §5's temperature raised the needle's weight among a million distractors, but
@@ -1897,7 +1918,8 @@ def needle_scale(n, n0, gap):
     ### BEGIN SOLUTION
     # E[e^(t z)] = e^(t^2 / 2) for a standard normal z, so the weight is 1 / (1 + n e^(t^2 / 2 - gap t)).
     # Equal weights: t^2 / 2 - gap t + ln n = 1 / 2 - gap + ln n0, i.e. t^2 - 2 gap t + 2 gap - 1 + 2 ln(n / n0) = 0,
-    # t = gap -+ sqrt((gap - 1)^2 - 2 ln(n / n0)); the smaller root grows from 1 at n = n0. There is no root
+    # t = gap -+ sqrt((gap - 1)^2 - 2 ln(n / n0)); at n = n0 the smaller root is gap - |gap - 1|: 1 when gap >= 1
+    # (every gap the checker draws), 2 gap - 1 below; it grows with n. There is no root
     # once ln(n / n0) > (gap - 1)^2 / 2: the best scale, t = gap, buys only a factor e^((gap - 1)^2 / 2) more
     # keys (7.4 for a needle 3 standard deviations up), because a larger t also spreads the distractors'
     # scores. Llama 4's temperature at a million keys is 1.48: it cannot hold a needle scoring 3 there.

@@ -75,26 +75,26 @@ _PLAIN = {"head_dim": 64, "rope_theta": 10000.0, "max_position_embeddings": 4096
 # on its own, and checks every digest).
 _ROTATION_CASES: tuple[tuple[str, dict, int, int, str, dict[str, str]], ...] = (
     ('LongRoPE (L0 4096), a 1000-token prompt, 10 000 new tokens', _longrope(4096, 131072), 1000, 10_000,
-     '0c8283116852a56b23f2ac34', {'never': '57b8bafc8c89c4eb9882c29d',
+     '0c8283116852a56b23f2ac34', {'unread': '4c969883040039c2c0e27510', 'never': '57b8bafc8c89c4eb9882c29d',
       'threshold': '4c969883040039c2c0e27510',
       'prefill': '139ffe1b66d3548e5201dd36',
       'new_key': '4c969883040039c2c0e27510',
       'twice': 'a5ed17bd8aa3896486600f9c',
       'late': 'a5ed17bd8aa3896486600f9c'}),
     ('LongRoPE (L0 4096), a 4096-token prompt, 10 new tokens', _longrope(4096, 131072), 4096, 10,
-     '8aefa33ec29dbb2f96829460', {'never': '6325d5da4417f3ef61538d34',
+     '8aefa33ec29dbb2f96829460', {'unread': 'b6bb3629de63764af45d85f4', 'never': '6325d5da4417f3ef61538d34',
       'threshold': '6325d5da4417f3ef61538d34',
       'prefill': '6325d5da4417f3ef61538d34',
       'new_key': 'b6bb3629de63764af45d85f4',
       'twice': '89ee0ffe4e84be4c2d2f4a4b',
       'late': '89ee0ffe4e84be4c2d2f4a4b'}),
     ('LongRoPE (L0 4096), a 6000-token prompt, 10 000 new tokens', _longrope(4096, 131072), 6000, 10_000,
-     '5e0c64babb7725851106ef59', {'prefill': 'f30718fe3cdfd29ed8c79133'}),
+     '5e0c64babb7725851106ef59', {'unread': '41cdeefbe46d80d84c869305', 'prefill': 'f30718fe3cdfd29ed8c79133'}),
     ('LongRoPE (L0 2048), a 100-token prompt, 1000 new tokens', _longrope(2048, 16384), 100, 1000,
-     'f44487075f46df717f37c550', {'prefill': 'cb62905a1eb0c303a51e2e8f'}),
+     'f44487075f46df717f37c550', {'unread': '83643aac0292565b2c0b4d41', 'prefill': 'cb62905a1eb0c303a51e2e8f'}),
     ('dynamic NTK (max_position_embeddings 4096), a 1000-token prompt, 1 000 000 new tokens',
      _dynamic(4096), 1000, 1_000_000,
-     '09f553eb8683e6fb9ffb519a', {'never': '8193773a76e49c0c76bf5fa2',
+     '09f553eb8683e6fb9ffb519a', {'unread': '3edb554d80601a88120224c8', 'never': '8193773a76e49c0c76bf5fa2',
       'threshold': 'ce748a08b28fd522c950c7cb',
       'prefill': '6e07940eec0f466c7b4af4a4',
       'new_key': 'ecdf109765b7f955aca50a4e',
@@ -103,21 +103,21 @@ _ROTATION_CASES: tuple[tuple[str, dict, int, int, str, dict[str, str]], ...] = (
       'late': 'f87d0b5daa44df064fe7f596'}),
     ('dynamic NTK (max_position_embeddings 4096), a 100 000-token prompt, 50 000 new tokens',
      _dynamic(4096), 100_000, 50_000,
-     '02360d05797d05b1f5fb5059', {'never': '9f1ea62f46276bf8ddcada6f',
+     '02360d05797d05b1f5fb5059', {'unread': 'dfb5b24dd43a926cb0f90192', 'never': '9f1ea62f46276bf8ddcada6f',
       'prefill': 'f76cf78489147a5cf5913400',
       'new_key': '270d9cd0fe25b4ad9d28f1d2',
       'twice': '4171622c9187e3c1795fbb8c',
       'once': '9f1ea62f46276bf8ddcada6f'}),
     ('dynamic NTK (max_position_embeddings 8192), a 10-token prompt, 100 new tokens', _dynamic(8192), 10, 100,
-     'fc80b3b8556b42e6c0c8790c', {'prefill': 'd86d05a515c2bb20bdb8a7a9'}),
+     'fc80b3b8556b42e6c0c8790c', {'unread': 'ab1a03c0a659bbb0e1064948', 'prefill': 'd86d05a515c2bb20bdb8a7a9'}),
     ('YaRN x4 from 32768, a 1000-token prompt, 200 000 new tokens', _YARN, 1000, 200_000,
-     '78e48a9ac157faa30fedd728', {'prefill': '031c27de82353540a2c4456c'}),
+     '78e48a9ac157faa30fedd728', {'unread': 'be078ca87c85c980394c330c', 'prefill': '031c27de82353540a2c4456c'}),
     ('Llama 3.1 (llama3 x8), a 10-token prompt, 500 000 new tokens', _LLAMA3, 10, 500_000,
-     '945d6d781b5579a1c756cfc9', {'prefill': 'cc9c4e39ad70f9c22ae0dac1'}),
+     '945d6d781b5579a1c756cfc9', {'unread': '2d89ea2f66fed25d8baf9e4c', 'prefill': 'cc9c4e39ad70f9c22ae0dac1'}),
     ('linear x2, a 5000-token prompt, 5000 new tokens', _LINEAR, 5000, 5000,
-     'f30718fe3cdfd29ed8c79133', {'prefill': 'b88633d55cabc4116b1fbf28'}),
+     'f30718fe3cdfd29ed8c79133', {'unread': 'd38f10957b1bde01a51edf3d', 'prefill': 'b88633d55cabc4116b1fbf28'}),
     ('plain RoPE, a 7-token prompt, 3 new tokens', _PLAIN, 7, 3,
-     '95f963c8aafe86e06a5c1f79', {'prefill': '6143c401f2ae30ac61eeed16'}),
+     '95f963c8aafe86e06a5c1f79', {'unread': '11d718747fc9d5df9be9215b', 'prefill': '6143c401f2ae30ac61eeed16'}),
 )
 
 # What each sealed misconception means, in words that do not give the count away.
@@ -130,6 +130,8 @@ _ROTATION_MISCONCEPTIONS = {
     "late": "off by one after the threshold: is the first length past it read with the old frequencies or "
             "the new ones?",
     "prefill": "the prompt's keys are rotated too, once each, when the prompt is read",
+    "unread": "as if the last of the `new` tokens were never read (§4's demo stops before feeding back its last "
+              "token): this server reads every one of them, so its cache ends holding prompt + new keys",
     "new_key": "a step that re-rotates the cache also rotates its new token's key: count every key the "
                "cache holds after the step",
     "twice": "a step that re-rotates the cache rotates its new token's key twice (on arrival and again with "
@@ -143,7 +145,7 @@ _ROTATION_SALT = "ch08.cache_rotations"
 def cache_rotations(answer: Callable[[dict, int, int], Any] | None) -> bool | None:
     """answer(config, prompt, new) -> int: how many times a server that stays exact (the logits of a fresh
     forward pass at every step) applies RoPE to a key of one head, prefilling `prompt` tokens and then
-    generating `new` tokens one at a time."""
+    reading `new` more tokens one at a time (all of them: the cache ends holding prompt + new keys)."""
 
     def run(fn):
         def one(i: int) -> Any:
@@ -190,16 +192,15 @@ def cache_rotations(answer: Callable[[dict, int, int], Any] | None) -> bool | No
 # ---------------------------------------------------------------- Exercise 2: DeepSeek on a fixed softmax scale
 
 def _port_cases(rng: "random.Random | None" = None, count: int = 12) -> tuple[tuple[float, float, float], ...]:
-    """Exercise 2's settings, drawn afresh at every check (so no feedback can be matched to a fixed case): half with
-    mscale = mscale_all_dim, half with the two apart by at least 0.2, each in [0.3, 2], and s log-uniform in
-    [2, 128]. Continuous draws: none is DeepSeek-V3's (1, 1, 40), V2-Lite's (0.707, 0.707, 40) or another
-    setting the chapter prints."""
+    """Exercise 2's settings, drawn afresh at every check (so no feedback can be matched to a fixed case): mscale and
+    mscale_all_dim each in [0.3, 2] and at least 0.2 apart (the case no cell shows: §3's DeepSeek-V3 and V2-Lite have
+    the two equal), s log-uniform in [2, 128]."""
     rng = rng or random.SystemRandom()
     cases = []
-    for i in range(count):
+    for _ in range(count):
         mscale, factor = rng.uniform(0.3, 2.0), math.exp(rng.uniform(math.log(2.0), math.log(128.0)))
         other = mscale
-        while abs(other - mscale) < 0.2 and i % 2:
+        while abs(other - mscale) < 0.2:
             other = rng.uniform(0.3, 2.0)
         cases.append((mscale, other, factor))
     return tuple(cases)
@@ -212,51 +213,50 @@ def _deepseek_config(mscale: float, mscale_all_dim: float, factor: float) -> dic
                              "beta_fast": 32, "beta_slow": 1, "mscale": mscale, "mscale_all_dim": mscale_all_dim}}
 
 
-def _multipliers(mscale: float, mscale_all_dim: float, factor: float) -> tuple[float, float]:
-    """(unrotated, rotated) multipliers of a score under DeepSeek's reading of the two mscales: the RoPE's
-    attention factor from the library (it multiplies the rotated q and k features), and the softmax scale
-    (0.1 mscale_all_dim ln s + 1)^2 that transformers' DeepSeek attention applies to every score (§3)."""
-    _, rope_factor = rope_config.rope_from_config(_deepseek_config(mscale, mscale_all_dim, factor))
-    softmax = (0.1 * mscale_all_dim * math.log(factor) + 1) ** 2
-    return softmax, rope_factor**2 * softmax
-
-
 def deepseek_mscales(answer: Callable[[float, float, float], Any] | None) -> bool | None:
-    """answer(mscale, mscale_all_dim, factor) -> c: the one number that, multiplying every feature of every query
-    (folded into the query projection), makes an engine with the plain softmax scale 1/sqrt(head_dim) and a
-    RoPE without attention factor compute DeepSeek's scores exactly; NaN (or None) where no number does."""
+    """answer(mscale, mscale_all_dim, factor) -> (c_nope, c_rope): the numbers that, multiplying a query's unrotated
+    and its rotated features (folded into the query projection's rows), make an engine with the plain softmax scale
+    1/sqrt(head_dim) and a RoPE without attention factor compute DeepSeek's scores exactly."""
 
     def run(fn):
         cases = _port_cases()
         answers, stopped = answers_under_guard(fn, cases, _frequency_readers(), loops=False)
         if stopped is not None:
-            yield stopped_verdict(stopped[1], "your function", shortcut="read the multipliers off the library "
-                                  "instead of deriving them")
+            yield stopped_verdict(stopped[1], "your function", shortcut="it reads the multipliers off the library, "
+                                  "and deriving them is the exercise")
             return
-        # One verdict per kind of mistake, never per setting: the feedback does not say which settings admit a scale.
+        # One verdict per kind of mistake, never per setting or number.
         wrong: dict[str, str] = {}
         for (mscale, mscale_all_dim, factor), raw in zip(cases, answers.values()):
-            c = math.nan if raw is None else number(raw)
-            if c is None or math.isinf(c):
-                wrong["type"] = "expected a number from every call (NaN or None where no scale works)"
+            pair = list(raw) if isinstance(raw, (tuple, list)) and len(raw) == 2 else None
+            scales = None if pair is None else [number(x) for x in pair]
+            if scales is None or any(c is None or not math.isfinite(c) for c in scales):
+                wrong["type"] = "expected a pair of finite numbers (c_nope, c_rope) from every call"
                 continue
-            content, rotated = _multipliers(mscale, mscale_all_dim, factor)
-            possible = close(content, rotated, rtol=1e-9, atol=0)
-            if math.isnan(c):
-                if possible:
-                    wrong["nan"] = "your function returns NaN for settings where one query scale does reproduce " \
-                                   "DeepSeek's scores"
-            elif not possible:
-                wrong["always"] = "your function returns a scale for settings where none reproduces DeepSeek's " \
-                                  "scores: it takes for granted that some query scale fits every setting"
-            elif close(c * c, content, rtol=1e-6, atol=0) and not close(c, content, rtol=1e-6, atol=0):
-                wrong["twice"] = "where a scale fits, yours acts as if it reached each score twice: it is on the " \
-                                 "query only, so each score meets it once"
-            elif not close(c, content, rtol=1e-6, atol=0):
-                wrong["other"] = "where a scale fits, yours multiplies the scores by something other than " \
-                                 "DeepSeek's does"
+            # DeepSeek's multipliers of each part of a score: the RoPE's attention factor from the library (it
+            # multiplies the rotated q and k features), and the softmax term (0.1 mscale_all_dim ln s + 1)^2 that
+            # transformers' DeepSeek attention applies to every score (§3)
+            _, rope_factor = rope_config.rope_from_config(_deepseek_config(mscale, mscale_all_dim, factor))
+            content = (0.1 * mscale_all_dim * math.log(factor) + 1) ** 2
+            (c_nope, c_rope), rotated = scales, rope_factor**2 * content
+            if close(c_nope, c_rope, rtol=1e-9, atol=0):
+                wrong["same"] = "your two scales are equal for settings that differ: do the two settings reach " \
+                                "the same parts of a score?"
+            if close(c_rope, rotated / content, rtol=1e-6, atol=0):
+                wrong["rope_spared"] = "your rotated scale leaves the softmax scale out: DeepSeek's softmax scale " \
+                                       "multiplies the whole score, its rotated part included"
+            for key, part, c, want in (("nope", "unrotated", c_nope, content), ("rope", "rotated", c_rope, rotated)):
+                if key == "rope" and "rope_spared" in wrong and close(c, rotated / content, rtol=1e-6, atol=0):
+                    continue
+                if close(c * c, want, rtol=1e-6, atol=0) and not close(c, want, rtol=1e-6, atol=0):
+                    wrong[f"{key}_twice"] = f"your {part} scale acts as if it reached each score twice: it is on " \
+                                            "the query only, so each score meets it once"
+                elif not close(c, want, rtol=1e-6, atol=0):
+                    wrong[f"{key}_other"] = f"your {part} scale multiplies the {part} part of the scores by " \
+                                            "something other than DeepSeek's does"
         if wrong:  # in a fixed order, whatever the draw
-            yield from ((False, wrong[kind]) for kind in ("type", "nan", "always", "twice", "other") if kind in wrong)
+            yield from ((False, wrong[kind]) for kind in ("type", "same", "nope_twice", "nope_other", "rope_spared",
+                                                          "rope_twice", "rope_other") if kind in wrong)
         else:
             yield True, f"right on all {len(cases)} settings drawn for this check"
 
