@@ -174,8 +174,7 @@ def offset_from_codes(fn: Any) -> bool | None:
                      "completes a turn reads it without ambiguity")
 
     return report("the offset between two codes", fn, run,
-                  "what does going k positions on do to each pair (§4), and after how many positions does a pair "
-                  "look the same again?")
+                  "after how many positions does each pair look the same again (§4)?")
 
 
 # Exercise 2: the part of any A whose position-position score p_m^T A p_n depends on the offset alone: the
