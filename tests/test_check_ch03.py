@@ -83,13 +83,42 @@ def _fast_pair(code_a, code_b):  # pair 0: one radian per position, so its turn 
     return (_turn(code_b, 0) - _turn(code_a, 0) + math.pi) % (2 * math.pi) - math.pi
 
 
+def _wrap(turn):
+    return (turn + math.pi) % (2 * math.pi) - math.pi
+
+
+def _swapped_atan2(code_a, code_b):
+    """The slowest pair read with its sine and cosine swapped, atan2(cos, sin): the angle π/2 - x, turning backwards."""
+    return _wrap(math.atan2(float(code_b[7]), float(code_b[6])) - math.atan2(float(code_a[7]), float(code_a[6]))) / SLOWEST
+
+
+def _by_asin(code_a, code_b):
+    """Each angle from the sine alone: asin only returns angles in [-π/2, π/2]."""
+    return (math.asin(float(code_b[6])) - math.asin(float(code_a[6]))) / SLOWEST
+
+
+def test_the_swapped_atan2_is_the_reversed_difference_and_asin_is_right_near_zero(draw):
+    """Why they get those names: swapping sin and cos gives -(n - m) at every case, exactly what reading from the
+    second code to the first gives, so its message names both; asin is right while both angles stay within a quarter
+    circle of 0 (case 4 starts there), so it is no sign error."""
+    for m, n in ch03._code_cases(random.Random(draw)):
+        a, b = ch03.code_of(m), ch03.code_of(n)
+        assert abs(_swapped_atan2(a, b) - offset_by_slowest_pair(b, a)) < 1e-6
+    a, b = ch03.code_of(1.0), ch03.code_of(1001.0)  # slowest angles 0.001 and 1.001 rad
+    assert abs(_by_asin(a, b) - 1000.0) < 1e-6 and abs(_swapped_atan2(a, b) + 1000.0) < 1e-6
+
+
 def _memorised(table):
     """A lookup of the answers one check saw, keyed by the first code: the shortcut of reading the cases."""
     return lambda a, b: table[tuple(np.round(np.asarray(a, dtype=np.float64), 9))]
 
 
 @pytest.mark.parametrize("wrong, says", [
-    (lambda a, b: -offset_by_slowest_pair(a, b), "you read m - n"),
+    (lambda a, b: -offset_by_slowest_pair(a, b), "opposite sign to n - m at every pair"),
+    (_swapped_atan2, "opposite sign to n - m at every pair"),  # the same function as the line above
+    (_by_asin, "one number of its pair"),
+    (lambda a, b: _wrap(math.asin(float(b[6])) - math.asin(float(a[6]))) / SLOWEST, "one number of its pair"),
+    (lambda a, b: (math.acos(float(b[7])) - math.acos(float(a[7]))) / SLOWEST, "one number of its pair"),
     (lambda a, b: abs(offset_by_slowest_pair(a, b)), "right size, wrong sign"),
     (lambda a, b: round(offset_by_slowest_pair(a, b)), "a whole number"),
     (_fast_pair, "repeats within 3000 positions"),
@@ -116,7 +145,8 @@ def _search_over_whole_offsets(code_a, code_b):
 def _search_by_hand(code_a, code_b):
     """The same search written out, no library: a loop over 6000 candidates, refined to a tenth."""
     def miss(k):
-        return sum((math.sin(_turn(code_a, j) + k * 10000 ** (-j / 4)) - float(code_b[2 * j])) ** 2 for j in range(4))
+        return sum((math.sin(_turn(code_a, j) + k * 10000 ** (-j / 4)) - float(code_b[2 * j])) ** 2
+                   + (math.cos(_turn(code_a, j) + k * 10000 ** (-j / 4)) - float(code_b[2 * j + 1])) ** 2 for j in range(4))
     best = min(range(-3000, 3000), key=miss)
     return min((best + t / 10 for t in range(-10, 11)), key=miss)
 
@@ -168,6 +198,32 @@ def _prebound_search(code_a, code_b):
     return float(k[miss.argmin()])
 
 
+def _whole_offset_grid(code_a, code_b):
+    """The smallest grid over every offset: the 6001 whole offsets at once, on all four pairs, then the best one
+    refined on pair 0 (which reads a turn of under half a circle without ambiguity)."""
+    theta = 10000.0 ** (-torch.arange(4, dtype=torch.float64) / 4)
+    turn = torch.atan2(code_b[0::2], code_b[1::2]) - torch.atan2(code_a[0::2], code_a[1::2])
+    k = torch.arange(-3000, 3001, dtype=torch.float64)
+    best = k[torch.cos(k[:, None] * theta - turn).sum(-1).argmax()]
+    return float(best) + _wrap(float(turn[0]) - float(best)) / 1.0
+
+
+def _short_search_on_tensors(code_a, code_b, step=300):
+    """The allowed short search (a coarse scan on the slowest pair, then golden-section steps) written on the tensors
+    as given: every index and every operation on it makes a tensor of one element, hundreds in all."""
+    start = torch.atan2(code_a[6], code_a[7])
+
+    def miss(k):
+        return (torch.sin(start + k * SLOWEST) - code_b[6]) ** 2 + (torch.cos(start + k * SLOWEST) - code_b[7]) ** 2
+
+    best = min(range(-3000, 3001, step), key=miss)
+    lo, hi, r = best - step, best + step, (math.sqrt(5) - 1) / 2
+    for _ in range(50):
+        x1, x2 = hi - r * (hi - lo), lo + r * (hi - lo)
+        lo, hi = (lo, x2) if miss(x1) < miss(x2) else (x1, hi)
+    return float((lo + hi) / 2)
+
+
 def test_the_vectorised_searches_are_right_when_unguarded():
     """So that refusing them below is refusing a working shortcut, not a broken one."""
     m, n = 123_456.25, 123_456.25 + 1234.5
@@ -175,11 +231,13 @@ def test_the_vectorised_searches_are_right_when_unguarded():
     assert abs(float(_vectorised_search(a, b)) - 1234.5) < 1e-3
     assert abs(_numpy_search(a, b) - 1234.5) < 0.02 and abs(_ufunc_search(a, b) - 1234.5) < 0.02
     assert abs(_prebound_search(a, b) - 1234.5) < 1e-3
+    assert abs(_whole_offset_grid(a, b) - 1234.5) < 1e-6 and abs(_search_by_hand(a, b) - 1234.5) < 0.06
 
 
 @pytest.mark.parametrize("shortcut, says", [
     (_search_over_whole_offsets, "calls pl.rope_matrix"),
-    (_search_by_hand, "more tensor elements"),  # its tensor indexing runs out of elements before its loop of steps
+    (_search_by_hand, "runs out of its steps"),  # a loop over every whole offset (its indexing is free: one element each)
+    (_whole_offset_grid, "all the candidate offsets at once?"),
     (lambda a, b: float(pl.sinusoidal_positions(2, 8)[0, 0]), "calls pl.sinusoidal_positions"),
     (_vectorised_search, "all the candidate offsets at once?"),
     (_numpy_search, "all the candidate offsets at once?"),
@@ -219,6 +277,8 @@ def _golden_search(code_a, code_b, pair):
 
 def test_offset_from_codes_accepts_a_short_search_on_the_slowest_pair(capsys):
     assert check.offset_from_codes(_coarse_then_golden_search) is True
+    assert check.offset_from_codes(_short_search_on_tensors) is True  # its one-element tensors are free
+    assert check.offset_from_codes(lambda a, b: _short_search_on_tensors(a, b, step=10)) is True  # 651 candidates
     assert check.offset_from_codes(lambda a, b: _golden_search(a, b, pair=0)) is False
 
 
@@ -621,6 +681,6 @@ def test_offset_from_codes_prompt_states_the_checker_budget():
     from pathlib import Path
 
     source = (Path(__file__).parents[1] / "notebooks" / "src" / "03_sinusoids.py").read_text()
-    assert ch03.CLOSED_FORM_STEPS == 2_000 and ch03.CLOSED_FORM_ELEMENTS == 2_000
-    assert "gives each pair of codes 2 000 Python steps and 2 000 tensor elements" in " ".join(
+    assert ch03.CLOSED_FORM_STEPS == 2_000 and ch03.CLOSED_FORM_ELEMENTS == 10_000
+    assert "gives each pair of codes 2 000 Python steps and 10 000 tensor elements (a tensor of one number" in " ".join(
         line.lstrip("# ") for line in source.splitlines())

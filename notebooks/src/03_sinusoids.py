@@ -200,10 +200,10 @@ fig
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Explore: change the number of features, the number of positions, the base and the column
-# layout (next section). A larger base stretches the slow wavelengths; a small one (try 10)
-# shortens every wavelength but pair 0's ($\theta_0 = 1$ for any base), and the right-hand
-# columns start to change from row to row too. Predict before sliding: at base 10 ($d = 64$, 64
-# positions), does the rightmost pair still look constant? (The answer is asserted below the widget.)
+# layout (next section). A larger base stretches the slow wavelengths; a small one shortens every
+# wavelength but pair 0's ($\theta_0 = 1$ for any base). Predict before sliding: at base 10
+# ($d = 64$, 64 positions), does the rightmost pair still look constant? (The answer is asserted
+# below the widget.)
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
 pe_widget = viz.interactive_heatmap(
@@ -243,9 +243,11 @@ print(f"base 10, d = 64: the slowest pair turns {slow_at_10:.3f} rad per positio
 #
 # With the same frequencies the two layouts hold **the same columns in a different order**: the
 # permutation $[0, 2, 4, \dots, d-2, 1, 3, \dots, d-1]$ — the one chapter 5 needs to convert
-# between RoPE's interleaved and half-split pairings (`pl.layout_permutation`). To a model the
-# layout does not matter: a fixed permutation of the columns is absorbed by the weights that read
-# the stream (the cell checks it for a random projection).
+# between RoPE's interleaved and half-split pairings (`pl.layout_permutation`). To a model whose
+# token embeddings are learned too, the layout does not matter: the same permutation of the token
+# embeddings' columns and of the rows of the weights that read the stream gives the same outputs
+# (the cell checks it for a random projection). Under fixed, already trained embeddings and weights,
+# swapping the layout is not the same model (the cell checks that too).
 
 # %% slideshow={"slide_type": "fragment"}
 d, n = 16, 50
@@ -256,6 +258,9 @@ assert torch.equal(inter[:, perm], concat), "same columns, permuted"
 assert not torch.equal(inter, concat), "but not the same table"
 W_read = torch.randn(d, 4, generator=torch.Generator().manual_seed(0))  # any weights that read the stream
 torch.testing.assert_close(concat @ W_read, inter @ W_read[perm.argsort()])  # the same outputs, rows of W permuted
+x_tok = torch.randn(n, d, generator=torch.Generator().manual_seed(1))  # token embeddings, interleaved model
+torch.testing.assert_close((x_tok[:, perm] + concat) @ W_read, (x_tok + inter) @ W_read[perm.argsort()])  # learned: same
+assert not torch.allclose((x_tok + concat) @ W_read, (x_tok + inter) @ W_read)  # fixed x and W, layout swapped: not
 print("interleaved column for each concat column:", perm.tolist())
 
 # %% slideshow={"slide_type": "fragment"}
@@ -643,8 +648,8 @@ fig
 # Explore what the four curves only sample: slide the base through every value between 10 and
 # $10^6$ ($d = 128$; from there up, $d$ matters less than the base, as the cell above showed), and
 # widen the range of offsets: at small bases it shows where the decay stops. Predict before sliding: base 10000 first
-# turns negative at $k = 1707$ (above); at base 100, is that tens, hundreds or thousands of
-# positions? (The answer is asserted below the widget.)
+# turns negative at $k = 1707$ (above), and base 100 (the dotted curve) at $k = 59$; at base 1000,
+# is that nearer 59, 1707, or in between, and where? (The answer is asserted below the widget.)
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
 def draw_dot(fig, base, span, d=128):
@@ -671,11 +676,12 @@ dot_widget = viz.InteractiveFigure(
 dot_widget
 
 # %% slideshow={"slide_type": "fragment"}
-# The answer: tens. A smaller base squeezes all wavelengths and the similarity turns negative early (base 100:
-# k = 59); a larger one stretches the decay over longer distances.
+# The answer: in between, at k = 361, near the geometric middle of 59 and 1707 (317): the frequencies are spaced
+# evenly on a log scale, so each factor 10 of the base stretches the distances by about the same factor.
 k_neg = torch.arange(0, 5000)
-first_negative = {b: (pl.rope_angles(k_neg, 128, base=b).cos().mean(-1) < 0).nonzero()[0].item() for b in (100.0, 10000.0)}
-assert first_negative == {100.0: 59, 10000.0: 1707}
+first_negative = {b: (pl.rope_angles(k_neg, 128, base=b).cos().mean(-1) < 0).nonzero()[0].item()
+                  for b in (100.0, 1000.0, 10000.0)}
+assert first_negative == {100.0: 59, 1000.0: 361, 10000.0: 1707} and round(math.sqrt(59 * 1707)) == 317
 print("d = 128, first offset where s(k) < 0:", {f"{b:g}": k for b, k in first_negative.items()})
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -898,16 +904,19 @@ print("token entries after × √d: std ≈ 1;  code entries: root mean square �
 # That identity holds for the projections only, not for the **residual stream**, which carries
 # the input itself to every later layer: $x_i + p_i$ there, both parts in $d$ features, against
 # both parts apart in $2d$. What addition gives up is a guarantee that the two stay separable.
-# The control in the cell: the best *linear* read-out of $p_i$ from $x_i + p_i$, for a token drawn
+# The control in the cell: the best *linear* read-out of $p_i$ from $x_i + p_i$ (one matrix, what a layer applies), for a token drawn
 # from the 1000 rows of §7's std-$d^{-1/2}$ table (scaled by $\sqrt d$) and a position from 0 to
-# 199, misses $p_i$ by about 30% of its length (43% of the part of $p_i$ that varies with the
-# position: the mean code, the same at every position, carries 52% of $E|p_i|^2$ here), while from
+# 199, misses $p_i$ by about 30% of its length (the best *affine* read-out, whose bias supplies the
+# mean code for free, misses the part of $p_i$ that varies with the position by 42%), while from
 # the concatenation a selection recovers it
 # exactly ("best" is computed exactly, from the means and second moments of that token and position
 # distribution, and checked on 2000 sampled pairs). The 30% belongs to this setting (random tokens
 # 22.6 long against the code's 16, 200 positions): with tokens half as long it is 17%, with 400
 # positions 36%, and trained embeddings could learn to avoid the codes' subspace. What holds in
-# every setting: adding costs no width; it costs the guarantee.
+# every setting: adding costs no width; it costs the guarantee of a *linear* read-out. A non-linear
+# one can still separate them here: the nearest of the 200 000 possible sums (every token with every
+# position) gives back the right position for each of 500 sampled pairs, since two codes lie at
+# least 3.71 apart.
 #
 # The same sum reappears inside every score: $(x_m + p_m)^\top W_Q^\top W_K(x_n + p_n)$ splits into
 # token–token, token–position, position–token and position–position terms, the four terms
@@ -950,14 +959,23 @@ held_out = (summed @ best_readout.T - code_rows).norm() / code_rows.norm()
 select = torch.cat([torch.zeros(d, d), torch.eye(d)]).double()  # from [x_i, p_i]: keep the second half
 assert torch.equal(torch.cat([tok_rows, code_rows], dim=-1) @ select, code_rows)  # exact, every pair
 assert round(exact_miss, 2) == 0.30 and abs(held_out - exact_miss) < 0.01  # the best read-out: 30% off
-# the mean code's part of E|p|^2, and the same miss against p_i minus the mean code
-mean_share = (code_table.mean(0).square().sum() / code_table.square().sum(-1).mean()).item()
-varying_miss = exact_miss / math.sqrt(1 - mean_share)
-assert (round(mean_share, 2), round(varying_miss, 2)) == (0.52, 0.43)
+# the best affine read-out (a bias supplies the mean code): its miss of p_i minus the mean code
+cov_x = torch.cov(token_table.T, correction=0)
+cov_p = torch.cov(code_table.T, correction=0)
+affine_miss = math.sqrt((cov_p.trace() - (cov_p @ torch.linalg.inv(cov_x + cov_p) @ cov_p).trace()) / cov_p.trace())
+assert round(affine_miss, 2) == 0.42
+# the non-linear control: the nearest of all 1000 x 200 sums x_t + p_i, for 500 sampled pairs
+assert round((torch.cdist(code_table, code_table) + 1e9 * torch.eye(200)).min().item(), 2) == 3.71
+sq_tok, sq_code = token_table.square().sum(-1), code_table.square().sum(-1)
+all_sums = sq_tok[:, None] + sq_code[None, :] + 2 * token_table @ code_table.T  # |x_t + p_i|^2 - ... by parts
+nearest = torch.cat([(all_sums[None] - 2 * (s_ @ token_table.T)[:, :, None] - 2 * (s_ @ code_table.T)[:, None, :])
+                     .flatten(1).argmin(1) % 200 for s_ in summed[:500].split(125)])
+assert torch.equal(nearest, pos_ids[:500])  # every sampled position recovered
 print("W_Q [x; p] == W_x x + W_p p: True")
 print(f"best linear read-out of p_i from x_i + p_i: relative error {exact_miss:.2f} over the distribution, "
       f"{held_out:.2f} on 2000 sampled pairs; from [x_i, p_i]: 0 (a selection)")
-print(f"the mean code carries {mean_share:.2f} of E|p_i|^2; against p_i minus it, the miss is {varying_miss:.2f}")
+print(f"best affine read-out, against p_i minus the mean code: {affine_miss:.2f}; "
+      f"nearest of the 200 000 sums: right position for {int((nearest == pos_ids[:500]).sum())} of 500 pairs")
 print(f"the same with tokens half as long: {miss_shorter_tokens:.2f}; with 400 positions: {miss_more_positions:.2f}")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -1122,8 +1140,9 @@ print("a buffer made from a tensor that requires grad, persistent=False: require
 # whole ones, but $|n - m| < 3000$. Write `offset(code_a, code_b)` returning $n - m$ (two tensors of
 # 8 numbers in, one number out). Any route is fine, a short search included. The checker draws
 # new positions at every check, refuses the library's code builders while your function runs, and
-# gives each pair of codes 2 000 Python steps and 2 000 tensor elements: enough for a formula, or a
-# short search on the right pair, not for trying every offset one by one or all of them at once.
+# gives each pair of codes 2 000 Python steps and 10 000 tensor elements (a tensor of one number, such
+# as `code_a[6]`, costs none): enough for a formula, or a short search on the right pair, not for
+# trying every offset one by one or all of them at once.
 
 # %% slideshow={"slide_type": "subslide"}
 def offset(code_a, code_b):

@@ -140,15 +140,18 @@ def step_budget(lines: int = STEPS) -> Iterator[None]:
         sys.settrace(previous)
 
 
-def _elements(value: Any) -> int:
-    """How many numbers a result holds: a tensor's or an array's elements, summed over tuples and lists of them."""
+def _elements(value: Any, scalars: bool = True) -> int:
+    """How many numbers a result holds: a tensor's or an array's elements, summed over tuples and lists of them
+    (without ``scalars``, a result of one element counts 0)."""
     if isinstance(value, (tuple, list)):
-        return sum(_elements(item) for item in value)
+        return sum(_elements(item, scalars) for item in value)
     numel = getattr(value, "numel", None)
     if callable(numel):  # a torch tensor
-        return int(numel())
-    size = getattr(value, "size", None)  # a numpy array or scalar: size is a number there, a method on a tensor
-    return int(size) if isinstance(size, int) else 0
+        count = int(numel())
+    else:
+        size = getattr(value, "size", None)  # a numpy array or scalar: size is a number there, a method on a tensor
+        count = int(size) if isinstance(size, int) else 0
+    return count if scalars or count > 1 else 0
 
 
 class _CountedUfunc:
@@ -169,7 +172,7 @@ class _CountedUfunc:
 
 
 @contextmanager
-def element_budget(limit: int = ELEMENTS, *, traced: bool = False) -> Iterator[None]:
+def element_budget(limit: int = ELEMENTS, *, traced: bool = False, scalars: bool = True) -> Iterator[None]:
     """While inside, the tensors torch's functions and methods return, and the arrays numpy's builders return,
     may hold at most ``limit`` elements in all; the result that passes it raises ``TooManyElements``.
 
@@ -184,6 +187,8 @@ def element_budget(limit: int = ELEMENTS, *, traced: bool = False) -> Iterator[N
             bytes per element of ``limit``. numpy's builders are counted through their names on the module, so a
             name bound before the block (``from numpy import arange``, ``_ar = np.arange``) escapes the count;
             the memory an array takes does not depend on the name that built it.
+    scalars: count results of one element too (the default). Off, they are free: indexing a tensor in a loop
+             (``code[6]``) makes one per index, and a step budget already bounds how many a loop can make.
     """
     import tracemalloc
 
@@ -194,7 +199,7 @@ def element_budget(limit: int = ELEMENTS, *, traced: bool = False) -> Iterator[N
 
     def spend(result: Any) -> Any:
         nonlocal used
-        used += _elements(result)
+        used += _elements(result, scalars)
         if used > limit:
             raise TooManyElements(limit)
         return result
@@ -380,7 +385,7 @@ def no_huge_arrays(limit: int = HUGE) -> Iterator[None]:
 
 def answers_under_guard(fn: Any, cases: Iterable[tuple[Any, ...]], refuse: Iterable[tuple[Any, str, str]] = (),
                         *, loops: bool = True, steps: int = STEPS, steps_per_case: int | None = None,
-                        elements_per_case: int | None = None, traced: bool = False,
+                        elements_per_case: int | None = None, traced: bool = False, scalars: bool = True,
                         ) -> tuple[dict[tuple[Any, ...], Any], tuple[Any, Exception] | None]:
     """fn(*case) for every case, while the ``refuse`` targets refuse to run (and, with ``loops``, while
     huge arrays are refused and Python steps are counted). Every guard is undone before this returns,
@@ -393,6 +398,7 @@ def answers_under_guard(fn: Any, cases: Iterable[tuple[Any, ...]], refuse: Itera
                        a closed form creates dozens, a vectorised search over candidates thousands to millions).
     traced: with ``elements_per_case``, also measure the memory each case allocates (``element_budget(traced=True)``),
             which numpy's builders bound to other names before the call cannot escape.
+    scalars: with ``elements_per_case``, count results of one element too (``element_budget(scalars=...)``).
     returns: (the answers by case, None), or (the answers so far, (the case that stopped, its
              Shortcut, TooManySteps or TooManyElements)); any other exception of fn propagates (report() shows it).
     """
@@ -408,7 +414,7 @@ def answers_under_guard(fn: Any, cases: Iterable[tuple[Any, ...]], refuse: Itera
             for case in cases:
                 with ExitStack() as per_case:  # the step budget last, so that it counts none of the others' set-up
                     if elements_per_case is not None:
-                        per_case.enter_context(element_budget(elements_per_case, traced=traced))
+                        per_case.enter_context(element_budget(elements_per_case, traced=traced, scalars=scalars))
                     if loops and steps_per_case is not None:
                         per_case.enter_context(step_budget(steps_per_case))
                     answers[case] = fn(*case)

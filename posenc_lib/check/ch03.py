@@ -30,8 +30,12 @@ __all__ = ["offset_from_codes", "offset_only_score", "slow_pairs"]
 
 CLOSED_FORM_STEPS = 2_000  # Python lines for one case: a formula needs dozens, a short search on the slowest pair
 #                            (a coarse scan then a bisection) hundreds, trying every offset thousands
-CLOSED_FORM_ELEMENTS = 2_000  # tensor elements for one case of Exercise 1: a formula touches dozens; a grid
-#                               over all the offsets far more
+CLOSED_FORM_ELEMENTS = 10_000  # tensor elements for one case of Exercise 1: a formula touches dozens, a grid over
+#                                all 6000 whole offsets at least 12 000. Results of one element are free
+#                                (scalars=False): a short search that indexes the codes in a loop makes one per
+#                                index, and the step budget already bounds how many a loop makes. The memory
+#                                measured with it (traced, 64 bytes an element) leaves room for the Python objects
+#                                such a loop allocates (130 kB at most in the tests)
 
 
 def _fresh_rng() -> random.Random:
@@ -67,6 +71,17 @@ def code_of(position: float, d: int = CODE_D) -> torch.Tensor:
 def _wrapped(angle: float) -> float:
     """angle brought into (-pi, pi]."""
     return angle - 2 * math.pi * math.ceil((angle - math.pi) / (2 * math.pi))
+
+
+def _one_entry_turns(code_a: torch.Tensor, code_b: torch.Tensor) -> list[float]:
+    """The offsets a reading of the slowest pair's angles from one number each gives (asin of the sine, acos of
+    the cosine), the difference as it is and brought into (-pi, pi]."""
+    j, theta = CODE_D // 2 - 1, 10000.0 ** (-(CODE_D - 2) / CODE_D)
+    out = []
+    for inverse, entry in ((math.asin, 2 * j), (math.acos, 2 * j + 1)):
+        turn = inverse(max(-1.0, min(1.0, float(code_b[entry])))) - inverse(max(-1.0, min(1.0, float(code_a[entry]))))
+        out += [turn / theta, _wrapped(turn) / theta]
+    return out
 
 
 def _code_cases(rng: random.Random) -> list[tuple[float, float]]:
@@ -106,7 +121,8 @@ def offset_from_codes(fn: Any) -> bool | None:
         cases = [(code_of(m), code_of(n)) for m, n in positions]
         answers, stopped = answers_under_guard(lambda i: f(*cases[i]), [(i,) for i in range(len(cases))],
                                                _code_builders(), steps_per_case=CLOSED_FORM_STEPS,
-                                               elements_per_case=CLOSED_FORM_ELEMENTS, traced=True)
+                                               elements_per_case=CLOSED_FORM_ELEMENTS, traced=True,
+                                               scalars=False)
         if stopped is not None:
             yield stopped_verdict(stopped[1], "your function", shortcut="the library's code builders are refused "
                                   "here; the two codes you are given carry the offset",
@@ -115,19 +131,31 @@ def offset_from_codes(fn: Any) -> bool | None:
                                   grid="more tensor elements than a formula or a short search needs (all the "
                                        "candidate offsets at once?)")
             return
-        for (i,), raw in answers.items():
-            m, n = positions[i]
-            got, k = number(raw), n - m
-            where = f"pair of codes {i + 1} of {len(cases)}"
+        raws = [answers[(i,)] for i in range(len(cases))]
+        got_all = [number(raw) for raw in raws]
+        for i, (raw, got) in enumerate(zip(raws, got_all)):
             if got is None:
-                yield False, f"{where}: expected one number, got {type(raw).__name__}"
+                yield False, f"pair of codes {i + 1} of {len(cases)}: expected one number, got {type(raw).__name__}"
                 return
+        offsets = [n - m for m, n in positions]
+        # patterns over every case: an answer is judged by what it does at all of them, not at the first wrong one
+        flipped = all(abs(got + k) < 1e-3 for got, k in zip(got_all, offsets))
+        one_entry = all(any(abs(got - v) < 1e-3 for v in _one_entry_turns(a, b))
+                        for got, (a, b) in zip(got_all, cases))
+        for i, (got, k) in enumerate(zip(got_all, offsets)):
+            where = f"pair of codes {i + 1} of {len(cases)}"
             if abs(got - k) < 1e-3:
                 continue
-            if abs(got + k) < 1e-3 and i == 0:  # the first pair has n > m
-                yield False, (f"{where}: you read m - n; the offset goes from the first code to the second, "
-                              "n - m (key minus query, as everywhere in the course)")
-            elif abs(got + k) < 1e-3:  # right so far for n > m, wrong sign now that n < m: |n - m|
+            if flipped:  # -(n - m) at every case: from the second code to the first, or sin and cos read swapped
+                yield False, (f"{where}: your answers have the opposite sign to n - m at every pair of codes: the turn "
+                              "is measured the wrong way round, either from the second code to the first (the offset "
+                              "is n - m, key minus query, as everywhere in the course) or with each pair's sine and "
+                              "cosine in the other order (§1: a pair holds (sin, cos))")
+            elif one_entry:  # the slowest pair, each angle from its sine alone (asin) or its cosine alone (acos)
+                yield False, (f"{where}: you read each angle from one number of its pair, a sine or a cosine alone: "
+                              "one number does not say which of two angles it came from (§5: sin a = sin(π - a), "
+                              "cos a = cos(-a)), so the turn comes out wrong wherever an angle lies on the other side")
+            elif abs(got + k) < 1e-3 and i > 0:  # right so far, the wrong sign now (the cases before include n > m)
                 yield False, (f"{where}: right size, wrong sign: whatever tells you the size here cannot tell "
                               "which code comes first (the dot product of two codes, §6, is the same for k and -k)")
             elif abs(got - round(k)) < 1e-3:
@@ -146,8 +174,7 @@ def offset_from_codes(fn: Any) -> bool | None:
                      "completes a turn reads it without ambiguity")
 
     return report("the offset between two codes", fn, run,
-                  "what does going k positions on do to each pair (§4), and after how many positions does a pair "
-                  "look the same again?")
+                  "after how many positions does each pair look the same again (§4)?")
 
 
 # Exercise 2: the part of any A whose position-position score p_m^T A p_n depends on the offset alone: the
