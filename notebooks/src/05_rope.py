@@ -1030,12 +1030,12 @@ print(f"vs the interleaved layout: differs by up to {hf_far:.1f}")
 # Pair j completes a turn every 2π/θ_j positions: its **wavelength**. The first pair
 # (θ₀ = 1) repeats every 2π ≈ 6.3 positions; the last, θ_{d/2−1} = base^(−(d−2)/d), every
 # 2π·base^(1−2/d) positions, base^(2/d) times less than 2π·base: close to it only for wide heads
-# (13 % under at d = 128, ten times under at d = 8, as the table shows). Fast pairs resolve neighbours; slow
+# (ten times under at d = 8, as the table shows; 13 % under at d = 128, printed below it). Fast pairs resolve neighbours; slow
 # pairs change little over a whole context.
 #
 # Each end does one job. Pair 0 turns by a full radian per position, so neighbours differ a lot in it,
-# but it comes back close to where it started: at position 44 it is 0.018 rad from its angle at 0
-# (44 rad is 7 turns less 0.018), so on its own it hardly tells position 0 from 44. The slowest pair of a
+# but it comes back close to where it started: at position 44 it is 0.018 rad past its angle at 0
+# (44 rad is 7 turns and 0.018 more), so on its own it hardly tells position 0 from 44. The slowest pair of a
 # d = 128 head moves 1.2·10⁻⁴ rad per position, too little to tell neighbours apart, but it stays inside
 # one turn for about 54 400 positions, so no two of them share its angle. A head needs both ends, as a
 # clock needs both hands (chapter 3 found the same for the sinusoids).
@@ -1048,12 +1048,13 @@ for j, (t, wl) in enumerate(zip(pl.rope_frequencies(d, dtype=F64).tolist(), pl.r
 wl = pl.rope_wavelengths(128)
 torch.testing.assert_close(wl[0], torch.tensor(2 * math.pi, dtype=F64))
 torch.testing.assert_close(wl[-1], torch.tensor(2 * math.pi * 10000 ** (1 - 2 / 128), dtype=F64))
-fast_back = abs(44 - 7 * 2 * math.pi)  # pair 0 (θ₀ = 1) at position 44, measured from its angle at 0
+fast_back = 44 - 7 * 2 * math.pi  # pair 0 (θ₀ = 1) at position 44, past 7 full turns
 assert round(fast_back, 3) == 0.018 and all(abs(m - round(m / (2 * math.pi)) * 2 * math.pi) > fast_back for m in range(1, 44))
 theta_slow = pl.rope_frequencies(128, dtype=F64)[-1].item()
 assert round(theta_slow, 5) == 1.2e-4 and round(wl[-1].item(), -2) == 54_400  # slowest pair: per step, one turn
 assert wl[-1] < 2 * math.pi * 10000 and bool((wl.diff() > 0).all())
 assert round(1 - wl[-1].item() / (2 * math.pi * 10000), 2) == 0.13  # d = 128: 13 % under 2π·base
+print(f"d = 128: the last wavelength is {wl[-1].item():,.0f}, {1 - wl[-1].item() / (2 * math.pi * 10000):.0%} under 2π·base")
 assert abs(pl.rope_wavelengths(8)[-1].item() * 10 - 2 * math.pi * 10000) < 1e-6 * 2 * math.pi * 10000  # d = 8: a tenth
 
 # %% slideshow={"slide_type": "fragment"}
@@ -1068,10 +1069,10 @@ fig
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 8. Long-term decay: a bound, and what random vectors actually do
 #
-# In complex form (pair j of q is q_j = q_{2j} + i q_{2j+1}) the score is
+# In complex form (pair j of q is the complex number q̃_j = q_{2j} + i q_{2j+1}, and k̃_j likewise) the score is
 #
 # $$\langle R_m q, R_n k\rangle = \operatorname{Re}\sum_{j=0}^{d/2-1} h_j e^{i r\theta_j},
-# \qquad h_j = q_j \overline{k_j},\; r = m - n .$$
+# \qquad h_j = \tilde q_j \overline{\tilde k_j},\; r = m - n .$$
 #
 # (This is §2's q·conj(k)·e^{i(m−n)θ}, summed over the pairs.) Here r = m − n is the offset
 # n − m with its sign flipped: for a key in the past (n ≤ m, all a causal model sees) r ≥ 0, and
@@ -1096,7 +1097,7 @@ dist = torch.arange(0, 1024, 8)  # distances r = m − n
 qs, ks = torch.randn(N, 256, dtype=F64), torch.randn(N, 256, dtype=F64)  # samples (first d features used)
 theta_d = pl.rope_frequencies(d, dtype=F64)
 q1, k1 = qs[0, :d], ks[0, :d]
-h1 = torch.complex(q1[0::2], q1[1::2]) * torch.complex(k1[0::2], k1[1::2]).conj()  # h_j = q_j conj(k_j)
+h1 = torch.complex(q1[0::2], q1[1::2]) * torch.complex(k1[0::2], k1[1::2]).conj()  # h_j = q̃_j conj(k̃_j)
 for m, n in ((5, 0), (700, 3), (3, 700), (40, 40), (0, 1000)):  # r = m − n from −1000 to 697
     rotated_dot = pl.apply_rope(q1[None], torch.tensor([m]))[0] @ pl.apply_rope(k1[None], torch.tensor([n]))[0]
     complex_form = (h1 * torch.exp(1j * (m - n) * theta_d)).sum().real
