@@ -19,6 +19,10 @@
 # `posenc_lib`; every chapter ends with self-checking exercises (the appendix on speed, off the
 # teaching path, has one). Lecturers: the plan for teaching with them is at the end of this page.
 #
+# The course follows five Chinese blog posts on positional encodings and RoPE, cited as sources `000`
+# to `004`; where they slip, a chapter says so and its closing "Errata in the sources" corrects them
+# in the open.
+#
 # How the chapters check their own text, which versions they run and how to use a GPU: see
 # "About these notebooks" near the end of this page.
 
@@ -55,7 +59,9 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 #    the code $p_{i+k}$ follows by the same simple rule for every $i$, in a sequence of any
 #    length, ideally a fixed affine map $p_{i+k} = M_k\,p_i + b_k$: one matrix $M_k$ and one
 #    vector $b_k$ for each offset $k$ (for the sinusoids of chapter 3 a linear one, $b_k = 0$).
-#    Then "k tokens apart" means the same thing everywhere in the sequence.
+#    Then "k tokens apart" is the same map everywhere in the sequence. Whether a head's scores
+#    then depend on the offset alone is a further question: the map is necessary, not enough
+#    (chapter 3 §6 asks what the head must do as well).
 # 3. **Generalises to longer sequences.** A model trained on 8K tokens should still make
 #    sense of position 30 000.
 # 4. **A deterministic pattern.** The codes come from a fixed rule, not from a table that
@@ -82,7 +88,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # | 5 | `05_rope` | rotary embeddings derived from scores that depend only on the offset $n-m$; why 2 × 2 pairs; why q and k are rotated and v is not (unless each output is rotated back); every implementation form in use |
 # | 6 | `06_alibi` | ALiBi: a per-head linear penalty on distance instead of an encoding; how far it extrapolates; which encodings fit linear attention |
 # | 7 | `07_beyond` | NoPE, why RoPE needs stretching past its training length and how (the methods called PI, NTK, YaRN and Llama 3's, each introduced there), and a train-short/test-long experiment on a local and two long-range tasks, three seeds each, with controls that test each explanation and the trained models' attention |
-# | 8 | `08_rope_in_models` | RoPE in today's models: reading their configs, partial and proportional RoPE, attention factors, q and k (v not naively), KV caches and when they go stale, and Llama 4's iRoPE with its chunked RoPE layers |
+# | 8 | `08_rope_in_models` | RoPE in today's models: reading their configs, partial and proportional RoPE, attention factors (LongRoPE, YaRN), q and k (v not naively), KV caches and when they go stale, and Llama 4's iRoPE with its chunked RoPE layers |
 # | 9 | `09_beyond_1d` | beyond 1-D and beyond counting tokens: axial and (t, h, w) RoPE for images and video, MRoPE for mixed sequences, CoPE's gated positions, and a CoPE/RoPE/NoPE experiment |
 # | A | `10_making_it_fast` | appendix, off the teaching path: loops against vectorised calls, passes over memory, RoPE's one-pass C kernel, and on a GPU its Triton kernel (run here under Triton's interpreter) |
 
@@ -100,6 +106,8 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # absolute**, one trained vector per position; **relative** (Shaw, T5), a learned term for each
 # offset $j - i$, added in the scores; **RoPE**, queries and keys turned by angles that grow
 # with their position; **ALiBi**, a penalty on each score that grows with the distance.
+# Transformer-XL and DeBERTa (chapter 4) score offsets as Shaw and T5 do; LongRoPE and Llama 4's iRoPE
+# (chapter 8), MRoPE and CoPE (chapter 9) build on RoPE and are weighed in their chapters, not in the map.
 #
 # | method | 1 unique | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|
@@ -113,8 +121,10 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # | RoPE [5] | ✔ | ✔ | ~ | ✔ | ~ |
 # | ALiBi [6] | ~ | ✔ | ~ | ✔ | ~ |
 #
-# Column 2 for methods with no code $p_i$ (relative terms, ALiBi) asks for the property's aim
+# Column 2 for methods with no code $p_i$ (relative terms, ALiBi) asks for the nearest counterpart
 # instead: that what $k$ tokens apart adds to a score depends on $k$ alone, wherever the pair stands.
+# For methods with codes it asks only for the map between codes, which does not make scores depend
+# on the offset alone (the integer code has the map; its scores do not, checked below).
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Conventions
@@ -136,6 +146,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # | pair layouts | `"interleaved"` pairs features $(2j, 2j+1)$ (RoFormer, Meta's complex-number code); `"half"` pairs $(j, j+d/2)$ (GPT-NeoX, Hugging Face's `rotate_half`) | the two are a fixed permutation apart (ch. 5) |
 # | binary codes | "bit $b$" is the bit worth $2^b$: bit 0 is the least significant and the fastest to flip, as pair 0 is the sinusoids' fastest pair. Codes are drawn and stored as numbers are written, most significant bit first: bit 0 is the **last** column of `pl.binary_positions`, while pair 0 is the **first** two columns of `pl.sinusoidal_positions` (the two tensors run in opposite directions) | source `001` numbers the bits from the left: its $p_{i,0}$ is the slowest bit, our bit $d-1$, and it writes the fastest as $p_{i,d}$ (counted from 0, the last of $d$ bits is $p_{i,d-1}$), our bit 0. Its example $p_1 = [0, 0, 1]$, $p_2 = [0, 1, 0]$ is drawn as ours is |
 # | tensor shapes | (batch, heads, seq, head_dim); $d$ = head_dim in the RoPE chapters, $d$ = the model width for absolute codes | docstrings state every shape |
+# | the letter $m$ | a query position in the RoPE chapters ($R_m$); a sequence length in the normalised code $i/m$ (chapter 2, as source `001` writes it); and, always with its head index, ALiBi's slope $m_h$ | — |
 # | head numbers | prose counts heads from 1 (head $h$ has ALiBi slope $m_h$, $h = 1 \dots H$); code counts from 0: head 1 is `pl.alibi_slopes(H)[0]` and `bias[0]` (ch. 6) | ALiBi's paper counts from 1 as the prose does |
 #
 # The cell below checks the conventions the library encodes, so that a reader can trust the
@@ -180,13 +191,13 @@ print("the conventions table matches the library")
 # | method | 1 unique | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|
 # | none (NoPE) [1, 7] | ~ no code, but a causal mask lets a model count, given a beginning-of-sequence token to count from [7] | – | ~ no table to run out of; holds up on some tasks and not on others [7] | – nothing to fix | ~ a causal mask orders a line: over a grid in raster order it gives the raster index only, which mixes rows and columns (the learned row's fault) |
-# | integer $i\cdot\mathbf 1$ [2] | ✔ (but a LayerNorm that reads the sum directly erases it, as in BERT or a pre-LN block) | ✔ a shift by $k\cdot\mathbf 1$: affine, not linear (property 2) | ~ defined at every position (the part that holds, unlike a table or $i/m$), but its values grow without bound, $\lVert p_i\rVert = i\sqrt d$ (checked below): past the training length every value is new. The ~ is argued from that, not measured: no model here is run past it | ✔ | ~ one integer per axis: an axial code, with the limit chapter 9 tests for axial RoPE and sinusoids, argued, not tested, for this code |
-# | normalised $i/m$ [2] | ✔ within one length, not across lengths as Fleetwood's post asks (position 1 is $1/m$); a LayerNorm that reads the sum directly erases it | ✘ the step $k/m$ changes with the length $m$ | ✘ codes change with the length | ✔ | ~ one fraction per axis: an axial code, with the limit chapter 9 tests for axial RoPE and sinusoids, argued, not tested, for this code |
+# | integer $i\cdot\mathbf 1$ [2] | ✔ (but a LayerNorm that reads the sum directly erases it, as in BERT or a pre-LN block) | ✔ a shift by $k\cdot\mathbf 1$: affine, not linear (property 2); yet a head's score $p_m^\top A\,p_n = mn\,(\mathbf 1^\top A\mathbf 1)$ depends on the positions, not only on $n - m$ (checked below) | ~ defined at every position (the part that holds, unlike a table or $i/m$), but its values grow without bound, $\lVert p_i\rVert = i\sqrt d$ (checked below): past the training length every value is new. The ~ is argued from that, not measured: no model here is run past it | ✔ | ~ one integer per axis: an axial code, with the limit chapter 9 tests for axial RoPE and sinusoids, argued, not tested, for this code |
+# | normalised $i/m$ [2] | ✔ within one length, not across lengths as Fleetwood's post asks (position 1 is $1/m$); a LayerNorm that reads the sum directly erases it | ✘ within one length the shift is affine, $+ (k/m)\cdot\mathbf 1$, but it changes with the length $m$, and property 2 asks for one map for every length (checked below) | ✘ codes change with the length | ✔ | ~ one fraction per axis: an axial code, with the limit chapter 9 tests for axial RoPE and sinusoids, argued, not tested, for this code |
 # | binary [2] | ✔ up to $2^d$ positions (but behind a LayerNorm, $p_0$ and $p_{2^d-1}$ merge when the bits fill every feature) | ✘ no affine map for any $k < 2^{d-2}$ (chapter 2 proves it for every $d$) | ~ $d$ bits have $2^d$ codes (checked below), plenty (17 bits cover 131 072); past a training length of $2^b$ positions bit $b$ turns on, a value training never showed (checked below). The ~ is argued from that, not measured: no model here is run past it | ✔ | ~ one binary code per axis: an axial code, with the limit chapter 9 tests for axial RoPE and sinusoids, argued, not tested, for this code |
 # | sinusoidal [3] | ✔ | ✔ a rotation $M_k$ | ~ defined everywhere, but models trained short degrade [7] | ✔ | ~ axial: a 2-D shift is one rotation (checked below), with the limit of every axial code [9] |
 # | learned absolute [2, 7] | ✔ distinct rows, random or trained | ✘ nothing forces one: a random table, where training starts, has none (checked below); training can give the rows it reaches a pattern (chapter 2 §6: trained on a period-4 task, rows 4 apart point alike), which is not a shift map over the table | ✘ no rows past `max_len` | ✘ learned | ~ one learned row per patch (ViT; Dosovitskiy et al. 2021, §3.1, Eq. 1), indexed in raster order: the row of patch (r, c) is $rW + c$, so it depends on the grid's width $W$, and ViT interpolates the table in 2-D for a new grid (their §3.2) |
-# | relative: Shaw, T5 [4] | ~ encodes signed offsets $j - i$, clipped or bucketed far away | ✔ no codes $p_i$, but what $k$ apart adds depends on $k$ alone by construction, the property's aim | ~ far offsets share one value | ~ learned per offset | ✔ one learned term per 2-D offset (a bias in T5 and Swin, Liu et al. 2021; a vector in Shaw): each direction its own (checked below), with no width in it; its table covers the offsets within a window, the 2-D form of 1-D clipping (column 3's fault, not a new one) |
-# | RoPE [5] | ✔ | ✔ scores depend only on the offset $n-m$ | ~ needs PI / NTK / YaRN to go far [7] | ✔ | ~ axial (features split per axis) works, but the split limits which 2-D patterns of offsets a head can score highest, a limit every axial code shares. Which patterns, and why, is chapter 9's Exercise 3, so the reason is left to it on purpose; the cell after that exercise's check tests the same limit for axial sinusoids; the other additive codes above share it by the same argument [9] |
+# | relative: Shaw, T5 [4] | ~ encodes signed offsets $j - i$, clipped or bucketed far away | ✔ no codes $p_i$, but what $k$ apart adds depends on $k$ alone by construction, the property's aim | ~ far offsets share one value; chapter 7's T5 keeps its recall at 512 tokens with the dictionary first, which its control traces to the layout more than to the last bucket [4, 7] | ~ the rule from offset to entry is fixed (a clip, buckets), the entries are learned | ✔ one learned term per 2-D offset (a bias in T5 and Swin, Liu et al. 2021; a vector in Shaw): each direction its own (checked below), with no width in it; its table covers the offsets within a window, the 2-D form of 1-D clipping (column 3's fault, not a new one) |
+# | RoPE [5] | ✔ | ✔ scores depend only on the offset $n-m$ | ~ past its training length it meets angles it never saw; PI, NTK and YaRN rescale them, and their papers fine-tune after; chapter 7, without fine-tuning, finds keeping the angles in range not enough [7] | ✔ | ~ axial (features split per axis) works, but the split limits which 2-D patterns of offsets a head can score highest, a limit every axial code shares. Which patterns, and why, is chapter 9's Exercise 3, so the reason is left to it on purpose; the cell after that exercise's check tests the same limit for axial sinusoids; the other additive codes above share it by the same argument [9] |
 # | ALiBi [6] | ~ a causal ALiBi gives each past key its own bias, but symmetric (bidirectional) ALiBi gives keys $k$ before and $k$ after a query one bias, so mirror positions of a palindrome get identical outputs (checked below) | ✔ bias $-m_h(i-j)$ | ~ flat on a local task, falls on long-range recall [6, 7] | ✔ fixed slopes | ~ the keys to the left and above, both in the past of a raster order, get one bias; in 1-D a causal mask gives each past key its own (checked below); symmetric, bidirectional ALiBi ties left and right already in 1-D |
 #
 # **NoPE and longer sequences.** Kazemnejad et al. (2023) find that decoders with no positional
@@ -198,12 +209,15 @@ print("the conventions table matches the library")
 # **Where the map disagrees with source `001`.** `001` gives the integer code properties 1 to
 # 4 and binary codes properties 1 and 2. For binary codes and property 2 see chapter 2's
 # erratum 1: least squares finds no affine map for small offsets. For the integer code and
-# property 3, `001` counts "a code exists at every length" as enough; the map's ~ adds that the
+# property 3, `001` gives the ✔ without a reason; the map's ~ grants that a code exists at every length and adds that the
 # values grow without bound: position 1000 of a 64-wide model is a vector of length 8000, far
 # beyond anything a model trained on short sequences has seen (chapter 2 measures it against a
 # layer-normalised token).
 #
-# **Checked below.** The integer code's length. Binary codes: the first $2^d$ positions take
+# **Checked below.** The integer code's length, and its scores: a random head's $p_i^\top A\,p_{i+3}$
+# over $i = 0 \dots 59$ is $i(i+3)\,\mathbf 1^\top A\mathbf 1$, so it moves with $i$ though one affine map
+# joins the codes. The normalised code: within a length of 16 or of 32 an exact affine shift by
+# $(3/m)\cdot\mathbf 1$, a different one for each length. Binary codes: the first $2^d$ positions take
 # every one of the $2^d$ codes of $d$ bits, so position $2^d$ has none of its own; 17 bits already cover Llama 3.1's 131 072 positions.
 # Over a training length of $2^b$ positions no code sets bit $b$; position $2^b$ sets it. A learned
 # table: an affine map $[p_i, 1] \mapsto p_{i+k}$ has $d+1$ numbers per output feature to fit
@@ -232,6 +246,19 @@ tall = torch.randn(64, 8, generator=g, dtype=torch.float64)  # a random table: 6
 # pair of the table (chapter 2 builds it; the next section explains it)
 exact = [k for k in range(1, 64) if pl.affine_shift_residual(tall, k) < 1e-9]
 assert exact == list(range(64 - 9, 64))  # no affine map while n - k > d + 1 = 9 pairs; one fits at every k after
+
+A = torch.randn(8, 8, generator=torch.Generator().manual_seed(5), dtype=torch.float64)  # a random head's W_q^T W_k
+ints = pl.integer_positions(64, 8).double()  # p_i = i * 1
+three_apart = torch.stack([ints[i] @ A @ ints[i + 3] for i in range(60)])  # p_i^T A p_(i+3), i = 0 .. 59
+assert pl.affine_shift_residual(ints, 3) < 1e-9  # one affine map between codes 3 apart ...
+torch.testing.assert_close(three_apart, torch.arange(60.0, dtype=torch.float64) * torch.arange(3.0, 63.0, dtype=torch.float64) * A.sum())
+assert three_apart.max() - three_apart.min() > 100 * A.sum().abs()  # ... yet the score moves with i: i (i + 3) 1^T A 1
+steps = {}
+for m in (16, 32):  # the normalised code i/m for two lengths
+    normalised = (torch.arange(m, dtype=torch.float64) / m)[:, None].expand(m, 8)
+    assert pl.affine_shift_residual(normalised, 3) < 1e-9  # within one length: an exact affine shift ...
+    steps[m] = (normalised[3] - normalised[0])[0].item()
+assert steps == {16: 3 / 16, 32: 3 / 32}  # ... by (k/m) 1, a different map for each length
 
 side = pl.sinusoidal_positions(16, 4, dtype=torch.float64)  # 4 features for the row, 4 for the column
 grid = torch.cat([side[:, None].expand(16, 16, 4), side[None, :].expand(16, 16, 4)], dim=-1)  # (row, col, 8)
@@ -279,7 +306,9 @@ print("2-D ALiBi (distance), left/right/up/down:", [alibi_2d[query, k].item() fo
 # head (weights of std 1), then both differences on 50 more random heads at the usual scale (weights of std
 # $1/\sqrt d$; codes and tokens of std 1):
 # more than 1e-3 apart every time. A head that puts all its weight on one key both places see is the
-# exception (checked too).
+# exception (checked too). The harm of a shared code is elsewhere: without a mask the layer cannot tell
+# which of the two places each token stands at, so swapping the two tokens only swaps their output rows
+# (checked too), chapter 1's blindness to order in small.
 #
 # **Property 2 is wider here than in the sources, on purpose.** `001` names it 线性相关性, a *linear*
 # relation. The integer code $p_i = i\cdot\mathbf 1$, which `001` counts as having it, has no linear map
@@ -311,6 +340,8 @@ def head(tokens, causal=False):
 assert torch.allclose(head(equal)[1], head(equal)[3])  # equal tokens, shared code: identical outputs
 assert not torch.allclose(head(unequal)[1], head(unequal)[3], atol=1e-3)  # different tokens: not
 assert not torch.allclose(head(equal, causal=True)[1], head(equal, causal=True)[3], atol=1e-3)  # causal: not
+swapped = [0, 3, 2, 1]  # the tokens at positions 1 and 3 trade places
+torch.testing.assert_close(head(unequal[swapped]), head(unequal)[swapped])  # only their rows trade places
 apart = {"different tokens": 0, "causal mask": 0}
 for seed in range(50):  # 50 more draws: how often each difference shows
     gs = torch.Generator().manual_seed(100 + seed)
