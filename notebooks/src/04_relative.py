@@ -10,8 +10,9 @@
 # This chapter follows one line of papers:
 # 1. the four terms hidden inside an absolute score $q_i^\top k_j$;
 # 2. Shaw et al. (2018): a learned vector per clipped offset, for keys and values;
-# 3. Transformer-XL (Dai et al. 2019): sinusoidal offsets, two global biases $u, v$ and the
-#    *relative shift* (Music Transformer's "skewing") that avoids a vector per pair;
+# 3. Transformer-XL (Dai et al. 2019): sinusoidal offsets, two global biases $u, v$, scores
+#    computed per distance rather than a vector per pair, and the *relative shift* (Music
+#    Transformer's "skewing") that moves those scores into place;
 # 4. T5 (Raffel et al. 2020): one learned scalar per offset bucket and head;
 # 5. DeBERTa (He et al. 2021): content and position kept apart, with their own projections (in v1;
 #    v2/v3 reuse the content ones), relative in every attention layer, with absolute positions added
@@ -383,9 +384,10 @@ print(built)
 # uses XL's attention bidirectionally: its $R$ covers negative signed distances too, and a reshape shift of its
 # own moves those scores into place (transformers' `XLNetRelativeAttention.rel_shift_bnij`).
 #
-# The paper writes one $u$ and one $v$ for the model; the authors' code shares one pair across layers
-# unless its `untie_r` flag is set, as their WikiText-103 scripts set it (kimiyoung/transformer-xl,
-# `tf/sota/wt103.sh`), and XLNet keeps a pair in every layer. §7 counts the per-layer form.
+# The paper writes one $u$ and one $v$ for the model; the authors' TensorFlow code shares one pair across
+# layers unless its `untie_r` flag is set, as their WikiText-103 scripts set it (kimiyoung/transformer-xl,
+# `tf/sota/wt103.sh`); their PyTorch code (`pytorch/mem_transformer.py`) has no such flag and always
+# shares one pair; XLNet keeps a pair in every layer. §7 counts the per-layer form.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. T5: one learned scalar per offset bucket and head
@@ -1207,6 +1209,8 @@ _ = check.t5_rows_read(every_row)
 # three arguments. The checker draws new settings at every check, one with `max_distance` beyond $10^{18}$,
 # refuses `pl.t5_relative_bucket` while your function runs, and gives each setting the few Python steps
 # and tensor elements a formula needs: a walk, a bisection or a grid over the distances runs out of them.
+# One drawn setting puts the edge of the last bucket exactly on a whole distance, where float rounding
+# decides which side a formula lands: make yours land where T5's floor does.
 
 # %%
 def t5_last_bucket_start(num_buckets, max_distance, bidirectional):
