@@ -249,7 +249,13 @@ def test_diagonal_head(capsys):
     ok, out = run(check.diagonal_head, (turns, *diagonal_design()[1:]), capsys)
     assert ok is True
     ok, out = run(check.diagonal_head, (turns.float(), *diagonal_design()[1:]), capsys)
-    assert ok is False and "score differently" in out
+    assert ok is False and "score differently" in out and "only up to the rounding" in out  # named as precision
+    for pair in ([math.pi / 3, 5 * math.pi / 3], [1.0, 2 * math.pi - 1.0], [0.7, 4 * math.pi - 0.7]):
+        ok, out = run(check.diagonal_head, (torch.tensor([pair], dtype=torch.float64), *diagonal_design()[1:]),
+                      capsys)
+        assert ok is True  # whole turns per step along the diagonal: right in float64
+        ok, out = run(check.diagonal_head, (torch.tensor([pair]), *diagonal_design()[1:]), capsys)  # float32
+        assert ok is False and "only up to the rounding" in out
     freqs = torch.tensor([[0.3, -0.3], [1.0, 0.0], [0.5, -0.5]])  # mixed pairs, and an axial one with no weight
     ok, out = run(check.diagonal_head, (freqs, torch.tensor([1.0, 0, 0, 0, 1, 0]), torch.tensor([1.0, 0, 0, 0, 1, 0])),
                   capsys)
@@ -270,7 +276,10 @@ def test_diagonal_head_refuses_a_random_search(capsys):
     assert passed == 0
     near = torch.tensor([[math.pi / 2, -math.pi / 2 + 1e-7]])  # off by 1e-7 rad per step: 100 rad at 10^9 steps
     ok, out = run(check.diagonal_head, (near, *diagonal_design()[1:]), capsys)
-    assert ok is False and "score differently" in out
+    assert ok is False and "score differently" in out and "rounding" not in out  # not a whole turn: not rounding
+    off = torch.tensor([[math.pi / 2, 3 * math.pi / 2 + 1e-5]], dtype=torch.float64)  # 1e-5 from a whole turn
+    ok, out = run(check.diagonal_head, (off, *diagonal_design()[1:]), capsys)
+    assert ok is False and "score differently" in out and "rounding" not in out  # beyond float32's rounding
 
 
 def test_diagonal_head_names_each_misconception(capsys):
@@ -290,6 +299,8 @@ def test_diagonal_head_names_each_misconception(capsys):
     flipped = (torch.tensor([[math.pi / 2, -math.pi / 2]]), torch.tensor([1.0, 0.0]), torch.tensor([-1.0, 0.0]))
     ok, out = run(check.diagonal_head, flipped, capsys)  # q = -k: the diagonal is flat, at the lowest score
     assert ok is False and "scores above the main diagonal" in out
+    ok, out = run(check.diagonal_head, (torch.zeros(2, 2), torch.ones(4), torch.ones(4)), capsys)
+    assert ok is False and "no pair turns at all" in out and "axial" not in out
     ok, out = run(check.diagonal_head, (torch.ones(2, 3), torch.ones(4), torch.ones(4)), capsys)
     assert ok is False and "expected (freqs of shape (P, 2)" in out
 

@@ -284,7 +284,8 @@ for sections, style in (((16, 24, 24), "contiguous"), ((24, 20, 20), "interleave
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # `pl.mrope_positions` builds the ids of a mixed sequence by the rule of Qwen2-VL's paper and
 # release code: text continues one past the largest id so far; a vision segment starting at
-# $s$ puts its token $(\tau, r, c)$ (temporal patch, row, column of its grid) at
+# $s$ puts its token $(\tau, r, c)$ (step in time, row, column of its grid; a step in time is
+# a *temporal patch*, explained below) at
 # $(s + \tau, s + r, s + c)$. (transformers 5.24.0's
 # `get_rope_index` differs after long videos; see the Errata.)
 #
@@ -301,7 +302,7 @@ for sections, style in (((16, 24, 24), "contiguous"), ((24, 20, 20), "interleave
 # A grid here counts *tokens*, not raw patches. Qwen2-VL's vision encoder merges each 2 × 2
 # block of neighbouring patches into one token (`spatial_merge_size` 2; `spatial_merge=2` in
 # `pl.mrope_positions`, which then divides $h$ and $w$ by 2), and one step of a video's $t$ is
-# a *temporal patch* of 2 frames (`temporal_patch_size` 2). The examples below pass grids that
+# a temporal patch of 2 frames (`temporal_patch_size` 2). The examples below pass grids that
 # are already merged (`spatial_merge=1`, the default), so a 3 × 4 image is 12 tokens. Below:
 # 3 text tokens, a 3 × 4 image, 2 text tokens, a video of 3 temporal patches of 2 × 3 tokens
 # and 2 more text tokens: the three ids per token, and where the next segment starts.
@@ -577,15 +578,20 @@ allocation_widget
 # 0.0028 rad, so they change any head's score by at most $0.0028\,|q|\,|k|$. "Far" does not: 16
 # steps turn $t$'s pairs by 16 rad (its fastest) down to 0.63 rad (its slowest), so how far they
 # look depends on which of those pairs a head's $q$ and $k$ use. "Time slow" turns the picture
-# round for $t$: 16 steps of $t$ apart score about 128.0.
+# round for $t$: 16 steps of $t$ apart score about 128.0. Its $h$ and $w$ differ only through our
+# simplification: it gives $h$ the 24 fastest pairs and $w$ the 24 after them, so within 256 steps
+# the score falls to 64.3 along $h$ but stays above 122 along $w$. VideoRoPE shares the fast pairs
+# between $h$ and $w$ (a detail left out above), so this asymmetry is ours, not VideoRoPE's.
 #
-# Interleaving brings the three axes' curves closer together. The designs aim at different things.
-# Qwen3-VL's round robin gives every axis the full range of wavelengths: under Qwen2-VL's
-# allocation $w$'s fastest pair has a wavelength of 35 333 positions and $t$'s slowest one of 160;
-# under Qwen3-VL's every axis has wavelengths from 10.2 or less to 7.3 million or more. VideoRoPE
-# wants $t$ to have slow pairs only, and interleaving does not do that: pair 0 goes to $t$ under
-# both Qwen models, so $t$'s fastest wavelength is 6.3 under both (above 100 000 under "time
-# slow"). The table gives the largest gap
+# **The lesson: round robin gives every axis the full range of wavelengths; VideoRoPE wants $t$
+# slow, which round robin does not give.**
+#
+# Under Qwen2-VL's allocation $w$'s fastest pair has a wavelength of 35 333 positions and $t$'s
+# slowest one of 160; under Qwen3-VL's every axis has wavelengths from 10.2 or less to 7.3 million
+# or more. But pair 0 goes to $t$ under both Qwen models, so $t$'s fastest wavelength is 6.3 under
+# both (above 100 000 under "time slow").
+#
+# So interleaving brings the three axes' curves closer together. The table gives the largest gap
 # between two axes' curves over $\Delta = 0..256$ (of 128), for the all-ones probe and as the mean
 # over 200 random heads with $q = k$ (each scaled to a maximum of 128). The two models differ in
 # base and sections too, so the last two rows hold both fixed and change only the style:
@@ -634,6 +640,8 @@ assert round(span_by_axis[c2][2][0]) == 35333 and round(span_by_axis[c2][0][1]) 
 assert all(round(lo, 1) <= 10.2 and hi >= 7.3e6 for lo, hi in span_by_axis[i3])  # Qwen3-VL: fast and slow on every axis
 assert round(fastest_t[c2], 1) == round(fastest_t[i3], 1) == 6.3  # t keeps its fast pair 0 under both Qwen models
 assert prof[ts, 0][16] > prof[c2, 0][16] + 20 and round(prof[ts, 0][16].item(), 1) == 128.0  # time slow
+assert thw_axes(ts)[:24].eq(1).all() and thw_axes(ts)[24:48].eq(2).all()  # time slow: h fastest, w next
+assert round(prof[ts, 1].min().item(), 1) == 64.3 and prof[ts, 2].min() > 122  # h falls, w barely
 assert (round(spread(c2), 1), round(spread(i3), 1)) == (44.4, 14.4)
 style_only = {base: [round(spread(custom_allocation(24, ARRANGEMENTS[k], base)), 1) for k in (0, 2)]
                for base in (1e6, 5e6)}  # sections (24, 20, 20): t's block at the fast end, or round robin
@@ -805,11 +813,12 @@ print(f"p = 0.5: q·e[0] = {q @ e[:, 0]:+.3f}, q·e[1] = {q @ e[:, 1]:+.3f}, CoP
 #   new query from its gates over all cached keys.
 # * **Keys in order, from the query back.** $p_{ij}$ sums the gates $g_{i\ell}$ for every $\ell$ from
 #   $j$ to $i$: key $j$'s position needs the gates of the keys after it, up to the query, and
-#   changing one gate moves the position of every key before it. A kernel can still stream: it
+#   changing one gate moves the position of that key and of every key before it. A kernel can still stream: it
 #   walks the keys backwards from the query, block by block, and carries the sum of the gates it
-#   has passed (the second cell does exactly that and gets `pl.cope_positions`). The online
-#   softmax of FlashAttention (Milakov and Gimelshein 2018; Dao et al. 2022) does not care in
-#   which order the blocks come; FlashAttention as it stands
+#   has passed (the second cell does exactly that and gets `pl.cope_positions`). FlashAttention
+#   (Dao et al. 2022) computes the softmax online, block by block of keys, carrying only a running
+#   maximum and sum (Milakov and Gimelshein 2018), and does not care in which order the blocks
+#   come; FlashAttention as it stands
 #   keeps no running sum of gates (its kernels have no place for one), so it cannot run CoPE, and `pl.TinyDecoder` computes
 #   CoPE's attention explicitly (its `Contextual` hooks), not through
 #   `scaled_dot_product_attention`.
@@ -853,9 +862,7 @@ print(f"positions streamed in blocks of {block} keys, from the query back: the s
 # before it). That puts the bit after the last `w` at position 1 from every read, whatever the
 # distance, but not alone: every key after the written bit before it (or from the start) shares
 # position 1 (in the example below, 4 to 10 keys per read), so a head must still pick, among them,
-# the one written bit by what it is. Gates on the `w` tokens themselves would not do: they leave
-# that bit at position 0 with every key after it, and the `w` at position 1 cannot carry the bit,
-# which comes after it (in a causal model no token sees a later one). A read repeats the last
+# the one written bit by what it is. A read repeats the last
 # write, so the bit after the nearest `w` *or* `r` carries the answer too, and is never
 # farther. `TinyDecoder` (2 layers, $d_{model} = 64$) trains with NoPE, RoPE and CoPE at 64
 # tokens, three seeds each, and is tested at 64 to 512 tokens on 128 sequences per length, on
@@ -877,13 +884,11 @@ is_w = tokens[0] == cc.W
 written_bit = torch.cat([torch.zeros(1, dtype=torch.bool), is_w[:-1]])  # the bit token after each w
 masked = torch.full((tokens.shape[1],) * 2, float("-inf"), dtype=torch.float64).triu(1)
 p_bits = pl.cope_positions(masked + torch.where(written_bit, 50.0, -50.0))
-p_on_w = pl.cope_positions(masked + torch.where(is_w, 50.0, -50.0))  # the gates on the w tokens instead
 sharing = []
 for r_at in (tokens[0] == cc.R).nonzero().flatten().tolist():
     answer_at = is_w[:r_at].nonzero().max().item() + 1  # the bit after the last w
     at_1 = p_bits[r_at, : r_at + 1].round() == 1
     assert at_1[answer_at] and written_bit[: r_at + 1][at_1].sum() == 1  # at 1, the only written bit there
-    assert p_on_w[r_at, answer_at].round() == 0 and p_on_w[r_at, answer_at - 1].round() == 1  # gates on w
     sharing.append(int(at_1.sum()))
 print("keys at position 1 (the last written bit's) from each read:", sharing)
 assert sharing == [4, 4, 10]
@@ -1004,8 +1009,8 @@ assert 0.3 < far["sparse", 512][0] < 0.35
 # the seeds). A clear win within two of those standard errors is called **thin**:
 #
 # - **In the training length** (64 tokens), RoPE and CoPE read every bit right with every
-#   seed; NoPE does clearly worse at this budget (its seeds 0.888, 0.927 and 0.934, 2.9 standard
-#   errors below the others' worst). RoPE's and CoPE's training losses reach 0.0000 by step 500;
+#   seed; NoPE does clearly worse at this budget (its seeds 0.888, 0.927 and 0.934; even the best,
+#   0.934, is 2.9 standard errors below the others' worst). RoPE's and CoPE's training losses reach 0.0000 by step 500;
 #   NoPE's do not. Its logged losses (one batch every 100 steps, so noisy), as the mean of steps
 #   500 to 700 against that of steps 800 to 999, per seed: 0.25 to 0.19 (seed 0, still falling),
 #   0.25 to 0.25 (seed 1, level) and 0.27 to 0.22 (seed 2, whose fall is its step-500 batch at
@@ -1210,8 +1215,7 @@ assert (short >= 12).double().mean() < 0.01 and short.max() < 16
 # `sections=(24, 20, 20)`, `section_style="interleaved"`, base $5 \cdot 10^6$, `layout="half"`
 # (pair $j$ is features $j$ and $j + 64$). As Qwen3-VL does (§2), the video comes as one grid per
 # temporal patch, each after its timestamp written as text: here 4 temporal patches of 6 × 6
-# tokens, each after a 4-token timestamp,
-# `pl.mrope_positions([("text", 4), ("video", (1, 6, 6))] * 4)`. Give `answer = (q, k)`, two
+# tokens, each after a 4-token timestamp. Give `answer = (q, k)`, two
 # vectors of 128 numbers, the same for every token and each with at most 6 nonzero numbers, such
 # that every video token from the second temporal patch on scores the token at the same row and
 # column of the previous temporal patch above every other key it can see (itself, the earlier
@@ -1331,9 +1335,11 @@ _ = check.diagonal_head(answer)
 # spread, which is not linear). Then, against a fixed query, the key's place adds a row part
 # plus a column part, so Exercise 3's identity holds for it too. The cell checks it for axial
 # sinusoids on a 16 × 16 grid ($d = 16$), for 200 random heads, queries and key tokens, and checks
-# that a LayerNorm of $h$ before the head breaks it for every one of them. The way out
-# is a pair that reads both axes at once: mixed-frequency pairs, which RoPE-Mixed (Heo et al. 2024)
-# learns, break the identity (the cell checks one, turning by $\tfrac{\pi}{2}(\text{row} - \text{col})$).
+# that a LayerNorm of $h$ before the head breaks it for every one of them. Breaking the identity
+# is needed to prefer a diagonal, but not enough: it only removes what stood in the way. A pair that
+# reads both axes at once is built for it: mixed-frequency pairs, which RoPE-Mixed (Heo et al. 2024)
+# learns, break the identity (the cell checks one, turning by $\tfrac{\pi}{2}(\text{row} - \text{col})$),
+# and Exercise 3's head is built from such pairs.
 
 # %% slideshow={"slide_type": "fragment"}
 side = pl.sinusoidal_positions(16, 8, dtype=torch.float64)  # 8 features for the row, 8 for the column

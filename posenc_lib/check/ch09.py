@@ -260,6 +260,20 @@ def _grid_score(freqs: torch.Tensor, q: torch.Tensor, k: torch.Tensor, query: tu
     return float(turned(q, query) @ turned(k, key))
 
 
+def _rounded_turns(freqs: torch.Tensor) -> float | None:
+    """The largest error per step, in rad, when every pair's angle per step along the main diagonal,
+    freqs[j, 0] + freqs[j, 1], is 0 or a whole number of turns up to float32 rounding of its two numbers and at
+    least one is a nonzero whole number of turns off by more than float64 rounding; otherwise None."""
+    step = freqs.sum(-1)
+    whole = (step / (2 * math.pi)).round()
+    off = (step - 2 * math.pi * whole).abs()
+    near = off <= 2.0**-22 * freqs.abs().sum(-1)  # float32 keeps 24 bits: each number off by up to 2^-24 of it
+    turning = whole != 0
+    if not (near.all() and turning.any() and (off[turning] > 1e-12).any()):
+        return None
+    return float(off.max())
+
+
 def diagonal_head(answer: Any) -> bool | None:
     """answer: (freqs (P, 2), q (2P,), k (2P,)): a 2-D RoPE whose pair j turns by freqs[j] . (row, col) (pair j is
     features 2j and 2j + 1), and a query and key, such that every key on the query's main diagonal (offsets
@@ -277,7 +291,12 @@ def diagonal_head(answer: Any) -> bool | None:
             yield False, "q and k must not be zero"
             return
         scale = (q.norm() * k.norm()).item()
+        if (freqs == 0).all():
+            yield False, "no pair turns at all: every key scores what the query's own place scores, the " \
+                         "anti-diagonal neighbours too"
+            return
         axial = bool(((freqs[:, 0] == 0) | (freqs[:, 1] == 0)).all())
+        rounding = _rounded_turns(freqs)
         for query in ((0, 0), (5, -3)):
             where = f"query at {query}"
             own = _grid_score(freqs, q, k, query, query) / scale
@@ -291,6 +310,12 @@ def diagonal_head(answer: Any) -> bool | None:
             elif axial:
                 yield False, (f"{where}: every pair turns with one axis only: this is an axial head, the case your "
                               "prediction is about")
+            elif drift > _EXACT and rounding is not None:
+                yield False, (f"{where}: some keys on the main diagonal score differently from the query's own "
+                              "place: along the diagonal each pair turns by a whole number of turns per step only "
+                              f"up to the rounding of the numbers given (off by up to {rounding:.1e} rad per step, "
+                              "about what rounding to float32 leaves), and the checker tries steps up to 10^9, "
+                              f"where that adds up to {rounding * 1e9:.0f} rad")
             elif drift > _EXACT:
                 yield False, f"{where}: some keys on the main diagonal score differently from the query's own place"
             elif lead < 0:
