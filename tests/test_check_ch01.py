@@ -75,7 +75,10 @@ def test_passes_through_accepts_a_right_design_off_by_rounding(capsys):
     (-pl.permutation_matrix([1, 0, 2, 3]) @ torch.diag(torch.tensor([1.0, 1, 1, -1])), "changes some of the scores"),
     (torch.tensor([[1.0, 0, 0, 0], [1, 0, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]]), "singular"),  # a token copied
     (torch.zeros(4, 4), "singular"),  # passes trivially, keeps nothing
-    (torch.eye(4) + 0.1, "differs from T Attn(X)"),  # a mixing matrix
+    (torch.eye(4) + 0.1, "T mixes tokens"),  # a mixing matrix
+    (pl.permutation_matrix([1, 2, 3, 0]) + 0.002 * torch.eye(4), "T mixes tokens"),  # a permutation, off by a mix
+    (torch.diag(torch.tensor([1.0, 2, 1, 1])), "by different factors"),  # one token scaled, the others kept
+    (-pl.permutation_matrix([3, 1, 0, 2]) @ torch.diag(torch.tensor([1.0, 1, 3, 1])), "by different factors"),
     (torch.eye(3), "must be 4x4"),
     (torch.full((4, 4), float("nan")), "finite numbers"),
 ])
@@ -159,6 +162,17 @@ def test_shift_not_shuffle_names_a_special_place(placed, capsys):
     out = _out(capsys)
     assert "some place in the sequence is special to your layer" in out
     assert "roll" not in out and "wrap" not in out and "neighbour" not in out
+
+
+@pytest.mark.parametrize("turned", [lambda x: x.flip(0), lambda x: (x + 0.5 * x.roll(1, 0)).flip(0)],
+                         ids=["reversal", "reversed mix"])
+def test_shift_not_shuffle_names_a_reversal(turned, capsys):
+    """A reversal has no special place: it turns a rotation one way into one the other way."""
+    assert check.shift_not_shuffle(turned) is False
+    out = _out(capsys)
+    assert "rotates your layer's output rows the other way" in out and "hint:" in out
+    assert "some place in the sequence is special" not in out
+    assert "roll" not in out and "wrap" not in out and "neighbour" not in out and "offset" not in out
 
 
 def test_shift_not_shuffle_fact_rounding_is_no_order():
