@@ -229,7 +229,11 @@ print("causal mask: Block(PX) == P Block(X)?", pl.equivariance_error(causal_bloc
 # attached to its value; only the order of the terms in the sum
 # $\sum_j \mathrm{softmax}_j(q\cdot k_j/\sqrt d)\, v_j$ changes, so the output is identical:
 # attention is **invariant** to a joint permutation of keys and values. Shuffling the keys
-# alone is a different matter: the weights then land on the wrong values.
+# alone is a different matter: the weights then land on the wrong values. Shuffling the queries
+# alone moves the output rows with them, $\mathrm{Attn}(PQ, K, V) = P\,\mathrm{Attn}(Q, K, V)$
+# (each row uses its own query only): source `001`'s "equivariant in the query, invariant in
+# key and value". The two together give section 1's equivariance, $\mathrm{Attn}(PQ, PK, PV) =
+# P\,\mathrm{Attn}(Q, PK, PV) = P\,\mathrm{Attn}(Q, K, V)$.
 
 # %% slideshow={"slide_type": "fragment"}
 q = torch.randn(1, d).to(device)
@@ -241,6 +245,9 @@ torch.testing.assert_close(shuffled, one)  # identical output
 torch.testing.assert_close(w_shuffled, w_one[:, order])  # the weights moved with their keys
 keys_only, _ = pl.attention(q, k[order], v)
 assert not torch.allclose(keys_only, one, atol=1e-4)  # keys alone: a different output
+queries = x @ w_q  # one query per token
+torch.testing.assert_close(pl.attention(queries[order], k, v)[0], pl.attention(queries, k, v)[0][order])  # queries alone
+torch.testing.assert_close(pl.attention(queries[order], k[order], v[order])[0], pl.attention(queries, k, v)[0][order])
 print("joint shuffle of keys and values: identical output")
 print("keys shuffled, values not:       different output")
 
