@@ -473,6 +473,23 @@ def test_changed_rows_fact_the_rule_is_what_a_causal_head_does():
         assert changed == _as_set(rule(n, swaps)), (n, swaps)
 
 
+def test_changed_rows_fact_large_weights_can_make_a_real_change_tiny():
+    """The prompt's note: with unscaled weights the softmax saturates and a row that must change (swap 1 and 6:
+    rows 1 to 6) can move by less than 1e-9; with weights scaled by 1/sqrt(d) every such row moves by over 0.01."""
+    smallest = {}
+    for seed in range(20):
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(8, 8, generator=g, dtype=torch.float64)
+        wq, wk, wv = torch.randn(3, 8, 8, generator=g, dtype=torch.float64)
+        order = [0, 6, 2, 3, 4, 5, 1, 7]
+        for scale in (1.0, 8**-0.5):
+            def head(t):
+                return pl.attention(t @ wq * scale, t @ wk * scale, t @ wv, causal=True)[0]
+            moved = (head(x[order]) - head(x)).abs().amax(-1)[1:7].min().item()
+            smallest[scale] = min(smallest.get(scale, float("inf")), moved)
+    assert smallest[1.0] < 1e-9 and smallest[8**-0.5] > 0.01
+
+
 def test_changed_rows_accepts_the_rule_in_several_forms(capsys):
     assert check.changed_rows(rule) is True
     assert "all correct!" in _out(capsys)

@@ -988,7 +988,8 @@ _ = check.causal_twins(answer)
 # one swap after the other: `swaps` is a list of pairs `(a, b)`, and each swaps the tokens at
 # places $a$ and $b$. Run the head again: which output rows differ from the rows at the same
 # places before the swaps, for generic weights (special weights, such as $W_V = 0$, hide every
-# change)? Write `changed_rows(n, swaps)` that returns them as a list of
+# change, and large weights saturate the softmax, so that a real change can be smaller than
+# $10^{-9}$)? Write `changed_rows(n, swaps)` that returns them as a list of
 # `range`s (rows 2, 3 and 9: `[range(2, 4), range(9, 10)]`). The checker asks about sequences
 # of up to $10^{12}$ tokens, where no simulation of the head can run: derive the rule.
 
