@@ -75,7 +75,10 @@ def test_passes_through_accepts_a_right_design_off_by_rounding(capsys):
     (-pl.permutation_matrix([1, 0, 2, 3]) @ torch.diag(torch.tensor([1.0, 1, 1, -1])), "changes some of the scores"),
     (torch.tensor([[1.0, 0, 0, 0], [1, 0, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]]), "singular"),  # a token copied
     (torch.zeros(4, 4), "singular"),  # passes trivially, keeps nothing
-    (torch.eye(4) + 0.1, "differs from T Attn(X)"),  # a mixing matrix
+    (torch.eye(4) + 0.1, "T mixes tokens"),  # a mixing matrix
+    (pl.permutation_matrix([1, 2, 3, 0]) + 0.002 * torch.eye(4), "T mixes tokens"),  # a permutation, off by a mix
+    (torch.diag(torch.tensor([1.0, 2, 1, 1])), "by different factors"),  # one token scaled, the others kept
+    (-pl.permutation_matrix([3, 1, 0, 2]) @ torch.diag(torch.tensor([1.0, 1, 3, 1])), "by different factors"),
     (torch.eye(3), "must be 4x4"),
     (torch.full((4, 4), float("nan")), "finite numbers"),
 ])
@@ -159,6 +162,17 @@ def test_shift_not_shuffle_names_a_special_place(placed, capsys):
     out = _out(capsys)
     assert "some place in the sequence is special to your layer" in out
     assert "roll" not in out and "wrap" not in out and "neighbour" not in out
+
+
+@pytest.mark.parametrize("turned", [lambda x: x.flip(0), lambda x: (x + 0.5 * x.roll(1, 0)).flip(0)],
+                         ids=["reversal", "reversed mix"])
+def test_shift_not_shuffle_names_a_reversal(turned, capsys):
+    """A reversal has no special place: it turns a rotation one way into one the other way."""
+    assert check.shift_not_shuffle(turned) is False
+    out = _out(capsys)
+    assert "rotates your layer's output rows the other way" in out and "hint:" in out
+    assert "some place in the sequence is special" not in out
+    assert "roll" not in out and "wrap" not in out and "neighbour" not in out and "offset" not in out
 
 
 def test_shift_not_shuffle_fact_rounding_is_no_order():
@@ -457,6 +471,23 @@ def test_changed_rows_fact_the_rule_is_what_a_causal_head_does():
         before, after = _causal_rows(x, wq, wk, wv), _causal_rows(y, wq, wk, wv)
         changed = {i for i in range(n) if not torch.allclose(before[i], after[i], atol=1e-9)}
         assert changed == _as_set(rule(n, swaps)), (n, swaps)
+
+
+def test_changed_rows_fact_large_weights_can_make_a_real_change_tiny():
+    """The prompt's note: with unscaled weights the softmax saturates and a row that must change (swap 1 and 6:
+    rows 1 to 6) can move by less than 1e-9; with weights scaled by 1/sqrt(d) every such row moves by over 0.01."""
+    smallest = {}
+    for seed in range(20):
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(8, 8, generator=g, dtype=torch.float64)
+        wq, wk, wv = torch.randn(3, 8, 8, generator=g, dtype=torch.float64)
+        order = [0, 6, 2, 3, 4, 5, 1, 7]
+        for scale in (1.0, 8**-0.5):
+            def head(t):
+                return pl.attention(t @ wq * scale, t @ wk * scale, t @ wv, causal=True)[0]
+            moved = (head(x[order]) - head(x)).abs().amax(-1)[1:7].min().item()
+            smallest[scale] = min(smallest.get(scale, float("inf")), moved)
+    assert smallest[1.0] < 1e-9 and smallest[8**-0.5] > 0.01
 
 
 def test_changed_rows_accepts_the_rule_in_several_forms(capsys):

@@ -74,8 +74,12 @@ def passes_through(answer: Any) -> bool | None:
         elif _is_permutation(t / entries[0]):
             yield False, (f"T scales every token by {float(entries[0]):g}: attention is not linear in its tokens, and "
                           "the softmax is not blind to the scale of its scores (section 5's weights show it)")
+        elif bool(((t != 0).sum(1) > 1).any()):
+            yield False, ("T mixes tokens: some slot of TX is a blend of several tokens, and attention is not linear "
+                          "(a blend's scores, and the softmax of them, are not the blend of its tokens')")
         else:
-            yield False, "Attn(TX) differs from T Attn(X) on random tokens and weights"
+            yield False, ("T scales its tokens by different factors: the scores between them change against each "
+                          "other, and the softmax sees every score")
 
     return report("a matrix that is not a permutation and still passes through attention", answer, run,
                   "redo the derivation of Attn(PX) = P Attn(X) with T in place of P: which property of P does "
@@ -100,14 +104,16 @@ def _ring_tokens() -> list[torch.Tensor]:
     return [torch.randn(rng.randint(lo, hi), rng.randint(1, 6), generator=g, dtype=torch.float64) for lo, hi in _N_RANGES]
 
 
-def _reorder_error(f: Callable[[torch.Tensor], Any], x: torch.Tensor, order: list[int]) -> float | None:
-    """max |f(x[order]) - f(x)[order]| over max |f(x)|, or None when f does not return (n, d) numbers."""
+def _reorder_error(f: Callable[[torch.Tensor], Any], x: torch.Tensor, order: list[int],
+                   moved_as: list[int] | None = None) -> float | None:
+    """max |f(x[order]) - f(x)[moved_as]| over max |f(x)| (moved_as defaults to order), or None when f does not
+    return (n, d) numbers."""
     out, moved = float64_tensor(f(x.clone())), float64_tensor(f(x[order].clone()))
     if out is None or moved is None or out.shape != x.shape or moved.shape != x.shape:
         return None
     if not bool(torch.isfinite(out).all() and torch.isfinite(moved).all()):
         return None
-    return float((moved - out[order]).abs().max() / (1e-12 + out.abs().max()))
+    return float((moved - out[order if moved_as is None else moved_as]).abs().max() / (1e-12 + out.abs().max()))
 
 
 def shift_not_shuffle(answer: Any) -> bool | None:
@@ -126,6 +132,13 @@ def shift_not_shuffle(answer: Any) -> bool | None:
                 yield False, f"for {n} tokens of {d} features f must return finite numbers, a tensor of shape ({n}, {d})"
                 return
             if max(errors) > _MOVES:
+                backwards = [_reorder_error(f, x, [(i + s) % n for i in range(n)], [(i - s) % n for i in range(n)])
+                             for s in range(1, n)]
+                if None not in backwards and max(backwards) <= _MOVES:
+                    yield False, (f"with {n} tokens, rotating the sequence one way rotates your layer's output rows the "
+                                  "other way: no place is special to it, but it turns the sequence around, so a shift "
+                                  "goes in and the opposite shift comes out")
+                    return
                 yield False, (f"with {n} tokens, rotating the sequence changes your layer's output beyond moving its "
                               "rows: some place in the sequence is special to your layer")
                 return
