@@ -1075,9 +1075,10 @@ fig
 # squares over the 32 trained rows, this explains between 65% and 85% of the rows' squared length,
 # against 5–7% for the same rows before training ($E_{\text{init}}$), with $\lvert\cos(a, b)\rvert < 0.1$
 # and $\lVert a\rVert / \lVert b\rVert$ between 0.9 and 1.1 (all printed). These two numbers are
-# not further evidence for the square: least squares fits $a$ and $b$ to rows whose phases are
-# already measured, and rows one phase apart near cosine 0 make $a$ and $b$ near right angles, so
-# they restate the phases. Fitting the other period-4 parts too (a constant and
+# not further evidence for the square: over the 32 rows least squares makes $a$ half the mean row of
+# phase 0 minus that of phase 2, and $b$ the same of phases 1 and 3 (the cell checks it), so
+# $a\cdot b$ sums only products of rows one phase apart, whose cosines are the ones just measured
+# near 0: they restate the phases. Fitting the other period-4 parts too (a constant and
 # $\cos(\pi i)$) still leaves over 10% of every seed's rows, a part that is not period 4 and that this
 # chapter does not analyse.
 #
@@ -1113,6 +1114,9 @@ def period4_fit(table):
     length explained, cos(a, b), |a| / |b|, share explained by all four period-4 parts)."""
     rows = table.detach()[:TRAIN_LEN].double()
     a, b = torch.linalg.lstsq(phase_wave, rows).solution
+    by_phase = [rows[r::4].mean(0) for r in range(4)]  # the mean row of each phase
+    torch.testing.assert_close((a, b), ((by_phase[0] - by_phase[2]) / 2, (by_phase[1] - by_phase[3]) / 2),
+                               atol=1e-5, rtol=0)  # float32 waves: cos(pi / 2) is 4e-8, not 0
     share = 1 - ((rows - phase_wave @ torch.stack([a, b])).norm() ** 2 / rows.norm() ** 2).item()
     every_part = torch.linalg.lstsq(period4_basis, rows).solution  # constant, both waves, cos(pi i)
     share_period4 = 1 - ((rows - period4_basis @ every_part).norm() ** 2 / rows.norm() ** 2).item()
