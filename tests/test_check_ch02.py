@@ -6,6 +6,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+import sympy
 import torch
 
 import posenc_lib as pl
@@ -258,7 +259,7 @@ def test_bit_counter_unattempted(capsys):
 def gray_bit_wave(k):
     """Written here from the argument: Gray bit k = bit k XOR bit k + 1 reads 0 1 1 0 by quarters of bit k + 1's
     period 2^(k+2), so it is bit k + 1 of i + 2^k: section 5's sine of bit k + 1, moved by 2^k."""
-    return 2 ** (k + 2), Fraction(2**k) + Fraction(1, 2)
+    return 2 ** (k + 2), 2**k + sympy.Rational(1, 2)
 
 
 def test_gray_wave_fact_against_the_code():
@@ -268,14 +269,13 @@ def test_gray_wave_fact_against_the_code():
     table = pl.binary_positions(2**10, 10)[i ^ (i >> 1)]  # column 9 - k holds Gray bit k
     for k in range(9):
         period, shift = gray_bit_wave(k)
-        wave = torch.tensor([math.sin(2 * math.pi * (j + float(shift)) / period) < 0 for j in range(2**10)])
+        wave = torch.tensor([math.sin(2 * math.pi * (j + float(shift)) / int(period)) < 0 for j in range(2**10)])
         assert torch.equal(wave, table[:, 9 - k].bool())
 
 
 def test_gray_wave_accepts_the_wave_in_several_forms(capsys):
     for right in (gray_bit_wave, lambda k: (2 ** (k + 2), 2**k + 0.5), lambda k: [2 ** (k + 2), 2**k + 0.25],
-                  lambda k: (np.int64(2 ** (k + 2)), np.float64(2**k + 0.75)),
-                  lambda k: (torch.tensor(2 ** (k + 2)), torch.tensor(2**k + 0.5, dtype=torch.float64)),
+                  lambda k: (4 * 2**k, 2**k + Fraction(3, 4)), lambda k: (2.0 ** (k + 2), 2.0**k + 0.5),
                   lambda k: (2 ** (k + 2), 2**k + 0.5 + 3 * 2 ** (k + 2))):  # a whole number of periods later
         assert check.gray_wave(right) is True
         assert "all correct!" in _out(capsys)
@@ -286,14 +286,15 @@ def test_gray_wave_accepts_the_wave_in_several_forms(capsys):
     (lambda k: (2 ** (k + 2), 0.5), "bit b + 1 of the binary code"),  # the right period, no shift
     (lambda k: (2 ** (k + 2), 3 * 2**k + 0.5), "opposite of the Gray bit"),  # half a period off: the sign
     (lambda k: (2 ** (k + 2), 2**k), "exactly 0"),  # the threshold on whole positions
-    (lambda k: (2 ** (k + 2), 2**k + 0.5) if k < 4 else (2 ** (k + 2), 2**k - 0.5), "a pattern of the first bits"),
-    (lambda k: (2 ** (k + 2), 2**k + 0.5) if k < 4 else (2 ** (k + 2), 2.0**k + 1.5), "a pattern of the first bits"),
+    (lambda k: (2 ** (k + 2), 2**k + 0.5) if k < 4 else (2 ** (k + 2), 2**k - 0.5), "gets b as a symbol"),
     (lambda k: (3 * 2**k, 2**k), "does not give the Gray bit"),
     (lambda k: (2 ** (k + 1), 2**k / 2 + 0.5), "the period of bit b of the binary code"),  # binary's period, moved
     (lambda k: (-(2 ** (k + 1)), 0.25), "the period of bit b of the binary code"),
+    (lambda k: (2 ** (k + 2), k**0.5), "rational numbers at every bit"),
     (lambda k: 2 ** (k + 2), "a pair (P, s)"),
     (lambda k: (0, 0.5), "a pair (P, s)"),
     (lambda k: (float("inf"), 0.5), "a pair (P, s)"),
+    (lambda k: (2 ** (k + 2), math.floor(2**k) + 0.5), "gets b as a symbol"),  # needs the value of b
 ])
 def test_gray_wave_names_typical_mistakes_without_the_answer(wrong, says, capsys):
     assert check.gray_wave(wrong) is False
@@ -311,12 +312,31 @@ def test_gray_wave_feedback_of_two_different_wrong_answers_blames_only_what_each
     assert "binary code" in copied and "binary code" not in other
 
 
-def test_gray_wave_names_a_search(capsys):
-    """A search over periods and shifts against the code's own table: quick for the first bits, out of reach long
-    before bit 40; the step budget names it instead of hanging."""
+def _gray_bit_of(i, k):
+    return ((i ^ (i >> 1)) >> k) & 1
+
+
+def test_gray_wave_refuses_a_search_at_the_bit_asked():
+    """r19 finding 7: a guided search over 36 candidates (P = 2^b .. 2^(b+3), s = j 2^(b-1) + 1/2), each checked
+    against the Gray bit at 48 positions, used to pass. The function now gets b as a symbol: no candidate can be
+    compared with the bit at the b asked, so the search cannot run."""
+    def searched(k):
+        for p in range(4):
+            for j in range(9):
+                period, shift = 2 ** (k + p), Fraction(j * 2**k, 2) + Fraction(1, 2)
+                if all((math.sin(2 * math.pi * float((i + shift) / period)) < 0) == bool(_gray_bit_of(i, k))
+                       for i in range(48)):
+                    return period, shift
+        return None
+
+    assert [searched(k) for k in (1, 2, 3)] == [gray_bit_wave(k) for k in (1, 2, 3)]  # concrete bits: it finds them
+    assert check.gray_wave(searched) is False
+
+
+def test_gray_wave_names_a_search_over_a_table(capsys):
     def searched(k):
         n = 2 ** (k + 3)
-        bit = [((i ^ (i >> 1)) >> k) & 1 for i in range(n)]
+        bit = [_gray_bit_of(i, k) for i in range(n)]
         for period in range(1, n + 1):
             for quarter in range(4 * period):
                 shift = Fraction(quarter, 4)
@@ -326,8 +346,14 @@ def test_gray_wave_names_a_search(capsys):
 
     assert check.gray_wave(searched) is False
     out = _out(capsys)
-    assert "runs out of steps" in out and "hint:" in out, out
+    assert "gets b as a symbol" in out and "hint:" in out, out
     assert "2^(k+2)" not in out and "2^k + " not in out
+
+
+def test_gray_wave_is_checked_past_any_table():
+    """The formula is evaluated at b = 1000: a wave right for every bit up to 40 but not beyond fails."""
+    assert check.ch02.GRAY_BITS[-1] == 1000
+    assert check.gray_wave(lambda k: (2 ** (k + 2), 2**k + 0.5 + sympy.Heaviside(k - 41) * 2**k)) is False
 
 
 def test_gray_wave_unattempted(capsys):
@@ -345,6 +371,7 @@ def test_the_checker_module_hands_over_no_answer():
     lengths = check.ch02.OFFSET_N_MEASURED + check.ch02.OFFSET_N_FAR
     answers = [offsets_by_rule(n) for n in lengths] + [set(offsets_by_rule(n)) for n in lengths]
     answers += [pair for k in check.ch02.GRAY_BITS for pair in (gray_bit_wave(k), (2 ** (k + 2), 2**k + 0.5))]
+    answers += [gray_bit_wave(sympy.Symbol("b", integer=True, nonnegative=True))]
     answers += [torch.tensor(counter(d), dtype=torch.float64) for d in check.ch02.COUNTER_WIDTHS]
     calls = [(), (True,), (False,)] + [(n,) for n in lengths] + [(d,) for d in check.ch02.COUNTER_WIDTHS]
     calls += [(k,) for k in check.ch02.GRAY_BITS]

@@ -220,7 +220,8 @@ with torch.no_grad():
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # In one sentence: a model with no LayerNorm before its first attention loses $i\cdot\mathbf 1$ at
-# its first LayerNorm, but not the code's trace in the attention output.
+# its first LayerNorm, but not the code's trace in the attention output (shown in the optional
+# part below).
 #
 # <details><summary><b>Going further</b>: that trace, measured (optional; the main line resumes at
 # the figure after the next cell)</summary>
@@ -390,7 +391,8 @@ print("largest ||p_i|| / ||x_i||:", round(ratio6.max().item(), 3))
 # is the share of ones among the bits of $i$:
 # $\mathrm{LN}(h + p_i) = \mathrm{LN}(h + p_i - \bar p_i\mathbf 1)$ for every $h$.
 # The part along $\mathbf 1$ is erased, a share $\bar p_i$ of the
-# code's squared length (half, on average over the $2^d$ positions).
+# code's squared length (half, on average over the $2^d$ positions, counting $p_0$, which has no
+# length to erase, as 0; over positions 1 to 63 of $d = 6$ the mean is 0.508).
 #
 # **Which positions merge.** Two codes become one when they differ only along $\mathbf 1$. Two
 # different codes of 0s and 1s do that only if one is $[0, \dots, 0]$ and the other
@@ -407,7 +409,8 @@ h6 = torch.randn(64, 6).to(device)
 torch.testing.assert_close(F.layer_norm(h6 + B6, (6,)), F.layer_norm(h6 + centred, (6,)))  # LN sees the centred code
 erased = 6 * share_of_ones**2  # the squared length along 1
 torch.testing.assert_close(erased[1:] / ones[1:], share_of_ones[1:])  # a share of ones/d of the squared length
-assert abs(share_of_ones.mean().item() - 0.5) < 1e-6  # half, on average over the 64 positions
+assert abs(share_of_ones.mean().item() - 0.5) < 1e-6  # half, on average over the 64 positions (p_0 counted as 0)
+assert round(share_of_ones[1:].mean().item(), 3) == 0.508  # over positions 1 .. 63
 torch.testing.assert_close(F.layer_norm(h6 + B6[0], (6,)), F.layer_norm(h6 + B6[63], (6,)))  # p_0 and p_63: one code
 same = (centred[:, None] - centred[None]).abs().sum(-1) < 1e-6  # (64, 64): codes equal after centring
 assert [(i, j) for i, j in same.nonzero().tolist() if i < j] == [(0, 63)]  # and no other pair
@@ -504,7 +507,8 @@ fig
 #
 # Source `002` gives three reasons for leaving binary codes, and says it is unsure of them:
 # (1) 0s and 1s "waste" what a float can hold; (2) they may be awkward to add to a word vector;
-# (3) one cannot encode integers and divide by `max_len`. The cell below checks each answer.
+# (3) the code must serve sentences of every length and keep a fixed step, so one cannot encode
+# integers and divide by `max_len`. The cell below checks each answer.
 #
 # 1. **Capacity is real, but bits run out slowly.** One pair of floats, $(\sin i, \cos i)$, gives
 #    100 000 positions distinct codes, where two bits name 4; but distinct is not far apart:
@@ -514,7 +518,9 @@ fig
 # 2. **Adding is fine for size, not behind a LayerNorm**: the bounded code does not swamp the
 #    token, but a LayerNorm after the sum erases its share of ones, and where the bits fill every
 #    feature it merges positions 0 and $2^d - 1$ (the previous subsection).
-# 3. **`002` uses `max_len` for the sentence length $m$**, a loose word. In its own code
+# 3. **A fixed step is the reason that hits binary codes.** Their neighbours are from 1 to
+#    $\sqrt d$ apart (the figure above), while the Gray code of §4, the bits of $i \oplus (i \gg 1)$,
+#    flips one bit per step, so all its neighbours are 1 apart. Its example misses: in `002`'s own code
 #    `max_len` is the size of the table (`torch.zeros(max_len, d_model)`), a constant, so $i\cdot\mathbf 1$
 #    divided by `max_len` has the same step in every sentence; the step that changes with the length
 #    belongs to §2's code, divided by the sentence's own length $m$. Dividing by a fixed `max_len` has
@@ -555,6 +561,11 @@ print("i / max_len: the same code for position 2 in 4 and 8 tokens, step 1/512 o
 assert torch.equal(pl.binary_positions(8, 6, device=device), B6[:8])  # binary: position i has one code, any length
 assert (B6[:32, 0] == 0).all() and (B6[32:, 0] == 1).all()  # trained on 32 tokens: bit 5 never set; past them, always
 print("binary rows do not depend on the sequence length; in the first 32 positions bit 5 is always 0, after them 1")
+
+positions64 = torch.arange(64, device=device)
+gray_step = B6[positions64 ^ (positions64 >> 1)].diff(dim=0).norm(dim=-1)  # Gray: binary rows of i XOR (i >> 1)
+assert (gray_step == 1).all() and step_binary.min() == 1 and step_binary.max() > 2.4  # fixed step: Gray yes, binary no
+print(f"neighbour distance, d = 6: binary {step_binary.min():.0f} to {step_binary.max():.2f}, Gray always 1")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4 · Is there a fixed affine map from $p_i$ to $p_{i+k}$?
@@ -937,7 +948,7 @@ print("base 10000, d = 512: ratio between neighbouring frequencies =", round(rat
 # with every other weight. In transformers both models draw them from $\mathcal N(0, 0.02^2)$, the
 # `initializer_range` of their configs (the cell measures it on freshly built models); OpenAI's
 # original GPT-2 code drew its position table with standard deviation 0.01 and its token table
-# with 0.02 (`openai/gpt-2`, `src/model.py`). `pl.LearnedPositionalEncoding(max_len, d)` is such a
+# with 0.02 (cited from `openai/gpt-2`, `src/model.py`; not run here). `pl.LearnedPositionalEncoding(max_len, d)` is such a
 # table, an `nn.Embedding` with `max_len` rows that starts like transformers'. A sequence longer
 # than the table has no rows to add.
 
@@ -1038,23 +1049,23 @@ assert all(run[2] < 0.5 < guessing for run in runs)  # every seed
 print(f"training loss below 0.5 for every seed (best possible {best:.2f}, guessing {guessing:.2f}): True")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# The figure compares every row of the trained table with every other: entry $(i, n)$ is the
-# cosine between $E_i$ and $E_n$. The 32 rows the model was trained on (top left, inside the
+# The figure compares every row of the trained table with every other: entry $(i, j)$ is the
+# cosine between $E_i$ and $E_j$. The 32 rows the model was trained on (top left, inside the
 # lines) show stripes parallel to the diagonal, repeating every 4 positions: the cosine depends on
-# $i - n \bmod 4$ (the next cell measures each stripe); the 32 rows it never used look like noise.
+# $i - j \bmod 4$ (the next cell measures each stripe); the 32 rows it never used look like noise.
 
 # %% slideshow={"slide_type": "fragment"}
 unit = F.normalize(E.detach(), dim=-1)
 cos_rows = unit @ unit.T  # (64, 64)
 fig, ax = viz.figure(width=4.8, height=4.0)
-viz.heatmap(cos_rows, ax=ax, xlabel="position n", ylabel="position i", colorbar="cos(E_i, E_n)",
+viz.heatmap(cos_rows, ax=ax, xlabel="position j", ylabel="position i", colorbar="cos(E_i, E_j)",
             diverging=True, vmax=1, title=f"learned rows after training on length {TRAIN_LEN}")
 ax.axhline(TRAIN_LEN - 0.5, color="k", lw=1)
 ax.axvline(TRAIN_LEN - 0.5, color="k", lw=1)
 fig
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# **The table learned a sinusoid of period 4**, the kind of code chapter 3 builds by design, and
+# **The table learned mostly a period-4 wave**, the kind of code chapter 3 builds by design, and
 # its neighbouring rows are *not* alike. The cell measures it on the trained rows of every seed. Rows a
 # multiple of 4 apart point the same way (mean cosine about 0.8), rows 2 apart opposite ways (about
 # −0.7), and rows 1 or 3 apart, neighbours among them, have a mean cosine near 0: the figure's stripes.
@@ -1063,13 +1074,11 @@ fig
 # position $i$ near $a\cos(\pi i/2) + b\sin(\pi i/2)$, a quarter turn per position. Fitted by least
 # squares over the 32 trained rows, this explains between 65% and 85% of the rows' squared length,
 # against 5–7% for the same rows before training ($E_{\text{init}}$), with $\lvert\cos(a, b)\rvert < 0.1$
-# and $\lVert a\rVert / \lVert b\rVert$ between 0.9 and 1.1 (all printed; the small
-# $\lvert\cos(a, b)\rvert$ largely restates the phases, so it is not independent evidence). One seed
-# would say little: two random directions in 32-D have $\lvert\cos\rvert$ of typical size
-# $1/\sqrt{32} \approx 0.18$, below 0.1 in about 40% of random pairs, and lengths within 10% of each
-# other about as often. For three seeds at once it is rarer: in 1000 random triples of pairs, all three
-# $\lvert\cos\rvert$ are as small as the seeds' in 1.5–2.5%, all three ratios as close to 1 in 1–2%.
-# So the square is likely, not certain. Fitting the other period-4 parts too (a constant and
+# and $\lVert a\rVert / \lVert b\rVert$ between 0.9 and 1.1 (all printed). These two numbers are
+# not further evidence for the square: over the 32 rows least squares makes $a$ half the mean row of
+# phase 0 minus that of phase 2, and $b$ the same of phases 1 and 3 (the cell checks it), so
+# $a\cdot b$ sums only products of rows one phase apart, whose cosines are the ones just measured
+# near 0: they restate the phases. Fitting the other period-4 parts too (a constant and
 # $\cos(\pi i)$) still leaves over 10% of every seed's rows, a part that is not period 4 and that this
 # chapter does not analyse.
 #
@@ -1081,7 +1090,7 @@ fig
 
 # %% slideshow={"slide_type": "fragment"}
 idx = torch.arange(TRAIN_LEN, device=train_on)
-phase = (idx[:, None] - idx[None, :]) % 4  # (i - n) mod 4
+phase = (idx[:, None] - idx[None, :]) % 4  # (i - j) mod 4
 off_diagonal = idx[:, None] != idx[None, :]
 
 
@@ -1105,6 +1114,9 @@ def period4_fit(table):
     length explained, cos(a, b), |a| / |b|, share explained by all four period-4 parts)."""
     rows = table.detach()[:TRAIN_LEN].double()
     a, b = torch.linalg.lstsq(phase_wave, rows).solution
+    by_phase = [rows[r::4].mean(0) for r in range(4)]  # the mean row of each phase
+    torch.testing.assert_close((a, b), ((by_phase[0] - by_phase[2]) / 2, (by_phase[1] - by_phase[3]) / 2),
+                               atol=1e-5, rtol=0)  # float32 waves: cos(pi / 2) is 4e-8, not 0
     share = 1 - ((rows - phase_wave @ torch.stack([a, b])).norm() ** 2 / rows.norm() ** 2).item()
     every_part = torch.linalg.lstsq(period4_basis, rows).solution  # constant, both waves, cos(pi i)
     share_period4 = 1 - ((rows - period4_basis @ every_part).norm() ** 2 / rows.norm() ** 2).item()
@@ -1134,25 +1146,10 @@ for seed, ((by_phase, neighbours, _), (t, s), ((share, cos_ab, ratio, share_peri
     print(f"        mean |cos| of neighbours {t[0]:.2f} (initial {s[0]:.2f}), of all rows 1 or 3 apart {t[1]:.2f} "
           f"(initial {s[1]:.2f})")
 
-# The control for cos(a, b) and |a| / |b|: 1000 triples of pairs of random 32-D vectors, a triple per three seeds.
-random_pairs = torch.randn(1000, 3, 2, 32, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
-random_cos = F.cosine_similarity(random_pairs[..., 0, :], random_pairs[..., 1, :], dim=-1).abs()  # (1000, 3)
-random_ratio = (random_pairs[..., 0, :].norm(dim=-1) / random_pairs[..., 1, :].norm(dim=-1)).log().abs()
-seeds_cos = max(abs(cos_ab) for (_, cos_ab, *_), _ in fits)  # the largest |cos(a, b)| of the three seeds
-seeds_ratio = max(abs(torch.tensor(ratio).log().item()) for (_, _, ratio, _), _ in fits)  # the worst |log(|a|/|b|)|
-rms_cos = random_cos.pow(2).mean().sqrt().item()
-one_pair = ((random_cos < 0.1).double().mean().item(), (random_ratio < torch.tensor(1.1).log()).double().mean().item())
-all_three = ((random_cos.max(-1).values <= seeds_cos).double().mean().item(),
-             (random_ratio.max(-1).values <= seeds_ratio).double().mean().item())
-assert abs(rms_cos - 32**-0.5) < 0.01 and all(0.35 < share < 0.45 for share in one_pair)  # one pair: weak evidence
-assert 0.015 < all_three[0] < 0.025 and 0.01 < all_three[1] < 0.02  # three seeds at once: rare for random directions
-print(f"random 32-D pairs: rms |cos| {rms_cos:.3f} (1/sqrt(32) = {32**-0.5:.3f}); |cos| < 0.1 in {one_pair[0]:.0%}, "
-      f"length ratio within 10% in {one_pair[1]:.0%} of the pairs; a triple as orthogonal as the seeds' (all "
-      f"|cos| <= {seeds_cos:.3f}) in {all_three[0]:.1%}, as equally long in {all_three[1]:.1%} of 1000 triples")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Why period 4?** The next token after position $i$ is the token at $i - 3$ (and $i - 7$,
-# $i - 11$, ...): the keys whose phase is one step ahead, $n \equiv i + 1 \pmod 4$. So all that the
+# $i - 11$, ...): the keys whose phase is one step ahead, $j \equiv i + 1 \pmod 4$. So all that the
 # positions have to tell attention is "query of phase $r$, look for keys of phase $r + 1$". The
 # cell measures that this is what the model does: for every seed, both heads put above 95% of
 # their weight, on average over queries 3 to 31, on exactly those keys. The control zeroes the
@@ -1327,7 +1324,8 @@ print("untrained rows: prediction among the block's tokens", ", ".join(f"{a:.3f}
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # Inside the training length Vaswani et al. found a learned table as good as a formula: they
 # (2017, Table 3, row E) replaced their sinusoids by learned position embeddings and got "nearly
-# identical results" (development BLEU 25.7 against 25.8, perplexity 4.92 for both). The
+# identical results" (development BLEU 25.7 against 25.8, perplexity 4.92 for both; cited from
+# the paper, not run here). The
 # difference is past the training length, where the table has nothing to offer.
 #
 # A code that is a formula of the position (sinusoids, chapter 3) has a row for every
@@ -1400,7 +1398,7 @@ _ = check.exact_offsets(exact_offsets)
 # step from the last row back to the first (a counter that wraps around), flips exactly one bit,
 # and one fixed affine map does every step: $p_{i+1} = M p_i + b$ for every $i$, and
 # $p_0 = M p_{2d-1} + b$. The checker asks for widths from 2 to 40; it tells you what your table
-# lacks, and what your $M$ turns out to be.
+# lacks.
 
 # %% slideshow={"slide_type": "fragment"}
 def bit_counter(d):
@@ -1437,9 +1435,10 @@ _ = check.bit_counter(bit_counter)
 # as the sign of one sine: $\text{bit}_b(i) = 1$ exactly when $\sin(2\pi(i + s)/P) < 0$, with period
 # $P = 2^{b+1}$ and shift $s = \tfrac12$. The Gray code of §4's widget, the bits of $i \oplus (i \gg 1)$,
 # is also one sine per bit. Write `gray_wave(b)` returning a pair $(P, s)$ such that bit $b$ of the
-# Gray code of $i$ is 1 exactly when $\sin(2\pi(i + s)/P) < 0$, for every position $i \ge 0$. Return
-# whole numbers, floats or `fractions.Fraction`s; the checker computes the sign exactly, for bits $b$
-# up to 40 and positions past $2^{45}$.
+# Gray code of $i$ is 1 exactly when $\sin(2\pi(i + s)/P) < 0$, for every position $i \ge 0$. The
+# checker calls `gray_wave` once, with `b` a symbol (SymPy), so return two formulas in `b` built with
+# `+`, `-`, `*`, `/` and `**` (like section 5's `2 ** (b + 1), 0.5`), one pair for every bit; it then
+# computes the sign exactly, for bits $b$ up to 1000 and positions far past any table.
 
 # %% slideshow={"slide_type": "fragment"}
 def gray_wave(b):
@@ -1497,13 +1496,14 @@ _ = check.gray_wave(gray_wave)
 #    fastest bit $p_{i,d}$; with $d$ columns numbered from 0 it is $p_{i,d-1}$, bit 0 in this
 #    course's naming (section 3 asserts it flips at every step and that column $d$ does not
 #    exist).
-# 4. **Why not binary, per `002`.** Its three tentative reasons miss. Floats "wasted" on 0s and
-#    1s: $d$ bits name $2^d$ positions, and 17 cover Llama 3.1's 131 072. Awkward to add: the code
-#    is bounded, so it does not swamp the token (but see what a LayerNorm leaves of it). No dividing
-#    by `max_len`: in `002`'s own code `max_len` is the fixed table size, and dividing by it keeps
-#    the step fixed; the step that depends on the length is that of dividing by the sentence's own
-#    length (§2), and the binary code does not depend on the length at all. Section 3 checks each
-#    answer.
+# 4. **Why not binary, per `002`.** Of its three tentative reasons the first two miss and the
+#    third hits. Floats "wasted" on 0s and 1s: $d$ bits name $2^d$ positions, and 17 cover Llama
+#    3.1's 131 072. Awkward to add: the code is bounded, so it does not swamp the token (but see
+#    what a LayerNorm leaves of it). A fixed step: binary neighbours are 1 to $\sqrt d$ apart, Gray
+#    neighbours always 1. Only that reason's example misses: in `002`'s own code `max_len` is the
+#    fixed table size, and dividing by it keeps the step fixed; the step that depends on the length
+#    is that of dividing by the sentence's own length (§2), and the binary code does not depend on
+#    the length at all. Section 3 checks each answer.
 # 5. **"Normally distributed per column, with small mean and variance."** `001` writes that the
 #    layer-normalised input of attention "follows a normal distribution per column, and its mean
 #    and variance are generally small". `001` lays the tokens out as the *columns* of
