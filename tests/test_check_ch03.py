@@ -488,7 +488,7 @@ def test_fixed_exponent_accepts_right_fixes(right, draw, capsys):
     (lambda two_j, d: -two_j / d, "the sign is the other one"),
     (lambda two_j, d: two_j / (2 * d), "does not turn as in §1's table"),
     (lambda two_j, d: (two_j + 1) / d, "does not turn as in §1's table"),
-    (lambda two_j, d: -math.log(ch03._pair_turn(two_j // 2, d, doubled=False), 10000), "check.ch03._pair_turn"),
+    (lambda two_j, d: -math.log(ch03._pair_turn(two_j // 2, d, as_built=False), 10000), "check.ch03._pair_turn"),
     (lambda two_j, d: "0.5", "must be one number"),
     (3, "must be a function"),
 ])
@@ -642,6 +642,17 @@ def test_slow_pairs_unattempted(capsys):
     assert "not attempted yet" in capsys.readouterr().out
 
 
+def test_pair_turn_is_the_turn_of_each_table():
+    """The checker's per-pair turns (no table) against the tables themselves: the buggy builder's row 1 holds its
+    turn per position (all below π), and §1's are the library's frequencies."""
+    for d in (8, 64, 130):
+        row = ch03.buggy_sinusoids(2, d)[1]
+        as_built = torch.tensor([ch03._pair_turn(j, d) for j in range(d // 2)], dtype=torch.float64)
+        torch.testing.assert_close(as_built, torch.atan2(row[0::2], row[1::2]))
+        section_1 = torch.tensor([ch03._pair_turn(j, d, as_built=False) for j in range(d // 2)], dtype=torch.float64)
+        torch.testing.assert_close(section_1, pl.rope_frequencies(d, dtype=torch.float64))
+
+
 def test_slow_pairs_notebook_shows_the_library_function_verbatim():
     """Exercise 3 prints the buggy builder as text in its markdown: it must be the checker's function."""
     from pathlib import Path
@@ -672,6 +683,8 @@ def test_the_checker_source_holds_no_formula_of_an_answer():
     source = inspect.getsource(ch03)
     assert "// 4" not in source and "4 * j" not in source and "/ 4 *" not in source and "sealed" not in source
     assert not re.search(r"(?<!2 \* )two_j / d", source)  # the fix, two_j / d (the builder's 2 * two_j / d is shown)
+    assert "else two_j" not in source and "doubled" not in source  # nor the fix as the other arm of a choice
+    assert "with I and with J" not in source and "squared length)" not in source  # nor Ex 2's projection, in words
     exercise_2 = source.split("# Exercise 2:", 1)[1].split("# Exercise 3:", 1)[0]
     assert not re.search(r"\]\s*\)\s*/\s*2", exercise_2)  # no block entries summed and halved: (x[0, 0] + x[1, 1]) / 2
 

@@ -75,7 +75,7 @@ torch.set_printoptions(precision=4, sci_mode=None)
 # Pair 0 alone already gives every position its own code (property 1 of chapter 0): its angle
 # $i$ radians never comes back to the same value mod $2\pi$, as $\pi$ is irrational. Distinct is
 # not distinguishable, though: among the first 100 000 positions, 0 and 710 (within $6.0\cdot10^{-5}$
-# of 113 whole turns) have pair-0 codes only $6.0\cdot10^{-5}$ apart; the slower pairs set them far
+# of 113 whole turns, as $\pi \approx 355/113$) have pair-0 codes only $6.0\cdot10^{-5}$ apart; the slower pairs set them far
 # apart (by 9.95 in a $d = 128$ code). That is what the slow pairs are for.
 # These are exactly the frequencies RoPE uses in chapter 5, so they live in one function,
 # `pl.rope_frequencies`. Written out for $d = 10$, and the table built from them once by hand for 4
@@ -94,6 +94,7 @@ pair0 = pl.sinusoidal_positions(100_000, 2, dtype=torch.float64)  # pair 0 alone
 assert torch.unique(pair0, dim=0).shape[0] == 100_000  # no two rows equal
 gaps = torch.cdist(pair0[:1], pair0[1:]).flatten()  # how close pair 0 puts every position to position 0
 assert gaps.argmin().item() + 1 == 710 and round(gaps.min().item(), 6) == 6.0e-5  # distinct, but crowded
+assert round(710 - 113 * 2 * math.pi, 6) == 6.0e-5 and 2 * 355 == 710 and abs(355 / 113 - math.pi) < 3e-7  # π ≈ 355/113
 assert round((pl.sinusoidal_positions(711, 128, dtype=torch.float64)[[0, 710]].diff(dim=0)).norm().item(), 2) == 9.95
 angles = torch.outer(torch.arange(4.0), theta)  # row i, column j: the angle i θ_j
 by_hand_table = torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1)  # sin, cos of pair 0, then pair 1, ...
@@ -515,6 +516,9 @@ fig
 #   along each diagonal;
 # * $s(-k) = s(k)$: the dot product alone cannot tell "k before" from "k after";
 # * $s(0) = d/2$ is the largest value, reached only at $k = 0$.
+#
+# Every code has squared length $s(0) = d/2$, so the distance between two codes depends on the
+# offset alone too, the equal spacing chapter 2 promised: $\|p_{i+k} - p_i\|^2 = d - 2\,s(k)$.
 
 # %% slideshow={"slide_type": "fragment"}
 d, n_pos = 128, 2048
@@ -527,6 +531,8 @@ for k in (0, 1, 7, 100, 511, 2047):
     torch.testing.assert_close(G.diagonal(k), s_of(k).expand(n_pos - k))  # the same for every i
 torch.testing.assert_close(s, s.flip(0))  # s(-k) = s(k)
 assert s_of(0) == d / 2 and (s[offsets != 0] < d / 2 - 1e-6).all()
+for k in (1, 7, 100, 2047):  # equal spacing: the squared distance d - 2 s(k), the same for every i
+    torch.testing.assert_close((P[k:] - P[: n_pos - k]).square().sum(-1), (d - 2 * s_of(k)).expand(n_pos - k))
 print(f"s(0) = {s_of(0):.1f},  s(1) = {s_of(1):.2f},  s(10) = {s_of(10):.2f},  s(100) = {s_of(100):.2f}")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -538,13 +544,18 @@ print(f"s(0) = {s_of(0):.1f},  s(1) = {s_of(1):.2f},  s(10) = {s_of(10):.2f},  s
 # sample can only raise a maximum, so the falling maxima hold against that bias; the means carry no
 # such bias.
 #
-# The decay stops where the slow pairs have turned about half a circle and their cosines climb
-# back from $-1$. The octave $2^{14} \le k < 2^{15}$, 0.3 to 0.6 of the slowest wavelength
+# The decay stops where slow pairs come back towards their first full turn. The octave
+# $2^{14} \le k < 2^{15}$, 0.3 to 0.6 of the slowest wavelength
 # $2\pi\cdot 10000^{126/128} \approx 54\,400$ positions, sits higher than the octave before it.
-# The rise is the slow pairs': the nine that turn less than two circles by $k = 2^{15}$ gain more
-# than the whole rise, while the faster pairs together lose. Here the size of the octave *would*
-# raise the maximum, so the cell takes the control: the mean rises too ($-2.89$ to $-1.53$), and
-# the maximum of 512 offsets drawn from each octave is higher in the later one in 199 of 200 draws.
+# Split the rise of the mean, $+1.36$, by pair (each pair's mean of $\cos k\theta_j$ over the
+# octave): the six pairs that have turned 0.93 to 1.9 circles by $k = 2^{15}$ gain $+4.24$; in the
+# octave before, near their half turn, their mean cosines were negative ($-0.15$ to $-0.83$), and
+# each one's mean rises as it heads back towards $+1$. The three slowest pairs (0.6 to 0.8 circles
+# by $2^{15}$) pass their half turn only in this octave and lose $2.01$ (the slowest one's mean
+# cosine falls from $+0.15$ to $-0.82$); the other 55 pairs together lose $0.86$. Here the size of
+# the octave *would* raise the maximum, so the cell takes the control: the mean rises too ($-2.89$
+# to $-1.53$), and the maximum of 512 offsets drawn from each octave is higher in the later one in
+# 199 of 200 draws.
 
 # %% slideshow={"slide_type": "fragment"}
 ks = torch.arange(n_pos)
@@ -561,9 +572,19 @@ assert oct_max[-1] > far[11].max() > far[12].max() > far[13].max()  # the octave
 assert oct_mean[-1] > far[11].mean() > far[12].mean() > far[13].mean()  # ... in their means too, to 2^13
 assert far[14].max() > far[13].max(), "the decay stops: octave maxima rise again"
 f_d = pl.rope_frequencies(d, dtype=torch.float64)
-pair_rise = torch.cos(torch.arange(2**14, 2**15)[:, None] * f_d).mean(0) - torch.cos(torch.arange(2**13, 2**14)[:, None] * f_d).mean(0)
-slow9 = 2**15 * f_d < 4 * math.pi  # the pairs that turn less than two circles by k = 2^15
-assert slow9.sum() == 9 and pair_rise[slow9].sum() > far[14].mean() - far[13].mean() > 0 > pair_rise[~slow9].sum()
+before = torch.cos(torch.arange(2**13, 2**14)[:, None] * f_d).mean(0)  # each pair's mean cosine over octave 2^13
+pair_rise = torch.cos(torch.arange(2**14, 2**15)[:, None] * f_d).mean(0) - before  # ... and its rise to octave 2^14
+circles = 2**15 * f_d / (2 * math.pi)  # how many circles each pair has turned by k = 2^15
+back, passing = (circles > 0.9) & (circles < 2), circles < 0.9  # heading back to +1; at their half turn
+assert round((far[14].mean() - far[13].mean()).item(), 2) == 1.36 and torch.isclose(pair_rise.sum(), far[14].mean() - far[13].mean())
+assert back.sum() == 6 and [round(v, 2) for v in (circles[back].min().item(), circles[back].max().item())] == [0.93, 1.9]
+assert (pair_rise[back] > 0).all() and round(pair_rise[back].sum().item(), 2) == 4.24  # every one of the six rises
+assert (before[back] < 0).all() and [round(v, 2) for v in (before[back].max().item(), before[back].min().item())] == [-0.15, -0.83]
+assert passing.sum() == 3 and [round(v, 1) for v in circles[passing].tolist()] == [0.8, 0.7, 0.6]
+assert ((circles[passing] / 2 < 0.5) & (circles[passing] > 0.5)).all()  # the half turn falls inside octave 2^14
+assert (pair_rise[passing] < 0).all() and round(pair_rise[passing].sum().item(), 2) == -2.01
+assert round(before[-1].item(), 2) == 0.15 and round((before[-1] + pair_rise[-1]).item(), 2) == -0.82  # the slowest pair
+assert round(pair_rise[~(back | passing)].sum().item(), 2) == -0.86 and (~(back | passing)).sum() == 55
 assert round(far[13].mean().item(), 2) == -2.89 and round(far[14].mean().item(), 2) == -1.53  # the mean rises too
 draws = torch.Generator().manual_seed(5)  # equal samples: 512 offsets from each octave, 200 times
 higher = sum(bool(far[14][torch.randint(0, 2**14, (512,), generator=draws)].max()
@@ -676,12 +697,13 @@ dot_widget = viz.InteractiveFigure(
 dot_widget
 
 # %% slideshow={"slide_type": "fragment"}
-# The answer: in between, at k = 361, near the geometric middle of 59 and 1707 (317): the frequencies are spaced
-# evenly on a log scale, so each factor 10 of the base stretches the distances by about the same factor.
+# The answer: in between, at k = 361, 14 % above the geometric middle of 59 and 1707 (317): the frequencies are
+# spaced evenly on a log scale, so each factor 10 of the base stretches the distances, here by x6.1 then x4.7.
 k_neg = torch.arange(0, 5000)
 first_negative = {b: (pl.rope_angles(k_neg, 128, base=b).cos().mean(-1) < 0).nonzero()[0].item()
                   for b in (100.0, 1000.0, 10000.0)}
 assert first_negative == {100.0: 59, 1000.0: 361, 10000.0: 1707} and round(math.sqrt(59 * 1707)) == 317
+assert round(361 / 59, 1) == 6.1 and round(1707 / 361, 1) == 4.7 and round(100 * (361 / math.sqrt(59 * 1707) - 1)) == 14
 print("d = 128, first offset where s(k) < 0:", {f"{b:g}": k for b, k in first_negative.items()})
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -1215,8 +1237,8 @@ _ = check.offset_only_score(relative_part)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **3 (what a bug costs).** This builder looks like the formula of §1 and draws a plausible
-# heatmap, but it has one bug. Find it by reading the builder against §1's formula, then write two
-# functions. `fixed_exponent(two_j, d)`: the exponent the line `angle = pos / 10000 ** (...)` should
+# heatmap, but it has one bug. Find it by reading the builder against §1's formula (a warm-up: a
+# bug hunt that §1 answers), then write two functions. `fixed_exponent(two_j, d)`: the exponent the line `angle = pos / 10000 ** (...)` should
 # have, in the builder's own variables (`two_j` as the builder holds it, $d$ even), so that the table
 # is §1's. And `slow_count(d, L)`: for an even width $d$ and a context of $L$ positions, how many of
 # the *buggy* builder's $d/2$ pairs turn by less than 0.1 rad over the whole context
@@ -1296,7 +1318,7 @@ _ = check.slow_pairs(slow_count, fixed_exponent)
 # |---|---|---|---|
 # | `002` | position runs "from 0 to max_len", `_2i` "from 0 to d_model" | $0..\text{max\_len}-1$ and $0, 2, .., d_\text{model}-2$ (`arange` excludes the end) | §1 |
 # | `004`, copying RoFormer (Su et al., 2021) eq. (4), which has this typo | $p_{i,2t} = \sin(k/10000^{2t/d})$, $p_{i,2t+1} = \cos(k/10000^{2t/d})$ | $i$ in place of $k$; with a fixed $k$ all rows are equal | §1 |
-# | `002` | keeps the table as a plain tensor attribute created with `device=` | a non-persistent buffer, which `.to(device)` moves; as written, `forward` returns a CPU slice and the caller's addition to GPU activations fails | §8 |
+# | `002` | keeps the table as a plain tensor attribute created with `device=` | a non-persistent buffer, which `.to(device)` moves; as written, a module built on the CPU and then moved with `.to("cuda")` keeps its table on the CPU, and the caller's addition to GPU activations fails | §8 |
 # | `002` | its module's `def forward` indented with a tab after lines indented with spaces | spaces throughout; as printed, Python 3 raises `TabError` | §8 |
 # | `002` | draws the heatmap inside `__init__` | plot outside the model; as written, building on a GPU fails | §8 |
 # | `003` | forward slices `positional_encodings[:seq]` of a `(1, max_len, d)` table | `[:, :seq]`; the original fails for `seq < max_len` or broadcasts for `seq = 1` | §8 |

@@ -174,7 +174,7 @@ def offset_from_codes(fn: Any) -> bool | None:
                      "completes a turn reads it without ambiguity")
 
     return report("the offset between two codes", fn, run,
-                  "after how many positions does each pair look the same again (§4)?")
+                  "after how many positions does each pair look the same again (its wavelength, §6)?")
 
 
 # Exercise 2: the part of any A whose position-position score p_m^T A p_n depends on the offset alone: the
@@ -188,9 +188,9 @@ def _shift(d: int) -> torch.Tensor:
 
 
 def _along_rotations(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per pair j, the inner products of x's diagonal 2x2 block with I and with J = [[0, 1], [-1, 0]]: the
-    coordinates of x along the two matrices that span the scaled rotations of that pair (not yet divided by
-    their squared length)."""
+    """Per pair j, two numbers read from x's diagonal 2x2 block of that pair. The checker compares them between
+    the answer and A: a right answer agrees with A on both for every pair, and each misconception it names
+    changes them in its own way."""
     blocks = torch.stack([x[2 * j: 2 * j + 2, 2 * j: 2 * j + 2] for j in range(x.shape[0] // 2)])
     return blocks[:, 0, 0] + blocks[:, 1, 1], blocks[:, 0, 1] - blocks[:, 1, 0]
 
@@ -277,26 +277,28 @@ def buggy_sinusoids(n: int, d: int) -> torch.Tensor:
 SLOW_TURN = 0.1  # radians: a pair whose angle moves less than this over the whole context is nearly constant there
 
 
-def _pair_turn(j: int, d: int, doubled: bool = True) -> float:
-    """Pair j's turn per position at width d, one pair at a time (no table): the builder's exponent as it is
-    written (``doubled``), or §1's."""
-    two_j = 2 * j
-    return 10000 ** (-(2 * two_j if doubled else two_j) / d)
+def _pair_turn(j: int, d: int, as_built: bool = True) -> float:
+    """Pair j's turn per position at width d, one pair at a time (no table): buggy_sinusoids' (``as_built``, its
+    angle line as written; tests/test_check_ch03.py holds it to the table), or theta_j of §1's formula."""
+    if as_built:
+        two_j = 2 * j  # the builder's variable for pair j
+        return 10000 ** -(2 * two_j / d)
+    return 10000 ** (-2 * j / d)  # §1's theta_j, j counting pairs
 
 
 TIE = 1e-12  # relative: closer than this to the bound, a pair is on it to a float's precision (neighbouring pairs'
 #              turns differ by a factor 10000^(4/d), 1 + 3.7e-11 at d = 10^12, so at most one pair is ever that close)
 
 
-def _is_slow_count(count: int, d: int, length: int, doubled: bool = True, turn: float = SLOW_TURN) -> bool:
+def _is_slow_count(count: int, d: int, length: int, as_built: bool = True, turn: float = SLOW_TURN) -> bool:
     """Whether ``count`` pairs turn by less than ``turn`` over ``length`` positions: the turns fall as j grows, so
     the count is right when the first pair it calls slow is slow and the pair before it is not (a pair on the
     bound to within TIE may go either way)."""
     if not 0 <= count <= d // 2:
         return False
     first = d // 2 - count
-    return ((first == d // 2 or length * _pair_turn(first, d, doubled) < turn * (1 + TIE))
-            and (first == 0 or length * _pair_turn(first - 1, d, doubled) >= turn * (1 - TIE)))
+    return ((first == d // 2 or length * _pair_turn(first, d, as_built) < turn * (1 + TIE))
+            and (first == 0 or length * _pair_turn(first - 1, d, as_built) >= turn * (1 - TIE)))
 
 
 def _slow_cases(rng: random.Random) -> list[tuple[int, int]]:
@@ -338,7 +340,7 @@ def _fix_verdicts(fix: Any, cases: list[tuple[int, int]], refuse: list[tuple[Any
         if e is None:
             yield False, f"{case} must be one number, got {type(raw).__name__}"
             return
-        right = _pair_turn(two_j // 2, d, doubled=False)
+        right = _pair_turn(two_j // 2, d, as_built=False)
         as_written = _pair_turn(two_j // 2, d)
         turn = 10000.0 ** -e if math.isfinite(e) and abs(e) < 30 else math.nan
         if math.isclose(turn, right, rel_tol=1e-9):
@@ -403,7 +405,7 @@ def slow_pairs(fn: Any, fix: Any = None) -> bool | None:
                          "10^12; now compare with §1's table at the same d and L")
             return
         case = f"fn{wrong[0]}"
-        if all(_is_slow_count(got[(d, n)], d, n, doubled=False) for d, n in cases):
+        if all(_is_slow_count(got[(d, n)], d, n, as_built=False) for d, n in cases):
             yield False, (f"{case}: that count belongs to §1's correct table; the builder's frequencies are not "
                           "§1's: compare its exponent with the formula")
         elif all(_is_slow_count(got[(d, n)], d, n, turn=2 * math.pi) for d, n in cases):
@@ -417,4 +419,6 @@ def slow_pairs(fn: Any, fix: Any = None) -> bool | None:
 
     return report("the builder's bug fixed, and how many pairs of the buggy table turn by less than 0.1 rad over "
                   "the context", fn, run,
-                  "read the builder against §1's formula one symbol at a time: what does each variable hold?")
+                  "the fix is a warm-up: read the builder against §1's formula one symbol at a time, what does each "
+                  "variable hold? The count: the builder's turns fall as j grows, so the slow pairs are the last ones, "
+                  "and where they start is one inequality in j")
