@@ -178,6 +178,25 @@ def test_the_count_is_cumulative_not_a_peak(capsys):
     assert ok is False and out.count("the rule is not a peak") == len(ch10._CASES), out
 
 
+def test_pieces_through_one_reused_buffer_pass(capsys):
+    """The count is of allocations: rotating 8 positions at a time through one small buffer, made once, passes."""
+
+    def through_one_buffer(g, cos, sin, layout):
+        a, b = halves(g, layout)
+        buf = torch.empty(a[..., :8, :].shape)  # the only new tensor: 8 positions of one member
+        for start in range(0, g.shape[-2], 8):
+            a_c, b_c = a[..., start:start + 8, :], b[..., start:start + 8, :]
+            c, s = cos[start:start + 8], sin[start:start + 8]
+            torch.mul(a_c, c, out=buf)
+            buf.addcmul_(b_c, s)  # the new a, while a_c still holds the old one
+            b_c.mul_(c).addcmul_(a_c, s, value=-1)
+            a_c.copy_(buf)
+
+    ok, out = verdict(through_one_buffer, capsys)
+    eighths = [shape[0] * shape[1] * 8 * shape[3] // 2 for shape, _, _ in ch10._CASES]
+    assert ok is True and new_elements(out) == eighths, out
+
+
 def test_numpy_route_is_counted_outside_torch(capsys):
     def in_numpy(g, cos, sin, layout):  # the same right design, but its temporary is a numpy array
         x = np.asarray(g)

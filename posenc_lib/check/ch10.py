@@ -3,8 +3,10 @@
 The exercise is a design judged by what it does: the learner's function must leave R^T g in g (compared with the
 library's out-of-place ``rotate_pairs`` by -angle, on gradients of the checker's own, some of them strided views)
 while creating, in all its new tensors together, fewer elements than g has, so that an out-of-place result (g's size)
-does not fit. The count is cumulative, not a peak: every new tensor counts, even one freed before the call returns, so
-an out-of-place rotation done in small pieces (small at any moment, all of g in total) does not fit either.
+does not fit. The count is of allocations, added up, not a peak: every new tensor counts, even one freed before the call returns, so
+an out-of-place rotation that allocates a fresh result for each small piece (small at any moment, all of g in total)
+does not fit, while one that rotates each piece through one small buffer, allocated once and reused, does: it is a
+legitimate low-memory design.
 Every ATen operator the function reaches is watched
 (a ``TorchDispatchMode``): an output that aliases none of its inputs is new memory and counts its elements, and so
 does any tensor it uses that is not g, cos, sin or one it made (a scratch buffer made before the call); every change to g must be
