@@ -159,6 +159,41 @@ def merge_by_walking(p, a):
     return first_merge_exact(p, a)
 
 
+def merge_by_bisection(p, a, rounding="fraction"):
+    """The cold reader's search: bisection over positions on "do i and i + 1 round to one value", with exact
+    rounding copied in. Merging is not monotone in i, so it need not find the first merge."""
+    num, den = a.as_integer_ratio()
+    if rounding == "fraction":
+        merges = lambda i: rounded(Fraction(num, den * (i + 1)), p) == rounded(Fraction(num, den * (i + 2)), p)  # noqa: E731
+    else:
+        merges = lambda i: rounded_int(num, den * (i + 1), p) == rounded_int(num, den * (i + 2), p)  # noqa: E731
+    lo, hi = 0, 2 ** (p + 1)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if merges(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def merge_by_bisection_then_walk(p, a):
+    """The bisection, then a walk up from half its answer to the first merge there (mending the non-monotone
+    bisection): a search that narrows the positions down, not one that walks them from 0."""
+    i, (num, den) = merge_by_bisection(p, a, "int") // 2, a.as_integer_ratio()
+    while rounded_int(num, den * (i + 1), p) != rounded_int(num, den * (i + 2), p):
+        i += 1
+    return i
+
+
+def test_a_bisection_that_fits_the_budget_misses_the_first_merge(capsys):
+    """With integer rounding the bisection fits the step budget; merging is not monotone, so it lands past the first
+    merge and is graded as an answer (more than 2 % off), not refused as a search."""
+    assert merge_by_bisection(11, 1.0, "int") / first_merge_exact(11) > 1.02
+    ok, out = run(check.counter_merge, lambda p, a: merge_by_bisection(p, a, "int"), capsys)
+    assert ok is False and "more than 2 % off the first merge" in out
+
+
 def merge_by_grid(p, a):
     """A vectorised search: rounds a grid of counters at once."""
     i = torch.arange(1, 2 ** min(p, 30), dtype=torch.float64)
@@ -208,11 +243,13 @@ def test_counter_merge_refuses_a_fit_of_measured_merges(capsys):
     assert ok is False and "more than 2 % off the first merge at p = 30, a = 5.0" in out
 
 
-@pytest.mark.parametrize("search, says", [(merge_by_walking, "walks the positions"), (merge_by_grid, "elements")])
+@pytest.mark.parametrize("search, says", [(merge_by_walking, "a search over positions"),
+                                          (merge_by_bisection_then_walk, "a search over positions"),
+                                          (merge_by_grid, "elements")])
 def test_counter_merge_refuses_a_search(search, says, capsys):
     before = (torch.arange, sys.gettrace())
     ok, out = run(check.counter_merge, search, capsys)
-    assert ok is False and says in out and "hint" in out
+    assert ok is False and says in out and "hint" in out and "one by one" not in out
     assert (torch.arange, sys.gettrace()) == before
 
 
@@ -222,6 +259,9 @@ def test_counter_merge_refuses_a_search(search, says, capsys):
     (lambda p, a: 1.5 * merge_estimate(p, a), "one constant factor"),
     (lambda p, a: 2.0 ** (p / 2), "square root"),  # the step compared with an absolute spacing 2^-p
     (lambda p, a: merge_estimate(p, a) * (1.05 if p == 20 else 1), "more than 2 % off the first merge at p = 20"),
+    # the significand taken in [1, 2) instead of (1, 2]: right except at scales that are powers of two
+    (lambda p, a: 2 ** (p - 1) * math.sqrt(a / 2 ** math.floor(math.log2(a))) - 1, "exact power of two"),
+    (lambda p, a: merge_estimate(p, a) * (1.05 if a in (1.0, 100.0) else 1), "more than 2 % off the first merge at"),
     (lambda p, a: -1, "not a position"),
     (lambda p, a: "soon", "not a position"),
 ])

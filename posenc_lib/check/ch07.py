@@ -81,8 +81,9 @@ def counter_merge(answer: Callable[[int, float], Any] | None) -> bool | None:
         if stopped is not None:
             (p, a), why = stopped
             yield stopped_verdict(why, f"first_merge({p}, {a})", shortcut="estimate it from the spacing instead",
-                                  loop=f"walks the positions one by one (near 2^{p}): estimate where merging starts "
-                                       "from how the format spaces its numbers instead",
+                                  loop=f"runs out of steps: a search over positions (near 2^{p}), however it narrows "
+                                       "them down, does not fit; estimate where merging starts from how the format "
+                                       "spaces its numbers instead",
                                   grid="a search over positions; estimate it from how the format spaces its numbers")
             return
         got, want = {}, {}
@@ -112,6 +113,10 @@ def counter_merge(answer: Callable[[int, float], Any] | None) -> bool | None:
             yield False, ("your estimate is off by one constant factor for every p and a: the format's spacing, "
                           "relative to the number, is not the same everywhere between two powers of two; take it "
                           "where the counter is when neighbours start to merge")
+        elif all(math.log2(k[1]).is_integer() for k in wrong):
+            yield False, ("your estimate is off only where the scale a is an exact power of two: such a scale "
+                          "lies on the edge between two binades, and which of them you count it in decides where "
+                          "merging can start")
         else:
             yield False, "more than 2 % off the first merge at " + ", ".join(f"p = {p}, a = {a}" for p, a in wrong)
 
