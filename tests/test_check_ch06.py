@@ -203,6 +203,13 @@ def ring_backwards(H, W, t):
     return (-torch.tensor(recipe(H), dtype=torch.float64)[:, None] * ahead).masked_fill(ahead > t, float("-inf"))[:, None]
 
 
+def ring_float32_t(H, W, t):
+    """The right distance (t - s) mod W, but with t cast to float32 first: exact up to 2^24, rounded above."""
+    back = torch.remainder(torch.tensor(t, dtype=torch.float32) - torch.arange(W, dtype=torch.float32), W).double()
+    m = torch.tensor(recipe(H), dtype=torch.float64)[:, None]
+    return (-m * back).masked_fill(back > t, float("-inf"))[:, None, :]
+
+
 @pytest.mark.parametrize("wrong, says", [
     (ring_by_slot, "slot s no longer holds position s"),
     (lambda H, W, t: ring_right(H, W, t).nan_to_num(neginf=0.0), "slots that hold nothing"),
@@ -215,6 +222,8 @@ def ring_backwards(H, W, t):
     (lambda H, W, t: ring_right(H, W, t)[:, 0], "return an"),
     (ring_backwards, "wrong way round the ring"),
     (lambda H, W, t: ring_right(H, W, t) * 1.5, "differ from causal ALiBi"),
+    (ring_float32_t, "right at t = 2^24 - 1 and wrong at t = 2^24 + 1"),
+    (lambda H, W, t: ring_float32_t(H, W, t) * (1.5 if t > 10**6 else 1), "differ from causal ALiBi"),
 ])
 def test_ring_bias_names_the_misconception(wrong, says, capsys):
     assert check.ring_bias(wrong) is False

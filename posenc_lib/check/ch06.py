@@ -59,6 +59,25 @@ def ring_bias(fn: Callable[[int, int, int], Any] | None) -> bool | None:
         hidden = torch.full((H,), float("-inf"), dtype=torch.float64)
         return torch.stack([hidden if p is None else row[:, p] for p in slots], -1)  # (H, W)
 
+    def right_at(fn: Callable[[int, int, int], Any], H: int, W: int, t: int, g: torch.Generator) -> bool:
+        """Whether fn's row for (H, W, t) gives the reference weights; an error or a wrong shape counts as wrong."""
+        try:
+            row = float64_tensor(fn(H, W, t))
+        except Exception:  # the learner's code: any failure means 'not right here'
+            return False
+        if row is None or tuple(row.shape) != (H, 1, W):
+            return False
+        scores = torch.randn(H, W, dtype=torch.float64, generator=g)
+        return close(_weights(row[:, 0], scores), _weights(reference(H, W, t), scores), atol=1e-6, rtol=1e-5)
+
+    def first_lost_position(fn: Callable[[int, int, int], Any], H: int, W: int, g: torch.Generator) -> int | None:
+        """The significant bits of bfloat16, float16 or float32 if fn is right at t = 2^bits - 1 and wrong at 2^bits + 1
+        (the first whole number such a format rounds), else None: what the answer shows, not a guess at its code."""
+        for bits in (8, 11, 24):
+            if right_at(fn, H, W, 2**bits - 1, g) and not right_at(fn, H, W, 2**bits + 1, g):
+                return bits
+        return None
+
     def run(fn: Callable[[int, int, int], Any]) -> Iterable[Verdict]:
         answers, stopped = answers_under_guard(fn, RING_CASES)
         if stopped is not None:
@@ -109,6 +128,10 @@ def ring_bias(fn: Callable[[int, int, int], Any] | None) -> bool | None:
                               "float64 stores numbers that large only to about 1e-4, so their differences, all a "
                               "softmax uses, are off by that much and the weights by more than this check's 1e-6 "
                               "(§3, 'in low precision')")
+            elif (bits := first_lost_position(fn, H, W, g)) is not None:
+                yield False, (f"{case}: your weights are right at t = 2^{bits} - 1 and wrong at t = 2^{bits} + 1, the "
+                              f"first whole number that a format of {bits} significant bits cannot hold (float32 "
+                              "keeps 24): a position rounded that way is read as another one")
             else:
                 wrong = sum(not close(_weights(row[h], scores[h]), _weights(want[h], scores[h]), atol=1e-6, rtol=1e-5)
                             for h in range(H))
