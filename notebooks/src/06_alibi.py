@@ -1305,7 +1305,7 @@ assert (fq @ fk.transpose(-1, -2) > 0).all() and (rq @ rk.transpose(-1, -2) < 0)
 print("RoPE in linear attention: recurrence = L x L form; positions 100..111 give the same output as 0..11")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# ### Additive biases: ALiBi's as one decayed state
+# ### Additive biases: ALiBi's bias as one decayed state
 #
 # A bias $b(i - j)$ added inside the softmax multiplies the pair's weight by $e^{b(i-j)}$. Softmax itself
 # stays quadratic, with a bias or without: $\exp(q_i \cdot k_j / \sqrt d)$ is a product of features only
