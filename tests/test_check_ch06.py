@@ -3,6 +3,7 @@ named, each misconception the checker claims to name is named, and the module ha
 
 Right answers are written here from their derivations, never by calling the checker's own code.
 """
+from fractions import Fraction
 import math
 import sys
 
@@ -60,7 +61,7 @@ def test_the_checker_module_hands_over_no_answer():
     assert all(label == "pl.alibi_bias" for _, _, label in ch06._alibi_bias_everywhere())
     scores = torch.randn(2, 5, dtype=torch.float64)
     torch.testing.assert_close(ch06._weights(torch.zeros(2, 5, dtype=torch.float64), scores), scores.softmax(-1))
-    answers = {2**p + 2 for p, _ in ch06._SHARED_RIGHT}  # written here from the derivation, not read from ch06
+    answers = {2**p + 3 for p, _ in ch06._SHARED_RIGHT}  # written here from the derivation, not read from ch06
     text = repr({k: v for k, v in vars(ch06).items() if not callable(v) and not k.startswith("__")})
     assert not any(str(a) in text for a in answers)
     numbers = [v for v in vars(ch06).values() if isinstance(v, (int, float)) and not isinstance(v, bool)]
@@ -203,6 +204,13 @@ def ring_backwards(H, W, t):
     return (-torch.tensor(recipe(H), dtype=torch.float64)[:, None] * ahead).masked_fill(ahead > t, float("-inf"))[:, None]
 
 
+def ring_float32_t(H, W, t):
+    """The right distance (t - s) mod W, but with t cast to float32 first: exact up to 2^24, rounded above."""
+    back = torch.remainder(torch.tensor(t, dtype=torch.float32) - torch.arange(W, dtype=torch.float32), W).double()
+    m = torch.tensor(recipe(H), dtype=torch.float64)[:, None]
+    return (-m * back).masked_fill(back > t, float("-inf"))[:, None, :]
+
+
 @pytest.mark.parametrize("wrong, says", [
     (ring_by_slot, "slot s no longer holds position s"),
     (lambda H, W, t: ring_right(H, W, t).nan_to_num(neginf=0.0), "slots that hold nothing"),
@@ -215,6 +223,8 @@ def ring_backwards(H, W, t):
     (lambda H, W, t: ring_right(H, W, t)[:, 0], "return an"),
     (ring_backwards, "wrong way round the ring"),
     (lambda H, W, t: ring_right(H, W, t) * 1.5, "differ from causal ALiBi"),
+    (ring_float32_t, "right at t = 2^24 - 1 and wrong at t = 2^24 + 1"),
+    (lambda H, W, t: ring_float32_t(H, W, t) * (1.5 if t > 10**6 else 1), "differ from causal ALiBi"),
 ])
 def test_ring_bias_names_the_misconception(wrong, says, capsys):
     assert check.ring_bias(wrong) is False
@@ -225,6 +235,12 @@ def test_ring_bias_names_the_misconception(wrong, says, capsys):
 # ---------------------------------------------------------------- Exercise 2: when two keys share one stored bias
 
 def stored_by_hand(n, bits):
+    """n rounded to `bits` significant bits, ties away from zero: floor(x + 1/2) in fractions (n >= 0)."""
+    scale = 2 ** max(0, n.bit_length() - bits)
+    return math.floor(Fraction(n, scale) + Fraction(1, 2)) * scale
+
+
+def stored_to_even_by_hand(n, bits):
     """n rounded to `bits` significant bits, ties to even, by Python's round (which rounds halves to even)."""
     scale = 2 ** max(0, n.bit_length() - bits)
     return round(n / scale) * scale if scale > 1 else n  # n / scale is exact in float64 for the sizes used here
@@ -232,14 +248,16 @@ def stored_by_hand(n, bits):
 
 def shared_right(p, k):
     """Below 2^p every whole multiple of m = 2^-k is stored exactly (the spacing is at most m); from 2^p m the spacing
-    is 2m, so (2^p + 1) m is a tie between 2^p m and (2^p + 2) m, and goes to the even one, 2^p m: the nearest keys
-    of L = 2^p + 2 (j = L - 2 = 2^p and L - 1) share it. The slope only shifts every value by a power of two."""
-    return 2**p + 2
+    is 2m, so (2^p + 1) m is a tie between 2^p m and (2^p + 2) m, and goes away from zero, to (2^p + 2) m, which is
+    stored as it is: the nearest keys of L = 2^p + 3 (j = L - 2 = 2^p + 1 and L - 1) share it, and 2^p and 2^p + 1
+    do not. The slope only shifts every value by a power of two."""
+    return 2**p + 3
 
 
-def test_shared_right_is_what_bloom_stores_and_what_rounding_by_hand_gives():
-    """Independent of the checker: BLOOM's own builder in bfloat16 (8 bits) and torch's float16, and rounding by
-    hand for small p, find the first shared bias at 2^p + 2 for several slopes."""
+def test_shared_right_is_what_rounding_by_hand_gives_and_torch_measures_another_rule():
+    """Independent of the checker: rounding by hand (ties away) for small p finds the first shared bias at 2^p + 3
+    for several slopes; BLOOM's own builder in bfloat16 (8 bits) and torch's float16 round ties to even and find
+    it one length earlier, 2^p + 2: measuring torch's formats answers another question."""
     from transformers.models.bloom.modeling_bloom import build_alibi_tensor
 
     for L, same in ((257, False), (258, True)):
@@ -247,17 +265,19 @@ def test_shared_right_is_what_bloom_stores_and_what_rounding_by_hand_gives():
         assert (row[0, -1] == row[0, -2]).item() is same and (row[7, -1] == row[7, -2]).item() is same
     for k in (1, 3, 8):
         values = (2.0**-k * torch.arange(2100, dtype=torch.float64)).to(torch.float16)
-        assert int((values[:-1] == values[1:]).nonzero()[0]) + 2 == shared_right(11, k)
+        assert int((values[:-1] == values[1:]).nonzero()[0]) + 2 == shared_right(11, k) - 1
     for p in range(2, 12):
         L = next(L for L in range(3, 10**5) if stored_by_hand(L - 2, p) == stored_by_hand(L - 1, p))
         assert L == shared_right(p, 5)
+        L_even = next(L for L in range(3, 10**5) if stored_to_even_by_hand(L - 2, p) == stored_to_even_by_hand(L - 1, p))
+        assert L_even == L - 1
 
 
 @pytest.mark.parametrize("right", [
     shared_right,
-    lambda p, k: float(2**p + 2),  # exact in float64 up to p = 53
-    lambda p, k: torch.tensor(2**p + 2),
-    lambda p, k: np.int64(2**p + 2),
+    lambda p, k: float(2**p + 3),  # exact in float64 up to p = 52
+    lambda p, k: torch.tensor(2**p + 3),
+    lambda p, k: np.int64(2**p + 3),
 ])
 def test_alibi_shared_bias_accepts_right_answers(right, capsys):
     assert check.alibi_shared_bias(right) is True
@@ -306,15 +326,15 @@ def test_alibi_shared_bias_refuses_a_search(search, says, capsys):
 
 
 @pytest.mark.parametrize("wrong, says", [
-    (lambda p, k: 2**p + 1, "still stored exactly"),  # the spacing of 2m above 2^p m taken as no merge yet
-    (lambda p, k: 2**p + 3, "rounds to the even neighbour"),  # ties rounded up
+    (lambda p, k: 2**p + 1, "still get different"),  # the spacing of 2m above 2^p m taken as no merge yet
+    (lambda p, k: 2**p + 2, "goes down (to even"),  # torch's ties-to-even measured and fitted as 2^p + 2
+    (lambda p, k: 2**p + 2 if p < 30 else 2**p + 3, "goes down (to even"),  # the same, on most cases
     (lambda p, k: 2 ** (p + 1) + 2, "twice the slope"),  # waits for the values to be 2m apart
-    (lambda p, k: 2 ** (p + k) + 2 if k > 1 else 2**p + 2, "fixed number of digits after the point"),
-    # the same misconception on every case: at (8, 1) its length equals the spacing_2 answer 2^(p+1) + 2
-    (lambda p, k: 2 ** (p + k) + 2, "fixed number of digits after the point"),
-    (lambda p, k: 2**p, "index of a key"),
-    (lambda p, k: 100 if p == 8 else 2**p + 2, "still get different"),
-    (lambda p, k: 2**p + 6 if p == 8 else 2**p + 2, "a shorter input already did"),
+    (lambda p, k: 2 ** (p + k) + 3 if k > 1 else 2**p + 3, "fixed number of digits after the point"),
+    (lambda p, k: 2 ** (p + k) + 3, "fixed number of digits after the point"),
+    (lambda p, k: 2**p, "still get different"),
+    (lambda p, k: 100 if p == 8 else 2**p + 3, "still get different"),
+    (lambda p, k: 2**p + 7 if p == 8 else 2**p + 3, "a shorter input already did"),
     (lambda p, k: "a length", "expected a whole length"),
     (lambda p, k: 1, "expected a whole length"),
 ])
@@ -322,7 +342,7 @@ def test_alibi_shared_bias_names_the_misconception(wrong, says, capsys):
     assert check.alibi_shared_bias(wrong) is False
     out = capsys.readouterr().out
     assert says in out and "hint:" in out
-    assert not any(str(2**p + 2) in out for p, _ in ch06._SHARED_RIGHT)  # the answer stays hidden
+    assert not any(str(2**p + 3) in out for p, _ in ch06._SHARED_RIGHT)  # the answer stays hidden
 
 
 # ---------------------------------------------------------------- Exercise 3: which distance biases fit one row

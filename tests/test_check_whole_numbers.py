@@ -61,7 +61,7 @@ CASES = {
                              lambda to: returning(lambda d, b, L: _first_slow_pair(d, b, L) - 1, to),
                              "still completes a full turn"),
     "alibi_shared_bias": (lambda to: returning(shared_right, to),
-                          lambda to: returning(lambda p, k: shared_right(p, k) - 1, to), "still stored exactly"),
+                          lambda to: returning(lambda p, k: shared_right(p, k) - 1, to), "goes down (to even"),
     "cache_rotations": (lambda to: returning(rotations_by_rule, to),
                         lambda to: returning(lambda c, p, n: _misread(c, p, n).get("prefill",
                                                                                      rotations_by_rule(c, p, n)), to),

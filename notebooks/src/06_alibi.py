@@ -25,11 +25,12 @@
 # 4. ALiBi inside attention and a first look at longer inputs;
 #    - what a small trained model does past its training length, against the control of reading
 #      through a sliding window;
-#    - as reading, why looking up a token far back fails: the token looked up shares the attention
-#      with many more keys (measured), and the penalty grows with the distance (only accounted for,
-#      not measured on its own);
+#    - as reading, why looking up a token far back fails: hiding the far keys from the head that
+#      looks it up wins back recall (measured), as dilution (the token sharing the attention with many
+#      more keys) would, though the band removes those keys' values too; and the penalty grows with
+#      the distance (only accounted for, not measured on its own);
 # 5. how much memory the precomputed bias costs, and how to avoid it;
-# 6. which encodings fit linear (kernelised) attention: RoPE does, ALiBi as a decay;
+# 6. which encodings fit linear (kernelised) attention: RoPE does, ALiBi as one decayed state;
 # 7. the source notes' code, checked, and the errors that change a result.
 #
 # Notation and signs (0-based positions, offsets $j - i$ as key minus query, bit and pair
@@ -484,7 +485,8 @@ def draw_reach(fig, length, num_heads):
            ylim=(1e-12, 1.5))
 
     def weights(H, L):  # (H, L): the last query's weights at distance 0, 1, ..., q.k = 0
-        return pl.alibi_bias(H, 1, L).softmax(-1)[:, 0].flip(-1).clamp_min(1e-12)
+        w = pl.alibi_bias(H, 1, L).softmax(-1)[:, 0].flip(-1)
+        return w.masked_fill(w < 1e-12, float("nan"))  # below the axis: not drawn (a floor would look like a plateau)
 
     def update(length, num_heads):
         w, w16 = weights(num_heads, length), weights(num_heads, 16)
@@ -585,7 +587,7 @@ assert gap_4096[0] < 1e-3 and (gap_4096.diff() > 0).all() and (gap_4096 >= gap).
 #   as a control, through a **sliding window** of 64 tokens moved 16 at a time. Each window goes to the
 #   model as a sequence of its own, so its positions restart at 0 and no model ever sees a position or a
 #   distance beyond its training length. The first window scores all its tokens, each later one only its
-#   last 16, so every token is scored once (the cell after the sample checks this on the code).
+#   last 16, so every token is scored once (the second cell after the sample checks this on the code).
 #
 # The numbers are the mean over seeds and, in brackets, the worst and the best seed. "Every seed beats
 # every seed" is a weak test with 3 seeds a side: were the seeds of two methods interchangeable, one
@@ -786,8 +788,10 @@ assert (far_grammar[..., :2] < 0.02).all() and (far_grammar[..., 2:] > 0.25).all
 # many extra keys take attention away from it (dilution). To see dilution alone, a control moves the
 # dictionary back to the distances of training, so the penalty is the trained one: recall at 512 tokens
 # is then 0.72 (0.99 at 64), and hiding the far keys from that one head wins back 58 % of what hiding
-# them everywhere wins back (66 %, 52 % and 42 % in the three seeds). So dilution costs recall even without the extra penalty, clearly in two seeds
-# and thinly in the third, whose lookup is split between two heads of which only one is banded. The rest of this subsection shows how that is measured, on chapter 7's experiment
+# them everywhere wins back (66 %, 52 % and 42 % in the three seeds): clearly in two seeds and thinly in the
+# third, whose lookup is split between two heads of which only one is banded. That is consistent with
+# dilution costing recall even without the extra penalty, but the band also removes the far keys' values
+# from that head's output, and no cell separates the two. The rest of this subsection shows how that is measured, on chapter 7's experiment
 # (chapter 7 §3 describes it in full).
 #
 # The experiment records, for every layer and head of every trained model, where the attention goes
@@ -905,7 +909,8 @@ assert round(rows[2]["d_rest"] - count_only[2], 2) == 0.37  # seed 2's rise beyo
 #    compete with the entry in the lookup head's softmax (dilution), and the far keys that the first
 #    layer averages into every token it hands on, the query's and the entries' representations
 #    included, a context the model never saw in training. The band in the **lookup head alone** removes
-#    the first and keeps the second; the band in **layer 1 alone** does the reverse; the band in all of
+#    the first (and with it the values the far keys hand that head, mostly built from such a context)
+#    and keeps the second; the band in **layer 1 alone** does the reverse; the band in all of
 #    **layer 2** adds its other heads to the lookup head.
 #
 # If dilution in the lookup head is what remains once the penalty is gone, the first control should
@@ -934,13 +939,14 @@ def band_head(seed, mode, L, key):
     return band[seed]["attention"][mode][str(L)][r["layer"]][r["head"]][key]
 
 
-print(f"{'seed':<6}{'control':<38}{'recall at 512':>14}{'mass 64 -> 512':>16}{'q·k':>7}{'others (lse)':>14}")
+print(f"{'seed':<6}{'control':<38}{'recall at 512':>14}{'mass 64 -> 512':>16}{'Δ q·k':>7}{'Δ others (lse)':>16}")
 for seed in range(len(rows)):
     for mode, label in MODES.items():
         d = lambda key: band_head(seed, mode, 512, key) - band_head(seed, mode, 64, key)  # noqa: E731
         print(f"{seed:<6}{label:<38}{band[seed][mode]['512']['acc']:>14.2f}"
               + f"{band_head(seed, mode, 64, 'mass'):.2f} -> {band_head(seed, mode, 512, 'mass'):.2f}".rjust(16)
-              + f"{d('logit'):+.2f}".rjust(7) + f"{d('rest'):+.2f}".rjust(14))
+              + f"{d('logit'):+.2f}".rjust(7) + f"{d('rest'):+.2f}".rjust(16))
+print("(Δ: the change from 64 to 512 tokens)")
 acc_band = {mode: torch.tensor([b[mode]["512"]["acc"] for b in band]) for mode in MODES}
 acc_64 = torch.tensor([b["plain"]["64"]["acc"] for b in band])
 print("mean recall at 512:", {mode: round(a.mean().item(), 2) for mode, a in acc_band.items()},
@@ -972,20 +978,24 @@ fig
 # as well and brings recall to 0.85, above the same seed without it in every seed (the figure), 58 % of
 # what the band everywhere wins back (a ratio of the means over the seeds; seed by seed 66 %, 52 % and 42
 # %). The band in **layer 1 alone** leaves the competition rising and wins back a third (0.79), and what
-# it changes is the entry's own $q\cdot k$: in seed 0 its change from 64 to 512 tokens is −0.84 with
-# layer 1 banded, as with the band everywhere, against −1.14 without.
+# it changes is the entry's own $q\cdot k$: its change from 64 to 512 tokens is higher with layer 1
+# banded than without in every seed (−0.84, +0.26, −0.23 against −1.14, +0.10, −0.37; in seed 0 the same
+# as with the band everywhere).
 #
 # What is measured and what is only accounted. The penalty $(L - 64)\,m_h$ is known exactly in the
 # original layout (7.0 in seed 2, whose lookup head keeps 0.02 of its mass on the entry), but no cell
 # measures its cost in recall there; moving the dictionary removes it and also changes what the entry
 # competes with (the 448 new fillers lie before the dictionary instead of between it and the question).
 # In the moved layout, the band in the lookup head alone wins back 114, 50 and 24 answers of 512 (seeds 0,
-# 1, 2): **dilution** in that head's own softmax costs recall clearly in seeds 0 and 1, thinly in seed 2.
+# 1, 2): clearly in seeds 0 and 1, thinly in seed 2. That is consistent with **dilution** in that head's
+# own softmax costing recall, but it is not the only reading: the band also takes out of that head's
+# output the values of the far fillers, which past the first 64 positions come from a first layer that
+# looked over more than 64 tokens, more than in training. No cell here separates the two.
 # Seed 2's lookup is split between heads 3 and 4 of layer 2 (masses 0.33 and 0.31 at 64 tokens, in the
 # table above), and only head 3 is banded: head 4 keeps 0.21 of its mass on the entry at 512 tokens then,
 # as without any band, against 0.30 when all of layer 2 is banded, which wins back 36 answers. So the 24
-# answers, and the 58 %, count the dilution of one head where in seed 2 two share the lookup.
-# Which cost is larger, dilution or the first layer's, three seeds do not settle: the band in the lookup
+# answers, and the 58 %, count the band in one head where in seed 2 two share the lookup.
+# Which cost is larger, the lookup head's far keys or the first layer's, three seeds do not settle: the band in the lookup
 # head beats the band in layer 1 by 64, 14 and 1 answers. What no band brings back (0.94 against 0.99)
 # is not the penalty either: the entry's
 # $q\cdot k$ still changes with the band everywhere (a likely reason, not tested here: the filler before
@@ -1042,6 +1052,9 @@ assert rows[2]["head"] == 2 and [head4[m] for m in ("plain", "banded_lookup", "b
 assert answers("banded_layer2", "plain")[2] == 36
 qk_change = {mode: round(band_head(0, mode, 512, "logit") - band_head(0, mode, 64, "logit"), 2) for mode in MODES}
 assert [qk_change[m] for m in ("banded", "banded_layer1", "plain", "banded_lookup")] == [-0.84, -0.84, -1.14, -1.14]
+qk_change_seeds = {mode: [round(band_head(s, mode, 512, "logit") - band_head(s, mode, 64, "logit"), 2) for s in range(3)]
+                   for mode in ("banded_layer1", "plain")}
+assert qk_change_seeds == {"banded_layer1": [-0.84, 0.26, -0.23], "plain": [-1.14, 0.1, -0.37]}  # higher, every seed
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # **What §4 concluded**, for these small models: on a local task ALiBi read at once keeps its 64-token
@@ -1052,8 +1065,10 @@ assert [qk_change[m] for m in ("banded", "banded_layer1", "plain", "banded_looku
 # Read at once, the penalty lowers the far entry's score there by more than the competition of the other
 # keys rises, in every seed (a change of the logits, not a measured cost in recall). With the penalty
 # removed (the dictionary moved back to the trained distances, recall 0.72 at 512 tokens), hiding the keys
-# 64 or more back from that one head brings recall to 0.85: dilution, many more keys sharing the
-# attention, costs recall even without the extra penalty, clearly in two seeds and thinly in the third.
+# 64 or more back from that one head brings recall to 0.85, clearly in two seeds and thinly in the third:
+# consistent with dilution (many more keys sharing the attention) costing recall without the extra
+# penalty, though the band also removes those keys' values, mostly built from more context than in
+# training, and no cell separates the two.
 #
 # This agrees with Press et al.'s Appendix B: it attributes ALiBi's better perplexity on longer inputs
 # mainly to the *early token curse* (in non-overlapping pieces, a longer piece leaves fewer tokens with
@@ -1118,13 +1133,15 @@ print("chunked (blocks of 16 rows) = dense")
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # The library's `pl.alibi_attention(q, k, v, mode=...)` does this for you (causal or symmetric) and goes
 # further: since the bias depends only on $j - i$, it keeps one row of $2L - 1$ values per head and lets
-# every block of the bias be a view of that row (its docstring explains how). It gives the dense result.
+# every block of the bias be a view of that row (the docstring of the module `posenc_lib.fast_attention`
+# explains how). It gives the dense result.
 
 # %%
 torch.testing.assert_close(pl.alibi_attention(q, k, v), dense_out, atol=1e-5, rtol=1e-5)
 sym_dense, _ = pl.attention(q, k, v, bias=pl.alibi_bias(H, L, mode="symmetric", device=device))
 torch.testing.assert_close(pl.alibi_attention(q, k, v, mode="symmetric"), sym_dense, atol=1e-5, rtol=1e-5)
 print("pl.alibi_attention = dense, causal and symmetric")
+assert pl.alibi_attention.__module__ == "posenc_lib.fast_attention"  # the module whose docstring the text names
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # Timing the three at $L = 256$ (the times change from run to run and machine to machine; the memory
@@ -1288,10 +1305,10 @@ assert (fq @ fk.transpose(-1, -2) > 0).all() and (rq @ rk.transpose(-1, -2) < 0)
 print("RoPE in linear attention: recurrence = L x L form; positions 100..111 give the same output as 0..11")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# ### Additive biases: ALiBi only as a decay
+# ### Additive biases: ALiBi's bias as one decayed state
 #
-# A bias $b(i - j)$ added inside the softmax multiplies the pair's weight by $e^{b(i-j)}$. Softmax with
-# ALiBi stays quadratic whatever the bias: $\exp(q_i \cdot k_j / \sqrt d)$ is a product of features only
+# A bias $b(i - j)$ added inside the softmax multiplies the pair's weight by $e^{b(i-j)}$. Softmax itself
+# stays quadratic, with a bias or without: $\exp(q_i \cdot k_j / \sqrt d)$ is a product of features only
 # with infinitely many of them. Its $L \times L$ matrix generally has full rank $L$ (below: 12, from 8
 # features per token), while $r$ features give rank at most $r$, so a long enough sequence tells any
 # finite $\phi$ apart from it.
@@ -1319,13 +1336,34 @@ print("ALiBi's factor e^(-m_h (i - j)) = a decay gamma_h = e^(-m_h) on the state
 # The decay multiplies every older key by the same $\gamma$ at every step, so the factor it gives a key
 # $\delta$ steps back is $\gamma^\delta$, and the bias it applies is $b(\delta) = \delta \ln \gamma$: ALiBi's
 # straight line, with $m_h = -\ln \gamma_h$.
+#
+# "Fits" in this section means one decayed state per head, and that is narrower than linear attention
+# allows. A state of $K$ parts, each with its own decay, applies a sum of $K$ exponentials of $i - j$ (the
+# cell checks $K = 2$); and any factor of $i - j$ alone can be applied to kernelised attention in
+# $O(L \log L)$ with the FFT instead of a recurrence (Luo et al., *Stable, Fast and Accurate: Kernelized
+# Attention with Relative Positional Encoding*, NeurIPS 2021).
+
+# %%
+two_gamma, two_weight = torch.tensor([0.9, 0.5]), torch.tensor([0.7, 0.3])  # two decayed parts, mixed 0.7 : 0.3
+S_two, z_two, two_out = torch.zeros(2, 1, H, d, d, device=device), torch.zeros(2, 1, H, d, device=device), []
+for i in range(L):  # each part: S = gamma S + phi(k_i) v_i^T, z = gamma z + phi(k_i); row i reads their mix
+    S_two = two_gamma.to(device).view(2, 1, 1, 1, 1) * S_two + fk[..., i, :, None] * v[..., i, None, :]
+    z_two = two_gamma.to(device).view(2, 1, 1, 1) * z_two + fk[..., i, :]
+    mix = two_weight.to(device).view(2, 1, 1, 1)
+    two_out.append((mix * (fq[..., i, None, :] @ S_two)[..., 0, :]).sum(0)
+                   / (mix[..., 0] * (fq[..., i, :] * z_two).sum(-1)).sum(0)[..., None])
+back_steps = (torch.arange(L)[:, None] - torch.arange(L)[None, :]).clamp_min(0)
+two_factor = sum(w * gm**back_steps for w, gm in zip(two_weight, two_gamma)).tril()  # 0.7 * 0.9^d + 0.3 * 0.5^d
+torch.testing.assert_close(torch.stack(two_out, -2), quadratic_linear_attention(fq, fk, fq, fk, v, two_factor.to(device)))
+print("two decayed parts = the factor 0.7 * 0.9^(i - j) + 0.3 * 0.5^(i - j)")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 7. The source's code, checked
 #
 # The source notes (a blog post restating Press's answer in the ALiBi repository, issue #5) build the
 # three encoder forms of §2. Two points in their code change a result: only the mask is added (§7.2), and
-# the learned bias is built once (§7.3). §7.1 rebuilds the non-symmetric form and finds it right; §7.4 shows
+# the learned bias is built once (§7.3). §7.1 rebuilds the non-symmetric form and finds it right for an even
+# number of heads (an odd one loses a head); §7.4 shows
 # that its top-left slice, right for the encoder it builds, would break a decoder with a key/value cache;
 # §7.5 collects the slips that change no result: comments that describe correct code wrongly, `.cuda`
 # calls, and `torch.Tensor(n)` for the slopes.
@@ -1335,7 +1373,8 @@ print("ALiBi's factor e^(-m_h (i - j)) = a decay gamma_h = e^(-m_h) on the state
 # The source stacks two masks, `_future_mask_right` ($\mathrm{triu}(-\infty, 1)$, which hides the keys to
 # the *right* of the query, so the first $H/2$ heads look **left**, like a causal head) and
 # `_future_mask_left` ($\mathrm{tril}(-\infty, -1)$: the second half look **right**). The names say which
-# side is hidden, not which side the head sees. Rebuilt, it equals `mode="nonsymmetric"`.
+# side is hidden, not which side the head sees. Rebuilt, it equals `mode="nonsymmetric"`. For an odd $H$ it
+# builds $2\lfloor H/2 \rfloor = H - 1$ heads without a word, where `pl.alibi_bias` refuses with a ValueError.
 
 # %%
 H, L = 8, 6
@@ -1347,6 +1386,13 @@ alibi_half = -pl.alibi_slopes(H // 2).view(-1, 1, 1) * dist
 source_nonsym = alibi_half.repeat(2, 1, 1) + torch.cat([mask_right, mask_left])
 torch.testing.assert_close(pl.alibi_bias(H, L, mode="nonsymmetric"), source_nonsym)
 assert torch.isneginf(source_nonsym[0, 0, 1]) and torch.isfinite(source_nonsym[0, 1, 0])  # head 1 sees left only
+odd_heads = 7  # the same construction for an odd head count: one head goes missing
+assert (-pl.alibi_slopes(odd_heads // 2).view(-1, 1, 1) * dist).repeat(2, 1, 1).shape[0] == odd_heads - 1
+try:
+    pl.alibi_bias(odd_heads, L, mode="nonsymmetric")
+    raise AssertionError("the library should refuse an odd head count for the non-symmetric form")
+except ValueError:
+    pass
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### 7.2 The fragment adds only the mask
@@ -1505,12 +1551,13 @@ _ = check.ring_bias(ring_bias)
 # **2 (derive).** BLOOM's form of §3 stores the row $+m_h\,j$ in bfloat16
 # (`build_alibi_tensor(..., dtype=torch.bfloat16)`). bfloat16 keeps 8 significant bits, float16 11,
 # float32 24 and float64 53; each rounds to the nearest number it can hold, and a tie to the neighbour
-# whose last bit is 0 ("to even"). Take a format that keeps $p$ significant bits and a head with slope
+# whose last bit is 0 ("to even"). Take instead a format that keeps $p$ significant bits and rounds a tie
+# **away from zero** (to the neighbour of larger magnitude), which no torch dtype does, and a head with slope
 # $m = 2^{-k}$ (head $h$ of 8 heads has $k = h$). At what length $L$ do the last query's two nearest keys,
 # $j = L - 1$ and $j = L - 2$, first get the **same** stored bias, so that the head can no longer tell them
 # apart by position? Write `first_shared(p, k)` returning the smallest such $L$. The checker asks for
-# formats torch has and formats it has not, up to $p = 53$: work it out from how such a format stores
-# numbers, since a search over lengths from the start runs out of steps.
+# $p$ from 8 to 52: work it out from how such a format stores numbers, since a search over lengths from the
+# start runs out of steps.
 
 # %%
 def first_shared(p, k):
@@ -1525,11 +1572,11 @@ def first_shared(p, k):
     # The two biases are m (L - 2) and m (L - 1). Multiplying by m = 2^-k moves a number by whole binades
     # without changing its digits, so the slope drops out: look at n = L - 2 and n + 1 as whole numbers.
     # Below 2^p a format of p significant bits holds every whole number (its spacing is at most 1). From 2^p
-    # to 2^(p+1) the spacing is 2: 2^p is held, and 2^p + 1 is a tie between 2^p and 2^p + 2 that goes to the
-    # even one, 2^p (its last kept bit is 0; that of 2^p + 2 is 1). So n = 2^p and n + 1 share a value, and
-    # no earlier pair does: L = 2^p + 2. For head 1 of 8 heads in bfloat16 (m = 1/2): L = 258, where the
-    # values 128 and 128.5 both become 128.
-    return 2**p + 2
+    # to 2^(p+1) the spacing is 2: 2^p and 2^p + 2 are held, and 2^p + 1 is a tie between them that goes away
+    # from zero, to 2^p + 2. So n = 2^p and n + 1 still differ (2^p against 2^p + 2), while n = 2^p + 1 and
+    # n + 1 = 2^p + 2 share 2^p + 2, and no earlier pair does: L = 2^p + 3. Torch's formats send that tie to
+    # even, down to 2^p, so there the keys merge one length earlier: BLOOM's bfloat16 row (p = 8) at L = 258.
+    return 2**p + 3
     ### END SOLUTION
 
 
@@ -1626,6 +1673,8 @@ _ = check.alibi_far_share(far_share)
 # 2. **The learned bias is built once**: computed from the parameters at construction, it does not
 #    follow training; rebuild it in `forward` (§7.3). (Its slope `Parameter`s are also local variables
 #    there, not attributes of `self`.)
+# 3. **An odd head count loses a head**: the non-symmetric form stacks two halves of $\lfloor H/2 \rfloor$
+#    heads, so for an odd $H$ it builds $H - 1$ heads and says nothing (§7.1).
 #
 # And one point where the source's code is right and the paper's text alone would mislead: the slopes for
 # a head count that is not a power of two are *not* $2^{-8h/H}$ (§1).

@@ -1,7 +1,7 @@
 """Checkers for notebooks/06_alibi.ipynb.
 
 No function or constant here returns or holds an answer: Exercise 2's answers are salted digests (``sealed``) of
-formats no torch dtype has; Exercises 1 and 4 are compared with the chapter's library functions (``alibi_bias``, a
+formats with a rounding no torch dtype has; Exercises 1 and 4 are compared with the chapter's library functions (``alibi_bias``, a
 softmax) on inputs the learner does not see (Exercise 4 while those same functions refuse to run for the learner's
 code); Exercise 3 compares the learner's rows with the weights of hidden biases, and knows which hidden heads no
 row serves from how it built them.
@@ -59,6 +59,25 @@ def ring_bias(fn: Callable[[int, int, int], Any] | None) -> bool | None:
         hidden = torch.full((H,), float("-inf"), dtype=torch.float64)
         return torch.stack([hidden if p is None else row[:, p] for p in slots], -1)  # (H, W)
 
+    def right_at(fn: Callable[[int, int, int], Any], H: int, W: int, t: int, g: torch.Generator) -> bool:
+        """Whether fn's row for (H, W, t) gives the reference weights; an error or a wrong shape counts as wrong."""
+        try:
+            row = float64_tensor(fn(H, W, t))
+        except Exception:  # the learner's code: any failure means 'not right here'
+            return False
+        if row is None or tuple(row.shape) != (H, 1, W):
+            return False
+        scores = torch.randn(H, W, dtype=torch.float64, generator=g)
+        return close(_weights(row[:, 0], scores), _weights(reference(H, W, t), scores), atol=1e-6, rtol=1e-5)
+
+    def first_lost_position(fn: Callable[[int, int, int], Any], H: int, W: int, g: torch.Generator) -> int | None:
+        """The significant bits of bfloat16, float16 or float32 if fn is right at t = 2^bits - 1 and wrong at 2^bits + 1
+        (the first whole number such a format rounds), else None: what the answer shows, not a guess at its code."""
+        for bits in (8, 11, 24):
+            if right_at(fn, H, W, 2**bits - 1, g) and not right_at(fn, H, W, 2**bits + 1, g):
+                return bits
+        return None
+
     def run(fn: Callable[[int, int, int], Any]) -> Iterable[Verdict]:
         answers, stopped = answers_under_guard(fn, RING_CASES)
         if stopped is not None:
@@ -109,6 +128,10 @@ def ring_bias(fn: Callable[[int, int, int], Any] | None) -> bool | None:
                               "float64 stores numbers that large only to about 1e-4, so their differences, all a "
                               "softmax uses, are off by that much and the weights by more than this check's 1e-6 "
                               "(§3, 'in low precision')")
+            elif (bits := first_lost_position(fn, H, W, g)) is not None:
+                yield False, (f"{case}: your weights are right at t = 2^{bits} - 1 and wrong at t = 2^{bits} + 1, the "
+                              f"first whole number that a format of {bits} significant bits cannot hold (float32 "
+                              "keeps 24): a position rounded that way is read as another one")
             else:
                 wrong = sum(not close(_weights(row[h], scores[h]), _weights(want[h], scores[h]), atol=1e-6, rtol=1e-5)
                             for h in range(H))
@@ -124,64 +147,55 @@ def ring_bias(fn: Callable[[int, int, int], Any] | None) -> bool | None:
 
 # ---------------------------------------------------------------- Exercise 2: when two keys share one stored bias
 
-# (p, k): a format of p significant bits (ties to even) holds BLOOM's +m j row of a head with slope m = 2^-k.
-# bfloat16 (p = 8) for head 1 and head 8 of 8 heads, float16, float32, float64 (p = 53), and formats torch
-# has no dtype for (every answer fits a float64 exactly, so any number type can carry it).
+# (p, k): a format of p significant bits that rounds a tie away from zero (no torch dtype does) holds BLOOM's +m j
+# row of a head with slope m = 2^-k: 8 and 11 bits (bfloat16's and float16's widths), 24, and widths torch has no
+# dtype for, up to 52 (every answer fits a float64 exactly, so any number type can carry it).
 _SHARED_RIGHT = {  # sealed([p, k, answer], "ch06.first_shared") per case
-    (8, 1): "783596bbd3ac1d25cce95b0e",
-    (8, 8): "76beb0de26248c977766a1cb",
-    (11, 3): "3440a8f05f8db55cde297baa",
-    (24, 5): "86a0fedd17073a01a39e5df0",
-    (33, 4): "fd5b6f0b2e4868a13703a696",
-    (40, 2): "6d6412d5ed3f5446fe6c1395",
-    (53, 8): "03be860d783203b25447c3ae",
+    (8, 1): "b58300a7f6efb01c421163a6",
+    (8, 8): "4cfdcfeb2ee2c8678e5893cf",
+    (11, 3): "c4862c5b66fea1f0bb49dbe1",
+    (24, 5): "202d764732a90683421d5bb3",
+    (33, 4): "abf74fc9f82b3c154242af68",
+    (40, 2): "42226b4a295c9d66cc5eee16",
+    (52, 8): "a25348f97649da4abd85a82c",
 }
 _SHARED_WRONG = {  # sealed wrong answers of every case -> the misconception (a key of _SHARED_MISCONCEPTIONS)
-    "5175f3c40a6bef7de81deb00": "exact", "b58300a7f6efb01c421163a6": "ties_up",
-    "d2bf30714ca10da7f9483a29": "spacing_2", "8fd14a582c2319c82973edb9": "index",
-    "ba36c947727637773b5c3795": "exact", "4cfdcfeb2ee2c8678e5893cf": "ties_up",
-    "69e947e421d062488342c0d1": "spacing_2", "edbc300915c046c6367d7d0a": "values",
-    "76e61f6d97934088bb532ddf": "index", "bd1466601c9edae011120657": "exact",
-    "c4862c5b66fea1f0bb49dbe1": "ties_up", "d8e103d6bfdb4c60158bb800": "spacing_2",
-    "c0d0986c9c01a41e0eb73f87": "values", "6f8d23f6dce8623b8c37beb0": "index",
-    "313f78623c4961d99ecfa64b": "exact", "202d764732a90683421d5bb3": "ties_up",
-    "cf24fd613eac8e5942f8cc92": "spacing_2", "d85205b5e02aaed617c1422c": "values",
-    "677638c5f164a761b1d04111": "index", "43822595aaa801f05d8acf73": "exact",
-    "abf74fc9f82b3c154242af68": "ties_up", "58afd62a4384b9fa7abe68c1": "spacing_2",
-    "49e68969141f3879283daf3a": "values", "55a48460c986404ce85e355f": "index",
-    "e680fea5a00d307a156a138e": "exact", "42226b4a295c9d66cc5eee16": "ties_up",
-    "f91332b2fe11d9d33e157566": "spacing_2", "77b0a3910dd328b63cf5beee": "values",
-    "a60730d56ab582f8d4a69d5c": "index", "4f6bb5c3f11dd47e980bd53d": "exact",
-    "26c47527c3046667b813ffba": "ties_up", "cc7c392854876a7cdca916dd": "spacing_2",
-    "fbb33fdd2dc197d9ca01f2d4": "values", "841465be5256cd6eba743630": "index",
+    "783596bbd3ac1d25cce95b0e": "half_down", "d2bf30714ca10da7f9483a29": "spacing_2",
+    "0d42c54b1961c810d0760735": "values", "76beb0de26248c977766a1cb": "half_down",
+    "69e947e421d062488342c0d1": "spacing_2", "a6327dd5d386f515af55e5f5": "values",
+    "3440a8f05f8db55cde297baa": "half_down", "d8e103d6bfdb4c60158bb800": "spacing_2",
+    "5ddaa421ef9d5bea94896063": "values", "86a0fedd17073a01a39e5df0": "half_down",
+    "cf24fd613eac8e5942f8cc92": "spacing_2", "f887924c72ed30690537a644": "values",
+    "fd5b6f0b2e4868a13703a696": "half_down", "58afd62a4384b9fa7abe68c1": "spacing_2",
+    "9adf453dd11410549106d808": "values", "6d6412d5ed3f5446fe6c1395": "half_down",
+    "f91332b2fe11d9d33e157566": "spacing_2", "1cd3a0491c94794977a46244": "values",
+    "2f34f7a13dd446d744f6045c": "half_down", "72d596417fa330dca4ccd9ff": "spacing_2",
+    "bd1e708b56080624d4aeeed5": "values",
 }
 _SHARED_MISCONCEPTIONS = {
-    "exact": "both biases are still stored exactly at that length: look at the format's spacing just below and just "
-             "above the larger one",
-    "ties_up": "a tie rounds to the even neighbour, not up",
+    "half_down": "at that length the two keys share a bias only if a value half-way between two stored numbers goes "
+                 "down (to even, as torch's formats do, or toward zero); this format sends it away from zero",
     "spacing_2": "you waited for the format's spacing to reach twice the slope; a spacing of one slope's width "
                  "already merges a value that falls half-way between two stored numbers with a neighbour",
     "values": "your length moves with the slope as if the format kept a fixed number of digits after the point; "
               "its spacing is relative to the size of the numbers it stores",
-    "index": "that is the index of a key, not the length: at length L the last query's nearest keys are L - 1 and "
-             "L - 2",
 }
 
 
 def alibi_shared_bias(fn: Callable[[int, int], Any] | None) -> bool | None:
     """Exercise 2: fn(p, k) -> the smallest length L at which BLOOM's +m_h j row, m = 2^-k, stored in a format of
-    p significant bits (round to nearest, ties to even), gives the last query's two nearest keys (j = L - 1 and
-    L - 2) the same bias. A search over lengths is stopped (formats of up to 53 bits)."""
+    p significant bits (round to nearest, ties away from zero), gives the last query's two nearest keys (j = L - 1
+    and L - 2) the same bias. A search over lengths is stopped (formats of up to 52 bits)."""
 
     def stored(n: int, bits: int) -> int:
-        """The whole number n rounded to `bits` significant bits, ties to even (m = 2^-k scales every value alike,
-        so the row's values n m round as n does)."""
+        """The whole number n rounded to `bits` significant bits, ties away from zero (m = 2^-k scales every value
+        alike, so the row's values n m round as n does)."""
         extra = n.bit_length() - bits
         if extra <= 0:
             return n
         q, r = divmod(n, 1 << extra)
         half = 1 << (extra - 1)
-        return (q + (r > half or (r == half and q % 2 == 1))) << extra
+        return (q + (r >= half)) << extra
 
     def run(fn: Callable[[int, int], Any]) -> Iterable[Verdict]:
         answers, stopped = answers_under_guard(fn, list(_SHARED_RIGHT), elements_per_case=ELEMENTS)
@@ -207,7 +221,7 @@ def alibi_shared_bias(fn: Callable[[int, int], Any] | None) -> bool | None:
                 named.setdefault(_SHARED_WRONG[digest], []).append(case)
             elif first_wrong is None:
                 first_wrong = (case, got, p)
-        if named:  # diagnosed on every case: two misconceptions give one length where k = 1, so the most cases win
+        if named:  # diagnosed on every case: the misconception the most cases show wins
             name = max(named, key=lambda n: len(named[n]))
             yield False, f"{named[name][0]}: {_SHARED_MISCONCEPTIONS[name]}"
             return
@@ -219,8 +233,8 @@ def alibi_shared_bias(fn: Callable[[int, int], Any] | None) -> bool | None:
             else:
                 yield False, f"{case}: at L = {got} the two nearest keys still get different stored biases"
             return
-        yield True, (f"right for {len(_SHARED_RIGHT)} formats and slopes, from bfloat16 (BLOOM's) to float64's 53 "
-                     "significant bits")
+        yield True, (f"right for {len(_SHARED_RIGHT)} formats and slopes, from 8 significant bits (bfloat16's width) "
+                     "to 52")
 
     return report("when the two nearest keys share one stored bias", fn, run,
                   "whether two nearby numbers survive as two depends on the format's spacing near them, which is "
