@@ -323,8 +323,8 @@ def test_deepseek_query_scales_refuse_one_number_for_both(capsys):
      "unrotated scale"),
     (lambda m, a, s: (_term(a, s) ** 2, _term(m, s) / _term(a, s)), "rotated part of the scores by something other",
      "unrotated scale"),  # the library's RoPE factor alone
-    (lambda m, a, s: (_term(m, s) ** 2, _term(a, s) ** 2), "tie each setting to the part of the score that the "
-     "other one reaches", "something other"),  # the two settings swapped
+    (lambda m, a, s: (_term(m, s) ** 2, _term(a, s) ** 2), "each of your scales follows the setting that its own "
+     "part of the score", "something other"),  # the two settings swapped
     (lambda m, a, s: (_term(a, s) ** 2, _term(m, s) * _term(a, s)), "counts the RoPE's attention factor once",
      "something other"),  # the RoPE factor (ratio of the terms) once, with the softmax term
     (lambda m, a, s: (_term(a, s), _term(m, s) * _term(a, s)), "counts the RoPE's attention factor once",

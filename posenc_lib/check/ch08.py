@@ -243,8 +243,8 @@ def deepseek_mscales(answer: Callable[[float, float, float], Any] | None) -> boo
                 wrong["same"] = "your two scales are equal for settings that differ: do the two settings reach " \
                                 "the same parts of a score?"
             if close(c_nope, rotated, rtol=1e-6, atol=0) and close(c_rope, content, rtol=1e-6, atol=0):
-                wrong["swapped"] = "your scales tie each setting to the part of the score that the other one " \
-                                   "reaches: which parts of a score does each setting multiply?"
+                wrong["swapped"] = "each of your scales follows the setting that its own part of the score " \
+                                   "does not, in the end, depend on: where does each setting multiply a score?"
                 continue
             once = close(c_rope, rope_factor * content, rtol=1e-6, atol=0)
             if once:
