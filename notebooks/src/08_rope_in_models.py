@@ -1635,15 +1635,15 @@ print(f"inspect_config reproduces all {len(inspected)} rows of §1's table; its 
 #   symptoms first (what a person would see) and measures the relative property: do the scores
 #   still depend only on $n - m$? If `fn` itself raises, that is the report, in one line.
 #
-# Four buggy implementations of two models from §1. Each is a bug class public engines have
-# shipped, as the reports and pull requests below say (citations: this project cannot reach
+# Four buggy implementations of two models from §1. The first three are bug classes public engines
+# have shipped, as the reports and pull requests below say (citations: this project cannot reach
 # GitHub, so nothing here checks them): a kernel that pairs the features the
 # other way from the checkpoint (NVIDIA/TensorRT-LLM PR #16378 for GPT-OSS; huggingface/optimum-intel
 # PR #1877, still open, proposes the fix for DeepSeek-V3's), a decode path that forgets the cache
 # offset (Blaizzy/mlx-vlm issue #1983: every generated token at position 0), an engine that
 # multiplies its own `mscale` on top of the config's attention factor (sgl-project/sglang PR #33558:
-# the scale squared), and keys turned twice while the queries are turned once (§4's cache bug in one
-# call; no report is cited for it: TensorRT-LLM PR #16378 turned queries and keys both twice, a
+# the scale squared). The fourth, keys turned twice while the queries are turned once, is §4's cache
+# bug in one call, cited to no report (TensorRT-LLM PR #16378 turned queries and keys both twice, a
 # different bug, checked after the four). The repository's
 # `tests/_rope_gallery.py` holds several dozen implementations modelled on such reports, each
 # naming the report it follows, and `tests/test_rope_gallery.py` checks the doctor's verdict on
