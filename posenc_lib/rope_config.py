@@ -57,7 +57,9 @@ USES_L0 = ("yarn", "longrope", "llama3")  # rope types whose bands or lists are 
 # (tests/test_rope_inspect.py runs each family's own rotation to check its entry):
 #   "half"         rotate_half: pair j is features (j, j + r/2)  (GPT-NeoX's form)
 #   "interleaved"  pair j is features (2j, 2j + 1)                (RoFormer, Meta's LLaMA code, GPT-J)
-# A checkpoint is trained with one of them; loading it under the other is a bug (chapter 5, §6).
+# A checkpoint's q/k weights are laid out for one of them (transformers permutes Meta's Llama rows at
+# conversion so that rotate_half reproduces Meta's interleaved code); loading them under the other is a bug
+# (chapter 5, §6).
 PAIR_LAYOUTS = {
     **dict.fromkeys(("llama", "mistral", "mixtral", "ministral", "ministral3", "qwen2", "qwen2_moe", "qwen3",
                      "qwen3_moe", "qwen2_vl", "qwen2_5_vl", "qwen2_5_vl_text", "qwen3_vl", "qwen3_vl_text",

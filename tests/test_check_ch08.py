@@ -92,6 +92,38 @@ def test_cache_rotations_accepts_a_vectorised_sum(capsys):
     assert run(check.cache_rotations, summed, capsys)[0] is True
 
 
+def test_cache_rotations_accepts_sum_over_a_range_and_refuses_a_generator(capsys):
+    """The prompt's words: a closed form, or Python's sum over a range object, passes; a sum over a generator
+    expression is a Python loop over the tokens, and is refused."""
+    def over_range(config, prompt, new):
+        changes = _changes(config, prompt, new)
+        return prompt + new + sum(range(changes.start - 1, changes.stop - 1))
+
+    def over_generator(config, prompt, new):
+        return prompt + new + sum(n - 1 for n in _changes(config, prompt, new))
+
+    assert run(check.cache_rotations, over_range, capsys)[0] is True
+    ok, out = run(check.cache_rotations, over_generator, capsys)
+    assert ok is False and "loops over the generated tokens" in out
+
+
+def test_cache_rotations_configs_use_the_legacy_key_the_prompt_names(capsys):
+    """The prompt says some configs write the legacy key "type" (as Phi-3's files do): the LongRoPE ones do. An
+    answer reading "rope_type" alone treats them as static and is told just that, on the LongRoPE cases only."""
+    longrope = [c["rope_scaling"] for name, c, *_ in ch08._ROTATION_CASES if name.startswith("LongRoPE")]
+    assert longrope and all(rs.get("type") == "longrope" and "rope_type" not in rs for rs in longrope)
+
+    def rope_type_only(config, prompt, new):
+        rs = config.get("rope_scaling") or {}
+        return rotations_by_rule({**config, "rope_scaling": {**rs, "type": rs.get("rope_type", "default")}}, prompt,
+                                 new)
+
+    ok, out = run(check.cache_rotations, rope_type_only, capsys)
+    wrong = [line for line in out.splitlines() if "✗" in line]
+    assert ok is False and wrong and all(line.lstrip(" ✗").startswith("LongRoPE") for line in wrong), out
+    assert all("as if nothing ever changed" in line for line in wrong), out
+
+
 def test_cache_rotations_digests_are_the_counts_derived_here():
     """Every sealed answer and sealed misconception of the checker is the count derived in this file."""
     for name, config, prompt, new, right, wrong in ch08._ROTATION_CASES:
@@ -291,13 +323,24 @@ def test_deepseek_query_scales_refuse_one_number_for_both(capsys):
      "unrotated scale"),
     (lambda m, a, s: (_term(a, s) ** 2, _term(m, s) / _term(a, s)), "rotated part of the scores by something other",
      "unrotated scale"),  # the library's RoPE factor alone
-    (lambda m, a, s: (_term(m, s) ** 2, _term(a, s) ** 2), "unrotated part of the scores by something other",
-     "twice"),  # the two settings swapped
+    (lambda m, a, s: (_term(m, s) ** 2, _term(a, s) ** 2), "each of your scales follows the setting that its own "
+     "part of the score", "something other"),  # the two settings swapped
+    (lambda m, a, s: (_term(a, s) ** 2, _term(m, s) * _term(a, s)), "counts the RoPE's attention factor once",
+     "something other"),  # the RoPE factor (ratio of the terms) once, with the softmax term
+    (lambda m, a, s: (_term(a, s), _term(m, s) * _term(a, s)), "counts the RoPE's attention factor once",
+     "something other"),  # the same, and the unrotated scale's own mistake is named too (next test)
 ])
 def test_deepseek_query_scales_name_each_misconception(wrong, words, not_words, capsys):
     ok, out = run(check.deepseek_mscales, wrong, capsys)
     assert ok is False and words in out and not_words not in out.replace(words, ""), out
     assert not re.search(r"\d\.\d", out)  # the feedback prints no number
+
+
+def test_deepseek_query_scales_name_two_mistakes_apart(capsys):
+    """The RoPE factor counted once does not hide a mistake in the unrotated scale: both are named."""
+    ok, out = run(check.deepseek_mscales, lambda m, a, s: (_term(a, s), _term(m, s) * _term(a, s)), capsys)
+    assert ok is False and "counts the RoPE's attention factor once" in out
+    assert "unrotated scale acts as if it reached each score twice" in out
 
 
 def test_deepseek_query_scales_refuse_malformed_answers(capsys):

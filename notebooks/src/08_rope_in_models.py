@@ -284,6 +284,7 @@ stop_turning = [j for j in range(48) if 2 * math.pi / phi3_row["plain"][j] <= ph
 assert round(max(phi3_long), 2) == 64.76 and stop_turning == [31, 32, 33]
 phi3_text = text_config(MODELS["Phi-3 mini 128k instruct"])
 assert "factor" not in phi3_text["rope_scaling"] and phi3_text["max_position_embeddings"] // 4096 == 32  # (box)
+assert phi3_text["rope_scaling"]["type"] == "longrope" and "rope_type" not in phi3_text["rope_scaling"]  # Ex. 1
 assert len(phi3_long) == 48 and sum(f > 32 for f in phi3_long) == 30  # LongRoPE's factors: not bounded by 32
 phi3_short = text_config(MODELS["Phi-3 mini 128k instruct"])["rope_scaling"]["short_factor"]
 short_mode, _ = pl.rope_from_config(MODELS["Phi-3 mini 128k instruct"]["config"], seq_len=4096)  # at L0: short list
@@ -575,7 +576,7 @@ fig
 fraction_widget = viz.InteractiveFigure(
     draw_fraction,
     figsize=(6.4, 3.4),
-    p=widgets.FloatSlider(value=0.25, min=0.125, max=1.0, step=0.125, description="fraction p"),
+    p=widgets.FloatSlider(value=0.25, min=0.125, max=0.5, step=0.125, description="fraction p"),
     base=widgets.FloatLogSlider(value=1e4, base=10, min=3, max=6, step=0.5, description="base"),
 )
 fraction_widget
@@ -1145,7 +1146,8 @@ for n in SIZES:
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # Up to position 8190 the temperature is exactly 1 (nothing changes at $n = 1000$).
 # Beyond, it lowers the entropy, and the gap grows with $n$; the needle's weight is
-# larger with the temperature at every size past 8192 (2.3× among a million distractors). It does not
+# larger with the temperature at every size past 8192 (2.3× among a million distractors, in this draw
+# and in five more at the same temperature, 1.48). It does not
 # stop the spreading: the entropy still grows with $n$, only more slowly.
 
 # %% slideshow={"slide_type": "fragment"}
@@ -1159,6 +1161,12 @@ gaps = [p_ - t_ for p_, t_ in zip(entropy["plain"], entropy["temperature"])]
 assert all(b > a for a, b in zip(gaps, gaps[1:])) and gaps[1] > 0
 assert all(t_ > p_ for p_, t_ in zip(needle["plain"][1:], needle["temperature"][1:]))
 assert 2.2 < needle["temperature"][-1] / needle["plain"][-1] < 2.4
+gains = []  # the same gain at a million distractors, in five more draws (seeds 1 to 5, on the CPU)
+for seed in range(1, 6):
+    scores = torch.randn(10**6 + 1, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    scores[0] = 3.0
+    gains.append((torch.softmax(scores * tau, dim=0)[0] / torch.softmax(scores, dim=0)[0]).item())
+assert round(tau, 2) == 1.48 and all(2.2 < gain < 2.4 for gain in gains), gains
 assert all(b > a for a, b in zip(entropy["temperature"], entropy["temperature"][1:]))
 fig, axes = viz.figure(2, width=4.4, height=3.2)
 for kind, color in (("plain", "C0"), ("temperature", "C3")):
@@ -1625,17 +1633,18 @@ print(f"inspect_config reproduces all {len(inspected)} rows of §1's table; its 
 #   llama3's bands or LongRoPE's lists switched at the wrong length, MRoPE's sections in the wrong
 #   order or style. The one that reproduces `fn`'s output is the diagnosis. The report states the
 #   symptoms first (what a person would see) and measures the relative property: do the scores
-#   still depend only on $m - n$? If `fn` itself raises, that is the report, in one line.
+#   still depend only on $n - m$? If `fn` itself raises, that is the report, in one line.
 #
-# Four buggy implementations of two models from §1. Each is a bug class public engines have
-# shipped, as the reports and pull requests below say (citations: this project cannot reach
+# Four buggy implementations of two models from §1. The first three are bug classes public engines
+# have shipped, as the reports and pull requests below say (citations: this project cannot reach
 # GitHub, so nothing here checks them): a kernel that pairs the features the
 # other way from the checkpoint (NVIDIA/TensorRT-LLM PR #16378 for GPT-OSS; huggingface/optimum-intel
 # PR #1877, still open, proposes the fix for DeepSeek-V3's), a decode path that forgets the cache
 # offset (Blaizzy/mlx-vlm issue #1983: every generated token at position 0), an engine that
 # multiplies its own `mscale` on top of the config's attention factor (sgl-project/sglang PR #33558:
-# the scale squared), and keys turned twice (TensorRT-LLM PR #16378 again, and PR #4040 for Qwen3;
-# §4's cache bug is the same symptom). The repository's
+# the scale squared). The fourth, keys turned twice while the queries are turned once, is §4's cache
+# bug in one call, cited to no report (TensorRT-LLM PR #16378 turned queries and keys both twice, a
+# different bug, checked after the four). The repository's
 # `tests/_rope_gallery.py` holds several dozen implementations modelled on such reports, each
 # naming the report it follows, and `tests/test_rope_gallery.py` checks the doctor's verdict on
 # every one. Here are the four:
@@ -1650,7 +1659,7 @@ once = dict(inv_freq=llama_freq, layout="half")  # Llama 3.1 as transformers run
 
 
 def interleaved_kernel(q, k, positions):
-    """A kernel written for Meta's interleaved pairs, serving a checkpoint trained with rotate_half's pairs."""
+    """A kernel for Meta's interleaved pairs, serving a checkpoint whose weights are laid out for rotate_half."""
     return (pl.apply_rope(q, positions, inv_freq=llama_freq, layout="interleaved"),
             pl.apply_rope(k, positions, inv_freq=llama_freq, layout="interleaved"))
 
@@ -1680,13 +1689,16 @@ for name, report in diagnoses.items():
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Each is named, and each shows its own symptom (asserted below):
 # * the **layout** mix-up is exact at position 0 (where $R_0 = I$) and wrong from position 1 on,
-#   worse with distance; its scores still depend only on $m - n$, so a model served this way runs
+#   worse with distance; its scores still depend only on $n - m$, so a model served this way runs
 #   without an error (its quality is not measured here);
 # * the **forgotten offset** is right on every probe whose positions start at 0 (a prompt) and
 #   wrong on every probe that starts later (a cache, a second sequence of the batch, a decoded token);
 # * the **doubled factor** is a constant factor at every position, position 0 included: the
 #   scores grow by $a^2 \approx 1.3$, the softmax sharpens, and nothing crashes;
-# * the **keys turned twice** are the one bug here that breaks the relative property.
+# * the **keys turned twice** are the one bug here that breaks the relative property. Turning the
+#   queries twice as well, as PR #16378's engine did, restores it: the score becomes
+#   $q^\top R_{2(n-m)} k$, a function of $n - m$ with every frequency doubled; the doctor names the
+#   same double rotation and finds the scores relative.
 
 # %% slideshow={"slide_type": "fragment"}
 layout_bug, cache_bug = diagnoses["interleaved_kernel"], diagnoses["forgets_the_cache"]
@@ -1706,10 +1718,19 @@ assert twice_bug.hypotheses == ("double_rotation",) and not twice_bug.relative
 assert all(d.relative for name, d in diagnoses.items() if name != "keys_twice")
 assert not any(d.ok for d in diagnoses.values())
 
+
+def both_twice(q, k, positions):
+    """Queries and keys turned twice each (PR #16378's form)."""
+    return tuple(pl.apply_rope(pl.apply_rope(x, positions, **once), positions, **once) for x in (q, k))
+
+
+both_bug = pl.diagnose_rope(both_twice, llama31)
+assert both_bug.hypotheses == ("double_rotation",) and both_bug.relative and not both_bug.ok
+
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Conventions are not bugs.** A rotation by $-m\theta_j$ instead of $m\theta_j$ (clockwise, the
 # transpose of $R_m$), done the same way to q and k, is self-consistent: the score becomes
-# $q^\top R_{m-n} k$ instead of $q^\top R_{n-m} k$, still a function of $m - n$ alone, and a model
+# $q^\top R_{m-n} k$ instead of $q^\top R_{n-m} k$, still a function of $n - m$ alone, and a model
 # trained with it works. It will not load a checkpoint trained with the usual direction, so the
 # report calls it a convention and says so. And transformers' own Llama rotation
 # (`LlamaRotaryEmbedding` and `apply_rotary_pos_emb`, built from a tiny config with Llama 3.1's
@@ -1808,8 +1829,9 @@ assert lab.ok and lab.layout_inferred and lab.layout == "half" and "fn implement
 # of one head in one layer. §4 already told you *which* rope types go stale; what is graded is
 # the part no cell above does: the exact count, summed over every step that re-rotates, for any
 # prompt and any `new` (where the first re-rotation falls and what each one costs). The checker tries LongRoPE, dynamic NTK, YaRN, Llama 3, linear and plain configs, one
-# with a million new tokens, and stops a Python loop over the tokens (a sum the computer does
-# for you passes; the solution uses a closed form). Know when the frequencies change rather than
+# with a million new tokens, and stops a Python loop over the tokens (a closed form, or Python's
+# `sum` over a `range` object, passes; the solution uses a closed form). Its LongRoPE and YaRN
+# configs write the legacy key `"type"` where newer files write `"rope_type"`, as Phi-3's files do. Know when the frequencies change rather than
 # measure it: `pl.rope_from_config` and its kin refuse to run inside your function.
 
 # %% slideshow={"slide_type": "fragment"}

@@ -242,11 +242,20 @@ def deepseek_mscales(answer: Callable[[float, float, float], Any] | None) -> boo
             if close(c_nope, c_rope, rtol=1e-9, atol=0):
                 wrong["same"] = "your two scales are equal for settings that differ: do the two settings reach " \
                                 "the same parts of a score?"
+            if close(c_nope, rotated, rtol=1e-6, atol=0) and close(c_rope, content, rtol=1e-6, atol=0):
+                wrong["swapped"] = "each of your scales follows the setting that its own part of the score " \
+                                   "does not, in the end, depend on: where does each setting multiply a score?"
+                continue
+            once = close(c_rope, rope_factor * content, rtol=1e-6, atol=0)
+            if once:
+                wrong["rope_once"] = "your rotated scale counts the RoPE's attention factor once per score: " \
+                                     "which vectors does that factor multiply?"
             if close(c_rope, rotated / content, rtol=1e-6, atol=0):
                 wrong["rope_spared"] = "your rotated scale leaves the softmax scale out: DeepSeek's softmax scale " \
                                        "multiplies the whole score, its rotated part included"
             for key, part, c, want in (("nope", "unrotated", c_nope, content), ("rope", "rotated", c_rope, rotated)):
-                if key == "rope" and "rope_spared" in wrong and close(c, rotated / content, rtol=1e-6, atol=0):
+                if key == "rope" and (once or "rope_spared" in wrong and close(c, rotated / content, rtol=1e-6,
+                                                                               atol=0)):
                     continue
                 if close(c * c, want, rtol=1e-6, atol=0) and not close(c, want, rtol=1e-6, atol=0):
                     wrong[f"{key}_twice"] = f"your {part} scale acts as if it reached each score twice: it is on " \
@@ -255,8 +264,9 @@ def deepseek_mscales(answer: Callable[[float, float, float], Any] | None) -> boo
                     wrong[f"{key}_other"] = f"your {part} scale multiplies the {part} part of the scores by " \
                                             "something other than DeepSeek's does"
         if wrong:  # in a fixed order, whatever the draw
-            yield from ((False, wrong[kind]) for kind in ("type", "same", "nope_twice", "nope_other", "rope_spared",
-                                                          "rope_twice", "rope_other") if kind in wrong)
+            order = ("type", "same", "swapped", "nope_twice", "nope_other", "rope_spared", "rope_once", "rope_twice",
+                     "rope_other")
+            yield from ((False, wrong[kind]) for kind in order if kind in wrong)
         else:
             yield True, f"right on all {len(cases)} settings drawn for this check"
 
