@@ -1033,8 +1033,8 @@ _ = check.changed_rows(changed_rows)
 # - This needs every query to see every key. A causal mask is tied to places, not tokens, and
 #   breaks it: row 0 sees only itself (chapter 7 builds a counter on this). Within
 #   one causal layer the tokens before a query still form a bag, weighed by their shares
-#   (Exercises 4 and 5); a second layer reads the first one's outputs, which already differ from
-#   place to place.
+#   (Exercises 4 and 5); a second layer reads the first one's outputs, which can differ between
+#   two places whose rows were equal, because the rows before them differ.
 # - For a fixed query it is **permutation-invariant** in the (key, value) pairs: the
 #   sentence is a bag of words.
 # - Adding a position code $p_i$ to each token before the projections breaks both: a reorder
@@ -1049,8 +1049,8 @@ _ = check.changed_rows(changed_rows)
 # 1. **Positions after the projections, written as if it were the usual form.** `001` writes
 #    $\mathrm{Attn}(X) = (V+P)\,\mathrm{softmax}((K+P)^\top(Q+P)/\sqrt d)$ with $Q = W_QX$
 #    and $P$ its matrix of position codes ($P_{\mathrm{pos}}$ in section 5): the codes are added
-#    after projecting. Adding positions after the projections is a design one may choose (RoPE,
-#    chapter 5, acts there), so the formula is not wrong as a model; what is imprecise is that it does not
+#    after projecting. Acting on positions after the projections is a design one may choose (RoPE,
+#    chapter 5, rotates the projected q and k), so the formula is not wrong as a model; what is imprecise is that it does not
 #    follow from `001`'s own line just before, $x_i' = x_i + p_i$, which projects the sum,
 #    $Q = W_Q(X+P_{\mathrm{pos}})$, as `nn.MultiheadAttention` does when fed $X + P_{\mathrm{pos}}$. The
 #    two give different scores (the cell in section 5 asserts it). The formula also leaves the softmax

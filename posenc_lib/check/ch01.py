@@ -271,7 +271,7 @@ def causal_twins(answer: Any) -> bool | None:
         if all(close(out[i], out[j], atol=1e-9, rtol=1e-9) for out in (_causal_outputs(tokens, s) for s in range(3))):
             yield True, ("rows i and j are identical for every weight tried. That is a fact about one layer: a "
                          "second layer "
-                         "reads the first layer's outputs, which differ from place to place (the first token sees "
+                         "reads the first layer's outputs, and the rows before i and j differ (the first token sees "
                          "only itself), so a stack of layers can tell more places apart (chapter 7)")
             return
         if tokens[i] != tokens[j]:
@@ -346,7 +346,8 @@ _SWAP_SEALS: tuple[tuple[str, dict[str, str]], ...] = (
         "after": "9e9d20c064e10e8a6dadc40c", "keys": "980ad5d9b205eb30148600be", "apart": "a44226bd7e3cba9369ebb532"}),
 )
 _SWAP_SAYS = {
-    "every": ("every row changes in your answer: that is section 1's equivariance, which a causal mask breaks"),
+    "every": ("every row changes in your answer, as if any reordering changed everything downstream: some "
+              "rows read nothing a swap changes"),
     "moved": "you list only the rows whose own token moved: a row's output also depends on the tokens before it",
     "after": ("you list every row from the first swap on: but a row's keys and values can be reordered without "
               "changing it (section 1's invariance)"),
