@@ -356,7 +356,7 @@ GALLERY = [
           _impl("olmo2-7b", positions=lambda p: p[:1].expand_as(p)), E({"first_row_positions"}),
           "ml-explore/mlx-lm PR #748 (one scalar offset for a batch of caches)"),
     Entry("keys rotated twice", "starcoder2-7b", _impl("starcoder2-7b", k_positions=lambda p: 2 * p),
-          E({"double_rotation"}), "NVIDIA/TensorRT-LLM PR #16378 (bug 1: RoPE applied by Python and again in C++)"),
+          E({"double_rotation"}), "NVIDIA/TensorRT-LLM PR #16378 (bug 1 turned q and k twice; this entry turns only k, the same class)"),
     # ---- precision
     Entry("bf16 autocast angles", "gemma2-9b", _impl("gemma2-9b", angle_dtype=("product", "input")),
           E({"low_precision_angles"}), "huggingface/transformers PR #29285 (RoPE loses precision in bfloat16)"),
