@@ -1374,7 +1374,9 @@ print("two decayed parts = the factor 0.7 * 0.9^(i - j) + 0.3 * 0.5^(i - j)")
 # the *right* of the query, so the first $H/2$ heads look **left**, like a causal head) and
 # `_future_mask_left` ($\mathrm{tril}(-\infty, -1)$: the second half look **right**). The names say which
 # side is hidden, not which side the head sees. Rebuilt, it equals `mode="nonsymmetric"`. For an odd $H$ it
-# builds $2\lfloor H/2 \rfloor = H - 1$ heads without a word, where `pl.alibi_bias` refuses with a ValueError.
+# builds $2\lfloor H/2 \rfloor = H - 1$ heads without a word; the error comes only later, where the fragment
+# adds that mask to scores of $H$ heads and the shapes clash. `pl.alibi_bias` refuses at once, with a
+# ValueError that names the parameter.
 
 # %%
 H, L = 8, 6
@@ -1387,7 +1389,13 @@ source_nonsym = alibi_half.repeat(2, 1, 1) + torch.cat([mask_right, mask_left])
 torch.testing.assert_close(pl.alibi_bias(H, L, mode="nonsymmetric"), source_nonsym)
 assert torch.isneginf(source_nonsym[0, 0, 1]) and torch.isfinite(source_nonsym[0, 1, 0])  # head 1 sees left only
 odd_heads = 7  # the same construction for an odd head count: one head goes missing
-assert (-pl.alibi_slopes(odd_heads // 2).view(-1, 1, 1) * dist).repeat(2, 1, 1).shape[0] == odd_heads - 1
+odd_mask = (-pl.alibi_slopes(odd_heads // 2).view(-1, 1, 1) * dist).repeat(2, 1, 1)
+assert odd_mask.shape[0] == odd_heads - 1
+try:  # the fragment's one use of the mask: attn_weights += nonsym_mask[:, :, :tgt_len, :src_len]
+    torch.zeros(2, odd_heads, L, L).add_(odd_mask[None])
+    raise AssertionError("adding 6 heads' mask to 7 heads' scores should fail")
+except RuntimeError:
+    pass  # the shapes clash there, far from the builder that lost the head
 try:
     pl.alibi_bias(odd_heads, L, mode="nonsymmetric")
     raise AssertionError("the library should refuse an odd head count for the non-symmetric form")
@@ -1674,7 +1682,8 @@ _ = check.alibi_far_share(far_share)
 #    follow training; rebuild it in `forward` (§7.3). (Its slope `Parameter`s are also local variables
 #    there, not attributes of `self`.)
 # 3. **An odd head count loses a head**: the non-symmetric form stacks two halves of $\lfloor H/2 \rfloor$
-#    heads, so for an odd $H$ it builds $H - 1$ heads and says nothing (§7.1).
+#    heads, so for an odd $H$ it builds $H - 1$ heads without a word; the fragment then fails only where
+#    it adds that mask to the scores, with a shape error that does not point at the builder (§7.1).
 #
 # And one point where the source's code is right and the paper's text alone would mislead: the slopes for
 # a head count that is not a power of two are *not* $2^{-8h/H}$ (§1).
