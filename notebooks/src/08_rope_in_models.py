@@ -1220,7 +1220,8 @@ assert spread_over_draws[1.0] < 1.05 and spread_over_draws[6.0] > 30
 # * **recall**, a lookup across a gap: a dictionary of 4 entries ("key $k$ holds value $v$",
 #   8 keys and 8 values) opens the sequence, filler follows, and the 4 keys are asked at the end;
 #   the model must copy each value from an entry $L - 11$ to $L - 2$ tokens back. Guessing
-#   scores 1/8;
+#   scores 1/8; copying the value of a random entry of the dictionary scores
+#   $1/4 + 3/4 \cdot 1/8 \approx 0.34$, as values are drawn with repeats;
 # * **recall_anywhere**, the same lookup with the dictionary at a random place before the
 #   questions (in training a lookup spans 1 to 62 tokens).
 #
@@ -1363,7 +1364,8 @@ fig
 #   every seed). The chunk explains it (the last cell): at 128 tokens only 40 to 53 % of the
 #   lookups (per seed) find their entry inside the question's chunk; the other 47 to 60 % need an
 #   entry in an earlier chunk, and the accuracy they imply on those is 0.08 to 0.22, against 0.125
-#   for guessing. In this task the NoPE layer takes over few of the lookups the RoPE layer can no
+#   for guessing and 0.34 for copying the value of any dictionary entry: those lookups do not even find
+#   the dictionary. In this task the NoPE layer takes over few of the lookups the RoPE layer can no
 #   longer make, unlike in the dictionary-first task, and switching its temperature off changes
 #   nothing (within 0.01 at every length). Why training put the lookup in the NoPE layer there
 #   and not here, and whether a deeper model (Llama 4 has 12 NoPE layers among 48) would, this
@@ -1551,6 +1553,8 @@ for k, seed in enumerate(cfg["seeds"]):
           f"{measured[k]:.2f}; implied accuracy across the boundary {across['control'][k]:.2f} (in-chunk lookups "
           f"as on the control, {readings['control'][k]:.2f}) or {across['64 tokens'][k]:.2f} (as at 64 tokens, "
           f"{readings['64 tokens'][k]:.2f}); guessing 0.125")
+any_entry = 1 / 4 + 3 / 4 * 1 / 8  # copy a random entry's value: right if it is the asked one, or shares its value
+assert round(any_entry, 2) == 0.34 and max(across["control"] + across["64 tokens"]) < any_entry
 assert [round(100 * f) for f in (min(inside), max(inside))] == [40, 53]
 assert spread(across["control"]) == (0.12, 0.22) and spread(across["64 tokens"]) == (0.08, 0.2)
 assert round(A["irope"][64]["acc"][0], 2) == 0.76 and min(A["irope"][64]["acc"][1:]) > 0.98
