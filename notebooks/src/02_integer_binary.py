@@ -510,7 +510,7 @@ fig
 # (3) the code must serve sentences of every length and keep a fixed step, so one cannot encode
 # integers and divide by `max_len`. The cell below checks each answer.
 #
-# 1. **Capacity is real, but bits run out slowly.** One pair of floats, $(\sin i, \cos i)$, gives
+# 1. **Capacity is real, but it does not bite: bits run out slowly.** One pair of floats, $(\sin i, \cos i)$, gives
 #    100 000 positions distinct codes, where two bits name 4; but distinct is not far apart:
 #    $p_{710}$ is only $6\cdot 10^{-5}$ from $p_0$ (710 is within $10^{-4}$ of $113\cdot 2\pi$).
 #    And $d$ bits name $2^d$ positions: 17 cover Llama 3.1's 131 072, in a model 4096 features
@@ -518,14 +518,14 @@ fig
 # 2. **Adding is fine for size, not behind a LayerNorm**: the bounded code does not swamp the
 #    token, but a LayerNorm after the sum erases its share of ones, and where the bits fill every
 #    feature it merges positions 0 and $2^d - 1$ (the previous subsection).
-# 3. **A fixed step is the reason that hits binary codes.** Their neighbours are from 1 to
+# 3. **A fixed step across lengths is sound, and aimed at integer codes.** Dividing the integers
+#    by the sentence's own length is §2's $i/m$: position 2 gets another code in a sentence of 4
+#    tokens than in one of 8, and the step $1/m$ changes with the length. (Read as the fixed table
+#    size of `002`'s code, `torch.zeros(max_len, d_model)`, `max_len` keeps the step fixed, but at
+#    1/`max_len` of a token, erased by a LayerNorm, with values above 1 past `max_len`.) Binary codes
+#    do not depend on the length, but their step is not fixed either: their neighbours are from 1 to
 #    $\sqrt d$ apart (the figure above), while the Gray code of §4, the bits of $i \oplus (i \gg 1)$,
-#    flips one bit per step, so all its neighbours are 1 apart. Its example misses: in `002`'s own code
-#    `max_len` is the size of the table (`torch.zeros(max_len, d_model)`), a constant, so $i\cdot\mathbf 1$
-#    divided by `max_len` has the same step in every sentence; the step that changes with the length
-#    belongs to §2's code, divided by the sentence's own length $m$. Dividing by a fixed `max_len` has
-#    faults of its own (a step of 1/`max_len` of a token, erased by a LayerNorm, values above 1 past
-#    `max_len`), but they are faults of an integer code; binary codes do not depend on the length.
+#    flips one bit per step, so all its neighbours are 1 apart.
 #
 # What remains against binary codes so far is their geometry, the jumps and the part a LayerNorm
 # erases; section 4 asks next whether one fixed map takes $p_i$ to $p_{i+k}$. This chapter measures
@@ -551,10 +551,12 @@ max_len = 512  # 002's table size: a sentence of m tokens takes the table's firs
 by_table = lambda m: pl.integer_positions(m, d, device=device) / max_len  # noqa: E731  i / max_len, d = 64
 by_length = lambda m: pl.integer_positions(m, d, normalize=True, device=device)  # noqa: E731  i / m (§2)
 assert torch.equal(by_table(4)[2], by_table(8)[2]) and not torch.equal(by_length(4)[2], by_length(8)[2])
+assert by_length(4)[1, 0] == 1 / 4 and by_length(8)[1, 0] == 1 / 8  # i / m: the step 1/m changes with the length
 relative_step = (by_table(8)[1:] - by_table(8)[:-1]).norm(dim=-1) / x[:7].norm(dim=-1)  # x: §1's normalised tokens
 torch.testing.assert_close(relative_step, torch.full((7,), 1 / max_len, device=device))  # 1/512 of a token
 torch.testing.assert_close(F.layer_norm(h + by_table(n), (d,)), F.layer_norm(h, (d,)), atol=1e-5, rtol=0)  # erased
 assert by_table(max_len + 100)[-1, 0] > 1  # past max_len: above 1
+print("i / m: position 2 has another code in 4 tokens than in 8, step 1/4 against 1/8")
 print("i / max_len: the same code for position 2 in 4 and 8 tokens, step 1/512 of a token, erased by LayerNorm, "
       "above 1 past max_len")
 
@@ -1051,8 +1053,8 @@ print(f"training loss below 0.5 for every seed (best possible {best:.2f}, guessi
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The figure compares every row of the trained table with every other: entry $(i, j)$ is the
 # cosine between $E_i$ and $E_j$. The 32 rows the model was trained on (top left, inside the
-# lines) show stripes parallel to the diagonal, repeating every 4 positions: the cosine depends on
-# $i - j \bmod 4$ (the next cell measures each stripe); the 32 rows it never used look like noise.
+# lines) show stripes parallel to the diagonal, repeating every 4 positions: the cosine on average
+# depends on $j - i \bmod 4$ (the next cell measures each stripe); the 32 rows it never used look like noise.
 
 # %% slideshow={"slide_type": "fragment"}
 unit = F.normalize(E.detach(), dim=-1)
@@ -1069,6 +1071,8 @@ fig
 # its neighbouring rows are *not* alike. The cell measures it on the trained rows of every seed. Rows a
 # multiple of 4 apart point the same way (mean cosine about 0.8), rows 2 apart opposite ways (about
 # −0.7), and rows 1 or 3 apart, neighbours among them, have a mean cosine near 0: the figure's stripes.
+# The means for $j - i \equiv 1$ and $j - i \equiv 3 \pmod 4$ are one number, not two measurements: the
+# cosine matrix is symmetric, and the pairs 3 apart are the pairs 1 apart, transposed (the cell checks it).
 #
 # Those phases suggest a square: two directions $a$ and $b$, at right angles and of equal length, with
 # position $i$ near $a\cos(\pi i/2) + b\sin(\pi i/2)$, a quarter turn per position. Fitted by least
@@ -1090,7 +1094,7 @@ fig
 
 # %% slideshow={"slide_type": "fragment"}
 idx = torch.arange(TRAIN_LEN, device=train_on)
-phase = (idx[:, None] - idx[None, :]) % 4  # (i - j) mod 4
+phase = (idx[None, :] - idx[:, None]) % 4  # (j - i) mod 4: key minus query
 off_diagonal = idx[:, None] != idx[None, :]
 
 
@@ -1127,7 +1131,8 @@ by_seed = [cosines_by_phase(net.positional.encoding.embedding.weight) for net, *
 at_init = [cosines_by_phase(start) for _, start, *_ in runs]  # the same rows before training
 for by_phase, neighbours, _ in by_seed:
     assert by_phase[0] > 0.7 and by_phase[2] < -0.6  # same phase alike, opposite phase opposite
-    assert abs(by_phase[1]) < 0.1 and abs(by_phase[3]) < 0.1 and abs(neighbours) < 0.1  # 1 or 3 apart: near 0
+    assert abs(by_phase[1] - by_phase[3]) < 1e-6  # one number: the cosine matrix is symmetric
+    assert abs(by_phase[1]) < 0.1 and abs(neighbours) < 0.1  # 1 or 3 apart: near 0
 abs_cos = [(trained[2], start[2]) for trained, start in zip(by_seed, at_init)]  # ((neighbours, 1 or 3 apart), ...)
 assert all(t[0] < 0.09 and 0.13 < s[0] < 0.2 for t, s in abs_cos)  # neighbours: below initialisation, every seed
 assert all(t[1] < 0.09 and 0.13 < s[1] < 0.16 for t, s in abs_cos[:2])  # all pairs one phase apart: seeds 0, 1
@@ -1139,7 +1144,7 @@ for (share, cos_ab, ratio, share_period4), (share_init, *_) in fits:
     assert 0.05 < share_init < 0.07  # before training: about 2 of 32 dimensions' worth
 for seed, ((by_phase, neighbours, _), (t, s), ((share, cos_ab, ratio, share_period4), (share_init, *_))) in enumerate(
         zip(by_seed, abs_cos, fits)):  # + 0.0: no "-0.0"
-    print(f"seed {seed}: mean cosine of rows r = 0, 1, 2, 3 apart (mod 4):", [round(c, 2) + 0.0 for c in by_phase],
+    print(f"seed {seed}: mean cosine of rows r = 0, 1 (= 3), 2 apart (mod 4):", [round(c, 2) + 0.0 for c in by_phase[:3]],
           f"· of neighbours: {round(neighbours, 2) + 0.0}")
     print(f"        period-4 wave explains {share:.0%} (initial {share_init:.0%}), cos(a, b) = "
           f"{round(cos_ab, 2) + 0.0}, |a| / |b| = {ratio:.2f}; all period-4 parts explain {share_period4:.0%}")
@@ -1161,7 +1166,7 @@ def next_phase_weight(net, gen):
     """Each head's attention weight on keys n ≡ i + 1 (mod 4), n <= i, averaged over queries 3 .. 31."""
     tokens = repeating_blocks(64, TRAIN_LEN, VOCAB, gen).to(train_on)
     weights = net.attention_logits(tokens)[0].softmax(-1).mean(0)  # (heads, 32, 32), averaged over the batch
-    next_phase = ((idx[None, :] - idx[:, None]) % 4 == 1) & (idx[None, :] <= idx[:, None])
+    next_phase = (phase == 1) & (idx[None, :] <= idx[:, None])  # j - i = 1 (mod 4), j <= i
     return (weights * next_phase).sum(-1)[:, 3:].mean(-1)
 
 
@@ -1177,7 +1182,7 @@ for seed, (net, *_) in enumerate(runs):
 assert all((weight > 0.95).all() for weight in heads)  # every seed, both heads look for the next phase
 assert all((weight < 0.3).all() for weight in heads_no_position)  # ... through the position rows
 even = torch.tril(torch.ones(TRAIN_LEN, TRAIN_LEN))  # chance: the same weight on every key n <= i
-chance = ((even / even.sum(-1, keepdim=True)) * ((idx[None, :] - idx[:, None]) % 4 == 1).cpu()).sum(-1)[3:].mean()
+chance = ((even / even.sum(-1, keepdim=True)) * (phase == 1).cpu()).sum(-1)[3:].mean()
 assert 0.22 < chance < 0.23 and all((weight - chance < 0.08).all() for weight in heads_no_position)  # near chance
 print(f"even attention over the keys n <= i would put {chance:.3f} on the next phase")
 for seed, (weight, control_weight) in enumerate(zip(heads, heads_no_position)):
@@ -1491,19 +1496,20 @@ _ = check.gray_wave(gray_wave)
 # 2. **The integer code and property 3.** `001` says the integer code satisfies property 3,
 #    "generalises to longer contexts" (from 8K to 32K tokens). It is *defined* for every position,
 #    but its values grow without bound: past the training length every value is one the model
-#    never saw (section 1 asserts it), so it does not generalise; `00_index` rates it "~".
+#    never saw (section 1 asserts it). So it should not generalise, argued from the values being new,
+#    not measured (no model here is run past its training length); `00_index` rates it "~".
 # 3. **Bit index.** `001` numbers the columns from the most significant bit and calls the
 #    fastest bit $p_{i,d}$; with $d$ columns numbered from 0 it is $p_{i,d-1}$, bit 0 in this
 #    course's naming (section 3 asserts it flips at every step and that column $d$ does not
 #    exist).
-# 4. **Why not binary, per `002`.** Of its three tentative reasons the first two miss and the
-#    third hits. Floats "wasted" on 0s and 1s: $d$ bits name $2^d$ positions, and 17 cover Llama
-#    3.1's 131 072. Awkward to add: the code is bounded, so it does not swamp the token (but see
-#    what a LayerNorm leaves of it). A fixed step: binary neighbours are 1 to $\sqrt d$ apart, Gray
-#    neighbours always 1. Only that reason's example misses: in `002`'s own code `max_len` is the
-#    fixed table size, and dividing by it keeps the step fixed; the step that depends on the length
-#    is that of dividing by the sentence's own length (§2), and the binary code does not depend on
-#    the length at all. Section 3 checks each answer.
+# 4. **Why not binary, per `002`.** Of its three tentative reasons the first does not bite, the
+#    second holds only behind a LayerNorm, and the third is sound but aimed at integer codes.
+#    Floats "wasted" on 0s and 1s: capacity is real, but bits run out slowly: $d$ bits name $2^d$
+#    positions, and 17 cover Llama 3.1's 131 072. Awkward to add: the code is bounded, so it does not
+#    swamp the token, but a LayerNorm after the sum erases its share of ones. A fixed step across
+#    lengths: integers divided by the sentence's own length (§2's $i/m$) step by $1/m$, which changes
+#    with the length; binary codes do not depend on the length, but their neighbours are 1 to
+#    $\sqrt d$ apart, Gray neighbours always 1. Section 3 checks each answer.
 # 5. **"Normally distributed per column, with small mean and variance."** `001` writes that the
 #    layer-normalised input of attention "follows a normal distribution per column, and its mean
 #    and variance are generally small". `001` lays the tokens out as the *columns* of
