@@ -619,7 +619,7 @@ fig
 # over $u \in [0, 1)$. Compare equal steps, a factor 4, by the largest gap to the curve of
 # $d = 128$, base 10000, over the figure's offsets $0 \le k \le 500$: $d$ from 128 to 512 moves it
 # by 0.13 (at $k = 468$: 0.14 and 0.27), the base
-# times or divided by 4 by 0.26 and 0.33. So from $d = 128$ up, $d$ matters less than the base;
+# times or divided by 4 by 0.26 and 0.33. So over these offsets, from $d = 128$ up, $d$ matters less than the base;
 # below, it does not: $d = 32$ is 0.34 away, as far as base 2500. The extremes drawn, base 100 and
 # $10^6$, move the curve by up to 0.57.
 
@@ -661,13 +661,14 @@ fig, ax = viz.figure(width=6.4, height=3.0)
 for dd, b, style in ((128, 10000.0, "-"), (512, 10000.0, "--"), (128, 100.0, ":"), (128, 1e6, "-.")):
     ax.plot(k_axis, curve(dd, b), style, lw=1.2, label=f"d = {dd}, base = {b:g}")
 ax.axhline(0, color="grey", lw=0.6)
-ax.set(xlabel="offset k", ylabel="s(k) / (d/2)", title="normalised similarity: from d = 128 up, d matters less than the base")
+ax.set(xlabel="offset k", ylabel="s(k) / (d/2)", title="normalised similarity by d and base")
 ax.legend(loc="upper right")
 fig
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # Explore what the four curves only sample: slide the base through every value between 10 and
-# $10^6$ ($d = 128$; from there up, $d$ matters less than the base, as the cell above showed), and
+# $10^6$ at $d = 128$ (for $k \le 500$ the cell above found $d$ mattering less than the base; where
+# the curve first turns negative depends on $d$ too, as the answer below shows), and
 # widen the range of offsets: at small bases it shows where the decay stops. Predict before sliding: base 10000 first
 # turns negative at $k = 1707$ (above), and base 100 (the dotted curve) at $k = 59$; at base 1000,
 # is that nearer 59, 1707, or in between, and where? (The answer is asserted below the widget.)
@@ -697,14 +698,24 @@ dot_widget = viz.InteractiveFigure(
 dot_widget
 
 # %% slideshow={"slide_type": "fragment"}
-# The answer: in between, at k = 361, 14 % above the geometric middle of 59 and 1707 (317): the frequencies are
-# spaced evenly on a log scale, so each factor 10 of the base stretches the distances, here by x6.1 then x4.7.
+# The answer: in between, at k = 361, 14 % above the geometric middle of 59 and 1707 (317); a factor 10 of the
+# base moves it by x6.1, then by x4.7, no fixed factor. And this first zero crossing depends on d as much as on the
+# base: at base 1000 it lies at k = 197, 361, 474, 612 for d = 64, 128, 512, 2048; at base 10000 at 725, 1707,
+# 3284, 4539.
 k_neg = torch.arange(0, 5000)
-first_negative = {b: (pl.rope_angles(k_neg, 128, base=b).cos().mean(-1) < 0).nonzero()[0].item()
-                  for b in (100.0, 1000.0, 10000.0)}
+
+
+def first_negative_at(d, base):
+    return (pl.rope_angles(k_neg, d, base=base).cos().mean(-1) < 0).nonzero()[0].item()
+
+
+first_negative = {b: first_negative_at(128, b) for b in (100.0, 1000.0, 10000.0)}
 assert first_negative == {100.0: 59, 1000.0: 361, 10000.0: 1707} and round(math.sqrt(59 * 1707)) == 317
 assert round(361 / 59, 1) == 6.1 and round(1707 / 361, 1) == 4.7 and round(100 * (361 / math.sqrt(59 * 1707) - 1)) == 14
+by_width = {b: [first_negative_at(dd, b) for dd in (64, 128, 512, 2048)] for b in (1000.0, 10000.0)}
+assert by_width == {1000.0: [197, 361, 474, 612], 10000.0: [725, 1707, 3284, 4539]}
 print("d = 128, first offset where s(k) < 0:", {f"{b:g}": k for b, k in first_negative.items()})
+print("the same for d = 64, 128, 512, 2048:", {f"{b:g}": ks for b, ks in by_width.items()})
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### From $p_m^\top p_n$ to an attention score
@@ -935,10 +946,7 @@ print("token entries after × √d: std ≈ 1;  code entries: root mean square �
 # distribution, and checked on 2000 sampled pairs). The 30% belongs to this setting (random tokens
 # 22.6 long against the code's 16, 200 positions): with tokens half as long it is 17%, with 400
 # positions 36%, and trained embeddings could learn to avoid the codes' subspace. What holds in
-# every setting: adding costs no width; it costs the guarantee of a *linear* read-out. A non-linear
-# one can still separate them here: the nearest of the 200 000 possible sums (every token with every
-# position) gives back the right position for each of 500 sampled pairs, since two codes lie at
-# least 3.71 apart.
+# every setting: adding costs no width; it costs the guarantee of a *linear* read-out.
 #
 # The same sum reappears inside every score: $(x_m + p_m)^\top W_Q^\top W_K(x_n + p_n)$ splits into
 # token–token, token–position, position–token and position–position terms, the four terms
@@ -986,18 +994,10 @@ cov_x = torch.cov(token_table.T, correction=0)
 cov_p = torch.cov(code_table.T, correction=0)
 affine_miss = math.sqrt((cov_p.trace() - (cov_p @ torch.linalg.inv(cov_x + cov_p) @ cov_p).trace()) / cov_p.trace())
 assert round(affine_miss, 2) == 0.42
-# the non-linear control: the nearest of all 1000 x 200 sums x_t + p_i, for 500 sampled pairs
-assert round((torch.cdist(code_table, code_table) + 1e9 * torch.eye(200)).min().item(), 2) == 3.71
-sq_tok, sq_code = token_table.square().sum(-1), code_table.square().sum(-1)
-all_sums = sq_tok[:, None] + sq_code[None, :] + 2 * token_table @ code_table.T  # |x_t + p_i|^2 - ... by parts
-nearest = torch.cat([(all_sums[None] - 2 * (s_ @ token_table.T)[:, :, None] - 2 * (s_ @ code_table.T)[:, None, :])
-                     .flatten(1).argmin(1) % 200 for s_ in summed[:500].split(125)])
-assert torch.equal(nearest, pos_ids[:500])  # every sampled position recovered
 print("W_Q [x; p] == W_x x + W_p p: True")
 print(f"best linear read-out of p_i from x_i + p_i: relative error {exact_miss:.2f} over the distribution, "
       f"{held_out:.2f} on 2000 sampled pairs; from [x_i, p_i]: 0 (a selection)")
-print(f"best affine read-out, against p_i minus the mean code: {affine_miss:.2f}; "
-      f"nearest of the 200 000 sums: right position for {int((nearest == pos_ids[:500]).sum())} of 500 pairs")
+print(f"best affine read-out, against p_i minus the mean code: {affine_miss:.2f}")
 print(f"the same with tokens half as long: {miss_shorter_tokens:.2f}; with 400 positions: {miss_more_positions:.2f}")
 
 # %% [markdown] slideshow={"slide_type": "slide"}

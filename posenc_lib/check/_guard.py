@@ -171,8 +171,32 @@ class _CountedUfunc:
         return lambda *args, **kwargs: self._spend(attribute(*args, **kwargs))
 
 
+def _counting_array(spend: Any) -> Any:
+    """An ndarray subclass whose ufunc results (``a * b``, ``np.e ** a``, ``abs(a)``, ``a.sum()``) are spent from
+    an element budget and are of the subclass again, so that a chain of operators on a built array is counted."""
+    import numpy
+
+    class Counted(numpy.ndarray):
+        def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+            def plain(x: Any) -> Any:
+                return x.view(numpy.ndarray) if isinstance(x, Counted) else x
+
+            if "out" in kwargs:
+                kwargs["out"] = tuple(plain(o) for o in kwargs["out"])
+            result = getattr(ufunc, method)(*(plain(x) for x in inputs), **kwargs)
+
+            def counted(r: Any) -> Any:
+                spend(r)
+                return r.view(Counted) if type(r) is numpy.ndarray else r
+
+            return tuple(counted(r) for r in result) if isinstance(result, tuple) else counted(result)
+
+    return Counted
+
+
 @contextmanager
-def element_budget(limit: int = ELEMENTS, *, traced: bool = False, scalars: bool = True) -> Iterator[None]:
+def element_budget(limit: int = ELEMENTS, *, traced: bool = False, scalars: bool = True,
+                   operators: bool = False) -> Iterator[None]:
     """While inside, the tensors torch's functions and methods return, and the arrays numpy's builders return,
     may hold at most ``limit`` elements in all; the result that passes it raises ``TooManyElements``.
 
@@ -189,6 +213,9 @@ def element_budget(limit: int = ELEMENTS, *, traced: bool = False, scalars: bool
             the memory an array takes does not depend on the name that built it.
     scalars: count results of one element too (the default). Off, they are free: indexing a tensor in a loop
              (``code[6]``) makes one per index, and a step budget already bounds how many a loop can make.
+    operators: also count numpy's element-wise operators: the arrays numpy's builders and ufuncs return are
+               handed back as an ndarray subclass whose ufunc results (``np.e ** (1j * ks)``, ``abs(a) ** 2``) are
+               counted too (off by default: only the chapters that ask for it see the subclass).
     """
     import tracemalloc
 
@@ -203,6 +230,16 @@ def element_budget(limit: int = ELEMENTS, *, traced: bool = False, scalars: bool
         if used > limit:
             raise TooManyElements(limit)
         return result
+
+    if operators:
+        counted_array = _counting_array(spend)
+        count = spend
+
+        def spend(result: Any) -> Any:  # noqa: F811 (the builders' results become counted arrays)
+            if isinstance(result, counted_array):
+                return result  # a ufunc on a counted array: already spent in its __array_ufunc__
+            count(result)
+            return result.view(counted_array) if type(result) is numpy.ndarray else result
 
     class Counting(TorchFunctionMode):
         def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -386,7 +423,7 @@ def no_huge_arrays(limit: int = HUGE) -> Iterator[None]:
 def answers_under_guard(fn: Any, cases: Iterable[tuple[Any, ...]], refuse: Iterable[tuple[Any, str, str]] = (),
                         *, loops: bool = True, steps: int = STEPS, steps_per_case: int | None = None,
                         elements_per_case: int | None = None, traced: bool = False, scalars: bool = True,
-                        ) -> tuple[dict[tuple[Any, ...], Any], tuple[Any, Exception] | None]:
+                        operators: bool = False) -> tuple[dict[tuple[Any, ...], Any], tuple[Any, Exception] | None]:
     """fn(*case) for every case, while the ``refuse`` targets refuse to run (and, with ``loops``, while
     huge arrays are refused and Python steps are counted). Every guard is undone before this returns,
     so the checker reports with the library whole again.
@@ -399,6 +436,7 @@ def answers_under_guard(fn: Any, cases: Iterable[tuple[Any, ...]], refuse: Itera
     traced: with ``elements_per_case``, also measure the memory each case allocates (``element_budget(traced=True)``),
             which numpy's builders bound to other names before the call cannot escape.
     scalars: with ``elements_per_case``, count results of one element too (``element_budget(scalars=...)``).
+    operators: with ``elements_per_case``, count numpy's element-wise operators too (``element_budget(operators=...)``).
     returns: (the answers by case, None), or (the answers so far, (the case that stopped, its
              Shortcut, TooManySteps or TooManyElements)); any other exception of fn propagates (report() shows it).
     """
@@ -414,7 +452,8 @@ def answers_under_guard(fn: Any, cases: Iterable[tuple[Any, ...]], refuse: Itera
             for case in cases:
                 with ExitStack() as per_case:  # the step budget last, so that it counts none of the others' set-up
                     if elements_per_case is not None:
-                        per_case.enter_context(element_budget(elements_per_case, traced=traced, scalars=scalars))
+                        per_case.enter_context(element_budget(elements_per_case, traced=traced, scalars=scalars,
+                                                                  operators=operators))
                     if loops and steps_per_case is not None:
                         per_case.enter_context(step_budget(steps_per_case))
                     answers[case] = fn(*case)

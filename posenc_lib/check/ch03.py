@@ -31,7 +31,8 @@ __all__ = ["offset_from_codes", "offset_only_score", "slow_pairs"]
 CLOSED_FORM_STEPS = 2_000  # Python lines for one case: a formula needs dozens, a short search on the slowest pair
 #                            (a coarse scan then a bisection) hundreds, trying every offset thousands
 CLOSED_FORM_ELEMENTS = 10_000  # tensor elements for one case of Exercise 1: a formula touches dozens, a grid over
-#                                all 6000 whole offsets at least 12 000. Results of one element are free
+#                                all 6000 whole offsets at least 12 000 (the grid and its scores: numpy's
+#                                element-wise operators are counted too, operators=True). Results of one element are free
 #                                (scalars=False): a short search that indexes the codes in a loop makes one per
 #                                index, and the step budget already bounds how many a loop makes. The memory
 #                                measured with it (traced, 64 bytes an element) leaves room for the Python objects
@@ -122,7 +123,7 @@ def offset_from_codes(fn: Any) -> bool | None:
         answers, stopped = answers_under_guard(lambda i: f(*cases[i]), [(i,) for i in range(len(cases))],
                                                _code_builders(), steps_per_case=CLOSED_FORM_STEPS,
                                                elements_per_case=CLOSED_FORM_ELEMENTS, traced=True,
-                                               scalars=False)
+                                               scalars=False, operators=True)
         if stopped is not None:
             yield stopped_verdict(stopped[1], "your function", shortcut="the library's code builders are refused "
                                   "here; the two codes you are given carry the offset",
