@@ -776,11 +776,14 @@ angles_op = lib_ops[first_big - 3]  # the angles (positions times frequencies), 
 assert angles_op.name == "aten::mul.Tensor" and [op.name for op in lib_ops[first_big - 2:first_big]] == ["aten::cos", "aten::sin"]
 assert angles_op.written[0][1] / (2 * xb.numel() * xb.element_size()) == 1 / 16  # as large as one table
 assert 3 / 16 < on_c_kernel["apply_rope"] - (2 + 3 / 8) < 3 / 16 + 0.01  # the angles, then positions and frequencies
-import inspect
 import posenc_lib.rotary as rotary_lib
 
-# on CUDA with Triton, apply_rope hands x, its positions and the frequencies to the kernel (§5): no tables
-assert pl.apply_rope is rotary_lib.apply_rope and "_rope_in_kernel(x, None, positions" in inspect.getsource(pl.apply_rope)
+handed_to_kernel = []  # on CUDA with Triton (stood in for here), apply_rope hands x to the kernel of §5: no tables
+with (mock.patch.object(rotary_lib, "_fused", lambda *args: True),
+      mock.patch.object(rotary_lib, "_rope_in_kernel", lambda *args: handed_to_kernel.append(args) or (args[0], None)),
+      RecordOps() as in_kernel):
+    pl.apply_rope(xb)
+assert len(handed_to_kernel) == 1 and trig_entries(in_kernel.ops) == 0
 if cpu_kernel.available():  # the path this machine takes, measured as it runs
     assert all_bytes(second_call) == on_c_kernel["RotaryEmbedding"] and all_bytes(lib_ops) == on_c_kernel["apply_rope"]
 else:  # the plain form reads the tables in each of its products (and autograd keeps them for the backward)
