@@ -15,7 +15,7 @@ from torch.utils.benchmark import Timer
 def median_ms(fn: Callable[[], object], *, min_run_time: float = 0.2) -> float:
     """Median milliseconds per call of ``fn()`` over blocks of calls lasting about ``min_run_time`` s in all.
 
-    Taught in: notebooks/06_alibi.ipynb, notebooks/10_making_it_fast.ipynb
+    Taught in: notebooks/06_alibi.ipynb (10_making_it_fast uses ``block_ms``)
     """
     return median_iqr_ms(fn, min_run_time=min_run_time)[0]
 

@@ -18,6 +18,11 @@
 # **Scope.** §1–§4 and §6 count on the CPU, where `apply_rope` has a C kernel. §5 reads
 # the GPU's kernel and runs it on the CPU under Triton's interpreter, which checks what it computes,
 # not how fast; the only GPU timings here are quoted from `benchmarks/README.md`, named where shown.
+# The C kernel's counts are taken on the meta device (its registered shapes, no data), so they are
+# asserted on every machine. Only the asserts written under `if cpu_kernel.available()` need the kernel
+# built (they check the C kernel's results bit for bit and that `apply_rope` takes it); without it (no
+# C compiler, or `POSENC_CPU_KERNEL=0`) those cells check the torch path or the plain form instead, or
+# skip those lines, and print the same.
 #
 # Timings differ between machines and between runs, so this appendix times one thing only (§1,
 # a difference of many times), asserts nothing about it, and leaves ratios to `make bench`
@@ -385,8 +390,10 @@ print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 
 # - **The reference itself**, for a tensor of fewer than `rotary.SMALL` = 16 384 elements, such as
 #   chapter 5's 5 × 4 example. Every call of a faster path has a fixed cost, and below that size
 #   it saves little in absolute time (about 21 µs a call at most), or is slower (`make bench`
-#   measured where, below). Decoding is such a case: one new position of a Llama-sized query,
-#   (1, 32, 1, 128), is 4 096 elements, so this section's counts are about prefill and training.
+#   measured where, below). Single-sequence decoding is such a case: one new position of a
+#   Llama-sized query, (1, 32, 1, 128), is 4 096 elements (a batch of four sequences already reaches
+#   `SMALL`), so this section's counts are about prefill (the one pass over a prompt's tokens that
+#   comes before decoding) and training.
 # - **A C kernel**, where the machine has a C compiler and x is contiguous, in float32 or bfloat16
 #   (with float32 tables; otherwise the next path): a small loop registered as a torch operator,
 #   `torch.ops.posenc.rope_rotate`. It reads each pair once, rotates it in float32 in registers and
@@ -401,7 +408,7 @@ print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 
 # The next cell checks both fast paths against the plain form, whichever one your machine uses: the
 # C kernel bit for bit (where there is one); the torch path bit for bit in the interleaved layout and,
 # in the half layout, within `torch.testing.assert_close`'s tolerances for the dtype; and that the
-# small example and a decoding step never reach the C operator.
+# small example and a single-sequence decoding step never reach the C operator.
 
 # %% slideshow={"slide_type": "fragment"}
 xb = torch.randn(8, L, 128).to(torch.bfloat16)  # 8 heads of a bf16 model
@@ -427,6 +434,7 @@ decode_step = torch.randn(1, 32, 1, 128)  # one new position of a Llama-sized qu
 with RecordCalls() as decode_calls:
     pl.apply_rope(decode_step, torch.tensor([1000]))
 assert decode_step.numel() == 4096 < SMALL and not any("rope_rotate" in call.name for call in decode_calls.calls)
+assert 4 * decode_step.numel() == SMALL  # a batch of four decoding sequences is no longer small
 print("against rotate_pairs in float32, for bf16 and float32 inputs and both layouts: the C kernel bit for bit "
       "(where it is built); "
       "the torch path bit for bit (interleaved) or up to rounding (half)")
@@ -440,7 +448,7 @@ print("against rotate_pairs in float32, for bf16 and float32 inputs and both lay
 # From 16 384 elements on it is faster in every column, the closest to 1 being float32's half layout,
 # forward + backward (0.96). So `SMALL` is a choice read from noisy medians on one machine, not a
 # measured crossing; this appendix does not repeat the measurement. What it does check (the cell
-# above) is that chapter 5's 5 × 4 example and a decoding step stay on the reference: they never
+# above) is that chapter 5's 5 × 4 example and a single-sequence decoding step stay on the reference: they never
 # reach the C operator.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -733,13 +741,14 @@ print(f"forward + backward on xb-sized data: the plain form {whole_tensor(plain_
 # each. The C operator reads both in each of its two calls, forward and backward: 1/4 of a bound.
 # `pl.RotaryEmbedding` keeps its tables, so from its second call on that is all it adds: 2 + 1/4 bounds
 # per step. `pl.apply_rope` is stateless: every call also computes its angles and their cos and sin
-# (writing the tables, 1/8 of a bound), so it can go no lower than 2 + 3/8 (tables written once,
-# read twice). It moves about 0.19 more: its angles, one float32 tensor as large as one table, written
+# (writing the tables, 1/8 of a bound), so on the CPU, where its tables go through memory, it can go
+# no lower than 2 + 3/8 (tables written once, read twice). It moves about 0.19 more: its angles, one float32 tensor as large as one table, written
 # once (1/16) and read by cos and by sin (1/16 each), 3/16 in all, and under 0.01 for the positions
 # and frequencies they are made from. Only a kernel that computes
 # sin and cos itself, from the positions, gets down to 2, at the price of d/2 sines and cosines per
 # position in every call, or one fused into the matmul or attention, which avoids the standalone
-# pass. The cell counts every operator's bytes, tables and angles included.
+# pass. On a GPU with Triton, `pl.apply_rope` calls such a kernel (§5): the stateless call computes
+# sin and cos in registers and reaches 2. The cell counts every operator's bytes, tables and angles included.
 
 # %% slideshow={"slide_type": "fragment"}
 def all_bytes(ops) -> float:
@@ -767,6 +776,14 @@ angles_op = lib_ops[first_big - 3]  # the angles (positions times frequencies), 
 assert angles_op.name == "aten::mul.Tensor" and [op.name for op in lib_ops[first_big - 2:first_big]] == ["aten::cos", "aten::sin"]
 assert angles_op.written[0][1] / (2 * xb.numel() * xb.element_size()) == 1 / 16  # as large as one table
 assert 3 / 16 < on_c_kernel["apply_rope"] - (2 + 3 / 8) < 3 / 16 + 0.01  # the angles, then positions and frequencies
+import posenc_lib.rotary as rotary_lib
+
+handed_to_kernel = []  # on CUDA with Triton (stood in for here), apply_rope hands x to the kernel of §5: no tables
+with (mock.patch.object(rotary_lib, "_fused", lambda *args: True),
+      mock.patch.object(rotary_lib, "_rope_in_kernel", lambda *args: handed_to_kernel.append(args) or (args[0], None)),
+      RecordOps() as in_kernel):
+    pl.apply_rope(xb)
+assert len(handed_to_kernel) == 1 and trig_entries(in_kernel.ops) == 0
 if cpu_kernel.available():  # the path this machine takes, measured as it runs
     assert all_bytes(second_call) == on_c_kernel["RotaryEmbedding"] and all_bytes(lib_ops) == on_c_kernel["apply_rope"]
 else:  # the plain form reads the tables in each of its products (and autograd keeps them for the backward)
@@ -836,8 +853,7 @@ assert xs_cpu.shape == (1024, 64) and xs_cpu.dtype == torch.float32 and xb.dtype
 # in-place operations move twice one's bytes), so what an in-place design moves depends on its
 # operations, not on writing into g. The budget counts new memory (every allocation, added up over
 # the call), not what is held at once: a loop that allocates a fresh result for each small piece of g
-# adds up to all of g and fails it, while one that passes each piece through a single small buffer,
-# made once and reused, allocates little and passes: a legitimate low-memory design. The checker runs the function on float32
+# adds up to all of g and fails it. The checker runs the function on float32
 # gradients of its own, some of them strided views, adds up every element the ATen operators it
 # reaches create, checks that every change to g is made by an operator it saw, and compares g with
 # `pl.rotate_pairs` by −angle.
@@ -1134,7 +1150,11 @@ print(f"with contiguous copies of q and k and the C operator: {len(on_operator)}
 # `F.scaled_dot_product_attention`, which the CPU records as one operator, so its T × T scores are
 # never counted. The next cell writes attention out (scores, mask, softmax, weighted sum) in the
 # same step: the step's bytes grow about threefold, and RoPE's share falls from about a quarter to
-# under a tenth. Every share below is the fused one.
+# under a tenth. The fused count reads q, k and v once each, as the CPU's one operator does; a real
+# flash-attention kernel on a GPU re-reads k and v for every block of queries (and, in its backward
+# pass, q and the output's gradient for every block of keys), so it moves more than this count. So
+# about a quarter is an upper bound on RoPE's share, and the written-out attention's 0.07 is the other
+# end. Every share below is the fused one.
 
 # %% slideshow={"slide_type": "fragment"}
 def eager_attention(q, k, v, *, is_causal):
@@ -1145,6 +1165,9 @@ def eager_attention(q, k, v, *, is_causal):
     return scores.softmax(-1) @ v
 
 
+fused_forward = [op for op in with_rope if op.name == "aten::_scaled_dot_product_flash_attention_for_cpu"]
+assert len(fused_forward) == 2  # one per layer, each reading q, k and v once: (batch, heads, T, 16) each
+assert all([entries for entries, _ in op.read] == [8 * 4 * 255 * 16] * 3 for op in fused_forward)
 with mock.patch.object(torch.nn.functional, "scaled_dot_product_attention", eager_attention):
     eager_with, eager_without = step_ops("rope"), step_ops("none")
 eager_share = 1 - total_bytes(eager_without) / total_bytes(eager_with)
