@@ -1511,7 +1511,9 @@ assert min(R["irope+chunk"][512]["acc"]) > max(R["rope"][512]["acc"])  # blind R
 # iRoPE's NoPE layer keeps a sixth to a third of its best head's weight on the entry at 512
 # tokens: 0.23 to 0.35 as trained, 0.17 to 0.28 without the temperature (each seed a little less),
 # 0.22 to 0.36 chunked;
-# every head of the RoPE model has lost it. So the NoPE layer finds the entry. How much recall
+# every head of the RoPE model has lost it. So the NoPE layer looks at the entry; a head that spread its
+# weight evenly over the 4 dictionary entries would also put 0.25 there, and the run does not record the
+# weight on the other entries, so this does not show that it picks the asked one. How much recall
 # that buys, this measurement does not settle: NoPE's second layer puts about as much weight
 # there (0.22 to 0.29) and recalls 0.94, not 0.52 (its first layer finds the entry as well,
 # 0.09 to 0.21); the chunked model keeps the weight and recalls no more than unchunked; and the

@@ -789,6 +789,8 @@ print(f"words' gates at 1/2: 'the' sits at {half_words[-1, 0]:.0f} from the last
 # interpolated linearly between neighbouring integers, with $p_{ij}$ clamped at
 # $\text{max\_positions} - 1$ first. The attention weights are then
 # $a_{ij} = \operatorname{softmax}_j\big(q_i \cdot k_j / \sqrt{d} + q_i \cdot e[p_{ij}]\big)$.
+# (This is the reference code's `--cope-nodiv` form; its default adds the position logit before the
+# division by $\sqrt d$, which only rescales the learned vectors $e$ by $\sqrt d$.)
 # At a position halfway between two integers the added logit is the mean of the two:
 
 # %% slideshow={"slide_type": "fragment"}
