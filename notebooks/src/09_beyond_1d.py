@@ -1088,6 +1088,7 @@ for L in (128, 256, 512):
     assert clearly("cope", "rope", "sparse", L) and clearly("cope", "none", "sparse", L)
 assert [round(acc(m, "sparse", 128), 2) for m in ("cope", "rope")] == [0.99, 0.90]
 assert round(by_sequence("cope", "rope", "sparse", 128), 1) == 1.6
+assert all(by_sequence("cope", "rope", "sparse", L) < 1.6 for L in (256, 512))  # "less beyond"
 assert abs(acc("rope", "sparse", 512) - acc("none", "sparse", 512)) < 0.05  # RoPE at NoPE's level by 512
 assert compared("rope", "none", "sparse", 512) == 0
 floor = {(mix, L): sum(copy_previous[mix, L]) / 3 for mix in MIX for L in (512,)}
