@@ -1147,7 +1147,8 @@ fig
 #   of plain RoPE and of NTK at 512. PI against YaRN: the seeds cannot tell them apart at 512, unlike
 #   the dictionary-first ranking, where PI beat YaRN at 128 and 512 mostly by the layout (at 512
 #   YaRN's best of the seven placements of the dictionary in the aside "the 84 placements" above
-#   recalls 0.91, PI's 0.78). YaRN's odd
+#   recalls 0.91, PI's 0.78; each method's best of seven is a selected number, which favours the
+#   method that varies more between placements). YaRN's odd
 #   non-monotone curve there (worse at 128 than at 256 for every seed) is gone too: with lookups at
 #   every distance, no length's accuracy rests on where ten lookup distances fall. The lookup gap
 #   says the same, taken against every lookup this task trained (1 to 62, not 53–62; next cell):
