@@ -12,8 +12,10 @@ on each score in registers, and skips the key blocks a block mask marks empty.
   gather from the (H, 2K - 1) ramp (a few KB, cache-resident); gradients reach the ramp.
 * causal: a block mask of 128 x 128 tiles built from block indices alone (``causal_block_mask``):
   no (L, L) boolean mask (``create_block_mask`` would evaluate one), no value read back to the
-  host. It is rebuilt per call (about 20 small kernels, microseconds next to the attention);
-  a model that wants to skip even that can build it once per length and keep it, as a module.
+  host. It is rebuilt per call, eagerly, outside the compiled function (about 20 small kernels,
+  microseconds next to the attention): built inside it, torch 2.11's inductor failed to lower
+  the block sort under dynamic shapes (seen on an H200). A model that wants to skip even that
+  can build it once per length and keep it, as a module.
 Queries are the last q_len of the K keys (query i sits at position K - q_len + i), as in
 ``fast_attention``. The CPU keeps ``fast_attention``'s path (FlexAttention runs there, eagerly
 and materialising the scores, which is what the tests use to check the score_mods); float64
@@ -75,24 +77,26 @@ def causal_block_mask(q_len: int, k_len: int, device: torch.device) -> BlockMask
                                     seq_lengths=(q_len, k_len))
 
 
-def _alibi(q: Tensor, k: Tensor, v: Tensor, slopes: Tensor, causal: bool) -> Tensor:
+def _mask(q: Tensor, k: Tensor, causal: bool) -> BlockMask | None:
+    return causal_block_mask(q.shape[-2], k.shape[-2], q.device) if causal else None
+
+
+def _alibi(q: Tensor, k: Tensor, v: Tensor, slopes: Tensor, mask: BlockMask | None) -> Tensor:
     off = k.shape[-2] - q.shape[-2]  # query i sits at position i + off (under compile: a symbolic int)
 
     def score_mod(score, b, h, q_idx, kv_idx):
         distance = (kv_idx - q_idx - off).abs()  # as alibi_bias: -|j - i| as an integer, then times m_h
         return score + (slopes[h] * (-distance).to(slopes.dtype)).to(score.dtype)
 
-    mask = causal_block_mask(q.shape[-2], k.shape[-2], q.device) if causal else None
     return flex_attention(q, k, v, score_mod=score_mod, block_mask=mask)
 
 
-def _ramp(q: Tensor, k: Tensor, v: Tensor, ramp: Tensor, causal: bool, scale: float | None) -> Tensor:
+def _ramp(q: Tensor, k: Tensor, v: Tensor, ramp: Tensor, mask: BlockMask | None, scale: float | None) -> Tensor:
     last = q.shape[-2] - 1  # ramp index of offset j - i: (j - i) + K - 1 = kv_idx - q_idx + q_len - 1
 
     def score_mod(score, b, h, q_idx, kv_idx):
         return score + ramp[h, kv_idx - q_idx + last].to(score.dtype)
 
-    mask = causal_block_mask(q.shape[-2], k.shape[-2], q.device) if causal else None
     return flex_attention(q, k, v, score_mod=score_mod, block_mask=mask, scale=scale)
 
 
@@ -108,14 +112,14 @@ def _run(name: str, fn: Callable[..., Tensor], q: Tensor, *args) -> Tensor:
     return _COMPILED[name](q, *args)
 
 
-def _causal(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-    return flex_attention(q, k, v, block_mask=causal_block_mask(q.shape[-2], k.shape[-2], q.device))
+def _causal(q: Tensor, k: Tensor, v: Tensor, mask: BlockMask) -> Tensor:
+    return flex_attention(q, k, v, block_mask=mask)
 
 
 def causal_attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
     """Plain causal attention through FlexAttention (no bias): the control ``benchmarks/bench_attention.py``
     times the biased forms against, so what the bias itself costs shows."""
-    return _run("causal", _causal, q, k, v)
+    return _run("causal", _causal, q, k, v, _mask(q, k, True))
 
 
 def alibi_attention(q: Tensor, k: Tensor, v: Tensor, slopes: Tensor, *, causal: bool) -> Tensor:
@@ -125,7 +129,7 @@ def alibi_attention(q: Tensor, k: Tensor, v: Tensor, slopes: Tensor, *, causal: 
     causal: hide keys after each query (else symmetric: -m_h |j - i|)
     returns: (B, H, q_len, D)
     """
-    return _run("alibi", _alibi, q, k, v, slopes, causal)
+    return _run("alibi", _alibi, q, k, v, slopes, _mask(q, k, causal))
 
 
 def ramp_attention(q: Tensor, k: Tensor, v: Tensor, ramp: Tensor, *, causal: bool,
@@ -135,4 +139,4 @@ def ramp_attention(q: Tensor, k: Tensor, v: Tensor, ramp: Tensor, *, causal: boo
 
     returns: (B, H, q_len, D_v)
     """
-    return _run("ramp", _ramp, q, k, v, ramp, causal, scale)
+    return _run("ramp", _ramp, q, k, v, ramp, _mask(q, k, causal), scale)
