@@ -136,3 +136,31 @@ def test_cpu_keeps_the_chunked_sdpa_path(monkeypatch):
     assert calls == [] and flex.DEVICES == ("cuda",)
     monkeypatch.setattr(flex, "DEVICES", ("cuda", "cpu"))
     assert flex.applies(*qkv()) and not flex.applies(*qkv(d=8)) and not flex.applies(*qkv(dtype=torch.float64))
+
+
+
+def test_compiled_flex_survives_a_second_length(monkeypatch):
+    """torch.compile, as on a GPU, at three lengths: the second call makes torch's shapes dynamic, and an
+    offset captured as a Python int then broke inductor's lowering (seen on an H200 with torch 2.11, and
+    here on the CPU). The score_mods read their offsets from tensors; each result equals the dense one.
+    ALiBi only: the ramp's gather hits a bug of torch 2.13's CPU flex template (an undeclared
+    cur_kvSplitSize1 in the generated C++), which the GPU's Triton template does not share."""
+    import shutil
+
+    if not (shutil.which("c++") or shutil.which("g++")):
+        pytest.skip("torch.compile on the CPU needs a C++ compiler")
+    monkeypatch.setattr(flex, "DEVICES", ("cuda", "cpu"))
+    monkeypatch.setattr(flex, "_COMPILED", {})
+
+    def compiled(name, fn, q, *args):
+        if name not in flex._COMPILED:
+            flex._COMPILED[name] = torch.compile(fn)
+        return flex._COMPILED[name](q, *args)
+
+    monkeypatch.setattr(flex, "_run", compiled)
+    for q_len, k_len in [(40, 40), (3, 70), (17, 17)]:
+        q, k, v = qkv(q_len=q_len, k_len=k_len)
+        for mode in ("causal", "symmetric"):
+            want = dense(q, k, v, pl.alibi_bias(4, q_len, k_len, mode=mode))
+            torch.testing.assert_close(pl.alibi_attention(q, k, v, mode=mode), want, **TOL[torch.float32])
+    assert set(flex._COMPILED) == {"alibi"}

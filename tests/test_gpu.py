@@ -43,6 +43,8 @@ def to(x: Any, device: torch.device) -> Any:
         return x.to(device)
     if isinstance(x, (tuple, list)):
         return type(x)(to(t, device) for t in x)
+    if isinstance(x, dict):  # keyword arguments (attention's bias): on an H200 they had stayed on the CPU
+        return {key: to(t, device) for key, t in x.items()}
     return x
 
 

@@ -12,10 +12,11 @@ on each score in registers, and skips the key blocks a block mask marks empty.
   gather from the (H, 2K - 1) ramp (a few KB, cache-resident); gradients reach the ramp.
 * causal: a block mask of 128 x 128 tiles built from block indices alone (``causal_block_mask``):
   no (L, L) boolean mask (``create_block_mask`` would evaluate one), no value read back to the
-  host. It is rebuilt per call, eagerly, outside the compiled function (about 20 small kernels,
-  microseconds next to the attention): built inside it, torch 2.11's inductor failed to lower
-  the block sort under dynamic shapes (seen on an H200). A model that wants to skip even that
-  can build it once per length and keep it, as a module.
+  host. It is rebuilt per call, eagerly, and handed to the compiled function (about 20 small
+  kernels, microseconds next to the attention); a model that wants to skip even that can build
+  it once per length and keep it, as a module.
+* offsets (where query i sits among the keys) reach the score_mods and mask_mods as 0-d tensors
+  (``_scalar``), never as Python ints: see there.
 Queries are the last q_len of the K keys (query i sits at position K - q_len + i), as in
 ``fast_attention``. The CPU keeps ``fast_attention``'s path (FlexAttention runs there, eagerly
 and materialising the scores, which is what the tests use to check the score_mods); float64
@@ -54,6 +55,14 @@ def _ordered(blocks: Tensor) -> tuple[Tensor, Tensor]:
     return count[None, None], order[None, None]
 
 
+def _scalar(value: int, device: torch.device) -> Tensor:
+    """A 0-d int32 tensor on ``device`` (a fill kernel, no copy from the host). score_mods and mask_mods read
+    offsets from such tensors, never from Python ints: under torch.compile's dynamic shapes a captured int
+    becomes a symbol that inductor fails to lower (torch 2.11 on an H200, torch 2.13 on the CPU, at the
+    second length)."""
+    return torch.full((), value, dtype=torch.int32, device=device)
+
+
 def causal_block_mask(q_len: int, k_len: int, device: torch.device) -> BlockMask:
     """The causal mask of queries that are the last q_len of k_len keys, as 128 x 128 tiles.
 
@@ -70,8 +79,10 @@ def causal_block_mask(q_len: int, k_len: int, device: torch.device) -> BlockMask
     full = (last_k <= first_q) & inside
     partial = (first_k <= last_q) & ~full
 
+    shift = _scalar(off, device)
+
     def mask_mod(b, h, q_idx, kv_idx):
-        return kv_idx <= q_idx + off
+        return kv_idx <= q_idx + shift
 
     return BlockMask.from_kv_blocks(*_ordered(partial), *_ordered(full), BLOCK_SIZE=BLOCK, mask_mod=mask_mod,
                                     seq_lengths=(q_len, k_len))
@@ -81,9 +92,8 @@ def _mask(q: Tensor, k: Tensor, causal: bool) -> BlockMask | None:
     return causal_block_mask(q.shape[-2], k.shape[-2], q.device) if causal else None
 
 
-def _alibi(q: Tensor, k: Tensor, v: Tensor, slopes: Tensor, mask: BlockMask | None) -> Tensor:
-    off = k.shape[-2] - q.shape[-2]  # query i sits at position i + off (under compile: a symbolic int)
-
+def _alibi(q: Tensor, k: Tensor, v: Tensor, slopes: Tensor, mask: BlockMask | None, off: Tensor) -> Tensor:
+    # off: query i sits at position i + off (a 0-d tensor, see _scalar)
     def score_mod(score, b, h, q_idx, kv_idx):
         distance = (kv_idx - q_idx - off).abs()  # as alibi_bias: -|j - i| as an integer, then times m_h
         return score + (slopes[h] * (-distance).to(slopes.dtype)).to(score.dtype)
@@ -91,9 +101,9 @@ def _alibi(q: Tensor, k: Tensor, v: Tensor, slopes: Tensor, mask: BlockMask | No
     return flex_attention(q, k, v, score_mod=score_mod, block_mask=mask)
 
 
-def _ramp(q: Tensor, k: Tensor, v: Tensor, ramp: Tensor, mask: BlockMask | None, scale: float | None) -> Tensor:
-    last = q.shape[-2] - 1  # ramp index of offset j - i: (j - i) + K - 1 = kv_idx - q_idx + q_len - 1
-
+def _ramp(q: Tensor, k: Tensor, v: Tensor, ramp: Tensor, mask: BlockMask | None, last: Tensor,
+          scale: float | None) -> Tensor:
+    # last = q_len - 1 (a 0-d tensor): ramp index of offset j - i is (j - i) + K - 1 = kv_idx - q_idx + last
     def score_mod(score, b, h, q_idx, kv_idx):
         return score + ramp[h, kv_idx - q_idx + last].to(score.dtype)
 
@@ -129,7 +139,8 @@ def alibi_attention(q: Tensor, k: Tensor, v: Tensor, slopes: Tensor, *, causal: 
     causal: hide keys after each query (else symmetric: -m_h |j - i|)
     returns: (B, H, q_len, D)
     """
-    return _run("alibi", _alibi, q, k, v, slopes, _mask(q, k, causal))
+    return _run("alibi", _alibi, q, k, v, slopes, _mask(q, k, causal),
+                _scalar(k.shape[-2] - q.shape[-2], q.device))
 
 
 def ramp_attention(q: Tensor, k: Tensor, v: Tensor, ramp: Tensor, *, causal: bool,
@@ -139,4 +150,4 @@ def ramp_attention(q: Tensor, k: Tensor, v: Tensor, ramp: Tensor, *, causal: boo
 
     returns: (B, H, q_len, D_v)
     """
-    return _run("ramp", _ramp, q, k, v, ramp, _mask(q, k, causal), scale)
+    return _run("ramp", _ramp, q, k, v, ramp, _mask(q, k, causal), _scalar(q.shape[-2] - 1, q.device), scale)
