@@ -38,21 +38,30 @@ def entries_and_bytes(tensors) -> list[tuple[int, int]]:
             for t in tensors]
 
 
+class _Recorder:
+    """What the two recorders share: the list of `Call`s they keep (``recorded``), and running each call they see."""
+
+    def __init__(self):
+        super().__init__()
+        self.recorded: list[Call] = []
+
+    @staticmethod
+    def _run(func, args, kwargs):
+        """(kwargs, result) of func called as asked: kwargs as a dict, never None."""
+        kwargs = kwargs or {}
+        return kwargs, func(*args, **kwargs)
 
 
-class RecordCalls(TorchFunctionMode):
+class RecordCalls(_Recorder, TorchFunctionMode):
     """Inside a `with` block, records each torch call (a `Call`). A call reads its tensor arguments and writes
     its results, except: `out=` and the destination of `copy_` are written, not read; an in-place call
     (`addcmul_`) reads and writes its tensor; a call that hands back one of its arguments unchanged
     (`x.float()` of a float32 x) moves nothing."""
 
-    def __init__(self):
-        super().__init__()
-        self.calls: list[Call] = []
+    calls = property(lambda self: self.recorded, doc="The recorded `Call`s, in order.")
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
+        kwargs, out = self._run(func, args, kwargs)
         name = getattr(func, "__name__", str(func))
         read = [t for t in tree_leaves((args, {k: v for k, v in kwargs.items() if k != "out"}))
                 if isinstance(t, torch.Tensor)]
@@ -61,24 +70,21 @@ class RecordCalls(TorchFunctionMode):
             read = read[1:]
         elif not name.endswith("_") and any(w is r for w in written for r in read):
             read, written = [], []
-        self.calls.append(Call(name, entries_and_bytes(read), entries_and_bytes(written)))
+        self.recorded.append(Call(name, entries_and_bytes(read), entries_and_bytes(written)))
         return out
 
 
-class RecordOps(TorchDispatchMode):
+class RecordOps(_Recorder, TorchDispatchMode):
     """One level lower: inside a `with` block, records each ATen operator that moves data as a `Call`,
     forward and backward passes alike. An operator reads its tensor arguments and writes its results; an
     argument it writes into is written (an in-place operator's is read too, an `out=` argument is not).
     Views and allocations (`empty`) move no data and are skipped. Entries are counted as a tensor shows
     them, bytes as the memory behind them: an expanded view shows a value many times but holds it once."""
 
-    def __init__(self):
-        super().__init__()
-        self.ops: list[Call] = []
+    ops = property(lambda self: self.recorded, doc="The recorded operators (`Call`s), in order.")
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
+        kwargs, out = self._run(func, args, kwargs)
         if func.is_view or func.name().startswith("aten::empty"):
             return out
         given = {**dict(zip((a.name for a in func._schema.arguments), args)), **kwargs}
@@ -86,7 +92,7 @@ class RecordOps(TorchDispatchMode):
         read = [t for name, v in given.items() if name != "out" for t in tree_leaves(v) if isinstance(t, torch.Tensor)]
         changed = [t for name in into & given.keys() for t in tree_leaves(given[name]) if isinstance(t, torch.Tensor)]
         results = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor) and not any(t is c for c in changed)]
-        self.ops.append(Call(func.name(), entries_and_bytes(read), entries_and_bytes(changed + results)))
+        self.recorded.append(Call(func.name(), entries_and_bytes(read), entries_and_bytes(changed + results)))
         return out
 
 

@@ -59,24 +59,28 @@ g = torch.manual_seed(0)
 # from `posenc_lib/counting.py` do the counting (what each counts is in its docstring, and §1 shows it
 # at work). `RecordCalls` is a `TorchFunctionMode`: torch hands it
 # every call of its Python API (`torch.sin`, `x * y`, `F.normalize`) as the call is made. `RecordOps`
-# is a `TorchDispatchMode`, one level lower: torch's Python functions run operators of ATen, torch's
-# C++ library of tensor operators (`aten::mul`, `aten::sum`), through the dispatcher, which picks
-# each operator's code for the device and dtype, and the mode sees every operator that reaches it,
-# including those autograd runs in a backward pass. Each records, for every call or operator, the
-# entries and the bytes of each tensor it reads and of each it writes (the docstrings say which is
-# which); bytes are the distinct values a tensor shows times their size (the product of its dimensions
-# of non-zero stride), so an expanded view counts its values once and a strided view only the values it
+# is a `TorchDispatchMode`, one level lower. Torch's Python functions run operators of ATen, torch's
+# C++ library of tensor operators (`aten::mul`, `aten::sum`). They run through the dispatcher, which
+# picks each operator's code for the device and dtype. The mode sees every operator that reaches it,
+# including those autograd runs in a backward pass. Each recorder records, for every call or operator,
+# the entries and the bytes of each tensor it reads and of each it writes (the docstrings say which is
+# which). Bytes are the distinct values a tensor shows times their size (the product of its dimensions
+# of non-zero stride). So an expanded view counts its values once, and a strided view only the values it
 # shows, though the memory behind it may be larger.
 #
-# Four counting rules, defined where first used, add up what the recorders record, each in one-pass
-# bounds (twice the bytes of the tensor x being rotated, §2); §4 ends with `apply_rope` under all four:
+# Four counting rules add up what the recorders record. Each is defined where it is first used, and each
+# counts in one-pass bounds (twice the bytes of the tensor x being rotated, §2). x is float32 in §2 and
+# bf16 from §3 on (bfloat16: a 16-bit float with 8 exponent bits, as many as float32, and 7 mantissa
+# bits; §2's cell checks both numbers). This table is the one
+# place that sets them side by side; the last column is `apply_rope` on the C kernel, asserted at the end
+# of §4:
 #
-# | rule (section) | recorder | what it adds up |
-# |---|---|---|
-# | `bytes_of` (§2) | `RecordOps` | every byte of every operator of one call |
-# | `traffic` (§3) | `RecordCalls` | calls in a hand list (`DATA_OPS`) on x-sized tensors, and those tensors' bytes |
-# | `whole_tensor` (§4) | `RecordOps` | operators on x-sized tensors and their bytes, forward and backward |
-# | `all_bytes` (§4) | `RecordOps` | every byte of every operator, forward and backward |
+# | rule (section) | recorder | what it counts | x | apply_rope |
+# |---|---|---|---|---|
+# | `bytes_of` (§2) | `RecordOps` | forward only, every operator: angles, tables and rotation | float32, (1024, 64) | 2.8 |
+# | `traffic` (§3) | `RecordCalls` | forward only, calls in a hand list (`DATA_OPS`) on x-sized tensors | bf16, `xb` | 1 |
+# | `whole_tensor` (§4) | `RecordOps` | forward and backward, operators on x-sized tensors | bf16, `xb` | 2 |
+# | `all_bytes` (§4) | `RecordOps` | forward and backward, every operator: angles and tables in | bf16, `xb` | 2.57 |
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # One Python call can be several operators:
@@ -291,18 +295,18 @@ print(f"same result; the dense form holds {R_all.numel():,} numbers (the input {
 # angles, then their cosines and sines), while `pl.RotaryEmbedding` keeps them from one call to the
 # next. How many bytes is that? Not a formula: `RecordOps` (`posenc_lib/counting.py`) sees every
 # ATen operator a call runs, and counts the bytes of each tensor an operator reads or writes. The
-# counts depend on the path `apply_rope` takes: a C kernel (a compiled loop that reads each pair
-# once, rotates it and writes it once) where the machine has a C compiler, and otherwise a torch
-# path (the rotation written as a few whole-tensor torch calls); §3 describes both and when each
-# runs. The cell counts both on any machine (the torch path with the kernel switched off; the C
-# operator's own reads and writes on the meta device, which has shapes but no data), and checks the
+# counts depend on the path `apply_rope` takes. Where the machine has a C compiler, it takes a C kernel:
+# a compiled loop that reads each pair once, rotates it and writes it once. Otherwise it takes a torch
+# path: the rotation written as a few whole-tensor torch calls. §3 describes both and when each
+# runs. The cell counts both on any machine: the torch path with the kernel switched off, and the C
+# operator's own reads and writes on the meta device, which has shapes but no data. Then it checks the
 # path your machine takes against them.
 #
 # From here on, the bytes a computation moves are counted in one unit, the **one-pass bound**: the
-# bytes of reading x once and writing a result of x's size once, twice x's bytes (for a bf16 x, 4
-# bytes per entry). It is what `x * 1.5` moves (the cell checks it), and no function that reads every
-# value of x and returns a new tensor of x's size can move less. The only other byte figures are plain bytes (the MiB above, §5's bytes
-# per position) and §6's shares, which are fractions.
+# bytes of reading x once and writing a result of x's size once, twice x's bytes. From §3 on, x is in
+# bf16 (2 bytes an entry, defined at the top), so a bound is 4 bytes per entry. The bound is what `x * 1.5` moves (the cell checks it). No function that
+# reads every value of x and returns a new tensor of x's size can move less. The only other byte figures
+# are plain bytes (the MiB above, §5's bytes per position) and §6's shares, which are fractions.
 
 # %% slideshow={"slide_type": "fragment"}
 with RecordCalls() as dense_calls:
@@ -333,6 +337,9 @@ with cpu_kernel.use_cpu_kernel(False):  # the torch path, on any machine
     torch_path = {"apply_rope": bytes_of(lambda: pl.apply_rope(xs_cpu)),
                   "RotaryEmbedding": bytes_of(lambda: rope_64.rotate(xs_cpu))}
 assert bytes_of(lambda: xs_cpu * 1.5) == 1  # the unit: x read once, a result of x's size written once
+bf16, f32 = torch.finfo(torch.bfloat16), torch.finfo(torch.float32)
+assert bf16.bits == 16 and bf16.eps == 2**-7  # 7 mantissa bits: the step just above 1 is 2^-7
+assert (bf16.tiny, bf16.max > 3e38) == (f32.tiny, f32.max > 3e38)  # float32's 8 exponent bits: the same range
 torch_rotation = bytes_of(lambda: torch_fast.rotate(xs_cpu, cos_64, sin_64, "interleaved"))
 # the C operator's own reads and writes, on the meta device (shapes only, through its registered fake), so counted
 # on any machine: x read and written (1 bound), cos and sin read (1/4 bound each)
@@ -359,14 +366,14 @@ print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 
 # and in bf16 it reads 2 values and writes 2: 8 bytes, under one operation per byte. An H100 does
 # about 10 separate float32 multiplications or additions in the time its memory moves one byte
 # (NVIDIA's data sheet for the SXM card: 67 TFLOPS, which counts a fused multiply-add as two, against
-# 3.35 TB/s). So on a GPU the arithmetic is nearly free: for large tensors the bytes set the floor
-# (in the quoted H100 run of §5 a one-pass prototype comes near a copy, and HF's code, counted below
-# at 5 one-pass bounds, takes about 5 elementwise passes), and the best a RoPE kernel can do is a copy's time, one read and one
-# write. Two other costs are not bytes: each call's fixed cost, however small its tensors, and whether
-# the tensors are already in a cache, which small ones can be. Both weigh on the CPU here: this
-# section's x is 2 MiB (its float32 copy 4 MiB), small enough to sit in a large CPU cache, and at
-# that size each call's fixed cost counts. So the bytes counted from here on are a model of what
-# GPU-sized tensors cost, not a CPU time.
+# 3.35 TB/s). So on a GPU the arithmetic is nearly free, and for large tensors the bytes set the floor.
+# In the quoted H100 run of §5, a one-pass prototype comes near a copy, and HF's code, counted below
+# at 5 one-pass bounds, takes about 5 elementwise passes. The best a RoPE kernel can do is a copy's
+# time: one read and one write. Two other costs are not bytes: each call's fixed cost, however small
+# its tensors, and whether the tensors are already in a cache, which small ones can be. Both weigh on
+# the CPU here. This section's x is 2 MiB (its float32 copy 4 MiB), small enough to sit in a large CPU
+# cache, and at that size each call's fixed cost counts. So the bytes counted from here on are a model
+# of what GPU-sized tensors cost, not a CPU time.
 #
 # **The unit changes here.** §2's x (`xs`) is float32, so its one-pass bound is 8 bytes per entry;
 # from here on x is a bf16 `xb` (8 heads), whose bound is 4 bytes per entry, unless a line says float32.
@@ -793,27 +800,20 @@ print(f"every byte of a training step, in one-pass bounds, on the C kernel: Rota
       f"the plain form on given tables {all_bytes(plain_ops):.2f}")
 print(f"cos + sin entries per training step: apply_rope {trig_entries(lib_ops)}, "
       f"RotaryEmbedding {trig_entries(first_call)} on its first call, {trig_entries(second_call)} after")
-# the four counts of apply_rope on the C kernel that this appendix gives, side by side (the table below)
+# the four counts of apply_rope on the C kernel in the table at the top of the appendix
 assert 2.75 < c_path["apply_rope"] < 2.85 and path_counts[xb.dtype]["C kernel"] == (1, 1.0)
 assert whole_tensor(operator_ops) == (2, 2.0) and 2.55 < on_c_kernel["apply_rope"] < 2.6
 assert xs_cpu.shape == (1024, 64) and xs_cpu.dtype == torch.float32 and xb.dtype == torch.bfloat16
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# This appendix has now counted `apply_rope` on the C kernel four ways, all in one-pass bounds. The
-# rules differ in what they include, so the numbers differ:
-#
-# | rule (section) | x | what it counts | apply_rope on the C kernel |
-# |---|---|---|---|
-# | `bytes_of` (§2) | float32, (1024, 64) | forward only, every operator: angles, tables and rotation | 2.8 |
-# | `traffic` (§3) | bf16, `xb` | forward only, calls on x-sized tensors: tables left out | 1 |
-# | `whole_tensor` (§4) | bf16, `xb` | forward and backward, x-sized operators: tables left out | 2 |
-# | `all_bytes` (§4) | bf16, `xb` | forward and backward, every operator: angles and tables in | 2.57 |
+# The last lines of that cell check the four counts of `apply_rope` on the C kernel in the table at the top of
+# this appendix (2.8, 1, 2, 2.57). The rules differ in what they include, so the numbers differ.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # So for this x a training step with a standalone operator has a floor in bytes of 2 + 1/4 one-pass
-# bounds with cached float32 tables and 2 + 3/8 for the stateless function (2.57 as it makes its angles
-# as a tensor; with more heads sharing
-# each table row, the tables' share shrinks). These are bytes, not times: `make bench` times two
+# bounds with cached float32 tables, and 2 + 3/8 for the stateless function. The stateless function
+# moves 2.57, as it makes its angles as a tensor. With more heads sharing each table row, the tables'
+# share shrinks. These are bytes, not times: `make bench` times two
 # plain passes and a stateless call's floor next to `apply_rope` and `RotaryEmbedding`, round-robin
 # over many rounds, and `benchmarks/README.md` has its tables and what they do and do not show.
 #
@@ -821,9 +821,10 @@ assert xs_cpu.shape == (1024, 64) and xs_cpu.dtype == torch.float32 and xb.dtype
 # fixed once the model's width and the longest input are set, reading its parameter `end` as each
 # input's length. It already is fixed in the code this function comes from: as source 000 quotes it,
 # `precompute_freqs_cis(dim, max_seq_len * 2)` is called once, in the attention module's `__init__`,
-# so `end` is the longest length, not each input's. The cell above measures what that saves: `RotaryEmbedding` builds its tables once (no sine or cosine from its second call on),
-# while the stateless `apply_rope` computes L · d/2 cosines and as many sines on every call and
-# writes the tables again, 1/8 of a bound.
+# so `end` is the longest length, not each input's. The cell above measures what that saves.
+# `RotaryEmbedding` builds its tables once: no sine or cosine from its second call on. The stateless
+# `apply_rope` computes L · d/2 cosines and as many sines on every call, and writes the tables again,
+# 1/8 of a bound.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise (design): the backward rotation in place.** Design `rotate_back_(g, cos, sin, layout)`
@@ -1217,3 +1218,18 @@ for batch in (8, 1):
           f"the rest of the step's x {growth(batch)[1]:.2f}")
 print(f"the rest's bytes from 1 sequence to 8: x {rest_per_batch[64]:.2f} at d_model = 64, "
       f"x {rest_per_batch[512]:.2f} at 512")
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## Errata in the sources
+#
+# The cell below proves the item again from §1's numbers (the source's version fails).
+#
+# | Source | The source writes | What is right | Where |
+# |---|---|---|---|
+# | `003` (its RoPE code, a comment) | `torch.exp(torch.arange(0, d, 2) * -(math.log(10000.0) / d))` "is same as" `1.0 / (10000 ** (torch.arange(0, d, 2).float() / d))` | the same in exact arithmetic, not in float32: at d = 64 the two differ in most of the 32 frequencies; the exp form is more than 3 ulps off the float32 number nearest θ_j, the power form at most 1 | §1 |
+
+# %% slideshow={"slide_type": "fragment"}
+differ = int((exp_form != pow_form).sum())
+assert len(exp_form) == len(pow_form) == 32 and differ > 32 // 2  # "the same": not in float32
+assert ulps_off["exp"].max() > 3 and ulps_off["power"].max() <= 1
+print(f"003's two forms of the 32 frequencies (d = 64) differ in {differ} of them in float32")
