@@ -130,7 +130,8 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # $R_k$ for every $m$, checked in the conventions cell). For methods with codes it asks only for the map
 # between codes, which does not make scores depend on the offset alone (the integer code has the map;
 # its scores do not, checked below). Column 5 grades the relative terms in their 2-D form with one entry
-# per 2-D offset (Swin's), RoPE and the codes in their axial form; the notes below the second map say why.
+# per 2-D offset (Swin's), RoPE and the integer, normalised, binary and sinusoidal codes in their axial
+# form; the notes below the second map say why.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Conventions
@@ -276,10 +277,11 @@ print("the conventions table matches the library")
 # ALiBi ties left and right already in 1-D.
 #
 # **Column 5 grades one 2-D form per family.** Relative terms in Swin's form, a table with one entry
-# per 2-D offset; RoPE, the sinusoids and the other codes in their axial form, the features split
-# between the axes. The short reason for the axial ~: each pair turns with one axis only, so no pair
-# reads the row and the column offset together (checked below for RoPE); which 2-D patterns that rules
-# out is chapter 9's Exercise 3, left to it on purpose. RoPE-Mixed
+# per 2-D offset; RoPE and the integer, normalised, binary and sinusoidal codes in their axial form,
+# the features split between the axes (learned rows, NoPE and ALiBi as their notes say). The short
+# reason for the axial ~: each feature follows one axis only (for RoPE and the sinusoids, each pair
+# turns with one), so none reads the row and the column offset together (checked below for RoPE);
+# which 2-D patterns that rules out is chapter 9's Exercise 3, left to it on purpose. RoPE-Mixed
 # (Heo et al. 2024; chapter 9), whose learned frequencies turn a pair with the row and the column at
 # once, is not axial and is not graded in the map.
 #
