@@ -266,8 +266,8 @@ print("the conventions table matches the library")
 # et al. 2023) fine-tunes, and reports that its dynamic form extends a model's context more than twice
 # without any; NTK-aware scaling and its dynamic form, from online posts, run without. Chapter 7 runs all
 # three without fine-tuning: on its grammar and on recall with the dictionary first, each stays 0.19
-# or more below RoPE's 64-token accuracy at 512 tokens; on recall with the dictionary anywhere, YaRN does
-# (0.92 against 0.93; checked below). In n-D, graded in its axial form (the column-5 note).
+# or more below RoPE's 64-token accuracy at 512 tokens; on recall with the dictionary anywhere, YaRN keeps
+# it (0.92 against 0.93; checked below). In n-D, graded in its axial form (the column-5 note).
 #
 # **ALiBi.** A causal ALiBi gives each past key its own bias, but symmetric (bidirectional) ALiBi gives
 # keys $k$ before and $k$ after a query one bias, so mirror positions of a palindrome get identical
