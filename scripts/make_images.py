@@ -45,7 +45,7 @@ def _rotated_pair(positions: torch.Tensor, theta: float) -> torch.Tensor:
 
 
 def rope_rotation() -> Figure:
-    """Left: one query pair rotated by m*theta. Right: RoPE scores depend only on m - n."""
+    """Left: one query pair rotated by m*theta. Right: RoPE scores depend only on n - m."""
     fig, (ax, ax2) = viz.figure(2, width=4.4, height=4.0)
     m = torch.arange(8)
     theta = 0.4

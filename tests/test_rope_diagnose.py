@@ -274,7 +274,7 @@ def test_symptoms_come_first_and_name_the_error_shape():
 def test_clockwise_is_a_convention_that_keeps_the_relative_property():
     report = diagnose_rope(GALLERY["clockwise"][1], **PLAIN)
     assert report.verdict == "convention" and report.relative and not report.ok
-    assert "will not load checkpoints" in report.text and "depend only on m − n" in report.text
+    assert "will not load checkpoints" in report.text and "depend only on n − m" in report.text
 
 
 @pytest.mark.parametrize("name,relative", [("keys rotated twice", False), ("angles in bf16", True),

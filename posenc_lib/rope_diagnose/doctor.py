@@ -179,7 +179,7 @@ def diagnose_rope(
     head = (claim.words, worst, failed)
     if found is not None and same_scores:
         notes.append("within each call fn's scores q·k are the reference's (moving every position of a call by the "
-                     "same amount cancels in m − n); it matters where these keys meet keys rotated elsewhere, e.g. "
+                     "same amount cancels in n − m); it matters where these keys meet keys rotated elsewhere, e.g. "
                      "in a KV cache")
     if found is None and same_scores and _scores_match_across_calls(reference, probes, outputs):
         return RopeDiagnosis(False, "equivalent", *head, None, (), None, relative, relative_error, found_symptoms,

@@ -30,7 +30,7 @@ class RopeDiagnosis:
 
     ok:           fn matches the claimed RoPE on every probe
     verdict:      "correct"; "equivalent" (other outputs, the reference's scores q . k); "convention"
-                  (self-consistent, scores still depend only on m - n, but not the claimed rotation: clockwise);
+                  (self-consistent, scores still depend only on n - m, but not the claimed rotation: clockwise);
                   "bug" (a named hypothesis, or two, reproduce fn); "unexplained"; or "broken" (fn raised or
                   returned no rotated (q, k): ``finding`` says what, on which probe)
     worst_error:  largest |fn - reference| over the probes, in tolerances (<= 1 passes)
@@ -40,7 +40,7 @@ class RopeDiagnosis:
     residual:     that explanation's largest error against fn, in tolerances (<= 1: reproduces it)
     alternatives: other single hypotheses that reproduce fn exactly as well, (name, words): some bugs give
                   the same numbers (dropping a linear factor 2 = turning q and k twice)
-    relative:     fn's scores depend only on m - n (q and k moved together by 37 positions)
+    relative:     fn's scores depend only on n - m (q and k moved together by 37 positions)
     symptoms:     what a person would see, from the error's shape over the probes and positions
     layout:       the pair layout of the reference compared with; layout_inferred: the config does not fix
                   it, so it is fn's own (the report says so and what to check)
@@ -78,9 +78,9 @@ class RopeDiagnosis:
                                               f"{len(self.probes)} probes. " if self.probes else "")
                     + "Nothing else was checked: fix this first.")
         n = len(self.probes)
-        rel = ("Its scores depend only on m − n (q and k moved together by 37 positions: unchanged)."
+        rel = ("Its scores depend only on n − m (q and k moved together by 37 positions: unchanged)."
                if self.relative else
-               f"Its scores do not depend on m − n alone: moving q and k together by 37 positions changes them "
+               f"Its scores do not depend on n − m alone: moving q and k together by 37 positions changes them "
                f"(by {self.relative_error:.2g} of |q||k|).")
         notes = "".join(f" Note: {x}." for x in self.notes)
         layout = self._layout_words()
@@ -101,7 +101,7 @@ class RopeDiagnosis:
         elif self.verdict == "convention":
             body = (f" Diagnosis: {self.explanation} (reproduces fn within float32 rounding). This "
                     "is a convention, not a broken RoPE: the rotation is self-consistent and the scores still depend "
-                    "only on m − n, but the score of query m and key n turns with R_{m−n} where the reference's "
+                    "only on n − m, but the score of query m and key n turns with R_{m−n} where the reference's "
                     "turns with R_m^T R_n = R_{n−m}, so it will not load checkpoints trained with the usual "
                     "counter-clockwise rotation.")
         elif self.verdict == "bug":
