@@ -136,8 +136,8 @@ fig
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # `pl.apply_rope_2d` is the "axial" style of `pl.apply_rope_nd`: each axis is its
-# own RoPE of dimension $2\cdot$`sections[i]`, with its own spectrum: pair $j$ of axis $i$
-# turns at $\theta_j = b^{-2j/(2\,\text{sections}[i])}$, $j = 0, \dots, \text{sections}[i] - 1$
+# own RoPE of dimension $2\cdot$`sections[a]`, with its own spectrum: pair $j$ of axis $a$ (a letter of its own: $i$ is a position)
+# turns at $\theta_j = b^{-2j/(2\,\text{sections}[a])}$, $j = 0, \dots, \text{sections}[a] - 1$
 # (asserted against `pl.rope_nd_frequencies`). A picture makes the
 # difference plain. With $q = k = (1, \dots, 1)$ each pair contributes $2\cos(\Delta_j\,\theta_j)$
 # (one cosine per coordinate of the pair), so the score is $2\sum_j \cos(\Delta_j\,\theta_j)$,
