@@ -634,8 +634,8 @@ print("P added before the projections (usual) != P added after them (source): Tr
 # so "about alike" is the claim, not a match to two digits.
 #
 # So 0.3 is a choice that makes the difference easy to see, not a need: at 0.1 the dogs still differ by
-# at least 0.016, over ten thousand times their gap without positions, and the median relative gap is the
-# same 0.33.
+# at least 0.016, while without positions their gap stays below $10^{-6}$ (rounding), and the median
+# relative gap is the same 0.33.
 #
 # How near uniform also depends on the width and on the inputs' size (asserted, with random inputs and
 # every weight at std 0.1): for inputs with unit-variance features, 16 times the width gives about 16 times
