@@ -296,6 +296,7 @@ def diagonal_head(answer: Any) -> bool | None:
                          "anti-diagonal neighbours too"
             return
         axial = bool(((freqs[:, 0] == 0) | (freqs[:, 1] == 0)).all())
+        same_way = bool(((freqs[:, 0] - freqs[:, 1]).abs() <= 1e-9 * freqs.abs().sum(-1)).all())  # rows = columns
         rounding = _rounded_turns(freqs)
         for query in ((0, 0), (5, -3)):
             where = f"query at {query}"
@@ -316,6 +317,10 @@ def diagonal_head(answer: Any) -> bool | None:
                               f"up to the rounding of the numbers given (off by up to {rounding:.1e} rad per step, "
                               "about what rounding to float32 leaves), and the checker tries steps up to 10^9, "
                               f"where that adds up to {rounding * 1e9:.0f} rad")
+            elif drift > _EXACT and same_way:
+                yield False, (f"{where}: some keys on the main diagonal score differently from the query's own "
+                              "place: every pair turns as much per row as per column, so it turns along the main "
+                              "diagonal itself")
             elif drift > _EXACT:
                 yield False, f"{where}: some keys on the main diagonal score differently from the query's own place"
             elif lead < 0:
