@@ -364,8 +364,7 @@ def one_row_bias(fn: Callable[[torch.Tensor], Any] | None) -> bool | None:
             yield False, "some heads' rows do not give every query the weights of its bias"
 
     return report("which distance biases fit in one row", fn, run,
-                  "§3: a softmax forgives one constant per query. Compare what two neighbouring queries ask of the "
-                  "same row.")
+                  "§3: a softmax forgives one constant per query, and one row is shared by every query.")
 
 
 # ---------------------------------------------------------------- Exercise 4: weight beyond the training length
