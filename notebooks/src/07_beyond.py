@@ -278,7 +278,7 @@ assert ntk_short.nonzero().flatten().tolist() == [41, 42, 43, 44]
 # about 28-fold: a score this head never produced in training. With position
 # interpolation the same head is asked only for distances $r/s$ inside the trained span,
 # where the score stays within 0.1 % of its trained maximum. Chen et al. (2023, §2.2,
-# Figure 2) show the same with a fitted score that reaches about 8000 beyond $L_0$, and
+# Figure 2; their numbers quoted here, not recomputed) show the same with a fitted score that reaches about 8000 beyond $L_0$, and
 # bound the interpolated score (their Theorem 2.1: for LLaMA's sizes the bound is at least
 # about 600 times smaller than the extrapolated one). Interpolation has a price: it slows the fast pairs
 # too, so neighbouring tokens are $1/s$ of a trained distance apart (pair 0 turns
