@@ -72,6 +72,9 @@ torch.set_printoptions(precision=4, sci_mode=None)
 # Here $j$ counts **pairs**, so the exponent $2j/d$ runs over $0, 2/d, 4/d, \dots, (d-2)/d$:
 # pair 0 turns one radian per position, the last pair $10000^{-(d-2)/d} = 10000^{2/d}/10000$ radian:
 # close to $1/10000$ for a large $d$ (1.15e-4 at $d = 128$), but 6.3e-4 at the $d = 10$ below.
+# Vaswani et al. say the same in wavelengths: $2\pi/\theta_j$ forms a geometric progression from
+# $2\pi$ towards $10000 \cdot 2\pi$, each pair's wavelength $10000^{2/d}$ times the last one's (1.155 at
+# $d = 128$), the slowest stopping that factor short of $10000 \cdot 2\pi$.
 # Pair 0 alone already gives every position its own code (property 1 of chapter 0): its angle
 # $i$ radians never comes back to the same value mod $2\pi$, as $\pi$ is irrational. Distinct is
 # not distinguishable, though: among the first 100 000 positions, 0 and 710 (within $6.0\cdot10^{-5}$
@@ -90,6 +93,10 @@ torch.testing.assert_close(theta, by_hand)
 assert theta[0] == 1 and 1e-4 < theta[-1] == 10000 ** (-(d - 2) / d)
 assert round(theta[-1].item(), 5) == 6.3e-4 and round(pl.rope_frequencies(128)[-1].item(), 6) == 1.15e-4
 assert pl.rope_frequencies(8, base=10.0)[0] == 1  # pair 0 turns one radian per position for any base
+waves = 2 * math.pi / pl.rope_frequencies(128, dtype=torch.float64)  # Vaswani's wavelengths, d = 128
+ratio = waves[1:] / waves[:-1]
+assert torch.allclose(ratio, torch.full_like(ratio, 10000 ** (2 / 128))) and round(ratio[0].item(), 3) == 1.155
+assert waves[0] == 2 * math.pi and math.isclose(waves[-1] * 10000 ** (2 / 128), 10000 * 2 * math.pi)
 pair0 = pl.sinusoidal_positions(100_000, 2, dtype=torch.float64)  # pair 0 alone, positions 0 .. 99 999
 assert torch.unique(pair0, dim=0).shape[0] == 100_000  # no two rows equal
 gaps = torch.cdist(pair0[:1], pair0[1:]).flatten()  # how close pair 0 puts every position to position 0
