@@ -646,6 +646,15 @@ def test_slow_pairs_names_the_misconception_without_the_count(wrong, says, draw,
         assert f"fn({d}, {length}) = {slow_by_exponents(d, length)} " not in out
 
 
+def test_slow_pairs_hint_names_an_idea_not_the_steps(capsys):
+    """Cold read 21: the count's hint named the steps (the slow pairs are the last ones; one inequality in j).
+    It now names one idea, the frequencies' geometric progression, and no step of the solution."""
+    assert check.slow_pairs(lambda d, n: 1, fixed_exponent) is False
+    hint = capsys.readouterr().out.split("hint:", 1)[1]
+    assert "geometric progression" in hint
+    assert not any(step in hint for step in ("inequality", "the last", "log", "0.1", "slow pairs are"))
+
+
 def test_slow_pairs_draws_new_cases():
     assert ch03._slow_cases(ch03._fresh_rng()) != ch03._slow_cases(ch03._fresh_rng())
 

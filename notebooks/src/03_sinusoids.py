@@ -251,11 +251,11 @@ print(f"base 10, d = 64: the slowest pair turns {slow_at_10:.3f} rad per positio
 #
 # With the same frequencies the two layouts hold **the same columns in a different order**: the
 # permutation $[0, 2, 4, \dots, d-2, 1, 3, \dots, d-1]$ — the one chapter 5 needs to convert
-# between RoPE's interleaved and half-split pairings (`pl.layout_permutation`). To a model whose
-# token embeddings are learned too, the layout does not matter: the same permutation of the token
-# embeddings' columns and of the rows of the weights that read the stream gives the same outputs
-# (the cell checks it for a random projection). Under fixed, already trained embeddings and weights,
-# swapping the layout is not the same model (the cell checks that too).
+# between RoPE's interleaved and half-split pairings (`pl.layout_permutation`). For a linear layer
+# that reads the stream, the layout does not matter when the token embeddings are learned too:
+# permuting the token embeddings' columns and the layer's weight rows the same way gives the same
+# outputs (the cell checks it for one random projection). With the embeddings and weights held
+# fixed, swapping the layout changes the outputs (the cell checks that too).
 
 # %% slideshow={"slide_type": "fragment"}
 d, n = 16, 50
@@ -422,6 +422,16 @@ print(f"201 offsets x 300 positions x 2 layouts: largest error below 1e-9: {wors
 # test at $d = 256$: 128 sine columns over the same 64 positions, and over 1024.
 
 # %% slideshow={"slide_type": "fragment"}
+N_avg = 20_000  # the argument for all positions: averages against cos(i θ_0), d = 512
+i_avg = torch.arange(N_avg, dtype=torch.float64)[:, None]
+theta512 = pl.rope_frequencies(512, dtype=torch.float64)
+cos0 = torch.cos(i_avg[:, 0] * theta512[0])
+averages = {"cos(i θ_0) itself": (cos0 * cos0).mean().item(), "the constant 1": cos0.mean().item(),
+            "the largest over the 256 sines": (cos0[:, None] * torch.sin(i_avg * theta512)).mean(0).abs().max().item()}
+assert abs(averages["cos(i θ_0) itself"] - 0.5) < 1e-3
+assert abs(averages["the constant 1"]) < 1e-3 and averages["the largest over the 256 sines"] < 2e-3
+print("mean of cos(i θ_0) times ...:", {name: round(v, 4) for name, v in averages.items()})
+
 theta4 = pl.rope_frequencies(4, dtype=torch.float64)  # the d = 4 table's two frequencies
 torch.testing.assert_close(theta4, torch.tensor([1.0, 0.01], dtype=torch.float64))
 i_a = torch.tensor(49 * math.pi, dtype=torch.float64)  # (π - 2π·0.01) / (2·0.01)
@@ -472,21 +482,9 @@ for k in wide_ks:  # hidden by 64 positions, for any rank cutoff of the float64 
     for rcond in (None, 1e-13, 1e-8):
         fit = torch.linalg.lstsq(x, sines64[k:], rcond=rcond, driver="gelsd").solution
         assert (x @ fit - sines64[k:]).norm() < 0.05 * sines64[k:].norm(), (k, rcond)
-sv = torch.linalg.svdvals(torch.cat([sines64[:-1], torch.ones(63, 1, dtype=torch.float64)], dim=1))
-assert 25 <= (sv > 1e-15 * sv[0]).sum() <= 30  # float64's numerical rank: about 28 of 63 rows
 assert wide[64]["sin + cos"] < 1e-12 and wide[1024]["sin + cos"] < 1e-12
 print(f"d = 256, offsets {wide_ks}: sines only over 64 positions {wide[64]['sines only']}, "
       f"over 1024 {wide[1024]['sines only']}; sin + cos below 1e-12 in both")
-
-N_avg = 20_000  # the argument for all positions: averages against cos(i θ_0), d = 512
-i_avg = torch.arange(N_avg, dtype=torch.float64)[:, None]
-theta512 = pl.rope_frequencies(512, dtype=torch.float64)
-cos0 = torch.cos(i_avg[:, 0] * theta512[0])
-averages = {"cos(i θ_0) itself": (cos0 * cos0).mean().item(), "the constant 1": cos0.mean().item(),
-            "the largest over the 256 sines": (cos0[:, None] * torch.sin(i_avg * theta512)).mean(0).abs().max().item()}
-assert abs(averages["cos(i θ_0) itself"] - 0.5) < 1e-3
-assert abs(averages["the constant 1"]) < 1e-3 and averages["the largest over the 256 sines"] < 2e-3
-print("mean of cos(i θ_0) times ...:", {name: round(v, 4) for name, v in averages.items()})
 
 # %% slideshow={"slide_type": "fragment"}
 fig, ax = viz.figure(width=6.0, height=3.0)
@@ -503,10 +501,9 @@ fig
 # exact: the best of them, $k = 22$ with three columns, still misses by 2.2% of the target. At
 # $d = 256$ the 64-position window hides the failure: a float64 least-squares fit over 128 sine
 # columns and 64 positions comes within 5%, whatever rank cutoff the solver uses ($10^{-13}$ to
-# $10^{-8}$ tried); float64 resolves only about 28 independent directions among those columns.
-# A 1024-position window shows the failure again (over 20%), as the averages say it must. With
-# the cosine in the table the fit is exact for every $k$ and every width: that is why every
-# frequency gets a **pair** of columns.
+# $10^{-8}$ tried). A 1024-position window shows the failure again (over 20%), as the averages
+# say it must. With the cosine in the table the fit is exact for every $k$ and every width: that
+# is why every frequency gets a **pair** of columns.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 6 · How similar are two positions?

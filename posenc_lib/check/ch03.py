@@ -421,5 +421,4 @@ def slow_pairs(fn: Any, fix: Any = None) -> bool | None:
     return report("the builder's bug fixed, and how many pairs of the buggy table turn by less than 0.1 rad over "
                   "the context", fn, run,
                   "the fix is a warm-up: read the builder against §1's formula one symbol at a time, what does each "
-                  "variable hold? The count: the builder's turns fall as j grows, so the slow pairs are the last ones, "
-                  "and where they start is one inequality in j")
+                  "variable hold? The count: the builder's frequencies are still a geometric progression in j")
