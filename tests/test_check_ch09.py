@@ -293,6 +293,16 @@ def test_diagonal_head_names_each_misconception(capsys):
     ok, out = run(check.diagonal_head, (same_sign, torch.tensor([1.0, 0.0]), torch.tensor([1.0, 0.0])), capsys)
     assert ok is False and "score differently" in out
     assert "dr" not in out and "pi" not in out  # names what the answer shows, not the fix
+    assert "frequency vector along the main diagonal" in out  # (a, a): the misconception named
+    ones = torch.tensor([[1.0, 1.0], [0.3, 0.0]])  # another answer along (1, 1), beside an axial pair
+    ok, out = run(check.diagonal_head, (ones, torch.ones(4), torch.ones(4)), capsys)
+    assert ok is False and "frequency vector along the main diagonal" in out and "axial" not in out
+    idle = torch.tensor([[1.0, 1.0], [0.3, 0.0]])  # the (1, 1) pair carries no weight: the axial one drifts
+    ok, out = run(check.diagonal_head, (idle, torch.tensor([0.0, 0, 1, 0]), torch.tensor([0.0, 0, 1, 0])), capsys)
+    assert ok is False and "score differently" in out and "along the main diagonal" not in out
+    whole = torch.tensor([[math.pi, math.pi]], dtype=torch.float64)  # equal, but a whole turn per diagonal step
+    ok, out = run(check.diagonal_head, (whole, torch.tensor([1.0, 0.0]), torch.tensor([1.0, 0.0])), capsys)
+    assert ok is False and "along the main diagonal" not in out
     gentle = torch.tensor([[0.1, -0.1]])
     ok, out = run(check.diagonal_head, (gentle, torch.tensor([1.0, 0.0]), torch.tensor([1.0, 0.0])), capsys)
     assert ok is False and "only" in out
