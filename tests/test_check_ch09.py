@@ -291,14 +291,18 @@ def test_diagonal_head_names_each_misconception(capsys):
     assert "S(" not in out and "+" not in out and "f(" not in out  # the prediction's reason is not handed over
     same_sign = torch.tensor([[math.pi / 2, math.pi / 2]])  # reads dr + dc: turns along the main diagonal
     ok, out = run(check.diagonal_head, (same_sign, torch.tensor([1.0, 0.0]), torch.tensor([1.0, 0.0])), capsys)
-    assert ok is False and "score differently" in out and "as much per row as per column" in out  # named
-    assert "dr" not in out and "pi" not in out and "sign" not in out  # names what the answer shows, not the fix
-    two_pairs = torch.tensor([[0.3, 0.3], [1.1, 1.1]], dtype=torch.float64)  # every pair along (1, 1)
-    ok, out = run(check.diagonal_head, (two_pairs, torch.ones(4), torch.ones(4)), capsys)
-    assert ok is False and "as much per row as per column" in out
-    mixed = torch.tensor([[0.3, 0.3], [1.1, 0.2]], dtype=torch.float64)  # one pair is not: the generic message
-    ok, out = run(check.diagonal_head, (mixed, torch.ones(4), torch.ones(4)), capsys)
-    assert ok is False and "score differently" in out and "as much per row" not in out
+    assert ok is False and "score differently" in out
+    assert "dr" not in out and "pi" not in out  # names what the answer shows, not the fix
+    assert "frequency vector along the main diagonal" in out  # (a, a): the misconception named
+    ones = torch.tensor([[1.0, 1.0], [0.3, 0.0]])  # another answer along (1, 1), beside an axial pair
+    ok, out = run(check.diagonal_head, (ones, torch.ones(4), torch.ones(4)), capsys)
+    assert ok is False and "frequency vector along the main diagonal" in out and "axial" not in out
+    idle = torch.tensor([[1.0, 1.0], [0.3, 0.0]])  # the (1, 1) pair carries no weight: the axial one drifts
+    ok, out = run(check.diagonal_head, (idle, torch.tensor([0.0, 0, 1, 0]), torch.tensor([0.0, 0, 1, 0])), capsys)
+    assert ok is False and "score differently" in out and "along the main diagonal" not in out
+    whole = torch.tensor([[math.pi, math.pi]], dtype=torch.float64)  # equal, but a whole turn per diagonal step
+    ok, out = run(check.diagonal_head, (whole, torch.tensor([1.0, 0.0]), torch.tensor([1.0, 0.0])), capsys)
+    assert ok is False and "along the main diagonal" not in out
     gentle = torch.tensor([[0.1, -0.1]])
     ok, out = run(check.diagonal_head, (gentle, torch.tensor([1.0, 0.0]), torch.tensor([1.0, 0.0])), capsys)
     assert ok is False and "only" in out

@@ -154,7 +154,7 @@ GRID_BASE = 100.0  # a small base, so that the decay shows within 8 patches
 torch.testing.assert_close(pl.apply_rope_2d(ones, rows, cols),
                            pl.apply_rope_nd(ones, torch.stack([rows, cols], -1), sections=(d // 4, d // 4),
                                             section_style="axial"))
-for secs in ((d // 4, d // 4), (4, 6, 6)):  # each axis: theta_j = b^(-2j / (2 sections[i])), j < sections[i]
+for secs in ((d // 4, d // 4), (4, 6, 6)):  # each axis: theta_j = b^(-2j / (2 sections[a])), j < sections[a]
     spectrum = torch.cat([1e4 ** (-2 * torch.arange(s, dtype=torch.float64) / (2 * s)) for s in secs])
     torch.testing.assert_close(pl.rope_nd_frequencies(secs, "axial", dtype=torch.float64), spectrum)
 
@@ -366,19 +366,19 @@ assert released[:12, 0].unique().tolist() == [0, 2, 4]  # 1 s per temporal patch
 # Which pairs turn with which axis? Qwen2-VL (`"contiguous"`, sections (16, 24, 24) at
 # $d = 128$) gives $t$ the 16 *fastest* pairs, $h$ the next 24 and $w$ the 24 slowest.
 # Qwen3-VL (`"interleaved"`, (24, 20, 20)) deals the pairs out round-robin
-# $t, h, w, t, h, w, \dots$, so every axis gets fast and slow pairs; after 20 rounds $h$ and $w$
-# have all their pairs, and the last four, pairs 60 to 63 (the slowest), all go to $t$. VideoRoPE (Wei et al.
-# 2025, "VideoRoPE: What Makes for Good Video Rotary Position Embedding?") argues the
-# opposite of Qwen2-VL for time ("low-frequency temporal allocation"): give $t$ the
-# *slow* pairs. Their argument (the paper's claims; the first is checked for one probe below,
-# the test is not reproduced here): fast pairs turn
-# many times over a long video, so the score oscillates with $\Delta t$ and distant frames
-# can score like near ones, and in their needle-in-a-haystack test periodic distractors
-# mislead the fast-$t$ allocation; slow pairs change monotonically over the whole video. We show
-# that choice as "time slow": the contiguous
-# style with the axes in the order $(h, w, t)$ and sections (24, 24, 16) (VideoRoPE also
-# changes how $h$ and $w$ share the fast pairs and how the ids are laid out; those details
-# are left out).
+# $t, h, w, t, h, w, \dots$, so every axis gets fast and slow pairs. After 20 rounds $h$ and $w$
+# have all their pairs, and the last four, pairs 60 to 63 (the slowest), all go to $t$.
+#
+# VideoRoPE (Wei et al. 2025, "VideoRoPE: What Makes for Good Video Rotary Position Embedding?")
+# argues the opposite of Qwen2-VL for time ("low-frequency temporal allocation"): give $t$ the
+# *slow* pairs. Their argument has two parts (the paper's claims; the first is checked for one
+# probe below, the second is not reproduced here). First, fast pairs turn many times over a long
+# video, so the score oscillates with $\Delta t$ and distant frames can score like near ones.
+# Second, in their needle-in-a-haystack test periodic distractors mislead the fast-$t$ allocation;
+# slow pairs change monotonically over the whole video. We show that choice as "time slow": the
+# contiguous style with the axes in the order $(h, w, t)$ and sections (24, 24, 16). VideoRoPE also
+# changes how $h$ and $w$ share the fast pairs and how the ids are laid out; those details are
+# left out.
 #
 # Each allocation uses its model's base, the `rope_theta` of the released checkpoints:
 # $b = 10^6$ for Qwen2-VL (and for "time slow", which we build on Qwen2-VL), $5 \cdot 10^6$
@@ -565,23 +565,26 @@ allocation_widget
 # further, so $t$'s 4 pairs pull the score down by at most $4 \cdot 4 = 16$, to 112, however fast
 # they turn (asserted for the three arrangements at every base of the slider, $\Delta$ up to 256).
 #
-# What the curves say, asserted (at the bases above; the maximum is 128): under Qwen2-VL's
-# allocation the score along $t$ drops fastest and then wobbles (fast pairs), so that, as
-# VideoRoPE argues, a key farther along $t$ can score higher: $\Delta = 38$ steps of $t$ score 97.0,
-# above the 95.7 of $\Delta = 16$. Along $w$
-# it barely moves over 256 positions (the slowest pairs; it stays above 99.9 % of the
-# maximum). At $\Delta = 16$ the three axes score about 95.7 ($t$), 127.3 ($h$) and 128.0
-# ($w$): for this all-ones $q = k$, 16 steps of $t$ apart (a step is a temporal patch, not a frame)
-# already look "far", 16 columns apart still look "near". "Near" holds for every $q$ and $k$:
-# a pair turned by an angle $\varphi$ changes its term by at most $|\varphi|\,|q_j|\,|k_j|$
-# (since $|e^{i\varphi} - 1| \le |\varphi|$), and 16 columns turn $w$'s fastest pair by only
-# 0.0028 rad, so they change any head's score by at most $0.0028\,|q|\,|k|$. "Far" does not: 16
-# steps turn $t$'s pairs by 16 rad (its fastest) down to 0.63 rad (its slowest), so how far they
-# look depends on which of those pairs a head's $q$ and $k$ use. "Time slow" turns the picture
-# round for $t$: 16 steps of $t$ apart score about 128.0. Its $h$ and $w$ differ only through our
-# simplification: it gives $h$ the 24 fastest pairs and $w$ the 24 after them, so within 256 steps
-# the score falls to 64.3 along $h$ but stays above 122 along $w$. VideoRoPE shares the fast pairs
-# between $h$ and $w$ (a detail left out above), so this asymmetry is ours, not VideoRoPE's.
+# What the curves say, asserted (at the bases above; the maximum is 128). Under Qwen2-VL's
+# allocation the score along $t$ drops fastest and then wobbles (fast pairs). So, as VideoRoPE
+# argues, a key farther along $t$ can score higher: $\Delta = 38$ steps of $t$ score 97.0, above
+# the 95.7 of $\Delta = 16$. Along $w$ the score barely moves over 256 positions (the slowest
+# pairs): it stays above 99.9 % of the maximum.
+#
+# At $\Delta = 16$ the three axes score about 95.7 ($t$), 127.3 ($h$) and 128.0 ($w$). For this
+# all-ones $q = k$, 16 steps of $t$ apart (a step is a temporal patch, not a frame) already look
+# "far"; 16 columns apart still look "near". "Near" holds for every $q$ and $k$. A pair turned by
+# an angle $\varphi$ changes its term by at most $|\varphi|\,|q_j|\,|k_j|$, since
+# $|e^{i\varphi} - 1| \le |\varphi|$. 16 columns turn $w$'s fastest pair by only 0.0028 rad, so
+# they change any head's score by at most $0.0028\,|q|\,|k|$. "Far" does not hold for every head.
+# 16 steps turn $t$'s pairs by 16 rad (its fastest) down to 0.63 rad (its slowest), so how far
+# they look depends on which of those pairs a head's $q$ and $k$ use.
+#
+# "Time slow" turns the picture round for $t$: 16 steps of $t$ apart score about 128.0. Its $h$
+# and $w$ differ only through our simplification. It gives $h$ the 24 fastest pairs and $w$ the 24
+# after them, so within 256 steps the score falls to 64.3 along $h$ but stays above 122 along $w$.
+# VideoRoPE shares the fast pairs between $h$ and $w$ (a detail left out above), so this asymmetry
+# is ours, not VideoRoPE's.
 #
 # **The lesson: round robin gives every axis the full range of wavelengths; VideoRoPE wants $t$
 # slow, which round robin does not give.**
@@ -827,7 +830,8 @@ print(f"p = 0.5: q·e[0] = {q @ e[:, 0]:+.3f}, q·e[1] = {q @ e[:, 1]:+.3f}, CoP
 
 # %% slideshow={"slide_type": "fragment"}
 p_stops = pl.cope_positions(gate_logits(50.0, -50.0))
-assert p_stops[3, 0] == 1 and p_stops[-1, 0] == 3  # key 0: one sentence back from query 3, three from the last
+torch.testing.assert_close(p_stops, p_sent)  # the gates on full stops only, as in the three sentences above
+assert p_stops[3, 0] == 1 and p_stops[-1, 0] == 3  # key 0 ("the"): 1 stop up to query 3 (the first "."), 3 up to the last
 one_more = gate_logits(50.0, -50.0).clone()
 one_more[-1, 6] = 50.0  # the last query opens one more gate, on "dog"
 moved_p = pl.cope_positions(one_more)
@@ -999,16 +1003,17 @@ assert 0.3 < far["sparse", 512][0] < 0.35
 # > mix at any length. Past the training length it edges ahead on the sparse mix (its worst seed
 # > above RoPE's best at 128 to 512 tokens), but thinly. The run does not show why: it stores no gates.
 #
-# What we measured (three seeds; "clearly" means the lowest seed of one method beats the highest
-# seed of the other, and only those claims are asserted below). How far apart two methods are is
-# measured in standard errors of the evaluation noise, counting each test **sequence** once
-# rather than each read: the reads of one sequence share its last write, so they are not
-# independent answers (the run scores 118 to 128 reads on 79 to 86 sequences per seed on the
-# sparse mix at 64 tokens, and over 8 000 reads on 128 sequences on the training mix at 512). The
-# scale, $\sqrt{2p(1-p)/n}$ with $n$ test sequences, treats each sequence as one right-or-wrong
-# answer at $p$, the mean of the two per-read accuracies compared, and leaves out the spread
-# between seeds: a heuristic size of the evaluation noise, not a test (the seed rule above covers
-# the seeds). A clear win within two of those standard errors is called **thin**:
+# What we measured, over three seeds. "Clearly" means that the lowest seed of one method beats
+# the highest seed of the other; only those claims are asserted below. How far apart two methods
+# are is measured in standard errors of the evaluation noise. They count each test **sequence**
+# once, not each read: the reads of one sequence share its last write, so they are not
+# independent answers. (The run scores 118 to 128 reads on 79 to 86 sequences per seed on the
+# sparse mix at 64 tokens, and over 8 000 reads on 128 sequences on the training mix at 512.) The
+# scale is $\sqrt{2p(1-p)/n}$, with $n$ test sequences and $p$ the mean of the two per-read
+# accuracies compared: it treats each sequence as one right-or-wrong answer. It leaves out the
+# spread between seeds, which the seed rule above covers, so it is a heuristic size of the
+# evaluation noise, not a test. A clear win within two of those standard errors is called
+# **thin**:
 #
 # - **In the training length** (64 tokens), RoPE and CoPE read every bit right with every
 #   seed; NoPE does clearly worse at this budget (its seeds 0.888, 0.927 and 0.934; even the best,

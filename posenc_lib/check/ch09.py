@@ -296,8 +296,11 @@ def diagonal_head(answer: Any) -> bool | None:
                          "anti-diagonal neighbours too"
             return
         axial = bool(((freqs[:, 0] == 0) | (freqs[:, 1] == 0)).all())
-        same_way = bool(((freqs[:, 0] - freqs[:, 1]).abs() <= 1e-9 * freqs.abs().sum(-1)).all())  # rows = columns
         rounding = _rounded_turns(freqs)
+        weighted = (q.view(-1, 2).norm(dim=-1) > 0) & (k.view(-1, 2).norm(dim=-1) > 0)  # pairs in the score
+        step = 2 * freqs[:, 0]  # along the main diagonal a pair with equal frequencies turns by this per step
+        off_turn = (step - 2 * math.pi * (step / (2 * math.pi)).round()).abs() > 1e-12
+        along_diagonal = bool((weighted & (freqs[:, 0] == freqs[:, 1]) & off_turn).any())
         for query in ((0, 0), (5, -3)):
             where = f"query at {query}"
             own = _grid_score(freqs, q, k, query, query) / scale
@@ -317,10 +320,10 @@ def diagonal_head(answer: Any) -> bool | None:
                               f"up to the rounding of the numbers given (off by up to {rounding:.1e} rad per step, "
                               "about what rounding to float32 leaves), and the checker tries steps up to 10^9, "
                               f"where that adds up to {rounding * 1e9:.0f} rad")
-            elif drift > _EXACT and same_way:
+            elif drift > _EXACT and along_diagonal:
                 yield False, (f"{where}: some keys on the main diagonal score differently from the query's own "
-                              "place: every pair turns as much per row as per column, so it turns along the main "
-                              "diagonal itself")
+                              "place: a pair in the score has the same frequency for the row and the column, "
+                              "a frequency vector along the main diagonal, so it turns with every step along it")
             elif drift > _EXACT:
                 yield False, f"{where}: some keys on the main diagonal score differently from the query's own place"
             elif lead < 0:
