@@ -233,7 +233,7 @@ assert [f"{t:.4f}" for t in pl.rope_frequencies(6, dtype=F64).tolist()] == ["1.0
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # Our own construction from 2 × 2 blocks gives the same matrix, up to rounding. From here on
 # `agree(a, b, within)` asserts that two computations agree to within a few roundings and at most
-# `within`, and prints a bound rather than the difference (its docstring says how).
+# `within`, and prints that tolerance, not the measured difference (its docstring says why).
 
 # %% slideshow={"slide_type": "fragment"}
 def agree(actual: torch.Tensor, expected: torch.Tensor, within: float) -> str:
@@ -248,7 +248,7 @@ def agree(actual: torch.Tensor, expected: torch.Tensor, within: float) -> str:
     rounding = torch.finfo(expected.dtype).eps * expected.abs().max().item()  # one step at the largest |value|
     bound = min(within, 10.0 ** math.ceil(math.log10(4 * rounding)))
     assert gap <= within and gap < 4 * rounding, f"largest difference {gap:.1e}: above {within:g} or 4 roundings"
-    return f"largest |difference| {'<' if bound < within else '≤'} {bound:.0e}"
+    return f"agree within the tolerance {bound:.0e}"
 
 
 d = 6
@@ -391,9 +391,11 @@ print("start position 40 (offset=40) vs apply_rope at positions 40, 41, 42:",
 #    -|Au|^2$). Take one, u, with $A^2u = -\theta^2u$, θ > 0, and let $v = Au/\theta$. Then v is a unit
 #    vector ($|Au|^2 = \theta^2$), orthogonal to u ($u^\top Au = 0$ for any skew A), and
 #    $Au = \theta v$, $Av = A^2u/\theta = -\theta u$: A maps the plane (u, v) into itself exactly as
-#    the 2 × 2 block $\begin{pmatrix}0 & -\theta\\ \theta & 0\end{pmatrix}$ does. Repeating this in
-#    what is left gives an orthonormal basis $Q$ of such planes (a zero row and column left over when d is
-#    odd): $A = Q B Q^\top$ with B block-diagonal, so $R_m = Q\,\exp(mB)\,Q^\top$: RoPE's block rotations
+#    the 2 × 2 block $\begin{pmatrix}0 & -\theta\\ \theta & 0\end{pmatrix}$ does. What is left, the
+#    vectors w orthogonal to u and v, A maps into itself too ($u^\top Aw = -(Au)^\top w = -\theta\,v^\top w = 0$,
+#    and likewise for v), so the step repeats there. It ends with an orthonormal basis $Q$ of such planes,
+#    plus the directions A sends to zero: pairs with θ = 0 (possible for any d), and one lone unturned
+#    feature when d is odd. So $A = Q B Q^\top$ with B block-diagonal, so $R_m = Q\,\exp(mB)\,Q^\top$: RoPE's block rotations
 #    with frequencies $\theta_j$, seen in the basis $Q$. We say A is RoPE **tilted** by Q.
 #
 # The basis costs nothing, since the projections absorb it:
@@ -432,6 +434,10 @@ score_A = (R_A(4) @ Wq6 @ xs6[0]) @ (R_A(9) @ Wk6 @ xs6[1])
 score_rope = (pl.apply_rope((Q.T @ Wq6 @ xs6[0])[None], torch.tensor([4]), inv_freq=thetas_A)[0]
               @ pl.apply_rope((Q.T @ Wk6 @ xs6[1])[None], torch.tensor([9]), inv_freq=thetas_A)[0])
 torch.testing.assert_close(score_A, score_rope)  # the projections absorb Q
+A5 = M6[:5, :5] - M6[:5, :5].T  # odd d: A² has a zero eigenvalue, the lone unturned direction
+assert torch.linalg.eigvalsh(A5 @ A5).abs().min() < 1e-12 < torch.linalg.eigvalsh(A @ A).abs().min()
+w = evecs[:, 2:]  # orthogonal to the first plane (u, v): A keeps them orthogonal to it
+assert (Q[:, :2].T @ A @ (w - Q[:, :2] @ (Q[:, :2].T @ w))).abs().max() < 1e-12
 print("frequencies of this A:", [round(t, 3) for t in thetas_A.tolist()],
       "| exp(mA) = Q R_m Q^T, and the score equals RoPE's with W_q, W_k turned by Q^T")
 
@@ -641,15 +647,17 @@ assert [(m, j) for m, j, _, _ in mismatch] == [(1, 3), (3, 2)]
 assert not torch.allclose(pl.apply_rope(x, layout="half"), rotated, atol=1e-2)  # the table is interleaved
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# 18 of 20 entries match; the other two are rounding slips. 1.0296 is cos(0.03) + sin(0.03) =
-# 1.029546…, which rounds to 1.0295; cos and sin rounded to 4 decimals *before* adding give
-# 0.9996 + 0.0300 = 1.0296. 0.9999 is cos(0.01) = 0.9999500004167…, only 4.2·10⁻¹⁰ above the
-# rounding tie 0.99995, and its nearest float32 number, 0.99994999…, is already below the tie, so
-# float32 prints 0.9999. Which step the author took, the post does not say.
-# The next cell recomputes the table four ways and counts the printed entries each reproduces:
-# float64 gives 18 of 20; rounding cos and sin to 4 decimals first gives 19 (all but 0.9999);
-# float32 gives 19 (all but 1.0296); float32 cos and sin, rounded to 4 decimals before the
-# rotation, give all 20. The slips are **consistent with** that last process; they do not prove it.
+# 18 of 20 entries match; the other two are rounding slips:
+# * 1.0296 is cos(0.03) + sin(0.03) = 1.029546…, which rounds to 1.0295; cos and sin rounded to
+#   4 decimals *before* adding give 0.9996 + 0.0300 = 1.0296.
+# * 0.9999 is cos(0.01) = 0.9999500004167…, only 4.2·10⁻¹⁰ above the rounding tie 0.99995. Its
+#   nearest float32 number, 0.99994999…, is already below the tie, so float32 prints 0.9999.
+#
+# The post does not say which step its author took. The next cell recomputes the table four ways
+# and counts the printed entries each reproduces: float64, 18 of 20; cos and sin rounded to 4
+# decimals first, 19 (all but 0.9999); float32, 19 (all but 1.0296); float32 cos and sin rounded
+# to 4 decimals before the rotation, all 20. The slips are **consistent with** that last process;
+# they do not prove it.
 
 # %% slideshow={"slide_type": "fragment"}
 v_exact, v_early = math.cos(0.03) + math.sin(0.03), round(math.cos(0.03), 4) + round(math.sin(0.03), 4)
@@ -774,16 +782,16 @@ print("complex form vs apply_rope (interleaved):", agree(complex_rope(xq, unit_p
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # **Aside** (a source's slip; nothing later needs it). Source `000`'s attention sketch precomputes the
-# phases for `2 * max_seq_len` positions and passes the whole table to the multiply. Meta's code slices
-# the rows of the current positions first. Without the slice a prompt of 10 tokens fails at the
-# multiply, since 10 rows do not broadcast against 64. One token does broadcast: at seq = 1, each step
-# of decoding, the multiply raises nothing, and the query's (…, 1, d/2) comes out with 64 rows, the one
-# token turned to every position of the table; so does the key, and the scores become 64 × 64. The error
-# comes one line later: in the sketch, at `matmul(scores, xv)`, where 64 weights per row meet a value of
-# one row; with a KV cache, already at writing the 64 key rows into the cache's one-row slot. Loud, but it
-# points at the value product or the cache, not at the table that caused it. The slice for a token at
-# position p is `table[p : p + 1]`. The cell runs both cases through the sketch's attention and writes
-# into a cache of its own.
+# phases for `2 * max_seq_len` positions and multiplies by the whole table; Meta's code first slices
+# the rows of the current positions. Without the slice, a prompt of 10 tokens fails at once: 10 rows do
+# not broadcast against 64.
+#
+# One token does broadcast, so each step of decoding runs on. The token comes out turned to all 64
+# positions of the table, for the query and the key alike, and the scores become 64 × 64. The error
+# surfaces one line later: at `matmul(scores, xv)` in the sketch, or, with a KV cache, when 64 key rows
+# are written into the cache's one-row slot. It points there, not at the table that caused it. The
+# slice for a token at position p is `table[p : p + 1]`. The cell runs both cases through the sketch's
+# attention and writes into a cache of its own.
 
 # %% slideshow={"slide_type": "fragment"}
 table = unit_phases(pl.rope_angles(2 * 32, D, device=device))  # 64 positions precomputed
@@ -1028,7 +1036,7 @@ print(f"vs the interleaved layout: differs by up to {hf_far:.1f}")
 # ## 7. Frequencies and wavelengths
 #
 # Pair j completes a turn every 2π/θ_j positions: its **wavelength**. The first pair
-# (θ₀ = 1) repeats every 2π ≈ 6.3 positions; the last, θ_{d/2−1} = base^(−(d−2)/d), every
+# (θ₀ = 1) comes round every 2π ≈ 6.3 positions (never exactly at a whole position); the last, θ_{d/2−1} = base^(−(d−2)/d), every
 # 2π·base^(1−2/d) positions, base^(2/d) times less than 2π·base: close to it only for wide heads
 # (ten times under at d = 8, as the table shows; 13 % under at d = 128, printed below it). Fast pairs resolve neighbours; slow
 # pairs change little over a whole context.
@@ -1166,20 +1174,25 @@ half = pl.rope_scores_by_distance(q_half, ks[:, :128], dist).mean(0) / 128  # E�
 assert (half - 0.5 * expected).abs().max() < 0.05  # half the q = k expectation at every distance
 print(f"ρ = 1/2: mean score / d is within {(half - 0.5 * expected).abs().max():.3f} of half the q = k expectation")
 bases, widths = [100.0, 1000.0, 10000.0, 100000.0, 500000.0], [16, 32, 64, 128, 256]  # the widget's settings
+margins = []  # far-mean rise of (bound, q = k curve) from each base to the next, from 10 000 up
 for d_ in widths:
     for b_ in bases:
         _, indep_, _, _ = decay_curves(d_, b_)
         assert abs(indep_[dist < 256].mean() / indep_[dist >= 768].mean() - 1) < 0.1  # flat
     for lower, higher in zip(bases[2:], bases[3:]):  # from 10 000 up: a larger base decays more slowly
         (b_lo, _, s_lo, _), (b_hi, _, s_hi, _) = decay_curves(d_, lower), decay_curves(d_, higher)
-        assert b_hi[far_r].mean() > b_lo[far_r].mean() and s_hi[far_r].mean() > s_lo[far_r].mean()
+        margins.append((b_hi[far_r].mean() - b_lo[far_r].mean(), s_hi[far_r].mean() - s_lo[far_r].mean()))
     for b_ in bases[:2]:  # below 10 000: beyond r = 256 the q = k curve averages about zero at 100 and 1000 alike
         assert decay_curves(d_, b_)[2][far_r].mean().abs() < 0.03
+bound_margin, curve_margin = (min(m[i].item() for m in margins) for i in (0, 1))
+assert bound_margin > 0.05 and curve_margin > 0.04  # every step up in base raises both far means by this much
 bound_falls = [d_ for d_ in widths
                if decay_curves(d_, 1000.0)[0][far_r].mean() < decay_curves(d_, 100.0)[0][far_r].mean()]
 assert bound_falls == [16, 32]  # from base 100 to 1000 the bound itself falls for the narrow heads
 print(f"all {len(widths) * len(bases)} (d, base) of the widget below: independent q, k flat; from base 10000 up, "
       "a larger base decays more slowly")
+print(f"smallest rise of the far mean (r >= 256) from one base to the next, over the {len(margins)} steps: "
+      f"bound {bound_margin:.2f}, q = k curve {curve_margin:.2f} (of its r = 0 value)")
 print(f"bases 100 and 1000: the q = k curve averages below 0.03 in size from r = 256 on, for every d; "
       f"the bound is lower at 1000 than at 100 for d = {', '.join(map(str, bound_falls))}")
 
@@ -1239,8 +1252,8 @@ decay_widget
 # The angle m·θ_j is a product of a position and a frequency. In bfloat16 (8 significant
 # bits) integers above 256 are no longer all representable: near 10⁵ the spacing is 512, so
 # the *position itself* is rounded before any rotation happens. float16 (11 bits) is finer and
-# overflows only from 65520 on (its largest value is 65504), but long before that its angles are off: by about 0.2 rad near
-# position 1000 and by whole radians near 10⁴ (the table below). The position is one of three roundings: the frequency θ_j and the
+# overflows only from 65520 on (its largest value is 65504), but long before that its angles are off: by 0.1 to 0.5 rad
+# around position 1000 and by whole radians near 10⁴ (the table below). The position is one of three roundings: the frequency θ_j and the
 # product m·θ_j are rounded to 8 bits as well, and each of those alone turns an angle by a tenth
 # of a radian or more at position 106, which bf16 holds exactly (checked with the table below).
 
@@ -1272,6 +1285,8 @@ assert torch.tensor(65519.0).half().item() == 65504 and torch.tensor(65520.0).ha
 assert torch.isnan(worst["float16"][positions > 65504]).all()  # fp16 cannot even hold the position
 fp16_held = big & (positions <= 65504)  # 10^4 .. 65504: held, yet whole radians off
 assert worst["float16"][(positions - 1000).abs().argmin()] > 0.1 and worst["float16"][fp16_held].min() > 1.0
+near_1000 = pl.rope_angle_error(torch.arange(900, 1101), 128, dtype=torch.float16).amax(-1)
+assert 0.1 < near_1000.min() and near_1000.max() < 0.55  # 0.1 to 0.5 rad over positions 900 to 1100
 assert worst["float32"][positions <= 100_000].max() < 1e-2  # float32: below 0.01 rad up to 100000
 f32_far = pl.rope_angle_error(torch.tensor([10**6, 10**7]), 128, dtype=torch.float32)  # (position, pair)
 assert torch.tensor(10**7).float().long() == 10**7  # the position itself is exact in float32 (up to 2^24)
