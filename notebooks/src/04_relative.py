@@ -118,8 +118,8 @@ fig
 # Only the position–position term is free of content. Even it does **not** depend on the offset alone
 # once the projections are in the way. Take a query at $m$ and a key at $n$ (chapter 3's letters). Then
 # $p_m^\top p_n$ is a sum of $\cos((n-m)\theta)$ over the pairs' frequencies $\theta$: a function of
-# the offset (chapter 3, §6). But $p_m^\top W_q^\top W_k p_n$ is one **if** $W_q^\top W_k$ acts on each
-# pair as a scaled rotation, $\begin{pmatrix} a & -b \\ b & a \end{pmatrix}$, with nothing across pairs.
+# the offset (chapter 3, §6). But $p_m^\top W_q^\top W_k p_n$ is a function of the offset **if**
+# $W_q^\top W_k$ acts on each pair as a scaled rotation, $\begin{pmatrix} a & -b \\ b & a \end{pmatrix}$, with nothing across pairs.
 # That condition is sufficient; this chapter does not prove that nothing else works. It only shows that
 # the condition cannot simply be dropped. The cell checks three matrices. The scaled rotations give a
 # score constant along every diagonal. A symmetric block with zero trace on each pair does not. Nor does
@@ -702,8 +702,8 @@ fig
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Why $\sqrt{3d}$
 #
-# The argument **assumes** iid vectors, roughly what a freshly initialised model has: $q^c, k^c, q^r, k^r$
-# drawn independently, each entry independent with mean zero and variance one. Under that assumption
+# The argument **assumes** iid vectors: $q^c, k^c, q^r, k^r$ drawn independently, each entry
+# independent with mean zero and variance one. Under that assumption
 # each dot product of length $d$ has variance $d$. The three terms are **not independent**: c2c and
 # c2p share the query $q^c_i$, c2c and p2c share the key $k^c_j$. They are *uncorrelated*, though:
 # $\mathbb E[(q \cdot k)(q \cdot r)] = \sum_{a,b} \mathbb E[q_a q_b]\, \mathbb E[k_a]\,\mathbb E[r_b] = 0$
@@ -1108,13 +1108,18 @@ print(f"L = {L_}: Shaw a^K {tuple(a_K.shape)}, or {tuple(by_row.shape)} scored f
 #   \operatorname{sign}(\delta)\left(h + \left\lceil \dfrac{\log(|\delta|/h)}{\log((m-1)/h)}\,(h - 1)
 #   \right\rceil\right) & \text{otherwise.} \end{cases}$$
 #
-# Unlike T5's: one signed, symmetric rule instead of two halves of buckets; the ceiling (T5 floors)
-# keeps distances exact a little past $h$ (a bucket holding its distance alone) up to 130 in v3, where 131
-# and 132 share a bucket; the far buckets reach $\pm(h + h - 1) = \pm 255$
-# at $|\delta| = m - 1 = 511$; and there is no $\min$: farther distances keep growing ($\pm 256$ at 512),
-# and the clip into the table's $2b = 512$ rows, $\operatorname{clip}(\text{bucket} + 256, 0, 511)$ as in
-# c2p, makes them share the edge rows. The cell writes the rule in plain Python, checks it against
-# `pl.deberta_log_bucket` and against the installed transformers' `make_log_bucket_position`.
+# How it differs from T5's:
+#
+# * it is one signed, symmetric rule, not two halves of buckets;
+# * it rounds up where T5 floors. That keeps distances exact (a bucket holding its distance alone) a
+#   little past $h$: up to 130 in v3, where 131 and 132 share a bucket;
+# * the far buckets reach $\pm(h + h - 1) = \pm 255$ at $|\delta| = m - 1 = 511$;
+# * there is no $\min$: farther distances keep growing ($\pm 256$ at 512). The clip into the table's
+#   $2b = 512$ rows, $\operatorname{clip}(\text{bucket} + 256, 0, 511)$ as in c2p, makes them share the
+#   edge rows.
+#
+# The cell writes the rule in plain Python, and checks it against `pl.deberta_log_bucket` and against
+# the installed transformers' `make_log_bucket_position`.
 
 # %%
 def deberta_v2_bucket(delta: int, position_buckets: int = 256, max_position: int = 512) -> int:
