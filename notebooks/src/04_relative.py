@@ -25,9 +25,12 @@
 # 0-based, query $i$, key $j$. The library's **offset** is *key minus query*, $j - i$ (negative for keys
 # in the past), as in Shaw et al. and T5; the **distance** is $|j - i|$. Transformer-XL (§3, and
 # Exercise 1) and DeBERTa (§5) index by the **signed distance** *query minus key*, $i - j$: we say so
-# there. Where positions meet the frequency pairs of a sinusoid (§1, §6's RoPE), $j$ counts the pairs,
-# as in chapters 3 and 5, and the positions are renamed $m$ (query) and $n$ (key), the letters of the
-# source notes (`004`) too.
+# there. In this chapter $j$ is always a key, never a frequency pair: where positions meet the pairs of a
+# sinusoid (§1, §6's RoPE), the positions are $m$ (query) and $n$ (key), the letters of the source notes
+# (`004`), and the pairs get no letter. The letter $k$ has two uses. With an index, a superscript or in a
+# product ($k_j$, $k^c$, $W_k$, $q \cdot k$) it stands for keys. Alone, as a bound or a count
+# ($\operatorname{clip}(j - i, -k, k)$, $2k + 1$ rows, $k = 3$), it is the clipping window of Shaw and
+# DeBERTa (§2, §5), a whole number: their papers' letter.
 
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline
@@ -112,17 +115,19 @@ fig = heatmap_row([*terms.values(), full], [*terms, "full score q_i·k_j"])
 fig
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# Only the position–position term is free of content, and even it does **not** depend on the offset
-# alone once the projections are in the way. For a query at $m$ and a key at $n$ (the letters of
-# chapter 3, where $j$ counts the pairs), $p_m^\top p_n = \sum_j \cos((n-m)\theta_j)$ is a function of
-# the offset (chapter 3, §6), but $p_m^\top W_q^\top W_k p_n$ is one only when $W_q^\top W_k$ commutes
-# with every shift of the code (chapter 3, §6 again): a scaled rotation on each pair and nothing across
-# pairs. The cell checks both sides: a block $\begin{pmatrix} a & -b \\ b & a \end{pmatrix}$ on each
-# pair gives a score constant along every diagonal; a symmetric block with zero trace does not. A generic
-# product, like the random one in the cell, is far from that. Whether *training*
-# lands near such a product is another question, which this random stand-in cannot answer, and which
-# this chapter does not test. Relative methods
-# do not leave it to training; they build the offset dependence in by construction.
+# Only the position–position term is free of content. Even it does **not** depend on the offset alone
+# once the projections are in the way. Take a query at $m$ and a key at $n$ (chapter 3's letters). Then
+# $p_m^\top p_n$ is a sum of $\cos((n-m)\theta)$ over the pairs' frequencies $\theta$: a function of
+# the offset (chapter 3, §6). But $p_m^\top W_q^\top W_k p_n$ is a function of the offset **if**
+# $W_q^\top W_k$ acts on each pair as a scaled rotation, $\begin{pmatrix} a & -b \\ b & a \end{pmatrix}$, with nothing across pairs.
+# That condition is sufficient; this chapter does not prove that nothing else works. It only shows that
+# the condition cannot simply be dropped. The cell checks three matrices. The scaled rotations give a
+# score constant along every diagonal. A symmetric block with zero trace on each pair does not. Nor does
+# the random product of the cell above.
+#
+# Whether *training* lands near a scaled rotation is another question. This random stand-in cannot
+# answer it, and this chapter does not test it. Relative methods do not leave it to training: they build
+# the offset dependence in by construction.
 
 # %%
 pp_plain = p @ p.T
@@ -210,15 +215,16 @@ print("query-minus-key rows are the key-minus-query rows of the flipped table")
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3. Transformer-XL: sinusoidal distances and two global biases
 #
-# Transformer-XL (Dai et al. 2019) processes text in segments and lets each segment attend to a cached
-# copy of the previous one (the *memory*, $M$ keys). Absolute positions would clash between segments:
-# each segment numbers its tokens from 0. In the example below segments have 4 tokens and the memory
-# keeps the previous segment's last 2 (positions 2 and 3), so keys 0 and 4 both carry $p_2$, though
-# key 4 is query 2 itself and key 0 lies 4 steps before it (checked below). So XL
-# rewrites the four terms of §1 around one idea: **the query's own position should not change how much
-# it likes a key**. So the query's projected position $W_q p_i$ is replaced by a learned
-# vector, $u$ where it meets content and $v$ where it meets position, and the key's $p_j$ by a
-# sinusoid of the distance between them, $R_{M+i-j}$, with its own projection $W_{k,R}$:
+# Transformer-XL (Dai et al. 2019) processes text in segments. Each segment also attends to a cached
+# copy of the previous one (the *memory*, $M$ keys). Absolute positions would clash between segments,
+# because each segment numbers its tokens from 0. In the example below, segments have 4 tokens and the
+# memory keeps the previous segment's last 2 (positions 2 and 3). So keys 0 and 4 both carry $p_2$. Yet
+# key 4 is query 2 itself, and key 0 lies 4 steps before it (checked below).
+#
+# XL therefore rewrites the four terms of §1 around one idea: **the query's own position should not
+# change how much it likes a key**. The query's projected position $W_q p_i$ becomes a learned vector:
+# $u$ where it meets content, $v$ where it meets position. The key's $p_j$ becomes a sinusoid of the
+# distance between the two, $R_{M+i-j}$, with its own projection $W_{k,R}$:
 #
 # $$A^{\text{rel}}_{ij} =
 #   \underbrace{x_i^\top W_q^\top W_{k,E}\, x_j}_{(a)\ \text{content}}
@@ -226,13 +232,14 @@ print("query-minus-key rows are the key-minus-query rows of the flipped table")
 # + \underbrace{u^\top W_{k,E}\, x_j}_{(c)\ \text{global content bias}}
 # + \underbrace{v^\top W_{k,R}\, R_{M+i-j}}_{(d)\ \text{global position bias}}.$$
 #
-# Query $i$ sits at position $M + i$, key $j$ at $j$, and XL indexes its sinusoids by the **signed
-# distance query minus key**, $M + i - j$, which is $\ge 0$ for every key the (causal) query may see: the
+# Query $i$ sits at position $M + i$, key $j$ at $j$. XL indexes its sinusoids by the **signed distance
+# query minus key**, $M + i - j$. It is $\ge 0$ for every key the (causal) query may see, and it is the
 # negative of this course's offset. We keep XL's sign in this section, as its paper and code do.
-# $R_o$, the sinusoid of distance $o$, is fixed, not learned, and laid out as XL's code lays it out:
+#
+# $R_o$, the sinusoid of distance $o$, is fixed, not learned. It is laid out as XL's code lays it out:
 # all sines, then all cosines (chapter 3's *concatenated* layout, not §1's interleaved one; the sign
-# rule for negative signed distances below is worded for it). $u, v \in \mathbb R^{d_\text{head}}$ live *after*
-# the projection, one pair per head.
+# rule for negative signed distances below is worded for it). $u, v \in \mathbb R^{d_\text{head}}$ live
+# *after* the projection, one pair per head.
 #
 # In the library: `q` $= W_q x_i$, `k` $= W_{k,E} x_j$, `r[o]` $= W_{k,R} R_o$ for distances
 # $o = 0, \dots,$ `k_len`$- 1$ (`pl.xl_relative_sinusoids`, $[\sin \mid \cos]$), and
@@ -241,11 +248,12 @@ print("query-minus-key rows are the key-minus-query rows of the flipped table")
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### The four terms on a small example
 #
-# A segment of $Q = 4$ queries with a memory of $M = 2$ keys: $K = M + Q = 6$ keys in all. Terms (b)
-# and (d) are computed only for keys the query may see ($j \le M + i$): XL is a causal language model, so it needs $R$ for the
-# distances $0, \dots, K - 1$ only (a model that also looks ahead needs more, as XLNet shows below).
-# Term (c) is the same for every query (a row vector repeated): it says which keys are worth attending
-# to whatever the query is. Each panel is drawn on its own scale (divided by its largest entry).
+# A segment of $Q = 4$ queries with a memory of $M = 2$ keys: $K = M + Q = 6$ keys in all. XL is a
+# causal language model. So terms (b) and (d) are computed only for keys the query may see
+# ($j \le M + i$), and they need $R$ for the distances $0, \dots, K - 1$ only (a model that also looks
+# ahead needs more, as XLNet shows below). Term (c) is the same for every query (a row vector
+# repeated): it says which keys are worth attending to, whatever the query is. Each panel is drawn on
+# its own scale (divided by its largest entry).
 
 # %%
 g = torch.manual_seed(0)
@@ -312,15 +320,18 @@ assert step4.tolist() == [[10, 0, 22], [21, 20, 0], [32, 31, 30]]  # row i, key 
 assert step4.untyped_storage().data_ptr() == step1.untyped_storage().data_ptr()  # after the pad: views only
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# Read step 4 row by row. Row 0 is $10$ (distance 0, key 0), then the pad and a number of row 1; row 1 is
-# $21, 20$ (distances 1, 0), then the pad; row 2 is $32, 31, 30$. Why: the padded rows hold $K + 1$
-# numbers and step 4 reads them back $K$ at a time, so each output row starts one place further left in
-# its own padded row than the row above, where the distance is one larger; dropping the first $Q$
-# numbers (step 3) sets where row 0 starts. With a memory of $M$ keys the same holds: row $i$ holds its
-# own labels with distances $M + i, \dots, 0$ for keys $j = 0, \dots, M + i$, exactly the keys query $i$
-# may see. **That is where the trick is exact.** To the right of it sit the zero pad and numbers of row
-# $i + 1$: wrapped garbage, which the causal mask hides. The cell checks it on §3's example ($Q = 4$,
-# $M = 2$, $K = 6$), with labels $100\,(i+1) + \text{distance}$.
+# Read step 4 row by row. Row 0 is $10$ (distance 0, key 0), then the pad and a number of row 1. Row 1
+# is $21, 20$ (distances 1, 0), then the pad. Row 2 is $32, 31, 30$.
+#
+# Why it works: the padded rows hold $K + 1$ numbers, and step 4 reads them back $K$ at a time. So each
+# output row starts one place further left in its own padded row than the row above did, where the
+# distance is one larger. Dropping the first $Q$ numbers (step 3) sets where row 0 starts.
+#
+# With a memory of $M$ keys the same holds. Row $i$ holds its own labels, with distances
+# $M + i, \dots, 0$ for keys $j = 0, \dots, M + i$: exactly the keys query $i$ may see. **That is where
+# the trick is exact.** To the right of it sit the zero pad and numbers of row $i + 1$: wrapped garbage,
+# which the causal mask hides. The cell checks it on §3's example ($Q = 4$, $M = 2$, $K = 6$), with
+# labels $100\,(i+1) + \text{distance}$.
 
 # %%
 labels = 100 * (torch.arange(Q, device=device)[:, None] + 1) + (K - 1 - torch.arange(K, device=device))
@@ -355,16 +366,21 @@ fig
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### What the shift saves, and what it does not
 #
-# The saving is in scoring *distances* before pairs. Looking up $W_{k,R}R_{M+i-j}$ for every pair builds
-# a $(Q, K, d)$ tensor of position vectors; one matmul of the queries against the $K$ distance vectors
-# gives the same scores from a $(Q, K)$ matrix, $d$ times smaller (the paper's Appendix B; Music
-# Transformer, Huang et al. 2018, §3.4.1, introduced the same trick as "skewing" for Shaw's vectors).
-# The shift is only the last move, and a gather does it too: `torch.gather` with each entry's column,
-# $K - 1 - (M + i - j)$, puts the same scores in place with the same $O(QK)$ memory. What the shift
-# spares is that index, a $(Q, K)$ tensor of integers: it is one padded copy, $Q(K + 1)$ numbers, and
-# then only views (checked in the $Q = K = 3$ cell). The cell counts the numbers each route builds (besides
-# the $(Q, K)$ scores, for the gather and the shift) on §3's example ($Q = 4$, $K = 6$, $d = 4$) and checks that the gather and the shift agree wherever the
-# query may look.
+# The saving is in scoring *distances* before pairs. Looking up $W_{k,R}R_{M+i-j}$ for every pair
+# builds a $(Q, K, d)$ tensor of position vectors. One matmul of the queries against the $K$ distance
+# vectors gives the same scores from a $(Q, K)$ matrix, $d$ times smaller (the paper's Appendix B).
+# Music Transformer (Huang et al. 2018, §3.4 and its Figure 1) introduced the same trick, as "skewing",
+# for Shaw's vectors.
+#
+# The shift is only the last move, and a gather does it too. `torch.gather` with each entry's column,
+# $K - 1 - (M + i - j)$, puts the same scores in place, with the same $O(QK)$ memory. What the shift
+# spares is that index, a $(Q, K)$ tensor of integers. The shift builds one padded copy, $Q(K + 1)$
+# numbers, and then only views (checked in the $Q = K = 3$ cell).
+#
+# The next cell counts what each route builds after the $(Q, K)$ matrix of distance scores, on §3's
+# example ($Q = 4$, $K = 6$, $d = 4$): the per-pair route its $(Q, K, d)$ vectors, the gather its index
+# and its output, the shift its padded copy (its output is a view of that copy). It also checks that
+# the gather and the shift agree wherever the query may look.
 
 # %%
 per_pair = torch.stack([torch.stack([r[(M + i - j) % K] for j in range(K)]) for i in range(Q)])  # (Q, K, d)
@@ -375,7 +391,13 @@ assert_close(torch.einsum("id,ijd->ij", q + v, per_pair)[visible], gathered[visi
 built = {"per pair: (Q, K, d) vectors": per_pair.numel(), "gather: index + output": column.numel() + gathered.numel(),
          "shift: padded copy": F.pad(by_offset, (1, 0)).numel()}  # the gather's and the shift's: besides the scores
 assert built == {"per pair: (Q, K, d) vectors": 96, "gather: index + output": 48, "shift: padded copy": 28}
+assert list(built.values()) == [Q * K * d_head, 2 * Q * K, Q * (K + 1)]  # QKd, 2QK, Q(K + 1)
 print(built)
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# It showed 96, 48 and 28 numbers: $QKd$, $2QK$ and $Q(K + 1)$. Scoring distances instead of pairs
+# is the $d$-fold saving. Over a gather, the shift saves only the index: $48 - 28 = 20$ numbers here,
+# $QK - Q$ in general.
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # XL is causal, so it needs the distances $0, \dots, K - 1$ only. Keys after the query need negative
@@ -384,10 +406,12 @@ print(built)
 # uses XL's attention bidirectionally: its $R$ covers negative signed distances too, and a reshape shift of its
 # own moves those scores into place (transformers' `XLNetRelativeAttention.rel_shift_bnij`).
 #
-# The paper writes one $u$ and one $v$ for the model; the authors' TensorFlow code shares one pair across
-# layers unless its `untie_r` flag is set, as their WikiText-103 scripts set it (kimiyoung/transformer-xl,
-# `tf/sota/wt103.sh`); their PyTorch code (`pytorch/mem_transformer.py`) has no such flag and always
-# shares one pair; XLNet keeps a pair in every layer. §7 counts the per-layer form.
+# The paper writes one $u$ and one $v$ for the model. The authors' TensorFlow code shares one pair
+# across layers unless its `untie_r` flag is set, and their WikiText-103 script sets it
+# (kimiyoung/transformer-xl, `tf/sota/wt103.sh`). Their PyTorch code always shares one pair:
+# `MemTransformerLM._create_params` in `pytorch/mem_transformer.py` creates a single `r_w_bias` and
+# `r_r_bias` (XL's $u$ and $v$) for the whole model. XLNet keeps a pair in every layer. §7 counts the
+# per-layer form.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. T5: one learned scalar per offset bucket and head
@@ -678,15 +702,20 @@ fig
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Why $\sqrt{3d}$
 #
-# For random unit-variance vectors each dot product of length $d$ has variance $d$. The three terms are
-# **not independent**: c2c and c2p share the query $q^c_i$, c2c and p2c share the key $k^c_j$. They are
-# *uncorrelated*, though: $\mathbb E[(q \cdot k)(q \cdot r)] = \sum_{a,b} \mathbb E[q_a q_b]\,
-# \mathbb E[k_a]\,\mathbb E[r_b] = 0$ when $k$ and $r$ are independent with mean zero, and uncorrelated
-# terms are all a variance needs: the sum has variance $3d$, and dividing by $\sqrt{3d}$ keeps the
-# scores at unit scale, as $1/\sqrt d$ does for one term.
+# The argument **assumes** iid vectors: $q^c, k^c, q^r, k^r$ drawn independently, each entry
+# independent with mean zero and variance one. Under that assumption
+# each dot product of length $d$ has variance $d$. The three terms are **not independent**: c2c and
+# c2p share the query $q^c_i$, c2c and p2c share the key $k^c_j$. They are *uncorrelated*, though:
+# $\mathbb E[(q \cdot k)(q \cdot r)] = \sum_{a,b} \mathbb E[q_a q_b]\, \mathbb E[k_a]\,\mathbb E[r_b] = 0$
+# when $k$ and $r$ are independent with mean zero. Uncorrelated terms are all a variance needs. So the
+# sum has variance $3d$, and dividing by $\sqrt{3d}$ keeps the scores at unit scale, as $1/\sqrt d$
+# does for one term.
 #
-# The cell simulates DeBERTa's case with the vectors shared as in the score, 200 000 draws at $d = 16$:
-# the variance of the sum is $3d$ and the three terms are uncorrelated.
+# The cell simulates DeBERTa's case with the vectors shared as in the score, 200 000 draws at $d = 16$.
+# It finds the variance of the sum at $3d$ and the three terms uncorrelated. Then it drops the
+# assumption once: the key's content copies the query's ($k^c = q^c$, a token scoring itself). Now c2c
+# is $|q^c|^2$, with variance $2d$, and the sum's variance is $4d$, not $3d$. So $\sqrt{3d}$ is the
+# right scale for iid vectors; trained vectors need not be iid.
 
 # %%
 draws = torch.Generator().manual_seed(0)  # drawn on the CPU, then moved
@@ -705,6 +734,11 @@ corr = torch.corrcoef(shared)
 assert abs(ratio - 1) < 0.02 and (corr - torch.eye(3, device=device)).abs().max() < 0.01  # variance 3d, uncorrelated
 print(f"d = 16: variance of c2c + c2p + p2c over 3d: {ratio:.3f}; largest correlation between two terms: "
       f"{(corr - torch.eye(3, device=device)).abs().max().item():.3f}")
+qc_, qr_, kr_ = torch.randn(3, n_samples, d_small, generator=draws).to(device)  # not iid: k^c = q^c
+copied = torch.stack(((qc_ * qc_).sum(-1), (qc_ * kr_).sum(-1), (qc_ * qr_).sum(-1)))
+ratio_copied = copied.sum(0).var().item() / (3 * d_small)
+assert abs(copied[0].var().item() / (2 * d_small) - 1) < 0.03 and abs(ratio_copied - 4 / 3) < 0.03  # 2d; 4d in all
+print(f"k^c = q^c: variance of the sum over 3d: {ratio_copied:.3f} (4d / 3d = 1.333)")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Paper and released code: which row of $q^r$ does p2c read?
@@ -712,7 +746,7 @@ print(f"d = 16: variance of c2c + c2p + p2c over 3d: {ratio:.3f}; largest correl
 # The released code (transformers' DeBERTa ports, microsoft/DeBERTa) reads p2c at row $\delta(i, j)$ of
 # $q^r$, c2p's own index, not the paper's $\delta(j, i)$, so the same table gives other p2c scores under
 # each (`p2c_index="reference"` follows the code; the cell checks both halves), and a checkpoint needs the
-# index its code used (microsoft/DeBERTa issues #47 and #162 discuss it). The cell asserts that the code's
+# index its code used. The cell asserts that the code's
 # p2c equals the score read at row $\delta(i, j)$, pair by pair, and that it differs from the paper's.
 
 # %%
@@ -841,8 +875,8 @@ print("position_biased_input on: an absolute table of", tuple(absolute_in.embedd
 # * ALiBi adds to head $h$'s scores a fixed penalty proportional to the distance, $-m_h\,(i - j)$ for a
 #   key in the past, where $m_h > 0$ is the head's slope (a constant, not learned; `pl.alibi_bias`);
 # * RoPE adds nothing to the scores. It rotates the query at position $m$ by $R_m$ and the key at
-#   position $n$ by $R_n$, the block rotations of chapter 3 (§4 there: at position $m$, block $j$ turns
-#   its pair by $m\theta_j$; RoPE's letters, since here positions meet pairs); since
+#   position $n$ by $R_n$, the block rotations of chapter 3 (§4 there: at position $m$, each pair turns
+#   by $m$ times its own frequency; RoPE's letters, since here positions meet pairs); since
 #   $R_m^\top R_n = R_{n-m}$, the score $\langle R_m q, R_n k\rangle = q^\top R_{n-m} k$ depends on the
 #   positions only through the offset $n - m$, the $j - i$ of the other panels (`pl.apply_rope`).
 #
@@ -946,37 +980,41 @@ for name, score in scorers.items():
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 7. The methods side by side
 #
-# One attention layer with $H$ heads, $d_\text{model} = H\,d_\text{head}$, a sequence of $L$ tokens
-# (as many queries as keys); $k$ is the clipping window of Shaw and DeBERTa. The columns: **learned
-# parameters**, what the method adds to the model; **materialised**, what it builds besides the
-# $(H, L, L)$ attention scores every method has; **adds to the score**, a *content × position* term (it
-# depends on a query's or key's content and on the offset) or a *position-only* one (the same for every
-# content), and whether the heads differ; **far distances**, what happens beyond the distances the method
-# clips or was trained on.
+# The table describes one attention layer with $H$ heads and $d_\text{model} = H\,d_\text{head}$, on a
+# sequence of $L$ tokens (as many queries as keys). As in §2 and §5, $k$ is the clipping window of Shaw
+# and DeBERTa. The columns:
+#
+# * **learned parameters**: what the method adds to the model;
+# * **materialised**: what it builds besides the $(H, L, L)$ attention scores every method has;
+# * **adds to the score**: a *content × position* term (it depends on a query's or key's content and on
+#   the offset) or a *position-only* one (the same for every content), and whether the heads differ;
+# * **far distances**: what happens beyond the distances the method clips or was trained on.
 #
 # | method | learned parameters | materialised | adds to the score | far distances | used by |
 # |---|---|---|---|---|---|
 # | **Shaw** (§2) | $2(2k+1)\,d_\text{head}$ per layer ($a^K$, $a^V$), shared by the heads | $a^K_{ij}, a^V_{ij}$: $(L, L, d_\text{head})$ each as written; $(L, 2k+1)$ if $q$ is scored against the $2k+1$ rows first, then gathered | content × position, $q_i \cdot a^K_{ij}$, one table for all heads; $a^V$ also moves the output | all alike beyond $k$ | Shaw et al. 2018 (translation); Music Transformer (Huang et al. 2018) builds on it |
 # | **Transformer-XL** (§3) | $d_\text{model}^2$ ($W_{k,R}$) $+\ 2\,d_\text{model}$ ($u, v$) per layer, as in XLNet and XL's code with `untie_r` (the paper: one $u$, $v$ for the model); $R$ is fixed | $r$: $(L, d_\text{model})$; scores by distance, $(H, L, L)$, then the shift | content × position (b), position-only (d), and a global content bias (c); per head | the formula: a sinusoid for every distance; the released evaluation runs clamp it (`clamp_len`) | Transformer-XL (Dai et al. 2019), XLNet (Yang et al. 2019) |
 # | **T5** (§4) | $\text{num\_buckets}\cdot H$ per stack, encoder or decoder (its first layer computes the bias, the others reuse it) | bucket ids $(L, L)$, bias $(H, L, L)$ | position-only: a scalar per bucket and head | one shared last bucket, before `max_distance`: from distance 91 of 128 in an encoder, 113 in a decoder (§4) | T5 (Raffel et al. 2020) and its descendants (mT5, Flan-T5) |
-# | **DeBERTa** (§5) | v1: a $2k$-row table $+\ 2\,d_\text{model}^2 + d_\text{model}$ per layer; v3: the table only (counted below) | v1's code: $q^r, k^r$ for a slice of $2\min(L, k)$ rows around the middle of the table; scores $(H, L, 2\min(L, k))$, then gathered (v2/v3: every row of their table) | content × position both ways (c2p, p2c); per head | v1: alike beyond $k$; v2/v3: log buckets, then the edge rows (below) | DeBERTa (He et al. 2021), v2/v3; absolute positions near the output (§5) |
+# | **DeBERTa** (§5) | v1: a $2k$-row table $+\ 2\,d_\text{model}^2 + d_\text{model}$ per layer; v3: the table only (counted below) | $q^r, k^r$ for the table rows in use; scores $(H, L, \text{rows})$, then gathered (v1's code uses $2\min(L, k)$ rows, v2/v3's all of theirs) | content × position both ways (c2p, p2c); per head | v1: alike beyond $k$; v2/v3: log buckets, then the edge rows (below) | DeBERTa (He et al. 2021), v2/v3; absolute positions near the output (§5) |
 # | RoPE (chapter 5) | 0 | $\cos, \sin$: $(L, d_\text{head}/2)$ | content × position: it *is* the rotated $q \cdot k$; the same rotation in every head | every distance, but angles never seen in training (chapter 7) | GPT-NeoX, Llama and most current LLMs (chapter 8) |
 # | ALiBi (chapter 6) | 0 (fixed slopes $m_h$) | bias $(H, L, L)$, or only $H$ slopes in a fused kernel | position-only, $-m_h (i - j)$; a slope per head | a straight line, any distance | BLOOM, MPT |
 #
-# Transformer-XL's formula clips no distance, but the released evaluation runs clamp it: the authors'
-# evaluation settings set `clamp_len` (kimiyoung/transformer-xl: the `eval` branch of
-# `pytorch/run_wt103_base.sh`, `--clamp_len 400`; `tf/sota/wt103.sh`, `TEST_CLAMP_LEN=1000`), while the
+# Transformer-XL's formula clips no distance. The released evaluation runs clamp it, though: the
+# authors' evaluation settings set `clamp_len` (kimiyoung/transformer-xl: the `eval` branch of
+# `pytorch/run_wt103_base.sh`, `--clamp_len 400`; `tf/sota/wt103.sh`, `TEST_CLAMP_LEN=1000`). The
 # training branch of the PyTorch script passes none.
 #
-# Sources for the counts: Shaw et al. §3.3 share the tables across heads; the others are read off Hugging
-# Face `transformers`' own modules. The cell below counts a layer of BERT-base's size ($H = 12$,
-# $d_\text{model} = 768$) with a Shaw window of $k = 16$ (our choice for the example: the count is
-# $2(2k+1)\,d_\text{head}$ at any $k$), T5's 32 buckets, DeBERTa v1's $k = 512$ as released (the
-# table spans `max_position_embeddings`: $2k = 1024$ rows, of which its code scores only a slice of
-# $2\min(L, k)$, 20 at $L = 10$, and the gather reads 19 of them: $2L - 1$ distances while $L \le k$) and v3's 256 position
-# buckets: from the library's modules for
-# Shaw, T5, RoPE and ALiBi, and from transformers' modules, built offline, for XL, T5's stack and DeBERTa
-# (`tests/test_crosscheck.py` checks the same counts).
+# Sources for the counts: Shaw et al. §3.3 share the tables across heads; the others are read off
+# Hugging Face `transformers`' own modules. The cell below counts a layer of BERT-base's size ($H = 12$,
+# $d_\text{model} = 768$). Its settings:
+#
+# * Shaw: a window of $k = 16$, our choice for the example (the count is $2(2k+1)\,d_\text{head}$ at any $k$);
+# * T5: its 32 buckets;
+# * DeBERTa v1: $k = 512$ as released (the table spans `max_position_embeddings`: $2k = 1024$ rows);
+# * DeBERTa-v3: its 256 position buckets.
+#
+# Shaw, T5, RoPE and ALiBi are counted on the library's modules; XL, T5's stack and DeBERTa on
+# transformers' modules, built offline (`tests/test_crosscheck.py` checks the same counts).
 
 # %%
 H_, dm, dh, k_win, k_v1, L_ = 12, 768, 64, 16, 512, 10  # k_win: Shaw's window here; k_v1: DeBERTa v1's k
@@ -1053,8 +1091,6 @@ span_v1 = min(L_, k_v1)  # v1's released code slices the table to 2 min(L, k) ro
 P_used = P_rel[k_v1 - span_v1:k_v1 + span_v1]  # (transformers' DeBERTa v1: compute_attention_span)
 c2p_rows = (q_h @ (P_used @ W_kr_all[:dh].T).T).shape
 assert c2p_.shape == p2c_.shape == (L_, L_) and c2p_rows == (L_, 2 * span_v1) == (10, 20)
-v1_read = torch.clamp(-pl.relative_positions(L_, L_) + span_v1, 0, 2 * span_v1 - 1)  # its c2p_pos, i - j + span
-assert len(v1_read.unique()) == 2 * L_ - 1 == 19 and 0 not in v1_read  # the gather reads 19 of the 20 rows
 print(f"L = {L_}: Shaw a^K {tuple(a_K.shape)}, or {tuple(by_row.shape)} scored first;",
       f"T5 bias {tuple(t5_stack(L_).shape)}; DeBERTa v1 c2p before the gather {tuple(c2p_rows)}")
 
@@ -1072,13 +1108,18 @@ print(f"L = {L_}: Shaw a^K {tuple(a_K.shape)}, or {tuple(by_row.shape)} scored f
 #   \operatorname{sign}(\delta)\left(h + \left\lceil \dfrac{\log(|\delta|/h)}{\log((m-1)/h)}\,(h - 1)
 #   \right\rceil\right) & \text{otherwise.} \end{cases}$$
 #
-# Unlike T5's: one signed, symmetric rule instead of two halves of buckets; the ceiling (T5 floors)
-# keeps distances exact a little past $h$ (a bucket holding its distance alone) up to 130 in v3, where 131
-# and 132 share a bucket; the far buckets reach $\pm(h + h - 1) = \pm 255$
-# at $|\delta| = m - 1 = 511$; and there is no $\min$: farther distances keep growing ($\pm 256$ at 512),
-# and the clip into the table's $2b = 512$ rows, $\operatorname{clip}(\text{bucket} + 256, 0, 511)$ as in
-# c2p, makes them share the edge rows. The cell writes the rule in plain Python, checks it against
-# `pl.deberta_log_bucket` and against the installed transformers' `make_log_bucket_position`.
+# How it differs from T5's:
+#
+# * it is one signed, symmetric rule, not two halves of buckets;
+# * it rounds up where T5 floors. That keeps distances exact (a bucket holding its distance alone) a
+#   little past $h$: up to 130 in v3, where 131 and 132 share a bucket;
+# * the far buckets reach $\pm(h + h - 1) = \pm 255$ at $|\delta| = m - 1 = 511$;
+# * there is no $\min$: farther distances keep growing ($\pm 256$ at 512). The clip into the table's
+#   $2b = 512$ rows, $\operatorname{clip}(\text{bucket} + 256, 0, 511)$ as in c2p, makes them share the
+#   edge rows.
+#
+# The cell writes the rule in plain Python, and checks it against `pl.deberta_log_bucket` and against
+# the installed transformers' `make_log_bucket_position`.
 
 # %%
 def deberta_v2_bucket(delta: int, position_buckets: int = 256, max_position: int = 512) -> int:
@@ -1323,10 +1364,8 @@ _ = check.deberta_tied_rows(tied_rows)
 #    "Rethinking Positional Encoding in Language Pre-training", ICLR 2021), not T5's: T5 has only the
 #    first equation's bias (§4).
 # 8. **"Positions belong in $q$ and $k$, not in $v$"** (`004`, §2): the source hedges it in its next sentence (the rule is not
-#    absolute: on some tasks $v$ can take positions too), but cites no study for either half. The
-#    nearest evidence is Shaw et al.'s own ablation of $a^V$ and $a^K$ (their experiments section): on
-#    their English–German task the key vectors $a^K$ alone did about as well as both, and they left the
-#    question to further work. Later methods (XL, T5, DeBERTa, RoPE, ALiBi) touch only the scores;
+#    absolute: on some tasks $v$ can take positions too), but cites no study for either half. Later
+#    methods (XL, T5, DeBERTa, RoPE, ALiBi) touch only the scores;
 #    Shaw's $a^V$ does move the output (§2 checks $z_0$).
 # 9. **"Each relative position's embedding is trainable"** (`004`, §2: 每个相对位置关系，对应的emb是可以训练的):
 #    true of Shaw's tables, T5's scalars and DeBERTa's relative table (§7 counts it), not of the others.
