@@ -1669,6 +1669,15 @@ def far_share(slopes, train_len, test_len):
     ### BEGIN SOLUTION
     # With q.k = 0 the last query weighs the key d steps back by g**d / sum_{d < L} g**d, g = exp(-m):
     # a geometric series. The share of d >= T is (g**T - g**L) / (1 - g**L) = (e^-mT - e^-mL) / (1 - e^-mL).
+    # Exact, not an approximation: (1 - g)(1 + g + ... + g**(n-1)) = 1 - g**n, since every other term
+    # cancels, so a sum of n weights is (1 - g**n) / (1 - g) with no remainder (the assert below, in whole
+    # fractions). The factor 1 / (1 - g) is common to the far keys' sum and the whole sum, and cancels in
+    # the share; an integral of e^-mx has 1 / m in its place, which cancels alike, so a fine integral
+    # lands on the same share. The only error left is the float's rounding.
+    from fractions import Fraction
+
+    g = Fraction(255, 256)  # a ratio below 1, as e^-m is, held as a whole fraction
+    assert (1 - g) * sum(g**d for d in range(9)) == 1 - g**9  # the cancellation, exactly
     # Written with m T and m L it stays exact for a slope near 0 (where e^-m rounds to 1 in float32); in
     # float64 the form with g = e^-m is within 4e-6 (relative) of it at m = 1e-11, and passes too.
     # Press's 8 heads at T = 1024, L = 2048: only the gentlest (m = 1/256) puts anything measurable
