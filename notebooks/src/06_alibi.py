@@ -480,13 +480,13 @@ ax.legend(fontsize=8)
 fig
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# Explore: the figure above is one length and 4 heads; here the length runs to 4096 tokens and the heads to
-# 16, against the distance back on a log scale. Each head's curve is drawn solid at the chosen length and faint
-# at 16 tokens, with a tick at its reach $1/m_h$. Before you move the slider, predict: which heads' weight on
-# the nearest key changes when the input grows from 16 to 4096 tokens, and which keeps it? (Look at where each
-# curve's reach falls against the input length.) With a head count that is not a power of two, the heads'
-# order is not the order of their slopes (§1).
-# What it cannot show: content (every curve has $q \cdot k = 0$) and weights below $10^{-12}$, which it leaves undrawn.
+# Explore: the figure above shows one length and 4 heads. Here the length runs to 4096 tokens and the heads
+# to 16, plotted against the distance back on a log scale. Each head's curve is solid at the chosen length
+# and faint at 16 tokens, with a tick at its reach $1/m_h$. Before you move the slider, predict: which heads'
+# weight on the nearest key changes when the input grows from 16 to 4096 tokens, and which keeps it? (Look
+# at where each curve's reach falls against the input length.) With a head count that is not a power of
+# two, the heads' order is not the order of their slopes (§1). The widget cannot show content (every curve
+# has $q \cdot k = 0$), nor weights below $10^{-12}$, which it leaves undrawn.
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "subslide"}
 def draw_reach(fig, length, num_heads):
@@ -529,11 +529,10 @@ viz.InteractiveFigure(
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### A first look at longer inputs
 #
-# A learned position table has one row per training position and simply has nothing to offer for
-# position 16 (the 17th token; positions start at 0) of a model trained on 16 tokens. The ALiBi bias is
-# a formula in $i - j$: at four times the training length every entry on and below the diagonal is
-# still a finite number, and the entry for a given pair of positions does not depend on how long the
-# sequence is.
+# A learned position table has one row per training position. For a model trained on 16 tokens it has
+# nothing to offer for position 16 (the 17th token; positions start at 0). The ALiBi bias is a formula in
+# $i - j$. At four times the training length every entry on and below the diagonal is still a finite
+# number, and the entry for a given pair of positions does not depend on how long the sequence is.
 
 # %%
 train_len, test_len = 16, 64
@@ -552,11 +551,11 @@ print(f"ALiBi at length {test_len}: finite on and below the diagonal, same entri
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # The steepest head barely notices the extra length, whether the input grows to 64 tokens or to 4096 (the
-# slider's longest): with $q \cdot k = 0$, its last query puts almost the same weights on its nearest keys
-# as at 16 tokens, because keys more than a few times $1/m_h$ steps back get almost no weight. The gentler
-# a head, the more its nearest weights shrink: it spreads its weight over the extra keys. (Whether a *trained* model
-# extrapolates is an experiment, not a property of the formula: chapter 7 ran it, and the next
-# subsection reads its results.)
+# slider's longest). With $q \cdot k = 0$, its last query puts almost the same weights on its nearest keys
+# as at 16 tokens: keys more than a few times $1/m_h$ steps back get almost no weight. The gentler a head,
+# the more its nearest weights shrink, because it spreads its weight over the extra keys. Whether a
+# *trained* model extrapolates is an experiment, not a property of the formula: chapter 7 ran it, and the
+# next subsection reads its results.
 
 # %%
 zs, zl = torch.zeros(1, 8, train_len, d, device=device), torch.zeros(1, 8, test_len, d, device=device)
