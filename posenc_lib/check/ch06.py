@@ -171,14 +171,23 @@ _SHARED_WRONG = {  # sealed wrong answers of every case -> the misconception (a 
     "f91332b2fe11d9d33e157566": "spacing_2", "1cd3a0491c94794977a46244": "values",
     "2f34f7a13dd446d744f6045c": "half_down", "72d596417fa330dca4ccd9ff": "spacing_2",
     "bd1e708b56080624d4aeeed5": "values",
+    # a format of one significant bit more, or fewer, than p (the leading 1 counted twice, or left out)
+    "8c1b40e685d4ae18f674fe49": "bits", "cf4d45e08e7c6db415baac24": "bits", "cecae466a8c2c5b1a37b8d67": "bits",
+    "cd160e531835719dfc524075": "bits", "e2735c4f3b7527f10a375ad5": "bits", "a3e522ca3559fe0e0432c3db": "bits",
+    "488397dd056489fa22cd55e8": "bits", "dab92bf6e08025a5737a5a4f": "bits", "9ee45f3dae5e073c7c3b400b": "bits",
+    "eb0b7b776906d2599644d91d": "bits", "5a741f429aeada923c7c5a4d": "bits", "19a661321ad981bb5f125c5e": "bits",
+    "d562a2249a6eabd4f5dc6f11": "bits",
 }
 _SHARED_MISCONCEPTIONS = {
-    "half_down": "at that length the two keys share a bias only if a value half-way between two stored numbers goes "
-                 "down (to even, as torch's formats do, or toward zero); this format sends it away from zero",
+    "half_down": "at that length the two nearest keys (positions L - 1 and L - 2, counted from 0) share a bias only "
+                 "if a value half-way between two stored numbers goes down (to even, as torch's formats do, or toward "
+                 "zero); this format sends it away from zero",
     "spacing_2": "you waited for the format's spacing to reach twice the slope; a spacing of one slope's width "
                  "already merges a value that falls half-way between two stored numbers with a neighbour",
     "values": "your length moves with the slope as if the format kept a fixed number of digits after the point; "
               "its spacing is relative to the size of the numbers it stores",
+    "bits": "your lengths are those of a format with another number of significant bits than p; the p significant "
+            "bits count the leading 1 (bfloat16's 8 are that 1 and 7 stored bits)",
 }
 
 
@@ -221,6 +230,10 @@ def alibi_shared_bias(fn: Callable[[int, int], Any] | None) -> bool | None:
                 named.setdefault(_SHARED_WRONG[digest], []).append(case)
             elif first_wrong is None:
                 first_wrong = (case, got, p)
+        by_slope = {k: whole_number(answers[(p, k)]) for p, k in answers if p == 8}  # one format, two slopes
+        if len(set(by_slope.values())) > 1:  # what the answers show: the length moves with the slope
+            yield False, f"first_shared(8, k) for k = {sorted(by_slope)}: {_SHARED_MISCONCEPTIONS['values']}"
+            return
         if named:  # diagnosed on every case: the misconception the most cases show wins
             name = max(named, key=lambda n: len(named[n]))
             yield False, f"{named[name][0]}: {_SHARED_MISCONCEPTIONS[name]}"
@@ -230,8 +243,12 @@ def alibi_shared_bias(fn: Callable[[int, int], Any] | None) -> bool | None:
             if stored(got - 2, p) == stored(got - 1, p):
                 yield False, (f"{case}: at L = {got} the two nearest keys do share a bias, but a shorter input "
                               "already did")
+            elif stored(got - 1, p) == got - 1 and stored(got - 2, p) == got - 2:
+                yield False, (f"{case}: at L = {got} the two nearest keys sit at positions L - 1 and L - 2 (counted "
+                              "from 0), and the format still holds both of their biases exactly: two biases that "
+                              "nothing has rounded stay two")
             else:
-                yield False, f"{case}: at L = {got} the two nearest keys still get different stored biases"
+                yield False, f"{case}: at L = {got} the two nearest keys get different stored biases"
             return
         yield True, (f"right for {len(_SHARED_RIGHT)} formats and slopes, from 8 significant bits (bfloat16's width) "
                      "to 52")
