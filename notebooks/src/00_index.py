@@ -48,22 +48,22 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # ## Five properties a positional encoding should have
 #
 # Chapter 1 shows that attention without a causal mask cannot see where a token stands: shuffle
-# the tokens and the outputs are shuffled the same way, nothing more (a decoder's causal mask
-# breaks this symmetry, a thread chapter 7 follows). The fix is a **positional
-# encoding**, a vector $p_i$ for each position $i$ that the model can use. Source `001` lists what we want
-# from it, after a blog post it cites as 参考文献1 (the reference list is empty in our copy; the
-# properties, the route from integer to binary codes and the dog example match Christopher
-# Fleetwood's Hugging Face post "You could have designed state of the art positional encoding", 2024). In our words (1 and 2 part from the source: see
-# "Where properties 1 and 2 part from source `001`" below):
+# the tokens and the outputs are shuffled the same way, nothing more. (A decoder's causal mask
+# breaks this symmetry, a thread chapter 7 follows.) The fix is a **positional encoding**, a vector
+# $p_i$ for each position $i$ that the model can use. Source `001` lists what we want from it, after
+# a blog post it cites as 参考文献1. The reference list is empty in our copy. The properties, the
+# route from integer to binary codes and the dog example match Christopher Fleetwood's Hugging Face
+# post "You could have designed state of the art positional encoding" (2024). In our words (1 and 2
+# part from the source: see "Where properties 1 and 2 part from source `001`" below):
 #
 # 1. **Unique.** Each position gets its own code. If two positions shared one, two equal
 #    tokens there would get identical outputs again, in a layer without a causal mask (chapter 1).
 # 2. **A fixed relation between $p_i$ and $p_{i+k}$.** Knowing the code $p_i$ of position $i$,
 #    the code $p_{i+k}$ follows by the same simple rule for every $i$, in a sequence of any
-#    length, ideally a fixed affine map $p_{i+k} = M_k\,p_i + b_k$: one matrix $M_k$ and one
-#    vector $b_k$ for each offset $k$ (for the sinusoids of chapter 3 a linear one, $b_k = 0$).
-#    Then "k tokens apart" is the same map everywhere in the sequence. Whether a head's scores
-#    then depend on the offset alone is a further question: the map alone is not enough
+#    length. Ideally the rule is a fixed affine map $p_{i+k} = M_k\,p_i + b_k$: one matrix $M_k$
+#    and one vector $b_k$ for each offset $k$ (for the sinusoids of chapter 3 a linear one,
+#    $b_k = 0$). Then "k tokens apart" is the same map everywhere in the sequence. Whether a head's
+#    scores then depend on the offset alone is a further question. The map alone is not enough
 #    (chapter 3 §6 asks what the head must do as well).
 # 3. **Generalises to longer sequences.** A model trained on 8K tokens should still make
 #    sense of position 30 000.
