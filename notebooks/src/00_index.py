@@ -234,8 +234,8 @@ print("the conventions table matches the library")
 # find that decoders with no positional encoding generalise in length as well as or better than
 # explicit encodings on their reasoning tasks. Chapter 7's tiny decoders agree on the two recall tasks
 # NoPE learned. From 64 to 512 tokens NoPE loses 0.06 and 0.08 on average; sinusoids, RoPE and ALiBi
-# lose 0.29 or more. A small loss could be a ceiling effect: on `recall_anywhere` NoPE's seeds start at
-# 0.75 to 0.99, with less to lose. So the control is where the seeds end. At 512 tokens NoPE's worst
+# lose 0.29 or more. A loss measured from different starts can mislead: on `recall_anywhere` NoPE's
+# seeds start at 0.75 to 0.99. So the control is where the seeds end. At 512 tokens NoPE's worst
 # seed (0.93 on recall, 0.70 on `recall_anywhere`) is above the best seed of sinusoids, RoPE and ALiBi
 # (0.56 and 0.59). T5 holds as well: it loses 0.01 and 0.00 on average. So NoPE beats those three
 # methods, not every method (all checked below). Chapter 7's grammar cannot test NoPE: it never learned
