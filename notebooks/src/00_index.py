@@ -317,17 +317,18 @@ print("the conventions table matches the library")
 # over $i = 0 \dots 59$ is $i(i+3)\,\mathbf 1^\top A\mathbf 1$, so it moves with $i$ though one affine map
 # joins the codes. The normalised code: within a length of 16 or of 32 an exact affine shift by
 # $(3/m)\cdot\mathbf 1$, a different one for each length. Binary codes: the first $2^d$ positions take
-# every one of the $2^d$ codes of $d$ bits, so position $2^d$ has none of its own; 17 bits already cover Llama 3.1's 131 072 positions.
+# every one of the $2^d$ codes of $d$ bits, so position $2^d$ has none of its own. 17 bits already cover
+# Llama 3.1's 131 072 positions.
 # Over a training length of $2^b$ positions no code sets bit $b$; position $2^b$ sets it. A learned
 # table: an affine map $[p_i, 1] \mapsto p_{i+k}$ has $d+1$ numbers per output feature to fit
-# and the table offers $n-k$ pairs, so with $d+1$ pairs or fewer least squares fits almost any
-# table exactly and the test says nothing; over more pairs a random table has no such map.
+# and the table offers $n-k$ pairs. So with $d+1$ pairs or fewer least squares fits almost any
+# table exactly, and the test says nothing. Over more pairs a random table has no such map.
 # Property 5: give the sinusoids half of the features for the row and half for the column, and a
 # shift by (3 rows, 5 columns) is one rotation for every position of a 16 × 16 grid, turning the row's
-# features and the column's apart; a relative bias with one entry per 2-D offset (key minus query, in
-# rows and in columns) gives the patches left, right, above and below a query four different biases, and
-# a 2-D ALiBi (a slope times the distance) gives all four one, the two before it in raster order included.
-# In 1-D, a causal ALiBi row gives each of 8 past keys its own bias; a symmetric ALiBi head without a mask gives
+# features and the column's apart. A relative bias with one entry per 2-D offset (key minus query, in
+# rows and in columns) gives the patches left, right, above and below a query four different biases. A
+# 2-D ALiBi (a slope times the distance) gives all four one, the two before it in raster order included.
+# In 1-D, a causal ALiBi row gives each of 8 past keys its own bias. A symmetric ALiBi head without a mask gives
 # the mirror positions of the palindrome "a b c b a" (0 and 4, 1 and 3) identical outputs, and no other
 # pair of positions (a random head). Axial RoPE (`pl.apply_rope_2d`, $d = 8$): moving a query to another
 # column leaves the row's half of its features as it was, moving it to another row the column's half.
