@@ -779,17 +779,21 @@ assert round((0.1 * math.log(8) + 1) ** 2, 2) == 1.46  # the factor scales q and
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # **Going further: is YaRN's failure dilution?** Many far keys, each scored a little lower? Its
-# own numbers say no. A query at the end of 512 tokens sees about 440 far keys and 62 near ones;
-# if every far key scored 2.9 below every near one, the far keys together would take at most
-# $\tfrac{440}{62} e^{-2.9} \approx 0.4$ times the near keys' mass, and they take more than twice it (0.36 against 0.16). The
-# next cell makes the same comparison key for key, in every head: a far key's share of the mass,
-# over a near key's, against $e^{\text{far − near logit}}$, what equal scores within each group
-# would give. For NoPE the two agree (within 13 %), as near-equal scores must: a check of the
-# measurement, not evidence about YaRN. For YaRN a far key takes 7 to 100 times more than
-# its mean logit predicts: the far mass is carried by a spread of far logits, some well above the
-# far mean (a minority or a broad spread: the ratio cannot tell), not a uniform handicap. Which far keys those are, combinations of
-# angles that training never produced (a question the recall section takes up) or far keys whose
-# content matches the query's, this summary cannot tell; we leave it open.
+# own numbers say no. A query at the end of 512 tokens sees about 440 far keys and 62 near ones.
+# If every far key scored 2.9 below every near one, the far keys together would take at most
+# $\tfrac{440}{62} e^{-2.9} \approx 0.4$ times the near keys' mass. They take more than twice it
+# (0.36 against 0.16).
+#
+# The next cell makes the same comparison key for key, in every head: a far key's share of the
+# mass, over a near key's, against $e^{\text{far − near logit}}$, what equal scores within each
+# group would give. For NoPE the two agree (within 13 %), as near-equal scores must: a check of the
+# measurement, not evidence about YaRN. For YaRN a far key takes 7 to 100 times more than its mean
+# logit predicts. So the far mass is carried by a spread of far logits, some well above the far
+# mean (a minority or a broad spread: the ratio cannot tell), not a uniform handicap.
+#
+# Which far keys those are, this summary cannot tell: combinations of angles that training never
+# produced (a question the recall section takes up), or far keys whose content matches the
+# query's. We leave it open.
 
 
 # %% slideshow={"slide_type": "fragment"}
@@ -1296,9 +1300,10 @@ print("the recall_anywhere claims hold")
 #   0.97 for every seed with the dictionary first). This is not magic but bucketing: the
 #   model's own bias module (32 buckets for the past, `max_distance` 64, read from the model
 #   the experiment builds) puts every distance from 59 on in one bucket, and some training
-#   lookups already sat there. At 512 the far entry sits in a bucket the model knows. But the
-#   control does not support the bucket as what carries the recall: with the dictionary at
-#   the trained distances, every lookup in buckets T5 saw in training, T5 falls from 0.99 to
+#   lookups already sat there. At 512 the far entry sits in a bucket the model knows.
+#
+#   But the control does not support the bucket as what carries the recall. With the dictionary at
+#   the trained distances, every lookup is in buckets T5 saw in training, yet T5 falls from 0.99 to
 #   0.74 at 512, as NoPE falls from 0.94 to 0.69. What the two share is the dictionary-first
 #   layout, with the entries at the start of the sequence; the bucket is at most one part. A cause
 #   every method shares fits the same numbers too: at 512 tokens the entry competes with about 450
@@ -1334,17 +1339,19 @@ assert all(y[str(L)]["acc_factor_1"] < y[str(L)]["acc"] for y in yarn_seeds for 
 # 64 tokens never reaches a dictionary 100 or more tokens back, so every method drops to
 # guessing (1/8). Staying inside the training range is free only for local tasks.
 #
-# **Going further: NoPE in a sliding window.** On the grammar NoPE's sliding-window accuracy (0.36 at 512) is
-# *lower* than its accuracy at 64 tokens (0.43). The proposed reason: a window scores only its
-# last 16 tokens (after the first window), and those are where a NoPE model's sense of position
-# is coarsest: it comes from causal averages like §1's counter, which separate late positions
-# worst (these models have no beginning-of-sequence marker, so not from the exact $1/(i+1)$
-# itself). If that is the reason, NoPE's accuracy on the last 16 positions of a 64-token read
-# (`tail_acc`, stored by the experiment) must be lower than its overall accuracy, and a mix of
-# one first window plus last-16 windows must predict the sliding number. Both hold (next cell),
-# and for RoPE, which knows every offset exactly, the last 16 positions are as good as the rest. These are necessary conditions, not a proof: a late position also has more keys
-# to spread its attention over, and this check cannot tell that apart from the counter's
-# coarseness.
+# **Going further: NoPE in a sliding window.** On the grammar NoPE's sliding-window accuracy (0.36
+# at 512) is *lower* than its accuracy at 64 tokens (0.43). The proposed reason: a window scores
+# only its last 16 tokens (after the first window), and those are where a NoPE model's sense of
+# position is coarsest. That sense comes from causal averages like §1's counter, which separate late
+# positions worst (these models have no beginning-of-sequence marker, so not from the exact
+# $1/(i+1)$ itself).
+#
+# If that is the reason, two things must hold. NoPE's accuracy on the last 16 positions of a
+# 64-token read (`tail_acc`, stored by the experiment) must be lower than its overall accuracy. And
+# a mix of one first window plus last-16 windows must predict the sliding number. Both hold (next
+# cell), and for RoPE, which knows every offset exactly, the last 16 positions are as good as the
+# rest. These are necessary conditions, not a proof: a late position also has more keys to spread
+# its attention over, and this check cannot tell that apart from the counter's coarseness.
 
 # %% slideshow={"slide_type": "fragment"}
 def seeds(task, m, L, key):
@@ -1370,20 +1377,25 @@ print("sliding window at 512, predicted vs measured:", [f"{p:.2f} vs {m:.2f}" fo
 #
 # This section asserted 33 orderings "every seed of A beats every seed of B" (the next cell counts
 # them). Were A and B equal, with independent seeds, each would pass with probability 1/20 in a
-# direction fixed beforehand; these directions were read off the tables, so either counts: 1/10, about
-# 3.3 of 33 by chance, and more counted over every comparison the tables show. But 24 of the 33 compare *the same three trained RoPE models* under two
-# scalings (or none): not independent draws, so the 1-in-20 does not apply and an ordering there
-# says less than it seems. What carries the weight is the separation: the worst seed of the winner
-# beats the best seed of the loser by how many standard errors of the evaluation noise. The thin
-# ones (below 2, next cell): YaRN over NTK on the grammar at 512, RoPE over NTK on the
-# dictionary-first recall at 128, T5 over NoPE there at 512; the text calls the first two thin and
-# builds nothing on the third. Every other ordering is separated by more than 2.5. That count treats
-# each of the grammar's 65 280 scored tokens per seed as independent; counting each of its 128
-# sequences once (a pessimistic bound), five grammar orderings would be thin: ALiBi over T5 at 512,
-# RoPE over PI at 128, 256 and 512, YaRN over NTK at 512; the text gives their margins and builds
-# nothing else on them. Where the seed ranges overlap, the text says the seeds cannot tell the two
-# apart: T5 against ALiBi on the grammar up to 256 tokens, PI against YaRN on recall at 256
-# (dictionary first) and at 512 (anywhere), NoPE against T5 with the dictionary anywhere.
+# direction fixed beforehand. These directions were read off the tables, so either counts: 1/10,
+# about 3.3 of 33 by chance, and more counted over every comparison the tables show. But 24 of the
+# 33 compare *the same three trained RoPE models* under two scalings (or none). Those are not
+# independent draws, so the 1-in-20 does not apply, and an ordering there says less than it seems.
+#
+# What carries the weight is the separation: the worst seed of the winner beats the best seed of
+# the loser by how many standard errors of the evaluation noise. The thin ones (below 2, next cell)
+# are YaRN over NTK on the grammar at 512, RoPE over NTK on the dictionary-first recall at 128, and
+# T5 over NoPE there at 512. The text calls the first two thin and builds nothing on the third.
+# Every other ordering is separated by more than 2.5.
+#
+# That count treats each of the grammar's 65 280 scored tokens per seed as independent. Counting
+# each of its 128 sequences once (a pessimistic bound), five grammar orderings would be thin: ALiBi
+# over T5 at 512, RoPE over PI at 128, 256 and 512, YaRN over NTK at 512. The text gives their
+# margins and builds nothing else on them.
+#
+# Where the seed ranges overlap, the text says the seeds cannot tell the two apart: T5 against
+# ALiBi on the grammar up to 256 tokens, PI against YaRN on recall at 256 (dictionary first) and at
+# 512 (anywhere), NoPE against T5 with the dictionary anywhere.
 
 # %% slideshow={"slide_type": "fragment"}
 assert beats("recall", "t5", "none", 512)  # the one ordering the text mentions without building on it
