@@ -382,14 +382,22 @@ scaling_widget = viz.InteractiveFigure(
 scaling_widget
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# The answer, asserted at every factor of the slider: the bands stay put, because both are set
-# by $L_0$ alone (turns over $L_0$; wavelengths against $L_0$). Position interpolation slows
-# pair 0 by $s$ at every $s$; YaRN and Llama 3 leave every pair whose wavelength lies below their
-# band exactly as it was, at every $s$; NTK leaves pair 0 alone but slows every other pair by
-# $s^{-2j/(d-2)}$, more as $s$ grows (at $s = 64$, pair 8 runs at 0.59 of its speed). Every
-# curve stays inside the panels up to $s = 64$.
+# <details><summary><b>Answers</b> (open after predicting and trying the widget; the cell below checks them at
+# every factor of the slider: read it after predicting, too)</summary>
+#
+# 1. The bands stay put: both are set by $L_0$ alone (turns over $L_0$; wavelengths against $L_0$).
+# 2. Position interpolation slows pair 0 by $s$ at every $s$.
+# 3. YaRN and Llama 3 leave every pair whose wavelength lies below their band exactly as it was, at
+#    every $s$.
+# 4. NTK leaves pair 0 alone but slows every other pair by $s^{-2j/(d-2)}$, more as $s$ grows (at
+#    $s = 64$, pair 8 runs at 0.59 of its speed).
+#
+# Every curve stays inside the panels up to $s = 64$.
+#
+# </details>
 
 # %% slideshow={"slide_type": "fragment"}
+# Checks the answers folded above (read it after opening them).
 for s_w in 2 ** torch.arange(0, 6.5, 0.5, dtype=torch.float64):
     f_w = {m: pl.scaled_rope_frequencies(d, method=m, factor=s_w.item(), original_max_position=L0,
                                          dtype=torch.float64)[0] for m in METHODS}
@@ -435,28 +443,29 @@ print(f"YaRN attention factor at s = {s:g}: 0.1 ln s + 1 = {att:.4f}; scores x{a
 #
 # * **grammar (local).** A fixed table $T$ gives the next token for every pair of tokens,
 #   $x_t = T[x_{t-2}, x_{t-1}]$ over 16 tokens, except that with probability 0.25 a token is
-#   random. The best possible accuracy is $0.75 + 0.25/16 \approx 0.766$ on average; on a seed's
-#   7 936 scored tokens even the rule scatters around it by about 0.005 (one standard error: the
-#   standard deviation of an accuracy $a$ measured on $n$ answers, $\sqrt{a(1-a)/n}$), so a seed
-#   may read slightly above it. Only the current token and the one before it matter: a
-#   task made for a recency bias.
-# * **recall (long range, dictionary first).** A sequence opens with a small dictionary, 4
-#   tokens each meaning "key $k$ holds value $v$" (8 keys, 8 values), then filler tokens, then
-#   the 4 keys asked in a random order, each followed by its value. The model is scored on the
-#   4 values: perfect recall is 1, guessing is 1/8. An entry is one token holding both key and
-#   value, so one content match finds the answer. Two things follow from the layout. The entry
-#   a question needs is $L-11$ to $L-2$ tokens back, so the distance grows *in proportion to*
-#   $L$: a method that divides every distance by $L/64$ (position interpolation) brings every
-#   lookup back near the far end of the training lookups, 53 to 62 (at 512 tokens onto 62.6 to
-#   63.75; the recall section computes it). And the dictionary always opens the sequence, where
-#   each entry's first-layer attention averages over the dictionary alone (a causal average
-#   over a few tokens, like §1's counter), so the entries reach the next layer unmixed with
-#   filler.
+#   random. Only the current token and the one before it matter: a task made for a recency bias.
+#
+#   The best possible accuracy is $0.75 + 0.25/16 \approx 0.766$ on average. On a seed's 7 936
+#   scored tokens even the rule scatters around it by about 0.005 (one standard error: the standard
+#   deviation of an accuracy $a$ measured on $n$ answers, $\sqrt{a(1-a)/n}$), so a seed may read
+#   slightly above it.
+# * **recall (long range, dictionary first).** A sequence opens with a small dictionary of 4
+#   entries (8 keys, 8 values). An entry is one token meaning "key $k$ holds value $v$", so one
+#   content match finds the answer. Filler tokens follow, then the 4 keys asked in a random order,
+#   each followed by its value. The model is scored on the 4 values: perfect recall is 1, guessing
+#   is 1/8.
+#
+#   The layout offers two shortcuts. First, the entry a question needs is $L-11$ to $L-2$ tokens
+#   back, so the distance grows *in proportion to* $L$. A method that divides every distance by
+#   $L/64$ (position interpolation) therefore brings every lookup back near the far end of the
+#   training lookups, 53 to 62 (at 512 tokens onto 62.6 to 63.75; the recall section computes it).
+#   Second, the dictionary always opens the sequence. There each entry's first-layer attention
+#   averages over the dictionary alone (a causal average over a few tokens, like §1's counter), so
+#   the entries reach the next layer unmixed with filler.
 # * **recall_anywhere (long range, no fixed layout).** The same lookup, but the dictionary sits
-#   at a uniformly random place before the questions, in training and in evaluation: in
-#   training a lookup spans 1 to 62 tokens (the dictionary right before the questions can put
-#   the asked entry one token back), and at $L$ tokens 1 to $L-2$. Neither shortcut above works
-#   here.
+#   at a uniformly random place before the questions, in training and in evaluation. In training a
+#   lookup spans 1 to 62 tokens (the dictionary right before the questions can put the asked entry
+#   one token back); at $L$ tokens it spans 1 to $L-2$. Neither shortcut above works here.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **The protocol.** Every method trains at length 64 with the same batches and budget, for
@@ -474,10 +483,12 @@ print(f"YaRN attention factor at s = {s:g}: 0.1 ln s + 1 = {att:.4f}; scores x{a
 #   *because of the distance*.
 #
 # The RoPE model is also evaluated with PI, NTK and YaRN frequencies for $s = L/64$, with no
-# retraining, and the experiment records where each head's attention goes. A separate control run
-# (`--controls`, `results/recall_controls.json`, about 5 CPU-minutes, asserted below) retrains the RoPE
-# and ALiBi recall models with the same code, seeds and CPU, moves the dictionary to seven places, and
-# measures each RoPE pair's part in a lookup and ALiBi with far keys masked (chapter 6 §4).
+# retraining. The experiment also records where each head's attention goes.
+#
+# A separate control run (`--controls`, `results/recall_controls.json`, about 5 CPU-minutes, asserted
+# below) retrains the RoPE and ALiBi recall models with the same code, seeds and CPU. It moves the
+# dictionary to seven places, measures each RoPE pair's part in a lookup, and reads ALiBi with far
+# keys masked (chapter 6 §4).
 #
 # **The main line** of this section: the results table and how to read it, the grammar and why RoPE
 # fails it, recall with the dictionary first and its control (the dictionary moved), why a head
@@ -534,12 +545,13 @@ for task in TASKS:
 # `results/other_kernels.json`) moved ALiBi's recall by up to 15 answers of 512 and left the
 # grammar's accuracies of RoPE and ALiBi (one seed) unchanged. Fifteen answers are at most one unit of
 # the separation defined below (one standard error of the difference of two recall scores near one half,
-# $\sqrt{2 \cdot 0.25 / 512} \approx 0.031$): an ordering thinner than about one could flip on another
-# CPU, while the clear ones pass by more than 2.5. A GPU (`--device cuda`) adds its own
-# floating-point order, so the numbers may change again; no GPU run is stored, and the orderings
-# below have not been checked there. The asserts that quote a number
-# pin this run; what the text builds on are the orderings and their separations, which a rerun
-# elsewhere tests afresh.
+# $\sqrt{2 \cdot 0.25 / 512} \approx 0.031$). So an ordering thinner than about one could flip on
+# another CPU, while the clear ones pass by more than 2.5.
+#
+# A GPU (`--device cuda`) adds its own floating-point order, so the numbers may change again; no GPU
+# run is stored, and the orderings below have not been checked there. The asserts that quote a
+# number pin this run. What the text builds on are the orderings and their separations, which a
+# rerun elsewhere tests afresh.
 #
 # **How to read the numbers.** Each entry is the mean over the three seeds, with the range
 # from the worst to the best seed in brackets (the bars in the figure). With three seeds a
@@ -548,7 +560,7 @@ for task in TASKS:
 # Two caveats come with that rule. If A and B did not differ at all, their six scores would
 # fall in a random order, and "every seed of A above every seed of B" would still happen
 # 1 time in $\binom{6}{3} = 20$: among twenty such claims about methods that do not differ,
-# one would pass. And a win can rest on a few answers: `ex.separation` measures the gap
+# one would pass. And a win can rest on a few answers: `ex.separation` measures the margin
 # between the worst seed of A and the best seed of B in standard errors of the evaluation
 # noise (two accuracies on $n$ answers each); below 2 we call the win **thin**. For recall the
 # answers are nearly independent (4 per sequence); for the grammar $n$ counts every token of
@@ -565,28 +577,28 @@ fig
 # Each sentence is asserted in the next cell.
 #
 # * **At 64 tokens** RoPE, sinusoids and ALiBi are within 0.06 of the best possible 0.766 for
-#   every seed; NoPE (0.43) and learned positions (0.59) are far behind with the same budget.
-#   Why NoPE lags is not settled here. §1 offers a mechanism (the rule needs the two previous
-#   tokens, and §1's exact counter, which needs a beginning-of-sequence marker these models do not
-#   have, separates neighbours in the last quarter of the window by less than
-#   $4.1\cdot 10^{-4}$), but the budget, 400 steps for every method, is the obvious alternative:
-#   NoPE's last logged training loss (one batch, at step 399) is 1.88 to 2.00, far above RoPE's
-#   1.14 to 1.24, and nothing here tells a NoPE model short of steps from one that cannot learn
-#   the rule (no run with more steps is stored).
-#   The T5 bias is the one method whose seeds disagree wildly, from 0.61 to 0.77, so up to
-#   256 tokens the seeds cannot place it against ALiBi; every T5 seed loses accuracy with
-#   length, and at 512 every seed of ALiBi beats every seed of T5 (by 0.03, a margin that is clear
-#   only if the grammar's tokens count as independent answers; the end of this section).
+#   every seed. NoPE (0.43) and learned positions (0.59) are far behind with the same budget.
+# * **Why NoPE lags is not settled here.** §1 offers a mechanism: the rule needs the two previous
+#   tokens, and §1's exact counter separates neighbours in the last quarter of the window by less
+#   than $4.1\cdot 10^{-4}$ (and that counter needs a beginning-of-sequence marker these models do
+#   not have). The budget is the obvious alternative. Every method gets 400 steps, and NoPE's last
+#   logged training loss (one batch, at step 399) is 1.88 to 2.00, far above RoPE's 1.14 to 1.24.
+#   Nothing here tells a NoPE model short of steps from one that cannot learn the rule (no run with
+#   more steps is stored).
+# * **T5's seeds disagree wildly**, from 0.61 to 0.77, the only method whose seeds do. Up to 256
+#   tokens the seeds cannot place it against ALiBi. Every T5 seed loses accuracy with length, and at
+#   512 every seed of ALiBi beats every seed of T5. The margin is 0.03, clear only if the grammar's
+#   tokens count as independent answers (the end of this section).
 # * **Past 64 tokens**, ALiBi stays flat (every seed within 0.04 of its 64-token accuracy up
 #   to 512), while sinusoids and RoPE fall with length. At 512, every seed of ALiBi beats every
 #   seed of RoPE and of sinusoids. Learned positions cannot run at all: their table has 64 rows.
-# * **RoPE stretched at evaluation**: YaRN and NTK keep 128 tokens intact and slow the fall,
-#   but at 512 neither gets near ALiBi; YaRN's worst seed is above NTK's best there, by less
-#   than the evaluation noise (a thin win). Position interpolation alone is *worse* than doing
-#   nothing, at every length past 64 and for every seed (by 0.08 at 128 tokens and by less than
-#   0.02 at 256 and 512, margins that again are clear only counting tokens as independent),
-#   likely because it also slows the fast pairs that locate the previous token (see below). (Chen et al. fine-tune after interpolating; we
-#   do not.)
+# * **RoPE stretched at evaluation**: YaRN and NTK keep 128 tokens intact and slow the fall, but
+#   at 512 neither gets near ALiBi. There YaRN's worst seed is above NTK's best, by less than the
+#   evaluation noise (a thin win).
+# * **Position interpolation alone is *worse* than doing nothing**, at every length past 64 and
+#   for every seed. The margins are 0.08 at 128 tokens and less than 0.02 at 256 and 512, again
+#   clear only counting tokens as independent. The likely reason: PI also slows the fast pairs that
+#   locate the previous token (see below). (Chen et al. fine-tune after interpolating; we do not.)
 
 # %% slideshow={"slide_type": "fragment"}
 acc = {t: {m: ex.accuracy(results, t, m) for m in BASE + SCALED[1:]} for t in TASKS}
@@ -626,8 +638,8 @@ assert all(G[m][128]["min"] > best - 0.02 for m in ("rope+ntk", "rope+yarn"))
 assert all(beats("grammar", m, "rope", L) for m in ("rope+ntk", "rope+yarn") for L in (256, 512))
 assert all(beats("grammar", "alibi", m, 512) for m in ("rope+ntk", "rope+yarn"))
 assert all(beats("grammar", "rope", "rope+linear", L) for L in LENGTHS[1:])
-gaps = [G["rope"][L]["min"] - G["rope+linear"][L]["max"] for L in LENGTHS[1:]]
-assert round(gaps[0], 2) == 0.08 and all(0 < g < 0.02 for g in gaps[1:])
+margins = [G["rope"][L]["min"] - G["rope+linear"][L]["max"] for L in LENGTHS[1:]]
+assert round(margins[0], 2) == 0.08 and all(0 < g < 0.02 for g in margins[1:])
 assert round(G["alibi"][512]["min"] - G["t5"][512]["max"], 2) == 0.03
 assert beats("grammar", "rope+yarn", "rope+ntk", 512) and ex.separation(results, "grammar", "rope+yarn", "rope+ntk", 512) < 2
 print("the grammar's claims hold")
@@ -641,20 +653,25 @@ print("the grammar's claims hold")
 # its score against a query is whatever the head's weights happen to give there; §2's
 # constructed head scored up to 28 times its trained range. If that is what happens here, the
 # far keys should take the attention away from the two near ones, and they should do it by
-# *scoring higher* than near keys do, not merely by being many. The experiment records, for
-# each layer and head, at the last 16 positions of the first 16 of the 128 test sequences, the
-# attention mass on the two keys the rule reads ("needed"), the mass on keys 64 or more back
-# ("far"), the mass left for the other keys within the trained distances ("near", the rest),
-# and the mean logit of a far key minus that of those near keys ("far − near logit").
+# *scoring higher* than near keys do, not merely by being many.
+#
+# The experiment records four numbers for each layer and head, at the last 16 positions of the
+# first 16 of the 128 test sequences:
+# * "needed": the attention mass on the two keys the rule reads;
+# * "far": the mass on keys 64 or more back;
+# * "near": the mass left for the other keys within the trained distances (the rest);
+# * "far − near logit": the mean logit of a far key minus that of those near keys.
 #
 # NoPE shows what **softmax dilution** alone looks like (§1: not position-blind, so this is measured,
-# not assumed): a far key scores like a near one, its far − near logit within 0.15 of 0, and its far
+# not assumed). A far key scores like a near one: its far − near logit is within 0.15 of 0. Its far
 # mass is simply the share of far keys among the keys a query sees (at 512 tokens, about 0.87 for the
-# last 16 positions): more keys and nothing else. It is a reference, not a like-for-like control: its
-# heads are near-uniform already at 64 tokens (the two needed keys get 0.05 of the attention in the
-# median head, under 0.12 in every head, where equal scores would give them 0.036; it never learned
-# the rule), so it cannot show what a *focused* head does with many more keys. The control that can
-# is the same RoPE models read with position interpolation, which keeps every angle in range (§2).
+# last 16 positions): more keys and nothing else.
+#
+# NoPE is a reference, not a like-for-like control. Its heads are near-uniform already at 64 tokens:
+# the two needed keys get 0.05 of the attention in the median head and under 0.12 in every head,
+# where equal scores would give them 0.036 (it never learned the rule). So it cannot show what a
+# *focused* head does with many more keys. The control that can is the same RoPE models read with
+# position interpolation, which keeps every angle in range (§2).
 
 # %% slideshow={"slide_type": "fragment"}
 def heads(m, L, key):
@@ -670,10 +687,10 @@ far_share = ((q_last - 63) / (q_last + 1)).mean().item()  # keys 64+ back among 
 print(f"{'grammar, per head (3 seeds x 2 layers x 4 heads)':<44}{'needed, 64':>11}{'needed, 512':>12}"
       f"{'far, 512':>10}{'near, 512':>10}{'far − near logit':>18}")
 for m in ("none", "rope", "rope+linear", "rope+yarn"):
-    gap = heads(m, 512, "far_gap")
+    far_near = heads(m, 512, "far_gap")  # the far − near logit ("far_gap" in the results file)
     near = 1 - heads(m, 512, "mass") - heads(m, 512, "far")
     print(f"  {ex.LABELS[m]:<42}{heads(m, 64, 'mass').median():>11.2f}{heads(m, 512, 'mass').median():>12.2f}"
-          f"{heads(m, 512, 'far').median():>10.2f}{near.median():>10.2f}{gap.min():>9.2f} to {gap.max():.2f}")
+          f"{heads(m, 512, 'far').median():>10.2f}{near.median():>10.2f}{far_near.min():>9.2f} to {far_near.max():.2f}")
 print(f"(medians over the 24 heads; the far share of keys is {far_share:.3f})")
 
 
@@ -685,10 +702,10 @@ def lost_to_far(m):
 
 print("share of the needed keys' lost mass that goes to far keys:",
       {ex.LABELS[m]: round(lost_to_far(m), 2) for m in ("rope+yarn", "rope+linear")})
-rope_gap, nope_gap = heads("rope", 512, "far_gap"), heads("none", 512, "far_gap")
+rope_far_near, nope_far_near = heads("rope", 512, "far_gap"), heads("none", 512, "far_gap")  # far − near logits
 assert (heads("rope", 64, "mass") >= 0.6).all() and (heads("rope", 512, "mass") <= 0.15).all()  # needed keys lost
-assert (heads("rope", 512, "far") >= 0.84).all() and int((rope_gap > 0).sum()) == 23  # far keys outscore near ones
-assert ((heads("none", 512, "far") - far_share).abs() < 0.04).all() and nope_gap.abs().max() < 0.15  # dilution only
+assert (heads("rope", 512, "far") >= 0.84).all() and int((rope_far_near > 0).sum()) == 23  # far keys outscore near ones
+assert ((heads("none", 512, "far") - far_share).abs() < 0.04).all() and nope_far_near.abs().max() < 0.15  # dilution only
 assert (heads("rope+linear", 512, "far") <= 0.25).all() and (heads("rope+linear", 512, "far_gap") < -3).all()
 assert (heads("rope+linear", 512, "mass") <= 0.3).all()  # in range, yet the needed keys lose
 assert (heads("rope+yarn", 512, "far_gap") < -2.5).all()  # YaRN, in range: far keys below near ones
@@ -711,40 +728,48 @@ assert ex.build_model("rope", ex.ExperimentConfig(), task="grammar").positional.
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # All of it holds (the asserts above). Trained at 64 tokens, every RoPE head puts 0.6 or more
-# of its attention on the two keys the rule reads; at 512, 0.15 or less, and 0.84 or more on
-# keys beyond the trained distances. Those far keys do not win by number alone: in 23 of the
-# 24 heads their mean logit is *above* that of the near keys (far − near logit up to 4.2),
-# the unseen-angle scores of §2. Nor is that layer 2 reading layer-1 outputs that far keys already
-# corrupted: layer 1, which reads the token embeddings with no position added, shows it alone, with a
-# positive far − near logit in all 12 of its heads (0.98 to 3.77). The same models with PI's frequencies put the far keys' mean logit
-# 3 or more *below* the near keys' in every head (below), and NoPE's near-uniform heads show plain
-# dilution (far mass within 0.04 of the far share, far − near logit within 0.15 of 0). So RoPE loses
-# a local task past $L_0$ because its far keys score *spuriously high*. The sliding window (below) is a control,
-# not a test of that mechanism: it hides every key 64 or more back and brings RoPE back within 0.04
-# of its 64-token accuracy, which shows that the far keys are what costs the accuracy, not why they
-# win; the far − near logits above are the evidence for the why.
+# of its attention on the two keys the rule reads. At 512 it puts 0.15 or less there, and 0.84 or
+# more on keys beyond the trained distances.
+#
+# Those far keys do not win by number alone. In 23 of the 24 heads their mean logit is *above*
+# that of the near keys (far − near logit up to 4.2): the unseen-angle scores of §2. Nor is that
+# layer 2 reading layer-1 outputs that far keys already corrupted. Layer 1, which reads the token
+# embeddings with no position added, shows it alone: its far − near logit is positive in all 12 of
+# its heads (0.98 to 3.77).
+#
+# The two references agree. The same models with PI's frequencies have a far − near logit below −3
+# in every head (below). NoPE's near-uniform heads show plain dilution (far mass within 0.04
+# of the far share, far − near logit within 0.15 of 0). So RoPE loses a local task past $L_0$
+# because its far keys score *spuriously high*.
+#
+# The sliding window (below) is a control, not a test of that mechanism. It hides every key 64 or
+# more back and brings RoPE back within 0.04 of its 64-token accuracy. That shows the far keys are
+# what costs the accuracy, not why they win; the far − near logits above are the evidence for the
+# why.
 #
 # The two scalings that keep every angle in range fail differently, and the table says how:
 #
 # * **Position interpolation** keeps far keys well below near ones (far − near logit below −3,
-#   far mass 0.08 in the median head) and still fails the grammar: the mass the needed keys lose
-#   goes to the *near* keys (their share rises from 0.16 to 0.74; only 13 % of the loss goes far).
-#   The likely reason is §2's price: PI reads a distance $r$ as $r/s$, so at $s = 8$ the needed key
-#   one token back reads as distance 0.125, closer than any trained distance, while the key 8
-#   tokens back reads as distance 1, where training found the needed key (asserted above): keys a
-#   few tokens back now look like the needed ones. The summary pools every key 2 to 63 back, so
-#   which near keys gain is not measured: the adjacent ones, or near keys in general.
+#   far mass 0.08 in the median head) and still fails the grammar. The mass the needed keys lose
+#   goes to the *near* keys: their share rises from 0.16 to 0.74, and only 13 % of the loss goes far.
+#
+#   The likely reason is §2's price: PI reads a distance $r$ as $r/s$. At $s = 8$ the needed key
+#   one token back reads as distance 0.125, closer than any trained distance. The key 8 tokens back
+#   reads as distance 1, where training found the needed key (asserted above). So keys a few tokens
+#   back now look like the needed ones. The summary pools every key 2 to 63 back, so which near keys
+#   gain is not measured: the adjacent ones, or near keys in general.
 # * **YaRN** (the code's, §2) keeps the fastest pair (here pair 0, and pair 1 partly; see the
-#   recall section), so neighbours stay apart (the near keys keep their 0.16), and its far keys
-#   score below the near ones *on average* in every head (far − near mean logit −2.9 or lower). Yet
-#   they take a median 0.36 of the attention, and 99 % of what the needed keys lose (0.84 → 0.37)
-#   goes to them; the grammar accuracy falls from 0.77 to 0.57.
+#   recall section), so neighbours stay apart: the near keys keep their 0.16. Its far keys score
+#   below the near ones *on average* in every head (far − near logit −2.9 or lower). Yet they take
+#   a median 0.36 of the attention, and 99 % of what the needed keys lose (0.84 → 0.37) goes to
+#   them. The grammar accuracy falls from 0.77 to 0.57.
 #
 # Keeping every angle in range is not enough for a local task, without fine-tuning (Chen et al. and
-# YaRN's paper fine-tune after scaling; we do not): PI loses the needed keys to other near keys,
-# YaRN to far keys (a minority of them that score high, as the aside below shows). YaRN's attention
-# factor (logits ×1.46 at $s = 8$) is not the cause: the same models without it score 0.571, 0.571,
-# 0.534 at 512 tokens, against 0.587, 0.588, 0.537 with it.
+# YaRN's paper fine-tune after scaling; we do not). PI loses the needed keys to other near keys.
+# YaRN loses them to far keys (a minority of them that score high, as the aside below shows).
+#
+# YaRN's attention factor (logits ×1.46 at $s = 8$) is not the cause: the same models without it
+# score 0.571, 0.571, 0.534 at 512 tokens, against 0.587, 0.588, 0.537 with it.
 
 # %% slideshow={"slide_type": "fragment"}
 yarn_512 = [sd["methods"]["rope+yarn"]["nonoverlapping"]["512"] for sd in results["tasks"]["grammar"]["seeds"]]
@@ -754,17 +779,21 @@ assert round((0.1 * math.log(8) + 1) ** 2, 2) == 1.46  # the factor scales q and
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # **Going further: is YaRN's failure dilution?** Many far keys, each scored a little lower? Its
-# own numbers say no. A query at the end of 512 tokens sees about 440 far keys and 62 near ones;
-# if every far key scored 2.9 below every near one, the far keys together would take at most
-# $\tfrac{440}{62} e^{-2.9} \approx 0.4$ times the near keys' mass, and they take more than twice it (0.36 against 0.16). The
-# next cell makes the same comparison key for key, in every head: a far key's share of the mass,
-# over a near key's, against $e^{\text{far − near logit}}$, what equal scores within each group
-# would give. For NoPE the two agree (within 13 %), as near-equal scores must: a check of the
-# measurement, not evidence about YaRN. For YaRN a far key takes 7 to 100 times more than
-# its mean logit predicts: the far mass is carried by a spread of far logits, some well above the
-# far mean (a minority or a broad spread: the ratio cannot tell), not a uniform handicap. Which far keys those are, combinations of
-# angles that training never produced (a question the recall section takes up) or far keys whose
-# content matches the query's, this summary cannot tell; we leave it open.
+# own numbers say no. A query at the end of 512 tokens sees about 440 far keys and 62 near ones.
+# If every far key scored 2.9 below every near one, the far keys together would take at most
+# $\tfrac{440}{62} e^{-2.9} \approx 0.4$ times the near keys' mass. They take more than twice it
+# (0.36 against 0.16).
+#
+# The next cell makes the same comparison key for key, in every head: a far key's share of the
+# mass, over a near key's, against $e^{\text{far − near logit}}$, what equal scores within each
+# group would give. For NoPE the two agree (within 13 %), as near-equal scores must: a check of the
+# measurement, not evidence about YaRN. For YaRN a far key takes 7 to 100 times more than its mean
+# logit predicts. So the far mass is carried by a spread of far logits, some well above the far
+# mean (a minority or a broad spread: the ratio cannot tell), not a uniform handicap.
+#
+# Which far keys those are, this summary cannot tell: combinations of angles that training never
+# produced (a question the recall section takes up), or far keys whose content matches the
+# query's. We leave it open.
 
 
 # %% slideshow={"slide_type": "fragment"}
@@ -773,14 +802,14 @@ n_near = 64 - 2  # the other keys within the trained distances: 0 .. 63 back, le
 print(f"{'grammar at 512, per head':<34}{'a far key over a near key':>27}{'e^(far − near logit)':>22}{'ratio':>15}")
 over_mean = {}
 for m in ("none", "rope+yarn"):
-    far, gap = heads(m, 512, "far"), heads(m, 512, "far_gap")
+    far, far_near = heads(m, 512, "far"), heads(m, 512, "far_gap")  # far_gap: the far − near logit
     per_key = (far / n_far) / ((1 - heads(m, 512, "mass") - far) / n_near)  # mass per far key over mass per near key
-    over_mean[m] = per_key / gap.exp()
-    print(f"  {ex.LABELS[m]:<32}{per_key.min():>12.3f} to {per_key.max():<11.3f}{gap.exp().min():>9.4f} to "
-          f"{gap.exp().max():<10.4f}{over_mean[m].min():>6.2f} to {over_mean[m].max():.1f}")
-yarn_gap = heads("rope+yarn", 512, "far_gap")
-assert round(n_far) == 440 and round(yarn_gap.max().item(), 1) == -2.9
-assert round(n_far / n_near * math.exp(yarn_gap.max().item()), 1) == 0.4  # the most evenly scored far keys could take
+    over_mean[m] = per_key / far_near.exp()
+    print(f"  {ex.LABELS[m]:<32}{per_key.min():>12.3f} to {per_key.max():<11.3f}{far_near.exp().min():>9.4f} to "
+          f"{far_near.exp().max():<10.4f}{over_mean[m].min():>6.2f} to {over_mean[m].max():.1f}")
+yarn_far_near = heads("rope+yarn", 512, "far_gap")
+assert round(n_far) == 440 and round(yarn_far_near.max().item(), 1) == -2.9
+assert round(n_far / n_near * math.exp(yarn_far_near.max().item()), 1) == 0.4  # the most evenly scored far keys could take
 assert near512["rope+yarn"] * 2 < heads("rope+yarn", 512, "far").median()  # ... and they take more than twice the near
 assert ((over_mean["none"] - 1).abs() < 0.13).all()  # NoPE: what the mean logit predicts, in every head
 assert (over_mean["rope+yarn"] > 6.5).all() and over_mean["rope+yarn"].max() > 100  # YaRN: 7 to 100 times more
@@ -788,45 +817,53 @@ assert (over_mean["rope+yarn"] > 6.5).all() and over_mean["rope+yarn"].max() > 1
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Recall, dictionary first: what the layout decides
 #
-# Read at once, the dictionary-first task repeats the old headline. NoPE recalls at least 0.93
-# with every seed at 512 and is second only to T5 there, RoPE falls fastest of the five trained
-# methods that run past 64 tokens (the largest drop from 64 tokens at every longer length; learned
-# positions cannot run there), ALiBi's recency penalty costs it the lookup past 128 tokens (chapter
-# 6 §4 takes that fall apart), and position interpolation rescues RoPE: every seed of RoPE + PI
-# beats every seed of plain RoPE at 128, 256 and 512, and PI
-# beats NTK and YaRN at 128 and 512. **NTK makes RoPE worse**: every seed of plain RoPE beats every
-# seed of RoPE + NTK at 128 and 256 tokens (0.73 against 0.54, thinly; 0.55 against 0.29). Every NTK
-# result here uses $s = L/64$ exactly; YaRN's authors (Peng et al. 2023, on NTK-aware interpolation)
-# report that in practice it needs a larger $s$ than the extension asked for, a setting this chapter
-# does not test. The tempting
-# explanation, "PI keeps every angle in range", is wrong on two counts, and the control tells what
-# the task rewards instead:
+# Read at once, the dictionary-first task repeats the old headline:
+# * NoPE recalls at least 0.93 with every seed at 512, second only to T5 there.
+# * RoPE falls fastest of the five trained methods that run past 64 tokens: the largest drop from
+#   64 tokens at every longer length (learned positions cannot run there).
+# * ALiBi's recency penalty costs it the lookup past 128 tokens (chapter 6 §4 takes that fall
+#   apart).
+# * Position interpolation rescues RoPE: every seed of RoPE + PI beats every seed of plain RoPE at
+#   128, 256 and 512. PI also beats NTK and YaRN at 128 and 512.
+# * **NTK makes RoPE worse**: every seed of plain RoPE beats every seed of RoPE + NTK at 128 and
+#   256 tokens (0.73 against 0.54, thinly; 0.55 against 0.29). Every NTK result here uses
+#   $s = L/64$ exactly. YaRN's authors (Peng et al. 2023, on NTK-aware interpolation) report that
+#   in practice it needs a larger $s$ than the extension asked for, a setting this chapter does not
+#   test.
+#
+# The tempting explanation, "PI keeps every angle in range", is wrong on two counts, and the control
+# tells what the task rewards instead:
 #
 # * **YaRN is in range too**, yet it recalls only 0.69 at 128 tokens. In this $d = 16$ head no pair
-#   turns 32 times over 64 tokens (pair 0 turns 10 times), so the code's ramp runs from pair 0,
-#   which it keeps (the paper's would not, §2), to pair 3: at $s = 2$ it multiplies pair 1's
+#   turns 32 times over 64 tokens (pair 0 turns 10 times). So the code's ramp runs from pair 0,
+#   which it keeps (the paper's would not, §2), to pair 3. At $s = 2$ it multiplies pair 1's
 #   frequency by 0.83 and pair 2's by 0.67, and divides pairs 3 to 7 by $s$. Each pair has then
 #   turned in training or is slowed enough to meet no unseen angle: 0 of 8 pairs, like PI.
 # * **Move the dictionary to the trained distances** (at $L - 64$: every lookup spans 53 to 62
 #   tokens, as in training), and the ranking turns over. Plain RoPE recalls 0.74 at 512 tokens
-#   (0.17 with the dictionary first): most of its failure is the *distance*. RoPE + PI drops
-#   to 0.21: PI divides 53–62 by 8 and asks for distances of 7, which this model never used
-#   for a lookup. A second explanation: the move also takes the dictionary off the start of the
-#   sequence, which costs NoPE and T5 (below). The same models with plain RoPE's frequencies still
-#   recall 0.74 at that placement, so losing the start does not by itself take them down to 0.21
-#   (unless PI's frequencies make it costlier, which this run does not separate). PI's rescue was the layout: with the dictionary first, the lookups
-#   $L - 11 \dots L - 2$ grow in proportion to $L$, and dividing them by $s = L/64$ puts them at
-#   $64 - 704/L \dots 64 - 128/L$: 58.5–63 at 128 tokens, 62.6–63.75 at 512. That is not exactly
-#   the training lookups (53–62) but near their far end, and at 512 partly past the last distance
-#   training showed at all (63): PI's lookups drift off the trained ones as $L$ grows (the section
-#   "A head reads its pairs together" below defines a measure of that drift, the *lookup gap*, and
-#   computes it). NoPE drops from 0.94 to 0.69: part of its near-perfect recall came from the dictionary
-#   opening the sequence.
+#   (0.17 with the dictionary first): most of its failure is the *distance*. RoPE + PI drops to
+#   0.21: PI divides 53–62 by 8 and asks for distances of 7, which this model never used for a
+#   lookup.
 #
-# The dictionary-first task therefore favours, by construction, any method that maps the
+#   A second explanation: the move also takes the dictionary off the start of the sequence, which
+#   costs NoPE and T5 (below). But the same models with plain RoPE's frequencies still recall 0.74
+#   at that placement. So losing the start does not by itself take them down to 0.21 (unless PI's
+#   frequencies make it costlier, which this run does not separate).
+#
+#   NoPE drops from 0.94 to 0.69: part of its near-perfect recall came from the dictionary opening
+#   the sequence.
+#
+# PI's rescue was the layout. With the dictionary first, the lookups $L - 11 \dots L - 2$ grow in
+# proportion to $L$. Dividing them by $s = L/64$ puts them at $64 - 704/L \dots 64 - 128/L$:
+# 58.5–63 at 128 tokens, 62.6–63.75 at 512. That is not exactly the training lookups (53–62) but
+# near their far end. At 512 it is partly past the last distance training showed at all (63).
+# So PI's lookups drift off the training lookups as $L$ grows; the *lookup gap*, defined in "A head
+# reads its pairs together" below, measures that drift.
+#
+# The dictionary-first task therefore favours, by construction, two kinds of method. One maps the
 # lookups $L - 11 \dots L - 2$ back near 53–62 (PI's $r/s$ puts them at $64 - 64c/L$ for
-# $r = L - c$), and methods that read the first tokens easily. The task with the dictionary
-# anywhere has neither shortcut (next).
+# $r = L - c$). The other reads the first tokens easily. The task with the dictionary anywhere has
+# neither shortcut (next).
 
 # %% slideshow={"slide_type": "fragment"}
 for mode in ("nonoverlapping", "trained_distances"):
@@ -886,29 +923,32 @@ for s_, want in ((2, [[0.648, 0.536], [1.0, 0.833]]), (8, [[0.384, 0.188], [1.0,
 # ### A head reads its pairs together
 #
 # Per pair, YaRN stays in range. But a head does not read its pairs one at a time: its score is a
-# sum over the pairs (chapter 5), and training showed it only the *combinations* of angles that
-# real distances produce: at distance $\rho$, every pair $j$ at $\rho\,\theta_j$ at once. As $\rho$
-# runs over the trained distances, these combinations trace one curve, and a lookup head trained
-# on this task met the entry only where that curve passes the training lookups, $\rho = 53$ to 62.
-# Position interpolation keeps every distance on the curve: $r/s$ is a distance too, with every pair
-# slowed alike. A stretch that differs from pair to pair (NTK, YaRN) sends each pair to a different
-# "trained distance": every angle is familiar, their combination is not.
+# sum over the pairs (chapter 5). And training showed it only the *combinations* of angles that
+# real distances produce: at distance $\rho$, every pair $j$ at $\rho\,\theta_j$ at once.
 #
-# `pl.rope_combination_gap` measures that distance from the curve, over any set of pairs: at the
-# nearest point of the curve, the largest angle difference over the pairs. It takes the curve as
-# continuous: a fractional distance between two trained ones counts as trained (gap 0), though
-# training showed whole distances only.
+# As $\rho$ runs over the trained distances, these combinations trace one curve. A lookup head
+# trained on this task met the entry only where that curve passes the training lookups,
+# $\rho = 53$ to 62. Position interpolation keeps every distance on the curve: $r/s$ is a distance
+# too, with every pair slowed alike. A stretch that differs from pair to pair (NTK, YaRN) sends
+# each pair to a different "trained distance": every angle is familiar, their combination is not.
+#
+# `pl.rope_combination_gap` measures how far a distance's combination of angles lies from the
+# curve, over any set of pairs: at the nearest point of the curve, the largest angle difference
+# over the pairs. It takes the curve as continuous: a fractional distance between two trained ones
+# counts as on the curve, though training showed whole distances only. The *lookup gap*, defined
+# after the figure, averages this over a task's lookups.
 #
 # **Going further** (the main line resumes with the lookup gap): the figure draws the curve for two
-# of the head's pairs, 2 and 3 (a projection: the head has 8).
-# Each point is one distance, at (its angle in pair 2, its angle in pair 3), both taken round the
-# circle: the grey line is every trained distance 0 to 63, the blue dots the training lookups. At 128
-# tokens PI's lookups (orange) sit on the line, near its end; YaRN's (cyan, $s = 2$) have each
-# pair's angle inside the range that pair saw, yet as a pair of angles they lie off the line, where
-# training never put a lookup. With the dictionary 32 tokens in (open cyan), YaRN's lookups come
-# back nearer the line (*two-pair gap*, the largest over the lookups: 0.38 rad against 1.04). (Pair 2
-# completes its turn at distance 63, so the line, and PI's last lookup, go on at the left edge;
-# pair 3 turns a third of the way in 63 tokens, so its axis stops at 2.4.)
+# of the head's pairs, 2 and 3 (a projection: the head has 8). Each point is one distance, at (its
+# angle in pair 2, its angle in pair 3), both taken round the circle. The grey line is every
+# trained distance 0 to 63; the blue dots are the training lookups.
+#
+# At 128 tokens PI's lookups (orange) sit on the line, near its end. YaRN's (cyan, $s = 2$) have
+# each pair's angle inside the range that pair saw. Yet as a pair of angles they lie off the line,
+# where training never put a lookup. With the dictionary 32 tokens in (open cyan), YaRN's lookups
+# come back nearer the line: the farthest lies 0.38 rad from it, against 1.04 with the dictionary
+# first. (Pair 2 completes its turn at distance 63, so the line, and PI's last lookup, go on at the
+# left edge; pair 3 turns a third of the way in 63 tokens, so its axis stops at 2.4.)
 
 # %% slideshow={"slide_type": "fragment"}
 PAIRS = [2, 3]  # theta16, yarn2: the experiment's head and YaRN at s = 2, from the cell above
@@ -937,26 +977,29 @@ ax.set(xlim=(-0.1, turn + 0.1), ylim=(0, 2.4), xlabel="angle in pair 2 (rad, rou
        ylabel="angle in pair 3 (rad)", title="the curve of combinations, pairs 2 and 3 of the 16-feature head")
 ax.legend(fontsize=7, loc="lower right")
 readings = (("PI", back128, theta16 / 2), ("YaRN", back128, yarn2), ("YaRN, 32 in", back128 - 32, yarn2))
-gap23 = {name: pl.rope_combination_gap(theta16[PAIRS], (0, 63), back, inv_freq=f[PAIRS]).max().item()
-         for name, back, f in readings}
-print("largest gap of the lookups from the line, pairs 2 and 3 (rad):", {k: round(v, 2) for k, v in gap23.items()})
-assert gap23["PI"] < 0.01 and [round(gap23[k], 2) for k in ("YaRN", "YaRN, 32 in")] == [1.04, 0.38]
+off_line = {name: pl.rope_combination_gap(theta16[PAIRS], (0, 63), back, inv_freq=f[PAIRS]).max().item()
+            for name, back, f in readings}  # the farthest lookup from the line, in pairs 2 and 3
+print("farthest lookup from the line, pairs 2 and 3 (rad):", {k: round(v, 2) for k, v in off_line.items()})
+assert off_line["PI"] < 0.01 and [round(off_line[k], 2) for k in ("YaRN", "YaRN, 32 in")] == [1.04, 0.38]
 assert (pl.rope_angle_novelty(theta16, 64, 128, inv_freq=yarn2) <= theta16).all()  # each pair alone: in range
 half = torch.tensor([31.5, 57.5], dtype=torch.float64)  # between two trained distances: on the continuous curve
 assert (pl.rope_combination_gap(theta16, (0, 63), half) < 1e-9).all()
 fig
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# Which pairs does a lookup read? The *lookup gap* below is the mean, over the lookups, of the gap
-# from the curve of the training lookups (53–62), taken over pairs 2 to 7 (the two-pair gap above is
-# another measure: the largest over the lookups, pairs 2 and 3 only, from every trained distance 0–63). Pairs 2 to 7, because
-# they carry the lookup: the control run (`results/recall_controls.json`) stores, for each pair, its
-# term of the asked entry's logit at 64 tokens (the logit is the sum of the 8 terms) and that term
-# minus the same pair's mean term over the other keys the query sees, how much the pair does to
-# make the entry stand out. In the lookup head of every seed the fast pairs 0 and 1 (10 and 3 turns
-# over 64 tokens) do the least (at most 0.03 and 0.22, against 0.48 or more on average for pairs 2
-# to 7; next cell). With the dictionary first, PI's lookups drift off slowly: their lookup gap is
-# 0.02, 0.05, 0.12 rad at 128, 256, 512 tokens (next cell).
+# **The lookup gap** of a set of lookups is their mean distance from the curve of the training
+# lookups (53–62), measured over pairs 2 to 7. (The figure's 1.04 and 0.38 were something else: the
+# farthest lookup, in pairs 2 and 3 alone, from the whole line 0–63.)
+#
+# Why pairs 2 to 7? Because they carry the lookup. The control run (`results/recall_controls.json`)
+# stores, for each pair, its term of the asked entry's logit at 64 tokens (the logit is the sum of
+# the 8 terms). It also stores that term minus the same pair's mean term over the other keys the
+# query sees: how much the pair does to make the entry stand out. In the lookup head of every seed
+# the fast pairs 0 and 1 (10 and 3 turns over 64 tokens) do the least: at most 0.03 and 0.22,
+# against 0.48 or more on average for pairs 2 to 7 (next cell).
+#
+# With the dictionary first, PI's lookups drift off slowly: their lookup gap is 0.02, 0.05, 0.12 rad
+# at 128, 256, 512 tokens (next cell).
 #
 # **Going further: where those terms come from.** The control run retrains the RoPE models with the
 # same code, seeds and CPU. It stores no attention mass, so the lookup head (the most mass on the
@@ -1004,7 +1047,7 @@ SLOW = slice(2, None)  # the pairs a lookup reads
 
 
 def lookup_gap(method, L, start=0):
-    """Mean gap, over pairs 2-7, of the lookups at L tokens (dictionary at `start`) from the training lookups."""
+    """The lookup gap at L tokens (dictionary at `start`): mean distance from the training lookups' curve, pairs 2-7."""
     f = theta16 if method == "rope" else pl.scaled_rope_frequencies(
         16, method=method.removeprefix("rope+"), factor=L / 64, original_max_position=64, seq_len=L,
         dtype=torch.float64)[0]
@@ -1012,7 +1055,7 @@ def lookup_gap(method, L, start=0):
     return pl.rope_combination_gap(theta16[SLOW], (53, 62), back, inv_freq=f[SLOW]).mean().item()
 
 
-print("\ndictionary first: gap of the lookups from the training lookups (radians) / recall")
+print("\ndictionary first: lookup gap (rad) / recall")
 for m in ("rope", "rope+linear", "rope+ntk", "rope+yarn"):
     print(f"  {ex.LABELS[m]:<12}" + "".join(f"{L:>6}: {lookup_gap(m, L):.2f} / {R[m][L]['mean']:.2f}" for L in LENGTHS[1:]))
 assert [round(lookup_gap("rope+yarn", L), 2) for L in LENGTHS[1:]] == [1.9, 0.07, 2.3]
@@ -1020,18 +1063,21 @@ assert [round(lookup_gap("rope+linear", L), 2) for L in LENGTHS[1:]] == [0.02, 0
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Going further: the 84 placements.** YaRN's lookups sit far from the curve at 128 and 512
-# tokens (lookup gaps 1.9 and 2.3 radians) and right on it at 256 (0.07), where YaRN recalls 0.97:
-# at $s = 4$ the slow pairs see about a quarter of 245–254, near the training lookups, and pair 2,
-# whose wavelength (63 tokens) is almost exactly the training length, is slowed by 2 and comes round a full turn to land there too. If the gap is what
-# matters, the dip is a coincidence of the layout, not a property of YaRN at $s = 2$ or $s = 8$. The
-# control run asks whether recall follows the gap when the layout changes: with the dictionary at 7
-# evenly spaced places, from the start of the sequence to $L - 64$ (lookups from $L - 11$ to $L - 2$
-# back, down to 53 to 62), every scaling reads the same 128 sequences per place, 3 seeds. If the gap
-# is what matters, recall should follow the gap, for every scaling, at every place.
+# tokens (lookup gaps 1.9 and 2.3 rad) and right on it at 256 (0.07), where YaRN recalls 0.97.
+# At $s = 4$ the slow pairs see about a quarter of 245–254, near the training lookups. Pair 2,
+# whose wavelength (63 tokens) is almost exactly the training length, is slowed by 2 and comes
+# round a full turn to land there too. If the lookup gap is what matters, the dip is a coincidence
+# of the layout, not a property of YaRN at $s = 2$ or $s = 8$.
+#
+# The control run asks whether recall follows the lookup gap when the layout changes. It puts the
+# dictionary at 7 evenly spaced places, from the start of the sequence to $L - 64$ (lookups from
+# $L - 11$ to $L - 2$ back, down to 53 to 62). Every scaling reads the same 128 sequences per
+# place, 3 seeds. If the lookup gap is what matters, recall should follow it, for every scaling,
+# at every place.
 
 # %% slideshow={"slide_type": "fragment"}
 starts = {L: ex.placement_starts(L, ex.ExperimentConfig()) for L in LENGTHS[1:]}
-placed = []  # (method, L, start, gap, mean recall, per-seed recall)
+placed = []  # (method, L, start, lookup gap, mean recall, per-seed recall)
 for m in ("rope", "rope+linear", "rope+ntk", "rope+yarn"):
     key = m.removeprefix("rope+") if "+" in m else "none"
     for L in LENGTHS[1:]:
@@ -1041,14 +1087,14 @@ for m in ("rope", "rope+linear", "rope+ntk", "rope+yarn"):
 
 
 def ranks(x):
-    """Ranks 0, 1, ... of the values in x; tied values share their mean rank (several gaps are exactly 0)."""
+    """Ranks 0, 1, ... of the values in x; tied values share their mean rank (several lookup gaps are exactly 0)."""
     x = torch.tensor(x, dtype=torch.float64)
     below, equal = (x[None, :] < x[:, None]).sum(1), (x[None, :] == x[:, None]).sum(1)
     return below.double() + (equal.double() - 1) / 2
 
 
 def rank_correlation(rows):
-    """Spearman's rank correlation between the gap and the mean recall of some placement rows."""
+    """Spearman's rank correlation between the lookup gap and the mean recall of some placement rows."""
     g, a = ranks([r[3] for r in rows]), ranks([r[4] for r in rows])
     g, a = g - g.mean(), a - a.mean()
     return (g @ a / (g.norm() * a.norm())).item()
@@ -1059,13 +1105,13 @@ for ax, L in zip(axes, LENGTHS[1:]):
     for m, marker in (("rope", "o"), ("rope+linear", "s"), ("rope+ntk", "^"), ("rope+yarn", "D")):
         pts = [(r[3], r[4]) for r in placed if r[0] == m and r[1] == L]
         ax.plot(*zip(*pts), marker, color=ex.COLORS[m], label=ex.LABELS[m], ms=5, alpha=0.85)
-    ax.set(xlabel="gap of the lookups from the training lookups (rad)", title=f"{L} tokens, 7 placements",
+    ax.set(xlabel="lookup gap (rad)", title=f"{L} tokens, 7 placements",
            ylim=(0, 1.02))
     ax.axhline(results["tasks"]["recall"]["chance_acc"], color="grey", lw=0.8, ls="-.")
 axes[0].set_ylabel("recall (mean of 3 seeds)")
 axes[0].legend(fontsize=7, loc="lower left")
 by_length = {L: rank_correlation([r for r in placed if r[1] == L]) for L in LENGTHS[1:]}
-print(f"rank correlation of gap and recall: all {len(placed)} settings {rank_correlation(placed):.2f}; by length",
+print(f"rank correlation of lookup gap and recall: all {len(placed)} settings {rank_correlation(placed):.2f}; by length",
       {L: round(x, 2) for L, x in by_length.items()})
 per_seed = [rank_correlation([(*r[:4], r[5][seed]) for r in placed]) for seed in range(3)]
 print("the same, each seed's recall alone:", [round(x, 2) for x in per_seed])
@@ -1073,13 +1119,13 @@ between = 0
 for L in LENGTHS[1:]:  # thresholds 0.6 and 1.4 rad, picked by eye from this figure
     near, far = [r[4] for r in placed if r[1] == L and r[3] < 0.6], [r[4] for r in placed if r[1] == L and r[3] > 1.4]
     between += sum(1 for r in placed if r[1] == L and 0.6 <= r[3] <= 1.4)
-    print(f"  {L}: {len(near)} settings with gap < 0.6 recall {min(near):.2f} or more; "
-          f"{len(far)} with gap > 1.4 at most {max(far):.2f}")
+    print(f"  {L}: {len(near)} settings with lookup gap < 0.6 recall {min(near):.2f} or more; "
+          f"{len(far)} with lookup gap > 1.4 at most {max(far):.2f}")
     assert min(near) > max(far)  # at every length, every near setting above every far one
 assert between == 16 and all(x < -0.75 for x in per_seed)
 yarn128 = {r[2]: r for r in placed if r[0] == "rope+yarn" and r[1] == 128}
 print("YaRN at 128, dictionary first vs 32 tokens in:",
-      [f"gap {yarn128[st][3]:.2f}, recall {yarn128[st][4]:.2f} {[round(a, 2) for a in yarn128[st][5]]}" for st in (0, 32)])
+      [f"lookup gap {yarn128[st][3]:.2f}, recall {yarn128[st][4]:.2f} {[round(a, 2) for a in yarn128[st][5]]}" for st in (0, 32)])
 assert round(rank_correlation(placed), 2) == -0.83 and [round(x, 2) for x in by_length.values()] == [-0.91, -0.86, -0.67]
 assert min(yarn128[32][5]) > max(yarn128[0][5]) and round(yarn128[32][4], 2) == 0.99 and round(yarn128[32][3], 2) == 0.36
 rope512 = next(r for r in placed if r[0] == "rope" and r[1] == 512 and r[2] == 512 - 64)  # the trained distances
@@ -1089,7 +1135,7 @@ SCALINGS = ("rope", "rope+linear", "rope+ntk", "rope+yarn")
 within_gap = {m: round(rank_correlation([r for r in placed if r[0] == m]), 2) for m in SCALINGS}
 within_far = {m: round(rank_correlation([(*r[:3], r[1] - r[2], r[4]) for r in placed if r[0] == m]), 2)
               for m in SCALINGS}  # r[1] - r[2] = L - start: farther lookups, larger
-print("within each scaling (21 settings), recall against the gap:", within_gap, "against the lookup distance:",
+print("within each scaling (21 settings), recall against the lookup gap:", within_gap, "against the lookup distance:",
       within_far)
 assert list(within_gap.values()) == [-0.77, -0.87, -0.8, -0.93]
 assert list(within_far.values()) == [-0.79, 0.24, -0.56, 0.1]  # PI and YaRN: farther lookups are not worse
@@ -1099,40 +1145,45 @@ assert [round(a, 2) for a in yarn_att] == [1.07, 1.14, 1.21]
 fig
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# Recall follows the gap. The rank correlation (Spearman's: the correlation of the two lists' ranks,
-# −1 when one falls exactly as the other rises) of the gap and the recall over all 84 settings
-# (4 scalings × 3 lengths × 7 places) is −0.83 (−0.91, −0.86 and −0.67 at 128, 256 and 512 tokens;
-# −0.8 or lower with each seed's recall alone), and at every length every setting whose gap is below 0.6
-# recalls more than every setting whose gap is above 1.4 (16 settings fall between the two and are
-# not counted). It holds within each scaling too (−0.77 RoPE, −0.87 PI, −0.80 NTK, −0.93 YaRN over
-# its 21 settings), where the lookup distance does not order recall the same way (−0.79, +0.24,
-# −0.56, +0.10): for PI and YaRN the gap, not the distance, follows recall. Plain RoPE's rows
-# cannot separate the two: its gap grows with the distance. YaRN at 128 tokens recalls 0.99 with
-# the dictionary 32 tokens in (lookups 85 to 94 back, lookup gap 0.36; the open diamonds of the
-# two-pair figure), every seed above every seed with the
-# dictionary first (0.67 on the control's own sequences; 0.69 on the experiment's). So **YaRN's dip at
-# 128 tokens is the layout's**: YaRN at $s = 2$ reads the lookups it puts back on the curve, and the
-# dictionary-first lookups happen not to be among them.
+# Recall follows the lookup gap. Their rank correlation (Spearman's: the correlation of the two
+# lists' ranks, −1 when one falls exactly as the other rises) over all 84 settings (4 scalings × 3
+# lengths × 7 places) is −0.83. It is −0.91, −0.86 and −0.67 at 128, 256 and 512 tokens, and −0.8 or
+# lower with each seed's recall alone. At every length, every setting whose lookup gap is below 0.6
+# recalls more than every setting whose lookup gap is above 1.4 (16 settings fall between the two
+# and are not counted).
+#
+# It holds within each scaling too: −0.77 RoPE, −0.87 PI, −0.80 NTK, −0.93 YaRN, each over its 21
+# settings. The lookup distance does not order recall the same way (−0.79, +0.24, −0.56, +0.10): for
+# PI and YaRN the lookup gap, not the distance, follows recall. Plain RoPE's rows cannot separate
+# the two: its lookup gap grows with the distance.
+#
+# YaRN at 128 tokens recalls 0.99 with the dictionary 32 tokens in (lookups 85 to 94 back, lookup
+# gap 0.36; the open diamonds of the two-pair figure). Every seed there is above every seed with the
+# dictionary first (0.67 on the control's own sequences; 0.69 on the experiment's). So **YaRN's dip
+# at 128 tokens is the layout's**: YaRN at $s = 2$ reads the lookups it puts back on the curve, and
+# the dictionary-first lookups happen not to be among them.
 #
 # What this does not settle, said plainly:
 #
-# * The gap, its pairs (2 to 7, from the pair terms above), its span (53–62) and the two thresholds
-#   were all chosen with the dictionary-first numbers and this figure in view: the figure describes,
-#   it does not test blind. And the 84 settings are three trained models read 84 ways, not 84
-#   independent observations: the correlation says how consistently these models' recall follows
-#   the gap, not how surely new models' would. The strongest single piece is the placement the gap
-#   picks out within the same grid (not an independent test), YaRN at 128 tokens with the
-#   dictionary moved 32 tokens in, every seed.
-# * At 512 tokens the gap explains less (−0.67): there the far keys' competition grows too (plain
-#   RoPE with its lookups at the trained distances, gap 0, recalls only 0.72 on the control's own
-#   sequences), the dilution chapter 6 measures for ALiBi; and YaRN's attention factor, largest at 512 ($s = 8$), is a second
-#   variable the gap leaves out.
+# * The lookup gap, its pairs (2 to 7, from the pair terms above), its span (53–62) and the two
+#   thresholds were all chosen with the dictionary-first numbers and this figure in view: the figure
+#   describes, it does not test blind.
+# * The 84 settings are three trained models read 84 ways, not 84 independent observations. The
+#   correlation says how consistently these models' recall follows the lookup gap, not how surely
+#   new models' would. The strongest single piece is the placement the lookup gap picks out within
+#   the same grid (not an independent test): YaRN at 128 tokens with the dictionary moved 32 tokens
+#   in, every seed.
+# * At 512 tokens the lookup gap explains less (−0.67). There the far keys' competition grows too:
+#   plain RoPE with its lookups at the trained distances, lookup gap 0, recalls only 0.72 on the
+#   control's own sequences (the dilution chapter 6 measures for ALiBi). And YaRN's attention
+#   factor, largest at 512 ($s = 8$), is a second variable the lookup gap leaves out.
 # * The control scores YaRN with its attention factor on (1.07, 1.14, 1.21 at $s$ = 2, 4, 8; its
-#   square on the logits), and the gap ignores it. With the factor set to 1, the experiment's YaRN
-#   recalls 0.43 instead of 0.60 at 512 tokens with the dictionary first (next section: 0.83
-#   instead of 0.92 with it anywhere): part of YaRN's recall is the factor, not its gap.
+#   square on the logits), and the lookup gap ignores it. With the factor set to 1, the
+#   experiment's YaRN recalls 0.43 instead of 0.60 at 512 tokens with the dictionary first (next
+#   section: 0.83 instead of 0.92 with it anywhere). Part of YaRN's recall is the factor, not its
+#   lookup gap.
 # * It does not explain why NTK recalls less than plain RoPE with the dictionary first at 128
-#   tokens, although its gap there is smaller (1.62 against 1.88). We leave that open.
+#   tokens, although its lookup gap there is smaller (1.62 against 1.88). We leave that open.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Recall with the dictionary anywhere
@@ -1147,22 +1198,25 @@ fig
 #   from the unrounded means). It is mostly the distance; the rest is lost at the trained
 #   distances too.
 # * **Stretching RoPE now works as "stay in range" says it should.** YaRN keeps RoPE's 64-token
-#   accuracy at every length (within 0.02 on average: 0.92 at 512), PI nearly (0.82), NTK, which
-#   leaves 4 pairs at unseen angles, does not (0.57); every seed of YaRN and of PI beats every seed
-#   of plain RoPE and of NTK at 512. PI against YaRN: the seeds cannot tell them apart at 512, unlike
-#   the dictionary-first ranking, where PI beat YaRN at 128 and 512 mostly by the layout (at 512
+#   accuracy at every length (within 0.02 on average: 0.92 at 512). PI nearly does (0.82). NTK,
+#   which leaves 4 pairs at unseen angles, does not (0.57). At 512 every seed of YaRN and of PI
+#   beats every seed of plain RoPE and of NTK.
+# * **PI against YaRN**: the seeds cannot tell them apart at 512. That differs from the
+#   dictionary-first ranking, where PI beat YaRN at 128 and 512 mostly by the layout. (At 512,
 #   YaRN's best of the seven placements of the dictionary in the aside "the 84 placements" above
 #   recalls 0.91, PI's 0.78; each method's best of seven is a selected number, which favours the
-#   method that varies more between placements). YaRN's odd
-#   non-monotone curve there (worse at 128 than at 256 for every seed) is gone too: with lookups at
-#   every distance, no length's accuracy rests on where ten lookup distances fall. The lookup gap
-#   says the same, taken against every lookup this task trained (1 to 62, not 53–62; next cell):
-#   over every lookup it asks at 512 tokens (1 to 510 back) it is 0.00 for PI, 0.43 for YaRN, 1.12
-#   for NTK and 1.74 for plain RoPE: the two largest gaps recall least (NTK 0.57, RoPE 0.32), PI and
-#   YaRN (0.82, 0.92) the seeds cannot tell apart. YaRN's 0.92 has its attention factor on, which
-#   the gap ignores; set to 1, YaRN recalls 0.83, level with PI. PI's 0.00 is a mean: its lookups of 1 to 7 tokens
-#   land below distance 1, 0.125 to 0.875 rad off the curve in all 8 pairs (at most 0.09 in pairs 2
-#   to 7, which the gap counts).
+#   method that varies more between placements.) YaRN's odd non-monotone curve there (worse at 128
+#   than at 256 for every seed) is gone too: with lookups at every distance, no length's accuracy
+#   rests on where ten lookup distances fall.
+# * **The lookup gap says the same**, taken against every lookup this task trained (1 to 62, not
+#   53–62; next cell). Over every lookup it asks at 512 tokens (1 to 510 back) the lookup gap is
+#   0.00 for PI, 0.43 for YaRN, 1.12 for NTK and 1.74 for plain RoPE. The two largest recall least
+#   (NTK 0.57, RoPE 0.32); PI and YaRN (0.82, 0.92) the seeds cannot tell apart.
+#
+#   YaRN's 0.92 has its attention factor on, which the lookup gap ignores; set to 1, YaRN recalls
+#   0.83, level with PI. PI's 0.00 is a mean: its lookups of 1 to 7 tokens land below distance 1,
+#   0.125 to 0.875 rad off the curve in all 8 pairs (at most 0.09 in pairs 2 to 7, which the lookup
+#   gap counts).
 # * **NoPE loses little** (0.87 to 0.80 on average) and T5 nothing (0.95 at 64 and at 512); the
 #   seeds cannot separate the two at 512. ALiBi and sinusoids fall (0.53 and 0.50 at 512), and
 #   every seed of NoPE beats every seed of ALiBi there.
@@ -1221,7 +1275,7 @@ assert (trained_back.min().item(), trained_back.max().item()) == (1, 62)
 
 
 def anywhere_gap(method, L=512):
-    """Mean gap, over pairs 2-7, of every lookup distance 1 .. L - 2 from the training lookups 1 .. 62."""
+    """The lookup gap of every lookup distance 1 .. L - 2, from the training lookups 1 .. 62 (pairs 2-7)."""
     f = theta16 if method == "rope" else pl.scaled_rope_frequencies(
         16, method=method.removeprefix("rope+"), factor=L / 64, original_max_position=64, seq_len=L,
         dtype=torch.float64)[0]
@@ -1229,7 +1283,7 @@ def anywhere_gap(method, L=512):
 
 
 gaps_any = {m: round(anywhere_gap(m), 2) for m in ("rope+linear", "rope+yarn", "rope+ntk", "rope")}
-print("dictionary anywhere at 512: gap of every lookup from the training lookups:", gaps_any)
+print("dictionary anywhere at 512: lookup gap of every lookup, from the training lookups 1 to 62:", gaps_any)
 assert gaps_any == {"rope+linear": 0.0, "rope+yarn": 0.43, "rope+ntk": 1.12, "rope": 1.74}
 pi_short = torch.arange(1, 8)  # PI at 512 (s = 8) reads these lookups as distances 1/8 .. 7/8
 pi_f = pl.scaled_rope_frequencies(16, method="linear", factor=8.0, original_max_position=64, dtype=torch.float64)[0]
@@ -1246,9 +1300,10 @@ print("the recall_anywhere claims hold")
 #   0.97 for every seed with the dictionary first). This is not magic but bucketing: the
 #   model's own bias module (32 buckets for the past, `max_distance` 64, read from the model
 #   the experiment builds) puts every distance from 59 on in one bucket, and some training
-#   lookups already sat there. At 512 the far entry sits in a bucket the model knows. But the
-#   control does not support the bucket as what carries the recall: with the dictionary at
-#   the trained distances, every lookup in buckets T5 saw in training, T5 falls from 0.99 to
+#   lookups already sat there. At 512 the far entry sits in a bucket the model knows.
+#
+#   But the control does not support the bucket as what carries the recall. With the dictionary at
+#   the trained distances, every lookup is in buckets T5 saw in training, yet T5 falls from 0.99 to
 #   0.74 at 512, as NoPE falls from 0.94 to 0.69. What the two share is the dictionary-first
 #   layout, with the entries at the start of the sequence; the bucket is at most one part. A cause
 #   every method shares fits the same numbers too: at 512 tokens the entry competes with about 450
@@ -1284,17 +1339,19 @@ assert all(y[str(L)]["acc_factor_1"] < y[str(L)]["acc"] for y in yarn_seeds for 
 # 64 tokens never reaches a dictionary 100 or more tokens back, so every method drops to
 # guessing (1/8). Staying inside the training range is free only for local tasks.
 #
-# **Going further: NoPE in a sliding window.** On the grammar NoPE's sliding-window accuracy (0.36 at 512) is
-# *lower* than its accuracy at 64 tokens (0.43). The proposed reason: a window scores only its
-# last 16 tokens (after the first window), and those are where a NoPE model's sense of position
-# is coarsest: it comes from causal averages like §1's counter, which separate late positions
-# worst (these models have no beginning-of-sequence marker, so not from the exact $1/(i+1)$
-# itself). If that is the reason, NoPE's accuracy on the last 16 positions of a 64-token read
-# (`tail_acc`, stored by the experiment) must be lower than its overall accuracy, and a mix of
-# one first window plus last-16 windows must predict the sliding number. Both hold (next cell),
-# and for RoPE, which knows every offset exactly, the last 16 positions are as good as the rest. These are necessary conditions, not a proof: a late position also has more keys
-# to spread its attention over, and this check cannot tell that apart from the counter's
-# coarseness.
+# **Going further: NoPE in a sliding window.** On the grammar NoPE's sliding-window accuracy (0.36
+# at 512) is *lower* than its accuracy at 64 tokens (0.43). The proposed reason: a window scores
+# only its last 16 tokens (after the first window), and those are where a NoPE model's sense of
+# position is coarsest. That sense comes from causal averages like §1's counter, which separate late
+# positions worst (these models have no beginning-of-sequence marker, so not from the exact
+# $1/(i+1)$ itself).
+#
+# If that is the reason, two things must hold. NoPE's accuracy on the last 16 positions of a
+# 64-token read (`tail_acc`, stored by the experiment) must be lower than its overall accuracy. And
+# a mix of one first window plus last-16 windows must predict the sliding number. Both hold (next
+# cell), and for RoPE, which knows every offset exactly, the last 16 positions are as good as the
+# rest. These are necessary conditions, not a proof: a late position also has more keys to spread
+# its attention over, and this check cannot tell that apart from the counter's coarseness.
 
 # %% slideshow={"slide_type": "fragment"}
 def seeds(task, m, L, key):
@@ -1320,20 +1377,25 @@ print("sliding window at 512, predicted vs measured:", [f"{p:.2f} vs {m:.2f}" fo
 #
 # This section asserted 33 orderings "every seed of A beats every seed of B" (the next cell counts
 # them). Were A and B equal, with independent seeds, each would pass with probability 1/20 in a
-# direction fixed beforehand; these directions were read off the tables, so either counts: 1/10, about
-# 3.3 of 33 by chance, and more counted over every comparison the tables show. But 24 of the 33 compare *the same three trained RoPE models* under two
-# scalings (or none): not independent draws, so the 1-in-20 does not apply and an ordering there
-# says less than it seems. What carries the weight is the separation: the worst seed of the winner
-# beats the best seed of the loser by how many standard errors of the evaluation noise. The thin
-# ones (below 2, next cell): YaRN over NTK on the grammar at 512, RoPE over NTK on the
-# dictionary-first recall at 128, T5 over NoPE there at 512; the text calls the first two thin and
-# builds nothing on the third. Every other ordering is separated by more than 2.5. That count treats
-# each of the grammar's 65 280 scored tokens per seed as independent; counting each of its 128
-# sequences once (a pessimistic bound), five grammar orderings would be thin: ALiBi over T5 at 512,
-# RoPE over PI at 128, 256 and 512, YaRN over NTK at 512; the text gives their margins and builds
-# nothing else on them. Where the seed ranges overlap, the text says the seeds cannot tell the two
-# apart: T5 against ALiBi on the grammar up to 256 tokens, PI against YaRN on recall at 256
-# (dictionary first) and at 512 (anywhere), NoPE against T5 with the dictionary anywhere.
+# direction fixed beforehand. These directions were read off the tables, so either counts: 1/10,
+# about 3.3 of 33 by chance, and more counted over every comparison the tables show. But 24 of the
+# 33 compare *the same three trained RoPE models* under two scalings (or none). Those are not
+# independent draws, so the 1-in-20 does not apply, and an ordering there says less than it seems.
+#
+# What carries the weight is the separation: the worst seed of the winner beats the best seed of
+# the loser by how many standard errors of the evaluation noise. The thin ones (below 2, next cell)
+# are YaRN over NTK on the grammar at 512, RoPE over NTK on the dictionary-first recall at 128, and
+# T5 over NoPE there at 512. The text calls the first two thin and builds nothing on the third.
+# Every other ordering is separated by more than 2.5.
+#
+# That count treats each of the grammar's 65 280 scored tokens per seed as independent. Counting
+# each of its 128 sequences once (a pessimistic bound), five grammar orderings would be thin: ALiBi
+# over T5 at 512, RoPE over PI at 128, 256 and 512, YaRN over NTK at 512. The text gives their
+# margins and builds nothing else on them.
+#
+# Where the seed ranges overlap, the text says the seeds cannot tell the two apart: T5 against
+# ALiBi on the grammar up to 256 tokens, PI against YaRN on recall at 256 (dictionary first) and at
+# 512 (anywhere), NoPE against T5 with the dictionary anywhere.
 
 # %% slideshow={"slide_type": "fragment"}
 assert beats("recall", "t5", "none", 512)  # the one ordering the text mentions without building on it
@@ -1369,23 +1431,25 @@ assert len(by_sequence) == 14 and thin_by_sequence == [("alibi", "t5", 512), ("r
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **What §3 found.**
-# * On the local grammar RoPE fails past $L_0$ because far keys at unseen angles score high; the
-#   sliding window, which hides them, restores it. ALiBi stays flat, as in the ALiBi paper's Figure 1,
-#   but that is what a window gives: through a 64-token window RoPE stays within 0.04 of its 64-token
-#   accuracy and is level with ALiBi at 512 tokens (its seeds are above ALiBi's, by 0.03, only 0.5
-#   standard errors counting each sequence once: not a win; chapter 6 §4 takes this apart).
+# * On the local grammar RoPE fails past $L_0$ because far keys at unseen angles score high. The
+#   sliding window, which hides them, restores it.
+# * ALiBi stays flat, as in the ALiBi paper's Figure 1, but that is what a window gives. Through a
+#   64-token window RoPE stays within 0.04 of its 64-token accuracy and is level with ALiBi at 512
+#   tokens (its seeds are above ALiBi's, by 0.03, only 0.5 standard errors counting each sequence
+#   once: not a win; chapter 6 §4 takes this apart).
 # * Keeping each pair's angles in range is not enough without fine-tuning (we fine-tune none of the
-#   scalings): recall follows the lookup gap, the distance of the lookups' *combination* of angles
-#   from the trained ones (rank correlation −0.83; −0.77 to −0.93 within each scaling, with YaRN's
-#   attention factor on, which the gap leaves out). The gap was defined with the figure in view and
-#   the 84 settings are three models read 84 ways; the placement the gap picks out within the same grid
-#   (so not an independent test) is YaRN with the dictionary 32 tokens in, which recalls better
-#   with every seed.
-# * The layout decides rankings: with the dictionary first PI looked best among the RoPE scalings
-#   (only T5 and NoPE recalled more at 512: 0.99 and 0.94 against 0.79) and NoPE near-perfect;
-#   with it anywhere PI and YaRN cannot be told apart (YaRN's attention factor, which the gap
-#   leaves out, lifts it from 0.83 to 0.92). A recency bias (ALiBi) cannot help a far
-#   lookup (chapter 8's iRoPE is one answer: layers without positions).
+#   scalings). Recall follows the lookup gap, the distance of the lookups' *combination* of angles
+#   from the trained ones: rank correlation −0.83, and −0.77 to −0.93 within each scaling (with
+#   YaRN's attention factor on, which the lookup gap leaves out). The lookup gap was defined with the
+#   figure in view, and the 84 settings are three models read 84 ways. The placement the lookup gap
+#   picks out within the same grid (so not an independent test) is YaRN with the dictionary 32
+#   tokens in, which recalls better with every seed.
+# * The layout decides rankings. With the dictionary first PI looked best among the RoPE scalings
+#   (only T5 and NoPE recalled more at 512: 0.99 and 0.94 against 0.79) and NoPE near-perfect.
+#   With it anywhere PI and YaRN cannot be told apart (YaRN's attention factor, which the lookup
+#   gap leaves out, lifts it from 0.83 to 0.92).
+# * A recency bias (ALiBi) cannot help a far lookup (chapter 8's iRoPE is one answer: layers
+#   without positions).
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
