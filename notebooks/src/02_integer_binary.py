@@ -779,9 +779,7 @@ fig
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **What the code shows.** $p_{i+k}$ is a *function* of $p_i$: add $k$ in binary. It is not an
 # affine one, because which bits flip depends on the carries, that is, on $i$. So binary codes
-# fail property 2, even in its affine form, for every $k < 2^{d-2}$, contrary to `001`. The integer
-# code meets it only as an affine shift ($M_k = I$, $b_k = k\cdot\mathbf 1$). The sinusoidal code
-# meets it with a linear map, a rotation.
+# fail property 2, even in its affine form, for every $k < 2^{d-2}$, contrary to `001`.
 #
 # **Different steps are not the failure.** The left heatmap shows the steps $p_{i+3} - p_i$ of the
 # 6-bit code, one row per source $i$: +1 where a bit turns on, −1 where it turns off. The carries
