@@ -304,6 +304,60 @@ def test_gray_wave_names_typical_mistakes_without_the_answer(wrong, says, capsys
     assert "fn(k)" not in out and "k <" not in out and "every k" not in out  # the bit is b: k names offsets
 
 
+_OFF_BY_A_POWER_OF_TWO = "is not the period of Gray bit b"
+_PI = "holds a factor π"
+
+
+@pytest.mark.parametrize("wrong, says", [
+    (lambda k: (2 ** (k + 3), 2**k + 0.5), _OFF_BY_A_POWER_OF_TWO),  # twice the period, the right shift
+    (lambda k: (2 ** (k + 3), 0.5), _OFF_BY_A_POWER_OF_TWO),  # twice, no shift
+    (lambda k: (2**k, 0.5), _OFF_BY_A_POWER_OF_TWO),  # a quarter
+    (lambda k: (sympy.pi * 2 ** (k + 2), 2**k + 0.5), _PI),  # pi times the period, exactly
+    (lambda k: (2 ** (k + 2) / sympy.pi, 2**k + 0.5), _PI),  # over pi: an angle per position
+    (lambda k: (math.pi * 2 ** (k + 2), 2**k + 0.5), _PI),  # the float pi
+    (lambda k: (2 ** (k + 2) / (2 * np.pi), 0.5), _PI),  # a frequency in turns: over 2 pi
+    (lambda k: (math.pi * 2 ** (k + 1), 0.5), _PI),  # binary's period, times pi
+])
+def test_gray_wave_names_a_period_off_by_two_or_by_pi_without_the_answer(wrong, says, capsys):
+    """r22 finding 2: a period off by a factor 2 (or any power of two) and one off by pi are named, neither the
+    period nor the side it lies on; the right wave passes, and other wrong answers keep the generic message."""
+    assert check.gray_wave(wrong) is False
+    out = _out(capsys)
+    assert says in out and "hint:" in out, out
+    assert "does not give the Gray bit" not in out  # named, not the generic message
+    assert "2^(b+2)" not in out and "2^b + " not in out and "quarter" not in out  # neither the period nor the shift
+    for side in ("twice", "half", "factor 2", "factor of 2", "too long", "too short", "often", "longer", "shorter"):
+        assert side not in out, side  # nor which way it is off
+    assert check.gray_wave(gray_bit_wave) is True and "all correct!" in _out(capsys)
+
+
+@pytest.mark.parametrize("wrong", [
+    lambda k: (3 * 2**k, 2**k),  # not a power of two times the period
+    lambda k: (2 ** (k + 2), 2 ** (k + 1) + 0.25),  # the right period, a shift that is not the Gray bit's
+    lambda k: (2 ** (2 * k + 2), 0.5),  # a power of two, but off by another factor at every bit
+    lambda k: (2 ** (k + 2) + 1, 2**k + 0.5),  # a period near the right one
+])
+def test_gray_wave_keeps_the_generic_message_for_other_wrong_periods(wrong, capsys):
+    assert check.gray_wave(wrong) is False
+    out = _out(capsys)
+    assert "does not give the Gray bit" in out, out
+    assert _OFF_BY_A_POWER_OF_TWO not in out and _PI not in out
+
+
+def test_sympy_is_imported_only_by_the_function_that_needs_it():
+    """r22 finding 5: SymPy comes with torch (which requires it), not with pyproject; check.ch02 imports it only
+    inside the functions of Exercise 3, never at module level."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(check.ch02))
+    top_level = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+    names = [alias.name for node in top_level for alias in node.names]
+    names += [node.module or "" for node in top_level if isinstance(node, ast.ImportFrom)]
+    assert not any(name.split(".")[0] == "sympy" for name in names), names
+    assert "sympy" not in vars(check.ch02)
+
+
 def test_gray_wave_feedback_of_two_different_wrong_answers_blames_only_what_each_shows(capsys):
     check.gray_wave(lambda k: (2 ** (k + 1), 0.5))
     copied = _out(capsys)

@@ -20,8 +20,7 @@
 # 1. **integer codes** $p_i = i\cdot\mathbf 1$: they swamp the token (we measure by how much),
 #    and a LayerNorm after the sum erases them;
 # 2. **normalised codes** $p_i = \tfrac{i}{m}\mathbf 1$: small, but the step between
-#    neighbours depends on the sequence length $m$, and a LayerNorm erases them as it erases
-#    the integer codes;
+#    neighbours depends on the sequence length $m$, and a LayerNorm erases them too;
 # 3. **binary codes**: the bits of $i$; bounded, but jumpy, partly erased by a LayerNorm, and
 #    (despite what a source says) with no fixed affine map from $p_i$ to $p_{i+k}$ for any
 #    $k < 2^{d-2}$;
@@ -522,7 +521,7 @@ fig
 #    by the sentence's own length is §2's $i/m$: position 2 gets another code in a sentence of 4
 #    tokens than in one of 8, and the step $1/m$ changes with the length. (Read as the fixed table
 #    size of `002`'s code, `torch.zeros(max_len, d_model)`, `max_len` keeps the step fixed, but at
-#    1/`max_len` of a token, erased by a LayerNorm, with values above 1 past `max_len`.) Binary codes
+#    1/`max_len` of a token, with values above 1 past `max_len`, and erased like $i/m$, §2.) Binary codes
 #    do not depend on the length, but their step is not fixed either: their neighbours are from 1 to
 #    $\sqrt d$ apart (the figure above), while the Gray code of §4, the bits of $i \oplus (i \gg 1)$,
 #    flips one bit per step, so all its neighbours are 1 apart.
@@ -554,11 +553,10 @@ assert torch.equal(by_table(4)[2], by_table(8)[2]) and not torch.equal(by_length
 assert by_length(4)[1, 0] == 1 / 4 and by_length(8)[1, 0] == 1 / 8  # i / m: the step 1/m changes with the length
 relative_step = (by_table(8)[1:] - by_table(8)[:-1]).norm(dim=-1) / x[:7].norm(dim=-1)  # x: §1's normalised tokens
 torch.testing.assert_close(relative_step, torch.full((7,), 1 / max_len, device=device))  # 1/512 of a token
-torch.testing.assert_close(F.layer_norm(h + by_table(n), (d,)), F.layer_norm(h, (d,)), atol=1e-5, rtol=0)  # erased
+torch.testing.assert_close(F.layer_norm(h + by_table(n), (d,)), F.layer_norm(h, (d,)), atol=1e-5, rtol=0)  # as in §2
 assert by_table(max_len + 100)[-1, 0] > 1  # past max_len: above 1
 print("i / m: position 2 has another code in 4 tokens than in 8, step 1/4 against 1/8")
-print("i / max_len: the same code for position 2 in 4 and 8 tokens, step 1/512 of a token, erased by LayerNorm, "
-      "above 1 past max_len")
+print("i / max_len: the same code for position 2 in 4 and 8 tokens, step 1/512 of a token, above 1 past max_len")
 
 assert torch.equal(pl.binary_positions(8, 6, device=device), B6[:8])  # binary: position i has one code, any length
 assert (B6[:32, 0] == 0).all() and (B6[32:, 0] == 1).all()  # trained on 32 tokens: bit 5 never set; past them, always
@@ -572,29 +570,31 @@ print(f"neighbour distance, d = 6: binary {step_binary.min():.0f} to {step_binar
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4 · Is there a fixed affine map from $p_i$ to $p_{i+k}$?
 #
-# `001` states that binary codes satisfy property 2: knowing $p_i$ we can get $p_{i+k}$
-# simply. It names the property 线性相关性 (linear dependence, or correlation) and says no more
-# than "simply"; reading it as an affine map is this course's choice, the form that the integer
-# code's shift meets (a linear reading fails the integer code too, below). In that form,
-# property 2 asks for a fixed **affine** map, one matrix
-# $M_k$ and one vector $b_k$ with $p_{i+k} = M_k\,p_i + b_k$ for **every** $i$. The integer code
-# of section 1 meets it with $M_k = I$, $b_k = k\cdot\mathbf 1$; the sinusoids of chapter 3 meet
-# it with $b_k = 0$, a linear map. The shift alone gives attention no relative reading: attention
-# multiplies codes through its maps, $p_i^\top W p_j$ with $W = W_q W_k^\top$ (§1's $q_i\cdot k_j$),
-# and $(i\cdot\mathbf 1)^\top W (j\cdot\mathbf 1) = ij\,\mathbf 1^\top W \mathbf 1$ is a product of the
-# positions, not a function of their offset (the next cell checks it). A map that keeps dot
-# products through $W$ is chapter 3's subject. Test the binary code.
+# `001` says that binary codes satisfy property 2: from $p_i$ one gets $p_{i+k}$ simply. It calls
+# the property 线性相关性 (linear dependence, or correlation) and defines it no further.
 #
-# **The test.** Least squares finds the best $M_k$ and $b_k$ over all pairs $(p_i, p_{i+k})$ of a
-# table: `pl.affine_shift_residual(table, k)` returns the smallest
+# This course reads it as a fixed **affine** map: one matrix $M_k$ and one vector $b_k$ with
+# $p_{i+k} = M_k\,p_i + b_k$ for **every** $i$. That reading is our choice, not `001`'s words. We
+# take the affine form because the integer code's shift meets it, with $M_k = I$ and
+# $b_k = k\cdot\mathbf 1$. A linear map ($b_k = 0$) fails the integer code, as shown below. The
+# sinusoids of chapter 3 meet property 2 with a linear map.
+#
+# A shift alone gives attention no relative reading. Attention compares codes through its maps:
+# $p_i^\top W p_j$ with $W = W_q W_k^\top$ (§1's $q_i\cdot k_j$). For the integer code that is
+# $(i\cdot\mathbf 1)^\top W (j\cdot\mathbf 1) = ij\,\mathbf 1^\top W \mathbf 1$, a product of the
+# positions, not a function of their offset (the next cell checks it). Maps that keep dot products
+# are chapter 3's subject. Here we test the binary code.
+#
+# **The test.** `pl.affine_shift_residual(table, k)` fits the best $M_k$ and $b_k$ by least squares
+# over all pairs $(p_i, p_{i+k})$ of a table, in float64. It returns the smallest
 # $\lVert [p_i, 1]\,A - p_{i+k}\rVert$ over all $(d+1)\times d$ matrices $A$ (the rows of
-# $M_k^\top$, then $b_k$), computed in float64. Zero means an exact fit: one map moves every
-# position of the table $k$ steps on. `linear_residual` in the next cell is the same test without
-# the shift $b_k$, and `best_fit_misfit` hands out what is left over at every pair.
+# $M_k^\top$, then $b_k$). Zero means an exact fit: one map moves every position of the table
+# $k$ steps on. The next cell adds two helpers: `linear_residual`, the same test without $b_k$,
+# and `best_fit_misfit`, what the fit leaves over at each pair.
 #
-# **Linear?** No, but that alone settles nothing: $p_0 = [0,\dots,0]$, any matrix maps $0$ to
-# $0$, and $p_k \ne 0$. The integer code has $p_0 = 0$ too, so the same argument rules out a
-# linear map for it as well, although its shift works. The cell checks both.
+# **Linear?** No, but that proves little. $p_0 = [0,\dots,0]$, every matrix maps $0$ to $0$, and
+# $p_k \ne 0$. The integer code also has $p_0 = 0$, so it has no linear map either, yet its shift
+# works. The cell checks both.
 
 # %% slideshow={"slide_type": "fragment"}
 def best_fit_misfit(table, k, shift=True):
@@ -690,15 +690,17 @@ for name, W, offset_only in (("W = I", torch.eye(6), True), ("commuting W", W_tu
 # affinely independent can be sent anywhere, but the corners of a square are not independent:
 # one balance ties them, and the step $k$ breaks it.
 #
-# **With wrap-around** (positions modulo $2^d$, a counter) every source has its partner, and the
-# argument needs only that bit $a + 1$ exists, $L \le 2^{d-2}$: the bits above $a$ then hold
-# $t, t+1, t+1, t+2$ modulo $2^{d-a-1} \ge 2$, and $t \ne t+1$ there too. That covers
-# every $k < 2^d$ but $k = 2^{d-1}$, which has a map: adding $2^{d-1}$ modulo $2^d$ flips the top
-# bit and nothing else, $x \mapsto 1 - x$ in one coordinate. So of the plain table's exact fits,
-# all but $k = 2^{d-1}$ come from its edge: the table stops at $2^d - 1$. (Which offsets fit, on a
-# table of any length, is Exercise 1.) The cell checks the example, then every step of the proof on the bits
-# themselves for every $k$ and every width from 3 to 12 and for sampled offsets at widths 20,
-# 40 and 60; then least squares on the tables of widths 3 to 8, plain and wrapped around.
+# **With wrap-around** (positions modulo $2^d$, a counter) every source has its partner. The
+# argument then needs only that bit $a + 1$ exists, $L \le 2^{d-2}$: the bits above $a$ hold
+# $t, t+1, t+1, t+2$ modulo $2^{d-a-1} \ge 2$, and $t \ne t+1$ there too. That covers every
+# $k < 2^d$ but $k = 2^{d-1}$. That one has a map: adding $2^{d-1}$ modulo $2^d$ flips the top bit
+# and nothing else, $x \mapsto 1 - x$ in one coordinate. So of the plain table's exact fits, all
+# but $k = 2^{d-1}$ come from its edge: the table stops at $2^d - 1$. (Which offsets fit on a
+# table of any length is Exercise 1.)
+#
+# The cell checks the example first. Then it checks every step of the proof on the bits
+# themselves: for every $k$ at every width from 3 to 12, and for sampled offsets at widths 20, 40
+# and 60. Last, it runs least squares on the tables of widths 3 to 8, plain and wrapped around.
 
 # %% slideshow={"slide_type": "fragment"}
 import itertools
@@ -775,33 +777,34 @@ ax.legend()
 fig
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **What the code shows.** $p_{i+k}$ is a *function* of $p_i$ (add $k$ in binary), but not an
-# affine one: which bits flip depends on the carries, that is, on $i$. So binary codes fail
-# property 2 even in its affine form for every $k < 2^{d-2}$, contrary to `001`. The integer code
-# meets it only as an affine shift ($M_k = I$, $b_k = k\cdot\mathbf 1$; no linear map, as
-# $p_0 = 0$); the sinusoidal code meets it with a linear map, a rotation.
+# **What the code shows.** $p_{i+k}$ is a *function* of $p_i$: add $k$ in binary. It is not an
+# affine one, because which bits flip depends on the carries, that is, on $i$. So binary codes
+# fail property 2, even in its affine form, for every $k < 2^{d-2}$, contrary to `001`.
 #
 # **Different steps are not the failure.** The left heatmap shows the steps $p_{i+3} - p_i$ of the
-# 6-bit code, one row per source: +1 where a bit turns on, −1 where it turns off. Its rows differ
-# from source to source (nine different rows), because the carries depend on $i$. But the steps of
-# the sinusoidal code, on the right, differ at every source too (61 different rows): a rotation
-# moves every point by a vector of its own. Property 2 asks for one *map* for all sources, not one
-# step, and what measures it is the **misfit** of the best affine map, $p_{i+k} - (M_k p_i + b_k)$
-# at each source: zero for the sinusoids (the cell checks it), not for the binary code.
+# 6-bit code, one row per source $i$: +1 where a bit turns on, −1 where it turns off. The carries
+# make the rows differ from source to source (nine different rows). The sinusoidal code's steps, on
+# the right, differ too (61 different rows): a rotation moves every point by a vector of its own.
+# Property 2 asks for one *map* for all sources, not one step. What measures it is the **misfit**
+# of the best affine map at each source, $p_{i+k} - (M_k p_i + b_k)$: zero for the sinusoids (the
+# cell checks it), not for the binary code.
 #
-# The widget below the figure draws that misfit for any width and offset, for three codes: the
-# binary code, the sinusoidal code, and the reflected **Gray code**, the bits of
-# $i \oplus (i \gg 1)$, which cures the jumps (every step flips exactly one bit) and still has no
-# fixed map for any $k < 16$ on the 6-bit table: even steps are not enough (the cell checks both).
-# The title gives the misfit per pair (root mean square) and the width drawn (the sinusoids need
-# an even $d$: for an odd one they get $d + 1$). Each row of the heatmap is a source $i$, each
-# column a feature: an exact map leaves every cell white. Where it is not exact, look at which
-# columns hold the misfit: for the binary code the last one, bit 0, stays white at every $k$ (bit 0
-# of $i + k$ is bit 0 of $i$ or its complement, an affine function of it); the misfit sits in the
-# bits that carries reach. Try $k = 3$ for each code. At $k = 16$ the binary code fits exactly on
-# the 64-row table and not on the 128-row one ($d = 7$: its first exact offset there is 32, as
-# printed above). **Then predict before you move the slider:** does the Gray code fit exactly at
-# $k = 16$, on the 64-row table, and on the 128-row table? The answer is below the widget.
+# The widget below the figure draws that misfit for any width and offset. Besides the binary and
+# the sinusoidal code it offers the reflected **Gray code**, the bits of $i \oplus (i \gg 1)$. The
+# Gray code cures the jumps: every step flips exactly one bit. Yet on the 6-bit table it has no
+# fixed map for any $k < 16$ either: even steps are not enough (the cell checks both).
+#
+# **Reading the widget.** Each row of the heatmap is a source $i$, each column a feature; an exact
+# map leaves every cell white. The title gives the misfit per pair (root mean square) and the width
+# drawn. The sinusoids need an even $d$, so for an odd one they get $d + 1$. For the binary code
+# the last column, bit 0, stays white at every $k$: bit 0 of $i + k$ is bit 0 of $i$ or its
+# complement, an affine function of it. The misfit sits in the bits that carries reach. Try $k = 3$
+# for each code.
+#
+# At $k = 16$ the binary code fits exactly on the 64-row table, but not on the 128-row one
+# ($d = 7$: its first exact offset there is 32, as printed above). **Predict before you move the
+# slider:** does the Gray code fit exactly at $k = 16$, on the 64-row table, and on the 128-row
+# table? The answer is below the widget.
 
 # %% slideshow={"slide_type": "fragment"}
 def gray_positions(n, d):
@@ -862,12 +865,14 @@ misfit_widget
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # **The answer.** Like the binary code, the Gray code fits exactly at $k = 16$ on the 64-row
-# table, and neither code fits at $k = 16$ on the 128-row table (7 bits, where 16 is $2^{d-3}$). The
-# two fits at $k = 2^{d-2}$ have different reasons. The binary code's comes from where the table ends
-# (§4): on the wrapped table (positions modulo $2^d$) it is gone. The Gray code's is a map of its own:
-# adding $2^{d-2}$ turns its top two bits one step around the square 00 → 01 → 11 → 10, flips bit
-# $d-3$ and leaves the rest, an affine map, so it fits the wrapped table too. The cell checks that
-# map at every position, and both codes on both tables, plain and wrapped, at 6 and 7 bits.
+# table. On the 128-row table (7 bits, where 16 is $2^{d-3}$) neither code fits at $k = 16$.
+#
+# The two fits at $k = 2^{d-2}$ have different reasons. The binary code's comes from where the
+# table ends (§4): on the wrapped table (positions modulo $2^d$) it is gone. The Gray code's is a
+# map of its own. Adding $2^{d-2}$ turns its top two bits one step around the square
+# 00 → 01 → 11 → 10, flips bit $d-3$ and leaves the rest. That is an affine map, so it fits the
+# wrapped table too. The cell checks that map at every position, and both codes on both tables,
+# plain and wrapped, at 6 and 7 bits.
 
 # %% slideshow={"slide_type": "fragment"}
 assert pl.affine_shift_residual(B6, 16) < 1e-9 and pl.affine_shift_residual(G6, 16) < 1e-9  # k = 16: both fit ...
@@ -1067,30 +1072,9 @@ ax.axvline(TRAIN_LEN - 0.5, color="k", lw=1)
 fig
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# **The table learned mostly a period-4 wave**, the kind of code chapter 3 builds by design, and
-# its neighbouring rows are *not* alike. The cell measures it on the trained rows of every seed. Rows a
-# multiple of 4 apart point the same way (mean cosine about 0.8), rows 2 apart opposite ways (about
-# −0.7), and rows 1 or 3 apart, neighbours among them, have a mean cosine near 0: the figure's stripes.
-# The means for $j - i \equiv 1$ and $j - i \equiv 3 \pmod 4$ are one number, not two measurements: the
-# cosine matrix is symmetric, and the pairs 3 apart are the pairs 1 apart, transposed (the cell checks it).
-#
-# Those phases suggest a square: two directions $a$ and $b$, at right angles and of equal length, with
-# position $i$ near $a\cos(\pi i/2) + b\sin(\pi i/2)$, a quarter turn per position. Fitted by least
-# squares over the 32 trained rows, this explains between 65% and 85% of the rows' squared length,
-# against 5–7% for the same rows before training ($E_{\text{init}}$), with $\lvert\cos(a, b)\rvert < 0.1$
-# and $\lVert a\rVert / \lVert b\rVert$ between 0.9 and 1.1 (all printed). These two numbers are
-# not further evidence for the square: over the 32 rows least squares makes $a$ half the mean row of
-# phase 0 minus that of phase 2, and $b$ the same of phases 1 and 3 (the cell checks it), so
-# $a\cdot b$ sums only products of rows one phase apart, whose cosines are the ones just measured
-# near 0: they restate the phases. Fitting the other period-4 parts too (a constant and
-# $\cos(\pi i)$) still leaves over 10% of every seed's rows, a part that is not period 4 and that this
-# chapter does not analyse.
-#
-# Neighbours $E_i, E_{i+1}$ have a mean $\lvert\cos\rvert$ below 0.09 for every seed, against 0.13–0.2
-# for the same rows before training; over all pairs of rows one phase apart it is below 0.09 for seeds 0
-# and 1, and above its value before training for seed 2 (both printed). Nothing in a table makes
-# $E_{i+1}$ close to $E_i$; neighbours end up similar only where the data reward it. (What the tables of
-# BERT and GPT-2 hold after training on text is studied by Wang & Chen, 2020, arXiv:2010.04903.)
+# The next cell measures, on the 32 trained rows of every seed and on the same rows before
+# training, how alike rows are by their distance mod 4, how much of them one period-4 wave
+# explains, and how alike neighbouring rows are.
 
 # %% slideshow={"slide_type": "fragment"}
 idx = torch.arange(TRAIN_LEN, device=train_on)
@@ -1150,6 +1134,38 @@ for seed, ((by_phase, neighbours, _), (t, s), ((share, cos_ab, ratio, share_peri
           f"{round(cos_ab, 2) + 0.0}, |a| / |b| = {ratio:.2f}; all period-4 parts explain {share_period4:.0%}")
     print(f"        mean |cos| of neighbours {t[0]:.2f} (initial {s[0]:.2f}), of all rows 1 or 3 apart {t[1]:.2f} "
           f"(initial {s[1]:.2f})")
+
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# **What it showed: the table learned mostly a period-4 wave**, the kind of code chapter 3 builds
+# by design, and its neighbouring rows are *not* alike.
+#
+# Rows a multiple of 4 apart point the same way (mean cosine about 0.8). Rows 2 apart point
+# opposite ways (about −0.7). Rows 1 or 3 apart, neighbours among them, have a mean cosine near 0.
+# These are the figure's stripes. The means for $j - i \equiv 1$ and $j - i \equiv 3 \pmod 4$ are
+# one number, not two measurements: the cosine matrix is symmetric, and the pairs 3 apart are the
+# pairs 1 apart, transposed (the cell checks it).
+#
+# Those phases suggest a square: two directions $a$ and $b$, at right angles and of equal length,
+# with position $i$ near $a\cos(\pi i/2) + b\sin(\pi i/2)$, a quarter turn per position. Fitted by
+# least squares over the 32 trained rows, this wave explains between 65% and 85% of the rows'
+# squared length. For the same rows before training ($E_{\text{init}}$) it explains 5–7%.
+#
+# The fit also gives $\lvert\cos(a, b)\rvert < 0.1$ and $\lVert a\rVert / \lVert b\rVert$ between
+# 0.9 and 1.1 (all printed). These two numbers are not further evidence for the square. Over the 32
+# rows, least squares makes $a$ half the mean row of phase 0 minus that of phase 2, and $b$ the same
+# of phases 1 and 3 (the cell checks it). So $a\cdot b$ sums only products of rows one phase apart,
+# whose cosines were just measured near 0: the two numbers restate the phases.
+#
+# Fitting the other period-4 parts too (a constant and $\cos(\pi i)$) still leaves over 10% of
+# every seed's rows. That part is not period 4, and this chapter does not analyse it.
+#
+# Neighbours $E_i, E_{i+1}$ have a mean $\lvert\cos\rvert$ below 0.09 for every seed, against
+# 0.13–0.2 for the same rows before training. Over all pairs of rows one phase apart it is below
+# 0.09 for seeds 0 and 1; for seed 2 it is above its value before training (both printed). Nothing
+# in a table makes $E_{i+1}$ close to $E_i$; neighbours end up similar only where the data reward
+# it. (What the tables of BERT and GPT-2 hold after training on text is studied by Wang & Chen,
+# 2020, arXiv:2010.04903.)
 
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -1474,7 +1490,7 @@ _ = check.gray_wave(gray_wave)
 # | code | size against the token | $p_i \to p_{i+k}$ | longer sequences |
 # |---|---|---|---|
 # | integer $i\cdot\mathbf 1$ | $i$ times larger; erased by LayerNorm | affine shift by $k\cdot\mathbf 1$ (no linear map; logits depend on $ij$, not on the offset) | defined for any length, but past the training length every value is new |
-# | normalised $i/m$ | at most as large; erased by LayerNorm too | depends on $m$ | same position, new code |
+# | normalised $i/m$ | at most as large; erased by LayerNorm too (§2) | depends on $m$ | same position, new code |
 # | binary | at most as large, jumpy; LayerNorm erases the share of ones (and merges positions 0 and $2^d - 1$ when the bits fill every feature) | no affine map for any $k < 2^{d-2}$ (proved for every $d$) | $2^d$ positions, plenty; trained on up to $2^b$ tokens, past the training length a bit is set that training never saw set (its effect not measured here) |
 # | learned table $E_i$ | trained rows about half as long as a row of the token table (about 2.5 against 5, every seed); untrained rows tiny (0.11) | whatever the data reward (here: the phase mod 4) | no row past `max_len`; rows never trained keep their tiny initial values, next to no position (copying trained rows there restores the accuracy) |
 #
@@ -1524,9 +1540,8 @@ _ = check.gray_wave(gray_wave)
 #    after as before. The trouble with the integer code is not that the token is small but that
 #    $i\cdot\mathbf 1$ grows without bound (section 1 asserts $\lVert x_i\rVert = \sqrt d$).
 # 6. **Not in the sources:** a LayerNorm after the sum removes the integer code entirely,
-#    since $i\cdot\mathbf 1$ is a per-token mean, and the normalised code
-#    $\tfrac{i}{m}\cdot\mathbf 1$ just the same; both BERT (post-LN) and GPT-2 (pre-LN) are set
-#    up so (sections 1 and 2). Of the binary code it removes the share of ones, and where the
+#    since $i\cdot\mathbf 1$ is a per-token mean (and the normalised code, §2); both BERT (post-LN)
+#    and GPT-2 (pre-LN) are set up so (section 1). Of the binary code it removes the share of ones, and where the
 #    bits fill every feature positions 0 and $2^d - 1$ become one (section 3). And the binary code's "fixed signal-to-noise problem"
 #    is only bounded: at position $2^d - 1$ the code is as long as the token (section 3).
 

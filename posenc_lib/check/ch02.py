@@ -269,9 +269,10 @@ def _bit_symbol() -> Any:
     return sympy.Symbol("b", integer=True, nonnegative=True)
 
 
-def _exact_at(x: Any, bit: Any, k: int) -> Fraction | None:
-    """The formula x (a sympy expression in the symbol ``bit``, or a number) at bit k as an exact fraction; floats in
-    it are read as the exact binary fractions they hold. None when it is not a finite rational number there."""
+def _at_bit(x: Any, bit: Any, k: int) -> Any:
+    """The formula x (a sympy expression in the symbol ``bit``, or a number) at bit k, a sympy expression; floats in it
+    are read as the exact binary fractions they hold. None when it is no formula. SymPy is imported here, not with
+    the module: only this exercise needs it (it comes with torch, which requires it)."""
     import sympy
 
     if isinstance(x, (bool, str, bytes, type)):
@@ -281,9 +282,44 @@ def _exact_at(x: Any, bit: Any, k: int) -> Fraction | None:
         expr = expr.xreplace({f: sympy.Rational(f) for f in expr.atoms(sympy.Float)}).subs(bit, k)
     except (sympy.SympifyError, TypeError, ValueError, AttributeError):
         return None
-    if not (isinstance(expr, sympy.Basic) and expr.is_Rational):
+    return expr if isinstance(expr, sympy.Basic) else None
+
+
+def _exact_at(x: Any, bit: Any, k: int) -> Fraction | None:
+    """The formula x at bit k as an exact fraction (see _at_bit). None when it is not a finite rational number there."""
+    expr = _at_bit(x, bit, k)
+    if expr is None or not expr.is_Rational:
         return None
     return Fraction(int(expr.p), int(expr.q))
+
+
+def _pi_times_rational(x: Any, bit: Any, k: int) -> bool:
+    """Whether the formula x at bit k is a rational number times pi or over pi: with sympy.pi exactly, or with the
+    float math.pi (then a power of two times a fraction of denominator at most 12, to 1e-12)."""
+    import sympy
+
+    expr = _at_bit(x, bit, k)
+    if expr is None or expr == 0:
+        return False
+    if any((expr * factor).is_Rational for factor in (sympy.pi, 1 / sympy.pi)):
+        return True
+    if not expr.is_Rational:
+        return False
+    value = abs(Fraction(int(expr.p), int(expr.q)))
+    for r in (value / Fraction(math.pi), value * Fraction(math.pi)):
+        scaled = r / Fraction(2) ** (r.numerator.bit_length() - r.denominator.bit_length())  # within (1/2, 2)
+        near = scaled.limit_denominator(12)
+        if abs(scaled - near) < Fraction(1, 10**12) * near:
+            return True
+    return False
+
+
+def _power_of_two(x: Fraction) -> int | None:
+    """log2 of x when x is a power of two (2^j, j of any sign), else None."""
+    p, q = x.numerator, x.denominator
+    if p > 0 and p & (p - 1) == 0 and q & (q - 1) == 0:
+        return p.bit_length() - q.bit_length()
+    return None
 
 
 def _below_zero(period: Fraction, shift: Fraction, i: int) -> tuple[bool, bool]:
@@ -292,6 +328,10 @@ def _below_zero(period: Fraction, shift: Fraction, i: int) -> tuple[bool, bool]:
     x = (i + shift) / period
     frac = x - math.floor(x)
     return frac > Fraction(1, 2), frac in (0, Fraction(1, 2))
+
+
+_PI_PERIOD = ("fn(b)'s period holds a factor π: P counts positions (the sine repeats every P positions), and the 2π in "
+              "sin(2π (i + s) / P) already turns positions into an angle")
 
 
 def gray_wave(fn: Any) -> bool | None:
@@ -316,16 +356,22 @@ def gray_wave(fn: Any) -> bool | None:
             yield False, f"fn(b) must return a pair (P, s) of formulas in b, got {formula!r:.60}"
             return
         answers = {(k,): [_exact_at(x, bit, k) for x in pair] for k in GRAY_BITS}
+        pi_period = all(_pi_times_rational(pair[0], bit, k) for k in GRAY_BITS)  # a frequency or angle for a period
         failed, only_at_zero, binary_k, binary_next, opposite = [], True, True, True, True
         binary_period = True  # every period is binary bit b's, 2^(b+1)
+        off_by = set()  # log2 of |P| over Gray bit b's period, at every bit (None: not a power of two)
         for k in GRAY_BITS:
             exact = answers[k,]
+            if pi_period and (None in exact or exact[0] == 0):
+                yield False, _PI_PERIOD
+                return
             if None in exact or exact[0] == 0:
                 yield False, (f"fn(b) must return a pair (P, s) of formulas in b that are rational numbers at every "
                               f"bit, P not 0; at b = {k} it gives {pair!r:.60}")
                 return
             period, shift = exact
             binary_period &= abs(period) == 2 ** (k + 1)
+            off_by.add(_power_of_two(abs(period) / 2 ** (k + 2)))
             wrong = False
             for i in _gray_positions(k):
                 below, zero = _below_zero(period, shift, i)
@@ -349,6 +395,11 @@ def gray_wave(fn: Any) -> bool | None:
         elif binary_period:
             yield False, ("fn(b)'s period is 2^(b+1), the period of bit b of the binary code; Gray bit b does not "
                           "repeat that often: count its runs of 0s and 1s in a table of the code")
+        elif pi_period:
+            yield False, _PI_PERIOD
+        elif len(off_by) == 1 and None not in off_by and off_by != {0}:  # 2^j times the period (j != 0), every bit
+            yield False, ("fn(b)'s P is not the period of Gray bit b (the fewest positions after which it repeats) at "
+                          "any bit checked, and no shift makes up for that: count that period in a table of the code")
         elif opposite:
             yield False, "fn(b) gives the opposite of the Gray bit at every position: 0 where it is 1, 1 where it is 0"
         elif only_at_zero:
