@@ -222,12 +222,12 @@ assert count["Phi-3 mini 128k instruct"] == (34, 31)
 # > * *GPT-OSS* uses one RoPE for all its layers, but half attend within a sliding window (each
 # >   token sees only itself and the 127 before it), a span in which only 9 of its 32 pairs turn, so
 # >   23 of 32 (72 %) never do there; its row gives the span of its full-attention layers.
-# > * *YaRN*: here $L = sL_0$, and with `beta_slow` = 1 (YaRN's default, which all three files keep)
-# >   YaRN divides every pair that does not turn within $L_0$ by exactly $s$ (`beta_slow` is the
-# >   number of turns within $L_0$ below which a pair is fully divided), so none of them starts to
-# >   turn within $L$; the pairs it slows only partly all turned within $L_0$ already. The condition
-# >   matters: with `beta_slow` = 0.5, Qwen's card would divide 3 of its 24 non-turning pairs by less
-# >   than $s$, and one of them would turn within $L$.
+# > * *YaRN*: here $L = sL_0$. `beta_slow` is the number of turns within $L_0$ below which a pair is
+# >   fully divided; all three files keep YaRN's default, 1. So YaRN divides every pair that does
+# >   not turn within $L_0$ by exactly $s$, and none of them starts to turn within $L$. The pairs it
+# >   slows only partly all turned within $L_0$ already. The condition matters: with `beta_slow` =
+# >   0.5, Qwen's card would divide 3 of its 24 non-turning pairs by less than $s$, and one of them
+# >   would turn within $L$.
 # > * *Llama 3.1* stretches by `factor` 8, but `max_position_embeddings` is 16 times $L_0$, so the
 # >   pairs with $L_0 < \lambda_j \le 2L_0$, slowed by 8, now turn inside $L$.
 # > * *Llama 4 Scout*: the base file says `max_position_embeddings` = 262 144 and leaves
@@ -319,14 +319,16 @@ assert [round(phi3_long[j], 1) for j in stop_turning] == [61.7, 62.9, 63.0]
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The same in one picture: each model's wavelengths divided by its deployed context $L$,
-# pair by pair (the pair index as a fraction of the rotated pairs, so models with
-# different head sizes share the axis). Everything above the line at 1 never turns
-# inside the context. The left panel shows the plain RoPE against $L_0$, so it has no line
-# for the three rows without an $L_0$ (Qwen2.5 as shipped and Gemma 3's two layer types),
-# although the legend in its corner lists every row (the right panel's lines). Two sets of
-# lines lie on top of each other: Llama 3.1 and both Scout files share the base, $r$ and $L_0$
-# (one line on the left), and the two Scout files share their RoPE and their span $L$ (one line
-# on the right too).
+# pair by pair. The x axis is the pair index as a fraction of the rotated pairs, so models with
+# different head sizes share it. Everything above the line at 1 never turns inside the context.
+#
+# The left panel shows the plain RoPE against $L_0$. So it has no line for the three rows without
+# an $L_0$: Qwen2.5 as shipped and Gemma 3's two layer types. The legend in its corner still lists
+# every row (the right panel's lines).
+#
+# Some lines lie on top of each other. Llama 3.1 and both Scout files share the base, $r$ and $L_0$:
+# one line on the left. The two Scout files also share their RoPE and their span $L$: one line on
+# the right too.
 
 # %% slideshow={"slide_type": "fragment"}
 # the figure `posenc-inspect --plot` draws for one model (posenc_lib/rope_inspect.py), here for every row above
@@ -489,8 +491,8 @@ def record(module, query, key, value, attention_mask, **kwargs):
 AttentionInterface.register("posenc_record", record)
 tiny_cfg._attn_implementation = "posenc_record"
 hidden = torch.randn(1, T, 16, generator=torch.Generator().manual_seed(0))  # float32, on the CPU, like the module
-turned = tuple(torch.cat((t, t), dim=-1)[None] for t in (pl.rope_angles(T, rope_dim).cos(),
-                                                          pl.rope_angles(T, rope_dim).sin()))  # rotate_half's (1, T, r)
+angles32 = pl.rope_angles(T, rope_dim)  # float32, like the module's weights
+turned = tuple(torch.cat((t, t), dim=-1)[None] for t in (angles32.cos(), angles32.sin()))  # transformers' (1, T, r)
 with torch.no_grad():
     for cos_sin in ((torch.ones(1, T, rope_dim), torch.zeros(1, T, rope_dim)), turned):  # angle 0, then RoPE's
         tiny_attn(hidden, position_embeddings=cos_sin, attention_mask=None)
