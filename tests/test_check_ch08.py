@@ -261,8 +261,8 @@ def test_cache_rotations_names_a_length_for_a_static_rope(capsys):
 # ---------------------------------------------------------------- Exercise 2: DeepSeek on a fixed softmax scale
 
 def query_scales_derived(mscale, mscale_all_dim, factor):
-    """DeepSeek multiplies the unrotated part of a score by the softmax term m_all^2 = (0.1 mscale_all_dim ln s + 1)^2
-    and the rotated part by ratio^2 m_all^2 = (0.1 mscale ln s + 1)^2 (the RoPE factor, on q and k, is the ratio of
+    """DeepSeek multiplies the unrotated part of a score by the softmax term mu^2 = (0.1 mscale_all_dim ln s + 1)^2
+    and the rotated part by ratio^2 mu^2 = (0.1 mscale ln s + 1)^2 (the RoPE factor, on q and k, is the ratio of
     the two terms). A scale on the query's features reaches each score once: each is its part's whole multiplier."""
     term = lambda x: 0.1 * x * math.log(factor) + 1  # noqa: E731
     return term(mscale_all_dim) ** 2, term(mscale) ** 2
@@ -304,7 +304,7 @@ def test_deepseek_query_scales(capsys):
 
 
 def test_deepseek_query_scales_refuse_one_number_for_both(capsys):
-    """§3's softmax term m^2 for both parts (DeepSeek-V3's answer, where the settings are equal) is refused, with the
+    """§3's softmax term mu^2 for both parts (DeepSeek-V3's answer, where the settings are equal) is refused, with the
     same words whatever the draw (no setting, no number)."""
     outs = [run(check.deepseek_mscales, lambda m, a, s: (_term(a, s) ** 2,) * 2, capsys) for _ in range(3)]
     assert all(ok is False for ok, _ in outs) and len({out for _, out in outs}) == 1
@@ -672,6 +672,34 @@ def test_grading_raises(name, monkeypatch):
         getattr(check, name)(None)
     with pytest.raises(AssertionError, match="hint"):
         getattr(check, name)(lambda *a: 0)
+
+
+# ---------------------------------------------------------------- no worked answer above the exercises
+
+def _chapter_above_the_exercises():
+    from pathlib import Path
+
+    source = (Path(__file__).parents[1] / "notebooks" / "src" / "08_rope_in_models.py").read_text()
+    above, exercises = source.split("# ## Exercises", 1)
+    return above, exercises
+
+
+def test_no_cell_above_exercise_2_splits_a_deepseek_score_by_multiplier():
+    """Exercise 2's one computation (which part of a score a RoPE factor and a softmax scale each reach) is not
+    worked above it: no cell puts YaRN's multiplier on a rotated slice and compares it with the softmax scale."""
+    above, _ = _chapter_above_the_exercises()
+    code = "\n".join(line for line in above.splitlines() if not line.startswith("#"))
+    assert "attention_factor=mu" not in code and "attention_factor=m_all" not in code
+    assert "only the rotated part" not in above and "whole score" not in above
+
+
+def test_exercise_4_states_no_single_rotation_above_it_or_in_its_prompt():
+    """Exercise 4's idea (one rotation by -shift moves every cached key) is neither computed above it (§4 no
+    longer builds the turn a stale key needs) nor stated in its prompt by contrast with LongRoPE."""
+    above, exercises = _chapter_above_the_exercises()
+    prompt = exercises[exercises.index("**Exercise 4 (design).**"):exercises.index("def shift_keys")]
+    assert "turn_needed" not in above
+    assert "one rotation" not in above + prompt and "grows with its position" not in prompt
 
 
 # ---------------------------------------------------------------- chapter claims read from released files
