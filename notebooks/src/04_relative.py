@@ -249,8 +249,8 @@ print("query-minus-key rows are the key-minus-query rows of the flipped table")
 # ### The four terms on a small example
 #
 # A segment of $Q = 4$ queries with a memory of $M = 2$ keys: $K = M + Q = 6$ keys in all. XL is a
-# causal language model. So terms (b) and (d) are computed only for keys the query may see
-# ($j \le M + i$), and they need $R$ for the distances $0, \dots, K - 1$ only (a model that also looks
+# causal language model. So terms (b) and (d) are needed only for keys the query may see
+# ($j \le M + i$; the shift below computes the rest too, and the mask hides it), and they need $R$ for the distances $0, \dots, K - 1$ only (a model that also looks
 # ahead needs more, as XLNet shows below). Term (c) is the same for every query (a row vector
 # repeated): it says which keys are worth attending to, whatever the query is. Each panel is drawn on
 # its own scale (divided by its largest entry).
@@ -655,13 +655,14 @@ assert [round(w, 1) for w in widths_by_count[:2]] == [14.0, 17.0]
 # score. The positions are a table $P_\text{rel}$ of $2k$ relative embeddings (not chapter 3's
 # absolute table $P$), projected in the paper (and in the v1 models) with **their own** matrices:
 # $q^r = P_\text{rel} W_{q,r}$, $k^r = P_\text{rel} W_{k,r}$. (DeBERTa-v2/v3 reuse the content
-# projections instead; see the aside at the end of this section.) The signed distance of query $i$ and key
+# projections instead; see the second aside below.) The signed distance of query $i$ and key
 # $j$ (query minus key) is bucketed into the $2k$ rows:
 #
 # $$\delta(i, j) = \operatorname{clip}(i - j + k,\ 0,\ 2k - 1).$$
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# The score keeps three of the four terms of §1, with relative positions in place of absolute ones
+# Write $q^c_i$, $k^c_j$ for the content query and key (the token's hidden state times DeBERTa's $W_q$,
+# $W_k$). The score keeps three of the four terms of §1, with relative positions in place of absolute ones
 # (DeBERTa drops position–position, arguing that with relative positions it adds little):
 #
 # $$A_{ij} = \underbrace{q^c_i \cdot k^c_j}_{\text{c2c}}
