@@ -691,7 +691,7 @@ print("entries more than half a bf16 step from the float64 answer: under 1 % for
       "more off; transformers' largest error is above apply_rope's too")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# Sources 000 and 003 rotate the way Llama's reference code does: in complex numbers. A table
+# Sources 000 and 003 rotate in complex numbers, the form source 000 attributes to Llama's code. A table
 # `freqs_cis = torch.polar(torch.ones_like(freqs), freqs)` holds e^{i·angle} (complex64, made once);
 # x is copied to float32, each pair (2j, 2j + 1) is viewed as one complex number (`view_as_complex`),
 # multiplied by the table, viewed back as pairs of reals (`view_as_real`, `flatten`) and copied back to
@@ -704,7 +704,7 @@ print("entries more than half a bf16 step from the float64 answer: under 1 % for
 
 # %% slideshow={"slide_type": "fragment"}
 def rope_complex(x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
-    """Our version of the sources' (and Llama's reference code's) rotation in complex numbers (interleaved)."""
+    """Our version of sources 000's and 003's rotation in complex numbers (interleaved layout)."""
     x_pairs = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
     return torch.view_as_real(x_pairs * freqs_cis).flatten(-2).to(x.dtype)  # the sources: .type_as(x)
 
