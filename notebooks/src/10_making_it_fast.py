@@ -816,6 +816,9 @@ def step_bounds(batch, heads, seq, d, itemsize):
 _ = check.tables_in_a_step(step_bounds)
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "tables_in_a_step_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
+from fractions import Fraction  # outside the solution: the student's copy keeps it
+
+
 def step_bounds(batch, heads, seq, d, itemsize):
     ### BEGIN SOLUTION
     # A bound is x read once and a result of its size written once: 2 * batch * heads * seq * d * itemsize bytes.
