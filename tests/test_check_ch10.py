@@ -1,6 +1,8 @@
-"""check.ch10: RoPE's backward rotation written into the gradient, with fewer new elements than g has."""
+"""check.ch10: RoPE's backward rotation written into the gradient, with fewer new elements than g has; and the
+prediction of the tables' bytes in a training step (tables_in_a_step)."""
 import math
 import re
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -312,7 +314,7 @@ def test_checker_hands_over_no_answer():
     calls = [(), *[(g.clone(), cos, sin, layout) for g, cos, sin, layout in cases],
              *[(g.clone(), cos, sin, layout, first) for g, cos, sin, layout in cases for first in (0, 1)]]
     assert held_answers(ch10, answers, calls) == []
-    assert ch10.__all__ == ["rotate_back_in_place"]
+    assert ch10.__all__ == ["rotate_back_in_place", "tables_in_a_step"]
 
 
 # The count is a TorchDispatchMode, and torch's private API can switch modes off. What it cannot hide is the change
@@ -354,3 +356,90 @@ def test_the_appendix_quotes_the_triton_kernel_as_it_is():
     assert len(quoted) == 10
     for line in quoted:
         assert line.startswith("# ") and line[2:].strip() in kernel, line
+
+
+# ---------------------------------------------------------------- Exercise 2: the tables in a training step
+from posenc_lib.counting import RecordOps, total_bytes  # noqa: E402
+
+
+def step_bounds(batch, heads, seq, d, itemsize):
+    """Written here from the count, not from the checker: x and g one bound each; the float32 cos and sin tables,
+    seq x d/2 each and shared by every sequence and head, read in both passes."""
+    return 2 + Fraction(2 * 2 * seq * (d // 2) * 4, 2 * batch * heads * seq * d * itemsize)
+
+
+def measured_on_meta(batch, heads, seq, d, itemsize):
+    """The step counted as the appendix counts it: the C operator forward and backward on the meta device."""
+    dtype = {1: torch.float8_e4m3fn, 2: torch.bfloat16, 4: torch.float32, 8: torch.float64}[itemsize]
+    x = torch.empty(batch, heads, seq, d, dtype=dtype, device="meta").requires_grad_()
+    cos, sin = torch.empty(seq, d // 2, device="meta"), torch.empty(seq, d // 2, device="meta")
+    with RecordOps() as rec:
+        out = torch.ops.posenc.rope_rotate(x, cos, sin, interleaved=False, inverse=False)
+        torch.autograd.grad(out, x, torch.empty_like(out))
+    return Fraction(total_bytes(rec.ops), 2 * x.numel() * itemsize)
+
+
+@pytest.mark.parametrize("size", [(1, 8, 1024, 128, 2), (2, 3, 16, 64, 2), (3, 1, 8, 32, 4), (1, 5, 12, 16, 8)])
+def test_the_answer_key_is_what_the_appendix_counts(size):
+    assert measured_on_meta(*size) == step_bounds(*size)
+    assert step_bounds(1, 8, 1024, 128, 2) == Fraction(9, 4)  # the appendix's own instance: 2 + 1/4
+
+
+def tables_verdict(answer, capsys):
+    ok = check.tables_in_a_step(answer)
+    return ok, capsys.readouterr().out
+
+
+def test_the_prediction_passes(capsys):
+    ok, out = tables_verdict(step_bounds, capsys)
+    assert ok is True and "right at 5 sizes" in out, out
+    ok, _ = tables_verdict(lambda *size: Fraction(step_bounds(*size)).limit_denominator(10**200), capsys)
+    assert ok is True  # any exact type of the same value
+
+
+def test_the_measurement_route_is_refused(capsys):
+    """Counting on the meta device answers the appendix's sizes, not the checker's: no tensor has 10^30 heads."""
+    ok, out = tables_verdict(measured_on_meta, capsys)
+    assert ok is False and "raised" in out, out
+
+
+def test_a_float_is_refused(capsys):
+    ok, out = tables_verdict(lambda *size: float(step_bounds(*size)), capsys)
+    assert ok is False and "a float cannot hold these values exactly" in out, out
+
+
+@pytest.mark.parametrize("answer, name", [
+    (lambda B, h, L, d, b: 2 + Fraction(4, b), "one copy of the tables for every head of every sequence"),
+    (lambda B, h, L, d, b: 2 + Fraction(4, h * b), "one copy of the tables for every sequence of the batch"),
+    (lambda B, h, L, d, b: 2 + Fraction(2 * 2 * L * (d // 2) * b, 2 * B * h * L * d * b), "in x's dtype"),
+    (lambda B, h, L, d, b: 2 + Fraction(2, B * h * b), "only one of the step's two passes"),
+    (lambda B, h, L, d, b: 2, "leaves the tables out"),
+    (lambda B, h, L, d, b: 2 + Fraction(8, B * h * b), "a table entry for every feature of x"),
+    (lambda B, h, L, d, b: 1 + Fraction(2, B * h * b), "the forward pass alone"),
+])
+def test_tables_misconceptions_are_named(answer, name, capsys):
+    ok, out = tables_verdict(answer, capsys)
+    assert ok is False and name in out, out
+    assert "hint:" in out and str(step_bounds(3, 10**30, 10**12, 256, 2)) not in out
+
+
+def test_other_wrong_answers_are_not_placed(capsys):
+    for wrong in (lambda *size: step_bounds(*size) + 1, lambda *size: step_bounds(*size) - Fraction(1, 10**50)):
+        ok, out = tables_verdict(wrong, capsys)
+        assert ok is False and "not the bytes of that step" in out, out
+        assert not re.search(r"too (high|low)|above|below|more|less", out.split("hint:")[0]), out
+
+
+def test_tables_not_attempted(capsys):
+    def stub(batch, heads, seq, d, itemsize):
+        raise NotImplementedError
+
+    assert check.tables_in_a_step(stub) is None and check.tables_in_a_step(None) is None
+
+
+def test_tables_checker_hands_over_no_answer():
+    cases = list(ch10._STEP_RIGHT)
+    answers = [x for case in cases for f in [step_bounds(*case)] for x in (float(f), [f.numerator, f.denominator],
+                                                                            str(f))]
+    assert held_answers(ch10, answers, [(), *cases]) == []
+    assert not any(isinstance(v, Fraction) for v in vars(ch10).values())

@@ -153,10 +153,10 @@ def test_notebook_checks_other_libraries_by_behaviour_not_by_their_code(src):
 
 @pytest.mark.parametrize("src", APPENDICES, ids=[p.stem for p in APPENDICES])
 def test_appendix_is_reading_only_and_links_to_its_chapters(src):
-    """Off the lecture path (0 minutes in the lecture table); the appendix on speed has one exercise, in the
-    chapters' nbgrader form (so `make student` and the grading tests take it like a chapter)."""
+    """Off the lecture path (0 minutes in the lecture table); the appendix on speed has two exercises (a design and
+    a prediction), in the chapters' nbgrader form (so `make student` and the grading tests take it like a chapter)."""
     cells = stored(src).cells
-    assert len(_exercises_in_nbgrader_form(src)) == (1 if src.stem == "10_making_it_fast" else 0)
+    assert len(_exercises_in_nbgrader_form(src)) == (2 if src.stem == "10_making_it_fast" else 0)
     assert re.search(r"\]\(0[1-9]_\w+\.ipynb\)", cells[0].source), "the first cell links to the chapters it extends"
 
 

@@ -1,4 +1,5 @@
-"""Checker for notebooks/10_making_it_fast.ipynb: RoPE's backward rotation written into the gradient itself.
+"""Checker for notebooks/10_making_it_fast.ipynb: RoPE's backward rotation written into the gradient itself, and a
+prediction of the tables' bytes in a training step (``tables_in_a_step``, at the end of this module).
 
 The exercise is a design judged by what it does: the learner's function must leave R^T g in g (compared with the
 library's out-of-place ``rotate_pairs`` by -angle, on gradients of the checker's own, some of them strided views)
@@ -17,8 +18,10 @@ it allocates a tensor of g's size.
 """
 from __future__ import annotations
 
+import numbers
 import tracemalloc
-from typing import Any, Callable
+from fractions import Fraction
+from typing import Any, Callable, Iterable
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -26,9 +29,9 @@ from torch.utils._pytree import tree_leaves
 
 from ..angles import rope_frequencies
 from ..rope import rotate_pairs
-from ._core import report
+from ._core import Verdict, report, sealed
 
-__all__ = ["rotate_back_in_place"]
+__all__ = ["rotate_back_in_place", "tables_in_a_step"]
 
 OUTSIDE_BYTES = 32 * 1024  # what the function may make outside torch: Python objects, not a copy of half of g
 # (every gradient below is at least 128 KiB; half of it in numpy would be 64 KiB, as Python floats far more)
@@ -206,3 +209,103 @@ def rotate_back_in_place(answer: Callable[..., Any] | None) -> bool | None:
 
     return report("RoPE's backward rotation in place", answer, run,
                   "each new member of a pair is made from both old members.")
+
+
+# ---------------------------------------------------------------- Exercise 2 (prediction): the tables in a step
+# The learner's fn(batch, heads, seq, d, itemsize) predicts every byte of RotaryEmbedding's training step on the C
+# operator (x, g, results, and the float32 cos and sin tables read in both passes), in one-pass bounds of x, as an
+# exact number. The cases are sizes no tensor can have (up to 10^40 positions), so a count on the meta device, which
+# answers the appendix's own instance, cannot answer them; only the right count, made as a formula, does. The checker
+# holds salted digests of the answers and of the expected wrong ones, never the answers.
+_STEP_RIGHT = {  # sealed([batch, heads, seq, d, itemsize, numerator, denominator], "ch10.tables_in_a_step")
+    (3, 1000000000000000000000000000000, 1000000000000, 256, 2): '78d2ac4dcb0ab7fec81af31b',
+    (7, 5, 10000000000000000000000000000000000000000, 64, 1): 'c5762ba9b50ebdb20e1ca54e',
+    (3, 10000000000000000000000003, 4096, 100000000000000000000, 8): '5ceffdf1ba9aa8b8ad8531d5',
+    (1000000000000000000, 3, 3, 2, 2): 'e5398cd68ba5da0b5028d7a1',
+    (6, 9, 1000000000000000000000000000000000, 1000000000, 1): 'dfa1383265a2262f97a08bed',
+}
+_STEP_WRONG = {  # sealed wrong answers -> the misconceptions they match (two may coincide in one case)
+    'a60e44d25b46e0de62496c51': ('per_head',),
+    '0f36ced78e956cf2ddcea8f3': ('per_head',),
+    '4985c0560be60aee5d633ad9': ('per_head',),
+    '91e3c30b35fc522a261915fb': ('per_head',),
+    'ac06d4d4e7f33f17e317f6c1': ('per_head',),
+    '673415c8eba7cc3e92152af9': ('per_sequence',),
+    'bfad69ee58dfa89c22c3bb5c': ('per_sequence',),
+    '52bbac342e78d1e3ac7b33fe': ('per_sequence',),
+    'e94f24c79c65b1a606fc5a5a': ('per_sequence',),
+    'd385e8e7bc9815767ee3e115': ('per_sequence',),
+    '36fe2da416570fa15a85d97c': ('x_dtype', 'one_pass_tables'),
+    '2627d0a215e1ae90202cd6b1': ('x_dtype',),
+    '01d49318e30e0eed2049cc58': ('x_dtype', 'per_feature'),
+    'fdcba941f7e3213cfb247389': ('x_dtype', 'one_pass_tables'),
+    '1b77afc037cc2cb54ffc72a9': ('x_dtype',),
+    '5d245b86e523d24b0e55f55a': ('one_pass_tables',),
+    '921214716288f83ec627b82f': ('one_pass_tables',),
+    '60f8f425c31e53c681668c8a': ('one_pass_tables',),
+    '6848c1a2bdde6905c072115a': ('no_tables',),
+    '3e6eb1e7fe7d0752c333bdf3': ('no_tables',),
+    'bd6f14291208b1b34720e185': ('no_tables',),
+    'f47ec1cfac8d6065e1d2dc54': ('no_tables',),
+    'edf7f4fdc2b1d12e7ab783ee': ('no_tables',),
+    'fefe85eda90ba660529d1e90': ('per_feature',),
+    '0cb78eb2480de27f1c35f0ff': ('per_feature',),
+    '65e083b2ba24d2e5ef6e56c1': ('per_feature',),
+    'f13892d6ad35ee84e14b81ce': ('per_feature',),
+    '4528ea777fc638df5b150501': ('forward_only',),
+    '9386ec706f27979e016b1c6a': ('forward_only',),
+    '678b7004eb170d1470ac9a22': ('forward_only',),
+    'ad2a5a9ea11fc9cba077b782': ('forward_only',),
+    '367f3d88a2bc78ff51a9714b': ('forward_only',),
+}
+_STEP_MISCONCEPTIONS = {
+    "per_head": "your answers match a count with one copy of the tables for every head of every sequence",
+    "per_sequence": "your answers match a count with one copy of the tables for every sequence of the batch",
+    "x_dtype": "your answers match a count that weighs the tables' entries in x's dtype",
+    "one_pass_tables": "your answers match a count that reads the tables in only one of the step's two passes",
+    "no_tables": "your answers match a count that leaves the tables out",
+    "per_feature": "your answers match a count with a table entry for every feature of x",
+    "forward_only": "your answers match a count of the forward pass alone",
+}
+
+
+def _exact(value: Any) -> Fraction | None:
+    """value as a Fraction when it is an exact rational number (an int, a Fraction), else None."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Rational):
+        return None
+    return Fraction(value)
+
+
+def tables_in_a_step(fn: Callable[[int, int, int, int, int], Any] | None) -> bool | None:
+    """Exercise 2: fn(batch, heads, seq, d, itemsize) -> the bytes of RotaryEmbedding's training step on the C
+    operator, tables included, in one-pass bounds of x, as an exact number (a Fraction or an int)."""
+
+    def run(fn: Callable[[int, int, int, int, int], Any]) -> Iterable[Verdict]:
+        named: dict[str, list[str]] = {}
+        first_wrong = None
+        for case, right in _STEP_RIGHT.items():
+            where = "step_bounds({}, {}, {}, {}, {})".format(*case)
+            raw = fn(*case)
+            got = _exact(raw)
+            if got is None:
+                yield False, (f"{where}: expected an exact number (a fractions.Fraction or an int), got {raw!r:.60}; "
+                              "a float cannot hold these values exactly")
+                return
+            digest = sealed([*case, got.numerator, got.denominator], "ch10.tables_in_a_step")
+            if digest == right:
+                continue
+            for name in _STEP_WRONG.get(digest, ()):
+                named.setdefault(name, []).append(where)
+            if digest not in _STEP_WRONG and first_wrong is None:
+                first_wrong = where
+        if named:  # the misconception that the most cases show
+            name = max(named, key=lambda n: len(named[n]))
+            yield False, f"{named[name][0]}: {_STEP_MISCONCEPTIONS[name]}"
+            return
+        if first_wrong is not None:
+            yield False, f"{first_wrong}: not the bytes of that step"
+            return
+        yield True, f"right at {len(_STEP_RIGHT)} sizes, none of which a tensor could have"
+
+    return report("the tables' bytes in a training step", fn, run,
+                  "a table belongs to a position, not to the tensors that are rotated at that position.")
