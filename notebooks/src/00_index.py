@@ -211,8 +211,8 @@ print("the conventions table matches the library")
 #
 # The map at a glance, now with a few words for each entry and, below it, a note per method with
 # the reasons. ✔ yes, ✘ no, ~ partly, – does not apply. The chapter in brackets is where the entry
-# is tested. "Checked below" points to the code cell after the notes, for the few entries no chapter
-# tests. Two words first:
+# is tested. "Checked below" points to the code cells after the notes (each names the notes it checks),
+# for the few entries no chapter tests. Two words first:
 #
 # * **LayerNorm** (column 1) subtracts each token's mean over its features, then rescales it to unit
 #   variance. So it erases any code that adds the same number to every feature (chapter 2 checks it).
@@ -352,79 +352,7 @@ print("the conventions table matches the library")
 # three RoPE scalings at 512 tokens, YaRN also with its attention factor set to 1.
 
 # %% slideshow={"slide_type": "fragment"}
-assert pl.integer_positions(1001, 64)[1000].norm() == 1000 * 64**0.5 == 8000  # ||p_i|| = i sqrt(d)
-bits = pl.binary_positions(2**4, 4)
-assert torch.unique(bits, dim=0).shape[0] == 16 and set(bits.unique().tolist()) == {0, 1}  # all 16 codes of 4 bits
-assert 2**16 < 131_072 <= 2**17  # 17 bits are enough for a 131 072-token context, 16 are not
-longer = pl.binary_positions(2**4 + 1, 5)  # 5 bits; trained on positions 0 .. 15, then position 16
-assert longer[:16, 0].eq(0).all() and longer[16, 0] == 1  # bit 4 (the first column): never on in training, on at 16
-
-g = torch.Generator().manual_seed(1)
-tall = torch.randn(64, 8, generator=g, dtype=torch.float64)  # a random table: 64 positions, d = 8
-# pl.affine_shift_residual(table, k): the least-squares error of the best affine map p_i -> p_(i+k) over every
-# pair of the table (chapter 2 builds it; the next section explains it)
-exact = [k for k in range(1, 64) if pl.affine_shift_residual(tall, k) < 1e-9]
-assert exact == list(range(64 - 9, 64))  # no affine map while n - k > d + 1 = 9 pairs; one fits at every k after
-
-A = torch.randn(8, 8, generator=torch.Generator().manual_seed(5), dtype=torch.float64)  # a random head's W_q^T W_k
-ints = pl.integer_positions(64, 8).double()  # p_i = i * 1
-three_apart = torch.stack([ints[i] @ A @ ints[i + 3] for i in range(60)])  # p_i^T A p_(i+3), i = 0 .. 59
-assert pl.affine_shift_residual(ints, 3) < 1e-9  # one affine map between codes 3 apart ...
-torch.testing.assert_close(three_apart, torch.arange(60.0, dtype=torch.float64) * torch.arange(3.0, 63.0, dtype=torch.float64) * A.sum())
-assert three_apart.max() - three_apart.min() > 100 * A.sum().abs()  # ... yet the score moves with i: i (i + 3) 1^T A 1
-steps = {}
-for m in (16, 32):  # the normalised code i/m for two lengths
-    normalised = (torch.arange(m, dtype=torch.float64) / m)[:, None].expand(m, 8)
-    assert pl.affine_shift_residual(normalised, 3) < 1e-9  # within one length: an exact affine shift ...
-    steps[m] = (normalised[3] - normalised[0])[0].item()
-assert steps == {16: 3 / 16, 32: 3 / 32}  # ... by (k/m) 1, a different map for each length
-
-side = pl.sinusoidal_positions(16, 4, dtype=torch.float64)  # 4 features for the row, 4 for the column
-grid = torch.cat([side[:, None].expand(16, 16, 4), side[None, :].expand(16, 16, 4)], dim=-1)  # (row, col, 8)
-assert torch.unique(grid.reshape(256, 8), dim=0).shape[0] == 256  # 256 positions, 256 codes
-src, dst = grid[:-3, :-5].reshape(-1, 8), grid[3:, 5:].reshape(-1, 8)  # every (r, c) -> (r + 3, c + 5) in the grid
-shift = torch.linalg.lstsq(src, dst).solution  # the best single linear map for all of them
-assert (src @ shift - dst).norm() < 1e-9  # exact: one map moves every position by (3, 5)
-torch.testing.assert_close(shift.T @ shift, torch.eye(8, dtype=torch.float64))  # orthogonal ...
-assert torch.linalg.det(shift) > 0  # ... and no reflection: a rotation
-assert shift[:4, 4:].abs().max() < 1e-9 and shift[4:, :4].abs().max() < 1e-9  # rows and columns turn apart
-
-rows, cols = torch.meshgrid(torch.arange(4), torch.arange(4), indexing="ij")  # a 4 x 4 grid of patches
-place = torch.stack([rows.flatten(), cols.flatten()], dim=-1)  # (16, 2): patch -> (row, column)
-offset = place[None, :] - place[:, None]  # (query, key, 2): key minus query, as in 1-D
-table = torch.randn(7, 7, generator=g, dtype=torch.float64)  # one bias per offset, -3..3 in each axis
-relative_2d = table[offset[..., 0] + 3, offset[..., 1] + 3]  # (16, 16)
-alibi_2d = -0.5 * offset.double().norm(dim=-1)  # slope 0.5 times the distance
-query, around = 5, (4, 6, 1, 9)  # patch (1, 1); its left, right, upper and lower neighbours (4, 1: the past)
-assert len({tuple(offset[query, k].tolist()) for k in around}) == 4  # four directions, four entries of the table
-assert torch.equal(relative_2d[query, list(around)], relative_2d[10, [9, 11, 6, 14]])  # patch (2, 2): the same four
-assert len({alibi_2d[query, k].item() for k in around}) == 1  # four directions, one bias
-sym_bias = pl.alibi_bias(1, 5, mode="symmetric", slopes=torch.tensor([0.5]), dtype=torch.float64)[0]  # -0.5 |i - j|
-palindrome = torch.randn(3, 8, generator=g, dtype=torch.float64)[[0, 1, 2, 1, 0]]  # tokens a b c b a
-wq_a, wk_a, wv_a = torch.randn(3, 8, 8, generator=g, dtype=torch.float64) / 8**0.5
-sym_out = pl.attention(palindrome @ wq_a, palindrome @ wk_a, palindrome @ wv_a, bias=sym_bias)[0]
-torch.testing.assert_close(sym_out[0], sym_out[4])  # mirror positions: identical outputs
-ties = {(a, b) for a in range(5) for b in range(a + 1, 5) if torch.allclose(sym_out[a], sym_out[b])}
-assert ties == {(0, 4), (1, 3)}  # of the 10 pairs of positions, exactly the two mirror pairs tie
-q_rope, k_rope = pl.apply_rope(palindrome @ wq_a), pl.apply_rope(palindrome @ wk_a)  # RoPE instead, no mask
-rope_out = pl.attention(q_rope, k_rope, palindrome @ wv_a)[0]
-assert not any(torch.allclose(rope_out[a], rope_out[b]) for a in range(5) for b in range(a + 1, 5))  # no ties
-print("integer code, d = 64: ||p_1000|| =", int(pl.integer_positions(1001, 64)[1000].norm()))
-print("binary, 4 bits: the first 16 positions take all", torch.unique(bits, dim=0).shape[0], "codes")
-print(f"random 64 x 8 table: an exact affine map only for k = {exact[0]} to 63 (n - k <= d + 1 = 9)")
-print("2-D sinusoids, 16 x 16 grid: 256 distinct codes; a shift by (3, 5) is one rotation")
-print("relative bias per 2-D offset, left/right/up/down:", [round(relative_2d[query, k].item(), 2) for k in around])
-print("2-D ALiBi (distance), left/right/up/down:", [alibi_2d[query, k].item() for k in around])
-q8 = torch.randn(1, 8, generator=g, dtype=torch.float64)  # one query, d = 8: features 0-3 the row's, 4-7 the column's
-at = lambda r, c: pl.apply_rope_2d(q8, torch.tensor([r]), torch.tensor([c]))[0]  # noqa: E731  the query at (r, c)
-assert torch.allclose(at(2, 3)[:4], at(2, 7)[:4]) and torch.allclose(at(2, 3)[4:], at(6, 3)[4:])  # one axis each
-assert not torch.allclose(at(2, 3)[4:], at(2, 7)[4:]) and not torch.allclose(at(2, 3)[:4], at(6, 3)[:4])
-k8 = torch.randn(1, 8, generator=g, dtype=torch.float64)  # one key
-key_at = lambda r, c: pl.apply_rope_2d(k8, torch.tensor([r]), torch.tensor([c]))[0]  # noqa: E731
-S = lambda dr, dc: at(4, 4) @ key_at(4 + dr, 4 + dc)  # noqa: E731  the score, key (dr, dc) from the query
-parts = torch.tensor([[S(dr, dc) - S(dr, 0) - S(0, dc) + S(0, 0) for dc in range(-4, 5)] for dr in range(-4, 5)])
-assert parts.abs().max() < 1e-12  # S = f(drow) + g(dcol): a row part plus a column part, at every offset
-
+# The NoPE, relative-terms (T5) and RoPE notes: chapter 7's stored results
 res = ex.load_results()  # chapter 7's three seeds per method, trained on 64 tokens
 seeds = lambda t, m, L: ex.accuracy(res, t, m)[L]["acc"]  # noqa: E731  one accuracy per seed
 mean = lambda v: sum(v) / len(v)  # noqa: E731
@@ -459,6 +387,104 @@ print("chapter 7, recall_anywhere, 64 -> 512 tokens, on average: NoPE loses", ro
       "; sinusoids, RoPE, ALiBi at least", round(min(mean(lost("recall_anywhere", m)) for m in explicit), 2),
       "| at 512, NoPE's worst seed", round(nope_worst[1], 2), "the three's best", round(others_best[1], 2))
 print("dictionary first at 512, then moved to the trained distances:", first_moved)
+
+
+# %% slideshow={"slide_type": "fragment"}
+# The integer-code note: the length of p_i and a head's scores
+assert pl.integer_positions(1001, 64)[1000].norm() == 1000 * 64**0.5 == 8000  # ||p_i|| = i sqrt(d)
+A = torch.randn(8, 8, generator=torch.Generator().manual_seed(5), dtype=torch.float64)  # a random head's W_q^T W_k
+ints = pl.integer_positions(64, 8).double()  # p_i = i * 1
+three_apart = torch.stack([ints[i] @ A @ ints[i + 3] for i in range(60)])  # p_i^T A p_(i+3), i = 0 .. 59
+# pl.affine_shift_residual(table, k): the least-squares error of the best affine map p_i -> p_(i+k) over every
+# pair of the table (chapter 2 builds it; the next section explains it)
+assert pl.affine_shift_residual(ints, 3) < 1e-9  # one affine map between codes 3 apart ...
+torch.testing.assert_close(three_apart, torch.arange(60.0, dtype=torch.float64) * torch.arange(3.0, 63.0, dtype=torch.float64) * A.sum())
+assert three_apart.max() - three_apart.min() > 100 * A.sum().abs()  # ... yet the score moves with i: i (i + 3) 1^T A 1
+print("integer code, d = 64: ||p_1000|| =", int(pl.integer_positions(1001, 64)[1000].norm()))
+
+
+# %% slideshow={"slide_type": "fragment"}
+# The normalised-code note: one affine shift per length
+steps = {}
+for m in (16, 32):  # the normalised code i/m for two lengths
+    normalised = (torch.arange(m, dtype=torch.float64) / m)[:, None].expand(m, 8)
+    assert pl.affine_shift_residual(normalised, 3) < 1e-9  # within one length: an exact affine shift ...
+    steps[m] = (normalised[3] - normalised[0])[0].item()
+assert steps == {16: 3 / 16, 32: 3 / 32}  # ... by (k/m) 1, a different map for each length
+
+
+# %% slideshow={"slide_type": "fragment"}
+# The binary-code note: 2^d codes, and the bit training never set
+bits = pl.binary_positions(2**4, 4)
+assert torch.unique(bits, dim=0).shape[0] == 16 and set(bits.unique().tolist()) == {0, 1}  # all 16 codes of 4 bits
+assert 2**16 < 131_072 <= 2**17  # 17 bits are enough for a 131 072-token context, 16 are not
+longer = pl.binary_positions(2**4 + 1, 5)  # 5 bits; trained on positions 0 .. 15, then position 16
+assert longer[:16, 0].eq(0).all() and longer[16, 0] == 1  # bit 4 (the first column): never on in training, on at 16
+print("binary, 4 bits: the first 16 positions take all", torch.unique(bits, dim=0).shape[0], "codes")
+
+
+# %% slideshow={"slide_type": "fragment"}
+# The sinusoids note: a 2-D shift is one rotation
+side = pl.sinusoidal_positions(16, 4, dtype=torch.float64)  # 4 features for the row, 4 for the column
+grid = torch.cat([side[:, None].expand(16, 16, 4), side[None, :].expand(16, 16, 4)], dim=-1)  # (row, col, 8)
+assert torch.unique(grid.reshape(256, 8), dim=0).shape[0] == 256  # 256 positions, 256 codes
+src, dst = grid[:-3, :-5].reshape(-1, 8), grid[3:, 5:].reshape(-1, 8)  # every (r, c) -> (r + 3, c + 5) in the grid
+shift = torch.linalg.lstsq(src, dst).solution  # the best single linear map for all of them
+assert (src @ shift - dst).norm() < 1e-9  # exact: one map moves every position by (3, 5)
+torch.testing.assert_close(shift.T @ shift, torch.eye(8, dtype=torch.float64))  # orthogonal ...
+assert torch.linalg.det(shift) > 0  # ... and no reflection: a rotation
+assert shift[:4, 4:].abs().max() < 1e-9 and shift[4:, :4].abs().max() < 1e-9  # rows and columns turn apart
+print("2-D sinusoids, 16 x 16 grid: 256 distinct codes; a shift by (3, 5) is one rotation")
+
+
+# %% slideshow={"slide_type": "fragment"}
+# The learned-absolute note: a random table has no shift map
+g = torch.Generator().manual_seed(1)
+tall = torch.randn(64, 8, generator=g, dtype=torch.float64)  # a random table: 64 positions, d = 8
+exact = [k for k in range(1, 64) if pl.affine_shift_residual(tall, k) < 1e-9]
+assert exact == list(range(64 - 9, 64))  # no affine map while n - k > d + 1 = 9 pairs; one fits at every k after
+print(f"random 64 x 8 table: an exact affine map only for k = {exact[0]} to 63 (n - k <= d + 1 = 9)")
+
+
+# %% slideshow={"slide_type": "fragment"}
+# The relative-terms and ALiBi notes: 2-D offsets; symmetric ALiBi and RoPE on a palindrome
+rows, cols = torch.meshgrid(torch.arange(4), torch.arange(4), indexing="ij")  # a 4 x 4 grid of patches
+place = torch.stack([rows.flatten(), cols.flatten()], dim=-1)  # (16, 2): patch -> (row, column)
+offset = place[None, :] - place[:, None]  # (query, key, 2): key minus query, as in 1-D
+table = torch.randn(7, 7, generator=g, dtype=torch.float64)  # one bias per offset, -3..3 in each axis
+relative_2d = table[offset[..., 0] + 3, offset[..., 1] + 3]  # (16, 16)
+alibi_2d = -0.5 * offset.double().norm(dim=-1)  # slope 0.5 times the distance
+query, around = 5, (4, 6, 1, 9)  # patch (1, 1); its left, right, upper and lower neighbours (4, 1: the past)
+assert len({tuple(offset[query, k].tolist()) for k in around}) == 4  # four directions, four entries of the table
+assert torch.equal(relative_2d[query, list(around)], relative_2d[10, [9, 11, 6, 14]])  # patch (2, 2): the same four
+assert len({alibi_2d[query, k].item() for k in around}) == 1  # four directions, one bias
+sym_bias = pl.alibi_bias(1, 5, mode="symmetric", slopes=torch.tensor([0.5]), dtype=torch.float64)[0]  # -0.5 |i - j|
+palindrome = torch.randn(3, 8, generator=g, dtype=torch.float64)[[0, 1, 2, 1, 0]]  # tokens a b c b a
+wq_a, wk_a, wv_a = torch.randn(3, 8, 8, generator=g, dtype=torch.float64) / 8**0.5
+sym_out = pl.attention(palindrome @ wq_a, palindrome @ wk_a, palindrome @ wv_a, bias=sym_bias)[0]
+torch.testing.assert_close(sym_out[0], sym_out[4])  # mirror positions: identical outputs
+ties = {(a, b) for a in range(5) for b in range(a + 1, 5) if torch.allclose(sym_out[a], sym_out[b])}
+assert ties == {(0, 4), (1, 3)}  # of the 10 pairs of positions, exactly the two mirror pairs tie
+q_rope, k_rope = pl.apply_rope(palindrome @ wq_a), pl.apply_rope(palindrome @ wk_a)  # RoPE instead, no mask
+rope_out = pl.attention(q_rope, k_rope, palindrome @ wv_a)[0]
+assert not any(torch.allclose(rope_out[a], rope_out[b]) for a in range(5) for b in range(a + 1, 5))  # no ties
+print("relative bias per 2-D offset, left/right/up/down:", [round(relative_2d[query, k].item(), 2) for k in around])
+print("2-D ALiBi (distance), left/right/up/down:", [alibi_2d[query, k].item() for k in around])
+
+
+# %% slideshow={"slide_type": "fragment"}
+# The column-5 note: axial RoPE
+q8 = torch.randn(1, 8, generator=g, dtype=torch.float64)  # one query, d = 8: features 0-3 the row's, 4-7 the column's
+at = lambda r, c: pl.apply_rope_2d(q8, torch.tensor([r]), torch.tensor([c]))[0]  # noqa: E731  the query at (r, c)
+assert torch.allclose(at(2, 3)[:4], at(2, 7)[:4]) and torch.allclose(at(2, 3)[4:], at(6, 3)[4:])  # one axis each
+assert not torch.allclose(at(2, 3)[4:], at(2, 7)[4:]) and not torch.allclose(at(2, 3)[:4], at(6, 3)[:4])
+k8 = torch.randn(1, 8, generator=g, dtype=torch.float64)  # one key
+key_at = lambda r, c: pl.apply_rope_2d(k8, torch.tensor([r]), torch.tensor([c]))[0]  # noqa: E731
+S = lambda dr, dc: at(4, 4) @ key_at(4 + dr, 4 + dc)  # noqa: E731  the score, key (dr, dc) from the query
+parts = torch.tensor([[S(dr, dc) - S(dr, 0) - S(0, dc) + S(0, 0) for dc in range(-4, 5)] for dr in range(-4, 5)])
+assert parts.abs().max() < 1e-12  # S = f(drow) + g(dcol): a row part plus a column part, at every offset
+
+
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ## Where properties 1 and 2 part from source `001`
