@@ -849,6 +849,8 @@ assert torch.linalg.matrix_rank(commuting) == d  # every block a^2 + b^2 > 0: ra
 head_A = commuting.clone()
 head_A[16:, 16:] = 0  # a head of width d_head = 16 (rank 16 at most): only 8 pairs can be non-zero
 assert torch.linalg.matrix_rank(head_A) == 16 and diagonal_spread(P @ head_A @ P.T) < 1e-10
+wq_h, wk_h = torch.randn(2, 16, d, generator=torch.Generator().manual_seed(11), dtype=torch.float64)  # one head
+assert torch.linalg.matrix_rank(wq_h.T @ wk_h) == 16  # a head's W_Q^T W_K: rank d_head, not d
 token = torch.randn(d, generator=gen, dtype=torch.float64)  # one token, the same at every position
 content_position = (token @ commuting @ P.T).expand(n_pos, n_pos)  # x^T A p_n: row m (query), column n (key)
 spreads["content-position term, commuting A"] = diagonal_spread(content_position)
