@@ -722,3 +722,18 @@ def test_offset_from_codes_prompt_states_the_checker_budget():
     assert ch03.CLOSED_FORM_STEPS == 2_000 and ch03.CLOSED_FORM_ELEMENTS == 10_000
     assert "gives each pair of codes 2 000 Python steps and 10 000 tensor elements (a tensor of one number" in " ".join(
         line.lstrip("# ") for line in source.splitlines())
+
+
+def test_offset_from_codes_hint_points_to_the_section_that_introduces_wavelengths(capsys):
+    """Exercise 1's hint names a section for the wavelength: the chapter must introduce wavelengths there (§1),
+    not in a later section (cold read 23)."""
+    from pathlib import Path
+
+    assert check.offset_from_codes(lambda a, b: 0.0) is False
+    hint = capsys.readouterr().out.split("hint:", 1)[1]
+    named = re.search(r"wavelength, §(\d+)", hint)
+    assert named is not None, hint
+    source = (Path(__file__).parents[1] / "notebooks" / "src" / "03_sinusoids.py").read_text()
+    sections = re.split(r"^# ## (\d+) · ", source, flags=re.M)  # [preamble, number, body, number, body, ...]
+    first = next(num for num, body in zip(sections[1::2], sections[2::2]) if "wavelength" in body)
+    assert named.group(1) == first == "1"

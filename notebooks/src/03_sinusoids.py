@@ -75,11 +75,6 @@ torch.set_printoptions(precision=4, sci_mode=None)
 # Vaswani et al. say the same in wavelengths: $2\pi/\theta_j$ forms a geometric progression from
 # $2\pi$ towards $10000 \cdot 2\pi$, each pair's wavelength $10000^{2/d}$ times the last one's (1.155 at
 # $d = 128$), the slowest stopping that factor short of $10000 \cdot 2\pi$.
-# Pair 0 alone already gives every position its own code (property 1 of chapter 0): its angle
-# $i$ radians never comes back to the same value mod $2\pi$, as $\pi$ is irrational. Distinct is
-# not distinguishable, though: among the first 100 000 positions, 0 and 710 (within $6.0\cdot10^{-5}$
-# of 113 whole turns, as $\pi \approx 355/113$) have pair-0 codes only $6.0\cdot10^{-5}$ apart; the slower pairs set them far
-# apart (by 9.95 in a $d = 128$ code). That is what the slow pairs are for.
 # These are exactly the frequencies RoPE uses in chapter 5, so they live in one function,
 # `pl.rope_frequencies`. Written out for $d = 10$, and the table built from them once by hand for 4
 # positions (every angle $i\,\theta_j$ as an outer product, its sine and cosine, interleaved into
@@ -97,12 +92,6 @@ waves = 2 * math.pi / pl.rope_frequencies(128, dtype=torch.float64)  # Vaswani's
 ratio = waves[1:] / waves[:-1]
 assert torch.allclose(ratio, torch.full_like(ratio, 10000 ** (2 / 128))) and round(ratio[0].item(), 3) == 1.155
 assert waves[0] == 2 * math.pi and math.isclose(waves[-1] * 10000 ** (2 / 128), 10000 * 2 * math.pi)
-pair0 = pl.sinusoidal_positions(100_000, 2, dtype=torch.float64)  # pair 0 alone, positions 0 .. 99 999
-assert torch.unique(pair0, dim=0).shape[0] == 100_000  # no two rows equal
-gaps = torch.cdist(pair0[:1], pair0[1:]).flatten()  # how close pair 0 puts every position to position 0
-assert gaps.argmin().item() + 1 == 710 and round(gaps.min().item(), 6) == 6.0e-5  # distinct, but crowded
-assert round(710 - 113 * 2 * math.pi, 6) == 6.0e-5 and 2 * 355 == 710 and abs(355 / 113 - math.pi) < 3e-7  # π ≈ 355/113
-assert round((pl.sinusoidal_positions(711, 128, dtype=torch.float64)[[0, 710]].diff(dim=0)).norm().item(), 2) == 9.95
 angles = torch.outer(torch.arange(4.0), theta)  # row i, column j: the angle i θ_j
 by_hand_table = torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1)  # sin, cos of pair 0, then pair 1, ...
 torch.testing.assert_close(by_hand_table, pl.sinusoidal_positions(4, d))
@@ -231,6 +220,24 @@ pe_widget
 slow_at_10 = pl.rope_frequencies(64, base=10.0, dtype=torch.float64)[-1].item()
 assert round(slow_at_10, 3) == 0.107 and 63 * slow_at_10 > 2 * math.pi
 print(f"base 10, d = 64: the slowest pair turns {slow_at_10:.3f} rad per position, {63 * slow_at_10:.2f} rad over 64 rows")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# Why keep the slow columns at all? Pair 0 alone already gives every position its own code
+# (property 1 of chapter 0): its angle $i$ radians never comes back to the same value mod $2\pi$,
+# as $\pi$ is irrational. Distinct is not distinguishable, though: among the first 100 000
+# positions, 0 and 710 (within $6.0\cdot10^{-5}$ of 113 whole turns, as $\pi \approx 355/113$) have
+# pair-0 codes only $6.0\cdot10^{-5}$ apart; the slower pairs set them far apart (by 9.95 in a
+# $d = 128$ code). That is what the slow pairs are for.
+
+# %% slideshow={"slide_type": "fragment"}
+pair0 = pl.sinusoidal_positions(100_000, 2, dtype=torch.float64)  # pair 0 alone, positions 0 .. 99 999
+assert torch.unique(pair0, dim=0).shape[0] == 100_000  # no two rows equal
+gaps = torch.cdist(pair0[:1], pair0[1:]).flatten()  # how close pair 0 puts every position to position 0
+assert gaps.argmin().item() + 1 == 710 and round(gaps.min().item(), 6) == 6.0e-5  # distinct, but crowded
+assert round(710 - 113 * 2 * math.pi, 6) == 6.0e-5 and 2 * 355 == 710 and abs(355 / 113 - math.pi) < 3e-7  # π ≈ 355/113
+gap_128 = pl.sinusoidal_positions(711, 128, dtype=torch.float64)[[0, 710]].diff(dim=0).norm().item()
+assert round(gap_128, 2) == 9.95  # the slower pairs set them apart
+print(f"positions 0 and 710: pair 0 alone {gaps.min():.1e} apart, the d = 128 code {gap_128:.2f} apart")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3 · Interleaved or concatenated?
@@ -401,8 +408,7 @@ print(f"201 offsets x 300 positions x 2 layouts: largest error below 1e-9: {wors
 # sine columns do not escape it: the $d = 4$ table's sines ($\theta = 1$ and $0.01$) agree at
 # $i = 49\pi \approx 153.94$ and $i + 2\pi$ (the first column has period $2\pi$; in the second the
 # two angles add up to $\pi$), while their targets for $k = 1$ differ by about $6.3 \times 10^{-4}$ in
-# the second column; the next cell checks this. Whether more columns pin $i$ down is not settled
-# here. On the integer positions the answer turns: there
+# the second column; the next cell checks this. On the integer positions the answer turns: there
 # one does exist even for a single column, since $\sin i$ never repeats ($\pi$ is irrational), so
 # $\sin i$ names $i$. That is no help to a linear layer.
 #
@@ -548,18 +554,23 @@ print(f"s(0) = {s_of(0):.1f},  s(1) = {s_of(1):.2f},  s(10) = {s_of(10):.2f},  s
 # sample can only raise a maximum, so the falling maxima hold against that bias; the means carry no
 # such bias.
 #
-# The decay stops where slow pairs come back towards their first full turn. The octave
-# $2^{14} \le k < 2^{15}$, 0.3 to 0.6 of the slowest wavelength
-# $2\pi\cdot 10000^{126/128} \approx 54\,400$ positions, sits higher than the octave before it.
+# **So $s(k)$ is a similarity, not a distance: a pair that comes back around its circle looks
+# close again**, and far enough out the decay stops. The octave $2^{14} \le k < 2^{15}$, 0.3 to 0.6
+# of the slowest wavelength $2\pi\cdot 10000^{126/128} \approx 54\,400$ positions, sits higher than
+# the octave before it. Here the size of the octave *would* raise the maximum, so the cell takes
+# the control: the mean rises too ($-2.89$ to $-1.53$), and the maximum of 512 offsets drawn from
+# each octave is higher in the later one in 199 of 200 draws.
+#
+# <details><summary>Optional: which pairs make the rise</summary>
+#
 # Split the rise of the mean, $+1.36$, by pair (each pair's mean of $\cos k\theta_j$ over the
 # octave): the six pairs that have turned 0.93 to 1.9 circles by $k = 2^{15}$ gain $+4.24$; in the
 # octave before, near their half turn, their mean cosines were negative ($-0.15$ to $-0.83$), and
 # each one's mean rises as it heads back towards $+1$. The three slowest pairs (0.6 to 0.8 circles
 # by $2^{15}$) pass their half turn only in this octave and lose $2.01$ (the slowest one's mean
-# cosine falls from $+0.15$ to $-0.82$); the other 55 pairs together lose $0.86$. Here the size of
-# the octave *would* raise the maximum, so the cell takes the control: the mean rises too ($-2.89$
-# to $-1.53$), and the maximum of 512 offsets drawn from each octave is higher in the later one in
-# 199 of 200 draws.
+# cosine falls from $+0.15$ to $-0.82$); the other 55 pairs together lose $0.86$.
+#
+# </details>
 
 # %% slideshow={"slide_type": "fragment"}
 ks = torch.arange(n_pos)
@@ -614,9 +625,11 @@ ax.legend(loc="upper right")
 fig
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# **What $d$ changes, and what it does not.** With the base fixed, a larger $d$ does *not* add slower
-# pairs: $\theta_j = \text{base}^{-2j/d}$ always runs from 1 down to about $1/\text{base}$, evenly
-# spaced on a log scale, and a larger $d$ only samples that same range more finely. So the
+# **What $d$ changes, and what it does not.** With the base fixed, a larger $d$ adds slower pairs
+# only up to a limit: $\theta_j = \text{base}^{-2j/d}$ always runs from 1 down towards $1/\text{base}$,
+# evenly spaced on a log scale, its slowest pair $\text{base}^{2/d}/\text{base}$ approaching that
+# limit from above (1.155e-4 at $d = 128$, 1.037e-4 at 512, 1.005e-4 at 4096), and otherwise a
+# larger $d$ samples that same range more finely. So the
 # similarity as a fraction of its maximum, $s(k)/(d/2)$ (the mean of $\cos k\theta_j$ over the
 # pairs), settles as $d$ grows: at $k = 100$ it is 0.477 for $d = 128$ and 0.437 for $d = 512$,
 # already within 0.001 of its limit for $d \to \infty$, the average of $\cos(k\,\text{base}^{-u})$
@@ -633,6 +646,9 @@ def normalised_s(k, d, base=10000.0):
     return torch.cos(k * pl.rope_frequencies(d, base=base, dtype=torch.float64)).mean().item()
 
 
+slowest = [pl.rope_frequencies(dd, dtype=torch.float64)[-1].item() for dd in (128, 512, 4096)]
+assert [f"{v:.3e}" for v in slowest] == ["1.155e-04", "1.037e-04", "1.005e-04"]  # slower with d ...
+assert all(v > 1e-4 for v in slowest) and slowest == sorted(slowest, reverse=True)  # ... but never past 1/base
 u = (torch.arange(1_000_000, dtype=torch.float64) + 0.5) / 1_000_000  # midpoints of [0, 1)
 limit = torch.cos(100 * 10000 ** (-u)).mean().item()  # d -> infinity
 at_128, at_512 = normalised_s(100, 128), normalised_s(100, 512)
@@ -757,10 +773,13 @@ print("the same for d = 64, 128, 512, 2048:", {f"{b:g}": ks for b, ks in by_widt
 #
 # **And only these give an offset-only score.** If $p_m^\top A\,p_n$ depends on $n - m$ alone, then
 # $p_{m+1}^\top A\,p_{n+1} = p_m^\top A\,p_n$ for all $m, n$, that is
-# $p_m^\top (M_1^\top A M_1 - A)\,p_n = 0$. The codes $p_0, \dots, p_{d-1}$ span $\mathbb{R}^d$: a vector
-# orthogonal to all of them would make a combination of the $d$ sequences $e^{\pm \mathrm{i} m\theta_j}$
-# (here $\mathrm{i} = \sqrt{-1}$ and the position is $m$; $\sin x = (e^{\mathrm{i}x} - e^{-\mathrm{i}x})/2\mathrm{i}$,
-# $\cos x = (e^{\mathrm{i}x} + e^{-\mathrm{i}x})/2$) vanish at $m = 0, \dots, d-1$, a Vandermonde system whose
+# $p_m^\top (M_1^\top A M_1 - A)\,p_n = 0$. The codes $p_0, \dots, p_{d-1}$ span $\mathbb{R}^d$. To see
+# it, write sines and cosines with complex exponentials, $\mathrm{i} = \sqrt{-1}$:
+#
+# $$\sin x = \frac{e^{\mathrm{i}x} - e^{-\mathrm{i}x}}{2\mathrm{i}}, \qquad \cos x = \frac{e^{\mathrm{i}x} + e^{-\mathrm{i}x}}{2}.$$
+#
+# A vector orthogonal to all the codes would then make a combination of the $d$ sequences
+# $e^{\pm \mathrm{i} m\theta_j}$ (the position is $m$) vanish at $m = 0, \dots, d-1$, a Vandermonde system whose
 # $d$ nodes $e^{\pm \mathrm{i}\theta_j}$ all differ: $e^{\mathrm{i}\theta_j} \ne e^{\mathrm{i}\theta_l}$ as each
 # $\theta_j$ is its own value in $(0, 1]$, and $e^{\mathrm{i}\theta_j} \ne e^{-\mathrm{i}\theta_l}$ as
 # $\theta_j + \theta_l$ lies in $(0, 2]$, never a multiple of $2\pi$. So only the zero combination does. Hence
@@ -777,7 +796,10 @@ print("the same for d = 64, 128, 512, 2048:", {f"{b:g}": ks for b, ks in by_widt
 # more seeds each, and every draw changes by more than the largest score.
 #
 # So absolute sinusoids give relative position–position scores only if training finds such an
-# $A$ in every head, and even then the score as a whole is not relative: its content–position
+# $A$ in every head. In multi-head attention a head's $A = W_Q^\top W_K$ has rank at most
+# $d_\text{head} < d$, and a commuting $A$ has rank 2 on every pair whose block is not zero
+# ($\det(aI + bJ) = a^2 + b^2$), so such a head reads at most $d_\text{head}/2$ of the $d/2$ pairs
+# (the cell checks the rank at $d = 128$, $d_\text{head} = 16$). And even then the score as a whole is not relative: its content–position
 # terms, $x_m^\top A\,p_n$ and $p_m^\top A\,x_n$ (chapter 4 starts from all four terms), still see
 # where the key and the query are. A commuting $A$ is necessary, not sufficient; the cell's last
 # measurement shows the content–position term of a commuting $A$ changing along the diagonals.
@@ -823,6 +845,12 @@ for seed in range(1, 11):
 assert min(other_draws) > 1
 assert spreads["commuting A"] < 1e-10
 assert diagonal_spread(P @ P.T) < 1e-10  # A = I, the plain dot product: offset only
+assert torch.linalg.matrix_rank(commuting) == d  # every block a^2 + b^2 > 0: rank 2 per pair
+head_A = commuting.clone()
+head_A[16:, 16:] = 0  # a head of width d_head = 16 (rank 16 at most): only 8 pairs can be non-zero
+assert torch.linalg.matrix_rank(head_A) == 16 and diagonal_spread(P @ head_A @ P.T) < 1e-10
+wq_h, wk_h = torch.randn(2, 16, d, generator=torch.Generator().manual_seed(11), dtype=torch.float64)  # one head
+assert torch.linalg.matrix_rank(wq_h.T @ wk_h) == 16  # a head's W_Q^T W_K: rank d_head, not d
 token = torch.randn(d, generator=gen, dtype=torch.float64)  # one token, the same at every position
 content_position = (token @ commuting @ P.T).expand(n_pos, n_pos)  # x^T A p_n: row m (query), column n (key)
 spreads["content-position term, commuting A"] = diagonal_spread(content_position)
@@ -936,7 +964,8 @@ print("token entries after × √d: std ≈ 1;  code entries: root mean square �
 # $\begin{pmatrix} x_i \\ p_i\end{pmatrix}$ (width $2d$), and then projecting with
 # $W_Q = \begin{pmatrix} W_x & W_p\end{pmatrix}$ gives $W_x x_i + W_p p_i$: exactly **adding** a
 # projected token and a projected code. So for what a linear layer reads from the input (the
-# first layer's $W_Q$, $W_K$, $W_V$), a concatenation is an addition with separate weights for the
+# first layer's $W_Q$, $W_K$, $W_V$ in a post-LN model like the paper's; those of a pre-LN model
+# read $\mathrm{LayerNorm}(x_i + p_i)$), a concatenation is an addition with separate weights for the
 # two parts; addition is the special case $W_x = W_p$, and costs no extra width in any layer.
 # That identity holds for the projections only, not for the **residual stream**, which carries
 # the input itself to every later layer: $x_i + p_i$ there, both parts in $d$ features, against
@@ -1043,10 +1072,11 @@ print("output shape:", tuple(pe(x).shape), "· state_dict keys:", list(pe.state_
 # forward pass still returns a CPU slice: the failure comes one step later, in the caller's
 # addition of a CPU table to GPU activations. Below, a small reconstruction of that pattern (our
 # code) and the library module, both sent to PyTorch's `meta` device, which stands in for a GPU
-# here: only the buffer follows, and the caller's addition fails. (As printed, `002`'s module does
-# not even parse: its `def forward` line is indented with a tab after lines indented with spaces,
-# which Python 3 refuses with a `TabError`; the cell checks those lines, and that they parse with
-# four spaces for the tab.)
+# here: only the buffer follows, and the caller's addition fails. (As printed in the post, perhaps
+# an export artifact rather than the author's code, `002`'s module does not parse: its
+# `def forward` line is indented with a tab after lines indented with spaces, which Python 3
+# refuses with a `TabError`; the cell checks those lines, and that they parse with four spaces for
+# the tab.)
 
 # %% slideshow={"slide_type": "fragment"}
 class PlainAttributeTable(nn.Module):
@@ -1241,8 +1271,9 @@ _ = check.offset_only_score(relative_part)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **3 (what a bug costs).** This builder looks like the formula of §1 and draws a plausible
-# heatmap, but it has one bug. Find it by reading the builder against §1's formula (a warm-up: a
-# bug hunt that §1 answers), then write two functions. `fixed_exponent(two_j, d)`: the exponent the line `angle = pos / 10000 ** (...)` should
+# heatmap, but it has one bug. Find it by reading the builder against §1's formula, then write two
+# functions. The first is a warm-up check, not a derivation (§1's formula answers it):
+# `fixed_exponent(two_j, d)`, the exponent the line `angle = pos / 10000 ** (...)` should
 # have, in the builder's own variables (`two_j` as the builder holds it, $d$ even), so that the table
 # is §1's. And `slow_count(d, L)`: for an even width $d$ and a context of $L$ positions, how many of
 # the *buggy* builder's $d/2$ pairs turn by less than 0.1 rad over the whole context
@@ -1323,15 +1354,14 @@ _ = check.slow_pairs(slow_count, fixed_exponent)
 # | `002` | position runs "from 0 to max_len", `_2i` "from 0 to d_model" | $0..\text{max\_len}-1$ and $0, 2, .., d_\text{model}-2$ (`arange` excludes the end) | §1 |
 # | `004`, copying RoFormer (Su et al., 2021) eq. (4), which has this typo | $p_{i,2t} = \sin(k/10000^{2t/d})$, $p_{i,2t+1} = \cos(k/10000^{2t/d})$ | $i$ in place of $k$; with a fixed $k$ all rows are equal | §1 |
 # | `002` | keeps the table as a plain tensor attribute created with `device=` | a non-persistent buffer, which `.to(device)` moves; as written, a module built on the CPU and then moved with `.to("cuda")` keeps its table on the CPU, and the caller's addition to GPU activations fails | §8 |
-# | `002` | its module's `def forward` indented with a tab after lines indented with spaces | spaces throughout; as printed, Python 3 raises `TabError` | §8 |
 # | `002` | draws the heatmap inside `__init__` | plot outside the model; as written, building on a GPU fails | §8 |
 # | `003` | forward slices `positional_encodings[:seq]` of a `(1, max_len, d)` table | `[:, :seq]`; the original fails for `seq < max_len` or broadcasts for `seq = 1` | §8 |
 # | `003` | no `detach()` needed "because" `persistent=False` | its table does not require grad, and `register_buffer` does not change that (a buffer made from a tensor that requires grad still does); `persistent` only controls `state_dict` | §8 |
 #
 # `002` also lists two questions it leaves open. *How is the positional embedding trained?* The
 # sinusoidal one is not: no parameters, and the gradient stops at it (§8); a learned table
-# (chapter 2) is. *Why is it added to the token embedding?* For what the first projections read,
-# adding is concatenating with tied weights, but not in the residual stream (§7).
+# (chapter 2) is. *Why is it added to the token embedding?* For what the first projections of a
+# post-LN model read, adding is concatenating with tied weights, but not in the residual stream (§7).
 #
 # Also worth knowing: `003` names the number of positions `n_channels`; tensor2tensor and fairseq
 # concatenate sin and cos and space frequencies by $d/2-1$, so their tables differ from the

@@ -175,7 +175,7 @@ def offset_from_codes(fn: Any) -> bool | None:
                      "completes a turn reads it without ambiguity")
 
     return report("the offset between two codes", fn, run,
-                  "after how many positions does each pair look the same again (its wavelength, §6)?")
+                  "after how many positions does each pair look the same again (its wavelength, §1)?")
 
 
 # Exercise 2: the part of any A whose position-position score p_m^T A p_n depends on the offset alone: the
