@@ -37,9 +37,9 @@ def _library_shortcuts() -> tuple[tuple[Any, str, str], ...]:
 
 # ---------------------------------------------------------------- Exercise 1: where NoPE's counter merges
 
-# (p, a): formats of p significant bits, float16 (11), float32 (24) and others torch has no dtype for, up to first
-# merges hundreds of millions of positions in (p = 30), for counters a/(i+1) scaled by a: 1, powers of two apart
-# from it (0.25), and scales between (whose significands stay away from 1, where a 2 % estimate needs p > 30).
+# (p, a): formats of p significant bits, float16 (11), float32 (24) and others torch has no dtype for, up to p = 30
+# (too far out for a search over positions), for counters a/(i+1) scaled by a: 1, powers of two apart from it
+# (0.25), and scales between (whose significands stay away from 1, where a 2 % estimate needs p > 30).
 _MERGE_CASES = ((11, 1.0), (13, 3.0), (16, 0.7), (20, 100.0), (24, 1.0), (24, 1.5), (30, 0.3), (30, 1.9),
                 (30, 0.25), (30, 5.0))
 _MERGE_RTOL = 0.02  # an estimate within 2 % of the first merge
