@@ -136,6 +136,46 @@ def test_exact_offsets_refuses_a_measurement_and_a_loop(capsys):
     assert check.exact_offsets(None) is None
 
 
+def _table_by_hand(n):
+    """The binary code of the first n positions, built without the library: (n, bits) float64."""
+    bits = max((n - 1).bit_length(), 1)
+    return ((torch.arange(n)[:, None] >> torch.arange(bits - 1, -1, -1)) & 1).double()
+
+
+def _fits_by_svd(n):
+    """Each offset tested by hand: the pairs' targets lie in the span of [p_i, 1] exactly when projecting them on the
+    left singular vectors of [p_i, 1] leaves nothing (no library fit, no least squares)."""
+    table, out = _table_by_hand(n), []
+    for k in range(1, n):
+        sources = torch.cat([table[:-k], torch.ones(n - k, 1, dtype=torch.float64)], 1)
+        u, s, _ = torch.linalg.svd(sources, full_matrices=False)
+        u = u[:, s > 1e-9 * s[0]]
+        if (table[k:] - u @ (u.T @ table[k:])).norm() < 1e-9:
+            out.append(k)
+    return out
+
+
+def test_exact_offsets_refuses_a_fit_tested_by_hand_fast(capsys):
+    """r23 finding 1: the table built by hand and each fit tested by an SVD passes the short tables unless refused,
+    and one SVD of the table at N = 1 000 003 takes seconds: it is refused by name, and a table built by hand is
+    stopped by the element budget at the first far length, both within seconds; the rule still passes."""
+    import time
+
+    assert _fits_by_svd(100) == offsets_by_rule(100)  # the shortcut is right where it can run
+    for shortcut, says in ((_fits_by_svd, "calls torch.linalg.svd"),
+                           (lambda n: [k for k in range(1, n) if torch.linalg.matrix_rank(_table_by_hand(3)) > 9],
+                            "calls torch.linalg.matrix_rank"),
+                           (lambda n: (_table_by_hand(n), offsets_by_rule(n))[1],  # right on the short tables
+                            "fn(1000003) creates more than 20,000 tensor or array elements")):
+        start = time.perf_counter()
+        assert check.exact_offsets(shortcut) is False
+        assert time.perf_counter() - start < 10
+        out = _out(capsys)
+        assert says in out and "hint:" in out, out
+    assert torch.linalg.svd is not None and torch.linalg.svd(torch.eye(2))[1].tolist() == [1.0, 1.0]  # restored
+    assert check.exact_offsets(offsets_by_rule) is True
+
+
 # --- exercise 2: bit_counter (a bit counter with one fixed affine map) --------------------
 def counter(d):
     """Written here by iterating the map: shift every bit one column to the right and put the complement of the

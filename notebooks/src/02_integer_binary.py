@@ -31,7 +31,9 @@
 # Sources followed: `001` (integer, normalised and binary codes, and five properties a code
 # should have: (1) a vector of its own for every position, (2) a simple way from $p_i$ to
 # $p_{i+k}$, (3) it generalises to longer sequences, (4) a fixed pattern, (5) it extends from 1-D
-# to n-D) and `002` (why not binary, why not divide by the length). Errors are corrected in the
+# to n-D) and `002` (why not binary, why not divide by the length). This chapter tests these codes
+# against properties 1 to 4; property 5 is assessed for them in the course's map
+# ([00_index](00_index.ipynb)), and tested for sinusoids and RoPE in chapter 9. Errors are corrected in the
 # open and listed at the end. Positions count from 0; bit $b$ is the bit worth $2^b$, and $k$
 # is always an offset. Notation and signs (offsets $j - i$ as key minus query, bit and pair
 # orders) follow the course's [conventions page](00_index.ipynb#Conventions).
@@ -222,8 +224,8 @@ with torch.no_grad():
 # its first LayerNorm, but not the code's trace in the attention output (shown in the optional
 # part below).
 #
-# <details><summary><b>Going further</b>: that trace, measured (optional; the main line resumes at
-# the figure after the next cell)</summary>
+# <details><summary><b>Going further</b>: that trace, measured (optional, with the cell after it;
+# the main line resumes at the figure below them)</summary>
 #
 # The swamping measured above is what a model with no LayerNorm between the sum and the first
 # attention sees, such as the original post-LN Transformer (Vaswani et al., 2017, §3.4–3.5: token
@@ -242,6 +244,11 @@ with torch.no_grad():
 # the code it is near 0 in every draw.
 #
 # </details>
+
+# %% [markdown] slideshow={"slide_type": "skip"}
+# #### Optional: the trace, measured
+#
+# The next cell is the measurement of the *Going further* block above; skip it on a first reading.
 
 # %% slideshow={"slide_type": "skip"}
 gen = torch.Generator().manual_seed(2)
@@ -514,14 +521,15 @@ fig
 #    $p_{710}$ is only $6\cdot 10^{-5}$ from $p_0$ (710 is within $10^{-4}$ of $113\cdot 2\pi$).
 #    And $d$ bits name $2^d$ positions: 17 cover Llama 3.1's 131 072, in a model 4096 features
 #    wide. So what a code needs from its floats is not more names but a better geometry.
-# 2. **Adding is fine for size, not behind a LayerNorm**: the bounded code does not swamp the
-#    token, but a LayerNorm after the sum erases its share of ones, and where the bits fill every
-#    feature it merges positions 0 and $2^d - 1$ (the previous subsection).
-# 3. **A fixed step across lengths is sound, and aimed at integer codes.** Dividing the integers
-#    by the sentence's own length is §2's $i/m$: position 2 gets another code in a sentence of 4
-#    tokens than in one of 8, and the step $1/m$ changes with the length. (Read as the fixed table
-#    size of `002`'s code, `torch.zeros(max_len, d_model)`, `max_len` keeps the step fixed, but at
-#    1/`max_len` of a token, with values above 1 past `max_len`, and erased like $i/m$, §2.) Binary codes
+# 2. **Adding costs little**: the bounded code does not swamp the token, and a LayerNorm after
+#    the sum costs it one direction, its part along $\mathbf 1$, and at most one collision:
+#    positions 0 and $2^d - 1$, only where the bits fill every feature (the previous subsection).
+# 3. **Read as written, the fixed-step reason is wrong.** In `002`'s own code `max_len` is the
+#    fixed table size, `torch.zeros(max_len, d_model)`, and dividing by it keeps the step fixed:
+#    position 2 gets the same code in a sentence of 4 tokens as in one of 8, and one step is
+#    1/`max_len` of a token (small, and erased like $i/m$, §2). The step changes with the length only
+#    when the integers are divided by the sentence's own length, §2's $i/m$: position 2 gets another
+#    code in 4 tokens than in 8, and the step $1/m$ changes. Binary codes
 #    do not depend on the length, but their step is not fixed either: their neighbours are from 1 to
 #    $\sqrt d$ apart (the figure above), while the Gray code of §4, the bits of $i \oplus (i \gg 1)$,
 #    flips one bit per step, so all its neighbours are 1 apart.
@@ -554,9 +562,8 @@ assert by_length(4)[1, 0] == 1 / 4 and by_length(8)[1, 0] == 1 / 8  # i / m: the
 relative_step = (by_table(8)[1:] - by_table(8)[:-1]).norm(dim=-1) / x[:7].norm(dim=-1)  # x: §1's normalised tokens
 torch.testing.assert_close(relative_step, torch.full((7,), 1 / max_len, device=device))  # 1/512 of a token
 torch.testing.assert_close(F.layer_norm(h + by_table(n), (d,)), F.layer_norm(h, (d,)), atol=1e-5, rtol=0)  # as in §2
-assert by_table(max_len + 100)[-1, 0] > 1  # past max_len: above 1
 print("i / m: position 2 has another code in 4 tokens than in 8, step 1/4 against 1/8")
-print("i / max_len: the same code for position 2 in 4 and 8 tokens, step 1/512 of a token, above 1 past max_len")
+print("i / max_len: the same code for position 2 in 4 and 8 tokens, step 1/512 of a token")
 
 assert torch.equal(pl.binary_positions(8, 6, device=device), B6[:8])  # binary: position i has one code, any length
 assert (B6[:32, 0] == 0).all() and (B6[32:, 0] == 1).all()  # trained on 32 tokens: bit 5 never set; past them, always
@@ -1519,13 +1526,16 @@ _ = check.gray_wave(gray_wave)
 #    course's naming (section 3 asserts it flips at every step and that column $d$ does not
 #    exist).
 # 4. **Why not binary, per `002`.** Of its three tentative reasons the first does not bite, the
-#    second holds only behind a LayerNorm, and the third is sound but aimed at integer codes.
+#    second costs little, and the third, read as written, is wrong.
 #    Floats "wasted" on 0s and 1s: capacity is real, but bits run out slowly: $d$ bits name $2^d$
 #    positions, and 17 cover Llama 3.1's 131 072. Awkward to add: the code is bounded, so it does not
-#    swamp the token, but a LayerNorm after the sum erases its share of ones. A fixed step across
-#    lengths: integers divided by the sentence's own length (§2's $i/m$) step by $1/m$, which changes
-#    with the length; binary codes do not depend on the length, but their neighbours are 1 to
-#    $\sqrt d$ apart, Gray neighbours always 1. Section 3 checks each answer.
+#    swamp the token, and a LayerNorm after the sum costs it one direction (its part along
+#    $\mathbf 1$) and at most one collision (positions 0 and $2^d - 1$, where the bits fill every
+#    feature). "One cannot divide by `max_len`" to keep the step fixed: in `002`'s code `max_len` is
+#    the fixed table size, and dividing by it does keep the step fixed (1/`max_len` of a token); only
+#    dividing by the sentence's own length (§2's $i/m$) makes the step $1/m$ change with it. Binary
+#    codes do not depend on the length, but their neighbours are 1 to $\sqrt d$ apart, Gray
+#    neighbours always 1. Section 3 checks each answer.
 # 5. **"Normally distributed per column, with small mean and variance."** `001` writes that the
 #    layer-normalised input of attention "follows a normal distribution per column, and its mean
 #    and variance are generally small". `001` lays the tokens out as the *columns* of

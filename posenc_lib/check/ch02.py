@@ -44,7 +44,17 @@ def _measurements() -> tuple[tuple[Any, str, str], ...]:
             (posenc_lib, "binary_positions", "pl.binary_positions"), (absolute, "binary_positions", "pl.binary_positions"),
             (torch.linalg, "lstsq", "torch.linalg.lstsq"), (torch.linalg, "pinv", "torch.linalg.pinv"),
             (torch.linalg, "solve", "torch.linalg.solve"), (numpy.linalg, "lstsq", "numpy.linalg.lstsq"),
-            (numpy.linalg, "pinv", "numpy.linalg.pinv"), (numpy.linalg, "solve", "numpy.linalg.solve"))
+            (numpy.linalg, "pinv", "numpy.linalg.pinv"), (numpy.linalg, "solve", "numpy.linalg.solve"),
+            *((owner, name, f"{prefix}.{name}") for owner, prefix in ((torch.linalg, "torch.linalg"),
+                                                                      (numpy.linalg, "numpy.linalg"))
+              for name in _RANK_TESTS),
+            (torch, "svd", "torch.svd"), (torch, "qr", "torch.qr"), (torch, "matrix_rank", "torch.matrix_rank"))
+
+
+# a fit tested by hand: a rank or a factorisation of the pairs' matrix (an element budget stops the table besides)
+_RANK_TESTS = ("svd", "svdvals", "matrix_rank", "qr", "eig", "eigh", "eigvals", "eigvalsh")
+OFFSET_ELEMENTS = 20_000  # tensor and array elements per length: a rule makes none or a few hundred; the table of
+# N = 1 000 003 positions alone holds 20 million
 
 
 # Exercise 1: every offset with an exact affine map on the table of the first N positions, for any N.
@@ -94,8 +104,9 @@ def _every_offset_from_the_bound(by_case: dict[tuple[Any, ...], Any]) -> bool:
 
 def exact_offsets(fn: Any) -> bool | None:
     """Exercise 1: fn(N) -> the offsets k (1 <= k < N) with an exact affine map p_i -> p_(i+k) on the table of
-    the first N positions (only the pairs with i + k < N count), for N up to 2^60: the table and least squares
-    refuse to run while fn does, and a loop over every offset runs out of steps."""
+    the first N positions (only the pairs with i + k < N count), for N up to 2^60: the table, least squares and
+    the rank tests (SVD, QR, eigenvalues) refuse to run while fn does, a table built by hand runs out of elements,
+    and a loop over every offset runs out of steps."""
 
     def run(f: Callable[[int], Any]) -> Iterator[Verdict]:
         if not callable(f):
@@ -106,7 +117,8 @@ def exact_offsets(fn: Any) -> bool | None:
             for n in OFFSET_N_MEASURED:
                 table = absolute.binary_positions(n, (n - 1).bit_length(), dtype=torch.float64)
                 measured[n] = {k for k in range(1, n) if absolute.affine_shift_residual(table, k) < 1e-9}
-        by_case, stopped = answers_under_guard(f, [(n,) for n in OFFSET_N_MEASURED], _measurements())
+        by_case, stopped = answers_under_guard(f, [(n,) for n in OFFSET_N_MEASURED], _measurements(),
+                                               elements_per_case=OFFSET_ELEMENTS)
         if stopped is None and _every_offset_from_the_bound(by_case) and any(
                 set(whole_numbers(by_case[n,])) != measured[n] for n in OFFSET_N_MEASURED):
             yield False, ("every offset from 2^(d-2) on, for every table: section 4 proved that no offset below "
@@ -146,14 +158,16 @@ def exact_offsets(fn: Any) -> bool | None:
             if verdicts:
                 yield from verdicts
                 return
-            far, stopped = answers_under_guard(f, [(n,) for n in OFFSET_N_FAR], _measurements())  # guarded again
+            far, stopped = answers_under_guard(f, [(n,) for n in OFFSET_N_FAR], _measurements(),  # guarded again
+                                               elements_per_case=OFFSET_ELEMENTS)
             by_case.update(far)
         if stopped is not None:
             (n,), why = stopped
             yield stopped_verdict(why, f"fn({n})", shortcut=f"that measures the fits, and the checker goes up to "
                                   f"N = 2^60, where no table can be built; your function has to know which offsets "
                                   "fit", loop=f"runs out of steps at N = {n}: find a rule for the offsets that fit, not "
-                                  "a walk over them")
+                                  "a walk over them", grid="a table of the positions, or a fit tested on one; "
+                                  "the checker goes up to N = 2^60, where no table can be built")
             return
         verdicts = list(diagnose(OFFSET_N_FAR))
         if verdicts:
@@ -394,12 +408,12 @@ def gray_wave(fn: Any) -> bool | None:
             yield False, "fn(b) gives bit b + 1 of the binary code, not bit b of the Gray code"
         elif binary_period:
             yield False, ("fn(b)'s period is 2^(b+1), the period of bit b of the binary code; Gray bit b does not "
-                          "repeat that often: count its runs of 0s and 1s in a table of the code")
+                          "repeat that often")
         elif pi_period:
             yield False, _PI_PERIOD
         elif len(off_by) == 1 and None not in off_by and off_by != {0}:  # 2^j times the period (j != 0), every bit
             yield False, ("fn(b)'s P is not the period of Gray bit b (the fewest positions after which it repeats) at "
-                          "any bit checked, and no shift makes up for that: count that period in a table of the code")
+                          "any bit checked, and no shift makes up for that")
         elif opposite:
             yield False, "fn(b) gives the opposite of the Gray bit at every position: 0 where it is 1, 1 where it is 0"
         elif only_at_zero:
@@ -410,4 +424,5 @@ def gray_wave(fn: Any) -> bool | None:
                          f"{len(GRAY_BITS)} bits checked"
 
     return report("a Gray bit as the sign of one sine", fn, run,
-                  "the sign of a sine is a square wave: equal runs of 0s and 1s; what are the Gray bit's runs?")
+                  "the sign of a sine is a square wave, fixed by its period and its phase; a Gray bit is the "
+                  "XOR of two neighbouring binary bits, each one of section 5's square waves")
