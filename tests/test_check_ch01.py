@@ -617,3 +617,14 @@ def test_the_checker_module_hands_over_no_answer():
     assert held_answers(check.ch01, answers, calls) == []
     assert not hasattr(check.ch01, "LAYERS")  # the old Exercise 2 kept its layers public
     assert not hasattr(check, "neighbour_layer")  # Exercise 2's old name gave its idea away
+
+
+@pytest.mark.parametrize("still", [lambda x: x[x.norm(dim=1).argsort()], lambda x: x.sort(dim=0).values],
+                         ids=["rows sorted by norm", "each feature sorted"])
+def test_shift_not_shuffle_names_an_output_that_does_not_move(still, capsys):
+    """An output that ignores the order (invariant, not equivariant) has no special place: say what it does."""
+    assert check.shift_not_shuffle(still) is False
+    out = _out(capsys)
+    assert "leaves your layer's output rows where they were" in out and "invariant, not equivariant" in out
+    assert "some place in the sequence is special" not in out
+    assert "roll" not in out and "wrap" not in out and "neighbour" not in out and "offset" not in out

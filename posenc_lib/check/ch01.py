@@ -139,6 +139,12 @@ def shift_not_shuffle(answer: Any) -> bool | None:
                                   "other way: no place is special to it, but it turns the sequence around, so a shift "
                                   "goes in and the opposite shift comes out")
                     return
+                kept = [_reorder_error(f, x, [(i + s) % n for i in range(n)], list(range(n))) for s in range(1, n)]
+                if None not in kept and max(kept) <= _MOVES:
+                    yield False, (f"with {n} tokens, rotating the sequence leaves your layer's output rows where they "
+                                  "were: the output ignores the order instead of moving with the tokens (invariant, "
+                                  "not equivariant)")
+                    return
                 yield False, (f"with {n} tokens, rotating the sequence changes your layer's output beyond moving its "
                               "rows: some place in the sequence is special to your layer")
                 return
