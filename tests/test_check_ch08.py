@@ -93,8 +93,8 @@ def test_cache_rotations_accepts_a_vectorised_sum(capsys):
 
 
 def test_cache_rotations_accepts_sum_over_a_range_and_refuses_a_generator(capsys):
-    """The prompt's words: a closed form, or Python's sum over a range object, passes; a sum over a generator
-    expression is a Python loop over the tokens, and is refused."""
+    """The prompt's words: a closed form, or Python's sum applied directly to a range object, passes; a sum over a
+    generator expression iterates over the tokens in Python, and is refused, as the prompt says."""
     def over_range(config, prompt, new):
         changes = _changes(config, prompt, new)
         return prompt + new + sum(range(changes.start - 1, changes.stop - 1))
@@ -104,6 +104,12 @@ def test_cache_rotations_accepts_sum_over_a_range_and_refuses_a_generator(capsys
 
     assert run(check.cache_rotations, over_range, capsys)[0] is True
     ok, out = run(check.cache_rotations, over_generator, capsys)
+    assert ok is False and "loops over the generated tokens" in out
+
+    def over_comprehension(config, prompt, new):
+        return prompt + new + sum([n - 1 for n in _changes(config, prompt, new)])
+
+    ok, out = run(check.cache_rotations, over_comprehension, capsys)
     assert ok is False and "loops over the generated tokens" in out
 
 
@@ -122,6 +128,16 @@ def test_cache_rotations_configs_use_the_legacy_key_the_prompt_names(capsys):
     wrong = [line for line in out.splitlines() if "✗" in line]
     assert ok is False and wrong and all(line.lstrip(" ✗").startswith("LongRoPE") for line in wrong), out
     assert all("as if nothing ever changed" in line for line in wrong), out
+    # named precisely: the legacy key, and none of the readings it merely coincides with on one case
+    assert all("legacy" in line and "off by one" not in line and "prompt's keys" not in line for line in wrong), out
+    assert "fits one misreading" not in out, out
+
+
+def test_cache_rotations_static_everywhere_is_not_told_about_the_legacy_key(capsys):
+    """An answer that never re-rotates is wrong on dynamic NTK too: the legacy-key message is kept for answers
+    right everywhere but on the LongRoPE configs."""
+    ok, out = run(check.cache_rotations, lambda config, prompt, new: prompt + new, capsys)
+    assert ok is False and "legacy" not in out and "as if nothing ever changed" in out, out
 
 
 def test_cache_rotations_digests_are_the_counts_derived_here():
@@ -633,6 +649,14 @@ def test_context_shift_names_each_misconception(capsys):
     assert ok is False and "expected keys of shape" in out
 
 
+def test_context_shift_names_the_default_rotation(capsys):
+    """The naive answer, "RoPE at position -shift" with apply_rope's defaults (no config read), is named as such on
+    every model, not only told that the rotated features are wrong."""
+    ok, out = run(check.context_shift, lambda k, s, c: pl.apply_rope(k, torch.full(k.shape[-2:-1], -s)), capsys)
+    assert ok is False and out.count("with its defaults") == 3, out
+    assert "not those of positions - shift" not in out, out
+
+
 # ---------------------------------------------------------------- no answer in the learner's hands
 
 def test_the_checker_module_hands_over_no_answer():
@@ -693,6 +717,16 @@ def test_no_cell_above_exercise_2_splits_a_deepseek_score_by_multiplier():
     assert "only the rotated part" not in above and "whole score" not in above
 
 
+def test_no_cell_above_exercise_2_states_which_setting_sets_what():
+    """Exercise 2's two rules (the RoPE's factor as a ratio of the settings, the softmax term from mscale_all_dim)
+    are not written above it: §1 and §3 show only DeepSeek-V3's equal settings, as numbers."""
+    above, _ = _chapter_above_the_exercises()
+    code = "\n".join(line for line in above.splitlines() if not line.startswith("#"))
+    assert "mscale\\_all\\_dim} \\ln" not in above and "mscale} \\ln" not in above
+    assert "text{mscale" not in above
+    assert '["mscale_all_dim"] * math.log' not in code and '["mscale"] * math.log' not in code
+
+
 def test_exercise_4_states_no_single_rotation_above_it_or_in_its_prompt():
     """Exercise 4's idea (one rotation by -shift moves every cached key) is neither computed above it (§4 no
     longer builds the turn a stale key needs) nor stated in its prompt by contrast with LongRoPE."""
@@ -700,6 +734,8 @@ def test_exercise_4_states_no_single_rotation_above_it_or_in_its_prompt():
     prompt = exercises[exercises.index("**Exercise 4 (design).**"):exercises.index("def shift_keys")]
     assert "turn_needed" not in above
     assert "one rotation" not in above + prompt and "grows with its position" not in prompt
+    # the doubled factor (shown in §6) is not the tested point: the prompt says the stored keys carry the factor
+    assert "already carries the config's attention factor" in prompt
 
 
 # ---------------------------------------------------------------- chapter claims read from released files

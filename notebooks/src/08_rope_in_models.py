@@ -128,7 +128,8 @@ assert len(MODELS) == 9  # seven models; Qwen2.5 twice (as shipped, with its car
 # shows the model part of its circle. Why the count matters: a pair that turns within $L_0$ has
 # shown the model every angle it can take. A slower pair meets angles past $L_0$ that pretraining
 # never showed it. Those are the pairs that *need* stretching. (Which pairs a method does stretch
-# differs by method: chapter 7.)
+# differs by method: chapter 7.) For an engineer this is the length limit: chapter 7 §3 found plain
+# RoPE failing past $L_0$ because far keys, seen at such unseen angles, score high.
 #
 # The table gives, per model (and per layer type for Gemma 3):
 #
@@ -185,7 +186,8 @@ for label, row in ROWS.items():
     print(f"{label:<46}{row['base']:>9g}{row['r']:>5}{L0 or '–':>8}{L:>9}{row['factor']:>7.3f}{mark}"
           f" {at_L0:>9} | {turns_within(row['inv_freq'], L)}/{n}")
 ds_rs = text_config(MODELS["DeepSeek-V3"])["rope_scaling"]
-ds_softmax = (0.1 * ds_rs["mscale_all_dim"] * math.log(ds_rs["factor"]) + 1) ** 2  # §3's mu^2
+assert ds_rs["mscale"] == ds_rs["mscale_all_dim"] == 1.0  # equal settings: which one sets what is Exercise 2's
+ds_softmax = (0.1 * math.log(ds_rs["factor"]) + 1) ** 2  # YaRN's multiplier at s = 40, squared (§3)
 assert ROWS["DeepSeek-V3"]["factor"] == 1.0 and round(ds_softmax, 3) == 1.874
 print(f"* DeepSeek-V3's RoPE factor is 1, but its softmax scale multiplies the scores by {ds_softmax:.3f} (§3)")
 
@@ -323,8 +325,8 @@ assert [round(phi3_long[j], 1) for j in stop_turning] == [61.7, 62.9, 63.0]
 # different head sizes share it. Everything above the line at 1 never turns inside the context.
 #
 # The left panel shows the plain RoPE against $L_0$. So it has no line for the three rows without
-# an $L_0$: Qwen2.5 as shipped and Gemma 3's two layer types. The legend in its corner still lists
-# every row (the right panel's lines).
+# an $L_0$: Qwen2.5 as shipped and Gemma 3's two layer types. Its legend lists the lines it draws;
+# the right panel's legend lists only those three rows, the lines the left panel lacks.
 #
 # Some lines lie on top of each other. Llama 3.1 and both Scout files share the base, $r$ and $L_0$:
 # one line on the left. The two Scout files also share their RoPE and their span $L$: one line on
@@ -341,6 +343,12 @@ LLAMA_LIKE = ("Llama 3.1 8B", *SCOUTS)
 assert all(torch.equal(ROWS[a]["plain"], ROWS[LLAMA_LIKE[0]]["plain"]) and ROWS[a]["L0_L"][0] == 8192
            for a in LLAMA_LIKE)  # one line on the left
 assert torch.equal(ROWS[SCOUTS[0]]["inv_freq"], ROWS[SCOUTS[1]]["inv_freq"])  # and the Scouts one on the right
+left_ax, right_ax = fig.axes[:2]
+left_ax.legend(fontsize=6, loc="lower right")  # its own lines only (the library's legend lists the right panel's)
+right_ax.legend(handles=[line for line in right_ax.get_lines() if line.get_label() in right - left], fontsize=6,
+                loc="lower right")
+legends = [{text.get_text() for text in ax.get_legend().get_texts()} for ax in (left_ax, right_ax)]
+assert legends == [left, right - left], legends
 fig
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -407,8 +415,11 @@ print(f"full score: {near.item():+.4f} (3 apart), {far.item():+.4f} (3000 apart)
 # **Why a rotation blocks it.** With RoPE on the key, $(R_m q) \cdot (R_n W_{UK} c) =
 # q^\top R_{n-m} W_{UK}\, c$: the matrix between $q$ and $c$ is $R_{n-m} W_{UK}$, which changes
 # with the offset, so no one fixed matrix can stand in for it. The cell shows the move working
-# without the rotation, and what blocks it with the rotation: the same query and the same latent
-# score differently at two offsets, while any fixed matrix $M$ would give $q^\top M c$ at both.
+# without the rotation, then fits the best single matrix $M$ (least squares) to the scores
+# $q^\top R_{n-m} W_{UK} c$ of 60 query–latent pairs: it fits one offset's scores exactly, and
+# offsets 0 and 3 together only with a large error (printed). Nor can the rotation move into the
+# latent: rotating $c$ before the up-projection gives $k = W_{UK} R_n c$, and $W_{UK}$ mixes the
+# rotated pairs, so the score no longer depends on $n - m$ alone (asserted).
 #
 # **Decoupled RoPE.** DeepSeek-V2's paper (§2.1.3, "decoupled rotary position embedding") keeps
 # RoPE out of the latent path and adds separate rotated features instead:
@@ -462,6 +473,28 @@ torch.testing.assert_close(q_abs @ (c_lat @ W_uk.T).T, (q_abs @ W_uk) @ c_lat.T)
 at = lambda p: torch.tensor([p])  # noqa: E731  one query and one latent, placed at positions m and n
 rope_score = lambda m, n: (pl.apply_rope(q_abs[:1], at(m)) @ pl.apply_rope(c_lat[:1] @ W_uk.T, at(n)).T).item()  # noqa: E731
 assert math.isclose(rope_score(0, 0), rope_score(7, 7)) and abs(rope_score(0, 3) - rope_score(0, 0)) > 1  # offset 3 differs
+g_fit = torch.Generator().manual_seed(1)  # the best single matrix M for 60 query-latent pairs at offsets 0 and 3
+qs, cs = (torch.randn(60, width, generator=g_fit, dtype=torch.float64) for width in (10, 3))
+pair_scores = lambda d: (pl.apply_rope(qs, torch.zeros(60, dtype=torch.long))  # noqa: E731  q at 0, the key at d
+                         * pl.apply_rope(cs @ W_uk.T, torch.full((60,), d))).sum(-1)
+outer = (qs[:, :, None] * cs[:, None, :]).flatten(1)  # q^T M c is linear in M's entries: these are its features
+
+
+def misfit(*offsets):
+    """The relative error of the least-squares M that fits the pairs' scores at all these offsets at once."""
+    X, y = torch.cat([outer] * len(offsets)), torch.cat([pair_scores(d) for d in offsets])
+    M = torch.linalg.lstsq(X, y[:, None]).solution
+    return ((X @ M).squeeze(1) - y).norm().item() / y.norm().item()
+
+
+fit_errors = (misfit(0), misfit(3), misfit(0, 3))
+assert max(fit_errors[:2]) < 1e-9 and fit_errors[2] > 0.3, fit_errors  # one offset: exact; two: no M fits
+W_4, c_4 = (torch.randn(*shape, generator=g_fit, dtype=torch.float64) for shape in ((10, 4), (1, 4)))
+latent_turned = lambda m, n: (pl.apply_rope(q_abs[:1], at(m))  # noqa: E731  RoPE on the latent, then W_UK
+                              @ (pl.apply_rope(c_4, at(n)) @ W_4.T).T).item()
+assert abs(latent_turned(7, 7) - latent_turned(0, 0)) > 0.1  # the same offset, another score: not relative
+print(f"best single M: relative error under 1e-9 at offset 0 alone and at offset 3 alone, {fit_errors[2]:.2f} "
+      "at both")
 torch.testing.assert_close(mla_scores(1000), mla_scores(0))  # the rotated part sees only offsets
 first_r = lambda x, positions: pl.apply_rope(x, positions, rotary_dim=rope_dim)  # noqa: E731  the wrong reading
 assert not torch.allclose(mla_scores(0, first_r), mla_scores(0), atol=1e-3)
@@ -567,9 +600,9 @@ print("score at (m, n) = (0, 0), (5, 2), (900, 10), (10, 900):", [round(s, 4) fo
 # pairs that complete a turn within the context. The figure is drawn at $p = 0.25$ and base $10^4$.
 #
 # Before you move the sliders, predict: for $p$ from 0.125 to 0.5 and a base from $10^3$ to
-# $10^6$ (the base slider's range), what share of each form's rotated pairs completes a turn
-# within 8192 tokens, and how does each share move with the base and with $p$? Then move $p$
-# and the base.
+# $10^7$ (the base slider's range), what share of each form's rotated pairs completes a turn
+# within 8192 tokens, and how does each share move with the base and with $p$? Is there a base
+# past which proportional RoPE's share drops, and for which $p$ first? Then move $p$ and the base.
 
 # %% slideshow={"slide_type": "fragment"}
 D, CONTEXT = 128, 8192
@@ -613,22 +646,23 @@ fraction_widget = viz.InteractiveFigure(
     draw_fraction,
     figsize=(6.4, 3.4),
     p=widgets.FloatSlider(value=0.25, min=0.125, max=0.5, step=0.125, description="fraction p"),
-    base=widgets.FloatLogSlider(value=1e4, base=10, min=3, max=6, step=0.5, description="base"),
+    base=widgets.FloatLogSlider(value=1e4, base=10, min=3, max=7, step=0.5, description="base"),
 )
 fraction_widget
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # The answer: proportional RoPE keeps the fastest pairs as they were and leaves the others still,
-# so its share is all of its rotated pairs at every base of the slider,
-# for every $p$ up to 0.5 (it keeps only the fastest pairs, and those turn; past $10^6$ that stops
-# holding, which is why the slider ends there). Partial RoPE's share is set by
+# so its share is all of its rotated pairs at every base up to $10^6$,
+# for every $p$ up to 0.5 (it keeps only the fastest pairs, and those turn). Past $10^6$ that stops
+# holding, first at the largest $p$: at $p = 0.5$ it is 31 of 32 pairs at $10^{6.5}$ and 29 of 32
+# at $10^7$. Partial RoPE's share is set by
 # the base far more than by $p$: over these $p$ it stays between 78 and 88 % at base $10^4$ and
 # between 53 and 62 % at $10^6$, because it spreads the same range of wavelengths over however many
 # pairs it has.
 
 # %% slideshow={"slide_type": "fragment"}
 share = {}
-for b in [10 ** (e / 2) for e in range(6, 15)]:  # the base slider's 10^3 to 10^6, and a decade past it (10^7), in half decades
+for b in [10 ** (e / 2) for e in range(6, 15)]:  # the base slider's 10^3 to 10^7, in half decades
     for frac in (0.125, 0.25, 0.375, 0.5):
         rotated = int(frac * D) // 2
         prop_f = pl.scaled_rope_frequencies(D, method="proportional", factor=1.0, base=b, partial_rotary_factor=frac,
@@ -637,6 +671,7 @@ for b in [10 ** (e / 2) for e in range(6, 15)]:  # the base slider's 10^3 to 10^
                           turns_within(pl.rope_frequencies(2 * rotated, base=b, dtype=torch.float64), CONTEXT) / rotated)
 assert all(prop_share == 1 for (b, _), (prop_share, _) in share.items() if b <= 1e6)  # the slider's range
 assert share[10 ** 6.5, 0.5][0] == 31 / 32 and share[1e7, 0.5][0] == 29 / 32  # beyond it, no longer all
+assert [share[10 ** 6.5, frac][0] for frac in (0.125, 0.25, 0.375)] == [1, 1, 1]  # the largest p drops first
 for b, (low, high) in {1e4: (0.78, 0.88), 1e6: (0.53, 0.62)}.items():
     part_shares = [part_share for (bb, _), (_, part_share) in share.items() if bb == b]
     assert (round(min(part_shares), 2), round(max(part_shares), 2)) == (low, high), part_shares
@@ -827,16 +862,16 @@ assert set(stretch_only.values()) == {1.0}, stretch_only  # no attention factor:
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **YaRN.** $a = 0.1 \ln s + 1$ on q and k: GPT-OSS ($s = 32$) gets 1.347 and Qwen with
 # YaRN ×4 gets 1.139 (the table of §1). **DeepSeek-V3** writes `mscale` and
-# `mscale_all_dim` into its config (both 1.0). When both are non-zero, its RoPE's factor is the ratio
-# $(0.1\,\text{mscale} \ln s + 1)/(0.1\,\text{mscale\_all\_dim} \ln s + 1)$, here 1, and the
-# correction moves into the softmax scale instead: the scores are multiplied by
-# $\mu^2/\sqrt{192}$ with $\mu = 0.1 \cdot \text{mscale\_all\_dim} \cdot \ln 40 + 1$, instead of the usual
-# $1/\sqrt{192}$ (192 = 128 unrotated + 64 rotated features per head).
+# `mscale_all_dim` into its config (both 1.0, with $s = 40$). With these settings its RoPE has no
+# attention factor (1), and the correction moves into the softmax scale instead: the scores are
+# multiplied by $\mu^2/\sqrt{192}$ with $\mu = 0.1 \ln 40 + 1$, instead of the usual
+# $1/\sqrt{192}$ (192 = 128 unrotated + 64 rotated features per head). Which setting sets which
+# of the two, and what that means when they differ, is Exercise 2's question.
 
 # %% slideshow={"slide_type": "fragment"}
 ds = text_config(MODELS["DeepSeek-V3"])
 _, a_ds = pl.rope_from_config(ds)
-mu = 0.1 * ds["rope_scaling"]["mscale_all_dim"] * math.log(ds["rope_scaling"]["factor"]) + 1
+mu = 0.1 * math.log(ds["rope_scaling"]["factor"]) + 1  # both settings are 1.0 (asserted below)
 head = ds["qk_nope_head_dim"] + ds["qk_rope_head_dim"]
 softmax_scale = mu**2 / math.sqrt(head)
 print(f"DeepSeek-V3: RoPE attention factor {a_ds}; mu = 0.1 ln 40 + 1 = {mu:.4f}; "
@@ -867,6 +902,17 @@ v2_lite = json.loads(v2_lite_path.read_text())["rope_scaling"]  # tests/data/con
 print("DeepSeek-V2-Lite rope_scaling:", v2_lite)
 assert v2_lite["type"] == "yarn" and v2_lite["mscale"] == v2_lite["mscale_all_dim"] == 0.707
 assert round(0.1 * v2_lite["mscale_all_dim"], 4) == 0.0707  # the report's coefficient
+# Where Exercise 2's rules can be read: transformers' DeepSeek-V3 attention and RoPE utilities read both settings,
+# and inspect names the RoPE's factor and the softmax scale for a config whose two settings differ
+import inspect as source_of  # noqa: E402
+
+from transformers import modeling_rope_utils  # noqa: E402
+from transformers.models.deepseek_v3 import modeling_deepseek_v3  # noqa: E402
+
+assert all("mscale_all_dim" in source_of.getsource(module) for module in (modeling_deepseek_v3, modeling_rope_utils))
+unequal = {**ds, "rope_scaling": {**ds["rope_scaling"], "mscale": 0.5}}
+assert any("mscale_all_dim are both set" in line and "softmax scale" in line
+           for line in pl.inspect_config(unequal).warnings), pl.inspect_config(unequal).text()
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4 · q and k, not v naively; positions with a KV cache
@@ -953,8 +999,10 @@ print(f"largest logit error with double rotation: {(wrong - full).abs().max().it
 # rotated after the switch uses the long list, and their score is no longer the one a fresh
 # forward pass computes. Re-rotating the cached keys alone would not repair it: past the first
 # layer a key is computed from the layer below's output, which changed with the frequencies too.
-# transformers' Phi-3 therefore drops the cache once, at the switch, when it generates, and
-# recomputes every key, in every layer, with the long list.
+# transformers' Phi-3 therefore drops the cache at the switch when it generates (its
+# `prepare_inputs_for_generation` does: the second cell asserts it drops a cache of $L_0$ keys and keeps
+# one of $L_0 + 1$), and recomputes every key, in every layer, with the long list; the cell also
+# shows generate's logits equal to a fresh pass's at every step.
 #
 # **Dynamic NTK** goes stale too: past `max_position_embeddings` its base depends on the input's
 # length, so a key cached while the input was shorter was rotated with another base than the one
@@ -1023,6 +1071,10 @@ with torch.no_grad():
 gen_gap = (torch.stack(out.logits)[:, 0] - fresh_logits).abs().amax(-1)  # per generated token
 kept_gap = (torch.stack(kept_logits) - fresh_logits).abs().amax(-1)
 assert gen_gap.max() < 1e-4  # generate: a fresh pass at every step, before and after the switch
+with torch.no_grad():  # how: generate's input preparation drops a cache that ends at L0 when the input passes it
+    cache_at = {n: tiny_phi3(seq[:, :n], use_cache=True).cache for n in (L0_tiny, L0_tiny + 1)}
+    prepared = [tiny_phi3.prepare_inputs_for_generation(seq[:, :n + 1], cache=cache) for n, cache in cache_at.items()]
+assert [p.get("cache") is None for p in prepared] == [True, False]  # dropped at the switch, kept after it
 assert kept_gap[:3].max() < 1e-4 and kept_gap[3:].min() > 1.0  # a kept cache: stale from 9 tokens on
 print("tokens read:    " + " ".join(f"{n:>5}" for n in range(6, 12)) + f"   (L0 = {L0_tiny})")
 print("  cache kept:  " + " ".join(f"{'stale' if x > 1e-3 else 'same':>5}" for x in kept_gap.tolist()))
@@ -1852,11 +1904,14 @@ assert lab.ok and lab.layout_inferred and lab.layout == "half" and "fn implement
 # Write `cache_rotations(config, prompt, new)` returning how many times it applies RoPE to a key
 # of one head in one layer. §4 already told you *which* rope types go stale; what is graded is
 # the part no cell above does: the exact count, summed over every step that re-rotates, for any
-# prompt and any `new` (where the first re-rotation falls and what each one costs). The checker tries LongRoPE, dynamic NTK, YaRN, Llama 3, linear and plain configs, one
-# with a million new tokens, and stops a Python loop over the tokens (a closed form, or Python's
-# `sum` over a `range` object, passes; the solution uses a closed form). Its LongRoPE and YaRN
-# configs write the legacy key `"type"` where newer files write `"rope_type"`, as Phi-3's files do. Know when the frequencies change rather than
-# measure it: `pl.rope_from_config` and its kin refuse to run inside your function.
+# prompt and any `new` (where the first re-rotation falls and what each one costs). Know when the
+# frequencies change rather than measure it.
+#
+# *The checker:* it tries LongRoPE, dynamic NTK, YaRN, Llama 3, linear and plain configs (one with
+# a million new tokens; its LongRoPE and YaRN configs write the legacy key `"type"` where newer files
+# write `"rope_type"`, as Phi-3's files do). It refuses `pl.rope_from_config` and its kin inside
+# your function, and any Python iteration over the tokens, a generator or comprehension included;
+# closed forms pass, and so does Python's `sum` applied directly to a `range` object.
 
 # %% slideshow={"slide_type": "fragment"}
 def cache_rotations(config, prompt, new):
@@ -1902,13 +1957,17 @@ _ = check.cache_rotations(cache_rotations)
 # is the query projection: its rows that produce a query's unrotated features and those that
 # produce its rotated features can be multiplied apart, by $c_\text{nope}$ and $c_\text{rope}$.
 # Write `query_scales(mscale, mscale_all_dim, factor)` returning the pair `(c_nope, c_rope)` with
-# which the engine computes exactly DeepSeek's scores, for the YaRN factor $s$ = `factor` $> 1$.
-# §3 met only settings where the two mscales are equal (DeepSeek-V3's 1.0, V2-Lite's 0.707);
-# what is graded is the case no cell above shows: the checker draws twelve new settings at every
-# check, each with the two mscales at least 0.2 apart, and says only which kind of mistake it saw,
-# never on which settings (the library's frequency functions refuse to run inside your function:
-# the checker reads DeepSeek's scores through them). Both settings are non-zero here (with a zero
-# one transformers falls back to other formulas, which this exercise leaves out).
+# which the engine computes exactly DeepSeek's scores, for the YaRN factor $s$ = `factor` $> 1$ and
+# any two non-zero settings. §3 met only settings where the two mscales are equal (DeepSeek-V3's
+# 1.0, V2-Lite's 0.707), where you cannot tell which setting acts where. DeepSeek's rules are
+# in transformers' `modeling_deepseek_v3.py` (its softmax scale) and `modeling_rope_utils.py` (its
+# RoPE's factor), and `pl.inspect_config` prints them for a config that sets both; you may also
+# measure `pl.rope_from_config` on configs of your own, outside your function.
+#
+# *The checker:* it draws twelve new settings at every check, each with the two mscales at least
+# 0.2 apart, and says only which kind of mistake it saw, never on which settings; it refuses the
+# library's frequency functions inside your function (it reads DeepSeek's scores through them).
+# With a zero setting transformers falls back to other formulas, which this exercise leaves out.
 
 # %% slideshow={"slide_type": "fragment"}
 def query_scales(mscale, mscale_all_dim, factor):
@@ -1946,11 +2005,12 @@ _ = check.deepseek_mscales(query_scales)
 # (every case the checker tries needs a $t > 0$). Predict first: can a large enough scale always restore the weight?
 #
 # Derive it in closed form and write it for many cases at once: `n`, `n0` and `gap` arrive as
-# float64 tensors of one shape, and the answer is a tensor of that shape. The checker passes
-# 1 000 cases of its own, follows how your scales move with `gap` (through autograd, so keep to
-# torch's operations), and lets your function create about 40 numbers per case. A closed form
-# needs about ten; random draws, numerical integrals and searches over $t$ need far more, and
-# are stopped.
+# float64 tensors of one shape, and the answer is a tensor of that shape.
+#
+# *The checker:* it passes 1 000 cases of its own, follows how your scales move with `gap`
+# (through autograd, so keep to torch's operations), and lets your function create about 40
+# numbers per case: a closed form needs about ten; random draws, numerical integrals and searches
+# over $t$ need far more, and are stopped.
 
 # %% slideshow={"slide_type": "fragment"}
 def needle_scale(n, n0, gap):
@@ -1984,15 +2044,17 @@ _ = check.needle_scale(needle_scale)
 # computed for its token at the old position $p$; after the shift its position part must be
 # exactly that of the key the model would have cached at $p - \text{shift}$ (the shift is an
 # approximation: in the layers after the first a fresh pass without the dropped tokens would
-# also compute other unrotated keys; the exercise grades the position part). The engine has neither the unrotated keys nor
-# the positions. Write `shift_keys(keys, shift, config)` for the keys of one layer that uses
-# RoPE (a NoPE layer, such as Llama 4's every fourth, caches keys no rotation touched), of shape
-# (batch, heads, seq, head_dim). Read the config with any of the library's functions (`pl.rope_settings`,
-# `pl.rope_from_config`, `pl.inspect_config`, `pl.rope_config.pair_layout`) and rotate with
-# `pl.apply_rope` or with your own code: which rotation to apply is the question. The exercise
-# covers only scalings whose frequencies do not depend on the input's length (plain, `linear`,
-# `llama3`, YaRN). LongRoPE and dynamic NTK are left out: their frequencies change with the length
-# (§4). The checker tries three models of different families that you do not see, all with
+# also compute other unrotated keys; the exercise grades the position part). The engine has neither
+# the unrotated keys nor the positions; a stored key already carries the config's attention factor
+# (§6: applied a second time, it is a bug), so what is asked is which rotation to apply. Write
+# `shift_keys(keys, shift, config)` for the keys of one layer that uses RoPE (a NoPE layer, such as
+# Llama 4's every fourth, caches keys no rotation touched), of shape (batch, heads, seq, head_dim).
+# Read the config with any of the library's functions (`pl.rope_settings`, `pl.rope_from_config`,
+# `pl.inspect_config`, `pl.rope_config.pair_layout`) and rotate with `pl.apply_rope` or with your
+# own code. The exercise covers only scalings whose frequencies do not depend on the input's length
+# (plain, `linear`, `llama3`, YaRN); LongRoPE and dynamic NTK are left out (§4).
+#
+# *The checker:* it tries three models of different families that you do not see, all with
 # length-independent frequencies.
 
 # %% slideshow={"slide_type": "fragment"}

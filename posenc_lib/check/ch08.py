@@ -138,6 +138,10 @@ _ROTATION_MISCONCEPTIONS = {
              "the cache): the step turns each key it holds once",
 }
 _STATIC = "these frequencies depend on the config alone: no step ever needs to re-rotate a cached key"
+# The static count on every LongRoPE case where the switch falls inside the run (right on the others): the answer
+# did not see "longrope" in the legacy key "type" those configs write, so named apart from the other readings.
+_LEGACY = ("as if nothing ever changed, on the LongRoPE configs only: they write their rope type under the legacy "
+           "key \"type\"; does your function read it there?")
 _STATIC_CASES = ("YaRN", "Llama 3.1", "linear", "plain")  # the cases whose frequencies never change
 _ROTATION_SALT = "ch08.cache_rotations"
 
@@ -165,6 +169,8 @@ def cache_rotations(answer: Callable[[dict, int, int], Any] | None) -> bool | No
         # counts. A misconception that fits every case is named once, so each has a message of its own.
         fits = [k for k in _ROTATION_MISCONCEPTIONS
                 if all(d == wrong.get(k, right) for d, (*_, right, wrong) in zip(digests, _ROTATION_CASES))]
+        legacy = all(d == (wrong.get("never", right) if name.startswith("LongRoPE") else right)
+                     for d, (name, *_, right, wrong) in zip(digests, _ROTATION_CASES))
         for (name, _, _, _, right, wrong), raw, got, digest in zip(_ROTATION_CASES, answers.values(), counts,
                                                                    digests):
             named = [_ROTATION_MISCONCEPTIONS[k] for k, d in wrong.items() if d == digest]
@@ -172,6 +178,8 @@ def cache_rotations(answer: Callable[[dict, int, int], Any] | None) -> bool | No
                 yield False, f"{name}: {raw!r} is not a count (a whole number)"
             elif digest == right:
                 yield True, f"{name}: right"
+            elif legacy:
+                yield False, f"{name}: {_LEGACY}"
             elif fits:
                 yield False, f"{name}: {got} is wrong"
             elif named:
@@ -180,7 +188,7 @@ def cache_rotations(answer: Callable[[dict, int, int], Any] | None) -> bool | No
                 yield False, f"{name}: {_STATIC}"
             else:
                 yield False, f"{name}: {got} is wrong"
-        if fits and any(d != right for d, (*_, right, _) in zip(digests, _ROTATION_CASES)):
+        if fits and not legacy and any(d != right for d, (*_, right, _) in zip(digests, _ROTATION_CASES)):
             yield False, ("each count marked ✗ above fits one misreading: "
                           + "; or ".join(_ROTATION_MISCONCEPTIONS[k] for k in fits))
 
@@ -527,4 +535,7 @@ def _shift_misreadings(raw: torch.Tensor, config: dict, positions: torch.Tensor)
         "the pairs are laid out the other way": rotary.apply_rope(
             _keys_at(raw, config, positions), torch.full_like(positions, -_SHIFT), inv_freq=inv_freq,
             rotary_dim=settings.rotary_dim, layout="interleaved" if layout == "half" else "half"),
+        "the keys turn as `pl.apply_rope` turns them with its defaults (base 10 000, interleaved pairs, every "
+        "feature), not as this config's model turned them: which of the config's settings did your rotation "
+        "leave out?": rotary.apply_rope(_keys_at(raw, config, positions), torch.full_like(positions, -_SHIFT)),
     }
