@@ -62,7 +62,7 @@ def test_the_checker_module_hands_over_no_answer():
     assert all(label == "pl.alibi_bias" for _, _, label in ch06._alibi_bias_everywhere())
     scores = torch.randn(2, 5, dtype=torch.float64)
     torch.testing.assert_close(ch06._weights(torch.zeros(2, 5, dtype=torch.float64), scores), scores.softmax(-1))
-    answers = {2**p + 3 for p, _ in ch06._SHARED_RIGHT}  # written here from the derivation, not read from ch06
+    answers = {2**p + (2 if t == "even" else 3) for p, _, t in ch06._SHARED_RIGHT}  # from the derivation, not ch06
     text = repr({k: v for k, v in vars(ch06).items() if not callable(v) and not k.startswith("__")})
     text = re.sub(r"'[0-9a-f]{24}'", "'<digest>'", text)  # a salted digest can hold "259" by chance, not the answer
     assert not any(str(a) in text for a in answers)
