@@ -62,7 +62,7 @@ def test_the_checker_module_hands_over_no_answer():
     assert all(label == "pl.alibi_bias" for _, _, label in ch06._alibi_bias_everywhere())
     scores = torch.randn(2, 5, dtype=torch.float64)
     torch.testing.assert_close(ch06._weights(torch.zeros(2, 5, dtype=torch.float64), scores), scores.softmax(-1))
-    answers = {2**p + 3 for p, _ in ch06._SHARED_RIGHT}  # written here from the derivation, not read from ch06
+    answers = {2**p + (2 if t == "even" else 3) for p, _, t in ch06._SHARED_RIGHT}  # from the derivation, not ch06
     text = repr({k: v for k, v in vars(ch06).items() if not callable(v) and not k.startswith("__")})
     text = re.sub(r"'[0-9a-f]{24}'", "'<digest>'", text)  # a salted digest can hold "259" by chance, not the answer
     assert not any(str(a) in text for a in answers)
@@ -245,56 +245,77 @@ def stored_by_hand(n, bits):
 def stored_to_even_by_hand(n, bits):
     """n rounded to `bits` significant bits, ties to even, by Python's round (which rounds halves to even)."""
     scale = 2 ** max(0, n.bit_length() - bits)
-    return round(n / scale) * scale if scale > 1 else n  # n / scale is exact in float64 for the sizes used here
+    return round(Fraction(n, scale)) * scale
 
 
-def shared_right(p, k):
+def stored_with(ties):
+    return stored_to_even_by_hand if ties == "even" else stored_by_hand
+
+
+def shared_right(p, k, ties):
     """Below 2^p every whole multiple of m = 2^-k is stored exactly (the spacing is at most m); from 2^p m the spacing
-    is 2m, so (2^p + 1) m is a tie between 2^p m and (2^p + 2) m, and goes away from zero, to (2^p + 2) m, which is
-    stored as it is: the nearest keys of L = 2^p + 3 (j = L - 2 = 2^p + 1 and L - 1) share it, and 2^p and 2^p + 1
-    do not. The slope only shifts every value by a power of two."""
-    return 2**p + 3
+    is 2m, so (2^p + 1) m is a tie between 2^p m and (2^p + 2) m. To even it goes down to 2^p m (whose last kept bit
+    is 0): the nearest keys of L = 2^p + 2 (j = 2^p and 2^p + 1) share it. Away from zero it goes to (2^p + 2) m, which
+    the key j = 2^p + 2 also has: L = 2^p + 3. The slope only shifts every value by a power of two."""
+    return 2**p + (2 if ties == "even" else 3)
 
 
-def test_shared_right_is_what_rounding_by_hand_gives_and_torch_measures_another_rule():
-    """Independent of the checker: rounding by hand (ties away) for small p finds the first shared bias at 2^p + 3
-    for several slopes; BLOOM's own builder in bfloat16 (8 bits) and torch's float16 round ties to even and find
-    it one length earlier, 2^p + 2: measuring torch's formats answers another question."""
+def test_shared_right_is_what_rounding_by_hand_gives_and_torch_measures():
+    """Independent of the checker: rounding by hand under either rule for small p finds the first shared bias where
+    shared_right says, for several slopes; BLOOM's own builder in bfloat16 (8 bits) and torch's float16 round ties to
+    even and agree with the rule "even" (258 for BLOOM)."""
     from transformers.models.bloom.modeling_bloom import build_alibi_tensor
 
     for L, same in ((257, False), (258, True)):
         row = build_alibi_tensor(torch.ones(1, L, dtype=torch.long), 8, torch.bfloat16).view(8, L)
         assert (row[0, -1] == row[0, -2]).item() is same and (row[7, -1] == row[7, -2]).item() is same
+    assert shared_right(8, 1, "even") == 258
     for k in (1, 3, 8):
         values = (2.0**-k * torch.arange(2100, dtype=torch.float64)).to(torch.float16)
-        assert int((values[:-1] == values[1:]).nonzero()[0]) + 2 == shared_right(11, k) - 1
+        assert int((values[:-1] == values[1:]).nonzero()[0]) + 2 == shared_right(11, k, "even")
     for p in range(2, 12):
-        L = next(L for L in range(3, 10**5) if stored_by_hand(L - 2, p) == stored_by_hand(L - 1, p))
-        assert L == shared_right(p, 5)
-        L_even = next(L for L in range(3, 10**5) if stored_to_even_by_hand(L - 2, p) == stored_to_even_by_hand(L - 1, p))
-        assert L_even == L - 1
+        for ties in ("even", "away"):
+            stored = stored_with(ties)
+            L = next(L for L in range(3, 10**5) if stored(L - 2, p) == stored(L - 1, p))
+            assert L == shared_right(p, 5, ties)
 
 
 @pytest.mark.parametrize("right", [
     shared_right,
-    lambda p, k: float(2**p + 3),  # exact in float64 up to p = 52
-    lambda p, k: torch.tensor(2**p + 3),
-    lambda p, k: np.int64(2**p + 3),
+    lambda p, k, ties: float(shared_right(p, k, ties)),  # exact in float64 up to p = 52
+    lambda p, k, ties: torch.tensor(shared_right(p, k, ties)),
+    lambda p, k, ties: np.int64(shared_right(p, k, ties)),
 ])
 def test_alibi_shared_bias_accepts_right_answers(right, capsys):
     assert check.alibi_shared_bias(right) is True
     assert "all correct!" in capsys.readouterr().out
 
 
-def shared_by_search(p, k):
+def shared_by_search(p, k, ties):
     """The forbidden route: rounding each length's two values and searching from the start."""
+    stored = stored_with(ties)
     L = 3
-    while stored_by_hand(L - 2, p) != stored_by_hand(L - 1, p):
+    while stored(L - 2, p) != stored(L - 1, p):
         L += 1
     return L
 
 
-def shared_by_vector_search(p, k):
+def shared_by_local_search(p, k, ties):
+    """Review r23: a search started just below 2^p (the binade assumed), with rounding written by hand."""
+    stored = stored_with(ties)
+    L = 2**p - 5
+    while stored(L - 2, p) != stored(L - 1, p):
+        L += 1
+    return L
+
+
+def shared_by_local_lambda_search(p, k, ties):
+    """The same with a one-line rounding, the cheapest a search by lines gets."""
+    r = lambda n: round(Fraction(n, 2 ** max(0, n.bit_length() - p))) * 2 ** max(0, n.bit_length() - p)  # noqa: E731
+    return next(L for L in range(2**p - 5, 2**p + 5) if r(L - 2) == r(L - 1))
+
+
+def shared_by_vector_search(p, k, ties):
     """A vectorised search in chunks: each chunk of lengths rounded with torch at once."""
     start = 3
     while True:
@@ -307,7 +328,15 @@ def shared_by_vector_search(p, k):
         start += 10**6 - 1
 
 
-def shared_by_bf16_search(p, k):
+def shared_by_local_vector_search(p, k, ties):
+    """A vectorised search over ten lengths next to 2^p, torch's round (ties to even) doing the rounding."""
+    n = torch.arange(2**p - 7, 2**p + 3, dtype=torch.float64)
+    scale = torch.exp2(torch.clamp(torch.floor(torch.log2(n)) + 1 - p, min=0))  # n's bits beyond p
+    r = torch.round(n / scale) * scale
+    return int((r[:-1] == r[1:]).nonzero()[0]) + 2**p - 5
+
+
+def shared_by_bf16_search(p, k, ties):
     """Right where torch has the format, a search there: no answer for the formats it lacks."""
     dtype = {8: torch.bfloat16, 11: torch.float16, 24: torch.float32}[p]
     v = (2.0**-k * torch.arange(2 ** p + 10, dtype=torch.float64)).to(dtype)
@@ -315,8 +344,11 @@ def shared_by_bf16_search(p, k):
 
 
 @pytest.mark.parametrize("search, says", [
-    (shared_by_search, "searches length by length"),
+    (shared_by_search, "a search over lengths"),
+    (shared_by_local_search, "a search over lengths"),
+    (shared_by_local_lambda_search, "a search over lengths"),
     (shared_by_vector_search, "tensor or array elements"),
+    (shared_by_local_vector_search, "tensor or array elements"),
     (shared_by_bf16_search, "tensor or array elements"),
 ])
 def test_alibi_shared_bias_refuses_a_search(search, says, capsys):
@@ -327,30 +359,45 @@ def test_alibi_shared_bias_refuses_a_search(search, says, capsys):
     assert (torch.arange, sys.gettrace()) == before
 
 
+def test_shared_local_searches_are_right_without_the_guard():
+    """The searches refused above do find the answer: they are refused for being searches, not for being wrong."""
+    for p, k, ties in ((8, 1, "even"), (11, 3, "away"), (24, 5, "even")):
+        assert shared_by_local_search(p, k, ties) == shared_right(p, k, ties)
+        if ties == "even":
+            assert shared_by_local_lambda_search(p, k, ties) == shared_right(p, k, ties)
+            assert shared_by_local_vector_search(p, k, ties) == shared_right(p, k, ties)
+
+
+def one_rule(rule):
+    """A wrong answer given under both tie rules alike."""
+    return lambda p, k, ties: rule(p, k)
+
+
 @pytest.mark.parametrize("wrong, says", [
-    (lambda p, k: 2**p + 1, "holds both of their biases exactly"),  # the first whole number not held, as a length
-    (lambda p, k: 2**p + 2, "goes down (to even"),  # torch's ties-to-even measured and fitted as 2^p + 2
-    (lambda p, k: 2**p + 2, "positions L - 1 and L - 2"),  # ... or the merging key's position taken for L
-    (lambda p, k: 2**p + 2 if p < 30 else 2**p + 3, "goes down (to even"),  # the same, on most cases
-    (lambda p, k: 2 ** (p + 1) + 2, "twice the slope"),  # waits for the values to be 2m apart
-    (lambda p, k: 2 ** (p + k) + 3 if k > 1 else 2**p + 3, "fixed number of digits after the point"),
-    (lambda p, k: 2 ** (p + k) + 3, "fixed number of digits after the point"),
-    (lambda p, k: 2 ** (p - k) + 3, "fixed number of digits after the point"),  # no digest: the answers show it
-    (lambda p, k: 2**p + 3 + (k == 8), "fixed number of digits after the point"),  # one slope apart is enough
-    (lambda p, k: 2 ** (p + 1) + 3, "another number of significant bits"),  # p taken as the stored bits only
-    (lambda p, k: 2 ** (p - 1) + 3, "another number of significant bits"),  # one bit too few
-    (lambda p, k: 2**p, "holds both of their biases exactly"),
-    (lambda p, k: 100 if p == 8 else 2**p + 3, "holds both of their biases exactly"),
-    (lambda p, k: 2**p + 4 if p == 11 else 2**p + 3, "get different stored biases"),  # past it, on an even pair
-    (lambda p, k: 2**p + 7 if p == 8 else 2**p + 3, "a shorter input already did"),
-    (lambda p, k: "a length", "expected a whole length"),
-    (lambda p, k: 1, "expected a whole length"),
+    (one_rule(lambda p, k: 2**p + 1), "holds both of their biases exactly"),  # the first whole number not held
+    (one_rule(lambda p, k: 2**p + 2), "goes to the larger one"),  # torch's rule taken for both
+    (one_rule(lambda p, k: 2**p + 3), "need not be the larger one"),  # the tie taken upwards for both
+    (lambda p, k, ties: 2**p + (3 if ties == "even" else 2), "need not be the larger one"),  # the rules swapped
+    (lambda p, k, ties: shared_right(p, k, ties) if p < 30 else 2**p + 2, "goes to the larger one"),  # on 2 cases
+    (lambda p, k, ties: shared_right(p + k, k, ties) if k > 1 else shared_right(p, k, ties),
+     "fixed number of digits after the point"),
+    (lambda p, k, ties: shared_right(p + k, k, ties), "fixed number of digits after the point"),
+    (lambda p, k, ties: shared_right(p - k, k, ties), "fixed number of digits after the point"),  # the answers show it
+    (lambda p, k, ties: shared_right(p, k, ties) + (k == 8), "fixed number of digits after the point"),
+    (lambda p, k, ties: shared_right(p + 1, k, ties), "another number of significant bits"),  # p: stored bits only
+    (lambda p, k, ties: shared_right(p - 1, k, ties), "another number of significant bits"),  # one bit too few
+    (one_rule(lambda p, k: 2**p), "holds both of their biases exactly"),
+    (lambda p, k, ties: 100 if p == 8 else shared_right(p, k, ties), "holds both of their biases exactly"),
+    (lambda p, k, ties: 2**p + 4 if p == 11 else shared_right(p, k, ties), "get different stored biases"),
+    (lambda p, k, ties: 2**p + 6 if p == 8 else shared_right(p, k, ties), "a shorter input already did"),
+    (one_rule(lambda p, k: "a length"), "expected a whole length"),
+    (one_rule(lambda p, k: 1), "expected a whole length"),
 ])
 def test_alibi_shared_bias_names_the_misconception(wrong, says, capsys):
     assert check.alibi_shared_bias(wrong) is False
     out = capsys.readouterr().out
     assert says in out and "hint:" in out
-    assert not any(str(2**p + 3) in out for p, _ in ch06._SHARED_RIGHT)  # the answer stays hidden
+    assert not any(str(shared_right(*case)) in out for case in ch06._SHARED_RIGHT)  # the answer stays hidden
 
 
 # ---------------------------------------------------------------- Exercise 3: which distance biases fit one row
@@ -482,6 +529,27 @@ def test_one_row_bias_refuses_tests_of_the_ends_only(shortcut, capsys):
     out = capsys.readouterr().out
     assert "straight where you looked" in out and "all correct!" not in out
     assert "head" not in out.split("hint:")[0].replace("heads", "")  # no head is named
+
+
+def one_row_loose(b):
+    """Review r23: the right test of every step, with a tolerance (1e-3) too loose for the slightly bent heads."""
+    step = b.diff(dim=-1)
+    line = torch.isclose(step, step[:, :1], rtol=1e-3, atol=1e-3).all(-1)
+    return b.flip(-1).masked_fill(~line[:, None], float("nan"))[:, None, :]
+
+
+def test_one_row_bias_names_a_tolerance_too_loose(capsys):
+    """The loose tolerance gives NaN to the clearly bent heads and a row to the slightly bent ones (ALiBi clipped far
+    back, a tent of 1e-3): the message names the tolerance, not a missing NaN."""
+    L = 200_000
+    d = torch.arange(L, dtype=torch.float64)
+    clipped = -(2.0**-10) * d.clamp(max=150_000)
+    assert not torch.isnan(one_row_loose(clipped[None])).any() and torch.isnan(one_row_right(clipped[None])).all()
+    assert torch.isnan(one_row_loose(kerple(12)[None])).all()
+    assert check.one_row_bias(one_row_loose) is False
+    out = capsys.readouterr().out
+    assert "tolerance that loose" in out and "return NaN for those" not in out
+    assert "head" not in out.split("hint:")[0].replace("heads", "")
 
 
 @pytest.mark.parametrize("wrong, says", [
@@ -673,17 +741,6 @@ def test_far_share_matches_the_first_layer_of_the_grammar_models():
     far = torch.tensor(ex.attention_heads(ex.load_results(), "grammar", "alibi", 512, "far"))  # [seed][layer][head]
     first_layer = far[:, 0, 2:].median(0).values.tolist()
     assert all(abs(m - p) < 0.02 for m, p in zip(first_layer, prior))
-
-
-def shared_by_targeted_scan(p, k):
-    """Review r17: a search that already knows where to look (just above 2^p), with rounding by hand, passes: the
-    prompt claims only that a search from the start runs out of steps."""
-    return next(2**p + c for c in range(4) if stored_by_hand(2**p + c - 2, p) == stored_by_hand(2**p + c - 1, p))
-
-
-def test_alibi_shared_bias_accepts_a_targeted_scan(capsys):
-    assert check.alibi_shared_bias(shared_by_targeted_scan) is True
-    assert "all correct!" in capsys.readouterr().out
 
 
 def far_share_midpoint(slopes, T, L, n=2000):
