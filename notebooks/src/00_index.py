@@ -607,7 +607,7 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # widget comes after a static figure of the same thing: explain the static figure, then move
 # the sliders.
 #
-# **Exercises.** Each chapter from 1 to 9 ends with 3–5 exercises; the appendix has one (an in-place backward rotation)
+# **Exercises.** Each chapter from 1 to 9 ends with 3–5 exercises; the appendix has two (a count of a training step's bytes, and an in-place backward rotation)
 # (`tests/test_notebooks_meta.py` checks both). A learner's cell prints
 # "not attempted yet" until it holds an answer; the checker then says what is right or wrong
 # and gives a hint. The worked solution sits in the next, collapsed cell, and a locked cell
@@ -637,7 +637,7 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # | 7 `07_beyond` | §1 NoPE: the causal mask is a counter (10) → §2 why RoPE meets unseen angles past $L_0$, and PI, NTK, YaRN, Llama 3 (15) → §3 train short, test long: three tasks, three seeds, reading error bars; the attention of the trained models; the dictionary-moved control (15); §3's "Going further" asides (the per-key ratio, the two-pair figure, the 84 placements, how many orderings could be luck) as reading | §2 `scaling_widget` (the scale factor s, every method at once) | `counter_merge`, `stale_cache_pair` in class; `one_base_in_range` at home |
 # | 8 `08_rope_in_models` | §1 read a config: the table and the wavelength figure (5) → §2 partial, decoupled (DeepSeek) and proportional RoPE, fast and slow pairs, Gemma 3's bases (10) → §3 attention factors of Phi-3 and DeepSeek-V3 (5) → §4 q and k, not v naively; the KV cache, double rotation and stale caches (10) → §5 iRoPE: the temperature, chunked RoPE layers and the extrapolation run (10); §6 (check your own RoPE: `posenc-inspect`, `diagnose_rope`) as reading | §2 `fraction_widget`: the fraction $p$ and the base, partial against proportional | `cache_rotations`, `deepseek_mscales` in class; `needle_scale`, `context_shift` at home |
 # | 9 `09_beyond_1d` | §1 raster vs axial RoPE: the right and the lower neighbour, the (Δrow, Δcol) score map, then (t, h, w) (10) → §2 MRoPE: text at (p, p, p) is 1-D RoPE, the mixed-sequence ids and why they continue at max + 1, which pairs turn with which axis (10) → §3 CoPE: open gates give relative positions, gates on "." count sentences, what counting costs (10) → the flip-flop results (a task: each read must return the last bit written, past instructions to ignore) (10); errata as reading | §1 `grid_widget`: move the query patch, axial against raster; §2 `allocation_widget`: build an allocation; §3 `gate_widget`: the gate logits on full stops and on words | `previous_frame_head`, `two_counters` in class; `diagonal_head` at home |
-# | A `10_making_it_fast` | reading only: the appendix on speed (loops vs vectorised calls, passes over memory, the C kernel, the Triton kernel under Triton's interpreter) | — | `rotate_back_in_place` at home |
+# | A `10_making_it_fast` | reading only: the appendix on speed (loops vs vectorised calls, passes over memory, the C kernel, the Triton kernel under Triton's interpreter) | — | `tables_in_a_step`, `rotate_back_in_place` at home |
 #
 # A short course takes chapters 1, 3, 5 and 6 (and 7 if time allows), with chapter 2's §5, which chapter 3
 # builds on; a single guest
