@@ -443,3 +443,17 @@ def test_tables_checker_hands_over_no_answer():
                                                                             str(f))]
     assert held_answers(ch10, answers, [(), *cases]) == []
     assert not any(isinstance(v, Fraction) for v in vars(ch10).values())
+
+
+def test_the_tables_prompt_does_not_list_what_each_pass_reads():
+    """The exercise asks the reader to decide what the forward and backward operators read; the prompt and the
+    cells above it must not list it, nor give the tables' fraction of a bound."""
+    from pathlib import Path
+
+    chapter = (Path(__file__).resolve().parents[1] / "notebooks/src/10_making_it_fast.py").read_text()
+    above, prompt = chapter.split("# **Exercise (prediction): the tables in a training step.**", 1)
+    prompt = prompt.split("# %%", 1)[0]
+    for listing in ("x in, result out", "g in, its gradient out", "both tables read"):
+        assert listing not in prompt, listing
+    for fraction in ("1/16 of a bound", "1/4 bound each"):
+        assert fraction not in above, fraction
