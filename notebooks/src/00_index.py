@@ -18,7 +18,7 @@
 # ways transformers fix it, one chapter per idea. The formulas live once, in the library
 # `posenc_lib`. A chapter writes out only a one-liner such as $i/m$, or a form it then checks
 # against the library. Chapters 1 to 9 end with self-checking exercises, and the appendix on
-# speed, off the teaching path, has one. Lecturers: the plan for teaching with them is at the
+# speed, off the teaching path, has two. Lecturers: the plan for teaching with them is at the
 # end of this page.
 #
 # The course follows five Chinese blog posts on positional encodings and RoPE, cited as sources `000`
@@ -143,8 +143,8 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # | RoPE [5] | ✔ | ✔ | ~ | ✔ | ~ |
 # | ALiBi [6] | ~ | ✔ | ~ | ✔ | ~ |
 #
-# Not in the map: Transformer-XL (fixed sinusoids of the offset, unclipped) and DeBERTa (learned,
-# bucketed offsets) put the offset into the scores as Shaw and T5 do; chapter 4 weighs them. LongRoPE
+# Not in the map: Transformer-XL (fixed sinusoids of the offset, unclipped) and DeBERTa (learned
+# offsets, clipped in v1 and log-bucketed in v2/v3) put the offset into the scores as Shaw and T5 do; chapter 4 weighs them. LongRoPE
 # (per-pair factors that stretch RoPE's frequencies) and Llama 4's iRoPE (RoPE layers interleaved with
 # layers without positions) build on RoPE; chapter 8 weighs them. MRoPE (one RoPE for text, images and
 # video in one sequence, its pairs split between time, row and column) builds on RoPE too. Chapter 9
@@ -311,7 +311,8 @@ print("the conventions table matches the library")
 # axial form each feature follows one axis only (for RoPE and the sinusoids, each pair turns with one).
 # So against a fixed query and key the score splits into a row part and a column part,
 # $f(\Delta\text{row}) + g(\Delta\text{col})$: no feature reads the two offsets together (checked below
-# for RoPE). Which 2-D
+# for RoPE; for a code added to the tokens, only while nothing normalises the sum before the head, as
+# chapter 9 shows for a LayerNorm). Which 2-D
 # patterns that rules out is chapter 9's Exercise 3, left to it on purpose. RoPE-Mixed
 # (Heo et al. 2024; chapter 9), whose learned frequencies turn a pair with the row and the column at
 # once, is not axial and is not graded in the map.

@@ -282,7 +282,7 @@ def causal_twins(answer: Any) -> bool | None:
             return
         if tokens[i] != tokens[j]:
             yield False, ("positions i and j hold different tokens: their queries differ, so their weights and "
-                          "outputs differ whatever the keys are")
+                          "outputs differ for generic weights")
         elif set(tokens[: i + 1]) != set(tokens[: j + 1]):
             yield False, ("the prefix up to j holds a token that the prefix up to i lacks: it takes some weight "
                           "in row j and none in row i")
