@@ -308,12 +308,9 @@ print("the conventions table matches the library")
 # ALiBi ties left and right already in 1-D.
 #
 # **Column 5: why the axial ~.** Learned rows, NoPE and ALiBi are graded as their notes say. In the
-# axial form each feature follows one axis only (for RoPE and the sinusoids, each pair turns with one).
-# So against a fixed query and key the score splits into a row part and a column part,
-# $f(\Delta\text{row}) + g(\Delta\text{col})$: no feature reads the two offsets together (checked below
-# for RoPE; for a code added to the tokens, only while nothing normalises the sum before the head, as
-# chapter 9 shows for a LayerNorm). Which 2-D
-# patterns that rules out is chapter 9's Exercise 3, left to it on purpose. RoPE-Mixed
+# axial form each feature follows one axis only (for RoPE and the sinusoids, each pair turns with one;
+# checked below for RoPE). Which 2-D patterns that rules out is chapter 9's Exercise 3, left to it on
+# purpose. RoPE-Mixed
 # (Heo et al. 2024; chapter 9), whose learned frequencies turn a pair with the row and the column at
 # once, is not axial and is not graded in the map.
 #
@@ -345,8 +342,7 @@ print("the conventions table matches the library")
 # the mirror positions of the palindrome "a b c b a" (0 and 4, 1 and 3) identical outputs, and no other
 # pair of positions (a random head); the same head with RoPE instead ties no pair. Axial RoPE
 # (`pl.apply_rope_2d`, $d = 8$): moving a query to another
-# column leaves the row's half of its features as it was, moving it to another row the column's half,
-# and a score is a row part plus a column part.
+# column leaves the row's half of its features as it was, moving it to another row the column's half.
 # From chapter 7's stored results (`results/extrapolation.json`; this page trains nothing): three seeds
 # per method; what each seed loses on the two recall tasks from 64 to 512 tokens, and where it ends at
 # 512; NoPE's range at 64 tokens on `recall_anywhere`; T5's loss; the dictionary moved; the grammar; the
@@ -479,11 +475,6 @@ q8 = torch.randn(1, 8, generator=g, dtype=torch.float64)  # one query, d = 8: fe
 at = lambda r, c: pl.apply_rope_2d(q8, torch.tensor([r]), torch.tensor([c]))[0]  # noqa: E731  the query at (r, c)
 assert torch.allclose(at(2, 3)[:4], at(2, 7)[:4]) and torch.allclose(at(2, 3)[4:], at(6, 3)[4:])  # one axis each
 assert not torch.allclose(at(2, 3)[4:], at(2, 7)[4:]) and not torch.allclose(at(2, 3)[:4], at(6, 3)[:4])
-k8 = torch.randn(1, 8, generator=g, dtype=torch.float64)  # one key
-key_at = lambda r, c: pl.apply_rope_2d(k8, torch.tensor([r]), torch.tensor([c]))[0]  # noqa: E731
-S = lambda dr, dc: at(4, 4) @ key_at(4 + dr, 4 + dc)  # noqa: E731  the score, key (dr, dc) from the query
-parts = torch.tensor([[S(dr, dc) - S(dr, 0) - S(0, dc) + S(0, 0) for dc in range(-4, 5)] for dr in range(-4, 5)])
-assert parts.abs().max() < 1e-12  # S = f(drow) + g(dcol): a row part plus a column part, at every offset
 
 
 
