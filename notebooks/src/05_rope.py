@@ -1094,8 +1094,10 @@ fig
 # $$\sum_j h_j e^{ir\theta_j} = \sum_j h_j (S_{j+1} - S_j) = -\sum_j S_{j+1}(h_{j+1} - h_j),
 # \quad\text{so}\quad \Big|\sum_j h_j e^{ir\theta_j}\Big| \le \max_j |h_{j+1} - h_j|\; \sum_{j=1}^{d/2} |S_j| .$$
 #
-# RoFormer plots the **relative upper bound** (1/(d/2)) Σ_j |S_j| (`pl.rope_decay_bound`),
-# which shrinks as r grows. The cell checks the complex form against rotated vectors, with r = m − n
+# RoFormer plots the **relative upper bound** (1/(d/2)) Σ_j |S_j| (`pl.rope_decay_bound`).
+# It falls steeply over the first few hundred distances (d = 128: 32.5 at r = 0, 6.2 at r = 500), but
+# it does not keep falling: it ripples up and down, and at r = 5000 it is back at 7.6, above its 4.5 at
+# r = 1000. "Decay" describes its trend over short distances, not every step. The cell checks the complex form against rotated vectors, with r = m − n
 # of either sign, then Abel's identity and |score| ≤ bound on random q, k; each library function it
 # uses is named in a comment where it first appears.
 
@@ -1125,6 +1127,11 @@ scores = pl.rope_scores_by_distance(qs[:, :d], ks[:, :d], dist)  # checked again
 ratio = scores.abs() / pl.rope_abel_bound(h, dist)  # pl.rope_abel_bound(h, r): max_j |h_{j+1} − h_j| · Σ_j |S_j|
 assert bool((ratio <= 1).all()) and ratio.median() < 0.01
 print(f"|score| <= bound for all {ratio.numel()} (sample, distance) cases; median |score| / bound = {ratio.median():.4f}")
+far_bound = pl.rope_decay_bound(torch.tensor([0, 500, 1000, 5000]), d)
+rises = int((pl.rope_decay_bound(torch.arange(1, 1024), d).diff() > 0).sum())
+assert far_bound[0] > 5 * far_bound[1] and far_bound[3] > far_bound[2] and rises > 100  # falls, then not monotone
+print("bound at r = 0, 500, 1000, 5000:", [round(float(b), 1) for b in far_bound],
+      f"| it rises on {rises} of the 1022 one-step moves below r = 1024")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The bound holds but is very loose: the typical score is a fraction of a percent of it.
@@ -1695,8 +1702,8 @@ print("near position 90000 the angles then differ by at most 2^-7 rad and the bf
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Errata in the sources
 #
-# Each was checked by a cell above (the cell asserts the source's version fails; for the matrix,
-# in which reading it fails).
+# Each row but one was checked by a cell above (the cell asserts the source's version fails; for the
+# matrix, in which reading it fails); the history row rests on citations.
 #
 # | Source | The source writes | Correct | Checked in |
 # |---|---|---|---|
