@@ -1960,7 +1960,8 @@ _ = check.cache_rotations(cache_rotations)
 #
 # *The checker:* it draws twelve new settings at every check, each with the two mscales at least
 # 0.2 apart, and says only which kind of mistake it saw, never on which settings; it refuses the
-# library's frequency functions inside your function (it reads DeepSeek's scores through them).
+# library's frequency functions and transformers' YaRN (`ROPE_INIT_FUNCTIONS["yarn"]`,
+# `yarn_apply_mscale`) inside your function (it reads DeepSeek's scores through the former).
 # With a zero setting transformers falls back to other formulas, which this exercise leaves out.
 
 # %% slideshow={"slide_type": "fragment"}
@@ -2039,8 +2040,7 @@ _ = check.needle_scale(needle_scale)
 # exactly that of the key the model would have cached at $p - \text{shift}$ (the shift is an
 # approximation: in the layers after the first a fresh pass without the dropped tokens would
 # also compute other unrotated keys; the exercise grades the position part). The engine has neither
-# the unrotated keys nor the positions; a stored key already carries the config's attention factor
-# (§6: applied a second time, it is a bug), so what is asked is which rotation to apply. Write
+# the unrotated keys nor the positions: only the stored keys, the shift and the config. Write
 # `shift_keys(keys, shift, config)` for the keys of one layer that uses RoPE (a NoPE layer, such as
 # Llama 4's every fourth, caches keys no rotation touched), of shape (batch, heads, seq, head_dim).
 # Read the config with any of the library's functions (`pl.rope_settings`, `pl.rope_from_config`,
