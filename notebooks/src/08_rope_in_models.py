@@ -1418,12 +1418,7 @@ axes[0].legend(fontsize=7, loc="lower left")
 fig
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# In plain words: on the local task, what keeps iRoPE's accuracy at long inputs is the chunk, which
-# keeps the RoPE layer inside distances it trained on; on the lookup whose dictionary comes first,
-# iRoPE recalls more than RoPE, and its attention points to the NoPE layer; on the lookup anywhere,
-# iRoPE is no better than RoPE, and chunked it is worse. The details follow.
-#
-# **What we measured**, each asserted in the next cells (the causes after "probably" are
+# **What we measured** (the section's opening summarised it), each asserted in the next cells (the causes after "probably" are
 # hypotheses we did not test):
 # * **Grammar: the chunk decides.** As trained, iRoPE degrades like RoPE: at every length the
 #   two ranges overlap. Chunked as in Llama 4, iRoPE keeps its 64-token accuracy at every length
@@ -1472,17 +1467,14 @@ fig
 #   less to lose, and at 512 RoPE still scores a little more (0.32 against 0.28 on average, every
 #   seed above, but thin: 0.1 standard errors). Slower there means relatively slower, not better.
 #
-# **What the orderings are worth.** The cell counts every comparison it makes between
-# separately trained models, ties included. If no method differed from another, the six seeds
-# of a comparison would fall in a random order, and one side's three would all lie above the
-# other's 2 times in $\binom{6}{3} = 20$: 1 time in 10, since we read the direction off the
-# results. The cell prints how many orderings that rate would predict if the comparisons were
-# independent. They are not: they reuse the same nine trained models (three seeds each of NoPE,
-# RoPE and iRoPE), each compared on three tasks and at four lengths, so one lucky seed can order
-# several comparisons at once. The count is a rough guide, not a test; the separations, each
-# counted per test sequence, carry the weight. The chunked and the no-temperature evaluations
-# are the same trained models as iRoPE: comparisons among them are paired, the rate does not
-# apply, and only their separations count.
+# **What the orderings are worth.** If two methods did not differ, one side's three seeds would
+# all lie above the other's 2 times in $\binom{6}{3} = 20$: 1 time in 10, since we read the
+# direction off the results. The cell counts every comparison it makes between separately trained
+# models (ties included) and prints how many orderings that rate would predict. A rough guide, not
+# a test: the comparisons reuse the same nine trained models (three seeds each of NoPE, RoPE and
+# iRoPE), so one lucky seed can order several at once; the separations, counted per test
+# sequence, carry the weight. The chunked and no-temperature evaluations are the same models as
+# iRoPE: comparisons among them are paired, and only their separations count.
 
 # %% slideshow={"slide_type": "fragment"}
 SEQUENCES = cfg["eval_sequences"]  # test sequences per seed and length: the unit the noise is counted in
@@ -1611,21 +1603,18 @@ assert R["irope"][512]["acc"][most] < max(R["irope"][512]["acc"])  # is not the 
 assert min(R["irope+chunk"][512]["acc"]) > max(R["rope"][512]["acc"])  # blind RoPE layer, every seed above RoPE
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# iRoPE's NoPE layer keeps a sixth to a third of its best head's weight on the entry at 512
-# tokens: 0.23 to 0.35 as trained, 0.17 to 0.28 without the temperature (each seed a little less),
-# 0.22 to 0.36 chunked;
-# every head of the RoPE model has lost it. So the NoPE layer looks at the entry; a head that spread its
-# weight evenly over the 4 dictionary entries would also put 0.25 there, and the run does not record the
-# weight on the other entries, so this does not show that it picks the asked one. How much recall
-# that buys, this measurement does not settle: NoPE's second layer puts about as much weight
-# there (0.22 to 0.29) and recalls 0.94, not 0.52 (its first layer finds the entry as well,
-# 0.09 to 0.21); the chunked model keeps the weight and recalls no more than unchunked; and the
-# iRoPE seed with the most weight on the entry is not the one that recalls best. That the lookup
-# produces most of iRoPE's lead over RoPE is probably true (RoPE, which has lost the weight, has
-# lost the recall), but it is a reading of 16 sequences per seed, not a test. One alternative is
-# ruled out: the chunked model's RoPE layer puts no weight on the entry in any seed, yet every
-# chunked seed recalls more at 512 than RoPE's best seed, so the lookup does not run through
-# iRoPE's RoPE layer. The other remains: iRoPE has one RoPE layer where RoPE has two.
+# iRoPE's NoPE layer keeps 0.23 to 0.35 of its best head's weight on the entry at 512 tokens
+# (0.17 to 0.28 without the temperature, each seed a little less; 0.22 to 0.36 chunked); every
+# head of the RoPE model has lost it. That shows where a lookup can happen, not that it happens
+# there: a head that spread its weight evenly over the 4 entries would also put 0.25 there (the
+# run does not record the other entries' weights); NoPE's second layer puts about as much there
+# (0.22 to 0.29) and recalls 0.94, not 0.52 (its first layer finds the entry as well, 0.09 to
+# 0.21); and the iRoPE seed with the most weight on the entry is not the one that recalls best.
+# Probably the lookup gives most of iRoPE's lead (RoPE lost both the weight and the recall), but
+# this reads 16 sequences per seed, not a test. One alternative is ruled out: the chunked
+# model's RoPE layer puts no weight on the entry in any seed, yet every chunked seed recalls more
+# at 512 than RoPE's best seed, so the lookup does not run through iRoPE's RoPE layer. The other
+# remains: iRoPE has one RoPE layer where RoPE has two.
 #
 # **The chunk on the dictionary-anywhere task.** How many lookups cross a chunk boundary can be
 # counted on the test sequences themselves: the question at position $i$ and the entry it asks
