@@ -211,16 +211,24 @@ print(f"* DeepSeek-V3's RoPE factor is 1, but its softmax scale multiplies the s
 count = {label: (None if row["L0_L"][0] is None else turns_within(row["plain"], row["L0_L"][0]),
                  turns_within(row["inv_freq"], row["L0_L"][1])) for label, row in ROWS.items()}
 share_never = {label: 1 - at_L / (ROWS[label]["r"] // 2) for label, (_, at_L) in count.items()}
-assert all(1 / 4 <= s <= 1 / 2 for s in share_never.values()), share_never
 YARN_ROWS = ("Qwen2.5 7B Instruct + YaRN (model card)", "DeepSeek-V3", "GPT-OSS 20B")
-assert all(count[label][0] == count[label][1] for label in YARN_ROWS)
 SCOUTS = ("Llama 4 Scout 17B-16E (base)", "Llama 4 Scout 17B-16E Instruct")
-assert count["Llama 3.1 8B"] == (35, 39) and all(count[name] == (35, 35) for name in SCOUTS)
 scout_base, scout_cfg = text_config(MODELS[SCOUTS[0]]), text_config(MODELS[SCOUTS[1]])
-assert (scout_base["max_position_embeddings"], scout_cfg["max_position_embeddings"]) == (262144, 40 * 262144)
 scout_row = ROWS[SCOUTS[1]]  # either file: its RoPE layers see one chunk, shorter than both advertised contexts
-assert scout_row["L0_L"] == ROWS[SCOUTS[0]]["L0_L"] == (8192, scout_cfg["attention_chunk_size"]) == (8192, 8192)
-assert count["Phi-3 mini 128k instruct"] == (34, 31)
+claims = {  # one entry per sentence of the list above
+    "every row: a quarter to a half of the pairs never turn within L": all(1 / 4 <= s <= 1 / 2
+                                                                           for s in share_never.values()),
+    "YaRN: as many pairs turn at L as plain RoPE turns at L0": all(count[r][0] == count[r][1] for r in YARN_ROWS),
+    "Llama 3.1 turns more, 35 -> 39": count["Llama 3.1 8B"] == (35, 39),
+    "Llama 4 Scout: contexts of 262 144 and 40 times that, both rows 35 -> 35 within one chunk of 8192":
+        (scout_base["max_position_embeddings"], scout_cfg["max_position_embeddings"]) == (262144, 40 * 262144)
+        and all(count[name] == (35, 35) for name in SCOUTS)
+        and scout_row["L0_L"] == ROWS[SCOUTS[0]]["L0_L"] == (8192, scout_cfg["attention_chunk_size"]) == (8192, 8192),
+    "LongRoPE turns fewer, 34 -> 31": count["Phi-3 mini 128k instruct"] == (34, 31),
+}
+for claim, holds in claims.items():
+    print(("holds: " if holds else "FAILS: ") + claim)
+assert all(claims.values()), [claim for claim, holds in claims.items() if not holds]
 short_span = {name for name, entry in MODELS.items()  # models with layers that see less than the context
               if text_config(entry).get("sliding_window") or text_config(entry).get("attention_chunk_size")}
 assert short_span == {"Gemma 3 4B", "GPT-OSS 20B", *SCOUTS}  # three models (Scout in its two files)
@@ -251,9 +259,11 @@ assert short_span == {"Gemma 3 4B", "GPT-OSS 20B", *SCOUTS}  # three models (Sco
 # >   within $L_0$, and the long list turns the same 31 within $L$.
 
 # %% slideshow={"slide_type": "fragment"}
+# GPT-OSS: half its layers see 128 tokens
 gpt_oss = text_config(MODELS["GPT-OSS 20B"])
 assert gpt_oss["sliding_window"] == 128 and gpt_oss["layer_types"].count("sliding_attention") == 12 == 24 // 2
 assert turns_within(ROWS["GPT-OSS 20B"]["inv_freq"], 128) == 9 and round(100 * (32 - 9) / 32) == 72
+# YaRN: beta_slow = 1, and the control beta_slow = 0.5
 for label in YARN_ROWS:  # beta_slow = 1: every pair slower than L0 is divided by exactly s
     row = ROWS[label]
     s_yarn = text_config(MODELS[label])["rope_scaling"]["factor"]
@@ -267,6 +277,7 @@ half_turn, _ = pl.scaled_rope_frequencies(128, method="yarn", factor=4.0, origin
 slow = 2 * math.pi / qwen_plain > 32768
 assert int(slow.sum()) == 24 and int((qwen_plain[slow] / half_turn[slow] < 4 - 1e-9).sum()) == 3
 assert turns_within(half_turn, 4 * 32768) == turns_within(qwen_plain, 32768) + 1
+# Llama 3.1 and Llama 4 Scout
 assert turns_within(ROWS["Llama 3.1 8B"]["plain"], 2 * 8192) == 39  # the pairs with λ_j <= 2 L0
 assert scout_base["rope_scaling"] == scout_cfg["rope_scaling"]  # one RoPE block in both files
 from transformers import Llama4TextConfig  # the base file's empty no_rope_layers, as transformers reads it
@@ -291,11 +302,13 @@ slowed_by = (scout_row["plain"] / scout_row["inv_freq"]).cpu()
 kept = 2 * math.pi / scout_row["plain"].cpu() <= 8192
 assert torch.allclose(slowed_by[kept], torch.tensor(1.0, dtype=torch.float64))  # kept as they are
 assert torch.allclose(slowed_by[~kept], torch.tensor(16.0, dtype=torch.float64))  # divided by factor 16
+# Gemma 3's full layers: linear x8
 gemma_full = ROWS["Gemma 3 4B (full)"]  # linear x8: no L0 in the file, and none needed
 assert gemma_full["L0_L"] == (None, 131072) and text_config(MODELS["Gemma 3 4B"])["rope_scaling"]["factor"] == 8
 assert all(torch.equal(*(pl.scaled_rope_frequencies(64, method="linear", factor=8.0, original_max_position=n)[0]
                          for n in (4096, n2))) for n2 in (32768, 131072))  # the anchor changes nothing
 assert turns_within(gemma_full["inv_freq"], 131072) == turns_within(gemma_full["plain"], 131072 // 8)
+# LongRoPE (Phi-3)
 phi3_long = text_config(MODELS["Phi-3 mini 128k instruct"])["rope_scaling"]["long_factor"]
 phi3_row = ROWS["Phi-3 mini 128k instruct"]
 stop_turning = [j for j in range(48) if 2 * math.pi / phi3_row["plain"][j] <= phi3_row["L0_L"][0]
