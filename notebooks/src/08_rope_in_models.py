@@ -467,7 +467,7 @@ print(f"full score: {near.item():+.4f} (3 apart), {far.item():+.4f} (3000 apart)
 # is the same in every head.
 
 # %% slideshow={"slide_type": "fragment"}
-# (1) A tiny MLA head: its score is a content part plus a rotated part, and only the rotated part sees positions
+# (1) A tiny MLA head: its score is a content part plus a rotated part; positions move just the rotated one
 heads, nope, rope_dim, T = 4, 6, 4, 5  # tiny MLA head: 6 content features, then 4 rotated ones
 q_mla = torch.randn(heads, T, nope + rope_dim, dtype=torch.float64)
 k_shared = torch.randn(1, T, rope_dim, dtype=torch.float64).expand(heads, T, rope_dim)
