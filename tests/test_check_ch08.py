@@ -1,6 +1,7 @@
 """Checkers of chapter 8 (posenc_lib.check.ch08): the right answer (derived here, independently of the
 checker) passes, every shortcut the prompts forbid is refused, each named misconception is named, and the
 checker module hands over no answer."""
+import inspect
 import math
 import random
 import re
@@ -382,6 +383,32 @@ def test_deepseek_query_scales_refuse_the_library(capsys):
     assert ok is False and "calls posenc_lib.scaling.SCALINGS['yarn']" in out
 
 
+def test_deepseek_query_scales_refuse_transformers_yarn(capsys):
+    """The library-call shortcut through transformers: its YaRN (through ROPE_INIT_FUNCTIONS or its own name)
+    returns the RoPE's attention factor, and DeepSeek's yarn_apply_mscale the softmax scale."""
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    from transformers import DeepseekV3Config
+    from transformers.models.deepseek_v3 import modeling_deepseek_v3
+
+    def with_transformers(m, a, s):
+        config = DeepseekV3Config(rope_scaling=ch08._deepseek_config(m, a, s)["rope_scaling"],
+                                  max_position_embeddings=int(4096 * s))
+        ROPE_INIT_FUNCTIONS["yarn"](config, "cpu")
+        return query_scales_derived(m, a, s)
+
+    ok, out = run(check.deepseek_mscales, with_transformers, capsys)
+    assert ok is False and "calls transformers' ROPE_INIT_FUNCTIONS['yarn']" in out and "a library" in out
+
+    def with_softmax_helper(m, a, s):
+        modeling_deepseek_v3.yarn_apply_mscale({"factor": s, "mscale_all_dim": a}, 192 ** -0.5)
+        return query_scales_derived(m, a, s)
+
+    ok, out = run(check.deepseek_mscales, with_softmax_helper, capsys)
+    assert ok is False and "calls transformers.models.deepseek_v3.modeling_deepseek_v3.yarn_apply_mscale" in out
+    assert ROPE_INIT_FUNCTIONS["yarn"].__code__.co_name == "_compute_yarn_parameters"  # put back after the check
+    assert run(check.deepseek_mscales, query_scales_derived, capsys)[0] is True  # the derived answer still passes
+
+
 # ---------------------------------------------------------------- Exercise 3: a query scale against n keys
 
 def needle_derived(n, n0, gap):
@@ -682,7 +709,7 @@ def test_the_checker_module_hands_over_no_answer():
             assert not any(round(v, 6) in answers for v in values(value) if v not in (1.0,)), name
     private = {n for n, v in vars(ch08).items() if callable(v) and n.startswith("_") and getattr(v, "__module__", "")
                == ch08.__name__}
-    assert private == {"_frequency_readers", "_checker_rotations", "_longrope", "_dynamic", "_port_cases", "_deepseek_config",
+    assert private == {"_frequency_readers", "_transformers_yarn", "_checker_rotations", "_longrope", "_dynamic", "_port_cases", "_deepseek_config",
                        "_log_mean_exp", "_log_odds", "_heaviest", "_needle_cases", "_simulations",
                        "_some", "_keys_at", "_shift_misreadings"}
     n, n0, gap = ch08._needle_cases()  # the cases are inputs: no tensor of the module holds a scale
@@ -734,8 +761,10 @@ def test_exercise_4_states_no_single_rotation_above_it_or_in_its_prompt():
     prompt = exercises[exercises.index("**Exercise 4 (design).**"):exercises.index("def shift_keys")]
     assert "turn_needed" not in above
     assert "one rotation" not in above + prompt and "grows with its position" not in prompt
-    # the doubled factor (shown in §6) is not the tested point: the prompt says the stored keys carry the factor
-    assert "already carries the config's attention factor" in prompt
+    # the doubled factor (§6) is the trap the learner must find: neither the prompt nor the hint names it
+    assert "attention factor" not in prompt and "second time" not in prompt and "bug" not in prompt
+    hint = inspect.getsource(ch08.context_shift).split("report(")[1]
+    assert "factor" not in hint and "carries" not in hint and "length" not in hint
 
 
 # ---------------------------------------------------------------- chapter claims read from released files

@@ -17,7 +17,7 @@ import torch
 
 from .. import rope_config, rotary, scaling
 from ._core import close, float64_tensor, number, report, sealed, whole_number
-from ._guard import answers_under_guard, stopped_verdict
+from ._guard import answers_under_guard, loaded, stopped_verdict
 
 __all__ = ["cache_rotations", "deepseek_mscales", "needle_scale", "context_shift"]
 
@@ -36,6 +36,19 @@ def _frequency_readers() -> tuple[tuple[Any, str, str], ...]:
             (posenc_lib, "scaled_rope_frequencies", "pl.scaled_rope_frequencies"),
             (scaling, "scaled_rope_frequencies", "pl.scaled_rope_frequencies"),
             (rope_config, "scaled_rope_frequencies", "pl.scaled_rope_frequencies"), *registry)
+
+
+def _transformers_yarn() -> tuple[tuple[Any, str, str], ...]:
+    """transformers' own doors to Exercise 2's multipliers, in the modules the learner has loaded (``loaded``: the
+    checker imports no heavy library; the notebook has loaded them all by Exercise 2): its YaRN
+    (``ROPE_INIT_FUNCTIONS["yarn"]``, which returns the RoPE's attention factor; refused through its code, so reaching
+    it through the dict or through a model's rotary embedding is refused too) and DeepSeek's ``yarn_apply_mscale``
+    (the softmax scale). Reading their source is allowed (the prompt points to it); calling them is a lookup."""
+    doors = [(owner, attribute, "transformers' ROPE_INIT_FUNCTIONS['yarn']")
+             for owner, attribute, _ in loaded("transformers.modeling_rope_utils", ["_compute_yarn_parameters"])]
+    for family in ("deepseek_v2", "deepseek_v3"):
+        doors += loaded(f"transformers.models.{family}.modeling_{family}", ["yarn_apply_mscale"])
+    return tuple(doors)
 
 
 def _checker_rotations() -> tuple[tuple[Any, str, str], ...]:
@@ -228,9 +241,9 @@ def deepseek_mscales(answer: Callable[[float, float, float], Any] | None) -> boo
 
     def run(fn):
         cases = _port_cases()
-        answers, stopped = answers_under_guard(fn, cases, _frequency_readers(), loops=False)
+        answers, stopped = answers_under_guard(fn, cases, _frequency_readers() + _transformers_yarn(), loops=False)
         if stopped is not None:
-            yield stopped_verdict(stopped[1], "your function", shortcut="it reads the multipliers off the library, "
+            yield stopped_verdict(stopped[1], "your function", shortcut="it reads the multipliers off a library, "
                                   "and deriving them is the exercise")
             return
         # One verdict per kind of mistake, never per setting or number.
@@ -514,7 +527,7 @@ def context_shift(answer: Callable[[torch.Tensor, int, dict], Any] | None) -> bo
                                             "shift")
 
     return report("A context shift", answer, run,
-                  "a stored key already carries everything its old position gave it.")
+                  "rotations of the same pair compose: their angles add.")
 
 
 def _shift_misreadings(raw: torch.Tensor, config: dict, positions: torch.Tensor) -> dict[str, torch.Tensor | None]:
