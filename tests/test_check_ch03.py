@@ -488,44 +488,25 @@ def test_fixed_exponent_fact_by_the_tables():
         assert not torch.allclose(ch03.buggy_sinusoids(50, d), fixed)
 
 
-@pytest.mark.parametrize("right", [
-    fixed_exponent,
-    lambda two_j, d: 2 * (two_j // 2) / d,
-    lambda two_j, d: np.float64(two_j) / d,
-    lambda two_j, d: -math.log(pl.rope_frequencies(d, dtype=torch.float64)[two_j // 2].item(), 10000),
-])
-def test_fixed_exponent_accepts_right_fixes(right, draw, capsys):
-    assert check.slow_pairs(slow_by_exponents, right) is True
-    assert "all correct!" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize("wrong, says", [
-    (lambda two_j, d: 2 * two_j / d, "as the builder writes it"),  # the exponent copied: the bug not found
-    (lambda two_j, d: -two_j / d, "the sign is the other one"),
-    (lambda two_j, d: two_j / (2 * d), "does not turn as in §1's table"),
-    (lambda two_j, d: (two_j + 1) / d, "does not turn as in §1's table"),
-    (lambda two_j, d: -math.log(ch03._pair_turn(two_j // 2, d, as_built=False), 10000), "check.ch03._pair_turn"),
-    (lambda two_j, d: "0.5", "must be one number"),
-    (3, "must be a function"),
-])
-def test_fixed_exponent_refuses_the_copied_exponent_and_names_misconceptions(wrong, says, draw, capsys):
-    """Cold read 15: a count from the builder's exponent typed in needs no bug found; the fix, graded with it, does.
-    Copying the exponent as written into the fix is refused, and then the count is not judged."""
-    assert check.slow_pairs(_count_by_bisection, wrong) is False
+def test_slow_pairs_grades_the_count_alone(capsys):
+    """Cold read 24: the fix is answerable from §1, so Exercise 3 grades the count alone (the warm-up has no checker)."""
+    assert check.slow_pairs(slow_by_exponents) is True
     out = capsys.readouterr().out
-    assert says in out and "hint:" in out and "slow_count: right" not in out
+    assert "all correct!" in out and "fixed_exponent" not in out
+    with pytest.raises(TypeError):
+        check.slow_pairs(slow_by_exponents, fixed_exponent)  # one function: the fix is not graded
 
 
-def test_slow_pairs_without_the_fix_is_not_right(capsys):
-    assert check.slow_pairs(slow_by_exponents) is False
-    assert "pass both functions" in capsys.readouterr().out
+def test_notebook_grades_the_count_and_not_the_warm_up():
+    """Cold read 24: the fix is answerable from §1, so it is an ungraded warm-up with no checker; the graded cell calls
+    slow_pairs on the count alone, and the worked solution checks the fixed builder against §1's table."""
+    from pathlib import Path
 
-
-def test_fixed_exponent_draws_new_cases():
-    cases = ch03._fix_cases(ch03._fresh_rng())
-    assert cases != ch03._fix_cases(ch03._fresh_rng())
-    assert all(2 <= two_j <= d - 2 and two_j % 2 == 0 and d % 2 == 0 for two_j, d in cases)
-    assert cases[-1][0] > cases[-1][1] / 2  # one column past the middle, where the builder's exponent is above 1
+    source = (Path(__file__).parents[1] / "notebooks" / "src" / "03_sinusoids.py").read_text()
+    graded = [cell for cell in source.split("# %%") if '"grade": true' in cell.split("\n", 1)[0]]
+    assert any(cell.strip().endswith("_ = check.slow_pairs(slow_count)") for cell in graded)
+    assert not any("fixed_exponent" in cell for cell in graded)
+    assert "ungraded warm-up" in source and "pl.sinusoidal_positions(n, d)" in source
 
 
 def test_slow_pairs_fact_by_the_exponents(draw):
@@ -559,7 +540,7 @@ def test_slow_pairs_fact_by_the_exponents(draw):
     lambda d, n: d // 2 - min(d // 2, math.floor(d * math.log10(10 * n) / 16) + 1),
 ])
 def test_slow_pairs_accepts_right_answers(right, draw, capsys):
-    assert check.slow_pairs(right, fixed_exponent) is True
+    assert check.slow_pairs(right) is True
     out = capsys.readouterr().out
     assert "all correct!" in out and "compare with §1's table" in out
     assert not any(word in out for word in ("twice", "doubled", "1e8", "10000", "two_j / d"))  # no fix given away
@@ -567,14 +548,15 @@ def test_slow_pairs_accepts_right_answers(right, draw, capsys):
 
 def _count_by_bisection(d, length):
     """A bisection over the pairs with the listing's own exponent typed in: a route to the count that needs no bug
-    found (cold read 15), which is why the fix is graded too (test_fixed_exponent_refuses_the_copied_exponent...)."""
+    found (cold read 15). Cold read 24 found the fix answerable from §1, so it is an ungraded warm-up now: the count
+    is the graded question, and reading the buggy exponent off the listing is part of answering it."""
     import bisect
 
     return d // 2 - bisect.bisect_left(range(d // 2), True, key=lambda j: 0.1 * 10000 ** (4 * j / d) > length)
 
 
 def test_slow_pairs_accepts_a_bisection_on_the_exponent_read_off_the_listing(capsys):
-    assert check.slow_pairs(_count_by_bisection, fixed_exponent) is True
+    assert check.slow_pairs(_count_by_bisection) is True
     assert "all correct!" in capsys.readouterr().out
 
 
@@ -612,7 +594,7 @@ def test_slow_pairs_refuses_counting_over_the_pairs(shortcut, says, draw, capsys
     """Every route that counts pair by pair (the builder's table, the library at base 1e8, numpy, a loop) meets a
     width of 10^9 or more, where the table cannot exist: only a formula in d and L (or the exponent, solved) answers."""
     assert shortcut(64, 1000) == slow_by_exponents(64, 1000)  # right where a table fits
-    assert check.slow_pairs(shortcut, fixed_exponent) is False
+    assert check.slow_pairs(shortcut) is False
     out = capsys.readouterr().out
     assert says in out and "hint:" in out
 
@@ -639,7 +621,7 @@ def _measure_then_scale(d, length):
     (lambda d, n: "16", "must be a whole number"),
 ])
 def test_slow_pairs_names_the_misconception_without_the_count(wrong, says, draw, capsys):
-    assert check.slow_pairs(wrong, fixed_exponent) is False
+    assert check.slow_pairs(wrong) is False
     out = capsys.readouterr().out
     assert says in out and "hint:" in out
     for d, length in ch03._slow_cases(random.Random(draw)):
@@ -649,7 +631,7 @@ def test_slow_pairs_names_the_misconception_without_the_count(wrong, says, draw,
 def test_slow_pairs_hint_names_an_idea_not_the_steps(capsys):
     """Cold read 21: the count's hint named the steps (the slow pairs are the last ones; one inequality in j).
     It now names one idea, the frequencies' geometric progression, and no step of the solution."""
-    assert check.slow_pairs(lambda d, n: 1, fixed_exponent) is False
+    assert check.slow_pairs(lambda d, n: 1) is False
     hint = capsys.readouterr().out.split("hint:", 1)[1]
     assert "geometric progression" in hint
     assert not any(step in hint for step in ("inequality", "the last", "log", "0.1", "slow pairs are"))
@@ -662,8 +644,7 @@ def test_slow_pairs_draws_new_cases():
 def test_slow_pairs_unattempted(capsys):
     stub = lambda *args: (_ for _ in ()).throw(NotImplementedError)  # noqa: E731
     assert check.slow_pairs(None) is None
-    assert check.slow_pairs(stub) is None and check.slow_pairs(stub, stub) is None
-    assert check.slow_pairs(slow_by_exponents, stub) is None and check.slow_pairs(stub, fixed_exponent) is None
+    assert check.slow_pairs(stub) is None
     assert "not attempted yet" in capsys.readouterr().out
 
 
@@ -698,8 +679,6 @@ def test_no_function_of_the_checker_module_passes_an_exercise(capsys):
         if callable(value):
             for checker in (check.offset_from_codes, check.offset_only_score, check.slow_pairs):
                 assert checker(value) is not True, name
-            assert check.slow_pairs(value, fixed_exponent) is not True, name
-            assert check.slow_pairs(slow_by_exponents, value) is not True, name
     assert not any(isinstance(v, str) and len(v) == 24 for v in flat(list(attributes.values())))  # no digests
     capsys.readouterr()
 

@@ -7,8 +7,8 @@ NotImplementedError) counts as not attempted (see _core for grading mode).
 No answer is kept here, not even as a digest: every exercise draws its cases anew at each check. Exercise 1's
 offsets are judged against the positions drawn, Exercise 2's matrix by the properties that define it
 (it commutes with the shift, and what it leaves of A has nothing along any matrix that does), and
-Exercise 3's fixed exponent against §1's turn of the same column's pair, at columns and widths drawn at every check,
-and its count by the builder's exponent at two pairs only (the first the count calls slow, and the one before it),
+Exercise 3's count (its fix of the builder is an ungraded warm-up, with no checker: §1 answers it) by the builder's
+exponent at two pairs only (the first the count calls slow, and the one before it),
 at widths up to 10^12 where no table can be built.
 """
 from __future__ import annotations
@@ -312,53 +312,8 @@ def _slow_cases(rng: random.Random) -> list[tuple[int, int]]:
     return cases
 
 
-def _fix_cases(rng: random.Random) -> list[tuple[int, int]]:
-    """Four (two_j, d) new at every check: an even width from 8 to 10^6 and a column index two_j = 2j of it (even,
-    2 to d - 2), the last one past d/2 (where the builder's exponent exceeds 1)."""
-    cases = []
-    for low, high, upper in ((4, 64, False), (64, 5_000, False), (5_000, 500_000, False), (4, 500_000, True)):
-        half = rng.randrange(low, high)  # d = 2 half
-        j = rng.randrange(half // 2 + 1, half) if upper else rng.randrange(1, half)
-        cases.append((2 * j, 2 * half))
-    return cases
-
-
-def _fix_verdicts(fix: Any, cases: list[tuple[int, int]], refuse: list[tuple[Any, str, str]]) -> Iterator[Verdict]:
-    """Exercise 3's first part: fix(two_j, d) -> the exponent e that makes ``pos / 10000 ** e`` §1's angle, judged
-    by the turn per position it gives against §1's for the pair of column two_j (the checker's own turn)."""
-    if not callable(fix):
-        yield False, f"fixed_exponent must be a function fn(two_j, d), got {type(fix).__name__}"
-        return
-    answers, stopped = answers_under_guard(fix, cases, refuse)
-    if stopped is not None:
-        (two_j, d), why = stopped
-        yield stopped_verdict(why, f"fixed_exponent({two_j}, {d})",
-                              shortcut="the checker's own tools are not for answering; the exponent is one line",
-                              loop="runs a long loop: the exponent is one line")
-        return
-    for (two_j, d), raw in answers.items():
-        e, case = number(raw), f"fixed_exponent({two_j}, {d})"
-        if e is None:
-            yield False, f"{case} must be one number, got {type(raw).__name__}"
-            return
-        right = _pair_turn(two_j // 2, d, as_built=False)
-        as_written = _pair_turn(two_j // 2, d)
-        turn = 10000.0 ** -e if math.isfinite(e) and abs(e) < 30 else math.nan
-        if math.isclose(turn, right, rel_tol=1e-9):
-            continue
-        if math.isclose(turn, as_written, rel_tol=1e-9):
-            yield False, f"{case}: that is the exponent as the builder writes it, bug included"
-        elif math.isclose(turn, 1 / right, rel_tol=1e-9):
-            yield False, f"{case}: the builder divides by 10000 ** exponent, so the sign is the other one"
-        else:
-            yield False, f"{case}: with that exponent the pair of column two_j does not turn as in §1's table"
-        return
-    yield True, f"fixed_exponent: right at {len(cases)} columns and widths drawn at this check"
-
-
-def slow_pairs(fn: Any, fix: Any = None) -> bool | None:
-    """Exercise 3: fix(two_j, d) -> the exponent the builder's angle line should have, in its own variables (two_j
-    holds the column index 2j); fn(d, L) -> how many of the d/2 pairs of buggy_sinusoids(n, d) turn by less than
+def slow_pairs(fn: Any) -> bool | None:
+    """Exercise 3: fn(d, L) -> how many of the d/2 pairs of buggy_sinusoids(n, d) turn by less than
     0.1 rad over L positions (L theta_j < 0.1), for (d, L) drawn at every check, most widths 10^9 to 10^12, where no
     table can be built (arrays of 10^8 elements or more are refused, and a long Python loop is stopped)."""
 
@@ -368,15 +323,6 @@ def slow_pairs(fn: Any, fix: Any = None) -> bool | None:
             return
         own = sys.modules[__name__]  # the checker's per-pair turns are its own, not a tool for the answer
         refuse = [(own, name, f"check.ch03.{name}") for name in ("_pair_turn", "_is_slow_count")]
-        if fix is None:
-            f(8, 8)  # an unattempted count stays unattempted
-            yield False, ("pass both functions: check.slow_pairs(slow_count, fixed_exponent); the fix is graded "
-                          "as well as the count")
-            return
-        fix_verdicts = list(_fix_verdicts(fix, _fix_cases(_fresh_rng()), refuse))
-        yield from fix_verdicts
-        if not all(ok for ok, _ in fix_verdicts):
-            return
         cases = _slow_cases(_fresh_rng())
         answers, stopped = answers_under_guard(f, cases, refuse)
         if stopped is not None:
@@ -418,7 +364,5 @@ def slow_pairs(fn: Any, fix: Any = None) -> bool | None:
         else:
             yield False, f"{case} = {got[wrong[0]]} is not that count"
 
-    return report("the builder's bug fixed, and how many pairs of the buggy table turn by less than 0.1 rad over "
-                  "the context", fn, run,
-                  "the fix is a warm-up: read the builder against §1's formula one symbol at a time, what does each "
-                  "variable hold? The count: the builder's frequencies are still a geometric progression in j")
+    return report("how many pairs of the buggy table turn by less than 0.1 rad over the context", fn, run,
+                  "the builder's frequencies are still a geometric progression in j")
