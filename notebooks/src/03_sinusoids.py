@@ -1225,11 +1225,15 @@ print("a buffer made from a tensor that requires grad, persistent=False: require
 # a hint. The worked solution follows, collapsed (expand it only after trying), then a cell that
 # checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
 #
-# **1 (design: read the offset back).** Two sinusoidal codes of $d = 8$ features (base 10000, §1's
-# interleaved layout) are given: `code_a`, the code of a position $m$, and `code_b`, the code of a
-# position $n$. You know neither position; they can be any real numbers up to $10^9$, not only
-# whole ones, but $|n - m| < 3000$. Write `offset(code_a, code_b)` returning $n - m$ (two tensors of
-# 8 numbers in, one number out). Any route is fine, a short search included. The checker draws
+# **1 (design: read the offset back).** Two sinusoidal codes of $d = 8$ features (§1's formula and
+# interleaved layout, but with base $10^{12}$ in place of 10000, so that pair $j$ turns $10^{-3j}$
+# radian per position) are given, as float64 tensors: `code_a`, the code of a position $m$, and
+# `code_b`, the code of a position $n$. You know neither position; they can be any real numbers up
+# to $10^{10}$, not only whole ones, but $|n - m| < 10^9$. Write `offset(code_a, code_b)` returning
+# $n - m$ to within $10^{-3}$ (two tensors of 8 numbers in, one number out; compute and return it in
+# float64, as a float32 number near $10^9$ is only good to about 64). There are $2 \cdot 10^9$ whole
+# offsets, too many to try one by one at any speed, in Python or in C. Any route is fine, a short
+# search included. The checker draws
 # new positions at every check, refuses the library's code builders while your function runs, and
 # gives each pair of codes 2 000 Python steps and 10 000 tensor elements (a tensor of one number, such
 # as `code_a[6]`, costs none): enough for a formula, or a short search on the right pair, not for
@@ -1248,10 +1252,11 @@ def offset(code_a, code_b):
     ### BEGIN SOLUTION
     # §4: going k positions on turns pair j by kθ_j. A pair's angle is only known up to whole turns, so
     # a fast pair (pair 0 repeats every 2π ≈ 6.3 positions) cannot tell k from k + 2π/θ_j. The slowest
-    # pair, θ_3 = 10000^(-6/8) = 1/1000, turns by less than half a circle over |k| < 3000 (3 < π): read
-    # its angle in both codes, take the difference into (-π, π], divide by θ_3. (The dot product of the
-    # codes, §6, would not do: it is the same for k and -k.)
-    theta_slow = 10000 ** (-6 / 8)
+    # pair, θ_3 = (10^12)^(-6/8) = 10^-9, turns by less than half a circle over |k| < 10^9 (1 < π): read
+    # its angle in both codes, take the difference into (-π, π], divide by θ_3. In float64 the angles
+    # are good to about 1e-16 rad, so the offset to about 1e-7. (The dot product of the codes, §6,
+    # would not do: it is the same for k and -k.)
+    theta_slow = 1e12 ** (-6 / 8)
     turn = math.atan2(code_b[6], code_b[7]) - math.atan2(code_a[6], code_a[7])  # (sin, cos) of pair 3
     turn = (turn + math.pi) % (2 * math.pi) - math.pi
     return turn / theta_slow

@@ -29,9 +29,10 @@ from ._guard import answers_under_guard, stopped_verdict
 __all__ = ["offset_from_codes", "offset_only_score", "slow_pairs"]
 
 CLOSED_FORM_STEPS = 2_000  # Python lines for one case: a formula needs dozens, a short search on the slowest pair
-#                            (a coarse scan then a bisection) hundreds, trying every offset thousands
+#                            (a coarse scan then a bisection) hundreds; trying every offset, 2 10^9 of them, is
+#                            out of reach even at C speed (map, numpy), which is why the span is that wide
 CLOSED_FORM_ELEMENTS = 10_000  # tensor elements for one case of Exercise 1: a formula touches dozens, a grid over
-#                                all 6000 whole offsets at least 12 000 (the grid and its scores: numpy's
+#                                a few thousand offsets at least twice as many (the grid and its scores: numpy's
 #                                element-wise operators are counted too, operators=True). Results of one element are free
 #                                (scalars=False): a short search that indexes the codes in a loop makes one per
 #                                index, and the step budget already bounds how many a loop makes. The memory
@@ -56,15 +57,16 @@ def _code_builders() -> tuple[tuple[Any, str, str], ...]:
     return tuple(found)
 
 
-# Exercise 1: read the offset n - m back from the codes of m and n (d = 8, base 10000, real positions).
-CODE_D, CODE_SPAN = 8, 3000
+# Exercise 1: read the offset n - m back from the codes of m and n (d = 8, base 10^12, real positions up to 10^10,
+# |n - m| < 10^9: 2 10^9 whole offsets, too many to try one by one even in C, cold read 24).
+CODE_D, CODE_BASE, CODE_SPAN, CODE_MAX = 8, 1e12, 10**9, 1e10
 
 
-def code_of(position: float, d: int = CODE_D) -> torch.Tensor:
+def code_of(position: float, d: int = CODE_D, base: float = CODE_BASE) -> torch.Tensor:
     """The sinusoidal code of a real position, interleaved (sin, cos) per pair, float64 (written out here)."""
     out = []
     for j in range(d // 2):
-        angle = position * 10000.0 ** (-2 * j / d)
+        angle = position * base ** (-2 * j / d)
         out += [math.sin(angle), math.cos(angle)]
     return torch.tensor(out, dtype=torch.float64)
 
@@ -77,7 +79,7 @@ def _wrapped(angle: float) -> float:
 def _one_entry_turns(code_a: torch.Tensor, code_b: torch.Tensor) -> list[float]:
     """The offsets a reading of the slowest pair's angles from one number each gives (asin of the sine, acos of
     the cosine), the difference as it is and brought into (-pi, pi]."""
-    j, theta = CODE_D // 2 - 1, 10000.0 ** (-(CODE_D - 2) / CODE_D)
+    j, theta = CODE_D // 2 - 1, CODE_BASE ** (-(CODE_D - 2) / CODE_D)
     out = []
     for inverse, entry in ((math.asin, 2 * j), (math.acos, 2 * j + 1)):
         turn = inverse(max(-1.0, min(1.0, float(code_b[entry])))) - inverse(max(-1.0, min(1.0, float(code_a[entry]))))
@@ -86,33 +88,33 @@ def _one_entry_turns(code_a: torch.Tensor, code_b: torch.Tensor) -> list[float]:
 
 
 def _code_cases(rng: random.Random) -> list[tuple[float, float]]:
-    """Seven (m, n) pairs of real positions up to 10^9 with 0 <= |n - m| < 3000, new at every check.
+    """Seven (m, n) pairs of real positions up to 10^10 with 0 <= |n - m| < 10^9, new at every check.
 
     Their kinds are fixed, so that each misconception shows at the same case every time: 1, n > m with
     the slowest pair's angle passing pi between the two; 2, n < m; 3, m = n; 4 to 7, anywhere. Every
     offset but case 3's is at least 0.1 away from a whole number.
     """
-    slowest = 10000.0 ** (-(CODE_D - 2) / CODE_D)
+    slowest = CODE_BASE ** (-(CODE_D - 2) / CODE_D)
 
-    def offset(sign: int) -> float:
-        return sign * (rng.randrange(500, CODE_SPAN - 10) + rng.uniform(0.1, 0.9))
+    def offset(sign: int, low: int = 500) -> float:
+        return sign * (rng.randrange(low, CODE_SPAN - 10) + rng.uniform(0.1, 0.9))
 
-    k = offset(+1)
+    k = offset(+1, low=CODE_SPAN // 5)  # the slowest pair turns by 0.2 to 1 rad
     below_pi = rng.uniform(0.05, k * slowest - 0.05)  # the slowest angle of m sits this far below pi
-    m = (2 * math.pi * rng.randrange(1, 150_000) + math.pi - below_pi) / slowest
+    m = (2 * math.pi * rng.randrange(0, 2) + math.pi - below_pi) / slowest
     cases = [(m, m + k)]
-    for low, high, sign in ((CODE_SPAN, 1e9, -1), (0, 1e9, 0), (0, 10, +1), (1e8, 1e9, -1), (0, 1e9, +1),
-                            (CODE_SPAN, 1e9, -1)):
+    for low, high, sign in ((CODE_SPAN, CODE_MAX, -1), (0, CODE_MAX, 0), (0, 10, +1), (CODE_MAX / 10, CODE_MAX, -1),
+                            (0, CODE_MAX, +1), (CODE_SPAN, CODE_MAX, -1)):
         m = rng.uniform(low, high)
         cases.append((m, m + offset(sign) if sign else m))
     return cases
 
 
 def offset_from_codes(fn: Any) -> bool | None:
-    """Exercise 1: fn(code_a, code_b) -> n - m, from the codes (8,) of two real positions m, n (|n - m| < 3000),
+    """Exercise 1: fn(code_a, code_b) -> n - m, from the codes (8,) of two real positions m, n (|n - m| < 10^9),
     by any route within a budget of steps and tensor elements per case (building or turning codes of chosen
     positions with the library is refused)."""
-    thetas = rope_frequencies(CODE_D, dtype=torch.float64).tolist()
+    thetas = rope_frequencies(CODE_D, base=CODE_BASE, dtype=torch.float64).tolist()
 
     def run(f: Any) -> Iterator[Verdict]:
         if not callable(f):
@@ -127,7 +129,7 @@ def offset_from_codes(fn: Any) -> bool | None:
         if stopped is not None:
             yield stopped_verdict(stopped[1], "your function", shortcut="the library's code builders are refused "
                                   "here; the two codes you are given carry the offset",
-                                  loop="runs out of its steps: trying every offset takes thousands; a formula, or a "
+                                  loop="runs out of its steps: there are 2 10^9 offsets to try; a formula, or a "
                                        "short search on a pair that reads the offset unambiguously, far fewer",
                                   grid="more tensor elements than a formula or a short search needs (all the "
                                        "candidate offsets at once?)")
@@ -162,7 +164,7 @@ def offset_from_codes(fn: Any) -> bool | None:
             elif abs(got - round(k)) < 1e-3:
                 yield False, f"{where}: a whole number, but positions here are real numbers, and so is their offset"
             elif any(abs(got - _wrapped(k * t) / t) < 1e-3 for t in thetas):
-                yield False, (f"{where}: you read a pair whose angle repeats within 3000 positions: its turn is "
+                yield False, (f"{where}: you read a pair whose angle repeats within 10^9 positions: its turn is "
                               "only known up to whole circles")
             elif any(abs(got - k - c * 2 * math.pi / thetas[-1]) < 1e-3 for c in (-1, 1)):
                 yield False, (f"{where}: off by one whole turn of the slowest pair: a difference of two angles is "
@@ -170,7 +172,7 @@ def offset_from_codes(fn: Any) -> bool | None:
             else:
                 yield False, f"{where}: not the offset between the two positions"
             return
-        yield True, (f"right for {len(cases)} pairs of codes, drawn anew at this check, positions up to 10^9 and "
+        yield True, (f"right for {len(cases)} pairs of codes, drawn anew at this check, positions up to 10^10 and "
                      "not whole: the codes carry the offset as a turn of each pair, and one pair that never "
                      "completes a turn reads it without ambiguity")
 
