@@ -1231,7 +1231,7 @@ print("a buffer made from a tensor that requires grad, persistent=False: require
 # `code_b`, the code of a position $n$. You know neither position; they can be any real numbers up
 # to $10^{10}$, not only whole ones, but $|n - m| < 10^9$. Write `offset(code_a, code_b)` returning
 # $n - m$ to within $10^{-3}$ (two tensors of 8 numbers in, one number out; compute and return it in
-# float64, as a float32 number near $10^9$ is only good to about 64). There are $2 \cdot 10^9$ whole
+# float64: float32 numbers near $10^9$ lie 64 apart). There are $2 \cdot 10^9$ whole
 # offsets, too many to try one by one at any speed, in Python or in C. Any route is fine, a short
 # search included. The checker draws
 # new positions at every check, refuses the library's code builders while your function runs, and
@@ -1261,6 +1261,10 @@ def offset(code_a, code_b):
     turn = (turn + math.pi) % (2 * math.pi) - math.pi
     return turn / theta_slow
     ### END SOLUTION
+
+
+near_1e9 = torch.tensor(1e9, dtype=torch.float32)
+assert (torch.nextafter(near_1e9, torch.tensor(2e9)) - near_1e9).item() == 64  # why the prompt asks for float64
 
 
 # %% nbgrader={"grade": true, "grade_id": "offset_from_codes", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
