@@ -1,7 +1,9 @@
 """The chapter 3 checkers: right answers pass, the shortcuts each prompt forbids are refused, each
 misconception a checker names gets its name, and the checker module hands over no answer."""
 import inspect
+import itertools
 import math
+import operator
 import random
 import re
 
@@ -23,7 +25,8 @@ def draw(request, monkeypatch):
 
 
 # --- Exercise 1: offset_from_codes --------------------------------------------------------------
-SLOWEST = 10000.0 ** (-6 / 8)  # pair 3 of d = 8: one turn takes 2π / 1e-3 ≈ 6283 positions
+BASE = 1e12  # Exercise 1's base: pair j of d = 8 turns 10^(-3 j) rad per position
+SLOWEST = BASE ** (-6 / 8)  # pair 3: one turn takes 2π / 1e-9 ≈ 6.3 10^9 positions, over |n - m| < 10^9 at most 1 rad
 
 
 def _turn(code, j):
@@ -38,23 +41,23 @@ def offset_by_slowest_pair(code_a, code_b):
 
 
 def offset_by_rotation(code_a, code_b):
-    """Another right form: the slow pair as complex numbers, b * conj(a) = e^{i k θ} (numpy, float32 codes)."""
-    a, b = np.asarray(code_a, dtype=np.float32), np.asarray(code_b, dtype=np.float32)
+    """Another right form: the slow pair as complex numbers, b * conj(a) = e^{i k θ} (numpy)."""
+    a, b = np.asarray(code_a), np.asarray(code_b)
     za, zb = complex(a[7], a[6]), complex(b[7], b[6])  # (cos, sin) as cos + i sin
-    return np.float32(np.angle(zb * za.conjugate()) / SLOWEST)
+    return np.float64(np.angle(zb * za.conjugate()) / SLOWEST)
 
 
 def test_offset_from_codes_cases_are_the_codes_of_real_positions(draw):
     """Independent of the checker: the codes are §1's table at real positions, whose slowest pair turns by less
     than π between them; the first case passes π on the way (so an unwrapped difference is a turn off)."""
-    torch.testing.assert_close(ch03.code_of(7.0), pl.sinusoidal_positions(8, 8, dtype=torch.float64)[7])
+    torch.testing.assert_close(ch03.code_of(7.0), pl.sinusoidal_positions(8, 8, base=BASE, dtype=torch.float64)[7])
     cases = ch03._code_cases(random.Random(draw))
     assert len(cases) == 7 and cases[2][0] == cases[2][1]
     for m, n in cases:
-        assert 0 <= m <= 1e9 and 0 <= n <= 1e9 + 3000 and abs(n - m) * SLOWEST < math.pi
-        assert abs(offset_by_slowest_pair(ch03.code_of(m), ch03.code_of(n)) - (n - m)) < 1e-6
+        assert 0 <= m <= 1e10 and 0 <= n <= 1e10 + 1e9 and abs(n - m) < 1e9 and abs(n - m) * SLOWEST < 1
+        assert abs(offset_by_slowest_pair(ch03.code_of(m), ch03.code_of(n)) - (n - m)) < 1e-4  # float64: ~1e-6
     m, n = cases[0]
-    assert n > m and abs((_turn(ch03.code_of(n), 3) - _turn(ch03.code_of(m), 3)) / SLOWEST - (n - m)) > 6000
+    assert n > m and abs((_turn(ch03.code_of(n), 3) - _turn(ch03.code_of(m), 3)) / SLOWEST - (n - m)) > 6e9
     assert cases[1][1] < cases[1][0]
 
 
@@ -73,7 +76,7 @@ def offset_by_prebound_numpy(code_a, code_b):
 
 
 @pytest.mark.parametrize("right", [offset_by_slowest_pair, offset_by_rotation, offset_by_prebound_numpy,
-                                   lambda a, b: torch.tensor(offset_by_slowest_pair(a, b))])
+                                   lambda a, b: torch.tensor(offset_by_slowest_pair(a, b), dtype=torch.float64)])
 def test_offset_from_codes_accepts_right_answers(right, draw, capsys):
     assert check.offset_from_codes(right) is True
     assert "all correct!" in capsys.readouterr().out
@@ -103,9 +106,9 @@ def test_the_swapped_atan2_is_the_reversed_difference_and_asin_is_right_near_zer
     circle of 0 (case 4 starts there), so it is no sign error."""
     for m, n in ch03._code_cases(random.Random(draw)):
         a, b = ch03.code_of(m), ch03.code_of(n)
-        assert abs(_swapped_atan2(a, b) - offset_by_slowest_pair(b, a)) < 1e-6
-    a, b = ch03.code_of(1.0), ch03.code_of(1001.0)  # slowest angles 0.001 and 1.001 rad
-    assert abs(_by_asin(a, b) - 1000.0) < 1e-6 and abs(_swapped_atan2(a, b) + 1000.0) < 1e-6
+        assert abs(_swapped_atan2(a, b) - offset_by_slowest_pair(b, a)) < 1e-4  # float64 at 10^9: ~1e-6
+    a, b = ch03.code_of(1e6), ch03.code_of(5.01e8)  # slowest angles 0.001 and 0.501 rad
+    assert abs(_by_asin(a, b) - 5e8) < 1e-4 and abs(_swapped_atan2(a, b) + 5e8) < 1e-4
 
 
 def _memorised(table):
@@ -121,7 +124,7 @@ def _memorised(table):
     (lambda a, b: (math.acos(float(b[7])) - math.acos(float(a[7]))) / SLOWEST, "one number of its pair"),
     (lambda a, b: abs(offset_by_slowest_pair(a, b)), "right size, wrong sign"),
     (lambda a, b: round(offset_by_slowest_pair(a, b)), "a whole number"),
-    (_fast_pair, "repeats within 3000 positions"),
+    (_fast_pair, "repeats within 10^9 positions"),
     (lambda a, b: (_turn(b, 3) - _turn(a, 3)) / SLOWEST, "whole turn of the slowest pair"),  # not wrapped
     (lambda a, b: 0.0, "not the offset"),
     (lambda a, b: [1.0, 2.0], "one number"),
@@ -145,8 +148,8 @@ def _search_over_whole_offsets(code_a, code_b):
 def _search_by_hand(code_a, code_b):
     """The same search written out, no library: a loop over 6000 candidates, refined to a tenth."""
     def miss(k):
-        return sum((math.sin(_turn(code_a, j) + k * 10000 ** (-j / 4)) - float(code_b[2 * j])) ** 2
-                   + (math.cos(_turn(code_a, j) + k * 10000 ** (-j / 4)) - float(code_b[2 * j + 1])) ** 2 for j in range(4))
+        return sum((math.sin(_turn(code_a, j) + k * BASE ** (-j / 4)) - float(code_b[2 * j])) ** 2
+                   + (math.cos(_turn(code_a, j) + k * BASE ** (-j / 4)) - float(code_b[2 * j + 1])) ** 2 for j in (1,))
     best = min(range(-3000, 3000), key=miss)
     return min((best + t / 10 for t in range(-10, 11)), key=miss)
 
@@ -154,7 +157,7 @@ def _search_by_hand(code_a, code_b):
 def _vectorised_search(code_a, code_b):
     """The cold reader's shortcut: every candidate offset on a grid in one tensor, code_a's pairs turned by each with
     torch.sin/cos, the best kept and refined (no Python loop, no library call, no array builder of 10^8)."""
-    theta = 10000.0 ** (-torch.arange(4, dtype=torch.float64) / 4)
+    theta = BASE ** (-torch.arange(4, dtype=torch.float64) / 4)
     a = torch.atan2(code_a[0::2], code_a[1::2])
 
     def best(candidates):
@@ -168,7 +171,7 @@ def _vectorised_search(code_a, code_b):
 
 def _numpy_search(code_a, code_b):
     """The same grid in numpy."""
-    theta = 10000.0 ** (-np.arange(4) / 4)
+    theta = BASE ** (-np.arange(4) / 4)
     a = np.arctan2(np.asarray(code_a)[0::2], np.asarray(code_a)[1::2])
     k = np.linspace(-3000, 3000, 600_001)
     miss = ((np.sin(a + k[:, None] * theta) - np.asarray(code_b)[0::2]) ** 2).sum(-1)
@@ -177,7 +180,7 @@ def _numpy_search(code_a, code_b):
 
 def _ufunc_search(code_a, code_b):
     """Cold read 2's route: the grid made by a numpy ufunc on a range() (no builder called), refined once."""
-    theta = np.power(10000.0, np.divide(range(4), -4))
+    theta = np.power(BASE, np.divide(range(4), -4))
     a = np.arctan2(np.asarray(code_a)[0::2], np.asarray(code_a)[1::2])
     k = np.multiply(range(-300_000, 300_001), 1e-2)
     miss = np.square(np.subtract(np.sin(np.add(a, np.multiply.outer(k, theta))), np.asarray(code_b)[0::2])).sum(-1)
@@ -190,30 +193,30 @@ _ar, _sin, _cos = np.arange, np.sin, np.cos  # bound at import, before any guard
 def _prebound_search(code_a, code_b):
     """Cold read 16's route: numpy's builder and ufuncs bound to other names before the check (as ``from numpy
     import sin, cos, arange`` does), a grid of 12 million offsets, step 0.0005, in one go."""
-    theta = 10000.0 ** (-_ar(4) / 4)
+    theta = BASE ** (-_ar(4) / 4)
     a, b = np.asarray(code_a), np.asarray(code_b)
-    start = np.arctan2(a[6], a[7])
+    start = np.arctan2(a[2], a[3])  # pair 1, 1e-3 rad per position: no full turn over |k| < 3000
     k = _ar(-3000, 3000, 0.0005)
-    miss = (_sin(start + k * theta[3]) - b[6]) ** 2 + (_cos(start + k * theta[3]) - b[7]) ** 2
+    miss = (_sin(start + k * theta[1]) - b[2]) ** 2 + (_cos(start + k * theta[1]) - b[3]) ** 2
     return float(k[miss.argmin()])
 
 
 def _whole_offset_grid(code_a, code_b):
     """The smallest grid over every offset: the 6001 whole offsets at once, on all four pairs, then the best one
-    refined on pair 0 (which reads a turn of under half a circle without ambiguity)."""
-    theta = 10000.0 ** (-torch.arange(4, dtype=torch.float64) / 4)
+    refined on pair 1 (which reads a turn of under half a circle without ambiguity)."""
+    theta = BASE ** (-torch.arange(4, dtype=torch.float64) / 4)
     turn = torch.atan2(code_b[0::2], code_b[1::2]) - torch.atan2(code_a[0::2], code_a[1::2])
     k = torch.arange(-3000, 3001, dtype=torch.float64)
     best = k[torch.cos(k[:, None] * theta - turn).sum(-1).argmax()]
-    return float(best) + _wrap(float(turn[0]) - float(best)) / 1.0
+    return float(best) + _wrap(float(turn[1]) - float(best) * 1e-3) / 1e-3  # refined on pair 1 (1e-3 rad a step)
 
 
 def _whole_offsets_by_operators(code_a, code_b):
     """Cold read 20's route: the 6001 whole offsets from np.arange, scored with numpy's element-wise operators only
     (np.e ** (1j * ks * theta), abs, **), then two refinements of 201 candidates: 6403 elements from builders."""
     a, b = np.asarray(code_a), np.asarray(code_b)
-    theta = 10000.0 ** (-3 / 4)
-    turn = np.e ** (1j * (np.arctan2(b[6], b[7]) - np.arctan2(a[6], a[7])))
+    theta = BASE ** (-1 / 4)  # pair 1
+    turn = np.e ** (1j * (np.arctan2(b[2], b[3]) - np.arctan2(a[2], a[3])))
     ks = np.arange(-3000, 3001)
     best = ks[abs(np.e ** (1j * ks * theta) - turn).argmin()]
     for width in (1.0, 0.01):
@@ -222,7 +225,7 @@ def _whole_offsets_by_operators(code_a, code_b):
     return float(best)
 
 
-def _short_search_on_tensors(code_a, code_b, step=300):
+def _short_search_on_tensors(code_a, code_b, step=10**7):
     """The allowed short search (a coarse scan on the slowest pair, then golden-section steps) written on the tensors
     as given: every index and every operation on it makes a tensor of one element, hundreds in all."""
     start = torch.atan2(code_a[6], code_a[7])
@@ -230,12 +233,24 @@ def _short_search_on_tensors(code_a, code_b, step=300):
     def miss(k):
         return (torch.sin(start + k * SLOWEST) - code_b[6]) ** 2 + (torch.cos(start + k * SLOWEST) - code_b[7]) ** 2
 
-    best = min(range(-3000, 3001, step), key=miss)
+    best = min(range(-10**9, 10**9 + 1, step), key=miss)
     lo, hi, r = best - step, best + step, (math.sqrt(5) - 1) / 2
-    for _ in range(50):
+    for _ in range(70):
         x1, x2 = hi - r * (hi - lo), lo + r * (hi - lo)
         lo, hi = (lo, x2) if miss(x1) < miss(x2) else (x1, hi)
     return float((lo + hi) / 2)
+
+
+def _map_search(code_a, code_b, window=100_000):
+    """Cold read 24's route: every whole offset of a window scored at C speed (map, operator, math: no traced Python
+    line, no tensor element) on pair 2, the best refined on pair 1. Over the old span, |k| < 3000, such a search
+    found every offset; over |k| < 10^9 no window it can afford covers the span."""
+    turn = [math.atan2(float(code_b[2 * j]), float(code_b[2 * j + 1]))
+            - math.atan2(float(code_a[2 * j]), float(code_a[2 * j + 1])) for j in range(3)]
+    ks = range(-window, window + 1)
+    scores = map(math.cos, map(operator.sub, map(operator.mul, ks, itertools.repeat(1e-6)), itertools.repeat(turn[2])))
+    best = max(zip(scores, ks))[1]  # whole offsets at C speed, pair 2 (1e-6 rad a step: no full turn in the window)
+    return best + _wrap(turn[1] - best * 1e-3) / 1e-3
 
 
 def test_the_vectorised_searches_are_right_when_unguarded():
@@ -247,6 +262,7 @@ def test_the_vectorised_searches_are_right_when_unguarded():
     assert abs(_prebound_search(a, b) - 1234.5) < 1e-3
     assert abs(_whole_offset_grid(a, b) - 1234.5) < 1e-6 and abs(_search_by_hand(a, b) - 1234.5) < 0.06
     assert abs(_whole_offsets_by_operators(a, b) - 1234.5) < 0.01
+    assert abs(_map_search(a, b) - 1234.5) < 1e-6
 
 
 @pytest.mark.parametrize("shortcut, says", [
@@ -268,24 +284,35 @@ def test_offset_from_codes_refuses_a_library_call_or_a_search_over_every_offset(
     assert torch.linspace(0, 1, 10**6).numel() == 10**6  # and nothing is counted any more
 
 
+def test_offset_from_codes_puts_a_search_over_every_offset_out_of_reach(draw, capsys):
+    """Cold read 24: a search at C speed (map) passes no step or element budget, so the span makes it no answer:
+    2 10^9 whole offsets, where the widest window such a search affords in a check (here 2 10^5) misses the drawn
+    offsets, and the checker says the answer is not the offset."""
+    assert ch03.CODE_SPAN == 10**9 and ch03.CODE_SPAN * SLOWEST < math.pi  # the slowest pair still reads it
+    assert sum(abs(n - m) > 100_000 for m, n in ch03._code_cases(random.Random(draw))) >= 5
+    assert check.offset_from_codes(_map_search) is False
+    out = capsys.readouterr().out
+    assert "not the offset" in out or "repeats within" in out
+
+
 def _coarse_then_golden_search(code_a, code_b):
     """Cold read 11's route, now allowed ("any route is fine, a short search included"): 21 whole candidates on the
     slowest pair, then 50 golden-section steps. It finds the offset only because it reads the pair that never
-    completes a turn over |k| < 3000: the same search on pair 0 fails."""
+    completes a turn over |k| < 10^9: the same search on pair 0 fails."""
     return _golden_search(code_a, code_b, pair=3)
 
 
 def _golden_search(code_a, code_b, pair):
     a, b = [float(x) for x in code_a], [float(x) for x in code_b]
-    theta = 10000.0 ** (-pair / 4)
+    theta = BASE ** (-pair / 4)
     start = math.atan2(a[2 * pair], a[2 * pair + 1])
 
     def miss(k):
         return (math.sin(start + k * theta) - b[2 * pair]) ** 2 + (math.cos(start + k * theta) - b[2 * pair + 1]) ** 2
 
-    best = min(range(-3000, 3001, 300), key=miss)
-    lo, hi, r = best - 300.0, best + 300.0, (math.sqrt(5) - 1) / 2
-    for _ in range(50):
+    best = min(range(-10**9, 10**9 + 1, 10**7), key=miss)
+    lo, hi, r = best - 1e7, best + 1e7, (math.sqrt(5) - 1) / 2
+    for _ in range(70):
         x1, x2 = hi - r * (hi - lo), lo + r * (hi - lo)
         lo, hi = (lo, x2) if miss(x1) < miss(x2) else (x1, hi)
     return (lo + hi) / 2
@@ -294,7 +321,7 @@ def _golden_search(code_a, code_b, pair):
 def test_offset_from_codes_accepts_a_short_search_on_the_slowest_pair(capsys):
     assert check.offset_from_codes(_coarse_then_golden_search) is True
     assert check.offset_from_codes(_short_search_on_tensors) is True  # its one-element tensors are free
-    assert check.offset_from_codes(lambda a, b: _short_search_on_tensors(a, b, step=10)) is True  # 651 candidates
+    assert check.offset_from_codes(lambda a, b: _short_search_on_tensors(a, b, step=3 * 10**6)) is True  # 667 candidates
     assert check.offset_from_codes(lambda a, b: _golden_search(a, b, pair=0)) is False
 
 
@@ -488,44 +515,25 @@ def test_fixed_exponent_fact_by_the_tables():
         assert not torch.allclose(ch03.buggy_sinusoids(50, d), fixed)
 
 
-@pytest.mark.parametrize("right", [
-    fixed_exponent,
-    lambda two_j, d: 2 * (two_j // 2) / d,
-    lambda two_j, d: np.float64(two_j) / d,
-    lambda two_j, d: -math.log(pl.rope_frequencies(d, dtype=torch.float64)[two_j // 2].item(), 10000),
-])
-def test_fixed_exponent_accepts_right_fixes(right, draw, capsys):
-    assert check.slow_pairs(slow_by_exponents, right) is True
-    assert "all correct!" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize("wrong, says", [
-    (lambda two_j, d: 2 * two_j / d, "as the builder writes it"),  # the exponent copied: the bug not found
-    (lambda two_j, d: -two_j / d, "the sign is the other one"),
-    (lambda two_j, d: two_j / (2 * d), "does not turn as in §1's table"),
-    (lambda two_j, d: (two_j + 1) / d, "does not turn as in §1's table"),
-    (lambda two_j, d: -math.log(ch03._pair_turn(two_j // 2, d, as_built=False), 10000), "check.ch03._pair_turn"),
-    (lambda two_j, d: "0.5", "must be one number"),
-    (3, "must be a function"),
-])
-def test_fixed_exponent_refuses_the_copied_exponent_and_names_misconceptions(wrong, says, draw, capsys):
-    """Cold read 15: a count from the builder's exponent typed in needs no bug found; the fix, graded with it, does.
-    Copying the exponent as written into the fix is refused, and then the count is not judged."""
-    assert check.slow_pairs(_count_by_bisection, wrong) is False
+def test_slow_pairs_grades_the_count_alone(capsys):
+    """Cold read 24: the fix is answerable from §1, so Exercise 3 grades the count alone (the warm-up has no checker)."""
+    assert check.slow_pairs(slow_by_exponents) is True
     out = capsys.readouterr().out
-    assert says in out and "hint:" in out and "slow_count: right" not in out
+    assert "all correct!" in out and "fixed_exponent" not in out
+    with pytest.raises(TypeError):
+        check.slow_pairs(slow_by_exponents, fixed_exponent)  # one function: the fix is not graded
 
 
-def test_slow_pairs_without_the_fix_is_not_right(capsys):
-    assert check.slow_pairs(slow_by_exponents) is False
-    assert "pass both functions" in capsys.readouterr().out
+def test_notebook_grades_the_count_and_not_the_warm_up():
+    """Cold read 24: the fix is answerable from §1, so it is an ungraded warm-up with no checker; the graded cell calls
+    slow_pairs on the count alone, and the worked solution checks the fixed builder against §1's table."""
+    from pathlib import Path
 
-
-def test_fixed_exponent_draws_new_cases():
-    cases = ch03._fix_cases(ch03._fresh_rng())
-    assert cases != ch03._fix_cases(ch03._fresh_rng())
-    assert all(2 <= two_j <= d - 2 and two_j % 2 == 0 and d % 2 == 0 for two_j, d in cases)
-    assert cases[-1][0] > cases[-1][1] / 2  # one column past the middle, where the builder's exponent is above 1
+    source = (Path(__file__).parents[1] / "notebooks" / "src" / "03_sinusoids.py").read_text()
+    graded = [cell for cell in source.split("# %%") if '"grade": true' in cell.split("\n", 1)[0]]
+    assert any(cell.strip().endswith("_ = check.slow_pairs(slow_count)") for cell in graded)
+    assert not any("fixed_exponent" in cell for cell in graded)
+    assert "ungraded warm-up" in source and "pl.sinusoidal_positions(n, d)" in source
 
 
 def test_slow_pairs_fact_by_the_exponents(draw):
@@ -559,7 +567,7 @@ def test_slow_pairs_fact_by_the_exponents(draw):
     lambda d, n: d // 2 - min(d // 2, math.floor(d * math.log10(10 * n) / 16) + 1),
 ])
 def test_slow_pairs_accepts_right_answers(right, draw, capsys):
-    assert check.slow_pairs(right, fixed_exponent) is True
+    assert check.slow_pairs(right) is True
     out = capsys.readouterr().out
     assert "all correct!" in out and "compare with §1's table" in out
     assert not any(word in out for word in ("twice", "doubled", "1e8", "10000", "two_j / d"))  # no fix given away
@@ -567,14 +575,15 @@ def test_slow_pairs_accepts_right_answers(right, draw, capsys):
 
 def _count_by_bisection(d, length):
     """A bisection over the pairs with the listing's own exponent typed in: a route to the count that needs no bug
-    found (cold read 15), which is why the fix is graded too (test_fixed_exponent_refuses_the_copied_exponent...)."""
+    found (cold read 15). Cold read 24 found the fix answerable from §1, so it is an ungraded warm-up now: the count
+    is the graded question, and reading the buggy exponent off the listing is part of answering it."""
     import bisect
 
     return d // 2 - bisect.bisect_left(range(d // 2), True, key=lambda j: 0.1 * 10000 ** (4 * j / d) > length)
 
 
 def test_slow_pairs_accepts_a_bisection_on_the_exponent_read_off_the_listing(capsys):
-    assert check.slow_pairs(_count_by_bisection, fixed_exponent) is True
+    assert check.slow_pairs(_count_by_bisection) is True
     assert "all correct!" in capsys.readouterr().out
 
 
@@ -612,7 +621,7 @@ def test_slow_pairs_refuses_counting_over_the_pairs(shortcut, says, draw, capsys
     """Every route that counts pair by pair (the builder's table, the library at base 1e8, numpy, a loop) meets a
     width of 10^9 or more, where the table cannot exist: only a formula in d and L (or the exponent, solved) answers."""
     assert shortcut(64, 1000) == slow_by_exponents(64, 1000)  # right where a table fits
-    assert check.slow_pairs(shortcut, fixed_exponent) is False
+    assert check.slow_pairs(shortcut) is False
     out = capsys.readouterr().out
     assert says in out and "hint:" in out
 
@@ -639,7 +648,7 @@ def _measure_then_scale(d, length):
     (lambda d, n: "16", "must be a whole number"),
 ])
 def test_slow_pairs_names_the_misconception_without_the_count(wrong, says, draw, capsys):
-    assert check.slow_pairs(wrong, fixed_exponent) is False
+    assert check.slow_pairs(wrong) is False
     out = capsys.readouterr().out
     assert says in out and "hint:" in out
     for d, length in ch03._slow_cases(random.Random(draw)):
@@ -649,7 +658,7 @@ def test_slow_pairs_names_the_misconception_without_the_count(wrong, says, draw,
 def test_slow_pairs_hint_names_an_idea_not_the_steps(capsys):
     """Cold read 21: the count's hint named the steps (the slow pairs are the last ones; one inequality in j).
     It now names one idea, the frequencies' geometric progression, and no step of the solution."""
-    assert check.slow_pairs(lambda d, n: 1, fixed_exponent) is False
+    assert check.slow_pairs(lambda d, n: 1) is False
     hint = capsys.readouterr().out.split("hint:", 1)[1]
     assert "geometric progression" in hint
     assert not any(step in hint for step in ("inequality", "the last", "log", "0.1", "slow pairs are"))
@@ -662,8 +671,7 @@ def test_slow_pairs_draws_new_cases():
 def test_slow_pairs_unattempted(capsys):
     stub = lambda *args: (_ for _ in ()).throw(NotImplementedError)  # noqa: E731
     assert check.slow_pairs(None) is None
-    assert check.slow_pairs(stub) is None and check.slow_pairs(stub, stub) is None
-    assert check.slow_pairs(slow_by_exponents, stub) is None and check.slow_pairs(stub, fixed_exponent) is None
+    assert check.slow_pairs(stub) is None
     assert "not attempted yet" in capsys.readouterr().out
 
 
@@ -698,8 +706,6 @@ def test_no_function_of_the_checker_module_passes_an_exercise(capsys):
         if callable(value):
             for checker in (check.offset_from_codes, check.offset_only_score, check.slow_pairs):
                 assert checker(value) is not True, name
-            assert check.slow_pairs(value, fixed_exponent) is not True, name
-            assert check.slow_pairs(slow_by_exponents, value) is not True, name
     assert not any(isinstance(v, str) and len(v) == 24 for v in flat(list(attributes.values())))  # no digests
     capsys.readouterr()
 

@@ -251,10 +251,8 @@ print(f"positions 0 and 710: pair 0 alone {gaps.min():.1e} apart, the d = 128 co
 # adds the interleaved picture). (Both libraries also space their
 # frequencies as $10000^{-j/(d/2-1)}$ rather than $10000^{-2j/d}$, so their slowest pair is
 # exactly $1/10000$; fairseq's `get_embedding` docstring says its version matches tensor2tensor
-# but "differs slightly" from the paper. transformers carries fairseq's function for the
-# fairseq-derived models, e.g. `M2M100SinusoidalPositionalEmbedding.get_embedding` in
-# `models/m2m_100`, with the same docstring; the second cell below checks that copy's numbers, and
-# `tests/test_upstream_claims.py` its docstring.)
+# but "differs slightly" from the paper. The second cell below checks fairseq's numbers, through
+# the copy transformers ships.)
 #
 # With the same frequencies the two layouts hold **the same columns in a different order**: the
 # permutation $[0, 2, 4, \dots, d-2, 1, 3, \dots, d-1]$ — the one chapter 5 needs to convert
@@ -389,9 +387,17 @@ print(f"201 offsets x 300 positions x 2 layouts: largest error below 1e-9: {wors
 # \sin k\theta_j\,\cos i\theta_j$ is built from the old sine **and the old cosine**. Keep only the
 # sines and a map from $p_i$ to $p_{i+k}$ would have to produce the missing
 # $\sin k\theta_j \cos i\theta_j$ from sines. No *affine* map can, at any width, over all positions.
-# Multiply a column by $\cos i\theta_j$ and average over the positions $i = 0, \dots, N-1$. As $N$
-# grows, the column $\cos i\theta_j$ itself gives $1/2$ (the mean of $\cos^2$), while the constant
-# column 1 and every $\sin i\theta_l$ (any pair $l$, $j$ included) give 0: $1 \cdot \cos i\theta_j$ is
+# Multiply a column by $\cos i\theta_j$ and average over the positions $i = 0, \dots, N-1$; write
+# $\langle f \rangle$ for the limit of that average as $N$ grows. Then
+#
+# $$\langle \cos i\theta_j \cdot \cos i\theta_j \rangle = \tfrac12, \qquad
+#   \langle 1 \cdot \cos i\theta_j \rangle = 0, \qquad
+#   \langle \sin i\theta_l \cdot \cos i\theta_j \rangle = 0 \ \text{(every pair } l\text{, } j \text{ included)},$$
+#
+# $$\text{so}\quad \Big\langle \big(c_0 + \textstyle\sum_l c_l \sin i\theta_l\big) \cos i\theta_j \Big\rangle = 0
+#   \quad\text{but}\quad \big\langle \sin((i+k)\theta_j) \cos i\theta_j \big\rangle = \tfrac12 \sin k\theta_j .$$
+#
+# Why: the first is the mean of $\cos^2$; $1 \cdot \cos i\theta_j$ is
 # just $\cos i\theta_j$, which averages out, and by the product-to-sum formula
 # $\sin i\theta_l \cos i\theta_j = \tfrac12[\sin i(\theta_l + \theta_j) + \sin i(\theta_l - \theta_j)]$, where
 # $\theta_l + \theta_j$ is never a multiple of $2\pi$ (all $\theta$ lie in $(0, 1]$), so that sine
@@ -400,7 +406,8 @@ print(f"201 offsets x 300 positions x 2 layouts: largest error below 1e-9: {wors
 # every output column a combination of 1 and the $\sin i\theta_l$, so its average against
 # $\cos i\theta_j$ tends to 0; the target $\sin((i+k)\theta_j)$ has average
 # $\tfrac12\sin k\theta_j$, which is 0 only when $k\theta_j$ is a multiple of $\pi$. The cell checks
-# the three averages for the fastest pair of a $d = 512$ table over 20 000 positions.
+# these averages for the fastest pair of a $d = 512$ table over 20 000 positions, the target's
+# at $k = 3$ included ($\tfrac12 \sin 3 \approx 0.071$).
 #
 # Could a non-affine function do it? That depends on which positions count. Over all real
 # positions and a **single** sine column, no function at all can: a sine does not say which angle
@@ -436,6 +443,8 @@ averages = {"cos(i θ_0) itself": (cos0 * cos0).mean().item(), "the constant 1":
             "the largest over the 256 sines": (cos0[:, None] * torch.sin(i_avg * theta512)).mean(0).abs().max().item()}
 assert abs(averages["cos(i θ_0) itself"] - 0.5) < 1e-3
 assert abs(averages["the constant 1"]) < 1e-3 and averages["the largest over the 256 sines"] < 2e-3
+averages["the target sin((i+3) θ_0)"] = (cos0 * torch.sin((i_avg[:, 0] + 3) * theta512[0])).mean().item()
+assert abs(averages["the target sin((i+3) θ_0)"] - math.sin(3) / 2) < 1e-3 and round(math.sin(3) / 2, 3) == 0.071
 print("mean of cos(i θ_0) times ...:", {name: round(v, 4) for name, v in averages.items()})
 
 theta4 = pl.rope_frequencies(4, dtype=torch.float64)  # the d = 4 table's two frequencies
@@ -548,11 +557,12 @@ print(f"s(0) = {s_of(0):.1f},  s(1) = {s_of(1):.2f},  s(10) = {s_of(10):.2f},  s
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Decaying, but not monotonically.** $s(k)$ wiggles: for $d = 128$ it first *rises* again after
 # $k = 11$, and it even dips below 0 (first at $k = 1707$). What does hold (for these settings) is
-# decay on a logarithmic scale: over each octave of distances $2^a \le k < 2^{a+1}$ the largest and
-# the average value of $s$ both fall strictly from one octave to the next. The dots in the figure
-# are those octave maxima. Each octave holds twice the offsets of the one before, and a larger
-# sample can only raise a maximum, so the falling maxima hold against that bias; the means carry no
-# such bias.
+# decay on a logarithmic scale. Group the offsets into **octaves**, blocks whose ends differ by a
+# factor 2: $1$, then $2, 3$, then $4, \dots, 7$, and so on ($2^a \le k < 2^{a+1}$). From one
+# octave to the next, both the largest and the average value of $s$ in the block fall strictly.
+# The dots in the figure are those block maxima. Each block holds twice as many offsets as the one
+# before, and taking the maximum over more offsets can only raise it, so the falling maxima hold
+# despite that; the averages do not depend on the block's size that way.
 #
 # **So $s(k)$ is a similarity, not a distance: a pair that comes back around its circle looks
 # close again**, and far enough out the decay stops. The octave $2^{14} \le k < 2^{15}$, 0.3 to 0.6
@@ -633,12 +643,17 @@ fig
 # similarity as a fraction of its maximum, $s(k)/(d/2)$ (the mean of $\cos k\theta_j$ over the
 # pairs), settles as $d$ grows: at $k = 100$ it is 0.477 for $d = 128$ and 0.437 for $d = 512$,
 # already within 0.001 of its limit for $d \to \infty$, the average of $\cos(k\,\text{base}^{-u})$
-# over $u \in [0, 1)$. Compare equal steps, a factor 4, by the largest gap to the curve of
-# $d = 128$, base 10000, over the figure's offsets $0 \le k \le 500$: $d$ from 128 to 512 moves it
-# by 0.13 (at $k = 468$: 0.14 and 0.27), the base
-# times or divided by 4 by 0.26 and 0.33. So over these offsets, from $d = 128$ up, $d$ matters less than the base;
-# below, it does not: $d = 32$ is 0.34 away, as far as base 2500. The extremes drawn, base 100 and
-# $10^6$, move the curve by up to 0.57.
+# over $u \in [0, 1)$. A factor 4 in $d$ and a factor 4 in the base are not steps of one size
+# (the base sets the range of frequencies, $d$ how finely it is sampled), so the cell compares
+# like with like: each factor 4 in $d$ against a factor 4 in the base at the same $d$, by the
+# largest gap between the curves over the figure's offsets $0 \le k \le 500$. Each factor 4 in $d$
+# moves the curve less than the one before: 0.34 from 32 to 128, 0.13 from 128 to 512 (at
+# $k = 468$: 0.14 and 0.27), 0.04 from 512 to 2048. A factor 4 in the base does not fade that way:
+# 0.26 (times 4) and 0.33 (divided by 4) at $d = 128$, 0.15 and 0.19 at $d = 512$. So for the
+# curve's shape over these offsets, from $d = 128$ up a factor 4 in $d$ moves it less than a
+# factor 4 in the base; at $d = 32$ it does not. The extremes drawn, base 100 and $10^6$, move the
+# curve by up to 0.57. This is about the shape at $k \le 500$ only: where the curve first turns
+# negative, far beyond, depends on $d$ as much as on the base (the answer below the next widget).
 
 # %% slideshow={"slide_type": "fragment"}
 def normalised_s(k, d, base=10000.0):
@@ -672,9 +687,15 @@ by_4 = {step: (curve(dd, b) - curve(128)).abs().max().item()  # a factor 4 each 
         for step, dd, b in (("d / 4", 32, 1e4), ("base * 4", 128, 4e4), ("base / 4", 128, 2500.0))}
 assert [round(v, 2) for v in by_4.values()] == [0.34, 0.26, 0.33]
 assert min(by_4["base * 4"], by_4["base / 4"]) > 2 * by_d.max() and by_4["d / 4"] > by_4["base / 4"]
+d_steps = [(curve(lo) - curve(4 * lo)).abs().max().item() for lo in (32, 128, 512)]  # each factor 4 in d
+assert [round(v, 2) for v in d_steps] == [0.34, 0.13, 0.04] and d_steps[0] > d_steps[1] > d_steps[2]
+base_steps_512 = [(curve(512, b) - curve(512)).abs().max().item() for b in (4e4, 2500.0)]  # base x4, /4 at d = 512
+assert [round(v, 2) for v in base_steps_512] == [0.15, 0.19] and min(base_steps_512) > 3 * d_steps[2]
 print(f"s(100)/(d/2): d = 128: {at_128:.3f}, d = 512: {at_512:.3f}, d -> inf: {limit:.3f}")
 print(f"k <= 500: largest gap d = 128 vs 512: {by_d.max():.2f} (k = {by_d.argmax().item()}); base 100 or 1e6 vs 10000: {by_b.max():.2f}")
 print("the same gap for a factor 4:", {step: round(v, 2) for step, v in by_4.items()})
+print("each factor 4 in d (32->128, 128->512, 512->2048):", [round(v, 2) for v in d_steps],
+      "· base x4 and /4 at d = 512:", [round(v, 2) for v in base_steps_512])
 print("d = 128, by base:", {f"{b:g}": round(x, 3) for b, x in by_base.items()})
 
 fig, ax = viz.figure(width=6.4, height=3.0)
@@ -771,7 +792,9 @@ print("the same for d = 64, 128, 512, 2048:", {f"{b:g}": ks for b, ks in by_widt
 # Conversely every such matrix commutes with $M_1$ (rotations of one plane commute), so these
 # are all of them: a space of dimension $d$.
 #
-# **And only these give an offset-only score.** If $p_m^\top A\,p_n$ depends on $n - m$ alone, then
+# <details><summary>Optional: and only these give an offset-only score (a proof)</summary>
+#
+# If $p_m^\top A\,p_n$ depends on $n - m$ alone, then
 # $p_{m+1}^\top A\,p_{n+1} = p_m^\top A\,p_n$ for all $m, n$, that is
 # $p_m^\top (M_1^\top A M_1 - A)\,p_n = 0$. The codes $p_0, \dots, p_{d-1}$ span $\mathbb{R}^d$. To see
 # it, write sines and cosines with complex exponentials, $\mathrm{i} = \sqrt{-1}$:
@@ -784,6 +807,11 @@ print("the same for d = 64, 128, 512, 2048:", {f"{b:g}": ks for b, ks in by_widt
 # $\theta_j$ is its own value in $(0, 1]$, and $e^{\mathrm{i}\theta_j} \ne e^{-\mathrm{i}\theta_l}$ as
 # $\theta_j + \theta_l$ lies in $(0, 2]$, never a multiple of $2\pi$. So only the zero combination does. Hence
 # $M_1^\top A M_1 = A$, and since $M_1$ is orthogonal, $A M_1 = M_1 A$.
+#
+# </details>
+#
+# So the commuting matrices are exactly those whose position–position score depends on the
+# offset alone.
 #
 # A random $W_Q^\top W_K$ is far from such a matrix. The cell checks the steps that rule out blocks
 # across pairs (every pair its own cosine) and make the codes span $\mathbb{R}^d$ (every $\theta_j$ in
@@ -1147,7 +1175,11 @@ print("library module on meta: fine")
 # of size 1) but its forward pass slices it as `[:x.shape[1]]`, which slices that **batch axis**:
 # the slice is the whole `(1, max_len, d)` table. For an input `(batch, seq, d)` with
 # `seq < max_len` the addition then fails, or — worse, with `seq = 1` — silently broadcasts to
-# `max_len` rows. The fix slices the position axis: `[:, :seq]`.
+# `max_len` rows. The fix slices the position axis: `[:, :seq]`. The module is adapted from labml's
+# annotated implementation (same class, names, `dropout_prob` and `.detach().requires_grad_(False)`),
+# which is right in its own layout: labml stores the table as `(max_len, 1, d)` for inputs
+# `(seq, batch, d)`, so `[:x.shape[0]]` cuts positions there. `003` moved the batch axis first and
+# changed the index to `x.shape[1]`, but not the axis the slice cuts; the cell checks labml's layout too.
 
 # %% slideshow={"slide_type": "fragment"}
 table_1 = pl.sinusoidal_positions(8, 4).unsqueeze(0)  # (1, max_len=8, d=4), as in 003
@@ -1161,6 +1193,9 @@ except RuntimeError as e:
 one = torch.randn(2, 1, 4)
 assert (one + table_1[: one.shape[1]]).shape == (2, 8, 4), "seq = 1: silently 8 positions out"
 fixed = x + table_1[:, : x.shape[1]]
+table_seq_first = pl.sinusoidal_positions(8, 4).unsqueeze(1)  # (max_len, 1, d), labml's layout
+x_seq_first = x.transpose(0, 1)  # (seq 5, batch 2, d)
+torch.testing.assert_close(x_seq_first + table_seq_first[: x_seq_first.shape[0]], fixed.transpose(0, 1))  # right there
 torch.testing.assert_close(fixed, pl.SinusoidalPositionalEncoding(4, 8)(x))
 print("fixed slice [:, :seq]:", tuple(fixed.shape))
 
@@ -1190,11 +1225,15 @@ print("a buffer made from a tensor that requires grad, persistent=False: require
 # a hint. The worked solution follows, collapsed (expand it only after trying), then a cell that
 # checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
 #
-# **1 (design: read the offset back).** Two sinusoidal codes of $d = 8$ features (base 10000, §1's
-# interleaved layout) are given: `code_a`, the code of a position $m$, and `code_b`, the code of a
-# position $n$. You know neither position; they can be any real numbers up to $10^9$, not only
-# whole ones, but $|n - m| < 3000$. Write `offset(code_a, code_b)` returning $n - m$ (two tensors of
-# 8 numbers in, one number out). Any route is fine, a short search included. The checker draws
+# **1 (design: read the offset back).** Two sinusoidal codes of $d = 8$ features (§1's formula and
+# interleaved layout, but with base $10^{12}$ in place of 10000, so that pair $j$ turns $10^{-3j}$
+# radian per position) are given, as float64 tensors: `code_a`, the code of a position $m$, and
+# `code_b`, the code of a position $n$. You know neither position; they can be any real numbers up
+# to $10^{10}$, not only whole ones, but $|n - m| < 10^9$. Write `offset(code_a, code_b)` returning
+# $n - m$ to within $10^{-3}$ (two tensors of 8 numbers in, one number out; compute and return it in
+# float64: float32 numbers near $10^9$ lie 64 apart). There are $2 \cdot 10^9$ whole
+# offsets, too many to try one by one at any speed, in Python or in C. Any route is fine, a short
+# search included. The checker draws
 # new positions at every check, refuses the library's code builders while your function runs, and
 # gives each pair of codes 2 000 Python steps and 10 000 tensor elements (a tensor of one number, such
 # as `code_a[6]`, costs none): enough for a formula, or a short search on the right pair, not for
@@ -1213,14 +1252,19 @@ def offset(code_a, code_b):
     ### BEGIN SOLUTION
     # §4: going k positions on turns pair j by kθ_j. A pair's angle is only known up to whole turns, so
     # a fast pair (pair 0 repeats every 2π ≈ 6.3 positions) cannot tell k from k + 2π/θ_j. The slowest
-    # pair, θ_3 = 10000^(-6/8) = 1/1000, turns by less than half a circle over |k| < 3000 (3 < π): read
-    # its angle in both codes, take the difference into (-π, π], divide by θ_3. (The dot product of the
-    # codes, §6, would not do: it is the same for k and -k.)
-    theta_slow = 10000 ** (-6 / 8)
+    # pair, θ_3 = (10^12)^(-6/8) = 10^-9, turns by less than half a circle over |k| < 10^9 (1 < π): read
+    # its angle in both codes, take the difference into (-π, π], divide by θ_3. In float64 the angles
+    # are good to about 1e-16 rad, so the offset to about 1e-7. (The dot product of the codes, §6,
+    # would not do: it is the same for k and -k.)
+    theta_slow = 1e12 ** (-6 / 8)
     turn = math.atan2(code_b[6], code_b[7]) - math.atan2(code_a[6], code_a[7])  # (sin, cos) of pair 3
     turn = (turn + math.pi) % (2 * math.pi) - math.pi
     return turn / theta_slow
     ### END SOLUTION
+
+
+near_1e9 = torch.tensor(1e9, dtype=torch.float32)
+assert (torch.nextafter(near_1e9, torch.tensor(2e9)) - near_1e9).item() == 64  # why the prompt asks for float64
 
 
 # %% nbgrader={"grade": true, "grade_id": "offset_from_codes", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
@@ -1272,16 +1316,16 @@ _ = check.offset_only_score(relative_part)
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **3 (what a bug costs).** This builder looks like the formula of §1 and draws a plausible
 # heatmap, but it has one bug. Find it by reading the builder against §1's formula, then write two
-# functions. The first is a warm-up check, not a derivation (§1's formula answers it):
+# functions. The first is an **ungraded warm-up** (§1's formula answers it, so it has no checker):
 # `fixed_exponent(two_j, d)`, the exponent the line `angle = pos / 10000 ** (...)` should
 # have, in the builder's own variables (`two_j` as the builder holds it, $d$ even), so that the table
-# is §1's. And `slow_count(d, L)`: for an even width $d$ and a context of $L$ positions, how many of
+# is §1's; check it yourself: with your exponent in that line, the table must equal
+# `pl.sinusoidal_positions(n, d)`. The graded question is `slow_count(d, L)`: for an even width $d$ and a context of $L$ positions, how many of
 # the *buggy* builder's $d/2$ pairs turn by less than 0.1 rad over the whole context
 # ($L\theta_j < 0.1$), so that their two columns are nearly constant there? The checker draws new
-# columns and widths for the first, and new lengths (8 to $10^6$) and widths for the second, most of
-# them between $10^9$ and $10^{12}$: no table that wide, not even one row, fits in memory (arrays of
+# lengths (8 to $10^6$) and widths at every check, most of the widths between $10^9$ and $10^{12}$: no table that wide, not even one row, fits in memory (arrays of
 # $10^8$ elements or more are refused, and a long Python loop is stopped), so your count must come
-# from the builder's exponent, by a formula or a short search over the pairs. Both are graded. Then
+# from the builder's exponent, by a formula or a short search over the pairs. Then
 # compare your count with §1's table at $d = 512$, $L = 2048$: what does the bug waste?
 #
 # ```python
@@ -1305,7 +1349,7 @@ def slow_count(d, L):
     raise NotImplementedError  # your code
 
 
-_ = check.slow_pairs(slow_count, fixed_exponent)
+_ = check.slow_pairs(slow_count)
 
 
 # %% jupyter={"source_hidden": true} nbgrader={"grade": false, "grade_id": "slow_pairs_answer", "locked": false, "schema_version": 3, "solution": true} slideshow={"slide_type": "skip"}
@@ -1332,6 +1376,12 @@ def slow_count(d, L):
     return d // 2 - turning
 
 
+# The warm-up, checked as the prompt says: the builder with the fixed exponent is §1's table.
+pos_w, two_j_w = torch.arange(50, dtype=torch.float64)[:, None], torch.arange(0, 64, 2, dtype=torch.float64)
+fixed_angle = pos_w / 10000 ** fixed_exponent(two_j_w, 64)
+fixed_table = torch.stack([torch.sin(fixed_angle), torch.cos(fixed_angle)], dim=-1).flatten(1)
+torch.testing.assert_close(fixed_table, pl.sinusoidal_positions(50, 64, dtype=torch.float64))
+
 # The numbers above, from the tables themselves (d = 512, L = 2048): row 1 holds each pair's turn per position.
 row_1 = check.ch03.buggy_sinusoids(2, 512)[1]
 buggy_turns = 2048 * torch.atan2(row_1[0::2], row_1[1::2])
@@ -1342,7 +1392,7 @@ assert int((section1_turns < 0.1).sum()) == 0 and f"{section1_turns.min():.2f}" 
 
 
 # %% nbgrader={"grade": true, "grade_id": "slow_pairs", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
-_ = check.slow_pairs(slow_count, fixed_exponent)
+_ = check.slow_pairs(slow_count)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Errata in the sources
@@ -1355,7 +1405,7 @@ _ = check.slow_pairs(slow_count, fixed_exponent)
 # | `004`, copying RoFormer (Su et al., 2021) eq. (4), which has this typo | $p_{i,2t} = \sin(k/10000^{2t/d})$, $p_{i,2t+1} = \cos(k/10000^{2t/d})$ | $i$ in place of $k$; with a fixed $k$ all rows are equal | §1 |
 # | `002` | keeps the table as a plain tensor attribute created with `device=` | a non-persistent buffer, which `.to(device)` moves; as written, a module built on the CPU and then moved with `.to("cuda")` keeps its table on the CPU, and the caller's addition to GPU activations fails | §8 |
 # | `002` | draws the heatmap inside `__init__` | plot outside the model; as written, building on a GPU fails | §8 |
-# | `003` | forward slices `positional_encodings[:seq]` of a `(1, max_len, d)` table | `[:, :seq]`; the original fails for `seq < max_len` or broadcasts for `seq = 1` | §8 |
+# | `003` | forward slices `positional_encodings[:seq]` of a `(1, max_len, d)` table | `[:, :seq]`; the original fails for `seq < max_len` or broadcasts for `seq = 1` (labml's original, `(max_len, 1, d)` sliced `[:seq]` for seq-first inputs, is right) | §8 |
 # | `003` | no `detach()` needed "because" `persistent=False` | its table does not require grad, and `register_buffer` does not change that (a buffer made from a tensor that requires grad still does); `persistent` only controls `state_dict` | §8 |
 #
 # `002` also lists two questions it leaves open. *How is the positional embedding trained?* The
