@@ -138,6 +138,7 @@ assert depends_only_on_offset(p @ rotation @ p.T)  # a scaled rotation per pair:
 assert not depends_only_on_offset(p @ traceless @ p.T, atol=1e-2)  # symmetric, zero trace: not
 assert torch.allclose(pp_plain.diagonal(), torch.full((L,), d_model / 2, device=device))  # |p_m|^2: trivially constant
 assert torch.linalg.matrix_rank((W_q.T @ W_k).cpu()) == d_head < torch.linalg.matrix_rank(rotation.cpu()) == d_model
+assert all(torch.linalg.matrix_rank(rotation[t:t + 2, t:t + 2].cpu()) == 2 for t in range(0, d_model, 2))  # rank 2 a pair
 two_pairs = torch.block_diag(rotation[:4, :4].cpu(), torch.zeros(4, 4)).to(device)  # 2 of the 4 pairs kept, 2 zeroed
 assert torch.linalg.matrix_rank(two_pairs.cpu()) == d_head and depends_only_on_offset(p @ two_pairs @ p.T)
 print("offset 1 (query m, key m + 1), p_m . p_n:           ", [round(v, 3) for v in pp_plain.diagonal(1).tolist()])
