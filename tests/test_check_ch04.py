@@ -415,8 +415,13 @@ def test_t5_last_bucket_ties_take_the_exact_start_and_t5s_own(setting, library_s
     nb, md, bidir = setting
     B = nb // 2 if bidir else nb
     lib = pl.t5_relative_bucket(-torch.arange(md + 1), bidirectional=bidir, num_buckets=nb, max_distance=md)
-    assert int((lib == lib[-1]).nonzero()[0]) == library_start
-    assert all(ch04._starts_last(n, nb, md, bidir) for n in starts)
+    found = int((lib == lib[-1]).nonzero()[0])
+    # At an exact tie the library's float32 log may land on either side, by CPU and torch build: (5, 686) starts
+    # at 99 where library_start was written, at 98 (the exact start) on another machine. The checker accepts
+    # the exact start and the library's own start on the machine it runs on, so the test asks for those.
+    assert found == library_start or (found in starts and len(starts) == 2), found
+    accepted = {found} | {n for n in starts if n != library_start}  # this machine's library start, the exact one
+    assert all(ch04._starts_last(n, nb, md, bidir) for n in accepted)
     assert not any(ch04._starts_last(n, nb, md, bidir) for n in not_starts)
     assert ch04._in_last(starts[-1], B, md) and not ch04._in_last(starts[0] - 1, B, md)
 

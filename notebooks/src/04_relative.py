@@ -23,14 +23,8 @@
 #
 # **Sign convention** (the course's [conventions page](00_index.ipynb#Conventions)). Positions are
 # 0-based, query $i$, key $j$. The library's **offset** is *key minus query*, $j - i$ (negative for keys
-# in the past), as in Shaw et al. and T5; the **distance** is $|j - i|$. Transformer-XL (§3, and
-# Exercise 1) and DeBERTa (§5) index by the **signed distance** *query minus key*, $i - j$: we say so
-# there. In this chapter $j$ is always a key, never a frequency pair: where positions meet the pairs of a
-# sinusoid (§1, §6's RoPE), the positions are $m$ (query) and $n$ (key), the letters of the source notes
-# (`004`), and the pairs get no letter. The letter $k$ has two uses. With an index, a superscript or in a
-# product ($k_j$, $k^c$, $W_k$, $q \cdot k$) it stands for keys. Alone, as a bound or a count
-# ($\operatorname{clip}(j - i, -k, k)$, $2k + 1$ rows, $k = 3$), it is the clipping window of Shaw and
-# DeBERTa (§2, §5), a whole number: their papers' letter.
+# in the past), as in Shaw et al. and T5; the **distance** is $|j - i|$. Sections that use another sign
+# or other letters (XL and DeBERTa's query minus key, Shaw's window $k$) say so where they do.
 
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline
@@ -110,20 +104,24 @@ for name, t in terms.items():
     print(f"{name:18s} score of query 2, key 4: {t[2, 4].item():+8.3f}")
 print(f"{'sum':18s} score of query 2, key 4: {full[2, 4].item():+8.3f}")
 
-# %%
-fig = heatmap_row([*terms.values(), full], [*terms, "full score q_i·k_j"])
-fig
-
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Only the position–position term is free of content. Even it does **not** depend on the offset alone
-# once the projections are in the way. Take a query at $m$ and a key at $n$ (chapter 3's letters). Then
+# once the projections are in the way. Take a query at $m$ and a key at $n$ (chapter 3's letters, used
+# in this chapter wherever positions meet the pairs of a sinusoid, so that $j$ never names a pair). Then
 # $p_m^\top p_n$ is a sum of $\cos((n-m)\theta)$ over the pairs' frequencies $\theta$: a function of
 # the offset (chapter 3, §6). But $p_m^\top W_q^\top W_k p_n$ is a function of the offset **if**
 # $W_q^\top W_k$ acts on each pair as a scaled rotation, $\begin{pmatrix} a & -b \\ b & a \end{pmatrix}$, with nothing across pairs.
 # That condition is sufficient; this chapter does not prove that nothing else works. It only shows that
 # the condition cannot simply be dropped. The cell checks three matrices. The scaled rotations give a
 # score constant along every diagonal. A symmetric block with zero trace on each pair does not. Nor does
-# the random product of the cell above.
+# the random product of the cell above. It prints a sub-diagonal (query $m$, key $m + 1$, all at offset
+# 1), where a function of the offset must be constant; the main diagonal proves nothing, since
+# $p_m^\top p_m = d_\text{model}/2$ at every $m$.
+#
+# The condition has a price in a head narrower than the model. $W_q^\top W_k$ is $d_\text{model} \times
+# d_\text{model}$ but has rank at most $d_\text{head}$: here at most 4, while a nonzero scaled rotation on
+# each of the 4 pairs has rank 8. Each nonzero pair block has rank 2, so a product of this form keeps at
+# most $d_\text{head}/2 = 2$ of the 4 pairs and sets the others to zero: it drops frequencies (checked).
 #
 # Whether *training* lands near a scaled rotation is another question. This random stand-in cannot
 # answer it, and this chapter does not test it. Relative methods do not leave it to training: they build
@@ -138,15 +136,24 @@ rotation = torch.block_diag(*[torch.tensor([[a, -b], [b, a]]) for a, b in ab]).t
 traceless = torch.block_diag(*[torch.tensor([[a, b], [b, -a]]) for a, b in ab]).to(device)
 assert depends_only_on_offset(p @ rotation @ p.T)  # a scaled rotation per pair: a function of j - i
 assert not depends_only_on_offset(p @ traceless @ p.T, atol=1e-2)  # symmetric, zero trace: not
-print("p_m . p_n along the main diagonal:   ", [round(v, 3) for v in pp_plain.diagonal().tolist()])
-print("p_m W_q^T W_k p_n along the diagonal:", [round(v, 3) for v in terms["position–position"].diagonal().tolist()])
+assert torch.allclose(pp_plain.diagonal(), torch.full((L,), d_model / 2, device=device))  # |p_m|^2: trivially constant
+assert torch.linalg.matrix_rank((W_q.T @ W_k).cpu()) == d_head < torch.linalg.matrix_rank(rotation.cpu()) == d_model
+assert all(torch.linalg.matrix_rank(rotation[t:t + 2, t:t + 2].cpu()) == 2 for t in range(0, d_model, 2))  # rank 2 a pair
+two_pairs = torch.block_diag(rotation[:4, :4].cpu(), torch.zeros(4, 4)).to(device)  # 2 of the 4 pairs kept, 2 zeroed
+assert torch.linalg.matrix_rank(two_pairs.cpu()) == d_head and depends_only_on_offset(p @ two_pairs @ p.T)
+print("offset 1 (query m, key m + 1), p_m . p_n:           ", [round(v, 3) for v in pp_plain.diagonal(1).tolist()])
+print("offset 1 (query m, key m + 1), p_m W_q^T W_k p_n:   ",
+      [round(v, 3) for v in terms["position–position"].diagonal(1).tolist()])
+print("offset 1 (query m, key m + 1), p_m (rotation) p_n:  ", [round(v, 3) for v in (p @ rotation @ p.T).diagonal(1).tolist()])
+print("rank of W_q^T W_k:", torch.linalg.matrix_rank((W_q.T @ W_k).cpu()).item(), "of", d_model)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2. Shaw et al. (2018): a learned vector per clipped offset
 #
 # Shaw, Uszkoreit and Vaswani drop $p$ from the input and add learned vectors inside attention instead.
 # For query $i$ and key $j$ they look up row $\operatorname{clip}(j - i, -k, k)$ of two tables, $a^K$ and
-# $a^V$ (each $2k + 1$ rows of size $d$):
+# $a^V$ (each $2k + 1$ rows of size $d$). Here $k$ alone, as a bound or a count, is the clipping window, a
+# whole number (Shaw's and DeBERTa's letter); with an index or in a product ($k_j$, $W_k$) it is still a key:
 #
 # $$e_{ij} = \frac{q_i^\top (k_j + a^K_{ij})}{\sqrt d}, \qquad
 #   z_i = \sum_j \operatorname{softmax}_j(e_{ij})\,(v_j + a^V_{ij}).$$
@@ -222,9 +229,19 @@ print("query-minus-key rows are the key-minus-query rows of the flipped table")
 # key 4 is query 2 itself, and key 0 lies 4 steps before it (checked below).
 #
 # XL therefore rewrites the four terms of §1 around one idea: **the query's own position should not
-# change how much it likes a key**. The query's projected position $W_q p_i$ becomes a learned vector:
-# $u$ where it meets content, $v$ where it meets position. The key's $p_j$ becomes a sinusoid of the
-# distance between the two, $R_{M+i-j}$, with its own projection $W_{k,R}$:
+# change how much it likes a key**. Take §1's terms one at a time, for query $i$ (at position $M + i$)
+# and key $j$:
+#
+# * content–content, $x_i^\top W_q^\top W_k x_j$, stays; only the key's matrix gets a name of its own,
+#   $W_{k,E}$ (E for embedding, the content);
+# * content–position, $x_i^\top W_q^\top W_k p_j$: the key's absolute $p_j$ becomes $R_{M+i-j}$, a fixed
+#   sinusoid of the distance between the two, with a second key matrix $W_{k,R}$ for positions;
+# * position–content, $p_i^\top W_q^\top W_k x_j$: the query's projected position $W_q p_i$ becomes one
+#   learned vector $u$, the same at every position;
+# * position–position, $p_i^\top W_q^\top W_k p_j$: both changes at once, $W_q p_i$ becomes a second
+#   learned vector $v$ and $p_j$ becomes $R_{M+i-j}$.
+#
+# Together:
 #
 # $$A^{\text{rel}}_{ij} =
 #   \underbrace{x_i^\top W_q^\top W_{k,E}\, x_j}_{(a)\ \text{content}}
@@ -392,12 +409,20 @@ built = {"per pair: (Q, K, d) vectors": per_pair.numel(), "gather: index + outpu
          "shift: padded copy": F.pad(by_offset, (1, 0)).numel()}  # the gather's and the shift's: besides the scores
 assert built == {"per pair: (Q, K, d) vectors": 96, "gather: index + output": 48, "shift: padded copy": 28}
 assert list(built.values()) == [Q * K * d_head, 2 * Q * K, Q * (K + 1)]  # QKd, 2QK, Q(K + 1)
-print(built)
+assert built["gather: index + output"] - built["shift: padded copy"] == Q * K - Q == 20 and column.numel() == 24
+assert column.dtype == torch.int64 and column.element_size() == 2 * by_offset.element_size() == 8  # int64 vs float32
+gather_bytes = column.numel() * column.element_size() + gathered.numel() * gathered.element_size()
+shift_bytes = F.pad(by_offset, (1, 0)).numel() * by_offset.element_size()
+assert (gather_bytes, shift_bytes) == (288, 112)
+print(built, "| bytes: gather", gather_bytes, "shift", shift_bytes)
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # It showed 96, 48 and 28 numbers: $QKd$, $2QK$ and $Q(K + 1)$. Scoring distances instead of pairs
-# is the $d$-fold saving. Over a gather, the shift saves only the index: $48 - 28 = 20$ numbers here,
-# $QK - Q$ in general.
+# is the $d$-fold saving. Over a gather, the shift saves $48 - 28 = 20$ numbers here, $QK - Q$ in
+# general: it needs no index ($QK = 24$ numbers), but its padded copy is $Q = 4$ numbers larger than the
+# gather's output. In bytes the gap is wider, because the index holds 64-bit integers, twice the 4 bytes
+# of a float32 score: 288 bytes for the gather against 112 for the shift (the cell checks the numbers and
+# the bytes).
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # XL is causal, so it needs the distances $0, \dots, K - 1$ only. Keys after the query need negative
@@ -406,12 +431,17 @@ print(built)
 # uses XL's attention bidirectionally: its $R$ covers negative signed distances too, and a reshape shift of its
 # own moves those scores into place (transformers' `XLNetRelativeAttention.rel_shift_bnij`).
 #
-# The paper writes one $u$ and one $v$ for the model. The authors' TensorFlow code shares one pair
-# across layers unless its `untie_r` flag is set, and their WikiText-103 script sets it
-# (kimiyoung/transformer-xl, `tf/sota/wt103.sh`). Their PyTorch code always shares one pair:
-# `MemTransformerLM._create_params` in `pytorch/mem_transformer.py` creates a single `r_w_bias` and
-# `r_r_bias` (XL's $u$ and $v$) for the whole model. XLNet keeps a pair in every layer. §7 counts the
-# per-layer form.
+# The paper writes one $u$ and one $v$ for the model; XLNet keeps a pair in every layer, and so do some
+# of XL's own released runs (aside below). §7 counts the per-layer form.
+#
+# <details><summary>Aside, for readers of the released code (optional; citations, not run here)</summary>
+#
+# The authors' TensorFlow code shares one pair across layers unless its `untie_r` flag is set, and their
+# WikiText-103 script sets it (kimiyoung/transformer-xl, `tf/sota/wt103.sh`). Their PyTorch code always
+# shares one pair: `MemTransformerLM._create_params` in `pytorch/mem_transformer.py` creates a single
+# `r_w_bias` and `r_r_bias` (XL's $u$ and $v$) for the whole model.
+#
+# </details>
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. T5: one learned scalar per offset bucket and head
@@ -886,8 +916,9 @@ print("position_biased_input on: an absolute table of", tuple(absolute_in.embedd
 # formula allows, not what a trained model learns.
 #
 # * **Shaw**: $q \cdot a^K_{ij}$ for one fixed query vector $q$, a learned vector per clipped offset ($k = 3$);
-# * **Transformer-XL** term (d): $v \cdot W_{k,R} R_{i-j}$ (causal; $R_{i-j}$ is XL's sinusoid of the
-#   distance $i - j$, not chapter 3's rotation);
+# * **Transformer-XL** term (d): $v \cdot W_{k,R} R^\text{XL}_{i-j}$ (causal; $R^\text{XL}$ is §3's
+#   sinusoid of the distance $i - j$, a vector, marked XL here so that it is not read as RoPE's rotation
+#   $R_m$ above);
 # * **T5**: one head's learned scalar per bucket;
 # * **ALiBi**: one head's $-m_h (i - j)$ (causal);
 # * **RoPE**: no bias at all, but for fixed $q, k$ the score $\langle R_m q, R_n k\rangle$ is
@@ -908,7 +939,7 @@ alibi = pl.alibi_bias(4, L, device=device)[1]
 q_rope, k_rope = torch.randn(16).to(device), torch.randn(16).to(device)
 rope_kernel = pl.apply_rope(q_rope.expand(L, 16)) @ pl.apply_rope(k_rope.expand(L, 16)).T  # <R_m q, R_n k>
 
-panels = [("Shaw: q·a^K (k = 3)", shaw_bias), ("XL (d): v·W R(i−j)", xl_bias), ("T5, head 1", t5_bias),
+panels = [("Shaw: q·a^K (k = 3)", shaw_bias), ("XL (d): v·W R^XL(i−j)", xl_bias), ("T5, head 1", t5_bias),
           ("ALiBi, head 2", alibi), ("RoPE kernel ⟨R_m q, R_n k⟩", rope_kernel)]
 for name, m in panels:
     assert depends_only_on_offset(m, atol=1e-4), name
@@ -1000,10 +1031,15 @@ for name, score in scorers.items():
 # | RoPE (chapter 5) | 0 | $\cos, \sin$: $(L, d_\text{head}/2)$ | content × position: it *is* the rotated $q \cdot k$; the same rotation in every head | every distance, but angles never seen in training (chapter 7) | GPT-NeoX, Llama and most current LLMs (chapter 8) |
 # | ALiBi (chapter 6) | 0 (fixed slopes $m_h$) | bias $(H, L, L)$, or only $H$ slopes in a fused kernel | position-only, $-m_h (i - j)$; a slope per head | a straight line, any distance | BLOOM, MPT |
 #
-# Transformer-XL's formula clips no distance. The released evaluation runs clamp it, though: the
-# authors' evaluation settings set `clamp_len` (kimiyoung/transformer-xl: the `eval` branch of
+# Transformer-XL's formula clips no distance. The released evaluation runs clamp it, though (aside).
+#
+# <details><summary>Aside, for readers of the released code (optional; citations, not run here)</summary>
+#
+# The authors' evaluation settings set `clamp_len` (kimiyoung/transformer-xl: the `eval` branch of
 # `pytorch/run_wt103_base.sh`, `--clamp_len 400`; `tf/sota/wt103.sh`, `TEST_CLAMP_LEN=1000`). The
 # training branch of the PyTorch script passes none.
+#
+# </details>
 #
 # Sources for the counts: Shaw et al. §3.3 share the tables across heads; the others are read off
 # Hugging Face `transformers`' own modules. The cell below counts a layer of BERT-base's size ($H = 12$,
@@ -1251,8 +1287,7 @@ _ = check.t5_rows_read(every_row)
 # three arguments. The checker draws new settings at every check, one with `max_distance` beyond $10^{18}$,
 # refuses `pl.t5_relative_bucket` while your function runs, and gives each setting the few Python steps
 # and tensor elements a formula needs: a walk, a bisection or a grid over the distances runs out of them.
-# One drawn setting puts the edge of the last bucket exactly on a whole distance, where float rounding
-# decides which side a formula lands: make yours land where T5's floor does.
+# Your answer must agree exactly with T5's rule (§4's formula, floor included) at every drawn setting.
 
 # %%
 def t5_last_bucket_start(num_buckets, max_distance, bidirectional):
@@ -1360,8 +1395,9 @@ _ = check.deberta_tied_rows(tied_rows)
 # 7. **The second $b_{i,j}$ equation**,
 #    $q_m^\top k_n = x_m^\top W_q^\top W_k x_n + p_m^\top U_q^\top U_k p_n + b_{i,j}$: absolute positions
 #    with projections $U_q, U_k$ of their own (untied from $W_q, W_k$) plus a relative bias. The source
-#    gives it without attribution. RoFormer §2.2 introduces it (its Eq. (9)) with "the authors of Raffel
-#    et al. [2020] proposed", right after a sentence on Ke et al.; the form is TUPE's (Ke, He and Liu,
+#    gives it without attribution. RoFormer §2.2 introduces it (its Eq. (9)) right after a sentence on
+#    Ke et al., and credits it to Raffel et al. [2020] (paraphrased from RoFormer, a citation: no cell
+#    checks the paper's wording); the form is TUPE's (Ke, He and Liu,
 #    "Rethinking Positional Encoding in Language Pre-training", ICLR 2021), not T5's: T5 has only the
 #    first equation's bias (§4).
 # 8. **"Positions belong in $q$ and $k$, not in $v$"** (`004`, §2): the source hedges it in its next sentence (the rule is not
