@@ -45,7 +45,9 @@ def test_the_layout_is_the_one_derived_here():
 def test_previous_frame_head(capsys):
     assert run(check.previous_frame_head, None, capsys)[0] is None
     ok, out = run(check.previous_frame_head, previous_frame_design(), capsys)
-    assert ok is True and "all correct!" in out
+    assert ok is True and "all correct!" in out and "by at least 0.062" in out  # equal weights: a thin lead
+    ok, out = run(check.previous_frame_head, previous_frame_design(weights=(0.5, 0.75, 1.0)), capsys)
+    assert ok is True and "by at least 0.091" in out  # the worked solution's weighting: a lead of 1.8 x MARGIN
     q, k = previous_frame_design(weights=(1.0, 1.05, 1.1))  # another weighting of the same pairs, as lists
     assert run(check.previous_frame_head, (q.tolist(), k.tolist()), capsys)[0] is True
     u = torch.zeros(128, dtype=torch.float64)

@@ -47,7 +47,7 @@ import posenc_lib as pl
 from posenc_lib import check, viz
 
 viz.use_style()  # white figures, dark text: readable in light and dark themes
-from posenc_lib.experiments import _training, cope_counting as cc  # _training: the separation of two seed ranges
+from posenc_lib.experiments import cope_counting as cc, ordering_by_chance, separation
 
 device = pl.default_device()  # the CPU unless you opt in with POSENC_DEVICE (00_index); tensors below follow it
 g = torch.manual_seed(0)
@@ -283,7 +283,7 @@ for sections, style in (((16, 24, 24), "contiguous"), ((24, 20, 20), "interleave
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # `pl.mrope_positions` builds the ids of a mixed sequence by the rule of Qwen2-VL's paper and
-# release code: text continues one past the largest id so far; a vision segment starting at
+# release code (our reading; see the Errata): text continues one past the largest id so far; a vision segment starting at
 # $s$ puts its token $(\tau, r, c)$ (step in time, row, column of its grid; a step in time is
 # a *temporal patch*, explained below) at
 # $(s + \tau, s + r, s + c)$. (transformers 5.24.0's
@@ -564,7 +564,8 @@ allocation_widget
 # The prediction: each pair adds $2\cos$ of its angle, which can fall from 2 to $-2$ and no
 # further, so $t$'s 4 pairs pull the score down by at most $4 \cdot 4 = 16$, to 112, however fast
 # they turn (asserted for the three arrangements at every base of the slider, $\Delta$ up to 256).
-#
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
 # What the curves say, asserted (at the bases above; the maximum is 128). Under Qwen2-VL's
 # allocation the score along $t$ drops fastest and then wobbles (fast pairs). So, as VideoRoPE
 # argues, a key farther along $t$ can score higher: $\Delta = 38$ steps of $t$ score 97.0, above
@@ -579,21 +580,23 @@ allocation_widget
 # they change any head's score by at most $0.0028\,|q|\,|k|$. "Far" does not hold for every head.
 # 16 steps turn $t$'s pairs by 16 rad (its fastest) down to 0.63 rad (its slowest), so how far
 # they look depends on which of those pairs a head's $q$ and $k$ use.
-#
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
 # "Time slow" turns the picture round for $t$: 16 steps of $t$ apart score about 128.0. Its $h$
 # and $w$ differ only through our simplification. It gives $h$ the 24 fastest pairs and $w$ the 24
 # after them, so within 256 steps the score falls to 64.3 along $h$ but stays above 122 along $w$.
 # VideoRoPE shares the fast pairs between $h$ and $w$ (a detail left out above), so this asymmetry
 # is ours, not VideoRoPE's.
 #
-# **The lesson: round robin gives every axis the full range of wavelengths; VideoRoPE wants $t$
-# slow, which round robin does not give.**
-#
 # Under Qwen2-VL's allocation $w$'s fastest pair has a wavelength of 35 333 positions and $t$'s
 # slowest one of 160; under Qwen3-VL's every axis has wavelengths from 10.2 or less to 7.3 million
 # or more. But pair 0 goes to $t$ under both Qwen models, so $t$'s fastest wavelength is 6.3 under
 # both (above 100 000 under "time slow").
 #
+# **The lesson: round robin gives every axis the full range of wavelengths; VideoRoPE wants $t$
+# slow, which round robin does not give.**
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
 # So interleaving brings the three axes' curves closer together. The table gives the largest gap
 # between two axes' curves over $\Delta = 0..256$ (of 128), for the all-ones probe and as the mean
 # over 200 random heads with $q = k$ (each scaled to a maximum of 128). The two models differ in
@@ -1013,8 +1016,9 @@ assert 0.3 < far["sparse", 512][0] < 0.35
 # accuracies compared: it treats each sequence as one right-or-wrong answer. It leaves out the
 # spread between seeds, which the seed rule above covers, so it is a heuristic size of the
 # evaluation noise, not a test. A clear win within two of those standard errors is called
-# **thin**:
-#
+# **thin**. The results follow, first at the training length, then beyond it.
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
 # - **In the training length** (64 tokens), RoPE and CoPE read every bit right with every
 #   seed; NoPE does clearly worse at this budget (its seeds 0.888, 0.927 and 0.934; even the best,
 #   0.934, is 2.9 standard errors below the others' worst). RoPE's and CoPE's training losses reach 0.0000 by step 500;
@@ -1025,6 +1029,11 @@ assert 0.3 < far["sparse", 512][0] < 0.35
 #   well above zero, so this run cannot say whether more steps would close the gap (untested).
 # - **Sparse mix at the training length**: CoPE reads every bit right, RoPE nearly (its seeds
 #   from 0.97 to 1.00); the seeds cannot tell the two apart.
+#
+# **Takeaway:** at the training length, positions that count tokens (RoPE) and positions that count
+# writes (CoPE) both solve the task; no positions at all (NoPE) does not, at this budget.
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
 # - **Sparse mix, beyond the training length**: CoPE's worst seed is above RoPE's best at 128,
 #   256 and 512 tokens (0.99 against 0.90 on average at 128), but every one of those wins is thin
 #   (1.6 standard errors at 128, less beyond): we build nothing on them. CoPE is clearly ahead of
@@ -1036,10 +1045,13 @@ assert 0.3 < far["sparse", 512][0] < 0.35
 #   that they use that rule (the results store no per-read answers to compare). CoPE's mean is
 #   the highest at 256 and 512 tokens (0.85 at 512), but its
 #   seeds spread from the rule's level to perfect: one seed reads every one of its 8 057 bits
-#   right at 512 tokens, the others 0.70 and 0.84. One seed in three shows that a solution that
-#   holds up to 512 tokens (8 times the training length, the longest tested) is there to be
-#   learned; it does not say how often training finds it,
+#   right at 512 tokens, the others 0.70 and 0.84. So one CoPE model of this size, trained at 64
+#   tokens, read this test set perfectly at 512 (8 times the training length, the longest
+#   tested); one run in three cannot say how often training gets there,
 #   and against RoPE we measured **no clear difference**: a null result at this budget.
+#
+# **Takeaway:** beyond the training length CoPE's edge over RoPE is consistent on the sparse mix
+# but thin, and on the training mix there is no clear difference at all.
 
 # %% slideshow={"slide_type": "fragment"}
 acc = lambda m, mix, L, stat="mean": res["methods"][m][mix][str(L)][stat]  # noqa: E731
@@ -1062,7 +1074,7 @@ def compared(a, b, mix, L):
 
 def by_sequence(a, b, mix, L):
     """cc.separation with each test sequence counted once, not each read."""
-    return _training.separation(acc(a, mix, L, "min"), acc(b, mix, L, "max"), SEQUENCES[mix, L])
+    return separation(acc(a, mix, L, "min"), acc(b, mix, L, "max"), SEQUENCES[mix, L])
 
 
 clearly = lambda a, b, mix, L: compared(a, b, mix, L) == 1  # noqa: E731
@@ -1125,7 +1137,7 @@ assert compared("rope", "none", "dense", 512) == 0
 assert len(set(COMPARED)) == len(COMPARED)  # each comparison made once
 orderings = [o for o in COMPARED if order(*o) != 0]
 thin = sorted(o for o in orderings if by_sequence(*o) < 2)
-chance = 2 * _training.ordering_by_chance(3, 3)
+chance = 2 * ordering_by_chance(3, 3)
 print(f"{len(COMPARED)} comparisons, {len(orderings)} orderings ({len(COMPARED) * chance:.1f} expected by chance);"
       f" thin when each sequence counts once: {thin}")
 assert (len(COMPARED), len(orderings)) == (16, 9)
@@ -1249,10 +1261,13 @@ answer = None  # your code: (q, k)
 # and w the other keys of a grid are at most 5 rows or columns from the target, less than one wavelength, so none
 # comes back to the target's angle. Along t the wavelength 6.3 is shorter than the 10 positions from grid to
 # grid, but 10 rad falls far from a multiple of 2 pi (cos 10 = -0.84), so the neighbouring grids do not
-# come back either. The checker measures the margin. u has 3 nonzero numbers, q 6 (each pair's feature turns
-# into both of its features).
+# come back either. The checker measures the margin. With equal weights the closest rival is the key one
+# column off (w's pair, wavelength 10.2, is the slowest of the three, so one step changes its term least) and
+# the lead is only 0.062, thinly above 0.05; weighting the pairs by that steepness, t 0.5, h 0.75, w 1, lifts
+# it to 0.091 (the checker prints it below). u has 3 nonzero numbers, q 6 (each pair's feature turns into
+# both of its features).
 u = torch.zeros(128, dtype=torch.float64)
-u[[0, 1, 2]] = 1.0  # the first feature of pairs 0 (t), 1 (h), 2 (w)
+u[[0, 1, 2]] = torch.tensor([0.5, 0.75, 1.0], dtype=torch.float64)  # the first feature of pairs 0 (t), 1 (h), 2 (w)
 assert [round(x, 1) for x in pl.rope_wavelengths(128, base=5e6)[:3].tolist()] == [6.3, 8.0, 10.2]
 assert round(math.cos(10), 2) == -0.84 and 5 < 8.0  # t: 10 rad per grid; h, w: at most 5 steps, under a wavelength
 q_prev = pl.apply_rope_nd(u[None], torch.tensor([[-10, -10, -10]]), sections=(24, 20, 20),
@@ -1270,8 +1285,9 @@ _ = check.previous_frame_head(answer)
 # CoPE positions count the full stops between a key and the query, and a query `q_clause` whose
 # positions count the commas and full stops, each to within 0.05 over a text of about 40 words,
 # commas and full stops. Write `two_counters(d)` returning `(q_sentence, q_clause, k_word,
-# k_comma, k_stop)`, each of `d` numbers; the checker tries $d$ = 8 and 32 on a text of its own,
-# and allows the function 3 200 tensor elements per call (test your vectors outside it).
+# k_comma, k_stop)`, each of `d` numbers; the checker tries $d$ = 8 and 32 on a text of its own.
+# Build the vectors from the gates you want; searching or fitting for them inside the function is
+# not allowed (try your vectors outside it).
 
 # %% slideshow={"slide_type": "fragment"}
 def two_counters(d):
@@ -1390,7 +1406,7 @@ assert round(mixed[1, 1] + mixed[-1, -1] - mixed[1, -1] - mixed[-1, 1], 9) == 4 
 #
 # | Where | The code does | Correct |
 # |---|---|---|
-# | transformers 5.24.0, `get_rope_index` of Qwen2-VL and Qwen2.5-VL (`Qwen2VLModel`, `Qwen2_5_VLModel`) | text after a vision segment starting at $s$ starts at $s + \max(h, w)$ ($h, w$ in merged tokens), ignoring $t$ | the models' release code continues at one past the largest id used, $s + \max(t_{last}, h - 1, w - 1) + 1$, and so does transformers elsewhere: the worked example in the docstring of Qwen2.5-Omni's `get_rope_index` (`qwen2_5_omni/modeling_qwen2_5_omni.py`, whose code also starts each segment at the largest id + 1), and the `mrope_position_deltas` that the same Qwen2-VL `get_rope_index` returns ($\max + 1 -$ length), which place the *generated* tokens at $\max + 1$. So transformers 5.24.0 is inconsistent with itself: prefill text after a video sits at $s + \max(h, w)$, generated text at $\max + 1$. The rules agree while $t_{last} < \max(h, w)$; after a longer video the short rule puts the text among the video's ids. For Qwen2.5-VL, whose $t$ counts time, they split much sooner: in §2's own example (2 s per temporal patch, 25 per second) the second temporal patch already sits at $t = 50$, while the short rule starts the text after the video at $s + \max(h, w) = 2$; with the released 2 per second, as soon as a video's last $t$ reaches $\max(h, w)$. |
+# | transformers 5.24.0, `get_rope_index` of Qwen2-VL and Qwen2.5-VL (`Qwen2VLModel`, `Qwen2_5_VLModel`) | text after a vision segment starting at $s$ starts at $s + \max(h, w)$ ($h, w$ in merged tokens), ignoring $t$ | the models' release code, as we read it (not run here), continues at one past the largest id used, $s + \max(t_{last}, h - 1, w - 1) + 1$, and so does transformers elsewhere: the worked example in the docstring of Qwen2.5-Omni's `get_rope_index` (`qwen2_5_omni/modeling_qwen2_5_omni.py`, whose code also starts each segment at the largest id + 1), and the `mrope_position_deltas` that the same Qwen2-VL `get_rope_index` returns ($\max + 1 -$ length), which place the *generated* tokens at $\max + 1$. So transformers 5.24.0 is inconsistent with itself: prefill text after a video sits at $s + \max(h, w)$, generated text at $\max + 1$. The rules agree while $t_{last} < \max(h, w)$; after a longer video the short rule puts the text among the video's ids. For Qwen2.5-VL, whose $t$ counts time, they split much sooner: in §2's own example (2 s per temporal patch, 25 per second) the second temporal patch already sits at $t = 50$, while the short rule starts the text after the video at $s + \max(h, w) = 2$; with the released 2 per second, as soon as a video's last $t$ reaches $\max(h, w)$. |
 #
 # The row, shown: a video of 6 temporal patches of 2 × 2 tokens after one text token. The cell
 # runs transformers' own `Qwen2VLModel.get_rope_index` (`models/qwen2_vl/modeling_qwen2_vl.py` of

@@ -148,8 +148,8 @@ def previous_frame_head(answer: Any) -> bool | None:
 TEXT = ("we came , we saw , and we left . it rained all day . then , at last , the sun came out , warm and bright "
         ". no one stayed inside").split()
 _COUNT_TOLERANCE = 0.05
-_COUNTER_ELEMENTS = 3_200  # tensor elements per call (the prompt says so): five vectors of d take 5 d, one step
-                           # of an optimiser over a text 40 d or more per operation
+_COUNTER_ELEMENTS = 3_200  # tensor elements per call (the prompt forbids a search in words; this catches one):
+                           # five vectors of d take 5 d, one step of an optimiser over a text 40 d or more per operation
 
 
 def _counts(kinds: tuple[str, ...]) -> torch.Tensor:

@@ -7,3 +7,7 @@ cope_counting: CoPE, RoPE and NoPE on flip-flop (counting writes, not tokens), t
 64 tokens and tested up to 512, three seeds each; writes results/cope_counting.json and
 images/cope_counting.png. Taught in: notebooks/09_beyond_1d.ipynb
 """
+
+from posenc_lib.experiments._training import ordering_by_chance, separation
+
+__all__ = ["ordering_by_chance", "separation"]
