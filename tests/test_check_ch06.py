@@ -667,7 +667,7 @@ def test_far_share_accepts_right_answers(right, capsys):
     assert "all correct!" in capsys.readouterr().out
 
 
-def test_far_share_accepts_the_textbook_float64_form_the_prompt_allows(capsys):
+def test_far_share_accepts_the_textbook_float64_form(capsys):
     """The prompt says any exact closed form passes in float64, the textbook one with g = e^-m included: it is
     within 4e-6 (relative) of the stable form at m = 1e-11, inside the checker's tolerance, and accepted; the same
     form in float32 is refused (e^-m rounds to 1)."""
@@ -766,3 +766,22 @@ def test_far_share_accepts_a_fine_numerical_integral(capsys):
         assert sum_share == pytest.approx(integral_share, rel=1e-12)
     assert check.alibi_far_share(far_share_midpoint) is True
     assert "all correct!" in capsys.readouterr().out
+
+
+def test_far_share_prompt_does_not_name_the_form():
+    """Review r24: Exercise 4's prompt once said a "textbook closed form with e^{-m}" exists, which is a step of
+    the derivation. Neither the prompt (English and Chinese) nor anything above it names a closed form or a
+    series; the checker still refuses the explicit sum (test_far_share_refuses_a_measurement)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    src = (root / "notebooks/src/06_alibi.py").read_text(encoding="utf-8")
+    above = src[: src.index("far_share(slopes, train_len, test_len)` returning")]
+    prompt = above[above.index("**4 (derive).**"):]
+    for said in ("closed form", "closed-form", "textbook", "geometric series"):
+        assert said not in above.lower(), said
+    assert "e^{-m}" not in prompt.split("Mind the precision")[0]  # the ratio appears only in the precision note
+    zh = (root / "notebooks/i18n/zh/06_alibi.md").read_text(encoding="utf-8")
+    zh_prompt = zh[zh.index("**4（推导）。**"):]
+    zh_prompt = zh_prompt[: zh_prompt.index("\n\n")]
+    assert "闭式" not in zh_prompt and "教科书" not in zh_prompt

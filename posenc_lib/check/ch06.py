@@ -422,7 +422,7 @@ _MEASURED_KEYS = 10**4  # the checker's own softmax weighs no more keys than thi
 
 def alibi_far_share(fn: Callable[[torch.Tensor, int, int], Any] | None) -> bool | None:
     """Exercise 4: fn(slopes (H,) float64, train_len, test_len) -> per head, the share of the last query's weight
-    on distances >= train_len (causal ALiBi, q.k = 0, test_len tokens), as a closed form: pl.alibi_bias, every
+    on distances >= train_len (causal ALiBi, q.k = 0, test_len tokens), derived, not measured: pl.alibi_bias, every
     softmax refuse to run while fn does, a case may create at most ELEMENTS tensor elements, and a loop over the
     keys runs out of steps."""
 
