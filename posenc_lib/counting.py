@@ -15,7 +15,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-__all__ = ["Call", "RecordCalls", "RecordOps", "entries_and_bytes", "total_bytes"]
+__all__ = ["Call", "RecordCalls", "RecordMoves", "RecordOps", "entries_and_bytes", "total_bytes"]
 
 
 class Call(NamedTuple):
@@ -71,6 +71,26 @@ class RecordCalls(_Recorder, TorchFunctionMode):
         elif not name.endswith("_") and any(w is r for w in written for r in read):
             read, written = [], []
         self.recorded.append(Call(name, entries_and_bytes(read), entries_and_bytes(written)))
+        return out
+
+
+class RecordMoves(RecordCalls):
+    """RecordCalls, also keeping the calls that move data by what they do, whatever their names: a call that
+    changes a tensor in place (`mul_`, `copy_`) or fills memory that none of its arguments held (an allocation,
+    `torch.empty`, fills none)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.moving: list[Call] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = super().__torch_function__(func, types, args, kwargs)
+        held = {t.untyped_storage().data_ptr() for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
+        made = [t.untyped_storage().data_ptr() for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+        name = self.calls[-1].name
+        fills = not name.startswith("empty") and any(ptr not in held for ptr in made)  # empty: memory, no data
+        if (name.endswith("_") and not name.startswith("__")) or fills:
+            self.moving.append(self.calls[-1])
         return out
 
 

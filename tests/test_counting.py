@@ -44,3 +44,16 @@ def test_operators_skip_views_and_allocations_and_see_the_backward():
     names = [op.name for op in rec.ops]
     assert "aten::mul.Tensor" in names and "aten::sum" in names and len(names) > 2  # the backward's operators too
     assert not any(n.startswith("aten::empty") or n in ("aten::view", "aten::expand") for n in names)
+
+
+def test_record_moves_keeps_calls_by_what_they_do():
+    from posenc_lib.counting import RecordMoves
+
+    x = torch.ones(8, 4)
+    with RecordMoves() as rec:
+        x.view(4, 8)  # a view: same memory, moves nothing
+        torch.empty(8, 4)  # memory, no data
+        x.mul_(2)  # in place
+        x * 3  # fills new memory
+    assert [call.name for call in rec.calls] == ["view", "empty", "mul_", "mul"]
+    assert [call.name for call in rec.moving] == ["mul_", "mul"]  # the view and the allocation move no data

@@ -22,7 +22,8 @@
 # asserted on every machine. Only the asserts written under `if cpu_kernel.available()` need the kernel
 # built (they check the C kernel's results bit for bit and that `apply_rope` takes it); without it (no
 # C compiler, or `POSENC_CPU_KERNEL=0`) those cells check the torch path or the plain form instead, or
-# skip those lines, and print the same.
+# skip those lines, and print the same. So what you read here does not depend on the kernel: the
+# course's tests run this notebook both with and without it and require the same printed outputs.
 #
 # Timings differ between machines and between runs, so this appendix times one thing only (§1,
 # a difference of many times), asserts nothing about it, and leaves ratios to `make bench`
@@ -36,12 +37,11 @@ import math
 from unittest import mock
 
 import torch
-from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import FlopCounterMode
 
 import posenc_lib as pl
 from posenc_lib import check, viz
-from posenc_lib.counting import Call, RecordCalls, RecordOps, entries_and_bytes, total_bytes
+from posenc_lib.counting import Call, RecordCalls, RecordMoves, RecordOps, entries_and_bytes, total_bytes
 from posenc_lib.kernels import cpu as cpu_kernel
 from posenc_lib.kernels import torch_fast
 from posenc_lib.rotary import SMALL  # below this many elements apply_rope keeps the reference
@@ -265,6 +265,14 @@ print("003's builder:", "more than 5 times slower" if slow > 5 * fast else "not 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2. Dense R_m against cos/sin tables
 #
+# This appendix counts three things, each with its own rule:
+#
+# | What | Counted by | Unit |
+# |---|---|---|
+# | arithmetic | `FlopCounterMode` (a multiply-add is 2), or the entries a `mul` call writes | one multiplication |
+# | calls | `RecordCalls` / `RecordOps`, every torch call or ATen operator a computation runs | one call |
+# | bytes | `RecordOps`, the bytes of each tensor an operator reads or writes | the one-pass bound (below) |
+#
 # Chapter 5 (§11) showed that building the d × d matrix R_m for every position stores d times
 # more numbers than the cos and sin tables `apply_rope` uses, and gives the same result. It also
 # does more arithmetic: a d × d matrix times a vector is d² multiplications per position, while a
@@ -300,10 +308,12 @@ print(f"same result; the dense form holds {R_all.numel():,} numbers (the input {
 # next. How many bytes is that? Not a formula: `RecordOps` (`posenc_lib/counting.py`) sees every
 # ATen operator a call runs, and counts the bytes of each tensor an operator reads or writes. The
 # counts depend on the path `apply_rope` takes. Where the machine has a C compiler, it takes a C kernel:
-# a compiled loop that reads each pair once, rotates it and writes it once. Otherwise it takes a torch
+# a compiled loop written to read each pair once, rotate it and write it once. Otherwise it takes a torch
 # path: the rotation written as a few whole-tensor torch calls. §3 describes both and when each
 # runs. The cell counts both on any machine: the torch path with the kernel switched off, and the C
-# operator's own reads and writes on the meta device, which has shapes but no data. Then it checks the
+# operator's declared reads and writes on the meta device, which has shapes but no data: they come from
+# the function registered to give its output's shape, so they cannot tell a one-pass kernel from a
+# wasteful one; that the loop reads each pair once is its design, not measured here. Then it checks the
 # path your machine takes against them.
 #
 # From here on, the bytes a computation moves are counted in one unit, the **one-pass bound**: the
@@ -368,9 +378,10 @@ print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 
 # about 10 separate float32 multiplications or additions in the time its memory moves one byte
 # (NVIDIA's data sheet for the SXM card: 67 TFLOPS, which counts a fused multiply-add as two, against
 # 3.35 TB/s). So on a GPU the arithmetic is nearly free, and for large tensors the bytes set the floor.
-# In the quoted H100 run of §5, a one-pass prototype comes near a copy, and HF's code, counted below
+# In the quoted H100 run of §5, a one-pass prototype comes near one elementwise pass only at the
+# longest L (1.41, 1.25, 1.09 × `q * c`), and HF's code, counted below
 # at 5 one-pass bounds, takes about 5 elementwise passes; on the H200 run quoted there it did not
-# repeat (11.60 passes at L = 16384), so this is one card's match, not a rule. The best a RoPE kernel can do is a copy's
+# repeat (HF eager took 11.60 × `q * c` at L = 16384), so this is one card's match, not a rule. The best a RoPE kernel can do is a copy's
 # time: one read and one write. Two other costs are not bytes: each call's fixed cost, however small
 # its tensors, and whether the tensors are already in a cache, which small ones can be. Both weigh on
 # the CPU here. This section's x is 2 MiB (its float32 copy 4 MiB), small enough to sit in a large CPU
@@ -409,8 +420,8 @@ print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 
 #   comes before decoding) and training.
 # - **A C kernel**, where the machine has a C compiler and x is contiguous, in float32 or bfloat16
 #   (with float32 tables; otherwise the next path): a small loop registered as a torch operator,
-#   `torch.ops.posenc.rope_rotate`. It reads each pair once, rotates it in float32 in registers and
-#   writes it once. Its backward pass is the same loop rotating by −angle (§4).
+#   `torch.ops.posenc.rope_rotate`. It is written to read each pair once, rotate it in float32 in registers and
+#   write it once. Its backward pass is the same loop rotating by −angle (§4).
 # - **A torch path** otherwise (no compiler, `POSENC_CPU_KERNEL=0`, or an x the C kernel does not
 #   take; `posenc_lib/kernels/torch_fast.py`), when no gradient is needed; with one, the reference.
 #   In the interleaved layout it is one complex multiply, x·e^{i·angle}, which does the plain form's
@@ -473,32 +484,13 @@ print("against rotate_pairs in float32, for bf16 and float32 inputs and both lay
 # docstring, in `posenc_lib/counting.py`, says what a call reads and what it writes). Only the calls named in `DATA_OPS`
 # count: a hand list of the calls that move data in the functions this section counts. The other calls
 # (views, shape queries, allocations such as `torch.empty`) move none, and the cell checks it: no call
-# on x-sized data that it leaves out writes into a tensor or fills memory its arguments did not hold.
+# on x-sized data that it leaves out writes into a tensor or fills memory its arguments did not hold
+# (`RecordMoves`, in `posenc_lib/counting.py`, keeps those calls by what they do, whatever their names).
 # The cos and sin tables are read as well, but they are smaller than x: this section leaves them out
 # of both counts, and §4 adds them in.
 
 # %% slideshow={"slide_type": "fragment"}
 DATA_OPS = {"float", "to", "mul", "sub", "add", "neg", "cat", "stack", "copy_", "addcmul_", "rope_rotate.default"}
-
-
-class RecordMoves(RecordCalls):
-    """RecordCalls, also keeping the calls that move data by what they do, whatever their names: a call that
-    changes a tensor in place (`mul_`, `copy_`) or fills memory that none of its arguments held (an allocation,
-    `torch.empty`, fills none)."""
-
-    def __init__(self):
-        super().__init__()
-        self.moving: list[Call] = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        out = super().__torch_function__(func, types, args, kwargs)
-        held = {t.untyped_storage().data_ptr() for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
-        made = [t.untyped_storage().data_ptr() for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
-        name = self.calls[-1].name
-        fills = not name.startswith("empty") and any(ptr not in held for ptr in made)  # empty: memory, no data
-        if (name.endswith("_") and not name.startswith("__")) or fills:
-            self.moving.append(self.calls[-1])
-        return out
 
 
 def traffic(fn, x: torch.Tensor) -> tuple[int, float]:
@@ -1127,7 +1119,8 @@ else:
 # card (under the second reading, a copy is the bound, and HF eager's 6.7 to 9.1 copies would be the
 # figure to set against 5). In units of a copy it is 6.7 to 9.1, against 7.5 to 8.6 for five
 # elementwise passes (the next cell divides); whether it rises with L, three numbers of one run with
-# no spread cannot separate from noise. A one-pass kernel comes near a copy (1.09 to 1.41).
+# no spread cannot separate from noise. A one-pass prototype took 1.41, 1.25 and 1.09 × `q * c`: near one
+# elementwise pass only at the longest L, and about twice a copy's time at every L.
 # `torch.compile` of the same HF code ran in 1.23 to 2.05 × `q * c`, from a quarter to under half of its eager
 # time, so compiling removed most of the five passes' cost; in units of a copy that is 2.1 to 3.1, still
 # above the prototype's 1.09 to 1.41. What code the compiler made was not recorded, so how many passes it
@@ -1136,7 +1129,8 @@ else:
 # a hypothesis, not tested here.
 #
 # **A second run, with this library's kernel** (also quoted: `benchmarks/README.md`, "First GPU run of
-# this tree", one NVIDIA H200, torch 2.11, Triton 3.6, one run, bf16, same shapes). The byte count's
+# this tree", one NVIDIA H200, torch 2.11, Triton 3.6, one run, bf16, same shapes). Its unit `q * c`
+# multiplies by the scalar 1.5 (`benchmarks/bench_rope.py`, `"bound"`), so there it is one one-pass bound. The byte count's
 # match does not repeat there: HF eager took 4.37 × `q * c` at L = 4096 but 11.60 × at 16384, and a
 # copy took 1.11 and 0.98 × `q * c`. So the count of passes matched one card's run and missed the
 # other's by more than a factor 2; what it leaves out (per-call and launch costs, the card) was not
@@ -1163,6 +1157,9 @@ compiled_share = [compiled[seq] / eager for seq, (_, eager) in quoted.items()]  
 assert 0.24 < min(compiled_share) and max(compiled_share) < 0.5
 compiled_per_clone = [compiled[seq] / clone for seq, (clone, _) in quoted.items()]
 assert [round(r, 1) for r in (min(compiled_per_clone), max(compiled_per_clone))] == [2.1, 3.1]
+proto_per_clone = [prototype[seq] / clone for seq, (clone, _) in quoted.items()]
+assert all(1.8 < r < 2.2 for r in proto_per_clone)  # the prototype: about twice a copy at every L
+assert min(prototype, key=prototype.get) == 65536 and prototype[65536] < 1.1 < prototype[16384]  # near q * c only at the longest L
 assert min(compiled_per_clone) > max(prototype.values())  # compiled HF stays above the one-pass prototype
 # the H200 run, quoted: L -> (bound in ms, clone, HF eager, apply_rope, RotaryEmbedding), in units of q * c
 h200 = {4096: (0.069, 1.11, 4.37, 16.34, 6.44), 16384: (0.086, 0.98, 11.60, 1.40, 1.05)}
@@ -1297,7 +1294,8 @@ print(f"with contiguous copies of q and k and the C operator: {len(on_operator)}
 # under a tenth. The fused count reads q, k and v once each, as the CPU's one operator does; a real
 # flash-attention kernel on a GPU re-reads k and v for every block of queries (and, in its backward
 # pass, q and the output's gradient for every block of keys), so it moves more than this count. So
-# about a quarter is an upper bound on RoPE's share, and the written-out attention's 0.07 is the other
+# about a quarter is an upper bound on RoPE's share for this count (eager operators on the CPU, this
+# model at d_model = 64), and the written-out attention's 0.07 is the other
 # end. Every share below is the fused one.
 
 # %% slideshow={"slide_type": "fragment"}
@@ -1365,14 +1363,17 @@ print(f"the rest's bytes from 1 sequence to 8: x {rest_per_batch[64]:.2f} at d_m
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Errata in the sources
 #
-# The cell below proves the item again from §1's numbers (the source's version fails).
+# The cell below proves both items again (the first from §1's numbers; the source's version fails).
 #
 # | Source | The source writes | What is right | Where |
 # |---|---|---|---|
 # | `003` (its RoPE code, a comment) | `torch.exp(torch.arange(0, d, 2) * -(math.log(10000.0) / d))` "is same as" `1.0 / (10000 ** (torch.arange(0, d, 2).float() / d))` | the same in exact arithmetic, not in float32: at d = 64 the two differ in most of the 32 frequencies; the exp form is more than 3 ulps off the float32 number nearest θ_j, the power form at most 1 | §1 |
+| `003` (a comment in `precompute_freqs_cis`) | asks whether `freqs_cis` should not be fixed once the model's width and the longest input are set, instead of being made for each length `end` | yes: the table depends only on d, the base and the positions, so one table for the longest length, cut to the first L rows, is the table for L, bit for bit; `pl.RotaryEmbedding` keeps its tables between calls, while `pl.apply_rope` remakes them on every call (§3 counts what that costs) | §3 |
 
 # %% slideshow={"slide_type": "fragment"}
 differ = int((exp_form != pow_form).sum())
 assert len(exp_form) == len(pow_form) == 32 and differ > 32 // 2  # "the same": not in float32
 assert ulps_off["exp"].max() > 3 and ulps_off["power"].max() <= 1
-print(f"003's two forms of the 32 frequencies (d = 64) differ in {differ} of them in float32")
+assert torch.equal(pl.rope_angles(2 * 1024, 64)[:1024], pl.rope_angles(1024, 64))  # one table, cut: the same
+print(f"003's two forms of the 32 frequencies (d = 64) differ in {differ} of them in float32; "
+      "a table made once for 2048 positions, cut to 1024, equals the one made for 1024")
