@@ -246,8 +246,8 @@ print("the conventions table matches the library")
 # sinusoids, RoPE and ALiBi (0.59). T5 holds as well, so NoPE beats those three methods, not every
 # method. The recall with the dictionary first is no test of the paper's claim: that layout favours a
 # model that reads the first tokens. Moving the dictionary to the trained distances costs NoPE and T5
-# alike, and chapter 7 §3 ("Recall, dictionary first: what the layout decides") leaves open whether
-# the start, the longer prefix or the many more keys cause it. Nor is the grammar a test: in the
+# alike, and chapter 7 §3 ("Going further: two more mechanisms, checked") leaves open whether losing
+# the start or competing with many more keys causes it. Nor is the grammar a test: in the
 # experiment's training steps NoPE learned it only partly (0.43 at 64 tokens, where RoPE is at the best
 # possible 0.77), so its fall to 0.28 at 512 starts from another level than RoPE's fall to 0.32. Against its
 # own start NoPE keeps more (64% against 41%, in every seed, and above chance too), but a model that
