@@ -295,11 +295,23 @@ def test_first_slow_pair_refuses_every_search_over_pairs(shortcut, says, capsys)
     assert torch.arange(3).tolist() == [0, 1, 2] and pl.rope_frequencies(2).tolist() == [1.0]  # the guards are gone
 
 
+def _unclipped(d, base, L):  # the formula without its guard for contexts shorter than one turn of pair 0
+    return min(d // 2, math.floor((d / 2) * math.log((L - 1) / (2 * math.pi)) / math.log(base)) + 1)
+
+
+def test_first_slow_pair_has_a_context_shorter_than_one_turn():
+    """Independent of the checker: at L = 3 (positions 0, 1, 2) pair 0 turns 2 rad < 2π, so the answer is 0, while
+    the unguarded formula gives a negative index."""
+    assert (32, 10000.0, 3) in ch05.SLOW_SETTINGS
+    assert _first_slow_pair(32, 10000.0, 3) == 0 and _unclipped(32, 10000.0, 3) < 0
+
+
 @pytest.mark.parametrize("wrong, says", [
     (lambda d, b, L: _first_slow_pair(d, b, L) - 1, "pair 45 still completes a full turn"),  # the last turning pair
     (lambda d, b, L: _first_slow_pair(d, b, L) + 1, "pair 46 already stays below one turn"),
     (_in_float32, "float32 keeps 7"),
     (lambda d, b, L: -1, "is not a pair index"),
+    (_unclipped, "even the fastest pair never turns"),
     (lambda d, b, L: (d / 2) * math.log((L - 1) / (2 * math.pi)) / math.log(b), "expected a whole pair index"),
     (lambda d, b, L: "46", "expected a whole pair index"),
 ])

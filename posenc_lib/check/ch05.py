@@ -138,7 +138,7 @@ def rope_undirected(fn: Callable[[Any, Any], Any] | None) -> bool | None:
 # Exercise 2: the first pair whose angle never reaches a full turn, as a formula. The checker holds no answer:
 # it checks the property that defines one (pair j stays below 2π at position L - 1, pair j - 1 does not).
 SLOW_SETTINGS = ((128, 10000.0, 4096), (64, 10000.0, 2048), (128, 500000.0, 8192), (96, 10000.0, 512),
-                 (16, 100.0, 1000), (32, 10000.0, 7), (10**12, 10000.0, 4096), (2 * 10**9, 500000.0, 131072))
+                 (16, 100.0, 1000), (32, 10000.0, 7), (32, 10000.0, 3), (10**12, 10000.0, 4096), (2 * 10**9, 500000.0, 131072))
 SLOW_STEPS = 30  # Python lines per question: a formula takes a few; a search over 10^11 pairs takes over 100
 SLOW_DRAWN = 2  # settings drawn anew at every check, so answers worked out in advance for the fixed ones do not pass
 
@@ -199,6 +199,10 @@ def rope_first_slow_pair(fn: Callable[[int, float, int], Any] | None) -> bool | 
             if got is None:
                 yield False, f"{where}: expected a whole pair index"
                 return
+            if got < 0 and L - 1 < 2 * math.pi:
+                yield False, (f"{where}: {got} is not a pair index (pairs are 0 .. d/2 − 1): a context so short that "
+                              "even the fastest pair never turns still has a first slow pair")
+                return
             if not 0 <= got <= d // 2:
                 yield False, f"{where}: {got} is not a pair index (pairs are 0 .. d/2 − 1, or d/2 for none)"
                 return
@@ -212,7 +216,7 @@ def rope_first_slow_pair(fn: Callable[[int, float, int], Any] | None) -> bool | 
                 yield False, (f"{where}: off, though your pair's angle is within 10^−4 of a full turn: at this d the "
                               "formula needs about 12 significant digits, and float32 keeps 7 (use Python floats)")
             elif got < d // 2 and _largest_turns(got, d, base, L) >= 1:
-                yield False, f"{where}: pair {got} still completes a full turn before position L − 1"
+                yield False, f"{where}: pair {got} still completes a full turn by position L − 1"
             elif _largest_turns(got - 1, d, base, L + 1) >= 1:
                 yield False, (f"{where}: pair {got - 1} reaches a full turn only at position L, one past the context: "
                               "its positions run 0 … L − 1")
