@@ -959,10 +959,10 @@ v2_lite = json.loads(v2_lite_path.read_text())["rope_scaling"]  # tests/data/con
 print("DeepSeek-V2-Lite rope_scaling:", v2_lite)
 assert v2_lite["type"] == "yarn" and v2_lite["mscale"] == v2_lite["mscale_all_dim"] == 0.707
 assert round(0.1 * v2_lite["mscale_all_dim"], 4) == 0.0707  # the report's coefficient
-# Where Exercise 2's rules can be read: inspect names the RoPE's factor and the softmax scale for a config
-# whose two settings differ
+# inspect warns that a config setting both mscales gets both corrections, and no more (which reaches what is
+# Exercise 2's question)
 unequal = {**ds, "rope_scaling": {**ds["rope_scaling"], "mscale": 0.5}}
-assert any("mscale_all_dim are both set" in line and "softmax scale" in line
+assert any("mscale_all_dim are both set" in line and "both corrections apply" in line and "ln" not in line
            for line in pl.inspect_config(unequal).warnings), pl.inspect_config(unequal).text()
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -1960,15 +1960,14 @@ assert lab.ok and lab.layout_inferred and lab.layout == "half" and "fn implement
 # again with the new ones (in the layers after the first, from new inputs too, since the earlier
 # tokens' outputs of layer 0 change with the frequencies).
 # Write `cache_rotations(config, prompt, new)` returning how many times it applies RoPE to a key
-# of one head in one layer. §4 already told you *which* rope types go stale; what is graded is
-# the part no cell above does: the exact count, summed over every step that re-rotates, for any
-# prompt and any `new` (where the first re-rotation falls and what each one costs). Know when the
-# frequencies change rather than measure it.
+# of one head in one layer, for any prompt and any `new`. §4 already told you *which* rope types
+# go stale; the exact count is what is graded. Know when the frequencies change rather than
+# measure it.
 #
 # *The checker:* it tries LongRoPE, dynamic NTK, YaRN, Llama 3, linear and plain configs (one with
 # a million new tokens; its LongRoPE and YaRN configs write the legacy key `"type"` where newer files
 # write `"rope_type"`, as Phi-3's files do). It refuses `pl.rope_from_config` and its kin inside
-# your function, and any Python iteration over the tokens, a generator or comprehension included;
+# your function, transformers' `ROPE_INIT_FUNCTIONS` and rotary embeddings too, and any Python iteration over the tokens, a generator or comprehension included;
 # closed forms pass, and so does Python's `sum` applied directly to a `range` object.
 
 # %% slideshow={"slide_type": "fragment"}
@@ -2019,8 +2018,8 @@ _ = check.cache_rotations(cache_rotations)
 # any two non-zero settings. §3 met only settings where the two mscales are equal (DeepSeek-V3's
 # 1.0, V2-Lite's 0.707), where you cannot tell which setting acts where. DeepSeek's rules are
 # in transformers' `modeling_deepseek_v3.py` (its softmax scale) and `modeling_rope_utils.py` (its
-# RoPE's factor), and `pl.inspect_config` prints them for a config that sets both; you may also
-# measure `pl.rope_from_config` on configs of your own, outside your function.
+# RoPE's factor); you may also measure `pl.rope_from_config` on configs of your own, outside your
+# function.
 #
 # *The checker:* it draws twelve new settings at every check, each with the two mscales at least
 # 0.2 apart, and says only which kind of mistake it saw, never on which settings; it refuses the
