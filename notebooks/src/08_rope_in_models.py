@@ -199,7 +199,7 @@ assert ROWS["DeepSeek-V3"]["factor"] == 1.0 and round(ds_softmax, 3) == 1.874
 print(f"* DeepSeek-V3's RoPE factor is 1, but its softmax scale multiplies the scores by {ds_softmax:.3f} (§3)")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# Read the table row by row (each sentence is asserted in the cell below; the boxes after it say why):
+# Read the table row by row (each sentence is asserted in the cell below; the box after it says why):
 #
 # * in **every** row, between a quarter and a half of the pairs never complete a turn
 #   within the row's span $L$, even at the deployed length;
@@ -262,7 +262,7 @@ assert short_span == {"Gemma 3 4B", "GPT-OSS 20B", *SCOUTS}  # three models (Sco
 # > * *LongRoPE* divides each pair's frequency by a factor of its own, $\theta_j / f_j$, and never
 # >   runs plain RoPE: its file has two searched lists of $f_j$, short factors (1.10 to 3.05) for
 # >   inputs up to $L_0$ and long ones beyond. The short list slows pairs 31 to 33 out of their turn
-# >   within $L_0$, and the long list turns the same 31 within $L$.
+# >   within $L_0$, and the long list turns the same 31 within $L$ (the appendix says why).
 
 # %% jupyter={"source_hidden": true} slideshow={"slide_type": "fragment"}
 # The box's claims, one block per model (collapsed: expand to read them)
@@ -1510,7 +1510,8 @@ fig
 # sequence, carry the weight. The chunked and no-temperature evaluations are the same models as
 # iRoPE: comparisons among them are paired, and only their separations count.
 
-# %% slideshow={"slide_type": "fragment"}
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "fragment"}
+# Every number of the five cells above, checked against results/irope.json (collapsed: expand to read them)
 SEQUENCES = cfg["eval_sequences"]  # test sequences per seed and length: the unit the noise is counted in
 EXAMINED = {"independent": [], "paired": []}
 SAME_MODELS = {"irope", "irope+notemp", "irope+chunk"}
