@@ -296,13 +296,13 @@ def _warnings(config: Mapping, rows: list[RopeRow], layout: str | None, model_ty
                        "multiplies its own mscale squares it")
         if s.method == "yarn" and s.options.get("mscale") and s.options.get("mscale_all_dim"):
             if cfg.get("qk_rope_head_dim"):
-                out.append("mscale and mscale_all_dim are both set: the RoPE's factor is their ratio "
-                           f"({row.attention_factor:g}), and DeepSeek's MLA attention multiplies the softmax scale "
-                           "by (0.1 mscale_all_dim ln(factor) + 1)^2 instead")
+                out.append(f"mscale and mscale_all_dim are both set: the RoPE's attention factor "
+                           f"({row.attention_factor:g}) depends on both (it is not mscale / mscale_all_dim), and "
+                           "DeepSeek's MLA attention also corrects its softmax scale: both corrections apply")
             else:
-                out.append(f"mscale and mscale_all_dim are both set{where}: the RoPE's attention factor is their "
-                           f"ratio ({row.attention_factor:g}); the softmax correction of DeepSeek's MLA does not "
-                           "apply here (no qk_rope_head_dim)")
+                out.append(f"mscale and mscale_all_dim are both set{where}: the RoPE's attention factor "
+                           f"({row.attention_factor:g}) depends on both (it is not mscale / mscale_all_dim); the "
+                           "softmax correction of DeepSeek's MLA does not apply here (no qk_rope_head_dim)")
         if s.method == "yarn" and s.options.get("truncate") is False:
             out.append(f"YaRN with truncate: false{where}: the ramp's ends stay fractional; an engine that rounds "
                        "them to whole pairs (transformers' default) turns the pairs at the ends of the ramp wrong")

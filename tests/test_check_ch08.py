@@ -225,6 +225,71 @@ def test_cache_rotations_refuses_measuring_and_looping(capsys):
     assert ok is False and "loops over the generated tokens" in out
 
 
+def _transformers_config(config):
+    """The exercise's config as transformers' own config object (Llama for dynamic NTK, Phi-3 for LongRoPE)."""
+    from transformers import LlamaConfig, Phi3Config
+
+    kind, rs = _kind(config)
+    if kind == "longrope":
+        return Phi3Config(hidden_size=16, num_attention_heads=2, max_position_embeddings=config["max_position_embeddings"],
+                          original_max_position_embeddings=config["original_max_position_embeddings"],
+                          rope_parameters={"rope_type": "longrope", "short_factor": rs["short_factor"],
+                                           "long_factor": rs["long_factor"], "rope_theta": config["rope_theta"]})
+    return LlamaConfig(hidden_size=128, num_attention_heads=2, head_dim=64,
+                       max_position_embeddings=config["max_position_embeddings"],
+                       rope_parameters={"rope_type": "dynamic", "factor": rs.get("factor", 2.0),
+                                        "rope_theta": config["rope_theta"]})
+
+
+def _switch_measured_by_transformers(config, prompt, new):
+    """The shortcut a cold reader passed before: ask transformers' ROPE_INIT_FUNCTIONS for the frequencies at the
+    threshold and one past it (L0 and L0 + 1, max_position_embeddings and + 1), at end - 1 and end, and sum the
+    re-rotations in closed form from where they were seen to change."""
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    kind, _ = _kind(config)
+    if kind not in ("longrope", "dynamic"):
+        return prompt + new
+    hf = _transformers_config(config)
+    T = config["original_max_position_embeddings"] if kind == "longrope" else config["max_position_embeddings"]
+    at = {n: ROPE_INIT_FUNCTIONS[kind](hf, "cpu", seq_len=n)[0] for n in (T, T + 1, prompt + new - 1, prompt + new)}
+    changes = range(T + 1, T + 2) if kind == "longrope" else range(T + 1, prompt + new + 1)
+    changes = [n for n in changes if prompt < n <= prompt + new] if not torch.equal(at[T], at[T + 1]) else []
+    return _cost(prompt, new, range(changes[0], changes[-1] + 1) if changes else range(0))
+
+
+def _through_a_rotary_embedding(built):
+    """The same through a rotary embedding module built before the check: its forward at growing lengths."""
+    def measure(config, prompt, new):
+        built(torch.zeros(1, 1, 64), torch.arange(prompt + new)[None])
+        return rotations_by_rule(config, prompt, new)
+    return measure
+
+
+def test_cache_rotations_refuses_transformers_frequencies(capsys):
+    """Measuring through transformers is the same shortcut as through posenc_lib: its ROPE_INIT_FUNCTIONS (every
+    entry, through the dict or a bound name) and its rotary embeddings' forward are refused while the answer runs,
+    and put back afterwards."""
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    config = ch08._dynamic(4096)
+    assert all(_switch_measured_by_transformers(dict(c), p, n) == rotations_by_rule(dict(c), p, n)
+               for _, c, p, n, *_ in ch08._ROTATION_CASES)  # outside the check the shortcut gets every count
+    ok, out = run(check.cache_rotations, _switch_measured_by_transformers, capsys)
+    assert ok is False and "calls transformers' ROPE_INIT_FUNCTIONS['" in out and "instead of knowing" in out, out
+    bound = ROPE_INIT_FUNCTIONS["longrope"]
+    ok, out = run(check.cache_rotations, lambda c, p, n: bound(_transformers_config(ch08._longrope(4096, 131072)),
+                                                              "cpu", seq_len=p + n) and 0, capsys)
+    assert ok is False and "calls transformers' ROPE_INIT_FUNCTIONS['longrope']" in out, out
+    built = LlamaRotaryEmbedding(_transformers_config(config))
+    ok, out = run(check.cache_rotations, _through_a_rotary_embedding(built), capsys)
+    assert ok is False and "calls transformers' LlamaRotaryEmbedding" in out, out
+    assert run(check.cache_rotations, rotations_by_rule, capsys)[0] is True  # every guard undone afterwards
+    assert ROPE_INIT_FUNCTIONS["longrope"].__code__.co_name == "_compute_longrope_parameters"
+    assert built(torch.zeros(1, 1, 64), torch.arange(8)[None])[0].shape == (1, 8, 64)
+
+
 def _with(misconception):
     return lambda c, p, n: _misread(c, p, n).get(misconception, rotations_by_rule(c, p, n))
 
@@ -709,7 +774,7 @@ def test_the_checker_module_hands_over_no_answer():
             assert not any(round(v, 6) in answers for v in values(value) if v not in (1.0,)), name
     private = {n for n, v in vars(ch08).items() if callable(v) and n.startswith("_") and getattr(v, "__module__", "")
                == ch08.__name__}
-    assert private == {"_frequency_readers", "_transformers_yarn", "_checker_rotations", "_longrope", "_dynamic", "_port_cases", "_deepseek_config",
+    assert private == {"_frequency_readers", "_transformers_frequencies", "_transformers_yarn", "_checker_rotations", "_longrope", "_dynamic", "_port_cases", "_deepseek_config",
                        "_log_mean_exp", "_log_odds", "_heaviest", "_needle_cases", "_simulations",
                        "_some", "_keys_at", "_shift_misreadings"}
     n, n0, gap = ch08._needle_cases()  # the cases are inputs: no tensor of the module holds a scale
@@ -752,6 +817,17 @@ def test_no_cell_above_exercise_2_states_which_setting_sets_what():
     assert "mscale\\_all\\_dim} \\ln" not in above and "mscale} \\ln" not in above
     assert "text{mscale" not in above
     assert '["mscale_all_dim"] * math.log' not in code and '["mscale"] * math.log' not in code
+
+
+def test_exercise_prompts_1_and_2_state_no_steps_and_no_printed_rules():
+    """Exercise 1's prompt asks for the count, not where the re-rotations fall or what each costs; Exercise 2's does
+    not send the learner to pl.inspect_config, and inspect's line on the two mscales writes no rule."""
+    _, exercises = _chapter_above_the_exercises()
+    first = exercises.split("**Exercise 1", 1)[1].split("# %%", 1)[0]
+    second = exercises.split("**Exercise 2", 1)[1].split("# %%", 1)[0]
+    assert "where the first re-rotation falls" not in first and "what each one costs" not in first
+    assert "inspect_config" not in second
+    assert "ROPE_INIT_FUNCTIONS` and rotary embeddings" in first  # the checker's refusal, stated
 
 
 def test_exercise_4_states_no_single_rotation_above_it_or_in_its_prompt():

@@ -1,6 +1,7 @@
 """posenc_lib.rope_inspect and its command line: chapter 8's numbers for any config.json, the wavelength
 figure, clear one-line errors, and the pair layout table checked against each family's own code."""
 import json
+import math
 import re
 import subprocess
 import sys
@@ -118,6 +119,25 @@ def test_pitfall_warnings():
     assert "a kernel must rotate rotary_dim" in warnings({"head_dim": 64, "partial_rotary_factor": 0.25})
     assert "not in posenc_lib's table" in warnings({"model_type": "my_model", "head_dim": 64})
     assert warnings(MODELS["Qwen2.5 7B Instruct"]["config"]) == ""  # plain RoPE: nothing to warn about
+
+
+def test_both_mscales_warning_is_true_and_hands_over_no_rule():
+    """With mscale 0.5 and mscale_all_dim 1 the RoPE's factor is (0.1 * 0.5 ln s + 1) / (0.1 ln s + 1), not
+    0.5 / 1; DeepSeek's softmax correction applies as well (not instead). The line says so and writes no formula
+    (which setting reaches which part of a score is chapter 8's Exercise 2)."""
+    s = 40.0
+    base = {"qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "rope_theta": 10000.0,
+            "max_position_embeddings": int(4096 * s),
+            "rope_scaling": {"type": "yarn", "factor": s, "original_max_position_embeddings": 4096,
+                             "mscale": 0.5, "mscale_all_dim": 1.0}}
+    factor = (0.1 * 0.5 * math.log(s) + 1) / (0.1 * math.log(s) + 1)
+    for cfg, tail in ((dict(base, model_type="deepseek_v3"), "both corrections apply"),
+                      ({k: v for k, v in base.items() if k not in ("qk_rope_head_dim", "qk_nope_head_dim")}
+                       | {"head_dim": 64}, "does not apply here (no qk_rope_head_dim)")):
+        line = next(w for w in inspect_config(cfg).warnings if "mscale and mscale_all_dim are both set" in w)
+        assert f"attention factor ({factor:g}) depends on both (it is not mscale / mscale_all_dim)" in line, line
+        assert tail in line and "instead" not in line and "ln" not in line and "their ratio" not in line, line
+    assert not math.isclose(factor, 0.5)  # the old line's "their ratio" read as 0.5
 
 
 def test_layers_say_which_use_rope_windows_or_nope():

@@ -51,6 +51,32 @@ def _transformers_yarn() -> tuple[tuple[Any, str, str], ...]:
     return tuple(doors)
 
 
+def _transformers_frequencies() -> tuple[tuple[Any, str, str], ...]:
+    """transformers' doors to RoPE's frequencies at a given length, in the modules the learner has loaded
+    (``loaded``: the checker imports no heavy library): every ``ROPE_INIT_FUNCTIONS`` entry (refused through its
+    code, so the dict, any other name bound to it, a rotary embedding built during the check and a dynamic
+    rotary embedding's update at a new length are refused too), and the ``forward`` of every rotary-embedding
+    class of a loaded model (one built before the check keeps its frequencies at hand)."""
+    import sys
+
+    doors: list[tuple[Any, str, str]] = []
+    utils = sys.modules.get("transformers.modeling_rope_utils")
+    registry = getattr(utils, "ROPE_INIT_FUNCTIONS", {}) if utils is not None else {}
+    for key, fn in registry.items():
+        name = getattr(fn, "__name__", "")
+        if getattr(utils, name, None) is fn:
+            doors += [(owner, attribute, f"transformers' ROPE_INIT_FUNCTIONS[{key!r}]")
+                      for owner, attribute, _ in loaded("transformers.modeling_rope_utils", [name])]
+    for module_name, module in list(sys.modules.items()):
+        if module is None or not module_name.startswith("transformers.models.") or ".modeling_" not in module_name:
+            continue
+        for attribute, value in list(vars(module).items()):
+            if (isinstance(value, type) and attribute.endswith("RotaryEmbedding")
+                    and getattr(value, "__module__", None) == module_name and "forward" in vars(value)):
+                doors.append((value, "forward", f"transformers' {attribute}"))
+    return tuple(doors)
+
+
 def _checker_rotations() -> tuple[tuple[Any, str, str], ...]:
     """This module's own rotations of Exercise 4's keys (they read the layout and the rotated slice for the
     learner); the library's rotations are allowed: knowing which rotation to apply is the exercise."""
@@ -170,7 +196,7 @@ def cache_rotations(answer: Callable[[dict, int, int], Any] | None) -> bool | No
             return fn(dict(config), prompt, new)
 
         answers, stopped = answers_under_guard(one, [(i,) for i in range(len(_ROTATION_CASES))],
-                                               _frequency_readers())
+                                               _frequency_readers() + _transformers_frequencies())
         if stopped is not None:
             yield stopped_verdict(stopped[1], "your function", shortcut="that measures the frequencies at each "
                                   "length instead of knowing when they change", loop="loops over the generated "
