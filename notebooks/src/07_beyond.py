@@ -1057,6 +1057,12 @@ fig
 # rises) is −0.83, and −0.77 to −0.93 within each scaling. The lookup distance does not follow
 # recall the same way: +0.24 for PI and +0.10 for YaRN, where the lookup gap gives −0.87 and −0.93.
 #
+# **The takeaway so far:** recall follows how far the pairs' angles, read together, land from the
+# training lookups' combinations, not (for PI and YaRN, where the two part ways) how far back the
+# lookup reaches. The two asides that follow
+# (where the pair terms come from, the 84 placements) check the pieces and say what they leave open;
+# the main line resumes at "Recall with the dictionary anywhere".
+#
 # **Going further: where those terms come from.** The control run retrains the RoPE models with the
 # same code, seeds and CPU. It stores no attention mass, so the lookup head (the most mass on the
 # entry) is chosen in the committed run, which assumes the retrained RoPE models are the committed
