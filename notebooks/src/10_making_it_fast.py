@@ -778,6 +778,7 @@ def c_operator_step() -> list[Call]:
 operator_ops = c_operator_step()
 # the C operator once forward, once backward: x and g each read once, written once
 assert [op.name for op in operator_ops if op.size >= xb.numel() // 2] == ["posenc::rope_rotate"] * 2
+assert [op.name for op in operator_ops] == ["posenc::rope_rotate"] * 2  # and nothing else: no converted copy of any input
 assert whole_tensor(operator_ops) == (2, 2.0)
 # apply_rope takes the C operator where it is built; without it the torch path has no backward, so autograd runs
 # through the plain form
