@@ -416,6 +416,11 @@ def test_a_float_is_refused(capsys):
     (lambda B, h, L, d, b: 2, "leaves the tables out"),
     (lambda B, h, L, d, b: 2 + Fraction(8, B * h * b), "a table entry for every feature of x"),
     (lambda B, h, L, d, b: 1 + Fraction(2, B * h * b), "the forward pass alone"),
+    # a low-precision temporary: the float32 tables read, cast to x's dtype (written), the copy read by the rotation
+    (lambda B, h, L, d, b: 2 + Fraction(2 * (L * d * 4 + 2 * L * d * b), 2 * B * h * L * d * b),
+     "cast to x's dtype (a bfloat16 copy for a bf16 x), written and read again in each pass"),
+    (lambda B, h, L, d, b: 2 + Fraction(L * d * 4 + L * d * b + 2 * L * d * b, 2 * B * h * L * d * b),
+     "cast to x's dtype (a bfloat16 copy for a bf16 x), made once and read in both passes"),
 ])
 def test_tables_misconceptions_are_named(answer, name, capsys):
     ok, out = tables_verdict(answer, capsys)

@@ -378,8 +378,8 @@ print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 
 # about 10 separate float32 multiplications or additions in the time its memory moves one byte
 # (NVIDIA's data sheet for the SXM card: 67 TFLOPS, which counts a fused multiply-add as two, against
 # 3.35 TB/s). So on a GPU the arithmetic is nearly free, and for large tensors the bytes set the floor.
-# In the quoted H100 run of §5, a one-pass prototype comes near one elementwise pass only at the
-# longest L (1.41, 1.25, 1.09 × `q * c`), and HF's code, counted below
+# In the quoted H100 run of §5, a one-pass prototype took 1.41, 1.25 and 1.09 × a copy's time, nearest
+# a copy at the longest L, and HF's code, counted below
 # at 5 one-pass bounds, takes about 5 elementwise passes; on the H200 run quoted there it did not
 # repeat (HF eager took 11.60 × `q * c` at L = 16384), so this is one card's match, not a rule. The best a RoPE kernel can do is a copy's
 # time: one read and one write. Two other costs are not bytes: each call's fixed cost, however small
@@ -778,6 +778,7 @@ def c_operator_step() -> list[Call]:
 operator_ops = c_operator_step()
 # the C operator once forward, once backward: x and g each read once, written once
 assert [op.name for op in operator_ops if op.size >= xb.numel() // 2] == ["posenc::rope_rotate"] * 2
+assert [op.name for op in operator_ops] == ["posenc::rope_rotate"] * 2  # and nothing else: no converted copy of any input
 assert whole_tensor(operator_ops) == (2, 2.0)
 # apply_rope takes the C operator where it is built; without it the torch path has no backward, so autograd runs
 # through the plain form
@@ -791,7 +792,8 @@ print(f"forward + backward on xb-sized data: the plain form {whole_tensor(plain_
 # **Exercise (prediction): the tables in a training step.** Before the next cells count the cos and sin
 # tables, predict them. `pl.RotaryEmbedding`, from its second call, rotates x of shape (batch, heads, seq, d),
 # in a dtype of `itemsize` bytes per entry, with its cached float32 cos and sin tables, each of shape
-# (seq, d/2); a training step runs the C operator once forward and once backward. Decide
+# (seq, d/2); a training step runs the C operator once forward and once backward. Each call converts between
+# dtypes entry by entry as it computes, so it makes no converted copy of any tensor. Decide
 # what each of the two reads and writes, and write `step_bounds(batch, heads, seq, d, itemsize)`:
 # every byte those two operators read and write, tables included, in one-pass bounds of that x, as an exact
 # number (a `fractions.Fraction` or an int). The checker asks at sizes no tensor could have (up to 10⁴⁰
@@ -1095,13 +1097,11 @@ else:
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **How fast, on a GPU: two quoted measurements, not run here. What they support: on the H200 at
 # L = 16384 the library's kernel ran within 5 to 40 % of one elementwise pass (`q * c`), and Hugging
-# Face's eager code 8 to 11 times slower than it.** The caveats follow. The numbers below are quoted from
-# `benchmarks/README.md` ("A quoted GPU measurement"), which gives their provenance: one NVIDIA H100
-# 80GB HBM3, torch 2.11, CUDA events, the median of 25 calls, measured before the library had this
-# kernel. q is (1, 32, L, 128), k (1, 8, L, 128), bf16, the half
-# layout, forward pass only. One run, no spread given. The columns up to `torch.compile` are in units
-# of `q * c, k * c` (one allocating pass over each); the last is in units of a copy (`clone`) of q
-# and k, which took 0.58 to 0.67 of `q * c` on that H100 (on the H200 run below, 1.11 and 0.98).
+# Face's eager code 8 to 11 times slower than it.** The first run, quoted from `benchmarks/README.md`
+# ("A quoted GPU measurement"): one NVIDIA H100 80GB HBM3, torch 2.11, CUDA events, the median of 25 calls,
+# before the library had this kernel; q is (1, 32, L, 128), k (1, 8, L, 128), bf16, the half layout,
+# forward only. The columns up to `torch.compile` are in units of `q * c, k * c`, the last in units of
+# a copy (`clone`) of q and k.
 #
 # | L | clone (× `q * c`) | `apply_rope` (then) | HF eager | HF under `torch.compile` | a 30-line Triton prototype (× clone) |
 # |---|---|---|---|---|---|
@@ -1109,40 +1109,19 @@ else:
 # | 16384 | 0.59 | 7.0 | 4.9 | 1.23 | 1.25 |
 # | 65536 | 0.58 | 6.4 | 5.3 | 1.32 | 1.09 |
 #
-# One run on one card, so read only the large differences. The issue text these numbers come from
-# does not record what `c` was. If it was a scalar, `q * c` moves what a copy moves (§2's bound,
-# `x * 1.5`), and on that card it was 1.5 to 1.7 × slower than a copy for the same bytes. If `c` was
-# a tensor of q's size, `q * c` read it too, 1.5 × a copy's bytes, and a copy at 0.67 of `q * c` is
-# what the bytes predict. Nothing quoted rules either out; the first reading is taken below, and an
-# elementwise pass, not a copy, is the unit in which §3's count of passes reads. In that
-# unit HF eager is 4.5 to 5.3 × `q * c` where §3 counts 5 bounds, within 10 % of the count, on that
-# card (under the second reading, a copy is the bound, and HF eager's 6.7 to 9.1 copies would be the
-# figure to set against 5). In units of a copy it is 6.7 to 9.1, against 7.5 to 8.6 for five
-# elementwise passes (the next cell divides); whether it rises with L, three numbers of one run with
-# no spread cannot separate from noise. A one-pass prototype took 1.41, 1.25 and 1.09 × `q * c`: near one
-# elementwise pass only at the longest L, and about twice a copy's time at every L.
-# `torch.compile` of the same HF code ran in 1.23 to 2.05 × `q * c`, from a quarter to under half of its eager
-# time, so compiling removed most of the five passes' cost; in units of a copy that is 2.1 to 3.1, still
-# above the prototype's 1.09 to 1.41. What code the compiler made was not recorded, so how many passes it
-# kept is not known.
-# `apply_rope`'s 16.4 at L = 4096 against 7.0 at 16384 may be fixed per-call cost rather than bytes:
-# a hypothesis, not tested here.
+# What it shows: HF eager took 4.5 to 5.3 × `q * c`, within 10 % of §3's 5 passes; compiled, 1.23 to 2.05,
+# a quarter to under half of that, yet 2.1 to 3.1 × a copy, above the one-pass prototype's 1.09 to 1.41
+# (that column is in units of a copy, as the source reports it). What it does not: one run, no spread,
+# so only large differences count; what `c` was is not recorded (a scalar makes `q * c` 1.5 to 1.7 × slower
+# than a copy of the same bytes; a tensor of q's size makes a copy at 2/3 of `q * c` what the bytes predict),
+# so in units of a copy HF eager is 6.7 to 9.1 against 7.5 to 8.6 for five passes; the compiler's code was not recorded.
 #
-# **A second run, with this library's kernel** (also quoted: `benchmarks/README.md`, "First GPU run of
-# this tree", one NVIDIA H200, torch 2.11, Triton 3.6, one run, bf16, same shapes). Its unit `q * c`
-# multiplies by the scalar 1.5 (`benchmarks/bench_rope.py`, `"bound"`), so there it is one one-pass bound. The byte count's
-# match does not repeat there: HF eager took 4.37 × `q * c` at L = 4096 but 11.60 × at 16384, and a
-# copy took 1.11 and 0.98 × `q * c`. So the count of passes matched one card's run and missed the
-# other's by more than a factor 2; what it leaves out (per-call and launch costs, the card) was not
-# traced. The library's own kernel came near the one-pass bound at L = 16384: `apply_rope` (angles in
-# registers) 1.40 ×, `RotaryEmbedding` (one launch for q and k, reading its tables) 1.05 ×. At L = 4096
-# both were far slower per call than at 16384 (16.34 and 6.44 × a bound of 0.069 ms, against 1.40 and
-# 1.05 × 0.086 ms). The unit itself is suspect at L = 4096: `q * c` moved 4 times fewer bytes there
-# than at 16384 in 0.8 of the time, about 1.2 TB/s against 3.9 TB/s, so the "match" of HF eager at
-# 4096 (4.37) may come from a slowed unit rather than from the count. That short sequences pay a
-# per-call cost bytes do not explain is a hypothesis, not traced: one run, the benchmark's `--tune`
-# not run, and warm-up, compilation or recompilation not ruled out. §4's floor of 2 bounds is a
-# count of bytes, which only the long sequences' times come near.
+# **A second run, with this library's kernel** (quoted too: "First GPU run of this tree", one NVIDIA H200,
+# Triton 3.6, same shapes, one run; its `q * c` multiplies by the scalar 1.5, so it is one one-pass bound).
+# At L = 16384 `apply_rope` took 1.40 × and `RotaryEmbedding` 1.05 ×, HF eager 11.60 ×: more than twice
+# §3's 5 passes, so the count's match on the H100 does not repeat, for reasons not traced. At L = 4096 the
+# library's two took 16.34 and 6.44 × and `q * c` itself ran at about 1.2 TB/s against 3.9: a per-call
+# cost is a hypothesis, not tested. §4's floor of 2 bounds is a count of bytes, which only long sequences come near.
 
 # %% slideshow={"slide_type": "fragment"}
 quoted = {4096: (0.67, 4.5), 16384: (0.59, 4.9), 65536: (0.58, 5.3)}  # L: clone and HF eager, in units of q * c
@@ -1157,9 +1136,9 @@ compiled_share = [compiled[seq] / eager for seq, (_, eager) in quoted.items()]  
 assert 0.24 < min(compiled_share) and max(compiled_share) < 0.5
 compiled_per_clone = [compiled[seq] / clone for seq, (clone, _) in quoted.items()]
 assert [round(r, 1) for r in (min(compiled_per_clone), max(compiled_per_clone))] == [2.1, 3.1]
-proto_per_clone = [prototype[seq] / clone for seq, (clone, _) in quoted.items()]
-assert all(1.8 < r < 2.2 for r in proto_per_clone)  # the prototype: about twice a copy at every L
-assert min(prototype, key=prototype.get) == 65536 and prototype[65536] < 1.1 < prototype[16384]  # near q * c only at the longest L
+proto_per_qc = [prototype[seq] * clone for seq, (clone, _) in quoted.items()]  # its column is in units of a clone
+assert [round(r, 2) for r in proto_per_qc] == [0.94, 0.74, 0.63]  # so under one q * c at every L (q * c is the slower unit)
+assert min(prototype, key=prototype.get) == 65536 and prototype[65536] < 1.1 < prototype[16384]  # nearest a copy at the longest L
 assert min(compiled_per_clone) > max(prototype.values())  # compiled HF stays above the one-pass prototype
 # the H200 run, quoted: L -> (bound in ms, clone, HF eager, apply_rope, RotaryEmbedding), in units of q * c
 h200 = {4096: (0.069, 1.11, 4.37, 16.34, 6.44), 16384: (0.086, 0.98, 11.60, 1.40, 1.05)}

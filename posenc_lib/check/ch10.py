@@ -248,15 +248,23 @@ _STEP_WRONG = {  # sealed wrong answers -> the misconceptions they match (two ma
     'bd6f14291208b1b34720e185': ('no_tables',),
     'f47ec1cfac8d6065e1d2dc54': ('no_tables',),
     'edf7f4fdc2b1d12e7ab783ee': ('no_tables',),
-    'fefe85eda90ba660529d1e90': ('per_feature',),
+    'fefe85eda90ba660529d1e90': ('per_feature', 'cast_per_pass'),
     '0cb78eb2480de27f1c35f0ff': ('per_feature',),
-    '65e083b2ba24d2e5ef6e56c1': ('per_feature',),
+    '65e083b2ba24d2e5ef6e56c1': ('per_feature', 'cast_per_pass'),
     'f13892d6ad35ee84e14b81ce': ('per_feature',),
     '4528ea777fc638df5b150501': ('forward_only',),
     '9386ec706f27979e016b1c6a': ('forward_only',),
     '678b7004eb170d1470ac9a22': ('forward_only',),
     'ad2a5a9ea11fc9cba077b782': ('forward_only',),
     '367f3d88a2bc78ff51a9714b': ('forward_only',),
+    'e40fbc40e88b7dcb4c70aec4': ('cast_per_pass',),
+    '30d575171d0d8f117a3e1445': ('cast_per_pass',),
+    'bf4d8050b9450080fbc8f77c': ('cast_per_pass',),
+    '1c447aa9f909f6859d742fab': ('cast_once',),
+    '14f17ae2b13ab77cd0b90f8e': ('cast_once',),
+    'd738b897b64d3ed1fd3089c8': ('cast_once',),
+    '7aa603704e92e341bd0e1067': ('cast_once',),
+    '855e724c9c1ab042b52dd3fe': ('cast_once',),
 }
 _STEP_MISCONCEPTIONS = {
     "per_head": "your answers match a count with one copy of the tables for every head of every sequence",
@@ -266,6 +274,10 @@ _STEP_MISCONCEPTIONS = {
     "no_tables": "your answers match a count that leaves the tables out",
     "per_feature": "your answers match a count with a table entry for every feature of x",
     "forward_only": "your answers match a count of the forward pass alone",
+    "cast_per_pass": ("your answers match a count with a temporary copy of the tables cast to x's dtype (a bfloat16 "
+                      "copy for a bf16 x), written and read again in each pass"),
+    "cast_once": ("your answers match a count with a temporary copy of the tables cast to x's dtype (a bfloat16 "
+                  "copy for a bf16 x), made once and read in both passes"),
 }
 
 
