@@ -107,8 +107,8 @@ print(f"{'sum':18s} score of query 2, key 4: {full[2, 4].item():+8.3f}")
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Only the position–position term is free of content. Even it does **not** depend on the offset alone
 # once the projections are in the way. Take a query at $m$ and a key at $n$ (chapter 3's letters, as
-# sinusoids are in play). Then $p_m^\top p_n$ is a sum of $\cos((n-m)\theta)$ over the pairs' frequencies $\theta$: a function of
-# the offset (chapter 3, §6). But $p_m^\top W_q^\top W_k p_n$ is a function of the offset **if**
+# sinusoids are in play). Then $p_m^\top p_n$ is a sum of $\cos((n-m)\theta)$ over the pairs'
+# frequencies $\theta$: a function of the offset (chapter 3, §6). But $p_m^\top W_q^\top W_k p_n$ is a function of the offset **if**
 # $W_q^\top W_k$ acts on each pair as a scaled rotation, $\begin{pmatrix} a & -b \\ b & a \end{pmatrix}$, with nothing across pairs.
 # That condition is sufficient; this chapter does not prove that nothing else works. It only shows that
 # the condition cannot simply be dropped. The cell checks three matrices. The scaled rotations give a
@@ -408,10 +408,10 @@ assert built == {"per pair: (Q, K, d) vectors": 96, "gather: index + output": 48
 assert list(built.values()) == [Q * K * d_head, 2 * Q * K, Q * (K + 1)]  # QKd, 2QK, Q(K + 1)
 assert built["gather: index + output"] - built["shift: padded copy"] == Q * K - Q == 20 and column.numel() == 24
 heads = torch.randn(2, 3, Q, K, generator=torch.Generator().manual_seed(4)).to(device)  # batch 2, 3 heads
-col_index = column.to(device)
-shared = col_index.expand(2, 3, Q, K)  # a view: the one (Q, K) index, read for every batch and head
-assert shared.untyped_storage().data_ptr() == col_index.untyped_storage().data_ptr() and shared.stride()[:2] == (0, 0)
-assert_close(heads.gather(-1, shared)[..., visible], pl.rel_shift(heads)[..., visible])
+shared = column.expand(2, 3, Q, K)  # the one (Q, K) index, read for every batch and head
+assert shared.untyped_storage().data_ptr() == column.untyped_storage().data_ptr()  # a view of the index: no copy
+assert shared.stride() == (0, 0, K, 1)  # step 0 over batch and heads
+assert_close(heads.gather(-1, shared.to(device))[..., visible], pl.rel_shift(heads)[..., visible])
 print(built)
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
@@ -421,9 +421,8 @@ print(built)
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # XL is causal, so it needs the distances $0, \dots, K - 1$ only. Keys after the query need negative
-# signed distances, and the sinusoid has them: $R_{-o}$ keeps the cosines of $R_o$ and negates its sines (the
-# next cell checks), so
-# a key $o$ steps after the query is told apart from one $o$ steps before it. XLNet (Yang et al. 2019)
+# signed distances, and the sinusoid has them: $R_{-o}$ keeps the cosines of $R_o$ and negates its sines
+# (the next cell checks), so a key $o$ steps after the query is told apart from one $o$ steps before it. XLNet (Yang et al. 2019)
 # uses XL's attention bidirectionally: its $R$ covers negative signed distances too, and a reshape shift of its
 # own moves those scores into place (transformers' `XLNetRelativeAttention.rel_shift_bnij`).
 #
