@@ -106,10 +106,9 @@ print(f"{'sum':18s} score of query 2, key 4: {full[2, 4].item():+8.3f}")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Only the position–position term is free of content. Even it does **not** depend on the offset alone
-# once the projections are in the way. Take a query at $m$ and a key at $n$ (chapter 3's letters, used
-# in this chapter wherever positions meet the pairs of a sinusoid, so that $j$ never names a pair). Then
-# $p_m^\top p_n$ is a sum of $\cos((n-m)\theta)$ over the pairs' frequencies $\theta$: a function of
-# the offset (chapter 3, §6). But $p_m^\top W_q^\top W_k p_n$ is a function of the offset **if**
+# once the projections are in the way. Take a query at $m$ and a key at $n$ (chapter 3's letters, as
+# sinusoids are in play). Then $p_m^\top p_n$ is a sum of $\cos((n-m)\theta)$ over the pairs'
+# frequencies $\theta$: a function of the offset (chapter 3, §6). But $p_m^\top W_q^\top W_k p_n$ is a function of the offset **if**
 # $W_q^\top W_k$ acts on each pair as a scaled rotation, $\begin{pmatrix} a & -b \\ b & a \end{pmatrix}$, with nothing across pairs.
 # That condition is sufficient; this chapter does not prove that nothing else works. It only shows that
 # the condition cannot simply be dropped. The cell checks three matrices. The scaled rotations give a
@@ -152,8 +151,8 @@ print("rank of W_q^T W_k:", torch.linalg.matrix_rank((W_q.T @ W_k).cpu()).item()
 #
 # Shaw, Uszkoreit and Vaswani drop $p$ from the input and add learned vectors inside attention instead.
 # For query $i$ and key $j$ they look up row $\operatorname{clip}(j - i, -k, k)$ of two tables, $a^K$ and
-# $a^V$ (each $2k + 1$ rows of size $d$). Here $k$ alone, as a bound or a count, is the clipping window, a
-# whole number (Shaw's and DeBERTa's letter); with an index or in a product ($k_j$, $W_k$) it is still a key:
+# $a^V$ (each $2k + 1$ rows of size $d$). Here $k$ alone is the clipping window, a whole number, while $k_j$
+# and $W_k$ still belong to the keys:
 #
 # $$e_{ij} = \frac{q_i^\top (k_j + a^K_{ij})}{\sqrt d}, \qquad
 #   z_i = \sum_j \operatorname{softmax}_j(e_{ij})\,(v_j + a^V_{ij}).$$
@@ -270,7 +269,9 @@ print("query-minus-key rows are the key-minus-query rows of the flipped table")
 # ($j \le M + i$; the shift below computes the rest too, and the mask hides it), and they need $R$ for the distances $0, \dots, K - 1$ only (a model that also looks
 # ahead needs more, as XLNet shows below). Term (c) is the same for every query (a row vector
 # repeated): it says which keys are worth attending to, whatever the query is. Each panel is drawn on
-# its own scale (divided by its largest entry).
+# its own scale (divided by its largest entry). The last panel, "sum", is
+# `pl.xl_scores_direct`: the four terms added pair by pair, $-\infty$ on hidden keys (the shift below
+# computes the same scores faster).
 
 # %%
 g = torch.manual_seed(0)
@@ -389,15 +390,11 @@ fig
 # Music Transformer (Huang et al. 2018, §3.4 and its Figure 1) introduced the same trick, as "skewing",
 # for Shaw's vectors.
 #
-# The shift is only the last move, and a gather does it too. `torch.gather` with each entry's column,
-# $K - 1 - (M + i - j)$, puts the same scores in place, with the same $O(QK)$ memory. What the shift
-# spares is that index, a $(Q, K)$ tensor of integers. The shift builds one padded copy, $Q(K + 1)$
-# numbers, and then only views (checked in the $Q = K = 3$ cell).
-#
-# The next cell counts what each route builds after the $(Q, K)$ matrix of distance scores, on §3's
-# example ($Q = 4$, $K = 6$, $d = 4$): the per-pair route its $(Q, K, d)$ vectors, the gather its index
-# and its output, the shift its padded copy (its output is a view of that copy). It also checks that
-# the gather and the shift agree wherever the query may look.
+# The shift is only the last move, and a gather does it too: `torch.gather` with each entry's column,
+# $K - 1 - (M + i - j)$, puts the same scores in place, in the same $O(QK)$ memory. The shift spares
+# only that $(Q, K)$ integer index, and the index can be built once and shared by every batch and head.
+# The next cell counts, on §3's example ($Q = 4$, $K = 6$, $d = 4$), what each route builds after the
+# distance scores, and checks that the gather and the shift agree.
 
 # %%
 per_pair = torch.stack([torch.stack([r[(M + i - j) % K] for j in range(K)]) for i in range(Q)])  # (Q, K, d)
@@ -410,24 +407,22 @@ built = {"per pair: (Q, K, d) vectors": per_pair.numel(), "gather: index + outpu
 assert built == {"per pair: (Q, K, d) vectors": 96, "gather: index + output": 48, "shift: padded copy": 28}
 assert list(built.values()) == [Q * K * d_head, 2 * Q * K, Q * (K + 1)]  # QKd, 2QK, Q(K + 1)
 assert built["gather: index + output"] - built["shift: padded copy"] == Q * K - Q == 20 and column.numel() == 24
-assert column.dtype == torch.int64 and column.element_size() == 2 * by_offset.element_size() == 8  # int64 vs float32
-gather_bytes = column.numel() * column.element_size() + gathered.numel() * gathered.element_size()
-shift_bytes = F.pad(by_offset, (1, 0)).numel() * by_offset.element_size()
-assert (gather_bytes, shift_bytes) == (288, 112)
-print(built, "| bytes: gather", gather_bytes, "shift", shift_bytes)
+heads = torch.randn(2, 3, Q, K, generator=torch.Generator().manual_seed(4)).to(device)  # batch 2, 3 heads
+shared = column.expand(2, 3, Q, K)  # the one (Q, K) index, read for every batch and head
+assert shared.untyped_storage().data_ptr() == column.untyped_storage().data_ptr()  # a view of the index: no copy
+assert shared.stride() == (0, 0, K, 1)  # step 0 over batch and heads
+assert_close(heads.gather(-1, shared.to(device))[..., visible], pl.rel_shift(heads)[..., visible])
+print(built)
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# It showed 96, 48 and 28 numbers: $QKd$, $2QK$ and $Q(K + 1)$. Scoring distances instead of pairs
-# is the $d$-fold saving. Over a gather, the shift saves $48 - 28 = 20$ numbers here, $QK - Q$ in
-# general: it needs no index ($QK = 24$ numbers), but its padded copy is $Q = 4$ numbers larger than the
-# gather's output. In bytes the gap is wider, because the index holds 64-bit integers, twice the 4 bytes
-# of a float32 score: 288 bytes for the gather against 112 for the shift (the cell checks the numbers and
-# the bytes).
+# Per pair $QKd = 96$ numbers, the gather $2QK = 48$ (index and output), the shift $Q(K + 1) = 28$ (one
+# padded copy, then views): scoring distances is the $d$-fold saving, and the shift's edge over a gather
+# is only the index, small once it is shared across batch and heads.
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # XL is causal, so it needs the distances $0, \dots, K - 1$ only. Keys after the query need negative
-# signed distances, and the sinusoid has them: $R_{-o}$ keeps the cosines of $R_o$ and negates its sines, so
-# a key $o$ steps after the query is told apart from one $o$ steps before it. XLNet (Yang et al. 2019)
+# signed distances, and the sinusoid has them: $R_{-o}$ keeps the cosines of $R_o$ and negates its sines
+# (the next cell checks), so a key $o$ steps after the query is told apart from one $o$ steps before it. XLNet (Yang et al. 2019)
 # uses XL's attention bidirectionally: its $R$ covers negative signed distances too, and a reshape shift of its
 # own moves those scores into place (transformers' `XLNetRelativeAttention.rel_shift_bnij`).
 #
@@ -442,6 +437,18 @@ print(built, "| bytes: gather", gather_bytes, "shift", shift_bytes)
 # `r_w_bias` and `r_r_bias` (XL's $u$ and $v$) for the whole model.
 #
 # </details>
+
+# %%
+dist_o = torch.arange(K, dtype=torch.float32)
+theta = 10000.0 ** (-torch.arange(d_model // 2, dtype=torch.float32) * 2 / d_model)  # chapter 3's frequencies
+R_pos = pl.xl_relative_sinusoids(K, d_model)  # R_o, [sin | cos]
+assert_close(R_pos, torch.cat([torch.sin(dist_o[:, None] * theta), torch.cos(dist_o[:, None] * theta)], -1))
+R_neg = torch.cat([torch.sin(-dist_o[:, None] * theta), torch.cos(-dist_o[:, None] * theta)], -1)  # R_{-o}, same rule
+half = d_model // 2
+assert_close(R_neg[:, half:], R_pos[:, half:])  # the cosines kept
+assert_close(R_neg[:, :half], -R_pos[:, :half])  # the sines negated
+assert not torch.equal(R_neg[1:], R_pos[1:])  # so o steps after and o steps before differ (o >= 1)
+print("R_1:", [round(x, 3) for x in R_pos[1].tolist()], "\nR_-1:", [round(x, 3) for x in R_neg[1].tolist()])
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. T5: one learned scalar per offset bucket and head
@@ -1137,12 +1144,13 @@ print(f"L = {L_}: Shaw a^K {tuple(a_K.shape)}, or {tuple(by_row.shape)} scored f
 # DeBERTa-v2/v3 also bucket far distances by log (`position_buckets`), but with another rule
 # (transformers' `make_log_bucket_position(relative_pos, bucket_size, max_position)` in
 # `models/deberta_v2/modeling_deberta_v2.py`; microsoft/DeBERTa's `DeBERTa/deberta/da_utils.py`). For
-# the signed distance $\delta = i - j$ (query minus key), $b$ = `position_buckets` and $m$ = `max_position`
-# (v3: $b = 256$, and $m = 512$, its `max_position_embeddings`, since `max_relative_positions` is $-1$),
+# the signed distance $s = i - j$ (query minus key; not §5's clipped row $\delta(i, j)$), $b$ =
+# `position_buckets` and $P$ = `max_position`
+# (v3: $b = 256$, and $P = 512$, its `max_position_embeddings`, since `max_relative_positions` is $-1$),
 # with $h = b/2$:
 #
-# $$\text{bucket}(\delta) = \begin{cases} \delta & |\delta| \le h, \\
-#   \operatorname{sign}(\delta)\left(h + \left\lceil \dfrac{\log(|\delta|/h)}{\log((m-1)/h)}\,(h - 1)
+# $$\text{bucket}(s) = \begin{cases} s & |s| \le h, \\
+#   \operatorname{sign}(s)\left(h + \left\lceil \dfrac{\log(|s|/h)}{\log((P-1)/h)}\,(h - 1)
 #   \right\rceil\right) & \text{otherwise.} \end{cases}$$
 #
 # How it differs from T5's:
@@ -1150,7 +1158,7 @@ print(f"L = {L_}: Shaw a^K {tuple(a_K.shape)}, or {tuple(by_row.shape)} scored f
 # * it is one signed, symmetric rule, not two halves of buckets;
 # * it rounds up where T5 floors. That keeps distances exact (a bucket holding its distance alone) a
 #   little past $h$: up to 130 in v3, where 131 and 132 share a bucket;
-# * the far buckets reach $\pm(h + h - 1) = \pm 255$ at $|\delta| = m - 1 = 511$;
+# * the far buckets reach $\pm(h + h - 1) = \pm 255$ at $|s| = P - 1 = 511$;
 # * there is no $\min$: farther distances keep growing ($\pm 256$ at 512). The clip into the table's
 #   $2b = 512$ rows, $\operatorname{clip}(\text{bucket} + 256, 0, 511)$ as in c2p, makes them share the
 #   edge rows.
@@ -1288,6 +1296,8 @@ _ = check.t5_rows_read(every_row)
 # refuses `pl.t5_relative_bucket` while your function runs, and gives each setting the few Python steps
 # and tensor elements a formula needs: a walk, a bisection or a grid over the distances runs out of them.
 # Your answer must agree exactly with T5's rule (§4's formula, floor included) at every drawn setting.
+# No drawn setting puts the edge exactly on a whole distance: at such a tie T5's own float32 code falls on
+# either side by rounding, and so may any float formula.
 
 # %%
 def t5_last_bucket_start(num_buckets, max_distance, bidirectional):
@@ -1303,13 +1313,12 @@ def t5_last_bucket_start(num_buckets, max_distance, bidirectional):
     # x = log(n/e) / log(max_distance/e); a floor reaches an integer exactly when its argument does, so
     # x >= (B - 1 - e) / (B - e), i.e. n >= e * (max_distance/e) ** ((B - 1 - e) / (B - e));
     # distances are integers: round up. (16 buckets, max 32: 20; T5's defaults: 91 and 113, as in §4.)
-    # Where the bound is a whole number (18 buckets, max 128: 4 * 32 ** 0.8 = 64), float64 lands a hair
-    # above it (64.00000000000001) and a plain ceil says 65, one past the exact start, which the checker
-    # refuses (one of its settings is such a tie): a bound within rounding error of a whole number is that number.
+    # At an exact tie (18 buckets, max 128: 4 * 32 ** 0.8 = 64 exactly, as 64 ** 5 == 4 * 128 ** 4) the
+    # float result may land a hair above and the ceil one past, as T5's float32 may; the checker draws no tie.
+    assert 64 ** 5 == 4 * 128 ** 4
     B = num_buckets // 2 if bidirectional else num_buckets
     e = B // 2
-    bound = e * (max_distance / e) ** ((B - 1 - e) / (B - e))
-    return round(bound) if abs(bound - round(bound)) < 1e-9 * bound else math.ceil(bound)
+    return math.ceil(e * (max_distance / e) ** ((B - 1 - e) / (B - e)))
     ### END SOLUTION
 
 
@@ -1401,9 +1410,11 @@ _ = check.deberta_tied_rows(tied_rows)
 #    "Rethinking Positional Encoding in Language Pre-training", ICLR 2021), not T5's: T5 has only the
 #    first equation's bias (§4).
 # 8. **"Positions belong in $q$ and $k$, not in $v$"** (`004`, §2): the source hedges it in its next sentence (the rule is not
-#    absolute: on some tasks $v$ can take positions too), but cites no study for either half. Later
-#    methods (XL, T5, DeBERTa, RoPE, ALiBi) touch only the scores;
-#    Shaw's $a^V$ does move the output (§2 checks $z_0$).
+#    absolute: on some tasks $v$ can take positions too), but cites no study for either half. A study
+#    exists: Shaw et al. 2018 ablate $a^K$ and $a^V$ (§4.3 and its table) and find, for translation, that
+#    relative positions in the compatibility ($a^K$) alone may be sufficient, with more work needed for
+#    other tasks (paraphrased; a citation, not run here). Later methods (XL, T5, DeBERTa, RoPE, ALiBi)
+#    touch only the scores; Shaw's $a^V$ does move the output (§2 checks $z_0$).
 # 9. **"Each relative position's embedding is trainable"** (`004`, §2: 每个相对位置关系，对应的emb是可以训练的):
 #    true of Shaw's tables, T5's scalars and DeBERTa's relative table (§7 counts it), not of the others.
 #    XL's $R$ is a fixed sinusoid (what trains is $W_{k,R}$, $u$, $v$), ALiBi's slopes are fixed and RoPE
