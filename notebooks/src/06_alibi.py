@@ -1672,7 +1672,7 @@ assert [round(x, 2) for x in count_only] == [1.36, 1.36, 0.46]
 for r, c in zip(rows, count_only):  # the rise is -log(1 - s), s the share on keys 64 or more back
     w = [math.exp(-r["slope"] * d) for d in range(512)]
     assert math.isclose(c, -math.log(1 - sum(w[64:]) / sum(w)), rel_tol=1e-12)
-assert all(abs(r["d_rest"] - c) < 0.05 for r, c in zip(rows[:2], count_only[:2]))  # seeds 0, 1: consistent with the count
+assert all(abs(r["d_rest"] - c) < 0.05 for r, c in zip(rows[:2], count_only[:2]))  # seeds 0, 1: fit the count
 assert rows[2]["d_rest"] - count_only[2] > 0.3  # seed 2: more than the count
 
 # %% [markdown] slideshow={"slide_type": "slide"}
