@@ -29,9 +29,11 @@ import nbformat
 ROOT = Path(__file__).resolve().parents[1]
 NB_DIR = ROOT / "notebooks"
 CHECK_CALL = re.compile(r"\bcheck\.\w+\(")
-# Autograding runs whole chapters; a cell of a chapter takes seconds, not nbgrader's default 30 s.
+# Autograding runs whole chapters; a cell of a chapter takes seconds, not nbgrader's default 30 s, and on a
+# loaded machine a kernel can take longer than the default 60 s to start.
 COURSE_CONFIG = """c = get_config()  # noqa: F821 (nbgrader's config file)
 c.Execute.timeout = 300
+c.Execute.startup_timeout = 300
 """
 
 
