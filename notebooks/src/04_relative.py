@@ -110,8 +110,9 @@ print(f"{'sum':18s} score of query 2, key 4: {full[2, 4].item():+8.3f}")
 # sinusoids are in play). Then $p_m^\top p_n$ is a sum of $\cos((n-m)\theta)$ over the pairs'
 # frequencies $\theta$: a function of the offset (chapter 3, §6). But $p_m^\top W_q^\top W_k p_n$ is a function of the offset **if**
 # $W_q^\top W_k$ acts on each pair as a scaled rotation, $\begin{pmatrix} a & -b \\ b & a \end{pmatrix}$, with nothing across pairs.
-# That condition is sufficient; this chapter does not prove that nothing else works. It only shows that
-# the condition cannot simply be dropped. The cell checks three matrices. The scaled rotations give a
+# That condition is sufficient, and for these sinusoids it is also necessary: the matrices $A$ that make
+# $p_m^\top A\, p_n$ depend on the offset alone form a space of dimension 8 (a and b for each of the 4 pairs),
+# exactly the scaled rotations (the cell solves for them). The cell also checks three matrices. The scaled rotations give a
 # score constant along every diagonal. A symmetric block with zero trace on each pair does not. Nor does
 # the random product of the cell above. It prints a sub-diagonal (query $m$, key $m + 1$, all at offset
 # 1), where a function of the offset must be constant; the main diagonal proves nothing, since
@@ -129,6 +130,15 @@ print(f"{'sum':18s} score of query 2, key 4: {full[2, 4].item():+8.3f}")
 # %%
 pp_plain = p @ p.T
 assert depends_only_on_offset(pp_plain)  # sinusoids alone: a function of j - i
+# Every A with p_m^T A p_n a function of n - m: each entry of P A P^T is linear in A's 64 entries, and the
+# condition asks that neighbours along a diagonal agree, a linear system whose solutions are its null space.
+p64 = pl.sinusoidal_positions(200, d_model, dtype=torch.float64)  # 200 positions: the slowest pair turns 0.2 rad
+basis = torch.eye(d_model * d_model, dtype=torch.float64).view(-1, d_model, d_model)
+along = torch.stack([(p64 @ E @ p64.T)[1:, 1:] - (p64 @ E @ p64.T)[:-1, :-1] for E in basis], -1).view(-1, d_model ** 2)
+sing = torch.linalg.svdvals(along)
+null = int((sing < 1e-12 * sing[0]).sum())
+assert null == d_model and sing[-null - 1] > 1e-7 * sing[0]  # 8 = a and b for each of the 4 pairs, a clear gap
+print(f"matrices A with p_m^T A p_n a function of n - m: a space of dimension {null} (the scaled rotations)")
 assert not depends_only_on_offset(terms["position–position"], atol=1e-2)  # after W_q, W_k: not any more
 ab = torch.randn(d_model // 2, 2, generator=torch.Generator().manual_seed(1)).tolist()  # a, b for each pair
 rotation = torch.block_diag(*[torch.tensor([[a, -b], [b, a]]) for a, b in ab]).to(device)
@@ -1295,7 +1305,8 @@ _ = check.t5_rows_read(every_row)
 # three arguments. The checker draws new settings at every check, one with `max_distance` beyond $10^{18}$,
 # refuses `pl.t5_relative_bucket` while your function runs, and gives each setting the few Python steps
 # and tensor elements a formula needs: a walk, a bisection or a grid over the distances runs out of them.
-# Your answer must agree exactly with T5's rule (§4's formula, floor included) at every drawn setting.
+# Your answer must agree exactly with T5's rule (§4's formula, floor included) at every drawn setting, except
+# the one beyond $10^{18}$, where a relative $10^{-6}$ is allowed (float64 holds 16 digits, and T5's float32 7).
 # No drawn setting puts the edge exactly on a whole distance: at such a tie T5's own float32 code falls on
 # either side by rounding, and so may any float formula.
 

@@ -159,9 +159,8 @@ def t5_rows_read(fn: Any) -> bool | None:
     """Exercise 2: fn(offsets, num_buckets, max_distance) -> an encoder's bucket of each offset (key minus query)
     that keeps T5's bucket for every key at or before the query, gives keys after it upper buckets,
     non-decreasing with the distance, reads every one of the num_buckets rows, and keeps the past's spacing:
-    every bounded upper bucket B + b holds as many distances as bucket b holds in the past, give or take one
-    (cold read r16: B + n - 1 for the exact near keys and B + bucket(n) beyond is a fair mirror too; it makes
-    one bucket one distance narrower). The learner must still find the row T5 leaves unread.
+    every bounded upper bucket B + b holds as many distances as bucket b holds in the past, give or take one.
+    The learner must still find the row T5 leaves unread.
 
     Judged by those properties on settings drawn at every check (the check is of what the rule does, so a copy
     gains nothing over finding it): the past and its widths against the library's buckets, computed outside the
