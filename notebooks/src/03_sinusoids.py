@@ -642,8 +642,8 @@ fig
 # $\cos(k\,\text{base}^{-u})$ over $u \in [0, 1)$: at $k = 100$ it is 0.477 for $d = 128$ and
 # already within 0.001 of that limit for $d = 512$.
 #
-# The cell measures it over the figure's offsets, $0 \le k \le 500$, by the largest gap between two
-# curves, and prints a table: each factor 4 in $d$ against a factor 4 in the base (up and down) at
+# The cell measures how far each change moves the curve over the figure's offsets, $0 \le k \le 500$,
+# by the largest gap between two curves, and prints a table: each factor 4 in $d$ against a factor 4 in the base (up and down) at
 # the same, lower, width. At every width the base moves the curve more than $d$ does, and each step
 # in $d$ moves it less than the one before. This is about the shape at $k \le 500$ only: where the
 # curve first turns negative, far beyond, depends on $d$ as much as on the base (the answer below
@@ -1225,8 +1225,8 @@ print("a buffer made from a tensor that requires grad, persistent=False: require
 # `code_b`, that of a position $n$. You know neither position: both are real numbers (not only whole
 # ones) up to $10^{10}$, with $|n - m| < 10^9$. Write `offset(code_a, code_b)` returning $n - m$ to
 # within $10^{-3}$, computed and returned in float64 (float32 numbers near $10^9$ lie 64 apart).
-# Read the offset from the two codes: building codes of chosen positions, or trying offsets one by
-# one or all at once, is refused; a formula, or a short search, is fine. The scales are this large
+# Read the offset from the two codes: building codes of chosen positions, or trying every offset
+# (one by one or all at once), is refused; a formula, or a short search, is fine. The scales are this large
 # so that no search over every offset is within reach.
 #
 # <details><summary>The checker's rules</summary>
