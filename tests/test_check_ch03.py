@@ -1,11 +1,13 @@
 """The chapter 3 checkers: right answers pass, the shortcuts each prompt forbids are refused, each
 misconception a checker names gets its name, and the checker module hands over no answer."""
+import gc
 import inspect
 import itertools
 import math
 import operator
 import random
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -128,6 +130,9 @@ def _memorised(table):
     (lambda a, b: (_turn(b, 3) - _turn(a, 3)) / SLOWEST, "whole turn of the slowest pair"),  # not wrapped
     (lambda a, b: 0.0, "not the offset"),
     (lambda a, b: [1.0, 2.0], "one number"),
+    # the prompt asks for float64: the codes read in float32 (angles good to ~1e-7 rad, ~100 positions on pair 3) ...
+    (lambda a, b: offset_by_slowest_pair(a.float(), b.float()), "float32's precision"),
+    (lambda a, b: torch.tensor(offset_by_slowest_pair(a, b), dtype=torch.float32), "float32's precision"),  # ... or returned
 ])
 def test_offset_from_codes_names_the_misconception_without_the_offset(wrong, says, draw, capsys):
     assert check.offset_from_codes(wrong) is False
@@ -338,6 +343,57 @@ def test_offset_from_codes_refuses_answers_memorised_from_another_check(capsys):
         assert "KeyError" in capsys.readouterr().out
     finally:
         ch03._fresh_rng = ch03_rng
+
+
+def _walk_to_positions(frame):
+    """Cold read 25's route: up the stack from the answer's caller (the checker's lambda, holding the case index i)
+    to the checker's frame that holds the positions it drew, and n - m read from there."""
+    i = frame.f_locals["i"]
+    while "positions" not in frame.f_locals:
+        frame = frame.f_back
+    m, n = frame.f_locals["positions"][i]
+    return n - m
+
+
+def _stack_walk(code_a, code_b):
+    return _walk_to_positions(sys._getframe(1))
+
+
+def _stack_walk_by_inspect(code_a, code_b):
+    return _walk_to_positions(inspect.currentframe().f_back)
+
+
+def _stack_walk_by_traceback(code_a, code_b):
+    try:
+        raise ValueError
+    except ValueError as error:
+        return _walk_to_positions(error.__traceback__.tb_frame.f_back)
+
+
+def _stack_walk_caught(code_a, code_b):
+    """The refusal caught, and a fallback returned: the attempt is refused all the same."""
+    try:
+        return _stack_walk(code_a, code_b)
+    except Exception:
+        return 0.0
+
+
+def test_the_stack_walk_is_right_when_frames_are_not_refused(monkeypatch, capsys):
+    """So that refusing it below is refusing a working shortcut: with the frame guard off, it passes."""
+    guarded = ch03.answers_under_guard
+    monkeypatch.setattr(ch03, "answers_under_guard", lambda *a, **k: guarded(*a, **{**k, "frames": False}))
+    for walk in (_stack_walk, _stack_walk_by_inspect, _stack_walk_by_traceback):
+        assert check.offset_from_codes(walk) is True
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("walk", [_stack_walk, _stack_walk_by_inspect, _stack_walk_by_traceback, _stack_walk_caught,
+                                  lambda a, b: 0.0 * len(gc.get_objects())])
+def test_offset_from_codes_refuses_walking_to_the_checkers_frames(walk, capsys):
+    assert check.offset_from_codes(walk) is False
+    out = capsys.readouterr().out
+    assert "the checker's frames" in out and "the two codes you are given carry the offset" in out
+    assert sys._getframe(0).f_back is not None and gc.get_objects()  # refused no longer once the check is over
 
 
 def test_offset_from_codes_unattempted(capsys):
@@ -726,7 +782,7 @@ def test_offset_from_codes_prompt_states_the_checker_budget():
 
     source = (Path(__file__).parents[1] / "notebooks" / "src" / "03_sinusoids.py").read_text()
     assert ch03.CLOSED_FORM_STEPS == 2_000 and ch03.CLOSED_FORM_ELEMENTS == 10_000
-    assert "gives each pair of codes 2 000 Python steps and 10 000 tensor elements (a tensor of one number" in " ".join(
+    assert "each pair of codes gets 2 000 Python steps and 10 000 tensor elements (a tensor of one number" in " ".join(
         line.lstrip("# ") for line in source.splitlines())
 
 

@@ -351,3 +351,32 @@ def test_element_budget_lets_a_few_ufunc_calls_through():
     with g.element_budget(100):
         assert float(np.multiply(np.arange(3), 2.0).sum()) == 6.0 and np.add.reduce([1, 2, 3]) == 6
         assert np.pi > 3 and np.multiply.nin == 2  # attributes that are not calls pass unchanged
+
+
+def test_no_frame_access_refuses_the_routes_to_other_frames_and_is_idle_outside():
+    """Cold read 25 (chapter 3): an answer that walks up the stack reads the checker's locals; inside the block every
+    route to another frame or to all objects is refused, and a refusal the function caught is raised on leaving."""
+    import gc
+    import sys
+
+    from posenc_lib.check._guard import Shortcut, no_frame_access
+
+    def by_traceback():
+        try:
+            raise ValueError
+        except ValueError as error:
+            return error.__traceback__.tb_frame
+
+    for route in (lambda: sys._getframe(1), by_traceback, lambda: gc.get_objects(), lambda: sys._current_frames()):
+        with pytest.raises(Shortcut, match="the checker's frames"):
+            with no_frame_access():
+                route()
+    with pytest.raises(Shortcut, match="the checker's frames"):
+        with no_frame_access():
+            try:
+                sys._getframe(1)
+            except Shortcut:
+                pass  # caught, and refused all the same on leaving
+    with no_frame_access():
+        assert sum(range(10)) == 45  # a function that reaches no frame runs as before
+    assert sys._getframe(0).f_back is not None and by_traceback() is not None and gc.get_objects()  # idle outside

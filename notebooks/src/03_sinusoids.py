@@ -555,21 +555,19 @@ for k in (1, 7, 100, 2047):  # equal spacing: the squared distance d - 2 s(k), t
 print(f"s(0) = {s_of(0):.1f},  s(1) = {s_of(1):.2f},  s(10) = {s_of(10):.2f},  s(100) = {s_of(100):.2f}")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Decaying, but not monotonically.** $s(k)$ wiggles: for $d = 128$ it first *rises* again after
-# $k = 11$, and it even dips below 0 (first at $k = 1707$). What does hold (for these settings) is
-# decay on a logarithmic scale. Group the offsets into **octaves**, blocks whose ends differ by a
-# factor 2: $1$, then $2, 3$, then $4, \dots, 7$, and so on ($2^a \le k < 2^{a+1}$). From one
-# octave to the next, both the largest and the average value of $s$ in the block fall strictly.
-# The dots in the figure are those block maxima. Each block holds twice as many offsets as the one
-# before, and taking the maximum over more offsets can only raise it, so the falling maxima hold
-# despite that; the averages do not depend on the block's size that way.
+# **Decaying, but not monotonically.** For $d = 128$, $s(k)$ first rises again after $k = 11$, and
+# it first dips below 0 at $k = 1707$. What holds is decay on a logarithmic scale. Group the offsets
+# into **octaves**, $2^a \le k < 2^{a+1}$ ($1$; $2, 3$; $4, \dots, 7$; ...): from one octave to the
+# next, both the maximum of $s$ (the dots in the figure) and its mean fall, up to the octave that
+# starts at $2^{13}$. Each octave holds twice as many offsets as the one before, which could only
+# raise its maximum, so the falling maxima are no artefact of the grouping.
 #
 # **So $s(k)$ is a similarity, not a distance: a pair that comes back around its circle looks
 # close again**, and far enough out the decay stops. The octave $2^{14} \le k < 2^{15}$, 0.3 to 0.6
-# of the slowest wavelength $2\pi\cdot 10000^{126/128} \approx 54\,400$ positions, sits higher than
-# the octave before it. Here the size of the octave *would* raise the maximum, so the cell takes
-# the control: the mean rises too ($-2.89$ to $-1.53$), and the maximum of 512 offsets drawn from
-# each octave is higher in the later one in 199 of 200 draws.
+# of the slowest wavelength ($2\pi\cdot 10000^{126/128} \approx 54\,400$ positions), sits higher than
+# the one before. There the larger octave *could* explain a higher maximum, so the cell checks two
+# controls: the mean rises too ($-2.89$ to $-1.53$), and with 512 offsets drawn from each octave the
+# later one is higher in 199 of 200 draws.
 #
 # <details><summary>Optional: which pairs make the rise</summary>
 #
@@ -635,25 +633,21 @@ ax.legend(loc="upper right")
 fig
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# **What $d$ changes, and what it does not.** With the base fixed, a larger $d$ adds slower pairs
-# only up to a limit: $\theta_j = \text{base}^{-2j/d}$ always runs from 1 down towards $1/\text{base}$,
-# evenly spaced on a log scale, its slowest pair $\text{base}^{2/d}/\text{base}$ approaching that
-# limit from above (1.155e-4 at $d = 128$, 1.037e-4 at 512, 1.005e-4 at 4096), and otherwise a
-# larger $d$ samples that same range more finely. So the
-# similarity as a fraction of its maximum, $s(k)/(d/2)$ (the mean of $\cos k\theta_j$ over the
-# pairs), settles as $d$ grows: at $k = 100$ it is 0.477 for $d = 128$ and 0.437 for $d = 512$,
-# already within 0.001 of its limit for $d \to \infty$, the average of $\cos(k\,\text{base}^{-u})$
-# over $u \in [0, 1)$. A factor 4 in $d$ and a factor 4 in the base are not steps of one size
-# (the base sets the range of frequencies, $d$ how finely it is sampled), so the cell compares
-# like with like: each factor 4 in $d$ against a factor 4 in the base at the same $d$, by the
-# largest gap between the curves over the figure's offsets $0 \le k \le 500$. Each factor 4 in $d$
-# moves the curve less than the one before: 0.34 from 32 to 128, 0.13 from 128 to 512 (at
-# $k = 468$: 0.14 and 0.27), 0.04 from 512 to 2048. A factor 4 in the base does not fade that way:
-# 0.26 (times 4) and 0.33 (divided by 4) at $d = 128$, 0.15 and 0.19 at $d = 512$. So for the
-# curve's shape over these offsets, from $d = 128$ up a factor 4 in $d$ moves it less than a
-# factor 4 in the base; at $d = 32$ it does not. The extremes drawn, base 100 and $10^6$, move the
-# curve by up to 0.57. This is about the shape at $k \le 500$ only: where the curve first turns
-# negative, far beyond, depends on $d$ as much as on the base (the answer below the next widget).
+# **What $d$ changes, and what it does not.** The base sets the *range* of frequencies; $d$ only
+# sets how finely that range is sampled. $\theta_j = \text{base}^{-2j/d}$ always runs from 1 down
+# towards $1/\text{base}$, evenly spaced on a log scale; a larger $d$ adds pairs inside that range,
+# its slowest pair $\text{base}^{2/d}/\text{base}$ approaching $1/\text{base}$ from above but never
+# passing it. So the similarity as a fraction of its maximum, $s(k)/(d/2)$ (the mean of
+# $\cos k\theta_j$ over the pairs), settles as $d$ grows, towards the average of
+# $\cos(k\,\text{base}^{-u})$ over $u \in [0, 1)$: at $k = 100$ it is 0.477 for $d = 128$ and
+# already within 0.001 of that limit for $d = 512$.
+#
+# The cell measures how far each change moves the curve over the figure's offsets, $0 \le k \le 500$,
+# by the largest gap between two curves, and prints a table: each factor 4 in $d$ against a factor 4 in the base (up and down) at
+# the same, lower, width. At every width the base moves the curve more than $d$ does, and each step
+# in $d$ moves it less than the one before. This is about the shape at $k \le 500$ only: where the
+# curve first turns negative, far beyond, depends on $d$ as much as on the base (the answer below
+# the next widget).
 
 # %% slideshow={"slide_type": "fragment"}
 def normalised_s(k, d, base=10000.0):
@@ -683,20 +677,20 @@ by_b = torch.maximum((curve(128, 100.0) - curve(128)).abs(), (curve(128, 1e6) - 
 assert round(by_d.max().item(), 2) == 0.13 and by_d.argmax().item() == 468
 assert round(curve(128)[468].item(), 2) == 0.14 and round(curve(512)[468].item(), 2) == 0.27
 assert round(by_b.max().item(), 2) == 0.57 and by_b.max() > 4 * by_d.max()
-by_4 = {step: (curve(dd, b) - curve(128)).abs().max().item()  # a factor 4 each way, in d or in the base
-        for step, dd, b in (("d / 4", 32, 1e4), ("base * 4", 128, 4e4), ("base / 4", 128, 2500.0))}
-assert [round(v, 2) for v in by_4.values()] == [0.34, 0.26, 0.33]
-assert min(by_4["base * 4"], by_4["base / 4"]) > 2 * by_d.max() and by_4["d / 4"] > by_4["base / 4"]
-d_steps = [(curve(lo) - curve(4 * lo)).abs().max().item() for lo in (32, 128, 512)]  # each factor 4 in d
+gap = lambda x, y: (x - y).abs().max().item()  # the largest gap between two curves over 0 <= k <= 500
+widths = (32, 128, 512)  # each row: a factor 4 in d, and a factor 4 in the base each way, at the lower width
+d_steps = [gap(curve(lo), curve(4 * lo)) for lo in widths]
+base_up = [gap(curve(lo, 4e4), curve(lo)) for lo in widths]
+base_down = [gap(curve(lo, 2500.0), curve(lo)) for lo in widths]
 assert [round(v, 2) for v in d_steps] == [0.34, 0.13, 0.04] and d_steps[0] > d_steps[1] > d_steps[2]
-base_steps_512 = [(curve(512, b) - curve(512)).abs().max().item() for b in (4e4, 2500.0)]  # base x4, /4 at d = 512
-assert [round(v, 2) for v in base_steps_512] == [0.15, 0.19] and min(base_steps_512) > 3 * d_steps[2]
+assert [round(v, 2) for v in base_up] == [0.39, 0.26, 0.15] and [round(v, 2) for v in base_down] == [0.52, 0.33, 0.19]
+assert all(min(up, down) > step for step, up, down in zip(d_steps, base_up, base_down))  # the base, at every width
 print(f"s(100)/(d/2): d = 128: {at_128:.3f}, d = 512: {at_512:.3f}, d -> inf: {limit:.3f}")
-print(f"k <= 500: largest gap d = 128 vs 512: {by_d.max():.2f} (k = {by_d.argmax().item()}); base 100 or 1e6 vs 10000: {by_b.max():.2f}")
-print("the same gap for a factor 4:", {step: round(v, 2) for step, v in by_4.items()})
-print("each factor 4 in d (32->128, 128->512, 512->2048):", [round(v, 2) for v in d_steps],
-      "· base x4 and /4 at d = 512:", [round(v, 2) for v in base_steps_512])
-print("d = 128, by base:", {f"{b:g}": round(x, 3) for b, x in by_base.items()})
+print("largest gap over 0 <= k <= 500, at the lower width d:")
+print("  d     d x 4   base x 4   base / 4")
+for lo, step, up, down in zip(widths, d_steps, base_up, base_down):
+    print(f"  {lo:<5} {step:<7.2f} {up:<10.2f} {down:.2f}")
+print(f"the extremes drawn, base 100 or 1e6 against 10000 at d = 128: up to {by_b.max():.2f}")
 
 fig, ax = viz.figure(width=6.4, height=3.0)
 for dd, b, style in ((128, 10000.0, "-"), (512, 10000.0, "--"), (128, 100.0, ":"), (128, 1e6, "-.")):
@@ -1227,17 +1221,22 @@ print("a buffer made from a tensor that requires grad, persistent=False: require
 #
 # **1 (design: read the offset back).** Two sinusoidal codes of $d = 8$ features (§1's formula and
 # interleaved layout, but with base $10^{12}$ in place of 10000, so that pair $j$ turns $10^{-3j}$
-# radian per position) are given, as float64 tensors: `code_a`, the code of a position $m$, and
-# `code_b`, the code of a position $n$. You know neither position; they can be any real numbers up
-# to $10^{10}$, not only whole ones, but $|n - m| < 10^9$. Write `offset(code_a, code_b)` returning
-# $n - m$ to within $10^{-3}$ (two tensors of 8 numbers in, one number out; compute and return it in
-# float64: float32 numbers near $10^9$ lie 64 apart). There are $2 \cdot 10^9$ whole
-# offsets, too many to try one by one at any speed, in Python or in C. Any route is fine, a short
-# search included. The checker draws
-# new positions at every check, refuses the library's code builders while your function runs, and
-# gives each pair of codes 2 000 Python steps and 10 000 tensor elements (a tensor of one number, such
-# as `code_a[6]`, costs none): enough for a formula, or a short search on the right pair, not for
-# trying every offset one by one or all of them at once.
+# radian per position) are given as float64 tensors: `code_a`, the code of a position $m$, and
+# `code_b`, that of a position $n$. You know neither position: both are real numbers (not only whole
+# ones) up to $10^{10}$, with $|n - m| < 10^9$. Write `offset(code_a, code_b)` returning $n - m$ to
+# within $10^{-3}$, computed and returned in float64 (float32 numbers near $10^9$ lie 64 apart).
+# Read the offset from the two codes: building codes of chosen positions, or trying every offset
+# (one by one or all at once), is refused; a formula, or a short search, is fine. The scales are this large
+# so that no search over every offset is within reach.
+#
+# <details><summary>The checker's rules</summary>
+#
+# It draws new positions at every check. While your function runs, the library's code builders
+# are refused, and each pair of codes gets 2 000 Python steps and 10 000 tensor elements (a tensor of
+# one number costs none): enough for a formula, or a short search on the right pair, not for trying
+# the $2 \cdot 10^9$ whole offsets one by one (in Python or in C) or all of them at once.
+#
+# </details>
 
 # %% slideshow={"slide_type": "subslide"}
 def offset(code_a, code_b):
@@ -1323,9 +1322,10 @@ _ = check.offset_only_score(relative_part)
 # `pl.sinusoidal_positions(n, d)`. The graded question is `slow_count(d, L)`: for an even width $d$ and a context of $L$ positions, how many of
 # the *buggy* builder's $d/2$ pairs turn by less than 0.1 rad over the whole context
 # ($L\theta_j < 0.1$), so that their two columns are nearly constant there? The checker draws new
-# lengths (8 to $10^6$) and widths at every check, most of the widths between $10^9$ and $10^{12}$: no table that wide, not even one row, fits in memory (arrays of
-# $10^8$ elements or more are refused, and a long Python loop is stopped), so your count must come
-# from the builder's exponent, by a formula or a short search over the pairs. Then
+# lengths (8 to $10^6$) and widths at every check, most of them between $10^9$ and $10^{12}$, so
+# wide that no table, not even one row, fits in memory: the count must come from the builder's
+# exponent, by a formula or a short search over the pairs (a table, or a loop over every pair, is
+# refused). Then
 # compare your count with §1's table at $d = 512$, $L = 2048$: what does the bug waste?
 #
 # ```python

@@ -11,6 +11,8 @@ touches a few dozen numbers, stays far below. The checker can then say which sho
 instead of passing it or hanging. ``no_huge_arrays`` refuses, before allocating, any array or torch result
 of 10^8 elements or more (a product of two long vectors is predicted from the shapes, on the meta device),
 so a measurement that would exhaust the memory fails instead. All are undone when the block ends, whatever happened inside.
+``no_frame_access`` refuses the routes to the checker's own frames (``sys._getframe``, a traceback's or a
+generator's frame, ``f_back``, the garbage collector's object lists), where the cases' answers sit as locals.
 For a closed form in a matrix's entries, ``counting`` hands the learner entries that count the arithmetic
 done with them (``Counted``).
 """
@@ -27,7 +29,7 @@ from typing import Any, Iterable, Iterator
 from unittest import mock
 
 __all__ = ["Shortcut", "TooManySteps", "TooManyElements", "refusing", "step_budget", "element_budget",
-           "no_huge_arrays", "answers_under_guard", "stopped_verdict", "loaded", "Counted", "OperationBudget",
+           "no_huge_arrays", "no_frame_access", "answers_under_guard", "stopped_verdict", "loaded", "Counted", "OperationBudget",
            "counting", "value_of", "shadow_of", "STEPS", "HUGE", "ELEMENTS"]
 
 STEPS = 200_000  # Python lines: thousands of times what a closed form runs, far fewer than a loop over 10^12 keys
@@ -420,10 +422,45 @@ def no_huge_arrays(limit: int = HUGE) -> Iterator[None]:
         yield
 
 
+# The audited operations that reach a frame other than one's own, or any object at all (CPython's audit events):
+# the checker's frames hold the cases it drew, so an answer that walks up to them reads what it should derive.
+_FRAME_EVENTS = frozenset({"sys._getframe", "sys._current_frames", "gc.get_objects", "gc.get_referrers",
+                           "gc.get_referents"})
+_FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back"})
+_FRAMES_REFUSED: list[str | None] = []  # non-empty while refused; its last item, what was tried (None: nothing)
+_FRAME_HOOK: list[bool] = []  # an audit hook stays for good once added: it is added once, and idle outside the block
+
+
+def _frame_hook(event: str, args: tuple[Any, ...]) -> None:
+    if not _FRAMES_REFUSED:
+        return
+    if event in _FRAME_EVENTS or (event == "object.__getattr__" and len(args) > 1 and args[1] in _FRAME_ATTRIBUTES):
+        what = event if event != "object.__getattr__" else f".{args[1]}"
+        _FRAMES_REFUSED[-1] = what
+        raise Shortcut(f"{what} (the checker's frames)")
+
+
+@contextmanager
+def no_frame_access() -> Iterator[None]:
+    """While inside, reaching another frame (``sys._getframe``, ``inspect.currentframe``/``stack``, a traceback's
+    ``tb_frame``, ``f_back``, ...) or the garbage collector's object lists raises ``Shortcut``; on leaving, a
+    ``Shortcut`` is raised if one was tried, even if the learner's function caught it."""
+    if not _FRAME_HOOK:
+        sys.addaudithook(_frame_hook)
+        _FRAME_HOOK.append(True)
+    _FRAMES_REFUSED.append(None)
+    try:
+        yield
+    finally:
+        tried = _FRAMES_REFUSED.pop()
+    if tried is not None:
+        raise Shortcut(f"{tried} (the checker's frames)")
+
+
 def answers_under_guard(fn: Any, cases: Iterable[tuple[Any, ...]], refuse: Iterable[tuple[Any, str, str]] = (),
                         *, loops: bool = True, steps: int = STEPS, steps_per_case: int | None = None,
                         elements_per_case: int | None = None, traced: bool = False, scalars: bool = True,
-                        operators: bool = False) -> tuple[dict[tuple[Any, ...], Any], tuple[Any, Exception] | None]:
+                        operators: bool = False, frames: bool = False) -> tuple[dict[tuple[Any, ...], Any], tuple[Any, Exception] | None]:
     """fn(*case) for every case, while the ``refuse`` targets refuse to run (and, with ``loops``, while
     huge arrays are refused and Python steps are counted). Every guard is undone before this returns,
     so the checker reports with the library whole again.
@@ -437,6 +474,7 @@ def answers_under_guard(fn: Any, cases: Iterable[tuple[Any, ...]], refuse: Itera
             which numpy's builders bound to other names before the call cannot escape.
     scalars: with ``elements_per_case``, count results of one element too (``element_budget(scalars=...)``).
     operators: with ``elements_per_case``, count numpy's element-wise operators too (``element_budget(operators=...)``).
+    frames: refuse the routes to the checker's frames while fn runs (``no_frame_access``).
     returns: (the answers by case, None), or (the answers so far, (the case that stopped, its
              Shortcut, TooManySteps or TooManyElements)); any other exception of fn propagates (report() shows it).
     """
@@ -454,6 +492,8 @@ def answers_under_guard(fn: Any, cases: Iterable[tuple[Any, ...]], refuse: Itera
                     if elements_per_case is not None:
                         per_case.enter_context(element_budget(elements_per_case, traced=traced, scalars=scalars,
                                                                   operators=operators))
+                    if frames:
+                        per_case.enter_context(no_frame_access())
                     if loops and steps_per_case is not None:
                         per_case.enter_context(step_budget(steps_per_case))
                     answers[case] = fn(*case)

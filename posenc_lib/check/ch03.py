@@ -5,7 +5,8 @@ and prints what is right, what is wrong and a hint. None (or a function still ra
 NotImplementedError) counts as not attempted (see _core for grading mode).
 
 No answer is kept here, not even as a digest: every exercise draws its cases anew at each check. Exercise 1's
-offsets are judged against the positions drawn, Exercise 2's matrix by the properties that define it
+offsets are judged against the positions drawn (which the answer cannot reach: the routes to the checker's frames are refused
+while it runs), Exercise 2's matrix by the properties that define it
 (it commutes with the shift, and what it leaves of A has nothing along any matrix that does), and
 Exercise 3's count (its fix of the builder is an ungraded warm-up, with no checker: §1 answers it) by the builder's
 exponent at two pairs only (the first the count calls slow, and the one before it),
@@ -125,10 +126,13 @@ def offset_from_codes(fn: Any) -> bool | None:
         answers, stopped = answers_under_guard(lambda i: f(*cases[i]), [(i,) for i in range(len(cases))],
                                                _code_builders(), steps_per_case=CLOSED_FORM_STEPS,
                                                elements_per_case=CLOSED_FORM_ELEMENTS, traced=True,
-                                               scalars=False, operators=True)
+                                               scalars=False, operators=True, frames=True)
         if stopped is not None:
-            yield stopped_verdict(stopped[1], "your function", shortcut="the library's code builders are refused "
-                                  "here; the two codes you are given carry the offset",
+            frames = "checker's frames" in str(stopped[1])
+            yield stopped_verdict(stopped[1], "your function",
+                                  shortcut=("the checker's frames, and the positions it drew there, are not for "
+                                            "answering" if frames else "the library's code builders are refused here")
+                                           + "; the two codes you are given carry the offset",
                                   loop="runs out of its steps: there are 2 10^9 offsets to try; a formula, or a "
                                        "short search on a pair that reads the offset unambiguously, far fewer",
                                   grid="more tensor elements than a formula or a short search needs (all the "
@@ -145,6 +149,10 @@ def offset_from_codes(fn: Any) -> bool | None:
         flipped = all(abs(got + k) < 1e-3 for got, k in zip(got_all, offsets))
         one_entry = all(any(abs(got - v) < 1e-3 for v in _one_entry_turns(a, b))
                         for got, (a, b) in zip(got_all, cases))
+        # near the offset everywhere, yet further from it somewhere than rounding to a whole number explains: the
+        # spacing of float32 (64 near 10^9) or its angles (about 10^-7 rad, a hundred positions on the slowest pair)
+        single = (all(abs(got - k) < 1e4 for got, k in zip(got_all, offsets))
+                  and any(abs(got - k) > 0.5 for got, k in zip(got_all, offsets)))
         for i, (got, k) in enumerate(zip(got_all, offsets)):
             where = f"pair of codes {i + 1} of {len(cases)}"
             if abs(got - k) < 1e-3:
@@ -161,6 +169,10 @@ def offset_from_codes(fn: Any) -> bool | None:
             elif abs(got + k) < 1e-3 and i > 0:  # right so far, the wrong sign now (the cases before include n > m)
                 yield False, (f"{where}: right size, wrong sign: whatever tells you the size here cannot tell "
                               "which code comes first (the dot product of two codes, §6, is the same for k and -k)")
+            elif single:
+                yield False, (f"{where}: near the offset, but not to within 10^-3: that is float32's precision (numbers "
+                              "near 10^9 lie 64 apart, and an angle is good to about 10^-7 rad, a hundred positions "
+                              "on a pair that turns 10^-9 rad a step): compute and return it in float64")
             elif abs(got - round(k)) < 1e-3:
                 yield False, f"{where}: a whole number, but positions here are real numbers, and so is their offset"
             elif any(abs(got - _wrapped(k * t) / t) < 1e-3 for t in thetas):
