@@ -120,8 +120,8 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 #   NoPE tells positions apart only under a causal mask (each query sees only the keys before it).
 #   ALiBi without a mask (its symmetric form) gives a key $k$ tokens before a query and one $k$ after
 #   the same bias, so a mirror-symmetric input ties mirror positions. Relative terms tell offsets apart
-#   only short of the clip (the largest distance given a term of its own; every farther offset reuses
-#   that term). RoPE turns a key $k$ tokens before a query and one $k$ after by different angles, even
+#   only where they get terms of their own: Shaw's up to the clip (every farther offset reuses the last
+#   term), T5's only near the query (farther offsets share log-spaced buckets; checked below). RoPE turns a key $k$ tokens before a query and one $k$ after by different angles, even
 #   without a mask (checked below the second map).
 # * **Column 2** grades one thing per row. For a method with a code $p_i$, its mark grades the map
 #   from $p_i$ to $p_{i+k}$, not the scores. For a method with no code (relative terms, RoPE, ALiBi),
@@ -290,8 +290,9 @@ print("the conventions table matches the library")
 #
 # **ALiBi.** A fixed penalty per head on the distance ([chapter 6](06_alibi.ipynb); §4 follows it past
 # the training length). Without a mask, symmetric ALiBi gives mirror positions of a palindrome identical
-# outputs (checked below). In n-D the map grades our own illustration, not a published method: a slope
-# times the Euclidean distance, which gives the keys left of and above a query one bias (checked below).
+# outputs (checked below). In n-D the map grades a slope times the Euclidean distance, the form of
+# CROMA's 2D-ALiBi (Fuller et al., NeurIPS 2023; a citation, not run here), which gives the keys left of
+# and above a query one bias (checked below).
 #
 # **Column 5: why the axial ~.** Learned rows, NoPE and ALiBi are graded as their notes say. In the
 # axial form each feature follows one axis only (for RoPE and the sinusoids, each pair turns with one;
@@ -446,6 +447,9 @@ rope_out = pl.attention(q_rope, k_rope, palindrome @ wv_a)[0]
 assert not any(torch.allclose(rope_out[a], rope_out[b]) for a in range(5) for b in range(a + 1, 5))  # no ties
 print("relative bias per 2-D offset, left/right/up/down:", [round(relative_2d[query, k].item(), 2) for k in around])
 print("2-D ALiBi (distance), left/right/up/down:", [alibi_2d[query, k].item() for k in around])
+t5_near = pl.t5_relative_bucket(-torch.arange(20), bidirectional=False, num_buckets=32, max_distance=128)
+assert t5_near[16] == t5_near[17] == t5_near[18] and len(set(t5_near[:16].tolist())) == 16  # shared from 16 on, far short of 128
+print("T5 (32 buckets, max_distance 128), buckets of distances 14 to 19:", t5_near[14:].tolist())
 
 
 # %% slideshow={"slide_type": "fragment"}
