@@ -265,6 +265,9 @@ def test_counter_merge_refuses_a_search(search, says, capsys):
     (lambda p, a: 2.0 ** (p - 0.5), "does not change with the scale a"),  # a = 1's answer for every a
     (lambda p, a: 2.0**p, "does not change with the scale a"),
     (lambda p, a: 1.5 * merge_estimate(p, a), "one constant factor"),
+    # two slips that are both exactly a factor sqrt(2) off: merging at half a spacing, one bit miscounted
+    (lambda p, a: math.sqrt(2) * (merge_estimate(p, a) + 1) - 1, "one constant factor"),
+    (lambda p, a: (merge_estimate(p, a) + 1) / math.sqrt(2) - 1, "one constant factor"),
     (lambda p, a: 2.0 ** (p / 2), "square root"),  # the step compared with an absolute spacing 2^-p
     (lambda p, a: merge_estimate(p, a) * (1.05 if p == 20 else 1), "more than 2 % off the first merge at p = 20"),
     # the significand taken in [1, 2) instead of (1, 2]: right except at scales that are powers of two

@@ -1561,7 +1561,8 @@ assert len(by_sequence) == 14 and thin_by_sequence == [("alibi", "t5", 512), ("r
 # position $i$ whose rounded counter equals that of $i + 1$, to within 2 %. The checker asks for
 # float16, float32 and formats torch has no dtype for, up to $p = 30$, where the first merge lies
 # too far out to find by trying positions, at several scales $a$ of its choosing (it leaves out the
-# few scales where a 2 % estimate cannot hold). What is graded is the position as a function of
+# few scales where an estimate from the spacing misses by more than 2 %: there the counter's first
+# merge falls between the next two powers of two). What is graded is the position as a function of
 # both $p$ and $a$, from any route that fits the checker's budget of steps and array elements per
 # call (a search over positions may not).
 

@@ -112,9 +112,9 @@ def counter_merge(answer: Callable[[int, float], Any] | None) -> bool | None:
                           "between two powers of two, and the format's spacing relative to the number is not the "
                           "same everywhere there")
         elif spread < 1.06 and min(abs(math.log2(r)) for r in ratio.values()) > 0.2:
-            yield False, ("your estimate is off by one constant factor for every p and a: the format's spacing, "
-                          "relative to the number, is not the same everywhere between two powers of two; take it "
-                          "where the counter is when neighbours start to merge")
+            yield False, ("your estimate is off by one constant factor for every p and a, so its shape is right "
+                          "and one constant is not: check when two neighbours round to one number (how close, "
+                          "against the format's spacing where they sit) and how many bits the significand holds")
         elif any(all(math.isclose(got[k], first_merge(q, k[1]) * 2.0 ** (k[0] - q), rel_tol=1e-9) for k in got)
                  for q in (8, 11)):
             yield False, ("your estimate takes one small format's first merge and doubles it per extra bit: where "
