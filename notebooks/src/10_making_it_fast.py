@@ -899,7 +899,7 @@ assert xs_cpu.shape == (1024, 64) and xs_cpu.dtype == torch.float32 and xb.dtype
 # | rule (section) | recorder | what it counts | x | apply_rope |
 # |---|---|---|---|---|
 # | `bytes_of` (§2) | `RecordOps` | forward only, every operator: angles, tables and rotation | float32, (1024, 64) | 2.8 |
-# | `traffic` (§3) | `RecordCalls` | forward only, calls in a hand list (`DATA_OPS`) on x-sized tensors | bf16, `xb` | 1 |
+# | `traffic` (§3) | `RecordMoves` (a `RecordCalls` that also tracks which tensors move data) | forward only, calls in a hand list (`DATA_OPS`) on x-sized tensors | bf16, `xb` | 1 |
 # | `whole_tensor` (§4) | `RecordOps` | forward and backward, operators on x-sized tensors | bf16, `xb` | 2 |
 # | `all_bytes` (§4) | `RecordOps` | forward and backward, every operator: angles and tables in | bf16, `xb` | 2.57 |
 #
@@ -1347,7 +1347,7 @@ print(f"the rest's bytes from 1 sequence to 8: x {rest_per_batch[64]:.2f} at d_m
 # | Source | The source writes | What is right | Where |
 # |---|---|---|---|
 # | `003` (its RoPE code, a comment) | `torch.exp(torch.arange(0, d, 2) * -(math.log(10000.0) / d))` "is same as" `1.0 / (10000 ** (torch.arange(0, d, 2).float() / d))` | the same in exact arithmetic, not in float32: at d = 64 the two differ in most of the 32 frequencies; the exp form is more than 3 ulps off the float32 number nearest θ_j, the power form at most 1 | §1 |
-| `003` (a comment in `precompute_freqs_cis`) | asks whether `freqs_cis` should not be fixed once the model's width and the longest input are set, instead of being made for each length `end` | yes: the table depends only on d, the base and the positions, so one table for the longest length, cut to the first L rows, is the table for L, bit for bit; `pl.RotaryEmbedding` keeps its tables between calls, while `pl.apply_rope` remakes them on every call (§3 counts what that costs) | §3 |
+| `003` (a comment in `precompute_freqs_cis`) | asks whether `freqs_cis` should not be fixed once the model's width and the longest input are set, instead of being made for each length `end` | yes: the table depends only on d, the base and the positions, so one table for the longest length, cut to the first L rows, is the table for L, bit for bit; `pl.RotaryEmbedding` keeps its tables between calls, while `pl.apply_rope` remakes them on every call (§2 and §4 count what that costs) | below |
 
 # %% slideshow={"slide_type": "fragment"}
 differ = int((exp_form != pow_form).sum())
