@@ -840,3 +840,19 @@ def test_far_share_prompt_does_not_name_the_form():
     zh_prompt = zh[zh.index("**4（推导）。**"):]
     zh_prompt = zh_prompt[: zh_prompt.index("\n\n")]
     assert "闭式" not in zh_prompt and "教科书" not in zh_prompt
+
+
+def test_far_share_accepts_an_exact_integral(capsys):
+    """Review r28: the prompt allows any route that meets the tolerances, an exact integral included. The weights
+    e^-mx integrated exactly over [T, L) and [0, L) give the keys' share (the factor 1/m plays the part of the
+    sum's 1/(1 - e^-m), and cancels alike), so the checker must accept it; a grid of samples is still refused
+    (test_far_share_refuses_a_numerical_integral)."""
+    def exact_integral(s, T, L):
+        out = []
+        for m in s.tolist():
+            far = (math.exp(-m * T) - math.exp(-m * L)) / m  # the integral of e^-mx from T to L
+            whole = -math.expm1(-m * L) / m  # from 0 to L
+            out.append(far / whole)
+        return out
+    assert check.alibi_far_share(exact_integral) is True
+    assert "all correct!" in capsys.readouterr().out
