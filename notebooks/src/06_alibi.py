@@ -782,6 +782,7 @@ def lookup_reach(length):
 
 
 assert lookup_reach(128) == (117, 126) and lookup_reach(cfg.train_len) == (53, 62) and cfg.train_len - 1 == 63
+assert lookup_reach(512) == (501, 510)  # the setup's L - 11 to L - 2 at 512 tokens
 assert (far_grammar[..., :2] < 0.02).all() and (far_grammar[..., 2:] > 0.25).all()  # steep heads: a window
 assert steep.tolist() == [1 / 4, 1 / 16]
 assert bias_only[0] < 1.2e-7 and round(bias_only[1].item(), 3) == 0.018
