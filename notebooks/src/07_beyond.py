@@ -640,7 +640,8 @@ fig
 #   clear only counting tokens as independent. The likely reason: PI also slows the fast pairs that
 #   locate the previous token (see below). (Chen et al. fine-tune after interpolating; we do not.)
 
-# %% slideshow={"slide_type": "fragment"}
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "fragment"}
+# The asserts that check the grammar's claims above (collapsed: expand to read them)
 acc = {t: {m: ex.accuracy(results, t, m) for m in BASE + SCALED[1:]} for t in TASKS}
 slide = {t: {m: ex.accuracy(results, t, m, "sliding_window") for m in BASE} for t in TASKS}
 moved = {t: {m: ex.accuracy(results, t, m, "trained_distances") for m in BASE + SCALED[1:]} for t in TASKS[1:]}
@@ -906,7 +907,8 @@ assert [round(over_mean["rope+yarn"].min().item(), 1), round(over_mean["rope+yar
 # lookups mapped back near 53–62, and the first tokens read easily. The task with the dictionary
 # anywhere has neither (next).
 
-# %% slideshow={"slide_type": "fragment"}
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "fragment"}
+# The recall tables, then the asserts that check the claims above (collapsed: expand to read them)
 for mode in ("nonoverlapping", "trained_distances"):
     show("recall", mode, ["none", "rope", "rope+linear", "rope+ntk", "rope+yarn", "alibi", "t5"])
     print()
@@ -1289,7 +1291,8 @@ fig
 #   test it: NoPE learned the rule only partly in its 400 steps (0.43 at 64 tokens, of a best possible
 #   0.77, then 0.28 at 512), and the paper compares models that have learned their tasks.
 
-# %% slideshow={"slide_type": "fragment"}
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "fragment"}
+# The recall_anywhere tables, then the asserts that check the claims above (collapsed: expand to read them)
 for mode in ("nonoverlapping", "trained_distances"):
     show("recall_anywhere", mode, ["none", "rope", "rope+linear", "rope+ntk", "rope+yarn", "alibi", "t5", "sinusoidal"])
     print()
