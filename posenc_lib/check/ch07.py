@@ -4,13 +4,15 @@ most (to float64 precision, by any route), and how far a single base can extend 
 pairs that turned in training by at most c.
 
 No function or constant here returns or holds an answer: each checker judges by the properties that define the
-answer (the first merge, found by exact rounding inside the checker; the drift's slope vanishing at the answer, to
-float64 precision; both limits met at the answer and broken just past it), on cases the
-learner's function meets only while the checker runs.
+answer (the first merge, found by a search in exact arithmetic inside the checker; the drift itself, evaluated to 60
+digits, lower on both sides of the answer within float64 precision of it; both limits met at the answer and broken
+just past it), on cases the learner's function meets only while the checker runs.
 """
 from __future__ import annotations
 
 import math
+from decimal import Decimal, localcontext
+from fractions import Fraction
 from typing import Any, Callable
 
 import torch
@@ -67,16 +69,28 @@ def counter_merge(answer: Callable[[int, float], Any] | None) -> bool | None:
         return (q >> 1, e + 1) if q == 1 << bits else (q, e)
 
     def first_merge(bits: int, a: float) -> int:
-        """Exactly, position by position from just below the point where the step between neighbouring counters
-        first falls below the format's spacing (in the first binade of a/(i+1) where it can, the one with
-        a 2^-e in (2^(bits-1), 2^bits]). No merge comes earlier: two numbers farther apart than the spacing never
-        round to one. tests/test_check_ch07.py walks from 0 to confirm it for small formats."""
+        """Exactly, binade by binade (the positions whose counters share one power of two, where the format's
+        spacing is fixed). Two numbers farther apart than the spacing where the larger sits never round to one, so
+        no merge comes while neighbouring counters lie farther apart than that; inside a binade the step between
+        neighbours only shrinks, so a bisection finds the first position where it no longer exceeds the spacing,
+        and the rest of the binade is walked, rounding each counter exactly, until two neighbours round to one.
+        tests/test_check_ch07.py walks from 0 to confirm it for small formats."""
         num, den = a.as_integer_ratio()
-        scaled = a / 2.0 ** (math.ceil(math.log2(a)) - bits)  # a 2^-e, in (2^(bits-1), 2^bits]
-        i = max(0, math.isqrt(int(scaled * 2 ** (bits - 1))) - 3)
-        while rounded(num, den * (i + 1), bits) != rounded(num, den * (i + 2), bits):
-            i += 1
-        return i
+        x, i = Fraction(num, den), 0
+        while True:
+            v = x / (i + 1)
+            e = v.numerator.bit_length() - v.denominator.bit_length()
+            e -= Fraction(2) ** e > v  # 2^e <= v < 2^(e+1)
+            last = math.floor(x / Fraction(2) ** e) - 1  # the binade's last position
+            spacing = Fraction(2) ** (e + 1 - bits)
+            lo, hi = i, last + 1
+            while lo < hi:  # the first position of the binade whose step is no wider than the spacing
+                mid = (lo + hi) // 2
+                lo, hi = (mid + 1, hi) if x / ((mid + 1) * (mid + 2)) > spacing else (lo, mid)
+            for j in range(lo, last + 1):
+                if rounded(num, den * (j + 1), bits) == rounded(num, den * (j + 2), bits):
+                    return j
+            i = last + 1
 
     def run(fn):
         answers, stopped = answers_under_guard(fn, _MERGE_CASES, elements_per_case=ELEMENTS)
@@ -134,11 +148,11 @@ def counter_merge(answer: Callable[[int, float], Any] | None) -> bool | None:
 
 # ---------------------------------------------------------------- Exercise 2: the pair a stale KV cache hurts most
 
-# A Newton step from the answer, relative to it: the closed form and a converged search on the slope are both
-# ~1e-15 off; a ternary search on the drift itself stops ~1e-8 off, where float64 can no longer order two drifts.
+# Relative to the answer: the closed form and a converged search on where the drift stops rising are both ~1e-15
+# off; a ternary search on the drift's float64 values stops ~1e-8 off, where float64 can no longer order two drifts.
 _PEAK_RTOL = 1e-9
 _NEAR_RTOL = 1e-5  # near the peak, short of float64: where a search on the drift's values stalls (~1e-8)
-
+_DIGITS = 60  # the checker evaluates the drift to 60 digits: near its top, drifts 1e-9 apart differ by ~1e-17
 # (b1, b2), b1 < b2: NTK's base at s = 8 for the LLaMA head of §2 and a milder step, Llama-3-like bases, the
 # experiment's head's, steps from 2x to 10^11 x, and small bases; passed as two float64 tensors, all at once.
 _STALE_BASES = ((10000.0, 10000.0 * 8 ** (128 / 126)), (10000.0, 15000.0), (500000.0, 2000000.0),
@@ -151,8 +165,22 @@ def stale_cache_pair(answer: Callable[[torch.Tensor, torch.Tensor], Any] | None)
     of the pair whose angle drifts fastest, for a key rotated with b1 against a query rotated with b2. Judged to
     float64 precision (relative 1e-9). Any route is allowed; deriving the drift is the exercise."""
 
-    def slope(x: torch.Tensor, b1: torch.Tensor, b2: torch.Tensor) -> torch.Tensor:  # d drift / dx
-        return b2.log() * b2 ** -x - b1.log() * b1 ** -x
+    def drift(x: Decimal, b1: Decimal, b2: Decimal) -> Decimal:  # the drift per position of the key, to 60 digits
+        return (-x * b1.ln()).exp() - (-x * b2.ln()).exp()
+
+    def at_top(x: float, b1: float, b2: float, rtol: float) -> bool:
+        """The drift at x is above the drift at x (1 - 2 rtol) and at x (1 + 2 rtol): near its top the drift is a
+        parabola, so this holds exactly when x lies within rtol x of the peak. Evaluated in 60-digit decimals,
+        where float64 would no longer tell the three drifts apart."""
+        with localcontext() as ctx:
+            ctx.prec = _DIGITS
+            X, B1, B2 = Decimal(x), Decimal(b1), Decimal(b2)
+            h = X * Decimal(2 * rtol)
+            try:
+                here = drift(X, B1, B2)
+                return here > drift(X - h, B1, B2) and here > drift(X + h, B1, B2)
+            except ArithmeticError:  # an x so far below 0 that the drift overflows: nowhere near the peak
+                return False
 
     def run(fn):
         b1 = torch.tensor([b for b, _ in _STALE_BASES], dtype=torch.float64)
@@ -174,12 +202,9 @@ def stale_cache_pair(answer: Callable[[torch.Tensor, torch.Tensor], Any] | None)
         if not torch.isfinite(value).all():
             yield False, "drift_peak returned a value that is not finite"
             return
-        xs = value.clone().requires_grad_(True)
-        g = slope(xs, b1.detach(), b2.detach())
-        (g_x,) = torch.autograd.grad(g.sum(), xs)  # the drift's curvature at x, per base pair
-        newton = (g / g_x).detach()  # how far x is from the peak, to first order
-        off = newton.abs() > _PEAK_RTOL * value.abs().clamp_min(1e-300)
-        if off.any():
+        pairs = list(zip(value.tolist(), b1.tolist(), b2.tolist()))
+        off = [not at_top(*xb, _PEAK_RTOL) for xb in pairs]
+        if any(off):
             if ((value > 0.98) & (value <= 1)).all():
                 yield False, ("your x is the slowest pair: its frequency changes most *relative* to itself; the "
                               "key's angle is off by its position times the *absolute* change")
@@ -188,12 +213,12 @@ def stale_cache_pair(answer: Callable[[torch.Tensor, torch.Tensor], Any] | None)
                               "to just under 1 (the slowest pair)")
             elif (value.abs() < 1e-6).all():
                 yield False, "x = 0 is pair 0, which turns by 1 radian per position whatever the base"
-            elif (newton.abs() <= _NEAR_RTOL * value.abs()).all():
+            elif all(at_top(*xb, _NEAR_RTOL) for xb in pairs):
                 yield False, ("your x is near the peak for every base pair (within 1e-5 of it, relative) but not at "
                               "it to float64 precision: near its top the drift is flat, so the drift's own values "
                               "cannot place the peak any closer; something that changes sign at the peak can")
             else:
-                yield False, (f"for {int(off.sum())} of {len(_STALE_BASES)} base pairs the drift is not at its peak "
+                yield False, (f"for {sum(off)} of {len(_STALE_BASES)} base pairs the drift is not at its peak "
                               "at your x (to float64 precision)")
             return
         yield True, f"the peak, to float64 precision, for {len(_STALE_BASES)} pairs of bases from 2 to 10^12"
