@@ -74,13 +74,14 @@ g = torch.manual_seed(0)
 # Scout as base and Instruct. This project cannot reach the Hugging Face hub, so the package's
 # notes name the public copy each file was read from.
 #
-# **The one lesson of this section:** in every model, a quarter to a half of the pairs never
-# complete a turn within the context, and scaling changes that count by at most 4 pairs (YaRN by
-# none). The table and its list show it; the rest of the section is detail.
+# **The one lesson of this section:** in every row of the table, a quarter to a half of the pairs
+# never complete a turn within the context. In the seven rows whose file writes an $L_0$ (the rows
+# where the table compares plain RoPE with the scaled one), scaling changes that count by at most
+# 4 pairs (YaRN by none). The table and its list show it; the rest of the section is detail.
 #
 # This section reads the files whole, so it names features that later sections explain:
-# per-layer-type RoPE and sliding windows (§2), attention factors (§3), chunked RoPE layers and
-# layers without positions (§5). Each term is defined where it first appears below, or the text
+# per-layer-type RoPE and sliding windows (§2), chunked RoPE layers and layers without
+# positions (§5). Each term is defined where it first appears below, or the text
 # points to where it is.
 #
 # > **What you need from chapter 7 (§2 there).** Each method divides pair $j$'s frequency by a
@@ -94,9 +95,10 @@ g = torch.manual_seed(0)
 # > * **YaRN**: pairs that turn more than `beta_fast` times within $L_0$ are kept, pairs that turn
 # >   fewer than `beta_slow` times are divided by $s$, a ramp between;
 # > * **LongRoPE**: two searched lists of per-pair factors, `short_factor` for inputs up to $L_0$,
-# >   `long_factor` beyond;
-# > * the **attention factor** (the `att.` column of the table): a number YaRN and LongRoPE
-# >   multiply q and k by, so the scores by its square (§3).
+# >   `long_factor` beyond.
+# >
+# > YaRN and LongRoPE also multiply q and k by an attention factor; it changes no frequency, so the
+# > table leaves it to §3.
 
 # %% slideshow={"slide_type": "fragment"}
 MODELS = json.loads((files("posenc_lib") / "data" / "model_rope_configs.json").read_text())["models"]
@@ -141,7 +143,6 @@ assert len(MODELS) == 9  # seven models; Qwen2.5 twice (as shipped, with its car
 # The table gives, per model (and per layer type for Gemma 3):
 #
 # * the base, the rotated features $r$, $L_0$ and $L$;
-# * the attention factor (`att.`: a multiplier on q and k, defined in §3);
 # * how many of the $r/2$ pairs complete a turn within $L_0$ at the file's base with no scaling
 #   (plain RoPE), and how many within $L$ (as configured).
 #
@@ -184,19 +185,13 @@ def turns_within(inv_freq, length):
     return int((2 * math.pi / inv_freq <= length).sum())
 
 
-print(f"{'model':<46}{'base':>9}{'r':>5}{'L0':>8}{'L':>9}{'att.':>7}  turning within L0 | within L")
+print(f"{'model':<46}{'base':>9}{'r':>5}{'L0':>8}{'L':>9}  turning within L0 | within L")
 for label, row in ROWS.items():
     L0, L = row["L0_L"]
     n = row["r"] // 2
     at_L0 = "–" if L0 is None else f"{turns_within(row['plain'], L0)}/{n}"
-    mark = "*" if label == "DeepSeek-V3" else " "  # its correction sits in the softmax scale instead (§3)
-    print(f"{label:<46}{row['base']:>9g}{row['r']:>5}{L0 or '–':>8}{L:>9}{row['factor']:>7.3f}{mark}"
+    print(f"{label:<46}{row['base']:>9g}{row['r']:>5}{L0 or '–':>8}{L:>9}"
           f" {at_L0:>9} | {turns_within(row['inv_freq'], L)}/{n}")
-ds_rs = text_config(MODELS["DeepSeek-V3"])["rope_scaling"]
-assert ds_rs["mscale"] == ds_rs["mscale_all_dim"] == 1.0  # equal settings: which one sets what is Exercise 2's
-ds_softmax = (0.1 * math.log(ds_rs["factor"]) + 1) ** 2  # YaRN's multiplier at s = 40, squared (§3)
-assert ROWS["DeepSeek-V3"]["factor"] == 1.0 and round(ds_softmax, 3) == 1.874
-print(f"* DeepSeek-V3's RoPE factor is 1, but its softmax scale multiplies the scores by {ds_softmax:.3f} (§3)")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Read the table row by row (each sentence is asserted in the cell below; the box after it says why):
@@ -229,8 +224,9 @@ claims = {  # one entry per sentence of the list above
         and all(count[name] == (35, 35) for name in SCOUTS)
         and scout_row["L0_L"] == ROWS[SCOUTS[0]]["L0_L"] == (8192, scout_cfg["attention_chunk_size"]) == (8192, 8192),
     "LongRoPE turns fewer, 34 -> 31": count["Phi-3 mini 128k instruct"] == (34, 31),
-    "the lesson: scaling changes the count by at most 4 pairs": max(abs(at_L - at_L0) for at_L0, at_L
-                                                                    in count.values() if at_L0 is not None) == 4,
+    "the lesson: in the 7 rows with an L0, scaling changes the count by at most 4 pairs":
+        sum(at_L0 is not None for at_L0, _ in count.values()) == 7
+        and max(abs(at_L - at_L0) for at_L0, at_L in count.values() if at_L0 is not None) == 4,
 }
 for claim, holds in claims.items():
     print(("holds: " if holds else "FAILS: ") + claim)
@@ -894,8 +890,8 @@ assert pattern == (["sliding_attention"] * 5 + ["full_attention"]) * 2
 # factor** $a$: the scores grow by $a^2$. For YaRN's factor, chapter 7 §2 cites the paper's
 # reason (Peng et al., 2023, arXiv 2309.00071): a fit to the lowest perplexity of stretched models;
 # this chapter does not measure it. Position
-# interpolation (`linear`), NTK, dynamic NTK and `llama3` leave it at 1 (the `att.` column of
-# §1's table; asserted below).
+# interpolation (`linear`), NTK, dynamic NTK and `llama3` leave it at 1 (asserted below). The
+# cell prints the attention factor of every row of §1's table.
 #
 # **LongRoPE (Phi-3).** $a = \sqrt{1 + \ln s / \ln L_0}$, with $s = L/L_0$. Phi-3's
 # file has no `factor`: $s$ = `max_position_embeddings` / `original_max_position_embeddings`
@@ -904,6 +900,17 @@ assert pattern == (["sliding_attention"] * 5 + ["full_attention"]) * 2
 # tokens, `long_factor` beyond; the attention factor is the same for both.
 
 # %% slideshow={"slide_type": "fragment"}
+print(f"{'model':<46}{'att.':>7}   (the attention factor: q and k are multiplied by it, the scores by its square)")
+for label, row in ROWS.items():  # §1's rows, each at its deployed length L
+    mark = "*" if label == "DeepSeek-V3" else ""  # its correction sits in the softmax scale instead (below)
+    print(f"{label:<46}{row['factor']:>7.3f}{mark}")
+ds_rs = text_config(MODELS["DeepSeek-V3"])["rope_scaling"]
+assert ds_rs["mscale"] == ds_rs["mscale_all_dim"] == 1.0  # equal settings: which one sets what is Exercise 2's
+ds_softmax = (0.1 * math.log(ds_rs["factor"]) + 1) ** 2  # YaRN's multiplier at s = 40, squared (below)
+assert ROWS["DeepSeek-V3"]["factor"] == 1.0 and round(ds_softmax, 3) == 1.874
+print(f"* DeepSeek-V3's RoPE factor is 1, but its softmax scale multiplies the scores by {ds_softmax:.3f} (below)")
+assert {label for label, row in ROWS.items() if row["factor"] != 1} == {
+    "Qwen2.5 7B Instruct + YaRN (model card)", "GPT-OSS 20B", "Phi-3 mini 128k instruct"}  # YaRN and LongRoPE only
 phi3 = MODELS["Phi-3 mini 128k instruct"]["config"]
 short, a_short = pl.rope_from_config(phi3, seq_len=4096)
 long_, a_long = pl.rope_from_config(phi3, seq_len=4097)
@@ -917,7 +924,7 @@ assert set(stretch_only.values()) == {1.0}, stretch_only  # no attention factor:
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **YaRN.** $a = 0.1 \ln s + 1$ on q and k: GPT-OSS ($s = 32$) gets 1.347 and Qwen with
-# YaRN ×4 gets 1.139 (the table of §1). **DeepSeek-V3** writes `mscale` and
+# YaRN ×4 gets 1.139 (the table above). **DeepSeek-V3** writes `mscale` and
 # `mscale_all_dim` into its config (both 1.0, with $s = 40$). With these settings its RoPE has no
 # attention factor (1), and the correction moves into the softmax scale instead: the scores are
 # multiplied by $\mu^2/\sqrt{192}$ with $\mu = 0.1 \ln 40 + 1$, instead of the usual
@@ -1713,9 +1720,9 @@ assert [share_in_chunk("recall", 128, seed) for seed in cfg["seeds"]] == [0.0] *
 print(pl.inspect_config(MODELS["Phi-3 mini 128k instruct"]["config"], name="Phi-3 mini 128k instruct").text())
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# Its numbers are §1's: for every stored config, every row of the table above (lengths, rotated
-# features, attention factor, and the pairs that turn within $L_0$ and within $L$) comes out the
-# same from `inspect_config`, which reads the file itself (both config forms, `text_config`,
+# Its numbers are §1's: for every stored config, every row of §1's table (lengths, rotated
+# features, and the pairs that turn within $L_0$ and within $L$) and of §3's attention factors
+# comes out the same from `inspect_config`, which reads the file itself (both config forms, `text_config`,
 # per-layer types) instead of §1's few lines. One difference is on purpose: inspect's $L$ is the
 # file's context (`max_position_embeddings`, capped by a chunk or window), and it prints the
 # scaling's own reach, factor $\times L_0$, beside it, where §1's $L$ takes the longer of the two.
@@ -2059,16 +2066,19 @@ _ = check.deepseek_mscales(query_scales)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise 3 (derive).** §5's temperature raised the needle's weight among a million distractors, but
-# the attention still spread. How far can *any* query scale go? Take §5's setting in expectation:
-# a needle with the fixed score `gap` among $n$ distractor scores $z_i$, each drawn from a standard
-# normal (so `gap` is in standard deviations above their mean; as in §5, for large $n$ some $z_i$
-# beat it, and the question is the weight of this one key, not of the best one). Scaling the query by $t$ multiplies every score by $t$, so the needle's
-# weight is $e^{t\,\text{gap}} / (e^{t\,\text{gap}} + \sum_i e^{t z_i})$; replace the sum by its
-# expected value. This is a model of the mean: the exercise asks about the model, and at a large
-# scale one draw's sum can lie far from its mean (§5's last cell), so the scale it gives need not
-# restore the weight in any single draw. Write `needle_scale(n, n0, gap)` returning the smallest $t$ that gives the
-# needle among $n$ distractors the weight it has at $t = 1$ among $n_0$, or NaN if no $t$ does
-# (every case the checker tries needs a $t > 0$). Predict first: can a large enough scale always restore the weight?
+# the attention still spread. How far can *any* query scale go?
+#
+# The setting is §5's: a needle with the fixed score `gap` among $n$ distractor scores $z_i$, each
+# drawn from a standard normal (so `gap` is in standard deviations above their mean; as in §5, for
+# large $n$ some $z_i$ beat it, and the question is the weight of this one key, not of the best
+# one). A query scale $t$ multiplies every score by $t$. The weight asked about is the needle's
+# weight **in the model of the mean**, $w_n(t) = e^{t\,\text{gap}} / (e^{t\,\text{gap}} +
+# \mathbb{E}[\sum_i e^{t z_i}])$: at a large scale one draw's sum can lie far from its mean (§5's
+# last cell), so a scale right for the model need not restore the weight in any single draw.
+#
+# Write `needle_scale(n, n0, gap)` returning the smallest $t$ with $w_n(t) = w_{n_0}(1)$, or NaN if
+# no $t$ gives it (every case the checker tries needs a $t > 0$). Predict first: can a large enough
+# scale always restore the weight?
 #
 # Derive it in closed form and write it for many cases at once: `n`, `n0` and `gap` arrive as
 # float64 tensors of one shape, and the answer is a tensor of that shape.
@@ -2093,8 +2103,8 @@ def needle_scale(n, n0, gap):
     # t = gap -+ sqrt((gap - 1)^2 - 2 ln(n / n0)); at n = n0 the smaller root is gap - |gap - 1|: 1 when gap >= 1
     # (every gap the checker draws), 2 gap - 1 below; it grows with n. There is no root
     # once ln(n / n0) > (gap - 1)^2 / 2: the best scale, t = gap, buys only a factor e^((gap - 1)^2 / 2) more
-    # keys (7.4 for a needle 3 standard deviations up), because a larger t also spreads the distractors'
-    # scores. Llama 4's temperature at a million keys is 1.48: it cannot hold a needle scoring 3 there.
+    # keys, because a larger t also spreads the distractors' scores. Past that, no scale, Llama 4's
+    # temperature included, restores the weight.
     inside = (gap - 1) ** 2 - 2 * torch.log(n / n0)
     return torch.where(inside < 0, torch.nan, gap - inside.clamp(min=0).sqrt())
     ### END SOLUTION
