@@ -75,7 +75,7 @@ g = torch.manual_seed(0)
 # notes name the public copy each file was read from.
 #
 # **The one lesson of this section:** in every row of the table, a quarter to a half of the pairs
-# never complete a turn within the context. In the seven rows whose file writes an $L_0$ (the rows
+# never complete a turn within the span $L$ the row's RoPE layers see. In the seven rows whose file writes an $L_0$ (the rows
 # where the table compares plain RoPE with the scaled one), scaling changes that count by at most
 # 4 pairs (YaRN by none). The table and its list show it; the rest of the section is detail.
 #
@@ -270,6 +270,7 @@ assert turns_within(ROWS["GPT-OSS 20B"]["inv_freq"], 128) == 9 and round(100 * (
 for label in YARN_ROWS:  # beta_slow = 1: every pair slower than L0 is divided by exactly s
     row = ROWS[label]
     s_yarn = text_config(MODELS[label])["rope_scaling"]["factor"]
+    assert row["L0_L"][1] == s_yarn * row["L0_L"][0], label  # here L = s L0
     assert text_config(MODELS[label])["rope_scaling"].get("beta_slow", 1) == 1, label  # absent: the default, 1
     slow = 2 * math.pi / row["plain"] > row["L0_L"][0]  # the pairs that do not turn within L0
     torch.testing.assert_close(row["plain"][slow] / row["inv_freq"][slow],
@@ -282,6 +283,8 @@ assert int(slow.sum()) == 24 and int((qwen_plain[slow] / half_turn[slow] < 4 - 1
 assert turns_within(half_turn, 4 * 32768) == turns_within(qwen_plain, 32768) + 1
 # Llama 3.1 and Llama 4 Scout
 assert turns_within(ROWS["Llama 3.1 8B"]["plain"], 2 * 8192) == 39  # the pairs with λ_j <= 2 L0
+llama_text = text_config(MODELS["Llama 3.1 8B"])
+assert llama_text["rope_scaling"]["factor"] == 8 and llama_text["max_position_embeddings"] == 16 * 8192  # factor 8, L 16 L0
 assert scout_base["rope_scaling"] == scout_cfg["rope_scaling"]  # one RoPE block in both files
 from transformers import Llama4TextConfig  # the base file's empty no_rope_layers, as transformers reads it
 
