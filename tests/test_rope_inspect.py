@@ -21,19 +21,27 @@ MODELS = json.loads(resources.files("posenc_lib").joinpath("data/model_rope_conf
 
 
 def chapter_8_table() -> dict[str, dict]:
-    """The table chapter 8 prints in §1 (its stored output): label -> base, r, L0, L, att., turning counts."""
+    """The table chapter 8 prints in §1 (its stored output), with the attention factor §3 prints for the same rows:
+    label -> base, r, L0, L, att., turning counts."""
     nb = nbformat.read(ROOT / "notebooks" / "08_rope_in_models.ipynb", as_version=4)
-    text = next("".join(o.get("text", "") for o in c.outputs) for c in nb.cells
-                if c.cell_type == "code" and "turning within L0" in "".join(o.get("text", "") for o in c.outputs))
+    outputs = ["".join(o.get("text", "") for o in c.outputs) for c in nb.cells if c.cell_type == "code"]
+    text = next(out for out in outputs if "turning within L0" in out)
+    factors = next(out for out in outputs if "(the attention factor:" in out)
+    att = {}
+    for line in factors.splitlines()[1:]:
+        if line.startswith("* "):  # the footnote (DeepSeek's softmax scale), not a row
+            break
+        m = re.match(r"^(.+?)\s+([\d.]+)\*?$", line)  # * : DeepSeek's correction sits in the softmax scale
+        assert m, line
+        att[m.group(1)] = m.group(2)
     rows = {}
     for line in text.splitlines()[1:]:
-        if line.startswith("* "):  # the table's footnote (DeepSeek's softmax scale, §3), not a row
-            continue
-        m = re.match(r"^(.+?)\s+(\S+)\s+(\d+)\s+(\S+)\s+(\d+)\s+([\d.]+)\*?\s+(\S+) \| (\S+)$", line)  # * : see §3
+        m = re.match(r"^(.+?)\s+(\S+)\s+(\d+)\s+(\S+)\s+(\d+)\s+(\S+) \| (\S+)$", line)
         assert m, line
-        label, base, r, L0, L, att, t0, t1 = m.groups()
+        label, base, r, L0, L, t0, t1 = m.groups()
         rows[label] = {"base": float(base), "r": int(r), "L0": None if L0 == "–" else int(L0), "L": int(L),
-                       "att": att, "t0": None if t0 == "–" else t0, "t1": t1}
+                       "att": att[label], "t0": None if t0 == "–" else t0, "t1": t1}
+    assert set(att) == set(rows)  # §3 prints a factor for every row of §1
     return rows
 
 

@@ -74,13 +74,14 @@ g = torch.manual_seed(0)
 # Scout as base and Instruct. This project cannot reach the Hugging Face hub, so the package's
 # notes name the public copy each file was read from.
 #
-# **The one lesson of this section:** in every model, a quarter to a half of the pairs never
-# complete a turn within the context, and scaling changes that count by at most 4 pairs (YaRN by
-# none). The table and its list show it; the rest of the section is detail.
+# **The one lesson of this section:** in every row of the table, a quarter to a half of the pairs
+# never complete a turn within the span $L$ the row's RoPE layers see. In the seven rows whose file writes an $L_0$ (the rows
+# where the table compares plain RoPE with the scaled one), scaling changes that count by at most
+# 4 pairs (YaRN by none). The table and its list show it; the rest of the section is detail.
 #
 # This section reads the files whole, so it names features that later sections explain:
-# per-layer-type RoPE and sliding windows (§2), attention factors (§3), chunked RoPE layers and
-# layers without positions (§5). Each term is defined where it first appears below, or the text
+# per-layer-type RoPE and sliding windows (§2), chunked RoPE layers and layers without
+# positions (§5). Each term is defined where it first appears below, or the text
 # points to where it is.
 #
 # > **What you need from chapter 7 (§2 there).** Each method divides pair $j$'s frequency by a
@@ -94,9 +95,10 @@ g = torch.manual_seed(0)
 # > * **YaRN**: pairs that turn more than `beta_fast` times within $L_0$ are kept, pairs that turn
 # >   fewer than `beta_slow` times are divided by $s$, a ramp between;
 # > * **LongRoPE**: two searched lists of per-pair factors, `short_factor` for inputs up to $L_0$,
-# >   `long_factor` beyond;
-# > * the **attention factor** (the `att.` column of the table): a number YaRN and LongRoPE
-# >   multiply q and k by, so the scores by its square (§3).
+# >   `long_factor` beyond.
+# >
+# > YaRN and LongRoPE also multiply q and k by an attention factor; it changes no frequency, so the
+# > table leaves it to §3.
 
 # %% slideshow={"slide_type": "fragment"}
 MODELS = json.loads((files("posenc_lib") / "data" / "model_rope_configs.json").read_text())["models"]
@@ -141,7 +143,6 @@ assert len(MODELS) == 9  # seven models; Qwen2.5 twice (as shipped, with its car
 # The table gives, per model (and per layer type for Gemma 3):
 #
 # * the base, the rotated features $r$, $L_0$ and $L$;
-# * the attention factor (`att.`: a multiplier on q and k, defined in §3);
 # * how many of the $r/2$ pairs complete a turn within $L_0$ at the file's base with no scaling
 #   (plain RoPE), and how many within $L$ (as configured).
 #
@@ -184,19 +185,13 @@ def turns_within(inv_freq, length):
     return int((2 * math.pi / inv_freq <= length).sum())
 
 
-print(f"{'model':<46}{'base':>9}{'r':>5}{'L0':>8}{'L':>9}{'att.':>7}  turning within L0 | within L")
+print(f"{'model':<46}{'base':>9}{'r':>5}{'L0':>8}{'L':>9}  turning within L0 | within L")
 for label, row in ROWS.items():
     L0, L = row["L0_L"]
     n = row["r"] // 2
     at_L0 = "–" if L0 is None else f"{turns_within(row['plain'], L0)}/{n}"
-    mark = "*" if label == "DeepSeek-V3" else " "  # its correction sits in the softmax scale instead (§3)
-    print(f"{label:<46}{row['base']:>9g}{row['r']:>5}{L0 or '–':>8}{L:>9}{row['factor']:>7.3f}{mark}"
+    print(f"{label:<46}{row['base']:>9g}{row['r']:>5}{L0 or '–':>8}{L:>9}"
           f" {at_L0:>9} | {turns_within(row['inv_freq'], L)}/{n}")
-ds_rs = text_config(MODELS["DeepSeek-V3"])["rope_scaling"]
-assert ds_rs["mscale"] == ds_rs["mscale_all_dim"] == 1.0  # equal settings: which one sets what is Exercise 2's
-ds_softmax = (0.1 * math.log(ds_rs["factor"]) + 1) ** 2  # YaRN's multiplier at s = 40, squared (§3)
-assert ROWS["DeepSeek-V3"]["factor"] == 1.0 and round(ds_softmax, 3) == 1.874
-print(f"* DeepSeek-V3's RoPE factor is 1, but its softmax scale multiplies the scores by {ds_softmax:.3f} (§3)")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Read the table row by row (each sentence is asserted in the cell below; the box after it says why):
@@ -229,8 +224,9 @@ claims = {  # one entry per sentence of the list above
         and all(count[name] == (35, 35) for name in SCOUTS)
         and scout_row["L0_L"] == ROWS[SCOUTS[0]]["L0_L"] == (8192, scout_cfg["attention_chunk_size"]) == (8192, 8192),
     "LongRoPE turns fewer, 34 -> 31": count["Phi-3 mini 128k instruct"] == (34, 31),
-    "the lesson: scaling changes the count by at most 4 pairs": max(abs(at_L - at_L0) for at_L0, at_L
-                                                                    in count.values() if at_L0 is not None) == 4,
+    "the lesson: in the 7 rows with an L0, scaling changes the count by at most 4 pairs":
+        sum(at_L0 is not None for at_L0, _ in count.values()) == 7
+        and max(abs(at_L - at_L0) for at_L0, at_L in count.values() if at_L0 is not None) == 4,
 }
 for claim, holds in claims.items():
     print(("holds: " if holds else "FAILS: ") + claim)
@@ -274,6 +270,7 @@ assert turns_within(ROWS["GPT-OSS 20B"]["inv_freq"], 128) == 9 and round(100 * (
 for label in YARN_ROWS:  # beta_slow = 1: every pair slower than L0 is divided by exactly s
     row = ROWS[label]
     s_yarn = text_config(MODELS[label])["rope_scaling"]["factor"]
+    assert row["L0_L"][1] == s_yarn * row["L0_L"][0], label  # here L = s L0
     assert text_config(MODELS[label])["rope_scaling"].get("beta_slow", 1) == 1, label  # absent: the default, 1
     slow = 2 * math.pi / row["plain"] > row["L0_L"][0]  # the pairs that do not turn within L0
     torch.testing.assert_close(row["plain"][slow] / row["inv_freq"][slow],
@@ -286,6 +283,8 @@ assert int(slow.sum()) == 24 and int((qwen_plain[slow] / half_turn[slow] < 4 - 1
 assert turns_within(half_turn, 4 * 32768) == turns_within(qwen_plain, 32768) + 1
 # Llama 3.1 and Llama 4 Scout
 assert turns_within(ROWS["Llama 3.1 8B"]["plain"], 2 * 8192) == 39  # the pairs with λ_j <= 2 L0
+llama_text = text_config(MODELS["Llama 3.1 8B"])
+assert llama_text["rope_scaling"]["factor"] == 8 and llama_text["max_position_embeddings"] == 16 * 8192  # factor 8, L 16 L0
 assert scout_base["rope_scaling"] == scout_cfg["rope_scaling"]  # one RoPE block in both files
 from transformers import Llama4TextConfig  # the base file's empty no_rope_layers, as transformers reads it
 
@@ -894,8 +893,8 @@ assert pattern == (["sliding_attention"] * 5 + ["full_attention"]) * 2
 # factor** $a$: the scores grow by $a^2$. For YaRN's factor, chapter 7 §2 cites the paper's
 # reason (Peng et al., 2023, arXiv 2309.00071): a fit to the lowest perplexity of stretched models;
 # this chapter does not measure it. Position
-# interpolation (`linear`), NTK, dynamic NTK and `llama3` leave it at 1 (the `att.` column of
-# §1's table; asserted below).
+# interpolation (`linear`), NTK, dynamic NTK and `llama3` leave it at 1 (asserted below). The
+# cell prints the attention factor of every row of §1's table.
 #
 # **LongRoPE (Phi-3).** $a = \sqrt{1 + \ln s / \ln L_0}$, with $s = L/L_0$. Phi-3's
 # file has no `factor`: $s$ = `max_position_embeddings` / `original_max_position_embeddings`
@@ -904,6 +903,17 @@ assert pattern == (["sliding_attention"] * 5 + ["full_attention"]) * 2
 # tokens, `long_factor` beyond; the attention factor is the same for both.
 
 # %% slideshow={"slide_type": "fragment"}
+print(f"{'model':<46}{'att.':>7}   (the attention factor: q and k are multiplied by it, the scores by its square)")
+for label, row in ROWS.items():  # §1's rows, each at its deployed length L
+    mark = "*" if label == "DeepSeek-V3" else ""  # its correction sits in the softmax scale instead (below)
+    print(f"{label:<46}{row['factor']:>7.3f}{mark}")
+ds_rs = text_config(MODELS["DeepSeek-V3"])["rope_scaling"]
+assert ds_rs["mscale"] == ds_rs["mscale_all_dim"] == 1.0  # equal settings: which one sets what is Exercise 2's
+ds_softmax = (0.1 * math.log(ds_rs["factor"]) + 1) ** 2  # YaRN's multiplier at s = 40, squared (below)
+assert ROWS["DeepSeek-V3"]["factor"] == 1.0 and round(ds_softmax, 3) == 1.874
+print(f"* DeepSeek-V3's RoPE factor is 1, but its softmax scale multiplies the scores by {ds_softmax:.3f} (below)")
+assert {label for label, row in ROWS.items() if row["factor"] != 1} == {
+    "Qwen2.5 7B Instruct + YaRN (model card)", "GPT-OSS 20B", "Phi-3 mini 128k instruct"}  # YaRN and LongRoPE only
 phi3 = MODELS["Phi-3 mini 128k instruct"]["config"]
 short, a_short = pl.rope_from_config(phi3, seq_len=4096)
 long_, a_long = pl.rope_from_config(phi3, seq_len=4097)
@@ -917,7 +927,7 @@ assert set(stretch_only.values()) == {1.0}, stretch_only  # no attention factor:
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **YaRN.** $a = 0.1 \ln s + 1$ on q and k: GPT-OSS ($s = 32$) gets 1.347 and Qwen with
-# YaRN ×4 gets 1.139 (the table of §1). **DeepSeek-V3** writes `mscale` and
+# YaRN ×4 gets 1.139 (the table above). **DeepSeek-V3** writes `mscale` and
 # `mscale_all_dim` into its config (both 1.0, with $s = 40$). With these settings its RoPE has no
 # attention factor (1), and the correction moves into the softmax scale instead: the scores are
 # multiplied by $\mu^2/\sqrt{192}$ with $\mu = 0.1 \ln 40 + 1$, instead of the usual
@@ -1204,9 +1214,13 @@ print("Llama 3.1, Phi-3 (long), a dynamic config and a yarn config without facto
 # Llama 4 Scout's Instruct file lists `no_rope_layers` (the base file leaves it empty, and
 # transformers fills in the same list, §1): a 0 marks a layer **without RoPE**. Every
 # fourth of its 48 layers is such a NoPE layer (chapter 7, §1: the causal mask still lets
-# it count). In the RoPE layers Llama 4 attends within chunks of 8192 tokens
+# it count).
+#
+# In the RoPE layers Llama 4 attends within chunks of 8192 tokens
 # (`attention_chunk_size`), so they never meet a distance beyond their training. The NoPE
-# layers attend over the whole context. They meet no rotation angle they never saw, but a long
+# layers attend over the whole context.
+#
+# They meet no rotation angle they never saw, but a long
 # input is still new to them: more keys share each softmax (the temperature below is for that),
 # and whatever they count with the causal mask can run past any count seen in training. Chapter
 # 7's NoPE models degrade with length too (asserted in §5's run below). Meta calls the mix
@@ -1224,22 +1238,30 @@ assert nope_layers == list(range(3, 48, 4)) and scout["attention_chunk_size"] ==
 # A NoPE layer's softmax spreads over every key before the query: the more keys, the less
 # weight any one of them keeps. Llama 4 multiplies the queries of its NoPE layers by
 # `pl.attention_temperature(position)` = $1 + 0.1 \ln(1 + \lfloor (\text{pos}+1)/8192 \rfloor)$,
-# which grows slowly with the position. The idea is known: scaling the scores with the logarithm of
+# which grows slowly with the position.
+#
+# The idea is known: scaling the scores with the logarithm of
 # the number of keys, so that attention does not flatten as they multiply, appears in Chiang & Cholak
 # (ACL 2022, arXiv 2202.12172), in Su Jianlin's entropy-invariant attention scale (kexue.fm, 2021),
 # and in Scalable-Softmax (Nakanishi, 2025, arXiv 2501.19399); Llama 4's temperature is an instance
-# of it, with its own constants and steps. No paper states this exact formula: it is what the released
+# of it, with its own constants and steps.
+#
+# No paper states this exact formula: it is what the released
 # Scout files switch on (`attn_temperature_tuning`, with `floor_scale` = 8192 and `attn_scale` =
 # 0.1; asserted below) and what transformers' Llama 4 attention computes from them
 # (`tests/test_rope_config.py` checks `pl.attention_temperature` against it).
 #
 # A constructed example: a query at position $n$ sees $n + 1$ keys: $n$ distractors whose scores are
 # independent standard normal numbers, and one **needle** key with the fixed score 3 (three standard
-# deviations above the mean). Mind the regime: a fixed score is not the best score. The largest
+# deviations above the mean).
+#
+# Mind the regime: a fixed score is not the best score. The largest
 # of $n$ normal scores grows like $\sqrt{2 \ln n}$, and about one distractor in 740 scores above 3,
 # so in this draw the needle is the top key only at $n = 1000$ (at $10^4$ distractors 15
 # beat it, at a million 1338). The question is therefore not whether attention finds the best
-# key, but how much weight one key of fixed quality keeps as the crowd grows. We measure the
+# key, but how much weight one key of fixed quality keeps as the crowd grows.
+#
+# We measure the
 # attention entropy $H = -\sum_i a_i \ln a_i$ (in nats; $\ln(n + 1)$ would be uniform attention) and
 # the needle's weight, with and without the temperature.
 
@@ -1317,12 +1339,14 @@ assert spread_over_draws[1.0] < 1.05 and spread_over_draws[6.0] > 30
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Optional: iRoPE in the extrapolation experiment
 #
-# In short: on a local task, confining the RoPE layer to chunks keeps iRoPE's accuracy at every
-# length, as a window does for plain RoPE; on a lookup whose dictionary opens the input, iRoPE
-# recalls more than RoPE (0.52 against 0.17 at 512 tokens, NoPE 0.94), probably through its NoPE
-# layer (a partial ablation: confined to chunks, its RoPE layer cannot see the entry and it still
-# recalls more than RoPE; iRoPE also has one RoPE layer where RoPE has two); on a lookup anywhere in
-# the input, iRoPE does not help.
+# In short:
+# * on a local task, confining the RoPE layer to chunks keeps iRoPE's accuracy at every length, as
+#   a window does for plain RoPE;
+# * on a lookup whose dictionary opens the input, iRoPE recalls more than RoPE (0.52 against 0.17
+#   at 512 tokens, NoPE 0.94), probably through its NoPE layer (a partial ablation: confined to
+#   chunks, its RoPE layer cannot see the entry and it still recalls more than RoPE; iRoPE also has
+#   one RoPE layer where RoPE has two);
+# * on a lookup anywhere in the input, iRoPE does not help.
 #
 # The rest of §5 is optional: the evidence for those three sentences, for a reader who wants to
 # check them. A lecture can stop here and go on to §6.
@@ -1346,9 +1370,12 @@ assert spread_over_draws[1.0] < 1.05 and spread_over_draws[6.0] > 30
 # Each model reads all $L$ tokens at once (the main measurement); for the recall tasks a
 # control places the dictionary at $L - 64$, so that every lookup spans distances seen in
 # training (`trained_distances`). Three seeds per method and 128 test sequences per length.
+#
 # Chapter 7's rule: A beats B only when *every* seed of A beats *every* seed of B, and
 # `ex.separation` says how far apart the two seed ranges are in standard errors of the
-# evaluation noise; below 2 the win is **thin** and we build nothing on it. This chapter reads
+# evaluation noise; below 2 the win is **thin** and we build nothing on it.
+#
+# This chapter reads
 # that rule more strictly in two ways, both in the cells below: the noise counts each test
 # sequence once (128 per seed), not each answer, because the answers of one sequence share its
 # dictionary and its tokens; and a direction we pick after seeing the numbers passes by chance
@@ -1361,16 +1388,21 @@ assert spread_over_draws[1.0] < 1.05 and spread_over_draws[6.0] > 30
 # digits): the first layer
 # with RoPE, the second without positions, with the temperature (`floor_scale` = 64, the
 # training length, so it is 1 up to position 62 and grows from the last training position, 63,
-# on). The runs of NoPE and RoPE to compare with are chapter 7's: same seeds, data, budget and
+# on).
+#
+# The runs of NoPE and RoPE to compare with are chapter 7's: same seeds, data, budget and
 # evaluation sequences (the next cell checks that the two configs differ only in the methods
 # trained).
 #
 # The same trained iRoPE models are evaluated three ways. As trained. With the temperature
 # switched off ("iRoPE, no temperature"): position 63, where it first differs from 1, predicts
 # nothing in training (there is no token 64), so training never shaped it, and this control
-# says what it does at evaluation. And with the RoPE layer attending only **within chunks**, as
+# says what it does at evaluation.
+#
+# And with the RoPE layer attending only **within chunks**, as
 # Llama 4's RoPE layers do (`attention_chunk_size`): blocks of 64 tokens (positions 0–63,
 # 64–127, …; "iRoPE, chunked"), so the RoPE layer never meets a distance beyond its training.
+#
 # Trained at 64 tokens, one chunk spans the whole training input, so at 64 tokens all three are
 # the same model (asserted below). Mean accuracy, with the worst and the best seed in brackets:
 
@@ -1443,75 +1475,8 @@ for ax, task in zip(axes, irope["tasks"]):
 axes[0].legend(fontsize=7, loc="lower left")
 fig
 
-# %% [markdown] slideshow={"slide_type": "fragment"}
-# **What we measured** (the section's opening summarised it), each asserted in the next cells (the causes after "probably" are
-# hypotheses we did not test):
-#
-# **Grammar: the chunk decides.** As trained, iRoPE degrades like RoPE: at every length the
-# two ranges overlap. Chunked as in Llama 4, iRoPE keeps its 64-token accuracy at every length
-# (0.76 at 512): every seed beats every seed of RoPE and of unchunked iRoPE at 256 and 512, by
-# about 4 standard errors or more with each sequence counted once; at 128 it does too, but
-# thin. This is the restricted span, not iRoPE's design: plain RoPE read through chapter 7's
-# sliding window of 64 tokens keeps its accuracy too (0.77 at 512, every seed above every seed
-# of unchunked iRoPE). The chunk changes only what the RoPE layer sees, and the attention the
-# run records says the grammar runs through that layer: at 64 tokens the RoPE layer's best head puts 0.92 to 0.97 of
-# its weight on the two tokens the grammar needs, the NoPE layer's at most 0.15; at 512 tokens
-# the RoPE layer's falls to 0.04 to 0.14 unchunked and stays at 0.91 to 0.97 chunked. The NoPE
-# layer, which sees the whole input either way, does not take the task over. The temperature
-# changes nothing here (within 0.01 at every length).
-
-# %% [markdown] slideshow={"slide_type": "fragment"}
-# **Recall, dictionary first: iRoPE recalls more.** At 512 tokens every seed of
-# iRoPE beats every seed of RoPE (0.52 against 0.17 on average). The temperature is not what
-# does it: switched off, iRoPE still recalls 0.45, every seed above every seed of RoPE; each
-# seed loses 0.06 to 0.08 without it (the same models on the same sequences), but three
-# differences of one sign come 1 time in 4 by chance, and the results store no per-sequence
-# answers to pair, so whether the temperature adds anything this run does not separate. The
-# attention (next cells) shows where a lookup can happen: the NoPE layer's best head puts
-# 0.23 to 0.35 of its weight on the entry asked for, while no head of the RoPE model puts
-# more than 0.04 there. iRoPE does not reach NoPE (0.94): from 128 tokens on every seed of
-# NoPE beats every seed of iRoPE, probably because NoPE's first layer finds the entry as well
-# where iRoPE's RoPE layer has lost it. Chunking costs recall at 128 tokens (0.53, every seed
-# below unchunked iRoPE): the dictionary always sits in an earlier chunk than the questions,
-# where the RoPE layer no longer sees it. With the dictionary at $L - 64$, inside the
-# questions' chunk, the chunked model recalls 1.00 at every length.
-
-# %% [markdown] slideshow={"slide_type": "fragment"}
-# **Recall, dictionary anywhere: no help, and the chunk hurts.** iRoPE and RoPE overlap at
-# every length (0.36 and 0.32 at 512); every seed of NoPE beats every seed of iRoPE at 512 (at
-# 256 too, but thin). Chunked, iRoPE falls *below* plain RoPE at 128 tokens (0.49 against 0.79,
-# every seed). The chunk explains it (the last cell): at 128 tokens only 40 to 53 % of the
-# lookups (per seed) find their entry inside the question's chunk; the other 47 to 60 % need an
-# entry in an earlier chunk, and the accuracy they imply on those is 0.08 to 0.22, against 0.125
-# for guessing and 0.34 for copying the value of any dictionary entry: those lookups mostly miss
-# the dictionary (the estimates straddle guessing, and all lie well below copying any entry's
-# value). In this task the NoPE layer takes over few of the lookups the RoPE layer can no
-# longer make, unlike in the dictionary-first task, and switching its temperature off changes
-# nothing (within 0.01 at every length). Why training put the lookup in the NoPE layer there
-# and not here, and whether a deeper model (Llama 4 has 12 NoPE layers among 48) would, this
-# two-layer run cannot say.
-
-# %% [markdown] slideshow={"slide_type": "fragment"}
-# **NoPE degrades too**: on the grammar from 0.43 at 64 tokens to 0.28 at 512, on recall from
-# 1.00 to 0.94. A layer without positions still meets a longer input than it trained on (the
-# point of §5's opening). On recall both learned 1.00 in range, and NoPE keeps far more (RoPE
-# falls to 0.17). On the grammar NoPE learned much less in the first place (0.43 against RoPE's
-# 0.77): relative to its own 64-token accuracy it keeps more (64 % against 41 %), but it had
-# less to lose, and at 512 RoPE still scores a little more (0.32 against 0.28 on average, every
-# seed above, but thin: 0.1 standard errors). Slower there means relatively slower, not better.
-
-# %% [markdown] slideshow={"slide_type": "fragment"}
-# **What the orderings are worth.** If two methods did not differ, one side's three seeds would
-# all lie above the other's 2 times in $\binom{6}{3} = 20$: 1 time in 10, since we read the
-# direction off the results. The cell counts every comparison it makes between separately trained
-# models (ties included) and prints how many orderings that rate would predict. A rough guide, not
-# a test: the comparisons reuse the same nine trained models (three seeds each of NoPE, RoPE and
-# iRoPE), so one lucky seed can order several at once; the separations, counted per test
-# sequence, carry the weight. The chunked and no-temperature evaluations are the same models as
-# iRoPE: comparisons among them are paired, and only their separations count.
-
 # %% jupyter={"source_hidden": true} slideshow={"slide_type": "fragment"}
-# Every number of the five cells above, checked against results/irope.json (collapsed: expand to read them)
+# Helpers for the checks below (collapsed): recorded comparisons, separations per test sequence, best heads
 SEQUENCES = cfg["eval_sequences"]  # test sequences per seed and length: the unit the noise is counted in
 EXAMINED = {"independent": [], "paired": []}
 SAME_MODELS = {"irope", "irope+notemp", "irope+chunk"}
@@ -1544,10 +1509,34 @@ def spread(values):
     return round(min(values), 2), round(max(values), 2)
 
 
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# **What we measured** (the section's opening summarised it). Each paragraph below is asserted in
+# the cell right after it, against results/irope.json; the causes after "probably" are hypotheses
+# we did not test.
+#
+# **Grammar: the chunk decides.** As trained, iRoPE degrades like RoPE: at every length the
+# two ranges overlap. Chunked as in Llama 4, iRoPE keeps its 64-token accuracy at every length
+# (0.76 at 512): every seed beats every seed of RoPE and of unchunked iRoPE at 256 and 512, by
+# about 4 standard errors or more with each sequence counted once; at 128 it does too, but
+# thin.
+#
+# This is the restricted span, not iRoPE's design: plain RoPE read through chapter 7's sliding
+# window of 64 tokens keeps its accuracy too (0.77 at 512, every seed above every seed of
+# unchunked iRoPE).
+#
+# The attention the run records says the grammar runs through the RoPE layer, the only layer the
+# chunk changes: at 64 tokens its best head puts 0.92 to 0.97 of its weight on the two tokens the
+# grammar needs, the NoPE layer's at most 0.15; at 512 tokens the RoPE layer's falls to 0.04 to
+# 0.14 unchunked and stays at 0.91 to 0.97 chunked. The NoPE layer, which sees the whole input
+# either way, does not take the task over.
+#
+# The temperature changes nothing here (within 0.01 at every length).
+
+# %% slideshow={"slide_type": "fragment"}
+# The grammar paragraph, checked
 G, R, A = acc["grammar"], acc["recall"], acc["recall_anywhere"]
 for m in ("irope+chunk", "irope+notemp"):  # at the training length all three evaluations are one model
     assert all(acc[t][m][64]["acc"] == acc[t]["irope"][64]["acc"] for t in acc)
-# grammar
 assert all(ties("grammar", "irope", "rope", L) for L in LENGTHS)
 assert all(abs(G["irope+chunk"][L]["mean"] - G["irope+chunk"][64]["mean"]) < 0.01 for L in LENGTHS)
 assert round(G["irope+chunk"][512]["mean"], 2) == 0.76
@@ -1561,7 +1550,33 @@ rope_layer = {(m, L): [s[0] for s in best_heads(m, L, "grammar")] for m in ("iro
 assert spread(rope_layer["irope", 64]) == (0.92, 0.97)
 assert spread([s[1] for s in best_heads("irope", 64, "grammar")])[1] == 0.15  # the NoPE layer's best head
 assert spread(rope_layer["irope", 512]) == (0.04, 0.14) and spread(rope_layer["irope+chunk", 512]) == (0.91, 0.97)
-# recall, dictionary first
+print("grammar: the chunk keeps the accuracy, as a window does for RoPE; the RoPE layer carries the task")
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# **Recall, dictionary first: iRoPE recalls more.** At 512 tokens every seed of iRoPE beats every
+# seed of RoPE (0.52 against 0.17 on average).
+#
+# The temperature is not what does it: switched off, iRoPE still recalls 0.45, every seed above
+# every seed of RoPE. Each seed loses 0.06 to 0.08 without it (the same models on the same
+# sequences), but three differences of one sign come 1 time in 4 by chance, and the results store
+# no per-sequence answers to pair, so whether the temperature adds anything this run does not
+# separate.
+#
+# Where the lookup can happen (the attention cells below): the NoPE layer's best head puts 0.23 to
+# 0.35 of its weight on the entry asked for, while no head of the RoPE model puts more than 0.04
+# there.
+#
+# iRoPE does not reach NoPE (0.94): from 128 tokens on every seed of NoPE beats every seed of
+# iRoPE, probably because NoPE's first layer finds the entry as well where iRoPE's RoPE layer has
+# lost it.
+#
+# Chunking costs recall at 128 tokens (0.53, every seed below unchunked iRoPE): the dictionary
+# always sits in an earlier chunk than the questions, where the RoPE layer no longer sees it. With
+# the dictionary at $L - 64$, inside the questions' chunk, the chunked model recalls 1.00 at every
+# length.
+
+# %% slideshow={"slide_type": "fragment"}
+# The dictionary-first paragraph, checked
 assert beats("recall", "irope", "rope", 512) and [round(R[m][512]["mean"], 2) for m in ("irope", "rope", "none")] == [
     0.52, 0.17, 0.94]
 assert beats("recall", "irope+notemp", "rope", 512) and round(R["irope+notemp"][512]["mean"], 2) == 0.45
@@ -1571,7 +1586,29 @@ assert all(beats("recall", "none", "irope", L) for L in LENGTHS[1:])
 assert beats("recall", "irope", "irope+chunk", 128) and round(R["irope+chunk"][128]["mean"], 2) == 0.53
 chunk_moved = ex.accuracy(irope, "recall", "irope+chunk", "trained_distances")
 assert all(round(r["mean"], 2) == 1.0 for r in chunk_moved.values())  # dictionary inside the questions' chunk
-# recall, dictionary anywhere
+print("recall, dictionary first: iRoPE above RoPE with or without the temperature, below NoPE; the chunk costs "
+      "recall unless the dictionary shares the questions' chunk")
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# **Recall, dictionary anywhere: no help, and the chunk hurts.** iRoPE and RoPE overlap at every
+# length (0.36 and 0.32 at 512); every seed of NoPE beats every seed of iRoPE at 512 (at 256 too,
+# but thin).
+#
+# Chunked, iRoPE falls *below* plain RoPE at 128 tokens (0.49 against 0.79, every seed). The chunk
+# explains it (§5's last cell): at 128 tokens only 40 to 53 % of the lookups (per seed) find their
+# entry inside the question's chunk. The other 47 to 60 % need an entry in an earlier chunk, and
+# the accuracy they imply on those is 0.08 to 0.22, against 0.125 for guessing and 0.34 for
+# copying the value of any dictionary entry: those lookups mostly miss the dictionary (the
+# estimates straddle guessing, and all lie well below copying any entry's value).
+#
+# In this task the NoPE layer takes over few of the lookups the RoPE layer can no longer make,
+# unlike in the dictionary-first task, and switching its temperature off changes nothing (within
+# 0.01 at every length). Why training put the lookup in the NoPE layer there and not here, and
+# whether a deeper model (Llama 4 has 12 NoPE layers among 48) would, this two-layer run cannot
+# say.
+
+# %% slideshow={"slide_type": "fragment"}
+# The dictionary-anywhere paragraph, checked (its chunk numbers: §5's last cell)
 assert all(ties("recall_anywhere", "irope", "rope", L) for L in LENGTHS)
 assert [round(A[m][512]["mean"], 2) for m in ("irope", "rope")] == [0.36, 0.32]
 assert all(beats("recall_anywhere", "none", "irope", L) for L in (256, 512))
@@ -1579,7 +1616,21 @@ assert by_sequence("recall_anywhere", "none", "irope", 256) < 2 < by_sequence("r
 assert all(abs(A["irope+notemp"][L]["mean"] - A["irope"][L]["mean"]) < 0.01 for L in LENGTHS)
 assert beats("recall_anywhere", "rope", "irope+chunk", 128)
 assert [round(A[m][128]["mean"], 2) for m in ("irope+chunk", "rope")] == [0.49, 0.79]
-# NoPE degrades with length as well
+print("recall, dictionary anywhere: iRoPE no better than RoPE, below NoPE at 512; chunked, below RoPE at 128")
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# **NoPE degrades too**: on the grammar from 0.43 at 64 tokens to 0.28 at 512, on recall from
+# 1.00 to 0.94. A layer without positions still meets a longer input than it trained on (the
+# point of §5's opening).
+#
+# On recall both learned 1.00 in range, and NoPE keeps far more (RoPE falls to 0.17). On the
+# grammar NoPE learned much less in the first place (0.43 against RoPE's 0.77): relative to its
+# own 64-token accuracy it keeps more (64 % against 41 %), but it had less to lose, and at 512 RoPE
+# still scores a little more (0.32 against 0.28 on average, every seed above, but thin: 0.1
+# standard errors). Slower there means relatively slower, not better.
+
+# %% slideshow={"slide_type": "fragment"}
+# The NoPE paragraph, checked
 assert [round(G["none"][L]["mean"], 2) for L in (64, 512)] == [0.43, 0.28]
 assert [round(R["none"][L]["mean"], 2) for L in (64, 512)] == [1.0, 0.94]
 assert round(R["rope"][64]["mean"], 2) == 1.0 and round(R["rope"][512]["mean"], 2) == 0.17  # same start on recall
@@ -1587,7 +1638,22 @@ kept = {m: G[m][512]["mean"] / G[m][64]["mean"] for m in ("none", "rope")}  # re
 assert round(G["rope"][64]["mean"], 2) == 0.77 and [round(100 * kept[m]) for m in ("none", "rope")] == [64, 41]
 assert round(G["rope"][512]["mean"], 2) == 0.32 and beats("grammar", "rope", "none", 512)  # every seed, but:
 assert by_sequence("grammar", "rope", "none", 512) < 0.2  # thin: 0.1 standard errors
-# what the orderings are worth
+print("NoPE degrades with length too; on the grammar it keeps more of a lower start")
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# **What the orderings are worth.** If two methods did not differ, one side's three seeds would
+# all lie above the other's 2 times in $\binom{6}{3} = 20$: 1 time in 10, since we read the
+# direction off the results. The cell counts every comparison the cells above made between
+# separately trained models (ties included) and prints how many orderings that rate would
+# predict.
+#
+# A rough guide, not a test: the comparisons reuse the same nine trained models (three seeds each
+# of NoPE, RoPE and iRoPE), so one lucky seed can order several at once; the separations, counted
+# per test sequence, carry the weight. The chunked and no-temperature evaluations are the same
+# models as iRoPE: comparisons among them are paired, and only their separations count.
+
+# %% slideshow={"slide_type": "fragment"}
+# What the orderings are worth: every comparison the cells above made
 ordered = {kind: [o for o in dict.fromkeys(EXAMINED[kind]) if ex.compare(irope, *o) != 0] for kind in EXAMINED}
 independent = list(dict.fromkeys(EXAMINED["independent"]))
 chance = 2 * _training.ordering_by_chance(3, 3)  # either direction: 1 in 10
@@ -1608,7 +1674,8 @@ logits = torch.randn(1, 64, 5)
 moved = logits.clone()
 moved[:, 63] += 100.0  # change position 63's prediction only
 assert torch.equal(_training.masked_scores(logits, toks, target)[1], _training.masked_scores(moved, toks, target)[1])
-print("every claim above holds for results/irope.json")
+print("every claim of the paragraphs above holds for results/irope.json")
+
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Where the attention goes.** For the first 16 test sequences of each length (64 answers per
@@ -1640,13 +1707,16 @@ assert min(R["irope+chunk"][512]["acc"]) > max(R["rope"][512]["acc"])  # blind R
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # iRoPE's NoPE layer keeps 0.23 to 0.35 of its best head's weight on the entry at 512 tokens
 # (0.17 to 0.28 without the temperature, each seed a little less; 0.22 to 0.36 chunked); every
-# head of the RoPE model has lost it. That shows where a lookup can happen, not that it happens
-# there: a head that spread its weight evenly over the 4 entries would also put 0.25 there (the
+# head of the RoPE model has lost it.
+#
+# That shows where a lookup can happen, not that it happens there: a head that spread its weight evenly over the 4 entries would also put 0.25 there (the
 # run does not record the other entries' weights); NoPE's second layer puts about as much there
 # (0.22 to 0.29) and recalls 0.94, not 0.52 (its first layer finds the entry as well, 0.09 to
 # 0.21); and the iRoPE seed with the most weight on the entry is not the one that recalls best.
 # Probably the lookup gives most of iRoPE's lead (RoPE lost both the weight and the recall), but
-# this reads 16 sequences per seed, not a test. One alternative is ruled out: the chunked
+# this reads 16 sequences per seed, not a test.
+#
+# One alternative is ruled out: the chunked
 # model's RoPE layer puts no weight on the entry in any seed, yet every chunked seed recalls more
 # at 512 than RoPE's best seed, so the lookup does not run through iRoPE's RoPE layer. The other
 # remains: iRoPE has one RoPE layer where RoPE has two.
@@ -1656,12 +1726,16 @@ assert min(R["irope+chunk"][512]["acc"]) > max(R["rope"][512]["acc"])  # blind R
 # for at $j$ share a chunk when $\lfloor i/64 \rfloor = \lfloor j/64 \rfloor$. At 128 tokens
 # every question sits in the last chunk (the questions are the sequence's last 8 tokens;
 # asserted), so a lookup inside the chunk is the situation of the control above, the dictionary
-# inside the questions' chunk. If the chunked model got those lookups right as often as on the
+# inside the questions' chunk.
+#
+# If the chunked model got those lookups right as often as on the
 # control ($a_{\text{in}}$) and the others with accuracy $x$, its accuracy would be
 # $\rho \cdot a_{\text{in}} + (1 - \rho)\,x$, with $\rho$ the share of lookups inside the chunk; solving
 # for $x$ gives the accuracy on the lookups across
 # the boundary. The estimate rests on that assumption, so the cell also takes the model's own
-# 64-token accuracy for $a_{\text{in}}$, a second reading. One caveat per seed: seed 0 learned
+# 64-token accuracy for $a_{\text{in}}$, a second reading.
+#
+# One caveat per seed: seed 0 learned
 # this task only to 0.76 at 64 tokens (seeds 1 and 2 to 1.00 and 0.99), so its low number says
 # as much about that seed as about the chunk.
 
@@ -1713,9 +1787,9 @@ assert [share_in_chunk("recall", 128, seed) for seed in cfg["seeds"]] == [0.0] *
 print(pl.inspect_config(MODELS["Phi-3 mini 128k instruct"]["config"], name="Phi-3 mini 128k instruct").text())
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# Its numbers are §1's: for every stored config, every row of the table above (lengths, rotated
-# features, attention factor, and the pairs that turn within $L_0$ and within $L$) comes out the
-# same from `inspect_config`, which reads the file itself (both config forms, `text_config`,
+# Its numbers are §1's: for every stored config, every row of §1's table (lengths, rotated
+# features, and the pairs that turn within $L_0$ and within $L$) and of §3's attention factors
+# comes out the same from `inspect_config`, which reads the file itself (both config forms, `text_config`,
 # per-layer types) instead of §1's few lines. One difference is on purpose: inspect's $L$ is the
 # file's context (`max_position_embeddings`, capped by a chunk or window), and it prints the
 # scaling's own reach, factor $\times L_0$, beside it, where §1's $L$ takes the longer of the two.
@@ -2059,16 +2133,19 @@ _ = check.deepseek_mscales(query_scales)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise 3 (derive).** §5's temperature raised the needle's weight among a million distractors, but
-# the attention still spread. How far can *any* query scale go? Take §5's setting in expectation:
-# a needle with the fixed score `gap` among $n$ distractor scores $z_i$, each drawn from a standard
-# normal (so `gap` is in standard deviations above their mean; as in §5, for large $n$ some $z_i$
-# beat it, and the question is the weight of this one key, not of the best one). Scaling the query by $t$ multiplies every score by $t$, so the needle's
-# weight is $e^{t\,\text{gap}} / (e^{t\,\text{gap}} + \sum_i e^{t z_i})$; replace the sum by its
-# expected value. This is a model of the mean: the exercise asks about the model, and at a large
-# scale one draw's sum can lie far from its mean (§5's last cell), so the scale it gives need not
-# restore the weight in any single draw. Write `needle_scale(n, n0, gap)` returning the smallest $t$ that gives the
-# needle among $n$ distractors the weight it has at $t = 1$ among $n_0$, or NaN if no $t$ does
-# (every case the checker tries needs a $t > 0$). Predict first: can a large enough scale always restore the weight?
+# the attention still spread. How far can *any* query scale go?
+#
+# The setting is §5's: a needle with the fixed score `gap` among $n$ distractor scores $z_i$, each
+# drawn from a standard normal (so `gap` is in standard deviations above their mean; as in §5, for
+# large $n$ some $z_i$ beat it, and the question is the weight of this one key, not of the best
+# one). A query scale $t$ multiplies every score by $t$. The weight asked about is the needle's
+# weight **in the model of the mean**, $w_n(t) = e^{t\,\text{gap}} / (e^{t\,\text{gap}} +
+# \mathbb{E}[\sum_i e^{t z_i}])$: at a large scale one draw's sum can lie far from its mean (§5's
+# last cell), so a scale right for the model need not restore the weight in any single draw.
+#
+# Write `needle_scale(n, n0, gap)` returning the smallest $t$ with $w_n(t) = w_{n_0}(1)$, or NaN if
+# no $t$ gives it (every case the checker tries needs a $t > 0$). Predict first: can a large enough
+# scale always restore the weight?
 #
 # Derive it in closed form and write it for many cases at once: `n`, `n0` and `gap` arrive as
 # float64 tensors of one shape, and the answer is a tensor of that shape.
@@ -2093,8 +2170,8 @@ def needle_scale(n, n0, gap):
     # t = gap -+ sqrt((gap - 1)^2 - 2 ln(n / n0)); at n = n0 the smaller root is gap - |gap - 1|: 1 when gap >= 1
     # (every gap the checker draws), 2 gap - 1 below; it grows with n. There is no root
     # once ln(n / n0) > (gap - 1)^2 / 2: the best scale, t = gap, buys only a factor e^((gap - 1)^2 / 2) more
-    # keys (7.4 for a needle 3 standard deviations up), because a larger t also spreads the distractors'
-    # scores. Llama 4's temperature at a million keys is 1.48: it cannot hold a needle scoring 3 there.
+    # keys, because a larger t also spreads the distractors' scores. Past that, no scale, Llama 4's
+    # temperature included, restores the weight.
     inside = (gap - 1) ** 2 - 2 * torch.log(n / n0)
     return torch.where(inside < 0, torch.nan, gap - inside.clamp(min=0).sqrt())
     ### END SOLUTION
