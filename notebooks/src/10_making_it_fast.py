@@ -314,9 +314,9 @@ print(f"same result; the dense form holds {R_all.numel():,} numbers (the input {
 # bytes, tables included, are left for the end of §4, after an exercise that asks you to predict them.
 #
 # From here on, the bytes a computation moves are counted in one unit, the **one-pass bound**: the
-# bytes of reading x once and writing a result of x's size once, twice x's bytes. From §3 on, x is in
-# bf16 (2 bytes an entry; §3 says what bf16 is and why it is used), so a bound is 4 bytes per entry. The bound is what `x * 1.5` moves (the cell checks it). No function that
-# reads every value of x and returns a new tensor of x's size can move less. The only other byte figures
+# bytes of reading x once and writing a result of x's size once, twice x's bytes (so its bytes per entry
+# follow x's dtype, which §3 changes). The bound is what `x * 1.5` moves (the cell checks it). No function
+# that reads every value of x and returns a new tensor of x's size can move less. The only other byte figures
 # are plain bytes (the MiB above, §5's bytes per position) and §6's shares, which are fractions.
 
 # %% slideshow={"slide_type": "fragment"}
@@ -428,6 +428,7 @@ assert (xs.element_size(), xb.element_size()) == (4, 2)  # a bound: 8 bytes per 
 bf16, f32 = torch.finfo(torch.bfloat16), torch.finfo(torch.float32)
 assert bf16.bits == 16 and bf16.eps == 2**-7  # 7 mantissa bits: the step just above 1 is 2^-7
 assert (bf16.tiny, bf16.max > 3e38) == (f32.tiny, f32.max > 3e38)  # float32's 8 exponent bits: the same range
+assert round(67e12 / 2 / 3.35e12) == 10  # the H100's data sheet, quoted: separate operations per byte moved
 
 
 for x_in in (xb, xb.float()):
@@ -462,7 +463,26 @@ print("against rotate_pairs in float32, for bf16 and float32 inputs and both lay
 # forward + backward (0.96). So `SMALL` is a choice read from noisy medians on one machine, not a
 # measured crossing; this appendix does not repeat the measurement. What it does check (the cell
 # above) is that chapter 5's 5 × 4 example and a single-sequence decoding step stay on the reference: they never
-# reach the C operator.
+# reach the C operator. The next cell checks these readings of the quoted table.
+
+# %% slideshow={"slide_type": "fragment"}
+# quoted from benchmarks/README.md ("Where the C kernel pays off"), elements -> (the reference's time, interleaved,
+# in µs; the kernel's time over the reference's: interleaved, half, forward + backward interleaved, and half)
+small_bench = {"float32": {256: (16.3, 0.90, 1.13, 1.04, 1.18), 1024: (17.9, 0.83, 1.11, 1.02, 1.18),
+                           4096: (24.9, 0.62, 1.08, 0.89, 1.16), 8192: (33.7, 0.47, 0.99, 0.77, 1.12),
+                           16384: (51.0, 0.34, 0.93, 0.59, 0.96), 65536: (101.5, 0.20, 0.48, 0.23, 0.33)},
+               "bfloat16": {256: (18.9, 0.78, 0.96, 0.90, 1.01), 1024: (21.4, 0.71, 0.92, 0.88, 1.01),
+                            4096: (28.9, 0.57, 0.90, 0.78, 0.98), 8192: (38.0, 0.44, 0.82, 0.67, 0.93),
+                            16384: (57.5, 0.32, 0.73, 0.52, 0.82), 65536: (132.3, 0.17, 0.29, 0.21, 0.28)}}
+bench_rows = [(dtype, size, row) for dtype, by_size in small_bench.items() for size, row in by_size.items()]
+assert all(row[1] < 1 for *_, row in bench_rows)  # interleaved, forward: faster at every size
+assert [size for size, row in small_bench["float32"].items() if row[2] > 1] == [256, 1024, 4096]  # float32, half
+large = [row[1:] for _, size, row in bench_rows if size >= SMALL]
+assert max(map(max, large)) == small_bench["float32"][16384][4] == 0.96  # from SMALL on: faster in every column
+saved_us = max(row[0] * (1 - row[1]) for _, size, row in bench_rows if size < SMALL)  # interleaved, forward
+assert round(saved_us) == 21 and small_bench["float32"][256][1:3] == (0.90, 1.13)
+print(f"quoted: from {SMALL} elements the kernel is faster in every column (at most {max(map(max, large))} of the "
+      f"reference's time); below, it saves at most {saved_us:.0f} µs a call")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Now count the torch calls that move a whole tensor's worth of data (at least half of x: one
@@ -828,7 +848,8 @@ _ = check.tables_in_a_step(step_bounds)
 # cos in registers, so that no table is written or read: by this count, x's and g's bytes, 2 bounds, and
 # the positions and frequencies it starts from. No GPU runs here, so that 2 is not shown: the cell checks
 # only the hand-off, with a stand-in for the kernel (no sine or cosine is computed outside it), and §5
-# quotes the one GPU run's times. The cell counts every operator's bytes, tables and angles included.
+# quotes the one GPU run's times. The cell counts every operator's bytes, tables and angles included, and
+# also gives §2's count on the C kernel (float32 x, forward only), which §2 left for here.
 
 # %% slideshow={"slide_type": "fragment"}
 def all_bytes(ops) -> float:
