@@ -367,10 +367,10 @@ print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 
 # (NVIDIA's data sheet for the SXM card: 67 TFLOPS, which counts a fused multiply-add as two, against
 # 3.35 TB/s). So on a GPU the arithmetic is nearly free, and for large tensors the bytes set the floor.
 # In the quoted H100 run of §5, a one-pass prototype took 1.41, 1.25 and 1.09 × a copy's time, nearest
-# a copy at the longest L. A count of bytes is a floor, not a prediction of time: Hugging Face's code,
-# counted below at 5 one-pass bounds, took 6.7 to 9.1 copies' time in that run (§5), not 5. The best a
-# RoPE kernel can do is a copy's time: one read and one write. Two other costs are not bytes: each call's fixed cost, however small
-# its tensors, and whether the tensors are already in a cache, which small ones can be. Both weigh on
+# a copy at the longest L. The best a RoPE kernel can do is a copy's time: one read and one write. A
+# count of bytes is a floor, not a prediction of time: Hugging Face's code, counted below at 5 one-pass
+# bounds, took 6.7 to 9.1 copies' time in that run (§5), not 5. Two other costs are not bytes: each
+# call's fixed cost, however small its tensors, and whether the tensors are already in a cache, which small ones can be. Both weigh on
 # the CPU here. This section's x is 2 MiB (its float32 copy 4 MiB), small enough to sit in a large CPU
 # cache, and at that size each call's fixed cost counts. So the bytes counted from here on are a model
 # of what GPU-sized tensors cost, not a CPU time.
