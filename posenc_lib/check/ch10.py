@@ -139,6 +139,20 @@ def _close(x: torch.Tensor, y: torch.Tensor) -> bool:
     return bool(torch.allclose(x, y, rtol=1e-5, atol=1e-5))
 
 
+def _off_only_near(g: torch.Tensor, expected: torch.Tensor, cos: torch.Tensor, layout: str) -> str | None:
+    """Whether g is off only at pairs whose cos is near 0 or near -1 (a division by a number that vanishes there):
+    "0" or "-1", else None."""
+    (ga, gb), (ea, eb) = _pairs(g, layout), _pairs(expected, layout)
+    off = ~(torch.isclose(ga, ea, rtol=1e-5, atol=1e-5) & torch.isclose(gb, eb, rtol=1e-5, atol=1e-5))
+    if not off.any():
+        return None
+    c = cos.expand_as(off)
+    for near, value in ((c.abs(), "0"), ((1 + c).abs(), "-1")):
+        if bool((near[off] < 0.1).all()):
+            return value
+    return None
+
+
 def rotate_back_in_place(answer: Callable[..., Any] | None) -> bool | None:
     """answer(g, cos, sin, layout): overwrites g (..., seq, d), any strides, with R^T g, the rotation of every pair by
     -angle (cos, sin of shape (seq, d/2); layout "half" or "interleaved"), creating fewer than g.numel() elements
@@ -204,6 +218,11 @@ def rotate_back_in_place(answer: Callable[..., Any] | None) -> bool | None:
             elif any(_close(g, _stale(g0, cos0, sin0, layout, first)) for first in (0, 1)):
                 yield False, (f"{where}: one member of each pair is computed from the other member after that "
                               "member was overwritten")
+            elif (near := _off_only_near(g, expected, cos0, layout)) is not None:
+                yield False, (f"{where}: g is R^T g except at pairs whose cos is near {near}, where it is off by up "
+                              f"to {(g - expected).abs().max().item():.3g}: a step "
+                              "divides by a number that comes near zero at those angles, and dividing by it "
+                              "magnifies the rounding of what it divides, without bound")
             else:
                 yield False, f"{where}: g differs from R^T g by up to {(g - expected).abs().max().item():.3g}"
 
