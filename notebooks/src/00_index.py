@@ -203,12 +203,12 @@ print("the conventions table matches the library")
 # in brackets is where the entry is tested. The few entries no chapter tests are checked in the cells
 # after the notes, one cell per column, each right after a paragraph that says what it checks.
 #
-# * **Column 1** asks whether a layer can tell positions apart: whether reordering the tokens can do more
-#   than reorder the outputs, as chapter 1 asks. One rule for every row: ✔ means it can, with or without
-#   a causal mask and with or without a LayerNorm before it, for tokens in general (within the range the
-#   entry gives); ~ means only under a condition the entry names. "In general" leaves out inputs such as
-#   one token repeated, which every method that only changes the scores (NoPE, relative terms, RoPE,
-#   ALiBi) gives the same output at every position.
+# * **Column 1** asks whether a layer can tell positions apart, from where a query stands: whether two
+#   different tokens trading places can change the query's output (without positions they never can;
+#   chapter 1). One rule for every row: ✔ means every such swap among the tokens the query sees can, with
+#   or without a causal mask and with or without a LayerNorm before the layer, within the range the entry
+#   gives; ~ means only some swaps can, under a condition the entry names. The rule asks about different
+#   tokens: equal tokens trading places change nothing under any method.
 # * **Column 2** grades one thing per row. For a method with a code $p_i$, its mark grades the map
 #   from $p_i$ to $p_{i+k}$, not the scores. For a method with no code (relative terms, RoPE, ALiBi),
 #   it grades the nearest counterpart: what $k$ tokens apart does to a score depends on $k$ alone,
@@ -224,7 +224,7 @@ print("the conventions table matches the library")
 #
 # | method | 1 unique | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|
-# | none (NoPE) [1, 7] | ~ only under a causal mask [7] | – | ~ holds on both recalls; the grammar not learned [7] | – nothing to fix | ~ raster order gives one index |
+# | none (NoPE) [1, 7] | ~ only under a causal mask, and then only before from after [1, 7] | – | ~ holds on both recalls; the grammar not learned [7] | – nothing to fix | ~ raster order gives one index |
 # | integer $i\cdot\mathbf 1$ [2] | ~ a LayerNorm erases it | ✔ affine, yet scores not offset-only | ? not trained; its values grow without bound | ✔ | ~ axial, argued in [9] |
 # | normalised $i/m$ [2] | ~ within one length; a LayerNorm erases it | ✘ one map per length | ✘ codes change with the length | ✔ | ~ axial, argued in [9] |
 # | binary [2] | ~ up to $2^d$ positions; behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge | ✘ no affine map for small $k$ | ? not trained; past $2^b$ positions a bit training never set | ✔ | ~ axial, argued in [9] |
@@ -232,7 +232,7 @@ print("the conventions table matches the library")
 # | learned absolute [2, 7] | ✔ distinct rows, even behind a LayerNorm | ✘ nothing forces one | ✘ no rows past `max_len` | ✘ learned | ~ rows depend on the grid's width |
 # | relative: Shaw, T5 [4] | ~ offsets, clipped far away | ✔ depends on $k$ alone | ~ T5 holds on both recalls, falls on the grammar; no Shaw model trained [7] | ~ fixed rule, learned entries | ✔ one term per 2-D offset |
 # | RoPE [5] | ✔ even without a mask | ✔ $R_{m+k} = R_k R_m$ | ✘ falls on all three tasks [7] | ✔ | ~ axial [9] |
-# | ALiBi [6] | ~ without a mask, reversing the tokens only reverses the outputs | ✔ bias $-m_h(i-j)$ | ~ holds on the grammar, falls on both recalls [6, 7] | ✔ fixed slopes | ~ left and above share a bias |
+# | ALiBi [6] | ~ without a mask, a key $k$ before and one $k$ after look alike | ✔ bias $-m_h(i-j)$ | ~ holds on the grammar, falls on both recalls [6, 7] | ✔ fixed slopes | ~ left and above share a bias |
 #
 # **NoPE.** No code; a causal mask lets a model count positions ([chapter 7](07_beyond.ipynb) §1), and
 # chapter 7 §3 weighs its toy against Kazemnejad et al. (2023), who find decoders without positional
@@ -252,7 +252,7 @@ print("the conventions table matches the library")
 # exists for any $k < 2^{d-2}$ ([chapter 2](02_integer_binary.ipynb) §3–4). Past a training length of
 # $2^b$ positions, bit $b$ turns on, a value training never showed (column 3's cell).
 #
-# **Sinusoids.** Behind a LayerNorm no two positions merge (column 1's cell). A shift by $k$ is one
+# **Sinusoids.** Behind a LayerNorm no two of 512 positions merge ($d = 16$; column 1's cell). A shift by $k$ is one
 # rotation $M_k$ ([chapter 3](03_sinusoids.ipynb) §4); in the axial 2-D form a shift by (rows, columns)
 # is one rotation too (column 5's cell).
 #
@@ -266,18 +266,18 @@ print("the conventions table matches the library")
 # away ([chapter 4](04_relative.ipynb)): what $k$ apart adds depends on $k$ alone by construction. They
 # tell offsets apart only where the offsets get terms of their own: Shaw's up to the clip (every farther
 # offset reuses the last term), T5's only near the query (farther offsets share log-spaced buckets;
-# column 1's cell). In n-D, graded in Swin's form (Liu et al. 2021), one term per 2-D offset, which reads
+# column 1's cell). Two keys that share a term can trade places without changing the query's output. In n-D, graded in Swin's form (Liu et al. 2021), one term per 2-D offset, which reads
 # a different entry for each direction (column 5's cell).
 #
 # **RoPE.** $R_{m+k} = R_k R_m$, so scores depend only on $n - m$ ([chapter 5](05_rope.ipynb)); without a
-# mask a key $k$ before a query and one $k$ after still differ, so reversing the tokens does more than
-# reverse the outputs (column 1's cell). Past its training length it meets angles it never saw:
+# mask a key $k$ before a query and one $k$ after still differ, so swapping the two changes the query's
+# output (column 1's cell). Past its training length it meets angles it never saw:
 # [chapter 7](07_beyond.ipynb) §2 rescales them (PI, NTK, YaRN, Llama 3's) and §3 measures what that buys.
 #
 # **ALiBi.** A fixed penalty per head on the distance ([chapter 6](06_alibi.ipynb); §4 follows it past
 # the training length). Without a mask, symmetric ALiBi gives a key $k$ tokens before a query and one $k$
-# after the same bias, so reversing the tokens only reverses the outputs, and the mirror positions of a
-# palindrome get identical outputs (column 1's cell). In n-D the map grades a slope times the Euclidean
+# after the same bias, so swapping the two leaves the query's output as it was, and the mirror positions
+# of a palindrome get identical outputs (column 1's cell). In n-D the map grades a slope times the Euclidean
 # distance, the form of CROMA's 2D-ALiBi (Fuller et al., NeurIPS 2023; a citation, not run here), which
 # gives the keys left of and above a query one bias (column 5's cell).
 #
@@ -307,10 +307,10 @@ print("the conventions table matches the library")
 # $d$ = 4, 5 and 6 bits keep $2^d - 1$ of their $2^d$ positions (15, 31 and 63): the all-zero $p_0$ and
 # the all-one $p_{2^d-1}$ merge. The first $2^d$ positions take every one of the $2^d$ codes of $d$ bits,
 # so position $2^d$ has none of its own; 17 bits already cover Llama 3.1's 131 072 positions. Then,
-# without a mask, a symmetric ALiBi head (a random one) maps the tokens reversed to its outputs reversed;
-# on the palindrome "a b c b a" its mirror positions (0 and 4, 1 and 3) tie and no other pair does.
-# The same head with RoPE instead does more than reverse the outputs, and ties no pair of the
-# palindrome. Last, T5's buckets (32 of them, `max_distance` 128) give every past distance below 16 its
+# without a mask, a symmetric ALiBi head (a random one): swapping the tokens one before and one after the
+# middle query leaves its output as it was; on the palindrome "a b c b a" its mirror positions (0 and 4,
+# 1 and 3) tie and no other pair does. The same head with RoPE instead: the swap changes the query's
+# output, and no pair of the palindrome ties. Last, T5's buckets (32 of them, `max_distance` 128) give every past distance below 16 its
 # own bucket and put 16, 17 and 18 in one, far short of 128.
 
 # %% slideshow={"slide_type": "fragment"}
@@ -335,11 +335,11 @@ g = torch.Generator().manual_seed(1)
 sym_bias = pl.alibi_bias(1, 5, mode="symmetric", slopes=torch.tensor([0.5]), dtype=torch.float64)[0]  # -0.5 |i - j|
 wq_a, wk_a, wv_a = torch.randn(3, 8, 8, generator=g, dtype=torch.float64) / 8**0.5  # a random head, d = 8
 tokens = torch.randn(5, 8, generator=g, dtype=torch.float64)  # five different tokens
-back = [4, 3, 2, 1, 0]  # the same tokens, reversed
+swap = [0, 3, 2, 1, 4]  # the tokens one before and one after the query at position 2 trade places
 alibi = lambda x: pl.attention(x @ wq_a, x @ wk_a, x @ wv_a, bias=sym_bias)[0]  # noqa: E731
 rope = lambda x: pl.attention(pl.apply_rope(x @ wq_a), pl.apply_rope(x @ wk_a), x @ wv_a)[0]  # noqa: E731
-torch.testing.assert_close(alibi(tokens[back]), alibi(tokens)[back])  # ALiBi: reversed in, reversed out
-assert not torch.allclose(rope(tokens[back]), rope(tokens)[back], atol=1e-3)  # RoPE: more than reversed
+torch.testing.assert_close(alibi(tokens[swap])[2], alibi(tokens)[2])  # ALiBi: the query at 2 cannot tell
+assert not torch.allclose(rope(tokens[swap])[2], rope(tokens)[2], atol=1e-3)  # RoPE: it can
 palindrome = tokens[[0, 1, 2, 1, 0]]  # tokens a b c b a
 ties = lambda out: {(a, b) for a in range(5) for b in range(a + 1, 5) if torch.allclose(out[a], out[b])}  # noqa: E731
 assert ties(alibi(palindrome)) == {(0, 4), (1, 3)}  # of the 10 pairs of positions, exactly the two mirror pairs
