@@ -397,9 +397,9 @@ print(f"random 64 x 8 table: an exact affine map only for k = {exact[0]} to 63 (
 # accuracy over three seeds at 512 tokens is at most 0.10 below its mean at 64; ✔ holds on all three
 # tasks, ~ on some, ✘ on none (any threshold from 0.08 to 0.14 gives the same grades). A task a method
 # has not learned at 64 tokens (mean below 0.6) neither holds nor falls: its fall says nothing about
-# length. That spares one entry, NoPE's grammar, at 0.43 against 0.68 to 0.77 for the other methods
-# (chapter 7: NoPE learned the rule only partly in its 400 steps); the cell prints every mean at 64 and
-# 512. The seeds agree with their mean on every method and task but two: one NoPE seed loses 0.125 on
+# length. That spares one entry, for any cut from 0.45 to 0.68: NoPE's grammar, at 0.43 against 0.68
+# to 0.77 for the other methods (chapter 7: NoPE learned the rule only partly in its 400 steps); the
+# cell prints every mean at 64 and 512. The seeds agree with their mean on every method and task but two: one NoPE seed loses 0.125 on
 # `recall_anywhere`, and two of T5's three seeds lose under 0.09 on the grammar (the third loses 0.281),
 # so T5's ~ rather than ✔ rests on one seed. Its scope: tiny decoders (2 layers, width 64, 4 heads, 400
 # training steps) trained on 64 tokens; a toy, not a measurement of large models. The rows grade plain
@@ -424,7 +424,8 @@ column_3 = {"none": "~", "sinusoidal": "✘", "t5": "~", "rope": "✘", "alibi":
 print("mean accuracy at 64 -> 512 tokens, over three seeds:")
 for m in column_3:
     print(f"  {m:10}", "  ".join(f"{t} {mean_at(m, t, 64):.2f} -> {mean_at(m, t, 512):.2f}" for t in tasks))
-assert {(m, t) for m in column_3 for t in tasks if mean_at(m, t, 64) < 0.6} == {("none", "grammar")}  # the one task not learned
+for cut in (0.45, 0.6, 0.68):  # the one task not learnt, for any cut from 0.45 to 0.68
+    assert {(m, t) for m in column_3 for t in tasks if mean_at(m, t, 64) < cut} == {("none", "grammar")}
 assert round(mean_at("none", "grammar", 64), 2) == 0.43
 assert [round(min(mean_at(m, "grammar", 64) for m in column_3 if m != "none"), 2),
         round(max(mean_at(m, "grammar", 64) for m in column_3), 2)] == [0.68, 0.77]
