@@ -201,7 +201,8 @@ print("the conventions table matches the library")
 # The map at a glance, now with a few words for each entry and, below it, a short note per method that
 # says where the entry is tested. ✔ yes, ✘ no, ~ partly, – does not apply, ? not tested here. The chapter
 # in brackets is where the entry is tested. The few entries no chapter tests are checked in the cells
-# after the notes, one cell per column, each right after a paragraph that says what it checks.
+# after the notes, one cell for each of columns 1, 2, 3 and 5, each right after a paragraph that says
+# what it checks.
 #
 # * **Column 1** asks whether a layer can tell positions apart, from where a query stands: whether two
 #   different tokens trading places can change the query's output (without positions they never can;
