@@ -253,13 +253,13 @@ print("the conventions table matches the library")
 # exists for any $k < 2^{d-2}$ ([chapter 2](02_integer_binary.ipynb) §3–4). Past a training length of
 # $2^b$ positions, bit $b$ turns on, a value training never showed (column 3's cell).
 #
-# **Sinusoids.** Behind a LayerNorm no two of 512 positions merge ($d = 16$; column 1's cell). A shift by $k$ is one
-# rotation $M_k$ ([chapter 3](03_sinusoids.ipynb) §4); in the axial 2-D form a shift by (rows, columns)
-# is one rotation too (column 5's cell).
+# **Sinusoids.** Behind a LayerNorm no two of 512 positions merge ($d = 16$; column 1's cell). A shift
+# by $k$ is one rotation $M_k$ ([chapter 3](03_sinusoids.ipynb) §4); in the axial 2-D form a shift by
+# (rows, columns) is one rotation too (column 5's cell).
 #
 # **Learned absolute.** One trained row per position ([chapter 2](02_integer_binary.ipynb) §6); a
-# LayerNorm merges two rows only if they differ by the same number in every feature, which no training
-# forces (column 1's cell, on a random table). Nothing forces a shift map (a random table, where training
+# LayerNorm merges two rows only if they differ by the same number in every feature, which nothing in
+# training pushes towards (column 1's cell, on a random table). Nothing forces a shift map (a random table, where training
 # starts, has none; column 2's cell), and there is no row past `max_len`. In n-D, ViT's one row per patch
 # in raster order (Dosovitskiy et al. 2021, §3.1) depends on the grid's width.
 #
@@ -267,8 +267,9 @@ print("the conventions table matches the library")
 # away ([chapter 4](04_relative.ipynb)): what $k$ apart adds depends on $k$ alone by construction. They
 # tell offsets apart only where the offsets get terms of their own: Shaw's up to the clip (every farther
 # offset reuses the last term), T5's only near the query (farther offsets share log-spaced buckets;
-# column 1's cell). Two keys that share a term can trade places without changing the query's output. In n-D, graded in Swin's form (Liu et al. 2021), one term per 2-D offset, which reads
-# a different entry for each direction (column 5's cell).
+# column 1's cell). Two keys that share a term can trade places without changing the query's output.
+# In n-D, graded in Swin's form (Liu et al. 2021), one term per 2-D offset, which reads a different
+# entry for each direction (column 5's cell).
 #
 # **RoPE.** $R_{m+k} = R_k R_m$, so scores depend only on $n - m$ ([chapter 5](05_rope.ipynb)); without a
 # mask a key $k$ before a query and one $k$ after still differ, so swapping the two changes the query's
@@ -293,7 +294,8 @@ print("the conventions table matches the library")
 #
 # **Where the map disagrees with source `001`.** `001` gives the integer code properties 1 to
 # 4 and binary codes properties 1 and 2. For the integer code and property 1, the map's ~ is the
-# LayerNorm that erases it (the integer-code note). For binary codes and property 2 see chapter 2's
+# LayerNorm that erases it (the integer-code note); for binary codes and property 1, the LayerNorm that
+# merges $p_0$ and $p_{2^d-1}$ (the binary-code note). For binary codes and property 2 see chapter 2's
 # erratum 1: least squares finds no affine map for small offsets. For the integer code and
 # property 3, `001` gives the ✔ without a reason. The map leaves it untested (?), as no model with an
 # integer code is trained here, and notes that the values grow without bound: position 1000 of a
@@ -302,8 +304,8 @@ print("the conventions table matches the library")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # **Column 1, checked in the next cell.** A LayerNorm subtracts each vector's mean over its features and
-# divides by its spread, so it merges two positions for every token exactly when their codes differ by the same number
-# in every feature; the cell compares the codes with their means removed. Sinusoids ($d = 16$) keep all
+# divides by its spread, so it merges two positions for every token exactly when their codes differ by
+# the same number in every feature; the cell compares the codes with their means removed. Sinusoids ($d = 16$) keep all
 # 512 positions apart, and so do the rows of a random table, where a learned one starts. Binary codes of
 # $d$ = 4, 5 and 6 bits keep $2^d - 1$ of their $2^d$ positions (15, 31 and 63): the all-zero $p_0$ and
 # the all-one $p_{2^d-1}$ merge. The first $2^d$ positions take every one of the $2^d$ codes of $d$ bits,
@@ -311,8 +313,8 @@ print("the conventions table matches the library")
 # without a mask, a symmetric ALiBi head (a random one): swapping the tokens one before and one after the
 # middle query leaves its output as it was; on the palindrome "a b c b a" its mirror positions (0 and 4,
 # 1 and 3) tie and no other pair does. The same head with RoPE instead: the swap changes the query's
-# output, and no pair of the palindrome ties. Last, T5's buckets (32 of them, `max_distance` 128) give every past distance below 16 its
-# own bucket and put 16, 17 and 18 in one, far short of 128.
+# output, and no pair of the palindrome ties. Last, T5's buckets (32 of them, `max_distance` 128) give
+# every past distance below 16 its own bucket and put 16, 17 and 18 in one, far short of 128.
 
 # %% slideshow={"slide_type": "fragment"}
 # Column 1: what a LayerNorm merges; symmetric ALiBi and RoPE without a mask; T5's shared buckets
