@@ -205,8 +205,8 @@ print("the conventions table matches the library")
 # what it checks.
 #
 # * **Column 1** asks whether a layer can tell positions apart, from where a query stands: whether two
-#   different tokens trading places can change the query's output (without positions they never can;
-#   chapter 1). One rule for every row: ✔ means every such swap among the tokens the query sees can, with
+#   different tokens trading places can change the query's output (without positions and without a
+#   mask they never can; chapter 1). One rule for every row: ✔ means every such swap among the tokens the query sees can, with
 #   or without a causal mask and with or without a LayerNorm before the layer, within the range the entry
 #   gives; ~ means only some swaps can, under a condition the entry names. The rule asks about different
 #   tokens: equal tokens trading places change nothing under any method.
