@@ -200,7 +200,7 @@ def test_lecture_minutes_fill_each_session():
 
 def _index_map(heading: str) -> list[list[str]]:
     """The method-by-property table under `heading` in 00_index: per row, the method and the leading mark
-    (✔, ✘, ~ or –) of each property."""
+    (✔, ✘, ~, – or ?) of each property."""
     text = (NB_DIR / "src" / "00_index.py").read_text()
     section = text[text.index(heading):]
     rows = []
@@ -218,7 +218,9 @@ def test_index_shows_the_same_map_twice():
     the same methods with the same marks."""
     glance, again = _index_map("## The map at a glance"), _index_map("## The map again, with the evidence")
     assert len(glance) == 9 and glance == again
-    assert {mark for row in glance for mark in row[1:]} == {"✔", "✘", "~", "–"}
+    assert {mark for row in glance for mark in row[1:]} == {"✔", "✘", "~", "–", "?"}
+    assert {row[0].split(" [")[0] for row in glance if "?" in row[1:]} == {"integer $i\\cdot\\mathbf 1$", "binary"}
+    assert all(row[3] == "?" for row in glance if "?" in row[1:])  # only column 3: untrained codes
 
 
 @pytest.mark.parametrize("src", CHAPTERS, ids=[p.stem for p in CHAPTERS])

@@ -71,7 +71,8 @@ print(P_int.cpu())
 # pattern (4). The cell checks 1 and 2 on 100 positions. Property 3 is claimed too soon: the code
 # is *defined* for every position, but its values grow without bound, so a model trained on up to
 # $n$ tokens meets, at every position past them, values larger than any it saw (checked for
-# $n = 64$). `00_index` rates it "~ values grow without bound"; the errata list the correction.
+# $n = 64$). `00_index` leaves it ungraded, "? not trained; its values grow without bound"; the errata
+# list the correction.
 
 # %% slideshow={"slide_type": "fragment"}
 P100 = pl.integer_positions(100, 8, device=device)
@@ -1520,7 +1521,7 @@ _ = check.gray_wave(gray_wave)
 #    "generalises to longer contexts" (from 8K to 32K tokens). It is *defined* for every position,
 #    but its values grow without bound: past the training length every value is one the model
 #    never saw (section 1 asserts it). So it should not generalise, argued from the values being new,
-#    not measured (no model here is run past its training length); `00_index` rates it "~".
+#    not measured (no model here is run past its training length); `00_index` leaves it ungraded ("?").
 # 3. **Bit index.** `001` numbers the columns from the most significant bit and calls the
 #    fastest bit $p_{i,d}$; with $d$ columns numbered from 0 it is $p_{i,d-1}$, bit 0 in this
 #    course's naming (section 3 asserts it flips at every step and that column $d$ does not
