@@ -74,8 +74,15 @@ g = torch.manual_seed(0)
 # Scout as base and Instruct. This project cannot reach the Hugging Face hub, so the package's
 # notes name the public copy each file was read from.
 #
+# Two lengths and one phrase first (made precise before the table): $L_0$ is the length a model's
+# scaling is anchored to, usually its pretraining context; $L$ is the longest span its RoPE layers
+# see as deployed; a pair **completes a turn** within a span when its angle goes once round the
+# circle ($2\pi$) inside it.
+#
 # **The one lesson of this section:** in every row of the table, a quarter to a half of the pairs
-# never complete a turn within the span $L$ the row's RoPE layers see. In the seven rows whose file writes an $L_0$ (the rows
+# never complete a turn within the span $L$ the row's RoPE layers see. (GPT-OSS's row is its
+# full-attention layers; its sliding layers see 128 tokens, where 23 of its 32 pairs never turn:
+# the box after the table.) In the seven rows whose file writes an $L_0$ (the rows
 # where the table compares plain RoPE with the scaled one), scaling changes that count by at most
 # 4 pairs (YaRN by none). The table and its list show it; the rest of the section is detail.
 #
@@ -136,7 +143,12 @@ assert len(MODELS) == 9  # seven models; Qwen2.5 twice (as shipped, with its car
 # **completes a turn** inside the context. A pair with $\lambda_j > L$ never does: it only ever
 # shows the model part of its circle. Why the count matters: a pair that turns within $L_0$ has
 # shown the model every angle it can take. A slower pair meets angles past $L_0$ that pretraining
-# never showed it. Those are the pairs that *need* stretching. (Which pairs a method does stretch
+# never showed it. Those are the pairs that *need* stretching. (Pretraining at $L_0$, that is:
+# Llama 3.1, DeepSeek-V3 and Phi-3 were then trained further at long context with their scaled
+# RoPE, as the Llama 3 paper, arXiv 2407.21783, and the DeepSeek-V3 and Phi-3 reports, arXiv
+# 2412.19437 and 2404.14219, describe; Qwen2.5's model card adds its YaRN block with no further
+# training. For Llama 3.1, $L = 16 L_0$ with `factor` 8: a pair divided by the full 8 meets angles
+# up to twice those it met within $L_0$, asserted after the box.) (Which pairs a method does stretch
 # differs by method: chapter 7.) For an engineer this is the length limit: chapter 7 §3 found plain
 # RoPE failing past $L_0$ because far keys, seen at such unseen angles, score high.
 #
@@ -197,7 +209,8 @@ for label, row in ROWS.items():
 # Read the table row by row (each sentence is asserted in the cell below; the box after it says why):
 #
 # * in **every** row, between a quarter and a half of the pairs never complete a turn
-#   within the row's span $L$, even at the deployed length;
+#   within the row's span $L$, even at the deployed length (GPT-OSS's sliding layers, which no row
+#   shows, leave more: the box);
 # * **YaRN** (Qwen with its model card's settings, DeepSeek-V3, GPT-OSS) turns exactly as
 #   many pairs at the deployed $L$ as plain RoPE at $L_0$;
 # * **Llama 3.1** turns more (35 → 39);
@@ -217,6 +230,8 @@ scout_row = ROWS[SCOUTS[1]]  # either file: its RoPE layers see one chunk, short
 claims = {  # one entry per sentence of the list above
     "every row: a quarter to a half of the pairs never turn within L": all(1 / 4 <= s <= 1 / 2
                                                                            for s in share_never.values()),
+    "not GPT-OSS's 128-token sliding layers: 23 of 32 never turn there, more than half":
+        32 - turns_within(ROWS["GPT-OSS 20B"]["inv_freq"], 128) == 23 > 32 / 2,
     "YaRN: as many pairs turn at L as plain RoPE turns at L0": all(count[r][0] == count[r][1] for r in YARN_ROWS),
     "Llama 3.1 turns more, 35 -> 39": count["Llama 3.1 8B"] == (35, 39),
     "Llama 4 Scout: contexts of 262 144 and 40 times that, both rows 35 -> 35 within one chunk of 8192":
@@ -239,7 +254,11 @@ assert short_span == {"Gemma 3 4B", "GPT-OSS 20B", *SCOUTS}  # three models (Sco
 # > **Going further: why the counts come out so.**
 # > * *GPT-OSS* uses one RoPE for all its layers, but half attend within a sliding window (each
 # >   token sees only itself and the 127 before it), a span in which only 9 of its 32 pairs turn, so
-# >   23 of 32 (72 %) never do there; its row gives the span of its full-attention layers.
+# >   23 of 32 (72 %) never do there; its row gives the span of its full-attention layers. Its
+# >   file also writes `truncate: false`: YaRN's ramp runs between two pair indices computed from
+# >   `beta_fast` and `beta_slow`, which transformers rounds to whole pairs by default; `false`
+# >   keeps them fractional. That changes pairs 9 to 17 (pair 17 turns at 0.567 times the rounded
+# >   ramp's frequency), but not how many pairs turn within $L_0$, $L$ or 128.
 # > * *YaRN*: here $L = sL_0$. `beta_slow` is the number of turns within $L_0$ below which a pair is
 # >   fully divided; all three files keep YaRN's default, 1. So YaRN divides every pair that does
 # >   not turn within $L_0$ by exactly $s$, and none of them starts to turn within $L$. The pairs it
@@ -266,6 +285,16 @@ assert short_span == {"Gemma 3 4B", "GPT-OSS 20B", *SCOUTS}  # three models (Sco
 gpt_oss = text_config(MODELS["GPT-OSS 20B"])
 assert gpt_oss["sliding_window"] == 128 and gpt_oss["layer_types"].count("sliding_attention") == 12 == 24 // 2
 assert turns_within(ROWS["GPT-OSS 20B"]["inv_freq"], 128) == 9 and round(100 * (32 - 9) / 32) == 72
+oss_rs = gpt_oss["rope_scaling"]  # truncate: false, against the rounded ramp
+assert oss_rs["truncate"] is False and oss_rs["rope_type"] == "yarn"
+oss_ramp = {truncate: pl.scaled_rope_frequencies(64, method="yarn", factor=oss_rs["factor"], base=gpt_oss["rope_theta"],
+                                                 original_max_position=oss_rs["original_max_position_embeddings"],
+                                                 truncate=truncate, dtype=torch.float64)[0] for truncate in (False, True)}
+torch.testing.assert_close(ROWS["GPT-OSS 20B"]["inv_freq"], oss_ramp[False])  # the row is the fractional ramp
+oss_ratio = oss_ramp[False] / oss_ramp[True]
+assert [j for j in range(32) if abs(oss_ratio[j] - 1) > 1e-9] == list(range(9, 18))
+assert round(oss_ratio[17].item(), 3) == 0.567 and oss_ratio.min() == oss_ratio[17]
+assert all(turns_within(oss_ramp[False], n) == turns_within(oss_ramp[True], n) for n in (4096, 131072, 128))
 # YaRN: beta_slow = 1, and the control beta_slow = 0.5
 for label in YARN_ROWS:  # beta_slow = 1: every pair slower than L0 is divided by exactly s
     row = ROWS[label]
@@ -285,6 +314,10 @@ assert turns_within(half_turn, 4 * 32768) == turns_within(qwen_plain, 32768) + 1
 assert turns_within(ROWS["Llama 3.1 8B"]["plain"], 2 * 8192) == 39  # the pairs with λ_j <= 2 L0
 llama_text = text_config(MODELS["Llama 3.1 8B"])
 assert llama_text["rope_scaling"]["factor"] == 8 and llama_text["max_position_embeddings"] == 16 * 8192  # factor 8, L 16 L0
+full8 = torch.isclose(ROWS["Llama 3.1 8B"]["plain"] / ROWS["Llama 3.1 8B"]["inv_freq"], torch.tensor(8.0).double())
+angle_at_L = ROWS["Llama 3.1 8B"]["inv_freq"][full8] * 16 * 8192  # cell 4: the pairs divided by the full 8
+assert full8.any() and torch.allclose(angle_at_L / (ROWS["Llama 3.1 8B"]["plain"][full8] * 8192),
+                                      torch.tensor(2.0).double())  # twice the angle range of L0
 assert scout_base["rope_scaling"] == scout_cfg["rope_scaling"]  # one RoPE block in both files
 from transformers import Llama4TextConfig  # the base file's empty no_rope_layers, as transformers reads it
 
@@ -419,7 +452,8 @@ print(f"full score: {near.item():+.4f} (3 apart), {far.item():+.4f} (3000 apart)
 # **The latent cache.** A model that generates text keeps every earlier token's keys and values
 # so that each new token computes only its own: its **KV cache** (§4 decodes with one). DeepSeek's attention
 # (multi-head latent attention, MLA) caches one small latent vector $c$ per token
-# (`kv_lora_rank` = 512 features) instead of every head's key and value, and makes each head's
+# (`kv_lora_rank` = 512 features: transformers' `DeepseekV3Config` default, as the stored file keeps
+# only the head sizes, which the cell checks against the defaults) instead of every head's key and value, and makes each head's
 # key from it with an up-projection: $k = W_{UK}\,c$.
 #
 # **Absorption.** At inference that projection can move to the query side,
@@ -525,6 +559,9 @@ from transformers.models.deepseek_v3.modeling_deepseek_v3 import apply_rotary_po
 
 ds_cfg = DeepseekV3Config()  # its defaults are DeepSeek-V3's sizes
 assert ds_cfg.rope_interleave is True and (ds_cfg.kv_lora_rank, ds_cfg.qk_rope_head_dim) == (512, 64)
+ds_stored = text_config(MODELS["DeepSeek-V3"])  # the stored file: no kv_lora_rank, but every head size it has
+assert "kv_lora_rank" not in ds_stored and all(getattr(ds_cfg, key) == ds_stored[key] for key in (
+    "hidden_size", "num_attention_heads", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"))
 from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3Attention  # noqa: E402
 
 tiny_cfg = DeepseekV3Config(hidden_size=16, num_attention_heads=heads, num_key_value_heads=heads, q_lora_rank=None,
@@ -889,8 +926,10 @@ assert pattern == (["sliding_attention"] * 5 + ["full_attention"]) * 2
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3 · Attention factors: LongRoPE and YaRN's `mscale`
 #
-# Two of the extension methods, YaRN and LongRoPE, also multiply q and k by an **attention
-# factor** $a$: the scores grow by $a^2$. For YaRN's factor, chapter 7 §2 cites the paper's
+# Two of the extension methods, YaRN and LongRoPE, also multiply the rotated features of q and k
+# by an **attention factor** $a$ (transformers multiplies its cos and sin tables by it; the cell
+# checks this). Features a head leaves unrotated are not multiplied, so only where RoPE covers the
+# whole head do the scores grow by $a^2$. For YaRN's factor, chapter 7 §2 cites the paper's
 # reason (Peng et al., 2023, arXiv 2309.00071): a fit to the lowest perplexity of stretched models;
 # this chapter does not measure it. Position
 # interpolation (`linear`), NTK, dynamic NTK and `llama3` leave it at 1 (asserted below). The
@@ -903,7 +942,7 @@ assert pattern == (["sliding_attention"] * 5 + ["full_attention"]) * 2
 # tokens, `long_factor` beyond; the attention factor is the same for both.
 
 # %% slideshow={"slide_type": "fragment"}
-print(f"{'model':<46}{'att.':>7}   (the attention factor: q and k are multiplied by it, the scores by its square)")
+print(f"{'model':<46}{'att.':>7}   (the attention factor: on q's and k's rotated features)")
 for label, row in ROWS.items():  # §1's rows, each at its deployed length L
     mark = "*" if label == "DeepSeek-V3" else ""  # its correction sits in the softmax scale instead (below)
     print(f"{label:<46}{row['factor']:>7.3f}{mark}")
@@ -924,6 +963,15 @@ stretch_only = {"llama3": ROWS["Llama 3.1 8B"]["factor"], "gemma_linear": ROWS["
                 **{kind: pl.scaled_rope_frequencies(64, method=kind, factor=4.0, original_max_position=4096,
                                                     seq_len=16384)[1] for kind in ("linear", "ntk", "dynamic")}}
 assert set(stretch_only.values()) == {1.0}, stretch_only  # no attention factor: only YaRN and LongRoPE have one
+from transformers import Qwen2Config  # noqa: E402  where transformers puts the factor: on its cos and sin tables
+from transformers.models.qwen2.modeling_qwen2 import Qwen2RotaryEmbedding  # noqa: E402
+
+qwen_yarn = MODELS["Qwen2.5 7B Instruct + YaRN (model card)"]["config"]
+qwen_rotary = Qwen2RotaryEmbedding(Qwen2Config(**{key: v for key, v in qwen_yarn.items() if key != "model_type"}))
+cos, sin = qwen_rotary(torch.zeros(1, 3, 8), torch.arange(3)[None])
+a_qwen = ROWS["Qwen2.5 7B Instruct + YaRN (model card)"]["factor"]
+assert math.isclose(qwen_rotary.attention_scaling, a_qwen)  # cos^2 + sin^2 = a^2: each rotated feature times a
+torch.testing.assert_close(cos**2 + sin**2, torch.full_like(cos, a_qwen**2))
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **YaRN.** $a = 0.1 \ln s + 1$ on q and k: GPT-OSS ($s = 32$) gets 1.347 and Qwen with
@@ -1416,6 +1464,9 @@ cfg = irope["config"]
 LENGTHS = [cfg["train_len"] * m for m in cfg["eval_multiples"]]
 METHODS = ["none", "rope", "irope", "irope+notemp", "irope+chunk"]
 assert len(cfg["seeds"]) == 3 and irope["cpu_time_s"] <= 600
+assert (cfg["d_model"], cfg["num_heads"], cfg["train_len"], LENGTHS) == (64, 4, 64, [64, 128, 256, 512])  # the setup above
+assert (cfg["eval_sequences"], cfg["entries"], cfg["keys"], cfg["values"]) == (128, 4, 8, 8)
+assert cfg["tasks"] == ["grammar", "recall", "recall_anywhere"] and cfg["noise"] == 0.25  # a quarter random
 exp_cfg = ex.ExperimentConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in cfg.items()})
 hooks = ex.build_model("irope", exp_cfg).positional
 assert not hooks.is_nope(0) and hooks.is_nope(1) and hooks.temperature and hooks.floor_scale == 64
@@ -1987,7 +2038,8 @@ assert transformers_llama.ok and transformers_llama.relative and len(transformer
 # *interleaved* (`mrope_interleaved`: pairs go to the axes $t, h, w$ in turn); Qwen2-VL's were
 # contiguous blocks. A kernel written for Qwen2-VL gives the right numbers on every text token,
 # whose three coordinates are equal, and wrong ones on an image (cited, not checked here:
-# alibaba/MNN PR #4133 says it fixed this for Qwen3-VL, Blaizzy/mlx-vlm PR #576 the reverse). The doctor's probes hold an image's
+# alibaba/MNN PR #4133 proposed a fix for this in Qwen3-VL and was closed; Blaizzy/mlx-vlm PR #576,
+# merged, fixed the reverse: Qwen2-VL and Qwen2.5-VL given the interleaved style). The doctor's probes hold an image's
 # $(t, h, w)$ grid, so it names the style. And where a config does not fix the pair layout at all (a
 # family posenc_lib's table does not know), the doctor reads the layout off `fn` and says what to
 # check, instead of guessing one and blaming `fn` for the guess.
