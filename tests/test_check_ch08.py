@@ -774,7 +774,7 @@ def test_the_checker_module_hands_over_no_answer():
             assert not any(round(v, 6) in answers for v in values(value) if v not in (1.0,)), name
     private = {n for n, v in vars(ch08).items() if callable(v) and n.startswith("_") and getattr(v, "__module__", "")
                == ch08.__name__}
-    assert private == {"_frequency_readers", "_transformers_frequencies", "_transformers_yarn", "_checker_rotations", "_longrope", "_dynamic", "_port_cases", "_deepseek_config",
+    assert private == {"_frequency_readers", "_transformers_frequencies", "_transformers_yarn", "_checker_rotations", "_under_guard", "_longrope", "_dynamic", "_port_cases", "_deepseek_config",
                        "_log_mean_exp", "_log_odds", "_heaviest", "_needle_cases", "_simulations",
                        "_some", "_keys_at", "_shift_misreadings"}
     n, n0, gap = ch08._needle_cases()  # the cases are inputs: no tensor of the module holds a scale
@@ -855,3 +855,51 @@ def test_ch08_deepseek_v2_lite_config_writes_the_reports_coefficient():
     scaling = config["rope_scaling"]
     assert scaling["type"] == "yarn" and scaling["mscale"] == scaling["mscale_all_dim"] == 0.707
     assert round(0.1 * scaling["mscale_all_dim"], 4) == 0.0707
+
+
+_FRESH_IMPORT = '''
+import math, sys
+from posenc_lib import check
+assert "transformers.modeling_rope_utils" not in sys.modules  # a fresh kernel: the learner has not loaded it
+
+
+def query_scales(m, a, s):
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # imported inside the answer
+    from transformers import DeepseekV3Config
+    rs = {"rope_type": "yarn", "factor": s, "original_max_position_embeddings": 4096, "mscale": m,
+          "mscale_all_dim": a}
+    _, factor = ROPE_INIT_FUNCTIONS["yarn"](DeepseekV3Config(rope_scaling=rs, max_position_embeddings=int(4096 * s)),
+                                            "cpu")
+    mu = 0.1 * a * math.log(s) + 1
+    return mu**2, (factor * mu) ** 2
+
+
+def cache_rotations(config, prompt, new):
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # imported inside the answer
+    from transformers import LlamaConfig
+    ROPE_INIT_FUNCTIONS["linear"](LlamaConfig(rope_scaling={"rope_type": "linear", "factor": 2.0}), "cpu")
+    return prompt + new
+
+
+print("EX2", check.deepseek_mscales(query_scales))
+print("EX1", check.cache_rotations(cache_rotations))
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+print("RESTORED", ROPE_INIT_FUNCTIONS["yarn"].__code__.co_name)
+'''
+
+
+def test_refusals_hold_when_the_answer_imports_transformers_itself():
+    """A fresh interpreter where transformers is not loaded: an answer that imports ROPE_INIT_FUNCTIONS inside
+    itself and calls its YaRN (Exercise 2), or its linear entry (Exercise 1), is refused all the same; the functions
+    are put back after."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    done = subprocess.run([sys.executable, "-c", _FRESH_IMPORT], capture_output=True, text=True, timeout=240,
+                          cwd=Path(__file__).parents[1])
+    out = done.stdout
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "EX2 False" in out and "calls transformers' ROPE_INIT_FUNCTIONS['yarn']" in out, out
+    assert "EX1 False" in out and "calls transformers' ROPE_INIT_FUNCTIONS['linear']" in out, out
+    assert "RESTORED _compute_yarn_parameters" in out, out

@@ -86,6 +86,19 @@ def _checker_rotations() -> tuple[tuple[Any, str, str], ...]:
                  for name in ("_keys_at", "_shift_misreadings"))
 
 
+def _under_guard(fn: Any, cases: Any, doors: Callable[[], tuple[tuple[Any, str, str], ...]],
+                 **options: Any) -> tuple[dict, Any]:
+    """``answers_under_guard`` with the doors ``doors()`` lists, which cover only the modules already loaded (the
+    checker imports no heavy library). An answer that imports transformers itself would meet its doors unguarded,
+    so when a call loads a module that adds doors, every case runs again with those refused too (the cases are
+    the same; the second run finds the modules loaded and the doors swapped, however the answer reaches them)."""
+    refused = doors()
+    answers, stopped = answers_under_guard(fn, cases, refused, **options)
+    if stopped is None and len(doors()) > len(refused):
+        answers, stopped = answers_under_guard(fn, cases, doors(), **options)
+    return answers, stopped
+
+
 # ---------------------------------------------------------------- Exercise 1: an exact cache's rotations
 
 def _longrope(original: int, maximum: int) -> dict:
@@ -195,8 +208,8 @@ def cache_rotations(answer: Callable[[dict, int, int], Any] | None) -> bool | No
             _, config, prompt, new, _, _ = _ROTATION_CASES[i]
             return fn(dict(config), prompt, new)
 
-        answers, stopped = answers_under_guard(one, [(i,) for i in range(len(_ROTATION_CASES))],
-                                               _frequency_readers() + _transformers_frequencies())
+        answers, stopped = _under_guard(one, [(i,) for i in range(len(_ROTATION_CASES))],
+                                        lambda: _frequency_readers() + _transformers_frequencies())
         if stopped is not None:
             yield stopped_verdict(stopped[1], "your function", shortcut="that measures the frequencies at each "
                                   "length instead of knowing when they change", loop="loops over the generated "
@@ -267,7 +280,7 @@ def deepseek_mscales(answer: Callable[[float, float, float], Any] | None) -> boo
 
     def run(fn):
         cases = _port_cases()
-        answers, stopped = answers_under_guard(fn, cases, _frequency_readers() + _transformers_yarn(), loops=False)
+        answers, stopped = _under_guard(fn, cases, lambda: _frequency_readers() + _transformers_yarn(), loops=False)
         if stopped is not None:
             yield stopped_verdict(stopped[1], "your function", shortcut="it reads the multipliers off a library, "
                                   "and deriving them is the exercise")
