@@ -317,6 +317,21 @@ def test_cache_rotations_names_each_misconception(misconception, words, capsys):
         assert count == prompt + new or not re.search(rf"\b{count}\b", out.replace(" ", ""))
 
 
+@pytest.mark.parametrize("misconception", ["threshold", "late"])
+def test_cache_rotations_names_a_partial_misconception_alone(misconception, capsys):
+    """A misreading on the LongRoPE configs only (right elsewhere): where its count collides with others (the
+    prompt's keys, an unread token, a new key), the checker names the one the answer shows throughout, not every
+    reading that gives that one count."""
+    def partial(c, p, n):
+        return (_with(misconception) if _kind(c)[0] == "longrope" else rotations_by_rule)(c, p, n)
+
+    ok, out = run(check.cache_rotations, partial, capsys)
+    assert ok is False and MISCONCEPTION_WORDS[misconception] in out, out
+    others = [w for k, w in MISCONCEPTION_WORDS.items() if k != misconception]
+    assert not any(w in out for w in others), out
+    assert "; or " not in out, out
+
+
 def test_cache_rotations_misconceptions_differ_over_the_cases():
     """Two misconceptions may give one count in a case (an early threshold and a new key forgotten, on LongRoPE),
     but never the same counts in every case: that is what lets the checker name each one alone."""

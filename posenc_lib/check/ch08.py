@@ -221,11 +221,17 @@ def cache_rotations(answer: Callable[[dict, int, int], Any] | None) -> bool | No
         # counts. A misconception that fits every case is named once, so each has a message of its own.
         fits = [k for k in _ROTATION_MISCONCEPTIONS
                 if all(d == wrong.get(k, right) for d, (*_, right, wrong) in zip(digests, _ROTATION_CASES))]
+        # Where one count fits several misreadings, the ones that fit most of the answer's counts are named (two at
+        # most): a misreading the answer shows in one case only is not offered beside the one it shows throughout.
+        support = {k: sum(d == wrong.get(k, right) for d, (*_, right, wrong) in zip(digests, _ROTATION_CASES))
+                   for k in _ROTATION_MISCONCEPTIONS}
         legacy = all(d == (wrong.get("never", right) if name.startswith("LongRoPE") else right)
                      for d, (name, *_, right, wrong) in zip(digests, _ROTATION_CASES))
         for (name, _, _, _, right, wrong), raw, got, digest in zip(_ROTATION_CASES, answers.values(), counts,
                                                                    digests):
-            named = [_ROTATION_MISCONCEPTIONS[k] for k, d in wrong.items() if d == digest]
+            candidates = [k for k, d in wrong.items() if d == digest]
+            best = max((support[k] for k in candidates), default=0)
+            named = [_ROTATION_MISCONCEPTIONS[k] for k in candidates if support[k] == best][:2]
             if got is None:
                 yield False, f"{name}: {raw!r} is not a count (a whole number)"
             elif digest == right:
