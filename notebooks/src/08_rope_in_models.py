@@ -143,14 +143,17 @@ assert len(MODELS) == 9  # seven models; Qwen2.5 twice (as shipped, with its car
 # **completes a turn** inside the context. A pair with $\lambda_j > L$ never does: it only ever
 # shows the model part of its circle. Why the count matters: a pair that turns within $L_0$ has
 # shown the model every angle it can take. A slower pair meets angles past $L_0$ that pretraining
-# never showed it. Those are the pairs that *need* stretching. (Pretraining at $L_0$, that is:
-# Llama 3.1, DeepSeek-V3 and Phi-3 were then trained further at long context with their scaled
-# RoPE, as the Llama 3 paper, arXiv 2407.21783, and the DeepSeek-V3 and Phi-3 reports, arXiv
-# 2412.19437 and 2404.14219, describe; Qwen2.5's model card adds its YaRN block with no further
-# training. For Llama 3.1, $L = 16 L_0$ with `factor` 8: a pair divided by the full 8 meets angles
-# up to twice those it met within $L_0$, asserted after the box.) (Which pairs a method does stretch
+# never showed it. Those are the pairs that *need* stretching. (Which pairs a method does stretch
 # differs by method: chapter 7.) For an engineer this is the length limit: chapter 7 §3 found plain
 # RoPE failing past $L_0$ because far keys, seen at such unseen angles, score high.
+#
+# "Pretraining" here is the training at $L_0$. Llama 3.1 and DeepSeek-V3 were then trained
+# further at long context with their scaled RoPE, as the Llama 3 paper (arXiv 2407.21783) and the
+# DeepSeek-V3 report (arXiv 2412.19437) describe; Phi-3's 128k model was extended with LongRoPE
+# (the Phi-3 report, arXiv 2404.14219), a method that fine-tunes at long context; Qwen2.5's model
+# card adds its YaRN block with no further training. So a model of the first three has met some
+# angles past $L_0$ in that later training. For Llama 3.1, $L = 16 L_0$ with `factor` 8: a pair
+# divided by the full 8 meets angles up to twice those it met within $L_0$ (asserted after the box).
 #
 # The table gives, per model (and per layer type for Gemma 3):
 #
