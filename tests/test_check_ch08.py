@@ -878,7 +878,12 @@ from posenc_lib import check
 assert "transformers.modeling_rope_utils" not in sys.modules  # a fresh kernel: the learner has not loaded it
 
 
+KEPT = {}  # the answers of a first run, kept for a second one with the same settings
+
+
 def query_scales(m, a, s):
+    if (m, a, s) in KEPT:
+        return KEPT[m, a, s]
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # imported inside the answer
     from transformers import DeepseekV3Config
     rs = {"rope_type": "yarn", "factor": s, "original_max_position_embeddings": 4096, "mscale": m,
@@ -886,7 +891,8 @@ def query_scales(m, a, s):
     _, factor = ROPE_INIT_FUNCTIONS["yarn"](DeepseekV3Config(rope_scaling=rs, max_position_embeddings=int(4096 * s)),
                                             "cpu")
     mu = 0.1 * a * math.log(s) + 1
-    return mu**2, (factor * mu) ** 2
+    KEPT[m, a, s] = mu**2, (factor * mu) ** 2
+    return KEPT[m, a, s]
 
 
 def cache_rotations(config, prompt, new):
@@ -905,8 +911,8 @@ print("RESTORED", ROPE_INIT_FUNCTIONS["yarn"].__code__.co_name)
 
 def test_refusals_hold_when_the_answer_imports_transformers_itself():
     """A fresh interpreter where transformers is not loaded: an answer that imports ROPE_INIT_FUNCTIONS inside
-    itself and calls its YaRN (Exercise 2), or its linear entry (Exercise 1), is refused all the same; the functions
-    are put back after."""
+    itself and calls its YaRN (Exercise 2), or its linear entry (Exercise 1), is refused all the same, even one that
+    keeps its first answers for settings met again (Exercise 2 draws new ones); the functions are put back after."""
     import subprocess
     import sys
     from pathlib import Path

@@ -87,16 +87,20 @@ def _checker_rotations() -> tuple[tuple[Any, str, str], ...]:
 
 
 def _under_guard(fn: Any, cases: Any, doors: Callable[[], tuple[tuple[Any, str, str], ...]],
-                 **options: Any) -> tuple[dict, Any]:
+                 **options: Any) -> tuple[Any, dict, Any]:
     """``answers_under_guard`` with the doors ``doors()`` lists, which cover only the modules already loaded (the
     checker imports no heavy library). An answer that imports transformers itself would meet its doors unguarded,
-    so when a call loads a module that adds doors, every case runs again with those refused too (the cases are
-    the same; the second run finds the modules loaded and the doors swapped, however the answer reaches them)."""
-    refused = doors()
-    answers, stopped = answers_under_guard(fn, cases, refused, **options)
+    so when a call loads a module that adds doors, every case runs again with those refused too (the second run
+    finds the modules loaded and the doors swapped, however the answer reaches them). ``cases`` is a list, or a
+    function that draws the cases: then the second run draws new ones, so that no answer kept from the first run
+    fits them. Returns (the cases run, their answers, the stop or None)."""
+    draw = cases if callable(cases) else (lambda: cases)
+    refused, run = doors(), draw()
+    answers, stopped = answers_under_guard(fn, run, refused, **options)
     if stopped is None and len(doors()) > len(refused):
-        answers, stopped = answers_under_guard(fn, cases, doors(), **options)
-    return answers, stopped
+        run = draw()
+        answers, stopped = answers_under_guard(fn, run, doors(), **options)
+    return run, answers, stopped
 
 
 # ---------------------------------------------------------------- Exercise 1: an exact cache's rotations
@@ -208,8 +212,8 @@ def cache_rotations(answer: Callable[[dict, int, int], Any] | None) -> bool | No
             _, config, prompt, new, _, _ = _ROTATION_CASES[i]
             return fn(dict(config), prompt, new)
 
-        answers, stopped = _under_guard(one, [(i,) for i in range(len(_ROTATION_CASES))],
-                                        lambda: _frequency_readers() + _transformers_frequencies())
+        _, answers, stopped = _under_guard(one, [(i,) for i in range(len(_ROTATION_CASES))],
+                                           lambda: _frequency_readers() + _transformers_frequencies())
         if stopped is not None:
             yield stopped_verdict(stopped[1], "your function", shortcut="that measures the frequencies at each "
                                   "length instead of knowing when they change", loop="loops over the generated "
@@ -285,8 +289,8 @@ def deepseek_mscales(answer: Callable[[float, float, float], Any] | None) -> boo
     1/sqrt(head_dim) and a RoPE without attention factor compute DeepSeek's scores exactly."""
 
     def run(fn):
-        cases = _port_cases()
-        answers, stopped = _under_guard(fn, cases, lambda: _frequency_readers() + _transformers_yarn(), loops=False)
+        cases, answers, stopped = _under_guard(fn, _port_cases, lambda: _frequency_readers() + _transformers_yarn(),
+                                               loops=False)
         if stopped is not None:
             yield stopped_verdict(stopped[1], "your function", shortcut="it reads the multipliers off a library, "
                                   "and deriving them is the exercise")
