@@ -267,7 +267,8 @@ print("the conventions table matches the library")
 # away ([chapter 4](04_relative.ipynb)): what $k$ apart adds depends on $k$ alone by construction. They
 # tell offsets apart only where the offsets get terms of their own: Shaw's up to the clip (every farther
 # offset reuses the last term), T5's only near the query (farther offsets share log-spaced buckets;
-# column 1's cell). Two keys that share a term can trade places without changing the query's output.
+# column 1's cell). Two keys that share a term can trade places without changing the query's output
+# (column 1's cell too).
 # In n-D, graded in Swin's form (Liu et al. 2021), one term per 2-D offset, which reads a different
 # entry for each direction (column 5's cell).
 #
@@ -314,7 +315,9 @@ print("the conventions table matches the library")
 # middle query leaves its output as it was; on the palindrome "a b c b a" its mirror positions (0 and 4,
 # 1 and 3) tie and no other pair does. The same head with RoPE instead: the swap changes the query's
 # output, and no pair of the palindrome ties. Last, T5's buckets (32 of them, `max_distance` 128) give
-# every past distance below 16 its own bucket and put 16, 17 and 18 in one, far short of 128.
+# every past distance below 16 its own bucket and put 16, 17 and 18 in one, far short of 128: under a
+# causal mask, the keys 16 and 18 before a query trade places without changing its output; those 14 and
+# 15 before it do change it.
 
 # %% slideshow={"slide_type": "fragment"}
 # Column 1: what a LayerNorm merges; symmetric ALiBi and RoPE without a mask; T5's shared buckets
@@ -350,6 +353,14 @@ assert ties(rope(palindrome)) == set()  # RoPE: no ties
 t5_near = pl.t5_relative_bucket(-torch.arange(20), bidirectional=False, num_buckets=32, max_distance=128)
 assert t5_near[16] == t5_near[17] == t5_near[18] and len(set(t5_near[:16].tolist())) == 16  # shared from 16 on, far short of 128
 print("T5 (32 buckets, max_distance 128), buckets of distances 14 to 19:", t5_near[14:].tolist())
+g5 = torch.Generator().manual_seed(2)
+t5_bias = torch.randn(32, generator=g5, dtype=torch.float64)[  # one learned term per bucket, key minus query
+    pl.t5_relative_bucket(pl.relative_positions(20), bidirectional=False, num_buckets=32, max_distance=128)]
+t5 = lambda x: pl.attention(x @ wq_a, x @ wk_a, x @ wv_a, causal=True, bias=t5_bias)[0]  # noqa: E731
+seq = torch.randn(20, 8, generator=g5, dtype=torch.float64)  # 20 different tokens; the query is the last, 19
+far, near = [0, 3, 2, 1] + list(range(4, 20)), list(range(4)) + [5, 4] + list(range(6, 20))
+torch.testing.assert_close(t5(seq[far])[19], t5(seq)[19])  # distances 18 and 16 trade places: one bucket, no change
+assert not torch.allclose(t5(seq[near])[19], t5(seq)[19], atol=1e-3)  # distances 15 and 14: two buckets, a change
 
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
