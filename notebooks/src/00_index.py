@@ -207,7 +207,7 @@ print("the conventions table matches the library")
 # * **Column 1** asks whether a layer can tell positions apart, from where a query stands: whether two
 #   different tokens other than the query's own trading places can change the query's output (without positions and without a
 #   mask they never can; chapter 1). One rule for every row: ✔ means every such swap among the tokens the query sees can, with
-#   or without a causal mask and with or without a LayerNorm before the layer, within the range the entry
+#   or without a causal mask and with or without a LayerNorm (it removes each vector's mean and scale) before the layer, within the range the entry
 #   gives; ~ means only some swaps can, under a condition the entry names. The rule asks about different
 #   tokens: equal tokens trading places change nothing under any method.
 # * **Column 2** grades one thing per row. For a method with a code $p_i$, its mark grades whether one affine
