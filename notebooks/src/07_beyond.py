@@ -864,8 +864,8 @@ assert [round(over_mean["rope+yarn"].min().item(), 1), round(over_mean["rope+yar
 #   seed beats NoPE's best by 7 answers of 512, separation 1.3; the end of this section counts it).
 # * RoPE falls fastest of the five trained methods that run past 64 tokens: the largest drop from
 #   64 tokens at every longer length (learned positions cannot run there).
-# * ALiBi's recency penalty costs it the lookup past 128 tokens (chapter 6 §4 takes that fall
-#   apart).
+# * ALiBi loses the lookup past 128 tokens (chapter 6 §4 asks how much of that fall its penalty
+#   causes, and finds it mixed with the layout).
 # * Position interpolation rescues RoPE: every seed of RoPE + PI beats every seed of plain RoPE at
 #   128, 256 and 512. PI also beats NTK and YaRN at 128 and 512.
 # * **NTK makes RoPE worse**: every seed of plain RoPE beats every seed of RoPE + NTK at 128 and

@@ -271,7 +271,7 @@ print("003's builder:", "more than 5 times slower" if slow > 5 * fast else "not 
 # |---|---|---|
 # | arithmetic | `FlopCounterMode` (a multiply-add is 2), or the entries a `mul` call writes | one multiplication |
 # | calls | `RecordCalls` / `RecordOps`, every torch call or ATen operator a computation runs | one call |
-# | bytes | `RecordOps`, the bytes of each tensor an operator reads or writes | the one-pass bound (below) |
+# | bytes | `RecordOps` (§2) or `RecordMoves` (§3), the bytes of each tensor an operator or call reads or writes | the one-pass bound (below) |
 #
 # Chapter 5 (§11) showed that building the d × d matrix R_m for every position stores d times
 # more numbers than the cos and sin tables `apply_rope` uses, and gives the same result. It also
@@ -689,7 +689,7 @@ print("entries more than half a bf16 step from the float64 answer: under 1 % for
       "more off; transformers' largest error is above apply_rope's too")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# Sources 000 and 003 rotate in complex numbers, the form source 000 attributes to Llama's code. A table
+# Sources 000 and 003 rotate in complex numbers, the form source 003 attributes to Llama's code. A table
 # `freqs_cis = torch.polar(torch.ones_like(freqs), freqs)` holds e^{i·angle} (complex64, made once);
 # x is copied to float32, each pair (2j, 2j + 1) is viewed as one complex number (`view_as_complex`),
 # multiplied by the table, viewed back as pairs of reals (`view_as_real`, `flatten`) and copied back to
@@ -935,8 +935,9 @@ assert xs_cpu.shape == (1024, 64) and xs_cpu.dtype == torch.float32 and xb.dtype
 #
 # Source 003 asks, in a comment on its `precompute_freqs_cis`, whether `freqs_cis` should not be
 # fixed once the model's width and the longest input are set, reading its parameter `end` as each
-# input's length. It already is fixed in the code this function comes from: as source 000 quotes it,
-# `precompute_freqs_cis(dim, max_seq_len * 2)` is called once, in the attention module's `__init__`,
+# input's length. It already is fixed: source 000's example calls
+# `precompute_freqs_cis(dim, max_seq_len * 2)` once, in its attention module's `__init__`, and Meta's
+# Llama code calls it once per model (in `Transformer.__init__`, with the head width `dim // n_heads`),
 # so `end` is the longest length, not each input's. The cell above measures what that saves.
 # `RotaryEmbedding` builds its tables once: no sine or cosine from its second call on. The stateless
 # `apply_rope` computes L · d/2 cosines and as many sines on every call, and writes the tables again,
