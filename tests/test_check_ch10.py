@@ -125,6 +125,18 @@ def test_dividing_by_cos_is_named(capsys):
     assert "half turn" not in out and "shear" not in out and "clone" not in out  # the failure, not a design
 
 
+def test_a_nan_in_g_is_counted_not_printed_as_a_size(capsys):
+    """A NaN has no size: the message counts the entries that are not finite instead of printing "up to nan"."""
+    def nan_at_one_entry(g, cos, sin, layout):
+        right(g, cos, sin, layout)
+        g[..., 1, 1] = float("nan")  # feature 1 at position 1, in every head of every sequence
+
+    ok, out = verdict(nan_at_one_entry, capsys)
+    assert ok is False and "nan" not in out and out.count("NaN or infinite at") == len(ch10._CASES), out
+    heads = [math.prod(shape[:2]) for shape, _, _ in ch10._CASES]
+    assert [int(n.replace(",", "")) for n in re.findall(r"NaN or infinite at ([\d,]+) of", out)] == heads, out
+
+
 def test_an_error_in_one_case_names_that_case_and_the_others_still_run(capsys):
     def by_rows(g, cos, sin, layout):  # right, but g.view fails on the strided gradients
         right(g.view(-1, g.shape[-2], g.shape[-1]), cos, sin, layout)
@@ -312,7 +324,7 @@ def wrong_sign_of_both(g, cos, sin, layout):  # neither named case: reported by 
     (stale_first, "computed from the other member after that member was overwritten"),
     (other_layout, "as if its pairs were laid out as"),
     (unchanged, "g is unchanged"),
-    (wrong_sign_of_both, "differs from R^T g by up to"),
+    (wrong_sign_of_both, "differs from R^T g: off by up to"),
 ])
 def test_misconceptions_are_named(answer, name, capsys):
     ok, out = verdict(answer, capsys)
@@ -430,6 +442,7 @@ def test_a_float_is_refused(capsys):
     (lambda B, h, L, d, b: 2 + Fraction(2 * 2 * L * (d // 2) * b, 2 * B * h * L * d * b), "in x's dtype"),
     (lambda B, h, L, d, b: 2 + Fraction(2, B * h * b), "only one of the step's two passes"),
     (lambda B, h, L, d, b: 2, "leaves the tables out"),
+    (lambda B, h, L, d, b: 2 + Fraction(2 * 2 * L * (d // 2) * 4, 2 * B * h * L * d * 2), "in one fixed dtype"),
     (lambda B, h, L, d, b: 2 + Fraction(8, B * h * b), "a table entry for every feature of x"),
     (lambda B, h, L, d, b: 1 + Fraction(2, B * h * b), "the forward pass alone"),
     # a low-precision temporary: the float32 tables read, cast to x's dtype (written), the copy read by the rotation

@@ -309,15 +309,17 @@ print(f"same result; the dense form holds {R_all.numel():,} numbers (the input {
 # ATen operator a call runs, and counts the bytes of each tensor an operator reads or writes. The
 # counts depend on the path `apply_rope` takes. Where the machine has a C compiler, it takes a C kernel:
 # a compiled loop written to read each pair once, rotate it and write it once. Otherwise it takes a torch
-# path: the rotation written as a few whole-tensor torch calls. §3 describes both and when each
-# runs. The cell counts the torch path, with the kernel switched off, so on any machine; the C kernel's
+# path: the rotation written as a few whole-tensor torch calls. Which one runs when is §3's subject;
+# here it is enough that both exist. The cell counts the torch path, with the kernel switched off, so on any machine; the C kernel's
 # bytes, tables included, are left for the end of §4, after an exercise that asks you to predict them.
 #
 # From here on, the bytes a computation moves are counted in one unit, the **one-pass bound**: the
 # bytes of reading x once and writing a result of x's size once, twice x's bytes (so its bytes per entry
 # follow x's dtype, which §3 changes). The bound is what `x * 1.5` moves (the cell checks it). No function
 # that reads every value of x and returns a new tensor of x's size can move less. The only other byte figures
-# are plain bytes (the MiB above, §5's bytes per position) and §6's shares, which are fractions.
+# are plain bytes (the MiB above, §5's bytes per position) and §6's shares, which are fractions. The
+# chapter counts with four rules, each named where it first counts (`bytes_of` in the next cell); they
+# differ in which operators and which tensors they include, and §4 ends with a table of all four.
 
 # %% slideshow={"slide_type": "fragment"}
 with RecordCalls() as dense_calls:
@@ -349,9 +351,8 @@ with cpu_kernel.use_cpu_kernel(False):  # the torch path, on any machine
                   "RotaryEmbedding": bytes_of(lambda: rope_64.rotate(xs_cpu))}
 assert bytes_of(lambda: xs_cpu * 1.5) == 1  # the unit: x read once, a result of x's size written once
 torch_rotation = bytes_of(lambda: torch_fast.rotate(xs_cpu, cos_64, sin_64, "interleaved"))
-# the torch path packs cos and sin into one complex table (reads 1/2, writes 1/2), then multiplies x by it (reads
-# 1, writes 1/2): 2.5; apply_rope also writes the angles (1/4), and cos and sin each read them and write 1/4:
-# 1.25 more, and the positions and frequencies it starts from (1/20)
+# the torch path packs cos and sin into one complex table, then multiplies x by it; apply_rope also makes the
+# angles, and cos and sin from them, before it rotates (§4 counts the tables' share, after its exercise)
 assert torch_path["RotaryEmbedding"] == torch_rotation == 2.5
 assert 3.75 < torch_path["apply_rope"] < 3.85
 print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 * x_bytes):.0f} "
@@ -366,8 +367,9 @@ print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 
 # about 10 separate float32 multiplications or additions in the time its memory moves one byte
 # (NVIDIA's data sheet for the SXM card: 67 TFLOPS, which counts a fused multiply-add as two, against
 # 3.35 TB/s). So on a GPU the arithmetic is nearly free, and for large tensors the bytes set the floor.
-# In the quoted H100 run of §5, a one-pass prototype took 1.41, 1.25 and 1.09 × a copy's time, nearest
-# a copy at the longest L. The best a RoPE kernel can do is a copy's time: one read and one write. A
+# A copy (`clone`) reads x once and writes it once: exactly one one-pass bound, so its time is the
+# yardstick. In the H100 run that §5 quotes, a one-pass prototype took 1.41, 1.25 and 1.09 × a copy's time,
+# nearest a copy at the longest L. The best a RoPE kernel can do is a copy's time: one read and one write. A
 # count of bytes is a floor, not a prediction of time: Hugging Face's code, counted below at 5 one-pass
 # bounds, took 6.7 to 9.1 copies' time in that run (§5), not 5. Two other costs are not bytes: each
 # call's fixed cost, however small its tensors, and whether the tensors are already in a cache, which small ones can be. Both weigh on
@@ -457,7 +459,8 @@ print("against rotate_pairs in float32, for bf16 and float32 inputs and both lay
 # Where does the C kernel start to pay? `rotary.SMALL` comes from `make bench` (`benchmarks/README.md`,
 # "Where the C kernel pays off"; quoted here, not measured): the kernel's time over the reference's,
 # for x of (4, seq, 64) with cos and sin given, medians of 5 paired rounds on one loaded 2-core Intel
-# Xeon VM. In the interleaved layout its forward pass is faster at every size measured (0.90 at 256
+# Xeon VM. In the interleaved layout its forward pass is faster at every size in that table, 256 to 65 536
+# elements (0.90 at 256
 # float32 elements); in float32's half layout it is slower up to 4096 elements (1.13 at 256).
 # From 16 384 elements on it is faster in every column, the closest to 1 being float32's half layout,
 # forward + backward (0.96). So `SMALL` is a choice read from noisy medians on one machine, not a
@@ -803,7 +806,8 @@ print(f"forward + backward on xb-sized data: the plain form {whole_tensor(plain_
 # what each of the two reads and writes, and write `step_bounds(batch, heads, seq, d, itemsize)`:
 # every byte those two operators read and write, tables included, in one-pass bounds of that x, as an exact
 # number (a `fractions.Fraction` or an int). The checker asks at sizes no tensor could have (up to 10⁴⁰
-# positions), so write the count itself.
+# positions), so write the count itself. It also asks at 1 and 8 bytes per entry, dtypes the C operator does
+# not take: the same count, for a step that would run as this one does.
 
 # %% slideshow={"slide_type": "fragment"}
 from fractions import Fraction
@@ -1119,8 +1123,9 @@ else:
 # **How fast, on a GPU: two quoted measurements, not run here.** The unit of both is the time of one
 # elementwise pass over q and k, `q * c, k * c`. What they support is one run's result at one length: on
 # the H200, bf16, at L = 16384, the library's kernel ran within 5 to 40 % of that pass, and Hugging Face's
-# eager code 8 to 11 times slower than it; at L = 4096 the same run had the library's two paths at 16.34
-# and 6.44 passes, far from it. The first run, quoted from `benchmarks/README.md`
+# eager code took 11.60 passes, 8.3 and 11 times the library's two paths (one measurement of HF at that
+# length and dtype; in float32 it took 7.37); at L = 4096 the same run had the library's two paths at
+# 16.34 and 6.44 passes, far from it. The first run, quoted from `benchmarks/README.md`
 # ("A quoted GPU measurement"): one NVIDIA H100 80GB HBM3, torch 2.11, CUDA events, the median of 25 calls,
 # before the library had this kernel; q is (1, 32, L, 128), k (1, 8, L, 128), bf16, the half layout,
 # forward only. The columns up to `torch.compile` are in units of `q * c, k * c`, the last in units of
@@ -1145,8 +1150,12 @@ else:
 # Triton 3.6, same shapes, one run; its `q * c` multiplies by the scalar 1.5, so it is one one-pass bound).
 # At L = 16384 `apply_rope` took 1.40 × and `RotaryEmbedding` 1.05 ×, HF eager 11.60 × (11.8 copies: again
 # not §3's 5 bounds, for reasons not traced). At L = 4096 the
-# library's two took 16.34 and 6.44 × and `q * c` itself ran at about 1.2 TB/s against 3.9: a per-call
-# cost is a hypothesis, not tested. §4's floor of 2 bounds is a count of bytes, which only long sequences come near.
+# library's two took 16.34 and 6.44 × and `q * c` itself ran at about 1.2 TB/s against 3.9. A per-call
+# cost is one hypothesis, not tested; two other differences were not separated from it: the kernel's
+# launch shape changes with L (`launch_shape` gives 4 positions per program and 2 warps at 4096 on the
+# H200's 132 multiprocessors, 16 and 4 at 16384; the cell checks it where Triton is installed), and the
+# times are CUDA events around 25 calls, which cannot tell a call's fixed cost on the host from its kernel's
+# time. §4's floor of 2 bounds is a count of bytes, which only long sequences come near.
 
 # %% slideshow={"slide_type": "fragment"}
 quoted = {4096: (0.67, 4.5), 16384: (0.59, 4.9), 65536: (0.58, 5.3)}  # L: clone and HF eager, in units of q * c
@@ -1165,7 +1174,14 @@ assert min(compiled_per_clone) > max(prototype.values())  # compiled HF stays ab
 # the H200 run, quoted: L -> (bound in ms, clone, HF eager, apply_rope, RotaryEmbedding), in units of q * c
 h200 = {4096: (0.069, 1.11, 4.37, 16.34, 6.44), 16384: (0.086, 0.98, 11.60, 1.40, 1.05)}
 assert all(1.05 <= h200[16384][i] <= 1.40 for i in (3, 4))  # the takeaway: within 5 to 40 % of one q * c
-assert 8 < h200[16384][2] / h200[16384][3] < h200[16384][2] / h200[16384][4] < 11.1  # HF eager 8 to 11 times slower
+assert [round(h200[16384][2] / h200[16384][i], 1) for i in (3, 4)] == [8.3, 11.0]  # HF eager over the library's two
+assert 7.37 < h200[16384][2]  # the same run's float32 row (benchmarks/README.md): HF eager 7.37 there
+if importlib.util.find_spec("triton") is not None:  # the launch shapes of the two lengths (132 SMs, as the H200's)
+    from posenc_lib.kernels import triton_rope
+    shapes = {seq: triton_rope.launch_shape(torch.empty(1, 32, seq, 128, device="meta"),
+                                            torch.empty(1, 8, seq, 128, device="meta"), interpret=False)
+              for seq in h200}
+    assert shapes == {4096: (4, 1, 2), 16384: (16, 1, 4)}  # (positions per program, head groups, warps)
 qk_bytes = {seq: 2 * (32 + 8) * seq * 128 * 2 for seq in h200}  # q and k in bf16, read once and written once
 tb_per_s = {seq: qk_bytes[seq] / (h200[seq][0] * 1e-3) / 1e12 for seq in h200}
 assert round(h200[4096][0] / h200[16384][0], 1) == 0.8 and qk_bytes[16384] == 4 * qk_bytes[4096]

@@ -139,6 +139,15 @@ def _close(x: torch.Tensor, y: torch.Tensor) -> bool:
     return bool(torch.allclose(x, y, rtol=1e-5, atol=1e-5))
 
 
+def _how_far(g: torch.Tensor, expected: torch.Tensor) -> str:
+    """How far g is from the expected result: the largest difference, or how many entries are not finite (a NaN
+    has no size, so a maximum over it would print nan)."""
+    bad = int((~torch.isfinite(g)).sum())
+    if bad:
+        return f"NaN or infinite at {bad:,} of its {g.numel():,} entries"
+    return f"off by up to {(g - expected).abs().max().item():.3g}"
+
+
 def _off_only_near(g: torch.Tensor, expected: torch.Tensor, cos: torch.Tensor, layout: str) -> str | None:
     """Whether g is off only at pairs whose cos is near 0 or near -1 (a division by a number that vanishes there):
     "0" or "-1", else None."""
@@ -219,12 +228,12 @@ def rotate_back_in_place(answer: Callable[..., Any] | None) -> bool | None:
                 yield False, (f"{where}: one member of each pair is computed from the other member after that "
                               "member was overwritten")
             elif (near := _off_only_near(g, expected, cos0, layout)) is not None:
-                yield False, (f"{where}: g is R^T g except at pairs whose cos is near {near}, where it is off by up "
-                              f"to {(g - expected).abs().max().item():.3g}: a step "
+                yield False, (f"{where}: g is R^T g except at pairs whose cos is near {near}, where it is "
+                              f"{_how_far(g, expected)}: a step "
                               "divides by a number that comes near zero at those angles, and dividing by it "
                               "magnifies the rounding of what it divides, without bound")
             else:
-                yield False, f"{where}: g differs from R^T g by up to {(g - expected).abs().max().item():.3g}"
+                yield False, f"{where}: g differs from R^T g: {_how_far(g, expected)}"
 
     return report("RoPE's backward rotation in place", answer, run,
                   "each new member of a pair is made from both old members.")
@@ -259,9 +268,10 @@ _STEP_WRONG = {  # sealed wrong answers -> the misconceptions they match (two ma
     '01d49318e30e0eed2049cc58': ('x_dtype', 'per_feature'),
     'fdcba941f7e3213cfb247389': ('x_dtype', 'one_pass_tables'),
     '1b77afc037cc2cb54ffc72a9': ('x_dtype',),
-    '5d245b86e523d24b0e55f55a': ('one_pass_tables',),
+    '5d245b86e523d24b0e55f55a': ('one_pass_tables', 'fixed_itemsize'),
+    '30ce1e8c6ac09ff64dd86383': ('fixed_itemsize',),
     '921214716288f83ec627b82f': ('one_pass_tables',),
-    '60f8f425c31e53c681668c8a': ('one_pass_tables',),
+    '60f8f425c31e53c681668c8a': ('one_pass_tables', 'fixed_itemsize'),
     '6848c1a2bdde6905c072115a': ('no_tables',),
     '3e6eb1e7fe7d0752c333bdf3': ('no_tables',),
     'bd6f14291208b1b34720e185': ('no_tables',),
@@ -290,6 +300,8 @@ _STEP_MISCONCEPTIONS = {
     "per_sequence": "your answers match a count with one copy of the tables for every sequence of the batch",
     "x_dtype": "your answers match a count that weighs the tables' entries in x's dtype",
     "one_pass_tables": "your answers match a count that reads the tables in only one of the step's two passes",
+    "fixed_itemsize": ("your answers are right where x has 2 bytes per entry and wrong at the other sizes: your "
+                       "count weighs x in one fixed dtype, not in the itemsize it is given"),
     "no_tables": "your answers match a count that leaves the tables out",
     "per_feature": "your answers match a count with a table entry for every feature of x",
     "forward_only": "your answers match a count of the forward pass alone",
