@@ -811,7 +811,20 @@ def test_far_share_names_the_continuous_weights_to_test_len_minus_1(capsys):
     def continuous_to_last_key(s, T, L):
         return [(math.exp(-m * T) - math.exp(-m * (L - 1))) / -math.expm1(-m * (L - 1)) for m in s.tolist()]
     assert check.alibi_far_share(continuous_to_last_key) is False
-    assert "continuous over the distances 0 to test_len - 1" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "integrated over the distances 0 to test_len - 1: that interval is too short" in out, out
+    assert "continuous" not in out.split("hint:")[0]  # the slip is the interval, not integrating
+
+
+def test_far_share_accepts_an_exact_integral(capsys):
+    """The prompt says an exact integral passes: e^-mx integrated over [T, L] and over [0, L], each with its 1 / m,
+    divided (written with its 1 / m factors, as a learner would integrate it, not simplified)."""
+    def exact_integral(s, T, L):
+        def integral(a, b):  # the integral of e^-mx from a to b, exactly
+            return (torch.exp(-s * a) - torch.exp(-s * b)) / s
+        return integral(T, L) / integral(0, L)
+    assert check.alibi_far_share(exact_integral) is True
+    assert "all correct!" in capsys.readouterr().out
 
 
 def test_far_share_refuses_float32_on_the_steep_heads(capsys):

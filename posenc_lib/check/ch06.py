@@ -517,9 +517,9 @@ def alibi_far_share(fn: Callable[[torch.Tensor, int, int], Any] | None) -> bool 
                               "heads are graded to; the keys sit at whole distances: find how their weights add "
                               "up exactly")
             elif close(got, (g**T - g**(L - 1)) / (1 - g**(L - 1)), atol=FAR_ATOL, rtol=1e-6):
-                yield False, (f"{case}: you took the weight as continuous over the distances 0 to test_len - 1; "
-                              "the keys sit at whole distances, each with its own weight, and the last key "
-                              "counts as much as the others")
+                yield False, (f"{case}: your shares match the weight integrated over the distances 0 to "
+                              "test_len - 1: that interval is too short by one unit, so the last key weighs less "
+                              "than the others (test_len keys, one per unit of distance)")
             elif bool((got < want * 0.9).any()) and bool((m < 1e-6).any()):
                 yield False, (f"{case}: your shares leave out keys far back; with slopes this small the far keys "
                               "carry much of the weight")
