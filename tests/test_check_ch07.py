@@ -300,6 +300,9 @@ def test_counter_merge_refuses_a_search(search, says, capsys):
     (lambda p, a: math.sqrt(2) * (merge_estimate(p, a) + 1) - 1, "one constant factor"),
     (lambda p, a: (merge_estimate(p, a) + 1) / math.sqrt(2) - 1, "one constant factor"),
     (lambda p, a: 2.0 ** (p / 2), "square root"),  # the step compared with an absolute spacing 2^-p
+    # the merging condition solved with the position counted once: proportional to the significand, not its root
+    (lambda p, a: 2 ** (p - 1) * (a / 2 ** (math.ceil(math.log2(a)) - 1)) - 1, "twice as fast"),
+    (lambda p, a: 2 ** (p - 1) * (a / 2 ** (math.ceil(math.log2(a)) - 1)), "twice as fast"),
     (lambda p, a: merge_estimate(p, a) * (1.05 if p == 20 else 1), "more than 2 % off the first merge at p = 20"),
     # the significand taken in [1, 2) instead of (1, 2]: right except at scales that are powers of two
     (lambda p, a: 2 ** (p - 1) * math.sqrt(a / 2 ** math.floor(math.log2(a))) - 1, "exact power of two"),

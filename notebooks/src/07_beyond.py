@@ -523,6 +523,11 @@ print(f"YaRN attention factor at s = {s:g}: 0.1 ln s + 1 = {att:.4f}; scores x{a
 # "What §3 found". The parts marked **Going further** are asides for reading after class: the
 # per-key attention ratio, the two-pair figure, the 84 placements, and the count of orderings
 # (the claims that one method beats another).
+#
+# **Predict first**, before the table below: trained on 64 tokens, which of NoPE, sinusoids, T5, RoPE
+# and ALiBi still get the grammar (two tokens back) right at 512 tokens, and which can still look up a
+# dictionary 500 tokens back? And does stretching RoPE's frequencies (PI, NTK, YaRN) help it on both
+# kinds of task, on one, or on neither? Write your guesses down; the table answers them.
 
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -625,7 +630,8 @@ fig
 #   logged training loss (one batch, at step 399) is 1.88 to 2.00, far above RoPE's 1.14 to 1.24.
 #   Nothing here tells a NoPE model short of steps from one that cannot learn the rule (no run with
 #   more steps is stored).
-# * **T5's seeds disagree wildly**, from 0.61 to 0.77, the only method whose seeds do. Up to 256
+# * **T5's seeds disagree wildly**, from 0.61 to 0.77, the only method whose seeds do (a spread of
+#   0.16 at 64 tokens; the next widest, learned positions', is 0.08). Up to 256
 #   tokens the seeds cannot place it against ALiBi. Every T5 seed loses accuracy with length, and at
 #   512 every seed of ALiBi beats every seed of T5. The margin is 0.03, clear only if the grammar's
 #   tokens count as independent answers (the end of this section).
@@ -668,6 +674,8 @@ last_loss = {m: [sd["methods"][m]["train_loss_curve"][-1] for sd in results["tas
 assert cfg["steps"] == 400 and [(round(min(v), 2), round(max(v), 2)) for v in last_loss.values()] == [
     (1.88, 2.0), (1.14, 1.24)]  # NoPE's budget: the same 400 steps, a loss still far above RoPE's
 assert G["t5"][64]["max"] - G["t5"][64]["min"] > 0.15 and all(ties("grammar", "t5", "alibi", L) for L in LENGTHS[:3])
+spread64 = sorted((G[m][64]["max"] - G[m][64]["min"], m) for m in BASE + SCALED[1:])  # seed spread at 64 tokens
+assert [(m, round(x, 2)) for x, m in spread64[-2:]] == [("learned", 0.08), ("t5", 0.16)]  # T5 alone is wide
 assert all(a > b for L, L2 in zip(LENGTHS, LENGTHS[1:]) for a, b in zip(G["t5"][L]["acc"], G["t5"][L2]["acc"]))
 assert beats("grammar", "alibi", "t5", 512)
 # grammar, past 64 tokens
@@ -1526,8 +1534,9 @@ assert len(by_sequence) == 14 and thin_by_sequence == [("alibi", "t5", 512), ("r
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **What §3 found** (in this one run: the RoPE recall models were not retrained on other kernels).
-# * On the local grammar RoPE fails past $L_0$ because far keys at unseen angles score high. The
-#   sliding window, which hides them, restores it.
+# * On the local grammar RoPE fails past $L_0$ because far keys take its attention: at unseen angles they
+#   score high, and they are many (433 to 448 per measured query at 512 tokens against 62 near ones, so
+#   part of the far mass is their count). The sliding window, which hides them, restores it.
 # * ALiBi stays flat, as in the ALiBi paper's Figure 1, but that is what a window gives. Through a
 #   64-token window RoPE stays within 0.04 of its 64-token accuracy and is level with ALiBi at 512
 #   tokens (its seeds are above ALiBi's, by 0.03, only 0.5 standard errors counting each sequence
@@ -1557,16 +1566,15 @@ assert len(by_sequence) == 14 and thin_by_sequence == [("alibi", "t5", 512), ("r
 # **Exercise 1 (predict).** §1's counter $1/(i+1)$ is exact in float64. Suppose a model holds it,
 # scaled by some $a > 0$ (a layer's weight), as $a/(i+1)$ in a format that keeps $p$ significant
 # bits and rounds to the nearest number it can hold (ties to even): bfloat16 keeps 8, float16 11,
-# float32 24, float64 53 (chapter 5 measured what bfloat16 does to RoPE's angles). From some
-# position on, neighbours $i$ and $i + 1$ round to the same number and the counter can no longer
-# tell them apart. Predict where that starts: write `first_merge(p, a)` returning the first
-# position $i$ whose rounded counter equals that of $i + 1$, to within 2 %. The checker asks for
-# float16, float32 and formats torch has no dtype for, up to $p = 30$, where the first merge lies
-# too far out to find by trying positions, at several scales $a$ of its choosing (it leaves out the
-# few scales where an estimate from the spacing misses by more than 2 %: there the counter's first
-# merge falls between the next two powers of two). What is graded is the position as a function of
-# both $p$ and $a$, from any route that fits the checker's budget of steps and array elements per
-# call (a search over positions may not).
+# float32 24, float64 53. From some position on, neighbours $i$ and $i + 1$ round to the same number
+# and the counter can no longer tell them apart. Predict where that starts, as a function of both
+# $p$ and $a$: write `first_merge(p, a)` returning the first position $i$ whose rounded counter
+# equals that of $i + 1$, to within 2 %.
+#
+# *The checker* asks at $p$ from 11 to 30 (float16, float32 and formats torch has no dtype for),
+# where the first merge lies too far out to find by trying positions within its budget of steps and
+# array elements, and at scales $a$ of its choosing; it leaves out a few scales at which the first
+# merge jumps on past the next power of two.
 
 # %% slideshow={"slide_type": "fragment"}
 def first_merge(p, a):
@@ -1692,7 +1700,9 @@ _ = check.one_base_in_range(longest_context)
 # **Precision notes** (the statements are true; here is what they cover):
 # * "LLaMA 4 uses NoPE" is true of *some* of its layers: Llama 4 interleaves, most layers use RoPE
 #   and some use no positional encoding (Meta's "iRoPE" design; which ones, every fourth, is set in
-#   the released config and code: `no_rope_layers`, `nope_layer_interval` = 4).
+#   the released config as the list `no_rope_layers`; transformers builds that list from
+#   `no_rope_layer_interval` = 4, and Meta's own code calls the same setting `nope_layer_interval`;
+#   the cell below checks transformers' default).
 # * "The Qwen series uses YaRN" is true of how Qwen runs past its native context: the models are
 #   trained with unscaled RoPE (Qwen2.5 with its base raised to $10^6$, ABF, §2), and YaRN is what
 #   their long-context documentation switches on (Qwen2.5: 32K to 128K tokens, factor 4).
@@ -1702,3 +1712,10 @@ _ = check.one_base_in_range(longest_context)
 # its model card adds, factor 4 from 32 768 tokens). What concerns formulas (YaRN's, which
 # pairs it interpolates) is asserted in §2 here and against Hugging Face's implementation in
 # `tests/test_scaling.py`.
+
+# %% slideshow={"slide_type": "skip"}
+from transformers import Llama4TextConfig  # a config object only: nothing downloaded
+
+llama4 = Llama4TextConfig()
+assert llama4.no_rope_layer_interval == 4 and llama4.no_rope_layers[:8] == [1, 1, 1, 0, 1, 1, 1, 0]  # 0: no RoPE
+print("transformers' Llama 4 default: every fourth layer without RoPE:", llama4.no_rope_layers[:8], "...")

@@ -125,6 +125,12 @@ def counter_merge(answer: Callable[[int, float], Any] | None) -> bool | None:
             yield False, ("your estimate does not change with the scale a: scaling the counter moves where it sits "
                           "between two powers of two, and the format's spacing relative to the number is not the "
                           "same everywhere there")
+        elif (moved := [(math.log(got[k] / got[q]), math.log(want[k] / want[q])) for k, q in same_p
+                        if abs(math.log(want[k] / want[q])) > 0.05]) and all(
+                abs(g - 2 * w) < 0.05 for g, w in moved):
+            yield False, ("your estimate moves with where the scale a sits between two powers of two twice as fast "
+                          "(on a log scale) as the first merge does: the position enters the merging condition "
+                          "twice, in the counter's own size and in the gap between neighbours")
         elif spread < 1.06 and min(abs(math.log2(r)) for r in ratio.values()) > 0.2:
             yield False, ("your estimate is off by one constant factor for every p and a, so its shape is right "
                           "and one constant is not: check when two neighbours round to one number (how close, "
