@@ -147,12 +147,15 @@ assert len(MODELS) == 9  # seven models; Qwen2.5 twice (as shipped, with its car
 # differs by method: chapter 7.) For an engineer this is the length limit: chapter 7 §3 found plain
 # RoPE failing past $L_0$ because far keys, seen at such unseen angles, score high.
 #
-# "Pretraining" here is the training at $L_0$. Llama 3.1 and DeepSeek-V3 were then trained
-# further at long context with their scaled RoPE, as the Llama 3 paper (arXiv 2407.21783) and the
-# DeepSeek-V3 report (arXiv 2412.19437) describe; Phi-3's 128k model was extended with LongRoPE
-# (the Phi-3 report, arXiv 2404.14219), a method that fine-tunes at long context; Qwen2.5's model
-# card adds its YaRN block with no further training. So a model of the first three has met some
-# angles past $L_0$ in that later training. For Llama 3.1, $L = 16 L_0$ with `factor` 8: a pair
+# "Pretraining" here is the training at $L_0$. DeepSeek-V3 was then trained further at long context
+# with its YaRN-scaled RoPE (the DeepSeek-V3 report, arXiv 2412.19437, on its context extension);
+# Phi-3's 128k model was extended with LongRoPE (the Phi-3 report, arXiv 2404.14219), a method that
+# fine-tunes at long context. Llama 3.1 was trained further at long context too (the Llama 3 paper,
+# arXiv 2407.21783, on long-context pre-training), but the paper does not describe the `llama3`
+# rescaling that its released config and code carry (a question on Meta's tracker,
+# meta-llama/llama3#363, found no document that explains its parameters), so with which frequencies
+# it was trained further is not documented. Qwen2.5's model card adds its YaRN block as an instruction for running long inputs, not as a
+# step of training. So DeepSeek-V3 and Phi-3 have met some angles past $L_0$ in that later training. For Llama 3.1, $L = 16 L_0$ with `factor` 8: a pair
 # divided by the full 8 meets angles up to twice those it met within $L_0$ (asserted after the box).
 #
 # The table gives, per model (and per layer type for Gemma 3):
@@ -737,7 +740,7 @@ for b in [10 ** (e / 2) for e in range(6, 15)]:  # the base slider's 10^3 to 10^
                                             dtype=torch.float64)[0]
         share[b, frac] = (turns_within(prop_f[prop_f > 0], CONTEXT) / rotated,
                           turns_within(pl.rope_frequencies(2 * rotated, base=b, dtype=torch.float64), CONTEXT) / rotated)
-assert all(prop_share == 1 for (b, _), (prop_share, _) in share.items() if b <= 1e6)  # the slider's range
+assert all(prop_share == 1 for (b, _), (prop_share, _) in share.items() if b <= 1e6)  # the slider's 10^3 to 10^6
 assert share[10 ** 6.5, 0.5][0] == 31 / 32 and share[1e7, 0.5][0] == 29 / 32  # beyond it, no longer all
 assert [share[10 ** 6.5, frac][0] for frac in (0.125, 0.25, 0.375)] == [1, 1, 1]  # the largest p drops first
 for b, (low, high) in {1e4: (0.78, 0.88), 1e6: (0.53, 0.62)}.items():
@@ -2198,9 +2201,12 @@ _ = check.deepseek_mscales(query_scales)
 # \mathbb{E}[\sum_i e^{t z_i}])$: at a large scale one draw's sum can lie far from its mean (§5's
 # last cell), so a scale right for the model need not restore the weight in any single draw.
 #
-# Write `needle_scale(n, n0, gap)` returning the smallest $t$ with $w_n(t) = w_{n_0}(1)$, or NaN if
-# no $t$ gives it (every case the checker tries needs a $t > 0$). Predict first: can a large enough
-# scale always restore the weight?
+# Predict first, before any algebra: as $n$ grows, can a large enough scale always bring the needle's
+# weight back to what it was at $n_0$ with $t = 1$?
+#
+# Then write `needle_scale(n, n0, gap)` returning a $t$ with $w_n(t) = w_{n_0}(1)$, the smallest if
+# several do; wherever your derivation finds none, return NaN (every case the checker tries that has
+# one needs a $t > 0$).
 #
 # Derive it in closed form and write it for many cases at once: `n`, `n0` and `gap` arrive as
 # float64 tensors of one shape, and the answer is a tensor of that shape.
@@ -2246,9 +2252,8 @@ _ = check.needle_scale(needle_scale)
 # the unrotated keys nor the positions: only the stored keys, the shift and the config. Write
 # `shift_keys(keys, shift, config)` for the keys of one layer that uses RoPE (a NoPE layer, such as
 # Llama 4's every fourth, caches keys no rotation touched), of shape (batch, heads, seq, head_dim).
-# Read the config with any of the library's functions (`pl.rope_settings`, `pl.rope_from_config`,
-# `pl.inspect_config`, `pl.rope_config.pair_layout`) and rotate with `pl.apply_rope` or with your
-# own code. The exercise covers only scalings whose frequencies do not depend on the input's length
+# Any of the library's functions may read the config (§1's and §6's readers included), and the
+# rotation may be the library's or your own. The exercise covers only scalings whose frequencies do not depend on the input's length
 # (plain, `linear`, `llama3`, YaRN); LongRoPE and dynamic NTK are left out (§4).
 #
 # *The checker:* it tries three models of different families that you do not see, all with

@@ -255,8 +255,7 @@ def cache_rotations(answer: Callable[[dict, int, int], Any] | None) -> bool | No
                           + "; or ".join(_ROTATION_MISCONCEPTIONS[k] for k in fits))
 
     return report("What an exact KV cache costs", answer, run,
-                  "ask of each rope type at which lengths its frequencies differ from those one token shorter; "
-                  "the cost of a step follows from that.")
+                  "a rope type's frequencies are a function of something; what is it, for each type?")
 
 
 # ---------------------------------------------------------------- Exercise 2: DeepSeek on a fixed softmax scale
