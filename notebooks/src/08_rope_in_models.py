@@ -80,11 +80,11 @@ g = torch.manual_seed(0)
 # circle ($2\pi$) inside it.
 #
 # **The one lesson of this section:** in every row of the table, a quarter to a half of the pairs
-# never complete a turn within the span $L$ the row's RoPE layers see. (GPT-OSS's row is its
-# full-attention layers; its sliding layers see 128 tokens, where 23 of its 32 pairs never turn:
-# the box after the table.) In the seven rows whose file writes an $L_0$ (the rows
-# where the table compares plain RoPE with the scaled one), scaling changes that count by at most
-# 4 pairs (YaRN by none). The table and its list show it; the rest of the section is detail.
+# never complete a turn within the span $L$ the row's RoPE layers see. Those pairs meet angles past
+# $L_0$ that pretraining never showed, the reason chapter 7 stretches them. Where a file writes an
+# $L_0$, scaling changes that count by at most 4 pairs (YaRN by none). The table and its list show
+# it; the rest of the section is detail. (For GPT-OSS the row is its full-attention layers; its
+# sliding layers come in a box after the table.)
 #
 # This section reads the files whole, so it names features that later sections explain:
 # per-layer-type RoPE and sliding windows (§2), chunked RoPE layers and layers without
