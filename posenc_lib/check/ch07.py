@@ -310,8 +310,7 @@ def one_base_in_range(answer: Callable[[int, float, int, float], Any] | None) ->
                                   "not the one that limits the others")
                 elif math.isclose(got, 1 + (L0 - 1) * c, rel_tol=1e-9) or math.isclose(got, c * L0, rel_tol=1e-9):
                     yield False, (f"{case}: your length stretches the trained span by exactly c, as if one pair bore "
-                                  "both limits; the pair slowed by at most c and the pair that must stay in its arc "
-                                  "are different pairs")
+                                  "both limits; ask which pair each limit falls on")
                 elif slip(d, base, L0, c, got, whole=False):
                     yield False, (f"{case}: your pairs are not whole numbers: the two limits fall on actual pairs, "
                                   "not on the real-valued place where a pair would just complete a turn")
@@ -327,4 +326,4 @@ def one_base_in_range(answer: Callable[[int, float, int, float], Any] | None) ->
         yield True, (f"the longest context for {len(_REACH_CASES)} heads, from 16 features to 2e9")
 
     return report("How far one base can reach", answer, run,
-                  "a base slows neighbouring pairs by nearly the same factor.")
+                  "a change of base slows different pairs by different factors.")
