@@ -442,6 +442,8 @@ def test_a_float_is_refused(capsys):
     (lambda B, h, L, d, b: 2 + Fraction(2 * 2 * L * (d // 2) * b, 2 * B * h * L * d * b), "in x's dtype"),
     (lambda B, h, L, d, b: 2 + Fraction(2, B * h * b), "only one of the step's two passes"),
     (lambda B, h, L, d, b: 2, "leaves the tables out"),
+    # the tables written once and read twice: the stateless function's step, not the module's
+    (lambda B, h, L, d, b: 2 + Fraction(2 * 2 * L * (d // 2) * 4 * 3, 2 * 2 * B * h * L * d * b), "makes the tables inside"),
     (lambda B, h, L, d, b: 2 + Fraction(2 * 2 * L * (d // 2) * 4, 2 * B * h * L * d * 2), "in one fixed dtype"),
     (lambda B, h, L, d, b: 2 + Fraction(8, B * h * b), "a table entry for every feature of x"),
     (lambda B, h, L, d, b: 1 + Fraction(2, B * h * b), "the forward pass alone"),
