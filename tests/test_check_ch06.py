@@ -855,7 +855,7 @@ def test_far_share_prompt_does_not_name_the_form():
     assert "闭式" not in zh_prompt and "教科书" not in zh_prompt
 
 
-def test_far_share_accepts_an_exact_integral(capsys):
+def test_far_share_accepts_an_exact_integral_written_with_its_1_over_m(capsys):
     """Review r28: the prompt allows any route that meets the tolerances, an exact integral included. The weights
     e^-mx integrated exactly over [T, L) and [0, L) give the keys' share (the factor 1/m plays the part of the
     sum's 1/(1 - e^-m), and cancels alike), so the checker must accept it; a grid of samples is still refused
