@@ -37,6 +37,7 @@
 
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline
+import collections
 import math
 
 import ipywidgets as widgets
@@ -542,9 +543,10 @@ print(f"YaRN attention factor at s = {s:g}: 0.1 ln s + 1 = {att:.4f}; scores x{a
 # one would pass. And a win can rest on a few answers. Its *separation* (`ex.separation`) is the
 # worst seed of A minus the best seed of B, in standard errors of that difference,
 # $(a_{\min} - b_{\max}) / \sqrt{2p(1-p)/n}$, with $p$ the mean of the two and $n$ answers each;
-# below 2 we call the win **thin**. For recall the answers are nearly independent (4 per
-# sequence); for the grammar $n$ counts every token of 128 sequences, and tokens of one sequence
-# are not independent, so there the separation is an upper bound.
+# below 2 we call the win **thin**. $n$ counts answers: for recall 4 per sequence, which share one
+# dictionary; for the grammar every token of 128 sequences. Answers of one sequence need not be
+# independent, so the separation is an upper bound; the end of this section also counts each sequence
+# once, a pessimistic bound under which more orderings turn thin (three recall ones among them).
 
 
 # %% slideshow={"slide_type": "subslide"}
@@ -589,14 +591,16 @@ fig
 # of training. Forced on the same CPU, AVX2 kernels instead of AVX-512 (`--kernel-check`,
 # `results/other_kernels.json`) retrained only some models: ALiBi on the dictionary-first recall
 # (three seeds), whose recall moved by up to 15 answers of 512, and one seed each of RoPE and ALiBi
-# on the grammar, whose accuracies did not change. The RoPE recall models, which carry 24 of the 33
-# orderings counted at the end of this section, were not retrained.
+# on the grammar, whose accuracies did not change. The RoPE recall models, which carry 16 of the 33
+# orderings counted at the end of this section, were not retrained (8 more compare the grammar's RoPE
+# models, of which one seed was retrained and did not change).
 #
 # A shift like ALiBi's can move both scores of an ordering, by up to 30 answers of 512 together:
 # 1.9 units of separation near $p = 1/2$, more away from it (3.1 at $p = 0.9$). So a recall
 # ordering thinner than about 2 could flip on another CPU. The clear recall orderings win by at
 # least 47 answers (PI over YaRN at 512, separation 3.2; asserted at the end of this section),
-# more than 30, so a shift as large as ALiBi's would not flip them. That the RoPE models move no
+# more than 30, so a shift as large as ALiBi's would not flip them (though, counting each sequence
+# once, PI over YaRN is itself thin: the end of this section). That the RoPE models move no
 # more than ALiBi's did is an assumption no rerun checked: every RoPE recall result below is a
 # result of this run.
 #
@@ -1479,7 +1483,7 @@ print("sliding window at 512, predicted vs measured:", [f"{p:.2f} vs {m:.2f}" fo
 # them). Were A and B equal, with independent seeds, each would pass with probability 1/20 in a
 # direction fixed beforehand. These directions were read off the tables, so either counts: 1/10,
 # about 3.3 of 33 by chance, and more counted over every comparison the tables show. But 24 of the
-# 33 compare *the same three trained RoPE models* under two scalings (or none). Those are not
+# 33 compare *the same trained RoPE models* (three seeds per task) under two scalings (or none). Those are not
 # independent draws, so the 1-in-20 does not apply, and an ordering there says less than it seems.
 #
 # What carries the weight is the separation: the worst seed of the winner beats the best seed of
@@ -1492,7 +1496,9 @@ print("sliding window at 512, predicted vs measured:", [f"{p:.2f} vs {m:.2f}" fo
 # That count treats each of the grammar's 65 280 scored tokens per seed as independent. Counting
 # each of its 128 sequences once (a pessimistic bound), five grammar orderings would be thin: ALiBi
 # over T5 at 512, RoPE over PI at 128, 256 and 512, YaRN over NTK at 512. The text gives their
-# margins and builds nothing else on them.
+# margins and builds nothing else on them. The recall counts treat a sequence's 4 answers as
+# independent; counted once per sequence, three clear recall orderings would be thin too: RoPE over
+# NTK at 256 and PI over YaRN at 512 (dictionary first), NoPE over ALiBi at 512 (anywhere).
 #
 # Where the seed ranges overlap, the text says the seeds cannot tell the two apart: T5 against
 # ALiBi on the grammar up to 256 tokens, PI against YaRN on recall at 256 (dictionary first) and at
@@ -1511,6 +1517,8 @@ same_models = [o for o in separation if o[1].startswith("rope") and o[2].startsw
 print(f"{len(same_models)} of them compare the same trained RoPE models under two scalings")
 assert chance == 1 / 20 and len(separation) == 33 and round(len(separation) * 2 * chance, 1) == 3.3
 assert len(same_models) == 24
+assert sorted(collections.Counter(o[0] for o in same_models).items()) == [
+    ("grammar", 8), ("recall", 12), ("recall_anywhere", 4)]  # the recall models carry 16 of them
 assert [o for o, _ in thin] == [("grammar", "rope+yarn", "rope+ntk", 512), ("recall", "rope", "rope+ntk", 128),
                                 ("recall", "t5", "none", 512)]
 assert min(x for x in separation.values() if x >= 2) > 2.5  # the others: clear of the noise
@@ -1535,6 +1543,15 @@ print("grammar orderings thin if each sequence counts once:", thin_by_sequence)
 assert len(by_sequence) == 14 and thin_by_sequence == [("alibi", "t5", 512), ("rope", "rope+linear", 128),
                                                         ("rope", "rope+linear", 256), ("rope", "rope+linear", 512),
                                                         ("rope+yarn", "rope+ntk", 512)]
+recall_by_sequence = {}  # the recall orderings, each sequence counted once too (its 4 answers share a dictionary)
+for o in separation:
+    if o[0] != "grammar":
+        a_, b_ = ex.accuracy(results, o[0], o[1], o[4])[o[3]], ex.accuracy(results, o[0], o[2], o[4])[o[3]]
+        recall_by_sequence[o] = _training.separation(a_["min"], b_["max"], cfg["eval_sequences"])
+thin_recall = sorted(o[:4] for o, x in recall_by_sequence.items() if x < 2 <= separation[o])
+print("recall orderings clear per answer, thin if each sequence counts once:", thin_recall)
+assert thin_recall == [("recall", "rope", "rope+ntk", 256), ("recall", "rope+linear", "rope+yarn", 512),
+                       ("recall_anywhere", "none", "alibi", 512)]
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **What §3 found** (in this one run: the RoPE recall models were not retrained on other kernels).
