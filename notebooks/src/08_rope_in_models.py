@@ -82,8 +82,11 @@ g = torch.manual_seed(0)
 # **The one lesson of this section:** in every row of the table, a quarter to a half of the pairs
 # never complete a turn within the span $L$ the row's RoPE layers see. Those pairs meet angles past
 # $L_0$ that pretraining never showed, the reason chapter 7 stretches them. Where a file writes an
-# $L_0$, scaling changes that count by at most 4 pairs (YaRN by none). The table and its list show
-# it; the rest of the section is detail. (For GPT-OSS the row is its full-attention layers; its
+# $L_0$, scaling changes that count by at most 4 pairs (YaRN by none). What scaling does change is how
+# far those pairs' angles reach at $L$, against the range they covered within $L_0$: at most 2× for
+# Llama 3.1, exactly 1× for the three YaRN rows (YaRN's design: each such pair stays inside its trained
+# arc), 0.5× for Phi-3 and 0.06× for Scout's chunks (asserted after the box). The table and its list
+# show the count; the rest of the section is detail. (For GPT-OSS the row is its full-attention layers; its
 # sliding layers come in a box after the table.)
 #
 # This section reads the files whole, so it names features that later sections explain:
@@ -324,6 +327,16 @@ full8 = torch.isclose(ROWS["Llama 3.1 8B"]["plain"] / ROWS["Llama 3.1 8B"]["inv_
 angle_at_L = ROWS["Llama 3.1 8B"]["inv_freq"][full8] * 16 * 8192  # cell 4: the pairs divided by the full 8
 assert full8.any() and torch.allclose(angle_at_L / (ROWS["Llama 3.1 8B"]["plain"][full8] * 8192),
                                       torch.tensor(2.0).double())  # twice the angle range of L0
+reach = {}  # per row with an L0: the farthest angle a pair that never turns within L0 reaches at L, over its L0 range
+for label, row in ROWS.items():
+    L0, L = row["L0_L"]
+    if L0 is None or row["plain"] is None:
+        continue
+    never = 2 * math.pi / row["plain"] > L0
+    reach[label] = ((row["inv_freq"][never] * L) / (row["plain"][never] * L0)).max().item()
+assert {k: round(v, 2) for k, v in reach.items()} == {
+    "Llama 3.1 8B": 2.0, "Qwen2.5 7B Instruct + YaRN (model card)": 1.0, "DeepSeek-V3": 1.0, "GPT-OSS 20B": 1.0,
+    "Phi-3 mini 128k instruct": 0.5, "Llama 4 Scout 17B-16E (base)": 0.06, "Llama 4 Scout 17B-16E Instruct": 0.06}
 assert scout_base["rope_scaling"] == scout_cfg["rope_scaling"]  # one RoPE block in both files
 from transformers import Llama4TextConfig  # the base file's empty no_rope_layers, as transformers reads it
 
