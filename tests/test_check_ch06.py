@@ -816,17 +816,6 @@ def test_far_share_names_the_continuous_weights_to_test_len_minus_1(capsys):
     assert "continuous" not in out.split("hint:")[0]  # the slip is the interval, not integrating
 
 
-def test_far_share_accepts_an_exact_integral(capsys):
-    """The prompt says an exact integral passes: e^-mx integrated over [T, L] and over [0, L], each with its 1 / m,
-    divided (written with its 1 / m factors, as a learner would integrate it, not simplified)."""
-    def exact_integral(s, T, L):
-        def integral(a, b):  # the integral of e^-mx from a to b, exactly
-            return (torch.exp(-s * a) - torch.exp(-s * b)) / s
-        return integral(T, L) / integral(0, L)
-    assert check.alibi_far_share(exact_integral) is True
-    assert "all correct!" in capsys.readouterr().out
-
-
 def test_far_share_refuses_float32_on_the_steep_heads(capsys):
     """A float32 closed form written with m T and m L passes the gentle cases and is named on the steep ones."""
     def stable_float32(s, T, L):
@@ -855,7 +844,7 @@ def test_far_share_prompt_does_not_name_the_form():
     assert "闭式" not in zh_prompt and "教科书" not in zh_prompt
 
 
-def test_far_share_accepts_an_exact_integral_written_with_its_1_over_m(capsys):
+def test_far_share_accepts_an_exact_integral(capsys):
     """Review r28: the prompt allows any route that meets the tolerances, an exact integral included. The weights
     e^-mx integrated exactly over [T, L) and [0, L) give the keys' share (the factor 1/m plays the part of the
     sum's 1/(1 - e^-m), and cancels alike), so the checker must accept it; a grid of samples is still refused
