@@ -159,10 +159,10 @@ def ring_by_positions(H, W, t):
 
 
 @pytest.mark.parametrize("shortcut, says", [
-    (ring_from_library, "torch.arange with 1e+08 or more entries"),
-    (lambda H, W, t: pl.ALiBi(H)(1, t + 1)[:, :, -W:], "1e+08 or more entries"),
+    (ring_from_library, "torch.arange with 1e+08 or more entries (through pl.alibi_bias)"),  # review r30: names it
+    (lambda H, W, t: pl.ALiBi(H)(1, t + 1)[:, :, -W:], "1e+08 or more entries (through pl.ALiBi.forward)"),
     (ring_by_replay, "replays the ring position by position"),
-    (ring_by_positions, "torch.arange with"),
+    (ring_by_positions, "torch.arange with 1e+08 or more entries:"),  # called directly: no library named
 ])
 def test_ring_bias_refuses_the_shortcuts(shortcut, says, capsys):
     before = (pl.alibi_bias, torch.arange, sys.gettrace())
@@ -390,6 +390,9 @@ def one_rule(rule):
     (lambda p, k, ties: 100 if p == 8 else shared_right(p, k, ties), "holds both of their biases exactly"),
     (lambda p, k, ties: 2**p + 4 if p == 11 else shared_right(p, k, ties), "get different stored biases"),
     (lambda p, k, ties: 2**p + 6 if p == 8 else shared_right(p, k, ties), "a shorter input already did"),
+    (lambda p, k, ties: shared_right(p, k, ties) + 1, "off from a right one by the same count"),  # review r30
+    (lambda p, k, ties: shared_right(p, k, ties) - 1, "off from a right one by the same count"),
+    (lambda p, k, ties: shared_right(p, k, ties) + 2, "off from a right one by the same count"),
     (one_rule(lambda p, k: "a length"), "expected a whole length"),
     (one_rule(lambda p, k: 1), "expected a whole length"),
 ])

@@ -389,7 +389,8 @@ def no_huge_arrays(limit: int = HUGE) -> Iterator[None]:
             size = (_broadcast_elements(args, kwargs) if name in _ELEMENTWISE
                     else _predicted_elements(func, args, kwargs) if name in _GROWING else None)
             if size is not None and size >= limit:
-                raise Shortcut(f"torch.{name} for a result of {size:.1e} elements ({limit:.0e} or more)")
+                raise Shortcut(f"torch.{name} for a result of {size:.1e} elements ({limit:.0e} or more)"
+                               f"{_through_library()}")
             return func(*args, **kwargs)
 
     with ExitStack() as stack:
@@ -404,7 +405,7 @@ def no_huge_arrays(limit: int = HUGE) -> Iterator[None]:
                     if str(kwargs.get("device")) == "meta":  # shapes only (a prediction of the torch mode below)
                         return _original(*args, **kwargs)
                     if _entries(_builder, args, kwargs) >= limit:  # a range's length, a shape's product
-                        raise Shortcut(f"{_name} with {limit:.0e} or more entries")
+                        raise Shortcut(f"{_name} with {limit:.0e} or more entries{_through_library()}")
                     return _original(*args, **kwargs)
 
                 stack.enter_context(mock.patch.object(owner, attribute, guarded))
@@ -500,6 +501,26 @@ def answers_under_guard(fn: Any, cases: Iterable[tuple[Any, ...]], refuse: Itera
     except (Shortcut, TooManySteps, TooManyElements) as stopped:
         return answers, (case, stopped)
     return answers, None
+
+
+def _through_library() -> str:
+    """' (through pl.f)' when the learner reached the builder through a library function f, else '': the message
+    then names the call the learner wrote, not the builder inside it."""
+    import posenc_lib
+
+    frame, outermost = sys._getframe(1), ""
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if module.startswith("posenc_lib.check"):
+            if outermost:
+                break  # past the learner's frames, back in the checker
+        elif module.startswith("posenc_lib"):
+            outermost = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)  # ALiBi.forward, alibi_bias
+        frame = frame.f_back
+    if not outermost:
+        return ""
+    public = hasattr(posenc_lib, outermost.split(".")[0])
+    return f" (through pl.{outermost})" if public else f" (through {outermost})"
 
 
 def stopped_verdict(why: Exception, call: str, *, shortcut: str, loop: str = "", grid: str = "") -> tuple[bool, str]:

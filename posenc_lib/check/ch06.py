@@ -243,6 +243,13 @@ def alibi_shared_bias(fn: Callable[[int, int, str], Any] | None) -> bool | None:
         if len(set(by_slope.values())) > 1:  # what the answers show: the length moves with the slope
             yield False, f"first_shared(8, k, 'even') for k = {sorted(by_slope)}: {_SHARED_MISCONCEPTIONS['values']}"
             return
+        for shift in (-2, -1, 1, 2):  # one count off in every case, under both tie rules: how L numbers its keys
+            if all(sealed([p, k, t, whole_number(answers[(p, k, t)]) - shift], "ch06.first_shared") == right
+                   for (p, k, t), right in _SHARED_RIGHT.items()):
+                yield False, ("every one of your lengths is off from a right one by the same count, under both tie "
+                              "rules alike: the rounding is right, the count is not; recheck which positions the "
+                              "two nearest keys of a length-L input sit at (counted from 0)")
+                return
         if named:  # diagnosed on every case: the misconception the most cases show wins
             name = max(named, key=lambda n: len(named[n]))
             yield False, f"{named[name][0]}: {_SHARED_MISCONCEPTIONS[name]}"
