@@ -379,11 +379,15 @@ def test_the_appendix_quotes_the_triton_kernel_as_it_is():
 
     root = Path(__file__).resolve().parents[1]
     chapter = (root / "notebooks/src/10_making_it_fast.py").read_text()
-    kernel = {line.strip() for line in (root / "posenc_lib/kernels/triton_rope.py").read_text().splitlines()}
+    source = (root / "posenc_lib/kernels/triton_rope.py").read_text()
+    kernel = {line.strip() for line in source.splitlines()}
     quoted = chapter.split("# ```python\n", 1)[1].split("# ```\n", 1)[0].splitlines()
     assert len(quoted) == 10
     for line in quoted:
         assert line.startswith("# ") and line[2:].strip() in kernel, line
+    # the prose after it names the option that keeps torch's rounding: the kernel must still set it
+    assert "`enable_fp_fusion=False` (`_compile_options` in the same file)" in chapter
+    assert "def _compile_options(" in source and '"enable_fp_fusion": False' in source  # (imports triton: read)
 
 
 # ---------------------------------------------------------------- Exercise 2: the tables in a training step
@@ -439,6 +443,7 @@ def test_a_float_is_refused(capsys):
 @pytest.mark.parametrize("answer, name", [
     (lambda B, h, L, d, b: 2 + Fraction(4, b), "one copy of the tables for every head of every sequence"),
     (lambda B, h, L, d, b: 2 + Fraction(4, h * b), "one copy of the tables for every sequence of the batch"),
+    (lambda B, h, L, d, b: 2 + Fraction(4, B * b), "one copy of the tables for every head, shared by"),  # review r30
     (lambda B, h, L, d, b: 2 + Fraction(2 * 2 * L * (d // 2) * b, 2 * B * h * L * d * b), "in x's dtype"),
     (lambda B, h, L, d, b: 2 + Fraction(2, B * h * b), "only one of the step's two passes"),
     (lambda B, h, L, d, b: 2, "leaves the tables out"),

@@ -54,22 +54,20 @@ device = pl.default_device()  # the CPU unless you opt in with POSENC_DEVICE (00
 g = torch.manual_seed(0)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **How this appendix counts: two recorders.** Most of what the appendix asserts is a count: the torch
-# calls a computation makes, the operators they run, and the bytes those read and write. Two recorders
-# from `posenc_lib/counting.py` do the counting (what each counts is in its docstring, and §1 shows it
-# at work); §3 also uses `RecordMoves`, a `RecordCalls` that also notes which calls move data. `RecordCalls` is a `TorchFunctionMode`: torch hands it
-# every call of its Python API (`torch.sin`, `x * y`, `F.normalize`) as the call is made. `RecordOps`
-# is a `TorchDispatchMode`, one level lower. Torch's Python functions run operators of ATen, torch's
-# C++ library of tensor operators (`aten::mul`, `aten::sum`). They run through the dispatcher, which
-# picks each operator's code for the device and dtype. The mode sees every operator that reaches it,
-# including those autograd runs in a backward pass. Each recorder records, for every call or operator,
-# the entries and the bytes of each tensor it reads and of each it writes (the docstrings say which is
-# which). Bytes are the distinct values a tensor shows times their size (the product of its dimensions
-# of non-zero stride). So an expanded view counts its values once, and a strided view only the values it
-# shows, though the memory behind it may be larger.
+# **How this appendix counts: two recorders.** Most of what the appendix asserts is a count. Two recorders
+# from `posenc_lib/counting.py` do the counting, at two levels:
 #
-# Four counting rules add up what the recorders record. Each is defined where it is first used, and the end
-# of §4, once all four are in hand, sets them side by side.
+# * `RecordCalls` sees every call of torch's Python API (`torch.sin`, `x * y`, `F.normalize`) as it is made.
+# * `RecordOps` sees one level lower: the operators of ATen, torch's C++ library of tensor operators
+#   (`aten::mul`, `aten::sum`). One Python call can run several of them (the next cell shows one that
+#   does), and a backward pass runs more, which `RecordOps` sees too.
+#
+# For every call or operator, each records the entries and the bytes of each tensor it reads and of each it
+# writes. A tensor's bytes count the distinct values it shows: an expanded view, one value shown many times,
+# counts that value once. (§3 adds `RecordMoves`, a `RecordCalls` that also notes which calls move data.
+# Under the hood `RecordCalls` is a torch `TorchFunctionMode` and `RecordOps` a `TorchDispatchMode`; their
+# docstrings say exactly what they count.) Four counting rules add up what the recorders record; each is
+# defined where it is first used, and the end of §4 sets them side by side.
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # One Python call can be several operators:
@@ -273,6 +271,9 @@ print("003's builder:", "more than 5 times slower" if slow > 5 * fast else "not 
 # | calls | `RecordCalls` / `RecordOps`, every torch call or ATen operator a computation runs | one call |
 # | bytes | `RecordOps` (§2) or `RecordMoves` (§3), the bytes of each tensor an operator or call reads or writes | the one-pass bound (below) |
 #
+# Bytes are the one count with variants: four rules that differ in which operators and tensors they
+# include, each named where it first counts, and tabled side by side at the end of §4.
+#
 # Chapter 5 (§11) showed that building the d × d matrix R_m for every position stores d times
 # more numbers than the cos and sin tables `apply_rope` uses, and gives the same result. It also
 # does more arithmetic: a d × d matrix times a vector is d² multiplications per position, while a
@@ -317,9 +318,8 @@ print(f"same result; the dense form holds {R_all.numel():,} numbers (the input {
 # bytes of reading x once and writing a result of x's size once, twice x's bytes (so its bytes per entry
 # follow x's dtype, which §3 changes). The bound is what `x * 1.5` moves (the cell checks it). No function
 # that reads every value of x and returns a new tensor of x's size can move less. The only other byte figures
-# are plain bytes (the MiB above, §5's bytes per position) and §6's shares, which are fractions. The
-# chapter counts with four rules, each named where it first counts (`bytes_of` in the next cell); they
-# differ in which operators and which tensors they include, and §4 ends with a table of all four.
+# are plain bytes (the MiB above, §5's bytes per position) and §6's shares, which are fractions. The first
+# of the four byte rules is `bytes_of`, in the next cell.
 
 # %% slideshow={"slide_type": "fragment"}
 with RecordCalls() as dense_calls:
@@ -401,7 +401,7 @@ print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 
 #
 # - **The reference itself**, for a tensor of fewer than `rotary.SMALL` = 16 384 elements, such as
 #   chapter 5's 5 × 4 example. Every call of a faster path has a fixed cost, and below that size
-#   it saves little in absolute time (about 21 µs a call at most), or is slower (`make bench`
+#   it saves little in absolute time (at most about 21 µs per forward call in the quoted measurements), or is slower (`make bench`
 #   measured where, below). Single-sequence decoding is such a case: one new position of a
 #   Llama-sized query, (1, 32, 1, 128), is 4 096 elements (a batch of four sequences already reaches
 #   `SMALL`), so this section's counts are about prefill (the one pass over a prompt's tokens that
@@ -485,7 +485,8 @@ assert max(map(max, large)) == small_bench["float32"][16384][4] == 0.96  # from 
 saved_us = max(row[0] * (1 - row[1]) for _, size, row in bench_rows if size < SMALL)  # interleaved, forward
 assert round(saved_us) == 21 and small_bench["float32"][256][1:3] == (0.90, 1.13)
 print(f"quoted: from {SMALL} elements the kernel is faster in every column (at most {max(map(max, large))} of the "
-      f"reference's time); below, it saves at most {saved_us:.0f} µs a call")
+      f"reference's time); below, it saves at most {saved_us:.0f} µs a forward call (the table times the "
+      "reference's forward pass only)")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Now count the torch calls that move a whole tensor's worth of data (at least half of x: one
@@ -1071,6 +1072,10 @@ _ = check.rotate_back_in_place(rotate_back_)
 # tl.store(o_row + R // 2 + j[None, :], second, mask=ok)
 # ```
 #
+# "rotate_pairs's order of operations" holds for the rounding too: the kernel is compiled with
+# `enable_fp_fusion=False` (`_compile_options` in the same file), so no fused multiply-add merges a product
+# into the sum, and each product and difference is rounded as torch's separate operations round it.
+#
 # The tables cost little: for long sequences they are read once per block of positions and shared by
 # every head (for short ones and for decoding, `launch_shape` splits the heads into groups, each
 # reading them). For a
@@ -1158,7 +1163,11 @@ else:
 # launch shape changes with L (`launch_shape` gives 4 positions per program and 2 warps at 4096 on the
 # H200's 132 multiprocessors, 16 and 4 at 16384; the cell checks it where Triton is installed), and the
 # times are CUDA events around 25 calls, which cannot tell a call's fixed cost on the host from its kernel's
-# time. §4's floor of 2 bounds is a count of bytes, which only long sequences come near.
+# time. Nor was the order of the lengths: the run's table lists L = 4096 first, and the order it ran in
+# is not recorded. The tool warms each call up and runs the candidates round-robin within a length
+# (`benchmarks/README.md`), but whether a first length pays for something a later one does not was not
+# checked. §4's floor of 2 bounds is a count of bytes,
+# which only long sequences come near.
 
 # %% slideshow={"slide_type": "fragment"}
 quoted = {4096: (0.67, 4.5), 16384: (0.59, 4.9), 65536: (0.58, 5.3)}  # L: clone and HF eager, in units of q * c
@@ -1212,7 +1221,9 @@ print("H100, HF eager in units of a copy: " + ", ".join(f"L = {seq}: {r:.1f}" fo
 # 2 multiplications and one addition or subtraction per entry of each, about 2.5·10⁴ operations against
 # 1.3·10⁸, one part in five thousand (counted below). This layer is multi-head attention, k as wide
 # as q; §5's Llama-sized layer (grouped-query attention, 8 key heads of 128) has narrower k and v
-# projections and a narrower k to rotate, and the cell checks that the ratio comes out the same.
+# projections and a narrower k to rotate. The ratio comes out the same, and not by chance: each width w of
+# k costs the projections 4 · 4096 · w operations (k and v, a multiply-add counting 2) and RoPE 3w, so the
+# ratio is 4 · 4096 / 3 whatever w is (the cell checks both widths).
 
 # %% slideshow={"slide_type": "fragment"}
 d_model = 4096
@@ -1227,7 +1238,7 @@ assert projection_ops == 4 * 2 * d_model**2 and rope_ops == 2 * 3 * d_model  # q
 assert projection_ops // rope_ops == 5461
 gqa_projection_ops = 2 * (2 * d_model**2 + 2 * d_model * 1024)  # q and o 4096 wide, k and v 8 heads of 128
 gqa_rope_ops = 3 * (d_model + 1024)  # q and 8 key heads
-assert gqa_projection_ops // gqa_rope_ops == 5461
+assert gqa_projection_ops // gqa_rope_ops == 5461 == (4 * d_model) // 3  # 4 d (d + w) / (3 (d + w)), any w
 print(f"per token and layer: projections {projection_ops:.2e} operations, RoPE on q and k {rope_ops:.2e}: "
       f"1 / {projection_ops // rope_ops}")
 

@@ -297,10 +297,15 @@ _STEP_WRONG = {  # sealed wrong answers -> the misconceptions they match (two ma
     'd738b897b64d3ed1fd3089c8': ('cast_once',),
     '7aa603704e92e341bd0e1067': ('cast_once',),
     '855e724c9c1ab042b52dd3fe': ('cast_once',),
+    '70423529348c36725468b083': ('per_head_shared',), 'b870a91339154b91fd3137ec': ('per_head_shared',),
+    '90b61f732f0448b40c649f73': ('per_head_shared',), '569514d9e9b2ab238b5fc459': ('per_head_shared',),
+    '8390951e8edb68d5273082f7': ('per_head_shared',),
 }
 _STEP_MISCONCEPTIONS = {
     "per_head": "your answers match a count with one copy of the tables for every head of every sequence",
     "per_sequence": "your answers match a count with one copy of the tables for every sequence of the batch",
+    "per_head_shared": ("your answers match a count with one copy of the tables for every head, shared by the "
+                        "batch's sequences"),
     "x_dtype": "your answers match a count that weighs the tables' entries in x's dtype",
     "one_pass_tables": "your answers match a count that reads the tables in only one of the step's two passes",
     "fixed_itemsize": ("your answers are right where x has 2 bytes per entry and wrong at the other sizes: your "
