@@ -204,17 +204,16 @@ print("the conventions table matches the library")
 # after the notes, one cell for each of columns 1, 2, 3 and 5, each right after a paragraph that says
 # what it checks.
 #
-# * **Column 1** asks whether a layer can tell positions apart, from where a query stands: whether two
-#   different tokens other than the query's own trading places can change the query's output (without positions and without a
-#   mask they never can; chapter 1). One rule for every row: ✔ means every such swap among the tokens the query sees can, with
-#   or without a causal mask and with or without a LayerNorm (it removes each vector's mean and scale) before the layer, within the range the entry
-#   gives; ~ means only some swaps can, under a condition the entry names. The rule asks about different
-#   tokens: equal tokens trading places change nothing under any method. For example, without a mask,
-#   RoPE's ✔: swapping the keys one before and one after a query changes its output; symmetric ALiBi's
-#   ~: that same swap changes nothing (column 1's cell runs both). Property 1 asks for a unique
-#   code; the column grades what a unique code is for, so a code can be unique and still get a ~ (the
-#   integer code $i\cdot\mathbf 1$). It grades one layer: stacked layers under a causal mask can count
-#   positions that one layer cannot tell apart (NoPE's note).
+# * **Column 1** asks whether one layer can tell positions apart. The test: two different tokens, neither
+#   of them the query, trade places. Can the query's output change? Without positions and without a mask
+#   it never can (chapter 1). ✔: every such swap can, within the range the entry gives, in every setting
+#   (with or without a causal mask, with or without a LayerNorm before the layer; a LayerNorm removes each
+#   vector's mean and scale). ~: only some swaps can, under the condition the entry names. Example, without
+#   a mask: swap the keys one before and one after a query. Under RoPE the output changes (✔); under
+#   symmetric ALiBi it does not (~). Column 1's cell runs both, and NoPE's case below. A code can be unique
+#   (property 1) and still get a ~: the integer code $i\cdot\mathbf 1$ is unique, but a LayerNorm erases it.
+#   The column grades one layer: stacked layers under a causal mask can count positions that one layer
+#   cannot tell apart (NoPE's note).
 # * **Column 2** grades one thing per row. For a method with a code $p_i$, its mark grades whether one affine
 #   map takes $p_i$ to $p_{i+k}$, not the scores. For a method with no code (relative terms, RoPE, ALiBi),
 #   it grades the nearest counterpart: what $k$ tokens apart does to a score depends on $k$ alone,
@@ -230,7 +229,7 @@ print("the conventions table matches the library")
 #
 # | method | 1 told apart | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|
-# | none (NoPE) [1, 7] | ~ only under a causal mask, and then only before from after [1, 7] | – | ~ holds on both recalls; the grammar ungraded: learnt too little (0.43), it falls to 0.28 [7] | – nothing to fix | ~ raster order gives one index |
+# | none (NoPE) [1, 7] | ~ only under a causal mask, and then only a swap across the query (one token before it, one after) [1, 7] | – | ~ holds on both recalls; the grammar ungraded: learnt too little (0.43), it falls to 0.28 read at once (0.36 through a 64-token window) [7] | – nothing to fix | ~ raster order gives one index |
 # | integer $i\cdot\mathbf 1$ [2] | ~ a LayerNorm erases it | ✔ affine, yet scores not offset-only | ? not trained; its values grow without bound | ✔ | ~ axial, argued in [9] |
 # | normalised $i/m$ [2] | ~ within one length; a LayerNorm erases it | ✘ one map per length | ✘ codes change with the length | ✔ | ~ axial, argued in [9] |
 # | binary [2] | ~ up to $2^d$ positions; behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge | ✘ no affine map for small $k$ | ? not trained; past $2^b$ positions a bit training never set | ✔ | ~ axial, argued in [9] |
@@ -240,7 +239,8 @@ print("the conventions table matches the library")
 # | RoPE [5] | ✔ even without a mask | ✔ $R_{m+k} = R_k R_m$ | ✘ falls on all three tasks [7] | ✔ | ~ axial [9] |
 # | ALiBi [6] | ~ without a mask, a key $k$ before and one $k$ after look alike | ✔ bias $-m_h(i-j)$ | ~ holds on the grammar, falls on both recalls [6, 7] | ✔ fixed slopes | ~ left and above share a bias |
 #
-# **NoPE.** No code; one layer under a causal mask tells only before from after (column 1), but
+# **NoPE.** No code. One layer under a causal mask tells only whether a token is before or after the
+# query: a swap across the query changes the output, a swap of two earlier tokens does not (column 1). But
 # stacked layers under that mask let a model count positions ([chapter 7](07_beyond.ipynb) §1), and
 # chapter 7 §3 weighs its toy against Kazemnejad et al. (2023), who find decoders without positional
 # encoding generalise in length as well as explicit encodings or better on their tasks. In n-D, a causal
@@ -256,7 +256,8 @@ print("the conventions table matches the library")
 # with the length $m$ (column 2's cell).
 #
 # **Binary code.** Behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge (column 1's cell), and no affine map
-# exists for any $k < 2^{d-2}$ ([chapter 2](02_integer_binary.ipynb) §3–4). Past a training length of
+# exists for any $k < 2^{d-2}$ ([chapter 2](02_integer_binary.ipynb) §3–4); the bound is tight, as the
+# first exact map is at $k = 2^{d-2}$ itself (column 2's cell, $d$ = 4 to 6). Past a training length of
 # $2^b$ positions, bit $b$ turns on, a value training never showed (column 3's cell).
 #
 # **Sinusoids.** Behind a LayerNorm no two of 512 positions merge ($d = 16$; column 1's cell). A shift
@@ -320,7 +321,8 @@ print("the conventions table matches the library")
 # without a mask, a symmetric ALiBi head (a random one): swapping the tokens one before and one after the
 # middle query leaves its output as it was; on the palindrome "a b c b a" its mirror positions (0 and 4,
 # 1 and 3) tie and no other pair does. The same head with RoPE instead: the swap changes the query's
-# output, and no pair of the palindrome ties. Last, T5's buckets (32 of them, `max_distance` 128) give
+# output, and no pair of the palindrome ties. NoPE under a causal mask: two tokens before the query
+# trade places with no change to its output; the swap across the query changes it. Last, T5's buckets (32 of them, `max_distance` 128) give
 # every past distance below 16 its own bucket and put 16, 17 and 18 in one, far short of 128: under a
 # causal mask, the keys 16 and 18 before a query trade places without changing its output; those 14 and
 # 15 before it do change it.
@@ -352,6 +354,9 @@ alibi = lambda x: pl.attention(x @ wq_a, x @ wk_a, x @ wv_a, bias=sym_bias)[0]  
 rope = lambda x: pl.attention(pl.apply_rope(x @ wq_a), pl.apply_rope(x @ wk_a), x @ wv_a)[0]  # noqa: E731
 torch.testing.assert_close(alibi(tokens[swap])[2], alibi(tokens)[2])  # ALiBi: the query at 2 cannot tell
 assert not torch.allclose(rope(tokens[swap])[2], rope(tokens)[2], atol=1e-3)  # RoPE: it can
+nope = lambda x: pl.attention(x @ wq_a, x @ wk_a, x @ wv_a, causal=True)[0]  # noqa: E731  NoPE, causal mask
+torch.testing.assert_close(nope(tokens[[1, 0, 2, 3, 4]])[2], nope(tokens)[2])  # two earlier tokens: no change
+assert not torch.allclose(nope(tokens[swap])[2], nope(tokens)[2], atol=1e-3)  # across the query: a change
 palindrome = tokens[[0, 1, 2, 1, 0]]  # tokens a b c b a
 ties = lambda out: {(a, b) for a in range(5) for b in range(a + 1, 5) if torch.allclose(out[a], out[b])}  # noqa: E731
 assert ties(alibi(palindrome)) == {(0, 4), (1, 3)}  # of the 10 pairs of positions, exactly the two mirror pairs
@@ -401,6 +406,9 @@ tall = torch.randn(64, 8, generator=torch.Generator().manual_seed(1), dtype=torc
 exact = [k for k in range(1, 64) if pl.affine_shift_residual(tall, k) < 1e-9]
 assert exact == list(range(64 - 9, 64))  # no affine map while n - k > d + 1 = 9 pairs; one fits at every k after
 print(f"random 64 x 8 table: an exact affine map only for k = {exact[0]} to 63 (n - k <= d + 1 = 9)")
+first_binary = {d: next(k for k in range(1, 2**d) if pl.affine_shift_residual(pl.binary_positions(2**d, d).double(), k)
+                        < 1e-9) for d in (4, 5, 6)}
+assert first_binary == {d: 2 ** (d - 2) for d in (4, 5, 6)}  # binary codes: none below 2^(d-2), one at it
 
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
@@ -418,7 +426,8 @@ print(f"random 64 x 8 table: an exact affine map only for k = {exact[0]} to 63 (
 # tasks, ~ on some, ✘ on none (any threshold from 0.08 to 0.14 gives the same grades: the nearest mean
 # drops are NoPE's 0.076 on `recall_anywhere` and T5's 0.147 on the grammar). A task a method
 # has learnt too little at 64 tokens (mean below 0.6) neither holds nor falls: its fall says nothing about
-# length (NoPE's grammar falls from 0.43 to 0.28; the cell prints it). The cut is an absolute drop, one
+# length (NoPE's grammar falls from 0.43 to 0.28, read at once as every grade here; 0.36 through a
+# 64-token sliding window; the cell prints it). The cut is an absolute drop, one
 # number for tasks with different ceilings (the grammar's 0.77, a recall's 1.00): the grades are coarse,
 # and the chapters carry the detail. That spares one entry, for any cut from 0.45 to 0.68: NoPE's grammar, at 0.43 against 0.68
 # to 0.77 for the four others graded here, 0.77 being the best any model can do, as a quarter of the
@@ -486,6 +495,7 @@ moved_drop = {m: moved[m][64]["mean"] - moved[m][512]["mean"] for m in moved}
 assert all(0.25 <= round(x, 2) <= 0.31 for x in moved_drop.values())  # moved: all four lose about alike
 assert holds("none") == holds("t5") == ["recall", "recall_anywhere"]  # ... though both hold as the tasks are set
 assert round(mean_at("none", "grammar", 512), 2) == 0.28  # NoPE's ungraded grammar: 0.43 -> 0.28
+assert round(ex.accuracy(res, "grammar", "none", "sliding_window")[512]["mean"], 2) == 0.36  # the window's reading
 anywhere_alibi = ex.accuracy(res, "recall_anywhere", "alibi", "trained_distances")
 assert [round(anywhere_alibi[L]["mean"], 2) for L in (64, 512)] == [0.78, 0.79]  # moved, ALiBi holds there
 print("column 3 (64 -> 512 tokens, mean of 3 seeds):", column_3)
