@@ -555,7 +555,14 @@ def test_one_row_bias_names_a_tolerance_too_loose(capsys):
     assert "head" not in out.split("hint:")[0].replace("heads", "")
 
 
+def one_row_falling_only(b):
+    """Review r31: rows only for biases that fall with distance (ALiBi's shape); flat and rising lines get NaN."""
+    step = b[:, 1] - b[:, 0]
+    return one_row_right(b).masked_fill((step >= 0)[:, None, None], float("nan"))
+
+
 @pytest.mark.parametrize("wrong, says", [
+    (one_row_falling_only, "does not fall with distance"),
     (one_row_exact_steps, "last bits"),
     (lambda b: b.flip(-1)[:, None, :], "last query (which sees every key)"),  # a row for every head, no NaN
     (lambda b: torch.where(torch.isnan(one_row_right(b)), one_row_right(b), b[:, None, :]), "wrong way"),
@@ -717,6 +724,7 @@ def test_far_share_refuses_a_measurement(measurement, says, capsys):
     (lambda s, T, L: far_share_with_g(s.float(), T, L), "not numbers"),  # e^-m rounds to 1 in float32
     (lambda s, T, L: torch.tensor(far_share_closed_form(s, T, L)) * 1.001, "not the shares"),
     (lambda s, T, L: [(L - T) / L] * len(s), "equal weights on every key"),  # the slope ignored
+    (lambda s, T, L: torch.exp(-s * T) - torch.exp(-s * L), "a part over the whole"),  # review r31: not normalised
 ])
 def test_far_share_names_the_misconception(wrong, says, capsys):
     assert check.alibi_far_share(wrong) is False
@@ -840,6 +848,10 @@ def test_far_share_prompt_does_not_name_the_form():
     prompt = above[above.index("**4 (derive).**"):]
     for said in ("closed form", "closed-form", "textbook", "geometric series"):
         assert said not in above.lower(), said
+    whole_prompt = src[src.index("**4 (derive).**"):]
+    whole_prompt = whole_prompt[: whole_prompt.index("# %%")]
+    assert "Any route that meets those tolerances passes" in whole_prompt
+    assert "integral" not in whole_prompt  # review r31: naming the exact integral handed over a route
     assert "e^{-m}" not in prompt.split("Mind the precision")[0]  # the ratio appears only in the precision note
     zh = (root / "notebooks/i18n/zh/06_alibi.md").read_text(encoding="utf-8")
     zh_prompt = zh[zh.index("**4（推导）。**"):]

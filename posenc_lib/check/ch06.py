@@ -354,6 +354,7 @@ def one_row_bias(fn: Callable[[torch.Tensor], Any] | None) -> bool | None:
             return
         g = torch.Generator().manual_seed(3)
         missed, extra, ends, backwards, low, slight = [], [], [], [], [], []
+        missed_not_falling = []  # per missed head: its bias is flat or grows with distance
         for (b, has_row), raw in zip(cases, answers.values()):
             H, L = b.shape
             got = raw if isinstance(raw, torch.Tensor) else None
@@ -365,6 +366,7 @@ def one_row_bias(fn: Callable[[torch.Tensor], Any] | None) -> bool | None:
                 nan = bool(torch.isnan(row[h]).all())
                 if has_row[h] and nan:
                     missed.append(not bool(((b[h, 1:] - b[h, :-1]) == (b[h, 1] - b[h, 0])).all()))
+                    missed_not_falling.append(float(b[h, 1] - b[h, 0]) >= 0)
                 elif not has_row[h] and not nan:
                     last_only = close((row[h] - row[h, -1]), b[h].flip(-1) - b[h, 0], atol=1e-9)
                     step = b[h, 1:] - b[h, :-1]
@@ -397,6 +399,10 @@ def one_row_bias(fn: Callable[[torch.Tensor], Any] | None) -> bool | None:
         elif extra and all(extra) and not missed:
             yield False, ("your rows give the last query (which sees every key) its weights, but a row must serve "
                           "every query at once, and for some heads no row does: return NaN for those")
+        elif missed and all(missed_not_falling) and not extra:
+            yield False, ("you gave NaN to some heads that one row does serve, and every one of them has a bias "
+                          "that does not fall with distance (flat, or growing): whether one row serves them does "
+                          "not depend on which way a bias runs")
         elif missed and any(missed) and not extra:
             yield False, ("you gave NaN to some heads that one row does serve; a bias stored in float64 can hold "
                           "equal differences that differ in their last bits")
@@ -527,6 +533,9 @@ def alibi_far_share(fn: Callable[[torch.Tensor, int, int], Any] | None) -> bool 
                 yield False, (f"{case}: your shares match the weight integrated over the distances 0 to "
                               "test_len - 1: that interval is too short by one unit, so the last key weighs less "
                               "than the others (test_len keys, one per unit of distance)")
+            elif near(got, g**T - g**L):
+                yield False, (f"{case}: these are the far keys' weights before the softmax divides them by the "
+                              "sum of all the weights: a share is a part over the whole")
             elif bool((got < want * 0.9).any()) and bool((m < 1e-6).any()):
                 yield False, (f"{case}: your shares leave out keys far back; with slopes this small the far keys "
                               "carry much of the weight")
