@@ -124,7 +124,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # |---|---|---|---|---|---|
 # | none (NoPE) [1, 7] | ~ | – | ~ | – | ~ |
 # | integer $i\cdot\mathbf 1$ [2] | ~ | ✔ | ? | ✔ | ~ |
-# | normalised $i/m$ [2] | ~ | ✘ | ✘ | ✔ | ~ |
+# | normalised $i/m$ [2] | ~ | ✘ | ? | ✔ | ~ |
 # | binary [2] | ~ | ✘ | ? | ✔ | ~ |
 # | sinusoidal [3] | ✔ | ✔ | ✘ | ✔ | ~ |
 # | learned absolute [2, 7] | ✔ | ✘ | ✘ | ✘ | ~ |
@@ -206,14 +206,15 @@ print("the conventions table matches the library")
 #
 # * **Column 1** asks whether one layer can tell positions apart. The test: two different tokens, neither
 #   of them the query, trade places. Can the query's output change? Without positions and without a mask
-#   it never can (chapter 1). ✔: every such swap can, within the range the entry gives, in every setting
+#   it never can (chapter 1). ✔: every such swap of two tokens the query sees can, within the range the
+#   entry gives, in every setting
 #   (with or without a causal mask, with or without a LayerNorm before the layer; a LayerNorm removes each
 #   vector's mean and scale). ~: only some swaps can, under the condition the entry names. Example, without
 #   a mask: swap the keys one before and one after a query. Under RoPE the output changes (✔); under
 #   symmetric ALiBi it does not (~). Column 1's cell runs both, and NoPE's case below. A code can be unique
 #   (property 1) and still get a ~: the integer code $i\cdot\mathbf 1$ is unique, but a LayerNorm erases it.
-#   The column grades one layer: stacked layers under a causal mask can count positions that one layer
-#   cannot tell apart (NoPE's note).
+#   The column grades the swap test only, not everything a layer can compute: a causal layer with no code
+#   can still compute its own position (NoPE's note).
 # * **Column 2** grades one thing per row. For a method with a code $p_i$, its mark grades whether one affine
 #   map takes $p_i$ to $p_{i+k}$, not the scores. For a method with no code (relative terms, RoPE, ALiBi),
 #   it grades the nearest counterpart: what $k$ tokens apart does to a score depends on $k$ alone,
@@ -229,9 +230,9 @@ print("the conventions table matches the library")
 #
 # | method | 1 told apart | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|
-# | none (NoPE) [1, 7] | ~ only under a causal mask, and then only a swap across the query (one token before it, one after) [1, 7] | – | ~ holds on both recalls; the grammar ungraded: learnt too little (0.43), it falls to 0.28 read at once (0.36 through a 64-token window) [7] | – nothing to fix | ~ raster order gives one index |
+# | none (NoPE) [1, 7] | ~ only under a causal mask, and then only some swaps (which: chapter 1's Exercise 5) [1, 7] | – | ~ holds on both recalls; the grammar ungraded: learnt too little (0.43), it falls to 0.28 read at once (0.36 through a 64-token window) [7] | – nothing to fix | ~ raster order gives one index |
 # | integer $i\cdot\mathbf 1$ [2] | ~ a LayerNorm erases it | ✔ affine, yet scores not offset-only | ? not trained; its values grow without bound | ✔ | ~ axial, argued in [9] |
-# | normalised $i/m$ [2] | ~ within one length; a LayerNorm erases it | ✘ one map per length | ✘ codes change with the length | ✔ | ~ axial, argued in [9] |
+# | normalised $i/m$ [2] | ~ within one length; a LayerNorm erases it | ✘ one map per length | ? not trained; every code changes with the length, as position interpolation's angles do (chapter 7 §2) | ✔ | ~ axial, argued in [9] |
 # | binary [2] | ~ up to $2^d$ positions; behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge | ✘ no affine map for small $k$ | ? not trained; past $2^b$ positions a bit training never set | ✔ | ~ axial, argued in [9] |
 # | sinusoidal [3] | ✔ even behind a LayerNorm (512 positions at $d = 16$ checked) | ✔ a rotation $M_k$ | ✘ falls on all three tasks [7] | ✔ | ~ axial [9] |
 # | learned absolute [2, 7] | ✔ distinct rows, even behind a LayerNorm | ✘ nothing forces one | ✘ no rows past `max_len` | ✘ learned | ~ rows depend on the grid's width |
@@ -239,9 +240,10 @@ print("the conventions table matches the library")
 # | RoPE [5] | ✔ even without a mask | ✔ $R_{m+k} = R_k R_m$ | ✘ falls on all three tasks [7] | ✔ | ~ axial [9] |
 # | ALiBi [6] | ~ without a mask, a key $k$ before and one $k$ after look alike | ✔ bias $-m_h(i-j)$ | ~ holds on the grammar, falls on both recalls [6, 7] | ✔ fixed slopes | ~ left and above share a bias |
 #
-# **NoPE.** No code. One layer under a causal mask tells only whether a token is before or after the
-# query: a swap across the query changes the output, a swap of two earlier tokens does not (column 1). But
-# stacked layers under that mask let a model count positions ([chapter 7](07_beyond.ipynb) §1), and
+# **NoPE.** No code. Without a mask no swap changes a query's output; under a causal mask some do (which
+# ones is chapter 1's Exercise 5). A causal layer can even compute its own position, as $1/(i+1)$
+# ([chapter 7](07_beyond.ipynb) §1, after Kazemnejad et al.'s Theorem 1): the position is not given, but
+# it is not lost either. And
 # chapter 7 §3 weighs its toy against Kazemnejad et al. (2023), who find decoders without positional
 # encoding generalise in length as well as explicit encodings or better on their tasks. In n-D, a causal
 # mask over a raster order (the patches read row by row, as text is) gives the raster index only, which mixes rows and columns.
@@ -256,8 +258,10 @@ print("the conventions table matches the library")
 # with the length $m$ (column 2's cell).
 #
 # **Binary code.** Behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge (column 1's cell), and no affine map
-# exists for any $k < 2^{d-2}$ ([chapter 2](02_integer_binary.ipynb) §3–4); the bound is tight, as the
-# first exact map is at $k = 2^{d-2}$ itself (column 2's cell, $d$ = 4 to 6). Past a training length of
+# exists for any $k < 2^{d-2}$ ([chapter 2](02_integer_binary.ipynb) §3–4). The exact maps at some larger
+# $k$ are the table's edge at work, as for the random table of column 2's cell: on a table that stops at
+# $2^d - 1$ the first is at $k = 2^{d-2}$, but with the positions wrapped around (mod $2^d$) the only one
+# left is at $k = 2^{d-1}$ (chapter 2's erratum 1; column 2's cell, $d$ = 4 to 6). So they earn no ~. Past a training length of
 # $2^b$ positions, bit $b$ turns on, a value training never showed (column 3's cell).
 #
 # **Sinusoids.** Behind a LayerNorm no two of 512 positions merge ($d = 16$; column 1's cell). A shift
@@ -296,13 +300,17 @@ print("the conventions table matches the library")
 # column 5's cell, for RoPE). Which 2-D patterns that rules out is chapter 9's Exercise 3, left to it on
 # purpose. [Chapter 9](09_beyond_1d.ipynb) argues the ~ right after it ("After Exercise 3: the additive codes"), for axial
 # RoPE and for every code added to the token (integer, normalised, binary, sinusoidal); for an added
-# code the argument holds only while no LayerNorm sits before the head. RoPE-Mixed
+# code the argument holds only while no LayerNorm sits before the head (with one, as in pre-LN blocks
+# such as ViT's, this page does not argue the added codes' ~). RoPE-Mixed
 # (Heo et al. 2024; chapter 9), whose learned frequencies turn a pair with the row and the column at
 # once, is not axial and is not graded in the map.
 #
 # **Where the map disagrees with source `001`.** `001` gives the integer code properties 1 to
 # 4 and binary codes properties 1 and 2. For the integer code and property 1, the map's ~ is the
-# LayerNorm that erases it (the integer-code note); for binary codes and property 1, the LayerNorm that
+# LayerNorm that erases it (the integer-code note). `001` adds its code to inputs that, it says, a
+# LayerNorm has usually already processed, with no LayerNorm after the sum, and there its ✔
+# stands: the difference is the map's stricter rule, which grades a LayerNorm after the sum too, not an
+# error in `001`; for binary codes and property 1, the LayerNorm that
 # merges $p_0$ and $p_{2^d-1}$ (the binary-code note). For binary codes and property 2 see chapter 2's
 # erratum 1: least squares finds no affine map for small offsets. For the integer code and
 # property 3, `001` gives the ✔ without a reason. The map leaves it untested (?), as no model with an
@@ -321,8 +329,7 @@ print("the conventions table matches the library")
 # without a mask, a symmetric ALiBi head (a random one): swapping the tokens one before and one after the
 # middle query leaves its output as it was; on the palindrome "a b c b a" its mirror positions (0 and 4,
 # 1 and 3) tie and no other pair does. The same head with RoPE instead: the swap changes the query's
-# output, and no pair of the palindrome ties. NoPE under a causal mask: two tokens before the query
-# trade places with no change to its output; the swap across the query changes it. Last, T5's buckets (32 of them, `max_distance` 128) give
+# output, and no pair of the palindrome ties. Last, T5's buckets (32 of them, `max_distance` 128) give
 # every past distance below 16 its own bucket and put 16, 17 and 18 in one, far short of 128: under a
 # causal mask, the keys 16 and 18 before a query trade places without changing its output; those 14 and
 # 15 before it do change it.
@@ -354,9 +361,6 @@ alibi = lambda x: pl.attention(x @ wq_a, x @ wk_a, x @ wv_a, bias=sym_bias)[0]  
 rope = lambda x: pl.attention(pl.apply_rope(x @ wq_a), pl.apply_rope(x @ wk_a), x @ wv_a)[0]  # noqa: E731
 torch.testing.assert_close(alibi(tokens[swap])[2], alibi(tokens)[2])  # ALiBi: the query at 2 cannot tell
 assert not torch.allclose(rope(tokens[swap])[2], rope(tokens)[2], atol=1e-3)  # RoPE: it can
-nope = lambda x: pl.attention(x @ wq_a, x @ wk_a, x @ wv_a, causal=True)[0]  # noqa: E731  NoPE, causal mask
-torch.testing.assert_close(nope(tokens[[1, 0, 2, 3, 4]])[2], nope(tokens)[2])  # two earlier tokens: no change
-assert not torch.allclose(nope(tokens[swap])[2], nope(tokens)[2], atol=1e-3)  # across the query: a change
 palindrome = tokens[[0, 1, 2, 1, 0]]  # tokens a b c b a
 ties = lambda out: {(a, b) for a in range(5) for b in range(a + 1, 5) if torch.allclose(out[a], out[b])}  # noqa: E731
 assert ties(alibi(palindrome)) == {(0, 4), (1, 3)}  # of the 10 pairs of positions, exactly the two mirror pairs
@@ -408,45 +412,61 @@ assert exact == list(range(64 - 9, 64))  # no affine map while n - k > d + 1 = 9
 print(f"random 64 x 8 table: an exact affine map only for k = {exact[0]} to 63 (n - k <= d + 1 = 9)")
 first_binary = {d: next(k for k in range(1, 2**d) if pl.affine_shift_residual(pl.binary_positions(2**d, d).double(), k)
                         < 1e-9) for d in (4, 5, 6)}
-assert first_binary == {d: 2 ** (d - 2) for d in (4, 5, 6)}  # binary codes: none below 2^(d-2), one at it
+assert first_binary == {d: 2 ** (d - 2) for d in (4, 5, 6)}  # binary codes: none below 2^(d-2), one at it ...
+wrapped = {d: [k for k in range(1, 2**d) if pl.affine_shift_residual(
+    pl.binary_positions(2**d, d).double().repeat(2, 1)[: 2**d + k], k) < 1e-9] for d in (4, 5, 6)}
+assert wrapped == {d: [2 ** (d - 1)] for d in (4, 5, 6)}  # ... the edge's doing: wrapped mod 2^d, only 2^(d-1)
 
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# **Column 3, one rule for every row, checked in the next cell.** ✘ where positions past the training
-# length get no code (learned rows) or every code changes with the length (normalised). A row with a
-# model in [chapter 7](07_beyond.ipynb) §3's train-short, test-long experiment takes its grade from
-# that experiment: NoPE, sinusoidal, RoPE, ALiBi and, for the relative row, T5 (no Shaw model is trained
-# there). Integer and binary codes are not trained there, so no rule grades them: ? marks them, and the
-# map says only what the cell asserts (an integer code 1000 tokens in has length 8000 in a 64-wide model;
-# past a training length of $2^b$ positions, bit $b$ turns on, a value training never showed).
+# **Column 3, checked in the next cell.** Three rules, one for every row:
 #
-# The experiment has three tasks: a local grammar (the next token from the two before it) and two
-# recalls of a dictionary, placed at the start or anywhere. A method **holds** on a task when its mean
-# accuracy over three seeds at 512 tokens is at most 0.10 below its mean at 64; ✔ holds on all three
-# tasks, ~ on some, ✘ on none (any threshold from 0.08 to 0.14 gives the same grades: the nearest mean
-# drops are NoPE's 0.076 on `recall_anywhere` and T5's 0.147 on the grammar). A task a method
-# has learnt too little at 64 tokens (mean below 0.6) neither holds nor falls: its fall says nothing about
-# length (NoPE's grammar falls from 0.43 to 0.28, read at once as every grade here; 0.36 through a
-# 64-token sliding window; the cell prints it). The cut is an absolute drop, one
-# number for tasks with different ceilings (the grammar's 0.77, a recall's 1.00): the grades are coarse,
-# and the chapters carry the detail. That spares one entry, for any cut from 0.45 to 0.68: NoPE's grammar, at 0.43 against 0.68
-# to 0.77 for the four others graded here, 0.77 being the best any model can do, as a quarter of the
-# grammar's tokens are random (chapter 7: NoPE learned the rule only partly in its 400 steps). Learned
-# positions, trained there too, score 0.59 on the grammar at 64; their row takes its ✘ from the rule
-# above, not from the experiment. The cell prints every mean at 64 and 512. The seeds agree with their mean on every method and task but two: one NoPE seed loses 0.125 on
-# `recall_anywhere`, and two of T5's three seeds lose under 0.09 on the grammar (the third, which
-# had learnt it barely, 0.61 at 64 tokens against 0.77 and 0.67, loses 0.281), so T5's ~ rather than ✔
-# rests on one seed, and a weak one. Its scope: tiny decoders (2 layers, width 64, 4 heads, 400
-# training steps) trained on 64 tokens; a toy, not a measurement of large models. The rows grade plain
-# methods: RoPE rescaled without fine-tuning is not a row (YaRN holds on `recall_anywhere` only; chapter
-# 7 compares PI, NTK and YaRN). The recall grades depend on the layout, both ways. At 512 tokens the
-# dictionary also sits farther from the query than in any training lookup, and on `recall` it opens
-# the sequence. [Chapter 7](07_beyond.ipynb) §3's control moves it to the trained distances: plain
-# RoPE's 0.17 becomes 0.74, while NoPE and T5, which hold with the dictionary first, fall from 1.00 to
-# 0.69 and 0.74. Moved, NoPE, T5, ALiBi and RoPE each lose 0.25 to 0.31 on `recall`: the contrast the
-# column draws there between them is the layout's; on `recall_anywhere`, moved, ALiBi holds (0.78
-# at 64 tokens, 0.79 at 512). The map grades the tasks as set, layout included. The results are chapter 7's stored ones (`results/extrapolation.json`);
-# this page trains nothing.
+# * ✘ where positions past the training length get no code (learned rows).
+# * A row with a model in [chapter 7](07_beyond.ipynb) §3's train-short, test-long experiment takes its
+#   grade from that experiment: NoPE, sinusoidal, RoPE, ALiBi and, for the relative row, T5 (no Shaw
+#   model is trained there).
+# * The integer, normalised and binary codes are not trained there: ? marks them, and the map says only
+#   what the cell asserts (an integer code 1000 tokens in has length 8000 in a 64-wide model; past a
+#   training length of $2^b$ positions, bit $b$ turns on, a value training never showed; a normalised code
+#   gives every position a new code at a new length).
+#
+# **The experiment's rule.** It has three tasks: a local grammar (the next token from the two before it)
+# and two recalls of a dictionary, placed at the start (`recall`) or anywhere (`recall_anywhere`). Every
+# number here is read at once, the whole sequence in one pass. A method **holds** on a task when its mean
+# accuracy over three seeds at 512 tokens is at most 0.10 below its mean at 64. ✔ holds on all three
+# tasks, ~ on some, ✘ on none. Any threshold from 0.08 to 0.14 gives the same grades (the nearest mean
+# drops are NoPE's 0.076 on `recall_anywhere` and T5's 0.147 on the grammar). The cut is one absolute
+# number for tasks with different ceilings (the grammar's 0.77, a recall's 1.00), so the grades are
+# coarse, and the chapters carry the detail.
+#
+# **A task not learnt is not graded.** A task a method has learnt too little at 64 tokens (mean below
+# 0.6) neither holds nor falls. One entry is in that case, NoPE's grammar: 0.43, against 0.68 to 0.77
+# for the four other methods graded here (0.77 is the best any model can do, as a quarter of the
+# grammar's tokens are random). It stays the only one for any cut from 0.45 to 0.68. Its fall, from 0.43
+# to 0.28 (0.36 through a 64-token sliding window), says nothing about length: NoPE learned the rule only
+# partly in its 400 steps (chapter 7). Learned positions, trained there too, score 0.59 on the grammar at
+# 64; their row takes its ✘ from the first rule, not from the experiment. The cell prints every mean at
+# 64 and 512.
+#
+# **The seeds** agree with their mean on every method and task but two: one NoPE seed loses 0.125 on
+# `recall_anywhere`, and two of T5's three seeds lose under 0.09 on the grammar (the third, which had
+# learnt it barely, 0.61 at 64 tokens against 0.77 and 0.67, loses 0.281), so T5's ~ rather than ✔ rests
+# on one seed, and a weak one.
+#
+# **The scope.** Tiny decoders (2 layers, width 64, 4 heads, 400 training steps) trained on 64 tokens: a
+# toy, not a measurement of large models. The rows grade plain methods: RoPE rescaled without
+# fine-tuning is not a row (YaRN holds on `recall_anywhere` only; chapter 7 compares PI, NTK and YaRN).
+#
+# **The layout.** The recall grades depend on where the dictionary sits, both ways. At 512 tokens the
+# dictionary also sits farther from the query than in any training lookup, and on `recall` it opens the
+# sequence. [Chapter 7](07_beyond.ipynb) §3's control moves it to the trained distances: plain RoPE's
+# 0.17 becomes 0.74, while NoPE and T5, which hold with the dictionary first, fall from 1.00 to 0.69 and
+# 0.74. Moved, NoPE, T5, ALiBi and RoPE each lose 0.25 to 0.31 on `recall`, so the contrast the column
+# draws there between them is the layout's. On `recall_anywhere`, moved, ALiBi holds (0.78 at 64 tokens,
+# 0.79 at 512), and RoPE loses 0.115 (0.93 to 0.81) where as set it loses 0.60: moved, its grade there
+# would turn on the threshold (it holds from a cut of 0.12). The map grades the tasks as set, layout
+# included, and the threshold sweep above is for the tasks as set. The results are chapter 7's stored
+# ones (`results/extrapolation.json`); this page trains nothing.
 
 # %% slideshow={"slide_type": "fragment"}
 # Column 3: chapter 7's stored results, three seeds per method, trained on 64 tokens
@@ -498,6 +518,11 @@ assert round(mean_at("none", "grammar", 512), 2) == 0.28  # NoPE's ungraded gram
 assert round(ex.accuracy(res, "grammar", "none", "sliding_window")[512]["mean"], 2) == 0.36  # the window's reading
 anywhere_alibi = ex.accuracy(res, "recall_anywhere", "alibi", "trained_distances")
 assert [round(anywhere_alibi[L]["mean"], 2) for L in (64, 512)] == [0.78, 0.79]  # moved, ALiBi holds there
+anywhere_rope = ex.accuracy(res, "recall_anywhere", "rope", "trained_distances")
+rope_moved_drop = anywhere_rope[64]["mean"] - anywhere_rope[512]["mean"]
+assert [round(anywhere_rope[L]["mean"], 2) for L in (64, 512)] == [0.93, 0.81] and round(rope_moved_drop, 3) == 0.115
+assert round(mean_at("rope", "recall_anywhere", 64) - mean_at("rope", "recall_anywhere", 512), 2) == 0.60  # as set
+assert 0.10 < rope_moved_drop <= 0.12  # moved, RoPE holds there from a cut of 0.12, not at 0.10
 print("column 3 (64 -> 512 tokens, mean of 3 seeds):", column_3)
 
 assert pl.integer_positions(1001, 64)[1000].norm() == 1000 * 64**0.5 == 8000  # ||p_i|| = i sqrt(d)
