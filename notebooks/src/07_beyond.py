@@ -82,7 +82,10 @@ torch.testing.assert_close(full_out[:, 0], torch.full((n,), 1 / n, device=device
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # So a decoder with no positional encoding is not position-blind: Haviv et al. (2022) found
-# that causal language models trained without one still learn position, and Kazemnejad et al.
+# that causal language models trained without one still learn position, with no
+# beginning-of-sequence marker (their suggested route: the mask fixes how many keys each query
+# averages over, so what an average looks like, for instance how much it varies, changes with
+# that count), and Kazemnejad et al.
 # (2023) found such "NoPE" decoders length-generalise as well as or better than explicit
 # encodings on their reasoning tasks. But the counter is *coarse*: neighbours $i$ and
 # $i+1$ differ by $\frac{1}{i+1} - \frac{1}{i+2} = \frac{1}{(i+1)(i+2)}$, between
@@ -177,7 +180,8 @@ fig
 # can read $s\cdot L_0$ tokens ($s$ = `factor`) without retraining (or with a short
 # fine-tune): position interpolation slows *every* pair by $s$, squeezing all angles back
 # into the trained range; NTK, YaRN and Llama 3 slow mostly the slow pairs, which are the
-# ones that need it. ("NTK-aware" is named after the *neural tangent kernel*: Tancik et al.
+# ones that need it. LongRoPE (Ding et al. 2024; chapter 8) is the search version of that per-pair
+# idea: it sets each pair's factor by searching for the lowest perplexity, not by a rule. ("NTK-aware" is named after the *neural tangent kernel*: Tancik et al.
 # (2020) used NTK theory to show that a network struggles to learn high-frequency detail of a
 # low-dimensional input unless the input's embedding carries high-frequency components. bloc97's
 # post (2023) and YaRN (Peng et al. 2023, §3.1) argue that interpolating every pair squeezes those
@@ -1674,9 +1678,9 @@ _ = check.counter_merge(first_merge)
 # Which pair's drifts fastest? Treat the pair's place $x = 2j/d$ as a real number and write
 # `drift_peak(b1, b2)` returning the $x$ where the drift is fastest. The checker passes float64
 # tensors of many base pairs at once and grades one thing: that your $x$ is the peak to float64
-# precision. Any route is fine (a formula, or a search on something that changes sign at the peak;
-# a search on the drift's own values stops short of that precision, since the top is flat); what
-# it needs is the drift, which is what this exercise asks you to derive.
+# precision. Any route is graded alike, though a search on the drift's own values stops short of
+# that precision, since the top is flat; every route needs the drift, which is what this exercise
+# asks you to derive.
 # The worst pair of a head of $d$ features is then one of the two whole numbers around $d x/2$.
 
 # %% slideshow={"slide_type": "fragment"}
