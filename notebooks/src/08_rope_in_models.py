@@ -22,7 +22,8 @@
 #
 # 1. **Read a config**: what the RoPE of seven public models looks like, pair by pair;
 # 2. **what the frequencies do**: partial, decoupled (DeepSeek's: its attention, MLA, shrinks the
-#    KV cache, which §2 defines) and proportional
+#    **KV cache**, the keys and values of every earlier token that a model keeps while it generates
+#    text, so that each new token computes only its own) and proportional
 #    RoPE, fast pairs for position, slow pairs for meaning, and per-layer bases;
 # 3. **attention factors**: LongRoPE's and YaRN's, and why DeepSeek-V3 moves its own into
 #    the softmax scale;
@@ -374,12 +375,13 @@ print("the box's claims hold: GPT-OSS's window, YaRN's beta_slow (and its contro
 # different head sizes share it. Everything above the line at 1 never turns inside the context.
 #
 # The left panel shows the plain RoPE against $L_0$. So it has no line for the three rows without
-# an $L_0$: Qwen2.5 as shipped and Gemma 3's two layer types. Its legend lists the lines it draws;
-# the right panel's legend lists only those three rows, the lines the left panel lacks.
+# an $L_0$: Qwen2.5 as shipped and Gemma 3's two layer types. Each panel's legend, below it, names
+# every line the panel draws (7 on the left, 10 on the right).
 #
 # Some lines lie on top of each other. Llama 3.1 and both Scout files share the base, $r$ and $L_0$:
 # one line on the left. The two Scout files also share their RoPE and their span $L$: one line on
-# the right too.
+# the right too. So the Scout base file's line is dashed and the Instruct file's dotted, and the
+# lines beneath them show through the gaps.
 
 # %% slideshow={"slide_type": "fragment"}
 # the figure `posenc-inspect --plot` draws for one model (posenc_lib/rope_inspect.py), here for every row above
@@ -393,11 +395,16 @@ assert all(torch.equal(ROWS[a]["plain"], ROWS[LLAMA_LIKE[0]]["plain"]) and ROWS[
            for a in LLAMA_LIKE)  # one line on the left
 assert torch.equal(ROWS[SCOUTS[0]]["inv_freq"], ROWS[SCOUTS[1]]["inv_freq"])  # and the Scouts one on the right
 left_ax, right_ax = fig.axes[:2]
-left_ax.legend(fontsize=6, loc="lower right")  # its own lines only (the library's legend lists the right panel's)
-right_ax.legend(handles=[line for line in right_ax.get_lines() if line.get_label() in right - left], fontsize=6,
-                loc="lower right")
+DRAWN_OVER = {SCOUTS[0]: (0, (5, 2)), SCOUTS[1]: (0, (1, 1.5))}  # dashed, dotted: the lines under them show through
+for ax in (left_ax, right_ax):
+    for line in ax.get_lines():
+        if line.get_label() in DRAWN_OVER:
+            line.set(linestyle=DRAWN_OVER[line.get_label()], linewidth=1.6)
+    ax.legend(handles=[line for line in ax.get_lines() if not line.get_label().startswith("_")], fontsize=7,
+              loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)  # every line, below its panel
+fig.set_size_inches(10.4, 5.2)
 legends = [{text.get_text() for text in ax.get_legend().get_texts()} for ax in (left_ax, right_ax)]
-assert legends == [left, right - left], legends
+assert legends == [left, right] and len(right) == 10, legends  # each legend names every line its panel draws
 fig
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -408,7 +415,7 @@ fig
 # GPT-NeoX, Phi-2 and DeepSeek rotate only part of each head. In DeepSeek-V3's attention
 # each query and key head has 192 features: 128 carry no position (`qk_nope_head_dim`)
 # and 64 are rotated (`qk_rope_head_dim`; DeepSeek puts them last and shares the key's
-# between heads: the next subsection, which also introduces the KV cache and MLA).
+# between heads: the next subsection, which also introduces MLA).
 # `pl.apply_rope(x, rotary_dim=r)` rotates the first $r$ features and passes the rest through,
 # as GPT-NeoX and Phi do; it equals rotating a slice by hand:
 
@@ -452,9 +459,8 @@ print(f"full score: {near.item():+.4f} (3 apart), {far.item():+.4f} (3000 apart)
 # DeepSeek-V2 and V3 are not plain partial RoPE, and reading them as `rotary_dim=64` gets
 # three things wrong. First, why they need something else.
 #
-# **The latent cache.** A model that generates text keeps every earlier token's keys and values
-# so that each new token computes only its own: its **KV cache** (§4 decodes with one). DeepSeek's attention
-# (multi-head latent attention, MLA) caches one small latent vector $c$ per token
+# **The latent cache.** DeepSeek's attention (multi-head latent attention, MLA) shrinks the KV cache
+# (the chapter's opening defines it; §4 decodes with one). It caches one small latent vector $c$ per token
 # (`kv_lora_rank` = 512 features: transformers' `DeepseekV3Config` default, as the stored file keeps
 # only the head sizes, which the cell checks against the defaults) instead of every head's key and value, and makes each head's
 # key from it with an up-projection: $k = W_{UK}\,c$.
@@ -1053,7 +1059,7 @@ assert not torch.allclose(attend(100, True), attend(0, True), atol=1e-3)  # v ro
 # ### Decoding with a KV cache
 #
 # When a model generates text, it keeps the keys and values of the tokens it has seen
-# (its KV cache, defined in §2's DeepSeek subsection) and runs only the new token. Two things must hold: the new token's
+# (its KV cache, as the chapter's opening put it) and runs only the new token. Two things must hold: the new token's
 # position is the **cache length** (the offset), not 0; and cached keys were rotated once,
 # at their own positions, when they were new, so they are **never rotated again**.
 # `pl.TinyDecoder(..., positional="rope")` with `cache=pl.KVCache()` does both; decoding
@@ -1909,7 +1915,8 @@ print(f"inspect_config reproduces all {len(inspected)} rows of §1's table; its 
 # multiplies its own `mscale` on top of the config's attention factor (sgl-project/sglang PR #33558:
 # the scale squared). The fourth, keys turned twice while the queries are turned once, is §4's cache
 # bug in one call, cited to no report (TensorRT-LLM PR #16378 turned queries and keys both twice, a
-# different bug, checked after the four). The repository's
+# different bug, checked after the four; that PR also applied `mscale` twice, which the probe leaves
+# out: it models only the rotation, on Llama 3.1's config, whose attention factor is 1). The repository's
 # `tests/_rope_gallery.py` holds several dozen implementations modelled on such reports, each
 # naming the report it follows, and `tests/test_rope_gallery.py` checks the doctor's verdict on
 # every one. Here are the four. Each is checked against the config it claims to serve, and the
@@ -1990,12 +1997,13 @@ assert not any(d.ok for d in diagnoses.values())
 
 
 def both_twice(q, k, positions):
-    """Queries and keys turned twice each (PR #16378's form)."""
+    """Queries and keys turned twice each (PR #16378's rotation; its doubled mscale is not modelled here)."""
     return tuple(pl.apply_rope(pl.apply_rope(x, positions, **once), positions, **once) for x in (q, k))
 
 
 both_bug = pl.diagnose_rope(both_twice, llama31)
 assert both_bug.hypotheses == ("double_rotation",) and both_bug.relative and not both_bug.ok
+assert pl.rope_from_config(llama31)[1] == 1.0  # the probe's config has no attention factor: only the rotation is doubled
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Conventions are not bugs.** A rotation by $-m\theta_j$ instead of $m\theta_j$ (clockwise, the
