@@ -328,12 +328,12 @@ from transformers import Llama4TextConfig  # the base file's empty no_rope_layer
 assert scout_base["no_rope_layers"] == [] and Llama4TextConfig(
     no_rope_layers=[], num_hidden_layers=48).no_rope_layers == scout_cfg["no_rope_layers"]
 llama_row, llama_rs = ROWS["Llama 3.1 8B"], text_config(MODELS["Llama 3.1 8B"])["rope_scaling"]
-wave, divided = 2 * math.pi / llama_row["plain"], llama_row["plain"] / llama_row["inv_freq"]  # llama3's band (box)
+wave, divided = 2 * math.pi / llama_row["plain"], llama_row["plain"] / llama_row["inv_freq"]  # llama3's band (§1's list of families)
 band = (wave >= 8192 / llama_rs["high_freq_factor"]) & (wave <= 8192 / llama_rs["low_freq_factor"])
 one, eight = torch.tensor(1.0).double(), torch.tensor(8.0).double()
 assert torch.allclose(divided[wave < 8192 / 4], one) and torch.allclose(divided[wave > 8192], eight)
 assert band.any() and bool(((divided[band] > 1 - 1e-6) & (divided[band] < 8 + 1e-6)).all())
-qwen_card = ROWS["Qwen2.5 7B Instruct + YaRN (model card)"]  # YaRN's ramp (box): beta_fast 32, beta_slow 1
+qwen_card = ROWS["Qwen2.5 7B Instruct + YaRN (model card)"]  # YaRN's ramp (§1's list of families): beta_fast 32, beta_slow 1
 turns_L0 = 32768 * qwen_card["plain"] / (2 * math.pi)
 qwen_divided = qwen_card["plain"] / qwen_card["inv_freq"]
 ramp = (turns_L0 <= 32) & (turns_L0 >= 1)
