@@ -121,9 +121,10 @@ def _yarn(
     interpolated; in between, a linear ramp over the pair index. truncate=True rounds
     the ramp's ends outwards to whole pairs, as the reference code does. The attention
     factor 0.1 ln(s) + 1 multiplies q and k (so scores by its square). DeepSeek's form:
-    with mscale and mscale_all_dim both given (and nonzero), it is
-    (0.1 mscale ln s + 1) / (0.1 mscale_all_dim ln s + 1), so 1.0 when they are equal:
-    DeepSeek-V3 puts the whole correction in the softmax scale instead.
+    with mscale and mscale_all_dim both given (and nonzero), the factor depends on both
+    settings and is 1.0 when they are equal (DeepSeek-V3 puts the whole correction in the
+    softmax scale instead); how each setting acts is derived in notebooks/08_rope_in_models.ipynb
+    (Exercise 2), as transformers computes it.
     """
     extrapolated, _ = _none(d, factor=factor, base=base, original_max_position=original_max_position,
                             seq_len=seq_len, device=device)

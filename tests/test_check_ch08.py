@@ -83,14 +83,23 @@ def test_cache_rotations_accepts_the_count_in_any_form(capsys):
 
 
 def test_cache_rotations_accepts_a_vectorised_sum(capsys):
-    """The prompt stops only a Python loop over the tokens: a sum numpy does in C over the changed lengths passes."""
+    """The prompt stops only a Python loop over the tokens and says so: an array's .sum() over the changed lengths
+    (numpy's or torch's), done in C, passes, as the prompt states."""
     import numpy as np
 
     def summed(config, prompt, new):
         changes = _changes(config, prompt, new)
         return prompt + new + int((np.arange(changes.start, changes.stop) - 1).sum())
 
+    def summed_in_torch(config, prompt, new):
+        changes = _changes(config, prompt, new)
+        return prompt + new + int((torch.arange(len(changes), dtype=torch.float64) + changes.start - 1).sum())
+
     assert run(check.cache_rotations, summed, capsys)[0] is True
+    assert run(check.cache_rotations, summed_in_torch, capsys)[0] is True
+    _, exercises = _chapter_above_the_exercises()
+    prompt = " ".join(exercises.split("**Exercise 1", 1)[1].split("# %%", 1)[0].replace("#", " ").split())
+    assert "`sum` applied directly to a `range` object, or an array's `.sum()` (numpy's or torch's)" in prompt
 
 
 def test_cache_rotations_accepts_sum_over_a_range_and_refuses_a_generator(capsys):
@@ -842,7 +851,19 @@ def test_exercise_prompts_1_and_2_state_no_steps_and_no_printed_rules():
     second = exercises.split("**Exercise 2", 1)[1].split("# %%", 1)[0]
     assert "where the first re-rotation falls" not in first and "what each one costs" not in first
     assert "inspect_config" not in second
+    # Exercise 2 asks for an experiment and a derivation: it does not send the learner to transformers' files
+    assert "modeling_deepseek_v3" not in second and "modeling_rope_utils" not in second
     assert "ROPE_INIT_FUNCTIONS` and rotary embeddings" in first  # the checker's refusal, stated
+
+
+def test_yarn_docstring_writes_no_deepseek_rule():
+    """Exercise 2's RoPE factor (how mscale and mscale_all_dim combine) is not spelled in the docstring a learner
+    reads with help(): the docstring says it depends on both and points to the exercise."""
+    from posenc_lib import scaling
+
+    doc = " ".join(scaling._yarn.__doc__.split())
+    assert "mscale ln" not in doc and "mscale_all_dim ln" not in doc and "/ (0.1" not in doc
+    assert "depends on both" in doc and "Exercise 2" in doc
 
 
 def test_exercise_4_states_no_single_rotation_above_it_or_in_its_prompt():

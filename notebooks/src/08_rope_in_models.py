@@ -22,7 +22,8 @@
 #
 # 1. **Read a config**: what the RoPE of seven public models looks like, pair by pair;
 # 2. **what the frequencies do**: partial, decoupled (DeepSeek's: its attention, MLA, shrinks the
-#    KV cache, which §2 defines) and proportional
+#    **KV cache**, the keys and values of every earlier token that a model keeps while it generates
+#    text, so that each new token computes only its own) and proportional
 #    RoPE, fast pairs for position, slow pairs for meaning, and per-layer bases;
 # 3. **attention factors**: LongRoPE's and YaRN's, and why DeepSeek-V3 moves its own into
 #    the softmax scale;
@@ -69,46 +70,45 @@ g = torch.manual_seed(0)
 # **rope type** and its settings. `pl.rope_from_config(config)` returns the frequencies $\theta_j$
 # and the attention factor, exactly as transformers computes them.
 #
+# **Three quantities, defined once for the whole section:**
+# * $\lambda_j = 2\pi/\theta_j$ is pair $j$'s **wavelength**: the positions it takes to turn once round
+#   the circle. A pair **completes a turn** within a span when $\lambda_j$ is at most that span.
+# * $L_0$ is `original_max_position_embeddings`, where the file has it: the length the scaling is
+#   anchored to, usually the context the unscaled RoPE was pretrained on.
+# * $L$ is the longest span a RoPE layer sees as **deployed**: the longer of `max_position_embeddings`
+#   and `factor` $\times L_0$ (Qwen's file keeps `max_position_embeddings` at $L_0$ and reaches $4L_0$
+#   through the factor), or the chunk or window a layer attends within, where that is shorter (listed
+#   before the table).
+#
+# **What each family of scaling changes** (chapter 7 §2 builds them). Each divides pair $j$'s
+# frequency by a factor of its own, so its wavelength grows by that factor; $s$ = `factor` is the
+# stretch:
+# * **`linear`**: every pair is divided by $s$, whatever the length;
+# * **`llama3`**: pairs with $\lambda_j$ below $L_0$/`high_freq_factor` are kept, pairs above
+#   $L_0$/`low_freq_factor` are divided by $s$, and the band between moves smoothly from 1 to $s$;
+# * **YaRN**: pairs that turn more than `beta_fast` times within $L_0$ are kept, pairs that turn
+#   fewer than `beta_slow` times are divided by $s$, a ramp between;
+# * **LongRoPE**: two searched lists of per-pair factors, `short_factor` for inputs up to $L_0$,
+#   `long_factor` beyond; unlike the others, not bounded by the stretch (the box after the table).
+#
+# YaRN and LongRoPE also multiply q and k by an attention factor; it changes no frequency, so this
+# section leaves it to §3.
+#
+# **The one lesson of this section.** A pair that turns within $L_0$ has shown the model every angle
+# it can take; a slower pair meets angles past $L_0$ that pretraining never showed it, the pairs that
+# *need* stretching (chapter 7 §3 found plain RoPE failing past $L_0$ because far keys, seen at such
+# unseen angles, score high). In every row of the table, a quarter to a half of the pairs never
+# complete a turn within the span $L$ the row's RoPE layers see. Where a file writes an $L_0$, scaling
+# changes that count by at most 4 pairs (YaRN by none). What scaling does change is how far those
+# pairs' angles reach at $L$, against the range they covered within $L_0$: at most 2× for Llama 3.1,
+# exactly 1× for the three YaRN rows (YaRN's design: each such pair stays inside its trained arc),
+# 0.5× for Phi-3 and 0.06× for Scout's chunks (asserted after the box). The table and its list show
+# the count; the box after them holds the details.
+#
 # The package stores the RoPE fields of seven public models, each with the file it comes from.
 # Two models come as two files each: Qwen2.5 as shipped and with its card's YaRN, and Llama 4
 # Scout as base and Instruct. This project cannot reach the Hugging Face hub, so the package's
 # notes name the public copy each file was read from.
-#
-# Two lengths and one phrase first (made precise before the table): $L_0$ is the length a model's
-# scaling is anchored to, usually its pretraining context; $L$ is the longest span its RoPE layers
-# see as deployed; a pair **completes a turn** within a span when its angle goes once round the
-# circle ($2\pi$) inside it.
-#
-# **The one lesson of this section:** in every row of the table, a quarter to a half of the pairs
-# never complete a turn within the span $L$ the row's RoPE layers see. Those pairs meet angles past
-# $L_0$ that pretraining never showed, the reason chapter 7 stretches them. Where a file writes an
-# $L_0$, scaling changes that count by at most 4 pairs (YaRN by none). What scaling does change is how
-# far those pairs' angles reach at $L$, against the range they covered within $L_0$: at most 2× for
-# Llama 3.1, exactly 1× for the three YaRN rows (YaRN's design: each such pair stays inside its trained
-# arc), 0.5× for Phi-3 and 0.06× for Scout's chunks (asserted after the box). The table and its list
-# show the count; the rest of the section is detail. (For GPT-OSS the row is its full-attention layers; its
-# sliding layers come in a box after the table.)
-#
-# This section reads the files whole, so it names features that later sections explain:
-# per-layer-type RoPE and sliding windows (§2), chunked RoPE layers and layers without
-# positions (§5). Each term is defined where it first appears below, or the text
-# points to where it is.
-#
-# > **What you need from chapter 7 (§2 there).** Each method divides pair $j$'s frequency by a
-# > factor of its own. For `llama3` and YaRN that factor lies between 1 and $s$ = `factor`, the
-# > stretch. Where it lies depends on how many turns the pair makes within $L_0$. LongRoPE's factors
-# > are searched, not bounded by the stretch: Phi-3's file has no `factor`, and its stretch is
-# > 131 072 / 4096 = 32, yet 30 of its 48 long factors exceed 32, up to 64.76. All asserted
-# > after the table:
-# > * **`llama3`**: pairs with a wavelength below $L_0$/`high_freq_factor` are kept, pairs above
-# >   $L_0$/`low_freq_factor` are divided by $s$, and the band between moves smoothly from 1 to $s$;
-# > * **YaRN**: pairs that turn more than `beta_fast` times within $L_0$ are kept, pairs that turn
-# >   fewer than `beta_slow` times are divided by $s$, a ramp between;
-# > * **LongRoPE**: two searched lists of per-pair factors, `short_factor` for inputs up to $L_0$,
-# >   `long_factor` beyond.
-# >
-# > YaRN and LongRoPE also multiply q and k by an attention factor; it changes no frequency, so the
-# > table leaves it to §3.
 
 # %% slideshow={"slide_type": "fragment"}
 MODELS = json.loads((files("posenc_lib") / "data" / "model_rope_configs.json").read_text())["models"]
@@ -119,51 +119,19 @@ for name, entry in MODELS.items():
 assert len(MODELS) == 9  # seven models; Qwen2.5 twice (as shipped, with its card's YaRN), Llama 4 Scout twice
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# Two lengths matter for each model:
+# Three models have RoPE layers that attend only within a shorter span; their rows' $L$ is that span:
 #
-# * $L_0$ is `original_max_position_embeddings`, where the file has it. It is the length the
-#   scaling is anchored to, usually the context the unscaled RoPE was pretrained on.
-# * $L$ is the longest span a RoPE layer sees as **deployed**: the longer of
-#   `max_position_embeddings` and `factor` $\times L_0$. (Qwen's file keeps
-#   `max_position_embeddings` at $L_0$ and reaches $4L_0$ through the factor.)
-#
-# Three models have RoPE layers that attend only within a shorter span:
-#
-# * Llama 4 Scout's RoPE layers never look past their chunk of `attention_chunk_size` = 8192
-#   tokens. Only its NoPE layers see the whole context (§5). Its rows' $L$ is the chunk.
-# * Gemma 3's sliding-window layers have a RoPE of their own. They see a window of 1024 tokens:
-#   never two tokens more than 1023 apart (§2). Their row's $L$ is the window.
+# * Llama 4 Scout's RoPE layers attend only within chunks of `attention_chunk_size` = 8192 tokens;
+#   only its NoPE layers (layers without positions, §5) see the whole context.
+# * Gemma 3's sliding-window layers have a RoPE of their own (§2). They see a window of 1024 tokens:
+#   never two tokens more than 1023 apart.
 # * GPT-OSS's sliding-window layers (half of them) see 128 tokens, but share one RoPE with its
-#   full-attention layers, so its one row gives the full layers' span; the box after the next
-#   table counts its pairs within 128.
-#
-# Gemma 3's full-attention layers use `linear` scaling (×8). It divides every frequency by the
-# factor, whatever the length. So it needs no anchor, and the file writes no $L_0$ (the table's
-# "–"). Such a row allows one comparison: its pairs turn within $L$ = 131 072 exactly as the
-# plain RoPE's turn within $L/8$ = 16 384.
-#
-# Pair $j$ turns once every $\lambda_j = 2\pi/\theta_j$ positions. A pair with $\lambda_j \le L$
-# **completes a turn** inside the context. A pair with $\lambda_j > L$ never does: it only ever
-# shows the model part of its circle. Why the count matters: a pair that turns within $L_0$ has
-# shown the model every angle it can take. A slower pair meets angles past $L_0$ that pretraining
-# never showed it. Those are the pairs that *need* stretching. (Which pairs a method does stretch
-# differs by method: chapter 7.) For an engineer this is the length limit: chapter 7 §3 found plain
-# RoPE failing past $L_0$ because far keys, seen at such unseen angles, score high.
-#
-# "Pretraining" here is the training at $L_0$. DeepSeek-V3 was then trained further at long context
-# with its YaRN-scaled RoPE (the DeepSeek-V3 report, arXiv 2412.19437, on its context extension);
-# Phi-3's 128k model was extended with LongRoPE (the Phi-3 report, arXiv 2404.14219), a method that
-# fine-tunes at long context. Llama 3.1 was trained further at long context too (the Llama 3 paper,
-# arXiv 2407.21783, on long-context pre-training), but the paper does not describe the `llama3`
-# rescaling that its released config and code carry (a question on Meta's tracker,
-# meta-llama/llama3#363, found no document that explains its parameters), so with which frequencies
-# it was trained further is not documented. Qwen2.5's model card adds its YaRN block as an instruction for running long inputs, not as a
-# step of training. So DeepSeek-V3 and Phi-3 have met some angles past $L_0$ in that later training. For Llama 3.1, $L = 16 L_0$ with `factor` 8: a pair
-# divided by the full 8 meets angles up to twice those it met within $L_0$ (asserted after the box).
+#   full-attention layers, so its one row gives the full layers' span; the box after the table
+#   counts its pairs within 128.
 #
 # The table gives, per model (and per layer type for Gemma 3):
 #
-# * the base, the rotated features $r$, $L_0$ and $L$;
+# * the base, the rotated features $r$, $L_0$ ("–" where the file writes none) and $L$;
 # * how many of the $r/2$ pairs complete a turn within $L_0$ at the file's base with no scaling
 #   (plain RoPE), and how many within $L$ (as configured).
 #
@@ -260,7 +228,7 @@ short_span = {name for name, entry in MODELS.items()  # models with layers that 
 assert short_span == {"Gemma 3 4B", "GPT-OSS 20B", *SCOUTS}  # three models (Scout in its two files)
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# > **Going further: why the counts come out so.**
+# > **Going further: the details, and why the counts come out so.**
 # > * *GPT-OSS* uses one RoPE for all its layers, but half attend within a sliding window (each
 # >   token sees only itself and the 127 before it), a span in which only 9 of its 32 pairs turn, so
 # >   23 of 32 (72 %) never do there; its row gives the span of its full-attention layers. Its
@@ -275,7 +243,8 @@ assert short_span == {"Gemma 3 4B", "GPT-OSS 20B", *SCOUTS}  # three models (Sco
 # >   0.5, Qwen's card would divide 3 of its 24 non-turning pairs by less than $s$, and one of them
 # >   would turn within $L$.
 # > * *Llama 3.1* stretches by `factor` 8, but `max_position_embeddings` is 16 times $L_0$, so the
-# >   pairs with $L_0 < \lambda_j \le 2L_0$, slowed by 8, now turn inside $L$.
+# >   pairs with $L_0 < \lambda_j \le 2L_0$, slowed by 8, now turn inside $L$; a pair divided by the
+# >   full 8 meets angles up to twice those it met within $L_0$.
 # > * *Llama 4 Scout*: the base file says `max_position_embeddings` = 262 144 and leaves
 # >   `no_rope_layers` empty (transformers then fills in every fourth layer), the Instruct file says
 # >   10 485 760, 40 times more, and lists the layers. The RoPE block is the same in both: `llama3`
@@ -286,7 +255,23 @@ assert short_span == {"Gemma 3 4B", "GPT-OSS 20B", *SCOUTS}  # three models (Sco
 # > * *LongRoPE* divides each pair's frequency by a factor of its own, $\theta_j / f_j$, and never
 # >   runs plain RoPE: its file has two searched lists of $f_j$, short factors (1.10 to 3.05) for
 # >   inputs up to $L_0$ and long ones beyond. The short list slows pairs 31 to 33 out of their turn
-# >   within $L_0$, and the long list turns the same 31 within $L$ (the appendix says why).
+# >   within $L_0$, and the long list turns the same 31 within $L$ (the appendix says why). Its factors
+# >   are searched, not bounded by the stretch: Phi-3's file has no `factor`, and its stretch is
+# >   131 072 / 4096 = 32, yet 30 of its 48 long factors exceed 32, up to 64.76.
+# > * *Gemma 3's full-attention layers* use `linear` ×8, which divides every frequency by the factor
+# >   whatever the length. So it needs no anchor, and the file writes no $L_0$ (the table's "–"). Such a
+# >   row allows one comparison: its pairs turn within $L$ = 131 072 exactly as the plain RoPE's turn
+# >   within $L/8$ = 16 384.
+# > * *"Pretraining"* here is the training at $L_0$. DeepSeek-V3 was then trained further at long
+# >   context with its YaRN-scaled RoPE (the DeepSeek-V3 report, arXiv 2412.19437, on its context
+# >   extension); Phi-3's 128k model was extended with LongRoPE (the Phi-3 report, arXiv 2404.14219), a
+# >   method that fine-tunes at long context. Llama 3.1 was trained further at long context too (the
+# >   Llama 3 paper, arXiv 2407.21783, on long-context pre-training), but the paper does not describe
+# >   the `llama3` rescaling that its released config and code carry (a question on Meta's tracker,
+# >   meta-llama/llama3#363, found no document that explains its parameters), so with which
+# >   frequencies it was trained further is not documented. Qwen2.5's model card adds its YaRN block as
+# >   an instruction for running long inputs, not as a step of training. So DeepSeek-V3 and Phi-3 have
+# >   met some angles past $L_0$ in that later training.
 
 # %% jupyter={"source_hidden": true} slideshow={"slide_type": "fragment"}
 # The box's claims, one block per model (collapsed: expand to read them)
@@ -324,7 +309,7 @@ assert turns_within(ROWS["Llama 3.1 8B"]["plain"], 2 * 8192) == 39  # the pairs 
 llama_text = text_config(MODELS["Llama 3.1 8B"])
 assert llama_text["rope_scaling"]["factor"] == 8 and llama_text["max_position_embeddings"] == 16 * 8192  # factor 8, L 16 L0
 full8 = torch.isclose(ROWS["Llama 3.1 8B"]["plain"] / ROWS["Llama 3.1 8B"]["inv_freq"], torch.tensor(8.0).double())
-angle_at_L = ROWS["Llama 3.1 8B"]["inv_freq"][full8] * 16 * 8192  # cell 4: the pairs divided by the full 8
+angle_at_L = ROWS["Llama 3.1 8B"]["inv_freq"][full8] * 16 * 8192  # the box: the pairs divided by the full 8
 assert full8.any() and torch.allclose(angle_at_L / (ROWS["Llama 3.1 8B"]["plain"][full8] * 8192),
                                       torch.tensor(2.0).double())  # twice the angle range of L0
 reach = {}  # per row with an L0: the farthest angle a pair that never turns within L0 reaches at L, over its L0 range
@@ -343,12 +328,12 @@ from transformers import Llama4TextConfig  # the base file's empty no_rope_layer
 assert scout_base["no_rope_layers"] == [] and Llama4TextConfig(
     no_rope_layers=[], num_hidden_layers=48).no_rope_layers == scout_cfg["no_rope_layers"]
 llama_row, llama_rs = ROWS["Llama 3.1 8B"], text_config(MODELS["Llama 3.1 8B"])["rope_scaling"]
-wave, divided = 2 * math.pi / llama_row["plain"], llama_row["plain"] / llama_row["inv_freq"]  # llama3's band (box)
+wave, divided = 2 * math.pi / llama_row["plain"], llama_row["plain"] / llama_row["inv_freq"]  # llama3's band (§1's list of families)
 band = (wave >= 8192 / llama_rs["high_freq_factor"]) & (wave <= 8192 / llama_rs["low_freq_factor"])
 one, eight = torch.tensor(1.0).double(), torch.tensor(8.0).double()
 assert torch.allclose(divided[wave < 8192 / 4], one) and torch.allclose(divided[wave > 8192], eight)
 assert band.any() and bool(((divided[band] > 1 - 1e-6) & (divided[band] < 8 + 1e-6)).all())
-qwen_card = ROWS["Qwen2.5 7B Instruct + YaRN (model card)"]  # YaRN's ramp (box): beta_fast 32, beta_slow 1
+qwen_card = ROWS["Qwen2.5 7B Instruct + YaRN (model card)"]  # YaRN's ramp (§1's list of families): beta_fast 32, beta_slow 1
 turns_L0 = 32768 * qwen_card["plain"] / (2 * math.pi)
 qwen_divided = qwen_card["plain"] / qwen_card["inv_freq"]
 ramp = (turns_L0 <= 32) & (turns_L0 >= 1)
@@ -390,12 +375,13 @@ print("the box's claims hold: GPT-OSS's window, YaRN's beta_slow (and its contro
 # different head sizes share it. Everything above the line at 1 never turns inside the context.
 #
 # The left panel shows the plain RoPE against $L_0$. So it has no line for the three rows without
-# an $L_0$: Qwen2.5 as shipped and Gemma 3's two layer types. Its legend lists the lines it draws;
-# the right panel's legend lists only those three rows, the lines the left panel lacks.
+# an $L_0$: Qwen2.5 as shipped and Gemma 3's two layer types. Each panel's legend, below it, names
+# every line the panel draws (7 on the left, 10 on the right).
 #
 # Some lines lie on top of each other. Llama 3.1 and both Scout files share the base, $r$ and $L_0$:
 # one line on the left. The two Scout files also share their RoPE and their span $L$: one line on
-# the right too.
+# the right too. So the Scout base file's line is dashed and the Instruct file's dotted, and the
+# lines beneath them show through the gaps.
 
 # %% slideshow={"slide_type": "fragment"}
 # the figure `posenc-inspect --plot` draws for one model (posenc_lib/rope_inspect.py), here for every row above
@@ -409,11 +395,16 @@ assert all(torch.equal(ROWS[a]["plain"], ROWS[LLAMA_LIKE[0]]["plain"]) and ROWS[
            for a in LLAMA_LIKE)  # one line on the left
 assert torch.equal(ROWS[SCOUTS[0]]["inv_freq"], ROWS[SCOUTS[1]]["inv_freq"])  # and the Scouts one on the right
 left_ax, right_ax = fig.axes[:2]
-left_ax.legend(fontsize=6, loc="lower right")  # its own lines only (the library's legend lists the right panel's)
-right_ax.legend(handles=[line for line in right_ax.get_lines() if line.get_label() in right - left], fontsize=6,
-                loc="lower right")
+DRAWN_OVER = {SCOUTS[0]: (0, (5, 2)), SCOUTS[1]: (0, (1, 1.5))}  # dashed, dotted: the lines under them show through
+for ax in (left_ax, right_ax):
+    for line in ax.get_lines():
+        if line.get_label() in DRAWN_OVER:
+            line.set(linestyle=DRAWN_OVER[line.get_label()], linewidth=1.6)
+    ax.legend(handles=[line for line in ax.get_lines() if not line.get_label().startswith("_")], fontsize=7,
+              loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)  # every line, below its panel
+fig.set_size_inches(10.4, 5.2)
 legends = [{text.get_text() for text in ax.get_legend().get_texts()} for ax in (left_ax, right_ax)]
-assert legends == [left, right - left], legends
+assert legends == [left, right] and len(right) == 10, legends  # each legend names every line its panel draws
 fig
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -424,7 +415,7 @@ fig
 # GPT-NeoX, Phi-2 and DeepSeek rotate only part of each head. In DeepSeek-V3's attention
 # each query and key head has 192 features: 128 carry no position (`qk_nope_head_dim`)
 # and 64 are rotated (`qk_rope_head_dim`; DeepSeek puts them last and shares the key's
-# between heads: the next subsection, which also introduces the KV cache and MLA).
+# between heads: the next subsection, which also introduces MLA).
 # `pl.apply_rope(x, rotary_dim=r)` rotates the first $r$ features and passes the rest through,
 # as GPT-NeoX and Phi do; it equals rotating a slice by hand:
 
@@ -468,9 +459,8 @@ print(f"full score: {near.item():+.4f} (3 apart), {far.item():+.4f} (3000 apart)
 # DeepSeek-V2 and V3 are not plain partial RoPE, and reading them as `rotary_dim=64` gets
 # three things wrong. First, why they need something else.
 #
-# **The latent cache.** A model that generates text keeps every earlier token's keys and values
-# so that each new token computes only its own: its **KV cache** (§4 decodes with one). DeepSeek's attention
-# (multi-head latent attention, MLA) caches one small latent vector $c$ per token
+# **The latent cache.** DeepSeek's attention (multi-head latent attention, MLA) shrinks the KV cache
+# (the chapter's opening defines it; §4 decodes with one). It caches one small latent vector $c$ per token
 # (`kv_lora_rank` = 512 features: transformers' `DeepseekV3Config` default, as the stored file keeps
 # only the head sizes, which the cell checks against the defaults) instead of every head's key and value, and makes each head's
 # key from it with an up-projection: $k = W_{UK}\,c$.
@@ -1069,7 +1059,7 @@ assert not torch.allclose(attend(100, True), attend(0, True), atol=1e-3)  # v ro
 # ### Decoding with a KV cache
 #
 # When a model generates text, it keeps the keys and values of the tokens it has seen
-# (its KV cache, defined in §2's DeepSeek subsection) and runs only the new token. Two things must hold: the new token's
+# (its KV cache, as the chapter's opening put it) and runs only the new token. Two things must hold: the new token's
 # position is the **cache length** (the offset), not 0; and cached keys were rotated once,
 # at their own positions, when they were new, so they are **never rotated again**.
 # `pl.TinyDecoder(..., positional="rope")` with `cache=pl.KVCache()` does both; decoding
@@ -1925,7 +1915,8 @@ print(f"inspect_config reproduces all {len(inspected)} rows of §1's table; its 
 # multiplies its own `mscale` on top of the config's attention factor (sgl-project/sglang PR #33558:
 # the scale squared). The fourth, keys turned twice while the queries are turned once, is §4's cache
 # bug in one call, cited to no report (TensorRT-LLM PR #16378 turned queries and keys both twice, a
-# different bug, checked after the four). The repository's
+# different bug, checked after the four; that PR also applied `mscale` twice, which the probe leaves
+# out: it models only the rotation, on Llama 3.1's config, whose attention factor is 1). The repository's
 # `tests/_rope_gallery.py` holds several dozen implementations modelled on such reports, each
 # naming the report it follows, and `tests/test_rope_gallery.py` checks the doctor's verdict on
 # every one. Here are the four. Each is checked against the config it claims to serve, and the
@@ -2006,12 +1997,13 @@ assert not any(d.ok for d in diagnoses.values())
 
 
 def both_twice(q, k, positions):
-    """Queries and keys turned twice each (PR #16378's form)."""
+    """Queries and keys turned twice each (PR #16378's rotation; its doubled mscale is not modelled here)."""
     return tuple(pl.apply_rope(pl.apply_rope(x, positions, **once), positions, **once) for x in (q, k))
 
 
 both_bug = pl.diagnose_rope(both_twice, llama31)
 assert both_bug.hypotheses == ("double_rotation",) and both_bug.relative and not both_bug.ok
+assert pl.rope_from_config(llama31)[1] == 1.0  # the probe's config has no attention factor: only the rotation is doubled
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Conventions are not bugs.** A rotation by $-m\theta_j$ instead of $m\theta_j$ (clockwise, the
@@ -2120,8 +2112,9 @@ assert lab.ok and lab.layout_inferred and lab.layout == "half" and "fn implement
 # *The checker:* it tries LongRoPE, dynamic NTK, YaRN, Llama 3, linear and plain configs (one with
 # a million new tokens; its LongRoPE and YaRN configs write the legacy key `"type"` where newer files
 # write `"rope_type"`, as Phi-3's files do). It refuses `pl.rope_from_config` and its kin inside
-# your function, transformers' `ROPE_INIT_FUNCTIONS` and rotary embeddings too, and any Python iteration over the tokens, a generator or comprehension included;
-# closed forms pass, and so does Python's `sum` applied directly to a `range` object.
+# your function, transformers' `ROPE_INIT_FUNCTIONS` and rotary embeddings too, and any Python iteration over the tokens, a generator or comprehension included.
+# Closed forms pass, and so does a sum that Python does not step through itself: `sum` applied
+# directly to a `range` object, or an array's `.sum()` (numpy's or torch's).
 
 # %% slideshow={"slide_type": "fragment"}
 def cache_rotations(config, prompt, new):
@@ -2169,10 +2162,10 @@ _ = check.cache_rotations(cache_rotations)
 # Write `query_scales(mscale, mscale_all_dim, factor)` returning the pair `(c_nope, c_rope)` with
 # which the engine computes exactly DeepSeek's scores, for the YaRN factor $s$ = `factor` $> 1$ and
 # any two non-zero settings. §3 met only settings where the two mscales are equal (DeepSeek-V3's
-# 1.0, V2-Lite's 0.707), where you cannot tell which setting acts where. DeepSeek's rules are
-# in transformers' `modeling_deepseek_v3.py` (its softmax scale) and `modeling_rope_utils.py` (its
-# RoPE's factor); you may also measure `pl.rope_from_config` on configs of your own, outside your
-# function.
+# 1.0, V2-Lite's 0.707), where you cannot tell which setting acts where. Find that out by
+# experiment, outside your function, on settings of your own: §1's config reader gives the RoPE's
+# attention factor, and §2's tiny DeepSeek-V3 attention carries its softmax scale. Then derive the two
+# scales, for every setting, from what you found.
 #
 # *The checker:* it draws twelve new settings at every check, each with the two mscales at least
 # 0.2 apart, and says only which kind of mistake it saw, never on which settings; it refuses the
