@@ -220,7 +220,7 @@ def test_index_shows_the_same_map_twice():
     assert len(glance) == 9 and glance == again
     assert {mark for row in glance for mark in row[1:]} == {"✔", "✘", "~", "–", "?"}
     assert {row[0].split(" [")[0] for row in glance if "?" in row[1:]} == {"integer $i\\cdot\\mathbf 1$", "binary",
-                                                                       "normalised $i/m$"}  # untrained in ch. 7
+                                                                       "normalised $i/m$", "learned absolute"}  # untrained or untested
     assert all(row[3] == "?" for row in glance if "?" in row[1:])  # only column 3: untrained codes
 
 
