@@ -310,7 +310,7 @@ MISCONCEPTION_WORDS = {
     "late": "off by one after the threshold",  # the first change counted at max_position_embeddings + 2
     "prefill": "the prompt's keys are rotated too",
     "unread": "as if the last of the `new` tokens were never read",
-    "new_key": "also rotates its new token's key",
+    "new_key": "left out the key of the token that step reads",
     "twice": "rotates its new token's key twice",
 }
 
@@ -319,6 +319,8 @@ MISCONCEPTION_WORDS = {
 def test_cache_rotations_names_each_misconception(misconception, words, capsys):
     ok, out = run(check.cache_rotations, _with(misconception), capsys)
     assert ok is False and words in out and "hint" in out
+    # the misconception is named, not the count's recipe (the cache's final size, or which keys to count)
+    assert "cache ends holding" not in out and "count every key" not in out and "prompt + new" not in out, out
     others = [w for k, w in MISCONCEPTION_WORDS.items() if k != misconception]
     assert not any(w in out for w in others), out  # each misconception gets a message of its own
     for _, config, prompt, new, _, _ in ch08._ROTATION_CASES:  # no count beyond prompt + new is ever printed

@@ -186,10 +186,9 @@ _ROTATION_MISCONCEPTIONS = {
     "late": "off by one after the threshold: is the first length past it read with the old frequencies or "
             "the new ones?",
     "prefill": "the prompt's keys are rotated too, once each, when the prompt is read",
-    "unread": "as if the last of the `new` tokens were never read (§4's demo stops before feeding back its last "
-              "token): this server reads every one of them, so its cache ends holding prompt + new keys",
-    "new_key": "a step that re-rotates the cache also rotates its new token's key: count every key the "
-               "cache holds after the step",
+    "unread": "as if the last of the `new` tokens were never read, as in §4's demo, which stops before feeding "
+              "back its last token: this server reads every one of them",
+    "new_key": "as if a step that re-rotates the cache left out the key of the token that step reads",
     "twice": "a step that re-rotates the cache rotates its new token's key twice (on arrival and again with "
              "the cache): the step turns each key it holds once",
 }
