@@ -1441,8 +1441,11 @@ assert spread_over_draws[1.0] < 1.05 and spread_over_draws[6.0] > 30
 # We trained `pl.TinyDecoder(positional="irope")` on the same data with the same budget
 # (`python -m posenc_lib.experiments.extrapolation --methods irope --jobs 2 --results
 # results/irope.json --figure /tmp/irope.png`; the CPU time is printed below. The cells read that
-# stored CPU run; on a GPU, `--device cuda`, a new run's numbers may differ in their last printed
-# digits): the first layer
+# stored CPU run. A GPU run, `--device cuda`, starts from the same weights and data, both drawn on
+# the CPU, but sums in another floating-point order, and training lets such differences grow
+# (chapter 7 saw other CPU kernels alone move a retrained model's scores): it would train
+# different models, whose numbers differ and whose orderings near the thin threshold may flip. No
+# GPU run was made here): the first layer
 # with RoPE, the second without positions, with the temperature (`floor_scale` = 64, the
 # training length, so it is 1 up to position 62 and grows from the last training position, 63,
 # on).
