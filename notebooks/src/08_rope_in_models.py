@@ -2109,19 +2109,23 @@ assert lab.ok and lab.layout_inferred and lab.layout == "half" and "fn implement
 # a hint. The worked solution follows, collapsed (expand it only after trying), then a cell that
 # checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
 #
-# **Exercise 1 (count).** §4 left a cache stale when the frequencies change with
-# the input's length. Take a server that must stay *exact*: at every step its logits equal those
-# of a fresh forward pass. It reads a prompt of `prompt` tokens, rotating each key once, then
-# reads `new` more tokens one at a time, the tokens it generates fed back (unlike §4's demo, which
-# stops before feeding back its last generated token, it reads all `new`, so its cache ends
-# holding `prompt + new` keys); whenever the frequencies at the new length differ from
-# those its cached keys were rotated with, it recomputes the cache: every cached key is rotated
-# again with the new ones (in the layers after the first, from new inputs too, since the earlier
-# tokens' outputs of layer 0 change with the frequencies).
-# Write `cache_rotations(config, prompt, new)` returning how many times it applies RoPE to a key
-# of one head in one layer, for any prompt and any `new`. §4 already told you *which* rope types
-# go stale; the exact count is what is graded. Know when the frequencies change rather than
-# measure it.
+# **Exercise 1 (count).** How many times does a server that stays *exact* apply RoPE to a key of
+# one head in one layer, for a prompt of `prompt` tokens and `new` generated ones? Write
+# `cache_rotations(config, prompt, new)` returning that count, for any prompt and any `new`.
+#
+# The server:
+# * is exact: at every step its logits equal those of a fresh forward pass;
+# * reads the prompt, rotating each key once, then reads the `new` tokens one at a time, the
+#   tokens it generates fed back; unlike §4's demo, which stops before feeding back its last
+#   generated token, it reads all `new`, so its cache ends holding `prompt + new` keys;
+# * whenever the frequencies at the new length differ from those its cached keys were rotated
+#   with, recomputes the cache: every cached key is rotated again with the new ones (in the layers
+#   after the first, from new inputs too, since the earlier tokens' outputs of layer 0 change with
+#   the frequencies).
+#
+# §4 left a cache stale when the frequencies change with the input's length, and already told you
+# *which* rope types go stale; the exact count is what is graded. Know when the frequencies change
+# rather than measure it.
 #
 # *The checker:* it tries LongRoPE, dynamic NTK, YaRN, Llama 3, linear and plain configs (one with
 # a million new tokens; its LongRoPE and YaRN configs write the legacy key `"type"` where newer files
