@@ -310,7 +310,7 @@ MISCONCEPTION_WORDS = {
     "late": "off by one after the threshold",  # the first change counted at max_position_embeddings + 2
     "prefill": "the prompt's keys are rotated too",
     "unread": "as if the last of the `new` tokens were never read",
-    "new_key": "also rotates its new token's key",
+    "new_key": "left out the key of the token that step reads",
     "twice": "rotates its new token's key twice",
 }
 
@@ -319,6 +319,8 @@ MISCONCEPTION_WORDS = {
 def test_cache_rotations_names_each_misconception(misconception, words, capsys):
     ok, out = run(check.cache_rotations, _with(misconception), capsys)
     assert ok is False and words in out and "hint" in out
+    # the misconception is named, not the count's recipe (the cache's final size, or which keys to count)
+    assert "cache ends holding" not in out and "count every key" not in out and "prompt + new" not in out, out
     others = [w for k, w in MISCONCEPTION_WORDS.items() if k != misconception]
     assert not any(w in out for w in others), out  # each misconception gets a message of its own
     for _, config, prompt, new, _, _ in ch08._ROTATION_CASES:  # no count beyond prompt + new is ever printed
@@ -555,6 +557,27 @@ def test_needle_scale_names_each_misconception(capsys):
     out = run(check.needle_scale, lambda n, n0, g: 1 + torch.log(n / n0) / g, capsys)[1]
     right = needle_derived(*_cases())
     assert all(f"{x:.4g}" not in out for x in right[~right.isnan()][:50].tolist() if x != 1)  # no right scale shown
+
+
+def test_needle_scale_misses_name_the_direction_and_no_number(capsys):
+    """A scale that misses the weight is told which way the needle's weight is off, not the checker's log-odds or
+    any other number of the case beyond its inputs."""
+    n, n0, gap = _cases()
+    right = needle_derived(n, n0, gap)
+    target = torch.log(n0) + 0.5 - gap  # the log-odds against the needle at scale 1 among n0 (e^(t^2/2) at t = 1)
+    for factor, which in ((0.9, "lower"), (1.1, "higher")):  # below the smaller root: lower; just above: higher
+        ok, out = run(check.needle_scale, lambda a, b, g: needle_derived(a, b, g) * factor, capsys)
+        assert ok is False and "misses the weight" in out and f"expected weight among n distractors is {which}" in out
+        assert "log-odds" not in out
+        shown = [f"{x:.4g}" for x in (right * factor)[~right.isnan()][:50].tolist()]
+        shown += [f"{x:.4g}" for x in target[:50].tolist()]
+        assert all(x not in out for x in shown)  # neither the answer's scale nor the target is printed
+
+    def squared(a, b, g):  # E[e^(t z)] taken as e^(t^2): t^2 - gap t = 1 - gap + ln(n0/n) has roots (gap -+ root)/2
+        inside = g ** 2 - 4 * (1 - g + torch.log(a / b))
+        return (g - torch.sqrt(inside)) / 2
+    ok, out = run(check.needle_scale, squared, capsys)
+    assert ok is False and "misses the weight" in out and "take the expectation over the distractors exactly" in out
 
 
 def test_needle_scale_refuses_loops_searches_integrals_and_simulations(capsys):

@@ -36,7 +36,7 @@ def chapter_8_table() -> dict[str, dict]:
         att[m.group(1)] = m.group(2)
     rows = {}
     for line in text.splitlines()[1:]:
-        m = re.match(r"^(.+?)\s+(\S+)\s+(\d+)\s+(\S+)\s+(\d+)\s+(\S+) \| (\S+)$", line)
+        m = re.match(r"^(.+?)\s+(\S+)\s+(\d+)\s+(\S+)\s+(\d+)\s+(\S+) \| (\S+)\s+(?:[\d.]+|–)$", line)  # then the reach
         assert m, line
         label, base, r, L0, L, t0, t1 = m.groups()
         rows[label] = {"base": float(base), "r": int(r), "L0": None if L0 == "–" else int(L0), "L": int(L),

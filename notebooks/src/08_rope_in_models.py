@@ -100,10 +100,14 @@ g = torch.manual_seed(0)
 # unseen angles, score high). In every row of the table, a quarter to a half of the pairs never
 # complete a turn within the span $L$ the row's RoPE layers see. Where a file writes an $L_0$, scaling
 # changes that count by at most 4 pairs (YaRN by none). What scaling does change is how far those
-# pairs' angles reach at $L$, against the range they covered within $L_0$: at most 2× for Llama 3.1,
-# exactly 1× for the three YaRN rows (YaRN's design: each such pair stays inside its trained arc),
-# 0.5× for Phi-3 and 0.06× for Scout's chunks (asserted after the box). The table and its list show
-# the count; the box after them holds the details.
+# pairs' angles reach at $L$, against the range they covered within $L_0$. The table's last column
+# gives it, the *reach* $\max_j \theta'_j L / (\theta_j L_0)$ over the pairs $j$ that do not turn within
+# $L_0$ ($\theta_j$ plain RoPE's frequency, $\theta'_j$ the deployed one): 2 for Llama 3.1, exactly 1
+# for the three YaRN rows (YaRN's design: each such pair stays inside its trained arc), 0.5 for
+# Phi-3 and 0.06 for Scout's chunks. Scout's $L_0$ is the original length its files write, 8192; no
+# document says how Scout was pretrained there (the box's "Pretraining"), so its 0.06 compares with
+# what plain RoPE would cover within 8192, not with a training range on record. The table and its
+# list show the count; the box after them holds the details.
 #
 # The package stores the RoPE fields of seven public models, each with the file it comes from.
 # Two models come as two files each: Qwen2.5 as shipped and with its card's YaRN, and Llama 4
@@ -133,7 +137,8 @@ assert len(MODELS) == 9  # seven models; Qwen2.5 twice (as shipped, with its car
 #
 # * the base, the rotated features $r$, $L_0$ ("–" where the file writes none) and $L$;
 # * how many of the $r/2$ pairs complete a turn within $L_0$ at the file's base with no scaling
-#   (plain RoPE), and how many within $L$ (as configured).
+#   (plain RoPE), and how many within $L$ (as configured);
+# * the reach defined above ("–" where the file writes no $L_0$).
 #
 # What to take from it: how many pairs each model leaves without a full turn, and whether its
 # scaling changes that count.
@@ -174,13 +179,21 @@ def turns_within(inv_freq, length):
     return int((2 * math.pi / inv_freq <= length).sum())
 
 
-print(f"{'model':<46}{'base':>9}{'r':>5}{'L0':>8}{'L':>9}  turning within L0 | within L")
+reach = {}  # per row with an L0: max over the pairs that never turn within L0 of θ'_j L / (θ_j L0)
+for label, row in ROWS.items():
+    L0, L = row["L0_L"]
+    if L0 is not None:
+        never = 2 * math.pi / row["plain"] > L0
+        reach[label] = ((row["inv_freq"][never] * L) / (row["plain"][never] * L0)).max().item()
+
+print(f"{'model':<46}{'base':>9}{'r':>5}{'L0':>8}{'L':>9}  turning within L0 | within L  reach")
 for label, row in ROWS.items():
     L0, L = row["L0_L"]
     n = row["r"] // 2
     at_L0 = "–" if L0 is None else f"{turns_within(row['plain'], L0)}/{n}"
+    within_L = f"{turns_within(row['inv_freq'], L)}/{n}"
     print(f"{label:<46}{row['base']:>9g}{row['r']:>5}{L0 or '–':>8}{L:>9}"
-          f" {at_L0:>9} | {turns_within(row['inv_freq'], L)}/{n}")
+          f" {at_L0:>9} | {within_L:<8}{'–' if L0 is None else f'{reach[label]:.2f}':>6}")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Read the table row by row (each sentence is asserted in the cell below; the box after it says why):
@@ -271,7 +284,10 @@ assert short_span == {"Gemma 3 4B", "GPT-OSS 20B", *SCOUTS}  # three models (Sco
 # >   meta-llama/llama3#363, found no document that explains its parameters), so with which
 # >   frequencies it was trained further is not documented. Qwen2.5's model card adds its YaRN block as
 # >   an instruction for running long inputs, not as a step of training. So DeepSeek-V3 and Phi-3 have
-# >   met some angles past $L_0$ in that later training.
+# >   met some angles past $L_0$ in that later training. Llama 4 Scout's files write
+# >   `original_max_position_embeddings` = 8192, but neither they nor any source this course cites
+# >   say that Scout was pretrained at 8192 tokens with unscaled RoPE: its $L_0$ is the config's
+# >   original length and nothing more.
 
 # %% jupyter={"source_hidden": true} slideshow={"slide_type": "fragment"}
 # The box's claims, one block per model (collapsed: expand to read them)
@@ -312,17 +328,12 @@ full8 = torch.isclose(ROWS["Llama 3.1 8B"]["plain"] / ROWS["Llama 3.1 8B"]["inv_
 angle_at_L = ROWS["Llama 3.1 8B"]["inv_freq"][full8] * 16 * 8192  # the box: the pairs divided by the full 8
 assert full8.any() and torch.allclose(angle_at_L / (ROWS["Llama 3.1 8B"]["plain"][full8] * 8192),
                                       torch.tensor(2.0).double())  # twice the angle range of L0
-reach = {}  # per row with an L0: the farthest angle a pair that never turns within L0 reaches at L, over its L0 range
-for label, row in ROWS.items():
-    L0, L = row["L0_L"]
-    if L0 is None or row["plain"] is None:
-        continue
-    never = 2 * math.pi / row["plain"] > L0
-    reach[label] = ((row["inv_freq"][never] * L) / (row["plain"][never] * L0)).max().item()
+# the reach the lesson quotes (the table's last column)
 assert {k: round(v, 2) for k, v in reach.items()} == {
     "Llama 3.1 8B": 2.0, "Qwen2.5 7B Instruct + YaRN (model card)": 1.0, "DeepSeek-V3": 1.0, "GPT-OSS 20B": 1.0,
     "Phi-3 mini 128k instruct": 0.5, "Llama 4 Scout 17B-16E (base)": 0.06, "Llama 4 Scout 17B-16E Instruct": 0.06}
 assert scout_base["rope_scaling"] == scout_cfg["rope_scaling"]  # one RoPE block in both files
+assert scout_base["rope_scaling"]["original_max_position_embeddings"] == 8192 == ROWS[SCOUTS[0]]["L0_L"][0]  # Scout's L0
 from transformers import Llama4TextConfig  # the base file's empty no_rope_layers, as transformers reads it
 
 assert scout_base["no_rope_layers"] == [] and Llama4TextConfig(
@@ -1441,8 +1452,11 @@ assert spread_over_draws[1.0] < 1.05 and spread_over_draws[6.0] > 30
 # We trained `pl.TinyDecoder(positional="irope")` on the same data with the same budget
 # (`python -m posenc_lib.experiments.extrapolation --methods irope --jobs 2 --results
 # results/irope.json --figure /tmp/irope.png`; the CPU time is printed below. The cells read that
-# stored CPU run; on a GPU, `--device cuda`, a new run's numbers may differ in their last printed
-# digits): the first layer
+# stored CPU run. A GPU run, `--device cuda`, starts from the same weights and data, both drawn on
+# the CPU, but sums in another floating-point order, and training lets such differences grow
+# (chapter 7 saw other CPU kernels alone move a retrained model's scores): it would train
+# different models, whose numbers differ and whose orderings near the thin threshold may flip. No
+# GPU run was made here): the first layer
 # with RoPE, the second without positions, with the temperature (`floor_scale` = 64, the
 # training length, so it is 1 up to position 62 and grows from the last training position, 63,
 # on).
@@ -2095,19 +2109,23 @@ assert lab.ok and lab.layout_inferred and lab.layout == "half" and "fn implement
 # a hint. The worked solution follows, collapsed (expand it only after trying), then a cell that
 # checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
 #
-# **Exercise 1 (count).** §4 left a cache stale when the frequencies change with
-# the input's length. Take a server that must stay *exact*: at every step its logits equal those
-# of a fresh forward pass. It reads a prompt of `prompt` tokens, rotating each key once, then
-# reads `new` more tokens one at a time, the tokens it generates fed back (unlike §4's demo, which
-# stops before feeding back its last generated token, it reads all `new`, so its cache ends
-# holding `prompt + new` keys); whenever the frequencies at the new length differ from
-# those its cached keys were rotated with, it recomputes the cache: every cached key is rotated
-# again with the new ones (in the layers after the first, from new inputs too, since the earlier
-# tokens' outputs of layer 0 change with the frequencies).
-# Write `cache_rotations(config, prompt, new)` returning how many times it applies RoPE to a key
-# of one head in one layer, for any prompt and any `new`. §4 already told you *which* rope types
-# go stale; the exact count is what is graded. Know when the frequencies change rather than
-# measure it.
+# **Exercise 1 (count).** How many times does a server that stays *exact* apply RoPE to a key of
+# one head in one layer, for a prompt of `prompt` tokens and `new` generated ones? Write
+# `cache_rotations(config, prompt, new)` returning that count, for any prompt and any `new`.
+#
+# The server:
+# * is exact: at every step its logits equal those of a fresh forward pass;
+# * reads the prompt, rotating each key once, then reads the `new` tokens one at a time, the
+#   tokens it generates fed back; unlike §4's demo, which stops before feeding back its last
+#   generated token, it reads all `new`, so its cache ends holding `prompt + new` keys;
+# * whenever the frequencies at the new length differ from those its cached keys were rotated
+#   with, recomputes the cache: every cached key is rotated again with the new ones (in the layers
+#   after the first, from new inputs too, since the earlier tokens' outputs of layer 0 change with
+#   the frequencies).
+#
+# §4 left a cache stale when the frequencies change with the input's length, and already told you
+# *which* rope types go stale; the exact count is what is graded. Know when the frequencies change
+# rather than measure it.
 #
 # *The checker:* it tries LongRoPE, dynamic NTK, YaRN, Llama 3, linear and plain configs (one with
 # a million new tokens; its LongRoPE and YaRN configs write the legacy key `"type"` where newer files

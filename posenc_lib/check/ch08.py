@@ -186,10 +186,9 @@ _ROTATION_MISCONCEPTIONS = {
     "late": "off by one after the threshold: is the first length past it read with the old frequencies or "
             "the new ones?",
     "prefill": "the prompt's keys are rotated too, once each, when the prompt is read",
-    "unread": "as if the last of the `new` tokens were never read (§4's demo stops before feeding back its last "
-              "token): this server reads every one of them, so its cache ends holding prompt + new keys",
-    "new_key": "a step that re-rotates the cache also rotates its new token's key: count every key the "
-               "cache holds after the step",
+    "unread": "as if the last of the `new` tokens were never read, as in §4's demo, which stops before feeding "
+              "back its last token: this server reads every one of them",
+    "new_key": "as if a step that re-rotates the cache left out the key of the token that step reads",
     "twice": "a step that re-rotates the cache rotates its new token's key twice (on arrival and again with "
              "the cache): the step turns each key it holds once",
 }
@@ -468,10 +467,15 @@ def needle_scale(answer: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], An
                               "where they were; scaling the query scales them too, and e^(t z) averages more than "
                               "e^0 over a spread of z")
             if bool((off & ~fixed).any()):
-                i = int((off & ~fixed).nonzero()[0])
-                yield False, (_some(off & ~fixed, "get a scale that misses the weight", n, n0, gap) + f": at scale "
-                              f"{value[i]:.4g} the needle's log-odds are {_log_odds(value[i], n[i], gap[i]):.4g}, "
-                              f"not {target[i]:.4g}")
+                missed = off & ~fixed
+                light = missed & (_log_odds(scale, n, gap) > target)  # log-odds against the needle: higher is lighter
+                i = int(missed.nonzero()[0])
+                which = "lower" if bool(light[i]) else "higher"
+                yield False, (_some(missed, "get a scale that misses the weight", n, n0, gap) + f": at your scale "
+                              f"there the needle's expected weight among n distractors is {which} than its weight "
+                              f"at scale 1 among n0 (lower in {int(light.sum())} of these cases, higher in "
+                              f"{int((missed & ~light).sum())}). Follow the scale to every score it multiplies, the needle's and "
+                              "each distractor's, and take the expectation over the distractors exactly")
         if bool(right.all()):
             ok = reach & ~none
             grad = None
