@@ -81,17 +81,19 @@ torch.testing.assert_close(causal_out[:, 0], 1 / (i + 1))  # the counter
 torch.testing.assert_close(full_out[:, 0], torch.full((n,), 1 / n, device=device))  # no position at all
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# So a decoder with no positional encoding is not position-blind: Haviv et al. (2022) found
-# that causal language models trained without one still learn position, with no
-# beginning-of-sequence marker, and conjecture that the causal mask lets the model infer how
-# many predecessors each token can attend to. Chi et al. (2023) name one way that count becomes
-# readable: the variance of a causal average over random-looking values shrinks as the number of
-# keys averaged over grows. Kazemnejad et al.
-# (2023) found such "NoPE" decoders length-generalise as well as or better than explicit
-# encodings on their reasoning tasks. In language models the picture is less rosy: Wang et al.
-# (2024) find that NoPE extends further than RoPE but still fails past a point, and recover more
-# length by tuning the attention's temperature (per head). Llama 4 does both things: it interleaves
-# layers without positions with RoPE layers, and scales the temperature in them (chapter 8).
+# So a decoder with no positional encoding is not position-blind: Haviv et al. (2022) found that
+# causal language models trained without one still learn position, with no beginning-of-sequence
+# marker, and conjecture that the causal mask lets the model infer how many predecessors each
+# token can attend to. Chi et al. (2023, *Latent Positional Information is in the Self-Attention
+# Variance of Transformer Language Models Without Positional Embeddings*) name one way that count
+# becomes readable: the variance of a causal average over random-looking values shrinks as the
+# number of keys averaged over grows. Kazemnejad et al. (2023) found such "NoPE" decoders
+# length-generalise as well as or better than explicit encodings on their reasoning tasks. In
+# language models the picture is less rosy: Wang et al. (2024, *Length Generalization of Causal
+# Transformers without Position Encoding*) find that NoPE extends further than RoPE but still
+# fails past a point, and recover more length by tuning the attention's temperature (per head).
+# Llama 4 does both things: it interleaves layers without positions with RoPE layers, and scales
+# the temperature in them (chapter 8).
 #
 # But the counter is *coarse*: neighbours $i$ and
 # $i+1$ differ by $\frac{1}{i+1} - \frac{1}{i+2} = \frac{1}{(i+1)(i+2)}$, between
