@@ -123,7 +123,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 #
 # | method | 1 told apart | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|
-# | none (NoPE) [1, 7] | ~ | – | ~ | – | ~ |
+# | none (NoPE) [1, 7] | ✘ | – | ~ | – | ~ |
 # | integer $i\cdot\mathbf 1$ [2] | ~ | ✔ | ? | ✔ | ~ |
 # | normalised $i/m$ [2] | ~ | ✘ | ? | ✔ | ~ |
 # | binary [2] | ~ | ✘ | ? | ✔ | ~ |
@@ -132,6 +132,9 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # | relative: Shaw, T5 [4] | ~ | ✔ | ~ | ~ | ✔ |
 # | RoPE [5] | ✔ | ✔ | ✘ | ✔ | ~ |
 # | ALiBi [6] | ~ | ✔ | ~ | ✔ | ~ |
+#
+# Column 3's recall marks depend on where the tasks put the dictionary; the notes after the conventions
+# show the control that moves it.
 #
 # Not in the map: Transformer-XL (fixed sinusoids of the offset, unclipped) and DeBERTa (learned
 # offsets, clipped in v1 and log-bucketed in v2/v3) put the offset into the scores as Shaw and T5 do; chapter 4 weighs them. LongRoPE
@@ -231,7 +234,7 @@ print("the conventions table matches the library")
 #
 # | method | 1 told apart | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|
-# | none (NoPE) [1, 7] | ~ only under a causal mask, and then only some swaps (which: chapter 1's Exercise 5) [1, 7] | – | ~ holds on both recalls; the grammar ungraded: learnt too little (0.43), it falls to 0.28 read at once (0.36 through a 64-token window) [7] | – nothing to fix | ~ raster order gives one index |
+# | none (NoPE) [1, 7] | ✘ one layer treats the tokens a query sees as a set; a causal mask only chooses which it sees [1, 7] | – | ~ holds on both recalls; the grammar ungraded: learnt too little (0.43), it falls to 0.28 read at once (0.36 through a 64-token window) [7] | – nothing to fix | ~ raster order gives one index |
 # | integer $i\cdot\mathbf 1$ [2] | ~ a LayerNorm erases it | ✔ affine, yet scores not offset-only | ? not trained; its values grow without bound | ✔ | ~ axial, argued in [9] (no LayerNorm before the head) |
 # | normalised $i/m$ [2] | ~ within one length; a LayerNorm erases it | ✘ one map per length | ? not trained; every code changes with the length, as position interpolation's angles do (chapter 7 §2) | ✔ | ~ axial, argued in [9] (no LayerNorm before the head) |
 # | binary [2] | ~ up to $2^d$ positions; behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge | ✘ no affine map for small $k$ | ? not trained; past $2^b$ positions a bit training never set | ✔ | ~ axial, argued in [9] (no LayerNorm before the head) |
@@ -239,10 +242,11 @@ print("the conventions table matches the library")
 # | learned absolute [2, 7] | ✔ distinct rows, even behind a LayerNorm | ? none by construction (a random table has none); no trained table checked | ✘ no rows past `max_len` | ✘ learned | ~ rows depend on the grid's width |
 # | relative: Shaw, T5 [4] | ~ offsets, clipped far away | ✔ depends on $k$ alone | ~ T5 holds on both recalls, falls on the grammar (on one seed of three); no Shaw model trained [7] | ~ fixed rule, learned entries | ✔ one term per 2-D offset |
 # | RoPE [5] | ✔ even without a mask | ✔ $R_{m+k} = R_k R_m$ | ✘ falls on all three tasks [7] | ✔ | ~ axial [9] |
-# | ALiBi [6] | ~ without a mask, a key $k$ before and one $k$ after look alike | ✔ bias $-m_h(i-j)$ | ~ holds on the grammar, falls on both recalls [6, 7] | ✔ fixed slopes | ~ left and above share a bias |
+# | ALiBi [6] | ~ the symmetric encoder form: without a mask, a key $k$ before and one $k$ after look alike (the causal and non-symmetric forms tell them apart) | ✔ bias $-m_h(i-j)$ | ~ holds on the grammar, falls on both recalls [6, 7] | ✔ fixed slopes | ~ left and above share a bias |
 #
-# **NoPE.** No code. Without a mask no swap changes a query's output; under a causal mask some do (which
-# ones is chapter 1's Exercise 5). A causal layer can even compute its own position, as $1/(i+1)$
+# **NoPE.** No code, so one layer treats the tokens a query sees as a set: no swap of two of them changes
+# its output (chapter 1), and a causal mask only chooses which tokens it sees (column 1's ✘; what a swap does
+# to the other rows is chapter 1's Exercise 5). A causal layer can still compute its own position, as $1/(i+1)$
 # ([chapter 7](07_beyond.ipynb) §1, after Kazemnejad et al.'s Theorem 1): the position is not given, but
 # it is not lost either. And
 # chapter 7 §3 weighs its toy against Kazemnejad et al. (2023), who find decoders without positional
@@ -302,9 +306,8 @@ print("the conventions table matches the library")
 # purpose. [Chapter 9](09_beyond_1d.ipynb) argues the ~ right after it ("After Exercise 3: the additive codes"), for axial
 # RoPE and for every code added to the token (integer, normalised, binary, sinusoidal); for an added
 # code the argument holds only while no LayerNorm sits before the head (with one, as in pre-LN blocks
-# such as ViT's, this page does not argue the added codes' ~). RoPE-Mixed
-# (Heo et al. 2024; chapter 9), whose learned frequencies turn a pair with the row and the column at
-# once, is not axial and is not graded in the map.
+# such as ViT's, this page does not argue the added codes' ~). Chapter 9's other 2-D forms are not
+# graded in the map.
 #
 # **Where the map disagrees with source `001`.** `001` gives the integer code properties 1 to
 # 4 and binary codes properties 1 and 2. For the integer code and property 1, the map's ~ is the
@@ -432,7 +435,7 @@ assert wrapped == {d: [2 ** (d - 1)] for d in (4, 5, 6)}  # ... the edge's doing
 # * The integer, normalised and binary codes are not trained there: ? marks them, and the map says only
 #   what the cell asserts (an integer code 1000 tokens in has length 8000 in a 64-wide model; past a
 #   training length of $2^b$ positions, bit $b$ turns on, a value training never showed; a normalised code
-#   gives every position a new code at a new length).
+#   gives every position but 0 a new code at a new length).
 #
 # **The experiment's rule.** It has three tasks: a local grammar (the next token from the two before it)
 # and two recalls of a dictionary, placed at the start (`recall`) or anywhere (`recall_anywhere`). Every
@@ -480,6 +483,9 @@ assert wrapped == {d: [2 ** (d - 1)] for d in (4, 5, 6)}  # ... the edge's doing
 res = ex.load_results()
 config = res["config"]
 assert (config["train_len"], config["steps"], config["seeds"]) == (64, 400, [0, 1, 2])
+assert config["eval_sequences"] == 128  # test sequences per length and seed
+at16, at32 = torch.arange(16) / 16, torch.arange(16) / 32  # the normalised code of positions 0..15 at two lengths
+assert at16[0] == at32[0] and (at16[1:] != at32[1:]).all()  # every position but 0 gets a new code
 assert (config["num_layers"], config["d_model"], config["num_heads"]) == (2, 64, 4)  # the experiment's scope
 tasks = ("grammar", "recall", "recall_anywhere")
 mean = lambda v: sum(v) / len(v)  # noqa: E731
