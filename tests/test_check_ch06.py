@@ -561,7 +561,14 @@ def one_row_falling_only(b):
     return one_row_right(b).masked_fill((step >= 0)[:, None, None], float("nan"))
 
 
+def one_row_every_falling(b):
+    """Review r33: a row (the last query's) for every bias that falls with distance, KERPLE's log included; NaN else."""
+    falling = (b.diff(dim=-1) <= 0).all(-1)
+    return b.flip(-1)[:, None, :].masked_fill(~falling[:, None, None], float("nan"))
+
+
 @pytest.mark.parametrize("wrong, says", [
+    (one_row_every_falling, "exactly the heads whose bias falls with distance"),
     (one_row_falling_only, "does not fall with distance"),
     (one_row_exact_steps, "last bits"),
     (lambda b: b.flip(-1)[:, None, :], "last query (which sees every key)"),  # a row for every head, no NaN

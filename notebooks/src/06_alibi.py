@@ -21,7 +21,7 @@
 # 1. the slopes, for any number of heads;
 # 2. the bias matrices of the causal form and of three encoder variants;
 # 3. why many implementations add $+m_h\,j$ instead, and where that shortcut breaks (low precision here;
-#    the non-causal forms after Exercise 3);
+#    the symmetric and learned encoder forms after Exercise 3);
 # 4. ALiBi inside attention and a first look at longer inputs;
 #    - what a small trained model does past its training length, against the control of reading
 #      through a sliding window;
@@ -576,7 +576,9 @@ assert [round(nearest(1, L), 3) for L in (16, 4096)] == [0.064, 0.004]
 #
 # The paper's headline (Press et al. 2022, Figure 1) is about **perplexity**. Language models trained on
 # short inputs keep their perplexity on longer ones with ALiBi, while sinusoidal and rotary models break
-# down. Chapter 7 (§3) runs a small version of that test, and this section reads ALiBi's part of it.
+# down. (They also report the practical side: a model trained at 1024 tokens matching a sinusoidal one
+# trained at 2048, in less time and memory; cited, not run here.) Chapter 7 (§3) runs a small version of
+# that test, and this section reads ALiBi's part of it.
 # What you need from that chapter is in the setup below; chapter 7 builds the models and tasks step by step.
 #
 # * **The models.** `pl.TinyDecoder` is a small decoder-only transformer whose positional method is one
@@ -1545,8 +1547,8 @@ _ = check.ring_bias(ring_bias)
 # **same** stored bias, so that the head can no longer tell them apart by position? Write
 # `first_shared(p, k, ties)` returning the smallest such $L$, for any $p$ from 2 on. The checker asks for
 # $p$ from 8 to 52 under both rules, and each call may run at most 16 Python lines and create at most 4
-# tensor elements: enough for a rule over $p$, not for a search over lengths, even one started next to
-# the answer.
+# tensor elements: enough for a rule over $p$, not for a search over many lengths (a search started
+# within a few lengths of the answer can fit, but knowing where to start is the exercise).
 
 # %%
 def first_shared(p, k, ties):
@@ -1573,7 +1575,7 @@ def first_shared(p, k, ties):
 _ = check.alibi_shared_bias(first_shared)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **3 (design).** §3 stored ALiBi's causal bias as one row, $+m_h\,j$. Other biases are functions of the
+# **3 (design).** §5 stored ALiBi's causal bias as one row, $+m_h\,j$. Other biases are functions of the
 # distance alone too: a learned slope, KERPLE's $-r_1 \log(1 + r_2\,(i - j))$ (Chi et al. 2022), T5's buckets
 # (chapter 4). Which of them fit in one row? Write `one_row(b)`: `b` is an $(H, L)$ float64 tensor, `b[h, d]`
 # the bias head $h$ adds at distance $d = i - j$ ($d = 0 \dots L - 1$). Return an $(H, 1, L)$ tensor whose
@@ -1715,10 +1717,10 @@ assert cfg.window_stride == 16 and ((prior_16 - prior).abs() < 0.002).all()
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # **Back to §4's reading: the count of keys.** Exercise 4's setting, every $q\cdot k$ equal, also gives
 # what the count of keys alone would do to the competition $R$ of §4's lookup head. Measured the way $R$
-# is stored (the same 64 lookup queries, just before each question, with the entry left out), the count
+# is stored (the same 64 lookup queries, the question tokens just before each answer, with the entry left out), the count
 # alone raises $R$ from 64 to 512 tokens by 1.43 at slope $1/256$ and by 0.51 at slope $1/64$. The lookup
 # head has slope $1/256$ in seeds 0 and 1 and $1/64$ in seed 2. Measured, $R$ rises by 1.35 in seeds 0 and 1,
-# which is 0.09 and 0.08 below what the count alone gives: consistent with far fillers scoring, on average,
+# which is 0.08 to 0.09 below what the count alone gives: consistent with far fillers scoring, on average,
 # no higher than near ones (the stored means carry no error bar, so a gap this small is not a finding). In
 # seed 2 it rises by 0.83, which is 0.32 above the count; the stored means do not say why.
 
@@ -1756,8 +1758,8 @@ assert [round(r["d_rest"] - c, 2) for r, c in zip(rows, count_only)] == [-0.09, 
 # 1. **The fragment shows only the mask being added**: its one line that touches the scores adds
 #    `nonsym_mask`, and no line adds the `alibi` tensors it builds. The bias must be added too, for
 #    every form, or the heads get no distance penalty at all (§7.2).
-# 2. **The learned bias is built once**: computed from the parameters at construction, it does not
-#    follow training; rebuild it in `forward` (§7.3). (Its slope `Parameter`s are also local variables
+# 2. **The learned bias is built once**, if the fragment's assignment runs at construction, as it
+#    suggests (the fragment does not show where it runs): then it does not follow training; rebuild it in `forward` (§7.3). (Its slope `Parameter`s are also local variables
 #    there, not attributes of `self`.)
 # 3. **An odd head count loses a head**: the non-symmetric form stacks two halves of $\lfloor H/2 \rfloor$
 #    heads, so for an odd $H$ it builds $H - 1$ heads without a word; the fragment then fails only where

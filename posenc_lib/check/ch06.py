@@ -355,6 +355,7 @@ def one_row_bias(fn: Callable[[torch.Tensor], Any] | None) -> bool | None:
         g = torch.Generator().manual_seed(3)
         missed, extra, ends, backwards, low, slight = [], [], [], [], [], []
         missed_not_falling = []  # per missed head: its bias is flat or grows with distance
+        by_falling = []  # per head: the answer gave a row exactly where the bias never rises with distance
         for (b, has_row), raw in zip(cases, answers.values()):
             H, L = b.shape
             got = raw if isinstance(raw, torch.Tensor) else None
@@ -364,6 +365,7 @@ def one_row_bias(fn: Callable[[torch.Tensor], Any] | None) -> bool | None:
             row = got.detach().to("cpu", torch.float64)[:, 0]
             for h in range(H):
                 nan = bool(torch.isnan(row[h]).all())
+                by_falling.append(nan != bool((b[h, 1:] - b[h, :-1] <= 0).all()))
                 if has_row[h] and nan:
                     missed.append(not bool(((b[h, 1:] - b[h, :-1]) == (b[h, 1] - b[h, 0])).all()))
                     missed_not_falling.append(float(b[h, 1] - b[h, 0]) >= 0)
@@ -399,6 +401,10 @@ def one_row_bias(fn: Callable[[torch.Tensor], Any] | None) -> bool | None:
         elif extra and all(extra) and not missed:
             yield False, ("your rows give the last query (which sees every key) its weights, but a row must serve "
                           "every query at once, and for some heads no row does: return NaN for those")
+        elif extra and missed and all(by_falling):
+            yield False, ("you gave a row to exactly the heads whose bias falls with distance, and NaN to the "
+                          "others: whether one row serves every query does not depend on which way a bias runs, "
+                          "nor on its falling")
         elif missed and all(missed_not_falling) and not extra:
             yield False, ("you gave NaN to some heads that one row does serve, and every one of them has a bias "
                           "that does not fall with distance (flat, or growing): whether one row serves them does "
