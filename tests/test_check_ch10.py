@@ -444,6 +444,7 @@ def test_a_float_is_refused(capsys):
     (lambda B, h, L, d, b: 2 + Fraction(4, b), "one copy of the tables for every head of every sequence"),
     (lambda B, h, L, d, b: 2 + Fraction(4, h * b), "one copy of the tables for every sequence of the batch"),
     (lambda B, h, L, d, b: 2 + Fraction(4, B * b), "one copy of the tables for every head, shared by"),  # review r30
+    (lambda B, h, L, d, b: Fraction(5, 2) + Fraction(4, B * h * b), "the backward pass reads x again"),  # review r33
     (lambda B, h, L, d, b: 2 + Fraction(2 * 2 * L * (d // 2) * b, 2 * B * h * L * d * b), "in x's dtype"),
     (lambda B, h, L, d, b: 2 + Fraction(2, B * h * b), "only one of the step's two passes"),
     (lambda B, h, L, d, b: 2, "leaves the tables out"),

@@ -857,7 +857,9 @@ _ = check.tables_in_a_step(step_bounds)
 # and frequencies they are made from. Only a kernel that computes
 # sin and cos itself, from the positions, gets down to 2, at the price of d/2 sines and cosines per
 # position in every call, or one fused into the matmul or attention, which avoids the standalone
-# pass. On a GPU with Triton, `pl.apply_rope` hands x to such a kernel (§5), written to compute sin and
+# pass. Fused RoPE kernels in use include flash-attn's `apply_rotary_emb` (which can also write in place,
+# Exercise 2's idea), Liger-Kernel's Triton RoPE and Transformer Engine's fused RoPE (cited, not run
+# here). On a GPU with Triton, `pl.apply_rope` hands x to such a kernel (§5), written to compute sin and
 # cos in registers, so that no table is written or read: by this count, x's and g's bytes, 2 bounds, and
 # the positions and frequencies it starts from. No GPU runs here, so that 2 is not shown: the cell checks
 # only the hand-off, with a stand-in for the kernel (no sine or cosine is computed outside it), and §5
@@ -973,7 +975,8 @@ assert xs_cpu.shape == (1024, 64) and xs_cpu.dtype == torch.float32 and xb.dtype
 # then: autograd may hand one gradient tensor to two branches (the backward pass of an addition gives
 # the same g to both, checked below), and overwriting it would corrupt the other branch's gradient,
 # so an autograd function may do this only where it owns g; the exercise asks for the rotation, not
-# that wiring. What it saves is peak memory: a fused kernel writing into g saves one g-sized tensor,
+# that wiring. What it saves is memory (argued, not measured here: the checker counts allocations, not a
+# peak): a fused kernel writing into g saves one g-sized tensor,
 # and a design with torch operations saves that less its own new tensors; this pays when the backward
 # pass is short of memory and g is large. In this count it saves no bytes (the count does not see
 # what a CPU may add for new memory: a cache that reads a line before writing it, page faults on
@@ -1170,12 +1173,13 @@ else:
 # (the H100 run's compiled HF, 2.1 to 3.1 copies, did not). At L = 4096 the library's two took 16.34 and
 # 6.44 ×, slower than HF (eager 4.37 ×, compiled 2.88 ×), and `q * c` itself ran at about 1.2 TB/s
 # against 3.9. In milliseconds `apply_rope` took 1.13 at L = 4096 against 0.12 at 16384: 9 times the time
-# for a quarter of the bytes, so at 4096 something other than bytes set its time. A per-call
-# cost is one hypothesis, not tested; two other differences were not separated from it: the kernel's
+# for a quarter of the bytes, so at 4096 something other than bytes set its time. Not a cost fixed per
+# call: a whole call at 16384 took 0.12 ms, so a cost the same at both lengths is at most that. What grew
+# depends on the length, and three candidates were not separated: the kernel's
 # launch shape changes with L (`launch_shape` gives 4 positions per program and 2 warps at 4096 on the
 # H200's 132 multiprocessors, 16 and 4 at 16384; the cell checks it where Triton is installed), and the
-# times are CUDA events around 25 calls, which cannot tell a call's fixed cost on the host from its kernel's
-# time. Nor was the order of the lengths: the run's table lists L = 4096 first, and the order it ran in
+# times are CUDA events around 25 calls, which cannot tell time on the host (contention, say) from the
+# kernel's; and the order of the lengths: the run's table lists L = 4096 first, and the order it ran in
 # is not recorded. The tool warms each call up and runs the candidates round-robin within a length
 # (`benchmarks/README.md`), but whether a first length pays for something a later one does not was not
 # checked. §4's floor of 2 bounds is a count of bytes,
@@ -1209,6 +1213,7 @@ hf_ms = {"bf16": h200[16384][0] * h200[16384][2], "float32": h200_float32[16384]
 assert [round(v, 2) for v in hf_ms.values()] == [1.0, 1.22]  # ... yet faster in milliseconds: 1.00 against 1.22
 apply_ms = {seq: h200[seq][0] * h200[seq][3] for seq in (4096, 16384)}  # apply_rope, milliseconds
 assert [round(apply_ms[seq], 2) for seq in (4096, 16384)] == [1.13, 0.12]  # a quarter of the bytes, 9 times the time
+assert apply_ms[4096] - apply_ms[16384] > 8 * apply_ms[16384]  # not a fixed per-call cost: that is at most 0.12 ms
 if importlib.util.find_spec("triton") is not None:  # the launch shapes of the two lengths (132 SMs, as the H200's)
     from posenc_lib.kernels import triton_rope
     shapes = {seq: triton_rope.launch_shape(torch.empty(1, 32, seq, 128, device="meta"),

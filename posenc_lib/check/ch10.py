@@ -4,10 +4,8 @@ prediction of the tables' bytes in a training step (``tables_in_a_step``, at the
 The exercise is a design judged by what it does: the learner's function must leave R^T g in g (compared with the
 library's out-of-place ``rotate_pairs`` by -angle, on gradients of the checker's own, some of them strided views)
 while creating, in all its new tensors together, fewer elements than g has, so that an out-of-place result (g's size)
-does not fit. The count is of allocations, added up, not a peak: every new tensor counts, even one freed before the call returns, so
-an out-of-place rotation that allocates a fresh result for each small piece (small at any moment, all of g in total)
-does not fit, while one that rotates each piece through one small buffer, allocated once and reused, does: it is a
-legitimate low-memory design.
+does not fit. The count is of allocations, added up, not a peak: every new tensor counts, even one freed before the
+call returns (tests/test_check_ch10.py lists the designs that pass and those that do not).
 Every ATen operator the function reaches is watched
 (a ``TorchDispatchMode``): an output that aliases none of its inputs is new memory and counts its elements, and so
 does any tensor it uses that is not g, cos, sin or one it made (a scratch buffer made before the call); every change to g must be
@@ -300,6 +298,9 @@ _STEP_WRONG = {  # sealed wrong answers -> the misconceptions they match (two ma
     '70423529348c36725468b083': ('per_head_shared',), 'b870a91339154b91fd3137ec': ('per_head_shared',),
     '90b61f732f0448b40c649f73': ('per_head_shared',), '569514d9e9b2ab238b5fc459': ('per_head_shared',),
     '8390951e8edb68d5273082f7': ('per_head_shared',),
+    'd1e1a00c03f3719f37b04ed1': ('saved_x',), 'cdc60d7518d20a6c2e22f730': ('saved_x',),
+    'b73365e7ac9d967232477db2': ('saved_x',), '1a0305f4d19b60b5fc4a979f': ('saved_x',),
+    '4e16356b53baafaf577ab177': ('saved_x',),
 }
 _STEP_MISCONCEPTIONS = {
     "per_head": "your answers match a count with one copy of the tables for every head of every sequence",
@@ -307,6 +308,8 @@ _STEP_MISCONCEPTIONS = {
     "per_head_shared": ("your answers match a count with one copy of the tables for every head, shared by the "
                         "batch's sequences"),
     "x_dtype": "your answers match a count that weighs the tables' entries in x's dtype",
+    "saved_x": ("your answers match a count in which the backward pass reads x again; what does a rotation's "
+                "backward need besides the incoming gradient and the tables?"),
     "one_pass_tables": "your answers match a count that reads the tables in only one of the step's two passes",
     "fixed_itemsize": ("your answers are right where x has 2 bytes per entry and wrong at the other sizes: your "
                        "count weighs x in one fixed dtype, not in the itemsize it is given"),
