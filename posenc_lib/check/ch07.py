@@ -229,7 +229,7 @@ def stale_cache_pair(answer: Callable[[torch.Tensor, torch.Tensor], Any] | None)
             return
         yield True, f"the peak, to float64 precision, for {len(_STALE_BASES)} pairs of bases from 2 to 10^12"
 
-    return report("The pair a stale KV cache hurts most", answer, run,
+    return report("The pair whose stale angle drifts fastest", answer, run,
                   "RoPE's score depends on the offset alone only while the query and the key turn at the same "
                   "rate in every pair.")
 
