@@ -25,8 +25,8 @@
 #    **KV cache**, the keys and values of every earlier token that a model keeps while it generates
 #    text, so that each new token computes only its own) and proportional
 #    RoPE, fast pairs for position, slow pairs for meaning, and per-layer bases;
-# 3. **attention factors**: LongRoPE's and YaRN's, and why DeepSeek-V3 moves its own into
-#    the softmax scale;
+# 3. **attention factors**: LongRoPE's and YaRN's, and how DeepSeek-V3 moves its own into
+#    the softmax scale (why, Exercise 2 derives);
 # 4. **q and k, not v naively; KV caches**: what rotating v would break, the double-rotation
 #    bug, when a cache goes stale, and which config key is which length;
 # 5. **iRoPE**: layers without positions, their attention temperature, chunked RoPE layers,
@@ -1049,7 +1049,7 @@ assert any("mscale_all_dim are both set" in line and "both corrections apply" in
 #
 # The scores see only offsets, but a value rotated by $R_n$ enters the output turned by its
 # *absolute* position: the same text 100 positions later gives another output (the cell checks
-# it). Turning each output back by $R_m^\top$ (VO-RoPE, chapter 5 §4) repairs that, so values
+# it). Turning each output back by $R_m^\top$ (VO-RoPE; chapter 5 §4 checks the repair) repairs that, so values
 # *can* be rotated, just not naively.
 
 # %% slideshow={"slide_type": "fragment"}
@@ -1285,7 +1285,8 @@ print("Llama 3.1, Phi-3 (long), a dynamic config and a yarn config without facto
 # it count).
 #
 # In the RoPE layers Llama 4 attends within chunks of 8192 tokens
-# (`attention_chunk_size`), so they never meet a distance beyond their training. The NoPE
+# (`attention_chunk_size`), so they never meet a distance beyond 8192, their training's length if that
+# training used the same chunks (no source says how Scout was trained at 8192; §1's box). The NoPE
 # layers attend over the whole context.
 #
 # They meet no rotation angle they never saw, but a long
@@ -1356,7 +1357,10 @@ for n in SIZES:
 # Beyond, it lowers the entropy, and the gap grows with $n$; the needle's weight is
 # larger with the temperature at every size past 8192 (2.3× among a million distractors, in this draw
 # and in five more at the same temperature, 1.48). It does not
-# stop the spreading: the entropy still grows with $n$, only more slowly.
+# stop the spreading: the entropy still grows with $n$, only more slowly. And the gain is for a needle
+# well above the crowd. Any scale above 1 sharpens the softmax, which helps keys that score high and
+# costs the rest: among the same million, the temperature lowers the weight of a needle scoring 1.0
+# (0.89×) or 1.2 (0.98×) and raises one at 2.0 (1.44×) (the cell checks these).
 
 # %% slideshow={"slide_type": "fragment"}
 assert entropy["plain"][0] == entropy["temperature"][0]
@@ -1375,6 +1379,12 @@ for seed in range(1, 6):
     scores[0] = 3.0
     gains.append((torch.softmax(scores * tau, dim=0)[0] / torch.softmax(scores, dim=0)[0]).item())
 assert round(tau, 2) == 1.48 and all(2.2 < gain < 2.4 for gain in gains), gains
+by_score = {}  # the control: the needle's own score, in the seed-1 draw of a million
+for needle_score in (1.0, 1.2, 2.0):
+    scores = torch.randn(10**6 + 1, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    scores[0] = needle_score
+    by_score[needle_score] = (torch.softmax(scores * tau, dim=0)[0] / torch.softmax(scores, dim=0)[0]).item()
+assert [round(x, 2) for x in by_score.values()] == [0.89, 0.98, 1.44]  # a weaker needle loses weight
 assert all(b > a for a, b in zip(entropy["temperature"], entropy["temperature"][1:]))
 fig, axes = viz.figure(2, width=4.4, height=3.2)
 for kind, color in (("plain", "C0"), ("temperature", "C3")):
