@@ -1182,8 +1182,11 @@ else:
 # kernel's; and the order of the lengths: the run's table lists L = 4096 first, and the order it ran in
 # is not recorded. The tool warms each call up and runs the candidates round-robin within a length
 # (`benchmarks/README.md`), but whether a first length pays for something a later one does not was not
-# checked. §4's floor of 2 bounds is a count of bytes,
-# which only long sequences come near.
+# checked. The same run's table weighs against the launch shape: `apply_rope`'s torch path, which
+# launches no Triton kernel, was slower at 4096 too (1.24 ms against 1.04 at 16384), and so was HF under
+# `torch.compile` (0.20 against 0.095 ms), while HF eager was not (0.30 against 1.00 ms). That points to
+# something about the first length or the run rather than to the kernel's shape; it stays untested.
+# §4's floor of 2 bounds is a count of bytes, which only long sequences come near.
 
 # %% slideshow={"slide_type": "fragment"}
 quoted = {4096: (0.67, 4.5), 16384: (0.59, 4.9), 65536: (0.58, 5.3)}  # L: clone and HF eager, in units of q * c
@@ -1214,6 +1217,11 @@ assert [round(v, 2) for v in hf_ms.values()] == [1.0, 1.22]  # ... yet faster in
 apply_ms = {seq: h200[seq][0] * h200[seq][3] for seq in (4096, 16384)}  # apply_rope, milliseconds
 assert [round(apply_ms[seq], 2) for seq in (4096, 16384)] == [1.13, 0.12]  # a quarter of the bytes, 9 times the time
 assert apply_ms[4096] - apply_ms[16384] > 8 * apply_ms[16384]  # not a fixed per-call cost: that is at most 0.12 ms
+h200_more = {4096: (17.99, 2.88, 4.37), 16384: (12.15, 1.11, 11.60)}  # the table's torch path, HF compiled, HF eager
+ms_of = lambda seq, i: h200[seq][0] * h200_more[seq][i]  # noqa: E731  milliseconds
+assert [round(ms_of(4096, 0), 2), round(ms_of(16384, 0), 2)] == [1.24, 1.04]  # no Triton launch, slower at 4096 too
+assert [round(ms_of(4096, 1), 3), round(ms_of(16384, 1), 3)] == [0.199, 0.095]  # HF compiled: slower at 4096
+assert ms_of(4096, 2) < ms_of(16384, 2) and h200_more[4096][2] == h200[4096][2]  # HF eager: not
 if importlib.util.find_spec("triton") is not None:  # the launch shapes of the two lengths (132 SMs, as the H200's)
     from posenc_lib.kernels import triton_rope
     shapes = {seq: triton_rope.launch_shape(torch.empty(1, 32, seq, 128, device="meta"),

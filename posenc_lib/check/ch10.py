@@ -237,7 +237,7 @@ def rotate_back_in_place(answer: Callable[..., Any] | None) -> bool | None:
                   "each new member of a pair is made from both old members.")
 
 
-# ---------------------------------------------------------------- Exercise 2 (prediction): the tables in a step
+# ---------------------------------------------------------------- Exercise 1 (prediction): the tables in a step
 # The learner's fn(batch, heads, seq, d, itemsize) predicts every byte of RotaryEmbedding's training step on the C
 # operator (x, g, results, and the float32 cos and sin tables read in both passes), in one-pass bounds of x, as an
 # exact number. The cases are sizes no tensor can have (up to 10^40 positions), so a count on the meta device, which
@@ -333,7 +333,7 @@ def _exact(value: Any) -> Fraction | None:
 
 
 def tables_in_a_step(fn: Callable[[int, int, int, int, int], Any] | None) -> bool | None:
-    """Exercise 2: fn(batch, heads, seq, d, itemsize) -> the bytes of RotaryEmbedding's training step on the C
+    """Exercise 1: fn(batch, heads, seq, d, itemsize) -> the bytes of RotaryEmbedding's training step on the C
     operator, tables included, in one-pass bounds of x, as an exact number (a Fraction or an int)."""
 
     def run(fn: Callable[[int, int, int, int, int], Any]) -> Iterable[Verdict]:
