@@ -104,9 +104,9 @@ g = torch.manual_seed(0)
 # gives it, the *reach* $\max_j \theta'_j L / (\theta_j L_0)$ over the pairs $j$ that do not turn within
 # $L_0$ ($\theta_j$ plain RoPE's frequency, $\theta'_j$ the deployed one): 2 for Llama 3.1, exactly 1
 # for the three YaRN rows (YaRN's design: each such pair stays inside its trained arc), 0.5 for
-# Phi-3 and 0.06 for Scout's chunks. Scout's $L_0$ is the original length its files write, 8192; no
-# document says how Scout was pretrained there (the box's "Pretraining"), so its 0.06 compares with
-# what plain RoPE would cover within 8192, not with a training range on record. The table and its
+# Phi-3 and 0.06 for Scout's chunks. Scout's $L_0$ is the original length its files write, 8192; its
+# RoPE layers attend only within chunks of that length, in training as at inference (the box's
+# "Pretraining"), so its 0.06 compares with the range those layers covered within a chunk. The table and its
 # list show the count; the box after them holds the details.
 #
 # The package stores the RoPE fields of seven public models, each with the file it comes from.
@@ -285,9 +285,10 @@ assert short_span == {"Gemma 3 4B", "GPT-OSS 20B", *SCOUTS}  # three models (Sco
 # >   frequencies it was trained further is not documented. Qwen2.5's model card adds its YaRN block as
 # >   an instruction for running long inputs, not as a step of training. So DeepSeek-V3 and Phi-3 have
 # >   met some angles past $L_0$ in that later training. Llama 4 Scout's files write
-# >   `original_max_position_embeddings` = 8192, but neither they nor any source this course cites
-# >   say that Scout was pretrained at 8192 tokens with unscaled RoPE: its $L_0$ is the config's
-# >   original length and nothing more.
+# >   `original_max_position_embeddings` = 8192. Meta's launch notes (Aston Zhang's thread on the iRoPE
+# >   design, April 2025; cited, not read here) say the RoPE layers use chunked attention over short
+# >   contexts (8K, for example), that the longest training length was 256K (the base file's 262 144),
+# >   and that the temperature of §5 is applied at inference time only.
 
 # %% jupyter={"source_hidden": true} slideshow={"slide_type": "fragment"}
 # The box's claims, one block per model (collapsed: expand to read them)
@@ -1285,15 +1286,15 @@ print("Llama 3.1, Phi-3 (long), a dynamic config and a yarn config without facto
 # it count).
 #
 # In the RoPE layers Llama 4 attends within chunks of 8192 tokens
-# (`attention_chunk_size`), so they never meet a distance beyond 8192, their training's length if that
-# training used the same chunks (no source says how Scout was trained at 8192; §1's box). The NoPE
+# (`attention_chunk_size`), so they never meet a distance beyond 8192, in training (Meta's launch notes;
+# §1's box) as at inference. The NoPE
 # layers attend over the whole context.
 #
 # They meet no rotation angle they never saw, but a long
 # input is still new to them: more keys share each softmax (the temperature below is for that),
 # and whatever they count with the causal mask can run past any count seen in training. Chapter
 # 7's NoPE models degrade with length too (asserted in §5's run below). Meta calls the mix
-# "iRoPE" (interleaved).
+# "iRoPE": "i" for the interleaved layers and for the aim of an infinite context.
 
 # %% slideshow={"slide_type": "fragment"}
 scout = text_config(MODELS["Llama 4 Scout 17B-16E Instruct"])  # the file that lists no_rope_layers
@@ -2119,8 +2120,8 @@ assert lab.ok and lab.layout_inferred and lab.layout == "half" and "fn implement
 # a hint. The worked solution follows, collapsed (expand it only after trying), then a cell that
 # checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
 #
-# **Exercise 1 (count).** How many times does a server that stays *exact* apply RoPE to a key of
-# one head in one layer, for a prompt of `prompt` tokens and `new` generated ones? Write
+# **Exercise 1 (count).** How many times in all does a server that stays *exact* apply RoPE to the keys
+# of one head in one layer (every rotation of every key counted), for a prompt of `prompt` tokens and `new` generated ones? Write
 # `cache_rotations(config, prompt, new)` returning that count, for any prompt and any `new`.
 #
 # The server:
