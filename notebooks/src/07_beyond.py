@@ -82,8 +82,7 @@ torch.testing.assert_close(full_out[:, 0], torch.full((n,), 1 / n, device=device
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # So a decoder with no positional encoding is not position-blind: Haviv et al. (2022) found that
-# causal language models trained without one still learn position, with no beginning-of-sequence
-# marker, and conjecture that the causal mask lets the model infer how many predecessors each
+# causal language models trained without one still learn position, and conjecture that the causal mask lets the model infer how many predecessors each
 # token can attend to. Chi et al. (2023, *Latent Positional Information is in the Self-Attention
 # Variance of Transformer Language Models Without Positional Embeddings*) name one way that count
 # becomes readable: the variance of a causal average over random-looking values shrinks as the
@@ -516,7 +515,8 @@ print(f"YaRN attention factor at s = {s:g}: 0.1 ln s + 1 = {att:.4f}; scores x{a
 #   tokens follow, then the 4 keys asked in a random order, each followed by its value. The model is
 #   scored on the 4 values: perfect recall is 1, and guessing blind is 1/8. A model that reads the
 #   dictionary but cannot match the key does better: copying one of its 4 values at random scores
-#   $1/4 + 3/4 \cdot 1/8 \approx 0.34$. So a recall between about 0.2 and 0.45 is no partial lookup.
+#   $1/4 + 3/4 \cdot 1/8 \approx 0.34$. So a recall between about 0.2 and 0.45 does not show that some
+#   lookups succeed: copying a dictionary value without matching the key scores as much.
 #
 #   The layout offers two shortcuts. First, the entry a question needs is $L-11$ to $L-2$ tokens
 #   back, so the distance grows *in proportion to* $L$. A method that divides every distance by
@@ -1251,7 +1251,7 @@ for L in LENGTHS[1:]:  # thresholds 0.6 and 1.4 rad, picked by eye from this fig
     print(f"  {L}: {len(near)} settings with lookup gap < 0.6 recall {min(near):.2f} or more; "
           f"{len(far)} with lookup gap > 1.4 at most {max(far):.2f}")
     assert min(near) > max(far)  # at every length, every near setting above every far one
-assert between == 16 and all(x < -0.75 for x in per_seed)
+assert between == 16 and all(x < -0.8 for x in per_seed)
 yarn128 = {r[2]: r for r in placed if r[0] == "rope+yarn" and r[1] == 128}
 print("YaRN at 128, dictionary first vs 32 tokens in:",
       [f"lookup gap {yarn128[st][3]:.2f}, recall {yarn128[st][4]:.2f} {[round(a, 2) for a in yarn128[st][5]]}" for st in (0, 32)])
@@ -1664,9 +1664,10 @@ assert thin_recall == [("recall", "rope", "rope+ntk", 256), ("recall", "rope+lin
 # float32 24, float64 53. From some position on, neighbours $i$ and $i + 1$ round to the same number
 # and the counter can no longer tell them apart. Predict where that starts, as a function of both
 # $p$ and $a$: write `first_merge(p, a)` returning the first position $i$ whose rounded counter
-# equals that of $i + 1$, to within 2 %.
+# equals that of $i + 1$, to within 2 % where the checker asks. (Your estimate can be a few percent
+# off in a narrow format such as float16 at most scales; it tightens as $p$ grows.)
 #
-# *The checker* asks at $p$ from 11 to 30 (float16, float32 and formats torch has no dtype for),
+# *The checker* asks at $p$ from 11 to 30 (float16 at $a = 1$ only, float32 and formats torch has no dtype for),
 # where the first merge lies too far out to find by trying positions within its budget of steps and
 # array elements, and at scales $a$ of its choosing; it leaves out a few scales at which the first
 # merge jumps on past the next power of two.
