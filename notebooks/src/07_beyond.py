@@ -513,10 +513,11 @@ print(f"YaRN attention factor at s = {s:g}: 0.1 ln s + 1 = {att:.4f}; scores x{a
 #   entries, each pairing one of 8 possible keys with one of 8 possible values (values may repeat). An
 #   entry is one token meaning "key $k$ holds value $v$", so one content match finds the answer. Filler
 #   tokens follow, then the 4 keys asked in a random order, each followed by its value. The model is
-#   scored on the 4 values: perfect recall is 1, and guessing blind is 1/8. A model that reads the
-#   dictionary but cannot match the key does better: copying one of its 4 values at random scores
-#   $1/4 + 3/4 \cdot 1/8 \approx 0.34$. So a recall between about 0.2 and 0.45 does not show that some
-#   lookups succeed: copying a dictionary value without matching the key scores as much.
+#   scored on the 4 values: perfect recall is 1, and guessing blind is 1/8. That is only the floor for
+#   a model that cannot see the dictionary: one that copies its values without matching the key, and
+#   skips the values already answered (each key is asked once, and earlier answers are in the input),
+#   scores well above it. So a middling recall does not show that some lookups succeed; the results
+#   store nothing that separates the two.
 #
 #   The layout offers two shortcuts. First, the entry a question needs is $L-11$ to $L-2$ tokens
 #   back, so the distance grows *in proportion to* $L$. A method that divides every distance by
@@ -986,6 +987,7 @@ assert all(R["rope"][L]["mean"] == min(R[m][L]["mean"] for m in BASE if R[m][L])
 assert all(beats("recall", "rope", "rope+ntk", L) for L in (128, 256))  # NTK: worse than no scaling
 assert [round(R[m][L]["mean"], 2) for L in (128, 256) for m in ("rope", "rope+ntk")] == [0.73, 0.54, 0.55, 0.29]
 drop = lambda t, m, L: acc[t][m][64]["mean"] - acc[t][m][L]["mean"]  # noqa: E731
+assert drop("recall", "alibi", 512) > 0.1 and drop("recall_anywhere", "alibi", 512) > 0.1  # ALiBi falls on both
 assert all(drop("recall", "rope", L) == max(drop("recall", m, L) for m in BASE if R[m][L]) for L in LENGTHS[1:])
 assert R["none"][512]["min"] > max(R[m][512]["max"] for m in ("sinusoidal", "rope", "alibi"))  # second only to T5
 assert all(beats("recall", "rope+linear", m, L) for m in ("rope+ntk", "rope+yarn") for L in (128, 512))
@@ -995,7 +997,6 @@ assert round(M["rope"][512]["mean"], 2) == 0.74 and M["rope"][512]["min"] > R["r
 assert round(M["rope+linear"][512]["mean"], 2) == 0.21 and M["rope+linear"][512]["max"] < R["rope+linear"][512]["min"]
 assert all(beats("recall", "rope", "rope+linear", L, "trained_distances") for L in LENGTHS[1:])  # order turned over
 assert round(M["none"][512]["mean"], 2) == 0.69 and M["none"][512]["max"] < R["none"][512]["min"]
-assert 1 / 4 + 3 / 4 * 1 / 8 == 11 / 32 and round(11 / 32, 2) == 0.34  # copying a random dictionary value
 assert (cfg["entries"], cfg["keys"], cfg["values"]) == (4, 8, 8)
 assert ex.compare(results, "recall_anywhere", "rope+linear", "rope", 512) == 1  # anywhere: PI above RoPE, every seed
 # where PI puts the dictionary-first lookups L - 11 .. L - 2: divided by s = L / 64
@@ -1568,7 +1569,7 @@ print("sliding window at 512, predicted vs measured:", [f"{p:.2f} vs {m:.2f}" fo
 #   (only T5 and NoPE recalled more at 512: 0.99 and 0.94 against 0.79) and NoPE near-perfect.
 #   With it anywhere PI and YaRN cannot be told apart (YaRN's attention factor, which the lookup
 #   gap leaves out, lifts it from 0.83 to 0.92).
-# * A recency bias (ALiBi) cannot help a far lookup (chapter 8's iRoPE is one answer: layers
+# * A recency bias (ALiBi) falls on both far lookups here (chapter 8's iRoPE is one answer: layers
 #   without positions).
 
 # %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
