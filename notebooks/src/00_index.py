@@ -136,7 +136,8 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 #
 # Which tasks a column-3 ~ rests on depends on where the recall tasks put their dictionary (a short
 # key-value list the model must look up, chapter 7); the marks themselves survive the control that moves
-# it (the notes after the conventions).
+# it (the notes after the conventions). ALiBi's column-1 ~ grades its symmetric form, used without a
+# mask; the causal form a decoder uses tells the swap apart (its notes).
 #
 # Not in the map: Transformer-XL (fixed sinusoids of the offset, unclipped) and DeBERTa (learned
 # offsets, clipped in v1 and log-bucketed in v2/v3) put the offset into the scores as Shaw and T5 do; chapter 4 weighs them. LongRoPE
@@ -160,7 +161,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # | **offset** | key minus query, $j - i$ ($n - m$): negative for keys in the past. `pl.relative_positions(L)[i, j] == j - i` | Shaw's paper and T5's `relative_position` agree; source `004` writes Shaw's offset as $m-n$ (the same table upside down, ch. 4); Transformer-XL indexes its sinusoids by the signed distance $i-j$, and DeBERTa's $\delta$ is query minus key (ch. 4) |
 # | **distance** | $\lvert j - i\rvert$; for a causal model's past keys, $i - j \ge 0$. One signed exception: `pl.rope_scores_by_distance` takes $r = m - n$, query minus key, negative allowed (ch. 5 §8) | ALiBi's penalty $-m_h\,(i-j)$ is written with the distance ($m_h$ is a head's slope there, not a position; ch. 6) |
 # | RoPE | $R_m$ turns each pair **counter-clockwise** by $m\theta_j$: $(x, y) \mapsto (x\cos m\theta_j - y\sin m\theta_j,\ x\sin m\theta_j + y\cos m\theta_j)$, the matrix $[[\cos, -\sin], [\sin, \cos]]$ times a column vector, so $(1, 0)$ turns towards $(0, 1)$. Then $R_m^\top R_n = R_{n-m}$: the score of query $m$ and key $n$ is a function of the offset $n-m$ | source `004` prints $[[\cos, \sin], [-\sin, \cos]]$, which turns a column vector clockwise, beside code that turns counter-clockwise (ch. 5); RoFormer §3.1 writes the score as $g(x_m, x_n, m-n)$, the offset the other way round (ch. 5) |
-# | frequencies | $\theta_j = \text{base}^{-2j/d}$ for pair $j = 0 \dots d/2-1$ (base 10 000 unless said); pair $j$ at position $m$ turns by $m\theta_j$. Over $L$ tokens a pair **completes a turn** when its wavelength $2\pi/\theta_j$ is at most $L$ (chapters 5, 7 and 8 count pairs this way; they differ only in whether the last position is $L$ or $L-1$, which matters only at the boundary) | papers that count pairs from 1 write $\theta_i = \text{base}^{-2(i-1)/d}$ |
+# | frequencies | $\theta_j = \text{base}^{-2j/d}$ for pair $j = 0 \dots d/2-1$ (base 10 000 unless said); pair $j$ at position $m$ turns by $m\theta_j$. Over $L$ tokens a pair **completes a turn** when its wavelength $2\pi/\theta_j$ is at most $L$ (chapter 8's `pl.rope_inspect.turning_pairs` counts this way) | papers that count pairs from 1 write $\theta_i = \text{base}^{-2(i-1)/d}$ |
 # | sinusoids | $p_i[2j] = \sin(i\theta_j)$, $p_i[2j+1] = \cos(i\theta_j)$ (Vaswani's interleaved order) | many codebases concatenate all sines, then all cosines (ch. 3 shows both) |
 # | pair layouts | `"interleaved"` pairs features $(2j, 2j+1)$ (RoFormer, Meta's complex-number code); `"half"` pairs $(j, j+d/2)$ (GPT-NeoX, Hugging Face's `rotate_half`) | the two are a fixed permutation apart (ch. 5) |
 # | binary codes | "bit $b$" is the bit worth $2^b$: bit 0 is the least significant and the fastest to flip, as pair 0 is the sinusoids' fastest pair. Codes are drawn and stored as numbers are written, most significant bit first: bit 0 is the **last** column of `pl.binary_positions`, while pair 0 is the **first** two columns of `pl.sinusoidal_positions` (the two tensors run in opposite directions) | source `001` numbers the bits from the left: its $p_{i,0}$ is the slowest bit, our bit $d-1$, and it writes the fastest as $p_{i,d}$ (counted from 0, the last of $d$ bits is $p_{i,d-1}$), our bit 0. Its example $p_1 = [0, 0, 1]$, $p_2 = [0, 1, 0]$ is drawn as ours is |
@@ -186,6 +187,8 @@ assert torch.allclose(theta, 10000.0 ** (-torch.arange(4) * 2 / 8))  # theta_j =
 pe = pl.sinusoidal_positions(3, 8)
 assert torch.allclose(pe[2, 0::2], torch.sin(2 * theta)) and torch.allclose(pe[2, 1::2], torch.cos(2 * theta))
 assert theta.argmax() == 0  # pair 0, the first two columns of the sinusoids, turns fastest
+# wavelengths 2 pi * (1, 10, 100, 1000) = 6.3, 63, 628, 6283: two pairs complete a turn within 100 tokens, one within 62
+assert (pl.rope_inspect.turning_pairs(theta, 100), pl.rope_inspect.turning_pairs(theta, 62)) == (2, 1)
 bits = pl.binary_positions(8, 3)
 assert bits[6].tolist() == [1, 1, 0]  # 6 = 110 in binary, drawn most significant bit first
 assert [int(b) for b in bits[:, -1]] == [0, 1] * 4  # the last column is bit 0, the fastest to flip
@@ -220,7 +223,7 @@ print("the conventions table matches the library")
 #   symmetric ALiBi it does not (~). Column 1's cell runs both, and NoPE's case below. A code can be unique
 #   (property 1) and still get a ~: the integer code $i\cdot\mathbf 1$ is unique, but a LayerNorm erases it.
 #   The column grades the swap test only, not everything a layer can compute: a causal layer with no code
-#   can still compute its own position (NoPE's note).
+#   can still compute its own position when the first token is marked (NoPE's note).
 # * **Column 2** grades one thing per row. For a method with a code $p_i$, its mark grades whether one affine
 #   map takes $p_i$ to $p_{i+k}$, not the scores. For a method with no code (relative terms, RoPE, ALiBi),
 #   it grades the nearest counterpart: what $k$ tokens apart does to a score depends on $k$ alone,
@@ -238,7 +241,7 @@ print("the conventions table matches the library")
 # |---|---|---|---|---|---|
 # | none (NoPE) [1, 7] | ✘ one layer treats the tokens a query sees as a set; a causal mask only chooses which it sees [1, 7] | – | ~ holds on both recalls (one seed of three loses 0.125 on the second); the grammar ungraded: learnt too little (0.43), it falls to 0.28 read at once (0.36 through a 64-token window) [7] | – nothing to fix | ~ raster order gives one index |
 # | integer $i\cdot\mathbf 1$ [2] | ~ a LayerNorm erases it | ✔ affine, yet scores not offset-only | ? not trained; its values grow without bound | ✔ | ~ axial, argued in [9] (no LayerNorm before the head) |
-# | normalised $i/m$ [2] | ~ within one length; a LayerNorm erases it | ✘ one map per length | ? not trained; every code changes with the length, as position interpolation's angles do (chapter 7 §2) | ✔ | ~ axial, argued in [9] (no LayerNorm before the head) |
+# | normalised $i/m$ [2] | ~ a LayerNorm erases it | ✘ one map per length | ? not trained; every code changes with the length, as position interpolation's angles do (chapter 7 §2) | ✔ | ~ axial, argued in [9] (no LayerNorm before the head) |
 # | binary [2] | ~ up to $2^d$ positions; behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge | ✘ no affine map for small $k$ | ? not trained; past $2^b$ positions a bit training never set | ✔ | ~ axial, argued in [9] (no LayerNorm before the head) |
 # | sinusoidal [3] | ✔ even behind a LayerNorm (512 positions at $d = 16$ checked) | ✔ a rotation $M_k$, yet scores not offset-only | ✘ falls on all three tasks [7] | ✔ | ~ axial [9] (no LayerNorm before the head) |
 # | learned absolute [2, 7] | ✔ distinct rows, even behind a LayerNorm | ? none by construction (a random table has none); no trained table checked | ✘ no rows past `max_len` | ✘ learned | ~ rows depend on the grid's width |
@@ -248,7 +251,8 @@ print("the conventions table matches the library")
 #
 # **NoPE.** No code, so one layer treats the tokens a query sees as a set: no swap of two of them changes
 # its output (chapter 1), and a causal mask only chooses which tokens it sees (column 1's ✘; what a swap does
-# to the other rows is chapter 1's Exercise 5). A causal layer can still compute its own position, as $1/(i+1)$
+# to the other rows is chapter 1's Exercise 5). If the first token carries a marker, a causal layer can still
+# compute its own position, as $1/(i+1)$, the marker's share of a uniform average
 # ([chapter 7](07_beyond.ipynb) §1, after Kazemnejad et al.'s Theorem 1): the position is not given, but
 # it is not lost either. And
 # chapter 7 §3 weighs its toy against Kazemnejad et al. (2023), who find decoders without positional
@@ -260,7 +264,7 @@ print("the conventions table matches the library")
 # $p_m^\top A\,p_n = mn\,(\mathbf 1^\top A\mathbf 1)$ depends on the positions, not on $n - m$ (column 2's
 # cell), and $\lVert p_i\rVert = i\sqrt d$ grows without bound (column 3's cell).
 #
-# **Normalised code.** Unique within one length only (position 1 is $1/m$), erased by a LayerNorm like
+# **Normalised code.** Erased by a LayerNorm like
 # the integer code ([chapter 2](02_integer_binary.ipynb) §2); the shift $+(k/m)\cdot\mathbf 1$ changes
 # with the length $m$ (column 2's cell).
 #
@@ -329,7 +333,10 @@ print("the conventions table matches the library")
 # **Column 1, checked in the next cell.** A LayerNorm subtracts each vector's mean over its features and
 # divides by its spread, so it merges two positions for every token exactly when their codes differ by
 # the same number in every feature; the cell compares the codes with their means removed. Sinusoids ($d = 16$) keep all
-# 512 positions apart, and so do the rows of a random table, where a learned one starts. Binary codes of
+# 512 positions apart, and so do the rows of a random table, where a learned one starts. The swap test
+# itself, behind a LayerNorm on a random head with 20 positions: for both codes, each of the 171 swaps of
+# two tokens a query sees changes its output, for the middle query without a mask and for the last one with
+# a causal mask; with the integer code or no code, none of the 171 does (the control). Binary codes of
 # $d$ = 4, 5 and 6 bits keep $2^d - 1$ of their $2^d$ positions (15, 31 and 63): the all-zero $p_0$ and
 # the all-one $p_{2^d-1}$ merge. The first $2^d$ positions take every one of the $2^d$ codes of $d$ bits,
 # so position $2^d$ has none of its own; 17 bits already cover Llama 3.1's 131 072 positions. Then,
@@ -353,6 +360,34 @@ assert kept_apart(pl.sinusoidal_positions(512, 16, dtype=torch.float64)) == 512
 assert kept_apart(torch.randn(512, 16, generator=torch.Generator().manual_seed(1), dtype=torch.float64)) == 512
 assert {d: kept_apart(pl.binary_positions(2**d, d)) for d in (4, 5, 6)} == {4: 15, 5: 31, 6: 63}
 assert kept_apart(pl.integer_positions(64, 8)) == 1  # the integer code: every position merges
+
+
+def swaps_that_change(codes, query, causal):
+    """Of the swaps of two tokens the query sees (not itself), how many change its output behind a LayerNorm."""
+    n, d = codes.shape
+    x = torch.randn(n, d, generator=torch.Generator().manual_seed(3), dtype=torch.float64)  # 20 different tokens
+    wq, wk, wv = torch.randn(3, d, d, generator=torch.Generator().manual_seed(4), dtype=torch.float64) / d**0.5
+
+    def out(t):
+        h = torch.nn.functional.layer_norm(t + codes, (d,))
+        return pl.attention(h @ wq, h @ wk, h @ wv, causal=causal)[0][query]
+
+    seen = [p for p in range(query + 1 if causal else n) if p != query]
+    changed = 0
+    for i, a in enumerate(seen):
+        for b in seen[i + 1:]:
+            order = list(range(n))
+            order[a], order[b] = b, a
+            changed += not torch.allclose(out(x[order]), out(x), atol=1e-9)
+    return changed
+
+
+swap_codes = {"sinusoidal": pl.sinusoidal_positions(20, 16, dtype=torch.float64),
+              "random table": torch.randn(20, 16, generator=torch.Generator().manual_seed(1), dtype=torch.float64),
+              "integer": pl.integer_positions(20, 16).double(), "none": torch.zeros(20, 16, dtype=torch.float64)}
+swap_counts = {name: (swaps_that_change(c, 10, False), swaps_that_change(c, 19, True)) for name, c in swap_codes.items()}
+print("swaps (of 171) that change the query's output, (middle query, no mask), (last query, causal):", swap_counts)
+assert swap_counts == {"sinusoidal": (171, 171), "random table": (171, 171), "integer": (0, 0), "none": (0, 0)}
 bits = pl.binary_positions(2**4, 4)
 assert torch.unique(bits, dim=0).shape[0] == 16 and set(bits.unique().tolist()) == {0, 1}  # all 16 codes of 4 bits
 assert 2**16 < 131_072 <= 2**17  # 17 bits are enough for a 131 072-token context, 16 are not
@@ -451,37 +486,28 @@ assert wrapped == {d: [2 ** (d - 1)] for d in (4, 5, 6)}  # ... the edge's doing
 # coarse, and the chapters carry the detail.
 #
 # **A task not learnt is not graded.** A task a method has learnt too little at 64 tokens (mean below
-# 0.6) neither holds nor falls. One entry is in that case, NoPE's grammar: 0.43, against 0.68 to 0.77
-# for the four other methods graded here (0.77 is the best any model can do, as a quarter of the
-# grammar's tokens are random). It stays the only one for any cut from 0.45 to 0.68. It does fall with
-# length, steadily and in every seed (0.43, 0.36, 0.32, 0.28 at 64, 128, 256 and 512 tokens; the seeds
-# lose 0.16, 0.17 and 0.14; 0.36 at 512 through a 64-token sliding window), but a cut on the drop is not
-# a fair test of a rule learnt only partly in 400 steps (chapter 7). Graded anyway, it would change no
-# mark: NoPE would fall on the grammar and hold on both recalls, ~ as now. Learned positions, trained there too, score 0.59 on the grammar at
-# 64; their row takes its ✘ from the first rule, not from the experiment. The cell prints every mean at
-# 64 and 512.
+# 0.6) neither holds nor falls. Only NoPE's grammar is in that case, for any cut from 0.45 to 0.68: 0.43,
+# against 0.68 to 0.77 for the four other methods (0.77 is the best any model can do, as a quarter of the
+# grammar's tokens are random). It does fall with length in every seed (0.43, 0.36, 0.32, 0.28 at 64,
+# 128, 256 and 512 tokens), but a drop is not a fair test of a rule learnt only partly in 400 steps;
+# graded anyway, NoPE would still get ~. Learned positions score 0.59 on the grammar at 64; their row
+# takes its ✘ from the first rule. The cell prints every mean at 64 and 512.
 #
-# **The seeds** agree with their mean on every method and task but two: one NoPE seed loses 0.125 on
-# `recall_anywhere`, and two of T5's three seeds lose under 0.09 on the grammar (the third, which had
-# learnt it barely, 0.61 at 64 tokens against 0.77 and 0.67, loses 0.281), so T5's ~ rather than ✔ rests
-# on one seed, and a weak one.
+# **The seeds** agree with their mean everywhere but twice: one NoPE seed loses 0.125 on
+# `recall_anywhere`, and T5's ~ rests on one seed, the one that learnt the grammar least (0.61 at 64
+# tokens against 0.77 and 0.67), which loses 0.281 where the others lose under 0.09.
 #
 # **The scope.** Tiny decoders (2 layers, width 64, 4 heads, 400 training steps) trained on 64 tokens: a
 # toy, not a measurement of large models. The rows grade plain methods: RoPE rescaled without
 # fine-tuning is not a row (YaRN holds on `recall_anywhere` only; chapter 7 compares PI, NTK and YaRN).
 #
-# **The layout.** The recall grades depend on where the dictionary sits, both ways. At 512 tokens the
-# dictionary also sits farther from the query than in any training lookup, and on `recall` it opens the
-# sequence. [Chapter 7](07_beyond.ipynb) §3's control moves it to the trained distances: plain RoPE's
-# 0.17 becomes 0.74, while NoPE and T5, which hold with the dictionary first, fall from 1.00 to 0.69 and
-# 0.74. Moved, NoPE, T5, ALiBi and RoPE each lose 0.25 to 0.31 on `recall`, so the contrast the column
-# draws there between them is the layout's. On `recall_anywhere`, moved, ALiBi holds (0.78 at 64 tokens,
-# 0.79 at 512), and RoPE loses 0.115 (0.93 to 0.81) where as set it loses 0.60: moved, its grade there
-# would turn on the threshold (it holds from a cut of 0.12). At the 0.10 cut every mark survives the
-# move (NoPE, T5 and ALiBi ~, RoPE and the sinusoids ✘), though which tasks a ~ rests on changes: moved,
-# NoPE and T5 hold on `recall_anywhere` only. The map grades the tasks as set, layout
-# included, and the threshold sweep above is for the tasks as set. The results are chapter 7's stored
-# ones (`results/extrapolation.json`); this page trains nothing.
+# **The layout.** The recall grades depend on where the dictionary sits: at 512 tokens it also sits
+# farther from the query than in any training lookup. [Chapter 7](07_beyond.ipynb) §3's control moves it
+# to the trained distances. Moved, NoPE, T5, ALiBi and RoPE each lose 0.25 to 0.31 on `recall`, so the
+# contrast the column draws there is the layout's; on `recall_anywhere` RoPE loses 0.115 (0.93 to 0.81)
+# where as set it loses 0.60. At the 0.10 cut every mark survives the move, though moved, NoPE and T5 hold
+# on `recall_anywhere` only. The map grades the tasks as set. The results are chapter 7's stored ones
+# (`results/extrapolation.json`); this page trains nothing.
 
 # %% slideshow={"slide_type": "fragment"}
 # Column 3: chapter 7's stored results, three seeds per method, trained on 64 tokens
