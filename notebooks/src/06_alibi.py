@@ -1638,11 +1638,11 @@ print(f"symmetric form: largest weight difference {(w_true - w_short).abs().max(
 # to `train_len` − 1 were seen) and read at `test_len` tokens. For each head, the share of the last
 # query's weight that falls on keys at distances of `train_len` or more. Write
 # `far_share(slopes, train_len, test_len)` returning one share per head. While your function
-# runs, `pl.alibi_bias` and every softmax refuse to work, each input may create at most $10^5$ tensor
-# elements, and the checker asks for inputs of up to $10^{12}$ tokens, some with slopes near
-# $10^{-11}$, and some with slopes of 0.7 or more, where nearly
-# all the weight sits on the first few keys. Those steep heads are graded to $10^{-9}$ (relative), the
-# others to $10^{-4}$. Any route that meets those tolerances passes. Mind
+# runs, `pl.alibi_bias` and every softmax refuse to work, and each input may create at most 1000 tensor
+# elements and run at most 1000 Python lines. The checker asks for inputs of up to $10^{12}$ tokens:
+# slopes near $10^{-11}$; slopes of 0.7 or more, where nearly all the weight sits on the first few keys;
+# and slopes near $10^{-3}$, whose weight spreads over thousands of keys. The last two kinds are graded
+# to $10^{-9}$ (relative), the others to $10^{-4}$. Any route that meets those tolerances passes. Mind
 # the precision: in float32 the ratio $e^{-m}$ of §1 rounds to 1 for a slope near $10^{-11}$ (the cell below).
 
 # %%
@@ -1664,13 +1664,11 @@ def far_share(slopes, train_len, test_len):
     # cancels, so a sum of n weights is (1 - g**n) / (1 - g) with no remainder (the assert below, in whole
     # fractions). The factor 1 / (1 - g) is common to the far keys' sum and the whole sum, and cancels in
     # the share; an exact integral of e^-mx has 1 / m in its place, which cancels alike, so it lands on
-    # the same share. A numerical integral on a grid does not: it misses the steep heads by 1e-7 or more
-    # (tests/test_check_ch06.py), where one key spans much of the weights' fall. The only error left in
-    # the form below is the float's rounding.
-    from fractions import Fraction
-
-    g = Fraction(255, 256)  # a ratio below 1, as e^-m is, held as a whole fraction
-    assert (1 - g) * sum(g**d for d in range(9)) == 1 - g**9  # the cancellation, exactly
+    # the same share. A numerical integral on a grid does not: within the checker's budgets it misses the
+    # steep and the middle heads by 5e-8 or more (tests/test_check_ch06.py). The only error left in the
+    # form below is the float's rounding.
+    # The cancellation, exactly, for g = 255/256 (times 256**9 to keep whole numbers):
+    assert sum(255**d * 256 ** (8 - d) for d in range(9)) == 256**9 - 255**9
     # Written with m T and m L it stays exact for a slope near 0 (where e^-m rounds to 1 in float32); in
     # float64 the form with g = e^-m is within 4e-6 (relative) of it at m = 1e-11, and passes too.
     # Press's 8 heads at T = 1024, L = 2048: only the gentlest (m = 1/256) puts anything measurable
