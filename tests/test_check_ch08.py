@@ -99,12 +99,13 @@ def test_cache_rotations_accepts_a_vectorised_sum(capsys):
     assert run(check.cache_rotations, summed_in_torch, capsys)[0] is True
     _, exercises = _chapter_above_the_exercises()
     prompt = " ".join(exercises.split("**Exercise 1", 1)[1].split("# %%", 1)[0].replace("#", " ").split())
-    assert "`sum` applied directly to a `range` object, or an array's `.sum()` (numpy's or torch's)" in prompt
+    assert "a built-in or array operation applied to a whole `range` or array (numpy's or torch's)" in prompt
+    assert "sum" not in prompt.lower()  # the prompt allows these without naming the step (a sum) they would take
 
 
 def test_cache_rotations_accepts_sum_over_a_range_and_refuses_a_generator(capsys):
-    """The prompt's words: a closed form, or Python's sum applied directly to a range object, passes; a sum over a
-    generator expression iterates over the tokens in Python, and is refused, as the prompt says."""
+    """The prompt's words: a closed form, or a built-in (Python's sum) applied to a whole range object, passes; a sum
+    over a generator expression iterates over the tokens in Python, and is refused, as the prompt says."""
     def over_range(config, prompt, new):
         changes = _changes(config, prompt, new)
         return prompt + new + sum(range(changes.start - 1, changes.stop - 1))

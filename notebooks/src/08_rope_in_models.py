@@ -18,13 +18,15 @@
 # per-pair factors found by search (Phi-3's LongRoPE), a different base per layer type
 # (Gemma 3), RoPE on only part of each head, and layers with no positions at all
 # (Llama 4's iRoPE). This chapter reads those models' own settings and answers the
-# questions engineers ask most often about RoPE:
+# questions engineers ask most often about RoPE.
+#
+# Several of those questions concern the **KV cache**. While a model generates text, it keeps the
+# keys and values of every earlier token, so that each new token computes only its own.
 #
 # 1. **Read a config**: what the RoPE of seven public models looks like, pair by pair;
-# 2. **what the frequencies do**: partial, decoupled (DeepSeek's: its attention, MLA, shrinks the
-#    **KV cache**, the keys and values of every earlier token that a model keeps while it generates
-#    text, so that each new token computes only its own) and proportional
-#    RoPE, fast pairs for position, slow pairs for meaning, and per-layer bases;
+# 2. **what the frequencies do**: partial, decoupled (DeepSeek's, whose attention, MLA, shrinks the
+#    KV cache) and proportional RoPE, fast pairs for position, slow pairs for meaning, and per-layer
+#    bases;
 # 3. **attention factors**: LongRoPE's and YaRN's, and how DeepSeek-V3 moves its own into
 #    the softmax scale (why, Exercise 2 derives);
 # 4. **q and k, not v naively; KV caches**: what rotating v would break, the double-rotation
@@ -70,15 +72,17 @@ g = torch.manual_seed(0)
 # **rope type** and its settings. `pl.rope_from_config(config)` returns the frequencies $\theta_j$
 # and the attention factor, exactly as transformers computes them.
 #
-# **Three quantities, defined once for the whole section:**
+# **Four quantities, defined once for the whole section:**
 # * $\lambda_j = 2\pi/\theta_j$ is pair $j$'s **wavelength**: the positions it takes to turn once round
 #   the circle. A pair **completes a turn** within a span when $\lambda_j$ is at most that span.
 # * $L_0$ is `original_max_position_embeddings`, where the file has it: the length the scaling is
 #   anchored to, usually the context the unscaled RoPE was pretrained on.
 # * $L$ is the longest span a RoPE layer sees as **deployed**: the longer of `max_position_embeddings`
-#   and `factor` $\times L_0$ (Qwen's file keeps `max_position_embeddings` at $L_0$ and reaches $4L_0$
-#   through the factor), or the chunk or window a layer attends within, where that is shorter (listed
-#   before the table).
+#   and `factor` $\times L_0$, or the chunk or window a layer attends within, where that is shorter
+#   (listed before the table).
+# * The **reach** of a row is $\max_j \theta'_j L / (\theta_j L_0)$ over the pairs $j$ that do not
+#   turn within $L_0$ ($\theta_j$ plain RoPE's frequency, $\theta'_j$ the deployed one): how far
+#   those pairs' angles go at $L$, against the range plain RoPE covered within $L_0$.
 #
 # **What each family of scaling changes** (chapter 7 §2 builds them). Each divides pair $j$'s
 # frequency by a factor of its own, so its wavelength grows by that factor; $s$ = `factor` is the
@@ -93,21 +97,6 @@ g = torch.manual_seed(0)
 #
 # YaRN and LongRoPE also multiply q and k by an attention factor; it changes no frequency, so this
 # section leaves it to §3.
-#
-# **The one lesson of this section.** A pair that turns within $L_0$ has shown the model every angle
-# it can take; a slower pair meets angles past $L_0$ that pretraining never showed it, the pairs that
-# *need* stretching (chapter 7 §3 found plain RoPE failing past $L_0$ because far keys, seen at such
-# unseen angles, score high). In every row of the table, a quarter to a half of the pairs never
-# complete a turn within the span $L$ the row's RoPE layers see. Where a file writes an $L_0$, scaling
-# changes that count by at most 4 pairs (YaRN by none). What scaling does change is how far those
-# pairs' angles reach at $L$, against the range they covered within $L_0$. The table's last column
-# gives it, the *reach* $\max_j \theta'_j L / (\theta_j L_0)$ over the pairs $j$ that do not turn within
-# $L_0$ ($\theta_j$ plain RoPE's frequency, $\theta'_j$ the deployed one): 2 for Llama 3.1, exactly 1
-# for the three YaRN rows (YaRN's design: each such pair stays inside its trained arc), 0.5 for
-# Phi-3 and 0.06 for Scout's chunks. Scout's $L_0$ is the original length its files write, 8192; its
-# RoPE layers attend only within chunks of that length, in training as at inference (the box's
-# "Pretraining"), so its 0.06 compares with the range those layers covered within a chunk. The table and its
-# list show the count; the box after them holds the details.
 #
 # The package stores the RoPE fields of seven public models, each with the file it comes from.
 # Two models come as two files each: Qwen2.5 as shipped and with its card's YaRN, and Llama 4
@@ -139,9 +128,6 @@ assert len(MODELS) == 9  # seven models; Qwen2.5 twice (as shipped, with its car
 # * how many of the $r/2$ pairs complete a turn within $L_0$ at the file's base with no scaling
 #   (plain RoPE), and how many within $L$ (as configured);
 # * the reach defined above ("–" where the file writes no $L_0$).
-#
-# What to take from it: how many pairs each model leaves without a full turn, and whether its
-# scaling changes that count.
 
 # %% slideshow={"slide_type": "fragment"}
 def text_config(entry):
@@ -208,6 +194,16 @@ for label, row in ROWS.items():
 #   the same 35: neither advertised context is a length any RoPE layer attends over;
 # * Phi-3's **LongRoPE** (Ding et al., 2024, arXiv 2402.13753) turns fewer pairs than plain RoPE
 #   would (34 → 31), already with its short list.
+#
+# **The lesson.** A pair that turns within $L_0$ has met every angle it can take; a slower pair
+# meets angles past $L_0$ that plain RoPE's pretraining never showed it (chapter 7 §3: far keys seen
+# at such angles score high). Every row leaves a quarter to a half of its pairs without a turn, and
+# scaling changes that count by at most 4 pairs. What scaling changes is the reach: 2 for Llama 3.1,
+# exactly 1 for the three YaRN rows (each slow pair stays inside its trained arc), 0.5 for Phi-3.
+# Scout's 0.06 assumes, like every row, that its RoPE layers were trained with plain RoPE within
+# $L_0$ = 8192. Had they been trained with the files' ×16 frequencies, the ratio against the range
+# those covered within $L_0$ is 1, since Scout's $L$ is one chunk, $L_0$ itself. The released files
+# give only the frequencies used at inference, so they do not settle which (the box's "Pretraining").
 
 # %% slideshow={"slide_type": "fragment"}
 count = {label: (None if row["L0_L"][0] is None else turns_within(row["plain"], row["L0_L"][0]),
@@ -232,6 +228,13 @@ claims = {  # one entry per sentence of the list above
     "the lesson: in the 7 rows with an L0, scaling changes the count by at most 4 pairs":
         sum(at_L0 is not None for at_L0, _ in count.values()) == 7
         and max(abs(at_L - at_L0) for at_L0, at_L in count.values() if at_L0 is not None) == 4,
+    "the lesson's reach: 2 (Llama 3.1), 1 (YaRN), 0.5 (Phi-3), 0.06 (Scout, against plain RoPE)":
+        {k: round(v, 2) for k, v in reach.items()} == {
+            "Llama 3.1 8B": 2.0, **dict.fromkeys(YARN_ROWS, 1.0), "Phi-3 mini 128k instruct": 0.5,
+            **dict.fromkeys(SCOUTS, 0.06)},
+    "Scout's reach against training with the files' x16 instead: exactly 1 (L = L0, one chunk)":
+        all(((ROWS[name]["inv_freq"] * ROWS[name]["L0_L"][1]) / (ROWS[name]["inv_freq"] * ROWS[name]["L0_L"][0]))[
+            2 * math.pi / ROWS[name]["plain"] > ROWS[name]["L0_L"][0]].max().item() == 1.0 for name in SCOUTS),
 }
 for claim, holds in claims.items():
     print(("holds: " if holds else "FAILS: ") + claim)
@@ -285,10 +288,12 @@ assert short_span == {"Gemma 3 4B", "GPT-OSS 20B", *SCOUTS}  # three models (Sco
 # >   frequencies it was trained further is not documented. Qwen2.5's model card adds its YaRN block as
 # >   an instruction for running long inputs, not as a step of training. So DeepSeek-V3 and Phi-3 have
 # >   met some angles past $L_0$ in that later training. Llama 4 Scout's files write
-# >   `original_max_position_embeddings` = 8192. Meta's launch notes (Aston Zhang's thread on the iRoPE
-# >   design, April 2025; cited, not read here) say the RoPE layers use chunked attention over short
-# >   contexts (8K, for example), that the longest training length was 256K (the base file's 262 144),
-# >   and that the temperature of §5 is applied at inference time only.
+# >   `original_max_position_embeddings` = 8192, chunks of 8192 for the RoPE layers and the
+# >   temperature of §5 switched on, and transformers reads them so (§5). With which frequencies,
+# >   chunks and temperature Scout was trained, the files do not say. Meta's launch notes (Aston
+# >   Zhang's thread on the iRoPE design, April 2025; cited, not read here) claim that the RoPE layers
+# >   used chunks (8K, for example) in training too, that the longest training length was 256K (the
+# >   base file's 262 144), and that the temperature is applied at inference time only.
 
 # %% jupyter={"source_hidden": true} slideshow={"slide_type": "fragment"}
 # The box's claims, one block per model (collapsed: expand to read them)
@@ -1285,10 +1290,10 @@ print("Llama 3.1, Phi-3 (long), a dynamic config and a yarn config without facto
 # fourth of its 48 layers is such a NoPE layer (chapter 7, §1: the causal mask still lets
 # it count).
 #
-# In the RoPE layers Llama 4 attends within chunks of 8192 tokens
-# (`attention_chunk_size`), so they never meet a distance beyond 8192, in training (Meta's launch notes;
-# §1's box) as at inference. The NoPE
-# layers attend over the whole context.
+# The files give the RoPE layers chunks of 8192 tokens (`attention_chunk_size`), and transformers
+# reads them so (asserted below): each RoPE layer attends only within its chunk, so at inference it
+# never meets a distance beyond 8192 (that training did the same is Meta's claim, §1's box). The
+# NoPE layers attend over the whole context.
 #
 # They meet no rotation angle they never saw, but a long
 # input is still new to them: more keys share each softmax (the temperature below is for that),
@@ -1301,6 +1306,9 @@ scout = text_config(MODELS["Llama 4 Scout 17B-16E Instruct"])  # the file that l
 nope_layers = [i for i, uses_rope in enumerate(scout["no_rope_layers"]) if not uses_rope]
 print("NoPE layers:", nope_layers, f"({len(nope_layers)} of {len(scout['no_rope_layers'])})")
 assert nope_layers == list(range(3, 48, 4)) and scout["attention_chunk_size"] == 8192
+read = Llama4TextConfig(no_rope_layers=scout["no_rope_layers"], num_hidden_layers=48, attention_chunk_size=8192)
+assert [i for i, kind in enumerate(read.layer_types) if kind == "full_attention"] == nope_layers  # transformers:
+assert set(read.layer_types) == {"chunked_attention", "full_attention"}  # every RoPE layer chunked, NoPE full
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### The temperature
@@ -1310,13 +1318,10 @@ assert nope_layers == list(range(3, 48, 4)) and scout["attention_chunk_size"] ==
 # `pl.attention_temperature(position)` = $1 + 0.1 \ln(1 + \lfloor (\text{pos}+1)/8192 \rfloor)$,
 # which grows slowly with the position.
 #
-# The idea is known: scaling the scores with the logarithm of
-# the number of keys, so that attention does not flatten as they multiply, appears in Chiang & Cholak
-# (ACL 2022, arXiv 2202.12172), in Su Jianlin's entropy-invariant attention scale (kexue.fm, 2021),
-# and in Scalable-Softmax (Nakanishi, 2025, arXiv 2501.19399); Llama 4's temperature is an instance
-# of it, with its own constants and steps.
-#
-# No paper states this exact formula: it is what the released
+# The idea, scaling the scores with the logarithm of the number of keys so that attention does not
+# flatten as they multiply, is older (Chiang & Cholak, ACL 2022, arXiv 2202.12172; Su Jianlin's
+# entropy-invariant scale, kexue.fm, 2021; Scalable-Softmax, Nakanishi, 2025, arXiv 2501.19399).
+# Llama 4's constants and steps are its own: no paper states this formula. It is what the released
 # Scout files switch on (`attn_temperature_tuning`, with `floor_scale` = 8192 and `attn_scale` =
 # 0.1; asserted below) and what transformers' Llama 4 attention computes from them
 # (`tests/test_rope_config.py` checks `pl.attention_temperature` against it).
@@ -2048,9 +2053,15 @@ from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply
 from posenc_lib.rope_diagnose import from_hf  # noqa: E402
 
 
+def mirror(x):
+    """Negates the second feature of every pair (Llama's half layout: the second half of the head)."""
+    half = x.shape[-1] // 2
+    return torch.cat((x[..., :half], -x[..., half:]), dim=-1)
+
+
 def clockwise(q, k, positions):
-    """Turns by -m theta_j, q and k alike."""
-    return pl.apply_rope(q, -positions, **once), pl.apply_rope(k, -positions, **once)
+    """Turns by -m theta_j, q and k alike: a pair mirrored, turned the usual way, and mirrored back."""
+    return tuple(mirror(pl.apply_rope(mirror(x), positions, **once)) for x in (q, k))
 
 
 tiny_llama = {**llama31, "hidden_size": 256, "num_attention_heads": 2, "num_key_value_heads": 2}  # head_dim 128
@@ -2142,8 +2153,8 @@ assert lab.ok and lab.layout_inferred and lab.layout == "half" and "fn implement
 # a million new tokens; its LongRoPE and YaRN configs write the legacy key `"type"` where newer files
 # write `"rope_type"`, as Phi-3's files do). It refuses `pl.rope_from_config` and its kin inside
 # your function, transformers' `ROPE_INIT_FUNCTIONS` and rotary embeddings too, and any Python iteration over the tokens, a generator or comprehension included.
-# Closed forms pass, and so does a sum that Python does not step through itself: `sum` applied
-# directly to a `range` object, or an array's `.sum()` (numpy's or torch's).
+# What Python does not step through token by token passes: a closed form, or a built-in or array
+# operation applied to a whole `range` or array (numpy's or torch's).
 
 # %% slideshow={"slide_type": "fragment"}
 def cache_rotations(config, prompt, new):

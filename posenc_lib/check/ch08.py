@@ -535,7 +535,8 @@ def _keys_at(raw: torch.Tensor, config: dict, positions: torch.Tensor, **change:
 def context_shift(answer: Callable[[torch.Tensor, int, dict], Any] | None) -> bool | None:
     """answer(keys, shift, config) -> keys: cached keys (batch, heads, seq, head_dim), rotated (and scaled) as the
     config's model rotates them at their positions, made into the keys it would have cached at positions - shift,
-    without the library's rotations and without knowing the positions."""
+    without knowing the positions. The library's rotations and the learner's own are allowed; only this checker's
+    own rotations (``_checker_rotations``) are refused."""
 
     def run(fn):
         g = torch.Generator().manual_seed(8)
