@@ -462,14 +462,27 @@ def test_a_float_is_refused(capsys):
 def test_tables_misconceptions_are_named(answer, name, capsys):
     ok, out = tables_verdict(answer, capsys)
     assert ok is False and name in out, out
-    assert "hint:" in out and str(step_bounds(3, 10**30, 10**12, 256, 2)) not in out
+    assert str(step_bounds(3, 10**30, 10**12, 256, 2)) not in out
+    # the one hint (a table belongs to a position) is printed for the counts that copy the tables per head or
+    # per sequence, the mistake it addresses, and for no other (final reader, finding 5)
+    per_copy = name.startswith("one copy of the tables for every")
+    assert ("hint: a table belongs to a position" in out) == per_copy and out.count("hint:") == per_copy, out
 
 
 def test_other_wrong_answers_are_not_placed(capsys):
     for wrong in (lambda *size: step_bounds(*size) + 1, lambda *size: step_bounds(*size) - Fraction(1, 10**50)):
         ok, out = tables_verdict(wrong, capsys)
         assert ok is False and "not the bytes of that step" in out, out
-        assert not re.search(r"too (high|low)|above|below|more|less", out.split("hint:")[0]), out
+        assert not re.search(r"too (high|low)|above|below|more|less", out), out
+        assert "hint:" not in out, out  # the hint addresses one misconception, not this answer
+
+
+def test_a_raising_answer_gets_no_unrelated_hint(capsys):
+    def broken(batch, heads, seq, d, itemsize):
+        raise ValueError("a bug in the learner's code")
+
+    ok, out = tables_verdict(broken, capsys)
+    assert ok is False and "raised ValueError" in out and "hint:" not in out, out
 
 
 def test_tables_not_attempted(capsys):
