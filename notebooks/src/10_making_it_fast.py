@@ -68,8 +68,7 @@ g = torch.manual_seed(0)
 # writes. A tensor's bytes count the distinct values it shows: an expanded view, one value shown many times,
 # counts that value once. (§3 adds `RecordMoves`, a `RecordCalls` that also notes which calls move data.
 # Under the hood `RecordCalls` is a torch `TorchFunctionMode` and `RecordOps` a `TorchDispatchMode`; their
-# docstrings say exactly what they count.) Four counting rules add up what the recorders record; each is
-# defined where it is first used, and the end of §4 sets them side by side.
+# docstrings say exactly what they count.)
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # One Python call can be several operators:
@@ -272,10 +271,11 @@ print("003's builder:", "more than 5 times slower" if slow > 5 * fast else "not 
 # |---|---|---|
 # | arithmetic | `FlopCounterMode` (a multiply-add is 2), or the entries a `mul` call writes | one multiplication |
 # | calls | `RecordCalls` / `RecordOps`, every torch call or ATen operator a computation runs | one call |
-# | bytes | `RecordOps` (§2) or `RecordMoves` (§3), the bytes of each tensor an operator or call reads or writes | the one-pass bound (below) |
+# | bytes | `RecordOps` (§2) or `RecordMoves` (§3), the bytes of each tensor an operator or call reads or writes | the one-pass bound: x's bytes read once plus a result of x's size written once |
 #
-# Bytes are the one count with variants: four rules that differ in which operators and tensors they
-# include, each named where it first counts, and tabled side by side at the end of §4.
+# The one-pass bound is what `x * 1.5` moves, and no function that reads every value of x and returns a
+# new tensor of x's size moves less. Bytes are the one count with variants (which operators and tensors
+# a rule includes); each rule is named where it first counts, and the end of §4 sets them side by side.
 #
 # Chapter 5 (§11) showed that building the d × d matrix R_m for every position stores d times
 # more numbers than the cos and sin tables `apply_rope` uses, and gives the same result. It also
@@ -317,12 +317,8 @@ print(f"same result; the dense form holds {R_all.numel():,} numbers (the input {
 # here it is enough that both exist. The cell counts the torch path, with the kernel switched off, so on any machine; the C kernel's
 # bytes, tables included, are left for the end of §4, after an exercise that asks you to predict them.
 #
-# From here on, the bytes a computation moves are counted in one unit, the **one-pass bound**: the
-# bytes of reading x once and writing a result of x's size once, twice x's bytes (so its bytes per entry
-# follow x's dtype, which §3 changes). The bound is what `x * 1.5` moves (the cell checks it). No function
-# that reads every value of x and returns a new tensor of x's size can move less. The only other byte figures
-# are plain bytes (the MiB above, §5's bytes per position) and §6's shares, which are fractions. The first
-# of the four byte rules is `bytes_of`, in the next cell.
+# The next cell counts in one-pass bounds, twice x's bytes (so a bound's bytes per entry follow x's dtype,
+# which §3 changes), and checks that `x * 1.5` moves exactly one. Its rule is `bytes_of`.
 
 # %% slideshow={"slide_type": "fragment"}
 with RecordCalls() as dense_calls:
@@ -380,18 +376,13 @@ print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 
 # cache, and at that size each call's fixed cost counts. So the bytes counted from here on are a model
 # of what GPU-sized tensors cost, not a CPU time.
 #
-# **The unit changes here.** §2's x (`xs`) is float32, so its one-pass bound is 8 bytes per entry;
-# from here on x is a bf16 `xb` (8 heads), whose bound is 4 bytes per entry, unless a line says float32.
-# bf16 (bfloat16) is a 16-bit float with float32's 8 exponent bits, so its range, and 7 mantissa bits. We
-# switch because a bf16 x is where the plain form makes two extra passes, a float32 copy on the way in
-# and a bf16 copy on the way out (counted below: 9 calls against 7 for a float32 x), and because §3 compares
-# with Hugging Face's code in a model cast to bf16. The cell checks both bf16 numbers.
-# The float32 tables weigh twice as much against the bf16 x, so §2's figures and those of §3 and §4
-# are not comparable.
+# **The unit changes here.** From here on x is a bf16 `xb` (8 heads) unless a line says float32, so a
+# bound is 4 bytes per entry, not §2's 8, and §2's figures are not comparable with those below. bf16
+# (bfloat16) is a 16-bit float with float32's 8 exponent bits and 7 mantissa bits (the cell checks both).
+# We switch because a bf16 x is where the plain form makes two extra passes, a float32 copy in and a bf16
+# copy out, and because §3 compares Hugging Face's code in a bf16 model.
 #
-# The tables fix the memory; what is left is time. An elementwise job does a handful of
-# arithmetic operations per entry, and what no function that reads x and returns a new tensor of its
-# size can avoid is reading x once and writing its result once: §2's one-pass bound. Written with torch
+# The tables fix the memory; what is left is time. Written with torch
 # operations, `x·cos − y·sin` is one call per operation: the products, the difference, the
 # `stack`/`cat` that puts the pairs back, and for a bf16 input a float32 copy on the way in and a
 # bf16 copy on the way out. Each of those calls reads and writes whole tensors, and a float32
@@ -756,7 +747,8 @@ fig
 # this floor is a standalone operator's, not RoPE's.
 #
 # To see what autograd runs in the backward pass, `RecordOps` records every ATen operator,
-# including those the backward pass calls, and counts their bytes as in §3.
+# including those the backward pass calls, and counts their bytes as in §3. The cell counts the plain
+# form; the C operator's step, which the exercise below asks about, is counted after the exercise.
 
 # %% slideshow={"slide_type": "fragment"}
 def train_step_ops(rope) -> list[Call]:
@@ -775,34 +767,11 @@ def whole_tensor(ops) -> tuple[int, float]:
 
 
 plain_ops = train_step_ops(lambda q: plain(q))
-lib_ops = train_step_ops(lambda q: pl.apply_rope(q, layout="half"))
 # plain: forward 9 operators and 12 bounds as in §3; backward 12 operators (float32 copy of g, the products and
 # sums of the chain rule, two slice_backward fills for the halves, their sum, the bf16 copy back) and 17 bounds
 assert whole_tensor(plain_ops) == (21, 29.0)
-cos_meta, sin_meta = ab.cos().to("meta"), ab.sin().to("meta")
-
-
-def c_operator_step() -> list[Call]:
-    """The C operator's training step on the meta device (its registered shapes, no data), so on any machine."""
-    q = xb.to("meta").requires_grad_()
-    with RecordOps() as rec:
-        rotated = torch.ops.posenc.rope_rotate(q, cos_meta, sin_meta, interleaved=False, inverse=False)
-        torch.autograd.grad(rotated, q, torch.empty_like(q))
-    return rec.ops
-
-
-operator_ops = c_operator_step()
-# the C operator once forward, once backward: x and g each read once, written once
-assert [op.name for op in operator_ops if op.size >= xb.numel() // 2] == ["posenc::rope_rotate"] * 2
-assert [op.name for op in operator_ops] == ["posenc::rope_rotate"] * 2  # and nothing else: no converted copy of any input
-assert whole_tensor(operator_ops) == (2, 2.0)
-# apply_rope takes the C operator where it is built; without it the torch path has no backward, so autograd runs
-# through the plain form
-assert whole_tensor(lib_ops) == whole_tensor(operator_ops if cpu_kernel.available() else plain_ops)
 print(f"forward + backward on xb-sized data: the plain form {whole_tensor(plain_ops)[0]} operators, "
-      f"{whole_tensor(plain_ops)[1]:g} bounds of bytes; the C operator {whole_tensor(operator_ops)[0]} operators, "
-      f"{whole_tensor(operator_ops)[1]:g} bounds (forward and backward); apply_rope runs the C operator where it is "
-      "built, the plain form otherwise")
+      f"{whole_tensor(plain_ops)[1]:g} bounds of bytes")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise (prediction): the tables in a training step.** Before the next cells count the cos and sin
@@ -857,16 +826,43 @@ _ = check.tables_in_a_step(step_bounds)
 # and frequencies they are made from. Only a kernel that computes
 # sin and cos itself, from the positions, gets down to 2, at the price of d/2 sines and cosines per
 # position in every call, or one fused into the matmul or attention, which avoids the standalone
-# pass. Fused RoPE kernels in use include flash-attn's `apply_rotary_emb` (which can also write in place,
-# Exercise 2's idea), Liger-Kernel's Triton RoPE and Transformer Engine's fused RoPE (cited, not run
-# here). On a GPU with Triton, `pl.apply_rope` hands x to such a kernel (§5), written to compute sin and
+# pass. (A one-pass kernel that still reads cos and sin tables, as the C operator does, stays above 2
+# by the tables' bytes: 2 + 1/4 here.) On a GPU with Triton, `pl.apply_rope` hands x to such a kernel (§5), written to compute sin and
 # cos in registers, so that no table is written or read: by this count, x's and g's bytes, 2 bounds, and
 # the positions and frequencies it starts from. No GPU runs here, so that 2 is not shown: the cell checks
 # only the hand-off, with a stand-in for the kernel (no sine or cosine is computed outside it), and §5
-# quotes the one GPU run's times. The cell counts every operator's bytes, tables and angles included, and
-# also gives §2's count on the C kernel (float32 x, forward only), which §2 left for here.
+# quotes the one GPU run's times. The cell first counts the C operator's step on x-sized tensors alone
+# (on the meta device, so on any machine: 2 operators, 2 bounds, the floor §4 began with), then every
+# operator's bytes, tables and angles included, and also gives §2's count on the C kernel (float32 x,
+# forward only), which §2 left for here.
 
 # %% slideshow={"slide_type": "fragment"}
+lib_ops = train_step_ops(lambda q: pl.apply_rope(q, layout="half"))
+cos_meta, sin_meta = ab.cos().to("meta"), ab.sin().to("meta")
+
+
+def c_operator_step() -> list[Call]:
+    """The C operator's training step on the meta device (its registered shapes, no data), so on any machine."""
+    q = xb.to("meta").requires_grad_()
+    with RecordOps() as rec:
+        rotated = torch.ops.posenc.rope_rotate(q, cos_meta, sin_meta, interleaved=False, inverse=False)
+        torch.autograd.grad(rotated, q, torch.empty_like(q))
+    return rec.ops
+
+
+operator_ops = c_operator_step()
+# the C operator once forward, once backward: x and g each read once, written once
+assert [op.name for op in operator_ops if op.size >= xb.numel() // 2] == ["posenc::rope_rotate"] * 2
+assert [op.name for op in operator_ops] == ["posenc::rope_rotate"] * 2  # and nothing else: no converted copy of any input
+assert whole_tensor(operator_ops) == (2, 2.0)
+# apply_rope takes the C operator where it is built; without it the torch path has no backward, so autograd runs
+# through the plain form
+assert whole_tensor(lib_ops) == whole_tensor(operator_ops if cpu_kernel.available() else plain_ops)
+print(f"forward + backward on xb-sized data, x-sized tensors only: the C operator {whole_tensor(operator_ops)[0]} "
+      f"operators, {whole_tensor(operator_ops)[1]:g} bounds; apply_rope runs it where it is built, the plain form "
+      "otherwise")
+
+
 def all_bytes(ops) -> float:
     """Every byte the operators read and write, tables and angles included, in one-pass bounds on xb."""
     return sum(nbytes for op in ops for _, nbytes in (*op.read, *op.written)) / (2 * xb.numel() * xb.element_size())
@@ -1169,24 +1165,20 @@ else:
 # Triton 3.6, same shapes, one run; its `q * c` multiplies by the scalar 1.5, so it is one one-pass bound).
 # At L = 16384 `apply_rope` took 1.40 × and `RotaryEmbedding` 1.05 ×, HF eager 11.60 × (11.8 copies: again
 # not §3's 5 bounds, for reasons not traced), and HF under `torch.compile` 1.11 ×, level with the module
-# (a 6 % gap in one run is no ordering): in this run a compiler reached one pass too, so a hand-written kernel was not the only way there
-# (the H100 run's compiled HF, 2.1 to 3.1 copies, did not). At L = 4096 the library's two took 16.34 and
-# 6.44 ×, slower than HF (eager 4.37 ×, compiled 2.88 ×), and `q * c` itself ran at about 1.2 TB/s
-# against 3.9. In milliseconds `apply_rope` took 1.13 at L = 4096 against 0.12 at 16384: 9 times the time
-# for a quarter of the bytes, so at 4096 something other than bytes set its time. Not a cost fixed per
-# call: a whole call at 16384 took 0.12 ms, so a cost the same at both lengths is at most that. What grew
-# depends on the length, and three candidates were not separated: the kernel's
-# launch shape changes with L (`launch_shape` gives 4 positions per program and 2 warps at 4096 on the
-# H200's 132 multiprocessors, 16 and 4 at 16384; the cell checks it where Triton is installed), and the
-# times are CUDA events around 25 calls, which cannot tell time on the host (contention, say) from the
-# kernel's; and the order of the lengths: the run's table lists L = 4096 first, and the order it ran in
-# is not recorded. The tool warms each call up and runs the candidates round-robin within a length
-# (`benchmarks/README.md`), but whether a first length pays for something a later one does not was not
-# checked. The same run's table weighs against the launch shape: `apply_rope`'s torch path, which
-# launches no Triton kernel, was slower at 4096 too (1.24 ms against 1.04 at 16384), and so was HF under
-# `torch.compile` (0.20 against 0.095 ms), while HF eager was not (0.30 against 1.00 ms). That points to
-# something about the first length or the run rather than to the kernel's shape; it stays untested.
-# §4's floor of 2 bounds is a count of bytes, which only long sequences come near.
+# (a 6 % gap in one run is no ordering): in this run a compiler reached one pass too (the H100 run's
+# compiled HF, 2.1 to 3.1 copies, did not).
+#
+# The stateless `apply_rope` computes sin and cos in registers, so it moves fewer bytes than the module,
+# yet it was the slower: the byte count does not predict this. The sines and cosines cost the kernel
+# little: the same run timed the kernel alone, one launch for q and k, at 1.05 × from tables and 1.07 × in
+# registers. The benchmark calls `apply_rope` once for q and once for k (two launches, each making its
+# frequencies first), where the module makes one launch for both; that is the likely cause, not timed
+# apart, and nothing here draws on the gap. At L = 4096 the library's two took 16.34 and 6.44 ×, slower
+# than HF (eager 4.37 ×, compiled 2.88 ×); `apply_rope` took 1.13 ms there against 0.12 at 16384, 9 times
+# the time for a quarter of the bytes, so something other than bytes set its time. The run does not say
+# what (the torch path, which launches no Triton kernel, and compiled HF were slower at 4096 too, HF eager
+# was not), and this appendix leaves it there. §4's floor of 2 bounds is a count of bytes, which only long
+# sequences come near.
 
 # %% slideshow={"slide_type": "fragment"}
 quoted = {4096: (0.67, 4.5), 16384: (0.59, 4.9), 65536: (0.58, 5.3)}  # L: clone and HF eager, in units of q * c
@@ -1222,16 +1214,9 @@ ms_of = lambda seq, i: h200[seq][0] * h200_more[seq][i]  # noqa: E731  milliseco
 assert [round(ms_of(4096, 0), 2), round(ms_of(16384, 0), 2)] == [1.24, 1.04]  # no Triton launch, slower at 4096 too
 assert [round(ms_of(4096, 1), 3), round(ms_of(16384, 1), 3)] == [0.199, 0.095]  # HF compiled: slower at 4096
 assert ms_of(4096, 2) < ms_of(16384, 2) and h200_more[4096][2] == h200[4096][2]  # HF eager: not
-if importlib.util.find_spec("triton") is not None:  # the launch shapes of the two lengths (132 SMs, as the H200's)
-    from posenc_lib.kernels import triton_rope
-    shapes = {seq: triton_rope.launch_shape(torch.empty(1, 32, seq, 128, device="meta"),
-                                            torch.empty(1, 8, seq, 128, device="meta"), interpret=False)
-              for seq in h200}
-    assert shapes == {4096: (4, 1, 2), 16384: (16, 1, 4)}  # (positions per program, head groups, warps)
-qk_bytes = {seq: 2 * (32 + 8) * seq * 128 * 2 for seq in h200}  # q and k in bf16, read once and written once
-tb_per_s = {seq: qk_bytes[seq] / (h200[seq][0] * 1e-3) / 1e12 for seq in h200}
-assert round(h200[4096][0] / h200[16384][0], 1) == 0.8 and qk_bytes[16384] == 4 * qk_bytes[4096]
-assert [round(tb_per_s[seq], 1) for seq in (4096, 16384)] == [1.2, 3.9]  # the unit slowed at L = 4096
+kernel_alone = {"tables": 1.05, "registers": 1.07}  # the same run, L = 16384, bf16: the kernel alone, q and k at once
+assert kernel_alone["tables"] == h200[16384][4]  # the module's time: its call adds nothing to the kernel's
+assert kernel_alone["registers"] - kernel_alone["tables"] < 0.05 < h200[16384][3] - kernel_alone["registers"]
 assert abs(2 / 3 - 0.67) < 0.01 and 0.58 <= 2 / 3  # c as large as q: a copy at 2/3 of q * c, near the H100's
 assert [min(v[1] for v in h200.values()), max(v[1] for v in h200.values())] == [0.98, 1.11]  # the H200's copy
 assert [min(c for c, _ in quoted.values()), max(c for c, _ in quoted.values())] == [0.58, 0.67]  # the H100's

@@ -45,16 +45,20 @@ def _verdict(answer: Any, run: Callable[[Any], Iterable[Verdict]], hint: str, li
         lines.append("  … not attempted yet: your function still raises NotImplementedError.")
         return None
     except Exception as e:  # a learner's bug is feedback, not a crash
-        lines += [f"  ✗ your answer raised {type(e).__name__}: {e}", f"  hint: {hint}"]
+        lines += [f"  ✗ your answer raised {type(e).__name__}: {e}", *([f"  hint: {hint}"] if hint else [])]
         return False
     lines += [f"  {'✓' if ok else '✗'} {message}" for ok, message in verdicts]
     ok = all(ok for ok, _ in verdicts)
-    lines.append("  all correct!" if ok else f"  hint: {hint}")
+    if ok or hint:  # an empty hint: the checker gives its hints with the verdicts they belong to
+        lines.append("  all correct!" if ok else f"  hint: {hint}")
     return ok
 
 
 def report(title: str, answer: Any, run: Callable[[Any], Iterable[Verdict]], hint: str) -> bool | None:
     """Run ``run(answer)`` and report one line per verdict, plus the hint when something is wrong.
+
+    hint: printed on any wrong answer; "" when a hint fits only some mistakes, which ``run`` then names in the
+    verdicts it belongs to.
 
     returns: True (all right), False (something wrong) or None (not attempted yet).
     A learner's function that raises NotImplementedError counts as not attempted; any other

@@ -325,6 +325,11 @@ _STEP_MISCONCEPTIONS = {
 }
 
 
+# the one hint, for the misconceptions it addresses: tables counted per head or per sequence
+_STEP_SHARING = ("per_head", "per_sequence", "per_head_shared")
+_STEP_SHARING_HINT = "a table belongs to a position, not to the tensors that are rotated at that position."
+
+
 def _exact(value: Any) -> Fraction | None:
     """value as a Fraction when it is an exact rational number (an int, a Fraction), else None."""
     if isinstance(value, bool) or not isinstance(value, numbers.Rational):
@@ -356,12 +361,12 @@ def tables_in_a_step(fn: Callable[[int, int, int, int, int], Any] | None) -> boo
                 first_wrong = where
         if named:  # the misconception that the most cases show
             name = max(named, key=lambda n: len(named[n]))
-            yield False, f"{named[name][0]}: {_STEP_MISCONCEPTIONS[name]}"
+            hint = f"\n  hint: {_STEP_SHARING_HINT}" if name in _STEP_SHARING else ""
+            yield False, f"{named[name][0]}: {_STEP_MISCONCEPTIONS[name]}{hint}"
             return
         if first_wrong is not None:
             yield False, f"{first_wrong}: not the bytes of that step"
             return
         yield True, f"right at {len(_STEP_RIGHT)} sizes, none of which a tensor could have"
 
-    return report("the tables' bytes in a training step", fn, run,
-                  "a table belongs to a position, not to the tensors that are rotated at that position.")
+    return report("the tables' bytes in a training step", fn, run, "")  # the hint goes with its misconceptions
