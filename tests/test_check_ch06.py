@@ -787,14 +787,7 @@ def far_share_simpson(slopes, T, L, n=800):
     """Review r25: an 800-interval Simpson rule of e^-mx over [0, T] and [T, L] (each cut where m x passes 60)."""
     out = []
     for m in slopes.tolist():
-        def integral(a, b):
-            b = min(b, a + 60 / m)
-            h = (b - a) / n
-            f = torch.exp(-m * (a + h * torch.arange(n + 1, dtype=torch.float64)))
-            w = torch.ones(n + 1, dtype=torch.float64)
-            w[1:-1:2], w[2:-1:2] = 4, 2
-            return float((f * w).sum()) * h / 3
-        far, near = integral(T, L), integral(0, T)
+        far, near = simpson_integral(m, T, L, n), simpson_integral(m, 0, T, n)
         out.append(far / (near + far))
     return out
 
