@@ -100,8 +100,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 #
 # Which method has which property: ✔ yes, ✘ no, ~ partly, – does not apply, ? not tested here. The
 # numbers in brackets are the chapters that test the entry. Read the map now as the route of the course.
-# Each chapter takes up what the one before left open, though not every one closes it (compare RoPE's
-# and ALiBi's column 3). The map comes back below the conventions with the rule behind each column and
+# Each chapter takes up what the one before left open, though not every one closes it. The map comes back below the conventions with the rule behind each column and
 # a reason for every entry but the axial ones (chapter 9's Exercise 3); read that one once the chapters have made its words familiar.
 #
 # The methods, in one phrase each (the chapters define them): **NoPE**, no code at all; **integer**,
@@ -117,6 +116,8 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 #    places?
 # 2. Does one affine map take position $i$ to position $i+k$, the same for every $i$? (For a method with no
 #    code, such as RoPE or ALiBi: does a shift by $k$ act on a score the same way wherever the pair stands?)
+#    For a code, ✔ says nothing about scores: the integer and sinusoidal codes have the map, yet their
+#    scores do not depend on the offset alone.
 # 3. Does a model trained on short sequences still work on longer ones (a small experiment in chapter 7)?
 # 4. Do the codes come from a fixed rule, with nothing learned?
 # 5. Is the 2-D form free of faults the 1-D form does not have? The reason for the axial rows' ~ is the
@@ -133,11 +134,6 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # | relative: Shaw, T5 [4] | ~ | ✔ | ~ | ~ | ✔ |
 # | RoPE [5] | ✔ | ✔ | ✘ | ✔ | ~ |
 # | ALiBi [6] | ~ | ✔ | ~ | ✔ | ~ |
-#
-# Which tasks a column-3 ~ rests on depends on where the recall tasks put their dictionary (a short
-# key-value list the model must look up, chapter 7); the marks themselves survive the control that moves
-# it (the notes after the conventions). ALiBi's column-1 ~ grades its symmetric form, used without a
-# mask; the causal form a decoder uses tells the swap apart (its notes).
 #
 # Not in the map: Transformer-XL (fixed sinusoids of the offset, unclipped) and DeBERTa (learned
 # offsets, clipped in v1 and log-bucketed in v2/v3) put the offset into the scores as Shaw and T5 do; chapter 4 weighs them. LongRoPE
@@ -239,7 +235,7 @@ print("the conventions table matches the library")
 #
 # | method | 1 told apart | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|
-# | none (NoPE) [1, 7] | ✘ one layer treats the tokens a query sees as a set; a causal mask only chooses which it sees [1, 7] | – | ~ holds on both recalls (one seed of three loses 0.125 on the second); the grammar ungraded: learnt too little (0.43), it falls to 0.28 read at once (0.36 through a 64-token window) [7] | – nothing to fix | ~ raster order gives one index |
+# | none (NoPE) [1, 7] | ✘ one layer treats the tokens a query sees as a set; a causal mask only chooses which it sees [1, 7] | – | ~ holds on both recalls; the grammar ungraded: learnt too little (0.43) [7] | – nothing to fix | ~ raster order gives one index |
 # | integer $i\cdot\mathbf 1$ [2] | ~ a LayerNorm erases it | ✔ affine, yet scores not offset-only | ? not trained; its values grow without bound | ✔ | ~ axial, argued in [9] (no LayerNorm before the head) |
 # | normalised $i/m$ [2] | ~ a LayerNorm erases it | ✘ one map per length | ? not trained; every code changes with the length, as position interpolation's angles do (chapter 7 §2) | ✔ | ~ axial, argued in [9] (no LayerNorm before the head) |
 # | binary [2] | ~ up to $2^d$ positions; behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge | ✘ no affine map for small $k$ | ? not trained; past $2^b$ positions a bit training never set | ✔ | ~ axial, argued in [9] (no LayerNorm before the head) |
@@ -334,9 +330,11 @@ print("the conventions table matches the library")
 # divides by its spread, so it merges two positions for every token exactly when their codes differ by
 # the same number in every feature; the cell compares the codes with their means removed. Sinusoids ($d = 16$) keep all
 # 512 positions apart, and so do the rows of a random table, where a learned one starts. The swap test
-# itself, behind a LayerNorm on a random head with 20 positions: for both codes, each of the 171 swaps of
-# two tokens a query sees changes its output, for the middle query without a mask and for the last one with
-# a causal mask; with the integer code or no code, none of the 171 does (the control). Binary codes of
+# itself, behind a LayerNorm on a random head with 20 positions: for both codes and for RoPE, each of the
+# 171 swaps of two tokens a query sees changes its output, for the middle query without a mask and for the
+# last one with a causal mask. ALiBi: all 171 under the mask; symmetric, without one, 162, the 9 swaps of
+# mirror pairs (a key $k$ before and one $k$ after) leaving it as it was. With the integer code or no code,
+# none of the 171 does (the control). Binary codes of
 # $d$ = 4, 5 and 6 bits keep $2^d - 1$ of their $2^d$ positions (15, 31 and 63): the all-zero $p_0$ and
 # the all-one $p_{2^d-1}$ merge. The first $2^d$ positions take every one of the $2^d$ codes of $d$ bits,
 # so position $2^d$ has none of its own; 17 bits already cover Llama 3.1's 131 072 positions. Then,
@@ -362,32 +360,45 @@ assert {d: kept_apart(pl.binary_positions(2**d, d)) for d in (4, 5, 6)} == {4: 1
 assert kept_apart(pl.integer_positions(64, 8)) == 1  # the integer code: every position merges
 
 
-def swaps_that_change(codes, query, causal):
-    """Of the swaps of two tokens the query sees (not itself), how many change its output behind a LayerNorm."""
-    n, d = codes.shape
-    x = torch.randn(n, d, generator=torch.Generator().manual_seed(3), dtype=torch.float64)  # 20 different tokens
-    wq, wk, wv = torch.randn(3, d, d, generator=torch.Generator().manual_seed(4), dtype=torch.float64) / d**0.5
-
-    def out(t):
-        h = torch.nn.functional.layer_norm(t + codes, (d,))
-        return pl.attention(h @ wq, h @ wk, h @ wv, causal=causal)[0][query]
-
+def swaps_that_change(head, query, causal, n=20):
+    """Of the swaps of two tokens the query sees (not itself), how many change its output; head(x, causal) -> (n, 16)."""
+    x = torch.randn(n, 16, generator=torch.Generator().manual_seed(3), dtype=torch.float64)  # 20 different tokens
     seen = [p for p in range(query + 1 if causal else n) if p != query]
     changed = 0
     for i, a in enumerate(seen):
         for b in seen[i + 1:]:
             order = list(range(n))
             order[a], order[b] = b, a
-            changed += not torch.allclose(out(x[order]), out(x), atol=1e-9)
+            changed += not torch.allclose(head(x[order], causal)[query], head(x, causal)[query], atol=1e-9)
     return changed
 
 
-swap_codes = {"sinusoidal": pl.sinusoidal_positions(20, 16, dtype=torch.float64),
-              "random table": torch.randn(20, 16, generator=torch.Generator().manual_seed(1), dtype=torch.float64),
-              "integer": pl.integer_positions(20, 16).double(), "none": torch.zeros(20, 16, dtype=torch.float64)}
-swap_counts = {name: (swaps_that_change(c, 10, False), swaps_that_change(c, 19, True)) for name, c in swap_codes.items()}
+wq_s, wk_s, wv_s = torch.randn(3, 16, 16, generator=torch.Generator().manual_seed(4), dtype=torch.float64) / 4
+ln = lambda x: torch.nn.functional.layer_norm(x, (16,))  # noqa: E731  a LayerNorm before the head, in every case
+
+
+def added(codes):
+    """A random head reading LayerNorm(token + code)."""
+    return lambda x, causal: pl.attention(*(ln(x + codes) @ w for w in (wq_s, wk_s, wv_s)), causal=causal)[0]
+
+
+def rope_head(x, causal):
+    return pl.attention(pl.apply_rope(ln(x) @ wq_s), pl.apply_rope(ln(x) @ wk_s), ln(x) @ wv_s, causal=causal)[0]
+
+
+def alibi_head(x, causal):  # the causal form under a mask, the symmetric form without one
+    bias = pl.alibi_bias(1, 20, mode="causal" if causal else "symmetric", slopes=torch.tensor([0.5]), dtype=torch.float64)[0]
+    return pl.attention(ln(x) @ wq_s, ln(x) @ wk_s, ln(x) @ wv_s, bias=bias)[0]
+
+
+swap_heads = {"sinusoidal": added(pl.sinusoidal_positions(20, 16, dtype=torch.float64)),
+              "random table": added(torch.randn(20, 16, generator=torch.Generator().manual_seed(1), dtype=torch.float64)),
+              "RoPE": rope_head, "ALiBi": alibi_head,
+              "integer": added(pl.integer_positions(20, 16).double()), "none": added(torch.zeros(20, 16, dtype=torch.float64))}
+swap_counts = {name: (swaps_that_change(h, 10, False), swaps_that_change(h, 19, True)) for name, h in swap_heads.items()}
 print("swaps (of 171) that change the query's output, (middle query, no mask), (last query, causal):", swap_counts)
-assert swap_counts == {"sinusoidal": (171, 171), "random table": (171, 171), "integer": (0, 0), "none": (0, 0)}
+assert swap_counts == {"sinusoidal": (171, 171), "random table": (171, 171), "RoPE": (171, 171),
+                       "ALiBi": (162, 171), "integer": (0, 0), "none": (0, 0)}  # ALiBi: 9 mirror pairs, symmetric only
 bits = pl.binary_positions(2**4, 4)
 assert torch.unique(bits, dim=0).shape[0] == 16 and set(bits.unique().tolist()) == {0, 1}  # all 16 codes of 4 bits
 assert 2**16 < 131_072 <= 2**17  # 17 bits are enough for a 131 072-token context, 16 are not
@@ -487,8 +498,8 @@ assert wrapped == {d: [2 ** (d - 1)] for d in (4, 5, 6)}  # ... the edge's doing
 #
 # **A task not learnt is not graded.** A task a method has learnt too little at 64 tokens (mean below
 # 0.6) neither holds nor falls. Only NoPE's grammar is in that case, for any cut from 0.45 to 0.68: 0.43,
-# against 0.68 to 0.77 for the four other methods (0.77 is the best any model can do, as a quarter of the
-# grammar's tokens are random). It does fall with length in every seed (0.43, 0.36, 0.32, 0.28 at 64,
+# against 0.68 to 0.77 for the four other methods (0.766 is the best a model can expect, as a quarter of the
+# grammar's tokens are random; single seeds scatter about it, three at 64 tokens less than 0.005 above). It does fall with length in every seed (0.43, 0.36, 0.32, 0.28 at 64,
 # 128, 256 and 512 tokens), but a drop is not a fair test of a rule learnt only partly in 400 steps;
 # graded anyway, NoPE would still get ~. Learned positions score 0.59 on the grammar at 64; their row
 # takes its ✘ from the first rule. The cell prints every mean at 64 and 512.
@@ -504,10 +515,12 @@ assert wrapped == {d: [2 ** (d - 1)] for d in (4, 5, 6)}  # ... the edge's doing
 # **The layout.** The recall grades depend on where the dictionary sits: at 512 tokens it also sits
 # farther from the query than in any training lookup. [Chapter 7](07_beyond.ipynb) §3's control moves it
 # to the trained distances. Moved, NoPE, T5, ALiBi and RoPE each lose 0.25 to 0.31 on `recall`, so the
-# contrast the column draws there is the layout's; on `recall_anywhere` RoPE loses 0.115 (0.93 to 0.81)
-# where as set it loses 0.60. At the 0.10 cut every mark survives the move, though moved, NoPE and T5 hold
-# on `recall_anywhere` only. The map grades the tasks as set. The results are chapter 7's stored ones
-# (`results/extrapolation.json`); this page trains nothing.
+# contrast the column draws there is the layout's. On `recall_anywhere`, moved, RoPE loses 0.115 (0.93 to
+# 0.81; seeds 0.121, 0.146, 0.078) where as set it loses 0.60. At the 0.10 cut every mark survives the
+# move (moved, NoPE and T5 hold on `recall_anywhere` only), but from a cut of 0.12 RoPE would hold there
+# too and get ~ like NoPE, T5 and ALiBi: column 3's contrast between RoPE and ALiBi is the layout's and
+# the threshold's as much as the methods'. The map grades the tasks as set. The results are chapter 7's
+# stored ones (`results/extrapolation.json`); this page trains nothing.
 
 # %% slideshow={"slide_type": "fragment"}
 # Column 3: chapter 7's stored results, three seeds per method, trained on 64 tokens
@@ -536,7 +549,9 @@ assert [round(min(mean_at(m, "grammar", 64) for m in column_3 if m != "none"), 2
         round(max(mean_at(m, "grammar", 64) for m in column_3), 2)] == [0.68, 0.77]
 grammar = res["tasks"]["grammar"]  # a quarter of its tokens random, drawn from 16: the best accuracy is 3/4 + 1/4 * 1/16
 assert config["noise"] == 0.25 and config["vocab_size"] == 16 and abs(grammar["best_acc"] - (0.75 + 0.25 / 16)) < 1e-4
-assert round(grammar["best_acc"], 2) == 0.77 and max(mean_at(m, "grammar", 64) for m in column_3) <= grammar["best_acc"]
+assert round(grammar["best_acc"], 3) == 0.766 and max(mean_at(m, "grammar", 64) for m in column_3) <= grammar["best_acc"]
+above = sorted(a for m in column_3 for a in ex.accuracy(res, "grammar", m)[64]["acc"] if a > grammar["best_acc"])
+assert len(above) == 3 and max(above) - grammar["best_acc"] < 0.005  # three single seeds just above: sampling noise
 assert round(mean_at("learned", "grammar", 64), 2) == 0.59  # learned positions: below the cut, graded by the rule
 for hold in (0.08, 0.10, 0.12, 0.14):  # the grades do not hang on the threshold
     assert {m: grade(m, hold) for m in column_3} == column_3
@@ -565,10 +580,15 @@ assert round(ex.accuracy(res, "grammar", "none", "sliding_window")[512]["mean"],
 anywhere_alibi = ex.accuracy(res, "recall_anywhere", "alibi", "trained_distances")
 assert [round(anywhere_alibi[L]["mean"], 2) for L in (64, 512)] == [0.78, 0.79]  # moved, ALiBi holds there
 anywhere_rope = ex.accuracy(res, "recall_anywhere", "rope", "trained_distances")
+# the grammar has no dictionary to move: its control reading is chapter 7's "nonoverlapping", read at once, as set
 moved_at = lambda m, t, L: mean(ex.accuracy(res, t, m, "nonoverlapping" if t == "grammar" else "trained_distances")[L]["acc"])  # noqa: E731
-moved_holds = {m: [t for t in learnt(m) if moved_at(m, t, 64) - moved_at(m, t, 512) <= 0.10] for m in column_3}
-assert {m: "✔" if len(h) == 3 else "~" if h else "✘" for m, h in moved_holds.items()} == column_3  # marks survive
-assert moved_holds["none"] == moved_holds["t5"] == ["recall_anywhere"]
+moved_holds = lambda hold: {m: [t for t in learnt(m) if moved_at(m, t, 64) - moved_at(m, t, 512) <= hold] for m in column_3}  # noqa: E731
+moved_grade = lambda hold: {m: "✔" if len(h) == 3 else "~" if h else "✘" for m, h in moved_holds(hold).items()}  # noqa: E731
+assert moved_grade(0.10) == column_3  # at the 0.10 cut the marks survive the move ...
+assert moved_holds(0.10)["none"] == moved_holds(0.10)["t5"] == ["recall_anywhere"]
+for hold in (0.12, 0.14):  # ... but not from 0.12: RoPE then holds on recall_anywhere too, only the sinusoids keep ✘
+    assert moved_grade(hold) == {**column_3, "rope": "~"} and moved_holds(hold)["rope"] == ["recall_anywhere"]
+assert [round(a - b, 3) for a, b in zip(anywhere_rope[64]["acc"], anywhere_rope[512]["acc"])] == [0.121, 0.146, 0.078]
 rope_moved_drop = anywhere_rope[64]["mean"] - anywhere_rope[512]["mean"]
 assert [round(anywhere_rope[L]["mean"], 2) for L in (64, 512)] == [0.93, 0.81] and round(rope_moved_drop, 3) == 0.115
 assert round(mean_at("rope", "recall_anywhere", 64) - mean_at("rope", "recall_anywhere", 512), 2) == 0.60  # as set
