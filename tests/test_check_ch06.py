@@ -213,7 +213,15 @@ def ring_float32_t(H, W, t):
     return (-m * back).masked_fill(back > t, float("-inf"))[:, None, :]
 
 
+def ring_plus_mj_float32(H, W, t):
+    """Review i06: +m * position with the positions cast to float32: large biases, and wrong from t = 2^24 + 1 on."""
+    back = torch.tensor([(t - s) % W for s in range(W)], dtype=torch.float64)
+    p = (t - back).float().double()
+    return (torch.tensor(recipe(H), dtype=torch.float64)[:, None] * p).masked_fill(back > t, float("-inf"))[:, None]
+
+
 @pytest.mark.parametrize("wrong, says", [
+    (ring_plus_mj_float32, "right at t = 2^24 - 1 and wrong at t = 2^24 + 1"),  # float32 named, not float64
     (ring_by_slot, "slot s no longer holds position s"),
     (lambda H, W, t: ring_right(H, W, t).nan_to_num(neginf=0.0), "slots that hold nothing"),
     (ring_plus_mj, "only to about 1e-4"),
@@ -403,6 +411,15 @@ def test_alibi_shared_bias_names_the_misconception(wrong, says, capsys):
     assert not any(str(shared_right(*case)) in out for case in ch06._SHARED_RIGHT)  # the answer stays hidden
 
 
+def test_alibi_shared_bias_tie_message_names_the_rule_not_the_fix(capsys):
+    """Review i06: 2^p + 2 under ties away from zero is named as a tie sent toward zero, with no hint of how the
+    right length relates to the submitted one."""
+    assert check.alibi_shared_bias(one_rule(lambda p, k: 2**p + 2)) is False
+    out = capsys.readouterr().out.split("hint:")[0]
+    assert "ties toward zero" in out and "ties away from zero" in out
+    assert "would give" not in out and "your length is the one" not in out
+
+
 # ---------------------------------------------------------------- Exercise 3: which distance biases fit one row
 
 def one_row_right(b):
@@ -532,6 +549,28 @@ def test_one_row_bias_refuses_tests_of_the_ends_only(shortcut, capsys):
     out = capsys.readouterr().out
     assert "straight where you looked" in out and "all correct!" not in out
     assert "head" not in out.split("hint:")[0].replace("heads", "")  # no head is named
+
+
+def one_row_first_steps(b):
+    """Review i06: only the first two steps of each bias compared; ALiBi clipped far back passes, and it is not
+    straight at both ends, so the message must not need that."""
+    step = b.diff(dim=-1)
+    line = torch.isclose(step[:, 1], step[:, 0], rtol=1e-9, atol=1e-9) if step.shape[1] > 1 else torch.ones(
+        b.shape[0], dtype=torch.bool)
+    return b.flip(-1).masked_fill(~line[:, None], float("nan"))[:, None, :]
+
+
+def test_one_row_bias_names_a_test_of_the_first_steps_only(capsys):
+    L = 200_000
+    d = torch.arange(L, dtype=torch.float64)
+    clipped = -(2.0**-10) * d.clamp(max=150_000)
+    assert not torch.isnan(one_row_first_steps(clipped[None])).any()  # a row for a head no row serves
+    assert torch.isnan(one_row_right(clipped[None])).all()
+    assert abs(float(clipped[-1] - clipped[0] - (L - 1) * (clipped[1] - clipped[0]))) > 1  # not straight at the ends
+    assert check.one_row_bias(one_row_first_steps) is False
+    out = capsys.readouterr().out
+    assert "straight where you looked" in out and "all correct!" not in out
+    assert "head" not in out.split("hint:")[0].replace("heads", "")
 
 
 def one_row_loose(b):

@@ -123,15 +123,15 @@ def ring_bias(fn: Callable[[int, int, int], Any] | None) -> bool | None:
                 yield False, f"{case}: a slot that holds a key gets no weight at all"
             elif bool(finite[:, ~held].any()):
                 yield False, f"{case}: the ring is not full yet; slots that hold nothing must get no weight (-inf)"
+            elif (bits := first_lost_position(fn, H, W, g)) is not None:
+                yield False, (f"{case}: your weights are right at t = 2^{bits} - 1 and wrong at t = 2^{bits} + 1, the "
+                              f"first whole number that a format of {bits} significant bits cannot hold (float32 "
+                              "keeps 24): a position rounded that way is read as another one")
             elif row[finite].abs().max() > 1e6:
                 yield False, (f"{case}: your biases are numbers near m·t (up to {row[finite].abs().max():.0e}); "
                               "float64 stores numbers that large only to about 1e-4, so their differences, all a "
                               "softmax uses, are off by that much and the weights by more than this check's 1e-6 "
                               "(§3, 'in low precision')")
-            elif (bits := first_lost_position(fn, H, W, g)) is not None:
-                yield False, (f"{case}: your weights are right at t = 2^{bits} - 1 and wrong at t = 2^{bits} + 1, the "
-                              f"first whole number that a format of {bits} significant bits cannot hold (float32 "
-                              "keeps 24): a position rounded that way is read as another one")
             else:
                 wrong = sum(not close(_weights(row[h], scores[h]), _weights(want[h], scores[h]), atol=1e-6, rtol=1e-5)
                             for h in range(H))
@@ -185,8 +185,8 @@ _SHARED_WRONG = {  # sealed wrong answers of every case -> the misconception (a 
     "f66c28a19fd1f7c20d810857": "values", "963a3982cc9a08758edbf153": "bits", "04420c751679354d69c631fd": "bits",
 }
 _SHARED_MISCONCEPTIONS = {
-    "half_down": "with ties away from zero, a value half-way between two stored numbers goes to the larger one; "
-                 "your length is the one a tie that goes down would give",
+    "half_down": "your length sends a value half-way between two stored numbers to the smaller one (ties toward "
+                 "zero); under the rule asked for, ties away from zero, a tie goes to the larger one",
     "half_up": "with ties to even, a value half-way between two stored numbers goes to the one whose last kept bit "
                "is 0, which need not be the larger one; your length is the one ties away from zero would give",
     "values": "your length moves with the slope as if the format kept a fixed number of digits after the point; "
@@ -373,8 +373,9 @@ def one_row_bias(fn: Callable[[torch.Tensor], Any] | None) -> bool | None:
                     last_only = close((row[h] - row[h, -1]), b[h].flip(-1) - b[h, 0], atol=1e-9)
                     step = b[h, 1:] - b[h, :-1]
                     straight_ends = L > 4 and abs(float(b[h, -1] - b[h, 0] - (L - 1) * step[0])) < 1e-9
+                    straight_start = L > 3 and abs(float(step[1] - step[0])) < 1e-9  # a line over its first steps
                     extra.append(last_only)
-                    ends.append(straight_ends)
+                    ends.append(straight_ends or straight_start)
                     slight.append(float((step - step[0]).abs().max()) <= SLIGHT_BEND)
                 elif has_row[h] and not serves(row[h], b[h], L, g):
                     backwards.append(serves(row[h].flip(-1), b[h], L, g))
