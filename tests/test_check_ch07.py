@@ -275,11 +275,49 @@ def test_counter_merge_refuses_a_fit_of_measured_merges(capsys):
     assert {(30, 5.0), (24, 2.55), (30, 0.62), (20, 5.14)} <= set(far)  # four cases, each more than 2 % off
     for kind in ({}, {"dtype": torch.bfloat16, "bits": 8}):
         ok, out = run(check.counter_merge, lambda p, a: measured_at_a_then_doubled(p, a, **kind), capsys)
-        assert ok is False and "doubles it per extra bit" in out and "hint" in out
+        assert ok is False and "doubled per extra bit" in out and "hint" in out
         assert "2.7" not in out and "sqrt" not in out
-    # an estimate that is right but off by a hair at p = 11 is an estimate, not a doubled measurement
+    # an estimate that is right but off by a hair at p = 20 is an estimate, not a doubled measurement
     ok, out = run(check.counter_merge, lambda p, a: merge_estimate(p, a) * (1.05 if p == 20 else 1), capsys)
-    assert "doubles" not in out
+    assert "doubled" not in out
+
+
+def merge_in_simulated_format(q, a):
+    """Inside the answer: the counter rounded to q significant bits by hand (torch.frexp, then rounding the
+    significand, ties to even), for every position up to 2^q at once, and the first pair of equal neighbours."""
+    counter = a / torch.arange(1, 2**q + 1, dtype=torch.float64)
+    significand, exponent = torch.frexp(counter)  # significand in [0.5, 1)
+    held = torch.ldexp(torch.round(significand * 2**q), exponent - q)
+    return int((held[:-1] == held[1:]).nonzero()[0])
+
+
+@pytest.mark.parametrize("q", [12, 13])
+def test_counter_merge_refuses_a_simulated_narrower_format_doubled(q, capsys):
+    """The cold reader's route: simulate a 12- or 13-bit format (it fits the budget), find its first merge by
+    trying positions and double it per extra bit. Within 2 % of every case, yet a search scaled up: refused and
+    named, with neither the merge nor the estimate printed. Used as is (p < q halves it) and with the search at
+    the checker's own p where it is the narrower format."""
+    for a in (1.0, 1.5, 0.7):  # the simulation is the definition: exact rounding by hand agrees
+        assert merge_in_simulated_format(q, a) == first_merge_exact(q, a, int(merge_estimate(q, a) * 0.99))
+    doubled = {(p, a): merge_in_simulated_format(q, a) * 2.0 ** (p - q) for p, a in ch07._MERGE_CASES}
+    exact = {(p, a): first_merge_exact(p, a, int(merge_estimate(p, a) * 0.999)) for p, a in ch07._MERGE_CASES}
+    assert all(abs(doubled[k] / exact[k] - 1) < 0.02 for k in doubled)  # it would pass on the numbers alone
+    for answer in (lambda p, a: merge_in_simulated_format(q, a) * 2.0 ** (p - q),
+                   lambda p, a: merge_in_simulated_format(min(p, q), a) * 2 ** (p - min(p, q)),
+                   lambda p, a: torch.tensor((merge_in_simulated_format(q, a) + 1) * 2.0 ** (p - q) - 1)):
+        ok, out = run(check.counter_merge, answer, capsys)
+        assert ok is False and "doubled per extra bit" in out and f"({q} bits)" in out and "hint" in out
+        assert not any(str(int(v)) in out for v in list(exact.values()) + list(doubled.values()))
+        assert "sqrt" not in out and "large" not in out and "small" not in out
+
+
+def test_counter_merge_refuses_doubling_from_any_narrower_format(capsys):
+    """The same refusal for formats the budget would not fit, up to 23 bits, from the test's own exact walk."""
+    for q in (9, 16, 20, 23):
+        scales = {a for _, a in ch07._MERGE_CASES}
+        merges = {a: first_merge_exact(q, a, int(merge_estimate(q, a) * 0.998)) for a in scales}
+        ok, out = run(check.counter_merge, lambda p, a: merges[a] * 2.0 ** (p - q), capsys)
+        assert ok is False and f"narrower format ({q} bits), doubled per extra bit" in out
 
 
 @pytest.mark.parametrize("search, says", [(merge_by_walking, "a search over positions"),
@@ -462,6 +500,7 @@ def test_the_inverted_peak_is_not_called_the_slowest_pair(capsys):
     assert "log" not in out and "0.098" not in out
     ok, out = run(check.stale_cache_pair, lambda b1, b2: 126 / 128 + 0 * b1, capsys)  # a head's slowest pair
     assert ok is False and "*relative* to itself" in out
+    assert "absolute" not in out and "position times" not in out  # the misconception named, the step not given
 
 
 @pytest.mark.parametrize("wrong, says", [
