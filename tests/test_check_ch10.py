@@ -449,7 +449,7 @@ def test_a_float_is_refused(capsys):
     (lambda B, h, L, d, b: 2 + Fraction(2, B * h * b), "only one of the step's two passes"),
     (lambda B, h, L, d, b: 2, "leaves the tables out"),
     # the tables written once and read twice: the stateless function's step, not the module's
-    (lambda B, h, L, d, b: 2 + Fraction(2 * 2 * L * (d // 2) * 4 * 3, 2 * 2 * B * h * L * d * b), "makes the tables inside"),
+    (lambda B, h, L, d, b: 2 + Fraction(2 * 2 * L * (d // 2) * 4 * 3, 2 * 2 * B * h * L * d * b), "tables made inside the step"),
     (lambda B, h, L, d, b: 2 + Fraction(2 * 2 * L * (d // 2) * 4, 2 * B * h * L * d * 2), "in one fixed dtype"),
     (lambda B, h, L, d, b: 2 + Fraction(8, B * h * b), "a table entry for every feature of x"),
     (lambda B, h, L, d, b: 1 + Fraction(2, B * h * b), "the forward pass alone"),
@@ -467,6 +467,26 @@ def test_tables_misconceptions_are_named(answer, name, capsys):
     # per sequence, the mistake it addresses, and for no other (final reader, finding 5)
     per_copy = name.startswith("one copy of the tables for every")
     assert ("hint: a table belongs to a position" in out) == per_copy and out.count("hint:") == per_copy, out
+
+
+@pytest.mark.parametrize("answer, names", [
+    # a table entry per feature, and the tables' bytes over x's bytes (not over the bound, 2 x's bytes): the same
+    # number at every size, so the message names both (final reader r10, finding 2)
+    (lambda B, h, L, d, b: 2 + Fraction(2 * 2 * L * d * 4, 2 * B * h * L * d * b), ("every feature of x",)),
+    (lambda B, h, L, d, b: 2 + Fraction(2 * 2 * L * (d // 2) * 4, B * h * L * d * b), ("divided by x's bytes",)),
+    # the tables made in the step (the stateless function), and a table written for the backward pass: the same
+    # number, so the message names both
+    (lambda B, h, L, d, b: 2 + Fraction(3 * 2 * L * (d // 2) * 4, 2 * B * h * L * d * b), ("stateless apply_rope",)),
+    (lambda B, h, L, d, b: 2 + Fraction((2 + 1) * 2 * L * (d // 2) * 4, 2 * B * h * L * d * b),
+     ("made for the backward pass",)),
+])
+def test_slips_that_give_the_same_number_are_both_named(answer, names, capsys):
+    ok, out = tables_verdict(answer, capsys)
+    assert ok is False and all(name in out for name in names), out
+    pairs = {"every feature of x": "divided by x's bytes", "stateless apply_rope": "made for the backward pass"}
+    for first, second in pairs.items():
+        assert (first in out) == (second in out), out  # the two of a pair are named together
+    assert str(step_bounds(3, 10**30, 10**12, 256, 2)) not in out and "hint:" not in out, out
 
 
 def test_other_wrong_answers_are_not_placed(capsys):

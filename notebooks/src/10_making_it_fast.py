@@ -275,7 +275,10 @@ print("003's builder:", "more than 5 times slower" if slow > 5 * fast else "not 
 #
 # The one-pass bound is what `x * 1.5` moves, and no function that reads every value of x and returns a
 # new tensor of x's size moves less. Bytes are the one count with variants (which operators and tensors
-# a rule includes); each rule is named where it first counts, and the end of §4 sets them side by side.
+# a rule includes); each rule is named where it first counts, and the end of §4 sets them side by side. In
+# short: §2 counts every operator of a forward call on a float32 x (a bound is 8 bytes per entry); §3 only the
+# calls that move x-sized data, on a bf16 x (4 bytes per entry); §4 a forward and backward step on that bf16 x,
+# first its x-sized tensors, then every byte.
 #
 # Chapter 5 (§11) showed that building the d × d matrix R_m for every position stores d times
 # more numbers than the cos and sin tables `apply_rope` uses, and gives the same result. It also
@@ -312,7 +315,7 @@ print(f"same result; the dense form holds {R_all.numel():,} numbers (the input {
 # next. How many bytes is that? Not a formula: `RecordOps` (`posenc_lib/counting.py`) sees every
 # ATen operator a call runs, and counts the bytes of each tensor an operator reads or writes. The
 # counts depend on the path `apply_rope` takes. Where the machine has a C compiler, it takes a C kernel:
-# a compiled loop written to read each pair once, rotate it and write it once. Otherwise it takes a torch
+# a compiled loop (`posenc_lib/kernels/csrc/rope_kernel.c`) written to read each pair once, rotate it and write it once. Otherwise it takes a torch
 # path: the rotation written as a few whole-tensor torch calls. Which one runs when is §3's subject;
 # here it is enough that both exist. The cell counts the torch path, with the kernel switched off, so on any machine; the C kernel's
 # bytes, tables included, are left for the end of §4, after an exercise that asks you to predict them.
@@ -401,7 +404,8 @@ print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 
 #   `SMALL`), so this section's counts are about prefill (the one pass over a prompt's tokens that
 #   comes before decoding) and training.
 # - **A C kernel**, where the machine has a C compiler and x is contiguous, in float32 or bfloat16
-#   (with float32 tables; otherwise the next path): a small loop registered as a torch operator,
+#   (with float32 tables; otherwise the next path): a small loop in C, `posenc_lib/kernels/csrc/rope_kernel.c`
+#   (built with the system's C compiler on first use), registered as a torch operator,
 #   `torch.ops.posenc.rope_rotate`. It is written to read each pair once, rotate it in float32 in registers and
 #   write it once. Its backward pass is the same loop rotating by −angle (§4).
 # - **A torch path** otherwise (no compiler, `POSENC_CPU_KERNEL=0`, or an x the C kernel does not
@@ -622,7 +626,8 @@ print(f"of 003's excess over the plain form, the copies per head are {per_head_c
 # way, and it is worth seeing why it moves fewer bytes than the plain form. It takes its cos and sin
 # tables from the caller, already in the model's dtype, and computes in that dtype. In a Llama model
 # the caller is the model's `LlamaRotaryEmbedding`: on every forward pass it computes cos and sin once
-# for all the layers, in float32, and casts them to the model's dtype. For a bf16 model, then, every
+# for all the layers, in float32, and casts them to the model's dtype (the cell checks both, its output against
+# the float32 computation cast to bf16). For a bf16 model, then, every
 # product and the sum of the rotation are rounded to bf16, where the plain form, the C kernel and the
 # torch path compute in float32 and round once at the end. No float32 temporaries, so fewer bytes;
 # but less precision. The angles themselves it computes in float32 (it converts the positions and the
@@ -645,7 +650,16 @@ cos_given, _ = llama.rotary_emb(torch.zeros(1, 10, 64, dtype=torch.bfloat16), to
 assert cos_given.dtype == torch.bfloat16  # what the layers receive
 assert torch.arange(257, dtype=torch.bfloat16).unique().numel() == 257  # 0 to 256: exact in bf16
 assert torch.arange(300, dtype=torch.bfloat16).unique().numel() == 279  # above 256: repeats
-print("two forward passes of a two-layer Llama: one cos and one sin each, handed to every layer in bf16")
+positions = torch.arange(300)
+cos_300, sin_300 = llama.rotary_emb(torch.zeros(1, 300, 64, dtype=torch.bfloat16), positions[None])
+inv_freq = llama.rotary_emb.inv_freq  # the module's frequencies, as it holds them
+angles_32 = positions.float()[:, None] * inv_freq.float()  # positions and frequencies converted, then multiplied
+angles_16 = positions.to(torch.bfloat16)[:, None] * inv_freq.to(torch.bfloat16)  # the same in bf16
+for given, fn in ((cos_300, torch.cos), (sin_300, torch.sin)):
+    assert torch.equal(given[0], fn(torch.cat((angles_32, angles_32), -1)).to(torch.bfloat16))  # float32, then cast
+    assert not torch.equal(given[0], fn(torch.cat((angles_16, angles_16), -1)))  # not the bf16 computation
+print("two forward passes of a two-layer Llama: one cos and one sin each, handed to every layer in bf16; "
+      "its cos and sin equal the float32 computation cast to bf16, not the bf16 one")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # Now the rotation itself: its calls and bytes per rotated tensor (it rotates a query and a key in one
@@ -1134,17 +1148,14 @@ else:
           "in registers within 2 eps max|x| (eps = 2^-23, float32's spacing at 1); the backward equal to the rotation by -angle")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **How fast, on a GPU: two quoted measurements, not run here.** The unit of both is the time of one
-# elementwise pass over q and k, `q * c, k * c`. What they support is one run's result at one length: on
-# the H200, bf16, at L = 16384, the library's kernel ran within 5 to 40 % of that pass, and Hugging Face's
-# eager code took 11.60 passes, 8.3 and 11 times the library's two paths (one measurement of HF at that
-# length and dtype; in float32 it took 7.37 of float32's own, slower pass, so in milliseconds the bf16 call
-# was the faster, 1.00 against 1.22); at L = 4096 the same run had the library's two paths at
-# 16.34 and 6.44 passes, far from it. The first run, quoted from `benchmarks/README.md`
-# ("A quoted GPU measurement"): one NVIDIA H100 80GB HBM3, torch 2.11, CUDA events, the median of 25 calls,
-# before the library had this kernel; q is (1, 32, L, 128), k (1, 8, L, 128), bf16, the half layout,
-# forward only. The columns up to `torch.compile` are in units of `q * c, k * c`, the last in units of
-# a copy (`clone`) of q and k.
+# **How fast, on a GPU: two quoted measurements, not run here.** Both are quoted from `benchmarks/README.md`,
+# one run each with no spread, so only large differences count. Their unit is the time of one elementwise pass
+# over q and k, `q * c, k * c`; q is (1, 32, L, 128), k (1, 8, L, 128), the half layout, forward only, CUDA
+# events, the median of 25 calls.
+#
+# **The first run** ("A quoted GPU measurement"): one NVIDIA H100 80GB HBM3, torch 2.11, bf16, before the
+# library had this kernel. The columns up to `torch.compile` are in units of `q * c, k * c`, the last in units
+# of a copy (`clone`) of q and k, as the source reports it.
 #
 # | L | clone (× `q * c`) | `apply_rope` (then) | HF eager | HF under `torch.compile` | a 30-line Triton prototype (× clone) |
 # |---|---|---|---|---|---|
@@ -1152,33 +1163,31 @@ else:
 # | 16384 | 0.59 | 7.0 | 4.9 | 1.23 | 1.25 |
 # | 65536 | 0.58 | 6.4 | 5.3 | 1.32 | 1.09 |
 #
-# What it shows: compiled, HF took 1.23 to 2.05 × `q * c`, a quarter to under half of its eager time, yet
-# 2.1 to 3.1 × a copy, above the one-pass prototype's 1.09 to 1.41 (that column is in units of a copy, as
-# the source reports it). What it does not: one run, no spread, so only large differences count; and what
-# `c` was is not recorded. A copy took 0.58 to 0.67 × `q * c` here against 0.98 to 1.11 × in the H200 run
-# below (where c is a scalar), near the 2/3 a `c` as large as q would give, so the two runs' units may
-# differ and their `q * c` columns are not compared here. A copy needs no `c`: it moves exactly one one-pass
-# bound. In copies, HF eager took 6.7 to 9.1 where §3 counts 5 bounds: no match, so its time is not its
-# bytes. The compiler's code was not recorded.
+# Compiled, HF took 1.23 to 2.05 × `q * c`, a quarter to under half of its eager time, yet 2.1 to 3.1 copies,
+# above the one-pass prototype's 1.09 to 1.41. What `c` was is not recorded: a copy took 0.58 to 0.67 ×
+# `q * c` here against 0.98 to 1.11 × in the second run (where c is a scalar), near the 2/3 a `c` as large as q
+# would give, so the two runs' `q * c` columns are not compared. A copy needs no `c`: it moves exactly one
+# one-pass bound. In copies, HF eager took 6.7 to 9.1 where §3 counts 5 bounds: its time is not its bytes.
 #
-# **A second run, with this library's kernel** (quoted too: "First GPU run of this tree", one NVIDIA H200,
-# Triton 3.6, same shapes, one run; its `q * c` multiplies by the scalar 1.5, so it is one one-pass bound).
-# At L = 16384 `apply_rope` took 1.40 × and `RotaryEmbedding` 1.05 ×, HF eager 11.60 × (11.8 copies: again
-# not §3's 5 bounds, for reasons not traced), and HF under `torch.compile` 1.11 ×, level with the module
-# (a 6 % gap in one run is no ordering): in this run a compiler reached one pass too (the H100 run's
-# compiled HF, 2.1 to 3.1 copies, did not).
+# **The second run, with this library's kernel** ("First GPU run of this tree"): one NVIDIA H200, Triton 3.6,
+# bf16 and float32; its `q * c` multiplies by the scalar 1.5, so it is one one-pass bound. At L = 16384, bf16,
+# `apply_rope` took 1.40 × and `RotaryEmbedding` 1.05 ×, within 5 to 40 % of one pass. HF eager took 11.60 ×
+# (11.8 copies: again not §3's 5 bounds, for reasons not traced), 8.3 and 11 times the library's two; in
+# float32 it took 7.37 of float32's own, slower pass, so in milliseconds the bf16 call was the faster, 1.00
+# against 1.22. HF under `torch.compile` took 1.11 ×, level with the module (a 6 % gap in one run is no
+# ordering): in this run a compiler reached one pass too, where the H100 run's compiled HF did not.
+# The stateless `apply_rope` computes sin and cos in registers, so it moves fewer bytes than the module, yet it
+# was the slower: the byte count does not predict this. The kernel alone, one launch for q and k, took 1.05 ×
+# from tables (the module's median in this run) and 1.07 × in registers: no measurable difference in one run.
+# The benchmark calls `apply_rope` once for q and once for k (two launches, each making its frequencies first),
+# where the module makes one launch for both; that is the likely cause, not timed apart.
 #
-# The stateless `apply_rope` computes sin and cos in registers, so it moves fewer bytes than the module,
-# yet it was the slower: the byte count does not predict this. The sines and cosines cost the kernel
-# little: the same run timed the kernel alone, one launch for q and k, at 1.05 × from tables and 1.07 × in
-# registers. The benchmark calls `apply_rope` once for q and once for k (two launches, each making its
-# frequencies first), where the module makes one launch for both; that is the likely cause, not timed
-# apart, and nothing here draws on the gap. At L = 4096 the library's two took 16.34 and 6.44 ×, slower
-# than HF (eager 4.37 ×, compiled 2.88 ×); `apply_rope` took 1.13 ms there against 0.12 at 16384, 9 times
-# the time for a quarter of the bytes, so something other than bytes set its time. The run does not say
-# what (the torch path, which launches no Triton kernel, and compiled HF were slower at 4096 too, HF eager
-# was not), and this appendix leaves it there. §4's floor of 2 bounds is a count of bytes, which only long
-# sequences come near.
+# **At L = 4096 the run measured no passes.** There the unit itself was not set by bytes: in bf16, `q * c, k * c`
+# moved 84 MB in 0.069 ms, 1.2 TB/s, against 3.9 TB/s at L = 16384, and float32's twice the bytes took 1.06 times
+# as long (1.92 times at 16384, as twice the bytes should). So the unit's time at 4096 is mostly a per-call cost,
+# and a multiple of it is not a number of passes: this appendix reads none of that row's multiples (the library's
+# 16.34 and 6.44, the kernel alone's 6.37 and 5.33, HF's 4.37 and 2.88). The run did not trace that cost. §4's
+# floor of 2 bounds is a count of bytes, which only long sequences come near.
 
 # %% slideshow={"slide_type": "fragment"}
 quoted = {4096: (0.67, 4.5), 16384: (0.59, 4.9), 65536: (0.58, 5.3)}  # L: clone and HF eager, in units of q * c
@@ -1194,38 +1203,36 @@ proto_per_qc = [prototype[seq] * clone for seq, (clone, _) in quoted.items()]  #
 assert [round(r, 2) for r in proto_per_qc] == [0.94, 0.74, 0.63]  # so under one q * c at every L (q * c is the slower unit)
 assert min(prototype, key=prototype.get) == 65536 and prototype[65536] < 1.1 < prototype[16384]  # nearest a copy at the longest L
 assert min(compiled_per_clone) > max(prototype.values())  # compiled HF stays above the one-pass prototype
-# the H200 run, quoted: L -> (bound in ms, clone, HF eager, apply_rope, RotaryEmbedding), in units of q * c
+assert abs(2 / 3 - 0.67) < 0.01 and 0.58 <= 2 / 3  # c as large as q: a copy at 2/3 of q * c, near the H100's
+assert [min(c for c, _ in quoted.values()), max(c for c, _ in quoted.values())] == [0.58, 0.67]  # the H100's copy
+# the H200 run, quoted: L -> (bound in ms, clone, HF eager, apply_rope, RotaryEmbedding), bf16, in units of q * c
 h200 = {4096: (0.069, 1.11, 4.37, 16.34, 6.44), 16384: (0.086, 0.98, 11.60, 1.40, 1.05)}
 h200_compiled = {4096: 2.88, 16384: 1.11}  # HF under torch.compile, the same run, in units of q * c
-assert abs(h200_compiled[16384] / h200[16384][4] - 1) < 0.07  # level with the module at L = 16384 (6 %)
-assert h200_compiled[16384] < min(compiled_per_clone)  # where the H100's compiled HF never came
-assert h200_compiled[4096] < h200[4096][2] < h200[4096][4] < h200[4096][3]  # L = 4096: HF ahead of both
-assert all(1.05 <= h200[16384][i] <= 1.40 for i in (3, 4))  # the takeaway: within 5 to 40 % of one q * c
+assert [min(v[1] for v in h200.values()), max(v[1] for v in h200.values())] == [0.98, 1.11]  # the H200's copy
+assert all(1.05 <= h200[16384][i] <= 1.40 for i in (3, 4))  # within 5 to 40 % of one q * c
 assert [round(h200[16384][2] / h200[16384][i], 1) for i in (3, 4)] == [8.3, 11.0]  # HF eager over the library's two
-h200_float32 = {16384: (0.165, 7.37)}  # the same run's float32 row (benchmarks/README.md): bound ms, HF eager
+assert round(h200[16384][2] / h200[16384][1], 1) == 11.8 > 2 * 5  # HF eager in copies at L = 16384
+h200_float32 = {4096: (0.073, 4.84), 16384: (0.165, 7.37)}  # the same run's float32 rows: bound ms, HF eager
 assert h200_float32[16384][1] < h200[16384][2]  # HF eager further from its own bound in bf16 than in float32 ...
 hf_ms = {"bf16": h200[16384][0] * h200[16384][2], "float32": h200_float32[16384][0] * h200_float32[16384][1]}
 assert [round(v, 2) for v in hf_ms.values()] == [1.0, 1.22]  # ... yet faster in milliseconds: 1.00 against 1.22
-apply_ms = {seq: h200[seq][0] * h200[seq][3] for seq in (4096, 16384)}  # apply_rope, milliseconds
-assert [round(apply_ms[seq], 2) for seq in (4096, 16384)] == [1.13, 0.12]  # a quarter of the bytes, 9 times the time
-assert apply_ms[4096] - apply_ms[16384] > 8 * apply_ms[16384]  # not a fixed per-call cost: that is at most 0.12 ms
-h200_more = {4096: (17.99, 2.88, 4.37), 16384: (12.15, 1.11, 11.60)}  # the table's torch path, HF compiled, HF eager
-ms_of = lambda seq, i: h200[seq][0] * h200_more[seq][i]  # noqa: E731  milliseconds
-assert [round(ms_of(4096, 0), 2), round(ms_of(16384, 0), 2)] == [1.24, 1.04]  # no Triton launch, slower at 4096 too
-assert [round(ms_of(4096, 1), 3), round(ms_of(16384, 1), 3)] == [0.199, 0.095]  # HF compiled: slower at 4096
-assert ms_of(4096, 2) < ms_of(16384, 2) and h200_more[4096][2] == h200[4096][2]  # HF eager: not
+assert abs(h200_compiled[16384] / h200[16384][4] - 1) < 0.07  # level with the module at L = 16384 (6 %)
+assert h200_compiled[16384] < min(compiled_per_clone)  # where the H100's compiled HF never came
 kernel_alone = {"tables": 1.05, "registers": 1.07}  # the same run, L = 16384, bf16: the kernel alone, q and k at once
-assert kernel_alone["tables"] == h200[16384][4]  # the module's time: its call adds nothing to the kernel's
+assert kernel_alone["tables"] == h200[16384][4]  # the same median as the module's, in this one run
 assert kernel_alone["registers"] - kernel_alone["tables"] < 0.05 < h200[16384][3] - kernel_alone["registers"]
-assert abs(2 / 3 - 0.67) < 0.01 and 0.58 <= 2 / 3  # c as large as q: a copy at 2/3 of q * c, near the H100's
-assert [min(v[1] for v in h200.values()), max(v[1] for v in h200.values())] == [0.98, 1.11]  # the H200's copy
-assert [min(c for c, _ in quoted.values()), max(c for c, _ in quoted.values())] == [0.58, 0.67]  # the H100's
-assert round(h200[16384][2] / h200[16384][1], 1) == 11.8 > 2 * 5  # HF eager in copies at L = 16384
-assert h200[4096][3:] == (16.34, 6.44)  # the library's two at L = 4096: far from one pass
-assert h200[16384][3] < 1.5 and h200[16384][4] < 1.1  # the library's kernel near the one-pass bound
-assert all(h200[4096][0] * h200[4096][i] > 3 * h200[16384][0] * h200[16384][i] for i in (3, 4))  # slower per call
+# L = 4096: the unit q * c, k * c reads and writes q and k (40 heads of 128), 2 bytes per entry in bf16
+unit_bytes = {seq: 40 * seq * 128 * 2 * 2 for seq in (4096, 16384)}
+unit_tb_s = {seq: unit_bytes[seq] / (h200[seq][0] * 1e-3) / 1e12 for seq in (4096, 16384)}
+assert round(unit_bytes[4096] / 1e6) == 84 and [round(unit_tb_s[seq], 1) for seq in (4096, 16384)] == [1.2, 3.9]
+f32_over_bf16 = {seq: h200_float32[seq][0] / h200[seq][0] for seq in (4096, 16384)}  # twice the bytes: time ratio
+assert [round(f32_over_bf16[seq], 2) for seq in (4096, 16384)] == [1.06, 1.92]  # 4096: not set by bytes
+kernel_alone_4096 = {"tables": 6.37, "registers": 5.33}  # the row this appendix does not read as passes
+assert h200[4096][3:] == (16.34, 6.44) and h200[4096][2] == 4.37 and h200_compiled[4096] == 2.88
 print("H100, HF eager in units of a copy: " + ", ".join(f"L = {seq}: {r:.1f}" for seq, r in hf_per_clone.items())
       + " (§3 counts 5 bounds); H200, L = 16384: " + f"{h200[16384][2] / h200[16384][1]:.1f}")
+print("H200, the unit q * c, k * c in bf16: " + ", ".join(f"L = {seq}: {unit_tb_s[seq]:.1f} TB/s" for seq in unit_tb_s)
+      + "; float32 (twice the bytes) over bf16: " + ", ".join(f"{f32_over_bf16[seq]:.2f}" for seq in f32_over_bf16))
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 6. What it is worth in a model
@@ -1261,8 +1268,14 @@ with FlopCounterMode(display=False) as step_flops:
     torch.nn.functional.linear(x1, w1).sum().backward()  # forward and backward of one projection
 assert step_flops.get_total_flops() == 3 * projections.get_total_flops()  # backward: two products of its size
 assert (3 * projection_ops) // (2 * rope_ops) == 8192  # RoPE's backward is one rotation more: 1 / 8192 a step
+with FlopCounterMode(display=False) as tiny_projection:  # the same count for chapter 7's model, counted below
+    torch.nn.functional.linear(torch.zeros(1, 64), torch.zeros(64, 64))  # d_model = 64
+with RecordCalls() as tiny_rope:
+    pl.rotate_pairs(torch.zeros(1, 4, 1, 16), torch.zeros(1, 8), torch.zeros(1, 8))  # 4 heads of 16
+tiny_rope_ops = 2 * sum(max(n for n, _ in call.written) for call in tiny_rope.calls if call.name in ("mul", "sub", "add"))
+assert round(4 * tiny_projection.get_total_flops() / tiny_rope_ops) == 85 == (4 * 64) // 3  # one part in 85
 print(f"per token and layer: projections {projection_ops:.2e} operations, RoPE on q and k {rope_ops:.2e}: "
-      f"1 / {projection_ops // rope_ops}")
+      f"1 / {projection_ops // rope_ops}; at d_model = 64 (4 heads of 16): 1 / {4 * tiny_projection.get_total_flops() / tiny_rope_ops:.0f}")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # What RoPE costs, by what this appendix counts, is calls and bytes. How many, against the rest of a step? The next cell counts
@@ -1342,8 +1355,8 @@ print(f"with contiguous copies of q and k and the C operator: {len(on_operator)}
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # In this small model (d_model = 64), RoPE in its plain form is half of a training step's operators
-# and a quarter of the bytes it reads and writes. Its arithmetic is not what costs (1/5461 of the projections' at
-# d_model = 4096, above): what it costs, by this appendix's counts, is calls and bytes. Handed contiguous q and k, the C operator
+# and a quarter of the bytes it reads and writes. Its arithmetic is not what costs (1/85 of the projections' in
+# this model, 1/5461 at d_model = 4096; §6's first cell counts both): what it costs, by this appendix's counts, is calls and bytes. Handed contiguous q and k, the C operator
 # brings RoPE's share to a quarter of the operators (102 against 77 without RoPE, the copies
 # included) and an eighth of the bytes. `TinyDecoder` does not make those copies: it is written in the
 # plain form the chapters teach, and this cell measures, by this count, what the copies would buy.

@@ -250,7 +250,9 @@ _STEP_RIGHT = {  # sealed([batch, heads, seq, d, itemsize, numerator, denominato
     (1000000000000000000, 3, 3, 2, 2): 'e5398cd68ba5da0b5028d7a1',
     (6, 9, 1000000000000000000000000000000000, 1000000000, 1): 'dfa1383265a2262f97a08bed',
 }
-_STEP_WRONG = {  # sealed wrong answers -> the misconceptions they match (two may coincide in one case)
+_STEP_WRONG = {  # sealed wrong answers -> the misconceptions they match (two may coincide in one case; where two
+    # slips give the same number in every case, one message names both: "per_feature" is also the tables' bytes over
+    # x's bytes, "stateless" also a table written for the backward pass)
     'a60e44d25b46e0de62496c51': ('per_head',),
     '0f36ced78e956cf2ddcea8f3': ('per_head',),
     '4985c0560be60aee5d633ad9': ('per_head',),
@@ -313,10 +315,14 @@ _STEP_MISCONCEPTIONS = {
     "one_pass_tables": "your answers match a count that reads the tables in only one of the step's two passes",
     "fixed_itemsize": ("your answers are right where x has 2 bytes per entry and wrong at the other sizes: your "
                        "count weighs x in one fixed dtype, not in the itemsize it is given"),
-    "stateless": ("your answers match a count that makes the tables inside the step, as the stateless apply_rope "
-                  "does; the module, from its second call, reuses the tables it cached"),
+    "stateless": ("your answers match a count that writes table-sized tensors once in the step besides reading the "
+                  "tables: either tables made inside the step, as the stateless apply_rope makes them (the module, "
+                  "from its second call, reuses the tables it cached), or a table of its own made for the backward "
+                  "pass (a rotation by -angle needs none: cos(-a) = cos a, sin(-a) = -sin a)"),
     "no_tables": "your answers match a count that leaves the tables out",
-    "per_feature": "your answers match a count with a table entry for every feature of x",
+    "per_feature": ("your answers match either of two counts that give the same number: a table entry for every "
+                    "feature of x, or the tables' bytes divided by x's bytes rather than by a one-pass bound's (x "
+                    "read once and a result of x's size written once)"),
     "forward_only": "your answers match a count of the forward pass alone",
     "cast_per_pass": ("your answers match a count with a temporary copy of the tables cast to x's dtype (a bfloat16 "
                       "copy for a bf16 x), written and read again in each pass"),
