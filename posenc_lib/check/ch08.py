@@ -291,10 +291,17 @@ def _deepseek_scores(mscale: float, mscale_all_dim: float, factor: float) -> tup
     from transformers import DeepseekV3Config
     from transformers.models.deepseek_v3 import modeling_deepseek_v3 as ds
 
+    from transformers.utils import logging as transformers_logging
+
     spec = _deepseek_config(mscale, mscale_all_dim, factor)
-    config = DeepseekV3Config(rope_scaling=spec["rope_scaling"], max_position_embeddings=spec["max_position_embeddings"],
-                              qk_rope_head_dim=spec["qk_rope_head_dim"], qk_nope_head_dim=spec["qk_nope_head_dim"],
-                              rope_theta=spec["rope_theta"])
+    verbosity = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_error()  # its note that int(4096 s) / 4096 is not exactly s: not the learner's
+    try:
+        config = DeepseekV3Config(rope_scaling=spec["rope_scaling"], max_position_embeddings=spec[
+            "max_position_embeddings"], qk_rope_head_dim=spec["qk_rope_head_dim"],
+            qk_nope_head_dim=spec["qk_nope_head_dim"], rope_theta=spec["rope_theta"])
+    finally:
+        transformers_logging.set_verbosity(verbosity)
     head_dim = config.qk_rope_head_dim + config.qk_nope_head_dim
     softmax_scale = ds.yarn_apply_mscale(config.rope_parameters, head_dim ** -0.5)
     rotary = ds.DeepseekV3RotaryEmbedding(config)
