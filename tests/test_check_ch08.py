@@ -475,6 +475,31 @@ def test_deepseek_query_scales_refuse_the_library(capsys):
     assert ok is False and "calls posenc_lib.scaling.SCALINGS['yarn']" in out
 
 
+def test_deepseek_checker_writes_no_formula_for_the_answer():
+    """The checker measures DeepSeek's scores through transformers' modules; its source writes neither the softmax
+    term (0.1 mscale ln s + 1) nor a product of the RoPE factor with it (finding: `check.deepseek_mscales??`)."""
+    source = inspect.getsource(ch08)
+    assert "0.1" not in source and "math.log(factor)" not in source and "log(s)" not in source
+    assert not re.search(r"rope_factor\s*\*\*\s*2", source)
+
+
+def test_deepseek_measurement_matches_the_derivation():
+    """The checker's measured ratios are the derived multipliers (written here, not read from the checker)."""
+    for m, a, s in _draws(1)[:4]:
+        factor, nope, rope = ch08._deepseek_scores(m, a, s)
+        assert (nope, rope) == pytest.approx(query_scales_derived(m, a, s), rel=1e-6)
+        assert factor == pytest.approx(_term(m, s) / _term(a, s), rel=1e-6)
+
+
+def test_deepseek_query_scales_refuse_the_checkers_measurement(capsys):
+    def with_checker(m, a, s):
+        _, nope, rope = ch08._deepseek_scores(m, a, s)
+        return nope, rope
+
+    ok, out = run(check.deepseek_mscales, with_checker, capsys)
+    assert ok is False and "the checker's own measurement" in out
+
+
 def test_deepseek_query_scales_refuse_transformers_yarn(capsys):
     """The library-call shortcut through transformers: its YaRN (through ROPE_INIT_FUNCTIONS or its own name)
     returns the RoPE's attention factor, and DeepSeek's yarn_apply_mscale the softmax scale."""
@@ -822,7 +847,7 @@ def test_the_checker_module_hands_over_no_answer():
             assert not any(round(v, 6) in answers for v in values(value) if v not in (1.0,)), name
     private = {n for n, v in vars(ch08).items() if callable(v) and n.startswith("_") and getattr(v, "__module__", "")
                == ch08.__name__}
-    assert private == {"_frequency_readers", "_transformers_frequencies", "_transformers_yarn", "_checker_rotations", "_under_guard", "_longrope", "_dynamic", "_port_cases", "_deepseek_config",
+    assert private == {"_frequency_readers", "_transformers_frequencies", "_transformers_yarn", "_checker_rotations", "_under_guard", "_longrope", "_dynamic", "_port_cases", "_deepseek_config", "_deepseek_scores", "_checker_scores",
                        "_log_mean_exp", "_log_odds", "_heaviest", "_needle_cases", "_simulations",
                        "_some", "_keys_at", "_shift_misreadings"}
     n, n0, gap = ch08._needle_cases()  # the cases are inputs: no tensor of the module holds a scale

@@ -67,22 +67,42 @@ g = torch.manual_seed(0)
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 1 · Read a model's config
 #
-# A model's `config.json` says how it uses RoPE. It gives a base (`rope_theta`) and the head
-# dimension. It may add a `rope_scaling` block (in transformers 5, `rope_parameters`), which names a
-# **rope type** and its settings. `pl.rope_from_config(config)` returns the frequencies $\theta_j$
-# and the attention factor, exactly as transformers computes them.
-#
-# **Four quantities, defined once for the whole section:**
-# * $\lambda_j = 2\pi/\theta_j$ is pair $j$'s **wavelength**: the positions it takes to turn once round
-#   the circle. A pair **completes a turn** within a span when $\lambda_j$ is at most that span.
-# * $L_0$ is `original_max_position_embeddings`, where the file has it: the length the scaling is
-#   anchored to, usually the context the unscaled RoPE was pretrained on.
-# * $L$ is the longest span a RoPE layer sees as **deployed**: the longer of `max_position_embeddings`
-#   and `factor` $\times L_0$, or the chunk or window a layer attends within, where that is shorter
-#   (listed before the table).
-# * The **reach** of a row is $\max_j \theta'_j L / (\theta_j L_0)$ over the pairs $j$ that do not
-#   turn within $L_0$ ($\theta_j$ plain RoPE's frequency, $\theta'_j$ the deployed one): how far
-#   those pairs' angles go at $L$, against the range plain RoPE covered within $L_0$.
+# A model's `config.json` says how it uses RoPE: a base (`rope_theta`), the head dimension, and
+# perhaps a `rope_scaling` block (in transformers 5, `rope_parameters`) that names a **rope type**
+# and its settings. Here are Llama 3.1 8B's fields, from the package's stored copy of its file.
+
+# %% slideshow={"slide_type": "fragment"}
+MODELS = json.loads((files("posenc_lib") / "data" / "model_rope_configs.json").read_text())["models"]
+llama = MODELS["Llama 3.1 8B"]["config"]
+for key in ("hidden_size", "num_attention_heads", "max_position_embeddings", "rope_theta", "rope_scaling"):
+    print(f"{key}: {llama[key]}")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **Read it by hand.** The head dimension is 4096 / 32 = 128, so RoPE rotates $r$ = 128 features in
+# 64 pairs; pair $j$ turns at frequency $\theta_j = 500000^{-2j/128}$, once every
+# $\lambda_j = 2\pi/\theta_j$ positions (its **wavelength**). The model was pretrained on
+# $L_0$ = `original_max_position_embeddings` = 8192 tokens and is deployed up to $L$ = 131072
+# (`max_position_embeddings`, more than `factor` $\times L_0$ = 65536). A pair **completes a turn**
+# within 8192 positions when $\lambda_j \le 8192$, that is when
+# $j \le 64 \ln(8192/2\pi) / \ln 500000 \approx 34.98$: pairs 0 to 34, **35 of 64**. The cell
+# checks this row by hand; the table below computes it for every model, with the library.
+
+# %% slideshow={"slide_type": "fragment"}
+r = llama["hidden_size"] // llama["num_attention_heads"]
+L0 = llama["rope_scaling"]["original_max_position_embeddings"]
+L = max(llama["max_position_embeddings"], int(llama["rope_scaling"]["factor"] * L0))
+last = r / 2 * math.log(L0 / (2 * math.pi)) / math.log(llama["rope_theta"])  # λ_j <= L0 solved for j
+BY_HAND = dict(base=llama["rope_theta"], r=r, L0=L0, L=L, turning_within_L0=math.floor(last) + 1)
+print(f"the last pair to turn within L0 has j <= {last:.2f}:", BY_HAND)
+assert BY_HAND == dict(base=500000.0, r=128, L0=8192, L=131072, turning_within_L0=35) and 34.9 < last < 35
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **For every model.** $L_0$ is `original_max_position_embeddings` where the file has it: the length
+# the scaling is anchored to, usually the context the unscaled RoPE was pretrained on. $L$ is the
+# longest span a RoPE layer sees as **deployed**: the longer of `max_position_embeddings` and
+# `factor` $\times L_0$, or the chunk or window a layer attends within, where that is shorter
+# (listed before the table). `pl.rope_from_config(config)` returns the deployed frequencies and the
+# attention factor, exactly as transformers computes them.
 #
 # **What each family of scaling changes** (chapter 7 §2 builds them). Each divides pair $j$'s
 # frequency by a factor of its own, so its wavelength grows by that factor; $s$ = `factor` is the
@@ -96,15 +116,11 @@ g = torch.manual_seed(0)
 #   `long_factor` beyond; unlike the others, not bounded by the stretch (the box after the table).
 #
 # YaRN and LongRoPE also multiply q and k by an attention factor; it changes no frequency, so this
-# section leaves it to §3.
-#
-# The package stores the RoPE fields of seven public models, each with the file it comes from.
-# Two models come as two files each: Qwen2.5 as shipped and with its card's YaRN, and Llama 4
-# Scout as base and Instruct. This project cannot reach the Hugging Face hub, so the package's
-# notes name the public copy each file was read from.
+# section leaves it to §3. The package stores the RoPE fields of seven public models (Qwen2.5 and
+# Llama 4 Scout in two files each); this project cannot reach the Hugging Face hub, so each entry
+# names the public copy it was read from.
 
 # %% slideshow={"slide_type": "fragment"}
-MODELS = json.loads((files("posenc_lib") / "data" / "model_rope_configs.json").read_text())["models"]
 for name, entry in MODELS.items():
     print(f"{name:<42} {entry['source']}")
     if "source_rope_scaling" in entry:
@@ -114,8 +130,8 @@ assert len(MODELS) == 9  # seven models; Qwen2.5 twice (as shipped, with its car
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Three models have RoPE layers that attend only within a shorter span; their rows' $L$ is that span:
 #
-# * Llama 4 Scout's RoPE layers attend only within chunks of `attention_chunk_size` = 8192 tokens;
-#   only its NoPE layers (layers without positions, §5) see the whole context.
+# * Llama 4 Scout's RoPE layers attend only within chunks of `attention_chunk_size` = 8192 tokens
+#   (never two tokens more than 8191 apart); only its NoPE layers (layers without positions, §5) see the whole context.
 # * Gemma 3's sliding-window layers have a RoPE of their own (§2). They see a window of 1024 tokens:
 #   never two tokens more than 1023 apart.
 # * GPT-OSS's sliding-window layers (half of them) see 128 tokens, but share one RoPE with its
@@ -127,7 +143,10 @@ assert len(MODELS) == 9  # seven models; Qwen2.5 twice (as shipped, with its car
 # * the base, the rotated features $r$, $L_0$ ("–" where the file writes none) and $L$;
 # * how many of the $r/2$ pairs complete a turn within $L_0$ at the file's base with no scaling
 #   (plain RoPE), and how many within $L$ (as configured);
-# * the reach defined above ("–" where the file writes no $L_0$).
+# * the **reach**: $\max_j \theta'_j L / (\theta_j L_0)$ over the pairs $j$ that do not turn
+#   within $L_0$ ($\theta_j$ plain RoPE's frequency, $\theta'_j$ the deployed one), how far those
+#   pairs' angles go at $L$ against the range plain RoPE covered within $L_0$ ("–" where the file
+#   writes no $L_0$).
 
 # %% slideshow={"slide_type": "fragment"}
 def text_config(entry):
@@ -180,6 +199,9 @@ for label, row in ROWS.items():
     within_L = f"{turns_within(row['inv_freq'], L)}/{n}"
     print(f"{label:<46}{row['base']:>9g}{row['r']:>5}{L0 or '–':>8}{L:>9}"
           f" {at_L0:>9} | {within_L:<8}{'–' if L0 is None else f'{reach[label]:.2f}':>6}")
+llama_row = ROWS["Llama 3.1 8B"]  # the row read by hand above
+assert (llama_row["base"], llama_row["r"], *llama_row["L0_L"], turns_within(llama_row["plain"], 8192)) == (
+    BY_HAND["base"], BY_HAND["r"], BY_HAND["L0"], BY_HAND["L"], BY_HAND["turning_within_L0"])
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Read the table row by row (each sentence is asserted in the cell below; the box after it says why):
@@ -1292,7 +1314,7 @@ print("Llama 3.1, Phi-3 (long), a dynamic config and a yarn config without facto
 #
 # The files give the RoPE layers chunks of 8192 tokens (`attention_chunk_size`), and transformers
 # reads them so (asserted below): each RoPE layer attends only within its chunk, so at inference it
-# never meets a distance beyond 8192 (that training did the same is Meta's claim, §1's box). The
+# never meets two tokens more than 8191 apart (that training did the same is Meta's claim, §1's box). The
 # NoPE layers attend over the whole context.
 #
 # They meet no rotation angle they never saw, but a long
@@ -1808,7 +1830,7 @@ assert min(R["irope+chunk"][512]["acc"]) > max(R["rope"][512]["acc"])  # blind R
 #
 # One alternative is ruled out: the chunked
 # model's RoPE layer puts no weight on the entry in any seed, yet every chunked seed recalls more
-# at 512 than RoPE's best seed, so the lookup does not run through iRoPE's RoPE layer. The other
+# at 512 than RoPE's best seed, so iRoPE's RoPE layer is not needed for iRoPE's lead. The other
 # remains: iRoPE has one RoPE layer where RoPE has two.
 #
 # **The chunk on the dictionary-anywhere task.** How many lookups cross a chunk boundary can be
@@ -1888,12 +1910,7 @@ print(pl.inspect_config(MODELS["Phi-3 mini 128k instruct"]["config"], name="Phi-
 # inspect reports 36/64 pairs within its $L$ = 32 768 where §1 reports 40/64 within 131 072.
 # In Llama 3.1 the context is the longer, and in Scout the chunk caps both.
 #
-# Both read the config through three functions you can call yourself:
-# `pl.rope_settings(config, layer_type=None)` returns a `RopeSettings` for one layer type;
-# its `.frequencies(seq_len)` returns the frequencies and the attention factor
-# (`pl.rope_from_config` is exactly that call), and its `.rotary_dim` the rotated features;
-# `pl.rope_config.pair_layout(config)` returns `(layout, model_type)`, the pair layout of the
-# model's family (`None` for a family the library does not know).
+# Both read the config through the library's public readers, which `help(pl.rope_config)` lists.
 
 # %% slideshow={"slide_type": "fragment"}
 inspected = {row.label: row for name, entry in MODELS.items()
@@ -2342,6 +2359,10 @@ _ = check.context_shift(shift_keys)
 # |---|---|---|
 # | `001`, introduction | "LLaMA4使用的NoPE" (the NoPE Llama 4 uses) | Llama 4 Scout uses NoPE in 12 of its 48 layers (every fourth) and RoPE in the other 36: a `llama3` stretch ×16 with a hard step at wavelength 8192 (its two band factors both 1), in the base and the Instruct file alike, and attention within chunks of 8192 tokens. The NoPE layers scale their queries with an attention temperature (§5). |
 # | `001`, introduction | "Qwen系列使用的YARN" (the YaRN the Qwen series uses) | Qwen2.5 ships with plain RoPE (`rope_scaling` is null, base $10^6$); YaRN ×4 is a setting its model card tells users to add for inputs over 32 768 tokens (§1). The card's reason names vLLM: "Presently, vLLM only supports static YARN, which means the scaling factor remains constant regardless of input length, potentially impacting performance on shorter texts", so it advises adding the block only when long inputs are expected. (transformers' `yarn` is static as well: its frequencies do not depend on the input's length; `tests/test_scaling.py` checks it, and the library's `yarn`, asserted below.) |
+#
+# One cross-reference: `003` writes "一般对transformer中每层attn都需要添加" (RoPE generally needs to be
+# added to every attention layer); chapter 5's errata take it up, and §5's Llama 4 Scout, 12 of 48
+# layers without RoPE, is a released counterexample.
 #
 # The cell checks both against the stored files.
 

@@ -4,7 +4,8 @@ earlier positions.
 
 No checker holds an answer: Exercise 1 keeps salted digests (``_core.sealed``) of its answers and of the
 answers each misconception gives; the others check properties a right answer must have (the multipliers a
-config puts on each part of a score, the needle's weight, the library's own rotation of hidden keys).
+config puts on each part of a score, measured through transformers' DeepSeek modules at check time; the
+needle's weight; the library's own rotation of hidden keys).
 """
 from __future__ import annotations
 
@@ -281,14 +282,55 @@ def _deepseek_config(mscale: float, mscale_all_dim: float, factor: float) -> dic
                              "beta_fast": 32, "beta_slow": 1, "mscale": mscale, "mscale_all_dim": mscale_all_dim}}
 
 
+def _deepseek_scores(mscale: float, mscale_all_dim: float, factor: float) -> tuple[float, float, float]:
+    """Measured, not derived: transformers' DeepSeek-V3 rotary embedding and softmax scale applied to random
+    unrotated and rotated features of a query and a key at position 0, each score divided by the plain engine's
+    score of the same features (q . k / sqrt(head_dim), no factor). Returns (the rotary embedding's factor on each
+    rotated feature, the unrotated part's ratio, the rotated part's ratio). Run after the learner's function, and
+    refused while it runs (``_checker_scores``)."""
+    from transformers import DeepseekV3Config
+    from transformers.models.deepseek_v3 import modeling_deepseek_v3 as ds
+
+    from transformers.utils import logging as transformers_logging
+
+    spec = _deepseek_config(mscale, mscale_all_dim, factor)
+    verbosity = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_error()  # its note that int(4096 s) / 4096 is not exactly s: not the learner's
+    try:
+        config = DeepseekV3Config(rope_scaling=spec["rope_scaling"], max_position_embeddings=spec[
+            "max_position_embeddings"], qk_rope_head_dim=spec["qk_rope_head_dim"],
+            qk_nope_head_dim=spec["qk_nope_head_dim"], rope_theta=spec["rope_theta"])
+    finally:
+        transformers_logging.set_verbosity(verbosity)
+    head_dim = config.qk_rope_head_dim + config.qk_nope_head_dim
+    softmax_scale = ds.yarn_apply_mscale(config.rope_parameters, head_dim ** -0.5)
+    rotary = ds.DeepseekV3RotaryEmbedding(config)
+    generator = torch.Generator().manual_seed(0)
+    q_nope, k_nope = torch.randn(2, config.qk_nope_head_dim, generator=generator, dtype=torch.float64)
+    q_rope, k_rope = torch.randn(2, 1, 1, 1, config.qk_rope_head_dim, generator=generator, dtype=torch.float64)
+    cos, sin = rotary(q_rope.float(), torch.zeros(1, 1, dtype=torch.long))
+    q_rot, k_rot = ds.apply_rotary_pos_emb_interleave(q_rope, k_rope, cos.double(), sin.double())
+    plain = lambda q, k: float((q * k).sum()) * head_dim ** -0.5  # noqa: E731
+    nope = float((q_nope * k_nope).sum()) * softmax_scale / plain(q_nope, k_nope)
+    rope = float((q_rot * k_rot).sum()) * softmax_scale / plain(q_rope, k_rope)
+    return float(cos.flatten()[0]), nope, rope
+
+
+def _checker_scores() -> tuple[tuple[Any, str, str], ...]:
+    """This module's measurement of DeepSeek's scores, refused while a learner's function runs."""
+    import sys
+
+    return ((sys.modules[__name__], "_deepseek_scores", "the checker's own measurement"),)
+
+
 def deepseek_mscales(answer: Callable[[float, float, float], Any] | None) -> bool | None:
     """answer(mscale, mscale_all_dim, factor) -> (c_nope, c_rope): the numbers that, multiplying a query's unrotated
     and its rotated features (folded into the query projection's rows), make an engine with the plain softmax scale
     1/sqrt(head_dim) and a RoPE without attention factor compute DeepSeek's scores exactly."""
 
     def run(fn):
-        cases, answers, stopped = _under_guard(fn, _port_cases, lambda: _frequency_readers() + _transformers_yarn(),
-                                               loops=False)
+        cases, answers, stopped = _under_guard(fn, _port_cases, lambda: _frequency_readers() + _transformers_yarn()
+                                               + _checker_scores(), loops=False)
         if stopped is not None:
             yield stopped_verdict(stopped[1], "your function", shortcut="it reads the multipliers off a library, "
                                   "and deriving them is the exercise")
@@ -301,12 +343,9 @@ def deepseek_mscales(answer: Callable[[float, float, float], Any] | None) -> boo
             if scales is None or any(c is None or not math.isfinite(c) for c in scales):
                 wrong["type"] = "expected a pair of finite numbers (c_nope, c_rope) from every call"
                 continue
-            # DeepSeek's multipliers of each part of a score: the RoPE's attention factor from the library (it
-            # multiplies the rotated q and k features), and the softmax term (0.1 mscale_all_dim ln s + 1)^2 that
-            # transformers' DeepSeek attention applies to every score (§3)
-            _, rope_factor = rope_config.rope_from_config(_deepseek_config(mscale, mscale_all_dim, factor))
-            content = (0.1 * mscale_all_dim * math.log(factor) + 1) ** 2
-            (c_nope, c_rope), rotated = scales, rope_factor**2 * content
+            # What DeepSeek's scores are, measured through transformers' DeepSeek modules (not written here)
+            rope_factor, content, rotated = _deepseek_scores(mscale, mscale_all_dim, factor)
+            c_nope, c_rope = scales
             if close(c_nope, c_rope, rtol=1e-9, atol=0):
                 wrong["same"] = "your two scales are equal for settings that differ: do the two settings reach " \
                                 "the same parts of a score?"
