@@ -581,13 +581,10 @@ print(f"YaRN attention factor at s = {s:g}: 0.1 ln s + 1 = {att:.4f}; scores x{a
 # Two caveats come with that rule. If A and B did not differ at all, their six scores would
 # fall in a random order, and "every seed of A above every seed of B" would still happen
 # 1 time in $\binom{6}{3} = 20$: among twenty such claims about methods that do not differ,
-# one would pass. And a win can rest on a few answers. Its *separation* (`ex.separation`) is the
-# worst seed of A minus the best seed of B, in standard errors of that difference,
-# $(a_{\min} - b_{\max}) / \sqrt{2p(1-p)/n}$, with $p$ the mean of the two and $n$ answers each;
-# below 2 we call the win **thin**. $n$ counts answers: for recall 4 per sequence, which share one
-# dictionary; for the grammar every token of 128 sequences. Answers of one sequence need not be
-# independent, so the separation is an upper bound; the end of this section also counts each sequence
-# once, a pessimistic bound under which more orderings turn thin (three recall ones among them).
+# one would pass. And a win can rest on a few answers: its *separation* (`ex.separation`) is the
+# worst seed of A minus the best seed of B in standard errors of the evaluation noise, and below 2
+# we call the win **thin**. (How it is computed, and how its count of answers could mislead: the
+# aside on luck at the end of this section.)
 
 
 # %% slideshow={"slide_type": "subslide"}
@@ -1587,7 +1584,10 @@ assert top512 == ["t5", "none", "rope+linear"] and [round(R[m][512]["mean"], 2) 
 # independent draws, so the 1-in-20 does not apply, and an ordering there says less than it seems.
 #
 # What carries the weight is the separation: the worst seed of the winner beats the best seed of
-# the loser by how many standard errors of the evaluation noise. The thin ones (below 2, next cell)
+# the loser by how many standard errors of the evaluation noise,
+# $(a_{\min} - b_{\max}) / \sqrt{2p(1-p)/n}$, with $p$ the mean of the two and $n$ answers each
+# (for recall 4 per sequence, which share one dictionary; for the grammar every token of 128
+# sequences). The thin ones (below 2, next cell)
 # are YaRN over NTK on the grammar at 512, RoPE over NTK on the dictionary-first recall at 128, and
 # T5 over NoPE there at 512. The text calls all three thin and builds nothing on the third.
 # Every other ordering is separated by more than 2.5, and every clear recall ordering by at least
