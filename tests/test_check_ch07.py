@@ -513,6 +513,9 @@ def test_the_inverted_peak_is_not_called_the_slowest_pair(capsys):
     (lambda b1, b2: peak_right(b1, b2)[:3], "expected a float tensor"),
     (lambda b1, b2: 0.1, "expected a float tensor"),
     (lambda b1, b2: b1 * float("nan"), "not finite"),
+    (lambda b1, b2: 2 / (b1.log() + b2.log()), "nearly equal"),  # 1/ln sqrt(b1 b2): the nearby-bases limit
+    (lambda b1, b2: (b2.log().log() - b1.log().log()) / (b2.log10() - b1.log10()), "base-10"),  # log10 below
+    (lambda b1, b2: (torch.log10(b2.log() / b1.log())) / (b2.log() - b1.log()), "base-10"),  # log10 above
 ])
 def test_stale_cache_pair_names_the_misconception(wrong, says, capsys):
     ok, out = run(check.stale_cache_pair, wrong, capsys)

@@ -222,6 +222,16 @@ def stale_cache_pair(answer: Callable[[torch.Tensor, torch.Tensor], Any] | None)
                               "to just under 1 (the slowest pair)")
             elif (value.abs() < 1e-6).all():
                 yield False, "x = 0 is pair 0, which turns by 1 radian per position whatever the base"
+            elif torch.allclose(value, 2 / (b1.log() + b2.log()), rtol=1e-6, atol=0):
+                yield False, ("your x is where the drift would peak if the two bases were nearly equal (the limit of "
+                              "nearby bases, one base in the middle of the two). The checker's bases lie far apart, "
+                              "up to 10^12 against 10, and there the peak is not at that limit: the drift is the "
+                              "difference of two pairs' turns, each with its own base")
+            elif any(all(at_top(v * f, b1_, b2_, _NEAR_RTOL) for v, b1_, b2_ in pairs)
+                     for f in (math.log(10), 1 / math.log(10))):
+                yield False, ("your x is off the peak by one and the same factor for every base pair, about 2.303: "
+                              "the ratio of a natural logarithm to a base-10 one. A base-10 logarithm stands where "
+                              "a natural one belongs (or the reverse); mixed, the two do not cancel")
             elif all(at_top(*xb, _NEAR_RTOL) for xb in pairs):
                 yield False, ("your x is near the peak for every base pair (within 1e-5 of it, relative) but not at "
                               "it to float64 precision: near its top the drift is flat, so the drift's own values "
