@@ -2096,7 +2096,7 @@ assert transformers_llama.ok and transformers_llama.relative and len(transformer
 # use **MRoPE** (multimodal RoPE; chapter 9 builds it, and all this section needs is here): each
 # token has three coordinates $(t, h, w)$, its time step and, for an image patch, its row and
 # column, and the pairs are split into three sections, each turned by one coordinate.
-# `mrope_section` = [24, 20, 20] gives 24, 20 and 20 of the 64 pairs to $t$, $h$ and $w$;
+# Qwen3-VL's `mrope_section` = [24, 20, 20] gives 24, 20 and 20 of its 64 pairs to $t$, $h$ and $w$;
 # `pl.mrope_positions` writes the coordinates (a text token gets $t = h = w$; the cell asserts both
 # numbers) and `pl.apply_rope_nd` rotates by them. Qwen3-VL's config says its sections are
 # *interleaved* (`mrope_interleaved`: pairs go to the axes $t, h, w$ in turn); Qwen2-VL's were
