@@ -474,6 +474,14 @@ def test_tables_misconceptions_are_named(answer, name, capsys):
     # number at every size, so the message names both (final reader r10, finding 2)
     (lambda B, h, L, d, b: 2 + Fraction(2 * 2 * L * d * 4, 2 * B * h * L * d * b), ("every feature of x",)),
     (lambda B, h, L, d, b: 2 + Fraction(2 * 2 * L * (d // 2) * 4, B * h * L * d * b), ("divided by x's bytes",)),
+    # float64-sized tables (8 bytes an entry): the same number again, so the message names it too (reader j10, 6)
+    (lambda B, h, L, d, b: 2 + Fraction(2 * 2 * L * (d // 2) * 8, 2 * B * h * L * d * b), ("weighed at 8 bytes",)),
+    # one table (sin forgotten), and both tables at 2 bytes an entry: the number of the tables read in one pass only,
+    # so one message names all three (reader j10, finding 6)
+    (lambda B, h, L, d, b: 2 + Fraction(2 * 1 * L * (d // 2) * 4, 2 * B * h * L * d * b), ("only one of the two tables",)),
+    (lambda B, h, L, d, b: 2 + Fraction(2 * 2 * L * (d // 2) * 2, 2 * B * h * L * d * b), ("weighed at 2 bytes",)),
+    (lambda B, h, L, d, b: 2 + Fraction(1 * 2 * L * (d // 2) * 4, 2 * B * h * L * d * b),
+     ("only one of the step's two passes",)),
     # the tables made in the step (the stateless function), and a table written for the backward pass: the same
     # number, so the message names both
     (lambda B, h, L, d, b: 2 + Fraction(3 * 2 * L * (d // 2) * 4, 2 * B * h * L * d * b), ("stateless apply_rope",)),
@@ -483,9 +491,11 @@ def test_tables_misconceptions_are_named(answer, name, capsys):
 def test_slips_that_give_the_same_number_are_both_named(answer, names, capsys):
     ok, out = tables_verdict(answer, capsys)
     assert ok is False and all(name in out for name in names), out
-    pairs = {"every feature of x": "divided by x's bytes", "stateless apply_rope": "made for the backward pass"}
-    for first, second in pairs.items():
-        assert (first in out) == (second in out), out  # the two of a pair are named together
+    groups = [("every feature of x", "divided by x's bytes", "weighed at 8 bytes"),
+              ("stateless apply_rope", "made for the backward pass"),
+              ("only one of the step's two passes", "only one of the two tables", "weighed at 2 bytes")]
+    for group in groups:
+        assert len({name in out for name in group}) == 1, out  # the slips of a group are named together
     assert str(step_bounds(3, 10**30, 10**12, 256, 2)) not in out and "hint:" not in out, out
 
 

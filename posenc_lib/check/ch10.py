@@ -251,8 +251,9 @@ _STEP_RIGHT = {  # sealed([batch, heads, seq, d, itemsize, numerator, denominato
     (6, 9, 1000000000000000000000000000000000, 1000000000, 1): 'dfa1383265a2262f97a08bed',
 }
 _STEP_WRONG = {  # sealed wrong answers -> the misconceptions they match (two may coincide in one case; where two
-    # slips give the same number in every case, one message names both: "per_feature" is also the tables' bytes over
-    # x's bytes, "stateless" also a table written for the backward pass)
+    # slips give the same number in every case, one message names them all: "per_feature" is also the tables' bytes
+    # over x's bytes and tables weighed at 8 bytes, "one_pass_tables" also one table counted and tables weighed at
+    # 2 bytes, "stateless" also a table written for the backward pass)
     'a60e44d25b46e0de62496c51': ('per_head',),
     '0f36ced78e956cf2ddcea8f3': ('per_head',),
     '4985c0560be60aee5d633ad9': ('per_head',),
@@ -312,7 +313,9 @@ _STEP_MISCONCEPTIONS = {
     "x_dtype": "your answers match a count that weighs the tables' entries in x's dtype",
     "saved_x": ("your answers match a count in which the backward pass reads x again; what does a rotation's "
                 "backward need besides the incoming gradient and the tables?"),
-    "one_pass_tables": "your answers match a count that reads the tables in only one of the step's two passes",
+    "one_pass_tables": ("your answers match any of three counts that give the same number: the tables read in only "
+                        "one of the step's two passes, only one of the two tables (cos or sin) counted, or the "
+                        "tables' entries weighed at 2 bytes each (they are float32)"),
     "fixed_itemsize": ("your answers are right where x has 2 bytes per entry and wrong at the other sizes: your "
                        "count weighs x in one fixed dtype, not in the itemsize it is given"),
     "stateless": ("your answers match a count that writes table-sized tensors once in the step besides reading the "
@@ -320,9 +323,10 @@ _STEP_MISCONCEPTIONS = {
                   "from its second call, reuses the tables it cached), or a table of its own made for the backward "
                   "pass (a rotation by -angle needs none: cos(-a) = cos a, sin(-a) = -sin a)"),
     "no_tables": "your answers match a count that leaves the tables out",
-    "per_feature": ("your answers match either of two counts that give the same number: a table entry for every "
-                    "feature of x, or the tables' bytes divided by x's bytes rather than by a one-pass bound's (x "
-                    "read once and a result of x's size written once)"),
+    "per_feature": ("your answers match any of three counts that give the same number: a table entry for every "
+                    "feature of x, the tables' bytes divided by x's bytes rather than by a one-pass bound's (x "
+                    "read once and a result of x's size written once), or the tables' entries weighed at 8 bytes "
+                    "each (they are float32)"),
     "forward_only": "your answers match a count of the forward pass alone",
     "cast_per_pass": ("your answers match a count with a temporary copy of the tables cast to x's dtype (a bfloat16 "
                       "copy for a bf16 x), written and read again in each pass"),
