@@ -242,6 +242,15 @@ def test_ring_bias_names_the_misconception(wrong, says, capsys):
     assert says in out and "hint:" in out
 
 
+def test_ring_bias_hint_names_an_idea_not_the_step(capsys):
+    """Review j06: the hint asks what a slot can know about its key's arrival; it does not say that the bias
+    needs the key's age (its distance back) rather than the slot's index: that is the design asked for."""
+    assert check.ring_bias(ring_by_slot) is False
+    hint = capsys.readouterr().out.split("hint:")[1]
+    assert "arrived" in hint and "?" in hint
+    assert not any(w in hint for w in ("age", "address", "distance", "steps back", "remainder", "mod"))
+
+
 # ---------------------------------------------------------------- Exercise 2: when two keys share one stored bias
 
 def stored_by_hand(n, bits):

@@ -20,8 +20,8 @@
 # This chapter covers:
 # 1. the slopes, for any number of heads;
 # 2. the bias matrices of the causal form and of three encoder variants;
-# 3. why many implementations add $+m_h\,j$ instead, and where that shortcut breaks (low precision here;
-#    the symmetric encoder form after Exercise 3);
+# 3. why many implementations add $+m_h\,j$ instead, and where that shortcut breaks: the symmetric
+#    encoder form, and low precision;
 # 4. ALiBi inside attention and a first look at longer inputs;
 #    - what a small trained model does past its training length, against the control of reading
 #      through a sliding window;
@@ -223,8 +223,9 @@ torch.testing.assert_close(pl.alibi_bias(8, 3, 12, device=device), causal[:, -3:
 #   (the past), the other $H/2$ only keys to their right; both halves use the slopes of $H/2$ heads;
 # * **learned** (`pl.LearnedALiBi`): nothing masked, and each head learns one slope for the left side
 #   and one for the right side. The source stores two unconstrained parameters per head,
-#   initialised from a normal distribution with mean $-2$ and standard deviation 1, and uses
-#   $-\mathrm{sigmoid}(\cdot)$ of them, so the slopes stay in $(0, 1)$ and start spread around
+#   initialised from a normal distribution with mean $-2$ and standard deviation 1, and takes
+#   $-\mathrm{sigmoid}(\cdot)$ of them as the slopes, which lie in $(-1, 0)$ and multiply $|i - j|$ directly.
+#   Their magnitudes (what `pl.LearnedALiBi.slopes()` returns) lie in $(0, 1)$ and start spread around
 #   $\mathrm{sigmoid}(-2) \approx 0.12$.
 #
 # The figure shows head 1 of each (and head 5 of the non-symmetric form, the first right-looking head).
@@ -275,6 +276,8 @@ torch.testing.assert_close(nonsym[:4].tril(), pl.alibi_bias(4, 12, device=device
 m_left, m_right = (s.detach() for s in learned.slopes())
 both = torch.cat([m_left, m_right]).cpu()
 assert round(torch.sigmoid(torch.tensor(-2.0)).item(), 2) == 0.12 and both.min() < 0.12 < both.max()  # spread around
+assert ((both > 0) & (both < 1)).all()  # magnitudes in (0, 1): the source's slopes are these, negated
+torch.testing.assert_close(m_left, torch.sigmoid(learned.slopes_left.detach()))  # the source's -sigmoid, negated
 raw = pl.LearnedALiBi(4096).slopes_left.detach()  # many heads: the draw's mean and spread, as the source sets them
 assert abs(raw.mean().item() + 2) < 0.05 and abs(raw.std().item() - 1) < 0.05
 dist = (i - j).abs()
@@ -325,8 +328,28 @@ torch.testing.assert_close((scores + plus_mj).softmax(-1), (scores + causal_b).s
 print("+m*j and -m*(i-j): same causal attention weights")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
+# **The encoder forms.** Does the shortcut carry over to the encoder forms of §2, where nothing hides the
+# keys after the query? Not to the symmetric form: for a key after the query, $-m_h|i - j|$ falls with $j$
+# while $+m_h j$ rises, so the difference is not the same number along a row, and the weights differ (the
+# cell measures both).
+
+# %%
+H, L, d = 8, 10, 16
+q, k = torch.randn(2, H, L, d, generator=torch.Generator().manual_seed(3)).to(device).unbind(0)
+scores = q @ k.transpose(-1, -2) / math.sqrt(d)
+m = pl.alibi_slopes(H, device=device).view(-1, 1, 1)
+pos = torch.arange(L, device=device)
+sym_b = pl.alibi_bias(H, L, mode="symmetric", device=device)
+plus_mj_full = (m * pos).expand(H, L, L)
+row_gap = sym_b - plus_mj_full
+assert not torch.allclose(row_gap, row_gap[..., :1].expand_as(row_gap))  # not constant along rows
+w_true, w_short = (scores + sym_b).softmax(-1), (scores + plus_mj_full).softmax(-1)
+assert not torch.allclose(w_true, w_short, atol=1e-3)
+print(f"symmetric form: largest weight difference {(w_true - w_short).abs().max().item():.2f}")
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
 # BLOOM's code in transformers (`build_alibi_tensor` in `models/bloom/modeling_bloom.py`) builds exactly
-# this $+m_h\,j$ row, with the recipe's slopes of §1, for 112 heads too. Its $j$ is not the raw index but
+# the causal $+m_h\,j$ row, with the recipe's slopes of §1, for 112 heads too. Its $j$ is not the raw index but
 # `attention_mask.cumsum(-1) - 1`: with left padding only the real tokens are counted, so the first real
 # token gets $j = 0$ (padded slots get 0 as well, and the mask hides them). The cell runs transformers'
 # `build_alibi_tensor` and checks both.
@@ -402,13 +425,12 @@ assert minus_bf16[0, -6:].unique().numel() == 6  # -m_h (i - j): head 1's six ne
 # model trained with this rounding suffers from it is another question, not tested here; the point is
 # that the two forms stop being interchangeable once the bias is stored in low precision.
 #
-# BLOOM may round more than the bias. transformers' `BloomAttention` adds $q \cdot k/\sqrt d$ to the row
-# in one `baddbmm` in the model's dtype (§5 records the call), so in bfloat16 the sum is rounded too,
-# and near $m_h\,j \approx 1448$, where bfloat16's step is 8, content scores of a few units would be
-# rounded away with it. The cell below simulates that rounding; it does not run BLOOM: it adds content
-# scores of std 2 (five draws) to each row and rounds the sum to bfloat16. Head 1's 16 nearest keys then
-# keep only 2 or 3 distinct scores in the $+m_h\,j$ form and all 16 in the causal form, whose near
-# biases are small.
+# **Going further** (reading; a first reading may skip to §4). BLOOM may round more than the bias:
+# transformers' `BloomAttention` adds $q \cdot k/\sqrt d$ to the row in one `baddbmm` in the model's dtype
+# (§5 records the call), so in bfloat16 the sum is rounded too, and near $m_h\,j \approx 1448$ (step 8)
+# content scores of a few units are rounded away. The cell below simulates it, without running BLOOM:
+# content scores of std 2 (five draws) added to each row, the sum rounded to bfloat16. Head 1's 16 nearest
+# keys keep only 2 or 3 distinct scores in the $+m_h\,j$ form, all 16 in the causal form.
 
 # %%
 gentle = minus_bf16[-1].float()
@@ -1132,8 +1154,8 @@ print(f"dense: {t_dense:.1f} ms + {t_build:.1f} ms to build the bias "
 # head, $O(H \cdot L)$ numbers, serves every query (for 8 heads at 32768 tokens in float32, 1 MiB instead of
 # the 34 GB above), but dense attention still holds the $O(H \cdot L^2)$ *scores*.
 #
-# **Going further** (reading; the cell below checks what it can): transformers' BLOOM builds a tensor of
-# shape $(B \cdot H, 1, \text{kv\_len})$ and lets the query dimension broadcast, with the causal mask added
+# **Going further** (reading, to the end of §5; a first reading may skip to §6): transformers' BLOOM
+# builds a tensor of shape $(B \cdot H, 1, \text{kv\_len})$ and lets the query dimension broadcast, with the causal mask added
 # separately. A decoding step with a key/value cache uses the row for the keys that exist, all of it, with
 # nothing to slice by query position, so it cannot take a wrong row (§7.4). BLOOM's eager attention
 # (written step by step in PyTorch, not a fused kernel) adds the row to $q \cdot k$ for every query
@@ -1146,28 +1168,26 @@ print(f"dense: {t_dense:.1f} ms + {t_build:.1f} ms to build the bias "
 # (`flash_attn_func`, from version 2.4: the changelog in the Dao-AILab/flash-attention README, "2.4: ALiBi
 # (attention with linear bias), deterministic backward pass"), and PyTorch's FlexAttention a `score_mod(score, b, h, q_idx,
 # kv_idx)` function that can return `score - m[h] * (q_idx - kv_idx)`
-# (`tests/test_upstream_claims.py` runs the latter against `pl.attention` with the dense bias). MPT
-# (`build_mpt_alibi_tensor` in `models/mpt/modeling_mpt.py`) builds the row shifted to end at zero,
-# $m_h\,(j - (L - 1))$ for its `max_seq_len` $L$, and its attention keeps the last `key_length` columns;
-# that is again a row constant away from $+m_h\,j$.
+# (`tests/test_upstream_claims.py` runs the latter against `pl.attention` with the dense bias).
 #
 # For reading released code: Falcon (with `alibi=True`) adds the row scaled by $1/\sqrt{d_\text{head}}$
-# on its SDPA path (`tests/test_crosscheck.py` checks it), but its eager path adds the bias twice: the
+# on its SDPA path (`tests/test_crosscheck.py` checks it), but in transformers 5.24.0 (the version the
+# course locks; the cell asserts it, so a newer one stops it) its eager path adds the bias twice: the
 # row joins $q\cdot k$ before the $1/\sqrt{d_\text{head}}$ scale, and the mask added after the scale
 # already holds the row over $\sqrt{d_\text{head}}$. With $q = k = 0$ a tiny eager Falcon returns the
 # weights of slopes $2m_h/\sqrt{d_\text{head}}$, not $m_h/\sqrt{d_\text{head}}$, and the two paths
-# give different outputs for the same weights (the cell below). And
-# MPT's slopes are $2^{-\text{alibi\_bias\_max} \cdot h / H}$, Press's for its default 8, for a head count
-# $H$ that is a power of two only. For any other $H$, MPT, like ALiBi's reference code, builds that sequence
+# give different outputs for the same weights (the cell below). MPT (`build_mpt_alibi_tensor` in
+# `models/mpt/modeling_mpt.py`) stores the row shifted to end at zero, $m_h\,(j - (L - 1))$ for its
+# `max_seq_len` $L$, again a constant away from $+m_h\,j$; its slopes are
+# $2^{-\text{alibi\_bias\_max} \cdot h / H}$, Press's for its default 8, for a head count $H$ that is a
+# power of two only. For any other $H$, MPT, like ALiBi's reference code, builds that sequence
 # for the next power of two above $H$ and keeps $H$ of its slopes, so the formula read with $H$ is wrong
 # for them (6 heads, asserted below: the recipe of §1, not $2^{-8h/6}$).
 #
-# Checked: the one row plus the causal mask gives the same weights as the full causal bias, a decoding
-# step with the whole row gives full attention's last row, and, run through the installed transformers, the
-# shapes and values of BLOOM's and MPT's rows, MPT's default, and the shape of the weights a tiny eager
-# BLOOM returns when asked for them, $(B, H, q, k)$. Any implementation honouring `output_attentions=True`
-# returns that shape, so it does not show that eager BLOOM stores the full scores: the recorded
-# `baddbmm`, which writes every query's scores with the bias added, does.
+# Checked below: one row plus the causal mask gives the full causal bias's weights, a decoding step with
+# the whole row gives full attention's last row, and, in the installed transformers, BLOOM's and MPT's rows,
+# MPT's default, and the recorded `baddbmm` that writes every query's scores with the bias added (the
+# $(B, H, q, k)$ weights a tiny eager BLOOM returns would not show it: any implementation returns that shape).
 
 # %%
 g = torch.manual_seed(0)
@@ -1206,7 +1226,10 @@ with torch.no_grad(), RecordOps() as bloom_ops:
 assert added.written[0][0] == 2 * 4 * L * L  # it writes (B * H, q, k) scores: every query's, the bias added
 print(f"one row per head (H, 1, L): same weights as the full causal bias; 8 heads x 32768 tokens: "
       f"{row_bytes / 2**20:.0f} MiB")
+import transformers
 from transformers import FalconConfig, FalconModel  # a tiny offline Falcon with ALiBi, eager and SDPA paths
+
+assert transformers.__version__ == "5.24.0"  # the locked version (requirements/*.txt): the claim below is about it
 
 falcon_heads, falcon_dim, falcon_out = 4, 8, {}
 for impl in ("eager", "sdpa"):
@@ -1612,26 +1635,6 @@ def one_row(b):
 
 # %% nbgrader={"grade": true, "grade_id": "one_row_bias", "locked": true, "points": 1, "schema_version": 3, "solution": false} slideshow={"slide_type": "skip"}
 _ = check.one_row_bias(one_row)
-
-# %% [markdown] slideshow={"slide_type": "fragment"}
-# **After Exercise 3: the encoder forms.** Does the one-row shortcut carry over to the encoder forms of
-# §2, where nothing hides the keys after the query? Not to the symmetric form: there the difference
-# between $-m_h|i - j|$ and $+m_h j$ is not the same number along a row, and the weights differ (the cell
-# measures both).
-
-# %%
-H, L, d = 8, 10, 16
-q, k = torch.randn(2, H, L, d, generator=torch.Generator().manual_seed(3)).to(device).unbind(0)
-scores = q @ k.transpose(-1, -2) / math.sqrt(d)
-m = pl.alibi_slopes(H, device=device).view(-1, 1, 1)
-pos = torch.arange(L, device=device)
-sym_b = pl.alibi_bias(H, L, mode="symmetric", device=device)
-plus_mj_full = (m * pos).expand(H, L, L)
-row_gap = sym_b - plus_mj_full
-assert not torch.allclose(row_gap, row_gap[..., :1].expand_as(row_gap))  # not constant along rows
-w_true, w_short = (scores + sym_b).softmax(-1), (scores + plus_mj_full).softmax(-1)
-assert not torch.allclose(w_true, w_short, atol=1e-3)
-print(f"symmetric form: largest weight difference {(w_true - w_short).abs().max().item():.2f}")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **4 (derive).** How much of the last query's attention can a head put beyond what training showed it?

@@ -141,8 +141,8 @@ def ring_bias(fn: Callable[[int, int, int], Any] | None) -> bool | None:
                      "yet full to one 10^12 steps on")
 
     return report("ALiBi's bias over a ring buffer", fn, run,
-                  "ALiBi charges a key for how far back it is, not for where it is stored: what each slot needs "
-                  "is the age of the key it holds, not its address.")
+                  "ALiBi charges a key for how far back it is, not for where it is stored: what can a slot "
+                  "know about when its key arrived?")
 
 
 # ---------------------------------------------------------------- Exercise 2: when two keys share one stored bias
