@@ -466,12 +466,13 @@ def peak_by_grid_of_values(b1, b2):
 @pytest.mark.parametrize("search", [peak_by_ternary_search, peak_by_grid_of_values,
                                     lambda b1, b2: peak_by_ternary_search(b1, b2) + 0 * b1 + 0 * b2])
 def test_stale_cache_pair_handles_a_search_on_the_drift_values(search, capsys):
-    """A search on the drift's values stalls near the peak (float64 cannot order two drifts closer): the prompt says
-    such a search stops short, and the feedback says it is near but short of float64, and why values cannot do
+    """A comparison search on the drift's values stalls near the peak (float64 cannot order two drifts closer): the
+    prompt says such a search stops short, and the feedback says it is near but short of float64, and why values cannot do
     better, without the answer or the formula."""
     from pathlib import Path
     prompt = " ".join((Path(__file__).parent.parent / "notebooks" / "src" / "07_beyond.py").read_text().split())
-    assert "a search on the drift's own values stops short of that precision" in prompt.replace("# ", "")
+    assert "a comparison search on the drift's values (which is larger?) stops short of that precision" in prompt.replace(
+        "# ", "")
     x = search(torch.tensor([1e4], dtype=torch.float64), torch.tensor([1e4 * 8 ** (128 / 126)], dtype=torch.float64))
     exact = (math.log(math.log(1e4 * 8 ** (128 / 126))) - math.log(math.log(1e4))) / math.log(8 ** (128 / 126))
     assert 1e-12 < abs(x.item() / exact - 1) < 1e-5  # near, and short of float64
