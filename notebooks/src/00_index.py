@@ -18,15 +18,15 @@
 # ways transformers fix it, one chapter per idea. The formulas live once, in the library
 # `posenc_lib`. A chapter writes out only a one-liner such as $i/m$, or a form it then checks
 # against the library. Chapters 1 to 9 have self-checking exercises near their end, and the appendix on
-# speed, off the teaching path, has two. Lecturers: the plan for teaching with them is at the
-# end of this page.
+# speed, off the teaching path, has two. Lecturers: the plan for teaching with them is under "How to
+# use these notebooks in class", after the conventions.
 #
 # The course follows five Chinese blog posts on positional encodings and RoPE, cited as sources `000`
 # to `004`; where they slip, a chapter says so and its closing "Errata in the sources" corrects them
 # in the open.
 #
 # How the chapters check their own text, which versions they run and how to use a GPU: see
-# "About these notebooks" near the end of this page.
+# "About these notebooks", after the conventions.
 
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline
@@ -118,7 +118,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 #    length? (For a method with no
 #    code, such as RoPE or ALiBi: does a shift by $k$ act on a score the same way wherever the pair stands?)
 #    For a code, ✔ says nothing about scores: the integer and sinusoidal codes have the map, yet a head's
-#    scores $p_m^\top A\,p_n$ ($A = W_q^\top W_k$) depend on the offset alone only for special $A$ (the sinusoids' plain dot
+#    scores $p_m^\top A\,p_n$ ($A$ the head's query–key matrix) depend on the offset alone only for special $A$ (the sinusoids' plain dot
 #    product $p_m^\top p_n$ does, chapter 3 §6; a random $A$'s does not).
 # 3. Does a model trained on short sequences still work on longer ones (a small experiment in chapter 7)?
 # 4. Do the codes come from a fixed rule, with nothing learned?
@@ -139,7 +139,8 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 #
 # Column 3's marks for the five methods trained there come from one small experiment (chapter 7, three
 # seeds), and T5's ~ rests on one seed
-# (the evidence at the end of this page).
+# (the evidence at the end of this page). Column 3 answers chapter 7's "Predict first": a class may
+# leave it until chapter 7.
 #
 # Not in the map: Transformer-XL (fixed sinusoids of the offset, unclipped) and DeBERTa (learned
 # offsets, clipped in v1 and log-bucketed in v2/v3) put the offset into the scores as Shaw and T5 do; chapter 4 weighs them. LongRoPE
@@ -229,7 +230,7 @@ print("the conventions table matches the library")
 # $2p_{1+k} = (2 + 2k)\cdot\mathbf 1$, not to $p_{2+k} = (2+k)\cdot\mathbf 1$.
 # So we ask for an affine map, which the integer code's ✔ in the map stands for; the sinusoids meet the
 # strict, linear form too (chapter 3). The cell checks the integer code both ways, with
-# `pl.affine_shift_residual` (the map's checks above use it: 0 means one affine map moves every
+# `pl.affine_shift_residual` (the map's checks below use it: 0 means one affine map moves every
 # position $k$ steps).
 
 # %% slideshow={"slide_type": "fragment"}
@@ -346,7 +347,7 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 #
 # | chapter | 50-minute path | show live | assign |
 # |---|---|---|---|
-# | 0 `00_index` | the first 10 minutes of the session on chapter 1: the five properties a positional encoding should have, and the map at a glance (10) | — | — |
+# | 0 `00_index` | the first 10 minutes of the session on chapter 1: the five properties a positional encoding should have, and the map at a glance, column 3 left for chapter 7 (10) | — | — |
 # | 1 `01_why_positions` | §1 attention without positions, derive $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$ and why the softmax commutes (10), why a block with several heads keeps it and a causal mask breaks it (5) → §2–3 the dog demo, then add positions (5) → §4 permute the sentence: the two static figures, then the three predictions with the widget and their answers (10); §5 (the demo's weights and biases, the source's formula) as reading | §4 `permute_widget`: choose the order and the code (none, sinusoidal, one vector at every place, one repeating every 3 places), and let the room predict which rows light up | `passes_through`, `shift_not_shuffle` in class; `blind_query`, `causal_twins`, `changed_rows` at home |
 # | 2 `02_integer_binary` | §1 integer codes, their size against a normalised token, and the LayerNorm that erases them (8) → §2 normalised codes (3) → §3 binary codes: fast and slow bits, jumpy steps, source `002`'s reasons against them (8) → §4 "is there a fixed affine map to $p_{i+k}$?": let the room guess, run least squares, then the proof for every width (10) → §5 bits as sinusoids (3) → §6 learned tables: what they learn, the copied-rows control, why they stop at the training length (8) | §4 `misfit_widget` (binary, Gray and sinusoidal codes; try $k = 3$, then 16) | `bit_counter` in class; `exact_offsets`, `gray_wave` at home |
 # | 3 `03_sinusoids` | §1 the formula (10) → §2 heatmap (5) → §4 a shift by $k$ is one rotation $M_k$ (10) → §5 why a sine and a cosine (5) → §6 similarity vs distance, and when an attention score depends only on the offset (10); §3, §7–8 as reading | §2 `pe_widget`: d, length, base, layout; §6 `dot_widget`: base, range | `offset_from_codes` in class; `offset_only_score`, `slow_pairs` at home |
@@ -429,8 +430,7 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 #
 # **Binary code.** Behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge (column 1's cell), and no affine map
 # exists for any $k < 2^{d-2}$ ([chapter 2](02_integer_binary.ipynb) §3–4). The exact maps at some larger
-# $k$ are the table's end at work (a table that stops at $2^d - 1$ shows only three of the four patterns
-# of its top two bits), not a rule: on a table that stops at
+# $k$ are the table's end at work, not a rule: on a table that stops at
 # $2^d - 1$ the first is at $k = 2^{d-2}$, but with the positions wrapped around (mod $2^d$) the only one
 # left is at $k = 2^{d-1}$ (chapter 2's erratum 1; column 2's cell, $d$ = 4 to 6). So they earn no ~. Past a training length of
 # $2^b$ positions, bit $b$ turns on, a value training never showed (column 3's cell).
@@ -454,7 +454,7 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # In n-D, graded in Swin's form (Liu et al. 2021), one term per 2-D offset, which reads a different
 # entry for each direction (column 5's cell).
 #
-# **RoPE.** $R_{m+k} = R_k R_m$, so scores depend only on $n - m$ ([chapter 5](05_rope.ipynb)); without a
+# **RoPE.** $R_m^\top R_n = R_{n-m}$, so scores depend only on $n - m$ ([chapter 5](05_rope.ipynb)); without a
 # mask a key $k$ before a query and one $k$ after still differ, so swapping the two changes the query's
 # output (column 1's cell). Past its training length it meets angles it never saw:
 # [chapter 7](07_beyond.ipynb) §2 rescales them (PI, NTK, YaRN, Llama 3's) and §3 measures what that buys,
@@ -463,9 +463,9 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # **ALiBi.** A fixed penalty per head on the distance ([chapter 6](06_alibi.ipynb); §4 follows it past
 # the training length). Without a mask, symmetric ALiBi gives a key $k$ tokens before a query and one $k$
 # after the same bias, so swapping the two leaves the query's output as it was, and the mirror positions
-# of a palindrome get identical outputs (column 1's cell). Its hold on the grammar, a rule over the two
-# previous tokens, is what any recency bias gives: RoPE and the sinusoids read through a 64-token sliding window hold it
-# too (0.77 and 0.74 at 512 tokens; chapter 6 §4).
+# of a palindrome get identical outputs (column 1's cell). The grammar, a rule over the two previous
+# tokens, needs only recent context: RoPE and the sinusoids read through a 64-token sliding window (which
+# also keeps every position in the trained range) hold it too (0.77 and 0.74 at 512 tokens; chapter 6 §4).
 # In n-D the map grades a slope times the Euclidean
 # distance, the form of CROMA's 2D-ALiBi (Fuller et al., NeurIPS 2023; a citation, not run here), which
 # gives the keys left of and above a query one bias (column 5's cell).
@@ -674,7 +674,7 @@ assert wrapped == {d: [2 ** (d - 1)] for d in (4, 5, 6)}  # ... the edge's doing
 # grammar's tokens are random; single seeds scatter about it, three at 64 tokens less than 0.005 above). It does fall with length, in every seed at every step (means 0.43, 0.36, 0.32, 0.28 at 64,
 # 128, 256 and 512 tokens), but a drop is not a fair test of a rule learnt only partly in 400 steps;
 # graded anyway, NoPE would still get ~. Learned positions score 0.59 on the grammar at 64; their row
-# takes its ✘ from the first rule. The cell prints every mean at 64 and 512.
+# takes its ✘ from the first rule.
 #
 # **The seeds** agree with their mean everywhere but twice: one NoPE seed loses 0.125 on
 # `recall_anywhere`, and T5's ~ rests on one seed, the one that learnt the grammar least (0.61 at 64
@@ -683,7 +683,7 @@ assert wrapped == {d: [2 ** (d - 1)] for d in (4, 5, 6)}  # ... the edge's doing
 #
 # **The scope.** Tiny decoders (2 layers, width 64, 4 heads, 400 training steps) trained on 64 tokens: a
 # toy, not a measurement of large models. The rows grade plain methods: RoPE rescaled without
-# fine-tuning is not a row (YaRN holds on `recall_anywhere` only; chapter 7 compares PI, NTK and YaRN).
+# fine-tuning is not a row (chapter 7 compares PI, NTK and YaRN).
 #
 # **The layout.** The recall grades depend on where the dictionary sits: at 512 tokens it also sits
 # farther from the query than in any training lookup. [Chapter 7](07_beyond.ipynb) §3's control moves it
@@ -713,9 +713,6 @@ learnt = lambda m: [t for t in tasks if mean_at(m, t, 64) >= 0.6]  # noqa: E731 
 holds = lambda m, hold=0.10: [t for t in learnt(m) if mean_at(m, t, 64) - mean_at(m, t, 512) <= hold]  # noqa: E731
 grade = lambda m, hold=0.10: "✔" if len(holds(m, hold)) == 3 else "~" if holds(m, hold) else "✘"  # noqa: E731
 column_3 = {"none": "~", "sinusoidal": "✘", "t5": "~", "rope": "✘", "alibi": "~"}  # the map's column 3 (T5: the relative row)
-print("mean accuracy at 64 -> 512 tokens, over three seeds:")
-for m in column_3:
-    print(f"  {m:10}", "  ".join(f"{t} {mean_at(m, t, 64):.2f} -> {mean_at(m, t, 512):.2f}" for t in tasks))
 for cut in (0.45, 0.6, 0.68):  # the one task not learnt, for any cut from 0.45 to 0.68
     assert {(m, t) for m in column_3 for t in tasks if mean_at(m, t, 64) < cut} == {("none", "grammar")}
 assert round(mean_at("none", "grammar", 64), 2) == 0.43
