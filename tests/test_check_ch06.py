@@ -200,6 +200,24 @@ def ring_plus_mj(H, W, t):
     return (torch.tensor(recipe(H), dtype=torch.float64)[:, None] * p).masked_fill(back > t, float("-inf"))[:, None]
 
 
+def ring_plus_mj_minus_mt(H, W, t):
+    """Review k06: BLOOM's +m p with m t taken off again, in float64: small biases, each still off by the
+    rounding of m p and m t near 10^12."""
+    back = torch.tensor([(t - s) % W for s in range(W)], dtype=torch.float64)
+    m = torch.tensor(recipe(H), dtype=torch.float64)[:, None]
+    return (m * (t - back) - m * t).masked_fill(back > t, float("-inf"))[:, None]
+
+
+def test_plus_m_p_minus_m_t_is_small_but_off():
+    """The cancellation variant: its biases are small (no number near m t is returned), yet the weights at
+    t = 10^12 are off by more than the checker's 1e-6, so the large-bias message cannot be the one it gets."""
+    H, W, t = 12, 4, 10**12
+    scores = torch.randn(H, W, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    row, exact = ring_plus_mj_minus_mt(H, W, t)[:, 0], ring_right(H, W, t)[:, 0]
+    assert row.abs().max() < 10
+    assert ((scores + row).softmax(-1) - (scores + exact).softmax(-1)).abs().max() > 1e-6
+
+
 def ring_backwards(H, W, t):
     """The distance counted forwards round the ring, (s - t) mod W."""
     ahead = torch.tensor([(s - t) % W for s in range(W)], dtype=torch.float64)
@@ -225,6 +243,7 @@ def ring_plus_mj_float32(H, W, t):
     (ring_by_slot, "slot s no longer holds position s"),
     (lambda H, W, t: ring_right(H, W, t).nan_to_num(neginf=0.0), "slots that hold nothing"),
     (ring_plus_mj, "only to about 1e-4"),
+    (ring_plus_mj_minus_mt, "a difference of two of them keeps that error"),  # review k06: not 'the weights differ'
     (lambda H, W, t: torch.where(ring_right(H, W, t).isfinite(), -ring_right(H, W, t), ring_right(H, W, t)),
      "signs are flipped"),
     (lambda H, W, t: ring_right(H, W, t) * torch.tensor([2 ** (-8 * h / H) for h in range(1, H + 1)],

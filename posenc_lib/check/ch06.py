@@ -132,6 +132,12 @@ def ring_bias(fn: Callable[[int, int, int], Any] | None) -> bool | None:
                               "float64 stores numbers that large only to about 1e-4, so their differences, all a "
                               "softmax uses, are off by that much and the weights by more than this check's 1e-6 "
                               "(§3, 'in low precision')")
+            elif (scale := float(m.max()) * t) > 1e6 and bool(held.all()) and 0 < float(
+                    ((d := (row - want)) - d[:, :1]).abs().max()) <= 8 * math.ulp(scale):
+                yield False, (f"{case}: your weights are off only by the rounding of numbers near m·t (up to "
+                              f"{scale:.0e}): float64 stores those only to about {math.ulp(scale):.0e}, and a "
+                              "difference of two of them keeps that error although the result is small; the "
+                              "weights move by more than this check's 1e-6 (§3, 'in low precision')")
             else:
                 wrong = sum(not close(_weights(row[h], scores[h]), _weights(want[h], scores[h]), atol=1e-6, rtol=1e-5)
                             for h in range(H))
