@@ -935,9 +935,9 @@ assert xs_cpu.shape == (1024, 64) and xs_cpu.dtype == torch.float32 and xb.dtype
 # Source 003 asks, in a comment on its `precompute_freqs_cis`, whether `freqs_cis` should not be
 # fixed once the model's width and the longest input are set, reading its parameter `end` as each
 # input's length. It already is fixed: source 000's example calls
-# `precompute_freqs_cis(dim, max_seq_len * 2)` once, in its attention module's `__init__`, and Meta's
-# Llama code calls it once per model (in `Transformer.__init__`, with the head width `dim // n_heads`),
-# so `end` is the longest length, not each input's. The cell above measures what that saves.
+# `precompute_freqs_cis(dim, max_seq_len * 2)` in its attention module's `__init__` (once per layer, when
+# the model is built), and Meta's Llama code calls it once per model (in `Transformer.__init__`, with the
+# head width `dim // n_heads`), so `end` is a fixed bound, twice the longest length, not each input's. The cell above measures what that saves.
 # `RotaryEmbedding` builds its tables once: no sine or cosine from its second call on. The stateless
 # `apply_rope` computes L · d/2 cosines and as many sines on every call, and writes the tables again,
 # 1/8 of a bound.
@@ -1339,7 +1339,7 @@ print(f"with contiguous copies of q and k and the C operator: {len(on_operator)}
 # `F.scaled_dot_product_attention`, which the CPU records as one operator, so its T × T scores are
 # never counted. The next cell writes attention out (scores, mask, softmax, weighted sum) in the
 # same step: the step's bytes grow about threefold, and RoPE's share falls from about a quarter to
-# under a tenth. The fused count reads q, k and v once each, as the CPU's one operator does; a real
+# under a tenth. The fused count reads q, k and v once each (that is what this count assumes); a real
 # flash-attention kernel on a GPU re-reads k and v for every block of queries (and, in its backward
 # pass, q and the output's gradient for every block of keys), so it moves more than this count, which
 # would lower RoPE's share. So about a quarter is this count's share (eager operators on the CPU, this
@@ -1416,7 +1416,7 @@ print(f"the rest's bytes from 1 sequence to 8: x {rest_per_batch[64]:.2f} at d_m
 # | Source | The source writes | What is right | Where |
 # |---|---|---|---|
 # | `003` (its RoPE code, a comment) | `torch.exp(torch.arange(0, d, 2) * -(math.log(10000.0) / d))` "is same as" `1.0 / (10000 ** (torch.arange(0, d, 2).float() / d))` | the same in exact arithmetic, not in float32: at d = 64 the two differ in 17 of the 32 frequencies; the exp form is more than 3 ulps off the float32 number nearest θ_j, the power form at most 1 | §1 |
-| `003` (a comment in `precompute_freqs_cis`) | asks whether `freqs_cis` should not be fixed once the model's width and the longest input are set, reading `end` as each input's length | the code already does so: `end` is the longest length, and the table is built once per model (source 000's example, Meta's Llama code; §4). Fixing it is right: the table depends only on d, the base and the positions, so one table for the longest length, cut to the first L rows, is the table for L, bit for bit; `pl.RotaryEmbedding` keeps its tables between calls, while `pl.apply_rope` remakes them on every call (§2 and §4 count what that costs) | below |
+| `003` (a comment in `precompute_freqs_cis`) | asks whether `freqs_cis` should not be fixed once the model's width and the longest input are set, reading `end` as each input's length | the code already does so: `end` is a fixed bound (twice the longest length), and the table is built when the model is built (once per layer in source 000's example, once per model in Meta's Llama code; §4). Fixing it is right: the table depends only on d, the base and the positions, so one table for the longest length, cut to the first L rows, is the table for L, bit for bit; `pl.RotaryEmbedding` keeps its tables between calls, while `pl.apply_rope` remakes them on every call (§2 and §4 count what that costs) | below |
 
 # %% slideshow={"slide_type": "fragment"}
 differ = int((exp_form != pow_form).sum())
