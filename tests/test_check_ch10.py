@@ -453,6 +453,9 @@ def test_a_float_is_refused(capsys):
     (lambda B, h, L, d, b: 2 + Fraction(2 * 2 * L * (d // 2) * 4, 2 * B * h * L * d * 2), "in one fixed dtype"),
     (lambda B, h, L, d, b: 2 + Fraction(8, B * h * b), "a table entry for every feature of x"),
     (lambda B, h, L, d, b: 1 + Fraction(2, B * h * b), "the forward pass alone"),
+    # the whole step in units of x's bytes, not of a one-pass bound (2 x's bytes): a unit slip (reader k10, finding 3)
+    (lambda B, h, L, d, b: Fraction(4 * B * h * L * d * b + 2 * 2 * L * (d // 2) * 4, B * h * L * d * b),
+     "counted in units of x's bytes"),
     # a low-precision temporary: the float32 tables read, cast to x's dtype (written), the copy read by the rotation
     (lambda B, h, L, d, b: 2 + Fraction(2 * (L * d * 4 + 2 * L * d * b), 2 * B * h * L * d * b),
      "cast to x's dtype (a bfloat16 copy for a bf16 x), written and read again in each pass"),

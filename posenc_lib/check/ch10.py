@@ -304,6 +304,9 @@ _STEP_WRONG = {  # sealed wrong answers -> the misconceptions they match (two ma
     'd1e1a00c03f3719f37b04ed1': ('saved_x',), 'cdc60d7518d20a6c2e22f730': ('saved_x',),
     'b73365e7ac9d967232477db2': ('saved_x',), '1a0305f4d19b60b5fc4a979f': ('saved_x',),
     '4e16356b53baafaf577ab177': ('saved_x',),
+    'a4c735e24fc4b317d211f353': ('x_bytes_unit',), '6e02b28e95b83acf5613101d': ('x_bytes_unit',),
+    '5f67dbcf8d85de0ebb959c06': ('x_bytes_unit',), '4479fe045c6898b6e5159ad3': ('x_bytes_unit',),
+    'ea766249db63b702d54cee1f': ('x_bytes_unit',),
 }
 _STEP_MISCONCEPTIONS = {
     "per_head": "your answers match a count with one copy of the tables for every head of every sequence",
@@ -328,6 +331,8 @@ _STEP_MISCONCEPTIONS = {
                     "read once and a result of x's size written once), or the tables' entries weighed at 8 bytes "
                     "each (they are float32)"),
     "forward_only": "your answers match a count of the forward pass alone",
+    "x_bytes_unit": ("your answers match the step's bytes counted in units of x's bytes; the unit asked for is a "
+                     "one-pass bound (x read once and a result of x's size written once)"),
     "cast_per_pass": ("your answers match a count with a temporary copy of the tables cast to x's dtype (a bfloat16 "
                       "copy for a bf16 x), written and read again in each pass"),
     "cast_once": ("your answers match a count with a temporary copy of the tables cast to x's dtype (a bfloat16 "
