@@ -217,8 +217,8 @@ print("the conventions table matches the library")
 # chapter 1's Exercise 4 asks for an exception under a causal mask.) The cell below checks all three on
 # one random head (weights of std 1). It then checks both differences on 50 more random heads at the usual
 # scale (weights of std $1/\sqrt d$; codes and tokens of std 1): the outputs are more than 1e-3 apart
-# every time. Special weights make exceptions: a head that puts all its weight on one key both places see
-# is one (others, such as a zero value matrix, are as contrived). Its two outputs are then that key's value, equal for different tokens and under a causal mask alike (checked too). The
+# every time. Special heads make exceptions: one that puts all its weight on one key both places see (the
+# cell builds it with a large bias on that key) is one; others, such as a zero value matrix, are as contrived. Its two outputs are then that key's value, equal for different tokens and under a causal mask alike (checked too). The
 # harm of a shared code is elsewhere. Without a mask the layer cannot tell which of the two places each
 # token stands at, so swapping the two tokens only swaps their output rows (checked too). That is chapter
 # 1's blindness to order in small.
@@ -400,14 +400,14 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # | method | 1 told apart | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|
 # | none (NoPE) [1, 7] | ✘ one layer treats the tokens a query sees as a set; a causal mask only chooses which it sees [1, 7] | – | ~ holds on both recalls as set (not with the dictionary moved); the grammar ungraded: learnt too little (0.43) [7] | – nothing to fix | ~ raster order gives one index |
-# | integer $i\cdot\mathbf 1$ [2] | ~ a LayerNorm erases it | ✔ affine, yet a head's scores not offset-only | ? not trained; its values grow without bound | ✔ | ~ axial, argued in [9] (no LayerNorm before the head) |
+# | integer $i\cdot\mathbf 1$ [2] | ~ a LayerNorm erases it; without one, its size swamps a head's softmax | ✔ affine, yet a head's scores not offset-only | ? not trained; its values grow without bound | ✔ | ~ axial, argued in [9] (no LayerNorm before the head) |
 # | normalised $i/m$ [2] | ~ a LayerNorm erases it | ✘ one map per length ($p_0$ is the same at every length, $p_3$ is not) | ? not trained; every code changes with the length, as position interpolation's angles do (chapter 7 §2) | ✔ | ~ axial, argued in [9] (no LayerNorm before the head) |
 # | binary [2] | ~ up to $2^d$ positions; behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge | ✘ no affine map for small $k$ | ? not trained; past $2^b$ positions a bit training never set | ✔ | ~ axial, argued in [9] (no LayerNorm before the head) |
 # | sinusoidal [3] | ✔ even behind a LayerNorm (512 positions at $d = 16$ checked) | ✔ a rotation $M_k$, yet a random head's scores not offset-only | ✘ falls on all three tasks [7] | ✔ | ~ axial [9] (no LayerNorm before the head) |
 # | learned absolute [2, 7] | ✔ distinct rows, even behind a LayerNorm | ? a random table has none, but training could make one; no trained table checked | ✘ no rows past `max_len` | ✘ learned | ~ rows depend on the grid's width |
 # | relative: Shaw, T5 [4] | ~ offsets, clipped far away | ✔ depends on $k$ alone | ~ T5 holds on both recalls as set, falls on the grammar (on the mean of three seeds, not the median); no Shaw model trained [7] | ~ fixed rule, learned entries | ✔ one term per 2-D offset |
 # | RoPE [5] | ✔ even without a mask | ✔ $R_{m+k} = R_k R_m$ | ✘ falls on all three tasks [7] | ✔ | ~ axial [9] |
-# | ALiBi [6] | ~ the symmetric encoder form: without a mask, a key $k$ before and one $k$ after look alike (the causal and non-symmetric forms tell them apart) | ✔ bias $-m_h(i-j)$ | ~ holds on the grammar (as a 64-token window does), falls on both recalls as set [6, 7] | ✔ fixed slopes | ~ left and above share a bias |
+# | ALiBi [6] | ~ the symmetric encoder form: without a mask, a key $k$ before and one $k$ after look alike (the causal form tells them apart, 171 swaps of 171; the non-symmetric form is not run here) | ✔ bias $-m_h(i-j)$ | ~ holds on the grammar (as a 64-token window does), falls on both recalls as set [6, 7] | ✔ fixed slopes | ~ left and above share a bias |
 #
 # **NoPE.** No code, so one layer treats the tokens a query sees as a set: no swap of two of them changes
 # its output (chapter 1), and a causal mask only chooses which tokens it sees (column 1's ✘; what a swap does
@@ -484,8 +484,8 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # LayerNorm that erases it (the integer-code note). `001` adds its code to inputs that, it says, a
 # LayerNorm has usually already processed, with no LayerNorm after the sum, and there its ✔
 # stands: the difference is the map's stricter rule, which grades a LayerNorm after the sum too, not an
-# error in `001`; for binary codes and property 1, the LayerNorm that
-# merges $p_0$ and $p_{2^d-1}$ (the binary-code note). For binary codes and property 2 see chapter 2's
+# error in `001`. For binary codes and property 1 the map's ~ is, likewise, the LayerNorm that merges
+# $p_0$ and $p_{2^d-1}$ (the binary-code note), which `001` does not put after the sum. For binary codes and property 2 see chapter 2's
 # erratum 1: least squares finds no affine map for small offsets. For the integer code and
 # property 3, `001` gives the ✔ without a reason. The map leaves it untested (?), as no model with an
 # integer code is trained here, and notes that the values grow without bound: position 1000 of a
@@ -501,7 +501,8 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # 171 swaps of two tokens a query sees changes its output, for the middle query without a mask and for the
 # last one with a causal mask. ALiBi: all 171 under the mask; symmetric, without one, 162, the 9 swaps of
 # mirror pairs (a key $k$ before and one $k$ after) leaving it as it was. With the integer code or no code,
-# none of the 171 does (the control). Binary codes of
+# none of the 171 does (the control). The integer code without the LayerNorm fares little better, 18
+# and 0 of 171: scores that grow with $i \cdot j$ put nearly all of a query's weight on one key. Binary codes of
 # $d$ = 4, 5 and 6 bits keep $2^d - 1$ of their $2^d$ positions (15, 31 and 63): the all-zero $p_0$ and
 # the all-one $p_{2^d-1}$ merge. The first $2^d$ positions take every one of the $2^d$ codes of $d$ bits,
 # so position $2^d$ has none of its own; 17 bits already cover Llama 3.1's 131 072 positions. Then,
@@ -568,6 +569,9 @@ swap_counts = {name: (171 - len(a), 171 - len(b)) for name, (a, b) in kept.items
 print("swaps (of 171) that change the query's output, (middle query, no mask), (last query, causal):", swap_counts)
 assert swap_counts == {"sinusoidal": (171, 171), "random table": (171, 171), "RoPE": (171, 171),
                        "ALiBi": (162, 171), "integer": (0, 0), "none": (0, 0)}
+integer_20 = pl.integer_positions(20, 16).double()  # the integer code without the LayerNorm: its size swamps the softmax
+no_ln = lambda x, causal: pl.attention(*((x + integer_20) @ w for w in (wq_s, wk_s, wv_s)), causal=causal)[0]  # noqa: E731
+assert (171 - len(swaps_that_keep(no_ln, 10, False)), 171 - len(swaps_that_keep(no_ln, 19, True))) == (18, 0)
 assert kept["ALiBi"][0] == sorted((10 - k, 10 + k) for k in range(1, 10))  # symmetric ALiBi keeps exactly the mirror pairs
 bits = pl.binary_positions(2**4, 4)
 assert torch.unique(bits, dim=0).shape[0] == 16 and set(bits.unique().tolist()) == {0, 1}  # all 16 codes of 4 bits
