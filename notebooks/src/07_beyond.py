@@ -313,8 +313,6 @@ for m in ("linear", "yarn", "llama3"):
     assert not fresh[m].any() and (2 * math.pi / scaled[m][0][never_turned] > s * L0).all()
     torch.testing.assert_close(ratio[m][never_turned], torch.full_like(theta[never_turned], 1 / s))  # fully
 assert torch.equal(fresh["ntk"], never_turned & (pair < d // 2 - 1))
-ntk_short = never_turned & (2 * math.pi / scaled["ntk"][0] < s * L0)  # slow pairs whose new wavelength < s L0
-assert ntk_short.nonzero().flatten().tolist() == [41, 42, 43, 44]
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Why does an unseen angle hurt, and an interpolated one not? Training fixes a head's
