@@ -218,12 +218,27 @@ def test_index_shows_the_same_map_twice():
     the same methods with the same marks."""
     glance, again = _index_map("## The map at a glance"), _index_map("## The map again, with the evidence")
     assert len(glance) == 9 and glance == again
-    assert {mark for row in glance for mark in row[1:]} == {"✔", "✘", "~", "–", "?"}
+    assert {mark for row in glance for mark in row[1:]} == {"✔", "✘", "~", "–", "?", "[7]"}
+    # column 3 of the methods chapter 7 trains is left to it (its "Predict first" asks for those marks)
+    assert {row[0].split(" [")[0] for row in glance if row[3] == "[7]"} == {
+        "none (NoPE)", "sinusoidal", "relative: Shaw, T5", "RoPE", "ALiBi"}
+    assert "[7]" not in {mark for row in glance for i, mark in enumerate(row) if i != 3}
     assert {row[0].split(" [")[0] for row in glance if "?" in row[1:]} == {"integer $i\\cdot\\mathbf 1$", "binary",
                                                                        "normalised $i/m$", "learned absolute"}  # untrained or untested
     assert all(row[3] == "?" for row in glance if "?" in row[1:] and row[0] != "learned absolute [2, 7]")  # untrained
     learned = next(row for row in glance if row[0].startswith("learned absolute"))
     assert learned[2] == "?"  # column 2: no trained table is checked for a shift map
+
+
+def test_index_sources_table_names_the_chapters_that_cite_each_source():
+    """00_index's table of the five sources: a chapter is listed for a source exactly when it cites it."""
+    text = (NB_DIR / "src" / "00_index.py").read_text()
+    rows = dict(re.findall(r"^# \| `(00\d)` \| .* \| ([\d, ]+) \|$", text, re.M))
+    assert sorted(rows) == ["000", "001", "002", "003", "004"]
+    for source, listed in rows.items():
+        cites = re.compile(rf"`{source}`|[Ss]ources? {source}\b|and {source}\b|{source}'s")
+        citing = {int(p.name[:2]) for p in SOURCES if p.name[:2] != "00" and cites.search(p.read_text())}
+        assert {int(c) for c in listed.split(", ")} == citing, source
 
 
 @pytest.mark.parametrize("src", CHAPTERS, ids=[p.stem for p in CHAPTERS])

@@ -37,7 +37,6 @@ import torch
 import transformers
 
 import posenc_lib as pl
-from posenc_lib.experiments import extrapolation as ex  # chapter 7's stored results, read in the map's notes
 
 print("posenc_lib", pl.__version__, "| torch", torch.__version__.split("+")[0],  # "+cpu", "+cu128": the build
       "| transformers", transformers.__version__)
@@ -54,7 +53,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # a blog post it cites as 参考文献1. The reference list is empty in our copy. The properties, the
 # route from integer to binary codes and the dog example match Christopher Fleetwood's Hugging Face
 # post "You could have designed state of the art positional encoding" (2024). In our words (1 and 2
-# part from the source: see "Where properties 1 and 2 part from source `001`" below):
+# part from the source: the next section says where, and checks it):
 #
 # 1. **Unique.** Each position gets its own code. If two positions shared one, two equal
 #    tokens there would get identical outputs again, in a layer without a causal mask (chapter 1).
@@ -78,134 +77,6 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # Source `002` lists four of its own (位置编码的需求: a unique position per token, a fixed spacing
 # between codes, sentences of any length, a deterministic code): properties 1 to 4 above.
 # The map below says which chapter tests each entry against these five.
-
-# %% [markdown] slideshow={"slide_type": "slide"}
-# ## The chapters
-#
-# | # | notebook | in one line |
-# |---|---|---|
-# | 1 | [01_why_positions](01_why_positions.ipynb) | without positions and without a causal mask, attention is blind to word order: permute the tokens and the outputs just move with them; a causal mask breaks this, but within one layer the tokens before a query are still a bag |
-# | 2 | [02_integer_binary](02_integer_binary.ipynb) | the first attempts, integer, normalised and binary codes, and learned tables (BERT, GPT-2): what goes wrong with each |
-# | 3 | [03_sinusoids](03_sinusoids.ipynb) | sinusoids as smooth binary digits; a shift by k positions is one fixed rotation $M_k$ |
-# | 4 | [04_relative](04_relative.ipynb) | relative encodings: Shaw, Transformer-XL, T5 buckets, DeBERTa |
-# | 5 | [05_rope](05_rope.ipynb) | rotary embeddings derived from scores that depend only on the offset $n-m$; why 2 × 2 pairs; why q and k are rotated and v is not (unless each output is rotated back); every implementation form in the sources |
-# | 6 | [06_alibi](06_alibi.ipynb) | ALiBi: a per-head linear penalty on distance instead of an encoding; how far it extrapolates; which encodings fit linear attention |
-# | 7 | [07_beyond](07_beyond.ipynb) | NoPE, why RoPE needs stretching past its training length and how (the methods called PI, NTK, YaRN and Llama 3's, each introduced there), and a train-short/test-long experiment on a local and two long-range tasks, three seeds each, with controls for the main explanations (it says which it leaves open) and the trained models' attention |
-# | 8 | [08_rope_in_models](08_rope_in_models.ipynb) | RoPE in today's models: reading their configs, partial RoPE (only some features turned) and proportional RoPE (p-RoPE: the head's fastest frequencies kept, the rest set to zero), attention factors (LongRoPE, YaRN), q and k (v not naively), KV caches (the keys and values a model stores for the tokens it has read) and when they go stale, and Llama 4's iRoPE (RoPE layers interleaved with layers without positions) with its chunked RoPE layers |
-# | 9 | [09_beyond_1d](09_beyond_1d.ipynb) | beyond 1-D and beyond counting tokens: axial RoPE (each pair turned by one axis of the image) and (t, h, w) RoPE for images and video, MRoPE for sequences that mix text, images and video, CoPE's gated positions, and a CoPE/RoPE/NoPE experiment |
-# | A | [10_making_it_fast](10_making_it_fast.ipynb) | appendix, off the teaching path: loops against vectorised calls, passes over memory, RoPE's one-pass C kernel, and on a GPU its Triton kernel (run here under Triton's interpreter) |
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# ## The map at a glance
-#
-# Which method has which property: ✔ yes, ✘ no, ~ partly, – does not apply, ? not tested here. The
-# numbers in brackets are the chapters that test the entry. Read the map now as the route of the course.
-# Each chapter takes up what the one before left open, though not every one closes it. The map comes back at the end of this page with the rule behind each column and
-# a reason for every entry but the axial ones (chapter 9's Exercise 3); read that one once the chapters have made its words familiar.
-#
-# The methods, in one phrase each (the chapters define them): **NoPE**, no code at all; **integer**,
-# the position $i$ added to every feature; **normalised**, $i/m$ for a sequence of length $m$;
-# **binary**, the bits of $i$ as features; **sinusoidal**, sines and cosines of $i$ at $d/2$
-# frequencies; **learned absolute**, one trained vector per position; **relative** (Shaw, T5), a
-# learned term for each offset $j - i$, added in the scores (Shaw also on the values); **RoPE**, queries and keys turned by
-# angles that grow with their position; **ALiBi**, a penalty on each score that grows with the distance.
-#
-# The columns, in one line each:
-#
-# 1. Can one layer tell positions apart: does a query's output change when two other tokens it sees trade
-#    places?
-# 2. Does one affine map take position $i$ to position $i+k$, the same for every $i$, in a sequence of any
-#    length? (For a method with no
-#    code, such as RoPE or ALiBi: does a shift by $k$ act on a score the same way wherever the pair stands?)
-#    For a code, ✔ says nothing about scores: the integer and sinusoidal codes have the map, yet a head's
-#    scores $p_m^\top A\,p_n$ ($A$ the head's query–key matrix) depend on the offset alone only for special $A$ (the sinusoids' plain dot
-#    product $p_m^\top p_n$ does, chapter 3 §6; a random $A$'s does not).
-# 3. Does a model trained on short sequences still work on longer ones (a small experiment in chapter 7)?
-# 4. Do the codes come from a fixed rule, with nothing learned?
-# 5. Is the 2-D form free of faults the 1-D form does not have? The reason for the axial rows' ~ is the
-#    answer to chapter 9's Exercise 3, so this page leaves it out on purpose.
-#
-# | method | 1 told apart | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
-# |---|---|---|---|---|---|
-# | none (NoPE) [1, 7] | ✘ | – | ~ | – | ~ |
-# | integer $i\cdot\mathbf 1$ [2] | ~ LayerNorm | ✔ | ? | ✔ | ~ |
-# | normalised $i/m$ [2] | ~ LayerNorm | ✘ | ? | ✔ | ~ |
-# | binary [2] | ~ | ✘ | ? | ✔ | ~ |
-# | sinusoidal [3] | ✔ | ✔ | ✘ | ✔ | ~ |
-# | learned absolute [2, 7] | ✔ | ? | ✘ | ✘ | ~ |
-# | relative: Shaw, T5 [4] | ~ | ✔ | ~ one seed | ~ | ✔ |
-# | RoPE [5] | ✔ | ✔ | ✘ | ✔ | ~ |
-# | ALiBi [6] | ~ symmetric form | ✔ | ~ | ✔ | ~ |
-#
-# Column 3's marks for the five methods trained there come from one small experiment (chapter 7, three
-# seeds), and T5's ~ rests on one seed
-# (the evidence at the end of this page). Column 3 answers chapter 7's "Predict first": a class may
-# leave it until chapter 7.
-#
-# Not in the map: Transformer-XL (fixed sinusoids of the offset, unclipped) and DeBERTa (learned
-# offsets, clipped in v1 and log-bucketed in v2/v3) put the offset into the scores as Shaw and T5 do; chapter 4 weighs them. LongRoPE
-# (per-pair factors that stretch RoPE's frequencies) and Llama 4's iRoPE (RoPE layers interleaved with
-# layers without positions) build on RoPE; chapter 8 weighs them. MRoPE (one RoPE for text, images and
-# video in one sequence, its pairs split between time, row and column) builds on RoPE too. Chapter 9
-# weighs it and CoPE (positions counted by learned gates, not by tokens).
-
-# %% [markdown] slideshow={"slide_type": "slide"}
-# ## Conventions
-#
-# A reference page: read it when a chapter points here. One set of conventions for the whole course; every chapter follows it and says so where a
-# source forces another choice. The sources themselves do not agree (one writes offsets as
-# $j-i$, another as $i-j$, a third counts bits from the left), which is a common source of
-# sign errors when reading them side by side.
-#
-# | what | our convention | where a source differs |
-# |---|---|---|
-# | positions | 0-based: the first token is at position 0. Query position $i$, key position $j$; the RoPE chapters use RoFormer's $m$ (query) and $n$ (key) | source `001`, which chapters 1 and 2 follow, counts from 1 ($x_i$ and $p_i$ for $i = 1, \dots, m$; its integer code starts at $p_1 = \mathbf 1$), though its binary example starts at $p_0$; those chapters translate it to 0-based. The worked tables of source `004` start at 0, as we do |
-# | **the letter $j$** | names two things: a **key position** (offsets $j - i$, biases, chapters 1, 4, 6, and CoPE's $p_{ij}$ in chapter 9 §3) and a **frequency pair** ($\theta_j$, chapters 2, 3, 5, 7–9). They never share a formula: wherever positions and pairs meet, the positions are $i$ (chapter 3's $p_{i,2j}$: position $i$, pair $j$) or $m$, $n$ (RoPE, and chapter 3's scores on the way to it), and $j$ is the pair | some sources use $i$ for the pair ($p_{pos,2i}$ in source `002`, $\theta_i$ in RoFormer); source `000` writes $p_{i,2j}$, as we do |
-# | **offset** | key minus query, $j - i$ ($n - m$): negative for keys in the past. `pl.relative_positions(L)[i, j] == j - i` | Shaw's paper and T5's `relative_position` agree; source `004` writes Shaw's offset as $m-n$ (the same table upside down, ch. 4); Transformer-XL indexes its sinusoids by the signed distance $i-j$, and DeBERTa's $\delta$ is query minus key (ch. 4) |
-# | **distance** | $\lvert j - i\rvert$; for a causal model's past keys, $i - j \ge 0$. One signed exception: `pl.rope_scores_by_distance` takes $r = m - n$, query minus key, negative allowed (ch. 5 §8) | ALiBi's penalty $-m_h\,(i-j)$ is written with the distance ($m_h$ is a head's slope there, not a position; ch. 6) |
-# | RoPE | $R_m$ turns each pair **counter-clockwise** by $m\theta_j$: $(x, y) \mapsto (x\cos m\theta_j - y\sin m\theta_j,\ x\sin m\theta_j + y\cos m\theta_j)$, the matrix $[[\cos, -\sin], [\sin, \cos]]$ times a column vector, so $(1, 0)$ turns towards $(0, 1)$. Then $R_m^\top R_n = R_{n-m}$: the score of query $m$ and key $n$ is a function of the offset $n-m$ | source `004` prints $[[\cos, \sin], [-\sin, \cos]]$, which turns a column vector clockwise, beside code that turns counter-clockwise (ch. 5); RoFormer §3.1 writes the score as $g(x_m, x_n, m-n)$, the offset the other way round (ch. 5) |
-# | frequencies | $\theta_j = \text{base}^{-2j/d}$ for pair $j = 0 \dots d/2-1$ (base 10 000 unless said); pair $j$ at position $m$ turns by $m\theta_j$. Over $L$ tokens a pair **completes a turn** when its wavelength $2\pi/\theta_j$ is at most $L$ (a counting convention, chapter 8's `pl.rope_inspect.turning_pairs`: $L$ tokens end at position $L-1$, so a pair at the boundary is counted a fraction of a turn early) | papers that count pairs from 1 write $\theta_i = \text{base}^{-2(i-1)/d}$ |
-# | sinusoids | $p_i[2j] = \sin(i\theta_j)$, $p_i[2j+1] = \cos(i\theta_j)$ (Vaswani's interleaved order) | many codebases concatenate all sines, then all cosines (ch. 3 shows both) |
-# | pair layouts | `"interleaved"` pairs features $(2j, 2j+1)$ (RoFormer, Meta's complex-number code); `"half"` pairs $(j, j+d/2)$ (GPT-NeoX, Hugging Face's `rotate_half`) | the two are a fixed permutation apart (ch. 5) |
-# | binary codes | "bit $b$" is the bit worth $2^b$: bit 0 is the least significant and the fastest to flip, as pair 0 is the sinusoids' fastest pair. Codes are drawn and stored as numbers are written, most significant bit first: bit 0 is the **last** column of `pl.binary_positions`, while pair 0 is the **first** two columns of `pl.sinusoidal_positions` (the two tensors run in opposite directions) | source `001` numbers the bits from the left: its $p_{i,0}$ is the slowest bit, our bit $d-1$, and it writes the fastest as $p_{i,d}$ (counted from 0, the last of $d$ bits is $p_{i,d-1}$), our bit 0. Its example $p_1 = [0, 0, 1]$, $p_2 = [0, 1, 0]$ is drawn as ours is |
-# | tensor shapes | (batch, heads, seq, head_dim); $d$ = head_dim in the RoPE chapters, $d$ = the model width for absolute codes | docstrings state every shape |
-# | the letter $m$ | a query position in the RoPE chapters ($R_m$); a sequence length in the normalised code $i/m$ (chapter 2, as source `001` writes it); and, always with its head index, ALiBi's slope $m_h$ | — |
-# | head numbers | prose counts heads from 1 (head $h$ has ALiBi slope $m_h$, $h = 1 \dots H$); code counts from 0: head 1 is `pl.alibi_slopes(H)[0]` and `bias[0]` (ch. 6) | ALiBi's paper counts from 1 as the prose does |
-#
-# The cell below checks the conventions the library encodes, so that a reader can trust the
-# table against the code.
-
-# %% slideshow={"slide_type": "fragment"}
-rel = pl.relative_positions(4)
-assert rel[3, 1] == 1 - 3  # query 3, key 1: offset j - i = -2, a key in the past
-R = lambda m: pl.rope_matrix(m, 2)  # noqa: E731  the 2x2 rotation of one pair, theta_0 = 1
-cos, sin = math.cos(1.0), math.sin(1.0)
-assert torch.allclose(R(1), torch.tensor([[cos, -sin], [sin, cos]]))  # counter-clockwise on a column vector
-assert torch.allclose(pl.apply_rope(torch.tensor([[1.0, 0.0]]), torch.tensor([1])), torch.tensor([[cos, sin]]))
-assert sin > 0  # (1, 0) turned by one radian has a positive second feature: towards (0, 1), not away from it
-assert torch.allclose(R(5).T @ R(7), R(7 - 5), atol=1e-6)  # R_m^T R_n = R_{n-m}
-assert all(torch.allclose(R(m + 3), R(3) @ R(m), atol=1e-5) for m in range(10))  # R_{m+k} = R_k R_m, the same R_k
-theta = pl.rope_frequencies(8)
-assert torch.allclose(theta, 10000.0 ** (-torch.arange(4) * 2 / 8))  # theta_j = base^(-2j/d), j from 0
-pe = pl.sinusoidal_positions(3, 8)
-assert torch.allclose(pe[2, 0::2], torch.sin(2 * theta)) and torch.allclose(pe[2, 1::2], torch.cos(2 * theta))
-assert theta.argmax() == 0  # pair 0, the first two columns of the sinusoids, turns fastest
-# wavelengths 2 pi * (1, 10, 100, 1000) = 6.3, 63, 628, 6283: two pairs complete a turn within 100 tokens, one within 62
-assert (pl.rope_inspect.turning_pairs(theta, 100), pl.rope_inspect.turning_pairs(theta, 62)) == (2, 1)
-bits = pl.binary_positions(8, 3)
-assert bits[6].tolist() == [1, 1, 0]  # 6 = 110 in binary, drawn most significant bit first
-assert [int(b) for b in bits[:, -1]] == [0, 1] * 4  # the last column is bit 0, the fastest to flip
-assert bits[1].tolist() == [0, 0, 1] and bits[2].tolist() == [0, 1, 0]  # source 001's p_1 and p_2, drawn alike
-first, second = pl.pair_indices(8, "interleaved"), pl.pair_indices(8, "half")
-assert first[0].tolist() == [0, 2, 4, 6] and second[0].tolist() == [0, 1, 2, 3] and second[1].tolist() == [4, 5, 6, 7]
-x = torch.randn(2, 3, 5, 8, generator=torch.Generator().manual_seed(0))  # (batch, heads, seq, head_dim)
-turned = pl.apply_rope(x)  # positions 0 .. 4 along the seq axis
-assert turned.shape == x.shape and torch.equal(turned[:, :, 0], x[:, :, 0])  # position 0 is not turned ...
-assert not torch.allclose(turned[:, :, 1], x[:, :, 1])  # ... position 1 is: the third axis is the sequence
-slopes = pl.alibi_slopes(8)
-assert slopes[0] == 2**-1 and slopes[-1] == 2**-8  # head 1 (code index 0) has ALiBi's first slope, 1/2 for 8 heads
-assert pl.alibi_bias(8, 4)[0, 3, 1] == -slopes[0] * (3 - 1)  # bias[0]: head 1's -m_1 (i - j), query 3, key 1
-print("the conventions table matches the library")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ## Where properties 1 and 2 part from source `001`
@@ -282,6 +153,146 @@ for table in (ints, ints + 1):  # counted from 0 (this course) and from 1 (sourc
     assert pl.affine_shift_residual(table, 3) < 1e-9  # exact: p -> p + 3 * 1
 print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 1)")
 
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## The chapters
+#
+# | # | notebook | in one line |
+# |---|---|---|
+# | 1 | [01_why_positions](01_why_positions.ipynb) | without positions and without a causal mask, attention is blind to word order: permute the tokens and the outputs just move with them; a causal mask breaks this, but within one layer the tokens before a query are still a bag |
+# | 2 | [02_integer_binary](02_integer_binary.ipynb) | the first attempts, integer, normalised and binary codes, and learned tables (BERT, GPT-2): what goes wrong with each |
+# | 3 | [03_sinusoids](03_sinusoids.ipynb) | sinusoids as smooth binary digits; a shift by k positions is one fixed rotation $M_k$ |
+# | 4 | [04_relative](04_relative.ipynb) | relative encodings: Shaw, Transformer-XL, T5 buckets, DeBERTa |
+# | 5 | [05_rope](05_rope.ipynb) | rotary embeddings derived from scores that depend only on the offset $n-m$; why 2 × 2 pairs; why q and k are rotated and v is not (unless each output is rotated back); every implementation form in the sources |
+# | 6 | [06_alibi](06_alibi.ipynb) | ALiBi: a per-head linear penalty on distance instead of an encoding; how far it extrapolates; which encodings fit linear attention |
+# | 7 | [07_beyond](07_beyond.ipynb) | NoPE, why RoPE needs stretching past its training length and how (the methods called PI, NTK, YaRN and Llama 3's, each introduced there), and a train-short/test-long experiment on a local and two long-range tasks, three seeds each, with controls for the main explanations (it says which it leaves open) and the trained models' attention |
+# | 8 | [08_rope_in_models](08_rope_in_models.ipynb) | RoPE in today's models: reading their configs, partial RoPE (only some features turned) and proportional RoPE (p-RoPE: the head's fastest frequencies kept, the rest set to zero), attention factors (LongRoPE, YaRN), q and k (v not naively), KV caches (the keys and values a model stores for the tokens it has read) and when they go stale, and Llama 4's iRoPE (RoPE layers interleaved with layers without positions) with its chunked RoPE layers |
+# | 9 | [09_beyond_1d](09_beyond_1d.ipynb) | beyond 1-D and beyond counting tokens: axial RoPE (each pair turned by one axis of the image) and (t, h, w) RoPE for images and video, MRoPE for sequences that mix text, images and video, CoPE's gated positions, and a CoPE/RoPE/NoPE experiment |
+# | A | [10_making_it_fast](10_making_it_fast.ipynb) | appendix, off the teaching path: loops against vectorised calls, passes over memory, RoPE's one-pass C kernel, and on a GPU its Triton kernel (run here under Triton's interpreter) |
+#
+# The five sources, and the chapters that follow each (a chapter cites a source by its number):
+#
+# | source | what it covers | chapters |
+# |---|---|---|
+# | `000` | a survey: sinusoids, relative encodings, ALiBi and RoPE, with RoPE in complex numbers | 3, 4, 5, 10 |
+# | `001` | attention's blindness to order (the dog example), the five properties, integer, binary and sinusoidal codes, RoPE and Llama's code; it names NoPE and YaRN | 1, 2, 5, 7, 8, 9 |
+# | `002` | four requirements, the sinusoidal formula, its code and a printed table | 2, 3 |
+# | `003` | sinusoids, RoPE and ALiBi (three forms) in code, and a heading for CoPE | 3, 5, 6, 8, 9, 10 |
+# | `004` | absolute, relative (Shaw's clipped offsets) and rotary encodings, with worked tables | 3, 4, 5 |
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ## The map at a glance
+#
+# Which method has which property: ✔ yes, ✘ no, ~ partly, – does not apply, ? not tested here. The
+# numbers in brackets are the chapters that test the entry. Read the map now as the route of the course.
+# Each chapter takes up what the one before left open, though not every one closes it. The map comes back at the end of this page with the rule behind each column and
+# a reason for every entry but the axial ones (chapter 9's Exercise 3); read that one once the chapters have made its words familiar.
+# Column 3 is left to chapter 7 for the five methods it trains (marked [7]): that chapter asks you to
+# predict their marks before it measures them, so this page does not give them away.
+#
+# The methods, in one phrase each (the chapters define them): **NoPE**, no code at all; **integer**,
+# the position $i$ added to every feature; **normalised**, $i/m$ for a sequence of length $m$;
+# **binary**, the bits of $i$ as features; **sinusoidal**, sines and cosines of $i$ at $d/2$
+# frequencies; **learned absolute**, one trained vector per position; **relative** (Shaw, T5), a
+# learned term for each offset $j - i$, added in the scores (Shaw also on the values); **RoPE**, queries and keys turned by
+# angles that grow with their position; **ALiBi**, a penalty on each score that grows with the distance.
+#
+# The columns, in one line each:
+#
+# 1. Can one layer tell positions apart: does a query's output change when two other tokens it sees trade
+#    places? This swap test asks more than property 1: a code can give every position its own vector and
+#    still fail it (the integer code, behind a LayerNorm, chapter 2).
+# 2. Does one affine map take position $i$ to position $i+k$, the same for every $i$, in a sequence of any
+#    length? (For a method with no
+#    code, such as RoPE or ALiBi: does a shift by $k$ act on a score the same way wherever the pair stands?)
+#    For a code, ✔ says nothing about scores: the integer and sinusoidal codes have the map, yet a head's
+#    scores $p_m^\top A\,p_n$ ($A$ the head's query–key matrix) depend on the offset alone only for special $A$ (the sinusoids' plain dot
+#    product $p_m^\top p_n$ does, chapter 3 §6; a random $A$'s does not).
+# 3. Does a model trained on short sequences still work on longer ones? For the five methods chapter 7
+#    trains ([7] below), its small experiment answers, after you have predicted it; for the rest, a rule
+#    this page can check.
+# 4. Do the codes come from a fixed rule, with nothing learned?
+# 5. Is the 2-D form free of faults the 1-D form does not have? The reason for the axial rows' ~ is the
+#    answer to chapter 9's Exercise 3, so this page leaves it out on purpose.
+#
+# | method | 1 told apart | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
+# |---|---|---|---|---|---|
+# | none (NoPE) [1, 7] | ✘ | – | [7] | – | ~ |
+# | integer $i\cdot\mathbf 1$ [2] | ~ LayerNorm | ✔ | ? | ✔ | ~ |
+# | normalised $i/m$ [2] | ~ LayerNorm | ✘ | ? | ✔ | ~ |
+# | binary [2] | ~ | ✘ | ? | ✔ | ~ |
+# | sinusoidal [3] | ✔ | ✔ | [7] | ✔ | ~ |
+# | learned absolute [2, 7] | ✔ | ? | ✘ | ✘ | ~ |
+# | relative: Shaw, T5 [4] | ~ | ✔ | [7] | ~ | ✔ |
+# | RoPE [5] | ✔ | ✔ | [7] | ✔ | ~ |
+# | ALiBi [6] | ~ symmetric form | ✔ | [7] | ✔ | ~ |
+#
+# For the relative row, chapter 7 trains T5's buckets (no Shaw model).
+#
+# Not in the map: Transformer-XL (fixed sinusoids of the offset, unclipped) and DeBERTa (learned
+# offsets, clipped in v1 and log-bucketed in v2/v3) put the offset into the scores as Shaw and T5 do; chapter 4 weighs them. LongRoPE
+# (per-pair factors that stretch RoPE's frequencies) and Llama 4's iRoPE (RoPE layers interleaved with
+# layers without positions) build on RoPE; chapter 8 weighs them. MRoPE (one RoPE for text, images and
+# video in one sequence, its pairs split between time, row and column) builds on RoPE too. Chapter 9
+# weighs it and CoPE (positions counted by learned gates, not by tokens).
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## Conventions
+#
+# A reference page: read it when a chapter points here. One set of conventions for the whole course; every chapter follows it and says so where a
+# source forces another choice. The sources themselves do not agree (one writes offsets as
+# $j-i$, another as $i-j$, a third counts bits from the left), which is a common source of
+# sign errors when reading them side by side.
+#
+# | what | our convention | where a source differs |
+# |---|---|---|
+# | positions | 0-based: the first token is at position 0. Query position $i$, key position $j$; the RoPE chapters use RoFormer's $m$ (query) and $n$ (key) | source `001`, which chapters 1 and 2 follow, counts from 1 ($x_i$ and $p_i$ for $i = 1, \dots, m$; its integer code starts at $p_1 = \mathbf 1$), though its binary example starts at $p_0$; those chapters translate it to 0-based. The worked tables of source `004` start at 0, as we do |
+# | **the letter $j$** | names two things: a **key position** (offsets $j - i$, biases, chapters 1, 4, 6, and CoPE's $p_{ij}$ in chapter 9 §3) and a **frequency pair** ($\theta_j$, chapters 2, 3, 5, 7–9). They never share a formula: wherever positions and pairs meet, the positions are $i$ (chapter 3's $p_{i,2j}$: position $i$, pair $j$) or $m$, $n$ (RoPE, and chapter 3's scores on the way to it), and $j$ is the pair | some sources use $i$ for the pair ($p_{pos,2i}$ in source `002`, $\theta_i$ in RoFormer); source `000` writes $p_{i,2j}$, as we do |
+# | **offset** | key minus query, $j - i$ ($n - m$): negative for keys in the past. `pl.relative_positions(L)[i, j] == j - i` | Shaw's paper and T5's `relative_position` agree; source `004` writes Shaw's offset as $m-n$ (the same table upside down, ch. 4); Transformer-XL indexes its sinusoids by the signed distance $i-j$, and DeBERTa's $\delta$ is query minus key (ch. 4) |
+# | **distance** | $\lvert j - i\rvert$; for a causal model's past keys, $i - j \ge 0$. One signed exception: `pl.rope_scores_by_distance` takes $r = m - n$, query minus key, negative allowed (ch. 5 §8) | ALiBi's penalty $-m_h\,(i-j)$ is written with the distance ($m_h$ is a head's slope there, not a position; ch. 6) |
+# | RoPE | $R_m$ turns each pair **counter-clockwise** by $m\theta_j$: $(x, y) \mapsto (x\cos m\theta_j - y\sin m\theta_j,\ x\sin m\theta_j + y\cos m\theta_j)$, the matrix $[[\cos, -\sin], [\sin, \cos]]$ times a column vector, so $(1, 0)$ turns towards $(0, 1)$. Then $R_m^\top R_n = R_{n-m}$: the score of query $m$ and key $n$ is a function of the offset $n-m$ | source `004` prints $[[\cos, \sin], [-\sin, \cos]]$, which turns a column vector clockwise, beside code that turns counter-clockwise (ch. 5); RoFormer §3.1 writes the score as $g(x_m, x_n, m-n)$, the offset the other way round (ch. 5) |
+# | frequencies | $\theta_j = \text{base}^{-2j/d}$ for pair $j = 0 \dots d/2-1$ (base 10 000 unless said); pair $j$ at position $m$ turns by $m\theta_j$. Over $L$ tokens a pair **completes a turn** when its wavelength $2\pi/\theta_j$ is at most $L$ (a counting convention, chapter 8's `pl.rope_inspect.turning_pairs`: $L$ tokens end at position $L-1$, so a pair at the boundary is counted a fraction of a turn early) | papers that count pairs from 1 write $\theta_i = \text{base}^{-2(i-1)/d}$ |
+# | sinusoids | $p_i[2j] = \sin(i\theta_j)$, $p_i[2j+1] = \cos(i\theta_j)$ (Vaswani's interleaved order) | many codebases concatenate all sines, then all cosines (ch. 3 shows both) |
+# | pair layouts | `"interleaved"` pairs features $(2j, 2j+1)$ (RoFormer, Meta's complex-number code); `"half"` pairs $(j, j+d/2)$ (GPT-NeoX, Hugging Face's `rotate_half`) | the two are a fixed permutation apart (ch. 5) |
+# | binary codes | "bit $b$" is the bit worth $2^b$: bit 0 is the least significant and the fastest to flip, as pair 0 is the sinusoids' fastest pair. Codes are drawn and stored as numbers are written, most significant bit first: bit 0 is the **last** column of `pl.binary_positions`, while pair 0 is the **first** two columns of `pl.sinusoidal_positions` (the two tensors run in opposite directions) | source `001` numbers the bits from the left: its $p_{i,0}$ is the slowest bit, our bit $d-1$, and it writes the fastest as $p_{i,d}$ (counted from 0, the last of $d$ bits is $p_{i,d-1}$), our bit 0. Its example $p_1 = [0, 0, 1]$, $p_2 = [0, 1, 0]$ is drawn as ours is |
+# | tensor shapes | (batch, heads, seq, head_dim); $d$ = head_dim in the RoPE chapters, $d$ = the model width for absolute codes | docstrings state every shape |
+# | the letter $m$ | a query position in the RoPE chapters ($R_m$); a sequence length in the normalised code $i/m$ (chapter 2, as source `001` writes it); and, always with its head index, ALiBi's slope $m_h$ | — |
+# | head numbers | prose counts heads from 1 (head $h$ has ALiBi slope $m_h$, $h = 1 \dots H$); code counts from 0: head 1 is `pl.alibi_slopes(H)[0]` and `bias[0]` (ch. 6) | ALiBi's paper counts from 1 as the prose does |
+#
+# The cell below checks the conventions the library encodes, so that a reader can trust the
+# table against the code.
+
+# %% slideshow={"slide_type": "fragment"}
+rel = pl.relative_positions(4)
+assert rel[3, 1] == 1 - 3  # query 3, key 1: offset j - i = -2, a key in the past
+R = lambda m: pl.rope_matrix(m, 2)  # noqa: E731  the 2x2 rotation of one pair, theta_0 = 1
+cos, sin = math.cos(1.0), math.sin(1.0)
+assert torch.allclose(R(1), torch.tensor([[cos, -sin], [sin, cos]]))  # counter-clockwise on a column vector
+assert torch.allclose(pl.apply_rope(torch.tensor([[1.0, 0.0]]), torch.tensor([1])), torch.tensor([[cos, sin]]))
+assert sin > 0  # (1, 0) turned by one radian has a positive second feature: towards (0, 1), not away from it
+assert torch.allclose(R(5).T @ R(7), R(7 - 5), atol=1e-6)  # R_m^T R_n = R_{n-m}
+assert all(torch.allclose(R(m + 3), R(3) @ R(m), atol=1e-5) for m in range(10))  # R_{m+k} = R_k R_m, the same R_k
+theta = pl.rope_frequencies(8)
+assert torch.allclose(theta, 10000.0 ** (-torch.arange(4) * 2 / 8))  # theta_j = base^(-2j/d), j from 0
+pe = pl.sinusoidal_positions(3, 8)
+assert torch.allclose(pe[2, 0::2], torch.sin(2 * theta)) and torch.allclose(pe[2, 1::2], torch.cos(2 * theta))
+assert theta.argmax() == 0  # pair 0, the first two columns of the sinusoids, turns fastest
+# wavelengths 2 pi * (1, 10, 100, 1000) = 6.3, 63, 628, 6283: two pairs complete a turn within 100 tokens, one within 62
+assert (pl.rope_inspect.turning_pairs(theta, 100), pl.rope_inspect.turning_pairs(theta, 62)) == (2, 1)
+bits = pl.binary_positions(8, 3)
+assert bits[6].tolist() == [1, 1, 0]  # 6 = 110 in binary, drawn most significant bit first
+assert [int(b) for b in bits[:, -1]] == [0, 1] * 4  # the last column is bit 0, the fastest to flip
+assert bits[1].tolist() == [0, 0, 1] and bits[2].tolist() == [0, 1, 0]  # source 001's p_1 and p_2, drawn alike
+first, second = pl.pair_indices(8, "interleaved"), pl.pair_indices(8, "half")
+assert first[0].tolist() == [0, 2, 4, 6] and second[0].tolist() == [0, 1, 2, 3] and second[1].tolist() == [4, 5, 6, 7]
+x = torch.randn(2, 3, 5, 8, generator=torch.Generator().manual_seed(0))  # (batch, heads, seq, head_dim)
+turned = pl.apply_rope(x)  # positions 0 .. 4 along the seq axis
+assert turned.shape == x.shape and torch.equal(turned[:, :, 0], x[:, :, 0])  # position 0 is not turned ...
+assert not torch.allclose(turned[:, :, 1], x[:, :, 1])  # ... position 1 is: the third axis is the sequence
+slopes = pl.alibi_slopes(8)
+assert slopes[0] == 2**-1 and slopes[-1] == 2**-8  # head 1 (code index 0) has ALiBi's first slope, 1/2 for 8 heads
+assert pl.alibi_bias(8, 4)[0, 3, 1] == -slopes[0] * (3 - 1)  # bias[0]: head 1's -m_1 (i - j), query 3, key 1
+print("the conventions table matches the library")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## About these notebooks
@@ -390,7 +401,7 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 #   wherever the pair stands. (For RoPE, the rotation from $R_m$ to $R_{m+k}$ is the same $R_k$ for
 #   every $m$; the conventions cell checks it.) A map between codes does not make the scores depend on
 #   the offset alone: the integer code has the map, and its scores do not.
-# * **Column 3** has its rule beside its cell, below.
+# * **Column 3** has its rules beside its cell, below.
 # * **Column 5** asks only for a fault that is new in n-D (property 5). A fault the 1-D form already has
 #   counts in its own column. It grades one 2-D form per family. The relative terms are graded with one
 #   entry per 2-D offset, as in Swin (a vision transformer that attends within windows of image
@@ -399,15 +410,15 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 #
 # | method | 1 told apart | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|
-# | none (NoPE) [1, 7] | ✘ one layer treats the tokens a query sees as a set; a causal mask only chooses which it sees [1, 7] | – | ~ holds on both recalls as set (not with the dictionary moved); the grammar ungraded: learnt too little (0.43) [7] | – nothing to fix | ~ raster order gives one index |
+# | none (NoPE) [1, 7] | ✘ one layer treats the tokens a query sees as a set; a causal mask only chooses which it sees [1, 7] | – | [7] measured there, after your prediction | – nothing to fix | ~ raster order gives one index |
 # | integer $i\cdot\mathbf 1$ [2] | ~ a LayerNorm erases it; without one, its size swamps a head's softmax | ✔ affine, yet a head's scores not offset-only | ? not trained; its values grow without bound | ✔ | ~ axial, argued in [9] (no LayerNorm before the head) |
 # | normalised $i/m$ [2] | ~ a LayerNorm erases it | ✘ one map per length ($p_0$ is the same at every length, $p_3$ is not) | ? not trained; every code changes with the length, as position interpolation's angles do (chapter 7 §2) | ✔ | ~ axial, argued in [9] (no LayerNorm before the head) |
 # | binary [2] | ~ up to $2^d$ positions; behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge | ✘ no affine map for small $k$ | ? not trained; past $2^b$ positions a bit training never set | ✔ | ~ axial, argued in [9] (no LayerNorm before the head) |
-# | sinusoidal [3] | ✔ even behind a LayerNorm (512 positions at $d = 16$ checked) | ✔ a rotation $M_k$, yet a random head's scores not offset-only | ✘ falls on all three tasks [7] | ✔ | ~ axial [9] (no LayerNorm before the head) |
+# | sinusoidal [3] | ✔ even behind a LayerNorm (512 positions at $d = 16$ checked) | ✔ a rotation $M_k$, yet a random head's scores not offset-only | [7] measured there | ✔ | ~ axial [9] (no LayerNorm before the head) |
 # | learned absolute [2, 7] | ✔ distinct rows, even behind a LayerNorm | ? a random table has none, but training could make one; no trained table checked | ✘ no rows past `max_len` | ✘ learned | ~ rows depend on the grid's width |
-# | relative: Shaw, T5 [4] | ~ offsets, clipped far away | ✔ depends on $k$ alone | ~ T5 holds on both recalls as set, falls on the grammar (on the mean of three seeds, not the median); no Shaw model trained [7] | ~ fixed rule, learned entries | ✔ one term per 2-D offset |
-# | RoPE [5] | ✔ even without a mask | ✔ $R_{m+k} = R_k R_m$ | ✘ falls on all three tasks [7] | ✔ | ~ axial [9] |
-# | ALiBi [6] | ~ the symmetric encoder form: without a mask, a key $k$ before and one $k$ after look alike (the causal form tells them apart, 171 swaps of 171; the non-symmetric form is not run here) | ✔ bias $-m_h(i-j)$ | ~ holds on the grammar (as a 64-token window does), falls on both recalls as set [6, 7] | ✔ fixed slopes | ~ left and above share a bias |
+# | relative: Shaw, T5 [4] | ~ offsets, clipped far away | ✔ depends on $k$ alone | [7] T5 measured there; no Shaw model trained | ~ fixed rule, learned entries | ✔ one term per 2-D offset |
+# | RoPE [5] | ✔ even without a mask | ✔ $R_{m+k} = R_k R_m$ | [7] measured there | ✔ | ~ axial [9] |
+# | ALiBi [6] | ~ the symmetric encoder form: without a mask, a key $k$ before and one $k$ after look alike (the causal form tells them apart, 171 swaps of 171; the non-symmetric form is not run here) | ✔ bias $-m_h(i-j)$ | [7] measured there (and in chapter 6 §4) | ✔ fixed slopes | ~ left and above share a bias |
 #
 # **NoPE.** No code, so one layer treats the tokens a query sees as a set: no swap of two of them changes
 # its output (chapter 1), and a causal mask only chooses which tokens it sees (column 1's ✘; what a swap does
@@ -457,16 +468,12 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # **RoPE.** $R_m^\top R_n = R_{n-m}$, so scores depend only on $n - m$ ([chapter 5](05_rope.ipynb)); without a
 # mask a key $k$ before a query and one $k$ after still differ, so swapping the two changes the query's
 # output (column 1's cell). Past its training length it meets angles it never saw:
-# [chapter 7](07_beyond.ipynb) §2 rescales them (PI, NTK, YaRN, Llama 3's) and §3 measures what that buys,
-# and asks whether its fall is those angles or only the eight times as many keys (dilution).
+# [chapter 7](07_beyond.ipynb) §2 rescales them (PI, NTK, YaRN, Llama 3's) and §3 measures what that buys.
 #
 # **ALiBi.** A fixed penalty per head on the distance ([chapter 6](06_alibi.ipynb); §4 follows it past
 # the training length). Without a mask, symmetric ALiBi gives a key $k$ tokens before a query and one $k$
 # after the same bias, so swapping the two leaves the query's output as it was, and the mirror positions
-# of a palindrome get identical outputs (column 1's cell). The grammar, a rule over the two previous
-# tokens, needs only recent context: RoPE and the sinusoids read through a 64-token sliding window (which
-# also keeps every position in the trained range) hold it too (0.77 and 0.74 at 512 tokens; chapter 6 §4).
-# In n-D the map grades a slope times the Euclidean
+# of a palindrome get identical outputs (column 1's cell). In n-D the map grades a slope times the Euclidean
 # distance, the form of CROMA's 2D-ALiBi (Fuller et al., NeurIPS 2023; a citation, not run here), which
 # gives the keys left of and above a query one bias (column 5's cell).
 #
@@ -656,131 +663,19 @@ assert wrapped == {d: [2 ** (d - 1)] for d in (4, 5, 6)}  # ... the edge's doing
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # **Column 3, checked in the next cell.** Three rules, one for every row:
 #
+# * [7] where [chapter 7](07_beyond.ipynb) §3's train-short, test-long experiment trains the method:
+#   NoPE, sinusoidal, RoPE, ALiBi and, for the relative row, T5. Its "Predict first" asks for these marks
+#   before the measurement, so they are read there, with their seeds and controls.
 # * ✘ where positions past the training length get no code (learned rows).
-# * A row with a model in [chapter 7](07_beyond.ipynb) §3's train-short, test-long experiment takes its
-#   grade from that experiment: NoPE, sinusoidal, RoPE, ALiBi and, for the relative row, T5 (no Shaw
-#   model is trained there).
-# * The integer, normalised and binary codes are not trained there: ? marks them, and the map says only
-#   what the cell asserts (an integer code 1000 tokens in has length 8000 in a 64-wide model; past a
-#   training length of $2^b$ positions, bit $b$ turns on, a value training never showed; a normalised code
-#   gives every position but 0 a new code at a new length).
-#
-# **The experiment's rule.** It has three tasks: a local grammar (the next token from the two before it)
-# and two recalls of a dictionary, placed at the start (`recall`) or anywhere (`recall_anywhere`). Every
-# number here is read at once, the whole sequence in one pass. A method **holds** on a task when its mean
-# accuracy over three seeds at 512 tokens is at most 0.10 below its mean at 64. ✔ holds on all three
-# tasks, ~ on some, ✘ on none. Each mean is over 3 seeds of 128 test sequences per length. Any threshold
-# from 0.08 to 0.14 gives the same grades (the nearest mean
-# drops are NoPE's 0.076 on `recall_anywhere` and T5's 0.147 on the grammar). The cut is one absolute
-# number for tasks with different ceilings (the grammar's 0.77, a recall's 1.00), so the grades are
-# coarse, and the chapters carry the detail.
-#
-# **A task not learnt is not graded.** A task a method has learnt too little at 64 tokens (mean below
-# 0.6) neither holds nor falls. Of the rows graded here, only NoPE's grammar is in that case, for any cut from 0.45 to 0.68: 0.43,
-# against 0.68 to 0.77 for the four other methods (0.766 is the best a model can expect, as a quarter of the
-# grammar's tokens are random; single seeds scatter about it, three at 64 tokens less than 0.005 above). It does fall with length, in every seed at every step (means 0.43, 0.36, 0.32, 0.28 at 64,
-# 128, 256 and 512 tokens), but a drop is not a fair test of a rule learnt only partly in 400 steps;
-# graded anyway, NoPE would still get ~. Learned positions score 0.59 on the grammar at 64; their row
-# takes its ✘ from the first rule.
-#
-# **The seeds** agree with their mean everywhere but twice: one NoPE seed loses 0.125 on
-# `recall_anywhere`, and T5's ~ rests on one seed, the one that learnt the grammar least (0.61 at 64
-# tokens against 0.77 and 0.67), which loses 0.281 where the others lose under 0.09: graded on the median
-# seed, or on a majority of seeds, T5 would hold on all three tasks and get ✔.
-#
-# **The scope.** Tiny decoders (2 layers, width 64, 4 heads, 400 training steps) trained on 64 tokens: a
-# toy, not a measurement of large models. The rows grade plain methods: RoPE rescaled without
-# fine-tuning is not a row (chapter 7 compares PI, NTK and YaRN).
-#
-# **The layout.** The recall grades depend on where the dictionary sits: at 512 tokens it also sits
-# farther from the query than in any training lookup. [Chapter 7](07_beyond.ipynb) §3's control moves it
-# to the trained distances. Moved, NoPE, T5, ALiBi and RoPE each lose 0.25 to 0.31 on `recall`, so the
-# contrast the column draws there is the layout's. On `recall_anywhere`, moved, RoPE loses 0.115 (0.93 to
-# 0.81; seeds 0.121, 0.146, 0.078) where as set it loses 0.60, and ALiBi holds (0.78 to 0.79) where as
-# set it loses 0.29: both recall grades are partly the layout's. At the 0.10 cut every mark survives the
-# move (moved, NoPE and T5 hold on `recall_anywhere` only); RoPE's ✘ would turn ~ only if the cut were
-# also raised to 0.12. The grammar needs no dictionary, and there the methods differ in every seed: ALiBi
-# holds (0.74 to 0.73), RoPE falls (0.77 to 0.32). The map grades the tasks as set. The results are
-# chapter 7's stored ones (`results/extrapolation.json`); this page trains nothing.
+# * ? where no model is trained (the integer, normalised and binary codes): the map says only what the
+#   cell asserts. An integer code 1000 tokens in has length 8000 in a 64-wide model; past a training length
+#   of $2^b$ positions, bit $b$ turns on, a value training never showed; a normalised code gives every
+#   position but 0 a new code at a new length.
 
 # %% slideshow={"slide_type": "fragment"}
-# Column 3: chapter 7's stored results, three seeds per method, trained on 64 tokens
-res = ex.load_results()
-config = res["config"]
-assert (config["train_len"], config["steps"], config["seeds"]) == (64, 400, [0, 1, 2])
-assert config["eval_sequences"] == 128  # test sequences per length and seed
+# Column 3: the rows no model is trained for
 at16, at32 = torch.arange(16) / 16, torch.arange(16) / 32  # the normalised code of positions 0..15 at two lengths
 assert at16[0] == at32[0] and (at16[1:] != at32[1:]).all()  # every position but 0 gets a new code
-assert (config["num_layers"], config["d_model"], config["num_heads"]) == (2, 64, 4)  # the experiment's scope
-tasks = ("grammar", "recall", "recall_anywhere")
-mean = lambda v: sum(v) / len(v)  # noqa: E731
-mean_at = lambda m, t, L: mean(ex.accuracy(res, t, m)[L]["acc"])  # noqa: E731  mean over the three seeds
-assert all(len(ex.accuracy(res, t, m)[L]["acc"]) == 3 for t in tasks for m in ("none", "t5") for L in (64, 512))
-learnt = lambda m: [t for t in tasks if mean_at(m, t, 64) >= 0.6]  # noqa: E731  the tasks m learnt at 64 tokens
-holds = lambda m, hold=0.10: [t for t in learnt(m) if mean_at(m, t, 64) - mean_at(m, t, 512) <= hold]  # noqa: E731
-grade = lambda m, hold=0.10: "✔" if len(holds(m, hold)) == 3 else "~" if holds(m, hold) else "✘"  # noqa: E731
-column_3 = {"none": "~", "sinusoidal": "✘", "t5": "~", "rope": "✘", "alibi": "~"}  # the map's column 3 (T5: the relative row)
-for cut in (0.45, 0.6, 0.68):  # the one task not learnt, for any cut from 0.45 to 0.68
-    assert {(m, t) for m in column_3 for t in tasks if mean_at(m, t, 64) < cut} == {("none", "grammar")}
-assert round(mean_at("none", "grammar", 64), 2) == 0.43
-assert [round(min(mean_at(m, "grammar", 64) for m in column_3 if m != "none"), 2),
-        round(max(mean_at(m, "grammar", 64) for m in column_3), 2)] == [0.68, 0.77]
-grammar = res["tasks"]["grammar"]  # a quarter of its tokens random, drawn from 16: the best accuracy is 3/4 + 1/4 * 1/16
-assert config["noise"] == 0.25 and config["vocab_size"] == 16 and abs(grammar["best_acc"] - (0.75 + 0.25 / 16)) < 1e-4
-assert round(grammar["best_acc"], 3) == 0.766 and max(mean_at(m, "grammar", 64) for m in column_3) <= grammar["best_acc"]
-above = sorted(a for m in column_3 for a in ex.accuracy(res, "grammar", m)[64]["acc"] if a > grammar["best_acc"])
-assert len(above) == 3 and max(above) - grammar["best_acc"] < 0.005  # three single seeds just above: sampling noise
-assert round(mean_at("learned", "grammar", 64), 2) == 0.59  # learned positions: below the cut, graded by the rule
-for hold in (0.08, 0.10, 0.12, 0.14):  # the grades do not hang on the threshold
-    assert {m: grade(m, hold) for m in column_3} == column_3
-    assert holds("none", hold) == holds("t5", hold) == ["recall", "recall_anywhere"]  # both recalls, not the grammar
-    assert holds("alibi", hold) == ["grammar"] and holds("sinusoidal", hold) == holds("rope", hold) == []
-lost = lambda m, t: [a - b for a, b in zip(ex.accuracy(res, t, m)[64]["acc"], ex.accuracy(res, t, m)[512]["acc"])]  # noqa: E731
-split = {(m, t): [round(x, 3) for x in lost(m, t)] for m in column_3 for t in learnt(m)
-         if len({x <= 0.10 for x in lost(m, t)}) == 2}  # seeds on both sides of 0.10
-assert split == {("none", "recall_anywhere"): [0.045, 0.125, 0.057], ("t5", "grammar"): [0.071, 0.281, 0.088]}
-assert [round(a, 2) for a in ex.accuracy(res, "grammar", "t5")[64]["acc"]] == [0.77, 0.61, 0.67]  # the 0.281 seed learnt least
-assert all(sorted(lost("t5", t))[1] <= 0.10 for t in tasks)  # on the median seed T5 holds all three: ✔, not ~
-windowed = {m: ex.accuracy(res, "grammar", m, "sliding_window") for m in ("rope", "sinusoidal")}
-assert all(mean_at(m, "grammar", 64) - w[512]["mean"] <= 0.10 for m, w in windowed.items())  # a window holds it too
-assert [round(w[512]["mean"], 2) for w in windowed.values()] == [0.77, 0.74]
-drops = sorted(mean_at(m, t, 64) - mean_at(m, t, 512) for m in column_3 for t in learnt(m))
-assert [round(max(x for x in drops if x <= 0.10), 3), round(min(x for x in drops if x > 0.10), 3)] == [0.076, 0.147]
-assert (round(mean_at("none", "recall_anywhere", 64) - mean_at("none", "recall_anywhere", 512), 3),
-        round(mean_at("t5", "grammar", 64) - mean_at("t5", "grammar", 512), 3)) == (0.076, 0.147)  # whose they are
-moved = {m: ex.accuracy(res, "recall", m, "trained_distances") for m in ("none", "t5", "alibi", "rope")}  # ch. 7
-assert (round(mean_at("rope", "recall", 512), 2), round(moved["rope"][512]["mean"], 2)) == (0.17, 0.74)  # first, moved
-assert [round(moved[m][L]["mean"], 2) for m in ("none", "t5") for L in (64, 512)] == [1.0, 0.69, 1.0, 0.74]
-moved_drop = {m: moved[m][64]["mean"] - moved[m][512]["mean"] for m in moved}
-assert all(0.25 <= round(x, 2) <= 0.31 for x in moved_drop.values())  # moved: all four lose about alike
-assert holds("none") == holds("t5") == ["recall", "recall_anywhere"]  # ... though both hold as the tasks are set
-assert round(mean_at("none", "grammar", 512), 2) == 0.28  # NoPE's ungraded grammar: 0.43 -> 0.28
-assert [round(mean_at("none", "grammar", L), 2) for L in (64, 128, 256, 512)] == [0.43, 0.36, 0.32, 0.28]  # steady
-assert [round(x, 2) for x in lost("none", "grammar")] == [0.16, 0.17, 0.14]  # every seed
-none_grammar = [ex.accuracy(res, "grammar", "none")[L]["acc"] for L in (64, 128, 256, 512)]
-assert all(a > b for s in range(3) for a, b in zip([x[s] for x in none_grammar], [x[s] for x in none_grammar[1:]]))  # every seed, every step
-assert [t for t in tasks if mean_at("none", t, 64) - mean_at("none", t, 512) <= 0.10] == ["recall", "recall_anywhere"]  # grammar graded anyway: falls, NoPE still ~
-anywhere_alibi = ex.accuracy(res, "recall_anywhere", "alibi", "trained_distances")
-assert [round(anywhere_alibi[L]["mean"], 2) for L in (64, 512)] == [0.78, 0.79]  # moved, ALiBi holds there
-assert round(mean_at("alibi", "recall_anywhere", 64) - mean_at("alibi", "recall_anywhere", 512), 2) == 0.29  # as set
-assert all(x <= 0.10 for x in lost("alibi", "grammar")) and all(x > 0.4 for x in lost("rope", "grammar"))  # every seed
-assert [round(mean_at(m, "grammar", L), 2) for m in ("alibi", "rope") for L in (64, 512)] == [0.74, 0.73, 0.77, 0.32]
-anywhere_rope = ex.accuracy(res, "recall_anywhere", "rope", "trained_distances")
-# the grammar has no dictionary to move: its control reading is chapter 7's "nonoverlapping", read at once, as set
-moved_at = lambda m, t, L: mean(ex.accuracy(res, t, m, "nonoverlapping" if t == "grammar" else "trained_distances")[L]["acc"])  # noqa: E731
-moved_holds = lambda hold: {m: [t for t in learnt(m) if moved_at(m, t, 64) - moved_at(m, t, 512) <= hold] for m in column_3}  # noqa: E731
-moved_grade = lambda hold: {m: "✔" if len(h) == 3 else "~" if h else "✘" for m, h in moved_holds(hold).items()}  # noqa: E731
-assert moved_grade(0.10) == column_3  # at the 0.10 cut the marks survive the move ...
-assert moved_holds(0.10)["none"] == moved_holds(0.10)["t5"] == ["recall_anywhere"]
-for hold in (0.12, 0.14):  # ... but not from 0.12: RoPE then holds on recall_anywhere too, only the sinusoids keep ✘
-    assert moved_grade(hold) == {**column_3, "rope": "~"} and moved_holds(hold)["rope"] == ["recall_anywhere"]
-assert [round(a - b, 3) for a, b in zip(anywhere_rope[64]["acc"], anywhere_rope[512]["acc"])] == [0.121, 0.146, 0.078]
-rope_moved_drop = anywhere_rope[64]["mean"] - anywhere_rope[512]["mean"]
-assert [round(anywhere_rope[L]["mean"], 2) for L in (64, 512)] == [0.93, 0.81] and round(rope_moved_drop, 3) == 0.115
-assert round(mean_at("rope", "recall_anywhere", 64) - mean_at("rope", "recall_anywhere", 512), 2) == 0.60  # as set
-assert 0.10 < rope_moved_drop <= 0.12  # moved, RoPE holds there from a cut of 0.12, not at 0.10
-print("column 3 (64 -> 512 tokens, mean of 3 seeds):", column_3)
-
 assert pl.integer_positions(1001, 64)[1000].norm() == 1000 * 64**0.5 == 8000  # ||p_i|| = i sqrt(d)
 longer = pl.binary_positions(2**4 + 1, 5)  # 5 bits; trained on positions 0 .. 15, then position 16
 assert longer[:16, 0].eq(0).all() and longer[16, 0] == 1  # bit 4 (the first column): never on in training, on at 16
@@ -796,7 +691,13 @@ print("untrained rows: integer code, d = 64: ||p_1000|| =", int(pl.integer_posit
 # patches left, right, above and below a query, the same four for another query. The map's 2-D ALiBi (a
 # slope times the distance) gives all four one bias, the two before the query in raster order included.
 # Axial RoPE (`pl.apply_rope_2d`, $d = 8$): moving a query to another column leaves the row's half of
-# its features as it was, moving it to another row the column's half.
+# its features as it was, moving it to another row the column's half. Last, the two raster-order rows.
+# NoPE's causal mask can give a patch at most its raster index $r\,W + c$ ($W$ the grid's width): on a
+# 4 × 4 grid the last patch of row 0 and the first of row 1 get neighbouring indices 3 and 4, though they
+# stand 3 columns apart, while the first patch of row 0 and the one right below it are 4 indices apart.
+# A learned table with one row
+# per raster index reads, for the patch at row 1, column 0, row 4 of its table on a 4-wide grid and row 6
+# on a 6-wide one: the same place in the image, another row, so the rows depend on the grid's width.
 
 # %% slideshow={"slide_type": "fragment"}
 # Column 5: a 2-D shift of the sinusoids is one rotation; 2-D offsets; axial RoPE
@@ -829,3 +730,8 @@ q8 = torch.randn(1, 8, generator=g, dtype=torch.float64)  # one query, d = 8: fe
 at = lambda r, c: pl.apply_rope_2d(q8, torch.tensor([r]), torch.tensor([c]))[0]  # noqa: E731  the query at (r, c)
 assert torch.allclose(at(2, 3)[:4], at(2, 7)[:4]) and torch.allclose(at(2, 3)[4:], at(6, 3)[4:])  # one axis each
 assert not torch.allclose(at(2, 3)[4:], at(2, 7)[4:]) and not torch.allclose(at(2, 3)[:4], at(6, 3)[:4])
+raster = lambda r, c, width: r * width + c  # noqa: E731  the index a causal mask can count to, row by row
+assert (raster(0, 3, 4), raster(1, 0, 4)) == (3, 4)  # 3 columns apart, adjacent indices
+assert raster(1, 0, 4) - raster(0, 0, 4) == 4  # right below: 4 indices apart
+assert raster(1, 0, 4) != raster(1, 0, 6)  # a learned row per raster index: the same patch, rows 4 and 6
+print("raster index of the patch at row 1, column 0, on a 4- and a 6-wide grid:", raster(1, 0, 4), raster(1, 0, 6))
