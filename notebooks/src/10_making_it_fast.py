@@ -178,7 +178,7 @@ print(f"float32 spacing at 1e5: {spacing_1e5}; angle error at positions 99000-10
 # the positions times the frequencies `torch.exp(torch.arange(0, dim, 2, dtype=torch.float) * -(math.log(10000.0) / dim))`.
 # The comment says that this table equals the one made in three lines by the `precompute_freqs_cis`
 # the same post shows as Llama's: `freqs = 1.0 / (theta ** (torch.arange(0, d_model, 2)[: (d_model // 2)].float() / d_model))`,
-# `t = torch.arange(end)`, then `torch.outer(t, freqs)`; and it asks whether computing the frequencies
+# `t = torch.arange(end, device=freqs.device)`, then `freqs = torch.outer(t, freqs).float()`; and it asks whether computing the frequencies
 # with `torch.exp` saves any computation. Both tables are positions times frequencies, each product
 # rounded once in float32, so they can differ only where their frequencies differ (the cell checks it):
 # in effect the comment compares two forms of θ_j = 10000^(−2j/d), the exp form and the power form.
