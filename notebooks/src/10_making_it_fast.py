@@ -174,10 +174,15 @@ print(f"float32 spacing at 1e5: {spacing_1e5}; angle error at positions 99000-10
       f"{far_err.max().item():.4f} rad, in pair {int(far_err.amax(0).argmax())}")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# Source 003 also asks a question, in a comment of its RoPE code. It computes the frequencies as
-# `torch.exp(torch.arange(0, d, 2) * -(math.log(10000.0) / d))`, writes that this "is same as"
-# `1.0 / (10000 ** (torch.arange(0, d, 2).float() / d))`, and asks: "Do torch.exp gets some compute
-# benefit?" No, for two reasons.
+# Source 003 also asks a question, in a comment of its RoPE code. That code makes its angle table as
+# the positions times the frequencies `torch.exp(torch.arange(0, dim, 2, dtype=torch.float) * -(math.log(10000.0) / dim))`.
+# The comment says that this table equals the one made in three lines by the `precompute_freqs_cis`
+# the same post shows as Llama's: `freqs = 1.0 / (theta ** (torch.arange(0, d_model, 2)[: (d_model // 2)].float() / d_model))`,
+# `t = torch.arange(end, device=freqs.device)`, then `freqs = torch.outer(t, freqs).float()`; and it asks whether computing the frequencies
+# with `torch.exp` saves any computation. Both tables are positions times frequencies, each product
+# rounded once in float32, so they can differ only where their frequencies differ (the cell checks it):
+# in effect the comment compares two forms of θ_j = 10000^(−2j/d), the exp form and the power form.
+# Does the exp form save anything? No, for two reasons.
 #
 # - **Cost.** Either form computes d/2 = 32 numbers, once per table, next to the n·d/2 angles and as
 #   many sines and cosines the table needs; whichever of the two is faster, the difference is a few
@@ -192,12 +197,19 @@ print(f"float32 spacing at 1e5: {spacing_1e5}; angle error at positions 99000-10
 #   The library computes θ_j in float64 and rounds once (`pl.rope_frequencies`), so each θ_j is the
 #   float32 number nearest the exact value, and that is what the cell measures both forms against.
 #
-# So the source's "is same as" holds for the formula, not for its float32 numbers.
+# So the comment's claim holds for the formulas, not for their float32 numbers: at d = 64 the two
+# tables differ in every column whose frequencies differ.
 
 # %% slideshow={"slide_type": "fragment"}
 j2 = torch.arange(0, d, 2, dtype=torch.float32)
 exp_form = torch.exp(j2 * -(math.log(10000.0) / d))  # 003's frequencies
 pow_form = 1.0 / (10000 ** (j2 / d))  # the form its comment calls the same
+assert torch.equal(pow_form, 1.0 / (10000.0 ** (torch.arange(0, d, 2)[: (d // 2)].float() / d)))  # as 003 quotes it
+table_exp = torch.arange(n, dtype=torch.float).unsqueeze(-1) * exp_form  # 003's angle table (n = 200 positions)
+table_pow = torch.outer(torch.arange(n), pow_form).float()  # the three lines its comment calls the same
+same_freq = exp_form == pow_form
+assert torch.equal(table_exp[:, same_freq], table_pow[:, same_freq])  # equal frequencies: equal columns
+assert (table_exp != table_pow)[:, ~same_freq].any(0).all()  # every column whose frequency differs differs
 nearest = pl.rope_frequencies(d)  # float64 rounded once: the float32 number nearest each exact theta_j
 ulp = torch.nextafter(nearest, torch.tensor(math.inf)) - nearest
 ulps_off = {"exp": (exp_form - nearest).abs() / ulp, "power": (pow_form - nearest).abs() / ulp}
@@ -211,6 +223,8 @@ for d_other in (80, 96):  # 2j/d is not exact in float32 when d is not a power o
     pow_other = ((1.0 / (10000 ** (j_other / d_other)) - near_other).abs() / ulp_other).max()
     exp_other = ((torch.exp(j_other * -(math.log(10000.0) / d_other)) - near_other).abs() / ulp_other).max()
     assert pow_other > 2 and exp_other > 2  # both forms several ulps off
+print(f"003's two angle tables (d = 64) differ in the {int((~same_freq).sum())} columns whose frequencies differ, "
+      "and only there")
 print(f"the {d // 2} frequencies in float32, against the nearest float32 numbers: the exp form more than 3 ulps "
       "off at its worst, the power form at most 1 (d = 64); at d = 80 and 96 both more than 2")
 
@@ -270,10 +284,16 @@ print("003's builder:", "more than 5 times slower" if slow > 5 * fast else "not 
 #
 # The one-pass bound is what `x * 1.5` moves, and no function that reads every value of x and returns a
 # new tensor of x's size moves less. Bytes are the one count with variants (which operators and tensors
-# a rule includes); each rule is named where it first counts, and the end of §4 sets them side by side. In
-# short: §2 counts every operator of a forward call on a float32 x (a bound is 8 bytes per entry); §3 only the
-# calls that move x-sized data, on a bf16 x (bfloat16, a 2-byte float that §3 describes; so a bound is 4 bytes per
-# entry); §4 a forward and backward step on that bf16 x, first its x-sized tensors, then every byte.
+# a rule includes); each rule is named where it first counts, and the end of §4 sets them side by side:
+#
+# | section | bytes counted | x | one bound |
+# |---|---|---|---|
+# | §2 | every operator of a forward call | float32, (1024, 64) | 8 bytes per entry |
+# | §3 | only the calls that move x-sized data | bf16 `xb`, (8, 1024, 128) | 4 bytes per entry |
+# | §4 | a forward and backward step: its x-sized tensors, then every byte | bf16 `xb` | 4 bytes per entry |
+#
+# A bound is twice x's bytes, so it follows x's dtype: the unit changes once, at §3, from 8 bytes per entry
+# to 4 (bf16, bfloat16, is a 2-byte float that §3 describes), and §2's counts are not comparable with later ones.
 #
 # Chapter 5 (§11) showed that building the d × d matrix R_m for every position stores d times
 # more numbers than the cos and sin tables `apply_rope` uses, and gives the same result. It also
@@ -318,8 +338,8 @@ print(f"same result; the dense form holds {R_all.numel():,} numbers (the input {
 # complex table on every call (the module caches cos and sin, not that table), writes it, and reads it again to
 # multiply x by it.
 #
-# The next cell counts in one-pass bounds, twice x's bytes (so a bound's bytes per entry follow x's dtype,
-# which §3 changes), and checks that `x * 1.5` moves exactly one. Its rule is `bytes_of`.
+# The next cell counts in one-pass bounds, twice x's bytes, and checks that `x * 1.5` moves exactly one.
+# Its rule is `bytes_of`.
 
 # %% slideshow={"slide_type": "fragment"}
 with RecordCalls() as dense_calls:
@@ -373,9 +393,9 @@ print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 
 # weigh on the CPU here, where x is 2 MiB, so the bytes counted from here on model what GPU-sized tensors
 # cost, not a CPU time.
 #
-# **The unit changes here.** From here on x is a bf16 `xb` (8 heads) unless a line says float32, so a
-# bound is 4 bytes per entry, not §2's 8, and §2's figures are not comparable with those below. bf16
-# (bfloat16) is a 16-bit float with float32's 8 exponent bits and 7 mantissa bits (the cell checks both).
+# **The unit changes here** (§2's table): from here on x is a bf16 `xb` (8 heads) unless a line says float32,
+# so a bound is 4 bytes per entry. bf16 (bfloat16) is a 16-bit float with float32's 8 exponent bits and
+# 7 mantissa bits (the cell checks both).
 # A bf16 x is where the plain form makes two extra passes, a float32 copy in and a bf16 copy out.
 # Written with torch operations, `x·cos − y·sin` is one call per operation: the products, the
 # difference, the `stack`/`cat` that puts the pairs back, and those two copies. Each reads and writes
@@ -447,14 +467,17 @@ print("against rotate_pairs in float32, for bf16 and float32 inputs and both lay
 # Where does the C kernel start to pay? `rotary.SMALL` comes from `make bench` (`benchmarks/README.md`,
 # "Where the C kernel pays off"; quoted here, not measured): the kernel's time over the reference's,
 # for x of (4, seq, 64) with cos and sin given, medians of 5 paired rounds on one loaded 2-core Intel
-# Xeon VM. In the interleaved layout its forward pass is faster at every size in that table, 256 to 65 536
-# elements (0.90 at 256
-# float32 elements); in float32's half layout it is slower up to 4096 elements (1.13 at 256).
-# From 16 384 elements on it is faster in every column, the closest to 1 being float32's half layout,
-# forward + backward (0.96). So `SMALL` is a choice read from noisy medians on one machine, not a
+# Xeon VM, with no spread reported; a ratio within about a tenth of 1 is read here as "no slower", not
+# as faster or slower. In the interleaved layout the kernel's forward pass is no slower at any size in
+# that table, 256 to 65 536 elements (at most 0.90, at 256 float32 elements); in float32's half layout,
+# forward or forward + backward, it took 1.08 to 1.18 times the reference's time up to 4096 elements.
+# 16 384 is the first size at which no column is above 1: there and above, every ratio is 0.82 or
+# less except float32's half layout at 16 384 (0.93 forward, 0.96 forward + backward), where the kernel
+# is no slower. So `SMALL` is a choice read from noisy medians on one machine, not a
 # measured crossing; this appendix does not repeat the measurement. What it does check (the cell
 # above) is that chapter 5's 5 × 4 example and a single-sequence decoding step stay on the reference: they never
-# reach the C operator. The next cell checks these readings of the quoted table.
+# reach the C operator. The next cell checks these readings of the quoted table and draws it: each column's
+# ratio against the size, the band within a tenth of 1 shaded, `SMALL` dashed.
 
 # %% slideshow={"slide_type": "fragment"}
 # quoted from benchmarks/README.md ("Where the C kernel pays off"), elements -> (the reference's time, interleaved,
@@ -466,15 +489,33 @@ small_bench = {"float32": {256: (16.3, 0.90, 1.13, 1.04, 1.18), 1024: (17.9, 0.8
                             4096: (28.9, 0.57, 0.90, 0.78, 0.98), 8192: (38.0, 0.44, 0.82, 0.67, 0.93),
                             16384: (57.5, 0.32, 0.73, 0.52, 0.82), 65536: (132.3, 0.17, 0.29, 0.21, 0.28)}}
 bench_rows = [(dtype, size, row) for dtype, by_size in small_bench.items() for size, row in by_size.items()]
-assert all(row[1] < 1 for *_, row in bench_rows)  # interleaved, forward: faster at every size
+assert max(row[1] for *_, row in bench_rows) == 0.90  # interleaved, forward: no slower at any size
+f32_half = [row[j] for size, row in small_bench["float32"].items() if size <= 4096 for j in (2, 4)]
 assert [size for size, row in small_bench["float32"].items() if row[2] > 1] == [256, 1024, 4096]  # float32, half
-large = [row[1:] for _, size, row in bench_rows if size >= SMALL]
-assert max(map(max, large)) == small_bench["float32"][16384][4] == 0.96  # from SMALL on: faster in every column
+assert (min(f32_half), max(f32_half)) == (1.08, 1.18)  # float32, half, forward and forward + backward, up to 4096
+no_column_above_1 = [size for size in small_bench["float32"] if all(max(small_bench[dt][size][1:]) <= 1 for dt in small_bench)]
+assert no_column_above_1[0] == SMALL == 16384 and no_column_above_1 == [16384, 65536]  # the first such size: SMALL
+large = sorted(ratio for _, size, row in bench_rows if size >= SMALL for ratio in row[1:])
+assert large[-2:] == [small_bench["float32"][16384][2], small_bench["float32"][16384][4]] == [0.93, 0.96]
+assert large[-3] <= 0.82  # every other ratio from SMALL on
 saved_us = max(row[0] * (1 - row[1]) for _, size, row in bench_rows if size < SMALL)  # interleaved, forward
-assert round(saved_us) == 21 and small_bench["float32"][256][1:3] == (0.90, 1.13)
-print(f"quoted: from {SMALL} elements the kernel is faster in every column (at most {max(map(max, large))} of the "
-      f"reference's time); below, it saves at most {saved_us:.0f} µs a forward call (the table times the "
-      "reference's forward pass only)")
+assert round(saved_us) == 21
+print(f"quoted: {SMALL} is the first size with no column above 1 (from there on at most 0.82, except float32's "
+      f"half layout at {SMALL}: {large[-2]} and {large[-1]}, no slower); below, the kernel saves at most "
+      f"{saved_us:.0f} µs a forward call (the table times the reference's forward pass only)")
+fig, axes = viz.figure(2, width=4.4, height=3.4)
+columns = ("interleaved", "half", "fwd + bwd, interleaved", "fwd + bwd, half")
+for ax, (dtype, by_size) in zip(axes, small_bench.items()):
+    ax.axhspan(0.9, 1.1, color="0.9", zorder=0, label="within a tenth of 1")
+    ax.axhline(1, color="0.4", lw=0.8)
+    ax.axvline(SMALL, color="0.4", ls="--", lw=0.8)
+    for j, (name, marker) in enumerate(zip(columns, "os^v"), start=1):
+        ax.plot(list(by_size), [row[j] for row in by_size.values()], marker=marker, ms=4, lw=1, label=name)
+    ax.set(xscale="log", xlabel="elements of x", ylabel="kernel time / reference time", ylim=(0, 1.3),
+           title=f"{dtype} (quoted; dashed: SMALL)")
+    ax.set_xticks(list(by_size), [f"{size:,}" for size in by_size], fontsize=7)
+axes[0].legend(fontsize=7, loc="lower left")
+fig
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Now count the torch calls that move a whole tensor's worth of data (at least half of x: one
@@ -1125,46 +1166,24 @@ else:
           "in registers within 2 eps max|x| (eps = 2^-23, float32's spacing at 1); the backward equal to the rotation by -angle")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **How fast, on a GPU: two quoted measurements, not run here.** Both are quoted from `benchmarks/README.md`,
-# one run each with no spread, so this appendix reads only large differences, and as passes only at long sequences. Their
-# unit is the time of one elementwise pass over q and k, `q * c, k * c`; q is (1, 32, L, 128), k (1, 8, L, 128),
-# the half layout, forward only, CUDA events, the median of 25 calls.
+# **How fast, on a GPU: quoted, not run here.** `make bench DEVICE=cuda` times, on a GPU, q (1, 32, L, 128)
+# and k (1, 8, L, 128) rotated in the half layout by each path, CUDA events, the median of 25 calls; the unit is
+# one elementwise pass over q and k, `q * c, k * c`. `benchmarks/README.md` holds two such runs, one each, with no
+# spread, so this appendix reads only large differences, and as passes only at long sequences:
 #
-# **At L = 4096, the order but no passes.** The second run shows that there the unit is not set by bytes: in
-# bf16, `q * c, k * c` moved 84 MB in 0.069 ms, 1.2 TB/s, against 3.9 TB/s at L = 16384, and float32's twice the
-# bytes took 1.06 times as long (1.92 times at 16384, as twice the bytes should). So at 4096 a multiple of the unit
-# is not a number of passes; the first run recorded no times in milliseconds, so whether the same held there cannot
-# be told, and this appendix reads neither run's L = 4096 row as passes. The second run's order at 4096 is still a
-# result, and it is the reverse of the one at 16384 below: in bf16 Hugging Face's eager rotation took 4.37 units,
-# `apply_rope` 16.34 and `RotaryEmbedding` 6.44, so there HF eager was 3.7 and 1.5 times faster than the library's
-# two (forward + backward, over two copies: HF eager 7.03, the library's two 23.41 and 12.14). The kernel alone,
-# one launch for q and k, was slower than HF eager too (6.37 units from tables, 5.33 in registers), so the time is
-# spent in the kernel's own call, not only in what the two functions do around it. What is known of the cause: in
-# milliseconds `apply_rope` took 1.13 at 4096 and 0.12 at 16384, with four times the positions, which neither the
-# bytes nor a cost fixed per call explains, and its torch path, which runs no Triton kernel, was also slower at 4096
-# (1.24 ms against 1.04), so it is not the kernel alone. The timing method allows one explanation, not tested: it
-# times each call between two CUDA events with no synchronisation between calls, so where the GPU has caught up
-# with the host, a call's time includes the host's work to launch it. The run did not trace it: the cause is
-# unexplained.
-#
-# **The first run** ("A quoted GPU measurement"): one NVIDIA H100 80GB HBM3, bf16, before the library had this
-# kernel. It records neither what `c` was nor the dtype of Hugging Face's tables, so this appendix reads only the
-# column that needs neither: an untuned 30-line Triton prototype, one pass with its angles computed in registers,
-# timed in units of a copy (`clone`) of q and k, which moves exactly one one-pass bound. At L = 16384 and 65536 it
-# took 1.25 and 1.09 copies' time: a one-pass kernel came within a quarter of a copy.
-#
-# **The second run, with this library's kernel** ("First GPU run of this tree"): one NVIDIA H200, Triton 3.6,
-# bf16; its `q * c` multiplies by the scalar 1.5, so it is one one-pass bound (a copy took 0.98 of it). At long
-# sequences the order is the other way: at L = 16384, `apply_rope` took 1.40 × and `RotaryEmbedding` 1.05 ×,
-# within 5 to 40 % of one pass. Hugging Face's eager `apply_rotary_pos_emb`, given the bf16 tables its Llama model
-# hands it, took 11.60 ×, 8.3 and 11 times the library's two: 11.8 copies, where §3 counts 5 bounds. A count of bytes is a floor, not a prediction of
-# time; what HF spent the rest on was not traced. Under `torch.compile` it took 1.11 ×, about one pass too
-# (its 6 % gap to the module, in one run, is no ordering). The stateless `apply_rope` computes sin and cos in
-# registers, so it moves fewer bytes than the module, yet it was the slower. The kernel alone, one launch for q
-# and k, took 1.05 × from tables and 1.07 × in registers: in this one run the kernel alone showed no difference
-# between reading the tables and computing sin and cos. The benchmark calls `apply_rope` once for q and once for k
-# (two launches, each making its frequencies first), where the module makes one launch for both: a possible
-# cause of the gap, not timed apart.
+# - **H100, before the library had this kernel** ("A quoted GPU measurement", bf16): an untuned 30-line Triton
+#   prototype, one pass with its angles in registers, took 1.25 and 1.09 times a copy (`clone`) of q and k at
+#   L = 16384 and 65536. A one-pass kernel came within a quarter of a copy.
+# - **H200, this library's kernel** ("First GPU run of this tree", bf16; its `c` is the scalar 1.5, so the unit is
+#   one one-pass bound, and a copy took 0.98 of it): at L = 16384 `RotaryEmbedding` took 1.05 units and
+#   `apply_rope` 1.40, within 5 to 40 % of one pass; the kernel alone, one launch for q and k, 1.05 from tables and
+#   1.07 in registers. Hugging Face's eager `apply_rotary_pos_emb` took 11.60 units in this one run (no second run
+#   shows its spread), over twice the 5 bounds §3 counts for it: a count of bytes is a floor, not a prediction of
+#   time, and what it spent the rest on was not traced. Under `torch.compile` it took 1.11.
+# - **At L = 4096 the unit is not set by bytes**: in bf16 `q * c, k * c` ran at 1.2 TB/s, against 3.9 TB/s at
+#   16384, and float32's twice the bytes took only 1.06 times as long. So that row is not read as passes. Its
+#   order is the reverse (HF eager 4.37 units, `RotaryEmbedding` 6.44, `apply_rope` 16.34), for a cause the run
+#   did not trace.
 
 # %% slideshow={"slide_type": "fragment"}
 # the H200 run, quoted: the unit's time in ms, L -> (bf16, float32)
@@ -1172,41 +1191,29 @@ bound_ms = {4096: (0.069, 0.073), 16384: (0.086, 0.165)}
 # the unit q * c, k * c reads and writes q and k (40 heads of 128), 2 bytes per entry in bf16
 unit_bytes = {seq: 40 * seq * 128 * 2 * 2 for seq in bound_ms}
 unit_tb_s = {seq: unit_bytes[seq] / (bound_ms[seq][0] * 1e-3) / 1e12 for seq in bound_ms}
-assert round(unit_bytes[4096] / 1e6) == 84 and [round(unit_tb_s[seq], 1) for seq in bound_ms] == [1.2, 3.9]
+assert [round(unit_tb_s[seq], 1) for seq in bound_ms] == [1.2, 3.9]
 f32_over_bf16 = {seq: bound_ms[seq][1] / bound_ms[seq][0] for seq in bound_ms}  # twice the bytes
 assert [round(f32_over_bf16[seq], 2) for seq in (4096, 16384)] == [1.06, 1.92]  # 4096: not set by bytes
 # the H100 run, quoted: the Triton prototype in units of a clone of q and k, at the two long L read here
 prototype = {16384: 1.25, 65536: 1.09}
 assert max(prototype.values()) <= 1.25  # within a quarter of a copy
-# the H200 run at L = 16384, bf16, in units of q * c: clone, HF eager, apply_rope, RotaryEmbedding
+# the H200 run at L = 16384, bf16, in units of q * c: clone, HF eager (one run), apply_rope, RotaryEmbedding
 clone, hf_eager, lib_fn, lib_module = 0.98, 11.60, 1.40, 1.05
 assert all(1.05 <= t <= 1.40 for t in (lib_fn, lib_module))  # within 5 to 40 % of one q * c
-assert [round(hf_eager / t, 1) for t in (lib_fn, lib_module)] == [8.3, 11.0]  # HF eager over the library's two
-assert round(hf_eager / clone, 1) == 11.8 > 2 * 5  # HF eager in copies, against §3's 5 counted bounds
+assert hf_eager > 2 * 5  # over twice §3's 5 counted bounds
 hf_compiled = 1.11  # HF under torch.compile, the same run and row
-assert abs(hf_compiled / lib_module - 1) < 0.07  # level with the module (6 %)
 kernel_alone = {"tables": 1.05, "registers": 1.07}  # the same run and row: the kernel alone, q and k at once
-assert kernel_alone["registers"] - kernel_alone["tables"] < 0.05 < lib_fn - kernel_alone["registers"]
-# the same run at L = 4096, bf16, in units of q * c: the order reversed (forward; then forward + backward over two
-# copies)
-at_4096 = {"apply_rope": 16.34, "module": 6.44, "tables": 6.37, "registers": 5.33, "hf eager": 4.37}
-grad_4096 = {"apply_rope": 23.41, "module": 12.14, "hf eager": 7.03}
-assert [round(at_4096[name] / at_4096["hf eager"], 1) for name in ("apply_rope", "module")] == [3.7, 1.5]
-assert grad_4096["hf eager"] < min(grad_4096["apply_rope"], grad_4096["module"])
-assert min(at_4096["tables"], at_4096["registers"]) > at_4096["hf eager"]  # the kernel alone slower too
-torch_path_4096, torch_path_16384 = 17.99, 12.15  # apply_rope with Triton switched off, the same run
-in_ms = {"apply_rope": (at_4096["apply_rope"] * bound_ms[4096][0], lib_fn * bound_ms[16384][0]),
-         "its torch path": (torch_path_4096 * bound_ms[4096][0], torch_path_16384 * bound_ms[16384][0])}
-assert [tuple(round(t, 2) for t in pair) for pair in in_ms.values()] == [(1.13, 0.12), (1.24, 1.04)]
+# the same run at L = 4096, bf16, in units of q * c: the order reversed
+at_4096 = {"hf eager": 4.37, "module": 6.44, "apply_rope": 16.34}
+assert list(at_4096.values()) == sorted(at_4096.values())
 print("H200, the unit q * c, k * c in bf16: " + ", ".join(f"L = {seq}: {unit_tb_s[seq]:.1f} TB/s" for seq in unit_tb_s)
       + "; float32 (twice the bytes) over bf16: " + ", ".join(f"{f32_over_bf16[seq]:.2f}" for seq in f32_over_bf16))
 print("H100, the one-pass prototype in copies: " + ", ".join(f"L = {seq}: {t}" for seq, t in prototype.items()))
-print(f"H200, L = 16384, in units of q * c: apply_rope {lib_fn:.2f}, RotaryEmbedding {lib_module:.2f}, HF eager {hf_eager:.2f} "
-      f"({hf_eager / clone:.1f} copies), HF compiled {hf_compiled}; the kernel alone {kernel_alone['tables']} "
-      f"(tables), {kernel_alone['registers']} (registers)")
-print(f"H200, L = 4096, in units of q * c: apply_rope {at_4096['apply_rope']}, RotaryEmbedding {at_4096['module']}, "
-      f"the kernel alone {at_4096['tables']} (tables), {at_4096['registers']} (registers), HF eager {at_4096['hf eager']}; "
-      "in ms at 4096 and 16384: " + ", ".join(f"{name} {a:.2f} and {b:.2f}" for name, (a, b) in in_ms.items()))
+print(f"H200, L = 16384, in units of q * c: RotaryEmbedding {lib_module:.2f}, apply_rope {lib_fn:.2f}, the kernel alone "
+      f"{kernel_alone['tables']} (tables), {kernel_alone['registers']} (registers); HF eager {hf_eager:.2f} (one run), "
+      f"HF compiled {hf_compiled}")
+print(f"H200, L = 4096, in units of q * c: HF eager {at_4096['hf eager']}, RotaryEmbedding {at_4096['module']}, "
+      f"apply_rope {at_4096['apply_rope']}")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 6. What it is worth in a model
@@ -1415,12 +1422,13 @@ print(f"the rest's bytes from 1 sequence to 8: x {rest_per_batch[64]:.2f} at d_m
 #
 # | Source | The source writes | What is right | Where |
 # |---|---|---|---|
-# | `003` (its RoPE code, a comment) | `torch.exp(torch.arange(0, d, 2) * -(math.log(10000.0) / d))` "is same as" `1.0 / (10000 ** (torch.arange(0, d, 2).float() / d))` | the same in exact arithmetic, not in float32: at d = 64 the two differ in 17 of the 32 frequencies; the exp form is more than 3 ulps off the float32 number nearest θ_j, the power form at most 1 | §1 |
-| `003` (a comment in `precompute_freqs_cis`) | asks whether `freqs_cis` should not be fixed once the model's width and the longest input are set, reading `end` as each input's length | the code already does so: `end` is a fixed bound (twice the longest length), and the table is built when the model is built (once per layer in source 000's example, once per model in Meta's Llama code; §4). Fixing it is right: the table depends only on d, the base and the positions, so one table for the longest length, cut to the first L rows, is the table for L, bit for bit; `pl.RotaryEmbedding` keeps its tables between calls, while `pl.apply_rope` remakes them on every call (§2 and §4 count what that costs) | below |
+# | `003` (its RoPE code, a comment) | says its angle table, positions times `torch.exp(torch.arange(0, dim, 2, dtype=torch.float) * -(math.log(10000.0) / dim))`, equals `torch.outer(t, freqs)` with `freqs = 1.0 / (theta ** (torch.arange(0, d_model, 2)[: (d_model // 2)].float() / d_model))`: in effect, that its two forms of the frequencies are the same | the same in exact arithmetic, not in float32: at d = 64 the two differ in 17 of the 32 frequencies, and the tables in those 17 columns; the exp form is more than 3 ulps off the float32 number nearest θ_j, the power form at most 1 | §1 |
+# | `003` (a comment in `precompute_freqs_cis`) | asks whether `freqs_cis` should not be fixed once the model's width and the longest input are set, reading `end` as each input's length | the code already does so: `end` is a fixed bound (twice the longest length), and the table is built when the model is built (once per layer in source 000's example, once per model in Meta's Llama code; §4). For plain RoPE fixing it is right (dynamic NTK recomputes it when the length grows; chapter 7): the table depends only on d, the base and the positions, so one table for the longest length, cut to the first L rows, is the table for L, bit for bit; `pl.RotaryEmbedding` keeps its tables between calls, while `pl.apply_rope` remakes them on every call (§2 and §4 count what that costs) | below |
 
 # %% slideshow={"slide_type": "fragment"}
 differ = int((exp_form != pow_form).sum())
 assert len(exp_form) == len(pow_form) == 32 and differ == 17  # "the same": not in float32 (17 of 32)
+assert int((table_exp != table_pow).any(0).sum()) == differ  # and the angle tables in as many columns
 assert ulps_off["exp"].max() > 3 and ulps_off["power"].max() <= 1
 assert torch.equal(pl.rope_angles(2 * 1024, 64)[:1024], pl.rope_angles(1024, 64))  # one table, cut: the same
 print(f"003's two forms of the 32 frequencies (d = 64) differ in {differ} of them in float32; "
