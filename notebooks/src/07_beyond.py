@@ -1689,11 +1689,11 @@ assert thin_recall == [("recall", "rope", "rope+ntk", 256), ("recall", "rope+lin
 # *The checker* asks at $p$ from 11 to 30 (float16 at $a = 1$ only, float32 and formats torch has no dtype for),
 # where the first merge lies too far out to find by trying positions within its budget of steps and
 # array elements, and at scales $a$ of its choosing (it skips a few at which a sound estimate can
-# still be far off). If your estimate uses $a$'s significand, write $a = f \cdot 2^e$ with $f$ in $(1, 2]$.
+# still be far off).
 # A search answers a different question than the prediction asks, and that includes a first merge
 # found in a narrower format you simulate and then scaled up to $p$ bits. The checker refuses the
 # plain forms (a search inside `first_merge`, a narrower format's first merge doubled per extra
-# bit, to within a position), but it cannot catch every disguise: that part is up to you.
+# bit, to within a position, whichever narrower format each case takes), but it cannot catch every disguise: that part is up to you.
 
 # %% slideshow={"slide_type": "fragment"}
 def first_merge(p, a):
