@@ -872,7 +872,8 @@ assert ex.build_model("rope", ex.ExperimentConfig(), task="grammar").positional.
 # YaRN's attention factor (logits ×1.46 at $s = 8$) is not the cause: the same models without it
 # score 0.571, 0.571, 0.534 at 512 tokens, against 0.587, 0.588, 0.537 with it.
 
-# %% slideshow={"slide_type": "fragment"}
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "fragment"}
+# YaRN's attention factor is not the cause, checked (collapsed: expand to read it)
 yarn_512 = [sd["methods"]["rope+yarn"]["nonoverlapping"]["512"] for sd in results["tasks"]["grammar"]["seeds"]]
 assert [(round(y["acc_factor_1"], 3), round(y["acc"], 3)) for y in yarn_512] == [
     (0.571, 0.587), (0.571, 0.588), (0.534, 0.537)]  # without the factor no better: it is not the cause
@@ -904,7 +905,8 @@ assert round((0.1 * math.log(8) + 1) ** 2, 2) == 1.46  # the factor scales q and
 # far keys whose content matches the query's), this summary cannot tell. We leave it open.
 
 
-# %% slideshow={"slide_type": "fragment"}
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "fragment"}
+# Going further: dilution, counted (collapsed: expand to read it)
 n_near64 = (torch.arange(64 - cfg["window_stride"], 64) - 1).double().mean().item()  # q - 1 near keys at 64: 54.5
 n_far = (q_last - 63).mean().item()  # far keys per measured query at 512 (64 or more back): 433 to 448, 440.5
 n_near = 64 - 2  # near keys at 512: 0 .. 63 back, less the two needed ones
@@ -1487,7 +1489,8 @@ print("the recall_anywhere claims hold")
 #   dictionary-first task recall gets *worse* for every seed at every length past 64, so the
 #   factor is not what costs YaRN there.
 
-# %% slideshow={"slide_type": "fragment"}
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "fragment"}
+# Going further: the two mechanisms, checked (collapsed: expand to read it)
 t5_bias = next(mod for mod in ex.build_model("t5", ex.ExperimentConfig(), task="recall").modules()
                if isinstance(mod, pl.T5RelativeBias))  # the module the trained T5 models use
 assert (t5_bias.num_buckets, t5_bias.max_distance, t5_bias.bidirectional) == (32, 64, False)
@@ -1532,7 +1535,8 @@ assert all(y[str(L)]["acc_factor_1"] < y[str(L)]["acc"] for y in yarn_seeds for 
 # rest. These are necessary conditions, not a proof: a late position also has more keys to spread
 # its attention over, and this check cannot tell that apart from the counter's coarseness.
 
-# %% slideshow={"slide_type": "fragment"}
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "fragment"}
+# Going further: NoPE in a sliding window, checked (collapsed: expand to read it)
 def seeds(task, m, L, key):
     return [s["methods"][m]["nonoverlapping"][str(L)][key] for s in results["tasks"][task]["seeds"]]
 
@@ -1636,7 +1640,8 @@ assert top512 == ["t5", "none", "rope+linear"] and [round(R[m][512]["mean"], 2) 
 # ALiBi on the grammar up to 256 tokens, PI against YaRN on recall at 256 (dictionary first) and at
 # 512 (anywhere), NoPE against T5 with the dictionary anywhere.
 
-# %% slideshow={"slide_type": "fragment"}
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "fragment"}
+# Going further: the count of orderings, checked (collapsed: expand to read it)
 assert beats("recall", "t5", "none", 512)  # the one ordering the text mentions without building on it
 chance = _training.ordering_by_chance(3, 3)
 separation = {o: ex.separation(results, o[0], o[1], o[2], o[3], o[4]) for o in dict.fromkeys(ORDERINGS)}
