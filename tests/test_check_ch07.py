@@ -179,7 +179,9 @@ def test_the_checker_source_holds_neither_solution_formula():
 
 @pytest.mark.parametrize("right", [merge_estimate, lambda p, a: int(merge_estimate(p, a)),
                                    lambda p, a: torch.tensor(merge_estimate(p, a)),
-                                   lambda p, a: np.float64(1.01 * merge_estimate(p, a))])
+                                   lambda p, a: np.float64(1.01 * merge_estimate(p, a)),
+                                   lambda p, a: 0.995 * merge_estimate(p, a), lambda p, a: 1.015 * merge_estimate(p, a),
+                                   lambda p, a: round(merge_estimate(p, a)) + 1])
 def test_counter_merge_accepts_estimates_within_two_percent(right, capsys):
     ok, out = run(check.counter_merge, right, capsys)
     assert ok is True and "all correct!" in out
@@ -318,6 +320,54 @@ def test_counter_merge_refuses_doubling_from_any_narrower_format(capsys):
         merges = {a: first_merge_exact(q, a, int(merge_estimate(q, a) * 0.998)) for a in scales}
         ok, out = run(check.counter_merge, lambda p, a: merges[a] * 2.0 ** (p - q), capsys)
         assert ok is False and f"narrower format ({q} bits), doubled per extra bit" in out
+
+
+def merge_searched_with_q_by_case(p, a):
+    """The cold reader's route past a refusal that looked for one q: the narrower format chosen per case (11 bits up
+    to p = 13, 12 beyond), the counter rounded to q bits with numpy (frexp, round half to even, ldexp) over
+    3 * 2^(q-1) positions, the first equal neighbours doubled per extra bit."""
+    q = 11 if p <= 13 else 12
+    significand, exponent = np.frexp(a / np.arange(1, 3 * 2 ** (q - 1) + 1, dtype=np.float64))
+    held = np.ldexp(np.round(significand * 2**q), exponent - q)
+    k = int(np.flatnonzero(held[:-1] == held[1:])[0])
+    return k * 2.0 ** (p - q)
+
+
+def test_counter_merge_refuses_a_narrower_format_chosen_case_by_case(capsys):
+    """A q that varies with p is refused as well: each case is compared with every narrower format on its own. The
+    search would pass on the numbers alone; the message names both formats and prints no merge."""
+    exact = {(p, a): first_merge_exact(p, a, int(merge_estimate(p, a) * 0.999)) for p, a in ch07._MERGE_CASES
+             if p <= 24}
+    assert all(abs(merge_searched_with_q_by_case(*k) / exact[k] - 1) < 0.02 for k in exact)
+    ok, out = run(check.counter_merge, merge_searched_with_q_by_case, capsys)
+    assert ok is False and "narrower format (11 and 12 bits), doubled per extra bit" in out and "hint" in out
+    assert "all correct" not in out and not any(str(v) in out for v in exact.values())
+    assert "large" not in out and "small" not in out
+    # another q per p, 8 bits for the narrow cases and 8 fewer than p beyond: refused too
+    q_of = {p: max(8, p - 8) for p, _ in ch07._MERGE_CASES}
+    merges = {(p, a): first_merge_exact(q_of[p], a, int(min(merge_estimate(q_of[p], a) * 0.998,
+                                                             merge_estimate(q_of[p], a) - 4)))
+              for p, a in ch07._MERGE_CASES}
+    ok, out = run(check.counter_merge, lambda p, a: merges[p, a] * 2.0 ** (p - q_of[p]), capsys)
+    assert ok is False and "narrower format (8, 12, 16 and 22 bits), doubled per extra bit" in out, out
+
+
+def test_no_right_estimate_lies_within_a_position_of_a_scaled_merge():
+    """The refusal above spares right answers: the estimate lies more than one position from every narrower format's
+    first merge scaled up (q from 8 to 20, walked here by the test's own exact rounding), at every case; the estimate
+    0.5 % below or 1.5 % above it, or rounded, comes that near at some cases but not at all of those above p = 13 (a refusal
+    needs all the cases above some p). test_counter_merge_accepts_estimates_within_two_percent runs them through
+    the checker, which compares every q below p."""
+    merges = {(q, a): first_merge_exact(q, a, int(min(merge_estimate(q, a) * 0.998, merge_estimate(q, a) - 4)))
+              for q in range(8, 21)
+              for a in {a for _, a in ch07._MERGE_CASES}}
+    for right in (merge_estimate, lambda p, a: round(merge_estimate(p, a)), lambda p, a: 0.995 * merge_estimate(p, a),
+                  lambda p, a: 1.015 * merge_estimate(p, a)):
+        near = [(p, a) for p, a in ch07._MERGE_CASES if p > 13 and any(
+            abs(right(p, a) / 2.0 ** (p - q) - merges[q, a]) <= 1 for q in range(8, min(p, 21)))]
+        assert len(near) < sum(p > 13 for p, _ in ch07._MERGE_CASES)
+    assert not any(abs(merge_estimate(p, a) / 2.0 ** (p - q) - merges[q, a]) <= 1
+                   for p, a in ch07._MERGE_CASES for q in range(8, min(p, 21)))
 
 
 @pytest.mark.parametrize("search, says", [(merge_by_walking, "a search over positions"),
@@ -614,6 +664,10 @@ def reach_real_pair(d, base, L0, c, after=False):
     (reach_real_pair, "not whole numbers"),
     (lambda d, b, L0, c: reach_real_pair(d, b, L0, c, after=True), "not whole numbers"),
     (lambda d, b, L0, c: L0 * c ** (reach_j(d, b, L0) / (reach_j(d, b, L0) - 1)), "one distance too many"),
+    # the +1 forgotten: the farthest distance L - 1 returned as the context
+    (lambda d, b, L0, c: (L0 - 1) * c ** (reach_j(d, b, L0) / (reach_j(d, b, L0) - 1)), "farthest distance"),
+    # the limits put on pairs j_min and j_min + 1, one pair too far along
+    (lambda d, b, L0, c: 1 + (L0 - 1) * c ** ((reach_j(d, b, L0) + 1) / reach_j(d, b, L0)), "one pair further along"),
     (lambda d, b, L0, c: L0 / 2, "not a context length"),
     (lambda d, b, L0, c: [L0, L0], "not a context length"),
 ])
@@ -621,6 +675,8 @@ def test_one_base_in_range_names_the_misconception(wrong, says, capsys):
     ok, out = run(check.one_base_in_range, wrong, capsys)
     assert ok is False and says in out and "hint" in out
     assert "4166" not in out and "4167" not in out
+    assert says == "at a longer context too" or "at a longer context too" not in out  # each slip named, not generic
+    assert "large" not in out and "small" not in out
 
 
 def test_one_base_in_range_refuses_the_measurement(capsys):

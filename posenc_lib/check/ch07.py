@@ -43,8 +43,8 @@ def _library_shortcuts() -> tuple[tuple[Any, str, str], ...]:
 # (too far out for a search over positions), for counters a/(i+1) scaled by a: 1, powers of two apart from it
 # (0.25), and scales between (whose significands stay away from 1, where a 2 % estimate needs p > 30). A first merge
 # found by trying positions in a narrower format of q bits and doubled per extra bit lands within 2 % once q reaches
-# about 12, so the checker looks for it at every q below the widest p (its own first merge takes well under a
-# second for all of them) and refuses it as the search it is.
+# about 12, so the checker looks for it case by case, at every q below the case's p (a search may pick its q per
+# case; the checker's own first merge takes well under a second for all of them), and refuses it as the search it is.
 _MERGE_CASES = ((11, 1.0), (13, 3.0), (16, 0.7), (20, 100.0), (24, 1.0), (24, 1.5), (30, 0.3), (30, 1.9),
                 (30, 0.25), (30, 5.0), (24, 2.55), (30, 0.62), (20, 5.14))
 _MERGE_RTOL = 0.02  # an estimate within 2 % of the first merge
@@ -112,10 +112,24 @@ def counter_merge(answer: Callable[[int, float], Any] | None) -> bool | None:
             got[p, a], want[p, a] = value, first_merge(p, a)
         ratio = {k: got[k] / want[k] for k in got}
         wrong = [k for k in got if abs(ratio[k] - 1) > _MERGE_RTOL]
-        doubled = next((q for q in range(8, max(p for p, _ in got)) if all(
-            abs(got[p, a] / 2.0 ** (p - q) - first_merge(q, a)) <= 1 for p, a in got if p > q)), None)
+        # Case by case: an answer within one position of some narrower format's first merge (q < p bits, from 8),
+        # scaled up by 2^(p - q), is that merge. A search may pick its q per case (whatever fits the budget), so the
+        # refusal asks only that every case wider than some p be such a merge, each with a q of its own.
+        merges = {}
+        near = {}
+        for p, a in got:
+            for q in range(8, p):
+                if (q, a) not in merges:
+                    merges[q, a] = first_merge(q, a)
+                if abs(got[p, a] / 2.0 ** (p - q) - merges[q, a]) <= 1:
+                    near[p, a] = q  # the widest such q: the one the answer was scaled from
+        widths = sorted({p for p, _ in got})
+        doubled = next(([near[k] for k in got if k[0] > t] for t in widths[:-1] + [widths[-1] - 1]
+                        if all(k in near for k in got if k[0] > t)), None)
         if doubled is not None:  # within one position of a narrower format's first merge, for every wider case
-            yield False, (f"your estimate is the first merge of a narrower format ({doubled} bits), doubled per extra "
+            qs = sorted(set(doubled))
+            named = str(qs[0]) if len(qs) == 1 else ", ".join(map(str, qs[:-1])) + f" and {qs[-1]}"
+            yield False, (f"your estimate is the first merge of a narrower format ({named} bits), doubled per extra "
                           "bit: that is a search over positions, run where it fits the budget and scaled up, not "
                           "a prediction; predict where the format's spacing first lets neighbours merge, for any p")
             return
@@ -330,6 +344,13 @@ def one_base_in_range(answer: Callable[[int, float, int, float], Any] | None) ->
                 elif slip(d, base, L0, c, got, whole=True):
                     yield False, (f"{case}: your length counts one distance too many: a context of L tokens "
                                   "reaches distances up to L - 1, and training's up to L0 - 1")
+                elif (j := slow[0].item()) > 1 and math.isclose(got, (L0 - 1) * c ** (j / (j - 1)), rel_tol=1e-9):
+                    yield False, (f"{case}: your length is the farthest distance the context may reach, not the "
+                                  "context: a context of L tokens holds one token more than its farthest distance")
+                elif j > 0 and math.isclose(got, 1 + (L0 - 1) * c ** ((j + 1) / j), rel_tol=1e-9):
+                    yield False, (f"{case}: your two limits fall one pair further along than they should: check "
+                                  "which pair is the last to complete a turn in training (L0 theta_j >= 2 pi), "
+                                  "counting pairs from 0")
                 elif too_long:
                     yield False, (f"{case}: the base this context needs slows a pair that turned in training by "
                                   "more than c")
