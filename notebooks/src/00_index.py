@@ -53,7 +53,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # a blog post it cites as 参考文献1. The reference list is empty in our copy. The properties, the
 # route from integer to binary codes and the dog example match Christopher Fleetwood's Hugging Face
 # post "You could have designed state of the art positional encoding" (2024). In our words (1 and 2
-# part from the source: the next section says where, and checks it):
+# part from the source: a section after the conventions says where, and checks it):
 #
 # 1. **Unique.** Each position gets its own code. If two positions shared one, two equal
 #    tokens there would get identical outputs again, in a layer without a causal mask (chapter 1).
@@ -74,9 +74,151 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 #    (3-D), not only for a line of text. The map below asks whether it carries over without a
 #    new fault; faults a method already has in 1-D count under their own property.
 #
-# Source `002` lists four of its own (位置编码的需求: a unique position per token, a fixed spacing
+# Source `002` lists four, quoted from a Zhihu post it links (位置编码的需求: a unique position per token, a fixed spacing
 # between codes, sentences of any length, a deterministic code): properties 1 to 4 above.
 # The map below says which chapter tests each entry against these five.
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## The chapters
+#
+# | # | notebook | in one line |
+# |---|---|---|
+# | 1 | [01_why_positions](01_why_positions.ipynb) | without positions and without a causal mask, attention is blind to word order: permute the tokens and the outputs just move with them; a causal mask breaks this, but within one layer the tokens before a query are still a bag |
+# | 2 | [02_integer_binary](02_integer_binary.ipynb) | the first attempts, integer, normalised and binary codes, and learned tables (BERT, GPT-2): what goes wrong with each |
+# | 3 | [03_sinusoids](03_sinusoids.ipynb) | sinusoids as smooth binary digits; a shift by k positions is one fixed rotation $M_k$ |
+# | 4 | [04_relative](04_relative.ipynb) | relative encodings: Shaw, Transformer-XL, T5 buckets, DeBERTa |
+# | 5 | [05_rope](05_rope.ipynb) | rotary embeddings derived from scores that depend only on the offset $n-m$; why 2 × 2 pairs; why q and k are rotated and v is not (unless each output is rotated back); every implementation form in the sources |
+# | 6 | [06_alibi](06_alibi.ipynb) | ALiBi: a per-head linear penalty on distance instead of an encoding; how far it extrapolates; which encodings fit linear attention |
+# | 7 | [07_beyond](07_beyond.ipynb) | NoPE, why RoPE needs stretching past its training length and how (the methods called PI, NTK, YaRN and Llama 3's, each introduced there), and a train-short/test-long experiment on a local and two long-range tasks, three seeds each, with controls for the main explanations (it says which it leaves open) and the trained models' attention |
+# | 8 | [08_rope_in_models](08_rope_in_models.ipynb) | RoPE in today's models: reading their configs, partial RoPE (only some features turned) and proportional RoPE (p-RoPE: the head's fastest frequencies kept, the rest set to zero), attention factors (LongRoPE, YaRN), q and k (v not naively), KV caches (the keys and values a model stores for the tokens it has read) and when they go stale, and Llama 4's iRoPE (RoPE layers interleaved with layers without positions) with its chunked RoPE layers |
+# | 9 | [09_beyond_1d](09_beyond_1d.ipynb) | beyond 1-D and beyond counting tokens: axial RoPE (each pair turned by one axis of the image) and (t, h, w) RoPE for images and video, MRoPE for sequences that mix text, images and video, CoPE's gated positions, and a CoPE/RoPE/NoPE experiment |
+# | A | [10_making_it_fast](10_making_it_fast.ipynb) | appendix, off the teaching path: loops against vectorised calls, passes over memory, RoPE's one-pass C kernel, and on a GPU its Triton kernel (run here under Triton's interpreter) |
+#
+# The five sources, and the chapters that follow each (a chapter cites a source by its number):
+#
+# | source | what it covers | chapters |
+# |---|---|---|
+# | `000` | a survey: sinusoids, relative encodings, ALiBi and RoPE, with RoPE in complex numbers | 3, 4, 5, 10 |
+# | `001` | attention's blindness to order (the dog example), the five properties, integer, binary and sinusoidal codes, RoPE and Llama's code; it names NoPE and YaRN | 1, 2, 5, 7, 8, 9 |
+# | `002` | four requirements, the sinusoidal formula, its code and a printed table | 2, 3 |
+# | `003` | sinusoids, RoPE and ALiBi (three forms) in code, and a heading for CoPE | 3, 5, 6, 8, 9, 10 |
+# | `004` | absolute, relative (Shaw's clipped offsets) and rotary encodings, with worked tables | 3, 4, 5 |
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ## The map at a glance
+#
+# Which method has which property: ✔ yes, ✘ no, ~ partly, – does not apply, ? not tested here. The
+# numbers in brackets are the chapters that test the entry. Read the map now as the route of the course.
+# Each chapter takes up what the one before left open, though not every one closes it. The map comes back at the end of this page with the rule behind each column and
+# a reason for every entry but the axial ones (chapter 9's Exercise 3); read that one once the chapters have made its words familiar.
+# Column 3 is left to chapter 7 for the five methods it trains (marked [7]): that chapter asks you to
+# predict their marks before it measures them, so this page does not give them away.
+#
+# The methods, in one phrase each (the chapters define them): **NoPE**, no code at all; **integer**,
+# the position $i$ added to every feature; **normalised**, $i/m$ for a sequence of length $m$;
+# **binary**, the bits of $i$ as features; **sinusoidal**, sines and cosines of $i$ at $d/2$
+# frequencies; **learned absolute**, one trained vector per position; **relative** (Shaw, T5), a
+# learned term for each offset $j - i$, added in the scores (Shaw also on the values); **RoPE**, queries and keys turned by
+# angles that grow with their position; **ALiBi**, a penalty on each score that grows with the distance.
+#
+# The columns, in one line each:
+#
+# 1. Can one layer tell positions apart: does a query's output change when two other tokens it sees trade
+#    places? This swap test asks more than property 1: a code can give every position its own vector and
+#    still fail it (the integer code, behind a LayerNorm, the layer that removes each vector's mean and
+#    scale; chapter 2).
+# 2. Does one affine map take position $i$ to position $i+k$, the same for every $i$, in a sequence of any
+#    length? (For a method with no
+#    code, such as RoPE or ALiBi: does a shift by $k$ act on a score the same way wherever the pair stands?)
+#    The map marks which: "✔ codes" is a map between codes, "✔ scores" is about the scores themselves.
+#    For a code, ✔ says nothing about scores: the integer and sinusoidal codes have the map, yet a head's
+#    scores $p_m^\top A\,p_n$ ($A$ the head's query–key matrix) depend on the offset alone only for special $A$ (the sinusoids' plain dot
+#    product $p_m^\top p_n$ does, chapter 3 §6; a random $A$'s does not).
+# 3. Does a model trained on short sequences still work on longer ones? For the five methods chapter 7
+#    trains ([7] below), its small experiment answers, after you have predicted it; for the rest, a rule
+#    this page can check.
+# 4. Do the codes come from a fixed rule, with nothing learned?
+# 5. Is the 2-D form free of faults the 1-D form does not have? The reason for the axial rows' ~ is the
+#    answer to chapter 9's Exercise 3, so this page leaves it out on purpose.
+#
+# | method | 1 told apart | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
+# |---|---|---|---|---|---|
+# | none (NoPE) [1, 7] | ✘ | – | [7] | – | ~ |
+# | integer $i\cdot\mathbf 1$ [2] | ~ LayerNorm | ✔ codes | ? | ✔ | ~ |
+# | normalised $i/m$ [2] | ~ LayerNorm | ✘ | ? | ✔ | ~ |
+# | binary [2] | ~ | ✘ | ? | ✔ | ~ |
+# | sinusoidal [3] | ✔ | ✔ codes | [7] | ✔ | ~ |
+# | learned absolute [2, 7] | ✔ | ? | ✘ | ✘ | ~ |
+# | relative: Shaw, T5 [4] | ~ | ✔ scores | [7] | ~ | ✔ |
+# | RoPE [5] | ✔ | ✔ scores | [7] | ✔ | ~ |
+# | ALiBi [6] | ✔ not the symmetric form | ✔ scores | [7] | ✔ | ~ |
+#
+# For the relative row, chapter 7 trains T5's buckets (no Shaw model).
+#
+# Not in the map: Transformer-XL (fixed sinusoids of the offset, unclipped) and DeBERTa (learned
+# offsets, clipped in v1 and log-bucketed in v2/v3) put the offset into the scores as Shaw and T5 do; chapter 4 weighs them. LongRoPE
+# (per-pair factors that stretch RoPE's frequencies) and Llama 4's iRoPE (RoPE layers interleaved with
+# layers without positions) build on RoPE; chapter 8 weighs them. MRoPE (one RoPE for text, images and
+# video in one sequence, its pairs split between time, row and column) builds on RoPE too. Chapter 9
+# weighs it and CoPE (positions counted by learned gates, not by tokens).
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## Conventions
+#
+# A reference page: read it when a chapter points here. One set of conventions for the whole course; every chapter follows it and says so where a
+# source forces another choice. The sources themselves do not agree (one writes offsets as
+# $j-i$, another as $i-j$, a third counts bits from the left), which is a common source of
+# sign errors when reading them side by side.
+#
+# | what | our convention | where a source differs |
+# |---|---|---|
+# | positions | 0-based: the first token is at position 0. Query position $i$, key position $j$; the RoPE chapters use RoFormer's $m$ (query) and $n$ (key) | source `001`, which chapters 1 and 2 follow, counts from 1 ($x_i$ and $p_i$ for $i = 1, \dots, m$; its integer code starts at $p_1 = \mathbf 1$), though its binary example starts at $p_0$; those chapters translate it to 0-based. The worked tables of source `004` start at 0, as we do |
+# | **the letter $j$** | names two things: a **key position** (offsets $j - i$, biases, chapters 1, 4, 6, and CoPE's $p_{ij}$ in chapter 9 §3) and a **frequency pair** ($\theta_j$, chapters 2, 3, 5, 7–9). They never share a formula: wherever positions and pairs meet, the positions are $i$ (chapter 3's $p_{i,2j}$: position $i$, pair $j$) or $m$, $n$ (RoPE, and chapter 3's scores on the way to it), and $j$ is the pair | some sources use $i$ for the pair ($p_{pos,2i}$ in source `002`, $\theta_i$ in RoFormer); source `000` writes $p_{i,2j}$, as we do |
+# | **offset** | key minus query, $j - i$ ($n - m$): negative for keys in the past. `pl.relative_positions(L)[i, j] == j - i` | Shaw's paper and T5's `relative_position` agree; source `004` writes Shaw's offset as $m-n$ (the same table upside down, ch. 4); Transformer-XL indexes its sinusoids by the signed distance $i-j$, and DeBERTa's $\delta$ is query minus key (ch. 4) |
+# | **distance** | $\lvert j - i\rvert$; for a causal model's past keys, $i - j \ge 0$. One signed exception: `pl.rope_scores_by_distance` takes $r = m - n$, query minus key, negative allowed (ch. 5 §8) | ALiBi's penalty $-m_h\,(i-j)$ is written with the distance ($m_h$ is a head's slope there, not a position; ch. 6) |
+# | RoPE | $R_m$ turns each pair **counter-clockwise** by $m\theta_j$: $(x, y) \mapsto (x\cos m\theta_j - y\sin m\theta_j,\ x\sin m\theta_j + y\cos m\theta_j)$, the matrix $[[\cos, -\sin], [\sin, \cos]]$ times a column vector, so $(1, 0)$ turns towards $(0, 1)$. Then $R_m^\top R_n = R_{n-m}$: the score of query $m$ and key $n$ is a function of the offset $n-m$ | source `004` prints $[[\cos, \sin], [-\sin, \cos]]$, which turns a column vector clockwise, beside code that turns counter-clockwise (ch. 5); RoFormer §3.1 writes the score as $g(x_m, x_n, m-n)$, the offset the other way round (ch. 5) |
+# | frequencies | $\theta_j = \text{base}^{-2j/d}$ for pair $j = 0 \dots d/2-1$ (base 10 000 unless said); pair $j$ at position $m$ turns by $m\theta_j$. Over $L$ tokens a pair **completes a turn** when its wavelength $2\pi/\theta_j$ is at most $L$ (a counting convention, chapter 8's `pl.rope_inspect.turning_pairs`: $L$ tokens end at position $L-1$, so a pair at the boundary is counted a fraction of a turn early) | papers that count pairs from 1 write $\theta_i = \text{base}^{-2(i-1)/d}$ |
+# | sinusoids | $p_i[2j] = \sin(i\theta_j)$, $p_i[2j+1] = \cos(i\theta_j)$ (Vaswani's interleaved order) | many codebases concatenate all sines, then all cosines (ch. 3 shows both) |
+# | pair layouts | `"interleaved"` pairs features $(2j, 2j+1)$ (RoFormer, Meta's complex-number code); `"half"` pairs $(j, j+d/2)$ (GPT-NeoX, Hugging Face's `rotate_half`) | the two are a fixed permutation apart (ch. 5) |
+# | binary codes | "bit $b$" is the bit worth $2^b$: bit 0 is the least significant and the fastest to flip, as pair 0 is the sinusoids' fastest pair. Codes are drawn and stored as numbers are written, most significant bit first: bit 0 is the **last** column of `pl.binary_positions`, while pair 0 is the **first** two columns of `pl.sinusoidal_positions` (the two tensors run in opposite directions) | source `001` numbers the bits from the left: its $p_{i,0}$ is the slowest bit, our bit $d-1$, and it writes the fastest as $p_{i,d}$ (counted from 0, the last of $d$ bits is $p_{i,d-1}$), our bit 0. Its example $p_1 = [0, 0, 1]$, $p_2 = [0, 1, 0]$ is drawn as ours is |
+# | tensor shapes | (batch, heads, seq, head_dim); $d$ = head_dim in the RoPE chapters, $d$ = the model width for absolute codes | docstrings state every shape |
+# | the letter $m$ | a query position in the RoPE chapters ($R_m$); a sequence length in the normalised code $i/m$ (chapter 2, as source `001` writes it); and, always with its head index, ALiBi's slope $m_h$ | — |
+# | head numbers | prose counts heads from 1 (head $h$ has ALiBi slope $m_h$, $h = 1 \dots H$); code counts from 0: head 1 is `pl.alibi_slopes(H)[0]` and `bias[0]` (ch. 6) | ALiBi's paper counts from 1 as the prose does |
+#
+# The cell below checks the conventions the library encodes, so that a reader can trust the
+# table against the code.
+
+# %% slideshow={"slide_type": "fragment"}
+rel = pl.relative_positions(4)
+assert rel[3, 1] == 1 - 3  # query 3, key 1: offset j - i = -2, a key in the past
+R = lambda m: pl.rope_matrix(m, 2)  # noqa: E731  the 2x2 rotation of one pair, theta_0 = 1
+cos, sin = math.cos(1.0), math.sin(1.0)
+assert torch.allclose(R(1), torch.tensor([[cos, -sin], [sin, cos]]))  # counter-clockwise on a column vector
+assert torch.allclose(pl.apply_rope(torch.tensor([[1.0, 0.0]]), torch.tensor([1])), torch.tensor([[cos, sin]]))
+assert sin > 0  # (1, 0) turned by one radian has a positive second feature: towards (0, 1), not away from it
+assert torch.allclose(R(5).T @ R(7), R(7 - 5), atol=1e-6)  # R_m^T R_n = R_{n-m}
+assert all(torch.allclose(R(m + 3), R(3) @ R(m), atol=1e-5) for m in range(10))  # R_{m+k} = R_k R_m, the same R_k
+theta = pl.rope_frequencies(8)
+assert torch.allclose(theta, 10000.0 ** (-torch.arange(4) * 2 / 8))  # theta_j = base^(-2j/d), j from 0
+pe = pl.sinusoidal_positions(3, 8)
+assert torch.allclose(pe[2, 0::2], torch.sin(2 * theta)) and torch.allclose(pe[2, 1::2], torch.cos(2 * theta))
+assert theta.argmax() == 0  # pair 0, the first two columns of the sinusoids, turns fastest
+# wavelengths 2 pi * (1, 10, 100, 1000) = 6.3, 63, 628, 6283: two pairs complete a turn within 100 tokens, one within 62
+assert (pl.rope_inspect.turning_pairs(theta, 100), pl.rope_inspect.turning_pairs(theta, 62)) == (2, 1)
+bits = pl.binary_positions(8, 3)
+assert bits[6].tolist() == [1, 1, 0]  # 6 = 110 in binary, drawn most significant bit first
+assert [int(b) for b in bits[:, -1]] == [0, 1] * 4  # the last column is bit 0, the fastest to flip
+assert bits[1].tolist() == [0, 0, 1] and bits[2].tolist() == [0, 1, 0]  # source 001's p_1 and p_2, drawn alike
+first, second = pl.pair_indices(8, "interleaved"), pl.pair_indices(8, "half")
+assert first[0].tolist() == [0, 2, 4, 6] and second[0].tolist() == [0, 1, 2, 3] and second[1].tolist() == [4, 5, 6, 7]
+x = torch.randn(2, 3, 5, 8, generator=torch.Generator().manual_seed(0))  # (batch, heads, seq, head_dim)
+turned = pl.apply_rope(x)  # positions 0 .. 4 along the seq axis
+assert turned.shape == x.shape and torch.equal(turned[:, :, 0], x[:, :, 0])  # position 0 is not turned ...
+assert not torch.allclose(turned[:, :, 1], x[:, :, 1])  # ... position 1 is: the third axis is the sequence
+slopes = pl.alibi_slopes(8)
+assert slopes[0] == 2**-1 and slopes[-1] == 2**-8  # head 1 (code index 0) has ALiBi's first slope, 1/2 for 8 heads
+assert pl.alibi_bias(8, 4)[0, 3, 1] == -slopes[0] * (3 - 1)  # bias[0]: head 1's -m_1 (i - j), query 3, key 1
+print("the conventions table matches the library")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ## Where properties 1 and 2 part from source `001`
@@ -153,146 +295,6 @@ for table in (ints, ints + 1):  # counted from 0 (this course) and from 1 (sourc
     assert pl.affine_shift_residual(table, 3) < 1e-9  # exact: p -> p + 3 * 1
 print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 1)")
 
-
-# %% [markdown] slideshow={"slide_type": "slide"}
-# ## The chapters
-#
-# | # | notebook | in one line |
-# |---|---|---|
-# | 1 | [01_why_positions](01_why_positions.ipynb) | without positions and without a causal mask, attention is blind to word order: permute the tokens and the outputs just move with them; a causal mask breaks this, but within one layer the tokens before a query are still a bag |
-# | 2 | [02_integer_binary](02_integer_binary.ipynb) | the first attempts, integer, normalised and binary codes, and learned tables (BERT, GPT-2): what goes wrong with each |
-# | 3 | [03_sinusoids](03_sinusoids.ipynb) | sinusoids as smooth binary digits; a shift by k positions is one fixed rotation $M_k$ |
-# | 4 | [04_relative](04_relative.ipynb) | relative encodings: Shaw, Transformer-XL, T5 buckets, DeBERTa |
-# | 5 | [05_rope](05_rope.ipynb) | rotary embeddings derived from scores that depend only on the offset $n-m$; why 2 × 2 pairs; why q and k are rotated and v is not (unless each output is rotated back); every implementation form in the sources |
-# | 6 | [06_alibi](06_alibi.ipynb) | ALiBi: a per-head linear penalty on distance instead of an encoding; how far it extrapolates; which encodings fit linear attention |
-# | 7 | [07_beyond](07_beyond.ipynb) | NoPE, why RoPE needs stretching past its training length and how (the methods called PI, NTK, YaRN and Llama 3's, each introduced there), and a train-short/test-long experiment on a local and two long-range tasks, three seeds each, with controls for the main explanations (it says which it leaves open) and the trained models' attention |
-# | 8 | [08_rope_in_models](08_rope_in_models.ipynb) | RoPE in today's models: reading their configs, partial RoPE (only some features turned) and proportional RoPE (p-RoPE: the head's fastest frequencies kept, the rest set to zero), attention factors (LongRoPE, YaRN), q and k (v not naively), KV caches (the keys and values a model stores for the tokens it has read) and when they go stale, and Llama 4's iRoPE (RoPE layers interleaved with layers without positions) with its chunked RoPE layers |
-# | 9 | [09_beyond_1d](09_beyond_1d.ipynb) | beyond 1-D and beyond counting tokens: axial RoPE (each pair turned by one axis of the image) and (t, h, w) RoPE for images and video, MRoPE for sequences that mix text, images and video, CoPE's gated positions, and a CoPE/RoPE/NoPE experiment |
-# | A | [10_making_it_fast](10_making_it_fast.ipynb) | appendix, off the teaching path: loops against vectorised calls, passes over memory, RoPE's one-pass C kernel, and on a GPU its Triton kernel (run here under Triton's interpreter) |
-#
-# The five sources, and the chapters that follow each (a chapter cites a source by its number):
-#
-# | source | what it covers | chapters |
-# |---|---|---|
-# | `000` | a survey: sinusoids, relative encodings, ALiBi and RoPE, with RoPE in complex numbers | 3, 4, 5, 10 |
-# | `001` | attention's blindness to order (the dog example), the five properties, integer, binary and sinusoidal codes, RoPE and Llama's code; it names NoPE and YaRN | 1, 2, 5, 7, 8, 9 |
-# | `002` | four requirements, the sinusoidal formula, its code and a printed table | 2, 3 |
-# | `003` | sinusoids, RoPE and ALiBi (three forms) in code, and a heading for CoPE | 3, 5, 6, 8, 9, 10 |
-# | `004` | absolute, relative (Shaw's clipped offsets) and rotary encodings, with worked tables | 3, 4, 5 |
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# ## The map at a glance
-#
-# Which method has which property: ✔ yes, ✘ no, ~ partly, – does not apply, ? not tested here. The
-# numbers in brackets are the chapters that test the entry. Read the map now as the route of the course.
-# Each chapter takes up what the one before left open, though not every one closes it. The map comes back at the end of this page with the rule behind each column and
-# a reason for every entry but the axial ones (chapter 9's Exercise 3); read that one once the chapters have made its words familiar.
-# Column 3 is left to chapter 7 for the five methods it trains (marked [7]): that chapter asks you to
-# predict their marks before it measures them, so this page does not give them away.
-#
-# The methods, in one phrase each (the chapters define them): **NoPE**, no code at all; **integer**,
-# the position $i$ added to every feature; **normalised**, $i/m$ for a sequence of length $m$;
-# **binary**, the bits of $i$ as features; **sinusoidal**, sines and cosines of $i$ at $d/2$
-# frequencies; **learned absolute**, one trained vector per position; **relative** (Shaw, T5), a
-# learned term for each offset $j - i$, added in the scores (Shaw also on the values); **RoPE**, queries and keys turned by
-# angles that grow with their position; **ALiBi**, a penalty on each score that grows with the distance.
-#
-# The columns, in one line each:
-#
-# 1. Can one layer tell positions apart: does a query's output change when two other tokens it sees trade
-#    places? This swap test asks more than property 1: a code can give every position its own vector and
-#    still fail it (the integer code, behind a LayerNorm, chapter 2).
-# 2. Does one affine map take position $i$ to position $i+k$, the same for every $i$, in a sequence of any
-#    length? (For a method with no
-#    code, such as RoPE or ALiBi: does a shift by $k$ act on a score the same way wherever the pair stands?)
-#    For a code, ✔ says nothing about scores: the integer and sinusoidal codes have the map, yet a head's
-#    scores $p_m^\top A\,p_n$ ($A$ the head's query–key matrix) depend on the offset alone only for special $A$ (the sinusoids' plain dot
-#    product $p_m^\top p_n$ does, chapter 3 §6; a random $A$'s does not).
-# 3. Does a model trained on short sequences still work on longer ones? For the five methods chapter 7
-#    trains ([7] below), its small experiment answers, after you have predicted it; for the rest, a rule
-#    this page can check.
-# 4. Do the codes come from a fixed rule, with nothing learned?
-# 5. Is the 2-D form free of faults the 1-D form does not have? The reason for the axial rows' ~ is the
-#    answer to chapter 9's Exercise 3, so this page leaves it out on purpose.
-#
-# | method | 1 told apart | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
-# |---|---|---|---|---|---|
-# | none (NoPE) [1, 7] | ✘ | – | [7] | – | ~ |
-# | integer $i\cdot\mathbf 1$ [2] | ~ LayerNorm | ✔ | ? | ✔ | ~ |
-# | normalised $i/m$ [2] | ~ LayerNorm | ✘ | ? | ✔ | ~ |
-# | binary [2] | ~ | ✘ | ? | ✔ | ~ |
-# | sinusoidal [3] | ✔ | ✔ | [7] | ✔ | ~ |
-# | learned absolute [2, 7] | ✔ | ? | ✘ | ✘ | ~ |
-# | relative: Shaw, T5 [4] | ~ | ✔ | [7] | ~ | ✔ |
-# | RoPE [5] | ✔ | ✔ | [7] | ✔ | ~ |
-# | ALiBi [6] | ~ symmetric form | ✔ | [7] | ✔ | ~ |
-#
-# For the relative row, chapter 7 trains T5's buckets (no Shaw model).
-#
-# Not in the map: Transformer-XL (fixed sinusoids of the offset, unclipped) and DeBERTa (learned
-# offsets, clipped in v1 and log-bucketed in v2/v3) put the offset into the scores as Shaw and T5 do; chapter 4 weighs them. LongRoPE
-# (per-pair factors that stretch RoPE's frequencies) and Llama 4's iRoPE (RoPE layers interleaved with
-# layers without positions) build on RoPE; chapter 8 weighs them. MRoPE (one RoPE for text, images and
-# video in one sequence, its pairs split between time, row and column) builds on RoPE too. Chapter 9
-# weighs it and CoPE (positions counted by learned gates, not by tokens).
-
-# %% [markdown] slideshow={"slide_type": "slide"}
-# ## Conventions
-#
-# A reference page: read it when a chapter points here. One set of conventions for the whole course; every chapter follows it and says so where a
-# source forces another choice. The sources themselves do not agree (one writes offsets as
-# $j-i$, another as $i-j$, a third counts bits from the left), which is a common source of
-# sign errors when reading them side by side.
-#
-# | what | our convention | where a source differs |
-# |---|---|---|
-# | positions | 0-based: the first token is at position 0. Query position $i$, key position $j$; the RoPE chapters use RoFormer's $m$ (query) and $n$ (key) | source `001`, which chapters 1 and 2 follow, counts from 1 ($x_i$ and $p_i$ for $i = 1, \dots, m$; its integer code starts at $p_1 = \mathbf 1$), though its binary example starts at $p_0$; those chapters translate it to 0-based. The worked tables of source `004` start at 0, as we do |
-# | **the letter $j$** | names two things: a **key position** (offsets $j - i$, biases, chapters 1, 4, 6, and CoPE's $p_{ij}$ in chapter 9 §3) and a **frequency pair** ($\theta_j$, chapters 2, 3, 5, 7–9). They never share a formula: wherever positions and pairs meet, the positions are $i$ (chapter 3's $p_{i,2j}$: position $i$, pair $j$) or $m$, $n$ (RoPE, and chapter 3's scores on the way to it), and $j$ is the pair | some sources use $i$ for the pair ($p_{pos,2i}$ in source `002`, $\theta_i$ in RoFormer); source `000` writes $p_{i,2j}$, as we do |
-# | **offset** | key minus query, $j - i$ ($n - m$): negative for keys in the past. `pl.relative_positions(L)[i, j] == j - i` | Shaw's paper and T5's `relative_position` agree; source `004` writes Shaw's offset as $m-n$ (the same table upside down, ch. 4); Transformer-XL indexes its sinusoids by the signed distance $i-j$, and DeBERTa's $\delta$ is query minus key (ch. 4) |
-# | **distance** | $\lvert j - i\rvert$; for a causal model's past keys, $i - j \ge 0$. One signed exception: `pl.rope_scores_by_distance` takes $r = m - n$, query minus key, negative allowed (ch. 5 §8) | ALiBi's penalty $-m_h\,(i-j)$ is written with the distance ($m_h$ is a head's slope there, not a position; ch. 6) |
-# | RoPE | $R_m$ turns each pair **counter-clockwise** by $m\theta_j$: $(x, y) \mapsto (x\cos m\theta_j - y\sin m\theta_j,\ x\sin m\theta_j + y\cos m\theta_j)$, the matrix $[[\cos, -\sin], [\sin, \cos]]$ times a column vector, so $(1, 0)$ turns towards $(0, 1)$. Then $R_m^\top R_n = R_{n-m}$: the score of query $m$ and key $n$ is a function of the offset $n-m$ | source `004` prints $[[\cos, \sin], [-\sin, \cos]]$, which turns a column vector clockwise, beside code that turns counter-clockwise (ch. 5); RoFormer §3.1 writes the score as $g(x_m, x_n, m-n)$, the offset the other way round (ch. 5) |
-# | frequencies | $\theta_j = \text{base}^{-2j/d}$ for pair $j = 0 \dots d/2-1$ (base 10 000 unless said); pair $j$ at position $m$ turns by $m\theta_j$. Over $L$ tokens a pair **completes a turn** when its wavelength $2\pi/\theta_j$ is at most $L$ (a counting convention, chapter 8's `pl.rope_inspect.turning_pairs`: $L$ tokens end at position $L-1$, so a pair at the boundary is counted a fraction of a turn early) | papers that count pairs from 1 write $\theta_i = \text{base}^{-2(i-1)/d}$ |
-# | sinusoids | $p_i[2j] = \sin(i\theta_j)$, $p_i[2j+1] = \cos(i\theta_j)$ (Vaswani's interleaved order) | many codebases concatenate all sines, then all cosines (ch. 3 shows both) |
-# | pair layouts | `"interleaved"` pairs features $(2j, 2j+1)$ (RoFormer, Meta's complex-number code); `"half"` pairs $(j, j+d/2)$ (GPT-NeoX, Hugging Face's `rotate_half`) | the two are a fixed permutation apart (ch. 5) |
-# | binary codes | "bit $b$" is the bit worth $2^b$: bit 0 is the least significant and the fastest to flip, as pair 0 is the sinusoids' fastest pair. Codes are drawn and stored as numbers are written, most significant bit first: bit 0 is the **last** column of `pl.binary_positions`, while pair 0 is the **first** two columns of `pl.sinusoidal_positions` (the two tensors run in opposite directions) | source `001` numbers the bits from the left: its $p_{i,0}$ is the slowest bit, our bit $d-1$, and it writes the fastest as $p_{i,d}$ (counted from 0, the last of $d$ bits is $p_{i,d-1}$), our bit 0. Its example $p_1 = [0, 0, 1]$, $p_2 = [0, 1, 0]$ is drawn as ours is |
-# | tensor shapes | (batch, heads, seq, head_dim); $d$ = head_dim in the RoPE chapters, $d$ = the model width for absolute codes | docstrings state every shape |
-# | the letter $m$ | a query position in the RoPE chapters ($R_m$); a sequence length in the normalised code $i/m$ (chapter 2, as source `001` writes it); and, always with its head index, ALiBi's slope $m_h$ | — |
-# | head numbers | prose counts heads from 1 (head $h$ has ALiBi slope $m_h$, $h = 1 \dots H$); code counts from 0: head 1 is `pl.alibi_slopes(H)[0]` and `bias[0]` (ch. 6) | ALiBi's paper counts from 1 as the prose does |
-#
-# The cell below checks the conventions the library encodes, so that a reader can trust the
-# table against the code.
-
-# %% slideshow={"slide_type": "fragment"}
-rel = pl.relative_positions(4)
-assert rel[3, 1] == 1 - 3  # query 3, key 1: offset j - i = -2, a key in the past
-R = lambda m: pl.rope_matrix(m, 2)  # noqa: E731  the 2x2 rotation of one pair, theta_0 = 1
-cos, sin = math.cos(1.0), math.sin(1.0)
-assert torch.allclose(R(1), torch.tensor([[cos, -sin], [sin, cos]]))  # counter-clockwise on a column vector
-assert torch.allclose(pl.apply_rope(torch.tensor([[1.0, 0.0]]), torch.tensor([1])), torch.tensor([[cos, sin]]))
-assert sin > 0  # (1, 0) turned by one radian has a positive second feature: towards (0, 1), not away from it
-assert torch.allclose(R(5).T @ R(7), R(7 - 5), atol=1e-6)  # R_m^T R_n = R_{n-m}
-assert all(torch.allclose(R(m + 3), R(3) @ R(m), atol=1e-5) for m in range(10))  # R_{m+k} = R_k R_m, the same R_k
-theta = pl.rope_frequencies(8)
-assert torch.allclose(theta, 10000.0 ** (-torch.arange(4) * 2 / 8))  # theta_j = base^(-2j/d), j from 0
-pe = pl.sinusoidal_positions(3, 8)
-assert torch.allclose(pe[2, 0::2], torch.sin(2 * theta)) and torch.allclose(pe[2, 1::2], torch.cos(2 * theta))
-assert theta.argmax() == 0  # pair 0, the first two columns of the sinusoids, turns fastest
-# wavelengths 2 pi * (1, 10, 100, 1000) = 6.3, 63, 628, 6283: two pairs complete a turn within 100 tokens, one within 62
-assert (pl.rope_inspect.turning_pairs(theta, 100), pl.rope_inspect.turning_pairs(theta, 62)) == (2, 1)
-bits = pl.binary_positions(8, 3)
-assert bits[6].tolist() == [1, 1, 0]  # 6 = 110 in binary, drawn most significant bit first
-assert [int(b) for b in bits[:, -1]] == [0, 1] * 4  # the last column is bit 0, the fastest to flip
-assert bits[1].tolist() == [0, 0, 1] and bits[2].tolist() == [0, 1, 0]  # source 001's p_1 and p_2, drawn alike
-first, second = pl.pair_indices(8, "interleaved"), pl.pair_indices(8, "half")
-assert first[0].tolist() == [0, 2, 4, 6] and second[0].tolist() == [0, 1, 2, 3] and second[1].tolist() == [4, 5, 6, 7]
-x = torch.randn(2, 3, 5, 8, generator=torch.Generator().manual_seed(0))  # (batch, heads, seq, head_dim)
-turned = pl.apply_rope(x)  # positions 0 .. 4 along the seq axis
-assert turned.shape == x.shape and torch.equal(turned[:, :, 0], x[:, :, 0])  # position 0 is not turned ...
-assert not torch.allclose(turned[:, :, 1], x[:, :, 1])  # ... position 1 is: the third axis is the sequence
-slopes = pl.alibi_slopes(8)
-assert slopes[0] == 2**-1 and slopes[-1] == 2**-8  # head 1 (code index 0) has ALiBi's first slope, 1/2 for 8 heads
-assert pl.alibi_bias(8, 4)[0, 3, 1] == -slopes[0] * (3 - 1)  # bias[0]: head 1's -m_1 (i - j), query 3, key 1
-print("the conventions table matches the library")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## About these notebooks
@@ -391,7 +393,7 @@ print("the conventions table matches the library")
 #   (with or without a causal mask, with or without a LayerNorm before the layer; a LayerNorm removes each
 #   vector's mean and scale). ~: only some swaps can, under the condition the entry names. Example, without
 #   a mask: swap the keys one before and one after a query. Under RoPE the output changes (✔); under
-#   symmetric ALiBi it does not (~). Column 1's cell runs both, and NoPE's case below. A code can be unique
+#   symmetric ALiBi it does not (that form alone would get ~). Column 1's cell runs both, and NoPE's case below. A code can be unique
 #   (property 1) and still get a ~: the integer code $i\cdot\mathbf 1$ is unique, but a LayerNorm erases it.
 #   The column grades the swap test only, not everything a layer can compute: a causal layer with no code
 #   can still compute its own position when the first token is marked (NoPE's note).
@@ -411,14 +413,14 @@ print("the conventions table matches the library")
 # | method | 1 told apart | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|
 # | none (NoPE) [1, 7] | ✘ one layer treats the tokens a query sees as a set; a causal mask only chooses which it sees [1, 7] | – | [7] measured there, after your prediction | – nothing to fix | ~ raster order gives one index |
-# | integer $i\cdot\mathbf 1$ [2] | ~ a LayerNorm erases it; without one, its size swamps a head's softmax | ✔ affine, yet a head's scores not offset-only | ? not trained; its values grow without bound | ✔ | ~ axial, argued in [9] (no LayerNorm before the head) |
+# | integer $i\cdot\mathbf 1$ [2] | ~ a LayerNorm erases it; without one, how many swaps show depends on the head | ✔ affine, yet a head's scores not offset-only | ? not trained; its values grow without bound | ✔ | ~ axial, argued in [9] (no LayerNorm before the head) |
 # | normalised $i/m$ [2] | ~ a LayerNorm erases it | ✘ one map per length ($p_0$ is the same at every length, $p_3$ is not) | ? not trained; every code changes with the length, as position interpolation's angles do (chapter 7 §2) | ✔ | ~ axial, argued in [9] (no LayerNorm before the head) |
 # | binary [2] | ~ up to $2^d$ positions; behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge | ✘ no affine map for small $k$ | ? not trained; past $2^b$ positions a bit training never set | ✔ | ~ axial, argued in [9] (no LayerNorm before the head) |
 # | sinusoidal [3] | ✔ even behind a LayerNorm (512 positions at $d = 16$ checked) | ✔ a rotation $M_k$, yet a random head's scores not offset-only | [7] measured there | ✔ | ~ axial [9] (no LayerNorm before the head) |
 # | learned absolute [2, 7] | ✔ distinct rows, even behind a LayerNorm | ? a random table has none, but training could make one; no trained table checked | ✘ no rows past `max_len` | ✘ learned | ~ rows depend on the grid's width |
 # | relative: Shaw, T5 [4] | ~ offsets, clipped far away | ✔ depends on $k$ alone | [7] T5 measured there; no Shaw model trained | ~ fixed rule, learned entries | ✔ one term per 2-D offset |
 # | RoPE [5] | ✔ even without a mask | ✔ $R_{m+k} = R_k R_m$ | [7] measured there | ✔ | ~ axial [9] |
-# | ALiBi [6] | ~ the symmetric encoder form: without a mask, a key $k$ before and one $k$ after look alike (the causal form tells them apart, 171 swaps of 171; the non-symmetric form is not run here) | ✔ bias $-m_h(i-j)$ | [7] measured there (and in chapter 6 §4) | ✔ fixed slopes | ~ left and above share a bias |
+# | ALiBi [6] | ✔ the causal form and the non-symmetric one (171 swaps of 171 each); the symmetric encoder form only ~: without a mask, a key $k$ before and one $k$ after look alike | ✔ bias $-m_h(i-j)$ | [7] measured there (and in chapter 6 §4) | ✔ fixed slopes | ~ left and above share a bias |
 #
 # **NoPE.** No code, so one layer treats the tokens a query sees as a set: no swap of two of them changes
 # its output (chapter 1), and a causal mask only chooses which tokens it sees (column 1's ✘; what a swap does
@@ -473,7 +475,10 @@ print("the conventions table matches the library")
 # **ALiBi.** A fixed penalty per head on the distance ([chapter 6](06_alibi.ipynb); §4 follows it past
 # the training length). Without a mask, symmetric ALiBi gives a key $k$ tokens before a query and one $k$
 # after the same bias, so swapping the two leaves the query's output as it was, and the mirror positions
-# of a palindrome get identical outputs (column 1's cell). In n-D the map grades a slope times the Euclidean
+# of a palindrome get identical outputs (column 1's cell). The map grades ALiBi ✔ all the same: the causal
+# form of Press et al. tells those keys apart, and so does the non-symmetric encoder form (source `003`
+# shows it), whose heads each look one way, half of them back and half ahead (171 of 171 swaps over its two
+# heads together; each head alone misses some). In n-D the map grades a slope times the Euclidean
 # distance, the form of CROMA's 2D-ALiBi (Fuller et al., NeurIPS 2023; a citation, not run here), which
 # gives the keys left of and above a query one bias (column 5's cell).
 #
@@ -508,8 +513,13 @@ print("the conventions table matches the library")
 # 171 swaps of two tokens a query sees changes its output, for the middle query without a mask and for the
 # last one with a causal mask. ALiBi: all 171 under the mask; symmetric, without one, 162, the 9 swaps of
 # mirror pairs (a key $k$ before and one $k$ after) leaving it as it was. With the integer code or no code,
-# none of the 171 does (the control). The integer code without the LayerNorm fares little better, 18
-# and 0 of 171: scores that grow with $i \cdot j$ put nearly all of a query's weight on one key. Binary codes of
+# none of the 171 does (the control). Without the LayerNorm, the sinusoids, the random table and RoPE
+# again change the output on all 171, both ways. The integer code is then not erased, but how many swaps
+# show (by more than 1e-9) depends on the head: over 8 random heads, 18 to 113 of 171 for the middle
+# query and 0 to 73 for the last. Its scores grow with $i \cdot j$ times $\mathbf 1^\top W_q W_k^\top \mathbf 1$: where
+# that is large and positive, nearly all of a query's weight lands on its last key (the head above, with 7.5,
+# gives 18 and 0).
+# The non-symmetric ALiBi encoder form, two heads looking one way each, changes all 171. Binary codes of
 # $d$ = 4, 5 and 6 bits keep $2^d - 1$ of their $2^d$ positions (15, 31 and 63): the all-zero $p_0$ and
 # the all-one $p_{2^d-1}$ merge. The first $2^d$ positions take every one of the $2^d$ codes of $d$ bits,
 # so position $2^d$ has none of its own; 17 bits already cover Llama 3.1's 131 072 positions. Then,
@@ -576,9 +586,44 @@ swap_counts = {name: (171 - len(a), 171 - len(b)) for name, (a, b) in kept.items
 print("swaps (of 171) that change the query's output, (middle query, no mask), (last query, causal):", swap_counts)
 assert swap_counts == {"sinusoidal": (171, 171), "random table": (171, 171), "RoPE": (171, 171),
                        "ALiBi": (162, 171), "integer": (0, 0), "none": (0, 0)}
-integer_20 = pl.integer_positions(20, 16).double()  # the integer code without the LayerNorm: its size swamps the softmax
-no_ln = lambda x, causal: pl.attention(*((x + integer_20) @ w for w in (wq_s, wk_s, wv_s)), causal=causal)[0]  # noqa: E731
-assert (171 - len(swaps_that_keep(no_ln, 10, False)), 171 - len(swaps_that_keep(no_ln, 19, True))) == (18, 0)
+
+
+def raw(codes, w=(wq_s, wk_s, wv_s)):
+    """The same kind of head without the LayerNorm: token + code straight in."""
+    return lambda x, causal: pl.attention(*((x + codes) @ m for m in w), causal=causal)[0]
+
+
+def rope_raw(x, causal):
+    return pl.attention(pl.apply_rope(x @ wq_s), pl.apply_rope(x @ wk_s), x @ wv_s, causal=causal)[0]
+
+
+def changed(head):
+    """How many of the 171 swaps change the output: (middle query, no mask), (last query, causal)."""
+    return 171 - len(swaps_that_keep(head, 10, False)), 171 - len(swaps_that_keep(head, 19, True))
+
+
+for codes in (pl.sinusoidal_positions(20, 16, dtype=torch.float64),
+              torch.randn(20, 16, generator=torch.Generator().manual_seed(1), dtype=torch.float64)):
+    assert changed(raw(codes)) == (171, 171)  # without the LayerNorm too
+assert changed(rope_raw) == (171, 171)
+integer_20 = pl.integer_positions(20, 16).double()
+one = torch.ones(16, dtype=torch.float64)
+integer_raw = {}
+for seed in range(4, 12):  # the head above (seed 4) and 7 more
+    w = torch.randn(3, 16, 16, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) / 4
+    integer_raw[seed] = (changed(raw(integer_20, w)), round((one @ w[0] @ w[1].T @ one).item(), 1))
+assert integer_raw[4] == ((18, 0), 7.5)  # this head: 1^T W_q W_k^T 1 = 7.5, nearly all weight on one key
+middle, last = [c[0][0] for c in integer_raw.values()], [c[0][1] for c in integer_raw.values()]
+assert (min(middle), max(middle), min(last), max(last)) == (18, 113, 0, 73)  # the head decides
+print("integer code without a LayerNorm, 8 heads, swaps that show (middle, last):", [c[0] for c in integer_raw.values()])
+nonsym = pl.alibi_bias(2, 20, mode="nonsymmetric", dtype=torch.float64)  # head 1 looks back, head 2 ahead
+ahead = torch.ones(20, 20, dtype=torch.bool).triu(1)  # keys after the query
+assert torch.equal(torch.isinf(nonsym[0]), ahead) and torch.equal(torch.isinf(nonsym[1]), ahead.T)  # one way each
+one_way = [lambda x, causal, h=h: pl.attention(ln(x) @ wq_s, ln(x) @ wk_s, ln(x) @ wv_s, bias=nonsym[h])[0]
+           for h in range(2)]
+both_ways = lambda x, causal: torch.cat([f(x, causal) for f in one_way], dim=-1)  # noqa: E731  the layer's two heads
+assert 171 - len(swaps_that_keep(both_ways, 10, False)) == 171  # non-symmetric ALiBi, no mask: every swap shows
+assert all(171 - len(swaps_that_keep(f, 10, False)) < 171 for f in one_way)  # each head alone misses some
 assert kept["ALiBi"][0] == sorted((10 - k, 10 + k) for k in range(1, 10))  # symmetric ALiBi keeps exactly the mirror pairs
 bits = pl.binary_positions(2**4, 4)
 assert torch.unique(bits, dim=0).shape[0] == 16 and set(bits.unique().tolist()) == {0, 1}  # all 16 codes of 4 bits
