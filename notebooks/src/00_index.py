@@ -89,7 +89,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # | 4 | [04_relative](04_relative.ipynb) | relative encodings: Shaw, Transformer-XL, T5 buckets, DeBERTa |
 # | 5 | [05_rope](05_rope.ipynb) | rotary embeddings derived from scores that depend only on the offset $n-m$; why 2 × 2 pairs; why q and k are rotated and v is not (unless each output is rotated back); every implementation form in the sources |
 # | 6 | [06_alibi](06_alibi.ipynb) | ALiBi: a per-head linear penalty on distance instead of an encoding; how far it extrapolates; which encodings fit linear attention |
-# | 7 | [07_beyond](07_beyond.ipynb) | NoPE, why RoPE needs stretching past its training length and how (the methods called PI, NTK, YaRN and Llama 3's, each introduced there), and a train-short/test-long experiment on a local and two long-range tasks, three seeds each, with controls for the main explanations (it says which it leaves open) and the trained models' attention |
+# | 7 | [07_beyond](07_beyond.ipynb) | NoPE, what RoPE meets past its training length and the ways to stretch it (the methods called PI, NTK, YaRN and Llama 3's, each introduced there), and a train-short/test-long experiment on a local and two long-range tasks, three seeds each, with controls for the main explanations (it says which it leaves open) and the trained models' attention |
 # | 8 | [08_rope_in_models](08_rope_in_models.ipynb) | RoPE in today's models: reading their configs, partial RoPE (only some features turned) and proportional RoPE (p-RoPE: the head's fastest frequencies kept, the rest set to zero), attention factors (LongRoPE, YaRN), q and k (v not naively), KV caches (the keys and values a model stores for the tokens it has read) and when they go stale, and Llama 4's iRoPE (RoPE layers interleaved with layers without positions) with its chunked RoPE layers |
 # | 9 | [09_beyond_1d](09_beyond_1d.ipynb) | beyond 1-D and beyond counting tokens: axial RoPE (each pair turned by one axis of the image) and (t, h, w) RoPE for images and video, MRoPE for sequences that mix text, images and video, CoPE's gated positions, and a CoPE/RoPE/NoPE experiment |
 # | A | [10_making_it_fast](10_making_it_fast.ipynb) | appendix, off the teaching path: loops against vectorised calls, passes over memory, RoPE's one-pass C kernel, and on a GPU its Triton kernel (run here under Triton's interpreter) |
@@ -119,7 +119,8 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # **binary**, the bits of $i$ as features; **sinusoidal**, sines and cosines of $i$ at $d/2$
 # frequencies; **learned absolute**, one trained vector per position; **relative** (Shaw, T5), a
 # learned term for each offset $j - i$, added in the scores (Shaw also on the values); **RoPE**, queries and keys turned by
-# angles that grow with their position; **ALiBi**, a penalty on each score that grows with the distance.
+# angles that grow with their position; **ALiBi**, a penalty on each score that grows with the distance
+# (in its *symmetric* encoder form, the same penalty for a key before the query and one after it).
 #
 # The columns, in one line each:
 #
@@ -177,7 +178,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # | **offset** | key minus query, $j - i$ ($n - m$): negative for keys in the past. `pl.relative_positions(L)[i, j] == j - i` | Shaw's paper and T5's `relative_position` agree; source `004` writes Shaw's offset as $m-n$ (the same table upside down, ch. 4); Transformer-XL indexes its sinusoids by the signed distance $i-j$, and DeBERTa's $\delta$ is query minus key (ch. 4) |
 # | **distance** | $\lvert j - i\rvert$; for a causal model's past keys, $i - j \ge 0$. One signed exception: `pl.rope_scores_by_distance` takes $r = m - n$, query minus key, negative allowed (ch. 5 §8) | ALiBi's penalty $-m_h\,(i-j)$ is written with the distance ($m_h$ is a head's slope there, not a position; ch. 6) |
 # | RoPE | $R_m$ turns each pair **counter-clockwise** by $m\theta_j$: $(x, y) \mapsto (x\cos m\theta_j - y\sin m\theta_j,\ x\sin m\theta_j + y\cos m\theta_j)$, the matrix $[[\cos, -\sin], [\sin, \cos]]$ times a column vector, so $(1, 0)$ turns towards $(0, 1)$. Then $R_m^\top R_n = R_{n-m}$: the score of query $m$ and key $n$ is a function of the offset $n-m$ | source `004` prints $[[\cos, \sin], [-\sin, \cos]]$, which turns a column vector clockwise, beside code that turns counter-clockwise (ch. 5); RoFormer §3.1 writes the score as $g(x_m, x_n, m-n)$, the offset the other way round (ch. 5) |
-# | frequencies | $\theta_j = \text{base}^{-2j/d}$ for pair $j = 0 \dots d/2-1$ (base 10 000 unless said); pair $j$ at position $m$ turns by $m\theta_j$. Over $L$ tokens a pair **completes a turn** when its wavelength $2\pi/\theta_j$ is at most $L$ (a counting convention, chapter 8's `pl.rope_inspect.turning_pairs`: $L$ tokens end at position $L-1$, so a pair at the boundary is counted a fraction of a turn early) | papers that count pairs from 1 write $\theta_i = \text{base}^{-2(i-1)/d}$ |
+# | frequencies | $\theta_j = \text{base}^{-2j/d}$ for pair $j = 0 \dots d/2-1$ (base 10 000 unless said); pair $j$ at position $m$ turns by $m\theta_j$. Over $L$ tokens (positions $0 \dots L-1$) a pair **completes a turn** when $(L-1)\,\theta_j \ge 2\pi$ (chapter 5's Exercise 2). Chapter 8's `pl.rope_inspect.turning_pairs` counts the looser wavelength $2\pi/\theta_j \le L$, which counts a pair at the boundary a fraction of a turn early; the chapters that use it say so | papers that count pairs from 1 write $\theta_i = \text{base}^{-2(i-1)/d}$ |
 # | sinusoids | $p_i[2j] = \sin(i\theta_j)$, $p_i[2j+1] = \cos(i\theta_j)$ (Vaswani's interleaved order) | many codebases concatenate all sines, then all cosines (ch. 3 shows both) |
 # | pair layouts | `"interleaved"` pairs features $(2j, 2j+1)$ (RoFormer, Meta's complex-number code); `"half"` pairs $(j, j+d/2)$ (GPT-NeoX, Hugging Face's `rotate_half`) | the two are a fixed permutation apart (ch. 5) |
 # | binary codes | "bit $b$" is the bit worth $2^b$: bit 0 is the least significant and the fastest to flip, as pair 0 is the sinusoids' fastest pair. Codes are drawn and stored as numbers are written, most significant bit first: bit 0 is the **last** column of `pl.binary_positions`, while pair 0 is the **first** two columns of `pl.sinusoidal_positions` (the two tensors run in opposite directions) | source `001` numbers the bits from the left: its $p_{i,0}$ is the slowest bit, our bit $d-1$, and it writes the fastest as $p_{i,d}$ (counted from 0, the last of $d$ bits is $p_{i,d-1}$), our bit 0. Its example $p_1 = [0, 0, 1]$, $p_2 = [0, 1, 0]$ is drawn as ours is |
@@ -203,8 +204,9 @@ assert torch.allclose(theta, 10000.0 ** (-torch.arange(4) * 2 / 8))  # theta_j =
 pe = pl.sinusoidal_positions(3, 8)
 assert torch.allclose(pe[2, 0::2], torch.sin(2 * theta)) and torch.allclose(pe[2, 1::2], torch.cos(2 * theta))
 assert theta.argmax() == 0  # pair 0, the first two columns of the sinusoids, turns fastest
-# wavelengths 2 pi * (1, 10, 100, 1000) = 6.3, 63, 628, 6283: two pairs complete a turn within 100 tokens, one within 62
+# wavelengths 2 pi * (1, 10, 100, 1000) = 6.3, 63, 628, 6283: two pairs turn within 100 tokens, one within 62
 assert (pl.rope_inspect.turning_pairs(theta, 100), pl.rope_inspect.turning_pairs(theta, 62)) == (2, 1)
+assert pl.rope_inspect.turning_pairs(theta, 63) == 2 and 62 * theta[1] < 2 * math.pi  # the boundary: pair 1 counted early
 bits = pl.binary_positions(8, 3)
 assert bits[6].tolist() == [1, 1, 0]  # 6 = 110 in binary, drawn most significant bit first
 assert [int(b) for b in bits[:, -1]] == [0, 1] * 4  # the last column is bit 0, the fastest to flip
@@ -242,7 +244,7 @@ print("the conventions table matches the library")
 # map sends $p_0 = 0$ to $0$, not to $p_k = k\cdot\mathbf 1$; counting from 1, it sends $p_2 = 2p_1$ to
 # $2p_{1+k} = (2 + 2k)\cdot\mathbf 1$, not to $p_{2+k} = (2+k)\cdot\mathbf 1$.
 # So we ask for an affine map, which the integer code's ✔ in the map stands for; the sinusoids meet the
-# strict, linear form too (chapter 3). The cell checks the integer code both ways, with
+# strict, linear form too (chapter 3 §4 proves it; the cell checks it at k = 3). The cell checks the integer code both ways, with
 # `pl.affine_shift_residual` (the map's checks below use it: 0 means one affine map moves every
 # position $k$ steps).
 
@@ -293,7 +295,9 @@ for table in (ints, ints + 1):  # counted from 0 (this course) and from 1 (sourc
     linear = torch.linalg.lstsq(src, dst).solution  # the best single matrix M with p_i M = p_(i+3)
     assert (src @ linear - dst).norm() > 0.1 * dst.norm()  # far from exact: no linear map (why: below)
     assert pl.affine_shift_residual(table, 3) < 1e-9  # exact: p -> p + 3 * 1
-print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 1)")
+sines = pl.sinusoidal_positions(16, 4, dtype=torch.float64)
+assert (sines[:-3] @ torch.linalg.lstsq(sines[:-3], sines[3:]).solution - sines[3:]).norm() < 1e-9  # linear, b = 0
+print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 1); sinusoids: an exact linear one")
 
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -391,7 +395,10 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 #   it never can (chapter 1). ✔: every such swap of two tokens the query sees can change its output, within the range the
 #   entry gives, in every setting
 #   (with or without a causal mask, with or without a LayerNorm before the layer; a LayerNorm removes each
-#   vector's mean and scale). ~: only some swaps can, under the condition the entry names. Example, without
+#   vector's mean and scale). "Can" is about the method in exact arithmetic: the cells test 20 positions in
+#   float64, where no weight underflows; over long inputs a weight can fall below what float64 shows (a far
+#   key under a steep ALiBi slope), a question of numbers the map does not grade.
+#   ~: only some swaps can, under the condition the entry names. Example, without
 #   a mask: swap the keys one before and one after a query. Under RoPE the output changes (✔); under
 #   symmetric ALiBi it does not (that form alone would get ~). Column 1's cell runs both, and NoPE's case below. A code can be unique
 #   (property 1) and still get a ~: the integer code $i\cdot\mathbf 1$ is unique, but a LayerNorm erases it.
@@ -413,23 +420,21 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # | method | 1 told apart | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|
 # | none (NoPE) [1, 7] | ✘ one layer treats the tokens a query sees as a set; a causal mask only chooses which it sees [1, 7] | – | [7] measured there, after your prediction | – nothing to fix | ~ raster order gives one index |
-# | integer $i\cdot\mathbf 1$ [2] | ~ a LayerNorm erases it; without one, how many swaps show depends on the head | ✔ affine, yet a head's scores not offset-only | ? not trained; its values grow without bound | ✔ | ~ axial, argued in [9] (no LayerNorm before the head) |
+# | integer $i\cdot\mathbf 1$ [2] | ~ a LayerNorm erases it | ✔ affine, yet a head's scores not offset-only | ? not trained; its values grow without bound | ✔ | ~ axial, argued in [9] (no LayerNorm before the head) |
 # | normalised $i/m$ [2] | ~ a LayerNorm erases it | ✘ one map per length ($p_0$ is the same at every length, $p_3$ is not) | ? not trained; every code changes with the length, as position interpolation's angles do (chapter 7 §2) | ✔ | ~ axial, argued in [9] (no LayerNorm before the head) |
 # | binary [2] | ~ up to $2^d$ positions; behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge | ✘ no affine map for small $k$ | ? not trained; past $2^b$ positions a bit training never set | ✔ | ~ axial, argued in [9] (no LayerNorm before the head) |
 # | sinusoidal [3] | ✔ even behind a LayerNorm (512 positions at $d = 16$ checked) | ✔ a rotation $M_k$, yet a random head's scores not offset-only | [7] measured there | ✔ | ~ axial [9] (no LayerNorm before the head) |
 # | learned absolute [2, 7] | ✔ distinct rows, even behind a LayerNorm | ? a random table has none, but training could make one; no trained table checked | ✘ no rows past `max_len` | ✘ learned | ~ rows depend on the grid's width |
 # | relative: Shaw, T5 [4] | ~ offsets, clipped far away | ✔ depends on $k$ alone | [7] T5 measured there; no Shaw model trained | ~ fixed rule, learned entries | ✔ one term per 2-D offset |
 # | RoPE [5] | ✔ even without a mask | ✔ $R_{m+k} = R_k R_m$ | [7] measured there | ✔ | ~ axial [9] |
-# | ALiBi [6] | ✔ the causal form and the non-symmetric one (171 swaps of 171 each); the symmetric encoder form only ~: without a mask, a key $k$ before and one $k$ after look alike | ✔ bias $-m_h(i-j)$ | [7] measured there (and in chapter 6 §4) | ✔ fixed slopes | ~ left and above share a bias |
+# | ALiBi [6] | ✔ the causal form and the non-symmetric one (171 swaps of 171 each); the symmetric encoder form only ~: without a mask, a key $k$ before and one $k$ after look alike | ✔ bias $-m_h(i-j)$ | [7] measured there (and in chapter 6 §4) | ✔ fixed slopes (a variant in source `003` learns them) | ~ left and above share a bias |
 #
 # **NoPE.** No code, so one layer treats the tokens a query sees as a set: no swap of two of them changes
 # its output (chapter 1), and a causal mask only chooses which tokens it sees (column 1's ✘; what a swap does
 # to the other rows is chapter 1's Exercise 5). If the first token carries a marker, a causal layer can still
 # compute its own position, as $1/(i+1)$, the marker's share of a uniform average
 # ([chapter 7](07_beyond.ipynb) §1, after Kazemnejad et al.'s Theorem 1): the position is not given, but
-# it is not lost either. And
-# chapter 7 §3 weighs its toy against Kazemnejad et al. (2023), who find decoders without positional
-# encoding generalise in length as well as explicit encodings or better on their tasks. In n-D, a causal
+# it is not lost either. In n-D, a causal
 # mask over a raster order (the patches read row by row, as text is) gives the raster index only, which mixes rows and columns.
 #
 # **Integer code.** A LayerNorm that reads the sum erases it ([chapter 2](02_integer_binary.ipynb) §1).
@@ -513,13 +518,10 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # 171 swaps of two tokens a query sees changes its output, for the middle query without a mask and for the
 # last one with a causal mask. ALiBi: all 171 under the mask; symmetric, without one, 162, the 9 swaps of
 # mirror pairs (a key $k$ before and one $k$ after) leaving it as it was. With the integer code or no code,
-# none of the 171 does (the control). Without the LayerNorm, the sinusoids, the random table and RoPE
-# again change the output on all 171, both ways. The integer code is then not erased, but how many swaps
-# show (by more than 1e-9) depends on the head: over 8 random heads, 18 to 113 of 171 for the middle
-# query and 0 to 73 for the last. Its scores grow with $i \cdot j$ times $\mathbf 1^\top W_q W_k^\top \mathbf 1$: where
-# that is large and positive, nearly all of a query's weight lands on its last key (the head above, with 7.5,
-# gives 18 and 0).
-# The non-symmetric ALiBi encoder form, two heads looking one way each, changes all 171. Binary codes of
+# none of the 171 does (the control). Without the LayerNorm, the sinusoids, the random table, RoPE and
+# causal ALiBi again change the output on all 171, both ways; the integer code is then not erased, and
+# chapter 2 §1 weighs its size. The non-symmetric ALiBi encoder form, two heads looking one way each,
+# changes all 171, with and without the LayerNorm. Binary codes of
 # $d$ = 4, 5 and 6 bits keep $2^d - 1$ of their $2^d$ positions (15, 31 and 63): the all-zero $p_0$ and
 # the all-one $p_{2^d-1}$ merge. The first $2^d$ positions take every one of the $2^d$ codes of $d$ bits,
 # so position $2^d$ has none of its own; 17 bits already cover Llama 3.1's 131 072 positions. Then,
@@ -554,7 +556,7 @@ def swaps_that_keep(head, query, causal, n=20):
         for b in seen[i + 1:]:
             order = list(range(n))
             order[a], order[b] = b, a
-            if torch.allclose(head(x[order], causal)[query], before, atol=1e-9):
+            if torch.allclose(head(x[order], causal)[query], before, rtol=0, atol=1e-9):
                 kept.append((a, b))
     return kept
 
@@ -606,16 +608,6 @@ for codes in (pl.sinusoidal_positions(20, 16, dtype=torch.float64),
               torch.randn(20, 16, generator=torch.Generator().manual_seed(1), dtype=torch.float64)):
     assert changed(raw(codes)) == (171, 171)  # without the LayerNorm too
 assert changed(rope_raw) == (171, 171)
-integer_20 = pl.integer_positions(20, 16).double()
-one = torch.ones(16, dtype=torch.float64)
-integer_raw = {}
-for seed in range(4, 12):  # the head above (seed 4) and 7 more
-    w = torch.randn(3, 16, 16, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) / 4
-    integer_raw[seed] = (changed(raw(integer_20, w)), round((one @ w[0] @ w[1].T @ one).item(), 1))
-assert integer_raw[4] == ((18, 0), 7.5)  # this head: 1^T W_q W_k^T 1 = 7.5, nearly all weight on one key
-middle, last = [c[0][0] for c in integer_raw.values()], [c[0][1] for c in integer_raw.values()]
-assert (min(middle), max(middle), min(last), max(last)) == (18, 113, 0, 73)  # the head decides
-print("integer code without a LayerNorm, 8 heads, swaps that show (middle, last):", [c[0] for c in integer_raw.values()])
 nonsym = pl.alibi_bias(2, 20, mode="nonsymmetric", dtype=torch.float64)  # head 1 looks back, head 2 ahead
 ahead = torch.ones(20, 20, dtype=torch.bool).triu(1)  # keys after the query
 assert torch.equal(torch.isinf(nonsym[0]), ahead) and torch.equal(torch.isinf(nonsym[1]), ahead.T)  # one way each
@@ -624,6 +616,12 @@ one_way = [lambda x, causal, h=h: pl.attention(ln(x) @ wq_s, ln(x) @ wk_s, ln(x)
 both_ways = lambda x, causal: torch.cat([f(x, causal) for f in one_way], dim=-1)  # noqa: E731  the layer's two heads
 assert 171 - len(swaps_that_keep(both_ways, 10, False)) == 171  # non-symmetric ALiBi, no mask: every swap shows
 assert all(171 - len(swaps_that_keep(f, 10, False)) < 171 for f in one_way)  # each head alone misses some
+causal_raw = lambda x, causal: pl.attention(x @ wq_s, x @ wk_s, x @ wv_s, bias=pl.alibi_bias(  # noqa: E731
+    1, 20, slopes=torch.tensor([0.5]), dtype=torch.float64)[0])[0]  # causal ALiBi without the LayerNorm
+assert changed(causal_raw)[1] == 171
+raw_both = lambda x, causal: torch.cat([pl.attention(x @ wq_s, x @ wk_s, x @ wv_s, bias=nonsym[h])[0]  # noqa: E731
+                                        for h in range(2)], dim=-1)  # non-symmetric ALiBi without the LayerNorm
+assert 171 - len(swaps_that_keep(raw_both, 10, False)) == 171
 assert kept["ALiBi"][0] == sorted((10 - k, 10 + k) for k in range(1, 10))  # symmetric ALiBi keeps exactly the mirror pairs
 bits = pl.binary_positions(2**4, 4)
 assert torch.unique(bits, dim=0).shape[0] == 16 and set(bits.unique().tolist()) == {0, 1}  # all 16 codes of 4 bits
