@@ -997,6 +997,44 @@ def test_far_share_refuses_float32_on_the_steep_heads(capsys):
     assert "torch.float32" in capsys.readouterr().out
 
 
+def _far_share_float32_list(s, T, L):
+    """A right form run in float32, handed back as Python floats: every number a float32 value."""
+    s = s.float()
+    return ((torch.exp(-s * T) - torch.exp(-s * L)) / -torch.expm1(-s * L)).tolist()
+
+
+def _far_share_float32_slopes(s, T, L):
+    """The same form in float64, but on slopes first rounded to float32."""
+    s = s.float().double()
+    return (torch.exp(-s * T) - torch.exp(-s * L)) / -torch.expm1(-s * L)
+
+
+@pytest.mark.parametrize("float32_form", [
+    _far_share_float32_list,
+    lambda s, T, L: torch.tensor(_far_share_float32_list(s, T, L), dtype=torch.float64),  # cast back to float64
+    _far_share_float32_slopes,
+])
+def test_far_share_names_float32_rounding_not_an_approximation(float32_form, capsys):
+    """Review c06: a right form computed in float32 and returned as floats or float64 was refused as "an
+    approximation (a numerical integral ...)". It is named as float32 rounding instead, without the answer."""
+    assert check.alibi_far_share(float32_form) is False
+    out = capsys.readouterr().out
+    verdict = out.split("hint:")[0]
+    assert "float32 rounding" in verdict and "float64" in verdict, out
+    assert "approximation" not in verdict and "integral" not in verdict, out
+    assert "geometric" not in out and "e^-mT" not in out, out  # names the rounding, not the form
+
+
+def test_far_share_float32_check_spares_right_answers_and_integrals(capsys):
+    """The float32 check names neither a float64 closed form (accepted) nor a float64 numerical integral (still
+    called an approximation)."""
+    assert check.alibi_far_share(far_share_closed_form) is True
+    capsys.readouterr()
+    assert check.alibi_far_share(far_share_midpoint) is False
+    out = capsys.readouterr().out
+    assert "float32" not in out.split("hint:")[0], out
+
+
 def test_far_share_prompt_does_not_name_the_form():
     """Review r24: Exercise 4's prompt once said a "textbook closed form with e^{-m}" exists, which is a step of
     the derivation. Neither the prompt (English and Chinese) nor anything above it names a closed form or a

@@ -489,6 +489,15 @@ def alibi_far_share(fn: Callable[[torch.Tensor, int, int], Any] | None) -> bool 
         heads = [h + 1 for h, differs in enumerate(shows) if differs]
         return ("head " if len(heads) == 1 else "heads ") + ", ".join(map(str, heads))
 
+    def rounded_to_float32(got: torch.Tensor, m: torch.Tensor, T: int, L: int) -> bool:
+        """Whether got is the share computed in float64 from slopes, or from the ratio e^-m, first rounded to
+        float32 (the slip a learner makes with s.float() early on), within float64's own rounding."""
+        m32, g32 = m.float().double(), torch.exp(-m.float()).double()
+        from_slopes = (torch.exp(-m32 * T) - torch.exp(-m32 * L)) / -torch.expm1(-m32 * L)
+        from_ratio = (g32**T - g32**L) / (1 - g32**L)
+        return any(close(got, x, atol=0.0, rtol=1e-9) and not close(x, measured(m, T, L), atol=0.0, rtol=1e-9)
+                   for x in (from_slopes, from_ratio))
+
     def measured(slopes: torch.Tensor, T: int, L: int) -> torch.Tensor:
         """The share, measured with pl.alibi_bias and a softmax over at most _MEASURED_KEYS keys. Weights depend
         on m and the distance only through m * distance, so (m k, T / k, L / k) has the very same shares; where
@@ -564,6 +573,14 @@ def alibi_far_share(fn: Callable[[torch.Tensor, int, int], Any] | None) -> bool 
             elif steep and getattr(raw, "dtype", None) in (torch.float32, torch.float16, torch.bfloat16):
                 yield False, (f"{case}: close, but computed in {raw.dtype}, whose rounding shows here: these heads "
                               "are graded to 1e-9; work in float64")
+            elif steep and (bool((got.float().double() == got).all()) and close(got, want, atol=0.0, rtol=1e-4)
+                            or rounded_to_float32(got, m, T, L)):
+                # Review c06: a right form run in float32 and handed back as Python floats or float64 keeps
+                # float32's values, or its slopes or its ratio rounded to float32: name that rounding, not an
+                # approximation.
+                yield False, (f"{case}: close, but float32 rounding shows: some step ran in float32 (the slopes, "
+                              "a ratio of weights or the result), whose rounding (about 1e-7 of a value) is larger "
+                              "than the 1e-9 these heads are graded to; keep every step in float64")
             elif steep and close(got, want, atol=1e-15, rtol=0.0):
                 yield False, (f"{case}: right to float64's last digit in absolute terms (1e-16), but these heads are "
                               "graded to 1e-9 of their own share, and some shares here are tiny: a share found as one "
