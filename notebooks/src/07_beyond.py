@@ -226,8 +226,7 @@ fig
 #   the pair index $j$ between the pair that turns `beta_fast` = 32 times and the pair that
 #   turns `beta_slow` = 1 time, which is linear in the *logarithm* of the turns, and clamps
 #   that ramp at pair 0. Where no pair turns 32 times, as in §3's $d = 16$, $L_0 = 64$ head,
-#   even pair 0 differs (paper ×0.65, code ×1 at $s = 2$; asserted in the next cell, and for pair 1
-#   and $s = 8$ too in §3, in the cell after the dictionary-first recall table). This library, and
+#   even pair 0 differs (paper ×0.65, code ×1 at $s = 2$; asserted in the next cell). This library, and
 #   "YaRN" everywhere in this chapter, follows the code (transformers'), as the models you run do.
 # * **Dynamic NTK in transformers** takes $L_0$ from `max_position_embeddings` and recomputes
 #   the frequencies only when the input grows past the longest length seen so far (and
@@ -504,6 +503,15 @@ print(f"YaRN attention factor at s = {s:g}: 0.1 ln s + 1 = {att:.4f}; scores x{a
 # a CPU with `pl.TinyDecoder` (2 layers, $d_{model}=64$, 4 heads of $d = 16$ features), whose positional method is
 # one argument: `"none"`, `"learned"`, `"sinusoidal"`, `"rope"`, `"alibi"`, `"t5"`.
 #
+# **Where this section goes.**
+# 1. Which methods, trained at 64 tokens, still do a local task and a long-range lookup at 128 to
+#    512 tokens, read at once or through a 64-token window.
+# 2. On the local task: where the attention of the failing models goes, and whether far keys win
+#    by their scores or by their number.
+# 3. On the lookup: whether a failure comes from the lookup's distance or from its combination of
+#    angles (the dictionary moved).
+# 4. How much each ranking owes to the task's layout (the dictionary first, or anywhere).
+#
 # A task decides a comparison by what it rewards, so there are three, each described with what
 # it favours by construction:
 #
@@ -563,15 +571,12 @@ print(f"YaRN attention factor at s = {s:g}: 0.1 ln s + 1 = {att:.4f}; scores x{a
 # dictionary to seven places, measures each RoPE pair's part in a lookup, and reads ALiBi with far
 # keys masked (chapter 6 §4).
 #
-# **The main line** of this section: the results table and how to read it, the grammar and why RoPE
-# fails it, recall with the dictionary first and its control (the dictionary moved), why a head
-# reads its pairs together (the lookup gap and the 84 placements of
-# the dictionary that test it), recall with the dictionary anywhere, the sliding window, and the
-# summary "What §3 found". The parts marked **Going further** are asides for reading after class:
-# whether YaRN's failure is dilution (a prediction from the keys' count alone), the two-pair figure, two more
-# mechanisms (T5's last bucket, YaRN's factor), NoPE in a sliding window, and the count of orderings
-# (the claims that one method beats another). No main-line cell uses a name an aside defines, so a
-# reader who skips every aside can still run and follow the main line.
+# **The main line** follows that order and ends with the summary "What §3 found". The parts marked
+# **Going further** are asides for reading after class: whether YaRN's failure is dilution, the
+# two-pair figure, two more mechanisms (T5's last bucket, YaRN's factor), NoPE in a sliding window,
+# and how many of the orderings (the claims that one method beats another) could be luck. No
+# main-line cell uses a name an aside defines, so a reader who skips every aside can still run and
+# follow the main line.
 #
 # **Predict first**, before the table below: trained on 64 tokens, which of NoPE, sinusoids, T5, RoPE
 # and ALiBi still get the grammar (two tokens back) right at 512 tokens, and which can still look up a
@@ -846,10 +851,9 @@ assert ex.build_model("rope", ex.ExperimentConfig(), task="grammar").positional.
 # in every head (below), and NoPE's near-uniform heads show plain dilution. So RoPE loses a local
 # task past $L_0$ because its far keys score *spuriously high*.
 #
-# The sliding window (below) is a control, not a test of that mechanism. It hides every key 64 or
-# more back and brings RoPE back within 0.04 of its 64-token accuracy: visible already in the
-# results figure above (top row, right panel: "grammar: sliding window of 64"), and asserted in
-# the sliding-window section further down. That shows the far keys are
+# The sliding window is a control, not a test of that mechanism. It hides every key 64 or more
+# back and brings RoPE back within 0.04 of its 64-token accuracy (the results figure's
+# "grammar: sliding window of 64" panel; asserted with the sliding window, below). That shows the far keys are
 # what costs the accuracy, not why they win; the far − near logits above are the evidence for the
 # why. Both halves are known: LM-Infinite (Han et al., 2023) names far keys at unseen distances
 # scoring too high as a cause of RoPE's failure past $L_0$ and restricts attention to a window
@@ -1652,7 +1656,7 @@ assert top512 == ["t5", "none", "rope+linear"] and [round(R[m][512]["mean"], 2) 
 # are YaRN over NTK on the grammar at 512, RoPE over NTK on the dictionary-first recall at 128, and
 # T5 over NoPE there at 512. The text calls all three thin and builds nothing on the third.
 # Every other ordering is separated by more than 2.5, and every clear recall ordering by at least
-# 47 answers, more than the 30 a kernel shift like ALiBi's could move (the cell after the note on reruns).
+# 47 answers, more than the 30 a kernel shift like ALiBi's could move (the note on reruns).
 #
 # That count treats each of the grammar's 65 280 scored tokens per seed as independent. Counting
 # each of its 128 sequences once, five grammar orderings would be thin: ALiBi
