@@ -1777,12 +1777,12 @@ _ = check.counter_merge(first_merge)
 # angles they were rotated with (huggingface/transformers#25104). Take a key at position $n$ rotated
 # with base $b_1$ and a query rotated, later, with base $b_2 > b_1$. In every pair but pair 0, the angle their
 # score sees is off from the angle the offset alone would give, by an amount that grows with $n$.
-# Which pair's drifts fastest? Treat the pair's place $x = 2j/d$ as a real number and write
-# `drift_peak(b1, b2)` returning the $x$ where the drift is fastest. The checker passes float64
-# tensors of many base pairs at once and grades one thing: that your $x$ is the peak to float64
-# precision. Any route is graded alike, though a comparison search on the drift's values (which
-# is larger?) stops short of that precision, since the top is flat; every route needs the drift,
-# which is what this exercise asks you to derive.
+# Which pair's drifts fastest? You answer with the place itself, not a pair index: treat the pair's
+# place $x = 2j/d$ as a real number and write `drift_peak(b1, b2)` returning the real $x$ where the
+# drift is fastest, to float64 precision. The checker passes float64 tensors of many base pairs at
+# once and grades that one thing. Any route is graded alike, though a comparison search on the
+# drift's values (which is larger?) stops short of that precision, since the top is flat; every
+# route needs the drift, which is what this exercise asks you to derive.
 # The pair of a head of $d$ features whose angle drifts fastest is then one of the two whole numbers
 # around $d x/2$ (the fastest drift, not the worst harm: once angles pass a full turn, a slower pair can
 # be as scrambled).
