@@ -283,17 +283,9 @@ print("003's builder:", "more than 5 times slower" if slow > 5 * fast else "not 
 # | bytes | `RecordOps` (§2) or `RecordMoves` (§3), the bytes of each tensor an operator or call reads or writes | the one-pass bound: x's bytes read once plus a result of x's size written once |
 #
 # The one-pass bound is what `x * 1.5` moves, and no function that reads every value of x and returns a
-# new tensor of x's size moves less. Bytes are the one count with variants (which operators and tensors
-# a rule includes); each rule is named where it first counts, and the end of §4 sets them side by side:
-#
-# | section | bytes counted | x | one bound |
-# |---|---|---|---|
-# | §2 | every operator of a forward call | float32, (1024, 64) | 8 bytes per entry |
-# | §3 | only the calls that move x-sized data | bf16 `xb`, (8, 1024, 128) | 4 bytes per entry |
-# | §4 | a forward and backward step: its x-sized tensors, then every byte | bf16 `xb` | 4 bytes per entry |
-#
-# A bound is twice x's bytes, so it follows x's dtype: the unit changes once, at §3, from 8 bytes per entry
-# to 4 (bf16, bfloat16, is a 2-byte float that §3 describes), and §2's counts are not comparable with later ones.
+# new tensor of x's size moves less; it is twice x's bytes, so it follows x's dtype. Bytes are the one count
+# with variants: which operators and tensors a count includes depends on the question it answers. Each rule
+# is introduced with its question where it first counts, and the end of §4 sets the four side by side.
 #
 # Chapter 5 (§11) showed that building the d × d matrix R_m for every position stores d times
 # more numbers than the cos and sin tables `apply_rope` uses, and gives the same result. It also
@@ -343,8 +335,10 @@ print(f"same result; the dense form holds {R_all.numel():,} numbers (the input {
 # complex table on every call (the module caches cos and sin, not that table), writes it, and reads it again to
 # multiply x by it.
 #
-# The next cell counts in one-pass bounds, twice x's bytes, and checks that `x * 1.5` moves exactly one.
-# Its rule is `bytes_of`.
+# **The question: how many bytes does one call move, all told?** The next cell's rule, `bytes_of`, adds up
+# every byte that every operator of the call reads and writes, the tables and their making included, in
+# one-pass bounds (twice x's bytes: 8 bytes per entry for this float32 x); it checks that `x * 1.5` moves
+# exactly one.
 
 # %% slideshow={"slide_type": "fragment"}
 with RecordCalls() as dense_calls:
@@ -398,9 +392,9 @@ print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 
 # weigh on the CPU here, where x is 2 MiB, so the bytes counted from here on model what GPU-sized tensors
 # cost, not a CPU time.
 #
-# **The unit changes here** (§2's table): from here on x is a bf16 `xb` (8 heads) unless a line says float32,
-# so a bound is 4 bytes per entry. bf16 (bfloat16) is a 16-bit float with float32's 8 exponent bits and
-# 7 mantissa bits (the cell checks both).
+# **The unit changes here**: from here on x is a bf16 `xb` (8 heads) unless a line says float32, so a bound
+# is 4 bytes per entry, where §2's float32 x had 8; §2's counts do not compare with later ones. bf16
+# (bfloat16) is a 16-bit float with float32's 8 exponent bits and 7 mantissa bits (the cell checks both).
 # A bf16 x is where the plain form makes two extra passes, a float32 copy in and a bf16 copy out.
 # Written with torch operations, `x·cos − y·sin` is one call per operation: the products, the
 # difference, the `stack`/`cat` that puts the pairs back, and those two copies. Each reads and writes
@@ -482,8 +476,9 @@ print("against rotate_pairs in float32, for bf16 and float32 inputs and both lay
 # is no slower. So `SMALL` is a choice read from noisy medians on one machine, not a
 # measured crossing; this appendix does not repeat the measurement. What it does check (the cell
 # above) is that chapter 5's 5 × 4 example and a single-sequence decoding step stay on the reference: they never
-# reach the C operator. The next cell checks these readings of the quoted table and draws it: each column's
-# ratio against the size, the band within a tenth of 1 shaded, `SMALL` dashed.
+# reach the C operator. The next cell checks these readings of the quoted table and draws it, since the
+# appendix does not print the table: each column's ratio against the size, the band within a tenth of 1
+# shaded, `SMALL` dashed, so that which ratios leave the band, and on which side of `SMALL`, shows at a glance.
 
 # %% slideshow={"slide_type": "fragment"}
 # quoted from benchmarks/README.md ("Where the C kernel pays off"), elements -> (the reference's time, interleaved,
@@ -524,7 +519,8 @@ axes[0].legend(fontsize=7, loc="lower left")
 fig
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# Now count the torch calls that move a whole tensor's worth of data (at least half of x: one
+# **The question: how many passes over x-sized data does each way of writing the rotation make?** The rule
+# `traffic` answers it. It counts the torch calls that move a whole tensor's worth of data (at least half of x: one
 # member of every pair), and the bytes of such tensors they read and write (`RecordCalls`'s
 # docstring, in `posenc_lib/counting.py`, says what a call reads and what it writes). Only the calls named in `DATA_OPS`
 # count: a hand list of the calls that move data in the functions this section counts. The other calls
@@ -787,9 +783,11 @@ print("one forward rotation of the bf16 xb, in one-pass bounds: "
 # the one that consumes them (attention) never writes or reads the rotated tensor on its own, so
 # this floor is a standalone operator's, not RoPE's.
 #
-# To see what autograd runs in the backward pass, `RecordOps` records every ATen operator,
-# including those the backward pass calls, and counts their bytes as in §3. The cell counts the plain
-# form; the C operator's step, which the exercise below asks about, is counted after the exercise.
+# **The question: how close does a training step come to that floor of two bounds?** The rule
+# `whole_tensor` answers it. To see what autograd runs in the backward pass, it takes `RecordOps`'s record
+# of every ATen operator, including those the backward pass calls, and counts as `traffic` did in §3:
+# operators on x-sized data and their x-sized tensors. The cell counts the plain form; the C operator's step,
+# which the exercise below asks about, is counted after the exercise.
 
 # %% slideshow={"slide_type": "fragment"}
 def train_step_ops(rope) -> list[Call]:
@@ -868,7 +866,8 @@ _ = check.tables_in_a_step(step_bounds)
 # every call. On a GPU with Triton, `pl.apply_rope` hands x to such a kernel (§5); no GPU runs here, so
 # the cell checks only that hand-off, with a stand-in for the kernel. The cell first counts the C
 # operator's step on x-sized tensors alone (on the meta device, so on any machine: 2 operators, 2
-# bounds, the floor §4 began with), then every operator's bytes, tables and angles included, and also
+# bounds, the floor §4 began with). Then it asks **what a step moves all told, the tables and their making
+# included**: the rule `all_bytes` adds up every operator's bytes, tables and angles in. It also makes
 # §2's count on the C kernel (float32 x, forward only), which §2 left for here.
 
 # %% slideshow={"slide_type": "fragment"}
@@ -954,22 +953,22 @@ print(f"§2's x (float32, one head), forward only, on the C kernel: RotaryEmbedd
       f"apply_rope {c_path['apply_rope']:.1f} (the torch path: {torch_path['RotaryEmbedding']:.1f} and "
       f"{torch_path['apply_rope']:.1f})")
 # the four counts of apply_rope on the C kernel in the table below this cell
-assert 2.75 < c_path["apply_rope"] < 2.85 and path_counts[xb.dtype]["C kernel"] == (1, 1.0)
+assert 2.75 < c_path["apply_rope"] < 2.85 < 3.75 < torch_path["apply_rope"] < 3.85  # §2's rule: C kernel, torch path
+assert path_counts[xb.dtype]["C kernel"] == (1, 1.0)
 assert whole_tensor(operator_ops) == (2, 2.0) and 2.55 < on_c_kernel["apply_rope"] < 2.6
 assert xs_cpu.shape == (1024, 64) and xs_cpu.dtype == torch.float32 and xb.dtype == torch.bfloat16
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# All four counting rules are now in hand. Each counts in one-pass bounds of the x it names; the last column is
-# `apply_rope` on the C kernel, and the last lines of that cell check it:
+# **The four byte counts, side by side.** Each answers its own question, in one-pass bounds of its own x, so
+# `apply_rope`'s four numbers on the C kernel (the last column; the last lines of the cell above check them)
+# do not contradict one another, and only numbers under one rule compare:
 #
-# | rule (section) | recorder | what it counts | x | apply_rope |
+# | rule (section) | what it counts | the question it answers | x | `apply_rope` |
 # |---|---|---|---|---|
-# | `bytes_of` (§2) | `RecordOps` | forward only, every operator: angles, tables and rotation | float32, (1024, 64) | 2.8 |
-# | `traffic` (§3) | `RecordMoves` (a `RecordCalls` that also tracks which tensors move data) | forward only, calls in a hand list (`DATA_OPS`) on x-sized tensors | bf16, `xb` | 1 |
-# | `whole_tensor` (§4) | `RecordOps` | forward and backward, operators on x-sized tensors | bf16, `xb` | 2 |
-# | `all_bytes` (§4) | `RecordOps` | forward and backward, every operator: angles and tables in | bf16, `xb` | 2.57 |
-#
-# The rules differ in what they include, so the numbers differ.
+# | `bytes_of` (§2) | forward only, every operator (`RecordOps`): angles, tables and rotation | how many bytes does one call move, all told? | float32, (1024, 64) | 2.8 (3.8 on the torch path) |
+# | `traffic` (§3) | forward only, the calls in a hand list (`DATA_OPS`, checked by `RecordMoves`), x-sized tensors only | how many passes over x does a way of writing the rotation make? | bf16, `xb` | 1 |
+# | `whole_tensor` (§4) | forward and backward, operators on x-sized tensors (`RecordOps`) | how close does a training step come to the floor of 2? | bf16, `xb` | 2 |
+# | `all_bytes` (§4) | forward and backward, every operator (`RecordOps`): angles and tables in | what does a training step move, all told? | bf16, `xb` | 2.57 |
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # So for this x a training step with a standalone operator has a floor in bytes of 2 + 1/4 one-pass
@@ -1000,28 +999,30 @@ assert xs_cpu.shape == (1024, 64) and xs_cpu.dtype == torch.float32 and xb.dtype
 # g is safe, what it saves, and what the checker runs.
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# **Note on the exercise (for reference).** When the gradient g that reaches RoPE's backward pass was
-# made for it alone (as attention's backward pass makes the gradient of q) and nothing reads it
-# afterwards, $R_m^\top g$ could be written over g instead of into a new tensor of g's size. Only
-# then: autograd may hand one gradient tensor to two branches (the backward pass of an addition gives
-# the same g to both, checked below), and overwriting it would corrupt the other branch's gradient,
-# so an autograd function may do this only where it owns g; the exercise asks for the rotation, not
-# that wiring. What it saves is memory (argued, not measured here: the checker counts allocations, not a
-# peak): a fused kernel writing into g saves one g-sized tensor,
-# and a design with torch operations saves that less its own new tensors; this pays when the backward
-# pass is short of memory and g is large. In this count it saves no bytes (the count does not see
-# what a CPU may add for new memory: a cache that reads a line before writing it, page faults on
-# first touch). One pass that reads each value and writes its result moves the same bytes into its
-# input as into a new tensor (the cell below checks it: `y_pass.mul_(1.5)` against `y_pass * 1.5`),
-# so a fused kernel that wrote into g would move what the C operator moves. Written with torch
-# operations, each operation is a pass of its own over what it touches (the cell checks that two
-# in-place operations move twice one's bytes), so what an in-place design moves depends on its
-# operations, not on writing into g. The budget counts new memory (every allocation, added up over
-# the call), not what is held at once: a loop that allocates a fresh result for each small piece of g
-# adds up to all of g and fails it. The checker runs the function on float32
-# gradients of its own, some of them strided views, adds up every element the ATen operators it
-# reaches create, checks that every change to g is made by an operator it saw, and compares g with
-# `pl.rotate_pairs` by −angle.
+# **Note on the exercise (for reference).**
+#
+# - **What it requires.** When the function returns, g holds $R_m^\top g$; the new tensors its torch
+#   operations make, added up over the whole call (every allocation counted, not the most held at once),
+#   hold fewer elements than g. A loop that allocates a fresh result for each small piece of g adds up to
+#   all of g and fails.
+# - **When writing into g is safe.** Only when the gradient g that reaches RoPE's backward pass was made for
+#   it alone (as attention's backward pass makes the gradient of q) and nothing reads it afterwards.
+#   Autograd may hand one gradient tensor to two branches (the backward pass of an addition gives the same
+#   g to both, checked below), and overwriting it would corrupt the other branch's gradient, so an autograd
+#   function may do this only where it owns g; the exercise asks for the rotation, not that wiring.
+# - **What it saves: memory.** A fused kernel writing into g saves one g-sized tensor, and a design with
+#   torch operations saves that less its own new tensors; this pays when the backward pass is short of
+#   memory and g is large. Argued, not measured here: the checker counts allocations, not a peak.
+# - **What it does not save: bytes.** One pass that reads each value and writes its result moves the same
+#   bytes into its input as into a new tensor (the cell below checks it: `y_pass.mul_(1.5)` against
+#   `y_pass * 1.5`), so a fused kernel that wrote into g would move what the C operator moves. Written with
+#   torch operations, each operation is a pass of its own over what it touches (the cell checks that two
+#   in-place operations move twice one's bytes), so what an in-place design moves depends on its
+#   operations, not on writing into g. (The count does not see what a CPU may add for new memory: a cache
+#   that reads a line before writing it, page faults on first touch.)
+# - **How the checker works.** It runs the function on float32 gradients of its own, some of them strided
+#   views, adds up every element the ATen operators it reaches create, checks that every change to g is
+#   made by an operator it saw, and compares g with `pl.rotate_pairs` by −angle.
 
 # %% slideshow={"slide_type": "fragment"}
 handed = []  # the gradient each branch of w * 2 + q * 3 receives from the addition's backward pass
