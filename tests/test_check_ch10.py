@@ -570,3 +570,97 @@ def test_the_tables_answer_is_not_printed_or_computed_above_the_exercise():
         printed = "".join(text for cell in cells[:first] if cell["cell_type"] == "code" for out in cell["outputs"]
                           for text in out.get("text", []))
         assert printed and not re.search(r"(?<![\d.])(1\.50?|2\.25|9/4)(?![\d])", printed), book
+
+
+# ---------------------------------------------------------------- the appendix's quoted benchmark numbers
+def _readme_table(title: str) -> list[dict[str, str]]:
+    """The first markdown table after the paragraph of benchmarks/README.md that starts with **title**: one dict
+    per row, keyed by the header's cells (as written, backticks kept)."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "benchmarks/README.md").read_text()
+    lines = text.split(f"**{title}**", 1)[1].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    cells = [[cell.strip() for cell in row.strip().strip("|").split("|")] for row in lines[start:end]]
+    header, body = cells[0], cells[2:]  # cells[1] is the |---| line
+    return [dict(zip(header, row)) for row in body]
+
+
+def _number(cell: str) -> float:
+    """'0.90x' -> 0.9, '1.25 × clone' -> 1.25, '16.3' -> 16.3."""
+    return float(re.match(r"[\d.]+", cell).group())
+
+
+def _holds_a_number(value) -> bool:
+    if isinstance(value, dict):
+        return any(_holds_a_number(v) for v in value.values())
+    if isinstance(value, (tuple, list)):
+        return any(_holds_a_number(v) for v in value)
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _quoted_constants() -> dict[str, object]:
+    """Every name the appendix's two cells of quoted benchmark numbers bind to a literal (the cell that starts
+    '# quoted from benchmarks/README.md', §3, and the one that starts '# the H200 run, quoted', §5)."""
+    import ast
+    from pathlib import Path
+
+    chapter = (Path(__file__).resolve().parents[1] / "notebooks/src/10_making_it_fast.py").read_text()
+    cells = [cell for cell in chapter.split("\n# %%")
+             if cell.split("\n", 1)[-1].startswith(("# quoted from benchmarks/README.md", "# the H200 run, quoted"))]
+    assert len(cells) == 2
+    constants = {}
+    for cell in cells:
+        for node in ast.parse(cell.split("\n", 1)[1]).body:
+            if not isinstance(node, ast.Assign):
+                continue
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                continue  # computed from the quoted numbers, not quoted
+            if not _holds_a_number(value):
+                continue  # labels (the figure's column names), not numbers
+            (target,) = node.targets
+            if isinstance(target, ast.Tuple):
+                constants.update(zip((name.id for name in target.elts), value))
+            else:
+                constants[target.id] = value
+    return constants
+
+
+def test_the_appendix_quotes_the_benchmarks_readme_as_it_is():
+    """§3 and §5 type the benchmark numbers they read (the notebook times nothing on a GPU, and reads no file of
+    results): each is the entry of benchmarks/README.md's table it names, so a quote cannot drift from a rerun."""
+    quoted = _quoted_constants()
+    checked = set()
+
+    small = {(row["dtype"], int(row["elements"])): row for row in _readme_table("Where the C kernel pays off")}
+    columns = ("reference, interleaved (µs)", "kernel / reference, interleaved", "half", "fwd+bwd interleaved",
+               "fwd+bwd half")
+    assert {(dtype, size) for dtype, by_size in quoted["small_bench"].items() for size in by_size} == set(small)
+    for dtype, by_size in quoted["small_bench"].items():
+        for size, row in by_size.items():
+            assert row == tuple(_number(small[dtype, size][column]) for column in columns), (dtype, size)
+    checked.add("small_bench")
+
+    h200 = {(row["dtype"], int(row["L"])): row for row in _readme_table("First GPU run of this tree")}
+    for seq, (bf16, f32) in quoted["bound_ms"].items():
+        assert (bf16, f32) == (_number(h200["bfloat16", seq]["bound (ms)"]), _number(h200["float32", seq]["bound (ms)"]))
+    at_16384, at_4096 = h200["bfloat16", 16384], h200["bfloat16", 4096]
+    for name, column in (("clone", "clone"), ("hf_eager", "HF eager"), ("lib_fn", "`apply_rope`"),
+                         ("lib_module", "module"), ("hf_compiled", "HF compiled")):
+        assert quoted[name] == _number(at_16384[column]), name
+    assert quoted["kernel_alone"] == {"tables": _number(at_16384["Triton, tables"]),
+                                      "registers": _number(at_16384["Triton, registers"])}
+    assert quoted["at_4096"] == {"hf eager": _number(at_4096["HF eager"]), "module": _number(at_4096["module"]),
+                                 "apply_rope": _number(at_4096["`apply_rope`"])}
+    checked |= {"bound_ms", "clone", "hf_eager", "lib_fn", "lib_module", "hf_compiled", "kernel_alone", "at_4096"}
+
+    h100 = {int(row["L"]): row for row in _readme_table("A quoted GPU measurement")}
+    assert quoted["prototype"] == {seq: _number(h100[seq]["Triton prototype"]) for seq in (16384, 65536)}
+    assert "× clone" in h100[16384]["Triton prototype"]  # in units of a clone, as §5 reads it
+    assert quoted["hf_eager_h100"] == _number(h100[16384]["HF eager"])
+    checked |= {"prototype", "hf_eager_h100"}
+
+    assert set(quoted) == checked  # a number quoted in those cells and not checked here fails
