@@ -102,7 +102,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # | `001` | attention's blindness to order (the dog example), the five properties, integer, binary and sinusoidal codes, RoPE and Llama's code; it names NoPE and YaRN | 1, 2, 5, 7, 8, 9 |
 # | `002` | four requirements, the sinusoidal formula, its code and a printed table | 2, 3 |
 # | `003` | sinusoids, RoPE and ALiBi (three forms) in code, and a heading for CoPE | 3, 5, 6, 8, 9, 10 |
-# | `004` | absolute, relative (Shaw's clipped offsets) and rotary encodings, with worked tables | 3, 4, 5 |
+# | `004` | absolute, relative (Shaw's clipped offsets, Transformer-XL's terms, T5's bias, DeBERTa's two middle terms) and rotary encodings, with worked tables | 3, 4, 5 |
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ## The map at a glance
@@ -178,7 +178,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # | **offset** | key minus query, $j - i$ ($n - m$): negative for keys in the past. `pl.relative_positions(L)[i, j] == j - i` | Shaw's paper and T5's `relative_position` agree; source `004` writes Shaw's offset as $m-n$ (the same table upside down, ch. 4); Transformer-XL indexes its sinusoids by the signed distance $i-j$, and DeBERTa's $\delta$ is query minus key (ch. 4) |
 # | **distance** | $\lvert j - i\rvert$; for a causal model's past keys, $i - j \ge 0$. One signed exception: `pl.rope_scores_by_distance` takes $r = m - n$, query minus key, negative allowed (ch. 5 §8) | ALiBi's penalty $-m_h\,(i-j)$ is written with the distance ($m_h$ is a head's slope there, not a position; ch. 6) |
 # | RoPE | $R_m$ turns each pair **counter-clockwise** by $m\theta_j$: $(x, y) \mapsto (x\cos m\theta_j - y\sin m\theta_j,\ x\sin m\theta_j + y\cos m\theta_j)$, the matrix $[[\cos, -\sin], [\sin, \cos]]$ times a column vector, so $(1, 0)$ turns towards $(0, 1)$. Then $R_m^\top R_n = R_{n-m}$: the score of query $m$ and key $n$ is a function of the offset $n-m$ | source `004` prints $[[\cos, \sin], [-\sin, \cos]]$, which turns a column vector clockwise, beside code that turns counter-clockwise (ch. 5); RoFormer §3.1 writes the score as $g(x_m, x_n, m-n)$, the offset the other way round (ch. 5) |
-# | frequencies | $\theta_j = \text{base}^{-2j/d}$ for pair $j = 0 \dots d/2-1$ (base 10 000 unless said); pair $j$ at position $m$ turns by $m\theta_j$. Over $L$ tokens (positions $0 \dots L-1$) a pair **completes a turn** when $(L-1)\,\theta_j \ge 2\pi$ (chapter 5's Exercise 2). Chapter 8's `pl.rope_inspect.turning_pairs` counts the looser wavelength $2\pi/\theta_j \le L$, which counts a pair at the boundary a fraction of a turn early; the chapters that use it say so | papers that count pairs from 1 write $\theta_i = \text{base}^{-2(i-1)/d}$ |
+# | frequencies | $\theta_j = \text{base}^{-2j/d}$ for pair $j = 0 \dots d/2-1$ (base 10 000 unless said); pair $j$ at position $m$ turns by $m\theta_j$. Over $L$ tokens (positions $0 \dots L-1$), chapter 5's Exercise 2 asks for a full turn, $(L-1)\,\theta_j \ge 2\pi$; chapters 7 and 8 say a pair **completes a turn** when its wavelength $2\pi/\theta_j$ is at most $L$ (`pl.rope_inspect.turning_pairs`), which counts a pair at the boundary a fraction of a turn early. Each chapter states the count it uses | papers that count pairs from 1 write $\theta_i = \text{base}^{-2(i-1)/d}$ |
 # | sinusoids | $p_i[2j] = \sin(i\theta_j)$, $p_i[2j+1] = \cos(i\theta_j)$ (Vaswani's interleaved order) | many codebases concatenate all sines, then all cosines (ch. 3 shows both) |
 # | pair layouts | `"interleaved"` pairs features $(2j, 2j+1)$ (RoFormer, Meta's complex-number code); `"half"` pairs $(j, j+d/2)$ (GPT-NeoX, Hugging Face's `rotate_half`) | the two are a fixed permutation apart (ch. 5) |
 # | binary codes | "bit $b$" is the bit worth $2^b$: bit 0 is the least significant and the fastest to flip, as pair 0 is the sinusoids' fastest pair. Codes are drawn and stored as numbers are written, most significant bit first: bit 0 is the **last** column of `pl.binary_positions`, while pair 0 is the **first** two columns of `pl.sinusoidal_positions` (the two tensors run in opposite directions) | source `001` numbers the bits from the left: its $p_{i,0}$ is the slowest bit, our bit $d-1$, and it writes the fastest as $p_{i,d}$ (counted from 0, the last of $d$ bits is $p_{i,d-1}$), our bit 0. Its example $p_1 = [0, 0, 1]$, $p_2 = [0, 1, 0]$ is drawn as ours is |
@@ -398,7 +398,8 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 #   vector's mean and scale). "Can" is about the method in exact arithmetic: the cells test 20 positions in
 #   float64, where no weight underflows; over long inputs a weight can fall below what float64 shows (a far
 #   key under a steep ALiBi slope), a question of numbers the map does not grade.
-#   ~: only some swaps can, under the condition the entry names. Example, without
+#   ~: only some swaps can, or only in some settings, under the condition the entry names (the integer and
+#   normalised codes: every swap without a LayerNorm, none with one). Example, without
 #   a mask: swap the keys one before and one after a query. Under RoPE the output changes (✔); under
 #   symmetric ALiBi it does not (that form alone would get ~). Column 1's cell runs both, and NoPE's case below. A code can be unique
 #   (property 1) and still get a ~: the integer code $i\cdot\mathbf 1$ is unique, but a LayerNorm erases it.
@@ -446,8 +447,9 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # the integer code ([chapter 2](02_integer_binary.ipynb) §2); the shift $+(k/m)\cdot\mathbf 1$ changes
 # with the length $m$ (column 2's cell).
 #
-# **Binary code.** Behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge (column 1's cell), and no affine map
-# exists for any $k < 2^{d-2}$ ([chapter 2](02_integer_binary.ipynb) §3–4). The exact maps at some larger
+# **Binary code.** Behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge (column 1's cell), and on a table of all
+# $2^d$ codes no affine map exists for any $k < 2^{d-2}$ ([chapter 2](02_integer_binary.ipynb) §3–4; a
+# shorter table has exact maps at smaller $k$, chapter 2's Exercise 1). The exact maps at some larger
 # $k$ are the table's end at work, not a rule: on a table that stops at
 # $2^d - 1$ the first is at $k = 2^{d-2}$, but with the positions wrapped around (mod $2^d$) the only one
 # left is at $k = 2^{d-1}$ (chapter 2's erratum 1; column 2's cell, $d$ = 4 to 6). So they earn no ~. Past a training length of
@@ -518,8 +520,10 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # 171 swaps of two tokens a query sees changes its output, for the middle query without a mask and for the
 # last one with a causal mask. ALiBi: all 171 under the mask; symmetric, without one, 162, the 9 swaps of
 # mirror pairs (a key $k$ before and one $k$ after) leaving it as it was. With the integer code or no code,
-# none of the 171 does (the control). Without the LayerNorm, the sinusoids, the random table, RoPE and
-# causal ALiBi again change the output on all 171, both ways; the integer code is then not erased, and
+# none of the 171 does (the control), and neither does the normalised code. A binary code of 16 bits on
+# these 20 positions changes all 171: its two merging codes, $p_0$ and $p_{2^{16}-1}$, are not both there.
+# Without the LayerNorm, the sinusoids, the random table and RoPE again change the output on all 171, both
+# ways, and causal ALiBi for the last query under its mask; the integer code is then not erased, and
 # chapter 2 §1 weighs its size. The non-symmetric ALiBi encoder form, two heads looking one way each,
 # changes all 171, with and without the LayerNorm. Binary codes of
 # $d$ = 4, 5 and 6 bits keep $2^d - 1$ of their $2^d$ positions (15, 31 and 63): the all-zero $p_0$ and
@@ -582,12 +586,14 @@ def alibi_head(x, causal):  # the causal form under a mask, the symmetric form w
 swap_heads = {"sinusoidal": added(pl.sinusoidal_positions(20, 16, dtype=torch.float64)),
               "random table": added(torch.randn(20, 16, generator=torch.Generator().manual_seed(1), dtype=torch.float64)),
               "RoPE": rope_head, "ALiBi": alibi_head,
-              "integer": added(pl.integer_positions(20, 16).double()), "none": added(torch.zeros(20, 16, dtype=torch.float64))}
+              "integer": added(pl.integer_positions(20, 16).double()), "none": added(torch.zeros(20, 16, dtype=torch.float64)),
+              "normalised": added((torch.arange(20, dtype=torch.float64) / 20)[:, None].expand(20, 16)),
+              "binary": added(pl.binary_positions(20, 16).double())}
 kept = {name: (swaps_that_keep(h, 10, False), swaps_that_keep(h, 19, True)) for name, h in swap_heads.items()}
 swap_counts = {name: (171 - len(a), 171 - len(b)) for name, (a, b) in kept.items()}
 print("swaps (of 171) that change the query's output, (middle query, no mask), (last query, causal):", swap_counts)
 assert swap_counts == {"sinusoidal": (171, 171), "random table": (171, 171), "RoPE": (171, 171),
-                       "ALiBi": (162, 171), "integer": (0, 0), "none": (0, 0)}
+                       "ALiBi": (162, 171), "integer": (0, 0), "none": (0, 0), "normalised": (0, 0), "binary": (171, 171)}
 
 
 def raw(codes, w=(wq_s, wk_s, wv_s)):
