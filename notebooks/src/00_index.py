@@ -430,66 +430,40 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # | RoPE [5] | ✔ even without a mask | ✔ $R_{m+k} = R_k R_m$ | [7] measured there | ✔ | ~ axial [9] |
 # | ALiBi [6] | ✔ the causal form and the non-symmetric one (171 swaps of 171 each); the symmetric encoder form only ~: without a mask, a key $k$ before and one $k$ after look alike | ✔ bias $-m_h(i-j)$ | [7] measured there (and in chapter 6 §4) | ✔ fixed slopes (a variant in source `003` learns them) | ~ left and above share a bias |
 #
-# **NoPE.** No code, so one layer treats the tokens a query sees as a set: no swap of two of them changes
-# its output (chapter 1), and a causal mask only chooses which tokens it sees (column 1's ✘; what a swap does
-# to the other rows is chapter 1's Exercise 5). If the first token carries a marker, a causal layer can still
-# compute its own position, as $1/(i+1)$, the marker's share of a uniform average
-# ([chapter 7](07_beyond.ipynb) §1, after Kazemnejad et al.'s Theorem 1): the position is not given, but
-# it is not lost either. In n-D, a causal
-# mask over a raster order (the patches read row by row, as text is) gives the raster index only, which mixes rows and columns.
+# The notes below add only what the table's entries leave out.
 #
-# **Integer code.** A LayerNorm that reads the sum erases it ([chapter 2](02_integer_binary.ipynb) §1).
-# The shift $p_i \mapsto p_i + k\cdot\mathbf 1$ is affine, yet a head's score
-# $p_m^\top A\,p_n = mn\,(\mathbf 1^\top A\mathbf 1)$ depends on the positions, not on $n - m$ (column 2's
-# cell), and $\lVert p_i\rVert = i\sqrt d$ grows without bound (column 3's cell).
+# **NoPE.** If the first token carries a marker, a causal layer can still compute its own position, as
+# $1/(i+1)$, the marker's share of a uniform average ([chapter 7](07_beyond.ipynb) §1, after Kazemnejad
+# et al.'s Theorem 1): the position is not given, but it is not lost either. What a swap does to the other
+# rows is chapter 1's Exercise 5.
 #
-# **Normalised code.** Erased by a LayerNorm like
-# the integer code ([chapter 2](02_integer_binary.ipynb) §2); the shift $+(k/m)\cdot\mathbf 1$ changes
-# with the length $m$ (column 2's cell).
+# **Integer and normalised codes** ([chapter 2](02_integer_binary.ipynb) §1–2). The integer code's shift
+# is affine, yet a head's score $p_m^\top A\,p_n = mn\,(\mathbf 1^\top A\mathbf 1)$ depends on the positions,
+# not on $n - m$; the normalised code's shift $+(k/m)\cdot\mathbf 1$ changes with the length $m$ (column
+# 2's cell for both).
 #
-# **Binary code.** Behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge (column 1's cell), and on a table of all
-# $2^d$ codes no affine map exists for any $k < 2^{d-2}$ ([chapter 2](02_integer_binary.ipynb) §3–4; a
-# shorter table has exact maps at smaller $k$, chapter 2's Exercise 1). The exact maps at some larger
-# $k$ are the table's end at work, not a rule: on a table that stops at
-# $2^d - 1$ the first is at $k = 2^{d-2}$, but with the positions wrapped around (mod $2^d$) the only one
-# left is at $k = 2^{d-1}$ (chapter 2's erratum 1; column 2's cell, $d$ = 4 to 6). So they earn no ~. Past a training length of
-# $2^b$ positions, bit $b$ turns on, a value training never showed (column 3's cell).
+# **Binary code.** The exact affine maps at some $k \ge 2^{d-2}$ are the table's end at work, not a rule:
+# with the positions wrapped around (mod $2^d$) the only one left is at $k = 2^{d-1}$ (chapter 2's
+# erratum 1; column 2's cell, $d$ = 4 to 6), so they earn no ~.
 #
-# **Sinusoids.** Behind a LayerNorm no two of 512 positions merge ($d = 16$; column 1's cell). A shift
-# by $k$ is one rotation $M_k$ ([chapter 3](03_sinusoids.ipynb) §4); in the axial 2-D form a shift by
-# (rows, columns) is one rotation too (column 5's cell).
+# **Learned absolute.** The ✔ in column 1 is a random table's, where training starts; no trained table
+# is checked. In n-D, ViT's one row per patch in raster order (Dosovitskiy et al. 2021, §3.1) depends on
+# the grid's width (column 5's cell).
 #
-# **Learned absolute.** One trained row per position ([chapter 2](02_integer_binary.ipynb) §6); a
-# LayerNorm merges two rows only if they differ by the same number in every feature, which a random
-# table's rows, where training starts, do not (column 1's cell; no trained table is checked). Nothing forces a shift map (a random table, where training
-# starts, has none; column 2's cell), and there is no row past `max_len`. In n-D, ViT's one row per patch
-# in raster order (Dosovitskiy et al. 2021, §3.1) depends on the grid's width.
+# **Relative terms.** Shaw's terms tell offsets apart up to the clip, T5's buckets only near the query
+# (column 1's cell). In n-D the map grades Swin's form (Liu et al. 2021): one term per 2-D offset
+# (column 5's cell).
 #
-# **Relative terms.** A learned term per signed offset $j - i$, clipped (Shaw) or bucketed (T5) far
-# away ([chapter 4](04_relative.ipynb)): what $k$ apart adds depends on $k$ alone by construction. They
-# tell offsets apart only where the offsets get terms of their own: Shaw's up to the clip (every farther
-# offset reuses the last term), T5's only near the query (farther offsets share log-spaced buckets;
-# column 1's cell). Two keys that share a term can trade places without changing the query's output
-# (column 1's cell too).
-# In n-D, graded in Swin's form (Liu et al. 2021), one term per 2-D offset, which reads a different
-# entry for each direction (column 5's cell).
+# **RoPE.** Past its training length it meets angles it never saw: [chapter 7](07_beyond.ipynb) §2
+# rescales them (PI, NTK, YaRN, Llama 3's) and §3 measures what that buys.
 #
-# **RoPE.** $R_m^\top R_n = R_{n-m}$, so scores depend only on $n - m$ ([chapter 5](05_rope.ipynb)); without a
-# mask a key $k$ before a query and one $k$ after still differ, so swapping the two changes the query's
-# output (column 1's cell). Past its training length it meets angles it never saw:
-# [chapter 7](07_beyond.ipynb) §2 rescales them (PI, NTK, YaRN, Llama 3's) and §3 measures what that buys.
+# **ALiBi.** Only the symmetric encoder form misses swaps: the mirror positions of a palindrome get
+# identical outputs (column 1's cell). The causal form of Press et al. and the non-symmetric encoder form
+# (source `003` shows it; each head looks one way, half back and half ahead) tell those keys apart. In n-D
+# the map grades a slope times the Euclidean distance, the form of CROMA's 2D-ALiBi (Fuller et al.,
+# NeurIPS 2023; a citation, not run here).
 #
-# **ALiBi.** A fixed penalty per head on the distance ([chapter 6](06_alibi.ipynb); §4 follows it past
-# the training length). Without a mask, symmetric ALiBi gives a key $k$ tokens before a query and one $k$
-# after the same bias, so swapping the two leaves the query's output as it was, and the mirror positions
-# of a palindrome get identical outputs (column 1's cell). The map grades ALiBi ✔ all the same: the causal
-# form of Press et al. tells those keys apart, and so does the non-symmetric encoder form (source `003`
-# shows it), whose heads each look one way, half of them back and half ahead (171 of 171 swaps over its two
-# heads together; each head alone misses some). In n-D the map grades a slope times the Euclidean
-# distance, the form of CROMA's 2D-ALiBi (Fuller et al., NeurIPS 2023; a citation, not run here), which
-# gives the keys left of and above a query one bias (column 5's cell).
-#
-# **Column 5: why the axial ~.** Learned rows, NoPE and ALiBi are graded as their notes say. In the
+# **Column 5: why the axial ~.** Learned rows, NoPE and ALiBi are graded as their entries and column 5's cell say. In the
 # axial form each feature follows one axis only (for RoPE and the sinusoids, each pair turns with one;
 # column 5's cell, for RoPE). Which 2-D patterns that rules out is chapter 9's Exercise 3, left to it on
 # purpose. [Chapter 9](09_beyond_1d.ipynb) argues the ~ right after it ("After Exercise 3: the additive codes"), for axial
@@ -500,11 +474,11 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 #
 # **Where the map disagrees with source `001`.** `001` gives the integer code properties 1 to
 # 4 and binary codes properties 1 and 2. For the integer code and property 1, the map's ~ is the
-# LayerNorm that erases it (the integer-code note). `001` adds its code to inputs that, it says, a
+# LayerNorm that erases it (its entry). `001` adds its code to inputs that, it says, a
 # LayerNorm has usually already processed, with no LayerNorm after the sum, and there its ✔
 # stands: the difference is the map's stricter rule, which grades a LayerNorm after the sum too, not an
 # error in `001`. For binary codes and property 1 the map's ~ is, likewise, the LayerNorm that merges
-# $p_0$ and $p_{2^d-1}$ (the binary-code note), which `001` does not put after the sum. For binary codes and property 2 see chapter 2's
+# $p_0$ and $p_{2^d-1}$ (its entry), which `001` does not put after the sum. For binary codes and property 2 see chapter 2's
 # erratum 1: least squares finds no affine map for small offsets. For the integer code and
 # property 3, `001` gives the ✔ without a reason. The map leaves it untested (?), as no model with an
 # integer code is trained here, and notes that the values grow without bound: position 1000 of a
