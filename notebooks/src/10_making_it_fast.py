@@ -274,6 +274,13 @@ print("003's builder:", "more than 5 times slower" if slow > 5 * fast else "not 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2. Dense R_m against cos/sin tables
 #
+# **The lesson, first**: RoPE is elementwise, so its cost is set by the bytes it moves, not its arithmetic
+# (§3 says why); the fast form makes one pass over x and reads cached tables. **Road map of the byte
+# counts**: four questions, each with its own rule. How many bytes does one call move, all told (`bytes_of`,
+# §2)? How many passes over x does a way of writing the rotation make (`traffic`, §3)? How close does a
+# training step come to its floor of 2 (`whole_tensor`, §4)? What does a training step move, all told
+# (`all_bytes`, §4)? The table at the end of §4 sets the four side by side.
+#
 # This appendix counts three things, each with its own rule:
 #
 # | What | Counted by | Unit |
@@ -465,22 +472,16 @@ print("against rotate_pairs in float32, for bf16 and float32 inputs and both lay
       "the torch path bit for bit (interleaved) or up to rounding (half)")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# Where does the C kernel start to pay? `rotary.SMALL` comes from `make bench` (`benchmarks/README.md`,
-# "Where the C kernel pays off"; quoted here, not measured, and `tests/test_check_ch10.py` checks every number
-# the next cell types against that table): the kernel's time over the reference's,
-# for x of (4, seq, 64) with cos and sin given, medians of 5 paired rounds on one loaded 2-core Intel
-# Xeon VM, with no spread reported; a ratio within about a tenth of 1 is read here as "no slower", not
-# as faster or slower. In the interleaved layout the kernel's forward pass is no slower at any size in
-# that table, 256 to 65 536 elements (at most 0.90, at 256 float32 elements); in float32's half layout,
-# forward or forward + backward, it took 1.08 to 1.18 times the reference's time up to 4096 elements.
-# 16 384 is the first size at which no column is above 1: at 16 384 and 65 536 (the quoted rows), every ratio is
-# 0.82 or less except float32's half layout at 16 384 (0.93 forward, 0.96 forward + backward), where the kernel
-# is no slower. So `SMALL` is a choice read from noisy medians on one machine, not a
-# measured crossing; this appendix does not repeat the measurement. What it does check (the cell
-# above) is that chapter 5's 5 × 4 example and a single-sequence decoding step stay on the reference: they never
-# reach the C operator. The next cell checks these readings of the quoted table and draws it, since the
-# appendix does not print the table: each column's ratio against the size, the band within a tenth of 1
-# shaded, `SMALL` dashed, so that which ratios leave the band, and on which side of `SMALL`, shows at a glance.
+# Where does the C kernel start to pay? `rotary.SMALL` is read from `make bench` (`benchmarks/README.md`, "Where
+# the C kernel pays off"; quoted, not measured here; `tests/test_check_ch10.py` checks every number the next cell
+# types against that table): the kernel's time over the reference's, x of (4, seq, 64), cos and sin given, medians
+# of 5 paired rounds on one loaded 2-core Intel Xeon VM, no spread, so a ratio within about a tenth of 1 reads as
+# "no slower". 16 384 is the first size at which no column is above 1: at 16 384 and 65 536 (the quoted rows)
+# every ratio is 0.82 or less, except float32's half layout at 16 384 (0.93 forward, 0.96 forward + backward);
+# below it that layout took 1.08 to 1.18 times the reference's time (up to 4096 elements), while the interleaved
+# forward pass is no slower at any size (at most 0.90). So `SMALL` is a choice read from noisy medians on one
+# machine, not a measured crossing. The cell checks these readings and draws the table (band within a tenth of 1
+# shaded, `SMALL` dashed).
 
 # %% slideshow={"slide_type": "fragment"}
 # quoted from benchmarks/README.md ("Where the C kernel pays off"), elements -> (the reference's time, interleaved,
@@ -532,8 +533,10 @@ fig
 # (views, shape queries, allocations such as `torch.empty`) move none, and the cell checks it: no call
 # on x-sized data that it leaves out writes into a tensor or fills memory its arguments did not hold
 # (`RecordMoves`, in `posenc_lib/counting.py`, keeps those calls by what they do, whatever their names).
-# The cos and sin tables are read as well, but they are smaller than x: this section leaves them out
-# of both counts, and §4 adds them in.
+# Why half of x: the half layout's rotation works on x's halves, and those must count. The cos and sin
+# tables are read as well, but with x's 8 heads each is 1/16 of x, under that threshold: this section
+# leaves them out of both counts, and §4 adds them in. The threshold is sized for these 8 heads: with one
+# head, in the half layout, a (seq, d/2) table would be half of x and counted (the cell checks both).
 
 # %% slideshow={"slide_type": "fragment"}
 DATA_OPS = {"float", "to", "mul", "sub", "add", "neg", "cat", "stack", "copy_", "addcmul_", "rope_rotate.default"}
@@ -556,6 +559,8 @@ def plain(x: torch.Tensor) -> torch.Tensor:
 
 
 xf = xb.float()
+assert xb.shape[0] == 8 and ab.cos().numel() == xb.numel() // 16 < xb.numel() // 2  # the tables: under the threshold
+assert ab.cos().numel() >= xb[:1].numel() // 2  # with one head a table would reach it
 
 
 def per_path(x: torch.Tensor) -> dict[str, tuple[int, float]]:
@@ -968,6 +973,16 @@ assert whole_tensor(operator_ops) == (2, 2.0) and 2.55 < on_c_kernel["apply_rope
 assert xs_cpu.shape == (1024, 64) and xs_cpu.dtype == torch.float32 and xb.dtype == torch.bfloat16
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
+# Source 003 asks, in a comment on its `precompute_freqs_cis`, whether `freqs_cis` should not be
+# fixed once the model's width and the longest input are set, reading its parameter `end` as each
+# input's length. It already is fixed: source 000's example calls
+# `precompute_freqs_cis(dim, max_seq_len * 2)` in its attention module's `__init__` (once per layer, when
+# the model is built), and Meta's Llama code calls it once per model (in `Transformer.__init__`, with the
+# head width `dim // n_heads`), so `end` is a fixed bound, twice the longest length, not each input's. The
+# cell just above measures what that saves: `RotaryEmbedding` builds its tables once, no sine or cosine
+# from its second call on; the stateless `apply_rope` computes L · d/2 cosines and as many sines on every
+# call, and writes the tables again, 1/8 of a bound.
+#
 # **The four byte counts, side by side.** Each answers its own question, in one-pass bounds of its own x, so
 # `apply_rope`'s four numbers on the C kernel (the last column; the last lines of the cell above check them)
 # do not contradict one another, and only numbers under one rule compare:
@@ -986,16 +1001,6 @@ assert xs_cpu.shape == (1024, 64) and xs_cpu.dtype == torch.float32 and xb.dtype
 # share shrinks. These are bytes, not times: `make bench` times two
 # plain passes and a stateless call's floor next to `apply_rope` and `RotaryEmbedding`, round-robin
 # over many rounds, and `benchmarks/README.md` has its tables and what they do and do not show.
-#
-# Source 003 asks, in a comment on its `precompute_freqs_cis`, whether `freqs_cis` should not be
-# fixed once the model's width and the longest input are set, reading its parameter `end` as each
-# input's length. It already is fixed: source 000's example calls
-# `precompute_freqs_cis(dim, max_seq_len * 2)` in its attention module's `__init__` (once per layer, when
-# the model is built), and Meta's Llama code calls it once per model (in `Transformer.__init__`, with the
-# head width `dim // n_heads`), so `end` is a fixed bound, twice the longest length, not each input's. The cell above measures what that saves.
-# `RotaryEmbedding` builds its tables once: no sine or cosine from its second call on. The stateless
-# `apply_rope` computes L · d/2 cosines and as many sines on every call, and writes the tables again,
-# 1/8 of a bound.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise (design): the backward rotation in place.** Design `rotate_back_(g, cos, sin, layout)`
@@ -1285,20 +1290,16 @@ print(f"per token and layer: projections {projection_ops:.2e} operations, RoPE o
       f"1 / {projection_ops // rope_ops}; at d_model = 64 (4 heads of 16): 1 / {4 * tiny_projection.get_total_flops() / tiny_rope_ops:.0f}")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# What RoPE costs, by what this appendix counts, is calls and bytes. How many, against the rest of a step? The next cell counts
-# them in one training step (forward, loss, backward) of chapter 7's `TinyDecoder` (2 layers,
-# d_model = 64, 4 heads of 16; a batch of 8 sequences of 255 tokens), once with RoPE and once with no
-# positional encoding. The control: the same model with RoPE's rotation replaced by the identity (q
-# and k handed on as they arrive) runs the same operators as the step without, in the same order, and
-# moves the same bytes (the cell checks it), so the difference between the first two is the rotation's. These are counts of operators and of the bytes
-# they read and write, the same on every machine for the locked library versions, not times. One thing to know before reading them:
-# the model's attention layer hands q and k, as permuted views of its projections (not contiguous),
-# to its `RotaryEmbedding` (`Rotary.rope`), which chooses a path as `apply_rope` does (§3); the C kernel
-# does not take them, so the plain form runs; the cell checks that no `posenc::rope_rotate` runs.
-# A third count hands the C operator contiguous copies of q and k (the copies counted too). It is
-# counted on any machine: the recorder answers the operator with a tensor of its result's shape
-# instead of running it, since a count needs shapes, not values; where the C kernel is built, the
-# cell checks that the module's own run, on the same copies, records the same operators.
+# What RoPE costs, by what this appendix counts, is calls and bytes. The next cell counts them in one training
+# step (forward, loss, backward) of chapter 7's `TinyDecoder` (2 layers, d_model = 64, 4 heads of 16; a batch
+# of 8 sequences of 255 tokens), with RoPE and with no positional encoding. The control: RoPE's rotation
+# replaced by the identity runs the same operators, in the same order, moving the same bytes as the step
+# without (checked), so the difference is the rotation's. These are counts, the same on every machine for the
+# locked library versions, not times. The model hands q and k to its `RotaryEmbedding` as permuted views (not
+# contiguous), which the C kernel does not take, so the plain form runs (checked: no `posenc::rope_rotate`). A
+# third count hands the C operator contiguous copies (the copies counted); the recorder answers it with a tensor
+# of its result's shape instead of running it, so it counts on any machine, and where the kernel is built the
+# cell checks that the module's own run on the same copies records the same operators.
 
 # %% slideshow={"slide_type": "fragment"}
 class RecordOpsOperatorByShape(RecordOps):
