@@ -274,6 +274,13 @@ print("003's builder:", "more than 5 times slower" if slow > 5 * fast else "not 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2. Dense R_m against cos/sin tables
 #
+# **The lesson, first**: RoPE is elementwise, so its cost is set by the bytes it moves, not its arithmetic
+# (§3 says why); the fast form makes one pass over x and reads cached tables. **Road map of the byte
+# counts**: four questions, each with its own rule. How many bytes does one call move, all told (`bytes_of`,
+# §2)? How many passes over x does a way of writing the rotation make (`traffic`, §3)? How close does a
+# training step come to its floor of 2 (`whole_tensor`, §4)? What does a training step move, all told
+# (`all_bytes`, §4)? The table at the end of §4 sets the four side by side.
+#
 # This appendix counts three things, each with its own rule:
 #
 # | What | Counted by | Unit |
@@ -406,8 +413,10 @@ print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 
 # `posenc_lib.rotary.rotate`; on the CPU it has three to choose from:
 #
 # - **The reference itself**, for a tensor of fewer than `rotary.SMALL` = 16 384 elements, such as
-#   chapter 5's 5 × 4 example: below that size a faster path's fixed cost per call saves little (at most
-#   about 21 µs a forward call in the quoted measurements below) or loses. Single-sequence decoding is
+#   chapter 5's 5 × 4 example: below that size a faster path's fixed cost per call saves little time (at
+#   most about 21 µs a forward call in the quoted measurements below) or loses. In relative terms that
+#   21 µs is large, 56 % of the bf16 interleaved call at 8 192 elements (ratio 0.44): `SMALL` is set by the
+#   worst column, not the best. Single-sequence decoding is
 #   such a case: one new position of a Llama-sized query, (1, 32, 1, 128), is 4 096 elements (a batch of
 #   four sequences reaches `SMALL`), so this section's counts are about prefill (the pass over a prompt's
 #   tokens before decoding) and training.
@@ -463,22 +472,16 @@ print("against rotate_pairs in float32, for bf16 and float32 inputs and both lay
       "the torch path bit for bit (interleaved) or up to rounding (half)")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# Where does the C kernel start to pay? `rotary.SMALL` comes from `make bench` (`benchmarks/README.md`,
-# "Where the C kernel pays off"; quoted here, not measured, and `tests/test_check_ch10.py` checks every number
-# the next cell types against that table): the kernel's time over the reference's,
-# for x of (4, seq, 64) with cos and sin given, medians of 5 paired rounds on one loaded 2-core Intel
-# Xeon VM, with no spread reported; a ratio within about a tenth of 1 is read here as "no slower", not
-# as faster or slower. In the interleaved layout the kernel's forward pass is no slower at any size in
-# that table, 256 to 65 536 elements (at most 0.90, at 256 float32 elements); in float32's half layout,
-# forward or forward + backward, it took 1.08 to 1.18 times the reference's time up to 4096 elements.
-# 16 384 is the first size at which no column is above 1: there and above, every ratio is 0.82 or
-# less except float32's half layout at 16 384 (0.93 forward, 0.96 forward + backward), where the kernel
-# is no slower. So `SMALL` is a choice read from noisy medians on one machine, not a
-# measured crossing; this appendix does not repeat the measurement. What it does check (the cell
-# above) is that chapter 5's 5 × 4 example and a single-sequence decoding step stay on the reference: they never
-# reach the C operator. The next cell checks these readings of the quoted table and draws it, since the
-# appendix does not print the table: each column's ratio against the size, the band within a tenth of 1
-# shaded, `SMALL` dashed, so that which ratios leave the band, and on which side of `SMALL`, shows at a glance.
+# Where does the C kernel start to pay? `rotary.SMALL` is read from `make bench` (`benchmarks/README.md`, "Where
+# the C kernel pays off"; quoted, not measured here; `tests/test_check_ch10.py` checks every number the next cell
+# types against that table): the kernel's time over the reference's, x of (4, seq, 64), cos and sin given, medians
+# of 5 paired rounds on one loaded 2-core Intel Xeon VM, no spread, so a ratio within about a tenth of 1 reads as
+# "no slower". 16 384 is the first size at which no column is above 1: at 16 384 and 65 536 (the quoted rows)
+# every ratio is 0.82 or less, except float32's half layout at 16 384 (0.93 forward, 0.96 forward + backward);
+# below it that layout took 1.08 to 1.18 times the reference's time (up to 4096 elements), while the interleaved
+# forward pass is no slower at any size (at most 0.90). So `SMALL` is a choice read from noisy medians on one
+# machine, not a measured crossing. The cell checks these readings and draws the table (band within a tenth of 1
+# shaded, `SMALL` dashed).
 
 # %% slideshow={"slide_type": "fragment"}
 # quoted from benchmarks/README.md ("Where the C kernel pays off"), elements -> (the reference's time, interleaved,
@@ -501,6 +504,9 @@ assert large[-2:] == [small_bench["float32"][16384][2], small_bench["float32"][1
 assert large[-3] <= 0.82  # every other ratio from SMALL on
 saved_us = max(row[0] * (1 - row[1]) for _, size, row in bench_rows if size < SMALL)  # interleaved, forward
 assert round(saved_us) == 21
+best_row = max(((dtype, size, row) for dtype, size, row in bench_rows if size < SMALL), key=lambda r: r[2][0] * (1 - r[2][1]))
+assert best_row[:2] == ("bfloat16", 8192) and best_row[2][1] == 0.44  # that 21 µs: 56 % of the call
+assert round(saved_us / best_row[2][0], 2) == 0.56
 print(f"quoted: {SMALL} is the first size with no column above 1 (from there on at most 0.82, except float32's "
       f"half layout at {SMALL}: {large[-2]} and {large[-1]}, no slower); below, the kernel saves at most "
       f"{saved_us:.0f} µs a forward call (the table times the reference's forward pass only)")
@@ -527,8 +533,10 @@ fig
 # (views, shape queries, allocations such as `torch.empty`) move none, and the cell checks it: no call
 # on x-sized data that it leaves out writes into a tensor or fills memory its arguments did not hold
 # (`RecordMoves`, in `posenc_lib/counting.py`, keeps those calls by what they do, whatever their names).
-# The cos and sin tables are read as well, but they are smaller than x: this section leaves them out
-# of both counts, and §4 adds them in.
+# Why half of x: the half layout's rotation works on x's halves, and those must count. The cos and sin
+# tables are read as well, but with x's 8 heads each is 1/16 of x, under that threshold: this section
+# leaves them out of both counts, and §4 adds them in. The threshold is sized for these 8 heads: with one
+# head, in the half layout, a (seq, d/2) table would be half of x and counted (the cell checks both).
 
 # %% slideshow={"slide_type": "fragment"}
 DATA_OPS = {"float", "to", "mul", "sub", "add", "neg", "cat", "stack", "copy_", "addcmul_", "rope_rotate.default"}
@@ -551,6 +559,8 @@ def plain(x: torch.Tensor) -> torch.Tensor:
 
 
 xf = xb.float()
+assert xb.shape[0] == 8 and ab.cos().numel() == xb.numel() // 16 < xb.numel() // 2  # the tables: under the threshold
+assert ab.cos().numel() >= xb[:1].numel() // 2  # with one head a table would reach it
 
 
 def per_path(x: torch.Tensor) -> dict[str, tuple[int, float]]:
@@ -596,8 +606,9 @@ for x_in, label in ((xb, "bf16 x:   "), (xf, "float32 x:")):
 # heads, against the plain form making its own tables, and separates the causes with a control:
 # 003's form with its tables repeated before the expand, so that one copy is shared by the heads.
 # The copies per head explain about 1.75 of the 2.56 bounds 003 moves beyond the plain form at 8
-# heads, and none of the 3.0 at one head, where there is nothing to share; the rest is what 003 does
-# with any number of heads: full-width repeated tables, the swapped vector and x-sized products.
+# heads, and none of the 2.98 at one head, where there is nothing to share. The rest, 2.98 bounds at one
+# head and 0.81 at 8, comes from what 003 does with any number of heads (full-width repeated tables, the
+# swapped vector, x-sized products); how it splits among those causes is not measured here.
 
 # %% slideshow={"slide_type": "fragment"}
 def rope_003(x: torch.Tensor) -> torch.Tensor:
@@ -644,6 +655,9 @@ gap = {h: bounds_003[h, "rope_003"] - bounds_003[h, "plain_with_tables"] for h i
 per_head_copies = {h: bounds_003[h, "rope_003"] - bounds_003[h, "rope_003_shared"] for h in (1, 8)}
 assert per_head_copies[1] == 0 and 2.95 < gap[1] < 3.0  # one head: nothing to share, the whole gap remains
 assert 1.7 < per_head_copies[8] < 1.8 and 2.55 < gap[8] < 2.6  # 8 heads: the copies per head, about 2/3 of it
+rest = {h: gap[h] - per_head_copies[h] for h in (1, 8)}  # what the control leaves, not split further
+assert (round(gap[1], 2), round(per_head_copies[8], 2), round(gap[8], 2)) == (2.98, 1.75, 2.56)
+assert (round(rest[1], 2), round(rest[8], 2)) == (2.98, 0.81)
 print("every byte, tables included, in one-pass bounds (float32): "
       + "; ".join(f"{h} head{'s' * (h > 1)}: 003's form {bounds_003[h, 'rope_003']:.2f}, with shared tables "
                   f"{bounds_003[h, 'rope_003_shared']:.2f}, the plain form {bounds_003[h, 'plain_with_tables']:.2f}"
@@ -859,7 +873,7 @@ _ = check.tables_in_a_step(step_bounds)
 # each. The C operator reads both in each of its two calls, forward and backward: 1/4 of a bound.
 # `pl.RotaryEmbedding` keeps its tables, so from its second call on that is all it adds: 2 + 1/4 bounds
 # per step. The stateless `pl.apply_rope` also makes its tables on every call, writing them (1/8 of a
-# bound), so on the CPU it can go no lower than 2 + 3/8. It moves about 0.19 more: its angles, one
+# bound), so a kernel that reads tables can go no lower than 2 + 3/8. It moves about 0.19 more: its angles, one
 # float32 tensor as large as one table, written once and read by cos and by sin (3/16 in all), and under
 # 0.01 for the positions and frequencies they are made from. Only a kernel that computes sin and cos
 # itself, from the positions, gets down to 2, at the price of d/2 sines and cosines per position in
@@ -959,6 +973,16 @@ assert whole_tensor(operator_ops) == (2, 2.0) and 2.55 < on_c_kernel["apply_rope
 assert xs_cpu.shape == (1024, 64) and xs_cpu.dtype == torch.float32 and xb.dtype == torch.bfloat16
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
+# Source 003 asks, in a comment on its `precompute_freqs_cis`, whether `freqs_cis` should not be
+# fixed once the model's width and the longest input are set, reading its parameter `end` as each
+# input's length. It already is fixed: source 000's example calls
+# `precompute_freqs_cis(dim, max_seq_len * 2)` in its attention module's `__init__` (once per layer, when
+# the model is built), and Meta's Llama code calls it once per model (in `Transformer.__init__`, with the
+# head width `dim // n_heads`), so `end` is a fixed bound, twice the longest length, not each input's. The
+# cell just above measures what that saves: `RotaryEmbedding` builds its tables once, no sine or cosine
+# from its second call on; the stateless `apply_rope` computes L · d/2 cosines and as many sines on every
+# call, and writes the tables again, 1/8 of a bound.
+#
 # **The four byte counts, side by side.** Each answers its own question, in one-pass bounds of its own x, so
 # `apply_rope`'s four numbers on the C kernel (the last column; the last lines of the cell above check them)
 # do not contradict one another, and only numbers under one rule compare:
@@ -977,16 +1001,6 @@ assert xs_cpu.shape == (1024, 64) and xs_cpu.dtype == torch.float32 and xb.dtype
 # share shrinks. These are bytes, not times: `make bench` times two
 # plain passes and a stateless call's floor next to `apply_rope` and `RotaryEmbedding`, round-robin
 # over many rounds, and `benchmarks/README.md` has its tables and what they do and do not show.
-#
-# Source 003 asks, in a comment on its `precompute_freqs_cis`, whether `freqs_cis` should not be
-# fixed once the model's width and the longest input are set, reading its parameter `end` as each
-# input's length. It already is fixed: source 000's example calls
-# `precompute_freqs_cis(dim, max_seq_len * 2)` in its attention module's `__init__` (once per layer, when
-# the model is built), and Meta's Llama code calls it once per model (in `Transformer.__init__`, with the
-# head width `dim // n_heads`), so `end` is a fixed bound, twice the longest length, not each input's. The cell above measures what that saves.
-# `RotaryEmbedding` builds its tables once: no sine or cosine from its second call on. The stateless
-# `apply_rope` computes L · d/2 cosines and as many sines on every call, and writes the tables again,
-# 1/8 of a bound.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise (design): the backward rotation in place.** Design `rotate_back_(g, cos, sin, layout)`
@@ -1127,8 +1141,9 @@ _ = check.rotate_back_in_place(rotate_back_)
 # `make test-gpu` (`tests/test_gpu.py`) holds the compiled kernel's table path bit for bit to torch's.
 #
 # The tables cost little: for long sequences they are read once per block of positions and shared by
-# every head (for short ones and for decoding, `launch_shape` splits the heads into groups, each
-# reading them). For a
+# every head (for very short ones, such as decoding, `launch_shape` splits the heads into groups, each
+# reading them; where Triton is installed, the next cell checks that choice, from shapes alone, for a
+# Llama-sized q and k). For a
 # Llama-sized layer (32 query heads and 8 key heads of 128, bf16) q and k move 40 · 128 · 2 · 2 bytes
 # per position, the tables 2 · 64 · 4: 2.5 % more. The backward pass is the same kernel with the
 # sine negated: the rotation by −angle (§4).
@@ -1149,6 +1164,9 @@ def check_triton_kernel() -> None:
     """The kernel under Triton's interpreter against apply_rope: q and k in one launch, forward and backward."""
     from posenc_lib.kernels import triton_rope  # CPU tensors run under Triton's interpreter
 
+    for seq, groups in ((1, 8), (16, 8), (4096, 1), (16384, 1)):  # on a GPU (an H100's 132 multiprocessors)
+        q_shape, k_shape = torch.empty(1, 32, seq, 128, device="meta"), torch.empty(1, 8, seq, 128, device="meta")
+        assert triton_rope.launch_shape(q_shape, k_shape, interpret=False)[1] == groups  # heads split only when short
     g5 = torch.Generator().manual_seed(5)
     q5, k5 = torch.randn(1, 4, 16, 64, generator=g5), torch.randn(1, 2, 16, 64, generator=g5)  # CPU tensors
     a5 = pl.rope_angles(16, 64)
@@ -1185,7 +1203,9 @@ else:
 # - **H200, this library's kernel** ("First GPU run of this tree", bf16; its `c` is the scalar 1.5, so the unit is
 #   one one-pass bound, and a copy took 0.98 of it): at L = 16384 `RotaryEmbedding` took 1.05 units and
 #   `apply_rope` 1.40, within 5 to 40 % of one pass; the kernel alone, one launch for q and k, 1.05 from tables and
-#   1.07 in registers. Under `torch.compile` Hugging Face's `apply_rotary_pos_emb` took 1.11.
+#   1.07 in registers. The gap between `apply_rope`'s 1.40 and the kernel's 1.07 is not read here (one run, no
+#   spread; the README says `apply_rope` makes one launch per tensor, a possible cause this run does not measure).
+#   Under `torch.compile` Hugging Face's `apply_rotary_pos_emb` took 1.11.
 # - **Hugging Face's eager `apply_rotary_pos_emb` at L = 16384: the two runs disagree.** The H200 run has it at
 #   11.60 units, the H100 run at 4.9 (in a unit whose `c` that run does not record). One run each, no spread, and
 #   more than twice apart: neither is read as a result here, nor set against the 5 bounds §3 counts for it.
@@ -1270,20 +1290,16 @@ print(f"per token and layer: projections {projection_ops:.2e} operations, RoPE o
       f"1 / {projection_ops // rope_ops}; at d_model = 64 (4 heads of 16): 1 / {4 * tiny_projection.get_total_flops() / tiny_rope_ops:.0f}")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# What RoPE costs, by what this appendix counts, is calls and bytes. How many, against the rest of a step? The next cell counts
-# them in one training step (forward, loss, backward) of chapter 7's `TinyDecoder` (2 layers,
-# d_model = 64, 4 heads of 16; a batch of 8 sequences of 255 tokens), once with RoPE and once with no
-# positional encoding. The control: the same model with RoPE's rotation replaced by the identity (q
-# and k handed on as they arrive) runs the same operators as the step without, in the same order, and
-# moves the same bytes (the cell checks it), so the difference between the first two is the rotation's. These are counts of operators and of the bytes
-# they read and write, the same on every machine, not times. One thing to know before reading them:
-# the model's attention layer hands q and k, as permuted views of its projections (not contiguous),
-# to its `RotaryEmbedding` (`Rotary.rope`), which chooses a path as `apply_rope` does (§3); the C kernel
-# does not take them, so the plain form runs; the cell checks that no `posenc::rope_rotate` runs.
-# A third count hands the C operator contiguous copies of q and k (the copies counted too). It is
-# counted on any machine: the recorder answers the operator with a tensor of its result's shape
-# instead of running it, since a count needs shapes, not values; where the C kernel is built, the
-# cell checks that the module's own run, on the same copies, records the same operators.
+# What RoPE costs, by what this appendix counts, is calls and bytes. The next cell counts them in one training
+# step (forward, loss, backward) of chapter 7's `TinyDecoder` (2 layers, d_model = 64, 4 heads of 16; a batch
+# of 8 sequences of 255 tokens), with RoPE and with no positional encoding. The control: RoPE's rotation
+# replaced by the identity runs the same operators, in the same order, moving the same bytes as the step
+# without (checked), so the difference is the rotation's. These are counts, the same on every machine for the
+# locked library versions, not times. The model hands q and k to its `RotaryEmbedding` as permuted views (not
+# contiguous), which the C kernel does not take, so the plain form runs (checked: no `posenc::rope_rotate`). A
+# third count hands the C operator contiguous copies (the copies counted); the recorder answers it with a tensor
+# of its result's shape instead of running it, so it counts on any machine, and where the kernel is built the
+# cell checks that the module's own run on the same copies records the same operators.
 
 # %% slideshow={"slide_type": "fragment"}
 class RecordOpsOperatorByShape(RecordOps):
