@@ -1158,35 +1158,38 @@ print(f"dense: {t_dense:.1f} ms + {t_build:.1f} ms to build the bias "
 # head, $O(H \cdot L)$ numbers, serves every query (for 8 heads at 32768 tokens in float32, 1 MiB instead of
 # the 34 GB above), but dense attention still holds the $O(H \cdot L^2)$ *scores*.
 #
-# **Going further** (reading, to the end of §5; a first reading may skip to §6): transformers' BLOOM
-# builds a tensor of shape $(B \cdot H, 1, \text{kv\_len})$ and lets the query dimension broadcast, with the causal mask added
-# separately. A decoding step with a key/value cache uses the row for the keys that exist, all of it, with
-# nothing to slice by query position, so it cannot take a wrong row (§7.4). BLOOM's eager attention
-# (written step by step in PyTorch, not a fused kernel) adds the row to $q \cdot k$ for every query
-# (one `baddbmm`, the row as its input and $q\cdot k$ as its product), so a layer still holds
-# $(B \cdot H, q, k)$ numbers: the cell below records the operators a tiny eager BLOOM runs and finds that
-# `baddbmm` writing $B \cdot H \cdot q \cdot k$ scores. What avoids that in practice is a fused kernel that computes the
-# bias from the slopes *inside* the attention, block by block, as `pl.alibi_attention` does above but
-# with each block of scores held only in on-chip memory (SRAM), so that GPU main memory (HBM) never holds
-# the $L \times L$ scores: FlashAttention-2 takes an `alibi_slopes` argument
-# (`flash_attn_func`, from version 2.4: the changelog in the Dao-AILab/flash-attention README, "2.4: ALiBi
-# (attention with linear bias), deterministic backward pass"), and PyTorch's FlexAttention a `score_mod(score, b, h, q_idx,
-# kv_idx)` function that can return `score - m[h] * (q_idx - kv_idx)`
-# (`tests/test_upstream_claims.py` runs the latter against `pl.attention` with the dense bias).
+# **Going further** (reading, to the end of §5; a first reading may skip to §6). One idea runs through
+# the libraries below: each stores or computes the bias as §3's one row $+m_h\,j$ per head (up to a
+# constant); they differ in where the $L \times L$ scores live, and in how the row is scaled.
 #
-# For reading released code: Falcon (with `alibi=True`) adds the row scaled by $1/\sqrt{d_\text{head}}$
-# on its SDPA path (checked in `tests/test_crosscheck.py`, not in a cell), but in transformers 5.24.0 (the version the
-# course locks; the cell asserts it, so a newer one stops it) its eager path adds the bias twice: the
-# row joins $q\cdot k$ before the $1/\sqrt{d_\text{head}}$ scale, and the mask added after the scale
-# already holds the row over $\sqrt{d_\text{head}}$. With $q = k = 0$ a tiny eager Falcon returns the
-# weights of slopes $2m_h/\sqrt{d_\text{head}}$, not $m_h/\sqrt{d_\text{head}}$, and the two paths
-# give different outputs for the same weights (the cell below). MPT (`build_mpt_alibi_tensor` in
-# `models/mpt/modeling_mpt.py`) stores the row shifted to end at zero, $m_h\,(j - (L - 1))$ for its
-# `max_seq_len` $L$, again a constant away from $+m_h\,j$; its slopes are
-# $2^{-\text{alibi\_bias\_max} \cdot h / H}$, Press's for its default 8, for a head count $H$ that is a
-# power of two only. For any other $H$, MPT, like ALiBi's reference code, builds that sequence
-# for the next power of two above $H$ and keeps $H$ of its slopes, so the formula read with $H$ is wrong
-# for them (6 heads, asserted below: the recipe of §1, not $2^{-8h/6}$).
+# * **BLOOM** (transformers) builds a tensor of shape $(B \cdot H, 1, \text{kv\_len})$ and lets the query
+#   dimension broadcast, with the causal mask added separately. A decoding step with a key/value cache uses
+#   the row for the keys that exist, all of it, with nothing to slice by query position, so it cannot take
+#   a wrong row (§7.4). Its eager attention (written step by step in PyTorch, not a fused kernel) still
+#   adds the row to $q \cdot k$ for every query in one `baddbmm`, so a layer holds $(B \cdot H, q, k)$
+#   scores: the cell below finds that `baddbmm` with `RecordOps`, a recorder of the operators a call runs
+#   (chapter 10 builds it).
+# * **FlashAttention-2** takes an `alibi_slopes` argument (`flash_attn_func`, from version 2.4: the
+#   changelog in the Dao-AILab/flash-attention README, "2.4: ALiBi (attention with linear bias),
+#   deterministic backward pass") and computes the bias inside the attention, block by block, as
+#   `pl.alibi_attention` does above, but with each block of scores held only in on-chip memory (SRAM), so
+#   GPU main memory (HBM) never holds the $L \times L$ scores.
+# * **PyTorch's FlexAttention** takes a `score_mod(score, b, h, q_idx, kv_idx)` function that can return
+#   `score - m[h] * (q_idx - kv_idx)` (checked against `pl.attention` with the dense bias in
+#   `tests/test_upstream_claims.py`, not in a cell).
+# * **Falcon** (with `alibi=True`) adds the row scaled by $1/\sqrt{d_\text{head}}$ on its SDPA path
+#   (checked in `tests/test_crosscheck.py`, not in a cell), but in transformers 5.24.0 (the version the
+#   course locks; the cell asserts it, so a newer one stops it) its eager path adds the bias twice: the
+#   row joins $q\cdot k$ before the $1/\sqrt{d_\text{head}}$ scale, and the mask added after the scale
+#   already holds the row over $\sqrt{d_\text{head}}$. With $q = k = 0$ a tiny eager Falcon returns the
+#   weights of slopes $2m_h/\sqrt{d_\text{head}}$, not $m_h/\sqrt{d_\text{head}}$, and the two paths
+#   give different outputs for the same weights (the cell below).
+# * **MPT** (`build_mpt_alibi_tensor` in `models/mpt/modeling_mpt.py`) stores the row shifted to end at
+#   zero, $m_h\,(j - (L - 1))$ for its `max_seq_len` $L$, again a constant away from $+m_h\,j$; its slopes
+#   are $2^{-\text{alibi\_bias\_max} \cdot h / H}$, Press's for its default 8, for a head count $H$ that
+#   is a power of two only. For any other $H$, MPT, like ALiBi's reference code, builds that sequence for
+#   the next power of two above $H$ and keeps $H$ of its slopes, so the formula read with $H$ is wrong for
+#   them (6 heads, asserted below: the recipe of §1, not $2^{-8h/6}$).
 #
 # Checked below: one row plus the causal mask gives the full causal bias's weights, a decoding step with
 # the whole row gives full attention's last row, and, in the installed transformers, BLOOM's and MPT's rows,
@@ -1222,7 +1225,7 @@ tiny_bloom = BloomModel(BloomConfig(vocab_size=10, hidden_size=16, n_layer=1, n_
 with torch.no_grad():
     bloom_attn = tiny_bloom.eval()(torch.zeros(2, L, dtype=torch.long), output_attentions=True).attentions[0]
 assert bloom_attn.shape == (2, 4, L, L)  # one row of bias stored; the weights returned are (B, H, q, k)
-from posenc_lib.counting import RecordOps  # every ATen operator a call runs (chapter 10 explains it)
+from posenc_lib.counting import RecordOps  # records every ATen operator a call runs (chapter 10 builds it)
 
 with torch.no_grad(), RecordOps() as bloom_ops:
     tiny_bloom(torch.zeros(2, L, dtype=torch.long))
