@@ -428,7 +428,7 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # | learned absolute [2, 7] | ✔ distinct rows, even behind a LayerNorm | ? a random table has none, but training could make one; no trained table checked | ✘ no rows past `max_len` | ✘ learned | ~ rows depend on the grid's width |
 # | relative: Shaw, T5 [4] | ~ offsets, clipped far away | ✔ depends on $k$ alone | [7] T5 measured there; no Shaw model trained | ~ fixed rule, learned entries | ✔ one term per 2-D offset |
 # | RoPE [5] | ✔ even without a mask | ✔ $R_{m+k} = R_k R_m$ | [7] measured there | ✔ | ~ axial [9] |
-# | ALiBi [6] | ✔ the causal form and the non-symmetric one (171 swaps of 171 each); the symmetric encoder form only ~: without a mask, a key $k$ before and one $k$ after look alike | ✔ bias $-m_h(i-j)$ | [7] measured there (and in chapter 6 §4) | ✔ fixed slopes (a variant in source `003` learns them) | ~ left and above share a bias |
+# | ALiBi [6] | ✔ the causal form and the non-symmetric one (171 swaps of 171 each); the symmetric encoder form only ~: without a mask, a key $k$ before and one $k$ after look alike | ✔ bias $-m_h(i-j)$ | [7] measured there (and at the end of chapter 6) | ✔ fixed slopes (a variant in source `003` learns them) | ~ left and above share a bias |
 #
 # The notes below add only what the table's entries leave out.
 #
