@@ -218,7 +218,11 @@ def test_index_shows_the_same_map_twice():
     the same methods with the same marks."""
     glance, again = _index_map("## The map at a glance"), _index_map("## The map again, with the evidence")
     assert len(glance) == 9 and glance == again
-    assert {mark for row in glance for mark in row[1:]} == {"✔", "✘", "~", "–", "?", "[7]"}
+    assert {mark for row in glance for mark in row[1:]} == {"✔", "✘", "~", "–", "?", "[7]", "[9]"}
+    # column 5 of the axial forms is left to chapter 9 (its Exercise 3 asks for it)
+    assert {row[0].split(" [")[0] for row in glance if row[5] == "[9]"} == {
+        "integer $i\\cdot\\mathbf 1$", "normalised $i/m$", "binary", "sinusoidal", "RoPE"}
+    assert "[9]" not in {mark for row in glance for i, mark in enumerate(row) if i != 5}
     # column 3 of the methods chapter 7 trains is left to it (its "Predict first" asks for those marks)
     assert {row[0].split(" [")[0] for row in glance if row[3] == "[7]"} == {
         "none (NoPE)", "sinusoidal", "relative: Shaw, T5", "RoPE", "ALiBi"}

@@ -110,9 +110,10 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # Which method has which property: ✔ yes, ✘ no, ~ partly, – does not apply, ? not tested here. The
 # numbers in brackets are the chapters that test the entry. Read the map now as the route of the course.
 # Each chapter takes up what the one before left open, though not every one closes it. The map comes back at the end of this page with the rule behind each column and
-# a reason for every entry but the axial ones (chapter 9's Exercise 3); read that one once the chapters have made its words familiar.
-# Column 3 is left to chapter 7 for the five methods it trains (marked [7]): that chapter asks you to
-# predict their marks before it measures them, so this page does not give them away.
+# a reason for every entry it grades; read that one once the chapters have made its words familiar.
+# Two kinds of entry are left to a later chapter, which asks you to predict them first, so this page does
+# not give them away: column 3 for the five methods whose marks chapter 7 asks for ([7]; it trains learned
+# positions too, graded here by a rule), and column 5 for the axial forms ([9], chapter 9's Exercise 3).
 #
 # The methods, in one phrase each (the chapters define them): **NoPE**, no code at all; **integer**,
 # the position $i$ added to every feature; **normalised**, $i/m$ for a sequence of length $m$;
@@ -135,23 +136,23 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 #    For a code, ✔ says nothing about scores: the integer and sinusoidal codes have the map, yet a head's
 #    scores $p_m^\top A\,p_n$ ($A$ the head's query–key matrix) depend on the offset alone only for special $A$ (the sinusoids' plain dot
 #    product $p_m^\top p_n$ does, chapter 3 §6; a random $A$'s does not).
-# 3. Does a model trained on short sequences still work on longer ones? For the five methods chapter 7
-#    trains ([7] below), its small experiment answers, after you have predicted it; for the rest, a rule
+# 3. Does a model trained on short sequences still work on longer ones? For the five methods marked [7]
+#    below, its small experiment answers, after you have predicted it; for the rest, a rule
 #    this page can check.
 # 4. Do the codes come from a fixed rule, with nothing learned?
-# 5. Is the 2-D form free of faults the 1-D form does not have? The reason for the axial rows' ~ is the
-#    answer to chapter 9's Exercise 3, so this page leaves it out on purpose.
+# 5. Is the 2-D form free of faults the 1-D form does not have? The axial forms (each feature follows one
+#    axis of the image) are marked [9]: chapter 9's Exercise 3 asks for their answer.
 #
 # | method | 1 told apart | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|
 # | none (NoPE) [1, 7] | ✘ | – | [7] | – | ~ |
-# | integer $i\cdot\mathbf 1$ [2] | ~ LayerNorm | ✔ codes | ? | ✔ | ~ |
-# | normalised $i/m$ [2] | ~ LayerNorm | ✘ | ? | ✔ | ~ |
-# | binary [2] | ~ | ✘ | ? | ✔ | ~ |
-# | sinusoidal [3] | ✔ | ✔ codes | [7] | ✔ | ~ |
+# | integer $i\cdot\mathbf 1$ [2] | ~ LayerNorm | ✔ codes | ? | ✔ | [9] |
+# | normalised $i/m$ [2] | ~ LayerNorm | ✘ | ? | ✔ | [9] |
+# | binary [2] | ~ | ✘ | ? | ✔ | [9] |
+# | sinusoidal [3] | ✔ | ✔ codes | [7] | ✔ | [9] |
 # | learned absolute [2, 7] | ✔ | ? | ✘ | ✘ | ~ |
 # | relative: Shaw, T5 [4] | ~ | ✔ scores | [7] | ~ | ✔ |
-# | RoPE [5] | ✔ | ✔ scores | [7] | ✔ | ~ |
+# | RoPE [5] | ✔ | ✔ scores | [7] | ✔ | [9] |
 # | ALiBi [6] | ✔ not the symmetric form | ✔ scores | [7] | ✔ | ~ |
 #
 # For the relative row, chapter 7 trains T5's buckets (no Shaw model).
@@ -396,10 +397,11 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 #   entry gives, in every setting
 #   (with or without a causal mask, with or without a LayerNorm before the layer; a LayerNorm removes each
 #   vector's mean and scale). "Can" is about the method in exact arithmetic: the cells test 20 positions in
-#   float64, where no weight underflows; over long inputs a weight can fall below what float64 shows (a far
-#   key under a steep ALiBi slope), a question of numbers the map does not grade.
+#   float64; where a weight falls below what float64 shows (a far key under a steep ALiBi slope, or the
+#   integer code's scores, which grow with $i \cdot j$ and saturate the softmax), that is a question of
+#   numbers the map does not grade.
 #   ~: only some swaps can, or only in some settings, under the condition the entry names (the integer and
-#   normalised codes: every swap without a LayerNorm, none with one). Example, without
+#   normalised codes: none with a LayerNorm, which erases them). Example, without
 #   a mask: swap the keys one before and one after a query. Under RoPE the output changes (✔); under
 #   symmetric ALiBi it does not (that form alone would get ~). Column 1's cell runs both, and NoPE's case below. A code can be unique
 #   (property 1) and still get a ~: the integer code $i\cdot\mathbf 1$ is unique, but a LayerNorm erases it.
@@ -421,13 +423,13 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # | method | 1 told apart | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|
 # | none (NoPE) [1, 7] | ✘ one layer treats the tokens a query sees as a set; a causal mask only chooses which it sees [1, 7] | – | [7] measured there, after your prediction | – nothing to fix | ~ raster order gives one index |
-# | integer $i\cdot\mathbf 1$ [2] | ~ a LayerNorm erases it | ✔ affine, yet a head's scores not offset-only | ? not trained; its values grow without bound | ✔ | ~ axial, argued in [9] (no LayerNorm before the head) |
-# | normalised $i/m$ [2] | ~ a LayerNorm erases it | ✘ one map per length ($p_0$ is the same at every length, $p_3$ is not) | ? not trained; every code changes with the length, as position interpolation's angles do (chapter 7 §2) | ✔ | ~ axial, argued in [9] (no LayerNorm before the head) |
-# | binary [2] | ~ up to $2^d$ positions; behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge | ✘ no affine map for small $k$ | ? not trained; past $2^b$ positions a bit training never set | ✔ | ~ axial, argued in [9] (no LayerNorm before the head) |
-# | sinusoidal [3] | ✔ even behind a LayerNorm (512 positions at $d = 16$ checked) | ✔ a rotation $M_k$, yet a random head's scores not offset-only | [7] measured there | ✔ | ~ axial [9] (no LayerNorm before the head) |
+# | integer $i\cdot\mathbf 1$ [2] | ~ a LayerNorm erases it | ✔ affine, yet a head's scores not offset-only | ? not trained; its values grow without bound | ✔ | [9] axial: chapter 9 argues it after its Exercise 3 |
+# | normalised $i/m$ [2] | ~ a LayerNorm erases it | ✘ one map per length ($p_0$ is the same at every length, $p_3$ is not) | ? not trained; every code changes with the length, as position interpolation's angles do (chapter 7 §2) | ✔ | [9] axial: chapter 9 argues it after its Exercise 3 |
+# | binary [2] | ~ up to $2^d$ positions; behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge | ✘ no affine map for small $k$ | ? not trained; past $2^b$ positions a bit training never set | ✔ | [9] axial: chapter 9 argues it after its Exercise 3 |
+# | sinusoidal [3] | ✔ even behind a LayerNorm (512 positions at $d = 16$ checked) | ✔ a rotation $M_k$, yet a random head's scores not offset-only | [7] measured there | ✔ | [9] axial: chapter 9 argues it after its Exercise 3 |
 # | learned absolute [2, 7] | ✔ distinct rows, even behind a LayerNorm | ? a random table has none, but training could make one; no trained table checked | ✘ no rows past `max_len` | ✘ learned | ~ rows depend on the grid's width |
 # | relative: Shaw, T5 [4] | ~ offsets, clipped far away | ✔ depends on $k$ alone | [7] T5 measured there; no Shaw model trained | ~ fixed rule, learned entries | ✔ one term per 2-D offset |
-# | RoPE [5] | ✔ even without a mask | ✔ $R_{m+k} = R_k R_m$ | [7] measured there | ✔ | ~ axial [9] |
+# | RoPE [5] | ✔ even without a mask | ✔ $R_{m+k} = R_k R_m$ | [7] measured there | ✔ | [9] axial: chapter 9 argues it after its Exercise 3 |
 # | ALiBi [6] | ✔ the causal form and the non-symmetric one (171 swaps of 171 each); the symmetric encoder form only ~: without a mask, a key $k$ before and one $k$ after look alike | ✔ bias $-m_h(i-j)$ | [7] measured there (and at the end of chapter 6) | ✔ fixed slopes (a variant in source `003` learns them) | ~ left and above share a bias |
 #
 # The notes below add only what the table's entries leave out.
@@ -450,8 +452,8 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # is checked. In n-D, ViT's one row per patch in raster order (Dosovitskiy et al. 2021, §3.1) depends on
 # the grid's width (column 5's cell).
 #
-# **Relative terms.** Shaw's terms tell offsets apart up to the clip, T5's buckets only near the query
-# (column 1's cell). In n-D the map grades Swin's form (Liu et al. 2021): one term per 2-D offset
+# **Relative terms.** Shaw's terms tell offsets apart up to the clip (chapter 4), T5's buckets only near
+# the query (column 1's cell runs T5's). In n-D the map grades Swin's form (Liu et al. 2021): one term per 2-D offset
 # (column 5's cell).
 #
 # **RoPE.** Past its training length it meets angles it never saw: [chapter 7](07_beyond.ipynb) §2
@@ -463,14 +465,13 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # the map grades a slope times the Euclidean distance, the form of CROMA's 2D-ALiBi (Fuller et al.,
 # NeurIPS 2023; a citation, not run here).
 #
-# **Column 5: why the axial ~.** Learned rows, NoPE and ALiBi are graded as their entries and column 5's cell say. In the
-# axial form each feature follows one axis only (for RoPE and the sinusoids, each pair turns with one;
-# column 5's cell, for RoPE). Which 2-D patterns that rules out is chapter 9's Exercise 3, left to it on
-# purpose. [Chapter 9](09_beyond_1d.ipynb) argues the ~ right after it ("After Exercise 3: the additive codes"), for axial
-# RoPE and for every code added to the token (integer, normalised, binary, sinusoidal); for an added
-# code the argument holds only while no LayerNorm sits before the head (with one, as in pre-LN blocks
-# such as ViT's, this page does not argue the added codes' ~). Chapter 9's other 2-D forms are not
-# graded in the map.
+# **Column 5: the axial rows.** Learned rows, NoPE and ALiBi are graded as their entries and column 5's
+# cell say. In the axial form each feature follows one axis only (for RoPE and the sinusoids, each pair
+# turns with one; column 5's cell, for RoPE). Whether that adds a 2-D fault is chapter 9's Exercise 3, left
+# to it on purpose; [chapter 9](09_beyond_1d.ipynb) answers it right after ("After Exercise 3: the additive
+# codes"), for axial RoPE and for every code added to the token. For an added code its argument assumes no
+# LayerNorm before the head: column 5 asks only what the 2-D form adds, while column 1 already grades what
+# a LayerNorm does to the code. Chapter 9's other 2-D forms are not graded in the map.
 #
 # **Where the map disagrees with source `001`.** `001` gives the integer code properties 1 to
 # 4 and binary codes properties 1 and 2. For the integer code and property 1, the map's ~ is the
@@ -506,7 +507,7 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # without a mask, a symmetric ALiBi head (a random one): swapping the tokens one before and one after the
 # middle query leaves its output as it was; on the palindrome "a b c b a" its mirror positions (0 and 4,
 # 1 and 3) tie and no other pair does. The same head with RoPE instead: the swap changes the query's
-# output, and no pair of the palindrome ties. Last, T5's buckets (32 of them, `max_distance` 128) give
+# output, and no pair of the palindrome ties. Last, T5's decoder buckets (one-directional, 32 of them, `max_distance` 128) give
 # every past distance below 16 its own bucket and put 16, 17 and 18 in one, far short of 128: under a
 # causal mask, the keys 16 and 18 before a query trade places without changing its output; those 14 and
 # 15 before it do change it.
@@ -596,6 +597,10 @@ one_way = [lambda x, causal, h=h: pl.attention(ln(x) @ wq_s, ln(x) @ wk_s, ln(x)
 both_ways = lambda x, causal: torch.cat([f(x, causal) for f in one_way], dim=-1)  # noqa: E731  the layer's two heads
 assert 171 - len(swaps_that_keep(both_ways, 10, False)) == 171  # non-symmetric ALiBi, no mask: every swap shows
 assert all(171 - len(swaps_that_keep(f, 10, False)) < 171 for f in one_way)  # each head alone misses some
+x20 = torch.randn(20, 16, generator=torch.Generator().manual_seed(3), dtype=torch.float64)  # the swap test's tokens
+ints20 = pl.integer_positions(20, 16).double()
+weights = pl.attention(*((x20 + ints20) @ w for w in (wq_s, wk_s, wv_s)), causal=True)[1]  # the integer code, no LayerNorm
+assert 1 - weights[19, 19] < 1e-9  # the last query's weight on itself: the softmax saturates
 causal_raw = lambda x, causal: pl.attention(x @ wq_s, x @ wk_s, x @ wv_s, bias=pl.alibi_bias(  # noqa: E731
     1, 20, slopes=torch.tensor([0.5]), dtype=torch.float64)[0])[0]  # causal ALiBi without the LayerNorm
 assert changed(causal_raw)[1] == 171
