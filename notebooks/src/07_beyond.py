@@ -142,6 +142,10 @@ fig
 # $$L_0\, b^{-2j/d} < 2\pi \iff j > j^* = \frac{d}{2}\,\frac{\ln(L_0/2\pi)}{\ln b},$$
 #
 # the "critical dimension" of Liu et al. (2023, *Scaling Laws of RoPE-based Extrapolation*), in pairs.
+# Chapters differ in this count; this chapter counts a pair as having turned when
+# $L_0\theta_j \ge 2\pi$ (its wavelength at most $L_0$), a fraction of a turn looser than a full
+# turn within positions $0 \dots L_0-1$, $(L_0-1)\theta_j \ge 2\pi$. No pair used here falls between
+# the two (asserted below for this head and for §3's $d = 16$ head).
 #
 # The cell checks this count against a direct measurement, `pl.rope_angle_novelty`: for
 # every pair, the largest distance on the circle from an angle at the distances
@@ -161,6 +165,9 @@ new = novelty > theta  # farther than one trained step from every angle seen
 assert torch.equal(never_turned, pair > j_star) and torch.equal(new, never_turned)
 assert (novelty[~never_turned] <= theta[~never_turned] / 2 + 1e-12).all()  # a full turn leaves no gap > θ_j
 assert math.isclose(novelty[-1].item(), (s - 1) * L0 * theta[-1].item(), rel_tol=1e-9)  # the arc grows s-fold
+for d_, L_ in ((d, L0), (16, 64)):  # the two counts of "turned" agree on this head and on §3's d = 16 head
+    th_ = pl.rope_frequencies(d_, base=base, dtype=torch.float64)
+    assert torch.equal(L_ * th_ >= 2 * math.pi, (L_ - 1) * th_ >= 2 * math.pi)
 turns = L0 * theta / (2 * math.pi)
 print(f"j* = {j_star:.2f}: pairs {int(j_star) + 1}..{d // 2 - 1} ({int(new.sum())} of {d // 2}) never "
       f"complete a turn in {L0} positions")
@@ -560,8 +567,10 @@ print(f"YaRN attention factor at s = {s:g}: 0.1 ln s + 1 = {att:.4f}; scores x{a
 #   no position beyond 64 is ever used, and no token sees more than 63 tokens back;
 # * **trained distances** (the recall tasks): the dictionary placed at $L - 64$, so that every
 #   lookup spans 53 to 62 tokens, the distances of the dictionary-first training, but at
-#   positions and lengths the model never saw. A method that fails at $L$ and not here fails
-#   *because of the distance*.
+#   positions and lengths the model never saw. The move also takes the dictionary off the
+#   sequence start, which some methods use (NoPE's recall at 512 falls from 0.94 to 0.69 and
+#   T5's from 0.99 to 0.74, below): a method that fails at $L$ and not here fails
+#   *because of the distance or the lost start*.
 #
 # The RoPE model is also evaluated with PI, NTK and YaRN frequencies for $s = L/64$, with no
 # retraining. The experiment also records where each head's attention goes.
@@ -935,9 +944,9 @@ for m in ("none", "rope", "rope+yarn"):
                 "near": ((near_key64 * n_near / (need64 + rest)).median().item(), (1 - need512 - far512).median().item()),
                 "needed/near": ((need64 / (near_key64 * n_near)).median().item(),
                                 (need512 / (1 - need512 - far512)).median().item())}
-    ratio = need512 / count_only[m]
+    over_count = need512 / count_only[m]
     print(f"  {ex.LABELS[m]:<24}{need512.median():>25.3f}{count_only[m].median():>13.3f}"
-          f"{ratio.min():>15.2f} to {ratio.max():.2f}")
+          f"{over_count.min():>15.2f} to {over_count.max():.2f}")
 print("YaRN, count alone vs measured (medians):", {k: tuple(round(x, 2) for x in v) for k, v in split["rope+yarn"].items()})
 assert n_near64 == 54.5 and n_far == 440.5
 assert len(q_last) == 16 and [(q_last - 63).min().item(), (q_last - 63).max().item()] == [433, 448]
@@ -1759,8 +1768,8 @@ def first_merge(p, a):
     # binade where it does has A = a moved by a power of two into (2^(p-1), 2^p], and merging starts near
     # i + 1 = sqrt(A 2^(p-1)) = 2^(p-1) sqrt(f), with f = a's significand taken in (1, 2]; soon after, two
     # neighbours fall into one rounding cell. For a = 1 (f = 2): 2^(p - 1/2), float16 1447 (the first merge is
-    # at 1463); bfloat16 about 180 (189; 8 bits is too coarse for 2 %). A NoPE model that carries this counter in
-    # bfloat16 cannot tell neighbours apart beyond a few hundred positions, whatever the scale. Just above f = 1
+    # at 1463); bfloat16 about 180 (189; 8 bits is too coarse for 2 %). For a = 1, a NoPE model that carries this
+    # counter begins to merge neighbours at 189 positions in bfloat16 (1463 in float16). Just above f = 1
     # (a = 1.01) the estimate fails: the possible merge at the binade's end does not happen and the first merge
     # falls in the next binade, about sqrt(2) later (p = 11, a = 1.01: 1487, not 1028): the checker draws no such a.
     f = a / 2 ** (math.ceil(math.log2(a)) - 1)
