@@ -582,7 +582,7 @@ print(f"YaRN attention factor at s = {s:g}: 0.1 ln s + 1 = {att:.4f}; scores x{a
 #
 # **The main line** follows that order and ends with the summary "What §3 found". The parts marked
 # **Going further** are asides for reading after class: whether YaRN's failure is dilution, the
-# two-pair figure, two more mechanisms (T5's last bucket, YaRN's factor), NoPE in a sliding window,
+# details of the two-pair figure, two more mechanisms (T5's last bucket, YaRN's factor), NoPE in a sliding window,
 # and how many of the orderings (the claims that one method beats another) could be luck. No
 # main-line cell uses a name an aside defines, so a reader who skips every aside can still run and
 # follow the main line.
@@ -1097,18 +1097,11 @@ for s_, want in ((2, [[0.648, 0.536], [1.0, 0.833]]), (8, [[0.384, 0.188], [1.0,
 # counts as on the curve, though training showed whole distances only. After the figure, the
 # *lookup gap* turns it into one number per set of lookups.
 #
-# **Going further** (the main line resumes with the lookup gap): the figure draws the curve for two
-# of the head's pairs, 2 and 3 (a projection: the head has 8). Each point is one distance, at (its
-# angle in pair 2, its angle in pair 3), both taken round the circle. The grey line is every
-# trained distance 0 to 63; the blue dots are the training lookups.
-#
-# At 128 tokens PI's lookups (orange) sit on the line, near its end. YaRN's (cyan, $s = 2$) have
-# each pair's angle inside the range that pair saw. Yet as a pair of angles they lie off the line,
-# where training never put a lookup. With the dictionary 32 tokens in (open cyan), YaRN's lookups
-# come back nearer the line: the farthest lies 0.38 rad from it, against 1.04 with the dictionary
-# first. (Pair 2 completes its turn at distance 63, so the line, and PI's last lookup, go on at the
-# left edge; pair 3 turns a third of the way in 63 tokens, to 1.99 rad, and no point drawn goes
-# higher, so its axis is cut at 2.4.)
+# The figure draws the curve for two of the head's pairs, 2 and 3 (a projection: the head has 8), one
+# point per distance at (its angle in pair 2, its angle in pair 3): grey, every trained distance 0 to
+# 63; blue, the training lookups. At 128 tokens PI's lookups (orange) sit on the line; YaRN's (cyan,
+# $s = 2$) have each pair's angle in the range that pair saw, yet as a pair of angles they lie off the
+# line, where training never put a lookup.
 
 # %% slideshow={"slide_type": "fragment"}
 PAIRS = [2, 3]  # theta16, yarn2: the experiment's head and YaRN at s = 2, from the cell above
@@ -1146,6 +1139,13 @@ assert round(63 * theta16[3].item(), 2) == 1.99 and max(ln.get_ydata().max() for
 half = torch.tensor([31.5, 57.5], dtype=torch.float64)  # between two trained distances: on the continuous curve
 assert (pl.rope_combination_gap(theta16, (0, 63), half) < 1e-9).all()
 fig
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# **Going further** (the figure's details; the main line resumes with the lookup gap): with the
+# dictionary 32 tokens in (open cyan), YaRN's lookups come back nearer the line: the farthest lies
+# 0.38 rad from it, against 1.04 with the dictionary first. Pair 2 completes its turn at distance 63,
+# so the line, and PI's last lookup, go on at the left edge; pair 3 turns a third of the way in 63
+# tokens, to 1.99 rad, and no point drawn goes higher, so its axis is cut at 2.4.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **The lookup gap** of a set of lookups is their mean distance from the curve of the training
