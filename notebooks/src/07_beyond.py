@@ -1549,15 +1549,15 @@ print("sliding window at 512, predicted vs measured:", [f"{p:.2f} vs {m:.2f}" fo
 #   at unseen distances scoring too high as a cause of RoPE's failure past $L_0$ and restricts
 #   attention to a window (plus the first tokens), and StreamingLLM (Xiao et al., 2023) keeps such a
 #   window with the first tokens as "attention sinks".
+# * On the grammar, PI's summary pools every key 2 to 63 back, so which near keys gain is not
+#   measured: the adjacent ones, or near keys in general.
+# * Recall's floor: guessing blind is 1/8, but a model that copies the dictionary's values without
+#   matching the key, and skips the values already answered (each key is asked once, and earlier
+#   answers are in the input), scores well above it. So a middling recall does not show that some
+#   lookups succeed; the results store nothing that separates the two.
 # * NTK's two losses to plain RoPE on recall (128 and 256 tokens) are thin: at 128 the separation is
 #   1.5, and at 256 it is thin counting each sequence once (the aside on luck); both compare the
 #   same trained RoPE models under two scalings.
-# * The lookup gap takes the curve as continuous: a fractional distance between two trained ones
-#   counts as on the curve, though training showed whole distances only.
-# * The lookup gap's pairs: pair 1 (3 turns) is not cleanly apart from pairs 2 to 7: seed 2's pair 1
-#   leads by 0.22, as much as seed 1's pairs 5 and 6 (0.22, 0.23). So the set is a choice, not a
-#   finding; what makes it safe is that the result barely depends on it (the bullet on pairs 2 to 7,
-#   below).
 # * Every NTK result here uses $s = L/64$ exactly. YaRN's authors (Peng et al. 2023, on NTK-aware
 #   interpolation) report that in practice it needs a larger $s$ than the extension asked for, a
 #   setting this chapter does not test.
@@ -1565,6 +1565,12 @@ print("sliding window at 512, predicted vs measured:", [f"{p:.2f} vs {m:.2f}" fo
 #   which costs NoPE and T5 (above). But the same models with plain RoPE's frequencies still recall
 #   0.74 at that placement. So losing the start does not by itself take RoPE + PI down to 0.21
 #   (unless PI's frequencies make it costlier, which this run does not separate).
+# * The lookup gap takes the curve as continuous: a fractional distance between two trained ones
+#   counts as on the curve, though training showed whole distances only.
+# * The lookup gap's pairs: pair 1 (3 turns) is not cleanly apart from pairs 2 to 7: seed 2's pair 1
+#   leads by 0.22, as much as seed 1's pairs 5 and 6 (0.22, 0.23). So the set is a choice, not a
+#   finding; what makes it safe is that the result barely depends on it (the bullet on pairs 2 to 7,
+#   below).
 # * The lookup gap's relation to recall does not hang on the choice of pairs 2 to 7. Over pairs 0 to
 #   7 the rank correlation over all 84 settings is −0.82, over pairs 1 to 7 −0.82, over pairs 3 to 7
 #   −0.77; within each scaling it stays at −0.77 or below over pairs 0 to 7 and 1 to 7. Leaving out
@@ -1593,12 +1599,6 @@ print("sliding window at 512, predicted vs measured:", [f"{p:.2f} vs {m:.2f}" fo
 #   lookup gap.
 # * The lookup gap does not explain why NTK recalls less than plain RoPE with the dictionary first at 128
 #   tokens, although its lookup gap there is smaller (1.62 against 1.88). We leave that open.
-# * Recall's floor: guessing blind is 1/8, but a model that copies the dictionary's values without
-#   matching the key, and skips the values already answered (each key is asked once, and earlier
-#   answers are in the input), scores well above it. So a middling recall does not show that some
-#   lookups succeed; the results store nothing that separates the two.
-# * On the grammar, PI's summary pools every key 2 to 63 back, so which near keys gain is not
-#   measured: the adjacent ones, or near keys in general.
 # * With the dictionary anywhere, YaRN's 0.92 has its attention factor on, which the lookup gap
 #   ignores; set to 1, YaRN recalls 0.83, level with PI. PI's lookup gap of 0.00 there is a mean:
 #   its lookups of 1 to 7 tokens land below distance 1, 0.125 to 0.875 rad off the curve in all 8
