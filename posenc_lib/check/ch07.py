@@ -249,7 +249,7 @@ def stale_cache_pair(answer: Callable[[torch.Tensor, torch.Tensor], Any] | None)
             elif all(at_top(*xb, _NEAR_RTOL) for xb in pairs):
                 yield False, ("your x is near the peak for every base pair (within 1e-5 of it, relative) but not at "
                               "it to float64 precision: near its top the drift is flat, so comparing the drift's own "
-                              "values cannot place the peak any closer; something that changes sign at the peak can")
+                              "values cannot place the peak any closer")
             else:
                 yield False, (f"for {sum(off)} of {len(_STALE_BASES)} base pairs the drift is not at its peak "
                               "at your x (to float64 precision)")
