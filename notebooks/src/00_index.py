@@ -119,7 +119,8 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # the position $i$ added to every feature; **normalised**, $i/m$ for a sequence of length $m$;
 # **binary**, the bits of $i$ as features; **sinusoidal**, sines and cosines of $i$ at $d/2$
 # frequencies; **learned absolute**, one trained vector per position; **relative** (Shaw, T5), a
-# learned term for each offset $j - i$, added in the scores (Shaw also on the values); **RoPE**, queries and keys turned by
+# learned term that depends on the offset $j - i$ and enters the scores (Shaw: a vector per offset up to a
+# clip, multiplied with the query, also added to the values; T5: one number per bucket of offsets); **RoPE**, queries and keys turned by
 # angles that grow with their position; **ALiBi**, a penalty on each score that grows with the distance
 # (in its *symmetric* encoder form, the same penalty for a key before the query and one after it).
 #
@@ -365,7 +366,7 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 #
 # | chapter | 50-minute path | show live | assign |
 # |---|---|---|---|
-# | 0 `00_index` | the first 10 minutes of the session on chapter 1: the five properties a positional encoding should have, and the map at a glance, column 3 left for chapter 7 (10) | — | — |
+# | 0 `00_index` | the first 10 minutes of the session on chapter 1: the five properties a positional encoding should have, and the map at a glance, column 3 left for chapter 7 and the axial entries of column 5 for chapter 9 (10) | — | — |
 # | 1 `01_why_positions` | §1 attention without positions, derive $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$ and why the softmax commutes (10), why a block with several heads keeps it and a causal mask breaks it (5) → §2–3 the dog demo, then add positions (5) → §4 permute the sentence: the two static figures, then the three predictions with the widget and their answers (10); §5 (the demo's weights and biases, the source's formula) as reading | §4 `permute_widget`: choose the order and the code (none, sinusoidal, one vector at every place, one repeating every 3 places), and let the room predict which rows light up | `passes_through`, `shift_not_shuffle` in class; `blind_query`, `causal_twins`, `changed_rows` at home |
 # | 2 `02_integer_binary` | §1 integer codes, their size against a normalised token, and the LayerNorm that erases them (8) → §2 normalised codes (3) → §3 binary codes: fast and slow bits, jumpy steps, source `002`'s reasons against them (8) → §4 "is there a fixed affine map to $p_{i+k}$?": let the room guess, run least squares, then the proof for every width (10) → §5 bits as sinusoids (3) → §6 learned tables: what they learn, the copied-rows control, why they stop at the training length (8) | §4 `misfit_widget` (binary, Gray and sinusoidal codes; try $k = 3$, then 16) | `bit_counter` in class; `exact_offsets`, `gray_wave` at home |
 # | 3 `03_sinusoids` | §1 the formula (10) → §2 heatmap (5) → §4 a shift by $k$ is one rotation $M_k$ (10) → §5 why a sine and a cosine (5) → §6 similarity vs distance, and when an attention score depends only on the offset (10); §3, §7–8 as reading | §2 `pe_widget`: d, length, base, layout; §6 `dot_widget`: base, range | `offset_from_codes` in class; `offset_only_score`, `slow_pairs` at home |
@@ -417,8 +418,9 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # * **Column 5** asks only for a fault that is new in n-D (property 5). A fault the 1-D form already has
 #   counts in its own column. It grades one 2-D form per family. The relative terms are graded with one
 #   entry per 2-D offset, as in Swin (a vision transformer that attends within windows of image
-#   patches). RoPE and the integer, normalised, binary and sinusoidal codes are graded in their **axial**
-#   form: each feature follows one axis only, half of them the row and half the column.
+#   patches). RoPE and the integer, normalised, binary and sinusoidal codes take their **axial** form,
+#   each feature following one axis only, half of them the row and half the column; the map leaves that
+#   form's mark to chapter 9 ([9]).
 #
 # | method | 1 told apart | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|
@@ -449,8 +451,9 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # erratum 1; column 2's cell, $d$ = 4 to 6), so they earn no ~.
 #
 # **Learned absolute.** The ✔ in column 1 is a random table's, where training starts; no trained table
-# is checked. In n-D, ViT's one row per patch in raster order (Dosovitskiy et al. 2021, §3.1) depends on
-# the grid's width (column 5's cell).
+# is checked. In n-D, ViT's one row per patch in raster order (Dosovitskiy et al. 2021, §3.1; after a row
+# for its class token) depends on the grid's width (column 5's cell); ViT interpolates its table in 2-D
+# when the grid changes (§3.2).
 #
 # **Relative terms.** Shaw's terms tell offsets apart up to the clip (chapter 4), T5's buckets only near
 # the query (column 1's cell runs T5's). In n-D the map grades Swin's form (Liu et al. 2021): one term per 2-D offset
@@ -498,7 +501,7 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # none of the 171 does (the control), and neither does the normalised code. A binary code of 16 bits on
 # these 20 positions changes all 171: its two merging codes, $p_0$ and $p_{2^{16}-1}$, are not both there.
 # Without the LayerNorm, the sinusoids, the random table and RoPE again change the output on all 171, both
-# ways, and causal ALiBi for the last query under its mask; the integer code is then not erased, and
+# ways, and causal ALiBi for the last query under its mask; nothing then merges the integer code's positions, and
 # chapter 2 §1 weighs its size. The non-symmetric ALiBi encoder form, two heads looking one way each,
 # changes all 171, with and without the LayerNorm. Binary codes of
 # $d$ = 4, 5 and 6 bits keep $2^d - 1$ of their $2^d$ positions (15, 31 and 63): the all-zero $p_0$ and
@@ -724,8 +727,9 @@ print("untrained rows: integer code, d = 64: ||p_1000|| =", int(pl.integer_posit
 # 4 × 4 grid the last patch of row 0 and the first of row 1 get neighbouring indices 3 and 4, though they
 # stand 3 columns apart, while the first patch of row 0 and the one right below it are 4 indices apart.
 # A learned table with one row
-# per raster index reads, for the patch at row 1, column 0, row 4 of its table on a 4-wide grid and row 6
-# on a 6-wide one: the same place in the image, another row, so the rows depend on the grid's width.
+# per raster index reads, for the patch at row 1, column 0, raster index 4 on a 4-wide grid and 6 on a
+# 6-wide one (ViT's table holds one more row first, for its class token): the same place in the image,
+# another row, so the rows depend on the grid's width.
 
 # %% slideshow={"slide_type": "fragment"}
 # Column 5: a 2-D shift of the sinusoids is one rotation; 2-D offsets; axial RoPE

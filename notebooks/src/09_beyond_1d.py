@@ -1351,8 +1351,8 @@ answer = (torch.tensor([[math.pi / 2, -math.pi / 2]]), torch.tensor([1.0, 0.0]),
 _ = check.diagonal_head(answer)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **After Exercise 3: the additive codes.** The index's map gives every axial code the same ~ in
-# its n-D column, not only axial RoPE. A code added to the token, with half of its features for
+# **After Exercise 3: the additive codes.** The index's map leaves every axial code's n-D mark to
+# this exercise, not only axial RoPE's. A code added to the token, with half of its features for
 # the row and half for the column, $h = x + [\,r(\text{row}),\ c(\text{col})\,]$, enters a
 # one-layer score $q^\top A\,h$ linearly, provided nothing stands between the sum and the head:
 # no normalisation of $h$ first, as a pre-LayerNorm block has (LayerNorm divides by $h$'s own
