@@ -310,7 +310,8 @@ learned.zero_grad()
 # row $i$. Softmax does not notice a constant added to a whole row:
 # $\mathrm{softmax}(x + c) = \mathrm{softmax}(x)$. Since the causal mask already hides every $j > i$, the
 # attention weights come out identical, in exact arithmetic (the end of this section shows what low
-# precision does to it).
+# precision does to it). The parts marked **Going further** read transformers' own code; the main line,
+# the shortcut and its precision lesson, needs none of them.
 
 # %%
 H, L, d = 8, 10, 16
@@ -356,6 +357,7 @@ torch.testing.assert_close((scores + one_row_nonsym).softmax(-1), (scores + nons
 print("non-symmetric form: +m*j (left-looking heads) and -m*j (right-looking) give the same weights")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
+# **Going further** (transformers' code; a first reading may skip to the low-precision subsection below).
 # BLOOM's code in transformers (`build_alibi_tensor` in `models/bloom/modeling_bloom.py`) builds exactly
 # the causal $+m_h\,j$ row, with the recipe's slopes of §1, for 112 heads too. Its $j$ is not the raw index but
 # `attention_mask.cumsum(-1) - 1`: with left padding only the real tokens are counted, so the first real
@@ -389,17 +391,19 @@ print("BLOOM's bias is m_h * j with the recipe's slopes (H = 3, 6, 8, 12, 16 and
 # between 1024 and 2048 its numbers are 8 apart.
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# Released code stores the row in low precision: transformers' BLOOM builds it in float32 and then
-# casts it to the model's dtype (the `dtype` argument of `build_alibi_tensor`); its Falcon code (used
-# when `FalconConfig(alibi=True)`; the default is rotary) even multiplies the slopes in bfloat16.
-#
-# The cell builds both forms in bfloat16 the way BLOOM does (float32 product, then cast), with 16 heads
-# and 2048 tokens, sets every $q \cdot k$ to 0, and compares the last query's weights with the exact ones
-# (float64). In $+m_h\,j$, head 1 ($m = 2^{-1/2} \approx 0.71$) has its five nearest keys all round to
+# Released code stores the row in low precision. The cell builds both forms in bfloat16 the way BLOOM
+# does (float32 product, then cast), with 16 heads and 2048 tokens, sets every $q \cdot k$ to 0, and
+# compares the last query's weights with the exact ones (float64). In $+m_h\,j$, head 1 ($m = 2^{-1/2} \approx 0.71$) has its five nearest keys all round to
 # the same value, 1448: they collapse and share their weight equally. In the causal form $-m_h(i - j)$
 # the steep heads' near keys, which carry their weight, have small biases, where bfloat16's steps are
 # fine: they stay apart, and the largest weight error, on head 1's nearest keys, is about
 # $2 \cdot 10^{-4}$ (an absolute error: head 1's near weights are large).
+#
+# **Going further** (transformers' code). The cell's loop checks that transformers' builders collapse
+# head 1's nearest keys onto 1448 too (BLOOM's row is the cell's, to the last six keys): BLOOM's builds
+# the row in float32 and then casts it to the model's dtype (the `dtype` argument of
+# `build_alibi_tensor`); its Falcon code (used when `FalconConfig(alibi=True)`; the default is rotary)
+# even multiplies the slopes in bfloat16.
 
 # %%
 H, L = 16, 2048
