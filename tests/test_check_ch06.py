@@ -426,9 +426,9 @@ def one_rule(rule):
     (lambda p, k, ties: 100 if p == 8 else shared_right(p, k, ties), "holds both of their biases exactly"),
     (lambda p, k, ties: 2**p + 4 if p == 11 else shared_right(p, k, ties), "get different stored biases"),
     (lambda p, k, ties: 2**p + 6 if p == 8 else shared_right(p, k, ties), "a shorter input already did"),
-    (lambda p, k, ties: shared_right(p, k, ties) + 1, "off from a right one by the same count"),  # review r30
-    (lambda p, k, ties: shared_right(p, k, ties) - 1, "off from a right one by the same count"),
-    (lambda p, k, ties: shared_right(p, k, ties) + 2, "off from a right one by the same count"),
+    (lambda p, k, ties: shared_right(p, k, ties) + 1, "misplaces where the first shared bias falls"),  # review r30
+    (lambda p, k, ties: shared_right(p, k, ties) - 1, "misplaces where the first shared bias falls"),
+    (lambda p, k, ties: shared_right(p, k, ties) + 2, "misplaces where the first shared bias falls"),
     (one_rule(lambda p, k: "a length"), "expected a whole length"),
     (one_rule(lambda p, k: 1), "expected a whole length"),
 ])
@@ -437,6 +437,17 @@ def test_alibi_shared_bias_names_the_misconception(wrong, says, capsys):
     out = capsys.readouterr().out
     assert says in out and "hint:" in out
     assert not any(str(shared_right(*case)) in out for case in ch06._SHARED_RIGHT)  # the answer stays hidden
+
+
+@pytest.mark.parametrize("shift", [-2, -1, 1, 2])
+def test_alibi_shared_bias_off_by_a_count_gives_no_shift_away(shift, capsys):
+    """Review e06: lengths all one count off are named as keys misplaced, without saying that every length is off
+    alike or by how much: a learner trying shifts of the submitted lengths is given no lead."""
+    assert check.alibi_shared_bias(lambda p, k, ties: shared_right(p, k, ties) + shift) is False
+    out = capsys.readouterr().out.lower()
+    assert "misplaces where the first shared bias falls" in out and "two nearest keys" in out
+    assert not any(word in out for word in ("same count", "off from", "off by", "shift", "every one of your",
+                                            "by one", "+ 1", "- 1 ", "one more", "one less"))
 
 
 def test_alibi_shared_bias_tie_message_names_the_rule_not_the_fix(capsys):

@@ -62,7 +62,7 @@ CASES = {
                              "still completes a full turn"),
     "alibi_shared_bias": (lambda to: returning(shared_right, to),
                           lambda to: returning(lambda p, k, ties: shared_right(p, k, ties) - 1, to),
-                          "off from a right one by the same count"),  # one less everywhere: the count, not ties
+                          "misplaces where the first shared bias falls"),  # one less everywhere: the keys, not ties
     "cache_rotations": (lambda to: returning(rotations_by_rule, to),
                         lambda to: returning(lambda c, p, n: _misread(c, p, n).get("prefill",
                                                                                      rotations_by_rule(c, p, n)), to),

@@ -252,9 +252,10 @@ def alibi_shared_bias(fn: Callable[[int, int, str], Any] | None) -> bool | None:
         for shift in (-2, -1, 1, 2):  # one count off in every case, under both tie rules: how L numbers its keys
             if all(sealed([p, k, t, whole_number(answers[(p, k, t)]) - shift], "ch06.first_shared") == right
                    for (p, k, t), right in _SHARED_RIGHT.items()):
-                yield False, ("every one of your lengths is off from a right one by the same count, under both tie "
-                              "rules alike: the rounding is right, the count is not; recheck which positions the "
-                              "two nearest keys of a length-L input sit at (counted from 0)")
+                # named without saying how far off, or that every case is off alike: trying shifts is no way in
+                yield False, ("your rule misplaces where the first shared bias falls: it ties the length L to the "
+                              "wrong pair of keys; recheck which two biases the last query's two nearest keys "
+                              "carry in a length-L input")
                 return
         if named:  # diagnosed on every case: the misconception the most cases show wins
             name = max(named, key=lambda n: len(named[n]))
