@@ -279,7 +279,8 @@ print("003's builder:", "more than 5 times slower" if slow > 5 * fast else "not 
 # counts**: four questions, each with its own rule. How many bytes does one call move, all told (`bytes_of`,
 # §2)? How many passes over x does a way of writing the rotation make (`traffic`, §3)? How close does a
 # training step come to its floor of 2 (`whole_tensor`, §4)? What does a training step move, all told
-# (`all_bytes`, §4)? The table at the end of §4 sets the four side by side.
+# (`all_bytes`, §4)? The table at the end of §4 sets the four side by side. One number carries the lesson:
+# the passes over x, 1 for `apply_rope` on its kernel (`traffic`, §3); the other three answer side questions.
 #
 # This appendix counts three things, each with its own rule:
 #
@@ -1215,7 +1216,11 @@ else:
 #   `apply_rope` 1.40, within 5 to 40 % of one pass; the kernel alone, one launch for q and k, 1.05 from tables and
 #   1.07 in registers. The gap between `apply_rope`'s 1.40 and the kernel's 1.07 is not read here (one run, no
 #   spread; the README says `apply_rope` makes one launch per tensor, a possible cause this run does not measure).
-#   Under `torch.compile` Hugging Face's `apply_rotary_pos_emb` took 1.11.
+#   Under `torch.compile` Hugging Face's `apply_rotary_pos_emb`, a chain of elementwise torch calls (§3 counts 5
+#   bounds for it eager), took 1.11, about one pass: a compiler can fuse such a chain into one kernel, and that
+#   is the plain way practitioners fuse RoPE; a hand-written kernel is one way, not the only one. The library's
+#   `pl.apply_rope_compiled` (its reference under `torch.compile`) took 7.14 in the same row: one run, not
+#   traced, so not read.
 # - **Hugging Face's eager `apply_rotary_pos_emb` at L = 16384: the two runs disagree.** The H200 run has it at
 #   11.60 units, the H100 run at 4.9 (in a unit whose `c` that run does not record). One run each, no spread, and
 #   more than twice apart: neither is read as a result here, nor set against the 5 bounds §3 counts for it.
@@ -1247,6 +1252,8 @@ assert all(1.05 <= t <= 1.40 for t in (lib_fn, lib_module))  # within 5 to 40 % 
 hf_eager_h100 = 4.9  # the H100 run, L = 16384, bf16, in units of its own q * c (c not recorded)
 assert hf_eager / hf_eager_h100 > 2  # HF eager: the two runs more than twice apart, so neither is read
 hf_compiled = 1.11  # HF under torch.compile, the same run and row
+lib_compiled = 7.14  # pl.apply_rope_compiled, the same run and row (not read: one run, not traced)
+assert hf_compiled < 1.12 < lib_compiled  # the compiled chain about one pass
 kernel_alone = {"tables": 1.05, "registers": 1.07}  # the same run and row: the kernel alone, q and k at once
 # the same run at L = 4096, bf16, in units of q * c: the order reversed
 at_4096 = {"hf eager": 4.37, "module": 6.44, "apply_rope": 16.34}
@@ -1260,7 +1267,8 @@ print("H200, the unit q * c, k * c in bf16: " + ", ".join(f"L = {seq}: {unit_tb_
       + "; float32 (twice the bytes) over bf16: " + ", ".join(f"{f32_over_bf16[seq]:.2f}" for seq in f32_over_bf16))
 print("H100, the one-pass prototype in copies: " + ", ".join(f"L = {seq}: {t}" for seq, t in prototype.items()))
 print(f"H200, L = 16384, in units of q * c: RotaryEmbedding {lib_module:.2f}, apply_rope {lib_fn:.2f}, the kernel alone "
-      f"{kernel_alone['tables']} (tables), {kernel_alone['registers']} (registers); HF compiled {hf_compiled}")
+      f"{kernel_alone['tables']} (tables), {kernel_alone['registers']} (registers); HF compiled {hf_compiled}; "
+      f"apply_rope_compiled {lib_compiled}")
 print(f"HF eager at L = 16384, bf16: {hf_eager:.2f} (H200) against {hf_eager_h100} (H100), "
       f"{hf_eager / hf_eager_h100:.1f} times apart: not read")
 print(f"H200, L = 4096, in units of q * c: HF eager {at_4096['hf eager']}, RotaryEmbedding {at_4096['module']}, "
@@ -1431,10 +1439,12 @@ print(f"attention written out: the step's bytes x {total_bytes(eager_with) / tot
 # heads; d_ff = 4 · d_model, the model's own ratio, checked above), on the same 8 sequences of 255
 # tokens (2040 tokens a step), and beside them on one sequence (255 tokens). With 8 sequences the
 # share stays about a quarter at every width: from 64 to 512, RoPE's bytes and the rest's both grow
-# about eightfold, as the width. With one sequence the share falls, to about a fifth at 512: the
-# weight matrices (d_model × d_model) are read and their gradients written once a step however few
-# tokens it holds, so the rest grows faster than the width. The cell shows that too: from one sequence
-# to eight, the rest's bytes grow less than eightfold, and less at 512 than at 64. This says nothing
+# about eightfold, as the width. With one sequence the share falls, to about a fifth at 512: the rest
+# holds a part that does not grow with the tokens, and it grows as the weights do, faster than the
+# width. The cell counts it: from one sequence to eight the rest's bytes grow less than eightfold, and
+# the part that does not grow with the sequences (the rest at one sequence, less a seventh of what the
+# other seven add) is 2.9 to 3 times the parameters' bytes at d_model = 64 and 512, as a weight read in
+# the forward pass, read again in the backward and its gradient written would make. This says nothing
 # about a real model's width and length, which this appendix does not count.
 #
 # Every count so far holds the vocabulary at 64 tokens, the model's own. The logits, batch · T · vocab
@@ -1465,6 +1475,11 @@ assert 7.9 < growth(8)[0] < 8 < growth(8)[1] < 8.2  # 8 sequences: both about as
 assert 7.5 < growth(1)[0] < 8 < 11 < growth(1)[1]  # one sequence: the rest faster
 rest_per_batch = {w: by_width[8, w][1] / by_width[1, w][1] for w in (64, 512)}
 assert 5.5 < rest_per_batch[512] < rest_per_batch[64] < 8  # a part that does not grow with the tokens: the weights
+fixed_part = {w: (8 * by_width[1, w][1] - by_width[8, w][1]) / 7 for w in (64, 512)}  # the rest at 0 sequences
+param_bytes = {w: sum(p.numel() * p.element_size() for p in pl.TinyDecoder(pl.DecoderConfig(
+    vocab_size=64, positional="none", max_len=256, d_model=w, num_heads=w // 16, d_ff=4 * w)).parameters()) for w in (64, 512)}
+assert all(2.9 < fixed_part[w] / param_bytes[w] < 3 for w in (64, 512))  # about 3 times the weights' bytes
+assert param_bytes[512] / param_bytes[64] > 8  # the weights grow faster than the width
 print("d_model  RoPE's share of a step's bytes: 8 sequences, 1 sequence (255 tokens each)")
 for w in widths:
     print(f"{w:7d}  {share_by_width[8, w]:.3f}  {share_by_width[1, w]:.3f}")
@@ -1472,7 +1487,8 @@ for batch in (8, 1):
     print(f"from 64 to 512, {batch} sequence(s): RoPE's bytes x {growth(batch)[0]:.2f}, "
           f"the rest of the step's x {growth(batch)[1]:.2f}")
 print(f"the rest's bytes from 1 sequence to 8: x {rest_per_batch[64]:.2f} at d_model = 64, "
-      f"x {rest_per_batch[512]:.2f} at 512")
+      f"x {rest_per_batch[512]:.2f} at 512; its part that does not grow with the sequences, in parameters' bytes: "
+      f"{fixed_part[64] / param_bytes[64]:.2f} at 64, {fixed_part[512] / param_bytes[512]:.2f} at 512")
 vocabs = (64, 1024, 8192)  # the vocabulary, held at 64 above; 8 sequences of 255 tokens
 by_vocab = {(w, v): by_width[8, w] if v == 64
             else tuple(total_bytes(step_ops(positional, width=w, vocab=v)) for positional in ("rope", "none"))
