@@ -649,13 +649,15 @@ def test_the_appendix_quotes_the_benchmarks_readme_as_it_is():
         assert (bf16, f32) == (_number(h200["bfloat16", seq]["bound (ms)"]), _number(h200["float32", seq]["bound (ms)"]))
     at_16384, at_4096 = h200["bfloat16", 16384], h200["bfloat16", 4096]
     for name, column in (("clone", "clone"), ("hf_eager", "HF eager"), ("lib_fn", "`apply_rope`"),
-                         ("lib_module", "module"), ("hf_compiled", "HF compiled")):
+                         ("lib_module", "module"), ("hf_compiled", "HF compiled"),
+                         ("lib_compiled", "`apply_rope_compiled`")):
         assert quoted[name] == _number(at_16384[column]), name
     assert quoted["kernel_alone"] == {"tables": _number(at_16384["Triton, tables"]),
                                       "registers": _number(at_16384["Triton, registers"])}
     assert quoted["at_4096"] == {"hf eager": _number(at_4096["HF eager"]), "module": _number(at_4096["module"]),
                                  "apply_rope": _number(at_4096["`apply_rope`"])}
-    checked |= {"bound_ms", "clone", "hf_eager", "lib_fn", "lib_module", "hf_compiled", "kernel_alone", "at_4096"}
+    checked |= {"bound_ms", "clone", "hf_eager", "lib_fn", "lib_module", "hf_compiled", "lib_compiled", "kernel_alone",
+                "at_4096"}
 
     h100 = {int(row["L"]): row for row in _readme_table("A quoted GPU measurement")}
     assert quoted["prototype"] == {seq: _number(h100[seq]["Triton prototype"]) for seq in (16384, 65536)}

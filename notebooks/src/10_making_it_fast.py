@@ -13,7 +13,7 @@
 # 4. the same count for a training step (forward + backward), the floor it sets, and two exercises:
 #    a prediction of the tables' bytes in a step, and the backward rotation written into the gradient itself;
 # 5. on a GPU: RoPE's Triton kernel, run under Triton's interpreter on the CPU;
-# 6. what this is worth in a model (one training step of chapter 7's `TinyDecoder`, counted).
+# 6. RoPE's share of a step's arithmetic and bytes (one training step of chapter 7's `TinyDecoder`, counted).
 #
 # **Scope.** §1–§4 and §6 count on the CPU, where `apply_rope` has a C kernel. §5 reads
 # the GPU's kernel and runs it on the CPU under Triton's interpreter, which checks what it computes,
@@ -279,7 +279,8 @@ print("003's builder:", "more than 5 times slower" if slow > 5 * fast else "not 
 # counts**: four questions, each with its own rule. How many bytes does one call move, all told (`bytes_of`,
 # §2)? How many passes over x does a way of writing the rotation make (`traffic`, §3)? How close does a
 # training step come to its floor of 2 (`whole_tensor`, §4)? What does a training step move, all told
-# (`all_bytes`, §4)? The table at the end of §4 sets the four side by side.
+# (`all_bytes`, §4)? The table at the end of §4 sets the four side by side. One number carries the lesson:
+# the passes over x, 1 for `apply_rope` on its kernel (`traffic`, §3); the other three answer side questions.
 #
 # This appendix counts three things, each with its own rule:
 #
@@ -476,12 +477,13 @@ print("against rotate_pairs in float32, for bf16 and float32 inputs and both lay
 # the C kernel pays off"; quoted, not measured here; `tests/test_check_ch10.py` checks every number the next cell
 # types against that table): the kernel's time over the reference's, x of (4, seq, 64), cos and sin given, medians
 # of 5 paired rounds on one loaded 2-core Intel Xeon VM, no spread, so a ratio within about a tenth of 1 reads as
-# "no slower". 16 384 is the first size at which no column is above 1: at 16 384 and 65 536 (the quoted rows)
-# every ratio is 0.82 or less, except float32's half layout at 16 384 (0.93 forward, 0.96 forward + backward);
-# below it that layout took 1.08 to 1.18 times the reference's time (up to 4096 elements), while the interleaved
-# forward pass is no slower at any size (at most 0.90). So `SMALL` is a choice read from noisy medians on one
-# machine, not a measured crossing. The cell checks these readings and draws the table (band within a tenth of 1
-# shaded, `SMALL` dashed).
+# "no slower", and only a ratio above 1.1 as slower. Every such ratio is float32's half layout: forward 1.11 to
+# 1.13 (up to 1024 elements), forward + backward 1.12 to 1.18 (up to 8192). Every other ratio, at every size, is
+# 1.04 or less (the interleaved forward pass at most 0.90). 16 384 is the first size with no ratio above 1.1 (and
+# none above 1 either): from there every ratio is 0.82 or less, except that same layout at 16 384 (0.93 forward,
+# 0.96 forward + backward). So `SMALL` is set by one column, float32's half layout, read from noisy medians on
+# one machine: a choice, not a measured crossing. The cell checks these readings and draws the table (the band
+# within a tenth of 1 shaded, `SMALL` dashed).
 
 # %% slideshow={"slide_type": "fragment"}
 # quoted from benchmarks/README.md ("Where the C kernel pays off"), elements -> (the reference's time, interleaved,
@@ -494,11 +496,16 @@ small_bench = {"float32": {256: (16.3, 0.90, 1.13, 1.04, 1.18), 1024: (17.9, 0.8
                             16384: (57.5, 0.32, 0.73, 0.52, 0.82), 65536: (132.3, 0.17, 0.29, 0.21, 0.28)}}
 bench_rows = [(dtype, size, row) for dtype, by_size in small_bench.items() for size, row in by_size.items()]
 assert max(row[1] for *_, row in bench_rows) == 0.90  # interleaved, forward: no slower at any size
-f32_half = [row[j] for size, row in small_bench["float32"].items() if size <= 4096 for j in (2, 4)]
-assert [size for size, row in small_bench["float32"].items() if row[2] > 1] == [256, 1024, 4096]  # float32, half
-assert (min(f32_half), max(f32_half)) == (1.08, 1.18)  # float32, half, forward and forward + backward, up to 4096
-no_column_above_1 = [size for size in small_bench["float32"] if all(max(small_bench[dt][size][1:]) <= 1 for dt in small_bench)]
-assert no_column_above_1[0] == SMALL == 16384 and no_column_above_1 == [16384, 65536]  # the first such size: SMALL
+slower = [(dtype, size, j) for dtype, size, row in bench_rows for j in (1, 2, 3, 4) if row[j] > 1.1]  # above the band
+assert {(dtype, j) for dtype, _, j in slower} == {("float32", 2), ("float32", 4)}  # all float32, half layout
+assert sorted(small_bench["float32"][size][2] for _, size, j in slower if j == 2) == [1.11, 1.13]  # forward, to 1024
+assert max(size for _, size, j in slower if j == 2) == 1024 and max(size for _, size, j in slower if j == 4) == 8192
+f32_half_both = sorted(small_bench["float32"][size][4] for _, size, j in slower if j == 4)  # forward + backward
+assert (f32_half_both[0], f32_half_both[-1]) == (1.12, 1.18)  # up to 8192
+assert max(row[j] for dtype, _, row in bench_rows for j in (1, 2, 3, 4) if not (dtype == "float32" and j in (2, 4))) == 1.04
+none_above_band = [size for size in small_bench["float32"] if all(max(small_bench[dt][size][1:]) <= 1.1 for dt in small_bench)]
+none_above_1 = [size for size in small_bench["float32"] if all(max(small_bench[dt][size][1:]) <= 1 for dt in small_bench)]
+assert none_above_band == none_above_1 == [16384, 65536] and none_above_band[0] == SMALL == 16384  # the first: SMALL
 large = sorted(ratio for _, size, row in bench_rows if size >= SMALL for ratio in row[1:])
 assert large[-2:] == [small_bench["float32"][16384][2], small_bench["float32"][16384][4]] == [0.93, 0.96]
 assert large[-3] <= 0.82  # every other ratio from SMALL on
@@ -507,8 +514,9 @@ assert round(saved_us) == 21
 best_row = max(((dtype, size, row) for dtype, size, row in bench_rows if size < SMALL), key=lambda r: r[2][0] * (1 - r[2][1]))
 assert best_row[:2] == ("bfloat16", 8192) and best_row[2][1] == 0.44  # that 21 µs: 56 % of the call
 assert round(saved_us / best_row[2][0], 2) == 0.56
-print(f"quoted: {SMALL} is the first size with no column above 1 (from there on at most 0.82, except float32's "
-      f"half layout at {SMALL}: {large[-2]} and {large[-1]}, no slower); below, the kernel saves at most "
+print(f"quoted: every ratio above 1.1 is float32's half layout (forward up to 1024 elements, forward + backward up "
+      f"to 8192); {SMALL} is the first size with none above 1.1 (from there on at most 0.82, except that layout at "
+      f"{SMALL}: {large[-2]} and {large[-1]}); below, the kernel saves at most "
       f"{saved_us:.0f} µs a forward call (the table times the reference's forward pass only)")
 fig, axes = viz.figure(2, width=4.4, height=3.4)
 columns = ("interleaved", "half", "fwd + bwd, interleaved", "fwd + bwd, half")
@@ -978,8 +986,11 @@ assert xs_cpu.shape == (1024, 64) and xs_cpu.dtype == torch.float32 and xb.dtype
 # input's length. It already is fixed: source 000's example calls
 # `precompute_freqs_cis(dim, max_seq_len * 2)` in its attention module's `__init__` (once per layer, when
 # the model is built), and Meta's Llama code calls it once per model (in `Transformer.__init__`, with the
-# head width `dim // n_heads`), so `end` is a fixed bound, twice the longest length, not each input's. The
-# cell just above measures what that saves: `RotaryEmbedding` builds its tables once, no sine or cosine
+# head width `dim // n_heads`), so `end` is a fixed bound, twice the longest length, not each input's. Fixed,
+# the table must then be cut to the input's positions before the multiply: Meta's code slices it, while 000's
+# example never does and multiplies by the whole table ([chapter 5](05_rope.ipynb) catches that slip, in its
+# §6 aside and its errata). The cell just above measures what fixing it saves: `RotaryEmbedding` builds its
+# tables once, no sine or cosine
 # from its second call on; the stateless `apply_rope` computes L · d/2 cosines and as many sines on every
 # call, and writes the tables again, 1/8 of a bound.
 #
@@ -1205,14 +1216,23 @@ else:
 #   `apply_rope` 1.40, within 5 to 40 % of one pass; the kernel alone, one launch for q and k, 1.05 from tables and
 #   1.07 in registers. The gap between `apply_rope`'s 1.40 and the kernel's 1.07 is not read here (one run, no
 #   spread; the README says `apply_rope` makes one launch per tensor, a possible cause this run does not measure).
-#   Under `torch.compile` Hugging Face's `apply_rotary_pos_emb` took 1.11.
+#   Under `torch.compile` Hugging Face's `apply_rotary_pos_emb`, a chain of elementwise torch calls (§3 counts 5
+#   bounds for it eager), took 1.11, about one pass: a compiler can fuse such a chain into one kernel, and that
+#   is the plain way practitioners fuse RoPE; a hand-written kernel is one way, not the only one. The library's
+#   `pl.apply_rope_compiled` (its reference under `torch.compile`) took 7.14 in the same row: one run, not
+#   traced, so not read.
 # - **Hugging Face's eager `apply_rotary_pos_emb` at L = 16384: the two runs disagree.** The H200 run has it at
 #   11.60 units, the H100 run at 4.9 (in a unit whose `c` that run does not record). One run each, no spread, and
 #   more than twice apart: neither is read as a result here, nor set against the 5 bounds §3 counts for it.
-# - **At L = 4096 the unit is not set by bytes**: in bf16 `q * c, k * c` ran at 1.2 TB/s, against 3.9 TB/s at
-#   16384, and float32's twice the bytes took only 1.06 times as long. So that row is not read as passes. Its
-#   order is the reverse (HF eager 4.37 units, `RotaryEmbedding` 6.44, `apply_rope` 16.34), for a cause the run
-#   did not trace.
+# - **At L = 4096 the row is not read as passes.** In milliseconds (each entry times its unit, bf16, printed
+#   below), `RotaryEmbedding` took 0.44 ms there against 0.09 ms at 16384, and `apply_rope` 1.13 against
+#   0.12: slower on a quarter of the data, so bytes do not set these times. The unit too moved its bytes at
+#   1.2 TB/s, against 3.9 TB/s at 16384. The obvious explanation is a cost per call on the host (Python and
+#   the kernel's launch): the method times each call between two CUDA events with no synchronisation between
+#   calls, so that cost is hidden where earlier calls left the GPU busy (at 16384 the slow candidates'
+#   milliseconds) and counted where the GPU has caught up. The run did not trace it, and this appendix does
+#   not test it. The row's order is the reverse (HF eager 4.37 units, `RotaryEmbedding` 6.44, `apply_rope`
+#   16.34), and it is not read either.
 
 # %% slideshow={"slide_type": "fragment"}
 # the H200 run, quoted: the unit's time in ms, L -> (bf16, float32)
@@ -1232,22 +1252,31 @@ assert all(1.05 <= t <= 1.40 for t in (lib_fn, lib_module))  # within 5 to 40 % 
 hf_eager_h100 = 4.9  # the H100 run, L = 16384, bf16, in units of its own q * c (c not recorded)
 assert hf_eager / hf_eager_h100 > 2  # HF eager: the two runs more than twice apart, so neither is read
 hf_compiled = 1.11  # HF under torch.compile, the same run and row
+lib_compiled = 7.14  # pl.apply_rope_compiled, the same run and row (not read: one run, not traced)
+assert hf_compiled < 1.12 < lib_compiled  # the compiled chain about one pass
 kernel_alone = {"tables": 1.05, "registers": 1.07}  # the same run and row: the kernel alone, q and k at once
 # the same run at L = 4096, bf16, in units of q * c: the order reversed
 at_4096 = {"hf eager": 4.37, "module": 6.44, "apply_rope": 16.34}
 assert list(at_4096.values()) == sorted(at_4096.values())
+# in ms (units times the unit's time), bf16: the library's paths slower at 4096 than at 16384, HF eager not
+ms_bf16 = {name: (at_4096[name] * bound_ms[4096][0], at_16384 * bound_ms[16384][0])
+      for name, at_16384 in (("module", lib_module), ("apply_rope", lib_fn), ("hf eager", hf_eager))}
+assert [round(t, 2) for t in ms_bf16["module"]] == [0.44, 0.09] and [round(t, 2) for t in ms_bf16["apply_rope"]] == [1.13, 0.12]
+assert all(ms_bf16[name][0] > 4 * ms_bf16[name][1] for name in ("module", "apply_rope")) and ms_bf16["hf eager"][0] < ms_bf16["hf eager"][1]
 print("H200, the unit q * c, k * c in bf16: " + ", ".join(f"L = {seq}: {unit_tb_s[seq]:.1f} TB/s" for seq in unit_tb_s)
       + "; float32 (twice the bytes) over bf16: " + ", ".join(f"{f32_over_bf16[seq]:.2f}" for seq in f32_over_bf16))
 print("H100, the one-pass prototype in copies: " + ", ".join(f"L = {seq}: {t}" for seq, t in prototype.items()))
 print(f"H200, L = 16384, in units of q * c: RotaryEmbedding {lib_module:.2f}, apply_rope {lib_fn:.2f}, the kernel alone "
-      f"{kernel_alone['tables']} (tables), {kernel_alone['registers']} (registers); HF compiled {hf_compiled}")
+      f"{kernel_alone['tables']} (tables), {kernel_alone['registers']} (registers); HF compiled {hf_compiled}; "
+      f"apply_rope_compiled {lib_compiled}")
 print(f"HF eager at L = 16384, bf16: {hf_eager:.2f} (H200) against {hf_eager_h100} (H100), "
       f"{hf_eager / hf_eager_h100:.1f} times apart: not read")
 print(f"H200, L = 4096, in units of q * c: HF eager {at_4096['hf eager']}, RotaryEmbedding {at_4096['module']}, "
       f"apply_rope {at_4096['apply_rope']}")
+print("H200, bf16, ms at L = 4096 and 16384: " + "; ".join(f"{name} {t4:.2f} and {t16:.2f}" for name, (t4, t16) in ms_bf16.items()))
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## 6. What it is worth in a model
+# ## 6. RoPE's share of a step's arithmetic and bytes
 #
 # RoPE is small in arithmetic. Per token, in the forward pass, the four projections of an attention layer
 # (q, k, v and the output) with d_model = 4096 make 4 · 4096² multiply-adds; rotating q and k makes
@@ -1365,7 +1394,10 @@ print(f"with contiguous copies of q and k and the C operator: {len(on_operator)}
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # In this small model (d_model = 64), RoPE in its plain form is half of a training step's operators
 # and a quarter of the bytes it reads and writes. Its arithmetic is not what costs (1/85 of the projections' in
-# this model, 1/5461 at d_model = 4096; §6's first cell counts both): what it costs, by this appendix's counts, is calls and bytes. Handed contiguous q and k, the C operator
+# this model, 1/5461 at d_model = 4096; §6's first cell counts both): what it costs, by this appendix's counts, is calls and bytes.
+# A share of bytes is not a share of time: where the matmuls are compute-bound, as at real widths, their time is
+# set by their arithmetic, not their bytes, so RoPE's share of the bytes overstates its share of the time; this
+# appendix claims no time. Handed contiguous q and k, the C operator
 # brings RoPE's share to a quarter of the operators (102 against 77 without RoPE, the copies
 # included) and an eighth of the bytes. `TinyDecoder` does not make those copies: it is written in the
 # plain form the chapters teach, and this cell measures, by this count, what the copies would buy.
@@ -1407,10 +1439,12 @@ print(f"attention written out: the step's bytes x {total_bytes(eager_with) / tot
 # heads; d_ff = 4 · d_model, the model's own ratio, checked above), on the same 8 sequences of 255
 # tokens (2040 tokens a step), and beside them on one sequence (255 tokens). With 8 sequences the
 # share stays about a quarter at every width: from 64 to 512, RoPE's bytes and the rest's both grow
-# about eightfold, as the width. With one sequence the share falls, to about a fifth at 512: the
-# weight matrices (d_model × d_model) are read and their gradients written once a step however few
-# tokens it holds, so the rest grows faster than the width. The cell shows that too: from one sequence
-# to eight, the rest's bytes grow less than eightfold, and less at 512 than at 64. This says nothing
+# about eightfold, as the width. With one sequence the share falls, to about a fifth at 512: the rest
+# holds a part that does not grow with the tokens, and it grows as the weights do, faster than the
+# width. The cell counts it: from one sequence to eight the rest's bytes grow less than eightfold, and
+# the part that does not grow with the sequences (the rest at one sequence, less a seventh of what the
+# other seven add) is 2.9 to 3 times the parameters' bytes at d_model = 64 and 512, as a weight read in
+# the forward pass, read again in the backward and its gradient written would make. This says nothing
 # about a real model's width and length, which this appendix does not count.
 #
 # Every count so far holds the vocabulary at 64 tokens, the model's own. The logits, batch · T · vocab
@@ -1441,6 +1475,11 @@ assert 7.9 < growth(8)[0] < 8 < growth(8)[1] < 8.2  # 8 sequences: both about as
 assert 7.5 < growth(1)[0] < 8 < 11 < growth(1)[1]  # one sequence: the rest faster
 rest_per_batch = {w: by_width[8, w][1] / by_width[1, w][1] for w in (64, 512)}
 assert 5.5 < rest_per_batch[512] < rest_per_batch[64] < 8  # a part that does not grow with the tokens: the weights
+fixed_part = {w: (8 * by_width[1, w][1] - by_width[8, w][1]) / 7 for w in (64, 512)}  # the rest at 0 sequences
+param_bytes = {w: sum(p.numel() * p.element_size() for p in pl.TinyDecoder(pl.DecoderConfig(
+    vocab_size=64, positional="none", max_len=256, d_model=w, num_heads=w // 16, d_ff=4 * w)).parameters()) for w in (64, 512)}
+assert all(2.9 < fixed_part[w] / param_bytes[w] < 3 for w in (64, 512))  # about 3 times the weights' bytes
+assert param_bytes[512] / param_bytes[64] > 8  # the weights grow faster than the width
 print("d_model  RoPE's share of a step's bytes: 8 sequences, 1 sequence (255 tokens each)")
 for w in widths:
     print(f"{w:7d}  {share_by_width[8, w]:.3f}  {share_by_width[1, w]:.3f}")
@@ -1448,7 +1487,8 @@ for batch in (8, 1):
     print(f"from 64 to 512, {batch} sequence(s): RoPE's bytes x {growth(batch)[0]:.2f}, "
           f"the rest of the step's x {growth(batch)[1]:.2f}")
 print(f"the rest's bytes from 1 sequence to 8: x {rest_per_batch[64]:.2f} at d_model = 64, "
-      f"x {rest_per_batch[512]:.2f} at 512")
+      f"x {rest_per_batch[512]:.2f} at 512; its part that does not grow with the sequences, in parameters' bytes: "
+      f"{fixed_part[64] / param_bytes[64]:.2f} at 64, {fixed_part[512] / param_bytes[512]:.2f} at 512")
 vocabs = (64, 1024, 8192)  # the vocabulary, held at 64 above; 8 sequences of 255 tokens
 by_vocab = {(w, v): by_width[8, w] if v == 64
             else tuple(total_bytes(step_ops(positional, width=w, vocab=v)) for positional in ("rope", "none"))
