@@ -152,7 +152,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # | binary [2] | ~ | ✘ | ? | ✔ | [9] |
 # | sinusoidal [3] | ✔ | ✔ codes | [7] | ✔ | [9] |
 # | learned absolute [2, 7] | ✔ | ? | ✘ | ✘ | ~ |
-# | relative: Shaw, T5 [4] | ~ | ✔ scores | [7] | ~ | ✔ |
+# | relative: Shaw, T5 [4] | ~ | ✔ scores | [7] | ✘ | ✔ |
 # | RoPE [5] | ✔ | ✔ scores | [7] | ✔ | [9] |
 # | ALiBi [6] | ✔ not the symmetric form | ✔ scores | [7] | ✔ | ~ |
 #
@@ -430,9 +430,9 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # | binary [2] | ~ up to $2^d$ positions; behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge | ✘ no affine map for small $k$ | ? not trained; past $2^b$ positions a bit training never set | ✔ | [9] axial: chapter 9 argues it after its Exercise 3 |
 # | sinusoidal [3] | ✔ even behind a LayerNorm (512 positions at $d = 16$ checked) | ✔ a rotation $M_k$, yet a random head's scores not offset-only | [7] measured there | ✔ | [9] axial: chapter 9 argues it after its Exercise 3 |
 # | learned absolute [2, 7] | ✔ distinct rows, even behind a LayerNorm | ? a random table has none, but training could make one; no trained table checked | ✘ no rows past `max_len` | ✘ learned | ~ rows depend on the grid's width |
-# | relative: Shaw, T5 [4] | ~ offsets, clipped far away | ✔ depends on $k$ alone | [7] T5 measured there; no Shaw model trained | ~ fixed rule, learned entries | ✔ one term per 2-D offset |
+# | relative: Shaw, T5 [4] | ~ offsets, clipped far away | ✔ depends on $k$ alone | [7] T5 measured there; no Shaw model trained | ✘ learned entries (a fixed rule picks which) | ✔ one term per 2-D offset |
 # | RoPE [5] | ✔ even without a mask | ✔ $R_{m+k} = R_k R_m$ | [7] measured there | ✔ | [9] axial: chapter 9 argues it after its Exercise 3 |
-# | ALiBi [6] | ✔ the causal form and the non-symmetric one (171 swaps of 171 each); the symmetric encoder form only ~: without a mask, a key $k$ before and one $k$ after look alike | ✔ bias $-m_h(i-j)$ | [7] measured there (and at the end of chapter 6) | ✔ fixed slopes (a variant in source `003` learns them) | ~ left and above share a bias |
+# | ALiBi [6] | ✔ the causal form (45 swaps of 45) and the non-symmetric one (171 of 171); the symmetric encoder form only ~: without a mask, a key $k$ before and one $k$ after look alike | ✔ bias $-m_h(i-j)$ | [7] measured there (and at the end of chapter 6) | ✔ fixed slopes (a variant in source `003` learns them) | ~ left and above share a bias |
 #
 # The notes below add only what the table's entries leave out.
 #
@@ -495,13 +495,14 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # the same number in every feature; the cell compares the codes with their means removed. Sinusoids ($d = 16$) keep all
 # 512 positions apart, and so do the rows of a random table, where a learned one starts. The swap test
 # itself, behind a LayerNorm on a random head with 20 positions: for both codes and for RoPE, each of the
-# 171 swaps of two tokens a query sees changes its output, for the middle query without a mask and for the
-# last one with a causal mask. ALiBi: all 171 under the mask; symmetric, without one, 162, the 9 swaps of
+# 171 swaps of two tokens a query sees changes its output, for the middle query without a mask, and each of
+# the 45 for the same query under a causal mask, where it sees only the 10 tokens before it. ALiBi: all 45
+# under the mask; symmetric, without one, 162, the 9 swaps of
 # mirror pairs (a key $k$ before and one $k$ after) leaving it as it was. With the integer code or no code,
-# none of the 171 does (the control), and neither does the normalised code. A binary code of 16 bits on
-# these 20 positions changes all 171: its two merging codes, $p_0$ and $p_{2^{16}-1}$, are not both there.
-# Without the LayerNorm, the sinusoids, the random table and RoPE again change the output on all 171, both
-# ways, and causal ALiBi for the last query under its mask; nothing then merges the integer code's positions, and
+# no swap does, with or without the mask (the control), and neither does the normalised code. A binary code of
+# 16 bits on these 20 positions changes every one, both ways: its two merging codes, $p_0$ and $p_{2^{16}-1}$, are not both there.
+# Without the LayerNorm, the sinusoids, the random table and RoPE again change the output on every swap,
+# both ways, and causal ALiBi under its mask; nothing then merges the integer code's positions, and
 # chapter 2 §1 weighs its size. The non-symmetric ALiBi encoder form, two heads looking one way each,
 # changes all 171, with and without the LayerNorm. Binary codes of
 # $d$ = 4, 5 and 6 bits keep $2^d - 1$ of their $2^d$ positions (15, 31 and 63): the all-zero $p_0$ and
@@ -567,11 +568,11 @@ swap_heads = {"sinusoidal": added(pl.sinusoidal_positions(20, 16, dtype=torch.fl
               "integer": added(pl.integer_positions(20, 16).double()), "none": added(torch.zeros(20, 16, dtype=torch.float64)),
               "normalised": added((torch.arange(20, dtype=torch.float64) / 20)[:, None].expand(20, 16)),
               "binary": added(pl.binary_positions(20, 16).double())}
-kept = {name: (swaps_that_keep(h, 10, False), swaps_that_keep(h, 19, True)) for name, h in swap_heads.items()}
-swap_counts = {name: (171 - len(a), 171 - len(b)) for name, (a, b) in kept.items()}
-print("swaps (of 171) that change the query's output, (middle query, no mask), (last query, causal):", swap_counts)
-assert swap_counts == {"sinusoidal": (171, 171), "random table": (171, 171), "RoPE": (171, 171),
-                       "ALiBi": (162, 171), "integer": (0, 0), "none": (0, 0), "normalised": (0, 0), "binary": (171, 171)}
+kept = {name: (swaps_that_keep(h, 10, False), swaps_that_keep(h, 10, True)) for name, h in swap_heads.items()}
+swap_counts = {name: (171 - len(a), 45 - len(b)) for name, (a, b) in kept.items()}
+print("swaps that change the middle query's output, (of 171, no mask), (of 45, causal):", swap_counts)
+assert swap_counts == {"sinusoidal": (171, 45), "random table": (171, 45), "RoPE": (171, 45),
+                       "ALiBi": (162, 45), "integer": (0, 0), "none": (0, 0), "normalised": (0, 0), "binary": (171, 45)}
 
 
 def raw(codes, w=(wq_s, wk_s, wv_s)):
@@ -584,14 +585,14 @@ def rope_raw(x, causal):
 
 
 def changed(head):
-    """How many of the 171 swaps change the output: (middle query, no mask), (last query, causal)."""
-    return 171 - len(swaps_that_keep(head, 10, False)), 171 - len(swaps_that_keep(head, 19, True))
+    """How many swaps change the middle query's output: (of 171, no mask), (of 45, causal)."""
+    return 171 - len(swaps_that_keep(head, 10, False)), 45 - len(swaps_that_keep(head, 10, True))
 
 
 for codes in (pl.sinusoidal_positions(20, 16, dtype=torch.float64),
               torch.randn(20, 16, generator=torch.Generator().manual_seed(1), dtype=torch.float64)):
-    assert changed(raw(codes)) == (171, 171)  # without the LayerNorm too
-assert changed(rope_raw) == (171, 171)
+    assert changed(raw(codes)) == (171, 45)  # without the LayerNorm too
+assert changed(rope_raw) == (171, 45)
 nonsym = pl.alibi_bias(2, 20, mode="nonsymmetric", dtype=torch.float64)  # head 1 looks back, head 2 ahead
 ahead = torch.ones(20, 20, dtype=torch.bool).triu(1)  # keys after the query
 assert torch.equal(torch.isinf(nonsym[0]), ahead) and torch.equal(torch.isinf(nonsym[1]), ahead.T)  # one way each
@@ -606,7 +607,7 @@ weights = pl.attention(*((x20 + ints20) @ w for w in (wq_s, wk_s, wv_s)), causal
 assert 1 - weights[19, 19] < 1e-9  # the last query's weight on itself: the softmax saturates
 causal_raw = lambda x, causal: pl.attention(x @ wq_s, x @ wk_s, x @ wv_s, bias=pl.alibi_bias(  # noqa: E731
     1, 20, slopes=torch.tensor([0.5]), dtype=torch.float64)[0])[0]  # causal ALiBi without the LayerNorm
-assert changed(causal_raw)[1] == 171
+assert changed(causal_raw)[1] == 45
 raw_both = lambda x, causal: torch.cat([pl.attention(x @ wq_s, x @ wk_s, x @ wv_s, bias=nonsym[h])[0]  # noqa: E731
                                         for h in range(2)], dim=-1)  # non-symmetric ALiBi without the LayerNorm
 assert 171 - len(swaps_that_keep(raw_both, 10, False)) == 171

@@ -28,8 +28,8 @@
 # 7. the source notes' code, checked, and the errors that change a result.
 #
 # A *Going further* section at the end, before the exercises, is best read after chapter 7, whose
-# experiment it reads: what small trained models with ALiBi do past their training length, and why they
-# fail to look up a token far back.
+# experiment it reads: what small trained models with ALiBi do past their training length, and what the
+# controls can and cannot say about why they fail to look up a token far back.
 #
 # Notation and signs (0-based positions, offsets $j - i$ as key minus query, bit and pair
 # orders) follow the course's [conventions page](00_index.ipynb#Conventions).
@@ -1406,7 +1406,8 @@ assert masses512.argmax() == 3 and [round(x, 2) for x in masses512[2:].tolist()]
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # In every seed the bias on the entry falls by more than $R$ rises (1.75, 1.75, 7.0 against 1.35, 1.35,
-# 0.83), and the whole logit $a$ falls by less than its bias ($q\cdot k$ offsets part of the fall). Means of
+# 0.83), and the whole logit $a$ falls by less than its bias, so its mean $q\cdot k$ part rose (whether the head compensates or
+# layer 1's unseen context changed its inputs, no cell separates). Means of
 # per-query logits cannot rank the fall of $a$ against the rise of $R$: a tail of queries can dominate them
 # (seed 0 at 512 tokens: the mean of $a - R$, −4.18, would put 0.015 of the attention on the entry, yet the
 # stored mean mass is 0.18). One caveat for seed 2: its head 3 (slope $1/64$) leads head 4 only narrowly
