@@ -143,9 +143,9 @@ fig
 # $$L_0\, b^{-2j/d} < 2\pi \iff j > j^* = \frac{d}{2}\,\frac{\ln(L_0/2\pi)}{\ln b},$$
 #
 # the "critical dimension" of Liu et al. (2023, *Scaling Laws of RoPE-based Extrapolation*), in pairs.
-# Chapters differ in this count; this chapter counts a pair as having turned when
-# $L_0\theta_j \ge 2\pi$ (its wavelength at most $L_0$), a fraction of a turn looser than a full
-# turn within positions $0 \dots L_0-1$, $(L_0-1)\theta_j \ge 2\pi$. No pair used here falls between
+# Chapters differ in this count: chapter 5's Exercise 2 asks for a full turn within positions
+# $0 \dots L_0-1$, $(L_0-1)\theta_j \ge 2\pi$; this chapter and chapter 8 count a pair as having turned when
+# $L_0\theta_j \ge 2\pi$ (its wavelength at most $L_0$), a fraction of a turn looser. No pair used here falls between
 # the two (asserted below for this head and for §3's $d = 16$ head).
 #
 # The cell checks this count against a direct measurement, `pl.rope_angle_novelty`: for
@@ -309,7 +309,9 @@ torch.testing.assert_close(dyn(L0 // 2), pl.rope_frequencies(d))
 # the distances $0 \dots sL_0 - 1$ against plain RoPE's in training. Position interpolation maps
 # distance $r$ to the angle of $r/s$: the first distance past the new context, $sL_0$, lands exactly
 # where $L_0$ did, and the largest one, $sL_0 - 1$, on $(L_0 - 1/s)\,\theta_j$, less than one step
-# past the trained arc (positions start at 0, so the last trained distance is $L_0 - 1$). YaRN and
+# past the trained arc (positions start at 0, so the last trained distance is $L_0 - 1$). That is in
+# range by the one-step test above; under Exercise 3's strict test (no angle past the trained arc at
+# all) PI reaches only $L = s(L_0 - 1) + 1$, short of $sL_0$ (asserted below). YaRN and
 # Llama 3 interpolate every pair with $\lambda_j > L_0$ fully: they slow each such pair by the whole
 # factor $s$, as PI does, so its angles too stay within one step of its trained arc and no pair sees
 # a new angle (§3 finds that not sufficient: a head reads its pairs
@@ -323,6 +325,9 @@ print(f"pairs reaching unseen angles at {int(s * L0)} positions: plain RoPE {int
 pi_freq = scaled["linear"][0]
 torch.testing.assert_close(s * L0 * pi_freq, L0 * theta, rtol=1e-12, atol=0)
 assert ((s * L0 - 1) * pi_freq - (L0 - 1) * theta < theta).all()  # at most one step past the arc
+L_strict = int(s * (L0 - 1)) + 1  # the strict test: every distance up to L - 1 inside the trained arc
+torch.testing.assert_close((L_strict - 1) * pi_freq, (L0 - 1) * theta, rtol=1e-12, atol=0)  # lands on its end
+assert (L_strict * pi_freq > (L0 - 1) * theta).all() and L_strict < s * L0  # one more distance is past it
 for m in ("linear", "yarn", "llama3"):
     assert not fresh[m].any() and (2 * math.pi / scaled[m][0][never_turned] > s * L0).all()
     torch.testing.assert_close(ratio[m][never_turned], torch.full_like(theta[never_turned], 1 / s))  # fully
@@ -334,7 +339,8 @@ assert torch.equal(fresh["ntk"], never_turned & (pair < d // 2 - 1))
 # head can weigh them against each other (below: $q$ and $k$ with only pairs 62 and 63,
 # giving the score $\cos(r\theta_{62}) - \cos(r\theta_{63})$) and its scores stay tiny on
 # every trained distance, while beyond $L_0$ the two waves separate and the score grows
-# about 28-fold: a score this head never produced in training. With position
+# about 28-fold: a score this head never produced in training. This is a hand-built two-pair
+# head: it shows the effect can happen (28-fold here), not how large it is in a trained model. With position
 # interpolation the same head is asked only for distances $r/s$ within the trained range (up
 # to $L_0 - 1/s$, less than one step past the last trained distance, as above), where the score stays within 0.1 % of its trained maximum. Chen et al. (2023, §2.2,
 # Figure 2; their numbers quoted here, not recomputed) show the same with a fitted score that reaches about 8000 beyond $L_0$, and
@@ -643,15 +649,11 @@ fig = ex.draw(results)
 fig
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# **A note on reruns.** Another CPU picks other vectorised kernels, which changes the last bits
-# of training. Retrained with other kernels on the same CPU, ALiBi's dictionary-first recall moved
-# by up to 15 answers of 512; the RoPE recall models were not retrained, so every RoPE recall result
-# below is a result of this run. The asserts that quote a number pin this run, and a rerun elsewhere
-# tests the orderings afresh. (The collapsed cell below gives the details and what such a shift
-# could flip.)
+# Every RoPE recall result below is of this one run; what a rerun on another CPU could change is the
+# caveat on reruns (before "What §3 found"; its numbers are in the collapsed cell below).
 
 # %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
-# The rerun note's numbers, checked (collapsed: expand to read them).
+# The caveat on reruns: its numbers, checked (collapsed: expand to read them).
 # Forced on the same CPU, AVX2 kernels instead of AVX-512 (`--kernel-check`, results/other_kernels.json) retrained
 # only some models: ALiBi on the dictionary-first recall (three seeds), whose recall moved by up to 15 answers of 512,
 # and one seed each of RoPE and ALiBi on the grammar, whose accuracies did not change. The RoPE recall models, which
@@ -867,11 +869,12 @@ assert ex.build_model("rope", ex.ExperimentConfig(), task="grammar").positional.
 #   far mass 0.08 in the median head) and still fails the grammar. The mass the needed keys lose
 #   goes to the *near* keys: their share rises from 0.16 to 0.74, and only 13 % of the loss goes far.
 #
-#   The likely reason is §2's price: PI reads a distance $r$ as $r/s$. At $s = 8$ the needed key
+#   One possible reason, not measured here, is §2's price: PI reads a distance $r$ as $r/s$. At $s = 8$ the needed key
 #   one token back reads as distance 0.125, a fractional distance training never showed (it saw whole
 #   distances 0 to 63 only). The key 8 tokens back
 #   reads as distance 1, where training found the needed key (asserted above). So keys a few tokens
-#   back now look like the needed ones.
+#   back now look like the needed ones. The untested alternative is simply the missing fine-tuning
+#   (Chen et al. fine-tune after interpolating; we do not).
 # * **YaRN** (the code's, §2) keeps the fastest pair (here pair 0, and pair 1 partly; see the
 #   recall section), so neighbours stay apart: the near keys keep their 0.16. Its far keys score
 #   below the near ones *on average* in every head (far − near logit −2.88 or lower). Yet they take
@@ -1560,6 +1563,12 @@ print("sliding window at 512, predicted vs measured:", [f"{p:.2f} vs {m:.2f}" fo
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Caveats**, collected here so that the main line stays short (each rests on a cell above):
 #
+# * Reruns: another CPU picks other vectorised kernels, which changes the last bits of training.
+#   Retrained with other kernels on the same CPU, ALiBi's dictionary-first recall moved by up to 15
+#   answers of 512; the RoPE recall models were not retrained, so every RoPE recall result here is a
+#   result of this run. The asserts that quote a number pin this run, and a rerun elsewhere tests the
+#   orderings afresh. (The collapsed cell after §3's results table gives the details and what such a
+#   shift could flip.)
 # * The grammar's best possible accuracy, 0.766, is an average: on a seed's 7 936 scored tokens even
 #   the rule scatters around it by about 0.005 (one standard error: the standard deviation of an
 #   accuracy $a$ measured on $n$ answers, $\sqrt{a(1-a)/n}$), so a seed may read slightly above it.
@@ -1636,7 +1645,7 @@ print("sliding window at 512, predicted vs measured:", [f"{p:.2f} vs {m:.2f}" fo
 #   (on recall it is no window: it scores above any windowed reading). Through a
 #   64-token window RoPE stays within 0.04 of its 64-token accuracy, and at 512 tokens every seed of
 #   it is above every seed of ALiBi, by 0.03 (per sequence its separation is 0.5: thin; it is not
-#   among the orderings counted below). A window thus does at least as well as ALiBi here; chapter
+#   among the orderings counted below). On the grammar a window thus does as well as ALiBi within noise (per sequence the separation is 0.5); chapter
 #   6 §4 takes this apart.
 # * Keeping each pair's angles in range is not enough without fine-tuning (we fine-tune none of the
 #   scalings). Recall followed the lookup gap, the distance of the lookups' *combination* of angles
@@ -1688,7 +1697,7 @@ assert top512 == ["t5", "none", "rope+linear"] and [round(R[m][512]["mean"], 2) 
 # are YaRN over NTK on the grammar at 512, RoPE over NTK on the dictionary-first recall at 128, and
 # T5 over NoPE there at 512. The text calls all three thin and builds nothing on the third.
 # Every other ordering is separated by more than 2.5, and every clear recall ordering by at least
-# 47 answers, more than the 30 a kernel shift like ALiBi's could move (the note on reruns).
+# 47 answers, more than the 30 a kernel shift like ALiBi's could move (the caveat on reruns).
 #
 # That count treats each of the grammar's 65 280 scored tokens per seed as independent. Counting
 # each of its 128 sequences once, five grammar orderings would be thin: ALiBi
@@ -1852,7 +1861,8 @@ _ = check.stale_cache_pair(drift_peak)
 # spare. How far can a change of base alone extend the context? Allow it to slow no pair that
 # completed a turn in training ($L_0\theta_j \ge 2\pi$) by more than a factor $c$
 # ($\theta'_j \ge \theta_j / c$), and require every pair that never did to stay inside its trained
-# arc at every distance up to $L - 1$: $(L - 1)\,\theta'_j \le (L_0 - 1)\,\theta_j$. Write
+# arc at every distance up to $L - 1$: $(L - 1)\,\theta'_j \le (L_0 - 1)\,\theta_j$ (stricter than
+# §2's novelty test, which lets an angle go up to one step $\theta_j$ past the arc). Write
 # `longest_context(d, base, L0, c)` returning the largest $L$ (a real number) for which some base
 # $b' \ge b$ meets both. A head in which at most one pair turned (no base slows pair 0), or every
 # pair did, has no such limit; the checker's heads all have at least two pairs that turned and one
