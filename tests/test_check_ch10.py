@@ -663,6 +663,8 @@ def test_the_appendix_quotes_the_benchmarks_readme_as_it_is():
     assert quoted["prototype"] == {seq: _number(h100[seq]["Triton prototype"]) for seq in (16384, 65536)}
     assert "× clone" in h100[16384]["Triton prototype"]  # in units of a clone, as §5 reads it
     assert quoted["hf_eager_h100"] == _number(h100[16384]["HF eager"])
-    checked |= {"prototype", "hf_eager_h100"}
+    assert quoted["clone_h100"] == {seq: _number(h100[seq]["clone"]) for seq in (16384, 65536)}
+    assert quoted["hf_compiled_h100"] == {seq: _number(h100[seq]["HF under `torch.compile`"]) for seq in (16384, 65536)}
+    checked |= {"prototype", "hf_eager_h100", "clone_h100", "hf_compiled_h100"}
 
     assert set(quoted) == checked  # a number quoted in those cells and not checked here fails

@@ -1216,14 +1216,18 @@ else:
 #   `apply_rope` 1.40, within 5 to 40 % of one pass; the kernel alone, one launch for q and k, 1.05 from tables and
 #   1.07 in registers. The gap between `apply_rope`'s 1.40 and the kernel's 1.07 is not read here (one run, no
 #   spread; the README says `apply_rope` makes one launch per tensor, a possible cause this run does not measure).
-#   Under `torch.compile` Hugging Face's `apply_rotary_pos_emb`, a chain of elementwise torch calls (§3 counts 5
-#   bounds for it eager), took 1.11, about one pass: a compiler can fuse such a chain into one kernel, and that
-#   is the plain way practitioners fuse RoPE; a hand-written kernel is one way, not the only one. The library's
-#   `pl.apply_rope_compiled` (its reference under `torch.compile`) took 7.14 in the same row: one run, not
-#   traced, so not read.
-# - **Hugging Face's eager `apply_rotary_pos_emb` at L = 16384: the two runs disagree.** The H200 run has it at
-#   11.60 units, the H100 run at 4.9 (in a unit whose `c` that run does not record). One run each, no spread, and
-#   more than twice apart: neither is read as a result here, nor set against the 5 bounds §3 counts for it.
+# - **Under `torch.compile`: one run each, not read as passes.** Both runs timed Hugging Face's
+#   `apply_rotary_pos_emb` compiled, a chain of elementwise torch calls (§3 counts 5 bounds for it eager). Here
+#   it is in copies of q and k, one pass whatever a run's `c` was. The H200 run has it at 1.13 copies at
+#   L = 16384 (1.11 units over the copy's 0.98). The H100 run has it at 2.08 and 2.28 copies at 16384 and
+#   65536 (1.23 over 0.59, 1.32 over 0.58). The library's `pl.apply_rope_compiled` (its reference under
+#   `torch.compile`) took 7.14 units in the H200 row. One run each, no spread, nothing traced: none of these is
+#   read as a count of passes. What they leave is qualitative: a compiler can fuse such an elementwise chain
+#   into one kernel, as a hand-written kernel does; these runs do not say how well.
+# - **Hugging Face's eager `apply_rotary_pos_emb` at L = 16384: the two runs disagree.** In copies of q and k,
+#   the H200 run has it at 11.84 (11.60 units over 0.98), the H100 run at 8.31 (4.9 over 0.59): 1.4 times
+#   apart. One run each, no spread, and the H100 run records neither its `c` nor the dtype of Hugging Face's
+#   tables: neither is read as a result here, nor set against the 5 bounds §3 counts for it.
 # - **At L = 4096 the row is not read as passes.** In milliseconds (each entry times its unit, bf16, printed
 #   below), `RotaryEmbedding` took 0.44 ms there against 0.09 ms at 16384, and `apply_rope` 1.13 against
 #   0.12: slower on a quarter of the data, so bytes do not set these times. The unit too moved its bytes at
@@ -1249,11 +1253,19 @@ assert max(prototype.values()) <= 1.25  # within a quarter of a copy
 # the H200 run at L = 16384, bf16, in units of q * c: clone, HF eager (one run), apply_rope, RotaryEmbedding
 clone, hf_eager, lib_fn, lib_module = 0.98, 11.60, 1.40, 1.05
 assert all(1.05 <= t <= 1.40 for t in (lib_fn, lib_module))  # within 5 to 40 % of one q * c
-hf_eager_h100 = 4.9  # the H100 run, L = 16384, bf16, in units of its own q * c (c not recorded)
-assert hf_eager / hf_eager_h100 > 2  # HF eager: the two runs more than twice apart, so neither is read
 hf_compiled = 1.11  # HF under torch.compile, the same run and row
 lib_compiled = 7.14  # pl.apply_rope_compiled, the same run and row (not read: one run, not traced)
-assert hf_compiled < 1.12 < lib_compiled  # the compiled chain about one pass
+# the H100 run, bf16, in units of its own q * c (c not recorded): a clone, HF eager, HF under torch.compile
+clone_h100 = {16384: 0.59, 65536: 0.58}
+hf_eager_h100 = 4.9  # L = 16384
+hf_compiled_h100 = {16384: 1.23, 65536: 1.32}
+# in copies of q and k (one pass whatever c was), so the two runs share a unit
+hf_eager_copies = {"H200": hf_eager / clone, "H100": hf_eager_h100 / clone_h100[16384]}  # L = 16384
+assert [round(t, 2) for t in hf_eager_copies.values()] == [11.84, 8.31]
+assert round(hf_eager_copies["H200"] / hf_eager_copies["H100"], 1) == 1.4  # the runs disagree: neither is read
+hf_compiled_copies = {"H200 at 16384": hf_compiled / clone,
+                      **{f"H100 at {seq}": hf_compiled_h100[seq] / clone_h100[seq] for seq in clone_h100}}
+assert [round(t, 2) for t in hf_compiled_copies.values()] == [1.13, 2.08, 2.28]  # one run each: not read as passes
 kernel_alone = {"tables": 1.05, "registers": 1.07}  # the same run and row: the kernel alone, q and k at once
 # the same run at L = 4096, bf16, in units of q * c: the order reversed
 at_4096 = {"hf eager": 4.37, "module": 6.44, "apply_rope": 16.34}
@@ -1267,10 +1279,11 @@ print("H200, the unit q * c, k * c in bf16: " + ", ".join(f"L = {seq}: {unit_tb_
       + "; float32 (twice the bytes) over bf16: " + ", ".join(f"{f32_over_bf16[seq]:.2f}" for seq in f32_over_bf16))
 print("H100, the one-pass prototype in copies: " + ", ".join(f"L = {seq}: {t}" for seq, t in prototype.items()))
 print(f"H200, L = 16384, in units of q * c: RotaryEmbedding {lib_module:.2f}, apply_rope {lib_fn:.2f}, the kernel alone "
-      f"{kernel_alone['tables']} (tables), {kernel_alone['registers']} (registers); HF compiled {hf_compiled}; "
-      f"apply_rope_compiled {lib_compiled}")
-print(f"HF eager at L = 16384, bf16: {hf_eager:.2f} (H200) against {hf_eager_h100} (H100), "
-      f"{hf_eager / hf_eager_h100:.1f} times apart: not read")
+      f"{kernel_alone['tables']} (tables), {kernel_alone['registers']} (registers); apply_rope_compiled {lib_compiled}")
+print("HF compiled, in copies of q and k: " + "; ".join(f"{run}: {t:.2f}" for run, t in hf_compiled_copies.items())
+      + "; one run each, not read as passes")
+print(f"HF eager at L = 16384, bf16, in copies of q and k: {hf_eager_copies['H200']:.2f} (H200) against "
+      f"{hf_eager_copies['H100']:.2f} (H100), {hf_eager_copies['H200'] / hf_eager_copies['H100']:.1f} times apart: not read")
 print(f"H200, L = 4096, in units of q * c: HF eager {at_4096['hf eager']}, RotaryEmbedding {at_4096['module']}, "
       f"apply_rope {at_4096['apply_rope']}")
 print("H200, bf16, ms at L = 4096 and 16384: " + "; ".join(f"{name} {t4:.2f} and {t16:.2f}" for name, (t4, t16) in ms_bf16.items()))
