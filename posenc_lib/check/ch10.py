@@ -74,11 +74,16 @@ class _Allocations(TorchDispatchMode):
     """Counts every new tensor the operators make, and notes tensors from elsewhere, in elements of g's size.
 
     A new storage counts its bytes divided by g's element size, whatever dtype it was made as: a float32 copy of g
-    hidden in float64 or complex128 storage counts as all of g."""
+    hidden in float64 or complex128 storage counts as all of g.
+
+    A storage is known by its address, so the count keeps every storage it has counted alive while it counts: a
+    tensor freed during the call cannot hand its address to a later one, which then counts again (a rotation made
+    out of place per slice where the count is off, each result copied into g and freed, counts every result)."""
 
     def __init__(self, *given: torch.Tensor) -> None:
         super().__init__()
         self.known = {t.untyped_storage().data_ptr() for t in given}
+        self.held: list[torch.UntypedStorage] = []  # every storage counted, kept alive so no address is reused
         self.target = given[0].untyped_storage().data_ptr()
         self.elements = 0
         self.g = given[0]
@@ -96,8 +101,14 @@ class _Allocations(TorchDispatchMode):
         """A tensor from outside (made before the call, or where the count could not see it) counts as new."""
         ptr = t.untyped_storage().data_ptr()
         if t.numel() > 0 and ptr not in self.known:
-            self.elements += t.untyped_storage().nbytes() // self.g.element_size()
-            self.known.add(ptr)
+            self._count(t)
+
+    def _count(self, t: torch.Tensor) -> None:
+        """Count t's storage as new, and keep it alive while the count runs, so that its address stays its own."""
+        storage = t.untyped_storage()
+        self.elements += storage.nbytes() // self.g.element_size()
+        self.known.add(storage.data_ptr())
+        self.held.append(storage)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
@@ -126,8 +137,7 @@ class _Allocations(TorchDispatchMode):
             ptr = t.untyped_storage().data_ptr()
             alias = aliased[i] if i < len(aliased) else False
             if fresh_data or (not alias and ptr not in in_ptrs):  # new memory (not a view like _unsafe_view)
-                self.elements += t.untyped_storage().nbytes() // self.g.element_size()
-                self.known.add(ptr)
+                self._count(t)
             elif alias:
                 self._note(t)
         return out
