@@ -107,8 +107,9 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ## The map at a glance
 #
-# Which method has which property: ✔ yes, ✘ no, ~ partly, – does not apply, ? not tested here. The
-# numbers in brackets are the chapters that test the entry. Read the map now as the route of the course.
+# Which method has which property: ✔ yes, ✘ no, ~ partly, – does not apply, ? not tested here. Brackets
+# hold chapter numbers: after a method's name, the chapters that treat it; in place of a mark ([7], [9]),
+# the chapter that gives the mark, after asking you to predict it. Read the map now as the route of the course.
 # Each chapter takes up what the one before left open, though not every one closes it. The map comes back at the end of this page with the rule behind each column and
 # a reason for every entry it grades; read that one once the chapters have made its words familiar.
 # Two kinds of entry are left to a later chapter, which asks you to predict them first, so this page does
@@ -416,7 +417,9 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 #   the offset alone: the integer code has the map, and its scores do not.
 # * **Column 3** has its rules beside its cell, below.
 # * **Column 5** asks only for a fault that is new in n-D (property 5). A fault the 1-D form already has
-#   counts in its own column. It grades one 2-D form per family. The relative terms are graded with one
+#   counts in its own column. ~: the 2-D form has such a fault, which the entry names (no row here loses
+#   the places themselves, which would be ✘). It grades one 2-D form per family; for learned absolute
+#   positions, ViT's table with one row per patch in raster order. The relative terms are graded with one
 #   entry per 2-D offset, as in Swin (a vision transformer that attends within windows of image
 #   patches). RoPE and the integer, normalised, binary and sinusoidal codes take their **axial** form,
 #   each feature following one axis only, half of them the row and half the column; the map leaves that
@@ -425,13 +428,13 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # | method | 1 told apart | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|
 # | none (NoPE) [1, 7] | ✘ one layer treats the tokens a query sees as a set; a causal mask only chooses which it sees [1, 7] | – | [7] measured there, after your prediction | – nothing to fix | ~ raster order gives one index |
-# | integer $i\cdot\mathbf 1$ [2] | ~ a LayerNorm erases it | ✔ affine, yet a head's scores not offset-only | ? not trained; its values grow without bound | ✔ | [9] axial: chapter 9 argues it after its Exercise 3 |
-# | normalised $i/m$ [2] | ~ a LayerNorm erases it | ✘ one map per length ($p_0$ is the same at every length, $p_3$ is not) | ? not trained; every code changes with the length, as position interpolation's angles do (chapter 7 §2) | ✔ | [9] axial: chapter 9 argues it after its Exercise 3 |
-# | binary [2] | ~ up to $2^d$ positions; behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge | ✘ no affine map for small $k$ | ? not trained; past $2^b$ positions a bit training never set | ✔ | [9] axial: chapter 9 argues it after its Exercise 3 |
-# | sinusoidal [3] | ✔ even behind a LayerNorm (512 positions at $d = 16$ checked) | ✔ a rotation $M_k$, yet a random head's scores not offset-only | [7] measured there | ✔ | [9] axial: chapter 9 argues it after its Exercise 3 |
+# | integer $i\cdot\mathbf 1$ [2] | ~ a LayerNorm erases it | ✔ affine, yet a head's scores not offset-only | ? not trained; its values grow without bound | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
+# | normalised $i/m$ [2] | ~ a LayerNorm erases it | ✘ one map per length ($p_0$ is the same at every length, $p_3$ is not) | ? not trained; every code changes with the length, as position interpolation's angles do (chapter 7 §2) | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
+# | binary [2] | ~ up to $2^d$ positions; behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge | ✘ no affine map for small $k$ | ? not trained; past $2^b$ positions a bit training never set | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
+# | sinusoidal [3] | ✔ even behind a LayerNorm (512 positions at $d = 16$ checked) | ✔ a rotation $M_k$, yet a random head's scores not offset-only | [7] measured there | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
 # | learned absolute [2, 7] | ✔ distinct rows, even behind a LayerNorm | ? a random table has none, but training could make one; no trained table checked | ✘ no rows past `max_len` | ✘ learned | ~ rows depend on the grid's width |
 # | relative: Shaw, T5 [4] | ~ offsets, clipped far away | ✔ depends on $k$ alone | [7] T5 measured there; no Shaw model trained | ✘ learned entries (a fixed rule picks which) | ✔ one term per 2-D offset |
-# | RoPE [5] | ✔ even without a mask | ✔ $R_{m+k} = R_k R_m$ | [7] measured there | ✔ | [9] axial: chapter 9 argues it after its Exercise 3 |
+# | RoPE [5] | ✔ even without a mask | ✔ $R_{m+k} = R_k R_m$ | [7] measured there | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
 # | ALiBi [6] | ✔ the causal form (45 swaps of 45) and the non-symmetric one (171 of 171); the symmetric encoder form only ~: without a mask, a key $k$ before and one $k$ after look alike | ✔ bias $-m_h(i-j)$ | [7] measured there (and at the end of chapter 6) | ✔ fixed slopes (a variant in source `003` learns them) | ~ left and above share a bias |
 #
 # The notes below add only what the table's entries leave out.
@@ -446,9 +449,10 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # not on $n - m$; the normalised code's shift $+(k/m)\cdot\mathbf 1$ changes with the length $m$ (column
 # 2's cell for both).
 #
-# **Binary code.** The exact affine maps at some $k \ge 2^{d-2}$ are the table's end at work, not a rule:
-# with the positions wrapped around (mod $2^d$) the only one left is at $k = 2^{d-1}$ (chapter 2's
-# erratum 1; column 2's cell, $d$ = 4 to 6), so they earn no ~.
+# **Binary code.** Least squares finds exact affine maps at some $k \ge 2^{d-2}$; all but
+# $k = 2^{d-1}$ come from the table's edge (it stops at $2^d - 1$): with the positions wrapped around
+# (mod $2^d$) only $k = 2^{d-1}$ keeps a map, which flips the top bit (chapter 2's erratum 1; column 2's
+# cell, $d$ = 4 to 6). One offset of $2^d - 1$ earns no ~.
 #
 # **Learned absolute.** The ✔ in column 1 is a random table's, where training starts; no trained table
 # is checked. In n-D, ViT's one row per patch in raster order (Dosovitskiy et al. 2021, §3.1; after a row
@@ -472,9 +476,10 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # cell say. In the axial form each feature follows one axis only (for RoPE and the sinusoids, each pair
 # turns with one; column 5's cell, for RoPE). Whether that adds a 2-D fault is chapter 9's Exercise 3, left
 # to it on purpose; [chapter 9](09_beyond_1d.ipynb) answers it right after ("After Exercise 3: the additive
-# codes"), for axial RoPE and for every code added to the token. For an added code its argument assumes no
-# LayerNorm before the head: column 5 asks only what the 2-D form adds, while column 1 already grades what
-# a LayerNorm does to the code. Chapter 9's other 2-D forms are not graded in the map.
+# codes") and gives the mark, for axial RoPE and for every code added to the token. For an added code the
+# mark holds with no LayerNorm between the sum and the head; with one there, chapter 9's cell shows the
+# argument no longer applies, and the map leaves that setting ungraded. Chapter 9's other 2-D forms are
+# not graded in the map.
 #
 # **Where the map disagrees with source `001`.** `001` gives the integer code properties 1 to
 # 4 and binary codes properties 1 and 2. For the integer code and property 1, the map's ~ is the

@@ -1363,7 +1363,10 @@ _ = check.diagonal_head(answer)
 # is needed to prefer a diagonal, but not enough: it only removes what stood in the way. A pair that
 # reads both axes at once is built for it: mixed-frequency pairs, which RoPE-Mixed (Heo et al. 2024)
 # learns, break the identity (the cell checks one, turning by $\tfrac{\pi}{2}(\text{row} - \text{col})$),
-# and Exercise 3's head is built from such pairs.
+# and Exercise 3's head is built from such pairs. This gives the index's map its column 5 for the axial
+# rows: **~** for axial RoPE and for the axial integer, normalised, binary and sinusoidal codes (with no
+# LayerNorm between the sum and the head). Each axis is told apart as in 1-D, but no head scores both
+# main-diagonal neighbours above both anti-diagonal ones, a fault a line has no room for.
 
 # %% slideshow={"slide_type": "fragment"}
 side = pl.sinusoidal_positions(16, 8, dtype=torch.float64)  # 8 features for the row, 8 for the column
