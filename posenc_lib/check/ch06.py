@@ -157,8 +157,8 @@ def ring_bias(fn: Callable[[int, int, int], Any] | None) -> bool | None:
 # or away from zero (no torch dtype does) holds BLOOM's +m j row of a head with slope m = 2^-k: 8, 11 and 24 bits
 # (bfloat16's, float16's and float32's widths) and widths torch has no dtype for, up to 52 (every answer fits a
 # float64 exactly, so any number type can carry it). Each call may run SHARED_STEPS Python lines and create
-# SHARED_ELEMENTS tensor elements: a formula needs a few, a search over lengths, even one started next to the answer
-# with rounding written by hand, more.
+# SHARED_ELEMENTS tensor elements: a formula needs a few, a search over lengths from the start more. A few steps
+# started next to the answer fit, but knowing where to start is what the exercise asks.
 SHARED_STEPS, SHARED_ELEMENTS = 16, 4
 _SHARED_RIGHT = {  # sealed([p, k, ties, answer], "ch06.first_shared") per case
     (8, 1, "even"): "3028c7b41f96328e0a981e00",
@@ -206,7 +206,8 @@ def alibi_shared_bias(fn: Callable[[int, int, str], Any] | None) -> bool | None:
     """Exercise 2: fn(p, k, ties) -> the smallest length L at which BLOOM's +m_h j row, m = 2^-k, stored in a format
     of p significant bits (round to nearest, ties "even" or "away" from zero), gives the last query's two nearest
     keys (j = L - 1 and L - 2) the same bias. Each call may run SHARED_STEPS Python lines and create SHARED_ELEMENTS
-    tensor elements: a search over lengths, even a local one, is stopped."""
+    tensor elements: a search over lengths from the start is stopped. A short search that begins next to the
+    answer passes, but finding where to begin is the exercise."""
 
     def stored(n: int, bits: int, ties: str) -> int:
         """The whole number n rounded to `bits` significant bits (m = 2^-k scales every value alike, so the row's
@@ -576,7 +577,7 @@ def alibi_far_share(fn: Callable[[torch.Tensor, int, int], Any] | None) -> bool 
                               "are graded to 1e-9; work in float64")
             elif steep and (bool((got.float().double() == got).all()) and close(got, want, atol=0.0, rtol=1e-4)
                             or rounded_to_float32(got, m, T, L)):
-                # Review c06: a right form run in float32 and handed back as Python floats or float64 keeps
+                # a right form run in float32 and handed back as Python floats or float64 keeps
                 # float32's values, or its slopes or its ratio rounded to float32: name that rounding, not an
                 # approximation.
                 yield False, (f"{case}: close, but float32 rounding shows: some step ran in float32 (the slopes, "
