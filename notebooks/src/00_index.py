@@ -110,7 +110,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # Which method has which property: ✔ yes, ✘ no, ~ partly, – does not apply, ? not tested here. Brackets
 # hold chapter numbers: after a method's name, the chapters that treat it; in place of a mark ([7], [9]),
 # the chapter that gives the mark, after asking you to predict it. Read the map now as the route of the course.
-# Each chapter takes up what the one before left open, though not every one closes it. The map comes back at the end of this page with the rule behind each column and
+# Each chapter takes up what the one before left open, though not every one closes it. The map comes back further down this page, after the conventions, with the rule behind each column and
 # a reason for every entry it grades; read that one once the chapters have made its words familiar.
 # Two kinds of entry are left to a later chapter, which asks you to predict them first, so this page does
 # not give them away: column 3 for the five methods whose marks chapter 7 asks for ([7]; it trains learned
@@ -181,7 +181,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # | **offset** | key minus query, $j - i$ ($n - m$): negative for keys in the past. `pl.relative_positions(L)[i, j] == j - i` | Shaw's paper and T5's `relative_position` agree; source `004` writes Shaw's offset as $m-n$ (the same table upside down, ch. 4); Transformer-XL indexes its sinusoids by the signed distance $i-j$, and DeBERTa's $\delta$ is query minus key (ch. 4) |
 # | **distance** | $\lvert j - i\rvert$; for a causal model's past keys, $i - j \ge 0$. One signed exception: `pl.rope_scores_by_distance` takes $r = m - n$, query minus key, negative allowed (ch. 5 §8) | ALiBi's penalty $-m_h\,(i-j)$ is written with the distance ($m_h$ is a head's slope there, not a position; ch. 6) |
 # | RoPE | $R_m$ turns each pair **counter-clockwise** by $m\theta_j$: $(x, y) \mapsto (x\cos m\theta_j - y\sin m\theta_j,\ x\sin m\theta_j + y\cos m\theta_j)$, the matrix $[[\cos, -\sin], [\sin, \cos]]$ times a column vector, so $(1, 0)$ turns towards $(0, 1)$. Then $R_m^\top R_n = R_{n-m}$: the score of query $m$ and key $n$ is a function of the offset $n-m$ | source `004` prints $[[\cos, \sin], [-\sin, \cos]]$, which turns a column vector clockwise, beside code that turns counter-clockwise (ch. 5); RoFormer §3.1 writes the score as $g(x_m, x_n, m-n)$, the offset the other way round (ch. 5) |
-# | frequencies | $\theta_j = \text{base}^{-2j/d}$ for pair $j = 0 \dots d/2-1$ (base 10 000 unless said); pair $j$ at position $m$ turns by $m\theta_j$. Over $L$ tokens (positions $0 \dots L-1$), chapter 5's Exercise 2 asks for a full turn, $(L-1)\,\theta_j \ge 2\pi$; chapters 7 and 8 say a pair **completes a turn** when its wavelength $2\pi/\theta_j$ is at most $L$ (`pl.rope_inspect.turning_pairs`), which counts a pair at the boundary a fraction of a turn early. Each chapter states the count it uses | papers that count pairs from 1 write $\theta_i = \text{base}^{-2(i-1)/d}$ |
+# | frequencies | $\theta_j = \text{base}^{-2j/d}$ for pair $j = 0 \dots d/2-1$ (base 10 000 unless said); pair $j$ at position $m$ turns by $m\theta_j$. Over $L$ tokens, a pair **completes a turn** when its wavelength $2\pi/\theta_j$ is at most $L$ (`pl.rope_inspect.turning_pairs`; chapters 7 and 8). One exercise asks the exact question instead and says so: chapter 5's Exercise 2 wants the angle reached at the last position, $(L-1)\,\theta_j \ge 2\pi$. The two differ only for a pair whose wavelength lies between $L - 1$ and $L$ | papers that count pairs from 1 write $\theta_i = \text{base}^{-2(i-1)/d}$ |
 # | sinusoids | $p_i[2j] = \sin(i\theta_j)$, $p_i[2j+1] = \cos(i\theta_j)$ (Vaswani's interleaved order) | many codebases concatenate all sines, then all cosines (ch. 3 shows both) |
 # | pair layouts | `"interleaved"` pairs features $(2j, 2j+1)$ (RoFormer, Meta's complex-number code); `"half"` pairs $(j, j+d/2)$ (GPT-NeoX, Hugging Face's `rotate_half`) | the two are a fixed permutation apart (ch. 5) |
 # | binary codes | "bit $b$" is the bit worth $2^b$: bit 0 is the least significant and the fastest to flip, as pair 0 is the sinusoids' fastest pair. Codes are drawn and stored as numbers are written, most significant bit first: bit 0 is the **last** column of `pl.binary_positions`, while pair 0 is the **first** two columns of `pl.sinusoidal_positions` (the two tensors run in opposite directions) | source `001` numbers the bits from the left: its $p_{i,0}$ is the slowest bit, our bit $d-1$, and it writes the fastest as $p_{i,d}$ (counted from 0, the last of $d$ bits is $p_{i,d-1}$), our bit 0. Its example $p_1 = [0, 0, 1]$, $p_2 = [0, 1, 0]$ is drawn as ours is |
@@ -209,7 +209,7 @@ assert torch.allclose(pe[2, 0::2], torch.sin(2 * theta)) and torch.allclose(pe[2
 assert theta.argmax() == 0  # pair 0, the first two columns of the sinusoids, turns fastest
 # wavelengths 2 pi * (1, 10, 100, 1000) = 6.3, 63, 628, 6283: two pairs turn within 100 tokens, one within 62
 assert (pl.rope_inspect.turning_pairs(theta, 100), pl.rope_inspect.turning_pairs(theta, 62)) == (2, 1)
-assert pl.rope_inspect.turning_pairs(theta, 63) == 2 and 62 * theta[1] < 2 * math.pi  # the boundary: pair 1 counted early
+assert pl.rope_inspect.turning_pairs(theta, 63) == 2 and 62 * theta[1] < 2 * math.pi  # wavelength 62.8, between L - 1 and L: the two counts differ
 bits = pl.binary_positions(8, 3)
 assert bits[6].tolist() == [1, 1, 0]  # 6 = 110 in binary, drawn most significant bit first
 assert [int(b) for b in bits[:, -1]] == [0, 1] * 4  # the last column is bit 0, the fastest to flip
@@ -303,87 +303,6 @@ assert (sines[:-3] @ torch.linalg.lstsq(sines[:-3], sines[3:]).solution - sines[
 print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 1); sinusoids: an exact linear one")
 
 
-# %% [markdown] slideshow={"slide_type": "slide"}
-# ## About these notebooks
-#
-# **What "checked" means here.** Each statement about a number, a shape, an equality or an
-# ordering that a chapter makes in its text (a derivation's result, "the two outputs are
-# identical", "a shift by $k$ positions is one rotation $M_k$") is followed by a cell that asserts it,
-# so a notebook that runs top to bottom has checked its own text, on the instances its cells run. Statements about history
-# and about papers ("Press et al. report …") are cited, not asserted; statements about
-# what other libraries do are asserted by running them on tiny offline inputs through their
-# public API where the lock installs them (PyTorch, transformers), and cited otherwise (fairseq,
-# microsoft/DeBERTa); the few that only a library's code shows are checked in
-# `tests/test_upstream_claims.py`. Results of training runs are asserted as orderings only
-# where the seeds separate them; a higher mean without that separation is reported as a null or
-# thin result (chapters 6 to 9 say where).
-#
-# **Versions.** `make lab`, Binder and conda install the locked versions of
-# `requirements/lab.txt`; `make test` takes `requirements/test.txt`, the same versions plus the
-# test tools and, on Linux x86-64, Triton. Colab is the exception: each chapter's first cell keeps
-# Colab's own PyTorch and installs only the locked transformers there, so on Colab the last digits of
-# an output may differ from the stored ones. The stored outputs were made with the test lock (only
-# the appendix's Triton cell tells the two apart, and says so), and the claims about other
-# libraries were checked against these versions. The first code cell of this page prints the ones you run; a
-# chapter names a version only where a claim is about that version's code (chapter 9's erratum).
-#
-# **Devices.** The chapters compute on the CPU on every machine, GPU or not: their examples are
-# small, and the CPU prints the digits stored here and has float64. To use your GPU, start
-# JupyterLab with `POSENC_DEVICE=cuda` (or `mps`, or `auto` for the best one present): random inputs
-# are still drawn on the CPU, so only last digits may move; the experiments take `--device cuda`.
-
-# %% [markdown] slideshow={"slide_type": "slide"}
-# ## How to use these notebooks in class
-#
-# **Before the lecture.** `make lab` opens the notebooks in JupyterLab; run the chapter top to
-# bottom once (Run → Run All Cells), so that every widget is live. `make slides` builds a
-# reveal.js deck of each chapter from the same cells (`slide`, `subslide`, `fragment` and
-# `skip` are set on every cell); the deck shows the static figures and works offline, so
-# keep it as a fallback and switch to JupyterLab for the widgets.
-#
-# **During the lecture.** Every chapter follows the same rhythm: a paragraph says what the
-# next cell will show, the cell shows it and asserts it. Before running an assert, ask the
-# room to predict the outcome ("will the two dogs get the same output?"), then run it. Every
-# widget comes after a static figure of the same thing: explain the static figure, then move
-# the sliders.
-#
-# **Exercises.** Each chapter from 1 to 9 ends with 3–5 exercises; the appendix has two (a count of a training step's bytes, and an in-place backward rotation)
-# (`tests/test_notebooks_meta.py` checks both). A learner's cell prints
-# "not attempted yet" until it holds an answer; the checker then says what is right or wrong
-# and gives a hint. The worked solution sits in the next, collapsed cell, and a locked cell
-# checks it. To grade, `make student` writes the students' copies without the solutions
-# (nbgrader's `generate_assignment`) and `POSENC_GRADING=1 nbgrader autograde` scores the
-# returned ones (TEACHING.md, "Student copies and grading with nbgrader").
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# ### A 50-minute path per chapter
-#
-# Each chapter is one 50-minute session: 40 minutes along its path, from the slides or the
-# live notebook, with the widgets of the "show live" column shown in their sections, then 10
-# minutes to start the exercises assigned in class; the rest are homework. § numbers are the
-# chapter's sections, minutes in brackets; each row's minutes add up to 40, except rows 0 and 1:
-# chapter 0's 10 and chapter 1's 30 share one session. This is the one copy of the lecture plan (the README links here; `tests/test_notebooks_meta.py`
-# checks its sections, widgets and exercises against the chapters).
-#
-# | chapter | 50-minute path | show live | assign |
-# |---|---|---|---|
-# | 0 `00_index` | the first 10 minutes of the session on chapter 1: the five properties a positional encoding should have, and the map at a glance, column 3 left for chapter 7 and the axial entries of column 5 for chapter 9 (10) | — | — |
-# | 1 `01_why_positions` | §1 attention without positions, derive $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$ and why the softmax commutes (10), why a block with several heads keeps it and a causal mask breaks it (5) → §2–3 the dog demo, then add positions (5) → §4 permute the sentence: the two static figures, then the three predictions with the widget and their answers (10); §5 (the demo's weights and biases, the source's formula) as reading | §4 `permute_widget`: choose the order and the code (none, sinusoidal, one vector at every place, one repeating every 3 places), and let the room predict which rows light up | `passes_through`, `shift_not_shuffle` in class; `blind_query`, `causal_twins`, `changed_rows` at home |
-# | 2 `02_integer_binary` | §1 integer codes, their size against a normalised token, and the LayerNorm that erases them (8) → §2 normalised codes (3) → §3 binary codes: fast and slow bits, jumpy steps, source `002`'s reasons against them (8) → §4 "is there a fixed affine map to $p_{i+k}$?": let the room guess, run least squares, then the proof for every width (10) → §5 bits as sinusoids (3) → §6 learned tables: what they learn, the copied-rows control, why they stop at the training length (8) | §4 `misfit_widget` (binary, Gray and sinusoidal codes; try $k = 3$, then 16) | `bit_counter` in class; `exact_offsets`, `gray_wave` at home |
-# | 3 `03_sinusoids` | §1 the formula (10) → §2 heatmap (5) → §4 a shift by $k$ is one rotation $M_k$ (10) → §5 why a sine and a cosine (5) → §6 similarity vs distance, and when an attention score depends only on the offset (10); §3, §7–8 as reading | §2 `pe_widget`: d, length, base, layout; §6 `dot_widget`: base, range | `offset_from_codes` in class; `offset_only_score`, `slow_pairs` at home |
-# | 4 `04_relative` | §1 the four terms of an absolute score (10) → §2 Shaw (10) → §3 Transformer-XL and its relative shift (10) → §4 T5 buckets: the formula and the last bucket (10); §5 DeBERTa, §6 one view, §7 the methods side by side as reading | §4 buckets, max distance, bidirectional | `xl_rel_shift`, `t5_rows_read` in class; `t5_last_bucket`, `deberta_tied_rows` at home |
-# | 5 `05_rope` | §1 rotations (5) → §2 deriving RoPE in the complex plane (10) → §3 $R_m$ and the offset $n-m$ (5) → §4 q and k in every layer; v only if each output is rotated back (5) → §6 implementations, one or two forms (5) → §8 long-term decay (5) → §10 score pattern (5); §5 the worked example, §7, §9, §11 as reading | §8 `decay_widget`: d, base; §10 score map: d, base, start, angles in (with float32 angles the pattern survives a start of 100 000; with bf16 angles (bfloat16, a 16-bit float far coarser than float32) it breaks, §9's lesson) | `rope_undirected`, `rope_first_slow_pair` in class; `rope_tilted_frequencies` at home |
-# | 6 `06_alibi` | §1 slopes (10) → §2 bias matrices (10) → §3 the $+m_h j$ shortcut (5) → §4 ALiBi inside attention and a first look at longer inputs (10) → §6 which encodings fit linear attention (5); §5, §7 and the end section *Going further* (read after chapter 7: ALiBi's trained models past their training length) as reading | §4 the last query's weights: input length, heads H | `ring_bias`, `alibi_shared_bias` in class; `one_row_bias`, `alibi_far_share` at home |
-# | 7 `07_beyond` | §1 NoPE: the causal mask is a counter (10) → §2 why RoPE meets unseen angles past $L_0$, and PI, NTK, YaRN, Llama 3 (15) → §3 train short, test long: three tasks, three seeds, reading error bars; the attention of the trained models; the dictionary-moved control and the 84 placements (15); §3's "Going further" asides (the per-key ratio, the two-pair figure, how many orderings could be luck) as reading | §2 `scaling_widget` (the scale factor s, every method at once) | `counter_merge`, `stale_cache_pair` in class; `one_base_in_range` at home |
-# | 8 `08_rope_in_models` | §1 read a config: the table and the wavelength figure (5) → §2 partial, decoupled (DeepSeek) and proportional RoPE, fast and slow pairs, Gemma 3's bases (10) → §3 attention factors of Phi-3 and DeepSeek-V3 (5) → §4 q and k, not v naively; the KV cache, double rotation and stale caches (10) → §5 iRoPE: the temperature, chunked RoPE layers and the extrapolation run (10); §6 (check your own RoPE: `posenc-inspect`, `diagnose_rope`) as reading | §2 `fraction_widget`: the fraction $p$ and the base, partial against proportional | `cache_rotations`, `deepseek_mscales` in class; `needle_scale`, `context_shift` at home |
-# | 9 `09_beyond_1d` | §1 raster vs axial RoPE: the right and the lower neighbour, the (Δrow, Δcol) score map, then (t, h, w) (10) → §2 MRoPE: text at (p, p, p) is 1-D RoPE, the mixed-sequence ids and why they continue at max + 1, which pairs turn with which axis (10) → §3 CoPE: open gates give relative positions, gates on "." count sentences, what counting costs (10) → the flip-flop results (a task: each read must return the last bit written, past instructions to ignore) (10); errata as reading | §1 `grid_widget`: move the query patch, axial against raster; §2 `allocation_widget`: build an allocation; §3 `gate_widget`: the gate logits on full stops and on words | `previous_frame_head`, `two_counters` in class; `diagonal_head` at home |
-# | A `10_making_it_fast` | reading only: the appendix on speed (loops vs vectorised calls, passes over memory, the C kernel, the Triton kernel under Triton's interpreter) | — | `tables_in_a_step`, `rotate_back_in_place` at home |
-#
-# A short course takes chapters 1, 3, 5 and 6 (and 7 if time allows), with chapter 2's §5, which chapter 3
-# builds on; a single guest
-# lecture on RoPE can take the slides of chapter 5 alone.
-
-
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ## The map again, with the evidence
 #
@@ -431,7 +350,7 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # | integer $i\cdot\mathbf 1$ [2] | ~ a LayerNorm erases it | ✔ affine, yet a head's scores not offset-only | ? not trained; its values grow without bound | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
 # | normalised $i/m$ [2] | ~ a LayerNorm erases it | ✘ one map per length ($p_0$ is the same at every length, $p_3$ is not) | ? not trained; every code changes with the length, as position interpolation's angles do (chapter 7 §2) | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
 # | binary [2] | ~ up to $2^d$ positions; behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge | ✘ no affine map for small $k$ | ? not trained; past $2^b$ positions a bit training never set | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
-# | sinusoidal [3] | ✔ even behind a LayerNorm (512 positions at $d = 16$ checked) | ✔ a rotation $M_k$, yet a random head's scores not offset-only | [7] measured there | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
+# | sinusoidal [3] | ✔ even behind a LayerNorm (the swap test; and all 512 codes at $d = 16$ stay distinct after one) | ✔ a rotation $M_k$, yet a random head's scores not offset-only | [7] measured there | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
 # | learned absolute [2, 7] | ✔ distinct rows, even behind a LayerNorm | ? a random table has none, but training could make one; no trained table checked | ✘ no rows past `max_len` | ✘ learned | ~ rows depend on the grid's width |
 # | relative: Shaw, T5 [4] | ~ offsets, clipped far away | ✔ depends on $k$ alone | [7] T5 measured there; no Shaw model trained | ✘ learned entries (a fixed rule picks which) | ✔ one term per 2-D offset |
 # | RoPE [5] | ✔ even without a mask | ✔ $R_{m+k} = R_k R_m$ | [7] measured there | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
@@ -452,7 +371,7 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # **Binary code.** Least squares finds exact affine maps at some $k \ge 2^{d-2}$; all but
 # $k = 2^{d-1}$ come from the table's edge (it stops at $2^d - 1$): with the positions wrapped around
 # (mod $2^d$) only $k = 2^{d-1}$ keeps a map, which flips the top bit (chapter 2's erratum 1; column 2's
-# cell, $d$ = 4 to 6). One offset of $2^d - 1$ earns no ~.
+# cell, $d$ = 4 to 6). One offset out of all $2^d - 1$ earns no ~.
 #
 # **Learned absolute.** The ✔ in column 1 is a random table's, where training starts; no trained table
 # is checked. In n-D, ViT's one row per patch in raster order (Dosovitskiy et al. 2021, §3.1; after a row
@@ -721,9 +640,7 @@ print("untrained rows: integer code, d = 64: ||p_1000|| =", int(pl.integer_posit
 
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# **Column 5, checked in the next cell.** Give the sinusoids half of the features for the row and half
-# for the column, and a shift by (3 rows, 5 columns) is one rotation for every position of a 16 × 16
-# grid, turning the row's features and the column's apart. A relative bias with one entry per 2-D
+# **Column 5, checked in the next cell**, for the rows it grades here. A relative bias with one entry per 2-D
 # offset (key minus query, in rows and in columns) reads four different entries of its table for the
 # patches left, right, above and below a query, the same four for another query. The map's 2-D ALiBi (a
 # slope times the distance) gives all four one bias, the two before the query in raster order included.
@@ -738,19 +655,8 @@ print("untrained rows: integer code, d = 64: ||p_1000|| =", int(pl.integer_posit
 # another row, so the rows depend on the grid's width.
 
 # %% slideshow={"slide_type": "fragment"}
-# Column 5: a 2-D shift of the sinusoids is one rotation; 2-D offsets; axial RoPE
+# Column 5: 2-D offsets (relative, ALiBi), axial RoPE, raster order (NoPE, learned)
 g = torch.Generator().manual_seed(3)  # this cell's own draws: it runs the same alone
-side = pl.sinusoidal_positions(16, 4, dtype=torch.float64)  # 4 features for the row, 4 for the column
-grid = torch.cat([side[:, None].expand(16, 16, 4), side[None, :].expand(16, 16, 4)], dim=-1)  # (row, col, 8)
-assert torch.unique(grid.reshape(256, 8), dim=0).shape[0] == 256  # 256 positions, 256 codes
-src, dst = grid[:-3, :-5].reshape(-1, 8), grid[3:, 5:].reshape(-1, 8)  # every (r, c) -> (r + 3, c + 5) in the grid
-shift = torch.linalg.lstsq(src, dst).solution  # the best single linear map for all of them
-assert (src @ shift - dst).norm() < 1e-9  # exact: one map moves every position by (3, 5)
-torch.testing.assert_close(shift.T @ shift, torch.eye(8, dtype=torch.float64))  # orthogonal ...
-assert torch.linalg.det(shift) > 0  # ... and no reflection: a rotation
-assert shift[:4, 4:].abs().max() < 1e-9 and shift[4:, :4].abs().max() < 1e-9  # rows and columns turn apart
-print("2-D sinusoids, 16 x 16 grid: 256 distinct codes; a shift by (3, 5) is one rotation")
-
 rows, cols = torch.meshgrid(torch.arange(4), torch.arange(4), indexing="ij")  # a 4 x 4 grid of patches
 place = torch.stack([rows.flatten(), cols.flatten()], dim=-1)  # (16, 2): patch -> (row, column)
 offset = place[None, :] - place[:, None]  # (query, key, 2): key minus query, as in 1-D
@@ -773,3 +679,84 @@ assert (raster(0, 3, 4), raster(1, 0, 4)) == (3, 4)  # 3 columns apart, adjacent
 assert raster(1, 0, 4) - raster(0, 0, 4) == 4  # right below: 4 indices apart
 assert raster(1, 0, 4) != raster(1, 0, 6)  # a learned row per raster index: the same patch, rows 4 and 6
 print("raster index of the patch at row 1, column 0, on a 4- and a 6-wide grid:", raster(1, 0, 4), raster(1, 0, 6))
+
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## About these notebooks
+#
+# **What "checked" means here.** Each statement about a number, a shape, an equality or an
+# ordering that a chapter makes in its text (a derivation's result, "the two outputs are
+# identical", "a shift by $k$ positions is one rotation $M_k$") is followed by a cell that asserts it,
+# so a notebook that runs top to bottom has checked its own text, on the instances its cells run. Statements about history
+# and about papers ("Press et al. report …") are cited, not asserted; statements about
+# what other libraries do are asserted by running them on tiny offline inputs through their
+# public API where the lock installs them (PyTorch, transformers), and cited otherwise (fairseq,
+# microsoft/DeBERTa); the few that only a library's code shows are checked in
+# `tests/test_upstream_claims.py`. Results of training runs are asserted as orderings only
+# where the seeds separate them; a higher mean without that separation is reported as a null or
+# thin result (chapters 6 to 9 say where).
+#
+# **Versions.** `make lab`, Binder and conda install the locked versions of
+# `requirements/lab.txt`; `make test` takes `requirements/test.txt`, the same versions plus the
+# test tools and, on Linux x86-64, Triton. Colab is the exception: each chapter's first cell keeps
+# Colab's own PyTorch and installs only the locked transformers there, so on Colab the last digits of
+# an output may differ from the stored ones. The stored outputs were made with the test lock (only
+# the appendix's Triton cell tells the two apart, and says so), and the claims about other
+# libraries were checked against these versions. The first code cell of this page prints the ones you run; a
+# chapter names a version only where a claim is about that version's code (chapter 9's erratum).
+#
+# **Devices.** The chapters compute on the CPU on every machine, GPU or not: their examples are
+# small, and the CPU prints the digits stored here and has float64. To use your GPU, start
+# JupyterLab with `POSENC_DEVICE=cuda` (or `mps`, or `auto` for the best one present): random inputs
+# are still drawn on the CPU, so only last digits may move; the experiments take `--device cuda`.
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## How to use these notebooks in class
+#
+# **Before the lecture.** `make lab` opens the notebooks in JupyterLab; run the chapter top to
+# bottom once (Run → Run All Cells), so that every widget is live. `make slides` builds a
+# reveal.js deck of each chapter from the same cells (`slide`, `subslide`, `fragment` and
+# `skip` are set on every cell); the deck shows the static figures and works offline, so
+# keep it as a fallback and switch to JupyterLab for the widgets.
+#
+# **During the lecture.** Every chapter follows the same rhythm: a paragraph says what the
+# next cell will show, the cell shows it and asserts it. Before running an assert, ask the
+# room to predict the outcome ("will the two dogs get the same output?"), then run it. Every
+# widget comes after a static figure of the same thing: explain the static figure, then move
+# the sliders.
+#
+# **Exercises.** Each chapter from 1 to 9 ends with 3–5 exercises; the appendix has two (a count of a training step's bytes, and an in-place backward rotation)
+# (`tests/test_notebooks_meta.py` checks both). A learner's cell prints
+# "not attempted yet" until it holds an answer; the checker then says what is right or wrong
+# and gives a hint. The worked solution sits in the next, collapsed cell, and a locked cell
+# checks it. To grade, `make student` writes the students' copies without the solutions
+# (nbgrader's `generate_assignment`) and `POSENC_GRADING=1 nbgrader autograde` scores the
+# returned ones (TEACHING.md, "Student copies and grading with nbgrader").
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### A 50-minute path per chapter
+#
+# Each chapter is one 50-minute session: 40 minutes along its path, from the slides or the
+# live notebook, with the widgets of the "show live" column shown in their sections, then 10
+# minutes to start the exercises assigned in class; the rest are homework. § numbers are the
+# chapter's sections, minutes in brackets; each row's minutes add up to 40, except rows 0 and 1:
+# chapter 0's 10 and chapter 1's 30 share one session. This is the one copy of the lecture plan (the README links here; `tests/test_notebooks_meta.py`
+# checks its sections, widgets and exercises against the chapters).
+#
+# | chapter | 50-minute path | show live | assign |
+# |---|---|---|---|
+# | 0 `00_index` | the first 10 minutes of the session on chapter 1: the five properties a positional encoding should have, and the map at a glance, column 3 left for chapter 7 and the axial entries of column 5 for chapter 9 (10) | — | — |
+# | 1 `01_why_positions` | §1 attention without positions, derive $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$ and why the softmax commutes (10), why a block with several heads keeps it and a causal mask breaks it (5) → §2–3 the dog demo, then add positions (5) → §4 permute the sentence: the two static figures, then the three predictions with the widget and their answers (10); §5 (the demo's weights and biases, the source's formula) as reading | §4 `permute_widget`: choose the order and the code (none, sinusoidal, one vector at every place, one repeating every 3 places), and let the room predict which rows light up | `passes_through`, `shift_not_shuffle` in class; `blind_query`, `causal_twins`, `changed_rows` at home |
+# | 2 `02_integer_binary` | §1 integer codes, their size against a normalised token, and the LayerNorm that erases them (8) → §2 normalised codes (3) → §3 binary codes: fast and slow bits, jumpy steps, source `002`'s reasons against them (8) → §4 "is there a fixed affine map to $p_{i+k}$?": let the room guess, run least squares, then the proof for every width (10) → §5 bits as sinusoids (3) → §6 learned tables: what they learn, the copied-rows control, why they stop at the training length (8) | §4 `misfit_widget` (binary, Gray and sinusoidal codes; try $k = 3$, then 16) | `bit_counter` in class; `exact_offsets`, `gray_wave` at home |
+# | 3 `03_sinusoids` | §1 the formula (10) → §2 heatmap (5) → §4 a shift by $k$ is one rotation $M_k$ (10) → §5 why a sine and a cosine (5) → §6 similarity vs distance, and when an attention score depends only on the offset (10); §3, §7–8 as reading | §2 `pe_widget`: d, length, base, layout; §6 `dot_widget`: base, range | `offset_from_codes` in class; `offset_only_score`, `slow_pairs` at home |
+# | 4 `04_relative` | §1 the four terms of an absolute score (10) → §2 Shaw (10) → §3 Transformer-XL and its relative shift (10) → §4 T5 buckets: the formula and the last bucket (10); §5 DeBERTa, §6 one view, §7 the methods side by side as reading | §4 buckets, max distance, bidirectional | `xl_rel_shift`, `t5_rows_read` in class; `t5_last_bucket`, `deberta_tied_rows` at home |
+# | 5 `05_rope` | §1 rotations (5) → §2 deriving RoPE in the complex plane (10) → §3 $R_m$ and the offset $n-m$ (5) → §4 q and k in every layer; v only if each output is rotated back (5) → §6 implementations, one or two forms (5) → §8 long-term decay (5) → §10 score pattern (5); §5 the worked example, §7, §9, §11 as reading | §8 `decay_widget`: d, base; §10 score map: d, base, start, angles in (with float32 angles the pattern survives a start of 100 000; with bf16 angles (bfloat16, a 16-bit float far coarser than float32) it breaks, §9's lesson) | `rope_undirected`, `rope_first_slow_pair` in class; `rope_tilted_frequencies` at home |
+# | 6 `06_alibi` | §1 slopes (10) → §2 bias matrices (10) → §3 the $+m_h j$ shortcut (5) → §4 ALiBi inside attention and a first look at longer inputs (10) → §6 which encodings fit linear attention (5); §5, §7 and the end section *Going further* (read after chapter 7: ALiBi's trained models past their training length) as reading | §4 the last query's weights: input length, heads H | `ring_bias`, `alibi_shared_bias` in class; `one_row_bias`, `alibi_far_share` at home |
+# | 7 `07_beyond` | §1 NoPE: the causal mask is a counter (10) → §2 why RoPE meets unseen angles past $L_0$, and PI, NTK, YaRN, Llama 3 (15) → §3 train short, test long: three tasks, three seeds, reading error bars; the attention of the trained models; the dictionary-moved control and the 84 placements (15); §3's "Going further" asides (the per-key ratio, the two-pair figure, how many orderings could be luck) as reading | §2 `scaling_widget` (the scale factor s, every method at once) | `counter_merge`, `stale_cache_pair` in class; `one_base_in_range` at home |
+# | 8 `08_rope_in_models` | §1 read a config: the table and the wavelength figure (5) → §2 partial, decoupled (DeepSeek) and proportional RoPE, fast and slow pairs, Gemma 3's bases (10) → §3 attention factors of Phi-3 and DeepSeek-V3 (5) → §4 q and k, not v naively; the KV cache, double rotation and stale caches (10) → §5 iRoPE: the temperature, chunked RoPE layers and the extrapolation run (10); §6 (check your own RoPE: `posenc-inspect`, `diagnose_rope`) as reading | §2 `fraction_widget`: the fraction $p$ and the base, partial against proportional | `cache_rotations`, `deepseek_mscales` in class; `needle_scale`, `context_shift` at home |
+# | 9 `09_beyond_1d` | §1 raster vs axial RoPE: the right and the lower neighbour, the (Δrow, Δcol) score map, then (t, h, w) (10) → §2 MRoPE: text at (p, p, p) is 1-D RoPE, the mixed-sequence ids and why they continue at max + 1, which pairs turn with which axis (10) → §3 CoPE: open gates give relative positions, gates on "." count sentences, what counting costs (10) → the flip-flop results (a task: each read must return the last bit written, past instructions to ignore) (10); errata as reading | §1 `grid_widget`: move the query patch, axial against raster; §2 `allocation_widget`: build an allocation; §3 `gate_widget`: the gate logits on full stops and on words | `previous_frame_head`, `two_counters` in class; `diagonal_head` at home |
+# | A `10_making_it_fast` | reading only: the appendix on speed (loops vs vectorised calls, passes over memory, the C kernel, the Triton kernel under Triton's interpreter) | — | `tables_in_a_step`, `rotate_back_in_place` at home |
+#
+# A short course takes chapters 1, 3, 5 and 6 (and 7 if time allows), with chapter 2's §5, which chapter 3
+# builds on; a single guest
+# lecture on RoPE can take the slides of chapter 5 alone.

@@ -1283,8 +1283,8 @@ _ = check.previous_frame_head(answer)
 # from vectors: query $i$'s gate on key $\ell$ is $\sigma(q_i \cdot k_\ell / \sqrt{d})$, and each kind of
 # token has one key. Give one head two counters that share those keys: a query `q_sentence` whose
 # CoPE positions count the full stops between a key and the query, and a query `q_clause` whose
-# positions count the commas and full stops, each to within 0.05 over a text of about 40 words,
-# commas and full stops. Write `two_counters(d)` returning `(q_sentence, q_clause, k_word,
+# positions count the commas and full stops, each to within 0.05 over a text of 33 tokens (words,
+# commas and full stops). Write `two_counters(d)` returning `(q_sentence, q_clause, k_word,
 # k_comma, k_stop)`, each of `d` numbers; the checker tries $d$ = 8 and 32 on a text of its own.
 # Build the vectors from the gates you want; searching or fitting for them inside the function is
 # not allowed (try your vectors outside it).
@@ -1302,8 +1302,8 @@ def two_counters(d):
     # Six gates: the sentence query opens on full stops only, the clause query on commas and full stops, both
     # stay shut on words. One feature per question a query asks ("ends a sentence?", "ends a clause?"), and
     # every key answers both with +1 or -1: a key with 0 in a query's feature would get sigmoid(0) = 1/2, a
-    # half-open gate. Each gate must be within about 0.05 / 40 of 0 or 1 over the text, so |q . k| / sqrt(d)
-    # must exceed ln(800) = 6.7: the query grows with sqrt(d).
+    # half-open gate. Each gate must be within about 0.05 / 33 of 0 or 1 over the text, so |q . k| / sqrt(d)
+    # must exceed ln(660) = 6.5: the query grows with sqrt(d).
     k_word, k_comma, k_stop = (torch.zeros(d) for _ in range(3))
     k_word[:2], k_comma[:2], k_stop[:2] = torch.tensor([-1.0, -1.0]), torch.tensor([-1.0, 1.0]), torch.tensor([1.0, 1.0])
     q_sentence, q_clause = torch.zeros(d), torch.zeros(d)
