@@ -370,6 +370,88 @@ def test_no_right_estimate_lies_within_a_position_of_a_scaled_merge():
                    for p, a in ch07._MERGE_CASES for q in range(8, min(p, 21)))
 
 
+def merges_up_to(top):
+    """Every scale's first merge in formats of 9 to `top` bits, walked by the test's own exact rounding."""
+    return {(q, a): first_merge_exact(q, a, int(min(merge_estimate(q, a) * 0.998, merge_estimate(q, a) - 4)))
+            for q in range(9, top + 1) for a in {a for _, a in ch07._MERGE_CASES}}
+
+
+@pytest.mark.parametrize("q", [10, 11, 12, 13])
+def test_counter_merge_refuses_a_simulated_narrower_format_doubled_and_nudged(q, capsys):
+    """The cold reader's next disguise: the q-bit search scaled up, then moved by one factor (0.5 % to 2 % either
+    way) so that no case lies within a position of the scaled merge. Several pass on the numbers alone (13 bits
+    times 1.005 among them); every one is refused as a scaled search, with the format named, no merge printed."""
+    exact = {(p, a): first_merge_exact(p, a, int(merge_estimate(p, a) * 0.999)) for p, a in ch07._MERGE_CASES
+             if p <= 24}
+    passing = 0
+    for nudge in (0.98, 0.99, 0.995, 1.005, 1.01, 1.02):
+        answer = lambda p, a: merge_in_simulated_format(min(p, q), a) * 2.0 ** (p - min(p, q)) * nudge  # noqa: E731
+        passing += all(abs(answer(*k) / exact[k] - 1) < 0.02 for k in exact)
+        ok, out = run(check.counter_merge, answer, capsys)
+        assert ok is False and f"narrower format ({q} bits), doubled per extra bit" in out, (nudge, out)
+        assert "moved by one factor" in out and "hint" in out and "all correct" not in out
+        assert not any(str(v) in out for v in exact.values()) and str(merge_in_simulated_format(q, 1.0)) not in out
+        assert "large" not in out and "small" not in out and "sqrt" not in out
+    assert passing >= 1  # the disguise would pass, so the refusal is what stops it
+    if q == 13:
+        assert all(abs(merge_in_simulated_format(13, a) * 2.0 ** (p - 13) * 1.005 / exact[p, a] - 1) < 0.02
+                   for p, a in exact if p > 13)  # the finding: 13 bits, times 1.005, within 2 % everywhere
+
+
+def test_counter_merge_refuses_a_nudged_merge_with_q_by_case_or_from_a_walk(capsys):
+    """The nudge on a q chosen case by case (11 bits up to p = 13, 12 beyond), and on formats no budget fits (14 and
+    15 bits, walked here): refused, both formats named."""
+    ok, out = run(check.counter_merge, lambda p, a: merge_searched_with_q_by_case(p, a) * 1.006, capsys)
+    assert ok is False and "narrower format (11 and 12 bits), doubled per extra bit" in out and "moved" in out
+    merges = merges_up_to(15)
+    for q, nudge in ((14, 0.99), (14, 1.005), (15, 0.995), (15, 1.008)):
+        ok, out = run(check.counter_merge, lambda p, a: merges[min(p, q), a] * 2.0 ** (p - min(p, q)) * nudge, capsys)
+        assert ok is False and f"narrower format ({q} bits)" in out and "moved by one factor" in out, (q, out)
+
+
+def test_no_right_estimate_matches_a_nudged_merge():
+    """The nudged refusal spares right answers, with room: the estimate, or the exact merge, times any factor that
+    keeps it within 2 % (steps of 0.05 %), is not within even two positions of one factor (within 4 % of 1) times
+    narrower formats' first merges scaled up, for all cases wider than 11 or 13 bits, written here independently
+    of the checker. Formats of 9 to 24 bits are walked; wider ones are held to a position of less than 1e-6 of the
+    merge, which no estimate meets by chance. A few right answers also go through the checker itself."""
+    merges = merges_up_to(24)
+    exact = {(p, a): first_merge_exact(p, a, int(merge_estimate(p, a) * (0.999 if p <= 24 else 0.9995)))
+             for p, a in ch07._MERGE_CASES}
+
+    def one_factor(got, cases, positions):
+        spans = {(p, a): [((got[p, a] - positions * 2.0 ** (p - q) - 1) / (merges[q, a] * 2.0 ** (p - q)),
+                           (got[p, a] + positions * 2.0 ** (p - q) + 1) / (merges[q, a] * 2.0 ** (p - q)))
+                          for q in range(9, min(p, 25))] for p, a in cases}
+        return any(all(any(lo <= c <= hi for lo, hi in spans[k]) for k in cases)
+                   for c in [0.96, 1.04] + [lo for k in cases for lo, _ in spans[k]] if 0.96 <= c <= 1.04)
+
+    tried = 0
+    for factor in np.arange(0.98, 1.02, 0.0005):
+        for right in ({k: factor * merge_estimate(*k) for k in exact}, {k: factor * exact[k] for k in exact}):
+            if all(abs(right[k] / exact[k] - 1) <= 0.02 for k in exact):
+                tried += 1
+                for t in (11, 13):
+                    assert not one_factor(right, [k for k in exact if k[0] > t], positions=2), (factor, t)
+    assert tried > 100
+    # the checker's reach: from 8 bits no one factor brings every case within 2 %; from 9 to 15, none needs 3 %
+    low = {(q, a): first_merge_exact(q, a) for q in (8,) for a in {a for _, a in ch07._MERGE_CASES}} | merges
+    for q in range(8, 16):
+        fits = [f for f in np.arange(0.9, 1.1, 0.0005) if all(
+            abs(f * (low[q, a] * 2.0 ** (p - q) if q < p else exact[p, a]) / exact[p, a] - 1) <= 0.02
+            for p, a in exact)]
+        assert (not fits) if q == 8 else (fits and all(abs(f - 1) < 0.03 for f in fits)), (q, fits)
+    # the doubled search itself is caught by the same rule, so the rule is the checker's
+    nudged = {(p, a): merges[13, a] * 2.0 ** (p - 13) * 1.005 for p, a in exact if p > 13}
+    assert one_factor(nudged, list(nudged), positions=1)
+
+
+@pytest.mark.parametrize("factor", [0.993, 0.997, 1.0, 1.004, 1.008, 1.012, 1.016])
+def test_counter_merge_accepts_the_estimate_times_a_factor(factor, capsys):
+    ok, out = run(check.counter_merge, lambda p, a: factor * merge_estimate(p, a), capsys)
+    assert ok is True and "all correct!" in out, out
+
+
 @pytest.mark.parametrize("search, says", [(merge_by_walking, "a search over positions"),
                                           (merge_by_bisection_then_walk, "a search over positions"),
                                           (merge_by_grid, "elements")])

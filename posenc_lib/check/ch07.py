@@ -48,6 +48,12 @@ def _library_shortcuts() -> tuple[tuple[Any, str, str], ...]:
 _MERGE_CASES = ((11, 1.0), (13, 3.0), (16, 0.7), (20, 100.0), (24, 1.0), (24, 1.5), (30, 0.3), (30, 1.9),
                 (30, 0.25), (30, 5.0), (24, 2.55), (30, 0.62), (20, 5.14))
 _MERGE_RTOL = 0.02  # an estimate within 2 % of the first merge
+# A scaled-up merge moved by one factor for every case (a nudge that hides it from the refusal within a position):
+# factors within 4 % of 1 cover every nudge that brings such a search within 2 % (none needs more than 3 %), from
+# narrower formats of 9 bits on (from 8 bits no one factor brings every case within 2 %), for all cases wider than
+# 11 or 13 bits at once. tests/test_check_ch07.py shows the right estimate, or the exact merge, times any factor that
+# keeps it within 2 %, clear of such a match even at two positions.
+_NUDGE = 0.04
 
 
 def counter_merge(answer: Callable[[int, float], Any] | None) -> bool | None:
@@ -126,12 +132,31 @@ def counter_merge(answer: Callable[[int, float], Any] | None) -> bool | None:
         widths = sorted({p for p, _ in got})
         doubled = next(([near[k] for k in got if k[0] > t] for t in widths[:-1] + [widths[-1] - 1]
                         if all(k in near for k in got if k[0] > t)), None)
-        if doubled is not None:  # within one position of a narrower format's first merge, for every wider case
-            qs = sorted(set(doubled))
+
+        def one_factor(cases):
+            """The narrower format (q from 9, one per case) whose first merge, scaled up and times one factor c
+            shared by every case (within _NUDGE of 1), lies within a position of each answer, or None."""
+            spans = {(p, a): [((got[p, a] - 2.0 ** (p - q) - 1) / (merges[q, a] * 2.0 ** (p - q)),
+                               (got[p, a] + 2.0 ** (p - q) + 1) / (merges[q, a] * 2.0 ** (p - q)), q)
+                              for q in range(p - 1, 8, -1)] for p, a in cases}  # the widest q first
+            for c in sorted({1 - _NUDGE, 1 + _NUDGE} | {lo for k in cases for lo, _, _ in spans[k]}):
+                if abs(c - 1) <= _NUDGE:
+                    qs = [next((q for lo, hi, q in spans[k] if lo <= c <= hi), None) for k in cases]
+                    if None not in qs:
+                        return qs
+            return None
+
+        nudged = None
+        if doubled is None:  # the same, times one factor: every case wider than 11 bits, or wider than 13
+            nudged = next((qs for t in widths[:2] if (qs := one_factor([k for k in got if k[0] > t]))), None)
+        if doubled is not None or nudged is not None:  # a narrower format's first merge, for every wider case
+            qs = sorted(set(doubled or nudged))
             named = str(qs[0]) if len(qs) == 1 else ", ".join(map(str, qs[:-1])) + f" and {qs[-1]}"
+            moved = "" if doubled is not None else ", then moved by one factor shared by every case"
             yield False, (f"your estimate is the first merge of a narrower format ({named} bits), doubled per extra "
-                          "bit: that is a search over positions, run where it fits the budget and scaled up, not "
-                          "a prediction; predict where the format's spacing first lets neighbours merge, for any p")
+                          f"bit{moved}: that is a search over positions, run where it fits the budget and scaled up, "
+                          "not a prediction; predict where the format's spacing first lets neighbours merge, for "
+                          "any p")
             return
         if not wrong:
             yield True, (f"within 2 % of the first merge for {len(_MERGE_CASES)} formats and scales, p from 11 to 30: "
