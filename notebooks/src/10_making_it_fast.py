@@ -1505,8 +1505,9 @@ print(f"attention written out: the step's bytes x {total_bytes(eager_with) / tot
 # embedding and output weights, vocab · d_model each, and their updates: a larger vocabulary can only lower
 # RoPE's share. The cell varies it too, at d_model = 64 and 512 on the 8 sequences, with 1024 and 8192 tokens:
 # RoPE's bytes stay exactly as they were, the rest of the step grows by 13 (d_model = 64) and 23 (512) times the
-# logits' added bytes, more at 512 where each added token brings wider weights, and the share falls at both
-# widths, at 8192 tokens to about 0.05 at d_model = 64 and 0.12 at 512. So the quarter above is also a share for
+# logits' added bytes, more at 512 where each added token brings wider weights: less 22 times the added weights'
+# bytes (the part that does not grow with the tokens, above), both widths come to about 12 times. The share falls
+# at both widths, at 8192 tokens to about 0.05 at d_model = 64 and 0.12 at 512. So the quarter above is also a share for
 # this small vocabulary.
 
 # %% slideshow={"slide_type": "fragment"}
@@ -1571,12 +1572,19 @@ logits_bytes = {v: 8 * 255 * v * 4 for v in vocabs}  # the logits, float32
 rest_per_logit = {w: (by_vocab[w, 8192][1] - by_vocab[w, 64][1]) / (logits_bytes[8192] - logits_bytes[64])
                   for w in (64, 512)}
 assert [round(rest_per_logit[w]) for w in (64, 512)] == [13, 23]  # the logits and their own, and the wider weights
+added_weights = {w: sum(p.numel() * p.element_size() for p in pl.TinyDecoder(pl.DecoderConfig(
+    vocab_size=8192, positional="none", max_len=256, d_model=w, num_heads=w // 16, d_ff=4 * w)).parameters())
+    - param_bytes[w] for w in (64, 512)}  # the embedding's and the output layer's added rows
+per_logit_less_weights = {w: rest_per_logit[w] - fixed_part[w] / param_bytes[w] * added_weights[w]
+                          / (logits_bytes[8192] - logits_bytes[64]) for w in (64, 512)}
+assert all(11.5 < per_logit_less_weights[w] < 12.5 for w in (64, 512))  # the weights' part taken out: about 12
 assert round(share_by_vocab[64, 8192], 2) == 0.05 and round(share_by_vocab[512, 8192], 2) == 0.12
 print("vocabulary  RoPE's share of a step's bytes (8 sequences): d_model = 64, 512")
 for v in vocabs:
     print(f"{v:10d}  {share_by_vocab[64, v]:.3f}  {share_by_vocab[512, v]:.3f}")
 print(f"the rest's added bytes over the logits' added bytes, vocab 64 -> 8192: {rest_per_logit[64]:.1f} at "
-      f"d_model = 64, {rest_per_logit[512]:.1f} at 512; RoPE's bytes unchanged")
+      f"d_model = 64, {rest_per_logit[512]:.1f} at 512; less 22 times the added weights' bytes: "
+      f"{per_logit_less_weights[64]:.1f} and {per_logit_less_weights[512]:.1f}; RoPE's bytes unchanged")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Errata in the sources
