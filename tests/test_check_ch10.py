@@ -406,7 +406,7 @@ def test_the_appendix_quotes_the_triton_kernel_as_it_is():
     source = (root / "posenc_lib/kernels/triton_rope.py").read_text()
     kernel = {line.strip() for line in source.splitlines()}
     quoted = chapter.split("# ```python\n", 1)[1].split("# ```\n", 1)[0].splitlines()
-    assert len(quoted) == 10
+    assert len(quoted) == 18
     for line in quoted:
         assert line.startswith("# ") and line[2:].strip() in kernel, line
     # the prose after it names the option that keeps torch's rounding: the kernel must still set it
@@ -669,26 +669,15 @@ def test_the_appendix_quotes_the_benchmarks_readme_as_it_is():
     checked.add("small_bench")
 
     h200 = {(row["dtype"], int(row["L"])): row for row in _readme_table("First GPU run of this tree")}
-    for seq, (bf16, f32) in quoted["bound_ms"].items():
-        assert (bf16, f32) == (_number(h200["bfloat16", seq]["bound (ms)"]), _number(h200["float32", seq]["bound (ms)"]))
-    at_16384, at_4096 = h200["bfloat16", 16384], h200["bfloat16", 4096]
-    for name, column in (("clone", "clone"), ("hf_eager", "HF eager"), ("lib_fn", "`apply_rope`"),
-                         ("lib_module", "module"), ("hf_compiled", "HF compiled"),
-                         ("lib_compiled", "`apply_rope_compiled`")):
-        assert quoted[name] == _number(at_16384[column]), name
+    at_16384 = h200["bfloat16", 16384]
+    assert quoted["clone"] == _number(at_16384["clone"])
     assert quoted["kernel_alone"] == {"tables": _number(at_16384["Triton, tables"]),
                                       "registers": _number(at_16384["Triton, registers"])}
-    assert quoted["at_4096"] == {"hf eager": _number(at_4096["HF eager"]), "module": _number(at_4096["module"]),
-                                 "apply_rope": _number(at_4096["`apply_rope`"])}
-    checked |= {"bound_ms", "clone", "hf_eager", "lib_fn", "lib_module", "hf_compiled", "lib_compiled", "kernel_alone",
-                "at_4096"}
+    checked |= {"clone", "kernel_alone"}
 
     h100 = {int(row["L"]): row for row in _readme_table("A quoted GPU measurement")}
     assert quoted["prototype"] == {seq: _number(h100[seq]["Triton prototype"]) for seq in (16384, 65536)}
     assert "× clone" in h100[16384]["Triton prototype"]  # in units of a clone, as §5 reads it
-    assert quoted["hf_eager_h100"] == _number(h100[16384]["HF eager"])
-    assert quoted["clone_h100"] == {seq: _number(h100[seq]["clone"]) for seq in (16384, 65536)}
-    assert quoted["hf_compiled_h100"] == {seq: _number(h100[seq]["HF under `torch.compile`"]) for seq in (16384, 65536)}
-    checked |= {"prototype", "hf_eager_h100", "clone_h100", "hf_compiled_h100"}
+    checked |= {"prototype"}
 
     assert set(quoted) == checked  # a number quoted in those cells and not checked here fails
