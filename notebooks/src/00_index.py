@@ -98,8 +98,8 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 #
 # | source | what it covers | chapters |
 # |---|---|---|
-# | `000` | a survey: sinusoids, relative encodings, ALiBi and RoPE, with RoPE in complex numbers | 3, 4, 5, 10 |
-# | `001` | attention's blindness to order (the dog example), the five properties, integer, binary and sinusoidal codes, RoPE and Llama's code; it names NoPE and YaRN | 1, 2, 5, 7, 8, 9 |
+# | `000` | a survey: sinusoids and RoPE, with RoPE in complex numbers; relative encodings in one sentence (Shaw's paper) and ALiBi as a link | 3, 4, 5, 10 |
+# | `001` | attention's blindness to order (the dog example), the five properties, integer and binary codes (headings for sinusoids and relative encodings, with nothing under them), RoPE and Llama's code; it names NoPE and YaRN | 1, 2, 5, 7, 8, 9 |
 # | `002` | four requirements, the sinusoidal formula, its code and a printed table | 2, 3 |
 # | `003` | sinusoids, RoPE and ALiBi (three forms) in code, and a heading for CoPE | 3, 5, 6, 8, 9, 10 |
 # | `004` | absolute, relative (Shaw's clipped offsets, Transformer-XL's terms, T5's bias, DeBERTa's two middle terms) and rotary encodings, with worked tables | 3, 4, 5 |
@@ -110,7 +110,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # Which method has which property: ✔ yes, ✘ no, ~ partly, – does not apply, ? not tested here. Brackets
 # hold chapter numbers: after a method's name, the chapters that treat it; in place of a mark ([7], [9]),
 # the chapter that gives the mark, after asking you to predict it. Read the map now as the route of the course.
-# Each chapter takes up what the one before left open, though not every one closes it. The map comes back further down this page, after the conventions, with the rule behind each column and
+# The map comes back further down this page, after the conventions, with the rule behind each column and
 # a reason for every entry it grades; read that one once the chapters have made its words familiar.
 # Two kinds of entry are left to a later chapter, which asks you to predict them first, so this page does
 # not give them away: column 3 for the five methods whose marks chapter 7 asks for ([7]; it trains learned
@@ -128,7 +128,8 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # The columns, in one line each:
 #
 # 1. Can one layer tell positions apart: does a query's output change when two other tokens it sees trade
-#    places? This swap test asks more than property 1: a code can give every position its own vector and
+#    places? ✔ means every such swap can change it, with or without a causal mask and a LayerNorm. This
+#    swap test asks more than property 1: a code can give every position its own vector and
 #    still fail it (the integer code, behind a LayerNorm, the layer that removes each vector's mean and
 #    scale; chapter 2).
 # 2. Does one affine map take position $i$ to position $i+k$, the same for every $i$, in a sequence of any
@@ -150,7 +151,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # | none (NoPE) [1, 7] | ✘ | – | [7] | – | ~ |
 # | integer $i\cdot\mathbf 1$ [2] | ~ LayerNorm | ✔ codes | ? | ✔ | [9] |
 # | normalised $i/m$ [2] | ~ LayerNorm | ✘ | ? | ✔ | [9] |
-# | binary [2] | ~ | ✘ | ? | ✔ | [9] |
+# | binary [2] | ~ LayerNorm merges two | ✘ | ? | ✔ | [9] |
 # | sinusoidal [3] | ✔ | ✔ codes | [7] | ✔ | [9] |
 # | learned absolute [2, 7] | ✔ | ? | ✘ | ✘ | ~ |
 # | relative: Shaw, T5 [4] | ~ | ✔ scores | [7] | ✘ | ✔ |
@@ -223,6 +224,10 @@ assert not torch.allclose(turned[:, :, 1], x[:, :, 1])  # ... position 1 is: the
 slopes = pl.alibi_slopes(8)
 assert slopes[0] == 2**-1 and slopes[-1] == 2**-8  # head 1 (code index 0) has ALiBi's first slope, 1/2 for 8 heads
 assert pl.alibi_bias(8, 4)[0, 3, 1] == -slopes[0] * (3 - 1)  # bias[0]: head 1's -m_1 (i - j), query 3, key 1
+qk = torch.randn(2, 8, generator=torch.Generator().manual_seed(1), dtype=torch.float64)  # one query, one key
+signed = pl.rope_scores_by_distance(qk[0], qk[1], torch.tensor([-3, 3]))  # r = m - n: query minus key
+at = lambda m, n: pl.apply_rope(qk[0][None], torch.tensor([m]))[0] @ pl.apply_rope(qk[1][None], torch.tensor([n]))[0]  # noqa: E731
+assert torch.allclose(signed, torch.stack([at(10, 13), at(10, 7)]))  # r = -3: the key 3 after query 10; r = 3: 3 before
 print("the conventions table matches the library")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -414,34 +419,17 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # seen (chapter 2 measures it against a layer-normalised token).
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# **Column 1, checked in the next cell.** A LayerNorm subtracts each vector's mean over its features and
-# divides by its spread, so it merges two positions for every token exactly when their codes differ by
-# the same number in every feature; the cell compares the codes with their means removed. Sinusoids ($d = 16$) keep all
-# 512 positions apart, and so do the rows of a random table, where a learned one starts. The swap test
-# itself, behind a LayerNorm on a random head with 20 positions: for both codes and for RoPE, each of the
-# 171 swaps of two tokens a query sees changes its output, for the middle query without a mask, and each of
-# the 45 for the same query under a causal mask, where it sees only the 10 tokens before it. ALiBi: all 45
-# under the mask; symmetric, without one, 162, the 9 swaps of
-# mirror pairs (a key $k$ before and one $k$ after) leaving it as it was. With the integer code or no code,
-# no swap does, with or without the mask (the control), and neither does the normalised code. A binary code of
-# 16 bits on these 20 positions changes every one, both ways: its two merging codes, $p_0$ and $p_{2^{16}-1}$, are not both there.
-# Without the LayerNorm, the sinusoids, the random table and RoPE again change the output on every swap,
-# both ways, and causal ALiBi under its mask; nothing then merges the integer code's positions, and
-# chapter 2 §1 weighs its size. The non-symmetric ALiBi encoder form, two heads looking one way each,
-# changes all 171, with and without the LayerNorm. Binary codes of
-# $d$ = 4, 5 and 6 bits keep $2^d - 1$ of their $2^d$ positions (15, 31 and 63): the all-zero $p_0$ and
-# the all-one $p_{2^d-1}$ merge. The first $2^d$ positions take every one of the $2^d$ codes of $d$ bits,
-# so position $2^d$ has none of its own; 17 bits already cover Llama 3.1's 131 072 positions. Then,
-# without a mask, a symmetric ALiBi head (a random one): swapping the tokens one before and one after the
-# middle query leaves its output as it was; on the palindrome "a b c b a" its mirror positions (0 and 4,
-# 1 and 3) tie and no other pair does. The same head with RoPE instead: the swap changes the query's
-# output, and no pair of the palindrome ties. Last, T5's decoder buckets (one-directional, 32 of them, `max_distance` 128) give
-# every past distance below 16 its own bucket and put 16, 17 and 18 in one, far short of 128: under a
-# causal mask, the keys 16 and 18 before a query trade places without changing its output; those 14 and
-# 15 before it do change it.
+# **Column 1, checked in the next four cells.** First, what a LayerNorm merges. It subtracts each
+# vector's mean over its features and divides by its spread, so it merges two positions for every token
+# exactly when their codes differ by the same number in every feature; the cell compares the codes with
+# their means removed. Sinusoids ($d = 16$) keep all 512 positions apart, and so do the rows of a random
+# table, where a learned one starts; the integer code keeps one. Binary codes of $d$ = 4, 5 and 6 bits
+# keep $2^d - 1$ of their $2^d$ positions (15, 31 and 63): the all-zero $p_0$ and the all-one
+# $p_{2^d-1}$ merge. The first $2^d$ positions take every one of the $2^d$ codes of $d$ bits, so
+# position $2^d$ has none of its own; 17 bits already cover Llama 3.1's 131 072 positions.
 
 # %% slideshow={"slide_type": "fragment"}
-# Column 1: what a LayerNorm merges; symmetric ALiBi and RoPE without a mask; T5's shared buckets
+# Column 1 (i): what a LayerNorm merges
 def kept_apart(codes):
     """How many positions a LayerNorm keeps apart: distinct codes once each one's mean is removed."""
     centred = codes.double() - codes.double().mean(-1, keepdim=True)
@@ -452,8 +440,24 @@ assert kept_apart(pl.sinusoidal_positions(512, 16, dtype=torch.float64)) == 512
 assert kept_apart(torch.randn(512, 16, generator=torch.Generator().manual_seed(1), dtype=torch.float64)) == 512
 assert {d: kept_apart(pl.binary_positions(2**d, d)) for d in (4, 5, 6)} == {4: 15, 5: 31, 6: 63}
 assert kept_apart(pl.integer_positions(64, 8)) == 1  # the integer code: every position merges
+bits = pl.binary_positions(2**4, 4)
+assert torch.unique(bits, dim=0).shape[0] == 16 and set(bits.unique().tolist()) == {0, 1}  # all 16 codes of 4 bits
+assert 2**16 < 131_072 <= 2**17  # 17 bits are enough for a 131 072-token context, 16 are not
+print("a LayerNorm keeps apart: sinusoids 512 of 512; binary, 4/5/6 bits:",
+      {d: kept_apart(pl.binary_positions(2**d, d)) for d in (4, 5, 6)})
 
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# **The swap test behind a LayerNorm**, on a random head with 20 positions. For both codes and for RoPE,
+# each of the 171 swaps of two tokens a query sees changes its output, for the middle query without a
+# mask, and each of the 45 for the same query under a causal mask, where it sees only the 10 tokens
+# before it. ALiBi: all 45 under the mask; symmetric, without one, 162, the 9 swaps of mirror pairs (a
+# key $k$ before and one $k$ after) leaving it as it was. With the integer code or no code, no swap
+# does, with or without the mask (the control), and neither does the normalised code. A binary code of
+# 16 bits on these 20 positions changes every one, both ways: its two merging codes, $p_0$ and
+# $p_{2^{16}-1}$, are not both there.
 
+# %% slideshow={"slide_type": "fragment"}
+# Column 1 (ii): the swap test behind a LayerNorm, 20 positions, the middle query
 def swaps_that_keep(head, query, causal, n=20):
     """The swaps of two tokens the query sees (not itself) that leave its output as it was; head(x, causal) -> (n, 16)."""
     x = torch.randn(n, 16, generator=torch.Generator().manual_seed(3), dtype=torch.float64)  # 20 different tokens
@@ -497,8 +501,18 @@ swap_counts = {name: (171 - len(a), 45 - len(b)) for name, (a, b) in kept.items(
 print("swaps that change the middle query's output, (of 171, no mask), (of 45, causal):", swap_counts)
 assert swap_counts == {"sinusoidal": (171, 45), "random table": (171, 45), "RoPE": (171, 45),
                        "ALiBi": (162, 45), "integer": (0, 0), "none": (0, 0), "normalised": (0, 0), "binary": (171, 45)}
+assert kept["ALiBi"][0] == sorted((10 - k, 10 + k) for k in range(1, 10))  # symmetric ALiBi keeps exactly the mirror pairs
 
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# **Without the LayerNorm.** The sinusoids, the random table and RoPE again change the output on every
+# swap, both ways, and causal ALiBi under its mask. The non-symmetric ALiBi encoder form, two heads
+# looking one way each, changes all 171, with and without the LayerNorm, though each head alone misses
+# some. Nothing then merges the integer code's positions, but its scores grow with $i \cdot j$: the last
+# query puts all but less than $10^{-9}$ of its weight on itself, a question of numbers (chapter 2 §1
+# weighs the code's size).
 
+# %% slideshow={"slide_type": "fragment"}
+# Column 1 (iii): the same heads without the LayerNorm
 def raw(codes, w=(wq_s, wk_s, wv_s)):
     """The same kind of head without the LayerNorm: token + code straight in."""
     return lambda x, causal: pl.attention(*((x + codes) @ m for m in w), causal=causal)[0]
@@ -535,13 +549,24 @@ assert changed(causal_raw)[1] == 45
 raw_both = lambda x, causal: torch.cat([pl.attention(x @ wq_s, x @ wk_s, x @ wv_s, bias=nonsym[h])[0]  # noqa: E731
                                         for h in range(2)], dim=-1)  # non-symmetric ALiBi without the LayerNorm
 assert 171 - len(swaps_that_keep(raw_both, 10, False)) == 171
-assert kept["ALiBi"][0] == sorted((10 - k, 10 + k) for k in range(1, 10))  # symmetric ALiBi keeps exactly the mirror pairs
-bits = pl.binary_positions(2**4, 4)
-assert torch.unique(bits, dim=0).shape[0] == 16 and set(bits.unique().tolist()) == {0, 1}  # all 16 codes of 4 bits
-assert 2**16 < 131_072 <= 2**17  # 17 bits are enough for a 131 072-token context, 16 are not
-print("a LayerNorm keeps apart: sinusoids 512 of 512; binary, 4/5/6 bits:",
-      {d: kept_apart(pl.binary_positions(2**d, d)) for d in (4, 5, 6)})
+print("without a LayerNorm, (of 171, no mask), (of 45, causal): sinusoids", changed(raw(pl.sinusoidal_positions(
+    20, 16, dtype=torch.float64))), "RoPE", changed(rope_raw), "· non-symmetric ALiBi, both heads:",
+      171 - len(swaps_that_keep(raw_both, 10, False)), "each head alone:",
+      [171 - len(swaps_that_keep(f, 10, False)) for f in one_way])
+print("integer code, no LayerNorm: the last query's weight on itself is within 1e-9 of 1:",
+      bool(1 - weights[19, 19] < 1e-9))
 
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# **Two small cases, without a mask and with one.** A symmetric ALiBi head (a random one): swapping the
+# tokens one before and one after the middle query leaves its output as it was; on the palindrome
+# "a b c b a" its mirror positions (0 and 4, 1 and 3) tie and no other pair does. The same head with RoPE
+# instead: the swap changes the query's output, and no pair of the palindrome ties. Last, T5's decoder
+# buckets (one-directional, 32 of them, `max_distance` 128) give every past distance below 16 its own
+# bucket and put 16, 17 and 18 in one, far short of 128: under a causal mask, the keys 16 and 18 before a
+# query trade places without changing its output; those 14 and 15 before it do change it.
+
+# %% slideshow={"slide_type": "fragment"}
+# Column 1 (iv): symmetric ALiBi and RoPE on five tokens; T5's shared buckets
 g = torch.Generator().manual_seed(1)
 sym_bias = pl.alibi_bias(1, 5, mode="symmetric", slopes=torch.tensor([0.5]), dtype=torch.float64)[0]  # -0.5 |i - j|
 wq_a, wk_a, wv_a = torch.randn(3, 8, 8, generator=g, dtype=torch.float64) / 8**0.5  # a random head, d = 8
@@ -555,6 +580,8 @@ palindrome = tokens[[0, 1, 2, 1, 0]]  # tokens a b c b a
 ties = lambda out: {(a, b) for a in range(5) for b in range(a + 1, 5) if torch.allclose(out[a], out[b])}  # noqa: E731
 assert ties(alibi(palindrome)) == {(0, 4), (1, 3)}  # of the 10 pairs of positions, exactly the two mirror pairs
 assert ties(rope(palindrome)) == set()  # RoPE: no ties
+print("palindrome a b c b a, pairs of positions with equal outputs: ALiBi", sorted(ties(alibi(palindrome))),
+      "RoPE", sorted(ties(rope(palindrome))))
 t5_near = pl.t5_relative_bucket(-torch.arange(20), bidirectional=False, num_buckets=32, max_distance=128)
 assert t5_near[16] == t5_near[17] == t5_near[18] and len(set(t5_near[:16].tolist())) == 16  # shared from 16 on, far short of 128
 print("T5 (32 buckets, max_distance 128), buckets of distances 14 to 19:", t5_near[14:].tolist())
@@ -566,6 +593,9 @@ seq = torch.randn(20, 8, generator=g5, dtype=torch.float64)  # 20 different toke
 far, near = [0, 3, 2, 1] + list(range(4, 20)), list(range(4)) + [5, 4] + list(range(6, 20))
 torch.testing.assert_close(t5(seq[far])[19], t5(seq)[19])  # distances 18 and 16 trade places: one bucket, no change
 assert not torch.allclose(t5(seq[near])[19], t5(seq)[19], atol=1e-3)  # distances 15 and 14: two buckets, a change
+print("T5, last query: output unchanged when the keys 18 and 16 back trade places:",
+      torch.allclose(t5(seq[far])[19], t5(seq)[19]), "· when 15 and 14 back do:",
+      torch.allclose(t5(seq[near])[19], t5(seq)[19], atol=1e-3))
 
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
@@ -740,8 +770,8 @@ print("raster index of the patch at row 1, column 0, on a 4- and a 6-wide grid:"
 # Each chapter is one 50-minute session: 40 minutes along its path, from the slides or the
 # live notebook, with the widgets of the "show live" column shown in their sections, then 10
 # minutes to start the exercises assigned in class; the rest are homework. § numbers are the
-# chapter's sections, minutes in brackets; each row's minutes add up to 40, except rows 0 and 1:
-# chapter 0's 10 and chapter 1's 30 share one session. This is the one copy of the lecture plan (the README links here; `tests/test_notebooks_meta.py`
+# chapter's sections, minutes in brackets; each row's minutes add up to 40, except rows 0 and 1
+# (chapter 0's 10 and chapter 1's 30 share one session) and row A, reading only. This is the one copy of the lecture plan (the README links here; `tests/test_notebooks_meta.py`
 # checks its sections, widgets and exercises against the chapters).
 #
 # | chapter | 50-minute path | show live | assign |
