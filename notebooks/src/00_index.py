@@ -203,6 +203,10 @@ assert torch.allclose(pl.apply_rope(torch.tensor([[1.0, 0.0]]), torch.tensor([1]
 assert sin > 0  # (1, 0) turned by one radian has a positive second feature: towards (0, 1), not away from it
 assert torch.allclose(R(5).T @ R(7), R(7 - 5), atol=1e-6)  # R_m^T R_n = R_{n-m}
 assert all(torch.allclose(R(m + 3), R(3) @ R(m), atol=1e-5) for m in range(10))  # R_{m+k} = R_k R_m, the same R_k
+qk8 = torch.randn(2, 1, 8, generator=torch.Generator().manual_seed(2), dtype=torch.float64)  # random q and k, d = 8
+offset3 = [(pl.apply_rope(qk8[0], torch.tensor([m])) @ pl.apply_rope(qk8[1], torch.tensor([m + 3])).T).item()
+           for m in (0, 5, 10, 1000)]
+assert max(offset3) - min(offset3) < 1e-9  # query at m, key at m + 3: one score wherever the pair stands
 theta = pl.rope_frequencies(8)
 assert torch.allclose(theta, 10000.0 ** (-torch.arange(4) * 2 / 8))  # theta_j = base^(-2j/d), j from 0
 pe = pl.sinusoidal_positions(3, 8)
@@ -327,7 +331,8 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 #   integer code's scores, which grow with $i \cdot j$ and saturate the softmax), that is a question of
 #   numbers the map does not grade.
 #   ~: only some swaps can, or only in some settings, under the condition the entry names (the integer and
-#   normalised codes: none with a LayerNorm, which erases them). Example, without
+#   normalised codes: none with a LayerNorm, which erases them; an RMSNorm, as in Llama, Qwen and Gemma,
+#   only rescales and keeps them, so the ~ is a LayerNorm's). Example, without
 #   a mask: swap the keys one before and one after a query. Under RoPE the output changes (✔); under
 #   symmetric ALiBi it does not (that form alone would get ~). Column 1's cell runs both, and NoPE's case below. A code can be unique
 #   (property 1) and still get a ~: the integer code $i\cdot\mathbf 1$ is unique, but a LayerNorm erases it.
@@ -336,8 +341,10 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # * **Column 2** grades one thing per row. For a method with a code $p_i$, its mark grades whether one affine
 #   map takes $p_i$ to $p_{i+k}$, not the scores. For a method with no code (relative terms, RoPE, ALiBi),
 #   it grades the nearest counterpart: what $k$ tokens apart does to a score depends on $k$ alone,
-#   wherever the pair stands. (For RoPE, the rotation from $R_m$ to $R_{m+k}$ is the same $R_k$ for
-#   every $m$; the conventions cell checks it.) A map between codes does not make the scores depend on
+#   wherever the pair stands. (For RoPE, the score of query $q$ at $m$ and key $k$ at $n$ is
+#   $(R_m q)^\top R_n k = q^\top R_{n-m}\,k$, whatever the weights that made $q$ and $k$; the
+#   conventions cell checks it on random ones. That $R_{m+k} = R_k R_m$ alone would not do: the
+#   sinusoids' $M_k$ composes the same way and earns only "✔ codes".) A map between codes does not make the scores depend on
 #   the offset alone: the integer code has the map, and its scores do not.
 # * **Column 3** has its rules beside its cell, below.
 # * **Column 5** asks only for a fault that is new in n-D (property 5). A fault the 1-D form already has
@@ -358,8 +365,8 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # | sinusoidal [3] | ✔ even behind a LayerNorm (the swap test; and all 512 codes at $d = 16$ stay distinct after one) | ✔ a rotation $M_k$, yet a random head's scores not offset-only | [7] given after chapter 7 §3 | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
 # | learned absolute [2, 7] | ✔ distinct rows, even behind a LayerNorm | ? a random table has none, but training could make one; no trained table checked | ✘ no rows past `max_len` | ✘ learned | ~ rows depend on the grid's width |
 # | relative: Shaw, T5 [4] | ~ offsets, clipped far away | ✔ depends on $k$ alone | [7] T5's, given after chapter 7 §3; no Shaw model trained | ✘ learned entries (a fixed rule picks which) | ✔ one term per 2-D offset |
-# | RoPE [5] | ✔ even without a mask | ✔ $R_{m+k} = R_k R_m$ | [7] given after chapter 7 §3 | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
-# | ALiBi [6] | ✔ the causal form (45 swaps of 45) and the non-symmetric one (171 of 171); the symmetric encoder form only ~: without a mask, a key $k$ before and one $k$ after look alike | ✔ bias $-m_h(i-j)$ | [7] given after chapter 7 §3 (measured at the end of chapter 6 too) | ✔ fixed slopes (a variant in source `003` learns them) | ~ left and above share a bias |
+# | RoPE [5] | ✔ even without a mask | ✔ the score is $q^\top R_{n-m}\,k$ for any weights | [7] given after chapter 7 §3 | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
+# | ALiBi [6] | ✔ the causal form (45 swaps of 45) and the non-symmetric one (171 of 171); the symmetric encoder form only ~: without a mask, a key $k$ before and one $k$ after look alike | ✔ bias $-m_h(i-j)$ | [7] given after chapter 7 §3 (measured at the end of chapter 6 too) | ✔ fixed slopes (a variant in source `003` learns them) | ~ left and above share a bias, a tie at a right angle no 1-D form has |
 #
 # The notes below add only what the table's entries leave out.
 #
@@ -454,7 +461,8 @@ print("a LayerNorm keeps apart: sinusoids 512 of 512; binary, 4/5/6 bits:",
 # key $k$ before and one $k$ after) leaving it as it was. With the integer code or no code, no swap
 # does, with or without the mask (the control), and neither does the normalised code. A binary code of
 # 16 bits on these 20 positions changes every one, both ways: its two merging codes, $p_0$ and
-# $p_{2^{16}-1}$, are not both there.
+# $p_{2^{16}-1}$, are not both there. An RMSNorm in place of the LayerNorm divides by the spread without
+# subtracting the mean: with it the integer and normalised codes change all 171 and all 45.
 
 # %% slideshow={"slide_type": "fragment"}
 # Column 1 (ii): the swap test behind a LayerNorm, 20 positions, the middle query
@@ -502,14 +510,24 @@ print("swaps that change the middle query's output, (of 171, no mask), (of 45, c
 assert swap_counts == {"sinusoidal": (171, 45), "random table": (171, 45), "RoPE": (171, 45),
                        "ALiBi": (162, 45), "integer": (0, 0), "none": (0, 0), "normalised": (0, 0), "binary": (171, 45)}
 assert kept["ALiBi"][0] == sorted((10 - k, 10 + k) for k in range(1, 10))  # symmetric ALiBi keeps exactly the mirror pairs
+rms = lambda x: x / x.pow(2).mean(-1, keepdim=True).sqrt()  # noqa: E731  an RMSNorm: no mean subtracted
+rms_heads = {name: (lambda x, causal, c=c: pl.attention(*(rms(x + c) @ w for w in (wq_s, wk_s, wv_s)), causal=causal)[0])
+             for name, c in (("integer", pl.integer_positions(20, 16).double()),
+                             ("normalised", (torch.arange(20, dtype=torch.float64) / 20)[:, None].expand(20, 16)))}
+rms_counts = {name: (171 - len(swaps_that_keep(h, 10, False)), 45 - len(swaps_that_keep(h, 10, True)))
+              for name, h in rms_heads.items()}
+print("with an RMSNorm instead:", rms_counts)
+assert rms_counts == {"integer": (171, 45), "normalised": (171, 45)}
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # **Without the LayerNorm.** The sinusoids, the random table and RoPE again change the output on every
 # swap, both ways, and causal ALiBi under its mask. The non-symmetric ALiBi encoder form, two heads
 # looking one way each, changes all 171, with and without the LayerNorm, though each head alone misses
-# some. Nothing then merges the integer code's positions, but its scores grow with $i \cdot j$: the last
-# query puts all but less than $10^{-9}$ of its weight on itself, a question of numbers (chapter 2 §1
-# weighs the code's size).
+# some. Nothing then merges the integer code's positions, but its scores grow with $i \cdot j$ and
+# saturate the softmax: the last query puts all but less than $10^{-9}$ of its weight on itself, and for
+# the middle query only 35 of the 171 swaps (9 of the 45 under the mask) move its output by more than
+# $10^{-9}$ in float64. A question of numbers the map does not grade (chapter 2 §1 weighs the code's
+# size).
 
 # %% slideshow={"slide_type": "fragment"}
 # Column 1 (iii): the same heads without the LayerNorm
@@ -543,6 +561,7 @@ x20 = torch.randn(20, 16, generator=torch.Generator().manual_seed(3), dtype=torc
 ints20 = pl.integer_positions(20, 16).double()
 weights = pl.attention(*((x20 + ints20) @ w for w in (wq_s, wk_s, wv_s)), causal=True)[1]  # the integer code, no LayerNorm
 assert 1 - weights[19, 19] < 1e-9  # the last query's weight on itself: the softmax saturates
+assert changed(raw(ints20)) == (35, 9)  # the middle query: most swaps move it by less than 1e-9
 causal_raw = lambda x, causal: pl.attention(x @ wq_s, x @ wk_s, x @ wv_s, bias=pl.alibi_bias(  # noqa: E731
     1, 20, slopes=torch.tensor([0.5]), dtype=torch.float64)[0])[0]  # causal ALiBi without the LayerNorm
 assert changed(causal_raw)[1] == 45
@@ -674,7 +693,9 @@ print("untrained rows: integer code, d = 64: ||p_1000|| =", int(pl.integer_posit
 # **Column 5, checked in the next cell**, for the rows it grades here. A relative bias with one entry per 2-D
 # offset (key minus query, in rows and in columns) reads four different entries of its table for the
 # patches left, right, above and below a query, the same four for another query. The map's 2-D ALiBi (a
-# slope times the distance) gives all four one bias, the two before the query in raster order included.
+# slope times the distance) gives all four one bias: the patch to the left and the one above tie, two
+# directions at a right angle, which no 1-D form has (the symmetric 1-D form's tie of one key before and
+# one after is column 1's).
 # Axial RoPE (`pl.apply_rope_2d`, $d = 8$): moving a query to another column leaves the row's half of
 # its features as it was, moving it to another row the column's half. Last, the two raster-order rows.
 # NoPE's causal mask can give a patch at most its raster index $r\,W + c$ ($W$ the grid's width): on a
