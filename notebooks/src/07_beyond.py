@@ -706,7 +706,7 @@ assert all(acc == results["tasks"]["grammar"]["seeds"][int(sd)]["methods"][m]["n
 #   0.16 at 64 tokens; the next widest, learned positions', is 0.08). Up to 256
 #   tokens the seeds cannot place it against ALiBi. Every T5 seed loses accuracy with length, and at
 #   512 every seed of ALiBi beats every seed of T5. The margin is 0.03, clear only if the grammar's
-#   tokens count as independent answers (the end of this section).
+#   tokens count as independent answers (each sequence counted once, it is thin).
 # * **Past 64 tokens**, ALiBi stays flat (every seed within 0.04 of its 64-token accuracy up
 #   to 512), while sinusoids and RoPE fall with length. At 512, every seed of ALiBi beats every
 #   seed of RoPE and of sinusoids. Learned positions cannot run at all: their table has 64 rows.
@@ -986,7 +986,7 @@ assert {k: tuple(round(x, 2) for x in v) for k, v in split["rope+yarn"].items()}
 #
 # Read at once, the dictionary-first task repeats the old headline:
 # * NoPE recalls at least 0.93 with every seed at 512, second only to T5 there, thinly (T5's worst
-#   seed beats NoPE's best by 7 answers of 512, separation 1.3; the end of this section counts it).
+#   seed beats NoPE's best by 7 answers of 512, separation 1.3).
 # * RoPE falls fastest of the five trained methods that run past 64 tokens: the largest drop from
 #   64 tokens at every longer length (learned positions cannot run there).
 # * ALiBi loses the lookup past 128 tokens (chapter 6 §4 asks how much of that fall its penalty
@@ -1357,7 +1357,8 @@ fig
 # the training lookups 53–62 (0 inside), in tokens, averaged over the 10 lookups. The next cell
 # ranks each scaling's 21 settings by each of them.
 
-# %% slideshow={"slide_type": "fragment"}
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "fragment"}
+# The gap against the two distances: the correlations, then the asserts that check the claims below (collapsed: expand)
 SCALINGS = ("rope", "rope+linear", "rope+ntk", "rope+yarn")
 
 
