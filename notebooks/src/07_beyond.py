@@ -897,8 +897,8 @@ assert (heads("rope", 512, "mass") < 0.5 * count_alone("rope")).all()  # far key
 # * **Position interpolation** keeps far keys well below near ones (far − near logit below −3,
 #   far mass 0.08 in the median head) and still fails the grammar. The mass the needed keys lose
 #   goes to the *near* keys: their share rises from 0.16 to 0.74, and only 13 % of the loss goes far
-#   (which near keys gain, the adjacent ones or near keys in general, is not measured: the summary
-#   pools every key 2 to 63 back).
+#   (which near keys gain, the adjacent ones or near keys in general, is not measured: the
+#   measurement pools every key 2 to 63 back).
 #
 #   One possible reason, not measured here, is §2's price: PI reads a distance $r$ as $r/s$. At $s = 8$ the needed key
 #   one token back reads as distance 0.125, a fractional distance training never showed (it saw whole
@@ -1681,7 +1681,7 @@ print("sliding window at 512, predicted vs measured:", [f"{p:.2f} vs {m:.2f}" fo
 #   absolute position the causal mask lets a model count (§1) reaching values never seen in
 #   training. This run separates none of them.
 # * YaRN's attention factor (1.07, 1.14, 1.21 at $s$ = 2, 4, 8; its square on the logits) is on in
-#   every YaRN reading here, and the lookup gap ignores it. With the factor set to 1, the
+#   every YaRN score here unless set to 1, and the lookup gap ignores it. With the factor set to 1, the
 #   experiment's YaRN recalls 0.43 instead of 0.60 at 512 tokens with the dictionary first, and 0.83
 #   instead of 0.92 with it anywhere, level with PI. Part of YaRN's recall is the factor, not its
 #   lookup gap.
