@@ -19,14 +19,14 @@
 # `posenc_lib`. A chapter writes out only a one-liner such as $i/m$, or a form it then checks
 # against the library. Chapters 1 to 9 have self-checking exercises near their end, and the appendix on
 # speed, off the teaching path, has two. Lecturers: the plan for teaching with them is under "How to
-# use these notebooks in class", after the conventions.
+# use these notebooks in class", at the end of this page.
 #
 # The course follows five Chinese blog posts on positional encodings and RoPE, cited as sources `000`
 # to `004`; where they slip, a chapter says so and its closing "Errata in the sources" corrects them
 # in the open.
 #
 # How the chapters check their own text, which versions they run and how to use a GPU: see
-# "About these notebooks", after the conventions.
+# "About these notebooks", at the end of this page.
 
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline
@@ -107,44 +107,28 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ## The map at a glance
 #
-# Which method has which property: ✔ yes, ✘ no, ~ partly, – does not apply, ? not tested here. Brackets
-# hold chapter numbers: after a method's name, the chapters that treat it; in place of a mark ([7], [9]),
-# the chapter that gives the mark, after asking you to predict it. Read the map now as the route of the course.
-# The map comes back further down this page, after the conventions, with the rule behind each column and
-# a reason for every entry it grades; read that one once the chapters have made its words familiar.
-# Two kinds of entry are left to a later chapter, which asks you to predict them first, so this page does
-# not give them away: column 3 for the five methods whose marks chapter 7 asks for ([7]; it trains learned
-# positions too, graded here by a rule), and column 5 for the axial forms ([9], chapter 9's Exercise 3).
+# Nine ways to give a transformer positions, against five questions: ✔ yes, ✘ no, ~ partly, – does not
+# apply, ? not tested here. In place of a mark, [7] or [9] is a mark that chapter 7 or 9 gives after
+# asking you to predict it; the numbers after a method's name are the chapters that treat it. Read the
+# map now as the route of the course: you need none of its words yet. It comes back further down this
+# page with the rule behind each column and the evidence for each entry.
 #
-# The methods, in one phrase each (the chapters define them): **NoPE**, no code at all; **integer**,
-# the position $i$ added to every feature; **normalised**, $i/m$ for a sequence of length $m$;
-# **binary**, the bits of $i$ as features; **sinusoidal**, sines and cosines of $i$ at $d/2$
-# frequencies; **learned absolute**, one trained vector per position; **relative** (Shaw, T5), a
-# learned term that depends on the offset $j - i$ and enters the scores (Shaw: a vector per offset up to a
-# clip, multiplied with the query, also added to the values; T5: one number per bucket of offsets); **RoPE**, queries and keys turned by
-# angles that grow with their position; **ALiBi**, a penalty on each score that grows with the distance
-# (in its *symmetric* encoder form, the same penalty for a key before the query and one after it).
+# The methods, in one phrase each: **NoPE**, no code at all; **integer**, the position $i$ added to
+# every feature; **normalised**, $i/m$ for a sequence of length $m$; **binary**, the bits of $i$ as
+# features; **sinusoidal**, sines and cosines of $i$ at $d/2$ frequencies; **learned absolute**, one
+# trained vector per position; **relative** (Shaw, T5), a learned term for each offset $j - i$ (up to a
+# clip, or per bucket) that enters the scores; **RoPE**, queries and keys turned by angles that grow with
+# their position; **ALiBi**, a penalty on each score that grows with the distance (its *symmetric*
+# form gives a key before the query and one after it the same penalty).
 #
-# The columns, in one line each:
+# The five questions:
 #
-# 1. Can one layer tell positions apart: does a query's output change when two other tokens it sees trade
-#    places? ✔ means every such swap can change it, with or without a causal mask and a LayerNorm. This
-#    swap test asks more than property 1: a code can give every position its own vector and
-#    still fail it (the integer code, behind a LayerNorm, the layer that removes each vector's mean and
-#    scale; chapter 2).
-# 2. Does one affine map take position $i$ to position $i+k$, the same for every $i$, in a sequence of any
-#    length? (For a method with no
-#    code, such as RoPE or ALiBi: does a shift by $k$ act on a score the same way wherever the pair stands?)
-#    The map marks which: "✔ codes" is a map between codes, "✔ scores" is about the scores themselves.
-#    For a code, ✔ says nothing about scores: the integer and sinusoidal codes have the map, yet a head's
-#    scores $p_m^\top A\,p_n$ ($A$ the head's query–key matrix) depend on the offset alone only for special $A$ (the sinusoids' plain dot
-#    product $p_m^\top p_n$ does, chapter 3 §6; a random $A$'s does not).
-# 3. Does a model trained on short sequences still work on longer ones? For the five methods marked [7]
-#    below, its small experiment answers, after you have predicted it; for the rest, a rule
-#    this page can check.
-# 4. Do the codes come from a fixed rule, with nothing learned?
-# 5. Is the 2-D form free of faults the 1-D form does not have? The axial forms (each feature follows one
-#    axis of the image) are marked [9]: chapter 9's Exercise 3 asks for their answer.
+# 1. **Told apart.** When two other tokens a query sees trade places, can its output change?
+# 2. **Fixed shift.** Is moving every position by $k$ one fixed map, the same wherever you start: of the
+#    codes ("✔ codes") or of the scores ("✔ scores")?
+# 3. **Longer sequences.** Does a model trained on short sequences still work on longer ones?
+# 4. **Deterministic.** Do the codes come from a fixed rule, with nothing learned?
+# 5. **n-D.** Is the 2-D form, for images, free of faults the 1-D form does not have?
 #
 # | method | 1 told apart | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|
@@ -341,11 +325,12 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # * **Column 2** grades one thing per row. For a method with a code $p_i$, its mark grades whether one affine
 #   map takes $p_i$ to $p_{i+k}$, not the scores. For a method with no code (relative terms, RoPE, ALiBi),
 #   it grades the nearest counterpart: what $k$ tokens apart does to a score depends on $k$ alone,
-#   wherever the pair stands. (For RoPE, the score of query $q$ at $m$ and key $k$ at $n$ is
-#   $(R_m q)^\top R_n k = q^\top R_{n-m}\,k$, whatever the weights that made $q$ and $k$; the
+#   wherever the pair stands. (For RoPE, the score of a query vector $u$ at $m$ and a key vector $v$ at $n$ is
+#   $(R_m u)^\top R_n v = u^\top R_{n-m}\,v$, whatever the weights that made $u$ and $v$; the
 #   conventions cell checks it on random ones. That $R_{m+k} = R_k R_m$ alone would not do: the
 #   sinusoids' $M_k$ composes the same way and earns only "✔ codes".) A map between codes does not make the scores depend on
-#   the offset alone: the integer code has the map, and its scores do not.
+#   the offset alone: the integer code has the map, and its scores do not. NoPE has neither codes nor a
+#   positional part of its scores, so there is nothing to shift (–).
 # * **Column 3** has its rules beside its cell, below.
 # * **Column 5** asks only for a fault that is new in n-D (property 5). A fault the 1-D form already has
 #   counts in its own column. ~: the 2-D form has such a fault, which the entry names (no row here loses
@@ -365,7 +350,7 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # | sinusoidal [3] | ✔ even behind a LayerNorm (the swap test; and all 512 codes at $d = 16$ stay distinct after one) | ✔ a rotation $M_k$, yet a random head's scores not offset-only | [7] given after chapter 7 §3 | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
 # | learned absolute [2, 7] | ✔ distinct rows, even behind a LayerNorm | ? a random table has none, but training could make one; no trained table checked | ✘ no rows past `max_len` | ✘ learned | ~ rows depend on the grid's width |
 # | relative: Shaw, T5 [4] | ~ offsets, clipped far away | ✔ depends on $k$ alone | [7] T5's, given after chapter 7 §3; no Shaw model trained | ✘ learned entries (a fixed rule picks which) | ✔ one term per 2-D offset |
-# | RoPE [5] | ✔ even without a mask | ✔ the score is $q^\top R_{n-m}\,k$ for any weights | [7] given after chapter 7 §3 | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
+# | RoPE [5] | ✔ even without a mask | ✔ the score is $u^\top R_{n-m}\,v$ for any weights | [7] given after chapter 7 §3 | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
 # | ALiBi [6] | ✔ the causal form (45 swaps of 45) and the non-symmetric one (171 of 171); the symmetric encoder form only ~: without a mask, a key $k$ before and one $k$ after look alike | ✔ bias $-m_h(i-j)$ | [7] given after chapter 7 §3 (measured at the end of chapter 6 too) | ✔ fixed slopes (a variant in source `003` learns them) | ~ left and above share a bias, a tie at a right angle no 1-D form has |
 #
 # The notes below add only what the table's entries leave out.
@@ -433,7 +418,8 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # table, where a learned one starts; the integer code keeps one. Binary codes of $d$ = 4, 5 and 6 bits
 # keep $2^d - 1$ of their $2^d$ positions (15, 31 and 63): the all-zero $p_0$ and the all-one
 # $p_{2^d-1}$ merge. The first $2^d$ positions take every one of the $2^d$ codes of $d$ bits, so
-# position $2^d$ has none of its own; 17 bits already cover Llama 3.1's 131 072 positions.
+# position $2^d$ has none of its own; 17 bits already give each of Llama 3.1's 131 072 positions a code
+# of its own, before a LayerNorm (behind one, $p_0$ and the last merge).
 
 # %% slideshow={"slide_type": "fragment"}
 # Column 1 (i): what a LayerNorm merges
@@ -523,7 +509,9 @@ assert rms_counts == {"integer": (171, 45), "normalised": (171, 45)}
 # **Without the LayerNorm.** The sinusoids, the random table and RoPE again change the output on every
 # swap, both ways, and causal ALiBi under its mask. The non-symmetric ALiBi encoder form, two heads
 # looking one way each, changes all 171, with and without the LayerNorm, though each head alone misses
-# some. Nothing then merges the integer code's positions, but its scores grow with $i \cdot j$ and
+# the swaps its own mask hides from the query: 36 of them for the head that looks back (9 keys ahead,
+# $\binom{9}{2}$ pairs), 45 for the one that looks ahead (10 keys back). That is the mask's doing, not the
+# slopes'. Nothing then merges the integer code's positions, but its scores grow with $i \cdot j$ and
 # saturate the softmax: the last query puts all but less than $10^{-9}$ of its weight on itself, and for
 # the middle query only 35 of the 171 swaps (9 of the 45 under the mask) move its output by more than
 # $10^{-9}$ in float64. A question of numbers the map does not grade (chapter 2 §1 weighs the code's
@@ -556,7 +544,7 @@ one_way = [lambda x, causal, h=h: pl.attention(ln(x) @ wq_s, ln(x) @ wk_s, ln(x)
            for h in range(2)]
 both_ways = lambda x, causal: torch.cat([f(x, causal) for f in one_way], dim=-1)  # noqa: E731  the layer's two heads
 assert 171 - len(swaps_that_keep(both_ways, 10, False)) == 171  # non-symmetric ALiBi, no mask: every swap shows
-assert all(171 - len(swaps_that_keep(f, 10, False)) < 171 for f in one_way)  # each head alone misses some
+assert [171 - len(swaps_that_keep(f, 10, False)) for f in one_way] == [171 - math.comb(9, 2), 171 - math.comb(10, 2)]  # each head alone misses exactly the swaps among the keys its mask hides
 x20 = torch.randn(20, 16, generator=torch.Generator().manual_seed(3), dtype=torch.float64)  # the swap test's tokens
 ints20 = pl.integer_positions(20, 16).double()
 weights = pl.attention(*((x20 + ints20) @ w for w in (wq_s, wk_s, wv_s)), causal=True)[1]  # the integer code, no LayerNorm
@@ -700,7 +688,7 @@ print("untrained rows: integer code, d = 64: ||p_1000|| =", int(pl.integer_posit
 # its features as it was, moving it to another row the column's half. Last, the two raster-order rows.
 # NoPE's causal mask can give a patch at most its raster index $r\,W + c$ ($W$ the grid's width): on a
 # 4 × 4 grid the last patch of row 0 and the first of row 1 get neighbouring indices 3 and 4, though they
-# stand 3 columns apart, while the first patch of row 0 and the one right below it are 4 indices apart.
+# stand a row and 3 columns apart, while the first patch of row 0 and the one right below it are 4 indices apart.
 # A learned table with one row
 # per raster index reads, for the patch at row 1, column 0, raster index 4 on a 4-wide grid and 6 on a
 # 6-wide one (ViT's table holds one more row first, for its class token): the same place in the image,
