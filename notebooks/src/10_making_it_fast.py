@@ -538,7 +538,8 @@ fig
 # `traffic` answers it. It counts the torch calls that move a whole tensor's worth of data (at least half of x: one
 # member of every pair), and the bytes of such tensors they read and write (`RecordCalls`'s
 # docstring, in `posenc_lib/counting.py`, says what a call reads and what it writes). Only the calls named in `DATA_OPS`
-# count: a hand list of the calls that move data in the functions this section counts. The other calls
+# count: a hand list of the calls that move data in the functions this section counts, and `reshape` where it must
+# copy (a view where the strides allow one, a copy otherwise; `RecordMoves` tells which). The other calls
 # (views, shape queries, allocations such as `torch.empty`) move none, and the cell checks it: no call
 # on x-sized data that it leaves out writes into a tensor or fills memory its arguments did not hold
 # (`RecordMoves`, in `posenc_lib/counting.py`, keeps those calls by what they do, whatever their names).
@@ -556,8 +557,10 @@ def traffic(fn, x: torch.Tensor) -> tuple[int, float]:
     least half x's entries that they read and write, in one-pass bounds (2 x's bytes: one read, one write)."""
     with RecordMoves() as rec:
         fn()
-    calls = [call for call in rec.calls if call.name in DATA_OPS and call.size >= x.numel() // 2]
-    left_out = {call.name for call in rec.moving if call.size >= x.numel() // 2} - DATA_OPS
+    copies = [call for call in rec.moving if call.name == "reshape"]  # a reshape that had to copy
+    calls = [call for call in rec.calls if (call.name in DATA_OPS or any(call is c for c in copies))
+             and call.size >= x.numel() // 2]
+    left_out = {call.name for call in rec.moving if call.size >= x.numel() // 2} - DATA_OPS - {"reshape"}
     assert not left_out, left_out  # every call that moves x-sized data is in the hand list
     moved = sum(nbytes for call in calls for n, nbytes in (*call.read, *call.written) if n >= x.numel() // 2)
     return len(calls), moved / (2 * x.numel() * x.element_size())
@@ -784,13 +787,45 @@ assert complex_counts[1] - path_counts[xb.dtype]["C kernel"][1] == 4
 print(f"the complex form on bf16 xb: {complex_counts[0]} calls, {complex_counts[1]:g} bounds")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
+# Source 001 writes the interleaved rotation on views of the even and odd features, `x[..., ::2]` and
+# `x[..., 1::2]` (no data moved): four products with the (seq, d/2) tables, a difference and a sum, a `stack` into
+# (…, 2, d/2), and two einops `rearrange` calls that put each pair back together, a transpose (a view) and then a
+# reshape of that non-contiguous view, which must copy. Our version writes the two as `transpose` and `reshape` (the
+# same operations, without einops). The source takes its tables as (x, sin, cos), sin first, and never converts
+# back: given a bf16 x and float32 tables, its result is float32. Counted with `traffic` on the bf16 `xb`: 8 calls
+# and 10 bounds, against the plain form's 9 and 12. It makes neither of the plain form's copies (float32 in, bf16
+# out), but its reshape copies all of x once more, in float32. Its result is the plain form's in float32, bit for
+# bit (the cell checks it).
+
+# %% slideshow={"slide_type": "fragment"}
+def rope_001(x: torch.Tensor, sin: torch.Tensor, cos: torch.Tensor) -> torch.Tensor:
+    """Our version of source 001's apply_rotary_pos_emb (interleaved layout); its rearranges as transpose, reshape."""
+    x_even, x_odd = x[..., ::2], x[..., 1::2]
+    odds = cos * x_even - sin * x_odd  # the source's names
+    evens = sin * x_even + cos * x_odd
+    stacked = torch.stack((odds, evens), -2)  # (..., seq, 2, d/2)
+    return stacked.transpose(-2, -1).reshape(*x.shape)  # (..., seq, d/2, 2), then (..., seq, d): a copy
+
+
+out_001 = rope_001(xb, ab.sin(), ab.cos())
+assert out_001.dtype == torch.float32 and torch.equal(out_001, pl.rotate_pairs(xb.float(), ab.cos(), ab.sin()))
+counts_001 = traffic(lambda: rope_001(xb, ab.sin(), ab.cos()), xb)
+assert counts_001 == (8, 10.0) and plain_counts[xb.dtype] == (9, 12.0)
+with RecordMoves() as moves_001:
+    rope_001(xb, ab.sin(), ab.cos())
+assert not any(call.name in ("float", "to") for call in moves_001.calls)  # no dtype copy, in or out
+assert [call.name for call in moves_001.moving if call.name == "reshape"] == ["reshape"]  # the reshape copies
+print(f"001's form on bf16 xb: {counts_001[0]} calls, {counts_001[1]:g} bounds; its result {out_001.dtype}")
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
 # §3's forward counts side by side, for the bf16 `xb`, in one-pass bounds (1 is the bound), tables left out:
 
 # %% slideshow={"slide_type": "fragment"}
-forward_bounds = {"plain form": plain_counts[xb.dtype][1], "torch path": path_counts[xb.dtype]["torch path"][1],
+forward_bounds = {"plain form": plain_counts[xb.dtype][1], "001's form (float32 result)": counts_001[1],
+                  "torch path": path_counts[xb.dtype]["torch path"][1],
                   "Hugging Face": hf_bounds / 2, "complex form": complex_counts[1],
                   "C kernel": path_counts[xb.dtype]["C kernel"][1]}
-assert list(forward_bounds.values()) == [12, 7, 5, 5, 1]
+assert list(forward_bounds.values()) == [12, 10, 7, 5, 5, 1]
 print("one forward rotation of the bf16 xb, in one-pass bounds: "
       + ", ".join(f"{name} {bounds:g}" for name, bounds in forward_bounds.items()))
 
