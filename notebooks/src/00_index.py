@@ -99,7 +99,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # | source | what it covers | chapters |
 # |---|---|---|
 # | `000` | a survey: sinusoids and RoPE, with RoPE in complex numbers; relative encodings in one sentence (Shaw's paper) and ALiBi as a link | 3, 4, 5, 10 |
-# | `001` | attention's blindness to order (the dog example), the five properties, integer and binary codes (headings for sinusoids and relative encodings, with nothing under them), RoPE and Llama's code; it names NoPE and YaRN | 1, 2, 5, 7, 8, 9 |
+# | `001` | attention's blindness to order (the dog example), the five properties, integer and binary codes (headings for sinusoids and relative encodings, with nothing under them), RoPE and Llama's code; it names NoPE and YaRN | 1, 2, 5, 7, 8, 9, 10 |
 # | `002` | four requirements, the sinusoidal formula, its code and a printed table | 2, 3 |
 # | `003` | sinusoids, RoPE and ALiBi (three forms) in code, and a heading for CoPE | 3, 5, 6, 8, 9, 10 |
 # | `004` | absolute, relative (Shaw's clipped offsets, Transformer-XL's terms, T5's bias, DeBERTa's two middle terms) and rotary encodings, with worked tables | 3, 4, 5 |
