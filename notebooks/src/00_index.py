@@ -111,7 +111,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # Nine ways to give a transformer positions, against five questions: ✔ yes, ✘ no, ~ partly, – does not
 # apply, ? not tested here. In place of a mark, [7] or [9] is a mark that chapter 7 or 9 gives after
 # asking you to predict it; the numbers after a method's name are the chapters that treat it. Read the
-# map now as the route of the course: you need none of its words yet. It comes back further down this
+# map now as the route of the course: its entries use words the chapters teach, so skim them. It comes back further down this
 # page with the rule behind each column and the evidence for each entry.
 #
 # The methods, in one phrase each: **NoPE**, no code at all; **integer**, the position $i$ added to
@@ -125,13 +125,13 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # The five questions:
 #
 # 1. **Told apart.** When two other tokens a query sees trade places, can its output change?
-# 2. **Fixed shift.** Is moving every position by $k$ one fixed map, the same wherever you start: of the
-#    codes ("✔ codes") or of the scores ("✔ scores")?
+# 2. **Fixed shift.** Is moving every position by $k$ one fixed *affine* map (a matrix and an added
+#    vector), the same wherever you start: of the codes ("✔ codes") or of the scores ("✔ scores")?
 # 3. **Longer sequences.** Does a model trained on short sequences still work on longer ones?
 # 4. **Deterministic.** Do the codes come from a fixed rule, with nothing learned?
 # 5. **n-D.** Is the 2-D form, for images, free of faults the 1-D form does not have?
 #
-# | method | 1 told apart | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
+# | method | 1 told apart | 2 fixed affine $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|
 # | none (NoPE) [1, 7] | ✘ | – | [7] | – | ~ |
 # | integer $i\cdot\mathbf 1$ [2] | ~ LayerNorm | ✔ codes | ? | ✔ | [9] |
@@ -221,6 +221,8 @@ print("the conventions table matches the library")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ## Where properties 1 and 2 part from source `001`
+#
+# Read this section after chapters 1 and 2: it uses their causal masks, affine maps and least squares.
 #
 # **Property 1 is narrower than in the source.** `001` says that two positions sharing a code would get
 # 完全一致, completely identical, outputs. That holds for equal tokens at the two places, in a layer without
@@ -344,7 +346,7 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 #   each feature following one axis only, half of them the row and half the column; the map leaves that
 #   form's mark to chapter 9 ([9]).
 #
-# | method | 1 told apart | 2 fixed $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
+# | method | 1 told apart | 2 fixed affine $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|
 # | none (NoPE) [1, 7] | ✘ one layer treats the tokens a query sees as a set; a causal mask only chooses which it sees [1, 7] | – | [7] given after chapter 7 §3, after your prediction | – nothing to fix | ~ raster order gives one index |
 # | integer $i\cdot\mathbf 1$ [2] | ~ a LayerNorm erases it | ✔ affine, yet a head's scores not offset-only | ? not trained; its values grow without bound | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
@@ -396,8 +398,9 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # turns with one; column 5's cell, for RoPE). Whether that adds a 2-D fault is chapter 9's Exercise 3, left
 # to it on purpose; [chapter 9](09_beyond_1d.ipynb) answers it right after ("After Exercise 3: the additive
 # codes") and gives the mark, for axial RoPE and for every code added to the token. For an added code the
-# mark holds with no LayerNorm between the sum and the head; with one there, chapter 9's cell shows the
-# argument no longer applies, and the map leaves that setting ungraded. Chapter 9's other 2-D forms are
+# mark holds with no LayerNorm between the sum and the head. Unlike column 1, which grades every setting,
+# column 5 grades this one only: with a LayerNorm there, chapter 9's cell shows the argument no longer
+# applies, and the map leaves that setting ungraded. Chapter 9's other 2-D forms are
 # not graded in the map.
 #
 # **Where the map disagrees with source `001`.** `001` gives the integer code properties 1 to
@@ -519,9 +522,10 @@ assert round(gap(tok, 1), 2) == 0.96 and gap(tok, 100) < 1e-3 and gap(torch.zero
 # looking one way each, changes all 171, with and without the LayerNorm, though each head alone misses
 # the swaps its own mask hides from the query: 36 of them for the head that looks back (9 keys ahead,
 # $\binom{9}{2}$ pairs), 45 for the one that looks ahead (10 keys back). That is the mask's doing, not the
-# slopes'. Nothing then merges the integer code's positions, but its scores grow with $i \cdot j$ and
-# saturate the softmax: the last query puts all but less than $10^{-9}$ of its weight on itself, and for
-# the middle query only 35 of the 171 swaps (9 of the 45 under the mask) move its output by more than
+# slopes'. Nothing then merges the integer code's positions, but its scores grow with $i \cdot j$ and can
+# saturate the softmax. On this one head (one draw of weights; another draw saturates less, or onto
+# another key) the last query puts all but less than $10^{-9}$ of its weight on itself, and for the
+# middle query only 35 of the 171 swaps (9 of the 45 under the mask) move its output by more than
 # $10^{-9}$ in float64. A question of numbers the map does not grade (chapter 2 §1 weighs the code's
 # size).
 
@@ -732,11 +736,12 @@ print("raster index of the patch at row 1, column 0, on a 4- and a 6-wide grid:"
 
 # %% [markdown] jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
 # **The map completed, after chapters 7 and 9** (collapsed: open it once you have made the predictions
-# those chapters ask for). Column 3, by chapter 7's rule (a task kept within 0.1 of its accuracy at 64
-# tokens at 512, means over three seeds; its cell asserts the marks): NoPE ~, sinusoidal ✘, T5 ~ (the
-# least firm), RoPE ✘, ALiBi ~. Column 5 of the axial forms, by chapter 9 after its Exercise 3: ~ for
-# axial RoPE and for the axial integer, normalised, binary and sinusoidal codes (no head scores both
-# main-diagonal neighbours above both anti-diagonal ones).
+# those chapters ask for). Column 3, by chapter 7's rule, for its small models only (three tasks, three
+# seeds, trained on 64 tokens and read at 512; each method as trained, RoPE without PI, NTK or YaRN; a
+# task kept within 0.1 of its accuracy at 64 tokens; its cell asserts the marks): NoPE ~, sinusoidal ✘,
+# T5 ~ (the least firm: its seeds spread widely), RoPE ✘, ALiBi ~. Column 5 of the axial forms, by
+# chapter 9 after its Exercise 3: ~ for axial RoPE and for the axial integer, normalised, binary and
+# sinusoidal codes.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## About these notebooks
