@@ -152,7 +152,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # video in one sequence, its pairs split between time, row and column) builds on RoPE too. Chapter 9
 # weighs it and CoPE (positions counted by learned gates, not by tokens).
 
-# %% [markdown] slideshow={"slide_type": "slide"}
+# %% [markdown] slideshow={"slide_type": "skip"}
 # ## Conventions
 #
 # A reference page: read it when a chapter points here. One set of conventions for the whole course; every chapter follows it and says so where a
@@ -178,7 +178,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # The cell below checks the conventions the library encodes, so that a reader can trust the
 # table against the code.
 
-# %% slideshow={"slide_type": "fragment"}
+# %% slideshow={"slide_type": "skip"}
 rel = pl.relative_positions(4)
 assert rel[3, 1] == 1 - 3  # query 3, key 1: offset j - i = -2, a key in the past
 R = lambda m: pl.rope_matrix(m, 2)  # noqa: E731  the 2x2 rotation of one pair, theta_0 = 1
@@ -219,7 +219,7 @@ at = lambda m, n: pl.apply_rope(qk[0][None], torch.tensor([m]))[0] @ pl.apply_ro
 assert torch.allclose(signed, torch.stack([at(10, 13), at(10, 7)]))  # r = -3: the key 3 after query 10; r = 3: 3 before
 print("the conventions table matches the library")
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "skip"}
 # ## Where properties 1 and 2 part from source `001`
 #
 # Read this section after chapters 1 and 2: it uses their causal masks, affine maps and least squares.
@@ -247,7 +247,7 @@ print("the conventions table matches the library")
 # `pl.affine_shift_residual` (the map's checks below use it: 0 means one affine map moves every
 # position $k$ steps).
 
-# %% slideshow={"slide_type": "fragment"}
+# %% slideshow={"slide_type": "skip"}
 g = torch.Generator().manual_seed(0)
 w_q, w_k, w_v = torch.randn(3, 8, 8, generator=g, dtype=torch.float64)  # one random head, d = 8
 code = torch.randn(4, 8, generator=g, dtype=torch.float64)
@@ -299,7 +299,7 @@ assert (sines[:-3] @ torch.linalg.lstsq(sines[:-3], sines[3:]).solution - sines[
 print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 1); sinusoids: an exact linear one")
 
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "skip"}
 # ## The map again, with the evidence
 #
 # Read this part after the chapters it cites: it uses their words and their library functions. The map
@@ -366,9 +366,9 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # rows is chapter 1's Exercise 5.
 #
 # **Integer and normalised codes** ([chapter 2](02_integer_binary.ipynb) §1–2). The integer code's shift
-# is affine, yet a head's score $p_m^\top A\,p_n = mn\,(\mathbf 1^\top A\mathbf 1)$ depends on the positions,
-# not on $n - m$; the normalised code's shift $+(k/m)\cdot\mathbf 1$ changes with the length $m$ (column
-# 2's cell for both).
+# is affine, yet a head's score $p_a^\top A\,p_b = ab\,(\mathbf 1^\top A\mathbf 1)$ for positions $a$ and
+# $b$ depends on the positions, not on $b - a$; the normalised code's shift $+(k/m)\cdot\mathbf 1$ changes
+# with the length $m$ (column 2's cell for both).
 #
 # **Binary code.** Least squares finds exact affine maps at some $k \ge 2^{d-2}$; all but
 # $k = 2^{d-1}$ come from the table's edge (it stops at $2^d - 1$): with the positions wrapped around
@@ -416,7 +416,7 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # 64-wide model is a vector of length 8000, far beyond anything a model trained on short sequences has
 # seen (chapter 2 measures it against a layer-normalised token).
 
-# %% [markdown] slideshow={"slide_type": "fragment"}
+# %% [markdown] slideshow={"slide_type": "skip"}
 # **Column 1, checked in the next four cells.** First, what a LayerNorm merges. It subtracts each
 # vector's mean over its features and divides by its spread, so it merges two positions for every token
 # exactly when their codes differ by the same number in every feature; the cell compares the codes with
@@ -427,7 +427,7 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # position $2^d$ has none of its own; 17 bits already give each of Llama 3.1's 131 072 positions a code
 # of its own, before a LayerNorm (behind one, $p_0$ and the last merge).
 
-# %% slideshow={"slide_type": "fragment"}
+# %% slideshow={"slide_type": "skip"}
 # Column 1 (i): what a LayerNorm merges
 def kept_apart(codes):
     """How many positions a LayerNorm keeps apart: distinct codes once each one's mean is removed."""
@@ -445,7 +445,7 @@ assert 2**16 < 131_072 <= 2**17  # 17 bits are enough for a 131 072-token contex
 print("a LayerNorm keeps apart: sinusoids 512 of 512; binary, 4/5/6 bits:",
       {d: kept_apart(pl.binary_positions(2**d, d)) for d in (4, 5, 6)})
 
-# %% [markdown] slideshow={"slide_type": "fragment"}
+# %% [markdown] slideshow={"slide_type": "skip"}
 # **The swap test behind a LayerNorm**, on a random head with 20 positions. For both codes and for RoPE,
 # each of the 171 swaps of two tokens a query sees changes its output, for the middle query without a
 # mask, and each of the 45 for the same query under a causal mask, where it sees only the 10 tokens
@@ -458,7 +458,7 @@ print("a LayerNorm keeps apart: sinusoids 512 of 512; binary, 4/5/6 bits:",
 # squeezes the integer code: for one token, positions 1 and 2 land 0.96 apart after it, positions 100
 # and 101 less than $10^{-3}$ (with a zero token, every position from 1 on lands on the same vector).
 
-# %% slideshow={"slide_type": "fragment"}
+# %% slideshow={"slide_type": "skip"}
 # Column 1 (ii): the swap test behind a LayerNorm, 20 positions, the middle query
 def swaps_that_keep(head, query, causal, n=20):
     """The swaps of two tokens the query sees (not itself) that leave its output as it was; head(x, causal) -> (n, 16)."""
@@ -516,7 +516,7 @@ tok = torch.randn(16, generator=torch.Generator().manual_seed(5), dtype=torch.fl
 gap = lambda t, i: (rms(t + i) - rms(t + i + 1)).norm().item()  # noqa: E731  positions i and i + 1 after an RMSNorm
 assert round(gap(tok, 1), 2) == 0.96 and gap(tok, 100) < 1e-3 and gap(torch.zeros(16, dtype=torch.float64), 5) < 1e-12
 
-# %% [markdown] slideshow={"slide_type": "fragment"}
+# %% [markdown] slideshow={"slide_type": "skip"}
 # **Without the LayerNorm.** The sinusoids, the random table and RoPE again change the output on every
 # swap, both ways, and causal ALiBi under its mask. The non-symmetric ALiBi encoder form, two heads
 # looking one way each, changes all 171, with and without the LayerNorm, though each head alone misses
@@ -529,7 +529,7 @@ assert round(gap(tok, 1), 2) == 0.96 and gap(tok, 100) < 1e-3 and gap(torch.zero
 # $10^{-9}$ in float64. A question of numbers the map does not grade (chapter 2 §1 weighs the code's
 # size).
 
-# %% slideshow={"slide_type": "fragment"}
+# %% slideshow={"slide_type": "skip"}
 # Column 1 (iii): the same heads without the LayerNorm
 def raw(codes, w=(wq_s, wk_s, wv_s)):
     """The same kind of head without the LayerNorm: token + code straight in."""
@@ -575,7 +575,7 @@ print("without a LayerNorm, (of 171, no mask), (of 45, causal): sinusoids", chan
 print("integer code, no LayerNorm: the last query's weight on itself is within 1e-9 of 1:",
       bool(1 - weights[19, 19] < 1e-9))
 
-# %% [markdown] slideshow={"slide_type": "fragment"}
+# %% [markdown] slideshow={"slide_type": "skip"}
 # **Two small cases, without a mask and with one.** A symmetric ALiBi head (a random one): swapping the
 # tokens one before and one after the middle query leaves its output as it was; on the palindrome
 # "a b c b a" its mirror positions (0 and 4, 1 and 3) tie and no other pair does. The same head with RoPE
@@ -584,7 +584,7 @@ print("integer code, no LayerNorm: the last query's weight on itself is within 1
 # bucket and put 16, 17 and 18 in one, far short of 128: under a causal mask, the keys 16 and 18 before a
 # query trade places without changing its output; those 14 and 15 before it do change it.
 
-# %% slideshow={"slide_type": "fragment"}
+# %% slideshow={"slide_type": "skip"}
 # Column 1 (iv): symmetric ALiBi and RoPE on five tokens; T5's shared buckets
 g = torch.Generator().manual_seed(1)
 sym_bias = pl.alibi_bias(1, 5, mode="symmetric", slopes=torch.tensor([0.5]), dtype=torch.float64)[0]  # -0.5 |i - j|
@@ -617,7 +617,7 @@ print("T5, last query: output unchanged when the keys 18 and 16 back trade place
       torch.allclose(t5(seq[near])[19], t5(seq)[19], atol=1e-3))
 
 
-# %% [markdown] slideshow={"slide_type": "fragment"}
+# %% [markdown] slideshow={"slide_type": "skip"}
 # **Column 2, checked in the next cell.** Several checks use `pl.affine_shift_residual(table, k)`
 # (chapter 2 builds it): it fits one matrix and one vector by least squares to every pair
 # $(p_i, p_{i+k})$ of a table at once and returns the error left over; 0 means one affine map moves
@@ -629,7 +629,7 @@ print("T5, last query: output unchanged when the keys 18 and 16 back trade place
 # pairs. So with $d+1$ pairs or fewer least squares fits almost any table exactly, and the test says
 # nothing. Over more pairs a random table has no such map.
 
-# %% slideshow={"slide_type": "fragment"}
+# %% slideshow={"slide_type": "skip"}
 # Column 2: the integer code's scores, the normalised code's one map per length, a random table
 A = torch.randn(8, 8, generator=torch.Generator().manual_seed(5), dtype=torch.float64)  # a random head's W_q^T W_k
 ints = pl.integer_positions(64, 8).double()  # p_i = i * 1
@@ -665,7 +665,7 @@ wrapped = {d: [k for k in range(1, 2**d) if pl.affine_shift_residual(
 assert wrapped == {d: [2 ** (d - 1)] for d in (4, 5, 6)}  # ... the edge's doing: wrapped mod 2^d, only 2^(d-1)
 
 
-# %% [markdown] slideshow={"slide_type": "fragment"}
+# %% [markdown] slideshow={"slide_type": "skip"}
 # **Column 3, checked in the next cell.** Three rules, one for every row:
 #
 # * [7] where [chapter 7](07_beyond.ipynb) §3's train-short, test-long experiment trains the method:
@@ -679,7 +679,7 @@ assert wrapped == {d: [2 ** (d - 1)] for d in (4, 5, 6)}  # ... the edge's doing
 #   of $2^b$ positions, bit $b$ turns on, a value training never showed; a normalised code gives every
 #   position but 0 a new code at a new length.
 
-# %% slideshow={"slide_type": "fragment"}
+# %% slideshow={"slide_type": "skip"}
 # Column 3: the rows no model is trained for
 at16, at32 = torch.arange(16) / 16, torch.arange(16) / 32  # the normalised code of positions 0..15 at two lengths
 assert at16[0] == at32[0] and (at16[1:] != at32[1:]).all()  # every position but 0 gets a new code
@@ -690,7 +690,7 @@ print("untrained rows: integer code, d = 64: ||p_1000|| =", int(pl.integer_posit
       "| binary, 5 bits: bit 4 first set at position", int(longer[:, 0].nonzero()[0]))
 
 
-# %% [markdown] slideshow={"slide_type": "fragment"}
+# %% [markdown] slideshow={"slide_type": "skip"}
 # **Column 5, checked in the next cell**, for the rows it grades here. A relative bias with one entry per 2-D
 # offset (key minus query, in rows and in columns) reads four different entries of its table for the
 # patches left, right, above and below a query, the same four for another query. The map's 2-D ALiBi (a
@@ -707,7 +707,7 @@ print("untrained rows: integer code, d = 64: ||p_1000|| =", int(pl.integer_posit
 # 6-wide one (ViT's table holds one more row first, for its class token): the same place in the image,
 # another row, so the rows depend on the grid's width.
 
-# %% slideshow={"slide_type": "fragment"}
+# %% slideshow={"slide_type": "skip"}
 # Column 5: 2-D offsets (relative, ALiBi), axial RoPE, raster order (NoPE, learned)
 g = torch.Generator().manual_seed(3)  # this cell's own draws: it runs the same alone
 rows, cols = torch.meshgrid(torch.arange(4), torch.arange(4), indexing="ij")  # a 4 x 4 grid of patches
@@ -738,12 +738,13 @@ print("raster index of the patch at row 1, column 0, on a 4- and a 6-wide grid:"
 # **The map completed, after chapters 7 and 9** (collapsed: open it once you have made the predictions
 # those chapters ask for). Column 3, by chapter 7's rule, for its small models only (three tasks, three
 # seeds, trained on 64 tokens and read at 512; each method as trained, RoPE without PI, NTK or YaRN; a
-# task kept within 0.1 of its accuracy at 64 tokens; its cell asserts the marks): NoPE ~, sinusoidal ✘,
-# T5 ~ (the least firm: its seeds spread widely), RoPE ✘, ALiBi ~. Column 5 of the axial forms, by
+# task kept within 0.1 of its accuracy at 64 tokens; its cell asserts the marks): NoPE ~ (its lookups
+# fall 0.06 and 0.08, near the line), sinusoidal ✘, T5 ~ (the least firm: the ~ comes from the mean;
+# two of its three seeds keep the grammar, 0.07 and 0.09 lower, and one falls 0.28), RoPE ✘, ALiBi ~. Column 5 of the axial forms, by
 # chapter 9 after its Exercise 3: ~ for axial RoPE and for the axial integer, normalised, binary and
 # sinusoidal codes.
 
-# %% [markdown] slideshow={"slide_type": "slide"}
+# %% [markdown] slideshow={"slide_type": "skip"}
 # ## About these notebooks
 #
 # **What "checked" means here.** Each statement about a number, a shape, an equality or an
@@ -772,14 +773,15 @@ print("raster index of the patch at row 1, column 0, on a 4- and a 6-wide grid:"
 # JupyterLab with `POSENC_DEVICE=cuda` (or `mps`, or `auto` for the best one present): random inputs
 # are still drawn on the CPU, so only last digits may move; the experiments take `--device cuda`.
 
-# %% [markdown] slideshow={"slide_type": "slide"}
+# %% [markdown] slideshow={"slide_type": "skip"}
 # ## How to use these notebooks in class
 #
 # **Before the lecture.** `make lab` opens the notebooks in JupyterLab; run the chapter top to
 # bottom once (Run → Run All Cells), so that every widget is live. `make slides` builds a
 # reveal.js deck of each chapter from the same cells (`slide`, `subslide`, `fragment` and
 # `skip` are set on every cell); the deck shows the static figures and works offline, so
-# keep it as a fallback and switch to JupyterLab for the widgets.
+# keep it as a fallback and switch to JupyterLab for the widgets. This page's deck stops after the map
+# at a glance: the rest of the page is reference.
 #
 # **During the lecture.** Every chapter follows the same rhythm: a paragraph says what the
 # next cell will show, the cell shows it and asserts it. Before running an assert, ask the
@@ -795,7 +797,7 @@ print("raster index of the patch at row 1, column 0, on a 4- and a 6-wide grid:"
 # (nbgrader's `generate_assignment`) and `POSENC_GRADING=1 nbgrader autograde` scores the
 # returned ones (TEACHING.md, "Student copies and grading with nbgrader").
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "skip"}
 # ### A 50-minute path per chapter
 #
 # Each chapter is one 50-minute session: 40 minutes along its path, from the slides or the
