@@ -1190,7 +1190,8 @@ _ = check.rotate_back_in_place(rotate_back_)
 # dropping the low 16 bits rounds to the nearest bf16 number, a tie to the one whose last bit is 0 (even), as
 # torch's `.to(torch.bfloat16)` does; a NaN is set to a NaN explicitly. The kernel's comment gives the reason: the
 # interpreter's own cast truncates. The next cell checks that formula against torch's rounding, and the kernel's
-# bf16 output under the interpreter against `pl.apply_rope`.
+# bf16 output under the interpreter against `pl.apply_rope`; where Triton is installed, it also runs a one-line
+# kernel that casts float32 to bf16 under the interpreter: equal to truncation, not to torch's rounding.
 #
 # The `tl.join` and then `tl.split` in the half layout are not a no-op left in by mistake: the join makes one
 # (BLOCK_S, HALF, 2) block of both members so that that rounding, and the interleaved layout's store (the block
@@ -1231,7 +1232,21 @@ assert not torch.equal((x32.view(torch.int32) & ~0xFFFF).view(torch.float32), x3
 
 def check_triton_kernel() -> None:
     """The kernel under Triton's interpreter against apply_rope: q and k in one launch, forward and backward."""
+    import triton
+    import triton.language as tl
+
     from posenc_lib.kernels import triton_rope  # CPU tensors run under Triton's interpreter
+
+    def cast_to_bf16(x_ptr, y_ptr, n: tl.constexpr):  # the interpreter's own cast, alone
+        offsets = tl.arange(0, n)
+        tl.store(y_ptr + offsets, tl.load(x_ptr + offsets).to(tl.bfloat16))
+
+    with triton_rope._interpret(True):
+        cast_kernel = triton.jit(cast_to_bf16)
+    cast = torch.empty(1024, dtype=torch.bfloat16)
+    cast_kernel[(1,)](x32[:1024], cast, n=1024)
+    assert torch.equal(cast.float(), (x32[:1024].view(torch.int32) & ~0xFFFF).view(torch.float32))  # it truncates
+    assert not torch.equal(cast, x32[:1024].to(torch.bfloat16))  # it does not round to nearest
 
     for seq, groups in ((1, 8), (16, 8), (4096, 1), (16384, 1)):  # on a GPU (an H100's 132 multiprocessors)
         q_shape, k_shape = torch.empty(1, 32, seq, 128, device="meta"), torch.empty(1, 8, seq, 128, device="meta")
@@ -1259,7 +1274,7 @@ if importlib.util.find_spec("triton") is None:  # the course's own environment h
     print("Triton is not installed here (`pip install triton`): the kernel is not run, only its rounding formula checked")
 else:
     check_triton_kernel()
-    print("under Triton's interpreter: q and k in one launch; from tables equal to apply_rope bit for bit (float32, "
+    print("under Triton's interpreter: a cast of float32 to bf16 truncates; q and k in one launch; from tables equal to apply_rope bit for bit (float32, "
           "and bf16 with its rounding by hand), in registers within 2 eps max|x| (eps = 2^-23, float32's spacing at 1); "
           "the backward equal to the rotation by -angle")
 
