@@ -538,7 +538,7 @@ fig
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **The question: how many passes over x-sized data does each way of writing the rotation make?** The rule
-# `traffic` answers it. It counts the torch calls that move a whole tensor's worth of data (at least half of x: one
+# `traffic` answers it, in one-pass bounds of the bf16 `xb` (forward only, tables left out). It counts the torch calls that move a whole tensor's worth of data (at least half of x: one
 # member of every pair), and the bytes of such tensors they read and write (`RecordCalls`'s
 # docstring, in `posenc_lib/counting.py`, says what a call reads and what it writes). Only the calls named in `DATA_OPS`
 # count: a hand list of the calls that move data in the functions this section counts, and `reshape` where it must
@@ -846,7 +846,7 @@ print("one forward rotation of the bf16 xb, in one-pass bounds: "
 # given `rotary_cos` and `rotary_sin`, rotates q and the new k inside its attention kernel.
 #
 # **The question: how close does a training step come to that floor of two bounds?** The rule
-# `whole_tensor` answers it. To see what autograd runs in the backward pass, it takes `RecordOps`'s record
+# `whole_tensor` answers it, in one-pass bounds of the bf16 `xb` (forward and backward, tables left out). To see what autograd runs in the backward pass, it takes `RecordOps`'s record
 # of every ATen operator, including those the backward pass calls, and counts as `traffic` did in §3:
 # operators on x-sized data and their x-sized tensors. The cell counts the plain form; the C operator's step,
 # which the exercise below asks about, is counted after the exercise.
@@ -925,7 +925,8 @@ _ = check.tables_in_a_step(step_bounds)
 # the cell checks only that hand-off, with a stand-in for the kernel. The cell first counts the C
 # operator's step on x-sized tensors alone (on the meta device, so on any machine: 2 operators, 2
 # bounds, the floor §4 began with). Then it asks **what a step moves all told, the tables and their making
-# included**: the rule `all_bytes` adds up every operator's bytes, tables and angles in. It also makes
+# included**: the rule `all_bytes` adds up every operator's bytes, tables and angles in (in one-pass bounds of the
+# bf16 `xb`, forward and backward). It also makes
 # §2's count on the C kernel (float32 x, forward only), which §2 left for here.
 
 # %% slideshow={"slide_type": "fragment"}
