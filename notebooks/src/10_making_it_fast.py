@@ -83,7 +83,10 @@ print("RecordOps:  ", [op.name for op in aten_level.ops])
 # One of chapter 3's sources (`003`) builds the sinusoidal table in three steps: a nested list
 # comprehension computes the angle of every entry, p / 10000^(2⌊c/2⌋/d) for position p and column c
 # (both columns of a pair share ⌊c/2⌋ = j), in Python; one call turns the nested list into a tensor;
-# then two vectorised calls take the sine of the even columns and the cosine of the odd ones. Our
+# then two vectorised calls take the sine of the even columns and the cosine of the odd ones. Source 003
+# builds its table once, in `PositionalEncoding.__init__` (`max_len: int = 5000` positions), and keeps it as a
+# buffer that `forward` slices: a cost paid once, when the model is built, not in every step. So the difference
+# below matters only where tables are built often (many models, widths or lengths). Our
 # version of that builder (it takes the angle as an argument, so the cell can count its calls, and
 # `RecordCalls` records its torch calls):
 
@@ -535,7 +538,7 @@ fig
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **The question: how many passes over x-sized data does each way of writing the rotation make?** The rule
-# `traffic` answers it. It counts the torch calls that move a whole tensor's worth of data (at least half of x: one
+# `traffic` answers it, in one-pass bounds of the bf16 `xb` (forward only, tables left out). It counts the torch calls that move a whole tensor's worth of data (at least half of x: one
 # member of every pair), and the bytes of such tensors they read and write (`RecordCalls`'s
 # docstring, in `posenc_lib/counting.py`, says what a call reads and what it writes). Only the calls named in `DATA_OPS`
 # count: a hand list of the calls that move data in the functions this section counts, and `reshape` where it must
@@ -839,10 +842,11 @@ print("one forward rotation of the bf16 xb, in one-pass bounds: "
 # read x and write R x, then read g and write R_{−m} g. That is two one-pass bounds of bytes. A
 # kernel that fuses the rotation into the operation that produces q and k (the projection) or into
 # the one that consumes them (attention) never writes or reads the rotated tensor on its own, so
-# this floor is a standalone operator's, not RoPE's.
+# this floor is a standalone operator's, not RoPE's. One real example: FlashAttention's `flash_attn_with_kvcache`,
+# given `rotary_cos` and `rotary_sin`, rotates q and the new k inside its attention kernel.
 #
 # **The question: how close does a training step come to that floor of two bounds?** The rule
-# `whole_tensor` answers it. To see what autograd runs in the backward pass, it takes `RecordOps`'s record
+# `whole_tensor` answers it, in one-pass bounds of the bf16 `xb` (forward and backward, tables left out). To see what autograd runs in the backward pass, it takes `RecordOps`'s record
 # of every ATen operator, including those the backward pass calls, and counts as `traffic` did in §3:
 # operators on x-sized data and their x-sized tensors. The cell counts the plain form; the C operator's step,
 # which the exercise below asks about, is counted after the exercise.
@@ -921,7 +925,8 @@ _ = check.tables_in_a_step(step_bounds)
 # the cell checks only that hand-off, with a stand-in for the kernel. The cell first counts the C
 # operator's step on x-sized tensors alone (on the meta device, so on any machine: 2 operators, 2
 # bounds, the floor §4 began with). Then it asks **what a step moves all told, the tables and their making
-# included**: the rule `all_bytes` adds up every operator's bytes, tables and angles in. It also makes
+# included**: the rule `all_bytes` adds up every operator's bytes, tables and angles in (in one-pass bounds of the
+# bf16 `xb`, forward and backward). It also makes
 # §2's count on the C kernel (float32 x, forward only), which §2 left for here.
 
 # %% slideshow={"slide_type": "fragment"}
@@ -1186,7 +1191,8 @@ _ = check.rotate_back_in_place(rotate_back_)
 # dropping the low 16 bits rounds to the nearest bf16 number, a tie to the one whose last bit is 0 (even), as
 # torch's `.to(torch.bfloat16)` does; a NaN is set to a NaN explicitly. The kernel's comment gives the reason: the
 # interpreter's own cast truncates. The next cell checks that formula against torch's rounding, and the kernel's
-# bf16 output under the interpreter against `pl.apply_rope`.
+# bf16 output under the interpreter against `pl.apply_rope`; where Triton is installed, it also runs a one-line
+# kernel that casts float32 to bf16 under the interpreter: equal to truncation, not to torch's rounding.
 #
 # The `tl.join` and then `tl.split` in the half layout are not a no-op left in by mistake: the join makes one
 # (BLOCK_S, HALF, 2) block of both members so that that rounding, and the interleaved layout's store (the block
@@ -1227,7 +1233,21 @@ assert not torch.equal((x32.view(torch.int32) & ~0xFFFF).view(torch.float32), x3
 
 def check_triton_kernel() -> None:
     """The kernel under Triton's interpreter against apply_rope: q and k in one launch, forward and backward."""
+    import triton
+    import triton.language as tl
+
     from posenc_lib.kernels import triton_rope  # CPU tensors run under Triton's interpreter
+
+    def cast_to_bf16(x_ptr, y_ptr, n: tl.constexpr):  # the interpreter's own cast, alone
+        offsets = tl.arange(0, n)
+        tl.store(y_ptr + offsets, tl.load(x_ptr + offsets).to(tl.bfloat16))
+
+    with triton_rope._interpret(True):
+        cast_kernel = triton.jit(cast_to_bf16)
+    cast = torch.empty(1024, dtype=torch.bfloat16)
+    cast_kernel[(1,)](x32[:1024], cast, n=1024)
+    assert torch.equal(cast.float(), (x32[:1024].view(torch.int32) & ~0xFFFF).view(torch.float32))  # it truncates
+    assert not torch.equal(cast, x32[:1024].to(torch.bfloat16))  # it does not round to nearest
 
     for seq, groups in ((1, 8), (16, 8), (4096, 1), (16384, 1)):  # on a GPU (an H100's 132 multiprocessors)
         q_shape, k_shape = torch.empty(1, 32, seq, 128, device="meta"), torch.empty(1, 8, seq, 128, device="meta")
@@ -1255,7 +1275,7 @@ if importlib.util.find_spec("triton") is None:  # the course's own environment h
     print("Triton is not installed here (`pip install triton`): the kernel is not run, only its rounding formula checked")
 else:
     check_triton_kernel()
-    print("under Triton's interpreter: q and k in one launch; from tables equal to apply_rope bit for bit (float32, "
+    print("under Triton's interpreter: a cast of float32 to bf16 truncates; q and k in one launch; from tables equal to apply_rope bit for bit (float32, "
           "and bf16 with its rounding by hand), in registers within 2 eps max|x| (eps = 2^-23, float32's spacing at 1); "
           "the backward equal to the rotation by -angle")
 
@@ -1264,7 +1284,8 @@ else:
 #
 # **What to remember: on a GPU, bytes set RoPE's time only for long sequences. In the one run of this library's
 # kernel (an H200), at L = 16384 the kernel took 1.07 to 1.11 times a copy of q and k; at L = 4096 a cost per call,
-# not bytes, set every time, and there Hugging Face's rotation was faster than every path of this library.**
+# not bytes, set every time, and that row cannot rank the paths: its times may be the host's work to launch a call
+# rather than the GPU's, and no control run separates the two.**
 #
 # `make bench DEVICE=cuda` times q (1, 32, L, 128) and k (1, 8, L, 128) rotated in the half layout by each path:
 # CUDA events, the median of 25 calls, one run with no spread. `benchmarks/README.md` ("First GPU run of this tree")
@@ -1278,16 +1299,20 @@ else:
 #   tables or in registers, in both dtypes; `RotaryEmbedding` 1.07 and 1.11 (bf16, float32); `apply_rope` (one
 #   launch per tensor) 1.43 and 1.29; the torch paths, with no Triton, 3.7 to 12.4; Hugging Face's rotation 11.8 and
 #   7.5 eager, 1.13 and 1.39 under `torch.compile`.
-# - **L = 4096: a cost per call sets the time.** The bound moved its 84 MB (bf16) at only 1.2 TB/s, and float32's twice
-#   the bytes took 1.06 times as long: even one pass cost about a call, whatever its bytes. Here a copy is a unit of
-#   call cost, not of bytes, and the order changes: Hugging Face's rotation, 3.9 and 4.4 copies eager, 2.6 and 2.8
-#   compiled, was faster than every path of this library, the kernel alone included (4.5 to 5.7 copies;
-#   `RotaryEmbedding` 5.8, `apply_rope` 14.7 and 14.1). `apply_rope` even took longer at 4096 than at 16384 (1.13
-#   against 0.12 ms, bf16), which neither bytes nor a fixed cost per call explains; the README names one untested
-#   explanation and leaves the cost untraced.
+# - **L = 4096: a cost per call sets the time, and this run cannot say whose.** The bound moved its 84 MB (bf16) at
+#   only 1.2 TB/s, and float32's twice the bytes took 1.06 times as long: even one pass cost about a call, whatever
+#   its bytes. The kernel alone took 4.5 to 5.7 copies, 0.36 to 0.44 ms a call, against 0.09 to 0.18 ms at 16384
+#   with four times the bytes: not time its bytes need. The harness (`device_samples` in `benchmarks/_timing.py`)
+#   times each call between two CUDA events with no synchronisation between calls, so once the GPU has caught up
+#   with the host, a call's time includes the host's work to launch it (Python, torch's dispatcher, Triton's
+#   launcher), which a training step, its GPU queue full, would hide. No control run (a profiler's trace of GPU
+#   time, say) separates the two, so this row ranks no path, and this appendix reads no order from it.
+#   `apply_rope` even took longer at 4096 than at 16384 (1.13 against 0.12 ms, bf16): unexplained by this run. One
+#   explanation, the README's, untested: at 16384 each call waits behind the slower paths timed before it in the
+#   round robin, so its launch cost hides behind the GPU's backlog; at 4096 the GPU has caught up and it does not.
 #
 # So a count of bytes, this appendix's method, gives a floor: at L = 16384 the kernel alone came close to it (1.07
-# to 1.11 copies), and at L = 4096 what the calls cost beyond their bytes decided the order.
+# to 1.11 copies); at L = 4096 the run timed something beyond the bytes and cannot say how much of it was the GPU's.
 #
 # An earlier run on an H100 ("A quoted GPU measurement", bf16, before the library had this kernel) timed an untuned
 # Triton prototype, its angles in registers, in copies of q and k: 1.41, 1.25 and 1.09 at L = 4096, 16384 and 65536.
@@ -1327,17 +1352,17 @@ f32_over_bf16 = {seq: h200["float32", seq][0] / h200["bfloat16", seq][0] for seq
 assert (round(f32_over_bf16[4096], 2), round(f32_over_bf16[16384], 2)) == (1.06, 1.92)
 kernel = ("kernel, tables", "kernel, registers")
 torch_paths = ("apply_rope torch", "module torch", "apply_rope_compiled")
-library = ("apply_rope", "RotaryEmbedding", *kernel, *torch_paths)
 # L = 16384
 assert (min(in_copies(16384, *kernel)), max(in_copies(16384, *kernel))) == (1.07, 1.11)
 assert in_copies(16384, "RotaryEmbedding") == [1.07, 1.11] and in_copies(16384, "apply_rope") == [1.43, 1.29]
 assert (min(in_copies(16384, *torch_paths, ndigits=1)), max(in_copies(16384, *torch_paths, ndigits=1))) == (3.7, 12.4)
 assert in_copies(16384, "HF eager", ndigits=1) == [11.8, 7.5] and in_copies(16384, "HF compiled") == [1.13, 1.39]
-# L = 4096: Hugging Face faster than every path of the library, in both dtypes
-assert in_copies(4096, "HF eager", ndigits=1) == [3.9, 4.4] and in_copies(4096, "HF compiled", ndigits=1) == [2.6, 2.8]
-assert all(copies[dtype, 4096]["HF eager"] < min(copies[dtype, 4096][path] for path in library) for dtype in dtypes)
+# L = 4096: the kernel alone, in copies and in ms, against its ms at 16384 (four times the bytes)
 assert (min(in_copies(4096, *kernel, ndigits=1)), max(in_copies(4096, *kernel, ndigits=1))) == (4.5, 5.7)
-assert in_copies(4096, "RotaryEmbedding", ndigits=1) == [5.8, 5.8] and in_copies(4096, "apply_rope", ndigits=1) == [14.7, 14.1]
+kernel_ms = {seq: [h200[dtype, seq][0] * h200[dtype, seq][1 + h200_columns.index(path)] for dtype in dtypes
+                   for path in kernel] for seq in entries}
+assert (round(min(kernel_ms[4096]), 2), round(max(kernel_ms[4096]), 2)) == (0.36, 0.44)
+assert (round(min(kernel_ms[16384]), 2), round(max(kernel_ms[16384]), 2)) == (0.09, 0.18)
 apply_rope_ms = {seq: h200["bfloat16", seq][0] * h200["bfloat16", seq][2] for seq in entries}
 assert (round(apply_rope_ms[4096], 2), round(apply_rope_ms[16384], 2)) == (1.13, 0.12)  # slower with fewer positions
 print(f"the bound (bf16): {tb_per_s[4096]:.1f} TB/s at L = 4096, {tb_per_s[16384]:.1f} at 16384; float32 over bf16: "
@@ -1548,9 +1573,16 @@ print(f"attention written out: the step's bytes x {total_bytes(eager_with) / tot
 # each sequence adds and F what does not grow with the tokens. RoPE's bytes are all per token and grow with the
 # width (about eightfold from 64 to 512); F is the weights' traffic and grows as the weights do, faster than the
 # width. Two counts give F = (8 · rest(1) − rest(8)) / 7: about 22 times the weights' bytes at both widths. A
-# control counts AdamW's update alone: 19 of those 22 (it reads each weight, its gradient and its two moments, and
-# writes the weight and the moments); the other 3 are a weight read forward, read again backward and its gradient
-# written. The fewer tokens a step has, the more F weighs, so the faster the share falls with the width.
+# control counts AdamW's update alone: 19 of those 22; the other 3 are a weight read forward, read again backward
+# and its gradient written. The fewer tokens a step has, the more F weighs, so the faster the share falls with the
+# width.
+#
+# The 19 are eager AdamW's, one weight at a time (`foreach=False`, the CPU's default), which passes over the moments
+# several times and builds a temporary for the denominator. In weight-sized tensors read and written, per operator
+# (the cell counts each): `lerp_` 3 (the first moment), `mul_` 2 and `addcmul_` 4 (the second), `sqrt` 2, `div` 2
+# and `add_` 2 (the denominator), `addcdiv_` 4 (the weight). A fused AdamW reads each weight, its gradient and its
+# two moments once and writes the weight and the moments: 7, which would make F about 10 times the weights' bytes.
+# Recounted so, the share still falls with the width: from 0.26 to 0.23 with 8 sequences, from 0.23 to 0.12 with one.
 #
 # The vocabulary, 64 tokens so far, adds only bytes RoPE has no part in: the logits (batch · T · vocab float32
 # numbers), their softmax and gradients, and the embedding and output weights (vocab · d_model each). At 8192 tokens,
@@ -1595,9 +1627,20 @@ for w in (64, 512):
     with RecordOps() as update_rec:
         optimizer_w.step()
     update_bytes[w] = total_bytes(without_marks(update_rec.ops))
+    per_operator = {}  # in weights' bytes, by operator (add_ also counts the one-number step counter)
+    for op in without_marks(update_rec.ops):
+        if op.name != "aten::_local_scalar_dense":  # reads a one-number tensor
+            per_operator[op.name] = per_operator.get(op.name, 0) + total_bytes([op]) / param_bytes[w]
+    assert {name.split("::")[1]: round(share) for name, share in per_operator.items()} == {
+        "lerp_.Scalar": 3, "mul_.Tensor": 2, "addcmul_": 4, "sqrt": 2, "div.Tensor": 2, "add_.Tensor": 2, "addcdiv_": 4}
     assert sum(p.numel() * p.element_size() for p in model_w.parameters()) == param_bytes[w]
     assert 18.99 < update_bytes[w] / param_bytes[w] < 19.01  # AdamW's update: 19 times the weights' bytes
     assert 2.9 < (fixed_part[w] - update_bytes[w]) / param_bytes[w] < 3  # forward and backward: about 3 times
+fused_update = 4 + 3  # a fused AdamW: reads the weight, its gradient and two moments; writes the weight and moments
+assert all(round((fixed_part[w] - update_bytes[w]) / param_bytes[w] + fused_update) == 10 for w in (64, 512))
+share_fused = {(batch, w): (total - rest) / (total - (update_bytes[w] - fused_update * param_bytes[w]))
+               for (batch, w), (total, rest) in by_width.items() if w in (64, 512)}
+assert [round(share_fused[key], 2) for key in ((8, 64), (8, 512), (1, 64), (1, 512))] == [0.26, 0.23, 0.23, 0.12]
 print("d_model  RoPE's share of a step's bytes: 8 sequences, 1 sequence (255 tokens each)")
 for w in widths:
     print(f"{w:7d}  {share_by_width[8, w]:.3f}  {share_by_width[1, w]:.3f}")
@@ -1608,6 +1651,9 @@ print(f"the rest's bytes from 1 sequence to 8: x {rest_per_batch[64]:.2f} at d_m
       f"x {rest_per_batch[512]:.2f} at 512; its part that does not grow with the sequences, in parameters' bytes: "
       f"{fixed_part[64] / param_bytes[64]:.2f} at 64, {fixed_part[512] / param_bytes[512]:.2f} at 512, of which AdamW's "
       f"update alone {update_bytes[64] / param_bytes[64]:.2f} and {update_bytes[512] / param_bytes[512]:.2f}")
+print("with a fused AdamW (7 weights' bytes), RoPE's share at d_model = 64, 512: "
+      f"{share_fused[8, 64]:.3f}, {share_fused[8, 512]:.3f} (8 sequences); {share_fused[1, 64]:.3f}, "
+      f"{share_fused[1, 512]:.3f} (one)")
 vocabs = (64, 1024, 8192)  # the vocabulary, held at 64 above; 8 sequences of 255 tokens
 by_vocab = {(w, v): by_width[8, w] if v == 64
             else tuple(total_bytes(step_ops(positional, width=w, vocab=v)) for positional in ("rope", "none"))
