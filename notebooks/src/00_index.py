@@ -62,7 +62,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 #    length. Ideally the rule is a fixed affine map $p_{i+k} = M_k\,p_i + b_k$: one matrix $M_k$
 #    and one vector $b_k$ for each offset $k$ (for the sinusoids of chapter 3 a linear one,
 #    $b_k = 0$). Then "k tokens apart" is the same map everywhere in the sequence. Whether a head's
-#    scores then depend on the offset alone is a further question. The map alone is not enough
+#    scores then depend on the offset alone is a further question. The affine map alone is not enough
 #    (chapter 3 §6 asks what the head must do as well).
 # 3. **Generalises to longer sequences.** A model trained on 8K tokens should still make
 #    sense of position 30 000.
@@ -124,7 +124,8 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 #
 # The five questions:
 #
-# 1. **Told apart.** When two other tokens a query sees trade places, can its output change?
+# 1. **Told apart.** When two other tokens a query sees trade places, can its output change? ("~ LayerNorm":
+#    a LayerNorm subtracts each vector's mean, which removes all of $i\cdot\mathbf 1$.)
 # 2. **Fixed shift.** Is moving every position by $k$ one fixed *affine* map (a matrix and an added
 #    vector), the same wherever you start: of the codes ("✔ codes") or of the scores ("✔ scores")?
 # 3. **Longer sequences.** Does a model trained on short sequences still work on longer ones?
@@ -523,8 +524,7 @@ assert round(gap(tok, 1), 2) == 0.96 and gap(tok, 100) < 1e-3 and gap(torch.zero
 # the swaps its own mask hides from the query: 36 of them for the head that looks back (9 keys ahead,
 # $\binom{9}{2}$ pairs), 45 for the one that looks ahead (10 keys back). That is the mask's doing, not the
 # slopes'. Nothing then merges the integer code's positions, but its scores grow with $i \cdot j$ and can
-# saturate the softmax. On this one head (one draw of weights; another draw saturates less, or onto
-# another key) the last query puts all but less than $10^{-9}$ of its weight on itself, and for the
+# saturate the softmax. On this one head (one draw of weights) the last query puts all but less than $10^{-9}$ of its weight on itself, and for the
 # middle query only 35 of the 171 swaps (9 of the 45 under the mask) move its output by more than
 # $10^{-9}$ in float64. A question of numbers the map does not grade (chapter 2 §1 weighs the code's
 # size).
@@ -698,8 +698,8 @@ print("untrained rows: integer code, d = 64: ||p_1000|| =", int(pl.integer_posit
 # directions at a right angle, which no 1-D form has (the symmetric 1-D form's tie of one key before and
 # one after is column 1's).
 # Axial RoPE (`pl.apply_rope_2d`, $d = 8$): moving a query to another column leaves the row's half of
-# its features as it was, moving it to another row the column's half. Last, the two raster-order rows.
-# NoPE's causal mask can give a patch at most its raster index $r\,W + c$ ($W$ the grid's width): on a
+# its features as it was, moving it to another row the column's half. Last, the two raster-order rows, two counts the cell
+# shows by arithmetic (no model runs). NoPE's causal mask can give a patch at most its raster index $r\,W + c$ ($W$ the grid's width): on a
 # 4 × 4 grid the last patch of row 0 and the first of row 1 get neighbouring indices 3 and 4, though they
 # stand a row and 3 columns apart, while the first patch of row 0 and the one right below it are 4 indices apart.
 # A learned table with one row
@@ -733,16 +733,6 @@ assert raster(1, 0, 4) - raster(0, 0, 4) == 4  # right below: 4 indices apart
 assert raster(1, 0, 4) != raster(1, 0, 6)  # a learned row per raster index: the same patch, rows 4 and 6
 print("raster index of the patch at row 1, column 0, on a 4- and a 6-wide grid:", raster(1, 0, 4), raster(1, 0, 6))
 
-
-# %% [markdown] jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
-# **The map completed, after chapters 7 and 9** (collapsed: open it once you have made the predictions
-# those chapters ask for). Column 3, by chapter 7's rule, for its small models only (three tasks, three
-# seeds, trained on 64 tokens and read at 512; each method as trained, RoPE without PI, NTK or YaRN; a
-# task kept within 0.1 of its accuracy at 64 tokens; its cell asserts the marks): NoPE ~ (its lookups
-# fall 0.06 and 0.08, near the line), sinusoidal ✘, T5 ~ (the least firm: the ~ comes from the mean;
-# two of its three seeds keep the grammar, 0.07 and 0.09 lower, and one falls 0.28), RoPE ✘, ALiBi ~. Column 5 of the axial forms, by
-# chapter 9 after its Exercise 3: ~ for axial RoPE and for the axial integer, normalised, binary and
-# sinusoidal codes.
 
 # %% [markdown] slideshow={"slide_type": "skip"}
 # ## About these notebooks

@@ -329,8 +329,8 @@ torch.testing.assert_close(dyn(L0 // 2), pl.rope_frequencies(d))
 # Llama 3 interpolate every pair with $\lambda_j > L_0$ fully: they slow each such pair by the whole
 # factor $s$, as PI does, so its angles too stay within one step of its trained arc and no pair sees
 # a new angle (§3 finds that not sufficient: a head reads its pairs
-# together). NTK leaves all slow pairs but the slowest reaching new angles (Exercise 3 asks how
-# far a change of base alone can go).
+# together). NTK changes the base instead; what that leaves at new angles, the next cell counts
+# (Exercise 3 asks how far a change of base alone can go).
 
 # %% slideshow={"slide_type": "fragment"}
 fresh = {m: pl.rope_angle_novelty(theta, L0, int(s * L0), inv_freq=scaled[m][0]) > theta for m in METHODS}
@@ -593,9 +593,8 @@ print(f"YaRN attention factor at s = {s:g}: 0.1 ln s + 1 = {att:.4f}; scores x{a
 # * **trained distances** (the recall tasks): the dictionary placed at $L - 64$, so that every
 #   lookup spans 53 to 62 tokens, the distances of the dictionary-first training, but at
 #   positions and lengths the model never saw. The move also takes the dictionary off the
-#   sequence start, which some methods use (NoPE's recall at 512 falls from 0.94 to 0.69 and
-#   T5's from 0.99 to 0.74): a method that fails at $L$ and not here fails
-#   *because of the distance or the lost start*.
+#   sequence start. So a method that fails with the dictionary first at $L$ and not here fails
+#   *because of the distance*; one that does well at $L$ and fails here leaned on the start.
 #
 # The RoPE model is also evaluated with PI, NTK and YaRN frequencies for $s = L/64$, with no
 # retraining. The experiment also records where each head's attention goes.

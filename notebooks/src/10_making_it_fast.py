@@ -1294,11 +1294,13 @@ else:
 # and prints it in copies: each entry over the time of a copy (`clone`) of q and k in the same row, §3's one-pass
 # yardstick. It reads all four rows (bf16 and float32, L = 4096 and 16384) the same way:
 #
-# - **L = 16384: bytes set the time.** The bound moved q's and k's bytes at 3.9 TB/s in bf16, and float32's twice the
+# - **L = 16384: bytes set the kernel's time.** The bound moved q's and k's bytes at 3.9 TB/s in bf16, and float32's twice the
 #   bytes took 1.92 times as long. The kernel called alone (one launch for q and k) took 1.07 to 1.11 copies, from
 #   tables or in registers, in both dtypes; `RotaryEmbedding` 1.07 and 1.11 (bf16, float32); `apply_rope` (one
-#   launch per tensor) 1.43 and 1.29; the torch paths, with no Triton, 3.7 to 12.4; Hugging Face's rotation 11.8 and
-#   7.5 eager, 1.13 and 1.39 under `torch.compile`.
+#   launch per tensor) 1.43 and 1.29, so a cost per launch still shows; the eager torch paths and the library's
+#   `torch.compile` path (whose generated code is Triton's too) 3.7 to 12.4, the compiled one 7.29 in bf16 against
+#   Hugging Face's compiled rotation's 1.13, a gap this run does not explain; Hugging Face's rotation 11.8 and 7.5
+#   eager, 1.13 and 1.39 under `torch.compile`.
 # - **L = 4096: a cost per call sets the time, and this run cannot say whose.** The bound moved its 84 MB (bf16) at
 #   only 1.2 TB/s, and float32's twice the bytes took 1.06 times as long: even one pass cost about a call, whatever
 #   its bytes. The kernel alone took 4.5 to 5.7 copies, 0.36 to 0.44 ms a call, against 0.09 to 0.18 ms at 16384
@@ -1357,6 +1359,7 @@ assert (min(in_copies(16384, *kernel)), max(in_copies(16384, *kernel))) == (1.07
 assert in_copies(16384, "RotaryEmbedding") == [1.07, 1.11] and in_copies(16384, "apply_rope") == [1.43, 1.29]
 assert (min(in_copies(16384, *torch_paths, ndigits=1)), max(in_copies(16384, *torch_paths, ndigits=1))) == (3.7, 12.4)
 assert in_copies(16384, "HF eager", ndigits=1) == [11.8, 7.5] and in_copies(16384, "HF compiled") == [1.13, 1.39]
+assert in_copies(16384, "apply_rope_compiled")[0] == 7.29  # bf16: the library's compiled path, unexplained
 # L = 4096: the kernel alone, in copies and in ms, against its ms at 16384 (four times the bytes)
 assert (min(in_copies(4096, *kernel, ndigits=1)), max(in_copies(4096, *kernel, ndigits=1))) == (4.5, 5.7)
 kernel_ms = {seq: [h200[dtype, seq][0] * h200[dtype, seq][1 + h200_columns.index(path)] for dtype in dtypes
@@ -1570,7 +1573,8 @@ print(f"attention written out: the step's bytes x {total_bytes(eager_with) / tot
 # | 512 | 0.20 | 0.07 |
 #
 # Why it falls: split the rest of the step (all but RoPE) as rest(b) = F + b · T for b sequences, where T is what
-# each sequence adds and F what does not grow with the tokens. RoPE's bytes are all per token and grow with the
+# each sequence adds and F what does not grow with the tokens. RoPE's bytes are almost all per token (its tables
+# are read once per position, shared by the sequences) and grow with the
 # width (about eightfold from 64 to 512); F is the weights' traffic and grows as the weights do, faster than the
 # width. Two counts give F = (8 · rest(1) − rest(8)) / 7: about 22 times the weights' bytes at both widths. A
 # control counts AdamW's update alone: 19 of those 22; the other 3 are a weight read forward, read again backward
