@@ -124,25 +124,27 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 #
 # The five questions:
 #
-# 1. **Told apart.** When two other tokens a query sees trade places, can its output change? ("~ LayerNorm":
-#    a LayerNorm subtracts each vector's mean, which removes all of $i\cdot\mathbf 1$.)
+# 1. **Told apart.** When two other tokens a query sees trade places, can its output change? This is what
+#    property 1's unique codes are for, tested where it matters, inside a layer. ("~ LayerNorm": a LayerNorm
+#    subtracts each vector's mean, which removes all of $i\cdot\mathbf 1$.)
 # 2. **Fixed shift.** Is moving every position by $k$ one fixed *affine* map (a matrix and an added
-#    vector), the same wherever you start: of the codes ("✔ codes") or of the scores ("✔ scores")?
+#    vector), the same wherever you start and in a sequence of any length: of the codes ("✔ codes") or of
+#    the scores ("✔ scores")?
 # 3. **Longer sequences.** Does a model trained on short sequences still work on longer ones?
 # 4. **Deterministic.** Do the codes come from a fixed rule, with nothing learned?
 # 5. **n-D.** Is the 2-D form, for images, free of faults the 1-D form does not have?
 #
 # | method | 1 told apart | 2 fixed affine $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|
-# | none (NoPE) [1, 7] | ✘ | – | [7] | – | ~ |
-# | integer $i\cdot\mathbf 1$ [2] | ~ LayerNorm | ✔ codes | ? | ✔ | [9] |
-# | normalised $i/m$ [2] | ~ LayerNorm | ✘ | ? | ✔ | [9] |
-# | binary [2] | ~ LayerNorm merges two | ✘ | ? | ✔ | [9] |
-# | sinusoidal [3] | ✔ | ✔ codes | [7] | ✔ | [9] |
-# | learned absolute [2, 7] | ✔ | ? | ✘ | ✘ | ~ |
-# | relative: Shaw, T5 [4] | ~ | ✔ scores | [7] | ✘ | ✔ |
-# | RoPE [5] | ✔ | ✔ scores | [7] | ✔ | [9] |
-# | ALiBi [6] | ✔ not the symmetric form | ✔ scores | [7] | ✔ | ~ |
+# | none (NoPE) [1, 7, 8, 9] | ✘ | – | [7] | – | ~ |
+# | integer $i\cdot\mathbf 1$ [2, 9] | ~ LayerNorm | ✔ codes | ? | ✔ | [9] |
+# | normalised $i/m$ [2, 9] | ~ LayerNorm | ✘ | ? | ✔ | [9] |
+# | binary [2, 9] | ~ LayerNorm merges two | ✘ | ? | ✔ | [9] |
+# | sinusoidal [3, 7, 9] | ✔ | ✔ codes | [7] | ✔ | [9] |
+# | learned absolute [2, 7] | ✔ | ✘ | ✘ | ✘ | ~ |
+# | relative: Shaw, T5 [4, 7] | ~ | ✔ scores | [7] | ✘ | ✔ |
+# | RoPE [5, 7, 8, 9] | ✔ | ✔ scores | [7] | ✔ | [9] |
+# | ALiBi [6, 7] | ✔ not the symmetric form | ✔ scores | [7] | ✔ | ~ |
 #
 # For the relative row, chapter 7 trains T5's buckets (no Shaw model).
 #
@@ -329,7 +331,8 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 #   The column grades the swap test only, not everything a layer can compute: a causal layer with no code
 #   can still compute its own position when the first token is marked (NoPE's note).
 # * **Column 2** grades one thing per row. For a method with a code $p_i$, its mark grades whether one affine
-#   map takes $p_i$ to $p_{i+k}$, not the scores. For a method with no code (relative terms, RoPE, ALiBi),
+#   map takes $p_i$ to $p_{i+k}$ at every position, the same map in a sequence of any length (property 2),
+#   not the scores. For a method with no code (relative terms, RoPE, ALiBi),
 #   it grades the nearest counterpart: what $k$ tokens apart does to a score depends on $k$ alone,
 #   wherever the pair stands. (For RoPE, the score of a query vector $u$ at $m$ and a key vector $v$ at $n$ is
 #   $(R_m u)^\top R_n v = u^\top R_{n-m}\,v$, whatever the weights that made $u$ and $v$; the
@@ -349,15 +352,15 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 #
 # | method | 1 told apart | 2 fixed affine $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|
-# | none (NoPE) [1, 7] | ✘ one layer treats the tokens a query sees as a set; a causal mask only chooses which it sees [1, 7] | – | [7] given after chapter 7 §3, after your prediction | – nothing to fix | ~ raster order gives one index |
-# | integer $i\cdot\mathbf 1$ [2] | ~ a LayerNorm erases it | ✔ affine, yet a head's scores not offset-only | ? not trained; its values grow without bound | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
-# | normalised $i/m$ [2] | ~ a LayerNorm erases it | ✘ one map per length ($p_0$ is the same at every length, $p_3$ is not) | ? not trained; every code changes with the length, as position interpolation's angles do (chapter 7 §2) | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
-# | binary [2] | ~ up to $2^d$ positions; behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge | ✘ no affine map for small $k$ | ? not trained; past $2^b$ positions a bit training never set | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
-# | sinusoidal [3] | ✔ even behind a LayerNorm (the swap test; and all 512 codes at $d = 16$ stay distinct after one) | ✔ a rotation $M_k$, yet a random head's scores not offset-only | [7] given after chapter 7 §3 | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
-# | learned absolute [2, 7] | ✔ distinct rows, even behind a LayerNorm | ? a random table has none, but training could make one; no trained table checked | ✘ no rows past `max_len`, and rows past the training length never trained | ✘ learned | ~ rows depend on the grid's width |
-# | relative: Shaw, T5 [4] | ~ offsets, clipped far away | ✔ depends on $k$ alone | [7] T5's, given after chapter 7 §3; no Shaw model trained | ✘ learned entries (a fixed rule picks which) | ✔ one term per 2-D offset |
-# | RoPE [5] | ✔ even without a mask | ✔ the score is $u^\top R_{n-m}\,v$ for any weights | [7] given after chapter 7 §3 | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
-# | ALiBi [6] | ✔ the causal form (45 swaps of 45) and the non-symmetric one (171 of 171); the symmetric encoder form only ~: without a mask, a key $k$ before and one $k$ after look alike | ✔ bias $-m_h(i-j)$ | [7] given after chapter 7 §3 (measured at the end of chapter 6 too) | ✔ fixed slopes (a variant in source `003` learns them) | ~ left and above share a bias, a tie at a right angle no 1-D form has |
+# | none (NoPE) [1, 7, 8, 9] | ✘ one layer treats the tokens a query sees as a set; a causal mask only chooses which it sees [1, 7] | – | [7] given after chapter 7 §3, after your prediction | – nothing to fix | ~ raster order gives one index |
+# | integer $i\cdot\mathbf 1$ [2, 9] | ~ a LayerNorm erases it | ✔ affine, yet a head's scores not offset-only | ? not trained; its values grow without bound | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
+# | normalised $i/m$ [2, 9] | ~ a LayerNorm erases it | ✘ one map per length ($p_0$ is the same at every length, $p_3$ is not) | ? not trained; every code changes with the length, as position interpolation's angles do (chapter 7 §2) | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
+# | binary [2, 9] | ~ up to $2^d$ positions; behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge | ✘ no affine map for small $k$ | ? not trained; past $2^b$ positions a bit training never set | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
+# | sinusoidal [3, 7, 9] | ✔ even behind a LayerNorm (the swap test; and all 512 codes at $d = 16$ stay distinct after one) | ✔ a rotation $M_k$, yet a random head's scores not offset-only | [7] given after chapter 7 §3 | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
+# | learned absolute [2, 7] | ✔ distinct rows, even behind a LayerNorm (a random table, where training starts) | ✘ a random table has none (nothing in the method makes one; training could) | ✘ no rows past `max_len`, and rows past the training length never trained | ✘ learned | ~ rows depend on the grid's width |
+# | relative: Shaw, T5 [4, 7] | ~ offsets, clipped far away | ✔ depends on $k$ alone | [7] T5's, given after chapter 7 §3; no Shaw model trained | ✘ learned entries (a fixed rule picks which) | ✔ one term per 2-D offset |
+# | RoPE [5, 7, 8, 9] | ✔ even without a mask | ✔ the score is $u^\top R_{n-m}\,v$ for any weights | [7] given after chapter 7 §3 | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
+# | ALiBi [6, 7] | ✔ the causal form (45 swaps of 45) and the non-symmetric one (171 of 171); the symmetric encoder form only ~: without a mask, a key $k$ before and one $k$ after look alike | ✔ bias $-m_h(i-j)$ | [7] given after chapter 7 §3 (measured at the end of chapter 6 too) | ✔ fixed slopes (a variant in source `003` learns them) | ~ left and above share a bias, a tie at a right angle no 1-D form has |
 #
 # The notes below add only what the table's entries leave out.
 #
@@ -376,13 +379,16 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # (mod $2^d$) only $k = 2^{d-1}$ keeps a map, which flips the top bit (chapter 2's erratum 1; column 2's
 # cell, $d$ = 4 to 6). One offset out of all $2^d - 1$ earns no ~.
 #
-# **Learned absolute.** The ✔ in column 1 is a random table's, where training starts; no trained table
-# is checked. In n-D, ViT's one row per patch in raster order (Dosovitskiy et al. 2021, §3.1; after a row
+# **Learned absolute.** Columns 1 and 2 grade one standard, a random table, where training starts: its
+# rows are distinct (✔) and no affine map joins them (✘, column 2's cell). No trained table is checked;
+# training could merge rows or build a map, and nothing in the method asks for either. In n-D, ViT's one row per patch in raster order (Dosovitskiy et al. 2021, §3.1; after a row
 # for its class token) depends on the grid's width (column 5's cell); ViT interpolates its table in 2-D
 # when the grid changes (§3.2).
 #
-# **Relative terms.** Shaw's terms tell offsets apart up to the clip (chapter 4), T5's buckets only near
-# the query (column 1's cell runs T5's). In n-D the map grades Swin's form (Liu et al. 2021): one term per 2-D offset
+# **Relative terms.** Shaw's terms tell offsets apart up to the clip (chapter 4). T5's buckets give each
+# distance below half their number its own bucket (16 of the decoder's 32), share each farther bucket
+# among several distances, and put every distance from `max_distance` on in the last (column 1's cell runs
+# T5's). In n-D the map grades Swin's form (Liu et al. 2021): one term per 2-D offset
 # (column 5's cell).
 #
 # **RoPE.** Past its training length it meets angles it never saw: [chapter 7](07_beyond.ipynb) §2
@@ -523,11 +529,12 @@ assert round(gap(tok, 1), 2) == 0.96 and gap(tok, 100) < 1e-3 and gap(torch.zero
 # looking one way each, changes all 171, with and without the LayerNorm, though each head alone misses
 # the swaps its own mask hides from the query: 36 of them for the head that looks back (9 keys ahead,
 # $\binom{9}{2}$ pairs), 45 for the one that looks ahead (10 keys back). That is the mask's doing, not the
-# slopes'. Nothing then merges the integer code's positions, but its scores grow with $i \cdot j$ and can
-# saturate the softmax. On this one head (one draw of weights) the last query puts all but less than $10^{-9}$ of its weight on itself, and for the
-# middle query only 35 of the 171 swaps (9 of the 45 under the mask) move its output by more than
-# $10^{-9}$ in float64. A question of numbers the map does not grade (chapter 2 §1 weighs the code's
-# size).
+# slopes'. Nothing then merges the integer code's positions, but its scores grow with $i \cdot j$ and
+# saturate the softmax. On this one head (one draw of weights) the middle query, at position 10, puts all
+# but $10^{-7}$ of its weight on the last key, 19, without a mask, and on itself under the mask; every key
+# but 18 and 19 (under the mask, but 9) gets less than $10^{-18}$. So only the swaps that move key 18 or 19
+# change its output by more than $10^{-9}$ in float64: 35 of the 171 (under the mask, those that move key 9:
+# 9 of the 45). A question of numbers the map does not grade (chapter 2 §1 weighs the code's size).
 
 # %% slideshow={"slide_type": "skip"}
 # Column 1 (iii): the same heads without the LayerNorm
@@ -559,8 +566,15 @@ assert 171 - len(swaps_that_keep(both_ways, 10, False)) == 171  # non-symmetric 
 assert [171 - len(swaps_that_keep(f, 10, False)) for f in one_way] == [171 - math.comb(9, 2), 171 - math.comb(10, 2)]  # each head alone misses exactly the swaps among the keys its mask hides
 x20 = torch.randn(20, 16, generator=torch.Generator().manual_seed(3), dtype=torch.float64)  # the swap test's tokens
 ints20 = pl.integer_positions(20, 16).double()
-weights = pl.attention(*((x20 + ints20) @ w for w in (wq_s, wk_s, wv_s)), causal=True)[1]  # the integer code, no LayerNorm
-assert 1 - weights[19, 19] < 1e-9  # the last query's weight on itself: the softmax saturates
+weights, masked = (pl.attention(*((x20 + ints20) @ w for w in (wq_s, wk_s, wv_s)), causal=c)[1][10]  # the integer code,
+                   for c in (False, True))  # no LayerNorm: the middle query's weights, without and with the mask
+assert 1 - weights[19] < 1e-7 and weights[:18].max() < 1e-18  # no mask: all on the last key (a little on 18)
+assert 1 - masked[10] < 1e-7 and masked[:9].max() < 1e-18  # mask: all on itself (a little on key 9)
+seen20 = [p for p in range(20) if p != 10]
+pairs20 = {(a, b) for i, a in enumerate(seen20) for b in seen20[i + 1:]}  # the 171 swaps without a mask
+assert pairs20 - set(swaps_that_keep(raw(ints20), 10, False)) == {(a, b) for a, b in pairs20 if {a, b} & {18, 19}}
+assert {(a, b) for a in range(10) for b in range(a + 1, 10)} - set(swaps_that_keep(raw(ints20), 10, True)) == {
+    (a, 9) for a in range(9)}  # under the mask: only the swaps that move key 9
 assert changed(raw(ints20)) == (35, 9)  # the middle query: most swaps move it by less than 1e-9
 causal_raw = lambda x, causal: pl.attention(x @ wq_s, x @ wk_s, x @ wv_s, bias=pl.alibi_bias(  # noqa: E731
     1, 20, slopes=torch.tensor([0.5]), dtype=torch.float64)[0])[0]  # causal ALiBi without the LayerNorm
@@ -572,8 +586,8 @@ print("without a LayerNorm, (of 171, no mask), (of 45, causal): sinusoids", chan
     20, 16, dtype=torch.float64))), "RoPE", changed(rope_raw), "· non-symmetric ALiBi, both heads:",
       171 - len(swaps_that_keep(raw_both, 10, False)), "each head alone:",
       [171 - len(swaps_that_keep(f, 10, False)) for f in one_way])
-print("integer code, no LayerNorm: the last query's weight on itself is within 1e-9 of 1:",
-      bool(1 - weights[19, 19] < 1e-9))
+print("integer code, no LayerNorm: the middle query's weight on key 19 (no mask) and on itself (mask) within 1e-7 of 1:",
+      bool(1 - weights[19] < 1e-7), bool(1 - masked[10] < 1e-7), "· swaps that move its output:", changed(raw(ints20)))
 
 # %% [markdown] slideshow={"slide_type": "skip"}
 # **Two small cases, without a mask and with one.** A symmetric ALiBi head (a random one): swapping the
@@ -603,6 +617,8 @@ print("palindrome a b c b a, pairs of positions with equal outputs: ALiBi", sort
       "RoPE", sorted(ties(rope(palindrome))))
 t5_near = pl.t5_relative_bucket(-torch.arange(20), bidirectional=False, num_buckets=32, max_distance=128)
 assert t5_near[16] == t5_near[17] == t5_near[18] and len(set(t5_near[:16].tolist())) == 16  # shared from 16 on, far short of 128
+t5_far = pl.t5_relative_bucket(-torch.arange(1000), bidirectional=False, num_buckets=32, max_distance=128)
+assert (torch.bincount(t5_far[:128])[16:] >= 2).all() and (t5_far[128:] == 31).all()  # farther buckets shared; the last from 128 on
 print("T5 (32 buckets, max_distance 128), buckets of distances 14 to 19:", t5_near[14:].tolist())
 g5 = torch.Generator().manual_seed(2)
 t5_bias = torch.randn(32, generator=g5, dtype=torch.float64)[  # one learned term per bucket, key minus query
