@@ -49,11 +49,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # Chapter 1 shows that attention without a causal mask cannot see where a token stands: shuffle
 # the tokens and the outputs are shuffled the same way, nothing more. (A decoder's causal mask
 # breaks this symmetry, a thread chapter 7 follows.) The fix is a **positional encoding**, a vector
-# $p_i$ for each position $i$ that the model can use. Source `001` lists what we want from it, after
-# a blog post it cites as 参考文献1. The reference list is empty in our copy. The properties, the
-# route from integer to binary codes and the dog example match Christopher Fleetwood's Hugging Face
-# post "You could have designed state of the art positional encoding" (2024). In our words (1 and 2
-# part from the source: a section after the conventions says where, and checks it):
+# $p_i$ for each position $i$ that the model can use. Five properties we want from it, in our words:
 #
 # 1. **Unique.** Each position gets its own code. If two positions shared one, two equal
 #    tokens there would get identical outputs again, in a layer without a causal mask (chapter 1).
@@ -61,11 +57,10 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 #    the code $p_{i+k}$ follows by the same simple rule for every $i$, in a sequence of any
 #    length. Ideally the rule is a fixed affine map $p_{i+k} = M_k\,p_i + b_k$: one matrix $M_k$
 #    and one vector $b_k$ for each offset $k$ (for the sinusoids of chapter 3 a linear one,
-#    $b_k = 0$). Then "k tokens apart" is the same map everywhere in the sequence. Whether a head's
-#    scores then depend on the offset alone is a further question. The affine map alone is not enough
-#    (chapter 3 §6 asks what the head must do as well).
+#    $b_k = 0$). Then "k tokens apart" is the same map everywhere in the sequence. The map alone does
+#    not make a head's scores depend on the offset alone (chapter 3 §6 asks what the head must do as well).
 # 3. **Generalises to longer sequences.** A model trained on 8K tokens should still make
-#    sense of position 30 000.
+#    sense of a 32K context.
 # 4. **A deterministic pattern.** The codes come from a fixed rule, not from a table that
 #    must be learned position by position. The sources' reason is that a model should learn
 #    more easily from a regular pattern; that is their motivation, not something this course
@@ -74,7 +69,11 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 #    (3-D), not only for a line of text. The map below asks whether it carries over without a
 #    new fault; faults a method already has in 1-D count under their own property.
 #
-# Source `002` lists four, quoted from a Zhihu post it links (位置编码的需求: a unique position per token, a fixed spacing
+# Where they come from: source `001` lists them, after a blog post it cites as 参考文献1 (the reference
+# list is empty in our copy). The properties, the route from integer to binary codes and the dog example
+# match Christopher Fleetwood's Hugging Face post "You could have designed state of the art positional
+# encoding" (2024). Properties 1 and 2 part from `001` here: a section after the conventions says where,
+# and checks it. Source `002` lists four, quoted from a Zhihu post it links (位置编码的需求: a unique position per token, a fixed spacing
 # between codes, sentences of any length, a deterministic code): properties 1 to 4 above.
 # The map below grades each method on five questions close to these properties; where a question asks
 # more or less than its property, the map's rules further down say why.
@@ -127,9 +126,9 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # 1. **Told apart.** When two other tokens a query sees trade places, can its output change? This is what
 #    property 1's unique codes are for, tested where it matters, inside a layer. ("~ LayerNorm": a LayerNorm
 #    subtracts each vector's mean, which removes all of $i\cdot\mathbf 1$.)
-# 2. **Fixed shift.** Is moving every position by $k$ one fixed *affine* map (a matrix and an added
-#    vector), the same wherever you start and in a sequence of any length: of the codes ("✔ codes") or of
-#    the scores ("✔ scores")?
+# 2. **Fixed shift.** Is moving every position by $k$ one fixed *affine* map of the codes (a matrix and
+#    an added vector), the same wherever you start and in a sequence of any length ("✔ codes")? For a
+#    method with no code: does what $k$ tokens apart does to a score depend on $k$ alone ("✔ scores")?
 # 3. **Longer sequences.** Does a model trained on short sequences still work on longer ones?
 # 4. **Deterministic.** Do the codes come from a fixed rule, with nothing learned?
 # 5. **n-D.** Is the 2-D form, for images, free of faults the 1-D form does not have?
@@ -141,7 +140,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # | normalised $i/m$ [2, 9] | ~ LayerNorm | ✘ | ? | ✔ | [9] |
 # | binary [2, 9] | ~ LayerNorm merges two | ✘ | ? | ✔ | [9] |
 # | sinusoidal [3, 7, 9] | ✔ | ✔ codes | [7] | ✔ | [9] |
-# | learned absolute [2, 7] | ✔ | ✘ | ✘ | ✘ | ~ |
+# | learned absolute [2, 7] | ✔ | ~ | ✘ | ✘ | ~ |
 # | relative: Shaw, T5 [4, 7] | ~ | ✔ scores | [7] | ✘ | ✔ |
 # | RoPE [5, 7, 8, 9] | ✔ | ✔ scores | [7] | ✔ | [9] |
 # | ALiBi [6, 7] | ✔ not the symmetric form | ✔ scores | [7] | ✔ | ~ |
@@ -320,7 +319,9 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 #   vector's mean and scale). "Can" is about the method in exact arithmetic: the cells test 20 positions in
 #   float64; where a weight falls below what float64 shows (a far key under a steep ALiBi slope, or the
 #   integer code's scores, which grow with $i \cdot j$ and saturate the softmax), that is a question of
-#   numbers the map does not grade.
+#   numbers the map does not grade. A ✔ needs one head on which every swap shows, and the cells find one; a
+#   ✘ or ~ comes from the method's structure (a LayerNorm erasing a constant code, mirror keys under
+#   symmetric ALiBi), the same for every head.
 #   ~: only some swaps can, or only in some settings, under the condition the entry names (the integer and
 #   normalised codes: none with a LayerNorm, which erases them. An RMSNorm, as in Llama, Qwen and Gemma,
 #   does not erase them outright, but it divides by a spread that grows with $i$, so far positions come
@@ -357,7 +358,7 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # | normalised $i/m$ [2, 9] | ~ a LayerNorm erases it | ✘ one map per length ($p_0$ is the same at every length, $p_3$ is not) | ? not trained; every code changes with the length, as position interpolation's angles do (chapter 7 §2) | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
 # | binary [2, 9] | ~ up to $2^d$ positions; behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge | ✘ no affine map for small $k$ | ? not trained; past $2^b$ positions a bit training never set | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
 # | sinusoidal [3, 7, 9] | ✔ even behind a LayerNorm (the swap test; and all 512 codes at $d = 16$ stay distinct after one) | ✔ a rotation $M_k$, yet a random head's scores not offset-only | [7] given after chapter 7 §3 | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
-# | learned absolute [2, 7] | ✔ distinct rows, even behind a LayerNorm (a random table, where training starts) | ✘ a random table has none (nothing in the method makes one; training could) | ✘ no rows past `max_len`, and rows past the training length never trained | ✘ learned | ~ rows depend on the grid's width |
+# | learned absolute [2, 7] | ✔ distinct rows, even behind a LayerNorm (a random table, where training starts) | ~ a random table has none; chapter 2's trained tables are mostly a quarter turn per position, nearly a rotation | ✘ no rows past `max_len`, and rows past the training length never trained | ✘ learned | ~ rows depend on the grid's width |
 # | relative: Shaw, T5 [4, 7] | ~ offsets, clipped far away | ✔ depends on $k$ alone | [7] T5's, given after chapter 7 §3; no Shaw model trained | ✘ learned entries (a fixed rule picks which) | ✔ one term per 2-D offset |
 # | RoPE [5, 7, 8, 9] | ✔ even without a mask | ✔ the score is $u^\top R_{n-m}\,v$ for any weights | [7] given after chapter 7 §3 | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
 # | ALiBi [6, 7] | ✔ the causal form (45 swaps of 45) and the non-symmetric one (171 of 171); the symmetric encoder form only ~: without a mask, a key $k$ before and one $k$ after look alike | ✔ bias $-m_h(i-j)$ | [7] given after chapter 7 §3 (measured at the end of chapter 6 too) | ✔ fixed slopes (a variant in source `003` learns them) | ~ left and above share a bias, a tie at a right angle no 1-D form has |
@@ -379,9 +380,12 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # (mod $2^d$) only $k = 2^{d-1}$ keeps a map, which flips the top bit (chapter 2's erratum 1; column 2's
 # cell, $d$ = 4 to 6). One offset out of all $2^d - 1$ earns no ~.
 #
-# **Learned absolute.** Columns 1 and 2 grade one standard, a random table, where training starts: its
-# rows are distinct (✔) and no affine map joins them (✘, column 2's cell). No trained table is checked;
-# training could merge rows or build a map, and nothing in the method asks for either. In n-D, ViT's one row per patch in raster order (Dosovitskiy et al. 2021, §3.1; after a row
+# **Learned absolute.** Nothing in the method asks for distinct rows or a shift map; training decides.
+# A random table, where training starts, has distinct rows (column 1's cells) and no affine map (column
+# 2's cell). Chapter 2 §6 trains three small tables on a task with period 4: one wave that turns a
+# quarter turn per position explains 65–85 % of their trained rows (5–7 % before training), so training
+# built most of a fixed rotation, hence column 2's ~. Past the training length, though, those rows were
+# never trained (column 3). In n-D, ViT's one row per patch in raster order (Dosovitskiy et al. 2021, §3.1; after a row
 # for its class token) depends on the grid's width (column 5's cell); ViT interpolates its table in 2-D
 # when the grid changes (§3.2).
 #
