@@ -109,7 +109,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 #
 # Nine ways to give a transformer positions, against five questions: ✔ yes, ✘ no, ~ partly, – does not
 # apply, ? not tested here. In place of a mark, [7] or [9] is a mark that chapter 7 or 9 gives after
-# asking you to predict it; the numbers after a method's name are the chapters that treat it. Read the
+# asking you to predict it; (ch. …) after a method's name lists the chapters that treat it. Read the
 # map now as the route of the course: its entries use words the chapters teach, so skim them. It comes back further down this
 # page with the rule behind each column and the evidence for each entry.
 #
@@ -133,17 +133,17 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # 4. **Deterministic.** Do the codes come from a fixed rule, with nothing learned?
 # 5. **n-D.** Is the 2-D form, for images, free of faults the 1-D form does not have?
 #
-# | method | 1 told apart | 2 fixed affine $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
+# | method | 1 told apart | 2 fixed shift: codes, or scores where no code | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|
-# | none (NoPE) [1, 7, 8, 9] | ✘ | – | [7] | – | ~ |
-# | integer $i\cdot\mathbf 1$ [2, 9] | ~ LayerNorm | ✔ codes | ? | ✔ | [9] |
-# | normalised $i/m$ [2, 9] | ~ LayerNorm | ✘ | ? | ✔ | [9] |
-# | binary [2, 9] | ~ LayerNorm merges two | ✘ | ? | ✔ | [9] |
-# | sinusoidal [3, 7, 9] | ✔ | ✔ codes | [7] | ✔ | [9] |
-# | learned absolute [2, 7] | ✔ | ~ | ✘ | ✘ | ~ |
-# | relative: Shaw, T5 [4, 7] | ~ | ✔ scores | [7] | ✘ | ✔ |
-# | RoPE [5, 7, 8, 9] | ✔ | ✔ scores | [7] | ✔ | [9] |
-# | ALiBi [6, 7] | ✔ not the symmetric form | ✔ scores | [7] | ✔ | ~ |
+# | none (NoPE) (ch. 1, 7, 8, 9) | ✘ | – | [7] | – | ~ |
+# | integer $i\cdot\mathbf 1$ (ch. 2, 9) | ~ LayerNorm | ✔ codes | ? | ✔ | [9] |
+# | normalised $i/m$ (ch. 2, 9) | ~ LayerNorm | ✘ | ? | ✔ | [9] |
+# | binary (ch. 2, 9) | ~ LayerNorm merges two | ✘ | ? | ✔ | [9] |
+# | sinusoidal (ch. 3, 7, 9) | ✔ | ✔ codes | [7] | ✔ | [9] |
+# | learned absolute (ch. 2, 7) | ✔ | ~ | ✘ | ✘ | ~ |
+# | relative: Shaw, T5 (ch. 4, 7) | ~ | ✔ scores | [7] | ✘ | ✔ |
+# | RoPE (ch. 5, 7, 8, 9) | ✔ | ✔ scores | [7] | ✔ | [9] |
+# | ALiBi (ch. 6, 7) | ✔ not the symmetric form | ✔ scores | [7] | ✔ | ~ |
 #
 # For the relative row, chapter 7 trains T5's buckets (no Shaw model).
 #
@@ -226,9 +226,10 @@ print("the conventions table matches the library")
 #
 # Read this section after chapters 1 and 2: it uses their causal masks, affine maps and least squares.
 #
-# **Property 1 is narrower than in the source.** `001` says that two positions sharing a code would get
-# 完全一致, completely identical, outputs. That holds for equal tokens at the two places, in a layer without
-# a causal mask. Different tokens there get different queries. Under a causal mask the two places see
+# **Property 1 states its conditions here.** `001` says that two positions sharing a code would get
+# 完全一致, completely identical, outputs, 根据前面推导的性质 (by the property derived before: its dog example,
+# equal tokens and no mask). We make those conditions explicit and check the other cases. It holds for equal
+# tokens at the two places, in a layer without a causal mask. Different tokens there get different queries. Under a causal mask the two places see
 # different prefixes. Either way their outputs differ for random weights and tokens. (Without codes,
 # chapter 1's Exercise 4 asks for an exception under a causal mask.) The cell below checks all three on
 # one random head (weights of std 1). It then checks both differences on 50 more random heads at the usual
@@ -306,31 +307,34 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 #
 # Read this part after the chapters it cites: it uses their words and their library functions. The map
 # at a glance, now with a few words for each entry and, below it, a short note per method that
-# says where the entry is tested. ✔ yes, ✘ no, ~ partly, – does not apply, ? not tested here. The chapter
-# in brackets is where the entry is tested. The few entries no chapter tests are checked in the cells
+# says where the entry is tested. ✔ yes, ✘ no, ~ partly, – does not apply, ? not tested here; [7] and [9] are marks
+# chapter 7 or 9 gives. A chapter named in an entry is where the entry is tested. The few entries no chapter tests are checked in the cells
 # after the notes, one cell for each of columns 1, 2, 3 and 5, each right after a paragraph that says
 # what it checks.
 #
 # * **Column 1** asks whether one layer can tell positions apart. The test: two different tokens, neither
 #   of them the query, trade places. Can the query's output change? Without positions and without a mask
-#   it never can (chapter 1). ✔: every such swap of two tokens the query sees can change its output, within the range the
-#   entry gives, in every setting
-#   (with or without a causal mask, with or without a LayerNorm before the layer; a LayerNorm removes each
-#   vector's mean and scale). "Can" is about the method in exact arithmetic: the cells test 20 positions in
-#   float64; where a weight falls below what float64 shows (a far key under a steep ALiBi slope, or the
-#   integer code's scores, which grow with $i \cdot j$ and saturate the softmax), that is a question of
-#   numbers the map does not grade. A ✔ needs one head on which every swap shows, and the cells find one; a
-#   ✘ or ~ comes from the method's structure (a LayerNorm erasing a constant code, mirror keys under
-#   symmetric ALiBi), the same for every head.
-#   ~: only some swaps can, or only in some settings, under the condition the entry names (the integer and
-#   normalised codes: none with a LayerNorm, which erases them. An RMSNorm, as in Llama, Qwen and Gemma,
-#   does not erase them outright, but it divides by a spread that grows with $i$, so far positions come
-#   ever closer; the ~ is graded for a LayerNorm). Example, without
-#   a mask: swap the keys one before and one after a query. Under RoPE the output changes (✔); under
-#   symmetric ALiBi it does not (that form alone would get ~). Column 1's cell runs both, and NoPE's case below. A code can be unique
-#   (property 1) and still get a ~: the integer code $i\cdot\mathbf 1$ is unique, but a LayerNorm erases it.
-#   The column grades the swap test only, not everything a layer can compute: a causal layer with no code
-#   can still compute its own position when the first token is marked (NoPE's note).
+#   it never can (chapter 1).
+#   - ✔: every such swap of two tokens the query sees can change its output, within the range the entry
+#     gives, in every setting: with or without a causal mask, with or without a LayerNorm before the layer
+#     (a LayerNorm removes each vector's mean and scale). A ✔ needs one head and one query on which every
+#     swap shows; the cells find one (the middle query of 20 positions).
+#   - ~: only some swaps can, or only in some settings, under the condition the entry names. The integer
+#     and normalised codes: none with a LayerNorm, which erases them. An RMSNorm, as in Llama, Qwen and
+#     Gemma, does not erase them outright, but it divides by a spread that grows with $i$, so far positions
+#     come ever closer; the ~ is graded for a LayerNorm. A ✘ or ~ comes from the method's structure (a
+#     LayerNorm erasing a constant code, mirror keys under symmetric ALiBi), the same for every head and
+#     query.
+#   - Example, without a mask: swap the keys one before and one after a query. Under RoPE the output
+#     changes (✔); under symmetric ALiBi it does not (that form alone would get ~). Column 1's cell runs
+#     both, and NoPE's case below.
+#   - Limits. "Can" is about the method in exact arithmetic: the cells test 20 positions in float64; where a
+#     weight falls below what float64 shows (a far key under a steep ALiBi slope, or the integer code's
+#     scores, which grow with $i \cdot j$ and saturate the softmax), that is a question of numbers the map
+#     does not grade. A code can be unique (property 1) and still get a ~: the integer code
+#     $i\cdot\mathbf 1$ is unique, but a LayerNorm erases it. And the column grades the swap test only, not
+#     everything a layer can compute: a causal layer with no code can still compute its own position when
+#     the first token is marked (NoPE's note).
 # * **Column 2** grades one thing per row. For a method with a code $p_i$, its mark grades whether one affine
 #   map takes $p_i$ to $p_{i+k}$ at every position, the same map in a sequence of any length (property 2),
 #   not the scores. For a method with no code (relative terms, RoPE, ALiBi),
@@ -351,17 +355,17 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 #   each feature following one axis only, half of them the row and half the column; the map leaves that
 #   form's mark to chapter 9 ([9]).
 #
-# | method | 1 told apart | 2 fixed affine $p_i \to p_{i+k}$ | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
+# | method | 1 told apart | 2 fixed shift: codes, or scores where no code | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|
-# | none (NoPE) [1, 7, 8, 9] | ✘ one layer treats the tokens a query sees as a set; a causal mask only chooses which it sees [1, 7] | – | [7] given after chapter 7 §3, after your prediction | – nothing to fix | ~ raster order gives one index |
-# | integer $i\cdot\mathbf 1$ [2, 9] | ~ a LayerNorm erases it | ✔ affine, yet a head's scores not offset-only | ? not trained; its values grow without bound | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
-# | normalised $i/m$ [2, 9] | ~ a LayerNorm erases it | ✘ one map per length ($p_0$ is the same at every length, $p_3$ is not) | ? not trained; every code changes with the length, as position interpolation's angles do (chapter 7 §2) | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
-# | binary [2, 9] | ~ up to $2^d$ positions; behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge | ✘ no affine map for small $k$ | ? not trained; past $2^b$ positions a bit training never set | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
-# | sinusoidal [3, 7, 9] | ✔ even behind a LayerNorm (the swap test; and all 512 codes at $d = 16$ stay distinct after one) | ✔ a rotation $M_k$, yet a random head's scores not offset-only | [7] given after chapter 7 §3 | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
-# | learned absolute [2, 7] | ✔ distinct rows, even behind a LayerNorm (a random table, where training starts) | ~ a random table has none; chapter 2's trained tables are mostly a quarter turn per position, nearly a rotation | ✘ no rows past `max_len`, and rows past the training length never trained | ✘ learned | ~ rows depend on the grid's width |
-# | relative: Shaw, T5 [4, 7] | ~ offsets, clipped far away | ✔ depends on $k$ alone | [7] T5's, given after chapter 7 §3; no Shaw model trained | ✘ learned entries (a fixed rule picks which) | ✔ one term per 2-D offset |
-# | RoPE [5, 7, 8, 9] | ✔ even without a mask | ✔ the score is $u^\top R_{n-m}\,v$ for any weights | [7] given after chapter 7 §3 | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
-# | ALiBi [6, 7] | ✔ the causal form (45 swaps of 45) and the non-symmetric one (171 of 171); the symmetric encoder form only ~: without a mask, a key $k$ before and one $k$ after look alike | ✔ bias $-m_h(i-j)$ | [7] given after chapter 7 §3 (measured at the end of chapter 6 too) | ✔ fixed slopes (a variant in source `003` learns them) | ~ left and above share a bias, a tie at a right angle no 1-D form has |
+# | none (NoPE) (ch. 1, 7, 8, 9) | ✘ one layer treats the tokens a query sees as a set; a causal mask only chooses which it sees (ch. 1, 7) | – | [7] given after chapter 7 §3, after your prediction | – nothing to fix | ~ raster order gives one index |
+# | integer $i\cdot\mathbf 1$ (ch. 2, 9) | ~ a LayerNorm erases it | ✔ affine, yet a head's scores not offset-only | ? not trained; its values grow without bound | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
+# | normalised $i/m$ (ch. 2, 9) | ~ a LayerNorm erases it | ✘ one map per length ($p_0$ is the same at every length, $p_3$ is not) | ? not trained; every code changes with the length, as position interpolation's angles do (chapter 7 §2) | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
+# | binary (ch. 2, 9) | ~ up to $2^d$ positions; behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge | ✘ no affine map for small $k$ | ? not trained; past $2^b$ positions a bit training never set | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
+# | sinusoidal (ch. 3, 7, 9) | ✔ even behind a LayerNorm (the swap test; and all 512 codes at $d = 16$ stay distinct after one) | ✔ a rotation $M_k$, yet a random head's scores not offset-only | [7] given after chapter 7 §3 | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
+# | learned absolute (ch. 2, 7) | ✔ distinct rows, even behind a LayerNorm (a random table, where training starts) | ~ a random table has none; on chapter 2's task (period 4) the trained tables are mostly a quarter turn per position, nearly a rotation | ✘ no rows past `max_len`, and rows past the training length never trained | ✘ learned | ~ rows depend on the grid's width |
+# | relative: Shaw, T5 (ch. 4, 7) | ~ offsets, clipped far away | ✔ depends on $k$ alone | [7] T5's, given after chapter 7 §3; no Shaw model trained | ✘ learned entries (a fixed rule picks which) | ✔ one term per 2-D offset |
+# | RoPE (ch. 5, 7, 8, 9) | ✔ even without a mask | ✔ the score is $u^\top R_{n-m}\,v$ for any weights | [7] given after chapter 7 §3 | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
+# | ALiBi (ch. 6, 7) | ✔ the causal form (45 swaps of 45) and the non-symmetric one (171 of 171); the symmetric encoder form only ~: without a mask, a key $k$ before and one $k$ after look alike | ✔ bias $-m_h(i-j)$ | [7] given after chapter 7 §3 (measured at the end of chapter 6 too) | ✔ fixed slopes (a variant in source `003` learns them) | ~ left and above share a bias, a tie at a right angle no 1-D form has |
 #
 # The notes below add only what the table's entries leave out.
 #
@@ -384,7 +388,8 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # A random table, where training starts, has distinct rows (column 1's cells) and no affine map (column
 # 2's cell). Chapter 2 §6 trains three small tables on a task with period 4: one wave that turns a
 # quarter turn per position explains 65–85 % of their trained rows (5–7 % before training), so training
-# built most of a fixed rotation, hence column 2's ~. Past the training length, though, those rows were
+# built most of a fixed rotation there, hence column 2's ~. That rests on one task whose data repeat every 4
+# tokens; what a table learns on other data is not tested here. Past the training length those rows were
 # never trained (column 3). In n-D, ViT's one row per patch in raster order (Dosovitskiy et al. 2021, §3.1; after a row
 # for its class token) depends on the grid's width (column 5's cell); ViT interpolates its table in 2-D
 # when the grid changes (§3.2).
