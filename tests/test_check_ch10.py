@@ -534,6 +534,36 @@ def test_other_wrong_answers_are_not_placed(capsys):
         assert "hint:" not in out, out  # the hint addresses one misconception, not this answer
 
 
+@pytest.mark.parametrize("answer, names", [
+    # two slips at once, which no digest names: the checker reads the answer's shape at more sizes (finding f10.7)
+    (lambda B, h, L, d, b: 1 + Fraction(2, b), ("every head of every sequence", "the forward pass alone")),
+    (lambda B, h, L, d, b: Fraction(5, 2) + Fraction(4, h * b),
+     ("every sequence of the batch", "the backward pass reads x again")),
+    (lambda B, h, L, d, b: 4 + Fraction(8, B * b), ("a copy of the tables for every head", "in units of x's bytes")),
+    (lambda B, h, L, d, b: 1 + Fraction(1, 2 * B * h), ("does not change with itemsize", "the forward pass alone")),
+    (lambda B, h, L, d, b: 1 + Fraction(4, B * h * b), ("the forward pass alone",)),  # and a table per feature
+    (lambda B, h, L, d, b: 3, ("changes with none of batch, heads and itemsize",)),  # per head, in x's dtype
+    (lambda B, h, L, d, b: 2 + Fraction(4 * 1024, B * h * L * b), ("changes when only seq changes",)),  # fixed tables
+    (lambda B, h, L, d, b: 2 + Fraction(4 * 64, B * h * d * b), ("changes when only d changes",)),
+])
+def test_two_slips_at_once_are_named_by_the_answers_shape(answer, names, capsys):
+    ok, out = tables_verdict(answer, capsys)
+    assert ok is False and all(name in out for name in names), out
+    assert str(step_bounds(3, 10**30, 10**12, 256, 2)) not in out and "2 + " not in out, out
+    per_copy = any(name.startswith(("every head", "every sequence", "a copy of the tables")) for name in names)
+    assert ("hint: a table belongs to a position" in out) == per_copy, out
+
+
+def test_a_shape_the_learner_code_cannot_probe_is_not_read(capsys):
+    def only_the_cases(batch, heads, seq, d, itemsize):  # wrong, and raises at any size the checker did not ask
+        if (batch, heads) == (3, 5):
+            raise KeyError(itemsize)
+        return Fraction(7, 3) + Fraction(2, itemsize)
+
+    ok, out = tables_verdict(only_the_cases, capsys)
+    assert ok is False and "not the bytes of that step" in out and "your count" not in out, out
+
+
 def test_a_raising_answer_gets_no_unrelated_hint(capsys):
     def broken(batch, heads, seq, d, itemsize):
         raise ValueError("a bug in the learner's code")

@@ -355,6 +355,77 @@ _STEP_SHARING = ("per_head", "per_sequence", "per_head_shared")
 _STEP_SHARING_HINT = "a table belongs to a position, not to the tensors that are rotated at that position."
 
 
+# A wrong answer no digest names (two slips at once, say) is read by its shape, probed at more sizes: how it changes
+# with each of the five sizes, and the part that stays when the tables' share shrinks to nothing, got exactly from
+# two probes (Richardson's step: for f = A + c/v, A = 2 f(2v) - f(v)). The shapes and the digests of wrong parts
+# hold no answer.
+_STEP_PROBE = (3, 5, 12, 64, 2)  # batch, heads, seq, d, itemsize: the sizes each probe varies one at a time
+_STEP_X_PART = {  # sealed([numerator, denominator], "ch10.tables_in_a_step/x_part") of a wrong part without tables
+    "c0eafa39626a8f4b50c0ffab": "a count of the forward pass alone",
+    "59f4e0eeff88e972287cf858": "a count in which the backward pass reads x again",
+    "055063cf2b1fb62f5e2dac1c": "a count in units of x's bytes, not of one-pass bounds",
+}
+_STEP_SHAPES = {
+    "seq": ("your count changes when only seq changes: it does not count x and the tables as both growing with the "
+            "number of positions"),
+    "d": "your count changes when only d changes: it does not count x and the tables as both growing with the width d",
+    "per_sequence": ("your count does not change with batch: it counts a copy of the tables for every sequence of the "
+                     "batch"),
+    "per_head_shared": "your count does not change with heads: it counts a copy of the tables for every head",
+    "per_head": ("your count changes with neither batch nor heads: it counts a copy of the tables for every head of "
+                 "every sequence"),
+    "dtype": ("your count does not change with itemsize: it weighs the tables in x's dtype, or x in one fixed dtype, "
+              "where each has its own"),
+    "constant": ("your count changes with none of batch, heads and itemsize: it leaves the tables out, or counts "
+                 "them for every head of every sequence in x's dtype"),
+}
+
+
+def _step_shape(fn: Callable[[int, int, int, int, int], Any]) -> list[str]:
+    """The misconceptions the shape of a wrong fn shows (messages), [] where it shows none or a probe fails."""
+
+    def at(**sizes: int) -> Fraction:
+        case = dict(zip(("batch", "heads", "seq", "d", "itemsize"), _STEP_PROBE), **sizes)
+        value = _exact(fn(*case.values()))
+        if value is None:
+            raise ValueError("not exact")
+        return value
+
+    try:
+        base = at()
+        moved = [name for name, sizes in (("seq", ({"seq": 1000}, {"seq": 10**15})), ("d", ({"d": 2}, {"d": 1000})))
+                 if any(at(**size) != base for size in sizes)]
+        if moved:
+            return [_STEP_SHAPES[name] for name in moved]
+        falls, x_part = {}, None
+        for name in ("batch", "heads", "itemsize"):
+            v = _STEP_PROBE[("batch", "heads", "seq", "d", "itemsize").index(name)]
+            f1, f2, f4 = base, at(**{name: 2 * v}), at(**{name: 4 * v})
+            falls[name] = "no" if f1 == f2 == f4 else "as 1/v" if f1 != f2 and f1 - f2 == 2 * (f2 - f4) else "other"
+            if falls[name] == "as 1/v" and x_part is None:
+                x_part = 2 * f2 - f1  # what stays as the tables' share shrinks to nothing
+    except Exception:  # noqa: BLE001 (a probe the learner's code does not take: no reading)
+        return []
+    if all(how == "no" for how in falls.values()):
+        x_part = base
+    found = []
+    if all(how == "no" for how in falls.values()):
+        found.append(_STEP_SHAPES["constant"])
+    elif falls["batch"] == "no" and falls["heads"] == "no":
+        found.append(_STEP_SHAPES["per_head"])
+    elif falls["batch"] == "no":
+        found.append(_STEP_SHAPES["per_sequence"])
+    elif falls["heads"] == "no":
+        found.append(_STEP_SHAPES["per_head_shared"])
+    if falls["itemsize"] == "no" and not all(how == "no" for how in falls.values()):
+        found.append(_STEP_SHAPES["dtype"])
+    if x_part is not None:
+        wrong = _STEP_X_PART.get(sealed([x_part.numerator, x_part.denominator], "ch10.tables_in_a_step/x_part"))
+        if wrong:
+            found.append(f"the part of your count that stays when the tables' share shrinks to nothing matches {wrong}")
+    return found
+
+
 def _exact(value: Any) -> Fraction | None:
     """value as a Fraction when it is an exact rational number (an int, a Fraction), else None."""
     if isinstance(value, bool) or not isinstance(value, numbers.Rational):
@@ -368,7 +439,7 @@ def tables_in_a_step(fn: Callable[[int, int, int, int, int], Any] | None) -> boo
 
     def run(fn: Callable[[int, int, int, int, int], Any]) -> Iterable[Verdict]:
         named: dict[str, list[str]] = {}
-        first_wrong = None
+        first_wrong, wrong_cases = None, 0
         for case, right in _STEP_RIGHT.items():
             where = "step_bounds({}, {}, {}, {}, {})".format(*case)
             raw = fn(*case)
@@ -380,12 +451,18 @@ def tables_in_a_step(fn: Callable[[int, int, int, int, int], Any] | None) -> boo
             digest = sealed([*case, got.numerator, got.denominator], "ch10.tables_in_a_step")
             if digest == right:
                 continue
+            wrong_cases += 1
+            first_wrong = first_wrong or where
             for name in _STEP_WRONG.get(digest, ()):
                 named.setdefault(name, []).append(where)
-            if digest not in _STEP_WRONG and first_wrong is None:
-                first_wrong = where
-        if named:  # the misconception that the most cases show
-            name = max(named, key=lambda n: len(named[n]))
+        name = max(named, key=lambda n: len(named[n])) if named else None
+        shape = _step_shape(fn) if first_wrong and (name is None or len(named[name]) < wrong_cases) else []
+        if shape:  # what the answer's shape shows, where no digest names every wrong case
+            sharing = any(_STEP_SHAPES[n] in shape for n in ("per_head", "per_sequence", "per_head_shared"))
+            hint = f"\n  hint: {_STEP_SHARING_HINT}" if sharing else ""
+            yield False, f"{first_wrong}: not the bytes of that step; " + "; ".join(shape) + hint
+            return
+        if name:  # the misconception that the most cases show
             hint = f"\n  hint: {_STEP_SHARING_HINT}" if name in _STEP_SHARING else ""
             yield False, f"{named[name][0]}: {_STEP_MISCONCEPTIONS[name]}{hint}"
             return
