@@ -309,7 +309,7 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # at a glance, now with a few words for each entry and, below it, a short note per method that
 # says where the entry is tested. ✔ yes, ✘ no, ~ partly, – does not apply, ? not tested here; [7] and [9] are marks
 # chapter 7 or 9 gives. A chapter named in an entry is where the entry is tested. The few entries no chapter tests are checked in the cells
-# after the notes, one cell for each of columns 1, 2, 3 and 5, each right after a paragraph that says
+# after the notes, in cells for columns 1, 2, 3 and 5, each right after a paragraph that says
 # what it checks.
 #
 # * **Column 1** asks whether one layer can tell positions apart. The test: two different tokens, neither
@@ -344,7 +344,8 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 #   conventions cell checks it on random ones. That $R_{m+k} = R_k R_m$ alone would not do: the
 #   sinusoids' $M_k$ composes the same way and earns only "✔ codes".) A map between codes does not make the scores depend on
 #   the offset alone: the integer code has the map, and its scores do not. NoPE has neither codes nor a
-#   positional part of its scores, so there is nothing to shift (–).
+#   positional part of its scores, so there is nothing to shift (–). ~: a large part of the code follows one
+#   map, the rest does not; the entry says which part.
 # * **Column 3** has its rules beside its cell, below.
 # * **Column 5** asks only for a fault that is new in n-D (property 5). A fault the 1-D form already has
 #   counts in its own column. ~: the 2-D form has such a fault, which the entry names (no row here loses
@@ -362,7 +363,7 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # | normalised $i/m$ (ch. 2, 9) | ~ a LayerNorm erases it | ✘ one map per length ($p_0$ is the same at every length, $p_3$ is not) | ? not trained; every code changes with the length, as position interpolation's angles do (chapter 7 §2) | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
 # | binary (ch. 2, 9) | ~ up to $2^d$ positions; behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge | ✘ no affine map for small $k$ | ? not trained; past $2^b$ positions a bit training never set | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
 # | sinusoidal (ch. 3, 7, 9) | ✔ even behind a LayerNorm (the swap test; and all 512 codes at $d = 16$ stay distinct after one) | ✔ a rotation $M_k$, yet a random head's scores not offset-only | [7] given after chapter 7 §3 | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
-# | learned absolute (ch. 2, 7) | ✔ distinct rows, even behind a LayerNorm (a random table, where training starts) | ~ a random table has none; on chapter 2's task (period 4) the trained tables are mostly a quarter turn per position, nearly a rotation | ✘ no rows past `max_len`, and rows past the training length never trained | ✘ learned | ~ rows depend on the grid's width |
+# | learned absolute (ch. 2, 7) | ✔ distinct rows, even behind a LayerNorm (random tables, at std 1 and at BERT's and GPT-2's start, std 0.02) | ~ a random table has none; on chapter 2's task (period 4) 65–85 % of the trained rows is one quarter-turn wave, which one rotation carries | ✘ no rows past `max_len`, and rows past the training length never trained | ✘ learned | ~ rows depend on the grid's width |
 # | relative: Shaw, T5 (ch. 4, 7) | ~ offsets, clipped far away | ✔ depends on $k$ alone | [7] T5's, given after chapter 7 §3; no Shaw model trained | ✘ learned entries (a fixed rule picks which) | ✔ one term per 2-D offset |
 # | RoPE (ch. 5, 7, 8, 9) | ✔ even without a mask | ✔ the score is $u^\top R_{n-m}\,v$ for any weights | [7] given after chapter 7 §3 | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
 # | ALiBi (ch. 6, 7) | ✔ the causal form (45 swaps of 45) and the non-symmetric one (171 of 171); the symmetric encoder form only ~: without a mask, a key $k$ before and one $k$ after look alike | ✔ bias $-m_h(i-j)$ | [7] given after chapter 7 §3 (measured at the end of chapter 6 too) | ✔ fixed slopes (a variant in source `003` learns them) | ~ left and above share a bias, a tie at a right angle no 1-D form has |
@@ -382,14 +383,16 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # **Binary code.** Least squares finds exact affine maps at some $k \ge 2^{d-2}$; all but
 # $k = 2^{d-1}$ come from the table's edge (it stops at $2^d - 1$): with the positions wrapped around
 # (mod $2^d$) only $k = 2^{d-1}$ keeps a map, which flips the top bit (chapter 2's erratum 1; column 2's
-# cell, $d$ = 4 to 6). One offset out of all $2^d - 1$ earns no ~.
+# cell, $d$ = 4 to 6). So the mark is ✘: one map for one offset of the $2^d - 1$ is too little for a ~.
 #
 # **Learned absolute.** Nothing in the method asks for distinct rows or a shift map; training decides.
-# A random table, where training starts, has distinct rows (column 1's cells) and no affine map (column
-# 2's cell). Chapter 2 §6 trains three small tables on a task with period 4: one wave that turns a
-# quarter turn per position explains 65–85 % of their trained rows (5–7 % before training), so training
-# built most of a fixed rotation there, hence column 2's ~. That rests on one task whose data repeat every 4
-# tokens; what a table learns on other data is not tested here. Past the training length those rows were
+# A random table, where training starts, has distinct rows at any scale (column 1's cells run std 1 and
+# BERT's and GPT-2's std 0.02) and no affine map (column 2's cell). Chapter 2 §6 trains three small tables on a task
+# with period 4: one wave that turns a quarter turn per position explains 65–85 % of their trained rows
+# (5–7 % before training). One rotation by a quarter turn carries that part from each row to the next; the
+# other 15–35 % it does not, hence column 2's ~. Column 2's least-squares test cannot decide here: those
+# tables have 32 trained rows of width 32, too few pairs ($n - k \le d + 1$) for the fit to fail. The mark
+# rests on one task whose data repeat every 4 tokens; what a table learns on other data is not tested here. Past the training length those rows were
 # never trained (column 3). In n-D, ViT's one row per patch in raster order (Dosovitskiy et al. 2021, §3.1; after a row
 # for its class token) depends on the grid's width (column 5's cell); ViT interpolates its table in 2-D
 # when the grid changes (§3.2).
@@ -414,9 +417,9 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # turns with one; column 5's cell, for RoPE). Whether that adds a 2-D fault is chapter 9's Exercise 3, left
 # to it on purpose; [chapter 9](09_beyond_1d.ipynb) answers it right after ("After Exercise 3: the additive
 # codes") and gives the mark, for axial RoPE and for every code added to the token. For an added code the
-# mark holds with no LayerNorm between the sum and the head. Unlike column 1, which grades every setting,
-# column 5 grades this one only: with a LayerNorm there, chapter 9's cell shows the argument no longer
-# applies, and the map leaves that setting ungraded. Chapter 9's other 2-D forms are
+# mark holds with no LayerNorm between the sum and the head. Column 5 grades that setting only (column 1
+# grades every setting): with a LayerNorm there, chapter 9's cell shows the argument no longer applies, and
+# the map leaves that setting ungraded. Chapter 9's other 2-D forms are
 # not graded in the map.
 #
 # **Where the map disagrees with source `001`.** `001` gives the integer code properties 1 to
@@ -462,7 +465,8 @@ print("a LayerNorm keeps apart: sinusoids 512 of 512; binary, 4/5/6 bits:",
       {d: kept_apart(pl.binary_positions(2**d, d)) for d in (4, 5, 6)})
 
 # %% [markdown] slideshow={"slide_type": "skip"}
-# **The swap test behind a LayerNorm**, on a random head with 20 positions. For both codes and for RoPE,
+# **The swap test behind a LayerNorm**, on a random head with 20 positions. For the sinusoids, for random
+# tables (std 1, and std 0.02 as BERT's and GPT-2's tables start) and for RoPE,
 # each of the 171 swaps of two tokens a query sees changes its output, for the middle query without a
 # mask, and each of the 45 for the same query under a causal mask, where it sees only the 10 tokens
 # before it. ALiBi: all 45 under the mask; symmetric, without one, 162, the 9 swaps of mirror pairs (a
@@ -510,6 +514,7 @@ def alibi_head(x, causal):  # the causal form under a mask, the symmetric form w
 
 swap_heads = {"sinusoidal": added(pl.sinusoidal_positions(20, 16, dtype=torch.float64)),
               "random table": added(torch.randn(20, 16, generator=torch.Generator().manual_seed(1), dtype=torch.float64)),
+              "std 0.02 table": added(0.02 * torch.randn(20, 16, generator=torch.Generator().manual_seed(1), dtype=torch.float64)),
               "RoPE": rope_head, "ALiBi": alibi_head,
               "integer": added(pl.integer_positions(20, 16).double()), "none": added(torch.zeros(20, 16, dtype=torch.float64)),
               "normalised": added((torch.arange(20, dtype=torch.float64) / 20)[:, None].expand(20, 16)),
@@ -517,7 +522,7 @@ swap_heads = {"sinusoidal": added(pl.sinusoidal_positions(20, 16, dtype=torch.fl
 kept = {name: (swaps_that_keep(h, 10, False), swaps_that_keep(h, 10, True)) for name, h in swap_heads.items()}
 swap_counts = {name: (171 - len(a), 45 - len(b)) for name, (a, b) in kept.items()}
 print("swaps that change the middle query's output, (of 171, no mask), (of 45, causal):", swap_counts)
-assert swap_counts == {"sinusoidal": (171, 45), "random table": (171, 45), "RoPE": (171, 45),
+assert swap_counts == {"sinusoidal": (171, 45), "random table": (171, 45), "std 0.02 table": (171, 45), "RoPE": (171, 45),
                        "ALiBi": (162, 45), "integer": (0, 0), "none": (0, 0), "normalised": (0, 0), "binary": (171, 45)}
 assert kept["ALiBi"][0] == sorted((10 - k, 10 + k) for k in range(1, 10))  # symmetric ALiBi keeps exactly the mirror pairs
 rms = lambda x: x / x.pow(2).mean(-1, keepdim=True).sqrt()  # noqa: E731  an RMSNorm: no mean subtracted
