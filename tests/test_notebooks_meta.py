@@ -231,7 +231,7 @@ def test_index_shows_the_same_map_twice():
                                                                        "normalised $i/m$"}  # untrained
     assert all(row[3] == "?" for row in glance if "?" in row[1:])  # untrained
     learned = next(row for row in glance if row[0].startswith("learned absolute"))
-    assert learned[1:3] == ["✔", "~"]  # column 2: a random table has no shift map; chapter 2's trained tables mostly one
+    assert learned[1:3] == ["✔", "✘"]  # columns 1 and 2: one standard, the table where training starts
 
 
 def test_index_sources_table_names_the_chapters_that_cite_each_source():

@@ -140,7 +140,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # | normalised $i/m$ (ch. 2, 9) | ~ LayerNorm | ✘ | ? | ✔ | [9] |
 # | binary (ch. 2, 9) | ~ LayerNorm merges two | ✘ | ? | ✔ | [9] |
 # | sinusoidal (ch. 3, 7, 9) | ✔ | ✔ codes | [7] | ✔ | [9] |
-# | learned absolute (ch. 2, 7) | ✔ | ~ | ✘ | ✘ | ~ |
+# | learned absolute (ch. 2, 7) | ✔ | ✘ | ✘ | ✘ | ~ |
 # | relative: Shaw, T5 (ch. 4, 7) | ~ | ✔ scores | [7] | ✘ | ✔ |
 # | RoPE (ch. 5, 7, 8, 9) | ✔ | ✔ scores | [7] | ✔ | [9] |
 # | ALiBi (ch. 6, 7) | ✔ not the symmetric form | ✔ scores | [7] | ✔ | ~ |
@@ -344,8 +344,7 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 #   conventions cell checks it on random ones. That $R_{m+k} = R_k R_m$ alone would not do: the
 #   sinusoids' $M_k$ composes the same way and earns only "✔ codes".) A map between codes does not make the scores depend on
 #   the offset alone: the integer code has the map, and its scores do not. NoPE has neither codes nor a
-#   positional part of its scores, so there is nothing to shift (–). ~: a large part of the code follows one
-#   map, the rest does not; the entry says which part.
+#   positional part of its scores, so there is nothing to shift (–).
 # * **Column 3** has its rules beside its cell, below.
 # * **Column 5** asks only for a fault that is new in n-D (property 5). A fault the 1-D form already has
 #   counts in its own column. ~: the 2-D form has such a fault, which the entry names (no row here loses
@@ -358,12 +357,12 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 #
 # | method | 1 told apart | 2 fixed shift: codes, or scores where no code | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|
-# | none (NoPE) (ch. 1, 7, 8, 9) | ✘ one layer treats the tokens a query sees as a set; a causal mask only chooses which it sees (ch. 1, 7) | – | [7] given after chapter 7 §3, after your prediction | – nothing to fix | ~ raster order gives one index |
+# | none (NoPE) (ch. 1, 7, 8, 9) | ✘ one layer treats the tokens a query sees as a set; a causal mask only chooses which it sees (ch. 1); a second causal layer can tell order apart (ch. 7 §1, column 1's cell) | – | [7] given after chapter 7 §3, after your prediction | – nothing to fix | ~ raster order gives one index |
 # | integer $i\cdot\mathbf 1$ (ch. 2, 9) | ~ a LayerNorm erases it | ✔ affine, yet a head's scores not offset-only | ? not trained; its values grow without bound | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
 # | normalised $i/m$ (ch. 2, 9) | ~ a LayerNorm erases it | ✘ one map per length ($p_0$ is the same at every length, $p_3$ is not) | ? not trained; every code changes with the length, as position interpolation's angles do (chapter 7 §2) | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
 # | binary (ch. 2, 9) | ~ up to $2^d$ positions; behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge | ✘ no affine map for small $k$ | ? not trained; past $2^b$ positions a bit training never set | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
 # | sinusoidal (ch. 3, 7, 9) | ✔ even behind a LayerNorm (the swap test; and all 512 codes at $d = 16$ stay distinct after one) | ✔ a rotation $M_k$, yet a random head's scores not offset-only | [7] given after chapter 7 §3 | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
-# | learned absolute (ch. 2, 7) | ✔ distinct rows, even behind a LayerNorm (random tables, at std 1 and at BERT's and GPT-2's start, std 0.02) | ~ a random table has none; on chapter 2's task (period 4) 65–85 % of the trained rows is one quarter-turn wave, which one rotation carries | ✘ no rows past `max_len`, and rows past the training length never trained | ✘ learned | ~ rows depend on the grid's width |
+# | learned absolute (ch. 2, 7) | ✔ at the start: distinct rows, even behind a LayerNorm | ✘ at the start: a random table has none (training can build much of one: chapter 2 §6) | ✘ no rows past `max_len`, and rows past the training length never trained | ✘ learned | ~ rows depend on the grid's width |
 # | relative: Shaw, T5 (ch. 4, 7) | ~ offsets, clipped far away | ✔ depends on $k$ alone | [7] T5's, given after chapter 7 §3; no Shaw model trained | ✘ learned entries (a fixed rule picks which) | ✔ one term per 2-D offset |
 # | RoPE (ch. 5, 7, 8, 9) | ✔ even without a mask | ✔ the score is $u^\top R_{n-m}\,v$ for any weights | [7] given after chapter 7 §3 | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
 # | ALiBi (ch. 6, 7) | ✔ the causal form (45 swaps of 45) and the non-symmetric one (171 of 171); the symmetric encoder form only ~: without a mask, a key $k$ before and one $k$ after look alike | ✔ bias $-m_h(i-j)$ | [7] given after chapter 7 §3 (measured at the end of chapter 6 too) | ✔ fixed slopes (a variant in source `003` learns them) | ~ left and above share a bias, a tie at a right angle no 1-D form has |
@@ -386,13 +385,13 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # cell, $d$ = 4 to 6). So the mark is ✘: one map for one offset of the $2^d - 1$ is too little for a ~.
 #
 # **Learned absolute.** Nothing in the method asks for distinct rows or a shift map; training decides.
-# A random table, where training starts, has distinct rows at any scale (column 1's cells run std 1 and
-# BERT's and GPT-2's std 0.02) and no affine map (column 2's cell). Chapter 2 §6 trains three small tables on a task
-# with period 4: one wave that turns a quarter turn per position explains 65–85 % of their trained rows
-# (5–7 % before training). One rotation by a quarter turn carries that part from each row to the next; the
-# other 15–35 % it does not, hence column 2's ~. Column 2's least-squares test cannot decide here: those
-# tables have 32 trained rows of width 32, too few pairs ($n - k \le d + 1$) for the fit to fail. The mark
-# rests on one task whose data repeat every 4 tokens; what a table learns on other data is not tested here. Past the training length those rows were
+# So columns 1 and 2 grade the table where training starts, a random one: its rows are distinct at any
+# scale (column 1's cells run std 1 and std 0.02, transformers' start for BERT and GPT-2) and no affine
+# map joins them (column 2's cell). What training then builds depends on the data. On chapter 2 §6's
+# task, whose data repeat every 4 tokens, one wave that turns a quarter turn per position explains 65–85 %
+# of the trained rows (5–7 % before training): one rotation carries that part from each row to the next,
+# so there training built much of a shift map. The map does not grade trained tables: one periodic task
+# says little about what a table learns on other data. Past the training length the rows were
 # never trained (column 3). In n-D, ViT's one row per patch in raster order (Dosovitskiy et al. 2021, §3.1; after a row
 # for its class token) depends on the grid's width (column 5's cell); ViT interpolates its table in 2-D
 # when the grid changes (§3.2).
@@ -466,7 +465,7 @@ print("a LayerNorm keeps apart: sinusoids 512 of 512; binary, 4/5/6 bits:",
 
 # %% [markdown] slideshow={"slide_type": "skip"}
 # **The swap test behind a LayerNorm**, on a random head with 20 positions. For the sinusoids, for random
-# tables (std 1, and std 0.02 as BERT's and GPT-2's tables start) and for RoPE,
+# tables (std 1, and std 0.02 as transformers starts BERT's and GPT-2's) and for RoPE,
 # each of the 171 swaps of two tokens a query sees changes its output, for the middle query without a
 # mask, and each of the 45 for the same query under a causal mask, where it sees only the 10 tokens
 # before it. ALiBi: all 45 under the mask; symmetric, without one, 162, the 9 swaps of mirror pairs (a
@@ -607,10 +606,14 @@ print("integer code, no LayerNorm: the middle query's weight on key 19 (no mask)
 # **Two small cases, without a mask and with one.** A symmetric ALiBi head (a random one): swapping the
 # tokens one before and one after the middle query leaves its output as it was; on the palindrome
 # "a b c b a" its mirror positions (0 and 4, 1 and 3) tie and no other pair does. The same head with RoPE
-# instead: the swap changes the query's output, and no pair of the palindrome ties. Last, T5's decoder
+# instead: the swap changes the query's output, and no pair of the palindrome ties. Then T5's decoder
 # buckets (one-directional, 32 of them, `max_distance` 128) give every past distance below 16 its own
 # bucket and put 16, 17 and 18 in one, far short of 128: under a causal mask, the keys 16 and 18 before a
-# query trade places without changing its output; those 14 and 15 before it do change it.
+# query trade places without changing its output; those 14 and 15 before it do change it. And NoPE's ✘ is
+# one layer's: under a causal mask, a first layer's outputs differ by position (each sees a different
+# prefix), so a second layer can tell order apart. Two causal layers with no positions, each added to its
+# input: swapping the tokens at positions 2 and 7 leaves the last query's output as it was after one layer
+# and changes it after two.
 
 # %% slideshow={"slide_type": "skip"}
 # Column 1 (iv): symmetric ALiBi and RoPE on five tokens; T5's shared buckets
@@ -642,6 +645,23 @@ seq = torch.randn(20, 8, generator=g5, dtype=torch.float64)  # 20 different toke
 far, near = [0, 3, 2, 1] + list(range(4, 20)), list(range(4)) + [5, 4] + list(range(6, 20))
 torch.testing.assert_close(t5(seq[far])[19], t5(seq)[19])  # distances 18 and 16 trade places: one bucket, no change
 assert not torch.allclose(t5(seq[near])[19], t5(seq)[19], atol=1e-3)  # distances 15 and 14: two buckets, a change
+layer2 = torch.randn(3, 8, 8, generator=g5, dtype=torch.float64) / 8**0.5  # a second random head, d = 8
+
+
+def nope(x, layers):
+    """Causal attention layers with no positions, each added to its input (a residual stream)."""
+    for w_q, w_k, w_v in layers:
+        x = x + pl.attention(x @ w_q, x @ w_k, x @ w_v, causal=True)[0]
+    return x
+
+
+two_seven = [0, 1, 7, 3, 4, 5, 6, 2] + list(range(8, 20))  # the tokens at positions 2 and 7 trade places
+one, two = [(wq_a, wk_a, wv_a)], [(wq_a, wk_a, wv_a), tuple(layer2)]
+torch.testing.assert_close(nope(seq[two_seven], one)[19], nope(seq, one)[19])  # one layer: the last query cannot tell
+assert not torch.allclose(nope(seq[two_seven], two)[19], nope(seq, two)[19], atol=1e-3)  # two layers: it can
+print("NoPE, causal, last query, tokens 2 and 7 swapped: output changed after one layer:",
+      not torch.allclose(nope(seq[two_seven], one)[19], nope(seq, one)[19]), "· after two:",
+      not torch.allclose(nope(seq[two_seven], two)[19], nope(seq, two)[19], atol=1e-3))
 print("T5, last query: output unchanged when the keys 18 and 16 back trade places:",
       torch.allclose(t5(seq[far])[19], t5(seq)[19]), "· when 15 and 14 back do:",
       torch.allclose(t5(seq[near])[19], t5(seq)[19], atol=1e-3))
