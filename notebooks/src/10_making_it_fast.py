@@ -407,7 +407,9 @@ print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 
 # copy's time is the yardstick (§5 quotes two GPU runs against it). A count of bytes is a floor,
 # not a prediction of time: each call also has a fixed cost, and small tensors may sit in a cache. Both
 # weigh on the CPU here, where x is 2 MiB, so the bytes counted from here on model what GPU-sized tensors
-# cost, not a CPU time.
+# cost, not a CPU time. They count a strided view by the elements it shows: `x[..., ::2]` is half of x. Memory moves
+# whole cache lines (a GPU whole sectors), so a read of the even features alone, or of the odd ones (as 003's and
+# 001's forms below do), moves about all of x; the counts leave that out.
 #
 # **The unit changes here**: from here on x is a bf16 `xb` (8 heads) unless a line says float32, so a bound
 # is 4 bytes per entry, where §2's float32 x had 8 (§2 kept chapter 5's x, beside its dense matrices); §2's counts
@@ -427,7 +429,8 @@ print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 
 #   chapter 5's 5 × 4 example (`SMALL` is read off the measurements quoted below). Single-sequence decoding is
 #   such a case: one new position of a Llama-sized query, (1, 32, 1, 128), is 4 096 elements (a batch of
 #   four sequences reaches `SMALL`), so this section's counts are about prefill (the pass over a prompt's
-#   tokens before decoding) and training.
+#   tokens before decoding) and training. A decoding step rotates only the new token's q and k: the KV cache
+#   stores keys already rotated.
 # - **A C kernel**, where the machine has a C compiler and x is contiguous, in float32 or bfloat16
 #   (with float32 tables): a small loop in C, `posenc_lib/kernels/csrc/rope_kernel.c` (built on first
 #   use), registered as the torch operator `torch.ops.posenc.rope_rotate`. It is written to read each pair
@@ -546,9 +549,9 @@ fig
 # on x-sized data that it leaves out writes into a tensor or fills memory its arguments did not hold
 # (`RecordMoves`, in `posenc_lib/counting.py`, keeps those calls by what they do, whatever their names).
 # Why half of x: the half layout's rotation works on x's halves, and those must count. The cos and sin
-# tables are read as well, but with x's 8 heads each is well under that threshold: this section leaves them out
-# of both counts, and §4 adds them in. The threshold is sized for these 8 heads: with one head, in the half
-# layout, a (seq, d/2) table would reach it (the cell checks both).
+# tables are read as well, and left out by that size, not by name: a (seq, d/2) table has 1/16 of the entries of
+# x's 8 heads, under the threshold, but would reach it with one head (the cell checks both). So what `traffic`
+# (and §4's `whole_tensor`, which counts the same way) leaves out depends on the heads; §4 adds the tables in.
 
 # %% slideshow={"slide_type": "fragment"}
 DATA_OPS = {"float", "to", "mul", "sub", "add", "neg", "cat", "stack", "copy_", "addcmul_", "rope_rotate.default"}
@@ -573,7 +576,7 @@ def plain(x: torch.Tensor) -> torch.Tensor:
 
 
 xf = xb.float()
-assert xb.shape[0] == 8 and ab.cos().numel() < xb.numel() // 2  # the tables: under the threshold
+assert xb.shape[0] == 8 and 16 * ab.cos().numel() == xb.numel()  # the tables: 1/16 of x, under the threshold
 assert ab.cos().numel() >= xb[:1].numel() // 2  # with one head a table would reach it
 
 
@@ -867,11 +870,19 @@ def whole_tensor(ops) -> tuple[int, float]:
 
 
 plain_ops = train_step_ops(lambda q: plain(q))
-# plain: forward 9 operators and 12 bounds as in §3; backward 12 operators (float32 copy of g, the products and
-# sums of the chain rule, two slice_backward fills for the halves, their sum, the bf16 copy back) and 17 bounds
-assert whole_tensor(plain_ops) == (21, 29.0)
+q_alone = xb.clone().requires_grad_()
+with RecordOps() as plain_forward:  # the forward alone: the step's first operators
+    plain(q_alone)
+n_forward = len(plain_forward.ops)
+assert [op.name for op in plain_ops[:n_forward]] == [op.name for op in plain_forward.ops]
+# forward: one operator per call of §3's count; backward: float32 copy of g, the products and sums of the chain
+# rule, two slice_backward fills for the halves, their sum, the bf16 copy back
+assert whole_tensor(plain_ops[:n_forward]) == plain_counts[xb.dtype] == (9, 12.0)
+assert whole_tensor(plain_ops[n_forward:]) == (12, 17.0) and whole_tensor(plain_ops) == (21, 29.0)
 print(f"forward + backward on xb-sized data: the plain form {whole_tensor(plain_ops)[0]} operators, "
-      f"{whole_tensor(plain_ops)[1]:g} bounds of bytes")
+      f"{whole_tensor(plain_ops)[1]:g} bounds of bytes (forward {whole_tensor(plain_ops[:n_forward])[0]} operators and "
+      f"{whole_tensor(plain_ops[:n_forward])[1]:g} bounds, backward {whole_tensor(plain_ops[n_forward:])[0]} and "
+      f"{whole_tensor(plain_ops[n_forward:])[1]:g})")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise (prediction): the tables in a training step.** Before the next cells count the cos and sin
@@ -1046,12 +1057,12 @@ assert (2 + tables_read / 2, 2 + (tables_read + tables_made) / 2) == (2 + 1 / 8,
 # contradict one another. §2's rule counted chapter 5's float32 x of one head, where a bound is 8 bytes per entry and
 # the float32 tables weigh more against it: 2.8 bounds of that x (3.8 on the torch path); recounted on `xb`, 1.44.
 #
-# | rule (section) | what it counts | the question it answers | `apply_rope` on `xb` |
+# | rule (section) | which bytes it counts | the question it answers | `apply_rope` on `xb` |
 # |---|---|---|---|
-# | `bytes_of` (§2) | forward only, every operator (`RecordOps`): angles, tables and rotation | how many bytes does one call move, all told? | 1.44 |
-# | `traffic` (§3) | forward only, the calls in a hand list (`DATA_OPS`, checked by `RecordMoves`), x-sized tensors only | how many passes over x does a way of writing the rotation make? | 1 |
-# | `whole_tensor` (§4) | forward and backward, operators on x-sized tensors (`RecordOps`) | how close does a training step come to the floor of 2? | 2 |
-# | `all_bytes` (§4) | forward and backward, every operator (`RecordOps`): angles and tables in | what does a training step move, all told? | 2.57 |
+# | `bytes_of` (§2) | forward only: every tensor of every operator (`RecordOps`), x, result, angles and tables | how many bytes does one call move, all told? | 1.44 |
+# | `traffic` (§3) | forward only: the calls in a hand list (`DATA_OPS`, checked by `RecordMoves`), and of their tensors only those of at least half x's entries (x and the result; the tables only with one head) | how many passes over x does a way of writing the rotation make? | 1 |
+# | `whole_tensor` (§4) | forward and backward: operators (`RecordOps`) and tensors of at least half x's entries, as `traffic` | how close does a training step come to the floor of 2? | 2 |
+# | `all_bytes` (§4) | forward and backward: every tensor of every operator (`RecordOps`), angles and tables in | what does a training step move, all told? | 2.57 |
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # So for this x, rotated alone, a training step with a standalone operator has a floor in bytes of 2 + 1/4
@@ -1227,9 +1238,11 @@ _ = check.rotate_back_in_place(rotate_back_)
 #
 # Triton has an interpreter that runs a kernel on CPU tensors, one program instance at a time, in
 # numpy. It says nothing about speed, but it runs the same code, so the next cell checks what the
-# kernel computes, where Triton is installed (the stored output below ran it; without Triton the cell prints
-# that the kernel was not run). Small q (4 heads) and k (2 heads) rotated in one launch, by tables and in registers,
-# against `pl.apply_rope`; then its backward.
+# kernel computes, where Triton is installed. The stored output below was made in the test environment (`make
+# test` and `make notebooks` install `requirements/test.txt`, with Triton on Linux x86-64); in the course's own
+# environment, without Triton, the cell checks only the rounding formula and prints that the kernel was not run.
+# Small q (4 heads) and k (2 heads) rotated in one launch, by tables and in registers, against `pl.apply_rope`;
+# then its backward.
 
 # %% slideshow={"slide_type": "fragment"}
 import importlib.util
@@ -1309,10 +1322,10 @@ else:
 # - **L = 16384: bytes set the kernel's time.** The bound moved q's and k's bytes at 3.9 TB/s in bf16, and float32's twice the
 #   bytes took 1.92 times as long. The kernel called alone (one launch for q and k) took 1.07 to 1.11 copies, from
 #   tables or in registers, in both dtypes; `RotaryEmbedding` 1.07 and 1.11 (bf16, float32); `apply_rope` (one
-#   launch per tensor) 1.43 and 1.29, so a cost per launch still shows; the eager torch paths and the library's
-#   `torch.compile` path (whose generated code is Triton's too) 3.7 to 12.4, the compiled one 7.29 in bf16 against
-#   Hugging Face's compiled rotation's 1.13, a gap this run does not explain; Hugging Face's rotation 11.8 and 7.5
-#   eager, 1.13 and 1.39 under `torch.compile`.
+#   launch per tensor) 1.43 and 1.29, so a cost per call still shows (a launch or the Python around it: no control
+#   separates them); the eager torch paths and the library's `torch.compile` path (whose generated code is Triton's
+#   too) 3.7 to 12.4, the compiled one 7.29 in bf16 against Hugging Face's compiled rotation's 1.13, a gap this run
+#   does not explain; Hugging Face's rotation 11.8 and 7.5 eager, 1.13 and 1.39 under `torch.compile`.
 # - **L = 4096: a cost per call sets the time, and this run cannot say whose.** The bound moved its 84 MB (bf16) at
 #   only 1.2 TB/s, and float32's twice the bytes took 1.06 times as long: even one pass cost about a call, whatever
 #   its bytes. The kernel alone took 4.5 to 5.7 copies, 0.36 to 0.44 ms a call, against 0.09 to 0.18 ms at 16384
@@ -1572,8 +1585,9 @@ print(f"attention written out: the step's bytes x {total_bytes(eager_with) / tot
       f"RoPE's share {eager_share:.3f} (fused: {rope_share['bytes']:.3f})")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **What to remember: RoPE's quarter of the step's bytes is this small model's. It falls with the width, slowly
-# with 8 sequences a step and fast with one, and with a larger vocabulary.**
+# **What to remember: RoPE's quarter of the step's bytes is this small model's. At its vocabulary of 64 tokens it
+# falls with the width, slowly with 8 sequences a step and fast with one. A larger vocabulary lowers it, and from
+# 1024 tokens on it rises with the width.**
 #
 # That quarter is this model's, at this width and vocabulary. The next cell counts the step again, with and
 # without RoPE, at d_model = 64, 128, 256 and 512 (heads of 16 features, d_ff = 4 · d_model, the model's own
@@ -1603,8 +1617,9 @@ print(f"attention written out: the step's bytes x {total_bytes(eager_with) / tot
 # The vocabulary, 64 tokens so far, adds only bytes RoPE has no part in: the logits (batch · T · vocab float32
 # numbers), their softmax and gradients, and the embedding and output weights (vocab · d_model each). At 8192 tokens,
 # on the 8 sequences, RoPE's bytes stay exactly as they were, and its share falls to about 0.05 at d_model = 64 and
-# 0.12 at 512. None of this says what a real model's width, vocabulary and length give; this appendix does not count
-# one.
+# 0.12 at 512: there, and at 1024 tokens (0.17 and 0.18), it rises with the width. The logits' bytes do not grow
+# with the width, so from 64 to 512 the bytes the vocabulary adds grow only 1.7-fold, RoPE's about eightfold. None
+# of this says what a real model's width, vocabulary and length give; this appendix does not count one.
 
 # %% slideshow={"slide_type": "fragment"}
 widths = (64, 128, 256, 512)
@@ -1679,10 +1694,17 @@ for w in (64, 512):
     assert len({by_vocab[w, v][0] - by_vocab[w, v][1] for v in vocabs}) == 1  # RoPE's bytes: the same at every vocab
     assert [share_by_vocab[w, v] for v in vocabs] == sorted((share_by_vocab[w, v] for v in vocabs), reverse=True)
 assert round(share_by_vocab[64, 8192], 2) == 0.05 and round(share_by_vocab[512, 8192], 2) == 0.12
+assert share_by_vocab[64, 64] > share_by_vocab[512, 64]  # vocabulary 64: the share falls with the width
+assert all(share_by_vocab[64, v] < share_by_vocab[512, v] for v in (1024, 8192))  # larger ones: it rises
+assert [round(share_by_vocab[w, 1024], 2) for w in (64, 512)] == [0.17, 0.18]
+vocab_added = {v: (by_vocab[512, v][1] - by_vocab[512, 64][1]) / (by_vocab[64, v][1] - by_vocab[64, 64][1])
+               for v in vocabs[1:]}  # from d_model = 64 to 512: how many times the bytes the vocabulary adds grow
+assert all(round(vocab_added[v], 1) == 1.7 for v in vocabs[1:]) and 7.5 < growth(8)[0]  # RoPE's: about 8 times
 print("vocabulary  RoPE's share of a step's bytes (8 sequences): d_model = 64, 512")
 for v in vocabs:
     print(f"{v:10d}  {share_by_vocab[64, v]:.3f}  {share_by_vocab[512, v]:.3f}")
-print("RoPE's bytes at every vocabulary: the same")
+print("RoPE's bytes at every vocabulary: the same; from d_model = 64 to 512 the share falls at vocabulary 64 and rises "
+      f"at 1024 and 8192, where the bytes the vocabulary adds grow x {vocab_added[8192]:.1f}, RoPE's x {growth(8)[0]:.1f}")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Errata in the sources
