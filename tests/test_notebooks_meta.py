@@ -215,23 +215,27 @@ def _index_map(heading: str) -> list[list[str]]:
 
 def test_index_shows_the_same_map_twice():
     """00_index shows the map at a glance before the conventions, and again with the evidence at the end:
-    the same methods with the same marks."""
+    the same methods with the same marks. Columns: 1, 2a, 2b, 3, 4, 5."""
     glance, again = _index_map("## The map at a glance"), _index_map("## The map again, with the evidence")
-    assert len(glance) == 9 and glance == again
+    assert len(glance) == 9 and glance == again and {len(row) for row in glance} == {7}
+    col = {"1": 1, "2a": 2, "2b": 3, "3": 4, "4": 5, "5": 6}
+    name = lambda row: re.sub(r" \(ch\. [\d, ]+\)$", "", row[0])  # noqa: E731
     assert {mark for row in glance for mark in row[1:]} == {"✔", "✘", "~", "–", "?", "[7]", "[9]"}
     # column 5 of the axial forms is left to chapter 9 (its Exercise 3 asks for it)
-    assert {re.sub(r" \(ch\. [\d, ]+\)$", "", row[0]) for row in glance if row[5] == "[9]"} == {
+    assert {name(row) for row in glance if row[col["5"]] == "[9]"} == {
         "integer $i\\cdot\\mathbf 1$", "normalised $i/m$", "binary", "sinusoidal", "RoPE"}
-    assert "[9]" not in {mark for row in glance for i, mark in enumerate(row) if i != 5}
+    assert "[9]" not in {mark for row in glance for i, mark in enumerate(row) if i != col["5"]}
     # column 3 of the methods chapter 7 trains is left to it (its "Predict first" asks for those marks)
-    assert {re.sub(r" \(ch\. [\d, ]+\)$", "", row[0]) for row in glance if row[3] == "[7]"} == {
+    assert {name(row) for row in glance if row[col["3"]] == "[7]"} == {
         "none (NoPE)", "sinusoidal", "relative: Shaw, T5", "RoPE", "ALiBi"}
-    assert "[7]" not in {mark for row in glance for i, mark in enumerate(row) if i != 3}
-    assert {re.sub(r" \(ch\. [\d, ]+\)$", "", row[0]) for row in glance if "?" in row[1:]} == {"integer $i\\cdot\\mathbf 1$", "binary",
-                                                                       "normalised $i/m$"}  # untrained
-    assert all(row[3] == "?" for row in glance if "?" in row[1:])  # untrained
+    assert "[7]" not in {mark for row in glance for i, mark in enumerate(row) if i != col["3"]}
+    assert {name(row) for row in glance if "?" in row[1:]} == {"integer $i\\cdot\\mathbf 1$", "binary",
+                                                                "normalised $i/m$"}  # untrained
+    assert all(row[col["3"]] == "?" for row in glance if "?" in row[1:])  # untrained
     learned = next(row for row in glance if row[0].startswith("learned absolute"))
-    assert learned[1:3] == ["✔", "✘"]  # columns 1 and 2: one standard, the table where training starts
+    assert learned[1:4] == ["✔", "✘", "✘"]  # columns 1, 2a, 2b: one standard, the table where training starts
+    # 2b: only the methods whose position enters the scores as an offset
+    assert {name(row) for row in glance if row[col["2b"]] == "✔"} == {"relative: Shaw, T5", "RoPE", "ALiBi"}
 
 
 def test_index_sources_table_names_the_chapters_that_cite_each_source():

@@ -69,14 +69,9 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 #    (3-D), not only for a line of text. The map below asks whether it carries over without a
 #    new fault; faults a method already has in 1-D count under their own property.
 #
-# Where they come from: source `001` lists them, after a blog post it cites as 参考文献1 (the reference
-# list is empty in our copy). The properties, the route from integer to binary codes and the dog example
-# match Christopher Fleetwood's Hugging Face post "You could have designed state of the art positional
-# encoding" (2024). Properties 1 and 2 part from `001` here: a section after the conventions says where,
-# and checks it. Source `002` lists four, quoted from a Zhihu post it links (位置编码的需求: a unique position per token, a fixed spacing
-# between codes, sentences of any length, a deterministic code): properties 1 to 4 above.
-# The map below grades each method on five questions close to these properties; where a question asks
-# more or less than its property, the map's rules further down say why.
+# The map below grades each method on five questions close to these properties. Where the properties come
+# from, and where this course departs from its sources: "Where properties 1 and 2 part from source `001`",
+# after the conventions.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## The chapters
@@ -89,8 +84,8 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # | 4 | [04_relative](04_relative.ipynb) | relative encodings: Shaw, Transformer-XL, T5 buckets, DeBERTa |
 # | 5 | [05_rope](05_rope.ipynb) | rotary embeddings derived from scores that depend only on the offset $n-m$; why 2 × 2 pairs; why q and k are rotated and v is not (unless each output is rotated back); every implementation form in the sources |
 # | 6 | [06_alibi](06_alibi.ipynb) | ALiBi: a per-head linear penalty on distance instead of an encoding; how far it extrapolates; which encodings fit linear attention |
-# | 7 | [07_beyond](07_beyond.ipynb) | NoPE, what RoPE meets past its training length and the ways to stretch it (the methods called PI, NTK, YaRN and Llama 3's, each introduced there), and a train-short/test-long experiment on a local and two long-range tasks, three seeds each, with controls for the main explanations (it says which it leaves open) and the trained models' attention |
-# | 8 | [08_rope_in_models](08_rope_in_models.ipynb) | RoPE in today's models: reading their configs, partial RoPE (only some features turned) and proportional RoPE (p-RoPE: the head's fastest frequencies kept, the rest set to zero), attention factors (LongRoPE, YaRN), q and k (v not naively), KV caches (the keys and values a model stores for the tokens it has read) and when they go stale, and Llama 4's iRoPE (RoPE layers interleaved with layers without positions) with its chunked RoPE layers |
+# | 7 | [07_beyond](07_beyond.ipynb) | NoPE; why RoPE meets unseen angles past its training length, and the ways to stretch it (PI, NTK, YaRN, Llama 3's); a train-short, test-long experiment of six methods |
+# | 8 | [08_rope_in_models](08_rope_in_models.ipynb) | RoPE in today's models: configs, partial and proportional RoPE, attention factors, KV caches, Llama 4's iRoPE |
 # | 9 | [09_beyond_1d](09_beyond_1d.ipynb) | beyond 1-D and beyond counting tokens: axial RoPE (each pair turned by one axis of the image) and (t, h, w) RoPE for images and video, MRoPE for sequences that mix text, images and video, CoPE's gated positions, and a CoPE/RoPE/NoPE experiment |
 # | A | [10_making_it_fast](10_making_it_fast.ipynb) | appendix, off the teaching path: loops against vectorised calls, passes over memory, RoPE's one-pass C kernel, and on a GPU its Triton kernel (run here under Triton's interpreter) |
 #
@@ -124,28 +119,32 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # The five questions:
 #
 # 1. **Told apart.** When two other tokens a query sees trade places, can its output change? This is what
-#    property 1's unique codes are for, tested where it matters, inside a layer. ("~ LayerNorm": a LayerNorm
-#    subtracts each vector's mean, which removes all of $i\cdot\mathbf 1$.)
-# 2. **Fixed shift.** Is moving every position by $k$ one fixed *affine* map of the codes (a matrix and
-#    an added vector), the same wherever you start and in a sequence of any length ("✔ codes")? For a
-#    method with no code: does what $k$ tokens apart does to a score depend on $k$ alone ("✔ scores")?
+#    property 1's unique codes are for, tested where it matters, inside a layer.
+# 2. **Fixed shift**, property 2, asked of the codes and then of the scores:
+#    - 2a. Is moving every position by $k$ one fixed *affine* map of the codes (a matrix and an added
+#      vector), the same wherever you start and in a sequence of any length?
+#    - 2b. For any head, does what $k$ tokens apart does to a score depend on $k$ alone?
 # 3. **Longer sequences.** Does a model trained on short sequences still work on longer ones?
 # 4. **Deterministic.** Do the codes come from a fixed rule, with nothing learned?
 # 5. **n-D.** Is the 2-D form, for images, free of faults the 1-D form does not have?
 #
-# | method | 1 told apart | 2 fixed shift: codes, or scores where no code | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
-# |---|---|---|---|---|---|
-# | none (NoPE) (ch. 1, 7, 8, 9) | ✘ | – | [7] | – | ~ |
-# | integer $i\cdot\mathbf 1$ (ch. 2, 9) | ~ LayerNorm | ✔ codes | ? | ✔ | [9] |
-# | normalised $i/m$ (ch. 2, 9) | ~ LayerNorm | ✘ | ? | ✔ | [9] |
-# | binary (ch. 2, 9) | ~ LayerNorm merges two | ✘ | ? | ✔ | [9] |
-# | sinusoidal (ch. 3, 7, 9) | ✔ | ✔ codes | [7] | ✔ | [9] |
-# | learned absolute (ch. 2, 7) | ✔ | ✘ | ✘ | ✘ | ~ |
-# | relative: Shaw, T5 (ch. 4, 7) | ~ | ✔ scores | [7] | ✘ | ✔ |
-# | RoPE (ch. 5, 7, 8, 9) | ✔ | ✔ scores | [7] | ✔ | [9] |
-# | ALiBi (ch. 6, 7) | ✔ not the symmetric form | ✔ scores | [7] | ✔ | ~ |
+# | method | 1 told apart | 2a one map between codes | 2b scores offset-only | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
+# |---|---|---|---|---|---|---|
+# | none (NoPE) (ch. 1, 7, 8, 9) | ✘ | – | – | [7] | – | ~ |
+# | integer $i\cdot\mathbf 1$ (ch. 2, 9) | ~ LayerNorm | ✔ | ✘ | ? | ✔ | [9] |
+# | normalised $i/m$ (ch. 2, 9) | ~ LayerNorm | ✘ | ✘ | ? | ✔ | [9] |
+# | binary (ch. 2, 9) | ~ LayerNorm merges two | ✘ | ✘ | ? | ✔ | [9] |
+# | sinusoidal (ch. 3, 7, 9) | ✔ | ✔ | ✘ | [7] | ✔ | [9] |
+# | learned absolute (ch. 2, 7) | ✔ | ✘ | ✘ | ✘ | ✘ | ~ |
+# | relative: Shaw, T5 (ch. 4, 7) | ~ | – | ✔ | [7] | ✘ | ✔ |
+# | RoPE (ch. 5, 7, 8, 9) | ✔ | ✔ | ✔ | [7] | ✔ | [9] |
+# | ALiBi (ch. 6, 7) | ✔ not the symmetric form | – | ✔ | [7] | ✔ | ~ |
 #
-# For the relative row, chapter 7 trains T5's buckets (no Shaw model).
+# "~ LayerNorm": column 1 is graded with a LayerNorm after the sum too. A LayerNorm subtracts each vector's
+# mean, which removes all of $i\cdot\mathbf 1$ and $(i/m)\cdot\mathbf 1$, and it merges binary's all-zero and
+# all-one codes; an RMSNorm, as in Llama, erases neither. Column 2b grades a head with any weights: a
+# special head can make the sinusoids' scores offset-only (chapter 3 §6). For the relative row, chapter 7
+# trains T5's buckets (no Shaw model).
 #
 # Not in the map: Transformer-XL (fixed sinusoids of the offset, unclipped) and DeBERTa (learned
 # offsets, clipped in v1 and log-bucketed in v2/v3) put the offset into the scores as Shaw and T5 do; chapter 4 weighs them. LongRoPE
@@ -226,6 +225,14 @@ print("the conventions table matches the library")
 #
 # Read this section after chapters 1 and 2: it uses their causal masks, affine maps and least squares.
 #
+# Where the five properties come from: source `001` lists them, after a blog post it cites as 参考文献1
+# (the reference list is empty in our copy). The properties, the route from integer to binary codes and
+# the dog example match Christopher Fleetwood's Hugging Face post "You could have designed state of the art
+# positional encoding" (2024). Properties 1 and 2 part from `001` here, as this section says and checks.
+# Source `002` lists four, quoted from a Zhihu post it links (位置编码的需求: a unique position per token, a fixed spacing
+# between codes, sentences of any length, a deterministic code): properties 1 to 4. Where a question of the
+# map asks more or less than its property, the map's rules further down say why.
+#
 # **Property 1 states its conditions here.** `001` says that two positions sharing a code would get
 # 完全一致, completely identical, outputs, 根据前面推导的性质 (by the property derived before: its dog example,
 # equal tokens and no mask). We make those conditions explicit and check the other cases. It holds for equal
@@ -235,7 +242,7 @@ print("the conventions table matches the library")
 # one random head (weights of std 1). It then checks both differences on 50 more random heads at the usual
 # scale (weights of std $1/\sqrt d$; codes and tokens of std 1): the outputs are more than 1e-3 apart
 # every time. Special heads make exceptions: one that puts all its weight on one key both places see (the
-# cell builds it with a large bias on that key) is one; others, such as a zero value matrix, are as contrived. Its two outputs are then that key's value, equal for different tokens and under a causal mask alike (checked too). The
+# cell builds it with a large bias on that key) is one; others, such as a zero value matrix, are as contrived. Its two outputs are then that key's value, equal for different tokens and under a causal mask alike (checked too, on the last of the 50 heads). The
 # harm of a shared code is elsewhere. Without a mask the layer cannot tell which of the two places each
 # token stands at, so swapping the two tokens only swaps their output rows (checked too). That is chapter
 # 1's blindness to order in small.
@@ -335,16 +342,15 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 #     $i\cdot\mathbf 1$ is unique, but a LayerNorm erases it. And the column grades the swap test only, not
 #     everything a layer can compute: a causal layer with no code can still compute its own position when
 #     the first token is marked (NoPE's note).
-# * **Column 2** grades one thing per row. For a method with a code $p_i$, its mark grades whether one affine
-#   map takes $p_i$ to $p_{i+k}$ at every position, the same map in a sequence of any length (property 2),
-#   not the scores. For a method with no code (relative terms, RoPE, ALiBi),
-#   it grades the nearest counterpart: what $k$ tokens apart does to a score depends on $k$ alone,
-#   wherever the pair stands. (For RoPE, the score of a query vector $u$ at $m$ and a key vector $v$ at $n$ is
-#   $(R_m u)^\top R_n v = u^\top R_{n-m}\,v$, whatever the weights that made $u$ and $v$; the
-#   conventions cell checks it on random ones. That $R_{m+k} = R_k R_m$ alone would not do: the
-#   sinusoids' $M_k$ composes the same way and earns only "✔ codes".) A map between codes does not make the scores depend on
-#   the offset alone: the integer code has the map, and its scores do not. NoPE has neither codes nor a
-#   positional part of its scores, so there is nothing to shift (–).
+# * **Column 2** asks property 2 twice. **2a**, of the codes: does one affine map take $p_i$ to $p_{i+k}$ at
+#   every position, the same map in a sequence of any length? For RoPE the "code" is the rotation $R_m$,
+#   and $R_{m+k} = R_k R_m$ (the conventions cell); relative terms and ALiBi have no code (–). **2b**, of
+#   the scores: for a head with any weights, does what $k$ tokens apart does to a score depend on $k$ alone,
+#   wherever the pair stands? For RoPE the score of a query vector $u$ at $m$ and a key vector $v$ at $n$
+#   is $(R_m u)^\top R_n v = u^\top R_{n-m}\,v$, whatever the weights that made $u$ and $v$ (the conventions
+#   cell checks it on random ones). 2a does not give 2b: the integer code and the sinusoids have the map,
+#   and a random head's scores still move with the positions (column 2's cell). NoPE has neither codes nor
+#   a positional part of its scores, so there is nothing to shift (–).
 # * **Column 3** has its rules beside its cell, below.
 # * **Column 5** asks only for a fault that is new in n-D (property 5). A fault the 1-D form already has
 #   counts in its own column. ~: the 2-D form has such a fault, which the entry names (no row here loses
@@ -355,17 +361,17 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 #   each feature following one axis only, half of them the row and half the column; the map leaves that
 #   form's mark to chapter 9 ([9]).
 #
-# | method | 1 told apart | 2 fixed shift: codes, or scores where no code | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
-# |---|---|---|---|---|---|
-# | none (NoPE) (ch. 1, 7, 8, 9) | ✘ one layer treats the tokens a query sees as a set; a causal mask only chooses which it sees (ch. 1); a second causal layer can tell order apart (ch. 7 §1, column 1's cell) | – | [7] given after chapter 7 §3, after your prediction | – nothing to fix | ~ raster order gives one index |
-# | integer $i\cdot\mathbf 1$ (ch. 2, 9) | ~ a LayerNorm erases it | ✔ affine, yet a head's scores not offset-only | ? not trained; its values grow without bound | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
-# | normalised $i/m$ (ch. 2, 9) | ~ a LayerNorm erases it | ✘ one map per length ($p_0$ is the same at every length, $p_3$ is not) | ? not trained; every code changes with the length, as position interpolation's angles do (chapter 7 §2) | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
-# | binary (ch. 2, 9) | ~ up to $2^d$ positions; behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge | ✘ no affine map for small $k$ | ? not trained; past $2^b$ positions a bit training never set | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
-# | sinusoidal (ch. 3, 7, 9) | ✔ even behind a LayerNorm (the swap test; and all 512 codes at $d = 16$ stay distinct after one) | ✔ a rotation $M_k$, yet a random head's scores not offset-only | [7] given after chapter 7 §3 | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
-# | learned absolute (ch. 2, 7) | ✔ at the start: distinct rows, even behind a LayerNorm | ✘ at the start: a random table has none (training can build much of one: chapter 2 §6) | ✘ no rows past `max_len`, and rows past the training length never trained | ✘ learned | ~ rows depend on the grid's width |
-# | relative: Shaw, T5 (ch. 4, 7) | ~ offsets, clipped far away | ✔ depends on $k$ alone | [7] T5's, given after chapter 7 §3; no Shaw model trained | ✘ learned entries (a fixed rule picks which) | ✔ one term per 2-D offset |
-# | RoPE (ch. 5, 7, 8, 9) | ✔ even without a mask | ✔ the score is $u^\top R_{n-m}\,v$ for any weights | [7] given after chapter 7 §3 | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
-# | ALiBi (ch. 6, 7) | ✔ the causal form (45 swaps of 45) and the non-symmetric one (171 of 171); the symmetric encoder form only ~: without a mask, a key $k$ before and one $k$ after look alike | ✔ bias $-m_h(i-j)$ | [7] given after chapter 7 §3 (measured at the end of chapter 6 too) | ✔ fixed slopes (a variant in source `003` learns them) | ~ left and above share a bias, a tie at a right angle no 1-D form has |
+# | method | 1 told apart | 2a one map between codes | 2b scores offset-only | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
+# |---|---|---|---|---|---|---|
+# | none (NoPE) (ch. 1, 7, 8, 9) | ✘ one layer treats the tokens a query sees as a set; a causal mask only chooses which it sees (ch. 1); a second causal layer can tell order apart (ch. 7 §1, column 1's cell) | – no code | – no positional part in the scores | [7] given after chapter 7 §3, after your prediction | – nothing to fix | ~ raster order gives one index |
+# | integer $i\cdot\mathbf 1$ (ch. 2, 9) | ~ a LayerNorm erases it | ✔ affine: $p \mapsto p + k\cdot\mathbf 1$ | ✘ a head's score of positions $a$, $b$ is $ab\,\mathbf 1^\top A\mathbf 1$ | ? not trained; its values grow without bound | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
+# | normalised $i/m$ (ch. 2, 9) | ~ a LayerNorm erases it | ✘ one map per length ($p_0$ is the same at every length, $p_3$ is not) | ✘ a random head's scores move with the positions | ? not trained; every code changes with the length, as position interpolation's angles do (chapter 7 §2) | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
+# | binary (ch. 2, 9) | ~ up to $2^d$ positions; behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge | ✘ no affine map for small $k$ | ✘ a random head's scores move with the positions | ? not trained; past $2^b$ positions a bit training never set | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
+# | sinusoidal (ch. 3, 7, 9) | ✔ even behind a LayerNorm (the swap test; and all 512 codes at $d = 16$ stay distinct after one) | ✔ a rotation $M_k$ | ✘ a random head's scores move with the positions (the plain dot product does not) | [7] given after chapter 7 §3 | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
+# | learned absolute (ch. 2, 7) | ✔ at the start: distinct rows, even behind a LayerNorm | ✘ at the start: a random table has none (training can build much of one: chapter 2 §6) | ✘ at the start: a random head's scores move with the positions | ✘ no rows past `max_len`, and rows past the training length never trained | ✘ learned | ~ rows depend on the grid's width |
+# | relative: Shaw, T5 (ch. 4, 7) | ~ offsets, clipped far away | – no code | ✔ one learned term per offset (or bucket) | [7] T5's, given after chapter 7 §3; no Shaw model trained | ✘ learned entries (a fixed rule picks which) | ✔ one term per 2-D offset |
+# | RoPE (ch. 5, 7, 8, 9) | ✔ even without a mask | ✔ the rotations compose: $R_{m+k} = R_k R_m$ | ✔ the score is $u^\top R_{n-m}\,v$ for any weights | [7] given after chapter 7 §3 | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
+# | ALiBi (ch. 6, 7) | ✔ the causal form (45 swaps of 45) and the non-symmetric one (171 of 171); the symmetric encoder form only ~: without a mask, a key $k$ before and one $k$ after look alike | – no code | ✔ bias $-m_h(i-j)$ | [7] given after chapter 7 §3 (measured at the end of chapter 6 too) | ✔ fixed slopes (a variant in source `003` learns them) | ~ left and above share a bias, a tie at a right angle no 1-D form has |
 #
 # The notes below add only what the table's entries leave out.
 #
@@ -472,7 +478,8 @@ print("a LayerNorm keeps apart: sinusoids 512 of 512; binary, 4/5/6 bits:",
 # key $k$ before and one $k$ after) leaving it as it was. With the integer code or no code, no swap
 # does, with or without the mask (the control), and neither does the normalised code. A binary code of
 # 16 bits on these 20 positions changes every one, both ways: its two merging codes, $p_0$ and
-# $p_{2^{16}-1}$, are not both there. An RMSNorm in place of the LayerNorm divides by the spread without
+# $p_{2^{16}-1}$, are not both there. With 4 bits on 16 positions they are: of the 105 swaps the query
+# at 8 sees, the one of positions 0 and 15 leaves its output as it was. An RMSNorm in place of the LayerNorm divides by the spread without
 # subtracting the mean: with it the integer and normalised codes change all 171 and all 45 here. It still
 # squeezes the integer code: for one token, positions 1 and 2 land 0.96 apart after it, positions 100
 # and 101 less than $10^{-3}$ (with a zero token, every position from 1 on lands on the same vector).
@@ -535,6 +542,10 @@ assert rms_counts == {"integer": (171, 45), "normalised": (171, 45)}
 tok = torch.randn(16, generator=torch.Generator().manual_seed(5), dtype=torch.float64)  # one token, std 1
 gap = lambda t, i: (rms(t + i) - rms(t + i + 1)).norm().item()  # noqa: E731  positions i and i + 1 after an RMSNorm
 assert round(gap(tok, 1), 2) == 0.96 and gap(tok, 100) < 1e-3 and gap(torch.zeros(16, dtype=torch.float64), 5) < 1e-12
+bits4 = pl.binary_positions(16, 4).double().repeat(1, 4)  # 4 bits on 16 positions, each bit on 4 features
+assert swaps_that_keep(added(bits4), 8, False, n=16) == [(0, 15)]  # binary's two merging codes: the one swap kept
+print("binary, 4 bits on 16 positions behind a LayerNorm, the swaps that leave the query at 8 as it was:",
+      swaps_that_keep(added(bits4), 8, False, n=16))
 
 # %% [markdown] slideshow={"slide_type": "skip"}
 # **Without the LayerNorm.** The sinusoids, the random table and RoPE again change the output on every
@@ -677,7 +688,10 @@ print("T5, last query: output unchanged when the keys 18 and 16 back trade place
 # $(3/m)\cdot\mathbf 1$, a different one for each length. A learned table: an affine map
 # $[p_i, 1] \mapsto p_{i+k}$ has $d+1$ numbers per output feature to fit and the table offers $n-k$
 # pairs. So with $d+1$ pairs or fewer least squares fits almost any table exactly, and the test says
-# nothing. Over more pairs a random table has no such map.
+# nothing. Over more pairs a random table has no such map. Last, column 2b for every row with a code: the
+# same random head's score of positions $i$ and $i + 3$, over $i = 0 \dots 59$, moves with $i$ for the
+# integer, normalised, binary and sinusoidal codes and for a random table; ALiBi's bias and a relative
+# term per offset give every pair 3 apart the same value.
 
 # %% slideshow={"slide_type": "skip"}
 # Column 2: the integer code's scores, the normalised code's one map per length, a random table
@@ -713,6 +727,18 @@ assert first_binary == {d: 2 ** (d - 2) for d in (4, 5, 6)}  # binary codes: non
 wrapped = {d: [k for k in range(1, 2**d) if pl.affine_shift_residual(
     pl.binary_positions(2**d, d).double().repeat(2, 1)[: 2**d + k], k) < 1e-9] for d in (4, 5, 6)}
 assert wrapped == {d: [2 ** (d - 1)] for d in (4, 5, 6)}  # ... the edge's doing: wrapped mod 2^d, only 2^(d-1)
+
+column_2b = {"integer": ints, "normalised": (torch.arange(64, dtype=torch.float64) / 64)[:, None].expand(64, 8),
+             "binary": pl.binary_positions(64, 8).double(), "sinusoidal": sines, "random table": tall}
+spread_2b = {name: (lambda sc: (sc.max() - sc.min()).item())(torch.stack([c[i] @ A @ c[i + 3] for i in range(60)]))
+             for name, c in column_2b.items()}  # the spread of p_i^T A p_(i+3) over i
+assert min(spread_2b.values()) > 0.1  # every code: the score of two positions 3 apart moves with where they stand
+alibi_3 = pl.alibi_bias(1, 64, dtype=torch.float64)[0].diagonal(-3)  # ALiBi: query i + 3, key i (3 back), every i
+relative_3 = torch.randn(127, generator=torch.Generator().manual_seed(6), dtype=torch.float64)[
+    pl.relative_positions(64) + 63].diagonal(-3)  # one learned term per offset j - i: the same lookup
+assert alibi_3.unique().numel() == 1 and relative_3.unique().numel() == 1  # one value for every pair 3 apart
+print("column 2b, a random head's score of positions 3 apart moves by more than 0.1 with where they stand:",
+      sorted(spread_2b), "· ALiBi and a per-offset term: one value:", alibi_3.unique().numel() == relative_3.unique().numel() == 1)
 
 
 # %% [markdown] slideshow={"slide_type": "skip"}
