@@ -722,29 +722,17 @@ fig
 #
 # * **At 64 tokens** RoPE, sinusoids and ALiBi are within 0.06 of the best possible 0.766 for
 #   every seed. NoPE (0.43) and learned positions (0.59) are far behind with the same budget.
-# * **Why NoPE lags is not settled here.** §1 suggests a hypothesis, which no cell here tests: the
-#   rule needs the two previous tokens, and a causal average like §1's counter tells neighbours in
-#   the last quarter of the window apart by only 1.6 % to 2 % of its value. The budget is the obvious
-#   alternative. Every method gets 400 steps, and NoPE's last
-#   logged training loss (one batch, at step 399) is 1.88 to 2.00, far above RoPE's 1.14 to 1.24.
-#   Nothing here tells a NoPE model short of steps from one that cannot learn the rule (no run with
-#   more steps is stored).
 # * **T5's seeds disagree wildly**, from 0.61 to 0.77, the only method whose seeds do (a spread of
 #   0.16 at 64 tokens; the next widest, learned positions', is 0.08). Up to 256
-#   tokens the seeds cannot place it against ALiBi. Every T5 seed loses accuracy with length, and at
-#   512 every seed of ALiBi beats every seed of T5. The margin is 0.03, clear only if the grammar's
-#   tokens count as independent answers (each sequence counted once, it is thin).
+#   tokens the seeds cannot place it against ALiBi; at 512 every seed of ALiBi beats every seed of T5.
 # * **Past 64 tokens**, ALiBi stays flat (every seed within 0.04 of its 64-token accuracy up
 #   to 512), while sinusoids and RoPE fall with length, as in the ALiBi paper's Figure 1, where the
 #   perplexity of sinusoidal and rotary models blows up past the training length and ALiBi's stays flat. At 512, every seed of ALiBi beats every
 #   seed of RoPE and of sinusoids. Learned positions cannot run at all: their table has 64 rows.
 # * **RoPE stretched at evaluation**: YaRN and NTK keep 128 tokens intact and slow the fall, but
-#   at 512 neither gets near ALiBi. There YaRN's worst seed is above NTK's best, by less than the
-#   evaluation noise (a thin win).
-# * **Position interpolation alone did *worse* than doing nothing here, counting tokens as
-#   independent**, at every length past 64 and for every seed. The margins are 0.08 at 128 tokens and less than 0.02 at 256 and 512, again
-#   clear only counting tokens as independent. One possible reason, not measured here: PI also slows the
-#   fast pairs that locate the previous token (see below). (Chen et al. fine-tune after interpolating; we do not.)
+#   at 512 neither gets near ALiBi.
+# * **Position interpolation alone did *worse* than doing nothing here**, at every length past 64 and
+#   for every seed (why: below).
 
 # %% jupyter={"source_hidden": true} slideshow={"slide_type": "fragment"}
 # The asserts that check the grammar's claims above (collapsed: expand to read them)
@@ -1048,22 +1036,20 @@ assert {k: tuple(round(x, 2) for x in v) for k, v in split["rope+yarn"].items()}
 # ### Recall, dictionary first: what the layout decides
 #
 # Read at once, the dictionary-first task repeats the old headline:
-# * NoPE recalls at least 0.93 with every seed at 512, second only to T5 there, thinly (T5's worst
-#   seed beats NoPE's best by 7 answers of 512, separation 1.3).
+# * NoPE recalls at least 0.93 with every seed at 512, second only to T5 there.
 # * RoPE falls fastest of the five trained methods that run past 64 tokens: the largest drop from
 #   64 tokens at every longer length (learned positions cannot run there).
 # * ALiBi loses the lookup past 128 tokens (chapter 6 §4 asks how much of that fall its penalty
 #   causes, and finds it mixed with the layout).
 # * Position interpolation rescues RoPE: every seed of RoPE + PI beats every seed of plain RoPE at
 #   128, 256 and 512. PI also beats NTK and YaRN at 128 and 512.
-# * **NTK made RoPE worse here, thinly**: every seed of plain RoPE beats every seed of RoPE + NTK at
-#   128 and 256 tokens (0.73 against 0.54; 0.55 against 0.29). Of these four only RoPE's 0.73 is above
-#   the key-blind floor (0.61): the other three do not show the key used.
+# * **NTK made RoPE worse here**: every seed of plain RoPE beats every seed of RoPE + NTK at
+#   128 and 256 tokens (0.73 against 0.54; 0.55 against 0.29).
 #
 # The tempting explanation, "PI keeps every angle in range", is wrong on two counts, and the control
 # tells what the task rewards instead:
 #
-# * **YaRN is in range too**, yet it recalls only 0.69 at 128 tokens, 0.08 above the key-blind floor. In this $d = 16$ head no pair
+# * **YaRN is in range too**, yet it recalls only 0.69 at 128 tokens. In this $d = 16$ head no pair
 #   turns 32 times over 64 tokens (pair 0 turns 10 times). So the code's ramp runs from pair 0,
 #   which it keeps (the paper's would not, §2), to pair 3. At $s = 2$ it multiplies pair 1's
 #   frequency by 0.83 and pair 2's by 0.67, and divides pairs 3 to 7 by $s$. Each pair has then
@@ -1175,23 +1161,21 @@ for s_, want in ((2, [[0.648, 0.536], [1.0, 0.833]]), (8, [[0.384, 0.188], [1.0,
 # the first task (at 64 tokens NoPE's seeds range from 0.75 to 0.99), so each method is
 # compared with its own 64-token accuracy as well as with the others:
 #
-# * **RoPE still falls** (0.93 at 64, 0.32 at 512, under the key-blind floor), and the control says mostly why: with the
+# * **RoPE still falls** (0.93 at 64, 0.32 at 512), and the control says mostly why: with the
 #   dictionary at $L - 64$ it recalls 0.81 at 512, winning back 0.49 of the 0.60 it lost (81 %,
 #   from the unrounded means). It is mostly the distance; the rest is lost at the trained
 #   distances too.
 # * **Stretching RoPE now holds up, for PI and YaRN.** YaRN keeps RoPE's 64-token accuracy at every
 #   length (within 0.02 on average: 0.92 at 512), partly through its attention factor (0.83 at 512
 #   without it, below). PI nearly does (0.82). NTK, which leaves 4 pairs at unseen angles, does not
-#   (0.57, under the key-blind floor); this run does not separate the unseen angles from the other candidates (an $s$ too small
-#   for NTK, or its uneven slowing of the middle pairs). At 512 every seed of YaRN and of PI
-#   beats every seed of plain RoPE and of NTK.
+#   (0.57). At 512 every seed of YaRN and of PI beats every seed of plain RoPE and of NTK.
 # * **PI against YaRN**: the seeds cannot tell them apart at 512. That differs from the
 #   dictionary-first ranking, where PI beat YaRN at 128 and 512 mostly by the layout. YaRN's odd non-monotone curve there (worse at 128
 #   than at 256 for every seed) is gone too: with lookups at every distance, no length's accuracy
 #   rests on where ten lookup distances fall.
 # * **NoPE loses little** (0.87 to 0.80 on average) and T5 nothing (0.95 at 64 and at 512); the
-#   seeds cannot separate the two at 512. ALiBi and sinusoids fall (0.53 and 0.50 at 512, under the
-#   key-blind floor: neither shows the key used there), and every seed of NoPE beats every seed of ALiBi there.
+#   seeds cannot separate the two at 512. ALiBi and sinusoids fall (0.53 and 0.50 at 512), and every
+#   seed of NoPE beats every seed of ALiBi there.
 # * **NoPE loses less than sinusoids, RoPE and ALiBi.** On both recall tasks, which NoPE learns at 64
 #   tokens (0.87 or more on average), it loses less from 64 to 512 tokens (0.06 and 0.08) than
 #   sinusoids, RoPE and ALiBi (0.29 or more), seed by seed: every NoPE seed loses less than every
@@ -1361,7 +1345,22 @@ print("sliding window at 512, predicted vs measured:", [f"{p:.2f} vs {m:.2f}" fo
 #   shift could flip.)
 # * Recall's floor is 0.61, not 1/8: a reader that ignores the key scores that much (computed after
 #   "How to read the numbers"). A recall at or below it does not show the key used, and the results
-#   store nothing that tells a key-blind model from one whose lookups partly succeed.
+#   store nothing that tells a key-blind model from one whose lookups partly succeed. Under it: with
+#   the dictionary first NTK at 128 and 256 tokens (0.54, 0.29) and plain RoPE at 256 (0.55), while
+#   YaRN's 0.69 at 128 is only 0.08 above it; with the dictionary anywhere, at 512, RoPE (0.32), NTK
+#   (0.57), ALiBi (0.53) and sinusoids (0.50).
+# * Thin wins. On the grammar, ALiBi's 0.03 over T5 at 512 and PI's losses to plain RoPE (0.08 at
+#   128 tokens, under 0.02 at 256 and 512) are clear only if the grammar's tokens count as independent
+#   answers; each sequence counted once, they are thin. At 512 YaRN's worst grammar seed is above
+#   NTK's best by less than the evaluation noise, and on recall T5's worst seed beats NoPE's best by
+#   7 answers of 512 (separation 1.3).
+# * Why NoPE lags on the grammar is not settled. §1 suggests a hypothesis, which no cell here tests:
+#   the rule needs the two previous tokens, and a causal average like §1's counter tells neighbours
+#   in the last quarter of the window apart by only 1.6 % to 2 % of its value. The budget is the
+#   obvious alternative: NoPE's last logged training loss (one batch, at step 399) is 1.88 to 2.00,
+#   far above RoPE's 1.14 to 1.24, and no run with more steps is stored.
+# * Why NTK fails with the dictionary anywhere, this run does not separate: the unseen angles, an $s$
+#   too small for NTK, or its uneven slowing of the middle pairs.
 # * Every NTK result here uses $s = L/64$ exactly. YaRN's authors (Peng et al. 2023, on NTK-aware
 #   interpolation) report that in practice it needs a larger $s$ than the extension asked for, a
 #   setting this chapter does not test.
