@@ -665,3 +665,19 @@ def test_committed_kernel_check_moves_recall_by_a_few_answers_and_the_grammar_no
         for seed, by_length in by_seed.items():
             run = committed["tasks"]["grammar"]["seeds"][int(seed)]["methods"][method]["nonoverlapping"]
             assert by_length == {L: run[L]["acc"] for L in by_length}  # not at all
+
+
+def test_the_key_blind_floor_is_computed_once_and_drawn_on_the_recall_rows():
+    """Recall's key-blind floor (chapter 7): exact fractions, the best reader above the two that copy; the figure
+    draws it, at that value, on every panel of the two recall rows and on no grammar panel."""
+    from fractions import Fraction
+    assert [ex.key_blind_floor(8, 4, r) for r in ("best", "skip", "copy")] == [
+        Fraction(1243, 2048), Fraction(223, 384), Fraction(11, 32)]
+    assert ex.key_blind_floor(8, 1) == Fraction(1) and ex.key_blind_floor(8, 1, "copy") == Fraction(1)
+    res = _committed()
+    floor = float(ex.key_blind_floor(res["config"]["values"], res["config"]["entries"]))
+    fig = ex.draw(res)
+    for k, ax in enumerate(fig.axes[:9]):
+        levels = [line.get_ydata()[0] for line in ax.get_lines() if len(set(line.get_ydata())) == 1
+                  and line.get_xdata()[0] == 0]
+        assert (floor in levels) == (k >= 3), (k, levels)

@@ -96,7 +96,7 @@ from .. import _cli
 # use ``posenc_lib.experiments.extrapolation as ex``).
 from .config import (FIGURE, QUICK, RECALL_TASKS, RESULTS, TASK_DESCRIPTIONS, TASKS,  # noqa: F401
                      ExperimentConfig, best_accuracy, chance_accuracy, grammar_sequences, grammar_table,
-                     recall_sequences, recall_vocab, sample)
+                     key_blind_floor, recall_sequences, recall_vocab, sample)
 from .controls import (CONTROLS, KERNELS, PLACEMENTS, banded, pair_logits, placement_starts,  # noqa: F401
                        run_controls, run_controls_seed, run_kernel_check)
 from .evaluation import (attention_profile, evaluate, evaluate_full, evaluate_rope_scalings,  # noqa: F401

@@ -1,7 +1,10 @@
 """The experiment's configuration and its three tasks: grammar (local), recall and recall_anywhere (long range)."""
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
+from fractions import Fraction
+from itertools import product
 from pathlib import Path
 
 import torch
@@ -142,6 +145,22 @@ def best_accuracy(task: str, cfg: ExperimentConfig) -> float:
 def chance_accuracy(task: str, cfg: ExperimentConfig) -> float:
     """Guessing: a uniform token of the grammar, a uniform value of recall."""
     return 1 / (cfg.vocab_size if task == "grammar" else cfg.values)
+
+
+def key_blind_floor(values: int, entries: int, reader: str = "best") -> Fraction:
+    """Recall's key-blind floor, exactly: the mean accuracy over the `entries` questions of a reader that never reads
+    the asked key, when the entries not yet asked hold i.i.d. uniform values of `values` (each key is asked once and
+    earlier answers are in the input, so the reader can skip them). reader: "best", the commonest unanswered value
+    (no key-blind reader does better: each unanswered entry is equally likely to be the one asked); "skip", a random
+    unanswered entry; "copy", a random entry, answered ones included."""
+    if reader == "copy":
+        return Fraction(1, entries) + Fraction(entries - 1, entries) / values
+    pick = {"best": lambda c, r: Fraction(max(c), r), "skip": lambda c, r: sum(Fraction(k, r) ** 2 for k in c)}[reader]
+    per_question = []
+    for r in range(1, entries + 1):  # r entries not yet asked
+        counts = [Counter(vals).values() for vals in product(range(values), repeat=r)]
+        per_question.append(sum(pick(c, r) for c in counts) / Fraction(values**r))
+    return sum(per_question) / entries
 
 
 TASK_DESCRIPTIONS = {

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from ...model import POSITIONAL_METHODS
 from .. import _cli
-from .config import FIGURE, RESULTS
+from .config import FIGURE, RECALL_TASKS, RESULTS, key_blind_floor
 from .reading import accuracy
 
 
@@ -35,6 +35,7 @@ def draw(results: dict, fig=None):
     lengths = [cfg["train_len"] * m for m in cfg["eval_multiples"]]
     for row, task in zip(grid, tasks):
         entry = results["tasks"][task]
+        floor = float(key_blind_floor(cfg["values"], cfg["entries"])) if task in RECALL_TASKS else None
         base = [m for m in entry["methods"] if "+" not in m]
         scaled = ["rope"] + [m for m in entry["methods"] if m.startswith("rope+")] if "rope" in base else []
         panels = [
@@ -55,6 +56,8 @@ def draw(results: dict, fig=None):
             ax.axvline(cfg["train_len"], color="black", lw=0.8, ls=":")
             ax.axhline(entry["best_acc"], color="black", lw=0.8, ls="--")
             ax.axhline(entry["chance_acc"], color="grey", lw=0.8, ls="-.")
+            if floor is not None:
+                ax.axhline(floor, color="black", lw=0.8, ls=(0, (6, 2, 1, 2, 1, 2)))  # dash-dot-dot
             ax.set_xscale("log", base=2)
             ax.set_xticks(lengths, [str(L) for L in lengths])
             ax.minorticks_off()
@@ -68,6 +71,9 @@ def draw(results: dict, fig=None):
         row[0].set_ylabel(f"{task}: accuracy")
         row[0].annotate("best possible", (lengths[-1], entry["best_acc"]), fontsize=8, ha="right", va="bottom")
         row[0].annotate("guessing", (lengths[-1], entry["chance_acc"]), fontsize=8, ha="right", va="bottom")
+        if floor is not None:
+            row[0].annotate("key-blind floor", (lengths[-1], floor), fontsize=8, ha="right", va="bottom",
+                            color="black")
     fig.suptitle(f"Trained at {cfg['train_len']} tokens, tested longer: mean over {len(cfg['seeds'])} seeds "
                  "(bars: min to max)\nRows: a local grammar; recall across a gap, the dictionary first; "
                  "the same, the dictionary anywhere", fontsize=11)
