@@ -233,7 +233,7 @@ def test_index_shows_the_same_map_twice():
                                                                 "normalised $i/m$"}  # untrained
     assert all(row[col["3"]] == "?" for row in glance if "?" in row[1:])  # untrained
     learned = next(row for row in glance if row[0].startswith("learned absolute"))
-    assert learned[1:4] == ["✔", "✘", "✘"]  # columns 1, 2a, 2b: one standard, the table where training starts
+    assert learned[1:4] == ["–", "–", "–"]  # columns 1, 2a, 2b: training decides, no trained table graded
     # 2b: only the methods whose position enters the scores as an offset
     assert {name(row) for row in glance if row[col["2b"]] == "✔"} == {"relative: Shaw, T5", "RoPE", "ALiBi"}
 

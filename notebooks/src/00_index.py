@@ -48,8 +48,10 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 #
 # Chapter 1 shows that attention without a causal mask cannot see where a token stands: shuffle
 # the tokens and the outputs are shuffled the same way, nothing more. (A decoder's causal mask
-# breaks this symmetry, a thread chapter 7 follows.) The fix is a **positional encoding**, a vector
-# $p_i$ for each position $i$ that the model can use. Five properties we want from it, in our words:
+# breaks this symmetry, a thread chapter 7 follows.) The fix is a **positional encoding**: a vector
+# $p_i$ for each position $i$, added to the token, or, in later methods, a rotation of the queries and
+# keys (RoPE) or a term added to the scores (relative encodings, ALiBi). Five properties we want from it,
+# in our words:
 #
 # 1. **Unique.** Each position gets its own code. If two positions shared one, two equal
 #    tokens there would get identical outputs again, in a layer without a causal mask (chapter 1).
@@ -103,7 +105,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # ## The map at a glance
 #
 # Nine ways to give a transformer positions, against five questions: ✔ yes, ✘ no, ~ partly, – does not
-# apply, ? not tested here. In place of a mark, [7] or [9] is a mark that chapter 7 or 9 gives after
+# apply (for learned tables: training decides), ? not tested here. In place of a mark, [7] or [9] is a mark that chapter 7 or 9 gives after
 # asking you to predict it; (ch. …) after a method's name lists the chapters that treat it. Read the
 # map now as the route of the course: its entries use words the chapters teach, so skim them. It comes back further down this
 # page with the rule behind each column and the evidence for each entry.
@@ -135,14 +137,15 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # | normalised $i/m$ (ch. 2, 9) | ~ LayerNorm | ✘ | ✘ | ? | ✔ | [9] |
 # | binary (ch. 2, 9) | ~ LayerNorm merges two | ✘ | ✘ | ? | ✔ | [9] |
 # | sinusoidal (ch. 3, 7, 9) | ✔ | ✔ | ✘ | [7] | ✔ | [9] |
-# | learned absolute (ch. 2, 7) | ✔ | ✘ | ✘ | ✘ | ✘ | ~ |
+# | learned absolute (ch. 2, 7) | – | – | – | ✘ | ✘ | ~ |
 # | relative: Shaw, T5 (ch. 4, 7) | ~ | – | ✔ | [7] | ✘ | ✔ |
 # | RoPE (ch. 5, 7, 8, 9) | ✔ | ✔ | ✔ | [7] | ✔ | [9] |
 # | ALiBi (ch. 6, 7) | ✔ not the symmetric form | – | ✔ | [7] | ✔ | ~ |
 #
 # "~ LayerNorm": column 1 is graded with a LayerNorm after the sum too. A LayerNorm subtracts each vector's
 # mean, which removes all of $i\cdot\mathbf 1$ and $(i/m)\cdot\mathbf 1$, and it merges binary's all-zero and
-# all-one codes; an RMSNorm, as in Llama, erases neither. Column 2b grades a head with any weights: a
+# all-one codes; an RMSNorm (the kind of norm Llama uses) erases neither for a generic token, though it
+# squeezes far positions together. Column 2b grades a head with any weights: a
 # special head can make the sinusoids' scores offset-only (chapter 3 §6). For the relative row, chapter 7
 # trains T5's buckets (no Shaw model).
 #
@@ -165,7 +168,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # |---|---|---|
 # | positions | 0-based: the first token is at position 0. Query position $i$, key position $j$; the RoPE chapters use RoFormer's $m$ (query) and $n$ (key) | source `001`, which chapters 1 and 2 follow, counts from 1 ($x_i$ and $p_i$ for $i = 1, \dots, m$; its integer code starts at $p_1 = \mathbf 1$), though its binary example starts at $p_0$; those chapters translate it to 0-based. The worked tables of source `004` start at 0, as we do |
 # | **the letter $j$** | names two things: a **key position** (offsets $j - i$, biases, chapters 1, 4, 6, and CoPE's $p_{ij}$ in chapter 9 §3) and a **frequency pair** ($\theta_j$, chapters 2, 3, 5, 7–9). They never share a formula: wherever positions and pairs meet, the positions are $i$ (chapter 3's $p_{i,2j}$: position $i$, pair $j$) or $m$, $n$ (RoPE, and chapter 3's scores on the way to it), and $j$ is the pair | some sources use $i$ for the pair ($p_{pos,2i}$ in source `002`, $\theta_i$ in RoFormer); source `000` writes $p_{i,2j}$, as we do |
-# | **offset** | key minus query, $j - i$ ($n - m$): negative for keys in the past. `pl.relative_positions(L)[i, j] == j - i` | Shaw's paper and T5's `relative_position` agree; source `004` writes Shaw's offset as $m-n$ (the same table upside down, ch. 4); Transformer-XL indexes its sinusoids by the signed distance $i-j$, and DeBERTa's $\delta$ is query minus key (ch. 4) |
+# | **offset** | key minus query, $j - i$ ($n - m$): negative for keys in the past. `pl.relative_positions(L)[i, j] == j - i` | Shaw's paper and T5's `relative_position` agree; source `004` writes Shaw's offset as $m-n$ (the same table transposed, every offset negated, ch. 4); Transformer-XL indexes its sinusoids by the signed distance $i-j$, and DeBERTa's $\delta$ is query minus key (ch. 4) |
 # | **distance** | $\lvert j - i\rvert$; for a causal model's past keys, $i - j \ge 0$. One signed exception: `pl.rope_scores_by_distance` takes $r = m - n$, query minus key, negative allowed (ch. 5 §8) | ALiBi's penalty $-m_h\,(i-j)$ is written with the distance ($m_h$ is a head's slope there, not a position; ch. 6) |
 # | RoPE | $R_m$ turns each pair **counter-clockwise** by $m\theta_j$: $(x, y) \mapsto (x\cos m\theta_j - y\sin m\theta_j,\ x\sin m\theta_j + y\cos m\theta_j)$, the matrix $[[\cos, -\sin], [\sin, \cos]]$ times a column vector, so $(1, 0)$ turns towards $(0, 1)$. Then $R_m^\top R_n = R_{n-m}$: the score of query $m$ and key $n$ is a function of the offset $n-m$ | source `004` prints $[[\cos, \sin], [-\sin, \cos]]$, which turns a column vector clockwise, beside code that turns counter-clockwise (ch. 5); RoFormer §3.1 writes the score as $g(x_m, x_n, m-n)$, the offset the other way round (ch. 5) |
 # | frequencies | $\theta_j = \text{base}^{-2j/d}$ for pair $j = 0 \dots d/2-1$ (base 10 000 unless said); pair $j$ at position $m$ turns by $m\theta_j$. Over $L$ tokens, a pair **completes a turn** when its wavelength $2\pi/\theta_j$ is at most $L$ (`pl.rope_inspect.turning_pairs`; chapters 7 and 8). One exercise asks the exact question instead and says so: chapter 5's Exercise 2 wants the angle reached at the last position, $(L-1)\,\theta_j \ge 2\pi$. The two differ only for a pair whose wavelength lies between $L - 1$ and $L$ | papers that count pairs from 1 write $\theta_i = \text{base}^{-2(i-1)/d}$ |
@@ -302,8 +305,10 @@ ints = pl.integer_positions(16, 4, dtype=torch.float64)  # p_i = i * 1 for i = 0
 for table in (ints, ints + 1):  # counted from 0 (this course) and from 1 (source 001)
     src, dst = table[:-3], table[3:]  # every pair (p_i, p_(i+3))
     linear = torch.linalg.lstsq(src, dst).solution  # the best single matrix M with p_i M = p_(i+3)
-    assert (src @ linear - dst).norm() > 0.1 * dst.norm()  # far from exact: no linear map (why: below)
+    assert (src @ linear - dst).norm() > 0.1 * dst.norm()  # not exact: no linear map (why: below)
     assert pl.affine_shift_residual(table, 3) < 1e-9  # exact: p -> p + 3 * 1
+assert ints[0].abs().sum() == 0 and ints[3].abs().sum() > 0  # from 0: a linear map sends p_0 = 0 to 0, not to p_3
+assert torch.equal((ints + 1)[1], 2 * (ints + 1)[0]) and not torch.equal((ints + 1)[4], 2 * (ints + 1)[3])  # from 1: p_2 = 2 p_1, p_5 != 2 p_4
 sines = pl.sinusoidal_positions(16, 4, dtype=torch.float64)
 assert (sines[:-3] @ torch.linalg.lstsq(sines[:-3], sines[3:]).solution - sines[3:]).norm() < 1e-9  # linear, b = 0
 print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 1); sinusoids: an exact linear one")
@@ -314,7 +319,7 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 #
 # Read this part after the chapters it cites: it uses their words and their library functions. The map
 # at a glance, now with a few words for each entry and, below it, a short note per method that
-# says where the entry is tested. ✔ yes, ✘ no, ~ partly, – does not apply, ? not tested here; [7] and [9] are marks
+# says where the entry is tested. ✔ yes, ✘ no, ~ partly, – does not apply (for learned tables: training decides), ? not tested here; [7] and [9] are marks
 # chapter 7 or 9 gives. A chapter named in an entry is where the entry is tested. The few entries no chapter tests are checked in the cells
 # after the notes, in cells for columns 1, 2, 3 and 5, each right after a paragraph that says
 # what it checks.
@@ -325,7 +330,9 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 #   - ✔: every such swap of two tokens the query sees can change its output, within the range the entry
 #     gives, in every setting: with or without a causal mask, with or without a LayerNorm before the layer
 #     (a LayerNorm removes each vector's mean and scale). A ✔ needs one head and one query on which every
-#     swap shows; the cells find one (the middle query of 20 positions).
+#     swap shows; the cells find one (the middle query of 20 positions). For the sinusoids and RoPE the
+#     reason is general: no two positions share pair 0's angle, as $\theta_0 = 1$ radian is no rational
+#     multiple of $2\pi$, so the keys at two places always differ in what the head sees.
 #   - ~: only some swaps can, or only in some settings, under the condition the entry names. The integer
 #     and normalised codes: none with a LayerNorm, which erases them. An RMSNorm, as in Llama, Qwen and
 #     Gemma, does not erase them outright, but it divides by a spread that grows with $i$, so far positions
@@ -368,7 +375,7 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # | normalised $i/m$ (ch. 2, 9) | ~ a LayerNorm erases it | ✘ one map per length ($p_0$ is the same at every length, $p_3$ is not) | ✘ a random head's scores move with the positions | ? not trained; every code changes with the length, as position interpolation's angles do (chapter 7 §2) | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
 # | binary (ch. 2, 9) | ~ up to $2^d$ positions; behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge | ✘ no affine map for small $k$ | ✘ a random head's scores move with the positions | ? not trained; past $2^b$ positions a bit training never set | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
 # | sinusoidal (ch. 3, 7, 9) | ✔ even behind a LayerNorm (the swap test; and all 512 codes at $d = 16$ stay distinct after one) | ✔ a rotation $M_k$ | ✘ a random head's scores move with the positions (the plain dot product does not) | [7] given after chapter 7 §3 | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
-# | learned absolute (ch. 2, 7) | ✔ at the start: distinct rows, even behind a LayerNorm | ✘ at the start: a random table has none (training can build much of one: chapter 2 §6) | ✘ at the start: a random head's scores move with the positions | ✘ no rows past `max_len`, and rows past the training length never trained | ✘ learned | ~ rows depend on the grid's width |
+# | learned absolute (ch. 2, 7) | – training decides (a random table, where it starts, passes) | – training decides (a random table has none; chapter 2 §6's trained tables build much of one) | – training decides (a random table's scores move with the positions) | ✘ no rows past `max_len`, and rows past the training length never trained | ✘ learned | ~ rows depend on the grid's width |
 # | relative: Shaw, T5 (ch. 4, 7) | ~ offsets, clipped far away | – no code | ✔ one learned term per offset (or bucket) | [7] T5's, given after chapter 7 §3; no Shaw model trained | ✘ learned entries (a fixed rule picks which) | ✔ one term per 2-D offset |
 # | RoPE (ch. 5, 7, 8, 9) | ✔ even without a mask | ✔ the rotations compose: $R_{m+k} = R_k R_m$ | ✔ the score is $u^\top R_{n-m}\,v$ for any weights | [7] given after chapter 7 §3 | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
 # | ALiBi (ch. 6, 7) | ✔ the causal form (45 swaps of 45) and the non-symmetric one (171 of 171); the symmetric encoder form only ~: without a mask, a key $k$ before and one $k$ after look alike | – no code | ✔ bias $-m_h(i-j)$ | [7] given after chapter 7 §3 (measured at the end of chapter 6 too) | ✔ fixed slopes (a variant in source `003` learns them) | ~ left and above share a bias, a tie at a right angle no 1-D form has |
@@ -390,14 +397,14 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # (mod $2^d$) only $k = 2^{d-1}$ keeps a map, which flips the top bit (chapter 2's erratum 1; column 2's
 # cell, $d$ = 4 to 6). So the mark is ✘: one map for one offset of the $2^d - 1$ is too little for a ~.
 #
-# **Learned absolute.** Nothing in the method asks for distinct rows or a shift map; training decides.
-# So columns 1 and 2 grade the table where training starts, a random one: its rows are distinct at any
+# **Learned absolute.** Nothing in the method asks for distinct rows or a shift map; training decides,
+# so columns 1, 2a and 2b give no mark (–). The table where training starts, a random one, has rows distinct at any
 # scale (column 1's cells run std 1 and std 0.02, transformers' start for BERT and GPT-2) and no affine
 # map joins them (column 2's cell). What training then builds depends on the data. On chapter 2 §6's
 # task, whose data repeat every 4 tokens, one wave that turns a quarter turn per position explains 65–85 %
 # of the trained rows (5–7 % before training): one rotation carries that part from each row to the next,
-# so there training built much of a shift map. The map does not grade trained tables: one periodic task
-# says little about what a table learns on other data. Past the training length the rows were
+# so there training built much of a shift map. One periodic task says little about what a table learns on
+# other data, so the map grades no trained table. Past the training length the rows were
 # never trained (column 3). In n-D, ViT's one row per patch in raster order (Dosovitskiy et al. 2021, §3.1; after a row
 # for its class token) depends on the grid's width (column 5's cell); ViT interpolates its table in 2-D
 # when the grid changes (§3.2).
