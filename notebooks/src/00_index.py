@@ -121,12 +121,15 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # The five questions:
 #
 # 1. **Told apart.** When two other tokens a query sees trade places, can its output change? This is what
-#    property 1's unique codes are for, tested where it matters, inside a layer.
+#    property 1's unique codes are for, tested where it matters, inside a layer; a unique code can still
+#    get a ~, when a LayerNorm after the sum erases it.
 # 2. **Fixed shift**, property 2, asked of the codes and then of the scores:
 #    - 2a. Is moving every position by $k$ one fixed *affine* map of the codes (a matrix and an added
 #      vector), the same wherever you start and in a sequence of any length?
-#    - 2b. For every head, does the part of the score of a query at $i$ and a key at $i + k$ that comes
-#      from the positions depend on $k$ alone?
+#    - 2b. For every head, does the position-only part of the score of a query at $i$ and a key at
+#      $i + k$ depend on $k$ alone? For a code added to the token that part is $p_i^\top A\,p_{i+k}$ ($A$ the
+#      head's query-key matrix); the cross terms of a token with a code, such as $x_i^\top A\,p_{i+k}$, depend on
+#      where the key stands for every added code.
 # 3. **Longer sequences.** Does a model trained on short sequences still work on longer ones?
 # 4. **Deterministic.** Do the codes come from a fixed rule, with nothing learned?
 # 5. **n-D.** Is the 2-D form, for images, free of faults the 1-D form does not have?
@@ -146,16 +149,9 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # "~ LayerNorm": column 1 is graded with a LayerNorm after the sum too. A LayerNorm subtracts each vector's
 # mean, which removes all of $i\cdot\mathbf 1$ and $(i/m)\cdot\mathbf 1$, and it merges binary's all-zero and
 # all-one codes; an RMSNorm (the kind of norm Llama uses) erases neither for a generic token, though it
-# squeezes far positions together. Column 2b grades a head with any weights: a
-# special head can make the sinusoids' scores offset-only (chapter 3 §6). For the relative row, chapter 7
+# squeezes far positions together. Column 2b grades a head with any weights: a special head can make the
+# sinusoids' position-only term offset-only (chapter 3 §6). For the relative row, chapter 7
 # trains T5's buckets (no Shaw model).
-#
-# Not in the map: Transformer-XL (fixed sinusoids of the offset, unclipped) and DeBERTa (learned
-# offsets, clipped in v1 and log-bucketed in v2/v3) put the offset into the scores as Shaw and T5 do; chapter 4 weighs them. LongRoPE
-# (per-pair factors that stretch RoPE's frequencies) and Llama 4's iRoPE (RoPE layers interleaved with
-# layers without positions) build on RoPE; chapter 8 weighs them. MRoPE (one RoPE for text, images and
-# video in one sequence, its pairs split between time, row and column) builds on RoPE too. Chapter 9
-# weighs it and CoPE (positions counted by learned gates, not by tokens).
 
 # %% [markdown] slideshow={"slide_type": "skip"}
 # ## Conventions
@@ -354,11 +350,13 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # * **Column 2** asks property 2 twice. **2a**, of the codes: does one affine map take $p_i$ to $p_{i+k}$ at
 #   every position, the same map in a sequence of any length? For RoPE the "code" is the rotation $R_m$,
 #   and $R_{m+k} = R_k R_m$ (the conventions cell); relative terms and ALiBi have no code (–). **2b**, of
-#   the scores: for a head with any weights, does the part of the score of a query at $i$ and a key at
-#   $i + k$ that comes from the positions depend on $k$ alone, wherever the pair stands? For RoPE the score of a query vector $u$ at $m$ and a key vector $v$ at $n$
+#   the scores: for a head with any weights, does the position-only part of the score of a query at $i$
+#   and a key at $i + k$ depend on $k$ alone, wherever the pair stands? For an added code that part is
+#   $p_i^\top A\,p_{i+k}$; the cross terms of tokens with codes depend on the positions themselves for
+#   every added code, so 2b asks only about the position-only term. For RoPE the score of a query vector $u$ at $m$ and a key vector $v$ at $n$
 #   is $(R_m u)^\top R_n v = u^\top R_{n-m}\,v$, whatever the weights that made $u$ and $v$ (the conventions
 #   cell checks it on random ones). 2a does not give 2b: the integer code and the sinusoids have the map,
-#   and a random head's scores still move with the positions (column 2's cell). NoPE has neither codes nor
+#   and a random head's position-only term still moves with the positions (column 2's cell). NoPE has neither codes nor
 #   a positional part of its scores, so there is nothing to shift (–).
 # * **Column 3** has its rules beside its cell, below.
 # * **Column 5** asks only for a fault that is new in n-D (property 5). A fault the 1-D form already has
@@ -401,7 +399,8 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 #
 # **Learned absolute.** Nothing in the method asks for distinct rows or a shift map; training decides,
 # so columns 1, 2a and 2b leave it ungraded (?). The table where training starts, a random one, has rows distinct at any
-# scale (column 1's cells run std 1 and std 0.02, transformers' start for BERT and GPT-2) and no affine
+# scale (column 1's cells run std 1 and std 0.02, transformers' start for BERT and GPT-2, which chapter 2
+# §6 measures) and no affine
 # map joins them (column 2's cell). What training then builds depends on the data. On chapter 2 §6's
 # task, whose data repeat every 4 tokens, one wave that turns a quarter turn per position explains 65–85 %
 # of the trained rows (5–7 % before training): one rotation carries that part from each row to the next,
@@ -425,6 +424,13 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # (source `003` shows it; each head looks one way, half back and half ahead) tell those keys apart. In n-D
 # the map grades a slope times the Euclidean distance, the form of CROMA's 2D-ALiBi (Fuller et al.,
 # NeurIPS 2023; a citation, not run here).
+#
+# Not in the map: Transformer-XL (fixed sinusoids of the offset, unclipped) and DeBERTa (learned
+# offsets, clipped in v1 and log-bucketed in v2/v3) put the offset into the scores as Shaw and T5 do; chapter 4 weighs them. LongRoPE
+# (per-pair factors that stretch RoPE's frequencies) and Llama 4's iRoPE (RoPE layers interleaved with
+# layers without positions) build on RoPE; chapter 8 weighs them. MRoPE (one RoPE for text, images and
+# video in one sequence, its pairs split between time, row and column) builds on RoPE too. Chapter 9
+# weighs it and CoPE (positions counted by learned gates, not by tokens).
 #
 # **Column 5: the axial rows.** Learned rows, NoPE and ALiBi are graded as their entries and column 5's
 # cell say. In the axial form each feature follows one axis only (for RoPE and the sinusoids, each pair
@@ -769,7 +775,9 @@ print("column 2b, a random head's score of positions 3 apart moves by more than 
 # **Column 3, checked in the next cell.** Three rules, one for every row:
 #
 # * [7] where [chapter 7](07_beyond.ipynb) §3's train-short, test-long experiment trains the method:
-#   NoPE, sinusoidal, RoPE, ALiBi and, for the relative row, T5. Its "Predict first" asks for these marks
+#   NoPE, sinusoidal, RoPE, ALiBi and, for the relative row, T5. (It trains learned positions too, whose
+#   table has no rows past the training length, so they cannot run there; their ✘ is the rule below.)
+#   Its "Predict first" asks for these marks
 #   before the measurement; right after its summary ("For the index's map"), chapter 7 gives them by a
 #   rule it states, with their seeds and controls.
 # * ✘ where a chapter measures the failure: chapter 2's learned table keeps its rows 32 to 63, past its
