@@ -88,8 +88,8 @@ print("RecordOps:  ", [op.name for op in aten_level.ops])
 # (1, max_len, d) buffer that `forward` cuts to the input's length: a cost paid once, when the model is built, not in
 # every step. So the difference below matters only where tables are built often (many models, widths or lengths).
 # (Its cut is wrong: the source writes `self.positional_encodings[:x.shape[1]]`, which slices the buffer's first axis,
-# of size 1, so it keeps all max_len positions and `x + pe` fails for any other length; the correct form is
-# `[:, :x.shape[1]]`. This cell proves it.) Our version of that builder (it takes the angle as an argument, so the cell can count its calls, and
+# of size 1, so it keeps all max_len positions: `x + pe` fails for every other length above 1, and at length 1 it
+# silently broadcasts to (B, max_len, d); the correct form is `[:, :x.shape[1]]`. This cell proves it.) Our version of that builder (it takes the angle as an argument, so the cell can count its calls, and
 # `RecordCalls` records its torch calls):
 
 # %% slideshow={"slide_type": "fragment"}
@@ -129,8 +129,11 @@ try:
     raise AssertionError("the source's cut should not broadcast")
 except RuntimeError:
     pass
+x_len1 = torch.zeros(2, 1, d, dtype=torch.float64)  # one position: the source's cut broadcasts, with no error
+assert (x_len1 + buffer_003[: x_len1.shape[1]]).shape == (2, n, d) != x_len1.shape
 assert torch.equal((x_003 + buffer_003[:, : x_003.shape[1]])[1], table_003[:10])  # the correct cut: the positions
-print("003's forward: [:x.shape[1]] keeps all positions and fails to add; [:, :x.shape[1]] adds the first 10")
+print("003's forward: [:x.shape[1]] keeps all positions: it fails to add 10 positions, and turns 1 position into "
+      f"{tuple((x_len1 + buffer_003[:1]).shape)}; [:, :x.shape[1]] adds the first 10")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # In float32, the library's default, the table differs from the float64 one by up to about 8·10⁻⁶.
@@ -426,9 +429,9 @@ print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 
 # `posenc_lib.rotary.rotate`; on the CPU it has three to choose from:
 #
 # - **The reference itself**, for a tensor of fewer than `rotary.SMALL` = 16 384 elements, such as
-#   chapter 5's 5 × 4 example (`SMALL` is read off the measurements quoted below). Single-sequence decoding is
-#   such a case: one new position of a Llama-sized query, (1, 32, 1, 128), is 4 096 elements (a batch of
-#   four sequences reaches `SMALL`), so this section's counts are about prefill (the pass over a prompt's
+#   chapter 5's 5 × 4 example (`SMALL` is read off measurements quoted at the end of this section).
+#   Single-sequence decoding is such a case: one new position of a Llama-sized query, (1, 32, 1, 128), is
+#   4 096 elements (a batch of four sequences reaches `SMALL`), so this section's counts are about prefill (the pass over a prompt's
 #   tokens before decoding) and training. A decoding step rotates only the new token's q and k: the KV cache
 #   stores keys already rotated.
 # - **A C kernel**, where the machine has a C compiler and x is contiguous, in float32 or bfloat16
@@ -444,9 +447,9 @@ print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 
 #
 # The next cell checks both fast paths against the plain form: the C kernel bit for bit (where there is
 # one, compiled with no fused multiply-add); the torch path within `torch.testing.assert_close`'s
-# tolerances, and, on x86-64, bit for bit in the interleaved layout (torch's vectorised complex multiply
-# there rounds each product and the difference apart; on other CPUs a compiler may fuse them); and that
-# the small example and a single-sequence decoding step never reach the C operator.
+# tolerances, and, on x86-64, bit for bit in the interleaved layout (our explanation, not checked: torch's
+# vectorised complex multiply there rounds each product and the difference apart, and on other CPUs a compiler may
+# fuse them); and that the small example and a single-sequence decoding step never reach the C operator.
 
 # %% slideshow={"slide_type": "fragment"}
 xb = torch.randn(8, L, 128).to(torch.bfloat16)  # 8 heads of a bf16 model
@@ -485,64 +488,13 @@ print("against rotate_pairs in float32, for bf16 and float32 inputs and both lay
       "(where it is built); "
       "the torch path bit for bit (interleaved) or up to rounding (half)")
 
-# %% [markdown] slideshow={"slide_type": "fragment"}
-# **What to remember: `rotary.SMALL` is a choice read off one run's medians on one machine, not a measured crossing.**
-#
-# The cell below types the table it is read from (`make bench`, in `benchmarks/README.md`, "Where the C kernel pays
-# off"; `tests/test_check_ch10.py` checks every number against it): the kernel's time over the reference's, x of
-# (4, seq, 64), the median of 5 paired rounds on one loaded 2-core Intel Xeon VM, no spread given, six of the nine
-# measured sizes shown. Read by one rule, above 1 the kernel was slower in this run: 16 384 is the smallest shown size
-# with no ratio above 1, and every smaller one has float32's half layout above 1 (1.08 to 1.18), so that layout sets
-# `SMALL`. The interleaved layout was 0.89 or less at every shown size from 4096 on, forward + backward included,
-# and forward it saved up to 21 µs a call below `SMALL`, 56 % of the call (bf16, 8192 elements): a threshold per
-# layout could start it at 4096; the library keeps one threshold, the simpler rule.
-
-# %% slideshow={"slide_type": "fragment"}
-# quoted from benchmarks/README.md ("Where the C kernel pays off"), elements -> (the reference's time, interleaved,
-# in µs; the kernel's time over the reference's: interleaved, half, forward + backward interleaved, and half)
-small_bench = {"float32": {256: (16.3, 0.90, 1.13, 1.04, 1.18), 1024: (17.9, 0.83, 1.11, 1.02, 1.18),
-                           4096: (24.9, 0.62, 1.08, 0.89, 1.16), 8192: (33.7, 0.47, 0.99, 0.77, 1.12),
-                           16384: (51.0, 0.34, 0.93, 0.59, 0.96), 65536: (101.5, 0.20, 0.48, 0.23, 0.33)},
-               "bfloat16": {256: (18.9, 0.78, 0.96, 0.90, 1.01), 1024: (21.4, 0.71, 0.92, 0.88, 1.01),
-                            4096: (28.9, 0.57, 0.90, 0.78, 0.98), 8192: (38.0, 0.44, 0.82, 0.67, 0.93),
-                            16384: (57.5, 0.32, 0.73, 0.52, 0.82), 65536: (132.3, 0.17, 0.29, 0.21, 0.28)}}
-bench_rows = [(dtype, size, row) for dtype, by_size in small_bench.items() for size, row in by_size.items()]
-measured_sizes = [2**k for k in range(8, 17)]  # bench_rope.SMALL_SIZES (tests/test_check_ch10.py checks it)
-assert sorted(set(measured_sizes) - set(small_bench["float32"])) == [512, 2048, 32768]  # measured, not shown
-assert max(row[1] for *_, row in bench_rows) == 0.90  # interleaved, forward: no slower at any size
-none_above_1 = [size for size in small_bench["float32"] if all(max(small_bench[dt][size][1:]) <= 1 for dt in small_bench)]
-assert none_above_1 == [16384, 65536] and none_above_1[0] == SMALL == 16384  # the first: SMALL
-f32_half_above_1 = {size: [r for r in row[2::2] if r > 1] for size, row in small_bench["float32"].items() if size < SMALL}
-assert all(f32_half_above_1.values())  # every shown size below SMALL: float32's half layout above 1
-assert (min(map(min, f32_half_above_1.values())), max(map(max, f32_half_above_1.values()))) == (1.08, 1.18)
-# one threshold per layout: every interleaved ratio, forward + backward included, is at most 0.89 from 4096 on
-assert max(row[j] for _, size, row in bench_rows if size >= 4096 for j in (1, 3)) == 0.89
-assert max(row[j] for _, size, row in bench_rows if size == 1024 for j in (1, 3)) > 1  # and not from 1024
-best_row = max(((dtype, size, row) for dtype, size, row in bench_rows if size < SMALL), key=lambda r: r[2][0] * (1 - r[2][1]))
-saved_us = best_row[2][0] * (1 - best_row[2][1])  # interleaved, forward, the most saved below SMALL
-assert best_row[:2] == ("bfloat16", 8192) and round(saved_us) == 21 and round(saved_us / best_row[2][0], 2) == 0.56
-print(f"quoted, {len(small_bench['float32'])} of {len(measured_sizes)} measured sizes: {SMALL} is the smallest with no "
-      f"ratio above 1; below it float32's half layout is above 1 at every size; interleaved, every ratio from 4096 on "
-      f"is at most 0.89, and forward it saves at most {saved_us:.0f} µs a call below {SMALL} "
-      f"({saved_us / best_row[2][0]:.0%} of the call)")
-fig, axes = viz.figure(2, width=4.4, height=3.4)
-columns = ("interleaved", "half", "fwd + bwd, interleaved", "fwd + bwd, half")
-for ax, (dtype, by_size) in zip(axes, small_bench.items()):
-    ax.axhline(1, color="0.4", lw=0.8)
-    ax.axvline(SMALL, color="0.4", ls="--", lw=0.8)
-    for j, (name, marker) in enumerate(zip(columns, "os^v"), start=1):
-        ax.plot(list(by_size), [row[j] for row in by_size.values()], marker=marker, ms=4, lw=1, label=name)
-    ax.set(xscale="log", xlabel="elements of x", ylabel="kernel time / reference time", ylim=(0, 1.3),
-           title=f"{dtype} (quoted; dashed: SMALL)")
-    ax.set_xticks(list(by_size), [f"{size:,}" for size in by_size], fontsize=7)
-axes[0].legend(fontsize=7, loc="lower left")
-fig
-
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **The question: how many passes over x-sized data does each way of writing the rotation make?** The rule
-# `traffic` answers it, in one-pass bounds of the bf16 `xb` (forward only, tables left out). It counts the torch calls that move a whole tensor's worth of data (at least half of x: one
-# member of every pair), and the bytes of such tensors they read and write (`RecordCalls`'s
-# docstring, in `posenc_lib/counting.py`, says what a call reads and what it writes). Only the calls named in `DATA_OPS`
+# `traffic` answers it, in one-pass bounds of the bf16 `xb` (forward only, tables left out). It is the second of four
+# byte rules, which the end of §4 sets side by side in one unit: `bytes_of` (§2) and `all_bytes` (§4) count every
+# byte, of a forward call and of a training step; `traffic` and `whole_tensor` (§4) only x-sized tensors, forward and
+# in a step. `traffic` counts the torch calls that move a whole tensor's worth of data (at least half of x: one
+# member of every pair), and the bytes of such tensors they read and write. Only the calls named in `DATA_OPS`
 # count: a hand list of the calls that move data in the functions this section counts, and `reshape` where it must
 # copy (a view where the strides allow one, a copy otherwise; `RecordMoves` tells which). The other calls
 # (views, shape queries, allocations such as `torch.empty`) move none, and the cell checks it: no call
@@ -834,6 +786,70 @@ assert list(forward_bounds.values()) == [12, 10, 7, 5, 5, 1]
 print("one forward rotation of the bf16 xb, in one-pass bounds: "
       + ", ".join(f"{name} {bounds:g}" for name, bounds in forward_bounds.items()))
 
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **Where the C kernel pays off: `rotary.SMALL` is a choice read off one run's medians on one machine, not a measured
+# crossing.**
+#
+# The cell below types the table it is read from (`make bench`, in `benchmarks/README.md`, "Where the C kernel pays
+# off"; `tests/test_check_ch10.py` checks every number against it): the kernel's time over the reference's, x of
+# (4, seq, 64), the median of 5 paired rounds on one loaded 2-core Intel Xeon VM, six of the nine measured sizes
+# shown. The table gives no spread; between two runs of the same code, on large tensors, the README reports a spread
+# of up to 0.65 one-pass bounds on times of at most 4.59: 14 % or more. Float32's half layout up to `SMALL` gives
+# ratios of 0.93 to 1.18, 7 of its 10 within 0.14 of 1: those rows are not separated from 1. Read by one rule,
+# above 1 the kernel was slower in this run: 16 384 is the smallest shown size with no ratio above 1, and every
+# smaller one has float32's half layout above 1 (1.08 to 1.18), so that layout sets `SMALL`. The interleaved layout
+# was 0.89 or less at every shown size from 4096 on, forward + backward included, and forward it saved up to 21 µs a
+# call below `SMALL`, 56 % of the call (bf16, 8192 elements): a threshold per layout could start it at 4096; the
+# library keeps one threshold, the simpler rule.
+
+# %% slideshow={"slide_type": "fragment"}
+# quoted from benchmarks/README.md ("Where the C kernel pays off"), elements -> (the reference's time, interleaved,
+# in µs; the kernel's time over the reference's: interleaved, half, forward + backward interleaved, and half)
+small_bench = {"float32": {256: (16.3, 0.90, 1.13, 1.04, 1.18), 1024: (17.9, 0.83, 1.11, 1.02, 1.18),
+                           4096: (24.9, 0.62, 1.08, 0.89, 1.16), 8192: (33.7, 0.47, 0.99, 0.77, 1.12),
+                           16384: (51.0, 0.34, 0.93, 0.59, 0.96), 65536: (101.5, 0.20, 0.48, 0.23, 0.33)},
+               "bfloat16": {256: (18.9, 0.78, 0.96, 0.90, 1.01), 1024: (21.4, 0.71, 0.92, 0.88, 1.01),
+                            4096: (28.9, 0.57, 0.90, 0.78, 0.98), 8192: (38.0, 0.44, 0.82, 0.67, 0.93),
+                            16384: (57.5, 0.32, 0.73, 0.52, 0.82), 65536: (132.3, 0.17, 0.29, 0.21, 0.28)}}
+# two runs of the same code, large tensors: spread up to 0.65x the bound, times up to 4.59x ("When rope.py became ...")
+run_spread, largest_time = 0.65, 4.59
+bench_rows = [(dtype, size, row) for dtype, by_size in small_bench.items() for size, row in by_size.items()]
+measured_sizes = [2**k for k in range(8, 17)]  # bench_rope.SMALL_SIZES (tests/test_check_ch10.py checks it)
+assert sorted(set(measured_sizes) - set(small_bench["float32"])) == [512, 2048, 32768]  # measured, not shown
+assert max(row[1] for *_, row in bench_rows) == 0.90  # interleaved, forward: no slower at any size
+none_above_1 = [size for size in small_bench["float32"] if all(max(small_bench[dt][size][1:]) <= 1 for dt in small_bench)]
+assert none_above_1 == [16384, 65536] and none_above_1[0] == SMALL == 16384  # the first: SMALL
+f32_half_above_1 = {size: [r for r in row[2::2] if r > 1] for size, row in small_bench["float32"].items() if size < SMALL}
+assert all(f32_half_above_1.values())  # every shown size below SMALL: float32's half layout above 1
+assert (min(map(min, f32_half_above_1.values())), max(map(max, f32_half_above_1.values()))) == (1.08, 1.18)
+assert round(run_spread / largest_time, 2) == 0.14  # the README's spread: 14 % or more of the time
+f32_half_near = [r for size, row in small_bench["float32"].items() if size <= SMALL for r in row[2::2]]
+assert (min(f32_half_near), max(f32_half_near), len(f32_half_near)) == (0.93, 1.18, 10)
+assert sum(abs(r - 1) <= 0.14 for r in f32_half_near) == 7  # not separated from 1 by such a spread
+# one threshold per layout: every interleaved ratio, forward + backward included, is at most 0.89 from 4096 on
+assert max(row[j] for _, size, row in bench_rows if size >= 4096 for j in (1, 3)) == 0.89
+assert max(row[j] for _, size, row in bench_rows if size == 1024 for j in (1, 3)) > 1  # and not from 1024
+best_row = max(((dtype, size, row) for dtype, size, row in bench_rows if size < SMALL), key=lambda r: r[2][0] * (1 - r[2][1]))
+saved_us = best_row[2][0] * (1 - best_row[2][1])  # interleaved, forward, the most saved below SMALL
+assert best_row[:2] == ("bfloat16", 8192) and round(saved_us) == 21 and round(saved_us / best_row[2][0], 2) == 0.56
+print(f"quoted, {len(small_bench['float32'])} of {len(measured_sizes)} measured sizes: {SMALL} is the smallest with no "
+      f"ratio above 1; float32's half layout up to it: {sum(abs(r - 1) <= 0.14 for r in f32_half_near)} of "
+      f"{len(f32_half_near)} ratios within 0.14 of 1, above 1 at every size below it; interleaved, every ratio "
+      f"from 4096 on is at most 0.89, and forward it saves at most {saved_us:.0f} µs a call below {SMALL} "
+      f"({saved_us / best_row[2][0]:.0%} of the call)")
+fig, axes = viz.figure(2, width=4.4, height=3.4)
+columns = ("interleaved", "half", "fwd + bwd, interleaved", "fwd + bwd, half")
+for ax, (dtype, by_size) in zip(axes, small_bench.items()):
+    ax.axhline(1, color="0.4", lw=0.8)
+    ax.axvline(SMALL, color="0.4", ls="--", lw=0.8)
+    for j, (name, marker) in enumerate(zip(columns, "os^v"), start=1):
+        ax.plot(list(by_size), [row[j] for row in by_size.values()], marker=marker, ms=4, lw=1, label=name)
+    ax.set(xscale="log", xlabel="elements of x", ylabel="kernel time / reference time", ylim=(0, 1.3),
+           title=f"{dtype} (quoted; dashed: SMALL)")
+    ax.set_xticks(list(by_size), [f"{size:,}" for size in by_size], fontsize=7)
+axes[0].legend(fontsize=7, loc="lower left")
+fig
+
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. Forward + backward, and its floor in bytes
 #
@@ -887,7 +903,8 @@ print(f"forward + backward on xb-sized data: the plain form {whole_tensor(plain_
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise (prediction): the tables in a training step.** Before the next cells count the cos and sin
 # tables, predict them. `pl.RotaryEmbedding`, from its second call, rotates x of shape (batch, heads, seq, d), in
-# a dtype of `itemsize` bytes per entry, on the C operator, in a training step (forward and backward). Write
+# a dtype of `itemsize` bytes per entry, on the C operator, in a training step (forward and backward); its cos and
+# sin tables stay float32 whatever x's dtype (the library keeps them so). Write
 # `step_bounds(batch, heads, seq, d, itemsize)`: every byte the step's operators read and write, tables included,
 # in one-pass bounds of that x, counted as this appendix counts (each tensor an operator reads or writes, once per
 # call), as an exact number (a `fractions.Fraction` or an int). The checker asks at sizes no tensor could have (up
@@ -923,13 +940,18 @@ _ = check.tables_in_a_step(step_bounds)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Now the tables, which §3 left out. Each has 1/16 as many entries as x here (8 heads share a table
-# row, and a pair needs one angle), in float32: 1/8 of a bf16 x's bytes, so 1/16 of a one-pass bound
-# each. The C operator reads both in each of its two calls, forward and backward: 1/4 of a bound.
-# `pl.RotaryEmbedding` keeps its tables, so from its second call on that is all it adds: 2 + 1/4 bounds
-# per step. The stateless `pl.apply_rope` also makes its tables on every call, writing them (1/8 of a
-# bound), so a kernel that reads tables, called on one tensor, can go no lower than 2 + 3/8. It moves about 0.19 more: its angles, one
-# float32 tensor as large as one table, written once and read by cos and by sin (3/16 in all), and under
-# 0.01 for the positions and frequencies they are made from. Only a kernel that computes sin and cos
+# row, and a pair needs one angle), in float32: 1/16 of a one-pass bound of the bf16 x each. A step on the C
+# operator, in one-pass bounds (the cell checks each row):
+#
+# | what | `RotaryEmbedding` (from its second call) | `apply_rope` |
+# |---|---|---|
+# | x and g, each read once and its result written once | 2 | 2 |
+# | cos and sin read, forward and backward | 1/4 | 1/4 |
+# | cos and sin written (made on every call) | 0 | 1/8 |
+# | angles written once, read by cos and by sin; positions and frequencies | 0 | 3/16; under 0.01 |
+#
+# So a kernel that reads tables, called on one tensor, can go no lower than 2 + 1/4 with cached tables and
+# 2 + 3/8 for the stateless function, which moves about 0.19 more. Only a kernel that computes sin and cos
 # itself, from the positions, gets down to 2, at the price of d/2 sines and cosines per position in
 # every call. On a GPU with Triton, `pl.apply_rope` hands x to such a kernel (§5); no GPU runs here, so
 # the cell checks only that hand-off, with a stand-in for the kernel. The cell first counts the C
@@ -1586,8 +1608,8 @@ print(f"attention written out: the step's bytes x {total_bytes(eager_with) / tot
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **What to remember: RoPE's quarter of the step's bytes is this small model's. At its vocabulary of 64 tokens it
-# falls with the width, slowly with 8 sequences a step and fast with one. A larger vocabulary lowers it, and from
-# 1024 tokens on it rises with the width.**
+# falls with the width, slowly with 8 sequences a step and fast with one. A larger vocabulary lowers it, and at 1024
+# and 8192 tokens it is higher at d_model = 512 than at 64 (only those two widths counted there).**
 #
 # That quarter is this model's, at this width and vocabulary. The next cell counts the step again, with and
 # without RoPE, at d_model = 64, 128, 256 and 512 (heads of 16 features, d_ff = 4 · d_model, the model's own
@@ -1603,8 +1625,8 @@ print(f"attention written out: the step's bytes x {total_bytes(eager_with) / tot
 # are read once per position, shared by the sequences) and grow with the
 # width (about eightfold from 64 to 512); F is the weights' traffic and grows as the weights do, faster than the
 # width. Two counts give F = (8 · rest(1) − rest(8)) / 7: about 22 times the weights' bytes at both widths. A
-# control counts AdamW's update alone: 19 of those 22; the other 3 are a weight read forward, read again backward
-# and its gradient written. The fewer tokens a step has, the more F weighs, so the faster the share falls with the
+# control counts AdamW's update alone: 19 of those 22; the other 3 we read, without itemising them, as a weight read
+# forward, read again backward and its gradient written. The fewer tokens a step has, the more F weighs, so the faster the share falls with the
 # width.
 #
 # The 19 are eager AdamW's, one weight at a time (`foreach=False`, the CPU's default), which passes over the moments
@@ -1617,7 +1639,7 @@ print(f"attention written out: the step's bytes x {total_bytes(eager_with) / tot
 # The vocabulary, 64 tokens so far, adds only bytes RoPE has no part in: the logits (batch · T · vocab float32
 # numbers), their softmax and gradients, and the embedding and output weights (vocab · d_model each). At 8192 tokens,
 # on the 8 sequences, RoPE's bytes stay exactly as they were, and its share falls to about 0.05 at d_model = 64 and
-# 0.12 at 512: there, and at 1024 tokens (0.17 and 0.18), it rises with the width. The logits' bytes do not grow
+# 0.12 at 512: there, and at 1024 tokens (0.17 and 0.18), it is higher at the larger width. The logits' bytes do not grow
 # with the width, so from 64 to 512 the bytes the vocabulary adds grow only 1.7-fold, RoPE's about eightfold. None
 # of this says what a real model's width, vocabulary and length give; this appendix does not count one.
 
@@ -1695,7 +1717,7 @@ for w in (64, 512):
     assert [share_by_vocab[w, v] for v in vocabs] == sorted((share_by_vocab[w, v] for v in vocabs), reverse=True)
 assert round(share_by_vocab[64, 8192], 2) == 0.05 and round(share_by_vocab[512, 8192], 2) == 0.12
 assert share_by_vocab[64, 64] > share_by_vocab[512, 64]  # vocabulary 64: the share falls with the width
-assert all(share_by_vocab[64, v] < share_by_vocab[512, v] for v in (1024, 8192))  # larger ones: it rises
+assert all(share_by_vocab[64, v] < share_by_vocab[512, v] for v in (1024, 8192))  # larger ones: higher at 512
 assert [round(share_by_vocab[w, 1024], 2) for w in (64, 512)] == [0.17, 0.18]
 vocab_added = {v: (by_vocab[512, v][1] - by_vocab[512, 64][1]) / (by_vocab[64, v][1] - by_vocab[64, 64][1])
                for v in vocabs[1:]}  # from d_model = 64 to 512: how many times the bytes the vocabulary adds grow
@@ -1703,8 +1725,8 @@ assert all(round(vocab_added[v], 1) == 1.7 for v in vocabs[1:]) and 7.5 < growth
 print("vocabulary  RoPE's share of a step's bytes (8 sequences): d_model = 64, 512")
 for v in vocabs:
     print(f"{v:10d}  {share_by_vocab[64, v]:.3f}  {share_by_vocab[512, v]:.3f}")
-print("RoPE's bytes at every vocabulary: the same; from d_model = 64 to 512 the share falls at vocabulary 64 and rises "
-      f"at 1024 and 8192, where the bytes the vocabulary adds grow x {vocab_added[8192]:.1f}, RoPE's x {growth(8)[0]:.1f}")
+print("RoPE's bytes at every vocabulary: the same; the share is lower at d_model = 512 than at 64 at vocabulary 64, "
+      f"higher at 1024 and 8192, where the bytes the vocabulary adds grow x {vocab_added[8192]:.1f}, RoPE's x {growth(8)[0]:.1f}")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Errata in the sources
@@ -1713,12 +1735,13 @@ print("RoPE's bytes at every vocabulary: the same; from d_model = 64 to 512 the 
 #
 # | Source | The source writes | What is right | Where |
 # |---|---|---|---|
-# | `003` (`PositionalEncoding.forward`) | `self.positional_encodings[:x.shape[1]]` | `self.positional_encodings[:, :x.shape[1]]`: the buffer is (1, max_len, d), so the source's slice cuts its size-1 axis, keeps every position, and `x + pe` fails for any other length | §1 |
+# | `003` (`PositionalEncoding.forward`) | `self.positional_encodings[:x.shape[1]]` | `self.positional_encodings[:, :x.shape[1]]`: the buffer is (1, max_len, d), so the source's slice cuts its size-1 axis, keeps every position: `x + pe` fails for every other length above 1 and at length 1 silently broadcasts to (B, max_len, d) | §1 |
 # | `003` (its RoPE code, a comment) | says its angle table, positions times `torch.exp(torch.arange(0, dim, 2, dtype=torch.float) * -(math.log(10000.0) / dim))`, equals `torch.outer(t, freqs)` with `freqs = 1.0 / (theta ** (torch.arange(0, d_model, 2)[: (d_model // 2)].float() / d_model))`: in effect, that its two forms of the frequencies are the same | the same in exact arithmetic, not in float32: at d = 64 the two differ in more than half of the 32 frequencies (how many depends on the CPU's `torch.exp`), and the tables in those columns; the exp form is more than 3 ulps off the float32 number nearest θ_j, the power form at most 1 | §1 |
 # | `003` (a comment in `precompute_freqs_cis`) | asks whether `freqs_cis` should not be fixed once the model's width and the longest input are set, reading `end` as each input's length | the code already does so: `end` is a fixed bound (twice the longest length), and the table is built when the model is built (once per layer in source 000's example, once per model in Meta's Llama code; §4). For plain RoPE fixing it is right (dynamic NTK recomputes it when the length grows; chapter 7): the table depends only on d, the base and the positions, so one table for the longest length, cut to the first L rows, is the table for L, bit for bit; `pl.RotaryEmbedding` keeps its tables between calls, while `pl.apply_rope` remakes them on every call (§2 and §4 count what that costs) | below |
 
 # %% slideshow={"slide_type": "fragment"}
 assert buffer_003[: x_003.shape[1]].shape == (1, 200, 64) != buffer_003[:, : x_003.shape[1]].shape  # the cut
+assert (x_len1 + buffer_003[: x_len1.shape[1]]).shape == (2, 200, 64)  # at length 1: broadcast, no error
 differ = int((exp_form != pow_form).sum())
 assert len(exp_form) == len(pow_form) == 32 and differ > 32 // 2  # "the same": not in float32 (17 to 19 seen)
 assert int((table_exp != table_pow).any(0).sum()) == differ  # and the angle tables in as many columns
