@@ -498,12 +498,12 @@ def peak_right(b1, b2):
     return torch.log(torch.log(b2) / torch.log(b1)) / torch.log(b2 / b1)
 
 
-def peak_by_ternary_search(b1, b2):
+def peak_by_ternary_search(b1, b2, steps=200):
     """A search over x on the drift itself, vectorised over the base pairs: stops where float64 can no longer order
     two drifts, up to ~1e-6 from the peak for far bases, 2e-5 or more for bases one part in a million apart."""
     b1, b2 = b1.detach(), b2.detach()
     lo, hi = torch.zeros_like(b1), torch.ones_like(b1)
-    for _ in range(200):
+    for _ in range(steps):
         m1, m2 = lo + (hi - lo) / 3, hi - (hi - lo) / 3
         up = b1 ** -m1 - b2 ** -m1 < b1 ** -m2 - b2 ** -m2
         lo, hi = torch.where(up, m1, lo), torch.where(up, hi, m2)
@@ -642,12 +642,7 @@ def test_the_closed_form_holds_where_a_value_search_stalls():
 
 def peak_by_a_coarse_search(b1, b2):
     """A ternary search stopped after 30 steps: some 1e-5 off, a search that stopped early."""
-    lo, hi = torch.zeros_like(b1), torch.ones_like(b1)
-    for _ in range(30):
-        m1, m2 = lo + (hi - lo) / 3, hi - (hi - lo) / 3
-        up = b1 ** -m1 - b2 ** -m1 < b1 ** -m2 - b2 ** -m2
-        lo, hi = torch.where(up, m1, lo), torch.where(up, hi, m2)
-    return (lo + hi) / 2
+    return peak_by_ternary_search(b1, b2, steps=30)
 
 
 def test_stale_cache_pair_names_a_search_stopped_early(capsys):
