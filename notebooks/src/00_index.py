@@ -149,9 +149,10 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # "~ LayerNorm": column 1 is graded with a LayerNorm after the sum too. A LayerNorm subtracts each vector's
 # mean, which removes all of $i\cdot\mathbf 1$ and $(i/m)\cdot\mathbf 1$, and it merges binary's all-zero and
 # all-one codes; an RMSNorm (the kind of norm Llama uses) erases neither for a generic token, though it
-# squeezes far positions together. Column 2b grades a head with any weights, which no code added to the
-# tokens can pass (the rule under the second map proves it); a special head can make the sinusoids'
-# position-only term offset-only (chapter 3 §6). Only methods that put the offset into the scores pass. For the relative row, chapter 7
+# squeezes the integer code's far positions together. Column 2b grades a head with any weights, which a
+# code added to the tokens passes only if it repeats within a few positions (the rule under the second map
+# proves it), and then it fails column 1; a special head can make the sinusoids' position-only term
+# offset-only (chapter 3 §6). For the relative row, chapter 7
 # trains T5's buckets (no Shaw model).
 
 # %% [markdown] slideshow={"slide_type": "skip"}
@@ -355,11 +356,12 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 #   the scores: for a head with any weights, does the position-only part of the score of a query at $i$
 #   and a key at $i + k$ depend on $k$ alone, wherever the pair stands? For an added code that part is
 #   $p_i^\top A\,p_{i+k}$; the cross terms of tokens with codes depend on the positions themselves for
-#   every added code, so 2b asks only about the position-only term. No added code passes: for offset 1,
-#   $p_i^\top A\,p_{i+1}$ equal for every $A$ means the matrix $p_i\,p_{i+1}^\top$ is the same for every
-#   $i$, so (unless every other code is zero) every $p_i$ lies on one line, $p_i = a_i u$ with $a_i a_{i+1}$ fixed, hence $a_{i+2} = a_i$:
-#   at most two distinct codes (column 2's cell checks the matrices on every coded row). Only relative
-#   terms, ALiBi and RoPE can pass. For RoPE the score of a query vector $u$ at $m$ and a key vector $v$ at $n$
+#   every added code, so 2b asks only about the position-only term. An added code passes only if it
+#   repeats within a few positions: for offset 1, $p_i^\top A\,p_{i+1}$ equal for every $A$ means the
+#   matrix $p_i\,p_{i+1}^\top$ is the same for every $i$, so (unless every other code is zero) every $p_i$
+#   lies on one line, $p_i = a_i u$ with $a_i a_{i+1}$ fixed, hence $a_{i+2} = a_i$. So $p_i = (-1)^i u$
+#   passes 2b, and fails column 1, as positions two apart share a code. No code here repeats that way
+#   (column 2's cell checks the matrices on every coded row); relative terms, ALiBi and RoPE pass. For RoPE the score of a query vector $u$ at $m$ and a key vector $v$ at $n$
 #   is $(R_m u)^\top R_n v = u^\top R_{n-m}\,v$, whatever the weights that made $u$ and $v$ (the conventions
 #   cell checks it on random ones). 2a does not give 2b: the integer code and the sinusoids have the map,
 #   and a random head's position-only term still moves with the positions (column 2's cell). NoPE has neither codes nor
@@ -376,12 +378,12 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 #
 # | method | 1 told apart | 2a one map between codes | 2b scores offset-only | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|---|
-# | none (NoPE) (ch. 1, 7, 8, 9) | ✘ one layer treats the tokens a query sees as a set; a causal mask only chooses which it sees (ch. 1); a second causal layer can tell order apart (ch. 7 §1, column 1's cell) | – no code | – no positional part in the scores | [7] given after chapter 7 §3, after your prediction | – nothing to fix | ~ raster order gives one index (argued from the index arithmetic; no model runs) |
+# | none (NoPE) (ch. 1, 7, 8, 9) | ✘ one layer treats the tokens a query sees as a set; a causal mask only chooses which it sees (ch. 1); a second causal layer can tell order apart (ch. 7 §1, column 1's cell) | – no code | – no positional part in the scores | [7] given after chapter 7 §3, after your prediction | – nothing to fix | ~ raster order gives one index (image patches in a causal decoder; argued from the index arithmetic, no model runs) |
 # | integer $i\cdot\mathbf 1$ (ch. 2, 9) | ~ a LayerNorm erases it | ✔ affine: $p \mapsto p + k\cdot\mathbf 1$ | ✘ a head's score of positions $a$, $b$ is $ab\,\mathbf 1^\top A\mathbf 1$ | ? not trained; its values grow without bound | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
 # | normalised $i/m$ (ch. 2, 9) | ~ a LayerNorm erases it | ✘ one map per length ($p_0$ is the same at every length, $p_3$ is not) | ✘ a random head's scores move with the positions | ? not trained; every code changes with the length, as position interpolation's angles do (chapter 7 §2) | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
 # | binary (ch. 2, 9) | ~ up to $2^d$ positions; behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge | ✘ no affine map for small $k$ | ✘ a random head's scores move with the positions | ? not trained; past $2^b$ positions a bit training never set | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
 # | sinusoidal (ch. 3, 7, 9) | ✔ even behind a LayerNorm (the swap test; and all 512 codes at $d = 16$ stay distinct after one) | ✔ a rotation $M_k$ | ✘ a random head's scores move with the positions (the plain dot product does not) | [7] given after chapter 7 §3 | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
-# | learned absolute (ch. 2, 7) | ? training decides (a random table, where it starts, passes) | ? training decides (a random table has none; chapter 2 §6's trained tables build much of one) | ✘ no added code passes (column 2's rule) | ✘ no rows past `max_len`, and rows past the training length never trained | ✘ learned | ~ rows depend on the grid's width (argued from the index arithmetic; no model runs) |
+# | learned absolute (ch. 2, 7) | ? training decides (a random table, where it starts, passes) | ? training decides (a random table has none; chapter 2 §6's trained tables build much of one) | ✘ only a code that repeats within a few positions passes (column 2's rule) | ✘ no rows past `max_len`, and rows past the training length never trained | ✘ learned | ~ rows depend on the grid's width (argued from the index arithmetic; no model runs) |
 # | relative: Shaw, T5 (ch. 4, 7) | ~ offsets, clipped far away | – no code | ✔ one learned term per offset (or bucket) | [7] T5's, given after chapter 7 §3; no Shaw model trained | ✘ learned entries (a fixed rule picks which) | ✔ one term per 2-D offset |
 # | RoPE (ch. 5, 7, 8, 9) | ✔ even without a mask | ✔ the rotations compose: $R_{m+k} = R_k R_m$ | ✔ the score is $u^\top R_{n-m}\,v$ for any weights | [7] given after chapter 7 §3 | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
 # | ALiBi (ch. 6, 7) | ✔ the causal form (45 swaps of 45) and the non-symmetric one (171 of 171); the symmetric encoder form only ~: without a mask, a key $k$ before and one $k$ after look alike | – no code | ✔ bias $-m_h(i-j)$ | [7] given after chapter 7 §3 (measured at the end of chapter 6 too) | ✔ fixed slopes (a variant in source `003` learns them) | ~ left and above share a bias, a tie at a right angle no 1-D form has |
@@ -404,7 +406,8 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # cell, $d$ = 4 to 6). So the mark is ✘: one map for one offset of the $2^d - 1$ is too little for a ~.
 #
 # **Learned absolute.** Nothing in the method asks for distinct rows or a shift map; training decides,
-# so columns 1 and 2a leave it ungraded (?); column 2b no added code can pass, trained or not. The table where training starts, a random one, has rows distinct at any
+# so columns 1 and 2a leave it ungraded (?); column 2b it fails, trained or not, unless its rows repeat
+# within a few positions. The table where training starts, a random one, has rows distinct at any
 # scale (column 1's cells run std 1 and std 0.02, transformers' start for BERT and GPT-2, which chapter 2
 # §6 measures) and no affine
 # map joins them (column 2's cell). What training then builds depends on the data. On chapter 2 §6's
