@@ -460,6 +460,7 @@ def test_counter_merge_refuses_a_search(search, says, capsys):
     before = (torch.arange, sys.gettrace())
     ok, out = run(check.counter_merge, search, capsys)
     assert ok is False and says in out and "hint" in out and "one by one" not in out
+    assert "2^" not in out  # the search may run in a narrower format and be scaled: no p named
     assert (torch.arange, sys.gettrace()) == before
 
 
@@ -474,6 +475,10 @@ def test_counter_merge_refuses_a_search(search, says, capsys):
     # the merging condition solved with the position counted once: proportional to the significand, not its root
     (lambda p, a: 2 ** (p - 1) * (a / 2 ** (math.ceil(math.log2(a)) - 1)) - 1, "twice as fast"),
     (lambda p, a: 2 ** (p - 1) * (a / 2 ** (math.ceil(math.log2(a)) - 1)), "twice as fast"),
+    # the spacing taken where a sits, not where the counter does: a's significand in [1, 2) or [0.5, 1), not its root
+    (lambda p, a: 2 ** (p - 1) * (a / 2 ** math.floor(math.log2(a))), "a times a power of two"),
+    (lambda p, a: 2 ** (p - 1) * (a / 2 ** math.floor(math.log2(a))) - 1, "the counter a/(i+1) sets it"),
+    (lambda p, a: 2 ** (p - 1) * math.frexp(a)[0], "a times a power of two"),
     (lambda p, a: merge_estimate(p, a) * (1.05 if p == 20 else 1), "more than 2 % off the first merge at p = 20"),
     # the significand taken in [1, 2) instead of (1, 2]: right except at scales that are powers of two
     (lambda p, a: 2 ** (p - 1) * math.sqrt(a / 2 ** math.floor(math.log2(a))) - 1, "exact power of two"),
@@ -625,6 +630,41 @@ def test_stale_cache_pair_refuses_a_search_on_the_drift_values(search, capsys):
     ok, out = run(check.stale_cache_pair, search, capsys)
     assert ok is False and "cannot order" in out and "stops rising" in out and "hint" in out
     assert "log" not in out and "0.108" not in out and "0.0762" not in out
+
+
+def peak_by_bisection_on_a_differentiated_slope(b1, b2, backward=False):
+    """A bisection on the sign of the drift's slope, the slope taken by automatic differentiation: no derivation."""
+    lo, hi = torch.zeros_like(b1), torch.ones_like(b1)
+    for _ in range(80):
+        m = ((lo + hi) / 2).requires_grad_(True)
+        drift = (b1 ** -m - b2 ** -m).sum()
+        if backward:
+            drift.backward()
+            slope = m.grad
+        else:
+            slope, = torch.autograd.grad(drift, m)
+        rising = slope > 0
+        lo, hi = torch.where(rising, m.detach(), lo), torch.where(rising, hi, m.detach())
+    return (lo + hi) / 2
+
+
+@pytest.mark.parametrize("search, calls", [
+    (peak_by_bisection_on_a_differentiated_slope, "torch.autograd.grad"),
+    (lambda b1, b2: peak_by_bisection_on_a_differentiated_slope(b1, b2, backward=True), "Tensor.backward"),
+    (lambda b1, b2: torch.func.vmap(torch.func.grad(lambda x, p, q: p ** -x - q ** -x))(
+        torch.full_like(b1, 0.1), b1, b2) * 0 + peak_right(b1, b2).detach(), "torch.autograd.grad")])
+def test_stale_cache_pair_refuses_a_slope_it_did_not_derive(search, calls, capsys):
+    """The prompt asks to derive where the drift peaks: a search on a slope from automatic differentiation lands
+    within 1e-6 without one, so it is refused and told why; differentiation works again afterwards."""
+    b1, b2 = torch.tensor(ch07._STALE_BASES, dtype=torch.float64).T
+    assert ((peak_by_bisection_on_a_differentiated_slope(b1, b2) / peak_right(b1, b2) - 1).abs() < 1e-6).all()
+    ok, out = run(check.stale_cache_pair, search, capsys)
+    assert ok is False and f"calls {calls}" in out and "automatic differentiation" in out and "hint" in out
+    assert "derive where the drift stops rising" in out and "log" not in out and "0.098" not in out
+    x = torch.ones(2, requires_grad=True)
+    assert torch.autograd.grad((2 * x).sum(), x)[0].tolist() == [2.0, 2.0]
+    (3 * x).sum().backward()
+    assert x.grad.tolist() == [3.0, 3.0]
 
 
 def test_the_closed_form_holds_where_a_value_search_stalls():

@@ -21,6 +21,22 @@ def test_refusing_raises_shortcut_by_name_and_restores_the_function():
     assert torch.allclose(torch.softmax(torch.zeros(2), dim=0), torch.full((2,), 0.5))
 
 
+@pytest.mark.parametrize("differentiate, name", [
+    (lambda x: torch.autograd.grad((x * x).sum(), x), "torch.autograd.grad"),
+    (lambda x: (x * x).sum().backward(), "Tensor.backward"),
+    (lambda x: torch.autograd.backward((x * x).sum()), "torch.autograd.backward"),
+    (lambda x: torch.func.grad(lambda y: (y * y).sum())(x), "torch.autograd.grad")])
+def test_differentiation_refuses_every_route_and_restores_it(differentiate, name):
+    x = torch.ones(2, requires_grad=True)
+    with pytest.raises(g.Shortcut) as caught:
+        with g.refusing(g.differentiation()):
+            differentiate(x)
+    assert caught.value.name == name
+    assert torch.autograd.grad((x * x).sum(), x)[0].tolist() == [2.0, 2.0]
+    (3 * x).sum().backward()
+    assert x.grad.tolist() == [3.0, 3.0]
+
+
 def test_step_budget_stops_a_python_loop_but_not_a_short_closed_form():
     def loop(n):
         total = 0

@@ -723,7 +723,8 @@ fig
 #   every seed. NoPE (0.43) and learned positions (0.59) are far behind with the same budget.
 # * **T5's seeds disagree wildly**, from 0.61 to 0.77, the only method whose seeds do (a spread of
 #   0.16 at 64 tokens; the next widest, learned positions', is 0.08). Up to 256
-#   tokens the seeds cannot place it against ALiBi; at 512 every seed of ALiBi beats every seed of T5.
+#   tokens the seeds cannot place it against ALiBi; at 512 every seed of ALiBi beats every seed of T5
+#   (thin if each sequence counts once).
 # * **Past 64 tokens**, ALiBi stays flat (every seed within 0.04 of its 64-token accuracy up
 #   to 512), while sinusoids and RoPE fall with length, as in the ALiBi paper's Figure 1, where the
 #   perplexity of sinusoidal and rotary models blows up past the training length and ALiBi's stays flat. At 512, every seed of ALiBi beats every
@@ -731,7 +732,7 @@ fig
 # * **RoPE stretched at evaluation**: YaRN and NTK keep 128 tokens intact and slow the fall, but
 #   at 512 neither gets near ALiBi.
 # * **Position interpolation alone did *worse* than doing nothing here**, at every length past 64 and
-#   for every seed (why: below).
+#   for every seed (thin if each sequence counts once; why: below).
 
 # %% jupyter={"source_hidden": true} slideshow={"slide_type": "fragment"}
 # The asserts that check the grammar's claims above (collapsed: expand to read them)

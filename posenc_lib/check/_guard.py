@@ -29,7 +29,7 @@ from typing import Any, Iterable, Iterator
 from unittest import mock
 
 __all__ = ["Shortcut", "TooManySteps", "TooManyElements", "refusing", "step_budget", "element_budget",
-           "no_huge_arrays", "no_frame_access", "answers_under_guard", "stopped_verdict", "loaded", "Counted", "OperationBudget",
+           "no_huge_arrays", "no_frame_access", "answers_under_guard", "stopped_verdict", "loaded", "differentiation", "Counted", "OperationBudget",
            "counting", "value_of", "shadow_of", "STEPS", "HUGE", "ELEMENTS"]
 
 STEPS = 200_000  # Python lines: thousands of times what a closed form runs, far fewer than a loop over 10^12 keys
@@ -539,6 +539,16 @@ def loaded(module: str, names: Iterable[str]) -> list[tuple[Any, str, str]]:
     never imports a heavy library itself: one the learner did not load cannot be called)."""
     found = sys.modules.get(module)
     return [] if found is None else [(found, name, f"{module}.{name}") for name in names]
+
+
+def differentiation() -> list[tuple[Any, str, str]]:
+    """Targets for ``refusing``: torch's automatic differentiation (``torch.autograd.grad`` and ``backward``, which
+    ``Tensor.backward``, ``torch.func`` and ``torch.autograd.functional`` all reach), for an exercise whose answer is
+    where a derivative vanishes: a slope the learner did not derive, searched for its zero, is a search."""
+    import torch
+
+    return [(torch.autograd, "grad", "torch.autograd.grad"), (torch.autograd, "backward", "torch.autograd.backward"),
+            (torch.Tensor, "backward", "Tensor.backward")]
 
 
 # ---------------------------------------------------------------- numbers that count their arithmetic

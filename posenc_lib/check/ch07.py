@@ -19,7 +19,7 @@ import torch
 
 from .. import rope_analysis, scaling
 from ._core import number, report
-from ._guard import ELEMENTS, answers_under_guard, stopped_verdict
+from ._guard import ELEMENTS, answers_under_guard, differentiation, stopped_verdict
 
 __all__ = ["counter_merge", "stale_cache_pair", "one_base_in_range"]
 
@@ -106,8 +106,8 @@ def counter_merge(answer: Callable[[int, float], Any] | None) -> bool | None:
         if stopped is not None:
             (p, a), why = stopped
             yield stopped_verdict(why, f"first_merge({p}, {a})", shortcut="estimate it from the spacing instead",
-                                  loop=f"runs out of steps: a search over positions (near 2^{p}), however it narrows "
-                                       "them down, does not fit; estimate where merging starts from how the format "
+                                  loop="runs out of steps: a search over positions, however it narrows them "
+                                       "down, does not fit; estimate where merging starts from how the format "
                                        "spaces its numbers instead",
                                   grid="a search over positions; estimate it from how the format spaces its numbers")
             return
@@ -188,6 +188,10 @@ def counter_merge(answer: Callable[[int, float], Any] | None) -> bool | None:
             yield False, ("your estimate is off only where the scale a is an exact power of two: such a scale "
                           "lies on the edge between two binades, and which of them you count it in decides where "
                           "merging can start")
+        elif all(abs((r := math.log2(got[p, a] / (a * 2.0 ** p))) - round(r)) < 0.03 for p, a in got):
+            yield False, ("your estimate is a times a power of two for every p and a: the spacing you compared "
+                          "with is the one where a sits, but the counter a/(i+1) sets it, and the counter's "
+                          "significand shrinks as i grows within a binade")
         else:
             yield False, "more than 2 % off the first merge at " + ", ".join(f"p = {p}, a = {a}" for p, a in wrong)
 
@@ -240,9 +244,11 @@ def stale_cache_pair(answer: Callable[[torch.Tensor, torch.Tensor], Any] | None)
     def run(fn):
         b1 = torch.tensor([b for b, _ in _STALE_BASES], dtype=torch.float64)
         b2 = torch.tensor([b for _, b in _STALE_BASES], dtype=torch.float64)
-        answers, stopped = answers_under_guard(fn, [(b1, b2)], elements_per_case=ELEMENTS)
+        answers, stopped = answers_under_guard(fn, [(b1, b2)], differentiation(), elements_per_case=ELEMENTS)
         if stopped is not None:
-            yield stopped_verdict(stopped[1], "drift_peak(b1, b2)", shortcut="find where the drift stops rising",
+            yield stopped_verdict(stopped[1], "drift_peak(b1, b2)",
+                                  shortcut="a slope taken by automatic differentiation, then searched for its zero, "
+                                           "is a search, not a derivation: derive where the drift stops rising",
                                   loop="runs a long search: where does the drift stop rising?",
                                   grid="a grid over x this fine does not fit the budget: where does the drift "
                                        "stop rising?")
