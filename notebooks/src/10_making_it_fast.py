@@ -211,8 +211,8 @@ print(f"float32 spacing at 1e5: {spacing_1e5}; angle error at positions 99000-10
 #   taking the exponential, and exp turns an absolute error in its argument into the same relative
 #   error in its result: several ulps of the frequency (an ulp, a unit in the last place, is the
 #   spacing between a float32 number and the next one up). Here the power form is off by at most one
-#   ulp, because d = 64 is a power of two, so its exponent 2j/d is exact in float32; for other d
-#   (80, 96) both forms are several ulps off, and the cell checks d = 80 and 96 too.
+#   ulp, because d = 64 is a power of two, so its exponent 2j/d is exact in float32 (the cell checks d = 32 and
+#   128 too); for other d both forms are several ulps off (the cell checks d = 48, 80 and 96).
 #   The library computes θ_j in float64 and rounds once (`pl.rope_frequencies`), so each θ_j is the
 #   float32 number nearest the exact value, and that is what the cell measures both forms against.
 #
@@ -236,24 +236,28 @@ assert len(nearest) == d // 2 == 32
 assert ulps_off["power"].max() <= 1 and ulps_off["exp"].max() > 3
 assert (ulps_off["exp"] > 1).sum() > d // 8  # not one unlucky frequency: many of them
 assert (~same_freq).sum() > d // 4  # more than half of the 32 differ (how many depends on the CPU's exp)
-for d_other in (80, 96):  # 2j/d is not exact in float32 when d is not a power of two
+for d_other in (32, 128, 48, 80, 96):  # 2j/d is exact in float32 when d is a power of two, not otherwise
     j_other = torch.arange(0, d_other, 2, dtype=torch.float32)
     near_other = pl.rope_frequencies(d_other)
     ulp_other = torch.nextafter(near_other, torch.tensor(math.inf)) - near_other
     pow_other = ((1.0 / (10000 ** (j_other / d_other)) - near_other).abs() / ulp_other).max()
     exp_other = ((torch.exp(j_other * -(math.log(10000.0) / d_other)) - near_other).abs() / ulp_other).max()
-    assert pow_other > 2 and exp_other > 2  # both forms several ulps off
+    if d_other & (d_other - 1) == 0:
+        assert pow_other <= 1  # a power of two: the power form at most 1 ulp off, as at d = 64
+    else:
+        assert pow_other > 2 and exp_other > 2  # both forms several ulps off
 print("003's two angle tables (d = 64) differ in every column whose frequencies differ (more than half of the "
       f"{d // 2}), and only there")
 print(f"the {d // 2} frequencies in float32, against the nearest float32 numbers: the exp form more than 3 ulps "
-      "off at its worst, the power form at most 1 (d = 64); at d = 80 and 96 both more than 2")
+      "off at its worst, the power form at most 1 (d = 64; also at d = 32 and 128); at d = 48, 80 and 96 both more "
+      "than 2")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The library makes a fixed number of tensor operations, one `sin` and one `cos` over the whole
 # (n, d/2) angle grid, and no Python work per entry, whatever n and d are. `RecordCalls` records
 # every torch call it makes: more of them than the builder's (22 against 7: small ones such as dtype
-# conversions and the d/2 frequencies), but the number of calls is not what costs here; the work per
-# entry is, and the builder does its per-entry work in the interpreter.
+# conversions and the d/2 frequencies). Our reading, not checked: the number of calls is not what costs
+# here; the work per entry is, and the builder does its per-entry work in the interpreter.
 
 # %% slideshow={"slide_type": "fragment"}
 counts = {}
@@ -296,8 +300,8 @@ print("003's builder:", "more than 5 times slower" if slow > 5 * fast else "not 
 #
 # **The lesson, first**: RoPE is elementwise, so its arithmetic is cheap and the bytes it moves set a floor on its
 # cost (§3 says why); the fast form makes one pass over x and reads cached tables. That floor is what this appendix
-# counts, not a time: on a GPU (§5, quoted) the kernel's time came close to it for long sequences, and for short
-# ones a cost per call decided.
+# counts, not a time: on a GPU (§5, quoted) the kernel's time came close to it at L = 16384, and at 4096 a cost per
+# call decided.
 #
 # **The unit of bytes: the one-pass bound**, what `x * 1.5` moves: x's bytes read once and a result of x's size
 # written once, twice x's bytes, so it follows x's dtype. No function that reads every value of x and returns a new
@@ -465,12 +469,13 @@ assert (bf16.tiny, bf16.max > 3e38) == (f32.tiny, f32.max > 3e38)  # float32's 8
 assert round(67e12 / 2 / 3.35e12) == 10  # the H100's data sheet, quoted: separate operations per byte moved
 
 
+on_x86 = platform.machine() in ("x86_64", "AMD64")  # where the interleaved torch path is checked bit for bit
 for x_in in (xb, xb.float()):
     for layout in ("interleaved", "half"):
         plain_form = pl.rotate_pairs(x_in.float(), ab.cos(), ab.sin(), layout).to(x_in.dtype)
         by_torch = torch_fast.rotate(x_in, ab.cos(), ab.sin(), layout)  # the torch path, on any machine
         torch.testing.assert_close(by_torch, plain_form)  # the dtype's tolerances: a sum may round differently
-        if platform.machine() in ("x86_64", "AMD64"):  # interleaved: the plain form's arithmetic, on x86-64
+        if on_x86:  # interleaved: the plain form's arithmetic, on x86-64
             assert torch.equal(by_torch, plain_form) or layout == "half"
         if cpu_kernel.available():  # one C loop, bit for bit the plain form
             assert torch.equal(pl.apply_rope(x_in, layout=layout), plain_form)
@@ -486,7 +491,8 @@ assert decode_step.numel() == 4096 < SMALL and not any("rope_rotate" in call.nam
 assert 4 * decode_step.numel() == SMALL  # a batch of four decoding sequences is no longer small
 print("against rotate_pairs in float32, for bf16 and float32 inputs and both layouts: the C kernel bit for bit "
       "(where it is built); "
-      "the torch path bit for bit (interleaved) or up to rounding (half)")
+      + ("the torch path bit for bit (interleaved) or up to rounding (half)" if on_x86 else
+         "the torch path up to rounding (bit for bit in the interleaved layout: not checked on this CPU)"))
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **The question: how many passes over x-sized data does each way of writing the rotation make?** The rule
@@ -775,7 +781,11 @@ assert [call.name for call in moves_001.moving if call.name == "reshape"] == ["r
 print(f"001's form on bf16 xb: {counts_001[0]} calls, {counts_001[1]:g} bounds; its result {out_001.dtype}")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# §3's forward counts side by side, for the bf16 `xb`, in one-pass bounds (1 is the bound), tables left out:
+# §3's forward counts side by side, for the bf16 `xb`, in one-pass bounds (1 is the bound), tables left out. Adding
+# back what `traffic` leaves out (every tensor under half of x: the tables, and their making where the call makes
+# them) adds 1/8 for Hugging Face and the complex form, 1/2 for the plain form and 001's (here they make cos and sin
+# in the call), 1.19 for the torch path (`apply_rope` makes its tables), and changes no place among them (the cell
+# checks it; the C kernel's tables come after §4's exercise):
 
 # %% slideshow={"slide_type": "fragment"}
 forward_bounds = {"plain form": plain_counts[xb.dtype][1], "001's form (float32 result)": counts_001[1],
@@ -783,8 +793,31 @@ forward_bounds = {"plain form": plain_counts[xb.dtype][1], "001's form (float32 
                   "Hugging Face": hf_bounds / 2, "complex form": complex_counts[1],
                   "C kernel": path_counts[xb.dtype]["C kernel"][1]}
 assert list(forward_bounds.values()) == [12, 10, 7, 5, 5, 1]
+
+
+def small_bounds(fn, x: torch.Tensor) -> float:
+    """What traffic leaves out: the bytes of every operator's tensors under half x's entries, in one-pass bounds."""
+    with RecordOps() as rec:
+        fn()
+    small = sum(nbytes for op in rec.ops for n, nbytes in (*op.read, *op.written) if n < x.numel() // 2)
+    return small / (2 * x.numel() * x.element_size())
+
+
+with cpu_kernel.use_cpu_kernel(False):
+    small_torch_path = small_bounds(lambda: pl.apply_rope(xb, layout="half"), xb)
+table_bounds = {"plain form": small_bounds(lambda: plain(xb), xb),
+                "001's form (float32 result)": small_bounds(lambda: rope_001(xb, ab.sin(), ab.cos()), xb),
+                "torch path": small_torch_path, "Hugging Face": small_bounds(lambda: hf_rope(xb), xb) / 2,
+                "complex form": small_bounds(lambda: rope_complex(xb, freqs_cis), xb)}  # the C kernel's: after §4's exercise
+assert table_bounds["Hugging Face"] == table_bounds["complex form"] == 1 / 8
+assert table_bounds["plain form"] == table_bounds["001's form (float32 result)"] == 1 / 2
+assert round(table_bounds["torch path"], 2) == 1.19
+with_tables = [forward_bounds[name] + table_bounds[name] for name in table_bounds]
+assert with_tables == sorted(with_tables, reverse=True) and with_tables[3] == with_tables[4]  # the same ranking
 print("one forward rotation of the bf16 xb, in one-pass bounds: "
       + ", ".join(f"{name} {bounds:g}" for name, bounds in forward_bounds.items()))
+print("with the tables added back: " + ", ".join(f"{name} {bounds:.3g}" for name, bounds in zip(table_bounds, with_tables))
+      + "; the same ranking")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Where the C kernel pays off: `rotary.SMALL` is a choice read off one run's medians on one machine, not a measured
@@ -1329,10 +1362,10 @@ else:
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **How fast, on a GPU: quoted, not run here.**
 #
-# **What to remember: on a GPU, bytes set RoPE's time only for long sequences. In the one run of this library's
-# kernel (an H200), at L = 16384 the kernel took 1.07 to 1.11 times a copy of q and k; at L = 4096 a cost per call,
-# not bytes, set every time, and that row cannot rank the paths: its times may be the host's work to launch a call
-# rather than the GPU's, and no control run separates the two.**
+# **What to remember: in the one run of this library's kernel on a GPU (an H200), bytes set its time at L = 16384,
+# where it took 1.07 to 1.11 times a copy of q and k; at L = 4096 a cost per call, not bytes, set every time, a cost
+# the run does not separate (the host's work to launch a call, or the GPU's), so that row cannot rank the paths. Two
+# lengths of one run: no rule for other lengths.**
 #
 # `make bench DEVICE=cuda` times q (1, 32, L, 128) and k (1, 8, L, 128) rotated in the half layout by each path:
 # CUDA events, the median of 25 calls, one run with no spread. `benchmarks/README.md` ("First GPU run of this tree")
