@@ -257,7 +257,7 @@ def test_notebook_timing_reports_a_median_and_its_spread():
     from posenc_lib.timing import block_ms, median_iqr_ms, median_ms
 
     median, iqr = median_iqr_ms(lambda: _busy(2e-3), min_run_time=0.05)
-    assert 1.5 < median < 50 and 0 <= iqr < median
+    assert 1.5 < median < 50 and 0 <= iqr < 50  # milliseconds; under load the spread may pass the median
     assert 1.5 < median_ms(lambda: _busy(2e-3), min_run_time=0.05) < 50
     blocks = block_ms(lambda: _busy(2e-3), min_run_time=0.05)
     assert blocks and blocks == sorted(blocks) and 1.5 < blocks[0] < 50  # one block or more: fewer under load
