@@ -125,11 +125,12 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 #    get a ~, when a LayerNorm after the sum erases it.
 # 2. **Fixed shift**, property 2, asked of the codes and then of the scores:
 #    - 2a. Is moving every position by $k$ one fixed *affine* map of the codes (a matrix and an added
-#      vector), the same wherever you start and in a sequence of any length?
+#      vector), the same wherever you start and in a sequence of any length? (RoPE's "code" is its rotation
+#      $R_m$; relative terms and ALiBi have none.)
 #    - 2b. For every head, does the position-only part of the score of a query at $i$ and a key at
 #      $i + k$ depend on $k$ alone? For a code added to the token that part is $p_i^\top A\,p_{i+k}$ ($A$ the
 #      head's query-key matrix); the cross terms of a token with a code, such as $x_i^\top A\,p_{i+k}$, depend on
-#      where the key stands for every added code.
+#      where the key stands for every added code that varies with position.
 # 3. **Longer sequences.** Does a model trained on short sequences still work on longer ones?
 # 4. **Deterministic.** Do the codes come from a fixed rule, with nothing learned?
 # 5. **n-D.** Is the 2-D form, for images, free of faults the 1-D form does not have?
@@ -353,12 +354,11 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 #   the scores: for a head with any weights, does the position-only part of the score of a query at $i$
 #   and a key at $i + k$ depend on $k$ alone, wherever the pair stands? For an added code that part is
 #   $p_i^\top A\,p_{i+k}$; the cross terms of tokens with codes depend on the positions themselves for
-#   every added code, so 2b asks only about the position-only term. An added code passes only if it is
-#   one vector up to sign, $p_i = \pm c\,u$, constant or alternating: for offset 1, $p_i^\top A\,p_{i+1}$
-#   equal for every $A$ means the matrix $p_i\,p_{i+1}^\top$ is the same for every $i$, so every $p_i$ lies
-#   on one line, $p_i = a_i u$ with $a_i a_{i+1}$ fixed (if that matrix is zero, offset 2 rules out all but
-#   the zero code), and offset 2 fixes $a_i^2$. Such a code fails column 1, as positions two apart share a
-#   code. No code here is of that kind
+#   every added code that varies with position, so 2b asks only about the position-only term. An added code passes only if it is
+#   one vector up to sign, $p_i = \pm c\,u$, constant or alternating: at offset 0, $p_i^\top A\,p_i$ equal
+#   for every $A$ means the matrix $p_i\,p_i^\top$ is the same for every $i$, so $p_i = \pm c\,u$; offset 1
+#   then fixes the signs, all equal or alternating. Such a code fails column 1, as positions two apart share
+#   a code. No code here is of that kind
 #   (column 2's cell checks the matrices on every coded row); relative terms, ALiBi and RoPE pass. For RoPE the score of a query vector $u$ at $m$ and a key vector $v$ at $n$
 #   is $(R_m u)^\top R_n v = u^\top R_{n-m}\,v$, whatever the weights that made $u$ and $v$ (the conventions
 #   cell checks it on random ones). 2a does not give 2b: the integer code and the sinusoids have the map,
