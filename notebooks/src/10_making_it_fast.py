@@ -87,7 +87,7 @@ print("RecordOps:  ", [op.name for op in aten_level.ops])
 # builds its table once, in `PositionalEncoding.__init__` (`max_len: int = 5000` positions), and keeps it as a
 # (1, max_len, d) buffer that `forward` cuts to the input's length: a cost paid once, when the model is built, not in
 # every step. So the difference below matters only where tables are built often (many models, widths or lengths).
-# (Its cut is wrong: the source writes `self.positional_encodings[:x.shape[1]]`, which slices the buffer's first axis,
+# (Its cut is wrong, as [chapter 3](03_sinusoids.ipynb) §8 showed and traced to labml's layout: the source writes `self.positional_encodings[:x.shape[1]]`, which slices the buffer's first axis,
 # of size 1, so it keeps all max_len positions: `x + pe` fails for every other length above 1, and at length 1 it
 # silently broadcasts to (B, max_len, d); the correct form is `[:, :x.shape[1]]`. This cell proves it.) Our version of that builder (it takes the angle as an argument, so the cell can count its calls, and
 # `RecordCalls` records its torch calls):
@@ -1368,7 +1368,8 @@ else:
 # lengths of one run: no rule for other lengths.**
 #
 # `make bench DEVICE=cuda` times q (1, 32, L, 128) and k (1, 8, L, 128) rotated in the half layout by each path:
-# CUDA events, the median of 25 calls, one run with no spread. `benchmarks/README.md` ("First GPU run of this tree")
+# CUDA events, the median of 25 calls, one run with no spread, on the machine's torch 2.11 (not the lock's 2.13).
+# `benchmarks/README.md` ("First GPU run of this tree")
 # gives each time in units of one elementwise pass over q and k (`q * c, k * c`, the bound), and the bound in ms.
 # The next cell types that whole forward table (`tests/test_check_ch10.py` checks every number against the README)
 # and prints it in copies: each entry over the time of a copy (`clone`) of q and k in the same row, §3's one-pass
@@ -1640,7 +1641,8 @@ print(f"attention written out: the step's bytes x {total_bytes(eager_with) / tot
       f"RoPE's share {eager_share:.3f} (fused: {rope_share['bytes']:.3f})")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **What to remember: RoPE's quarter of the step's bytes is this small model's. At its vocabulary of 64 tokens it
+# **What to remember: RoPE's quarter of the step's bytes is this small model's, in the plain form it is written in (the
+# C operator on contiguous q and k brings it to about an eighth, below). At its vocabulary of 64 tokens it
 # falls with the width, slowly with 8 sequences a step and fast with one. A larger vocabulary lowers it, and at 1024
 # and 8192 tokens it is higher at d_model = 512 than at 64 (only those two widths counted there).**
 #
