@@ -2000,7 +2000,7 @@ assert max(A[m][512]["mean"] for m in ("rope+ntk", "rope")) < floor_best  # unde
 # a hint. The worked solution follows, collapsed (expand it only after trying), then a cell that
 # checks it. In a graded copy (`make student`) the solution cell is empty: write your answer there.
 #
-# **Exercise 1 (predict, on [§1](07_beyond.ipynb#1-·-NoPE:-the-causal-mask-is-a-counter)).**
+# **Exercise 1 (predict, on §1).**
 # §1's counter $1/(i+1)$ is exact in float64. Suppose a model holds it,
 # scaled by some $a > 0$ (a layer's weight), as $a/(i+1)$ in a format that keeps $p$ significant
 # bits and rounds to the nearest number it can hold (ties to even): bfloat16 keeps 8, float16 11,
@@ -2046,7 +2046,7 @@ def first_merge(p, a):
 _ = check.counter_merge(first_merge)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 2 (derive, on [§2](07_beyond.ipynb#2-·-Context-extension:-stretch-RoPE's-frequencies)).**
+# **Exercise 2 (derive, on §2).**
 # Dynamic NTK (§2's table) raises the base as the input grows, and
 # transformers recomputes the frequencies when it does, but keys already in the KV cache keep the
 # angles they were rotated with (huggingface/transformers#25104). Take a key at position $n$ rotated
@@ -2088,7 +2088,7 @@ def drift_peak(b1, b2):
 _ = check.stale_cache_pair(drift_peak)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Exercise 3 (design, on [§2](07_beyond.ipynb#2-·-Context-extension:-stretch-RoPE's-frequencies)).**
+# **Exercise 3 (design, on §2).**
 # NTK changes a single number, the base, and §2 found that its base
 # leaves most of the slow pairs meeting new angles. A larger base would bring them back, but it
 # also slows the pairs that had turned in training, the pairs §2's table says a method should
