@@ -2055,8 +2055,8 @@ _ = check.counter_merge(first_merge)
 # Which pair's drifts fastest? You answer with the place itself, not a pair index: treat the pair's
 # place $x = 2j/d$ as a real number and write `drift_peak(b1, b2)` returning the real $x$ where the
 # drift is fastest, within $10^{-6}$ of it (relative). The checker passes float64 tensors of many base
-# pairs at once, two of them one part in a million apart. There float64 cannot order two values of
-# the drift near its top, so a search that compares them does not pass: derive where it peaks.
+# pairs at once, with a budget of operations and Python lines that a closed form fits and no search does
+# (on the drift or its slope, in float64 or in decimals): derive where it peaks.
 # The pair of a head of $d$ features whose angle drifts fastest is then one of the two whole numbers
 # around $d x/2$ (the fastest drift, not the worst harm: once angles pass a full turn, a slower pair can
 # be as scrambled).
