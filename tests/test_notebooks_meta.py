@@ -217,9 +217,11 @@ def test_index_shows_the_same_map_twice():
     """00_index shows the map at a glance before the conventions, and again with the evidence at the end:
     the same methods with the same marks. Columns: 1, 2a, 2b, 3, 4, 5."""
     glance, again = _index_map("## The map at a glance"), _index_map("## The map again, with the evidence")
-    assert len(glance) == 9 and glance == again and {len(row) for row in glance} == {7}
     col = {"1": 1, "2a": 2, "2b": 3, "3": 4, "4": 5, "5": 6}
     name = lambda row: re.sub(r" \(ch\. [\d, ]+\)$", "", row[0])  # noqa: E731
+    # the glance names the methods bare; the evidence adds the chapters that treat each: same names, same marks
+    assert all(re.search(r" \(ch\. [\d, ]+\)$", row[0]) for row in again) and not any("(ch." in row[0] for row in glance)
+    assert len(glance) == 9 and glance == [[name(row)] + row[1:] for row in again] and {len(row) for row in glance} == {7}
     assert {mark for row in glance for mark in row[1:]} == {"✔", "✘", "~", "–", "?", "[7]", "[9]"}
     # column 5 of the axial forms is left to chapter 9 (its Exercise 3 asks for it)
     assert {name(row) for row in glance if row[col["5"]] == "[9]"} == {

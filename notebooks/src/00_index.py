@@ -105,53 +105,31 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # ## The map at a glance
 #
 # Nine ways to give a transformer positions, against five questions: ✔ yes, ✘ no, ~ partly, – does not
-# apply, ? not tested here (for learned tables: training decides). In place of a mark, [7] or [9] is a mark that chapter 7 or 9 gives after
-# asking you to predict it; (ch. …) after a method's name lists the chapters that treat it. Read the
-# map now as the route of the course: its entries use words the chapters teach, so skim them. It comes back further down this
-# page with the rule behind each column and the evidence for each entry.
+# apply, ? not tested here; [7] or [9] is a mark that chapter 7 or 9 gives after asking you to predict it.
+# Skim the map now as the route of the course; at the end of this page it comes back with each method
+# in a phrase, the reason for each entry and where it is tested.
 #
-# The methods, in one phrase each: **NoPE**, no code at all; **integer**, the position $i$ added to
-# every feature; **normalised**, $i/m$ for a sequence of length $m$; **binary**, the bits of $i$ as
-# features; **sinusoidal**, sines and cosines of $i$ at $d/2$ frequencies; **learned absolute**, one
-# trained vector per position; **relative** (Shaw, T5), a learned term for each offset $j - i$ (up to a
-# clip, or per bucket) that enters the scores (Shaw's also enters the values); **RoPE**, queries and keys turned by angles that grow with
-# their position; **ALiBi**, a penalty on each score that grows with the distance (its *symmetric*
-# form gives a key before the query and one after it the same penalty).
-#
-# The five questions:
-#
-# 1. **Told apart.** When two other tokens a query sees trade places, can its output change? This is what
-#    property 1's unique codes are for, tested where it matters, inside a layer; a unique code can still
-#    get a ~, when a LayerNorm after the sum erases it.
-# 2. **Fixed shift**, property 2, asked of the codes and then of the scores:
-#    - 2a. Is moving every position by $k$ one fixed *affine* map of the codes (a matrix and an added
-#      vector), the same wherever you start and in a sequence of any length? (RoPE's "code" is its rotation
-#      $R_m$; relative terms and ALiBi have none.)
-#    - 2b. For every head, does the position-only part of the score of a query at $i$ and a key at
-#      $i + k$ depend on $k$ alone? For a code added to the token that part is $p_i^\top A\,p_{i+k}$ ($A$ the
-#      head's query-key matrix); the cross terms of a token with a code, such as $x_i^\top A\,p_{i+k}$, depend on
-#      where the key stands for every added code that varies with position.
+# 1. **Told apart.** When two tokens a query sees trade places, can its output change?
+# 2. **Fixed shift.** 2a: is moving every position by $k$ one fixed affine map of the codes?
+#    2b: does the position-only part of a score depend on the offset $k$ alone?
 # 3. **Longer sequences.** Does a model trained on short sequences still work on longer ones?
 # 4. **Deterministic.** Do the codes come from a fixed rule, with nothing learned?
 # 5. **n-D.** Is the 2-D form, for images, free of faults the 1-D form does not have?
 #
 # | method | 1 told apart | 2a one map between codes | 2b scores offset-only | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|---|
-# | none (NoPE) (ch. 1, 7, 8, 9) | ✘ | – | – | [7] | – | ~ |
-# | integer $i\cdot\mathbf 1$ (ch. 2, 9) | ~ LayerNorm | ✔ | ✘ | ? | ✔ | [9] |
-# | normalised $i/m$ (ch. 2, 9) | ~ LayerNorm | ✘ | ✘ | ? | ✔ | [9] |
-# | binary (ch. 2, 9) | ~ LayerNorm merges two | ✘ | ✘ | ? | ✔ | [9] |
-# | sinusoidal (ch. 3, 7, 9) | ✔ | ✔ | ✘ | [7] | ✔ | [9] |
-# | learned absolute (ch. 2, 7) | ? | ? | ✘ | ✘ | ✘ | ~ |
-# | relative: Shaw, T5 (ch. 4, 7) | ~ | – | ✔ | [7] | ✘ | ✔ |
-# | RoPE (ch. 5, 7, 8, 9) | ✔ | ✔ | ✔ | [7] | ✔ | [9] |
-# | ALiBi (ch. 6, 7) | ✔ not the symmetric form | – | ✔ | [7] | ✔ | ~ |
+# | none (NoPE) | ✘ | – | – | [7] | – | ~ |
+# | integer $i\cdot\mathbf 1$ | ~ | ✔ | ✘ | ? | ✔ | [9] |
+# | normalised $i/m$ | ~ | ✘ | ✘ | ? | ✔ | [9] |
+# | binary | ~ | ✘ | ✘ | ? | ✔ | [9] |
+# | sinusoidal | ✔ | ✔ | ✘ | [7] | ✔ | [9] |
+# | learned absolute | ? | ? | ✘ | ✘ | ✘ | ~ |
+# | relative: Shaw, T5 | ~ | – | ✔ | [7] | ✘ | ✔ |
+# | RoPE | ✔ | ✔ | ✔ | [7] | ✔ | [9] |
+# | ALiBi | ✔ | – | ✔ | [7] | ✔ | ~ |
 #
-# "~ LayerNorm": column 1 is graded with a LayerNorm after the sum too. A LayerNorm subtracts each vector's
-# mean, which removes all of $i\cdot\mathbf 1$ and $(i/m)\cdot\mathbf 1$, and it merges binary's all-zero and
-# all-one codes; an RMSNorm (the kind of norm Llama uses) erases neither for a generic token, though it
-# squeezes the integer code's far positions together. For the relative row, chapter 7 trains T5's buckets
-# (no Shaw model).
+# Column 3 waits for chapter 7's experiment and the axial entries of column 5 for chapter 9: guess
+# those marks before you get there.
 
 # %% [markdown] slideshow={"slide_type": "skip"}
 # ## Conventions
@@ -314,65 +292,79 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # %% [markdown] slideshow={"slide_type": "skip"}
 # ## The map again, with the evidence
 #
-# Read this part after the chapters it cites: it uses their words and their library functions. The map
-# at a glance, now with a few words for each entry and, below it, a short note per method that
-# says where the entry is tested. ✔ yes, ✘ no, ~ partly, – does not apply, ? not tested here (for learned tables: training decides); [7] and [9] are marks
-# chapter 7 or 9 gives. A chapter named in an entry is where the entry is tested. The few entries no chapter tests are checked in the cells
-# after the notes, in cells for columns 1, 2, 3 and 5, each right after a paragraph that says
-# what it checks.
+# Read this part after the chapters it cites: it uses their words and their library functions. It repeats
+# the map at a glance, with the same marks, to add the evidence: a few words for each entry, and below the
+# table a short note per method. A chapter named in an entry is where the entry is tested; the few entries
+# no chapter tests are checked in the cells for columns 1, 2, 3 and 5 after the notes, each right after a
+# paragraph that says what it checks. ✔ yes, ✘ no, ~ partly, – does not apply, ? not tested here (for
+# learned tables: training decides); [7] and [9] are marks chapter 7 or 9 gives, listed at the end of this
+# part. (ch. …) after a method's name lists the chapters that treat it.
 #
-# * **Column 1** asks whether one layer can tell positions apart. The test: two different tokens, neither
-#   of them the query, trade places. Can the query's output change? Without positions and without a mask
-#   it never can (chapter 1).
-#   - ✔: every such swap of two tokens the query sees can change its output, within the range the entry
-#     gives, in every setting: with or without a causal mask, with or without a LayerNorm before the layer
-#     (a LayerNorm removes each vector's mean and scale). A ✔ needs one layer and one query on which every
-#     swap shows (one head, or for non-symmetric ALiBi its pair of heads looking opposite ways, each alone
-#     missing the swaps its mask hides); the cells find one (the middle query of 20 positions). For the sinusoids and RoPE the
-#     reason is general: no two positions share pair 0's angle, as $\theta_0 = 1$ radian is no rational
-#     multiple of $2\pi$, so before any normalisation the keys at two places always differ in what the head
-#     sees (behind a LayerNorm, the 512-position check and the swap test back the mark).
-#   - ~: only some swaps can, or only in some settings, under the condition the entry names. The integer
-#     and normalised codes: none with a LayerNorm, which erases them. An RMSNorm, as in Llama, Qwen and
-#     Gemma, does not erase them outright, but it divides by a spread that grows with $i$, so far positions
-#     come ever closer; the ~ is graded for a LayerNorm. A ✘ or ~ comes from the method's structure (a
-#     LayerNorm erasing a constant code, mirror keys under symmetric ALiBi), the same for every head and
-#     query.
+# The methods, in one phrase each: **NoPE**, no code at all; **integer**, the position $i$ added to
+# every feature; **normalised**, $i/m$ for a sequence of length $m$; **binary**, the bits of $i$ as
+# features; **sinusoidal**, sines and cosines of $i$ at $d/2$ frequencies; **learned absolute**, one
+# trained vector per position; **relative** (Shaw, T5), a learned term for each offset $j - i$ (up to a
+# clip, or per bucket) that enters the scores (Shaw's also enters the values); **RoPE**, queries and keys turned by angles that grow with
+# their position; **ALiBi**, a penalty on each score that grows with the distance (its *symmetric*
+# form gives a key before the query and one after it the same penalty).
+#
+# * **Column 1** asks whether one layer can tell positions apart: property 1, tested inside a layer.
 #   - Example, without a mask: swap the keys one before and one after a query. Under RoPE the output
-#     changes (✔); under symmetric ALiBi it does not (that form alone would get ~). Column 1's cell runs
-#     both, and NoPE's case below.
-#   - Limits. "Can" is about the method in exact arithmetic: the cells test 20 positions in float64; where a
-#     weight falls below what float64 shows (a far key under a steep ALiBi slope, or the integer code's
-#     scores, which grow with $i \cdot j$ and saturate the softmax), that is a question of numbers the map
-#     does not grade. A code can be unique (property 1) and still get a ~: the integer code
-#     $i\cdot\mathbf 1$ is unique, but a LayerNorm erases it. And the column grades the swap test only, not
-#     everything a layer can compute: a causal layer with no code can still compute its own position when
-#     the first token is marked (NoPE's note).
-# * **Column 2** asks property 2 twice. **2a**, of the codes: does one affine map take $p_i$ to $p_{i+k}$ at
-#   every position, the same map in a sequence of any length? For RoPE the "code" is the rotation $R_m$,
-#   and $R_{m+k} = R_k R_m$ (the conventions cell); relative terms and ALiBi have no code (–). **2b**, of
-#   the scores: for a head with any weights, does the position-only part of the score of a query at $i$
-#   and a key at $i + k$ depend on $k$ alone, wherever the pair stands? For an added code that part is
-#   $p_i^\top A\,p_{i+k}$; the cross terms of tokens with codes depend on the positions themselves for
-#   every added code that varies with position, so 2b asks only about the position-only term. An added code passes only if it is
-#   one vector up to sign, $p_i = \pm c\,u$, constant or alternating: at offset 0, $p_i^\top A\,p_i$ equal
-#   for every $A$ means the matrix $p_i\,p_i^\top$ is the same for every $i$, so $p_i = \pm c\,u$; offset 1
-#   then fixes the signs, all equal or alternating. Such a code fails column 1, as positions two apart share
-#   a code. No code here is of that kind
-#   (column 2's cell checks the matrices on every coded row); relative terms, ALiBi and RoPE pass. For RoPE the score of a query vector $u$ at $m$ and a key vector $v$ at $n$
-#   is $(R_m u)^\top R_n v = u^\top R_{n-m}\,v$, whatever the weights that made $u$ and $v$ (the conventions
-#   cell checks it on random ones). 2a does not give 2b: the integer code and the sinusoids have the map,
-#   and a random head's position-only term still moves with the positions (column 2's cell). NoPE has neither codes nor
-#   a positional part of its scores, so there is nothing to shift (–).
+#     changes (✔); under symmetric ALiBi it does not, and on the palindrome "a b c b a" its mirror
+#     positions get identical outputs (that form alone would get ~). Column 1's cell runs both.
+#   - The rule: two different tokens, neither of them the query, trade places. Can the query's output
+#     change? Without positions and without a mask it never can (chapter 1). ✔: every such swap of two
+#     tokens the query sees can change its output, within the range the entry gives, in every setting:
+#     with or without a causal mask, with or without a LayerNorm before the layer (a LayerNorm removes each
+#     vector's mean and scale). ~: only some swaps can, or only in some settings, under the condition the
+#     entry names. A ✔ needs one layer and one query on which every swap shows (one head, or for
+#     non-symmetric ALiBi its pair of heads looking opposite ways, each alone missing the swaps its mask
+#     hides); the cells find one (the middle query of 20 positions). For the sinusoids and RoPE the reason
+#     is general: no two positions share pair 0's angle, as $\theta_0 = 1$ radian is no rational multiple
+#     of $2\pi$, so before any normalisation the keys at two places always differ in what the head sees
+#     (behind a LayerNorm, the 512-position check and the swap test back the mark). A ✘ or ~ comes from
+#     the method's structure (a LayerNorm erasing a constant code, mirror keys under symmetric ALiBi), the
+#     same for every head and query.
+#   - Limits. A code can be unique (property 1) and still get a ~: a LayerNorm erases the integer code
+#     $i\cdot\mathbf 1$ and the normalised one. An RMSNorm, as in Llama, Qwen and Gemma, does not erase
+#     them outright, but it divides by a spread that grows with $i$, so far positions come ever closer;
+#     the ~ is graded for a LayerNorm. "Can" is about the method in exact arithmetic: the cells test 20
+#     positions in float64; where a weight falls below what float64 shows (a far key under a steep ALiBi
+#     slope, or the integer code's scores, which grow with $i \cdot j$ and saturate the softmax), that is a
+#     question of numbers the map does not grade. And the column grades the swap test only: a causal
+#     layer with no code can still compute its own position when the first token is marked (NoPE's note).
+# * **Column 2** asks property 2 twice, of the codes (2a) and of the scores (2b).
+#   - Example: the integer code has one affine map, $p_{i+k} = p_i + k\cdot\mathbf 1$ (2a ✔), yet a
+#     head's score of positions $a$ and $b$ is $p_a^\top A\,p_b = ab\,(\mathbf 1^\top A\mathbf 1)$ ($A$ the
+#     head's query-key matrix), which depends on the positions, not on $b - a$ (2b ✘). Under RoPE the score
+#     of a query vector $u$ at $m$ and a key vector $v$ at $n$ is $(R_m u)^\top R_n v = u^\top R_{n-m}\,v$,
+#     whatever the weights that made $u$ and $v$ (2b ✔; the conventions cell checks it on random ones).
+#   - The rule. 2a: does one affine map take $p_i$ to $p_{i+k}$ at every position, the same map in a
+#     sequence of any length? For RoPE the "code" is the rotation $R_m$, and $R_{m+k} = R_k R_m$ (the
+#     conventions cell); relative terms and ALiBi have no code (–). 2b: for a head with any weights, does
+#     the position-only part of the score of a query at $i$ and a key at $i + k$ depend on $k$ alone,
+#     wherever the pair stands? For an added code that part is $p_i^\top A\,p_{i+k}$; the cross terms of
+#     tokens with codes, such as $x_i^\top A\,p_{i+k}$, depend on the positions themselves for every added
+#     code that varies with position, so 2b asks only about the position-only term. NoPE has neither
+#     codes nor a positional part of its scores, so there is nothing to shift (–).
+#   - Limits. An added code passes 2b only if it is one vector up to sign, $p_i = \pm c\,u$, constant or
+#     alternating: at offset 0, $p_i^\top A\,p_i$ equal for every $A$ means the matrix $p_i\,p_i^\top$ is
+#     the same for every $i$, so $p_i = \pm c\,u$; offset 1 then fixes the signs, all equal or alternating.
+#     Such a code fails column 1, as positions two apart share a code. No code here is of that kind
+#     (column 2's cell checks the matrices on every coded row); relative terms, ALiBi and RoPE pass. 2a
+#     does not give 2b: the sinusoids have the map too, and a random head's position-only term still moves
+#     with the positions (column 2's cell).
 # * **Column 3** has its rules beside its cell, below.
-# * **Column 5** asks only for a fault that is new in n-D (property 5). A fault the 1-D form already has
-#   counts in its own column. ~: the 2-D form has such a fault, which the entry names (no row here loses
-#   the places themselves, which would be ✘). It grades one 2-D form per family; for learned absolute
-#   positions, ViT's table with one row per patch in raster order. The relative terms are graded with one
-#   entry per 2-D offset, as in Swin (a vision transformer that attends within windows of image
-#   patches). RoPE and the integer, normalised, binary and sinusoidal codes take their **axial** form,
-#   each feature following one axis only, half of them the row and half the column; the map leaves that
-#   form's mark to chapter 9 ([9]).
+# * **Column 5** asks only for a fault that is new in n-D (property 5).
+#   - Example: the map's 2-D ALiBi, a slope times the distance, gives the patch left of a query and the
+#     one above it the same bias, a tie of two directions at a right angle that no 1-D form has (~).
+#   - The rule: a fault the 1-D form already has counts in its own column. ~: the 2-D form has such a
+#     fault, which the entry names (no row here loses the places themselves, which would be ✘). It grades
+#     one 2-D form per family; for learned absolute positions, ViT's table with one row per patch in raster
+#     order. The relative terms are graded with one entry per 2-D offset, as in Swin (a vision transformer
+#     that attends within windows of image patches). RoPE and the integer, normalised, binary and
+#     sinusoidal codes take their **axial** form, each feature following one axis only, half of them the
+#     row and half the column; the map leaves that form's mark to chapter 9 ([9]).
 #
 # | method | 1 told apart | 2a one map between codes | 2b scores offset-only | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|---|
@@ -393,10 +385,9 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # et al.'s Theorem 1): the position is not given, but it is not lost either. What a swap does to the other
 # rows is chapter 1's Exercise 5.
 #
-# **Integer and normalised codes** ([chapter 2](02_integer_binary.ipynb) §1–2). The integer code's shift
-# is affine, yet a head's score $p_a^\top A\,p_b = ab\,(\mathbf 1^\top A\mathbf 1)$ for positions $a$ and
-# $b$ depends on the positions, not on $b - a$; the normalised code's shift $+(k/m)\cdot\mathbf 1$ changes
-# with the length $m$ (column 2's cell for both).
+# **Integer and normalised codes** ([chapter 2](02_integer_binary.ipynb) §1–2). The integer code is
+# column 2's example; the normalised code's shift $+(k/m)\cdot\mathbf 1$ changes with the length $m$
+# (column 2's cell for both).
 #
 # **Binary code.** Least squares finds exact affine maps at some $k \ge 2^{d-2}$; all but
 # $k = 2^{d-1}$ come from the table's edge (it stops at $2^d - 1$): with the positions wrapped around
@@ -426,8 +417,7 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # **RoPE.** Past its training length it meets angles it never saw: [chapter 7](07_beyond.ipynb) §2
 # rescales them (PI, NTK, YaRN, Llama 3's) and §3 measures what that buys.
 #
-# **ALiBi.** Only the symmetric encoder form misses swaps: the mirror positions of a palindrome get
-# identical outputs (column 1's cell). The causal form of Press et al. and the non-symmetric encoder form
+# **ALiBi.** Only the symmetric encoder form misses swaps (column 1's example). The causal form of Press et al. and the non-symmetric encoder form
 # (source `003` shows it; each head looks one way, half back and half ahead) tell those keys apart. In n-D
 # the map grades a slope times the Euclidean distance, the form of CROMA's 2D-ALiBi (Fuller et al.,
 # NeurIPS 2023; a citation, not run here).
@@ -440,8 +430,8 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # weighs it and CoPE (positions counted by learned gates, not by tokens).
 #
 # **Column 5: the axial rows.** Learned rows, NoPE and ALiBi are graded as their entries and column 5's
-# cell say. In the axial form each feature follows one axis only (for RoPE and the sinusoids, each pair
-# turns with one; column 5's cell, for RoPE). Whether that adds a 2-D fault is chapter 9's Exercise 3, left
+# cell say. For RoPE and the sinusoids, each pair of the axial form turns with one axis (column 5's cell,
+# for RoPE). Whether that adds a 2-D fault is chapter 9's Exercise 3, left
 # to it on purpose; [chapter 9](09_beyond_1d.ipynb) answers it right after ("After Exercise 3: the additive
 # codes") and gives the mark, for axial RoPE and for every code added to the token, with the setting it
 # grades. Chapter 9's other 2-D forms are not graded in the map.
@@ -765,17 +755,16 @@ print("column 2b, a random head's score of positions 3 apart moves by more than 
 
 
 # %% [markdown] slideshow={"slide_type": "skip"}
-# **Column 3, checked in the next cell.** Three rules, one for every row:
+# **Column 3, checked in the next cell.** Example: chapter 2's learned table keeps its rows 32 to 63,
+# past its training length of 32, at their initial values, and its model is right inside the training
+# length and mostly wrong past it: ✘. Three rules, one for every row:
 #
+# * ✘ where a chapter measures the failure, as there.
 # * [7] where [chapter 7](07_beyond.ipynb) §3's train-short, test-long experiment trains the method:
 #   NoPE, sinusoidal, RoPE, ALiBi and, for the relative row, T5. (It trains learned positions too, whose
-#   table has no rows past the training length, so they cannot run there; their ✘ is the rule below.)
-#   Its "Predict first" asks for these marks
-#   before the measurement; right after its summary ("For the index's map"), chapter 7 gives them by a
-#   rule it states, with their seeds and controls.
-# * ✘ where a chapter measures the failure: chapter 2's learned table keeps its rows 32 to 63, past its
-#   training length of 32, at their initial values, and its model is right inside the training length and
-#   mostly wrong past it.
+#   table has no rows past the training length, so they cannot run there; their ✘ is the rule above.)
+#   Its "Predict first" asks for these marks before the measurement; right after its summary ("For the
+#   index's map"), chapter 7 gives them by a rule it states, with their seeds and controls.
 # * ? where no model is trained (the integer, normalised and binary codes): each meets values training
 #   never showed, as the cell asserts, but whether a model fails on them is not measured here. An integer code 1000 tokens in has length 8000 in a 64-wide model; past a training length
 #   of $2^b$ positions, bit $b$ turns on, a value training never showed; a normalised code gives every
@@ -834,6 +823,59 @@ assert (raster(0, 3, 4), raster(1, 0, 4)) == (3, 4)  # 3 columns apart, adjacent
 assert raster(1, 0, 4) - raster(0, 0, 4) == 4  # right below: 4 indices apart
 assert raster(1, 0, 4) != raster(1, 0, 6)  # a learned row per raster index: the same patch, rows 4 and 6
 print("raster index of the patch at row 1, column 0, on a 4- and a 6-wide grid:", raster(1, 0, 4), raster(1, 0, 6))
+
+
+# %% [markdown] slideshow={"slide_type": "skip"}
+# **After chapters 7 and 9: the marks they give.** This gives away what those chapters ask you to
+# predict: read it once you have made your guesses. Column 3, by chapter 7 §3's rule (a method keeps a
+# task when its mean over three seeds at 512 tokens, eight times the training length of 64, is within 0.1
+# of its mean at 64; ✔ if it keeps all three tasks, ✘ if none, ~ otherwise): sinusoidal ✘, RoPE ✘, ALiBi
+# ~, T5 ~, NoPE ~. Column 5, from chapter 9's "After Exercise 3": ~ for axial RoPE and for the axial
+# integer, normalised, binary and sinusoidal codes (with no LayerNorm between the sum and the head).
+# Against a fixed query, a key's row and its column add separate parts to its score, so the four diagonal
+# neighbours' scores obey $S(1,1) + S(-1,-1) = S(1,-1) + S(-1,1)$, and no head scores both main-diagonal
+# neighbours above both anti-diagonal ones. The cell recomputes column 3 from chapter 7's stored run
+# (`results/extrapolation.json`) and checks the identity on a random head for each axial form; a
+# sinusoid of the raster index, not axial, breaks it (the control).
+
+# %% slideshow={"slide_type": "skip"}
+# After chapters 7 and 9: column 3 from chapter 7's stored run; column 5's identity for the axial forms
+from posenc_lib.experiments import extrapolation as ex  # noqa: E402
+
+runs = ex.load_results()  # results/extrapolation.json
+cfg = runs["config"]
+assert (cfg["train_len"], cfg["train_len"] * max(cfg["eval_multiples"]), len(cfg["seeds"]), len(runs["tasks"])) == (
+    64, 512, 3, 3)
+fall = {m: [ex.accuracy(runs, t, m)[64]["mean"] - ex.accuracy(runs, t, m)[512]["mean"] for t in runs["tasks"]]
+        for m in ("none", "sinusoidal", "t5", "rope", "alibi")}  # the mean's fall from 64 to 512 tokens, per task
+kept = {m: sum(f <= 0.1 for f in falls) for m, falls in fall.items()}
+column_3 = {m: "✔" if k == len(runs["tasks"]) else "✘" if k == 0 else "~" for m, k in kept.items()}
+assert column_3 == {"none": "~", "sinusoidal": "✘", "t5": "~", "rope": "✘", "alibi": "~"}
+
+g = torch.Generator().manual_seed(7)
+row, col = 5, 5  # the query's patch; its four diagonal neighbours are (row +- 1, col +- 1)
+corners = [(1, 1), (-1, -1), (1, -1), (-1, 1)]
+diagonal_gap = lambda S: abs(S(1, 1) + S(-1, -1) - S(1, -1) - S(-1, 1)) / max(abs(S(*o)) for o in corners)  # noqa: E731
+one_axis = {"integer": pl.integer_positions(16, 8).double(),
+            "normalised": (torch.arange(16, dtype=torch.float64) / 16)[:, None].expand(16, 8),
+            "binary": pl.binary_positions(16, 8).double(), "sinusoidal": pl.sinusoidal_positions(16, 8, dtype=torch.float64)}
+gaps = {}
+for name, side in one_axis.items():  # token + [code(row), code(col)], 8 features per axis, read by a random head
+    q, x = torch.randn(2, 16, generator=g, dtype=torch.float64)
+    A = torch.randn(16, 16, generator=g, dtype=torch.float64)
+    gaps[name] = diagonal_gap(lambda dr, dc: (q @ A @ (x + torch.cat([side[row + dr], side[col + dc]]))).item())
+q, k = torch.randn(2, 1, 16, generator=g, dtype=torch.float64)  # axial RoPE, d = 16: a query and a key vector
+turn = lambda v, r, c: pl.apply_rope_2d(v, torch.tensor([r]), torch.tensor([c]))[0]  # noqa: E731
+gaps["RoPE"] = diagonal_gap(lambda dr, dc: (turn(q, row, col) @ turn(k, row + dr, col + dc)).item())
+assert max(gaps.values()) < 1e-9  # every axial form: the identity holds
+raster_code = pl.sinusoidal_positions(256, 16, dtype=torch.float64)  # the control: one sinusoid per raster index
+x, A = torch.randn(16, generator=g, dtype=torch.float64), torch.randn(16, 16, generator=g, dtype=torch.float64)
+q = torch.randn(16, generator=g, dtype=torch.float64)
+raster_gap = diagonal_gap(lambda dr, dc: (q @ A @ (x + raster_code[(row + dr) * 16 + col + dc])).item())
+assert raster_gap > 1e-3  # not axial: the identity breaks
+print("column 3 after chapter 7:", column_3)
+print("column 5, the diagonal identity holds for the axial forms:", {n: bool(v < 1e-9) for n, v in gaps.items()},
+      "· for a sinusoid of the raster index:", bool(raster_gap < 1e-9))
 
 
 # %% [markdown] slideshow={"slide_type": "skip"}
