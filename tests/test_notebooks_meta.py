@@ -214,9 +214,13 @@ def _index_map(heading: str) -> list[list[str]]:
 
 
 def test_index_shows_the_same_map_twice():
-    """00_index shows the map at a glance before the conventions, and again with the evidence at the end:
-    the same methods with the same marks. Columns: 1, 2a, 2b, 3, 4, 5."""
-    glance, again = _index_map("## The map at a glance"), _index_map("## The map again, with the evidence")
+    """00_index shows the map at a glance before the conventions, and again with the evidence in the appendix
+    at the end, after the lecture plan: the same methods with the same marks. Columns: 1, 2a, 2b, 3, 4, 5."""
+    appendix = "## Appendix: the map with its evidence (read after chapter 9)"
+    glance, again = _index_map("## The map at a glance"), _index_map(appendix)
+    text = (NB_DIR / "src" / "00_index.py").read_text()
+    headings = re.findall(r"^# (## .*)$", text, re.M)  # the page's sections, in order (### not counted)
+    assert headings[-1] == appendix and headings.index("## The map at a glance") < headings.index("## Conventions")
     col = {"1": 1, "2a": 2, "2b": 3, "3": 4, "4": 5, "5": 6}
     name = lambda row: re.sub(r" \(ch\. [\d, ]+\)$", "", row[0])  # noqa: E731
     # the glance names the methods bare; the evidence adds the chapters that treat each: same names, same marks

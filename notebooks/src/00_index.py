@@ -19,14 +19,14 @@
 # `posenc_lib`. A chapter writes out only a one-liner such as $i/m$, or a form it then checks
 # against the library. Chapters 1 to 9 have self-checking exercises near their end, and the appendix on
 # speed, off the teaching path, has two. Lecturers: the plan for teaching with them is under "How to
-# use these notebooks in class", at the end of this page.
+# use these notebooks in class", below.
 #
 # The course follows five Chinese blog posts on positional encodings and RoPE, cited as sources `000`
 # to `004`; where they slip, a chapter says so and its closing "Errata in the sources" corrects them
 # in the open.
 #
 # How the chapters check their own text, which versions they run and how to use a GPU: see
-# "About these notebooks", at the end of this page.
+# "About these notebooks", below.
 
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline
@@ -73,7 +73,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 #
 # The map below grades each method on five questions close to these properties. Where the properties come
 # from, and where this course departs from its sources: "Where properties 1 and 2 part from source `001`",
-# after the conventions.
+# in the appendix at the end of this page.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## The chapters
@@ -107,16 +107,15 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # Nine ways to give a transformer positions, against five questions: ✔ yes, ✘ no, ~ partly, – does not
 # apply, ? not tested here (for learned tables: training decides); [7] or [9] is a mark that chapter 7 or 9
 # gives after asking you to predict it.
-# Skim the map now as the route of the course; at the end of this page it comes back with each method
-# in a phrase, the reason for each entry and where it is tested.
+# Skim the map now as the route of the course; the appendix at the end of this page repeats it with
+# each method in a phrase, the reason for each entry and where it is tested.
 #
-# 1. **Told apart.** A swap test: when two tokens a query sees trade places, can its output change? (A
-#    unique code can still fail it: the map with the evidence, at the end, says why.)
-# 2. **Fixed shift.** 2a: is moving every position by $k$ one fixed affine map of the codes?
-#    2b: does the position-only part of a score (codes only, no tokens) depend on the offset $k$ alone?
+# 1. **Told apart.** If two of the tokens a token attends to trade places, can its output change?
+# 2. **Fixed shift.** 2a: does one rule turn every position's code into the code $k$ places later?
+#    2b: do positions enter the attention scores only through how far apart two tokens are?
 # 3. **Longer sequences.** Does a model trained on short sequences still work on longer ones?
 # 4. **Deterministic.** Do the codes come from a fixed rule, with nothing learned?
-# 5. **n-D.** Is the 2-D form, for images, free of faults the 1-D form does not have?
+# 5. **n-D.** Does the form for images (2-D) work without a fault the 1-D form does not have?
 #
 # | method | 1 told apart | 2a one map between codes | 2b scores offset-only | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|---|
@@ -129,6 +128,9 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # | relative: Shaw, T5 | ~ | – | ✔ | [7] | ✘ | ✔ |
 # | RoPE | ✔ | ✔ | ✔ | [7] | ✔ | [9] |
 # | ALiBi | ✔ | – | ✔ | [7] | ✔ | ~ |
+#
+# ~ in column 1: unique codes that a LayerNorm after the sum erases or merges (integer, normalised, binary),
+# or far positions that share one term (Shaw, T5). ALiBi's ✔ leaves out its symmetric form (~).
 #
 # Column 3 waits for chapter 7's experiment and the axial entries of column 5 for chapter 9: guess
 # those marks before you get there.
@@ -201,106 +203,98 @@ assert torch.allclose(signed, torch.stack([at(10, 13), at(10, 7)]))  # r = -3: t
 print("the conventions table matches the library")
 
 # %% [markdown] slideshow={"slide_type": "skip"}
-# ## Where properties 1 and 2 part from source `001`
+# ## About these notebooks
 #
-# Read this section after chapters 1 and 2: it uses their causal masks, affine maps and least squares.
+# **What "checked" means here.** Each statement about a number, a shape, an equality or an
+# ordering that a chapter makes in its text (a derivation's result, "the two outputs are
+# identical", "a shift by $k$ positions is one rotation $M_k$") is followed by a cell that asserts it,
+# so a notebook that runs top to bottom has checked its own text, on the instances its cells run. Statements about history
+# and about papers ("Press et al. report …") are cited, not asserted; statements about
+# what other libraries do are asserted by running them on tiny offline inputs through their
+# public API where the lock installs them (PyTorch, transformers), and cited otherwise (fairseq,
+# microsoft/DeBERTa); the few that only a library's code shows are checked in
+# `tests/test_upstream_claims.py`. Results of training runs are asserted as orderings only
+# where the seeds separate them; a higher mean without that separation is reported as a null or
+# thin result (chapters 6 to 9 say where).
 #
-# Where the five properties come from: source `001` lists them, after a blog post it cites as 参考文献1
-# (the reference list is empty in our copy). The properties, the route from integer to binary codes and
-# the dog example match Christopher Fleetwood's Hugging Face post "You could have designed state of the art
-# positional encoding" (2024). Properties 1 and 2 part from `001` here, as this section says and checks.
-# Source `002` lists four, quoted from a Zhihu post it links (位置编码的需求: a unique position per token, a fixed spacing
-# between codes, sentences of any length, a deterministic code): properties 1 to 4. Where a question of the
-# map asks more or less than its property, the map's rules further down say why.
+# **Versions.** `make lab`, Binder and conda install the locked versions of
+# `requirements/lab.txt`; `make test` takes `requirements/test.txt`, the same versions plus the
+# test tools and, on Linux x86-64, Triton. Colab is the exception: each chapter's first cell keeps
+# Colab's own PyTorch and installs only the locked transformers there, so on Colab the last digits of
+# an output may differ from the stored ones. The stored outputs were made with the test lock (only
+# the appendix's Triton cell tells the two apart, and says so), and the claims about other
+# libraries were checked against these versions. The first code cell of this page prints the ones you run; a
+# chapter names a version only where a claim is about that version's code (chapter 9's erratum).
 #
-# **Property 1 states its conditions here.** `001` says that two positions sharing a code would get
-# 完全一致, completely identical, outputs, 根据前面推导的性质 (by the property derived before: its dog example,
-# equal tokens and no mask). We make those conditions explicit and check the other cases. It holds for equal
-# tokens at the two places, in a layer without a causal mask. Different tokens there get different queries. Under a causal mask the two places see
-# different prefixes. Either way their outputs differ for random weights and tokens. (Without codes,
-# chapter 1's Exercise 4 asks for an exception under a causal mask.) The cell below checks all three on
-# one random head (weights of std 1). It then checks both differences on 50 more random heads at the usual
-# scale (weights of std $1/\sqrt d$; codes and tokens of std 1): the outputs are more than 1e-3 apart
-# every time. Special heads make exceptions: one that puts all its weight on one key both places see (the
-# cell builds it with a large bias on that key) is one; others, such as a zero value matrix, are as contrived. Its two outputs are then that key's value, equal for different tokens and under a causal mask alike (checked too, on the last of the 50 heads). The
-# harm of a shared code is elsewhere. Without a mask the layer cannot tell which of the two places each
-# token stands at, so swapping the two tokens only swaps their output rows (checked too). That is chapter
-# 1's blindness to order in small.
+# **Devices.** The chapters compute on the CPU on every machine, GPU or not: their examples are
+# small, and the CPU prints the digits stored here and has float64. To use your GPU, start
+# JupyterLab with `POSENC_DEVICE=cuda` (or `mps`, or `auto` for the best one present): random inputs
+# are still drawn on the CPU, so only last digits may move; the experiments take `--device cuda`.
+
+# %% [markdown] slideshow={"slide_type": "skip"}
+# ## How to use these notebooks in class
 #
-# **Property 2 is wider here than in the sources, on purpose.** `001` names it 线性相关性, a *linear*
-# relation. The integer code $p_i = i\cdot\mathbf 1$, which `001` counts as having it, has no linear map
-# from $p_i$ to $p_{i+k}$, only the affine $p_i \mapsto p_i + k\cdot\mathbf 1$: counting from 0, a linear
-# map sends $p_0 = 0$ to $0$, not to $p_k = k\cdot\mathbf 1$; counting from 1, it sends $p_2 = 2p_1$ to
-# $2p_{1+k} = (2 + 2k)\cdot\mathbf 1$, not to $p_{2+k} = (2+k)\cdot\mathbf 1$.
-# So we ask for an affine map, which the integer code's ✔ in the map stands for; the sinusoids meet the
-# strict, linear form too (chapter 3 §4 proves it; the cell checks it at k = 3). The cell checks the integer code both ways, with
-# `pl.affine_shift_residual` (the map's checks below use it: 0 means one affine map moves every
-# position $k$ steps).
+# **Before the lecture.** `make lab` opens the notebooks in JupyterLab; run the chapter top to
+# bottom once (Run → Run All Cells), so that every widget is live. `make slides` builds a
+# reveal.js deck of each chapter from the same cells (`slide`, `subslide`, `fragment` and
+# `skip` are set on every cell); the deck shows the static figures and works offline, so
+# keep it as a fallback and switch to JupyterLab for the widgets. This page's deck stops after the map
+# at a glance: the rest of the page is reference.
+#
+# **During the lecture.** Every chapter follows the same rhythm: a paragraph says what the
+# next cell will show, the cell shows it and asserts it. Before running an assert, ask the
+# room to predict the outcome ("will the two dogs get the same output?"), then run it. Every
+# widget comes after a static figure of the same thing: explain the static figure, then move
+# the sliders.
+#
+# **Exercises.** Each chapter from 1 to 9 ends with 3–5 exercises; the appendix has two (a count of a training step's bytes, and an in-place backward rotation)
+# (`tests/test_notebooks_meta.py` checks both). A learner's cell prints
+# "not attempted yet" until it holds an answer; the checker then says what is right or wrong
+# and gives a hint. The worked solution sits in the next, collapsed cell, and a locked cell
+# checks it. To grade, `make student` writes the students' copies without the solutions
+# (nbgrader's `generate_assignment`) and `POSENC_GRADING=1 nbgrader autograde` scores the
+# returned ones (TEACHING.md, "Student copies and grading with nbgrader").
 
-# %% slideshow={"slide_type": "skip"}
-g = torch.Generator().manual_seed(0)
-w_q, w_k, w_v = torch.randn(3, 8, 8, generator=g, dtype=torch.float64)  # one random head, d = 8
-code = torch.randn(4, 8, generator=g, dtype=torch.float64)
-code[3] = code[1]  # positions 1 and 3 share a code
-equal = torch.randn(4, 8, generator=g, dtype=torch.float64)
-equal[3] = equal[1]  # the same token at positions 1 and 3
-unequal = equal.clone()
-unequal[3] = torch.randn(8, generator=g, dtype=torch.float64)  # another token at position 3
-
-
-def head(tokens, causal=False, bias=None):
-    h = tokens + code
-    return pl.attention(h @ w_q, h @ w_k, h @ w_v, causal=causal, bias=bias)[0]  # the outputs
-
-
-assert torch.allclose(head(equal)[1], head(equal)[3])  # equal tokens, shared code: identical outputs
-assert not torch.allclose(head(unequal)[1], head(unequal)[3], atol=1e-3)  # different tokens: not
-assert not torch.allclose(head(equal, causal=True)[1], head(equal, causal=True)[3], atol=1e-3)  # causal: not
-swapped = [0, 3, 2, 1]  # the tokens at positions 1 and 3 trade places
-torch.testing.assert_close(head(unequal[swapped]), head(unequal)[swapped])  # only their rows trade places
-apart = {"different tokens": 0, "causal mask": 0}
-for seed in range(50):  # 50 more draws: how often each difference shows
-    gs = torch.Generator().manual_seed(100 + seed)
-    w_q, w_k, w_v = torch.randn(3, 8, 8, generator=gs, dtype=torch.float64) / 8**0.5  # std 1 / sqrt(d)
-    code = torch.randn(4, 8, generator=gs, dtype=torch.float64)
-    code[3] = code[1]
-    equal = torch.randn(4, 8, generator=gs, dtype=torch.float64)
-    equal[3] = equal[1]
-    unequal = equal.clone()
-    unequal[3] = torch.randn(8, generator=gs, dtype=torch.float64)
-    apart["different tokens"] += not torch.allclose(head(unequal)[1], head(unequal)[3], atol=1e-3)
-    apart["causal mask"] += not torch.allclose(head(equal, causal=True)[1], head(equal, causal=True)[3], atol=1e-3)
-assert apart == {"different tokens": 50, "causal mask": 50}
-one_key = torch.zeros(4, 4, dtype=torch.float64)
-one_key[:, 0] = 1e9  # a head that puts all its weight on key 0, which both places see: the exception
-assert torch.allclose(head(unequal, bias=one_key)[1], head(unequal, bias=one_key)[3])  # different tokens, same output
-assert torch.allclose(head(equal, causal=True, bias=one_key)[1], head(equal, causal=True, bias=one_key)[3])  # causal too
-print("shared code: identical outputs for equal tokens without a causal mask; in 50 more random heads,",
-      "outputs more than 1e-3 apart:", apart)
-
-ints = pl.integer_positions(16, 4, dtype=torch.float64)  # p_i = i * 1 for i = 0 .. 15, d = 4
-for table in (ints, ints + 1):  # counted from 0 (this course) and from 1 (source 001)
-    src, dst = table[:-3], table[3:]  # every pair (p_i, p_(i+3))
-    linear = torch.linalg.lstsq(src, dst).solution  # the best single matrix M with p_i M = p_(i+3)
-    assert (src @ linear - dst).norm() > 0.1 * dst.norm()  # not exact: no linear map (why: below)
-    assert pl.affine_shift_residual(table, 3) < 1e-9  # exact: p -> p + 3 * 1
-assert ints[0].abs().sum() == 0 and ints[3].abs().sum() > 0  # from 0: a linear map sends p_0 = 0 to 0, not to p_3
-assert torch.equal((ints + 1)[1], 2 * (ints + 1)[0]) and not torch.equal((ints + 1)[4], 2 * (ints + 1)[3])  # from 1: p_2 = 2 p_1, p_5 != 2 p_4
-sines = pl.sinusoidal_positions(16, 4, dtype=torch.float64)
-assert (sines[:-3] @ torch.linalg.lstsq(sines[:-3], sines[3:]).solution - sines[3:]).norm() < 1e-9  # linear, b = 0
-print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 1); sinusoids: an exact linear one")
+# %% [markdown] slideshow={"slide_type": "skip"}
+# ### A 50-minute path per chapter
+#
+# Each chapter is one 50-minute session: 40 minutes along its path, from the slides or the
+# live notebook, with the widgets of the "show live" column shown in their sections, then 10
+# minutes to start the exercises assigned in class; the rest are homework. § numbers are the
+# chapter's sections, minutes in brackets; each row's minutes add up to 40, except rows 0 and 1
+# (chapter 0's 10 and chapter 1's 30 share one session) and row A, reading only. This is the one copy of the lecture plan (the README links here; `tests/test_notebooks_meta.py`
+# checks its sections, widgets and exercises against the chapters).
+#
+# | chapter | 50-minute path | show live | assign |
+# |---|---|---|---|
+# | 0 `00_index` | the first 10 minutes of the session on chapter 1: the five properties a positional encoding should have, and the map at a glance, column 3 left for chapter 7 and the axial entries of column 5 for chapter 9 (10) | — | — |
+# | 1 `01_why_positions` | §1 attention without positions, derive $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$ and why the softmax commutes (10), why a block with several heads keeps it and a causal mask breaks it (5) → §2–3 the dog demo, then add positions (5) → §4 permute the sentence: the two static figures, then the three predictions with the widget and their answers (10); §5 (the demo's weights and biases, the source's formula) as reading | §4 `permute_widget`: choose the order and the code (none, sinusoidal, one vector at every place, one repeating every 3 places), and let the room predict which rows light up | `passes_through`, `shift_not_shuffle` in class; `blind_query`, `causal_twins`, `changed_rows` at home |
+# | 2 `02_integer_binary` | §1 integer codes, their size against a normalised token, and the LayerNorm that erases them (8) → §2 normalised codes (3) → §3 binary codes: fast and slow bits, jumpy steps, source `002`'s reasons against them (8) → §4 "is there a fixed affine map to $p_{i+k}$?": let the room guess, run least squares, then the proof for every width (10) → §5 bits as sinusoids (3) → §6 learned tables: what they learn, the copied-rows control, why they stop at the training length (8) | §4 `misfit_widget` (binary, Gray and sinusoidal codes; try $k = 3$, then 16) | `bit_counter` in class; `exact_offsets`, `gray_wave` at home |
+# | 3 `03_sinusoids` | §1 the formula (10) → §2 heatmap (5) → §4 a shift by $k$ is one rotation $M_k$ (10) → §5 why a sine and a cosine (5) → §6 similarity vs distance, and when an attention score depends only on the offset (10); §3, §7–8 as reading | §2 `pe_widget`: d, length, base, layout; §6 `dot_widget`: base, range | `offset_from_codes` in class; `offset_only_score`, `slow_pairs` at home |
+# | 4 `04_relative` | §1 the four terms of an absolute score (10) → §2 Shaw (10) → §3 Transformer-XL and its relative shift (10) → §4 T5 buckets: the formula and the last bucket (10); §5 DeBERTa, §6 one view, §7 the methods side by side as reading | §4 buckets, max distance, bidirectional | `xl_rel_shift`, `t5_rows_read` in class; `t5_last_bucket`, `deberta_tied_rows` at home |
+# | 5 `05_rope` | §1 rotations (5) → §2 deriving RoPE in the complex plane (10) → §3 $R_m$ and the offset $n-m$ (5) → §4 q and k in every layer; v only if each output is rotated back (5) → §6 implementations, one or two forms (5) → §8 long-term decay (5) → §10 score pattern (5); §5 the worked example, §7, §9, §11 as reading | §8 `decay_widget`: d, base; §10 score map: d, base, start, angles in (with float32 angles the pattern survives a start of 100 000; with bf16 angles (bfloat16, a 16-bit float far coarser than float32) it breaks, §9's lesson) | `rope_undirected`, `rope_first_slow_pair` in class; `rope_tilted_frequencies` at home |
+# | 6 `06_alibi` | §1 slopes (10) → §2 bias matrices (10) → §3 the $+m_h j$ shortcut (5) → §4 ALiBi inside attention and a first look at longer inputs (10) → §6 which encodings fit linear attention (5); §5, §7 and the end section *Going further* (read after chapter 7: ALiBi's trained models past their training length) as reading | §4 the last query's weights: input length, heads H | `ring_bias`, `alibi_shared_bias` in class; `one_row_bias`, `alibi_far_share` at home |
+# | 7 `07_beyond` | §1 NoPE: the causal mask is a counter (10) → §2 why RoPE meets unseen angles past $L_0$, and PI, NTK, YaRN, Llama 3 (15) → §3 train short, test long: three tasks, three seeds, reading error bars; the attention of the trained models; the dictionary-moved control and the marks for this page's column 3 (15); §3's "Going further" asides (is YaRN's failure dilution, two more mechanisms, NoPE in a sliding window, how many orderings could be luck, the lookup gap and its 84 placements) as reading | §2 `scaling_widget` (the scale factor s, every method at once) | `counter_merge`, `stale_cache_pair` in class; `one_base_in_range` at home |
+# | 8 `08_rope_in_models` | §1 read a config: the table and the wavelength figure (5) → §2 partial, decoupled (DeepSeek) and proportional RoPE, fast and slow pairs, Gemma 3's bases (10) → §3 attention factors of Phi-3 and DeepSeek-V3 (5) → §4 q and k, not v naively; the KV cache, double rotation and stale caches (10) → §5 iRoPE: the temperature, chunked RoPE layers and the extrapolation run (10); §6 (check your own RoPE: `posenc-inspect`, `diagnose_rope`) as reading | §2 `fraction_widget`: the fraction $p$ and the base, partial against proportional | `cache_rotations`, `deepseek_mscales` in class; `needle_scale`, `context_shift` at home |
+# | 9 `09_beyond_1d` | §1 raster vs axial RoPE: the right and the lower neighbour, the (Δrow, Δcol) score map, then (t, h, w) (10) → §2 MRoPE: text at (p, p, p) is 1-D RoPE, the mixed-sequence ids and why they continue at max + 1, which pairs turn with which axis (10) → §3 CoPE: open gates give relative positions, gates on "." count sentences, what counting costs (10) → the flip-flop results (a task: each read must return the last bit written, past instructions to ignore) (10); errata as reading | §1 `grid_widget`: move the query patch, axial against raster; §2 `allocation_widget`: build an allocation; §3 `gate_widget`: the gate logits on full stops and on words | `previous_frame_head`, `two_counters` in class; `diagonal_head` at home |
+# | A `10_making_it_fast` | reading only: the appendix on speed (loops vs vectorised calls, passes over memory, the C kernel, the Triton kernel under Triton's interpreter) | — | `tables_in_a_step`, `rotate_back_in_place` at home |
+#
+# A short course takes chapters 1, 3, 5 and 6 (and 7 if time allows), with chapter 2's §5, which chapter 3
+# builds on; a single guest
+# lecture on RoPE can take the slides of chapter 5 alone.
 
 
 # %% [markdown] slideshow={"slide_type": "skip"}
-# ## The map again, with the evidence
+# ## Appendix: the map with its evidence (read after chapter 9)
 #
-# Read this part after the chapters it cites: it uses their words and their library functions. It repeats
-# the map at a glance, with the same marks, to add the evidence: a few words for each entry, and below the
-# table a short note per method. A chapter named in an entry is where the entry is tested; the few entries
+# This part uses the chapters' words and library functions. It repeats the map at a glance, with the
+# same marks, to add the evidence: a few words for each entry, and below the table a short note per
+# method. A chapter named in an entry is where the entry is tested; the few entries
 # no chapter tests are checked in the cells for columns 1, 2, 3 and 5 after the notes, each right after a
 # paragraph that says what it checks. ✔ yes, ✘ no, ~ partly, – does not apply, ? not tested here (for
 # learned tables: training decides); [7] and [9] are marks chapter 7 or 9 gives, listed at the end of this
-# part. (ch. …) after a method's name lists the chapters that treat it.
+# part. (ch. …) after a method's name lists the chapters that treat it. Where the five properties come
+# from closes it.
 #
 # The methods, in one phrase each: **NoPE**, no code at all; **integer**, the position $i$ added to
 # every feature; **normalised**, $i/m$ for a sequence of length $m$; **binary**, the bits of $i$ as
@@ -316,12 +310,13 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 #     positions get identical outputs (that form alone would get ~). Column 1's cell runs both.
 #   - The rule: two different tokens, neither of them the query, trade places. Can the query's output
 #     change? Without positions and without a mask it never can (chapter 1). ✔: every such swap of two
-#     tokens the query sees can change its output, within the range the entry gives, in every setting:
-#     with or without a causal mask, with or without a LayerNorm before the layer (a LayerNorm removes each
-#     vector's mean and scale). ~: only some swaps can, or only in some settings, under the condition the
-#     entry names. A ✔ needs one layer and one query on which every swap shows (one head, or for
-#     non-symmetric ALiBi its pair of heads looking opposite ways, each alone missing the swaps its mask
-#     hides); the cells find one (the middle query of 20 positions). For the sinusoids and RoPE the reason
+#     tokens the query sees can change its output, at any distance, in every setting: with or without a
+#     causal mask, with or without a LayerNorm before the layer (a LayerNorm removes each vector's mean and
+#     scale). ~: only some swaps can, or only in some settings, under the condition the entry names. A
+#     method that tells positions apart only up to a range (binary's $2^d$ positions, Shaw's clip, T5's
+#     buckets) gets at most ~. A ✔ needs one layer and one query on which every swap shows; the cells find
+#     one, the middle query of 20 positions. For non-symmetric ALiBi that layer is its pair of heads
+#     looking opposite ways: each alone misses the swaps its mask hides. For the sinusoids and RoPE the reason
 #     is general: no two positions share pair 0's angle, as $\theta_0 = 1$ radian is no rational multiple
 #     of $2\pi$, so before any normalisation the keys at two places always differ in what the head sees
 #     (behind a LayerNorm, the 512-position check and the swap test back the mark). A ✘ or ~ comes from
@@ -344,18 +339,18 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 #   - The rule. 2a: does one affine map take $p_i$ to $p_{i+k}$ at every position, the same map in a
 #     sequence of any length? For RoPE the "code" is the rotation $R_m$, and $R_{m+k} = R_k R_m$ (the
 #     conventions cell); relative terms and ALiBi have no code (–). 2b: for a head with any weights, does
-#     the position-only part of the score of a query at $i$ and a key at $i + k$ depend on $k$ alone,
-#     wherever the pair stands? For an added code that part is $p_i^\top A\,p_{i+k}$; the cross terms of
-#     tokens with codes, such as $x_i^\top A\,p_{i+k}$, depend on the positions themselves for every added
-#     code that varies with position, so 2b asks only about the position-only term. NoPE has neither
-#     codes nor a positional part of its scores, so there is nothing to shift (–).
-#   - Limits. An added code passes 2b only if it is one vector up to sign, $p_i = \pm c\,u$, constant or
-#     alternating: at offset 0, $p_i^\top A\,p_i$ equal for every $A$ means the matrix $p_i\,p_i^\top$ is
-#     the same for every $i$, so $p_i = \pm c\,u$; offset 1 then fixes the signs, all equal or alternating.
-#     Such a code fails column 1, as positions two apart share a code. No code here is of that kind
-#     (column 2's cell checks the matrices on every coded row); relative terms, ALiBi and RoPE pass. 2a
-#     does not give 2b: the sinusoids have the map too, and a random head's position-only term still moves
-#     with the positions (column 2's cell).
+#     every part of the score of a query at $i$ and a key at $i + k$ that involves positions involve them
+#     only through $k$, wherever the pair stands? For an added code those parts are $p_i^\top A\,p_{i+k}$
+#     and the cross terms of tokens with codes, such as $x_i^\top A\,p_{i+k}$. Shaw's term
+#     $x_i W_Q\,(a^K_{k})^\top$ involves the query's token, but the positions only through $k$ (✔), as T5's
+#     bias, ALiBi's and RoPE's $u^\top R_k\,v$ do. NoPE has neither codes nor a positional part of its
+#     scores, so there is nothing to shift (–).
+#   - Limits. An added code passes 2b only if it is the same at every position: a cross term
+#     $x^\top A\,p_j$ with $A$ a single 1 in row $a$, column $b$ and $x$ the $a$-th unit vector reads
+#     feature $b$ of $p_j$, so every feature must be the same at every $j$. Such a code carries no position
+#     (✘ in column 1); no code here is one (column 2's cell). 2a does not give 2b: the sinusoids have the
+#     map too, and a random head's position-only term $p_i^\top A\,p_{i+k}$ still moves with the
+#     positions (column 2's cell).
 # * **Column 3** has its rules beside its cell, below.
 # * **Column 5** asks only for a fault that is new in n-D (property 5).
 #   - Example: the map's 2-D ALiBi, a slope times the distance, gives the patch left of a query and the
@@ -372,15 +367,15 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 #
 # | method | 1 told apart | 2a one map between codes | 2b scores offset-only | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|---|
-# | none (NoPE) (ch. 1, 7, 8, 9) | ✘ one layer treats the tokens a query sees as a set; a causal mask only chooses which it sees (ch. 1); a second causal layer can tell order apart (ch. 7 §1, column 1's cell) | – no code | – no positional part in the scores | [7] given after chapter 7 §3, after your prediction | – nothing to fix | ~ raster order gives one index (image patches in a causal decoder; argued from the index arithmetic, no model runs) |
+# | none (NoPE) (ch. 1, 7, 8, 9) | ✘ one layer treats the tokens a query sees as a set; a causal mask only chooses which it sees (ch. 1); a second causal layer can tell order apart (ch. 1's summary) | – no code | – no positional part in the scores | [7] given after chapter 7 §3, after your prediction | – nothing to fix | ~ raster order gives one index (image patches in a causal decoder; argued from the index arithmetic, no model runs) |
 # | integer $i\cdot\mathbf 1$ (ch. 2, 9) | ~ a LayerNorm erases it | ✔ affine: $p \mapsto p + k\cdot\mathbf 1$ | ✘ a head's score of positions $a$, $b$ is $ab\,\mathbf 1^\top A\mathbf 1$ | ? not trained; its values grow without bound | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
 # | normalised $i/m$ (ch. 2, 9) | ~ a LayerNorm erases it | ✘ one map per length ($p_0$ is the same at every length, $p_3$ is not) | ✘ a random head's scores move with the positions | ? not trained; every code changes with the length, as position interpolation's angles do (chapter 7 §2) | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
 # | binary (ch. 2, 9) | ~ up to $2^d$ positions; behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge | ✘ no affine map for small $k$ | ✘ a random head's scores move with the positions | ? not trained; past $2^b$ positions a bit training never set | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
 # | sinusoidal (ch. 3, 7, 9) | ✔ even behind a LayerNorm (the swap test; and all 512 codes at $d = 16$ stay distinct after one) | ✔ a rotation $M_k$ | ✘ a random head's scores move with the positions (the plain dot product does not) | [7] given after chapter 7 §3 | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
-# | learned absolute (ch. 2, 7) | ? training decides (a random table, where it starts, passes) | ? training decides (a random table has none; chapter 2 §6's trained tables build much of one) | ✘ only one vector up to sign passes (column 2's rule) | ✘ no rows past `max_len`, and rows past the training length never trained | ✘ learned | ~ rows depend on the grid's width (argued from the index arithmetic; no model runs) |
+# | learned absolute (ch. 2, 7) | ? training decides (a random table, where it starts, passes) | ? training decides (a random table has none; chapter 2 §6's trained tables build much of one) | ✘ only a code equal at every position passes (column 2's rule) | ✘ no rows past `max_len`, and rows past the training length never trained | ✘ learned | ~ rows depend on the grid's width (argued from the index arithmetic; no model runs) |
 # | relative: Shaw, T5 (ch. 4, 7) | ~ far offsets share one term: Shaw's clip, T5's buckets | – no code | ✔ one learned term per offset (or bucket) | [7] T5's, given after chapter 7 §3; no Shaw model trained | ✘ learned entries (a fixed rule picks which) | ✔ one term per 2-D offset |
 # | RoPE (ch. 5, 7, 8, 9) | ✔ even without a mask | ✔ the rotations compose: $R_{m+k} = R_k R_m$ | ✔ the score is $u^\top R_{n-m}\,v$ for any weights | [7] given after chapter 7 §3 | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
-# | ALiBi (ch. 6, 7) | ✔ the causal form (45 swaps of 45) and the non-symmetric one (171 of 171); the symmetric encoder form only ~: without a mask, a key $k$ before and one $k$ after look alike | – no code | ✔ bias $-m_h(i-j)$ | [7] given after chapter 7 §3 (measured at the end of chapter 6 too) | ✔ fixed slopes (a variant in source `003` learns them) | ~ left and above share a bias, a tie at a right angle no 1-D form has |
+# | ALiBi (ch. 6, 7) | ✔ graded for the causal form (all 45 swaps of the keys that the middle of 20 queries sees under the mask change its output) and the non-symmetric encoder form (all 171 without a mask); the symmetric encoder form alone would get ~: without a mask, a key $k$ before and one $k$ after look alike | – no code | ✔ bias $-m_h(i-j)$ | [7] given after chapter 7 §3 | ✔ fixed slopes (a variant in source `003` learns them) | ~ left and above share a bias, a tie at a right angle no 1-D form has |
 #
 # The notes below add only what the table's entries leave out.
 #
@@ -399,8 +394,8 @@ print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 
 # cell, $d$ = 4 to 6). So the mark is ✘: one map for one offset of the $2^d - 1$ is too little for a ~.
 #
 # **Learned absolute.** Nothing in the method asks for distinct rows or a shift map; training decides,
-# so columns 1 and 2a leave it ungraded (?); column 2b it fails, trained or not, unless its rows are one
-# vector up to sign. The table where training starts, a random one, has rows distinct at any
+# so columns 1 and 2a leave it ungraded (?); column 2b it fails, trained or not, unless its rows are all
+# equal. The table where training starts, a random one, has rows distinct at any
 # scale (column 1's cells run std 1 and std 0.02, transformers' start for BERT and GPT-2, which chapter 2
 # §6 measures) and no affine
 # map joins them (column 2's cell). What training then builds depends on the data. On chapter 2 §6's
@@ -634,11 +629,7 @@ print("integer code, no LayerNorm: the middle query's weight on key 19 (no mask)
 # instead: the swap changes the query's output, and no pair of the palindrome ties. Then T5's decoder
 # buckets (one-directional, 32 of them, `max_distance` 128) give every past distance below 16 its own
 # bucket and put 16, 17 and 18 in one, far short of 128: under a causal mask, the keys 16 and 18 before a
-# query trade places without changing its output; those 14 and 15 before it do change it. And NoPE's ✘ is
-# one layer's: under a causal mask, a first layer's outputs differ by position (each sees a different
-# prefix), so a second layer can tell order apart. Two causal layers with no positions, each added to its
-# input: swapping the tokens at positions 2 and 7 leaves the last query's output as it was after one layer
-# and changes it after two.
+# query trade places without changing its output; those 14 and 15 before it do change it.
 
 # %% slideshow={"slide_type": "skip"}
 # Column 1 (iv): symmetric ALiBi and RoPE on five tokens; T5's shared buckets
@@ -670,23 +661,6 @@ seq = torch.randn(20, 8, generator=g5, dtype=torch.float64)  # 20 different toke
 far, near = [0, 3, 2, 1] + list(range(4, 20)), list(range(4)) + [5, 4] + list(range(6, 20))
 torch.testing.assert_close(t5(seq[far])[19], t5(seq)[19])  # distances 18 and 16 trade places: one bucket, no change
 assert not torch.allclose(t5(seq[near])[19], t5(seq)[19], atol=1e-3)  # distances 15 and 14: two buckets, a change
-layer2 = torch.randn(3, 8, 8, generator=g5, dtype=torch.float64) / 8**0.5  # a second random head, d = 8
-
-
-def nope(x, layers):
-    """Causal attention layers with no positions, each added to its input (a residual stream)."""
-    for w_q, w_k, w_v in layers:
-        x = x + pl.attention(x @ w_q, x @ w_k, x @ w_v, causal=True)[0]
-    return x
-
-
-two_seven = [0, 1, 7, 3, 4, 5, 6, 2] + list(range(8, 20))  # the tokens at positions 2 and 7 trade places
-one, two = [(wq_a, wk_a, wv_a)], [(wq_a, wk_a, wv_a), tuple(layer2)]
-torch.testing.assert_close(nope(seq[two_seven], one)[19], nope(seq, one)[19])  # one layer: the last query cannot tell
-assert not torch.allclose(nope(seq[two_seven], two)[19], nope(seq, two)[19], atol=1e-3)  # two layers: it can
-print("NoPE, causal, last query, tokens 2 and 7 swapped: output changed after one layer:",
-      not torch.allclose(nope(seq[two_seven], one)[19], nope(seq, one)[19]), "· after two:",
-      not torch.allclose(nope(seq[two_seven], two)[19], nope(seq, two)[19], atol=1e-3))
 print("T5, last query: output unchanged when the keys 18 and 16 back trade places:",
       torch.allclose(t5(seq[far])[19], t5(seq)[19]), "· when 15 and 14 back do:",
       torch.allclose(t5(seq[near])[19], t5(seq)[19], atol=1e-3))
@@ -751,9 +725,7 @@ alibi_3 = pl.alibi_bias(1, 64, dtype=torch.float64)[0].diagonal(-3)  # ALiBi: qu
 relative_3 = torch.randn(127, generator=torch.Generator().manual_seed(6), dtype=torch.float64)[
     pl.relative_positions(64) + 63].diagonal(-3)  # one learned term per offset j - i: the same lookup
 assert alibi_3.unique().numel() == 1 and relative_3.unique().numel() == 1  # one value for every pair 3 apart
-outer_differs = {name: not torch.allclose(torch.outer(c[0], c[1]), torch.outer(c[5], c[6]))
-                 for name, c in column_2b.items()}  # p_i p_(i+1)^T at i = 0 and i = 5
-assert all(outer_differs.values())  # so some head scores positions 0, 1 and 5, 6 differently, for every code
+assert all((c != c[0]).any() for c in column_2b.values())  # no code is the same at every position
 print("column 2b, a random head's score of positions 3 apart moves by more than 0.1 with where they stand:",
       sorted(spread_2b), "· ALiBi and a per-offset term: one value:", alibi_3.unique().numel() == relative_3.unique().numel() == 1)
 
@@ -842,20 +814,12 @@ print("raster index of the patch at row 1, column 0, on a 4- and a 6-wide grid:"
 # mean (0.15). T5's and NoPE's marks also rest on the 0.1: every threshold from 0.06 to 0.14 gives these
 # marks; above, T5 gets ✔; below, NoPE gets ✘ (chapter 7 scans them).
 #
-# Column 5, from chapter 9's "After Exercise 3": ~ for axial RoPE and for the axial integer, normalised,
-# binary and sinusoidal codes. Against a fixed query, a key's row and its column add separate parts to
-# its score, so for one key token at the four diagonal neighbours the scores obey
-# $S(1,1) + S(-1,-1) = S(1,-1) + S(-1,1)$, and no head scores both main-diagonal neighbours above both
-# anti-diagonal ones. For the added codes that needs no LayerNorm between the sum and the head: a
-# pre-LayerNorm block, the common case, breaks the identity, a setting column 5 leaves ungraded (column 1
-# grades with and without it).
-# RoPE turns q and k after any norm, so its ~ holds either way. The cell recomputes column 3 from
-# chapter 7's stored run (`results/extrapolation.json`) and checks the identity on a random head for
-# each axial form; a sinusoid of the raster index, not axial, breaks it (the control), and so does a
-# LayerNorm of the axial sinusoids' sum.
+# Column 5: ~ for axial RoPE and for the axial integer, normalised, binary and sinusoidal codes, in the
+# setting chapter 9 states. Chapter 9 derives the mark after its Exercise 3; this page does not repeat it.
+# The cell recomputes column 3 from chapter 7's stored run (`results/extrapolation.json`).
 
 # %% slideshow={"slide_type": "skip"}
-# After chapters 7 and 9: column 3 from chapter 7's stored run; column 5's identity for the axial forms
+# After chapter 7: column 3 from its stored run
 from posenc_lib.experiments import extrapolation as ex  # noqa: E402
 
 runs = ex.load_results()  # results/extrapolation.json
@@ -883,111 +847,92 @@ assert [round(f, 2) for f in seed_falls["t5"][0]] == [0.07, 0.28, 0.09] and roun
 assert all(marks_at(k / 100) == column_3 for k in range(6, 15))  # every threshold from 0.06 to 0.14
 assert (marks_at(0.15)["t5"], marks_at(0.05)["none"]) == ("✔", "✘")  # above: T5 keeps all; below: NoPE none
 
-g = torch.Generator().manual_seed(7)
-row, col = 5, 5  # the query's patch; its four diagonal neighbours are (row +- 1, col +- 1)
-corners = [(1, 1), (-1, -1), (1, -1), (-1, 1)]
-diagonal_gap = lambda S: abs(S(1, 1) + S(-1, -1) - S(1, -1) - S(-1, 1)) / max(abs(S(*o)) for o in corners)  # noqa: E731
-one_axis = {"integer": pl.integer_positions(16, 8).double(),
-            "normalised": (torch.arange(16, dtype=torch.float64) / 16)[:, None].expand(16, 8),
-            "binary": pl.binary_positions(16, 8).double(), "sinusoidal": pl.sinusoidal_positions(16, 8, dtype=torch.float64)}
-gaps = {}
-for name, side in one_axis.items():  # token + [code(row), code(col)], 8 features per axis, read by a random head
-    q, x = torch.randn(2, 16, generator=g, dtype=torch.float64)
-    A = torch.randn(16, 16, generator=g, dtype=torch.float64)
-    gaps[name] = diagonal_gap(lambda dr, dc: (q @ A @ (x + torch.cat([side[row + dr], side[col + dc]]))).item())
-q, k = torch.randn(2, 1, 16, generator=g, dtype=torch.float64)  # axial RoPE, d = 16: a query and a key vector
-turn = lambda v, r, c: pl.apply_rope_2d(v, torch.tensor([r]), torch.tensor([c]))[0]  # noqa: E731
-gaps["RoPE"] = diagonal_gap(lambda dr, dc: (turn(q, row, col) @ turn(k, row + dr, col + dc)).item())
-assert max(gaps.values()) < 1e-9  # every axial form: the identity holds
-raster_code = pl.sinusoidal_positions(256, 16, dtype=torch.float64)  # the control: one sinusoid per raster index
-x, A = torch.randn(16, generator=g, dtype=torch.float64), torch.randn(16, 16, generator=g, dtype=torch.float64)
-q = torch.randn(16, generator=g, dtype=torch.float64)
-raster_gap = diagonal_gap(lambda dr, dc: (q @ A @ (x + raster_code[(row + dr) * 16 + col + dc])).item())
-assert raster_gap > 1e-3  # not axial: the identity breaks
-axial_sines = one_axis["sinusoidal"]  # and a LayerNorm of the axial sum, as in a pre-LayerNorm block: it breaks too
-ln_gap = diagonal_gap(lambda dr, dc: (q @ A @ torch.nn.functional.layer_norm(
-    x + torch.cat([axial_sines[row + dr], axial_sines[col + dc]]), (16,))).item())
-assert ln_gap > 1e-3
-print("chapter 7's and 9's marks reproduced from results/extrapolation.json and the library")
+print("column 3's marks reproduced from results/extrapolation.json")
 
 
 # %% [markdown] slideshow={"slide_type": "skip"}
-# ## About these notebooks
+# ### Where properties 1 and 2 part from source `001`
 #
-# **What "checked" means here.** Each statement about a number, a shape, an equality or an
-# ordering that a chapter makes in its text (a derivation's result, "the two outputs are
-# identical", "a shift by $k$ positions is one rotation $M_k$") is followed by a cell that asserts it,
-# so a notebook that runs top to bottom has checked its own text, on the instances its cells run. Statements about history
-# and about papers ("Press et al. report …") are cited, not asserted; statements about
-# what other libraries do are asserted by running them on tiny offline inputs through their
-# public API where the lock installs them (PyTorch, transformers), and cited otherwise (fairseq,
-# microsoft/DeBERTa); the few that only a library's code shows are checked in
-# `tests/test_upstream_claims.py`. Results of training runs are asserted as orderings only
-# where the seeds separate them; a higher mean without that separation is reported as a null or
-# thin result (chapters 6 to 9 say where).
+# Where the five properties come from: source `001` lists them, after a blog post it cites as 参考文献1
+# (the reference list is empty in our copy). The properties, the route from integer to binary codes and
+# the dog example match Christopher Fleetwood's Hugging Face post "You could have designed state of the art
+# positional encoding" (2024). Properties 1 and 2 part from `001` here, as this section says and checks.
+# Source `002` lists four, quoted from a Zhihu post it links (位置编码的需求: a unique position per token, a fixed spacing
+# between codes, sentences of any length, a deterministic code): properties 1 to 4. Where a question of the
+# map asks more or less than its property, the map's rules above say why.
 #
-# **Versions.** `make lab`, Binder and conda install the locked versions of
-# `requirements/lab.txt`; `make test` takes `requirements/test.txt`, the same versions plus the
-# test tools and, on Linux x86-64, Triton. Colab is the exception: each chapter's first cell keeps
-# Colab's own PyTorch and installs only the locked transformers there, so on Colab the last digits of
-# an output may differ from the stored ones. The stored outputs were made with the test lock (only
-# the appendix's Triton cell tells the two apart, and says so), and the claims about other
-# libraries were checked against these versions. The first code cell of this page prints the ones you run; a
-# chapter names a version only where a claim is about that version's code (chapter 9's erratum).
+# **Property 1 states its conditions here.** `001` says that two positions sharing a code would get
+# 完全一致, completely identical, outputs, 根据前面推导的性质 (by the property derived before: its dog example,
+# equal tokens and no mask). We make those conditions explicit and check the other cases. It holds for equal
+# tokens at the two places, in a layer without a causal mask. Different tokens there get different queries. Under a causal mask the two places see
+# different prefixes. Either way their outputs differ for random weights and tokens. (Without codes,
+# chapter 1's Exercise 4 asks for an exception under a causal mask.) The cell below checks all three on
+# one random head (weights of std 1). It then checks both differences on 50 more random heads at the usual
+# scale (weights of std $1/\sqrt d$; codes and tokens of std 1): the outputs are more than 1e-3 apart
+# every time. Special heads make exceptions: one that puts all its weight on one key both places see (the
+# cell builds it with a large bias on that key) is one; others, such as a zero value matrix, are as contrived. Its two outputs are then that key's value, equal for different tokens and under a causal mask alike (checked too, on the last of the 50 heads). The
+# harm of a shared code is elsewhere. Without a mask the layer cannot tell which of the two places each
+# token stands at, so swapping the two tokens only swaps their output rows (checked too). That is chapter
+# 1's blindness to order in small.
 #
-# **Devices.** The chapters compute on the CPU on every machine, GPU or not: their examples are
-# small, and the CPU prints the digits stored here and has float64. To use your GPU, start
-# JupyterLab with `POSENC_DEVICE=cuda` (or `mps`, or `auto` for the best one present): random inputs
-# are still drawn on the CPU, so only last digits may move; the experiments take `--device cuda`.
+# **Property 2 is wider here than in the sources, on purpose.** `001` names it 线性相关性, a *linear*
+# relation. The integer code $p_i = i\cdot\mathbf 1$, which `001` counts as having it, has no linear map
+# from $p_i$ to $p_{i+k}$, only the affine $p_i \mapsto p_i + k\cdot\mathbf 1$: counting from 0, a linear
+# map sends $p_0 = 0$ to $0$, not to $p_k = k\cdot\mathbf 1$; counting from 1, it sends $p_2 = 2p_1$ to
+# $2p_{1+k} = (2 + 2k)\cdot\mathbf 1$, not to $p_{2+k} = (2+k)\cdot\mathbf 1$.
+# So we ask for an affine map, which the integer code's ✔ in the map stands for; the sinusoids meet the
+# strict, linear form too (chapter 3 §4 proves it; the cell checks it at k = 3). The cell checks the integer code both ways, with
+# `pl.affine_shift_residual` (column 2's cell).
 
-# %% [markdown] slideshow={"slide_type": "skip"}
-# ## How to use these notebooks in class
-#
-# **Before the lecture.** `make lab` opens the notebooks in JupyterLab; run the chapter top to
-# bottom once (Run → Run All Cells), so that every widget is live. `make slides` builds a
-# reveal.js deck of each chapter from the same cells (`slide`, `subslide`, `fragment` and
-# `skip` are set on every cell); the deck shows the static figures and works offline, so
-# keep it as a fallback and switch to JupyterLab for the widgets. This page's deck stops after the map
-# at a glance: the rest of the page is reference.
-#
-# **During the lecture.** Every chapter follows the same rhythm: a paragraph says what the
-# next cell will show, the cell shows it and asserts it. Before running an assert, ask the
-# room to predict the outcome ("will the two dogs get the same output?"), then run it. Every
-# widget comes after a static figure of the same thing: explain the static figure, then move
-# the sliders.
-#
-# **Exercises.** Each chapter from 1 to 9 ends with 3–5 exercises; the appendix has two (a count of a training step's bytes, and an in-place backward rotation)
-# (`tests/test_notebooks_meta.py` checks both). A learner's cell prints
-# "not attempted yet" until it holds an answer; the checker then says what is right or wrong
-# and gives a hint. The worked solution sits in the next, collapsed cell, and a locked cell
-# checks it. To grade, `make student` writes the students' copies without the solutions
-# (nbgrader's `generate_assignment`) and `POSENC_GRADING=1 nbgrader autograde` scores the
-# returned ones (TEACHING.md, "Student copies and grading with nbgrader").
+# %% slideshow={"slide_type": "skip"}
+g = torch.Generator().manual_seed(0)
+w_q, w_k, w_v = torch.randn(3, 8, 8, generator=g, dtype=torch.float64)  # one random head, d = 8
+code = torch.randn(4, 8, generator=g, dtype=torch.float64)
+code[3] = code[1]  # positions 1 and 3 share a code
+equal = torch.randn(4, 8, generator=g, dtype=torch.float64)
+equal[3] = equal[1]  # the same token at positions 1 and 3
+unequal = equal.clone()
+unequal[3] = torch.randn(8, generator=g, dtype=torch.float64)  # another token at position 3
 
-# %% [markdown] slideshow={"slide_type": "skip"}
-# ### A 50-minute path per chapter
-#
-# Each chapter is one 50-minute session: 40 minutes along its path, from the slides or the
-# live notebook, with the widgets of the "show live" column shown in their sections, then 10
-# minutes to start the exercises assigned in class; the rest are homework. § numbers are the
-# chapter's sections, minutes in brackets; each row's minutes add up to 40, except rows 0 and 1
-# (chapter 0's 10 and chapter 1's 30 share one session) and row A, reading only. This is the one copy of the lecture plan (the README links here; `tests/test_notebooks_meta.py`
-# checks its sections, widgets and exercises against the chapters).
-#
-# | chapter | 50-minute path | show live | assign |
-# |---|---|---|---|
-# | 0 `00_index` | the first 10 minutes of the session on chapter 1: the five properties a positional encoding should have, and the map at a glance, column 3 left for chapter 7 and the axial entries of column 5 for chapter 9 (10) | — | — |
-# | 1 `01_why_positions` | §1 attention without positions, derive $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$ and why the softmax commutes (10), why a block with several heads keeps it and a causal mask breaks it (5) → §2–3 the dog demo, then add positions (5) → §4 permute the sentence: the two static figures, then the three predictions with the widget and their answers (10); §5 (the demo's weights and biases, the source's formula) as reading | §4 `permute_widget`: choose the order and the code (none, sinusoidal, one vector at every place, one repeating every 3 places), and let the room predict which rows light up | `passes_through`, `shift_not_shuffle` in class; `blind_query`, `causal_twins`, `changed_rows` at home |
-# | 2 `02_integer_binary` | §1 integer codes, their size against a normalised token, and the LayerNorm that erases them (8) → §2 normalised codes (3) → §3 binary codes: fast and slow bits, jumpy steps, source `002`'s reasons against them (8) → §4 "is there a fixed affine map to $p_{i+k}$?": let the room guess, run least squares, then the proof for every width (10) → §5 bits as sinusoids (3) → §6 learned tables: what they learn, the copied-rows control, why they stop at the training length (8) | §4 `misfit_widget` (binary, Gray and sinusoidal codes; try $k = 3$, then 16) | `bit_counter` in class; `exact_offsets`, `gray_wave` at home |
-# | 3 `03_sinusoids` | §1 the formula (10) → §2 heatmap (5) → §4 a shift by $k$ is one rotation $M_k$ (10) → §5 why a sine and a cosine (5) → §6 similarity vs distance, and when an attention score depends only on the offset (10); §3, §7–8 as reading | §2 `pe_widget`: d, length, base, layout; §6 `dot_widget`: base, range | `offset_from_codes` in class; `offset_only_score`, `slow_pairs` at home |
-# | 4 `04_relative` | §1 the four terms of an absolute score (10) → §2 Shaw (10) → §3 Transformer-XL and its relative shift (10) → §4 T5 buckets: the formula and the last bucket (10); §5 DeBERTa, §6 one view, §7 the methods side by side as reading | §4 buckets, max distance, bidirectional | `xl_rel_shift`, `t5_rows_read` in class; `t5_last_bucket`, `deberta_tied_rows` at home |
-# | 5 `05_rope` | §1 rotations (5) → §2 deriving RoPE in the complex plane (10) → §3 $R_m$ and the offset $n-m$ (5) → §4 q and k in every layer; v only if each output is rotated back (5) → §6 implementations, one or two forms (5) → §8 long-term decay (5) → §10 score pattern (5); §5 the worked example, §7, §9, §11 as reading | §8 `decay_widget`: d, base; §10 score map: d, base, start, angles in (with float32 angles the pattern survives a start of 100 000; with bf16 angles (bfloat16, a 16-bit float far coarser than float32) it breaks, §9's lesson) | `rope_undirected`, `rope_first_slow_pair` in class; `rope_tilted_frequencies` at home |
-# | 6 `06_alibi` | §1 slopes (10) → §2 bias matrices (10) → §3 the $+m_h j$ shortcut (5) → §4 ALiBi inside attention and a first look at longer inputs (10) → §6 which encodings fit linear attention (5); §5, §7 and the end section *Going further* (read after chapter 7: ALiBi's trained models past their training length) as reading | §4 the last query's weights: input length, heads H | `ring_bias`, `alibi_shared_bias` in class; `one_row_bias`, `alibi_far_share` at home |
-# | 7 `07_beyond` | §1 NoPE: the causal mask is a counter (10) → §2 why RoPE meets unseen angles past $L_0$, and PI, NTK, YaRN, Llama 3 (15) → §3 train short, test long: three tasks, three seeds, reading error bars; the attention of the trained models; the dictionary-moved control and the marks for this page's column 3 (15); §3's "Going further" asides (is YaRN's failure dilution, two more mechanisms, NoPE in a sliding window, how many orderings could be luck, the lookup gap and its 84 placements) as reading | §2 `scaling_widget` (the scale factor s, every method at once) | `counter_merge`, `stale_cache_pair` in class; `one_base_in_range` at home |
-# | 8 `08_rope_in_models` | §1 read a config: the table and the wavelength figure (5) → §2 partial, decoupled (DeepSeek) and proportional RoPE, fast and slow pairs, Gemma 3's bases (10) → §3 attention factors of Phi-3 and DeepSeek-V3 (5) → §4 q and k, not v naively; the KV cache, double rotation and stale caches (10) → §5 iRoPE: the temperature, chunked RoPE layers and the extrapolation run (10); §6 (check your own RoPE: `posenc-inspect`, `diagnose_rope`) as reading | §2 `fraction_widget`: the fraction $p$ and the base, partial against proportional | `cache_rotations`, `deepseek_mscales` in class; `needle_scale`, `context_shift` at home |
-# | 9 `09_beyond_1d` | §1 raster vs axial RoPE: the right and the lower neighbour, the (Δrow, Δcol) score map, then (t, h, w) (10) → §2 MRoPE: text at (p, p, p) is 1-D RoPE, the mixed-sequence ids and why they continue at max + 1, which pairs turn with which axis (10) → §3 CoPE: open gates give relative positions, gates on "." count sentences, what counting costs (10) → the flip-flop results (a task: each read must return the last bit written, past instructions to ignore) (10); errata as reading | §1 `grid_widget`: move the query patch, axial against raster; §2 `allocation_widget`: build an allocation; §3 `gate_widget`: the gate logits on full stops and on words | `previous_frame_head`, `two_counters` in class; `diagonal_head` at home |
-# | A `10_making_it_fast` | reading only: the appendix on speed (loops vs vectorised calls, passes over memory, the C kernel, the Triton kernel under Triton's interpreter) | — | `tables_in_a_step`, `rotate_back_in_place` at home |
-#
-# A short course takes chapters 1, 3, 5 and 6 (and 7 if time allows), with chapter 2's §5, which chapter 3
-# builds on; a single guest
-# lecture on RoPE can take the slides of chapter 5 alone.
+
+def head(tokens, causal=False, bias=None):
+    h = tokens + code
+    return pl.attention(h @ w_q, h @ w_k, h @ w_v, causal=causal, bias=bias)[0]  # the outputs
+
+
+assert torch.allclose(head(equal)[1], head(equal)[3])  # equal tokens, shared code: identical outputs
+assert not torch.allclose(head(unequal)[1], head(unequal)[3], atol=1e-3)  # different tokens: not
+assert not torch.allclose(head(equal, causal=True)[1], head(equal, causal=True)[3], atol=1e-3)  # causal: not
+swapped = [0, 3, 2, 1]  # the tokens at positions 1 and 3 trade places
+torch.testing.assert_close(head(unequal[swapped]), head(unequal)[swapped])  # only their rows trade places
+apart = {"different tokens": 0, "causal mask": 0}
+for seed in range(50):  # 50 more draws: how often each difference shows
+    gs = torch.Generator().manual_seed(100 + seed)
+    w_q, w_k, w_v = torch.randn(3, 8, 8, generator=gs, dtype=torch.float64) / 8**0.5  # std 1 / sqrt(d)
+    code = torch.randn(4, 8, generator=gs, dtype=torch.float64)
+    code[3] = code[1]
+    equal = torch.randn(4, 8, generator=gs, dtype=torch.float64)
+    equal[3] = equal[1]
+    unequal = equal.clone()
+    unequal[3] = torch.randn(8, generator=gs, dtype=torch.float64)
+    apart["different tokens"] += not torch.allclose(head(unequal)[1], head(unequal)[3], atol=1e-3)
+    apart["causal mask"] += not torch.allclose(head(equal, causal=True)[1], head(equal, causal=True)[3], atol=1e-3)
+assert apart == {"different tokens": 50, "causal mask": 50}
+one_key = torch.zeros(4, 4, dtype=torch.float64)
+one_key[:, 0] = 1e9  # a head that puts all its weight on key 0, which both places see: the exception
+assert torch.allclose(head(unequal, bias=one_key)[1], head(unequal, bias=one_key)[3])  # different tokens, same output
+assert torch.allclose(head(equal, causal=True, bias=one_key)[1], head(equal, causal=True, bias=one_key)[3])  # causal too
+print("shared code: identical outputs for equal tokens without a causal mask; in 50 more random heads,",
+      "outputs more than 1e-3 apart:", apart)
+
+ints = pl.integer_positions(16, 4, dtype=torch.float64)  # p_i = i * 1 for i = 0 .. 15, d = 4
+for table in (ints, ints + 1):  # counted from 0 (this course) and from 1 (source 001)
+    src, dst = table[:-3], table[3:]  # every pair (p_i, p_(i+3))
+    linear = torch.linalg.lstsq(src, dst).solution  # the best single matrix M with p_i M = p_(i+3)
+    assert (src @ linear - dst).norm() > 0.1 * dst.norm()  # not exact: no linear map (why: below)
+    assert pl.affine_shift_residual(table, 3) < 1e-9  # exact: p -> p + 3 * 1
+assert ints[0].abs().sum() == 0 and ints[3].abs().sum() > 0  # from 0: a linear map sends p_0 = 0 to 0, not to p_3
+assert torch.equal((ints + 1)[1], 2 * (ints + 1)[0]) and not torch.equal((ints + 1)[4], 2 * (ints + 1)[3])  # from 1: p_2 = 2 p_1, p_5 != 2 p_4
+sines = pl.sinusoidal_positions(16, 4, dtype=torch.float64)
+assert (sines[:-3] @ torch.linalg.lstsq(sines[:-3], sines[3:]).solution - sines[3:]).norm() < 1e-9  # linear, b = 0
+print("integer code, k = 3: no linear map, an exact affine one (from 0 and from 1); sinusoids: an exact linear one")
