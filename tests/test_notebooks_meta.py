@@ -239,6 +239,7 @@ def test_index_shows_the_same_map_twice():
                                                                       "normalised $i/m$"}  # no model trained
     learned = next(row for row in glance if row[0].startswith("learned absolute"))
     assert learned[1:4] == ["?", "?", "✘"]  # columns 1, 2a: training decides; 2b: no added code passes
+    assert learned[col["5"]] == "?"  # on a fixed grid ViT's 1-D table learns the 2-D layout: training decides
     assert {name(row) for row in glance if "?" in row[1:]} == {"integer $i\\cdot\\mathbf 1$", "binary",
                                                                 "normalised $i/m$", "learned absolute"}
     # 2b: only the methods whose position enters the scores as an offset

@@ -118,6 +118,17 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # 4. **Deterministic.** Do the codes come from a fixed rule, with nothing learned?
 # 5. **n-D.** Does the form for images (2-D) work without a fault the 1-D form does not have?
 #
+# The methods: **NoPE**, no code; **integer**, $i$ added to every feature; **normalised**, $i/m$ in a
+# sequence of length $m$; **binary**, the bits of $i$; **sinusoidal**, sines and cosines of $i$ at $d/2$
+# frequencies; **learned absolute**, one trained vector per position; **relative**: Shaw, a learned vector per
+# offset $j - i$ up to a clip, which the query reads; T5, a learned number per offset bucket added to the
+# score; **RoPE**, queries and keys turned by angles that grow with their position (its "code" is that
+# rotation, $R_m$); **ALiBi**, a penalty on each score that grows with the distance (its *symmetric* form
+# gives a key before the query and one after it the same penalty).
+#
+# Each column is graded in the setting its rule states (column 1 with and without a causal mask, column 5
+# for NoPE in a causal decoder), so one row's settings can differ between columns; the appendix gives each.
+#
 # | method | 1 told apart | 2a one map between codes | 2b scores offset-only | 3 longer sequences | 4 deterministic | 5 n-D: no *new* fault |
 # |---|---|---|---|---|---|---|
 # | none (NoPE) | ✘ | – | – | [7] | – | ~ |
@@ -125,20 +136,14 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # | normalised $i/m$ | ~ | ✘ | ✘ | ? | ✔ | [9] |
 # | binary | ~ | ✘ | ✘ | ? | ✔ | [9] |
 # | sinusoidal | ✔ | ✔ | ✘ | [7] | ✔ | [9] |
-# | learned absolute | ? | ? | ✘ | ✘ | ✘ | ~ |
+# | learned absolute | ? | ? | ✘ | ✘ | ✘ | ? |
 # | relative: Shaw, T5 | ~ | – | ✔ | [7] | ✘ | ✔ |
 # | RoPE | ✔ | ✔ | ✔ | [7] | ✔ | [9] |
 # | ALiBi | ✔ | – | ✔ | [7] | ✔ | ~ |
 #
-# The methods: **NoPE**, no code; **integer**, $i$ added to every feature; **normalised**, $i/m$ in a
-# sequence of length $m$; **binary**, the bits of $i$; **sinusoidal**, sines and cosines of $i$ at $d/2$
-# frequencies; **learned absolute**, one trained vector per position; **relative** (Shaw, T5), a learned term
-# per offset $j - i$ (up to a clip, or per bucket) in the scores; **RoPE**, queries and keys turned by angles
-# that grow with their position; **ALiBi**, a penalty on each score that grows with the distance (its
-# *symmetric* form gives a key before the query and one after it the same penalty).
-#
-# ~ in column 1: unique codes that a LayerNorm after the sum erases or merges (integer, normalised, binary),
-# or far positions that share one term (Shaw, T5). ALiBi's ✔ leaves out its symmetric form (~).
+# ~ in column 1: a LayerNorm subtracts each vector's mean, so $i\cdot\mathbf 1$ vanishes (the normalised
+# code too) and binary's all-0 and all-1 codes merge; or far positions share one term (Shaw, T5). ALiBi's ✔
+# leaves out its symmetric form (~).
 #
 # Column 3 waits for chapter 7's experiment and the axial entries of column 5 for chapter 9: guess
 # those marks before you get there.
@@ -299,7 +304,7 @@ print("the conventions table matches the library")
 # same marks, to add the evidence: a few words for each entry, and below the table a short note per
 # method. A chapter named in an entry is where the entry is tested; the few entries
 # no chapter tests are checked in the cells for columns 1, 2, 3 and 5 after the notes, each right after a
-# paragraph that says what it checks. The marks read as in the glance; those chapters 7 and 9 give are
+# paragraph that says what it checks. The marks read as in the glance; column 3's, which chapter 7 gives, are
 # listed at the end of this part. (ch. …) after a method's name lists the chapters that treat it. Where the five properties come
 # from closes it.
 #
@@ -309,17 +314,19 @@ print("the conventions table matches the library")
 #     positions get identical outputs (that form alone would get ~). Column 1's cell runs both.
 #   - The rule: two different tokens, neither of them the query, trade places. Can the query's output
 #     change? Without positions and without a mask it never can (chapter 1). ✔: every such swap of two
-#     tokens the query sees can change its output, at any distance, in every setting: with or without a
+#     tokens the query sees can change its output, in every setting: with or without a
 #     causal mask, with or without a LayerNorm before the layer (a LayerNorm removes each vector's mean and
 #     scale). ~: only some swaps can, or only in some settings, under the condition the entry names. A
 #     method whose far positions share one term (Shaw's clip, T5's buckets) gets at most ~; a code that
 #     stops at a length (binary's $2^d$ positions, a learned table's `max_len`) has no position past it,
 #     which column 3 counts. A ✔ needs one layer and one query on which every swap shows; the cells find
-#     one, the middle query of 20 positions. For non-symmetric ALiBi that layer is its pair of heads
-#     looking opposite ways: each alone misses the swaps its mask hides. For the sinusoids and RoPE the reason
+#     one, the middle query of 20 positions, so keys up to 10 away; farther than that the ✔ rests on an
+#     argument where there is one, and for a random table, where a learned one starts, only on the range tested. For non-symmetric ALiBi that layer is its pair of heads
+#     looking opposite ways: each alone misses the swaps its mask hides. For the sinusoids and RoPE the argument
 #     is general: no two positions share pair 0's angle, as $\theta_0 = 1$ radian is no rational multiple
 #     of $2\pi$, so before any normalisation the keys at two places always differ in what the head sees
-#     (behind a LayerNorm, the 512-position check and the swap test back the mark). A ✘ or ~ comes from
+#     (behind a LayerNorm, the 512-position check and the swap test back the mark). For ALiBi, distinct
+#     distances get distinct biases, so keys at any two distances differ in what the head sees. A ✘ or ~ comes from
 #     the method's structure (a LayerNorm erasing a constant code, mirror keys under symmetric ALiBi), the
 #     same for every head and query.
 #   - Limits. A code can be unique (property 1) and still get a ~: a LayerNorm erases the integer code
@@ -372,7 +379,7 @@ print("the conventions table matches the library")
 # | normalised $i/m$ (ch. 2, 9) | ~ a LayerNorm erases it | ✘ one map per length ($p_0$ is the same at every length, $p_3$ is not) | ✘ a random head's scores move with the positions | ? not trained; every code changes with the length, as position interpolation's angles do (chapter 7 §2) | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
 # | binary (ch. 2, 9) | ~ behind a LayerNorm $p_0$ and $p_{2^d-1}$ merge | ✘ no affine map for small $k$ | ✘ a random head's scores move with the positions | ? not trained; past $2^b$ positions a bit training never set | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
 # | sinusoidal (ch. 3, 7, 9) | ✔ even behind a LayerNorm (the swap test; and all 512 codes at $d = 16$ stay distinct after one) | ✔ a rotation $M_k$ | ✘ a random head's scores move with the positions (the plain dot product does not) | [7] given after chapter 7 §3 | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
-# | learned absolute (ch. 2, 7) | ? training decides (a random table, where it starts, passes) | ? training decides (a random table has none; chapter 2 §6's trained tables build much of one) | ✘ only a code equal at every position passes (column 2's rule) | ✘ no rows past `max_len`, and rows past the training length never trained | ✘ learned | ~ rows depend on the grid's width (argued from the index arithmetic; no model runs) |
+# | learned absolute (ch. 2, 7) | ? training decides (a random table, where it starts, passes) | ? training decides (a random table has none; chapter 2 §6's trained tables build much of one) | ✘ only a code equal at every position passes (column 2's rule) | ✘ no rows past `max_len`, and rows past the training length never trained | ✘ learned | ? training decides: on a fixed grid ViT's 1-D table learns the 2-D layout (Dosovitskiy et al. 2021, Fig. 7; 1-D and 2-D tables alike, App. D.4) |
 # | relative: Shaw, T5 (ch. 4, 7) | ~ far offsets share one term: Shaw's clip, T5's buckets | – no code | ✔ one learned term per offset (or bucket) | [7] T5's, given after chapter 7 §3; no Shaw model trained | ✘ learned entries (a fixed rule picks which) | ✔ one term per 2-D offset |
 # | RoPE (ch. 5, 7, 8, 9) | ✔ even without a mask | ✔ the rotations compose: $R_{m+k} = R_k R_m$ | ✔ the score is $u^\top R_{n-m}\,v$ for any weights | [7] given after chapter 7 §3 | ✔ | [9] axial: chapter 9 gives it after its Exercise 3 |
 # | ALiBi (ch. 6, 7) | ✔ graded for the causal form (all 45 swaps of the keys that the middle of 20 queries sees under the mask change its output) and the non-symmetric encoder form (all 171 without a mask); the symmetric encoder form alone would get ~: without a mask, a key $k$ before and one $k$ after look alike | – no code | ✔ bias $-m_h(i-j)$ | [7] given after chapter 7 §3 | ✔ fixed slopes (a variant in source `003` learns them) | ~ left and above share a bias, a tie at a right angle no 1-D form has |
@@ -403,8 +410,8 @@ print("the conventions table matches the library")
 # so there training built much of a shift map. One periodic task says little about what a table learns on
 # other data, so the map grades no trained table. Past the training length the rows were
 # never trained (column 3). In n-D, ViT's one row per patch in raster order (Dosovitskiy et al. 2021, §3.1; after a row
-# for its class token) depends on the grid's width (column 5's cell); ViT interpolates its table in 2-D
-# when the grid changes (§3.2).
+# for its class token) depends on the grid's width (column 5's cell), a fault of another grid size, as
+# column 3's are of another length; ViT interpolates its table in 2-D when the grid changes (§3.2).
 #
 # **Relative terms.** Shaw's terms tell offsets apart up to the clip (chapter 4). T5's buckets give each
 # distance below half their number its own bucket (16 of the decoder's 32), share each farther bucket
@@ -770,7 +777,7 @@ print("untrained rows: integer code, d = 64: ||p_1000|| =", int(pl.integer_posit
 # A learned table with one row
 # per raster index reads, for the patch at row 1, column 0, raster index 4 on a 4-wide grid and 6 on a
 # 6-wide one (ViT's table holds one more row first, for its class token): the same place in the image,
-# another row, so the rows depend on the grid's width.
+# another row: a fault when the grid's size changes, not on a fixed grid, where training decides (?).
 
 # %% slideshow={"slide_type": "skip"}
 # Column 5: 2-D offsets (relative, ALiBi), axial RoPE, raster order (NoPE, learned)
@@ -800,12 +807,13 @@ print("raster index of the patch at row 1, column 0, on a 4- and a 6-wide grid:"
 
 
 # %% [markdown] slideshow={"slide_type": "skip"}
-# **After chapters 7 and 9: the marks they give.** This gives away what those chapters ask you to
+# **After chapter 7: the marks it gives.** This gives away what chapter 7 asks you to
 # predict: read it once you have made your guesses. Column 3, by chapter 7 §3's rule (a method keeps a
 # task when its mean over three seeds at 512 tokens, eight times the training length of 64, is within 0.1
 # of its mean at 64; ✔ if it keeps all three tasks, ✘ if none, ~ otherwise): sinusoidal ✘, RoPE ✘, ALiBi
-# ~, T5 ~, NoPE ~. A task is kept against the method's own mean at 64, which is at least six times the
-# task's chance level for every method (1/16 for the grammar's next token, 1/8 for a lookup's value); nor
+# ~, T5 ~, NoPE ~. A task is kept against the method's own mean at 64, which is at least six times uniform
+# chance for every method (1/16 for the grammar's next token, 1/8 for a lookup's value; a reader blind to
+# position can beat uniform chance on the grammar, by the current token alone); nor
 # do the tasks simply get harder at 512: ALiBi keeps the grammar, and T5 both lookups, each mean falling by
 # less than 0.01. NoPE keeps the two lookups, which one content match solves with no positions (chapter 7
 # §3's tasks), and loses a grammar it had reached only 0.43 on. Four marks are firm seed by seed: sinusoids
@@ -816,9 +824,7 @@ print("raster index of the patch at row 1, column 0, on a 4- and a 6-wide grid:"
 # mean (0.15). T5's and NoPE's marks also rest on the 0.1: every threshold from 0.06 to 0.14 gives these
 # marks; above, T5 gets ✔; below, NoPE gets ✘ (chapter 7 scans them).
 #
-# Column 5: ~ for axial RoPE and for the axial integer, normalised, binary and sinusoidal codes, in the
-# setting chapter 9 states. Chapter 9 derives the mark after its Exercise 3; this page does not repeat it.
-# The cell recomputes column 3 from chapter 7's stored run (`results/extrapolation.json`).
+# Column 5's axial marks: chapter 9 grades them after its Exercise 3. The cell recomputes column 3 from chapter 7's stored run (`results/extrapolation.json`).
 
 # %% slideshow={"slide_type": "skip"}
 # After chapter 7: column 3 from its stored run
@@ -846,7 +852,7 @@ seed_falls = {m: [[a - b for a, b in zip(ex.accuracy(runs, t, m)[64]["acc"], ex.
 assert all(f > 0.4 for m in ("sinusoidal", "rope") for task in seed_falls[m] for f in task)  # firm: every seed loses
 chance = {"grammar": 1 / cfg["vocab_size"], "recall": 1 / cfg["values"], "recall_anywhere": 1 / cfg["values"]}
 assert chance == {"grammar": 1 / 16, "recall": 1 / 8, "recall_anywhere": 1 / 8}
-assert all(ex.accuracy(runs, t, m)[64]["mean"] >= 6 * chance[t] for t in runs["tasks"] for m in fall)  # far above chance
+assert all(ex.accuracy(runs, t, m)[64]["mean"] >= 6 * chance[t] for t in runs["tasks"] for m in fall)  # 6x uniform chance
 assert fall["alibi"][0] < 0.01 and max(fall["t5"][1:]) < 0.01  # at 512 the grammar and the lookups can still be kept
 nope = seed_falls["none"]
 assert min(nope[0]) > 0.1 and max(nope[1]) <= 0.1 and [f <= 0.1 for f in nope[2]] == [True, False, True]
