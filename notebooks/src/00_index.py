@@ -812,8 +812,8 @@ print("raster index of the patch at row 1, column 0, on a 4- and a 6-wide grid:"
 # task when its mean over three seeds at 512 tokens, eight times the training length of 64, is within 0.1
 # of its mean at 64; ✔ if it keeps all three tasks, ✘ if none, ~ otherwise): sinusoidal ✘, RoPE ✘, ALiBi
 # ~, T5 ~, NoPE ~. A task is kept against the method's own mean at 64, which is at least six times uniform
-# chance for every method (1/16 for the grammar's next token, 1/8 for a lookup's value; a reader blind to
-# position can beat uniform chance on the grammar, by the current token alone); nor
+# chance for every method (1/16 for the grammar's next token, 1/8 for a lookup's value; uniform chance is a floor,
+# not the best a reader blind to position can do); nor
 # do the tasks simply get harder at 512: ALiBi keeps the grammar, and T5 both lookups, each mean falling by
 # less than 0.01. NoPE keeps the two lookups, which one content match solves with no positions (chapter 7
 # §3's tasks), and loses a grammar it had reached only 0.43 on. Four marks are firm seed by seed: sinusoids
