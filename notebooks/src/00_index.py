@@ -89,7 +89,7 @@ assert device.type == "cpu" or os.environ.get("POSENC_DEVICE"), "the CPU unless 
 # | 7 | [07_beyond](07_beyond.ipynb) | NoPE; why RoPE meets unseen angles past its training length, and the ways to stretch it (PI, NTK, YaRN, Llama 3's); a train-short, test-long experiment of six methods |
 # | 8 | [08_rope_in_models](08_rope_in_models.ipynb) | RoPE in today's models: configs, partial and proportional RoPE, attention factors, KV caches, Llama 4's iRoPE |
 # | 9 | [09_beyond_1d](09_beyond_1d.ipynb) | beyond 1-D and beyond counting tokens: axial RoPE (each pair turned by one axis of the image) and (t, h, w) RoPE for images and video, MRoPE for sequences that mix text, images and video, CoPE's gated positions, and a CoPE/RoPE/NoPE experiment |
-# | A | [10_making_it_fast](10_making_it_fast.ipynb) | appendix, off the teaching path: loops against vectorised calls, passes over memory, RoPE's one-pass C kernel, and on a GPU its Triton kernel (run here under Triton's interpreter) |
+# | A | [10_making_it_fast](10_making_it_fast.ipynb) | appendix, off the teaching path: loops against vectorised calls, passes over memory, RoPE's one-pass C kernel, and on a GPU its Triton kernel (checked by the tests under Triton's interpreter) |
 #
 # The five sources, and the chapters that follow each (a chapter cites a source by its number):
 #
