@@ -304,11 +304,13 @@ print("003's builder:", "more than 5 times slower" if slow > 5 * fast else "not 
 # counts, not a time: on a GPU (§5, quoted) the kernel's time came close to it at L = 16384, and at 4096 a cost per
 # call decided.
 #
-# **The unit of bytes: the one-pass bound**, what `x * 1.5` moves: x's bytes read once and a result of x's size
-# written once, twice x's bytes, so it follows x's dtype. No function that reads every value of x and returns a new
-# tensor of x's size moves less. Which operators and tensors a count includes depends on its question, so each
-# section states its question and its rule where it first counts (§2 `bytes_of`, §3 `traffic`, §4 `whole_tensor`
-# and `all_bytes`), and every count is in bounds of the x it names; the end of §4 sets the four side by side.
+# **How this appendix counts bytes: one rule, one unit.** The rule: every byte that every operator of a call reads
+# and writes (`RecordOps`), tables and their making included. The unit, the one-pass bound: what `x * 1.5` moves,
+# x's bytes read once and a result of x's size written once, twice x's bytes, so it follows x's dtype (no function
+# that reads every value of x and returns a new tensor of x's size moves less). §2 counts a forward call by the rule
+# (`bytes_of`), §4 a training step (`all_bytes`). One other count, `traffic` (§3; `whole_tensor` in §4 for a step),
+# is the rule less every tensor under half of x, which leaves out the tables: it counts passes over x. Where the two
+# first differ, §3 adds the tables back; the end of §4 sets `apply_rope`'s four counts side by side.
 #
 # Chapter 5 (§11) showed that building the d × d matrix R_m for every position stores d times
 # more numbers than the cos and sin tables `apply_rope` uses, and gives the same result. It also
@@ -454,7 +456,10 @@ print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 
 # one, compiled with no fused multiply-add); the torch path within `torch.testing.assert_close`'s
 # tolerances, and, on x86-64, bit for bit in the interleaved layout (our explanation, not checked: torch's
 # vectorised complex multiply there rounds each product and the difference apart, and on other CPUs a compiler may
-# fuse them); and that the small example and a single-sequence decoding step never reach the C operator.
+# fuse them); and that the small example and a single-sequence decoding step never reach the C operator. The cell
+# after it prints the C kernel's inner loop, read from its source file as it runs: for each pair (members at `IA`
+# and `IB`: 2j and 2j + 1, or j and j + d/2), two loads (`LOAD` widens bf16 to float32), the rotation in float32,
+# two stores (`STORE` rounds back to bf16).
 
 # %% slideshow={"slide_type": "fragment"}
 xb = torch.randn(8, L, 128).to(torch.bfloat16)  # 8 heads of a bf16 model
@@ -495,12 +500,20 @@ print("against rotate_pairs in float32, for bf16 and float32 inputs and both lay
       + ("the torch path bit for bit (interleaved) or up to rounding (half)" if on_x86 else
          "the torch path up to rounding (bit for bit in the interleaved layout: not checked on this CPU)"))
 
+# %% slideshow={"slide_type": "fragment"}
+from pathlib import Path
+
+c_source = (Path(cpu_kernel.__file__).parent / "csrc" / "rope_kernel.c").read_text()  # the file the kernel is built from
+inner_loop = c_source[c_source.index("#define ROTATE"):c_source.index("#define ID(")].rstrip()
+assert "float first = a * cj - b * sj;" in inner_loop and "float second = a * sj + b * cj;" in inner_loop
+print("--- posenc_lib/kernels/csrc/rope_kernel.c: the inner loop, as the file has it now ---")
+print("\n".join(line.rstrip(" \\") for line in inner_loop.splitlines()))
+print("--- end ---")
+
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **The question: how many passes over x-sized data does each way of writing the rotation make?** The rule
-# `traffic` answers it, in one-pass bounds of the bf16 `xb` (forward only, tables left out). It is the second of four
-# byte rules, which the end of §4 sets side by side in one unit: `bytes_of` (§2) and `all_bytes` (§4) count every
-# byte, of a forward call and of a training step; `traffic` and `whole_tensor` (§4) only x-sized tensors, forward and
-# in a step. `traffic` counts the torch calls that move a whole tensor's worth of data (at least half of x: one
+# `traffic` answers it, in one-pass bounds of the bf16 `xb`: §2's rule less every tensor under half of x (the
+# tables), forward only. It counts the torch calls that move a whole tensor's worth of data (at least half of x: one
 # member of every pair), and the bytes of such tensors they read and write. Only the calls named in `DATA_OPS`
 # count: a hand list of the calls that move data in the functions this section counts, and `reshape` where it must
 # copy (a view where the strides allow one, a copy otherwise; `RecordMoves` tells which). The other calls
@@ -827,9 +840,10 @@ print("with the tables added back: " + ", ".join(f"{name} {bounds:.3g}" for name
 # The cell below types the table it is read from (`make bench`, in `benchmarks/README.md`, "Where the C kernel pays
 # off"; `tests/test_check_ch10.py` checks every number against it): the kernel's time over the reference's, x of
 # (4, seq, 64), the median of 5 paired rounds on one loaded 2-core Intel Xeon VM, six of the nine measured sizes
-# shown. The table gives no spread; between two runs of the same code, on large tensors, the README reports a spread
-# of up to 0.65 one-pass bounds on times of at most 4.59: 14 % or more. Float32's half layout up to `SMALL` gives
-# ratios of 0.93 to 1.18, 7 of its 10 within 0.14 of 1: those rows are not separated from 1. Read by one rule,
+# shown. The table gives no spread, and the README reports none at these sizes; its only spread is on large
+# tensors, between two runs of the same code: up to 0.65 one-pass bounds on times of at most 4.59, 14 % or more.
+# Float32's half layout up to `SMALL` gives ratios of 0.93 to 1.18, 7 of its 10 within 0.14 of 1: if small tensors
+# spread as much as large ones (not measured), those rows are not separated from 1. Read by one rule,
 # above 1 the kernel was slower in this run: 16 384 is the smallest shown size with no ratio above 1, and every
 # smaller one has float32's half layout above 1 (1.08 to 1.18), so that layout sets `SMALL`. The interleaved layout
 # was 0.89 or less at every shown size from 4096 on, forward + backward included, and forward it saved up to 21 µs a
@@ -894,8 +908,9 @@ fig
 # read x and write R x, then read g and write R_{−m} g. That is two one-pass bounds of bytes. A
 # kernel that fuses the rotation into the operation that produces q and k (the projection) or into
 # the one that consumes them (attention) never writes or reads the rotated tensor on its own, so
-# this floor is a standalone operator's, not RoPE's. One real example: FlashAttention's `flash_attn_with_kvcache`,
-# given `rotary_cos` and `rotary_sin`, rotates q and the new k inside its attention kernel.
+# this floor is a standalone operator's, not RoPE's. One real example, for decoding (it has no backward pass):
+# FlashAttention's `flash_attn_with_kvcache`, given `rotary_cos` and `rotary_sin`, rotates q and the new k inside its
+# attention kernel (its docstring, `flash_attn/flash_attn_interface.py` in Dao-AILab/flash-attention, commit 0053002).
 #
 # **The question: how close does a training step come to that floor of two bounds?** The rule
 # `whole_tensor` answers it, in one-pass bounds of the bf16 `xb` (forward and backward, tables left out). To see what autograd runs in the backward pass, it takes `RecordOps`'s record
@@ -1153,7 +1168,8 @@ assert (2 + tables_read / 2, 2 + (tables_read + tables_made) / 2) == (2 + 1 / 8,
 #   function may do this only where it owns g; the exercise asks for the rotation, not that wiring.
 # - **What it saves: memory.** A fused kernel writing into g saves one g-sized tensor, and a design with
 #   torch operations saves that less its own new tensors; this pays when the backward pass is short of
-#   memory and g is large. Argued, not measured here: the checker counts allocations, not a peak.
+#   memory and g is large. What the exercise shows is the sum of the new tensors' elements (the checker's count),
+#   which bounds the extra memory the design holds at any moment; the peak of a whole backward pass is not measured.
 # - **What it does not save: bytes.** One pass that reads each value and writes its result moves the same
 #   bytes into its input as into a new tensor (the cell below checks it: `y_pass.mul_(1.5)` against
 #   `y_pass * 1.5`), so a fused kernel that wrote into g would move what the C operator moves. Written with
