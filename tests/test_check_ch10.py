@@ -90,7 +90,9 @@ def test_right_designs_pass(answer, capsys):
 
 
 def new_elements(out):
-    return [int(n.replace(",", "")) for n in re.findall(r"with ([\d,]+) new elements", out)]
+    """The new elements of each passing case: the checker keeps them, and prints only that the budget is met."""
+    assert out.count("within the budget") == len(ch10._NEW_ELEMENTS) and "new elements (g has" not in out, out
+    return list(ch10._NEW_ELEMENTS)
 
 
 def test_the_budget_is_met_by_a_design_with_no_copy_of_g(capsys):

@@ -137,8 +137,14 @@ print("003's forward: [:x.shape[1]] keeps all positions: it fails to add 10 posi
       f"{tuple((x_len1 + buffer_003[:1]).shape)}; [:, :x.shape[1]] adds the first 10")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# In float32, the library's default, the table differs from the float64 one by up to about 8·10⁻⁶.
-# Whose error is that? `pl.sinusoidal_positions` makes its float32 angles in two roundings: θ_j is
+# Vectorising costs no accuracy: in float32 the library's table is within about 8·10⁻⁶ of the float64 one,
+# source 003's slow builder in float32 slightly closer, and the error is in how the angles are rounded, not in the
+# vectorised form. The aside below checks this; the main line continues at "The library makes a fixed number".
+
+# %% [markdown] slideshow={"slide_type": "skip"}
+# ### Aside: where float32's error comes from
+#
+# `pl.sinusoidal_positions` makes its float32 angles in two roundings: θ_j is
 # rounded to float32 once (`rope_frequencies` computes it in float64 first), and the product p·θ_j,
 # taken in float32, is rounded again; then sin and cos round once more. An error δ in an angle
 # becomes an error of about δ·|cos| in its sine and δ·|sin| in its cosine (the slope of each), plus
@@ -150,12 +156,11 @@ print("003's forward: [:x.shape[1]] keeps all positions: it fails to add 10 posi
 # spacing is 2⁻¹⁶ ≈ 1.5·10⁻⁵ (from 128 up: positions 171 to 199). Later pairs turn more slowly, so
 # their angles are smaller and more finely spaced.
 #
-# So the error is a matter of how the angles are rounded, not of the vectorised form: source 003's
-# slow builder in float32, whose angles are Python float64 numbers rounded once, comes out slightly
-# more accurate, and the same vectorised table computed in float64 and rounded once at the end is
-# accurate to a few times 10⁻⁸. The cell checks each of these statements.
+# Source 003's builder in float32, whose angles are Python float64 numbers rounded once, comes out slightly more
+# accurate, and the vectorised table computed in float64 and rounded once at the end is accurate to a few times
+# 10⁻⁸. The cell checks each of these statements.
 
-# %% slideshow={"slide_type": "fragment"}
+# %% slideshow={"slide_type": "skip"}
 exact = pl.sinusoidal_positions(n, d, dtype=torch.float64)
 err32 = (exact - pl.sinusoidal_positions(n, d).double()).abs()  # (n, d): columns 2j, 2j + 1 are pair j
 pair_max = err32.view(n, d // 2, 2).amax(dim=(0, 2))
@@ -178,13 +183,12 @@ print(f"largest float32 error {err32.max().item():.1e}, in pair 1; "
 print("every entry's error is its angle's error times its slope, to within 1.2e-07")
 print("003's builder in float32: largest error between 7e-06 and 7.6e-06; the float64 table rounded once: under 1e-07")
 
-# %% [markdown] slideshow={"slide_type": "fragment"}
-# The same roundings grow with the position. Near position 10⁵, float32's spacing is 2⁻⁷ ≈ 0.0078, so an
-# angle p·θ_j there can be off by half of that from rounding the product alone, and θ_j's own rounding,
-# multiplied by p, adds to it: over positions 99 000 to 100 000 (d = 128) the float32 angles are off by up to
-# about 0.007 rad, the largest in pair 1 (pair 0 again exact). Chapter 5 (§9) follows these errors to 10⁷.
+# %% [markdown] slideshow={"slide_type": "skip"}
+# These roundings grow with the position, as chapter 5 (§9) shows up to 10⁷: over positions 99 000 to 100 000
+# (d = 128), where float32's spacing is 2⁻⁷ ≈ 0.0078, the float32 angles are off by up to about 0.007 rad, again
+# largest in pair 1 (pair 0 exact).
 
-# %% slideshow={"slide_type": "fragment"}
+# %% slideshow={"slide_type": "skip"}
 far = torch.arange(99_000, 100_001, dtype=torch.float64)[:, None]
 far_err = ((far.float() * pl.rope_frequencies(128)).double() - far * pl.rope_frequencies(128, dtype=torch.float64)).abs()
 spacing_1e5 = (torch.nextafter(torch.tensor(1e5), torch.tensor(2e5)) - 1e5).item()
@@ -193,7 +197,7 @@ assert 0.006 < far_err.max() < 0.008
 print(f"float32 spacing at 1e5: {spacing_1e5}; angle error at positions 99000-100000, d = 128: up to "
       f"{far_err.max().item():.4f} rad, in pair {int(far_err.amax(0).argmax())}")
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "skip"}
 # Source 003 also asks a question, in a comment of its RoPE code. That code makes its angle table as
 # the positions times the frequencies `torch.exp(torch.arange(0, dim, 2, dtype=torch.float) * -(math.log(10000.0) / dim))`.
 # The comment says that this table equals the one made in three lines by the `precompute_freqs_cis`
@@ -220,7 +224,7 @@ print(f"float32 spacing at 1e5: {spacing_1e5}; angle error at positions 99000-10
 # So the comment's claim holds for the formulas, not for their float32 numbers: at d = 64 the two
 # tables differ in every column whose frequencies differ.
 
-# %% slideshow={"slide_type": "fragment"}
+# %% slideshow={"slide_type": "skip"}
 j2 = torch.arange(0, d, 2, dtype=torch.float32)
 exp_form = torch.exp(j2 * -(math.log(10000.0) / d))  # 003's frequencies
 pow_form = 1.0 / (10000 ** (j2 / d))  # the form its comment calls the same
@@ -304,13 +308,10 @@ print("003's builder:", "more than 5 times slower" if slow > 5 * fast else "not 
 # counts, not a time: on a GPU (§5, quoted) the kernel's time came close to it at L = 16384, and at 4096 a cost per
 # call decided.
 #
-# **How this appendix counts bytes: one rule, one unit.** The rule: every byte that every operator of a call reads
-# and writes (`RecordOps`), tables and their making included. The unit, the one-pass bound: what `x * 1.5` moves,
-# x's bytes read once and a result of x's size written once, twice x's bytes, so it follows x's dtype (no function
-# that reads every value of x and returns a new tensor of x's size moves less). §2 counts a forward call by the rule
-# (`bytes_of`), §4 a training step (`all_bytes`). One other count, `traffic` (§3; `whole_tensor` in §4 for a step),
-# is the rule less every tensor under half of x, which leaves out the tables: it counts passes over x. Where the two
-# first differ, §3 adds the tables back; the end of §4 sets `apply_rope`'s four counts side by side.
+# **How this appendix counts bytes.** Every byte that every operator of a call reads and writes (`RecordOps`),
+# tables and their making included, in one unit, the one-pass bound: what `x * 1.5` moves, x's bytes read once and a
+# result of x's size written once (no function that reads every value of x and returns a new tensor of x's size
+# moves less). One idea carries the appendix: one pass over x is the floor; tables and temporaries add to it.
 #
 # Chapter 5 (§11) showed that building the d × d matrix R_m for every position stores d times
 # more numbers than the cos and sin tables `apply_rope` uses, and gives the same result. It also
@@ -360,10 +361,8 @@ print(f"same result; the dense form holds {R_all.numel():,} numbers (the input {
 # complex table on every call (the module caches cos and sin, not that table), writes it, and reads it again to
 # multiply x by it.
 #
-# **The question: how many bytes does one call move, all told?** The next cell's rule, `bytes_of`, adds up
-# every byte that every operator of the call reads and writes, the tables and their making included, in
-# one-pass bounds (twice x's bytes: 8 bytes per entry for this float32 x); it checks that `x * 1.5` moves
-# exactly one.
+# **The question: how many bytes does one call move, all told?** The next cell's `bytes_of` counts by the rule
+# above, in one-pass bounds of this float32 x (8 bytes per entry); it checks that `x * 1.5` moves exactly one.
 
 # %% slideshow={"slide_type": "fragment"}
 with RecordCalls() as dense_calls:
@@ -406,6 +405,9 @@ print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3. Counting calls and bytes
 #
+# **Unit from here on:** x is a bf16 `xb` of 8 heads (unless a line says float32), so a bound is 4 bytes per entry,
+# not §2's 8; §2's counts do not compare with later ones (the end of §4 recounts them on `xb`).
+#
 # **Why one pass is the goal.** Rotating a pair is 4 multiplications and 2 additions, 6 operations,
 # and in bf16 it reads 2 values and writes 2: 8 bytes, under one operation per byte. An H100 does
 # about 10 separate float32 multiplications or additions in the time its memory moves one byte
@@ -421,10 +423,7 @@ print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 
 # whole cache lines (a GPU whole sectors), so a read of the even features alone, or of the odd ones (as 003's and
 # 001's forms below do), moves about all of x; the counts leave that out.
 #
-# **The unit changes here**: from here on x is a bf16 `xb` (8 heads) unless a line says float32, so a bound
-# is 4 bytes per entry, where §2's float32 x had 8 (§2 kept chapter 5's x, beside its dense matrices); §2's counts
-# do not compare with later ones, and the end of §4 recounts §2's rule on `xb`. bf16
-# (bfloat16) is a 16-bit float with float32's 8 exponent bits and 7 mantissa bits (the cell checks both).
+# bf16 (bfloat16) is a 16-bit float with float32's 8 exponent bits and 7 mantissa bits (the cell checks both).
 # A bf16 x is where the plain form makes two extra passes, a float32 copy in and a bf16 copy out.
 # Written with torch operations, `x·cos − y·sin` is one call per operation: the products, the
 # difference, the `stack`/`cat` that puts the pairs back, and those two copies. Each reads and writes
@@ -512,10 +511,10 @@ print("--- end ---")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **The question: how many passes over x-sized data does each way of writing the rotation make?** The rule
-# `traffic` answers it, in one-pass bounds of the bf16 `xb`: §2's rule less every tensor under half of x (the
-# tables), forward only. It counts the torch calls that move a whole tensor's worth of data (at least half of x: one
-# member of every pair), and the bytes of such tensors they read and write. Only the calls named in `DATA_OPS`
-# count: a hand list of the calls that move data in the functions this section counts, and `reshape` where it must
+# `traffic` is §2's count, forward only, leaving out tensors smaller than half of x (one member of every pair): that
+# leaves out the tables, so it counts passes over x. This section's last table adds the tables back, and the end of
+# §4 sets both counts side by side. `traffic` counts at the level of torch's calls, and only the calls named in
+# `DATA_OPS`: a hand list of the calls that move data in the functions this section counts, and `reshape` where it must
 # copy (a view where the strides allow one, a copy otherwise; `RecordMoves` tells which). The other calls
 # (views, shape queries, allocations such as `torch.empty`) move none, and the cell checks it: no call
 # on x-sized data that it leaves out writes into a tensor or fills memory its arguments did not hold
@@ -523,7 +522,7 @@ print("--- end ---")
 # Why half of x: the half layout's rotation works on x's halves, and those must count. The cos and sin
 # tables are read as well, and left out by that size, not by name: a (seq, d/2) table has 1/16 of the entries of
 # x's 8 heads, under the threshold, but would reach it with one head (the cell checks both). So what `traffic`
-# (and §4's `whole_tensor`, which counts the same way) leaves out depends on the heads; §4 adds the tables in.
+# leaves out depends on the heads.
 
 # %% slideshow={"slide_type": "fragment"}
 DATA_OPS = {"float", "to", "mul", "sub", "add", "neg", "cat", "stack", "copy_", "addcmul_", "rope_rotate.default"}
@@ -834,21 +833,19 @@ print("with the tables added back: " + ", ".join(f"{name} {bounds:.3g}" for name
       + "; the same ranking")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Where the C kernel pays off: `rotary.SMALL` is a choice read off one run's medians on one machine, not a measured
-# crossing.**
+# **Where the C kernel pays off: 16 384 is the smallest shown size with no ratio above 1**, in the table the cell
+# below types from `make bench` (`benchmarks/README.md`, "Where the C kernel pays off"; `tests/test_check_ch10.py`
+# checks every number against it): the kernel's time over the reference's, x of (4, seq, 64), the median of 5 paired
+# rounds on one loaded 2-core Intel Xeon VM, six of the nine measured sizes shown. Every smaller size has float32's
+# half layout above 1 (1.08 to 1.18), so that layout sets `SMALL`. The interleaved layout was 0.89 or less at every
+# shown size from 4096 on, forward + backward included, and forward it saved up to 21 µs a call below `SMALL`, 56 % of
+# the call (bf16, 8192 elements): a threshold per layout could start it at 4096; the library keeps one, the simpler
+# rule.
 #
-# The cell below types the table it is read from (`make bench`, in `benchmarks/README.md`, "Where the C kernel pays
-# off"; `tests/test_check_ch10.py` checks every number against it): the kernel's time over the reference's, x of
-# (4, seq, 64), the median of 5 paired rounds on one loaded 2-core Intel Xeon VM, six of the nine measured sizes
-# shown. The table gives no spread, and the README reports none at these sizes; its only spread is on large
-# tensors, between two runs of the same code: up to 0.65 one-pass bounds on times of at most 4.59, 14 % or more.
-# Float32's half layout up to `SMALL` gives ratios of 0.93 to 1.18, 7 of its 10 within 0.14 of 1: if small tensors
-# spread as much as large ones (not measured), those rows are not separated from 1. Read by one rule,
-# above 1 the kernel was slower in this run: 16 384 is the smallest shown size with no ratio above 1, and every
-# smaller one has float32's half layout above 1 (1.08 to 1.18), so that layout sets `SMALL`. The interleaved layout
-# was 0.89 or less at every shown size from 4096 on, forward + backward included, and forward it saved up to 21 µs a
-# call below `SMALL`, 56 % of the call (bf16, 8192 elements): a threshold per layout could start it at 4096; the
-# library keeps one threshold, the simpler rule.
+# Limits: `SMALL` is a choice read off one run's medians on one machine, not a measured crossing. The table gives no
+# spread; the README's only spread is on large tensors, between two runs of the same code: up to 0.65 one-pass bounds
+# on times of at most 4.59, 14 % or more. Float32's half layout up to `SMALL` gives ratios of 0.93 to 1.18, 7 of its
+# 10 within 0.14 of 1: if small tensors spread as much (not measured), those rows are not separated from 1.
 
 # %% slideshow={"slide_type": "fragment"}
 # quoted from benchmarks/README.md ("Where the C kernel pays off"), elements -> (the reference's time, interleaved,
@@ -912,11 +909,10 @@ fig
 # FlashAttention's `flash_attn_with_kvcache`, given `rotary_cos` and `rotary_sin`, rotates q and the new k inside its
 # attention kernel (its docstring, `flash_attn/flash_attn_interface.py` in Dao-AILab/flash-attention, commit 0053002).
 #
-# **The question: how close does a training step come to that floor of two bounds?** The rule
-# `whole_tensor` answers it, in one-pass bounds of the bf16 `xb` (forward and backward, tables left out). To see what autograd runs in the backward pass, it takes `RecordOps`'s record
-# of every ATen operator, including those the backward pass calls, and counts as `traffic` did in §3:
-# operators on x-sized data and their x-sized tensors. The cell counts the plain form; the C operator's step,
-# which the exercise below asks about, is counted after the exercise.
+# **The question: how close does a training step come to that floor of two bounds?** The rule `whole_tensor` is
+# `traffic` over a training step: the same count (tensors of at least half x), taken on `RecordOps`'s record so that
+# it sees the operators the backward pass runs. The cell counts the plain form; the C operator's step, which the
+# exercise below asks about, is counted after the exercise.
 
 # %% slideshow={"slide_type": "fragment"}
 def train_step_ops(rope) -> list[Call]:
@@ -1005,10 +1001,9 @@ _ = check.tables_in_a_step(step_bounds)
 # every call. On a GPU with Triton, `pl.apply_rope` hands x to such a kernel (§5); no GPU runs here, so
 # the cell checks only that hand-off, with a stand-in for the kernel. The cell first counts the C
 # operator's step on x-sized tensors alone (on the meta device, so on any machine: 2 operators, 2
-# bounds, the floor §4 began with). Then it asks **what a step moves all told, the tables and their making
-# included**: the rule `all_bytes` adds up every operator's bytes, tables and angles in (in one-pass bounds of the
-# bf16 `xb`, forward and backward). It also makes
-# §2's count on the C kernel (float32 x, forward only), which §2 left for here.
+# bounds, the floor §4 began with). Then it asks **what a step moves all told**: `all_bytes` is §2's count over a
+# training step, tables and angles in. It also makes §2's count on the C kernel (float32 x, forward only), which §2
+# left for here.
 
 # %% slideshow={"slide_type": "fragment"}
 lib_ops = train_step_ops(lambda q: pl.apply_rope(q, layout="half"))
@@ -1123,17 +1118,18 @@ assert (2 + tables_read / 2, 2 + (tables_read + tables_made) / 2) == (2 + 1 / 8,
 # from its second call on; the stateless `apply_rope` computes L · d/2 cosines and as many sines on every
 # call, and writes the tables again, 1/8 of a bound.
 #
-# **The four byte counts, side by side, in one unit.** Each answers its own question, so `apply_rope`'s four numbers
-# on the C kernel, all in one-pass bounds of the bf16 `xb` (the last lines of the cell above check them), do not
-# contradict one another. §2's rule counted chapter 5's float32 x of one head, where a bound is 8 bytes per entry and
-# the float32 tables weigh more against it: 2.8 bounds of that x (3.8 on the torch path); recounted on `xb`, 1.44.
+# **One count, two choices.** The byte counts of this appendix are one count with two choices: every byte, or only
+# the passes over x (tensors of at least half x's entries); one forward call, or a training step. `apply_rope` on the
+# C kernel, in one-pass bounds of the bf16 `xb` (the last lines of the cell above check each):
 #
-# | rule (section) | which bytes it counts | the question it answers | `apply_rope` on `xb` |
-# |---|---|---|---|
-# | `bytes_of` (§2) | forward only: every tensor of every operator (`RecordOps`), x, result, angles and tables | how many bytes does one call move, all told? | 1.44 |
-# | `traffic` (§3) | forward only: the calls in a hand list (`DATA_OPS`, checked by `RecordMoves`), and of their tensors only those of at least half x's entries (x and the result; the tables only with one head) | how many passes over x does a way of writing the rotation make? | 1 |
-# | `whole_tensor` (§4) | forward and backward: operators (`RecordOps`) and tensors of at least half x's entries, as `traffic` | how close does a training step come to the floor of 2? | 2 |
-# | `all_bytes` (§4) | forward and backward: every tensor of every operator (`RecordOps`), angles and tables in | what does a training step move, all told? | 2.57 |
+# | | one forward call | a training step |
+# |---|---|---|
+# | passes over x | 1 (`traffic`, §3) | 2 (`whole_tensor`) |
+# | every byte, tables in | 1.44 (`bytes_of`, §2) | 2.57 (`all_bytes`) |
+#
+# The floor is the top row; the bottom row adds the tables and their making. §2's 2.8 bounds (3.8 on the torch path)
+# are the same count on chapter 5's float32 x of one head, where a bound is 8 bytes per entry and the float32 tables
+# weigh more against it.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # So for this x, rotated alone, a training step with a standalone operator has a floor in bytes of 2 + 1/4
@@ -1161,25 +1157,22 @@ assert (2 + tables_read / 2, 2 + (tables_read + tables_made) / 2) == (2 + 1 / 8,
 #   operations make, added up over the whole call (every allocation counted, not the most held at once),
 #   hold fewer elements than g. A loop that allocates a fresh result for each small piece of g adds up to
 #   all of g and fails.
-# - **When writing into g is safe.** Only when the gradient g that reaches RoPE's backward pass was made for
-#   it alone (as attention's backward pass makes the gradient of q) and nothing reads it afterwards.
-#   Autograd may hand one gradient tensor to two branches (the backward pass of an addition gives the same
-#   g to both, checked below), and overwriting it would corrupt the other branch's gradient, so an autograd
-#   function may do this only where it owns g; the exercise asks for the rotation, not that wiring.
-# - **What it saves: memory.** A fused kernel writing into g saves one g-sized tensor, and a design with
-#   torch operations saves that less its own new tensors; this pays when the backward pass is short of
-#   memory and g is large. What the exercise shows is the sum of the new tensors' elements (the checker's count),
-#   which bounds the extra memory the design holds at any moment; the peak of a whole backward pass is not measured.
-# - **What it does not save: bytes.** One pass that reads each value and writes its result moves the same
-#   bytes into its input as into a new tensor (the cell below checks it: `y_pass.mul_(1.5)` against
-#   `y_pass * 1.5`), so a fused kernel that wrote into g would move what the C operator moves. Written with
-#   torch operations, each operation is a pass of its own over what it touches (the cell checks that two
-#   in-place operations move twice one's bytes), so what an in-place design moves depends on its
-#   operations, not on writing into g. (The count does not see what a CPU may add for new memory: a cache
-#   that reads a line before writing it, page faults on first touch.)
+# - **When writing into g is safe: only when RoPE's backward pass owns g**, made for it alone (as attention's
+#   backward pass makes q's gradient) and read by nothing afterwards. Autograd may hand one gradient tensor to two
+#   branches (an addition's backward pass does, checked below), and overwriting it would corrupt the other branch's
+#   gradient; the exercise asks for the rotation, not that wiring.
+# - **What it saves: memory, not bytes.** A fused kernel writing into g saves one g-sized tensor; a design with torch
+#   operations saves that less its own new tensors. One pass moves the same bytes into its input as into a new
+#   tensor (`y_pass.mul_(1.5)` against `y_pass * 1.5`, checked below), and with torch operations each operation is a
+#   pass of its own (two in-place operations move twice one's bytes), so an in-place design's bytes depend on its
+#   operations, not on writing into g.
 # - **How the checker works.** It runs the function on float32 gradients of its own, some of them strided
 #   views, adds up every element the ATen operators it reaches create, checks that every change to g is
 #   made by an operator it saw, and compares g with `pl.rotate_pairs` by −angle.
+#
+# Limits: the checker's sum of new elements bounds the extra memory a design holds at any moment; the peak of a whole
+# backward pass is not measured, nor what a CPU adds for new memory (a cache that reads a line before writing it,
+# page faults on first touch).
 
 # %% slideshow={"slide_type": "fragment"}
 handed = []  # the gradient each branch of w * 2 + q * 3 receives from the addition's backward pass
@@ -1658,28 +1651,27 @@ print(f"attention written out: the step's bytes x {total_bytes(eager_with) / tot
       f"RoPE's share {eager_share:.3f} (fused: {rope_share['bytes']:.3f})")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **What to remember: RoPE's quarter of the step's bytes is this small model's, in the plain form it is written in (the
-# C operator on contiguous q and k brings it to about an eighth, below). At its vocabulary of 64 tokens it
-# falls with the width, slowly with 8 sequences a step and fast with one. A larger vocabulary lowers it, and at 1024
-# and 8192 tokens it is higher at d_model = 512 than at 64 (only those two widths counted there).**
+# **What to remember: in this small model, in the plain form it is written in, RoPE is a quarter of a training step's
+# bytes, and the share falls with the width: slowly with 8 sequences a step, fast with one.** The C operator on
+# contiguous q and k brings it to about an eighth (counted above). A larger vocabulary lowers it, and at 1024 and 8192
+# tokens it is higher at d_model = 512 than at 64 (only those two widths counted there).
 #
-# That quarter is this model's, at this width and vocabulary. The next cell counts the step again, with and
-# without RoPE, at d_model = 64, 128, 256 and 512 (heads of 16 features, d_ff = 4 · d_model, the model's own
-# ratio), on the same 8 sequences of 255 tokens and on one sequence. RoPE's share of the bytes:
+# The next cell counts the step again, with and without RoPE, at d_model = 64, 128, 256 and 512 (heads of 16
+# features, d_ff = 4 · d_model, the model's own ratio), on the same 8 sequences of 255 tokens and on one sequence.
+# RoPE's share of the bytes:
 #
 # | d_model | 8 sequences | 1 sequence |
 # |---|---|---|
 # | 64 | 0.25 | 0.20 |
 # | 512 | 0.20 | 0.07 |
 #
-# Why it falls: split the rest of the step (all but RoPE) as rest(b) = F + b · T for b sequences, where T is what
-# each sequence adds and F what does not grow with the tokens. RoPE's bytes are almost all per token (its tables
-# are read once per position, shared by the sequences) and grow with the
-# width (about eightfold from 64 to 512); F is the weights' traffic and grows as the weights do, faster than the
-# width. Two counts give F = (8 · rest(1) − rest(8)) / 7: about 22 times the weights' bytes at both widths. A
-# control counts AdamW's update alone: 19 of those 22; the other 3 we read, without itemising them, as a weight read
-# forward, read again backward and its gradient written. The fewer tokens a step has, the more F weighs, so the faster the share falls with the
-# width.
+# Why it falls: RoPE's bytes are almost all per token (its tables are read once per position, shared by the
+# sequences) and grow about eightfold from 64 to 512, while the rest of the step has a part that does not grow with
+# the tokens, the weights' traffic, which grows faster than the width. The fewer tokens a step has, the more that part
+# weighs, so the faster the share falls. Our reading of that part: write the rest of the step (all but RoPE) as
+# rest(b) = F + b · T for b sequences; two counts give F = (8 · rest(1) − rest(8)) / 7, about 22 times the weights'
+# bytes at both widths. A control counts AdamW's update alone: 19 of those 22; the other 3 we read, without itemising
+# them, as a weight read forward, read again backward and its gradient written.
 #
 # The 19 are eager AdamW's, one weight at a time (`foreach=False`, the CPU's default), which passes over the moments
 # several times and builds a temporary for the denominator. In weight-sized tensors read and written, per operator
@@ -1690,10 +1682,11 @@ print(f"attention written out: the step's bytes x {total_bytes(eager_with) / tot
 #
 # The vocabulary, 64 tokens so far, adds only bytes RoPE has no part in: the logits (batch · T · vocab float32
 # numbers), their softmax and gradients, and the embedding and output weights (vocab · d_model each). At 8192 tokens,
-# on the 8 sequences, RoPE's bytes stay exactly as they were, and its share falls to about 0.05 at d_model = 64 and
-# 0.12 at 512: there, and at 1024 tokens (0.17 and 0.18), it is higher at the larger width. The logits' bytes do not grow
-# with the width, so from 64 to 512 the bytes the vocabulary adds grow only 1.7-fold, RoPE's about eightfold. None
-# of this says what a real model's width, vocabulary and length give; this appendix does not count one.
+# on the 8 sequences, RoPE's bytes stay exactly as they were and its share falls to about 0.05 at d_model = 64 and
+# 0.12 at 512; at 1024 tokens it is 0.17 and 0.18. The logits' bytes do not grow with the width, so from 64 to 512
+# the bytes the vocabulary adds grow only 1.7-fold, RoPE's about eightfold.
+#
+# Limits: none of this says what a real model's width, vocabulary and length give; this appendix does not count one.
 
 # %% slideshow={"slide_type": "fragment"}
 widths = (64, 128, 256, 512)

@@ -170,12 +170,16 @@ def _off_only_near(g: torch.Tensor, expected: torch.Tensor, cos: torch.Tensor, l
     return None
 
 
+_NEW_ELEMENTS: list[int] = []  # the new elements of each passing case of the last run (read by the tests only)
+
+
 def rotate_back_in_place(answer: Callable[..., Any] | None) -> bool | None:
     """answer(g, cos, sin, layout): overwrites g (..., seq, d), any strides, with R^T g, the rotation of every pair by
     -angle (cos, sin of shape (seq, d/2); layout "half" or "interleaved"), creating fewer than g.numel() elements
     in new tensors, added up over the call (not the peak), and nothing big outside torch."""
 
     def run(fn):
+        _NEW_ELEMENTS.clear()
         for seed, (shape, layout, strided) in enumerate(_CASES):
             g, cos, sin = _inputs(shape, layout, strided, seed)
             g0, cos0, sin0, ptr, strides = g.clone(), cos.clone(), sin.clone(), g.data_ptr(), g.stride()
@@ -223,7 +227,8 @@ def rotate_back_in_place(answer: Callable[..., Any] | None) -> bool | None:
                 yield False, f"{where}: g no longer holds its own memory: the result must be written into it"
                 continue
             if _close(g, expected):
-                yield True, f"{where}: g holds R^T g, with {seen.elements:,} new elements (g has {g.numel():,})"
+                _NEW_ELEMENTS.append(seen.elements)  # for tests; printed, the count would show the design's
+                yield True, f"{where}: g holds R^T g, within the budget (fewer new elements than g has)"
                 continue
             other = "interleaved" if layout == "half" else "half"
             if torch.equal(g, g0):
