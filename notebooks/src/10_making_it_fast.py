@@ -1670,7 +1670,7 @@ print(f"attention written out: the step's bytes x {total_bytes(eager_with) / tot
 # the tokens, the weights' traffic, which grows faster than the width. The fewer tokens a step has, the more that part
 # weighs, so the faster the share falls. Our reading of that part: write the rest of the step (all but RoPE) as
 # rest(b) = F + b · T for b sequences; two counts give F = (8 · rest(1) − rest(8)) / 7, about 22 times the weights'
-# bytes at both widths. A control counts AdamW's update alone: 19 of those 22; the other 3 we read, without itemising
+# bytes at both widths, and a third, at 2 sequences, lies on that line to within 0.1 %. A control counts AdamW's update alone: 19 of those 22; the other 3 we read, without itemising
 # them, as a weight read forward, read again backward and its gradient written.
 #
 # The 19 are eager AdamW's, one weight at a time (`foreach=False`, the CPU's default), which passes over the moments
@@ -1714,6 +1714,10 @@ fixed_part = {w: (8 * by_width[1, w][1] - by_width[8, w][1]) / 7 for w in (64, 5
 param_bytes = {w: sum(p.numel() * p.element_size() for p in pl.TinyDecoder(pl.DecoderConfig(
     vocab_size=64, positional="none", max_len=256, d_model=w, num_heads=w // 16, d_ff=4 * w)).parameters()) for w in (64, 512)}
 assert all(21.9 < fixed_part[w] / param_bytes[w] < 22 for w in (64, 512))  # about 22 times the weights' bytes
+for w in (64, 512):  # a third count, at 2 sequences, lies on the line F + b * T the two counts give
+    per_sequence = (by_width[8, w][1] - by_width[1, w][1]) / 7  # T
+    rest_2 = total_bytes(step_ops("none", batch=2, width=w))
+    assert abs(rest_2 - (fixed_part[w] + 2 * per_sequence)) / rest_2 < 1e-3
 assert param_bytes[512] / param_bytes[64] > 8  # the weights grow faster than the width
 update_bytes = {}  # the control: AdamW's update alone, on a model of each width
 for w in (64, 512):
