@@ -12,13 +12,13 @@
 # 3. counting calls and the bytes they move, and a one-pass C kernel for RoPE;
 # 4. the same count for a training step (forward + backward), the floor it sets, and two exercises:
 #    a prediction of the tables' bytes in a step, and the backward rotation written into the gradient itself;
-# 5. on a GPU: RoPE's Triton kernel, run under Triton's interpreter on the CPU;
+# 5. on a GPU: RoPE's Triton kernel, run under Triton's interpreter on the CPU where Triton is installed (the tests);
 # 6. RoPE's share of a step's arithmetic and bytes (one training step of chapter 7's `TinyDecoder`, its optimizer's
 #    update included, counted).
 #
 # **Scope.** §1–§4 and §6 count on the CPU, where `apply_rope` has a C kernel. §5 reads
-# the GPU's kernel and runs it on the CPU under Triton's interpreter, which checks what it computes,
-# not how fast; the only GPU timings here are quoted from `benchmarks/README.md`, named where shown.
+# the GPU's kernel; where Triton is installed (the test suite's environment, not the course's) it runs it on the CPU
+# under Triton's interpreter, which checks what it computes, not how fast; the only GPU timings here are quoted from `benchmarks/README.md`, named where shown.
 # What you read does not depend on whether the C kernel is built here: its counts are taken on PyTorch's
 # meta device, which has shapes and no values (§3 first uses it).
 #
@@ -115,13 +115,14 @@ def counted_angle(*args) -> float:
 with RecordCalls() as rec:
     table_003 = builder_003(n, d, dtype=torch.float64, angle=counted_angle)
 torch_calls = [call.name for call in rec.calls]
-# 1e-7, not 1e-12: float64 sine kernels differ between CPUs by up to ~1e-8 (a CI machine measured 6.8e-9)
+# 1e-7, not 1e-12: here the two float64 tables agree to about 3e-14, but one CI machine once measured 6.8e-9
+# (cause not found); 1e-7 is still 80 times below the float32 errors this section compares
 torch.testing.assert_close(table_003, pl.sinusoidal_positions(n, d, dtype=torch.float64), atol=1e-7, rtol=0)
 assert calls["angle"] == n * d and torch_calls.count("sin") == torch_calls.count("cos") == 1
 print(f"the library's table to within 1e-7; the builder evaluates {calls['angle']} = n·d angles in Python, then makes "
       f"{len(torch_calls)} torch calls, one sin and one cos among them")
 # 003's cut (errata): [:x.shape[1]] slices the buffer's size-1 first axis, so it keeps all max_len positions: x + pe
-# fails for every other length above 1 and at length 1 silently broadcasts; the correct form is [:, :x.shape[1]]
+# fails for every length above 1 other than max_len (where it adds correctly), and at length 1 silently broadcasts; the correct form is [:, :x.shape[1]]
 buffer_003 = table_003[None]  # the (1, max_len, d) buffer, here with max_len = n
 x_003 = torch.zeros(2, 10, d, dtype=torch.float64)  # a batch of 2 inputs of 10 positions
 assert buffer_003[: x_003.shape[1]].shape == (1, n, d)  # the source's cut: the size-1 axis, every position kept
@@ -133,6 +134,8 @@ except RuntimeError:
 x_len1 = torch.zeros(2, 1, d, dtype=torch.float64)  # one position: the source's cut broadcasts, with no error
 assert (x_len1 + buffer_003[: x_len1.shape[1]]).shape == (2, n, d) != x_len1.shape
 assert torch.equal((x_003 + buffer_003[:, : x_003.shape[1]])[1], table_003[:10])  # the correct cut: the positions
+x_full = torch.zeros(2, n, d, dtype=torch.float64)  # max_len positions: the source's cut happens to be right
+assert torch.equal(x_full + buffer_003[: x_full.shape[1]], x_full + buffer_003[:, : x_full.shape[1]])
 print("003's forward: [:x.shape[1]] keeps all positions: it fails to add 10 positions, and turns 1 position into "
       f"{tuple((x_len1 + buffer_003[:1]).shape)}; [:, :x.shape[1]] adds the first 10")
 
@@ -1671,8 +1674,9 @@ print(f"attention written out: the step's bytes x {total_bytes(eager_with) / tot
       f"RoPE's share {eager_share:.3f} (fused: {rope_share['bytes']:.3f})")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **What to remember: in this small model, in the plain form it is written in, RoPE is a quarter of a training step's
-# bytes, and the share falls with the width: slowly with 8 sequences a step, fast with one.** The C operator on
+# **What to remember: in this small model (a vocabulary of 64 tokens), in the plain form it is written in, RoPE is a
+# quarter of a training step's bytes, and the share falls with the width: slowly with 8 sequences a step, fast with
+# one. With a larger vocabulary it need not fall (below).** The C operator on
 # contiguous q and k brings it to about an eighth (counted above). A larger vocabulary lowers it, and at 1024 and 8192
 # tokens it is higher at d_model = 512 than at 64 (only those two widths counted there).
 #
@@ -1804,7 +1808,7 @@ print("RoPE's bytes at every vocabulary: the same; the share is lower at d_model
 #
 # | Source | The source writes | What is right | Where |
 # |---|---|---|---|
-# | `003` (`PositionalEncoding.forward`) | `self.positional_encodings[:x.shape[1]]` | `self.positional_encodings[:, :x.shape[1]]`: the buffer is (1, max_len, d), so the source's slice cuts its size-1 axis, keeps every position: `x + pe` fails for every other length above 1 and at length 1 silently broadcasts to (B, max_len, d) | §1 |
+# | `003` (`PositionalEncoding.forward`) | `self.positional_encodings[:x.shape[1]]` | `self.positional_encodings[:, :x.shape[1]]`: the buffer is (1, max_len, d), so the source's slice cuts its size-1 axis, keeps every position: `x + pe` fails for every length above 1 other than max_len (where it adds correctly), and at length 1 silently broadcasts to (B, max_len, d) | §1 |
 # | `003` (its RoPE code, a comment) | says its angle table, positions times `torch.exp(torch.arange(0, dim, 2, dtype=torch.float) * -(math.log(10000.0) / dim))`, equals `torch.outer(t, freqs)` with `freqs = 1.0 / (theta ** (torch.arange(0, d_model, 2)[: (d_model // 2)].float() / d_model))`: in effect, that its two forms of the frequencies are the same | the same in exact arithmetic, not in float32: at d = 64 the two differ in more than half of the 32 frequencies (how many depends on the CPU's `torch.exp`), and the tables in those columns; the exp form is more than 3 ulps off the float32 number nearest θ_j, the power form at most 1 | §1 |
 # | `003` (a comment in `precompute_freqs_cis`) | asks whether `freqs_cis` should not be fixed once the model's width and the longest input are set, reading `end` as each input's length | the code already does so: `end` is a fixed bound (twice the longest length), and the table is built when the model is built (once per layer in source 000's example, once per model in Meta's Llama code; §4). For plain RoPE fixing it is right (dynamic NTK recomputes it when the length grows; chapter 7): the table depends only on d, the base and the positions, so one table for the longest length, cut to the first L rows, is the table for L, bit for bit; `pl.RotaryEmbedding` keeps its tables between calls, while `pl.apply_rope` remakes them on every call (§2 and §4 count what that costs) | below |
 
