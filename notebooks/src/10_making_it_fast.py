@@ -12,13 +12,13 @@
 # 3. counting calls and the bytes they move, and a one-pass C kernel for RoPE;
 # 4. the same count for a training step (forward + backward), the floor it sets, and two exercises:
 #    a prediction of the tables' bytes in a step, and the backward rotation written into the gradient itself;
-# 5. on a GPU: RoPE's Triton kernel, run under Triton's interpreter on the CPU;
+# 5. on a GPU: RoPE's Triton kernel, run under Triton's interpreter on the CPU where Triton is installed (the tests);
 # 6. RoPE's share of a step's arithmetic and bytes (one training step of chapter 7's `TinyDecoder`, its optimizer's
 #    update included, counted).
 #
 # **Scope.** §1–§4 and §6 count on the CPU, where `apply_rope` has a C kernel. §5 reads
-# the GPU's kernel and runs it on the CPU under Triton's interpreter, which checks what it computes,
-# not how fast; the only GPU timings here are quoted from `benchmarks/README.md`, named where shown.
+# the GPU's kernel; where Triton is installed (the test suite's environment, not the course's) it runs it on the CPU
+# under Triton's interpreter, which checks what it computes, not how fast; the only GPU timings here are quoted from `benchmarks/README.md`, named where shown.
 # What you read does not depend on whether the C kernel is built here: its counts are taken on PyTorch's
 # meta device, which has shapes and no values (§3 first uses it).
 #
@@ -87,10 +87,8 @@ print("RecordOps:  ", [op.name for op in aten_level.ops])
 # builds its table once, in `PositionalEncoding.__init__` (`max_len: int = 5000` positions), and keeps it as a
 # (1, max_len, d) buffer that `forward` cuts to the input's length: a cost paid once, when the model is built, not in
 # every step. So the difference below matters only where tables are built often (many models, widths or lengths).
-# (Its cut is wrong, as [chapter 3](03_sinusoids.ipynb) §8 showed and traced to labml's layout: the source writes `self.positional_encodings[:x.shape[1]]`, which slices the buffer's first axis,
-# of size 1, so it keeps all max_len positions: `x + pe` fails for every other length above 1, and at length 1 it
-# silently broadcasts to (B, max_len, d); the correct form is `[:, :x.shape[1]]`. This cell proves it.) Our version of that builder (it takes the angle as an argument, so the cell can count its calls, and
-# `RecordCalls` records its torch calls):
+# (Its cut is wrong: see the errata table at the end; the cell checks it.) Our version of that builder (it takes the
+# angle as an argument, so the cell can count its calls, and `RecordCalls` records its torch calls):
 
 # %% slideshow={"slide_type": "fragment"}
 def angle_003(p: int, c: int, d: int, base: float = 10000.0) -> float:
@@ -117,11 +115,14 @@ def counted_angle(*args) -> float:
 with RecordCalls() as rec:
     table_003 = builder_003(n, d, dtype=torch.float64, angle=counted_angle)
 torch_calls = [call.name for call in rec.calls]
-# 1e-7, not 1e-12: float64 sine kernels differ between CPUs by up to ~1e-8 (a CI machine measured 6.8e-9)
+# 1e-7, not 1e-12: here the two float64 tables agree to about 3e-14, but one CI machine once measured 6.8e-9
+# (cause not found); 1e-7 is still 80 times below the float32 errors this section compares
 torch.testing.assert_close(table_003, pl.sinusoidal_positions(n, d, dtype=torch.float64), atol=1e-7, rtol=0)
 assert calls["angle"] == n * d and torch_calls.count("sin") == torch_calls.count("cos") == 1
 print(f"the library's table to within 1e-7; the builder evaluates {calls['angle']} = n·d angles in Python, then makes "
       f"{len(torch_calls)} torch calls, one sin and one cos among them")
+# 003's cut (errata): [:x.shape[1]] slices the buffer's size-1 first axis, so it keeps all max_len positions: x + pe
+# fails for every length above 1 other than max_len (where it adds correctly), and at length 1 silently broadcasts; the correct form is [:, :x.shape[1]]
 buffer_003 = table_003[None]  # the (1, max_len, d) buffer, here with max_len = n
 x_003 = torch.zeros(2, 10, d, dtype=torch.float64)  # a batch of 2 inputs of 10 positions
 assert buffer_003[: x_003.shape[1]].shape == (1, n, d)  # the source's cut: the size-1 axis, every position kept
@@ -133,12 +134,21 @@ except RuntimeError:
 x_len1 = torch.zeros(2, 1, d, dtype=torch.float64)  # one position: the source's cut broadcasts, with no error
 assert (x_len1 + buffer_003[: x_len1.shape[1]]).shape == (2, n, d) != x_len1.shape
 assert torch.equal((x_003 + buffer_003[:, : x_003.shape[1]])[1], table_003[:10])  # the correct cut: the positions
+x_full = torch.zeros(2, n, d, dtype=torch.float64)  # max_len positions: the source's cut happens to be right
+assert torch.equal(x_full + buffer_003[: x_full.shape[1]], x_full + buffer_003[:, : x_full.shape[1]])
 print("003's forward: [:x.shape[1]] keeps all positions: it fails to add 10 positions, and turns 1 position into "
       f"{tuple((x_len1 + buffer_003[:1]).shape)}; [:, :x.shape[1]] adds the first 10")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# In float32, the library's default, the table differs from the float64 one by up to about 8·10⁻⁶.
-# Whose error is that? `pl.sinusoidal_positions` makes its float32 angles in two roundings: θ_j is
+# Vectorising itself costs no accuracy: the vectorised table computed in float64 and rounded once to float32 is
+# within 10⁻⁷ of exact. The library's float32 table is within about 8·10⁻⁶, about 10 % further than source 003's
+# slow builder in float32, because the library rounds its float32 angles twice, the builder once. The aside below
+# checks this; the main line continues at "The library makes a fixed number".
+
+# %% [markdown] slideshow={"slide_type": "skip"}
+# ### Aside: where float32's error comes from
+#
+# `pl.sinusoidal_positions` makes its float32 angles in two roundings: θ_j is
 # rounded to float32 once (`rope_frequencies` computes it in float64 first), and the product p·θ_j,
 # taken in float32, is rounded again; then sin and cos round once more. An error δ in an angle
 # becomes an error of about δ·|cos| in its sine and δ·|sin| in its cosine (the slope of each), plus
@@ -150,12 +160,11 @@ print("003's forward: [:x.shape[1]] keeps all positions: it fails to add 10 posi
 # spacing is 2⁻¹⁶ ≈ 1.5·10⁻⁵ (from 128 up: positions 171 to 199). Later pairs turn more slowly, so
 # their angles are smaller and more finely spaced.
 #
-# So the error is a matter of how the angles are rounded, not of the vectorised form: source 003's
-# slow builder in float32, whose angles are Python float64 numbers rounded once, comes out slightly
-# more accurate, and the same vectorised table computed in float64 and rounded once at the end is
-# accurate to a few times 10⁻⁸. The cell checks each of these statements.
+# Source 003's builder in float32, whose angles are Python float64 numbers rounded once, comes out slightly more
+# accurate, and the vectorised table computed in float64 and rounded once at the end is accurate to a few times
+# 10⁻⁸. The cell checks each of these statements.
 
-# %% slideshow={"slide_type": "fragment"}
+# %% slideshow={"slide_type": "skip"}
 exact = pl.sinusoidal_positions(n, d, dtype=torch.float64)
 err32 = (exact - pl.sinusoidal_positions(n, d).double()).abs()  # (n, d): columns 2j, 2j + 1 are pair j
 pair_max = err32.view(n, d // 2, 2).amax(dim=(0, 2))
@@ -173,18 +182,19 @@ assert (err32 - angle_err.abs().repeat_interleave(2, -1) * slopes).abs().max() <
 err_003 = (exact - builder_003(n, d)).abs().max().item()  # angles in Python float64, rounded once to float32
 err_once = (exact - exact.float().double()).abs().max().item()  # float64 all the way, rounded once at the end
 assert 7e-6 < err_003 < 7.6e-6 < err32.max().item() and err_once < 1e-7
+assert 1.05 < err32.max().item() / err_003 < 1.15  # the library's two roundings: about 10 % more than the builder's one
 print(f"largest float32 error {err32.max().item():.1e}, in pair 1; "
       f"the five largest all in pair 1 at angles from 128 up; pair 0 at most {pair_max[0].item():.0e}")
 print("every entry's error is its angle's error times its slope, to within 1.2e-07")
-print("003's builder in float32: largest error between 7e-06 and 7.6e-06; the float64 table rounded once: under 1e-07")
+print("003's builder in float32: largest error between 7e-06 and 7.6e-06, the library's about 10 % larger "
+      f"({round(err32.max().item() / err_003, 1)} times); the float64 table rounded once: under 1e-07")
 
-# %% [markdown] slideshow={"slide_type": "fragment"}
-# The same roundings grow with the position. Near position 10⁵, float32's spacing is 2⁻⁷ ≈ 0.0078, so an
-# angle p·θ_j there can be off by half of that from rounding the product alone, and θ_j's own rounding,
-# multiplied by p, adds to it: over positions 99 000 to 100 000 (d = 128) the float32 angles are off by up to
-# about 0.007 rad, the largest in pair 1 (pair 0 again exact). Chapter 5 (§9) follows these errors to 10⁷.
+# %% [markdown] slideshow={"slide_type": "skip"}
+# These roundings grow with the position, as chapter 5 (§9) shows up to 10⁷: over positions 99 000 to 100 000
+# (d = 128), where float32's spacing is 2⁻⁷ ≈ 0.0078, the float32 angles are off by up to about 0.007 rad, again
+# largest in pair 1 (pair 0 exact).
 
-# %% slideshow={"slide_type": "fragment"}
+# %% slideshow={"slide_type": "skip"}
 far = torch.arange(99_000, 100_001, dtype=torch.float64)[:, None]
 far_err = ((far.float() * pl.rope_frequencies(128)).double() - far * pl.rope_frequencies(128, dtype=torch.float64)).abs()
 spacing_1e5 = (torch.nextafter(torch.tensor(1e5), torch.tensor(2e5)) - 1e5).item()
@@ -193,7 +203,7 @@ assert 0.006 < far_err.max() < 0.008
 print(f"float32 spacing at 1e5: {spacing_1e5}; angle error at positions 99000-100000, d = 128: up to "
       f"{far_err.max().item():.4f} rad, in pair {int(far_err.amax(0).argmax())}")
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "skip"}
 # Source 003 also asks a question, in a comment of its RoPE code. That code makes its angle table as
 # the positions times the frequencies `torch.exp(torch.arange(0, dim, 2, dtype=torch.float) * -(math.log(10000.0) / dim))`.
 # The comment says that this table equals the one made in three lines by the `precompute_freqs_cis`
@@ -220,7 +230,7 @@ print(f"float32 spacing at 1e5: {spacing_1e5}; angle error at positions 99000-10
 # So the comment's claim holds for the formulas, not for their float32 numbers: at d = 64 the two
 # tables differ in every column whose frequencies differ.
 
-# %% slideshow={"slide_type": "fragment"}
+# %% slideshow={"slide_type": "skip"}
 j2 = torch.arange(0, d, 2, dtype=torch.float32)
 exp_form = torch.exp(j2 * -(math.log(10000.0) / d))  # 003's frequencies
 pow_form = 1.0 / (10000 ** (j2 / d))  # the form its comment calls the same
@@ -272,9 +282,9 @@ assert counts[(n, d)][0] == 22 and len(torch_calls) == 7  # more calls than the 
 print("torch calls (total, sin, cos) per size:", counts)
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# Timing. Both make one `sin` and one `cos` call over the whole table, so what separates them is the
-# builder's Python work per entry: n·d = 12 800 angle expressions in the interpreter, and a nested list
-# of as many Python floats that `torch.tensor` must read one by one. The next cell times the builder
+# Timing. Both make one `sin` and one `cos` call over the whole table. What separates them, in our reading (not
+# timed apart): the builder's Python work per entry, n·d = 12 800 angle expressions in the interpreter and a nested
+# list of as many Python floats that `torch.tensor` must read one by one. The next cell times the builder
 # next to the library on your machine. It asserts nothing, because a time is not the same on two
 # machines; the counts above are the claim. Other programs running at the same time can only add
 # time to a block of calls, so the cell compares each function's fastest block, the least disturbed,
@@ -304,11 +314,10 @@ print("003's builder:", "more than 5 times slower" if slow > 5 * fast else "not 
 # counts, not a time: on a GPU (§5, quoted) the kernel's time came close to it at L = 16384, and at 4096 a cost per
 # call decided.
 #
-# **The unit of bytes: the one-pass bound**, what `x * 1.5` moves: x's bytes read once and a result of x's size
-# written once, twice x's bytes, so it follows x's dtype. No function that reads every value of x and returns a new
-# tensor of x's size moves less. Which operators and tensors a count includes depends on its question, so each
-# section states its question and its rule where it first counts (§2 `bytes_of`, §3 `traffic`, §4 `whole_tensor`
-# and `all_bytes`), and every count is in bounds of the x it names; the end of §4 sets the four side by side.
+# **How this appendix counts bytes.** Every byte that every operator of a call reads and writes (`RecordOps`),
+# tables and their making included, in one unit, the one-pass bound: what `x * 1.5` moves, x's bytes read once and a
+# result of x's size written once (no function that reads every value of x and returns a new tensor of x's size
+# moves less). One idea carries the appendix: one pass over x is the floor; tables and temporaries add to it.
 #
 # Chapter 5 (§11) showed that building the d × d matrix R_m for every position stores d times
 # more numbers than the cos and sin tables `apply_rope` uses, and gives the same result. It also
@@ -358,10 +367,8 @@ print(f"same result; the dense form holds {R_all.numel():,} numbers (the input {
 # complex table on every call (the module caches cos and sin, not that table), writes it, and reads it again to
 # multiply x by it.
 #
-# **The question: how many bytes does one call move, all told?** The next cell's rule, `bytes_of`, adds up
-# every byte that every operator of the call reads and writes, the tables and their making included, in
-# one-pass bounds (twice x's bytes: 8 bytes per entry for this float32 x); it checks that `x * 1.5` moves
-# exactly one.
+# **The question: how many bytes does one call move, all told?** The next cell's `bytes_of` counts by the rule
+# above, in one-pass bounds of this float32 x (8 bytes per entry); it checks that `x * 1.5` moves exactly one.
 
 # %% slideshow={"slide_type": "fragment"}
 with RecordCalls() as dense_calls:
@@ -404,6 +411,9 @@ print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3. Counting calls and bytes
 #
+# **Unit from here on:** x is a bf16 `xb` of 8 heads (unless a line says float32), so a bound is 4 bytes per entry,
+# not §2's 8; §2's counts do not compare with later ones (the end of §4 recounts them on `xb`).
+#
 # **Why one pass is the goal.** Rotating a pair is 4 multiplications and 2 additions, 6 operations,
 # and in bf16 it reads 2 values and writes 2: 8 bytes, under one operation per byte. An H100 does
 # about 10 separate float32 multiplications or additions in the time its memory moves one byte
@@ -419,10 +429,7 @@ print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 
 # whole cache lines (a GPU whole sectors), so a read of the even features alone, or of the odd ones (as 003's and
 # 001's forms below do), moves about all of x; the counts leave that out.
 #
-# **The unit changes here**: from here on x is a bf16 `xb` (8 heads) unless a line says float32, so a bound
-# is 4 bytes per entry, where §2's float32 x had 8 (§2 kept chapter 5's x, beside its dense matrices); §2's counts
-# do not compare with later ones, and the end of §4 recounts §2's rule on `xb`. bf16
-# (bfloat16) is a 16-bit float with float32's 8 exponent bits and 7 mantissa bits (the cell checks both).
+# bf16 (bfloat16) is a 16-bit float with float32's 8 exponent bits and 7 mantissa bits (the cell checks both).
 # A bf16 x is where the plain form makes two extra passes, a float32 copy in and a bf16 copy out.
 # Written with torch operations, `x·cos − y·sin` is one call per operation: the products, the
 # difference, the `stack`/`cat` that puts the pairs back, and those two copies. Each reads and writes
@@ -454,7 +461,10 @@ print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 
 # one, compiled with no fused multiply-add); the torch path within `torch.testing.assert_close`'s
 # tolerances, and, on x86-64, bit for bit in the interleaved layout (our explanation, not checked: torch's
 # vectorised complex multiply there rounds each product and the difference apart, and on other CPUs a compiler may
-# fuse them); and that the small example and a single-sequence decoding step never reach the C operator.
+# fuse them); and that the small example and a single-sequence decoding step never reach the C operator. The cell
+# after it prints the C kernel's inner loop, read from its source file as it runs: for each pair (members at `IA`
+# and `IB`: 2j and 2j + 1, or j and j + d/2), two loads (`LOAD` widens bf16 to float32), the rotation in float32,
+# two stores (`STORE` rounds back to bf16).
 
 # %% slideshow={"slide_type": "fragment"}
 xb = torch.randn(8, L, 128).to(torch.bfloat16)  # 8 heads of a bf16 model
@@ -495,14 +505,22 @@ print("against rotate_pairs in float32, for bf16 and float32 inputs and both lay
       + ("the torch path bit for bit (interleaved) or up to rounding (half)" if on_x86 else
          "the torch path up to rounding (bit for bit in the interleaved layout: not checked on this CPU)"))
 
+# %% slideshow={"slide_type": "fragment"}
+from pathlib import Path
+
+c_source = (Path(cpu_kernel.__file__).parent / "csrc" / "rope_kernel.c").read_text()  # the file the kernel is built from
+inner_loop = c_source[c_source.index("#define ROTATE"):c_source.index("#define ID(")].rstrip()
+assert "float first = a * cj - b * sj;" in inner_loop and "float second = a * sj + b * cj;" in inner_loop
+print("--- posenc_lib/kernels/csrc/rope_kernel.c: the inner loop, as the file has it now ---")
+print("\n".join(line.rstrip(" \\") for line in inner_loop.splitlines()))
+print("--- end ---")
+
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **The question: how many passes over x-sized data does each way of writing the rotation make?** The rule
-# `traffic` answers it, in one-pass bounds of the bf16 `xb` (forward only, tables left out). It is the second of four
-# byte rules, which the end of §4 sets side by side in one unit: `bytes_of` (§2) and `all_bytes` (§4) count every
-# byte, of a forward call and of a training step; `traffic` and `whole_tensor` (§4) only x-sized tensors, forward and
-# in a step. `traffic` counts the torch calls that move a whole tensor's worth of data (at least half of x: one
-# member of every pair), and the bytes of such tensors they read and write. Only the calls named in `DATA_OPS`
-# count: a hand list of the calls that move data in the functions this section counts, and `reshape` where it must
+# `traffic` is §2's count, forward only, leaving out tensors smaller than half of x (one member of every pair): that
+# leaves out the tables, so it counts passes over x. This section's last table adds the tables back, and the end of
+# §4 sets both counts side by side. `traffic` counts at the level of torch's calls, and only the calls named in
+# `DATA_OPS`: a hand list of the calls that move data in the functions this section counts, and `reshape` where it must
 # copy (a view where the strides allow one, a copy otherwise; `RecordMoves` tells which). The other calls
 # (views, shape queries, allocations such as `torch.empty`) move none, and the cell checks it: no call
 # on x-sized data that it leaves out writes into a tensor or fills memory its arguments did not hold
@@ -510,7 +528,7 @@ print("against rotate_pairs in float32, for bf16 and float32 inputs and both lay
 # Why half of x: the half layout's rotation works on x's halves, and those must count. The cos and sin
 # tables are read as well, and left out by that size, not by name: a (seq, d/2) table has 1/16 of the entries of
 # x's 8 heads, under the threshold, but would reach it with one head (the cell checks both). So what `traffic`
-# (and §4's `whole_tensor`, which counts the same way) leaves out depends on the heads; §4 adds the tables in.
+# leaves out depends on the heads.
 
 # %% slideshow={"slide_type": "fragment"}
 DATA_OPS = {"float", "to", "mul", "sub", "add", "neg", "cat", "stack", "copy_", "addcmul_", "rope_rotate.default"}
@@ -821,20 +839,19 @@ print("with the tables added back: " + ", ".join(f"{name} {bounds:.3g}" for name
       + "; the same ranking")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Where the C kernel pays off: `rotary.SMALL` is a choice read off one run's medians on one machine, not a measured
-# crossing.**
+# **Where the C kernel pays off: 16 384 is the smallest shown size with no ratio above 1**, in the table the cell
+# below types from `make bench` (`benchmarks/README.md`, "Where the C kernel pays off"; `tests/test_check_ch10.py`
+# checks every number against it): the kernel's time over the reference's, x of (4, seq, 64), the median of 5 paired
+# rounds on one loaded 2-core Intel Xeon VM, six of the nine measured sizes shown. At every smaller size float32's
+# half layout is above 1 in forward + backward (1.12 to 1.18), and forward too up to 4096, so that layout sets
+# `SMALL`. The interleaved layout was 0.89 or less at every shown size from 4096 on, forward + backward included. Forward, it saved up to 21 µs a call below `SMALL` (56 % of
+# the call, bf16, 8192 elements): a threshold per layout could start it at 4096; the library keeps one, the simpler
+# rule.
 #
-# The cell below types the table it is read from (`make bench`, in `benchmarks/README.md`, "Where the C kernel pays
-# off"; `tests/test_check_ch10.py` checks every number against it): the kernel's time over the reference's, x of
-# (4, seq, 64), the median of 5 paired rounds on one loaded 2-core Intel Xeon VM, six of the nine measured sizes
-# shown. The table gives no spread; between two runs of the same code, on large tensors, the README reports a spread
-# of up to 0.65 one-pass bounds on times of at most 4.59: 14 % or more. Float32's half layout up to `SMALL` gives
-# ratios of 0.93 to 1.18, 7 of its 10 within 0.14 of 1: those rows are not separated from 1. Read by one rule,
-# above 1 the kernel was slower in this run: 16 384 is the smallest shown size with no ratio above 1, and every
-# smaller one has float32's half layout above 1 (1.08 to 1.18), so that layout sets `SMALL`. The interleaved layout
-# was 0.89 or less at every shown size from 4096 on, forward + backward included, and forward it saved up to 21 µs a
-# call below `SMALL`, 56 % of the call (bf16, 8192 elements): a threshold per layout could start it at 4096; the
-# library keeps one threshold, the simpler rule.
+# Limits: `SMALL` is a choice read off one run's medians on one machine, not a measured crossing. The table gives no
+# spread; the README's only spread is on large tensors, between two runs of the same code: up to 0.65 one-pass bounds
+# on times of at most 4.59, 14 % or more. Float32's half layout up to `SMALL` gives ratios of 0.93 to 1.18, 7 of its
+# 10 within 0.14 of 1: if small tensors spread as much (not measured), those rows are not separated from 1.
 
 # %% slideshow={"slide_type": "fragment"}
 # quoted from benchmarks/README.md ("Where the C kernel pays off"), elements -> (the reference's time, interleaved,
@@ -853,9 +870,10 @@ assert sorted(set(measured_sizes) - set(small_bench["float32"])) == [512, 2048, 
 assert max(row[1] for *_, row in bench_rows) == 0.90  # interleaved, forward: no slower at any size
 none_above_1 = [size for size in small_bench["float32"] if all(max(small_bench[dt][size][1:]) <= 1 for dt in small_bench)]
 assert none_above_1 == [16384, 65536] and none_above_1[0] == SMALL == 16384  # the first: SMALL
-f32_half_above_1 = {size: [r for r in row[2::2] if r > 1] for size, row in small_bench["float32"].items() if size < SMALL}
-assert all(f32_half_above_1.values())  # every shown size below SMALL: float32's half layout above 1
-assert (min(map(min, f32_half_above_1.values())), max(map(max, f32_half_above_1.values()))) == (1.08, 1.18)
+f32_half_below = {size: row for size, row in small_bench["float32"].items() if size < SMALL}
+f32_half_both = [row[4] for row in f32_half_below.values()]  # float32, half, forward + backward
+assert all(r > 1 for r in f32_half_both) and (min(f32_half_both), max(f32_half_both)) == (1.12, 1.18)
+assert [size for size, row in f32_half_below.items() if row[2] > 1] == [256, 1024, 4096]  # forward: 0.99 at 8192
 assert round(run_spread / largest_time, 2) == 0.14  # the README's spread: 14 % or more of the time
 f32_half_near = [r for size, row in small_bench["float32"].items() if size <= SMALL for r in row[2::2]]
 assert (min(f32_half_near), max(f32_half_near), len(f32_half_near)) == (0.93, 1.18, 10)
@@ -868,7 +886,7 @@ saved_us = best_row[2][0] * (1 - best_row[2][1])  # interleaved, forward, the mo
 assert best_row[:2] == ("bfloat16", 8192) and round(saved_us) == 21 and round(saved_us / best_row[2][0], 2) == 0.56
 print(f"quoted, {len(small_bench['float32'])} of {len(measured_sizes)} measured sizes: {SMALL} is the smallest with no "
       f"ratio above 1; float32's half layout up to it: {sum(abs(r - 1) <= 0.14 for r in f32_half_near)} of "
-      f"{len(f32_half_near)} ratios within 0.14 of 1, above 1 at every size below it; interleaved, every ratio "
+      f"{len(f32_half_near)} ratios within 0.14 of 1, above 1 forward + backward at every size below it; interleaved, every ratio "
       f"from 4096 on is at most 0.89, and forward it saves at most {saved_us:.0f} µs a call below {SMALL} "
       f"({saved_us / best_row[2][0]:.0%} of the call)")
 fig, axes = viz.figure(2, width=4.4, height=3.4)
@@ -894,14 +912,14 @@ fig
 # read x and write R x, then read g and write R_{−m} g. That is two one-pass bounds of bytes. A
 # kernel that fuses the rotation into the operation that produces q and k (the projection) or into
 # the one that consumes them (attention) never writes or reads the rotated tensor on its own, so
-# this floor is a standalone operator's, not RoPE's. One real example: FlashAttention's `flash_attn_with_kvcache`,
-# given `rotary_cos` and `rotary_sin`, rotates q and the new k inside its attention kernel.
+# this floor is a standalone operator's, not RoPE's. One real example, for decoding (it has no backward pass):
+# FlashAttention's `flash_attn_with_kvcache`, given `rotary_cos` and `rotary_sin`, rotates q and the new k inside its
+# attention kernel (its docstring, `flash_attn/flash_attn_interface.py` in Dao-AILab/flash-attention, commit 0053002).
 #
-# **The question: how close does a training step come to that floor of two bounds?** The rule
-# `whole_tensor` answers it, in one-pass bounds of the bf16 `xb` (forward and backward, tables left out). To see what autograd runs in the backward pass, it takes `RecordOps`'s record
-# of every ATen operator, including those the backward pass calls, and counts as `traffic` did in §3:
-# operators on x-sized data and their x-sized tensors. The cell counts the plain form; the C operator's step,
-# which the exercise below asks about, is counted after the exercise.
+# **The question: how close does a training step come to that floor of two bounds?** The rule `whole_tensor` is
+# `traffic` over a training step: the same count (tensors of at least half x), taken on `RecordOps`'s record so that
+# it sees the operators the backward pass runs. The cell counts the plain form; the C operator's step, which the
+# exercise below asks about, is counted after the exercise.
 
 # %% slideshow={"slide_type": "fragment"}
 def train_step_ops(rope) -> list[Call]:
@@ -937,7 +955,8 @@ print(f"forward + backward on xb-sized data: the plain form {whole_tensor(plain_
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Exercise (prediction): the tables in a training step.** Before the next cells count the cos and sin
 # tables, predict them. `pl.RotaryEmbedding`, from its second call, rotates x of shape (batch, heads, seq, d), in
-# a dtype of `itemsize` bytes per entry, on the C operator, in a training step (forward and backward); its cos and
+# a dtype of `itemsize` bytes per entry, on the C operator, in a training step (forward and backward; g, the incoming
+# gradient, has x's shape and dtype); its cos and
 # sin tables stay float32 whatever x's dtype (the library keeps them so). Write
 # `step_bounds(batch, heads, seq, d, itemsize)`: every byte the step's operators read and write, tables included,
 # in one-pass bounds of that x, counted as this appendix counts (each tensor an operator reads or writes, once per
@@ -984,16 +1003,16 @@ _ = check.tables_in_a_step(step_bounds)
 # | cos and sin written (made on every call) | 0 | 1/8 |
 # | angles written once, read by cos and by sin; positions and frequencies | 0 | 3/16; under 0.01 |
 #
-# So a kernel that reads tables, called on one tensor, can go no lower than 2 + 1/4 with cached tables and
+# So for this x (8 heads, bf16), a kernel that reads float32 tables, called on one tensor, can go no lower than
+# 2 + 1/4 with cached tables and
 # 2 + 3/8 for the stateless function, which moves about 0.19 more. Only a kernel that computes sin and cos
 # itself, from the positions, gets down to 2, at the price of d/2 sines and cosines per position in
 # every call. On a GPU with Triton, `pl.apply_rope` hands x to such a kernel (§5); no GPU runs here, so
 # the cell checks only that hand-off, with a stand-in for the kernel. The cell first counts the C
 # operator's step on x-sized tensors alone (on the meta device, so on any machine: 2 operators, 2
-# bounds, the floor §4 began with). Then it asks **what a step moves all told, the tables and their making
-# included**: the rule `all_bytes` adds up every operator's bytes, tables and angles in (in one-pass bounds of the
-# bf16 `xb`, forward and backward). It also makes
-# §2's count on the C kernel (float32 x, forward only), which §2 left for here.
+# bounds, the floor §4 began with). Then it asks **what a step moves all told**: `all_bytes` is §2's count over a
+# training step, tables and angles in. It also makes §2's count on the C kernel (float32 x, forward only), which §2
+# left for here.
 
 # %% slideshow={"slide_type": "fragment"}
 lib_ops = train_step_ops(lambda q: pl.apply_rope(q, layout="half"))
@@ -1108,17 +1127,18 @@ assert (2 + tables_read / 2, 2 + (tables_read + tables_made) / 2) == (2 + 1 / 8,
 # from its second call on; the stateless `apply_rope` computes L · d/2 cosines and as many sines on every
 # call, and writes the tables again, 1/8 of a bound.
 #
-# **The four byte counts, side by side, in one unit.** Each answers its own question, so `apply_rope`'s four numbers
-# on the C kernel, all in one-pass bounds of the bf16 `xb` (the last lines of the cell above check them), do not
-# contradict one another. §2's rule counted chapter 5's float32 x of one head, where a bound is 8 bytes per entry and
-# the float32 tables weigh more against it: 2.8 bounds of that x (3.8 on the torch path); recounted on `xb`, 1.44.
+# **One count, two choices.** The byte counts of this appendix are one count with two choices: every byte, or only
+# the passes over x (tensors of at least half x's entries); one forward call, or a training step. `apply_rope` on the
+# C kernel, in one-pass bounds of the bf16 `xb` (the last lines of the cell above check each):
 #
-# | rule (section) | which bytes it counts | the question it answers | `apply_rope` on `xb` |
-# |---|---|---|---|
-# | `bytes_of` (§2) | forward only: every tensor of every operator (`RecordOps`), x, result, angles and tables | how many bytes does one call move, all told? | 1.44 |
-# | `traffic` (§3) | forward only: the calls in a hand list (`DATA_OPS`, checked by `RecordMoves`), and of their tensors only those of at least half x's entries (x and the result; the tables only with one head) | how many passes over x does a way of writing the rotation make? | 1 |
-# | `whole_tensor` (§4) | forward and backward: operators (`RecordOps`) and tensors of at least half x's entries, as `traffic` | how close does a training step come to the floor of 2? | 2 |
-# | `all_bytes` (§4) | forward and backward: every tensor of every operator (`RecordOps`), angles and tables in | what does a training step move, all told? | 2.57 |
+# | | one forward call | a training step |
+# |---|---|---|
+# | passes over x | 1 (`traffic`, §3) | 2 (`whole_tensor`) |
+# | every byte, tables in | 1.44 (`bytes_of`, §2) | 2.57 (`all_bytes`) |
+#
+# The floor is the top row; the bottom row adds the tables and their making. §2's 2.8 bounds (3.8 on the torch path)
+# are the same count on chapter 5's float32 x of one head, where a bound is 8 bytes per entry and the float32 tables
+# weigh more against it.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # So for this x, rotated alone, a training step with a standalone operator has a floor in bytes of 2 + 1/4
@@ -1146,24 +1166,22 @@ assert (2 + tables_read / 2, 2 + (tables_read + tables_made) / 2) == (2 + 1 / 8,
 #   operations make, added up over the whole call (every allocation counted, not the most held at once),
 #   hold fewer elements than g. A loop that allocates a fresh result for each small piece of g adds up to
 #   all of g and fails.
-# - **When writing into g is safe.** Only when the gradient g that reaches RoPE's backward pass was made for
-#   it alone (as attention's backward pass makes the gradient of q) and nothing reads it afterwards.
-#   Autograd may hand one gradient tensor to two branches (the backward pass of an addition gives the same
-#   g to both, checked below), and overwriting it would corrupt the other branch's gradient, so an autograd
-#   function may do this only where it owns g; the exercise asks for the rotation, not that wiring.
-# - **What it saves: memory.** A fused kernel writing into g saves one g-sized tensor, and a design with
-#   torch operations saves that less its own new tensors; this pays when the backward pass is short of
-#   memory and g is large. Argued, not measured here: the checker counts allocations, not a peak.
-# - **What it does not save: bytes.** One pass that reads each value and writes its result moves the same
-#   bytes into its input as into a new tensor (the cell below checks it: `y_pass.mul_(1.5)` against
-#   `y_pass * 1.5`), so a fused kernel that wrote into g would move what the C operator moves. Written with
-#   torch operations, each operation is a pass of its own over what it touches (the cell checks that two
-#   in-place operations move twice one's bytes), so what an in-place design moves depends on its
-#   operations, not on writing into g. (The count does not see what a CPU may add for new memory: a cache
-#   that reads a line before writing it, page faults on first touch.)
+# - **When writing into g is safe: only when RoPE's backward pass owns g**, made for it alone (as attention's
+#   backward pass makes q's gradient) and read by nothing afterwards. Autograd may hand one gradient tensor to two
+#   branches (an addition's backward pass does, checked below), and overwriting it would corrupt the other branch's
+#   gradient; the exercise asks for the rotation, not that wiring.
+# - **What it saves: memory, not bytes.** A fused kernel writing into g saves one g-sized tensor; a design with torch
+#   operations saves that less its own new tensors. One pass moves the same bytes into its input as into a new
+#   tensor (`y_pass.mul_(1.5)` against `y_pass * 1.5`, checked below), and with torch operations each operation is a
+#   pass of its own (two in-place operations move twice one's bytes), so an in-place design's bytes depend on its
+#   operations, not on writing into g.
 # - **How the checker works.** It runs the function on float32 gradients of its own, some of them strided
 #   views, adds up every element the ATen operators it reaches create, checks that every change to g is
 #   made by an operator it saw, and compares g with `pl.rotate_pairs` by −angle.
+#
+# Limits: the checker's sum of new elements bounds the extra memory a design holds at any moment; the peak of a whole
+# backward pass is not measured, nor what a CPU adds for new memory (a cache that reads a line before writing it,
+# page faults on first touch).
 
 # %% slideshow={"slide_type": "fragment"}
 handed = []  # the gradient each branch of w * 2 + q * 3 receives from the addition's backward pass
@@ -1296,7 +1314,9 @@ _ = check.rotate_back_in_place(rotate_back_)
 # numpy. It says nothing about speed, but it runs the same code, so the next cell checks what the
 # kernel computes, where Triton is installed. The stored output below was made in the test environment (`make
 # test` and `make notebooks` install `requirements/test.txt`, with Triton on Linux x86-64); in the course's own
-# environment, without Triton, the cell checks only the rounding formula and prints that the kernel was not run.
+# environment, without Triton, a learner's run checks only the rounding formula and prints that the kernel was not
+# run; the kernel itself is checked by `tests/test_rope_triton.py` (under the interpreter, in the test environment)
+# and `tests/test_gpu.py` (compiled, on a GPU).
 # Small q (4 heads) and k (2 heads) rotated in one launch, by tables and in registers, against `pl.apply_rope`;
 # then its backward.
 
@@ -1376,13 +1396,15 @@ else:
 # and prints it in copies: each entry over the time of a copy (`clone`) of q and k in the same row, §3's one-pass
 # yardstick. It reads all four rows (bf16 and float32, L = 4096 and 16384) the same way:
 #
-# - **L = 16384: bytes set the kernel's time.** The bound moved q's and k's bytes at 3.9 TB/s in bf16, and float32's twice the
-#   bytes took 1.92 times as long. The kernel called alone (one launch for q and k) took 1.07 to 1.11 copies, from
-#   tables or in registers, in both dtypes; `RotaryEmbedding` 1.07 and 1.11 (bf16, float32); `apply_rope` (one
-#   launch per tensor) 1.43 and 1.29, so a cost per call still shows (a launch or the Python around it: no control
-#   separates them); the eager torch paths and the library's `torch.compile` path (whose generated code is Triton's
-#   too) 3.7 to 12.4, the compiled one 7.29 in bf16 against Hugging Face's compiled rotation's 1.13, a gap this run
-#   does not explain; Hugging Face's rotation 11.8 and 7.5 eager, 1.13 and 1.39 under `torch.compile`.
+# - **L = 16384: bytes set the kernel's time.** The bound moved q's and k's bytes at 3.9 TB/s in bf16, against the
+#   H200's peak of 4.8 TB/s (NVIDIA's H200 specification). Float32's twice the bytes took 1.92 times as long for the
+#   bound, and 2.0 times as long for the kernel from tables (0.178 against 0.090 ms). The kernel called alone (one
+#   launch for q and k) took 1.07 to 1.11 copies, from tables or in registers, in both dtypes, and `RotaryEmbedding`
+#   as much. `apply_rope` (one launch per tensor) took
+#   1.29 to 1.43, so a cost per call still shows (a launch or the Python around it: no control separates them). The
+#   eager torch paths and the library's `torch.compile` path (whose generated code is Triton's too) took 3.7 to 12.4;
+#   the compiled one's 7.29 (bf16) against Hugging Face's compiled rotation's 1.13 is a gap this run does not
+#   explain. The printed table has the other entries.
 # - **L = 4096: a cost per call sets the time, and this run cannot say whose.** The bound moved its 84 MB (bf16) at
 #   only 1.2 TB/s, and float32's twice the bytes took 1.06 times as long: even one pass cost about a call, whatever
 #   its bytes. The kernel alone took 4.5 to 5.7 copies, 0.36 to 0.44 ms a call, against 0.09 to 0.18 ms at 16384
@@ -1415,6 +1437,7 @@ h200 = {("bfloat16", 4096): (0.069, 1.11, 16.34, 6.44, 6.37, 5.33, 17.99, 8.94, 
         ("float32", 16384): (0.165, 0.98, 1.26, 1.09, 1.08, 1.09, 5.42, 3.71, 3.62, 7.37, 1.36)}
 # the H100 run, quoted ("A quoted GPU measurement", bf16): the Triton prototype in units of a clone of q and k
 prototype = {4096: 1.41, 16384: 1.25, 65536: 1.09}
+h200_peak_tb_per_s = 4.8  # not the README's: NVIDIA's H200 specification (HBM3e, 4.8 TB/s)
 copies = {key: dict(zip(h200_columns[1:], (t / row[1] for t in row[2:]))) for key, row in h200.items()}
 dtypes = ("bfloat16", "float32")
 print("the H200 run, each path's time in copies of q and k (its time over a clone's, the same row)")
@@ -1434,11 +1457,13 @@ tb_per_s = {seq: 2 * 2 * entries[seq] / (h200["bfloat16", seq][0] * 1e-3) / 1e12
 assert round(2 * 2 * entries[4096] / 1e6) == 84 and (round(tb_per_s[4096], 1), round(tb_per_s[16384], 1)) == (1.2, 3.9)
 f32_over_bf16 = {seq: h200["float32", seq][0] / h200["bfloat16", seq][0] for seq in entries}  # twice the bytes
 assert (round(f32_over_bf16[4096], 2), round(f32_over_bf16[16384], 2)) == (1.06, 1.92)
+assert tb_per_s[16384] < h200_peak_tb_per_s  # below the peak, as a measured rate must be
 kernel = ("kernel, tables", "kernel, registers")
 torch_paths = ("apply_rope torch", "module torch", "apply_rope_compiled")
 # L = 16384
 assert (min(in_copies(16384, *kernel)), max(in_copies(16384, *kernel))) == (1.07, 1.11)
 assert in_copies(16384, "RotaryEmbedding") == [1.07, 1.11] and in_copies(16384, "apply_rope") == [1.43, 1.29]
+assert min(in_copies(16384, "apply_rope")) > max(in_copies(16384, *kernel, "RotaryEmbedding"))  # one launch per tensor
 assert (min(in_copies(16384, *torch_paths, ndigits=1)), max(in_copies(16384, *torch_paths, ndigits=1))) == (3.7, 12.4)
 assert in_copies(16384, "HF eager", ndigits=1) == [11.8, 7.5] and in_copies(16384, "HF compiled") == [1.13, 1.39]
 assert in_copies(16384, "apply_rope_compiled")[0] == 7.29  # bf16: the library's compiled path, unexplained
@@ -1448,10 +1473,17 @@ kernel_ms = {seq: [h200[dtype, seq][0] * h200[dtype, seq][1 + h200_columns.index
                    for path in kernel] for seq in entries}
 assert (round(min(kernel_ms[4096]), 2), round(max(kernel_ms[4096]), 2)) == (0.36, 0.44)
 assert (round(min(kernel_ms[16384]), 2), round(max(kernel_ms[16384]), 2)) == (0.09, 0.18)
+kernel_tables_ms = {dtype: h200[dtype, 16384][0] * h200[dtype, 16384][1 + h200_columns.index("kernel, tables")]
+                    for dtype in dtypes}  # the kernel from tables at L = 16384: its own float32 over bf16
+assert (round(kernel_tables_ms["float32"], 3), round(kernel_tables_ms["bfloat16"], 3)) == (0.178, 0.090)
+assert round(kernel_tables_ms["float32"] / kernel_tables_ms["bfloat16"], 1) == 2.0
 apply_rope_ms = {seq: h200["bfloat16", seq][0] * h200["bfloat16", seq][2] for seq in entries}
 assert (round(apply_rope_ms[4096], 2), round(apply_rope_ms[16384], 2)) == (1.13, 0.12)  # slower with fewer positions
 print(f"the bound (bf16): {tb_per_s[4096]:.1f} TB/s at L = 4096, {tb_per_s[16384]:.1f} at 16384; float32 over bf16: "
       f"{f32_over_bf16[4096]:.2f} and {f32_over_bf16[16384]:.2f} as long")
+print(f"L = 16384, the kernel from tables: float32 {kernel_tables_ms['float32']:.3f} ms, bf16 "
+      f"{kernel_tables_ms['bfloat16']:.3f} ms, {kernel_tables_ms['float32'] / kernel_tables_ms['bfloat16']:.1f} times "
+      f"as long; the bound at {tb_per_s[16384]:.1f} TB/s against the H200's peak {h200_peak_tb_per_s} TB/s")
 print("H100, the prototype in copies of q and k: " + ", ".join(f"L = {seq}: {t}" for seq, t in prototype.items()))
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -1642,28 +1674,28 @@ print(f"attention written out: the step's bytes x {total_bytes(eager_with) / tot
       f"RoPE's share {eager_share:.3f} (fused: {rope_share['bytes']:.3f})")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **What to remember: RoPE's quarter of the step's bytes is this small model's, in the plain form it is written in (the
-# C operator on contiguous q and k brings it to about an eighth, below). At its vocabulary of 64 tokens it
-# falls with the width, slowly with 8 sequences a step and fast with one. A larger vocabulary lowers it, and at 1024
-# and 8192 tokens it is higher at d_model = 512 than at 64 (only those two widths counted there).**
+# **What to remember: in this small model (a vocabulary of 64 tokens), in the plain form it is written in, RoPE is a
+# quarter of a training step's bytes, and the share falls with the width: slowly with 8 sequences a step, fast with
+# one. With a larger vocabulary it need not fall (below).** The C operator on
+# contiguous q and k brings it to about an eighth (counted above). A larger vocabulary lowers it, and at 1024 and 8192
+# tokens it is higher at d_model = 512 than at 64 (only those two widths counted there).
 #
-# That quarter is this model's, at this width and vocabulary. The next cell counts the step again, with and
-# without RoPE, at d_model = 64, 128, 256 and 512 (heads of 16 features, d_ff = 4 · d_model, the model's own
-# ratio), on the same 8 sequences of 255 tokens and on one sequence. RoPE's share of the bytes:
+# The next cell counts the step again, with and without RoPE, at d_model = 64, 128, 256 and 512 (heads of 16
+# features, d_ff = 4 · d_model, the model's own ratio), on the same 8 sequences of 255 tokens and on one sequence.
+# RoPE's share of the bytes:
 #
 # | d_model | 8 sequences | 1 sequence |
 # |---|---|---|
 # | 64 | 0.25 | 0.20 |
 # | 512 | 0.20 | 0.07 |
 #
-# Why it falls: split the rest of the step (all but RoPE) as rest(b) = F + b · T for b sequences, where T is what
-# each sequence adds and F what does not grow with the tokens. RoPE's bytes are almost all per token (its tables
-# are read once per position, shared by the sequences) and grow with the
-# width (about eightfold from 64 to 512); F is the weights' traffic and grows as the weights do, faster than the
-# width. Two counts give F = (8 · rest(1) − rest(8)) / 7: about 22 times the weights' bytes at both widths. A
-# control counts AdamW's update alone: 19 of those 22; the other 3 we read, without itemising them, as a weight read
-# forward, read again backward and its gradient written. The fewer tokens a step has, the more F weighs, so the faster the share falls with the
-# width.
+# Why it falls: RoPE's bytes are almost all per token (its tables are read once per position, shared by the
+# sequences) and grow about eightfold from 64 to 512, while the rest of the step has a part that does not grow with
+# the tokens, the weights' traffic, which grows faster than the width. The fewer tokens a step has, the more that part
+# weighs, so the faster the share falls. Our reading of that part: write the rest of the step (all but RoPE) as
+# rest(b) = F + b · T for b sequences; two counts give F = (8 · rest(1) − rest(8)) / 7, about 22 times the weights'
+# bytes at both widths, and a third, at 2 sequences, lies on that line to within 0.1 %. A control counts AdamW's update alone: 19 of those 22; the other 3 we read, without itemising
+# them, as a weight read forward, read again backward and its gradient written.
 #
 # The 19 are eager AdamW's, one weight at a time (`foreach=False`, the CPU's default), which passes over the moments
 # several times and builds a temporary for the denominator. In weight-sized tensors read and written, per operator
@@ -1674,10 +1706,11 @@ print(f"attention written out: the step's bytes x {total_bytes(eager_with) / tot
 #
 # The vocabulary, 64 tokens so far, adds only bytes RoPE has no part in: the logits (batch · T · vocab float32
 # numbers), their softmax and gradients, and the embedding and output weights (vocab · d_model each). At 8192 tokens,
-# on the 8 sequences, RoPE's bytes stay exactly as they were, and its share falls to about 0.05 at d_model = 64 and
-# 0.12 at 512: there, and at 1024 tokens (0.17 and 0.18), it is higher at the larger width. The logits' bytes do not grow
-# with the width, so from 64 to 512 the bytes the vocabulary adds grow only 1.7-fold, RoPE's about eightfold. None
-# of this says what a real model's width, vocabulary and length give; this appendix does not count one.
+# on the 8 sequences, RoPE's bytes stay exactly as they were and its share falls to about 0.05 at d_model = 64 and
+# 0.12 at 512; at 1024 tokens it is 0.17 and 0.18. The logits' bytes do not grow with the width, so from 64 to 512
+# the bytes the vocabulary adds grow only 1.7-fold, RoPE's about eightfold.
+#
+# Limits: none of this says what a real model's width, vocabulary and length give; this appendix does not count one.
 
 # %% slideshow={"slide_type": "fragment"}
 widths = (64, 128, 256, 512)
@@ -1705,6 +1738,10 @@ fixed_part = {w: (8 * by_width[1, w][1] - by_width[8, w][1]) / 7 for w in (64, 5
 param_bytes = {w: sum(p.numel() * p.element_size() for p in pl.TinyDecoder(pl.DecoderConfig(
     vocab_size=64, positional="none", max_len=256, d_model=w, num_heads=w // 16, d_ff=4 * w)).parameters()) for w in (64, 512)}
 assert all(21.9 < fixed_part[w] / param_bytes[w] < 22 for w in (64, 512))  # about 22 times the weights' bytes
+for w in (64, 512):  # a third count, at 2 sequences, lies on the line F + b * T the two counts give
+    per_sequence = (by_width[8, w][1] - by_width[1, w][1]) / 7  # T
+    rest_2 = total_bytes(step_ops("none", batch=2, width=w))
+    assert abs(rest_2 - (fixed_part[w] + 2 * per_sequence)) / rest_2 < 1e-3
 assert param_bytes[512] / param_bytes[64] > 8  # the weights grow faster than the width
 update_bytes = {}  # the control: AdamW's update alone, on a model of each width
 for w in (64, 512):
@@ -1771,7 +1808,7 @@ print("RoPE's bytes at every vocabulary: the same; the share is lower at d_model
 #
 # | Source | The source writes | What is right | Where |
 # |---|---|---|---|
-# | `003` (`PositionalEncoding.forward`) | `self.positional_encodings[:x.shape[1]]` | `self.positional_encodings[:, :x.shape[1]]`: the buffer is (1, max_len, d), so the source's slice cuts its size-1 axis, keeps every position: `x + pe` fails for every other length above 1 and at length 1 silently broadcasts to (B, max_len, d) | §1 |
+# | `003` (`PositionalEncoding.forward`) | `self.positional_encodings[:x.shape[1]]` | `self.positional_encodings[:, :x.shape[1]]`: the buffer is (1, max_len, d), so the source's slice cuts its size-1 axis, keeps every position: `x + pe` fails for every length above 1 other than max_len (where it adds correctly), and at length 1 silently broadcasts to (B, max_len, d) | §1 |
 # | `003` (its RoPE code, a comment) | says its angle table, positions times `torch.exp(torch.arange(0, dim, 2, dtype=torch.float) * -(math.log(10000.0) / dim))`, equals `torch.outer(t, freqs)` with `freqs = 1.0 / (theta ** (torch.arange(0, d_model, 2)[: (d_model // 2)].float() / d_model))`: in effect, that its two forms of the frequencies are the same | the same in exact arithmetic, not in float32: at d = 64 the two differ in more than half of the 32 frequencies (how many depends on the CPU's `torch.exp`), and the tables in those columns; the exp form is more than 3 ulps off the float32 number nearest θ_j, the power form at most 1 | §1 |
 # | `003` (a comment in `precompute_freqs_cis`) | asks whether `freqs_cis` should not be fixed once the model's width and the longest input are set, reading `end` as each input's length | the code already does so: `end` is a fixed bound (twice the longest length), and the table is built when the model is built (once per layer in source 000's example, once per model in Meta's Llama code; §4). For plain RoPE fixing it is right (dynamic NTK recomputes it when the length grows; chapter 7): the table depends only on d, the base and the positions, so one table for the longest length, cut to the first L rows, is the table for L, bit for bit; `pl.RotaryEmbedding` keeps its tables between calls, while `pl.apply_rope` remakes them on every call (§2 and §4 count what that costs) | below |
 

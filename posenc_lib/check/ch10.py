@@ -33,19 +33,28 @@ __all__ = ["rotate_back_in_place", "tables_in_a_step"]
 
 OUTSIDE_BYTES = 32 * 1024  # what the function may make outside torch: Python objects, not a copy of half of g
 # (every gradient below is at least 128 KiB; half of it in numpy would be 64 KiB, as Python floats far more)
-_CASES = (  # (batch, heads, seq, d), layout, stored as (batch, seq, heads, d) and transposed: a strided view
-    ((4, 4, 32, 64), "half", False),
-    ((2, 8, 32, 64), "interleaved", False),
-    ((2, 4, 64, 128), "half", True),
-    ((4, 4, 64, 32), "interleaved", True),
+_CASES = (  # (batch, heads, seq, d), layout, how g is stored: contiguous; "transposed", stored as
+    # (batch, seq, heads, d) and transposed; "sliced", every other feature of a (batch, heads, seq, 2d) tensor, so
+    # that its last stride is 2
+    ((4, 4, 32, 64), "half", "contiguous"),
+    ((2, 8, 32, 64), "interleaved", "contiguous"),
+    ((2, 4, 64, 128), "half", "transposed"),
+    ((4, 4, 64, 32), "interleaved", "transposed"),
+    ((4, 4, 32, 64), "interleaved", "sliced"),
 )
+_STORED = {"contiguous": "contiguous", "transposed": "a transposed view", "sliced": "a view with last stride 2"}
 
 
-def _inputs(shape: tuple[int, ...], layout: str, strided: bool, seed: int) -> tuple[torch.Tensor, ...]:
+def _inputs(shape: tuple[int, ...], layout: str, stored: str, seed: int) -> tuple[torch.Tensor, ...]:
     """A float32 gradient g (batch, heads, seq, d) and the (seq, d/2) cos and sin of positions from an offset."""
     gen = torch.Generator().manual_seed(seed)
     b, h, s, d = shape
-    g = torch.randn(b, s, h, d, generator=gen).transpose(1, 2) if strided else torch.randn(b, h, s, d, generator=gen)
+    if stored == "transposed":
+        g = torch.randn(b, s, h, d, generator=gen).transpose(1, 2)
+    elif stored == "sliced":
+        g = torch.randn(b, h, s, 2 * d, generator=gen)[..., ::2]
+    else:
+        g = torch.randn(b, h, s, d, generator=gen)
     positions = torch.arange(s) + int(torch.randint(0, 5000, (), generator=gen))
     angles = positions[:, None].float() * rope_frequencies(d)
     return g, angles.cos(), angles.sin()
@@ -170,17 +179,25 @@ def _off_only_near(g: torch.Tensor, expected: torch.Tensor, cos: torch.Tensor, l
     return None
 
 
+_NEW_ELEMENTS: list[int] = []  # the new elements of each passing case of the last run (read by the tests only)
+
+
 def rotate_back_in_place(answer: Callable[..., Any] | None) -> bool | None:
     """answer(g, cos, sin, layout): overwrites g (..., seq, d), any strides, with R^T g, the rotation of every pair by
     -angle (cos, sin of shape (seq, d/2); layout "half" or "interleaved"), creating fewer than g.numel() elements
     in new tensors, added up over the call (not the peak), and nothing big outside torch."""
 
     def run(fn):
-        for seed, (shape, layout, strided) in enumerate(_CASES):
-            g, cos, sin = _inputs(shape, layout, strided, seed)
+        _NEW_ELEMENTS.clear()
+        for seed, (shape, layout, stored) in enumerate(_CASES):
+            g, cos, sin = _inputs(shape, layout, stored, seed)
             g0, cos0, sin0, ptr, strides = g.clone(), cos.clone(), sin.clone(), g.data_ptr(), g.stride()
+            whole = torch.as_strided(g, (g.untyped_storage().nbytes() // g.element_size(),), (1,), 0)  # g's storage
+            around = whole.clone()  # to check that only g's own entries change (a slice's neighbours do not)
+            outside_g = torch.ones_like(whole, dtype=torch.bool)
+            torch.as_strided(outside_g, g.shape, g.stride(), g.storage_offset()).fill_(False)
             expected = rotate_pairs(g0, cos0, -sin0, layout)
-            where = f"{layout} layout, {'a strided view' if strided else 'contiguous'} g of {tuple(g.shape)}"
+            where = f"{layout} layout, {_STORED[stored]} g of {tuple(g.shape)}"
             budget = g.numel() - 1  # fewer elements than g: an out-of-place result alone is g's size
             tracing = tracemalloc.is_tracing()
             try:
@@ -196,7 +213,10 @@ def rotate_back_in_place(answer: Callable[..., Any] | None) -> bool | None:
             except NotImplementedError:
                 raise
             except Exception as e:  # a learner's bug in one case: name the case, go on to the next
-                yield False, f"{where}: your function raised {type(e).__name__}: {e}"
+                why = (f" (g's last stride here is {g.stride(-1)}: your function assumes that g's last dimension is "
+                       "contiguous, its entries adjacent in memory, which \"any strides\" does not promise)"
+                       if g.stride(-1) != 1 else "")
+                yield False, f"{where}: your function raised {type(e).__name__}: {e}{why}"
                 continue
             finally:
                 if not tracing and tracemalloc.is_tracing():
@@ -222,8 +242,12 @@ def rotate_back_in_place(answer: Callable[..., Any] | None) -> bool | None:
             if g.data_ptr() != ptr or g.stride() != strides:
                 yield False, f"{where}: g no longer holds its own memory: the result must be written into it"
                 continue
+            if not torch.equal(whole[outside_g].view(torch.int32), around[outside_g].view(torch.int32)):
+                yield False, f"{where}: the function writes into memory next to g's entries that is not g's"
+                continue
             if _close(g, expected):
-                yield True, f"{where}: g holds R^T g, with {seen.elements:,} new elements (g has {g.numel():,})"
+                _NEW_ELEMENTS.append(seen.elements)  # for tests; printed, the count would show the design's
+                yield True, f"{where}: g holds R^T g, within the budget (fewer new elements than g has)"
                 continue
             other = "interleaved" if layout == "half" else "half"
             if torch.equal(g, g0):
