@@ -145,10 +145,10 @@ fig
 # $$L_0\, b^{-2j/d} < 2\pi \iff j > j^* = \frac{d}{2}\,\frac{\ln(L_0/2\pi)}{\ln b},$$
 #
 # the "critical dimension" of Liu et al. (2023, *Scaling Laws of RoPE-based Extrapolation*), in pairs.
-# Chapters differ in this count: chapter 5's Exercise 2 asks for a full turn within positions
-# $0 \dots L_0-1$, $(L_0-1)\theta_j \ge 2\pi$; this chapter and chapter 8 count a pair as having turned when
-# $L_0\theta_j \ge 2\pi$ (its wavelength at most $L_0$), a fraction of a turn looser. No pair used here falls between
-# the two (asserted below for this head and for §3's $d = 16$ head).
+# Chapter 5's Exercise 2 counts a turn only within the positions $0 \dots L_0-1$, $(L_0-1)\theta_j \ge 2\pi$;
+# here, as in chapter 8, a pair has turned when its wavelength is at most $L_0$, $L_0\theta_j \ge 2\pi$, because
+# that is the form Liu et al.'s critical dimension takes. The two differ by less than one step $\theta_j$, and no
+# pair used here falls between them (asserted below for this head and for §3's $d = 16$ head).
 #
 # The cell checks this count against a direct measurement, `pl.rope_angle_novelty`: for
 # every pair, the largest distance on the circle from an angle at the distances
@@ -449,14 +449,14 @@ torch.testing.assert_close(2 * math.pi / theta, pl.rope_wavelengths(d))  # λ_j 
 fig
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# The widget below redraws the curves for any factor $s$ (the shaded bands are drawn from $L_0$
-# alone and stay put; the curves and the dotted lines, $1/s$ on the left and $sL_0$ on the right, are
-# what the slider moves). Predict before you move it, then read the answer off the curves. Take a
-# pair whose wavelength was beyond $L_0$ (above the dashed line on the right). By §2's one-step test,
-# if it is slowed by the full $s$ (on or below the dotted $1/s$ on the left), it meets no unseen
-# angle; position interpolation, YaRN and Llama 3 slow every such pair by $s$ (above). The right
-# panel suggests another test: is the pair's new wavelength longer than the new context $sL_0$ (above
-# the dotted line)? As $s$ grows, do more or fewer of NTK's slow pairs fall short of $sL_0$?
+# The widget below redraws the curves for any factor $s$; the slider moves the curves and the dotted
+# lines ($1/s$ on the left, $sL_0$ on the right). Watch NTK's pairs whose wavelength was beyond $L_0$
+# (right of where the black RoPE curve crosses the dashed line), and read two things off the panels:
+#
+# 1. On the right, move $s$ from 2 to 64: does NTK's curve cross the dotted $sL_0$ at a later or an
+#    earlier pair, so do more or fewer of those pairs end short of the new context?
+# 2. At $s = 8$, find NTK pairs whose new wavelength is past $sL_0$ on the right, yet which sit above
+#    the dotted $1/s$ on the left. By §2's one-step test, do they meet unseen angles?
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
 scaling_widget = viz.InteractiveFigure(
@@ -597,14 +597,10 @@ print(f"YaRN attention factor at s = {s:g}: 0.1 ln s + 1 = {att:.4f}; scores x{a
 # dictionary to seven places, measures each RoPE pair's part in a lookup, and reads ALiBi with far
 # keys masked (chapter 6 §4).
 #
-# **The main line** gives the results in brief after the table, then takes them apart task by task,
-# and ends with the summary "What §3 found". The parts marked
-# **Going further** are asides for reading after class: whether YaRN's failure is dilution, two
-# more mechanisms (T5's last bucket, YaRN's factor), NoPE in a sliding window, how many of the
-# orderings (the claims that one method beats another) could be luck, and the lookup gap, a
-# measure of the lookups' combination of angles found after looking at the recall data. No
-# main-line cell uses a name an aside defines, so a reader who skips every aside can still run and
-# follow the main line.
+# **The main line** runs: your prediction, the table, then per task the result, its control and what
+# it shows, and the summary "What §3 found". Parts marked **Going further** are asides for after
+# class (dilution, two more mechanisms, NoPE in a window, how many orderings could be luck, the
+# lookup gap); **Caveats** collects the limits. No main-line cell uses a name an aside defines.
 #
 # **Predict first**, before the table below: trained on 64 tokens, which of NoPE, sinusoids, T5, RoPE
 # and ALiBi still get the grammar (two tokens back) right at 512 tokens, and which can still look up a
@@ -732,7 +728,7 @@ fig
 # * **RoPE stretched at evaluation**: YaRN and NTK keep 128 tokens intact and slow the fall, but
 #   at 512 neither gets near ALiBi.
 # * **Position interpolation alone did *worse* than doing nothing here**, at every length past 64 and
-#   for every seed (thin if each sequence counts once; why: below).
+#   for every seed (thin if each sequence counts once; our guess why: Caveats).
 
 # %% jupyter={"source_hidden": true} slideshow={"slide_type": "fragment"}
 # The asserts that check the grammar's claims above (collapsed: expand to read them)
@@ -783,11 +779,6 @@ assert round(margins[0], 2) == 0.08 and all(0 < g < 0.02 for g in margins[1:])
 assert round(G["alibi"][512]["min"] - G["t5"][512]["max"], 2) == 0.03
 assert beats("grammar", "rope+yarn", "rope+ntk", 512) and ex.separation(results, "grammar", "rope+yarn", "rope+ntk", 512) < 2
 print("the grammar's claims hold")
-
-# %% [markdown] slideshow={"slide_type": "fragment"}
-# Every RoPE recall result below is of this one run. A rerun on another CPU picks other vectorised
-# kernels, which changes the last bits of training; the collapsed cell below measures how far that
-# moved the models that were retrained, and what such a shift could flip.
 
 # %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
 # The caveat on reruns: its numbers, checked (collapsed: expand to read them).
@@ -933,21 +924,18 @@ assert (heads("rope", 512, "mass") < 0.5 * count_alone("rope")).all()  # far key
 # in every head (below), and NoPE's near-uniform heads show plain dilution. So RoPE loses a local
 # task past $L_0$ because its far keys score *spuriously high*.
 #
-# The sliding window is a control, not a test of that mechanism. It hides every key 64 or more
-# back and brings RoPE back within 0.04 of its 64-token accuracy (the results figure's
-# "grammar: sliding window of 64" panel; asserted with the sliding window, below). That shows the far keys are
-# what costs the accuracy, not why they win; the far − near logits above are the evidence for the
-# why. Both halves are known: LM-Infinite (Han et al., 2023) names far keys at unseen distances
-# scoring too high as a cause of RoPE's failure past $L_0$ and restricts attention to a window (plus
-# the first tokens), and StreamingLLM (Xiao et al., 2023) keeps such a window with the first tokens
-# as "attention sinks".
+# **Control: the sliding window.** Hiding every key 64 or more back brings RoPE back within 0.04 of
+# its 64-token accuracy (the figure's "grammar: sliding window of 64" panel; asserted below). That
+# shows the far keys cost the accuracy; the logits above show why they win. Both halves are known:
+# LM-Infinite (Han et al., 2023) names far keys scoring too high as a cause and, like StreamingLLM
+# (Xiao et al., 2023), keeps such a window with the first tokens.
 #
-# The two scalings that keep every angle in range fail differently, and the table says how:
+# **Aside: the two scalings that keep every angle in range** fail differently (the table):
 #
 # * **Position interpolation** keeps far keys well below near ones (far − near logit below −3,
 #   far mass 0.08 in the median head) and still fails the grammar. The mass the needed keys lose
 #   goes to the *near* keys: their share rises from 0.16 to 0.74, and only 13 % of the loss goes far
-#   (why: Caveats).
+#   (our untested guess why: Caveats).
 # * **YaRN** (the code's, §2) keeps pair 0 and slows pairs 1 and 2 only partly (at $s = 8$ ×0.71 and
 #   ×0.42, where PI slows every pair ×0.125), so neighbours stay farther apart than under PI: the
 #   near keys keep their 0.16. Its far keys score
@@ -1301,7 +1289,7 @@ assert round(A["rope+yarn"][512]["mean"], 2) == 0.92
 # at 512) is *lower* than its accuracy at 64 tokens (0.43). The proposed reason: a window scores
 # only its last 16 tokens (after the first window), and those are where a NoPE model's sense of
 # position would be coarsest, if it comes from causal averages like §1's counter, which separate late
-# positions worst, relative to their value too. That is the grammar section's hypothesis again.
+# positions worst, relative to their value too (our reading of NoPE's lag again, untested: Caveats).
 #
 # If that is the reason, two things must hold. NoPE's accuracy on the last 16 positions of a
 # 64-token read (`tail_acc`, stored by the experiment) must be lower than its overall accuracy. And
@@ -1350,16 +1338,13 @@ print("sliding window at 512, predicted vs measured:", [f"{p:.2f} vs {m:.2f}" fo
 #   7 answers of 512 (separation 1.3), and plain RoPE's wins over NTK are thin at 128 tokens
 #   (separation 1.5) and, each sequence counted once, at 256.
 # * Why PI fails the grammar is not measured, nor which near keys gain (the measurement pools every
-#   key 2 to 63 back). One possible reason is §2's price: PI reads a distance $r$ as $r/s$. At $s = 8$
-#   the needed key one token back reads as distance 0.125, a fractional distance training never showed
-#   (it saw whole distances 0 to 63 only). The key 8 tokens back reads as distance 1, where training
-#   found the needed key (asserted with the grammar's attention). So keys a few tokens back now look
-#   like the needed ones. The untested alternative is simply the missing fine-tuning (Chen et al.
-#   fine-tune after interpolating; we do not).
-# * Why NoPE lags on the grammar is not settled. §1 suggests a hypothesis, which no cell here tests:
-#   the rule needs the two previous tokens, and a causal average like §1's counter tells neighbours
-#   in the last quarter of the window apart by only 1.6 % to 2 % of its value. The budget is the
-#   obvious alternative: NoPE's last logged training loss (one batch, at step 399) is 1.88 to 2.00,
+#   key 2 to 63 back). Our reading, untested: at $s = 8$ PI reads the key one back as distance 0.125,
+#   which training never showed, and the key 8 back as distance 1, where training found the needed key
+#   (asserted with the grammar's attention). The other candidate is the missing fine-tuning (Chen et
+#   al. fine-tune after interpolating; we do not).
+# * Why NoPE lags on the grammar is not settled. Our reading, untested: a causal average like §1's
+#   counter tells neighbours in the last quarter of the window apart by only 1.6 % to 2 % of its value.
+#   The budget is the other candidate: NoPE's last logged training loss (one batch, at step 399) is 1.88 to 2.00,
 #   far above RoPE's 1.14 to 1.24, and no run with more steps is stored.
 # * Why NTK fails with the dictionary anywhere, this run does not separate: the unseen angles, an $s$
 #   too small for NTK, or its uneven slowing of the middle pairs.
@@ -1645,9 +1630,10 @@ fig
 # with the same code, seeds and CPU, and stores, for each pair, its term of the asked entry's logit at
 # 64 tokens (the logit is the sum of the 8 terms). It also stores that term minus the same pair's mean
 # term over the other keys the query sees: how much the pair does to make the entry stand out. The
-# retrained models read like the committed ones, seed by seed, within the noise of fresh test
-# sequences (a collapsed cell below checks it), consistent with being the same. The head read
-# is the one where the committed run's attention lands on the entry; the terms serve only to choose the pairs.
+# head read is chosen in the control's own models: the one whose logit on the asked entry is largest.
+# It is layer 2, head 1 in every seed, where the committed run's attention lands on the entry too; the
+# terms serve only to choose the pairs. (Whether the retrained models *are* the committed ones no cell
+# checks: they were scored on other sequences, within whose noise they agree; collapsed cell below.)
 # In that head, in every seed, the fast pair 0 (10 turns over 64 tokens) does almost nothing (at most 0.03), and pairs 2 to 7
 # lead by 0.48 or more on average (next cell). The set is a choice, not a finding: pair 1 (3 turns)
 # is not cleanly apart, since seed 2's pair 1 leads by 0.22, as much as seed 1's pairs 5 and 6
@@ -1663,7 +1649,9 @@ controls = ex.load_results("recall_controls")  # python -m posenc_lib.experiment
 rope_mass64 = torch.tensor(ex.attention_heads(results, "recall", "rope", 64, "mass"))  # [seed][layer][head]
 term, lead = [], []
 for seed, ctrl in enumerate(controls["seeds"]):
-    layer, head = divmod(int(rope_mass64[seed].argmax()), cfg["num_heads"])
+    entry_logit = torch.tensor(ctrl["rope_pairs"]).sum(-1)  # [layer][head]: the sum of the 8 pair terms
+    layer, head = divmod(int(entry_logit.argmax()), cfg["num_heads"])  # chosen in the control's own models
+    assert (layer, head) == (1, 0) == divmod(int(rope_mass64[seed].argmax()), cfg["num_heads"])  # committed: same
     term.append(torch.tensor(ctrl["rope_pairs"][layer][head]))
     lead.append(torch.tensor(ctrl["rope_pair_contrast"][layer][head]))
     print(f"seed {seed}, lookup head (layer {layer + 1}, head {head + 1}), per pair: the entry's term",
@@ -1693,9 +1681,8 @@ assert [round(lookup_gap("rope+linear", L), 2) for L in LENGTHS[1:]] == [0.02, 0
 
 # %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"}
 # Where the pair terms come from, checked (collapsed: expand to read it).
-# The control run retrains the RoPE models with the same code, seeds and CPU, and stores no attention mass, so the
-# lookup head (the most mass on the entry) is chosen in the committed run. That assumes the retrained models are the
-# committed ones. Training is deterministic: the retrained ALiBi models, scored on the committed run's own sequences
+# The control run retrains the RoPE models with the same code, seeds and CPU. Its lookup head (the largest logit on
+# the entry) is the committed run's (the most attention on it); are the models the same? Training is deterministic: the retrained ALiBi models, scored on the committed run's own sequences
 # (the dictionary at L - 64), reproduce its accuracies to the answer. The retrained RoPE models were scored on other
 # sequences: the control draws its placements from its own generator (seed + 4; the committed run's come from
 # seed + 2). So even the same models would differ by the sampling noise, sqrt(sum 2p(1 - p)/512) over the 12
