@@ -464,6 +464,14 @@ def test_counter_merge_refuses_a_search(search, says, capsys):
     assert (torch.arange, sys.gettrace()) == before
 
 
+def fixed_point_merge(p, a):
+    """Iterate i + 1 = sqrt(a / ulp(a / (i + 1))), ulp taken in the counter's binade, from i + 1 = 2^p."""
+    n = 2.0**p
+    for _ in range(200):
+        n = math.sqrt(a / 2.0 ** (math.floor(math.log2(a / n)) + 1 - p))
+    return n - 1
+
+
 @pytest.mark.parametrize("wrong, says", [
     (lambda p, a: 2.0 ** (p - 0.5), "does not change with the scale a"),  # a = 1's answer for every a
     (lambda p, a: 2.0**p, "does not change with the scale a"),
@@ -484,6 +492,11 @@ def test_counter_merge_refuses_a_search(search, says, capsys):
     (lambda p, a: 2 ** (p - 1) * math.sqrt(a / 2 ** math.floor(math.log2(a))) - 1, "exact power of two"),
     (lambda p, a: merge_estimate(p, a) * (1.05 if math.log2(a).is_integer() else 1), "exact power of two"),
     (lambda p, a: merge_estimate(p, a) * (1.05 if a in (1.0, 100.0) else 1), "more than 2 % off the first merge at"),
+    # gap = spacing solved by a fixed point in the counter's binade: it settles in a later binade than the first
+    (lambda p, a: fixed_point_merge(p, a), "not the first such binade"),
+    # a spacing that grows smoothly with the value (no binades): the root of a itself, not of its significand
+    (lambda p, a: 2 ** (p - 1) * math.sqrt(a) - 1, "grows smoothly with the value"),
+    (lambda p, a: 2**p * math.sqrt(a / 3), "grows smoothly with the value"),
     (lambda p, a: -1, "not a position"),
     (lambda p, a: "soon", "not a position"),
 ])

@@ -192,6 +192,14 @@ def counter_merge(answer: Callable[[int, float], Any] | None) -> bool | None:
             yield False, ("your estimate is a times a power of two for every p and a: the spacing you compared "
                           "with is the one where a sits, but the counter a/(i+1) sets it, and the counter's "
                           "significand shrinks as i grows within a binade")
+        elif all(abs(math.log2(ratio[k]) - 0.5) < 0.03 and not math.log2(k[1]).is_integer() for k in wrong):
+            yield False, ("your estimate settles in a binade where neighbours meet the spacing, but not the first "
+                          "such binade: the counter passes through several on its way, and merging can start in an "
+                          "earlier one than the one your estimate settles in")
+        elif max(s := [got[p, a] / (a**0.5 * 2.0**p) for p, a in got]) / min(s) < 1.02:  # a smooth power of a
+            yield False, ("your estimate uses a spacing that grows smoothly with the value: in a binary format the "
+                          "spacing is fixed across each binade and doubles from one to the next, so where the scale a "
+                          "sits between two powers of two matters")
         else:
             yield False, "more than 2 % off the first merge at " + ", ".join(f"p = {p}, a = {a}" for p, a in wrong)
 
