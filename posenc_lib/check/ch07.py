@@ -333,8 +333,8 @@ _REACH_CASES = ((128, 10000.0, 2048, 2.0), (128, 10000.0, 2048, 8.0), (64, 10000
                 (2 * 10**9, 500000.0, 8192, 4.0))
 
 # Only a head with at least two pairs that turned and one that did not has a limit: with one (pair 0, which no base
-# slows) or none, or with every pair turned, any L works; the prompt says so, and the checker asks no such head
-# (tests/test_check_ch07.py counts the pairs of each).
+# slows) or none, or with every pair turned, any L works. The prompt says each head asked has at least two pairs that
+# turned and one that did not (tests/test_check_ch07.py counts the pairs of each).
 
 
 def one_base_in_range(answer: Callable[[int, float, int, float], Any] | None) -> bool | None:
