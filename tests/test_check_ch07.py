@@ -464,6 +464,14 @@ def test_counter_merge_refuses_a_search(search, says, capsys):
     assert (torch.arange, sys.gettrace()) == before
 
 
+def fixed_point_merge(p, a):
+    """Iterate i + 1 = sqrt(a / ulp(a / (i + 1))), ulp taken in the counter's binade, from i + 1 = 2^p."""
+    n = 2.0**p
+    for _ in range(200):
+        n = math.sqrt(a / 2.0 ** (math.floor(math.log2(a / n)) + 1 - p))
+    return n - 1
+
+
 @pytest.mark.parametrize("wrong, says", [
     (lambda p, a: 2.0 ** (p - 0.5), "does not change with the scale a"),  # a = 1's answer for every a
     (lambda p, a: 2.0**p, "does not change with the scale a"),
@@ -484,6 +492,11 @@ def test_counter_merge_refuses_a_search(search, says, capsys):
     (lambda p, a: 2 ** (p - 1) * math.sqrt(a / 2 ** math.floor(math.log2(a))) - 1, "exact power of two"),
     (lambda p, a: merge_estimate(p, a) * (1.05 if math.log2(a).is_integer() else 1), "exact power of two"),
     (lambda p, a: merge_estimate(p, a) * (1.05 if a in (1.0, 100.0) else 1), "more than 2 % off the first merge at"),
+    # gap = spacing solved by a fixed point in the counter's binade: it settles in a later binade than the first
+    (lambda p, a: fixed_point_merge(p, a), "not the first such binade"),
+    # a spacing that grows smoothly with the value (no binades): the root of a itself, not of its significand
+    (lambda p, a: 2 ** (p - 1) * math.sqrt(a) - 1, "grows smoothly with the value"),
+    (lambda p, a: 2**p * math.sqrt(a / 3), "grows smoothly with the value"),
     (lambda p, a: -1, "not a position"),
     (lambda p, a: "soon", "not a position"),
 ])
@@ -694,6 +707,65 @@ def test_stale_cache_pair_refuses_every_search(search, capsys):
     assert "derive where the drift stops rising" in out
     assert "log" not in out and "0.108" not in out and "0.0762" not in out and "0.098" not in out
     assert "large" not in out and "small" not in out
+
+
+def on_the_unique_pairs(search):
+    """The search run once per distinct base pair, spread back: were the pairs the listed ones repeated, this would
+    be 11 pairs' work for 1,100 answers."""
+    def collapsed(b1, b2):
+        pairs, back = torch.unique(torch.stack([b1, b2], 1), dim=0, return_inverse=True)
+        return search(pairs[:, 0].contiguous(), pairs[:, 1].contiguous())[back]
+    return collapsed
+
+
+def peak_by_short_bisection(b1, b2):
+    """45 halvings on the sign of the hand-derived slope."""
+    lo, hi = torch.zeros_like(b1), torch.ones_like(b1)
+    for _ in range(45):
+        m = (lo + hi) / 2
+        rising = b2.log() * b2 ** -m > b1.log() * b1 ** -m
+        lo, hi = torch.where(rising, m, lo), torch.where(rising, hi, m)
+    return (lo + hi) / 2
+
+
+def peak_by_short_newton(b1, b2):
+    """40 Newton steps on the hand-derived slope, vectorised."""
+    x = torch.zeros_like(b1)
+    l1, l2 = b1.log(), b2.log()
+    for _ in range(40):
+        x = x - (l2 * b2 ** -x - l1 * b1 ** -x) / (l1 ** 2 * b1 ** -x - l2 ** 2 * b2 ** -x)
+    return x
+
+
+def test_the_checker_passes_1100_distinct_pairs(capsys):
+    """The first copy is the listed pairs, exact; the other 99 are each moved by their own factors: every pair is
+    distinct (so is every b1 and every ratio past the listed ones), b1 < b2, the close pairs stay within ~1.2e-6 of each other."""
+    seen = []
+
+    def spy(b1, b2):
+        seen.append((b1.clone(), b2.clone()))
+        return peak_right(b1, b2)
+
+    ok, out = run(check.stale_cache_pair, spy, capsys)
+    assert ok is True, out
+    b1, b2 = seen[0]
+    listed = torch.tensor(ch07._STALE_BASES, dtype=torch.float64).T
+    assert b1.shape == (1100,) and torch.equal(b1[:11], listed[0]) and torch.equal(b2[:11], listed[1])
+    assert len(torch.unique(torch.stack([b1, b2], 1), dim=0)) == 1100
+    assert len(torch.unique(b1[11:])) == 1089 and len(torch.unique((b2 / b1)[11:])) == 1089 and (b2 > b1).all()
+    close = (b2 / b1 - 1).view(100, 11)[:, -2:]
+    assert (close > 0.7e-6).all() and (close < 1.3e-6).all()
+
+
+@pytest.mark.parametrize("search", [peak_by_short_bisection, peak_by_short_newton])
+def test_stale_cache_pair_refuses_a_search_on_the_unique_pairs(search, capsys):
+    """A search that would fit the budget on 11 distinct pairs (45 halvings, 40 Newton steps: both exact on the
+    listed pairs) does not once all 1,100 are distinct: refused."""
+    b1, b2 = torch.tensor(ch07._STALE_BASES, dtype=torch.float64).T
+    assert ((search(b1, b2) / peak_right(b1, b2) - 1).abs() < 1e-6).all()
+    ok, out = run(check.stale_cache_pair, on_the_unique_pairs(search), capsys)
+    assert ok is False and "a search for the peak" in out and "fit" in out and "hint" in out
+    assert "derive where the drift stops rising" in out and "0.098" not in out
 
 
 def peak_by_bisection_on_a_differentiated_slope(b1, b2, backward=False):
