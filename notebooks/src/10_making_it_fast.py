@@ -319,6 +319,10 @@ print("003's builder:", "more than 5 times slower" if slow > 5 * fast else "not 
 # result of x's size written once (no function that reads every value of x and returns a new tensor of x's size
 # moves less). One idea carries the appendix: one pass over x is the floor; tables and temporaries add to it.
 #
+# Each count below makes two choices: every byte, or only the passes over x; one forward call, or a training step
+# (forward and backward). §2 counts every byte of one call; §3 passes over x in one call; §4 both in a step; the end
+# of §4 sets the four side by side in one table.
+#
 # Chapter 5 (§11) showed that building the d × d matrix R_m for every position stores d times
 # more numbers than the cos and sin tables `apply_rope` uses, and gives the same result. It also
 # does more arithmetic: a d × d matrix times a vector is d² multiplications per position, while a
@@ -422,7 +426,10 @@ print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 
 # A copy (`clone`) reads x once and writes it once: exactly one one-pass bound (the cell checks it). That is the
 # floor of a standalone RoPE operator that computes its cos and sin in registers; one that reads tables moves them
 # too, and one fused into the projection or into attention need not write the rotated x at all (both in §4). So a
-# copy's time is the yardstick (§5 quotes two GPU runs against it). A count of bytes is a floor,
+# copy's time is the yardstick (§5 quotes two GPU runs against it).
+
+# %% [markdown] slideshow={"slide_type": "fragment"}
+# A count of bytes is a floor,
 # not a prediction of time: each call also has a fixed cost, and small tensors may sit in a cache. Both
 # weigh on the CPU here, where x is 2 MiB, so the bytes counted from here on model what GPU-sized tensors
 # cost, not a CPU time. They count a strided view by the elements it shows: `x[..., ::2]` is half of x. Memory moves
@@ -1137,8 +1144,8 @@ assert (2 + tables_read / 2, 2 + (tables_read + tables_made) / 2) == (2 + 1 / 8,
 # | every byte, tables in | 1.44 (`bytes_of`, §2) | 2.57 (`all_bytes`) |
 #
 # The floor is the top row; the bottom row adds the tables and their making. §2's 2.8 bounds (3.8 on the torch path)
-# are the same count on chapter 5's float32 x of one head, where a bound is 8 bytes per entry and the float32 tables
-# weigh more against it.
+# are the same count on §2's own x, `xs` (a float32 `torch.randn(1024, 64)`, one head), where a bound is 8 bytes per
+# entry and the float32 tables weigh more against it.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # So for this x, rotated alone, a training step with a standalone operator has a floor in bytes of 2 + 1/4
@@ -1404,7 +1411,8 @@ else:
 #   1.29 to 1.43, so a cost per call still shows (a launch or the Python around it: no control separates them). The
 #   eager torch paths and the library's `torch.compile` path (whose generated code is Triton's too) took 3.7 to 12.4;
 #   the compiled one's 7.29 (bf16) against Hugging Face's compiled rotation's 1.13 is a gap this run does not
-#   explain. The printed table has the other entries.
+#   explain (a follow-up would start from those two rows of `make bench DEVICE=cuda`, under a profiler's trace).
+#   The printed table has the other entries.
 # - **L = 4096: a cost per call sets the time, and this run cannot say whose.** The bound moved its 84 MB (bf16) at
 #   only 1.2 TB/s, and float32's twice the bytes took 1.06 times as long: even one pass cost about a call, whatever
 #   its bytes. The kernel alone took 4.5 to 5.7 copies, 0.36 to 0.44 ms a call, against 0.09 to 0.18 ms at 16384
@@ -1674,11 +1682,10 @@ print(f"attention written out: the step's bytes x {total_bytes(eager_with) / tot
       f"RoPE's share {eager_share:.3f} (fused: {rope_share['bytes']:.3f})")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **What to remember: in this small model (a vocabulary of 64 tokens), in the plain form it is written in, RoPE is a
-# quarter of a training step's bytes, and the share falls with the width: slowly with 8 sequences a step, fast with
-# one. With a larger vocabulary it need not fall (below).** The C operator on
-# contiguous q and k brings it to about an eighth (counted above). A larger vocabulary lowers it, and at 1024 and 8192
-# tokens it is higher at d_model = 512 than at 64 (only those two widths counted there).
+# **What to remember: in this small model, in the plain form it is written in, RoPE is a quarter of a training
+# step's bytes; at a 64-token vocabulary its share falls with the width (slowly with 8 sequences a step, fast with
+# one), at 1024 or 8192 tokens it rises from d_model = 64 to 512 (only those two widths counted there).** The C
+# operator on contiguous q and k brings it to about an eighth (counted above). A larger vocabulary lowers it.
 #
 # The next cell counts the step again, with and without RoPE, at d_model = 64, 128, 256 and 512 (heads of 16
 # features, d_ff = 4 · d_model, the model's own ratio), on the same 8 sequences of 255 tokens and on one sequence.
@@ -1699,9 +1706,11 @@ print(f"attention written out: the step's bytes x {total_bytes(eager_with) / tot
 #
 # The 19 are eager AdamW's, one weight at a time (`foreach=False`, the CPU's default), which passes over the moments
 # several times and builds a temporary for the denominator. In weight-sized tensors read and written, per operator
-# (the cell counts each): `lerp_` 3 (the first moment), `mul_` 2 and `addcmul_` 4 (the second), `sqrt` 2, `div` 2
-# and `add_` 2 (the denominator), `addcdiv_` 4 (the weight). A fused AdamW reads each weight, its gradient and its
-# two moments once and writes the weight and the moments: 7, which would make F about 10 times the weights' bytes.
+# (the cell counts each): `lerp_` 3 (the first moment), `mul_` 2 and `addcmul_` 4 (the second: it is handed the
+# gradient twice, as `addcmul_(grad, grad)`, and the count charges both reads, one that memory need not move again),
+# `sqrt` 2, `div` 2 and `add_` 2 (the denominator), `addcdiv_` 4 (the weight). A fused AdamW reads each weight, its
+# gradient and its two moments once and writes the weight and the moments: 7, which would make F about 10 times the
+# weights' bytes.
 # Recounted so, the share still falls with the width: from 0.26 to 0.23 with 8 sequences, from 0.23 to 0.12 with one.
 #
 # The vocabulary, 64 tokens so far, adds only bytes RoPE has no part in: the logits (batch · T · vocab float32
