@@ -528,21 +528,21 @@ def peak_by_ternary_search(b1, b2, steps=200):
     return (lo + hi) / 2
 
 
-def peak_by_bisection_on_the_slope(b1, b2):
+def peak_by_bisection_on_the_slope(b1, b2, steps: int = 200):
     """A search on the hand-derived slope instead: exact to float64, and a search all the same (refused)."""
     b1, b2 = b1.detach(), b2.detach()
     lo, hi = torch.zeros_like(b1), torch.ones_like(b1)
-    for _ in range(200):
+    for _ in range(steps):
         m = (lo + hi) / 2
         rising = b2.log() * b2 ** -m > b1.log() * b1 ** -m
         lo, hi = torch.where(rising, m, lo), torch.where(rising, hi, m)
     return (lo + hi) / 2
 
 
-def peak_by_newton(b1, b2):
+def peak_by_newton(b1, b2, steps: int = 60):
     """Newton's method on the drift's hand-derived slope, converged to float64 precision: a search (refused)."""
     x = torch.zeros_like(b1)  # from pair 0, where the drift rises
-    for _ in range(60):
+    for _ in range(steps):
         slope = b2.log() * b2 ** -x - b1.log() * b1 ** -x
         curvature = b1.log() ** 2 * b1 ** -x - b2.log() ** 2 * b2 ** -x
         x = x - slope / curvature
@@ -720,21 +720,12 @@ def on_the_unique_pairs(search):
 
 def peak_by_short_bisection(b1, b2):
     """45 halvings on the sign of the hand-derived slope."""
-    lo, hi = torch.zeros_like(b1), torch.ones_like(b1)
-    for _ in range(45):
-        m = (lo + hi) / 2
-        rising = b2.log() * b2 ** -m > b1.log() * b1 ** -m
-        lo, hi = torch.where(rising, m, lo), torch.where(rising, hi, m)
-    return (lo + hi) / 2
+    return peak_by_bisection_on_the_slope(b1, b2, steps=45)
 
 
 def peak_by_short_newton(b1, b2):
     """40 Newton steps on the hand-derived slope, vectorised."""
-    x = torch.zeros_like(b1)
-    l1, l2 = b1.log(), b2.log()
-    for _ in range(40):
-        x = x - (l2 * b2 ** -x - l1 * b1 ** -x) / (l1 ** 2 * b1 ** -x - l2 ** 2 * b2 ** -x)
-    return x
+    return peak_by_newton(b1, b2, steps=40)
 
 
 def test_the_checker_passes_1100_distinct_pairs(capsys):
