@@ -102,9 +102,10 @@ from .controls import (CONTROLS, KERNELS, PLACEMENTS, banded, pair_logits, place
 from .evaluation import (attention_profile, evaluate, evaluate_full, evaluate_rope_scalings,  # noqa: F401
                          evaluate_sliding, evaluation_sets)
 from .figure import COLORS, LABELS, SCALING_STYLES, draw, plot  # noqa: F401
-from .reading import accuracy, attention_heads, compare, load_results, separation  # noqa: F401
+from .reading import (accuracy, attention_heads, compare, load_results, ordering_by_chance,  # noqa: F401
+                      separation, separation_of)
 from .runner import run, run_seed, summarize  # noqa: F401
-from .training import build_model, seed_grammar_table, train  # noqa: F401
+from .training import build_model, lr_factor, seed_grammar_table, train  # noqa: F401
 
 
 def main(argv: list[str] | None = None) -> int:

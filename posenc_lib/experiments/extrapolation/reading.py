@@ -27,6 +27,16 @@ def separation(results: dict, task: str, a: str, b: str, L: int, mode: str = "no
     return _training.separation(ra["min"], rb["max"], min(ra["n"], rb["n"]))
 
 
+def separation_of(worst_a: float, best_b: float, n: int) -> float:
+    """``separation`` for two accuracies given directly: the worst seed of A, the best seed of B, each
+    measured on n answers (n = the sequences, to count each sequence once). The one formula is
+    ``_training.separation``; this is its public name."""
+    return _training.separation(worst_a, best_b, n)
+
+
+ordering_by_chance = _training.ordering_by_chance  # P(every seed of A beats every seed of B) by chance: 1/20 for 3 and 3
+
+
 def attention_heads(results: dict, task: str, method: str, L: int, key: str = "mass",
                     mode: str = "nonoverlapping") -> list[list[list[float | None]]]:
     """[seed][layer][head] of one attention measurement (``key``, see ``attention_profile``) at length L,

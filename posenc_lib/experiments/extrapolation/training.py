@@ -8,6 +8,8 @@ from ...model import DecoderConfig, TinyDecoder
 from .. import _training
 from .config import ExperimentConfig, grammar_table, recall_vocab, sample
 
+lr_factor = _training.lr_factor  # the learning-rate schedule every model trains with (public name)
+
 
 def build_model(method: str, cfg: ExperimentConfig, task: str = "grammar") -> TinyDecoder:
     vocab = cfg.vocab_size if task == "grammar" else recall_vocab(cfg)["size"]
