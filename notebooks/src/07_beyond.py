@@ -810,8 +810,8 @@ print("the grammar's claims hold")
 # RoPE models, of which one seed was retrained and did not change). No GPU run is stored.
 # A shift like ALiBi's can move both scores of an ordering, by up to 30 answers of 512 together: 1.9 units of
 # separation near p = 1/2, more away from it (3.1 at p = 0.9). So a recall ordering thinner than about 2 could flip on
-# another CPU. The clear recall orderings win by at least 47 answers (PI over YaRN at 512, separation 3.2; asserted in
-# §3's optional section), more than 30, so a shift as large as ALiBi's would not flip them (though, counting each
+# another CPU. The clear recall orderings win by at least 47 answers (PI over YaRN at 512, separation 3.2, asserted
+# here; that no clear one wins by less: §3's optional section), more than 30, so a shift as large as ALiBi's would not flip them (though, counting each
 # sequence once, PI over YaRN is itself thin). That the RoPE models move no more than ALiBi's did is an assumption no
 # rerun checked.
 other = ex.load_results("other_kernels")  # the same models retrained with AVX2 kernels forced on the same CPU
@@ -824,6 +824,8 @@ assert {m: len(v) for m, v in other["grammar"].items()} == {"rope": 1, "alibi": 
 kernel_pair = 2 * max(kernel_moved)  # both scores of an ordering can move: up to 30 answers together
 unit = lambda p: (2 * p * (1 - p) / 512) ** 0.5  # noqa: E731  one unit of the separation at mean accuracy p
 assert [round(kernel_pair / 512 / unit(p), 1) for p in (0.5, 0.9)] == [1.9, 3.1]  # 1.9 units near 1/2, 3.1 at 0.9
+pi_yarn = round((acc["recall"]["rope+linear"][512]["min"] - acc["recall"]["rope+yarn"][512]["max"]) * 512)  # in answers
+assert pi_yarn == 47 > kernel_pair and round(ex.separation(results, "recall", "rope+linear", "rope+yarn", 512), 1) == 3.2
 assert all(acc == results["tasks"]["grammar"]["seeds"][int(sd)]["methods"][m]["nonoverlapping"][L]["acc"]
            for m, by_seed in other["grammar"].items() for sd, by_L in by_seed.items() for L, acc in by_L.items())
 
@@ -1303,6 +1305,10 @@ judged = {k: tuple(round(ex.separation_of(a, b, n), 1) for n in (sw_rope["n"], c
           for k, (a, b) in both.items()}
 print("separation counting each token, each sequence:", judged)
 assert judged == {"window over ALiBi": (10.7, 0.5), "ALiBi over T5": (12.1, 0.5)}
+thin_seq = lambda t, a, b, L: ex.separation_of(  # noqa: E731  each sequence counted once (the Caveats' thin list)
+    acc[t][a][L]["min"], acc[t][b][L]["max"], cfg["eval_sequences"])
+assert all(thin_seq("grammar", "rope", "rope+linear", L) < 2 for L in LENGTHS[1:])  # PI's grammar losses
+assert thin_seq("recall", "rope+linear", "rope+yarn", 512) < 2 and thin_seq("recall_anywhere", "none", "alibi", 512) < 2
 assert all(o[4] != "sliding_window" for o in ORDERINGS)  # the window's win is not among the orderings counted in the optional section
 top512 = sorted((m for m in BASE + SCALED[1:] if R[m][512]), key=lambda m: -R[m][512]["mean"])[:3]
 assert top512 == ["t5", "none", "rope+linear"] and [round(R[m][512]["mean"], 2) for m in top512] == [0.99, 0.94, 0.79]
