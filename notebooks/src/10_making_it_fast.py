@@ -20,7 +20,7 @@
 # the GPU's kernel; where Triton is installed (the test suite's environment, not the course's) it runs it on the CPU
 # under Triton's interpreter, which checks what it computes, not how fast; the only GPU timings here are quoted from `benchmarks/README.md`, named where shown.
 # What you read does not depend on whether the C kernel is built here: its counts are taken on PyTorch's
-# meta device, which has shapes and no values (§3 first uses it).
+# meta device, which has shapes and no values.
 #
 # Timings differ between machines and between runs, so this appendix times one thing only (§1,
 # a difference of many times), asserts nothing about it, and leaves ratios to `make bench`
@@ -39,7 +39,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import posenc_lib as pl
 from posenc_lib import check, viz
-from posenc_lib.counting import Call, RecordCalls, RecordMoves, RecordOps, entries_and_bytes, total_bytes
+from posenc_lib.counting import Call, RecordCalls, RecordOps, bounds, entries_and_bytes, record, total_bytes
 from posenc_lib.kernels import cpu as cpu_kernel
 from posenc_lib.kernels import torch_fast
 from posenc_lib.rotary import SMALL  # below this many elements apply_rope keeps the reference
@@ -52,30 +52,25 @@ device = pl.default_device()  # the CPU unless you opt in with POSENC_DEVICE (00
 g = torch.manual_seed(0)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **How this appendix counts: two recorders.** Most of what the appendix asserts is a count. Two recorders
-# from `posenc_lib/counting.py` do the counting, at two levels:
+# **How this appendix counts: one recorder, one rule.** Most of what the appendix asserts is a count of bytes.
+# `record(fn)` (`posenc_lib/counting.py`) lists the operators of ATen, torch's C++ library of tensor operators
+# (`aten::mul`, `aten::cat`), that fn() runs, forward and backward alike, with the entries and bytes of each tensor each
+# reads and writes; views and allocations move no data and are left out. A tensor's bytes are the distinct values it
+# shows: an expanded view counts each value once.
 #
-# * `RecordCalls` sees every call of torch's Python API (`torch.sin`, `x * y`, `F.normalize`) as it is made.
-# * `RecordOps` sees one level lower: the operators of ATen, torch's C++ library of tensor operators
-#   (`aten::mul`, `aten::sum`). One Python call can run several of them (the next cell shows one that
-#   does), and a backward pass runs more, which `RecordOps` sees too.
-#
-# For every call or operator, each records the entries and the bytes of each tensor it reads and of each it
-# writes. A tensor's bytes count the distinct values it shows: an expanded view, one value shown many times,
-# counts that value once. (§3 adds `RecordMoves`, a `RecordCalls` that also notes which calls move data.
-# Under the hood `RecordCalls` is a torch `TorchFunctionMode` and `RecordOps` a `TorchDispatchMode`; their
-# docstrings say exactly what they count.)
-
-# %% [markdown] slideshow={"slide_type": "fragment"}
-# One Python call can be several operators:
+# One rule, `bounds(ops, x)`, turns such a list into (operators, bytes), the bytes in **one-pass bounds** of x: what
+# `x * 1.5` moves, x's bytes read once and a result of x's size written once. No function that reads every value of x
+# and returns a new tensor of x's size moves less, so one pass over x is the floor; tables and temporaries add to it.
+# The rule has one choice: every byte (tables included), or with `x_sized_only=True` only the tensors of at least half
+# x's entries (passes over x).
 
 # %% slideshow={"slide_type": "fragment"}
-ones = torch.ones(4, 8)
-with RecordCalls() as python_level, RecordOps() as aten_level:
-    torch.nn.functional.normalize(ones, dim=-1)
-assert len(python_level.calls) == 1 < len(aten_level.ops)
-print("RecordCalls:", [call.name for call in python_level.calls])
-print("RecordOps:  ", [op.name for op in aten_level.ops])
+ones = torch.ones(8, 1024)
+assert bounds(record(lambda: ones * 1.5), ones) == (1, 1.0)  # one operator, one bound
+table_row = torch.ones(1024)  # 1/8 of x's entries, read with x
+assert bounds(record(lambda: ones * table_row), ones) == (1, 1 + 1 / 16)  # every byte: the table too
+assert bounds(record(lambda: ones * table_row), ones, x_sized_only=True) == (1, 1.0)  # passes over x only
+print("x * 1.5: 1 operator, 1 bound; x * (a row of 1/8 of x's entries): 1.0625 bounds, 1 with x_sized_only")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 1. A Python expression per entry vs one vectorised call
@@ -88,7 +83,8 @@ print("RecordOps:  ", [op.name for op in aten_level.ops])
 # (1, max_len, d) buffer that `forward` cuts to the input's length: a cost paid once, when the model is built, not in
 # every step. So the difference below matters only where tables are built often (many models, widths or lengths).
 # (Its cut is wrong: see the errata table at the end; the cell checks it.) Our version of that builder (it takes the
-# angle as an argument, so the cell can count its calls, and `RecordCalls` records its torch calls):
+# angle as an argument, so the cell can count its calls; `RecordCalls`, in `posenc_lib/counting.py`, records its calls
+# of torch's Python API, the one place this appendix counts those):
 
 # %% slideshow={"slide_type": "fragment"}
 def angle_003(p: int, c: int, d: int, base: float = 10000.0) -> float:
@@ -310,25 +306,15 @@ print("003's builder:", "more than 5 times slower" if slow > 5 * fast else "not 
 # ## 2. Dense R_m against cos/sin tables
 #
 # **The lesson, first**: RoPE is elementwise, so its arithmetic is cheap and the bytes it moves set a floor on its
-# cost (§3 says why); the fast form makes one pass over x and reads cached tables. That floor is what this appendix
-# counts, not a time: on a GPU (§5, quoted) the kernel's time came close to it at L = 16384, and at 4096 a cost per
-# call decided.
-#
-# **How this appendix counts bytes.** Every byte that every operator of a call reads and writes (`RecordOps`),
-# tables and their making included, in one unit, the one-pass bound: what `x * 1.5` moves, x's bytes read once and a
-# result of x's size written once (no function that reads every value of x and returns a new tensor of x's size
-# moves less). One idea carries the appendix: one pass over x is the floor; tables and temporaries add to it.
-#
-# Each count below makes two choices: every byte, or only the passes over x; one forward call, or a training step
-# (forward and backward). §2 counts every byte of one call; §3 passes over x in one call; §4 both in a step; the end
-# of §4 sets the four side by side in one table.
+# cost; the fast form makes one pass over x and reads cached tables. That floor is what this appendix counts, not a
+# time: on a GPU (§5, quoted) the kernel's time came close to it at L = 16384.
 #
 # Chapter 5 (§11) showed that building the d × d matrix R_m for every position stores d times
 # more numbers than the cos and sin tables `apply_rope` uses, and gives the same result. It also
 # does more arithmetic: a d × d matrix times a vector is d² multiplications per position, while a
 # rotation needs 4 per pair, 2d per position: d/2 = 32 times fewer at d = 64. The next cell
 # counts both, for L = 1024 positions: the product's with torch's `FlopCounterMode` (which counts a
-# multiply-add as 2 operations), the rotation's as the entries of the `mul` calls in chapter 5's
+# multiply-add as 2 operations), the rotation's as the entries of the `aten::mul` operators of chapter 5's
 # plain form, `pl.rotate_pairs`.
 
 # %% slideshow={"slide_type": "fragment"}
@@ -342,81 +328,29 @@ with FlopCounterMode(display=False) as flops:
     (R_all @ xs.unsqueeze(-1)).squeeze(-1)
 dense_mults = flops.get_total_flops() // 2  # multiply-adds
 angles = pl.rope_angles(L, d, device=device)
-with RecordCalls() as rotation:
-    pl.rotate_pairs(xs, angles.cos(), angles.sin())
-rotation_mults = sum(max(n for n, _ in call.written) for call in rotation.calls if call.name == "mul")
+rotation = record(lambda: pl.rotate_pairs(xs, angles.cos(), angles.sin()))
+rotation_mults = sum(op.size for op in rotation if op.name == "aten::mul.Tensor")
 assert dense_mults == L * d * d and rotation_mults == 2 * L * d and dense_mults == (d // 2) * rotation_mults
 print(f"same result; the dense form holds {R_all.numel():,} numbers (the input {xs.numel():,}) and makes "
       f"{dense_mults:,} multiplications, the rotation {rotation_mults:,}: {dense_mults // rotation_mults} times fewer")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # So the dense form loses on both counts: d times the memory, d/2 times the multiplications. It also
-# loses a third count, the bytes each call moves: the product reads every matrix R_m, 16 MiB for
-# 256 KiB of input, one matrix entry per multiply-add. A rotation from tables reads x, writes its
-# result and reads the cos and sin tables; `pl.apply_rope` also makes those tables on every call (the
-# angles, then their cosines and sines), while `pl.RotaryEmbedding` keeps them from one call to the
-# next. How many bytes is that? Not a formula: `RecordOps` (`posenc_lib/counting.py`) sees every
-# ATen operator a call runs, and counts the bytes of each tensor an operator reads or writes.
-#
-# The counts depend on the path `apply_rope` takes to rotate. §3 says which one runs when; two names are
-# enough here:
-#
-# - the **C kernel**: a compiled C loop (`posenc_lib/kernels/csrc/rope_kernel.c`), taken where the machine has
-#   a C compiler, that reads each pair once, rotates it and writes it once;
-# - the **torch path**: the same rotation written as a few whole-tensor torch calls, taken otherwise.
-#
-# The cell counts the torch path, with the kernel switched off, so on any machine; the C kernel's
-# bytes, tables included, are left for the end of §4, after an exercise that asks you to predict them.
-# On the torch path even the cached `RotaryEmbedding` moves 2.5 bounds: that path packs cos and sin into one
-# complex table on every call (the module caches cos and sin, not that table), writes it, and reads it again to
-# multiply x by it.
-#
-# **The question: how many bytes does one call move, all told?** The next cell's `bytes_of` counts by the rule
-# above, in one-pass bounds of this float32 x (8 bytes per entry); it checks that `x * 1.5` moves exactly one.
+# loses a third count, the bytes it moves: the product reads every matrix R_m, 64 times x's bytes, one matrix entry
+# per multiply-add, and reads x and writes its result: 66 times x's bytes, where a rotation from tables makes one pass
+# over x.
 
 # %% slideshow={"slide_type": "fragment"}
-with RecordCalls() as dense_calls:
-    (R_all @ xs.unsqueeze(-1)).squeeze(-1)
-(product,) = [call for call in dense_calls.calls if call.name == "matmul"]
-dense_bytes = sum(nbytes for _, nbytes in (*product.read, *product.written))
+dense_ops = record(lambda: (R_all @ xs.unsqueeze(-1)).squeeze(-1))
 x_bytes = xs.numel() * xs.element_size()
+assert [op.name for op in dense_ops if op.name != "aten::_unsafe_view"] == ["aten::bmm"]  # the product, one operator
+dense_bytes = 2 * x_bytes * bounds(dense_ops, xs)[1]
 assert dense_bytes == R_all.numel() * 4 + 2 * x_bytes == 66 * x_bytes  # every R_m read, x read, result written
 assert dense_mults == R_all.numel()  # one multiply-add per matrix entry read (4 bytes)
-xs_cpu = xs.cpu()  # counted on the CPU, whose paths §3 describes
-
-
-def bytes_of(fn) -> float:
-    """Every byte the operators of fn() read and write, in one-pass bounds (2 x's bytes)."""
-    with RecordOps() as rec:
-        fn()
-    return total_bytes(rec.ops) / (2 * x_bytes)
-
-
-with RecordOps() as stateless:
-    pl.apply_rope(xs_cpu)
-table_ops = [op.name for op in stateless.ops if op.name in ("aten::mul.Tensor", "aten::cos", "aten::sin")]
-assert table_ops == ["aten::mul.Tensor", "aten::cos", "aten::sin"]  # the angles, then cos and sin, in every call
-rope_64 = pl.RotaryEmbedding(d)
-rope_64.rotate(xs_cpu)  # the first call builds the tables
-cos_64, sin_64 = pl.rope_angles(L, d).cos(), pl.rope_angles(L, d).sin()
-with cpu_kernel.use_cpu_kernel(False):  # the torch path, on any machine
-    torch_path = {"apply_rope": bytes_of(lambda: pl.apply_rope(xs_cpu)),
-                  "RotaryEmbedding": bytes_of(lambda: rope_64.rotate(xs_cpu))}
-assert bytes_of(lambda: xs_cpu * 1.5) == 1  # the unit: x read once, a result of x's size written once
-torch_rotation = bytes_of(lambda: torch_fast.rotate(xs_cpu, cos_64, sin_64, "interleaved"))
-# the torch path packs cos and sin into one complex table, then multiplies x by it; apply_rope also makes the
-# angles, and cos and sin from them, before it rotates (§4 counts the tables' share, after its exercise)
-assert torch_path["RotaryEmbedding"] == torch_rotation == 2.5
-assert 3.75 < torch_path["apply_rope"] < 3.85
-print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 * x_bytes):.0f} "
-      f"({dense_bytes / 2**20:.2f} MiB); on the torch path apply_rope {torch_path['apply_rope']:.1f}, "
-      f"RotaryEmbedding from its cached tables {torch_path['RotaryEmbedding']:.1f}")
+print(f"the dense product moves {dense_bytes // x_bytes} times x's bytes ({dense_bytes / 2**20:.2f} MiB)")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3. Counting calls and bytes
-#
-# **Unit from here on:** x is a bf16 `xb` of 8 heads (unless a line says float32), so a bound is 4 bytes per entry,
-# not §2's 8; §2's counts do not compare with later ones (the end of §4 recounts them on `xb`).
 #
 # **Why one pass is the goal.** Rotating a pair is 4 multiplications and 2 additions, 6 operations,
 # and in bf16 it reads 2 values and writes 2: 8 bytes, under one operation per byte. An H100 does
@@ -429,8 +363,8 @@ print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 
 # copy's time is the yardstick (§5 quotes two GPU runs against it).
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# A count of bytes is a floor,
-# not a prediction of time: each call also has a fixed cost, and small tensors may sit in a cache. Both
+# From here on x is `xb`, a bf16 x of 8 heads, 1024 positions and 128 features (2 MiB), and every byte count is in
+# one-pass bounds of it, 4 bytes per entry. A count of bytes is a floor, not a prediction of time: each call also has a fixed cost, and small tensors may sit in a cache. Both
 # weigh on the CPU here, where x is 2 MiB, so the bytes counted from here on model what GPU-sized tensors
 # cost, not a CPU time. They count a strided view by the elements it shows: `x[..., ::2]` is half of x. Memory moves
 # whole cache lines (a GPU whole sectors), so a read of the even features alone, or of the odd ones (as 003's and
@@ -476,11 +410,8 @@ print(f"bytes per call, in one-pass bounds: the dense product {dense_bytes / (2 
 # %% slideshow={"slide_type": "fragment"}
 xb = torch.randn(8, L, 128).to(torch.bfloat16)  # 8 heads of a bf16 model
 ab = pl.rope_angles(L, 128)
-assert xb.numel() * xb.element_size() == 2 * 2**20 and xs.dtype == torch.float32  # 2 MiB; §2's x was float32
-assert (xs.element_size(), xb.element_size()) == (4, 2)  # a bound: 8 bytes per entry in §2, 4 from here on
-with RecordOps() as copy_ops:
-    xb.clone()
-assert total_bytes(copy_ops.ops) == 2 * xb.numel() * xb.element_size()  # a copy: exactly one one-pass bound
+assert xb.numel() * xb.element_size() == 2 * 2**20 and 2 * xb.element_size() == 4  # 2 MiB; a bound: 4 bytes an entry
+assert bounds(record(xb.clone), xb) == (1, 1.0)  # a copy: exactly one one-pass bound
 bf16, f32 = torch.finfo(torch.bfloat16), torch.finfo(torch.float32)
 assert bf16.bits == 16 and bf16.eps == 2**-7  # 7 mantissa bits: the step just above 1 is 2^-7
 assert (bf16.tiny, bf16.max > 3e38) == (f32.tiny, f32.max > 3e38)  # float32's 8 exponent bits: the same range
@@ -499,13 +430,11 @@ for x_in in (xb, xb.float()):
             assert torch.equal(pl.apply_rope(x_in, layout=layout), plain_form)
         else:  # no C compiler: the torch path
             assert torch.equal(pl.apply_rope(x_in, layout=layout), torch_fast.rotate(x_in, ab.cos(), ab.sin(), layout))
-with RecordCalls() as small_calls:
-    pl.apply_rope(torch.randn(5, 4))  # chapter 5's size: the reference rotates it
-assert 5 * 4 < SMALL == 16384 <= xb.numel() and not any("rope_rotate" in call.name for call in small_calls.calls)
+small_ops = record(lambda: pl.apply_rope(torch.randn(5, 4)))  # chapter 5's size: the reference rotates it
+assert 5 * 4 < SMALL == 16384 <= xb.numel() and not any("rope_rotate" in op.name for op in small_ops)
 decode_step = torch.randn(1, 32, 1, 128)  # one new position of a Llama-sized query, 1000 tokens in
-with RecordCalls() as decode_calls:
-    pl.apply_rope(decode_step, torch.tensor([1000]))
-assert decode_step.numel() == 4096 < SMALL and not any("rope_rotate" in call.name for call in decode_calls.calls)
+decode_ops = record(lambda: pl.apply_rope(decode_step, torch.tensor([1000])))
+assert decode_step.numel() == 4096 < SMALL and not any("rope_rotate" in op.name for op in decode_ops)
 assert 4 * decode_step.numel() == SMALL  # a batch of four decoding sequences is no longer small
 print("against rotate_pairs in float32, for bf16 and float32 inputs and both layouts: the C kernel bit for bit "
       "(where it is built); "
@@ -523,36 +452,16 @@ print("\n".join(line.rstrip(" \\") for line in inner_loop.splitlines()))
 print("--- end ---")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **The question: how many passes over x-sized data does each way of writing the rotation make?** The rule
-# `traffic` is §2's count, forward only, leaving out tensors smaller than half of x (one member of every pair): that
-# leaves out the tables, so it counts passes over x. This section's last table adds the tables back, and the end of
-# §4 sets both counts side by side. `traffic` counts at the level of torch's calls, and only the calls named in
-# `DATA_OPS`: a hand list of the calls that move data in the functions this section counts, and `reshape` where it must
-# copy (a view where the strides allow one, a copy otherwise; `RecordMoves` tells which). The other calls
-# (views, shape queries, allocations such as `torch.empty`) move none, and the cell checks it: no call
-# on x-sized data that it leaves out writes into a tensor or fills memory its arguments did not hold
-# (`RecordMoves`, in `posenc_lib/counting.py`, keeps those calls by what they do, whatever their names).
-# Why half of x: the half layout's rotation works on x's halves, and those must count. The cos and sin
-# tables are read as well, and left out by that size, not by name: a (seq, d/2) table has 1/16 of the entries of
-# x's 8 heads, under the threshold, but would reach it with one head (the cell checks both). So what `traffic`
-# leaves out depends on the heads.
+# **The question: how many passes over x-sized data does each way of writing the rotation make?** The cell counts
+# with `bounds(ops, x, x_sized_only=True)`, forward only: tensors under half of x (one member of every pair) are left
+# out, which leaves out the tables. Why half: the half layout's rotation works on x's halves, and those must count.
+# The tables are left out by that size, not by name: a (seq, d/2) table has 1/16 of the entries of x's 8 heads, under
+# the threshold, but would reach it with one head (the cell checks both). This section's last table adds them back.
 
 # %% slideshow={"slide_type": "fragment"}
-DATA_OPS = {"float", "to", "mul", "sub", "add", "neg", "cat", "stack", "copy_", "addcmul_", "rope_rotate.default"}
-
-
-def traffic(fn, x: torch.Tensor) -> tuple[int, float]:
-    """(calls, bytes) of fn() on x-sized data: its whole-tensor calls, and the bytes of the tensors of at
-    least half x's entries that they read and write, in one-pass bounds (2 x's bytes: one read, one write)."""
-    with RecordMoves() as rec:
-        fn()
-    copies = [call for call in rec.moving if call.name == "reshape"]  # a reshape that had to copy
-    calls = [call for call in rec.calls if (call.name in DATA_OPS or any(call is c for c in copies))
-             and call.size >= x.numel() // 2]
-    left_out = {call.name for call in rec.moving if call.size >= x.numel() // 2} - DATA_OPS - {"reshape"}
-    assert not left_out, left_out  # every call that moves x-sized data is in the hand list
-    moved = sum(nbytes for call in calls for n, nbytes in (*call.read, *call.written) if n >= x.numel() // 2)
-    return len(calls), moved / (2 * x.numel() * x.element_size())
+def passes(fn, x: torch.Tensor) -> tuple[int, float]:
+    """(operators, bytes in one-pass bounds of x) of fn() on x-sized data."""
+    return bounds(record(fn), x, x_sized_only=True)
 
 
 def plain(x: torch.Tensor) -> torch.Tensor:
@@ -565,24 +474,25 @@ assert ab.cos().numel() >= xb[:1].numel() // 2  # with one head a table would re
 
 
 def per_path(x: torch.Tensor) -> dict[str, tuple[int, float]]:
-    """traffic of apply_rope's half-layout rotation of x on each path, counted on any machine: the torch path with
+    """passes of apply_rope's half-layout rotation of x on each path, counted on any machine: the torch path with
     the C kernel switched off, the C operator on the meta device (its registered shapes, no data)."""
     with cpu_kernel.use_cpu_kernel(False):
-        counts = {"torch path": traffic(lambda: pl.apply_rope(x, layout="half"), x)}
+        counts = {"torch path": passes(lambda: pl.apply_rope(x, layout="half"), x)}
     on_meta = [t.to("meta") for t in (x, ab.cos(), ab.sin())]
-    counts["C kernel"] = traffic(lambda: torch.ops.posenc.rope_rotate.default(*on_meta, interleaved=False,
+    counts["C kernel"] = passes(lambda: torch.ops.posenc.rope_rotate.default(*on_meta, interleaved=False,
                                                                               inverse=False), x)
     this_machine = counts["C kernel" if cpu_kernel.available() else "torch path"]
-    assert traffic(lambda: pl.apply_rope(x, layout="half"), x) == this_machine  # the path this machine takes
+    assert passes(lambda: pl.apply_rope(x, layout="half"), x) == this_machine  # the path this machine takes
     return counts
 
 
 # bf16 x, bytes per entry of x: float32 copy in 2 + 4; 4 products over half the entries, 2 + 2 each (float32
 # read and written); the difference and the sum, 4 + 2 each; the cat 4 + 4; the bf16 copy back 4 + 2:
 # 48 bytes, 12 bounds of 4 bytes
-plain_counts = {xb.dtype: traffic(lambda: plain(xb), xb), xf.dtype: traffic(lambda: plain(xf), xf)}
+plain_counts = {xb.dtype: passes(lambda: plain(xb), xb), xf.dtype: passes(lambda: plain(xf), xf)}
 assert plain_counts[xb.dtype] == (9, 12.0)
-# the C operator reads x and writes the result once; the torch path copies in (2 + 4), multiplies (2 + 4),
+# the C operator reads x and writes the result once; the torch path copies in (2 + 4, its float32 buffer written,
+# not read), multiplies (2 + 4),
 # multiplies and adds into that result (2 + 4 read, 4 written) and copies out (4 + 2): 28 bytes, 7 bounds.
 # Four calls because xb's float32 copy (4 MiB) fits one of the torch path's chunks (8 MiB, torch_fast's
 # _CHUNK_BYTES): a larger x makes four calls per chunk
@@ -647,9 +557,7 @@ for heads in (1, 8):
     torch.testing.assert_close(rope_003(x_h), plain_with_tables(x_h), atol=1e-3, rtol=0)
     assert torch.equal(rope_003_shared(x_h), rope_003(x_h))  # the control computes the same values
     for form in (rope_003, rope_003_shared, plain_with_tables):
-        with RecordOps() as form_ops:
-            form(x_h)
-        bounds_003[heads, form.__name__] = total_bytes(form_ops.ops) / (2 * x_h.numel() * x_h.element_size())
+        bounds_003[heads, form.__name__] = bounds(record(lambda: form(x_h)), x_h)[1]
 assert 9.7 < bounds_003[1, "rope_003"] < 9.8 and 6.7 < bounds_003[1, "plain_with_tables"] < 6.8
 assert 7.3 < bounds_003[8, "rope_003"] < 7.4 and 4.7 < bounds_003[8, "plain_with_tables"] < 4.8
 gap = {h: bounds_003[h, "rope_003"] - bounds_003[h, "plain_with_tables"] for h in (1, 8)}
@@ -729,7 +637,7 @@ def hf_rope(x: torch.Tensor) -> torch.Tensor:
     return apply_rotary_pos_emb(x, x, cos_b, sin_b, unsqueeze_dim=0)
 
 
-hf_calls, hf_bounds = traffic(lambda: hf_rope(xb), xb)
+hf_calls, hf_bounds = passes(lambda: hf_rope(xb), xb)
 assert (hf_calls / 2, hf_bounds / 2) == (5, 5.0)  # per tensor: 5 calls, 5 bounds, against the plain form's 9 and 12
 assert torch.finfo(torch.bfloat16).eps == 2**-7
 exact = pl.apply_rope(xb.double(), layout="half")  # float64 angles and arithmetic
@@ -753,11 +661,10 @@ print("entries more than half a bf16 step from the float64 answer: under 1 % for
 # `freqs_cis = torch.polar(torch.ones_like(freqs), freqs)` holds e^{i·angle} (complex64, made once);
 # x is copied to float32, each pair (2j, 2j + 1) is viewed as one complex number (`view_as_complex`),
 # multiplied by the table, viewed back as pairs of reals (`view_as_real`, `flatten`) and copied back to
-# x's dtype (the sources write `type_as(x)`; we write `.to(x.dtype)`, the same copy, because §3's rule counts
-# every tensor argument as read, and `type_as` reads only x's dtype): the interleaved layout. The views move
-# nothing. Counted with §3's rule (`traffic`) on the bf16 `xb`: 3 calls and 5 bounds, the float32
+# x's dtype (the sources write `type_as(x)`; we write `.to(x.dtype)`, the same copy): the interleaved layout. The
+# views move nothing. Counted on `xb`: 3 operators and 5 bounds, the float32
 # copy in (2 + 4 bytes per entry), the complex product (4 + 4) and the copy back (4 + 2), as many bounds as
-# Hugging Face's code in fewer calls, and 4 bounds more than the C kernel. Its result is the plain form's
+# Hugging Face's code in fewer operators, and 4 bounds more than the C kernel. Its result is the plain form's
 # up to rounding (the cell checks it).
 
 # %% slideshow={"slide_type": "fragment"}
@@ -770,7 +677,7 @@ def rope_complex(x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
 freqs_cis = torch.polar(torch.ones_like(ab), ab)  # (L, 64) complex64, once
 assert freqs_cis.dtype == torch.complex64
 torch.testing.assert_close(rope_complex(xb, freqs_cis), pl.rotate_pairs(xb.float(), ab.cos(), ab.sin()).to(xb.dtype))
-complex_counts = traffic(lambda: rope_complex(xb, freqs_cis), xb)
+complex_counts = passes(lambda: rope_complex(xb, freqs_cis), xb)
 assert complex_counts == (3, 5.0) and complex_counts[1] == hf_bounds / 2 and complex_counts[0] < hf_calls / 2
 assert complex_counts[1] - path_counts[xb.dtype]["C kernel"][1] == 4
 print(f"the complex form on bf16 xb: {complex_counts[0]} calls, {complex_counts[1]:g} bounds")
@@ -781,7 +688,7 @@ print(f"the complex form on bf16 xb: {complex_counts[0]} calls, {complex_counts[
 # (…, 2, d/2), and two einops `rearrange` calls that put each pair back together, a transpose (a view) and then a
 # reshape of that non-contiguous view, which must copy. Our version writes the two as `transpose` and `reshape` (the
 # same operations, without einops). The source takes its tables as (x, sin, cos), sin first, and never converts
-# back: given a bf16 x and float32 tables, its result is float32. Counted with `traffic` on the bf16 `xb`: 8 calls
+# back: given a bf16 x and float32 tables, its result is float32. Counted on `xb`: 8 operators
 # and 10 bounds, against the plain form's 9 and 12. It makes neither of the plain form's copies (float32 in, bf16
 # out), but its reshape copies all of x once more, in float32. Its result is the plain form's in float32, bit for
 # bit (the cell checks it).
@@ -798,18 +705,15 @@ def rope_001(x: torch.Tensor, sin: torch.Tensor, cos: torch.Tensor) -> torch.Ten
 
 out_001 = rope_001(xb, ab.sin(), ab.cos())
 assert out_001.dtype == torch.float32 and torch.equal(out_001, pl.rotate_pairs(xb.float(), ab.cos(), ab.sin()))
-counts_001 = traffic(lambda: rope_001(xb, ab.sin(), ab.cos()), xb)
+counts_001 = passes(lambda: rope_001(xb, ab.sin(), ab.cos()), xb)
 assert counts_001 == (8, 10.0) and plain_counts[xb.dtype] == (9, 12.0)
-with RecordMoves() as moves_001:
-    rope_001(xb, ab.sin(), ab.cos())
-assert not any(call.name in ("float", "to") for call in moves_001.calls)  # no dtype copy, in or out
-assert [call.name for call in moves_001.moving if call.name == "reshape"] == ["reshape"]  # the reshape copies
+ops_001 = [op.name for op in record(lambda: rope_001(xb, ab.sin(), ab.cos()))]
+assert "aten::_to_copy" not in ops_001 and ops_001.count("aten::clone") == 1  # no dtype copy; the reshape copies
 print(f"001's form on bf16 xb: {counts_001[0]} calls, {counts_001[1]:g} bounds; its result {out_001.dtype}")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# §3's forward counts side by side, for the bf16 `xb`, in one-pass bounds (1 is the bound), tables left out. Adding
-# back what `traffic` leaves out (every tensor under half of x: the tables, and their making where the call makes
-# them) adds 1/8 for Hugging Face and the complex form, 1/2 for the plain form and 001's (here they make cos and sin
+# §3's forward counts side by side, in one-pass bounds of `xb`, tables left out. Counting every byte instead (the
+# tables, and their making where the call makes them) adds 1/8 for Hugging Face and the complex form, 1/2 for the plain form and 001's (here they make cos and sin
 # in the call), 1.19 for the torch path (`apply_rope` makes its tables), and changes no place among them (the cell
 # checks it; the C kernel's tables come after §4's exercise):
 
@@ -822,11 +726,9 @@ assert list(forward_bounds.values()) == [12, 10, 7, 5, 5, 1]
 
 
 def small_bounds(fn, x: torch.Tensor) -> float:
-    """What traffic leaves out: the bytes of every operator's tensors under half x's entries, in one-pass bounds."""
-    with RecordOps() as rec:
-        fn()
-    small = sum(nbytes for op in rec.ops for n, nbytes in (*op.read, *op.written) if n < x.numel() // 2)
-    return small / (2 * x.numel() * x.element_size())
+    """What x_sized_only leaves out: every byte less the passes over x, in one-pass bounds of x."""
+    ops = record(fn)
+    return bounds(ops, x)[1] - bounds(ops, x, x_sized_only=True)[1]
 
 
 with cpu_kernel.use_cpu_kernel(False):
@@ -923,25 +825,20 @@ fig
 # FlashAttention's `flash_attn_with_kvcache`, given `rotary_cos` and `rotary_sin`, rotates q and the new k inside its
 # attention kernel (its docstring, `flash_attn/flash_attn_interface.py` in Dao-AILab/flash-attention, commit 0053002).
 #
-# **The question: how close does a training step come to that floor of two bounds?** The rule `whole_tensor` is
-# `traffic` over a training step: the same count (tensors of at least half x), taken on `RecordOps`'s record so that
-# it sees the operators the backward pass runs. The cell counts the plain form; the C operator's step, which the
+# **The question: how close does a training step come to that floor of two bounds?** The cell counts passes over x
+# (`x_sized_only=True`) as §3 did, over the operators of a training step, backward included. The cell counts the plain form; the C operator's step, which the
 # exercise below asks about, is counted after the exercise.
 
 # %% slideshow={"slide_type": "fragment"}
 def train_step_ops(rope) -> list[Call]:
     """The operators of out = rope(q), then the gradient of <out, g> with respect to q."""
     q, grad_out = xb.clone().requires_grad_(), torch.randn(xb.shape).to(xb.dtype)
-    with RecordOps() as rec:
-        torch.autograd.grad(rope(q), q, grad_out)
-    return rec.ops
+    return record(lambda: torch.autograd.grad(rope(q), q, grad_out))
 
 
 def whole_tensor(ops) -> tuple[int, float]:
-    """(operators, bytes) on xb-sized data, as `traffic` counts them in §3 (bytes in one-pass bounds on xb)."""
-    big = [op for op in ops if op.size >= xb.numel() // 2]
-    moved = sum(nbytes for op in big for n, nbytes in (*op.read, *op.written) if n >= xb.numel() // 2)
-    return len(big), moved / (2 * xb.numel() * xb.element_size())
+    """(operators, bytes in one-pass bounds of xb) on xb-sized data: passes over x."""
+    return bounds(ops, xb, x_sized_only=True)
 
 
 plain_ops = train_step_ops(lambda q: plain(q))
@@ -1017,9 +914,8 @@ _ = check.tables_in_a_step(step_bounds)
 # every call. On a GPU with Triton, `pl.apply_rope` hands x to such a kernel (§5); no GPU runs here, so
 # the cell checks only that hand-off, with a stand-in for the kernel. The cell first counts the C
 # operator's step on x-sized tensors alone (on the meta device, so on any machine: 2 operators, 2
-# bounds, the floor §4 began with). Then it asks **what a step moves all told**: `all_bytes` is §2's count over a
-# training step, tables and angles in. It also makes §2's count on the C kernel (float32 x, forward only), which §2
-# left for here.
+# bounds, the floor §4 began with). Then it asks **what a step moves all told**: every byte (`bounds` without
+# `x_sized_only`), tables and angles in.
 
 # %% slideshow={"slide_type": "fragment"}
 lib_ops = train_step_ops(lambda q: pl.apply_rope(q, layout="half"))
@@ -1049,8 +945,8 @@ print(f"forward + backward on xb-sized data, x-sized tensors only: the C operato
 
 
 def all_bytes(ops) -> float:
-    """Every byte the operators read and write, tables and angles included, in one-pass bounds on xb."""
-    return sum(nbytes for op in ops for _, nbytes in (*op.read, *op.written)) / (2 * xb.numel() * xb.element_size())
+    """Every byte the operators read and write, tables and angles included, in one-pass bounds of xb."""
+    return bounds(ops, xb)[1]
 
 
 def trig_entries(ops) -> int:
@@ -1090,25 +986,10 @@ print(f"every byte of a training step, in one-pass bounds, on the C kernel: Rota
       f"the plain form on given angles {all_bytes(plain_ops):.2f}")
 print(f"cos + sin entries per training step: apply_rope {trig_entries(lib_ops)}, "
       f"RotaryEmbedding {trig_entries(first_call)} on its first call, {trig_entries(second_call)} after")
-# §2's count on the C kernel (float32 xs, forward only, every operator): the C operator's own reads and writes on
-# the meta device (shapes only, through its registered fake), so counted on any machine; the stateless function
-# adds its tables' making, as on the torch path
-on_meta = [t.to("meta") for t in (xs_cpu, cos_64, sin_64)]
-c_operator = bytes_of(lambda: torch.ops.posenc.rope_rotate(*on_meta, interleaved=True, inverse=False))
-c_path = {"apply_rope": torch_path["apply_rope"] - torch_rotation + c_operator, "RotaryEmbedding": c_operator}
-assert c_operator == 1.5  # x and the result, 1; the float32 tables of a float32 x with one head, 1/2
-if cpu_kernel.available():  # the path this machine takes, measured as it runs
-    assert bytes_of(lambda: pl.apply_rope(xs_cpu)) == c_path["apply_rope"]
-    assert bytes_of(lambda: rope_64.rotate(xs_cpu)) == c_path["RotaryEmbedding"]
-print(f"§2's x (float32, one head), forward only, on the C kernel: RotaryEmbedding {c_path['RotaryEmbedding']:.1f}, "
-      f"apply_rope {c_path['apply_rope']:.1f} (the torch path: {torch_path['RotaryEmbedding']:.1f} and "
-      f"{torch_path['apply_rope']:.1f})")
 # the four counts of apply_rope on the C kernel in the table below this cell
-assert 2.75 < c_path["apply_rope"] < 2.85 < 3.75 < torch_path["apply_rope"] < 3.85  # §2's rule: C kernel, torch path
 assert path_counts[xb.dtype]["C kernel"] == (1, 1.0)
 assert whole_tensor(operator_ops) == (2, 2.0) and 2.55 < on_c_kernel["apply_rope"] < 2.6
-assert xs_cpu.shape == (1024, 64) and xs_cpu.dtype == torch.float32 and xb.dtype == torch.bfloat16
-# §2's rule on xb (forward only, every operator): the C operator's forward, tables read, and apply_rope's tables made
+# every byte of one forward call: the C operator's forward, tables read, and apply_rope's tables made
 forward_on_xb = all_bytes(operator_ops[:1]) + table_making
 assert all_bytes(operator_ops[:1]) == 1 + 1 / 8 and round(forward_on_xb, 2) == 1.44
 if cpu_kernel.available():  # the path this machine takes, measured as it runs
@@ -1134,18 +1015,15 @@ assert (2 + tables_read / 2, 2 + (tables_read + tables_made) / 2) == (2 + 1 / 8,
 # from its second call on; the stateless `apply_rope` computes L · d/2 cosines and as many sines on every
 # call, and writes the tables again, 1/8 of a bound.
 #
-# **One count, two choices.** The byte counts of this appendix are one count with two choices: every byte, or only
-# the passes over x (tensors of at least half x's entries); one forward call, or a training step. `apply_rope` on the
-# C kernel, in one-pass bounds of the bf16 `xb` (the last lines of the cell above check each):
+# **One rule, two choices.** `apply_rope` on the C kernel, counted by `bounds` on `xb` (the last lines of the cell
+# above check each):
 #
 # | | one forward call | a training step |
 # |---|---|---|
-# | passes over x | 1 (`traffic`, §3) | 2 (`whole_tensor`) |
-# | every byte, tables in | 1.44 (`bytes_of`, §2) | 2.57 (`all_bytes`) |
+# | passes over x (`x_sized_only=True`) | 1 | 2 |
+# | every byte, tables in | 1.44 | 2.57 |
 #
-# The floor is the top row; the bottom row adds the tables and their making. §2's 2.8 bounds (3.8 on the torch path)
-# are the same count on §2's own x, `xs` (a float32 `torch.randn(1024, 64)`, one head), where a bound is 8 bytes per
-# entry and the float32 tables weigh more against it.
+# The floor is the top row; the bottom row adds the tables and their making.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # So for this x, rotated alone, a training step with a standalone operator has a floor in bytes of 2 + 1/4
@@ -1202,9 +1080,7 @@ pass_bounds = {}
 one_or_two = {"new": lambda: y_pass * 1.5, "into y": lambda: y_pass.mul_(1.5),
               "twice into y": lambda: y_pass.mul_(1.5).add_(1)}
 for how, fn in one_or_two.items():
-    with RecordOps() as rec:
-        fn()
-    pass_bounds[how] = total_bytes(rec.ops) / (2 * y_pass.numel() * y_pass.element_size())
+    pass_bounds[how] = bounds(record(fn), y_pass)[1]
 assert pass_bounds == {"new": 1, "into y": 1, "twice into y": 2}  # in place, the same bytes; each operation a pass
 print("the addition's backward pass hands both branches the same gradient tensor")
 print(f"bytes in one-pass bounds: y_pass * 1.5 {pass_bounds['new']:g}, y_pass.mul_(1.5) {pass_bounds['into y']:g}, "
@@ -1517,9 +1393,8 @@ with FlopCounterMode(display=False) as projections:
     torch.nn.functional.linear(torch.zeros(1, d_model), torch.zeros(d_model, d_model))  # one projection, one token
 projection_ops = 4 * projections.get_total_flops()  # q, k, v, o (a multiply-add counts 2)
 one_token = torch.zeros(1, d_model // 128, 1, 128)  # 32 heads of 128, one position
-with RecordCalls() as rope_calls:
-    pl.rotate_pairs(one_token, torch.zeros(1, 64), torch.zeros(1, 64))
-rope_ops = 2 * sum(max(n for n, _ in call.written) for call in rope_calls.calls if call.name in ("mul", "sub", "add"))
+rope_record = record(lambda: pl.rotate_pairs(one_token, torch.zeros(1, 64), torch.zeros(1, 64)))
+rope_ops = 2 * sum(op.size for op in rope_record if op.name in ("aten::mul.Tensor", "aten::sub.Tensor", "aten::add.Tensor"))
 assert projection_ops == 4 * 2 * d_model**2 and rope_ops == 2 * 3 * d_model  # q and k: 3 operations per entry
 assert projection_ops // rope_ops == 5461
 gqa_projection_ops = 2 * (2 * d_model**2 + 2 * d_model * 1024)  # q and o 4096 wide, k and v 8 heads of 128
@@ -1532,9 +1407,8 @@ assert step_flops.get_total_flops() == 3 * projections.get_total_flops()  # back
 assert (3 * projection_ops) // (2 * rope_ops) == 8192  # RoPE's backward is one rotation more: 1 / 8192 a step
 with FlopCounterMode(display=False) as tiny_projection:  # the same count for chapter 7's model, counted below
     torch.nn.functional.linear(torch.zeros(1, 64), torch.zeros(64, 64))  # d_model = 64
-with RecordCalls() as tiny_rope:
-    pl.rotate_pairs(torch.zeros(1, 4, 1, 16), torch.zeros(1, 8), torch.zeros(1, 8))  # 4 heads of 16
-tiny_rope_ops = 2 * sum(max(n for n, _ in call.written) for call in tiny_rope.calls if call.name in ("mul", "sub", "add"))
+tiny_rope = record(lambda: pl.rotate_pairs(torch.zeros(1, 4, 1, 16), torch.zeros(1, 8), torch.zeros(1, 8)))  # 4 heads
+tiny_rope_ops = 2 * sum(op.size for op in tiny_rope if op.name in ("aten::mul.Tensor", "aten::sub.Tensor", "aten::add.Tensor"))
 assert round(4 * tiny_projection.get_total_flops() / tiny_rope_ops) == 85 == (4 * 64) // 3  # one part in 85
 print(f"per token and layer: projections {projection_ops:.2e} operations, RoPE on q and k {rope_ops:.2e}: "
       f"1 / {projection_ops // rope_ops}; at d_model = 64 (4 heads of 16): 1 / {4 * tiny_projection.get_total_flops() / tiny_rope_ops:.0f}")
