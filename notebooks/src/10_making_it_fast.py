@@ -748,19 +748,13 @@ print("with the tables added back: " + ", ".join(f"{name} {bounds:.3g}" for name
       + "; the same ranking")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Where the C kernel pays off: 16 384 is the smallest shown size with no ratio above 1**, in the table the cell
-# below types from `make bench` (`benchmarks/README.md`, "Where the C kernel pays off"; `tests/test_check_ch10.py`
-# checks every number against it): the kernel's time over the reference's, x of (4, seq, 64), the median of 5 paired
-# rounds on one loaded 2-core Intel Xeon VM, six of the nine measured sizes shown. At every smaller size float32's
-# half layout is above 1 in forward + backward (1.12 to 1.18), and forward too up to 4096, so that layout sets
-# `SMALL`. The interleaved layout was 0.89 or less at every shown size from 4096 on, forward + backward included. Forward, it saved up to 21 µs a call below `SMALL` (56 % of
-# the call, bf16, 8192 elements): a threshold per layout could start it at 4096; the library keeps one, the simpler
-# rule.
-#
-# Limits: `SMALL` is a choice read off one run's medians on one machine, not a measured crossing. The table gives no
-# spread; the README's only spread is on large tensors, between two runs of the same code: up to 0.65 one-pass bounds
-# on times of at most 4.59, 14 % or more. Float32's half layout up to `SMALL` gives ratios of 0.93 to 1.18, 7 of its
-# 10 within 0.14 of 1: if small tensors spread as much (not measured), those rows are not separated from 1.
+# **Where the C kernel pays off.** `SMALL` = 16 384 is a choice: below it the C kernel did not reliably win in one run
+# (float32's half layout gave ratios of 0.93 to 1.18 up to `SMALL`, 7 of its 10 within the 14 % spread between runs);
+# above it every ratio was below 1. The ratios are the kernel's time over the reference's, x of (4, seq, 64), the
+# median of 5 paired rounds on one loaded 2-core Intel Xeon VM, typed from `make bench` (`benchmarks/README.md`,
+# "Where the C kernel pays off"; `tests/test_check_ch10.py` checks every number against it), six of the nine measured
+# sizes shown. The spread is the README's only one, on large tensors, between two runs of the same code: up to 0.65
+# one-pass bounds on times of at most 4.59; small tensors' spread is not measured.
 
 # %% slideshow={"slide_type": "fragment"}
 # quoted from benchmarks/README.md ("Where the C kernel pays off"), elements -> (the reference's time, interleaved,
@@ -776,28 +770,15 @@ run_spread, largest_time = 0.65, 4.59
 bench_rows = [(dtype, size, row) for dtype, by_size in small_bench.items() for size, row in by_size.items()]
 measured_sizes = [2**k for k in range(8, 17)]  # bench_rope.SMALL_SIZES (tests/test_check_ch10.py checks it)
 assert sorted(set(measured_sizes) - set(small_bench["float32"])) == [512, 2048, 32768]  # measured, not shown
-assert max(row[1] for *_, row in bench_rows) == 0.90  # interleaved, forward: no slower at any size
-none_above_1 = [size for size in small_bench["float32"] if all(max(small_bench[dt][size][1:]) <= 1 for dt in small_bench)]
-assert none_above_1 == [16384, 65536] and none_above_1[0] == SMALL == 16384  # the first: SMALL
-f32_half_below = {size: row for size, row in small_bench["float32"].items() if size < SMALL}
-f32_half_both = [row[4] for row in f32_half_below.values()]  # float32, half, forward + backward
-assert all(r > 1 for r in f32_half_both) and (min(f32_half_both), max(f32_half_both)) == (1.12, 1.18)
-assert [size for size, row in f32_half_below.items() if row[2] > 1] == [256, 1024, 4096]  # forward: 0.99 at 8192
+above_small = [row[j] for _, size, row in bench_rows if size > SMALL for j in range(1, 5)]
+assert SMALL == 16384 and max(above_small) < 1  # above SMALL, every ratio below 1
 assert round(run_spread / largest_time, 2) == 0.14  # the README's spread: 14 % or more of the time
 f32_half_near = [r for size, row in small_bench["float32"].items() if size <= SMALL for r in row[2::2]]
 assert (min(f32_half_near), max(f32_half_near), len(f32_half_near)) == (0.93, 1.18, 10)
 assert sum(abs(r - 1) <= 0.14 for r in f32_half_near) == 7  # not separated from 1 by such a spread
-# one threshold per layout: every interleaved ratio, forward + backward included, is at most 0.89 from 4096 on
-assert max(row[j] for _, size, row in bench_rows if size >= 4096 for j in (1, 3)) == 0.89
-assert max(row[j] for _, size, row in bench_rows if size == 1024 for j in (1, 3)) > 1  # and not from 1024
-best_row = max(((dtype, size, row) for dtype, size, row in bench_rows if size < SMALL), key=lambda r: r[2][0] * (1 - r[2][1]))
-saved_us = best_row[2][0] * (1 - best_row[2][1])  # interleaved, forward, the most saved below SMALL
-assert best_row[:2] == ("bfloat16", 8192) and round(saved_us) == 21 and round(saved_us / best_row[2][0], 2) == 0.56
-print(f"quoted, {len(small_bench['float32'])} of {len(measured_sizes)} measured sizes: {SMALL} is the smallest with no "
-      f"ratio above 1; float32's half layout up to it: {sum(abs(r - 1) <= 0.14 for r in f32_half_near)} of "
-      f"{len(f32_half_near)} ratios within 0.14 of 1, above 1 forward + backward at every size below it; interleaved, every ratio "
-      f"from 4096 on is at most 0.89, and forward it saves at most {saved_us:.0f} µs a call below {SMALL} "
-      f"({saved_us / best_row[2][0]:.0%} of the call)")
+print(f"quoted, {len(small_bench['float32'])} of {len(measured_sizes)} measured sizes: float32's half layout up to "
+      f"{SMALL}: ratios {min(f32_half_near)} to {max(f32_half_near)}, {sum(abs(r - 1) <= 0.14 for r in f32_half_near)} "
+      f"of {len(f32_half_near)} within 0.14 of 1; above {SMALL}: every ratio below 1")
 fig, axes = viz.figure(2, width=4.4, height=3.4)
 columns = ("interleaved", "half", "fwd + bwd, interleaved", "fwd + bwd, half")
 for ax, (dtype, by_size) in zip(axes, small_bench.items()):
@@ -1267,9 +1248,8 @@ else:
 # **How fast, on a GPU: quoted, not run here.**
 #
 # **What to remember: in the one run of this library's kernel on a GPU (an H200), bytes set its time at L = 16384,
-# where it took 1.07 to 1.11 times a copy of q and k; at L = 4096 a cost per call, not bytes, set every time, a cost
-# the run does not separate (the host's work to launch a call, or the GPU's), so that row cannot rank the paths. Two
-# lengths of one run: no rule for other lengths.**
+# where it took 1.07 to 1.11 times a copy of q and k; at L = 4096 a cost per call, not bytes, set every time. One
+# run: no rule for other lengths.**
 #
 # `make bench DEVICE=cuda` times q (1, 32, L, 128) and k (1, 8, L, 128) rotated in the half layout by each path:
 # CUDA events, the median of 25 calls, one run with no spread, on the machine's torch 2.11 (not the lock's 2.13).
@@ -1277,7 +1257,7 @@ else:
 # gives each time in units of one elementwise pass over q and k (`q * c, k * c`, the bound), and the bound in ms.
 # The next cell types that whole forward table (`tests/test_check_ch10.py` checks every number against the README)
 # and prints it in copies: each entry over the time of a copy (`clone`) of q and k in the same row, §3's one-pass
-# yardstick. It reads all four rows (bf16 and float32, L = 4096 and 16384) the same way:
+# yardstick.
 #
 # - **L = 16384: bytes set the kernel's time.** The bound moved q's and k's bytes at 3.9 TB/s in bf16, against the
 #   H200's peak of 4.8 TB/s (NVIDIA's H200 specification). Float32's twice the bytes took 1.92 times as long for the
@@ -1289,26 +1269,15 @@ else:
 #   the compiled one's 7.29 (bf16) against Hugging Face's compiled rotation's 1.13 is a gap this run does not
 #   explain (a follow-up would start from those two rows of `make bench DEVICE=cuda`, under a profiler's trace).
 #   The printed table has the other entries.
-# - **L = 4096: a cost per call sets the time, and this run cannot say whose.** The bound moved its 84 MB (bf16) at
-#   only 1.2 TB/s, and float32's twice the bytes took 1.06 times as long: even one pass cost about a call, whatever
-#   its bytes. The kernel alone took 4.5 to 5.7 copies, 0.36 to 0.44 ms a call, against 0.09 to 0.18 ms at 16384
-#   with four times the bytes: not time its bytes need. The harness (`device_samples` in `benchmarks/_timing.py`)
-#   times each call between two CUDA events with no synchronisation between calls, so once the GPU has caught up
-#   with the host, a call's time includes the host's work to launch it (Python, torch's dispatcher, Triton's
-#   launcher), which a training step, its GPU queue full, would hide. No control run (a profiler's trace of GPU
-#   time, say) separates the two, so this row ranks no path, and this appendix reads no order from it.
-#   `apply_rope` even took longer at 4096 than at 16384 (1.13 against 0.12 ms, bf16): unexplained by this run. One
-#   explanation, the README's, untested: at 16384 each call waits behind the slower paths timed before it in the
-#   round robin, so its launch cost hides behind the GPU's backlog; at 4096 the GPU has caught up and it does not.
+# - **L = 4096: a cost per call set every time** (one pass over q and k ran at only 1.2 TB/s, bf16), the host's work
+#   to launch a call or the GPU's: the run does not separate them, so this row ranks no path.
 #
 # So a count of bytes, this appendix's method, gives a floor: at L = 16384 the kernel alone came close to it (1.07
 # to 1.11 copies); at L = 4096 the run timed something beyond the bytes and cannot say how much of it was the GPU's.
 #
 # An earlier run on an H100 ("A quoted GPU measurement", bf16, before the library had this kernel) timed an untuned
 # Triton prototype, its angles in registers, in copies of q and k: 1.41, 1.25 and 1.09 at L = 4096, 16384 and 65536.
-# It has no times in ms, so it cannot tell whether bytes set its rows; its 1.41 copies at 4096, against this
-# kernel's 4.5 to 5.7 on the H200, comes from another GPU, torch version and kernel, and this appendix does not
-# explain the difference.
+# It has no times in ms, so it cannot tell whether bytes set its rows.
 
 # %% slideshow={"slide_type": "fragment"}
 # the H200 run, quoted ("First GPU run of this tree", forward): (dtype, L) -> the bound in ms, then each path's time in
@@ -1338,9 +1307,9 @@ def in_copies(seq: int, *paths: str, ndigits: int = 2) -> list[float]:
 
 entries = {seq: 40 * seq * 128 for seq in (4096, 16384)}  # q's 32 heads and k's 8, 128 features each
 tb_per_s = {seq: 2 * 2 * entries[seq] / (h200["bfloat16", seq][0] * 1e-3) / 1e12 for seq in entries}  # bf16: 2 + 2 bytes
-assert round(2 * 2 * entries[4096] / 1e6) == 84 and (round(tb_per_s[4096], 1), round(tb_per_s[16384], 1)) == (1.2, 3.9)
+assert (round(tb_per_s[4096], 1), round(tb_per_s[16384], 1)) == (1.2, 3.9)
 f32_over_bf16 = {seq: h200["float32", seq][0] / h200["bfloat16", seq][0] for seq in entries}  # twice the bytes
-assert (round(f32_over_bf16[4096], 2), round(f32_over_bf16[16384], 2)) == (1.06, 1.92)
+assert round(f32_over_bf16[16384], 2) == 1.92
 assert tb_per_s[16384] < h200_peak_tb_per_s  # below the peak, as a measured rate must be
 kernel = ("kernel, tables", "kernel, registers")
 torch_paths = ("apply_rope torch", "module torch", "apply_rope_compiled")
@@ -1351,20 +1320,12 @@ assert min(in_copies(16384, "apply_rope")) > max(in_copies(16384, *kernel, "Rota
 assert (min(in_copies(16384, *torch_paths, ndigits=1)), max(in_copies(16384, *torch_paths, ndigits=1))) == (3.7, 12.4)
 assert in_copies(16384, "HF eager", ndigits=1) == [11.8, 7.5] and in_copies(16384, "HF compiled") == [1.13, 1.39]
 assert in_copies(16384, "apply_rope_compiled")[0] == 7.29  # bf16: the library's compiled path, unexplained
-# L = 4096: the kernel alone, in copies and in ms, against its ms at 16384 (four times the bytes)
-assert (min(in_copies(4096, *kernel, ndigits=1)), max(in_copies(4096, *kernel, ndigits=1))) == (4.5, 5.7)
-kernel_ms = {seq: [h200[dtype, seq][0] * h200[dtype, seq][1 + h200_columns.index(path)] for dtype in dtypes
-                   for path in kernel] for seq in entries}
-assert (round(min(kernel_ms[4096]), 2), round(max(kernel_ms[4096]), 2)) == (0.36, 0.44)
-assert (round(min(kernel_ms[16384]), 2), round(max(kernel_ms[16384]), 2)) == (0.09, 0.18)
 kernel_tables_ms = {dtype: h200[dtype, 16384][0] * h200[dtype, 16384][1 + h200_columns.index("kernel, tables")]
                     for dtype in dtypes}  # the kernel from tables at L = 16384: its own float32 over bf16
 assert (round(kernel_tables_ms["float32"], 3), round(kernel_tables_ms["bfloat16"], 3)) == (0.178, 0.090)
 assert round(kernel_tables_ms["float32"] / kernel_tables_ms["bfloat16"], 1) == 2.0
-apply_rope_ms = {seq: h200["bfloat16", seq][0] * h200["bfloat16", seq][2] for seq in entries}
-assert (round(apply_rope_ms[4096], 2), round(apply_rope_ms[16384], 2)) == (1.13, 0.12)  # slower with fewer positions
-print(f"the bound (bf16): {tb_per_s[4096]:.1f} TB/s at L = 4096, {tb_per_s[16384]:.1f} at 16384; float32 over bf16: "
-      f"{f32_over_bf16[4096]:.2f} and {f32_over_bf16[16384]:.2f} as long")
+print(f"the bound (bf16): {tb_per_s[4096]:.1f} TB/s at L = 4096, {tb_per_s[16384]:.1f} at 16384; float32 over bf16 at "
+      f"16384: {f32_over_bf16[16384]:.2f} as long")
 print(f"L = 16384, the kernel from tables: float32 {kernel_tables_ms['float32']:.3f} ms, bf16 "
       f"{kernel_tables_ms['bfloat16']:.3f} ms, {kernel_tables_ms['float32'] / kernel_tables_ms['bfloat16']:.1f} times "
       f"as long; the bound at {tb_per_s[16384]:.1f} TB/s against the H200's peak {h200_peak_tb_per_s} TB/s")
@@ -1575,8 +1536,8 @@ print(f"attention written out: the step's bytes x {total_bytes(eager_with) / tot
 # the tokens, the weights' traffic, which grows faster than the width. The fewer tokens a step has, the more that part
 # weighs, so the faster the share falls. Our reading of that part: write the rest of the step (all but RoPE) as
 # rest(b) = F + b · T for b sequences; two counts give F = (8 · rest(1) − rest(8)) / 7, about 22 times the weights'
-# bytes at both widths, and a third, at 2 sequences, lies on that line to within 0.1 %. A control counts AdamW's update alone: 19 of those 22; the other 3 we read, without itemising
-# them, as a weight read forward, read again backward and its gradient written.
+# bytes at both widths, and a third, at 2 sequences, lies on that line to within 0.1 %. A control counts AdamW's update alone: 19 of those 22; the other 3, our reading (not counted one
+# by one): each weight read forward, read again backward, and its gradient written.
 #
 # The 19 are eager AdamW's, one weight at a time (`foreach=False`, the CPU's default), which passes over the moments
 # several times and builds a temporary for the denominator. In weight-sized tensors read and written, per operator
@@ -1587,11 +1548,9 @@ print(f"attention written out: the step's bytes x {total_bytes(eager_with) / tot
 # weights' bytes.
 # Recounted so, the share still falls with the width: from 0.26 to 0.23 with 8 sequences, from 0.23 to 0.12 with one.
 #
-# The vocabulary, 64 tokens so far, adds only bytes RoPE has no part in: the logits (batch · T · vocab float32
-# numbers), their softmax and gradients, and the embedding and output weights (vocab · d_model each). At 8192 tokens,
-# on the 8 sequences, RoPE's bytes stay exactly as they were and its share falls to about 0.05 at d_model = 64 and
-# 0.12 at 512; at 1024 tokens it is 0.17 and 0.18. The logits' bytes do not grow with the width, so from 64 to 512
-# the bytes the vocabulary adds grow only 1.7-fold, RoPE's about eightfold.
+# A larger vocabulary adds only bytes RoPE has no part in (logits, embedding and output weights), so it lowers RoPE's
+# share: at 8192 tokens, 0.05 at d_model = 64 and 0.12 at 512. Those bytes grow less than RoPE's with the width
+# (1.7-fold against eightfold from 64 to 512), so at 1024 or 8192 tokens the share rises with the width.
 #
 # Limits: none of this says what a real model's width, vocabulary and length give; this appendix does not count one.
 
@@ -1693,7 +1652,7 @@ print("RoPE's bytes at every vocabulary: the same; the share is lower at d_model
 # |---|---|---|---|
 # | `003` (`PositionalEncoding.forward`) | `self.positional_encodings[:x.shape[1]]` | `self.positional_encodings[:, :x.shape[1]]`: the buffer is (1, max_len, d), so the source's slice cuts its size-1 axis, keeps every position: `x + pe` fails for every length above 1 other than max_len (where it adds correctly), and at length 1 silently broadcasts to (B, max_len, d) | §1 |
 # | `003` (its RoPE code, a comment) | says its angle table, positions times `torch.exp(torch.arange(0, dim, 2, dtype=torch.float) * -(math.log(10000.0) / dim))`, equals `torch.outer(t, freqs)` with `freqs = 1.0 / (theta ** (torch.arange(0, d_model, 2)[: (d_model // 2)].float() / d_model))`: in effect, that its two forms of the frequencies are the same | the same in exact arithmetic, not in float32: at d = 64 the two differ in more than half of the 32 frequencies (how many depends on the CPU's `torch.exp`), and the tables in those columns; the exp form is more than 3 ulps off the float32 number nearest θ_j, the power form at most 1 | §1 |
-# | `003` (a comment in `precompute_freqs_cis`) | asks whether `freqs_cis` should not be fixed once the model's width and the longest input are set, reading `end` as each input's length | the code already does so: `end` is a fixed bound (twice the longest length), and the table is built when the model is built (once per layer in source 000's example, once per model in Meta's Llama code; §4). For plain RoPE fixing it is right (dynamic NTK recomputes it when the length grows; chapter 7): the table depends only on d, the base and the positions, so one table for the longest length, cut to the first L rows, is the table for L, bit for bit; `pl.RotaryEmbedding` keeps its tables between calls, while `pl.apply_rope` remakes them on every call (§2 and §4 count what that costs) | below |
+# | `003` (a comment in `precompute_freqs_cis`) | asks whether `freqs_cis` should not be fixed once the model's width and the longest input are set, reading `end` as each input's length | the code already does so: `end` is a fixed bound (twice the longest length), and the table is built when the model is built (once per layer in source 000's example, once per model in Meta's Llama code; §4). For plain RoPE fixing it is right (dynamic NTK recomputes it when the length grows; chapter 7): the table depends only on d, the base and the positions, so one table for the longest length, cut to the first L rows, is the table for L, bit for bit; `pl.RotaryEmbedding` keeps its tables between calls, while `pl.apply_rope` remakes them on every call (§4 counts what that costs) | below |
 
 # %% slideshow={"slide_type": "fragment"}
 assert buffer_003[: x_003.shape[1]].shape == (1, 200, 64) != buffer_003[:, : x_003.shape[1]].shape  # the cut
