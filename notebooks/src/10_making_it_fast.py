@@ -70,7 +70,7 @@ assert bounds(record(lambda: ones * 1.5), ones) == (1, 1.0)  # one operator, one
 table_row = torch.ones(1024)  # 1/8 of x's entries, read with x
 assert bounds(record(lambda: ones * table_row), ones) == (1, 1 + 1 / 16)  # every byte: the table too
 assert bounds(record(lambda: ones * table_row), ones, x_sized_only=True) == (1, 1.0)  # passes over x only
-print("x * 1.5: 1 operator, 1 bound; x * (a row of 1/8 of x's entries): 1.0625 bounds, 1 with x_sized_only")
+print("x times a number: 1 operator, 1 bound; x times a row of 1/8 of x's entries: 1.0625 bounds, 1 with x_sized_only")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 1. A Python expression per entry vs one vectorised call
@@ -341,10 +341,11 @@ print(f"same result; the dense form holds {R_all.numel():,} numbers (the input {
 # over x.
 
 # %% slideshow={"slide_type": "fragment"}
-dense_ops = record(lambda: (R_all @ xs.unsqueeze(-1)).squeeze(-1))
+R_cpu, xs_cpu = R_all.cpu(), xs.cpu()  # counted on the CPU, where torch runs the product as one operator
+dense_ops = record(lambda: (R_cpu @ xs_cpu.unsqueeze(-1)).squeeze(-1))
 x_bytes = xs.numel() * xs.element_size()
 assert [op.name for op in dense_ops if op.name != "aten::_unsafe_view"] == ["aten::bmm"]  # the product, one operator
-dense_bytes = 2 * x_bytes * bounds(dense_ops, xs)[1]
+dense_bytes = 2 * x_bytes * bounds(dense_ops, xs_cpu)[1]
 assert dense_bytes == R_all.numel() * 4 + 2 * x_bytes == 66 * x_bytes  # every R_m read, x read, result written
 assert dense_mults == R_all.numel()  # one multiply-add per matrix entry read (4 bytes)
 print(f"the dense product moves {dense_bytes // x_bytes} times x's bytes ({dense_bytes / 2**20:.2f} MiB)")
