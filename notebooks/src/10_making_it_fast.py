@@ -25,8 +25,8 @@
 # Timings differ between machines and between runs, so this appendix times one thing only (§1,
 # a difference of many times), asserts nothing about it, and leaves ratios to `make bench`
 # (`benchmarks/README.md`), which measures them round-robin over many rounds. What is asserted does
-# not depend on the machine: equal results, numbers of operations, and the torch calls a computation
-# makes with the bytes they read and write.
+# not depend on the machine: equal results, numbers of operations, and the operators a computation
+# runs with the bytes they read and write.
 
 # %% slideshow={"slide_type": "skip"}
 # %matplotlib inline
@@ -376,7 +376,7 @@ print(f"the dense product moves {dense_bytes // x_bytes} times x's bytes ({dense
 # Written with torch operations, `x·cos − y·sin` is one call per operation: the products, the
 # difference, the `stack`/`cat` that puts the pairs back, and those two copies. Each reads and writes
 # whole tensors, and a float32 temporary moves twice the bytes per entry of the bf16 x. So we count
-# both: calls, and bytes in units of the bound.
+# both: operators (here one per call), and bytes in units of the bound.
 #
 # `pl.apply_rope` keeps chapter 5's formula as its reference (`pl.rotate_pairs`, in
 # `posenc_lib/rope.py`) and hands the rotation to the fastest path that applies. One function chooses,
@@ -504,8 +504,8 @@ assert path_counts[xb.dtype] == {"torch path": (4, 7.0), "C kernel": (1, 1.0)}
 assert plain_counts[xf.dtype] == (7, 4.5) and path_counts[xf.dtype] == {"torch path": (2, 2.0), "C kernel": (1, 1.0)}
 for x_in, label in ((xb, "bf16 x:   "), (xf, "float32 x:")):
     (c_calls, c_bounds), (t_calls, t_bounds) = (path_counts[x_in.dtype][path] for path in ("C kernel", "torch path"))
-    print(f"{label} plain form {plain_counts[x_in.dtype][0]} calls, {plain_counts[x_in.dtype][1]:g} bounds of bytes; "
-          f"apply_rope {c_calls} call, {c_bounds:g} bound on the C kernel ({t_calls} calls, {t_bounds:g} bounds "
+    print(f"{label} plain form {plain_counts[x_in.dtype][0]} operators, {plain_counts[x_in.dtype][1]:g} bounds of bytes; "
+          f"apply_rope {c_calls} operator, {c_bounds:g} bound on the C kernel ({t_calls} operators, {t_bounds:g} bounds "
           "on the torch path)")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -616,7 +616,7 @@ print("two forward passes of a two-layer Llama: one cos and one sin each, handed
       "its cos and sin equal the float32 computation cast to bf16, not the bf16 one")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# Now the rotation itself: its calls and bytes per rotated tensor (it rotates a query and a key in one
+# Now the rotation itself: its operators and bytes per rotated tensor (it rotates a query and a key in one
 # call: we hand it x for both and halve), and its precision against float64. Its error has two
 # causes: the tables, rounded to bf16 before any arithmetic, and the arithmetic, rounded to bf16 after
 # every product and the sum. The cell adds them one at a time, with a third form: the plain rotation in float32
@@ -639,7 +639,7 @@ def hf_rope(x: torch.Tensor) -> torch.Tensor:
 
 
 hf_calls, hf_bounds = passes(lambda: hf_rope(xb), xb)
-assert (hf_calls / 2, hf_bounds / 2) == (5, 5.0)  # per tensor: 5 calls, 5 bounds, against the plain form's 9 and 12
+assert (hf_calls / 2, hf_bounds / 2) == (5, 5.0)  # per tensor: 5 operators, 5 bounds, against the plain form's 9 and 12
 assert torch.finfo(torch.bfloat16).eps == 2**-7
 exact = pl.apply_rope(xb.double(), layout="half")  # float64 angles and arithmetic
 half_step = 2.0 ** (torch.floor(torch.log2(exact.abs().clamp_min(2**-126))) - 8)  # half a bf16 step of the answer
@@ -651,7 +651,7 @@ off = {name: ((out.double() - exact).abs() > half_step * (1 + 1e-9)).double().me
 largest = {name: (out.double() - exact).abs().max().item() for name, out in outputs.items()}
 assert off["apply_rope"] < 0.01 < 0.2 < off["bf16 tables, float32 arithmetic"] < off["transformers"] - 0.05
 assert off["transformers"] > 0.3 and largest["transformers"] > largest["apply_rope"]
-print("apply_rotary_pos_emb: 5 calls and 5 bounds of bytes per tensor (the plain form: 9 and 12)")
+print("apply_rotary_pos_emb: 5 operators and 5 bounds of bytes per tensor (the plain form: 9 and 12)")
 print("entries more than half a bf16 step from the float64 answer: under 1 % for apply_rope (which rounds once), "
       "over 20 % with bf16 tables and float32 arithmetic, over 30 % for apply_rotary_pos_emb (bf16 tables and "
       "arithmetic): the bf16 tables alone already put a fifth of the entries off, rounding the arithmetic too puts "
@@ -681,7 +681,7 @@ torch.testing.assert_close(rope_complex(xb, freqs_cis), pl.rotate_pairs(xb.float
 complex_counts = passes(lambda: rope_complex(xb, freqs_cis), xb)
 assert complex_counts == (3, 5.0) and complex_counts[1] == hf_bounds / 2 and complex_counts[0] < hf_calls / 2
 assert complex_counts[1] - path_counts[xb.dtype]["C kernel"][1] == 4
-print(f"the complex form on bf16 xb: {complex_counts[0]} calls, {complex_counts[1]:g} bounds")
+print(f"the complex form on bf16 xb: {complex_counts[0]} operators, {complex_counts[1]:g} bounds")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # Source 001 writes the interleaved rotation on views of the even and odd features, `x[..., ::2]` and
@@ -710,7 +710,7 @@ counts_001 = passes(lambda: rope_001(xb, ab.sin(), ab.cos()), xb)
 assert counts_001 == (8, 10.0) and plain_counts[xb.dtype] == (9, 12.0)
 ops_001 = [op.name for op in record(lambda: rope_001(xb, ab.sin(), ab.cos()))]
 assert "aten::_to_copy" not in ops_001 and ops_001.count("aten::clone") == 1  # no dtype copy; the reshape copies
-print(f"001's form on bf16 xb: {counts_001[0]} calls, {counts_001[1]:g} bounds; its result {out_001.dtype}")
+print(f"001's form on bf16 xb: {counts_001[0]} operators, {counts_001[1]:g} bounds; its result {out_001.dtype}")
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # §3's forward counts side by side, in one-pass bounds of `xb`, tables left out. Counting every byte instead (the
