@@ -1,7 +1,7 @@
 """Recorders that count what a computation moves: the torch calls it makes (``RecordCalls``), the ATen operators
 they run, forward and backward (``RecordOps``), and the entries and bytes of each tensor each reads and writes.
 
-Appendix 10 (notebooks/10_making_it_fast.ipynb) builds its byte counts on these. Bytes are the distinct values a
+Appendix 10 (notebooks/10_making_it_fast.ipynb) counts with one rule, `bounds`, on `RecordOps`'s records. Bytes are the distinct values a
 tensor shows times their size: an expanded view (stride 0) counts its values once, a strided view only the values
 it shows, though the memory behind it may be larger.
 """
@@ -15,7 +15,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-__all__ = ["Call", "RecordCalls", "RecordMoves", "RecordOps", "entries_and_bytes", "total_bytes"]
+__all__ = ["Call", "RecordCalls", "RecordOps", "bounds", "entries_and_bytes", "record", "total_bytes"]
 
 
 class Call(NamedTuple):
@@ -74,26 +74,6 @@ class RecordCalls(_Recorder, TorchFunctionMode):
         return out
 
 
-class RecordMoves(RecordCalls):
-    """RecordCalls, also keeping the calls that move data by what they do, whatever their names: a call that
-    changes a tensor in place (`mul_`, `copy_`) or fills memory that none of its arguments held (an allocation,
-    `torch.empty`, fills none)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.moving: list[Call] = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        out = super().__torch_function__(func, types, args, kwargs)
-        held = {t.untyped_storage().data_ptr() for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
-        made = [t.untyped_storage().data_ptr() for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
-        name = self.calls[-1].name
-        fills = not name.startswith("empty") and any(ptr not in held for ptr in made)  # empty: memory, no data
-        if (name.endswith("_") and not name.startswith("__")) or fills:
-            self.moving.append(self.calls[-1])
-        return out
-
-
 class RecordOps(_Recorder, TorchDispatchMode):
     """One level lower: inside a `with` block, records each ATen operator that moves data as a `Call`,
     forward and backward passes alike. An operator reads its tensor arguments and writes its results; an
@@ -119,3 +99,26 @@ class RecordOps(_Recorder, TorchDispatchMode):
 def total_bytes(ops) -> int:
     """Every byte the recorded operators read and write."""
     return sum(nbytes for op in ops for _, nbytes in (*op.read, *op.written))
+
+
+def record(fn) -> list[Call]:
+    """The ATen operators fn() runs (`RecordOps`), in order."""
+    with RecordOps() as rec:
+        fn()
+    return rec.ops
+
+
+def bounds(ops, x: torch.Tensor, *, x_sized_only: bool = False) -> tuple[int, float]:
+    """(operators counted, bytes they read and write) of recorded operators, the bytes in one-pass bounds of x:
+    2 x's bytes (x read once, a result of x's shape and dtype written once; `x * 1.5` moves exactly 1).
+
+    x_sized_only keeps only tensors of at least half x's entries, and the operators that touch one: passes over
+    x-sized data (the half layout works on x's halves). Otherwise every operator and every byte, small tables
+    included. A tensor counts as `entries_and_bytes` counts it (an expanded view's values once). Two records move
+    less than `RecordOps` charges: `_unsafe_view` (a view autograd does not track as one) moves nothing, and
+    `copy_` writes its destination without reading it."""
+    least = x.numel() // 2 if x_sized_only else 0
+    counted = [op for op in ops if op.name != "aten::_unsafe_view" and op.size >= least]
+    moved = sum(nbytes for op in counted for n, nbytes in (*op.read[op.name == "aten::copy_":], *op.written)
+                if n >= least)
+    return len(counted), moved / (2 * x.numel() * x.element_size())

@@ -46,14 +46,19 @@ def test_operators_skip_views_and_allocations_and_see_the_backward():
     assert not any(n.startswith("aten::empty") or n in ("aten::view", "aten::expand") for n in names)
 
 
-def test_record_moves_keeps_calls_by_what_they_do():
-    from posenc_lib.counting import RecordMoves
+def test_bounds_counts_in_one_pass_bounds_of_x():
+    from posenc_lib.counting import bounds, record
 
-    x = torch.ones(8, 4)
-    with RecordMoves() as rec:
-        x.view(4, 8)  # a view: same memory, moves nothing
-        torch.empty(8, 4)  # memory, no data
-        x.mul_(2)  # in place
-        x * 3  # fills new memory
-    assert [call.name for call in rec.calls] == ["view", "empty", "mul_", "mul"]
-    assert [call.name for call in rec.moving] == ["mul_", "mul"]  # the view and the allocation move no data
+    x, table = torch.ones(8, 1024), torch.ones(1024)  # a table with 1/8 of x's entries
+    assert bounds(record(lambda: x * 1.5), x) == (1, 1.0)  # the unit
+    ops = record(lambda: x * table)  # reads x and the table, writes an x-sized result
+    assert bounds(ops, x) == (1, 1 + 1 / 16) and bounds(ops, x, x_sized_only=True) == (1, 1.0)
+    assert bounds(record(lambda: table * 2), x, x_sized_only=True) == (0, 0.0)  # no pass over x
+
+
+def test_bounds_charges_no_view_and_no_read_of_a_copys_destination():
+    from posenc_lib.counting import bounds, record
+
+    x, dst = torch.ones(8, 64), torch.zeros(8, 64, dtype=torch.float64)
+    assert bounds(record(lambda: x.t().reshape(512)), x) == (1, 1.0)  # a copy (clone), its _unsafe_view not charged
+    assert bounds(record(lambda: dst.copy_(x)), x) == (1, 1.5)  # x read (4 bytes an entry), dst written (8)
