@@ -628,20 +628,10 @@ print(f"YaRN attention factor at s = {s:g}: 0.1 ln s + 1 = {att:.4f}; scores x{a
 # standard deviation means little, so we use a blunt rule: method A beats method B only when
 # *every* seed of A beats *every* seed of B (`ex.compare` returns 0 when the ranges overlap).
 # Each such claim is an *ordering*.
-# A win can rest on a few answers: its *separation* (`ex.separation`) is the
-# worst seed of A minus the best seed of B in standard errors of the evaluation noise: with $p$ the mean of
-# the two and $n$ answers each, $(a_{\min} - b_{\max}) / \sqrt{2p(1-p)/n}$ (recall: 4 answers per sequence,
-# which share one dictionary; the grammar: every scored token). Below 2 we call the win **thin**
-# (how often such wins pass by luck, and the wins thin if each sequence counts once: §3's optional section). For
-# example, 0.95 against 0.90 is separated by 3.0 on 512 answers each, but by 1.5 on 128: thin (next cell).
-
-# %% slideshow={"slide_type": "fragment"}
-# The separation of a win, on one example (ex.separation_of: two accuracies and n; ex.separation reads the results)
-sep = {n: ex.separation_of(0.95, 0.90, n) for n in (512, 128)}
-p_mid = (0.95 + 0.90) / 2
-assert all(math.isclose(x, (0.95 - 0.90) / math.sqrt(2 * p_mid * (1 - p_mid) / n)) for n, x in sep.items())
-assert {n: round(x, 1) for n, x in sep.items()} == {512: 3.0, 128: 1.5} and sep[128] < 2 < sep[512]
-print("separation of 0.95 over 0.90:", {f"n = {n}": round(x, 1) for n, x in sep.items()})
+# A win can rest on a few answers: when its *separation* (`ex.separation`, the worst seed of A minus
+# the best seed of B in standard errors of the evaluation noise) is below 2, we call it **thin**. The
+# formula, how often such wins pass by luck, and the wins thin if each sequence counts once: §3's
+# optional section.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Recall's key-blind floor.** Guessing blind scores 1/8, but a reader that ignores the asked key
@@ -1458,6 +1448,22 @@ print("NoPE, last 16 positions vs all:", [f"{t:.2f} vs {w:.2f}" for t, w in zip(
 print("sliding window at 512, predicted vs measured:", [f"{p:.2f} vs {m:.2f}" for p, m in zip(predicted, measured)])
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
+# #### The separation of a win
+#
+# With $p$ the mean of the two accuracies and $n$ answers each, the separation is
+# $(a_{\min} - b_{\max}) / \sqrt{2p(1-p)/n}$ (recall: 4 answers per sequence, which share one
+# dictionary; the grammar: every scored token). For example, 0.95 against 0.90 is separated by 3.0
+# on 512 answers each, but by 1.5 on 128: thin (next cell).
+
+# %% slideshow={"slide_type": "fragment"}
+# The separation of a win, on one example (ex.separation_of: two accuracies and n; ex.separation reads the results)
+sep = {n: ex.separation_of(0.95, 0.90, n) for n in (512, 128)}
+p_mid = (0.95 + 0.90) / 2
+assert all(math.isclose(x, (0.95 - 0.90) / math.sqrt(2 * p_mid * (1 - p_mid) / n)) for n, x in sep.items())
+assert {n: round(x, 1) for n, x in sep.items()} == {512: 3.0, 128: 1.5} and sep[128] < 2 < sep[512]
+print("separation of 0.95 over 0.90:", {f"n = {n}": round(x, 1) for n, x in sep.items()})
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # #### How many of these orderings could be luck?
 #
 # This section asserted 33 orderings "every seed of A beats every seed of B" (the next cell counts
@@ -1469,7 +1475,7 @@ print("sliding window at 512, predicted vs measured:", [f"{p:.2f} vs {m:.2f}" fo
 # 33 compare *the same trained RoPE models* (three seeds per task) under two scalings (or none). Those are not
 # independent draws, so the 1-in-20 does not apply, and an ordering there says less than it seems.
 #
-# What carries the weight is the separation (How to read the numbers). The next cell lists
+# What carries the weight is the separation (above). The next cell lists
 # the thin ones, per answer and per sequence (counting each sequence once is pessimistic: it scores a
 # sequence of up to 510 tokens like one answer). Every other ordering is separated by more than 2.5,
 # and every clear recall ordering by at least 47 answers, more than the 30 a kernel shift like
