@@ -620,7 +620,7 @@ print(f"YaRN attention factor at s = {s:g}: 0.1 ln s + 1 = {att:.4f}; scores x{a
 # retraining. The experiment also records where each head's attention goes.
 #
 # **The main line** runs: the table, then per task the result, its control and what it shows, the
-# **Caveats**, the summary "What §3 found" and the index's map. Five optional asides come after it.
+# **Caveats**, the summary "What §3 found" and the index's map. Six optional asides come after it.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **How to read the numbers.** Each entry is the mean over the three seeds, with the range
@@ -1318,7 +1318,7 @@ print("thresholds that give the same marks:", same[0], "to", same[-1])
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ### §3, going further (optional: read after the summary)
 #
-# Five asides for after class. The main line above stands without them; each reuses its numbers.
+# Six asides for after class. The main line above stands without them; each reuses its numbers.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # #### Is YaRN's failure dilution?
