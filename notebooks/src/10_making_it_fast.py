@@ -1405,8 +1405,8 @@ print(f"per token and layer: projections {projection_ops:.2e} operations, RoPE o
 # third count hands the C operator contiguous copies (the copies counted); the recorder answers it with a tensor
 # of its result's shape instead of running it, so it counts on any machine, and where the kernel is built the
 # cell checks that the module's own run on the same copies records the same operators. Every count in §6 sums every
-# record (`total_bytes`), views and a copy's destination included; §3's rule, `bounds`, gives RoPE's share to within
-# 0.001 (checked).
+# record (`total_bytes`), views and a copy's destination included; §3's rule, `bounds`, gives the plain form's share to
+# within 0.001 (checked).
 
 # %% slideshow={"slide_type": "fragment"}
 class RecordOpsOperatorByShape(RecordOps):
