@@ -56,6 +56,8 @@ _MERGE_RTOL = 0.02  # an estimate within 2 % of the first merge
 # 11 or 13 bits at once. tests/test_check_ch07.py shows the right estimate, or the exact merge, times any factor that
 # keeps it within 2 %, clear of such a match even at two positions.
 _NUDGE = 0.04
+_MERGE_LINES = 300  # Python lines per case: the estimate runs ~10, a loop moving a into the right binade under 70,
+# a bisection over positions binade by binade (in float64, on the step against the spacing) over 1,400 at p = 30
 
 
 def counter_merge(answer: Callable[[int, float], Any] | None) -> bool | None:
@@ -102,7 +104,8 @@ def counter_merge(answer: Callable[[int, float], Any] | None) -> bool | None:
             i = last + 1
 
     def run(fn):
-        answers, stopped = answers_under_guard(fn, _MERGE_CASES, elements_per_case=ELEMENTS)
+        answers, stopped = answers_under_guard(fn, _MERGE_CASES, elements_per_case=ELEMENTS,
+                                                 steps_per_case=_MERGE_LINES)
         if stopped is not None:
             (p, a), why = stopped
             yield stopped_verdict(why, f"first_merge({p}, {a})", shortcut="estimate it from the spacing instead",
