@@ -78,7 +78,7 @@ print("x times a number: 1 operator, 1 bound; x times a row of 1/8 of x's entrie
 # ## 1. A Python expression per entry vs one vectorised call
 #
 # One of chapter 3's sources (`003`) builds the sinusoidal table in three steps: a nested list
-# comprehension computes the angle of every entry, p / 10000^(2⌊c/2⌋/d) for position p and column c
+# comprehension computes the angle of every entry, m / 10000^(2⌊c/2⌋/d) for position m and column c
 # (both columns of a pair share ⌊c/2⌋ = j), in Python; one call turns the nested list into a tensor;
 # then two vectorised calls take the sine of the even columns and the cosine of the odd ones. Source 003
 # builds its table once, in `PositionalEncoding.__init__` (`max_len: int = 5000` positions), and keeps it as a
@@ -89,13 +89,13 @@ print("x times a number: 1 operator, 1 bound; x times a row of 1/8 of x's entrie
 # of torch's Python API, the one place this appendix counts those):
 
 # %% slideshow={"slide_type": "fragment"}
-def angle_003(p: int, c: int, d: int, base: float = 10000.0) -> float:
-    return p / base ** (2 * (c // 2) / d)  # columns 2j and 2j + 1 share frequency j
+def angle_003(m: int, c: int, d: int, base: float = 10000.0) -> float:
+    return m / base ** (2 * (c // 2) / d)  # columns 2j and 2j + 1 share frequency j
 
 
 def builder_003(n: int, d: int, dtype=torch.float32, angle=angle_003) -> torch.Tensor:
     """Source 003's method: one Python expression per entry for the angles, then sin and cos over column slices."""
-    table = torch.tensor([[angle(p, c, d) for c in range(d)] for p in range(n)], dtype=dtype)
+    table = torch.tensor([[angle(m, c, d) for c in range(d)] for m in range(n)], dtype=dtype)
     table[:, 0::2] = table[:, 0::2].sin()
     table[:, 1::2] = table[:, 1::2].cos()
     return table
@@ -148,11 +148,11 @@ print("003's forward: [:x.shape[1]] keeps all positions: it fails to add 10 posi
 # ### Aside: where float32's error comes from
 #
 # `pl.sinusoidal_positions` makes its float32 angles in two roundings: θ_j is
-# rounded to float32 once (`rope_frequencies` computes it in float64 first), and the product p·θ_j,
+# rounded to float32 once (`rope_frequencies` computes it in float64 first), and the product m·θ_j,
 # taken in float32, is rounded again; then sin and cos round once more. An error δ in an angle
 # becomes an error of about δ·|cos| in its sine and δ·|sin| in its cosine (the slope of each), plus
 # that last rounding. The library accepts the second rounding because its tables follow the caller's dtype and
-# device, and some devices (Apple's MPS) have no float64; taking p·θ_j in float64 would make a float64 table first,
+# device, and some devices (Apple's MPS) have no float64; taking m·θ_j in float64 would make a float64 table first,
 # on devices that have one.
 #
 # Pair 0 has no angle error: θ₀ = 1, so the angle is the position itself, an integer that float32
@@ -175,9 +175,9 @@ assert int(pair_max.argmax()) == 1 and pair_max[0] < 1e-7 and round(err32.max().
 assert all(i % d // 2 == 1 and i // d * theta_1 >= 128 for i in top.indices.tolist())  # the top 5: pair 1, angle >= 128
 assert 170 * theta_1 < 128 <= 171 * theta_1 and 2 ** -16 == (torch.nextafter(torch.tensor(128.0), torch.tensor(256.0)) - 128)
 # the angle errors (float32 angles as the library makes them, against float64) times the slopes explain every entry
-p_col = torch.arange(n, dtype=torch.float64)[:, None]
-angle_err = (p_col.float() * pl.rope_frequencies(d)).double() - p_col * pl.rope_frequencies(d, dtype=torch.float64)
-angle = p_col * pl.rope_frequencies(d, dtype=torch.float64)
+m_col = torch.arange(n, dtype=torch.float64)[:, None]
+angle_err = (m_col.float() * pl.rope_frequencies(d)).double() - m_col * pl.rope_frequencies(d, dtype=torch.float64)
+angle = m_col * pl.rope_frequencies(d, dtype=torch.float64)
 slopes = torch.stack((angle.cos().abs(), angle.sin().abs()), -1).flatten(-2)  # sine columns, cosine columns
 assert (err32 - angle_err.abs().repeat_interleave(2, -1) * slopes).abs().max() < 1.2e-7  # up to the trig rounding
 err_003 = (exact - builder_003(n, d)).abs().max().item()  # angles in Python float64, rounded once to float32
@@ -295,11 +295,11 @@ print("torch calls (total, sin, cos) per size:", counts)
 
 # %% tags=["nbval-ignore-output"] slideshow={"slide_type": "fragment"}
 # nbval-ignore-output: wall-clock timings differ on every run and machine
-angle_list = [[angle_003(p, c, d) for c in range(d)] for p in range(n)]
+angle_list = [[angle_003(m, c, d) for c in range(d)] for m in range(n)]
 steps_003 = {
     "003's builder": lambda: builder_003(n, d),
     "pl.sinusoidal_positions (vectorised)": lambda: pl.sinusoidal_positions(n, d),
-    "  its part: the nested list of angles alone": lambda: [[angle_003(p, c, d) for c in range(d)] for p in range(n)],
+    "  its part: the nested list of angles alone": lambda: [[angle_003(m, c, d) for c in range(d)] for m in range(n)],
     "  its part: torch.tensor on that list, prebuilt": lambda: torch.tensor(angle_list, dtype=torch.float32),
 }
 print(f"n = {n}, d = {d}; milliseconds per call in each function's fastest block")
@@ -346,8 +346,8 @@ print(f"same result; the dense form holds {R_all.numel():,} numbers (the input {
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # So the dense form loses on both counts: d times the memory, d/2 times the multiplications. It also
 # loses a third count, the bytes it moves: the product reads every matrix R_m, 64 times x's bytes, one matrix entry
-# per multiply-add, and reads x and writes its result: 66 times x's bytes, where a rotation from tables makes one pass
-# over x.
+# per multiply-add, and reads x and writes its result: 33 one-pass bounds (66 times x's bytes), where a rotation
+# from tables makes one.
 
 # %% slideshow={"slide_type": "fragment"}
 R_cpu, xs_cpu = R_all.cpu(), xs.cpu()  # counted on the CPU, where torch runs the product as one operator
@@ -357,10 +357,16 @@ assert [op.name for op in dense_ops if op.name != "aten::_unsafe_view"] == ["ate
 dense_bytes = 2 * x_bytes * bounds(dense_ops, xs_cpu)[1]
 assert dense_bytes == R_all.numel() * 4 + 2 * x_bytes == 66 * x_bytes  # every R_m read, x read, result written
 assert dense_mults == R_all.numel()  # one multiply-add per matrix entry read (4 bytes)
-print(f"the dense product moves {dense_bytes // x_bytes} times x's bytes ({dense_bytes / 2**20:.2f} MiB)")
+assert bounds(dense_ops, xs_cpu)[1] == 33  # in one-pass bounds of x (x read once, written once)
+print(f"the dense product moves {bounds(dense_ops, xs_cpu)[1]:g} one-pass bounds, {dense_bytes / x_bytes:.0f} times x's "
+      f"bytes ({dense_bytes / 2**20:.2f} MiB)")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3. Counting calls and bytes
+#
+# Where the section goes: the floor (one pass over x), then the operators and bytes of six forms of one forward
+# rotation, the plain form, source 001's, the library's torch path and its C kernel, Hugging Face's and the complex
+# form, side by side at the end with their tables; last, where the C kernel pays off on the CPU.
 #
 # **Why one pass is the goal.** Rotating a pair is 4 multiplications and 2 additions, 6 operations,
 # and in bf16 it reads 2 values and writes 2: 8 bytes, under one operation per byte. An H100 does
@@ -729,8 +735,10 @@ print(f"001's form on bf16 xb: {counts_001[0]} operators, {counts_001[1]:g} boun
 # %% [markdown] slideshow={"slide_type": "fragment"}
 # §3's forward counts side by side, in one-pass bounds of `xb`, tables left out. Counting every byte instead (the
 # tables, and their making where the call makes them) adds 1/8 for Hugging Face and the complex form, 1/2 for the plain form and 001's (here they make cos and sin
-# in the call), 1.19 for the torch path (`apply_rope` makes its tables), and changes no place among them (the cell
-# checks it; the C kernel's tables come after §4's exercise):
+# in the call), 1.19 for the torch path, and changes no place among them (the cell checks it; the C kernel's tables
+# come after §4's exercise). The torch path's 1.19: on every call it makes cos and sin (1/4), then two stacked
+# full-width tables, `stack` of cos and sin and of −sin and cos after a `neg` (0.63 to make), which the rotation
+# reads (1/4); the angles make the rest:
 
 # %% slideshow={"slide_type": "fragment"}
 forward_bounds = {"plain form": plain_counts[xb.dtype][1], "001's form (float32 result)": counts_001[1],
@@ -740,14 +748,18 @@ forward_bounds = {"plain form": plain_counts[xb.dtype][1], "001's form (float32 
 assert list(forward_bounds.values()) == [12, 10, 7, 5, 5, 1]
 
 
-def small_bounds(fn, x: torch.Tensor) -> float:
+def small_part(ops: list[Call], x: torch.Tensor) -> float:
     """What x_sized_only leaves out: every byte less the passes over x, in one-pass bounds of x."""
-    ops = record(fn)
     return bounds(ops, x)[1] - bounds(ops, x, x_sized_only=True)[1]
 
 
+def small_bounds(fn, x: torch.Tensor) -> float:
+    return small_part(record(fn), x)
+
+
 with cpu_kernel.use_cpu_kernel(False):
-    small_torch_path = small_bounds(lambda: pl.apply_rope(xb, layout="half"), xb)
+    torch_path_ops = record(lambda: pl.apply_rope(xb, layout="half"))
+small_torch_path = small_part(torch_path_ops, xb)
 table_bounds = {"plain form": small_bounds(lambda: plain(xb), xb),
                 "001's form (float32 result)": small_bounds(lambda: rope_001(xb, ab.sin(), ab.cos()), xb),
                 "torch path": small_torch_path, "Hugging Face": small_bounds(lambda: hf_rope(xb), xb) / 2,
@@ -755,17 +767,26 @@ table_bounds = {"plain form": small_bounds(lambda: plain(xb), xb),
 assert table_bounds["Hugging Face"] == table_bounds["complex form"] == 1 / 8
 assert table_bounds["plain form"] == table_bounds["001's form (float32 result)"] == 1 / 2
 assert round(table_bounds["torch path"], 2) == 1.19
+torch_path_split = {part: small_part([op for op in torch_path_ops if op.name in names], xb)
+                    for part, names in (("cos and sin", {"aten::cos", "aten::sin"}),
+                                        ("stacked tables made", {"aten::stack", "aten::neg"}),
+                                        ("stacked tables read", {"aten::mul.out", "aten::addcmul_"}))}
+assert [round(b, 2) for b in torch_path_split.values()] == [0.25, 0.63, 0.25]
+assert 0 < table_bounds["torch path"] - sum(torch_path_split.values()) < 0.07  # the angles (arange, pow, mul)
 with_tables = [forward_bounds[name] + table_bounds[name] for name in table_bounds]
 assert with_tables == sorted(with_tables, reverse=True) and with_tables[3] == with_tables[4]  # the same ranking
 print("one forward rotation of the bf16 xb, in one-pass bounds: "
       + ", ".join(f"{name} {bounds:g}" for name, bounds in forward_bounds.items()))
 print("with the tables added back: " + ", ".join(f"{name} {bounds:.3g}" for name, bounds in zip(table_bounds, with_tables))
       + "; the same ranking")
+print("the torch path's 1.19: " + ", ".join(f"{part} {b:.2f}" for part, b in torch_path_split.items()))
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Where the C kernel pays off.** `SMALL` = 16 384 is a choice: below it the C kernel did not reliably win in one run
-# (float32's half layout gave ratios of 0.93 to 1.18 up to `SMALL`, 7 of its 10 within the 14 % spread between runs);
-# above it every ratio was below 1. The ratios are the kernel's time over the reference's, x of (4, seq, 64), the
+# **Where the C kernel pays off.** `SMALL` = 16 384 is a choice, one threshold for both layouts, set by the half
+# layout: below it the half layout's kernel did not reliably win in one run (float32's half layout gave ratios of 0.93
+# to 1.18 up to `SMALL`, 7 of its 10 within the 14 % spread between runs); the interleaved layout alone would allow a
+# lower one (forward: 0.62 and 0.47 at 4 096 and 8 192 elements in float32, 0.57 and 0.44 in bf16). Above `SMALL`
+# every ratio was below 1. The ratios are the kernel's time over the reference's, x of (4, seq, 64), the
 # median of 5 paired rounds on one loaded 2-core Intel Xeon VM, typed from `make bench` (`benchmarks/README.md`,
 # "Where the C kernel pays off"; `tests/test_check_ch10.py` checks every number against it), six of the nine measured
 # sizes shown. The spread is the README's only one, on large tensors, between two runs of the same code: up to 0.65
@@ -791,9 +812,13 @@ assert round(run_spread / largest_time, 2) == 0.14  # the README's spread: 14 % 
 f32_half_near = [r for size, row in small_bench["float32"].items() if size <= SMALL for r in row[2::2]]
 assert (min(f32_half_near), max(f32_half_near), len(f32_half_near)) == (0.93, 1.18, 10)
 assert sum(abs(r - 1) <= 0.14 for r in f32_half_near) == 7  # not separated from 1 by such a spread
+interleaved_below = {dtype: [small_bench[dtype][size][1] for size in (4096, 8192)] for dtype in small_bench}
+assert interleaved_below == {"float32": [0.62, 0.47], "bfloat16": [0.57, 0.44]}  # the interleaved layout, forward
+assert all(1 - r > 0.14 for rs in interleaved_below.values() for r in rs)  # each a win beyond that spread
 print(f"quoted, {len(small_bench['float32'])} of {len(measured_sizes)} measured sizes: float32's half layout up to "
       f"{SMALL}: ratios {min(f32_half_near)} to {max(f32_half_near)}, {sum(abs(r - 1) <= 0.14 for r in f32_half_near)} "
       f"of {len(f32_half_near)} within 0.14 of 1; above {SMALL}: every ratio below 1")
+print(f"interleaved, forward, at 4096 and 8192: {interleaved_below}, each more than 0.14 below 1")
 fig, axes = viz.figure(2, width=4.4, height=3.4)
 columns = ("interleaved", "half", "fwd + bwd, interleaved", "fwd + bwd, half")
 for ax, (dtype, by_size) in zip(axes, small_bench.items()):
@@ -1263,8 +1288,8 @@ else:
 # **How fast, on a GPU: quoted, not run here.**
 #
 # **What to remember: in the one run of this library's kernel on a GPU (an H200), bytes set its time at L = 16384,
-# where it took 1.07 to 1.11 times a copy of q and k; at L = 4096 a cost per call, not bytes, set every time. One
-# run: no rule for other lengths.**
+# where it took 1.07 to 1.11 times a copy of q and k; the L = 4096 row is unexplained: most paths took longer there
+# than with four times the positions. One run: no rule for other lengths.**
 #
 # `make bench DEVICE=cuda` times q (1, 32, L, 128) and k (1, 8, L, 128) rotated in the half layout by each path:
 # CUDA events, the median of 25 calls, one run with no spread, on the machine's torch 2.11 (not the lock's 2.13).
@@ -1279,16 +1304,20 @@ else:
 #   bound, and 2.0 times as long for the kernel from tables (0.178 against 0.090 ms). The kernel called alone (one
 #   launch for q and k) took 1.07 to 1.11 copies, from tables or in registers, in both dtypes, and `RotaryEmbedding`
 #   as much. `apply_rope` (one launch per tensor) took
-#   1.29 to 1.43, so a cost per call still shows (a launch or the Python around it: no control separates them). The
+#   1.29 to 1.43 in this one run; the run has no control that would say why. The
 #   eager torch paths and the library's `torch.compile` path (whose generated code is Triton's too) took 3.7 to 12.4;
 #   the compiled one's 7.29 (bf16) against Hugging Face's compiled rotation's 1.13 is a gap this run does not
 #   explain (a follow-up would start from those two rows of `make bench DEVICE=cuda`, under a profiler's trace).
 #   The printed table has the other entries.
-# - **L = 4096: a cost per call set every time** (one pass over q and k ran at only 1.2 TB/s, bf16), the host's work
-#   to launch a call or the GPU's: the run does not separate them, so this row ranks no path.
+# - **L = 4096: unexplained.** One pass over q and k ran at only 1.2 TB/s (bf16), and seven of the nine paths took
+#   longer than at L = 16384 (bf16: the kernel from tables 0.44 ms against 0.090, `apply_rope` 1.13 against 0.12,
+#   the module 0.44 against 0.090). Neither the bytes nor a cost fixed per call explains a call that is slower with
+#   a quarter of the positions (the README says so). The README's one hypothesis, not tested: the calls were timed
+#   with no synchronisation between them, so a call's time may include the host's work to launch it. Warm-up, a
+#   first call's compilation and the order of the rows have no control in that run either. This row ranks no path.
 #
 # So a count of bytes, this appendix's method, gives a floor: at L = 16384 the kernel alone came close to it (1.07
-# to 1.11 copies); at L = 4096 the run timed something beyond the bytes and cannot say how much of it was the GPU's.
+# to 1.11 copies); at L = 4096 the run timed something the bytes do not explain.
 #
 # An earlier run on an H100 ("A quoted GPU measurement", bf16, before the library had this kernel) timed an untuned
 # Triton prototype, its angles in registers, in copies of q and k: 1.41, 1.25 and 1.09 at L = 4096, 16384 and 65536.
@@ -1344,6 +1373,18 @@ print(f"the bound (bf16): {tb_per_s[4096]:.1f} TB/s at L = 4096, {tb_per_s[16384
 print(f"L = 16384, the kernel from tables: float32 {kernel_tables_ms['float32']:.3f} ms, bf16 "
       f"{kernel_tables_ms['bfloat16']:.3f} ms, {kernel_tables_ms['float32'] / kernel_tables_ms['bfloat16']:.1f} times "
       f"as long; the bound at {tb_per_s[16384]:.1f} TB/s against the H200's peak {h200_peak_tb_per_s} TB/s")
+# L = 4096, bf16: each path's time in ms against its time at 16384, with a quarter of the positions
+ms_bf16 = {seq: dict(zip(h200_columns, (h200["bfloat16", seq][0] * t for t in h200["bfloat16", seq][1:])))
+           for seq in entries}
+slower_short = [path for path in h200_columns if ms_bf16[4096][path] > ms_bf16[16384][path]]
+assert slower_short == ["apply_rope", "RotaryEmbedding", "kernel, tables", "kernel, registers", "apply_rope torch",
+                        "apply_rope_compiled", "HF compiled"]  # seven of the nine paths; the clone not among them
+assert [round(ms_bf16[seq][path], ndigits) for path, ndigits in
+        (("kernel, tables", 2), ("apply_rope", 2), ("RotaryEmbedding", 2)) for seq in entries] == [0.44, 0.09, 1.13,
+                                                                                                 0.12, 0.44, 0.09]
+print("bf16, ms at L = 4096 against 16384: " + ", ".join(
+    f"{path} {ms_bf16[4096][path]:.3f} / {ms_bf16[16384][path]:.3f}" for path in h200_columns))
+print(f"slower at L = 4096 (a quarter of the positions): {len(slower_short)} of {len(h200_columns) - 1} paths")
 print("H100, the prototype in copies of q and k: " + ", ".join(f"L = {seq}: {t}" for seq, t in prototype.items()))
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -1405,7 +1446,7 @@ print(f"per token and layer: projections {projection_ops:.2e} operations, RoPE o
 # third count hands the C operator contiguous copies (the copies counted); the recorder answers it with a tensor
 # of its result's shape instead of running it, so it counts on any machine, and where the kernel is built the
 # cell checks that the module's own run on the same copies records the same operators. Every count in §6 sums every
-# record (`total_bytes`), views and a copy's destination included; §3's rule, `bounds`, gives the plain form's share to
+# record (`total_bytes`), `aten::_unsafe_view` records (which move nothing) and a copy's destination included; §3's rule, `bounds`, gives the plain form's share to
 # within 0.001 (checked).
 
 # %% slideshow={"slide_type": "fragment"}
@@ -1559,20 +1600,6 @@ print(f"attention written out: the step's bytes x {total_bytes(eager_with) / tot
 # (1.7-fold against eightfold from 64 to 512), so at 1024 or 8192 tokens the share is higher at 512 than at 64; at
 # 1024 tokens the change is small (0.17 and 0.18).
 #
-# **For reference** (nothing later uses it): the part of the rest that does not grow with the tokens. Write the rest
-# of the step (all but RoPE) as rest(b) = F + b · T for b sequences; two counts give F = (8 · rest(1) − rest(8)) / 7,
-# about 22 times the weights' bytes at both widths, and a third, at 2 sequences, lies on that line to within 0.1 %. A
-# control counts AdamW's update alone: 19 of those 22; the other 3, our reading (not counted one by one): each weight
-# read forward, read again backward, and its gradient written.
-# The 19 are eager AdamW's, one weight at a time (`foreach=False`, the CPU's default), which passes over the moments
-# several times and builds a temporary for the denominator. In weight-sized tensors read and written, per operator
-# (the cell counts each): `lerp_` 3 (the first moment), `mul_` 2 and `addcmul_` 4 (the second: it is handed the
-# gradient twice, as `addcmul_(grad, grad)`, and the count charges both reads, one that memory need not move again),
-# `sqrt` 2, `div` 2 and `add_` 2 (the denominator), `addcdiv_` 4 (the weight). A fused AdamW reads each weight, its
-# gradient and its two moments once and writes the weight and the moments: 7, which would make F about 10 times the
-# weights' bytes. Recounted so, the share still falls with the width: from 0.26 to 0.23 with 8 sequences, from 0.23 to
-# 0.12 with one.
-#
 # Limits: none of this says what a real model's width, vocabulary and length give; this appendix does not count one.
 
 # %% slideshow={"slide_type": "fragment"}
@@ -1663,6 +1690,23 @@ for v in vocabs:
     print(f"{v:10d}  {share_by_vocab[64, v]:.3f}  {share_by_vocab[512, v]:.3f}")
 print("RoPE's bytes at every vocabulary: the same; the share is lower at d_model = 512 than at 64 at vocabulary 64, "
       f"higher at 1024 and 8192, where the bytes the vocabulary adds grow x {vocab_added[8192]:.1f}, RoPE's x {growth(8)[0]:.1f}")
+
+
+# %% [markdown] slideshow={"slide_type": "skip"}
+# ### Optional reference: the part of the step that does not grow with the tokens
+#
+# Nothing later uses this. Write the rest of the step (all but RoPE) as rest(b) = F + b · T for b sequences; two counts give F = (8 · rest(1) − rest(8)) / 7,
+# about 22 times the weights' bytes at both widths, and a third, at 2 sequences, lies on that line to within 0.1 %. A
+# control counts AdamW's update alone: 19 of those 22; the other 3, our reading (not counted one by one): each weight
+# read forward, read again backward, and its gradient written.
+# The 19 are eager AdamW's, one weight at a time (`foreach=False`, the CPU's default), which passes over the moments
+# several times and builds a temporary for the denominator. In weight-sized tensors read and written, per operator
+# (the cell above counts each): `lerp_` 3 (the first moment), `mul_` 2 and `addcmul_` 4 (the second: it is handed the
+# gradient twice, as `addcmul_(grad, grad)`, and the count charges both reads, one that memory need not move again),
+# `sqrt` 2, `div` 2 and `add_` 2 (the denominator), `addcdiv_` 4 (the weight). A fused AdamW reads each weight, its
+# gradient and its two moments once and writes the weight and the moments: 7, which would make F about 10 times the
+# weights' bytes. Recounted so, the share still falls with the width: from 0.26 to 0.23 with 8 sequences, from 0.23 to
+# 0.12 with one.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Errata in the sources
