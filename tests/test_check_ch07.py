@@ -1035,6 +1035,7 @@ def test_the_band_above_a_power_of_two_is_left_out():
     next_binade, first_binade = 2**23 * math.sqrt(2.0006) - 1, 2**23 * math.sqrt(1.0005) - 1
     assert round(next_binade / 8_390_809 - 1, 2) == 0.41 and round(first_binade / 11_867_763 - 1, 2) == -0.29
     assert not any(in_the_band(a) for _, a in ch07._MERGE_CASES)
+    assert (min(p for p, _ in ch07._MERGE_CASES), max(p for p, _ in ch07._MERGE_CASES)) == (11, 30)  # the prompt's "p from 11 to 30"
     for p in (13, 16):
         for s in np.arange(1.1, 2.0, 0.01):
             a = float(s)

@@ -139,7 +139,8 @@ fig
 #
 # RoPE's score depends only on the offset between query and key (chapter 5). A causal
 # model trained on $L_0$ tokens has therefore seen the distances $r = m - n = 0 \dots L_0 - 1$
-# and, in pair $j$, the angles $r\,\theta_j$ for those $r$ only. Pair $j$ turns once every
+# (query minus key: the course's offset, key minus query, without its sign) and, in pair $j$, the
+# angles $r\,\theta_j$ for those $r$ only. Pair $j$ turns once every
 # $\lambda_j = 2\pi/\theta_j$ positions (its *wavelength*, chapter 5). Pairs with
 # $\lambda_j \ll L_0$ have gone round many times in training: every angle is familiar.
 # Pairs with $\lambda_j > L_0$ never completed a turn: they saw only the arc
@@ -336,7 +337,7 @@ torch.testing.assert_close(dyn(L0 // 2), pl.rope_frequencies(d))
 # distance $r$ to the angle of $r/s$: the first distance past the new context, $sL_0$, lands exactly
 # where $L_0$ did, and the largest one, $sL_0 - 1$, on $(L_0 - 1/s)\,\theta_j$, less than one step
 # past the trained arc (positions start at 0, so the last trained distance is $L_0 - 1$). That is in
-# range by the one-step test above; under Exercise 3's strict test (no angle past the trained arc at
+# range by the one-step test above; under the strict test (no angle past the trained arc at
 # all) PI reaches only $L = s(L_0 - 1) + 1$, short of $sL_0$ (asserted below). YaRN and
 # Llama 3 interpolate every pair with $\lambda_j > L_0$ fully: they slow each such pair by the whole
 # factor $s$, as PI does, so its angles too stay within one step of its trained arc and no pair sees
@@ -370,7 +371,9 @@ assert torch.equal(fresh["ntk"], never_turned & (pair < d // 2 - 1))
 # to $L_0 - 1/s$, less than one step past the last trained distance, as above), where the score stays within 0.1 % of its trained maximum. Chen et al. (2023, §2.2,
 # Figure 2; their numbers quoted here, not recomputed) show the same with a fitted score that reaches about 8000 beyond $L_0$, and
 # bound the interpolated score (their Theorem 2.1: for LLaMA's sizes the bound is at least
-# about 600 times smaller than the extrapolated one). Interpolation has a price: it slows the fast pairs
+# about 600 times smaller than the extrapolated one).
+#
+# Interpolation has a price: it slows the fast pairs
 # too, so neighbouring tokens are $1/s$ of a trained distance apart (pair 0 turns
 # $1/8$ rad per token instead of 1), which no training distance showed. Chen et al.
 # fine-tune for about 1000 steps after interpolating; YaRN and Llama 3 leave the fast pairs
@@ -690,16 +693,16 @@ fig = ex.draw(results)
 fig
 
 # %% [markdown] slideshow={"slide_type": "fragment"}
-# **In brief** (each point is taken apart, and asserted, below):
-# * **Grammar.** Past 64 tokens ALiBi stays flat while sinusoids and RoPE fall. As RoPE loses it, far
-#   keys, at angles and distances training never showed, outscore near ones; a 64-token window restores it.
-# * **Stretching RoPE** (PI, NTK, YaRN) brings none of them near ALiBi on the grammar at 512 tokens,
-#   even where every angle stays in range.
-# * **Recall: the layout decides the ranking.** With the dictionary first, T5 (its `max_distance` set
-#   to $L_0 = 64$), NoPE and PI recall most at 512; moved to the trained distances, plain RoPE recovers and PI falls. With the
-#   dictionary anywhere PI and YaRN hold up, NoPE and T5 lose little, and RoPE, NTK, ALiBi and
-#   sinusoids end under the key-blind floor.
-# * By the index's rule (below), no method keeps all three tasks at 512 tokens.
+# **In brief** (each row is taken apart, and asserted, below):
+#
+# | Claim | Evidence | Control |
+# |---|---|---|
+# | Grammar: past 64 tokens RoPE falls as far keys outscore near ones | far − near logit above 0 in 23 of 24 heads at 512 | NoPE's heads show dilution only; layer 1 (no positions below it) shows it too |
+# | Grammar: ALiBi stays flat; no stretch of RoPE (PI, NTK, YaRN) gets near it at 512, even in range | accuracy, 64 to 512 tokens | a 64-token window gives RoPE ALiBi's flatness |
+# | Recall, dictionary first: T5 (`max_distance` $= L_0 = 64$), NoPE and PI recall most at 512 | recall at 512 | at the trained distances plain RoPE recovers and PI falls: the layout decides |
+# | Recall anywhere: PI and YaRN hold up, NoPE and T5 lose little; RoPE, NTK, ALiBi, sinusoids end under the key-blind floor | recall at 512 | the floor: what a key-blind reader gets |
+# | No method keeps all three tasks at 512 (kept: a mean within 0.1 of the 64-token one; the index's rule, below) | means over 3 seeds | ALiBi keeps the grammar and T5 both lookups: no task is simply harder at 512 |
+#
 # * **Qualifications**: a recall at or below the key-blind floor (0.61) does not show
 #   the key used; a *thin* win (separation below 2) carries no conclusion; T5's results hold for its
 #   `max_distance` of 64, equal to $L_0$.
@@ -841,6 +844,7 @@ print("share of the needed keys' lost mass that goes to far keys:",
 rope_far_near, nope_far_near = heads("rope", 512, "far_gap"), heads("none", 512, "far_gap")  # far − near logits
 assert (heads("rope", 64, "mass") >= 0.6).all() and (heads("rope", 512, "mass") <= 0.15).all()  # needed keys lost
 assert (heads("rope", 512, "far") >= 0.84).all() and int((rope_far_near > 0).sum()) == 23  # far keys outscore near ones
+assert rope_far_near.numel() == 24  # "in 23 of 24 heads" (3 seeds x 2 layers x 4 heads)
 assert round(rope_far_near.max().item(), 1) == 4.2  # "far − near logit up to 4.2"
 assert ((heads("none", 512, "far") - far_share).abs() < 0.04).all() and nope_far_near.abs().max() < 0.15  # dilution only
 assert (heads("rope+linear", 512, "far") <= 0.25).all() and (heads("rope+linear", 512, "far_gap") < -3).all()
@@ -913,18 +917,26 @@ assert (heads("rope", 512, "mass") < 0.5 * count_only["rope"]).all()  # far keys
 # ones (far − near logit below −3), and the needed keys' mass goes to the *near* keys (their share
 # rises from 0.16 to 0.74). YaRN's near keys keep their 0.16, and its far keys score below them on
 # average in every head (−2.88 or lower), yet take 99 % of what the needed keys lose (0.84 → 0.37);
-# its grammar falls from 0.77 to 0.57. So keeping every angle in range is not enough for a local task
-# without fine-tuning (YaRN's paper fine-tunes after scaling too).
+# its grammar falls from 0.77 to 0.57. So keeping each pair's angles in range is not enough for a local task
+# without fine-tuning (YaRN's paper fine-tunes after scaling too). Nor does YaRN leave the near keys as trained:
+# it slows pairs 1 to 7, so the offsets 1 to 63 come back at angle *combinations* training never showed
+# (`pl.rope_combination_gap`, the largest angle difference over the pairs from the nearest trained offset's:
+# 0.59 rad on average, against 0 unscaled; next cell). Which of the two, far keys or moved near ones, costs the
+# grammar, the run does not separate.
 #
 # YaRN's attention factor (logits ×1.46 at $s = 8$) is not the cause: the same models without it
 # score 0.571, 0.571, 0.534 at 512 tokens, against 0.587, 0.588, 0.537 with it.
 
 # %% jupyter={"source_hidden": true} slideshow={"slide_type": "fragment"}
-# YaRN's attention factor is not the cause, checked (collapsed: expand to read it)
+# YaRN's near offsets and its attention factor, checked (collapsed: expand to read it)
 yarn_512 = [sd["methods"]["rope+yarn"]["nonoverlapping"]["512"] for sd in results["tasks"]["grammar"]["seeds"]]
 assert [(round(y["acc_factor_1"], 3), round(y["acc"], 3)) for y in yarn_512] == [
     (0.571, 0.587), (0.571, 0.588), (0.534, 0.537)]  # without the factor no better: it is not the cause
 assert round((0.1 * math.log(8) + 1) ** 2, 2) == 1.46  # the factor scales q and k, so the logits by its square
+near_r, th16 = torch.arange(1, 64, dtype=torch.float64), pl.rope_frequencies(16, dtype=torch.float64)
+near_gap = {k: pl.rope_combination_gap(th16, (1, 63), near_r, inv_freq=f) for k, f in (("none", th16), ("yarn", yarn8))}
+assert near_gap["none"].max().item() < 1e-9 and (near_gap["yarn"] > 0.05).all()  # YaRN moves every near offset
+assert round(near_gap["yarn"].mean().item(), 2) == 0.59  # "0.59 rad on average", at s = 8 (512 tokens)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # ### Recall, dictionary first: what the layout decides
@@ -945,8 +957,8 @@ assert round((0.1 * math.log(8) + 1) ** 2, 2) == 1.46  # the factor scales q and
 # tells what the task rewards instead:
 #
 # * **YaRN is in range too**, yet its grammar falls from 0.77 at 64 tokens to 0.57 at 512 (above). On
-#   this recall it dips to 0.69 at 128 tokens and recovers to 0.97 at 256, level with PI (the dip
-#   depends on where the dictionary sits: optional section). In this $d = 16$ head no pair
+#   this recall it dips to 0.69 at 128 tokens and recovers to 0.97 at 256, level with PI (the dip is
+#   not explained here; an optional aside after the summary looks at it). In this $d = 16$ head no pair
 #   turns 32 times over 64 tokens (pair 0 turns 10 times). So the code's ramp runs from pair 0,
 #   which it keeps (the paper's would not, §2), to pair 3. At $s = 2$ it multiplies pair 1's
 #   frequency by 0.83 and pair 2's by 0.67, and divides pairs 3 to 7 by $s$. Each pair has then
@@ -965,9 +977,8 @@ assert round((0.1 * math.log(8) + 1) ** 2, 2) == 1.46  # the factor scales q and
 # YaRN, not the rescue itself: with the dictionary anywhere PI still beats plain RoPE with every
 # seed (next). With the dictionary first, the lookups $L - 11 \dots L - 2$ grow in
 # proportion to $L$. Dividing them by $s = L/64$ puts them at $64 - 704/L \dots 64 - 128/L$:
-# 58.5–63 at 128 tokens, 62.6–63.75 at 512. That is not exactly the training lookups (53–62) but
-# near their far end. At 512 it is partly past the last distance training showed at all (63).
-# So PI's lookups drift off the training lookups as $L$ grows.
+# 58.5–63 at 128 tokens, 62.6–63.75 at 512: near the far end of the training lookups (53–62), and at 512
+# partly past the last distance training showed at all (63).
 #
 # So the dictionary-first task rewards, by construction, the two shortcuts named with the tasks:
 # lookups mapped back near 53–62, and the first tokens read easily. The task with the dictionary
@@ -1063,12 +1074,9 @@ for s_, want in ((2, [[0.648, 0.536], [1.0, 0.833]]), (8, [[0.384, 0.188], [1.0,
 # * **PI against YaRN**: the seeds cannot tell them apart at 512. That differs from the
 #   dictionary-first ranking, where PI beat YaRN at 128 and 512 mostly by the layout.
 # * **NoPE loses little** (0.87 to 0.80 on average) and T5 nothing (0.95 at 64 and at 512); the
-#   seeds cannot separate the two at 512. ALiBi and sinusoids fall (0.53 and 0.50 at 512), and every
-#   seed of NoPE beats every seed of ALiBi there.
-# * **NoPE loses less than sinusoids, RoPE and ALiBi.** On both recall tasks, which NoPE learns at 64
-#   tokens (0.87 or more on average), it loses less from 64 to 512 tokens (0.06 and 0.08) than
-#   sinusoids, RoPE and ALiBi (0.29 or more), seed by seed: every NoPE seed loses less than every
-#   seed of the three, and more than every T5 seed.
+#   seeds cannot separate the two at 512. ALiBi and sinusoids fall (0.53 and 0.50 at 512). On both
+#   recall tasks NoPE loses less from 64 to 512 tokens (0.06 and 0.08) than sinusoids, RoPE and ALiBi
+#   (0.29 or more), and more than T5, seed by seed.
 
 # %% jupyter={"source_hidden": true} slideshow={"slide_type": "fragment"}
 # The recall_anywhere tables, then the asserts that check the claims above (collapsed: expand to read them)
@@ -1184,11 +1192,12 @@ assert round(A["rope+yarn"][512]["mean"], 2) == 0.92
 #   per token back (under 2 even 511 back), and on recall it reads past any window (it scores above
 #   every windowed reading). Chapter 6 §4 takes this apart.
 # * Keeping each pair's angles in range is not enough without fine-tuning (we fine-tune none of the
-#   scalings): YaRN keeps every pair in range, yet its grammar falls from 0.77 at 64 tokens to 0.57 at 512.
+#   scalings): YaRN keeps every pair in range, yet its grammar falls from 0.77 at 64 tokens to 0.57 at 512;
+#   it also moves the near offsets' angle combinations, and the run does not say which costs more.
 # * The layout decided the rankings. With the dictionary first PI looked best among the RoPE scalings
 #   (only T5 and NoPE recalled more at 512: 0.99 and 0.94 against 0.79) and NoPE near-perfect.
 #   With it anywhere PI and YaRN cannot be told apart (YaRN's attention factor lifts it from 0.83
-#   to 0.92).
+#   to 0.92). The scalings share one set of trained RoPE models, so their orderings are not independent.
 # * A recency bias (ALiBi) falls on both far lookups here (chapter 8's iRoPE is one answer: layers
 #   without positions).
 
@@ -1623,13 +1632,15 @@ assert corr["rope+yarn", False]["gap"] < min(corr["rope+yarn", False][k] for k i
 # **Exercise 1 (predict, on §1).**
 # §1's counter $1/(i+1)$ is exact in float64. Suppose a model holds it,
 # scaled by some $a > 0$ (a layer's weight), as $a/(i+1)$ in a format that keeps $p$ significant
-# bits and rounds to the nearest number it can hold (ties to even): bfloat16 keeps 8, float16 11,
+# bits and rounds to the nearest number it can hold (ties to even): float16 keeps 11,
 # float32 24, float64 53. From some position on, neighbours $i$ and $i + 1$ round to the same number
 # and the counter can no longer tell them apart. Predict where that starts, as a function of both
 # $p$ and $a$: write `first_merge(p, a)` returning the first position $i$ whose rounded counter
-# equals that of $i + 1$, within 2 %. Do not search: the checker asks at $p$ up to 30, where the first
-# merge lies too far out to find by trying positions, and refuses a search, including one run in a
-# narrower format and scaled up to $p$ bits.
+# equals that of $i + 1$, within 2 %. The checker asks at $p$ from 11 to 30 (at 8 bits, bfloat16, the grid is too
+# coarse for 2 %) and at scales $a$ not just above a power of two ($a/2^k$ outside $(1, 1.1)$ for every whole $k$:
+# there the numbers with one exponent can run out before two neighbours share a value). Do not search: at $p$ near
+# 30 the first merge lies too far out to find by trying positions, and the checker refuses a search, including one
+# run in a narrower format and scaled up to $p$ bits.
 
 # %% slideshow={"slide_type": "fragment"}
 def first_merge(p, a):

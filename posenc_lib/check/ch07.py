@@ -41,7 +41,8 @@ def _library_shortcuts() -> tuple[tuple[Any, str, str], ...]:
 
 # (p, a): formats of p significant bits, float16 (11), float32 (24) and others torch has no dtype for, up to p = 30
 # (too far out for a search over positions), for counters a/(i+1) scaled by a: 1, powers of two apart from it
-# (0.25) and scales between. None lies in the band the prompt excludes, a/2^k in (1, 1.1): there whether the first
+# (0.25) and scales between; no 8-bit case (bfloat16: too coarse for 2 %), as the prompt says. None lies in the band
+# the prompt excludes, a/2^k in (1, 1.1): there whether the first
 # binade in which the step meets the spacing holds a merge turns on where the rounding grid happens to fall, which no
 # 2 % estimate can say. A first merge
 # found by trying positions in a narrower format of q bits and doubled per extra bit lands within 2 % once q reaches
