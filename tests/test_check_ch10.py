@@ -557,6 +557,17 @@ def test_slips_that_give_the_same_number_are_both_named(answer, names, capsys):
     assert str(step_bounds(3, 10**30, 10**12, 256, 2)) not in out and "hint:" not in out, out
 
 
+@pytest.mark.parametrize("constant", [Fraction(9, 4), Fraction(5, 2), 7])
+def test_a_constant_is_called_an_instance(constant, capsys):
+    """The appendix's instance (2 + 1/4), or any number that does not depend on the sizes, is refused as a
+    measured instance, not diagnosed as a count (reader f10l, finding 2); 2 (no tables) and 3 (a
+    copy per head in x's dtype) are counts, named elsewhere."""
+    ok, out = tables_verdict(lambda *size: constant, capsys)
+    assert ok is False and "does not change with the sizes: a measured instance, not a count" in out, out
+    assert "leaves the tables out" not in out and "every head" not in out and "hint:" not in out, out
+    assert str(step_bounds(3, 10**30, 10**12, 256, 2)) not in out
+
+
 def test_a_misconception_that_fits_only_some_wrong_cases_is_not_named(capsys):
     """A misconception is named only when its count gives the answer at every size where the answer is wrong: one
     that coincides at the 2-byte sizes alone is another count (reader j10, finding 1)."""
