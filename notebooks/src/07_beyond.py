@@ -834,6 +834,7 @@ for m in ("none", "rope", "rope+linear", "rope+yarn"):
           f"{heads(m, 512, 'far').median():>10.2f}{near.median():>10.2f}{far_near.min():>9.2f} to {far_near.max():.2f}")
 print(f"(medians over the 24 heads; the far share of keys is {far_share:.3f})")
 n_far_q = (q_last - 63).mean().item()  # far keys per measured query at 512: 440.5 on average
+assert n_far_q == 440.5  # "some 440 far keys face 2 needed ones"
 
 
 def needed_over_far(m):
